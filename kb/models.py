@@ -1,0 +1,267 @@
+"""Pydantic models of everything the knowledge base records.
+
+Every fact carries its evidence: the artifact it was read from (filename and
+the sha256 the index publishes) at release or wheel level, and the member path
+and line inside it at fact level. Models are strict and immutable; they are
+validated where data enters (the KB file, an HTTP response), nowhere else.
+
+Version strings are stored as the index spells them; code compares them through
+``packaging.version.Version``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Artifact",
+    "BackendUse",
+    "Build",
+    "CallArity",
+    "KnowledgeBase",
+    "LoaderImport",
+    "LoaderScheme",
+    "MooncakeImport",
+    "MooncakePin",
+    "MooncakeRelease",
+    "MooncakeWheel",
+    "PGRequirement",
+    "ParseFailure",
+    "ScrapeInfo",
+    "SglangRelease",
+    "TorchRelease",
+    "TorchVariant",
+    "Unread",
+]
+
+#: Bumped whenever a stored field changes meaning or shape. A file with a
+#: higher number was written by a newer moonpin; a lower one must be rescraped.
+SCHEMA_VERSION = 1
+
+Feature = Literal[
+    "elastic-ep", "moe-a2a", "pd-disaggregation", "hicache", "weight-transfer", "other"
+]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class Artifact(Model):
+    """One file as the index publishes it; the sha256 is its identity, not the version."""
+
+    filename: str
+    url: str
+    sha256: str
+    size: int = Field(ge=0)
+    yanked: bool = False
+
+
+# --------------------------------------------------------------------------- sglang
+
+
+class MooncakeImport(Model):
+    """One import of a ``mooncake`` module found in an SGLang source file."""
+
+    module: str
+    names: tuple[str, ...] = ()
+    alias: str | None = None
+    member: str
+    line: int
+    function: str | None = None
+    optional: bool = False
+    alternatives: tuple[str, ...] = ()
+    feature: Feature = "other"
+    dynamic: bool = False
+
+
+class CallArity(Model):
+    """How a name imported from mooncake is called (its constructor grew over releases)."""
+
+    module: str
+    name: str
+    member: str
+    line: int
+    function: str | None = None
+    positional: int
+    keywords: tuple[str, ...] = ()
+    starred: bool = False
+
+
+class BackendUse(Model):
+    """A ``"mooncake"`` / ``"mooncake-cpu"`` literal used as a process-group backend."""
+
+    value: str
+    member: str
+    line: int
+    function: str | None = None
+    context: str
+
+
+class ParseFailure(Model):
+    """A source file that could not be analysed: recorded, never skipped silently."""
+
+    member: str
+    error: str
+
+
+class PGRequirement(Model):
+    """What one SGLang release needs of mooncake's torch ProcessGroup extension.
+
+    ``module`` is None when the release imports no process-group module at all
+    (then it is compatible with any mooncake, or none installed).
+    """
+
+    module: str | None
+    alternatives: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    optional: bool = False
+    evidence: tuple[str, ...] = ()  # "member:line" of the imports it was derived from
+
+
+class MooncakePin(Model):
+    """A mooncake version a source tree builds or tests with (Dockerfile, CI scripts)."""
+
+    dist: str
+    spec: str
+    member: str
+    line: int
+
+
+class SglangRelease(Model):
+    version: str
+    source: Literal["index", "path", "archive"] = "index"
+    artifact: Artifact
+    requires_python: str | None = None
+    torch_requirements: tuple[str, ...] = ()  # Requires-Dist lines naming torch, verbatim
+    files_analyzed: int = 0
+    imports: tuple[MooncakeImport, ...] = ()
+    calls: tuple[CallArity, ...] = ()
+    backends: tuple[BackendUse, ...] = ()
+    parse_failures: tuple[ParseFailure, ...] = ()
+    pg: PGRequirement
+    mooncake_pins: tuple[MooncakePin, ...] = ()
+
+
+# --------------------------------------------------------------------------- mooncake
+
+
+class LoaderImport(Model):
+    """One extension module a loader (``mooncake/pg.py``) imports.
+
+    ``template`` is the module name with ``{torch}`` where the loader appends
+    the suffix derived from ``torch.__version__`` (e.g. ``mooncake.pg_{torch}``).
+    """
+
+    template: str
+    line: int
+    on_missing: str | None = None  # the message the loader raises when it is absent
+
+
+class LoaderScheme(Model):
+    """How a loader module finds its compiled build, read from the loader's text."""
+
+    module: str  # "mooncake.pg" or "mooncake.ep"
+    member: str
+    kind: Literal["prebuilt", "jit-compile", "unknown"]
+    imports: tuple[LoaderImport, ...] = ()
+    version_regex: str | None = None  # the regex applied to torch.__version__
+    separator: str | None = None  # what replaces "." in the suffix
+    toolchain: tuple[str, ...] = ()  # jit-compile: what the image must have
+    sources: tuple[str, ...] = ()  # jit-compile: shipped C++/CUDA members compiled at import
+    source_names: tuple[str, ...] = ()  # jit-compile: Python names the sources define
+    source_backends: tuple[str, ...] = ()
+    note: str | None = None
+
+
+class Build(Model):
+    """One compiled extension module inside a mooncake wheel."""
+
+    member: str
+    family: str  # "pg", "ep", "_ep" (torch-independent), or the unversioned "ep" of 0.3.7
+    torch: str | None = None  # the torch release it was built for
+    torch_from: Literal["filename", "bytes"] | None = None
+    abi: str | None = None  # e.g. "cpython-312-x86_64-linux-gnu"
+    size: int = 0
+    compressed_size: int = 0
+    names: tuple[str, ...] = ()  # names of interest present as C strings in its bytes
+    names_checked: tuple[str, ...] = ()  # every name that was looked for
+    backends: tuple[str, ...] = ()  # torch backends it registers
+    needed: tuple[str, ...] = ()
+    needed_method: str = "none"
+    runpath: tuple[str, ...] = ()
+    cuda_major: int | None = None
+    complete: bool = True  # False when only a prefix of the member could be read
+    read_error: str | None = None
+    bytes_from: str | None = None  # when the facts were read from an identical member elsewhere
+
+
+class MooncakeWheel(Model):
+    artifact: Artifact
+    python_tags: tuple[str, ...]
+    abi_tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+    loaders: tuple[LoaderScheme, ...] = ()
+    builds: tuple[Build, ...] = ()
+    libraries: tuple[Build, ...] = ()  # shipped helper libraries (libmooncake_pg.so, ...)
+    requires_dist: tuple[str, ...] = ()
+
+
+class MooncakeRelease(Model):
+    dist: str
+    version: str
+    wheels: tuple[MooncakeWheel, ...] = ()
+
+
+# --------------------------------------------------------------------------- torch
+
+
+class TorchVariant(Model):
+    """The wheel the index publishes for one torch release on one platform."""
+
+    platform: str  # a wheel platform tag, e.g. "manylinux_2_28_x86_64"
+    arch: str
+    cuda_major: int | None  # None: no CUDA runtime requirement (CPU build)
+    evidence: str  # the requirement line or filename that decided cuda_major
+    artifact: Artifact
+
+
+class TorchRelease(Model):
+    version: str
+    variants: tuple[TorchVariant, ...] = ()
+
+
+# --------------------------------------------------------------------------- the file
+
+
+class Unread(Model):
+    """A release or artifact that could not be read; it never turns into a verdict."""
+
+    kind: Literal["sglang", "mooncake", "torch"]
+    name: str
+    version: str
+    artifact: str | None = None
+    reason: str
+
+
+class ScrapeInfo(Model):
+    scraped_at: datetime
+    index_url: str
+    moonpin_version: str
+    bytes_fetched: int = 0
+    artifact_bytes: int = 0  # what the same artifacts weigh whole
+
+
+class KnowledgeBase(Model):
+    schema_version: int = SCHEMA_VERSION
+    scrape: ScrapeInfo
+    sglang: tuple[SglangRelease, ...] = ()
+    mooncake: tuple[MooncakeRelease, ...] = ()
+    torch: tuple[TorchRelease, ...] = ()
+    torch_versions: tuple[str, ...] = ()  # every torch release on the index
+    unread: tuple[Unread, ...] = ()

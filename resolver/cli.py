@@ -1,0 +1,341 @@
+"""The ``moonpin`` command: thin glue over scrapers/, kb/ and resolver/.
+
+Exit codes: 0 success; 1 the command ran but found a problem (e.g. a scrape
+with unread releases); 2 bad input or an unusable KB; 130 interrupted.
+Domain errors are caught here only, and each is printed with a tip.
+Heavy imports happen inside the subcommand that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from kb.errors import MoonpinError
+
+__all__ = ["main"]
+
+
+def _fatal(msg: str, hint: str | None = None, code: int = 2) -> NoReturn:
+    print(f"moonpin: error: {msg}", file=sys.stderr)
+    if hint:
+        print(f"tip: {hint}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _emit_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+# ---------------------------------------------------------------------- scrape
+
+
+def cmd_scrape(args: argparse.Namespace) -> int:
+    from kb import store
+    from kb.errors import KBError
+    from scrapers.fetch import Fetcher
+    from scrapers.pypi import index_url_from_env
+    from scrapers.refresh import KINDS, scrape
+    from scrapers.report import StderrReporter
+
+    kb_path = Path(args.kb) if args.kb else store.default_kb_path()
+    index_url = index_url_from_env(args.index_url)
+    only = [args.only] if args.only else list(KINDS)
+    reporter = StderrReporter()
+    fetcher = Fetcher(warn=reporter.warn)
+    if args.from_path:
+        return _scrape_path(Path(args.from_path), kb_path, args)
+    with store.kb_lock(kb_path):
+        old = None
+        if kb_path.exists():
+            try:
+                old = store.load(kb_path)
+            except KBError as e:
+                if not args.full:
+                    raise
+                reporter.warn(f"ignoring the old KB ({e}); rebuilding")
+        try:
+            kb, summary = scrape(old, fetcher, index_url, only=only, full=args.full,
+                                 reporter=reporter, workers=args.jobs)
+        finally:
+            fetcher.close()
+        store.save(kb, kb_path)
+    report = {
+        "kb": str(kb_path),
+        "index_url": index_url,
+        "read": summary.read,
+        "kept_unchanged": summary.kept,
+        "unread": [u.model_dump() for u in summary.unread],
+        "bytes_fetched": summary.bytes_fetched,
+        "artifact_bytes_whole": summary.artifact_bytes,
+        "seconds": round(summary.seconds, 2),
+        "requests": fetcher.stats.requests,
+        "retries": fetcher.stats.retries,
+    }
+    if args.json:
+        _emit_json(report)
+    else:
+        ratio = (f" ({100 * summary.bytes_fetched / summary.artifact_bytes:.2f}% of the "
+                 f"{_mb(summary.artifact_bytes)} those artifacts weigh whole)"
+                 if summary.artifact_bytes else "")
+        print(f"wrote {kb_path}")
+        for k in KINDS:
+            print(f"  {k:9} {summary.read[k]:4} read, {summary.kept[k]:4} unchanged")
+        print(f"  fetched {_mb(summary.bytes_fetched)} in {fetcher.stats.requests} requests"
+              f"{ratio}, {summary.seconds:.1f}s")
+        for u in summary.unread:
+            print(f"  unread: {u.kind} {u.name} {u.version}"
+                  f"{' ' + u.artifact if u.artifact else ''}: {u.reason}")
+    return 1 if summary.unread else 0
+
+
+def _scrape_path(path: Path, kb_path: Path, args: argparse.Namespace) -> int:
+    from scrapers.local import scrape_path
+
+    from kb import store
+
+    with store.kb_lock(kb_path):
+        old = store.load(kb_path) if kb_path.exists() else None
+        rel = scrape_path(path, version=args.version)
+        if old is None:
+            _fatal(f"no knowledge base at {str(kb_path)!r} to add {path} to",
+                   "run `moonpin scrape` first, or pass --kb")
+        kept = tuple(r for r in old.sglang if not (r.version == rel.version
+                                                  and r.source != "index"))
+        new = old.model_copy(update={"sglang": (*kept, rel)})
+        store.save(new, kb_path)
+    if args.json:
+        _emit_json(rel.model_dump(mode="json"))
+    else:
+        print(f"recorded sglang {rel.version} from {path} ({rel.files_analyzed} files): "
+              f"needs {rel.pg.module or 'no mooncake process-group module'}")
+    return 0
+
+
+# ---------------------------------------------------------------------- kb info / show
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from kb import store
+
+    return store.load(Path(args.kb) if args.kb else None)
+
+
+def cmd_kb_info(args: argparse.Namespace) -> int:
+    from kb import store
+
+    kb = _load(args)
+    path = Path(args.kb) if args.kb else store.default_kb_path()
+    wheels = sum(len(r.wheels) for r in kb.mooncake)
+    builds = sum(len(w.builds) for r in kb.mooncake for w in r.wheels)
+    dists = sorted({r.dist for r in kb.mooncake})
+    info = {
+        "kb": str(path),
+        "schema_version": kb.schema_version,
+        "scraped_at": kb.scrape.scraped_at.isoformat(),
+        "index_url": kb.scrape.index_url,
+        "sglang_releases": len(kb.sglang),
+        "sglang_range": [kb.sglang[0].version, kb.sglang[-1].version] if kb.sglang else [],
+        "sglang_by_module": _count(r.pg.module or "none" for r in kb.sglang),
+        "mooncake_releases": len(kb.mooncake),
+        "mooncake_distributions": {d: len([r for r in kb.mooncake if r.dist == d])
+                                   for d in dists},
+        "mooncake_wheels": wheels,
+        "mooncake_builds": builds,
+        "torch_releases_listed": len(kb.torch_versions),
+        "torch_releases_with_cuda_facts": len(kb.torch),
+        "unread": len(kb.unread),
+    }
+    if args.json:
+        _emit_json(info)
+        return 0
+    print(f"knowledge base {info['kb']} (schema {kb.schema_version})")
+    print(f"  scraped {info['scraped_at']} from {kb.scrape.index_url}")
+    rng = info["sglang_range"]
+    print(f"  sglang   {len(kb.sglang)} releases"
+          f"{f' ({rng[0]} .. {rng[1]})' if rng else ''}; by process-group module: "
+          + ", ".join(f"{k} {v}" for k, v in info["sglang_by_module"].items()))
+    print(f"  mooncake {len(kb.mooncake)} releases, {wheels} wheels, {builds} builds")
+    for d, n in info["mooncake_distributions"].items():
+        print(f"    {d}: {n}")
+    print(f"  torch    {len(kb.torch_versions)} releases listed, {len(kb.torch)} with CUDA facts")
+    if kb.unread:
+        print(f"  unread   {len(kb.unread)} (see `moonpin kb info --json`)")
+    return 0
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    kb = _load(args)
+    try:
+        req = Requirement(args.release)
+    except InvalidRequirement as e:
+        _fatal(f"cannot parse {args.release!r}: {e}",
+               "name one release as NAME==VERSION, e.g. sglang==0.5.18")
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator not in ("==", "==="):
+        _fatal(f"{args.release!r} does not name one release",
+               "use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
+    version = specs[0].version
+    name = canonicalize_name(req.name)
+    if name == "sglang":
+        hits = [r for r in kb.sglang if Version(r.version) == Version(version)]
+        pool = [r.version for r in kb.sglang]
+    else:
+        hits = [r for r in kb.mooncake if r.dist == name and Version(r.version) == Version(version)]
+        pool = [r.version for r in kb.mooncake if r.dist == name]
+        if not pool:
+            known = sorted({r.dist for r in kb.mooncake} | {"sglang"})
+            _fatal(f"unknown release name {req.name!r}", "known: " + ", ".join(known))
+    if not hits:
+        unread = [u for u in kb.unread if canonicalize_name(u.name) == name
+                  and u.version == version]
+        if unread:
+            _fatal(f"{name}=={version} could not be read in the last scrape: "
+                   f"{unread[0].reason}", "run `moonpin scrape` again", code=1)
+        near = _nearest(version, pool)
+        _fatal(f"{name}=={version} is not in the knowledge base",
+               f"nearest known: {', '.join(near)}; run `moonpin scrape` to refresh")
+    rel = hits[-1]
+    if args.json:
+        _emit_json(rel.model_dump(mode="json"))
+        return 0
+    if name == "sglang":
+        _print_sglang(rel)
+    else:
+        _print_mooncake(rel)
+    return 0
+
+
+def _nearest(version: str, pool: list[str]) -> list[str]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return pool[-3:]
+    ordered = sorted(pool, key=Version)
+    below = [p for p in ordered if Version(p) < v][-2:]
+    above = [p for p in ordered if Version(p) > v][:2]
+    return below + above
+
+
+def _print_sglang(r: Any) -> None:
+    print(f"sglang {r.version}  ({r.artifact.filename}, sha256 {r.artifact.sha256[:12]}…)")
+    print(f"  torch requirement: {', '.join(r.torch_requirements) or 'none declared'}")
+    pg = r.pg
+    if pg.module is None:
+        print("  process-group module: none (imports no mooncake.pg / mooncake.ep)")
+    else:
+        alt = f" (falls back to {', '.join(pg.alternatives)})" if pg.alternatives else ""
+        print(f"  process-group module: {pg.module}{alt}{' [optional]' if pg.optional else ''}")
+        print(f"  names: {', '.join(pg.names) or '-'}")
+        print(f"  backends: {', '.join(pg.backends) or '-'}")
+        print(f"  evidence: {', '.join(pg.evidence)}")
+    print(f"  {r.files_analyzed} source files analysed, {len(r.imports)} mooncake imports:")
+    for i in r.imports:
+        where = f"{i.member}:{i.line}" + (f" in {i.function}" if i.function else "")
+        names = f" ({', '.join(i.names)})" if i.names else ""
+        print(f"    {i.module}{names} [{i.feature}{', optional' if i.optional else ''}] "
+              f"{where}")
+    for c in r.calls:
+        print(f"    call {c.name}(…{c.positional} positional, "
+              f"{len(c.keywords)} keyword) {c.member}:{c.line}")
+    for f in r.parse_failures:
+        print(f"    unparsed {f.member}: {f.error}")
+
+
+def _print_mooncake(r: Any) -> None:
+    print(f"{r.dist} {r.version}: {len(r.wheels)} wheels")
+    for w in r.wheels:
+        print(f"  {w.artifact.filename}  sha256 {w.artifact.sha256[:12]}…")
+        for ld in w.loaders:
+            imps = ", ".join(i.template for i in ld.imports)
+            extra = f" toolchain: {', '.join(ld.toolchain)}" if ld.toolchain else ""
+            print(f"    loader {ld.module}: {ld.kind} {imps}{extra}")
+            if ld.source_names:
+                print(f"      names in shipped sources: {', '.join(ld.source_names)}")
+        for b in w.builds:
+            if b.read_error:
+                print(f"    build {b.member}: torch {b.torch or '?'} ({b.read_error})")
+                continue
+            print(f"    build {b.member}: torch {b.torch or '?'}"
+                  f"{' (from bytes)' if b.torch_from == 'bytes' else ''}, "
+                  f"CUDA {b.cuda_major or '-'}, backends {', '.join(b.backends) or '-'}")
+            print(f"      names: {', '.join(b.names) or '-'}")
+            print(f"      needs: {', '.join(b.needed) or '-'} [{b.needed_method}]"
+                  f"{' (read from ' + b.bytes_from + ')' if b.bytes_from else ''}")
+
+
+# ---------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="moonpin", description=__doc__.splitlines()[0]
+                                if __doc__ else None)
+    p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("scrape", help="read releases from the index into the KB")
+    s.add_argument("--only", choices=["sglang", "mooncake", "torch"])
+    s.add_argument("--full", action="store_true", help="re-read everything")
+    s.add_argument("--from-path", metavar="PATH",
+                   help="record an SGLang source tree or site-packages instead of the index")
+    s.add_argument("--version", help="with --from-path: the version to record it as")
+    s.add_argument("--index-url", help="package index base URL (default $MOONPIN_INDEX_URL "
+                   "or the public index)")
+    s.add_argument("--jobs", type=int, default=8, help="concurrent requests (default 8)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+    s.set_defaults(func=cmd_scrape)
+
+    k = sub.add_parser("kb", help="about the knowledge base")
+    ksub = k.add_subparsers(dest="kb_command", required=True)
+    ki = ksub.add_parser("info", help="counts, coverage and dates")
+    ki.add_argument("--json", action="store_true")
+    ki.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+    ki.set_defaults(func=cmd_kb_info)
+
+    sh = sub.add_parser("show", help="what the KB holds for one release")
+    sh.add_argument("release", help="e.g. sglang==0.5.18 or "
+                    "mooncake-transfer-engine-cuda13==0.3.13.post1")
+    sh.add_argument("--json", action="store_true")
+    sh.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+    sh.set_defaults(func=cmd_show)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "kb_sub", None):
+        args.kb = args.kb_sub
+    try:
+        code: int = args.func(args)
+    except MoonpinError as e:
+        _fatal(str(e), e.hint)
+    except KeyboardInterrupt:
+        print("moonpin: interrupted; the KB file was not changed", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,710 @@
+"""Read facts out of an ELF shared object from a *prefix* of its bytes.
+
+moonpin inspects compiled Python extension modules inside wheels without
+downloading them whole: a wheel member is deflate-compressed, so the only cheap
+thing we can get is the first N uncompressed bytes (stream-decompressing from
+the start). This module therefore works on a prefix plus the total file size
+(known from the zip central directory) and reports how much of the file it
+needed and whether it got it.
+
+Only bytes are read; nothing is loaded, mapped or executed. Input is treated as
+hostile: every offset and size taken from the file is bounds-checked against
+the bytes actually present before use, no allocation is sized from a file
+field, every loop is bounded, and the only exception raised for bad input is
+:class:`ElfError` (a :class:`ValueError`), with :class:`ElfTruncatedError` as
+the "give me more bytes" subclass.
+
+Typical use::
+
+    head = read_prefix(64 * 1024)
+    layout = parse_layout(head, total_size)            # ELF header + program headers
+    want = min(required_prefix(layout), CAP)
+    data = read_prefix(want)
+    want = min(required_prefix(layout, data), CAP)     # may grow once: .dynstr
+    if want > len(data):
+        data = read_prefix(want)
+    facts = analyze(data, total_size, wanted={"join_group"}, patterns=[TORCH_RE])
+
+References: "ELF gABI" is the System V ABI generic chapters 4 ("Object Files":
+ELF Header, Program Header) and 5 ("Program Loading and Dynamic Linking":
+Dynamic Section, Shared Object Dependencies); "psABI" is the processor
+supplement (x86-64 / AArch64), which only fixes ``e_machine`` and page sizes.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "DT_NEEDED",
+    "DT_NULL",
+    "DT_RPATH",
+    "DT_RUNPATH",
+    "DT_SONAME",
+    "DT_STRSZ",
+    "DT_STRTAB",
+    "ET_DYN",
+    "ET_EXEC",
+    "ET_REL",
+    "MAX_NAME_BYTES",
+    "PF_R",
+    "PF_W",
+    "PF_X",
+    "PT_DYNAMIC",
+    "PT_LOAD",
+    "ElfError",
+    "ElfFacts",
+    "ElfLayout",
+    "ElfTruncatedError",
+    "Segment",
+    "analyze",
+    "is_elf",
+    "parse_layout",
+    "required_prefix",
+]
+
+# --- constants (ELF gABI) -------------------------------------------------------
+
+_MAGIC = b"\x7fELF"  # gABI "ELF Identification": EI_MAG0..EI_MAG3
+_EI_NIDENT = 16
+_EI_CLASS, _EI_DATA, _EI_VERSION = 4, 5, 6
+_ELFCLASS32, _ELFCLASS64 = 1, 2
+_ELFDATA2LSB, _ELFDATA2MSB = 1, 2
+_EV_CURRENT = 1
+
+# gABI "ELF Header": e_type values.
+ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
+
+# gABI "Program Header": p_type and p_flags values.
+PT_LOAD, PT_DYNAMIC = 1, 2
+PF_X, PF_W, PF_R = 0x1, 0x2, 0x4
+# gABI "Sections" (extended numbering): e_phnum == PN_XNUM means the real count
+# lives in section header 0. Real extension modules have ~10-15 program headers.
+_PN_XNUM = 0xFFFF
+
+# gABI "Dynamic Section": d_tag values we use.
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
+DT_SONAME, DT_RPATH, DT_RUNPATH = 14, 15, 29
+
+# gABI "ELF Header" e_machine values (psABI supplements). Only x86_64 and
+# aarch64 matter for Mooncake wheels; the rest make error messages readable.
+_MACHINES: dict[int, str] = {
+    2: "sparc",
+    3: "i386",
+    8: "mips",
+    20: "ppc",
+    21: "ppc64",
+    22: "s390",
+    40: "arm",
+    43: "sparcv9",
+    62: "x86_64",
+    183: "aarch64",
+    243: "riscv",
+    258: "loongarch",
+}
+
+# --- limits (why: hostile input must not make us loop or allocate without bound) --
+
+# Linux's load_elf_phdrs() refuses program header tables larger than 64 KiB;
+# nothing a real loader accepts is bigger, so neither do we.
+_MAX_PHDR_TABLE_BYTES = 65536
+# .dynamic of a real extension has ~40-60 entries; 65536 is far beyond any real
+# object and bounds the loop on a hostile PT_DYNAMIC.
+_MAX_DYN_ENTRIES = 65536
+#: Longest dynamic-string (soname / path) we accept; PATH_MAX on Linux. Bounds
+#: the NUL search per DT_NEEDED entry so N entries cost O(N * 4096), not O(N * size).
+MAX_NAME_BYTES = 4096
+# Caps on reported results; a hostile file could otherwise produce millions.
+_MAX_HEURISTIC_NAMES = 1024
+_MAX_MATCHES = 1024
+_MAX_MATCH_ITERATIONS = 100_000
+
+# Soname-looking C strings for the .dynstr heuristic: lib*.so[.N...] and the
+# program interpreters ld-linux*.so.N / ld64.so.N that glibc objects list in
+# DT_NEEDED. Candidates are found with a cheap literal-led regex and then
+# checked whole with _SONAME_FULL.
+_SONAME_CANDIDATE = re.compile(rb"(?:lib|ld-linux|ld64)[A-Za-z0-9_+.\-]{0,250}\x00")
+_SONAME_FULL = re.compile(
+    rb"(?:lib[A-Za-z0-9_+.\-]*|ld-linux[A-Za-z0-9_.\-]*|ld64)\.so(?:\.[0-9]+)*"
+)
+
+
+# --- public types -------------------------------------------------------------------
+
+
+class ElfError(ValueError):
+    """The input is not a readable ELF file (corrupt, unsupported or too short)."""
+
+
+class ElfTruncatedError(ElfError):
+    """The prefix ends before a structure that must be read.
+
+    ``needed`` is the prefix length that would suffice for this step, so the
+    caller can fetch that much and retry.
+    """
+
+    def __init__(self, what: str, needed: int, have: int) -> None:
+        super().__init__(f"truncated {what}: need {needed} bytes, have {have}")
+        self.needed = needed
+        self.have = have
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One program header (gABI "Program Header"), bit-width neutral."""
+
+    type: int
+    flags: int
+    offset: int
+    filesz: int
+    vaddr: int
+    memsz: int
+
+    @property
+    def end(self) -> int:
+        """File offset one past the segment's file image (``p_offset + p_filesz``)."""
+        return self.offset + self.filesz
+
+    @property
+    def is_readonly_data(self) -> bool:
+        """PT_LOAD mapped readable, not writable, not executable (where .rodata lives)."""
+        return self.type == PT_LOAD and self.flags & (PF_R | PF_W | PF_X) == PF_R
+
+
+@dataclass(frozen=True)
+class ElfLayout:
+    """ELF identity plus program headers: everything in the first few KB."""
+
+    bits: int
+    little: bool
+    machine: str
+    elf_type: int
+    segments: tuple[Segment, ...]
+    header_bytes_needed: int
+    e_machine: int = 0
+    file_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ElfFacts:
+    """What :func:`analyze` could establish from the available prefix.
+
+    ``needed_method``:
+      * ``"dt_needed"`` -- ``needed``/``runpath``/``soname`` were read from the
+        PT_DYNAMIC entries and the DT_STRTAB string table: authoritative.
+      * ``"dynstr-heuristic"`` -- PT_DYNAMIC (or its string table) lay beyond the
+        prefix, so ``needed`` lists soname-looking C strings (``lib*.so*``,
+        ``ld-linux*.so*``) from the first read-only PT_LOAD, where GNU ld puts
+        .dynstr. It can over-report (.dynstr also names libraries of versioned
+        symbols, and patchelf leaves the pre-repair names behind) and
+        under-report (sonames not starting with ``lib``, or a .dynstr that
+        patchelf/auditwheel moved to the end of the file). ``runpath`` and
+        ``soname`` are then empty/None.
+      * ``"none"`` -- nothing known: no PT_DYNAMIC at all, or the heuristic
+        region was unavailable or held no soname.
+
+    ``runpath`` is the effective library search path: the DT_RUNPATH entries, or
+    DT_RPATH ones when there is no DT_RUNPATH (gABI "Shared Object
+    Dependencies": the dynamic linker ignores DT_RPATH when DT_RUNPATH exists);
+    ``runpath_tag`` says which ("DT_RUNPATH" / "DT_RPATH" / None).
+
+    ``strings`` is the subset of the wanted names that occur as exact C strings
+    in the available read-only data; ``matches`` the distinct regex matches in
+    first-seen order. ``complete`` is true when the prefix covered everything
+    :func:`required_prefix` asks for. ``warnings`` explains fallbacks and
+    anything corrupt that was skipped.
+    """
+
+    machine: str
+    needed: tuple[str, ...]
+    needed_method: str
+    runpath: tuple[str, ...]
+    soname: str | None
+    strings: frozenset[str]
+    matches: tuple[str, ...]
+    complete: bool
+    runpath_tag: str | None = None
+    layout: ElfLayout | None = None
+    warnings: tuple[str, ...] = ()
+
+
+# --- header parsing -----------------------------------------------------------------
+
+
+def is_elf(prefix: bytes) -> bool:
+    """Return whether ``prefix`` starts with the ELF magic (gABI "ELF Identification")."""
+    return prefix[:4] == _MAGIC
+
+
+def _formats(bits: int, little: bool) -> tuple[str, str, str]:
+    """struct formats for Elf_Ehdr, Elf_Phdr, Elf_Dyn (gABI "Data Representation")."""
+    end = "<" if little else ">"
+    if bits == 64:
+        # Elf64_Phdr puts p_flags second (for alignment); Elf32_Phdr puts it 7th.
+        return end + "16sHHIQQQIHHHHHH", end + "IIQQQQQQ", end + "qQ"
+    return end + "16sHHIIIIIHHHHHH", end + "IIIIIIII", end + "iI"
+
+
+def parse_layout(prefix: bytes, total_size: int | None = None) -> ElfLayout:
+    """Parse the ELF header and program header table from ``prefix``.
+
+    Needs ``max(e_ehsize, e_phoff + e_phnum * e_phentsize)`` bytes (reported as
+    ``header_bytes_needed``; raises :class:`ElfTruncatedError` with that number
+    when the prefix is shorter). ``total_size``, when given, is the full file
+    size: tables beyond it are corrupt, and :func:`required_prefix` clamps to it.
+    Both ELFCLASS32/64 and both byte orders are parsed.
+    """
+    have = len(prefix)
+    if total_size is not None:
+        if total_size < 0:
+            raise ElfError(f"negative total_size {total_size}")
+        if have > total_size:
+            raise ElfError(f"prefix ({have} bytes) is longer than total_size ({total_size})")
+    if prefix[:4] != _MAGIC[: min(have, 4)] or (total_size is not None and total_size < 4):
+        raise ElfError("not an ELF file (bad magic)")
+    if have < _EI_NIDENT:
+        raise ElfTruncatedError("ELF identification", _EI_NIDENT, have)
+
+    ei_class, ei_data, ei_version = prefix[_EI_CLASS], prefix[_EI_DATA], prefix[_EI_VERSION]
+    if ei_class == _ELFCLASS64:
+        bits = 64
+    elif ei_class == _ELFCLASS32:
+        bits = 32
+    else:
+        raise ElfError(f"unsupported ELF class {ei_class} (EI_CLASS)")
+    if ei_data not in (_ELFDATA2LSB, _ELFDATA2MSB):
+        raise ElfError(f"unsupported ELF data encoding {ei_data} (EI_DATA)")
+    if ei_version != _EV_CURRENT:
+        raise ElfError(f"unsupported ELF version {ei_version} (EI_VERSION)")
+    little = ei_data == _ELFDATA2LSB
+
+    ehdr_fmt, phdr_fmt, _ = _formats(bits, little)
+    ehdr_size = struct.calcsize(ehdr_fmt)
+    phdr_size = struct.calcsize(phdr_fmt)
+    if total_size is not None and total_size < ehdr_size:
+        raise ElfError(f"file ({total_size} bytes) is smaller than an ELF header ({ehdr_size})")
+    if have < ehdr_size:
+        raise ElfTruncatedError("ELF header", ehdr_size, have)
+    (_, e_type, e_machine, _, _, e_phoff, _, _, _, e_phentsize, e_phnum, *_rest) = (
+        struct.unpack_from(ehdr_fmt, prefix, 0)
+    )
+    machine = _MACHINES.get(e_machine, f"EM_{e_machine}")
+
+    if e_phnum == _PN_XNUM:
+        raise ElfError("extended program header numbering (PN_XNUM) is not supported")
+    if e_phnum == 0:
+        # gABI "ELF Header": no program header table (e.g. a relocatable object).
+        return ElfLayout(bits, little, machine, e_type, (), ehdr_size, e_machine, total_size)
+    if e_phentsize != phdr_size:
+        # Loaders (Linux binfmt_elf, glibc rtld) insist on the native entry size.
+        raise ElfError(f"e_phentsize {e_phentsize} != {phdr_size} for ELFCLASS{bits}")
+    table = e_phnum * phdr_size
+    if table > _MAX_PHDR_TABLE_BYTES:
+        raise ElfError(f"program header table too large ({e_phnum} entries)")
+    table_end = e_phoff + table
+    if total_size is not None and table_end > total_size:
+        raise ElfError(
+            f"program header table ({e_phoff:#x}..{table_end:#x}) extends beyond end of "
+            f"file ({total_size} bytes)"
+        )
+    needed = max(ehdr_size, table_end)
+    if have < table_end:
+        raise ElfTruncatedError("program header table", needed, have)
+
+    segments: list[Segment] = []
+    for i in range(e_phnum):  # bounded: e_phnum * phdr_size <= 64 KiB
+        f = struct.unpack_from(phdr_fmt, prefix, e_phoff + i * phdr_size)
+        if bits == 64:
+            p_type, p_flags, p_offset, p_vaddr, _, p_filesz, p_memsz, _ = f
+        else:
+            p_type, p_offset, p_vaddr, _, p_filesz, p_memsz, p_flags, _ = f
+        segments.append(Segment(p_type, p_flags, p_offset, p_filesz, p_vaddr, p_memsz))
+    return ElfLayout(bits, little, machine, e_type, tuple(segments), needed, e_machine, total_size)
+
+
+# --- segment helpers ---------------------------------------------------------------
+
+
+def _file_end(layout: ElfLayout, end: int) -> int:
+    """Clamp an offset to the file size when it is known."""
+    return end if layout.file_size is None else min(end, layout.file_size)
+
+
+def _rodata_segments(layout: ElfLayout) -> list[Segment]:
+    """PT_LOAD segments holding read-only data (.rodata, and .dynstr for GNU ld).
+
+    Modern GNU ld / lld (``-z separate-code``, binutils >= 2.31 default on
+    x86_64) give read-only data its own R-only PT_LOAD. Older links put .text
+    and .rodata into one R+X segment; when no R-only PT_LOAD exists we fall back
+    to the readable, non-writable ones so such objects still work.
+    """
+    loads = [s for s in layout.segments if s.type == PT_LOAD]
+    ro = [s for s in loads if s.is_readonly_data]
+    if ro:
+        return ro
+    return [s for s in loads if s.flags & (PF_R | PF_W) == PF_R]
+
+
+def _dynamic_segment(layout: ElfLayout) -> Segment | None:
+    """The PT_DYNAMIC entry; gABI allows at most one, so take the first."""
+    for s in layout.segments:
+        if s.type == PT_DYNAMIC:
+            return s
+    return None
+
+
+def _vaddr_to_offset(layout: ElfLayout, vaddr: int) -> tuple[int, int] | None:
+    """Map a virtual address to (file offset, end of that segment's file image).
+
+    gABI "Program Header": a PT_LOAD maps file bytes [p_offset, p_offset+p_filesz)
+    to [p_vaddr, p_vaddr+p_filesz); bytes up to p_memsz are zero-fill with no
+    file image, so addresses there (and outside every PT_LOAD) are unmapped.
+    """
+    for s in layout.segments:
+        if s.type == PT_LOAD and s.vaddr <= vaddr < s.vaddr + s.filesz:
+            return s.offset + (vaddr - s.vaddr), _file_end(layout, s.end)
+    return None
+
+
+# --- dynamic section ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Dynamic:
+    """Decoded PT_DYNAMIC entries plus the located string table."""
+
+    entries: tuple[tuple[int, int], ...]
+    strtab: tuple[int, int] | None  # file range [start, end) of DT_STRTAB, clamped
+    strsz: int | None  # declared DT_STRSZ
+
+
+def _read_dynamic(layout: ElfLayout, data: bytes, warnings: list[str]) -> _Dynamic | None:
+    """Read the dynamic array (gABI "Dynamic Section") if it lies in ``data``.
+
+    Returns None (with a warning saying why) when there is no PT_DYNAMIC or it
+    extends beyond the prefix before its DT_NULL terminator.
+    """
+    dyn = _dynamic_segment(layout)
+    if dyn is None:
+        warnings.append("no PT_DYNAMIC segment: no dynamic dependencies recorded")
+        return None
+    _, _, dyn_fmt = _formats(layout.bits, layout.little)
+    entsize = struct.calcsize(dyn_fmt)
+    seg_end = _file_end(layout, dyn.end)
+    avail = min(seg_end, len(data))
+    entries: list[tuple[int, int]] = []
+    pos = dyn.offset
+    terminated = False
+    while pos + entsize <= avail:
+        if len(entries) >= _MAX_DYN_ENTRIES:
+            warnings.append(f"PT_DYNAMIC has over {_MAX_DYN_ENTRIES} entries; rest ignored")
+            terminated = True
+            break
+        tag, val = struct.unpack_from(dyn_fmt, data, pos)
+        if tag == DT_NULL:  # gABI: DT_NULL marks the end of the _DYNAMIC array
+            terminated = True
+            break
+        entries.append((tag, val))
+        pos += entsize
+    if not terminated:
+        if avail < seg_end:
+            warnings.append(
+                f"PT_DYNAMIC ({dyn.offset:#x}..{dyn.end:#x}) lies beyond the "
+                f"{len(data)}-byte prefix"
+            )
+            return None
+        warnings.append("PT_DYNAMIC has no DT_NULL terminator")
+
+    strtab_addr = next((v for t, v in entries if t == DT_STRTAB), None)
+    strsz = next((v for t, v in entries if t == DT_STRSZ), None)
+    strtab: tuple[int, int] | None = None
+    if strtab_addr is None:
+        warnings.append("PT_DYNAMIC has no DT_STRTAB")
+    else:
+        # DT_STRTAB holds an address, not a file offset (gABI "Dynamic Section").
+        mapped = _vaddr_to_offset(layout, strtab_addr)
+        if mapped is None:
+            warnings.append(f"DT_STRTAB {strtab_addr:#x} is not inside any PT_LOAD file image")
+        else:
+            start, seg_stop = mapped
+            # A hostile DT_STRSZ cannot push reads past the segment or the file.
+            stop = seg_stop if strsz is None else min(seg_stop, start + strsz)
+            strtab = (start, max(start, stop))
+    return _Dynamic(tuple(entries), strtab, strsz)
+
+
+class _Unavailable(Exception):
+    """Internal: a dynamic string lies beyond the prefix."""
+
+
+def _dyn_string(
+    strtab: tuple[int, int], strsz: int | None, data: bytes, index: int, warnings: list[str]
+) -> str | None:
+    """Return the NUL-terminated string at ``index`` in the DT_STRTAB file range.
+
+    None means corrupt (warned and skipped); raises _Unavailable when the string
+    runs past the end of the prefix, i.e. more bytes would settle it.
+    """
+    start, stop = strtab
+    pos = start + index
+    if (strsz is not None and index >= strsz) or pos >= stop:
+        warnings.append(f"dynamic string offset {index:#x} is outside DT_STRTAB; skipped")
+        return None
+    cap = pos + MAX_NAME_BYTES + 1  # bounds the memchr per entry
+    limit = min(stop, len(data), cap)
+    nul = data.find(b"\0", pos, limit)
+    if nul >= 0:
+        return data[pos:nul].decode("utf-8", "backslashreplace")
+    if cap <= min(stop, len(data)) or stop <= len(data):
+        warnings.append(f"dynamic string at offset {index:#x} is unterminated or too long")
+        return None
+    raise _Unavailable
+
+
+@dataclass(frozen=True)
+class _DynNames:
+    needed: tuple[str, ...]
+    runpath: tuple[str, ...]
+    runpath_tag: str | None
+    soname: str | None
+
+
+def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames | None:
+    """Resolve DT_NEEDED / DT_SONAME / DT_RUNPATH / DT_RPATH; None if not all available."""
+    if dyn.strtab is None:
+        return None
+    needed: list[str] = []
+    runpath: list[str] = []
+    rpath: list[str] = []
+    soname: str | None = None
+    try:
+        for tag, val in dyn.entries:  # bounded by _MAX_DYN_ENTRIES
+            if tag not in (DT_NEEDED, DT_SONAME, DT_RUNPATH, DT_RPATH):
+                continue
+            s = _dyn_string(dyn.strtab, dyn.strsz, data, val, warnings)
+            if s is None:
+                continue
+            if tag == DT_NEEDED:
+                needed.append(s)
+            elif tag == DT_SONAME:
+                soname = soname if soname is not None else s
+            else:
+                # gABI: the path is a colon-separated list of directories.
+                (runpath if tag == DT_RUNPATH else rpath).extend(p for p in s.split(":") if p)
+    except _Unavailable:
+        start, stop = dyn.strtab
+        warnings.append(
+            f"dynamic string table ({start:#x}..{stop:#x}) lies beyond the {len(data)}-byte prefix"
+        )
+        return None
+    has_runpath = any(t == DT_RUNPATH for t, _ in dyn.entries)
+    has_rpath = any(t == DT_RPATH for t, _ in dyn.entries)
+    # gABI "Shared Object Dependencies": with DT_RUNPATH present, DT_RPATH is ignored.
+    if has_runpath:
+        return _DynNames(tuple(needed), tuple(runpath), "DT_RUNPATH", soname)
+    if has_rpath:
+        return _DynNames(tuple(needed), tuple(rpath), "DT_RPATH", soname)
+    return _DynNames(tuple(needed), (), None, soname)
+
+
+# --- required prefix ----------------------------------------------------------------
+
+
+def required_prefix(layout: ElfLayout, prefix: bytes = b"") -> int:
+    """Return how many leading bytes :func:`analyze` needs for a complete answer.
+
+    That is the end of the program header table, of every read-only-data
+    PT_LOAD (where .rodata lives; segments are in ascending order, so this is
+    the end of the last one) and of PT_DYNAMIC. Where DT_STRTAB points is only
+    known once .dynamic has been read, so when ``prefix`` covers PT_DYNAMIC the
+    answer also covers the dynamic string table (which patchelf/auditwheel
+    often moves behind .dynamic). Call again with the longer prefix until the
+    answer stops growing (at most one extra round). Clamped to the file size
+    when ``parse_layout`` was given one; hostile sizes can otherwise make this
+    huge, so callers should cap it.
+    """
+    need = layout.header_bytes_needed
+    for seg in _rodata_segments(layout):
+        need = max(need, seg.end)
+    dyn_seg = _dynamic_segment(layout)
+    if dyn_seg is not None:
+        need = max(need, dyn_seg.end)
+        if prefix:
+            dyn = _read_dynamic(layout, prefix, [])
+            if dyn is not None and dyn.strtab is not None:
+                need = max(need, dyn.strtab[1])
+    return _file_end(layout, need)
+
+
+# --- string scanning ----------------------------------------------------------------
+
+
+def _regions(layout: ElfLayout, data_len: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """Available read-only-data byte ranges, merged where they overlap, plus their starts.
+
+    Merging keeps hostile overlapping segments from multiplying scan time. Each
+    segment start is also returned, as it counts as a string boundary; the
+    matching region end for a start is found with the merged list.
+    """
+    spans: list[tuple[int, int]] = []
+    for seg in _rodata_segments(layout):  # bounded by the 64 KiB phdr table
+        lo, hi = seg.offset, min(_file_end(layout, seg.end), data_len)
+        if lo < hi:
+            spans.append((lo, hi))
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged, sorted({lo for lo, _ in spans})
+
+
+def _find_exact(
+    data: bytes, regions: list[tuple[int, int]], starts: list[tuple[int, int]], word: bytes
+) -> bool:
+    """Whether ``word`` occurs as a whole C string in the regions.
+
+    A whole C string is preceded by a NUL or starts a segment, and is followed
+    by a NUL inside the available bytes (a string cut off by the end of the
+    prefix is not known to end there). ``starts`` pairs each segment start
+    with the end of the region holding it.
+    """
+    needle = b"\0" + word + b"\0"
+    for lo, hi in regions:
+        if data.find(needle, lo, hi) >= 0:
+            return True
+    terminated = word + b"\0"
+    return any(data.startswith(terminated, s, hi) for s, hi in starts)
+
+
+def _start_bounds(regions: list[tuple[int, int]], starts: list[int]) -> list[tuple[int, int]]:
+    """Pair each segment start with the end of the merged region that contains it."""
+    out: list[tuple[int, int]] = []
+    i = 0
+    for s in starts:  # both sorted: one linear pass
+        while i < len(regions) and regions[i][1] <= s:
+            i += 1
+        if i < len(regions) and regions[i][0] <= s:
+            out.append((s, regions[i][1]))
+    return out
+
+
+def _scan_patterns(
+    data: bytes,
+    regions: list[tuple[int, int]],
+    patterns: Iterable[re.Pattern[bytes]],
+    warnings: list[str],
+) -> tuple[str, ...]:
+    """Distinct non-empty matches of each pattern over the read-only data, first-seen order.
+
+    Patterns run on the raw bytes (``finditer(data, lo, hi)`` avoids copying a
+    25 MB segment); write them so they cannot cross a NUL.
+    """
+    found: dict[str, None] = {}
+    iterations = 0
+    for pat in patterns:
+        for lo, hi in regions:
+            for m in pat.finditer(data, lo, hi):
+                iterations += 1
+                if iterations > _MAX_MATCH_ITERATIONS or len(found) >= _MAX_MATCHES:
+                    warnings.append("too many pattern matches; result truncated")
+                    return tuple(found)
+                if m.end() > m.start():
+                    found.setdefault(m.group(0).decode("utf-8", "backslashreplace"), None)
+    return tuple(found)
+
+
+def _heuristic_needed(layout: ElfLayout, data: bytes, warnings: list[str]) -> tuple[str, ...]:
+    """Soname-looking C strings in the first read-only PT_LOAD (see ElfFacts)."""
+    ro = _rodata_segments(layout)
+    if not ro:
+        warnings.append("no read-only PT_LOAD to scan for sonames")
+        return ()
+    seg = ro[0]
+    lo, hi = seg.offset, min(_file_end(layout, seg.end), len(data))
+    if lo >= hi:
+        warnings.append("first read-only PT_LOAD lies beyond the prefix")
+        return ()
+    names: dict[str, None] = {}
+    for m in _SONAME_CANDIDATE.finditer(data, lo, hi):
+        start = m.start()
+        if start > lo and data[start - 1] != 0:
+            continue  # tail of a longer string, e.g. "foo_libbar.so"
+        raw = m.group(0)[:-1]
+        if _SONAME_FULL.fullmatch(raw):
+            names.setdefault(raw.decode("ascii"), None)
+            if len(names) >= _MAX_HEURISTIC_NAMES:
+                warnings.append("too many soname-like strings; heuristic result truncated")
+                break
+    return tuple(names)
+
+
+# --- entry point --------------------------------------------------------------------
+
+
+def analyze(
+    prefix: bytes,
+    total_size: int,
+    wanted: Iterable[str],
+    patterns: Iterable[re.Pattern[bytes]] = (),
+) -> ElfFacts:
+    """Extract dependencies and strings of interest from a prefix of an ELF file.
+
+    ``prefix`` is the first ``len(prefix)`` bytes of a file of ``total_size``
+    bytes. The ELF header and program header table must be inside it (else
+    :class:`ElfTruncatedError`); everything else degrades gracefully, see
+    :class:`ElfFacts` for what each field means when bytes are missing.
+    ``wanted`` names are matched as exact NUL-terminated C strings in the
+    read-only data (a name only occurring inside a longer string does not
+    count; note this also misses literals the linker tail-merged into a longer
+    one). ``patterns`` are bytes regexes run over the same data.
+    Raises only :class:`ElfError` for bad input.
+    """
+    layout = parse_layout(prefix, total_size)
+    warnings: list[str] = []
+
+    needed: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    runpath_tag: str | None = None
+    soname: str | None = None
+    method = "none"
+    dyn = _read_dynamic(layout, prefix, warnings)
+    names = _resolve_names(dyn, prefix, warnings) if dyn is not None else None
+    if names is not None:
+        method = "dt_needed"
+        needed, runpath, soname = names.needed, names.runpath, names.soname
+        runpath_tag = names.runpath_tag
+    elif _dynamic_segment(layout) is not None:
+        needed = _heuristic_needed(layout, prefix, warnings)
+        if needed:
+            method = "dynstr-heuristic"
+        else:
+            warnings.append("dynstr heuristic found no soname-like strings")
+
+    regions, seg_starts = _regions(layout, len(prefix))
+    starts = _start_bounds(regions, seg_starts)
+    found: set[str] = set()
+    for name in set(wanted):
+        word = name.encode("utf-8")
+        if word and b"\0" not in word and _find_exact(prefix, regions, starts, word):
+            found.add(name)
+    matches = _scan_patterns(prefix, regions, patterns, warnings)
+
+    complete = len(prefix) >= required_prefix(layout, prefix)
+    return ElfFacts(
+        machine=layout.machine,
+        needed=needed,
+        needed_method=method,
+        runpath=runpath,
+        soname=soname,
+        strings=frozenset(found),
+        matches=matches,
+        complete=complete,
+        runpath_tag=runpath_tag,
+        layout=layout,
+        warnings=tuple(warnings),
+    )

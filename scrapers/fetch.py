@@ -1,0 +1,321 @@
+"""The one place that talks HTTP: retries, backoff, Range verification, byte counts.
+
+Everything else receives a :class:`Fetcher` (tests hand it a client bound to a
+loopback server or an ``httpx.MockTransport``).
+
+Retry policy: 429 and 500/502/503/504, timeouts, resets and truncated bodies are
+retried with capped exponential backoff and full jitter, honouring
+``Retry-After`` (seconds or an HTTP date) up to ``max_wait``. TLS failures and
+other 4xx are not retried: they will not get better by asking again.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from kb.errors import FetchError, RangeNotHonoured
+
+__all__ = ["DEFAULT_INDEX_URL", "FetchStats", "Fetcher", "RangeAnswer"]
+
+DEFAULT_INDEX_URL = "https://pypi.org/"
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_USER_AGENT = "moonpin (+compatibility scraper; range reads only)"
+
+
+@dataclass
+class FetchStats:
+    requests: int = 0
+    retries: int = 0
+    bytes: int = 0  # body bytes received, all requests
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, *, requests: int = 0, retries: int = 0, nbytes: int = 0) -> None:
+        with self._lock:
+            self.requests += requests
+            self.retries += retries
+            self.bytes += nbytes
+
+
+@dataclass(frozen=True)
+class RangeAnswer:
+    """Bytes ``start .. start+len(data)`` of a file of ``size`` bytes.
+
+    ``whole`` is True when the server ignored Range and the whole (small enough)
+    body was read instead; the caller should keep it and ask no more.
+    """
+
+    data: bytes
+    start: int
+    size: int | None
+    whole: bool = False
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _content_range(value: str | None) -> tuple[int, int, int | None] | None:
+    """Parse ``bytes a-b/size`` (RFC 9110 §14.4); None when absent or malformed."""
+    if not value or not value.startswith("bytes "):
+        return None
+    span, _, total = value[6:].partition("/")
+    a, _, b = span.partition("-")
+    if not (a.isdigit() and b.isdigit()):
+        return None
+    return int(a), int(b), int(total) if total.isdigit() else None
+
+
+class Fetcher:
+    """HTTP GETs with retries, verified ranges and a running byte count."""
+
+    def __init__(
+        self,
+        client: httpx.Client | None = None,
+        *,
+        retries: int = 5,
+        backoff: float = 0.5,
+        max_wait: float = 60.0,
+        timeout: float = 30.0,
+        whole_body_cap: int = 32 * 1024 * 1024,
+        sleep: Callable[[float], None] = time.sleep,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client or httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            follow_redirects=True,
+            headers={"User-Agent": _USER_AGENT},
+            limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
+        )
+        self.retries = retries
+        self.backoff = backoff
+        self.max_wait = max_wait
+        self.whole_body_cap = whole_body_cap
+        self.sleep = sleep
+        self.warn = warn or (lambda _msg: None)
+        self.stats = FetchStats()
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- the retry loop --------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        handle: Callable[[httpx.Response], Any],
+    ) -> Any:
+        """Send with retries; ``handle`` reads the streamed response and returns the result."""
+        attempt = 0
+        while True:
+            wait: float | None = None
+            why = ""
+            try:
+                with self.client.stream(method, url, headers=headers) as resp:
+                    self.stats.add(requests=1)
+                    if resp.status_code in _RETRY_STATUS:
+                        why = f"HTTP {resp.status_code}"
+                        wait = _retry_after(resp.headers.get("Retry-After"))
+                        if wait is not None and wait > self.max_wait:
+                            raise FetchError(
+                                url,
+                                f"HTTP {resp.status_code} with Retry-After {wait:.0f}s, "
+                                f"more than the {self.max_wait:.0f}s moonpin waits",
+                                hint="try again later, or use a mirror with --index-url",
+                            )
+                        if wait is None:
+                            wait = self._backoff(attempt)
+                    else:
+                        return handle(resp)
+            except httpx.ConnectError as e:
+                if (
+                    isinstance(e.__cause__, ssl.SSLError)
+                    or "SSL" in str(e)
+                    or "certificate" in str(e)
+                ):
+                    raise FetchError(
+                        url, f"TLS error: {e}", hint="check the index certificate or SSL_CERT_FILE"
+                    ) from e
+                why = f"cannot connect: {e}"
+            except (
+                httpx.TimeoutException,
+                httpx.RemoteProtocolError,
+                httpx.ReadError,
+                httpx.WriteError,
+            ) as e:
+                why = f"{type(e).__name__}: {e}"
+            if attempt >= self.retries:
+                raise FetchError(
+                    url,
+                    f"giving up after {attempt + 1} attempts: {why}",
+                    hint="check the network or the index URL (--index-url / MOONPIN_INDEX_URL)",
+                )
+            if wait is None:
+                wait = self._backoff(attempt)
+            attempt += 1
+            self.stats.add(retries=1)
+            self.warn(f"{url}: {why}; retry {attempt}/{self.retries} in {wait:.1f}s")
+            self.sleep(wait)
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.max_wait, self.backoff * (2**attempt))
+        return random.uniform(cap / 2, cap)
+
+    # -- whole documents -------------------------------------------------------
+
+    def get_json(self, url: str) -> Any:
+        """GET a JSON document; a 200 that is not JSON (a captive proxy's page) is an error."""
+
+        def handle(resp: httpx.Response) -> Any:
+            if resp.status_code != 200:
+                raise FetchError(url, f"HTTP {resp.status_code}")
+            body = self._read_capped(url, resp, self.whole_body_cap)
+            ctype = resp.headers.get("Content-Type", "")
+            try:
+                return json.loads(body)
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise FetchError(
+                    url,
+                    f"expected JSON, got {ctype or 'no content type'} starting {body[:40]!r}",
+                    hint="a proxy may be answering for the index; check --index-url",
+                ) from e
+
+        return self._send("GET", url, {"Accept": "application/json"}, handle)
+
+    def get_bytes(self, url: str, *, max_bytes: int) -> bytes | None:
+        """GET a small file whole; None on 404 (e.g. a missing PEP 658 ``.metadata``)."""
+
+        def handle(resp: httpx.Response) -> bytes | None:
+            if resp.status_code == 404:
+                return None
+            if resp.status_code != 200:
+                raise FetchError(url, f"HTTP {resp.status_code}")
+            return self._read_capped(url, resp, max_bytes)
+
+        result: bytes | None = self._send("GET", url, {}, handle)
+        return result
+
+    def _read_capped(self, url: str, resp: httpx.Response, cap: int) -> bytes:
+        declared = resp.headers.get("Content-Length")
+        if declared and declared.isdigit() and int(declared) > cap:
+            raise FetchError(url, f"response of {int(declared)} bytes exceeds the {cap}-byte cap")
+        chunks: list[bytes] = []
+        n = 0
+        seen = 0
+        # iter_bytes decodes any Content-Encoding; the byte count stays on-the-wire.
+        for chunk in resp.iter_bytes():
+            n += len(chunk)
+            self.stats.add(nbytes=resp.num_bytes_downloaded - seen)
+            seen = resp.num_bytes_downloaded
+            if n > cap:
+                raise FetchError(url, f"response exceeds the {cap}-byte cap")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # -- ranges ----------------------------------------------------------------
+
+    def get_range(self, url: str, start: int, end: int, *, size: int | None = None) -> RangeAnswer:
+        """Bytes ``start..end`` inclusive, verified against Content-Range.
+
+        Never send multi-range requests: the index answers them with 200 and the
+        whole body. A 200 to a single range is read whole only when the file is no
+        bigger than ``whole_body_cap``; otherwise :class:`RangeNotHonoured`.
+        """
+        if start < 0 or end < start:
+            raise ValueError(f"bad range {start}-{end}")
+        return self._range(url, f"bytes={start}-{end}", start, end - start + 1, size)
+
+    def get_suffix(self, url: str, n: int, *, size: int | None = None) -> RangeAnswer:
+        """The last ``n`` bytes. Falls back to an explicit range (HEAD for the size)
+        when the server refuses suffix ranges or answers them with the wrong bytes."""
+        try:
+            ans = self._range(url, f"bytes=-{n}", None, n, size)
+        except RangeNotHonoured as e:
+            if e.kind == "ignored":
+                raise
+            size = size if size is not None else self.head_size(url)
+            self.warn(f"{url}: suffix range refused ({e}); using an explicit range")
+            start = max(0, size - n)
+            return self.get_range(url, start, size - 1, size=size)
+        return ans
+
+    def head_size(self, url: str) -> int:
+        def handle(resp: httpx.Response) -> int:
+            if resp.status_code != 200:
+                raise FetchError(url, f"HEAD answered HTTP {resp.status_code}")
+            length = resp.headers.get("Content-Length", "")
+            if not length.isdigit():
+                raise RangeNotHonoured(url, "HEAD gave no Content-Length; cannot locate the end")
+            return int(length)
+
+        result: int = self._send("HEAD", url, {"Accept-Encoding": "identity"}, handle)
+        return result
+
+    def _range(
+        self, url: str, header: str, start: int | None, want: int, size: int | None
+    ) -> RangeAnswer:
+        def handle(resp: httpx.Response) -> RangeAnswer:
+            if resp.status_code == 200:
+                total = resp.headers.get("Content-Length", "")
+                total_n = int(total) if total.isdigit() else size
+                if total_n is None or total_n > self.whole_body_cap:
+                    raise RangeNotHonoured(
+                        url,
+                        kind="ignored",
+                        message=f"server ignored Range ({header}) and started sending the "
+                        f"whole body ({total_n if total_n is not None else 'unknown'} bytes); "
+                        f"stopped reading",
+                        hint="use an index or mirror that honours HTTP Range requests",
+                    )
+                body = self._read_capped(url, resp, self.whole_body_cap)
+                self.warn(f"{url}: server ignored Range; read the whole {len(body)} bytes")
+                return RangeAnswer(body, 0, len(body), whole=True)
+            if resp.status_code != 206:
+                raise RangeNotHonoured(url, f"HTTP {resp.status_code} to {header}", kind="refused")
+            cr = _content_range(resp.headers.get("Content-Range"))
+            if cr is None:
+                raise RangeNotHonoured(url, f"206 without a usable Content-Range to {header}")
+            a, b, total = cr
+            if start is not None and a != start:
+                raise RangeNotHonoured(url, f"asked {header}, got Content-Range {a}-{b}")
+            if start is None and total is not None and a != max(0, total - want):
+                raise RangeNotHonoured(url, f"asked {header}, got bytes {a}-{b}/{total}")
+            if size is not None and total is not None and total != size:
+                raise RangeNotHonoured(
+                    url, f"file is {total} bytes now, the index said {size}: it changed"
+                )
+            expected = b - a + 1
+            body = self._read_capped(url, resp, expected + 1)
+            if len(body) != expected:
+                raise RangeNotHonoured(url, f"asked {header}, got {len(body)} bytes for {a}-{b}")
+            return RangeAnswer(body, a, total)
+
+        try:
+            answer: RangeAnswer = self._send(
+                "GET", url, {"Range": header, "Accept-Encoding": "identity"}, handle
+            )
+        except FetchError as e:
+            if "exceeds the" in str(e):
+                raise RangeNotHonoured(url, f"asked {header}, got more bytes than that") from e
+            raise
+        return answer

@@ -1,0 +1,276 @@
+"""A whole scrape: list releases, read what is new, assemble the next KB.
+
+Incremental by default: a release whose artifact sha256 is unchanged (and, for
+mooncake, whose builds were already checked for every name now wanted) is kept
+as it is, costing only the index JSON. A release that cannot be read is left
+out and listed in ``unread``; it never becomes a verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TypeVar
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from kb.errors import MoonpinError
+from kb.models import (
+    KnowledgeBase,
+    MooncakeRelease,
+    ScrapeInfo,
+    SglangRelease,
+    TorchRelease,
+    Unread,
+)
+from scrapers import mooncake as mc
+from scrapers import sglang as sg
+from scrapers import torch_index as ti
+from scrapers.fetch import Fetcher
+from scrapers.pypi import ProjectReleases, fetch_project
+from scrapers.report import Reporter
+
+__all__ = ["SGLANG_MIN", "Summary", "scrape"]
+
+SGLANG_MIN = Version("0.4.0")
+KINDS = ("sglang", "mooncake", "torch")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class Summary:
+    read: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    kept: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    unread: list[Unread] = field(default_factory=list)
+    bytes_fetched: int = 0
+    artifact_bytes: int = 0  # whole size of the artifacts actually read
+    lower_bound: int = 0
+    seconds: float = 0.0
+    cache_hits: int = 0
+
+
+def _pool(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(fn, items))
+
+
+def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[str]:
+    out = [v for v in project.versions() if minimum is None or Version(v) >= minimum]
+    return out
+
+
+def scrape(
+    old: KnowledgeBase | None,
+    fetcher: Fetcher,
+    index_url: str,
+    *,
+    only: Iterable[str] = KINDS,
+    full: bool = False,
+    reporter: Reporter | None = None,
+    workers: int = 8,
+) -> tuple[KnowledgeBase, Summary]:
+    """Scrape the index into a new KB (``old`` supplies what is unchanged)."""
+    reporter = reporter or Reporter()
+    only = set(only)
+    t0 = time.monotonic()
+    summary = Summary()
+    start_bytes = fetcher.stats.bytes
+    unread: list[Unread] = []
+
+    def keep(kind: str) -> KnowledgeBase | None:
+        """The old KB to start ``kind`` from: all of it unless rebuilding that kind."""
+        return old if old is not None and (not full or kind not in only) else None
+
+    # -------------------------------------------------------------- sglang
+    base = keep("sglang")
+    sglang: dict[str, SglangRelease] = {r.version: r for r in base.sglang} if base else {}
+    if "sglang" in only:
+        proj = fetch_project(fetcher, index_url, "sglang")
+        cache = sg.AnalysisCache()
+        todo = []
+        for v in _versions(proj, SGLANG_MIN):
+            wheel = sg.choose_wheel(proj.releases[v])
+            if wheel is None:
+                unread.append(Unread(kind="sglang", name="sglang", version=v,
+                                     reason="no wheel on the index"))
+                continue
+            have = sglang.get(v)
+            if have is not None and have.artifact.sha256 == wheel.sha256:
+                summary.kept["sglang"] += 1
+                continue
+            todo.append((v, wheel))
+        reporter.start("sglang", len(todo))
+
+        def one_sglang(item: tuple[str, sg.IndexFile]) -> tuple[str, object, int, int]:
+            v, wheel = item
+            try:
+                rel, n = sg.scrape_wheel(fetcher, wheel, v, cache)
+            except MoonpinError as e:
+                reporter.warn(f"sglang {v}: {e}")
+                reporter.advance(f"sglang {v} (failed)")
+                return v, Unread(kind="sglang", name="sglang", version=v,
+                                 artifact=wheel.filename, reason=str(e)), 0, 0
+            reporter.advance(f"sglang {v}", nbytes=n)
+            return v, rel, n, wheel.size
+
+        for v, got, _n, size in _pool(one_sglang, todo, workers):
+            if isinstance(got, Unread):
+                unread.append(got)
+                sglang.pop(v, None)
+            elif isinstance(got, SglangRelease):
+                sglang[v] = got
+                summary.read["sglang"] += 1
+                summary.artifact_bytes += size
+        summary.cache_hits += cache.hits
+        reporter.finish()
+
+    # -------------------------------------------------------------- mooncake
+    wanted = frozenset(mc.BASE_NAMES | {n for r in sglang.values() for n in r.pg.names})
+    base = keep("mooncake")
+    moon: dict[tuple[str, str], MooncakeRelease] = (
+        {(r.dist, r.version): r for r in base.mooncake} if base else {})
+    if "mooncake" in only:
+        jobs = []
+        for dist in mc.DISTRIBUTIONS:
+            proj = fetch_project(fetcher, index_url, dist)
+            for v in _versions(proj):
+                wheels = [f for f in proj.releases[v] if f.is_wheel]
+                if not wheels:
+                    continue
+                have = moon.get((dist, v))
+                if have is not None and {w.artifact.sha256 for w in have.wheels} == \
+                        {w.sha256 for w in wheels} and all(
+                        wanted <= set(b.names_checked) for w in have.wheels for b in w.builds
+                        if b.read_error is None):
+                    summary.kept["mooncake"] += 1
+                    continue
+                jobs.append((dist, v, wheels))
+        reporter.start("mooncake", len(jobs))
+        shared = mc.SharedReads()
+
+        def one_mooncake(job: tuple[str, str, list[sg.IndexFile]]) -> tuple[
+                tuple[str, str], MooncakeRelease | Unread, int, int]:
+            dist, v, wheels = job
+            got = []
+            total = 0
+            size = 0
+            # Own-ABI cp312 wheels first, so the other wheels reuse their reads.
+            for w in sorted(wheels, key=lambda f: (0 if "-cp312-" in f.filename else 1,
+                                                   f.filename)):
+                try:
+                    mw, n = mc.scrape_wheel(fetcher, dist, v, w, wanted, shared)
+                except MoonpinError as e:
+                    reporter.warn(f"{dist} {v}: {e}")
+                    reporter.advance(f"{dist} {v} (failed)", nbytes=total)
+                    return (dist, v), Unread(kind="mooncake", name=dist, version=v,
+                                             artifact=w.filename, reason=str(e)), total, size
+                got.append(mw)
+                total += n
+                size += w.size
+            got.sort(key=lambda m: m.artifact.filename)
+            reporter.advance(f"{dist} {v}", nbytes=total)
+            return (dist, v), MooncakeRelease(dist=dist, version=v, wheels=tuple(got)), total, \
+                size
+
+        for key, rel, _n, size in _pool(one_mooncake, jobs, max(1, workers // 2)):
+            if isinstance(rel, Unread):
+                unread.append(rel)
+                moon.pop(key, None)
+            else:
+                moon[key] = rel
+                summary.read["mooncake"] += 1
+                summary.artifact_bytes += size
+        reporter.finish()
+
+    # -------------------------------------------------------------- torch
+    base = keep("torch")
+    torch: dict[str, TorchRelease] = {r.version: r for r in base.torch} if base else {}
+    torch_versions: tuple[str, ...] = old.torch_versions if old is not None else ()
+    if "torch" in only:
+        proj = fetch_project(fetcher, index_url, "torch")
+        torch_versions = tuple(proj.versions())
+        needed = _torch_needed(torch_versions, sglang.values(), moon.values())
+        jobs2 = []
+        for v in sorted(needed, key=Version):
+            files = proj.releases.get(v, ())
+            have = torch.get(v)
+            for arch in ti.ARCHES:
+                w = ti.choose_wheel(files, arch)
+                if w is None:
+                    continue
+                if have is not None and any(x.arch == arch and x.artifact.sha256 == w.sha256
+                                            for x in have.variants):
+                    continue
+                jobs2.append((v, arch, w))
+        reporter.start("torch", len(jobs2))
+
+        def one_torch(job: tuple[str, str, sg.IndexFile]) -> tuple[str, object, int]:
+            v, arch, w = job
+            try:
+                var, n = ti.scrape_variant(fetcher, w, arch)
+            except MoonpinError as e:
+                reporter.warn(f"torch {v} {arch}: {e}")
+                reporter.advance(f"torch {v} (failed)")
+                return v, Unread(kind="torch", name="torch", version=v, artifact=w.filename,
+                                 reason=str(e)), w.size
+            reporter.advance(f"torch {v} {arch}", nbytes=n)
+            return v, var, w.size
+
+        for v, var, size in _pool(one_torch, jobs2, workers):
+            if isinstance(var, Unread):
+                unread.append(var)
+                continue
+            cur = torch.get(v, TorchRelease(version=v))
+            variants = tuple(sorted([*(x for x in cur.variants if x.arch != var.arch), var],
+                                    key=lambda x: x.arch))  # type: ignore[attr-defined]
+            torch[v] = TorchRelease(version=v, variants=variants)
+            summary.read["torch"] += 1
+            summary.artifact_bytes += size
+        reporter.finish()
+
+    summary.bytes_fetched = fetcher.stats.bytes - start_bytes
+    summary.unread = unread
+    summary.seconds = time.monotonic() - t0
+    from scrapers import __version__
+
+    kb = KnowledgeBase(
+        scrape=ScrapeInfo(
+            scraped_at=datetime.now(timezone.utc).replace(microsecond=0),
+            index_url=index_url,
+            moonpin_version=__version__,
+            bytes_fetched=summary.bytes_fetched,
+            artifact_bytes=summary.artifact_bytes,
+        ),
+        sglang=tuple(sorted(sglang.values(), key=lambda r: Version(r.version))),
+        mooncake=tuple(sorted(moon.values(), key=lambda r: (r.dist, Version(r.version)))),
+        torch=tuple(sorted(torch.values(), key=lambda r: Version(r.version))),
+        torch_versions=torch_versions,
+        unread=tuple(unread),
+    )
+    return kb, summary
+
+
+def _torch_needed(all_versions: tuple[str, ...], sglang: Iterable[SglangRelease],
+                  moon: Iterable[MooncakeRelease]) -> set[str]:
+    """torch releases worth a CUDA lookup: every build target, and for each SGLang
+    release the newest torch its requirement admits (all of them when pinned ==)."""
+    known = set(all_versions)
+    out = {b.torch for r in moon for w in r.wheels for b in w.builds
+           if b.torch and b.torch in known}
+    versions = sorted(Version(v) for v in all_versions if not Version(v).is_prerelease)
+    for r in sglang:
+        for line in r.torch_requirements:
+            spec_text = line.split(";")[0].strip()[len("torch"):].strip()
+            try:
+                spec = SpecifierSet(spec_text.strip("()"))
+            except InvalidSpecifier:
+                continue
+            ok = [v for v in versions if v in spec]
+            if ok:
+                out.add(str(ok[-1]))
+    return out

@@ -1,0 +1,273 @@
+"""SGLang releases: which mooncake module, names and backends each one needs.
+
+Reads every ``.py`` member of one wheel per release with ``ast`` (never
+imports it). A member already analysed in another release (same path, same
+CRC-32 and size in the zip central directory) is not fetched again: that is
+what keeps a cold scrape of ~100 releases to a fraction of their bytes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from kb.errors import ArchiveError
+from kb.models import (
+    Artifact,
+    BackendUse,
+    CallArity,
+    MooncakeImport,
+    ParseFailure,
+    PGRequirement,
+    SglangRelease,
+)
+from scrapers import pyast
+from scrapers.fetch import Fetcher
+from scrapers.pypi import IndexFile, Metadata, parse_metadata
+from scrapers.remote_zip import HttpSource, RemoteZip
+
+__all__ = [
+    "PG_MODULES",
+    "AnalysisCache",
+    "ReleaseFacts",
+    "choose_wheel",
+    "derive_pg",
+    "facts_from_files",
+    "scrape_wheel",
+    "torch_requirements",
+]
+
+#: The two names of mooncake's torch ProcessGroup extension (renamed ep -> pg).
+PG_MODULES = ("mooncake.pg", "mooncake.ep")
+
+
+@dataclass
+class AnalysisCache:
+    """Analyses of source members keyed by (path, crc32, size): thread-safe, in memory."""
+
+    _d: dict[tuple[str, int, int], pyast.FileAnalysis] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    hits: int = 0
+
+    def get(self, key: tuple[str, int, int]) -> pyast.FileAnalysis | None:
+        with self._lock:
+            got = self._d.get(key)
+            if got is not None:
+                self.hits += 1
+            return got
+
+    def put(self, key: tuple[str, int, int], value: pyast.FileAnalysis) -> None:
+        with self._lock:
+            self._d[key] = value
+
+
+@dataclass(frozen=True)
+class ReleaseFacts:
+    files_analyzed: int
+    imports: tuple[MooncakeImport, ...]
+    calls: tuple[CallArity, ...]
+    backends: tuple[BackendUse, ...]
+    parse_failures: tuple[ParseFailure, ...]
+    pg: PGRequirement
+
+
+def choose_wheel(files: Iterable[IndexFile]) -> IndexFile | None:
+    """One wheel per release is enough: the .py sources are the same in each.
+
+    Prefer a pure wheel, then CPython 3.12 on x86_64, then the smallest.
+    """
+    wheels = [f for f in files if f.is_wheel]
+    if not wheels:
+        return None
+
+    def rank(f: IndexFile) -> tuple[int, int, int, int]:
+        n = f.filename
+        return (
+            0 if n.endswith("-none-any.whl") else 1,
+            0 if "-cp312-" in n else 1,
+            0 if n.endswith("x86_64.whl") else 1,
+            f.size,
+        )
+
+    return min(wheels, key=rank)
+
+
+def torch_requirements(meta: Metadata) -> tuple[str, ...]:
+    """The Requires-Dist lines that name torch, exactly as declared."""
+    out = []
+    for line in meta.requires_dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            if line.strip().lower().startswith("torch"):
+                out.append(line)
+            continue
+        if canonicalize_name(req.name) == "torch":
+            out.append(line)
+    return tuple(out)
+
+
+def _to_models(fa: pyast.FileAnalysis, member: str) -> tuple[
+        list[MooncakeImport], list[CallArity], list[BackendUse], list[ParseFailure]]:
+    imports = [
+        MooncakeImport(
+            module=i.module, names=tuple(i.names), alias=i.alias, member=member, line=i.line,
+            function=i.function, optional=i.optional, alternatives=tuple(i.alternatives),
+            feature=i.feature, dynamic=i.dynamic,  # type: ignore[arg-type]
+        )
+        for i in fa.imports
+    ]
+    calls = [
+        CallArity(module=c.module, name=c.name, member=member, line=c.line, function=c.function,
+                  positional=c.positional, keywords=tuple(c.keywords), starred=c.starred)
+        for c in fa.calls
+    ]
+    backends = [
+        BackendUse(value=b.value, member=member, line=b.line, function=b.function,
+                   context=b.context)
+        for b in fa.backends
+    ]
+    failures = [ParseFailure(member=member, error=fa.error)] if fa.error else []
+    return imports, calls, backends, failures
+
+
+def _pg_module_of(i: MooncakeImport) -> str | None:
+    if i.module in PG_MODULES:
+        return i.module
+    if i.module == "mooncake":
+        for n in i.names:
+            if f"mooncake.{n}" in PG_MODULES:
+                return f"mooncake.{n}"
+    return None
+
+
+def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse]) -> PGRequirement:
+    """The process-group requirement of a release, derived from its imports.
+
+    The module is the one the elastic-EP code imports (``mooncake.pg`` or the
+    older ``mooncake.ep``); when imports of both exist, the one reached by the
+    elastic-EP feature wins, then the one imported unconditionally, then the
+    newer name; the other becomes an alternative.
+    """
+    imports = list(imports)
+    pg_imports = [(m, i) for i in imports if (m := _pg_module_of(i))]
+    values = sorted({b.value for b in backends if b.value in ("mooncake", "mooncake-cpu")})
+    if not pg_imports:
+        return PGRequirement(module=None, backends=tuple(values))
+
+    def rank(mi: tuple[str, MooncakeImport]) -> tuple[int, int, int]:
+        m, i = mi
+        return (0 if i.feature == "elastic-ep" else 1, 1 if i.optional else 0,
+                PG_MODULES.index(m))
+
+    module = min(pg_imports, key=rank)[0]
+    chosen = [i for m, i in pg_imports if m == module]
+    names = sorted({n for i in chosen for n in i.names if i.module == module})
+    alternatives = sorted({a for i in chosen for a in i.alternatives if a in PG_MODULES} |
+                          {m for m, _ in pg_imports if m != module})
+    return PGRequirement(
+        module=module,
+        alternatives=tuple(a for a in alternatives if a != module),
+        names=tuple(names),
+        backends=tuple(values),
+        optional=all(i.optional for i in chosen),
+        evidence=tuple(sorted({f"{i.member}:{i.line}" for i in chosen})),
+    )
+
+
+def facts_from_files(files: Iterable[tuple[str, pyast.FileAnalysis]]) -> ReleaseFacts:
+    """Aggregate per-file analyses (from a wheel, a source tree or an archive)."""
+    imports: list[MooncakeImport] = []
+    calls: list[CallArity] = []
+    backends: list[BackendUse] = []
+    failures: list[ParseFailure] = []
+    n = 0
+    for member, fa in sorted(files, key=lambda t: t[0]):
+        n += 1
+        i, c, b, f = _to_models(fa, member)
+        imports += i
+        calls += c
+        backends += b
+        failures += f
+    return ReleaseFacts(n, tuple(imports), tuple(calls), tuple(backends), tuple(failures),
+                        derive_pg(imports, backends))
+
+
+_CLEAN = pyast.FileAnalysis(path="", imports=(), calls=(), backends=(), error=None)
+
+
+def analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
+    """Analyse one source member; one that never mentions mooncake is skipped cheaply."""
+    if not pyast.mentions_mooncake(data):
+        return _CLEAN
+    return pyast.analyze_source(data, path)
+
+
+def iter_tree(root: Path) -> Iterator[tuple[str, bytes | OSError]]:
+    """``.py`` files under a source tree or site-packages, as (relative path, bytes)."""
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        try:
+            yield rel, p.read_bytes()
+        except OSError as e:
+            yield rel, e
+
+
+def scrape_wheel(
+    fetcher: Fetcher,
+    wheel: IndexFile,
+    version: str,
+    cache: AnalysisCache,
+) -> tuple[SglangRelease, int]:
+    """Read one SGLang wheel; returns the release and the bytes fetched for it."""
+    src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
+    z = RemoteZip(src)
+    meta_names = [n for n in z.names() if n.endswith(".dist-info/METADATA")
+                  and n.count("/") == 1]
+    if len(meta_names) != 1:
+        raise ArchiveError(f"{wheel.filename}: expected one .dist-info/METADATA, found "
+                           f"{len(meta_names)}")
+    todo = []
+    analyses: list[tuple[str, pyast.FileAnalysis]] = []
+    for e in z.entries:
+        if not e.name.endswith(".py"):
+            continue
+        key = (e.name, e.crc, e.file_size)
+        hit = cache.get(key)
+        if hit is not None:
+            analyses.append((e.name, hit))
+        else:
+            todo.append(e)
+    z.prefetch([meta_names[0], *(e.name for e in todo)])
+    meta = parse_metadata(z.read(meta_names[0]).decode("utf-8", "replace"))
+    for e in todo:
+        try:
+            data = z.read(e.name, cap=16 * 1024 * 1024)
+        except ArchiveError as ex:
+            fa = pyast.FileAnalysis(path=e.name, imports=(), calls=(), backends=(),
+                                    error=f"unreadable member: {ex}")
+        else:
+            fa = analyze_member(e.name, data)
+        cache.put((e.name, e.crc, e.file_size), fa)
+        analyses.append((e.name, fa))
+    facts = facts_from_files(analyses)
+    release = SglangRelease(
+        version=version,
+        source="index",
+        artifact=Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256,
+                          size=wheel.size, yanked=wheel.yanked),
+        requires_python=meta.requires_python or wheel.requires_python,
+        torch_requirements=torch_requirements(meta),
+        files_analyzed=facts.files_analyzed,
+        imports=facts.imports,
+        calls=facts.calls,
+        backends=facts.backends,
+        parse_failures=facts.parse_failures,
+        pg=facts.pg,
+    )
+    return release, src.fetched

@@ -1,0 +1,80 @@
+"""torch releases: the list, and the CUDA major of the wheel the index publishes per platform.
+
+The CUDA major comes from the wheel's own ``Requires-Dist`` evaluated for the
+platform (``nvidia-cuda-runtime-cu12==…`` -> 12; ``cuda-toolkit[cudart,…]==13.0.*``
+-> 13). A requirement whose marker excludes the platform does not count: the
+index's torch 2.9.1 for aarch64 declares its cu12 packages only for x86_64.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from kb.errors import ArchiveError
+from kb.models import Artifact, TorchVariant
+from scrapers.fetch import Fetcher
+from scrapers.pypi import IndexFile, parse_metadata
+from scrapers.remote_zip import HttpSource, RemoteZip
+
+__all__ = ["ARCHES", "choose_wheel", "cuda_major", "scrape_variant"]
+
+ARCHES = ("x86_64", "aarch64")
+_RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu(\d+)$")
+
+
+def cuda_major(requires_dist: tuple[str, ...], arch: str) -> tuple[int | None, str]:
+    """The CUDA major a torch wheel's requirements pull in on Linux ``arch``, and the
+    line that decided it ("" when none: a CPU build)."""
+    env = dict(default_environment())
+    env.update(platform_system="Linux", sys_platform="linux", platform_machine=arch,
+               python_version="3.12", python_full_version="3.12.0",
+               implementation_name="cpython", platform_python_implementation="CPython")
+    for line in requires_dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        name = canonicalize_name(req.name)
+        m = _RUNTIME.match(name)
+        if m:
+            return int(m.group(1)), line
+        if name in ("cuda-toolkit", "nvidia-cuda-runtime") and (
+                name == "nvidia-cuda-runtime" or "cudart" in req.extras):
+            for spec in req.specifier:
+                major = re.match(r"(\d+)", spec.version)
+                if major and spec.operator in ("==", "~=", ">="):
+                    return int(major.group(1)), line
+    return None, ""
+
+
+def choose_wheel(files: tuple[IndexFile, ...], arch: str) -> IndexFile | None:
+    """The CPython 3.12 (else any CPython) manylinux wheel for ``arch``."""
+    cands = [f for f in files if f.is_wheel and "manylinux" in f.filename
+             and f.filename.endswith(f"_{arch}.whl") and "cp3" in f.filename
+             and "t-manylinux" not in f.filename]
+    cands.sort(key=lambda f: (0 if "-cp312-" in f.filename else 1, f.filename))
+    return cands[0] if cands else None
+
+
+def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[TorchVariant, int]:
+    src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
+    z = RemoteZip.from_tail(src)
+    metas = [n for n in z.names() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
+    if len(metas) != 1:
+        raise ArchiveError(f"{wheel.filename}: no single .dist-info/METADATA near the end of "
+                           "the archive")
+    meta = parse_metadata(z.read(metas[0], cap=4 * 1024 * 1024).decode("utf-8", "replace"))
+    major, line = cuda_major(meta.requires_dist, arch)
+    platform = wheel.filename[:-4].rsplit("-", 1)[-1]
+    return TorchVariant(
+        platform=platform, arch=arch, cuda_major=major,
+        evidence=line or "no CUDA runtime requirement for this platform (a CPU build)",
+        artifact=Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256,
+                          size=wheel.size, yanked=wheel.yanked),
+    ), src.fetched
