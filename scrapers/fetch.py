@@ -109,6 +109,7 @@ class Fetcher:
         self.backoff = backoff
         self.max_wait = max_wait
         self.whole_body_cap = whole_body_cap
+        self.json_cap = 64 * 1024 * 1024  # torch's project JSON is ~1 MB; leave room
         self.sleep = sleep
         self.warn = warn or (lambda _msg: None)
         self.stats = FetchStats()
@@ -189,7 +190,7 @@ class Fetcher:
         def handle(resp: httpx.Response) -> Any:
             if resp.status_code != 200:
                 raise FetchError(url, f"HTTP {resp.status_code}")
-            body = self._read_capped(url, resp, self.whole_body_cap)
+            body = self._read_capped(url, resp, self.json_cap)
             ctype = resp.headers.get("Content-Type", "")
             try:
                 return json.loads(body)

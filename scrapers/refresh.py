@@ -109,7 +109,7 @@ def scrape(
         def one_sglang(item: tuple[str, sg.IndexFile]) -> tuple[str, object, int, int]:
             v, wheel = item
             try:
-                rel, n = sg.scrape_wheel(fetcher, wheel, v, cache)
+                rel, n = sg.scrape_wheel(fetcher, wheel, v, cache, workers=workers)
             except MoonpinError as e:
                 reporter.warn(f"sglang {v}: {e}")
                 reporter.advance(f"sglang {v} (failed)")
@@ -118,7 +118,9 @@ def scrape(
             reporter.advance(f"sglang {v}", nbytes=n)
             return v, rel, n, wheel.size
 
-        for v, got, _n, size in _pool(one_sglang, todo, workers):
+        # Releases go one after another, oldest first, so each finds the members its
+        # predecessors already analysed; the ranges inside one release go in parallel.
+        for v, got, _n, size in map(one_sglang, todo):
             if isinstance(got, Unread):
                 unread.append(got)
                 sglang.pop(v, None)

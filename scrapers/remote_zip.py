@@ -171,17 +171,17 @@ class HttpSource:
             hit = self._cached(start, end)
             if hit is not None:
                 return hit
-            size = self.size()
-            if start < 0 or end > size:
-                raise ArchiveError(
-                    f"{self.label}: range {start}-{end} outside the {size}-byte "
-                    "file (corrupt archive offsets)"
-                )
-            ans = self.fetcher.get_range(self.url, start, end - 1, size=size)
+        size = self.size()
+        if start < 0 or end > size:
+            raise ArchiveError(f"{self.label}: range {start}-{end} outside the {size}-byte "
+                               "file (corrupt archive offsets)")
+        # The network call runs outside the lock so prefetch can fetch spans in parallel.
+        ans = self.fetcher.get_range(self.url, start, end - 1, size=size)
+        with self._lock:
             self._keep(ans.start, ans.data, ans.whole)
-            if ans.whole:
-                return ans.data[start:end]
-            return ans.data
+        if ans.whole:
+            return ans.data[start:end]
+        return ans.data
 
 
 @dataclass(frozen=True)
@@ -412,7 +412,12 @@ class RemoteZip:
     # -- whole members -----------------------------------------------------------
 
     def prefetch(
-        self, names: Iterable[str], *, max_gap: int = 16 * 1024, max_span: int = 8 * 1024 * 1024
+        self,
+        names: Iterable[str],
+        *,
+        max_gap: int = 16 * 1024,
+        max_span: int = 4 * 1024 * 1024,
+        workers: int = 1,
     ) -> None:
         """Fetch the spans of these members in few requests, merging neighbours
         whose gap is at most ``max_gap`` bytes (so a run of small .py members costs
@@ -427,8 +432,14 @@ class RemoteZip:
                 merged[-1][1] = max(merged[-1][1], b)
             else:
                 merged.append([a, b])
-        for a, b in merged:
-            self.source.read(a, min(b, self.size))
+        if workers > 1 and len(merged) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                list(ex.map(lambda ab: self.source.read(ab[0], min(ab[1], self.size)), merged))
+        else:
+            for a, b in merged:
+                self.source.read(a, min(b, self.size))
 
     def _data_span(self, e: ZipEntry) -> tuple[int, int]:
         head = self.source.read(e.header_offset, min(self.size, e.header_offset + e.span_guess))

@@ -8,6 +8,7 @@ what keeps a cold scrape of ~100 releases to a fraction of their bytes.
 
 from __future__ import annotations
 
+import ast
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -202,10 +203,22 @@ _CLEAN = pyast.FileAnalysis(path="", imports=(), calls=(), backends=(), error=No
 
 
 def analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
-    """Analyse one source member; one that never mentions mooncake is skipped cheaply."""
-    if not pyast.mentions_mooncake(data):
-        return _CLEAN
-    return pyast.analyze_source(data, path)
+    """Analyse one source member. One that never mentions mooncake is only parsed
+    (a file that does not parse is recorded, never skipped), not walked."""
+    if pyast.mentions_mooncake(data):
+        return pyast.analyze_source(data, path)
+    try:
+        ast.parse(data, filename=path)
+    except SyntaxError as e:
+        return _failed(path, f"SyntaxError: {e.msg} (line {e.lineno})")
+    except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
+        # null bytes, an undecodable encoding, nesting too deep: all "does not parse"
+        return _failed(path, f"{type(e).__name__}: {e}")
+    return _CLEAN
+
+
+def _failed(path: str, error: str) -> pyast.FileAnalysis:
+    return pyast.FileAnalysis(path=path, imports=(), calls=(), backends=(), error=error)
 
 
 def iter_tree(root: Path) -> Iterator[tuple[str, bytes | OSError]]:
@@ -223,6 +236,8 @@ def scrape_wheel(
     wheel: IndexFile,
     version: str,
     cache: AnalysisCache,
+    *,
+    workers: int = 8,
 ) -> tuple[SglangRelease, int]:
     """Read one SGLang wheel; returns the release and the bytes fetched for it."""
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
@@ -243,7 +258,7 @@ def scrape_wheel(
             analyses.append((e.name, hit))
         else:
             todo.append(e)
-    z.prefetch([meta_names[0], *(e.name for e in todo)])
+    z.prefetch([meta_names[0], *(e.name for e in todo)], workers=workers)
     meta = parse_metadata(z.read(meta_names[0]).decode("utf-8", "replace"))
     for e in todo:
         try:

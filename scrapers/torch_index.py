@@ -66,6 +66,10 @@ def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[Torch
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
     z = RemoteZip.from_tail(src)
     metas = [n for n in z.names() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
+    if len(metas) != 1 and z.partial:
+        # The .dist-info is not at the end of this archive: read the whole directory.
+        z = RemoteZip(src)
+        metas = [n for n in z.names() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
     if len(metas) != 1:
         raise ArchiveError(f"{wheel.filename}: no single .dist-info/METADATA near the end of "
                            "the archive")

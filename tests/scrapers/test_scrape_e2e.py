@@ -1,0 +1,175 @@
+"""A whole scrape against a loopback index serving wheels built here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kb.models import KnowledgeBase
+from scrapers.fetch import Fetcher
+from scrapers.refresh import scrape
+from tests.lib.elfbuild import build_so
+from tests.lib.server import FakeIndex
+from tests.lib.wheels import build_wheel
+
+LOADER_PG = '''import importlib
+import re
+
+import torch
+
+torch_version = re.match(r"\\d+(?:\\.\\d+)*", torch.__version__).group()
+version_suffix = "_" + torch_version.replace(".", "_")
+
+try:
+    backend_module = importlib.import_module("mooncake.pg" + version_suffix)
+except ModuleNotFoundError:
+    raise ImportError(f"Mooncake PG was not built against torch=={torch_version}.")
+globals().update(backend_module.__dict__)
+'''
+
+SGL_NEW = '''
+from mooncake.pg import MooncakeBackendOptions, join_group
+
+def make(ranks):
+    import torch.distributed as dist
+    return dist.new_group(ranks, backend="mooncake", pg_options=MooncakeBackendOptions(ranks, 2))
+'''
+SGL_OLD = '''
+def init_distributed_environment():
+    from mooncake import ep as mooncake_ep
+    mooncake_ep.set_host_ip("1")
+'''
+
+
+def sglang_wheel(version: str, files: dict[str, str]) -> tuple[str, bytes]:
+    return build_wheel("sglang", version, {"sglang/__init__.py": "", **files},
+                       requires_dist=["torch==2.13.0", "numpy"])
+
+
+def mooncake_wheel(version: str, torch: str, cuda: int, names: list[str]) -> tuple[str, bytes]:
+    so = build_so(needed=[f"libcudart.so.{cuda}", "libtorch.so"],
+                  strings=["mooncake", "mooncake-cpu", "register_backend", *names])
+    suffix = torch.replace(".", "_")
+    return build_wheel(
+        "mooncake-transfer-engine", version,
+        {"mooncake/__init__.py": "", "mooncake/pg.py": LOADER_PG,
+         f"mooncake/pg_{suffix}.cpython-312-x86_64-linux-gnu.so": so},
+        tag="cp312-cp312-manylinux_2_28_x86_64")
+
+
+def torch_wheel(version: str, reqs: list[str]) -> tuple[str, bytes]:
+    return build_wheel("torch", version, {"torch/__init__.py": "__version__ = 'x'"},
+                       tag="cp312-cp312-manylinux_2_28_x86_64", requires_dist=reqs)
+
+
+@pytest.fixture
+def index() -> Iterator[FakeIndex]:
+    with FakeIndex() as idx:
+        idx.add_project("sglang", {
+            "0.3.0": dict([sglang_wheel("0.3.0", {"sglang/a.py": SGL_OLD})]),  # below 0.4.0
+            "0.5.4": dict([sglang_wheel("0.5.4", {"sglang/srt/distributed/parallel_state.py":
+                                                  SGL_OLD, "sglang/broken.py": "def (:"})]),
+            "0.5.17": dict([sglang_wheel("0.5.17", {
+                "sglang/srt/distributed/parallel_state.py": SGL_NEW,
+                "sglang/broken.py": "def (:"})]),
+        })
+        idx.add_project("mooncake-transfer-engine", {
+            "0.3.12": dict([mooncake_wheel("0.3.12", "2.12.0", 12, ["MooncakeBackendOptions"])]),
+            "0.3.13": dict([mooncake_wheel("0.3.13", "2.13.0", 13,
+                                           ["MooncakeBackendOptions", "join_group"])]),
+        })
+        idx.add_project("torch", {
+            "2.12.0": dict([torch_wheel("2.12.0", ['nvidia-cuda-runtime-cu12==12.8.90; '
+                                                   'platform_system == "Linux"'])]),
+            "2.13.0": dict([torch_wheel("2.13.0", ['cuda-toolkit[cudart,nvrtc]==13.0.3; '
+                                                   'platform_system == "Linux"'])]),
+        })
+        # The other distributions of the family are absent on this index: 404.
+        yield idx
+
+
+def run(index: FakeIndex, old: KnowledgeBase | None = None, **kw: object) -> tuple[
+        KnowledgeBase, object, Fetcher]:
+    f = Fetcher(retries=1, backoff=0.01, sleep=lambda s: None)
+    only = kw.pop("only", ("sglang", "mooncake", "torch"))
+    kb, summary = scrape(old, f, index.url + "/", only=only, workers=2, **kw)  # type: ignore[arg-type]
+    return kb, summary, f
+
+
+def only_present(index: FakeIndex) -> None:
+    from scrapers import mooncake as mc
+
+    for d in mc.DISTRIBUTIONS[1:]:
+        index.add_json(f"/pypi/{d}/json", {"info": {"name": d}, "releases": {}})
+
+
+def test_full_scrape_records_facts_with_evidence(index: FakeIndex) -> None:
+    only_present(index)
+    kb, summary, _ = run(index)
+    versions = [r.version for r in kb.sglang]
+    assert versions == ["0.5.4", "0.5.17"]  # 0.3.0 is below the 0.4.0 floor
+    old, new = kb.sglang
+    assert old.pg.module == "mooncake.ep"
+    assert new.pg.module == "mooncake.pg"
+    assert new.pg.names == ("MooncakeBackendOptions", "join_group")
+    assert new.pg.backends == ("mooncake",)
+    assert new.torch_requirements == ("torch==2.13.0",)
+    assert new.artifact.sha256 and new.artifact.filename.startswith("sglang-0.5.17")
+    assert [f.member for f in new.parse_failures] == ["sglang/broken.py"]
+    assert "SyntaxError" in new.parse_failures[0].error
+    call = next(c for c in new.calls if c.name == "MooncakeBackendOptions")
+    assert (call.positional, call.member) == (2, "sglang/srt/distributed/parallel_state.py")
+
+    mc13 = next(r for r in kb.mooncake if r.version == "0.3.13")
+    (wheel,) = mc13.wheels
+    (build,) = wheel.builds
+    assert (build.family, build.torch, build.torch_from) == ("pg", "2.13.0", "filename")
+    assert build.cuda_major == 13
+    assert set(build.backends) == {"mooncake", "mooncake-cpu"}
+    assert "join_group" in build.names
+    assert "join_group" in build.names_checked
+    assert build.needed_method == "dt_needed"
+    (loader,) = wheel.loaders
+    assert loader.kind == "prebuilt"
+    assert loader.imports[0].template == "mooncake.pg_{torch}"
+    mc12 = next(r for r in kb.mooncake if r.version == "0.3.12")
+    assert "join_group" not in mc12.wheels[0].builds[0].names
+    assert "join_group" in mc12.wheels[0].builds[0].names_checked
+
+    cuda = {r.version: r.variants[0].cuda_major for r in kb.torch}
+    assert cuda == {"2.12.0": 12, "2.13.0": 13}
+    assert not kb.unread
+    assert summary.bytes_fetched > 0  # type: ignore[attr-defined]
+
+
+def test_noop_refresh_fetches_no_artifact_bytes(index: FakeIndex) -> None:
+    only_present(index)
+    kb, _, _ = run(index)
+    index.clear_requests()
+    kb2, summary, _ = run(index, kb)
+    artifact_requests = [r for r in index.requests if r.path.startswith("/packages/")]
+    assert artifact_requests == []
+    assert summary.read == {"sglang": 0, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert kb2.sglang == kb.sglang and kb2.mooncake == kb.mooncake
+
+
+def test_unreadable_release_is_unread_not_half_recorded(index: FakeIndex) -> None:
+    only_present(index)
+    doc = index.requests  # noqa: F841 - keep the index warm
+    served = next(iter(index.add_project("sglang", {
+        "0.5.18": dict([sglang_wheel("0.5.18", {"sglang/x.py": SGL_NEW})])}).files.values()))
+    index.fault(served.path, "status", code=503)
+    kb, summary, _ = run(index, only=("sglang",))
+    assert [r.version for r in kb.sglang] == []
+    assert [(u.kind, u.version) for u in kb.unread] == [("sglang", "0.5.18")]
+    assert served.url in kb.unread[0].reason or "503" in kb.unread[0].reason
+
+
+def test_server_ignoring_range_on_big_file_is_reported(index: FakeIndex) -> None:
+    only_present(index)
+    f = Fetcher(retries=0, whole_body_cap=100, sleep=lambda s: None)
+    index.fault("*", "ignore_range")
+    kb, summary = scrape(None, f, index.url + "/", only=("sglang",), workers=1)
+    assert {u.version for u in kb.unread} == {"0.5.4", "0.5.17"}
+    assert all("ignored Range" in u.reason for u in kb.unread)
