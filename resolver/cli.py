@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -51,8 +52,11 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     only = [args.only] if args.only else list(KINDS)
     reporter = StderrReporter()
     fetcher = Fetcher(warn=reporter.warn)
-    if args.from_path:
-        return _scrape_path(Path(args.from_path), kb_path, args)
+    if args.from_path or args.from_url:
+        try:
+            return _scrape_path(fetcher, kb_path, args)
+        finally:
+            fetcher.close()
     with store.kb_lock(kb_path):
         old = None
         if kb_path.exists():
@@ -97,26 +101,35 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     return 1 if summary.unread else 0
 
 
-def _scrape_path(path: Path, kb_path: Path, args: argparse.Namespace) -> int:
-    from scrapers.local import scrape_path
-
+def _scrape_path(fetcher: Any, kb_path: Path, args: argparse.Namespace) -> int:
     from kb import store
+    from scrapers.local import scrape_archive, scrape_path
 
+    if args.from_url:
+        rel = scrape_archive(fetcher, args.from_url, version=args.version)
+    else:
+        rel = scrape_path(Path(args.from_path), version=args.version)
     with store.kb_lock(kb_path):
-        old = store.load(kb_path) if kb_path.exists() else None
-        rel = scrape_path(path, version=args.version)
-        if old is None:
-            _fatal(f"no knowledge base at {str(kb_path)!r} to add {path} to",
+        if not kb_path.exists():
+            _fatal(f"no knowledge base at {str(kb_path)!r} to add this release to",
                    "run `moonpin scrape` first, or pass --kb")
-        kept = tuple(r for r in old.sglang if not (r.version == rel.version
-                                                  and r.source != "index"))
-        new = old.model_copy(update={"sglang": (*kept, rel)})
-        store.save(new, kb_path)
+        old = store.load(kb_path)
+        kept = tuple(r for r in old.sglang
+                     if not (r.version == rel.version and r.source == rel.source))
+        store.save(old.model_copy(update={"sglang": (*kept, rel)}), kb_path)
     if args.json:
         _emit_json(rel.model_dump(mode="json"))
-    else:
-        print(f"recorded sglang {rel.version} from {path} ({rel.files_analyzed} files): "
-              f"needs {rel.pg.module or 'no mooncake process-group module'}")
+        return 0
+    where = args.from_url or args.from_path
+    print(f"recorded sglang {rel.version} from {where} ({rel.files_analyzed} files) in {kb_path}")
+    pg = rel.pg
+    print(f"  needs: {pg.module or 'no mooncake process-group module'}"
+          + (f" with {', '.join(pg.names)}" if pg.names else "")
+          + (f"; backends {', '.join(pg.backends)}" if pg.backends else ""))
+    for pin in rel.mooncake_pins:
+        print(f"  builds/tests with {pin.dist}{pin.spec} ({pin.member}:{pin.line})")
+    for f in rel.parse_failures:
+        print(f"  unparsed {f.member}: {f.error}")
     return 0
 
 
@@ -299,7 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--full", action="store_true", help="re-read everything")
     s.add_argument("--from-path", metavar="PATH",
                    help="record an SGLang source tree or site-packages instead of the index")
-    s.add_argument("--version", help="with --from-path: the version to record it as")
+    s.add_argument("--from-url", metavar="URL",
+                   help="record an SGLang tagged source archive (.tar.gz/.zip) by URL")
+    s.add_argument("--version", help="with --from-path/--from-url: the version to record "
+                   "it as (default: read from the sources)")
     s.add_argument("--index-url", help="package index base URL (default $MOONPIN_INDEX_URL "
                    "or the public index)")
     s.add_argument("--jobs", type=int, default=8, help="concurrent requests (default 8)")
@@ -324,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if hasattr(signal, "SIGPIPE") and argv is None:
+        # Behave like other Unix tools when the reader goes away (`moonpin show … | head`).
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     if getattr(args, "kb_sub", None):
         args.kb = args.kb_sub

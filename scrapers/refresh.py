@@ -8,9 +8,11 @@ out and listed in ``unread``; it never becomes a verdict.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TypeVar
@@ -59,6 +61,15 @@ def _pool(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
         return list(ex.map(fn, items))
 
 
+def _process_pool() -> ProcessPoolExecutor | None:
+    """A pool for parsing; None where processes cannot be started (then parse inline)."""
+    try:
+        ctx = multiprocessing.get_context("forkserver")  # no fork of a threaded process
+        return ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1), mp_context=ctx)
+    except (OSError, NotImplementedError, ImportError):
+        return None
+
+
 def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[str]:
     out = [v for v in project.versions() if minimum is None or Version(v) >= minimum]
     return out
@@ -88,7 +99,10 @@ def scrape(
 
     # -------------------------------------------------------------- sglang
     base = keep("sglang")
-    sglang: dict[str, SglangRelease] = {r.version: r for r in base.sglang} if base else {}
+    sglang: dict[str, SglangRelease] = (
+        {r.version: r for r in base.sglang if r.source == "index"} if base else {})
+    # Releases recorded from a source tree or archive are the user's; a scrape keeps them.
+    local = tuple(r for r in old.sglang if r.source != "index") if old is not None else ()
     if "sglang" in only:
         proj = fetch_project(fetcher, index_url, "sglang")
         cache = sg.AnalysisCache()
@@ -109,7 +123,8 @@ def scrape(
         def one_sglang(item: tuple[str, sg.IndexFile]) -> tuple[str, object, int, int]:
             v, wheel = item
             try:
-                rel, n = sg.scrape_wheel(fetcher, wheel, v, cache, workers=workers)
+                rel, n = sg.scrape_wheel(fetcher, wheel, v, cache, workers=workers,
+                                         executor=procs)
             except MoonpinError as e:
                 reporter.warn(f"sglang {v}: {e}")
                 reporter.advance(f"sglang {v} (failed)")
@@ -119,8 +134,15 @@ def scrape(
             return v, rel, n, wheel.size
 
         # Releases go one after another, oldest first, so each finds the members its
-        # predecessors already analysed; the ranges inside one release go in parallel.
-        for v, got, _n, size in map(one_sglang, todo):
+        # predecessors already analysed; the ranges inside one release go in parallel,
+        # and parsing goes to a process pool (one worker per core) when there is work.
+        procs = _process_pool() if len(todo) > 1 else None
+        try:
+            done = list(map(one_sglang, todo))
+        finally:
+            if procs is not None:
+                procs.shutdown(cancel_futures=True)
+        for v, got, _n, size in done:
             if isinstance(got, Unread):
                 unread.append(got)
                 sglang.pop(v, None)
@@ -248,7 +270,8 @@ def scrape(
             bytes_fetched=summary.bytes_fetched,
             artifact_bytes=summary.artifact_bytes,
         ),
-        sglang=tuple(sorted(sglang.values(), key=lambda r: Version(r.version))),
+        sglang=tuple(sorted((*sglang.values(), *local),
+                            key=lambda r: (Version(r.version), r.source))),
         mooncake=tuple(sorted(moon.values(), key=lambda r: (r.dist, Version(r.version)))),
         torch=tuple(sorted(torch.values(), key=lambda r: Version(r.version))),
         torch_versions=torch_versions,

@@ -134,9 +134,28 @@ class HttpSource:
             self._whole = data
             self._size = len(data)
             return
+        # Keep the intervals disjoint and maximal (merge touching ones), so a range
+        # covered by bytes from several fetches is still served from the cache.
+        end = start + len(data)
         i = bisect.bisect_left(self._starts, start)
-        self._starts.insert(i, start)
-        self._chunks.insert(i, data)
+        if i > 0 and self._starts[i - 1] + len(self._chunks[i - 1]) >= start:
+            i -= 1
+        j = i
+        while j < len(self._starts) and self._starts[j] <= end:
+            j += 1
+        if j == i:
+            self._starts.insert(i, start)
+            self._chunks.insert(i, data)
+            return
+        s0 = min(start, self._starts[i])
+        e0 = max(end, *(self._starts[k] + len(self._chunks[k]) for k in range(i, j)))
+        buf = bytearray(e0 - s0)
+        for k in range(i, j):
+            off = self._starts[k] - s0
+            buf[off : off + len(self._chunks[k])] = self._chunks[k]
+        buf[start - s0 : end - s0] = data
+        self._starts[i:j] = [s0]
+        self._chunks[i:j] = [bytes(buf)]
 
     def _cached(self, start: int, end: int) -> bytes | None:
         if self._whole is not None:
@@ -175,13 +194,31 @@ class HttpSource:
         if start < 0 or end > size:
             raise ArchiveError(f"{self.label}: range {start}-{end} outside the {size}-byte "
                                "file (corrupt archive offsets)")
+        with self._lock:
+            hit = self._cached(start, end)  # another thread may have fetched it meanwhile
+            if hit is not None:
+                return hit
+            a, b = self._trim(start, end)
+            head = self._cached(start, a) if a > start else b""
+            tail = self._cached(b, end) if end > b else b""
         # The network call runs outside the lock so prefetch can fetch spans in parallel.
-        ans = self.fetcher.get_range(self.url, start, end - 1, size=size)
+        ans = self.fetcher.get_range(self.url, a, b - 1, size=size)
         with self._lock:
             self._keep(ans.start, ans.data, ans.whole)
         if ans.whole:
             return ans.data[start:end]
-        return ans.data
+        return (head or b"") + ans.data + (tail or b"")
+
+    def _trim(self, start: int, end: int) -> tuple[int, int]:
+        """Shrink ``start..end`` (not wholly cached) by a cached prefix and suffix,
+        so bytes already held (e.g. the tail) are not fetched again."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i >= 0 and start < self._starts[i] + len(self._chunks[i]) < end:
+            start = self._starts[i] + len(self._chunks[i])
+        j = bisect.bisect_left(self._starts, end) - 1
+        if j >= 0 and start < self._starts[j] and self._starts[j] + len(self._chunks[j]) >= end:
+            end = self._starts[j]
+        return start, end
 
 
 @dataclass(frozen=True)
@@ -235,11 +272,15 @@ def _find_eocd(label: str, tail: bytes, tail_start: int, size: int) -> _Eocd:
                 f"{label}: no consistent end-of-central-directory record "
                 "(truncated file, or a signature only inside the comment)"
             )
-    if disk != 0 or cd_disk != 0 or n_disk != n_total:
-        raise ArchiveError(f"{label}: multi-disk archives are not supported")
     eocd_off = tail_start + pos
     count = n_total
-    if 0xFFFF in (n_total,) or 0xFFFFFFFF in (cd_size, cd_offset):
+    zip64 = 0xFFFF in (n_total,) or 0xFFFFFFFF in (cd_size, cd_offset)
+    # With ZIP64, 16-bit fields may be 0xFFFF: the ZIP64 record holds the values.
+    if (disk, cd_disk) != (0, 0) and not (zip64 and 0xFFFF in (disk, cd_disk)):
+        raise ArchiveError(f"{label}: multi-disk archives are not supported")
+    if not zip64 and n_disk != n_total:
+        raise ArchiveError(f"{label}: multi-disk archives are not supported")
+    if zip64:
         loc = pos - 20
         if loc < 0 or tail[loc : loc + 4] != ZIP64_LOCATOR_SIG:
             raise ArchiveError(f"{label}: ZIP64 fields set but no ZIP64 locator before the EOCD")
@@ -250,9 +291,11 @@ def _find_eocd(label: str, tail: bytes, tail_start: int, size: int) -> _Eocd:
                 f"{label}: ZIP64 end-of-central-directory record missing or "
                 f"out of bounds (offset {z64_off})"
             )
-        (_, _, _, _, _, _, _n_disk64, count, cd_size, cd_offset) = struct.unpack_from(
-            "<4sQHHIIQQQQ", tail, rel
+        (_, _, _, _, disk64, cd_disk64, n_disk64, count, cd_size, cd_offset) = (
+            struct.unpack_from("<4sQHHIIQQQQ", tail, rel)
         )
+        if disk64 != 0 or cd_disk64 != 0 or n_disk64 != count:
+            raise ArchiveError(f"{label}: multi-disk archives are not supported")
         eocd_off = z64_off
     if cd_offset + cd_size > eocd_off:
         raise ArchiveError(
@@ -441,8 +484,13 @@ class RemoteZip:
             for a, b in merged:
                 self.source.read(a, min(b, self.size))
 
-    def _data_span(self, e: ZipEntry) -> tuple[int, int]:
-        head = self.source.read(e.header_offset, min(self.size, e.header_offset + e.span_guess))
+    def _data_span(self, e: ZipEntry, data_guess: int | None = None) -> tuple[int, int]:
+        """Where the member's compressed bytes are; the read that finds the local
+        header also fetches ``data_guess`` (default: all) of the data."""
+        guess = e.span_guess
+        if data_guess is not None:
+            guess -= e.compressed_size - min(data_guess, e.compressed_size)
+        head = self.source.read(e.header_offset, min(self.size, e.header_offset + guess))
         if len(head) < LFH_SIZE or head[:4] != LFH_SIG:
             raise ArchiveError(
                 f"{self.label}: member {printable(e.name)!r}: no local header at "
@@ -522,7 +570,7 @@ class RemoteZip:
             e, max(e.file_size, 1) if e.file_size <= self.member_cap else self.member_cap
         )
         want = min(want, e.file_size)
-        start, end = self._data_span(e)
+        start, end = self._data_span(e, data_guess=want if e.method == STORED else chunk)
         if e.method == STORED:
             return self.source.read(start, start + want)
         d = zlib.decompressobj(-15)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import threading
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,22 +50,40 @@ PG_MODULES = ("mooncake.pg", "mooncake.ep")
 
 @dataclass
 class AnalysisCache:
-    """Analyses of source members keyed by (path, crc32, size): thread-safe, in memory."""
+    """Source members already analysed, keyed by content (CRC-32 and size from the zip
+    central directory), thread-safe, in memory.
 
-    _d: dict[tuple[str, int, int], pyast.FileAnalysis] = field(default_factory=dict)
+    A member that never mentions mooncake analyses the same wherever it sits, so its
+    result is shared across paths (files move between releases). A member that does
+    mention it keeps its bytes, since the feature classification depends on the path:
+    it is re-analysed, without a fetch, when it appears under another path.
+    """
+
+    _clean: dict[tuple[int, int], pyast.FileAnalysis] = field(default_factory=dict)
+    _mentions: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    _analysed: dict[tuple[str, int, int], pyast.FileAnalysis] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     hits: int = 0
 
-    def get(self, key: tuple[str, int, int]) -> pyast.FileAnalysis | None:
+    def get(self, path: str, crc: int, size: int) -> pyast.FileAnalysis | None:
         with self._lock:
-            got = self._d.get(key)
-            if got is not None:
+            got = self._analysed.get((path, crc, size)) or self._clean.get((crc, size))
+            data = self._mentions.get((crc, size)) if got is None else None
+        if got is None and data is not None:
+            got = analyze_member(path, data)
+            self.put(path, crc, size, data, got)
+        if got is not None:
+            with self._lock:
                 self.hits += 1
-            return got
+        return got
 
-    def put(self, key: tuple[str, int, int], value: pyast.FileAnalysis) -> None:
+    def put(self, path: str, crc: int, size: int, data: bytes, value: pyast.FileAnalysis) -> None:
         with self._lock:
-            self._d[key] = value
+            self._analysed[(path, crc, size)] = value
+            if pyast.mentions_mooncake(data):
+                self._mentions[(crc, size)] = data
+            else:
+                self._clean[(crc, size)] = value
 
 
 @dataclass(frozen=True)
@@ -217,6 +236,10 @@ def analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
     return _CLEAN
 
 
+def _analyze_pair(item: tuple[str, bytes]) -> pyast.FileAnalysis:
+    return analyze_member(*item)
+
+
 def _failed(path: str, error: str) -> pyast.FileAnalysis:
     return pyast.FileAnalysis(path=path, imports=(), calls=(), backends=(), error=error)
 
@@ -238,6 +261,8 @@ def scrape_wheel(
     cache: AnalysisCache,
     *,
     workers: int = 8,
+    max_gap: int = 4096,
+    executor: Executor | None = None,
 ) -> tuple[SglangRelease, int]:
     """Read one SGLang wheel; returns the release and the bytes fetched for it."""
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
@@ -252,24 +277,26 @@ def scrape_wheel(
     for e in z.entries:
         if not e.name.endswith(".py"):
             continue
-        key = (e.name, e.crc, e.file_size)
-        hit = cache.get(key)
+        hit = cache.get(e.name, e.crc, e.file_size)
         if hit is not None:
             analyses.append((e.name, hit))
         else:
             todo.append(e)
-    z.prefetch([meta_names[0], *(e.name for e in todo)], workers=workers)
+    z.prefetch([meta_names[0], *(e.name for e in todo)], workers=workers, max_gap=max_gap)
     meta = parse_metadata(z.read(meta_names[0]).decode("utf-8", "replace"))
+    datas: list[tuple[str, bytes]] = []
     for e in todo:
         try:
-            data = z.read(e.name, cap=16 * 1024 * 1024)
+            datas.append((e.name, z.read(e.name, cap=16 * 1024 * 1024)))
         except ArchiveError as ex:
-            fa = pyast.FileAnalysis(path=e.name, imports=(), calls=(), backends=(),
-                                    error=f"unreadable member: {ex}")
-        else:
-            fa = analyze_member(e.name, data)
-        cache.put((e.name, e.crc, e.file_size), fa)
-        analyses.append((e.name, fa))
+            analyses.append((e.name, _failed(e.name, f"unreadable member: {ex}")))
+    # Parsing is the CPU cost of a scrape; a process pool spreads it over the cores.
+    results = (executor.map(_analyze_pair, datas, chunksize=32) if executor is not None
+               else map(_analyze_pair, datas))
+    for (name, data), fa in zip(datas, results, strict=True):
+        e = z.by_name[name]
+        cache.put(name, e.crc, e.file_size, data, fa)
+        analyses.append((name, fa))
     facts = facts_from_files(analyses)
     release = SglangRelease(
         version=version,

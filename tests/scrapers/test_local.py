@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kb.errors import UsageError
+from scrapers.fetch import Fetcher
+from scrapers.local import find_pins, scrape_archive, scrape_path
+from tests.lib.server import FakeIndex
+
+PS = '''
+def init_distributed_environment(backend):
+    if backend == "mooncake":
+        from mooncake.pg import MooncakeBackendOptions
+        return MooncakeBackendOptions([0])
+'''
+
+
+def make_tree(root: Path) -> Path:
+    (root / "python/sglang/srt/distributed").mkdir(parents=True)
+    (root / "python/sglang/__init__.py").write_text("")
+    (root / "python/sglang/version.py").write_text('__version__ = "0.5.99"\n')
+    (root / "python/sglang/srt/distributed/parallel_state.py").write_text(PS)
+    (root / "python/sglang/bad.py").write_text("def (:\n")
+    (root / "python/pyproject.toml").write_text(
+        '[project]\nname = "sglang"\ndependencies = ["numpy"]\n'
+        '[project.optional-dependencies]\nsrt = ["torch==2.13.0", "flashinfer"]\n')
+    (root / "docker").mkdir()
+    (root / "docker/Dockerfile").write_text(
+        "FROM x\nARG MOONCAKE_VERSION=0.3.13.post1\n"
+        "RUN pip install mooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    (root / "scripts/ci").mkdir(parents=True)
+    (root / "scripts/ci/install.sh").write_text("pip install 'mooncake_transfer_engine>=0.3.12'\n")
+    return root
+
+
+def test_source_tree(tmp_path: Path) -> None:
+    rel = scrape_path(make_tree(tmp_path))
+    assert rel.version == "0.5.99"
+    assert rel.source == "path"
+    assert rel.pg.module == "mooncake.pg"
+    assert rel.pg.names == ("MooncakeBackendOptions",)
+    assert rel.torch_requirements == ("torch==2.13.0",)
+    assert [(f.member, "SyntaxError" in f.error) for f in rel.parse_failures] == [
+        ("sglang/bad.py", True)]
+    pins = {(p.dist, p.spec, p.member, p.line) for p in rel.mooncake_pins}
+    assert pins == {
+        ("mooncake-transfer-engine", "==0.3.13.post1", "docker/Dockerfile", 2),
+        ("mooncake-transfer-engine-cuda13", "==0.3.13.post1", "docker/Dockerfile", 3),
+        ("mooncake-transfer-engine", ">=0.3.12", "scripts/ci/install.sh", 1),
+    }
+    assert len(rel.artifact.sha256) == 64
+
+
+def test_unreadable_source_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_tree(tmp_path)
+    target = root / "python/sglang/srt/distributed/parallel_state.py"
+    real = Path.read_bytes
+
+    def deny(self: Path) -> bytes:
+        if self == target:
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", deny)
+    rel = scrape_path(root)
+    failures = {f.member: f.error for f in rel.parse_failures}
+    assert "Permission denied" in failures["sglang/srt/distributed/parallel_state.py"]
+    assert rel.pg.module is None  # what could not be read is not guessed
+
+
+def test_no_sglang_and_no_version(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no sglang package"):
+        scrape_path(tmp_path)
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang/__init__.py").write_text("")
+    with pytest.raises(UsageError, match="cannot tell which SGLang version") as e:
+        scrape_path(tmp_path)
+    assert e.value.hint and "--version" in e.value.hint
+    assert scrape_path(tmp_path, version="1.0.dev0").version == "1.0.dev0"
+
+
+def test_archive_by_url(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "sglang-0.5.99")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.add(tree, arcname="sglang-0.5.99")
+    with FakeIndex() as idx:
+        url = idx.add("/archive/refs/tags/v0.5.99.tar.gz", buf.getvalue())
+        rel = scrape_archive(Fetcher(retries=0), url)
+        assert (rel.version, rel.source, rel.pg.module) == ("0.5.99", "archive", "mooncake.pg")
+        assert any(p.member == "docker/Dockerfile" for p in rel.mooncake_pins)
+        bad = idx.add("/archive/bad.tar.gz", b"not a tarball at all")
+        with pytest.raises(Exception, match="not a readable source archive"):
+            scrape_archive(Fetcher(retries=0), bad)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("RUN pip install mooncake-transfer-engine==0.3.7", ("mooncake-transfer-engine", "==0.3.7")),
+        ("ARG MOONCAKE_VERSION=v0.3.9", ("mooncake-transfer-engine", "==0.3.9")),
+        ("  MOONCAKE_VERSION: '0.3.10'", ("mooncake-transfer-engine", "==0.3.10")),
+        ("pip install sglang==0.5.18", None),
+    ],
+)
+def test_find_pins(line: str, expected: tuple[str, str] | None) -> None:
+    got = [(p.dist, p.spec) for p in find_pins("f", line)]
+    assert got == ([expected] if expected else [])

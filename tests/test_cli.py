@@ -1,0 +1,126 @@
+"""The moonpin command, run in-process and as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kb import store
+from resolver.cli import main
+from scrapers.fetch import Fetcher
+from scrapers.refresh import scrape
+from tests.lib.server import FakeIndex
+from tests.scrapers.test_scrape_e2e import index, only_present, sglang_wheel  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def kb_file(index: FakeIndex, tmp_path: Path) -> Path:  # noqa: F811
+    only_present(index)
+    kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", workers=2)
+    path = tmp_path / "kb.json"
+    store.save(kb, path)
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_kb_info_json(kb_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--kb", str(kb_file), "kb", "info", "--json")
+    info = json.loads(out)
+    assert code == 0
+    assert info["sglang_releases"] == 2
+    assert info["sglang_by_module"] == {"mooncake.ep": 1, "mooncake.pg": 1}
+    assert info["mooncake_builds"] == 2
+
+
+def test_show_sglang_and_mooncake(kb_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--kb", str(kb_file), "show", "sglang==0.5.17")
+    assert code == 0
+    assert "process-group module: mooncake.pg" in out
+    assert "sglang/srt/distributed/parallel_state.py:" in out
+    code, out, _ = run(capsys, "--kb", str(kb_file), "show",
+                       "Mooncake_Transfer_Engine==0.3.13", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["wheels"][0]["builds"][0]["torch"] == "2.13.0"
+
+
+@pytest.mark.parametrize(
+    ("release", "needle"),
+    [
+        ("sglang==0.5.5", "nearest known: 0.5.4, 0.5.17"),
+        ("sglang>=0.5", "does not name one release"),
+        ("not a req ==", "cannot parse"),
+        ("mooncake-foo==1.0", "unknown release name"),
+    ],
+)
+def test_show_bad_input_exits_2_with_tip(kb_file: Path, capsys: pytest.CaptureFixture[str],
+                                         release: str, needle: str) -> None:
+    code, _, err = run(capsys, "--kb", str(kb_file), "show", release)
+    assert code == 2
+    assert needle in err
+    assert "tip:" in err
+
+
+def test_corrupt_kb_exits_2_naming_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "kb.json"
+    bad.write_text('{"schema_version": 1, "scrape": ')
+    code, _, err = run(capsys, "--kb", str(bad), "kb", "info")
+    assert code == 2
+    assert str(bad) in err and "moonpin scrape --full" in err
+
+
+def test_scrape_command_writes_kb_and_reports(index: FakeIndex, tmp_path: Path,  # noqa: F811
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    only_present(index)
+    path = tmp_path / "out" / "kb.json"
+    code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert report["read"] == {"sglang": 2, "mooncake": 2, "torch": 2}
+    assert report["bytes_fetched"] > 0
+    assert store.load(path).sglang[-1].version == "0.5.17"
+    # a second run reads nothing new
+    code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
+    # a release that fails is reported, exit 1, and the KB stays valid
+    served = next(iter(index.add_project("sglang", {
+        "0.5.20": dict([sglang_wheel("0.5.20", {})])}).files.values()))
+    index.fault(served.path, "status", code=404)
+    code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json",
+                       "--only", "sglang")
+    assert code == 1
+    assert [u["version"] for u in json.loads(out)["unread"]] == ["0.5.20"]
+    assert [r.version for r in store.load(path).sglang] == ["0.5.4", "0.5.17"]
+
+
+def test_index_unreachable_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Fetcher, "_backoff", lambda self, attempt: 0.0)
+    code, _, err = run(capsys, "scrape", "--kb", str(tmp_path / "kb.json"), "--index-url",
+                       "http://127.0.0.1:9/", "--only", "torch")
+    assert code == 2
+    assert "127.0.0.1:9" in err and "tip:" in err
+    assert not (tmp_path / "kb.json").exists()
+
+
+def test_shipped_kb_loads_and_entry_point_runs() -> None:
+    r = subprocess.run([sys.executable, "-m", "resolver.cli", "kb", "info", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["sglang_releases"] > 50
+    assert info["mooncake_wheels"] > 100
