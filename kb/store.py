@@ -36,7 +36,7 @@ def default_kb_path() -> Path:
     env = os.environ.get("MOONPIN_KB")
     if env:
         return Path(env)
-    packaged = resources.files("kb").joinpath("data", "kb.json")
+    packaged = resources.files("kb").joinpath("data").joinpath("kb.json")
     if isinstance(packaged, Path) and packaged.is_file():
         return packaged
     return Path(__file__).resolve().parent.parent / "data" / "kb.json"

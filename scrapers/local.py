@@ -24,6 +24,7 @@ from kb.errors import ArchiveError, UsageError
 from kb.models import Artifact, MooncakePin, SglangRelease
 from scrapers import sglang as sg
 from scrapers.fetch import Fetcher
+from scrapers.pyast import FileAnalysis
 from scrapers.pypi import parse_metadata
 
 __all__ = ["find_pins", "release_from_members", "scrape_archive", "scrape_path"]
@@ -81,7 +82,7 @@ def _torch_lines(lines: Iterable[str]) -> tuple[str, ...]:
 
 def _pyproject_requirements(text: str) -> list[str]:
     try:
-        import tomllib
+        import tomllib  # type: ignore[import-not-found,unused-ignore]
     except ImportError:  # Python 3.10: no TOML reader in the standard library
         return re.findall(r'"(torch\b[^"]*)"', text)
     try:
@@ -120,7 +121,7 @@ def release_from_members(
     root = roots[0]
     digest = hashlib.sha256()
     total = 0
-    analyses: list[tuple[str, sg.pyast.FileAnalysis]] = []
+    analyses: list[tuple[str, FileAnalysis]] = []
     pins: list[MooncakePin] = []
     requires: list[str] = []
     requires_python: str | None = None

@@ -27,13 +27,14 @@ from kb.models import (
     ScrapeInfo,
     SglangRelease,
     TorchRelease,
+    TorchVariant,
     Unread,
 )
 from scrapers import mooncake as mc
 from scrapers import sglang as sg
 from scrapers import torch_index as ti
 from scrapers.fetch import Fetcher
-from scrapers.pypi import ProjectReleases, fetch_project
+from scrapers.pypi import IndexFile, ProjectReleases, fetch_project
 from scrapers.report import Reporter
 
 __all__ = ["SGLANG_MIN", "Summary", "scrape"]
@@ -120,7 +121,7 @@ def scrape(
             todo.append((v, wheel))
         reporter.start("sglang", len(todo))
 
-        def one_sglang(item: tuple[str, sg.IndexFile]) -> tuple[str, object, int, int]:
+        def one_sglang(item: tuple[str, IndexFile]) -> tuple[str, object, int, int]:
             v, wheel = item
             try:
                 rel, n = sg.scrape_wheel(fetcher, wheel, v, cache, workers=workers,
@@ -155,9 +156,9 @@ def scrape(
 
     # -------------------------------------------------------------- mooncake
     wanted = frozenset(mc.BASE_NAMES | {n for r in sglang.values() for n in r.pg.names})
-    base = keep("mooncake")
+    mbase = keep("mooncake")
     moon: dict[tuple[str, str], MooncakeRelease] = (
-        {(r.dist, r.version): r for r in base.mooncake} if base else {})
+        {(r.dist, r.version): r for r in mbase.mooncake} if mbase else {})
     if "mooncake" in only:
         jobs = []
         for dist in mc.DISTRIBUTIONS:
@@ -166,10 +167,10 @@ def scrape(
                 wheels = [f for f in proj.releases[v] if f.is_wheel]
                 if not wheels:
                     continue
-                have = moon.get((dist, v))
-                if have is not None and {w.artifact.sha256 for w in have.wheels} == \
+                mhave = moon.get((dist, v))
+                if mhave is not None and {w.artifact.sha256 for w in mhave.wheels} == \
                         {w.sha256 for w in wheels} and all(
-                        wanted <= set(b.names_checked) for w in have.wheels for b in w.builds
+                        wanted <= set(b.names_checked) for w in mhave.wheels for b in w.builds
                         if b.read_error is None):
                     summary.kept["mooncake"] += 1
                     continue
@@ -177,7 +178,7 @@ def scrape(
         reporter.start("mooncake", len(jobs))
         shared = mc.SharedReads()
 
-        def one_mooncake(job: tuple[str, str, list[sg.IndexFile]]) -> tuple[
+        def one_mooncake(job: tuple[str, str, list[IndexFile]]) -> tuple[
                 tuple[str, str], MooncakeRelease | Unread, int, int]:
             dist, v, wheels = job
             got = []
@@ -212,8 +213,8 @@ def scrape(
         reporter.finish()
 
     # -------------------------------------------------------------- torch
-    base = keep("torch")
-    torch: dict[str, TorchRelease] = {r.version: r for r in base.torch} if base else {}
+    tbase = keep("torch")
+    torch: dict[str, TorchRelease] = {r.version: r for r in tbase.torch} if tbase else {}
     torch_versions: tuple[str, ...] = old.torch_versions if old is not None else ()
     if "torch" in only:
         proj = fetch_project(fetcher, index_url, "torch")
@@ -222,18 +223,18 @@ def scrape(
         jobs2 = []
         for v in sorted(needed, key=Version):
             files = proj.releases.get(v, ())
-            have = torch.get(v)
+            thave = torch.get(v)
             for arch in ti.ARCHES:
                 w = ti.choose_wheel(files, arch)
                 if w is None:
                     continue
-                if have is not None and any(x.arch == arch and x.artifact.sha256 == w.sha256
-                                            for x in have.variants):
+                if thave is not None and any(x.arch == arch and x.artifact.sha256 == w.sha256
+                                             for x in thave.variants):
                     continue
                 jobs2.append((v, arch, w))
         reporter.start("torch", len(jobs2))
 
-        def one_torch(job: tuple[str, str, sg.IndexFile]) -> tuple[str, object, int]:
+        def one_torch(job: tuple[str, str, IndexFile]) -> tuple[str, TorchVariant | Unread, int]:
             v, arch, w = job
             try:
                 var, n = ti.scrape_variant(fetcher, w, arch)
@@ -251,7 +252,7 @@ def scrape(
                 continue
             cur = torch.get(v, TorchRelease(version=v))
             variants = tuple(sorted([*(x for x in cur.variants if x.arch != var.arch), var],
-                                    key=lambda x: x.arch))  # type: ignore[attr-defined]
+                                    key=lambda x: x.arch))
             torch[v] = TorchRelease(version=v, variants=variants)
             summary.read["torch"] += 1
             summary.artifact_bytes += size

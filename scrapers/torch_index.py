@@ -29,7 +29,7 @@ _RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu(\d+)$")
 def cuda_major(requires_dist: tuple[str, ...], arch: str) -> tuple[int | None, str]:
     """The CUDA major a torch wheel's requirements pull in on Linux ``arch``, and the
     line that decided it ("" when none: a CPU build)."""
-    env = dict(default_environment())
+    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     env.update(platform_system="Linux", sys_platform="linux", platform_machine=arch,
                python_version="3.12", python_full_version="3.12.0",
                implementation_name="cpython", platform_python_implementation="CPython")
@@ -38,7 +38,7 @@ def cuda_major(requires_dist: tuple[str, ...], arch: str) -> tuple[int | None, s
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):  # type: ignore[arg-type,unused-ignore]
             continue
         name = canonicalize_name(req.name)
         m = _RUNTIME.match(name)

@@ -13,14 +13,21 @@ import pytest
 
 from kb import store
 from kb.errors import KBError
-from kb.models import SCHEMA_VERSION, Artifact, KnowledgeBase, PGRequirement, ScrapeInfo, SglangRelease
+from kb.models import (
+    SCHEMA_VERSION,
+    Artifact,
+    KnowledgeBase,
+    PGRequirement,
+    ScrapeInfo,
+    SglangRelease,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def small_kb(n: int = 1) -> KnowledgeBase:
-    art = Artifact(filename="sglang-0.5.18-py3-none-any.whl", url="http://x/a.whl", sha256="ab" * 32,
-                   size=10)
+    art = Artifact(filename="sglang-0.5.18-py3-none-any.whl", url="http://x/a.whl",
+                   sha256="ab" * 32, size=10)
     return KnowledgeBase(
         scrape=ScrapeInfo(scraped_at=datetime(2026, 11, 30, tzinfo=timezone.utc),
                           index_url="http://x/", moonpin_version="0"),

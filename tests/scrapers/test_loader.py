@@ -90,7 +90,8 @@ def _build():
 
 def test_cpp_string_names() -> None:
     src = b'''m.def("set_transfer_engine", &f);
-py::class_<MooncakeBackend::MooncakeBackendOptions, c10::intrusive_ptr<X>>(m, "MooncakeBackendOptions")
+py::class_<MooncakeBackend::MooncakeBackendOptions, c10::intrusive_ptr<X>>(
+    m, "MooncakeBackendOptions")
 register_backend("mooncake-cpu", py::cpp_function(g));
 printf("not a name: %d\\n");'''
     names = cpp_string_names(src)

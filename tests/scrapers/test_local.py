@@ -101,7 +101,8 @@ def test_archive_by_url(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("RUN pip install mooncake-transfer-engine==0.3.7", ("mooncake-transfer-engine", "==0.3.7")),
+        ("RUN pip install mooncake-transfer-engine==0.3.7",
+         ("mooncake-transfer-engine", "==0.3.7")),
         ("ARG MOONCAKE_VERSION=v0.3.9", ("mooncake-transfer-engine", "==0.3.9")),
         ("  MOONCAKE_VERSION: '0.3.10'", ("mooncake-transfer-engine", "==0.3.10")),
         ("pip install sglang==0.5.18", None),

@@ -160,7 +160,7 @@ def test_unreadable_release_is_unread_not_half_recorded(index: FakeIndex) -> Non
     served = next(iter(index.add_project("sglang", {
         "0.5.18": dict([sglang_wheel("0.5.18", {"sglang/x.py": SGL_NEW})])}).files.values()))
     index.fault(served.path, "status", code=503)
-    kb, summary, _ = run(index, only=("sglang",))
+    kb, _summary, _ = run(index, only=("sglang",))
     assert [r.version for r in kb.sglang] == []
     assert [(u.kind, u.version) for u in kb.unread] == [("sglang", "0.5.18")]
     assert served.url in kb.unread[0].reason or "503" in kb.unread[0].reason
@@ -170,6 +170,6 @@ def test_server_ignoring_range_on_big_file_is_reported(index: FakeIndex) -> None
     only_present(index)
     f = Fetcher(retries=0, whole_body_cap=100, sleep=lambda s: None)
     index.fault("*", "ignore_range")
-    kb, summary = scrape(None, f, index.url + "/", only=("sglang",), workers=1)
+    kb, _summary = scrape(None, f, index.url + "/", only=("sglang",), workers=1)
     assert {u.version for u in kb.unread} == {"0.5.4", "0.5.17"}
     assert all("ignored Range" in u.reason for u in kb.unread)
