@@ -102,6 +102,7 @@ def save(kb: KnowledgeBase, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes it 0600; the KB is meant to be read by others
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -79,6 +79,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
         "kept_unchanged": summary.kept,
         "unread": [u.model_dump() for u in summary.unread],
         "bytes_fetched": summary.bytes_fetched,
+        "lower_bound_bytes": summary.lower_bound,
         "artifact_bytes_whole": summary.artifact_bytes,
         "seconds": round(summary.seconds, 2),
         "requests": fetcher.stats.requests,
@@ -95,6 +96,9 @@ def cmd_scrape(args: argparse.Namespace) -> int:
             print(f"  {k:9} {summary.read[k]:4} read, {summary.kept[k]:4} unchanged")
         print(f"  fetched {_mb(summary.bytes_fetched)} in {fetcher.stats.requests} requests"
               f"{ratio}, {summary.seconds:.1f}s")
+        if summary.lower_bound:
+            print(f"  lower bound (directories + bytes the extractors consumed): "
+                  f"{_mb(summary.lower_bound)}")
         for u in summary.unread:
             print(f"  unread: {u.kind} {u.name} {u.version}"
                   f"{' ' + u.artifact if u.artifact else ''}: {u.reason}")

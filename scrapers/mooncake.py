@@ -170,7 +170,7 @@ def scrape_wheel(
     wheel: IndexFile,
     wanted: frozenset[str],
     shared: SharedReads,
-) -> tuple[MooncakeWheel, int]:
+) -> tuple[MooncakeWheel, int, int]:
     """Read one mooncake wheel file; returns it and the bytes fetched for it."""
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
     z = RemoteZip(src)
@@ -255,5 +255,5 @@ def scrape_wheel(
         loaders=tuple(loaders), builds=tuple(builds), libraries=tuple(libraries),
         requires_dist=requires_dist,
     )
-    return wheel_model, src.fetched
+    return wheel_model, src.fetched, z.needed_bytes
 

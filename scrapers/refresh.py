@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -93,6 +94,8 @@ def scrape(
     summary = Summary()
     start_bytes = fetcher.stats.bytes
     unread: list[Unread] = []
+    lower = [0]  # the lower bound of bytes, summed by the workers under lower_lock
+    lower_lock = threading.Lock()
 
     def keep(kind: str) -> KnowledgeBase | None:
         """The old KB to start ``kind`` from: all of it unless rebuilding that kind."""
@@ -124,7 +127,7 @@ def scrape(
         def one_sglang(item: tuple[str, IndexFile]) -> tuple[str, object, int, int]:
             v, wheel = item
             try:
-                rel, n = sg.scrape_wheel(fetcher, wheel, v, cache, workers=workers,
+                rel, n, need = sg.scrape_wheel(fetcher, wheel, v, cache, workers=workers,
                                          executor=procs)
             except MoonpinError as e:
                 reporter.warn(f"sglang {v}: {e}")
@@ -132,6 +135,8 @@ def scrape(
                 return v, Unread(kind="sglang", name="sglang", version=v,
                                  artifact=wheel.filename, reason=str(e)), 0, 0
             reporter.advance(f"sglang {v}", nbytes=n)
+            with lower_lock:
+                lower[0] += need
             return v, rel, n, wheel.size
 
         # Releases go one after another, oldest first, so each finds the members its
@@ -188,7 +193,9 @@ def scrape(
             for w in sorted(wheels, key=lambda f: (0 if "-cp312-" in f.filename else 1,
                                                    f.filename)):
                 try:
-                    mw, n = mc.scrape_wheel(fetcher, dist, v, w, wanted, shared)
+                    mw, n, need = mc.scrape_wheel(fetcher, dist, v, w, wanted, shared)
+                    with lower_lock:
+                        lower[0] += need
                 except MoonpinError as e:
                     reporter.warn(f"{dist} {v}: {e}")
                     reporter.advance(f"{dist} {v} (failed)", nbytes=total)
@@ -237,7 +244,9 @@ def scrape(
         def one_torch(job: tuple[str, str, IndexFile]) -> tuple[str, TorchVariant | Unread, int]:
             v, arch, w = job
             try:
-                var, n = ti.scrape_variant(fetcher, w, arch)
+                var, n, need = ti.scrape_variant(fetcher, w, arch)
+                with lower_lock:
+                    lower[0] += need
             except MoonpinError as e:
                 reporter.warn(f"torch {v} {arch}: {e}")
                 reporter.advance(f"torch {v} (failed)")
@@ -259,6 +268,7 @@ def scrape(
         reporter.finish()
 
     summary.bytes_fetched = fetcher.stats.bytes - start_bytes
+    summary.lower_bound = lower[0]
     summary.unread = unread
     summary.seconds = time.monotonic() - t0
     from scrapers import __version__

@@ -405,6 +405,7 @@ class RemoteZip:
         self.by_name = {e.name: e for e in self.entries}
         self.size = size
         self.cd_bytes = size - eocd.cd_offset
+        self._needed: dict[str, int] = {}
         self.partial = False
 
     @classmethod
@@ -440,17 +441,12 @@ class RemoteZip:
         self.by_name = {e.name: e for e in entries}
         self.size = size
         self.cd_bytes = size - tail_start
+        self._needed = {}
         self.partial = True
         return self
 
     def names(self) -> list[str]:
         return [e.name for e in self.entries]
-
-    def lower_bound(self, names: Iterable[str]) -> int:
-        """Bytes a perfect reader needs for these members: CD + their local records."""
-        return self.cd_bytes + sum(
-            LFH_SIZE + len(n.encode()) + self.by_name[n].compressed_size for n in names
-        )
 
     # -- whole members -----------------------------------------------------------
 
@@ -543,6 +539,7 @@ class RemoteZip:
         self._check_member(e, cap)
         start, end = self._data_span(e)
         comp = self.source.read(start, end)
+        self._need(e, end - e.header_offset)
         if e.method == STORED:
             data = comp
         else:
@@ -572,6 +569,7 @@ class RemoteZip:
         want = min(want, e.file_size)
         start, end = self._data_span(e, data_guess=want if e.method == STORED else chunk)
         if e.method == STORED:
+            self._need(e, start + want - e.header_offset)
             return self.source.read(start, start + want)
         d = zlib.decompressobj(-15)
         out: list[bytes] = []
@@ -591,7 +589,17 @@ class RemoteZip:
             if d.unconsumed_tail:
                 break  # enough came out of this chunk
             chunk *= 2  # the ELF layout asks far; grow the steps
+        self._need(e, pos - len(d.unconsumed_tail) - e.header_offset)
         return b"".join(out)[: max(want, 0)]
+
+    def _need(self, e: ZipEntry, nbytes: int) -> None:
+        self._needed[e.name] = max(self._needed.get(e.name, 0), nbytes)
+
+    @property
+    def needed_bytes(self) -> int:
+        """The lower bound for what was read: the central directory plus, per member,
+        its local header and the compressed bytes actually consumed."""
+        return self.cd_bytes + sum(self._needed.values())
 
     def _entry(self, name: str) -> ZipEntry:
         try:

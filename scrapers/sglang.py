@@ -263,8 +263,9 @@ def scrape_wheel(
     workers: int = 8,
     max_gap: int = 4096,
     executor: Executor | None = None,
-) -> tuple[SglangRelease, int]:
-    """Read one SGLang wheel; returns the release and the bytes fetched for it."""
+) -> tuple[SglangRelease, int, int]:
+    """Read one SGLang wheel; returns the release, the bytes fetched for it, and the
+    lower bound a perfect reader would have needed (directory + members consumed)."""
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
     z = RemoteZip(src)
     meta_names = [n for n in z.names() if n.endswith(".dist-info/METADATA")
@@ -312,4 +313,4 @@ def scrape_wheel(
         parse_failures=facts.parse_failures,
         pg=facts.pg,
     )
-    return release, src.fetched
+    return release, src.fetched, z.needed_bytes

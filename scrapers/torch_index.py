@@ -62,7 +62,7 @@ def choose_wheel(files: tuple[IndexFile, ...], arch: str) -> IndexFile | None:
     return cands[0] if cands else None
 
 
-def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[TorchVariant, int]:
+def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[TorchVariant, int, int]:
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
     z = RemoteZip.from_tail(src)
     metas = [n for n in z.names() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
@@ -81,4 +81,4 @@ def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[Torch
         evidence=line or "no CUDA runtime requirement for this platform (a CPU build)",
         artifact=Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256,
                           size=wheel.size, yanked=wheel.yanked),
-    ), src.fetched
+    ), src.fetched, z.needed_bytes
