@@ -25,13 +25,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kb import store  # noqa: E402
-from scrapers import mooncake as mc  # noqa: E402
-from scrapers import sglang as sg  # noqa: E402
-from scrapers import torch_index as ti  # noqa: E402
-from scrapers.fetch import Fetcher  # noqa: E402
-from scrapers.pypi import IndexFile, fetch_project, index_url_from_env  # noqa: E402
-from scrapers.refresh import scrape  # noqa: E402
+from kb import store
+from scrapers import mooncake as mc
+from scrapers import sglang as sg
+from scrapers import torch_index as ti
+from scrapers.fetch import Fetcher
+from scrapers.pypi import IndexFile, fetch_project, index_url_from_env
+from scrapers.refresh import scrape
 
 SGLANG = ("0.5.16", "0.5.17", "0.5.18")  # consecutive: shows what the shared analyses save
 MOONCAKE = (("mooncake-transfer-engine-cuda13", "0.3.13.post1", 2),
