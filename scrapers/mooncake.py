@@ -23,7 +23,7 @@ from kb.models import Artifact, Build, LoaderScheme, MooncakeWheel
 from scrapers import elf
 from scrapers.fetch import Fetcher
 from scrapers.loader import TORCH, analyze_loader, cpp_string_names
-from scrapers.pypi import IndexFile, parse_metadata, wheel_tags
+from scrapers.pypi import IndexFile, metadata_member, parse_metadata, wheel_tags
 from scrapers.remote_zip import HttpSource, RemoteZip
 
 __all__ = [
@@ -178,7 +178,7 @@ def scrape_wheel(
     py_tags, abi_tags, plat_tags = wheel_tags(wheel.filename)
     own_abis = {t.replace("cp", "cpython-", 1) for t in abi_tags if t.startswith("cp")}
     loader_members = [n for n in names if n in ("mooncake/pg.py", "mooncake/ep.py")]
-    meta_names = [n for n in names if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
+    meta_names = [metadata_member(names, wheel.filename)]
     jit_sources = [n for n in names if re.match(r"^mooncake/_pg_jit/.+\.(cpp|cc|cu)$", n)]
     z.prefetch(loader_members + meta_names[:1] + jit_sources)
     loaders = []

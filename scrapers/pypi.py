@@ -29,6 +29,7 @@ __all__ = [
     "api_url",
     "fetch_project",
     "index_url_from_env",
+    "metadata_member",
     "parse_metadata",
     "parse_project",
 ]
@@ -133,6 +134,41 @@ def parse_metadata(text: str) -> Metadata:
         requires_dist=tuple(str(v) for v in msg.get_all("Requires-Dist") or ()),
         requires_python=msg.get("Requires-Python"),
     )
+
+
+def metadata_member(names: list[str], filename: str) -> str:
+    """The wheel's one ``<name>-<version>.dist-info/METADATA``, checked against its file name.
+
+    Several .dist-info folders, none, or one naming another project are each an error
+    (pip refuses such wheels too).
+    """
+    from kb.errors import ArchiveError
+
+    dist_infos = sorted({n.split("/", 1)[0] for n in names
+                         if n.split("/", 1)[0].endswith(".dist-info")})
+    if len(dist_infos) != 1:
+        raise ArchiveError(f"{filename}: expected one .dist-info folder, found "
+                           f"{len(dist_infos)} ({', '.join(dist_infos) or 'none'})")
+    folder = dist_infos[0]
+    try:
+        name, version, _, _ = parse_wheel_filename(filename)
+    except InvalidWheelFilename as e:
+        raise ArchiveError(f"{filename}: {e}") from e
+    di_name, _, di_version = folder[: -len(".dist-info")].rpartition("-")
+    if canonicalize_name(di_name) != name:
+        raise ArchiveError(f"{filename}: its .dist-info folder {folder!r} names another "
+                           f"project ({di_name!r})")
+    try:
+        if Version(di_version) != version:
+            raise ArchiveError(f"{filename}: its .dist-info folder {folder!r} is for version "
+                               f"{di_version}")
+    except InvalidVersion as e:
+        raise ArchiveError(f"{filename}: .dist-info folder {folder!r} has no valid version") \
+            from e
+    member = f"{folder}/METADATA"
+    if member not in names:
+        raise ArchiveError(f"{filename}: no {member}")
+    return member
 
 
 def wheel_tags(filename: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:

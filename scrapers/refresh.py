@@ -72,6 +72,12 @@ def _process_pool() -> ProcessPoolExecutor | None:
         return None
 
 
+def _skipped(kind: str, project: ProjectReleases, name: str | None = None) -> list[Unread]:
+    """Index entries that could not be used (a non-PEP 440 version, a malformed file entry)."""
+    return [Unread(kind=kind, name=name or kind, version=what, reason=why)  # type: ignore[arg-type]
+            for what, why in project.skipped]
+
+
 def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[str]:
     out = [v for v in project.versions() if minimum is None or Version(v) >= minimum]
     return out
@@ -109,6 +115,7 @@ def scrape(
     local = tuple(r for r in old.sglang if r.source != "index") if old is not None else ()
     if "sglang" in only:
         proj = fetch_project(fetcher, index_url, "sglang")
+        unread += _skipped("sglang", proj)
         cache = sg.AnalysisCache()
         todo = []
         for v in _versions(proj, SGLANG_MIN):
@@ -168,6 +175,7 @@ def scrape(
         jobs = []
         for dist in mc.DISTRIBUTIONS:
             proj = fetch_project(fetcher, index_url, dist)
+            unread += _skipped("mooncake", proj, dist)
             for v in _versions(proj):
                 wheels = [f for f in proj.releases[v] if f.is_wheel]
                 if not wheels:

@@ -30,7 +30,7 @@ from kb.models import (
 )
 from scrapers import pyast
 from scrapers.fetch import Fetcher
-from scrapers.pypi import IndexFile, Metadata, parse_metadata
+from scrapers.pypi import IndexFile, Metadata, metadata_member, parse_metadata
 from scrapers.remote_zip import HttpSource, RemoteZip
 
 __all__ = [
@@ -268,11 +268,7 @@ def scrape_wheel(
     lower bound a perfect reader would have needed (directory + members consumed)."""
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
     z = RemoteZip(src)
-    meta_names = [n for n in z.names() if n.endswith(".dist-info/METADATA")
-                  and n.count("/") == 1]
-    if len(meta_names) != 1:
-        raise ArchiveError(f"{wheel.filename}: expected one .dist-info/METADATA, found "
-                           f"{len(meta_names)}")
+    meta_names = [metadata_member(z.names(), wheel.filename)]
     todo = []
     analyses: list[tuple[str, pyast.FileAnalysis]] = []
     for e in z.entries:

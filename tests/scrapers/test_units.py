@@ -131,3 +131,27 @@ def test_derive_pg_prefers_elastic_ep_and_records_alternative() -> None:
                         alternatives=("mooncake.ep",))], [])
     assert pg.module == "mooncake.pg"
     assert pg.alternatives == ("mooncake.ep",)
+
+
+@pytest.mark.parametrize(
+    ("names", "error"),
+    [
+        (["sglang/__init__.py", "sglang-0.5.18.dist-info/METADATA"], None),
+        (["sglang/__init__.py"], "found 0"),
+        (["sglang-0.5.18.dist-info/METADATA", "other-1.0.dist-info/METADATA"], "found 2"),
+        (["vllm-0.5.18.dist-info/METADATA"], "names another project"),
+        (["sglang-0.5.19.dist-info/METADATA"], "is for version 0.5.19"),
+        (["sglang-0.5.18.dist-info/RECORD"], "no sglang-0.5.18.dist-info/METADATA"),
+    ],
+)
+def test_metadata_member(names: list[str], error: str | None) -> None:
+    from kb.errors import ArchiveError
+    from scrapers.pypi import metadata_member
+
+    filename = "sglang-0.5.18-py3-none-any.whl"
+    if error is None:
+        assert metadata_member(names, filename) == "sglang-0.5.18.dist-info/METADATA"
+    else:
+        with pytest.raises(ArchiveError, match=error) as e:
+            metadata_member(names, filename)
+        assert filename in str(e.value)
