@@ -302,6 +302,136 @@ def _print_mooncake(r: Any) -> None:
                   f"{' (read from ' + b.bytes_from + ')' if b.bytes_from else ''}")
 
 
+# ---------------------------------------------------------------------- queries
+
+
+def _graph(args: argparse.Namespace) -> Any:
+    from resolver.graph import CompatGraph
+
+    return CompatGraph(_load(args))
+
+
+def _print_which(res: dict[str, Any], what: str, why: bool) -> None:
+    q = res["query"]
+    scope = ", ".join(f"{k} {v if not isinstance(v, list) else '/'.join(v) or '-'}"
+                      for k, v in q.items() if k not in ("names", "backends") and v is not None)
+    print(f"# {what} compatible with {scope}")
+    if q.get("module"):
+        print(f"# needs {q['module']}: names {', '.join(q.get('names') or []) or '-'}; "
+              f"backends {', '.join(q.get('backends') or []) or '-'}")
+    for note in res.get("notes", []):
+        print(f"# note: {note}")
+    if not res["compatible"]:
+        print(f"none compatible ({len(res['excluded'])} excluded, {len(res['unknown'])} unknown)")
+    for c in res["compatible"]:
+        wheels = c.get("wheels", [])
+        pys = sorted({w["python"] for w in wheels})
+        arches = sorted({w["arch"] for w in wheels})
+        torches = sorted({w["torch"] for w in wheels})
+        print(f"{c['requirement']:50} python {','.join(pys)}  {','.join(arches)}"
+              f"  torch {','.join(torches)}")
+        for note in c.get("notes", []):
+            print(f"    note: {note}")
+    if why or not res["compatible"]:
+        for c in res["excluded"]:
+            name = c.get("dist", what)
+            print(f"  excluded {name} {c['version']}: {c['reason']}")
+    for c in res["unknown"]:
+        print(f"  unknown  {c.get('dist', what)} {c['version']}: {c['reason']}")
+
+
+def cmd_which(args: argparse.Namespace) -> int:
+    from resolver import query
+
+    g = _graph(args)
+    if args.what == "mooncake":
+        if not args.sglang:
+            _fatal("`which mooncake` needs --sglang VERSION", "e.g. moonpin which mooncake "
+                   "--sglang 0.5.18")
+        res = query.which_mooncake(g, args.sglang, torch=args.torch, python=args.python,
+                                   arch=args.arch, dist=args.dist)
+    elif args.what == "sglang":
+        if not args.mooncake:
+            _fatal("`which sglang` needs --mooncake DIST==VERSION",
+                   "e.g. moonpin which sglang --mooncake mooncake-transfer-engine==0.3.13")
+        res = query.which_sglang(g, args.mooncake, torch=args.torch, python=args.python,
+                                 arch=args.arch)
+    else:
+        if not (args.sglang and args.mooncake):
+            _fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION")
+        res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
+                                arch=args.arch)
+    if args.json:
+        _emit_json(res)
+    else:
+        _print_which(res, args.what, args.why)
+    return 0 if res["compatible"] else 1
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from resolver import query
+
+    sglang = torch = mooncake = None
+    for item in args.releases:
+        name, version = query.parse_release(item)
+        if name == "sglang":
+            sglang = version
+        elif name == "torch":
+            torch = version
+        else:
+            mooncake = f"{name}=={version}"
+    if sglang is None or mooncake is None:
+        _fatal("explain needs sglang==V and a mooncake DIST==V (and optionally torch==T)",
+               "e.g. moonpin explain sglang==0.5.18 mooncake-transfer-engine-cuda13==0.3.13")
+    res = query.explain(_graph(args), sglang, mooncake, torch=torch, python=args.python,
+                        arch=args.arch)
+    if args.json:
+        _emit_json(res)
+    else:
+        ev = res["evaluated"]
+        print(f"sglang {sglang} + {mooncake} + torch {ev['torch']} on {ev['python']} "
+              f"{ev['arch']}: {res['verdict'].upper()}")
+        marks = {True: "ok  ", False: "FAIL", None: "??  "}
+        for c in res["checks"]:
+            print(f"  [{marks[c['ok']]}] {c['name']}: {c['detail']}")
+            for e in c["evidence"]:
+                print(f"         evidence: {e}")
+        for n in res["notes"]:
+            print(f"  note: {n}")
+        others = [c for c in res["combinations"] if (c["torch"], c["python"], c["arch"])
+                  != (ev["torch"], ev["python"], ev["arch"])]
+        if others:
+            verdicts = _count(c["verdict"] for c in others)
+            print(f"  other combinations: " + ", ".join(f"{v} {k}" for k, v in verdicts.items())
+                  + " (see --json, or pass --python/--arch/torch==)")
+    return {"compatible": 0, "incompatible": 1}.get(res["verdict"], 1)
+
+
+def cmd_triples(args: argparse.Namespace) -> int:
+    from resolver import query
+
+    rows = query.triples(_graph(args), sglang=args.sglang, torch=args.torch,
+                         mooncake=args.mooncake, dist=args.dist, python=args.python,
+                         arch=args.arch)
+    cols = ["sglang", "torch", "dist", "mooncake", "python", "arch"]
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        _emit_json(rows)
+    elif fmt == "csv":
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    else:
+        widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in cols}
+        print("  ".join(c.ljust(widths[c]) for c in cols))
+        for r in rows:
+            print("  ".join(r[c].ljust(widths[c]) for c in cols))
+        print(f"# {len(rows)} compatible combinations")
+    return 0 if rows else 1
+
+
 # ---------------------------------------------------------------------- parser
 
 
@@ -340,6 +470,37 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--json", action="store_true")
     sh.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     sh.set_defaults(func=cmd_show)
+    def scope(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--python", help="3.12 or cp312 (default: every python the wheels "
+                        "cover)")
+        sp.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
+        sp.add_argument("--json", action="store_true")
+        sp.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+
+    w = sub.add_parser("which", help="which mooncake / sglang / torch works with the rest")
+    w.add_argument("what", choices=["mooncake", "sglang", "torch"])
+    w.add_argument("--sglang", metavar="VERSION")
+    w.add_argument("--mooncake", metavar="DIST==VERSION")
+    w.add_argument("--torch", metavar="VERSION", help="e.g. 2.13.0 or 2.13.0+cu126 "
+                   "(default: what the SGLang release requires)")
+    w.add_argument("--dist", help="only this mooncake distribution")
+    w.add_argument("--why", action="store_true", help="also list every excluded candidate")
+    scope(w)
+    w.set_defaults(func=cmd_which)
+
+    e = sub.add_parser("explain", help="every check for sglang==V DIST==V [torch==T]")
+    e.add_argument("releases", nargs="+", metavar="NAME==VERSION")
+    scope(e)
+    e.set_defaults(func=cmd_explain)
+
+    t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
+    t.add_argument("--sglang", metavar="SPEC")
+    t.add_argument("--torch", metavar="SPEC")
+    t.add_argument("--mooncake", metavar="SPEC")
+    t.add_argument("--dist")
+    t.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    scope(t)
+    t.set_defaults(func=cmd_triples)
     return p
 
 

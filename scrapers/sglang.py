@@ -166,7 +166,8 @@ def _pg_module_of(i: MooncakeImport) -> str | None:
     return None
 
 
-def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse]) -> PGRequirement:
+def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse],
+              calls: Iterable[CallArity] = ()) -> PGRequirement:
     """The process-group requirement of a release, derived from its imports.
 
     The module is the one the elastic-EP code imports (``mooncake.pg`` or the
@@ -187,7 +188,10 @@ def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse])
 
     module = min(pg_imports, key=rank)[0]
     chosen = [i for m, i in pg_imports if m == module]
-    names = sorted({n for i in chosen for n in i.names if i.module == module})
+    # Names imported from the module, and names called on it through a module alias
+    # (`from mooncake import ep as mooncake_ep; mooncake_ep.set_host_ip(ip)`).
+    names = sorted({n for i in chosen for n in i.names if i.module == module}
+                   | {c.name.split(".")[0] for c in calls if c.module == module})
     alternatives = sorted({a for i in chosen for a in i.alternatives if a in PG_MODULES} |
                           {m for m, _ in pg_imports if m != module})
     return PGRequirement(
@@ -215,7 +219,7 @@ def facts_from_files(files: Iterable[tuple[str, pyast.FileAnalysis]]) -> Release
         backends += b
         failures += f
     return ReleaseFacts(n, tuple(imports), tuple(calls), tuple(backends), tuple(failures),
-                        derive_pg(imports, backends))
+                        derive_pg(imports, backends, calls))
 
 
 _CLEAN = pyast.FileAnalysis(path="", imports=(), calls=(), backends=(), error=None)

@@ -1,0 +1,604 @@
+"""Which versions work together, and why: the checks, and the queries built on them.
+
+Compatibility of (SGLang S, torch T, mooncake wheel W, python P, platform A) is
+decided exactly as the scraped code behaves: T satisfies S's torch requirement;
+W has a wheel for P and A; the module S imports is in W; W's loader finds a build
+for T's suffix (computed with the loader's own regex and separator, so a local
+label such as ``+cu130`` is dropped); those builds export every name S imports
+and register the backends S needs; and the CUDA major they link matches T's.
+Each check is ``ok`` True / False, or None when the KB cannot decide it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from kb.errors import UsageError
+from kb.models import Build, SglangRelease
+from resolver.graph import CompatGraph, WheelView, torch_lines
+
+__all__ = [
+    "Check",
+    "Evaluation",
+    "TorchChoice",
+    "evaluate",
+    "explain",
+    "normalize_arch",
+    "normalize_python",
+    "parse_release",
+    "resolve_torch",
+    "triples",
+    "which_mooncake",
+    "which_sglang",
+    "which_torch",
+]
+
+ARCHES = ("x86_64", "aarch64")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None
+    detail: str
+    evidence: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail,
+                "evidence": list(self.evidence)}
+
+
+@dataclass(frozen=True)
+class TorchChoice:
+    """A torch the question is about: its version and the CUDA major assumed for it."""
+
+    text: str
+    version: Version
+    cuda: int | None
+    cuda_known: bool
+    cuda_why: str
+
+
+@dataclass
+class Evaluation:
+    sglang: str
+    dist: str
+    mooncake: str
+    torch: str
+    python: str
+    arch: str
+    checks: list[Check] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    wheel: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        if any(c.ok is False for c in self.checks):
+            return "incompatible"
+        if any(c.ok is None for c in self.checks):
+            return "unknown"
+        return "compatible"
+
+    @property
+    def reasons(self) -> list[str]:
+        bad = [c for c in self.checks if c.ok is False] or [c for c in self.checks if c.ok is None]
+        return [f"{c.name}: {c.detail}" for c in bad]
+
+    def score(self) -> int:
+        return sum(1 for c in self.checks if c.ok)
+
+
+# ----------------------------------------------------------------------- input
+
+
+def normalize_python(text: str | None) -> str | None:
+    """``3.12`` / ``cp312`` / ``py312`` -> ``cp312``."""
+    if text is None:
+        return None
+    t = text.strip().lower()
+    m = re.fullmatch(r"(?:cp|py)?3\.?(\d{1,2})", t)
+    if not m:
+        raise UsageError(f"cannot read python {text!r}", hint="use e.g. --python 3.12 or cp312")
+    return f"cp3{m.group(1)}"
+
+
+def normalize_arch(text: str | None) -> str | None:
+    if text is None:
+        return None
+    t = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(text.lower(), text.lower())
+    if t not in ARCHES:
+        raise UsageError(f"unknown platform {text!r}", hint="use --arch x86_64 or aarch64")
+    return t
+
+
+def parse_release(text: str) -> tuple[str, str]:
+    """``NAME==VERSION`` (any PEP 503 spelling of the name) -> (canonical name, version)."""
+    name, sep, version = text.partition("==")
+    if not sep or not name.strip() or not version.strip():
+        raise UsageError(f"{text!r} does not name one release",
+                         hint="use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
+    try:
+        Version(version.strip())
+    except InvalidVersion as e:
+        raise UsageError(f"{version.strip()!r} in {text!r} is not a PEP 440 version") from e
+    return str(canonicalize_name(name.strip())), version.strip()
+
+
+def _nearest(version: str, pool: Iterable[str]) -> str:
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return ", ".join(list(pool)[-3:])
+    ordered = sorted(set(pool), key=Version)
+    near = [p for p in ordered if Version(p) < v][-2:] + [p for p in ordered if Version(p) > v][:2]
+    return ", ".join(near) or "none"
+
+
+def get_sglang(g: CompatGraph, version: str) -> SglangRelease:
+    try:
+        s = g.find_sglang(version)
+    except InvalidVersion as e:
+        raise UsageError(f"sglang version {version!r} is not PEP 440") from e
+    if s is None:
+        unread = [u for u in g.kb.unread if u.kind == "sglang" and u.version == version]
+        if unread:
+            raise UsageError(f"sglang {version} could not be read in the last scrape "
+                             f"({unread[0].reason}); its compatibility is unknown",
+                             hint="run `moonpin scrape --only sglang` again")
+        raise UsageError(f"sglang {version} is not in the knowledge base (nearest known: "
+                         f"{_nearest(version, (str(v) for v in g.sglang))})",
+                         hint="run `moonpin scrape` to refresh it")
+    return s
+
+
+def check_mooncake(g: CompatGraph, dist: str, version: str) -> None:
+    dist = str(canonicalize_name(dist))
+    if dist not in g.dists():
+        raise UsageError(f"unknown mooncake distribution {dist!r}",
+                         hint="known: " + ", ".join(g.dists()))
+    if g.find_mooncake(dist, version) is None:
+        if any(u.name == dist and u.version == version for u in g.kb.unread):
+            raise UsageError(f"{dist} {version} could not be read in the last scrape; its "
+                             "compatibility is unknown", hint="run `moonpin scrape` again")
+        pool = [str(v) for d, v in g.mooncake if d == dist]
+        raise UsageError(f"{dist} {version} is not in the knowledge base (nearest known: "
+                         f"{_nearest(version, pool)})", hint="run `moonpin scrape` to refresh it")
+
+
+def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
+    """A torch as given: ``2.13.0+cu126`` names its CUDA variant; a bare version means
+    the wheel the index publishes for ``arch`` (its CUDA major from the KB)."""
+    try:
+        v = Version(text)
+    except InvalidVersion as e:
+        raise UsageError(f"torch version {text!r} is not PEP 440",
+                         hint="use e.g. --torch 2.13.0 or 2.13.0+cu130") from e
+    if v.local:
+        m = re.fullmatch(r"cu(\d+)", v.local)
+        if m:
+            major = int(m.group(1)) // 10 if len(m.group(1)) >= 3 else int(m.group(1))
+            return TorchChoice(text, v, major, True, f"local label +{v.local}")
+        if v.local in ("cpu",):
+            return TorchChoice(text, v, None, True, "local label +cpu (a CPU build)")
+        if v.local.startswith("rocm"):
+            return TorchChoice(text, v, None, True, f"local label +{v.local} (ROCm, no CUDA)")
+    rel = g.torch.get(Version(v.public))
+    if rel is not None:
+        for var in rel.variants:
+            if var.arch == arch:
+                why = (f"the index's {var.artifact.filename} ({var.evidence})")
+                return TorchChoice(text, v, var.cuda_major, True, why)
+    return TorchChoice(text, v, None, False,
+                       f"no CUDA facts for torch {v.public} on {arch} in the KB")
+
+
+# ----------------------------------------------------------------------- the checks
+
+
+def _loader_suffix(regex: str | None, sep: str | None, torch_text: str) -> str | None:
+    """What the loader computes from ``torch.__version__`` (the scraped regex and separator)."""
+    if sep is None:
+        return None
+    base = torch_text
+    if regex is not None:
+        try:
+            m = re.match(regex, torch_text)
+        except re.error:
+            return None
+        if m is None:
+            return None
+        base = m.group()
+    return base.replace(".", sep)
+
+
+def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | None,
+             dist: str, version: str, python: str, arch: str) -> Evaluation:
+    """Every check for one combination; ``w`` None means the release has no wheel for P/A."""
+    ev = Evaluation(s.version, dist, version, t.text, python, arch,
+                    wheel=w.wheel.artifact.filename if w else None)
+    lines = torch_lines(s)
+    if not lines:
+        ev.checks.append(Check("torch requirement", True, "SGLang declares no torch requirement"))
+    else:
+        hit = [line for line, req in lines if req.specifier.contains(t.version.public,
+                                                                    prereleases=True)]
+        ev.checks.append(Check(
+            "torch requirement", bool(hit),
+            f"torch {t.version} satisfies {hit[0]!r}" if hit else
+            f"torch {t.version} does not satisfy SGLang's {', '.join(repr(x) for x, _ in lines)}",
+            (f"{s.artifact.filename}: METADATA Requires-Dist",)))
+    req = s.pg
+    if req.module is None:
+        ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "
+                        "compatible with any mooncake (or none)")
+        return ev
+    if w is None:
+        ev.checks.append(Check("wheel for python/platform", False,
+                               f"{dist} {version} has no wheel for {python} on {arch}"))
+        return ev
+    ev.checks.append(Check("wheel for python/platform", True,
+                           f"{w.wheel.artifact.filename} covers {python} on {arch}",
+                           (w.wheel.artifact.filename,)))
+    short = req.module.removeprefix("mooncake.")
+    evidence_imports = tuple(req.evidence)
+    loader = w.loader(req.module)
+    builds: list[Build] = []
+    names_from: set[str] = set()
+    backends_from: set[str] = set()
+    checked: set[str] = set()
+    incomplete = False
+    if loader is None:
+        direct = w.builds_named(short, python, arch)
+        if not direct:
+            have = sorted({ld.module for ld in w.wheel.loaders} |
+                          {"mooncake." + b.member.rsplit("/", 1)[-1].split(".")[0]
+                           for b in w.wheel.builds})
+            ev.checks.append(Check(
+                "module present", False,
+                f"sglang {s.version} imports {req.module}; {w.wheel.artifact.filename} has no "
+                f"{req.module} (it has: {', '.join(have) or 'no extension modules'})",
+                evidence_imports))
+            return ev
+        ev.checks.append(Check("module present", True,
+                               f"{req.module} is the extension module {direct[0].member}",
+                               (f"{w.wheel.artifact.filename}: {direct[0].member}",)))
+        b = direct[0]
+        if b.torch is None:
+            ev.checks.append(Check("build for torch", None,
+                                   f"{b.member} names no torch release it was built for"))
+        else:
+            ok = b.torch == t.version.public
+            ev.checks.append(Check(
+                "build for torch", ok,
+                f"{b.member} was built for torch {b.torch} ({b.torch_from})"
+                + ("" if ok else f", not {t.version.public}"),
+                (f"{w.wheel.artifact.filename}: {b.member}",)))
+            if not ok:
+                return ev
+        builds = [b]
+    else:
+        ev.checks.append(Check("module present", True,
+                               f"{loader.member} loads {req.module} ({loader.kind})",
+                               (f"{w.wheel.artifact.filename}: {loader.member}",)))
+        if loader.kind == "unknown":
+            ev.checks.append(Check("build for torch", None,
+                                   f"{loader.member}: loading scheme not recognised "
+                                   f"({loader.note})"))
+            return ev
+        if loader.kind == "jit-compile":
+            ev.checks.append(Check(
+                "build for torch", True,
+                f"{loader.member} compiles {', '.join(loader.sources)} against the installed "
+                f"torch at first import", (f"{w.wheel.artifact.filename}: {loader.member}",)))
+            cuda_tools = [x for x in loader.toolchain if "MUSA" not in x and "MACA" not in x]
+            ev.notes.append(f"{dist}=={version} compiles its process-group extension at first "
+                            f"import: the image needs {', '.join(cuda_tools or loader.toolchain)}")
+            names_from = set(loader.source_names)
+            backends_from = set(loader.source_backends)
+            checked = names_from | set(req.names)  # every name was looked for in the sources
+        else:
+            suffix = _loader_suffix(loader.version_regex, loader.separator, t.text)
+            for imp in loader.imports:
+                if "{torch}" in imp.template:
+                    if suffix is None:
+                        ev.checks.append(Check("build for torch", None,
+                                               f"cannot compute {imp.template} for torch "
+                                               f"{t.text} with the loader's rule"))
+                        return ev
+                    module = imp.template.replace("{torch}", suffix)
+                else:
+                    module = imp.template
+                mshort = module.removeprefix("mooncake.")
+                found = w.builds_named(mshort, python, arch)
+                if not found:
+                    same = sorted({b.member.rsplit("/", 1)[-1].split(".")[0]
+                                   for b in w.wheel.builds
+                                   if b.member.rsplit("/", 1)[-1].startswith(
+                                       mshort.split("_")[0] or mshort)})
+                    msg = (f"{loader.member} imports {module} for torch {t.text}; "
+                           f"{w.wheel.artifact.filename} has no such build for {python} "
+                           f"on {arch}" + (f" (it has {', '.join(same)})" if same else ""))
+                    if imp.on_missing:
+                        said = imp.on_missing.splitlines()[0].replace(
+                            "{torch_version}", _loader_suffix(loader.version_regex, ".",
+                                                              t.text) or t.text)
+                        msg += f"; at import: {said!r}"
+                    ev.checks.append(Check("build for torch", False, msg,
+                                           (f"{w.wheel.artifact.filename}: {loader.member}:"
+                                            f"{imp.line}",)))
+                    return ev
+                builds.append(found[0])
+            ev.checks.append(Check(
+                "build for torch", True,
+                f"{loader.member} loads {', '.join(b.member for b in builds)}",
+                tuple(f"{w.wheel.artifact.filename}: {b.member}" for b in builds)))
+    for b in builds:
+        names_from |= set(b.names)
+        backends_from |= set(b.backends)
+        checked |= set(b.names_checked)
+        incomplete |= b.read_error is not None
+    missing = [n for n in req.names if n not in names_from]
+    unknown = [n for n in missing if n not in checked or incomplete]
+    if missing and len(unknown) == len(missing):
+        ev.checks.append(Check("names", None,
+                               f"not known whether {', '.join(missing)} exist: those bytes were "
+                               "not read", evidence_imports))
+    else:
+        ev.checks.append(Check(
+            "names", not missing,
+            f"provides {', '.join(req.names) or 'every name imported'}" if not missing else
+            f"sglang {s.version} imports {', '.join(missing)} from {req.module}; the build "
+            f"does not export {'it' if len(missing) == 1 else 'them'}",
+            evidence_imports))
+    lacking = [b for b in req.backends if b not in backends_from]
+    ev.checks.append(Check(
+        "backends", not lacking if not incomplete else None,
+        f"registers {', '.join(req.backends)}" if not lacking else
+        f"does not register {', '.join(lacking)} (registers "
+        f"{', '.join(sorted(backends_from)) or 'none'})",
+        tuple(f"{b.member}" for b in builds)))
+    majors = {b.cuda_major for b in builds if b.cuda_major is not None}
+    if loader is not None and loader.kind == "jit-compile":
+        ev.checks.append(Check("CUDA major", True,
+                               "built at import against the installed torch's CUDA"))
+    elif not majors:
+        ev.checks.append(Check("CUDA major", None,
+                               "the build's CUDA runtime is not known (its dynamic section "
+                               "was not read)"))
+    elif not t.cuda_known:
+        ev.checks.append(Check("CUDA major", None,
+                               f"build links CUDA {'/'.join(map(str, sorted(majors)))}; "
+                               f"{t.cuda_why}"))
+    elif t.cuda is None:
+        ev.checks.append(Check("CUDA major", False,
+                               f"build links libcudart.so.{min(majors)}; torch {t.text} is a "
+                               f"CPU build ({t.cuda_why})"))
+    else:
+        ok = majors == {t.cuda}
+        ev.checks.append(Check(
+            "CUDA major", ok,
+            f"build links CUDA {'/'.join(map(str, sorted(majors)))}, torch {t.text} is CUDA "
+            f"{t.cuda} ({t.cuda_why})"))
+    return ev
+
+
+# ----------------------------------------------------------------------- queries
+
+
+def _torches(g: CompatGraph, s: SglangRelease, torch: str | None) -> list[str]:
+    if torch is not None:
+        return [torch]
+    return [v for v, _ in g.torch_for(s)]
+
+
+def _combos(g: CompatGraph, s: SglangRelease, dist: str, version: str, torch: str | None,
+            python: str | None, arch: str | None) -> list[Evaluation]:
+    wheels = g.wheels(dist, version)
+    pythons = [python] if python else sorted({p for w in wheels for p in w.pythons})
+    arches = [arch] if arch else sorted({a for w in wheels for a in w.arches})
+    out = []
+    torches = _torches(g, s, torch)
+    if not torches or (s.pg.module is None and torch is None):
+        # Nothing to decide per torch: one (the newest admitted) stands for all.
+        torches = torches[-1:] or [str(v) for v in g.torch_versions[-1:]]
+    for tt in torches:
+        for a in arches:
+            t = resolve_torch(g, tt, a)
+            for p in pythons:
+                w = next((x for x in wheels if p in x.pythons and a in x.arches), None)
+                out.append(evaluate(g, s, t, w, dist, version, p, a))
+    return out
+
+
+def _best(evs: list[Evaluation]) -> Evaluation | None:
+    if not evs:
+        return None
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+    return min(evs, key=lambda e: (order[e.verdict], -e.score()))
+
+
+def _covers(evs: list[Evaluation]) -> list[dict[str, Any]]:
+    return [{"python": e.python, "arch": e.arch, "torch": e.torch, "wheel": e.wheel,
+             "cuda": next((c.detail for c in e.checks if c.name == "CUDA major"), None)}
+            for e in evs if e.verdict == "compatible"]
+
+
+def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
+                   python: str | None = None, arch: str | None = None,
+                   dist: str | None = None) -> dict[str, Any]:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    s = get_sglang(g, sglang)
+    dists = [str(canonicalize_name(dist))] if dist else g.dists()
+    if dist and dists[0] not in g.dists():
+        raise UsageError(f"unknown mooncake distribution {dist!r}",
+                         hint="known: " + ", ".join(g.dists()))
+    compatible, excluded, unknown = [], [], []
+    notes: list[str] = []
+    releases = sorted((k for k in g.mooncake if k[0] in dists), key=lambda k: (k[1], k[0]),
+                      reverse=True)
+    for d, v in releases:
+        evs = _combos(g, s, d, str(v), torch, python, arch)
+        best = _best(evs)
+        if best is None:
+            continue
+        if s.pg.module is None:
+            notes = best.notes
+        entry = {"dist": d, "version": str(v), "requirement": f"{d}=={v}"}
+        if best.verdict == "compatible":
+            entry["wheels"] = _covers(evs)
+            entry["notes"] = sorted({n for e in evs if e.verdict == "compatible" for n in e.notes})
+            compatible.append(entry)
+        elif best.verdict == "unknown":
+            entry["reason"] = best.reasons[0] if best.reasons else "unknown"
+            unknown.append(entry)
+        else:
+            entry["reason"] = best.reasons[0]
+            excluded.append(entry)
+    for u in g.kb.unread:
+        if u.kind == "mooncake" and u.name in dists:
+            unknown.append({"dist": u.name, "version": u.version,
+                            "reason": f"not read in the last scrape: {u.reason}"})
+    return {
+        "query": {"sglang": s.version, "torch": torch or [t for t in _torches(g, s, None)],
+                  "python": python or "all", "arch": arch or "all", "dist": dist or "all",
+                  "module": s.pg.module, "names": list(s.pg.names),
+                  "backends": list(s.pg.backends)},
+        "compatible": compatible,
+        "excluded": excluded,
+        "unknown": unknown,
+        "notes": notes,
+    }
+
+
+def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
+                 python: str | None = None, arch: str | None = None) -> dict[str, Any]:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    dist, version = parse_release(mooncake)
+    check_mooncake(g, dist, version)
+    compatible, excluded, unknown = [], [], []
+    no_module = []
+    for v in sorted(g.sglang, reverse=True):
+        s = g.sglang[v]
+        if s.pg.module is None:
+            no_module.append(s.version)
+            continue
+        evs = _combos(g, s, dist, version, torch, python, arch)
+        best = _best(evs)
+        if best is None:
+            continue
+        entry: dict[str, Any] = {"version": s.version, "requirement": f"sglang=={s.version}",
+                                 "module": s.pg.module}
+        if best.verdict == "compatible":
+            entry["wheels"] = _covers(evs)
+            compatible.append(entry)
+        elif best.verdict == "unknown":
+            entry["reason"] = best.reasons[0]
+            unknown.append(entry)
+        else:
+            entry["reason"] = best.reasons[0]
+            excluded.append(entry)
+    unknown += [{"version": u.version, "reason": f"not read in the last scrape: {u.reason}"}
+                for u in g.kb.unread if u.kind == "sglang"]
+    return {"query": {"mooncake": f"{dist}=={version}", "torch": torch or "each release's",
+                      "python": python or "all", "arch": arch or "all"},
+            "compatible": compatible, "excluded": excluded, "unknown": unknown,
+            "without_mooncake_pg": no_module}
+
+
+def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | None = None,
+                arch: str | None = None) -> dict[str, Any]:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    s = get_sglang(g, sglang)
+    dist, version = parse_release(mooncake)
+    check_mooncake(g, dist, version)
+    compatible, excluded, unknown = [], [], []
+    for tv in reversed(g.torch_versions):
+        if tv.is_prerelease:
+            continue
+        evs = _combos(g, s, dist, version, str(tv), python, arch)
+        best = _best(evs)
+        if best is None:
+            continue
+        entry: dict[str, Any] = {"version": str(tv), "requirement": f"torch=={tv}"}
+        if best.verdict == "compatible":
+            entry["wheels"] = _covers(evs)
+            compatible.append(entry)
+        elif best.verdict == "unknown":
+            entry["reason"] = best.reasons[0]
+            unknown.append(entry)
+        else:
+            entry["reason"] = best.reasons[0]
+            excluded.append(entry)
+    return {"query": {"sglang": s.version, "mooncake": f"{dist}=={version}",
+                      "python": python or "all", "arch": arch or "all"},
+            "compatible": compatible, "excluded": excluded, "unknown": unknown}
+
+
+def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,
+            python: str | None = None, arch: str | None = None) -> dict[str, Any]:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    s = get_sglang(g, sglang)
+    dist, version = parse_release(mooncake)
+    check_mooncake(g, dist, version)
+    evs = _combos(g, s, dist, version, torch, python, arch)
+    best = _best(evs)
+    assert best is not None
+    verdict = best.verdict
+    return {
+        "query": {"sglang": s.version, "mooncake": f"{dist}=={version}",
+                  "torch": torch or [t for t in _torches(g, s, None)],
+                  "python": python or "all", "arch": arch or "all"},
+        "verdict": verdict,
+        "reasons": best.reasons,
+        "notes": best.notes,
+        "evaluated": {"torch": best.torch, "python": best.python, "arch": best.arch,
+                      "wheel": best.wheel},
+        "checks": [c.as_dict() for c in best.checks],
+        "combinations": [{"torch": e.torch, "python": e.python, "arch": e.arch,
+                          "verdict": e.verdict, "reason": (e.reasons or [""])[0]}
+                         for e in evs],
+    }
+
+
+def _spec(text: str | None, what: str) -> SpecifierSet | None:
+    if text is None:
+        return None
+    t = text.strip()
+    if t and t[0].isdigit():
+        t = "==" + t
+    try:
+        return SpecifierSet(t)
+    except InvalidSpecifier as e:
+        raise UsageError(f"{what} specifier {text!r} is not PEP 440",
+                         hint="use e.g. '>=0.5.17' or '==0.3.13.post1'") from e
+
+
+def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = None,
+            mooncake: str | None = None, dist: str | None = None, python: str | None = None,
+            arch: str | None = None) -> list[dict[str, str]]:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    s_spec, t_spec, m_spec = (_spec(sglang, "sglang"), _spec(torch, "torch"),
+                              _spec(mooncake, "mooncake"))
+    dists = [str(canonicalize_name(dist))] if dist else g.dists()
+    out = []
+    for sv, s in sorted(g.sglang.items(), reverse=True):
+        if s.pg.module is None or (s_spec is not None and not s_spec.contains(sv, True)):
+            continue
+        torches = [t for t in _torches(g, s, None)
+                   if t_spec is None or t_spec.contains(Version(t), True)]
+        for (d, mv) in sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True):
+            if d not in dists or (m_spec is not None and not m_spec.contains(mv, True)):
+                continue
+            for t in torches:
+                for e in _combos(g, s, d, str(mv), t, python, arch):
+                    if e.verdict == "compatible":
+                        out.append({"sglang": s.version, "torch": t, "dist": d,
+                                    "mooncake": str(mv), "python": e.python, "arch": e.arch})
+    return out
