@@ -402,7 +402,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   != (ev["torch"], ev["python"], ev["arch"])]
         if others:
             verdicts = _count(c["verdict"] for c in others)
-            print(f"  other combinations: " + ", ".join(f"{v} {k}" for k, v in verdicts.items())
+            print("  other combinations: " + ", ".join(f"{v} {k}" for k, v in verdicts.items())
                   + " (see --json, or pass --python/--arch/torch==)")
     return {"compatible": 0, "incompatible": 1}.get(res["verdict"], 1)
 

@@ -88,7 +88,7 @@ class WheelView:
             if stem != module_short:
                 continue
             py, ar = build_python(b.abi)
-            if b.abi and b.abi.startswith("abi3") or (py == python and ar == arch):
+            if (b.abi and b.abi.startswith("abi3")) or (py == python and ar == arch):
                 out.append(b)
         return out
 

@@ -450,7 +450,7 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
             continue
         if s.pg.module is None:
             notes = best.notes
-        entry = {"dist": d, "version": str(v), "requirement": f"{d}=={v}"}
+        entry: dict[str, Any] = {"dist": d, "version": str(v), "requirement": f"{d}=={v}"}
         if best.verdict == "compatible":
             entry["wheels"] = _covers(evs)
             entry["notes"] = sorted({n for e in evs if e.verdict == "compatible" for n in e.notes})
