@@ -1,0 +1,81 @@
+"""Query speed: graph build, in-process latency, and the cold CLI against `pip --version`.
+
+    python bench/query.py [--kb PATH] [--runs N]
+
+Prints the time to load the KB and build the graph, p50/p99 of in-process `which
+mooncake` and `explain` over a spread of real questions, and the wall time of a cold
+`moonpin which mooncake --sglang …` process next to `pip --version`, run alternately
+in this one script so both see the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kb import store  # noqa: E402
+from resolver import query  # noqa: E402
+from resolver.graph import CompatGraph  # noqa: E402
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kb", type=Path)
+    ap.add_argument("--runs", type=int, default=15)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    kb = store.load(args.kb)
+    t1 = time.perf_counter()
+    g = CompatGraph(kb)
+    t2 = time.perf_counter()
+    print(f"KB load {1000 * (t1 - t0):.1f} ms; graph build {1000 * (t2 - t1):.1f} ms "
+          f"({g.g.number_of_nodes()} nodes, {g.g.number_of_edges()} edges)")
+
+    with_pg = [s.version for s in kb.sglang if s.pg.module and s.source == "index"]
+    sample = with_pg[:: max(1, len(with_pg) // 8)]
+    which_t: list[float] = []
+    explain_t: list[float] = []
+    for v in sample:
+        for _ in range(3):
+            a = time.perf_counter()
+            query.which_mooncake(g, v, python="3.12", arch="x86_64")
+            which_t.append(time.perf_counter() - a)
+            a = time.perf_counter()
+            query.explain(g, v, "mooncake-transfer-engine-cuda13==0.3.13.post1",
+                          python="3.12", arch="x86_64")
+            explain_t.append(time.perf_counter() - a)
+    for name, xs in (("which mooncake", which_t), ("explain", explain_t)):
+        print(f"in-process {name:15} p50 {1000 * pct(xs, 0.5):7.2f} ms   "
+              f"p99 {1000 * pct(xs, 0.99):7.2f} ms   ({len(xs)} queries)")
+
+    cli = [sys.executable, "-m", "resolver.cli", "which", "mooncake", "--sglang",
+           with_pg[-1], "--python", "3.12", "--arch", "x86_64"]
+    pip = [sys.executable, "-m", "pip", "--version"]
+    cli_t: list[float] = []
+    pip_t: list[float] = []
+    for _ in range(args.runs):
+        for cmd, sink in ((cli, cli_t), (pip, pip_t)):
+            a = time.perf_counter()
+            subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
+            sink.append(time.perf_counter() - a)
+    c, p = statistics.median(cli_t), statistics.median(pip_t)
+    print(f"cold CLI `moonpin which mooncake --sglang {with_pg[-1]}` median {1000 * c:.0f} ms; "
+          f"`pip --version` median {1000 * p:.0f} ms; ratio {c / p:.2f} (goal <= 0.3)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
