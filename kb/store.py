@@ -14,32 +14,17 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from kb.errors import KBError
 from kb.models import SCHEMA_VERSION, KnowledgeBase
+from kb.paths import default_kb_path
 
 __all__ = ["default_kb_path", "kb_lock", "load", "save"]
 
 _RESCRAPE = "run `moonpin scrape --full --kb {path}` to rebuild it from the index"
-
-
-def default_kb_path() -> Path:
-    """The KB this process reads when none is named.
-
-    ``MOONPIN_KB`` wins; then the copy installed inside the ``kb`` package (a
-    wheel install); then ``data/kb.json`` of the source checkout (editable).
-    """
-    env = os.environ.get("MOONPIN_KB")
-    if env:
-        return Path(env)
-    packaged = resources.files("kb").joinpath("data").joinpath("kb.json")
-    if isinstance(packaged, Path) and packaged.is_file():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "data" / "kb.json"
 
 
 def load(path: Path | None = None) -> KnowledgeBase:

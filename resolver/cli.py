@@ -72,6 +72,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
         finally:
             fetcher.close()
         store.save(kb, kb_path)
+        _write_resolved(kb_path)
     report = {
         "kb": str(kb_path),
         "index_url": index_url,
@@ -121,6 +122,7 @@ def _scrape_path(fetcher: Any, kb_path: Path, args: argparse.Namespace) -> int:
         kept = tuple(r for r in old.sglang
                      if not (r.version == rel.version and r.source == rel.source))
         store.save(old.model_copy(update={"sglang": (*kept, rel)}), kb_path)
+        _write_resolved(kb_path)
     if args.json:
         _emit_json(rel.model_dump(mode="json"))
         return 0
@@ -137,6 +139,24 @@ def _scrape_path(fetcher: Any, kb_path: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_resolved(kb_path: Path) -> None:
+    """Re-derive resolved.json from the KB just written (the fast query path)."""
+    from resolver import resolved
+
+    resolved.write(kb_path)
+
+
+def cmd_kb_resolve(args: argparse.Namespace) -> int:
+    from kb import store
+    from resolver import resolved
+
+    kb_path = Path(args.kb) if args.kb else store.default_kb_path()
+    with store.kb_lock(kb_path):
+        out = resolved.write(kb_path)
+    print(f"wrote {out}")
+    return 0
+
+
 # ---------------------------------------------------------------------- kb info / show
 
 
@@ -144,6 +164,12 @@ def _load(args: argparse.Namespace) -> Any:
     from kb import store
 
     return store.load(Path(args.kb) if args.kb else None)
+
+
+def _kb_path(args: argparse.Namespace) -> Path:
+    from kb.paths import default_kb_path
+
+    return Path(args.kb) if args.kb else default_kb_path()
 
 
 def cmd_kb_info(args: argparse.Namespace) -> int:
@@ -341,13 +367,17 @@ def _print_which(res: dict[str, Any], what: str, why: bool) -> None:
 
 
 def cmd_which(args: argparse.Namespace) -> int:
-    from resolver import query
-
-    g = _graph(args)
     if args.what == "mooncake":
         if not args.sglang:
             _fatal("`which mooncake` needs --sglang VERSION", "e.g. moonpin which mooncake "
                    "--sglang 0.5.18")
+        fast = _which_mooncake_fast(args)
+        if fast is not None:
+            return _finish_which(fast, args)
+    from resolver import query
+
+    g = _graph(args)
+    if args.what == "mooncake":
         res = query.which_mooncake(g, args.sglang, torch=args.torch, python=args.python,
                                    arch=args.arch, dist=args.dist)
     elif args.what == "sglang":
@@ -361,11 +391,37 @@ def cmd_which(args: argparse.Namespace) -> int:
             _fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION")
         res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
                                 arch=args.arch)
+    return _finish_which(res, args)
+
+
+def _finish_which(res: dict[str, Any], args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(res)
     else:
         _print_which(res, args.what, args.why)
     return 0 if res["compatible"] else 1
+
+
+def _which_mooncake_fast(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Answer from resolved.json when it holds the question (no pydantic, no networkx)."""
+    if args.torch is not None:
+        return None
+    from resolver import resolved
+
+    table = resolved.load(_kb_path(args), args.sglang)
+    if table is None or not table.has(args.sglang):
+        return None
+    from resolver.inputs import normalize_arch, normalize_python
+
+    dist = None
+    if args.dist:
+        from packaging.utils import canonicalize_name
+
+        dist = str(canonicalize_name(args.dist))
+        if dist not in {d for d, _ in table.releases}:
+            return None  # let the full path say what is wrong with it
+    return table.which_mooncake(args.sglang, python=normalize_python(args.python),
+                                arch=normalize_arch(args.arch), dist=dist)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -463,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     ki.add_argument("--json", action="store_true")
     ki.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     ki.set_defaults(func=cmd_kb_info)
+    kr = ksub.add_parser("resolve", help="re-derive resolved.json (the fast answers) from the KB")
+    kr.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+    kr.set_defaults(func=cmd_kb_resolve)
 
     sh = sub.add_parser("show", help="what the KB holds for one release")
     sh.add_argument("release", help="e.g. sglang==0.5.18 or "

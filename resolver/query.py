@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 from kb.errors import UsageError
 from kb.models import Build, SglangRelease
 from resolver.graph import CompatGraph, WheelView, torch_lines
+from resolver.inputs import normalize_arch, normalize_python
 
 __all__ = [
     "Check",
@@ -40,7 +41,6 @@ __all__ = [
     "which_torch",
 ]
 
-ARCHES = ("x86_64", "aarch64")
 
 
 @dataclass(frozen=True)
@@ -96,26 +96,6 @@ class Evaluation:
 
 
 # ----------------------------------------------------------------------- input
-
-
-def normalize_python(text: str | None) -> str | None:
-    """``3.12`` / ``cp312`` / ``py312`` -> ``cp312``."""
-    if text is None:
-        return None
-    t = text.strip().lower()
-    m = re.fullmatch(r"(?:cp|py)?3\.?(\d{1,2})", t)
-    if not m:
-        raise UsageError(f"cannot read python {text!r}", hint="use e.g. --python 3.12 or cp312")
-    return f"cp3{m.group(1)}"
-
-
-def normalize_arch(text: str | None) -> str | None:
-    if text is None:
-        return None
-    t = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(text.lower(), text.lower())
-    if t not in ARCHES:
-        raise UsageError(f"unknown platform {text!r}", hint="use --arch x86_64 or aarch64")
-    return t
 
 
 def parse_release(text: str) -> tuple[str, str]:
@@ -425,9 +405,10 @@ def _best(evs: list[Evaluation]) -> Evaluation | None:
 
 
 def _covers(evs: list[Evaluation]) -> list[dict[str, Any]]:
-    return [{"python": e.python, "arch": e.arch, "torch": e.torch, "wheel": e.wheel,
-             "cuda": next((c.detail for c in e.checks if c.name == "CUDA major"), None)}
-            for e in evs if e.verdict == "compatible"]
+    out = [{"python": e.python, "arch": e.arch, "torch": e.torch, "wheel": e.wheel,
+            "cuda": next((c.detail for c in e.checks if c.name == "CUDA major"), None)}
+           for e in evs if e.verdict == "compatible"]
+    return sorted(out, key=lambda w: (w["torch"], w["arch"], w["python"]))
 
 
 def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,

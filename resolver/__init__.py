@@ -1,0 +1,1 @@
+"""The resolver: the compatibility graph, queries, pin suggestions and the runtime check."""

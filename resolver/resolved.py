@@ -1,0 +1,260 @@
+"""Answers resolved when the KB is written, so a query or a worker's check loads no graph.
+
+``data/resolved/<sglang version>.json`` sit beside ``data/kb.json`` and are derived from
+it (each records the KB's sha256; a stale one is ignored); one file per SGLang release so
+a query parses only the few kilobytes it needs. It holds, for every SGLang release that imports
+a mooncake process-group module, every evaluated combination (mooncake release, torch
+from the release's own requirement, python, platform) with its verdict and first reason.
+Loading it needs only the standard library, so ``moonpin which mooncake`` and the runtime
+check's ``fix:`` line start fast; anything it does not hold (an explicit ``--torch``, a
+release without a process-group module) goes to the full resolver in ``resolver.query``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Resolved", "build", "fix_for", "load", "resolved_path", "write"]
+
+SCHEMA = 1
+_ORDER = {"compatible": 0, "unknown": 1, "incompatible": 2}
+_VERDICTS = ("compatible", "unknown", "incompatible")
+
+
+def resolved_path(kb_path: Path) -> Path:
+    """The folder of per-release tables beside a KB file."""
+    return kb_path.with_name("resolved")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Resolved:
+    """The resolved table of one KB file."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        self.strings: list[str] = doc["strings"]
+        self.releases: list[list[str]] = doc["releases"]
+        self.sglang: dict[str, dict[str, Any]] = doc["sglang"]
+        self.rows: dict[str, list[list[Any]]] = doc["rows"]
+        self.release_tags: list[list[list[str]]] = doc["release_tags"]
+
+    def has(self, sglang: str) -> bool:
+        return sglang in self.rows
+
+    def which_mooncake(self, sglang: str, *, python: str | None = None,
+                       arch: str | None = None, dist: str | None = None) -> dict[str, Any]:
+        """The same answer as ``resolver.query.which_mooncake`` without ``--torch``."""
+        meta = self.sglang[sglang]
+        s = self.strings
+        # A stored group is [release, torch, arch, verdict, score, reason, notes, cuda,
+        # [[python, wheel], ...]]: the combinations that differ only in python.
+        by_release: dict[int, list[list[Any]]] = {}
+        for grp in self.rows[sglang]:
+            rel, torch_v, ar = grp[0], grp[1], grp[2]
+            if arch and ar != arch:
+                continue
+            for py, wheel in grp[8]:
+                if python and py != python:
+                    continue
+                by_release.setdefault(rel, []).append(
+                    [rel, torch_v, py, ar, grp[3], grp[4], grp[5], grp[6], wheel, grp[7]])
+        compatible: list[dict[str, Any]] = []
+        excluded: list[dict[str, Any]] = []
+        unknown: list[dict[str, Any]] = []
+        for idx, (d, v) in enumerate(self.releases):
+            if dist and d != dist:
+                continue
+            rows = by_release.get(idx)
+            if not rows:
+                # As the full resolver says it: the first (python, platform) asked for
+                # that this release has no wheel for.
+                pys, ars = self.release_tags[idx]
+                p0 = python or (sorted(pys)[0] if pys else None)
+                a0 = arch or (sorted(ars)[0] if ars else None)
+                if p0 is None or a0 is None:
+                    continue
+                excluded.append({"dist": d, "version": v, "requirement": f"{d}=={v}",
+                                 "reason": f"wheel for python/platform: {d} {v} has no wheel "
+                                           f"for {p0} on {a0}"})
+                continue
+            best = min(rows, key=lambda r: (r[4], -r[5]))
+            entry: dict[str, Any] = {"dist": d, "version": v, "requirement": f"{d}=={v}"}
+            if best[4] == 0:
+                ok = [r for r in rows if r[4] == 0]
+                wheels = [{"python": r[2], "arch": r[3], "torch": r[1],
+                           "wheel": s[r[8]] if r[8] is not None else None,
+                           "cuda": s[r[9]] if r[9] is not None else None} for r in ok]
+                entry["wheels"] = sorted(wheels, key=lambda w: (w["torch"], w["arch"],
+                                                                w["python"]))
+                entry["notes"] = sorted({s[n] for r in ok for n in r[7]})
+                compatible.append(entry)
+            else:
+                entry["reason"] = s[best[6]] if best[6] is not None else "unknown"
+                (unknown if best[4] == 1 else excluded).append(entry)
+        for u in self.doc["unread"]:
+            if not dist or u["dist"] == dist:
+                unknown.append(dict(u))
+        return {
+            "query": {"sglang": sglang, "torch": list(meta["torch"]), "python": python or "all",
+                      "arch": arch or "all", "dist": dist or "all", "module": meta["module"],
+                      "names": list(meta["names"]), "backends": list(meta["backends"])},
+            "compatible": compatible,
+            "excluded": excluded,
+            "unknown": unknown,
+            "notes": [],
+        }
+
+
+def load(kb_path: Path, sglang: str) -> Resolved | None:
+    """The table for one SGLang release of this KB, or None when it is missing,
+    unreadable or stale (then the caller asks the full resolver)."""
+    path = resolved_path(kb_path) / f"{sglang}.json"
+    try:
+        doc = json.loads(path.read_bytes())
+        if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
+            return None
+        return Resolved(doc)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def fix_for(sglang: str, torch: str, python: str, arch: str, *,
+            kb_path: Path | None = None) -> list[str]:
+    """Requirement lines of the mooncake releases compatible with this set, newest first.
+
+    [] when the table does not know (a stale or missing table, an SGLang release it does
+    not hold, a torch other than the one the release requires).
+    """
+    if kb_path is None:
+        from kb.paths import default_kb_path
+
+        kb_path = default_kb_path()
+    table = load(kb_path, sglang)
+    if table is None or not table.has(sglang):
+        return []
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        public = Version(torch).public
+    except InvalidVersion:
+        return []
+    out = []
+    for entry in table.which_mooncake(sglang, python=python, arch=arch)["compatible"]:
+        if any(Version(w["torch"]).public == public for w in entry["wheels"]):
+            out.append(entry["requirement"])
+    return out
+
+
+# ----------------------------------------------------------------------- writing
+
+
+def build(kb_path: Path) -> dict[str, dict[str, Any]]:
+    """Resolve every combination the table holds (imports the full resolver)."""
+    from kb import store
+    from resolver import query
+    from resolver.graph import CompatGraph
+
+    kb = store.load(kb_path)
+    g = CompatGraph(kb)
+    strings: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(text: str | None) -> int | None:
+        if text is None:
+            return None
+        if text not in index:
+            index[text] = len(strings)
+            strings.append(text)
+        return index[text]
+
+    releases = sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True)
+    rows: dict[str, list[list[Any]]] = {}
+    sglang_meta: dict[str, dict[str, Any]] = {}
+    for sv, s in sorted(g.sglang.items()):
+        if s.pg.module is None or s.source != "index":
+            continue
+        torches = [t for t, _ in g.torch_for(s)]
+        sglang_meta[s.version] = {"module": s.pg.module, "names": list(s.pg.names),
+                                  "backends": list(s.pg.backends), "torch": torches}
+        out: list[list[Any]] = []
+        for i, (d, v) in enumerate(releases):
+            groups: dict[tuple[Any, ...], list[list[Any]]] = {}
+            for e in query._combos(g, s, d, str(v), None, None, None):
+                cuda = next((c.detail for c in e.checks if c.name == "CUDA major"), None)
+                key = (i, e.torch, e.arch, _ORDER[e.verdict], e.score(),
+                       intern(e.reasons[0]) if e.reasons else None,
+                       tuple(intern(n) for n in e.notes), intern(cuda))
+                groups.setdefault(key, []).append([e.python, intern(e.wheel)])
+            for key, members in groups.items():
+                out.append([*key[:6], list(key[6]), key[7], members])
+        rows[s.version] = out
+        del sv
+    unread = [{"dist": u.name, "version": u.version,
+               "reason": f"not read in the last scrape: {u.reason}"}
+              for u in kb.unread if u.kind == "mooncake"]
+    common = {
+        "schema_version": SCHEMA,
+        "kb_sha256": _sha256(kb_path),
+        "releases": [[d, str(v)] for d, v in releases],
+        # the python tags and platforms each release has wheels for
+        "release_tags": [[sorted({p for w in g.wheels(d, str(v)) for p in w.pythons}),
+                          sorted({a for w in g.wheels(d, str(v)) for a in w.arches})]
+                         for d, v in releases],
+        "unread": unread,
+    }
+    docs = {}
+    for version, out in rows.items():
+        packed, strs = _pack(out, strings)
+        docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
+                         "rows": {version: packed}}
+    return docs
+
+
+def _pack(groups: list[list[Any]], strings: list[str]) -> tuple[list[list[Any]], list[str]]:
+    """Re-index one release's groups against its own string table (self-contained file)."""
+    local: dict[int, int] = {}
+    strs: list[str] = []
+
+    def re_intern(i: int | None) -> int | None:
+        if i is None:
+            return None
+        if i not in local:
+            local[i] = len(strs)
+            strs.append(strings[i])
+        return local[i]
+
+    packed = [[g0[0], g0[1], g0[2], g0[3], g0[4], re_intern(g0[5]),
+               [re_intern(n) for n in g0[6]], re_intern(g0[7]),
+               [[py, re_intern(w)] for py, w in g0[8]]] for g0 in groups]
+    return packed, strs
+
+
+def write(kb_path: Path) -> Path:
+    """Build and write the per-release tables beside the KB; the folder is replaced whole."""
+    import shutil
+
+    docs = build(kb_path)
+    final = resolved_path(kb_path)
+    tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
+    try:
+        for version, doc in docs.items():
+            (tmp / f"{version}.json").write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+        os.chmod(tmp, 0o755)
+        old = final.with_name(final.name + ".old")
+        if final.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final

@@ -1,0 +1,82 @@
+"""The resolved tables answer exactly as the full resolver, and only while fresh."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kb import store
+from resolver import query, resolved
+from resolver.graph import CompatGraph
+from scrapers.fetch import Fetcher
+from scrapers.refresh import scrape
+from tests.lib.server import FakeIndex
+from tests.scrapers.test_scrape_e2e import index, only_present  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def kb_path(index: FakeIndex, tmp_path: Path) -> Path:  # noqa: F811
+    only_present(index)
+    kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", workers=2)
+    path = tmp_path / "kb.json"
+    store.save(kb, path)
+    resolved.write(path)
+    return path
+
+
+@pytest.mark.parametrize("python", [None, "cp312", "cp39"])
+@pytest.mark.parametrize("arch", [None, "x86_64", "aarch64"])
+def test_same_answer_as_full_resolver(kb_path: Path, python: str | None,
+                                      arch: str | None) -> None:
+    g = CompatGraph(store.load(kb_path))
+    for version in ("0.5.4", "0.5.17"):
+        table = resolved.load(kb_path, version)
+        assert table is not None
+        full = query.which_mooncake(g, version, python=python, arch=arch)
+        assert table.which_mooncake(version, python=python, arch=arch) == full
+
+
+def test_stale_or_missing_tables_are_ignored(kb_path: Path) -> None:
+    assert resolved.load(kb_path, "0.5.17") is not None
+    assert resolved.load(kb_path, "9.9.9") is None
+    assert resolved.fix_for("0.5.17", "2.13.0", "cp312", "x86_64", kb_path=kb_path) == [
+        "mooncake-transfer-engine==0.3.13"]
+    kb_path.write_bytes(kb_path.read_bytes() + b" ")  # the KB changed after resolving
+    assert resolved.load(kb_path, "0.5.17") is None
+    assert resolved.fix_for("0.5.17", "2.13.0", "cp312", "x86_64", kb_path=kb_path) == []
+
+
+def test_fix_for_needs_the_torch_the_release_requires(kb_path: Path) -> None:
+    assert resolved.fix_for("0.5.17", "2.13.0+cu130", "cp312", "x86_64",
+                            kb_path=kb_path) == ["mooncake-transfer-engine==0.3.13"]
+    assert resolved.fix_for("0.5.17", "2.12.0", "cp312", "x86_64", kb_path=kb_path) == []
+    assert resolved.fix_for("0.5.17", "2.13.0", "cp313", "x86_64", kb_path=kb_path) == []
+
+
+def test_cli_fast_path_loads_no_graph_or_models(kb_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from resolver.cli import main\n"
+        f"rc = main(['--kb', {str(kb_path)!r}, 'which', 'mooncake', '--sglang', '0.5.17',"
+        " '--json'])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pydantic', 'networkx', 'httpx'))\n"
+        "print('HEAVY', heavy, 'RC', rc)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    out, _, tail = r.stdout.rpartition("HEAVY")
+    assert json.loads(out)["compatible"][0]["requirement"] == "mooncake-transfer-engine==0.3.13"
+    assert tail.strip() == "[] RC 0"
+    # negative control: with --torch the full resolver (and its imports) answers
+    code2 = code.replace("'--json'", "'--json', '--torch', '2.13.0'")
+    r2 = subprocess.run([sys.executable, "-c", code2], cwd=ROOT, capture_output=True,
+                        text=True, timeout=60)
+    assert "networkx" in r2.stdout.rpartition("HEAVY")[2]
