@@ -445,8 +445,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _emit_json(res)
     else:
         ev = res["evaluated"]
-        print(f"sglang {sglang} + {mooncake} + torch {ev['torch']} on {ev['python']} "
-              f"{ev['arch']}: {res['verdict'].upper()}")
+        print(f"sglang {sglang} + {mooncake} + torch {ev['torch'] or 'as required'} on "
+              f"{ev['python'] or 'any python'} {ev['arch'] or 'any platform'}: "
+              f"{res['verdict'].upper()}")
+        if not res["checks"]:
+            for r in res["reasons"]:
+                print(f"  {r}")
         marks = {True: "ok  ", False: "FAIL", None: "??  "}
         for c in res["checks"]:
             print(f"  [{marks[c['ok']]}] {c['name']}: {c['detail']}")

@@ -525,8 +525,23 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
 def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,
             python: str | None = None, arch: str | None = None) -> dict[str, Any]:
     python, arch = normalize_python(python), normalize_arch(arch)
-    s = get_sglang(g, sglang)
     dist, version = parse_release(mooncake)
+    unread = [u for u in g.kb.unread
+              if (u.kind == "sglang" and u.version == sglang and g.find_sglang(sglang) is None)
+              or (u.kind == "mooncake" and u.name == dist and u.version == version
+                  and g.find_mooncake(dist, version) is None)]
+    if unread:
+        return {
+            "query": {"sglang": sglang, "mooncake": f"{dist}=={version}", "torch": torch,
+                      "python": python or "all", "arch": arch or "all"},
+            "verdict": "unknown",
+            "reasons": [f"{u.name} {u.version} was not read in the last scrape: {u.reason}"
+                        for u in unread],
+            "notes": [], "evaluated": {"torch": torch, "python": python, "arch": arch,
+                                       "wheel": None},
+            "checks": [], "combinations": [],
+        }
+    s = get_sglang(g, sglang)
     check_mooncake(g, dist, version)
     evs = _combos(g, s, dist, version, torch, python, arch)
     best = _best(evs)
