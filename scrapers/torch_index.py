@@ -64,7 +64,7 @@ def choose_wheel(files: tuple[IndexFile, ...], arch: str) -> IndexFile | None:
 
 def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[TorchVariant, int, int]:
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
-    z = RemoteZip.from_tail(src)
+    z = RemoteZip.from_tail(src, tail_size=64 * 1024)
     metas = [n for n in z.names() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
     if len(metas) != 1 and z.partial:
         # The .dist-info is not at the end of this archive: read the whole directory.
