@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -228,6 +229,14 @@ _CLEAN = pyast.FileAnalysis(path="", imports=(), calls=(), backends=(), error=No
 def analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
     """Analyse one source member. One that never mentions mooncake is only parsed
     (a file that does not parse is recorded, never skipped), not walked."""
+    # Scraped sources are full of invalid escape sequences and the like: their
+    # SyntaxWarnings are the upstream's business, not lines on our stderr.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _analyze_member(path, data)
+
+
+def _analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
     if pyast.mentions_mooncake(data):
         return pyast.analyze_source(data, path)
     try:
