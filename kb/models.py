@@ -118,7 +118,8 @@ class PGRequirement(Model):
 
     module: str | None
     alternatives: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()  # required: imported or called unconditionally
+    optional_names: tuple[str, ...] = ()  # reached only through optional imports
     backends: tuple[str, ...] = ()
     optional: bool = False
     evidence: tuple[str, ...] = ()  # "member:line" of the imports it was derived from

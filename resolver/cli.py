@@ -290,7 +290,8 @@ def _print_sglang(r: Any) -> None:
     else:
         alt = f" (falls back to {', '.join(pg.alternatives)})" if pg.alternatives else ""
         print(f"  process-group module: {pg.module}{alt}{' [optional]' if pg.optional else ''}")
-        print(f"  names: {', '.join(pg.names) or '-'}")
+        print(f"  names: {', '.join(pg.names) or '-'}"
+              + (f" (optional: {', '.join(pg.optional_names)})" if pg.optional_names else ""))
         print(f"  backends: {', '.join(pg.backends) or '-'}")
         print(f"  evidence: {', '.join(pg.evidence)}")
     print(f"  {r.files_analyzed} source files analysed, {len(r.imports)} mooncake imports:")

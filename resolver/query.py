@@ -337,6 +337,10 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
             f"sglang {s.version} imports {', '.join(missing)} from {req.module}; the build "
             f"does not export {'it' if len(missing) == 1 else 'them'}",
             evidence_imports))
+    opt_missing = [n for n in req.optional_names if n not in names_from and n in checked]
+    if opt_missing and not missing:
+        ev.notes.append(f"the build lacks {', '.join(opt_missing)}, which sglang {s.version} "
+                        "uses only behind an optional import (it runs without)")
     lacking = [b for b in req.backends if b not in backends_from]
     ev.checks.append(Check(
         "backends", not lacking if not incomplete else None,

@@ -167,7 +167,8 @@ def scrape(
         reporter.finish()
 
     # -------------------------------------------------------------- mooncake
-    wanted = frozenset(mc.BASE_NAMES | {n for r in sglang.values() for n in r.pg.names})
+    wanted = frozenset(mc.BASE_NAMES | {n for r in sglang.values()
+                                        for n in (*r.pg.names, *r.pg.optional_names)})
     mbase = keep("mooncake")
     moon: dict[tuple[str, str], MooncakeRelease] = (
         {(r.dist, r.version): r for r in mbase.mooncake} if mbase else {})

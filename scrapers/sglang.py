@@ -190,15 +190,36 @@ def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse],
     module = min(pg_imports, key=rank)[0]
     chosen = [i for m, i in pg_imports if m == module]
     # Names imported from the module, and names called on it through a module alias
-    # (`from mooncake import ep as mooncake_ep; mooncake_ep.set_host_ip(ip)`).
-    names = sorted({n for i in chosen for n in i.names if i.module == module}
-                   | {c.name.split(".")[0] for c in calls if c.module == module})
+    # (`from mooncake import ep as mooncake_ep; mooncake_ep.set_host_ip(ip)`). A name is
+    # required when an unconditional import brings it (or, for a call, when the module
+    # was imported unconditionally in that function or at module level of that file);
+    # a name reached only through an optional import (`try: … except: pass`) is optional:
+    # SGLang runs without it.
+    hard_scopes = {(i.member, i.function) for i in chosen if not i.optional}
+    hard_files = {i.member for i in chosen if not i.optional and i.function is None}
+    required: set[str] = set()
+    optional: set[str] = set()
+    for i in chosen:
+        if i.module == module:
+            (optional if i.optional else required).update(i.names)
+    for c in calls:
+        if c.module != module:
+            continue
+        name = c.name.split(".")[0]
+        if c.member in hard_files or any(
+                m == c.member and f is not None and c.function is not None
+                and (c.function == f or c.function.startswith(f + "."))  # nested defs
+                for m, f in hard_scopes):
+            required.add(name)
+        else:
+            optional.add(name)
     alternatives = sorted({a for i in chosen for a in i.alternatives if a in PG_MODULES} |
                           {m for m, _ in pg_imports if m != module})
     return PGRequirement(
         module=module,
         alternatives=tuple(a for a in alternatives if a != module),
-        names=tuple(names),
+        names=tuple(sorted(required)),
+        optional_names=tuple(sorted(optional - required)),
         backends=tuple(values),
         optional=all(i.optional for i in chosen),
         evidence=tuple(sorted({f"{i.member}:{i.line}" for i in chosen})),

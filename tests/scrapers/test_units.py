@@ -125,6 +125,27 @@ def test_derive_pg_submodule_form_and_none() -> None:
     assert none.module is None and none.names == ()
 
 
+def test_derive_pg_optional_names_and_calls_through_alias() -> None:
+    from kb.models import CallArity
+
+    def call(name: str, function: str | None, member: str = "a.py") -> CallArity:
+        return CallArity(module="mooncake.ep", name=name, member=member, line=9,
+                         function=function, positional=1)
+
+    pg = derive_pg(
+        [imp("mooncake", ("ep",), feature="elastic-ep", function="init", member="a.py"),
+         imp("mooncake", ("ep",), feature="elastic-ep", optional=True, function="probe",
+             member="b.py"),
+         imp("mooncake.ep", ("MooncakeBackendOptions",), feature="elastic-ep")],
+        [],
+        [call("set_host_ip", "init"), call("join_group", "init.inner"),
+         call("set_device_filter", "probe", member="b.py"),
+         call("Thing.method", "init")])
+    assert pg.names == ("MooncakeBackendOptions", "Thing", "join_group", "set_host_ip")
+    assert pg.optional_names == ("set_device_filter",)
+    assert not pg.optional
+
+
 def test_derive_pg_prefers_elastic_ep_and_records_alternative() -> None:
     pg = derive_pg([imp("mooncake.ep", ("Buffer",), feature="moe-a2a"),
                     imp("mooncake.pg", ("join_group",), feature="elastic-ep",
