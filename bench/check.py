@@ -1,0 +1,77 @@
+"""Runtime check speed: light mode next to a bare interpreter, deep mode next to `import torch`.
+
+    python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH]
+
+Light mode: wall time of `python -m resolver.check --elastic-ep-backend mooncake` over a
+healthy fake image (built in a temp folder from tests/lib/images.py unless --site-packages
+names a real one), as a ratio to `python -c pass`, the two run alternately so both see the
+same machine (goal: <= 3x). Deep mode (`--deep`, goal <= 1.2x `python -c "import torch"`)
+is reported as skipped: it is not implemented yet, and it needs torch installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def wall(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False)
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--site-packages", type=Path)
+    ap.add_argument("--kb", type=Path)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = args.site_packages
+        if site is None:
+            from tests.lib.images import healthy_image
+
+            site = healthy_image(Path(tmp) / "site")
+        check = [sys.executable, "-m", "resolver.check", "--elastic-ep-backend", "mooncake",
+                 "--site-packages", str(site)]
+        if args.kb:
+            check += ["--kb", str(args.kb)]
+        rc = subprocess.run(check, cwd=ROOT, capture_output=True, check=False).returncode
+        bare = [sys.executable, "-c", "pass"]
+        skip = [sys.executable, "-m", "resolver.check"]
+        wall(check)
+        wall(bare)  # warm the page cache
+        t_check: list[float] = []
+        t_bare: list[float] = []
+        t_skip: list[float] = []
+        for _ in range(args.runs):
+            t_bare.append(wall(bare))
+            t_check.append(wall(check))
+            t_skip.append(wall(skip))
+    b, c, s = (statistics.median(x) for x in (t_bare, t_check, t_skip))
+    print(f"python -c pass              median {b * 1000:7.1f} ms  ({args.runs} runs)")
+    print(f"check, mooncake requested   median {c * 1000:7.1f} ms  ratio {c / b:.2f}x "
+          f"(goal <= 3x; exit code {rc})")
+    print(f"check, not requested (skip) median {s * 1000:7.1f} ms  ratio {s / b:.2f}x")
+    if importlib.util.find_spec("torch") is None:
+        print("deep mode: skipped (torch is not installed here, and the deep probe is not "
+              "implemented yet)")
+    else:
+        print("deep mode: skipped (the deep probe is not implemented yet)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,966 @@
+"""``moonpin check``: is this image's mooncake usable by this SGLang + torch? (light mode)
+
+Run at worker start, before any model I/O. Everything is read from the file system:
+installed distributions (``importlib.metadata``), the installed SGLang's own sources (with
+the scrapers' ``ast`` analyzer), the mooncake loaders (``mooncake/pg.py``/``ep.py``) and the
+builds they would import, found the way the import system would find them (any suffix in
+``importlib.machinery.all_suffixes()``: a real extension module and a ``.py`` stand-in are
+read alike). Nothing of torch, mooncake or SGLang is imported, and neither httpx nor
+networkx nor the resolver's graph is loaded on this path.
+
+Exit codes: 0 usable (or mooncake not requested), 1 not usable, 2 could not check.
+
+The deep probe (importing the extension in a subprocess) is not implemented in this slice.
+
+Test hook: ``MOONPIN_CHECK_CUDA_FALLBACK`` replaces ``/usr/local/cuda``, the CUDA root
+torch's ``cpp_extension`` falls back to when neither ``CUDA_HOME``/``CUDA_PATH`` nor an
+``nvcc`` on ``PATH`` names one (so a test can model a host without a toolkit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import machinery
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["CheckResult", "FixProvider", "Report", "check_image", "main"]
+
+Status = Literal["pass", "fail", "warn", "skip"]
+FixProvider = Callable[[str, str, str, str], list[str]]
+
+PG_MODULES = ("mooncake.pg", "mooncake.ep")
+BACKENDS = ("mooncake", "mooncake-cpu")
+MOONCAKE_PREFIX = "mooncake-transfer-engine"
+_FLAGS = {
+    "--elastic-ep-backend": "elastic-ep",
+    "--moe-a2a-backend": "moe-a2a",
+    "--disaggregation-transfer-backend": "pd-disaggregation",
+}
+_INDEX_LOCAL = re.compile(r"^(cu\d+|cpu|rocm[\d.]*|xpu)$")
+_CUDART = re.compile(r"^libcudart\.so\.(\d+)")
+_CU_LABEL = re.compile(r"^cu(\d+?)(\d)$")
+#: ``kb.models.SCHEMA_VERSION``, repeated so that pydantic stays off this path (a test
+#: asserts they agree).
+KB_SCHEMA = 1
+TORCH = "{torch}"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: Status
+    message: str
+    fix: str | None = None
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    checks: list[CheckResult]
+    usable: bool
+    exit_code: int
+
+    def to_json(self) -> str:
+        return json.dumps({"usable": self.usable, "exit_code": self.exit_code,
+                           "checks": [asdict(c) for c in self.checks]}, indent=1)
+
+    def lines(self) -> list[str]:
+        out = []
+        for c in self.checks:
+            out.append(f"{c.status:<5} {c.name}: {c.message}")
+            if c.fix:
+                out.append(f"  fix: {c.fix}")
+        return out
+
+
+# ------------------------------------------------------------------ launch arguments
+
+
+def requested_features(launch_args: Sequence[str],
+                       elastic_ep_backend: str | None = None) -> dict[str, str]:
+    """feature -> backend, for the mooncake-relevant flags in the worker's arguments."""
+    out: dict[str, str] = {}
+    if elastic_ep_backend:
+        out["elastic-ep"] = elastic_ep_backend
+    args = list(launch_args)
+    for i, a in enumerate(args):
+        flag, eq, value = a.partition("=")
+        if flag not in _FLAGS:
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        out.setdefault(_FLAGS[flag], value)
+    return out
+
+
+# ------------------------------------------------------------------ the image
+
+
+@dataclass
+class _Dist:
+    name: str  # canonical
+    version: str
+    root: Path  # the site-packages folder it is installed in
+    requires: tuple[str, ...]
+    files: tuple[str, ...] | None
+
+
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _headers(text: str) -> dict[str, list[str]]:
+    """Core-metadata headers (RFC 822 style, as ``importlib.metadata`` reads them, without
+    loading the ``email`` package)."""
+    out: dict[str, list[str]] = {}
+    last: str | None = None
+    for line in text.splitlines():
+        if not line:
+            break
+        if line[0] in " \t" and last is not None:
+            out[last][-1] += "\n" + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        last = key.strip().lower()
+        out.setdefault(last, []).append(value.strip())
+    return out
+
+
+def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
+    """Installed distributions, in path order, as ``importlib.metadata.distributions(path=)``
+    finds them (``*.dist-info/METADATA``, ``*.egg-info/PKG-INFO``)."""
+    out = []
+    for root in paths:
+        try:
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith(".dist-info"):
+                meta, record = "METADATA", "RECORD"
+            elif e.name.endswith(".egg-info"):
+                meta, record = "PKG-INFO", "installed-files.txt"
+            else:
+                continue
+            folder = Path(e.path)
+            try:
+                head = _headers((folder / meta).read_text("utf-8", "replace"))
+            except OSError:
+                continue
+            name = (head.get("name") or [""])[0]
+            if not name:
+                continue
+            try:
+                files: tuple[str, ...] | None = tuple(
+                    line.split(",", 1)[0] for line in
+                    (folder / record).read_text("utf-8", "replace").splitlines() if line)
+            except OSError:
+                files = None
+            out.append(_Dist(_canon(name), (head.get("version") or [""])[0], root,
+                             tuple(head.get("requires-dist") or ()), files))
+    return out
+
+
+def _find_package(paths: Sequence[Path], name: str) -> Path | None:
+    for p in paths:
+        cand = p / name
+        if cand.is_dir():
+            return cand
+    return None
+
+
+def _cuda_major(requires: Sequence[str], arch: str) -> tuple[int | None, str]:
+    """As ``scrapers.torch_index.cuda_major`` (which cannot be imported here: its module
+    loads the HTTP client)."""
+    from packaging.markers import default_environment
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
+    env.update(platform_system="Linux", sys_platform="linux", platform_machine=arch)
+    for line in requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        name = _canon(req.name)
+        m = re.match(r"^nvidia-cuda-runtime-cu(\d+)$", name)
+        if m:
+            return int(m.group(1)), line
+        if name in ("cuda-toolkit", "nvidia-cuda-runtime") and (
+                name == "nvidia-cuda-runtime" or "cudart" in req.extras):
+            for spec in req.specifier:
+                major = re.match(r"(\d+)", spec.version)
+                if major and spec.operator in ("==", "~=", ">="):
+                    return int(major.group(1)), line
+    return None, ""
+
+
+@dataclass
+class _Torch:
+    version: str
+    cuda: int | None
+    cuda_evidence: str
+
+
+def _torch_info(dist: _Dist, arch: str) -> _Torch:
+    major, line = _cuda_major(dist.requires, arch)
+    if major is not None:
+        return _Torch(dist.version, major, f"Requires-Dist {line!r}")
+    local = dist.version.partition("+")[2]
+    m = _CU_LABEL.match(local)
+    if m:
+        return _Torch(dist.version, int(m.group(1)), f"local label +{local}")
+    return _Torch(dist.version, None, "no CUDA runtime requirement nor +cuXYZ label")
+
+
+def _vendor_reason(version: str) -> str | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return f"torch {version} is not a PEP 440 version"
+    why = []
+    if v.is_prerelease or v.is_devrelease:
+        why.append("a pre-release")
+    if v.local and not _INDEX_LOCAL.match(v.local):
+        why.append(f"a vendor build (+{v.local})")
+    return f"torch {version} is {' and '.join(why)}" if why else None
+
+
+# ------------------------------------------------------------------ SGLang requirement
+
+
+@dataclass
+class _Requirement:
+    module: str | None  # None: no process-group module imported / unknown
+    names: tuple[str, ...]
+    backends: tuple[str, ...]
+    evidence: tuple[str, ...] = ()
+
+
+def _analyze_sglang(pkg: Path) -> _Requirement:
+    """Raises OSError when a source cannot be read."""
+    from scrapers import pyast
+
+    root = pkg.parent
+    imports: list[pyast.ImportFact] = []
+    calls: list[pyast.CallFact] = []
+    backends: set[str] = set()
+    for p in sorted(pkg.rglob("*.py")):
+        data = p.read_bytes()
+        if not pyast.mentions_mooncake(data):
+            continue
+        fa = pyast.analyze_source(data, p.relative_to(root).as_posix())
+        imports += fa.imports
+        calls += fa.calls
+        backends |= {b.value for b in fa.backends if b.value in BACKENDS}
+    return _derive(imports, calls, backends)
+
+
+def _pg_module_of(module: str, names: Iterable[str]) -> str | None:
+    if module in PG_MODULES:
+        return module
+    if module == "mooncake":
+        for n in names:
+            if f"mooncake.{n}" in PG_MODULES:
+                return f"mooncake.{n}"
+    return None
+
+
+def _derive(imports: Sequence[Any], calls: Sequence[Any], backends: set[str]) -> _Requirement:
+    """As ``scrapers.sglang.derive_pg`` over the analyzer's own facts."""
+    pg = [(m, i) for i in imports if (m := _pg_module_of(i.module, i.names))]
+    if not pg:
+        return _Requirement(None, (), tuple(sorted(backends)))
+
+    def rank(mi: tuple[str, Any]) -> tuple[int, int, int]:
+        m, i = mi
+        return (0 if i.feature == "elastic-ep" else 1, 1 if i.optional else 0,
+                PG_MODULES.index(m))
+
+    module = min(pg, key=rank)[0]
+    chosen = [i for m, i in pg if m == module]
+    names = sorted({n for i in chosen for n in i.names if i.module == module}
+                   | {c.name.split(".")[0] for c in calls if c.module == module})
+    evidence = tuple(sorted({f"{i.path}:{i.line}" for i in chosen}))
+    return _Requirement(module, tuple(names), tuple(sorted(backends)), evidence)
+
+
+def _load_kb(path: Path) -> tuple[dict[str, Any] | None, str]:
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None, f"knowledge base not found: {path}"
+    except OSError as e:
+        return None, f"cannot read knowledge base {path}: {e.strerror}"
+    except ValueError as e:
+        return None, f"knowledge base {path} is not valid JSON: {e}"
+    if not isinstance(doc, dict) or not isinstance(doc.get("sglang"), list):
+        return None, f"knowledge base {path} is corrupt (no 'sglang' list)"
+    if doc.get("schema_version") != KB_SCHEMA:
+        return None, (f"knowledge base {path} has schema_version "
+                      f"{doc.get('schema_version')!r}; this moonpin reads {KB_SCHEMA}")
+    return doc, f"knowledge base {path}"
+
+
+def _kb_requirement(kb: dict[str, Any] | None, version: str | None) -> _Requirement | None:
+    if kb is None or version is None:
+        return None
+    for rec in kb["sglang"]:
+        if isinstance(rec, dict) and rec.get("version") == version:
+            pg = rec.get("pg") or {}
+            return _Requirement(pg.get("module"), tuple(pg.get("names") or ()),
+                                tuple(pg.get("backends") or ()))
+    return None
+
+
+def _first_providing(kb: dict[str, Any] | None, name: str) -> str | None:
+    """The first mooncake release (in KB order) with a build naming ``name``."""
+    if kb is None:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    found: list[tuple[Version, str]] = []
+    for rel in kb.get("mooncake") or ():
+        try:
+            if any(name in (b.get("names") or ()) for w in rel.get("wheels") or ()
+                   for b in w.get("builds") or ()):
+                found.append((Version(rel["version"]), f"{rel['dist']} {rel['version']}"))
+        except (InvalidVersion, KeyError, TypeError, AttributeError):
+            continue
+    return min(found)[1] if found else None
+
+
+# ------------------------------------------------------------------ mooncake on disk
+
+
+def _module_file(pkg: Path, short: str) -> Path | None:
+    """What ``import mooncake.<short>`` would find in ``pkg``, in FileFinder's order."""
+    init = pkg / short / "__init__.py"
+    if init.is_file():
+        return init
+    for suffix in (*machinery.EXTENSION_SUFFIXES, *machinery.SOURCE_SUFFIXES,
+                   *machinery.BYTECODE_SUFFIXES):
+        cand = pkg / f"{short}{suffix}"
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _shipped_like(pkg: Path, head: str) -> list[str]:
+    out = []
+    for p in sorted(pkg.iterdir()):
+        stem = p.name.split(".", 1)[0]
+        if stem.startswith(head) and stem != head and p.suffix in (".so", ".py", ".pyd"):
+            out.append(p.name)
+    return out
+
+
+@dataclass
+class _BuildFacts:
+    path: Path
+    names: set[str] = field(default_factory=set)
+    backends: set[str] = field(default_factory=set)
+    cuda: int | None = None
+    needed: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def _read_build(path: Path, wanted: Iterable[str]) -> _BuildFacts:
+    facts = _BuildFacts(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        facts.error = f"cannot read {path}: {e.strerror}"
+        return facts
+    if path.suffix == ".py":
+        _read_standin(data, facts)
+        return facts
+    from scrapers import elf
+
+    if not elf.is_elf(data):
+        facts.error = f"{path.name} is not an ELF object"
+        return facts
+    try:
+        ef = elf.analyze(data, len(data), set(wanted) | set(BACKENDS))
+    except elf.ElfError as e:
+        facts.error = f"{path.name}: {e}"
+        return facts
+    facts.backends = {b for b in BACKENDS if b in ef.strings}
+    facts.names = set(ef.strings) - facts.backends
+    facts.needed = ef.needed
+    for n in ef.needed:
+        m = _CUDART.match(n)
+        if m:
+            facts.cuda = int(m.group(1))
+    return facts
+
+
+def _read_standin(data: bytes, facts: _BuildFacts) -> None:
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError) as e:
+        facts.error = f"{facts.path.name} does not parse: {e}"
+        return
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            facts.names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            facts.names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            facts.names.add(stmt.target.id)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        f = node.func
+        fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        arg = node.args[0]
+        if fname == "register_backend" and isinstance(arg, ast.Constant) and \
+                arg.value in BACKENDS:
+            facts.backends.add(str(arg.value))
+
+
+def _suffix_for(torch_version: str, regex: str | None, separator: str | None) -> str:
+    base = torch_version
+    if regex is not None:
+        m = re.match(regex, torch_version)
+        base = m.group() if m else torch_version
+    return base.replace(".", separator) if separator is not None else base
+
+
+def _find_nvcc() -> str | None:
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(env)
+        if home:
+            nvcc = Path(home) / "bin" / "nvcc"
+            return str(nvcc) if nvcc.is_file() else None
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    fallback = Path(os.environ.get("MOONPIN_CHECK_CUDA_FALLBACK", "/usr/local/cuda"))
+    nvcc = fallback / "bin" / "nvcc"
+    return str(nvcc) if nvcc.is_file() else None
+
+
+def _find_ninja(paths: Sequence[Path]) -> str | None:
+    found = shutil.which("ninja")
+    if found:
+        return found
+    for p in paths:  # the `ninja` wheel ships its binary inside the package
+        cand = p / "ninja" / "data" / "bin" / "ninja"
+        if cand.is_file():
+            return str(cand)
+    return None
+
+
+# ------------------------------------------------------------------ the check
+
+
+class _Fixer:
+    def __init__(self, provider: FixProvider | None, kb_path: Path | None) -> None:
+        self.provider = provider
+        self.kb_path = kb_path
+        self.sglang: str | None = None
+        self.torch: str | None = None
+        self._line: str | None = None
+
+    def _default(self, sglang: str, torch: str, python: str, arch: str) -> list[str]:
+        from resolver.resolved import fix_for
+
+        if self.kb_path is not None:
+            return fix_for(sglang, torch, python, arch, kb_path=self.kb_path)
+        return fix_for(sglang, torch, python, arch)
+
+    def generic(self) -> str:
+        s = self.sglang or "<sglang version>"
+        t = self.torch or "<torch version>"
+        return f"run `moonpin which mooncake --sglang {s} --torch {t}`"
+
+    def line(self) -> str:
+        if self._line is not None:
+            return self._line
+        text = self.generic()
+        if self.sglang and self.torch:
+            python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+            try:
+                lines = (self.provider or self._default)(self.sglang, self.torch, python,
+                                                         platform.machine())
+            except ImportError:
+                lines = []
+            except Exception as e:  # someone else's code must not crash the check
+                lines = []
+                text += f" (resolver failed: {type(e).__name__}: {e})"
+            if lines:
+                text = f"pip install '{lines[0]}'"
+        self._line = text
+        return text
+
+
+def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = False) -> Report:
+    if strict:
+        checks = [CheckResult(c.name, "fail", c.message + " (--strict)", c.fix, c.evidence)
+                  if c.status == "warn" else c for c in checks]
+    usable = not could_not_check and all(c.status != "fail" for c in checks)
+    return Report(checks, usable, 2 if could_not_check else 0 if usable else 1)
+
+
+def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = (),
+                site_packages: Sequence[Path] | None = None, kb_path: Path | None = None,
+                strict: bool = False, fix_provider: FixProvider | None = None) -> Report:
+    """Read the image and decide whether the requested mooncake features can work."""
+    features = requested_features(launch_args, elastic_ep_backend)
+    wanted = {f: b for f, b in features.items() if b == "mooncake"}
+    if not wanted:
+        asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
+        return _report([CheckResult("mooncake", "skip",
+                                    f"mooncake backend not requested ({asked}); nothing to check")],
+                       strict=False)
+    checks: list[CheckResult] = []
+    add = checks.append
+    if site_packages is None:
+        paths = [Path(p) for p in sys.path if p and Path(p).is_dir()]
+    else:
+        paths = [Path(p) for p in site_packages]
+        missing = [str(p) for p in paths if not p.is_dir()]
+        if missing:
+            add(CheckResult("site-packages", "fail", f"not a folder: {', '.join(missing)}"))
+            return _report(checks, strict, could_not_check=True)
+    arch = platform.machine()
+    fixer = _Fixer(fix_provider, kb_path)
+    add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
+
+    # --- knowledge base
+    from kb.paths import default_kb_path
+
+    kb, kb_msg = _load_kb(kb_path or default_kb_path())
+    if kb is None:
+        add(CheckResult("kb", "warn", kb_msg + "; the image is still read",
+                        "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
+    else:
+        add(CheckResult("kb", "pass", f"read {kb_msg}"))
+
+    # --- distributions
+    dists: dict[str, _Dist] = {}
+    mooncakes: list[_Dist] = []
+    for d in _read_dists(paths):
+        dists.setdefault(d.name, d)
+        if d.name.startswith(MOONCAKE_PREFIX):
+            mooncakes.append(d)
+    sglang = dists.get("sglang")
+    torch_d = dists.get("torch")
+    fixer.sglang = sglang.version if sglang else None
+    fixer.torch = torch_d.version if torch_d else None
+
+    # --- torch
+    torch: _Torch | None = None
+    if torch_d is None:
+        add(CheckResult("torch", "fail", "torch is not installed (mooncake's loaders import it)",
+                        "install the torch your SGLang release requires, then "
+                        + fixer.generic()))
+    else:
+        torch = _torch_info(torch_d, arch)
+        cuda = f"CUDA {torch.cuda}" if torch.cuda else "no CUDA (CPU build?)"
+        add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
+                        evidence=(str(torch_d.root),)))
+
+    # --- SGLang requirement
+    req = _sglang_requirement(paths, sglang, kb, add)
+
+    # --- mooncake installed
+    if not mooncakes:
+        add(CheckResult("mooncake installed", "fail",
+                        "no mooncake distribution installed (none installed)", fixer.line()))
+        return _report(checks, strict)
+    listing = ", ".join(f"{d.name} {d.version}" for d in mooncakes)
+    by_root: dict[Path, list[_Dist]] = {}
+    for d in mooncakes:
+        if d.files is None or any(f.lstrip("./").startswith("mooncake/") for f in d.files):
+            by_root.setdefault(d.root, []).append(d)
+    clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
+    if clash:
+        names = " ".join(d.name for d in clash)
+        add(CheckResult("mooncake installed", "fail",
+                        f"{len(clash)} mooncake distributions installed over one mooncake/ "
+                        f"folder ({', '.join(f'{d.name} {d.version}' for d in clash)}): "
+                        "its files are a mix of both",
+                        f"pip uninstall -y {names}; then {fixer.line()}",
+                        (str(clash[0].root),)))
+    else:
+        add(CheckResult("mooncake installed", "pass", listing))
+    pkg = _find_package(paths, "mooncake")
+    if pkg is None:
+        add(CheckResult("mooncake package", "fail",
+                        f"{listing} is installed but no mooncake/ package folder was found",
+                        f"pip install --force-reinstall {mooncakes[0].name}=="
+                        f"{mooncakes[0].version}"))
+        return _report(checks, strict)
+
+    if "elastic-ep" in wanted:
+        _check_pg(pkg, paths, req, torch, kb, fixer, add)
+    for f in sorted(set(wanted) - {"elastic-ep"}):
+        add(CheckResult(f, "skip", "only the installation is checked for this feature "
+                        "in this version"))
+    add(CheckResult("deep probe", "skip", "not implemented in this version; light checks only"))
+    return _report(checks, strict)
+
+
+def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: dict[str, Any] | None,
+                        add: Callable[[CheckResult], None]) -> _Requirement | None:
+    version = sglang.version if sglang else None
+    kb_req = _kb_requirement(kb, version)
+    pkg = _find_package(paths, "sglang")
+    src: _Requirement | None = None
+    why = "the sglang package folder was not found"
+    if pkg is not None:
+        try:
+            src = _analyze_sglang(pkg)
+        except OSError as e:
+            why = f"its sources cannot be read ({type(e).__name__}: {e.filename}: {e.strerror})"
+    label = f"sglang {version}" if version else "sglang (no distribution metadata)"
+    if src is not None:
+        what = _describe(src)
+        if kb_req is not None and (kb_req.module, set(kb_req.names)) != (src.module,
+                                                                         set(src.names)):
+            add(CheckResult("sglang", "warn",
+                            f"{label}: the installed sources need {what}, the KB records "
+                            f"{_describe(kb_req)}; using the sources",
+                            "refresh the KB (`moonpin scrape`) if this is a release build",
+                            src.evidence))
+        else:
+            note = "" if kb_req is not None or kb is None else " (not in the KB: sources only)"
+            add(CheckResult("sglang", "pass", f"{label} needs {what}{note}",
+                            evidence=src.evidence))
+        return src
+    if kb_req is not None:
+        add(CheckResult("sglang", "warn", f"{label}: {why}; using the KB record: "
+                        f"{_describe(kb_req)}"))
+        return kb_req
+    if sglang is None and pkg is None:
+        add(CheckResult("sglang", "warn", "sglang is not installed here; accepting either "
+                        "mooncake.pg or mooncake.ep"))
+    else:
+        add(CheckResult("sglang", "warn", f"{label}: {why} and the KB has no record of it; "
+                        "accepting either mooncake.pg or mooncake.ep"))
+    return None
+
+
+@dataclass
+class _LoaderImport:
+    template: str
+
+
+@dataclass
+class _Scheme:
+    kind: Literal["prebuilt", "jit-compile", "unknown"]
+    imports: tuple[_LoaderImport, ...] = ()
+    version_regex: str | None = None
+    separator: str | None = None
+    toolchain: tuple[str, ...] = ()
+    note: str | None = None
+
+
+_TOOLCHAIN = {
+    "ninja": "ninja",
+    "nvcc": "nvcc (a CUDA toolkit; CUDA_HOME)",
+    "CUDA_HOME": "nvcc (a CUDA toolkit; CUDA_HOME)",
+    "mcc": "mcc (MUSA toolkit, for MUSA torch)",
+    "torchada": "torchada (for MUSA torch)",
+    "mxcc": "mxcc (MACA toolkit, for MACA torch)",
+}
+
+
+class _Env:
+    """The symbolic evaluator of ``scrapers.loader`` (whose module loads pydantic, which
+    this path avoids); ``tests/resolver/test_check.py`` asserts both read alike."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.version_regex: str | None = None
+        self.separator: str | None = None
+
+    def eval(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.values.get(node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            a, b = self.eval(node.left), self.eval(node.right)
+            return a + b if a is not None and b is not None else None
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                got = self.eval(v.value if isinstance(v, ast.FormattedValue) else v)
+                if got is None:
+                    return None
+                parts.append(got)
+            return "".join(parts)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if f.attr == "replace" and len(node.args) == 2 and \
+                    self.eval(f.value) == "{version}":
+                old, new = (a.value if isinstance(a, ast.Constant) else None for a in node.args)
+                if old == "." and isinstance(new, str):
+                    self.separator = new
+                    return TORCH
+            inner = f.value
+            if (f.attr == "group" and isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr in ("match", "search") and len(inner.args) == 2
+                    and _is_torch_version(inner.args[1])
+                    and isinstance(inner.args[0], ast.Constant)
+                    and isinstance(inner.args[0].value, str)):
+                self.version_regex = inner.args[0].value
+                return "{version}"
+        if _is_torch_version(node):
+            self.version_regex = None
+            return "{version}"
+        return None
+
+
+def _is_torch_version(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "__version__"
+            and isinstance(node.value, ast.Name) and node.value.id == "torch")
+
+
+def read_loader(text: bytes | str) -> _Scheme:
+    """What a mooncake loader module imports, as ``scrapers.loader.analyze_loader`` reads it."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError) as e:
+        return _Scheme("unknown", note=f"loader does not parse: {e}")
+    env = _Env()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name):
+            got = env.eval(stmt.value)
+            if got is not None:
+                env.values[stmt.targets[0].id] = got
+    imports: list[_LoaderImport] = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "import_module" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "importlib"):
+            template = env.eval(node.args[0])
+            imports.append(_LoaderImport(template if template is not None
+                                         else "?" + ast.unparse(node.args[0])))
+    source = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    if "cpp_extension" in source and re.search(r"\bload\(", source):
+        tools = sorted({label for key, label in _TOOLCHAIN.items()
+                        if re.search(rf"\b{re.escape(key)}\b", source)})
+        return _Scheme("jit-compile", tuple(imports), toolchain=tuple(tools))
+    if not imports or any(i.template.startswith("?") for i in imports):
+        return _Scheme("unknown", tuple(imports),
+                       note="no recognisable importlib.import_module target")
+    if any(TORCH in i.template for i in imports) and env.separator is None:
+        return _Scheme("unknown", tuple(imports), note="torch suffix derivation not recognised")
+    return _Scheme("prebuilt", tuple(imports), env.version_regex, env.separator)
+
+
+def _describe(r: _Requirement) -> str:
+    if r.module is None:
+        return "no mooncake process-group module"
+    names = ", ".join(r.names) or "no names"
+    backends = ", ".join(r.backends) or "no backend literals"
+    return f"{r.module} ({names}; backends {backends})"
+
+
+def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch: _Torch | None,
+              kb: dict[str, Any] | None, fixer: _Fixer,
+              add: Callable[[CheckResult], None]) -> None:
+    if req is not None and req.module is None:
+        add(CheckResult("pg module", "pass", "this SGLang imports no mooncake process-group "
+                        "module"))
+        return
+    shipped = [m for m in PG_MODULES if _module_file(pkg, m.split(".")[1])]
+    accepted = [req.module] if req is not None and req.module else list(PG_MODULES)
+    module = next((m for m in accepted if m in shipped), None)
+    if module is None:
+        ships = " and ".join(shipped) or "neither mooncake.pg nor mooncake.ep"
+        add(CheckResult("pg module", "fail",
+                        f"the engine imports {' or '.join(accepted)}; the installed mooncake "
+                        f"ships {ships} (the other half of the ep/pg rename)", fixer.line(),
+                        (str(pkg),)))
+        return
+    short = module.split(".")[1]
+    loader_path = _module_file(pkg, short)
+    assert loader_path is not None
+    add(CheckResult("pg module", "pass", f"{module} found: {loader_path.name}",
+                    evidence=(str(loader_path),)))
+    if loader_path.suffix != ".py":
+        add(CheckResult("loader", "warn", f"{loader_path.name} is not a Python loader; its "
+                        "builds cannot be read without importing it"))
+        return
+    try:
+        text = loader_path.read_bytes()
+    except OSError as e:
+        add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
+        return
+    scheme = read_loader(text)
+    required_names = tuple(req.names) if req is not None else ()
+    if scheme.kind == "unknown":
+        add(CheckResult("loader", "warn", f"{loader_path.name}: {scheme.note}; builds not "
+                        "checked", evidence=(str(loader_path),)))
+        return
+    if scheme.kind == "jit-compile":
+        _check_jit(scheme.toolchain, paths, loader_path, add)
+        return
+    if torch is None:
+        add(CheckResult("build", "skip", "no torch: the build the loader picks is unknown"))
+        return
+    builds: list[_BuildFacts] = []
+    for imp in scheme.imports:
+        name = imp.template
+        if TORCH in name:
+            name = name.replace(TORCH, _suffix_for(torch.version, scheme.version_regex,
+                                                   scheme.separator))
+        bshort = name.removeprefix("mooncake.")
+        found = _module_file(pkg, bshort)
+        if found is None:
+            head = imp.template.removeprefix("mooncake.").partition(TORCH)[0]
+            others = _shipped_like(pkg, head) if TORCH in imp.template else []
+            same = [o for o in others if o.split(".", 1)[0] == bshort]
+            msg = (f"{loader_path.name} imports {name} for torch {torch.version}; no such "
+                   "build is installed")
+            if same:
+                msg += f" for this Python (only {', '.join(same)})"
+            msg += f"; builds shipped: {', '.join(others) or 'none'}"
+            add(CheckResult("build", "fail", msg, fixer.line(), (str(pkg),)))
+            return
+        builds.append(_read_build(found, required_names))
+    add(CheckResult("build", "pass", "loader finds " + ", ".join(b.path.name for b in builds),
+                    evidence=tuple(str(b.path) for b in builds)))
+    errors = [b.error for b in builds if b.error]
+    if errors:
+        add(CheckResult("build facts", "fail", "; ".join(errors), fixer.line()))
+        return
+    reason = _vendor_reason(torch.version)
+    pg_build = next((b for b in builds if TORCH in scheme.imports[builds.index(b)].template),
+                    None)
+    if reason and pg_build is not None:
+        add(CheckResult("torch build", "warn",
+                        f"{reason}: the loader maps it onto {pg_build.path.name.split('.')[0]}, "
+                        "a build for the upstream release; it loads but is not proven "
+                        "ABI-compatible with this torch", "use an upstream torch release, or "
+                        "build mooncake from source against this torch"))
+    names = set().union(*(b.names for b in builds))
+    missing = [n for n in required_names if n not in names]
+    if missing:
+        firsts = [f"{n} (first in {_first_providing(kb, n) or 'no KB release'})"
+                  for n in missing]
+        add(CheckResult("names", "fail", f"{module} lacks {', '.join(firsts)} that this SGLang "
+                        "uses (import succeeds, the engine fails later)", fixer.line()))
+    elif required_names:
+        add(CheckResult("names", "pass", f"provides {', '.join(required_names)}"))
+    else:
+        add(CheckResult("names", "skip", "no required names known (sources and KB unavailable)"))
+    registered = set().union(*(b.backends for b in builds))
+    needed_backends = set(BACKENDS)
+    lacking = sorted(needed_backends - registered)
+    if lacking and registered:
+        add(CheckResult("backends", "fail",
+                        f"partial registration: registers {', '.join(sorted(registered))} but "
+                        f"not {', '.join(lacking)}", fixer.line()))
+    elif lacking:
+        add(CheckResult("backends", "fail", "registers neither mooncake nor mooncake-cpu",
+                        fixer.line()))
+    else:
+        add(CheckResult("backends", "pass", "registers mooncake and mooncake-cpu"))
+    cudas = {b.cuda for b in builds if b.cuda is not None}
+    if not cudas:
+        add(CheckResult("cuda", "skip", "the builds need no libcudart (or are stand-ins)"))
+    elif torch.cuda is None:
+        add(CheckResult("cuda", "fail",
+                        f"the build needs libcudart.so.{max(cudas)} but torch {torch.version} "
+                        "has no CUDA runtime (a CPU torch)", fixer.line()))
+    elif cudas != {torch.cuda}:
+        bad = sorted(c for c in cudas if c != torch.cuda)
+        add(CheckResult("cuda", "fail",
+                        f"CUDA major mismatch: the build needs libcudart.so.{bad[0]}, torch "
+                        f"{torch.version} is CUDA {torch.cuda} (wrong mooncake distribution)",
+                        fixer.line()))
+    else:
+        add(CheckResult("cuda", "pass", f"build and torch both CUDA {torch.cuda}"))
+
+
+def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,
+               add: Callable[[CheckResult], None]) -> None:
+    found: list[str] = []
+    missing: list[str] = []
+    for tool in toolchain:
+        if tool.startswith("ninja"):
+            got = _find_ninja(paths)
+        elif tool.startswith("nvcc"):
+            got = _find_nvcc()
+        else:
+            got = shutil.which(tool.split()[0])
+        (found if got else missing).append(f"{tool} at {got}" if got else tool)
+    how = ("compile it once at image build instead: `TORCH_CUDA_ARCH_LIST=<archs> python -c "
+           "'import mooncake.pg'` in the Dockerfile")
+    if missing:
+        add(CheckResult("toolchain", "fail",
+                        f"{loader.name} compiles at first import and needs "
+                        f"{', '.join(missing)}, not found", "install " + ", ".join(missing)
+                        + f" in the image, or {how}", (str(loader),)))
+        return
+    add(CheckResult("toolchain", "pass",
+                    f"{loader.name} compiles at first import with {', '.join(found) or 'no '}"
+                    "; note: the first import compiles for minutes (about 2.5 min on 2 cores) "
+                    "and fails without a visible GPU unless TORCH_CUDA_ARCH_LIST is set; "
+                    + how, evidence=(str(loader),)))
+
+
+# ------------------------------------------------------------------ command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="moonpin check",
+                                description="check this image's mooncake before worker start")
+    p.add_argument("--elastic-ep-backend", default=None)
+    p.add_argument("--enable-dp-attention", action="store_true",
+                   help="accepted; does not change the light checks")
+    p.add_argument("--site-packages", action="append", type=Path, default=None,
+                   metavar="PATH", help="read this folder instead of sys.path (repeatable)")
+    p.add_argument("--kb", type=Path, default=None)
+    p.add_argument("--strict", action="store_true", help="warnings fail")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--deep", action=argparse.BooleanOptionalAction, default=None,
+                   help="deep probe (not implemented yet: reported as skipped)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    launch: list[str] = []
+    if "--" in args_in:
+        i = args_in.index("--")
+        args_in, launch = args_in[:i], args_in[i + 1:]
+    try:
+        ns = _parser().parse_args(args_in)
+    except SystemExit as e:  # argparse: bad arguments are "could not check"
+        return 2 if e.code else 0
+    report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
+                         site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict)
+    if ns.json:
+        print(report.to_json())
+    else:
+        print("\n".join(report.lines()))
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Throwaway site-packages trees that look like worker images to ``moonpin check``.
+
+Each helper writes real files: dist-info folders with METADATA (and RECORD), a fake
+``torch`` package, a ``mooncake`` package with real-shaped loaders (``pg.py``/``ep.py``
+read ``torch.__version__`` through a regex and ``importlib.import_module`` the build) and
+builds either as minimal real ELF objects (:func:`tests.lib.elfbuild.build_so`, named with
+the running interpreter's extension suffix) or as ``.py`` stand-ins, and ``sglang`` sources
+that import the process-group module.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from importlib import machinery
+from pathlib import Path
+
+from tests.lib.elfbuild import build_so
+
+__all__ = [
+    "PG_NAMES",
+    "add_dist",
+    "add_mooncake",
+    "add_sglang",
+    "add_torch",
+    "ext_suffix",
+    "healthy_image",
+]
+
+#: What SGLang 0.5.x imports from mooncake.pg.
+PG_NAMES = ("MooncakeBackendOptions", "get_peer_state", "join_group", "recover_ranks",
+            "set_transfer_engine")
+
+_LOADER_HEAD = '''import importlib
+import re
+
+import torch
+
+torch_version = re.match(r"\\d+(?:\\.\\d+)*", torch.__version__).group()
+version_suffix = "_" + torch_version.replace(".", "_")
+'''
+_LOADER_TRY = '''
+try:
+    backend_module = importlib.import_module({arg})
+except ModuleNotFoundError:
+    raise ImportError(f"Mooncake was not built against torch=={{torch_version}}.")
+'''
+
+JIT_LOADER = '''import shutil
+import torch
+_SOURCE_NAMES = ("pg_py.cpp", "mooncake_backend.cpp")
+
+
+def _build():
+    from torch.utils.cpp_extension import CUDA_HOME, load
+    if shutil.which("ninja") is None:
+        raise ImportError("compiling mooncake.pg needs ninja")
+    if not CUDA_HOME:
+        raise ImportError("compiling mooncake.pg needs nvcc")
+    return load(name="mooncake_pg", sources=list(_SOURCE_NAMES))
+
+
+_m = _build()
+'''
+
+
+def ext_suffix() -> str:
+    """The running interpreter's preferred extension-module suffix (``.cpython-312-…so``)."""
+    return machinery.EXTENSION_SUFFIXES[0]
+
+
+def add_dist(site: Path, name: str, version: str, *, requires: Sequence[str] = (),
+             files: Sequence[str] = ()) -> Path:
+    """A ``<name>-<version>.dist-info`` with METADATA and a RECORD listing ``files``."""
+    folder = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    lines += [f"Requires-Dist: {r}" for r in requires]
+    (folder / "METADATA").write_text("\n".join(lines) + "\n")
+    record = [f"{f},," for f in files] + [f"{folder.name}/METADATA,,", f"{folder.name}/RECORD,,"]
+    (folder / "RECORD").write_text("\n".join(record) + "\n")
+    return folder
+
+
+def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13) -> None:
+    requires = []
+    if cuda == 13:
+        requires.append('cuda-toolkit[cudart]==13.0.3; platform_system == "Linux"')
+    elif cuda is not None:
+        requires.append(f'nvidia-cuda-runtime-cu{cuda}=={cuda}.8.90; platform_system == "Linux"')
+    pkg = site / "torch"
+    (pkg / "distributed").mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    (pkg / "distributed" / "__init__.py").write_text(
+        "class Backend:\n    backend_capability: dict[str, list[str]] = "
+        "{'gloo': ['cpu'], 'nccl': ['cuda']}\n")
+    add_dist(site, "torch", version, requires=requires,
+             files=["torch/__init__.py", "torch/distributed/__init__.py"])
+
+
+def loader_text(*targets: str) -> str:
+    """A real-shaped prebuilt loader importing each target expression in turn."""
+    return _LOADER_HEAD + "".join(_LOADER_TRY.format(arg=t) for t in targets)
+
+
+def _standin(names: Sequence[str], backends: Sequence[str]) -> str:
+    out = ["import torch.distributed as dist", ""]
+    for n in names:
+        if n[:1].isupper():
+            out += [f"class {n}:", "    pass", ""]
+        else:
+            out += [f"def {n}(*args, **kwargs):", "    return None", ""]
+    out += [f'dist.Backend.register_backend("{b}", lambda *a: None, devices=["cuda"])'
+            for b in backends]
+    return "\n".join(out) + "\n"
+
+
+def add_mooncake(site: Path, *, dist: str = "mooncake-transfer-engine-cuda13",
+                 version: str = "0.3.13.post1", loaders: Sequence[str] = ("pg", "ep"),
+                 torch_builds: Sequence[str] = ("2.12.0", "2.13.0"),
+                 names: Sequence[str] = PG_NAMES,
+                 backends: Sequence[str] = ("mooncake", "mooncake-cpu"),
+                 cuda: int | None = 13, kind: str = "so", jit: bool = False) -> list[str]:
+    """The mooncake package and its dist-info; returns the files written (relative)."""
+    pkg = site / "mooncake"
+    pkg.mkdir(parents=True, exist_ok=True)
+    files: dict[str, bytes] = {"mooncake/__init__.py": b""}
+    for ld in loaders:
+        if jit:
+            text = JIT_LOADER
+        else:
+            text = loader_text(f'"mooncake.{ld}" + version_suffix')
+        files[f"mooncake/{ld}.py"] = text.encode()
+    if jit:
+        for src in ("pg_py.cpp", "mooncake_backend.cpp"):
+            files[f"mooncake/_pg_jit/{src}"] = b'm.def("join_group", &f);\n'
+    for ld in ([] if jit else loaders):
+        for t in torch_builds:
+            stem = f"{ld}_{t.replace('.', '_')}"
+            if kind == "so":
+                needed = [f"libcudart.so.{cuda}"] if cuda else []
+                machine = platform.machine()
+                data = build_so(needed=[*needed, "libtorch.so"],
+                                strings=[*names, *backends],
+                                machine=machine if machine in ("x86_64", "aarch64") else "x86_64")
+                files[f"mooncake/{stem}{ext_suffix()}"] = data
+            else:
+                files[f"mooncake/{stem}.py"] = _standin(names, backends).encode()
+    for rel, data in files.items():
+        p = site / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    add_dist(site, dist, version, files=list(files))
+    return list(files)
+
+
+SGLANG_PARALLEL_STATE = '''import torch.distributed as dist
+
+from mooncake.{module} import MooncakeBackendOptions
+
+
+def init_elastic(group_ranks, backend):
+    opts = MooncakeBackendOptions()
+    device_group = dist.new_group(group_ranks, backend="mooncake", pg_options=opts)
+    cpu_group = dist.new_group(group_ranks, backend="mooncake-cpu")
+    return device_group, cpu_group
+'''
+
+SGLANG_ELASTIC = '''from mooncake import {module} as mooncake_pg
+
+
+def recover(group, ranks):
+    mooncake_pg.recover_ranks(group, ranks)
+    mooncake_pg.join_group(group)
+    return mooncake_pg.get_peer_state(group)
+
+
+def attach(engine):
+    mooncake_pg.set_transfer_engine(engine)
+'''
+
+
+def add_sglang(site: Path, version: str = "0.5.23", module: str = "pg") -> None:
+    files = {
+        "sglang/__init__.py": f'__version__ = "{version}"\n',
+        "sglang/srt/__init__.py": "",
+        "sglang/srt/distributed/__init__.py": "",
+        "sglang/srt/distributed/parallel_state.py": SGLANG_PARALLEL_STATE.format(module=module),
+        "sglang/srt/elastic_ep/__init__.py": "",
+        "sglang/srt/elastic_ep/elastic_ep.py": SGLANG_ELASTIC.format(module=module),
+        "sglang/srt/server_args.py": 'CHOICES = ["none", "mooncake"]\n',
+    }
+    for rel, text in files.items():
+        p = site / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    add_dist(site, "sglang", version, files=list(files))
+
+
+def healthy_image(site: Path, **mooncake: object) -> Path:
+    """torch 2.13.0 (CUDA 13), mooncake-transfer-engine-cuda13 0.3.13.post1, SGLang 0.5.23."""
+    site.mkdir(parents=True, exist_ok=True)
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, **mooncake)  # type: ignore[arg-type]
+    return site

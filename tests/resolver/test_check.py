@@ -1,0 +1,492 @@
+"""``python -m resolver.check`` against throwaway site-packages trees, run as a worker would.
+
+Every failing verdict has a negative control: the same tree with that one fault repaired
+passes, so a check that always fails (or always passes) is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.models import SCHEMA_VERSION
+from resolver.check import KB_SCHEMA, check_image, read_loader, requested_features
+from scrapers.loader import analyze_loader
+from tests.lib.images import (
+    JIT_LOADER,
+    PG_NAMES,
+    add_dist,
+    add_mooncake,
+    add_sglang,
+    add_torch,
+    healthy_image,
+    loader_text,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    """A small KB that knows SGLang 0.5.23 (module mooncake.pg, its five names)."""
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "sglang": [{"version": "0.5.23", "pg": {
+            "module": "mooncake.pg", "names": list(PG_NAMES),
+            "backends": ["mooncake", "mooncake-cpu"]}}],
+        "mooncake": [{"dist": "mooncake-transfer-engine", "version": "0.3.9", "wheels": [
+            {"builds": [{"names": list(PG_NAMES)}]}]}],
+    }
+    path = tmp_path / "kb.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+        self.lines = proc.stdout.splitlines()
+
+    def status(self, name: str) -> str:
+        for line in self.lines:
+            parts = line.split(None, 1)
+            if len(parts) == 2 and parts[1].startswith(f"{name}:"):
+                return parts[0]
+        raise AssertionError(f"no check {name!r} in:\n{self.out}")
+
+    def line(self, name: str) -> str:
+        return next(line for line in self.lines if line.split(None, 1)[-1].startswith(name))
+
+    def fixes(self) -> list[str]:
+        return [line.strip() for line in self.lines if line.startswith("  fix: ")]
+
+
+def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | None = None,
+        ep: bool = True) -> Run:
+    cmd = [sys.executable, "-m", "resolver.check", "--site-packages", str(site)]
+    if ep:
+        cmd += ["--elastic-ep-backend", "mooncake"]
+    if kb is not None:
+        cmd += ["--kb", str(kb)]
+    cmd += list(args)
+    full = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
+    full.update(env or {})
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full, timeout=60)
+    assert not proc.stderr or proc.returncode == 2, proc.stderr
+    return Run(proc)
+
+
+def assert_healthy(r: Run) -> None:
+    assert r.rc == 0, r.out
+    assert not any(line.startswith(("fail", "warn")) for line in r.lines), r.out
+
+
+# --------------------------------------------------------------------------- healthy
+
+
+@pytest.mark.parametrize("kind", ["so", "py"])
+def test_healthy_image_passes(tmp_path: Path, kb: Path, kind: str) -> None:
+    site = healthy_image(tmp_path / "site", kind=kind)
+    r = run(site, kb=kb)
+    assert_healthy(r)
+    build = r.line("build")
+    assert "pg_2_13_0" in build
+    assert r.status("names") == "pass"
+    assert r.status("backends") == "pass"
+    assert r.status("cuda") == ("pass" if kind == "so" else "skip")
+
+
+def test_json_has_the_same_content(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    text = run(site, kb=kb)
+    js = run(site, "--json", kb=kb)
+    doc = json.loads(js.out)
+    assert doc["usable"] is True and doc["exit_code"] == 0 == js.rc
+    assert [(c["status"], c["name"]) for c in doc["checks"]] == [
+        (line.split()[0], line.split(None, 1)[1].split(":")[0]) for line in text.lines]
+
+
+# --------------------------------------------------------------------------- not requested
+
+
+@pytest.mark.parametrize("launch", [[], ["--", "--elastic-ep-backend", "nixl"],
+                                    ["--", "--moe-a2a-backend=deepep"]])
+def test_backend_not_requested_checks_nothing(tmp_path: Path, launch: list[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run(empty, *launch, ep=False)
+    assert r.rc == 0
+    assert len(r.lines) == 1 and r.lines[0].startswith("skip  mooncake:")
+
+
+def test_requested_through_launch_args(tmp_path: Path, kb: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    # control for the skip test: the same empty image *is* checked once mooncake is asked for
+    for launch in (["--elastic-ep-backend=mooncake"], ["--elastic-ep-backend", "mooncake"]):
+        r = run(empty, "--", "--model", "x", *launch, ep=False, kb=kb)
+        assert r.rc == 1 and r.status("mooncake installed") == "fail"
+
+
+def test_requested_features() -> None:
+    assert requested_features(["--moe-a2a-backend", "mooncake",
+                               "--disaggregation-transfer-backend=mooncake"]) == {
+        "moe-a2a": "mooncake", "pd-disaggregation": "mooncake"}
+    assert requested_features([], "mooncake") == {"elastic-ep": "mooncake"}
+    assert requested_features(["--elastic-ep-backend"]) == {"elastic-ep": ""}
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_not_installed(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    assert r.status("mooncake installed") == "fail"
+    assert "none installed" in r.line("mooncake installed")
+    assert r.fixes()
+    add_mooncake(site)
+    assert_healthy(run(site, kb=kb))
+
+
+def test_two_distributions_over_one_folder(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    add_dist(site, "mooncake-transfer-engine", "0.3.13", files=["mooncake/pg.py"])
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    line = r.line("mooncake installed")
+    assert line.startswith("fail") and "mooncake-transfer-engine 0.3.13" in line
+    assert "mooncake-transfer-engine-cuda13 0.3.13.post1" in line
+    assert any("pip uninstall -y" in f for f in r.fixes())
+    # control: the other distribution removed
+    for d in site.glob("mooncake_transfer_engine-0.3.13.dist-info"):
+        for f in d.iterdir():
+            f.unlink()
+        d.rmdir()
+    assert_healthy(run(site, kb=kb))
+
+
+@pytest.mark.parametrize(("engine", "ships"), [("pg", "ep"), ("ep", "pg")])
+def test_wrong_half_of_the_rename(tmp_path: Path, kb: Path, engine: str, ships: str) -> None:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site, version="0.5.99", module=engine)  # not in the KB: sources decide
+    add_mooncake(site, loaders=(ships,))
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    line = r.line("pg module")
+    assert line.startswith("fail")
+    assert f"imports mooncake.{engine}" in line and f"ships mooncake.{ships}" in line
+    add_mooncake(site, loaders=(engine,))  # control: the half the engine imports
+    assert_healthy(run(site, kb=kb))
+
+
+def test_no_build_for_this_torch(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site, "2.14.0")
+    add_sglang(site)
+    add_mooncake(site)
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    line = r.line("build")
+    assert line.startswith("fail") and "mooncake.pg_2_14_0" in line
+    assert "pg_2_12_0" in line and "pg_2_13_0" in line  # the builds shipped
+    assert r.fixes()
+    add_mooncake(site, torch_builds=("2.14.0",))  # control
+    assert_healthy(run(site, kb=kb))
+
+
+def test_build_for_another_python_is_named(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    for p in (site / "mooncake").glob("pg_2_13_0.*.so"):
+        p.rename(p.with_name("pg_2_13_0.cpython-39-x86_64-linux-gnu.so"))
+    r = run(site, kb=kb)
+    assert r.rc == 1 and "only pg_2_13_0.cpython-39" in r.line("build")
+
+
+def test_cuda_suffix_of_torch_is_dropped(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site, "2.13.0+cu130")
+    add_sglang(site)
+    add_mooncake(site)
+    r = run(site, kb=kb)
+    assert_healthy(r)
+    assert "pg_2_13_0" in r.line("build")
+
+
+@pytest.mark.parametrize("kind", ["so", "py"])
+def test_required_name_missing(tmp_path: Path, kb: Path, kind: str) -> None:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, names=[n for n in PG_NAMES if n != "join_group"], kind=kind)
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    line = r.line("names")
+    assert line.startswith("fail") and "join_group" in line
+    assert "first in mooncake-transfer-engine 0.3.9" in line
+    assert "recover_ranks" not in line
+    add_mooncake(site, kind=kind)  # control
+    assert_healthy(run(site, kb=kb))
+
+
+@pytest.mark.parametrize(("kind", "registered", "missing"),
+                         [("so", "mooncake", "mooncake-cpu"), ("py", "mooncake-cpu", "mooncake")])
+def test_partial_backend_registration(tmp_path: Path, kb: Path, kind: str, registered: str,
+                                      missing: str) -> None:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, backends=(registered,), kind=kind)
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    line = r.line("backends")
+    assert line.startswith("fail") and "partial" in line and line.endswith(f"not {missing}")
+    add_mooncake(site, kind=kind)  # control
+    assert_healthy(run(site, kb=kb))
+
+
+def test_cuda_major_mismatch(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site, cuda=13)
+    add_sglang(site)
+    add_mooncake(site, dist="mooncake-transfer-engine", cuda=12)
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    line = r.line("cuda")
+    assert line.startswith("fail") and "libcudart.so.12" in line and "CUDA 13" in line
+    add_mooncake(site, dist="mooncake-transfer-engine", cuda=13)  # control
+    assert_healthy(run(site, kb=kb))
+
+
+def test_cuda12_torch_from_runtime_package(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site, cuda=12)
+    add_sglang(site)
+    add_mooncake(site, dist="mooncake-transfer-engine", cuda=12)
+    assert_healthy(run(site, kb=kb))
+
+
+def test_torch_not_installed(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_sglang(site)
+    add_mooncake(site)
+    r = run(site, kb=kb)
+    assert r.rc == 1
+    assert r.line("torch").startswith("fail") and "not installed" in r.line("torch")
+    add_torch(site)  # control
+    assert_healthy(run(site, kb=kb))
+
+
+def _jit_image(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, version="0.3.14", jit=True)
+    return site
+
+
+def test_jit_loader_without_toolchain_fails(tmp_path: Path, kb: Path) -> None:
+    site = _jit_image(tmp_path)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {"PATH": str(bare), "MOONPIN_CHECK_CUDA_FALLBACK": str(tmp_path / "nocuda"),
+           "CUDA_HOME": "", "CUDA_PATH": ""}
+    r = run(site, kb=kb, env=env)
+    assert r.rc == 1
+    line = r.line("toolchain")
+    assert line.startswith("fail") and "ninja" in line and "nvcc" in line
+    # control: the toolchain on PATH
+    for tool in ("ninja", "nvcc"):
+        exe = bare / tool
+        exe.write_text("#!/bin/sh\nexit 0\n")
+        exe.chmod(0o755)
+    r = run(site, kb=kb, env=env)
+    assert r.rc == 0, r.out
+    line = r.line("toolchain")
+    assert line.startswith("pass") and "compiles for minutes" in line
+
+
+def test_jit_loader_missing_only_nvcc(tmp_path: Path, kb: Path) -> None:
+    site = _jit_image(tmp_path)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "ninja").write_text("#!/bin/sh\n")
+    (bare / "ninja").chmod(0o755)
+    env = {"PATH": str(bare), "MOONPIN_CHECK_CUDA_FALLBACK": str(tmp_path / "nocuda"),
+           "CUDA_HOME": "", "CUDA_PATH": ""}
+    line = run(site, kb=kb, env=env).line("toolchain")
+    assert line.startswith("fail") and "nvcc" in line and "needs ninja" not in line
+
+
+def test_vendor_torch_warns(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site, "2.9.0a0+145a3a7bda.nv25.10")
+    add_sglang(site)
+    add_mooncake(site, torch_builds=("2.9.0",))
+    r = run(site, kb=kb)
+    assert r.rc == 0
+    line = r.line("torch build")
+    assert line.startswith("warn") and "pg_2_9_0" in line and "pre-release" in line
+    assert run(site, "--strict", kb=kb).rc == 1
+    # control: the upstream release the build was made for
+    site2 = tmp_path / "site2"
+    add_torch(site2, "2.9.0")
+    add_sglang(site2)
+    add_mooncake(site2, torch_builds=("2.9.0",))
+    assert_healthy(run(site2, kb=kb))
+
+
+def test_missing_and_corrupt_kb(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    for path in (tmp_path / "absent.json", bad):
+        r = run(site, kb=path)
+        assert r.rc == 0
+        assert r.status("kb") == "warn" and r.status("build") == "pass"  # image still read
+        assert run(site, "--strict", kb=path).rc == 1
+    assert run(site, "--strict", kb=kb).rc == 0  # control
+
+
+def _break_sources(site: Path) -> None:
+    (site / "sglang" / "srt" / "broken.py").symlink_to(site / "nowhere.py")
+
+
+def test_unreadable_sources_fall_back_to_kb(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    _break_sources(site)
+    r = run(site, kb=kb)
+    assert r.rc == 0
+    line = r.line("sglang")
+    assert line.startswith("warn") and "cannot be read" in line and "KB record" in line
+    assert r.status("names") == "pass"
+    # the KB still decides: a build lacking a KB name fails
+    add_mooncake(site, names=PG_NAMES[1:])
+    assert run(site, kb=kb).status("names") == "fail"
+
+
+def test_unreadable_sources_and_no_kb_accepts_either(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, loaders=("ep",))
+    _break_sources(site)
+    r = run(site, kb=tmp_path / "absent.json")
+    assert "accepting either" in r.line("sglang")
+    assert r.status("pg module") == "pass" and r.rc == 0
+    assert r.status("names") == "skip"
+
+
+def test_kb_disagreement_is_reported(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    (site / "sglang" / "srt" / "elastic_ep" / "elastic_ep.py").write_text("")
+    r = run(site, kb=kb)
+    line = r.line("sglang")
+    assert line.startswith("warn") and "the KB records" in line
+    assert r.rc == 0 and run(site, "--strict", kb=kb).rc == 1
+
+
+def test_could_not_check(tmp_path: Path, kb: Path) -> None:
+    r = run(tmp_path / "nope", kb=kb)
+    assert r.rc == 2 and r.status("site-packages") == "fail"
+    assert run(tmp_path, "--no-such-flag", kb=kb).rc == 2
+
+
+# --------------------------------------------------------------------------- API, imports
+
+
+def test_fix_line_comes_from_the_provider(tmp_path: Path, kb: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, dist="mooncake-transfer-engine", cuda=12)
+    calls: list[tuple[str, ...]] = []
+
+    def provider(sglang: str, torch: str, python: str, arch: str) -> list[str]:
+        calls.append((sglang, torch, python, arch))
+        return ["mooncake-transfer-engine-cuda13==0.3.13.post1", "x==1"]
+
+    rep = check_image(elastic_ep_backend="mooncake", site_packages=[site], kb_path=kb,
+                      fix_provider=provider)
+    assert rep.exit_code == 1 and not rep.usable
+    cuda = next(c for c in rep.checks if c.name == "cuda")
+    assert cuda.status == "fail"
+    assert cuda.fix == "pip install 'mooncake-transfer-engine-cuda13==0.3.13.post1'"
+    assert calls and calls[0][:2] == ("0.5.23", "2.13.0")
+    assert calls[0][2] == f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+    def empty(*_: str) -> list[str]:
+        return []
+
+    rep = check_image(elastic_ep_backend="mooncake", site_packages=[site], kb_path=kb,
+                      fix_provider=empty)
+    fix = next(c for c in rep.checks if c.name == "cuda").fix or ""
+    assert "moonpin which mooncake --sglang 0.5.23 --torch 2.13.0" in fix
+
+
+def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    add_mooncake(site, cuda=12)  # a failing image exercises the fix path too
+    code = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from resolver.check import main\n"
+        f"rc = main(['--site-packages', {str(site)!r}, '--kb', {str(kb)!r},"
+        " '--elastic-ep-backend', 'mooncake'])\n"
+        "print(json.dumps({'rc': rc, 'mods': sorted(sys.modules)}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    doc: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    assert doc["rc"] == 1
+    mods = set(doc["mods"])
+    assert "scrapers.pyast" in mods and "scrapers.elf" in mods  # the check did run
+    for banned in ("httpx", "networkx", "torch", "resolver.query", "resolver.graph",
+                   "scrapers.fetch", "scrapers.refresh", "sglang", "mooncake", "pydantic",
+                   "kb.models", "importlib.metadata"):
+        assert banned not in mods, banned
+
+
+@pytest.mark.parametrize("text", [
+    loader_text('"mooncake.pg" + version_suffix'),
+    loader_text('"mooncake._ep"', '"mooncake.pg" + version_suffix'),
+    loader_text('f"mooncake.pg{version_suffix}"'),
+    loader_text('"mooncake.pg" + version_suffix').replace('replace(".", "_")', 'replace(".", "")'),
+    JIT_LOADER,
+    "import torch\nfrom ._pg import *\n",
+    "def (:\n",
+])
+def test_loader_reader_agrees_with_the_scrapers(text: str) -> None:
+    mine = read_loader(text)
+    theirs = analyze_loader(text, "mooncake/pg.py", "mooncake.pg")
+    assert (mine.kind, [i.template for i in mine.imports], mine.version_regex,
+            mine.separator, mine.toolchain) == (
+        theirs.kind, [i.template for i in theirs.imports], theirs.version_regex,
+        theirs.separator, theirs.toolchain)
+
+
+def test_kb_schema_constant_matches_the_models() -> None:
+    assert KB_SCHEMA == SCHEMA_VERSION
+
+
+def test_egg_info_distribution_is_read(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    egg = site / "mooncake_transfer_engine-0.3.12.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: mooncake-transfer-engine\n"
+                                  "Version: 0.3.12\n")
+    (egg / "installed-files.txt").write_text("../mooncake/pg.py\nPKG-INFO\n")
+    r = run(site, kb=kb)
+    assert r.rc == 1 and "mooncake-transfer-engine 0.3.12" in r.line("mooncake installed")
