@@ -33,6 +33,9 @@ from importlib import machinery
 from pathlib import Path
 from typing import Any, Literal
 
+from scrapers.loader import TORCH, read_loader
+from scrapers.torch_index import cuda_major
+
 __all__ = ["CheckResult", "FixProvider", "Report", "check_image", "main"]
 
 Status = Literal["pass", "fail", "warn", "skip"]
@@ -52,7 +55,6 @@ _CU_LABEL = re.compile(r"^cu(\d+?)(\d)$")
 #: ``kb.models.SCHEMA_VERSION``, repeated so that pydantic stays off this path (a test
 #: asserts they agree).
 KB_SCHEMA = 1
-TORCH = "{torch}"
 
 
 @dataclass(frozen=True)
@@ -181,34 +183,6 @@ def _find_package(paths: Sequence[Path], name: str) -> Path | None:
     return None
 
 
-def _cuda_major(requires: Sequence[str], arch: str) -> tuple[int | None, str]:
-    """As ``scrapers.torch_index.cuda_major`` (which cannot be imported here: its module
-    loads the HTTP client)."""
-    from packaging.markers import default_environment
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    env.update(platform_system="Linux", sys_platform="linux", platform_machine=arch)
-    for line in requires:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
-            continue
-        name = _canon(req.name)
-        m = re.match(r"^nvidia-cuda-runtime-cu(\d+)$", name)
-        if m:
-            return int(m.group(1)), line
-        if name in ("cuda-toolkit", "nvidia-cuda-runtime") and (
-                name == "nvidia-cuda-runtime" or "cudart" in req.extras):
-            for spec in req.specifier:
-                major = re.match(r"(\d+)", spec.version)
-                if major and spec.operator in ("==", "~=", ">="):
-                    return int(major.group(1)), line
-    return None, ""
-
-
 @dataclass
 class _Torch:
     version: str
@@ -217,7 +191,7 @@ class _Torch:
 
 
 def _torch_info(dist: _Dist, arch: str) -> _Torch:
-    major, line = _cuda_major(dist.requires, arch)
+    major, line = cuda_major(dist.requires, arch)
     if major is not None:
         return _Torch(dist.version, major, f"Requires-Dist {line!r}")
     local = dist.version.partition("+")[2]
@@ -659,118 +633,6 @@ def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: dict[st
     return None
 
 
-@dataclass
-class _LoaderImport:
-    template: str
-
-
-@dataclass
-class _Scheme:
-    kind: Literal["prebuilt", "jit-compile", "unknown"]
-    imports: tuple[_LoaderImport, ...] = ()
-    version_regex: str | None = None
-    separator: str | None = None
-    toolchain: tuple[str, ...] = ()
-    note: str | None = None
-
-
-_TOOLCHAIN = {
-    "ninja": "ninja",
-    "nvcc": "nvcc (a CUDA toolkit; CUDA_HOME)",
-    "CUDA_HOME": "nvcc (a CUDA toolkit; CUDA_HOME)",
-    "mcc": "mcc (MUSA toolkit, for MUSA torch)",
-    "torchada": "torchada (for MUSA torch)",
-    "mxcc": "mxcc (MACA toolkit, for MACA torch)",
-}
-
-
-class _Env:
-    """The symbolic evaluator of ``scrapers.loader`` (whose module loads pydantic, which
-    this path avoids); ``tests/resolver/test_check.py`` asserts both read alike."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-        self.version_regex: str | None = None
-        self.separator: str | None = None
-
-    def eval(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        if isinstance(node, ast.Name):
-            return self.values.get(node.id)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            a, b = self.eval(node.left), self.eval(node.right)
-            return a + b if a is not None and b is not None else None
-        if isinstance(node, ast.JoinedStr):
-            parts = []
-            for v in node.values:
-                got = self.eval(v.value if isinstance(v, ast.FormattedValue) else v)
-                if got is None:
-                    return None
-                parts.append(got)
-            return "".join(parts)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            f = node.func
-            if f.attr == "replace" and len(node.args) == 2 and \
-                    self.eval(f.value) == "{version}":
-                old, new = (a.value if isinstance(a, ast.Constant) else None for a in node.args)
-                if old == "." and isinstance(new, str):
-                    self.separator = new
-                    return TORCH
-            inner = f.value
-            if (f.attr == "group" and isinstance(inner, ast.Call)
-                    and isinstance(inner.func, ast.Attribute)
-                    and inner.func.attr in ("match", "search") and len(inner.args) == 2
-                    and _is_torch_version(inner.args[1])
-                    and isinstance(inner.args[0], ast.Constant)
-                    and isinstance(inner.args[0].value, str)):
-                self.version_regex = inner.args[0].value
-                return "{version}"
-        if _is_torch_version(node):
-            self.version_regex = None
-            return "{version}"
-        return None
-
-
-def _is_torch_version(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "__version__"
-            and isinstance(node.value, ast.Name) and node.value.id == "torch")
-
-
-def read_loader(text: bytes | str) -> _Scheme:
-    """What a mooncake loader module imports, as ``scrapers.loader.analyze_loader`` reads it."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError) as e:
-        return _Scheme("unknown", note=f"loader does not parse: {e}")
-    env = _Env()
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                isinstance(stmt.targets[0], ast.Name):
-            got = env.eval(stmt.value)
-            if got is not None:
-                env.values[stmt.targets[0].id] = got
-    imports: list[_LoaderImport] = []
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "import_module" and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "importlib"):
-            template = env.eval(node.args[0])
-            imports.append(_LoaderImport(template if template is not None
-                                         else "?" + ast.unparse(node.args[0])))
-    source = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-    if "cpp_extension" in source and re.search(r"\bload\(", source):
-        tools = sorted({label for key, label in _TOOLCHAIN.items()
-                        if re.search(rf"\b{re.escape(key)}\b", source)})
-        return _Scheme("jit-compile", tuple(imports), toolchain=tuple(tools))
-    if not imports or any(i.template.startswith("?") for i in imports):
-        return _Scheme("unknown", tuple(imports),
-                       note="no recognisable importlib.import_module target")
-    if any(TORCH in i.template for i in imports) and env.separator is None:
-        return _Scheme("unknown", tuple(imports), note="torch suffix derivation not recognised")
-    return _Scheme("prebuilt", tuple(imports), env.version_regex, env.separator)
-
-
 def _describe(r: _Requirement) -> str:
     if r.module is None:
         return "no mooncake process-group module"
@@ -810,7 +672,7 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return
-    scheme = read_loader(text)
+    scheme = read_loader(text, str(loader_path), module)
     required_names = tuple(req.names) if req is not None else ()
     if scheme.kind == "unknown":
         add(CheckResult("loader", "warn", f"{loader_path.name}: {scheme.note}; builds not "

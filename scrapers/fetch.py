@@ -25,9 +25,8 @@ import httpx
 
 from kb.errors import FetchError, RangeNotHonoured
 
-__all__ = ["DEFAULT_INDEX_URL", "FetchStats", "Fetcher", "RangeAnswer"]
+__all__ = ["FetchStats", "Fetcher", "RangeAnswer"]
 
-DEFAULT_INDEX_URL = "https://pypi.org/"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _USER_AGENT = "moonpin (+compatibility scraper; range reads only)"
 

@@ -12,10 +12,14 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
-from kb.models import LoaderImport, LoaderScheme
+if TYPE_CHECKING:
+    from kb.models import LoaderScheme
 
-__all__ = ["TORCH", "analyze_loader", "cpp_string_names"]
+__all__ = ["TORCH", "LoaderRead", "LoaderStep", "analyze_loader", "cpp_string_names",
+           "read_loader"]
 
 #: Placeholder for the suffix derived from ``torch.__version__`` in a template.
 TORCH = "{torch}"
@@ -110,17 +114,56 @@ _TOOLCHAIN = {
 }
 
 
+@dataclass(frozen=True)
+class LoaderStep:
+    """One ``importlib.import_module`` of a loader: its target and what it raises if absent."""
+
+    template: str
+    line: int
+    on_missing: str | None = None
+
+
+@dataclass(frozen=True)
+class LoaderRead:
+    """A loader's scheme as plain data (the runtime check reads it without pydantic)."""
+
+    module: str
+    member: str
+    kind: Literal["prebuilt", "jit-compile", "unknown"]
+    imports: tuple[LoaderStep, ...] = ()
+    version_regex: str | None = None
+    separator: str | None = None
+    toolchain: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    note: str | None = None
+
+
 def analyze_loader(text: bytes | str, member: str, module: str,
                    shipped: Iterable[str] = ()) -> LoaderScheme:
+    """:func:`read_loader`, as the KB model."""
+    from kb.models import LoaderImport, LoaderScheme
+
+    r = read_loader(text, member, module, shipped)
+    return LoaderScheme(
+        module=r.module, member=r.member, kind=r.kind,
+        imports=tuple(LoaderImport(template=i.template, line=i.line, on_missing=i.on_missing)
+                      for i in r.imports),
+        version_regex=r.version_regex, separator=r.separator, toolchain=r.toolchain,
+        sources=r.sources, note=r.note,
+    )
+
+
+def read_loader(text: bytes | str, member: str = "mooncake/pg.py", module: str = "mooncake.pg",
+                shipped: Iterable[str] = ()) -> LoaderRead:
     """Read one loader's scheme. ``shipped`` lists the wheel's member names (to find
     the C++ sources a compiling loader builds)."""
     try:
         tree = ast.parse(text, filename=member)
     except (SyntaxError, ValueError) as e:
-        return LoaderScheme(module=module, member=member, kind="unknown",
-                            note=f"loader does not parse: {e}")
+        return LoaderRead(module=module, member=member, kind="unknown",
+                          note=f"loader does not parse: {e}")
     env = _Env()
-    imports: list[LoaderImport] = []
+    imports: list[LoaderStep] = []
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
                 isinstance(stmt.targets[0], ast.Name):
@@ -137,10 +180,10 @@ def analyze_loader(text: bytes | str, member: str, module: str,
             continue
         template = env.eval(node.args[0])
         if template is None:
-            imports.append(LoaderImport(template="?" + ast.unparse(node.args[0]),
-                                        line=node.lineno))
+            imports.append(LoaderStep(template="?" + ast.unparse(node.args[0]),
+                                      line=node.lineno))
             continue
-        imports.append(LoaderImport(template=template, line=node.lineno))
+        imports.append(LoaderStep(template=template, line=node.lineno))
     # Attach the message each import's except handler raises (the user-visible error).
     for node in ast.walk(tree):
         if isinstance(node, ast.Try):
@@ -148,27 +191,26 @@ def analyze_loader(text: bytes | str, member: str, module: str,
                      if hasattr(n, "lineno")}
             msg = next((m for h in node.handlers if (m := _raise_message(h))), None)
             if msg:
-                imports = [i.model_copy(update={"on_missing": msg}) if i.line in lines else i
+                imports = [replace(i, on_missing=msg) if i.line in lines else i
                            for i in imports]
     source = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
     if any(m in source for m in _JIT_MARKERS) and re.search(r"\bload\(", source):
         toolchain = sorted({label for key, label in _TOOLCHAIN.items()
                             if re.search(rf"\b{re.escape(key)}\b", source)})
         srcs = _jit_sources(tree, member, shipped)
-        return LoaderScheme(module=module, member=member, kind="jit-compile",
-                            imports=tuple(imports), toolchain=tuple(toolchain),
-                            sources=tuple(srcs),
-                            note="compiles C++ sources against the installed torch at first "
-                                 "import (torch.utils.cpp_extension.load)")
+        return LoaderRead(module=module, member=member, kind="jit-compile",
+                          imports=tuple(imports), toolchain=tuple(toolchain),
+                          sources=tuple(srcs),
+                          note="compiles C++ sources against the installed torch at first "
+                               "import (torch.utils.cpp_extension.load)")
     if not imports or any(i.template.startswith("?") for i in imports):
-        return LoaderScheme(module=module, member=member, kind="unknown",
-                            imports=tuple(imports),
-                            note="no recognisable importlib.import_module target")
+        return LoaderRead(module=module, member=member, kind="unknown", imports=tuple(imports),
+                          note="no recognisable importlib.import_module target")
     if any(TORCH in i.template for i in imports) and env.separator is None:
-        return LoaderScheme(module=module, member=member, kind="unknown", imports=tuple(imports),
-                            note="torch suffix derivation not recognised")
-    return LoaderScheme(module=module, member=member, kind="prebuilt", imports=tuple(imports),
-                        version_regex=env.version_regex, separator=env.separator)
+        return LoaderRead(module=module, member=member, kind="unknown", imports=tuple(imports),
+                          note="torch suffix derivation not recognised")
+    return LoaderRead(module=module, member=member, kind="prebuilt", imports=tuple(imports),
+                      version_regex=env.version_regex, separator=env.separator)
 
 
 def _jit_sources(tree: ast.Module, member: str, shipped: Iterable[str]) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from packaging.utils import (
@@ -20,9 +20,15 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from kb.errors import FetchError
-from scrapers.fetch import DEFAULT_INDEX_URL, Fetcher
+
+if TYPE_CHECKING:
+    from scrapers.fetch import Fetcher
+
+#: The public index; ``--index-url`` / ``MOONPIN_INDEX_URL`` point elsewhere.
+DEFAULT_INDEX_URL = "https://pypi.org/"
 
 __all__ = [
+    "DEFAULT_INDEX_URL",
     "IndexFile",
     "Metadata",
     "ProjectReleases",

@@ -23,10 +23,12 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kb.errors import ArchiveError
-from scrapers.fetch import Fetcher
+
+if TYPE_CHECKING:
+    from scrapers.fetch import Fetcher
 
 __all__ = [
     "ByteSource",

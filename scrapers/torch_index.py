@@ -9,16 +9,19 @@ index's torch 2.9.1 for aarch64 declares its cu12 packages only for x86_64.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from kb.errors import ArchiveError
-from kb.models import Artifact, TorchVariant
-from scrapers.fetch import Fetcher
 from scrapers.pypi import IndexFile, parse_metadata
 from scrapers.remote_zip import HttpSource, RemoteZip
+
+if TYPE_CHECKING:  # the runtime check imports cuda_major: keep pydantic and httpx off it
+    from kb.models import TorchVariant
+    from scrapers.fetch import Fetcher
 
 __all__ = ["ARCHES", "choose_wheel", "cuda_major", "scrape_variant"]
 
@@ -63,6 +66,8 @@ def choose_wheel(files: tuple[IndexFile, ...], arch: str) -> IndexFile | None:
 
 
 def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[TorchVariant, int, int]:
+    from kb.models import Artifact, TorchVariant
+
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
     z = RemoteZip.from_tail(src, tail_size=64 * 1024)
     metas = [n for n in z.names() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]

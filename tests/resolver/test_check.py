@@ -16,17 +16,14 @@ from typing import Any
 import pytest
 
 from kb.models import SCHEMA_VERSION
-from resolver.check import KB_SCHEMA, check_image, read_loader, requested_features
-from scrapers.loader import analyze_loader
+from resolver.check import KB_SCHEMA, check_image, requested_features
 from tests.lib.images import (
-    JIT_LOADER,
     PG_NAMES,
     add_dist,
     add_mooncake,
     add_sglang,
     add_torch,
     healthy_image,
-    loader_text,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -457,24 +454,6 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
                    "scrapers.fetch", "scrapers.refresh", "sglang", "mooncake", "pydantic",
                    "kb.models", "importlib.metadata"):
         assert banned not in mods, banned
-
-
-@pytest.mark.parametrize("text", [
-    loader_text('"mooncake.pg" + version_suffix'),
-    loader_text('"mooncake._ep"', '"mooncake.pg" + version_suffix'),
-    loader_text('f"mooncake.pg{version_suffix}"'),
-    loader_text('"mooncake.pg" + version_suffix').replace('replace(".", "_")', 'replace(".", "")'),
-    JIT_LOADER,
-    "import torch\nfrom ._pg import *\n",
-    "def (:\n",
-])
-def test_loader_reader_agrees_with_the_scrapers(text: str) -> None:
-    mine = read_loader(text)
-    theirs = analyze_loader(text, "mooncake/pg.py", "mooncake.pg")
-    assert (mine.kind, [i.template for i in mine.imports], mine.version_regex,
-            mine.separator, mine.toolchain) == (
-        theirs.kind, [i.template for i in theirs.imports], theirs.version_regex,
-        theirs.separator, theirs.toolchain)
 
 
 def test_kb_schema_constant_matches_the_models() -> None:
