@@ -557,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     scope(e)
     e.set_defaults(func=cmd_explain)
 
+    sub.add_parser("check", add_help=False,
+                   help="verify this image at worker start (see `moonpin check --help`)")
+
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
     t.add_argument("--sglang", metavar="SPEC")
     t.add_argument("--torch", metavar="SPEC")
@@ -572,7 +575,14 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE") and argv is None:
         # Behave like other Unix tools when the reader goes away (`moonpin show … | head`).
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)
+    args_in = sys.argv[1:] if argv is None else list(argv)
+    # `moonpin check` runs at every worker start: hand it over before building the rest.
+    lead = args_in[:2] if args_in[:1] == ["--kb"] else []
+    if args_in[len(lead):len(lead) + 1] == ["check"]:
+        from resolver.check import main as check_main
+
+        return check_main([*lead, *args_in[len(lead) + 1:]])
+    args = build_parser().parse_args(args_in)
     if getattr(args, "kb_sub", None):
         args.kb = args.kb_sub
     try:
