@@ -225,6 +225,7 @@ class _Requirement:
     names: tuple[str, ...]
     backends: tuple[str, ...]
     evidence: tuple[str, ...] = ()
+    optional_names: tuple[str, ...] = ()
 
 
 def _analyze_sglang(pkg: Path) -> _Requirement:
@@ -246,33 +247,12 @@ def _analyze_sglang(pkg: Path) -> _Requirement:
     return _derive(imports, calls, backends)
 
 
-def _pg_module_of(module: str, names: Iterable[str]) -> str | None:
-    if module in PG_MODULES:
-        return module
-    if module == "mooncake":
-        for n in names:
-            if f"mooncake.{n}" in PG_MODULES:
-                return f"mooncake.{n}"
-    return None
-
-
 def _derive(imports: Sequence[Any], calls: Sequence[Any], backends: set[str]) -> _Requirement:
-    """As ``scrapers.sglang.derive_pg`` over the analyzer's own facts."""
-    pg = [(m, i) for i in imports if (m := _pg_module_of(i.module, i.names))]
-    if not pg:
-        return _Requirement(None, (), tuple(sorted(backends)))
+    from scrapers import pyast
 
-    def rank(mi: tuple[str, Any]) -> tuple[int, int, int]:
-        m, i = mi
-        return (0 if i.feature == "elastic-ep" else 1, 1 if i.optional else 0,
-                PG_MODULES.index(m))
-
-    module = min(pg, key=rank)[0]
-    chosen = [i for m, i in pg if m == module]
-    names = sorted({n for i in chosen for n in i.names if i.module == module}
-                   | {c.name.split(".")[0] for c in calls if c.module == module})
-    evidence = tuple(sorted({f"{i.path}:{i.line}" for i in chosen}))
-    return _Requirement(module, tuple(names), tuple(sorted(backends)), evidence)
+    n = pyast.pg_needs(imports, calls)
+    return _Requirement(n.module, n.names, tuple(sorted(backends)), n.evidence,
+                        n.optional_names)
 
 
 def _load_kb(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -299,7 +279,8 @@ def _kb_requirement(kb: dict[str, Any] | None, version: str | None) -> _Requirem
         if isinstance(rec, dict) and rec.get("version") == version:
             pg = rec.get("pg") or {}
             return _Requirement(pg.get("module"), tuple(pg.get("names") or ()),
-                                tuple(pg.get("backends") or ()))
+                                tuple(pg.get("backends") or ()),
+                                optional_names=tuple(pg.get("optional_names") or ()))
     return None
 
 
@@ -674,6 +655,7 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
         return
     scheme = read_loader(text, str(loader_path), module)
     required_names = tuple(req.names) if req is not None else ()
+    optional_names = tuple(req.optional_names) if req is not None else ()
     if scheme.kind == "unknown":
         add(CheckResult("loader", "warn", f"{loader_path.name}: {scheme.note}; builds not "
                         "checked", evidence=(str(loader_path),)))
@@ -703,7 +685,7 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
             msg += f"; builds shipped: {', '.join(others) or 'none'}"
             add(CheckResult("build", "fail", msg, fixer.line(), (str(pkg),)))
             return
-        builds.append(_read_build(found, required_names))
+        builds.append(_read_build(found, (*required_names, *optional_names)))
     add(CheckResult("build", "pass", "loader finds " + ", ".join(b.path.name for b in builds),
                     evidence=tuple(str(b.path) for b in builds)))
     errors = [b.error for b in builds if b.error]
@@ -728,6 +710,11 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
                         "uses (import succeeds, the engine fails later)", fixer.line()))
     elif required_names:
         add(CheckResult("names", "pass", f"provides {', '.join(required_names)}"))
+    absent = [n for n in optional_names if n not in names]
+    if absent and not missing:
+        add(CheckResult("optional names", "pass",
+                        f"{module} lacks {', '.join(absent)}, which this SGLang uses only behind "
+                        "an optional import (it runs without)"))
     else:
         add(CheckResult("names", "skip", "no required names known (sources and KB unavailable)"))
     registered = set().union(*(b.backends for b in builds))

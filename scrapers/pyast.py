@@ -129,19 +129,22 @@ import io
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 __all__ = [
     "FEATURES",
     "MOONCAKE_SUBMODULES",
     "PG_FUNCTIONS",
+    "PG_MODULES",
     "BackendLiteral",
     "CallFact",
     "FileAnalysis",
     "ImportFact",
+    "PGNeeds",
     "analyze_source",
     "classify_feature",
     "mentions_mooncake",
+    "pg_needs",
 ]
 
 #: Every value :func:`classify_feature` can return.
@@ -1098,4 +1101,97 @@ def analyze_source(data: bytes | str, path: str) -> FileAnalysis:
         calls=tuple(sorted(calls, key=pos)),
         backends=tuple(sorted(walker.backends, key=pos)),
         error=None,
+    )
+
+
+# --------------------------------------------------------------------------- the requirement
+
+#: The two names of mooncake's torch ProcessGroup extension (renamed ep -> pg).
+PG_MODULES = ("mooncake.pg", "mooncake.ep")
+_PG_BACKENDS = ("mooncake", "mooncake-cpu")
+
+
+@dataclass(frozen=True)
+class PGNeeds:
+    """What one SGLang source tree needs of the process-group extension."""
+
+    module: str | None  # None: no mooncake.pg / mooncake.ep import at all
+    alternatives: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()  # required: imported or called unconditionally
+    optional_names: tuple[str, ...] = ()  # reached only through an optional import
+    backends: tuple[str, ...] = ()
+    optional: bool = False
+    evidence: tuple[str, ...] = ()  # "file:line" of the imports it was derived from
+
+
+def _where(fact: Any) -> str:
+    # ImportFact/CallFact carry ``path``; the KB's models call the same thing ``member``.
+    return str(getattr(fact, "member", None) or fact.path)
+
+
+def _pg_module_of(module: str, names: Iterable[str]) -> str | None:
+    if module in PG_MODULES:
+        return module
+    if module == "mooncake":
+        for n in names:
+            if f"mooncake.{n}" in PG_MODULES:
+                return f"mooncake.{n}"
+    return None
+
+
+def pg_needs(imports: Iterable[Any], calls: Iterable[Any] = (),
+             backends: Iterable[Any] = ()) -> PGNeeds:
+    """Derive the process-group requirement from import, call and backend facts
+    (:class:`ImportFact`/:class:`CallFact`/:class:`BackendLiteral`, or the KB's models).
+
+    The module is the one the elastic-EP code imports (``mooncake.pg`` or the older
+    ``mooncake.ep``); when imports of both exist, the one reached by elastic EP wins,
+    then the one imported unconditionally, then the newer name; the other becomes an
+    alternative. A name is required when an unconditional import brings it or, for a
+    call through a module alias (``mooncake_ep.set_host_ip(ip)``), when the module was
+    imported unconditionally in that function (or an enclosing one) or at module level
+    of that file; a name reached only through an optional import is optional.
+    """
+    imports = list(imports)
+    values = sorted({b.value for b in backends if b.value in _PG_BACKENDS})
+    pg = [(m, i) for i in imports if (m := _pg_module_of(i.module, i.names))]
+    if not pg:
+        return PGNeeds(module=None, backends=tuple(values))
+
+    def rank(mi: tuple[str, Any]) -> tuple[int, int, int]:
+        m, i = mi
+        return (0 if i.feature == "elastic-ep" else 1, 1 if i.optional else 0,
+                PG_MODULES.index(m))
+
+    module = min(pg, key=rank)[0]
+    chosen = [i for m, i in pg if m == module]
+    hard_scopes = {(_where(i), i.function) for i in chosen if not i.optional}
+    hard_files = {_where(i) for i in chosen if not i.optional and i.function is None}
+    required: set[str] = set()
+    optional: set[str] = set()
+    for i in chosen:
+        if i.module == module:
+            (optional if i.optional else required).update(i.names)
+    for c in calls:
+        if c.module != module:
+            continue
+        name = c.name.split(".")[0]
+        where, fn = _where(c), c.function
+        if where in hard_files or any(
+                m == where and f is not None and fn is not None
+                and (fn == f or fn.startswith(f + "."))  # nested defs share the import
+                for m, f in hard_scopes):
+            required.add(name)
+        else:
+            optional.add(name)
+    alternatives = sorted({a for i in chosen for a in i.alternatives if a in PG_MODULES}
+                          | {m for m, _ in pg if m != module})
+    return PGNeeds(
+        module=module,
+        alternatives=tuple(a for a in alternatives if a != module),
+        names=tuple(sorted(required)),
+        optional_names=tuple(sorted(optional - required)),
+        backends=tuple(values),
+        optional=all(i.optional for i in chosen),
+        evidence=tuple(sorted({f"{_where(i)}:{i.line}" for i in chosen})),
     )

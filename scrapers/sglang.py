@@ -45,8 +45,7 @@ __all__ = [
     "torch_requirements",
 ]
 
-#: The two names of mooncake's torch ProcessGroup extension (renamed ep -> pg).
-PG_MODULES = ("mooncake.pg", "mooncake.ep")
+PG_MODULES = pyast.PG_MODULES
 
 
 @dataclass
@@ -157,73 +156,13 @@ def _to_models(fa: pyast.FileAnalysis, member: str) -> tuple[
     return imports, calls, backends, failures
 
 
-def _pg_module_of(i: MooncakeImport) -> str | None:
-    if i.module in PG_MODULES:
-        return i.module
-    if i.module == "mooncake":
-        for n in i.names:
-            if f"mooncake.{n}" in PG_MODULES:
-                return f"mooncake.{n}"
-    return None
-
-
 def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse],
               calls: Iterable[CallArity] = ()) -> PGRequirement:
-    """The process-group requirement of a release, derived from its imports.
-
-    The module is the one the elastic-EP code imports (``mooncake.pg`` or the
-    older ``mooncake.ep``); when imports of both exist, the one reached by the
-    elastic-EP feature wins, then the one imported unconditionally, then the
-    newer name; the other becomes an alternative.
-    """
-    imports = list(imports)
-    pg_imports = [(m, i) for i in imports if (m := _pg_module_of(i))]
-    values = sorted({b.value for b in backends if b.value in ("mooncake", "mooncake-cpu")})
-    if not pg_imports:
-        return PGRequirement(module=None, backends=tuple(values))
-
-    def rank(mi: tuple[str, MooncakeImport]) -> tuple[int, int, int]:
-        m, i = mi
-        return (0 if i.feature == "elastic-ep" else 1, 1 if i.optional else 0,
-                PG_MODULES.index(m))
-
-    module = min(pg_imports, key=rank)[0]
-    chosen = [i for m, i in pg_imports if m == module]
-    # Names imported from the module, and names called on it through a module alias
-    # (`from mooncake import ep as mooncake_ep; mooncake_ep.set_host_ip(ip)`). A name is
-    # required when an unconditional import brings it (or, for a call, when the module
-    # was imported unconditionally in that function or at module level of that file);
-    # a name reached only through an optional import (`try: … except: pass`) is optional:
-    # SGLang runs without it.
-    hard_scopes = {(i.member, i.function) for i in chosen if not i.optional}
-    hard_files = {i.member for i in chosen if not i.optional and i.function is None}
-    required: set[str] = set()
-    optional: set[str] = set()
-    for i in chosen:
-        if i.module == module:
-            (optional if i.optional else required).update(i.names)
-    for c in calls:
-        if c.module != module:
-            continue
-        name = c.name.split(".")[0]
-        if c.member in hard_files or any(
-                m == c.member and f is not None and c.function is not None
-                and (c.function == f or c.function.startswith(f + "."))  # nested defs
-                for m, f in hard_scopes):
-            required.add(name)
-        else:
-            optional.add(name)
-    alternatives = sorted({a for i in chosen for a in i.alternatives if a in PG_MODULES} |
-                          {m for m, _ in pg_imports if m != module})
-    return PGRequirement(
-        module=module,
-        alternatives=tuple(a for a in alternatives if a != module),
-        names=tuple(sorted(required)),
-        optional_names=tuple(sorted(optional - required)),
-        backends=tuple(values),
-        optional=all(i.optional for i in chosen),
-        evidence=tuple(sorted({f"{i.member}:{i.line}" for i in chosen})),
-    )
+    """The process-group requirement of a release (:func:`scrapers.pyast.pg_needs`)."""
+    n = pyast.pg_needs(imports, calls, backends)
+    return PGRequirement(module=n.module, alternatives=n.alternatives, names=n.names,
+                         optional_names=n.optional_names, backends=n.backends,
+                         optional=n.optional, evidence=n.evidence)
 
 
 def facts_from_files(files: Iterable[tuple[str, pyast.FileAnalysis]]) -> ReleaseFacts:
