@@ -428,7 +428,8 @@ def _which_mooncake_fast(args: argparse.Namespace) -> dict[str, Any] | None:
 def cmd_explain(args: argparse.Namespace) -> int:
     from resolver import query
 
-    sglang = torch = mooncake = None
+    sglang = mooncake = None
+    torch = args.torch
     for item in args.releases:
         name, version = query.parse_release(item)
         if name == "sglang":
@@ -554,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("explain", help="every check for sglang==V DIST==V [torch==T]")
     e.add_argument("releases", nargs="+", metavar="NAME==VERSION")
+    e.add_argument("--torch", metavar="VERSION", help="the torch, as torch==T or this option")
     scope(e)
     e.set_defaults(func=cmd_explain)
 

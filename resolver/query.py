@@ -163,7 +163,8 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
     if v.local:
         m = re.fullmatch(r"cu(\d+)", v.local)
         if m:
-            major = int(m.group(1)) // 10 if len(m.group(1)) >= 3 else int(m.group(1))
+            # cu126 -> 12, cu130 -> 13, cu92 -> 9: the last digit is the minor version
+            major = int(m.group(1)[:-1])
             return TorchChoice(text, v, major, True, f"local label +{v.local}")
         if v.local in ("cpu",):
             return TorchChoice(text, v, None, True, "local label +cpu (a CPU build)")
@@ -254,7 +255,7 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
             ev.checks.append(Check("build for torch", None,
                                    f"{b.member} names no torch release it was built for"))
         else:
-            ok = b.torch == t.version.public
+            ok = Version(b.torch) == Version(t.version.public)
             ev.checks.append(Check(
                 "build for torch", ok,
                 f"{b.member} was built for torch {b.torch} ({b.torch_from})"
@@ -323,7 +324,7 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
         names_from |= set(b.names)
         backends_from |= set(b.backends)
         checked |= set(b.names_checked)
-        incomplete |= b.read_error is not None
+        incomplete |= b.read_error is not None or not b.complete
     missing = [n for n in req.names if n not in names_from]
     unknown = [n for n in missing if n not in checked or incomplete]
     if missing and len(unknown) == len(missing):
@@ -343,7 +344,7 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
                         "uses only behind an optional import (it runs without)")
     lacking = [b for b in req.backends if b not in backends_from]
     ev.checks.append(Check(
-        "backends", not lacking if not incomplete else None,
+        "backends", True if not lacking else (None if incomplete else False),
         f"registers {', '.join(req.backends)}" if not lacking else
         f"does not register {', '.join(lacking)} (registers "
         f"{', '.join(sorted(backends_from)) or 'none'})",
@@ -415,6 +416,19 @@ def _covers(evs: list[Evaluation]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda w: (w["torch"], w["arch"], w["python"]))
 
 
+def _place(entry: dict[str, Any], evs: list[Evaluation], best: Evaluation,
+           buckets: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]],
+           ) -> None:
+    """File one candidate under compatible / excluded / unknown by its best combination."""
+    compatible, excluded, unknown = buckets
+    if best.verdict == "compatible":
+        entry["wheels"] = _covers(evs)
+        compatible.append(entry)
+    else:
+        entry["reason"] = best.reasons[0] if best.reasons else "unknown"
+        (unknown if best.verdict == "unknown" else excluded).append(entry)
+
+
 def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
                    dist: str | None = None) -> dict[str, Any]:
@@ -428,7 +442,10 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
     notes: list[str] = []
     releases = sorted((k for k in g.mooncake if k[0] in dists), key=lambda k: (k[1], k[0]),
                       reverse=True)
+    unread_keys = {(u.name, u.version) for u in g.kb.unread if u.kind == "mooncake"}
     for d, v in releases:
+        if (d, str(v)) in unread_keys:
+            continue  # listed below as unknown: never a verdict from what was half read
         evs = _combos(g, s, d, str(v), torch, python, arch)
         best = _best(evs)
         if best is None:
@@ -467,7 +484,9 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
     python, arch = normalize_python(python), normalize_arch(arch)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
-    compatible, excluded, unknown = [], [], []
+    compatible: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    unknown: list[dict[str, Any]] = []
     no_module = []
     for v in sorted(g.sglang, reverse=True):
         s = g.sglang[v]
@@ -478,17 +497,8 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
         best = _best(evs)
         if best is None:
             continue
-        entry: dict[str, Any] = {"version": s.version, "requirement": f"sglang=={s.version}",
-                                 "module": s.pg.module}
-        if best.verdict == "compatible":
-            entry["wheels"] = _covers(evs)
-            compatible.append(entry)
-        elif best.verdict == "unknown":
-            entry["reason"] = best.reasons[0]
-            unknown.append(entry)
-        else:
-            entry["reason"] = best.reasons[0]
-            excluded.append(entry)
+        _place({"version": s.version, "requirement": f"sglang=={s.version}",
+                "module": s.pg.module}, evs, best, (compatible, excluded, unknown))
     unknown += [{"version": u.version, "reason": f"not read in the last scrape: {u.reason}"}
                 for u in g.kb.unread if u.kind == "sglang"]
     return {"query": {"mooncake": f"{dist}=={version}", "torch": torch or "each release's",
@@ -503,7 +513,9 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
     s = get_sglang(g, sglang)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
-    compatible, excluded, unknown = [], [], []
+    compatible: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    unknown: list[dict[str, Any]] = []
     for tv in reversed(g.torch_versions):
         if tv.is_prerelease:
             continue
@@ -511,16 +523,8 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
         best = _best(evs)
         if best is None:
             continue
-        entry: dict[str, Any] = {"version": str(tv), "requirement": f"torch=={tv}"}
-        if best.verdict == "compatible":
-            entry["wheels"] = _covers(evs)
-            compatible.append(entry)
-        elif best.verdict == "unknown":
-            entry["reason"] = best.reasons[0]
-            unknown.append(entry)
-        else:
-            entry["reason"] = best.reasons[0]
-            excluded.append(entry)
+        _place({"version": str(tv), "requirement": f"torch=={tv}"}, evs, best,
+               (compatible, excluded, unknown))
     return {"query": {"sglang": s.version, "mooncake": f"{dist}=={version}",
                       "python": python or "all", "arch": arch or "all"},
             "compatible": compatible, "excluded": excluded, "unknown": unknown}

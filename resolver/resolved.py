@@ -69,8 +69,9 @@ class Resolved:
         compatible: list[dict[str, Any]] = []
         excluded: list[dict[str, Any]] = []
         unknown: list[dict[str, Any]] = []
+        unread = {(u["dist"], u["version"]) for u in self.doc["unread"]}
         for idx, (d, v) in enumerate(self.releases):
-            if dist and d != dist:
+            if (dist and d != dist) or (d, v) in unread:
                 continue
             rows = by_release.get(idx)
             if not rows:
