@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -144,14 +145,31 @@ def fix_for(sglang: str, torch: str, python: str, arch: str, *,
     from packaging.version import InvalidVersion, Version
 
     try:
-        public = Version(torch).public
+        tv = Version(torch)
     except InvalidVersion:
         return []
-    out = []
-    for entry in table.which_mooncake(sglang, python=python, arch=arch)["compatible"]:
-        if any(Version(w["torch"]).public == public for w in entry["wheels"]):
-            out.append(entry["requirement"])
-    return out
+    # The table assumed the index's variant of each torch; a local label names another.
+    label = re.fullmatch(r"cu(\d+)", tv.local or "")
+    if tv.local and not label:
+        return []  # +cpu, +rocm…: no prebuilt CUDA mooncake fits
+    major = int(label.group(1)[:-1]) if label else None
+    answer = table.which_mooncake(sglang, python=python, arch=arch)
+    if major is not None:
+        assumed = {int(m.group(1)) for e in (*answer["compatible"], *answer["excluded"])
+                   for w in e.get("wheels", ()) if (m := re.search(
+                       r"torch \S+ is CUDA (\d+)", w["cuda"] or ""))}
+        if assumed and major not in assumed:
+            return []  # the table resolved the index's other CUDA variant: ask the resolver
+    plain: list[str] = []
+    noted: list[str] = []
+    for entry in answer["compatible"]:
+        fits = [w for w in entry["wheels"] if Version(w["torch"]).public == tv.public and (
+            major is None or f"build links CUDA {major}," in (w["cuda"] or "")
+            or "built at import" in (w["cuda"] or ""))]
+        if fits:
+            # prefer a prebuilt wheel over one that compiles at first import
+            (noted if entry.get("notes") else plain).append(entry["requirement"])
+    return plain + noted
 
 
 # ----------------------------------------------------------------------- writing

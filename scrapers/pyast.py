@@ -126,6 +126,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -144,6 +145,7 @@ __all__ = [
     "analyze_source",
     "classify_feature",
     "mentions_mooncake",
+    "mentions_pg_module",
     "pg_needs",
 ]
 
@@ -1137,6 +1139,18 @@ def _pg_module_of(module: str, names: Iterable[str]) -> str | None:
             if f"mooncake.{n}" in PG_MODULES:
                 return f"mooncake.{n}"
     return None
+
+
+_PG_MENTION = re.compile(
+    rb"mooncake\.(?:pg|ep)\b|from\s+mooncake\s+import\s[^\n]*\b(?:pg|ep)\b")
+
+
+def mentions_pg_module(data: bytes) -> bool:
+    """Cheap prefilter for the runtime check: could this file import ``mooncake.pg`` or
+    ``mooncake.ep`` in any form :func:`analyze_source` records (``import mooncake.pg``,
+    ``from mooncake import ep``, ``import_module("mooncake.pg")``)? A file that cannot
+    need not be parsed to learn the process-group requirement."""
+    return b"mooncake" in data and _PG_MENTION.search(data) is not None
 
 
 def pg_needs(imports: Iterable[Any], calls: Iterable[Any] = (),

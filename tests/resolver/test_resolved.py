@@ -56,6 +56,9 @@ def test_fix_for_needs_the_torch_the_release_requires(kb_path: Path) -> None:
     assert resolved.fix_for("0.5.17", "2.13.0+cu130", "cp312", "x86_64",
                             kb_path=kb_path) == ["mooncake-transfer-engine==0.3.13"]
     assert resolved.fix_for("0.5.17", "2.12.0", "cp312", "x86_64", kb_path=kb_path) == []
+    # the table resolved the index's CUDA 13 torch: another CUDA (or none) is not its answer
+    assert resolved.fix_for("0.5.17", "2.13.0+cu126", "cp312", "x86_64", kb_path=kb_path) == []
+    assert resolved.fix_for("0.5.17", "2.13.0+cpu", "cp312", "x86_64", kb_path=kb_path) == []
     assert resolved.fix_for("0.5.17", "2.13.0", "cp313", "x86_64", kb_path=kb_path) == []
 
 

@@ -962,3 +962,25 @@ def test_facts_sorted_by_line() -> None:
     )
     assert [f.line for f in result.imports] == [3, 6]
     assert [c.line for c in result.calls] == [4, 7]
+
+
+@pytest.mark.parametrize(
+    ("src", "expected"),
+    [
+        (b"import mooncake.pg as pg\n", True),
+        (b"from mooncake.ep import MooncakeBackendOptions\n", True),
+        (b"from mooncake import ep as mooncake_ep\n", True),
+        (b"from mooncake import engine, pg\n", True),
+        (b'm = importlib.import_module("mooncake.pg")\n', True),
+        (b"from mooncake.engine import TransferEngine\n", False),
+        (b"from mooncake.mooncake_ep_buffer import Buffer\n", False),
+        (b'backend = "mooncake"\n', False),
+    ],
+)
+def test_mentions_pg_module(src: bytes, expected: bool) -> None:
+    from scrapers.pyast import analyze_source, mentions_pg_module, pg_needs
+
+    assert mentions_pg_module(src) is expected
+    # the prefilter never hides a file the full analysis would take a module from
+    needs = pg_needs(analyze_source(src, "x.py").imports)
+    assert (needs.module is not None) <= mentions_pg_module(src)
