@@ -227,9 +227,19 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
     ev.checks.append(Check("wheel for python/platform", True,
                            f"{w.wheel.artifact.filename} covers {python} on {arch}",
                            (w.wheel.artifact.filename,)))
-    short = req.module.removeprefix("mooncake.")
+    module = req.module
+    loader = w.loader(module)
+    if loader is None and not w.builds_named(module.removeprefix("mooncake."), python, arch):
+        # SGLang falls back on ImportError (try: mooncake.pg / except: mooncake.ep)?
+        for alt in req.alternatives:
+            if w.loader(alt) is not None or w.builds_named(alt.removeprefix("mooncake."),
+                                                           python, arch):
+                ev.notes.append(f"{w.wheel.artifact.filename} has no {module}; sglang "
+                                f"{s.version} falls back to {alt}, which it has")
+                module, loader = alt, w.loader(alt)
+                break
+    short = module.removeprefix("mooncake.")
     evidence_imports = tuple(req.evidence)
-    loader = w.loader(req.module)
     builds: list[Build] = []
     names_from: set[str] = set()
     backends_from: set[str] = set()
@@ -243,12 +253,12 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
                            for b in w.wheel.builds})
             ev.checks.append(Check(
                 "module present", False,
-                f"sglang {s.version} imports {req.module}; {w.wheel.artifact.filename} has no "
-                f"{req.module} (it has: {', '.join(have) or 'no extension modules'})",
+                f"sglang {s.version} imports {module}; {w.wheel.artifact.filename} has no "
+                f"{module} (it has: {', '.join(have) or 'no extension modules'})",
                 evidence_imports))
             return ev
         ev.checks.append(Check("module present", True,
-                               f"{req.module} is the extension module {direct[0].member}",
+                               f"{module} is the extension module {direct[0].member}",
                                (f"{w.wheel.artifact.filename}: {direct[0].member}",)))
         b = direct[0]
         if b.torch is None:
@@ -266,7 +276,7 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
         builds = [b]
     else:
         ev.checks.append(Check("module present", True,
-                               f"{loader.member} loads {req.module} ({loader.kind})",
+                               f"{loader.member} loads {module} ({loader.kind})",
                                (f"{w.wheel.artifact.filename}: {loader.member}",)))
         if loader.kind == "unknown":
             ev.checks.append(Check("build for torch", None,
@@ -335,7 +345,7 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
         ev.checks.append(Check(
             "names", not missing,
             f"provides {', '.join(req.names) or 'every name imported'}" if not missing else
-            f"sglang {s.version} imports {', '.join(missing)} from {req.module}; the build "
+            f"sglang {s.version} imports {', '.join(missing)} from {module}; the build "
             f"does not export {'it' if len(missing) == 1 else 'them'}",
             evidence_imports))
     opt_missing = [n for n in req.optional_names if n not in names_from and n in checked]

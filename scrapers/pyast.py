@@ -1198,8 +1198,9 @@ def pg_needs(imports: Iterable[Any], calls: Iterable[Any] = (),
             required.add(name)
         else:
             optional.add(name)
-    alternatives = sorted({a for i in chosen for a in i.alternatives if a in PG_MODULES}
-                          | {m for m, _ in pg if m != module})
+    # Only a real fallback (the other module imported in the same try or its
+    # ``except ImportError`` handler) is an alternative; importing both elsewhere is not.
+    alternatives = sorted({a for i in chosen for a in i.alternatives if a in PG_MODULES})
     return PGNeeds(
         module=module,
         alternatives=tuple(a for a in alternatives if a != module),
