@@ -10,7 +10,12 @@ networkx nor the resolver's graph is loaded on this path.
 
 Exit codes: 0 usable (or mooncake not requested), 1 not usable, 2 could not check.
 
-The deep probe (importing the extension in a subprocess) is not implemented in this slice.
+The deep probe (on by default for elastic EP; ``--no-deep`` turns it off) imports torch
+and the process-group module in a child interpreter with a timeout, checks each required
+name on the imported module, and reads ``torch.distributed.Backend.backend_capability``
+for ``mooncake`` and ``mooncake-cpu``. A crash (signal) or a hang is a finding; a host
+without the NVIDIA driver (``libcuda.so.1`` missing) "could not import here", which is not
+an incompatibility: the light checks decide.
 
 Test hook: ``MOONPIN_CHECK_CUDA_FALLBACK`` replaces ``/usr/local/cuda``, the CUDA root
 torch's ``cpp_extension`` falls back to when neither ``CUDA_HOME``/``CUDA_PATH`` nor an
@@ -32,9 +37,6 @@ from dataclasses import asdict, dataclass, field
 from importlib import machinery
 from pathlib import Path
 from typing import Any, Literal
-
-from scrapers.loader import TORCH, read_loader
-from scrapers.torch_index import cuda_major
 
 __all__ = ["CheckResult", "FixProvider", "Report", "check_image", "main"]
 
@@ -191,6 +193,8 @@ class _Torch:
 
 
 def _torch_info(dist: _Dist, arch: str) -> _Torch:
+    from scrapers.cuda import cuda_major  # here: the skip path stays bare
+
     major, line = cuda_major(dist.requires, arch)
     if major is not None:
         return _Torch(dist.version, major, f"Requires-Dist {line!r}")
@@ -266,6 +270,44 @@ def _derive(imports: Sequence[Any], calls: Sequence[Any], backends: set[str]) ->
                         n.optional_names)
 
 
+class _KB:
+    """The knowledge base as the check needs it: each SGLang release's requirement from the
+    small resolved index when it is fresh; the whole file only on a failure path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._doc: dict[str, Any] | None = None
+        self._requirements: dict[str, dict[str, Any]] | None = None
+        from resolver.resolved import load_requirements
+
+        self._requirements = load_requirements(path)
+        if self._requirements is not None:
+            self.ok, self.msg = True, f"knowledge base {path}"
+        else:
+            self._doc, self.msg = _load_kb(path)
+            self.ok = self._doc is not None
+
+    def doc(self) -> dict[str, Any] | None:
+        if self._doc is None and self.ok:
+            self._doc, _ = _load_kb(self.path)
+        return self._doc
+
+    def requirement(self, version: str | None) -> _Requirement | None:
+        if not self.ok or version is None:
+            return None
+        if self._requirements is not None:
+            pg = self._requirements.get(version)
+        else:
+            doc = self._doc or {}
+            pg = next((rec.get("pg") or {} for rec in doc.get("sglang") or ()
+                       if isinstance(rec, dict) and rec.get("version") == version), None)
+        if pg is None:
+            return None
+        return _Requirement(pg.get("module"), tuple(pg.get("names") or ()),
+                            tuple(pg.get("backends") or ()),
+                            optional_names=tuple(pg.get("optional_names") or ()))
+
+
 def _load_kb(path: Path) -> tuple[dict[str, Any] | None, str]:
     try:
         doc = json.loads(path.read_bytes())
@@ -283,20 +325,9 @@ def _load_kb(path: Path) -> tuple[dict[str, Any] | None, str]:
     return doc, f"knowledge base {path}"
 
 
-def _kb_requirement(kb: dict[str, Any] | None, version: str | None) -> _Requirement | None:
-    if kb is None or version is None:
-        return None
-    for rec in kb["sglang"]:
-        if isinstance(rec, dict) and rec.get("version") == version:
-            pg = rec.get("pg") or {}
-            return _Requirement(pg.get("module"), tuple(pg.get("names") or ()),
-                                tuple(pg.get("backends") or ()),
-                                optional_names=tuple(pg.get("optional_names") or ()))
-    return None
-
-
-def _first_providing(kb: dict[str, Any] | None, name: str) -> str | None:
+def _first_providing(kbv: _KB, name: str) -> str | None:
     """The first mooncake release (in KB order) with a build naming ``name``."""
+    kb = kbv.doc()
     if kb is None:
         return None
     from packaging.version import InvalidVersion, Version
@@ -487,7 +518,8 @@ def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = Fal
 
 def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = (),
                 site_packages: Sequence[Path] | None = None, kb_path: Path | None = None,
-                strict: bool = False, fix_provider: FixProvider | None = None) -> Report:
+                strict: bool = False, fix_provider: FixProvider | None = None,
+                deep: bool | None = None, deep_timeout: float = 120.0) -> Report:
     """Read the image and decide whether the requested mooncake features can work."""
     features = requested_features(launch_args, elastic_ep_backend)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
@@ -513,12 +545,12 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     # --- knowledge base
     from kb.paths import default_kb_path
 
-    kb, kb_msg = _load_kb(kb_path or default_kb_path())
-    if kb is None:
-        add(CheckResult("kb", "warn", kb_msg + "; the image is still read",
+    kb = _KB(kb_path or default_kb_path())
+    if not kb.ok:
+        add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
                         "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
     else:
-        add(CheckResult("kb", "pass", f"read {kb_msg}"))
+        add(CheckResult("kb", "pass", f"read {kb.msg}"))
 
     # --- distributions
     dists: dict[str, _Dist] = {}
@@ -581,14 +613,131 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     for f in sorted(set(wanted) - {"elastic-ep"}):
         add(CheckResult(f, "skip", "only the installation is checked for this feature "
                         "in this version"))
-    add(CheckResult("deep probe", "skip", "not implemented in this version; light checks only"))
+    if deep is None:
+        deep = "elastic-ep" in wanted
+    if not deep:
+        add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
+    elif torch_d is None:
+        add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
+    else:
+        module = req.module if req is not None and req.module else next(
+            (m for m in PG_MODULES if (pkg / f"{m.split('.')[1]}.py").is_file()), None)
+        if module is None:
+            add(CheckResult("deep probe", "skip", "no process-group module to import"))
+        else:
+            for r in _deep_probe(module, req.names if req is not None else (),
+                                 site_packages, deep_timeout):
+                add(r)
     return _report(checks, strict)
 
 
-def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: dict[str, Any] | None,
+#: Runs in a child interpreter: imports only, then one JSON line on stdout.
+_PROBE = r"""
+import importlib, json, sys
+args = json.loads(sys.argv[1])
+out = {"stage": "torch"}
+def done():
+    sys.stdout.write(chr(10) + "MOONPIN-PROBE " + json.dumps(out) + chr(10))
+    sys.stdout.flush()
+try:
+    import torch
+    out["torch"] = str(getattr(torch, "__version__", "?"))
+except BaseException as e:  # the answer is the exception, whatever it is
+    out["error"] = f"{type(e).__name__}: {e}"
+    done(); sys.exit(0)
+out["stage"] = "import"
+try:
+    mod = importlib.import_module(args["module"])
+except BaseException as e:  # the answer is the exception, whatever it is
+    out["error"] = f"{type(e).__name__}: {e}"
+    done(); sys.exit(0)
+out["stage"] = "done"
+out["missing"] = [n for n in args["names"] if not hasattr(mod, n)]
+try:
+    import torch.distributed as dist
+    cap = dist.Backend.backend_capability
+    out["capability"] = {k: list(v) if isinstance(v, (list, tuple)) else repr(v)
+                         for k, v in cap.items() if k in ("mooncake", "mooncake-cpu")}
+except Exception as e:  # torch internals moved: reported as unreadable, not a failure
+    out["capability_error"] = f"{type(e).__name__}: {e}"
+done()
+"""
+
+
+def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[Path] | None,
+                timeout: float) -> list[CheckResult]:
+    """Import ``module`` in a child interpreter (``sys.executable``) and read what it did."""
+    import signal
+    import subprocess
+
+    env = dict(os.environ)
+    if site_packages is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*(str(p) for p in site_packages), *filter(None, [env.get("PYTHONPATH")])])
+    cmd = [sys.executable, "-c", _PROBE, json.dumps({"module": module, "names": list(names)})]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return [CheckResult("deep probe", "fail",
+                            f"importing {module} hung: no answer in {timeout:.0f}s (a worker "
+                            "would stall at start)",
+                            "run `python -c 'import " + module + "'` in the image to see where")]
+    if proc.returncode < 0:
+        sig = signal.Signals(-proc.returncode).name
+        return [CheckResult("deep probe", "fail",
+                            f"importing {module} crashed the interpreter ({sig})",
+                            "the build does not match this torch/python: reinstall the mooncake "
+                            "release `moonpin which mooncake` names")]
+    line = next((ln for ln in reversed(proc.stdout.splitlines())
+                 if ln.startswith("MOONPIN-PROBE ")), None)
+    if line is None:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return [CheckResult("deep probe", "fail",
+                            f"the probe exited {proc.returncode} without an answer: {tail}")]
+    out = json.loads(line.removeprefix("MOONPIN-PROBE "))
+    error = out.get("error")
+    if out["stage"] == "torch":
+        return [CheckResult("deep probe", "fail",
+                            f"torch is installed but fails to load: {error}",
+                            "reinstall torch (its shared libraries or its CUDA packages are "
+                            "broken or missing)")]
+    if out["stage"] == "import":
+        if "libcuda.so" in error:
+            return [CheckResult("deep probe", "skip",
+                                f"could not import {module} here: no NVIDIA driver on this host "
+                                f"({error}); not an incompatibility, the light checks decide")]
+        return [CheckResult("deep probe", "fail", f"import {module} fails: {error}",
+                            "see the light checks above for the cause")]
+    results = []
+    missing = out.get("missing") or []
+    if missing:
+        results.append(CheckResult("deep names", "fail",
+                                   f"{module} imports but lacks {', '.join(missing)}"))
+    else:
+        results.append(CheckResult("deep import", "pass",
+                                   f"import {module} works with torch {out.get('torch')}"))
+    if "capability_error" in out:
+        results.append(CheckResult("deep backends", "warn",
+                                   "cannot read torch.distributed.Backend.backend_capability "
+                                   f"({out['capability_error']}): torch internals moved"))
+    else:
+        cap = out.get("capability") or {}
+        lacking = [b for b in BACKENDS if b not in cap]
+        if lacking:
+            results.append(CheckResult("deep backends", "fail",
+                                       f"after import, torch has no {' / '.join(lacking)} backend "
+                                       f"registered (registered: {', '.join(cap) or 'none'})"))
+        else:
+            results.append(CheckResult("deep backends", "pass", "registered: " + ", ".join(
+                f"{k} {tuple(v) if isinstance(v, list) else v}" for k, v in cap.items())))
+    return results
+
+
+def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: _KB,
                         add: Callable[[CheckResult], None]) -> _Requirement | None:
     version = sglang.version if sglang else None
-    kb_req = _kb_requirement(kb, version)
+    kb_req = kb.requirement(version)
     pkg = _find_package(paths, "sglang")
     src: _Requirement | None = None
     why = "the sglang package folder was not found"
@@ -608,7 +757,7 @@ def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: dict[st
                             "refresh the KB (`moonpin scrape`) if this is a release build",
                             src.evidence))
         else:
-            note = "" if kb_req is not None or kb is None else " (not in the KB: sources only)"
+            note = "" if kb_req is not None or not kb.ok else " (not in the KB: sources only)"
             add(CheckResult("sglang", "pass", f"{label} needs {what}{note}",
                             evidence=src.evidence))
         return src
@@ -634,7 +783,7 @@ def _describe(r: _Requirement) -> str:
 
 
 def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch: _Torch | None,
-              kb: dict[str, Any] | None, fixer: _Fixer,
+              kb: _KB, fixer: _Fixer,
               add: Callable[[CheckResult], None]) -> None:
     if req is not None and req.module is None:
         add(CheckResult("pg module", "pass", "this SGLang imports no mooncake process-group "
@@ -664,6 +813,8 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return
+    from scrapers.loader import TORCH, read_loader
+
     scheme = read_loader(text, str(loader_path), module)
     required_names = tuple(req.names) if req is not None else ()
     optional_names = tuple(req.optional_names) if req is not None else ()
@@ -801,7 +952,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="warnings fail")
     p.add_argument("--json", action="store_true")
     p.add_argument("--deep", action=argparse.BooleanOptionalAction, default=None,
-                   help="deep probe (not implemented yet: reported as skipped)")
+                   help="import the module in a child interpreter (default: on for elastic EP)")
+    p.add_argument("--deep-timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="how long the deep probe may take (default 120)")
     return p
 
 
@@ -816,7 +969,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # argparse: bad arguments are "could not check"
         return 2 if e.code else 0
     report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
-                         site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict)
+                         site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict,
+                         deep=ns.deep, deep_timeout=ns.deep_timeout)
     if ns.json:
         print(report.to_json())
     else:

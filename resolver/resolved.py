@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Resolved", "build", "fix_for", "load", "resolved_path", "write"]
+__all__ = ["Resolved", "build", "fix_for", "load", "load_requirements", "resolved_path",
+           "write"]
 
 SCHEMA = 1
 _ORDER = {"compatible": 0, "unknown": 1, "incompatible": 2}
@@ -128,6 +129,20 @@ def load(kb_path: Path, sglang: str) -> Resolved | None:
         return None
 
 
+def load_requirements(kb_path: Path) -> dict[str, dict[str, Any]] | None:
+    """Every SGLang release's process-group requirement (module, names, optional_names,
+    backends) from ``resolved/_sglang.json``; None when missing or stale. The runtime
+    check reads this instead of parsing the whole KB at every worker start."""
+    path = resolved_path(kb_path) / "_sglang.json"
+    try:
+        doc = json.loads(path.read_bytes())
+        if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
+            return None
+        return dict(doc["sglang"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def fix_for(sglang: str, torch: str, python: str, arch: str, *,
             kb_path: Path | None = None) -> list[str]:
     """Requirement lines of the mooncake releases compatible with this set, newest first.
@@ -229,7 +244,14 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
                          for d, v in releases],
         "unread": unread,
     }
-    docs = {}
+    docs: dict[str, dict[str, Any]] = {"_sglang": {
+        "schema_version": SCHEMA,
+        "kb_sha256": common["kb_sha256"],
+        "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
+                               "optional_names": list(s.pg.optional_names),
+                               "backends": list(s.pg.backends)}
+                   for s in kb.sglang if s.source == "index"},
+    }}
     for version, out in rows.items():
         packed, strs = _pack(out, strings)
         docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},

@@ -8,14 +8,10 @@ index's torch 2.9.1 for aarch64 declares its cu12 packages only for x86_64.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from kb.errors import ArchiveError
+from scrapers.cuda import cuda_major
 from scrapers.pypi import IndexFile, parse_metadata
 from scrapers.remote_zip import HttpSource, RemoteZip
 
@@ -26,36 +22,6 @@ if TYPE_CHECKING:  # the runtime check imports cuda_major: keep pydantic and htt
 __all__ = ["ARCHES", "choose_wheel", "cuda_major", "scrape_variant"]
 
 ARCHES = ("x86_64", "aarch64")
-_RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu(\d+)$")
-
-
-def cuda_major(requires_dist: tuple[str, ...], arch: str) -> tuple[int | None, str]:
-    """The CUDA major a torch wheel's requirements pull in on Linux ``arch``, and the
-    line that decided it ("" when none: a CPU build)."""
-    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    env.update(platform_system="Linux", sys_platform="linux", platform_machine=arch,
-               python_version="3.12", python_full_version="3.12.0",
-               implementation_name="cpython", platform_python_implementation="CPython")
-    for line in requires_dist:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):  # type: ignore[arg-type,unused-ignore]
-            continue
-        name = canonicalize_name(req.name)
-        m = _RUNTIME.match(name)
-        if m:
-            return int(m.group(1)), line
-        if name in ("cuda-toolkit", "nvidia-cuda-runtime") and (
-                name == "nvidia-cuda-runtime" or "cudart" in req.extras):
-            for spec in req.specifier:
-                major = re.match(r"(\d+)", spec.version)
-                if major and spec.operator in ("==", "~=", ">="):
-                    return int(major.group(1)), line
-    return None, ""
-
-
 def choose_wheel(files: tuple[IndexFile, ...], arch: str) -> IndexFile | None:
     """The CPython 3.12 (else any CPython) manylinux wheel for ``arch``."""
     cands = [f for f in files if f.is_wheel and "manylinux" in f.filename

@@ -44,6 +44,7 @@ try:
     backend_module = importlib.import_module({arg})
 except ModuleNotFoundError:
     raise ImportError(f"Mooncake was not built against torch=={{torch_version}}.")
+globals().update({{k: v for k, v in backend_module.__dict__.items() if not k.startswith("_")}})
 '''
 
 JIT_LOADER = '''import shutil
@@ -91,9 +92,14 @@ def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13) -> Non
     pkg = site / "torch"
     (pkg / "distributed").mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    # torch's own entries are lists; register_backend stores what real mooncake builds
+    # register: tuples, e.g. 'mooncake': ('cuda',).
     (pkg / "distributed" / "__init__.py").write_text(
-        "class Backend:\n    backend_capability: dict[str, list[str]] = "
-        "{'gloo': ['cpu'], 'nccl': ['cuda']}\n")
+        "class Backend:\n"
+        "    backend_capability = {'gloo': ['cpu'], 'nccl': ['cuda']}\n\n"
+        "    @classmethod\n"
+        "    def register_backend(cls, name, func, extended_api=False, devices=None):\n"
+        "        cls.backend_capability[name] = tuple(devices or ('cpu',))\n")
     add_dist(site, "torch", version, requires=requires,
              files=["torch/__init__.py", "torch/distributed/__init__.py"])
 

@@ -67,8 +67,10 @@ class Run:
 
 
 def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | None = None,
-        ep: bool = True) -> Run:
+        ep: bool = True, deep: bool = False) -> Run:
     cmd = [sys.executable, "-m", "resolver.check", "--site-packages", str(site)]
+    if not deep:  # light checks; the deep-probe tests below import the image's modules
+        cmd.append("--no-deep")
     if ep:
         cmd += ["--elastic-ep-backend", "mooncake"]
     if kb is not None:
@@ -469,3 +471,95 @@ def test_egg_info_distribution_is_read(tmp_path: Path, kb: Path) -> None:
     (egg / "installed-files.txt").write_text("../mooncake/pg.py\nPKG-INFO\n")
     r = run(site, kb=kb)
     assert r.rc == 1 and "mooncake-transfer-engine 0.3.12" in r.line("mooncake installed")
+
+
+# --------------------------------------------------------------------------- deep probe
+
+
+def deep_image(tmp_path: Path, **mooncake: object) -> Path:
+    """A healthy image whose builds are importable .py stand-ins (a real .so needs CUDA)."""
+    site = tmp_path / "site"
+    healthy_image(site, kind="py", **mooncake)
+    return site
+
+
+def test_deep_probe_healthy_reads_registered_backends(tmp_path: Path) -> None:
+    r = run(deep_image(tmp_path), deep=True)
+    assert r.rc == 0, r.out
+    assert r.status("deep import") == "pass"
+    assert "mooncake ('cuda',)" in r.line("deep backends")
+    assert "mooncake-cpu" in r.line("deep backends")
+
+
+def test_deep_probe_on_by_default_for_elastic_ep(tmp_path: Path) -> None:
+    site = deep_image(tmp_path)
+    cmd = [sys.executable, "-m", "resolver.check", "--site-packages", str(site),
+           "--elastic-ep-backend", "mooncake"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "deep import:" in proc.stdout
+    off = subprocess.run([*cmd, "--no-deep"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert "deep import:" not in off.stdout and "--no-deep" in off.stdout
+
+
+def test_deep_probe_partial_registration(tmp_path: Path) -> None:
+    site = deep_image(tmp_path, backends=("mooncake",))
+    r = run(site, deep=True)
+    assert r.rc == 1
+    assert r.status("deep backends") == "fail"
+    assert "mooncake-cpu" in r.line("deep backends")
+
+
+def test_deep_probe_torch_fails_to_load(tmp_path: Path) -> None:
+    site = deep_image(tmp_path)
+    (site / "torch" / "__init__.py").write_text(
+        'raise ImportError("libtorch_cuda.so: cannot open shared object file")\n')
+    r = run(site, deep=True)
+    assert r.rc == 1
+    assert r.status("deep probe") == "fail"
+    assert "torch is installed but fails to load" in r.line("deep probe")
+    assert "libtorch_cuda.so" in r.line("deep probe")  # the loader's own words
+
+
+def test_deep_probe_no_driver_is_not_an_incompatibility(tmp_path: Path) -> None:
+    site = deep_image(tmp_path)
+    builds = list((site / "mooncake").glob("pg_2_13_0*.py"))
+    original = {p: p.read_text() for p in builds}
+    for p in builds:  # what a real build does on a host without the driver
+        p.write_text('raise ImportError("libcuda.so.1: cannot open shared object file: '
+                     'No such file or directory")\n' + original[p])
+    r = run(site, deep=True)
+    assert r.status("deep probe") == "skip"
+    assert "no NVIDIA driver" in r.line("deep probe")
+    assert r.rc == 0, r.out  # the light checks decide
+    # negative control: any other import error is a failure
+    for p in builds:
+        p.write_text('raise ImportError("undefined symbol: _ZN3c106detail14torchCheckFail")\n'
+                     + original[p])
+    r2 = run(site, deep=True)
+    assert r2.rc == 1 and r2.status("deep probe") == "fail"
+    assert "undefined symbol" in r2.line("deep probe")
+
+
+def test_deep_probe_crash_and_hang(tmp_path: Path) -> None:
+    site = deep_image(tmp_path)
+    builds = list((site / "mooncake").glob("pg_2_13_0*.py"))
+    for p in builds:
+        p.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    r = run(site, deep=True)
+    assert r.rc == 1 and "SIGSEGV" in r.line("deep probe")
+    for p in builds:
+        p.write_text("import time\ntime.sleep(30)\n")
+    r = run(site, "--deep-timeout", "2", deep=True)
+    assert r.rc == 1 and "hung" in r.line("deep probe")
+
+
+def test_deep_probe_unreadable_backend_registry_is_a_warning(tmp_path: Path) -> None:
+    site = deep_image(tmp_path)
+    dist_init = site / "torch" / "distributed" / "__init__.py"
+    dist_init.write_text(dist_init.read_text().replace("backend_capability", "_caps"))
+    # the stand-ins register through register_backend, which now fills _caps
+    r = run(site, deep=True)
+    assert r.status("deep backends") == "warn"
+    assert r.rc == 0
+    assert run(site, "--strict", deep=True).rc == 1
