@@ -198,6 +198,7 @@ class Build(Model):
     runpath: tuple[str, ...] = ()
     cuda_major: int | None = None
     complete: bool = True  # False when only a prefix of the member could be read
+    strings_complete: bool = True  # the prefix read covered the read-only data (names)
     read_error: str | None = None
     bytes_from: str | None = None  # when the facts were read from an identical member elsewhere
 

@@ -497,7 +497,7 @@ def cmd_triples(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="moonpin", description=__doc__.splitlines()[0]
                                 if __doc__ else None)
     p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")
@@ -561,6 +561,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("check", add_help=False,
                    help="verify this image at worker start (see `moonpin check --help`)")
+    if with_matrix is not None:
+        with_matrix(sub)
+    else:
+        sub.add_parser("matrix", add_help=False,
+                       help="the compatibility matrix: HTML, Markdown, CSV or JSON "
+                            "(see `moonpin matrix --help`)")
 
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
     t.add_argument("--sglang", metavar="SPEC")
@@ -584,7 +590,13 @@ def main(argv: list[str] | None = None) -> int:
         from resolver.check import main as check_main
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
-    args = build_parser().parse_args(args_in)
+    parser = build_parser()
+    if args_in[len(lead):len(lead) + 1] == ["matrix"]:
+        # The matrix command pulls in the whole resolver; register it only when asked.
+        from resolver import matrix
+
+        parser = build_parser(with_matrix=matrix.add_parser)
+    args = parser.parse_args(args_in)
     if getattr(args, "kb_sub", None):
         args.kb = args.kb_sub
     try:

@@ -303,17 +303,17 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
                                                f"cannot compute {imp.template} for torch "
                                                f"{t.text} with the loader's rule"))
                         return ev
-                    module = imp.template.replace("{torch}", suffix)
+                    target = imp.template.replace("{torch}", suffix)
                 else:
-                    module = imp.template
-                mshort = module.removeprefix("mooncake.")
+                    target = imp.template
+                mshort = target.removeprefix("mooncake.")
                 found = w.builds_named(mshort, python, arch)
                 if not found:
                     same = sorted({b.member.rsplit("/", 1)[-1].split(".")[0]
                                    for b in w.wheel.builds
                                    if b.member.rsplit("/", 1)[-1].startswith(
                                        mshort.split("_")[0] or mshort)})
-                    msg = (f"{loader.member} imports {module} for torch {t.text}; "
+                    msg = (f"{loader.member} imports {target} for torch {t.text}; "
                            f"{w.wheel.artifact.filename} has no such build for {python} "
                            f"on {arch}" + (f" (it has {', '.join(same)})" if same else ""))
                     if imp.on_missing:
@@ -334,7 +334,7 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
         names_from |= set(b.names)
         backends_from |= set(b.backends)
         checked |= set(b.names_checked)
-        incomplete |= b.read_error is not None or not b.complete
+        incomplete |= b.read_error is not None or not b.strings_complete
     missing = [n for n in req.names if n not in names_from]
     unknown = [n for n in missing if n not in checked or incomplete]
     if missing and len(unknown) == len(missing):

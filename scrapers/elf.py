@@ -64,6 +64,7 @@ __all__ = [
     "is_elf",
     "parse_layout",
     "required_prefix",
+    "strings_prefix",
 ]
 
 # --- constants (ELF gABI) -------------------------------------------------------
@@ -346,6 +347,13 @@ def _rodata_segments(layout: ElfLayout) -> list[Segment]:
     if ro:
         return ro
     return [s for s in loads if s.flags & (PF_R | PF_W) == PF_R]
+
+
+def strings_prefix(layout: ElfLayout) -> int:
+    """How many leading bytes cover the read-only data (where the strings of interest
+    live): a prefix this long answers "which names", even when ``.dynamic`` lies further."""
+    return _file_end(layout, max((s.end for s in _rodata_segments(layout)),
+                                 default=layout.header_bytes_needed))
 
 
 def _dynamic_segment(layout: ElfLayout) -> Segment | None:

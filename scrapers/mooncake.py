@@ -57,8 +57,10 @@ BASE_NAMES = frozenset({
 BACKENDS = ("mooncake", "mooncake-cpu")
 _REQUIRES_TORCH = re.compile(rb"requires torch==([0-9][0-9A-Za-z.+]*)")
 _CUDART = re.compile(r"^libcudart\.so\.(\d+)")
-#: Never stream more than this much of one build (0.3.7's debug build is 25 MB).
+#: Never stream more than this much of one build (0.3.7's debug build is 25 MB) for its
+#: dynamic section; the read-only data (the names) may take up to STRINGS_CAP.
 PREFIX_CAP = 3 * 1024 * 1024
+STRINGS_CAP = 8 * 1024 * 1024
 
 _BUILD = re.compile(r"^mooncake/(?P<module>_?[a-z]+(?:_[0-9]+)*)\.(?P<abi>[^/]+)\.so$")
 
@@ -141,10 +143,14 @@ def _read_build(z: RemoteZip, b: BuildName, wanted: frozenset[str]) -> dict[str,
             if more <= len(data):
                 break
             need = more
+        names_end = min(elf.strings_prefix(layout), e.file_size)
+        if len(data) < names_end <= STRINGS_CAP:
+            data = z.read_prefix(b.member, names_end)
         facts = elf.analyze(data, e.file_size, wanted, [_REQUIRES_TORCH])
+        strings_complete = len(data) >= elf.strings_prefix(layout)
     except (elf.ElfError, ArchiveError) as ex:
         out["read_error"] = str(ex)
-        out["complete"] = False
+        out["complete"] = out["strings_complete"] = False
         return out
     out["names"] = tuple(sorted(n for n in facts.strings if n not in BACKENDS))
     out["backends"] = tuple(n for n in BACKENDS if n in facts.strings)
@@ -152,6 +158,7 @@ def _read_build(z: RemoteZip, b: BuildName, wanted: frozenset[str]) -> dict[str,
     out["needed_method"] = facts.needed_method
     out["runpath"] = facts.runpath
     out["complete"] = facts.complete
+    out["strings_complete"] = strings_complete
     for lib in facts.needed:
         m = _CUDART.match(lib)
         if m:
@@ -222,7 +229,7 @@ def scrape_wheel(
             fields: dict[str, object] = {
                 k: getattr(prior, k) for k in ("names", "backends", "needed", "needed_method",
                                                "runpath", "cuda_major", "complete",
-                                               "names_checked")
+                                               "strings_complete", "names_checked")
             }
             fields["bytes_from"] = prior.bytes_from
             if prior.torch_from == "bytes":
@@ -238,6 +245,7 @@ def scrape_wheel(
         else:
             fields = {"size": z.by_name[n].file_size,
                       "compressed_size": z.by_name[n].compressed_size, "complete": False,
+                      "strings_complete": False,
                       "read_error": "not read: built for another Python ABI than this wheel's"}
         if torch is not None and "torch_from" not in fields:
             fields["torch_from"] = "filename" if prior is None or prior.torch_from != "bytes" \
