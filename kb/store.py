@@ -22,7 +22,7 @@ from kb.errors import KBError
 from kb.models import SCHEMA_VERSION, KnowledgeBase
 from kb.paths import default_kb_path
 
-__all__ = ["default_kb_path", "kb_lock", "load", "save"]
+__all__ = ["default_kb_path", "kb_lock", "load", "save", "write_atomic"]
 
 _RESCRAPE = "run `moonpin scrape --full --kb {path}` to rebuild it from the index"
 
@@ -83,11 +83,16 @@ def save(kb: KnowledgeBase, path: Path) -> None:
 
     Callers that read-modify-write hold :func:`kb_lock` around the whole cycle.
     """
-    data = dumps(kb)
+    write_atomic(path, dumps(kb))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, ``os.replace``: readers see the old file or
+    the new one, never half of either."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o644)  # mkstemp makes it 0600; the KB is meant to be read by others
+        os.fchmod(fd, 0o644)  # mkstemp makes it 0600; these files are meant to be read
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

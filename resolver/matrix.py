@@ -36,16 +36,14 @@ import hashlib
 import html
 import io
 import json
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -54,6 +52,7 @@ from kb.models import SglangRelease
 from resolver.graph import CompatGraph
 from resolver.inputs import normalize_arch, normalize_python
 from resolver.query import Check, Evaluation, TorchChoice, evaluate, resolve_torch
+from resolver.query import parse_spec as _spec
 
 __all__ = [
     "CSV_COLUMNS",
@@ -178,19 +177,6 @@ class Matrix:
 
 
 # ----------------------------------------------------------------------- building
-
-
-def _spec(text: str | None, what: str) -> SpecifierSet | None:
-    if text is None:
-        return None
-    t = text.strip()
-    if t and t[0].isdigit():
-        t = "==" + t
-    try:
-        return SpecifierSet(t)
-    except InvalidSpecifier as e:
-        raise UsageError(f"{what} specifier {text!r} is not PEP 440",
-                         hint="use e.g. '>=0.5.17' or '==0.3.13.post1'") from e
 
 
 def _contains(spec: SpecifierSet | None, version: str) -> bool:
@@ -760,19 +746,9 @@ data is in <code>moonpin matrix --format csv</code>.</noscript></main>
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    from kb.store import write_atomic
+
+    write_atomic(path, text.encode("utf-8"))
 
 
 _SUFFIX = {".html": "html", ".htm": "html", ".md": "md", ".csv": "csv", ".json": "json"}

@@ -34,6 +34,7 @@ __all__ = [
     "normalize_arch",
     "normalize_python",
     "parse_release",
+    "parse_spec",
     "resolve_torch",
     "triples",
     "which_mooncake",
@@ -582,6 +583,7 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
 
 
 def _spec(text: str | None, what: str) -> SpecifierSet | None:
+    """A PEP 440 specifier from the command line; a bare version means ``==``."""
     if text is None:
         return None
     t = text.strip()
@@ -592,6 +594,9 @@ def _spec(text: str | None, what: str) -> SpecifierSet | None:
     except InvalidSpecifier as e:
         raise UsageError(f"{what} specifier {text!r} is not PEP 440",
                          hint="use e.g. '>=0.5.17' or '==0.3.13.post1'") from e
+
+
+parse_spec = _spec
 
 
 def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = None,

@@ -158,21 +158,11 @@ def release_from_members(
     except InvalidVersion as e:
         raise UsageError(f"{label}: version {version!r} is not PEP 440",
                          hint="pass --version with a PEP 440 version") from e
-    facts = sg.facts_from_files(analyses)
-    return SglangRelease(
-        version=version,
-        source=source,  # type: ignore[arg-type]
-        artifact=Artifact(filename=label, url=url, sha256=digest.hexdigest(), size=total),
-        requires_python=requires_python,
-        torch_requirements=_torch_lines(requires),
-        files_analyzed=facts.files_analyzed,
-        imports=facts.imports,
-        calls=facts.calls,
-        backends=facts.backends,
-        parse_failures=facts.parse_failures,
-        pg=facts.pg,
-        mooncake_pins=tuple(pins),
-    )
+    return sg.facts_from_files(analyses).release(
+        version, source,
+        Artifact(filename=label, url=url, sha256=digest.hexdigest(), size=total),
+        requires_python=requires_python, torch_requirements=_torch_lines(requires),
+        mooncake_pins=tuple(pins))
 
 
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "build", "dist"}

@@ -25,6 +25,7 @@ from kb.models import (
     BackendUse,
     CallArity,
     MooncakeImport,
+    MooncakePin,
     ParseFailure,
     PGRequirement,
     SglangRelease,
@@ -94,6 +95,17 @@ class ReleaseFacts:
     backends: tuple[BackendUse, ...]
     parse_failures: tuple[ParseFailure, ...]
     pg: PGRequirement
+
+    def release(self, version: str, source: str, artifact: Artifact, *,
+                requires_python: str | None, torch_requirements: tuple[str, ...],
+                mooncake_pins: tuple[MooncakePin, ...] = ()) -> SglangRelease:
+        """The KB record of a release with these facts."""
+        return SglangRelease(
+            version=version, source=source, artifact=artifact,  # type: ignore[arg-type]
+            requires_python=requires_python, torch_requirements=torch_requirements,
+            files_analyzed=self.files_analyzed, imports=self.imports, calls=self.calls,
+            backends=self.backends, parse_failures=self.parse_failures, pg=self.pg,
+            mooncake_pins=mooncake_pins)
 
 
 def choose_wheel(files: Iterable[IndexFile]) -> IndexFile | None:
@@ -267,19 +279,10 @@ def scrape_wheel(
         e = z.by_name[name]
         cache.put(name, e.crc, e.file_size, data, fa)
         analyses.append((name, fa))
-    facts = facts_from_files(analyses)
-    release = SglangRelease(
-        version=version,
-        source="index",
-        artifact=Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256,
-                          size=wheel.size, yanked=wheel.yanked),
+    release = facts_from_files(analyses).release(
+        version, "index",
+        Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256, size=wheel.size,
+                 yanked=wheel.yanked),
         requires_python=meta.requires_python or wheel.requires_python,
-        torch_requirements=torch_requirements(meta),
-        files_analyzed=facts.files_analyzed,
-        imports=facts.imports,
-        calls=facts.calls,
-        backends=facts.backends,
-        parse_failures=facts.parse_failures,
-        pg=facts.pg,
-    )
+        torch_requirements=torch_requirements(meta))
     return release, src.fetched, z.needed_bytes
