@@ -664,6 +664,29 @@ done()
 """
 
 
+#: What provides a shared library a mooncake build needs, for the fix line.
+_LIB_HINTS: tuple[tuple[str, str], ...] = (
+    (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this mooncake build is for CUDA {0}; "
+     "install the mooncake distribution that matches torch's CUDA (`moonpin which mooncake`)"),
+    (r"libc10_cuda\.so|libtorch_cuda\.so", "a CUDA build of torch: this torch is CPU-only"),
+    (r"libibverbs\.so|libmlx5\.so", "the RDMA user-space libraries (Debian/Ubuntu: "
+     "`apt-get install libibverbs1 ibverbs-providers`; RHEL: `dnf install rdma-core`)"),
+    (r"libnuma\.so", "libnuma (Debian/Ubuntu: `apt-get install libnuma1`)"),
+    (r"libcurl\.so", "libcurl (Debian/Ubuntu: `apt-get install libcurl4`)"),
+)
+
+
+def _provider_hint(error: str) -> str | None:
+    m = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", error)
+    if not m:
+        return None
+    for pattern, hint in _LIB_HINTS:
+        found = re.match(pattern, m.group(1))
+        if found:
+            return f"{m.group(1)} is missing; it comes from " + hint.format(*found.groups())
+    return f"{m.group(1)} is missing: install what provides it in the image"
+
+
 def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[Path] | None,
                 timeout: float) -> list[CheckResult]:
     """Import ``module`` in a child interpreter (``sys.executable``) and read what it did."""
@@ -708,7 +731,7 @@ def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[Path]
                                 f"could not import {module} here: no NVIDIA driver on this host "
                                 f"({error}); not an incompatibility, the light checks decide")]
         return [CheckResult("deep probe", "fail", f"import {module} fails: {error}",
-                            "see the light checks above for the cause")]
+                            _provider_hint(error) or "see the light checks above for the cause")]
     results = []
     missing = out.get("missing") or []
     if missing:
