@@ -931,6 +931,120 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
                         fixer.line()))
     else:
         add(CheckResult("cuda", "pass", f"build and torch both CUDA {torch.cuda}"))
+    so_builds = [b.path for b in builds if b.path.suffix == ".so" and b.error is None]
+    if so_builds:
+        _check_libraries(so_builds, paths, add)
+
+
+# ------------------------------------------------------------------ shared libraries
+
+_DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
+
+
+def _ld_cache_names(path: Path = Path("/etc/ld.so.cache")) -> set[str]:
+    """Library file names the dynamic loader's cache knows (glibc's ld.so.cache lists
+    full paths as NUL-terminated strings; their base names are what DT_NEEDED matches)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return set()
+    return {m.group(1).decode("utf-8", "replace").rsplit("/", 1)[-1]
+            for m in re.finditer(rb"\x00(/[^\x00]{1,512}?\.so[^\x00/]{0,64})(?=\x00)", data)}
+
+
+def _system_lib_dirs() -> list[Path]:
+    """The loader's default folders. ``MOONPIN_CHECK_SYSTEM_LIBS`` (colon-separated) replaces
+    them and the loader cache: the tests' hook, so a fake image is judged alike on any host."""
+    override = os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS")
+    if override is not None:
+        return [Path(d) for d in override.split(":") if d]
+    machine = platform.machine()
+    return [*(Path(d) for d in _DEFAULT_LIB_DIRS), Path("/lib") / f"{machine}-linux-gnu",
+            Path("/usr/lib") / f"{machine}-linux-gnu"]
+
+
+def _image_lib_dirs(paths: Sequence[Path]) -> list[Path]:
+    """Folders whose libraries torch itself loads before mooncake's extension does:
+    torch/lib and the pip-installed CUDA packages (nvidia/*/lib)."""
+    out: list[Path] = []
+    for sp in paths:
+        out += [d for d in (sp / "torch" / "lib",) if d.is_dir()]
+        nvidia = sp / "nvidia"
+        if nvidia.is_dir():
+            out += sorted(d for d in nvidia.glob("*/lib*") if d.is_dir())
+    return out
+
+
+def _resolve_needed(obj: Path, needed: Sequence[str], runpath: Sequence[str],
+                    search: Sequence[Path], cache: set[str]) -> dict[str, Path | None]:
+    """Where the dynamic loader would find each DT_NEEDED entry, without loading anything:
+    RUNPATH (``$ORIGIN`` = the object's folder), then LD_LIBRARY_PATH, the image's torch
+    and CUDA library folders, the loader cache and the default folders."""
+    dirs = [Path(r.replace("$ORIGIN", str(obj.parent)).replace("${ORIGIN}", str(obj.parent)))
+            for entry in runpath for r in entry.split(":") if r]
+    dirs += [Path(d) for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += list(search)
+    dirs += _system_lib_dirs()
+    out: dict[str, Path | None] = {}
+    for name in needed:
+        hit = next((d / name for d in dirs if (d / name).exists()), None)
+        if hit is None and name in cache:
+            hit = Path("ld.so.cache") / name
+        out[name] = hit
+    return out
+
+
+def _check_libraries(builds: Sequence[Path], paths: Sequence[Path],
+                     add: Callable[[CheckResult], None]) -> None:
+    """Every shared library the build needs, and the ones it ships need, resolved."""
+    import mmap
+
+    from scrapers import elf
+
+    search = _image_lib_dirs(paths)
+    cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else _ld_cache_names()
+    missing: dict[str, str] = {}
+    seen: set[Path] = set()
+    todo = list(builds)
+    count = 0
+    while todo and len(seen) < 64:
+        obj = todo.pop(0)
+        if obj in seen:
+            continue
+        seen.add(obj)
+        try:
+            with open(obj, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]
+        except (OSError, ValueError) as e:
+            add(CheckResult("libraries", "warn", f"cannot read {obj.name}: {e}"))
+            continue
+        for name, where in _resolve_needed(obj, facts.needed, facts.runpath, search,
+                                           cache).items():
+            count += 1
+            if where is None:
+                missing.setdefault(name, obj.name)
+            elif where.parent != Path("ld.so.cache") and any(
+                    where.is_relative_to(sp / "mooncake") or where.parent.name.endswith(".libs")
+                    for sp in paths):
+                todo.append(where)  # a library mooncake ships: its own needs count too
+    driver = {n: o for n, o in missing.items() if n.startswith("libcuda.so")}
+    others = {n: o for n, o in missing.items() if n not in driver}
+    if others:
+        detail = "; ".join(f"{n} (needed by {o}): " + (_provider_hint(
+            f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
+            for n, o in sorted(others.items()))
+        add(CheckResult("libraries", "fail", f"{len(others)} shared librar"
+                        f"{'y' if len(others) == 1 else 'ies'} the build needs cannot be "
+                        f"found: {detail}", "install what provides each one in the image"))
+    else:
+        add(CheckResult("libraries", "pass",
+                        f"{count} shared-library needs of {len(seen)} objects resolve"
+                        + (" (but for the NVIDIA driver)" if driver else "")))
+    if driver:
+        add(CheckResult("driver", "warn",
+                        f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
+                        "a worker needs it (the NVIDIA container runtime mounts it), a build or "
+                        "CI host without a GPU does not have it"))
 
 
 def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,

@@ -100,6 +100,18 @@ def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13) -> Non
         "    @classmethod\n"
         "    def register_backend(cls, name, func, extended_api=False, devices=None):\n"
         "        cls.backend_capability[name] = tuple(devices or ('cpu',))\n")
+    # The libraries a mooncake build links against, where a real image has them: torch's
+    # own in torch/lib, the CUDA runtime in the pip CUDA packages (nvidia/*/lib).
+    libs = ["libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so"]
+    if cuda is not None:
+        libs += ["libc10_cuda.so", "libtorch_cuda.so"]
+    for lib in libs:
+        (pkg / "lib").mkdir(exist_ok=True)
+        (pkg / "lib" / lib).write_bytes(build_so(needed=[], strings=[]))
+    if cuda is not None:
+        cudart = site / "nvidia" / f"cu{cuda}" / "lib" / f"libcudart.so.{cuda}"
+        cudart.parent.mkdir(parents=True, exist_ok=True)
+        cudart.write_bytes(build_so(needed=[], strings=[]))
     add_dist(site, "torch", version, requires=requires,
              files=["torch/__init__.py", "torch/distributed/__init__.py"])
 
@@ -126,7 +138,8 @@ def add_mooncake(site: Path, *, dist: str = "mooncake-transfer-engine-cuda13",
                  torch_builds: Sequence[str] = ("2.12.0", "2.13.0"),
                  names: Sequence[str] = PG_NAMES,
                  backends: Sequence[str] = ("mooncake", "mooncake-cpu"),
-                 cuda: int | None = 13, kind: str = "so", jit: bool = False) -> list[str]:
+                 cuda: int | None = 13, kind: str = "so", jit: bool = False,
+                 needed: Sequence[str] = ()) -> list[str]:
     """The mooncake package and its dist-info; returns the files written (relative)."""
     pkg = site / "mooncake"
     pkg.mkdir(parents=True, exist_ok=True)
@@ -144,9 +157,9 @@ def add_mooncake(site: Path, *, dist: str = "mooncake-transfer-engine-cuda13",
         for t in torch_builds:
             stem = f"{ld}_{t.replace('.', '_')}"
             if kind == "so":
-                needed = [f"libcudart.so.{cuda}"] if cuda else []
+                libs = [f"libcudart.so.{cuda}"] if cuda else []
                 machine = platform.machine()
-                data = build_so(needed=[*needed, "libtorch.so"],
+                data = build_so(needed=[*libs, "libtorch.so", *needed],
                                 strings=[*names, *backends],
                                 machine=machine if machine in ("x86_64", "aarch64") else "x86_64")
                 files[f"mooncake/{stem}{ext_suffix()}"] = data

@@ -17,6 +17,7 @@ import pytest
 
 from kb.models import SCHEMA_VERSION
 from resolver.check import KB_SCHEMA, check_image, requested_features
+from tests.lib.elfbuild import build_so
 from tests.lib.images import (
     PG_NAMES,
     add_dist,
@@ -77,6 +78,8 @@ def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | No
         cmd += ["--kb", str(kb)]
     cmd += list(args)
     full = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
+    # the host's own libraries (its CUDA toolkit, its loader cache) must not decide
+    full["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
     full.update(env or {})
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full, timeout=60)
     assert not proc.stderr or proc.returncode == 2, proc.stderr
@@ -563,3 +566,54 @@ def test_deep_probe_unreadable_backend_registry_is_a_warning(tmp_path: Path) -> 
     assert r.status("deep backends") == "warn"
     assert r.rc == 0
     assert run(site, "--strict", deep=True).rc == 1
+
+
+# --------------------------------------------------------------------------- shared libraries
+
+
+def test_missing_rdma_library_is_named_with_its_provider(tmp_path: Path) -> None:
+    site = healthy_image(tmp_path / "site", needed=("libibverbs.so.1",))
+    r = run(site)
+    assert r.rc == 1
+    assert r.status("libraries") == "fail"
+    assert "libibverbs.so.1" in r.line("libraries") and "RDMA" in r.line("libraries")
+    # negative control: the system has it
+    system = tmp_path / "system"
+    system.mkdir()
+    (system / "libibverbs.so.1").write_bytes(b"\x7fELF")
+    ok = run(site, env={"MOONPIN_CHECK_SYSTEM_LIBS": str(system)})
+    assert ok.status("libraries") == "pass"
+    assert ok.rc == 0, ok.out
+
+
+def test_missing_driver_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    site = healthy_image(tmp_path / "site", needed=("libcuda.so.1",))
+    r = run(site)
+    assert r.status("driver") == "warn" and "NVIDIA driver" in r.line("driver")
+    assert r.status("libraries") == "pass"
+    assert r.rc == 0, r.out
+    assert run(site, "--strict").rc == 1
+    system = tmp_path / "system"
+    system.mkdir()
+    (system / "libcuda.so.1").write_bytes(b"\x7fELF")
+    assert "driver:" not in run(site, env={"MOONPIN_CHECK_SYSTEM_LIBS": str(system)}).out
+
+
+def test_cpu_torch_lacks_torch_cuda_libraries(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    add_torch(site, cuda=None)
+    add_sglang(site)
+    add_mooncake(site, needed=("libc10_cuda.so",))
+    r = run(site)
+    assert r.rc == 1
+    assert "libc10_cuda.so" in r.line("libraries") and "CPU-only" in r.line("libraries")
+
+
+def test_libraries_shipped_by_mooncake_are_followed(tmp_path: Path) -> None:
+    site = healthy_image(tmp_path / "site", needed=("libmooncake_pg.so",))
+    shipped = site / "mooncake" / "libmooncake_pg.so"
+    shipped.write_bytes(build_so(needed=["libnuma.so.1"], strings=[]))
+    r = run(site)
+    assert r.rc == 1
+    assert "libnuma.so.1 (needed by libmooncake_pg.so)" in r.line("libraries")
