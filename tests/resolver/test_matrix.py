@@ -361,3 +361,17 @@ def test_add_parser(kb_file: Path, tmp_path: Path) -> None:
                          "--python", "3.12", "--arch", "x86_64", "-o", str(out)])
     assert args.func is M.cmd_matrix and args.dist == [MTE, C13]
     assert args.func(args) == 0 and out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_readme_matrix_is_current() -> None:
+    """Fails when the README's table no longer matches what the shipped KB produces."""
+    kb_path = ROOT / "data" / "kb.json"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = M.build_matrix(CompatGraph(store.load(kb_path)), kb_path=kb_path)
+    assert M.with_readme_table(readme, m) == readme, (
+        f"the README's matrix is stale: run `{M.README_COMMAND}`")
+
+
+def test_readme_without_markers_is_bad_input() -> None:
+    with pytest.raises(UsageError, match="no matrix markers"):
+        M.with_readme_table("# nothing here\n", M.Matrix.__new__(M.Matrix))
