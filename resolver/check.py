@@ -474,6 +474,7 @@ class _Fixer:
         self.kb_path = kb_path
         self.sglang: str | None = None
         self.torch: str | None = None
+        self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # this interpreter
         self._line: str | None = None
 
     def _default(self, sglang: str, torch: str, python: str, arch: str) -> list[str]:
@@ -493,7 +494,7 @@ class _Fixer:
             return self._line
         text = self.generic()
         if self.sglang and self.torch:
-            python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+            python = self.python
             try:
                 lines = (self.provider or self._default)(self.sglang, self.torch, python,
                                                          platform.machine())
@@ -504,8 +505,35 @@ class _Fixer:
                 text += f" (resolver failed: {type(e).__name__}: {e})"
             if lines:
                 text = f"pip install '{lines[0]}'"
+            elif self.provider is None:
+                moved = self._torch_move(python)
+                if moved:
+                    text = moved
         self._line = text
         return text
+
+    def _torch_move(self, python: str) -> str | None:
+        """No mooncake fits this torch: the torch the SGLang release requires, and the
+        mooncake that fits it, when the resolved tables know one."""
+        from kb.paths import default_kb_path
+        from resolver.resolved import fix_for, load_requirements
+
+        kb_path = self.kb_path or default_kb_path()
+        if not self.sglang or not self.torch or load_requirements(kb_path) is None:
+            return None
+        from resolver import resolved
+
+        table = resolved.load(kb_path, self.sglang)
+        if table is None:
+            return None
+        for required in table.sglang[self.sglang]["torch"]:
+            if required == self.torch.split("+")[0]:
+                continue
+            lines = fix_for(self.sglang, required, python, platform.machine(), kb_path=kb_path)
+            if lines:
+                return (f"pip install 'torch=={required}' '{lines[0]}' (sglang {self.sglang} "
+                        f"requires torch {required}; no mooncake fits torch {self.torch})")
+        return None
 
 
 def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = False) -> Report:
