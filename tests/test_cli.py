@@ -12,20 +12,20 @@ import pytest
 from kb import store
 from resolver.cli import main
 from scrapers.fetch import Fetcher
-from scrapers.refresh import scrape
 from tests.lib.server import FakeIndex
-from tests.scrapers.test_scrape_e2e import index, only_present, sglang_wheel  # noqa: F401
+from tests.scrapers.test_scrape_e2e import (  # noqa: F401
+    index,
+    only_present,
+    scraped_kb,
+    sglang_wheel,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
 def kb_file(index: FakeIndex, tmp_path: Path) -> Path:  # noqa: F811
-    only_present(index)
-    kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", workers=2)
-    path = tmp_path / "kb.json"
-    store.save(kb, path)
-    return path
+    return scraped_kb(index, tmp_path / "kb.json")
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

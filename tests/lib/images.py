@@ -18,6 +18,7 @@ from pathlib import Path
 from tests.lib.elfbuild import build_so
 
 __all__ = [
+    "LOADER_HEAD",
     "PG_NAMES",
     "add_dist",
     "add_mooncake",
@@ -31,7 +32,7 @@ __all__ = [
 PG_NAMES = ("MooncakeBackendOptions", "get_peer_state", "join_group", "recover_ranks",
             "set_transfer_engine")
 
-_LOADER_HEAD = '''import importlib
+LOADER_HEAD = '''import importlib
 import re
 
 import torch
@@ -118,7 +119,7 @@ def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13) -> Non
 
 def loader_text(*targets: str) -> str:
     """A real-shaped prebuilt loader importing each target expression in turn."""
-    return _LOADER_HEAD + "".join(_LOADER_TRY.format(arg=t) for t in targets)
+    return LOADER_HEAD + "".join(_LOADER_TRY.format(arg=t) for t in targets)
 
 
 def _standin(names: Sequence[str], backends: Sequence[str]) -> str:

@@ -12,22 +12,15 @@ import pytest
 from kb import store
 from resolver import query, resolved
 from resolver.graph import CompatGraph
-from scrapers.fetch import Fetcher
-from scrapers.refresh import scrape
 from tests.lib.server import FakeIndex
-from tests.scrapers.test_scrape_e2e import index, only_present  # noqa: F401
+from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def kb_path(index: FakeIndex, tmp_path: Path) -> Path:  # noqa: F811
-    only_present(index)
-    kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", workers=2)
-    path = tmp_path / "kb.json"
-    store.save(kb, path)
-    resolved.write(path)
-    return path
+    return scraped_kb(index, tmp_path / "kb.json")
 
 
 @pytest.mark.parametrize("python", [None, "cp312", "cp39"])

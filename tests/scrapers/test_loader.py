@@ -3,25 +3,13 @@ from __future__ import annotations
 import pytest
 
 from scrapers.loader import analyze_loader, cpp_string_names
+from tests.lib.images import LOADER_HEAD, loader_text
 
-HEAD = '''import importlib
-import re
-
-import torch
-
-torch_version = re.match(r"\\d+(?:\\.\\d+)*", torch.__version__).group()
-version_suffix = "_" + torch_version.replace(".", "_")
-'''
-TRY = '''
-try:
-    backend_module = importlib.import_module({arg})
-except ModuleNotFoundError:
-    raise ImportError(f"Mooncake was not built against torch=={{torch_version}}.")
-'''
+HEAD = LOADER_HEAD
 
 
 def loader(*args: str) -> str:
-    return HEAD + "".join(TRY.format(arg=a) for a in args)
+    return loader_text(*args)
 
 
 @pytest.mark.parametrize(
@@ -45,8 +33,8 @@ def test_prebuilt_schemes(text: str, templates: list[str]) -> None:
 
 
 def test_other_separator_is_read_not_assumed() -> None:
-    text = HEAD.replace('replace(".", "_")', 'replace(".", "")') + TRY.format(
-        arg='"mooncake.pg" + version_suffix')
+    text = loader('"mooncake.pg" + version_suffix').replace('replace(".", "_")',
+                                                           'replace(".", "")')
     s = analyze_loader(text, "mooncake/pg.py", "mooncake.pg")
     assert (s.kind, s.separator) == ("prebuilt", "")
 
@@ -56,8 +44,8 @@ def test_other_separator_is_read_not_assumed() -> None:
     [
         HEAD + "mod = importlib.import_module(compute_name())\n",  # a target we cannot evaluate
         "import torch\nfrom ._pg import *\n",  # no import_module at all
-        HEAD.replace("torch_version.replace", "torch_version.upper().replace") + TRY.format(
-            arg='"mooncake.pg" + version_suffix'),
+        loader('"mooncake.pg" + version_suffix').replace("torch_version.replace",
+                                                         "torch_version.upper().replace"),
         "def (:\n",
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +96,18 @@ def run(index: FakeIndex, old: KnowledgeBase | None = None, **kw: object) -> tup
     only = kw.pop("only", ("sglang", "mooncake", "torch"))
     kb, summary = scrape(old, f, index.url + "/", only=only, workers=2, **kw)  # type: ignore[arg-type]
     return kb, summary, f
+
+
+def scraped_kb(index: FakeIndex, path: Path) -> Path:
+    """Scrape the fake index into a KB file at ``path`` (and its resolved tables)."""
+    from kb import store
+    from resolver import resolved
+
+    only_present(index)
+    kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", workers=2)
+    store.save(kb, path)
+    resolved.write(path)
+    return path
 
 
 def only_present(index: FakeIndex) -> None:
