@@ -1,0 +1,442 @@
+"""Offline validation of SGLang launch arguments against one release's scraped rules.
+
+Nothing of SGLang is imported or executed: the flags and rules come from
+:mod:`scrapers.server_args` (``ast`` only) and conditions are evaluated by the small
+evaluator below, which never calls ``eval``.
+
+Parsing (:func:`parse_launch`) follows argparse as the release configures it:
+
+* every flag's ``dest`` starts at its declared default (a deprecated alias never overrides
+  the default of the flag it shares a ``dest`` with);
+* ``--x=y`` and ``--x y``; a unique prefix of a long option is accepted (argparse's
+  ``allow_abbrev``); ``store_true`` / ``store_false`` / ``store_const`` / ``count`` /
+  ``append``; ``nargs`` ``+``, ``*``, ``?`` and integers; ``int`` / ``float`` conversion;
+  choices are validated after conversion (``ValueError`` naming the flag and the allowed
+  values);
+* unknown options (and the value that follows them, if it is not an option) are returned
+  under ``"__unknown__"``; ``"__explicit__"`` lists the dests set on the command line and
+  ``"__deprecated__"`` the deprecated flags used, as ``"--old -> --new=value"``.
+
+Precedence of deprecated aliases (documented contract):
+
+* an alias that shares the ``dest`` of the new flag (``--disable-piecewise-cuda-graph`` ->
+  ``cuda_graph_backend_prefill``, ``--cuda-graph-bs`` -> ``cuda_graph_bs_decode``) is plain
+  argparse: the last one on the command line wins, exactly as in the release;
+* an alias with its own ``dest`` whose ``deprecated_for`` names ``--new=value``
+  (``--disable-cuda-graph`` -> both ``--cuda-graph-backend-{decode,prefill}=disabled``,
+  ``--elastic-ep-rejoin`` -> ``--elastic-ep-join-mode=recover``) fills the new flag's dest
+  with that value only when the new flag was not given explicitly: explicit new flags win
+  over deprecated ones, wherever they appear (the release resolves these in
+  ``__post_init__`` with that ranking, so ``--disable-cuda-graph
+  --cuda-graph-backend-prefill breakable`` leaves prefill graphs on).  The alias's own
+  dest keeps its value too.
+
+Checking (:func:`check`) evaluates each rule on the parsed values:
+
+* writes (``self.X = v`` earlier in the rule's method) are applied in order when their
+  guard is true, so ``auto`` -> ``elasticity_aware`` rewrites are honoured;
+* ``cuda_graph_config.{decode,prefill}.backend`` is derived the way
+  ``ServerArgs._parse_cuda_graph_config`` (0.5.14-0.5.18) ranks its inputs:
+  ``--cuda-graph-backend-<phase>`` > ``--disable-<phase>-cuda-graph`` >
+  ``--disable-cuda-graph`` > the release default (the string ``"<default>"``, which is not
+  ``"disabled"`` - this assumes a CUDA device; XPU defaults decode graphs to disabled).  It
+  is left unknown (rules reading it are "not checked") when ``--cuda-graph-config`` is given
+  or the release has no ``--cuda-graph-backend-decode``;
+* dotted constants in conditions (``Backend.DISABLED``) come from ``constants`` (defaults:
+  :data:`DEFAULT_CONSTANTS`, the ``Backend`` class of
+  ``sglang/srt/model_executor/cuda_graph_config.py`` 0.5.14-0.5.18);
+* anything else the evaluator cannot read (the resolved view ``self._resolved().X``, method
+  calls, arithmetic, subscripts, attributes that are not launch arguments) makes the rule
+  "not checked", with the reason - never a guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from scrapers.server_args import Flag, Rule
+
+__all__ = [
+    "DEFAULT_CONSTANTS",
+    "Unevaluable",
+    "Verdict",
+    "check",
+    "evaluate",
+    "parse_launch",
+]
+
+UNKNOWN = "__unknown__"
+EXPLICIT = "__explicit__"
+DEPRECATED = "__deprecated__"
+RELEASE_DEFAULT = "<default>"
+
+DEFAULT_CONSTANTS: dict[str, object] = {
+    "Backend.FULL": "full",
+    "Backend.BREAKABLE": "breakable",
+    "Backend.TC_PIECEWISE": "tc_piecewise",
+    "Backend.DISABLED": "disabled",
+}
+
+_STORE_TRUE = {"store_true", "DeprecatedStoreTrueAction"}
+_STORE_CONST = {"store_const", "DeprecatedStoreConstAction"}
+_NO_VALUE = {"DeprecatedAction"}
+
+
+class Unevaluable(Exception):
+    """The condition uses something the safe evaluator does not read."""
+
+
+# ---------------------------------------------------------------------------
+# parsing
+# ---------------------------------------------------------------------------
+
+
+def _convert(flag: Flag, raw: str) -> object:
+    try:
+        if flag.type == "int":
+            return int(raw)
+        if flag.type == "float":
+            return float(raw)
+    except ValueError:
+        raise ValueError(f"{flag.name}: invalid {flag.type} value: {raw!r}") from None
+    return raw
+
+
+def _validate(flag: Flag, value: object) -> None:
+    if flag.choices is None:
+        return
+    if str(value) not in flag.choices:
+        allowed = ", ".join(flag.choices)
+        raise ValueError(f"{flag.name}: invalid choice {value!r} (choose from {allowed})")
+
+
+def _is_option(token: str) -> bool:
+    if not token.startswith("-") or token == "-":
+        return False
+    try:
+        float(token)
+    except ValueError:
+        return True
+    return False
+
+
+def _lookup(index: Mapping[str, Flag], opt: str) -> Flag | None:
+    if opt in index:
+        return index[opt]
+    if opt.startswith("--"):
+        hits = {id(f): f for name, f in index.items() if name.startswith(opt)}
+        if len(hits) == 1:
+            return next(iter(hits.values()))
+    return None
+
+
+def _split_target(target: str) -> tuple[str, str | None]:
+    name, sep, value = target.partition("=")
+    return name, (value if sep else None)
+
+
+def parse_launch(flags: Sequence[Flag], argv: Sequence[str]) -> dict[str, object]:
+    """Parse ``argv`` the way the release declaring ``flags`` would (see module docs)."""
+    index: dict[str, Flag] = {}
+    for f in flags:
+        for n in (f.name, *f.aliases):
+            index.setdefault(n, f)
+    values: dict[str, object] = {}
+    for f in sorted(flags, key=lambda f: bool(f.deprecated_for)):
+        if f.dest not in values:
+            values[f.dest] = f.default
+    unknown: list[str] = []
+    explicit: dict[str, Flag] = {}
+    used_deprecated: list[Flag] = []
+
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if not _is_option(token):
+            unknown.append(token)
+            continue
+        opt, eq, inline = token.partition("=")
+        flag = _lookup(index, opt)
+        if flag is None:
+            unknown.append(token)
+            if not eq and i < len(argv) and not _is_option(argv[i]):
+                unknown.append(argv[i])
+                i += 1
+            continue
+        action = flag.action
+        if flag.deprecated_for or action in _STORE_TRUE | _STORE_CONST | _NO_VALUE:
+            if flag.deprecated_for or (action or "").startswith("Deprecated"):
+                used_deprecated.append(flag)
+        if action in _STORE_TRUE | {"store_false"} | _STORE_CONST | _NO_VALUE | {"count"}:
+            if eq:
+                raise ValueError(f"{flag.name}: ignored explicit argument {inline!r}")
+            if action in _NO_VALUE:
+                continue
+            if action in _STORE_TRUE:
+                values[flag.dest] = True
+            elif action == "store_false":
+                values[flag.dest] = False
+            elif action == "count":
+                prev = values.get(flag.dest)
+                values[flag.dest] = (prev if isinstance(prev, int) else 0) + 1
+            else:
+                values[flag.dest] = flag.const
+            explicit[flag.dest] = flag
+            continue
+        raw: list[str] = []
+        if eq:
+            raw = [inline]
+        else:
+            nargs = flag.nargs
+            if nargs in ("+", "*"):
+                while i < len(argv) and not _is_option(argv[i]):
+                    raw.append(argv[i])
+                    i += 1
+                if nargs == "+" and not raw:
+                    raise ValueError(f"{flag.name}: expected at least one argument")
+            elif nargs == "?":
+                if i < len(argv) and not _is_option(argv[i]):
+                    raw.append(argv[i])
+                    i += 1
+            else:
+                count = int(nargs) if nargs and nargs.isdigit() else 1
+                for _ in range(count):
+                    if i >= len(argv) or _is_option(argv[i]):
+                        raise ValueError(f"{flag.name}: expected {count} argument(s)")
+                    raw.append(argv[i])
+                    i += 1
+        converted = [_convert(flag, r) for r in raw]
+        for c in converted:
+            _validate(flag, c)
+        value: object
+        if flag.nargs in ("+", "*") or (flag.nargs or "").isdigit():
+            value = converted
+        elif flag.nargs == "?" and not converted:
+            value = flag.const
+        else:
+            value = converted[0]
+        if action == "append":
+            prev = values.get(flag.dest)
+            value = [*(prev if isinstance(prev, list) else []), value]
+        values[flag.dest] = value
+        explicit[flag.dest] = flag
+
+    by_name = {f.name: f for f in flags if not f.deprecated_for}
+    notes: list[str] = []
+    for old in used_deprecated:
+        for target in old.deprecated_for:
+            name, raw_value = _split_target(target)
+            notes.append(f"{old.name} -> {target}")
+            new = by_name.get(name)
+            if new is None or raw_value is None or new.dest == old.dest:
+                continue
+            prior = explicit.get(new.dest)
+            if prior is not None and not prior.deprecated_for:
+                continue  # the explicit new flag wins
+            values[new.dest] = _convert(new, raw_value)
+    values[UNKNOWN] = unknown
+    values[EXPLICIT] = sorted(explicit)
+    values[DEPRECATED] = notes
+    return values
+
+
+# ---------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return None
+
+
+def _cmp(op: ast.cmpop, a: object, b: object) -> bool:
+    try:
+        if isinstance(op, ast.Eq):
+            return bool(a == b)
+        if isinstance(op, ast.NotEq):
+            return bool(a != b)
+        if isinstance(op, ast.Is):
+            return a is b
+        if isinstance(op, ast.IsNot):
+            return a is not b
+        if isinstance(op, ast.In):
+            return a in b  # type: ignore[operator]
+        if isinstance(op, ast.NotIn):
+            return a not in b  # type: ignore[operator]
+        if isinstance(op, ast.Lt):
+            return bool(a < b)  # type: ignore[operator]
+        if isinstance(op, ast.LtE):
+            return bool(a <= b)  # type: ignore[operator]
+        if isinstance(op, ast.Gt):
+            return bool(a > b)  # type: ignore[operator]
+        if isinstance(op, ast.GtE):
+            return bool(a >= b)  # type: ignore[operator]
+    except TypeError as exc:
+        raise Unevaluable(f"cannot compare {a!r} and {b!r}: {exc}") from None
+    raise Unevaluable(f"unsupported comparison {type(op).__name__}")
+
+
+def _value(node: ast.expr, values: Mapping[str, object]) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_value(e, values) for e in node.elts]
+        if isinstance(node, ast.Set):
+            try:
+                return frozenset(items)
+            except TypeError:
+                raise Unevaluable("unhashable set element") from None
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.Attribute):
+        parts = _dotted(node)
+        if parts is None:
+            raise Unevaluable(
+                f"{ast.unparse(node)} reads a computed value (e.g. the resolved view)"
+            )
+        if parts[0] == "self":
+            key = ".".join(parts[1:])
+            if key in values:
+                return values[key]
+            raise Unevaluable(f"self.{key} is not a launch argument of this release")
+        key = ".".join(parts)
+        if key in values:
+            return values[key]
+        raise Unevaluable(f"{key} is not a known constant")
+    if isinstance(node, ast.BoolOp):
+        is_and = isinstance(node.op, ast.And)
+        result: object = is_and
+        for v in node.values:
+            result = _value(v, values)
+            if bool(result) != is_and:
+                return result
+        return result
+    if isinstance(node, ast.UnaryOp):
+        if isinstance(node.op, ast.Not):
+            return not _value(node.operand, values)
+        if isinstance(node.op, ast.USub):
+            operand = _value(node.operand, values)
+            if isinstance(operand, (int, float)) and not isinstance(operand, bool):
+                return -operand
+        raise Unevaluable(f"unsupported operator in {ast.unparse(node)}")
+    if isinstance(node, ast.Compare):
+        left = _value(node.left, values)
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _value(comp, values)
+            if not _cmp(op, left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Name):
+        raise Unevaluable(f"name {node.id!r} is not an argument")
+    if isinstance(node, ast.Call):
+        raise Unevaluable(f"call {ast.unparse(node.func)}(...) is not evaluated")
+    raise Unevaluable(f"{type(node).__name__} is not evaluated: {ast.unparse(node)}")
+
+
+def _parse_expr(text: str) -> ast.expr:
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError as exc:
+        raise Unevaluable(f"does not parse: {exc}") from None
+
+
+def evaluate(condition: str, values: Mapping[str, object]) -> bool:
+    """Truth of ``condition`` over ``values`` (``self.X`` -> ``values["X"]``; dotted
+    constants such as ``Backend.DISABLED`` -> ``values["Backend.DISABLED"]``).
+
+    Supported: constants, tuples/lists/sets, comparisons (``== != < <= > >= in not in is
+    is not``, chained), ``and``/``or``/``not`` (short-circuit), unary minus.  Anything else
+    raises :class:`Unevaluable`.
+    """
+    return bool(_value(_parse_expr(condition), values))
+
+
+# ---------------------------------------------------------------------------
+# checking
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Literal["violated", "ok", "not checked"]
+    rule: Rule
+    message: str
+    flags: tuple[str, ...]
+    evidence: str
+    why: str = ""
+
+
+def _derive_cuda_graph(values: dict[str, object], dests: set[str]) -> None:
+    if "cuda_graph_backend_decode" not in dests or values.get("cuda_graph_config") is not None:
+        return
+    for phase in ("decode", "prefill"):
+        explicit = values.get(f"cuda_graph_backend_{phase}")
+        if explicit is not None:
+            backend = explicit
+        elif values.get(f"disable_{phase}_cuda_graph") or values.get("disable_cuda_graph"):
+            backend = "disabled"
+        else:
+            backend = RELEASE_DEFAULT
+        values[f"cuda_graph_config.{phase}.backend"] = backend
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+
+
+def _fill(message: str, values: Mapping[str, object]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        try:
+            return str(_value(_parse_expr(m.group(1)), values))
+        except Unevaluable:
+            return m.group(0)
+
+    return _PLACEHOLDER.sub(sub, message)
+
+
+def check(
+    rules: Sequence[Rule],
+    flags: Sequence[Flag],
+    argv: Sequence[str],
+    *,
+    constants: Mapping[str, object] | None = None,
+) -> list[Verdict]:
+    """One :class:`Verdict` per rule for the launch ``argv`` (``ValueError`` on bad input)."""
+    parsed = parse_launch(flags, argv)
+    base: dict[str, object] = {**DEFAULT_CONSTANTS, **(constants or {}), **parsed}
+    _derive_cuda_graph(base, {f.dest for f in flags})
+    flag_of: dict[str, str] = {}
+    for f in flags:
+        if not f.deprecated_for:
+            flag_of.setdefault(f.dest, f.name)
+    out: list[Verdict] = []
+    for rule in rules:
+        names = tuple(flag_of.get(r, r) for r in rule.reads)
+        evidence = f"{rule.path}:{rule.line}"
+        values = dict(base)
+        try:
+            for w in sorted(rule.writes, key=lambda w: w.line):
+                if w.guard is None or evaluate(w.guard, values):
+                    values[w.attr] = _value(_parse_expr(w.value), values)
+            applies = rule.guard is None or evaluate(rule.guard, values)
+            failing = applies and evaluate(rule.condition, values)
+        except Unevaluable as exc:
+            out.append(Verdict("not checked", rule, rule.message, names, evidence, str(exc)))
+            continue
+        if failing:
+            out.append(Verdict("violated", rule, _fill(rule.message, values), names, evidence))
+        else:
+            why = "condition holds" if applies else "guard is false"
+            out.append(Verdict("ok", rule, rule.message, names, evidence, why))
+    return out

@@ -1,0 +1,746 @@
+"""Static (``ast``-only) extraction of SGLang launch-argument facts from ``server_args.py``.
+
+Pure functions: source text in, facts out.  SGLang code is never imported or executed.
+
+Flags (:class:`Flag`) come from the two ways SGLang releases declare them:
+
+* annotated ``ServerArgs`` fields, ``name: A[T, "help" | Arg(...), NS(...)] = default``
+  (0.5.14 and later register these with ``add_cli_args_from_dataclass``).  The rules of
+  ``sglang/srt/arg_groups/arg_utils.py`` are mirrored: CLI name ``Arg.cli_name`` or
+  ``--`` + field name with ``_`` -> ``-``; ``Arg.aliases`` are extra names; ``dest`` is the
+  field name; ``bool`` -> ``store_true``; ``Literal[...]`` -> choices (``Arg.choices`` wins);
+  ``List[X]`` -> ``nargs="+"``; ``Arg(no_cli=True)`` fields have no flag.  Fields annotated
+  without ``A[...]`` are not flags.
+* explicit ``parser.add_argument(...)`` calls (any function of the file).  ``default=
+  ServerArgs.x`` resolves to the field's default.
+
+A value that is not a literal (after resolving module-level list/tuple constants, ``+``
+of lists, and ``ServerArgs.x``) is recorded as the string ``"<expr>"``; choices that cannot
+be resolved are ``None`` (nothing is validated).  Choice values are kept as ``str``.
+
+Deprecated aliases: real releases (0.5.14-0.5.18) declare them with custom actions
+(``DeprecatedStoreTrueAction``, ``DeprecatedStoreConstAction``, ``DeprecatedAliasStoreAction``,
+``DeprecatedAction``) and a ``new_flag="--x"`` keyword; ``new_flag`` is brace-expanded
+(``--cuda-graph-backend-{decode,prefill}=disabled`` -> two entries).  Without ``new_flag``
+the help text is read: a help starting with ``[Deprecated]``/``Deprecated`` that names
+``Use --x`` / ``alias for --x [value]`` gives ``deprecated_for`` (e.g. the
+``elastic_ep_rejoin`` field: ``"[Deprecated] Alias for --elastic-ep-join-mode recover."``).
+
+Rules (:class:`Rule`) are the ``assert`` and ``raise`` statements in the methods of
+``class ServerArgs``:
+
+* ``assert c, m``: fails when ``not c`` (``condition`` is ``ast.unparse`` of that, with a
+  leading ``not`` folded away when ``c`` is itself ``not x``).
+* ``raise E(m)``: fails when the innermost enclosing ``if`` condition holds (``condition``);
+  the outer ones form the ``guard``.  A raise outside any ``if`` has condition ``"True"``.
+  Bare ``raise`` (re-raise) is skipped.
+* Guards are the enclosing ``if`` conditions, joined with ``" and "``; an ``else`` branch
+  contributes ``not (c)``; ``elif`` chains nest naturally.  ``for``/``while``/``with``/
+  ``try`` bodies are entered without adding a guard.  Early ``return`` statements are not
+  modelled (documented limitation).
+* Simple local variables are inlined: ``x = expr`` (one ``Name`` target) earlier in the same
+  method replaces later reads of ``x`` in conditions, guards and message placeholders (the
+  latest assignment in statement order wins, regardless of branch - an approximation).
+* ``writes``: the ``self.X = value`` assignments earlier in the same method (with their own
+  guards) that change an attribute the rule reads.  The evaluator applies them in order, so
+  ``if self.eplb_algorithm == "auto": self.eplb_algorithm = "elasticity_aware"`` before an
+  assert is honoured.  Writes in other methods are not modelled.
+* ``reads``: attribute names ``X`` of ``self.X`` (not method calls) in the condition and
+  guard, plus ``X`` of ``self._resolved().X`` / ``resolved_view(self).X`` (the resolved
+  view of the same argument).
+* ``message``: literal text; f-strings keep ``{expr}`` placeholders (locals inlined);
+  ``"..." % x`` and other expressions are ``ast.unparse``-d.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ELASTIC_KEYWORDS",
+    "Flag",
+    "Rule",
+    "Write",
+    "class_constants",
+    "elastic_rules",
+    "extract",
+    "reads_of",
+]
+
+EXPR = "<expr>"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line option as the release declares it.
+
+    ``line`` sits before ``deprecated_for`` (dataclass field order); ``nargs`` and ``const``
+    are extras the launch parser needs.
+    """
+
+    name: str
+    dest: str
+    default: object
+    choices: tuple[str, ...] | None
+    type: str | None
+    action: str | None
+    line: int
+    deprecated_for: tuple[str, ...] = ()
+    nargs: str | None = None
+    const: object = None
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Write:
+    """``self.attr = value`` earlier in the rule's method, under ``guard``."""
+
+    attr: str
+    value: str
+    guard: str | None
+    line: int
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: Literal["assert", "raise"]
+    condition: str
+    message: str
+    reads: tuple[str, ...]
+    guard: str | None
+    function: str
+    line: int
+    path: str = "sglang/srt/server_args.py"
+    writes: tuple[Write, ...] = ()
+
+
+# ---------------------------------------------------------------------------
+# constants
+# ---------------------------------------------------------------------------
+
+_NOT_LITERAL = object()
+
+
+def _const(node: ast.expr | None, env: dict[str, object]) -> object:
+    """Literal value of ``node`` with module constants resolved, else ``_NOT_LITERAL``."""
+    if node is None:
+        return _NOT_LITERAL
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env.get(node.id, _NOT_LITERAL)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return env.get(f"{node.value.id}.{node.attr}", _NOT_LITERAL)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_const(e, env) for e in node.elts]
+        if any(i is _NOT_LITERAL for i in items):
+            return _NOT_LITERAL
+        return list(items) if isinstance(node, ast.List) else tuple(items)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _const(node.operand, env)
+        return -v if isinstance(v, (int, float)) and not isinstance(v, bool) else _NOT_LITERAL
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _const(node.left, env), _const(node.right, env)
+        if isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+            return [*left, *right]
+        return _NOT_LITERAL
+    if isinstance(node, ast.Dict):
+        return _NOT_LITERAL
+    return _NOT_LITERAL
+
+
+def _module_constants(tree: ast.Module, seed: dict[str, object]) -> dict[str, object]:
+    env: dict[str, object] = dict(seed)
+    for stmt in tree.body:
+        target: ast.expr | None = None
+        value: ast.expr | None = None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        if isinstance(target, ast.Name):
+            v = _const(value, env)
+            if v is not _NOT_LITERAL:
+                env[target.id] = v
+    return env
+
+
+def _public(v: object) -> object:
+    """Literal -> recorded default (lists become tuples so Flag stays hashable)."""
+    if v is _NOT_LITERAL:
+        return EXPR
+    if isinstance(v, list):
+        return tuple(v)
+    return v
+
+
+def _choices(v: object) -> tuple[str, ...] | None:
+    if isinstance(v, (list, tuple)):
+        return tuple("none" if c is None else str(c) for c in v)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# flags
+# ---------------------------------------------------------------------------
+
+_DEPRECATED_HELP = re.compile(
+    r"(?:\buse|\balias for)\s+'?(--[A-Za-z0-9{},_-]+(?:[ =](?!instead)[A-Za-z0-9_.{},-]+)?)",
+    re.IGNORECASE,
+)
+
+
+def _brace_expand(text: str) -> tuple[str, ...]:
+    m = re.search(r"\{([^{}]*)\}", text)
+    if not m:
+        return (text,)
+    out: list[str] = []
+    for part in m.group(1).split(","):
+        out.extend(_brace_expand(text[: m.start()] + part.strip() + text[m.end() :]))
+    return tuple(out)
+
+
+def _deprecated_from_help(help_text: str) -> tuple[str, ...]:
+    if not re.match(r"\s*\[?deprecated", help_text, re.IGNORECASE):
+        return ()
+    m = _DEPRECATED_HELP.search(help_text)
+    if not m:
+        return ()
+    target = m.group(1).rstrip(".").replace(" ", "=", 1)
+    return _brace_expand(target)
+
+
+def _name_of(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _name_of(node.value)
+        return f"{base}.{node.attr}" if base else node.attr
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _kw(call: ast.Call) -> dict[str, ast.expr]:
+    return {k.arg: k.value for k in call.keywords if k.arg is not None}
+
+
+def _help_text(node: ast.expr | None) -> str:
+    if node is None:
+        return ""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return _fstring(node, {})
+    return ""
+
+
+def _unsubscript(node: ast.expr) -> tuple[str | None, list[ast.expr]]:
+    """``X[a, b]`` -> ("X", [a, b]); a plain name -> (name, [])."""
+    if isinstance(node, ast.Subscript):
+        sl = node.slice
+        args = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+        return _name_of(node.value), args
+    if isinstance(node, ast.Constant) and node.value is None:
+        return "None", []
+    return _name_of(node), []
+
+
+def _type_info(
+    tp: ast.expr, env: dict[str, object]
+) -> tuple[str | None, tuple[str, ...] | None, str | None, bool]:
+    """(argparse type, literal choices, nargs, is_bool) of a field annotation."""
+    name, args = _unsubscript(tp)
+    base = (name or "").rsplit(".", 1)[-1]
+    if base == "Optional" and args:
+        return _type_info(args[0], env)
+    if base == "Union" or isinstance(tp, ast.BinOp):
+        members = (
+            args if base == "Union" else [tp.left, tp.right] if isinstance(tp, ast.BinOp) else []
+        )
+        rest = [m for m in members if _unsubscript(m)[0] != "None"]
+        if len(rest) == 1:
+            return _type_info(rest[0], env)
+        return "str", None, None, False
+    if base == "Literal":
+        vals = [_const(a, env) for a in args]
+        if any(v is _NOT_LITERAL for v in vals):
+            return "str", None, None, False
+        first = vals[0] if vals else ""
+        t = "int" if type(first) is int else "float" if type(first) is float else "str"
+        return t, _choices(vals), None, False
+    if base in ("List", "list") and args:
+        elem, _, _, _ = _type_info(args[0], env)
+        return elem, None, "+", False
+    if base == "bool":
+        return None, None, None, True
+    if base in ("int", "float", "str"):
+        return base, None, None, False
+    return "str", None, None, False
+
+
+def _field_flags(
+    cls: ast.ClassDef, env: dict[str, object], field_defaults: dict[str, object]
+) -> list[Flag]:
+    flags: list[Flag] = []
+    for stmt in cls.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        field = stmt.target.id
+        head, args = _unsubscript(stmt.annotation)
+        if head not in ("A", "Annotated", "typing.Annotated") or not args:
+            continue
+        meta: dict[str, ast.expr] | None = None
+        for a in args[1:]:
+            if isinstance(a, ast.Call) and _name_of(a.func) in ("Arg", "arg_utils.Arg"):
+                meta = _kw(a)
+                break
+            if isinstance(a, (ast.Constant, ast.JoinedStr)) and (
+                not isinstance(a, ast.Constant) or isinstance(a.value, str)
+            ):
+                meta = {"help": a}
+                break
+        if meta is None:
+            continue
+        if _const(meta.get("no_cli"), env) is True:
+            continue
+        cli = _const(meta.get("cli_name"), env)
+        name = cli if isinstance(cli, str) else "--" + field.replace("_", "-")
+        al = _const(meta.get("aliases"), env)
+        aliases = tuple(str(x) for x in al) if isinstance(al, (list, tuple)) else ()
+        default = field_defaults.get(field, None)
+        tp, lit_choices, nargs, is_bool = _type_info(args[0], env)
+        action: str | None = None
+        if "action" in meta:
+            action = _name_of(meta["action"]) or EXPR
+            tp = None
+        elif is_bool:
+            action, tp = "store_true", None
+        if "type_parser" in meta:
+            tp = _name_of(meta["type_parser"]) or EXPR
+            nargs = None if lit_choices is None else nargs
+        choices = lit_choices
+        if "choices" in meta:
+            choices = _choices(_const(meta["choices"], env))
+        n = _const(meta.get("nargs"), env)
+        if isinstance(n, str):
+            nargs = n
+        const = _public(_const(meta.get("const"), env)) if "const" in meta else None
+        flags.append(
+            Flag(
+                name=name,
+                dest=field,
+                default=default,
+                choices=choices,
+                type=tp,
+                action=action,
+                line=stmt.lineno,
+                deprecated_for=_deprecated_from_help(_help_text(meta.get("help"))),
+                nargs=nargs,
+                const=const,
+                aliases=aliases,
+            )
+        )
+    return flags
+
+
+def _add_argument_flag(
+    call: ast.Call, env: dict[str, object], field_defaults: dict[str, object]
+) -> Flag | None:
+    names = [
+        a.value
+        for a in call.args
+        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")
+    ]
+    if not names:
+        return None
+    kw = _kw(call)
+    long_names = [n for n in names if n.startswith("--")] or names
+    dest_v = _const(kw.get("dest"), env)
+    dest = dest_v if isinstance(dest_v, str) else long_names[0].lstrip("-").replace("-", "_")
+    action = _name_of(kw["action"]) if "action" in kw else None
+    default: object
+    if "default" in kw:
+        d = kw["default"]
+        if (
+            isinstance(d, ast.Attribute)
+            and isinstance(d.value, ast.Name)
+            and d.value.id == "ServerArgs"
+        ):
+            default = field_defaults.get(d.attr, EXPR)
+        elif _name_of(d) == "argparse.SUPPRESS":
+            default = None
+        else:
+            default = _public(_const(d, env))
+    elif action == "store_true":
+        default = False
+    elif action == "store_false":
+        default = True
+    else:
+        default = field_defaults.get(dest, None)
+    tp = _name_of(kw["type"]) if "type" in kw else None
+    nargs_v = _const(kw.get("nargs"), env)
+    nargs = (
+        nargs_v if isinstance(nargs_v, str) else str(nargs_v) if isinstance(nargs_v, int) else None
+    )
+    const_node = kw.get("const_value", kw.get("const"))
+    const: object = None
+    if const_node is not None:
+        const = _public(_const(const_node, env))
+    deprecated: tuple[str, ...] = ()
+    nf = _const(kw.get("new_flag"), env)
+    if isinstance(nf, str):
+        deprecated = _brace_expand(nf)
+    if not deprecated:
+        deprecated = _deprecated_from_help(_help_text(kw.get("help")))
+    return Flag(
+        name=long_names[0],
+        dest=dest,
+        default=default,
+        choices=_choices(_const(kw.get("choices"), env)) if "choices" in kw else None,
+        type=tp,
+        action=action,
+        line=call.lineno,
+        deprecated_for=deprecated,
+        nargs=nargs,
+        const=const,
+        aliases=tuple(n for n in names if n != long_names[0]),
+    )
+
+
+def _server_args_class(tree: ast.Module) -> ast.ClassDef | None:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ServerArgs":
+            return node
+    return None
+
+
+def _field_defaults(cls: ast.ClassDef | None, env: dict[str, object]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if cls is None:
+        return out
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            value = stmt.value
+            if isinstance(value, ast.Call) and _name_of(value.func) in (
+                "field",
+                "dataclasses.field",
+            ):
+                kw = _kw(value)
+                value = kw.get("default")
+                if value is None and "default_factory" in kw:
+                    fac = _name_of(kw["default_factory"])
+                    out[stmt.target.id] = () if fac == "list" else EXPR
+                    continue
+            out[stmt.target.id] = None if value is None else _public(_const(value, env))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# rules
+# ---------------------------------------------------------------------------
+
+
+class _Inline(ast.NodeTransformer):
+    def __init__(self, env: dict[str, ast.expr]) -> None:
+        self.env = env
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if isinstance(node.ctx, ast.Load) and node.id in self.env:
+            return self.env[node.id]
+        return node
+
+
+def _inline(node: ast.expr, env: dict[str, ast.expr]) -> ast.expr:
+    import copy
+
+    return _Inline(env).visit(copy.deepcopy(node))  # type: ignore[no-any-return]
+
+
+_FLIP: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+}
+
+
+def _negate(node: ast.expr) -> ast.expr:
+    """``not node``, folding ``not not x`` and flipping single comparisons."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return node.operand
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return ast.Compare(
+            left=node.left, ops=[_FLIP[type(node.ops[0])]()], comparators=node.comparators
+        )
+    return ast.UnaryOp(op=ast.Not(), operand=node)
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def reads_of(node: ast.AST) -> list[str]:
+    """``X`` for every ``self.X`` read (not ``self.m(...)``) and ``self._resolved().X``."""
+    called: set[int] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            called.add(id(n.func))
+    out: list[str] = []
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Attribute) or id(n) in called:
+            continue
+        if _is_self(n.value):
+            out.append(n.attr)
+        elif isinstance(n.value, ast.Call) and (
+            (isinstance(n.value.func, ast.Attribute) and _is_self(n.value.func.value))
+            or any(_is_self(a) for a in n.value.args)
+        ):
+            out.append(n.attr)
+    return list(dict.fromkeys(out))
+
+
+def _fstring(node: ast.JoinedStr, env: dict[str, ast.expr]) -> str:
+    parts: list[str] = []
+    for v in node.values:
+        if isinstance(v, ast.Constant):
+            parts.append(str(v.value))
+        elif isinstance(v, ast.FormattedValue):
+            parts.append("{" + ast.unparse(_inline(v.value, env)) + "}")
+    return "".join(parts)
+
+
+def _message(node: ast.expr | None, env: dict[str, ast.expr]) -> str:
+    if node is None:
+        return ""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return _fstring(node, env)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _message(node.left, env) + _message(node.right, env)
+    return ast.unparse(node)
+
+
+def _and(parts: Sequence[ast.expr]) -> str | None:
+    if not parts:
+        return None
+    return " and ".join(
+        f"({ast.unparse(p)})"
+        if isinstance(p, ast.BoolOp) and isinstance(p.op, ast.Or)
+        else ast.unparse(p)
+        for p in parts
+    )
+
+
+class _RuleWalker:
+    def __init__(self, func: ast.FunctionDef | ast.AsyncFunctionDef, path: str) -> None:
+        self.func = func
+        self.path = path
+        self.env: dict[str, ast.expr] = {}
+        self.writes: list[Write] = []
+        self.rules: list[Rule] = []
+
+    def run(self) -> list[Rule]:
+        self.block(self.func.body, [])
+        return self.rules
+
+    def block(self, body: Iterable[ast.stmt], guards: list[ast.expr]) -> None:
+        for stmt in body:
+            self.stmt(stmt, guards)
+
+    def _emit(
+        self,
+        kind: Literal["assert", "raise"],
+        cond: ast.expr,
+        guards: list[ast.expr],
+        msg: ast.expr | None,
+        line: int,
+    ) -> None:
+        reads: list[str] = reads_of(cond)
+        for g in guards:
+            reads.extend(reads_of(g))
+        rd = tuple(dict.fromkeys(reads))
+        writes = tuple(w for w in self.writes if w.attr in rd)
+        self.rules.append(
+            Rule(
+                kind=kind,
+                condition=ast.unparse(cond),
+                message=_message(msg, self.env),
+                reads=rd,
+                guard=_and(guards),
+                function=self.func.name,
+                line=line,
+                path=self.path,
+                writes=writes,
+            )
+        )
+
+    def stmt(self, stmt: ast.stmt, guards: list[ast.expr]) -> None:
+        if isinstance(stmt, ast.Assert):
+            cond = _negate(_inline(stmt.test, self.env))
+            self._emit("assert", cond, guards, stmt.msg, stmt.lineno)
+        elif isinstance(stmt, ast.Raise):
+            if stmt.exc is None:
+                return
+            msg: ast.expr | None = None
+            if isinstance(stmt.exc, ast.Call) and stmt.exc.args:
+                msg = stmt.exc.args[0]
+            if guards:
+                self._emit("raise", guards[-1], guards[:-1], msg, stmt.lineno)
+            else:
+                self._emit("raise", ast.Constant(value=True), [], msg, stmt.lineno)
+        elif isinstance(stmt, ast.If):
+            test = _inline(stmt.test, self.env)
+            self.block(stmt.body, [*guards, test])
+            if stmt.orelse:
+                self.block(stmt.orelse, [*guards, _negate(test)])
+        elif isinstance(stmt, ast.Assign):
+            value = _inline(stmt.value, self.env)
+            for t in stmt.targets:
+                if isinstance(t, ast.Name) and len(stmt.targets) == 1:
+                    self.env[t.id] = value
+                elif isinstance(t, ast.Attribute) and _is_self(t.value):
+                    self.writes.append(Write(t.attr, ast.unparse(value), _and(guards), stmt.lineno))
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+            t = stmt.target
+            if isinstance(t, ast.Attribute) and _is_self(t.value):
+                self.writes.append(Write(t.attr, EXPR, _and(guards), stmt.lineno))
+            elif isinstance(t, ast.Name):
+                if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                    self.env[t.id] = _inline(stmt.value, self.env)
+                else:
+                    self.env.pop(t.id, None)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            self.block(stmt.body, guards)
+            self.block(stmt.orelse, guards)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            self.block(stmt.body, guards)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self.block(getattr(stmt, "body", []), guards)
+            for h in getattr(stmt, "handlers", []):
+                self.block(h.body, guards)
+            self.block(getattr(stmt, "orelse", []), guards)
+            self.block(getattr(stmt, "finalbody", []), guards)
+        elif isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                self.block(case.body, guards)
+
+
+# ---------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------
+
+
+def class_constants(source: bytes | str, path: str = "<source>") -> dict[str, object]:
+    """``{"Cls.NAME": literal}`` for literal class attributes of a module (e.g. ``Backend``
+    in ``sglang/srt/model_executor/cuda_graph_config.py``); ``{}`` if it does not parse."""
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            local: dict[str, object] = {}
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                ):
+                    v = _const(stmt.value, local)
+                    if v is not _NOT_LITERAL:
+                        local[stmt.targets[0].id] = v
+                        out[f"{node.name}.{stmt.targets[0].id}"] = _public(v)
+    return out
+
+
+def extract(
+    source: bytes | str,
+    path: str = "sglang/srt/server_args.py",
+    constants: Mapping[str, object] | None = None,
+) -> tuple[tuple[Flag, ...], tuple[Rule, ...], str | None]:
+    """Flags and rules of one ``server_args.py``; the third item is the parse error, if any.
+
+    ``constants`` (e.g. from :func:`class_constants` of a sibling module) resolves dotted
+    names such as ``Backend.DISABLED`` in defaults, consts and choices.
+    """
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        return (), (), f"{path}: {type(exc).__name__}: {exc}"
+    env: dict[str, object] = dict(constants or {})
+    env.update(_module_constants(tree, env))
+    cls = _server_args_class(tree)
+    defaults = _field_defaults(cls, env)
+    flags: list[Flag] = _field_flags(cls, env, defaults) if cls is not None else []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+        ):
+            f = _add_argument_flag(node, env, defaults)
+            if f is not None:
+                flags.append(f)
+    flags.sort(key=lambda f: f.line)
+    rules: list[Rule] = []
+    if cls is not None:
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                rules.extend(_RuleWalker(stmt, path).run())
+    rules.sort(key=lambda r: r.line)
+    return tuple(flags), tuple(rules), None
+
+
+ELASTIC_KEYWORDS: tuple[str, ...] = (
+    "elastic_ep",
+    "ep_join",
+    "max_ep_size",
+    "moe_a2a",
+    "eplb",
+    "cuda_graph",
+    "node_rank",
+    "pp_size",
+    "load_balance",
+    "dp_attention",
+)
+
+
+def elastic_rules(rules: Iterable[Rule], flags: Iterable[Flag]) -> tuple[Rule, ...]:
+    """Rules touching elastic EP and the related dispatch / EPLB / CUDA-graph settings.
+
+    A rule is selected when one of :data:`ELASTIC_KEYWORDS` occurs in
+
+    * an attribute it reads (condition or guard), or the CLI name (``-`` -> ``_``) of a flag
+      whose ``dest`` is such an attribute - so ``ep_join_mode`` counts through its flag
+      ``--elastic-ep-join-mode``;
+    * its guard text (which covers inlined locals such as ``scaling_active``).
+
+    ``ep_join`` and ``max_ep_size`` extend the brief's keyword list: the join-mode and
+    scale-size settings are stored under those names.
+    """
+    names: dict[str, set[str]] = {}
+    for f in flags:
+        names.setdefault(f.dest, {f.dest}).add(f.name.lstrip("-").replace("-", "_"))
+    out: list[Rule] = []
+    for r in rules:
+        hay: set[str] = set()
+        for attr in r.reads:
+            hay |= names.get(attr, {attr})
+        if r.guard:
+            hay.add(r.guard)
+        if any(k in h for h in hay for k in ELASTIC_KEYWORDS):
+            out.append(r)
+    return tuple(out)

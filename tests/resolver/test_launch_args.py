@@ -1,0 +1,250 @@
+"""Parsing launch arguments and checking them against scraped SGLang rules."""
+
+from __future__ import annotations
+
+import glob
+import zipfile
+from functools import cache
+
+import pytest
+
+from resolver.launch_args import Unevaluable, Verdict, check, evaluate, parse_launch
+from scrapers.server_args import Flag, Rule, class_constants, elastic_rules, extract
+
+# ---------------------------------------------------------------------------
+# evaluator
+# ---------------------------------------------------------------------------
+
+
+def test_evaluate_supported_forms() -> None:
+    v = {"pp_size": 2, "backend": None, "mode": "scale", "Backend.DISABLED": "disabled"}
+    assert evaluate("self.pp_size != 1", v)
+    assert evaluate("self.backend is None and self.mode in ['scale', 'recover']", v)
+    assert not evaluate("not (self.mode == 'scale')", v)
+    assert evaluate("1 < self.pp_size <= 2", v)
+    assert evaluate("self.mode != Backend.DISABLED", v)
+    # short-circuit: the unevaluable right side is never read
+    assert not evaluate("self.backend is not None and self._resolved().x", v)
+
+
+@pytest.mark.parametrize(
+    "cond",
+    [
+        "len(self.mode) > 1",
+        "self._resolved().enable_dp_attention",
+        "self.pp_size + 1 > 2",
+        "self.mode[0] == 's'",
+        "other == 1",
+        "self.missing == 1",
+        "self.backend < 1",
+        "__import__('os').system('true')",
+    ],
+)
+def test_evaluate_rejects_everything_else(cond: str) -> None:
+    with pytest.raises(Unevaluable):
+        evaluate(cond, {"pp_size": 2, "backend": None, "mode": "scale"})
+
+
+# ---------------------------------------------------------------------------
+# parsing
+# ---------------------------------------------------------------------------
+
+FLAGS = (
+    Flag("--tp-size", "tp_size", 1, None, "int", None, 1, aliases=("--tensor-parallel-size",)),
+    Flag("--elastic-ep-backend", "elastic_ep_backend", None, ("none", "mooncake", "nixl"),
+         "str", None, 2),
+    Flag("--enable-eplb", "enable_eplb", False, None, None, "store_true", 3),
+    Flag("--cuda-graph-backend-decode", "cuda_graph_backend_decode", None, None, "str", None, 4),
+    Flag("--cuda-graph-backend-prefill", "cuda_graph_backend_prefill", None, None, "str", None, 5),
+    Flag("--disable-cuda-graph", "disable_cuda_graph", False, None, None,
+         "DeprecatedStoreTrueAction", 6,
+         deprecated_for=("--cuda-graph-backend-decode=disabled",
+                         "--cuda-graph-backend-prefill=disabled")),
+    Flag("--disable-piecewise-cuda-graph", "cuda_graph_backend_prefill", None, None, None,
+         "DeprecatedStoreConstAction", 7,
+         deprecated_for=("--cuda-graph-backend-prefill=disabled",), const="disabled"),
+    Flag("--cuda-graph-bs", "cuda_graph_bs", None, None, "int", None, 8, nargs="+"),
+)  # fmt: skip
+
+
+def test_parse_defaults_forms_and_unknown() -> None:
+    v = parse_launch(
+        FLAGS,
+        ["--tensor-parallel-size=8", "--elastic-ep-backend", "mooncake", "--enable-eplb",
+         "--cuda-graph-bs", "1", "2", "--bogus", "x", "--tp", "4"],
+    )  # fmt: skip
+    assert v["tp_size"] == 4  # unique prefix (argparse allow_abbrev), last wins
+    assert v["elastic_ep_backend"] == "mooncake"
+    assert v["enable_eplb"] is True
+    assert v["cuda_graph_bs"] == [1, 2]
+    assert v["cuda_graph_backend_decode"] is None
+    assert v["__unknown__"] == ["--bogus", "x"]
+
+
+def test_bad_choice_names_flag_and_allowed_values() -> None:
+    with pytest.raises(ValueError, match=r"--elastic-ep-backend.*'ucx'.*none, mooncake, nixl"):
+        parse_launch(FLAGS, ["--elastic-ep-backend", "ucx"])
+    with pytest.raises(ValueError, match="--tp-size"):
+        parse_launch(FLAGS, ["--tp-size", "eight"])
+
+
+def test_deprecated_precedence() -> None:
+    v = parse_launch(FLAGS, ["--disable-cuda-graph"])
+    assert (v["cuda_graph_backend_decode"], v["cuda_graph_backend_prefill"]) == (
+        "disabled",
+        "disabled",
+    )
+    assert v["disable_cuda_graph"] is True
+    notes = v["__deprecated__"]
+    assert isinstance(notes, list)
+    assert "--disable-cuda-graph -> --cuda-graph-backend-decode=disabled" in notes
+    # an explicit new flag wins over the own-dest deprecated alias, before or after it
+    for argv in (
+        ["--disable-cuda-graph", "--cuda-graph-backend-prefill", "breakable"],
+        ["--cuda-graph-backend-prefill", "breakable", "--disable-cuda-graph"],
+    ):
+        v = parse_launch(FLAGS, argv)
+        assert v["cuda_graph_backend_prefill"] == "breakable"
+        assert v["cuda_graph_backend_decode"] == "disabled"
+    # a shared-dest alias is plain argparse: last one wins
+    v = parse_launch(
+        FLAGS, ["--cuda-graph-backend-prefill", "full", "--disable-piecewise-cuda-graph"]
+    )
+    assert v["cuda_graph_backend_prefill"] == "disabled"
+
+
+# ---------------------------------------------------------------------------
+# crafted rules
+# ---------------------------------------------------------------------------
+
+CRAFTED = """
+class ServerArgs:
+    pp_size: A[int, "PP"] = 1
+    elastic_ep_backend: A[Optional[str], Arg(help="b", choices=["mooncake", "nixl"])] = None
+    enable_eplb: A[bool, "eplb"] = False
+    eplb_algorithm: A[str, "alg"] = "auto"
+
+    def _handle_elastic_ep(self):
+        if self.elastic_ep_backend is not None:
+            if self.enable_eplb:
+                if self.eplb_algorithm == "auto":
+                    self.eplb_algorithm = "elasticity_aware"
+                assert self.eplb_algorithm in ["elasticity_aware"], "alg"
+            assert self.pp_size == 1, f"PP size must be 1 (got {self.pp_size}, {self._x()})"
+            assert self._resolved().ep_size > 1, "resolved"
+"""
+
+
+def _by_msg(verdicts: list[Verdict]) -> dict[str, Verdict]:
+    return {v.rule.message.split(" ")[0]: v for v in verdicts}
+
+
+def test_check_on_crafted_source() -> None:
+    flags, rules, _ = extract(CRAFTED, path="crafted/server_args.py")
+    argv = ["--elastic-ep-backend", "mooncake", "--pp-size", "2", "--enable-eplb"]
+    v = _by_msg(check(rules, flags, argv))
+    pp = v["PP"]
+    assert pp.status == "violated"
+    assert pp.message == "PP size must be 1 (got 2, {self._x()})"
+    assert pp.flags == ("--pp-size", "--elastic-ep-backend")
+    assert pp.evidence.startswith("crafted/server_args.py:")
+    # the in-method rewrite auto -> elasticity_aware is applied before the assert
+    assert v["alg"].status == "ok"
+    bad = check(rules, flags, [*argv, "--eplb-algorithm", "deepseek"])
+    assert _by_msg(bad)["alg"].status == "violated"
+    # reads the resolved view: reported, never guessed
+    assert v["resolved"].status == "not checked"
+    assert "computed value" in v["resolved"].why
+    # guard false -> ok
+    off = _by_msg(check(rules, flags, ["--pp-size", "2"]))
+    assert off["PP"].status == "ok" and off["PP"].why == "guard is false"
+
+
+def test_check_bad_choice_is_an_error() -> None:
+    flags, rules, _ = extract(CRAFTED)
+    with pytest.raises(ValueError, match="--elastic-ep-backend"):
+        check(rules, flags, ["--elastic-ep-backend", "ucx"])
+
+
+# ---------------------------------------------------------------------------
+# seed cases on real releases: 0.5.18 has the scale-up rules, 0.5.14 does not
+# ---------------------------------------------------------------------------
+
+
+@cache
+def _real(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]] | None:
+    wheels = glob.glob(f"/tmp/sgl/sglang-{version}-*.whl")
+    if not wheels:
+        return None
+    with zipfile.ZipFile(wheels[0]) as z:
+        src = z.read("sglang/srt/server_args.py")
+        consts = class_constants(z.read("sglang/srt/model_executor/cuda_graph_config.py"))
+    flags, rules, err = extract(src, constants=consts)
+    assert err is None
+    return flags, elastic_rules(rules, flags)
+
+
+def _release(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]]:
+    got = _real(version)
+    if got is None:
+        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
+    return got
+
+
+SCALE_UP = (
+    "--model-path m --elastic-ep-backend mooncake --max-ep-size 16 --tp-size 8 --dp-size 8 "
+    "--enable-dp-attention --enable-dp-lm-head --moe-a2a-backend nixl "
+    "--load-balance-method round_robin"
+).split()
+CUDA_OFF = "--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled".split()
+JOINER = "--elastic-ep-join-mode scale --elastic-ep-join-rank-offset 8 --elastic-ep-initial-size 8"
+
+
+def _violations(version: str, argv: list[str]) -> list[Verdict]:
+    flags, rules = _release(version)
+    return [v for v in check(rules, flags, argv) if v.status == "violated"]
+
+
+def test_seed_scale_up_missing_both_cuda_graph_flags() -> None:
+    bad = _violations("0.5.18", SCALE_UP)
+    assert [v.message for v in bad] == [
+        "Elastic EP runtime scale-up requires decode and prefill CUDA graphs to be disabled."
+    ]
+    assert bad[0].evidence.startswith("sglang/srt/server_args.py:")
+    assert "--cuda-graph-config" in bad[0].flags
+    assert _violations("0.5.18", SCALE_UP + CUDA_OFF) == []
+    assert _violations("0.5.14", SCALE_UP) == []  # no such rule in 0.5.14
+
+
+def test_seed_only_disable_cuda_graph() -> None:
+    # the deprecated flag alone disables both phases ...
+    assert _violations("0.5.18", [*SCALE_UP, "--disable-cuda-graph"]) == []
+    # ... but a later tuning flag silently undoes it for one phase
+    undone = [*SCALE_UP, "--disable-cuda-graph", "--cuda-graph-backend-prefill", "breakable"]
+    assert [v.message for v in _violations("0.5.18", undone)] == [
+        "Elastic EP runtime scale-up requires decode and prefill CUDA graphs to be disabled."
+    ]
+    assert _violations("0.5.14", undone) == []
+
+
+def test_seed_joiner_without_node_rank() -> None:
+    argv = SCALE_UP + CUDA_OFF + JOINER.split()
+    bad = _violations("0.5.18", argv)
+    assert [v.message for v in bad] == [
+        "Elastic EP scale-up requires one joining TP group at --node-rank 1 (got 0)."
+    ]
+    assert bad[0].flags == ("--node-rank", "--elastic-ep-join-mode")
+    assert _violations("0.5.18", [*argv, "--node-rank", "1"]) == []
+    # 0.5.14 has no join mode at all: the flags are unknown there and nothing fires
+    flags, _ = _release("0.5.14")
+    unknown = parse_launch(flags, argv)["__unknown__"]
+    assert isinstance(unknown, list) and "--elastic-ep-join-mode" in unknown
+    assert _violations("0.5.14", argv) == []
+
+
+def test_real_resolved_view_rules_are_not_checked() -> None:
+    flags, rules = _release("0.5.18")
+    verdicts = check(rules, flags, SCALE_UP + CUDA_OFF)
+    dp = [v for v in verdicts if "--enable-dp-attention;" in v.rule.message]
+    assert len(dp) == 1 and dp[0].status == "not checked"
+    assert "_resolved()" in dp[0].why
