@@ -469,6 +469,53 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return {"compatible": 0, "incompatible": 1}.get(res["verdict"], 1)
 
 
+def cmd_pins(args: argparse.Namespace) -> int:
+    from resolver import pins
+
+    if len(args.match or []) != len(args.dep or []):
+        _fatal("each --match needs a --dep (the package its currentValue is a version of)",
+               "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
+    try:
+        found, errors = pins.read_pins(
+            [Path(p) for p in args.files],
+            patterns=list(zip(args.match or [], args.dep or [], strict=True)))
+    except ValueError as ex:
+        _fatal(str(ex), "a --match pattern needs a (?P<currentValue>...) group")
+    if errors:
+        for err in errors:
+            print(f"{err.path}:{err.line}: {err.message}", file=sys.stderr)
+        _fatal(f"{len(errors)} line(s) could not be read; nothing was judged",
+               "fix or remove those lines")
+    pinned = pins.pinned_set(found)
+    verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch)
+    result = {
+        "pins": [{"name": p.name, "spec": p.spec, "version": p.version, "file": p.path,
+                  "line": p.line, "kind": p.kind, "note": p.note} for p in found],
+        "conflicts": [[f"{a.path}:{a.line} {a.name}=={a.version}",
+                       f"{b.path}:{b.line} {b.name}=={b.version}"] for a, b in pinned.conflicts],
+        **{k: v for k, v in verdict.items() if k != "explain"},
+    }
+    if args.json:
+        _emit_json(result)
+    else:
+        for p in found:
+            what = f"=={p.version}" if p.version else (p.spec or "(unpinned)")
+            note = f"  [{p.note}]" if p.note else ""
+            print(f"{p.path}:{p.line}: {p.name}{what}  ({p.kind}){note}")
+        for a, b in result["conflicts"]:
+            print(f"conflict: {a} vs {b}")
+        print(f"verdict: {verdict['verdict']}")
+        for r in verdict["reasons"]:
+            print(f"  {r}")
+        for u in verdict["updates"]:
+            name = u["newName"] if u["newName"] != u["depName"] else u["depName"]
+            print(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
+                  f"{u['depName']}=={u['currentValue']} -> {name}=={u['newValue']}  "
+                  f"# {u['reason']}")
+    ok = verdict["verdict"] == "compatible" and not verdict["updates"] and not pinned.conflicts
+    return 0 if ok or args.exit_zero else 1
+
+
 def cmd_triples(args: argparse.Namespace) -> int:
     from resolver import query
 
@@ -567,6 +614,18 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
         sub.add_parser("matrix", add_help=False,
                        help="the compatibility matrix: HTML, Markdown, CSV or JSON "
                             "(see `moonpin matrix --help`)")
+
+    pn = sub.add_parser("pins", help="read a project's pins of sglang, torch and mooncake; "
+                        "judge the set and propose updates")
+    pn.add_argument("files", nargs="+", metavar="FILE",
+                    help="requirements/constraints files, pyproject.toml, Dockerfiles, scripts")
+    pn.add_argument("--match", action="append", metavar="REGEX",
+                    help="a Renovate-style regex with a (?P<currentValue>...) group")
+    pn.add_argument("--dep", action="append", metavar="NAME", help="the package of each --match")
+    pn.add_argument("--exit-zero", action="store_true", help="advisory: exit 0 even when "
+                    "the set is incompatible or updates exist")
+    scope(pn)
+    pn.set_defaults(func=cmd_pins)
 
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
     t.add_argument("--sglang", metavar="SPEC")

@@ -124,3 +124,61 @@ def test_shipped_kb_loads_and_entry_point_runs() -> None:
     info = json.loads(r.stdout)
     assert info["sglang_releases"] > 50
     assert info["mooncake_wheels"] > 100
+
+
+# --------------------------------------------------------------------------- pins
+
+
+def write_reqs(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "requirements.txt"
+    p.write_text(text)
+    return p
+
+
+def test_pins_compatible_set_exits_0(kb_file: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    req = write_reqs(tmp_path, "sglang==0.5.17\ntorch==2.13.0\nmooncake-transfer-engine==0.3.13\n")
+    code, out, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["verdict"] == "compatible" and doc["updates"] == []
+    assert [(p["name"], p["line"]) for p in doc["pins"]] == [
+        ("sglang", 1), ("torch", 2), ("mooncake-transfer-engine", 3)]
+
+
+def test_pins_incompatible_set_proposes_the_mooncake_move(
+        kb_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    req = write_reqs(tmp_path, "# stack\nsglang==0.5.17\ntorch==2.13.0\n"
+                               "mooncake_transfer_engine==0.3.12  # old\n")
+    code, out, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 1
+    assert doc["verdict"] == "incompatible"
+    (u,) = doc["updates"]
+    assert (u["packageFile"], u["line"], u["currentValue"], u["newValue"], u["updateType"]) == (
+        str(req), 4, "0.3.12", "0.3.13", "patch")
+    assert {"depName", "groupName", "reason"} <= set(u)
+    code, _, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                     "--exit-zero")
+    assert code == 0
+
+
+def test_pins_torch_behind_the_release_moves_torch(
+        kb_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    req = write_reqs(tmp_path, "sglang==0.5.17\ntorch==2.12.0\nmooncake-transfer-engine==0.3.13\n")
+    code, out, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                       "--json")
+    doc = json.loads(out)
+    assert code == 1
+    moves = {(u["depName"], u["newValue"]) for u in doc["updates"]}
+    assert ("torch", "2.13.0") in moves
+
+
+def test_pins_unreadable_line_is_bad_input(kb_file: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    req = write_reqs(tmp_path, "sglang==0.5.17\nsglang >>= 0.5\n")
+    code, _, err = run(capsys, "--kb", str(kb_file), "pins", str(req))
+    assert code == 2
+    assert f"{req}:2:" in err
