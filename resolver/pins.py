@@ -82,6 +82,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from scrapers.mooncake import DISTRIBUTIONS
+
 __all__ = [
     "MOONCAKE_FAMILY",
     "TRACKED",
@@ -91,16 +93,8 @@ __all__ = [
     "read_pins",
 ]
 
-MOONCAKE_FAMILY: tuple[str, ...] = (
-    "mooncake-transfer-engine",
-    "mooncake-transfer-engine-cuda13",
-    "mooncake-transfer-engine-non-cuda",
-    "mooncake-transfer-engine-efa",
-    "mooncake-transfer-engine-efa-cuda13",
-    "mooncake-transfer-engine-rocm",
-    "mooncake-transfer-engine-npu",
-    "mooncake-transfer-engine-musa",
-)
+#: The mooncake family, as the scrapers know it.
+MOONCAKE_FAMILY: tuple[str, ...] = DISTRIBUTIONS
 TRACKED: frozenset[str] = frozenset(("sglang", "torch", *MOONCAKE_FAMILY))
 
 #: Dockerfile / shell variables read as pins, and the distribution each one names.

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import glob
-import zipfile
-from functools import cache
-
 import pytest
 
 from resolver.launch_args import Unevaluable, Verdict, check, evaluate, parse_launch
-from scrapers.server_args import Flag, Rule, class_constants, elastic_rules, extract
+from scrapers.server_args import Flag, Rule, elastic_rules, extract
+from tests.lib.sglang_src import real_args
 
 # ---------------------------------------------------------------------------
 # evaluator
@@ -171,17 +168,9 @@ def test_check_bad_choice_is_an_error() -> None:
 # ---------------------------------------------------------------------------
 
 
-@cache
 def _real(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]] | None:
-    wheels = glob.glob(f"/tmp/sgl/sglang-{version}-*.whl")
-    if not wheels:
-        return None
-    with zipfile.ZipFile(wheels[0]) as z:
-        src = z.read("sglang/srt/server_args.py")
-        consts = class_constants(z.read("sglang/srt/model_executor/cuda_graph_config.py"))
-    flags, rules, err = extract(src, constants=consts)
-    assert err is None
-    return flags, elastic_rules(rules, flags)
+    got = real_args(version)
+    return None if got is None else (got[0], elastic_rules(got[1], got[0]))
 
 
 def _release(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]]:

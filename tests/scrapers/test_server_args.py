@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import glob
-import zipfile
-from functools import cache
-
 import pytest
 
-from scrapers.server_args import Flag, Rule, class_constants, elastic_rules, extract
+from scrapers.server_args import Flag, Rule, elastic_rules, extract
+from tests.lib.sglang_src import real_args
 
 CRAFTED = """
 import argparse
@@ -182,17 +179,7 @@ def test_elastic_selection() -> None:
 # ---------------------------------------------------------------------------
 
 
-@cache
-def _real(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]] | None:
-    wheels = glob.glob(f"/tmp/sgl/sglang-{version}-*.whl")
-    if not wheels:
-        return None
-    with zipfile.ZipFile(wheels[0]) as z:
-        src = z.read("sglang/srt/server_args.py")
-        consts = class_constants(z.read("sglang/srt/model_executor/cuda_graph_config.py"))
-    flags, rules, err = extract(src, constants=consts)
-    assert err is None
-    return flags, rules
+_real = real_args
 
 
 def _need(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]]:
