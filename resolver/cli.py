@@ -71,10 +71,15 @@ def cmd_scrape(args: argparse.Namespace) -> int:
                                  reporter=reporter, workers=args.jobs)
         finally:
             fetcher.close()
-        store.save(kb, kb_path)
-        _write_resolved(kb_path)
+        unchanged = old is not None and all(
+            getattr(kb, f) == getattr(old, f)
+            for f in ("sglang", "mooncake", "torch", "torch_versions", "unread"))
+        if not unchanged:
+            store.save(kb, kb_path)
+            _write_resolved(kb_path)
     report = {
         "kb": str(kb_path),
+        "changed": not unchanged,
         "index_url": index_url,
         "read": summary.read,
         "kept_unchanged": summary.kept,
@@ -92,7 +97,8 @@ def cmd_scrape(args: argparse.Namespace) -> int:
         ratio = (f" ({100 * summary.bytes_fetched / summary.artifact_bytes:.2f}% of the "
                  f"{_mb(summary.artifact_bytes)} those artifacts weigh whole)"
                  if summary.artifact_bytes else "")
-        print(f"wrote {kb_path}")
+        print(f"{'KB unchanged (nothing new on the index): ' if unchanged else 'wrote '}"
+              f"{kb_path}")
         for k in KINDS:
             print(f"  {k:9} {summary.read[k]:4} read, {summary.kept[k]:4} unchanged")
         print(f"  fetched {_mb(summary.bytes_fetched)} in {fetcher.stats.requests} requests"

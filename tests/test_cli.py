@@ -93,9 +93,12 @@ def test_scrape_command_writes_kb_and_reports(index: FakeIndex, tmp_path: Path, 
     assert report["read"] == {"sglang": 2, "mooncake": 2, "torch": 2}
     assert report["bytes_fetched"] > 0
     assert store.load(path).sglang[-1].version == "0.5.17"
-    # a second run reads nothing new
+    # a second run reads nothing new and leaves the files alone
+    before = path.stat().st_mtime_ns
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
     assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
+    assert json.loads(out)["changed"] is False
+    assert path.stat().st_mtime_ns == before
     # a release that fails is reported, exit 1, and the KB stays valid
     served = next(iter(index.add_project("sglang", {
         "0.5.20": dict([sglang_wheel("0.5.20", {})])}).files.values()))
