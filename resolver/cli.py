@@ -518,8 +518,34 @@ def cmd_pins(args: argparse.Namespace) -> int:
             print(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
                   f"{u['depName']}=={u['currentValue']} -> {name}=={u['newValue']}  "
                   f"# {u['reason']}")
+    if (args.diff or args.write) and verdict["updates"]:
+        _rewrite_pins(found, verdict["updates"], write=args.write)
     ok = verdict["verdict"] == "compatible" and not verdict["updates"] and not pinned.conflicts
     return 0 if ok or args.exit_zero else 1
+
+
+def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> None:
+    """Print the unified diff of the updates; with ``write``, apply it (atomically, per file)."""
+    import difflib
+
+    from kb.store import write_atomic
+    from resolver import pins
+
+    paths = sorted({u["packageFile"] for u in updates})
+    texts = {p: Path(p).read_text(encoding="utf-8") for p in paths}
+    new, problems = pins.apply_updates(found, updates, texts)
+    out = sys.stderr if write else sys.stdout
+    for p in paths:
+        out.writelines(difflib.unified_diff(texts[p].splitlines(keepends=True),
+                                            new[p].splitlines(keepends=True),
+                                            fromfile=p, tofile=p))
+    for problem in problems:
+        print(f"not written: {problem}", file=sys.stderr)
+    if write:
+        for p in paths:
+            if new[p] != texts[p]:
+                write_atomic(Path(p), new[p].encode("utf-8"))
+                print(f"wrote {p}", file=sys.stderr)
 
 
 def cmd_triples(args: argparse.Namespace) -> int:
@@ -630,6 +656,9 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     pn.add_argument("--dep", action="append", metavar="NAME", help="the package of each --match")
     pn.add_argument("--exit-zero", action="store_true", help="advisory: exit 0 even when "
                     "the set is incompatible or updates exist")
+    pn.add_argument("--diff", action="store_true", help="print the updates as a unified diff")
+    pn.add_argument("--write", action="store_true",
+                    help="apply the updates in place (atomically; layout and comments kept)")
     scope(pn)
     pn.set_defaults(func=cmd_pins)
 

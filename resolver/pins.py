@@ -1042,3 +1042,55 @@ def judge(g: Any, pinned: PinnedSet, *, python: str | None = None,
         out["reasons"].append(f"no mooncake release in the knowledge base fits sglang {sv}; "
                               "`moonpin which sglang --mooncake DIST==V` lists what does")
     return out
+
+
+# ----------------------------------------------------------------------- rewriting
+
+
+def _name_pattern(name: str) -> re.Pattern[str]:
+    """Any PEP 503-equivalent spelling of ``name`` (``mooncake_transfer_engine`` …)."""
+    parts = re.split(r"[-_.]+", name)
+    return re.compile(r"(?<![\w.-])" + r"[-_.]+".join(map(re.escape, parts)) + r"(?![\w-])",
+                      re.IGNORECASE)
+
+
+def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
+                  texts: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The files' new texts with ``updates`` applied at the pins' recorded places, and the
+    updates that could not be written (with why). Only the versions (and, for a switch of
+    distribution, the name) change; comments, extras, markers and layout stay."""
+    by_place = {(p.path, p.version_line, p.version): p for p in pins if p.version is not None}
+    lines = {path: text.splitlines(keepends=True) for path, text in texts.items()}
+    problems: list[str] = []
+    edits: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
+    renames: list[tuple[Pin, str]] = []
+    for u in updates:
+        pin = by_place.get((u["packageFile"], u["line"], u["currentValue"]))
+        where = f"{u['packageFile']}:{u['line']}"
+        if pin is None or pin.col < 0:
+            problems.append(f"{where}: no version text to rewrite for {u['depName']}")
+            continue
+        if pin.note and HASH_NOTE in pin.note:
+            problems.append(f"{where}: {u['depName']} is pinned with --hash; a new version "
+                            "needs new hashes (pip-compile --generate-hashes): not written")
+            continue
+        if u["newName"] != u["depName"]:
+            if pin.kind == "dockerfile-arg":
+                problems.append(f"{where}: {pin.raw.split('=')[0]} carries a version only; "
+                                f"switch the package to {u['newName']} where it is installed")
+                continue
+            renames.append((pin, u["newName"]))
+        edits.setdefault((pin.path, pin.version_line), []).append(
+            (pin.col, pin.version or "", u["newValue"]))
+    for (path, lineno), changes in edits.items():
+        text = lines[path][lineno - 1]
+        for col, old, new in sorted(changes, reverse=True):  # right to left keeps columns
+            if text[col:col + len(old)] != old:
+                problems.append(f"{path}:{lineno}: the file changed since it was read")
+                continue
+            text = text[:col] + new + text[col + len(old):]
+        lines[path][lineno - 1] = text
+    for pin, new_name in renames:
+        text = lines[pin.path][pin.line - 1]
+        lines[pin.path][pin.line - 1] = _name_pattern(pin.name).sub(new_name, text, count=1)
+    return {path: "".join(ls) for path, ls in lines.items()}, problems

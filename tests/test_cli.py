@@ -185,3 +185,31 @@ def test_pins_unreadable_line_is_bad_input(kb_file: Path, tmp_path: Path,
     code, _, err = run(capsys, "--kb", str(kb_file), "pins", str(req))
     assert code == 2
     assert f"{req}:2:" in err
+
+
+def test_pins_diff_and_write_change_only_the_pins(
+        kb_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = ("# stack\nsglang[all]==0.5.17  # keep\ntorch==2.13.0\n"
+            "mooncake_transfer_engine==0.3.12 ; platform_machine == 'x86_64'  # old\n")
+    req = write_reqs(tmp_path, text)
+    code, out, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                       "--diff")
+    assert code == 1
+    assert "-mooncake_transfer_engine==0.3.12 ; platform_machine == 'x86_64'  # old" in out
+    assert "+mooncake_transfer_engine==0.3.13 ; platform_machine == 'x86_64'  # old" in out
+    assert req.read_text() == text  # --diff writes nothing
+    run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12", "--write")
+    assert req.read_text() == text.replace("==0.3.12 ;", "==0.3.13 ;")
+    code, _, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12")
+    assert code == 0  # the written set is compatible
+
+
+def test_pins_with_hashes_are_not_rewritten(
+        kb_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = ("sglang==0.5.17\ntorch==2.13.0\nmooncake-transfer-engine==0.3.12 \\\n"
+            "    --hash=sha256:" + "0" * 64 + "\n")
+    req = write_reqs(tmp_path, text)
+    _, _, err = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                    "--write")
+    assert "needs new hashes" in err
+    assert req.read_text() == text
