@@ -548,6 +548,28 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
                 print(f"wrote {p}", file=sys.stderr)
 
 
+def cmd_renovate(args: argparse.Namespace) -> int:
+    from resolver import pins, query
+
+    sglang = args.sglang
+    if sglang is None:
+        if not args.files:
+            _fatal("`renovate` needs --sglang VERSION or the files that pin it",
+                   "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
+        found, errors = pins.read_pins([Path(p) for p in args.files])
+        for err in errors:
+            print(f"{err.path}:{err.line}: {err.message}", file=sys.stderr)
+        if errors:
+            _fatal(f"{len(errors)} line(s) could not be read", "fix or remove those lines")
+        pinned = pins.pinned_set(found)
+        if pinned.sglang is None:
+            _fatal("no exact sglang pin in those files", "pass --sglang VERSION")
+        sglang = pinned.sglang.version
+    which = query.which_mooncake(_graph(args), sglang, python=args.python, arch=args.arch)
+    _emit_json(pins.renovate_fragment(which))
+    return 0 if which["compatible"] else 1
+
+
 def cmd_triples(args: argparse.Namespace) -> int:
     from resolver import query
 
@@ -661,6 +683,13 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                     help="apply the updates in place (atomically; layout and comments kept)")
     scope(pn)
     pn.set_defaults(func=cmd_pins)
+
+    rv = sub.add_parser("renovate", help="a Renovate config fragment that keeps torch and "
+                        "mooncake bumps compatible with the pinned sglang")
+    rv.add_argument("files", nargs="*", metavar="FILE", help="files pinning sglang")
+    rv.add_argument("--sglang", metavar="VERSION")
+    scope(rv)
+    rv.set_defaults(func=cmd_renovate)
 
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
     t.add_argument("--sglang", metavar="SPEC")

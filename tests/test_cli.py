@@ -213,3 +213,38 @@ def test_pins_with_hashes_are_not_rewritten(
                     "--write")
     assert "needs new hashes" in err
     assert req.read_text() == text
+
+
+# Renovate's packageRules options this fragment may use (docs.renovatebot.com configuration
+# options); allowedVersions is a PEP 440 range or a /regex/, never with matchUpdateTypes.
+RENOVATE_RULE_KEYS = {"description", "matchPackageNames", "groupName", "allowedVersions"}
+
+
+def test_renovate_fragment_has_renovates_shape(kb_file: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    req = write_reqs(tmp_path, "sglang==0.5.17\n")
+    code, out, _ = run(capsys, "--kb", str(kb_file), "renovate", str(req), "--python", "3.12")
+    doc = json.loads(out)
+    assert code == 0
+    assert set(doc) == {"packageRules"}
+    for rule in doc["packageRules"]:
+        assert set(rule) <= RENOVATE_RULE_KEYS and "matchPackageNames" in rule
+        assert "matchUpdateTypes" not in rule
+    group, torch_rule, mooncake_rule = doc["packageRules"]
+    assert group["groupName"] and {"sglang", "torch"} <= set(group["matchPackageNames"])
+    assert torch_rule == {**torch_rule, "matchPackageNames": ["torch"],
+                          "allowedVersions": "==2.13.0"}
+    allowed = mooncake_rule["allowedVersions"]
+    assert allowed.startswith("/") and allowed.endswith("/")
+    pattern = re.compile(allowed[1:-1])
+    assert pattern.match("0.3.13") and not pattern.match("0.3.12")
+    assert mooncake_rule["matchPackageNames"] == ["mooncake-transfer-engine"]
+
+
+def test_renovate_needs_an_sglang(kb_file: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    req = write_reqs(tmp_path, "torch==2.13.0\n")
+    code, _, err = run(capsys, "--kb", str(kb_file), "renovate", str(req))
+    assert code == 2 and "no exact sglang pin" in err
