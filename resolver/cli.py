@@ -493,7 +493,8 @@ def cmd_pins(args: argparse.Namespace) -> int:
         _fatal(f"{len(errors)} line(s) could not be read; nothing was judged",
                "fix or remove those lines")
     pinned = pins.pinned_set(found)
-    verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch)
+    verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch,
+                         strategy=args.strategy, keep=args.keep)
     result = {
         "pins": [{"name": p.name, "spec": p.spec, "version": p.version, "file": p.path,
                   "line": p.line, "kind": p.kind, "note": p.note} for p in found],
@@ -678,6 +679,11 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     pn.add_argument("--dep", action="append", metavar="NAME", help="the package of each --match")
     pn.add_argument("--exit-zero", action="store_true", help="advisory: exit 0 even when "
                     "the set is incompatible or updates exist")
+    pn.add_argument("--strategy", choices=["minimal", "latest"], default="minimal",
+                    help="minimal: keep sglang, move mooncake (and torch if it must); latest: "
+                    "move the stack to the newest compatible set")
+    pn.add_argument("--keep", choices=["sglang", "torch", "mooncake"],
+                    help="the package that must not move")
     pn.add_argument("--diff", action="store_true", help="print the updates as a unified diff")
     pn.add_argument("--write", action="store_true",
                     help="apply the updates in place (atomically; layout and comments kept)")

@@ -990,9 +990,80 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
             "updateType": kind, "groupName": group, "reason": reason}
 
 
-def judge(g: Any, pinned: PinnedSet, *, python: str | None = None,
-          arch: str | None = None) -> dict[str, Any]:
-    """The verdict for a pinned set and the updates that make it compatible."""
+def judge(g: Any, pinned: PinnedSet, *, python: str | None = None, arch: str | None = None,
+          strategy: str = "minimal", keep: str | None = None) -> dict[str, Any]:
+    """The verdict for a pinned set and the updates that make it compatible.
+
+    ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
+    mooncake; ``latest`` moves the whole stack to the newest SGLang that has a prebuilt
+    compatible mooncake. ``keep`` names the one package that must not move.
+    """
+    out = _judge_minimal(g, pinned, python=python, arch=arch, keep=keep)
+    if strategy == "latest" or (keep == "mooncake" and out["verdict"] != "compatible"):
+        stack = _stack_move(g, pinned, python=python, arch=arch, keep=keep)
+        if stack:
+            out["updates"] = stack
+        elif keep == "mooncake" and pinned.mooncake is not None:
+            out["reasons"].append(f"no SGLang release in the knowledge base fits "
+                                  f"{pinned.mooncake.name}=={pinned.mooncake.version} here")
+    elif keep == "torch":
+        out["updates"] = [u for u in out["updates"] if u["depName"] != "torch"]
+    return out
+
+
+def _stack_move(g: Any, pinned: PinnedSet, *, python: str | None, arch: str | None,
+                keep: str | None) -> list[dict[str, Any]]:
+    """Updates to the newest SGLang with a prebuilt compatible mooncake (and its torch).
+
+    With ``keep="mooncake"`` only SGLang releases that the pinned mooncake fits count."""
+    from packaging.version import Version as V
+
+    from resolver import query
+
+    group = "sglang stack"
+    if keep == "mooncake" and pinned.mooncake is not None:
+        ans = query.which_sglang(g, f"{pinned.mooncake.name}=={pinned.mooncake.version}",
+                                 python=python, arch=arch)
+        if not ans["compatible"] or pinned.sglang is None:
+            return []
+        best = ans["compatible"][0]
+        new_torch = best["wheels"][0]["torch"]
+        ups = [_update(p, "sglang", best["version"], f"{best['requirement']} fits "
+                       f"{pinned.mooncake.name}=={pinned.mooncake.version}", group)
+               for p in pinned.places(pinned.sglang)]
+        if pinned.torch is not None and pinned.torch.version != new_torch:
+            ups += [_update(p, "torch", new_torch, f"sglang {best['version']} requires torch "
+                            f"{new_torch}", group) for p in pinned.places(pinned.torch)]
+        return ups
+    for sv in sorted(g.sglang, reverse=True):
+        s = g.sglang[sv]
+        if s.pg.module is None:
+            continue
+        which = query.which_mooncake(g, str(sv), python=python, arch=arch)
+        plain = [c for c in which["compatible"] if not c.get("notes")]
+        if not plain:
+            continue
+        best = plain[0]
+        new_torch = best["wheels"][0]["torch"]
+        moves: list[dict[str, Any]] = []
+        if pinned.sglang is not None and V(pinned.sglang.version or "0") != sv:
+            moves += [_update(p, "sglang", str(sv), f"the newest sglang with a prebuilt "
+                            f"compatible mooncake is {sv}", group)
+                    for p in pinned.places(pinned.sglang)]
+        if pinned.torch is not None and pinned.torch.version != new_torch and keep != "torch":
+            moves += [_update(p, "torch", new_torch, f"sglang {sv} requires torch {new_torch}",
+                            group) for p in pinned.places(pinned.torch)]
+        if pinned.mooncake is not None and (pinned.mooncake.name, pinned.mooncake.version) != (
+                best["dist"], best["version"]):
+            moves += [_update(p, best["dist"], best["version"],
+                            f"{best['requirement']} has a build sglang {sv} loads", group)
+                    for p in pinned.places(pinned.mooncake)]
+        return moves
+    return []
+
+
+def _judge_minimal(g: Any, pinned: PinnedSet, *, python: str | None, arch: str | None,
+                   keep: str | None) -> dict[str, Any]:
     from resolver import query
 
     out: dict[str, Any] = {"verdict": "unknown", "reasons": [], "updates": []}
@@ -1014,6 +1085,8 @@ def judge(g: Any, pinned: PinnedSet, *, python: str | None = None,
     # Keep SGLang (and the pinned torch), move mooncake to the newest compatible release.
     which = query.which_mooncake(g, sv, torch=torch, python=python, arch=arch)
     plain = [c for c in which["compatible"] if not c.get("notes")] or which["compatible"]
+    if keep == "mooncake":
+        plain = []
     if plain and pinned.mooncake is not None:
         best = plain[0]
         out["updates"] += [_update(
@@ -1023,7 +1096,7 @@ def judge(g: Any, pinned: PinnedSet, *, python: str | None = None,
             "mooncake for sglang") for place in pinned.places(pinned.mooncake)]
     elif plain:
         out["reasons"].append(f"pin {plain[0]['requirement']} to add the mooncake that fits")
-    elif torch is not None:
+    elif torch is not None and keep not in ("torch", "mooncake"):
         # No mooncake fits the pinned torch: move torch to what SGLang requires.
         relaxed = query.which_mooncake(g, sv, python=python, arch=arch)
         fits = [c for c in relaxed["compatible"] if not c.get("notes")] or relaxed["compatible"]
@@ -1038,7 +1111,7 @@ def judge(g: Any, pinned: PinnedSet, *, python: str | None = None,
                                            f"{fits[0]['requirement']} fits torch {new_torch}",
                                            group)
                                    for place in pinned.places(pinned.mooncake)]
-    if not out["updates"] and out["verdict"] != "compatible":
+    if not out["updates"] and out["verdict"] != "compatible" and keep != "mooncake":
         out["reasons"].append(f"no mooncake release in the knowledge base fits sglang {sv}; "
                               "`moonpin which sglang --mooncake DIST==V` lists what does")
     return out

@@ -248,3 +248,24 @@ def test_renovate_needs_an_sglang(kb_file: Path, tmp_path: Path,
     req = write_reqs(tmp_path, "torch==2.13.0\n")
     code, _, err = run(capsys, "--kb", str(kb_file), "renovate", str(req))
     assert code == 2 and "no exact sglang pin" in err
+
+
+def test_pins_strategies_and_keep(kb_file: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    req = write_reqs(tmp_path, "sglang==0.5.4\ntorch==2.13.0\nmooncake-transfer-engine==0.3.12\n")
+
+    def moves(*extra: str) -> set[tuple[str, str]]:
+        _, out, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                        "--json", *extra)
+        return {(u["depName"], u["newValue"]) for u in json.loads(out)["updates"]}
+
+    # latest: the whole stack to the newest SGLang with a compatible mooncake
+    assert moves("--strategy", "latest") == {("sglang", "0.5.17"),
+                                             ("mooncake-transfer-engine", "0.3.13")}
+    # keep the pinned mooncake: no SGLang release fits 0.3.12 (CUDA 12 pg_2_12_0 only)
+    assert moves("--keep", "mooncake") == set()
+    _, out, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                    "--json", "--keep", "mooncake")
+    assert any("fits mooncake-transfer-engine==0.3.12" in r for r in json.loads(out)["reasons"])
+    # minimal keeps sglang and moves mooncake
+    assert ("sglang", "0.5.17") not in moves()
