@@ -545,7 +545,11 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
     if write:
         for p in paths:
             if new[p] != texts[p]:
-                write_atomic(Path(p), new[p].encode("utf-8"))
+                try:
+                    write_atomic(Path(p), new[p].encode("utf-8"))
+                except OSError as e:
+                    _fatal(f"cannot write {p}: {e.strerror}; it is unchanged",
+                           "free space or fix permissions, then run again")
                 print(f"wrote {p}", file=sys.stderr)
 
 

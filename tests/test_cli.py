@@ -269,3 +269,24 @@ def test_pins_strategies_and_keep(kb_file: Path, tmp_path: Path,
     assert any("fits mooncake-transfer-engine==0.3.12" in r for r in json.loads(out)["reasons"])
     # minimal keeps sglang and moves mooncake
     assert ("sglang", "0.5.17") not in moves()
+
+
+def test_pins_write_interrupted_leaves_the_file_whole(
+        kb_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    text = "sglang==0.5.17\ntorch==2.13.0\nmooncake-transfer-engine==0.3.12\n"
+    project = tmp_path / "project"
+    project.mkdir()
+    req = write_reqs(project, text)
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", crash)
+    code, _, err = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
+                       "--write")
+    assert code == 2 and "No space left on device" in err and "unchanged" in err
+    assert req.read_text() == text
+    assert [p.name for p in project.iterdir()] == ["requirements.txt"]  # no temp file left
