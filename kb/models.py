@@ -23,6 +23,10 @@ __all__ = [
     "Build",
     "CallArity",
     "KnowledgeBase",
+    "LaunchFlag",
+    "LaunchRule",
+    "LaunchRules",
+    "LaunchWrite",
     "LoaderImport",
     "LoaderScheme",
     "MooncakeImport",
@@ -134,6 +138,53 @@ class MooncakePin(Model):
     line: int
 
 
+class LaunchFlag(Model):
+    """One server option as the release declares it (``default``/``const`` as JSON text)."""
+
+    name: str
+    dest: str
+    default: str = "null"
+    choices: tuple[str, ...] | None = None
+    type: str | None = None
+    action: str | None = None
+    line: int = 0
+    deprecated_for: tuple[str, ...] = ()
+    nargs: str | None = None
+    const: str = "null"
+    aliases: tuple[str, ...] = ()
+
+
+class LaunchWrite(Model):
+    attr: str
+    value: str
+    guard: str | None = None
+    line: int = 0
+
+
+class LaunchRule(Model):
+    """An ``assert``/``raise`` of the release's argument handling, with where it sits."""
+
+    kind: Literal["assert", "raise"]
+    condition: str
+    message: str
+    reads: tuple[str, ...] = ()
+    guard: str | None = None
+    function: str
+    line: int
+    path: str
+    writes: tuple[LaunchWrite, ...] = ()
+
+
+class LaunchRules(Model):
+    """The elastic-EP launch rules of one release and the options they are read from."""
+
+    member: str
+    flags: tuple[LaunchFlag, ...] = ()
+    rules: tuple[LaunchRule, ...] = ()
+    constants: dict[str, str] = Field(default_factory=dict)  # JSON text values
+    error: str | None = None
+
+
 class SglangRelease(Model):
     version: str
     source: Literal["index", "path", "archive"] = "index"
@@ -147,6 +198,7 @@ class SglangRelease(Model):
     parse_failures: tuple[ParseFailure, ...] = ()
     pg: PGRequirement
     mooncake_pins: tuple[MooncakePin, ...] = ()
+    launch: LaunchRules | None = None
 
 
 # --------------------------------------------------------------------------- mooncake

@@ -575,6 +575,51 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     return 0 if which["compatible"] else 1
 
 
+def cmd_args(args: argparse.Namespace) -> int:
+    from resolver import launch_args, query
+    from resolver.graph import CompatGraph
+    from scrapers.server_args import from_record
+
+    kb = _load(args)
+    g = CompatGraph(kb)
+    release = query.get_sglang(g, args.sglang)
+    if release.launch is None:
+        _fatal(f"the knowledge base holds no elastic-EP launch rules for sglang {release.version}",
+               "releases before elastic EP have none; from 0.5.23 the rules moved to "
+               "sglang/srt/arg_groups/, which moonpin does not read yet")
+    if release.launch.error:
+        _fatal(f"sglang {release.version}: {release.launch.member} could not be read: "
+               f"{release.launch.error}", "run `moonpin scrape --only sglang --full`")
+    flags, rules, constants = from_record(release.launch)
+    launch = list(args.launch or [])
+    if launch[:1] == ["--"]:
+        launch = launch[1:]
+    try:
+        verdicts = launch_args.check(rules, flags, launch, constants=constants)
+    except ValueError as e:
+        _fatal(str(e), "fix the launch arguments")
+    bad = [v for v in verdicts if v.status == "violated"]
+    unchecked = [v for v in verdicts if v.status == "not checked"]
+    if args.json:
+        _emit_json({
+            "sglang": release.version,
+            "violations": [{"message": v.message, "flags": list(v.flags),
+                            "evidence": v.evidence, "condition": v.rule.condition}
+                           for v in bad],
+            "not_checked": [{"evidence": v.evidence, "why": v.why} for v in unchecked],
+            "rules": len(verdicts),
+        })
+    else:
+        for v in bad:
+            print(f"violated: {v.message}")
+            print(f"  flags: {', '.join(v.flags) or '-'}   ({v.evidence})")
+        for v in unchecked:
+            print(f"not checked: {v.evidence}: {v.why}")
+        print(f"sglang {release.version}: {len(verdicts)} elastic-EP rules, {len(bad)} violated, "
+              f"{len(unchecked)} not checked")
+    return 1 if bad else 0
+
+
 def cmd_triples(args: argparse.Namespace) -> int:
     from resolver import query
 
@@ -700,6 +745,14 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     rv.add_argument("--sglang", metavar="VERSION")
     scope(rv)
     rv.set_defaults(func=cmd_renovate)
+
+    ar = sub.add_parser("args", help="check a launch line against that SGLang release's own "
+                        "elastic-EP argument rules, offline")
+    ar.add_argument("--sglang", required=True, metavar="VERSION")
+    ar.add_argument("--json", action="store_true")
+    ar.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+    ar.add_argument("launch", nargs=argparse.REMAINDER, help="-- then the launch arguments")
+    ar.set_defaults(func=cmd_args)
 
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
     t.add_argument("--sglang", metavar="SPEC")

@@ -58,16 +58,20 @@ import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
+    "CUDA_GRAPH_CONFIG",
     "ELASTIC_KEYWORDS",
+    "SERVER_ARGS",
     "Flag",
     "Rule",
     "Write",
     "class_constants",
     "elastic_rules",
     "extract",
+    "from_record",
+    "launch_record",
     "reads_of",
 ]
 
@@ -744,3 +748,75 @@ def elastic_rules(rules: Iterable[Rule], flags: Iterable[Flag]) -> tuple[Rule, .
         if any(k in h for h in hay for k in ELASTIC_KEYWORDS):
             out.append(r)
     return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# the KB record
+# ---------------------------------------------------------------------------
+
+SERVER_ARGS = "sglang/srt/server_args.py"
+CUDA_GRAPH_CONFIG = "sglang/srt/model_executor/cuda_graph_config.py"
+
+
+def _json_text(value: object) -> str:
+    import json
+
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return json.dumps("<expr>")
+
+
+def launch_record(server_args: bytes | None, cuda_graph_config: bytes | None,
+                  member: str = SERVER_ARGS) -> Any:
+    """The KB's :class:`kb.models.LaunchRules` for one release (None when it has no
+    elastic-EP rules, e.g. releases before elastic EP, or 0.5.23's arg_groups layout)."""
+    from kb.models import LaunchFlag, LaunchRule, LaunchRules, LaunchWrite
+
+    if server_args is None:
+        return None
+    constants = class_constants(cuda_graph_config) if cuda_graph_config else {}
+    flags, rules, error = extract(server_args, member, constants=constants)
+    if error is not None:
+        return LaunchRules(member=member, error=error)
+    chosen = elastic_rules(rules, flags)
+    if not chosen:
+        return None
+    # Keep the options those rules read (and their aliases and CUDA-graph spellings): the KB
+    # ships with the package, and the other ~400 options only need skipping when parsed.
+    read = {r.split(".")[0] for rule in chosen for r in rule.reads} | {
+        w.attr.split(".")[0] for rule in chosen for w in rule.writes} | {
+        m for rule in chosen for text in (rule.condition, rule.guard or "", rule.message)
+        for m in re.findall(r"self\.(\w+)", text)}
+    names = {f.name for f in flags if f.dest in read}
+    kept = [f for f in flags if f.dest in read or "cuda_graph" in f.dest
+            or set(f.deprecated_for) & names]
+    return LaunchRules(
+        member=member,
+        flags=tuple(LaunchFlag(name=f.name, dest=f.dest, default=_json_text(f.default),
+                               choices=f.choices, type=f.type, action=f.action, line=f.line,
+                               deprecated_for=f.deprecated_for, nargs=f.nargs,
+                               const=_json_text(f.const), aliases=f.aliases) for f in kept),
+        rules=tuple(LaunchRule(kind=r.kind, condition=r.condition, message=r.message,
+                               reads=r.reads, guard=r.guard, function=r.function, line=r.line,
+                               path=r.path,
+                               writes=tuple(LaunchWrite(attr=w.attr, value=w.value,
+                                                        guard=w.guard, line=w.line)
+                                            for w in r.writes)) for r in chosen),
+        constants={k: _json_text(v) for k, v in constants.items()},
+    )
+
+
+def from_record(rec: Any) -> tuple[tuple[Flag, ...], tuple[Rule, ...], dict[str, object]]:
+    """Flags, rules and constants back from a :class:`kb.models.LaunchRules`."""
+    import json
+
+    flags = tuple(Flag(name=f.name, dest=f.dest, default=json.loads(f.default),
+                       choices=f.choices, type=f.type, action=f.action, line=f.line,
+                       deprecated_for=f.deprecated_for, nargs=f.nargs,
+                       const=json.loads(f.const), aliases=f.aliases) for f in rec.flags)
+    rules = tuple(Rule(kind=r.kind, condition=r.condition, message=r.message, reads=r.reads,
+                       guard=r.guard, function=r.function, line=r.line, path=r.path,
+                       writes=tuple(Write(attr=w.attr, value=w.value, guard=w.guard,
+                                          line=w.line) for w in r.writes)) for r in rec.rules)
+    return flags, rules, {k: json.loads(v) for k, v in rec.constants.items()}

@@ -63,6 +63,7 @@ class AnalysisCache:
     _clean: dict[tuple[int, int], pyast.FileAnalysis] = field(default_factory=dict)
     _mentions: dict[tuple[int, int], bytes] = field(default_factory=dict)
     _analysed: dict[tuple[str, int, int], pyast.FileAnalysis] = field(default_factory=dict)
+    _launch: dict[tuple[object, ...], tuple[object]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     hits: int = 0
 
@@ -77,6 +78,16 @@ class AnalysisCache:
             with self._lock:
                 self.hits += 1
         return got
+
+    def launch_get(self, key: tuple[object, ...]) -> tuple[object] | None:
+        """The launch-rules record (wrapped, since None is a valid record) for these
+        (server_args.py, cuda_graph_config.py) contents, if already extracted."""
+        with self._lock:
+            return self._launch.get(key)
+
+    def launch_put(self, key: tuple[object, ...], value: tuple[object]) -> None:
+        with self._lock:
+            self._launch[key] = value
 
     def put(self, path: str, crc: int, size: int, data: bytes, value: pyast.FileAnalysis) -> None:
         with self._lock:
@@ -221,6 +232,13 @@ def _analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
     return _CLEAN
 
 
+def _launch_record_wrapped(server_args: bytes | None,
+                           cuda_graph_config: bytes | None) -> tuple[object]:
+    from scrapers import server_args as sa
+
+    return (sa.launch_record(server_args, cuda_graph_config),)
+
+
 def _analyze_pair(item: tuple[str, bytes]) -> pyast.FileAnalysis:
     return analyze_member(*item)
 
@@ -264,7 +282,15 @@ def scrape_wheel(
             analyses.append((e.name, hit))
         else:
             todo.append(e)
-    z.prefetch([meta_names[0], *(e.name for e in todo)], workers=workers, max_gap=max_gap)
+    # The launch rules come from two members, read with the sources when not known already.
+    from scrapers import server_args as sa
+
+    arg_members = [z.by_name.get(sa.SERVER_ARGS), z.by_name.get(sa.CUDA_GRAPH_CONFIG)]
+    launch_key = tuple((e.crc, e.file_size) if e else None for e in arg_members)
+    launch_known = cache.launch_get(launch_key)
+    extra = [] if launch_known is not None else [e.name for e in arg_members if e]
+    z.prefetch([meta_names[0], *(e.name for e in todo), *extra], workers=workers,
+               max_gap=max_gap)
     meta = parse_metadata(z.read(meta_names[0]).decode("utf-8", "replace"))
     datas: list[tuple[str, bytes]] = []
     for e in todo:
@@ -272,6 +298,20 @@ def scrape_wheel(
             datas.append((e.name, z.read(e.name, cap=16 * 1024 * 1024)))
         except ArchiveError as ex:
             analyses.append((e.name, _failed(e.name, f"unreadable member: {ex}")))
+    # The launch rules (a 9,000-line file) are read in the pool while the sources parse.
+    launch_pending = None
+    if launch_known is None:
+        try:
+            texts = [z.read(e.name, cap=16 * 1024 * 1024) if e else None for e in arg_members]
+        except ArchiveError as ex:
+            from kb.models import LaunchRules
+
+            launch_known = (LaunchRules(member=sa.SERVER_ARGS, error=f"unreadable: {ex}"),)
+        else:
+            if executor is not None:
+                launch_pending = executor.submit(_launch_record_wrapped, texts[0], texts[1])
+            else:
+                launch_known = _launch_record_wrapped(texts[0], texts[1])
     # Parsing is the CPU cost of a scrape; a process pool spreads it over the cores.
     results = (executor.map(_analyze_pair, datas, chunksize=32) if executor is not None
                else map(_analyze_pair, datas))
@@ -279,10 +319,16 @@ def scrape_wheel(
         e = z.by_name[name]
         cache.put(name, e.crc, e.file_size, data, fa)
         analyses.append((name, fa))
+    launch_known = launch_pending.result() if launch_pending is not None else launch_known
+    if launch_known is None:
+        launch_known = (None,)
+    cache.launch_put(launch_key, launch_known)
     release = facts_from_files(analyses).release(
         version, "index",
         Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256, size=wheel.size,
                  yanked=wheel.yanked),
         requires_python=meta.requires_python or wheel.requires_python,
         torch_requirements=torch_requirements(meta))
+    if launch_known[0] is not None:
+        release = release.model_copy(update={"launch": launch_known[0]})
     return release, src.fetched, z.needed_bytes

@@ -290,3 +290,28 @@ def test_pins_write_interrupted_leaves_the_file_whole(
     assert code == 2 and "No space left on device" in err and "unchanged" in err
     assert req.read_text() == text
     assert [p.name for p in project.iterdir()] == ["requirements.txt"]  # no temp file left
+
+
+# --------------------------------------------------------------------------- launch args
+
+
+def test_args_violation_and_exit_codes(kb_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17", "--json",
+                       "--", "--model-path", "m", "--elastic-ep-backend", "mooncake",
+                       "--pp-size", "2")
+    doc = json.loads(out)
+    assert code == 1
+    (v,) = doc["violations"]
+    assert v["message"] == "elastic EP needs --pp-size 1 (got 2)"
+    assert v["evidence"].endswith("sglang/srt/server_args.py:15")
+    # negative control: the same launch with --pp-size 1 is valid
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17", "--",
+                       "--elastic-ep-backend", "mooncake", "--pp-size", "1")
+    assert code == 0 and "0 violated" in out
+    # a value the release does not accept is bad input
+    code, _, err = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17", "--",
+                       "--elastic-ep-backend", "nccl")
+    assert code == 2 and "--elastic-ep-backend" in err
+    # a release without recorded rules says so
+    code, _, err = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.4", "--")
+    assert code == 2 and "no elastic-EP launch rules" in err

@@ -36,6 +36,29 @@ def make(ranks):
     import torch.distributed as dist
     return dist.new_group(ranks, backend="mooncake", pg_options=MooncakeBackendOptions(ranks, 2))
 '''
+SERVER_ARGS = '''import dataclasses
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    elastic_ep_backend: str = None
+    node_rank: int = 0
+    pp_size: int = 1
+
+    def __post_init__(self):
+        self._handle_elastic_ep()
+
+    def _handle_elastic_ep(self):
+        if self.elastic_ep_backend is not None:
+            assert self.pp_size == 1, f"elastic EP needs --pp-size 1 (got {self.pp_size})"
+
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--elastic-ep-backend", type=str,
+                            default=ServerArgs.elastic_ep_backend, choices=["none", "mooncake"])
+        parser.add_argument("--pp-size", type=int, default=ServerArgs.pp_size)
+        parser.add_argument("--node-rank", type=int, default=ServerArgs.node_rank)
+'''
 SGL_OLD = '''
 def init_distributed_environment():
     from mooncake import ep as mooncake_ep
@@ -73,6 +96,7 @@ def index() -> Iterator[FakeIndex]:
                                                   SGL_OLD, "sglang/broken.py": "def (:"})]),
             "0.5.17": dict([sglang_wheel("0.5.17", {
                 "sglang/srt/distributed/parallel_state.py": SGL_NEW,
+                "sglang/srt/server_args.py": SERVER_ARGS,
                 "sglang/broken.py": "def (:"})]),
         })
         idx.add_project("mooncake-transfer-engine", {
@@ -186,3 +210,14 @@ def test_server_ignoring_range_on_big_file_is_reported(index: FakeIndex) -> None
     kb, _summary = scrape(None, f, index.url + "/", only=("sglang",), workers=1)
     assert {u.version for u in kb.unread} == {"0.5.4", "0.5.17"}
     assert all("ignored Range" in u.reason for u in kb.unread)
+
+
+def test_launch_rules_are_recorded_per_release(index: FakeIndex) -> None:
+    only_present(index)
+    kb, _, _ = run(index, only=("sglang",))
+    old, new = kb.sglang
+    assert old.launch is None  # 0.5.4's wheel has no server_args.py
+    assert new.launch is not None and new.launch.member == "sglang/srt/server_args.py"
+    (rule,) = new.launch.rules
+    assert (rule.condition, rule.line) == ("self.pp_size != 1", 15)
+    assert {f.name for f in new.launch.flags} == {"--elastic-ep-backend", "--pp-size"}
