@@ -88,3 +88,10 @@ def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
     fits = _Fixer(None, kb_path)
     fits.sglang, fits.torch, fits.python = "0.5.17", "2.13.0", "cp312"
     assert fits.line() == "pip install 'mooncake-transfer-engine==0.3.13'"
+
+
+def test_shipped_tables_match_the_shipped_kb() -> None:
+    """Fails when data/kb.json changed without `moonpin kb resolve` (scrape does both)."""
+    kb = ROOT / "data" / "kb.json"
+    assert resolved.load_requirements(kb) is not None, "run `moonpin kb resolve`"
+    assert resolved.load(kb, "0.5.18") is not None
