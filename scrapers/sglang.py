@@ -11,10 +11,9 @@ from __future__ import annotations
 import ast
 import threading
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -245,16 +244,6 @@ def _analyze_pair(item: tuple[str, bytes]) -> pyast.FileAnalysis:
 
 def _failed(path: str, error: str) -> pyast.FileAnalysis:
     return pyast.FileAnalysis(path=path, imports=(), calls=(), backends=(), error=error)
-
-
-def iter_tree(root: Path) -> Iterator[tuple[str, bytes | OSError]]:
-    """``.py`` files under a source tree or site-packages, as (relative path, bytes)."""
-    for p in sorted(root.rglob("*.py")):
-        rel = p.relative_to(root).as_posix()
-        try:
-            yield rel, p.read_bytes()
-        except OSError as e:
-            yield rel, e
 
 
 def scrape_wheel(
