@@ -199,6 +199,7 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
                                    for d in dists},
         "mooncake_wheels": wheels,
         "mooncake_builds": builds,
+        "sglang_with_launch_rules": sum(1 for r in kb.sglang if r.launch and r.launch.rules),
         "torch_releases_listed": len(kb.torch_versions),
         "torch_releases_with_cuda_facts": len(kb.torch),
         "unread": len(kb.unread),
@@ -212,6 +213,8 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     print(f"  sglang   {len(kb.sglang)} releases"
           f"{f' ({rng[0]} .. {rng[1]})' if rng else ''}; by process-group module: "
           + ", ".join(f"{k} {v}" for k, v in info["sglang_by_module"].items()))
+    print(f"           launch-argument rules recorded for {info['sglang_with_launch_rules']} "
+          "releases")
     print(f"  mooncake {len(kb.mooncake)} releases, {wheels} wheels, {builds} builds")
     for d, n in info["mooncake_distributions"].items():
         print(f"    {d}: {n}")
@@ -311,6 +314,10 @@ def _print_sglang(r: Any) -> None:
               f"{len(c.keywords)} keyword) {c.member}:{c.line}")
     for f in r.parse_failures:
         print(f"    unparsed {f.member}: {f.error}")
+    if r.launch is not None:
+        print(f"  launch rules: {len(r.launch.rules)} from {r.launch.member} "
+              f"({len(r.launch.flags)} options they read); `moonpin args --sglang {r.version} "
+              "-- …` checks a launch line")
 
 
 def _print_mooncake(r: Any) -> None:
