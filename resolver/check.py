@@ -639,8 +639,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     if "elastic-ep" in wanted:
         _check_pg(pkg, paths, req, torch, kb, fixer, add)
     for f in sorted(set(wanted) - {"elastic-ep"}):
-        add(CheckResult(f, "skip", "only the installation is checked for this feature "
-                        "in this version"))
+        _check_feature(f, pkg, sglang.version if sglang else None, kb, add)
     if deep is None:
         deep = "elastic-ep" in wanted
     if not deep:
@@ -1073,6 +1072,56 @@ def _check_libraries(builds: Sequence[Path], paths: Sequence[Path],
                         f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
                         "a worker needs it (the NVIDIA container runtime mounts it), a build or "
                         "CI host without a GPU does not have it"))
+
+
+def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
+                   add: Callable[[CheckResult], None]) -> None:
+    """A mooncake feature other than elastic EP: the modules and names this SGLang release
+    imports for it unconditionally (from the KB's import records) must be installed."""
+    doc = kb.doc()
+    rec = next((r for r in (doc or {}).get("sglang") or ()
+                if isinstance(r, dict) and r.get("version") == version), None)
+    if rec is None:
+        add(CheckResult(feature, "skip", "what this SGLang imports for it is not in the knowledge "
+                        "base; only the installation is checked"))
+        return
+    needs: dict[str, set[str]] = {}
+    for imp in rec.get("imports") or ():
+        if imp.get("feature") == feature and not imp.get("optional"):
+            needs.setdefault(imp["module"], set()).update(imp.get("names") or ())
+    if not needs:
+        add(CheckResult(feature, "pass", f"sglang {version} imports no mooncake module for it "
+                        "unconditionally"))
+        return
+    problems = []
+    for module, names in sorted(needs.items()):
+        short = module.removeprefix("mooncake.")
+        path = _module_file(pkg, short) if short != module else pkg / "__init__.py"
+        if path is None or not path.is_file():
+            problems.append(f"{module} is not installed")
+            continue
+        facts = _read_build(path, names)
+        if facts.error:
+            problems.append(facts.error)
+            continue
+        absent = sorted(names - facts.names) if path.suffix in (".py", ".so") else []
+        if absent and path.suffix == ".so":
+            # The linker merges a string into the tail of a longer one ("TransferEngine" into
+            # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
+            data = path.read_bytes()
+            absent = [n for n in absent if n.encode() + b"\0" not in data]
+        if absent:
+            problems.append(f"{module} lacks {', '.join(absent)}")
+    evidence = tuple(f"{i['member']}:{i['line']}" for i in rec.get("imports") or ()
+                     if i.get("feature") == feature and not i.get("optional"))
+    if problems:
+        add(CheckResult(feature, "fail", f"sglang {version} needs for {feature}: "
+                        + "; ".join(problems), "install the mooncake release this SGLang "
+                        "release is built and tested with", evidence))
+    else:
+        add(CheckResult(feature, "pass", "provides " + ", ".join(
+            f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items())),
+            evidence=evidence))
 
 
 def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,

@@ -24,6 +24,7 @@ from tests.lib.images import (
     add_mooncake,
     add_sglang,
     add_torch,
+    ext_suffix,
     healthy_image,
 )
 
@@ -617,3 +618,47 @@ def test_libraries_shipped_by_mooncake_are_followed(tmp_path: Path) -> None:
     r = run(site)
     assert r.rc == 1
     assert "libnuma.so.1 (needed by libmooncake_pg.so)" in r.line("libraries")
+
+
+# --------------------------------------------------------------------------- other features
+
+
+def feature_kb(tmp_path: Path) -> Path:
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "sglang": [{"version": "0.5.23", "pg": {"module": "mooncake.pg", "names": list(PG_NAMES),
+                                                "backends": ["mooncake", "mooncake-cpu"]},
+                    "imports": [
+                        {"module": "mooncake.mooncake_ep_buffer", "names": ["Buffer"],
+                         "feature": "moe-a2a", "optional": False,
+                         "member": "sglang/srt/layers/moe/token_dispatcher/mooncake.py",
+                         "line": 101},
+                        {"module": "mooncake.engine", "names": ["TransferEngine"],
+                         "feature": "pd-disaggregation", "optional": False,
+                         "member": "sglang/srt/disaggregation/mooncake/conn.py", "line": 12}]}],
+        "mooncake": [],
+    }
+    path = tmp_path / "kb.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_moe_a2a_and_disaggregation_need_their_modules(tmp_path: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    kb_path = feature_kb(tmp_path)
+    r = run(site, "--", "--moe-a2a-backend", "mooncake", kb=kb_path, ep=False)
+    assert r.status("moe-a2a") == "fail" and "mooncake.mooncake_ep_buffer is not installed" in \
+        r.line("moe-a2a")
+    assert r.rc == 1
+    # negative control: the module with the name
+    (site / "mooncake" / "mooncake_ep_buffer.py").write_text("class Buffer:\n    pass\n")
+    assert run(site, "--", "--moe-a2a-backend", "mooncake", kb=kb_path, ep=False).rc == 0
+    # an extension module whose name the linker merged into a longer string still counts
+    (site / "mooncake" / f"engine{ext_suffix()}").write_bytes(
+        build_so(needed=[], strings=["InnerTransferEngine"]))
+    r = run(site, "--", "--disaggregation-transfer-backend", "mooncake", kb=kb_path, ep=False)
+    assert r.status("pd-disaggregation") == "pass", r.out
+    (site / "mooncake" / f"engine{ext_suffix()}").write_bytes(
+        build_so(needed=[], strings=["SomethingElse"]))
+    r = run(site, "--", "--disaggregation-transfer-backend", "mooncake", kb=kb_path, ep=False)
+    assert r.status("pd-disaggregation") == "fail" and "lacks TransferEngine" in r.out
