@@ -58,6 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from scrapers.pyast import dotted
 from scrapers.server_args import Flag, Rule
 
 __all__ = [
@@ -251,14 +252,8 @@ def parse_launch(flags: Sequence[Flag], argv: Sequence[str]) -> dict[str, object
 
 
 def _dotted(node: ast.expr) -> list[str] | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return parts[::-1]
-    return None
+    name = dotted(node)
+    return name.split(".") if name is not None else None
 
 
 def _cmp(op: ast.cmpop, a: object, b: object) -> bool:

@@ -51,8 +51,7 @@ from kb.errors import UsageError
 from kb.models import SglangRelease
 from resolver.graph import CompatGraph
 from resolver.inputs import normalize_arch, normalize_python
-from resolver.query import Check, Evaluation, TorchChoice, evaluate, resolve_torch
-from resolver.query import parse_spec as _spec
+from resolver.query import Check, Evaluation, TorchChoice, evaluate, parse_spec, resolve_torch
 
 __all__ = [
     "CSV_COLUMNS",
@@ -263,7 +262,7 @@ def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
     ``kb_path`` names the file for the footer (its sha256 is computed).
     """
     python, arch = normalize_python(python), normalize_arch(arch)
-    s_spec, m_spec = _spec(sglang, "sglang"), _spec(mooncake, "mooncake")
+    s_spec, m_spec = parse_spec(sglang, "sglang"), parse_spec(mooncake, "mooncake")
     known = g.dists()
     unread_mc = {(str(canonicalize_name(u.name)), u.version): u.reason
                  for u in g.kb.unread if u.kind == "mooncake"}

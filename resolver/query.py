@@ -582,7 +582,7 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
     }
 
 
-def _spec(text: str | None, what: str) -> SpecifierSet | None:
+def parse_spec(text: str | None, what: str) -> SpecifierSet | None:
     """A PEP 440 specifier from the command line; a bare version means ``==``."""
     if text is None:
         return None
@@ -596,15 +596,13 @@ def _spec(text: str | None, what: str) -> SpecifierSet | None:
                          hint="use e.g. '>=0.5.17' or '==0.3.13.post1'") from e
 
 
-parse_spec = _spec
-
 
 def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = None,
             mooncake: str | None = None, dist: str | None = None, python: str | None = None,
             arch: str | None = None) -> list[dict[str, str]]:
     python, arch = normalize_python(python), normalize_arch(arch)
-    s_spec, t_spec, m_spec = (_spec(sglang, "sglang"), _spec(torch, "torch"),
-                              _spec(mooncake, "mooncake"))
+    s_spec, t_spec, m_spec = (parse_spec(sglang, "sglang"), parse_spec(torch, "torch"),
+                              parse_spec(mooncake, "mooncake"))
     dists = [str(canonicalize_name(dist))] if dist else g.dists()
     out = []
     for sv, s in sorted(g.sglang.items(), reverse=True):

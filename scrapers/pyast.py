@@ -144,6 +144,7 @@ __all__ = [
     "PGNeeds",
     "analyze_source",
     "classify_feature",
+    "dotted",
     "mentions_mooncake",
     "mentions_pg_module",
     "pg_needs",
@@ -455,7 +456,7 @@ def _is_submodule_name(name: str) -> bool:
     return name in MOONCAKE_SUBMODULES or name.startswith("mooncake_") or name.startswith("pg_")
 
 
-def _dotted(node: ast.expr) -> str | None:
+def dotted(node: ast.expr) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
@@ -475,7 +476,7 @@ def _str_const(node: ast.expr | None) -> str | None:
 
 def _dynamic_target(call: ast.Call) -> tuple[str, tuple[str, ...], bool] | None:
     """(module, fromlist names, is_probe) for a literal dynamic mooncake import."""
-    callee = _dotted(call.func)
+    callee = dotted(call.func)
     if callee is None or not call.args:
         return None
     is_probe = callee in _FIND_SPEC_CALLS
@@ -513,7 +514,7 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
         handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     )
     for t in types:
-        name = _dotted(t)
+        name = dotted(t)
         if name is not None and name.rsplit(".", 1)[-1] in _IMPORT_ERRORS:
             return True
     return False
@@ -527,7 +528,7 @@ def _always_leaves(stmts: Sequence[ast.stmt]) -> bool:
         if (
             isinstance(stmt, ast.Expr)
             and isinstance(stmt.value, ast.Call)
-            and _dotted(stmt.value.func) in _EXIT_CALLS
+            and dotted(stmt.value.func) in _EXIT_CALLS
         ):
             return True
         if (
@@ -541,7 +542,7 @@ def _always_leaves(stmts: Sequence[ast.stmt]) -> bool:
 
 
 def _is_type_checking_test(test: ast.expr) -> bool:
-    name = _dotted(test)
+    name = dotted(test)
     return name is not None and name.rsplit(".", 1)[-1] == "TYPE_CHECKING"
 
 
@@ -556,9 +557,9 @@ def _backend_subject_ok(subject: str | None) -> bool:
 
 def _subject(node: ast.expr) -> str | None:
     """Readable name of a compared operand: ``a.b`` or ``get_exec().moe.x_backend``."""
-    dotted = _dotted(node)
-    if dotted is not None or not isinstance(node, ast.Attribute):
-        return dotted
+    name = dotted(node)
+    if name is not None or not isinstance(node, ast.Attribute):
+        return name
     # SGLang reads config through accessors (get_exec().moe.elastic_ep_backend).
     return ast.unparse(node)
 
@@ -912,7 +913,7 @@ class _Walker:
         )
 
     def _call_literals(self, call: ast.Call, scope: _Scope) -> None:
-        callee = _dotted(call.func)
+        callee = dotted(call.func)
         is_pg = _is_pg_function(callee)
         if is_pg:
             for arg in call.args:
@@ -967,7 +968,7 @@ class _Walker:
             return
         assert s is not None
         for t in targets:
-            subject = _dotted(t)
+            subject = dotted(t)
             if _backend_subject_ok(subject):
                 self._add_backend(s, value.lineno, scope, "assign", subject)
 
@@ -976,10 +977,10 @@ class _Walker:
     def resolve_calls(self, known_modules: set[str]) -> list[CallFact]:
         facts: list[CallFact] = []
         for call, scope in self.calls:
-            dotted = _dotted(call.func)
-            if dotted is None:
+            callee = dotted(call.func)
+            if callee is None:
                 continue
-            root, *attrs = dotted.split(".")
+            root, *attrs = callee.split(".")
             binding = scope.lookup(root)
             if binding is None:
                 continue

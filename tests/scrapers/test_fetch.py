@@ -259,27 +259,22 @@ def test_ignore_range_big_file_suffix_is_not_retried_as_explicit() -> None:
         assert len(idx.requests_for("/big.whl")) == 1
 
 
-def test_wrong_offset_is_mismatch(index: FakeIndex, rec: Rec) -> None:
-    index.fault(PATH, "wrong_offset", shift=5)
+@pytest.mark.parametrize(
+    ("kind", "params", "said"),
+    [
+        ("wrong_offset", {"shift": 5}, "bytes=100-199"),
+        ("long_body", {"extra": 100}, None),
+        ("no_content_range", {}, "Content-Range"),
+    ],
+)
+def test_other_bytes_than_asked_is_mismatch(index: FakeIndex, rec: Rec, kind: str,
+                                            params: dict[str, int], said: str | None) -> None:
+    index.fault(PATH, kind, **params)
     with pytest.raises(RangeNotHonoured) as ei:
         rec.f.get_range(index.url_for(PATH), 100, 199)
     assert ei.value.kind == "mismatch"
-    assert "bytes=100-199" in str(ei.value)
-
-
-def test_long_body_is_mismatch(index: FakeIndex, rec: Rec) -> None:
-    index.fault(PATH, "long_body", extra=100)
-    with pytest.raises(RangeNotHonoured) as ei:
-        rec.f.get_range(index.url_for(PATH), 100, 199)
-    assert ei.value.kind == "mismatch"
-
-
-def test_no_content_range_is_mismatch(index: FakeIndex, rec: Rec) -> None:
-    index.fault(PATH, "no_content_range")
-    with pytest.raises(RangeNotHonoured) as ei:
-        rec.f.get_range(index.url_for(PATH), 100, 199)
-    assert ei.value.kind == "mismatch"
-    assert "Content-Range" in str(ei.value)
+    if said is not None:
+        assert said in str(ei.value)
 
 
 def test_error_status_to_range_is_refused(index: FakeIndex, rec: Rec) -> None:
