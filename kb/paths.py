@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path
 
 __all__ = ["default_kb_path"]
@@ -18,7 +17,8 @@ def default_kb_path() -> Path:
     env = os.environ.get("MOONPIN_KB")
     if env:
         return Path(env)
-    packaged = resources.files("kb").joinpath("data").joinpath("kb.json")
-    if isinstance(packaged, Path) and packaged.is_file():
+    here = Path(__file__).resolve().parent
+    packaged = here / "data" / "kb.json"  # what importlib.resources.files("kb") names
+    if packaged.is_file():
         return packaged
-    return Path(__file__).resolve().parent.parent / "data" / "kb.json"
+    return here.parent / "data" / "kb.json"

@@ -28,9 +28,7 @@ import argparse
 import ast
 import json
 import os
-import platform
 import re
-import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -116,7 +114,13 @@ class _Dist:
     version: str
     root: Path  # the site-packages folder it is installed in
     requires: tuple[str, ...]
-    files: tuple[str, ...] | None
+    files: tuple[str, ...] | None  # RECORD entries; read for mooncake distributions only
+
+
+def _which(name: str) -> str | None:
+    import shutil  # here: off the common path
+
+    return shutil.which(name)
 
 
 def _canon(name: str) -> str:
@@ -166,12 +170,14 @@ def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
             name = (head.get("name") or [""])[0]
             if not name:
                 continue
-            try:
-                files: tuple[str, ...] | None = tuple(
-                    line.split(",", 1)[0] for line in
-                    (folder / record).read_text("utf-8", "replace").splitlines() if line)
-            except OSError:
-                files = None
+            files: tuple[str, ...] | None = None
+            if _canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
+                try:
+                    files = tuple(
+                        line.split(",", 1)[0] for line in
+                        (folder / record).read_text("utf-8", "replace").splitlines() if line)
+                except OSError:
+                    pass
             out.append(_Dist(_canon(name), (head.get("version") or [""])[0], root,
                              tuple(head.get("requires-dist") or ()), files))
     return out
@@ -192,8 +198,36 @@ class _Torch:
     cuda_evidence: str
 
 
+def _torch_version_py(pkg: Path) -> dict[str, Any] | None:
+    """The constants of ``torch/version.py`` (``__version__``, ``cuda``, ``hip``): what
+    ``torch.version`` reports, read with ``ast``; None when missing or unreadable."""
+    try:
+        tree = ast.parse((pkg / "version.py").read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else node.target if isinstance(node, ast.AnnAssign) else None)
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            out[target.id] = value.value
+    return out
+
+
 def _torch_info(dist: _Dist, arch: str) -> _Torch:
-    from scrapers.cuda import cuda_major  # here: the skip path stays bare
+    consts = _torch_version_py(dist.root / "torch")
+    if consts is not None and "cuda" in consts:
+        cuda = consts["cuda"]
+        m = re.match(r"(\d+)\.", cuda) if isinstance(cuda, str) else None
+        if m:
+            return _Torch(dist.version, int(m.group(1)), f"torch/version.py: cuda = {cuda!r}")
+        if cuda is None:
+            hip = consts.get("hip")
+            what = f"a ROCm build, hip = {hip!r}" if hip else "a CPU build"
+            return _Torch(dist.version, None, f"torch/version.py: cuda = None ({what})")
+    # No readable torch/version.py: the wheel's requirements decide (needs ``packaging``).
+    from scrapers.cuda import cuda_major
 
     major, line = cuda_major(dist.requires, arch)
     if major is not None:
@@ -205,7 +239,13 @@ def _torch_info(dist: _Dist, arch: str) -> _Torch:
     return _Torch(dist.version, None, "no CUDA runtime requirement nor +cuXYZ label")
 
 
+#: A plain upstream release (``2.13.0``, ``2.9.1+cu128``): no need to load ``packaging``.
+_PLAIN_TORCH = re.compile(r"^\d+(\.\d+)*(\+(cu\d+|cpu|rocm[\d.]*|xpu))?$")
+
+
 def _vendor_reason(version: str) -> str | None:
+    if _PLAIN_TORCH.match(version):
+        return None
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -232,34 +272,13 @@ class _Requirement:
     optional_names: tuple[str, ...] = ()
 
 
-def _py_files(pkg: Path) -> list[Path]:
-    """Every .py file under ``pkg`` (os.walk: cheaper than Path.rglob on 3,000 files)."""
-    out = []
-    for folder, dirs, files in os.walk(pkg):
-        dirs.sort()
-        out += [Path(folder, f) for f in sorted(files) if f.endswith(".py")]
-    return out
-
-
-def _analyze_sglang(pkg: Path) -> _Requirement:
+def _analyze_sglang(pkg: Path, cache: bool = True) -> _Requirement:
     """Raises OSError when a source cannot be read."""
-    from scrapers import pyast
+    from resolver import sources
 
-    root = pkg.parent
-    imports: list[pyast.ImportFact] = []
-    calls: list[pyast.CallFact] = []
-    backends: set[str] = set()
-    for p in _py_files(pkg):
-        data = p.read_bytes()
-        # Only files that can import the process-group module are parsed: a worker
-        # start cannot afford walking every file that mentions the transfer engine.
-        if not pyast.mentions_pg_module(data):
-            continue
-        fa = pyast.analyze_source(data, p.relative_to(root).as_posix())
-        imports += fa.imports
-        calls += fa.calls
-        backends |= {b.value for b in fa.backends if b.value in BACKENDS}
-    return _derive(imports, calls, backends)
+    facts = sources.scan(pkg, use_cache=cache)
+    return _derive(facts.imports, facts.calls,
+                   {b.value for b in facts.backends if b.value in BACKENDS})
 
 
 def _derive(imports: Sequence[Any], calls: Sequence[Any], backends: set[str]) -> _Requirement:
@@ -446,7 +465,7 @@ def _find_nvcc() -> str | None:
         if home:
             nvcc = Path(home) / "bin" / "nvcc"
             return str(nvcc) if nvcc.is_file() else None
-    found = shutil.which("nvcc")
+    found = _which("nvcc")
     if found:
         return found
     fallback = Path(os.environ.get("MOONPIN_CHECK_CUDA_FALLBACK", "/usr/local/cuda"))
@@ -455,7 +474,7 @@ def _find_nvcc() -> str | None:
 
 
 def _find_ninja(paths: Sequence[Path]) -> str | None:
-    found = shutil.which("ninja")
+    found = _which("ninja")
     if found:
         return found
     for p in paths:  # the `ninja` wheel ships its binary inside the package
@@ -497,7 +516,7 @@ class _Fixer:
             python = self.python
             try:
                 lines = (self.provider or self._default)(self.sglang, self.torch, python,
-                                                         platform.machine())
+                                                         os.uname().machine)
             except ImportError:
                 lines = []
             except Exception as e:  # someone else's code must not crash the check
@@ -529,7 +548,7 @@ class _Fixer:
         for required in table.sglang[self.sglang]["torch"]:
             if required == self.torch.split("+")[0]:
                 continue
-            lines = fix_for(self.sglang, required, python, platform.machine(), kb_path=kb_path)
+            lines = fix_for(self.sglang, required, python, os.uname().machine, kb_path=kb_path)
             if lines:
                 return (f"pip install 'torch=={required}' '{lines[0]}' (sglang {self.sglang} "
                         f"requires torch {required}; no mooncake fits torch {self.torch})")
@@ -547,8 +566,12 @@ def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = Fal
 def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = (),
                 site_packages: Sequence[Path] | None = None, kb_path: Path | None = None,
                 strict: bool = False, fix_provider: FixProvider | None = None,
-                deep: bool | None = None, deep_timeout: float = 120.0) -> Report:
-    """Read the image and decide whether the requested mooncake features can work."""
+                deep: bool | None = None, deep_timeout: float = 120.0,
+                source_cache: bool = True) -> Report:
+    """Read the image and decide whether the requested mooncake features can work.
+
+    ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
+    unchanged files (see :mod:`resolver.sources`)."""
     features = requested_features(launch_args, elastic_ep_backend)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
     if not wanted:
@@ -566,7 +589,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         if missing:
             add(CheckResult("site-packages", "fail", f"not a folder: {', '.join(missing)}"))
             return _report(checks, strict, could_not_check=True)
-    arch = platform.machine()
+    arch = os.uname().machine
     fixer = _Fixer(fix_provider, kb_path)
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
 
@@ -600,12 +623,13 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                         + fixer.generic()))
     else:
         torch = _torch_info(torch_d, arch)
-        cuda = f"CUDA {torch.cuda}" if torch.cuda else "no CUDA (CPU build?)"
+        cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
+                if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
         add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
                         evidence=(str(torch_d.root),)))
 
     # --- SGLang requirement
-    req = _sglang_requirement(paths, sglang, kb, add)
+    req = _sglang_requirement(paths, sglang, kb, add, source_cache)
 
     # --- mooncake installed
     if not mooncakes:
@@ -785,7 +809,8 @@ def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[Path]
 
 
 def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: _KB,
-                        add: Callable[[CheckResult], None]) -> _Requirement | None:
+                        add: Callable[[CheckResult], None],
+                        source_cache: bool = True) -> _Requirement | None:
     version = sglang.version if sglang else None
     kb_req = kb.requirement(version)
     pkg = _find_package(paths, "sglang")
@@ -793,7 +818,7 @@ def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: _KB,
     why = "the sglang package folder was not found"
     if pkg is not None:
         try:
-            src = _analyze_sglang(pkg)
+            src = _analyze_sglang(pkg, source_cache)
         except OSError as e:
             why = f"its sources cannot be read ({type(e).__name__}: {e.filename}: {e.strerror})"
     label = f"sglang {version}" if version else "sglang (no distribution metadata)"
@@ -985,7 +1010,7 @@ def _system_lib_dirs() -> list[Path]:
     override = os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS")
     if override is not None:
         return [Path(d) for d in override.split(":") if d]
-    machine = platform.machine()
+    machine = os.uname().machine
     return [*(Path(d) for d in _DEFAULT_LIB_DIRS), Path("/lib") / f"{machine}-linux-gnu",
             Path("/usr/lib") / f"{machine}-linux-gnu"]
 
@@ -1134,7 +1159,7 @@ def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,
         elif tool.startswith("nvcc"):
             got = _find_nvcc()
         else:
-            got = shutil.which(tool.split()[0])
+            got = _which(tool.split()[0])
         (found if got else missing).append(f"{tool} at {got}" if got else tool)
     how = ("compile it once at image build instead: `TORCH_CUDA_ARCH_LIST=<archs> python -c "
            "'import mooncake.pg'` in the Dockerfile")
@@ -1169,6 +1194,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="import the module in a child interpreter (default: on for elastic EP)")
     p.add_argument("--deep-timeout", type=float, default=120.0, metavar="SECONDS",
                    help="how long the deep probe may take (default 120)")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="read every SGLang source; neither use nor write the analysis cache "
+                        "($MOONPIN_CACHE_DIR, default ~/.cache/moonpin)")
     return p
 
 
@@ -1184,7 +1212,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if e.code else 0
     report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                          site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict,
-                         deep=ns.deep, deep_timeout=ns.deep_timeout)
+                         deep=ns.deep, deep_timeout=ns.deep_timeout, source_cache=ns.cache)
     if ns.json:
         print(report.to_json())
     else:

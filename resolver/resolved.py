@@ -12,11 +12,9 @@ release without a process-group module) goes to the full resolver in ``resolver.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,9 @@ def resolved_path(kb_path: Path) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    from kb.cache import file_digest
+
+    return file_digest(path)
 
 
 class Resolved:
@@ -284,6 +284,8 @@ def write(kb_path: Path) -> Path:
 
     docs = build(kb_path)
     final = resolved_path(kb_path)
+    import tempfile
+
     tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
     try:
         for version, doc in docs.items():

@@ -84,7 +84,10 @@ def add_dist(site: Path, name: str, version: str, *, requires: Sequence[str] = (
     return folder
 
 
-def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13) -> None:
+def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13,
+              version_py: bool = True) -> None:
+    """A torch with its metadata (a real wheel's CUDA requirement) and, unless
+    ``version_py=False``, the ``torch/version.py`` every real build ships."""
     requires = []
     if cuda == 13:
         requires.append('cuda-toolkit[cudart]==13.0.3; platform_system == "Linux"')
@@ -93,6 +96,12 @@ def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13) -> Non
     pkg = site / "torch"
     (pkg / "distributed").mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    if version_py:
+        label = {None: None, 13: "13.0"}.get(cuda, f"{cuda}.8")
+        (pkg / "version.py").write_text(
+            "from typing import Optional\n\n"
+            f"__version__ = '{version}'\ndebug = False\n"
+            f"cuda: Optional[str] = {label!r}\nhip: Optional[str] = None\n")
     # torch's own entries are lists; register_backend stores what real mooncake builds
     # register: tuples, e.g. 'mooncake': ('cuda',).
     (pkg / "distributed" / "__init__.py").write_text(

@@ -281,6 +281,32 @@ def test_cuda12_torch_from_runtime_package(tmp_path: Path, kb: Path) -> None:
     assert_healthy(run(site, kb=kb))
 
 
+@pytest.mark.parametrize("version_py", [True, False])
+def test_torch_cuda_major_from_version_py_or_metadata(tmp_path: Path, kb: Path,
+                                                      version_py: bool) -> None:
+    site = tmp_path / "site"
+    add_torch(site, cuda=13, version_py=version_py)
+    add_sglang(site)
+    add_mooncake(site)
+    r = run(site, kb=kb)
+    assert_healthy(r)
+    source = "torch/version.py: cuda = '13.0'" if version_py else "Requires-Dist"
+    assert source in r.line("torch")
+
+
+def test_torch_version_py_outranks_the_metadata(tmp_path: Path, kb: Path) -> None:
+    """What the binary was built with (torch.version.cuda) decides, not a requirement line."""
+    site = healthy_image(tmp_path / "site")  # a CUDA 13 build of mooncake
+    (site / "torch" / "version.py").write_text("cuda = '12.8'\nhip = None\n")
+    r = run(site, kb=kb)
+    assert r.rc == 1 and r.line("cuda").startswith("fail")
+    assert "cuda = '12.8'" in r.line("torch")
+    (site / "torch" / "version.py").write_text("cuda = None\nhip = None\n")
+    assert "a CPU build" in run(site, kb=kb).line("torch")
+    (site / "torch" / "version.py").write_text("cuda = '13.0'\n")  # control
+    assert_healthy(run(site, kb=kb))
+
+
 def test_torch_not_installed(tmp_path: Path, kb: Path) -> None:
     site = tmp_path / "site"
     add_sglang(site)
@@ -662,3 +688,24 @@ def test_moe_a2a_and_disaggregation_need_their_modules(tmp_path: Path) -> None:
         build_so(needed=[], strings=["SomethingElse"]))
     r = run(site, "--", "--disaggregation-transfer-backend", "mooncake", kb=kb_path, ep=False)
     assert r.status("pd-disaggregation") == "fail" and "lacks TransferEngine" in r.out
+
+
+# --------------------------------------------------------------------------- source cache
+
+
+def test_second_start_reads_the_cache_and_says_the_same(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    cache = Path(os.environ["MOONPIN_CACHE_DIR"])
+    assert run(site, "--no-cache", kb=kb).rc == 0
+    assert not list(cache.glob("check-sources-*.json"))  # --no-cache writes nothing
+    first = run(site, kb=kb)
+    assert list(cache.glob("check-sources-*.json"))
+    second = run(site, kb=kb)
+    assert_healthy(second)
+    assert second.out == first.out
+    # An image changed after its first check is read again: the engine now needs a name
+    # this mooncake lacks.
+    ela = site / "sglang" / "srt" / "elastic_ep" / "elastic_ep.py"
+    ela.write_text(ela.read_text().replace("join_group", "join_group_v2") + "\n")
+    third = run(site, kb=kb)
+    assert third.rc == 1 and "join_group_v2" in third.line("names")

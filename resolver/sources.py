@@ -1,0 +1,159 @@
+"""Read an installed SGLang's sources for the runtime check, fast.
+
+A real SGLang release holds ~3,200 ``.py`` files (~46 MB); reading them all costs more than a
+bare interpreter start. The check therefore keeps what it learned in a small cache validated
+the way Python validates bytecode against its source: a file whose size and modification
+time (ns) are unchanged since it was analysed is not read again; a new, changed or removed
+file is (or is dropped), and so is every file when moonpin's analyzer changed (the cache
+records a hash of ``scrapers/pyast.py``). A cache that cannot be read, parsed or written is
+ignored: the check then reads every source, as with ``--no-cache``.
+
+The cache lives in moonpin's cache folder (:func:`kb.cache.cache_dir`), one file per SGLang
+folder (``check-sources-<crc>.json``). Run the
+check once when the image is built (``RUN moonpin check --no-deep ...``) and every worker
+start of that image finds it warm.
+
+Standard library and :mod:`scrapers.pyast` only: this is on the worker-start path (no
+``hashlib`` either: loading OpenSSL costs ~5 ms; CRC-32 tells changes apart well enough).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kb import cache as _cache
+from scrapers import pyast
+
+CACHE_FORMAT = 1
+
+
+@dataclass
+class SourceFacts:
+    """The mooncake facts of one SGLang package folder, and how they were obtained."""
+
+    imports: list[pyast.ImportFact] = field(default_factory=list)
+    calls: list[pyast.CallFact] = field(default_factory=list)
+    backends: list[pyast.BackendLiteral] = field(default_factory=list)
+    files: int = 0  # .py files in the package
+    read: int = 0  # files read this time (the rest came from the cache)
+    cache: str = "off"  # "off" | "cold" | "warm" | "stale" | "unusable"
+    cache_error: str | None = None  # why the cache could not be written, if it could not
+
+
+def _stat_tree(pkg: Path) -> dict[str, tuple[int, int]]:
+    """relative posix path -> (size, mtime_ns) of every ``.py`` file under ``pkg``.
+
+    Symlinked folders are not followed (``os.walk``'s default). Raises OSError when a
+    folder cannot be listed."""
+    out: dict[str, tuple[int, int]] = {}
+    stack = [(str(pkg), "")]
+    while stack:
+        folder, rel = stack.pop()
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    if e.name != "__pycache__":  # bytecode only: never a source
+                        stack.append((e.path, f"{rel}{e.name}/"))
+                elif e.name.endswith(".py"):
+                    st = e.stat()
+                    out[rel + e.name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _analyzer_hash() -> str:
+    data = Path(pyast.__file__).read_bytes()
+    return f"{len(data)}-{zlib.crc32(data):08x}"
+
+
+def _cache_file(cache_dir: Path, pkg: Path) -> Path:
+    # The document names its package too: two folders sharing a CRC only thrash.
+    return cache_dir / f"check-sources-{zlib.crc32(str(pkg.resolve()).encode()):08x}.json"
+
+
+def _facts_to_json(fa: pyast.FileAnalysis) -> dict[str, Any]:
+    return {"imports": [asdict(i) for i in fa.imports], "calls": [asdict(c) for c in fa.calls],
+            "backends": [asdict(b) for b in fa.backends]}
+
+
+def _facts_from_json(d: dict[str, Any]) -> tuple[list[pyast.ImportFact],
+                                                  list[pyast.CallFact],
+                                                  list[pyast.BackendLiteral]]:
+    """Raises TypeError/KeyError/ValueError on a malformed record."""
+    imports = [pyast.ImportFact(**{**i, "names": tuple(i["names"]),
+                                   "alternatives": tuple(i["alternatives"])})
+               for i in d["imports"]]
+    calls = [pyast.CallFact(**{**c, "keywords": tuple(c["keywords"])}) for c in d["calls"]]
+    backends = [pyast.BackendLiteral(**b) for b in d["backends"]]
+    return imports, calls, backends
+
+
+def _load_cache(path: Path, analyzer: str, pkg: Path) -> dict[str, Any] | None:
+    doc = _cache.load(path)
+    if (not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT
+            or doc.get("analyzer") != analyzer or doc.get("package") != str(pkg.resolve())
+            or not isinstance(doc.get("files"), dict)):
+        return None
+    files: dict[str, Any] = doc["files"]
+    return files
+
+
+def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True) -> SourceFacts:
+    """Every mooncake import, call and backend literal in the ``.py`` files under ``pkg``.
+
+    Only a file that can import the process-group module is parsed (see
+    :func:`scrapers.pyast.mentions_pg_module`). Raises OSError when a source or folder
+    cannot be read (the caller falls back to the knowledge base)."""
+    out = SourceFacts()
+    tree = _stat_tree(pkg)
+    out.files = len(tree)
+    root = pkg.parent
+    prefix = pkg.relative_to(root).as_posix() + "/"
+    cached: dict[str, Any] | None = None
+    cfile: Path | None = None
+    analyzer = ""
+    if use_cache:
+        cfile = _cache_file(cache_dir or _cache.cache_dir(), pkg)
+        analyzer = _analyzer_hash()
+        cached = _load_cache(cfile, analyzer, pkg)
+        out.cache = "cold" if cached is None else "warm"
+    entries: dict[str, list[Any]] = {}
+    for rel in sorted(tree):
+        size, mtime = tree[rel]
+        hit = cached.get(rel) if cached is not None else None
+        if (isinstance(hit, list) and len(hit) == 3 and hit[0] == size and hit[1] == mtime):
+            try:
+                if hit[2] is not None:
+                    i, c, b = _facts_from_json(hit[2])
+                    out.imports += i
+                    out.calls += c
+                    out.backends += b
+                entries[rel] = hit
+                continue
+            except (TypeError, KeyError, ValueError):
+                out.cache = "unusable"
+        data = _read(os.path.join(pkg, rel))
+        out.read += 1
+        facts = None
+        if pyast.mentions_pg_module(data):
+            fa = pyast.analyze_source(data, prefix + rel)
+            out.imports += fa.imports
+            out.calls += fa.calls
+            out.backends += fa.backends
+            facts = _facts_to_json(fa)
+        entries[rel] = [size, mtime, facts]
+    if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(tree)):
+        out.cache = "stale"
+    if cfile is not None and out.cache != "warm":
+        out.cache_error = _cache.store(cfile, {"format": CACHE_FORMAT, "analyzer": analyzer,
+                                               "package": str(pkg.resolve()),
+                                               "files": entries})
+    return out

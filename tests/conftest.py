@@ -1,0 +1,13 @@
+"""Suite-wide: nothing a test runs writes outside its temporary folders."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The runtime check caches its SGLang source analysis (resolver.sources); children
+    # inherit the environment, so each test gets its own cache folder.
+    monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
