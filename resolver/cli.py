@@ -583,48 +583,91 @@ def cmd_renovate(args: argparse.Namespace) -> int:
 
 
 def cmd_args(args: argparse.Namespace) -> int:
-    from resolver import launch_args, query
+    from resolver import launch_args, manifests, query
     from resolver.graph import CompatGraph
     from scrapers.server_args import from_record
 
-    kb = _load(args)
-    g = CompatGraph(kb)
-    release = query.get_sglang(g, args.sglang)
-    if release.launch is None:
-        _fatal(f"the knowledge base holds no elastic-EP launch rules for sglang {release.version}",
-               "releases before elastic EP have none; from 0.5.23 the rules moved to "
-               "sglang/srt/arg_groups/, which moonpin does not read yet")
-    if release.launch.error:
-        _fatal(f"sglang {release.version}: {release.launch.member} could not be read: "
-               f"{release.launch.error}", "run `moonpin scrape --only sglang --full`")
-    flags, rules, constants = from_record(release.launch)
-    launch = list(args.launch or [])
-    if launch[:1] == ["--"]:
-        launch = launch[1:]
-    try:
-        verdicts = launch_args.check(rules, flags, launch, constants=constants)
-    except ValueError as e:
-        _fatal(str(e), "fix the launch arguments")
-    bad = [v for v in verdicts if v.status == "violated"]
-    unchecked = [v for v in verdicts if v.status == "not checked"]
+    launches: list[manifests.Launch] = []
+    findings: list[manifests.Finding] = []
+    for path in args.file or ():
+        try:
+            found = manifests.read_file(Path(path), args.format)
+        except OSError as e:
+            _fatal(f"cannot read {path}: {e.strerror}", "check the path")
+        except ValueError as e:
+            _fatal(str(e), "fix the file, or pass --format shell if it is a script")
+        if not found.launches and not found.findings:
+            _fatal(f"no SGLang launch line in {path}",
+                   "moonpin looks for `python -m sglang.launch_server`, `sglang serve`, "
+                   "`python -m dynamo.sglang` and containers whose args carry SGLang flags")
+        launches += found.launches
+        findings += found.findings
+    argv = list(args.launch or [])
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if argv or not args.file:
+        launches.append(manifests.Launch(tuple(argv), "command line", "-"))
+    g = CompatGraph(_load(args))
+    results = []
+    for la in launches:
+        version = args.sglang or manifests.sglang_version_of_image(la.image)
+        if version is None:
+            _fatal(f"{la.where}: which SGLang release runs this launch? "
+                   f"(image {la.image or 'not named'})", "pass --sglang VERSION")
+        release = query.get_sglang(g, version)
+        if release.launch is None:
+            _fatal(f"the knowledge base holds no elastic-EP launch rules for sglang "
+                   f"{release.version}", "releases before elastic EP have none; from 0.5.19 "
+                   "the rules moved to sglang/srt/arg_groups/, which moonpin does not read yet")
+        if release.launch.error:
+            _fatal(f"sglang {release.version}: {release.launch.member} could not be read: "
+                   f"{release.launch.error}", "run `moonpin scrape --only sglang --full`")
+        flags, rules, constants = from_record(release.launch)
+        try:
+            verdicts = launch_args.check(rules, flags, la.argv, constants=constants)
+        except ValueError as e:
+            _fatal(f"{la.where}: {e}", "fix the launch arguments")
+        results.append((la, release.version, verdicts))
+    bad = [(la, v) for la, _, vs in results for v in vs if v.status == "violated"]
     if args.json:
+        def verdict(la: manifests.Launch, v: launch_args.Verdict) -> dict[str, Any]:
+            return {"message": v.message, "flags": list(v.flags), "evidence": v.evidence,
+                    "condition": v.rule.condition, "where": la.where}
+
         _emit_json({
-            "sglang": release.version,
-            "violations": [{"message": v.message, "flags": list(v.flags),
-                            "evidence": v.evidence, "condition": v.rule.condition}
-                           for v in bad],
-            "not_checked": [{"evidence": v.evidence, "why": v.why} for v in unchecked],
-            "rules": len(verdicts),
+            "sglang": results[0][1] if len({r[1] for r in results}) == 1 else None,
+            "violations": [verdict(la, v) for la, v in bad],
+            "not_checked": [{"evidence": v.evidence, "why": v.why, "where": la.where}
+                            for la, _, vs in results for v in vs if v.status == "not checked"],
+            "rules": sum(len(vs) for _, _, vs in results),
+            "findings": [{"where": f.where, "message": f.message, "fix": f.fix}
+                         for f in findings],
+            "launches": [{"where": la.where, "launcher": la.launcher, "image": la.image,
+                          "sglang": ver, "argv": list(la.argv), "notes": list(la.notes),
+                          "violated": sum(v.status == "violated" for v in vs)}
+                         for la, ver, vs in results],
         })
     else:
-        for v in bad:
-            print(f"violated: {v.message}")
-            print(f"  flags: {', '.join(v.flags) or '-'}   ({v.evidence})")
-        for v in unchecked:
-            print(f"not checked: {v.evidence}: {v.why}")
-        print(f"sglang {release.version}: {len(verdicts)} elastic-EP rules, {len(bad)} violated, "
-              f"{len(unchecked)} not checked")
-    return 1 if bad else 0
+        many = len(results) > 1 or bool(args.file)
+        for f in findings:
+            print(f"problem: {f.where}: {f.message}")
+            print(f"  fix: {f.fix}")
+        for la, ver, vs in results:
+            if many:
+                print(f"{la.where}  ({la.launcher}; sglang {ver})")
+            for note in la.notes:
+                print(f"note: {note}")
+            for v in vs:
+                if v.status == "violated":
+                    print(f"violated: {v.message}")
+                    print(f"  flags: {', '.join(v.flags) or '-'}   ({v.evidence})")
+            for v in vs:
+                if v.status == "not checked":
+                    print(f"not checked: {v.evidence}: {v.why}")
+            nbad = sum(v.status == "violated" for v in vs)
+            nun = sum(v.status == "not checked" for v in vs)
+            print(f"sglang {ver}: {len(vs)} elastic-EP rules, {nbad} violated, {nun} not checked")
+    return 1 if bad or findings else 0
 
 
 def cmd_triples(args: argparse.Namespace) -> int:
@@ -755,7 +798,13 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
 
     ar = sub.add_parser("args", help="check a launch line against that SGLang release's own "
                         "elastic-EP argument rules, offline")
-    ar.add_argument("--sglang", required=True, metavar="VERSION")
+    ar.add_argument("--sglang", metavar="VERSION",
+                    help="the SGLang release (default: a manifest's lmsysorg/sglang image tag)")
+    ar.add_argument("--file", action="append", metavar="PATH",
+                    help="a Kubernetes manifest, Dynamo graph deployment (YAML) or shell script "
+                         "whose SGLang launch lines to check (repeatable)")
+    ar.add_argument("--format", choices=["auto", "yaml", "shell"], default="auto",
+                    help="how to read --file (default: by suffix and content)")
     ar.add_argument("--json", action="store_true")
     ar.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     ar.add_argument("launch", nargs=argparse.REMAINDER, help="-- then the launch arguments")

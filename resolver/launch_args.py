@@ -64,6 +64,7 @@ from scrapers.server_args import Flag, Rule
 __all__ = [
     "DEFAULT_CONSTANTS",
     "Unevaluable",
+    "Unresolved",
     "Verdict",
     "check",
     "evaluate",
@@ -91,12 +92,28 @@ class Unevaluable(Exception):
     """The condition uses something the safe evaluator does not read."""
 
 
+class Unresolved(str):
+    """A launch token whose value is not known offline (its text as written, e.g. an unset
+    ``$TP`` in a script): parsed as a value but never converted or validated, and a rule
+    that reads it is "not checked"."""
+
+    __slots__ = ()
+
+
+def _opaque(value: object) -> bool:
+    if isinstance(value, list):
+        return any(_opaque(v) for v in value)
+    return isinstance(value, Unresolved)
+
+
 # ---------------------------------------------------------------------------
 # parsing
 # ---------------------------------------------------------------------------
 
 
 def _convert(flag: Flag, raw: str) -> object:
+    if _opaque(raw):
+        return raw  # not known offline: kept as written, never converted or validated
     try:
         if flag.type == "int":
             return int(raw)
@@ -108,7 +125,7 @@ def _convert(flag: Flag, raw: str) -> object:
 
 
 def _validate(flag: Flag, value: object) -> None:
-    if flag.choices is None:
+    if flag.choices is None or _opaque(value):
         return
     if str(value) not in flag.choices:
         allowed = ", ".join(flag.choices)
@@ -303,6 +320,8 @@ def _value(node: ast.expr, values: Mapping[str, object]) -> object:
         if parts[0] == "self":
             key = ".".join(parts[1:])
             if key in values:
+                if _opaque(values[key]):
+                    raise Unevaluable(f"self.{key} is {values[key]!s}, not known offline")
                 return values[key]
             raise Unevaluable(f"self.{key} is not a launch argument of this release")
         key = ".".join(parts)

@@ -315,3 +315,58 @@ def test_args_violation_and_exit_codes(kb_file: Path, capsys: pytest.CaptureFixt
     # a release without recorded rules says so
     code, _, err = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.4", "--")
     assert code == 2 and "no elastic-EP launch rules" in err
+
+
+def test_args_from_manifests_and_scripts(kb_file: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    def manifest(args: str, image: str = "lmsysorg/sglang:v0.5.17", sibling: str = "") -> Path:
+        path = tmp_path / "dgd.yaml"
+        path.write_text(
+            "spec:\n  services:\n    Worker:\n" + sibling +
+            "      extraPodSpec:\n        mainContainer:\n"
+            f"          image: {image}\n"
+            '          command: ["python3", "-m", "dynamo.sglang"]\n'
+            f"          args: {args}\n")
+        return path
+
+    bad = manifest('["--elastic-ep-backend", "mooncake", "--pp-size", "2"]')
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--file", str(bad), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["sglang"] == "0.5.17"  # from the image tag
+    (v,) = doc["violations"]
+    assert v["message"] == "elastic EP needs --pp-size 1 (got 2)"
+    assert v["where"] == (f"{bad}:7 spec.services.Worker.extraPodSpec.mainContainer.command")
+    good = manifest('["--elastic-ep-backend", "mooncake", "--pp-size", "1"]')
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--file", str(good))
+    assert code == 0 and "0 violated" in out and "python3 -m dynamo.sglang" in out
+
+    # the flag beside the pod template never reaches the worker
+    sib = manifest('["--elastic-ep-backend", "mooncake"]',
+                   sibling='      args: ["--pp-size", "1"]\n')
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--file", str(sib))
+    assert code == 1 and "problem:" in out and "outside any container" in out
+
+    # a script whose value is a variable it does not set: that rule is not checked
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\npython -m sglang.launch_server --elastic-ep-backend mooncake"
+                      " --pp-size $PP\n")
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17",
+                       "--file", str(script))
+    assert code == 0 and "not checked" in out and "$PP" in out
+
+    # bad input: exit 2 with the file named
+    code, _, err = run(capsys, "--kb", str(kb_file), "args", "--file",
+                       str(manifest('["--pp-size", "1"]', image="my/own:latest")))
+    assert code == 2 and "pass --sglang" in err
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("kind: ConfigMap\ndata: {a: b}\n")
+    code, _, err = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17",
+                       "--file", str(empty))
+    assert code == 2 and "no SGLang launch line" in err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spec:\n  args: [--tp\n  x: 1\n")
+    code, _, err = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17",
+                       "--file", str(broken))
+    assert code == 2 and f"{broken}:" in err and "not valid YAML" in err
+    code, _, err = run(capsys, "--kb", str(kb_file), "args", "--file", str(tmp_path / "nope"))
+    assert code == 2 and "cannot read" in err
