@@ -631,6 +631,10 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     # --- SGLang requirement
     req = _sglang_requirement(paths, sglang, kb, add, source_cache)
 
+    # --- the worker's own launch arguments against this release's rules
+    if launch_args:
+        _check_launch(list(launch_args), sglang.version if sglang else None, kb, add)
+
     # --- mooncake installed
     if not mooncakes:
         add(CheckResult("mooncake installed", "fail",
@@ -1147,6 +1151,51 @@ def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
         add(CheckResult(feature, "pass", "provides " + ", ".join(
             f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items())),
             evidence=evidence))
+
+
+def _check_launch(argv: list[str], version: str | None, kb: _KB,
+                  add: Callable[[CheckResult], None]) -> None:
+    """The elastic-EP argument rules of the installed SGLang release (from the KB) on the
+    worker's launch arguments: what ``moonpin args`` does, at worker start."""
+    if version is None:
+        add(CheckResult("launch args", "skip", "SGLang is not installed: no rules to check"))
+        return
+    record = None
+    if kb.ok:
+        from resolver.resolved import load_launch
+
+        record = load_launch(kb.path, version)
+        if record is None:
+            rec = next((r for r in (kb.doc() or {}).get("sglang") or ()
+                        if isinstance(r, dict) and r.get("version") == version), None)
+            record = rec.get("launch") if isinstance(rec, dict) else None
+    if not isinstance(record, dict) or record.get("error"):
+        why = (record or {}).get("error") if isinstance(record, dict) else None
+        add(CheckResult("launch args", "skip", f"the knowledge base holds no elastic-EP launch "
+                        f"rules for sglang {version}" + (f" ({why})" if why else "")))
+        return
+    from resolver import launch_args as la
+
+    try:
+        flags, rules, constants = la.rules_from_json(record)
+        verdicts = la.check(rules, flags, argv, constants=constants)
+    except (KeyError, TypeError) as e:
+        add(CheckResult("launch args", "warn", f"the KB's launch rules for sglang {version} "
+                        f"are unreadable ({type(e).__name__}: {e})",
+                        "run `moonpin scrape --full` to rebuild the KB"))
+        return
+    except ValueError as e:  # SGLang's own parser rejects this line too
+        add(CheckResult("launch args", "fail", f"sglang {version} rejects the launch "
+                        f"arguments: {e}", "fix the launch arguments"))
+        return
+    bad = [v for v in verdicts if v.status == "violated"]
+    unchecked = sum(v.status == "not checked" for v in verdicts)
+    for v in bad:
+        add(CheckResult("launch args", "fail", v.message,
+                        "change " + ", ".join(v.flags) + " as the message says", (v.evidence,)))
+    if not bad:
+        add(CheckResult("launch args", "pass", f"{len(verdicts)} elastic-EP argument rules of "
+                        f"sglang {version} hold ({unchecked} not checkable offline)"))
 
 
 def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,

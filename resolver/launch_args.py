@@ -56,7 +56,7 @@ import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from scrapers.pyast import dotted
 from scrapers.server_args import Flag, Rule
@@ -69,6 +69,7 @@ __all__ = [
     "check",
     "evaluate",
     "parse_launch",
+    "rules_from_json",
 ]
 
 UNKNOWN = "__unknown__"
@@ -380,6 +381,27 @@ def evaluate(condition: str, values: Mapping[str, object]) -> bool:
 # ---------------------------------------------------------------------------
 # checking
 # ---------------------------------------------------------------------------
+
+
+def rules_from_json(record: Mapping[str, Any]) -> tuple[tuple[Flag, ...], tuple[Rule, ...],
+                                                       dict[str, object]]:
+    """Flags, rules and constants from a launch-rules record as JSON (the KB's
+    ``LaunchRules`` dumped), without pydantic: the runtime check reads them this way.
+    Raises KeyError/TypeError on a malformed record."""
+    from types import SimpleNamespace
+
+    from scrapers.server_args import from_record
+
+    def ns(d: Mapping[str, Any]) -> SimpleNamespace:
+        return SimpleNamespace(**{k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in d.items()})
+
+    rec = SimpleNamespace(
+        flags=[ns(f) for f in record["flags"]],
+        rules=[SimpleNamespace(**{**vars(ns(r)), "writes": [ns(w) for w in r["writes"]]})
+               for r in record["rules"]],
+        constants=dict(record["constants"]))
+    return from_record(rec)
 
 
 @dataclass(frozen=True)

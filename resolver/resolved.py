@@ -143,6 +143,20 @@ def load_requirements(kb_path: Path) -> dict[str, dict[str, Any]] | None:
         return None
 
 
+def load_launch(kb_path: Path, sglang: str) -> dict[str, Any] | None:
+    """One SGLang release's launch-rules record (``kb.models.LaunchRules`` as JSON) from
+    ``resolved/_launch-<version>.json``; None when missing or stale."""
+    path = resolved_path(kb_path) / f"_launch-{sglang}.json"
+    try:
+        doc = json.loads(path.read_bytes())
+        if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
+            return None
+        launch: dict[str, Any] = doc["launch"]
+        return launch
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def fix_for(sglang: str, torch: str, python: str, arch: str, *,
             kb_path: Path | None = None) -> list[str]:
     """Requirement lines of the mooncake releases compatible with this set, newest first.
@@ -252,6 +266,13 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
                                "backends": list(s.pg.backends)}
                    for s in kb.sglang if s.source == "index"},
     }}
+    for s in kb.sglang:
+        if s.source == "index" and s.launch is not None:
+            # The runtime check reads one release's launch rules at worker start.
+            docs[f"_launch-{s.version}"] = {"schema_version": SCHEMA,
+                                            "kb_sha256": common["kb_sha256"],
+                                            "sglang": s.version,
+                                            "launch": s.launch.model_dump(mode="json")}
     for version, out in rows.items():
         packed, strs = _pack(out, strings)
         docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},

@@ -709,3 +709,54 @@ def test_second_start_reads_the_cache_and_says_the_same(tmp_path: Path, kb: Path
     ela.write_text(ela.read_text().replace("join_group", "join_group_v2") + "\n")
     third = run(site, kb=kb)
     assert third.rc == 1 and "join_group_v2" in third.line("names")
+
+
+# --------------------------------------------------------------------------- launch args
+
+LAUNCH_SRC = b"""
+class ServerArgs:
+    pp_size: A[int, "PP"] = 1
+    node_rank: A[int, "rank"] = 0
+    elastic_ep_backend: A[Optional[str], Arg(help="b", choices=["mooncake", "nixl"])] = None
+
+    def _handle_elastic_ep(self):
+        if self.elastic_ep_backend is not None:
+            assert self.pp_size == 1, f"elastic EP needs --pp-size 1 (got {self.pp_size})"
+            assert self.node_rank >= 0, "node rank"
+"""
+
+
+def _with_launch_rules(kb: Path) -> Path:
+    from scrapers.server_args import launch_record
+
+    rec = launch_record(LAUNCH_SRC, None)
+    assert rec is not None
+    doc = json.loads(kb.read_text())
+    doc["sglang"][0]["launch"] = rec.model_dump(mode="json")
+    out = kb.with_name("kb-launch.json")
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_launch_args_are_checked_against_the_installed_release(tmp_path: Path,
+                                                               kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    rules = _with_launch_rules(kb)
+    bad = run(site, "--", "--elastic-ep-backend", "mooncake", "--pp-size", "2", kb=rules)
+    assert bad.rc == 1
+    line = bad.line("launch args")
+    assert line.startswith("fail") and "elastic EP needs --pp-size 1 (got 2)" in line
+    assert "--pp-size" in bad.fixes()[0]
+    doc = json.loads(run(site, "--json", "--", "--elastic-ep-backend", "mooncake",
+                         "--pp-size", "2", kb=rules).out)
+    (c,) = [c for c in doc["checks"] if c["name"] == "launch args"]
+    assert c["evidence"][0].startswith("sglang/srt/server_args.py:")
+    good = run(site, "--", "--elastic-ep-backend", "mooncake", "--pp-size", "1", kb=rules)
+    assert_healthy(good)
+    assert "2 elastic-EP argument rules of sglang 0.5.23 hold" in good.line("launch args")
+    # a value SGLang's parser would refuse is a failure too
+    refused = run(site, "--", "--elastic-ep-backend", "mooncake", "--pp-size", "two", kb=rules)
+    assert refused.rc == 1 and "rejects the launch arguments" in refused.line("launch args")
+    # a release without recorded rules: said, not failed
+    plain = run(site, "--", "--elastic-ep-backend", "mooncake", "--pp-size", "2", kb=kb)
+    assert plain.rc == 0 and plain.line("launch args").startswith("skip")

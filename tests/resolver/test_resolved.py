@@ -45,6 +45,16 @@ def test_stale_or_missing_tables_are_ignored(kb_path: Path) -> None:
     assert resolved.fix_for("0.5.17", "2.13.0", "cp312", "x86_64", kb_path=kb_path) == []
 
 
+def test_launch_rules_table_per_release(kb_path: Path) -> None:
+    kb = store.load(kb_path)
+    rec = next(s for s in kb.sglang if s.version == "0.5.17").launch
+    assert rec is not None
+    assert resolved.load_launch(kb_path, "0.5.17") == rec.model_dump(mode="json")
+    assert resolved.load_launch(kb_path, "0.5.4") is None  # before elastic EP: no rules
+    kb_path.write_bytes(kb_path.read_bytes() + b" ")  # stale: not trusted
+    assert resolved.load_launch(kb_path, "0.5.17") is None
+
+
 def test_fix_for_needs_the_torch_the_release_requires(kb_path: Path) -> None:
     assert resolved.fix_for("0.5.17", "2.13.0+cu130", "cp312", "x86_64",
                             kb_path=kb_path) == ["mooncake-transfer-engine==0.3.13"]
