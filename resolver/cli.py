@@ -609,8 +609,23 @@ def cmd_args(args: argparse.Namespace) -> int:
         launches.append(manifests.Launch(tuple(argv), "command line", "-"))
     g = CompatGraph(_load(args))
     results = []
+    crosses: list[tuple[Any, Any]] = []
     for la in launches:
-        version = args.sglang or manifests.sglang_version_of_image(la.image)
+        outcome = None
+        if args.authoritative:
+            from resolver import authoritative
+
+            outcome = authoritative.run(args.python or sys.executable, la.argv,
+                                        timeout=args.timeout)
+            if outcome.error and outcome.version is None:
+                _fatal(f"--authoritative: {outcome.error}",
+                       "pass --python PATH of an interpreter with SGLang installed")
+        version = args.sglang or manifests.sglang_version_of_image(la.image) or (
+            outcome.version if outcome is not None else None)
+        if outcome is not None and outcome.version and version and outcome.version != version:
+            _fatal(f"--authoritative: the SGLang at {args.python or sys.executable} is "
+                   f"{outcome.version}, not {version}", "check it against its own release "
+                   "(drop --sglang) or point --python at an installation of that release")
         if version is None:
             _fatal(f"{la.where}: which SGLang release runs this launch? "
                    f"(image {la.image or 'not named'})", "pass --sglang VERSION")
@@ -628,6 +643,12 @@ def cmd_args(args: argparse.Namespace) -> int:
         except ValueError as e:
             _fatal(f"{la.where}: {e}", "fix the launch arguments")
         results.append((la, release.version, verdicts))
+        if outcome is not None:
+            from resolver import authoritative
+
+            crosses.append((outcome, authoritative.compare(verdicts, outcome)))
+        else:
+            crosses.append((None, None))
     bad = [(la, v) for la, _, vs in results for v in vs if v.status == "violated"]
     if args.json:
         def verdict(la: manifests.Launch, v: launch_args.Verdict) -> dict[str, Any]:
@@ -644,8 +665,14 @@ def cmd_args(args: argparse.Namespace) -> int:
                          for f in findings],
             "launches": [{"where": la.where, "launcher": la.launcher, "image": la.image,
                           "sglang": ver, "argv": list(la.argv), "notes": list(la.notes),
-                          "violated": sum(v.status == "violated" for v in vs)}
-                         for la, ver, vs in results],
+                          "violated": sum(v.status == "violated" for v in vs),
+                          **({"authoritative": {
+                              "python": args.python or sys.executable,
+                              "error": oc.error, "parser": oc.parser, "steps": oc.steps,
+                              "agree": cmp.agree, "disagree": cmp.disagree,
+                              "unconfirmed": cmp.unconfirmed, "not_run": cmp.not_run}}
+                             if oc is not None else {})}
+                         for (la, ver, vs), (oc, cmp) in zip(results, crosses, strict=True)],
         })
     else:
         many = len(results) > 1 or bool(args.file)
@@ -667,7 +694,25 @@ def cmd_args(args: argparse.Namespace) -> int:
             nbad = sum(v.status == "violated" for v in vs)
             nun = sum(v.status == "not checked" for v in vs)
             print(f"sglang {ver}: {len(vs)} elastic-EP rules, {nbad} violated, {nun} not checked")
-    return 1 if bad or findings else 0
+        for (la, _ver, _), (oc, cmp) in zip(results, crosses, strict=True):
+            if oc is None:
+                continue
+            print(f"authoritative ({'' if not many else la.where + ', '}SGLang {oc.version} "
+                  f"at {args.python or sys.executable}):")
+            if oc.error:
+                print(f"  could not run: {oc.error}")
+            if oc.parser:
+                print(f"  SGLang's parser refuses the line: {oc.parser}")
+            for label, items in (("agree", cmp.agree), ("DISAGREE", cmp.disagree),
+                                 ("unconfirmed", cmp.unconfirmed),
+                                 ("step did not run here", cmp.not_run)):
+                for item in items:
+                    print(f"  {label}: {item}")
+            ran = sum(st["status"] in ("ok", "rejected") for st in oc.steps)
+            print(f"  {ran} of {len(oc.steps)} resolution steps ran; {len(cmp.agree)} agree, "
+                  f"{len(cmp.disagree)} disagree, {len(cmp.unconfirmed)} unconfirmed")
+    rejected = any(oc is not None and (oc.parser or cmp.sglang_rejects) for oc, cmp in crosses)
+    return 1 if bad or findings or rejected else 0
 
 
 def cmd_triples(args: argparse.Namespace) -> int:
@@ -803,6 +848,14 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     ar.add_argument("--file", action="append", metavar="PATH",
                     help="a Kubernetes manifest, Dynamo graph deployment (YAML) or shell script "
                          "whose SGLang launch lines to check (repeatable)")
+    ar.add_argument("--authoritative", action="store_true",
+                    help="also run the installed SGLang's own argument handling (in a child "
+                         "interpreter) and report where it disagrees with the scraped rules")
+    ar.add_argument("--python", metavar="PATH",
+                    help="interpreter with SGLang installed, for --authoritative "
+                         "(default: this one)")
+    ar.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                    help="how long --authoritative may take per launch (default 300)")
     ar.add_argument("--format", choices=["auto", "yaml", "shell"], default="auto",
                     help="how to read --file (default: by suffix and content)")
     ar.add_argument("--json", action="store_true")
