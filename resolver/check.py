@@ -48,6 +48,7 @@ _FLAGS = {
     "--elastic-ep-backend": "elastic-ep",
     "--moe-a2a-backend": "moe-a2a",
     "--disaggregation-transfer-backend": "pd-disaggregation",
+    "--hicache-storage-backend": "hicache",
 }
 _INDEX_LOCAL = re.compile(r"^(cu\d+|cpu|rocm[\d.]*|xpu)$")
 _CUDART = re.compile(r"^libcudart\.so\.(\d+)")

@@ -661,7 +661,15 @@ def feature_kb(tmp_path: Path) -> Path:
                          "line": 101},
                         {"module": "mooncake.engine", "names": ["TransferEngine"],
                          "feature": "pd-disaggregation", "optional": False,
-                         "member": "sglang/srt/disaggregation/mooncake/conn.py", "line": 12}]}],
+                         "member": "sglang/srt/disaggregation/mooncake/conn.py", "line": 12},
+                        {"module": "mooncake.store", "names": ["MooncakeDistributedStore"],
+                         "feature": "hicache", "optional": False,
+                         "member": "sglang/srt/mem_cache/storage/mooncake_store/"
+                                   "mooncake_store.py", "line": 40},
+                        {"module": "mooncake.store", "names": ["ReplicateConfig"],
+                         "feature": "hicache", "optional": True,
+                         "member": "sglang/srt/mem_cache/storage/mooncake_store/"
+                                   "mooncake_store.py", "line": 44}]}],
         "mooncake": [],
     }
     path = tmp_path / "kb.json"
@@ -688,6 +696,26 @@ def test_moe_a2a_and_disaggregation_need_their_modules(tmp_path: Path) -> None:
         build_so(needed=[], strings=["SomethingElse"]))
     r = run(site, "--", "--disaggregation-transfer-backend", "mooncake", kb=kb_path, ep=False)
     assert r.status("pd-disaggregation") == "fail" and "lacks TransferEngine" in r.out
+
+
+def test_hicache_storage_backend_mooncake_needs_the_store(tmp_path: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    kb_path = feature_kb(tmp_path)
+    flag = ("--", "--hicache-storage-backend", "mooncake")
+    r = run(site, *flag, kb=kb_path, ep=False)
+    assert r.rc == 1 and r.status("hicache") == "fail"
+    assert "mooncake.store is not installed" in r.line("hicache")
+    (site / "mooncake" / f"store{ext_suffix()}").write_bytes(
+        build_so(needed=[], strings=["ReplicateConfig"]))  # only the optional name
+    r = run(site, *flag, kb=kb_path, ep=False)
+    assert r.rc == 1 and "lacks MooncakeDistributedStore" in r.line("hicache")
+    (site / "mooncake" / f"store{ext_suffix()}").write_bytes(  # control
+        build_so(needed=[], strings=["MooncakeDistributedStore"]))
+    r = run(site, *flag, kb=kb_path, ep=False)
+    assert r.rc == 0 and r.status("hicache") == "pass"
+    # another storage backend needs nothing of mooncake
+    r = run(site, "--", "--hicache-storage-backend", "file", kb=kb_path, ep=False)
+    assert r.rc == 0 and "nothing to check" in r.out
 
 
 # --------------------------------------------------------------------------- source cache
