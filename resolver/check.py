@@ -668,7 +668,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     if "elastic-ep" in wanted:
         _check_pg(pkg, paths, req, torch, kb, fixer, add)
     for f in sorted(set(wanted) - {"elastic-ep"}):
-        _check_feature(f, pkg, sglang.version if sglang else None, kb, add)
+        _check_feature(f, pkg, sglang.version if sglang else None, kb, add,
+                       _find_package(paths, "sglang"), source_cache)
     if deep is None:
         deep = "elastic-ep" in wanted
     if not deep:
@@ -1105,23 +1106,41 @@ def _check_libraries(builds: Sequence[Path], paths: Sequence[Path],
 
 
 def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
-                   add: Callable[[CheckResult], None]) -> None:
+                   add: Callable[[CheckResult], None], sglang_pkg: Path | None = None,
+                   source_cache: bool = True) -> None:
     """A mooncake feature other than elastic EP: the modules and names this SGLang release
-    imports for it unconditionally (from the KB's import records) must be installed."""
+    imports for it unconditionally must be installed. What it imports comes from the KB's
+    import records, or, for a release the KB does not know, from the installed sources."""
     doc = kb.doc()
     rec = next((r for r in (doc or {}).get("sglang") or ()
                 if isinstance(r, dict) and r.get("version") == version), None)
+    records: list[dict[str, Any]] = list(rec.get("imports") or ()) if rec is not None else []
+    origin = ""
     if rec is None:
-        add(CheckResult(feature, "skip", "what this SGLang imports for it is not in the knowledge "
-                        "base; only the installation is checked"))
-        return
+        facts = None
+        if sglang_pkg is not None:
+            from resolver import sources
+
+            try:
+                facts = sources.scan(sglang_pkg, use_cache=source_cache, every_import=True)
+            except OSError:
+                facts = None
+        if facts is None:
+            add(CheckResult(feature, "skip", "what this SGLang imports for it is neither in the "
+                            "knowledge base nor readable from its sources; only the "
+                            "installation is checked"))
+            return
+        records = [{"module": i.module, "names": list(i.names), "feature": i.feature,
+                    "optional": i.optional, "member": i.path, "line": i.line}
+                   for i in facts.feature_imports]
+        origin = " (from the installed sources; the KB does not know this release)"
     needs: dict[str, set[str]] = {}
-    for imp in rec.get("imports") or ():
+    for imp in records:
         if imp.get("feature") == feature and not imp.get("optional"):
             needs.setdefault(imp["module"], set()).update(imp.get("names") or ())
     if not needs:
         add(CheckResult(feature, "pass", f"sglang {version} imports no mooncake module for it "
-                        "unconditionally"))
+                        "unconditionally" + origin))
         return
     problems = []
     for module, names in sorted(needs.items()):
@@ -1142,16 +1161,16 @@ def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
             absent = [n for n in absent if n.encode() + b"\0" not in data]
         if absent:
             problems.append(f"{module} lacks {', '.join(absent)}")
-    evidence = tuple(f"{i['member']}:{i['line']}" for i in rec.get("imports") or ()
+    evidence = tuple(f"{i['member']}:{i['line']}" for i in records
                      if i.get("feature") == feature and not i.get("optional"))
     if problems:
         add(CheckResult(feature, "fail", f"sglang {version} needs for {feature}: "
-                        + "; ".join(problems), "install the mooncake release this SGLang "
-                        "release is built and tested with", evidence))
+                        + "; ".join(problems) + origin, "install the mooncake release this "
+                        "SGLang release is built and tested with", evidence))
     else:
         add(CheckResult(feature, "pass", "provides " + ", ".join(
-            f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items())),
-            evidence=evidence))
+            f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items()))
+            + origin, evidence=evidence))
 
 
 def _check_launch(argv: list[str], version: str | None, kb: _KB,

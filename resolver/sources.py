@@ -28,7 +28,7 @@ from typing import Any
 from kb import cache as _cache
 from scrapers import pyast
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 @dataclass
@@ -38,6 +38,7 @@ class SourceFacts:
     imports: list[pyast.ImportFact] = field(default_factory=list)
     calls: list[pyast.CallFact] = field(default_factory=list)
     backends: list[pyast.BackendLiteral] = field(default_factory=list)
+    feature_imports: list[pyast.ImportFact] = field(default_factory=list)  # every_import
     files: int = 0  # .py files in the package
     read: int = 0  # files read this time (the rest came from the cache)
     cache: str = "off"  # "off" | "cold" | "warm" | "stale" | "unusable"
@@ -106,12 +107,21 @@ def _load_cache(path: Path, analyzer: str, pkg: Path) -> dict[str, Any] | None:
     return files
 
 
-def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True) -> SourceFacts:
-    """Every mooncake import, call and backend literal in the ``.py`` files under ``pkg``.
+#: How far a file was read: it does not mention mooncake; it does, but cannot import the
+#: process-group module (not parsed unless every mooncake import is wanted); it was parsed.
+_NONE, _MOONCAKE, _PARSED = 0, 1, 2
 
-    Only a file that can import the process-group module is parsed (see
-    :func:`scrapers.pyast.mentions_pg_module`). Raises OSError when a source or folder
-    cannot be read (the caller falls back to the knowledge base)."""
+
+def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
+         every_import: bool = False) -> SourceFacts:
+    """The mooncake facts of the ``.py`` files under ``pkg``.
+
+    ``imports``/``calls``/``backends`` come from the files that can import the process-group
+    module (:func:`scrapers.pyast.mentions_pg_module`): the elastic-EP requirement. With
+    ``every_import``, every file that mentions mooncake is parsed as well and
+    ``feature_imports`` holds all their imports (the MoE all-to-all, PD-disaggregation and
+    HiCache features). Raises OSError when a source or folder cannot be read (the caller
+    falls back to the knowledge base)."""
     out = SourceFacts()
     tree = _stat_tree(pkg)
     out.files = len(tree)
@@ -126,16 +136,24 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True) ->
         cached = _load_cache(cfile, analyzer, pkg)
         out.cache = "cold" if cached is None else "warm"
     entries: dict[str, list[Any]] = {}
+
+    def take(facts: tuple[list[pyast.ImportFact], list[pyast.CallFact],
+                          list[pyast.BackendLiteral]], pg: bool) -> None:
+        i, c, b = facts
+        out.feature_imports += i
+        if pg:
+            out.imports += i
+            out.calls += c
+            out.backends += b
+
     for rel in sorted(tree):
         size, mtime = tree[rel]
         hit = cached.get(rel) if cached is not None else None
-        if (isinstance(hit, list) and len(hit) == 3 and hit[0] == size and hit[1] == mtime):
+        if (isinstance(hit, list) and len(hit) == 5 and hit[0] == size and hit[1] == mtime
+                and (hit[3] != _MOONCAKE or not every_import)):
             try:
                 if hit[2] is not None:
-                    i, c, b = _facts_from_json(hit[2])
-                    out.imports += i
-                    out.calls += c
-                    out.backends += b
+                    take(_facts_from_json(hit[2]), bool(hit[4]))
                 entries[rel] = hit
                 continue
             except (TypeError, KeyError, ValueError):
@@ -143,13 +161,14 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True) ->
         data = _read(os.path.join(pkg, rel))
         out.read += 1
         facts = None
-        if pyast.mentions_pg_module(data):
+        level = _MOONCAKE if pyast.mentions_mooncake(data) else _NONE
+        pg = level == _MOONCAKE and pyast.mentions_pg_module(data)
+        if pg or (level == _MOONCAKE and every_import):
             fa = pyast.analyze_source(data, prefix + rel)
-            out.imports += fa.imports
-            out.calls += fa.calls
-            out.backends += fa.backends
             facts = _facts_to_json(fa)
-        entries[rel] = [size, mtime, facts]
+            take((list(fa.imports), list(fa.calls), list(fa.backends)), pg)
+            level = _PARSED
+        entries[rel] = [size, mtime, facts, level, pg]
     if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(tree)):
         out.cache = "stale"
     if cfile is not None and out.cache != "warm":

@@ -718,6 +718,26 @@ def test_hicache_storage_backend_mooncake_needs_the_store(tmp_path: Path) -> Non
     assert r.rc == 0 and "nothing to check" in r.out
 
 
+def test_features_of_a_release_the_kb_does_not_know_come_from_its_sources(
+        tmp_path: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    (site / "sglang-0.5.23.dist-info").rename(site / "sglang-0.9.0.dist-info")
+    meta = site / "sglang-0.9.0.dist-info" / "METADATA"
+    meta.write_text(meta.read_text().replace("0.5.23", "0.9.0"))
+    store = site / "sglang" / "srt" / "mem_cache" / "storage" / "mooncake_store"
+    store.mkdir(parents=True)
+    (store / "mooncake_store.py").write_text(
+        "from mooncake.store import MooncakeDistributedStore\n")
+    kb_path = feature_kb(tmp_path)  # knows 0.5.23 only
+    flag = ("--", "--hicache-storage-backend", "mooncake")
+    r = run(site, *flag, kb=kb_path, ep=False)
+    assert r.rc == 1 and "mooncake.store is not installed" in r.line("hicache")
+    assert "from the installed sources" in r.line("hicache")
+    (site / "mooncake" / "store.py").write_text("class MooncakeDistributedStore:\n    pass\n")
+    r = run(site, *flag, kb=kb_path, ep=False)  # control
+    assert r.rc == 0 and r.status("hicache") == "pass"
+
+
 # --------------------------------------------------------------------------- source cache
 
 

@@ -143,3 +143,22 @@ def test_unreadable_source_raises_for_the_kb_fallback(tmp_path: Path) -> None:
     (pkg / "srt" / "server_args.py").chmod(0)
     with pytest.raises(PermissionError):
         sources.scan(pkg, use_cache=False)
+
+
+def test_every_import_parses_the_other_mooncake_files_once(tmp_path: Path) -> None:
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    store = pkg / "srt" / "mem_cache" / "mooncake_store.py"
+    store.parent.mkdir(parents=True)
+    store.write_text("from mooncake.store import MooncakeDistributedStore\n")
+    pg_only = sources.scan(pkg, cache_dir=cache)
+    assert pg_only.feature_imports == pg_only.imports  # only the process-group files
+    assert all(i.module != "mooncake.store" for i in pg_only.imports)
+    every = sources.scan(pkg, cache_dir=cache, every_import=True)
+    assert every.read == 2  # the store and server_args.py ("mooncake" as a choice)
+    hicache = [i for i in every.feature_imports if i.module == "mooncake.store"]
+    assert [(i.names, i.feature) for i in hicache] == [(("MooncakeDistributedStore",),
+                                                        "hicache")]
+    assert every.imports == pg_only.imports  # the elastic-EP facts do not change
+    again = sources.scan(pkg, cache_dir=cache, every_import=True)
+    assert again.cache == "warm" and again.read == 0
+    assert again.feature_imports == every.feature_imports
