@@ -526,7 +526,7 @@ class _Fixer:
             if lines:
                 text = f"pip install '{lines[0]}'"
             elif self.provider is None:
-                moved = self._torch_move(python)
+                moved = self._torch_move(python) or self._sglang_move(python)
                 if moved:
                     text = moved
         self._line = text
@@ -553,6 +553,36 @@ class _Fixer:
             if lines:
                 return (f"pip install 'torch=={required}' '{lines[0]}' (sglang {self.sglang} "
                         f"requires torch {required}; no mooncake fits torch {self.torch})")
+        return None
+
+
+    def _sglang_move(self, python: str) -> str | None:
+        """No mooncake fits this SGLang release, whatever its torch: the nearest release
+        (newer first) that requires the installed torch and has a mooncake that fits."""
+        from kb.paths import default_kb_path
+        from packaging.version import InvalidVersion, Version
+        from resolver.resolved import fix_for, load_requirements
+
+        kb_path = self.kb_path or default_kb_path()
+        reqs = load_requirements(kb_path)
+        if not self.sglang or not self.torch or reqs is None:
+            return None
+        torch = self.torch.split("+")[0]
+        try:
+            here = Version(self.sglang)
+            cands = [(Version(v), v) for v, r in reqs.items()
+                     if torch in (r.get("torch") or ()) and v != self.sglang]
+        except InvalidVersion:
+            return None
+        cands = [c for c in cands if not c[0].is_prerelease]
+        newer = sorted(c for c in cands if c[0] > here)
+        older = sorted((c for c in cands if c[0] < here), reverse=True)
+        for _, v in (newer + older)[:12]:
+            lines = fix_for(v, torch, python, os.uname().machine, kb_path=kb_path)
+            if lines:
+                return (f"pip install 'sglang=={v}' '{lines[0]}' (no mooncake fits sglang "
+                        f"{self.sglang} with torch {self.torch}; sglang {v} requires this "
+                        "torch and has one)")
         return None
 
 

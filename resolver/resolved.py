@@ -263,7 +263,8 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
         "kb_sha256": common["kb_sha256"],
         "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
                                "optional_names": list(s.pg.optional_names),
-                               "backends": list(s.pg.backends)}
+                               "backends": list(s.pg.backends),
+                               "torch": sglang_meta.get(s.version, {}).get("torch", [])}
                    for s in kb.sglang if s.source == "index"},
     }}
     for s in kb.sglang:

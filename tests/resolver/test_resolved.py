@@ -105,3 +105,15 @@ def test_shipped_tables_match_the_shipped_kb() -> None:
     kb = ROOT / "data" / "kb.json"
     assert resolved.load_requirements(kb) is not None, "run `moonpin kb resolve`"
     assert resolved.load(kb, "0.5.18") is not None
+
+
+def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path) -> None:
+    from resolver.check import _Fixer
+
+    reqs = resolved.load_requirements(kb_path)
+    assert reqs is not None and reqs["0.5.17"]["torch"] == ["2.13.0"]
+    fixer = _Fixer(None, kb_path)
+    fixer.sglang, fixer.torch, fixer.python = "0.5.4", "2.13.0", "cp312"
+    assert fixer.line() == ("pip install 'sglang==0.5.17' 'mooncake-transfer-engine==0.3.13' "
+                            "(no mooncake fits sglang 0.5.4 with torch 2.13.0; sglang 0.5.17 "
+                            "requires this torch and has one)")
