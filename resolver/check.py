@@ -559,8 +559,9 @@ class _Fixer:
     def _sglang_move(self, python: str) -> str | None:
         """No mooncake fits this SGLang release, whatever its torch: the nearest release
         (newer first) that requires the installed torch and has a mooncake that fits."""
-        from kb.paths import default_kb_path
         from packaging.version import InvalidVersion, Version
+
+        from kb.paths import default_kb_path
         from resolver.resolved import fix_for, load_requirements
 
         kb_path = self.kb_path or default_kb_path()
