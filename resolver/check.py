@@ -1148,22 +1148,22 @@ def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
     records: list[dict[str, Any]] = list(rec.get("imports") or ()) if rec is not None else []
     origin = ""
     if rec is None:
-        facts = None
+        scanned = None
         if sglang_pkg is not None:
             from resolver import sources
 
             try:
-                facts = sources.scan(sglang_pkg, use_cache=source_cache, every_import=True)
+                scanned = sources.scan(sglang_pkg, use_cache=source_cache, every_import=True)
             except OSError:
-                facts = None
-        if facts is None:
+                scanned = None
+        if scanned is None:
             add(CheckResult(feature, "skip", "what this SGLang imports for it is neither in the "
                             "knowledge base nor readable from its sources; only the "
                             "installation is checked"))
             return
         records = [{"module": i.module, "names": list(i.names), "feature": i.feature,
                     "optional": i.optional, "member": i.path, "line": i.line}
-                   for i in facts.feature_imports]
+                   for i in scanned.feature_imports]
         origin = " (from the installed sources; the KB does not know this release)"
     needs: dict[str, set[str]] = {}
     for imp in records:
