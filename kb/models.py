@@ -152,6 +152,7 @@ class LaunchFlag(Model):
     nargs: str | None = None
     const: str = "null"
     aliases: tuple[str, ...] = ()
+    path: str | None = None  # the member declaring it, when the rules span several members
 
 
 class LaunchWrite(Model):

@@ -50,6 +50,16 @@ Rules (:class:`Rule`) are the ``assert`` and ``raise`` statements in the methods
   view of the same argument).
 * ``message``: literal text; f-strings keep ``{expr}`` placeholders (locals inlined);
   ``"..." % x`` and other expressions are ``ast.unparse``-d.
+
+The arg_groups layout (0.5.19 and later; :func:`launch_members`, :func:`launch_record_from`):
+validation moved out of ``ServerArgs`` into ``sglang/srt/arg_groups/*_hook.py`` functions of
+a ``server_args`` parameter (``handle_elastic_ep`` is in ``parallel_hook.py``).  0.5.19 still
+declares the fields on ``ServerArgs``; from 0.5.20 they sit in ``msgspec.Struct`` namespaces
+in ``arg_groups/fields/*.py`` and ``server_args.py`` keeps only the deprecated spellings and
+dynamic choices.  ``arg_utils.py`` derives options the same way (unchanged up to 0.5.23
+except dataclass -> ``msgspec.Struct``).  :func:`hook_rules` writes the hooks' rules as if
+they were ``ServerArgs`` methods (``server_args``/``resolving_view(server_args)`` ->
+``self``), so the evaluator reads both layouts alike; each rule keeps its real file and line.
 """
 
 from __future__ import annotations
@@ -57,12 +67,17 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 __all__ = [
+    "ARG_GROUPS",
+    "CHOICES",
     "CUDA_GRAPH_CONFIG",
     "ELASTIC_KEYWORDS",
+    "FIELDS",
+    "HOOKS",
+    "RECEIVER",
     "SERVER_ARGS",
     "Flag",
     "Rule",
@@ -70,8 +85,12 @@ __all__ = [
     "class_constants",
     "elastic_rules",
     "extract",
+    "extract_arg_groups",
     "from_record",
+    "hook_rules",
+    "launch_members",
     "launch_record",
+    "launch_record_from",
     "reads_of",
 ]
 
@@ -97,6 +116,7 @@ class Flag:
     nargs: str | None = None
     const: object = None
     aliases: tuple[str, ...] = ()
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -376,6 +396,15 @@ def _add_argument_flag(
             and d.value.id == "ServerArgs"
         ):
             default = field_defaults.get(d.attr, EXPR)
+        elif (
+            isinstance(d, ast.Call)
+            and _name_of(d.func) == "_declared_default"
+            and len(d.args) == 1
+            and isinstance(d.args[0], ast.Constant)
+            and isinstance(d.args[0].value, str)
+        ):
+            # 0.5.20+: ``default=_declared_default("x")`` reads the field's declared default.
+            default = field_defaults.get(d.args[0].value, EXPR)
         elif _name_of(d) == "argparse.SUPPRESS":
             default = None
         else:
@@ -433,6 +462,7 @@ def _field_defaults(cls: ast.ClassDef | None, env: dict[str, object]) -> dict[st
             if isinstance(value, ast.Call) and _name_of(value.func) in (
                 "field",
                 "dataclasses.field",
+                "msgspec.field",
             ):
                 kw = _kw(value)
                 value = kw.get("default")
@@ -547,10 +577,20 @@ def _and(parts: Sequence[ast.expr]) -> str | None:
     )
 
 
+def _returns(body: Sequence[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Return)
+
+
 class _RuleWalker:
-    def __init__(self, func: ast.FunctionDef | ast.AsyncFunctionDef, path: str) -> None:
+    """Rules of one function.  ``hooks`` turns on what the arg_groups hooks need (see
+    :func:`hook_rules`): early returns, ``declare_resolution`` writes, no except handlers."""
+
+    def __init__(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, path: str, *, hooks: bool = False
+    ) -> None:
         self.func = func
         self.path = path
+        self.hooks = hooks
         self.env: dict[str, ast.expr] = {}
         self.writes: list[Write] = []
         self.rules: list[Rule] = []
@@ -560,8 +600,23 @@ class _RuleWalker:
         return self.rules
 
     def block(self, body: Iterable[ast.stmt], guards: list[ast.expr]) -> None:
+        guards = list(guards)
         for stmt in body:
+            if not self.hooks:
+                self.stmt(stmt, guards)
+                continue
+            test = _inline(stmt.test, self.env) if isinstance(stmt, ast.If) else None
             self.stmt(stmt, guards)
+            if isinstance(stmt, ast.Return):
+                return
+            if isinstance(stmt, ast.If) and test is not None:
+                body_returns, else_returns = _returns(stmt.body), _returns(stmt.orelse)
+                if body_returns and else_returns:
+                    return
+                if body_returns:
+                    guards.append(_negate(test))
+                elif else_returns:
+                    guards.append(test)
 
     def _emit(
         self,
@@ -632,13 +687,23 @@ class _RuleWalker:
             self.block(stmt.body, guards)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             self.block(getattr(stmt, "body", []), guards)
-            for h in getattr(stmt, "handlers", []):
+            for h in [] if self.hooks else getattr(stmt, "handlers", []):
                 self.block(h.body, guards)
             self.block(getattr(stmt, "orelse", []), guards)
             self.block(getattr(stmt, "finalbody", []), guards)
         elif isinstance(stmt, ast.Match):
             for case in stmt.cases:
                 self.block(case.body, guards)
+        elif self.hooks and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            call = stmt.value
+            name = _name_of(call.func) or ""
+            if name.rsplit(".", 1)[-1] == "declare_resolution" and call.args and _is_self(
+                call.args[0]
+            ):
+                for k in call.keywords:
+                    if k.arg is not None:
+                        text = ast.unparse(_inline(k.value, self.env))
+                        self.writes.append(Write(k.arg, text, _and(guards), stmt.lineno))
 
 
 # ---------------------------------------------------------------------------
@@ -751,11 +816,202 @@ def elastic_rules(rules: Iterable[Rule], flags: Iterable[Flag]) -> tuple[Rule, .
 
 
 # ---------------------------------------------------------------------------
-# the KB record
+# the arg_groups layout (0.5.19 and later)
 # ---------------------------------------------------------------------------
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 CUDA_GRAPH_CONFIG = "sglang/srt/model_executor/cuda_graph_config.py"
+ARG_GROUPS = "sglang/srt/arg_groups/"
+FIELDS = ARG_GROUPS + "fields/"
+CHOICES = ARG_GROUPS + "choices.py"
+#: The hooks holding what ``ServerArgs._handle_elastic_ep``, ``_handle_eplb_and_dispatch``,
+#: ``_handle_a2a_moe``, ``_validate_cuda_graph_config`` and ``check_server_args`` held up to
+#: 0.5.18.  The first one marks the layout.
+HOOKS: tuple[str, ...] = tuple(
+    ARG_GROUPS + n
+    for n in ("parallel_hook.py", "moe_hook.py", "cuda_graph_hook.py", "validation_hook.py")
+)
+RECEIVER = "server_args"
+_BOOLEAN_OPTIONAL = {"argparse.BooleanOptionalAction", "BooleanOptionalAction"}
+
+
+class _Receiver(ast.NodeTransformer):
+    """``server_args`` -> ``self`` and ``resolving_view(self)`` -> ``self``."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if isinstance(node.ctx, ast.Load) and node.id in self.names:
+            return ast.copy_location(ast.Name(id="self", ctx=ast.Load()), node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        name = (_name_of(node.func) or "").rsplit(".", 1)[-1]
+        if name == "resolving_view" and len(node.args) == 1 and _is_self(node.args[0]):
+            return ast.copy_location(ast.Name(id="self", ctx=ast.Load()), node)
+        return node
+
+
+def _hook_rules(func: ast.FunctionDef | ast.AsyncFunctionDef, path: str,
+                receivers: frozenset[str]) -> list[Rule]:
+    import copy
+
+    rewritten = _Receiver(receivers).visit(copy.deepcopy(func))
+    return _RuleWalker(rewritten, path, hooks=True).run()
+
+
+def hook_rules(source: bytes | str, path: str) -> tuple[tuple[Rule, ...], str | None]:
+    """Rules of one ``sglang/srt/arg_groups/*_hook.py`` (0.5.19 and later); the second item
+    is the parse error, if any.
+
+    The hooks are module-level functions of a ``server_args`` parameter that read the
+    options through ``cfg = resolving_view(server_args)`` (the live view: what the
+    arguments are with the resolutions declared so far).  Rules are those of
+    :func:`extract`, written as if the function were a ``ServerArgs`` method, so the same
+    evaluator reads them:
+
+    * ``server_args`` and ``resolving_view(server_args)`` (and locals bound to them) read
+      as ``self``; ``resolved_view(server_args)`` reads as ``resolved_view(self)``, the
+      resolved view the evaluator leaves "not checked" as before;
+    * ``declare_resolution(server_args, "src", x=v)`` is a write ``self.x = v``;
+    * an ``if`` whose body ends in ``return`` guards the statements after it with
+      ``not (c)`` (and a ``return`` ends its block);
+    * ``except`` handlers are not walked: they run only when the ``try`` body raised, which
+      is no launch-argument condition (the raise in the body is a rule already).
+
+    Functions without a ``server_args`` parameter (helpers of a view or of plain values)
+    are skipped: nothing in them reads as a launch argument.
+    """
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        return (), f"{path}: {type(exc).__name__}: {exc}"
+    rules: list[Rule] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+            if RECEIVER in params:
+                rules.extend(_hook_rules(node, path, frozenset({RECEIVER})))
+    rules.sort(key=lambda r: r.line)
+    return tuple(rules), None
+
+
+def _boolean_optional(f: Flag) -> list[Flag]:
+    """argparse's ``BooleanOptionalAction`` as the ``--x`` / ``--no-x`` pair it registers."""
+    if f.action not in _BOOLEAN_OPTIONAL:
+        return [f]
+    off = tuple("--no-" + n[2:] for n in (f.name, *f.aliases) if n.startswith("--"))
+    yes = Flag(f.name, f.dest, f.default, None, None, "store_true", f.line,
+               f.deprecated_for, None, None, f.aliases, f.path)
+    no = Flag(off[0], f.dest, f.default, None, None, "store_false", f.line,
+              f.deprecated_for, None, None, off[1:], f.path)
+    return [yes, no]
+
+
+def extract_arg_groups(
+    members: Mapping[str, bytes | str],
+    constants: Mapping[str, object] | None = None,
+) -> tuple[tuple[Flag, ...], tuple[Rule, ...], tuple[str, str] | None]:
+    """Flags and rules of a release that validates its arguments in ``arg_groups`` hooks
+    (0.5.19 and later); the third item is ``(member, parse error)`` of a member that does
+    not parse.
+
+    ``members`` maps member paths to their bytes (:func:`launch_members`).  Flags come from
+
+    * annotated fields (the rules of :func:`extract`, ``arg_utils.py`` is unchanged up to
+      0.5.23) of ``class ServerArgs`` in ``server_args.py`` (0.5.19) and of every class of
+      ``sglang/srt/arg_groups/fields/*.py`` (0.5.20 and later: ``msgspec.Struct``
+      namespaces such as ``Parallel`` or ``ExecMoe``, all collected into ``ServerArgs``);
+      defaults may be ``msgspec.field(default=..., default_factory=...)``;
+    * ``parser.add_argument(...)`` in those members (``server_args.py`` keeps the
+      deprecated spellings and the dynamic choices); ``default=_declared_default("x")`` is
+      the field's default.
+
+    Names of ``choices.py`` and the ``Backend`` class constants of ``cuda_graph_config.py``
+    (``constants``) resolve choices and defaults.  ``action=argparse.BooleanOptionalAction``
+    becomes its two options (``--x`` store_true, ``--no-x`` store_false).  Not mirrored:
+    ``Arg.action_kwargs`` (only ``--lora-paths`` uses it).  Each flag keeps its ``path``.
+
+    Rules are those of :func:`hook_rules` for the members in :data:`HOOKS` plus the
+    ``ServerArgs`` methods of ``server_args.py`` (walked the same way, ``self`` being the
+    receiver).
+    """
+    trees: dict[str, ast.Module] = {}
+    for path in sorted(members):
+        try:
+            trees[path] = ast.parse(members[path], filename=path)
+        except (SyntaxError, ValueError) as exc:
+            return (), (), (path, f"{path}: {type(exc).__name__}: {exc}")
+    seed: dict[str, object] = dict(constants or {})
+    if CHOICES in trees:
+        seed.update(_module_constants(trees[CHOICES], {}))
+    envs = {path: _module_constants(tree, seed) for path, tree in trees.items()}
+    classes: list[tuple[str, ast.ClassDef]] = []
+    for path, tree in trees.items():
+        if path == SERVER_ARGS:
+            cls = _server_args_class(tree)
+            classes += [(path, cls)] if cls is not None else []
+        elif path.startswith(FIELDS):
+            classes += [(path, n) for n in tree.body if isinstance(n, ast.ClassDef)]
+    defaults: dict[str, object] = {}
+    for path, cls in classes:
+        defaults.update(_field_defaults(cls, envs[path]))
+    flags: list[Flag] = []
+    for path, cls in classes:
+        flags += [replace(f, path=path) for f in _field_flags(cls, envs[path], defaults)]
+    for path, tree in trees.items():
+        if path != SERVER_ARGS and not path.startswith(FIELDS):
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"
+            ):
+                f = _add_argument_flag(node, envs[path], defaults)
+                if f is not None:
+                    flags.append(replace(f, path=path))
+    flags = [g for f in flags for g in _boolean_optional(f)]
+    flags.sort(key=lambda f: (f.path or "", f.line))
+    rules: list[Rule] = []
+    for path, tree in trees.items():
+        if path in HOOKS:
+            rules += hook_rules(members[path], path)[0]
+        elif path == SERVER_ARGS:
+            cls = _server_args_class(tree)
+            for stmt in cls.body if cls is not None else []:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    rules += _hook_rules(stmt, path, frozenset())
+    rules.sort(key=lambda r: (r.path, r.line))
+    return tuple(flags), tuple(rules), None
+
+
+def launch_members(names: Iterable[str]) -> list[str]:
+    """The wheel members :func:`launch_record_from` reads, of those in ``names``.
+
+    Up to 0.5.18: ``server_args.py`` and ``cuda_graph_config.py``.  With
+    ``sglang/srt/arg_groups/parallel_hook.py`` (0.5.19 and later) also the hooks in
+    :data:`HOOKS`, ``arg_groups/choices.py`` and ``arg_groups/fields/*.py`` (not its
+    ``__init__.py``, which only collects them).
+    """
+    present = set(names)
+    want = [SERVER_ARGS, CUDA_GRAPH_CONFIG]
+    if HOOKS[0] in present:
+        want += [*HOOKS, CHOICES]
+        want += sorted(
+            n for n in present
+            if n.startswith(FIELDS) and n.endswith(".py") and "/" not in n[len(FIELDS):]
+            and n != FIELDS + "__init__.py"
+        )
+    return [n for n in want if n in present]
+
+
+# ---------------------------------------------------------------------------
+# the KB record
+# ---------------------------------------------------------------------------
 
 
 def _json_text(value: object) -> str:
@@ -767,18 +1023,10 @@ def _json_text(value: object) -> str:
         return json.dumps("<expr>")
 
 
-def launch_record(server_args: bytes | None, cuda_graph_config: bytes | None,
-                  member: str = SERVER_ARGS) -> Any:
-    """The KB's :class:`kb.models.LaunchRules` for one release (None when it has no
-    elastic-EP rules, e.g. releases before elastic EP, or 0.5.23's arg_groups layout)."""
+def _record(member: str, flags: Sequence[Flag], rules: Sequence[Rule],
+            constants: Mapping[str, object]) -> Any:
     from kb.models import LaunchFlag, LaunchRule, LaunchRules, LaunchWrite
 
-    if server_args is None:
-        return None
-    constants = class_constants(cuda_graph_config) if cuda_graph_config else {}
-    flags, rules, error = extract(server_args, member, constants=constants)
-    if error is not None:
-        return LaunchRules(member=member, error=error)
     chosen = elastic_rules(rules, flags)
     if not chosen:
         return None
@@ -790,13 +1038,14 @@ def launch_record(server_args: bytes | None, cuda_graph_config: bytes | None,
         for m in re.findall(r"self\.(\w+)", text)}
     names = {f.name for f in flags if f.dest in read}
     kept = [f for f in flags if f.dest in read or "cuda_graph" in f.dest
-            or set(f.deprecated_for) & names]
+            or {re.split(r"[= ]", t, maxsplit=1)[0] for t in f.deprecated_for} & names]
     return LaunchRules(
         member=member,
         flags=tuple(LaunchFlag(name=f.name, dest=f.dest, default=_json_text(f.default),
                                choices=f.choices, type=f.type, action=f.action, line=f.line,
                                deprecated_for=f.deprecated_for, nargs=f.nargs,
-                               const=_json_text(f.const), aliases=f.aliases) for f in kept),
+                               const=_json_text(f.const), aliases=f.aliases, path=f.path)
+                    for f in kept),
         rules=tuple(LaunchRule(kind=r.kind, condition=r.condition, message=r.message,
                                reads=r.reads, guard=r.guard, function=r.function, line=r.line,
                                path=r.path,
@@ -807,14 +1056,54 @@ def launch_record(server_args: bytes | None, cuda_graph_config: bytes | None,
     )
 
 
+def launch_record(server_args: bytes | None, cuda_graph_config: bytes | None,
+                  member: str = SERVER_ARGS) -> Any:
+    """The KB's :class:`kb.models.LaunchRules` for one release of the ``server_args.py``
+    layout (up to 0.5.18; None when it has no elastic-EP rules, e.g. releases before
+    elastic EP).  :func:`launch_record_from` reads either layout."""
+    from kb.models import LaunchRules
+
+    if server_args is None:
+        return None
+    constants = class_constants(cuda_graph_config) if cuda_graph_config else {}
+    flags, rules, error = extract(server_args, member, constants=constants)
+    if error is not None:
+        return LaunchRules(member=member, error=error)
+    return _record(member, flags, rules, constants)
+
+
+def launch_record_from(members: Mapping[str, bytes]) -> Any:
+    """The KB's :class:`kb.models.LaunchRules` for one release from the members
+    :func:`launch_members` named (path -> bytes); None when it has no elastic-EP rules.
+
+    Without the arg_groups hooks this is :func:`launch_record` of ``server_args.py`` and
+    ``cuda_graph_config.py``.  With them (0.5.19 and later) flags and rules come from
+    :func:`extract_arg_groups`; the record's ``member`` is then the hook holding
+    ``handle_elastic_ep`` (``parallel_hook.py``), or the member that does not parse.
+    """
+    from kb.models import LaunchRules
+
+    if HOOKS[0] not in members:
+        return launch_record(members.get(SERVER_ARGS), members.get(CUDA_GRAPH_CONFIG))
+    cuda_graph_config = members.get(CUDA_GRAPH_CONFIG)
+    constants = class_constants(cuda_graph_config) if cuda_graph_config else {}
+    sources = {k: v for k, v in members.items() if k != CUDA_GRAPH_CONFIG}
+    flags, rules, error = extract_arg_groups(sources, constants)
+    if error is not None:
+        return LaunchRules(member=error[0], error=error[1])
+    return _record(HOOKS[0], flags, rules, constants)
+
+
 def from_record(rec: Any) -> tuple[tuple[Flag, ...], tuple[Rule, ...], dict[str, object]]:
-    """Flags, rules and constants back from a :class:`kb.models.LaunchRules`."""
+    """Flags, rules and constants back from a :class:`kb.models.LaunchRules` (or the same
+    shape read from JSON; a flag without ``path`` reads as None)."""
     import json
 
     flags = tuple(Flag(name=f.name, dest=f.dest, default=json.loads(f.default),
                        choices=f.choices, type=f.type, action=f.action, line=f.line,
                        deprecated_for=f.deprecated_for, nargs=f.nargs,
-                       const=json.loads(f.const), aliases=f.aliases) for f in rec.flags)
+                       const=json.loads(f.const), aliases=f.aliases,
+                       path=getattr(f, "path", None)) for f in rec.flags)
     rules = tuple(Rule(kind=r.kind, condition=r.condition, message=r.message, reads=r.reads,
                        guard=r.guard, function=r.function, line=r.line, path=r.path,
                        writes=tuple(Write(attr=w.attr, value=w.value, guard=w.guard,

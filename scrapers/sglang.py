@@ -80,7 +80,8 @@ class AnalysisCache:
 
     def launch_get(self, key: tuple[object, ...]) -> tuple[object] | None:
         """The launch-rules record (wrapped, since None is a valid record) for these
-        (server_args.py, cuda_graph_config.py) contents, if already extracted."""
+        launch members (``(name, crc, size)`` of each member
+        :func:`scrapers.server_args.launch_members` names), if already extracted."""
         with self._lock:
             return self._launch.get(key)
 
@@ -231,11 +232,10 @@ def _analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
     return _CLEAN
 
 
-def _launch_record_wrapped(server_args: bytes | None,
-                           cuda_graph_config: bytes | None) -> tuple[object]:
+def _launch_record_wrapped(members: dict[str, bytes]) -> tuple[object]:
     from scrapers import server_args as sa
 
-    return (sa.launch_record(server_args, cuda_graph_config),)
+    return (sa.launch_record_from(members),)
 
 
 def _analyze_pair(item: tuple[str, bytes]) -> pyast.FileAnalysis:
@@ -271,13 +271,15 @@ def scrape_wheel(
             analyses.append((e.name, hit))
         else:
             todo.append(e)
-    # The launch rules come from two members, read with the sources when not known already.
+    # The launch rules come from a few members (server_args.py and cuda_graph_config.py; from
+    # 0.5.19 also the arg_groups hooks and field declarations), read with the sources when
+    # not known already.
     from scrapers import server_args as sa
 
-    arg_members = [z.by_name.get(sa.SERVER_ARGS), z.by_name.get(sa.CUDA_GRAPH_CONFIG)]
-    launch_key = tuple((e.crc, e.file_size) if e else None for e in arg_members)
+    arg_members = [z.by_name[n] for n in sa.launch_members(z.names())]
+    launch_key = tuple((e.name, e.crc, e.file_size) for e in arg_members)
     launch_known = cache.launch_get(launch_key)
-    extra = [] if launch_known is not None else [e.name for e in arg_members if e]
+    extra = [] if launch_known is not None else [e.name for e in arg_members]
     z.prefetch([meta_names[0], *(e.name for e in todo), *extra], workers=workers,
                max_gap=max_gap)
     meta = parse_metadata(z.read(meta_names[0]).decode("utf-8", "replace"))
@@ -287,20 +289,23 @@ def scrape_wheel(
             datas.append((e.name, z.read(e.name, cap=16 * 1024 * 1024)))
         except ArchiveError as ex:
             analyses.append((e.name, _failed(e.name, f"unreadable member: {ex}")))
-    # The launch rules (a 9,000-line file) are read in the pool while the sources parse.
+    # The launch rules (a 9,000-line file up to 0.5.18) are read in the pool while the
+    # sources parse.
     launch_pending = None
     if launch_known is None:
+        texts: dict[str, bytes] = {}
         try:
-            texts = [z.read(e.name, cap=16 * 1024 * 1024) if e else None for e in arg_members]
+            for e in arg_members:
+                texts[e.name] = z.read(e.name, cap=16 * 1024 * 1024)
         except ArchiveError as ex:
             from kb.models import LaunchRules
 
-            launch_known = (LaunchRules(member=sa.SERVER_ARGS, error=f"unreadable: {ex}"),)
+            launch_known = (LaunchRules(member=e.name, error=f"unreadable: {ex}"),)
         else:
             if executor is not None:
-                launch_pending = executor.submit(_launch_record_wrapped, texts[0], texts[1])
+                launch_pending = executor.submit(_launch_record_wrapped, texts)
             else:
-                launch_known = _launch_record_wrapped(texts[0], texts[1])
+                launch_known = _launch_record_wrapped(texts)
     # Parsing is the CPU cost of a scrape; a process pool spreads it over the cores.
     results = (executor.map(_analyze_pair, datas, chunksize=32) if executor is not None
                else map(_analyze_pair, datas))
