@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
     "Artifact",
     "BackendUse",
@@ -43,8 +44,11 @@ __all__ = [
 ]
 
 #: Bumped whenever a stored field changes meaning or shape. A file with a
-#: higher number was written by a newer moonpin; a lower one must be rescraped.
-SCHEMA_VERSION = 1
+#: higher number was written by a newer moonpin; a lower one must be rescraped, unless it
+#: is in READABLE_SCHEMAS (the later schema only added optional fields).
+#: 2: LaunchFlag.path (flags declared outside server_args.py, SGLang 0.5.19+).
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = frozenset({1, 2})
 
 Feature = Literal[
     "elastic-ep", "moe-a2a", "pd-disaggregation", "hicache", "weight-transfer", "other"

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kb.errors import KBError
-from kb.models import SCHEMA_VERSION, KnowledgeBase
+from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION, KnowledgeBase
 from kb.paths import default_kb_path
 
 __all__ = ["default_kb_path", "kb_lock", "load", "save", "write_atomic"]
@@ -55,13 +55,16 @@ def load(path: Path | None = None) -> KnowledgeBase:
             f"moonpin understands ({SCHEMA_VERSION})",
             hint="upgrade moonpin (`pip install -U moonpin`), or " + hint,
         )
-    if version < SCHEMA_VERSION:
+    if version < SCHEMA_VERSION and version not in READABLE_SCHEMAS:
         raise KBError(
             f"knowledge base {str(path)!r} has schema_version {version}; this moonpin "
-            f"reads {SCHEMA_VERSION}",
+            f"reads {', '.join(str(v) for v in sorted(READABLE_SCHEMAS))}",
             hint=hint,
         )
     try:
+        if version < SCHEMA_VERSION:  # only optional fields were added since: read as new
+            doc["schema_version"] = SCHEMA_VERSION
+            return KnowledgeBase.model_validate_json(json.dumps(doc))
         return KnowledgeBase.model_validate_json(raw)
     except ValidationError as e:
         first = e.errors()[0]

@@ -53,9 +53,10 @@ _FLAGS = {
 _INDEX_LOCAL = re.compile(r"^(cu\d+|cpu|rocm[\d.]*|xpu)$")
 _CUDART = re.compile(r"^libcudart\.so\.(\d+)")
 _CU_LABEL = re.compile(r"^cu(\d+?)(\d)$")
-#: ``kb.models.SCHEMA_VERSION``, repeated so that pydantic stays off this path (a test
-#: asserts they agree).
-KB_SCHEMA = 1
+#: ``kb.models.SCHEMA_VERSION`` and ``READABLE_SCHEMAS``, repeated so that pydantic stays
+#: off this path (a test asserts they agree).
+KB_SCHEMA = 2
+KB_READABLE = frozenset({1, 2})
 
 
 @dataclass(frozen=True)
@@ -339,9 +340,10 @@ def _load_kb(path: Path) -> tuple[dict[str, Any] | None, str]:
         return None, f"knowledge base {path} is not valid JSON: {e}"
     if not isinstance(doc, dict) or not isinstance(doc.get("sglang"), list):
         return None, f"knowledge base {path} is corrupt (no 'sglang' list)"
-    if doc.get("schema_version") != KB_SCHEMA:
+    if doc.get("schema_version") not in KB_READABLE:
         return None, (f"knowledge base {path} has schema_version "
-                      f"{doc.get('schema_version')!r}; this moonpin reads {KB_SCHEMA}")
+                      f"{doc.get('schema_version')!r}; this moonpin reads "
+                      f"{', '.join(str(v) for v in sorted(KB_READABLE))}")
     return doc, f"knowledge base {path}"
 
 

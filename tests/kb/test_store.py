@@ -65,6 +65,15 @@ def test_bad_files_name_file_field_and_fix(tmp_path: Path, content: bytes, needl
     assert e.value.hint and "moonpin" in e.value.hint
 
 
+def test_schema_1_is_read_as_2(tmp_path: Path) -> None:
+    """Schema 2 only added optional fields: a schema-1 file loads, with their defaults."""
+    p = tmp_path / "kb.json"
+    doc = json.loads(small_kb().model_dump_json())
+    doc["schema_version"] = 1
+    p.write_text(json.dumps(doc))
+    assert store.load(p).schema_version == SCHEMA_VERSION == 2
+
+
 def test_invalid_field_is_named(tmp_path: Path) -> None:
     p = tmp_path / "kb.json"
     doc = json.loads(small_kb().model_dump_json())

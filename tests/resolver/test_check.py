@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from kb.models import SCHEMA_VERSION
-from resolver.check import KB_SCHEMA, check_image, requested_features
+from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION
+from resolver.check import KB_READABLE, KB_SCHEMA, check_image, requested_features
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
     PG_NAMES,
@@ -489,7 +489,7 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
 
 
 def test_kb_schema_constant_matches_the_models() -> None:
-    assert KB_SCHEMA == SCHEMA_VERSION
+    assert KB_SCHEMA == SCHEMA_VERSION and KB_READABLE == READABLE_SCHEMAS
 
 
 def test_egg_info_distribution_is_read(tmp_path: Path, kb: Path) -> None:
