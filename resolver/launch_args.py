@@ -38,8 +38,10 @@ Checking (:func:`check`) evaluates each rule on the parsed values:
 * ``cuda_graph_config.{decode,prefill}.backend`` is derived the way
   ``ServerArgs._parse_cuda_graph_config`` (0.5.14-0.5.18) ranks its inputs:
   ``--cuda-graph-backend-<phase>`` > ``--disable-<phase>-cuda-graph`` >
-  ``--disable-cuda-graph`` > the release default (the string ``"<default>"``, which is not
-  ``"disabled"`` - this assumes a CUDA device; XPU defaults decode graphs to disabled).  It
+  ``--disable-cuda-graph`` > the release default: the constant ``CudaGraphConfig`` declares
+  for the phase (decode: ``Backend.FULL``), else the string ``"<default>"``, which is not
+  ``"disabled"`` (prefill's ``default_prefill_backend()``; this assumes a CUDA device - XPU
+  defaults decode graphs to disabled).  It
   is left unknown (rules reading it are "not checked") when ``--cuda-graph-config`` is given
   or the release has no ``--cuda-graph-backend-decode``;
 * dotted constants in conditions (``Backend.DISABLED``) come from ``constants`` (defaults:
@@ -424,7 +426,9 @@ def _derive_cuda_graph(values: dict[str, object], dests: set[str]) -> None:
         elif values.get(f"disable_{phase}_cuda_graph") or values.get("disable_cuda_graph"):
             backend = "disabled"
         else:
-            backend = RELEASE_DEFAULT
+            # The release's own default when it is a constant (decode: Backend.FULL);
+            # computed at run time otherwise (prefill: default_prefill_backend()).
+            backend = values.get(f"CudaGraphConfig.{phase}.backend", RELEASE_DEFAULT)
         values[f"cuda_graph_config.{phase}.backend"] = backend
 
 

@@ -732,7 +732,35 @@ def class_constants(source: bytes | str, path: str = "<source>") -> dict[str, ob
                     if v is not _NOT_LITERAL:
                         local[stmt.targets[0].id] = v
                         out[f"{node.name}.{stmt.targets[0].id}"] = _public(v)
+                elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    # decode: PhaseConfig = field(default_factory=lambda: PhaseConfig(
+                    #     backend=Backend.FULL))  ->  "CudaGraphConfig.decode.backend": "full"
+                    for kw, value in _factory_keywords(stmt.value):
+                        got = _dotted_constant(value, out)
+                        if got is not _NOT_LITERAL:
+                            out[f"{node.name}.{stmt.target.id}.{kw}"] = _public(got)
     return out
+
+
+def _factory_keywords(node: ast.expr | None) -> list[tuple[str, ast.expr]]:
+    """The keywords of ``X(...)`` in ``field(default_factory=lambda: X(...))``."""
+    if not isinstance(node, ast.Call):
+        return []
+    for kw in node.keywords:
+        if (kw.arg == "default_factory" and isinstance(kw.value, ast.Lambda)
+                and isinstance(kw.value.body, ast.Call)):
+            return [(k.arg, k.value) for k in kw.value.body.keywords if k.arg]
+    return []
+
+
+def _dotted_constant(node: ast.expr, known: Mapping[str, object]) -> object:
+    """A literal, or a ``Cls.NAME`` already in ``known``; else ``_NOT_LITERAL``."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and f"{node.value.id}.{node.attr}" in known):
+        return known[f"{node.value.id}.{node.attr}"]
+    return _NOT_LITERAL
 
 
 def extract(

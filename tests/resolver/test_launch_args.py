@@ -237,3 +237,27 @@ def test_real_resolved_view_rules_are_not_checked() -> None:
     dp = [v for v in verdicts if "--enable-dp-attention;" in v.rule.message]
     assert len(dp) == 1 and dp[0].status == "not checked"
     assert "_resolved()" in dp[0].why
+
+
+def test_cuda_graph_default_is_the_release_constant_when_it_declares_one() -> None:
+    src = """
+class ServerArgs:
+    cuda_graph_backend_decode: A[Optional[str], "decode"] = None
+    cuda_graph_backend_prefill: A[Optional[str], "prefill"] = None
+    elastic_ep_backend: A[Optional[str], "b"] = None
+
+    def _handle_elastic_ep(self):
+        if self.elastic_ep_backend is not None:
+            assert self.cuda_graph_config.decode.backend in (Backend.FULL, Backend.DISABLED), "D"
+            assert self.cuda_graph_config.prefill.backend == Backend.DISABLED, "P"
+"""
+    flags, rules, _ = extract(src)
+    argv = ["--elastic-ep-backend", "mooncake"]
+    declared = {"CudaGraphConfig.decode.backend": "full"}
+    v = _by_msg(check(rules, flags, argv, constants=declared))
+    assert v["D"].status == "ok"  # decode defaults to full, which the rule allows
+    assert v["P"].status == "violated"  # prefill's default is computed, never "disabled"
+    # without the declared default the decode default is unknown and not "full"
+    assert _by_msg(check(rules, flags, argv))["D"].status == "violated"
+    fixed = [*argv, "--cuda-graph-backend-prefill", "disabled"]
+    assert all(x.status == "ok" for x in check(rules, flags, fixed, constants=declared))

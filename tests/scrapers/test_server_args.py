@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scrapers.server_args import Flag, Rule, elastic_rules, extract
+from scrapers.server_args import Flag, Rule, class_constants, elastic_rules, extract
 from tests.lib.sglang_src import real_args
 
 CRAFTED = """
@@ -656,3 +656,21 @@ def test_real_0_5_19_fields_in_server_args_rules_in_hooks() -> None:
     cg = next(r for r in rec.rules if "graphs to be disabled" in r.message)
     assert cg.path == "sglang/srt/arg_groups/parallel_hook.py"
     assert "cuda_graph_config.decode.backend == Backend.DISABLED" in cg.condition
+
+
+def test_class_constants_read_phase_defaults_of_dataclass_factories() -> None:
+    src = """
+class Backend:
+    FULL = "full"
+    DISABLED = "disabled"
+
+class CudaGraphConfig:
+    decode: PhaseConfig = field(default_factory=lambda: PhaseConfig(backend=Backend.FULL))
+    prefill: PhaseConfig = field(
+        default_factory=lambda: PhaseConfig(backend=default_prefill_backend()))
+    other: int = 3
+"""
+    got = class_constants(src)
+    assert got["CudaGraphConfig.decode.backend"] == "full"
+    assert "CudaGraphConfig.prefill.backend" not in got  # computed: not a constant
+    assert got["Backend.DISABLED"] == "disabled"
