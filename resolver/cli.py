@@ -632,8 +632,7 @@ def cmd_args(args: argparse.Namespace) -> int:
         release = query.get_sglang(g, version)
         if release.launch is None:
             _fatal(f"the knowledge base holds no elastic-EP launch rules for sglang "
-                   f"{release.version}", "releases before elastic EP have none; from 0.5.19 "
-                   "the rules moved to sglang/srt/arg_groups/, which moonpin does not read yet")
+                   f"{release.version}", "releases before elastic EP have none")
         if release.launch.error:
             _fatal(f"sglang {release.version}: {release.launch.member} could not be read: "
                    f"{release.launch.error}", "run `moonpin scrape --only sglang --full`")

@@ -44,6 +44,8 @@ Checking (:func:`check`) evaluates each rule on the parsed values:
   defaults decode graphs to disabled).  It
   is left unknown (rules reading it are "not checked") when ``--cuda-graph-config`` is given
   or the release has no ``--cuda-graph-backend-decode``;
+* an unset ``--device`` is ``cuda`` (:data:`CUDA_WORKER`: SGLang resolves it from the
+  machine, and elastic EP with mooncake runs on CUDA workers);
 * dotted constants in conditions (``Backend.DISABLED``) come from ``constants`` (defaults:
   :data:`DEFAULT_CONSTANTS`, the ``Backend`` class of
   ``sglang/srt/model_executor/cuda_graph_config.py`` 0.5.14-0.5.18);
@@ -78,6 +80,11 @@ UNKNOWN = "__unknown__"
 EXPLICIT = "__explicit__"
 DEPRECATED = "__deprecated__"
 RELEASE_DEFAULT = "<default>"
+
+#: Options SGLang leaves unset (None) and resolves from the machine at start-up, as they
+#: resolve on the workers elastic EP with mooncake runs on: a CUDA device
+#: (``device = get_device()``). The same assumption as the CUDA-graph defaults below.
+CUDA_WORKER: dict[str, object] = {"device": "cuda"}
 
 DEFAULT_CONSTANTS: dict[str, object] = {
     "Backend.FULL": "full",
@@ -445,6 +452,19 @@ def _fill(message: str, values: Mapping[str, object]) -> str:
     return _PLACEHOLDER.sub(sub, message)
 
 
+def _user_flags(read: str, rule: Rule, flag_of: Mapping[str, str]) -> list[str]:
+    """The flags a user sets for what a rule reads: the per-phase CUDA-graph flags for the
+    derived ``cuda_graph_config`` (the phases the condition names), else the option's own."""
+    if read == "cuda_graph_config":
+        text = f"{rule.condition} {rule.guard or ''}"
+        phases = [p for p in ("decode", "prefill") if p in text] or ["decode", "prefill"]
+        per_phase = [flag_of[f"cuda_graph_backend_{p}"] for p in phases
+                     if f"cuda_graph_backend_{p}" in flag_of]
+        if per_phase:
+            return per_phase
+    return [flag_of.get(read, read)]
+
+
 def check(
     rules: Sequence[Rule],
     flags: Sequence[Flag],
@@ -455,6 +475,10 @@ def check(
     """One :class:`Verdict` per rule for the launch ``argv`` (``ValueError`` on bad input)."""
     parsed = parse_launch(flags, argv)
     base: dict[str, object] = {**DEFAULT_CONSTANTS, **(constants or {}), **parsed}
+    explicit = set(parsed.get(EXPLICIT) or ())  # type: ignore[call-overload]
+    for dest, value in CUDA_WORKER.items():
+        if dest in base and base[dest] is None and dest not in explicit:
+            base[dest] = value
     _derive_cuda_graph(base, {f.dest for f in flags})
     flag_of: dict[str, str] = {}
     for f in flags:
@@ -462,7 +486,7 @@ def check(
             flag_of.setdefault(f.dest, f.name)
     out: list[Verdict] = []
     for rule in rules:
-        names = tuple(flag_of.get(r, r) for r in rule.reads)
+        names = tuple(dict.fromkeys(n for r in rule.reads for n in _user_flags(r, rule, flag_of)))
         evidence = f"{rule.path}:{rule.line}"
         values = dict(base)
         try:

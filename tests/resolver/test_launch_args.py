@@ -200,7 +200,7 @@ def test_seed_scale_up_missing_both_cuda_graph_flags() -> None:
         "Elastic EP runtime scale-up requires decode and prefill CUDA graphs to be disabled."
     ]
     assert bad[0].evidence.startswith("sglang/srt/server_args.py:")
-    assert "--cuda-graph-config" in bad[0].flags
+    assert {"--cuda-graph-backend-decode", "--cuda-graph-backend-prefill"} <= set(bad[0].flags)
     assert _violations("0.5.18", SCALE_UP + CUDA_OFF) == []
     assert _violations("0.5.14", SCALE_UP) == []  # no such rule in 0.5.14
 
