@@ -239,19 +239,30 @@ class _Node:
     line: int
 
 
-def _convert(node: Any) -> _Node:
+#: YAML aliases share nodes: expanding them is where "billion laughs" documents explode.
+MAX_NODES = 200_000
+MAX_DEPTH = 100
+
+
+def _convert(node: Any, budget: list[int], depth: int = 0) -> _Node:
+    """Plain nodes with lines; ValueError past MAX_NODES (alias expansion) or MAX_DEPTH
+    (a recursive alias)."""
     import yaml
 
+    budget[0] -= 1
+    if budget[0] < 0 or depth > MAX_DEPTH:
+        raise ValueError("too many nodes or too deeply nested once its aliases are expanded "
+                         f"(limits: {MAX_NODES} nodes, depth {MAX_DEPTH})")
     line = node.start_mark.line + 1
     if isinstance(node, yaml.ScalarNode):
         return _Node(node.value, line)
     if isinstance(node, yaml.SequenceNode):
-        return _Node([_convert(n) for n in node.value], line)
+        return _Node([_convert(n, budget, depth + 1) for n in node.value], line)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, _Node] = {}
         for k, v in node.value:
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark.line)
-            out.setdefault(str(key), _convert(v))
+            out.setdefault(str(key), _convert(v, budget, depth + 1))
         return _Node(out, line)
     return _Node(None, line)
 
@@ -412,10 +423,14 @@ def from_yaml(text: str, name: str) -> _Found:
         at = f":{mark.line + 1}" if mark is not None else ""
         raise ValueError(f"{name}{at}: not valid YAML: "
                          f"{getattr(e, 'problem', None) or e}") from None
+    budget = [MAX_NODES]
     for i, doc in enumerate(docs):
         if doc is None:
             continue
-        root = _convert(doc)
+        try:
+            root = _convert(doc, budget)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
         prefix = [] if len(docs) == 1 else [f"doc{i + 1}"]
         _walk(root, prefix, None, name, found)
     return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from pathlib import Path
 
@@ -192,3 +193,33 @@ def test_seed_manifests_on_real_releases() -> None:
     # the CUDA-graph flags in a sibling mapping: reported, and the worker's line misses them
     sib = from_yaml(_dgd(SCALE_UP, sibling=CUDA_OFF), "d.yaml")
     assert sib.findings and _violated("0.5.18", sib.launches[0].argv) == [cuda]
+
+
+def test_alias_bombs_and_recursive_aliases_are_refused(tmp_path: Path) -> None:
+    lol = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for prev, cur in itertools.pairwise("abcdefghi"):
+        lol.append(f"{cur}: &{cur} [{', '.join(['*' + prev] * 9)}]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lol) + "\n")
+    with pytest.raises(ValueError, match=r"bomb\.yaml: too many nodes"):
+        read_file(bomb)
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("a: &a [*a]\n")
+    with pytest.raises(ValueError, match=r"loop\.yaml: too many nodes or too deeply nested"):
+        read_file(loop)
+    fine = tmp_path / "fine.yaml"  # control: ordinary aliases are expanded
+    fine.write_text("x: &args [--model-path, m]\nspec:\n  containers:\n"
+                    "    - image: i\n      command: [python, -m, sglang.launch_server]\n"
+                    "      args: *args\n")
+    assert read_file(fine).launches[0].argv == ("--model-path", "m")
+
+
+def test_binary_and_unreadable_files(tmp_path: Path) -> None:
+    blob = tmp_path / "blob.yaml"
+    blob.write_bytes(b"\x00\xff\xfe" * 100)
+    with pytest.raises(ValueError, match="not valid YAML"):
+        read_file(blob)
+    script = tmp_path / "blob.sh"
+    script.write_bytes(b"\x00\xff python -m sglang.launch_server --tp 2\n")
+    (la,) = read_file(script).launches  # decoded with replacement, still read
+    assert la.argv == ("--tp", "2")
