@@ -36,8 +36,9 @@ Rules (:class:`Rule`) are the ``assert`` and ``raise`` statements in the methods
   Bare ``raise`` (re-raise) is skipped.
 * Guards are the enclosing ``if`` conditions, joined with ``" and "``; an ``else`` branch
   contributes ``not (c)``; ``elif`` chains nest naturally.  ``for``/``while``/``with``/
-  ``try`` bodies are entered without adding a guard.  Early ``return`` statements are not
-  modelled (documented limitation).
+  ``try`` bodies are entered without adding a guard (``except`` handlers are not: a raise
+  there fires when the ``try`` failed).  An ``if c: return`` adds ``not (c)`` to the guards
+  of the statements after it (``if self.dwdp_size <= 1: return`` guards DWDP's asserts).
 * Simple local variables are inlined: ``x = expr`` (one ``Name`` target) earlier in the same
   method replaces later reads of ``x`` in conditions, guards and message placeholders (the
   latest assignment in statement order wins, regardless of branch - an approximation).
@@ -582,8 +583,10 @@ def _returns(body: Sequence[ast.stmt]) -> bool:
 
 
 class _RuleWalker:
-    """Rules of one function.  ``hooks`` turns on what the arg_groups hooks need (see
-    :func:`hook_rules`): early returns, ``declare_resolution`` writes, no except handlers."""
+    """Rules of one function. An ``if ...: return`` guards the statements after it, and a
+    raise inside an ``except`` handler is no rule (it fires when the ``try`` failed).
+    ``hooks`` adds what the arg_groups hooks need (see :func:`hook_rules`):
+    ``declare_resolution`` writes."""
 
     def __init__(
         self, func: ast.FunctionDef | ast.AsyncFunctionDef, path: str, *, hooks: bool = False
@@ -602,9 +605,6 @@ class _RuleWalker:
     def block(self, body: Iterable[ast.stmt], guards: list[ast.expr]) -> None:
         guards = list(guards)
         for stmt in body:
-            if not self.hooks:
-                self.stmt(stmt, guards)
-                continue
             test = _inline(stmt.test, self.env) if isinstance(stmt, ast.If) else None
             self.stmt(stmt, guards)
             if isinstance(stmt, ast.Return):
@@ -687,8 +687,8 @@ class _RuleWalker:
             self.block(stmt.body, guards)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             self.block(getattr(stmt, "body", []), guards)
-            for h in [] if self.hooks else getattr(stmt, "handlers", []):
-                self.block(h.body, guards)
+            # A raise in an except handler fires when the try body failed, not when the
+            # guards hold: no rule of ours can say when that is.
             self.block(getattr(stmt, "orelse", []), guards)
             self.block(getattr(stmt, "finalbody", []), guards)
         elif isinstance(stmt, ast.Match):

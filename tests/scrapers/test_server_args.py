@@ -674,3 +674,29 @@ class CudaGraphConfig:
     assert got["CudaGraphConfig.decode.backend"] == "full"
     assert "CudaGraphConfig.prefill.backend" not in got  # computed: not a constant
     assert got["Backend.DISABLED"] == "disabled"
+
+
+def test_early_return_guards_later_rules_and_except_handlers_are_not_rules() -> None:
+    src = """
+class ServerArgs:
+    dwdp_size: A[int, "dwdp"] = 1
+    pp_size: A[int, "pp"] = 1
+
+    def _handle_dwdp(self):
+        if self.dwdp_size <= 1:
+            return
+        assert self.pp_size == 1, "DWDP requires pp_size == 1"
+
+    def _handle_other(self):
+        try:
+            import thing
+        except ImportError:
+            raise ValueError("thing missing")
+        assert self.pp_size < 4, "pp below 4"
+"""
+    _, rules, err = extract(src)
+    assert err is None
+    by = {r.message: r for r in rules}
+    assert by["DWDP requires pp_size == 1"].guard == "self.dwdp_size > 1"
+    assert "thing missing" not in by
+    assert by["pp below 4"].guard is None  # control: an ordinary rule is kept as it was
