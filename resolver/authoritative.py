@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -164,11 +165,36 @@ class Comparison:
         return any(s.startswith("SGLang rejects") for s in self.agree + self.disagree)
 
 
+#: A traceback names the line being executed: for ``assert (\n cond\n), msg`` that can be a
+#: few lines below the statement's first line, which is the line a rule records.
+_SPAN = 6
+
+
+def _says(template: str, message: str) -> bool:
+    """Whether ``message`` is what the rule's message template (``{...}`` placeholders for
+    the f-string parts) renders to."""
+    parts = re.split(r"\{[^{}]*\}", template)
+    return re.fullmatch(".*".join(re.escape(p) for p in parts), message, re.S) is not None
+
+
+def _rule_at(verdicts: Sequence[Verdict], path: Any, line: Any,
+             message: str) -> Verdict | None:
+    """The rule whose statement raised: a rule of that file starting at or a few lines above
+    the raising line whose message matches, else one starting exactly there."""
+    if not isinstance(path, str) or not isinstance(line, int):
+        return None
+    near = [v for v in verdicts
+            if v.rule.path == path and 0 <= line - v.rule.line <= _SPAN]
+    saying = [v for v in near if _says(v.rule.message, message)]
+    if saying:
+        return max(saying, key=lambda v: v.rule.line)
+    return next((v for v in near if v.rule.line == line), None)
+
+
 def compare(verdicts: Sequence[Verdict], outcome: Outcome) -> Comparison:
     out = Comparison()
     if outcome.error or outcome.parser:
         return out
-    by_site = {(v.rule.path, v.rule.line): v for v in verdicts}
     step_of = {s["step"]: s for s in outcome.steps}
     matched: set[tuple[str, int]] = set()
     for s in outcome.steps:
@@ -176,14 +202,13 @@ def compare(verdicts: Sequence[Verdict], outcome: Outcome) -> Comparison:
             out.not_run.append(f"{s['step']}: {s['message']}")
         if s["status"] != "rejected":
             continue
-        site = (s.get("path"), s.get("line"))
-        v = by_site.get(site)  # type: ignore[arg-type]
-        at = f"{site[0]}:{site[1]}"
+        at = f"{s.get('path')}:{s.get('line')}"
+        v = _rule_at(verdicts, s.get("path"), s.get("line"), str(s.get("message") or ""))
         if v is None:
             out.disagree.append(f"SGLang rejects in {s['step']} ({at}): {s['message']}; "
                                 "the KB records no rule there")
             continue
-        matched.add(site)  # type: ignore[arg-type]
+        matched.add((v.rule.path, v.rule.line))
         if v.status == "violated":
             out.agree.append(f"SGLang rejects ({at}): {s['message']}")
         else:

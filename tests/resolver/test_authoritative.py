@@ -116,3 +116,23 @@ def test_a_child_that_dies_or_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PYTHONPATH", str(install(tmp_path / "b", hang)))
     out = authoritative.run(sys.executable, [], timeout=2)
     assert out.error is not None and "did not finish in 2 s" in out.error
+
+
+def test_a_multi_line_assert_is_matched_to_its_rule(kb_file: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python names the condition's line, a few lines below the statement the KB records."""
+    split = SERVER_ARGS.replace(
+        'assert self.pp_size == 1, f"elastic EP needs --pp-size 1 (got {self.pp_size})"',
+        'assert (\n                self.pp_size == 1\n            ), '
+        'f"elastic EP needs --pp-size 1 (got {self.pp_size})"')
+    assert split != SERVER_ARGS
+    monkeypatch.setenv("PYTHONPATH", str(install(tmp_path / "site", split)))
+    out = authoritative.run(sys.executable, ["--elastic-ep-backend", "mooncake",
+                                             "--pp-size", "2"])
+    (rejected,) = [s for s in out.steps if s["status"] == "rejected"]
+    assert rejected["line"] == 16  # the KB's rule (from the one-line original) is at 15
+    code, text, _ = args(capsys, kb_file, *LAUNCH)
+    assert code == 1
+    assert "agree: SGLang rejects (sglang/srt/server_args.py:16)" in text
+    assert "DISAGREE" not in text
