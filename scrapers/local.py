@@ -110,6 +110,12 @@ def release_from_members(
     The SGLang package root is the folder holding ``sglang/__init__.py`` (``python/``
     in the git repository, the site-packages folder in an installed environment).
     """
+    if version is not None:  # a bad --version is said before minutes of reading
+        try:
+            Version(version)
+        except InvalidVersion as e:
+            raise UsageError(f"{label}: version {version!r} is not PEP 440",
+                             hint="pass --version with a PEP 440 version") from e
     files = list(members)
     roots = sorted({p[: -len("sglang/__init__.py")] for p, _ in files
                     if p == "sglang/__init__.py" or p.endswith("/sglang/__init__.py")},
@@ -158,11 +164,25 @@ def release_from_members(
     except InvalidVersion as e:
         raise UsageError(f"{label}: version {version!r} is not PEP 440",
                          hint="pass --version with a PEP 440 version") from e
-    return sg.facts_from_files(analyses).release(
+    release = sg.facts_from_files(analyses).release(
         version, source,
         Artifact(filename=label, url=url, sha256=digest.hexdigest(), size=total),
         requires_python=requires_python, torch_requirements=_torch_lines(requires),
         mooncake_pins=tuple(pins))
+    # The launch-argument rules, from the same members a wheel's are read from.
+    from scrapers import server_args as sa
+
+    by_rel = {path[len(root):]: data for path, data in files if path.startswith(root)}
+    wanted = sa.launch_members(n for n in by_rel if n.startswith("sglang/"))
+    texts: dict[str, bytes] = {}
+    for n in wanted:
+        text = by_rel.get(n)
+        if isinstance(text, bytes):
+            texts[n] = text
+    launch = sa.launch_record_from(texts) if texts else None
+    if launch is not None:
+        release = release.model_copy(update={"launch": launch})
+    return release
 
 
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "build", "dist"}

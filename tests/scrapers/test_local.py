@@ -111,3 +111,15 @@ def test_archive_by_url(tmp_path: Path) -> None:
 def test_find_pins(line: str, expected: tuple[str, str] | None) -> None:
     got = [(p.dist, p.spec) for p in find_pins("f", line)]
     assert got == ([expected] if expected else [])
+
+
+def test_source_tree_records_its_launch_rules(tmp_path: Path) -> None:
+    from tests.scrapers.test_scrape_e2e import SERVER_ARGS
+
+    root = make_tree(tmp_path)
+    assert scrape_path(root).launch is None  # control: no server_args.py, no rules
+    (root / "python" / "sglang" / "srt" / "server_args.py").write_text(SERVER_ARGS)
+    launch = scrape_path(root).launch
+    assert launch is not None and launch.member == "sglang/srt/server_args.py"
+    assert [r.message for r in launch.rules] == [
+        "elastic EP needs --pp-size 1 (got {self.pp_size})"]
