@@ -148,9 +148,15 @@ def _headers(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _wanted(name: str) -> bool:
+    return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+
+
 def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
-    """Installed distributions, in path order, as ``importlib.metadata.distributions(path=)``
-    finds them (``*.dist-info/METADATA``, ``*.egg-info/PKG-INFO``)."""
+    """The installed torch, sglang and mooncake-family distributions, in path order, as
+    ``importlib.metadata.distributions(path=)`` finds them (``*.dist-info/METADATA``,
+    ``*.egg-info/PKG-INFO``). A ``.dist-info`` folder is named ``{name}-{version}``: only
+    those of the wanted names are opened (an image holds ~100 others)."""
     out = []
     for root in paths:
         try:
@@ -159,6 +165,8 @@ def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
             continue
         for e in entries:
             if e.name.endswith(".dist-info"):
+                if not _wanted(_canon(e.name[:-len(".dist-info")].split("-", 1)[0])):
+                    continue
                 meta, record = "METADATA", "RECORD"
             elif e.name.endswith(".egg-info"):
                 meta, record = "PKG-INFO", "installed-files.txt"
