@@ -163,8 +163,14 @@ def _lookup(index: Mapping[str, Flag], opt: str) -> Flag | None:
 
 
 def _split_target(target: str) -> tuple[str, str | None]:
+    """``--new=value`` or ``--new value`` -> (``--new``, value or None)."""
     name, sep, value = target.partition("=")
-    return name, (value if sep else None)
+    if not sep:
+        name, sep, value = target.partition(" ")
+    return name.strip(), (value.strip() if sep else None)
+
+
+_PLACEHOLDER_FLAG = re.compile(r"^<([a-z0-9][a-z0-9-]*)>$")
 
 
 def parse_launch(flags: Sequence[Flag], argv: Sequence[str]) -> dict[str, object]:
@@ -266,6 +272,14 @@ def parse_launch(flags: Sequence[Flag], argv: Sequence[str]) -> dict[str, object
             prior = explicit.get(new.dest)
             if prior is not None and not prior.deprecated_for:
                 continue  # the explicit new flag wins
+            ref = _PLACEHOLDER_FLAG.match(raw_value)
+            if ref:
+                # "--attn-dp-size <dp-size>": the value the launch gives another option
+                source = by_name.get(f"--{ref.group(1)}")
+                if source is None:
+                    continue
+                values[new.dest] = values.get(source.dest)
+                continue
             values[new.dest] = _convert(new, raw_value)
     values[UNKNOWN] = unknown
     values[EXPLICIT] = sorted(explicit)

@@ -261,3 +261,20 @@ class ServerArgs:
     assert _by_msg(check(rules, flags, argv))["D"].status == "violated"
     fixed = [*argv, "--cuda-graph-backend-prefill", "disabled"]
     assert all(x.status == "ok" for x in check(rules, flags, fixed, constants=declared))
+
+
+def test_deprecated_alias_that_copies_another_options_value() -> None:
+    """0.5.20+: ``--enable-dp-attention`` stands for ``--attn-dp-size <dp-size>``."""
+    flags = (
+        Flag("--dp-size", "dp_size", 1, None, "int", None, 1),
+        Flag("--attn-dp-size", "attn_dp_size", 1, None, "int", None, 2),
+        Flag("--enable-dp-attention", "enable_dp_attention", False, None, None,
+             "DeprecatedStoreTrueAction", 3, deprecated_for=("--attn-dp-size <dp-size>",)),
+    )
+    v = parse_launch(flags, ["--dp-size", "8", "--enable-dp-attention"])
+    assert v["attn_dp_size"] == 8
+    assert v["__deprecated__"] == ["--enable-dp-attention -> --attn-dp-size <dp-size>"]
+    assert parse_launch(flags, ["--dp-size", "8"])["attn_dp_size"] == 1  # control
+    explicit = parse_launch(flags, ["--dp-size", "8", "--enable-dp-attention",
+                                    "--attn-dp-size", "2"])
+    assert explicit["attn_dp_size"] == 2  # the explicit new flag wins
