@@ -18,12 +18,19 @@ from typing import Any
 __all__ = ["cache_dir", "file_digest", "load", "store"]
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
+    """None when there is nowhere to keep it (no home folder: a container running as a
+    UID without a passwd entry and no ``$HOME``); callers then work without a cache."""
     env = os.environ.get("MOONPIN_CACHE_DIR")
     if env:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg, "moonpin") if xdg else Path.home() / ".cache" / "moonpin"
+    if xdg:
+        return Path(xdg, "moonpin")
+    try:
+        return Path.home() / ".cache" / "moonpin"
+    except (RuntimeError, KeyError, OSError):
+        return None
 
 
 def load(path: Path) -> Any:
@@ -56,7 +63,12 @@ def file_digest(path: Path) -> str:
     costs a worker start ~10 ms). Raises OSError when the file cannot be read."""
     st = path.stat()
     key = str(path.resolve())
-    memo_path = cache_dir() / "digests.json"
+    folder = cache_dir()
+    if folder is None:
+        import hashlib
+
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    memo_path = folder / "digests.json"
     memo = load(memo_path)
     if not isinstance(memo, dict):
         memo = {}

@@ -130,8 +130,9 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
     cached: dict[str, Any] | None = None
     cfile: Path | None = None
     analyzer = ""
-    if use_cache:
-        cfile = _cache_file(cache_dir or _cache.cache_dir(), pkg)
+    folder = (cache_dir or _cache.cache_dir()) if use_cache else None
+    if folder is not None:
+        cfile = _cache_file(folder, pkg)
         analyzer = _analyzer_hash()
         cached = _load_cache(cfile, analyzer, pkg)
         out.cache = "cold" if cached is None else "warm"

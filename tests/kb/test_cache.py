@@ -55,3 +55,26 @@ def test_store_is_atomic_and_leaves_no_temp_file(tmp_path: Path) -> None:
     target.write_text("{broken")
     assert cache.load(target) is None
     assert [p.name for p in target.parent.iterdir()] == ["doc.json"]
+
+
+def test_no_home_folder_means_no_cache_not_a_crash(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container running as a UID without a passwd entry and no $HOME."""
+    monkeypatch.delenv("MOONPIN_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert cache.cache_dir() is None
+    f = tmp_path / "kb.json"
+    f.write_text("{}")
+    assert cache.file_digest(f) == hashlib.sha256(b"{}").hexdigest()
+
+    from resolver import sources
+    from tests.lib.images import add_sglang
+
+    add_sglang(tmp_path / "site")
+    facts = sources.scan(tmp_path / "site" / "sglang")
+    assert facts.cache == "off" and facts.imports  # read, not remembered

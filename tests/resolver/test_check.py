@@ -808,3 +808,21 @@ def test_launch_args_are_checked_against_the_installed_release(tmp_path: Path,
     # a release without recorded rules: said, not failed
     plain = run(site, "--", "--elastic-ep-backend", "mooncake", "--pp-size", "2", kb=kb)
     assert plain.rc == 0 and plain.line("launch args").startswith("skip")
+
+
+def test_a_worker_without_a_home_folder_is_still_checked(
+        tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container running as a UID without a passwd entry and no $HOME (OpenShift)."""
+    site = healthy_image(tmp_path / "site")
+    for var in ("MOONPIN_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MOONPIN_CHECK_SYSTEM_LIBS", str(site / "_no_system_libs"))
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    report = check_image(elastic_ep_backend="mooncake", site_packages=[site], kb_path=kb,
+                         deep=False)
+    assert report.exit_code == 0, report.lines()
+    assert not any(c.status in ("fail", "warn") for c in report.checks)
