@@ -229,7 +229,7 @@ def _torch_info(dist: _Dist, arch: str) -> _Torch:
     consts = _torch_version_py(dist.root / "torch")
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
-        m = re.match(r"(\d+)\.", cuda) if isinstance(cuda, str) else None
+        m = re.match(r"(\d+)(?:\.|$)", cuda) if isinstance(cuda, str) else None
         if m:
             return _Torch(dist.version, int(m.group(1)), f"torch/version.py: cuda = {cuda!r}")
         if cuda is None:
