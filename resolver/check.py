@@ -24,7 +24,6 @@ torch's ``cpp_extension`` falls back to when neither ``CUDA_HOME``/``CUDA_PATH``
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import os
@@ -286,17 +285,9 @@ def _analyze_sglang(pkg: Path, cache: bool = True) -> _Requirement:
     """Raises OSError when a source cannot be read."""
     from resolver import sources
 
-    facts = sources.scan(pkg, use_cache=cache)
-    return _derive(facts.imports, facts.calls,
-                   {b.value for b in facts.backends if b.value in BACKENDS})
-
-
-def _derive(imports: Sequence[Any], calls: Sequence[Any], backends: set[str]) -> _Requirement:
-    from scrapers import pyast
-
-    n = pyast.pg_needs(imports, calls)
-    return _Requirement(n.module, n.names, tuple(sorted(backends)), n.evidence,
-                        n.optional_names)
+    d = sources.scan(pkg, use_cache=cache).derived
+    return _Requirement(d["module"], tuple(d["names"]), tuple(d["backends"]),
+                        tuple(d["evidence"]), tuple(d["optional_names"]))
 
 
 class _KB:
@@ -1289,7 +1280,9 @@ def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,
 # ------------------------------------------------------------------ command line
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> Any:
+    import argparse
+
     p = argparse.ArgumentParser(prog="moonpin check",
                                 description="check this image's mooncake before worker start")
     p.add_argument("--elastic-ep-backend", default=None)
@@ -1310,16 +1303,74 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Args:
+    """What :func:`_parser` would return, for the common command lines."""
+
+    def __init__(self) -> None:
+        self.elastic_ep_backend: str | None = None
+        self.enable_dp_attention = False
+        self.site_packages: list[Path] | None = None
+        self.kb: Path | None = None
+        self.strict = False
+        self.json = False
+        self.deep: bool | None = None
+        self.deep_timeout = 120.0
+        self.cache = True
+
+
+_FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
+               "--strict": ("strict", True), "--json": ("json", True),
+               "--deep": ("deep", True), "--no-deep": ("deep", False),
+               "--no-cache": ("cache", False)}
+_VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout"}
+
+
+def _fast_parse(argv: Sequence[str]) -> _Args | None:
+    """Parse the options of :func:`_parser` without loading argparse (a worker start pays
+    for every import); None for anything unusual (help, abbreviations, errors), which
+    argparse then handles with its own messages."""
+    ns = _Args()
+    i = 0
+    while i < len(argv):
+        opt, eq, value = argv[i].partition("=")
+        i += 1
+        if opt in _FLAGS_ONLY and not eq:
+            attr, val = _FLAGS_ONLY[opt]
+            setattr(ns, attr, val)
+            continue
+        if opt not in _VALUED:
+            return None
+        if not eq:
+            if i >= len(argv) or argv[i].startswith("-"):
+                return None
+            value = argv[i]
+            i += 1
+        if opt == "--elastic-ep-backend":
+            ns.elastic_ep_backend = value
+        elif opt == "--site-packages":
+            ns.site_packages = [*(ns.site_packages or []), Path(value)]
+        elif opt == "--kb":
+            ns.kb = Path(value)
+        else:
+            try:
+                ns.deep_timeout = float(value)
+            except ValueError:
+                return None
+    return ns
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     launch: list[str] = []
     if "--" in args_in:
         i = args_in.index("--")
         args_in, launch = args_in[:i], args_in[i + 1:]
-    try:
-        ns = _parser().parse_args(args_in)
-    except SystemExit as e:  # argparse: bad arguments are "could not check"
-        return 2 if e.code else 0
+    ns = _fast_parse(args_in)
+    if ns is None:  # help, or something to complain about: argparse says it properly
+        try:
+            ns = _parser().parse_args(args_in)
+        except SystemExit as e:  # argparse: bad arguments are "could not check"
+            return 2 if e.code else 0
     report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                          site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict,
                          deep=ns.deep, deep_timeout=ns.deep_timeout, source_cache=ns.cache)

@@ -8,12 +8,14 @@ Heavy imports happen inside the subcommand that needs them.
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
+    import argparse
 
 from kb.errors import MoonpinError
 
@@ -743,6 +745,8 @@ def cmd_triples(args: argparse.Namespace) -> int:
 
 
 def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="moonpin", description=__doc__.splitlines()[0]
                                 if __doc__ else None)
     p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")

@@ -15,6 +15,8 @@ start of that image finds it warm.
 
 Standard library and :mod:`scrapers.pyast` only: this is on the worker-start path (no
 ``hashlib`` either: loading OpenSSL costs ~5 ms; CRC-32 tells changes apart well enough).
+The cache also keeps the process-group requirement derived from the facts, so a start that
+finds nothing changed does not even load the analyzer.
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ import os
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb import cache as _cache
-from scrapers import pyast
 
-CACHE_FORMAT = 2
+if TYPE_CHECKING:
+    from scrapers import pyast
+
+CACHE_FORMAT = 3
+_PYAST = Path(__file__).resolve().parent.parent / "scrapers" / "pyast.py"
+_BACKENDS = ("mooncake", "mooncake-cpu")
 
 
 @dataclass
@@ -39,6 +45,9 @@ class SourceFacts:
     calls: list[pyast.CallFact] = field(default_factory=list)
     backends: list[pyast.BackendLiteral] = field(default_factory=list)
     feature_imports: list[pyast.ImportFact] = field(default_factory=list)  # every_import
+    #: the elastic-EP requirement from imports/calls/backends: module, names, backends,
+    #: evidence, optional_names (see :func:`derive`)
+    derived: dict[str, Any] = field(default_factory=dict)
     files: int = 0  # .py files in the package
     read: int = 0  # files read this time (the rest came from the cache)
     cache: str = "off"  # "off" | "cold" | "warm" | "stale" | "unusable"
@@ -71,8 +80,19 @@ def _read(path: str) -> bytes:
 
 
 def _analyzer_hash() -> str:
-    data = Path(pyast.__file__).read_bytes()
+    data = _PYAST.read_bytes()  # read, not imported: a warm start never loads it
     return f"{len(data)}-{zlib.crc32(data):08x}"
+
+
+def derive(facts: SourceFacts) -> dict[str, Any]:
+    """The process-group requirement of the facts (what :func:`scrapers.pyast.pg_needs`
+    makes of them) as plain data."""
+    from scrapers import pyast
+
+    n = pyast.pg_needs(facts.imports, facts.calls)
+    return {"module": n.module, "names": list(n.names),
+            "backends": sorted({b.value for b in facts.backends if b.value in _BACKENDS}),
+            "evidence": list(n.evidence), "optional_names": list(n.optional_names)}
 
 
 def _cache_file(cache_dir: Path, pkg: Path) -> Path:
@@ -89,6 +109,8 @@ def _facts_from_json(d: dict[str, Any]) -> tuple[list[pyast.ImportFact],
                                                   list[pyast.CallFact],
                                                   list[pyast.BackendLiteral]]:
     """Raises TypeError/KeyError/ValueError on a malformed record."""
+    from scrapers import pyast
+
     imports = [pyast.ImportFact(**{**i, "names": tuple(i["names"]),
                                    "alternatives": tuple(i["alternatives"])})
                for i in d["imports"]]
@@ -103,8 +125,27 @@ def _load_cache(path: Path, analyzer: str, pkg: Path) -> dict[str, Any] | None:
             or doc.get("analyzer") != analyzer or doc.get("package") != str(pkg.resolve())
             or not isinstance(doc.get("files"), dict)):
         return None
-    files: dict[str, Any] = doc["files"]
-    return files
+    return doc
+
+
+def _valid_derived(d: Any) -> bool:
+    return (isinstance(d, dict) and (d.get("module") is None or isinstance(d["module"], str))
+            and all(isinstance(d.get(k), list) and all(isinstance(x, str) for x in d[k])
+                    for k in ("names", "backends", "evidence", "optional_names")))
+
+
+def _unchanged(tree: dict[str, tuple[int, int]], files: dict[str, Any],
+               every_import: bool) -> bool:
+    """Whether the cache holds every file as it is now (nothing added, removed, changed,
+    or skipped that ``every_import`` would parse)."""
+    if len(files) != len(tree):
+        return False
+    for rel, (size, mtime) in tree.items():
+        hit = files.get(rel)
+        if not (isinstance(hit, list) and len(hit) == 5 and hit[0] == size
+                and hit[1] == mtime and (hit[3] != _MOONCAKE or not every_import)):
+            return False
+    return True
 
 
 #: How far a file was read: it does not mention mooncake; it does, but cannot import the
@@ -128,14 +169,22 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
     root = pkg.parent
     prefix = pkg.relative_to(root).as_posix() + "/"
     cached: dict[str, Any] | None = None
+    doc: dict[str, Any] | None = None
     cfile: Path | None = None
     analyzer = ""
     folder = (cache_dir or _cache.cache_dir()) if use_cache else None
     if folder is not None:
         cfile = _cache_file(folder, pkg)
         analyzer = _analyzer_hash()
-        cached = _load_cache(cfile, analyzer, pkg)
+        doc = _load_cache(cfile, analyzer, pkg)
+        cached = doc["files"] if doc is not None else None
         out.cache = "cold" if cached is None else "warm"
+        if (doc is not None and not every_import and _valid_derived(doc.get("derived"))
+                and _unchanged(tree, doc["files"], every_import)):
+            out.derived = doc["derived"]  # nothing changed: the analyzer is not even loaded
+            return out
+    from scrapers import pyast
+
     entries: dict[str, list[Any]] = {}
 
     def take(facts: tuple[list[pyast.ImportFact], list[pyast.CallFact],
@@ -172,8 +221,10 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
         entries[rel] = [size, mtime, facts, level, pg]
     if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(tree)):
         out.cache = "stale"
-    if cfile is not None and out.cache != "warm":
+    out.derived = derive(out)
+    if cfile is not None and (out.cache != "warm" or doc is None or doc.get("derived")
+                              != out.derived):
         out.cache_error = _cache.store(cfile, {"format": CACHE_FORMAT, "analyzer": analyzer,
                                                "package": str(pkg.resolve()),
-                                               "files": entries})
+                                               "files": entries, "derived": out.derived})
     return out

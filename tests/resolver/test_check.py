@@ -826,3 +826,26 @@ def test_a_worker_without_a_home_folder_is_still_checked(
                          deep=False)
     assert report.exit_code == 0, report.lines()
     assert not any(c.status in ("fail", "warn") for c in report.checks)
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["--elastic-ep-backend", "mooncake"],
+    ["--elastic-ep-backend=mooncake", "--no-deep", "--json", "--strict"],
+    ["--site-packages", "/a", "--site-packages=/b", "--kb", "k.json", "--deep",
+     "--deep-timeout", "30", "--no-cache", "--enable-dp-attention"],
+])
+def test_fast_option_parsing_agrees_with_argparse(argv: list[str]) -> None:
+    from resolver.check import _fast_parse, _parser
+
+    fast = _fast_parse(argv)
+    assert fast is not None
+    assert vars(fast) == vars(_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["--help"], ["--elastic"], ["--deep-timeout", "x"],
+                                  ["--kb"], ["--json=1"], ["stray"]])
+def test_unusual_options_are_left_to_argparse(argv: list[str]) -> None:
+    from resolver.check import _fast_parse
+
+    assert _fast_parse(argv) is None

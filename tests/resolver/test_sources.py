@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from resolver import sources
-from scrapers import pyast
 from tests.lib.images import add_sglang
 
 
@@ -20,7 +19,7 @@ def _pkg(tmp_path: Path) -> Path:
 
 
 def _names(facts: sources.SourceFacts) -> set[str]:
-    return set(pyast.pg_needs(facts.imports, facts.calls).names)
+    return set(facts.derived["names"])
 
 
 def _touch_same(path: Path, text: str) -> None:
@@ -37,12 +36,13 @@ def test_cold_then_warm_give_the_same_facts(tmp_path: Path) -> None:
     assert cold.cache == "cold" and cold.read == cold.files == 7
     warm = sources.scan(pkg, cache_dir=cache)
     assert warm.cache == "warm" and warm.read == 0
-    assert warm.imports == cold.imports and warm.calls == cold.calls
-    assert warm.backends == cold.backends
+    assert warm.derived == cold.derived == sources.derive(cold)
+    assert warm.derived["backends"] == ["mooncake", "mooncake-cpu"]
     assert _names(warm) == {"MooncakeBackendOptions", "get_peer_state", "join_group",
                             "recover_ranks", "set_transfer_engine"}
     off = sources.scan(pkg, use_cache=False)
     assert off.cache == "off" and off.read == 7 and off.imports == cold.imports
+    assert off.derived == cold.derived
 
 
 def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
@@ -92,7 +92,8 @@ def test_an_analyzer_change_invalidates_the_cache(tmp_path: Path,
     assert again.cache == "cold" and again.read == 7
 
 
-@pytest.mark.parametrize("damage", ["not json", "truncated", "wrong shape", "bad facts"])
+@pytest.mark.parametrize("damage", ["not json", "truncated", "wrong shape", "bad facts",
+                                    "bad derived"])
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -> None:
     pkg, cache = _pkg(tmp_path), tmp_path / "cache"
     truth = sources.scan(pkg, cache_dir=cache)
@@ -105,14 +106,23 @@ def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -
     elif damage == "wrong shape":
         doc["files"] = ["not", "a", "mapping"]
         cfile.write_text(json.dumps(doc))
-    else:
+    elif damage == "bad derived":
+        doc["derived"] = {"module": 3, "names": "join_group"}
+        cfile.write_text(json.dumps(doc))
+    else:  # a file's facts: read when another file changes and the facts are rebuilt
         rel = "srt/elastic_ep/elastic_ep.py"
         doc["files"][rel][2] = {"imports": [{"module": "mooncake.pg"}], "calls": [],
                                 "backends": []}
         cfile.write_text(json.dumps(doc))
+        other = pkg / "srt" / "server_args.py"
+        st = other.stat()
+        os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     facts = sources.scan(pkg, cache_dir=cache)
-    assert facts.read >= 1 and facts.imports == truth.imports
-    assert sources.scan(pkg, cache_dir=cache).cache == "warm"
+    assert facts.derived == truth.derived
+    if damage != "bad derived":
+        assert facts.read >= 1
+    again = sources.scan(pkg, cache_dir=cache)
+    assert again.cache == "warm" and again.read == 0 and again.derived == truth.derived
 
 
 def test_an_unwritable_cache_costs_time_not_answers(tmp_path: Path) -> None:
@@ -162,3 +172,22 @@ def test_every_import_parses_the_other_mooncake_files_once(tmp_path: Path) -> No
     again = sources.scan(pkg, cache_dir=cache, every_import=True)
     assert again.cache == "warm" and again.read == 0
     assert again.feature_imports == every.feature_imports
+
+
+def test_a_warm_start_does_not_load_the_analyzer(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    sources.scan(pkg, cache_dir=cache)
+    probe = ("import sys; from pathlib import Path; from resolver import sources; "
+             f"f = sources.scan(Path({str(pkg)!r}), cache_dir=Path({str(cache)!r})); "
+             "print(f.cache, sorted(f.derived['names']) != [], 'scrapers.pyast' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["warm", "True", "False"]
+    (pkg / "srt" / "new.py").write_text("x = 1\n")  # control: a change loads it
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["stale", "True", "True"]
