@@ -370,3 +370,14 @@ def test_args_from_manifests_and_scripts(kb_file: Path, tmp_path: Path,
     assert code == 2 and f"{broken}:" in err and "not valid YAML" in err
     code, _, err = run(capsys, "--kb", str(kb_file), "args", "--file", str(tmp_path / "nope"))
     assert code == 2 and "cannot read" in err
+
+
+def test_args_lists_unchecked_rules_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    shipped = str(Path(__file__).resolve().parents[1] / "data" / "kb.json")
+    launch = ["--", "--model-path", "m", "--elastic-ep-backend", "mooncake"]
+    code, out, _ = run(capsys, "--kb", shipped, "args", "--sglang", "0.5.18", *launch)
+    assert code == 0 and "not checked:" not in out
+    assert "read what SGLang computes at start-up; --verbose lists them" in out
+    code, verbose, _ = run(capsys, "--kb", shipped, "args", "--sglang", "0.5.18", "-v", *launch)
+    listed = [ln for ln in verbose.splitlines() if ln.startswith("not checked:")]
+    assert code == 0 and len(listed) >= 10 and "--verbose" not in verbose
