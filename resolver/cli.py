@@ -641,8 +641,15 @@ def cmd_args(args: argparse.Namespace) -> int:
         flags, rules, constants = from_record(release.launch)
         try:
             verdicts = launch_args.check(rules, flags, la.argv, constants=constants)
+            parsed = launch_args.parse_launch(flags, la.argv)
         except ValueError as e:
             _fatal(f"{la.where}: {e}", "fix the launch arguments")
+        used = parsed[launch_args.DEPRECATED]
+        deprecated = [f"deprecated in sglang {release.version}: {d}"
+                      for d in (used if isinstance(used, list) else [])]
+        if deprecated:
+            la = manifests.Launch(la.argv, la.where, la.launcher, la.image,
+                                  la.notes + tuple(deprecated))
         results.append((la, release.version, verdicts))
         if outcome is not None:
             from resolver import authoritative
