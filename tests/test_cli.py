@@ -381,3 +381,15 @@ def test_args_lists_unchecked_rules_only_when_asked(capsys: pytest.CaptureFixtur
     code, verbose, _ = run(capsys, "--kb", shipped, "args", "--sglang", "0.5.18", "-v", *launch)
     listed = [ln for ln in verbose.splitlines() if ln.startswith("not checked:")]
     assert code == 0 and len(listed) >= 10 and "--verbose" not in verbose
+
+
+def test_args_names_the_deprecated_flags_used(capsys: pytest.CaptureFixture[str]) -> None:
+    shipped = str(Path(__file__).resolve().parents[1] / "data" / "kb.json")
+    code, out, _ = run(capsys, "--kb", shipped, "args", "--sglang", "0.5.23", "--",
+                       "--model-path", "m", "--disable-cuda-graph")
+    assert code == 0
+    assert ("note: deprecated in sglang 0.5.23: --disable-cuda-graph -> "
+            "--cuda-graph-backend-prefill=disabled") in out
+    code, out, _ = run(capsys, "--kb", shipped, "args", "--sglang", "0.5.23", "--",
+                       "--model-path", "m", "--cuda-graph-backend-prefill", "disabled")
+    assert code == 0 and "deprecated" not in out  # control
