@@ -3,10 +3,13 @@
 ``moonpin args --authoritative --python PY`` runs, in a child interpreter ``PY`` (a CI
 virtualenv with SGLang installed; this is the user's own installation, not a scraped
 artifact), the release's own parser (``ServerArgs.add_cli_args`` + ``parse_args``) and then
-its resolution steps one by one: the ``self._handle_*()`` calls of
-``_run_resolution_pipeline`` (or ``__post_init__``) in their order, plus
-``check_server_args``. Steps run on an object built from the parsed arguments without
-``__post_init__``, each in ``try``: an ``AssertionError``/``ValueError`` is SGLang rejecting
+its resolution steps one by one: up to 0.5.18 the ``self._handle_*()`` calls of
+``_run_resolution_pipeline`` (or ``__post_init__``), on an object built from the parsed
+arguments without ``__post_init__``; from 0.5.19 the ``run_hook(handler, server_args)``
+calls of ``sglang.srt.arg_groups.pipeline.run_resolution_pipeline`` (the code between them,
+which reads the model's config, is not run); in their order, plus ``check_server_args``.
+An unset ``device`` is set to ``cuda``, as SGLang resolves it on the GPU worker the line is
+for. Each step runs in ``try``: an ``AssertionError``/``ValueError`` is SGLang rejecting
 the line (message, file, line); any other exception is the step not running here (no GPU, no
 model files; ``HF_HUB_OFFLINE=1`` keeps it off the network) and later steps still run, on
 what earlier steps resolved. A step that needs arguments is skipped.
@@ -64,6 +67,86 @@ try:
 except SystemExit:
     out["parser"] = err.getvalue().strip().splitlines()[-1:] or ["rejected"]
     done(); sys.exit(0)
+def record(name, fn, *a):
+    rec = {"step": name}
+    try:
+        result = fn(*a)
+        rec["status"] = "ok"
+        return result
+    except (AssertionError, ValueError) as e:
+        rec["status"] = "rejected"
+        rec["type"] = type(e).__name__
+        rec["message"] = str(e)
+        rec["path"], rec["line"] = where(e.__traceback__)
+    except BaseException as e:
+        rec["status"] = "error"
+        rec["message"] = f"{type(e).__name__}: {e}"[:300]
+        rec["path"], rec["line"] = where(e.__traceback__)
+    finally:
+        out["steps"].append(rec)
+def assume_cuda(obj):
+    # As on the GPU worker the line is for (and as moonpin's evaluator assumes): SGLang
+    # resolves an unset device from the machine, which here has no accelerator.
+    if getattr(obj, "device", "x") is None:
+        try:
+            object.__setattr__(obj, "device", "cuda")
+        except BaseException:
+            try:
+                setattr(obj, "device", "cuda")
+            except BaseException:
+                return
+        out["assumed"] = ["device=cuda (SGLang resolves an unset --device from the machine)"]
+try:  # 0.5.19+: hooks run through arg_groups.pipeline's run_hook, in its order
+    from sglang.srt.arg_groups import pipeline as _pipeline
+    hooked = hasattr(_pipeline, "run_resolution_pipeline") and hasattr(_pipeline, "run_hook")
+except BaseException:
+    hooked = False
+if hooked:
+    # Each run_hook(handler, server_args) of run_resolution_pipeline, in source order, on
+    # a record built without resolving; the code between them (model config reads) is not
+    # run, so one step that needs the model does not stop the others.
+    import importlib
+    _run_hook = _pipeline.run_hook
+    obj = record("construct", ServerArgs.from_cli_args, ns) if hasattr(
+        ServerArgs, "from_cli_args") else None
+    if obj is None:
+        done(); sys.exit(0)
+    out["steps"] = [st for st in out["steps"] if st["step"] != "construct"]
+    assume_cuda(obj)
+    for attr, value in (("_resolved_overrides", list(getattr(obj, "_resolved_overrides", ()))),
+                        ("_raw_input", {})):
+        try:
+            setattr(obj, attr, value)
+        except BaseException:
+            pass
+    try:
+        fields = _pipeline.record_fields(type(obj))
+        obj._raw_input = {f.name: getattr(obj, f.name) for f in fields}
+    except BaseException:
+        pass
+    tree = ast.parse(textwrap.dedent(inspect.getsource(_pipeline.run_resolution_pipeline)))
+    names = dict(vars(_pipeline))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            try:
+                mod = importlib.import_module(node.module)
+            except BaseException:
+                continue
+            for alias in node.names:
+                if hasattr(mod, alias.name):
+                    names[alias.asname or alias.name] = getattr(mod, alias.name)
+    calls = sorted((n.lineno, n.args[0].id) for n in ast.walk(tree)
+                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                   and n.func.id == "run_hook" and n.args and isinstance(n.args[0], ast.Name))
+    for _, name in calls:
+        if name in names:
+            record(name, _run_hook, names[name], obj)
+        else:
+            out["steps"].append({"step": name, "status": "skipped",
+                                 "why": "not found in the pipeline's imports"})
+    if hasattr(obj, "check_server_args"):
+        record("check_server_args", obj.check_server_args)
+    done(); sys.exit(0)
 obj = object.__new__(ServerArgs)
 for f in dataclasses.fields(ServerArgs):
     if hasattr(ns, f.name):
@@ -95,6 +178,7 @@ for entry in ("_run_resolution_pipeline", "__post_init__"):
         break
 if hasattr(ServerArgs, "check_server_args"):
     steps.append((10**9, "check_server_args", 0))
+assume_cuda(obj)
 if "_resolved_overrides" not in vars(obj):
     object.__setattr__(obj, "_resolved_overrides", [])
 for _, name, nargs in sorted(steps):
@@ -128,6 +212,7 @@ class Outcome:
     error: str | None = None  # the child could not run at all
     parser: str | None = None  # the release's parser refused the line (its message)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)  # what was set as on the GPU worker
 
 
 def run(python: str, argv: Sequence[str], *, timeout: float = 300.0) -> Outcome:
@@ -150,7 +235,8 @@ def run(python: str, argv: Sequence[str], *, timeout: float = 300.0) -> Outcome:
     doc = json.loads(line[len(MARK):])
     parser = doc.get("parser")
     return Outcome(version=doc.get("version"), error=doc.get("error"),
-                   parser=" ".join(parser) if parser else None, steps=doc.get("steps") or [])
+                   parser=" ".join(parser) if parser else None, steps=doc.get("steps") or [],
+                   assumed=list(doc.get("assumed") or []))
 
 
 @dataclass

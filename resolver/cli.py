@@ -677,6 +677,7 @@ def cmd_args(args: argparse.Namespace) -> int:
                           **({"authoritative": {
                               "python": args.python or sys.executable,
                               "error": oc.error, "parser": oc.parser, "steps": oc.steps,
+                              "assumed": oc.assumed,
                               "agree": cmp.agree, "disagree": cmp.disagree,
                               "unconfirmed": cmp.unconfirmed, "not_run": cmp.not_run}}
                              if oc is not None else {})}
@@ -718,6 +719,8 @@ def cmd_args(args: argparse.Namespace) -> int:
                 print(f"  could not run: {oc.error}")
             if oc.parser:
                 print(f"  SGLang's parser refuses the line: {oc.parser}")
+            for item in oc.assumed:
+                print(f"  assumed, as on a GPU worker: {item}")
             for label, items in (("agree", cmp.agree), ("DISAGREE", cmp.disagree),
                                  ("unconfirmed", cmp.unconfirmed),
                                  ("step did not run here", cmp.not_run)):

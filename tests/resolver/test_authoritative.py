@@ -136,3 +136,84 @@ def test_a_multi_line_assert_is_matched_to_its_rule(kb_file: Path, tmp_path: Pat
     assert code == 1
     assert "agree: SGLang rejects (sglang/srt/server_args.py:16)" in text
     assert "DISAGREE" not in text
+
+
+HOOKED = {
+    "sglang/srt/server_args.py": '''import dataclasses
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    model_path: str = "m"
+    elastic_ep_backend: str = None
+    pp_size: int = 1
+    device: str = None
+
+    def __post_init__(self):
+        """Resolution is left to the launcher (resolve_once), as in 0.5.23."""
+
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--model-path", default="m")
+        parser.add_argument("--elastic-ep-backend", default=None)
+        parser.add_argument("--pp-size", type=int, default=1)
+        parser.add_argument("--device", default=None)
+
+    @classmethod
+    def from_cli_args(cls, ns):
+        return cls(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)})
+''',
+    "sglang/srt/arg_groups/__init__.py": "",
+    "sglang/srt/arg_groups/resolution_hooks.py":
+        "def run_hook(hook, server_args):\n    hook(server_args)\n",
+    "sglang/srt/arg_groups/pipeline.py": '''import dataclasses
+
+from sglang.srt.arg_groups.resolution_hooks import run_hook
+
+
+def record_fields(cls):
+    return dataclasses.fields(cls)
+
+
+def run_resolution_pipeline(server_args):
+    raise OSError("reads the model config: not run by the cross-check")
+    from sglang.srt.arg_groups.parallel_hook import handle_gpu, handle_elastic_ep
+
+    run_hook(handle_gpu, server_args)
+    run_hook(handle_elastic_ep, server_args)
+''',
+    "sglang/srt/arg_groups/parallel_hook.py": '''def handle_gpu(server_args):
+    raise RuntimeError("No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS)")
+
+
+def handle_elastic_ep(server_args):
+    if server_args.elastic_ep_backend is not None:
+        assert server_args.pp_size == 1, "PP size should be set to 1 under elastic EP"
+        assert server_args.device == "cuda", f"needs CUDA (got {server_args.device!r})"
+''',
+}
+
+
+def test_hooks_run_one_by_one_through_the_releases_run_hook(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.5.19+: arg_groups/pipeline.py's run_hook calls, in order, without the code between
+    them; an unset device is the worker's CUDA."""
+    site = install(tmp_path / "site", HOOKED["sglang/srt/server_args.py"], "0.5.23")
+    for rel, text in HOOKED.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    out = authoritative.run(sys.executable, ["--elastic-ep-backend", "mooncake",
+                                             "--pp-size", "2"])
+    assert out.error is None, out
+    assert [(s["step"], s["status"]) for s in out.steps] == [("handle_gpu", "error"),
+                                                             ("handle_elastic_ep", "rejected")]
+    rejected = out.steps[1]
+    assert rejected["message"] == "PP size should be set to 1 under elastic EP"
+    assert (rejected["path"], rejected["line"]) == ("sglang/srt/arg_groups/parallel_hook.py", 7)
+    assert out.assumed and "device=cuda" in out.assumed[0]
+    fine = authoritative.run(sys.executable, ["--elastic-ep-backend", "mooncake"])  # control
+    assert [(s["step"], s["status"]) for s in fine.steps][1] == ("handle_elastic_ep", "ok")
+    explicit = authoritative.run(sys.executable, ["--elastic-ep-backend", "mooncake",
+                                                  "--device", "cpu"])
+    assert explicit.steps[1]["status"] == "rejected" and not explicit.assumed
