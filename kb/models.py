@@ -30,6 +30,7 @@ __all__ = [
     "LaunchWrite",
     "LoaderImport",
     "LoaderScheme",
+    "Model",
     "MooncakeImport",
     "MooncakePin",
     "MooncakeRelease",

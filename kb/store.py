@@ -22,7 +22,7 @@ from kb.errors import KBError
 from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION, KnowledgeBase
 from kb.paths import default_kb_path
 
-__all__ = ["default_kb_path", "kb_lock", "load", "save", "write_atomic"]
+__all__ = ["default_kb_path", "dumps", "kb_lock", "load", "save", "write_atomic"]
 
 _RESCRAPE = "run `moonpin scrape --full --kb {path}` to rebuild it from the index"
 

@@ -35,7 +35,7 @@ from importlib import machinery
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["CheckResult", "FixProvider", "Report", "check_image", "main"]
+__all__ = ["CheckResult", "FixProvider", "Report", "check_image", "main", "requested_features"]
 
 Status = Literal["pass", "fail", "warn", "skip"]
 FixProvider = Callable[[str, str, str, str], list[str]]

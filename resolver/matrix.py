@@ -71,6 +71,7 @@ __all__ = [
     "to_html",
     "to_json",
     "to_markdown",
+    "with_readme_table",
 ]
 
 DEFAULT_DISTS = ("mooncake-transfer-engine", "mooncake-transfer-engine-cuda13")

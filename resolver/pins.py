@@ -90,7 +90,12 @@ __all__ = [
     "VERSION_VARIABLES",
     "Pin",
     "PinError",
+    "PinnedSet",
+    "apply_updates",
+    "judge",
+    "pinned_set",
     "read_pins",
+    "renovate_fragment",
 ]
 
 #: The mooncake family, as the scrapers know it.

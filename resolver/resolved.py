@@ -18,8 +18,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Resolved", "build", "fix_for", "load", "load_requirements", "resolved_path",
-           "write"]
+__all__ = [
+    "Resolved",
+    "build",
+    "fix_for",
+    "load",
+    "load_launch",
+    "load_requirements",
+    "resolved_path",
+    "write",
+]
 
 SCHEMA = 1
 _ORDER = {"compatible": 0, "unknown": 1, "incompatible": 2}

@@ -32,6 +32,8 @@ from kb import cache as _cache
 if TYPE_CHECKING:
     from scrapers import pyast
 
+__all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
+
 CACHE_FORMAT = 3
 _PYAST = Path(__file__).resolve().parent.parent / "scrapers" / "pyast.py"
 _BACKENDS = ("mooncake", "mooncake-cpu")

@@ -38,6 +38,7 @@ __all__ = [
     "metadata_member",
     "parse_metadata",
     "parse_project",
+    "wheel_tags",
 ]
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "HttpSource",
     "RemoteZip",
     "ZipEntry",
+    "parse_central_directory",
     "printable",
 ]
 

@@ -38,6 +38,7 @@ __all__ = [
     "PG_MODULES",
     "AnalysisCache",
     "ReleaseFacts",
+    "analyze_member",
     "choose_wheel",
     "derive_pg",
     "facts_from_files",
