@@ -533,6 +533,20 @@ class _Fixer:
         self._line = text
         return text
 
+    def torch_fix(self, spec: str) -> str:
+        """Install the torch SGLang pins (``torch==X``) and a mooncake that fits it."""
+        m = _EXACT_PIN.match(spec)
+        if m is None or not self.sglang:
+            return f"pip install '{spec}' (the torch this SGLang release is built for)"
+        wanted = m.group(1)
+        try:
+            lines = (self.provider or self._default)(self.sglang, wanted, self.python,
+                                                     os.uname().machine)
+        except Exception:  # someone else's code must not crash the check
+            lines = []
+        extra = f" '{lines[0]}'" if lines else ""
+        return f"pip install 'torch=={wanted}'{extra}"
+
     def _torch_move(self, python: str) -> str | None:
         """No mooncake fits this torch: the torch the SGLang release requires, and the
         mooncake that fits it, when the resolved tables know one."""
@@ -660,6 +674,10 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
         add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
                         evidence=(str(torch_d.root),)))
+
+    # --- the torch the installed SGLang release itself pins
+    if sglang is not None and torch_d is not None:
+        _check_sglang_torch(sglang, torch_d.version, fixer, add)
 
     # --- SGLang requirement
     req = _sglang_requirement(paths, sglang, kb, add, source_cache)
@@ -1203,6 +1221,44 @@ def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
         add(CheckResult(feature, "pass", "provides " + ", ".join(
             f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items()))
             + origin, evidence=evidence))
+
+
+_EXACT_PIN = re.compile(r"^torch\s*\(?\s*==\s*([0-9][0-9a-zA-Z.+]*)\s*\)?$")
+
+
+def _check_sglang_torch(sglang: _Dist, torch_version: str, fixer: _Fixer,
+                        add: Callable[[CheckResult], None]) -> None:
+    """SGLang pins the torch it is built for (``torch==2.14.1``): another one passes the
+    mooncake checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
+    lines = [ln for ln in sglang.requires
+             if _canon(re.split(r"[\s;<>=!~\[(]", ln.strip(), maxsplit=1)[0]) == "torch"]
+    unmet: list[str] = []
+    for line in lines:
+        spec, _, marker = line.partition(";")
+        spec = spec.strip()
+        if "extra" in marker:
+            continue  # an optional extra's pin does not bind the base install
+        m = _EXACT_PIN.match(spec)
+        if m and not marker.strip():  # the usual case, without loading packaging
+            if torch_version.split("+")[0] != m.group(1).split("+")[0]:
+                unmet.append(spec)
+            continue
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            r = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if r.marker is not None and not r.marker.evaluate({"extra": ""}):
+            continue
+        if not r.specifier.contains(torch_version.split("+")[0], prereleases=True):
+            unmet.append(spec)
+    if unmet:
+        add(CheckResult("torch requirement", "warn",
+                        f"sglang {sglang.version} requires {', '.join(unmet)}; torch "
+                        f"{torch_version} is installed (its own kernels are built for that "
+                        "torch)", fixer.torch_fix(unmet[0]),
+                        (f"{sglang.root}/sglang-{sglang.version}.dist-info/METADATA",)))
 
 
 def _check_launch(argv: list[str], version: str | None, kb: _KB,

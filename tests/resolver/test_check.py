@@ -849,3 +849,32 @@ def test_unusual_options_are_left_to_argparse(argv: list[str]) -> None:
     from resolver.check import _fast_parse
 
     assert _fast_parse(argv) is None
+
+
+def _sglang_requires(site: Path, *lines: str) -> None:
+    meta = site / "sglang-0.5.23.dist-info" / "METADATA"
+    text = meta.read_text().rstrip("\n")
+    meta.write_text(text + "".join(f"\nRequires-Dist: {ln}" for ln in lines) + "\n")
+
+
+def test_the_torch_sglang_pins_is_checked(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")  # torch 2.13.0
+    _sglang_requires(site, "torch==2.14.1", 'torch==9.9.9; extra == "other"')
+    r = run(site, kb=kb)
+    assert r.rc == 0 and r.status("torch requirement") == "warn"
+    assert "requires torch==2.14.1; torch 2.13.0 is installed" in r.line("torch requirement")
+    assert any("pip install 'torch==2.14.1'" in f for f in r.fixes())
+    assert run(site, "--strict", kb=kb).rc == 1
+
+
+@pytest.mark.parametrize("lines", [
+    ("torch==2.13.0",),  # the usual exact pin, met
+    ("torch>=2.12,<2.14; platform_system == 'Linux'",),  # a range with a marker, met
+    ('torch==9.9.9; extra == "other"',),  # an extra's pin does not bind
+])
+def test_a_met_torch_pin_says_nothing(tmp_path: Path, kb: Path, lines: tuple[str, ...]) -> None:
+    site = healthy_image(tmp_path / "site")
+    _sglang_requires(site, *lines)
+    r = run(site, kb=kb)
+    assert_healthy(r)
+    assert "torch requirement" not in r.out
