@@ -315,6 +315,9 @@ class ScrapeInfo(Model):
     moonpin_version: str
     bytes_fetched: int = 0
     artifact_bytes: int = 0  # what the same artifacts weigh whole
+    #: kind (sglang, mooncake, torch) -> fingerprint of the extractor code that read its
+    #: releases; a refresh by different code re-reads that kind (see scrapers.refresh)
+    extractors: dict[str, str] = {}
 
 
 class KnowledgeBase(Model):

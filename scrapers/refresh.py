@@ -38,7 +38,7 @@ from scrapers.fetch import Fetcher
 from scrapers.pypi import IndexFile, ProjectReleases, fetch_project
 from scrapers.report import Reporter
 
-__all__ = ["SGLANG_MIN", "Summary", "scrape"]
+__all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "extractor_fingerprints", "scrape"]
 
 SGLANG_MIN = Version("0.4.0")
 KINDS = ("sglang", "mooncake", "torch")
@@ -83,6 +83,30 @@ def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[
     return out
 
 
+#: The modules whose code decides the facts recorded for each kind of release.
+EXTRACTORS: dict[str, tuple[str, ...]] = {
+    "sglang": ("pyast.py", "server_args.py", "sglang.py"),
+    "mooncake": ("mooncake.py", "elf.py", "loader.py", "cuda.py"),
+    "torch": ("torch_index.py", "cuda.py"),
+}
+
+
+def extractor_fingerprints() -> dict[str, str]:
+    """kind -> sha256 (16 hex) of its extractor modules' source: a KB written by other
+    extractor code holds facts this code would record differently."""
+    import hashlib
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = {}
+    for kind, files in EXTRACTORS.items():
+        h = hashlib.sha256()
+        for f in files:
+            with open(os.path.join(here, f), "rb") as fh:
+                h.update(f.encode() + b"\0" + fh.read())
+        out[kind] = h.hexdigest()[:16]
+    return out
+
+
 def scrape(
     old: KnowledgeBase | None,
     fetcher: Fetcher,
@@ -103,9 +127,18 @@ def scrape(
     lower = [0]  # the lower bound of bytes, summed by the workers under lower_lock
     lower_lock = threading.Lock()
 
+    current = extractor_fingerprints()
+    stale = {k for k in only if old is not None and not full
+             and old.scrape.extractors.get(k) != current[k]}
+    for k in sorted(stale):
+        reporter.warn(f"{k}: the knowledge base was read by other extractor code; "
+                      f"re-reading every {k} release")
+
     def keep(kind: str) -> KnowledgeBase | None:
-        """The old KB to start ``kind`` from: all of it unless rebuilding that kind."""
-        return old if old is not None and (not full or kind not in only) else None
+        """The old KB to start ``kind`` from: all of it unless rebuilding that kind
+        (``--full``, or the KB's facts for it came from other extractor code)."""
+        rebuild = kind in only and (full or kind in stale)
+        return old if old is not None and not rebuild else None
 
     # -------------------------------------------------------------- sglang
     base = keep("sglang")
@@ -289,6 +322,10 @@ def scrape(
             moonpin_version=__version__,
             bytes_fetched=summary.bytes_fetched,
             artifact_bytes=summary.artifact_bytes,
+            # a kind not scraped this time keeps the fingerprint its facts came from
+            extractors={k: current[k] if k in only else
+                        (old.scrape.extractors.get(k, "") if old is not None else "")
+                        for k in EXTRACTORS},
         ),
         sglang=tuple(sorted((*sglang.values(), *local),
                             key=lambda r: (Version(r.version), r.source))),

@@ -10,6 +10,7 @@ import pytest
 from kb.models import KnowledgeBase
 from scrapers.fetch import Fetcher
 from scrapers.refresh import scrape
+from scrapers.report import Reporter
 from tests.lib.elfbuild import build_so
 from tests.lib.server import FakeIndex
 from tests.lib.wheels import build_wheel
@@ -189,6 +190,31 @@ def test_noop_refresh_fetches_no_artifact_bytes(index: FakeIndex) -> None:
     assert artifact_requests == []
     assert summary.read == {"sglang": 0, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
     assert kb2.sglang == kb.sglang and kb2.mooncake == kb.mooncake
+
+
+def test_a_kb_read_by_other_extractor_code_is_read_again(index: FakeIndex) -> None:
+    """An upgraded moonpin records facts differently: a refresh re-reads that kind, and
+    only that kind."""
+    from scrapers.refresh import extractor_fingerprints
+
+    only_present(index)
+    kb, _, _ = run(index)
+    assert kb.scrape.extractors == extractor_fingerprints()
+    stale = kb.model_copy(update={"scrape": kb.scrape.model_copy(update={
+        "extractors": {**kb.scrape.extractors, "sglang": "older-code"}})})
+    warnings: list[str] = []
+
+    class Listen(Reporter):
+        def warn(self, message: str) -> None:
+            warnings.append(message)
+
+    kb2, summary, _ = run(index, stale, reporter=Listen())
+    assert summary.read == {"sglang": 2, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert any("sglang: the knowledge base was read by other extractor code" in w
+               for w in warnings)
+    assert kb2.scrape.extractors == extractor_fingerprints()
+    _, again, _ = run(index, kb2)  # control: now current, nothing is re-read
+    assert again.read == {"sglang": 0, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
 
 
 def test_unreadable_release_is_unread_not_half_recorded(index: FakeIndex) -> None:
