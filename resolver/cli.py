@@ -75,7 +75,8 @@ def cmd_scrape(args: argparse.Namespace) -> int:
             fetcher.close()
         unchanged = old is not None and all(
             getattr(kb, f) == getattr(old, f)
-            for f in ("sglang", "mooncake", "torch", "torch_versions", "unread"))
+            for f in ("sglang", "mooncake", "torch", "torch_versions", "unread")
+        ) and kb.scrape.extractors == old.scrape.extractors  # else the next refresh re-reads
         if not unchanged:
             store.save(kb, kb_path)
             _write_resolved(kb_path)

@@ -99,6 +99,16 @@ def test_scrape_command_writes_kb_and_reports(index: FakeIndex, tmp_path: Path, 
     assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
     assert json.loads(out)["changed"] is False
     assert path.stat().st_mtime_ns == before
+    # a KB read by older extractor code is read again and rewritten with the current
+    # fingerprints, so the refresh after it reads nothing
+    old = store.load(path)
+    store.save(old.model_copy(update={"scrape": old.scrape.model_copy(update={
+        "extractors": {**old.scrape.extractors, "torch": "older"}})}), path)
+    code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 2}
+    assert json.loads(out)["changed"] is True
+    code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
     # a release that fails is reported, exit 1, and the KB stays valid
     served = next(iter(index.add_project("sglang", {
         "0.5.20": dict([sglang_wheel("0.5.20", {})])}).files.values()))
