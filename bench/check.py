@@ -60,6 +60,9 @@ def main() -> int:
             check += ["--kb", str(args.kb)]
         rc = subprocess.run(check, cwd=ROOT, capture_output=True, check=False).returncode
         bare = [sys.executable, "-c", "pass"]
+        # The standard-library modules any reading of JSON, regexes, Python sources and ELF
+        # needs: the floor under the light mode, whatever moonpin does.
+        floor = [sys.executable, "-c", "import json, re, ast, struct"]
         skip = [sys.executable, "-m", "resolver.check"]
         wall(check)
         wall(bare)  # warm the page cache
@@ -67,13 +70,18 @@ def main() -> int:
         t_bare: list[float] = []
         t_skip: list[float] = []
         t_cold: list[float] = []
+        t_floor: list[float] = []
         for _ in range(args.runs):
             t_bare.append(wall(bare))
+            t_floor.append(wall(floor))
             t_check.append(wall(check))
             t_cold.append(wall([*check, "--no-cache"]))
             t_skip.append(wall(skip))
     b, c, s, n = (statistics.median(x) for x in (t_bare, t_check, t_skip, t_cold))
+    fl = statistics.median(t_floor)
     print(f"python -c pass              median {b * 1000:7.1f} ms  ({args.runs} runs)")
+    print(f"import json, re, ast, struct median {fl * 1000:6.1f} ms  ratio {fl / b:.2f}x "
+          "(the floor under any light check)")
     print(f"check, mooncake requested   median {c * 1000:7.1f} ms  ratio {c / b:.2f}x, "
           f"+{(c - b) * 1000:.0f} ms (goal <= 3x, about +50 ms; exit code {rc}; "
           "source cache warm)")
