@@ -189,6 +189,9 @@ class LaunchRules(Model):
     rules: tuple[LaunchRule, ...] = ()
     constants: dict[str, str] = Field(default_factory=dict)  # JSON text values
     error: str | None = None
+    #: every option string the release's parser accepts (long forms and aliases), so a
+    #: launch line's option the release does not know is told from one not recorded above
+    option_names: tuple[str, ...] = ()
 
 
 class SglangRelease(Model):

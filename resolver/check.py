@@ -1284,9 +1284,11 @@ def _check_launch(argv: list[str], version: str | None, kb: _KB,
         return
     from resolver import launch_args as la
 
+    accepted = record.get("option_names") or None
     try:
         flags, rules, constants = la.rules_from_json(record)
-        verdicts = la.check(rules, flags, argv, constants=constants)
+        verdicts = la.check(rules, flags, argv, constants=constants, accepted=accepted)
+        strange = la.parse_launch(flags, argv, accepted)[la.UNRECOGNIZED]
     except (KeyError, TypeError) as e:
         add(CheckResult("launch args", "warn", f"the KB's launch rules for sglang {version} "
                         f"are unreadable ({type(e).__name__}: {e})",
@@ -1296,6 +1298,11 @@ def _check_launch(argv: list[str], version: str | None, kb: _KB,
         add(CheckResult("launch args", "fail", f"sglang {version} rejects the launch "
                         f"arguments: {e}", "fix the launch arguments"))
         return
+    if isinstance(strange, list) and strange:
+        add(CheckResult("launch args", "warn", f"sglang {version} has no option "
+                        f"{', '.join(strange)}: launched by SGLang itself the worker stops with "
+                        "'unrecognized arguments' (a wrapper such as Dynamo's may own them)",
+                        "drop or rename them as this release spells its options"))
     bad = [v for v in verdicts if v.status == "violated"]
     unchecked = sum(v.status == "not checked" for v in verdicts)
     for v in bad:

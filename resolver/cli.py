@@ -612,6 +612,7 @@ def cmd_args(args: argparse.Namespace) -> int:
         launches.append(manifests.Launch(tuple(argv), "command line", "-"))
     g = CompatGraph(_load(args))
     results = []
+    refused: list[tuple[Any, str, list[str]]] = []  # options the release's parser refuses
     crosses: list[tuple[Any, Any]] = []
     for la in launches:
         outcome = None
@@ -640,11 +641,22 @@ def cmd_args(args: argparse.Namespace) -> int:
             _fatal(f"sglang {release.version}: {release.launch.member} could not be read: "
                    f"{release.launch.error}", "run `moonpin scrape --only sglang --full`")
         flags, rules, constants = from_record(release.launch)
+        accepted = release.launch.option_names or None
         try:
-            verdicts = launch_args.check(rules, flags, la.argv, constants=constants)
-            parsed = launch_args.parse_launch(flags, la.argv)
+            verdicts = launch_args.check(rules, flags, la.argv, constants=constants,
+                                         accepted=accepted)
+            parsed = launch_args.parse_launch(flags, la.argv, accepted)
         except ValueError as e:
             _fatal(f"{la.where}: {e}", "fix the launch arguments")
+        strange = parsed[launch_args.UNRECOGNIZED]
+        if isinstance(strange, list) and strange:
+            if "dynamo" in la.launcher:  # Dynamo's worker adds options of its own
+                note = (f"not sglang {release.version} options (Dynamo's own, or mistakes): "
+                        + ", ".join(strange))
+                la = manifests.Launch(la.argv, la.where, la.launcher, la.image,
+                                      (*la.notes, note))
+            else:
+                refused.append((la, release.version, strange))
         used = parsed[launch_args.DEPRECATED]
         deprecated = [f"deprecated in sglang {release.version}: {d}"
                       for d in (used if isinstance(used, list) else [])]
@@ -672,6 +684,8 @@ def cmd_args(args: argparse.Namespace) -> int:
             "rules": sum(len(vs) for _, _, vs in results),
             "findings": [{"where": f.where, "message": f.message, "fix": f.fix}
                          for f in findings],
+            "unrecognized": [{"where": la.where, "sglang": ver, "options": opts}
+                             for la, ver, opts in refused],
             "launches": [{"where": la.where, "launcher": la.launcher, "image": la.image,
                           "sglang": ver, "argv": list(la.argv), "notes": list(la.notes),
                           "violated": sum(v.status == "violated" for v in vs),
@@ -694,6 +708,10 @@ def cmd_args(args: argparse.Namespace) -> int:
                 print(f"{la.where}  ({la.launcher}; sglang {ver})")
             for note in la.notes:
                 print(f"note: {note}")
+            for rla, rver, opts in refused:
+                if rla.where == la.where:
+                    print(f"refused: sglang {rver} has no option {', '.join(opts)}; its parser "
+                          "stops with 'unrecognized arguments'")
             for v in vs:
                 if v.status == "violated":
                     print(f"violated: {v.message}")
@@ -731,7 +749,7 @@ def cmd_args(args: argparse.Namespace) -> int:
             print(f"  {ran} of {len(oc.steps)} resolution steps ran; {len(cmp.agree)} agree, "
                   f"{len(cmp.disagree)} disagree, {len(cmp.unconfirmed)} unconfirmed")
     rejected = any(oc is not None and (oc.parser or cmp.sglang_rejects) for oc, cmp in crosses)
-    return 1 if bad or findings or rejected else 0
+    return 1 if bad or findings or rejected or refused else 0
 
 
 def cmd_triples(args: argparse.Namespace) -> int:

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -67,6 +67,7 @@ from scrapers.server_args import Flag, Rule
 
 __all__ = [
     "DEFAULT_CONSTANTS",
+    "UNRECOGNIZED",
     "Unevaluable",
     "Unresolved",
     "Verdict",
@@ -77,6 +78,7 @@ __all__ = [
 ]
 
 UNKNOWN = "__unknown__"
+UNRECOGNIZED = "__unrecognized__"
 EXPLICIT = "__explicit__"
 DEPRECATED = "__deprecated__"
 RELEASE_DEFAULT = "<default>"
@@ -173,12 +175,32 @@ def _split_target(target: str) -> tuple[str, str | None]:
 _PLACEHOLDER_FLAG = re.compile(r"^<([a-z0-9][a-z0-9-]*)>$")
 
 
-def parse_launch(flags: Sequence[Flag], argv: Sequence[str]) -> dict[str, object]:
-    """Parse ``argv`` the way the release declaring ``flags`` would (see module docs)."""
+def _resolve_option(opt: str, accepted: Collection[str]) -> str | None:
+    """argparse's reading of a long option against every option the release accepts: the
+    option itself, or the one option it is a prefix of (``allow_abbrev``); None when it
+    names none. ValueError when it is a prefix of several, as argparse says."""
+    if opt in accepted:
+        return opt
+    if not opt.startswith("--"):
+        return None
+    hits = sorted(n for n in accepted if n.startswith(opt))
+    if len(hits) > 1:
+        raise ValueError(f"ambiguous option: {opt} could match {', '.join(hits)}")
+    return hits[0] if hits else None
+
+
+def parse_launch(flags: Sequence[Flag], argv: Sequence[str],
+                 accepted: Collection[str] | None = None) -> dict[str, object]:
+    """Parse ``argv`` the way the release declaring ``flags`` would (see module docs).
+
+    With ``accepted`` (every option string the release's parser knows, which the KB
+    records), an option it does not know is listed under ``"__unrecognized__"`` (SGLang's
+    parser stops on it) and abbreviations resolve exactly as argparse's would."""
     index: dict[str, Flag] = {}
     for f in flags:
         for n in (f.name, *f.aliases):
             index.setdefault(n, f)
+    unrecognized: list[str] = []
     values: dict[str, object] = {}
     for f in sorted(flags, key=lambda f: bool(f.deprecated_for)):
         if f.dest not in values:
@@ -195,7 +217,13 @@ def parse_launch(flags: Sequence[Flag], argv: Sequence[str]) -> dict[str, object
             unknown.append(token)
             continue
         opt, eq, inline = token.partition("=")
-        flag = _lookup(index, opt)
+        if accepted:
+            full = _resolve_option(opt, accepted)
+            if full is None:
+                unrecognized.append(opt)
+            flag = index.get(full) if full is not None else None
+        else:
+            flag = _lookup(index, opt)
         if flag is None:
             unknown.append(token)
             if not eq and i < len(argv) and not _is_option(argv[i]):
@@ -282,6 +310,7 @@ def parse_launch(flags: Sequence[Flag], argv: Sequence[str]) -> dict[str, object
                 continue
             values[new.dest] = _convert(new, raw_value)
     values[UNKNOWN] = unknown
+    values[UNRECOGNIZED] = unrecognized
     values[EXPLICIT] = sorted(explicit)
     values[DEPRECATED] = notes
     return values
@@ -485,9 +514,11 @@ def check(
     argv: Sequence[str],
     *,
     constants: Mapping[str, object] | None = None,
+    accepted: Collection[str] | None = None,
 ) -> list[Verdict]:
-    """One :class:`Verdict` per rule for the launch ``argv`` (``ValueError`` on bad input)."""
-    parsed = parse_launch(flags, argv)
+    """One :class:`Verdict` per rule for the launch ``argv`` (``ValueError`` on bad input;
+    ``accepted`` as in :func:`parse_launch`)."""
+    parsed = parse_launch(flags, argv, accepted)
     base: dict[str, object] = {**DEFAULT_CONSTANTS, **(constants or {}), **parsed}
     explicit = set(parsed.get(EXPLICIT) or ())  # type: ignore[call-overload]
     for dest, value in CUDA_WORKER.items():

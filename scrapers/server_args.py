@@ -92,6 +92,7 @@ __all__ = [
     "launch_members",
     "launch_record",
     "launch_record_from",
+    "option_names",
     "reads_of",
 ]
 
@@ -1081,7 +1082,20 @@ def _record(member: str, flags: Sequence[Flag], rules: Sequence[Rule],
                                                         guard=w.guard, line=w.line)
                                             for w in r.writes)) for r in chosen),
         constants={k: _json_text(v) for k, v in constants.items()},
+        option_names=option_names(flags),
     )
+
+
+def option_names(flags: Iterable[Flag]) -> tuple[str, ...]:
+    """Every option string a parser built from ``flags`` accepts: names, aliases, the
+    ``--no-x`` of a ``BooleanOptionalAction``, and argparse's own ``-h``/``--help``."""
+    out = {"-h", "--help"}
+    for f in flags:
+        out.add(f.name)
+        out.update(f.aliases)
+        if (f.action or "").endswith("BooleanOptionalAction") and f.name.startswith("--"):
+            out.add("--no-" + f.name[2:])
+    return tuple(sorted(out))
 
 
 def launch_record(server_args: bytes | None, cuda_graph_config: bytes | None,

@@ -403,3 +403,24 @@ def test_args_names_the_deprecated_flags_used(capsys: pytest.CaptureFixture[str]
     code, out, _ = run(capsys, "--kb", shipped, "args", "--sglang", "0.5.23", "--",
                        "--model-path", "m", "--cuda-graph-backend-prefill", "disabled")
     assert code == 0 and "deprecated" not in out  # control
+
+
+def test_args_refuses_options_the_release_has_not(kb_file: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17", "--",
+                       "--elastic-ep-backend", "mooncake", "--attn-dp-size", "8")
+    assert code == 1
+    assert ("refused: sglang 0.5.17 has no option --attn-dp-size; its parser stops with "
+            "'unrecognized arguments'") in out
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--sglang", "0.5.17", "--",
+                       "--elastic-ep-backend", "mooncake", "--pp", "1")  # control: a prefix
+    assert code == 0 and "refused" not in out
+    # Dynamo's worker has options of its own: said, not refused
+    dgd = tmp_path / "dgd.yaml"
+    dgd.write_text("spec:\n  services:\n    W:\n      extraPodSpec:\n        mainContainer:\n"
+                   "          image: lmsysorg/sglang:v0.5.17\n"
+                   '          command: ["python3", "-m", "dynamo.sglang"]\n'
+                   '          args: ["--elastic-ep-backend", "mooncake", "--migration-limit", '
+                   '"3"]\n')
+    code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--file", str(dgd))
+    assert code == 0 and "(Dynamo's own, or mistakes): --migration-limit" in out

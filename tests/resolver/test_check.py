@@ -878,3 +878,15 @@ def test_a_met_torch_pin_says_nothing(tmp_path: Path, kb: Path, lines: tuple[str
     r = run(site, kb=kb)
     assert_healthy(r)
     assert "torch requirement" not in r.out
+
+
+def test_launch_options_the_installed_release_has_not(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    rules = _with_launch_rules(kb)
+    r = run(site, "--", "--elastic-ep-backend", "mooncake", "--attn-dp-size", "8", kb=rules)
+    warn = [ln for ln in r.lines if ln.startswith("warn  launch args")]
+    assert r.rc == 0 and warn and "has no option --attn-dp-size" in warn[0]
+    assert run(site, "--strict", "--", "--elastic-ep-backend", "mooncake", "--attn-dp-size",
+               "8", kb=rules).rc == 1
+    ok = run(site, "--", "--elastic-ep-backend", "mooncake", "--node-rank", "0", kb=rules)
+    assert_healthy(ok)  # control: an option the release has

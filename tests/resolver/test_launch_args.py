@@ -278,3 +278,23 @@ def test_deprecated_alias_that_copies_another_options_value() -> None:
     explicit = parse_launch(flags, ["--dp-size", "8", "--enable-dp-attention",
                                     "--attn-dp-size", "2"])
     assert explicit["attn_dp_size"] == 2  # the explicit new flag wins
+
+
+def test_options_the_release_does_not_accept_and_abbreviations() -> None:
+    """With every option string the release accepts (the KB records them), an option it
+    does not know is told apart from one the KB simply does not keep, and abbreviations
+    resolve as argparse's would."""
+    from resolver.launch_args import UNRECOGNIZED
+
+    flags = (Flag("--dp-size", "dp_size", 1, None, "int", None, 1),)
+    accepted = {"-h", "--help", "--dp-size", "--dp-lm-head", "--model-path", "--tp-size"}
+    v = parse_launch(flags, ["--model-path", "m", "--attn-dp-size", "8", "--tp", "2"],
+                     accepted)
+    assert v[UNRECOGNIZED] == ["--attn-dp-size"]  # --model-path: known, only not kept
+    assert v["dp_size"] == 1
+    assert parse_launch(flags, ["--dp-s", "4"], accepted)["dp_size"] == 4  # unique prefix
+    with pytest.raises(ValueError, match="ambiguous option: --dp could match --dp-lm-head, "
+                                         "--dp-size"):
+        parse_launch(flags, ["--dp", "4"], accepted)
+    # control: without the accepted list nothing can be called unrecognized
+    assert parse_launch(flags, ["--attn-dp-size", "8"])[UNRECOGNIZED] == []

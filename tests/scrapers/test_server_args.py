@@ -700,3 +700,36 @@ class ServerArgs:
     assert by["DWDP requires pp_size == 1"].guard == "self.dwdp_size > 1"
     assert "thing missing" not in by
     assert by["pp below 4"].guard is None  # control: an ordinary rule is kept as it was
+
+
+def test_option_names_cover_aliases_no_forms_and_help() -> None:
+    from scrapers.server_args import option_names
+
+    flags = (
+        Flag("--tp-size", "tp_size", 1, None, "int", None, 1, aliases=("--tp",)),
+        Flag("--lora-strict-loading", "lora_strict_loading", True, None, None,
+             "argparse.BooleanOptionalAction", 2),
+    )
+    assert option_names(flags) == ("--help", "--lora-strict-loading", "--no-lora-strict-loading",
+                                   "--tp", "--tp-size", "-h")
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
+def test_option_names_of_real_releases(version: str) -> None:
+    """Every option the real parser accepts (recorded from `ServerArgs.add_cli_args` of
+    the installed release: 508 for 0.5.18, 561 for 0.5.23) is among the names read."""
+    import zipfile
+    from pathlib import Path
+
+    from scrapers import server_args as sa
+
+    wheel = next(Path("/tmp/sgl").glob(f"sglang-{version}-*.whl"), None)
+    if wheel is None:
+        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
+    z = zipfile.ZipFile(wheel)
+    names = z.namelist()
+    rec = sa.launch_record_from({n: z.read(n) for n in sa.launch_members(names) if n in names})
+    got = set(rec.option_names)
+    assert len(got) == {"0.5.18": 508, "0.5.23": 561}[version]
+    assert {"--tp-size", "--elastic-ep-backend", "--help"} <= got
+    assert ("--attn-dp-size" in got) == (version == "0.5.23")
