@@ -486,11 +486,15 @@ _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 
 
 def _fill(message: str, values: Mapping[str, object]) -> str:
+    """Fill a message template's ``{expr}`` / ``{expr!r}`` placeholders that evaluate."""
     def sub(m: re.Match[str]) -> str:
+        expr, _, conv = m.group(1).rpartition("!") if m.group(1).endswith(
+            ("!r", "!s", "!a")) else (m.group(1), "", "")
         try:
-            return str(_value(_parse_expr(m.group(1)), values))
+            value = _value(_parse_expr(expr), values)
         except Unevaluable:
             return m.group(0)
+        return repr(value) if conv == "r" else ascii(value) if conv == "a" else str(value)
 
     return _PLACEHOLDER.sub(sub, message)
 

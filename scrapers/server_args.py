@@ -552,7 +552,9 @@ def _fstring(node: ast.JoinedStr, env: dict[str, ast.expr]) -> str:
         if isinstance(v, ast.Constant):
             parts.append(str(v.value))
         elif isinstance(v, ast.FormattedValue):
-            parts.append("{" + ast.unparse(_inline(v.value, env)) + "}")
+            # keep !r / !s / !a: SGLang's messages quote values with !r
+            conv = "!" + chr(v.conversion) if v.conversion > 0 else ""
+            parts.append("{" + ast.unparse(_inline(v.value, env)) + conv + "}")
     return "".join(parts)
 
 

@@ -298,3 +298,17 @@ def test_options_the_release_does_not_accept_and_abbreviations() -> None:
         parse_launch(flags, ["--dp", "4"], accepted)
     # control: without the accepted list nothing can be called unrecognized
     assert parse_launch(flags, ["--attn-dp-size", "8"])[UNRECOGNIZED] == []
+
+
+def test_messages_keep_the_repr_conversions_sglang_uses() -> None:
+    src = """
+class ServerArgs:
+    decode: A[str, "d"] = "full"
+
+    def _handle_elastic_ep(self):
+        assert self.decode in ("full", "disabled"), f"decode backend (got {self.decode!r})"
+"""
+    flags, rules, _ = extract(src)
+    assert rules[0].message == "decode backend (got {self.decode!r})"
+    (v,) = check(rules, flags, ["--decode", "breakable"])
+    assert v.status == "violated" and v.message == "decode backend (got 'breakable')"
