@@ -1083,6 +1083,21 @@ def _image_lib_dirs(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
+_LISTINGS: dict[str, frozenset[str]] = {}
+
+
+def _listing(folder: str) -> frozenset[str]:
+    """The names in ``folder`` (empty when it cannot be listed), read once per process."""
+    got = _LISTINGS.get(folder)
+    if got is None:
+        try:
+            got = frozenset(os.listdir(folder))
+        except OSError:
+            got = frozenset()
+        _LISTINGS[folder] = got
+    return got
+
+
 def _resolve_needed(obj: Path, needed: Sequence[str], runpath: Sequence[str],
                     search: Sequence[Path], cache: set[str]) -> dict[str, Path | None]:
     """Where the dynamic loader would find each DT_NEEDED entry, without loading anything:
@@ -1095,7 +1110,10 @@ def _resolve_needed(obj: Path, needed: Sequence[str], runpath: Sequence[str],
     dirs += _system_lib_dirs()
     out: dict[str, Path | None] = {}
     for name in needed:
-        hit = next((d / name for d in dirs if (d / name).exists()), None)
+        # One listing per folder instead of a stat per (folder, name); a name listed is
+        # then stat-ed once (a dangling symlink is no library).
+        hit = next((d / name for d in dirs if name in _listing(str(d))
+                    and os.path.exists(os.path.join(d, name))), None)
         if hit is None and name in cache:
             hit = Path("ld.so.cache") / name
         out[name] = hit
