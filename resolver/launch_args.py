@@ -405,6 +405,8 @@ def _value(node: ast.expr, values: Mapping[str, object]) -> object:
                 return False
             left = right
         return True
+    if isinstance(node, ast.IfExp):  # "a" if cond else "b": how defaults get settled
+        return _value(node.body if _value(node.test, values) else node.orelse, values)
     if isinstance(node, ast.Name):
         raise Unevaluable(f"name {node.id!r} is not an argument")
     if isinstance(node, ast.Call):
@@ -424,8 +426,8 @@ def evaluate(condition: str, values: Mapping[str, object]) -> bool:
     constants such as ``Backend.DISABLED`` -> ``values["Backend.DISABLED"]``).
 
     Supported: constants, tuples/lists/sets, comparisons (``== != < <= > >= in not in is
-    is not``, chained), ``and``/``or``/``not`` (short-circuit), unary minus.  Anything else
-    raises :class:`Unevaluable`.
+    is not``, chained), ``and``/``or``/``not`` (short-circuit), unary minus, ``a if c else
+    b``.  Anything else raises :class:`Unevaluable`.
     """
     return bool(_value(_parse_expr(condition), values))
 

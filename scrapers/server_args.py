@@ -862,6 +862,9 @@ HOOKS: tuple[str, ...] = tuple(
     ARG_GROUPS + n
     for n in ("parallel_hook.py", "moe_hook.py", "cuda_graph_hook.py", "validation_hook.py")
 )
+#: Hooks read only for the placeholder defaults they settle (``handle_load_balance_method``:
+#: ``auto`` -> ``round_robin``), which the rules above read.
+RESOLVING_HOOKS: tuple[str, ...] = (ARG_GROUPS + "serving_hook.py",)
 RECEIVER = "server_args"
 _BOOLEAN_OPTIONAL = {"argparse.BooleanOptionalAction", "BooleanOptionalAction"}
 
@@ -891,6 +894,42 @@ def _hook_rules(func: ast.FunctionDef | ast.AsyncFunctionDef, path: str,
 
     rewritten = _Receiver(receivers).visit(copy.deepcopy(func))
     return _RuleWalker(rewritten, path, hooks=True).run()
+
+
+def _is_resolution(w: Write) -> bool:
+    """``if self.x == "auto": self.x = ...`` / ``if self.x is None: self.x = ...``: a
+    method settling an option's placeholder default, which rules in later methods read."""
+    return w.guard is not None and bool(re.search(
+        rf"\bself\.{re.escape(w.attr)} (==|is None\b)", w.guard))
+
+
+def default_resolutions(source: bytes | str, path: str, *, hooks: bool = False) -> list[Write]:
+    """The writes of every method of ``ServerArgs`` (or, with ``hooks``, every hook
+    function of an arg_groups module) that settle an option's placeholder default
+    (see :func:`_is_resolution`); [] when the source does not parse."""
+    import copy
+
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError):
+        return []
+    funcs: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    if hooks:
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                if RECEIVER in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+                    funcs.append(_Receiver(frozenset({RECEIVER})).visit(copy.deepcopy(node)))
+    else:
+        cls = _server_args_class(tree)
+        funcs = [st for st in (cls.body if cls is not None else ())
+                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    out: list[Write] = []
+    for func in funcs:
+        walker = _RuleWalker(func, path, hooks=hooks)
+        walker.run()
+        out += [w for w in walker.writes if _is_resolution(w)]
+    return out
 
 
 def hook_rules(source: bytes | str, path: str) -> tuple[tuple[Rule, ...], str | None]:
@@ -1031,7 +1070,7 @@ def launch_members(names: Iterable[str]) -> list[str]:
     present = set(names)
     want = [SERVER_ARGS, CUDA_GRAPH_CONFIG]
     if HOOKS[0] in present:
-        want += [*HOOKS, CHOICES]
+        want += [*HOOKS, *(h for h in RESOLVING_HOOKS if h in present), CHOICES]
         want += sorted(
             n for n in present
             if n.startswith(FIELDS) and n.endswith(".py") and "/" not in n[len(FIELDS):]
@@ -1055,12 +1094,17 @@ def _json_text(value: object) -> str:
 
 
 def _record(member: str, flags: Sequence[Flag], rules: Sequence[Rule],
-            constants: Mapping[str, object]) -> Any:
+            constants: Mapping[str, object], resolutions: Sequence[Write] = ()) -> Any:
     from kb.models import LaunchFlag, LaunchRule, LaunchRules, LaunchWrite
 
     chosen = elastic_rules(rules, flags)
     if not chosen:
         return None
+    # A rule reading an option another method settles first ("auto" -> "round_robin")
+    # gets that write too: the evaluator applies a rule's writes before its condition.
+    chosen = tuple(replace(r, writes=(*r.writes, *(
+        w for w in resolutions if w.attr in r.reads and w not in r.writes)))
+        for r in chosen)
     # Keep the options those rules read (and their aliases and CUDA-graph spellings): the KB
     # ships with the package, and the other ~400 options only need skipping when parsed.
     read = {r.split(".")[0] for rule in chosen for r in rule.reads} | {
@@ -1113,7 +1157,7 @@ def launch_record(server_args: bytes | None, cuda_graph_config: bytes | None,
     flags, rules, error = extract(server_args, member, constants=constants)
     if error is not None:
         return LaunchRules(member=member, error=error)
-    return _record(member, flags, rules, constants)
+    return _record(member, flags, rules, constants, default_resolutions(server_args, member))
 
 
 def launch_record_from(members: Mapping[str, bytes]) -> Any:
@@ -1135,7 +1179,9 @@ def launch_record_from(members: Mapping[str, bytes]) -> Any:
     flags, rules, error = extract_arg_groups(sources, constants)
     if error is not None:
         return LaunchRules(member=error[0], error=error[1])
-    return _record(HOOKS[0], flags, rules, constants)
+    resolutions = [w for name in (*HOOKS, *RESOLVING_HOOKS) if name in sources
+                   for w in default_resolutions(sources[name], name, hooks=True)]
+    return _record(HOOKS[0], flags, rules, constants, resolutions)
 
 
 def from_record(rec: Any) -> tuple[tuple[Flag, ...], tuple[Rule, ...], dict[str, object]]:

@@ -733,3 +733,36 @@ def test_option_names_of_real_releases(version: str) -> None:
     assert len(got) == {"0.5.18": 508, "0.5.23": 561}[version]
     assert {"--tp-size", "--elastic-ep-backend", "--help"} <= got
     assert ("--attn-dp-size" in got) == (version == "0.5.23")
+
+
+def test_default_resolutions_join_the_rules_that_read_them() -> None:
+    """0.5.18's _handle_load_balance_method settles "auto" before _handle_elastic_ep
+    requires round_robin: the rule carries that write (a write without such a guard
+    does not travel)."""
+    from scrapers.server_args import default_resolutions, launch_record
+
+    src = """
+class ServerArgs:
+    load_balance_method: A[str, "lb"] = "auto"
+    disaggregation_mode: A[str, "pd"] = "null"
+    elastic_ep_backend: A[Optional[str], "b"] = None
+    tp_size: A[int, "tp"] = 1
+
+    def _handle_load_balance_method(self):
+        if self.load_balance_method == "auto":
+            self.load_balance_method = (
+                "follow_bootstrap_room" if self.disaggregation_mode == "prefill"
+                else "round_robin")
+            return
+        self.tp_size = 8
+
+    def _handle_elastic_ep(self):
+        if self.elastic_ep_backend is not None:
+            assert self.load_balance_method == "round_robin", "needs round_robin"
+"""
+    writes = default_resolutions(src, "s.py")
+    assert [(w.attr, w.guard) for w in writes] == [
+        ("load_balance_method", "self.load_balance_method == 'auto'")]
+    rec = launch_record(src.encode(), None)
+    (rule,) = rec.rules
+    assert [w.attr for w in rule.writes] == ["load_balance_method"]
