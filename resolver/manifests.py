@@ -18,7 +18,7 @@ SGLang worker would get, with where it was found, for :mod:`resolver.launch_args
   SGLang, and says so. SGLang arguments in a mapping that is *not* a container (e.g.
   ``spec.services.<Worker>.args`` beside ``extraPodSpec``) never reach a worker: that is a
   :class:`Finding`, and they are not validated. ``$(VAR)`` references are expanded from the
-  container's ``env`` literals, as Kubernetes does.
+  container's ``env`` literals, as Kubernetes does, and from a Dynamo service's ``envs``.
 * **Shell**: continuation lines are joined, comments dropped, commands split at ``;``,
   ``&&``, ``||``, ``|``, ``&``; ``NAME=value`` and ``export NAME=value`` are remembered;
   ``$NAME``, ``${NAME}`` and ``${NAME:-default}`` are expanded from them (and from ``env``).
@@ -348,23 +348,28 @@ def _misplaced(where: str, path: Sequence[str], argv: Sequence[str]) -> Finding:
 
 
 def _walk(node: _Node, path: list[str], doc_image: str | None, name: str,
-          found: _Found) -> None:
+          found: _Found, inherited: Mapping[str, str] | None = None) -> None:
+    """``inherited``: env literals a Dynamo service declares (``envs``) for its pods."""
+    inherited = inherited or {}
     if isinstance(node.value, list):
         for i, item in enumerate(node.value):
-            _walk(item, [*path, f"#{i}"], doc_image, name, found)
+            _walk(item, [*path, f"#{i}"], doc_image, name, found, inherited)
         return
     if not isinstance(node.value, dict):
         return
     m: dict[str, _Node] = node.value
+    if "envs" in m:  # a Dynamo service: its envs reach the containers of its pods
+        inherited = {**inherited, **_k8s_env({"env": m["envs"]})}
     if "command" in m or "args" in m:
-        _look_at(m, path, name, found)
+        _look_at(m, path, name, found, inherited)
     for key, child in m.items():
         if key in ("command", "args"):
             continue
-        _walk(child, [*path, key], doc_image, name, found)
+        _walk(child, [*path, key], doc_image, name, found, inherited)
 
 
-def _look_at(m: dict[str, _Node], path: list[str], name: str, found: _Found) -> None:
+def _look_at(m: dict[str, _Node], path: list[str], name: str, found: _Found,
+             inherited: Mapping[str, str] | None = None) -> None:
     command, args = _strings(m.get("command")), _strings(m.get("args"))
     if command is None or args is None:
         return
@@ -376,7 +381,7 @@ def _look_at(m: dict[str, _Node], path: list[str], name: str, found: _Found) -> 
     image = image_node.value if image_node is not None and isinstance(image_node.value,
                                                                        str) else None
     container = _is_container(path, m)
-    known = _k8s_env(m) if container else {}
+    known = {**(inherited or {}), **_k8s_env(m)} if container else {}
     notes: list[str] = []
     argv = [_k8s_expand(t, known, notes) for t in [*command, *args]]
     shell_at = next((i for i, w in enumerate(argv[:-1])

@@ -223,3 +223,21 @@ def test_binary_and_unreadable_files(tmp_path: Path) -> None:
     script.write_bytes(b"\x00\xff python -m sglang.launch_server --tp 2\n")
     (la,) = read_file(script).launches  # decoded with replacement, still read
     assert la.argv == ("--tp", "2")
+
+
+def test_a_dynamo_services_envs_reach_its_containers() -> None:
+    text = textwrap.dedent("""\
+        spec:
+          services:
+            Worker:
+              envs:
+                - {name: DIST_INIT, value: "127.0.0.1:24555"}
+              extraPodSpec:
+                mainContainer:
+                  image: lmsysorg/sglang:v0.5.18
+                  command: [python3, -m, dynamo.sglang]
+                  args: [--dist-init-addr, "$(DIST_INIT)", --tp, "$(TP)"]
+        """)
+    (la,) = from_yaml(text, "d.yaml").launches
+    assert la.argv[:2] == ("--dist-init-addr", "127.0.0.1:24555")
+    assert isinstance(la.argv[3], Unresolved)  # control: $(TP) is declared nowhere
