@@ -57,3 +57,21 @@ def test_joiner_without_node_rank_one(version: str) -> None:
     assert violated(version, argv) == [RANK]
     assert violated(version, [*argv, "--node-rank", "1"]) == []  # control
     assert violated("0.5.14", argv) == []  # no join mode in 0.5.14: nothing fires
+
+
+# Dynamo's elastic-EP template (tests/fault_tolerance/deploy/templates/sglang/
+# sglang_elastic_ep.yaml in ai-dynamo/dynamo): it leaves --load-balance-method at "auto",
+# which SGLang settles to round_robin before its elastic-EP checks.
+DYNAMO_TEMPLATE = (
+    "--model-path deepseek-ai/DeepSeek-V2-Lite --trust-remote-code --skip-tokenizer-init "
+    "--page-size 16 --tp 4 --dp 4 --enable-dp-attention --enable-dp-lm-head "
+    "--moe-a2a-backend nixl --deepep-mode low_latency --elastic-ep-backend mooncake "
+    "--enable-eplb --ep-num-redundant-experts 24 --elastic-ep-initial-size 4 --max-ep-size 8 "
+    "--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled").split()
+
+
+@pytest.mark.parametrize("version", ["0.5.16", "0.5.18", "0.5.23"])
+def test_dynamo_elastic_ep_template(version: str) -> None:
+    assert violated(version, DYNAMO_TEMPLATE) == []
+    explicit = violated(version, [*DYNAMO_TEMPLATE, "--load-balance-method", "total_tokens"])
+    assert len(explicit) == 1 and "--load-balance-method round_robin" in explicit[0]
