@@ -42,17 +42,13 @@ def load(path: Path) -> Any:
 
 
 def store(path: Path, doc: Any) -> str | None:
-    """Write ``doc`` atomically (temp file + rename); return why it failed, or None."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write ``doc`` atomically (:func:`kb.files.write_atomic`); return why it failed, or
+    None."""
+    from kb.files import write_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(doc, separators=(",", ":")))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(doc, separators=(",", ":")).encode())
     except OSError as e:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         return f"{e.strerror or type(e).__name__}: {e.filename or path}"
     return None
 
@@ -63,6 +59,18 @@ def file_digest(path: Path) -> str:
     costs a worker start ~10 ms). Raises OSError when the file cannot be read."""
     st = path.stat()
     key = str(path.resolve())
+    seen = _DIGESTS.get(key)
+    if seen is not None and seen[:2] == (st.st_size, st.st_mtime_ns):
+        return seen[2]  # asked again in this process (each resolved table checks its KB)
+    digest = _file_digest(path, key, st)
+    _DIGESTS[key] = (st.st_size, st.st_mtime_ns, digest)
+    return digest
+
+
+_DIGESTS: dict[str, tuple[int, int, str]] = {}
+
+
+def _file_digest(path: Path, key: str, st: os.stat_result) -> str:
     folder = cache_dir()
     if folder is None:
         import hashlib

@@ -11,7 +11,6 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kb.errors import KBError
+from kb.files import write_atomic
 from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION, KnowledgeBase
 from kb.paths import default_kb_path
 
@@ -87,24 +87,6 @@ def save(kb: KnowledgeBase, path: Path) -> None:
     Callers that read-modify-write hold :func:`kb_lock` around the whole cycle.
     """
     write_atomic(path, dumps(kb))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, ``os.replace``: readers see the old file or
-    the new one, never half of either."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes it 0600; these files are meant to be read
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager

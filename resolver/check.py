@@ -1305,8 +1305,9 @@ def _check_launch(argv: list[str], version: str | None, kb: _KB,
     accepted = record.get("option_names") or None
     try:
         flags, rules, constants = la.rules_from_json(record)
-        verdicts = la.check(rules, flags, argv, constants=constants, accepted=accepted)
-        strange = la.parse_launch(flags, argv, accepted)[la.UNRECOGNIZED]
+        parsed = la.parse_launch(flags, argv, accepted)
+        verdicts = la.check(rules, flags, argv, constants=constants, parsed=parsed)
+        strange = parsed[la.UNRECOGNIZED]
     except (KeyError, TypeError) as e:
         add(CheckResult("launch args", "warn", f"the KB's launch rules for sglang {version} "
                         f"are unreadable ({type(e).__name__}: {e})",

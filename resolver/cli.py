@@ -643,9 +643,9 @@ def cmd_args(args: argparse.Namespace) -> int:
         flags, rules, constants = from_record(release.launch)
         accepted = release.launch.option_names or None
         try:
-            verdicts = launch_args.check(rules, flags, la.argv, constants=constants,
-                                         accepted=accepted)
             parsed = launch_args.parse_launch(flags, la.argv, accepted)
+            verdicts = launch_args.check(rules, flags, la.argv, constants=constants,
+                                         parsed=parsed)
         except ValueError as e:
             _fatal(f"{la.where}: {e}", "fix the launch arguments")
         strange = parsed[launch_args.UNRECOGNIZED]

@@ -521,12 +521,16 @@ def check(
     *,
     constants: Mapping[str, object] | None = None,
     accepted: Collection[str] | None = None,
+    parsed: Mapping[str, object] | None = None,
 ) -> list[Verdict]:
     """One :class:`Verdict` per rule for the launch ``argv`` (``ValueError`` on bad input;
-    ``accepted`` as in :func:`parse_launch`)."""
-    parsed = parse_launch(flags, argv, accepted)
+    ``accepted`` as in :func:`parse_launch`; ``parsed``: its result, when the caller has
+    it already)."""
+    if parsed is None:
+        parsed = parse_launch(flags, argv, accepted)
     base: dict[str, object] = {**DEFAULT_CONSTANTS, **(constants or {}), **parsed}
-    explicit = set(parsed.get(EXPLICIT) or ())  # type: ignore[call-overload]
+    given = parsed.get(EXPLICIT)
+    explicit = set(given) if isinstance(given, list) else set()
     for dest, value in CUDA_WORKER.items():
         if dest in base and base[dest] is None and dest not in explicit:
             base[dest] = value

@@ -79,8 +79,7 @@ def test_disagreements_both_ways(kb_file: Path, tmp_path: Path,
     assert "the KB records no rule there" in out and "new rule" in out
 
 
-def test_steps_that_cannot_run_here_are_said(kb_file: Path, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str],
+def test_steps_that_cannot_run_here_are_said(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     gpu = SERVER_ARGS.replace(
         "    def __post_init__(self):\n        self._handle_elastic_ep()",
