@@ -24,21 +24,31 @@ torch's ``cpp_extension`` falls back to when neither ``CUDA_HOME``/``CUDA_PATH``
 
 from __future__ import annotations
 
-import ast
-import json
 import os
-import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
 from importlib import machinery
-from pathlib import Path
-from typing import Any, Literal
+
+from kb.cache import facts_memo
+
+# A worker runs this at every start, so its modules load nothing past ``os``: ``re``,
+# ``json``, ``ast``, ``pathlib``, ``typing`` and ``dataclasses`` each pull in ``re`` and
+# ``enum`` (~8 ms, as much as the interpreter's own start). What needs them is imported
+# where it is used, and what they would compute from a file is kept in the file-facts memo
+# (:func:`kb.cache.facts_memo`), validated by the file's size and mtime.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, Literal
+
+    Status = Literal["pass", "fail", "warn", "skip"]
+    FixProvider = Callable[[str, str, str, str], list[str]]
+    StrPath = str | os.PathLike[str]
+else:
+    from _collections_abc import Callable as _Callable  # what collections.abc re-exports
+
+    FixProvider = _Callable[[str, str, str, str], list[str]]
 
 __all__ = ["CheckResult", "FixProvider", "Report", "check_image", "main", "requested_features"]
-
-Status = Literal["pass", "fail", "warn", "skip"]
-FixProvider = Callable[[str, str, str, str], list[str]]
 
 PG_MODULES = ("mooncake.pg", "mooncake.ep")
 BACKENDS = ("mooncake", "mooncake-cpu")
@@ -49,33 +59,68 @@ _FLAGS = {
     "--disaggregation-transfer-backend": "pd-disaggregation",
     "--hicache-storage-backend": "hicache",
 }
-_INDEX_LOCAL = re.compile(r"^(cu\d+|cpu|rocm[\d.]*|xpu)$")
-_CUDART = re.compile(r"^libcudart\.so\.(\d+)")
-_CU_LABEL = re.compile(r"^cu(\d+?)(\d)$")
+_CUDART = "libcudart.so."
 #: ``kb.models.SCHEMA_VERSION`` and ``READABLE_SCHEMAS``, repeated so that pydantic stays
 #: off this path (a test asserts they agree).
 KB_SCHEMA = 2
 KB_READABLE = frozenset({1, 2})
 
 
-@dataclass(frozen=True)
 class CheckResult:
-    name: str
-    status: Status
-    message: str
-    fix: str | None = None
-    evidence: tuple[str, ...] = ()
+    """One check: its name, pass/fail/warn/skip, what was found, the fix, the evidence."""
+
+    __slots__ = ("evidence", "fix", "message", "name", "status")
+
+    def __init__(self, name: str, status: Status, message: str, fix: str | None = None,
+                 evidence: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.status: Status = status
+        self.message = message
+        self.fix = fix
+        self.evidence = tuple(evidence)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.name, self.status, self.message, self.fix, self.evidence)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CheckResult) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "CheckResult(" + ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items()) + ")"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "message": self.message,
+                "fix": self.fix, "evidence": self.evidence}
 
 
-@dataclass(frozen=True)
 class Report:
-    checks: list[CheckResult]
-    usable: bool
-    exit_code: int
+    """Every check, whether the image is usable, and the exit code that says so."""
+
+    __slots__ = ("checks", "exit_code", "usable")
+
+    def __init__(self, checks: list[CheckResult], usable: bool, exit_code: int) -> None:
+        self.checks = checks
+        self.usable = usable
+        self.exit_code = exit_code
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Report) and (self.checks, self.usable, self.exit_code) == (
+            other.checks, other.usable, other.exit_code)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it was
+
+    def __repr__(self) -> str:
+        return (f"Report(checks={self.checks!r}, usable={self.usable!r}, "
+                f"exit_code={self.exit_code!r})")
 
     def to_json(self) -> str:
+        import json
+
         return json.dumps({"usable": self.usable, "exit_code": self.exit_code,
-                           "checks": [asdict(c) for c in self.checks]}, indent=1)
+                           "checks": [c.as_dict() for c in self.checks]}, indent=1)
 
     def lines(self) -> list[str]:
         out = []
@@ -109,13 +154,14 @@ def requested_features(launch_args: Sequence[str],
 # ------------------------------------------------------------------ the image
 
 
-@dataclass
 class _Dist:
-    name: str  # canonical
-    version: str
-    root: Path  # the site-packages folder it is installed in
-    requires: tuple[str, ...]
-    files: tuple[str, ...] | None  # RECORD entries; read for mooncake distributions only
+    def __init__(self, name: str, version: str, root: str, requires: tuple[str, ...],
+                 files: tuple[str, ...] | None) -> None:
+        self.name = name  # canonical
+        self.version = version
+        self.root = root  # the site-packages folder it is installed in
+        self.requires = requires
+        self.files = files  # RECORD entries; read for mooncake distributions only
 
 
 def _which(name: str) -> str | None:
@@ -125,7 +171,11 @@ def _which(name: str) -> str | None:
 
 
 def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503: runs of ``-``, ``_`` and ``.`` become one ``-``; lower case."""
+    out = name.replace("_", "-").replace(".", "-").lower()
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
 
 
 def _headers(text: str) -> dict[str, list[str]]:
@@ -151,7 +201,12 @@ def _wanted(name: str) -> bool:
     return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
 
 
-def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
+def _read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
+def _read_dists(paths: Sequence[str]) -> list[_Dist]:
     """The installed torch, sglang and mooncake-family distributions, in path order, as
     ``importlib.metadata.distributions(path=)`` finds them (``*.dist-info/METADATA``,
     ``*.egg-info/PKG-INFO``). A ``.dist-info`` folder is named ``{name}-{version}``: only
@@ -171,9 +226,9 @@ def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
                 meta, record = "PKG-INFO", "installed-files.txt"
             else:
                 continue
-            folder = Path(e.path)
+            folder = e.path
             try:
-                head = _headers((folder / meta).read_text("utf-8", "replace"))
+                head = _headers(_read_text(os.path.join(folder, meta)))
             except OSError:
                 continue
             name = (head.get("name") or [""])[0]
@@ -184,7 +239,7 @@ def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
                 try:
                     files = tuple(
                         line.split(",", 1)[0] for line in
-                        (folder / record).read_text("utf-8", "replace").splitlines() if line)
+                        _read_text(os.path.join(folder, record)).splitlines() if line)
                 except OSError:
                     pass
             out.append(_Dist(_canon(name), (head.get("version") or [""])[0], root,
@@ -192,45 +247,64 @@ def _read_dists(paths: Sequence[Path]) -> list[_Dist]:
     return out
 
 
-def _find_package(paths: Sequence[Path], name: str) -> Path | None:
+def _find_package(paths: Sequence[str], name: str) -> str | None:
     for p in paths:
-        cand = p / name
-        if cand.is_dir():
+        cand = os.path.join(p, name)
+        if os.path.isdir(cand):
             return cand
     return None
 
 
-@dataclass
 class _Torch:
-    version: str
-    cuda: int | None
-    cuda_evidence: str
+    def __init__(self, version: str, cuda: int | None, cuda_evidence: str) -> None:
+        self.version = version
+        self.cuda = cuda
+        self.cuda_evidence = cuda_evidence
 
 
-def _torch_version_py(pkg: Path) -> dict[str, Any] | None:
+def _torch_version_py(pkg: str) -> dict[str, Any] | None:
     """The constants of ``torch/version.py`` (``__version__``, ``cuda``, ``hip``): what
-    ``torch.version`` reports, read with ``ast``; None when missing or unreadable."""
+    ``torch.version`` reports, read with ``ast`` (once per version of the file: the
+    file-facts memo); None when missing or unreadable."""
+    path = os.path.join(pkg, "version.py")
     try:
-        tree = ast.parse((pkg / "version.py").read_bytes())
-    except (OSError, SyntaxError, ValueError):
+        return facts_memo().get("torch-version", path, lambda: _parse_version_py(path))
+    except OSError:
+        return None
+
+
+def _parse_version_py(path: str) -> dict[str, Any] | None:
+    import ast
+
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (SyntaxError, ValueError):
         return None
     out: dict[str, Any] = {}
     for node in tree.body:
         target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
                   else node.target if isinstance(node, ast.AnnAssign) else None)
         value = getattr(node, "value", None)
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+        if (isinstance(target, ast.Name) and isinstance(value, ast.Constant)
+                and isinstance(value.value, (str, int, float, bool, type(None)))):
             out[target.id] = value.value
     return out
 
 
+def _leading_int(text: str) -> int | None:
+    """The number ``text`` starts with (``"13.0"`` -> 13), None when it starts otherwise."""
+    digits = len(text) - len(text.lstrip("0123456789"))
+    return int(text[:digits]) if digits else None
+
+
 def _torch_info(dist: _Dist, arch: str) -> _Torch:
-    consts = _torch_version_py(dist.root / "torch")
+    consts = _torch_version_py(os.path.join(dist.root, "torch"))
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
-        m = re.match(r"(\d+)(?:\.|$)", cuda) if isinstance(cuda, str) else None
-        if m:
-            return _Torch(dist.version, int(m.group(1)), f"torch/version.py: cuda = {cuda!r}")
+        head = cuda.partition(".")[0] if isinstance(cuda, str) else ""
+        if head.isdigit() and head.isascii():
+            return _Torch(dist.version, int(head), f"torch/version.py: cuda = {cuda!r}")
         if cuda is None:
             hip = consts.get("hip")
             what = f"a ROCm build, hip = {hip!r}" if hip else "a CPU build"
@@ -242,18 +316,32 @@ def _torch_info(dist: _Dist, arch: str) -> _Torch:
     if major is not None:
         return _Torch(dist.version, major, f"Requires-Dist {line!r}")
     local = dist.version.partition("+")[2]
-    m = _CU_LABEL.match(local)
-    if m:
-        return _Torch(dist.version, int(m.group(1)), f"local label +{local}")
+    if local.startswith("cu") and len(local) > 3 and local[2:].isdigit() and local.isascii():
+        return _Torch(dist.version, int(local[2:-1]), f"local label +{local}")
     return _Torch(dist.version, None, "no CUDA runtime requirement nor +cuXYZ label")
 
 
-#: A plain upstream release (``2.13.0``, ``2.9.1+cu128``): no need to load ``packaging``.
-_PLAIN_TORCH = re.compile(r"^\d+(\.\d+)*(\+(cu\d+|cpu|rocm[\d.]*|xpu))?$")
+def _index_local(label: str) -> bool:
+    """A local label the package index's own torch builds carry: cuXYZ, cpu, rocmX.Y, xpu."""
+    if label in ("cpu", "xpu"):
+        return True
+    if label.startswith("cu"):
+        return label[2:].isdigit() and label.isascii()
+    if label.startswith("rocm"):
+        return all(c in "0123456789." for c in label[4:])
+    return False
+
+
+def _plain_release(version: str) -> bool:
+    """``2.13.0`` or ``2.9.1+cu128``: an upstream release; no need to load ``packaging``."""
+    public, plus, local = version.partition("+")
+    if plus and not _index_local(local):
+        return False
+    return public.isascii() and all(p.isdigit() for p in public.split("."))
 
 
 def _vendor_reason(version: str) -> str | None:
-    if _PLAIN_TORCH.match(version):
+    if _plain_release(version):
         return None
     from packaging.version import InvalidVersion, Version
 
@@ -264,7 +352,7 @@ def _vendor_reason(version: str) -> str | None:
     why = []
     if v.is_prerelease or v.is_devrelease:
         why.append("a pre-release")
-    if v.local and not _INDEX_LOCAL.match(v.local):
+    if v.local and not _index_local(v.local):
         why.append(f"a vendor build (+{v.local})")
     return f"torch {version} is {' and '.join(why)}" if why else None
 
@@ -272,16 +360,17 @@ def _vendor_reason(version: str) -> str | None:
 # ------------------------------------------------------------------ SGLang requirement
 
 
-@dataclass
 class _Requirement:
-    module: str | None  # None: no process-group module imported / unknown
-    names: tuple[str, ...]
-    backends: tuple[str, ...]
-    evidence: tuple[str, ...] = ()
-    optional_names: tuple[str, ...] = ()
+    def __init__(self, module: str | None, names: tuple[str, ...], backends: tuple[str, ...],
+                 evidence: tuple[str, ...] = (), optional_names: tuple[str, ...] = ()) -> None:
+        self.module = module  # None: no process-group module imported / unknown
+        self.names = names
+        self.backends = backends
+        self.evidence = evidence
+        self.optional_names = optional_names
 
 
-def _analyze_sglang(pkg: Path, cache: bool = True) -> _Requirement:
+def _analyze_sglang(pkg: str, cache: bool = True) -> _Requirement:
     """Raises OSError when a source cannot be read."""
     from resolver import sources
 
@@ -294,7 +383,7 @@ class _KB:
     """The knowledge base as the check needs it: each SGLang release's requirement from the
     small resolved index when it is fresh; the whole file only on a failure path."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
         self._doc: dict[str, Any] | None = None
         self._requirements: dict[str, dict[str, Any]] | None = None
@@ -328,9 +417,12 @@ class _KB:
                             optional_names=tuple(pg.get("optional_names") or ()))
 
 
-def _load_kb(path: Path) -> tuple[dict[str, Any] | None, str]:
+def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
+    import json
+
     try:
-        doc = json.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
     except FileNotFoundError:
         return None, f"knowledge base not found: {path}"
     except OSError as e:
@@ -367,73 +459,105 @@ def _first_providing(kbv: _KB, name: str) -> str | None:
 # ------------------------------------------------------------------ mooncake on disk
 
 
-def _module_file(pkg: Path, short: str) -> Path | None:
+def _name(path: str) -> str:
+    return os.path.basename(path)
+
+
+def _suffix(path: str) -> str:
+    """What ``PurePath.suffix`` says: the last ``.ext`` of the file name."""
+    return os.path.splitext(os.path.basename(path))[1]
+
+
+def _module_file(pkg: str, short: str) -> str | None:
     """What ``import mooncake.<short>`` would find in ``pkg``, in FileFinder's order."""
-    init = pkg / short / "__init__.py"
-    if init.is_file():
+    init = os.path.join(pkg, short, "__init__.py")
+    if os.path.isfile(init):
         return init
     for suffix in (*machinery.EXTENSION_SUFFIXES, *machinery.SOURCE_SUFFIXES,
                    *machinery.BYTECODE_SUFFIXES):
-        cand = pkg / f"{short}{suffix}"
-        if cand.is_file():
+        cand = os.path.join(pkg, f"{short}{suffix}")
+        if os.path.isfile(cand):
             return cand
     return None
 
 
-def _shipped_like(pkg: Path, head: str) -> list[str]:
+def _shipped_like(pkg: str, head: str) -> list[str]:
     out = []
-    for p in sorted(pkg.iterdir()):
-        stem = p.name.split(".", 1)[0]
-        if stem.startswith(head) and stem != head and p.suffix in (".so", ".py", ".pyd"):
-            out.append(p.name)
+    for name in sorted(os.listdir(pkg)):
+        stem = name.split(".", 1)[0]
+        if stem.startswith(head) and stem != head and _suffix(name) in (".so", ".py", ".pyd"):
+            out.append(name)
     return out
 
 
-@dataclass
 class _BuildFacts:
-    path: Path
-    names: set[str] = field(default_factory=set)
-    backends: set[str] = field(default_factory=set)
-    cuda: int | None = None
-    needed: tuple[str, ...] = ()
-    error: str | None = None
+    def __init__(self, path: str, names: set[str] | None = None,
+                 backends: set[str] | None = None, cuda: int | None = None,
+                 needed: tuple[str, ...] = (), error: str | None = None) -> None:
+        self.path = path
+        self.names: set[str] = set(names or ())
+        self.backends: set[str] = set(backends or ())
+        self.cuda = cuda
+        self.needed = needed
+        self.error = error
 
 
-def _read_build(path: Path, wanted: Iterable[str]) -> _BuildFacts:
+def _read_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
+    """What a build provides, from its bytes; kept in the file-facts memo per build and
+    set of names asked for (a 30 MB extension is scanned once per version of the file)."""
+    asked = tuple(sorted(set(wanted)))
+
+    def scan() -> tuple[Any, ...]:
+        f = _scan_build(path, asked)
+        return (sorted(f.names), sorted(f.backends), f.cuda, f.needed, f.error)
+
+    try:
+        names, backends, cuda, needed, error = facts_memo().get(
+            "build\0" + "\0".join(asked), path, scan)
+    except OSError as e:
+        return _BuildFacts(path, error=f"cannot read {path}: {e.strerror}")
+    return _BuildFacts(path, set(names), set(backends), cuda, tuple(needed), error)
+
+
+def _scan_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
     facts = _BuildFacts(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except OSError as e:
         facts.error = f"cannot read {path}: {e.strerror}"
         return facts
-    if path.suffix == ".py":
+    if _suffix(path) == ".py":
         _read_standin(data, facts)
         return facts
     from scrapers import elf
 
     if not elf.is_elf(data):
-        facts.error = f"{path.name} is not an ELF object"
+        facts.error = f"{_name(path)} is not an ELF object"
         return facts
     try:
         ef = elf.analyze(data, len(data), set(wanted) | set(BACKENDS))
     except elf.ElfError as e:
-        facts.error = f"{path.name}: {e}"
+        facts.error = f"{_name(path)}: {e}"
         return facts
     facts.backends = {b for b in BACKENDS if b in ef.strings}
     facts.names = set(ef.strings) - facts.backends
-    facts.needed = ef.needed
+    facts.needed = tuple(ef.needed)
     for n in ef.needed:
-        m = _CUDART.match(n)
-        if m:
-            facts.cuda = int(m.group(1))
+        if n.startswith(_CUDART):
+            major = _leading_int(n[len(_CUDART):])
+            if major is not None:
+                facts.cuda = major
     return facts
 
 
 def _read_standin(data: bytes, facts: _BuildFacts) -> None:
+    import ast
+
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError) as e:
-        facts.error = f"{facts.path.name} does not parse: {e}"
+        facts.error = f"{_name(facts.path)} does not parse: {e}"
         return
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -456,33 +580,47 @@ def _read_standin(data: bytes, facts: _BuildFacts) -> None:
 def _suffix_for(torch_version: str, regex: str | None, separator: str | None) -> str:
     base = torch_version
     if regex is not None:
+        import re
+
         m = re.match(regex, torch_version)
         base = m.group() if m else torch_version
     return base.replace(".", separator) if separator is not None else base
+
+
+def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
+    """The loader's scheme (:func:`scrapers.loader.read_loader`) as plain data for the
+    file-facts memo."""
+    from scrapers.loader import TORCH, read_loader
+
+    with open(loader_path, "rb") as f:
+        r = read_loader(f.read(), loader_path, module)
+    return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
+            "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
+            "separator": r.separator, "placeholder": TORCH}
 
 
 def _find_nvcc() -> str | None:
     for env in ("CUDA_HOME", "CUDA_PATH"):
         home = os.environ.get(env)
         if home:
-            nvcc = Path(home) / "bin" / "nvcc"
-            return str(nvcc) if nvcc.is_file() else None
+            nvcc = os.path.join(home, "bin", "nvcc")
+            return nvcc if os.path.isfile(nvcc) else None
     found = _which("nvcc")
     if found:
         return found
-    fallback = Path(os.environ.get("MOONPIN_CHECK_CUDA_FALLBACK", "/usr/local/cuda"))
-    nvcc = fallback / "bin" / "nvcc"
-    return str(nvcc) if nvcc.is_file() else None
+    fallback = os.environ.get("MOONPIN_CHECK_CUDA_FALLBACK", "/usr/local/cuda")
+    nvcc = os.path.join(fallback, "bin", "nvcc")
+    return nvcc if os.path.isfile(nvcc) else None
 
 
-def _find_ninja(paths: Sequence[Path]) -> str | None:
+def _find_ninja(paths: Sequence[str]) -> str | None:
     found = _which("ninja")
     if found:
         return found
     for p in paths:  # the `ninja` wheel ships its binary inside the package
-        cand = p / "ninja" / "data" / "bin" / "ninja"
-        if cand.is_file():
-            return str(cand)
+        cand = os.path.join(p, "ninja", "data", "bin", "ninja")
+        if os.path.isfile(cand):
+            return cand
     return None
 
 
@@ -490,7 +628,7 @@ def _find_ninja(paths: Sequence[Path]) -> str | None:
 
 
 class _Fixer:
-    def __init__(self, provider: FixProvider | None, kb_path: Path | None) -> None:
+    def __init__(self, provider: FixProvider | None, kb_path: str | None) -> None:
         self.provider = provider
         self.kb_path = kb_path
         self.sglang: str | None = None
@@ -535,10 +673,9 @@ class _Fixer:
 
     def torch_fix(self, spec: str) -> str:
         """Install the torch SGLang pins (``torch==X``) and a mooncake that fits it."""
-        m = _EXACT_PIN.match(spec)
-        if m is None or not self.sglang:
+        wanted = _exact_pin(spec)
+        if wanted is None or not self.sglang:
             return f"pip install '{spec}' (the torch this SGLang release is built for)"
-        wanted = m.group(1)
         try:
             lines = (self.provider or self._default)(self.sglang, wanted, self.python,
                                                      os.uname().machine)
@@ -550,10 +687,10 @@ class _Fixer:
     def _torch_move(self, python: str) -> str | None:
         """No mooncake fits this torch: the torch the SGLang release requires, and the
         mooncake that fits it, when the resolved tables know one."""
-        from kb.paths import default_kb_path
+        from kb.paths import default_kb_file
         from resolver.resolved import fix_for, load_requirements
 
-        kb_path = self.kb_path or default_kb_path()
+        kb_path = self.kb_path or default_kb_file()
         if not self.sglang or not self.torch or load_requirements(kb_path) is None:
             return None
         from resolver import resolved
@@ -576,10 +713,10 @@ class _Fixer:
         (newer first) that requires the installed torch and has a mooncake that fits."""
         from packaging.version import InvalidVersion, Version
 
-        from kb.paths import default_kb_path
+        from kb.paths import default_kb_file
         from resolver.resolved import fix_for, load_requirements
 
-        kb_path = self.kb_path or default_kb_path()
+        kb_path = self.kb_path or default_kb_file()
         reqs = load_requirements(kb_path)
         if not self.sglang or not self.torch or reqs is None:
             return None
@@ -611,14 +748,31 @@ def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = Fal
 
 
 def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = (),
-                site_packages: Sequence[Path] | None = None, kb_path: Path | None = None,
+                site_packages: Sequence[StrPath] | None = None, kb_path: StrPath | None = None,
                 strict: bool = False, fix_provider: FixProvider | None = None,
                 deep: bool | None = None, deep_timeout: float = 120.0,
                 source_cache: bool = True) -> Report:
     """Read the image and decide whether the requested mooncake features can work.
 
     ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
-    unchanged files (see :mod:`resolver.sources`)."""
+    unchanged files (see :mod:`resolver.sources`), and every build, loader and table instead
+    of trusting the file-facts memo (:func:`kb.cache.facts_memo`)."""
+    memo = facts_memo()
+    memo.enabled = source_cache
+    try:
+        return _check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
+                            site_packages=site_packages, kb_path=kb_path, strict=strict,
+                            fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
+                            source_cache=source_cache)
+    finally:
+        memo.enabled = True
+        memo.flush()  # what was learned; a cache that cannot be written costs only time
+
+
+def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
+                 site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
+                 strict: bool, fix_provider: FixProvider | None, deep: bool | None,
+                 deep_timeout: float, source_cache: bool) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
     if not wanted:
@@ -629,21 +783,23 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     checks: list[CheckResult] = []
     add = checks.append
     if site_packages is None:
-        paths = [Path(p) for p in sys.path if p and Path(p).is_dir()]
+        paths = [p for p in sys.path if p and os.path.isdir(p)]
     else:
-        paths = [Path(p) for p in site_packages]
-        missing = [str(p) for p in paths if not p.is_dir()]
+        paths = [os.fspath(p) for p in site_packages]
+        missing = [p for p in paths if not os.path.isdir(p)]
         if missing:
             add(CheckResult("site-packages", "fail", f"not a folder: {', '.join(missing)}"))
             return _report(checks, strict, could_not_check=True)
     arch = os.uname().machine
-    fixer = _Fixer(fix_provider, kb_path)
+    sglang_pkg = _find_package(paths, "sglang")
+    kb_file = os.fspath(kb_path) if kb_path is not None else None
+    fixer = _Fixer(fix_provider, kb_file)
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
 
     # --- knowledge base
-    from kb.paths import default_kb_path
+    from kb.paths import default_kb_file
 
-    kb = _KB(kb_path or default_kb_path())
+    kb = _KB(kb_file or default_kb_file())
     if not kb.ok:
         add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
                         "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
@@ -673,14 +829,14 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
                 if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
         add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
-                        evidence=(str(torch_d.root),)))
+                        evidence=(torch_d.root,)))
 
     # --- the torch the installed SGLang release itself pins
     if sglang is not None and torch_d is not None:
         _check_sglang_torch(sglang, torch_d.version, fixer, add)
 
     # --- SGLang requirement
-    req = _sglang_requirement(paths, sglang, kb, add, source_cache)
+    req = _sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
 
     # --- the worker's own launch arguments against this release's rules
     if launch_args:
@@ -692,7 +848,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                         "no mooncake distribution installed (none installed)", fixer.line()))
         return _report(checks, strict)
     listing = ", ".join(f"{d.name} {d.version}" for d in mooncakes)
-    by_root: dict[Path, list[_Dist]] = {}
+    by_root: dict[str, list[_Dist]] = {}
     for d in mooncakes:
         if d.files is None or any(f.lstrip("./").startswith("mooncake/") for f in d.files):
             by_root.setdefault(d.root, []).append(d)
@@ -704,7 +860,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                         f"folder ({', '.join(f'{d.name} {d.version}' for d in clash)}): "
                         "its files are a mix of both",
                         f"pip uninstall -y {names}; then {fixer.line()}",
-                        (str(clash[0].root),)))
+                        (clash[0].root,)))
     else:
         add(CheckResult("mooncake installed", "pass", listing))
     pkg = _find_package(paths, "mooncake")
@@ -719,7 +875,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         _check_pg(pkg, paths, req, torch, kb, fixer, add)
     for f in sorted(set(wanted) - {"elastic-ep"}):
         _check_feature(f, pkg, sglang.version if sglang else None, kb, add,
-                       _find_package(paths, "sglang"), source_cache)
+                       sglang_pkg, source_cache)
     if deep is None:
         deep = "elastic-ep" in wanted
     if not deep:
@@ -728,7 +884,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
     else:
         module = req.module if req is not None and req.module else next(
-            (m for m in PG_MODULES if (pkg / f"{m.split('.')[1]}.py").is_file()), None)
+            (m for m in PG_MODULES if os.path.isfile(os.path.join(pkg, f"{m.split('.')[1]}.py"))),
+            None)
         if module is None:
             add(CheckResult("deep probe", "skip", "no process-group module to import"))
         else:
@@ -784,6 +941,8 @@ _LIB_HINTS: tuple[tuple[str, str], ...] = (
 
 
 def _provider_hint(error: str) -> str | None:
+    import re
+
     m = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", error)
     if not m:
         return None
@@ -794,16 +953,17 @@ def _provider_hint(error: str) -> str | None:
     return f"{m.group(1)} is missing: install what provides it in the image"
 
 
-def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[Path] | None,
+def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPath] | None,
                 timeout: float) -> list[CheckResult]:
     """Import ``module`` in a child interpreter (``sys.executable``) and read what it did."""
+    import json
     import signal
     import subprocess
 
     env = dict(os.environ)
     if site_packages is not None:
         env["PYTHONPATH"] = os.pathsep.join(
-            [*(str(p) for p in site_packages), *filter(None, [env.get("PYTHONPATH")])])
+            [*(os.fspath(p) for p in site_packages), *filter(None, [env.get("PYTHONPATH")])])
     cmd = [sys.executable, "-c", _PROBE, json.dumps({"module": module, "names": list(names)})]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
@@ -864,12 +1024,14 @@ def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[Path]
     return results
 
 
-def _sglang_requirement(paths: Sequence[Path], sglang: _Dist | None, kb: _KB,
+def _sglang_requirement(paths: Sequence[str], sglang: _Dist | None, kb: _KB,
                         add: Callable[[CheckResult], None],
-                        source_cache: bool = True) -> _Requirement | None:
+                        source_cache: bool = True, pkg: str | None = None,
+                        ) -> _Requirement | None:
     version = sglang.version if sglang else None
     kb_req = kb.requirement(version)
-    pkg = _find_package(paths, "sglang")
+    if pkg is None:
+        pkg = _find_package(paths, "sglang")
     src: _Requirement | None = None
     why = "the sglang package folder was not found"
     if pkg is not None:
@@ -913,7 +1075,7 @@ def _describe(r: _Requirement) -> str:
     return f"{r.module} ({names}; backends {backends})"
 
 
-def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch: _Torch | None,
+def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _Torch | None,
               kb: _KB, fixer: _Fixer,
               add: Callable[[CheckResult], None]) -> None:
     if req is not None and req.module is None:
@@ -928,69 +1090,71 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
         add(CheckResult("pg module", "fail",
                         f"the engine imports {' or '.join(accepted)}; the installed mooncake "
                         f"ships {ships} (the other half of the ep/pg rename)", fixer.line(),
-                        (str(pkg),)))
+                        (pkg,)))
         return
     short = module.split(".")[1]
     loader_path = _module_file(pkg, short)
     assert loader_path is not None
-    add(CheckResult("pg module", "pass", f"{module} found: {loader_path.name}",
-                    evidence=(str(loader_path),)))
-    if loader_path.suffix != ".py":
-        add(CheckResult("loader", "warn", f"{loader_path.name} is not a Python loader; its "
+    lname = _name(loader_path)
+    add(CheckResult("pg module", "pass", f"{module} found: {lname}",
+                    evidence=(loader_path,)))
+    if _suffix(loader_path) != ".py":
+        add(CheckResult("loader", "warn", f"{lname} is not a Python loader; its "
                         "builds cannot be read without importing it"))
         return
     try:
-        text = loader_path.read_bytes()
+        scheme = facts_memo().get("loader\0" + module, loader_path,
+                                  lambda: _read_scheme(loader_path, module))
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return
-    from scrapers.loader import TORCH, read_loader
-
-    scheme = read_loader(text, str(loader_path), module)
     required_names = tuple(req.names) if req is not None else ()
     optional_names = tuple(req.optional_names) if req is not None else ()
-    if scheme.kind == "unknown":
-        add(CheckResult("loader", "warn", f"{loader_path.name}: {scheme.note}; builds not "
-                        "checked", evidence=(str(loader_path),)))
+    if scheme["kind"] == "unknown":
+        add(CheckResult("loader", "warn", f"{lname}: {scheme['note']}; builds not "
+                        "checked", evidence=(loader_path,)))
         return
-    if scheme.kind == "jit-compile":
-        _check_jit(scheme.toolchain, paths, loader_path, add)
+    if scheme["kind"] == "jit-compile":
+        _check_jit(scheme["toolchain"], paths, loader_path, add)
         return
     if torch is None:
         add(CheckResult("build", "skip", "no torch: the build the loader picks is unknown"))
         return
     builds: list[_BuildFacts] = []
-    for imp in scheme.imports:
-        name = imp.template
-        if TORCH in name:
-            name = name.replace(TORCH, _suffix_for(torch.version, scheme.version_regex,
-                                                   scheme.separator))
+    placeholder = scheme["placeholder"]
+    for template in scheme["imports"]:
+        name = template
+        if placeholder in name:
+            suffix = facts_memo().get(
+                f"suffix\0{module}\0{torch.version}", loader_path,
+                lambda: _suffix_for(torch.version, scheme["version_regex"], scheme["separator"]))
+            name = name.replace(placeholder, suffix)
         bshort = name.removeprefix("mooncake.")
         found = _module_file(pkg, bshort)
         if found is None:
-            head = imp.template.removeprefix("mooncake.").partition(TORCH)[0]
-            others = _shipped_like(pkg, head) if TORCH in imp.template else []
+            head = template.removeprefix("mooncake.").partition(placeholder)[0]
+            others = _shipped_like(pkg, head) if placeholder in template else []
             same = [o for o in others if o.split(".", 1)[0] == bshort]
-            msg = (f"{loader_path.name} imports {name} for torch {torch.version}; no such "
+            msg = (f"{lname} imports {name} for torch {torch.version}; no such "
                    "build is installed")
             if same:
                 msg += f" for this Python (only {', '.join(same)})"
             msg += f"; builds shipped: {', '.join(others) or 'none'}"
-            add(CheckResult("build", "fail", msg, fixer.line(), (str(pkg),)))
+            add(CheckResult("build", "fail", msg, fixer.line(), (pkg,)))
             return
         builds.append(_read_build(found, (*required_names, *optional_names)))
-    add(CheckResult("build", "pass", "loader finds " + ", ".join(b.path.name for b in builds),
-                    evidence=tuple(str(b.path) for b in builds)))
+    add(CheckResult("build", "pass", "loader finds " + ", ".join(_name(b.path) for b in builds),
+                    evidence=tuple(b.path for b in builds)))
     errors = [b.error for b in builds if b.error]
     if errors:
         add(CheckResult("build facts", "fail", "; ".join(errors), fixer.line()))
         return
     reason = _vendor_reason(torch.version)
-    pg_build = next((b for b in builds if TORCH in scheme.imports[builds.index(b)].template),
-                    None)
+    pg_build = next((b for b in builds
+                     if placeholder in scheme["imports"][builds.index(b)]), None)
     if reason and pg_build is not None:
         add(CheckResult("torch build", "warn",
-                        f"{reason}: the loader maps it onto {pg_build.path.name.split('.')[0]}, "
+                        f"{reason}: the loader maps it onto {_name(pg_build.path).split('.')[0]}, "
                         "a build for the upstream release; it loads but is not proven "
                         "ABI-compatible with this torch", "use an upstream torch release, or "
                         "build mooncake from source against this torch"))
@@ -1039,7 +1203,7 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
                         fixer.line()))
     else:
         add(CheckResult("cuda", "pass", f"build and torch both CUDA {torch.cuda}"))
-    so_builds = [b.path for b in builds if b.path.suffix == ".so" and b.error is None]
+    so_builds = [b.path for b in builds if _suffix(b.path) == ".so" and b.error is None]
     if so_builds:
         _check_libraries(so_builds, paths, add)
 
@@ -1049,37 +1213,61 @@ def _check_pg(pkg: Path, paths: Sequence[Path], req: _Requirement | None, torch:
 _DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
 
-def _ld_cache_names(path: Path = Path("/etc/ld.so.cache")) -> set[str]:
+def _ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
     """Library file names the dynamic loader's cache knows (glibc's ld.so.cache lists
     full paths as NUL-terminated strings; their base names are what DT_NEEDED matches)."""
     try:
-        data = path.read_bytes()
+        return set(facts_memo().get("ld.so.cache", path, lambda: _scan_ld_cache(path)))
     except OSError:
         return set()
-    return {m.group(1).decode("utf-8", "replace").rsplit("/", 1)[-1]
-            for m in re.finditer(rb"\x00(/[^\x00]{1,512}?\.so[^\x00/]{0,64})(?=\x00)", data)}
 
 
-def _system_lib_dirs() -> list[Path]:
+def _scan_ld_cache(path: str) -> list[str]:
+    """Each NUL-delimited string of the cache that is an absolute path whose file name
+    holds ``.so`` (at most 512 bytes before it, 64 after): the base names."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out = set()
+    for chunk in data.split(b"\0")[1:-1]:  # delimited on both sides
+        if chunk[:1] != b"/":
+            continue
+        start = chunk.rfind(b"/") + 1
+        at = chunk.find(b".so", start)
+        while at >= 0:
+            if 2 <= at <= 513 and len(chunk) - at - 3 <= 64:
+                out.add(chunk[start:].decode("utf-8", "replace"))
+                break
+            at = chunk.find(b".so", at + 1)
+    return sorted(out)
+
+
+def _system_lib_dirs() -> list[str]:
     """The loader's default folders. ``MOONPIN_CHECK_SYSTEM_LIBS`` (colon-separated) replaces
     them and the loader cache: the tests' hook, so a fake image is judged alike on any host."""
     override = os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS")
     if override is not None:
-        return [Path(d) for d in override.split(":") if d]
+        return [d for d in override.split(":") if d]
     machine = os.uname().machine
-    return [*(Path(d) for d in _DEFAULT_LIB_DIRS), Path("/lib") / f"{machine}-linux-gnu",
-            Path("/usr/lib") / f"{machine}-linux-gnu"]
+    return [*_DEFAULT_LIB_DIRS, f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu"]
 
 
-def _image_lib_dirs(paths: Sequence[Path]) -> list[Path]:
+def _image_lib_dirs(paths: Sequence[str]) -> list[str]:
     """Folders whose libraries torch itself loads before mooncake's extension does:
     torch/lib and the pip-installed CUDA packages (nvidia/*/lib)."""
-    out: list[Path] = []
+    out: list[str] = []
     for sp in paths:
-        out += [d for d in (sp / "torch" / "lib",) if d.is_dir()]
-        nvidia = sp / "nvidia"
-        if nvidia.is_dir():
-            out += sorted(d for d in nvidia.glob("*/lib*") if d.is_dir())
+        lib = os.path.join(sp, "torch", "lib")
+        if os.path.isdir(lib):
+            out.append(lib)
+        nvidia = os.path.join(sp, "nvidia")
+        if os.path.isdir(nvidia):
+            found = []
+            for pkg in _listing(nvidia):
+                for sub in _listing(os.path.join(nvidia, pkg)):
+                    cand = os.path.join(nvidia, pkg, sub)
+                    if sub.startswith("lib") and os.path.isdir(cand):
+                        found.append(cand)
+            out += sorted(found)
     return out
 
 
@@ -1098,39 +1286,62 @@ def _listing(folder: str) -> frozenset[str]:
     return got
 
 
-def _resolve_needed(obj: Path, needed: Sequence[str], runpath: Sequence[str],
-                    search: Sequence[Path], cache: set[str]) -> dict[str, Path | None]:
+#: Where :func:`_resolve_needed` says a library comes from the loader's cache.
+_LD_CACHE = "ld.so.cache"
+
+
+def _resolve_needed(obj: str, needed: Sequence[str], runpath: Sequence[str],
+                    search: Sequence[str], cache: set[str]) -> dict[str, str | None]:
     """Where the dynamic loader would find each DT_NEEDED entry, without loading anything:
     RUNPATH (``$ORIGIN`` = the object's folder), then LD_LIBRARY_PATH, the image's torch
     and CUDA library folders, the loader cache and the default folders."""
-    dirs = [Path(r.replace("$ORIGIN", str(obj.parent)).replace("${ORIGIN}", str(obj.parent)))
+    origin = os.path.dirname(obj)
+    dirs = [r.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
             for entry in runpath for r in entry.split(":") if r]
-    dirs += [Path(d) for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     dirs += list(search)
     dirs += _system_lib_dirs()
-    out: dict[str, Path | None] = {}
+    out: dict[str, str | None] = {}
     for name in needed:
         # One listing per folder instead of a stat per (folder, name); a name listed is
         # then stat-ed once (a dangling symlink is no library).
-        hit = next((d / name for d in dirs if name in _listing(str(d))
+        hit = next((os.path.join(d, name) for d in dirs if name in _listing(d)
                     and os.path.exists(os.path.join(d, name))), None)
         if hit is None and name in cache:
-            hit = Path("ld.so.cache") / name
+            hit = os.path.join(_LD_CACHE, name)
         out[name] = hit
     return out
 
 
-def _check_libraries(builds: Sequence[Path], paths: Sequence[Path],
+def _dynamic(obj: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An ELF object's DT_NEEDED and DT_RUNPATH/DT_RPATH entries (file-facts memo)."""
+
+    def read() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        import mmap
+
+        from scrapers import elf
+
+        with open(obj, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]
+        return tuple(facts.needed), tuple(facts.runpath)
+
+    needed, runpath = facts_memo().get("dynamic", obj, read)
+    return tuple(needed), tuple(runpath)
+
+
+def _within(path: str, folder: str) -> bool:
+    """``PurePath(path).is_relative_to(folder)``: lexical, as pathlib has it."""
+    path, folder = os.path.normpath(path), os.path.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _check_libraries(builds: Sequence[str], paths: Sequence[str],
                      add: Callable[[CheckResult], None]) -> None:
     """Every shared library the build needs, and the ones it ships need, resolved."""
-    import mmap
-
-    from scrapers import elf
-
     search = _image_lib_dirs(paths)
     cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else _ld_cache_names()
     missing: dict[str, str] = {}
-    seen: set[Path] = set()
+    seen: set[str] = set()
     todo = list(builds)
     count = 0
     while todo and len(seen) < 64:
@@ -1139,18 +1350,17 @@ def _check_libraries(builds: Sequence[Path], paths: Sequence[Path],
             continue
         seen.add(obj)
         try:
-            with open(obj, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]
+            needed, runpath = _dynamic(obj)
         except (OSError, ValueError) as e:
-            add(CheckResult("libraries", "warn", f"cannot read {obj.name}: {e}"))
+            add(CheckResult("libraries", "warn", f"cannot read {_name(obj)}: {e}"))
             continue
-        for name, where in _resolve_needed(obj, facts.needed, facts.runpath, search,
-                                           cache).items():
+        for name, where in _resolve_needed(obj, needed, runpath, search, cache).items():
             count += 1
             if where is None:
-                missing.setdefault(name, obj.name)
-            elif where.parent != Path("ld.so.cache") and any(
-                    where.is_relative_to(sp / "mooncake") or where.parent.name.endswith(".libs")
+                missing.setdefault(name, _name(obj))
+            elif os.path.dirname(where) != _LD_CACHE and any(
+                    _within(where, os.path.join(sp, "mooncake"))
+                    or os.path.basename(os.path.dirname(where)).endswith(".libs")
                     for sp in paths):
                 todo.append(where)  # a library mooncake ships: its own needs count too
     driver = {n: o for n, o in missing.items() if n.startswith("libcuda.so")}
@@ -1173,8 +1383,8 @@ def _check_libraries(builds: Sequence[Path], paths: Sequence[Path],
                         "CI host without a GPU does not have it"))
 
 
-def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
-                   add: Callable[[CheckResult], None], sglang_pkg: Path | None = None,
+def _check_feature(feature: str, pkg: str, version: str | None, kb: _KB,
+                   add: Callable[[CheckResult], None], sglang_pkg: str | None = None,
                    source_cache: bool = True) -> None:
     """A mooncake feature other than elastic EP: the modules and names this SGLang release
     imports for it unconditionally must be installed. What it imports comes from the KB's
@@ -1213,19 +1423,21 @@ def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
     problems = []
     for module, names in sorted(needs.items()):
         short = module.removeprefix("mooncake.")
-        path = _module_file(pkg, short) if short != module else pkg / "__init__.py"
-        if path is None or not path.is_file():
+        path = (_module_file(pkg, short) if short != module
+                else os.path.join(pkg, "__init__.py"))
+        if path is None or not os.path.isfile(path):
             problems.append(f"{module} is not installed")
             continue
         facts = _read_build(path, names)
         if facts.error:
             problems.append(facts.error)
             continue
-        absent = sorted(names - facts.names) if path.suffix in (".py", ".so") else []
-        if absent and path.suffix == ".so":
+        absent = sorted(names - facts.names) if _suffix(path) in (".py", ".so") else []
+        if absent and _suffix(path) == ".so":
             # The linker merges a string into the tail of a longer one ("TransferEngine" into
             # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
-            data = path.read_bytes()
+            with open(path, "rb") as fh:
+                data = fh.read()
             absent = [n for n in absent if n.encode() + b"\0" not in data]
         if absent:
             problems.append(f"{module} lacks {', '.join(absent)}")
@@ -1241,24 +1453,48 @@ def _check_feature(feature: str, pkg: Path, version: str | None, kb: _KB,
             + origin, evidence=evidence))
 
 
-_EXACT_PIN = re.compile(r"^torch\s*\(?\s*==\s*([0-9][0-9a-zA-Z.+]*)\s*\)?$")
+_VERSION_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.+")
+
+
+def _exact_pin(spec: str) -> str | None:
+    """The version of ``torch==X`` (also ``torch (==X)``, spaces allowed), else None."""
+    rest = spec.strip()
+    if not rest.startswith("torch"):
+        return None
+    rest = rest[5:].strip()
+    if rest.startswith("(") and rest.endswith(")"):
+        rest = rest[1:-1].strip()
+    if not rest.startswith("=="):
+        return None
+    version = rest[2:].strip()
+    if not version or not version[0].isdigit() or not set(version) <= _VERSION_CHARS:
+        return None
+    return version
+
+
+def _requirement_name(line: str) -> str:
+    """The project name a ``Requires-Dist`` line starts with."""
+    text = line.strip()
+    for i, c in enumerate(text):
+        if c.isspace() or c in ";<>=!~[(":
+            return text[:i]
+    return text
 
 
 def _check_sglang_torch(sglang: _Dist, torch_version: str, fixer: _Fixer,
                         add: Callable[[CheckResult], None]) -> None:
     """SGLang pins the torch it is built for (``torch==2.14.1``): another one passes the
     mooncake checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
-    lines = [ln for ln in sglang.requires
-             if _canon(re.split(r"[\s;<>=!~\[(]", ln.strip(), maxsplit=1)[0]) == "torch"]
+    lines = [ln for ln in sglang.requires if _canon(_requirement_name(ln)) == "torch"]
     unmet: list[str] = []
     for line in lines:
         spec, _, marker = line.partition(";")
         spec = spec.strip()
         if "extra" in marker:
             continue  # an optional extra's pin does not bind the base install
-        m = _EXACT_PIN.match(spec)
-        if m and not marker.strip():  # the usual case, without loading packaging
-            if torch_version.split("+")[0] != m.group(1).split("+")[0]:
+        pinned = _exact_pin(spec)
+        if pinned and not marker.strip():  # the usual case, without loading packaging
+            if torch_version.split("+")[0] != pinned.split("+")[0]:
                 unmet.append(spec)
             continue
         from packaging.requirements import InvalidRequirement, Requirement
@@ -1276,7 +1512,8 @@ def _check_sglang_torch(sglang: _Dist, torch_version: str, fixer: _Fixer,
                         f"sglang {sglang.version} requires {', '.join(unmet)}; torch "
                         f"{torch_version} is installed (its own kernels are built for that "
                         "torch)", fixer.torch_fix(unmet[0]),
-                        (f"{sglang.root}/sglang-{sglang.version}.dist-info/METADATA",)))
+                        (os.path.join(sglang.root,
+                                      f"sglang-{sglang.version}.dist-info", "METADATA"),)))
 
 
 def _check_launch(argv: list[str], version: str | None, kb: _KB,
@@ -1332,7 +1569,7 @@ def _check_launch(argv: list[str], version: str | None, kb: _KB,
                         f"sglang {version} hold ({unchecked} not checkable offline)"))
 
 
-def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,
+def _check_jit(toolchain: Sequence[str], paths: Sequence[str], loader: str,
                add: Callable[[CheckResult], None]) -> None:
     found: list[str] = []
     missing: list[str] = []
@@ -1348,15 +1585,15 @@ def _check_jit(toolchain: Sequence[str], paths: Sequence[Path], loader: Path,
            "'import mooncake.pg'` in the Dockerfile")
     if missing:
         add(CheckResult("toolchain", "fail",
-                        f"{loader.name} compiles at first import and needs "
+                        f"{_name(loader)} compiles at first import and needs "
                         f"{', '.join(missing)}, not found", "install " + ", ".join(missing)
-                        + f" in the image, or {how}", (str(loader),)))
+                        + f" in the image, or {how}", (loader,)))
         return
     add(CheckResult("toolchain", "pass",
-                    f"{loader.name} compiles at first import with {', '.join(found) or 'no '}"
+                    f"{_name(loader)} compiles at first import with {', '.join(found) or 'no '}"
                     "; note: the first import compiles for minutes (about 2.5 min on 2 cores) "
                     "and fails without a visible GPU unless TORCH_CUDA_ARCH_LIST is set; "
-                    + how, evidence=(str(loader),)))
+                    + how, evidence=(loader,)))
 
 
 # ------------------------------------------------------------------ command line
@@ -1370,9 +1607,9 @@ def _parser() -> Any:
     p.add_argument("--elastic-ep-backend", default=None)
     p.add_argument("--enable-dp-attention", action="store_true",
                    help="accepted; does not change the light checks")
-    p.add_argument("--site-packages", action="append", type=Path, default=None,
+    p.add_argument("--site-packages", action="append", default=None,
                    metavar="PATH", help="read this folder instead of sys.path (repeatable)")
-    p.add_argument("--kb", type=Path, default=None)
+    p.add_argument("--kb", default=None)
     p.add_argument("--strict", action="store_true", help="warnings fail")
     p.add_argument("--json", action="store_true")
     p.add_argument("--deep", action=argparse.BooleanOptionalAction, default=None,
@@ -1391,8 +1628,8 @@ class _Args:
     def __init__(self) -> None:
         self.elastic_ep_backend: str | None = None
         self.enable_dp_attention = False
-        self.site_packages: list[Path] | None = None
-        self.kb: Path | None = None
+        self.site_packages: list[str] | None = None
+        self.kb: str | None = None
         self.strict = False
         self.json = False
         self.deep: bool | None = None
@@ -1430,9 +1667,9 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
         if opt == "--elastic-ep-backend":
             ns.elastic_ep_backend = value
         elif opt == "--site-packages":
-            ns.site_packages = [*(ns.site_packages or []), Path(value)]
+            ns.site_packages = [*(ns.site_packages or []), value]
         elif opt == "--kb":
-            ns.kb = Path(value)
+            ns.kb = value
         else:
             try:
                 ns.deep_timeout = float(value)

@@ -12,11 +12,12 @@ release without a process-group module) goes to the full resolver in ``resolver.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
+    from pathlib import Path
+    from typing import Any
 
 __all__ = [
     "Resolved",
@@ -34,15 +35,44 @@ _ORDER = {"compatible": 0, "unknown": 1, "incompatible": 2}
 _VERDICTS = ("compatible", "unknown", "incompatible")
 
 
-def resolved_path(kb_path: Path) -> Path:
+def resolved_path(kb_path: str | os.PathLike[str]) -> Path:
     """The folder of per-release tables beside a KB file."""
-    return kb_path.with_name("resolved")
+    from pathlib import Path
+
+    return Path(_folder(kb_path))
 
 
-def _sha256(path: Path) -> str:
+def _folder(kb_path: str | os.PathLike[str]) -> str:
+    return os.path.join(os.path.dirname(os.fspath(kb_path)), "resolved")
+
+
+def _sha256(path: str | os.PathLike[str]) -> str:
     from kb.cache import file_digest
 
     return file_digest(path)
+
+
+def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = False) -> Any:
+    """The table ``name`` beside ``kb_path`` when it belongs to this KB (its ``kb_sha256``
+    is the KB's); raises OSError/ValueError/KeyError/TypeError otherwise. ``memo``: keep
+    the parsed document in :func:`kb.cache.facts_memo`, so a worker start skips ``json``."""
+    path = os.path.join(_folder(kb_path), name)
+
+    def parse() -> Any:
+        import json
+
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+
+    if memo:
+        from kb.cache import facts_memo
+
+        doc = facts_memo().get("json", path, parse)
+    else:
+        doc = parse()
+    if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
+        raise ValueError(f"{path} does not belong to {kb_path}")
+    return doc
 
 
 class Resolved:
@@ -124,49 +154,37 @@ class Resolved:
         }
 
 
-def load(kb_path: Path, sglang: str) -> Resolved | None:
+def load(kb_path: str | os.PathLike[str], sglang: str) -> Resolved | None:
     """The table for one SGLang release of this KB, or None when it is missing,
     unreadable or stale (then the caller asks the full resolver)."""
-    path = resolved_path(kb_path) / f"{sglang}.json"
     try:
-        doc = json.loads(path.read_bytes())
-        if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
-            return None
-        return Resolved(doc)
+        return Resolved(_read_table(kb_path, f"{sglang}.json"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def load_requirements(kb_path: Path) -> dict[str, dict[str, Any]] | None:
+def load_requirements(kb_path: str | os.PathLike[str]) -> dict[str, dict[str, Any]] | None:
     """Every SGLang release's process-group requirement (module, names, optional_names,
     backends) from ``resolved/_sglang.json``; None when missing or stale. The runtime
     check reads this instead of parsing the whole KB at every worker start."""
-    path = resolved_path(kb_path) / "_sglang.json"
     try:
-        doc = json.loads(path.read_bytes())
-        if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
-            return None
-        return dict(doc["sglang"])
+        return dict(_read_table(kb_path, "_sglang.json", memo=True)["sglang"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def load_launch(kb_path: Path, sglang: str) -> dict[str, Any] | None:
+def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] | None:
     """One SGLang release's launch-rules record (``kb.models.LaunchRules`` as JSON) from
     ``resolved/_launch-<version>.json``; None when missing or stale."""
-    path = resolved_path(kb_path) / f"_launch-{sglang}.json"
     try:
-        doc = json.loads(path.read_bytes())
-        if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
-            return None
-        launch: dict[str, Any] = doc["launch"]
+        launch: dict[str, Any] = _read_table(kb_path, f"_launch-{sglang}.json")["launch"]
         return launch
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def fix_for(sglang: str, torch: str, python: str, arch: str, *,
-            kb_path: Path | None = None) -> list[str]:
+            kb_path: str | os.PathLike[str] | None = None) -> list[str]:
     """Requirement lines of the mooncake releases compatible with this set, newest first.
 
     [] when the table does not know (a stale or missing table, an SGLang release it does
@@ -179,6 +197,8 @@ def fix_for(sglang: str, torch: str, python: str, arch: str, *,
     table = load(kb_path, sglang)
     if table is None or not table.has(sglang):
         return []
+    import re
+
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -310,7 +330,9 @@ def _pack(groups: list[list[Any]], strings: list[str]) -> tuple[list[list[Any]],
 
 def write(kb_path: Path) -> Path:
     """Build and write the per-release tables beside the KB; the folder is replaced whole."""
+    import json
     import shutil
+    from pathlib import Path
 
     docs = build(kb_path)
     final = resolved_path(kb_path)

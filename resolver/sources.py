@@ -8,61 +8,67 @@ file is (or is dropped), and so is every file when moonpin's analyzer changed (t
 records a hash of ``scrapers/pyast.py``). A cache that cannot be read, parsed or written is
 ignored: the check then reads every source, as with ``--no-cache``.
 
-The cache lives in moonpin's cache folder (:func:`kb.cache.cache_dir`), one file per SGLang
-folder (``check-sources-<crc>.json``). Run the
+The cache lives in moonpin's cache folder (:func:`kb.cache.cache_dir`), one marshal file
+per SGLang folder (``check-sources-<crc>.marshal``). Run the
 check once when the image is built (``RUN moonpin check --no-deep ...``) and every worker
 start of that image finds it warm.
 
 Standard library and :mod:`scrapers.pyast` only: this is on the worker-start path (no
 ``hashlib`` either: loading OpenSSL costs ~5 ms; CRC-32 tells changes apart well enough).
 The cache also keeps the process-group requirement derived from the facts, so a start that
-finds nothing changed does not even load the analyzer.
+finds nothing changed does not even load the analyzer, nor ``pathlib``, ``dataclasses``,
+``typing`` or ``json`` (each of them loads ``re`` and ``enum``: ~8 ms together).
 """
 
 from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from kb import cache as _cache
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from scrapers import pyast
 
 __all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
 
-CACHE_FORMAT = 3
-_PYAST = Path(__file__).resolve().parent.parent / "scrapers" / "pyast.py"
+CACHE_FORMAT = 4
+_PYAST = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
+                      "scrapers", "pyast.py")
 _BACKENDS = ("mooncake", "mooncake-cpu")
 
 
-@dataclass
 class SourceFacts:
     """The mooncake facts of one SGLang package folder, and how they were obtained."""
 
-    imports: list[pyast.ImportFact] = field(default_factory=list)
-    calls: list[pyast.CallFact] = field(default_factory=list)
-    backends: list[pyast.BackendLiteral] = field(default_factory=list)
-    feature_imports: list[pyast.ImportFact] = field(default_factory=list)  # every_import
-    #: the elastic-EP requirement from imports/calls/backends: module, names, backends,
-    #: evidence, optional_names (see :func:`derive`)
-    derived: dict[str, Any] = field(default_factory=dict)
-    files: int = 0  # .py files in the package
-    read: int = 0  # files read this time (the rest came from the cache)
-    cache: str = "off"  # "off" | "cold" | "warm" | "stale" | "unusable"
-    cache_error: str | None = None  # why the cache could not be written, if it could not
+    def __init__(self) -> None:
+        self.imports: list[pyast.ImportFact] = []
+        self.calls: list[pyast.CallFact] = []
+        self.backends: list[pyast.BackendLiteral] = []
+        self.feature_imports: list[pyast.ImportFact] = []  # every_import
+        #: the elastic-EP requirement from imports/calls/backends: module, names, backends,
+        #: evidence, optional_names (see :func:`derive`)
+        self.derived: dict[str, Any] = {}
+        self.files = 0  # .py files in the package
+        self.read = 0  # files read this time (the rest came from the cache)
+        self.cache = "off"  # "off" | "cold" | "warm" | "stale" | "unusable"
+        self.cache_error: str | None = None  # why the cache could not be written, if so
+
+    def __repr__(self) -> str:
+        return (f"SourceFacts(files={self.files}, read={self.read}, cache={self.cache!r}, "
+                f"derived={self.derived!r})")
 
 
-def _stat_tree(pkg: Path) -> dict[str, tuple[int, int]]:
+def _stat_tree(pkg: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
     """relative posix path -> (size, mtime_ns) of every ``.py`` file under ``pkg``.
 
     Symlinked folders are not followed (``os.walk``'s default). Raises OSError when a
     folder cannot be listed."""
     out: dict[str, tuple[int, int]] = {}
-    stack = [(str(pkg), "")]
+    stack = [(os.fspath(pkg), "")]
     while stack:
         folder, rel = stack.pop()
         with os.scandir(folder) as it:
@@ -82,7 +88,7 @@ def _read(path: str) -> bytes:
 
 
 def _analyzer_hash() -> str:
-    data = _PYAST.read_bytes()  # read, not imported: a warm start never loads it
+    data = _read(_PYAST)  # read, not imported: a warm start never loads it
     return f"{len(data)}-{zlib.crc32(data):08x}"
 
 
@@ -97,12 +103,14 @@ def derive(facts: SourceFacts) -> dict[str, Any]:
             "evidence": list(n.evidence), "optional_names": list(n.optional_names)}
 
 
-def _cache_file(cache_dir: Path, pkg: Path) -> Path:
+def _cache_file(cache_dir: str | os.PathLike[str], real_pkg: str) -> str:
     # The document names its package too: two folders sharing a CRC only thrash.
-    return cache_dir / f"check-sources-{zlib.crc32(str(pkg.resolve()).encode()):08x}.json"
+    return os.path.join(cache_dir, f"check-sources-{zlib.crc32(real_pkg.encode()):08x}.marshal")
 
 
 def _facts_to_json(fa: pyast.FileAnalysis) -> dict[str, Any]:
+    from dataclasses import asdict
+
     return {"imports": [asdict(i) for i in fa.imports], "calls": [asdict(c) for c in fa.calls],
             "backends": [asdict(b) for b in fa.backends]}
 
@@ -121,10 +129,10 @@ def _facts_from_json(d: dict[str, Any]) -> tuple[list[pyast.ImportFact],
     return imports, calls, backends
 
 
-def _load_cache(path: Path, analyzer: str, pkg: Path) -> dict[str, Any] | None:
+def _load_cache(path: str, analyzer: str, real_pkg: str) -> dict[str, Any] | None:
     doc = _cache.load(path)
     if (not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT
-            or doc.get("analyzer") != analyzer or doc.get("package") != str(pkg.resolve())
+            or doc.get("analyzer") != analyzer or doc.get("package") != real_pkg
             or not isinstance(doc.get("files"), dict)):
         return None
     return doc
@@ -155,8 +163,8 @@ def _unchanged(tree: dict[str, tuple[int, int]], files: dict[str, Any],
 _NONE, _MOONCAKE, _PARSED = 0, 1, 2
 
 
-def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
-         every_import: bool = False) -> SourceFacts:
+def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
+         use_cache: bool = True, every_import: bool = False) -> SourceFacts:
     """The mooncake facts of the ``.py`` files under ``pkg``.
 
     ``imports``/``calls``/``backends`` come from the files that can import the process-group
@@ -166,23 +174,24 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
     HiCache features). Raises OSError when a source or folder cannot be read (the caller
     falls back to the knowledge base)."""
     out = SourceFacts()
-    tree = _stat_tree(pkg)
-    out.files = len(tree)
-    root = pkg.parent
-    prefix = pkg.relative_to(root).as_posix() + "/"
+    stamps = _stat_tree(pkg)
+    out.files = len(stamps)
+    pkg = os.fspath(pkg)
+    prefix = os.path.basename(os.path.normpath(pkg)) + "/"
+    real_pkg = os.path.realpath(pkg)
     cached: dict[str, Any] | None = None
     doc: dict[str, Any] | None = None
-    cfile: Path | None = None
+    cfile: str | None = None
     analyzer = ""
-    folder = (cache_dir or _cache.cache_dir()) if use_cache else None
+    folder = (cache_dir or _cache.cache_folder()) if use_cache else None
     if folder is not None:
-        cfile = _cache_file(folder, pkg)
+        cfile = _cache_file(folder, real_pkg)
         analyzer = _analyzer_hash()
-        doc = _load_cache(cfile, analyzer, pkg)
+        doc = _load_cache(cfile, analyzer, real_pkg)
         cached = doc["files"] if doc is not None else None
         out.cache = "cold" if cached is None else "warm"
         if (doc is not None and not every_import and _valid_derived(doc.get("derived"))
-                and _unchanged(tree, doc["files"], every_import)):
+                and _unchanged(stamps, doc["files"], every_import)):
             out.derived = doc["derived"]  # nothing changed: the analyzer is not even loaded
             return out
     from scrapers import pyast
@@ -198,8 +207,8 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
             out.calls += c
             out.backends += b
 
-    for rel in sorted(tree):
-        size, mtime = tree[rel]
+    for rel in sorted(stamps):
+        size, mtime = stamps[rel]
         hit = cached.get(rel) if cached is not None else None
         if (isinstance(hit, list) and len(hit) == 5 and hit[0] == size and hit[1] == mtime
                 and (hit[3] != _MOONCAKE or not every_import)):
@@ -221,12 +230,12 @@ def scan(pkg: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
             take((list(fa.imports), list(fa.calls), list(fa.backends)), pg)
             level = _PARSED
         entries[rel] = [size, mtime, facts, level, pg]
-    if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(tree)):
+    if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(stamps)):
         out.cache = "stale"
     out.derived = derive(out)
     if cfile is not None and (out.cache != "warm" or doc is None or doc.get("derived")
                               != out.derived):
         out.cache_error = _cache.store(cfile, {"format": CACHE_FORMAT, "analyzer": analyzer,
-                                               "package": str(pkg.resolve()),
+                                               "package": real_pkg,
                                                "files": entries, "derived": out.derived})
     return out

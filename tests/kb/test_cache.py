@@ -28,7 +28,7 @@ def test_file_digest_is_remembered_per_size_and_mtime(tmp_path: Path) -> None:
     f.write_text('{"a": 1}')
     first = cache.file_digest(f)
     assert first == hashlib.sha256(b'{"a": 1}').hexdigest()
-    assert (cache.cache_dir() / "digests.json").is_file()
+    assert (cache.cache_dir() / "check-facts.marshal").is_file()
     st = f.stat()
     f.write_text('{"b": 2}')  # same size, same mtime: the memo answers (as bytecode would)
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -63,11 +63,14 @@ def test_no_home_folder_means_no_cache_not_a_crash(tmp_path: Path,
     monkeypatch.delenv("MOONPIN_CACHE_DIR")
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
 
-    def no_home() -> Path:
-        raise RuntimeError("Could not determine home directory.")
+    import pwd
 
-    monkeypatch.setattr(Path, "home", staticmethod(no_home))
-    assert cache.cache_dir() is None
+    def no_entry(uid: int) -> None:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    assert cache.cache_dir() is None and cache.facts_memo().path is None
     f = tmp_path / "kb.json"
     f.write_text("{}")
     assert cache.file_digest(f) == hashlib.sha256(b"{}").hexdigest()
@@ -78,3 +81,54 @@ def test_no_home_folder_means_no_cache_not_a_crash(tmp_path: Path,
     add_sglang(tmp_path / "site")
     facts = sources.scan(tmp_path / "site" / "sglang")
     assert facts.cache == "off" and facts.imports  # read, not remembered
+
+
+def test_file_memo_answers_per_stamp_and_survives_damage(tmp_path: Path) -> None:
+    memo_file = tmp_path / "memo.marshal"
+    src = tmp_path / "src.txt"
+    src.write_text("one")
+    calls: list[str] = []
+
+    def compute() -> str:
+        calls.append(src.read_text())
+        return src.read_text().upper()
+
+    memo = cache.FileMemo(str(memo_file))
+    assert memo.get("upper", src, compute) == "ONE" and memo.flush() is None
+    again = cache.FileMemo(str(memo_file))  # another process
+    assert again.get("upper", src, compute) == "ONE" and calls == ["one"]
+    st = src.stat()
+    src.write_text("two")
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert again.get("upper", src, compute) == "TWO" and calls == ["one", "two"]
+    for damage in (b"", b"\x00garbage", memo_file.read_bytes()[:7]):
+        memo_file.write_bytes(damage)
+        assert cache.FileMemo(str(memo_file)).get("upper", src, compute) == "TWO"
+    with pytest.raises(FileNotFoundError):  # nothing is remembered for a missing file
+        again.get("upper", tmp_path / "missing", compute)
+    off = cache.FileMemo(str(memo_file))
+    off.enabled = False  # --no-cache
+    before = len(calls)
+    assert off.get("upper", src, compute) == "TWO" and len(calls) == before + 1
+
+
+def test_file_memo_keeps_its_size_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache.FileMemo, "LIMIT", 3)
+    memo_file = tmp_path / "memo.marshal"
+    files = []
+    for i in range(5):
+        f = tmp_path / f"f{i}"
+        f.write_text(str(i))
+        files.append(f)
+    first = cache.FileMemo(str(memo_file))
+    for f in files:
+        first.get("k", f, f.read_text)
+    first.flush()
+    second = cache.FileMemo(str(memo_file))
+    second.get("k", files[0], files[0].read_text)
+    second.get("k", tmp_path / "f4", lambda: "changed")  # a hit: f4 is unchanged
+    (tmp_path / "f5").write_text("5")
+    second.get("k", tmp_path / "f5", lambda: "5")
+    second.flush()  # 6 entries > 3: only the three this process used are kept
+    kept = cache.load(memo_file)["entries"]
+    assert sorted(k.rsplit("/", 1)[-1] for k in kept) == ["f0", "f4", "f5"]

@@ -488,6 +488,43 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
         assert banned not in mods, banned
 
 
+#: What a warm worker start must not load: each pulls in ``re`` and ``enum`` (~8 ms together,
+#: as much as the interpreter's own start), or is the analyzer a warm start skips.
+_HEAVY = ("re", "enum", "json", "typing", "pathlib", "dataclasses", "ast", "inspect",
+          "threading", "argparse", "hashlib", "scrapers.pyast", "scrapers.elf",
+          "scrapers.loader", "resolver.launch_args")
+
+
+def _modules_after_main(argv: list[str]) -> tuple[int, set[str]]:
+    code = (
+        "import sys\n"
+        "from resolver.check import main\n"
+        f"rc = main({argv!r})\n"
+        "mods = sorted(sys.modules)\n"
+        "import json\n"
+        "print(json.dumps({'rc': rc, 'mods': mods}))\n"
+    )
+    env = {**os.environ, "MOONPIN_CHECK_SYSTEM_LIBS": ""}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=env)
+    doc: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return doc["rc"], set(doc["mods"])
+
+
+def test_a_warm_start_loads_nothing_heavy(tmp_path: Path) -> None:
+    """On the shipped KB, whose resolved tables the check reads instead of the whole file."""
+    site = healthy_image(tmp_path / "site")
+    argv = ["--site-packages", str(site), "--kb", str(ROOT / "data" / "kb.json"),
+            "--elastic-ep-backend", "mooncake", "--no-deep"]
+    rc, cold = _modules_after_main(argv)  # the image's first check reads and remembers
+    assert rc == 0 and {"scrapers.pyast", "scrapers.loader", "json"} <= cold  # control
+    rc, warm = _modules_after_main(argv)
+    assert rc == 0
+    assert not warm & set(_HEAVY), sorted(warm & set(_HEAVY))
+    rc, again = _modules_after_main([*argv, "--no-cache"])  # control: nothing remembered
+    assert rc == 0 and "scrapers.pyast" in again
+
+
 def test_kb_schema_constant_matches_the_models() -> None:
     assert KB_SCHEMA == SCHEMA_VERSION and KB_READABLE == READABLE_SCHEMAS
 
@@ -745,9 +782,9 @@ def test_second_start_reads_the_cache_and_says_the_same(tmp_path: Path, kb: Path
     site = healthy_image(tmp_path / "site")
     cache = Path(os.environ["MOONPIN_CACHE_DIR"])
     assert run(site, "--no-cache", kb=kb).rc == 0
-    assert not list(cache.glob("check-sources-*.json"))  # --no-cache writes nothing
+    assert not cache.exists() or not list(cache.iterdir())  # --no-cache writes nothing
     first = run(site, kb=kb)
-    assert list(cache.glob("check-sources-*.json"))
+    assert list(cache.glob("check-sources-*.marshal")) and (cache / "check-facts.marshal").is_file()
     second = run(site, kb=kb)
     assert_healthy(second)
     assert second.out == first.out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 from pathlib import Path
 
@@ -92,28 +92,31 @@ def test_an_analyzer_change_invalidates_the_cache(tmp_path: Path,
     assert again.cache == "cold" and again.read == 7
 
 
-@pytest.mark.parametrize("damage", ["not json", "truncated", "wrong shape", "bad facts",
-                                    "bad derived"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "wrong shape",
+                                    "bad facts", "bad derived"])
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -> None:
     pkg, cache = _pkg(tmp_path), tmp_path / "cache"
     truth = sources.scan(pkg, cache_dir=cache)
-    (cfile,) = cache.glob("check-sources-*.json")
-    doc = json.loads(cfile.read_text())
-    if damage == "not json":
-        cfile.write_text("{{{")
+    (cfile,) = cache.glob("check-sources-*.marshal")
+    raw = cfile.read_bytes()
+    doc = marshal.loads(raw)
+    if damage == "garbage":
+        cfile.write_bytes(b"{{{ not marshal" + bytes(range(256)))
     elif damage == "truncated":
-        cfile.write_text(cfile.read_text()[:100])
+        cfile.write_bytes(raw[:100])
+    elif damage == "empty":
+        cfile.write_bytes(b"")
     elif damage == "wrong shape":
         doc["files"] = ["not", "a", "mapping"]
-        cfile.write_text(json.dumps(doc))
+        cfile.write_bytes(marshal.dumps(doc))
     elif damage == "bad derived":
         doc["derived"] = {"module": 3, "names": "join_group"}
-        cfile.write_text(json.dumps(doc))
+        cfile.write_bytes(marshal.dumps(doc))
     else:  # a file's facts: read when another file changes and the facts are rebuilt
         rel = "srt/elastic_ep/elastic_ep.py"
         doc["files"][rel][2] = {"imports": [{"module": "mooncake.pg"}], "calls": [],
                                 "backends": []}
-        cfile.write_text(json.dumps(doc))
+        cfile.write_bytes(marshal.dumps(doc))
         other = pkg / "srt" / "server_args.py"
         st = other.stat()
         os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
