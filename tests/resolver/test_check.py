@@ -525,6 +525,52 @@ def test_a_warm_start_loads_nothing_heavy(tmp_path: Path) -> None:
     assert rc == 0 and "scrapers.pyast" in again
 
 
+def _bump(path: Path) -> None:
+    """A later modification time, as a rebuilt image layer has."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+
+
+def test_the_file_facts_memo_follows_the_image(tmp_path: Path, kb: Path) -> None:
+    """Each remembered fact is read again once its file changed: a build that lost a name,
+    a loader that now needs another build, a torch/version.py of another CUDA."""
+    site = healthy_image(tmp_path / "site")
+    memo = Path(os.environ["MOONPIN_CACHE_DIR"]) / "check-facts.marshal"
+    first = run(site, kb=kb)
+    assert_healthy(first)
+    assert memo.is_file()
+    assert run(site, kb=kb).out == first.out  # warm: the same answer
+    build = next((site / "mooncake").glob("pg_2_13_0*"))
+    data = build.read_bytes()
+    build.write_bytes(data.replace(b"join_group", b"join_grouq"))  # same size
+    _bump(build)
+    lost = run(site, kb=kb)
+    assert lost.rc == 1 and "join_group" in lost.line("names")
+    build.write_bytes(data)
+    _bump(build)
+    assert run(site, kb=kb).out == first.out  # control: the old bytes pass again
+    loader = site / "mooncake" / "pg.py"
+    loader.write_text(loader.read_text().replace('"mooncake.pg"', '"mooncake.pgx"'))
+    moved = run(site, kb=kb)
+    assert moved.rc == 1 and "pgx_2_13_0" in moved.line("build")
+    add_mooncake(site)  # the loader as shipped again
+    version_py = site / "torch" / "version.py"
+    version_py.write_text(version_py.read_text().replace("'13.0'", "'12.8'"))
+    cuda = run(site, kb=kb)
+    assert "CUDA 12" in cuda.line("torch") and cuda.status("cuda") == "fail"
+
+
+def test_a_damaged_file_facts_memo_is_rebuilt(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    memo = Path(os.environ["MOONPIN_CACHE_DIR"]) / "check-facts.marshal"
+    first = run(site, kb=kb)
+    for damage in (b"", b"\xff" * 40, memo.read_bytes()[:50]):
+        memo.write_bytes(damage)
+        again = run(site, kb=kb)
+        assert again.out == first.out and again.rc == 0
+        assert memo.read_bytes() != damage  # rewritten whole
+
+
 def test_kb_schema_constant_matches_the_models() -> None:
     assert KB_SCHEMA == SCHEMA_VERSION and KB_READABLE == READABLE_SCHEMAS
 
