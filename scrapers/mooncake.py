@@ -7,7 +7,10 @@ out of the deflate data and capped, never the whole wheel.
 
 Builds that are the same compiled module for another Python ABI of the same
 release and platform are read once: their facts carry ``bytes_from`` naming
-the build they were read from (same source, same pybind11 definitions).
+the build they were read from (same source, same pybind11 definitions). So are
+builds whose bytes another wheel already holds (the same CRC-32, size and
+compressed size in the central directory: a ``.post`` release often re-ships its
+predecessor's builds unchanged), in whichever release or distribution.
 """
 
 from __future__ import annotations
@@ -103,6 +106,8 @@ class SharedReads:
 
     def __init__(self) -> None:
         self.done: dict[tuple[str, str, str, str], Build] = {}
+        #: (CRC-32, size, compressed size) -> the build read from those bytes
+        self.by_content: dict[tuple[int, int, int], Build] = {}
 
 
 def _family_and_torch(module: str, loaders: Iterable[LoaderScheme]) -> tuple[str, str | None]:
@@ -222,9 +227,13 @@ def scrape_wheel(
             continue
         arch = _arch(bn.abi)
         key = (dist, version, arch, bn.module)
+        entry = z.by_name[n]
+        content = (entry.crc, entry.file_size, entry.compressed_size)
         prior = shared.done.get(key)
         # Read bytes for builds this wheel's interpreter loads; reuse for other ABIs.
         own = any(bn.abi.startswith(a + "-") for a in own_abis) or not own_abis
+        if prior is None and own:
+            prior = shared.by_content.get(content)  # the same bytes, read elsewhere
         if prior is not None and prior.read_error is None:
             fields: dict[str, object] = {
                 k: getattr(prior, k) for k in ("names", "backends", "needed", "needed_method",
@@ -253,8 +262,10 @@ def scrape_wheel(
         build = Build(member=n, family=family, torch=torch, abi=bn.abi,
                       **fields)  # type: ignore[arg-type]
         if own and prior is None and build.read_error is None:
-            shared.done[key] = build.model_copy(update={
+            shared.done[key] = shared.by_content[content] = build.model_copy(update={
                 "bytes_from": f"{n} in {wheel.filename}"})
+        elif own and prior is not None and key not in shared.done:
+            shared.done[key] = prior
         builds.append(build)
     wheel_model = MooncakeWheel(
         artifact=Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256,

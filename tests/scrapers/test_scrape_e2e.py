@@ -247,3 +247,28 @@ def test_launch_rules_are_recorded_per_release(index: FakeIndex) -> None:
     (rule,) = new.launch.rules
     assert (rule.condition, rule.line) == ("self.pp_size != 1", 15)
     assert {f.name for f in new.launch.flags} == {"--elastic-ep-backend", "--pp-size"}
+
+
+def test_a_build_another_wheel_already_holds_is_not_read_again(index: FakeIndex) -> None:
+    """A .post release re-shipping its predecessor's build unchanged (same CRC-32 and
+    sizes): the facts are those bytes' facts, and they are fetched once."""
+    only_present(index)
+    index.add_project("mooncake-transfer-engine", {
+        "0.3.13": dict([mooncake_wheel("0.3.13", "2.13.0", 13,
+                                       ["MooncakeBackendOptions", "join_group"])]),
+        "0.3.13.post1": dict([mooncake_wheel("0.3.13.post1", "2.13.0", 13,
+                                             ["MooncakeBackendOptions", "join_group"])]),
+        "0.3.14": dict([mooncake_wheel("0.3.14", "2.13.0", 13,  # control: new bytes
+                                       ["MooncakeBackendOptions", "join_group", "recover_ranks"])]),
+    })
+    # One worker: with several, two wheels holding the same bytes may both be read at
+    # once (harmless: the same facts twice).
+    kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", only=("mooncake",), workers=1)
+    builds = {r.version: r.wheels[0].builds[0] for r in kb.mooncake}
+    base, post, new = builds["0.3.13"], builds["0.3.13.post1"], builds["0.3.14"]
+    assert base.bytes_from is None  # read from its own wheel
+    assert post.bytes_from == f"{base.member} in {kb.mooncake[0].wheels[0].artifact.filename}"
+    assert (post.names, post.backends, post.needed, post.cuda_major) == (
+        base.names, base.backends, base.needed, base.cuda_major)
+    assert post.torch == "2.13.0" and post.read_error is None
+    assert new.bytes_from is None and "recover_ranks" in new.names
