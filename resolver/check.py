@@ -401,6 +401,20 @@ class _KB:
             self._doc, _ = _load_kb(self.path)
         return self._doc
 
+    def feature_imports(self, version: str | None, feature: str) -> list[dict[str, Any]] | None:
+        """The release's unconditional mooncake imports for ``feature`` (KB import records),
+        from the resolved table when it holds them, else from the whole KB; None when the
+        KB does not know the release."""
+        entry = self._requirements.get(version or "") if self._requirements else None
+        if isinstance(entry, dict) and isinstance(entry.get("features"), dict):
+            return list(entry["features"].get(feature) or ())
+        rec = next((r for r in (self.doc() or {}).get("sglang") or ()
+                    if isinstance(r, dict) and r.get("version") == version), None)
+        if rec is None:
+            return None
+        return [i for i in rec.get("imports") or ()
+                if i.get("feature") == feature and not i.get("optional")]
+
     def requirement(self, version: str | None) -> _Requirement | None:
         if not self.ok or version is None:
             return None
@@ -1389,12 +1403,10 @@ def _check_feature(feature: str, pkg: str, version: str | None, kb: _KB,
     """A mooncake feature other than elastic EP: the modules and names this SGLang release
     imports for it unconditionally must be installed. What it imports comes from the KB's
     import records, or, for a release the KB does not know, from the installed sources."""
-    doc = kb.doc()
-    rec = next((r for r in (doc or {}).get("sglang") or ()
-                if isinstance(r, dict) and r.get("version") == version), None)
-    records: list[dict[str, Any]] = list(rec.get("imports") or ()) if rec is not None else []
+    known = kb.feature_imports(version, feature) if kb.ok else None
+    records: list[dict[str, Any]] = known or []
     origin = ""
-    if rec is None:
+    if known is None:
         scanned = None
         if sglang_pkg is not None:
             from resolver import sources

@@ -292,7 +292,8 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
         "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
                                "optional_names": list(s.pg.optional_names),
                                "backends": list(s.pg.backends),
-                               "torch": sglang_meta.get(s.version, {}).get("torch", [])}
+                               "torch": sglang_meta.get(s.version, {}).get("torch", []),
+                               "features": _feature_imports(s)}
                    for s in kb.sglang if s.source == "index"},
     }}
     for s in kb.sglang:
@@ -307,6 +308,19 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
         docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
                          "rows": {version: packed}}
     return docs
+
+
+def _feature_imports(s: Any) -> dict[str, list[dict[str, Any]]]:
+    """feature -> the release's unconditional mooncake imports for it, as the runtime
+    check reads them (so a worker start with ``--disaggregation-transfer-backend mooncake``
+    need not parse the whole KB)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for i in s.imports:
+        if not i.optional:
+            out.setdefault(i.feature, []).append(
+                {"module": i.module, "names": list(i.names), "feature": i.feature,
+                 "optional": False, "member": i.member, "line": i.line})
+    return out
 
 
 def _pack(groups: list[list[Any]], strings: list[str]) -> tuple[list[list[Any]], list[str]]:

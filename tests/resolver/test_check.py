@@ -525,6 +525,33 @@ def test_a_warm_start_loads_nothing_heavy(tmp_path: Path) -> None:
     assert rc == 0 and "scrapers.pyast" in again
 
 
+def test_a_feature_check_reads_the_table_not_the_whole_kb(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PD disaggregation on the shipped KB: the release's imports for it come from the
+    resolved table, so the 5 MB knowledge base is not parsed at worker start."""
+    import resolver.check as check_mod
+
+    site = healthy_image(tmp_path / "site")
+    launch = ["--disaggregation-transfer-backend", "mooncake"]
+    kb_file = ROOT / "data" / "kb.json"
+    lacking = check_image(elastic_ep_backend=None, launch_args=launch, site_packages=[site],
+                          kb_path=kb_file, deep=False)
+    assert not lacking.usable  # control: this image has no mooncake.engine yet
+    assert "mooncake.engine is not installed" in next(
+        c for c in lacking.checks if c.name == "pd-disaggregation").message
+    (site / "mooncake" / "engine.py").write_text("class TransferEngine:\n    pass\n")
+
+    def whole_kb(path: str) -> tuple[None, str]:
+        raise AssertionError(f"parsed the whole KB {path}")
+
+    monkeypatch.setattr(check_mod, "_load_kb", whole_kb)
+    rep = check_image(elastic_ep_backend=None, launch_args=launch, site_packages=[site],
+                      kb_path=kb_file, deep=False)
+    pd = next(c for c in rep.checks if c.name == "pd-disaggregation")
+    assert (pd.status, rep.usable) == ("pass", True), pd
+    assert "TransferEngine" in pd.message and pd.evidence
+
+
 def _bump(path: Path) -> None:
     """A later modification time, as a rebuilt image layer has."""
     st = path.stat()

@@ -117,3 +117,31 @@ def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path)
     assert fixer.line() == ("pip install 'sglang==0.5.17' 'mooncake-transfer-engine==0.3.13' "
                             "(no mooncake fits sglang 0.5.4 with torch 2.13.0; sglang 0.5.17 "
                             "requires this torch and has one)")
+
+
+def test_feature_imports_from_the_table_are_the_kbs() -> None:
+    """The shipped `_sglang` table's per-feature imports are what the whole KB's import
+    records give the runtime check, for every release and feature."""
+    from resolver.check import _KB
+
+    kb_file = str(ROOT / "data" / "kb.json")
+    table = _KB(kb_file)
+    whole = _KB(kb_file)
+    whole._requirements = None  # as with a table written before it held features
+    assert table._requirements is not None
+    versions = [r["version"] for r in json.loads(Path(kb_file).read_text())["sglang"]]
+    def used(records: list[dict[str, object]] | None) -> list[tuple[object, ...]] | None:
+        """What the check reads of each record."""
+        if records is None:
+            return None
+        return [(r["module"], r["names"], r["feature"], r["optional"], r["member"], r["line"])
+                for r in records]
+
+    seen = 0
+    for v in versions:
+        for feature in ("moe-a2a", "pd-disaggregation", "hicache", "elastic-ep"):
+            got = used(table.feature_imports(v, feature))
+            assert got == used(whole.feature_imports(v, feature)), (v, feature)
+            seen += bool(got)
+    assert seen > 50  # the records are there to compare
+    assert table.feature_imports("0.0.0", "moe-a2a") is None  # a release the KB lacks
