@@ -75,9 +75,9 @@ def store(path: str | os.PathLike[str], doc: Any) -> str | None:
 
     try:
         write_atomic(path, marshal.dumps(doc))
-    except (OSError, ValueError) as e:  # ValueError: something marshal cannot hold
-        if isinstance(e, OSError):
-            return f"{e.strerror or type(e).__name__}: {e.filename or path}"
+    except OSError as e:
+        return f"{e.strerror or type(e).__name__}: {e.filename or path}"
+    except ValueError as e:  # something marshal cannot hold
         return f"{e}: {path}"
     return None
 

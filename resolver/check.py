@@ -201,9 +201,13 @@ def _wanted(name: str) -> bool:
     return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
 
 
-def _read_text(path: str) -> str:
+def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as f:
-        return f.read().decode("utf-8", "replace")
+        return f.read()
+
+
+def _read_text(path: str) -> str:
+    return _read_bytes(path).decode("utf-8", "replace")
 
 
 def _read_dists(paths: Sequence[str]) -> list[_Dist]:
@@ -277,8 +281,7 @@ def _parse_version_py(path: str) -> dict[str, Any] | None:
     import ast
 
     try:
-        with open(path, "rb") as f:
-            tree = ast.parse(f.read())
+        tree = ast.parse(_read_bytes(path))
     except (SyntaxError, ValueError):
         return None
     out: dict[str, Any] = {}
@@ -435,8 +438,7 @@ def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
     import json
 
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read())
+        doc = json.loads(_read_bytes(path))
     except FileNotFoundError:
         return None, f"knowledge base not found: {path}"
     except OSError as e:
@@ -536,8 +538,7 @@ def _read_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
 def _scan_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
     facts = _BuildFacts(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = _read_bytes(path)
     except OSError as e:
         facts.error = f"cannot read {path}: {e.strerror}"
         return facts
@@ -606,8 +607,7 @@ def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     file-facts memo."""
     from scrapers.loader import TORCH, read_loader
 
-    with open(loader_path, "rb") as f:
-        r = read_loader(f.read(), loader_path, module)
+    r = read_loader(_read_bytes(loader_path), loader_path, module)
     return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
             "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
             "separator": r.separator, "placeholder": TORCH}
@@ -1239,8 +1239,7 @@ def _ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
 def _scan_ld_cache(path: str) -> list[str]:
     """Each NUL-delimited string of the cache that is an absolute path whose file name
     holds ``.so`` (at most 512 bytes before it, 64 after): the base names."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = _read_bytes(path)
     out = set()
     for chunk in data.split(b"\0")[1:-1]:  # delimited on both sides
         if chunk[:1] != b"/":
@@ -1448,8 +1447,7 @@ def _check_feature(feature: str, pkg: str, version: str | None, kb: _KB,
         if absent and _suffix(path) == ".so":
             # The linker merges a string into the tail of a longer one ("TransferEngine" into
             # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = _read_bytes(path)
             absent = [n for n in absent if n.encode() + b"\0" not in data]
         if absent:
             problems.append(f"{module} lacks {', '.join(absent)}")
