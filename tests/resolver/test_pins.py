@@ -44,7 +44,7 @@ def key(p: Pin) -> tuple[str, str | None, int, int]:
 
 REQS = r"""
 # serving stack, pinned by hand
---index-url https://pypi.org/simple
+--index-url http://127.0.0.1:3141/simple
 --extra-index-url https://download.pytorch.org/whl/cu128
 
 sglang[all]==0.5.18   # keep in step with mooncake
