@@ -45,16 +45,19 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     from kb import store
     from kb.errors import KBError
     from scrapers.fetch import Fetcher
-    from scrapers.pypi import index_url_from_env
+    from scrapers.pypi import index_url_from_env, named_index_url, public_url
     from scrapers.refresh import KINDS, scrape
     from scrapers.report import StderrReporter
 
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
-    index_url = index_url_from_env(args.index_url)
     only = [args.only] if args.only else list(KINDS)
     reporter = StderrReporter()
+    named = index_url = None
+    if not (args.from_path or args.from_url):
+        named = named_index_url(args.index_url)
+        index_url = index_url_from_env(args.index_url)  # the default: pip's, asked now
     fetcher = Fetcher(warn=reporter.warn)
-    if args.from_path or args.from_url:
+    if index_url is None:
         try:
             return _scrape_path(fetcher, kb_path, args)
         finally:
@@ -70,20 +73,24 @@ def cmd_scrape(args: argparse.Namespace) -> int:
                 reporter.warn(f"ignoring the old KB ({e}); rebuilding")
         try:
             kb, summary = scrape(old, fetcher, index_url, only=only, full=args.full,
-                                 reporter=reporter, workers=args.jobs)
+                                 reporter=reporter, workers=args.jobs,
+                                 index_named=named is not None)
         finally:
             fetcher.close()
         unchanged = old is not None and all(
             getattr(kb, f) == getattr(old, f)
             for f in ("sglang", "mooncake", "torch", "torch_versions", "unread")
-        ) and kb.scrape.extractors == old.scrape.extractors  # else the next refresh re-reads
+        ) and kb.scrape.extractors == old.scrape.extractors \
+            and kb_path.read_bytes() == store.dumps(old)
+        # (extractors: else the next refresh re-reads; the bytes: an older schema or
+        # layout is rewritten as this moonpin writes it even when no fact changed)
         if not unchanged:
             store.save(kb, kb_path)
             _write_resolved(kb_path)
     report = {
         "kb": str(kb_path),
         "changed": not unchanged,
-        "index_url": index_url,
+        "index_url": public_url(index_url) if named else None,  # None: the package index
         "read": summary.read,
         "kept_unchanged": summary.kept,
         "unread": [u.model_dump() for u in summary.unread],
@@ -211,7 +218,7 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
         _emit_json(info)
         return 0
     print(f"knowledge base {info['kb']} (schema {kb.schema_version})")
-    print(f"  scraped {info['scraped_at']} from {kb.scrape.index_url}")
+    print(f"  scraped {info['scraped_at']} from {kb.scrape.index_url or 'the package index'}")
     rng = info["sglang_range"]
     print(f"  sglang   {len(kb.sglang)} releases"
           f"{f' ({rng[0]} .. {rng[1]})' if rng else ''}; by process-group module: "
@@ -564,25 +571,55 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
 
 
 def cmd_renovate(args: argparse.Namespace) -> int:
-    from resolver import pins, query
+    from resolver import pins
 
     sglang = args.sglang
-    if sglang is None:
-        if not args.files:
-            _fatal("`renovate` needs --sglang VERSION or the files that pin it",
-                   "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
-        found, errors = pins.read_pins([Path(p) for p in args.files])
-        for err in errors:
-            print(f"{err.path}:{err.line}: {err.message}", file=sys.stderr)
-        if errors:
-            _fatal(f"{len(errors)} line(s) could not be read", "fix or remove those lines")
+    torch = dist = current = None
+    if args.files:
+        found, _ = _read_pin_files(args.files)
         pinned = pins.pinned_set(found)
-        if pinned.sglang is None:
-            _fatal("no exact sglang pin in those files", "pass --sglang VERSION")
-        sglang = pinned.sglang.version
-    which = query.which_mooncake(_graph(args), sglang, python=args.python, arch=args.arch)
-    _emit_json(pins.renovate_fragment(which))
-    return 0 if which["compatible"] else 1
+        if sglang is None:
+            if pinned.sglang is None:
+                _fatal(f"no exact sglang pin in {_shown(', '.join(args.files))}",
+                       "pin sglang==VERSION there, or pass --sglang VERSION")
+            sglang = pinned.sglang.version
+        torch = pinned.torch.version if pinned.torch else None
+        moon = pinned.mooncake or next((p for p in pinned.loose
+                                        if p.name in pins.MOONCAKE_FAMILY), None)
+        if moon is not None:
+            dist, current = moon.name, moon.version
+    elif sglang is None:
+        _fatal("`renovate` needs --sglang VERSION or the files that pin it",
+               "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
+    plan = pins.plan_stack(_graph(args), sglang, torch=torch, dist=dist,
+                           current_mooncake=current, python=args.python, arch=args.arch,
+                           allow_jit=args.allow_jit)
+    for r in plan.reasons:
+        print(f"moonpin: {r}", file=sys.stderr)
+    _emit_json(pins.renovate_fragment(plan))
+    return 0 if plan.mooncake else 1
+
+
+def _shown(text: str, limit: int = 300) -> str:
+    """An echoed input cut to ``limit`` characters, saying how many were left out."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def _read_pin_files(files: list[str], patterns: list[tuple[str, str]] | None = None,
+                    ) -> tuple[Any, Any]:
+    """``pins.read_pins`` for the CLI: every unreadable line printed as FILE:LINE, then exit 2."""
+    from resolver import pins
+
+    try:
+        found, errors = pins.read_pins([Path(p) for p in files], patterns=patterns or [])
+    except ValueError as ex:
+        _fatal(_shown(str(ex)), "a --match pattern needs a (?P<currentValue>...) group")
+    if errors:
+        for err in errors:
+            print(f"{_shown(err.path)}:{err.line}: {_shown(err.message)}", file=sys.stderr)
+        _fatal(f"{len(errors)} line(s) could not be read; nothing was judged",
+               "fix or remove those lines")
+    return found, errors
 
 
 def cmd_args(args: argparse.Namespace) -> int:
@@ -797,8 +834,9 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                    help="record an SGLang tagged source archive (.tar.gz/.zip) by URL")
     s.add_argument("--version", help="with --from-path/--from-url: the version to record "
                    "it as (default: read from the sources)")
-    s.add_argument("--index-url", help="package index base URL (default $MOONPIN_INDEX_URL "
-                   "or the public index)")
+    s.add_argument("--index-url", help="package index base URL, serving /pypi/<name>/json "
+                   "(default $MOONPIN_INDEX_URL, else pip's index: $PIP_INDEX_URL, pip config, "
+                   "pip's default)")
     s.add_argument("--jobs", type=int, default=8, help="concurrent requests (default 8)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
@@ -877,6 +915,8 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                         "mooncake bumps compatible with the pinned sglang")
     rv.add_argument("files", nargs="*", metavar="FILE", help="files pinning sglang")
     rv.add_argument("--sglang", metavar="VERSION")
+    rv.add_argument("--allow-jit", action="store_true", help="also allow mooncake releases "
+                    "that compile their process-group extension at first import")
     scope(rv)
     rv.set_defaults(func=cmd_renovate)
 

@@ -82,9 +82,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from resolver.pins_renovate import GROUP_NAME, plan_stack, renovate_fragment
 from scrapers.mooncake import DISTRIBUTIONS
 
 __all__ = [
+    "GROUP_NAME",
     "MOONCAKE_FAMILY",
     "TRACKED",
     "VERSION_VARIABLES",
@@ -94,6 +96,7 @@ __all__ = [
     "apply_updates",
     "judge",
     "pinned_set",
+    "plan_stack",
     "read_pins",
     "renovate_fragment",
 ]
@@ -1174,42 +1177,3 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
     return {path: "".join(ls) for path, ls in lines.items()}, problems
 
 
-# ----------------------------------------------------------------------- Renovate
-
-
-def renovate_fragment(which: dict[str, Any]) -> dict[str, Any]:
-    """A Renovate configuration fragment from ``query.which_mooncake``'s answer for one SGLang
-    release: the three packages grouped, torch held to what the release requires, and each
-    mooncake distribution held to the releases with a build for it.
-
-    Renovate's ``allowedVersions`` takes a range of the package's versioning (PEP 440 here)
-    or a ``/regex/``; it may not share a rule with ``matchUpdateTypes``.
-    """
-    q = which["query"]
-    by_dist: dict[str, list[str]] = {}
-    for c in which["compatible"]:
-        by_dist.setdefault(c["dist"], []).append(c["version"])
-    torches = q["torch"] if isinstance(q["torch"], list) else [q["torch"]]
-    rules: list[dict[str, Any]] = [{
-        "description": f"moonpin: sglang {q['sglang']}, torch and mooncake move together "
-                       f"({q['module'] or 'no mooncake process-group module'})",
-        "matchPackageNames": ["sglang", "torch", *sorted(by_dist)],
-        "groupName": "sglang stack (moonpin)",
-    }]
-    if torches:
-        rules.append({
-            "description": f"moonpin: sglang {q['sglang']} requires torch "
-                           + " or ".join(torches),
-            "matchPackageNames": ["torch"],
-            "allowedVersions": " || ".join(f"=={t}" for t in torches)
-            if len(torches) > 1 else f"=={torches[0]}",
-        })
-    for dist, versions in sorted(by_dist.items()):
-        alternatives = "|".join(re.escape(v) for v in versions)
-        rules.append({
-            "description": f"moonpin: releases of {dist} with a build sglang {q['sglang']} "
-                           "can load",
-            "matchPackageNames": [dist],
-            "allowedVersions": f"/^({alternatives})$/",
-        })
-    return {"packageRules": rules}
