@@ -59,22 +59,64 @@ def cache_dir() -> Path | None:
     return Path(folder)
 
 
+#: The largest cache file read (a real SGLang's source cache is ~2 MB).
+MAX_BYTES = 64 * 1024 * 1024
+
+#: What every cache file starts with: a magic, then the payload's length and CRC-32 (4
+#: bytes each, little-endian), then the marshalled payload. A file that is cut, extended or
+#: damaged fails the check and is never handed to ``marshal`` (whose declared lengths are
+#: trusted: ``(\xff\xff\xff\x7f`` alone asks for a 16 GiB tuple).
+MAGIC = b"MPC1"
+
+
 def load(path: str | os.PathLike[str]) -> Any:
-    """The document marshalled at ``path``, or None when missing, unreadable or damaged."""
+    """The document marshalled at ``path``, or None when missing, unreadable, damaged, not
+    ours (another owner's, or writable by others), or over :data:`MAX_BYTES`."""
+    from kb.errors import ReadRefused
+    from kb.files import read_regular
+
     try:
-        with open(path, "rb") as f:
-            return marshal.loads(f.read())
-    except (OSError, ValueError, EOFError, TypeError):
+        if not _trusted(path):
+            return None
+        data = read_regular(path, cap=MAX_BYTES, what="cache file")
+    except (OSError, ReadRefused):
         return None
+    if len(data) < 12 or data[:4] != MAGIC:
+        return None
+    import zlib  # a builtin module; the worker start loads it anyway (resolver.sources)
+
+    size = int.from_bytes(data[4:8], "little")  # header: MAGIC, length, CRC-32 (4 bytes each)
+    crc = int.from_bytes(data[8:12], "little")
+    payload = data[12:]
+    if size != len(payload) or zlib.crc32(payload) != crc:
+        return None
+    try:
+        return marshal.loads(payload)
+    except (ValueError, EOFError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _trusted(path: str | os.PathLike[str]) -> bool:
+    """Like ``__pycache__``: only a file of this user that nobody else can write is read
+    (marshal is not meant for data from others)."""
+    st = os.stat(path)
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    return (uid is None or st.st_uid == uid) and not st.st_mode & 0o022
 
 
 def store(path: str | os.PathLike[str], doc: Any) -> str | None:
     """Write ``doc`` atomically (:func:`kb.files.write_atomic`); return why it failed, or
     None."""
+    import zlib
+
     from kb.files import write_atomic
 
     try:
-        write_atomic(path, marshal.dumps(doc))
+        payload = marshal.dumps(doc)
+        if len(payload) > MAX_BYTES:
+            return f"{len(payload):,} bytes, over the {MAX_BYTES:,}-byte cache limit: {path}"
+        write_atomic(path, MAGIC + len(payload).to_bytes(4, "little")
+                     + zlib.crc32(payload).to_bytes(4, "little") + payload, what="cache file")
     except OSError as e:
         return f"{e.strerror or type(e).__name__}: {e.filename or path}"
     except ValueError as e:  # something marshal cannot hold
@@ -109,13 +151,19 @@ class FileMemo:
             data: dict[str, tuple[int, int, Any]] = {}
             if isinstance(doc, dict) and doc.get("format") == self.FORMAT and isinstance(
                     doc.get("entries"), dict):
-                data = doc["entries"]
+                data = {k: v for k, v in doc["entries"].items() if type(k) is str}
             self._data = data
         return self._data
 
-    def get(self, kind: str, path: str | os.PathLike[str], compute: Callable[[], T]) -> T:
+    def get(self, kind: str, path: str | os.PathLike[str], compute: Callable[[], T],
+            valid: Callable[[Any], bool] | None = None) -> T:
         """``compute()``'s answer for ``path`` as it is now. Raises OSError when ``path``
-        cannot be stat-ed, and whatever ``compute`` raises (nothing is remembered then)."""
+        cannot be stat-ed, and whatever ``compute`` raises (nothing is remembered then).
+
+        ``valid(value)`` says whether a remembered value has the shape ``compute`` returns;
+        one that does not (a damaged or foreign memo) is computed afresh, never returned.
+        Pass it wherever a wrong-shaped value would fail the caller: the memo file is
+        untrusted input like any other."""
         if not self.enabled:
             return compute()
         name = os.path.abspath(path)
@@ -125,7 +173,7 @@ class FileMemo:
         hit = entries.get(key)
         self._used.add(key)
         if (type(hit) is tuple and len(hit) == 3 and hit[0] == st.st_size
-                and hit[1] == st.st_mtime_ns):
+                and hit[1] == st.st_mtime_ns and (valid is None or _fits(valid, hit[2]))):
             return hit[2]  # type: ignore[no-any-return]
         value = compute()
         entries[key] = (st.st_size, st.st_mtime_ns, value)
@@ -143,6 +191,13 @@ class FileMemo:
         return store(self.path, {"format": self.FORMAT, "entries": entries})
 
 
+def _fits(valid: Callable[[Any], bool], value: Any) -> bool:
+    try:
+        return bool(valid(value))
+    except Exception:  # a validator looking at damaged data may fail any way: not valid
+        return False
+
+
 _MEMO: FileMemo | None = None
 
 
@@ -158,21 +213,32 @@ def facts_memo() -> FileMemo:
     return _MEMO
 
 
+#: The largest file :func:`file_digest` hashes (a knowledge base: see ``kb.store``).
+MAX_DIGEST_BYTES = 256 * 1024 * 1024
+
+
 def file_digest(path: str | os.PathLike[str]) -> str:
     """sha256 of a file's bytes, remembered in :func:`facts_memo` (importing hashlib and
-    hashing a 5 MB knowledge base costs a worker start ~10 ms). Raises OSError when the
-    file cannot be read."""
+    hashing a 5 MB knowledge base costs a worker start ~10 ms). Raises OSError (a
+    :class:`kb.errors.ReadRefused` for a FIFO, a device, a file over
+    :data:`MAX_DIGEST_BYTES`) when the file cannot be read."""
     memo = facts_memo()
     computed = []
 
     def digest() -> str:
         import hashlib
 
-        computed.append(True)
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+        from kb.files import read_regular
 
-    value = memo.get("sha256", path, digest)
+        computed.append(True)
+        return hashlib.sha256(read_regular(path, cap=MAX_DIGEST_BYTES,
+                                           what="file")).hexdigest()
+
+    value = memo.get("sha256", path, digest, _is_sha256)
     if computed:
         memo.flush()  # a query process may never flush: keep the expensive answer now
     return value
+
+
+def _is_sha256(value: Any) -> bool:
+    return type(value) is str and len(value) == 64

@@ -9,10 +9,13 @@ from __future__ import annotations
 __all__ = [
     "ArchiveError",
     "FetchError",
+    "FileError",
     "KBError",
     "MoonpinError",
     "RangeNotHonoured",
+    "ReadRefused",
     "UsageError",
+    "WriteFailed",
 ]
 
 
@@ -56,3 +59,48 @@ class RangeNotHonoured(FetchError):
 
 class ArchiveError(MoonpinError):
     """A wheel or archive is malformed, truncated or hostile."""
+
+
+class FileError(MoonpinError, OSError):
+    """A file moonpin reads or writes is not what it must be, or cannot be made.
+
+    Also an :class:`OSError` (``errno``, ``strerror``, ``filename`` set), so a caller that
+    already treats "cannot read/write" as one outcome keeps doing so; the CLI maps it, as
+    every :class:`MoonpinError`, to exit 2 with its ``tip:`` line. ``str()`` names the
+    path, what the file is for, and what is wrong with it.
+    """
+
+    def __init__(self, path: str, reason: str, *, what: str = "file", errno: int = 0,
+                 hint: str | None = None) -> None:
+        OSError.__init__(self, errno, reason, path)
+        self.hint = hint
+        self.path = path
+        self.what = what
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.what} {self.path!r}: {self.reason}"
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable across process pools
+        return (_rebuild, (type(self), self.path, self.reason, self.what, self.errno or 0,
+                           self.hint))
+
+
+def _rebuild(cls: type[FileError], path: str, reason: str, what: str, errno: int,
+             hint: str | None) -> FileError:
+    return cls(path, reason, what=what, errno=errno, hint=hint)
+
+
+class ReadRefused(FileError):
+    """:func:`kb.files.read_regular` refused a file: not a regular file (a FIFO, a device,
+    a folder, a symlink loop), larger than the limit for its kind, or not readable.
+    ``limit`` is the size cap in bytes that applied."""
+
+    def __init__(self, path: str, reason: str, *, what: str = "file", errno: int = 0,
+                 hint: str | None = None, limit: int | None = None) -> None:
+        super().__init__(path, reason, what=what, errno=errno, hint=hint)
+        self.limit = limit
+
+
+class WriteFailed(FileError):
+    """A file (or the lock beside it) could not be written; what was there is unchanged."""

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kb.errors import KBError
-from kb.files import write_atomic
+from kb.errors import KBError, ReadRefused, WriteFailed
+from kb.files import MiB, loads_json, read_regular, write_atomic
 from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION, KnowledgeBase
 from kb.paths import default_kb_path
 
@@ -26,25 +26,29 @@ __all__ = ["default_kb_path", "dumps", "kb_lock", "load", "save", "write_atomic"
 
 _RESCRAPE = "run `moonpin scrape --full --kb {path}` to rebuild it from the index"
 
+#: The largest KB file read (the shipped one is ~5 MB).
+MAX_KB_BYTES = 256 * MiB
+
 
 def load(path: Path | None = None) -> KnowledgeBase:
     """Load and validate a KB file; every failure names the file, the field and the fix."""
     path = path or default_kb_path()
     hint = _RESCRAPE.format(path=path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError as e:
-        raise KBError(f"knowledge base not found: {str(path)!r}", hint=hint) from e
-    except OSError as e:
-        raise KBError(f"cannot read knowledge base {str(path)!r}: {e.strerror}", hint=hint) from e
+        raw = read_regular(path, cap=MAX_KB_BYTES, what="knowledge base")
+    except ReadRefused as e:
+        if e.errno == errno.ENOENT:
+            raise KBError(f"knowledge base not found: {str(path)!r}", hint=hint) from e
+        raise KBError(str(e), hint=f"{e.hint}; or {hint}" if e.limit and "limit" in e.reason
+                      else "point --kb/MOONPIN_KB at a knowledge-base file, or " + hint) from e
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise KBError(f"knowledge base {str(path)!r} is not valid JSON: {e}", hint=hint) from e
+        doc = loads_json(raw)
+    except ValueError as e:
+        raise KBError(f"knowledge base {str(path)!r}: {e}", hint=hint) from e
     if not isinstance(doc, dict):
         raise KBError(f"knowledge base {str(path)!r}: top level must be an object", hint=hint)
     version = doc.get("schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise KBError(
             f"knowledge base {str(path)!r}: field 'schema_version' is missing or not an integer",
             hint=hint,
@@ -64,8 +68,9 @@ def load(path: Path | None = None) -> KnowledgeBase:
     try:
         if version < SCHEMA_VERSION:  # only optional fields were added since: read as new
             doc["schema_version"] = SCHEMA_VERSION
-            return KnowledgeBase.model_validate_json(json.dumps(doc))
-        return KnowledgeBase.model_validate_json(raw)
+            kb = KnowledgeBase.model_validate_json(json.dumps(doc))
+        else:
+            kb = KnowledgeBase.model_validate_json(raw)
     except ValidationError as e:
         first = e.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
@@ -74,6 +79,25 @@ def load(path: Path | None = None) -> KnowledgeBase:
             f"({e.error_count()} error(s))",
             hint=hint,
         ) from e
+    _check_versions(kb, path, hint)
+    return kb
+
+
+def _check_versions(kb: KnowledgeBase, path: Path, hint: str) -> None:
+    """Every release version is PEP 440 (the graph and every query parse them)."""
+    from packaging.version import InvalidVersion, Version
+
+    fields: list[tuple[str, str]] = []
+    for kind in ("sglang", "mooncake", "torch"):
+        fields += [(f"{kind}.{i}.version", r.version) for i, r in enumerate(getattr(kb, kind))]
+    fields += [(f"torch_versions.{i}", v) for i, v in enumerate(kb.torch_versions)]
+    for field, value in fields:
+        try:
+            Version(value)
+        except InvalidVersion as e:
+            shown = value if len(value) <= 80 else value[:80] + f"... ({len(value)} characters)"
+            raise KBError(f"knowledge base {str(path)!r}: field {field!r}: {shown!r} is not a "
+                          "PEP 440 version", hint=hint) from e
 
 
 def dumps(kb: KnowledgeBase) -> bytes:
@@ -86,7 +110,7 @@ def save(kb: KnowledgeBase, path: Path) -> None:
 
     Callers that read-modify-write hold :func:`kb_lock` around the whole cycle.
     """
-    write_atomic(path, dumps(kb))
+    write_atomic(path, dumps(kb), what="knowledge base")
 
 
 @contextlib.contextmanager
@@ -95,8 +119,18 @@ def kb_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
     import fcntl  # POSIX only; moonpin scrapes on Linux hosts
 
     lock_path = path.with_name(path.name + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        what = ("is a directory" if e.errno == errno.EISDIR
+                else "is a symlink" if e.errno == errno.ELOOP
+                else f"cannot be made: {e.strerror or type(e).__name__}")
+        raise WriteFailed(str(lock_path), what, what="lock file of the knowledge base",
+                          errno=e.errno or 0,
+                          hint=f"the KB's folder {str(lock_path.parent)!r} must be writable "
+                               f"and {lock_path.name!r} a regular file (remove it if it is "
+                               "not)") from e
     try:
         deadline = time.monotonic() + timeout
         while True:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from typing import Any
 
 __all__ = [
+    "MAX_TABLE_BYTES",
     "Resolved",
     "build",
     "fix_for",
@@ -27,6 +28,8 @@ __all__ = [
     "load_launch",
     "load_requirements",
     "resolved_path",
+    "table_name",
+    "valid_launch",
     "write",
 ]
 
@@ -52,27 +55,177 @@ def _sha256(path: str | os.PathLike[str]) -> str:
     return file_digest(path)
 
 
-def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = False) -> Any:
+#: The largest table read (the shipped KB's largest is ~60 KB; ``_sglang.json`` ~1 MB).
+MAX_TABLE_BYTES = 64 * 1024 * 1024
+
+_NAME_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.+!_-")
+
+
+def table_name(prefix: str, version: str) -> str:
+    """The file name of a version's table (``0.5.18.json``, ``_launch-0.5.18.json``). A
+    version too long for a file name (or with a character a file name should not hold)
+    gets ``<prefix><length>-<crc32>.json`` instead; the table records its version, so a
+    colliding name is told apart on read."""
+    name = f"{prefix}{version}.json"
+    if (len(name.encode()) <= 200 and version[:1] not in ("", ".", "-")
+            and all(c in _NAME_CHARS for c in version)):
+        return name
+    import zlib
+
+    return f"{prefix}~{len(version)}-{zlib.crc32(version.encode()):08x}.json"
+
+
+def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = False,
+                valid: Any = None) -> Any:
     """The table ``name`` beside ``kb_path`` when it belongs to this KB (its ``kb_sha256``
-    is the KB's); raises OSError/ValueError/KeyError/TypeError otherwise. ``memo``: keep
-    the parsed document in :func:`kb.cache.facts_memo`, so a worker start skips ``json``."""
+    is the KB's) and has the shape ``valid(doc)`` expects; raises OSError/ValueError
+    otherwise (a FIFO, a device, an oversized, deep or damaged table included: derived
+    files are input like any other). ``memo``: keep the parsed document in
+    :func:`kb.cache.facts_memo`, so a worker start skips ``json``."""
     path = os.path.join(_folder(kb_path), name)
 
     def parse() -> Any:
-        import json
+        from kb.files import loads_json, read_regular
 
-        with open(path, "rb") as f:
-            return json.loads(f.read())
+        return loads_json(read_regular(path, cap=MAX_TABLE_BYTES, what="resolved table"))
+
+    def fits(doc: Any) -> bool:
+        return isinstance(doc, dict) and (valid is None or bool(valid(doc)))
 
     if memo:
         from kb.cache import facts_memo
 
-        doc = facts_memo().get("json", path, parse)
+        doc = facts_memo().get("json", path, parse, fits)
     else:
         doc = parse()
+    if not fits(doc):
+        raise ValueError(f"{path}: not a resolved table of this moonpin")
     if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != _sha256(kb_path):
         raise ValueError(f"{path} does not belong to {kb_path}")
     return doc
+
+
+# ---------------------------------------------------------------- shape checks
+# Each says whether a document read back has exactly the shape ``build`` writes, so that a
+# damaged or hand-edited table is ignored (the caller then asks the full resolver) instead
+# of failing deep inside a query or the check.
+
+
+def _strs(v: Any) -> bool:
+    return type(v) is list and all(type(x) is str for x in v)
+
+
+def _int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _opt_index(v: Any, n: int) -> bool:
+    return v is None or (type(v) is int and 0 <= v < n)
+
+
+def _valid_meta(m: Any) -> bool:
+    return (type(m) is dict and (m.get("module") is None or type(m.get("module")) is str)
+            and all(_strs(m.get(k)) for k in ("names", "backends", "torch")))
+
+
+def _valid_release_table(doc: dict[str, Any]) -> bool:
+    strings: Any = doc.get("strings")
+    releases, tags = doc.get("releases"), doc.get("release_tags")
+    sglang, rows, unread = doc.get("sglang"), doc.get("rows"), doc.get("unread")
+    if not (_strs(strings) and type(releases) is list and type(tags) is list
+            and type(sglang) is dict and type(rows) is dict and type(unread) is list):
+        return False
+    n, nr = len(strings), len(releases)
+    if not all(type(r) is list and len(r) == 2 and _strs(r) for r in releases):
+        return False
+    if len(tags) != nr or not all(type(t) is list and len(t) == 2 and _strs(t[0])
+                                  and _strs(t[1]) for t in tags):
+        return False
+    if not all(type(u) is dict and all(type(u.get(k)) is str
+                                       for k in ("dist", "version", "reason")) for u in unread):
+        return False
+    if set(rows) != set(sglang) or not all(_valid_meta(m) for m in sglang.values()):
+        return False
+    for groups in rows.values():
+        if type(groups) is not list:
+            return False
+        for g in groups:
+            if not (type(g) is list and len(g) == 9 and _int(g[0]) and 0 <= g[0] < nr
+                    and type(g[1]) is str and type(g[2]) is str and g[3] in (0, 1, 2)
+                    and _int(g[3]) and _int(g[4]) and _opt_index(g[5], n)
+                    and type(g[6]) is list and all(_opt_index(x, n) and x is not None
+                                                   for x in g[6])
+                    and _opt_index(g[7], n) and type(g[8]) is list
+                    and all(type(m) is list and len(m) == 2 and type(m[0]) is str
+                            and _opt_index(m[1], n) for m in g[8])):
+                return False
+    return True
+
+
+def _valid_feature(f: Any) -> bool:
+    return (type(f) is dict and type(f.get("module")) is str and _strs(f.get("names"))
+            and type(f.get("feature")) is str and type(f.get("optional")) is bool
+            and type(f.get("member")) is str and type(f.get("line")) is int)
+
+
+def _valid_requirements(doc: dict[str, Any]) -> bool:
+    table = doc.get("sglang")
+    if type(table) is not dict:
+        return False
+    for m in table.values():
+        if not (_valid_meta(m) and _strs(m.get("optional_names"))
+                and type(m.get("features")) is dict):
+            return False
+        if not all(type(k) is str and type(v) is list and all(_valid_feature(f) for f in v)
+                   for k, v in m["features"].items()):
+            return False
+    return True
+
+
+_FLAG_FIELDS: dict[str, tuple[Any, ...]] = {
+    "name": (str,), "dest": (str,), "default": (str,), "choices": ("strs", None),
+    "type": (str, None), "action": (str, None), "line": (int,), "deprecated_for": ("strs",),
+    "nargs": (str, None), "const": (str,), "aliases": ("strs",)}
+_RULE_FIELDS: dict[str, tuple[Any, ...]] = {
+    "kind": (str,), "condition": (str,), "message": (str,), "reads": ("strs",),
+    "guard": (str, None), "function": (str,), "line": (int,), "path": (str,)}
+_WRITE_FIELDS: dict[str, tuple[Any, ...]] = {
+    "attr": (str,), "value": (str,), "guard": (str, None), "line": (int,)}
+
+
+def _fields_ok(d: Any, fields: dict[str, tuple[Any, ...]]) -> bool:
+    if type(d) is not dict:
+        return False
+    for key, kinds in fields.items():
+        if key not in d:
+            return False
+        v = d[key]
+        if not any((k is None and v is None) or (k == "strs" and _strs(v))
+                   or (isinstance(k, type) and type(v) is k) for k in kinds):
+            return False
+    return True
+
+
+def valid_launch(rec: Any) -> bool:
+    """Whether ``rec`` has the shape of a ``kb.models.LaunchRules`` dumped as JSON (what
+    :func:`resolver.launch_args.rules_from_json` reads)."""
+    if type(rec) is not dict:
+        return False
+    flags, rules, constants = rec.get("flags"), rec.get("rules"), rec.get("constants")
+    if not (type(flags) is list and type(rules) is list and type(constants) is dict):
+        return False
+    if not all(type(k) is str and type(v) is str for k, v in constants.items()):
+        return False
+    if rec.get("option_names") is not None and not _strs(rec.get("option_names")):
+        return False
+    if rec.get("error") is not None and type(rec.get("error")) is not str:
+        return False
+    if not all(_fields_ok(f, _FLAG_FIELDS) and (f.get("path") is None
+                                                or type(f["path"]) is str) for f in flags):
+        return False
+    return all(_fields_ok(r, _RULE_FIELDS) and r["kind"] in ("assert", "raise")
+               and type(r.get("writes")) is list
+               and all(_fields_ok(w, _WRITE_FIELDS) for w in r["writes"]) for r in rules)
 
 
 class Resolved:
@@ -156,28 +309,36 @@ class Resolved:
 
 def load(kb_path: str | os.PathLike[str], sglang: str) -> Resolved | None:
     """The table for one SGLang release of this KB, or None when it is missing,
-    unreadable or stale (then the caller asks the full resolver)."""
+    unreadable, damaged or stale (then the caller asks the full resolver)."""
     try:
-        return Resolved(_read_table(kb_path, f"{sglang}.json"))
+        table = Resolved(_read_table(kb_path, table_name("", sglang),
+                                     valid=_valid_release_table))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return table if table.has(sglang) else None
 
 
 def load_requirements(kb_path: str | os.PathLike[str]) -> dict[str, dict[str, Any]] | None:
     """Every SGLang release's process-group requirement (module, names, optional_names,
-    backends) from ``resolved/_sglang.json``; None when missing or stale. The runtime
-    check reads this instead of parsing the whole KB at every worker start."""
+    backends) from ``resolved/_sglang.json``; None when missing, damaged or stale. The
+    runtime check reads this instead of parsing the whole KB at every worker start."""
     try:
-        return dict(_read_table(kb_path, "_sglang.json", memo=True)["sglang"])
+        return dict(_read_table(kb_path, "_sglang.json", memo=True,
+                                valid=_valid_requirements)["sglang"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] | None:
     """One SGLang release's launch-rules record (``kb.models.LaunchRules`` as JSON) from
-    ``resolved/_launch-<version>.json``; None when missing or stale."""
+    ``resolved/_launch-<version>.json``; None when missing, damaged or stale."""
+
+    def fits(doc: dict[str, Any]) -> bool:
+        return doc.get("sglang") == sglang and valid_launch(doc.get("launch"))
+
     try:
-        launch: dict[str, Any] = _read_table(kb_path, f"_launch-{sglang}.json")["launch"]
+        launch: dict[str, Any] = _read_table(kb_path, table_name("_launch-", sglang),
+                                             valid=fits)["launch"]
         return launch
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -354,8 +515,11 @@ def write(kb_path: Path) -> Path:
 
     tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
     try:
-        for version, doc in docs.items():
-            (tmp / f"{version}.json").write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+        for key, doc in docs.items():
+            name = ("_sglang.json" if key == "_sglang"
+                    else table_name("_launch-", key[len("_launch-"):])
+                    if key.startswith("_launch-") else table_name("", key))
+            (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         os.chmod(tmp, 0o755)
         old = final.with_name(final.name + ".old")
         if final.exists():
