@@ -521,14 +521,17 @@ def cmd_pins(args: argparse.Namespace) -> int:
             print(f"{p.path}:{p.line}: {p.name}{what}  ({p.kind}){note}")
         for a, b in result["conflicts"]:
             print(f"conflict: {a} vs {b}")
-        print(f"verdict: {verdict['verdict']}")
+        print(f"verdict: {verdict['verdict']} ({verdict['platform']})")
         for r in verdict["reasons"]:
             print(f"  {r}")
+        for n in verdict.get("notes", []):
+            print(f"  note: {n}")
         for u in verdict["updates"]:
             name = u["newName"] if u["newName"] != u["depName"] else u["depName"]
+            was = (f"=={u['currentVersion']}" if u.get("currentVersion") is not None
+                   else u["currentValue"] or " (no version)")
             print(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
-                  f"{u['depName']}=={u['currentValue']} -> {name}=={u['newValue']}  "
-                  f"# {u['reason']}")
+                  f"{u['depName']}{was} -> {name}=={u['newValue']}  # {u['reason']}")
     if (args.diff or args.write) and verdict["updates"]:
         _rewrite_pins(found, verdict["updates"], write=args.write)
     ok = verdict["verdict"] == "compatible" and not verdict["updates"] and not pinned.conflicts

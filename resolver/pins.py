@@ -978,8 +978,9 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
 
 
 def _update(pin: Pin, new_name: str, new_version: str, reason: str,
-            group: str) -> dict[str, Any]:
-    """A Renovate-like update object for one pin."""
+            group: str = GROUP_NAME) -> dict[str, Any]:
+    """A Renovate-like update object for one pin (``updateType`` ``pin`` for a pin that had
+    no exact version: its ``currentValue`` is the range or ``""``)."""
     try:
         old = Version(pin.version or "0")
     except InvalidVersion:
@@ -987,6 +988,8 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
     new = Version(new_version)
     if new_name != pin.name:
         kind = "replacement"
+    elif pin.version is None:
+        kind = "pin"
     elif new.major != old.major:
         kind = "major"
     elif new.minor != old.minor:
@@ -994,8 +997,39 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
     else:
         kind = "patch"
     return {"depName": pin.name, "newName": new_name, "packageFile": pin.path,
-            "line": pin.version_line, "currentValue": pin.version, "newValue": new_version,
+            "line": pin.version_line,
+            "currentValue": pin.version if pin.version is not None else pin.spec,
+            "newValue": new_version, "currentVersion": pin.version, "newVersion": new_version,
             "updateType": kind, "groupName": group, "reason": reason}
+
+
+_MARKER_ARCH = re.compile(r"platform_machine\s*==\s*[\"']([\w.-]+)[\"']")
+_MARKER_PY = re.compile(r"python_version\s*==\s*[\"'](\d+\.\d+)[\"']")
+
+
+def platform_of(pins: Sequence[Pin], *, python: str | None = None,
+                arch: str | None = None) -> tuple[str | None, str | None, str]:
+    """The python and arch to judge on, and where they come from: ``--python``/``--arch``
+    first, else an ``==`` in the pins' own markers (``platform_machine == "x86_64"``)."""
+    said: list[str] = []
+    if python is not None:
+        said.append(f"python {python} (from --python)")
+    if arch is not None:
+        said.append(f"{arch} (from --arch)")
+    for p in pins:
+        if not p.marker:
+            continue
+        if python is None and (m := _MARKER_PY.search(p.marker)):
+            python = m.group(1)
+            said.append(f"python {python} (from the marker at {p.path}:{p.line})")
+        if arch is None and (m := _MARKER_ARCH.search(p.marker)):
+            arch = m.group(1)
+            said.append(f"{arch} (from the marker at {p.path}:{p.line})")
+    if python is None:
+        said.append("every python the wheels cover")
+    if arch is None:
+        said.append("x86_64 and aarch64")
+    return python, arch, "judged for " + ", ".join(said)
 
 
 def judge(g: Any, pinned: PinnedSet, *, python: str | None = None, arch: str | None = None,
@@ -1004,9 +1038,14 @@ def judge(g: Any, pinned: PinnedSet, *, python: str | None = None, arch: str | N
 
     ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
     mooncake; ``latest`` moves the whole stack to the newest SGLang that has a prebuilt
-    compatible mooncake. ``keep`` names the one package that must not move.
+    compatible mooncake. ``keep`` names the one package that must not move. The platform is
+    ``python``/``arch``, else what the pins' markers say (``platform`` says which).
     """
+    python, arch, where = platform_of(
+        [p for p in (pinned.sglang, pinned.torch, pinned.mooncake) if p is not None]
+        + list(pinned.loose), python=python, arch=arch)
     out = _judge_minimal(g, pinned, python=python, arch=arch, keep=keep)
+    out["platform"] = where
     if strategy == "latest" or (keep == "mooncake" and out["verdict"] != "compatible"):
         stack = _stack_move(g, pinned, python=python, arch=arch, keep=keep)
         if stack:
@@ -1028,7 +1067,7 @@ def _stack_move(g: Any, pinned: PinnedSet, *, python: str | None, arch: str | No
 
     from resolver import query
 
-    group = "sglang stack"
+    group = GROUP_NAME
     if keep == "mooncake" and pinned.mooncake is not None:
         ans = query.which_sglang(g, f"{pinned.mooncake.name}=={pinned.mooncake.version}",
                                  python=python, arch=arch)
@@ -1070,59 +1109,87 @@ def _stack_move(g: Any, pinned: PinnedSet, *, python: str | None, arch: str | No
     return []
 
 
+def _loose_mooncake(pinned: PinnedSet) -> Pin | None:
+    """A mooncake requirement without an exact version (unpinned or a range)."""
+    return next((p for p in pinned.loose if p.name in MOONCAKE_FAMILY), None)
+
+
 def _judge_minimal(g: Any, pinned: PinnedSet, *, python: str | None, arch: str | None,
                    keep: str | None) -> dict[str, Any]:
     from resolver import query
 
-    out: dict[str, Any] = {"verdict": "unknown", "reasons": [], "updates": []}
+    out: dict[str, Any] = {"verdict": "unknown", "reasons": [], "updates": [], "notes": []}
     if pinned.sglang is None:
         out["reasons"].append("sglang is not pinned to one version: nothing to check against")
         return out
     sv = pinned.sglang.version or ""
     torch = pinned.torch.version if pinned.torch else None
+    loose = _loose_mooncake(pinned) if pinned.mooncake is None else None
     if pinned.mooncake is None:
-        out["reasons"].append("no mooncake distribution is pinned to one version")
+        what = f"{loose.name}{loose.spec}" if loose and loose.spec else (
+            f"{loose.name} (no version)" if loose else "none")
+        out["reasons"].append(f"no mooncake distribution is pinned to one version ({what})")
     else:
         mc = f"{pinned.mooncake.name}=={pinned.mooncake.version}"
         res = query.explain(g, sv, mc, torch=torch, python=python, arch=arch)
         out["verdict"] = res["verdict"]
         out["reasons"] = res["reasons"]
+        out["notes"] = list(res.get("notes") or [])
         out["explain"] = res
         if res["verdict"] == "compatible":
             return out
-    # Keep SGLang (and the pinned torch), move mooncake to the newest compatible release.
+    # Keep SGLang (and the pinned torch), move mooncake to the newest compatible release
+    # (of the distribution in the file when one of its releases fits), prebuilt first.
     which = query.which_mooncake(g, sv, torch=torch, python=python, arch=arch)
-    plain = [c for c in which["compatible"] if not c.get("notes")] or which["compatible"]
+    fits = which["compatible"]
+    if loose is not None:
+        fits = [c for c in fits if c["dist"] == loose.name and loose.spec and
+                _in_spec(c["version"], loose.spec)] or [
+                    c for c in fits if c["dist"] == loose.name] or fits
+    plain = [c for c in fits if not c.get("notes")] or fits
     if keep == "mooncake":
         plain = []
-    if plain and pinned.mooncake is not None:
+    target = pinned.mooncake or loose
+    if plain and target is not None:
         best = plain[0]
+        places = pinned.places(target) if target.version is not None else [target]
         out["updates"] += [_update(
             place, best["dist"], best["version"],
             f"sglang {sv} with torch {torch or 'as it requires'} needs "
-            f"{which['query']['module']}; {best['requirement']} has a matching build",
-            "mooncake for sglang") for place in pinned.places(pinned.mooncake)]
+            f"{which['query']['module']}; {best['requirement']} has a matching build"
+            + ("; note: " + "; ".join(best["notes"]) if best.get("notes") else ""))
+            for place in places]
     elif plain:
-        out["reasons"].append(f"pin {plain[0]['requirement']} to add the mooncake that fits")
+        out["reasons"].append(f"add {plain[0]['requirement']}: it is the mooncake that fits")
     elif torch is not None and keep not in ("torch", "mooncake"):
         # No mooncake fits the pinned torch: move torch to what SGLang requires.
         relaxed = query.which_mooncake(g, sv, python=python, arch=arch)
         fits = [c for c in relaxed["compatible"] if not c.get("notes")] or relaxed["compatible"]
         if fits and pinned.torch is not None:
             new_torch = fits[0]["wheels"][0]["torch"]
-            group = "sglang stack"
             out["updates"] += [_update(place, "torch", new_torch,
-                                       f"sglang {sv} requires torch {new_torch}", group)
+                                       f"sglang {sv} requires torch {new_torch}")
                                for place in pinned.places(pinned.torch)]
-            if pinned.mooncake is not None:
+            if target is not None:
+                places = pinned.places(target) if target.version is not None else [target]
                 out["updates"] += [_update(place, fits[0]["dist"], fits[0]["version"],
-                                           f"{fits[0]['requirement']} fits torch {new_torch}",
-                                           group)
-                                   for place in pinned.places(pinned.mooncake)]
-    if not out["updates"] and out["verdict"] != "compatible" and keep != "mooncake":
-        out["reasons"].append(f"no mooncake release in the knowledge base fits sglang {sv}; "
-                              "`moonpin which sglang --mooncake DIST==V` lists what does")
+                                           f"{fits[0]['requirement']} fits torch {new_torch}")
+                                   for place in places]
+    if not out["updates"] and out["verdict"] != "compatible" and keep != "mooncake" \
+            and not plain:
+        out["reasons"].append(f"no mooncake release in the knowledge base fits sglang {sv}"
+                              f"{' with torch ' + torch if torch else ''}; `moonpin which "
+                              f"mooncake --sglang {sv} --why` says why each is excluded")
     return out
+
+
+def _in_spec(version: str, spec: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        return False
 
 
 # ----------------------------------------------------------------------- rewriting
@@ -1135,6 +1202,34 @@ def _name_pattern(name: str) -> re.Pattern[str]:
                       re.IGNORECASE)
 
 
+def _pin_loose(lines: dict[str, list[str]], pin: Pin, new_name: str, version: str) -> bool:
+    """Give an unpinned or ranged requirement line the exact version: its range (or nothing)
+    after the name and extras becomes ``==version``. Only a requirement written on one line
+    of a requirements file or a ``pip install`` line."""
+    if pin.kind not in ("requirements", "constraints", "pip-install") or (pin.note and (
+            "reference" in pin.note or "editable" in pin.note or "variable" in pin.note)):
+        return False
+    text = lines[pin.path][pin.line - 1]
+    m = _name_pattern(pin.name).search(text)
+    if m is None:
+        return False
+    end = m.end()
+    ex = re.match(r"\s*\[[^\]]*\]", text[end:])
+    if ex:
+        end += ex.end()
+    rest = text[end:]
+    if pin.spec:
+        at = rest.find(pin.spec)
+        if at < 0 or rest[:at].strip():
+            return False
+        rest = rest[:at] + "==" + version + rest[at + len(pin.spec):]
+    else:
+        rest = "==" + version + rest
+    head = text[:m.start()] + (new_name if new_name != pin.name else m.group(0))
+    lines[pin.path][pin.line - 1] = head + text[m.end():end] + rest
+    return True
+
+
 def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
                   texts: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The files' new texts with ``updates`` applied at the pins' recorded places, and the
@@ -1145,9 +1240,16 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
     problems: list[str] = []
     edits: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
     renames: list[tuple[Pin, str]] = []
+    loose = {(p.path, p.line, p.name): p for p in pins if p.version is None}
     for u in updates:
-        pin = by_place.get((u["packageFile"], u["line"], u["currentValue"]))
         where = f"{u['packageFile']}:{u['line']}"
+        if "currentVersion" in u and u["currentVersion"] is None:
+            lpin = loose.get((u["packageFile"], u["line"], u["depName"]))
+            if lpin is None or not _pin_loose(lines, lpin, u["newName"], u["newValue"]):
+                problems.append(f"{where}: no requirement text to pin for {u['depName']}")
+            continue
+        pin = by_place.get((u["packageFile"], u["line"], u.get("currentVersion",
+                                                                u["currentValue"])))
         if pin is None or pin.col < 0:
             problems.append(f"{where}: no version text to rewrite for {u['depName']}")
             continue

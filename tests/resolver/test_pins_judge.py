@@ -1,0 +1,91 @@
+"""``moonpin pins`` verdicts on the shipped KB (issue 13): one update for an unpinned or
+ranged mooncake, the platform the file's markers give, the compile note of a JIT release."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from resolver.graph import CompatGraph
+from resolver.pins import apply_updates, judge, pinned_set, read_pins
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "data" / "kb.json"
+
+
+@pytest.fixture(scope="module")
+def g() -> CompatGraph:
+    from kb import store
+
+    return CompatGraph(store.load(SHIPPED))
+
+
+def _judge(g: CompatGraph, tmp_path: Path, text: str, **kw: str) -> tuple[dict, Path]:
+    req = tmp_path / "requirements.txt"
+    req.write_text(text, encoding="utf-8")
+    pins, errors = read_pins([req])
+    assert errors == []
+    return judge(g, pinned_set(pins), **kw), req
+
+
+@pytest.mark.parametrize("line", ["mooncake-transfer-engine-cuda13",
+                                  "mooncake-transfer-engine-cuda13>=0.3.13",
+                                  "mooncake-transfer-engine-cuda13[x] >=0.3.12 ; "
+                                  "sys_platform == 'linux'  # keep"])
+def test_unpinned_or_ranged_mooncake_gets_one_update(g: CompatGraph, tmp_path: Path,
+                                                    line: str) -> None:
+    out, req = _judge(g, tmp_path, f"sglang==0.5.18\ntorch==2.13.0\n{line}\n")
+    (u,) = out["updates"]
+    assert (u["depName"], u["newValue"], u["updateType"]) == (
+        "mooncake-transfer-engine-cuda13", "0.3.13.post1", "pin")
+    assert u["groupName"] == "sglang stack"
+    text = " ".join(out["reasons"])
+    assert "no mooncake release in the knowledge base fits" not in text
+    assert "which sglang" not in text
+    pins, _ = read_pins([req])
+    new, problems = apply_updates(pins, out["updates"], {str(req): req.read_text()})
+    assert problems == []
+    (written,) = [x for x in new[str(req)].splitlines() if "mooncake" in x]
+    assert "==0.3.13.post1" in written and ">=" not in written
+    assert written.endswith("# keep") == line.endswith("# keep")
+    # the result is a set moonpin judges compatible
+    req.write_text(new[str(req)], encoding="utf-8")
+    again, _ = _judge(g, tmp_path, new[str(req)])
+    assert again["verdict"] == "compatible" and again["updates"] == []
+
+
+def test_reasons_use_the_platform_of_the_files_marker(g: CompatGraph, tmp_path: Path) -> None:
+    out, _ = _judge(g, tmp_path, 'sglang==0.5.18\ntorch==2.13.0 ; platform_machine == "x86_64"\n'
+                                 "mooncake-transfer-engine-cuda13==0.3.12\n")
+    assert out["verdict"] == "incompatible"
+    assert "aarch64" not in " ".join(out["reasons"])
+    assert "x86_64 (from the marker at" in out["platform"]
+    out, _ = _judge(g, tmp_path, "sglang==0.5.18\ntorch==2.13.0\n"
+                                 "mooncake-transfer-engine-cuda13==0.3.12\n", arch="aarch64",
+                    python="3.12")
+    assert "aarch64 (from --arch)" in out["platform"]
+    assert "python 3.12 (from --python)" in out["platform"]
+    assert "x86_64" not in " ".join(out["reasons"])
+
+
+def test_a_jit_release_is_compatible_with_its_compile_note(g: CompatGraph,
+                                                           tmp_path: Path) -> None:
+    out, _ = _judge(g, tmp_path, "sglang==0.5.18\ntorch==2.13.0\n"
+                                 "mooncake-transfer-engine-cuda13==0.3.14\n")
+    assert out["verdict"] == "compatible"
+    assert any("compiles its process-group extension" in n and "nvcc" in n
+               for n in out["notes"])
+
+
+def test_pins_cli_prints_platform_and_note(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.14\n",
+                   encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), "pins",
+                        str(req)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "verdict: compatible (judged for" in r.stdout
+    assert "note: mooncake-transfer-engine-cuda13==0.3.14 compiles" in r.stdout
