@@ -441,10 +441,15 @@ def rules_from_json(record: Mapping[str, Any]) -> tuple[tuple[Flag, ...], tuple[
                                                        dict[str, object]]:
     """Flags, rules and constants from a launch-rules record as JSON (the KB's
     ``LaunchRules`` dumped), without pydantic: the runtime check reads them this way.
-    Raises KeyError/TypeError on a malformed record."""
+    Raises TypeError on a malformed record (a derived table is input like any other: its
+    shape is checked before use, and its JSON texts while decoding)."""
     from types import SimpleNamespace
 
+    from resolver.resolved import valid_launch
     from scrapers.server_args import from_record
+
+    if not valid_launch(record):
+        raise TypeError("malformed launch-rules record (fields missing or of the wrong type)")
 
     def ns(d: Mapping[str, Any]) -> SimpleNamespace:
         return SimpleNamespace(**{k: tuple(v) if isinstance(v, list) else v
@@ -455,7 +460,11 @@ def rules_from_json(record: Mapping[str, Any]) -> tuple[tuple[Flag, ...], tuple[
         rules=[SimpleNamespace(**{**vars(ns(r)), "writes": [ns(w) for w in r["writes"]]})
                for r in record["rules"]],
         constants=dict(record["constants"]))
-    return from_record(rec)
+    try:
+        return from_record(rec)
+    except (ValueError, RecursionError) as e:  # a default/const/constant that is not JSON
+        raise TypeError(f"malformed launch-rules record: {type(e).__name__}: "
+                        f"{str(e)[:200]}") from None
 
 
 @dataclass(frozen=True)

@@ -140,28 +140,79 @@ def _expand(token: str, env: Mapping[str, str], notes: list[str]) -> list[str]:
     return [text]
 
 
+#: Bounds on a shell script: ``shlex`` is pure Python (~1 s per MB), and a line whose
+#: quote never closes would otherwise be re-tokenized with every following line.
+MAX_LINE = 64 * 1024  # characters in one logical command line
+MAX_CARRY = 500  # lines a still-open quote is carried over
+
+
+_SPECIAL = re.compile(r"""[#'"\\]""")
+_IN_DOUBLE = re.compile(r'["\\]')
+
+
+def _quote_after(line: str, state: str | None) -> str | None:
+    """The quote still open at the end of ``line`` ("'", '"' or None) when ``state`` was
+    open at its start, as a POSIX shell reads it (backslash escapes outside single
+    quotes; ``#`` after a blank starts a comment). Linear: a regex jumps to the next
+    character that matters."""
+    i, n = 0, len(line)
+    while i < n:
+        if state is None:
+            m = _SPECIAL.search(line, i)
+            if m is None:
+                return None
+            c, i = m.group(), m.start()
+            if c == "#":
+                if i == 0 or line[i - 1] in " \t":
+                    return None
+                i += 1
+            elif c == "\\":
+                i += 2
+            else:
+                state, i = c, i + 1
+        elif state == "'":
+            j = line.find("'", i)
+            if j < 0:
+                return state
+            state, i = None, j + 1
+        else:
+            m = _IN_DOUBLE.search(line, i)
+            if m is None:
+                return state
+            if m.group() == "\\":
+                i = m.start() + 2
+            else:
+                state, i = None, m.start() + 1
+    return state
+
+
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """(first line number, text) of each command line: continuations joined, and lines
-    whose quotes are still open carried over (a quoted ``bash -c "..."`` block)."""
+    whose quotes are still open carried over (a quoted ``bash -c "..."`` block), for at
+    most :data:`MAX_CARRY` lines or :data:`MAX_LINE` characters (then the line is given
+    as it is, and tokenizing it reports the open quote)."""
     lines = text.splitlines()
     i = 0
     while i < len(lines):
         start = i
-        buf = lines[i]
+        parts = [lines[i]]
+        state = _quote_after(lines[i], None)
+        size = len(lines[i])
         i += 1
-        while True:
-            while buf.endswith("\\") and i < len(lines):
-                buf = buf[:-1] + " " + lines[i]
-                i += 1
-            try:
-                shlex.split(buf, comments=True)
+        while i < len(lines) and size <= MAX_LINE and i - start < MAX_CARRY:
+            last = parts[-1]
+            if state is None and (len(last) - len(last.rstrip("\\"))) % 2:  # odd: `\` + newline
+                parts[-1] = last[:-1]
+                sep = " "
+            elif state is not None:
+                sep = "\n"
+            else:
                 break
-            except ValueError:
-                if i >= len(lines):
-                    break
-                buf = buf + "\n" + lines[i]
-                i += 1
-        yield start + 1, buf
+            parts.append(sep + lines[i])
+            state = _quote_after(lines[i], state)
+            size += len(lines[i]) + 1
+            i += 1
+        yield start + 1, "".join(parts)
 
 
 def _commands(line: str) -> list[list[str]]:
@@ -183,6 +234,14 @@ def from_shell(text: str, name: str, env: Mapping[str, str] | None = None) -> _F
     known: dict[str, str] = dict(env or {})
     assumed: dict[str, list[str]] = {}  # variable -> how its value was assumed
     for lineno, line in _logical_lines(text):
+        head = line.lstrip()
+        if not head or head.startswith("#"):
+            continue  # blank or a comment: nothing to tokenize
+        if len(line) > MAX_LINE:
+            found.findings.append(Finding(
+                f"{name}:{lineno}", f"a command line of {len(line):,} characters is not "
+                f"read (limit {MAX_LINE:,})", "split it, or check the file is a script"))
+            continue
         try:
             commands = _commands(line)
         except ValueError as e:
@@ -415,12 +474,34 @@ def _look_at(m: dict[str, _Node], path: list[str], name: str, found: _Found,
     found.launches += launches
 
 
+_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\n]|\'\')*\'')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _flow_depth(text: str) -> int:
+    """How deep flow collections nest, counted on the brackets outside quoted scalars
+    before PyYAML's recursive composer sees them (5,000 nested ``[`` exhaust its stack).
+    Linear; a bracket inside a plain scalar may count, which only overestimates."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_QUOTED.sub("", text)):
+        if m.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def from_yaml(text: str, name: str) -> _Found:
     """The SGLang launches of every document of a YAML file (ValueError when it is not
     YAML)."""
     import yaml
 
     found = _Found()
+    depth = _flow_depth(text)
+    if depth > MAX_DEPTH:
+        raise ValueError(f"{name}: YAML flow collections ([...], {{...}}) nested {depth} deep "
+                         f"(limit {MAX_DEPTH})")
     try:
         docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError as e:
@@ -428,6 +509,9 @@ def from_yaml(text: str, name: str) -> _Found:
         at = f":{mark.line + 1}" if mark is not None else ""
         raise ValueError(f"{name}{at}: not valid YAML: "
                          f"{getattr(e, 'problem', None) or e}") from None
+    except RecursionError:  # block nesting the pre-scan does not count (indentation)
+        raise ValueError(f"{name}: YAML nested deeper than its reader can follow (limit "
+                         f"{MAX_DEPTH} levels)") from None
     budget = [MAX_NODES]
     for i, doc in enumerate(docs):
         if doc is None:
@@ -441,14 +525,22 @@ def from_yaml(text: str, name: str) -> _Found:
     return found
 
 
+#: The largest ``args --file`` read.
+MAX_FILE = 8 * 1024 * 1024
+
+
 def read_file(path: Path, kind: str = "auto") -> _Found:
     """Launches in a YAML manifest or a shell script (``kind``: auto, yaml, shell).
-    Raises OSError when unreadable, ValueError when the YAML does not parse."""
-    text = path.read_bytes().decode("utf-8", "replace")
+    Raises OSError (:class:`kb.errors.ReadRefused`: missing, unreadable, not a regular
+    file, over :data:`MAX_FILE`), ValueError when the YAML does not parse or passes a
+    limit."""
+    from kb.files import read_regular
+
+    text = read_regular(path, cap=MAX_FILE, what="launch file").decode("utf-8", "replace")
     if kind == "auto":
         kind = "yaml" if path.suffix.lower() in (".yaml", ".yml") else (
             "shell" if path.suffix.lower() in (".sh", ".bash") or text.startswith("#!")
-            else "yaml" if re.search(r"^\s*(apiVersion|kind|spec):", text, re.M) else "shell")
+            else "yaml" if re.search(r"^[ \t]*(apiVersion|kind|spec):", text, re.M) else "shell")
     return from_yaml(text, str(path)) if kind == "yaml" else from_shell(text, str(path))
 
 

@@ -82,9 +82,16 @@ def _stat_tree(pkg: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
     return out
 
 
+#: The largest source file read (SGLang's largest is well under 1 MB).
+MAX_SOURCE = 16 * 1024 * 1024
+
+
 def _read(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()
+    """Raises OSError (:class:`kb.errors.ReadRefused`) for a FIFO, a device, a folder, a
+    loop or a file over :data:`MAX_SOURCE`: the caller then falls back to the KB."""
+    from kb.files import read_regular
+
+    return read_regular(path, cap=MAX_SOURCE, what="SGLang source")
 
 
 def _analyzer_hash() -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import marshal
 import os
 from pathlib import Path
 
 import pytest
 
+from kb import cache as kb_cache
 from resolver import sources
 from tests.lib.images import add_sglang
 
@@ -99,7 +99,8 @@ def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -
     truth = sources.scan(pkg, cache_dir=cache)
     (cfile,) = cache.glob("check-sources-*.marshal")
     raw = cfile.read_bytes()
-    doc = marshal.loads(raw)
+    doc = kb_cache.load(cfile)
+    assert isinstance(doc, dict)
     if damage == "garbage":
         cfile.write_bytes(b"{{{ not marshal" + bytes(range(256)))
     elif damage == "truncated":
@@ -108,15 +109,15 @@ def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -
         cfile.write_bytes(b"")
     elif damage == "wrong shape":
         doc["files"] = ["not", "a", "mapping"]
-        cfile.write_bytes(marshal.dumps(doc))
+        assert kb_cache.store(cfile, doc) is None
     elif damage == "bad derived":
         doc["derived"] = {"module": 3, "names": "join_group"}
-        cfile.write_bytes(marshal.dumps(doc))
+        assert kb_cache.store(cfile, doc) is None
     else:  # a file's facts: read when another file changes and the facts are rebuilt
         rel = "srt/elastic_ep/elastic_ep.py"
         doc["files"][rel][2] = {"imports": [{"module": "mooncake.pg"}], "calls": [],
                                 "backends": []}
-        cfile.write_bytes(marshal.dumps(doc))
+        assert kb_cache.store(cfile, doc) is None
         other = pkg / "srt" / "server_args.py"
         st = other.stat()
         os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
