@@ -24,6 +24,7 @@ __all__ = [
     "Resolved",
     "build",
     "fix_for",
+    "fixes_for",
     "load",
     "load_launch",
     "load_requirements",
@@ -351,6 +352,13 @@ def fix_for(sglang: str, torch: str, python: str, arch: str, *,
     [] when the table does not know (a stale or missing table, an SGLang release it does
     not hold, a torch other than the one the release requires).
     """
+    return [req for req, _ in fixes_for(sglang, torch, python, arch, kb_path=kb_path)]
+
+
+def fixes_for(sglang: str, torch: str, python: str, arch: str, *,
+              kb_path: str | os.PathLike[str] | None = None) -> list[tuple[str, str | None]]:
+    """:func:`fix_for`, each requirement with its note (a release that compiles at first
+    import says what it needs; prebuilt releases, which come first, have None)."""
     if kb_path is None:
         from kb.paths import default_kb_path
 
@@ -378,15 +386,17 @@ def fix_for(sglang: str, torch: str, python: str, arch: str, *,
                        r"torch \S+ is CUDA (\d+)", w["cuda"] or ""))}
         if assumed and major not in assumed:
             return []  # the table resolved the index's other CUDA variant: ask the resolver
-    plain: list[str] = []
-    noted: list[str] = []
+    plain: list[tuple[str, str | None]] = []
+    noted: list[tuple[str, str | None]] = []
     for entry in answer["compatible"]:
         fits = [w for w in entry["wheels"] if Version(w["torch"]).public == tv.public and (
             major is None or f"build links CUDA {major}," in (w["cuda"] or "")
             or "built at import" in (w["cuda"] or ""))]
         if fits:
             # prefer a prebuilt wheel over one that compiles at first import
-            (noted if entry.get("notes") else plain).append(entry["requirement"])
+            notes = entry.get("notes") or ()
+            (noted if notes else plain).append(
+                (entry["requirement"], "; ".join(str(n) for n in notes) or None))
     return plain + noted
 
 
