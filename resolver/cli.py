@@ -587,6 +587,7 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     elif sglang is None:
         _fatal("`renovate` needs --sglang VERSION or the files that pin it",
                "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
+    _version_arg(sglang, "--sglang" if args.sglang else "the sglang pin")
     plan = pins.plan_stack(_graph(args), sglang, torch=torch, dist=dist,
                            current_mooncake=current, python=args.python, arch=args.arch,
                            allow_jit=args.allow_jit)
@@ -594,6 +595,22 @@ def cmd_renovate(args: argparse.Namespace) -> int:
         print(f"moonpin: {r}", file=sys.stderr)
     _emit_json(pins.renovate_fragment(plan))
     return 0 if plan.mooncake else 1
+
+
+def _version_arg(text: str, what: str) -> str:
+    """A ``--sglang``-style version, checked before anything parses it (a 5,000-digit
+    number passes Python's ``int()`` limit)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        if len(text) > 100:
+            raise InvalidVersion(text)
+        Version(text)
+    except (InvalidVersion, ValueError):
+        _fatal(f"{what} {_shown(text, 60)!r} is not a PEP 440 version"
+               + (f" ({len(text)} characters)" if len(text) > 100 else ""),
+               f"e.g. {what} 0.5.18")
+    return text
 
 
 def _shown(text: str, limit: int = 300) -> str:
@@ -616,6 +633,31 @@ def _read_pin_files(files: list[str], patterns: list[tuple[str, str]] | None = N
         _fatal(f"{len(errors)} line(s) could not be read; nothing was judged",
                "fix or remove those lines")
     return found, errors
+
+
+def cmd_constraints(args: argparse.Namespace) -> int:
+    from resolver import pins, pins_constraints
+
+    _version_arg(args.sglang, "--sglang")
+    plan = pins.plan_stack(_graph_cached(args), args.sglang, python=args.python,
+                           arch=args.arch, allow_jit=args.allow_jit)
+    if not plan.mooncake:
+        _fatal(f"no mooncake release in the knowledge base fits sglang {_shown(args.sglang)}",
+               f"`moonpin which mooncake --sglang {_shown(args.sglang)} --why` says why",
+               code=1)
+    where = ("judged for " + ", ".join(
+        x for x in (f"python {args.python}" if args.python else "every python",
+                    args.arch or "x86_64 and aarch64") if x))
+    sys.stdout.write(pins_constraints.render(_graph_cached(args), plan, args.format,
+                                             where=where))
+    return 0
+
+
+def _graph_cached(args: argparse.Namespace) -> Any:
+    g = getattr(args, "_graph", None)
+    if g is None:
+        g = args._graph = _graph(args)
+    return g
 
 
 def cmd_args(args: argparse.Namespace) -> int:
@@ -914,6 +956,20 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                     "that compile their process-group extension at first import")
     scope(rv)
     rv.set_defaults(func=cmd_renovate)
+
+    cn = sub.add_parser("constraints", help="a pip/uv constraints file (or [tool.uv] "
+                        "constraint-dependencies) holding torch and mooncake to what an SGLang "
+                        "release loads")
+    cn.add_argument("--sglang", metavar="VERSION", required=True)
+    cn.add_argument("--format", choices=["txt", "uv"], default="txt",
+                    help="txt: a constraints file for pip -c / uv pip compile -c; uv: the "
+                    "[tool.uv] constraint-dependencies table")
+    cn.add_argument("--allow-jit", action="store_true", help="also allow mooncake releases "
+                    "that compile their process-group extension at first import")
+    cn.add_argument("--python", help="3.12 or cp312 (default: every python the wheels cover)")
+    cn.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
+    cn.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+    cn.set_defaults(func=cmd_constraints)
 
     ar = sub.add_parser("args", help="check a launch line against that SGLang release's own "
                         "elastic-EP argument rules, offline")
