@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "READABLE_SCHEMAS",
@@ -42,14 +43,19 @@ __all__ = [
     "TorchRelease",
     "TorchVariant",
     "Unread",
+    "files_path",
 ]
 
 #: Bumped whenever a stored field changes meaning or shape. A file with a
 #: higher number was written by a newer moonpin; a lower one must be rescraped, unless it
 #: is in READABLE_SCHEMAS (the later schema only added optional fields).
 #: 2: LaunchFlag.path (flags declared outside server_args.py, SGLang 0.5.19+).
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = frozenset({1, 2})
+#: 3: Artifact.path (relative to the index's files) replaces Artifact.url, so no index host
+#:    is written into the file; ScrapeInfo.index_url is None for the default index; what
+#:    the refresh read (ScrapeInfo.read/kept/seconds/requests). Older files are converted
+#:    at load (see KnowledgeBase._from_older_schema).
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = frozenset({1, 2, 3})
 
 Feature = Literal[
     "elastic-ep", "moe-a2a", "pd-disaggregation", "hicache", "weight-transfer", "other"
@@ -60,14 +66,41 @@ class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
+def files_path(url: str, index_url: str | None = None) -> str:
+    """The path of a file's absolute ``url`` relative to the index's files.
+
+    An index serves its files under ``<index>/packages/`` (the JSON API's own relative
+    links, ``../../packages/...``, point there) or links them on a separate file host,
+    whose root then is the files' root. Either way the result carries no host name, and
+    ``urljoin(<index>/packages/, path)`` fetches the file again from an index laid out
+    like the package index.
+    """
+    if index_url:
+        root = index_url.rstrip("/") + "/packages/"
+        if url.startswith(root):
+            return url[len(root):]
+    return urlsplit(url).path.lstrip("/")
+
+
 class Artifact(Model):
-    """One file as the index publishes it; the sha256 is its identity, not the version."""
+    """One file as the index publishes it; the sha256 is its identity, not the version.
+
+    ``path`` is where the index's files hold it (see :func:`files_path`), never a host;
+    ``url`` is set only for an artifact the user named (a source archive, a local tree).
+    """
 
     filename: str
-    url: str
+    path: str = ""
+    url: str | None = None
     sha256: str
     size: int = Field(ge=0)
     yanked: bool = False
+
+    @model_validator(mode="after")
+    def _located(self) -> Artifact:
+        if not self.path and self.url is None:
+            raise ValueError(f"artifact {self.filename!r} has neither a path nor a url")
+        return self
 
 
 # --------------------------------------------------------------------------- sglang
@@ -313,14 +346,32 @@ class Unread(Model):
 
 
 class ScrapeInfo(Model):
+    """What the last refresh was and what it read."""
+
     scraped_at: datetime
-    index_url: str
+    #: the mirror ``--index-url``/``MOONPIN_INDEX_URL`` named; None: the default index
+    #: (pip's configuration, else pip's own default), whose host is never written down
+    index_url: str | None = None
     moonpin_version: str
     bytes_fetched: int = 0
     artifact_bytes: int = 0  # what the same artifacts weigh whole
+    requests: int = 0
+    seconds: float = 0.0
+    #: the kinds this refresh asked the index about (``--only``), in order
+    refreshed: tuple[str, ...] = ()
+    #: kind -> versions (mooncake: ``dist==version``) read from their artifacts this time
+    read: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: kind -> how many releases were kept as they were (artifact sha256 unchanged)
+    kept: dict[str, int] = Field(default_factory=dict)
     #: kind (sglang, mooncake, torch) -> fingerprint of the extractor code that read its
     #: releases; a refresh by different code re-reads that kind (see scrapers.refresh)
     extractors: dict[str, str] = {}
+
+
+def _as_path(art: Artifact, index_url: str | None) -> Artifact:
+    if art.url is None or art.path:
+        return art
+    return art.model_copy(update={"path": files_path(art.url, index_url), "url": None})
 
 
 class KnowledgeBase(Model):
@@ -331,3 +382,31 @@ class KnowledgeBase(Model):
     torch: tuple[TorchRelease, ...] = ()
     torch_versions: tuple[str, ...] = ()  # every torch release on the index
     unread: tuple[Unread, ...] = ()
+
+    @model_validator(mode="after")
+    def _from_older_schema(self) -> KnowledgeBase:
+        """Read a schema 1/2 file: the index's artifacts' absolute URLs become paths.
+
+        (The loader relabels such a file as current before validating it, so the
+        artifacts themselves say whether they need converting. A user's source tree or
+        archive keeps its ``url``.)"""
+        iu = self.scrape.index_url
+        if not any(a.url is not None and not a.path for a in self._index_artifacts()):
+            return self
+        # Frozen models: set the converted fields in place (an after-validator must return
+        # ``self``); nothing else holds this instance yet.
+        object.__setattr__(self, "sglang", tuple(
+            r if r.source != "index" else
+            r.model_copy(update={"artifact": _as_path(r.artifact, iu)}) for r in self.sglang))
+        object.__setattr__(self, "mooncake", tuple(r.model_copy(update={"wheels": tuple(
+            w.model_copy(update={"artifact": _as_path(w.artifact, iu)})
+            for w in r.wheels)}) for r in self.mooncake))
+        object.__setattr__(self, "torch", tuple(r.model_copy(update={"variants": tuple(
+            v.model_copy(update={"artifact": _as_path(v.artifact, iu)})
+            for v in r.variants)}) for r in self.torch))
+        return self
+
+    def _index_artifacts(self) -> list[Artifact]:
+        return [*(r.artifact for r in self.sglang if r.source == "index"),
+                *(w.artifact for r in self.mooncake for w in r.wheels),
+                *(v.artifact for r in self.torch for v in r.variants)]

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     Status = Literal["pass", "fail", "warn", "skip"]
     FixProvider = Callable[[str, str, str, str], list[str]]
     StrPath = str | os.PathLike[str]
+
+    from resolver.fixes import Fixer
 else:
     from _collections_abc import Callable as _Callable  # what collections.abc re-exports
 
@@ -62,8 +64,8 @@ _FLAGS = {
 _CUDART = "libcudart.so."
 #: ``kb.models.SCHEMA_VERSION`` and ``READABLE_SCHEMAS``, repeated so that pydantic stays
 #: off this path (a test asserts they agree).
-KB_SCHEMA = 2
-KB_READABLE = frozenset({1, 2})
+KB_SCHEMA = 3
+KB_READABLE = frozenset({1, 2, 3})
 
 
 class CheckResult:
@@ -499,11 +501,75 @@ def _module_file(pkg: str, short: str) -> str | None:
 
 def _shipped_like(pkg: str, head: str) -> list[str]:
     out = []
-    for name in sorted(os.listdir(pkg)):
+    for name in sorted(_list(pkg)):
         stem = name.split(".", 1)[0]
-        if stem.startswith(head) and stem != head and _suffix(name) in (".so", ".py", ".pyd"):
+        if stem.startswith(head) and stem != head and _suffix(name) in (".so", ".py", ".pyd") \
+                and os.path.isfile(os.path.join(pkg, name)):
             out.append(name)
     return out
+
+
+def _list(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _kind_of(path: str) -> str:
+    """What a path that is not a regular file is, in words."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.stat(path)
+        except OSError:
+            return f"a dangling symbolic link (to {os.readlink(path)!r})"
+        return f"a symbolic link to {_mode_word(target.st_mode)} ({os.path.realpath(path)})"
+    return _mode_word(st.st_mode)
+
+
+def _mode_word(mode: int) -> str:
+    import stat
+
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return word
+    return f"a file of mode {oct(mode)}"
+
+
+def _not_files(pkg: str, short: str) -> list[str]:
+    """What ``import mooncake.<short>`` would see in ``pkg`` but skip, since only regular
+    files are modules (FileFinder): each named with what it is."""
+    out = []
+    for suffix in (*machinery.EXTENSION_SUFFIXES, *machinery.SOURCE_SUFFIXES):
+        cand = os.path.join(pkg, f"{short}{suffix}")
+        if os.path.lexists(cand) and not os.path.isfile(cand):
+            out.append(f"{short}{suffix} is {_kind_of(cand)}, not a file")
+    return out
+
+
+def _unlistable(folder: str) -> str | None:
+    """Why Python's importer cannot list ``folder`` as this user (it then finds no module
+    in it), or None."""
+    try:
+        os.listdir(folder)
+    except PermissionError:
+        try:
+            mode = f"mode {oct(os.stat(folder).st_mode & 0o7777)}, "
+        except OSError:
+            mode = ""
+        return (f"{folder} cannot be listed by this user (uid {os.getuid()}, {mode}"
+                "permission denied)")
+    except OSError as e:
+        return f"{folder} cannot be listed ({e.strerror})"
+    return None
 
 
 class _BuildFacts:
@@ -528,8 +594,10 @@ def _read_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
         return (sorted(f.names), sorted(f.backends), f.cuda, f.needed, f.error)
 
     try:
-        names, backends, cuda, needed, error = facts_memo().get(
-            "build\0" + "\0".join(asked), path, scan)
+        got = facts_memo().get("build-v2\0" + "\0".join(asked), path, scan)
+        if not (isinstance(got, (tuple, list)) and len(got) == 5):  # a damaged memo entry
+            got = scan()
+        names, backends, cuda, needed, error = got
     except OSError as e:
         return _BuildFacts(path, error=f"cannot read {path}: {e.strerror}")
     return _BuildFacts(path, set(names), set(backends), cuda, tuple(needed), error)
@@ -554,6 +622,12 @@ def _scan_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
         ef = elf.analyze(data, len(data), set(wanted) | set(BACKENDS))
     except elf.ElfError as e:
         facts.error = f"{_name(path)}: {e}"
+        return facts
+    from resolver.ldso import elf_problem
+
+    problem = elf_problem(data, ef)
+    if problem is not None:
+        facts.error = f"{_name(path)} cannot be loaded: {problem}"
         return facts
     facts.backends = {b for b in BACKENDS if b in ef.strings}
     facts.names = set(ef.strings) - facts.backends
@@ -592,14 +666,36 @@ def _read_standin(data: bytes, facts: _BuildFacts) -> None:
             facts.backends.add(str(arg.value))
 
 
-def _suffix_for(torch_version: str, regex: str | None, separator: str | None) -> str:
+def _suffix_for(torch_version: str, regex: str | None, separator: str | None) -> str | None:
+    """The suffix the loader computes from ``torch.__version__``; None when its pattern
+    does not compile or does not match (``re.match(...).group()`` then raises at import)."""
     base = torch_version
     if regex is not None:
         import re
 
-        m = re.match(regex, torch_version)
-        base = m.group() if m else torch_version
+        try:
+            m = re.match(regex, torch_version)
+        except (re.error, RecursionError):
+            return None
+        if m is None:
+            return None
+        base = m.group()
     return base.replace(".", separator) if separator is not None else base
+
+
+def _loader_problem(data: bytes) -> str | None:
+    """Why Python cannot import this loader module, or None."""
+    import ast
+
+    if not data.strip():
+        return "it is empty: the module imports but defines none of the names"
+    try:
+        ast.parse(data)
+    except SyntaxError as e:
+        return f"Python cannot compile it: {e.msg} (line {e.lineno})"
+    except (ValueError, RecursionError, MemoryError) as e:
+        return f"Python cannot compile it: {type(e).__name__}: {str(e)[:200]}"
+    return None
 
 
 def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
@@ -607,10 +703,15 @@ def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     file-facts memo."""
     from scrapers.loader import TORCH, read_loader
 
-    r = read_loader(_read_bytes(loader_path), loader_path, module)
+    data = _read_bytes(loader_path)
+    problem = _loader_problem(data)
+    if problem is not None:
+        return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
+                "imports": [], "version_regex": None, "separator": None, "placeholder": TORCH}
+    r = read_loader(data, loader_path, module)
     return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
             "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
-            "separator": r.separator, "placeholder": TORCH}
+            "separator": r.separator, "placeholder": TORCH, "problem": None}
 
 
 def _find_nvcc() -> str | None:
@@ -639,118 +740,6 @@ def _find_ninja(paths: Sequence[str]) -> str | None:
 
 
 # ------------------------------------------------------------------ the check
-
-
-class _Fixer:
-    def __init__(self, provider: FixProvider | None, kb_path: str | None) -> None:
-        self.provider = provider
-        self.kb_path = kb_path
-        self.sglang: str | None = None
-        self.torch: str | None = None
-        self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # this interpreter
-        self._line: str | None = None
-
-    def _default(self, sglang: str, torch: str, python: str, arch: str) -> list[str]:
-        from resolver.resolved import fix_for
-
-        if self.kb_path is not None:
-            return fix_for(sglang, torch, python, arch, kb_path=self.kb_path)
-        return fix_for(sglang, torch, python, arch)
-
-    def generic(self) -> str:
-        s = self.sglang or "<sglang version>"
-        t = self.torch or "<torch version>"
-        return f"run `moonpin which mooncake --sglang {s} --torch {t}`"
-
-    def line(self) -> str:
-        if self._line is not None:
-            return self._line
-        text = self.generic()
-        if self.sglang and self.torch:
-            python = self.python
-            try:
-                lines = (self.provider or self._default)(self.sglang, self.torch, python,
-                                                         os.uname().machine)
-            except ImportError:
-                lines = []
-            except Exception as e:  # someone else's code must not crash the check
-                lines = []
-                text += f" (resolver failed: {type(e).__name__}: {e})"
-            if lines:
-                text = f"pip install '{lines[0]}'"
-            elif self.provider is None:
-                moved = self._torch_move(python) or self._sglang_move(python)
-                if moved:
-                    text = moved
-        self._line = text
-        return text
-
-    def torch_fix(self, spec: str) -> str:
-        """Install the torch SGLang pins (``torch==X``) and a mooncake that fits it."""
-        wanted = _exact_pin(spec)
-        if wanted is None or not self.sglang:
-            return f"pip install '{spec}' (the torch this SGLang release is built for)"
-        try:
-            lines = (self.provider or self._default)(self.sglang, wanted, self.python,
-                                                     os.uname().machine)
-        except Exception:  # someone else's code must not crash the check
-            lines = []
-        extra = f" '{lines[0]}'" if lines else ""
-        return f"pip install 'torch=={wanted}'{extra}"
-
-    def _torch_move(self, python: str) -> str | None:
-        """No mooncake fits this torch: the torch the SGLang release requires, and the
-        mooncake that fits it, when the resolved tables know one."""
-        from kb.paths import default_kb_file
-        from resolver.resolved import fix_for, load_requirements
-
-        kb_path = self.kb_path or default_kb_file()
-        if not self.sglang or not self.torch or load_requirements(kb_path) is None:
-            return None
-        from resolver import resolved
-
-        table = resolved.load(kb_path, self.sglang)
-        if table is None:
-            return None
-        for required in table.sglang[self.sglang]["torch"]:
-            if required == self.torch.split("+")[0]:
-                continue
-            lines = fix_for(self.sglang, required, python, os.uname().machine, kb_path=kb_path)
-            if lines:
-                return (f"pip install 'torch=={required}' '{lines[0]}' (sglang {self.sglang} "
-                        f"requires torch {required}; no mooncake fits torch {self.torch})")
-        return None
-
-
-    def _sglang_move(self, python: str) -> str | None:
-        """No mooncake fits this SGLang release, whatever its torch: the nearest release
-        (newer first) that requires the installed torch and has a mooncake that fits."""
-        from packaging.version import InvalidVersion, Version
-
-        from kb.paths import default_kb_file
-        from resolver.resolved import fix_for, load_requirements
-
-        kb_path = self.kb_path or default_kb_file()
-        reqs = load_requirements(kb_path)
-        if not self.sglang or not self.torch or reqs is None:
-            return None
-        torch = self.torch.split("+")[0]
-        try:
-            here = Version(self.sglang)
-            cands = [(Version(v), v) for v, r in reqs.items()
-                     if torch in (r.get("torch") or ()) and v != self.sglang]
-        except InvalidVersion:
-            return None
-        cands = [c for c in cands if not c[0].is_prerelease]
-        newer = sorted(c for c in cands if c[0] > here)
-        older = sorted((c for c in cands if c[0] < here), reverse=True)
-        for _, v in (newer + older)[:12]:
-            lines = fix_for(v, torch, python, os.uname().machine, kb_path=kb_path)
-            if lines:
-                return (f"pip install 'sglang=={v}' '{lines[0]}' (no mooncake fits sglang "
-                        f"{self.sglang} with torch {self.torch}; sglang {v} requires this "
-                        "torch and has one)")
-        return None
 
 
 def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = False) -> Report:
@@ -807,7 +796,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     arch = os.uname().machine
     sglang_pkg = _find_package(paths, "sglang")
     kb_file = os.fspath(kb_path) if kb_path is not None else None
-    fixer = _Fixer(fix_provider, kb_file)
+    from resolver.fixes import Fixer
+
+    fixer = Fixer(fix_provider, kb_file)
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
 
     # --- knowledge base
@@ -831,6 +822,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     torch_d = dists.get("torch")
     fixer.sglang = sglang.version if sglang else None
     fixer.torch = torch_d.version if torch_d else None
+    fixer.mooncakes = [(d.name, d.version) for d in mooncakes]
 
     # --- torch
     torch: _Torch | None = None
@@ -868,12 +860,13 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
             by_root.setdefault(d.root, []).append(d)
     clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
     if clash:
-        names = " ".join(d.name for d in clash)
         add(CheckResult("mooncake installed", "fail",
                         f"{len(clash)} mooncake distributions installed over one mooncake/ "
                         f"folder ({', '.join(f'{d.name} {d.version}' for d in clash)}): "
                         "its files are a mix of both",
-                        f"pip uninstall -y {names}; then {fixer.line()}",
+                        fixer.line() if fixer.line().startswith("pip ") else
+                        f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
+                        f"{fixer.line()}",
                         (clash[0].root,)))
     else:
         add(CheckResult("mooncake installed", "pass", listing))
@@ -881,8 +874,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if pkg is None:
         add(CheckResult("mooncake package", "fail",
                         f"{listing} is installed but no mooncake/ package folder was found",
-                        f"pip install --force-reinstall {mooncakes[0].name}=="
-                        f"{mooncakes[0].version}"))
+                        fixer.reinstall()))
         return _report(checks, strict)
 
     if "elastic-ep" in wanted:
@@ -1090,15 +1082,26 @@ def _describe(r: _Requirement) -> str:
 
 
 def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _Torch | None,
-              kb: _KB, fixer: _Fixer,
+              kb: _KB, fixer: Fixer,
               add: Callable[[CheckResult], None]) -> None:
     if req is not None and req.module is None:
         add(CheckResult("pg module", "pass", "this SGLang imports no mooncake process-group "
                         "module"))
         return
+    unlisted = _unlistable(pkg)
+    if unlisted is not None:  # the importer finds nothing in it: no package diagnosis
+        add(CheckResult("pg module", "fail", f"{unlisted}: `import mooncake.pg` / "
+                        "`mooncake.ep` fails whatever is installed", "make it readable by the "
+                        f"worker's user (chmod -R a+rX {pkg})", (pkg,)))
+        return
     shipped = [m for m in PG_MODULES if _module_file(pkg, m.split(".")[1])]
     accepted = [req.module] if req is not None and req.module else list(PG_MODULES)
     module = next((m for m in accepted if m in shipped), None)
+    odd = [w for m in accepted for w in _not_files(pkg, m.split(".")[1])]
+    if module is None and odd:
+        add(CheckResult("pg module", "fail", f"{'; '.join(odd)}: the importer skips it, so "
+                        f"`import {accepted[0]}` fails", fixer.reinstall(), (pkg,)))
+        return
     if module is None:
         ships = " and ".join(shipped) or "neither mooncake.pg nor mooncake.ep"
         add(CheckResult("pg module", "fail",
@@ -1117,13 +1120,19 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                         "builds cannot be read without importing it"))
         return
     try:
-        scheme = facts_memo().get("loader\0" + module, loader_path,
+        scheme = facts_memo().get("loader-v2\0" + module, loader_path,
                                   lambda: _read_scheme(loader_path, module))
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return
     required_names = tuple(req.names) if req is not None else ()
     optional_names = tuple(req.optional_names) if req is not None else ()
+    if not isinstance(scheme, dict) or "problem" not in scheme:  # a damaged memo entry
+        scheme = _read_scheme(loader_path, module)
+    if scheme["problem"]:
+        add(CheckResult("loader", "fail", f"{loader_path}: {scheme['problem']}; "
+                        f"`import {module}` fails", fixer.reinstall(), (loader_path,)))
+        return
     if scheme["kind"] == "unknown":
         add(CheckResult("loader", "warn", f"{lname}: {scheme['note']}; builds not "
                         "checked", evidence=(loader_path,)))
@@ -1140,11 +1149,23 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
         name = template
         if placeholder in name:
             suffix = facts_memo().get(
-                f"suffix\0{module}\0{torch.version}", loader_path,
+                f"suffix-v2\0{module}\0{torch.version}", loader_path,
                 lambda: _suffix_for(torch.version, scheme["version_regex"], scheme["separator"]))
+            if not isinstance(suffix, str):
+                add(CheckResult("loader", "fail",
+                                f"{lname}: its pattern {scheme['version_regex']!r} does not "
+                                f"match torch's version {torch.version!r}; `import {module}` "
+                                "fails", fixer.reinstall(), (loader_path,)))
+                return
             name = name.replace(placeholder, suffix)
         bshort = name.removeprefix("mooncake.")
         found = _module_file(pkg, bshort)
+        odd = _not_files(pkg, bshort) if found is None else []
+        if odd:
+            add(CheckResult("build", "fail", f"{lname} imports {name} for torch "
+                            f"{torch.version}; {'; '.join(odd)}: the importer skips it, so the "
+                            "import fails", fixer.reinstall(), (pkg,)))
+            return
         if found is None:
             head = template.removeprefix("mooncake.").partition(placeholder)[0]
             others = _shipped_like(pkg, head) if placeholder in template else []
@@ -1161,7 +1182,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                     evidence=tuple(b.path for b in builds)))
     errors = [b.error for b in builds if b.error]
     if errors:
-        add(CheckResult("build facts", "fail", "; ".join(errors), fixer.line()))
+        add(CheckResult("build facts", "fail", "; ".join(errors), fixer.reinstall()))
         return
     reason = _vendor_reason(torch.version)
     pg_build = next((b for b in builds
@@ -1207,8 +1228,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
         add(CheckResult("cuda", "fail",
                         f"the build needs libcudart.so.{max(cudas)} but torch {torch.version} "
                         "has no CUDA runtime (a CPU torch)",
-                        f"pip install 'torch=={torch.version.split('+')[0]}' from the index "
-                        "(its CUDA build, not a +cpu wheel); mooncake's builds need CUDA"))
+                        fixer.cuda_torch()))
     elif cudas != {torch.cuda}:
         bad = sorted(c for c in cudas if c != torch.cuda)
         add(CheckResult("cuda", "fail",
@@ -1224,122 +1244,17 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
 
 # ------------------------------------------------------------------ shared libraries
 
-_DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
+def _follow(paths: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a library found is one the image's mooncake ships (its own folder, or a
+    ``*.libs`` folder a repaired wheel vendors): read and judged in turn."""
+    roots = [os.path.join(sp, "mooncake") for sp in paths]
 
-def _ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
-    """Library file names the dynamic loader's cache knows (glibc's ld.so.cache lists
-    full paths as NUL-terminated strings; their base names are what DT_NEEDED matches)."""
-    try:
-        return set(facts_memo().get("ld.so.cache", path, lambda: _scan_ld_cache(path)))
-    except OSError:
-        return set()
+    def follow(where: str) -> bool:
+        return (os.path.basename(os.path.dirname(where)).endswith(".libs")
+                or any(_within(where, r) for r in roots))
 
-
-def _scan_ld_cache(path: str) -> list[str]:
-    """Each NUL-delimited string of the cache that is an absolute path whose file name
-    holds ``.so`` (at most 512 bytes before it, 64 after): the base names."""
-    data = _read_bytes(path)
-    out = set()
-    for chunk in data.split(b"\0")[1:-1]:  # delimited on both sides
-        if chunk[:1] != b"/":
-            continue
-        start = chunk.rfind(b"/") + 1
-        at = chunk.find(b".so", start)
-        while at >= 0:
-            if 2 <= at <= 513 and len(chunk) - at - 3 <= 64:
-                out.add(chunk[start:].decode("utf-8", "replace"))
-                break
-            at = chunk.find(b".so", at + 1)
-    return sorted(out)
-
-
-def _system_lib_dirs() -> list[str]:
-    """The loader's default folders. ``MOONPIN_CHECK_SYSTEM_LIBS`` (colon-separated) replaces
-    them and the loader cache: the tests' hook, so a fake image is judged alike on any host."""
-    override = os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS")
-    if override is not None:
-        return [d for d in override.split(":") if d]
-    machine = os.uname().machine
-    return [*_DEFAULT_LIB_DIRS, f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu"]
-
-
-def _image_lib_dirs(paths: Sequence[str]) -> list[str]:
-    """Folders whose libraries torch itself loads before mooncake's extension does:
-    torch/lib and the pip-installed CUDA packages (nvidia/*/lib)."""
-    out: list[str] = []
-    for sp in paths:
-        lib = os.path.join(sp, "torch", "lib")
-        if os.path.isdir(lib):
-            out.append(lib)
-        nvidia = os.path.join(sp, "nvidia")
-        if os.path.isdir(nvidia):
-            found = []
-            for pkg in _listing(nvidia):
-                for sub in _listing(os.path.join(nvidia, pkg)):
-                    cand = os.path.join(nvidia, pkg, sub)
-                    if sub.startswith("lib") and os.path.isdir(cand):
-                        found.append(cand)
-            out += sorted(found)
-    return out
-
-
-_LISTINGS: dict[str, frozenset[str]] = {}
-
-
-def _listing(folder: str) -> frozenset[str]:
-    """The names in ``folder`` (empty when it cannot be listed), read once per process."""
-    got = _LISTINGS.get(folder)
-    if got is None:
-        try:
-            got = frozenset(os.listdir(folder))
-        except OSError:
-            got = frozenset()
-        _LISTINGS[folder] = got
-    return got
-
-
-#: Where :func:`_resolve_needed` says a library comes from the loader's cache.
-_LD_CACHE = "ld.so.cache"
-
-
-def _resolve_needed(obj: str, needed: Sequence[str], runpath: Sequence[str],
-                    search: Sequence[str], cache: set[str]) -> dict[str, str | None]:
-    """Where the dynamic loader would find each DT_NEEDED entry, without loading anything:
-    RUNPATH (``$ORIGIN`` = the object's folder), then LD_LIBRARY_PATH, the image's torch
-    and CUDA library folders, the loader cache and the default folders."""
-    origin = os.path.dirname(obj)
-    dirs = [r.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
-            for entry in runpath for r in entry.split(":") if r]
-    dirs += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-    dirs += list(search)
-    dirs += _system_lib_dirs()
-    out: dict[str, str | None] = {}
-    for name in needed:
-        # One listing per folder instead of a stat per (folder, name); a name listed is
-        # then stat-ed once (a dangling symlink is no library).
-        hit = next((os.path.join(d, name) for d in dirs if name in _listing(d)
-                    and os.path.exists(os.path.join(d, name))), None)
-        if hit is None and name in cache:
-            hit = os.path.join(_LD_CACHE, name)
-        out[name] = hit
-    return out
-
-
-def _dynamic(obj: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """An ELF object's DT_NEEDED and DT_RUNPATH/DT_RPATH entries (file-facts memo)."""
-
-    def read() -> tuple[tuple[str, ...], tuple[str, ...]]:
-        import mmap
-
-        from scrapers import elf
-
-        with open(obj, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]
-        return tuple(facts.needed), tuple(facts.runpath)
-
-    needed, runpath = facts_memo().get("dynamic", obj, read)
-    return tuple(needed), tuple(runpath)
+    return follow
 
 
 def _within(path: str, folder: str) -> bool:
@@ -1350,34 +1265,19 @@ def _within(path: str, folder: str) -> bool:
 
 def _check_libraries(builds: Sequence[str], paths: Sequence[str],
                      add: Callable[[CheckResult], None]) -> None:
-    """Every shared library the build needs, and the ones it ships need, resolved."""
-    search = _image_lib_dirs(paths)
-    cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else _ld_cache_names()
-    missing: dict[str, str] = {}
-    seen: set[str] = set()
-    todo = list(builds)
-    count = 0
-    while todo and len(seen) < 64:
-        obj = todo.pop(0)
-        if obj in seen:
-            continue
-        seen.add(obj)
-        try:
-            needed, runpath = _dynamic(obj)
-        except (OSError, ValueError) as e:
-            add(CheckResult("libraries", "warn", f"cannot read {_name(obj)}: {e}"))
-            continue
-        for name, where in _resolve_needed(obj, needed, runpath, search, cache).items():
-            count += 1
-            if where is None:
-                missing.setdefault(name, _name(obj))
-            elif os.path.dirname(where) != _LD_CACHE and any(
-                    _within(where, os.path.join(sp, "mooncake"))
-                    or os.path.basename(os.path.dirname(where)).endswith(".libs")
-                    for sp in paths):
-                todo.append(where)  # a library mooncake ships: its own needs count too
-    driver = {n: o for n, o in missing.items() if n.startswith("libcuda.so")}
-    others = {n: o for n, o in missing.items() if n not in driver}
+    """Every shared library the build needs, and the ones it ships need, found and mapped
+    as the dynamic loader would (:mod:`resolver.ldso`)."""
+    from resolver import ldso
+
+    cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_names()
+    res = ldso.resolve(builds, ldso.image_lib_dirs(paths), cache, _follow(paths))
+    for path, problem in sorted(res.bad.items()):
+        add(CheckResult("libraries", "fail",
+                        f"{path} cannot be loaded: {problem}",
+                        "reinstall the mooncake distribution that ships it (see the install "
+                        "line above), or restore the file", (path,)))
+    driver = {n: o for n, o in res.missing.items() if n.startswith("libcuda.so")}
+    others = {n: o for n, o in res.missing.items() if n not in driver}
     if others:
         detail = "; ".join(f"{n} (needed by {o}): " + (_provider_hint(
             f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
@@ -1385,9 +1285,9 @@ def _check_libraries(builds: Sequence[str], paths: Sequence[str],
         add(CheckResult("libraries", "fail", f"{len(others)} shared librar"
                         f"{'y' if len(others) == 1 else 'ies'} the build needs cannot be "
                         f"found: {detail}", "install what provides each one in the image"))
-    else:
+    elif not res.bad:
         add(CheckResult("libraries", "pass",
-                        f"{count} shared-library needs of {len(seen)} objects resolve"
+                        f"{res.count} shared-library needs of {res.objects} objects resolve"
                         + (" (but for the NVIDIA driver)" if driver else "")))
     if driver:
         add(CheckResult("driver", "warn",
@@ -1491,7 +1391,7 @@ def _requirement_name(line: str) -> str:
     return text
 
 
-def _check_sglang_torch(sglang: _Dist, torch_version: str, fixer: _Fixer,
+def _check_sglang_torch(sglang: _Dist, torch_version: str, fixer: Fixer,
                         add: Callable[[CheckResult], None]) -> None:
     """SGLang pins the torch it is built for (``torch==2.14.1``): another one passes the
     mooncake checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
@@ -1521,7 +1421,7 @@ def _check_sglang_torch(sglang: _Dist, torch_version: str, fixer: _Fixer,
         add(CheckResult("torch requirement", "warn",
                         f"sglang {sglang.version} requires {', '.join(unmet)}; torch "
                         f"{torch_version} is installed (its own kernels are built for that "
-                        "torch)", fixer.torch_fix(unmet[0]),
+                        "torch)", fixer.torch_fix(_exact_pin(unmet[0]), unmet[0]),
                         (os.path.join(sglang.root,
                                       f"sglang-{sglang.version}.dist-info", "METADATA"),)))
 

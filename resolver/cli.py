@@ -45,16 +45,19 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     from kb import store
     from kb.errors import KBError
     from scrapers.fetch import Fetcher
-    from scrapers.pypi import index_url_from_env
+    from scrapers.pypi import index_url_from_env, named_index_url, public_url
     from scrapers.refresh import KINDS, scrape
     from scrapers.report import StderrReporter
 
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
-    index_url = index_url_from_env(args.index_url)
     only = [args.only] if args.only else list(KINDS)
     reporter = StderrReporter()
+    named = index_url = None
+    if not (args.from_path or args.from_url):
+        named = named_index_url(args.index_url)
+        index_url = index_url_from_env(args.index_url)  # the default: pip's, asked now
     fetcher = Fetcher(warn=reporter.warn)
-    if args.from_path or args.from_url:
+    if index_url is None:
         try:
             return _scrape_path(fetcher, kb_path, args)
         finally:
@@ -70,20 +73,24 @@ def cmd_scrape(args: argparse.Namespace) -> int:
                 reporter.warn(f"ignoring the old KB ({e}); rebuilding")
         try:
             kb, summary = scrape(old, fetcher, index_url, only=only, full=args.full,
-                                 reporter=reporter, workers=args.jobs)
+                                 reporter=reporter, workers=args.jobs,
+                                 index_named=named is not None)
         finally:
             fetcher.close()
         unchanged = old is not None and all(
             getattr(kb, f) == getattr(old, f)
             for f in ("sglang", "mooncake", "torch", "torch_versions", "unread")
-        ) and kb.scrape.extractors == old.scrape.extractors  # else the next refresh re-reads
+        ) and kb.scrape.extractors == old.scrape.extractors \
+            and kb_path.read_bytes() == store.dumps(old)
+        # (extractors: else the next refresh re-reads; the bytes: an older schema or
+        # layout is rewritten as this moonpin writes it even when no fact changed)
         if not unchanged:
             store.save(kb, kb_path)
             _write_resolved(kb_path)
     report = {
         "kb": str(kb_path),
         "changed": not unchanged,
-        "index_url": index_url,
+        "index_url": public_url(index_url) if named else None,  # None: the package index
         "read": summary.read,
         "kept_unchanged": summary.kept,
         "unread": [u.model_dump() for u in summary.unread],
@@ -211,7 +218,7 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
         _emit_json(info)
         return 0
     print(f"knowledge base {info['kb']} (schema {kb.schema_version})")
-    print(f"  scraped {info['scraped_at']} from {kb.scrape.index_url}")
+    print(f"  scraped {info['scraped_at']} from {kb.scrape.index_url or 'the package index'}")
     rng = info["sglang_range"]
     print(f"  sglang   {len(kb.sglang)} releases"
           f"{f' ({rng[0]} .. {rng[1]})' if rng else ''}; by process-group module: "
@@ -872,8 +879,9 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                    help="record an SGLang tagged source archive (.tar.gz/.zip) by URL")
     s.add_argument("--version", help="with --from-path/--from-url: the version to record "
                    "it as (default: read from the sources)")
-    s.add_argument("--index-url", help="package index base URL (default $MOONPIN_INDEX_URL "
-                   "or the public index)")
+    s.add_argument("--index-url", help="package index base URL, serving /pypi/<name>/json "
+                   "(default $MOONPIN_INDEX_URL, else pip's index: $PIP_INDEX_URL, pip config, "
+                   "pip's default)")
     s.add_argument("--jobs", type=int, default=8, help="concurrent requests (default 8)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)

@@ -242,7 +242,7 @@ def _kb_info(g: CompatGraph, kb_path: Path | None) -> dict[str, Any]:
         "path": str(kb_path) if kb_path else None,
         "sha256": None,
         "scraped_at": g.kb.scrape.scraped_at.isoformat(),
-        "index_url": g.kb.scrape.index_url,
+        "index_url": g.kb.scrape.index_url,  # None: the package index (pip's default index)
         "moonpin_version": g.kb.scrape.moonpin_version,
     }
     if kb_path is not None:
@@ -465,7 +465,7 @@ def to_markdown(m: Matrix, *, newest: int = 8, per_dist: int = 5, python: str | 
         f"Scope: python {p}, platform {a}, distributions {', '.join(m.scope['dists'])}, "
         f"sglang {m.scope['sglang']}, mooncake {m.scope['mooncake']}, torch "
         f"{m.scope['torch']}. Knowledge base scraped {m.kb['scraped_at']} from "
-        f"{m.kb['index_url']}.",
+        f"{m.kb['index_url'] or 'the package index'}.",
     ]
     notes = sorted({n for r in rows for c in cols
                     if (cell := m.cell(r, c, p, a)) is not None
@@ -717,7 +717,9 @@ def to_html(m: Matrix) -> str:
              f"{len(m.cells)} cells: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     footer = (f"Built from knowledge base <code>{e(kb['path'] or '(in memory)')}</code> "
               f"(sha256 <code>{e(kb['sha256'] or 'n/a')}</code>), scraped "
-              f"{e(kb['scraped_at'])} from <code>{e(kb['index_url'])}</code> by moonpin "
+              f"{e(kb['scraped_at'])} from "
+              + (f"<code>{e(kb['index_url'])}</code>" if kb["index_url"] else "the package index")
+              + f" by moonpin "
               f"{e(kb['moonpin_version'])}. Every verdict is read from the release "
               "artifacts; <code>moonpin explain</code> prints the same checks.")
     return f"""<!DOCTYPE html>

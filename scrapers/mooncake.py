@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from kb.errors import ArchiveError
-from kb.models import Artifact, Build, LoaderScheme, MooncakeWheel
+from kb.models import Build, LoaderScheme, MooncakeWheel
 from scrapers import elf
 from scrapers.fetch import Fetcher
 from scrapers.loader import TORCH, analyze_loader, cpp_string_names
@@ -268,8 +268,7 @@ def scrape_wheel(
             shared.done[key] = prior
         builds.append(build)
     wheel_model = MooncakeWheel(
-        artifact=Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256,
-                          size=wheel.size, yanked=wheel.yanked),
+        artifact=wheel.artifact(),
         python_tags=py_tags, abi_tags=abi_tags, platform_tags=plat_tags,
         loaders=tuple(loaders), builds=tuple(builds), libraries=tuple(libraries),
         requires_dist=requires_dist,

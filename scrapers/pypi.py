@@ -1,16 +1,24 @@
 """The package index's JSON API (``/pypi/<name>/json``), parsed by pure functions.
 
 File URLs in the JSON can be relative (``../../packages/...``); they are
-resolved against the API URL, as a browser would.
+resolved against the API URL, as a browser would, and recorded in the KB only as
+their path relative to the index's files (``kb.models.files_path``).
+
+Which index: ``--index-url``, then ``MOONPIN_INDEX_URL``, then the user's pip
+configuration (``PIP_INDEX_URL``, then ``pip config``), then pip's own default. No
+index host is written in moonpin's code: the default comes from pip at run time.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from packaging.utils import (
     InvalidWheelFilename,
@@ -19,33 +27,111 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from kb.errors import FetchError
+from kb.errors import FetchError, UsageError
+from kb.models import Artifact, files_path
 
 if TYPE_CHECKING:
     from scrapers.fetch import Fetcher
 
-#: The public index; ``--index-url`` / ``MOONPIN_INDEX_URL`` point elsewhere.
-DEFAULT_INDEX_URL = "https://pypi.org/"
-
 __all__ = [
-    "DEFAULT_INDEX_URL",
     "IndexFile",
     "Metadata",
     "ProjectReleases",
     "api_url",
     "fetch_project",
     "index_url_from_env",
+    "json_root",
     "metadata_member",
+    "named_index_url",
     "parse_metadata",
     "parse_project",
+    "pip_index_url",
+    "public_url",
     "wheel_tags",
 ]
 
 
-def index_url_from_env(explicit: str | None = None) -> str:
-    """``--index-url`` wins, then ``MOONPIN_INDEX_URL``, then the public index."""
-    url = explicit or os.environ.get("MOONPIN_INDEX_URL") or DEFAULT_INDEX_URL
-    return url if url.endswith("/") else url + "/"
+_TIP = ("pass --index-url (or set MOONPIN_INDEX_URL) to the index root that serves "
+        "/pypi/<name>/json, e.g. --index-url https://mirror.example/")
+
+
+def named_index_url(explicit: str | None = None) -> str | None:
+    """The index the user named for moonpin: ``--index-url``, then ``MOONPIN_INDEX_URL``."""
+    url = explicit or os.environ.get("MOONPIN_INDEX_URL") or None
+    return None if url is None else (url if url.endswith("/") else url + "/")
+
+
+def index_url_from_env(explicit: str | None = None,
+                       environ: Mapping[str, str] | None = None,
+                       pip_config: Callable[[], dict[str, str]] | None = None) -> str:
+    """The JSON API root to scrape: the named index, else the default one (pip's)."""
+    return named_index_url(explicit) or json_root(*pip_index_url(environ, pip_config))
+
+
+def pip_index_url(environ: Mapping[str, str] | None = None,
+                  pip_config: Callable[[], dict[str, str]] | None = None) -> tuple[str, str]:
+    """(index URL, where it came from) as pip would choose it for ``pip install``.
+
+    ``PIP_INDEX_URL``, then ``install.index-url``/``global.index-url`` of pip's
+    configuration files (``pip config list``), then pip's own default index.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("PIP_INDEX_URL"):
+        return env["PIP_INDEX_URL"].split()[0], "PIP_INDEX_URL"
+    config = (pip_config or _pip_config_list)()
+    for key in ("install.index-url", "global.index-url"):
+        if config.get(key):
+            return config[key].split()[0], f"pip's configuration ({key})"
+    try:
+        from pip._internal.models.index import PyPI  # the default pip ships
+    except ImportError as e:
+        raise UsageError("cannot tell which package index to read: pip is not installed "
+                         "here and no index is configured", hint=_TIP) from e
+    return str(PyPI.url), "pip's default index"
+
+
+def _pip_config_list() -> dict[str, str]:
+    """``pip config list`` (every file pip reads, merged as pip merges them)."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                             capture_output=True, text=True, timeout=60, check=False,
+                             env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    except (OSError, subprocess.TimeoutExpired):
+        return {}  # no pip to ask: its default (or the error naming the fix) follows
+    values: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            values[key.strip()] = value[1:-1]
+    return values
+
+
+def json_root(index_url: str, source: str = "the index URL") -> str:
+    """The JSON API root of a pip index URL: ``<root>/simple/`` -> ``<root>/``.
+
+    A URL already at the root (pip's default is given that way) is kept.
+    """
+    parts = urlsplit(index_url)
+    if parts.scheme not in ("http", "https"):
+        raise UsageError(f"{source} names {public_url(index_url)!r}, which is not an HTTP "
+                         "index: moonpin reads the JSON API (/pypi/<name>/json)", hint=_TIP)
+    path = parts.path.rstrip("/")
+    if path.endswith("/simple") or path == "simple":
+        path = path[: -len("simple")]
+    elif path:
+        raise UsageError(f"{source} names {public_url(index_url)!r}: cannot tell its JSON API "
+                         "root (/pypi/<name>/json) from a URL that does not end in /simple/",
+                         hint=_TIP)
+    path = path if path.endswith("/") else path + "/"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def public_url(url: str) -> str:
+    """``url`` without a user name or password (safe to print or record)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def api_url(index_url: str, project: str) -> str:
@@ -55,16 +141,23 @@ def api_url(index_url: str, project: str) -> str:
 @dataclass(frozen=True)
 class IndexFile:
     filename: str
-    url: str  # absolute
+    url: str  # absolute, for fetching now; never recorded
     size: int
     sha256: str
     yanked: bool
     requires_python: str | None
     has_metadata: bool  # PEP 658/714: the index says <url>.metadata exists
+    path: str = ""  # relative to the index's files (kb.models.files_path): what the KB records
 
     @property
     def is_wheel(self) -> bool:
         return self.filename.endswith(".whl")
+
+    def artifact(self) -> Artifact:
+        """The KB's record of this file: filename, path, sha256, size (no host)."""
+        return Artifact(filename=self.filename, path=self.path or files_path(self.url),
+                        sha256=self.sha256,
+                        size=self.size, yanked=self.yanked)
 
 
 @dataclass(frozen=True)
@@ -90,6 +183,7 @@ def parse_project(doc: Any, url: str) -> ProjectReleases:
     name = str(info.get("name") or url)
     releases: dict[str, tuple[IndexFile, ...]] = {}
     skipped: list[tuple[str, str]] = []
+    root = urljoin(url, "../../")  # <index>/pypi/<name>/json -> <index>/
     for version, files in doc["releases"].items():
         try:
             Version(version)
@@ -100,10 +194,12 @@ def parse_project(doc: Any, url: str) -> ProjectReleases:
         for f in files or ():
             try:
                 sha = f["digests"]["sha256"]
+                absolute = urljoin(url, str(f["url"]))
                 out.append(
                     IndexFile(
                         filename=str(f["filename"]),
-                        url=urljoin(url, str(f["url"])),
+                        url=absolute,
+                        path=files_path(absolute, root),
                         size=int(f["size"]),
                         sha256=str(sha),
                         yanked=bool(f.get("yanked", False)),

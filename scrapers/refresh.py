@@ -35,7 +35,7 @@ from scrapers import mooncake as mc
 from scrapers import sglang as sg
 from scrapers import torch_index as ti
 from scrapers.fetch import Fetcher
-from scrapers.pypi import IndexFile, ProjectReleases, fetch_project
+from scrapers.pypi import IndexFile, ProjectReleases, fetch_project, public_url
 from scrapers.report import Reporter
 
 __all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "extractor_fingerprints", "scrape"]
@@ -56,6 +56,9 @@ class Summary:
     lower_bound: int = 0
     seconds: float = 0.0
     cache_hits: int = 0
+    #: kind -> the versions read from their artifacts (mooncake: ``dist==version``)
+    read_versions: dict[str, list[str]] = field(
+        default_factory=lambda: {k: [] for k in KINDS})
 
 
 def _pool(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
@@ -116,13 +119,19 @@ def scrape(
     full: bool = False,
     reporter: Reporter | None = None,
     workers: int = 8,
+    index_named: bool = True,
 ) -> tuple[KnowledgeBase, Summary]:
-    """Scrape the index into a new KB (``old`` supplies what is unchanged)."""
+    """Scrape the index into a new KB (``old`` supplies what is unchanged).
+
+    ``index_named``: the user named ``index_url`` (a mirror), so the KB records it; False
+    for the default index (pip's), which the KB calls "the package index" and never names.
+    """
     reporter = reporter or Reporter()
     only = set(only)
     t0 = time.monotonic()
     summary = Summary()
     start_bytes = fetcher.stats.bytes
+    start_requests = fetcher.stats.requests
     unread: list[Unread] = []
     lower = [0]  # the lower bound of bytes, summed by the workers under lower_lock
     lower_lock = threading.Lock()
@@ -173,7 +182,7 @@ def scrape(
                 reporter.warn(f"sglang {v}: {e}")
                 reporter.advance(f"sglang {v} (failed)")
                 return v, Unread(kind="sglang", name="sglang", version=v,
-                                 artifact=wheel.filename, reason=str(e)), 0, 0
+                                 artifact=wheel.filename, reason=_reason(e, wheel)), 0, 0
             reporter.advance(f"sglang {v}", nbytes=n)
             with lower_lock:
                 lower[0] += need
@@ -195,6 +204,7 @@ def scrape(
             elif isinstance(got, SglangRelease):
                 sglang[v] = got
                 summary.read["sglang"] += 1
+                summary.read_versions["sglang"].append(v)
                 summary.artifact_bytes += size
         summary.cache_hits += cache.hits
         reporter.finish()
@@ -242,7 +252,8 @@ def scrape(
                     reporter.warn(f"{dist} {v}: {e}")
                     reporter.advance(f"{dist} {v} (failed)", nbytes=total)
                     return (dist, v), Unread(kind="mooncake", name=dist, version=v,
-                                             artifact=w.filename, reason=str(e)), total, size
+                                             artifact=w.filename, reason=_reason(e, w)), \
+                        total, size
                 got.append(mw)
                 total += n
                 size += w.size
@@ -258,6 +269,7 @@ def scrape(
             else:
                 moon[key] = rel
                 summary.read["mooncake"] += 1
+                summary.read_versions["mooncake"].append(f"{key[0]}=={key[1]}")
                 summary.artifact_bytes += size
         reporter.finish()
 
@@ -293,7 +305,7 @@ def scrape(
                 reporter.warn(f"torch {v} {arch}: {e}")
                 reporter.advance(f"torch {v} (failed)")
                 return v, Unread(kind="torch", name="torch", version=v, artifact=w.filename,
-                                 reason=str(e)), w.size
+                                 reason=_reason(e, w)), w.size
             reporter.advance(f"torch {v} {arch}", nbytes=n)
             return v, var, w.size
 
@@ -306,6 +318,7 @@ def scrape(
                                     key=lambda x: x.arch))
             torch[v] = TorchRelease(version=v, variants=variants)
             summary.read["torch"] += 1
+            summary.read_versions["torch"].append(f"{v} {var.arch}")
             summary.artifact_bytes += size
         reporter.finish()
 
@@ -318,10 +331,15 @@ def scrape(
     kb = KnowledgeBase(
         scrape=ScrapeInfo(
             scraped_at=datetime.now(timezone.utc).replace(microsecond=0),
-            index_url=index_url,
+            index_url=public_url(index_url) if index_named else None,
             moonpin_version=__version__,
             bytes_fetched=summary.bytes_fetched,
             artifact_bytes=summary.artifact_bytes,
+            requests=fetcher.stats.requests - start_requests,
+            seconds=round(summary.seconds, 1),
+            refreshed=tuple(k for k in KINDS if k in only),
+            read={k: tuple(vs) for k, vs in summary.read_versions.items() if k in only},
+            kept={k: n for k, n in summary.kept.items() if k in only},
             # a kind not scraped this time keeps the fingerprint its facts came from
             extractors={k: current[k] if k in only else
                         (old.scrape.extractors.get(k, "") if old is not None else "")
@@ -335,6 +353,13 @@ def scrape(
         unread=tuple(unread),
     )
     return kb, summary
+
+
+def _reason(e: MoonpinError, f: IndexFile) -> str:
+    """An error's text for the KB: the file is named by its path on the index's files,
+    never by a URL naming the index's host."""
+    text = str(e)
+    return text.replace(f.url, f.path or f.filename) if f.url else text
 
 
 def _torch_needed(all_versions: tuple[str, ...], sglang: Iterable[SglangRelease],

@@ -320,8 +320,7 @@ def scrape_wheel(
     cache.launch_put(launch_key, launch_known)
     release = facts_from_files(analyses).release(
         version, "index",
-        Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256, size=wheel.size,
-                 yanked=wheel.yanked),
+        wheel.artifact(),
         requires_python=meta.requires_python or wheel.requires_python,
         torch_requirements=torch_requirements(meta))
     if launch_known[0] is not None:

@@ -32,7 +32,7 @@ def choose_wheel(files: tuple[IndexFile, ...], arch: str) -> IndexFile | None:
 
 
 def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[TorchVariant, int, int]:
-    from kb.models import Artifact, TorchVariant
+    from kb.models import TorchVariant
 
     src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
     z = RemoteZip.from_tail(src, tail_size=64 * 1024)
@@ -50,6 +50,5 @@ def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[Torch
     return TorchVariant(
         platform=platform, arch=arch, cuda_major=major,
         evidence=line or "no CUDA runtime requirement for this platform (a CPU build)",
-        artifact=Artifact(filename=wheel.filename, url=wheel.url, sha256=wheel.sha256,
-                          size=wheel.size, yanked=wheel.yanked),
+        artifact=wheel.artifact(),
     ), src.fetched, z.needed_bytes
