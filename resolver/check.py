@@ -742,6 +742,19 @@ def _find_ninja(paths: Sequence[str]) -> str | None:
 # ------------------------------------------------------------------ the check
 
 
+def _downgrade_light_libraries(checks: list[CheckResult]) -> list[CheckResult]:
+    """What the deep probe saw is not overruled by a light guess: when the import worked
+    and both backends registered, a light library failure is a warning that names the
+    disagreement."""
+    by = {c.name: c.status for c in checks}
+    if by.get("deep import") != "pass" or by.get("deep backends") != "pass":
+        return checks
+    return [CheckResult(c.name, "warn", f"{c.message} (but the deep import loaded it here, "
+                        "so the light reading of the libraries disagrees with the loader: "
+                        "please report it)", c.fix, c.evidence)
+            if c.name == "libraries" and c.status == "fail" else c for c in checks]
+
+
 def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = False) -> Report:
     if strict:
         checks = [CheckResult(c.name, "fail", c.message + " (--strict)", c.fix, c.evidence)
@@ -793,6 +806,12 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         if missing:
             add(CheckResult("site-packages", "fail", f"not a folder: {', '.join(missing)}"))
             return _report(checks, strict, could_not_check=True)
+    unlisted = [u for u in map(_unlistable, paths) if u] if site_packages is not None else []
+    if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
+        add(CheckResult("site-packages", "fail", "; ".join(unlisted) + ": nothing installed "
+                        "there can be imported", "make it readable by the worker's user "
+                        "(chmod a+rX on the folder)"))
+        return _report(checks, strict)
     arch = os.uname().machine
     sglang_pkg = _find_package(paths, "sglang")
     kb_file = os.fspath(kb_path) if kb_path is not None else None
@@ -830,6 +849,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         add(CheckResult("torch", "fail", "torch is not installed (mooncake's loaders import it)",
                         "install the torch your SGLang release requires, then "
                         + fixer.generic()))
+    elif (bad := _unlistable(os.path.join(torch_d.root, "torch"))) is not None:
+        add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
+                        "by the worker's user (chmod -R a+rX on the folder)"))
     else:
         torch = _torch_info(torch_d, arch)
         cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
@@ -898,6 +920,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
             for r in _deep_probe(module, req.names if req is not None else (),
                                  site_packages, deep_timeout):
                 add(r)
+            checks = _downgrade_light_libraries(checks)
     return _report(checks, strict)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION
 from resolver.check import KB_READABLE, KB_SCHEMA, check_image, requested_features
+from tests.lib.checkrun import assert_healthy, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
     PG_NAMES,
@@ -34,62 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def kb(tmp_path: Path) -> Path:
     """A small KB that knows SGLang 0.5.23 (module mooncake.pg, its five names)."""
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "sglang": [{"version": "0.5.23", "pg": {
-            "module": "mooncake.pg", "names": list(PG_NAMES),
-            "backends": ["mooncake", "mooncake-cpu"]}}],
-        "mooncake": [{"dist": "mooncake-transfer-engine", "version": "0.3.9", "wheels": [
-            {"builds": [{"names": list(PG_NAMES)}]}]}],
-    }
-    path = tmp_path / "kb.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
-class Run:
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.rc = proc.returncode
-        self.out = proc.stdout
-        self.err = proc.stderr
-        self.lines = proc.stdout.splitlines()
-
-    def status(self, name: str) -> str:
-        for line in self.lines:
-            parts = line.split(None, 1)
-            if len(parts) == 2 and parts[1].startswith(f"{name}:"):
-                return parts[0]
-        raise AssertionError(f"no check {name!r} in:\n{self.out}")
-
-    def line(self, name: str) -> str:
-        return next(line for line in self.lines if line.split(None, 1)[-1].startswith(name))
-
-    def fixes(self) -> list[str]:
-        return [line.strip() for line in self.lines if line.startswith("  fix: ")]
-
-
-def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | None = None,
-        ep: bool = True, deep: bool = False) -> Run:
-    cmd = [sys.executable, "-m", "resolver.check", "--site-packages", str(site)]
-    if not deep:  # light checks; the deep-probe tests below import the image's modules
-        cmd.append("--no-deep")
-    if ep:
-        cmd += ["--elastic-ep-backend", "mooncake"]
-    if kb is not None:
-        cmd += ["--kb", str(kb)]
-    cmd += list(args)
-    full = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
-    # the host's own libraries (its CUDA toolkit, its loader cache) must not decide
-    full["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
-    full.update(env or {})
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full, timeout=60)
-    assert not proc.stderr or proc.returncode == 2, proc.stderr
-    return Run(proc)
-
-
-def assert_healthy(r: Run) -> None:
-    assert r.rc == 0, r.out
-    assert not any(line.startswith(("fail", "warn")) for line in r.lines), r.out
+    return small_kb(tmp_path)
 
 
 # --------------------------------------------------------------------------- healthy
@@ -452,7 +398,9 @@ def test_fix_line_comes_from_the_provider(tmp_path: Path, kb: Path) -> None:
     assert rep.exit_code == 1 and not rep.usable
     cuda = next(c for c in rep.checks if c.name == "cuda")
     assert cuda.status == "fail"
-    assert cuda.fix == "pip install 'mooncake-transfer-engine-cuda13==0.3.13.post1'"
+    # switching distribution: the installed one goes first (both share mooncake/)
+    assert cuda.fix == ("pip uninstall -y mooncake-transfer-engine && "
+                        "pip install 'mooncake-transfer-engine-cuda13==0.3.13.post1'")
     assert calls and calls[0][:2] == ("0.5.23", "2.13.0")
     assert calls[0][2] == f"cp{sys.version_info.major}{sys.version_info.minor}"
 

@@ -89,7 +89,7 @@ def test_cli_fast_path_loads_no_graph_or_models(kb_path: Path) -> None:
 
 
 def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
-    from resolver.check import _Fixer
+    from resolver.fixes import Fixer as _Fixer
 
     fixer = _Fixer(None, kb_path)
     fixer.sglang, fixer.torch, fixer.python = "0.5.17", "2.12.0", "cp312"
@@ -108,7 +108,7 @@ def test_shipped_tables_match_the_shipped_kb() -> None:
 
 
 def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path) -> None:
-    from resolver.check import _Fixer
+    from resolver.fixes import Fixer as _Fixer
 
     reqs = resolved.load_requirements(kb_path)
     assert reqs is not None and reqs["0.5.17"]["torch"] == ["2.13.0"]

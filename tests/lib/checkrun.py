@@ -1,0 +1,77 @@
+"""Run ``python -m resolver.check`` against a throwaway image, as a worker would, and read
+its verdict line by line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kb.models import SCHEMA_VERSION
+from tests.lib.images import PG_NAMES
+
+__all__ = ["ROOT", "Run", "assert_healthy", "run", "small_kb"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def small_kb(tmp_path: Path) -> Path:
+    """A small KB that knows SGLang 0.5.23 (module mooncake.pg, its five names)."""
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "sglang": [{"version": "0.5.23", "pg": {
+            "module": "mooncake.pg", "names": list(PG_NAMES),
+            "backends": ["mooncake", "mooncake-cpu"]}}],
+        "mooncake": [{"dist": "mooncake-transfer-engine", "version": "0.3.9", "wheels": [
+            {"builds": [{"names": list(PG_NAMES)}]}]}],
+    }
+    path = tmp_path / "kb.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+        self.lines = proc.stdout.splitlines()
+
+    def status(self, name: str) -> str:
+        for line in self.lines:
+            parts = line.split(None, 1)
+            if len(parts) == 2 and parts[1].startswith(f"{name}:"):
+                return parts[0]
+        raise AssertionError(f"no check {name!r} in:\n{self.out}")
+
+    def line(self, name: str) -> str:
+        return next(line for line in self.lines if line.split(None, 1)[-1].startswith(name))
+
+    def fixes(self) -> list[str]:
+        return [line.strip() for line in self.lines if line.startswith("  fix: ")]
+
+
+def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | None = None,
+        ep: bool = True, deep: bool = False) -> Run:
+    cmd = [sys.executable, "-m", "resolver.check", "--site-packages", str(site)]
+    if not deep:  # light checks; the deep-probe tests below import the image's modules
+        cmd.append("--no-deep")
+    if ep:
+        cmd += ["--elastic-ep-backend", "mooncake"]
+    if kb is not None:
+        cmd += ["--kb", str(kb)]
+    cmd += list(args)
+    full = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
+    # the host's own libraries (its CUDA toolkit, its loader cache) must not decide
+    full["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
+    full.update(env or {})
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full, timeout=60)
+    assert not proc.stderr or proc.returncode == 2, proc.stderr
+    return Run(proc)
+
+
+def assert_healthy(r: Run) -> None:
+    assert r.rc == 0, r.out
+    assert not any(line.startswith(("fail", "warn")) for line in r.lines), r.out
