@@ -15,12 +15,14 @@ import tarfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from kb.errors import ArchiveError, UsageError
+from kb.errors import ArchiveError, ReadRefused, UsageError
+from kb.files import read_regular
 from kb.models import Artifact, MooncakePin, SglangRelease
 from scrapers import sglang as sg
 from scrapers.fetch import Fetcher
@@ -37,8 +39,24 @@ _PIN_FILES = re.compile(
 _PIN_REQ = re.compile(r"(mooncake[-_]transfer[-_]engine(?:[-_][a-z0-9]+)*)\s*(==|>=|~=)\s*"
                       r"([0-9][0-9A-Za-z.+!]*)", re.I)
 _PIN_ARG = re.compile(r"\bMOONCAKE_VERSION\s*[=:]\s*[\"']?v?([0-9][0-9A-Za-z.+]*)")
-MAX_ARCHIVE = 512 * 1024 * 1024
-MAX_MEMBER = 16 * 1024 * 1024
+MAX_ARCHIVE = 512 * 1024 * 1024  # an archive's own bytes (download or file)
+MAX_MEMBER = 16 * 1024 * 1024  # one member or tree file (larger ones are not read)
+MAX_TOTAL = 512 * 1024 * 1024  # every member or tree file together, decompressed
+MAX_NAME = 4096  # characters of a member name
+
+
+def safe_name(name: str | bytes) -> str:
+    """A member or file name as it can be printed and stored whatever its bytes: bytes
+    that are not UTF-8 (a tree file's surrogate-escaped name, a zip's) as ``\\xNN``,
+    control characters as ``\\uNNNN``-style escapes, and at most :data:`MAX_NAME`
+    characters. A name already safe comes back unchanged."""
+    if isinstance(name, bytes):
+        text = name.decode("utf-8", "backslashreplace")
+    else:
+        text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= MAX_NAME else text[:MAX_NAME] + f"...({len(text)} chars)"
 
 
 def find_pins(member: str, text: str) -> list[MooncakePin]:
@@ -134,7 +152,8 @@ def release_from_members(
     found_version: str | None = None
     for path, data in sorted(files, key=lambda t: t[0]):
         if isinstance(data, bytes):
-            digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+            digest.update(path.encode("utf-8", "surrogateescape") + b"\0"
+                          + hashlib.sha256(data).digest())
             total += len(data)
         rel = path[len(root):] if path.startswith(root) else None
         if rel is not None and rel.startswith("sglang/") and rel.endswith(".py"):
@@ -189,29 +208,50 @@ _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "build", "dist"}
 
 
 def _walk(root: Path) -> Iterator[tuple[str, bytes | OSError]]:
+    """The wanted files of a tree, as (safe relative name, bytes or why not). Symlinks are
+    not followed; a FIFO, device or socket is named (with the OSError saying what it is)
+    and never opened; a file over :data:`MAX_MEMBER` is named as refused; past
+    :data:`MAX_TOTAL` bytes in all the tree is an :class:`ArchiveError`."""
+    import os
+    import stat
+
     wanted = re.compile(r"(\.py|METADATA|Dockerfile[^/]*|\.sh|\.ya?ml|\.txt|\.toml)$")
-    stack = [root]
+    stack = [(os.fspath(root), "")]
+    total = 0
     while stack:
-        d = stack.pop()
+        folder, rel_dir = stack.pop()
         try:
-            entries = sorted(d.iterdir())
-        except OSError as e:
-            yield d.relative_to(root).as_posix() + "/", e
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as err:
+            yield (safe_name(rel_dir) or ".") + "/", err
             continue
-        for p in entries:
-            if p.is_symlink():
+        for ent in entries:
+            rel = rel_dir + ent.name
+            try:
+                st = ent.stat(follow_symlinks=False)
+            except OSError as err:
+                yield safe_name(rel), err
                 continue
-            if p.is_dir():
-                if p.name not in _SKIP_DIRS:
-                    stack.append(p)
+            if stat.S_ISLNK(st.st_mode):
                 continue
-            rel = p.relative_to(root).as_posix()
+            if stat.S_ISDIR(st.st_mode):
+                if ent.name not in _SKIP_DIRS:
+                    stack.append((ent.path, rel + "/"))
+                continue
             if not wanted.search(rel):
                 continue
             try:
-                yield rel, p.read_bytes()
-            except OSError as e:
-                yield rel, e
+                data = read_regular(ent.path, cap=MAX_MEMBER, what="tree file")
+            except OSError as err:
+                yield safe_name(rel), err
+                continue
+            total += len(data)
+            if total > MAX_TOTAL:
+                raise ArchiveError(f"{safe_name(os.fspath(root))!r}: its files hold more than "
+                                   f"{MAX_TOTAL // (1024 * 1024)} MiB; not read",
+                                   hint="point --from-path at the SGLang checkout itself")
+            yield safe_name(rel), data
 
 
 def scrape_path(path: Path, *, version: str | None = None) -> SglangRelease:
@@ -219,41 +259,110 @@ def scrape_path(path: Path, *, version: str | None = None) -> SglangRelease:
     if not path.exists():
         raise UsageError(f"{str(path)!r} does not exist")
     if path.is_file():
-        data = path.read_bytes()
+        try:
+            data = read_regular(path, cap=MAX_ARCHIVE, what="source archive")
+        except ReadRefused as e:
+            raise UsageError(str(e), hint=e.hint) from e
         return release_from_members(_archive_members(data, str(path)), label=path.name,
                                     url=path.resolve().as_uri(), source="archive",
                                     version=version)
+    if not path.is_dir():
+        try:
+            read_regular(path, cap=MAX_ARCHIVE, what="source tree or archive")
+        except ReadRefused as e:  # a FIFO, a device, a socket: named as such
+            raise UsageError(str(e), hint="point --from-path at an SGLang checkout or "
+                                          "a source archive") from e
     return release_from_members(_walk(path), label=str(path), url=path.resolve().as_uri(),
                                 source="path", version=version)
+
+
+class _Capped(io.RawIOBase):
+    """A decompressed stream that stops at ``cap`` bytes in all (a 5 MB .tar.gz of zeros
+    decompresses to gigabytes before tarfile has seen its members)."""
+
+    def __init__(self, inner: io.BufferedIOBase, cap: int, label: str) -> None:
+        self.inner, self.cap, self.label, self.total = inner, cap, label, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        data = self.inner.read(min(len(buf), 1 << 20))
+        self.total += len(data)
+        if self.total > self.cap:
+            raise ArchiveError(f"{safe_name(self.label)}: decompresses to more than "
+                               f"{self.cap // (1024 * 1024)} MiB; not read")
+        buf[:len(data)] = data
+        return len(data)
 
 
 def _archive_members(data: bytes, label: str) -> Iterator[tuple[str, bytes | OSError]]:
     """Members of a .tar.gz / .zip source archive, read in memory; never extracted.
 
-    The top folder every git-host archive has (``sglang-0.5.18/``) is stripped.
+    The top folder every git-host archive has (``sglang-0.5.18/``) is stripped. Members
+    over :data:`MAX_MEMBER` are skipped; more than :data:`MAX_TOTAL` bytes decompressed in
+    all, or anything a damaged archive makes zipfile/tarfile/zlib raise, is an
+    :class:`ArchiveError` ("not a readable source archive"). Names are :func:`safe_name`.
     """
     try:
-        if data[:2] == b"PK":
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                items = [(i.filename, i) for i in zf.infolist() if not i.is_dir()]
-                names = [n for n, _ in items]
-                strip = _common_top(names)
-                for name, info in items:
-                    if info.file_size > MAX_MEMBER:
-                        continue
-                    yield name[len(strip):], zf.read(info)
-            return
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
-            members = [m for m in tf.getmembers() if m.isfile()]
-            strip = _common_top([m.name for m in members])
-            for m in members:
-                if m.size > MAX_MEMBER:
-                    continue
-                f = tf.extractfile(m)
-                if f is not None:
-                    yield m.name[len(strip):], f.read()
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as e:
-        raise ArchiveError(f"{label}: not a readable source archive: {e}") from e
+        out = _zip_members(data, label) if data[:2] == b"PK" else _tar_members(data, label)
+    except ArchiveError:
+        raise
+    except Exception as e:  # a damaged archive makes zipfile, tarfile and
+        # the decompressors raise nearly anything (NotImplementedError for method 99,
+        # RuntimeError for encryption, zlib.error, UnicodeDecodeError on a flagged name,
+        # IndexError, ValueError for a PAX size): all of it means "unreadable archive"
+        raise ArchiveError(f"{safe_name(label)}: not a readable source archive: "
+                           f"{type(e).__name__}: {safe_name(str(e))[:300]}") from e
+    names = [n for n, _ in out]
+    strip = _common_top(names)
+    for name, body in out:
+        yield name[len(strip):], body
+
+
+def _zip_members(data: bytes, label: str) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    total = 0
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        for info in zf.infolist():
+            if info.is_dir() or info.file_size > MAX_MEMBER or not info.filename:
+                continue
+            with zf.open(info) as f:
+                body = f.read(MAX_MEMBER + 1)  # not the declared size: the bytes there
+            if len(body) > MAX_MEMBER:
+                continue
+            total += len(body)
+            if total > MAX_TOTAL:
+                raise ArchiveError(f"{safe_name(label)}: members hold more than "
+                                   f"{MAX_TOTAL // (1024 * 1024)} MiB; not read")
+            out.append((safe_name(info.filename), body))
+    return out
+
+
+def _tar_members(data: bytes, label: str) -> list[tuple[str, bytes]]:
+    import bz2
+    import gzip
+    import lzma
+
+    raw: io.BufferedIOBase
+    if data[:2] == b"\x1f\x8b":
+        raw = gzip.GzipFile(fileobj=io.BytesIO(data))
+    elif data[:3] == b"BZh":
+        raw = bz2.BZ2File(io.BytesIO(data))
+    elif data[:6] == b"\xfd7zXZ\x00":
+        raw = lzma.LZMAFile(io.BytesIO(data))
+    else:
+        raw = io.BytesIO(data)
+    stream = io.BufferedReader(_Capped(raw, MAX_TOTAL, label))
+    out: list[tuple[str, bytes]] = []
+    with tarfile.open(fileobj=stream, mode="r|") as tf:  # one pass, never seeking back
+        for m in tf:
+            if not m.isfile() or m.size > MAX_MEMBER or not m.name:
+                continue
+            f = tf.extractfile(m)
+            if f is not None:
+                out.append((safe_name(m.name), f.read(MAX_MEMBER + 1)))
+    return out
 
 
 def _common_top(names: list[str]) -> str:

@@ -3,10 +3,12 @@ from __future__ import annotations
 import io
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kb.errors import UsageError
+from scrapers import local
 from scrapers.fetch import Fetcher
 from scrapers.local import find_pins, scrape_archive, scrape_path
 from tests.lib.server import FakeIndex
@@ -58,14 +60,14 @@ def test_source_tree(tmp_path: Path) -> None:
 def test_unreadable_source_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_tree(tmp_path)
     target = root / "python/sglang/srt/distributed/parallel_state.py"
-    real = Path.read_bytes
+    real = local.read_regular
 
-    def deny(self: Path) -> bytes:
-        if self == target:
+    def deny(path: str, **kw: Any) -> bytes:
+        if Path(path) == target:
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(path, **kw)
 
-    monkeypatch.setattr(Path, "read_bytes", deny)
+    monkeypatch.setattr(local, "read_regular", deny)
     rel = scrape_path(root)
     failures = {f.member: f.error for f in rel.parse_failures}
     assert "Permission denied" in failures["sglang/srt/distributed/parallel_state.py"]
