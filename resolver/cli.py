@@ -498,18 +498,15 @@ def cmd_pins(args: argparse.Namespace) -> int:
     if len(args.match or []) != len(args.dep or []):
         _fatal("each --match needs a --dep (the package its currentValue is a version of)",
                "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
-    try:
-        found, errors = pins.read_pins(
-            [Path(p) for p in args.files],
-            patterns=list(zip(args.match or [], args.dep or [], strict=True)))
-    except ValueError as ex:
-        _fatal(str(ex), "a --match pattern needs a (?P<currentValue>...) group")
-    if errors:
-        for err in errors:
-            print(f"{err.path}:{err.line}: {err.message}", file=sys.stderr)
-        _fatal(f"{len(errors)} line(s) could not be read; nothing was judged",
-               "fix or remove those lines")
+    found, _ = _read_pin_files(args.files,
+                               list(zip(args.match or [], args.dep or [], strict=True)))
+    if not found:
+        _fatal(f"no pin of sglang, torch or a mooncake distribution in "
+               f"{_shown(', '.join(args.files))}; nothing was judged",
+               "give the requirements/constraints files, pyproject.toml or Dockerfile that "
+               "pin sglang (or --match/--dep for another kind of file)")
     pinned = pins.pinned_set(found)
+    _check_pinned_versions(pinned)
     verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch,
                          strategy=args.strategy, keep=args.keep)
     result = {
@@ -546,14 +543,22 @@ def cmd_pins(args: argparse.Namespace) -> int:
 
 
 def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> None:
-    """Print the unified diff of the updates; with ``write``, apply it (atomically, per file)."""
+    """Print the unified diff of the updates; with ``write``, apply it (atomically, per file,
+    line endings, mode and symlinks kept)."""
     import difflib
+    import os
 
-    from kb.store import write_atomic
     from resolver import pins
 
     paths = sorted({u["packageFile"] for u in updates})
-    texts = {p: Path(p).read_text(encoding="utf-8") for p in paths}
+    texts: dict[str, str] = {}
+    for p in paths:
+        try:
+            texts[p] = pins.read_for_rewrite(p)
+        except (OSError, UnicodeDecodeError) as e:
+            _fatal(f"cannot read {_shown(p)} again to rewrite it: "
+                   f"{getattr(e, 'reason', None) or e}; it is unchanged",
+                   "run again once the file is a readable regular file")
     new, problems = pins.apply_updates(found, updates, texts)
     out = sys.stderr if write else sys.stdout
     for p in paths:
@@ -561,16 +566,18 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
                                             new[p].splitlines(keepends=True),
                                             fromfile=p, tofile=p))
     for problem in problems:
-        print(f"not written: {problem}", file=sys.stderr)
+        print(f"not written: {_shown(problem)}", file=sys.stderr)
     if write:
         for p in paths:
             if new[p] != texts[p]:
                 try:
-                    write_atomic(Path(p), new[p].encode("utf-8"))
+                    written = pins.write_keeping(p, new[p])
                 except OSError as e:
-                    _fatal(f"cannot write {p}: {e.strerror}; it is unchanged",
-                           "free space or fix permissions, then run again")
-                print(f"wrote {p}", file=sys.stderr)
+                    _fatal(f"cannot write {_shown(p)}: {e.strerror or e}; it is unchanged",
+                           "free space or fix permissions (or the symlink), then run again")
+                print(f"wrote {p}" + (f" (through the symlink, to {written})"
+                                      if written != os.path.abspath(p) else ""),
+                      file=sys.stderr)
 
 
 def cmd_renovate(args: argparse.Namespace) -> int:
@@ -581,6 +588,7 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     if args.files:
         found, _ = _read_pin_files(args.files)
         pinned = pins.pinned_set(found)
+        _check_pinned_versions(pinned)
         if sglang is None:
             if pinned.sglang is None:
                 _fatal(f"no exact sglang pin in {_shown(', '.join(args.files))}",
@@ -618,6 +626,22 @@ def _version_arg(text: str, what: str) -> str:
                + (f" ({len(text)} characters)" if len(text) > 100 else ""),
                f"e.g. {what} 0.5.18")
     return text
+
+
+def _check_pinned_versions(pinned: Any) -> None:
+    """Exit 2 naming FILE:LINE when an exact pin of the three is not a PEP 440 version
+    (``sglang===${V}``): nothing can be judged against it."""
+    from packaging.version import InvalidVersion, Version
+
+    for p in (pinned.sglang, pinned.torch, pinned.mooncake):
+        if p is None:
+            continue
+        try:
+            Version(p.version)
+        except (InvalidVersion, ValueError):
+            _fatal(f"{_shown(p.path)}:{p.line}: {p.name} is pinned to "
+                   f"{_shown(p.version, 60)!r}, not a PEP 440 version; nothing was judged",
+                   f"pin {p.name}==VERSION there (e.g. a release `moonpin show` knows)")
 
 
 def _shown(text: str, limit: int = 300) -> str:

@@ -71,6 +71,7 @@ Poetry / PDM / Pipfile / conda files, heredocs, Docker's backtick escape directi
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -97,8 +98,10 @@ __all__ = [
     "judge",
     "pinned_set",
     "plan_stack",
+    "read_for_rewrite",
     "read_pins",
     "renovate_fragment",
+    "write_keeping",
 ]
 
 #: The mooncake family, as the scrapers know it.
@@ -115,6 +118,38 @@ VERSION_VARIABLES: dict[str, str] = {
 }
 
 HASH_NOTE = "has --hash: a new version needs new hashes"
+
+#: Limits on what a pins file may make moonpin do (issue 19): the size read, how deep
+#: ``-r``/``-c`` includes nest, how long a logical line or a version may be, and how deep
+#: a pyproject.toml may nest or how many dotted parts a key or header may have before
+#: tomllib (which recurses, and is quadratic in dotted parts) sees it.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_INCLUDE_DEPTH = 64
+MAX_LINE_CHARS = 64 * 1024
+MAX_VERSION_CHARS = 200
+MAX_TOML_DEPTH = 64
+MAX_TOML_DOTS = 64
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """Echoed input cut to ``limit`` characters, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def _comment_start(text: str) -> int:
+    """Where pip's ``(^|\\s+)#.*$`` comment starts in ``text`` (with the whitespace before
+    it), or -1; in linear time (the regex is quadratic on a long run of spaces)."""
+    i = text.find("#")
+    while i >= 0:
+        if i == 0 or text[i - 1].isspace():
+            j = i
+            while j > 0 and text[j - 1].isspace():
+                j -= 1
+            return j
+        i = text.find("#", i + 1)
+    return -1
 
 
 @dataclass(frozen=True)
@@ -282,7 +317,7 @@ def _pin_from_requirement(
     try:
         req = Requirement(raw)
     except InvalidRequirement as exc:
-        return PinError(path, line0, f"invalid requirement {raw!r}: {exc}")
+        return PinError(path, line0, f"invalid requirement {_cut(raw)!r}: {_cut(str(exc))}")
     name = _canon(req.name)
     if name not in TRACKED:
         return None
@@ -305,6 +340,10 @@ def _pin_from_requirement(
         s for s in req.specifier
         if s.operator == "===" or (s.operator == "==" and not s.version.endswith(".*"))
     ]
+    if len(exact) == 1 and len(exact[0].version) > MAX_VERSION_CHARS:
+        return PinError(path, line0, f"the version of {name} is {len(exact[0].version):,} "
+                        f"characters long (at most {MAX_VERSION_CHARS}): not a version moonpin "
+                        "can judge")
     if len(exact) == 1:
         for em in _EXACT_RE.finditer(raw, spec_start):
             if em.group(1) == exact[0].operator and not em.group(2).endswith(".*"):
@@ -325,10 +364,12 @@ def _value_pin(
         return Pin(name, "", None, path, line, -1, raw, kind,
                    note=_join_notes("unpinned", note), version_line=version_line)
     try:
+        if len(value) > MAX_VERSION_CHARS:
+            raise InvalidVersion(value)
         Version(value)
-    except InvalidVersion:
-        return Pin(name, value, None, path, line, -1, raw, kind,
-                   note=_join_notes(f"not a PEP 440 version: {value!r}", note),
+    except ValueError:  # InvalidVersion, or int()'s limit on a number of 4,300+ digits
+        return Pin(name, _cut(value), None, path, line, -1, _cut(raw), kind,
+                   note=_join_notes(f"not a PEP 440 version: {_cut(value, 60)!r}", note),
                    version_line=version_line)
     return Pin(name, "==" + value, value, path, line, col, raw, kind, note=note,
                version_line=version_line)
@@ -336,7 +377,6 @@ def _value_pin(
 
 # --------------------------------------------------------------------------- requirements
 
-_COMMENT_RE = re.compile(r"(^|\s+)#.*$")
 _INCLUDE_RE = re.compile(
     r"(--requirement|--constraint|--editable|-r|-c|-e)(?:\s*=\s*|\s+|(?=[^\s=-]))(.*)$"
 )
@@ -346,7 +386,7 @@ def _pip_logical_lines(lines: list[str]) -> Iterator[_Logical]:
     """pip's ``join_lines``: ``\\`` joins lines; a comment line ends a continuation."""
     pieces: list[tuple[str, int, int]] = []
     for number, line in enumerate(lines, start=1):
-        is_comment = _COMMENT_RE.match(line) is not None
+        is_comment = line.lstrip().startswith("#")
         if not line.endswith("\\") or is_comment:
             if pieces:
                 # pip prefixes a comment line with a space that is not in the file
@@ -379,13 +419,15 @@ class _Reader:
 
     # -- file access
     def _load(self, path: Path, shown: str, err_line: int, err_path: str) -> _Text | None:
+        from kb.files import read_regular
+
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            where = f"included file {shown}" if err_line else shown
-            self.found.errors.append(
-                PinError(err_path, err_line, f"cannot read {where}: {exc.strerror or exc}")
-            )
+            data = read_regular(path, cap=MAX_FILE_BYTES, what="pins file")
+        except OSError as exc:  # kb.errors.ReadRefused: missing, a folder, a FIFO, a loop...
+            where = f"included file {_cut(shown)}" if err_line else _cut(shown)
+            reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+            self.found.errors.append(PinError(err_path, err_line, f"cannot read {where}: "
+                                              f"{reason}"))
             return None
         try:
             text = data.decode("utf-8")
@@ -403,11 +445,11 @@ class _Reader:
 
     def read(self, path: Path) -> None:
         shown = str(path)
-        resolved = path.resolve()
+        resolved = _resolve(path)
         if resolved in self.seen:
             return
         ftype = _file_type(path)
-        if ftype is None and not self.patterns:
+        if ftype is None and not self.patterns and path.is_file():
             self.found.errors.append(PinError(shown, 0, "not a requirements, constraints, "
                                               "pyproject.toml, Dockerfile or shell file; "
                                               "give a pattern to read it"))
@@ -429,8 +471,13 @@ class _Reader:
         self, path: Path, shown: str, text: _Text, kind: str, stack: list[Path]
     ) -> None:
         for logical in _pip_logical_lines(text.lines):
-            m = _COMMENT_RE.search(logical.text)
-            body = logical.text[: m.start()] if m else logical.text
+            if len(logical.text) > MAX_LINE_CHARS:
+                self.found.errors.append(PinError(
+                    shown, logical.first_line, f"line is {len(logical.text):,} characters "
+                    f"long (at most {MAX_LINE_CHARS:,}); not read"))
+                continue
+            cut = _comment_start(logical.text)
+            body = logical.text[:cut] if cut >= 0 else logical.text
             if not body.strip():
                 continue
             lead = len(body) - len(body.lstrip())
@@ -466,7 +513,12 @@ class _Reader:
             return
         target = parent.parent / value
         shown = str(target)
-        resolved = target.resolve()
+        resolved = _resolve(target)
+        if len(stack) >= MAX_INCLUDE_DEPTH:
+            self.found.errors.append(PinError(parent_shown, line, f"-r/-c includes nest deeper "
+                                              f"than {MAX_INCLUDE_DEPTH} files; "
+                                              f"{_cut(value)} not read"))
+            return
         if resolved in stack:
             chain = " -> ".join(p.name for p in [*stack, resolved])
             self.found.errors.append(PinError(parent_shown, line, f"include cycle: {chain}"))
@@ -483,7 +535,10 @@ class _Reader:
 
     # -- pyproject.toml
     def _pyproject(self, shown: str, text: _Text) -> None:
-        entries, err = _toml_arrays(text.text)
+        err = _toml_guard(text.text)
+        entries: list[_TomlEntry] = []
+        if err is None:
+            entries, err = _toml_arrays(text.text)
         if err is not None:
             self.found.errors.append(PinError(shown, err[0], err[1]))
             return
@@ -615,6 +670,15 @@ def _is_command_prefix(word: str) -> bool:
     )
 
 
+def _resolve(path: Path) -> Path:
+    """``path.resolve()``, or the absolute path when it cannot be resolved (a symlink loop:
+    reading it then says so)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
+
+
 def _file_type(path: Path) -> str | None:
     name = path.name
     low = name.lower()
@@ -719,7 +783,7 @@ def _shell_value(s: str, start: int) -> tuple[str, int, int]:
         end = s.find(q, start + 1)
         end = len(s) if end < 0 else end
         return s[start + 1 : end], start + 1, min(end + 1, len(s))
-    m = re.match(r"(\$\{[^}]*\}|[^\s;&|'\"])*", s[start:])
+    m = re.match(r"(\$\{[^}$\s]*\}|[^\s;&|'\"])*", s[start:])
     value = m.group(0) if m else ""
     return value, start, start + len(value)
 
@@ -784,12 +848,53 @@ if sys.version_info >= (3, 11):
             return tomllib.loads(text), None
         except tomllib.TOMLDecodeError as exc:
             m = re.search(r"at line (\d+)", str(exc))
-            return {}, (int(m.group(1)) if m else 0, f"invalid TOML: {exc}")
+            return {}, (int(m.group(1)) if m else 0, f"invalid TOML: {_cut(str(exc))}")
+        except (RecursionError, ValueError) as exc:  # past _toml_guard's limits all the same
+            return {}, (0, f"TOML too deeply nested or too large to read: "
+                           f"{_cut(type(exc).__name__)}")
 
 else:  # Python 3.10: no tomllib; _toml_arrays uses _toml_arrays_linewise instead
 
     def _toml_load(text: str) -> tuple[dict[str, Any], tuple[int, str] | None]:
         raise NotImplementedError("tomllib needs Python 3.11")
+
+
+def _toml_guard(text: str) -> tuple[int, str] | None:
+    """A nesting depth or dotted-key length past the limits, found in one linear pass
+    before tomllib (recursive; quadratic in dotted parts) runs: (line, message) or None.
+    Strings are skipped; multi-line strings are treated as runs of one-line strings, which
+    can only over-count brackets inside them."""
+    depth = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        i, n = 0, len(line)
+        dots = 0
+        key_part = True
+        while i < n:
+            c = line[i]
+            if c == "#":
+                break
+            if c in "\"'":
+                j = i + 1
+                while j < n and line[j] != c:
+                    j += 2 if c == '"' and line[j] == "\\" else 1
+                i = j + 1
+                continue
+            if c in "[{":
+                depth += 1
+                if depth > MAX_TOML_DEPTH:
+                    return number, (f"arrays or tables nest deeper than {MAX_TOML_DEPTH}; "
+                                    "not read")
+            elif c in "]}":
+                depth = max(depth - 1, 0)
+            elif c == "=":
+                key_part = False
+            elif c == "." and key_part:
+                dots += 1
+                if dots > MAX_TOML_DOTS:
+                    return number, (f"a key or table header has more than {MAX_TOML_DOTS} "
+                                    "dotted parts; not read")
+            i += 1
+    return None
 
 
 def _toml_arrays(text: str) -> tuple[list[_TomlEntry], tuple[int, str] | None]:
@@ -952,7 +1057,7 @@ def _vkey(version: str | None) -> object:
     """Compare as PEP 440 versions where they are (``===`` pins may be any text)."""
     try:
         return Version(version or "")
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s digit limit
         return version
 
 
@@ -983,7 +1088,7 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
     no exact version: its ``currentValue`` is the range or ``""``)."""
     try:
         old = Version(pin.version or "0")
-    except InvalidVersion:
+    except ValueError:
         old = Version("0")
     new = Version(new_version)
     if new_name != pin.name:
@@ -1193,6 +1298,43 @@ def _in_spec(version: str, spec: str) -> bool:
 
 
 # ----------------------------------------------------------------------- rewriting
+
+
+def read_for_rewrite(path: str) -> str:
+    """A pins file's text exactly as stored (``\\r\\n`` kept: no newline translation), read
+    like :func:`read_pins` reads it. Raises ``OSError`` (``kb.errors.ReadRefused``)."""
+    from kb.files import read_regular
+
+    return read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
+
+
+def write_keeping(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` atomically, keeping what the edit does not change: the file's
+    mode, and a symlink (its target is written; the link stays). Returns the path written.
+    Raises ``OSError`` naming the path; the file is then unchanged."""
+    import stat
+    import tempfile
+
+    target = os.path.realpath(path)
+    st = os.stat(target)  # ELOOP / ENOENT for a link that leads nowhere
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(21, "not a regular file", target)
+    folder, name = os.path.split(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    try:
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
 
 
 def _name_pattern(name: str) -> re.Pattern[str]:

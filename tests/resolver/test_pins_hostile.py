@@ -1,0 +1,174 @@
+"""Hostile pins files (issue 19, the pins/renovate lines): bounded reads, bounded parsers,
+writes that keep what they do not change, messages that name file and line and stay short.
+Each judged by a real ``moonpin`` subprocess: exit 2 (or 0/1), no traceback, no hang."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from resolver.pins import MAX_INCLUDE_DEPTH, _comment_start, read_pins
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "data" / "kb.json"
+STACK = "sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.12  # old\n"
+
+
+def moonpin(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+                       capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.returncode in (0, 1, 2)
+    return r
+
+
+def _bad_input(r: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "tip:" in r.stderr
+    assert len(r.stderr) < 2000, len(r.stderr)
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_as_the_file_or_an_include_does_not_block(tmp_path: Path) -> None:
+    fifo = tmp_path / "requirements.txt"
+    os.mkfifo(fifo)
+    _bad_input(moonpin("pins", str(fifo), timeout=30), f"{fifo}:0:", "FIFO")
+    inc = tmp_path / "base.txt"
+    inc.write_text("-r requirements.txt\nsglang==0.5.18\n", encoding="utf-8")
+    _bad_input(moonpin("pins", str(inc), timeout=30), f"{inc}:1:", "included file", "FIFO")
+    _bad_input(moonpin("renovate", str(fifo), timeout=30), "FIFO")
+
+
+def test_dev_zero_a_symlink_loop_and_a_folder(tmp_path: Path) -> None:
+    zero = tmp_path / "requirements.txt"
+    zero.symlink_to("/dev/zero")
+    _bad_input(moonpin("pins", str(zero)), "character device")
+    inc = tmp_path / "z.txt"
+    inc.write_text("-r /dev/zero\n", encoding="utf-8")
+    _bad_input(moonpin("pins", str(inc)), f"{inc}:1:", "character device")
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    _bad_input(moonpin("pins", str(a)), "symlink loop")
+    folder = tmp_path / "reqs"
+    folder.mkdir()
+    _bad_input(moonpin("pins", str(folder)), "is a directory")
+    (tmp_path / "d.txt").write_text("-r reqs\nsglang==0.5.18\n", encoding="utf-8")
+    _bad_input(moonpin("pins", str(tmp_path / "d.txt")), "d.txt:1:", "is a directory")
+
+
+def test_missing_and_empty_files_are_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.txt"
+    _bad_input(moonpin("pins", str(missing)), str(missing), "does not exist")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    _bad_input(moonpin("pins", str(empty)), str(empty), "no pin of sglang")
+    _bad_input(moonpin("renovate", str(empty)), str(empty), "no exact sglang pin")
+
+
+def test_600_chained_includes_end_in_a_clear_error(tmp_path: Path) -> None:
+    for i in range(600):
+        body = f"-r c{i + 1}.txt\n" if i < 599 else "sglang==0.5.18\n"
+        (tmp_path / f"c{i}.txt").write_text(body, encoding="utf-8")
+    _, errors = read_pins([tmp_path / "c0.txt"])
+    (err,) = errors
+    assert f"nest deeper than {MAX_INCLUDE_DEPTH}" in err.message and err.line == 1
+    _bad_input(moonpin("pins", str(tmp_path / "c0.txt")), "nest deeper")
+
+
+def test_comment_search_is_linear_on_a_long_run_of_spaces(tmp_path: Path) -> None:
+    line = "sglang==0.5.18" + " " * 60_000 + "x"
+    start = time.perf_counter()
+    assert _comment_start(line) == -1
+    assert _comment_start("a" + " " * 60_000 + "#c") == 1
+    assert _comment_start("#only") == 0 and _comment_start("a#b") == -1
+    req = tmp_path / "requirements.txt"
+    req.write_text(line[:-1] + "# pinned\n", encoding="utf-8")
+    pins, errors = read_pins([req])
+    assert time.perf_counter() - start < 2.0
+    assert errors == [] and pins[0].version == "0.5.18"
+    # past the line limit: refused, named by line, not echoed whole
+    req.write_text("torch==2.13.0\nsglang==0.5.18" + " " * 100_000 + "x\n", encoding="utf-8")
+    _bad_input(moonpin("pins", str(req)), f"{req}:2:", "characters long")
+
+
+def test_toml_nesting_and_dotted_headers_are_refused_before_tomllib(tmp_path: Path) -> None:
+    deep = tmp_path / "pyproject.toml"
+    deep.write_text("[project]\ndependencies = " + "[" * 3000 + "]" * 3000 + "\n",
+                    encoding="utf-8")
+    _bad_input(moonpin("pins", str(deep)), f"{deep}:2:", "nest deeper")
+    dotted = tmp_path / "d" / "pyproject.toml"
+    dotted.parent.mkdir()
+    dotted.write_text("[" + ".".join(["a"] * 100_000) + "]\n", encoding="utf-8")
+    start = time.perf_counter()
+    _bad_input(moonpin("pins", str(dotted)), f"{dotted}:1:", "dotted parts")
+    assert time.perf_counter() - start < 20
+    # a normal pyproject with brackets inside strings still reads
+    ok = tmp_path / "ok" / "pyproject.toml"
+    ok.parent.mkdir()
+    ok.write_text('[project]\ndependencies = ["sglang[all]==0.5.18", "x[a]>=1"]\n',
+                  encoding="utf-8")
+    pins, errors = read_pins([ok])
+    assert errors == [] and [p.version for p in pins] == ["0.5.18"]
+
+
+def test_a_5000_digit_version_is_refused_cleanly(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==" + "1" * 5000 + "\n", encoding="utf-8")
+    _bad_input(moonpin("pins", str(req)), f"{req}:1:", "5,000 characters")
+    docker = tmp_path / "Dockerfile"
+    docker.write_text("ARG SGLANG_VERSION=" + "9" * 5000 + "\n", encoding="utf-8")
+    r = moonpin("pins", str(docker))
+    assert r.returncode in (1, 2) and len(r.stdout) + len(r.stderr) < 3000
+    _bad_input(moonpin("renovate", "--sglang", "1" * 5000), "not a PEP 440 version")
+
+
+def test_renovate_on_a_non_pep440_pin_names_file_and_line(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.13.0\nsglang===${V}\n", encoding="utf-8")
+    _bad_input(moonpin("renovate", str(req)), f"{req}:2:", "not a PEP 440 version")
+    _bad_input(moonpin("pins", str(req)), f"{req}:2:", "not a PEP 440 version")
+
+
+def test_a_long_bad_line_is_echoed_cut(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang >>= " + "x" * 30_000 + "\n", encoding="utf-8")
+    r = moonpin("pins", str(req))
+    _bad_input(r, f"{req}:1:", "more characters")
+
+
+def test_write_keeps_crlf_mode_and_writes_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real-requirements.txt"
+    real.write_bytes(STACK.replace("\n", "\r\n").encode())
+    real.chmod(0o640)
+    link = tmp_path / "requirements.txt"
+    link.symlink_to(real.name)
+    r = moonpin("pins", str(link), "--write")
+    assert r.returncode == 1, r.stderr
+    assert link.is_symlink() and os.readlink(link) == real.name
+    data = real.read_bytes()
+    assert data == (STACK.replace("0.3.12", "0.3.13.post1").replace("\n", "\r\n")).encode()
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert "through the symlink" in r.stderr
+    again = moonpin("pins", str(link))
+    assert again.returncode == 0, again.stdout
+
+
+def test_write_through_a_dangling_symlink_is_refused(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text(STACK, encoding="utf-8")
+    from resolver.pins import write_keeping
+
+    dangling = tmp_path / "gone.txt"
+    dangling.symlink_to(tmp_path / "nowhere.txt")
+    with pytest.raises(OSError):
+        write_keeping(str(dangling), "x")
+    assert not (tmp_path / "nowhere.txt").exists()
