@@ -56,9 +56,14 @@ _TIP = ("pass --index-url (or set MOONPIN_INDEX_URL) to the index root that serv
 
 
 def named_index_url(explicit: str | None = None) -> str | None:
-    """The index the user named for moonpin: ``--index-url``, then ``MOONPIN_INDEX_URL``."""
+    """The index the user named for moonpin: ``--index-url``, then ``MOONPIN_INDEX_URL``
+    (its JSON API root, or a pip-style ``.../simple/`` URL of it)."""
     url = explicit or os.environ.get("MOONPIN_INDEX_URL") or None
-    return None if url is None else (url if url.endswith("/") else url + "/")
+    if url is None:
+        return None
+    url = url if url.endswith("/") else url + "/"
+    # a pip-style index URL (``.../simple/``) names the same index: use its JSON API root
+    return url[: -len("simple/")] if url.endswith("/simple/") else url
 
 
 def index_url_from_env(explicit: str | None = None,

@@ -68,6 +68,7 @@ def test_named_index_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MOONPIN_INDEX_URL", "http://127.0.0.1:9")
     assert named_index_url() == "http://127.0.0.1:9/"
     assert named_index_url("http://10.0.0.1/x") == "http://10.0.0.1/x/"
+    assert named_index_url("http://10.0.0.1/x/simple") == "http://10.0.0.1/x/"
     monkeypatch.delenv("MOONPIN_INDEX_URL")
     assert named_index_url() is None
 
