@@ -288,7 +288,10 @@ class Build(Model):
     names_checked: tuple[str, ...] = ()  # every name that was looked for
     backends: tuple[str, ...] = ()  # torch backends it registers
     needed: tuple[str, ...] = ()
+    #: "dt_needed" (.dynamic + .dynstr), "dynstr-heuristic", "verneed-hash" (only the CUDA
+    #: runtime, recognised in .gnu.version_r; see needed_evidence) or "none"
     needed_method: str = "none"
+    needed_evidence: str | None = None  # where in the file ``needed`` was read
     runpath: tuple[str, ...] = ()
     cuda_major: int | None = None
     complete: bool = True  # False when only a prefix of the member could be read

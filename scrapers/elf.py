@@ -60,11 +60,15 @@ __all__ = [
     "ElfLayout",
     "ElfTruncatedError",
     "Segment",
+    "VersionNeed",
     "analyze",
+    "elf_hash",
+    "find_version_needs",
     "is_elf",
     "parse_layout",
     "required_prefix",
     "strings_prefix",
+    "versioned_libraries",
 ]
 
 # --- constants (ELF gABI) -------------------------------------------------------
@@ -230,6 +234,9 @@ class ElfFacts:
     runpath_tag: str | None = None
     layout: ElfLayout | None = None
     warnings: tuple[str, ...] = ()
+    #: when ``needed_method`` is not "dt_needed": the version needs found in the first
+    #: read-only PT_LOAD (see :func:`find_version_needs`), for :func:`versioned_libraries`
+    version_needs: tuple[VersionNeed, ...] = ()
 
 
 # --- header parsing -----------------------------------------------------------------
@@ -651,6 +658,110 @@ def _heuristic_needed(layout: ElfLayout, data: bytes, warnings: list[str]) -> tu
     return tuple(names)
 
 
+# --- symbol version needs (.gnu.version_r) -----------------------------------------
+#
+# LSB Core "Symbol Versioning" (Elfxx_Verneed / Elfxx_Vernaux, section SHT_GNU_verneed).
+# GNU ld puts .gnu.version_r in the first read-only PT_LOAD, next to .dynsym, so it is in
+# the first few hundred KB even when patchelf/auditwheel moved .dynamic and .dynstr to the
+# end of a 25 MB file (and filled the old .dynstr with "X"). Its strings are offsets into
+# that moved .dynstr, but each Vernaux carries vna_hash, the SysV ELF hash of the version
+# name: a library versioning its symbols by its own soname (libcudart.so.12 defines version
+# "libcudart.so.12") is recognised by that hash and by vna_name == vn_file (the linker
+# stores the one string once).
+
+_VERNEED = 16  # sizeof(Elfxx_Verneed) == sizeof(Elfxx_Vernaux), both classes
+_MAX_VERNEED_FILES = 256
+_MAX_VERNAUX = 256
+
+
+@dataclass(frozen=True)
+class VersionNeed:
+    """One Elfxx_Vernaux of a Elfxx_Verneed entry, with where it was read."""
+
+    offset: int  # file offset of the Vernaux entry
+    file_ref: int  # vn_file: .dynstr offset of the needed library's soname
+    name_ref: int  # vna_name: .dynstr offset of the version name
+    hash: int  # vna_hash: elf_hash(version name)
+    index: int  # vna_other: the version index symbols refer to
+
+
+def elf_hash(name: bytes) -> int:
+    """The SysV ELF hash (gABI "Hash Table"), as stored in vna_hash."""
+    h = 0
+    for c in name:
+        h = ((h << 4) + c) & 0xFFFFFFFF
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+def _verneed_chain(data: bytes, start: int, hi: int, little: bool) -> list[VersionNeed] | None:
+    """The Verneed chain at ``start`` if every entry is well formed, else None."""
+    e = "<" if little else ">"
+    out: list[VersionNeed] = []
+    seen_index: set[int] = set()
+    pos = start
+    for _ in range(_MAX_VERNEED_FILES):
+        if pos + _VERNEED > hi:
+            return None
+        ver, cnt, file_ref, aux, nxt = struct.unpack_from(e + "HHIII", data, pos)
+        if ver != 1 or not 0 < cnt <= _MAX_VERNAUX or aux != _VERNEED:
+            return None
+        a = pos + aux
+        for i in range(cnt):
+            if a + _VERNEED > hi:
+                return None
+            h, flags, other, name_ref, anext = struct.unpack_from(e + "IHHII", data, a)
+            last = i == cnt - 1
+            if flags & ~0x3 or other < 2 or other in seen_index or h > 0x0FFFFFFF \
+                    or anext != (0 if last else _VERNEED):
+                return None
+            seen_index.add(other)
+            out.append(VersionNeed(a, file_ref, name_ref, h, other))
+            a += anext
+        if nxt == 0:
+            return out
+        if nxt != _VERNEED * (cnt + 1):
+            return None
+        pos += nxt
+    return None
+
+
+def find_version_needs(layout: ElfLayout, data: bytes) -> tuple[VersionNeed, ...]:
+    """The version needs of the first read-only PT_LOAD, found by their structure.
+
+    Without section headers or .dynamic (both may lie beyond the prefix) the table is
+    found by scanning 4-aligned offsets for a chain of at least two well-formed
+    Verneed entries (vn_version 1, vn_aux 16, consecutive entries, Vernaux links 16/0,
+    distinct version indexes >= 2, hashes < 2**28). Empty when none is found.
+    """
+    ro = _rodata_segments(layout)
+    if not ro:
+        return ()
+    seg = ro[0]
+    lo, hi = seg.offset, min(_file_end(layout, seg.end), len(data))
+    one = b"\x01\x00" if layout.little else b"\x00\x01"
+    pos = data.find(one, lo, hi)
+    while 0 <= pos < hi:
+        if pos % 4 == 0:
+            chain = _verneed_chain(data, pos, hi, layout.little)
+            if chain is not None and len({n.file_ref for n in chain}) >= 2:
+                return tuple(chain)
+        pos = data.find(one, pos + 1, hi)
+    return ()
+
+
+def versioned_libraries(needs: Iterable[VersionNeed], candidates: Iterable[str]
+                        ) -> list[tuple[str, VersionNeed]]:
+    """The ``candidates`` (sonames) a build needs by a version named like the library:
+    vna_hash is the candidate's ELF hash and vna_name is the very string of vn_file."""
+    by_hash = {elf_hash(c.encode()): c for c in candidates}
+    return [(by_hash[n.hash], n) for n in needs
+            if n.hash in by_hash and n.name_ref == n.file_ref]
+
+
 # --- entry point --------------------------------------------------------------------
 
 
@@ -703,6 +814,7 @@ def analyze(
     matches = _scan_patterns(prefix, regions, patterns, warnings)
 
     complete = len(prefix) >= required_prefix(layout, prefix)
+    version_needs = find_version_needs(layout, prefix) if method != "dt_needed" else ()
     return ElfFacts(
         machine=layout.machine,
         needed=needed,
@@ -715,4 +827,5 @@ def analyze(
         runpath_tag=runpath_tag,
         layout=layout,
         warnings=tuple(warnings),
+        version_needs=version_needs,
     )

@@ -168,11 +168,37 @@ def _read_build(z: RemoteZip, b: BuildName, wanted: frozenset[str]) -> dict[str,
         m = _CUDART.match(lib)
         if m:
             out["cuda_major"] = int(m.group(1))
+    if "cuda_major" not in out and facts.needed_method != "dt_needed":
+        out.update(_cudart_by_version(facts, len(data)))
     for match in facts.matches:
         m2 = _REQUIRES_TORCH.search(match.encode())
         if m2:
             out["bytes_torch"] = m2.group(1).decode()
     return out
+
+
+#: sonames the CUDA runtime has used, each also the version name of its symbols
+_CUDART_SONAMES = tuple(f"libcudart.so.{m}{minor}" for m in range(9, 21) for minor in ("", ".0"))
+
+
+def _cudart_by_version(facts: elf.ElfFacts, prefix_len: int) -> dict[str, object]:
+    """The CUDA runtime a build links, from its symbol version needs, when .dynamic and
+    .dynstr lay beyond the prefix read (patchelf moves them to the end of the file)."""
+    found = elf.versioned_libraries(facts.version_needs, _CUDART_SONAMES)
+    majors = {int(m.group(1)) for name, _ in found if (m := _CUDART.match(name))}
+    if len(majors) != 1:
+        return {}
+    name, need = found[0]
+    return {
+        "cuda_major": majors.pop(),
+        "needed": tuple(dict.fromkeys((*facts.needed, *(n for n, _ in found)))),
+        "needed_method": "verneed-hash",
+        "needed_evidence": (
+            f".gnu.version_r entry at offset {need.offset:#x} (first read-only PT_LOAD) "
+            f"needs version {name!r} of the library it names (vna_hash {need.hash:#x} = "
+            f"ELF hash of {name!r}, vna_name == vn_file); .dynamic lay beyond the "
+            f"{prefix_len}-byte prefix read"),
+    }
 
 
 def scrape_wheel(
@@ -237,7 +263,8 @@ def scrape_wheel(
         if prior is not None and prior.read_error is None:
             fields: dict[str, object] = {
                 k: getattr(prior, k) for k in ("names", "backends", "needed", "needed_method",
-                                               "runpath", "cuda_major", "complete",
+                                               "needed_evidence", "runpath", "cuda_major",
+                                               "complete",
                                                "strings_complete", "names_checked")
             }
             fields["bytes_from"] = prior.bytes_from

@@ -155,3 +155,75 @@ def build_so(
     if dynstr_in_rw:
         out += dynstr
     return bytes(out)
+
+
+# --- appended: symbol version needs (.gnu.version_r) -------------------------------------
+
+
+def elf_hash(name: bytes) -> int:
+    """SysV ELF hash (gABI "Hash Table"), written out here independently of scrapers.elf."""
+    h = 0
+    for c in name:
+        h = ((h << 4) + c) & 0xFFFFFFFF
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g
+    return h
+
+
+def verneed_table(needs: Sequence[tuple[int, Sequence[tuple[str, int]]]],
+                  little: bool = True, weak: bool = False) -> bytes:
+    """Elfxx_Verneed/Elfxx_Vernaux entries (LSB "Symbol Versioning") as GNU ld lays them
+    out: each Verneed followed by its Vernaux entries. ``needs``: (vn_file, [(version
+    name, vna_name)]) per library; version indexes count up from 2."""
+    end = "<" if little else ">"
+    out = bytearray()
+    index = 2
+    for i, (file_ref, versions) in enumerate(needs):
+        last = i == len(needs) - 1
+        nxt = 0 if last else 16 * (len(versions) + 1)
+        out += struct.pack(end + "HHIII", 1, len(versions), file_ref, 16, nxt)
+        for j, (name, name_ref) in enumerate(versions):
+            anext = 0 if j == len(versions) - 1 else 16
+            out += struct.pack(end + "IHHII", elf_hash(name.encode()), 2 if weak else 0, index,
+                               name_ref, anext)
+            index += 1
+    return bytes(out)
+
+
+def build_so_versioned(
+    needed: Sequence[str] = ("libcudart.so.12", "libtorch.so", "libc.so.6"),
+    versions: Mapping[str, Sequence[str]] | None = None,
+    *,
+    padding_before_dynamic: int = 4 * 1024 * 1024,
+    little: bool = True,
+    **kwargs: object,
+) -> tuple[bytes, int]:
+    """Like a patchelf-repaired extension: .dynamic and .dynstr at the end of the file
+    behind ``padding_before_dynamic`` bytes, a .gnu.version_r table early in the read-only
+    PT_LOAD. ``versions``: library -> version names its symbols need (default: CUDA's
+    runtime versions its symbols by its own soname, libc by GLIBC_*). vn_file is each
+    library's real .dynstr offset, so a version named like its library shares the string.
+    Returns (bytes, file offset of the table)."""
+    if versions is None:
+        versions = {n: ([n] if n.startswith("libcudart") else ["GLIBC_2.2.5", "GLIBC_2.14"])
+                    for n in needed if n.startswith(("libcudart", "libc."))}
+    refs: dict[str, int] = {}
+    pos = 1
+    for n in needed:  # build_so's .dynstr: "\0", then the DT_NEEDED names in order
+        refs.setdefault(n, pos)
+        pos += len(n) + 1
+    extra = pos + 4096  # version names not in .dynstr: any offset past it
+    table = verneed_table(
+        [(refs[lib], [(v, refs.get(v, extra + k)) for k, v in enumerate(vs)])
+         for lib, vs in versions.items()], little=little)
+    slot = b"\xee" * (len(table) + 8)
+    strings = list(kwargs.pop("strings", ("mooncake", "mooncake-cpu")))  # type: ignore[call-overload]
+    data = bytearray(build_so(needed=needed, strings=[*strings, slot], little=little,
+                              dynstr_in_rw=True, padding_before_dynamic=padding_before_dynamic,
+                              **kwargs))  # type: ignore[arg-type]
+    at = data.find(slot)
+    at += -at % 4
+    data[at:at + len(table)] = table
+    return bytes(data), at

@@ -486,3 +486,57 @@ def test_fuzzed_inputs_only_raise_elf_error() -> None:
             analyze(cut, len(data), WANTED, [TORCH_RE])
         except ElfError:
             pass
+
+
+# --- symbol version needs: the CUDA runtime when .dynamic lies beyond the prefix ----------
+
+from scrapers import elf as _elf  # noqa: E402
+from tests.lib.elfbuild import build_so_versioned, verneed_table  # noqa: E402
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    (b"", 0), (b"GLIBC_2.2.5", 0x09691A75), (b"GLIBC_2.14", 0x06969194),
+    (b"libcudart.so.12", 0x0FF3DB22),  # as read from mooncake 0.3.7's ep build
+])
+def test_elf_hash(name: bytes, value: int) -> None:
+    assert _elf.elf_hash(name) == value
+
+
+@pytest.mark.parametrize("little", [True, False])
+def test_cuda_runtime_found_in_version_needs_when_dynamic_is_beyond_the_prefix(
+        little: bool) -> None:
+    data, at = build_so_versioned(little=little)
+    prefix = data[:65536]
+    facts = _elf.analyze(prefix, len(data), [])
+    assert facts.needed_method == "none" and not facts.complete  # .dynamic not in the prefix
+    found = _elf.versioned_libraries(facts.version_needs, ["libcudart.so.12", "libcudart.so.13"])
+    assert [(n, v.offset) for n, v in found] == [("libcudart.so.12", at + 16)]
+    # the whole file agrees through its dynamic section
+    full = _elf.analyze(data, len(data), [])
+    assert full.needed_method == "dt_needed" and "libcudart.so.12" in full.needed
+    assert full.version_needs == ()  # only looked for when DT_NEEDED was not read
+
+
+def test_version_named_otherwise_is_not_a_library() -> None:
+    """libcudart's hash under another library (vna_name != vn_file) proves nothing."""
+    data, _ = build_so_versioned(needed=("libfoo.so.1", "libc.so.6"),
+                                 versions={"libfoo.so.1": ["libcudart.so.12"],
+                                           "libc.so.6": ["GLIBC_2.2.5"]})
+    facts = _elf.analyze(data[:65536], len(data), [])
+    assert len(facts.version_needs) == 2
+    assert _elf.versioned_libraries(facts.version_needs, ["libcudart.so.12"]) == []
+
+
+def test_version_needs_need_a_well_formed_chain() -> None:
+    good = verneed_table([(1, [("libcudart.so.12", 1)]), (20, [("GLIBC_2.2.5", 40)])])
+    lone = verneed_table([(1, [("libcudart.so.12", 1)])])  # one entry: too weak to trust
+    broken = bytearray(good)
+    broken[16 + 12:16 + 16] = struct.pack("<I", 7)  # vna_next neither 0 nor 16
+    for table, want in ((good, 2), (lone, 0), (bytes(broken), 0), (b"\x01\x00" * 64, 0)):
+        data = build_so(needed=["libx.so"], strings=[b"\xee" * 256], dynstr_in_rw=True,
+                        padding_before_dynamic=1 << 20)
+        slot = data.find(b"\xee" * 8)
+        at = slot + (-slot % 4)
+        cooked = data[:at] + table + data[at + len(table):]
+        facts = _elf.analyze(cooked[:65536], len(cooked), [])
+        assert len(facts.version_needs) == want, table

@@ -272,3 +272,29 @@ def test_a_build_another_wheel_already_holds_is_not_read_again(index: FakeIndex)
         base.names, base.backends, base.needed, base.cuda_major)
     assert post.torch == "2.13.0" and post.read_error is None
     assert new.bytes_from is None and "recover_ranks" in new.names
+
+
+def test_cuda_runtime_of_a_build_whose_dynamic_section_lies_beyond_the_budget(
+        index: FakeIndex) -> None:
+    """mooncake 0.3.7's ep builds: patchelf moved .dynamic/.dynstr 25 MB in; the CUDA
+    runtime is read from .gnu.version_r at the start, with where it was read."""
+    from scrapers import mooncake as mc
+    from tests.lib.elfbuild import build_so_versioned
+
+    only_present(index)
+    so, at = build_so_versioned(padding_before_dynamic=mc.PREFIX_CAP + (1 << 20),
+                                strings=["mooncake", "mooncake-cpu", "register_backend",
+                                         "MooncakeBackendOptions"])
+    name, data = build_wheel(
+        "mooncake-transfer-engine", "0.3.7",
+        {"mooncake/__init__.py": "", "mooncake/pg.py": LOADER_PG,
+         "mooncake/pg_2_12_0.cpython-312-x86_64-linux-gnu.so": so},
+        tag="cp312-cp312-manylinux_2_28_x86_64")
+    index.add_project("mooncake-transfer-engine", {"0.3.7": {name: data}})
+    kb, _, _ = run(index, only=("mooncake",))
+    (b,) = kb.mooncake[0].wheels[0].builds
+    assert b.cuda_major == 12 and b.needed_method == "verneed-hash"
+    assert b.needed == ("libcudart.so.12",) and not b.complete
+    assert b.needed_evidence is not None and f"offset {at + 16:#x}" in b.needed_evidence
+    # read: the budgeted prefix, not the 4 MB to .dynamic
+    assert f"the {mc.PREFIX_CAP}-byte prefix read" in b.needed_evidence and b.size > mc.PREFIX_CAP
