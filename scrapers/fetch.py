@@ -7,6 +7,12 @@ Retry policy: 429 and 500/502/503/504, timeouts, resets and truncated bodies are
 retried with capped exponential backoff and full jitter, honouring
 ``Retry-After`` (seconds or an HTTP date) up to ``max_wait``. TLS failures and
 other 4xx are not retried: they will not get better by asking again.
+
+The index is untrusted: only ``http``/``https`` URLs are requested or followed (a file
+URL or a redirect to ``file://``/``ftp://`` is a :class:`~kb.errors.FetchError`),
+redirects are followed here, at most ``max_redirects`` of them, and every request has an
+overall ``deadline`` (headers to last byte) besides the per-read ``timeout``: a server
+that sends one byte a second never trips the read timeout, and is not retried either.
 """
 
 from __future__ import annotations
@@ -78,9 +84,40 @@ def _content_range(value: str | None) -> tuple[int, int, int | None] | None:
         return None
     span, _, total = value[6:].partition("/")
     a, _, b = span.partition("-")
-    if not (a.isdigit() and b.isdigit()):
+    if not (_digits(a) and _digits(b)):
         return None
-    return int(a), int(b), int(total) if total.isdigit() else None
+    return int(a), int(b), int(total) if _digits(total) else None
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only, and few enough for ``int()`` (``"²".isdigit()`` is True)."""
+    return text.isascii() and text.isdigit() and len(text) <= 30
+
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _short(url: str) -> str:
+    return url if len(url) <= 200 else url[:200] + f"... ({len(url)} characters)"
+
+
+def _join(first: str, base: httpx.URL, location: str) -> str:
+    try:
+        return str(base.join(location))
+    except (httpx.InvalidURL, ValueError) as e:
+        raise FetchError(first, f"redirected to an invalid URL {_short(location)!r}: {e}",
+                         hint="check --index-url / MOONPIN_INDEX_URL") from e
+
+
+def _require_http(first: str, url: str) -> None:
+    """Only http(s) is requested: an index or redirect naming ``file://`` or ``ftp://``
+    (or anything else) is refused, never opened."""
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme not in ("http", "https"):
+        where = "" if url == first else f"redirected to {_short(url)!r}; "
+        raise FetchError(first, f"{where}only http and https URLs are followed "
+                         f"(not {scheme or 'a relative URL'!s})",
+                         hint="check --index-url / MOONPIN_INDEX_URL, or the index's file URLs")
 
 
 class Fetcher:
@@ -97,10 +134,14 @@ class Fetcher:
         whole_body_cap: int = 32 * 1024 * 1024,
         sleep: Callable[[float], None] = time.sleep,
         warn: Callable[[str], None] | None = None,
+        deadline: float = 300.0,
+        min_rate: int = 1024,
+        grace: float = 30.0,
+        max_redirects: int = 10,
     ) -> None:
         self.client = client or httpx.Client(
             timeout=httpx.Timeout(timeout, connect=10.0),
-            follow_redirects=True,
+            follow_redirects=False,  # followed by _send, which checks each target
             headers={"User-Agent": _USER_AGENT},
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
         )
@@ -112,6 +153,12 @@ class Fetcher:
         self.sleep = sleep
         self.warn = warn or (lambda _msg: None)
         self.stats = FetchStats()
+        #: seconds one request may take from sending it to its last body byte
+        self.deadline = deadline
+        #: past ``grace`` seconds, a body arriving slower than this on average is abandoned
+        self.min_rate = min_rate
+        self.grace = grace
+        self.max_redirects = max_redirects
 
     def close(self) -> None:
         self.client.close()
@@ -125,14 +172,38 @@ class Fetcher:
         headers: dict[str, str],
         handle: Callable[[httpx.Response], Any],
     ) -> Any:
-        """Send with retries; ``handle`` reads the streamed response and returns the result."""
+        """Send with retries; ``handle`` reads the streamed response and returns the result.
+
+        Redirects are followed here (never by the client): each target must be http(s),
+        and more than ``max_redirects`` is an error."""
         attempt = 0
+        first = url
+        redirects = 0
         while True:
             wait: float | None = None
             why = ""
+            _require_http(first, url)
             try:
-                with self.client.stream(method, url, headers=headers) as resp:
+                with self.client.stream(method, url, headers=headers,
+                                        follow_redirects=False) as resp:
                     self.stats.add(requests=1)
+                    now = time.monotonic()
+                    resp.extensions["moonpin.started"] = now
+                    resp.extensions["moonpin.deadline"] = now + self.deadline
+                    if resp.status_code in _REDIRECTS and "Location" in resp.headers:
+                        target = _join(first, resp.url, resp.headers["Location"])
+                        redirects += 1
+                        if redirects > self.max_redirects:
+                            raise FetchError(
+                                first, f"more than {self.max_redirects} redirects (the last "
+                                f"to {_short(target)}): a redirect loop?",
+                                hint="check --index-url / MOONPIN_INDEX_URL, or the proxy "
+                                     "in between")
+                        _require_http(first, target)
+                        if resp.status_code == 303 and method != "HEAD":
+                            method = "GET"
+                        url = target
+                        continue
                     if resp.status_code in _RETRY_STATUS:
                         why = f"HTTP {resp.status_code}"
                         wait = _retry_after(resp.headers.get("Retry-After"))
@@ -160,10 +231,16 @@ class Fetcher:
             except (
                 httpx.TimeoutException,
                 httpx.RemoteProtocolError,
-                httpx.ReadError,
-                httpx.WriteError,
+                httpx.NetworkError,
             ) as e:
                 why = f"{type(e).__name__}: {e}"
+            except httpx.DecodingError as e:
+                raise FetchError(url, f"the body could not be decoded ({e})",
+                                 hint="a proxy may be altering the answer; check --index-url"
+                                 ) from e
+            except httpx.HTTPError as e:  # UnsupportedProtocol, InvalidURL, LocalProtocolError
+                raise FetchError(url, f"cannot be requested: {type(e).__name__}: {e}",
+                                 hint="check --index-url / MOONPIN_INDEX_URL") from e
             if attempt >= self.retries:
                 raise FetchError(
                     url,
@@ -217,7 +294,9 @@ class Fetcher:
 
     def _read_capped(self, url: str, resp: httpx.Response, cap: int) -> bytes:
         declared = resp.headers.get("Content-Length")
-        if declared and declared.isdigit() and int(declared) > cap:
+        deadline = resp.extensions.get("moonpin.deadline")
+        started = resp.extensions.get("moonpin.started", 0.0)
+        if declared and _digits(declared) and int(declared) > cap:
             raise FetchError(url, f"response of {int(declared)} bytes exceeds the {cap}-byte cap")
         chunks: list[bytes] = []
         n = 0
@@ -230,6 +309,14 @@ class Fetcher:
             if n > cap:
                 raise FetchError(url, f"response exceeds the {cap}-byte cap")
             chunks.append(chunk)
+            now = time.monotonic()
+            if deadline is not None and (now > deadline or (
+                    now - started > self.grace and n < self.min_rate * (now - started))):
+                raise FetchError(
+                    url, f"still sending after {now - started:.0f}s ({n:,} bytes so far, "
+                    f"limits: {self.deadline:.0f}s a request, {self.min_rate:,} bytes/s after "
+                    f"{self.grace:.0f}s): too slow to wait for",
+                    hint="try again later, or use a mirror with --index-url")
         return b"".join(chunks)
 
     # -- ranges ----------------------------------------------------------------
@@ -264,7 +351,7 @@ class Fetcher:
             if resp.status_code != 200:
                 raise FetchError(url, f"HEAD answered HTTP {resp.status_code}")
             length = resp.headers.get("Content-Length", "")
-            if not length.isdigit():
+            if not _digits(length):
                 raise RangeNotHonoured(url, "HEAD gave no Content-Length; cannot locate the end")
             return int(length)
 
@@ -277,7 +364,7 @@ class Fetcher:
         def handle(resp: httpx.Response) -> RangeAnswer:
             if resp.status_code == 200:
                 total = resp.headers.get("Content-Length", "")
-                total_n = int(total) if total.isdigit() else size
+                total_n = int(total) if _digits(total) else size
                 if total_n is None or total_n > self.whole_body_cap:
                     raise RangeNotHonoured(
                         url,

@@ -61,6 +61,8 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "reset": frozenset({"rst"}),
     "html": frozenset({"body"}),
     "changed": frozenset({"body", "after", "content_type"}),
+    "trickle": frozenset({"interval"}),
+    "redirect": frozenset({"location", "code"}),
 }
 
 _HTML_BODY = b"<html>proxy login</html>"
@@ -149,6 +151,7 @@ class _Plan:
     send_limit: int | None = None
     stall: tuple[int, float] | None = None
     reset: bool | None = None  # None: no reset; False: FIN after headers; True: RST
+    trickle: float | None = None  # seconds between body bytes, one at a time
     fault: str | None = None
 
 
@@ -469,6 +472,12 @@ class FakeIndex:
         ``changed``
             after the first ``after`` (default 1) requests, ``body`` (required) is
             served instead, with its own size and ETag.
+        ``trickle``
+            the body is written one byte every ``interval`` seconds (default 0.5; cut
+            short by :meth:`close`): never a stalled read, yet no end in sight.
+        ``redirect``
+            answer ``code`` (default 302) with ``Location: location`` (required; relative
+            or absolute, any scheme: a loop, ``file://``, ``ftp://``).
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}")
@@ -478,6 +487,8 @@ class FakeIndex:
             raise ValueError(f"fault {kind!r} does not take {sorted(unknown)}")
         if kind == "changed" and not isinstance(params.get("body"), bytes):
             raise ValueError("fault 'changed' needs body=<bytes>")
+        if kind == "redirect" and not isinstance(params.get("location"), str):
+            raise ValueError("fault 'redirect' needs location=<str>")
         key = path if path == "*" else unquote(path)
         with self._lock:
             self._faults[key] = _Fault(kind, dict(params), times)
@@ -556,6 +567,10 @@ class FakeIndex:
                 hdrs.append(("Retry-After", str(fault.params["retry_after"])))
             body = fault.params.get("body", f"error {code}\n".encode())
             return _Plan(code, hdrs, body, fault="status")
+        if kind == "redirect" and fault is not None and use():
+            code = int(fault.params.get("code", 302))
+            return _Plan(code, [("Location", str(fault.params["location"]))], b"",
+                         fault="redirect")
         if kind == "html" and fault is not None and use():
             body = fault.params.get("body", _HTML_BODY)
             return _Plan(200, [("Content-Type", "text/html; charset=utf-8")], body, fault="html")
@@ -617,6 +632,8 @@ class FakeIndex:
             plan.stall = (after, float(fault.params.get("seconds", 5.0)))
         if kind == "reset" and fault is not None and use():
             plan.reset = bool(fault.params.get("rst", True))
+        if kind == "trickle" and fault is not None and not head and use():
+            plan.trickle = float(fault.params.get("interval", 0.5))
         plan.fault = fired
         return plan
 
@@ -683,6 +700,13 @@ class FakeIndex:
             if plan.send_limit is not None:
                 body = body[: plan.send_limit]
                 h.close_connection = True
+            if plan.trickle is not None:
+                for i in range(len(body)):
+                    self._write(h, body[i : i + 1], entry)
+                    if self._closing.wait(plan.trickle):
+                        h.close_connection = True
+                        return
+                return
             if plan.stall is not None:
                 after = max(0, min(plan.stall[0], len(body)))
                 self._write(h, body[:after], entry)

@@ -381,3 +381,66 @@ def test_head_size(index: FakeIndex, rec: Rec) -> None:
     assert rec.f.head_size(index.url_for(PATH)) == len(BODY)
     with pytest.raises(FetchError):
         rec.f.head_size(index.url_for("/missing"))
+
+
+# ------------------------------------------------------ an untrusted index (issue 19)
+
+
+def test_redirect_is_followed_when_http(index: FakeIndex, rec: Rec) -> None:
+    index.add("/real.bin", b"real bytes")
+    index.fault(PATH, "redirect", location="/real.bin", code=301)
+    assert rec.f.get_bytes(index.url_for(PATH), max_bytes=100) == b"real bytes"
+
+
+def test_redirect_loop_is_capped(index: FakeIndex) -> None:
+    index.fault(PATH, "redirect", location=PATH)
+    r = Rec(max_redirects=4)
+    with pytest.raises(FetchError, match="more than 4 redirects") as e:
+        r.f.get_bytes(index.url_for(PATH), max_bytes=100)
+    assert e.value.hint and len(index.requests_for(PATH)) == 5  # 1 + 4 followed
+    r.f.close()
+
+
+@pytest.mark.parametrize("target", ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://x/"])
+def test_redirect_to_another_scheme_is_refused(index: FakeIndex, rec: Rec, target: str) -> None:
+    index.fault(PATH, "redirect", location=target)
+    with pytest.raises(FetchError, match="only http and https") as e:
+        rec.f.get_json(index.url_for(PATH))
+    assert target.split(":")[0] in str(e.value) and len(index.requests_for(PATH)) == 1
+
+
+def test_a_file_url_is_never_requested(rec: Rec) -> None:
+    with pytest.raises(FetchError, match="only http and https"):
+        rec.f.get_bytes("file:///etc/passwd", max_bytes=100)
+
+
+def test_a_trickling_body_meets_the_deadline(index: FakeIndex) -> None:
+    index.fault(PATH, "trickle", interval=0.05)
+    r = Rec(deadline=0.6)
+    t = time.monotonic()
+    with pytest.raises(FetchError, match="too slow"):
+        r.f.get_bytes(index.url_for(PATH), max_bytes=len(BODY))
+    assert time.monotonic() - t < 5  # not retried: a trickle does not get faster
+    assert len(index.requests_for(PATH)) == 1
+    r.f.close()
+
+
+def test_a_trickle_below_the_minimum_rate(index: FakeIndex) -> None:
+    index.fault(PATH, "trickle", interval=0.02)
+    r = Rec(grace=0.3, min_rate=1000)
+    with pytest.raises(FetchError, match="bytes/s"):
+        r.f.get_bytes(index.url_for(PATH), max_bytes=len(BODY))
+    r.f.close()
+
+
+@pytest.mark.parametrize("length", ["²", "9" * 5000])
+def test_odd_content_length_digits_are_not_trusted(length: str) -> None:
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        value = f"bytes {length}-1/{length}".encode("latin-1")
+        return httpx.Response(206, headers=[(b"Content-Range", value)], content=b"ab")
+
+    f = Fetcher(httpx.Client(transport=httpx.MockTransport(handler)), retries=0)
+    with pytest.raises(RangeNotHonoured, match="Content-Range"):
+        f.get_range("http://x/f", 0, 1)
