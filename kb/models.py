@@ -366,6 +366,8 @@ class ScrapeInfo(Model):
     read: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     #: kind -> how many releases were kept as they were (artifact sha256 unchanged)
     kept: dict[str, int] = Field(default_factory=dict)
+    #: kind -> when the index was last asked about it (``--only`` refreshes one kind)
+    kinds_scraped_at: dict[str, datetime] = Field(default_factory=dict)
     #: kind (sglang, mooncake, torch) -> fingerprint of the extractor code that read its
     #: releases; a refresh by different code re-reads that kind (see scrapers.refresh)
     extractors: dict[str, str] = {}

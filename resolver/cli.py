@@ -213,12 +213,20 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
         "torch_releases_listed": len(kb.torch_versions),
         "torch_releases_with_cuda_facts": len(kb.torch),
         "unread": len(kb.unread),
+        **_refresh_info(kb.scrape),
     }
     if args.json:
         _emit_json(info)
         return 0
     print(f"knowledge base {info['kb']} (schema {kb.schema_version})")
-    print(f"  scraped {info['scraped_at']} from {kb.scrape.index_url or 'the package index'}")
+    print(f"  scraped {info['scraped_at']} ({_age(info['age_seconds'])}) from "
+          f"{kb.scrape.index_url or 'the package index'} by moonpin {kb.scrape.moonpin_version}")
+    for line in _refresh_lines(info["last_refresh"]):
+        print(f"  {line}")
+    ages = info["kinds_age_seconds"]
+    if ages and set(ages.values()) != {info["age_seconds"]}:
+        print("  facts asked of the index: " + "; ".join(
+            f"{k} {info['kinds_scraped_at'][k]} ({_age(a)})" for k, a in ages.items()))
     rng = info["sglang_range"]
     print(f"  sglang   {len(kb.sglang)} releases"
           f"{f' ({rng[0]} .. {rng[1]})' if rng else ''}; by process-group module: "
@@ -232,6 +240,64 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     if kb.unread:
         print(f"  unread   {len(kb.unread)} (see `moonpin kb info --json`)")
     return 0
+
+
+def _refresh_info(scrape: Any) -> dict[str, Any]:
+    """The KB's age and what the refresh that wrote it read (``kb info``)."""
+    from datetime import datetime, timezone
+
+    age = (datetime.now(timezone.utc) - scrape.scraped_at).total_seconds()
+    return {
+        "age_seconds": round(age),
+        "last_refresh": {
+            "index": scrape.index_url or "the package index",
+            "kinds": list(scrape.refreshed),
+            "read": {k: list(v) for k, v in scrape.read.items()},
+            "kept": dict(scrape.kept),
+            "bytes_fetched": scrape.bytes_fetched,
+            "artifact_bytes_whole": scrape.artifact_bytes,
+            "requests": scrape.requests,
+            "seconds": scrape.seconds,
+            "extractors": dict(scrape.extractors),
+        },
+        "kinds_scraped_at": {k: t.isoformat() for k, t in scrape.kinds_scraped_at.items()},
+        "kinds_age_seconds": {k: round((datetime.now(timezone.utc) - t).total_seconds())
+                              for k, t in scrape.kinds_scraped_at.items()},
+    }
+
+
+def _age(seconds: float) -> str:
+    if seconds < 0:
+        return f"{_span(-seconds)} in the future: check this machine's clock"
+    return f"{_span(seconds)} old"
+
+
+def _span(s: float) -> str:
+    for unit, n in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if s >= n:
+            k = int(s // n)
+            return f"{k} {unit}{'s' if k != 1 else ''}"
+    return f"{int(s)} seconds"
+
+
+def _refresh_lines(r: dict[str, Any]) -> list[str]:
+    """``kb info``: what the refresh that last wrote the KB read."""
+    share = (f" ({100 * r['bytes_fetched'] / r['artifact_bytes_whole']:.2f}% of the "
+             f"{_mb(r['artifact_bytes_whole'])} the artifacts read weigh whole)"
+             if r["artifact_bytes_whole"] else "")
+    cost = f"fetched {_mb(r['bytes_fetched'])}" + (
+        f" in {r['requests']} requests" if r["requests"] else "") + share + (
+        f", {r['seconds']:.1f}s" if r["seconds"] else "")
+    if not r["kinds"]:  # written by a moonpin that did not record it
+        return [f"last refresh: {cost}; which releases it read is not recorded "
+                "(run `moonpin scrape` to record it)"]
+    out = [f"last refresh: {', '.join(r['kinds'])}; {cost}"]
+    for kind in r["kinds"]:
+        read = r["read"].get(kind, [])
+        shown = ", ".join(read[:4]) + (f", ... (+{len(read) - 4})" if len(read) > 4 else "")
+        out.append(f"  {kind:9} {len(read):4} read{': ' + shown if read else ''}; "
+                   f"{r['kept'].get(kind, 0)} kept unchanged")
+    return out
 
 
 def _count(items: Any) -> dict[str, int]:

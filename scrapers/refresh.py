@@ -291,6 +291,7 @@ def scrape(
                     continue
                 if thave is not None and any(x.arch == arch and x.artifact.sha256 == w.sha256
                                              for x in thave.variants):
+                    summary.kept["torch"] += 1  # (torch counts variants: one per arch)
                     continue
                 jobs2.append((v, arch, w))
         reporter.start("torch", len(jobs2))
@@ -328,9 +329,16 @@ def scrape(
     summary.seconds = time.monotonic() - t0
     from scrapers import __version__
 
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    before = dict(old.scrape.kinds_scraped_at) if old is not None else {}
+    if old is not None:  # a KB that did not record it: all its kinds date from its scrape
+        for k in old.scrape.refreshed or (KINDS if not before else ()):
+            before.setdefault(k, old.scrape.scraped_at)
     kb = KnowledgeBase(
         scrape=ScrapeInfo(
-            scraped_at=datetime.now(timezone.utc).replace(microsecond=0),
+            scraped_at=now,
+            kinds_scraped_at={k: now if k in only else before[k] for k in KINDS
+                              if k in only or k in before},
             index_url=public_url(index_url) if index_named else None,
             moonpin_version=__version__,
             bytes_fetched=summary.bytes_fetched,

@@ -298,3 +298,42 @@ def test_cuda_runtime_of_a_build_whose_dynamic_section_lies_beyond_the_budget(
     assert b.needed_evidence is not None and f"offset {at + 16:#x}" in b.needed_evidence
     # read: the budgeted prefix, not the 4 MB to .dynamic
     assert f"the {mc.PREFIX_CAP}-byte prefix read" in b.needed_evidence and b.size > mc.PREFIX_CAP
+
+
+def test_kb_records_and_kb_info_reports_what_each_refresh_read(
+        index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from datetime import timedelta
+
+    from kb import store
+    from resolver.cli import main
+
+    only_present(index)
+    kb, _, _ = run(index)
+    assert kb.scrape.refreshed == ("sglang", "mooncake", "torch")
+    assert kb.scrape.read["sglang"] == ("0.5.4", "0.5.17")
+    assert set(kb.scrape.kinds_scraped_at) == {"sglang", "mooncake", "torch"}
+    assert kb.scrape.index_url == index.url + "/"  # named by the caller: a mirror
+    # a day later, only torch is asked again; sglang's facts keep their older date
+    day = timedelta(days=1)
+    old = kb.model_copy(update={"scrape": kb.scrape.model_copy(update={
+        "scraped_at": kb.scrape.scraped_at - day,
+        "kinds_scraped_at": {k: t - day for k, t in kb.scrape.kinds_scraped_at.items()}})})
+    kb2, _, _ = run(index, old=old, only=("torch",), index_named=False)
+    assert kb2.scrape.refreshed == ("torch",) and kb2.scrape.read == {"torch": ()}
+    assert kb2.scrape.kept == {"torch": len([v for r in kb.torch for v in r.variants])} == \
+        {"torch": 2}
+    assert kb2.scrape.index_url is None
+    assert kb2.scrape.kinds_scraped_at["sglang"] == kb.scrape.kinds_scraped_at["sglang"] - day
+    assert kb2.scrape.kinds_scraped_at["torch"] == kb2.scrape.scraped_at
+    path = tmp_path / "kb.json"
+    store.save(kb2, path)
+    assert main(["--kb", str(path), "kb", "info"]) == 0
+    out = capsys.readouterr().out
+    assert "from the package index" in out and "last refresh: torch" in out
+    assert "sglang" in out and "(1 day old)" in out  # sglang's facts date from the day before
+    assert main(["--kb", str(path), "kb", "info", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["last_refresh"]["kinds"] == ["torch"] and doc["age_seconds"] < 600
+    assert doc["kinds_age_seconds"]["sglang"] >= 86400
