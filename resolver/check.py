@@ -62,6 +62,8 @@ _FLAGS = {
     "--hicache-storage-backend": "hicache",
 }
 _CUDART = "libcudart.so."
+#: The target interpreter's extension-module suffixes (:mod:`resolver.target`).
+_EXT_SUFFIXES: tuple[str, ...] = tuple(machinery.EXTENSION_SUFFIXES)
 #: ``kb.models.SCHEMA_VERSION`` and ``READABLE_SCHEMAS``, repeated so that pydantic stays
 #: off this path (a test asserts they agree).
 KB_SCHEMA = 3
@@ -123,6 +125,15 @@ class Report:
 
         return json.dumps({"usable": self.usable, "exit_code": self.exit_code,
                            "checks": [c.as_dict() for c in self.checks]}, indent=1)
+
+    def quiet_lines(self) -> list[str]:
+        """One line when usable; the failing checks (with their fixes) otherwise."""
+        if self.usable:
+            warned = sum(c.status == "warn" for c in self.checks)
+            return ["moonpin check: usable" + (f" ({warned} warning{'s' * (warned != 1)}; "
+                                               "run without -q to see them)" if warned else "")]
+        return Report([c for c in self.checks if c.status == "fail"], self.usable,
+                      self.exit_code).lines()
 
     def lines(self) -> list[str]:
         out = []
@@ -491,7 +502,7 @@ def _module_file(pkg: str, short: str) -> str | None:
     init = os.path.join(pkg, short, "__init__.py")
     if os.path.isfile(init):
         return init
-    for suffix in (*machinery.EXTENSION_SUFFIXES, *machinery.SOURCE_SUFFIXES,
+    for suffix in (*_EXT_SUFFIXES, *machinery.SOURCE_SUFFIXES,
                    *machinery.BYTECODE_SUFFIXES):
         cand = os.path.join(pkg, f"{short}{suffix}")
         if os.path.isfile(cand):
@@ -548,7 +559,7 @@ def _not_files(pkg: str, short: str) -> list[str]:
     """What ``import mooncake.<short>`` would see in ``pkg`` but skip, since only regular
     files are modules (FileFinder): each named with what it is."""
     out = []
-    for suffix in (*machinery.EXTENSION_SUFFIXES, *machinery.SOURCE_SUFFIXES):
+    for suffix in (*_EXT_SUFFIXES, *machinery.SOURCE_SUFFIXES):
         cand = os.path.join(pkg, f"{short}{suffix}")
         if os.path.lexists(cand) and not os.path.isfile(cand):
             out.append(f"{short}{suffix} is {_kind_of(cand)}, not a file")
@@ -708,10 +719,20 @@ def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     if problem is not None:
         return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
                 "imports": [], "version_regex": None, "separator": None, "placeholder": TORCH}
-    r = read_loader(data, loader_path, module)
+    try:
+        r = read_loader(data, loader_path, module)
+    except (RecursionError, MemoryError) as e:  # a loader nested past what ast can hold
+        problem = f"Python cannot compile it: {type(e).__name__}"
+        return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
+                "imports": [], "version_regex": None, "separator": None, "placeholder": TORCH}
+    cache = None
+    if r.kind == "jit-compile":
+        from resolver.jit import read_cache_scheme
+
+        cache = read_cache_scheme(data)
     return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
             "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
-            "separator": r.separator, "placeholder": TORCH, "problem": None}
+            "separator": r.separator, "placeholder": TORCH, "problem": None, "cache": cache}
 
 
 def _find_nvcc() -> str | None:
@@ -767,8 +788,12 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 site_packages: Sequence[StrPath] | None = None, kb_path: StrPath | None = None,
                 strict: bool = False, fix_provider: FixProvider | None = None,
                 deep: bool | None = None, deep_timeout: float = 120.0,
-                source_cache: bool = True) -> Report:
+                source_cache: bool = True, python: str | None = None) -> Report:
     """Read the image and decide whether the requested mooncake features can work.
+
+    The image is ``python``'s environment (its ``sys.path``, Python version and extension
+    suffixes; it runs the deep probe), else the ``site_packages`` folders, else an active
+    virtualenv moonpin does not run from, else this interpreter (:mod:`resolver.target`).
 
     ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
     unchanged files (see :mod:`resolver.sources`), and every build, loader and table instead
@@ -779,7 +804,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         return _check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
                             site_packages=site_packages, kb_path=kb_path, strict=strict,
                             fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
-                            source_cache=source_cache)
+                            source_cache=source_cache, python=python)
     finally:
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
@@ -788,7 +813,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
 def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
-                 deep_timeout: float, source_cache: bool) -> Report:
+                 deep_timeout: float, source_cache: bool, python: str | None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
     if not wanted:
@@ -798,14 +823,30 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                        strict=False)
     checks: list[CheckResult] = []
     add = checks.append
-    if site_packages is None:
-        paths = [p for p in sys.path if p and os.path.isdir(p)]
-    else:
-        paths = [os.fspath(p) for p in site_packages]
-        missing = [p for p in paths if not os.path.isdir(p)]
+    from resolver import target as tg
+
+    if site_packages is not None:
+        missing = [os.fspath(p) for p in site_packages if not os.path.isdir(p)]
         if missing:
             add(CheckResult("site-packages", "fail", f"not a folder: {', '.join(missing)}"))
             return _report(checks, strict, could_not_check=True)
+    try:
+        if python is not None:
+            target = tg.from_python(python)
+            if site_packages is not None:
+                target.paths = [os.fspath(p) for p in site_packages]
+        elif site_packages is not None:
+            target = tg.from_site_packages([os.fspath(p) for p in site_packages])
+        else:
+            target = tg.default()
+    except tg.TargetError as e:
+        add(CheckResult("target", "fail", str(e), "pass the image's interpreter, e.g. "
+                        "--python /opt/venv/bin/python"))
+        return _report(checks, strict, could_not_check=True)
+    paths = target.paths
+    global _EXT_SUFFIXES
+    _EXT_SUFFIXES = target.ext_suffixes
+    add(CheckResult("target", "pass", target.describe()))
     unlisted = [u for u in map(_unlistable, paths) if u] if site_packages is not None else []
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
         add(CheckResult("site-packages", "fail", "; ".join(unlisted) + ": nothing installed "
@@ -818,6 +859,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     from resolver.fixes import Fixer
 
     fixer = Fixer(fix_provider, kb_file)
+    fixer.python = target.tag
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
 
     # --- knowledge base
@@ -918,7 +960,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
             add(CheckResult("deep probe", "skip", "no process-group module to import"))
         else:
             for r in _deep_probe(module, req.names if req is not None else (),
-                                 site_packages, deep_timeout):
+                                 site_packages if python is None else None, deep_timeout,
+                                 target.python or sys.executable):
                 add(r)
             checks = _downgrade_light_libraries(checks)
     return _report(checks, strict)
@@ -957,6 +1000,68 @@ done()
 """
 
 
+def _tail(f: Any, cap: int = 1 << 20) -> bytes:
+    """The last ``cap`` bytes a child wrote to ``f``."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - cap))
+    return bytes(f.read())
+
+
+def _wait_probe(proc: Any, module: str, timeout: float) -> CheckResult | None:
+    """Wait for the probe; at the timeout, the failure naming what was running. The
+    child's process group is ended either way."""
+    import subprocess
+
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        running = _group_commands(proc.pid)
+        _kill_group(proc)
+        compiling = [c for c in running if c in ("ninja", "cc1plus", "nvcc", "c++", "g++",
+                                                  "cicc", "ptxas", "ld")]
+        what = (f"gave no answer in {timeout:g}s: it was still compiling its adapter "
+                f"({', '.join(compiling)} running), which a worker pays at start unless it is "
+                "compiled at image build" if compiling else
+                f"hung: no answer in {timeout:g}s (a worker would stall at start)")
+        return CheckResult("deep probe", "fail", f"importing {module} {what}"
+                           + (f" (processes: {', '.join(running[:8])})" if running else ""),
+                           "run `python -c 'import " + module + "'` in the image to see where")
+    _kill_group(proc)  # whatever the child left running
+    return None
+
+
+def _group_commands(pgid: int) -> list[str]:
+    """The command names of the processes in group ``pgid`` (from /proc; empty where it
+    cannot be read)."""
+    out = []
+    for pid in _list("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read(4096).decode("utf-8", "replace")
+        except OSError:
+            continue
+        name, _, rest = stat.partition(" (")[2].rpartition(") ")
+        fields = rest.split()
+        if len(fields) > 2 and fields[2] == str(pgid):
+            out.append(name)
+    return sorted(set(out))
+
+
+def _kill_group(proc: Any) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass  # already gone
+    try:
+        proc.wait(timeout=10)
+    except Exception:  # a child that cannot be reaped must not crash the check
+        pass
+
+
 #: What provides a shared library a mooncake build needs, for the fix line.
 _LIB_HINTS: tuple[tuple[str, str], ...] = (
     (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this mooncake build is for CUDA {0}; "
@@ -983,7 +1088,7 @@ def _provider_hint(error: str) -> str | None:
 
 
 def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPath] | None,
-                timeout: float) -> list[CheckResult]:
+                timeout: float, python: str) -> list[CheckResult]:
     """Import ``module`` in a child interpreter (``sys.executable``) and read what it did."""
     import json
     import signal
@@ -993,35 +1098,61 @@ def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPa
     if site_packages is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             [*(os.fspath(p) for p in site_packages), *filter(None, [env.get("PYTHONPATH")])])
-    cmd = [sys.executable, "-c", _PROBE, json.dumps({"module": module, "names": list(names)})]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return [CheckResult("deep probe", "fail",
-                            f"importing {module} hung: no answer in {timeout:.0f}s (a worker "
-                            "would stall at start)",
-                            "run `python -c 'import " + module + "'` in the image to see where")]
+    cmd = [python, "-c", _PROBE, json.dumps({"module": module, "names": list(names)})]
+    import tempfile
+
+    # Output goes to files, not pipes: a child the import leaves running keeps a pipe open
+    # and would make us wait for it. Its own session: at the end the whole group goes (a
+    # compiling loader's ninja and cc1plus too), and at a timeout what ran is named.
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        try:
+            proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, env=env,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            return [CheckResult("deep probe", "fail", f"cannot run {python}: "
+                                f"{e.strerror or e}", "pass the image's interpreter with "
+                                "--python")]
+        result = _wait_probe(proc, module, timeout)
+        if result is not None:
+            return [result]
+        stdout_b, stderr_b = _tail(out_f), _tail(err_f)
+    stdout = stdout_b.decode("utf-8", "replace")
+    stderr = stderr_b.decode("utf-8", "replace")
     if proc.returncode < 0:
-        sig = signal.Signals(-proc.returncode).name
+        try:
+            sig = signal.Signals(-proc.returncode).name
+        except ValueError:
+            sig = f"signal {-proc.returncode}"
         return [CheckResult("deep probe", "fail",
                             f"importing {module} crashed the interpreter ({sig})",
                             "the build does not match this torch/python: reinstall the mooncake "
                             "release `moonpin which mooncake` names")]
-    line = next((ln for ln in reversed(proc.stdout.splitlines())
+    line = next((ln for ln in reversed(stdout.splitlines())
                  if ln.startswith("MOONPIN-PROBE ")), None)
-    if line is None:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    out: Any = None
+    if line is not None:
+        try:
+            out = json.loads(line.removeprefix("MOONPIN-PROBE "))
+        except ValueError:
+            out = None
+    if not isinstance(out, dict) or out.get("stage") not in ("torch", "import", "done") \
+            or not isinstance(out.get("error", ""), (str, type(None))):
+        tail = (stderr.strip().splitlines() or ["no output"])[-1][:300]
         return [CheckResult("deep probe", "fail",
-                            f"the probe exited {proc.returncode} without an answer: {tail}")]
-    out = json.loads(line.removeprefix("MOONPIN-PROBE "))
-    error = out.get("error")
+                            f"the probe exited {proc.returncode} without a readable answer: "
+                            f"{tail}")]
+    error = str(out.get("error") or "")
     if out["stage"] == "torch":
         return [CheckResult("deep probe", "fail",
                             f"torch is installed but fails to load: {error}",
                             "reinstall torch (its shared libraries or its CUDA packages are "
                             "broken or missing)")]
     if out["stage"] == "import":
+        if "visible CUDA device" in error:
+            return [CheckResult("deep probe", "skip",
+                                f"could not import {module} here: it compiles at first import "
+                                f"and this host shows no GPU ({error[:300]}); not an "
+                                "incompatibility, the light checks decide")]
         if "libcuda.so" in error:
             return [CheckResult("deep probe", "skip",
                                 f"could not import {module} here: no NVIDIA driver on this host "
@@ -1143,7 +1274,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                         "builds cannot be read without importing it"))
         return
     try:
-        scheme = facts_memo().get("loader-v2\0" + module, loader_path,
+        scheme = facts_memo().get("loader-v3\0" + module, loader_path,
                                   lambda: _read_scheme(loader_path, module))
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
@@ -1161,7 +1292,9 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                         "checked", evidence=(loader_path,)))
         return
     if scheme["kind"] == "jit-compile":
-        _check_jit(scheme["toolchain"], paths, loader_path, add)
+        torch_pkg = _find_package(paths, "torch")
+        consts = _torch_version_py(torch_pkg) if torch_pkg else None
+        _check_jit(scheme, paths, loader_path, pkg, consts, add)
         return
     if torch is None:
         add(CheckResult("build", "skip", "no torch: the build the loader picks is unknown"))
@@ -1502,11 +1635,35 @@ def _check_launch(argv: list[str], version: str | None, kb: _KB,
                         f"sglang {version} hold ({unchecked} not checkable offline)"))
 
 
-def _check_jit(toolchain: Sequence[str], paths: Sequence[str], loader: str,
-               add: Callable[[CheckResult], None]) -> None:
+def _visible_gpu() -> bool:
+    """An NVIDIA device node (what the container runtime mounts for a GPU) or an explicit
+    TORCH_CUDA_ARCH_LIST: what the compiling loader needs to pick architectures."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return True
+    return any(n.startswith("nvidia") and n[6:].isdigit() for n in _list("/dev"))
+
+
+def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: str,
+               torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None]) -> None:
+    """A loader that compiles at first import: an adapter it compiled for this image is
+    reused; otherwise the tools this torch needs must be there, and a host with no visible
+    GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
+    from resolver import jit
+    from resolver.fixes import PREBUILD
+
+    roots = jit.cache_roots(scheme.get("cache") or {})
+    adapters = jit.compiled_adapters(roots, pkg)
+    if adapters:
+        add(CheckResult("adapter", "pass",
+                        f"{_name(loader)} compiles at first import; an adapter compiled for "
+                        f"this image is in {os.path.dirname(adapters[0])}, which it reuses "
+                        "while torch and its sources are unchanged (the deep probe confirms)",
+                        evidence=(adapters[0],)))
+        _check_libraries(adapters[:1], paths, add)
+        return
     found: list[str] = []
     missing: list[str] = []
-    for tool in toolchain:
+    for tool in jit.tools_for(scheme["toolchain"], torch_consts):
         if tool.startswith("ninja"):
             got = _find_ninja(paths)
         elif tool.startswith("nvcc"):
@@ -1514,22 +1671,43 @@ def _check_jit(toolchain: Sequence[str], paths: Sequence[str], loader: str,
         else:
             got = _which(tool.split()[0])
         (found if got else missing).append(f"{tool} at {got}" if got else tool)
-    how = ("compile it once at image build instead: `TORCH_CUDA_ARCH_LIST=<archs> python -c "
-           "'import mooncake.pg'` in the Dockerfile")
+    where = f" (looked in {roots[0]})" if roots else ""
     if missing:
         add(CheckResult("toolchain", "fail",
-                        f"{_name(loader)} compiles at first import and needs "
-                        f"{', '.join(missing)}, not found", "install " + ", ".join(missing)
-                        + f" in the image, or {how}", (loader,)))
+                        f"{_name(loader)} compiles at first import, no adapter is compiled "
+                        f"for this image{where}, and it needs {', '.join(missing)}, not found",
+                        "install " + ", ".join(missing) + f" in the image, or {PREBUILD}",
+                        (loader,)))
+        return
+    if not _visible_gpu():
+        add(CheckResult("toolchain", "warn",
+                        f"{_name(loader)} compiles at first import and no adapter is compiled "
+                        f"for this image{where}; this host shows no GPU and "
+                        "TORCH_CUDA_ARCH_LIST is unset, so it cannot compile here (not a "
+                        "fault of the image: a worker with a GPU compiles for minutes at "
+                        "first import)", PREBUILD, (loader,)))
         return
     add(CheckResult("toolchain", "pass",
                     f"{_name(loader)} compiles at first import with {', '.join(found) or 'no '}"
-                    "; note: the first import compiles for minutes (about 2.5 min on 2 cores) "
-                    "and fails without a visible GPU unless TORCH_CUDA_ARCH_LIST is set; "
-                    + how, evidence=(loader,)))
+                    "; note: the first import compiles for minutes (about 2.5 min on 2 cores); "
+                    + PREBUILD, evidence=(loader,)))
 
 
 # ------------------------------------------------------------------ command line
+
+
+def _seconds(text: str) -> float:
+    """A finite positive number of seconds (argparse's type for --deep-timeout)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < 1e9):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a number of seconds above 0 (e.g. --deep-timeout 300)")
+    return value
 
 
 def _parser() -> Any:
@@ -1541,13 +1719,20 @@ def _parser() -> Any:
     p.add_argument("--enable-dp-attention", action="store_true",
                    help="accepted; does not change the light checks")
     p.add_argument("--site-packages", action="append", default=None,
-                   metavar="PATH", help="read this folder instead of sys.path (repeatable)")
+                   metavar="PATH", help="read this folder instead of sys.path (repeatable); "
+                   "its Python version comes from its path (lib/python3.X/site-packages)")
+    p.add_argument("--python", default=None, metavar="PATH",
+                   help="check this interpreter's environment (its sys.path, Python version "
+                   "and extension suffixes; the deep probe runs it). Default: an active "
+                   "virtualenv other than moonpin's own, else this interpreter")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="one line when usable; only the failing checks otherwise")
     p.add_argument("--kb", default=None)
     p.add_argument("--strict", action="store_true", help="warnings fail")
     p.add_argument("--json", action="store_true")
     p.add_argument("--deep", action=argparse.BooleanOptionalAction, default=None,
                    help="import the module in a child interpreter (default: on for elastic EP)")
-    p.add_argument("--deep-timeout", type=float, default=120.0, metavar="SECONDS",
+    p.add_argument("--deep-timeout", type=_seconds, default=120.0, metavar="SECONDS",
                    help="how long the deep probe may take (default 120)")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="read every SGLang source; neither use nor write the analysis cache "
@@ -1562,6 +1747,8 @@ class _Args:
         self.elastic_ep_backend: str | None = None
         self.enable_dp_attention = False
         self.site_packages: list[str] | None = None
+        self.python: str | None = None
+        self.quiet = False
         self.kb: str | None = None
         self.strict = False
         self.json = False
@@ -1573,8 +1760,9 @@ class _Args:
 _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
                "--strict": ("strict", True), "--json": ("json", True),
                "--deep": ("deep", True), "--no-deep": ("deep", False),
-               "--no-cache": ("cache", False)}
-_VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout"}
+               "--no-cache": ("cache", False), "-q": ("quiet", True),
+               "--quiet": ("quiet", True)}
+_VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python"}
 
 
 def _fast_parse(argv: Sequence[str]) -> _Args | None:
@@ -1603,11 +1791,15 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
             ns.site_packages = [*(ns.site_packages or []), value]
         elif opt == "--kb":
             ns.kb = value
+        elif opt == "--python":
+            ns.python = value
         else:
             try:
                 ns.deep_timeout = float(value)
             except ValueError:
                 return None
+            if not (0 < ns.deep_timeout < 1e9):
+                return None  # argparse says why
     return ns
 
 
@@ -1625,9 +1817,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2 if e.code else 0
     report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                          site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict,
-                         deep=ns.deep, deep_timeout=ns.deep_timeout, source_cache=ns.cache)
+                         deep=ns.deep, deep_timeout=ns.deep_timeout, source_cache=ns.cache,
+                         python=ns.python)
     if ns.json:
         print(report.to_json())
+    elif ns.quiet:
+        print("\n".join(report.quiet_lines()))
     else:
         print("\n".join(report.lines()))
     return report.exit_code
