@@ -98,6 +98,7 @@ __all__ = [
     "judge",
     "pinned_set",
     "plan_stack",
+    "platform_of",
     "read_for_rewrite",
     "read_pins",
     "renovate_fragment",
@@ -1277,8 +1278,10 @@ def _judge_minimal(g: Any, pinned: PinnedSet, *, python: str | None, arch: str |
                                for place in pinned.places(pinned.torch)]
             if target is not None:
                 places = pinned.places(target) if target.version is not None else [target]
+                note = "; ".join(fits[0].get("notes") or [])
                 out["updates"] += [_update(place, fits[0]["dist"], fits[0]["version"],
-                                           f"{fits[0]['requirement']} fits torch {new_torch}")
+                                           f"{fits[0]['requirement']} fits torch {new_torch}"
+                                           + (f"; note: {note}" if note else ""))
                                    for place in places]
     if not out["updates"] and out["verdict"] != "compatible" and keep != "mooncake" \
             and not plain:

@@ -89,3 +89,24 @@ def test_pins_cli_prints_platform_and_note(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "verdict: compatible (judged for" in r.stdout
     assert "note: mooncake-transfer-engine-cuda13==0.3.14 compiles" in r.stdout
+
+
+def test_self_hosted_post_upgrade_task_brings_torch_and_mooncake(g: CompatGraph,
+                                                               tmp_path: Path) -> None:
+    """Mode (b): Renovate moved sglang alone; `moonpin pins --keep sglang --write` in the
+    branch brings the torch and mooncake it needs (a JIT release only because nothing
+    prebuilt fits 0.5.23, with its compile note)."""
+    out, req = _judge(g, tmp_path, "sglang==0.5.23\ntorch==2.13.0\n"
+                                   "mooncake-transfer-engine-cuda13==0.3.13.post1\n",
+                      keep="sglang")
+    moves = {u["depName"]: u for u in out["updates"]}
+    assert set(moves) == {"torch", "mooncake-transfer-engine-cuda13"}
+    assert moves["torch"]["newValue"] == "2.14.1"
+    assert moves["mooncake-transfer-engine-cuda13"]["newValue"] == "0.3.14"
+    assert "compiles its process-group extension" in moves[
+        "mooncake-transfer-engine-cuda13"]["reason"]
+    pins, _ = read_pins([req])
+    new, problems = apply_updates(pins, out["updates"], {str(req): req.read_text()})
+    assert problems == []
+    again, _ = _judge(g, tmp_path, new[str(req)])
+    assert again["verdict"] == "compatible"
