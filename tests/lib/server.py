@@ -719,8 +719,14 @@ class FakeIndex:
     @staticmethod
     def _write(h: _Handler, data: bytes, entry: Logged) -> None:
         for chunk in _chunks(data, 65536):
-            h.wfile.write(chunk)
+            # counted before the write: a client may read the bytes (and a test look at
+            # the log) before this thread runs again
             entry.bytes_sent += len(chunk)
+            try:
+                h.wfile.write(chunk)
+            except OSError:
+                entry.bytes_sent -= len(chunk)
+                raise
         h.wfile.flush()
 
 
