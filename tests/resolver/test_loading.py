@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -238,7 +239,7 @@ def _python_for_nobody() -> str | None:
 
 def _as_nobody(python: str, site: Path, kb: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
     env["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_none")
     env["HOME"] = str(site / "_home")
     return subprocess.run(
