@@ -962,6 +962,12 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
             for r in _deep_probe(module, req.names if req is not None else (),
                                  site_packages if python is None else None, deep_timeout,
                                  target.python or sys.executable):
+                # the light check's install line, where it has one, fixes what the deep
+                # probe then sees: say that line rather than the library hint
+                pip_fix = next((c.fix for c in checks if c.status == "fail" and c.fix
+                                and c.fix.startswith("pip ")), None)
+                if r.status == "fail" and pip_fix and r.name == "deep probe":
+                    r = CheckResult(r.name, r.status, r.message, pip_fix, r.evidence)
                 add(r)
             checks = _downgrade_light_libraries(checks)
     return _report(checks, strict)
@@ -1395,7 +1401,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
         add(CheckResult("cuda", "pass", f"build and torch both CUDA {torch.cuda}"))
     so_builds = [b.path for b in builds if _suffix(b.path) == ".so" and b.error is None]
     if so_builds:
-        _check_libraries(so_builds, paths, add)
+        _check_libraries(so_builds, paths, add, fixer)
 
 
 # ------------------------------------------------------------------ shared libraries
@@ -1420,7 +1426,7 @@ def _within(path: str, folder: str) -> bool:
 
 
 def _check_libraries(builds: Sequence[str], paths: Sequence[str],
-                     add: Callable[[CheckResult], None]) -> None:
+                     add: Callable[[CheckResult], None], fixer: Fixer | None = None) -> None:
     """Every shared library the build needs, and the ones it ships need, found and mapped
     as the dynamic loader would (:mod:`resolver.ldso`)."""
     from resolver import ldso
@@ -1438,9 +1444,15 @@ def _check_libraries(builds: Sequence[str], paths: Sequence[str],
         detail = "; ".join(f"{n} (needed by {o}): " + (_provider_hint(
             f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
             for n, o in sorted(others.items()))
+        fix = "install what provides each one in the image"
+        if fixer is not None and all(n.startswith(("libc10_cuda.so", "libtorch_cuda.so"))
+                                     for n in others):
+            fix = fixer.cuda_torch()  # a CPU torch: the same release's CUDA build
+        elif fixer is not None and all(n.startswith(_CUDART) for n in others):
+            fix = fixer.line()  # the build is for another CUDA: the distribution that fits
         add(CheckResult("libraries", "fail", f"{len(others)} shared librar"
                         f"{'y' if len(others) == 1 else 'ies'} the build needs cannot be "
-                        f"found: {detail}", "install what provides each one in the image"))
+                        f"found: {detail}", fix))
     elif not res.bad:
         add(CheckResult("libraries", "pass",
                         f"{res.count} shared-library needs of {res.objects} objects resolve"

@@ -125,7 +125,10 @@ class Fixer:
             if fits:
                 text = self._with([], fits[0])
             elif self.provider is None:
-                moved = self._torch_move() or self._sglang_move()
+                try:
+                    moved = self._torch_move() or self._sglang_move()
+                except ImportError:  # packaging absent (moonpin put on PYTHONPATH by hand)
+                    moved = None
                 if moved:
                     text = moved
         self._line = text
