@@ -94,7 +94,7 @@ def _check_versions(kb: KnowledgeBase, path: Path, hint: str) -> None:
     for field, value in fields:
         try:
             Version(value)
-        except InvalidVersion as e:
+        except (InvalidVersion, ValueError) as e:  # ValueError: past int()'s 4,300 digits
             shown = value if len(value) <= 80 else value[:80] + f"... ({len(value)} characters)"
             raise KBError(f"knowledge base {str(path)!r}: field {field!r}: {shown!r} is not a "
                           "PEP 440 version", hint=hint) from e

@@ -98,20 +98,35 @@ def _torch_lines(lines: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: The largest pyproject.toml parsed (SGLang's is ~10 KB; tomllib is super-linear on some
+#: hostile shapes, e.g. a table header of 100,000 dotted parts).
+MAX_PYPROJECT = 64 * 1024
+
+
 def _pyproject_requirements(text: str) -> list[str]:
+    if len(text) > MAX_PYPROJECT:
+        return []
     try:
         import tomllib  # type: ignore[import-not-found,unused-ignore]
     except ImportError:  # Python 3.10: no TOML reader in the standard library
         return re.findall(r'"(torch\b[^"]*)"', text)
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError):  # deep arrays, huge ints
         return []
     project = doc.get("project", {})
-    lines = list(project.get("dependencies", []))
-    for group in project.get("optional-dependencies", {}).values():
-        lines += list(group)
-    return [str(x) for x in lines]
+    if not isinstance(project, dict):
+        return []
+    deps = project.get("dependencies", [])
+    lines = list(deps) if isinstance(deps, list) else []
+    extras = project.get("optional-dependencies", {})
+    for group in extras.values() if isinstance(extras, dict) else ():
+        lines += list(group) if isinstance(group, list) else []
+    return [x for x in lines if isinstance(x, str)]
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 100 else f"{text[:100]!r}... ({len(text)} characters)"
 
 
 def release_from_members(
@@ -131,8 +146,8 @@ def release_from_members(
     if version is not None:  # a bad --version is said before minutes of reading
         try:
             Version(version)
-        except InvalidVersion as e:
-            raise UsageError(f"{label}: version {version!r} is not PEP 440",
+        except (InvalidVersion, ValueError) as e:  # ValueError: past 4,300 digits
+            raise UsageError(f"{label}: version {_shown(version)} is not PEP 440",
                              hint="pass --version with a PEP 440 version") from e
     files = list(members)
     roots = sorted({p[: -len("sglang/__init__.py")] for p, _ in files
@@ -180,8 +195,8 @@ def release_from_members(
                          hint="pass --version, e.g. --version 0.5.18.dev0")
     try:
         Version(version)
-    except InvalidVersion as e:
-        raise UsageError(f"{label}: version {version!r} is not PEP 440",
+    except (InvalidVersion, ValueError) as e:  # ValueError: past 4,300 digits
+        raise UsageError(f"{label}: version {_shown(version)} is not PEP 440",
                          hint="pass --version with a PEP 440 version") from e
     release = sg.facts_from_files(analyses).release(
         version, source,
@@ -257,7 +272,8 @@ def _walk(root: Path) -> Iterator[tuple[str, bytes | OSError]]:
 def scrape_path(path: Path, *, version: str | None = None) -> SglangRelease:
     """An SGLang checkout, its ``python/`` folder, or a site-packages folder."""
     if not path.exists():
-        raise UsageError(f"{str(path)!r} does not exist")
+        raise UsageError(f"{str(path)!r} does not exist",
+                         hint="point --from-path at an SGLang checkout or a source archive")
     if path.is_file():
         try:
             data = read_regular(path, cap=MAX_ARCHIVE, what="source archive")
@@ -276,6 +292,10 @@ def scrape_path(path: Path, *, version: str | None = None) -> SglangRelease:
                                 source="path", version=version)
 
 
+_ARCHIVE_HINT = ("point --from-path/--from-url at an SGLang source archive (.tar.gz or .zip, "
+                 "as the git host makes it), or download it again")
+
+
 class _Capped(io.RawIOBase):
     """A decompressed stream that stops at ``cap`` bytes in all (a 5 MB .tar.gz of zeros
     decompresses to gigabytes before tarfile has seen its members)."""
@@ -291,7 +311,7 @@ class _Capped(io.RawIOBase):
         self.total += len(data)
         if self.total > self.cap:
             raise ArchiveError(f"{safe_name(self.label)}: decompresses to more than "
-                               f"{self.cap // (1024 * 1024)} MiB; not read")
+                               f"{self.cap // (1024 * 1024)} MiB; not read", hint=_ARCHIVE_HINT)
         buf[:len(data)] = data
         return len(data)
 
@@ -313,7 +333,8 @@ def _archive_members(data: bytes, label: str) -> Iterator[tuple[str, bytes | OSE
         # RuntimeError for encryption, zlib.error, UnicodeDecodeError on a flagged name,
         # IndexError, ValueError for a PAX size): all of it means "unreadable archive"
         raise ArchiveError(f"{safe_name(label)}: not a readable source archive: "
-                           f"{type(e).__name__}: {safe_name(str(e))[:300]}") from e
+                           f"{type(e).__name__}: {safe_name(str(e))[:300]}",
+                           hint=_ARCHIVE_HINT) from e
     names = [n for n, _ in out]
     strip = _common_top(names)
     for name, body in out:
@@ -334,7 +355,8 @@ def _zip_members(data: bytes, label: str) -> list[tuple[str, bytes]]:
             total += len(body)
             if total > MAX_TOTAL:
                 raise ArchiveError(f"{safe_name(label)}: members hold more than "
-                                   f"{MAX_TOTAL // (1024 * 1024)} MiB; not read")
+                                   f"{MAX_TOTAL // (1024 * 1024)} MiB; not read",
+                                   hint=_ARCHIVE_HINT)
             out.append((safe_name(info.filename), body))
     return out
 

@@ -1,0 +1,156 @@
+"""Hostile KB files, resolved tables and cache files, judged through moonpin.
+
+A damaged KB (``--kb``) is refused: exit 2 naming the file, no traceback, the file left as
+it was. A damaged derived table (``resolved/*.json``) or cache (``check-facts.marshal``)
+is ignored: the answer is the one the undamaged files give, never another.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kb import cache
+from tests.hostile import gen
+from tests.hostile.harness import DEFAULT_N, FUZZ_N, Outcome, Tally, digest, run, runner
+
+Surface = Callable[[Path, Path, int, bool], Tally]
+
+QUERIES = [
+    ["kb", "info"],
+    ["which", "mooncake", "--sglang", "0.5.18"],
+    ["show", "sglang==0.5.18"],
+    ["triples"],
+    ["explain", "sglang==0.5.18", "mooncake-transfer-engine-cuda13==0.3.13"],
+]
+WHICH = ["which", "mooncake", "--sglang", "0.5.18", "--json"]
+
+
+def _kb_cases(rng: random.Random, kb: Path) -> str:
+    raw = kb.read_bytes()
+    pick = rng.random()
+    if pick < 0.15:
+        return gen.make_special(rng.choice(gen.SPECIALS), kb)
+    if pick < 0.55:
+        doc, what = gen.retype(rng, json.loads(raw))
+        kb.write_text(json.dumps(doc))
+        return what
+    if pick < 0.65:  # a version that is not PEP 440, in one of the release lists
+        doc = json.loads(raw)
+        key = rng.choice([k for k in ("sglang", "mooncake", "torch") if doc.get(k)])
+        rng.choice(doc[key])["version"] = rng.choice(["banana", "1" * 5000, "", "1.0+"])
+        kb.write_text(json.dumps(doc))
+        return f"{key} version not PEP 440"
+    data, what = gen.damage_bytes(rng, raw)
+    kb.write_bytes(data)
+    return what
+
+
+def _surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    tally = Tally("KB files (--kb)")
+    rng = random.Random(19)
+    for i in range(n):
+        folder = tmp_path / f"in{i % 4}"
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(template, folder)
+        kb = folder / "kb.json"
+        what = _kb_cases(rng, kb)
+        before = digest([kb, *sorted((folder / "resolved").glob("*.json"))])
+        argv = ["--kb", str(kb), *rng.choice(QUERIES)]
+        o = runner(fuzz, i)(argv, tmp_path / "home", timeout=60)
+        tally.add(f"#{i} {what}", o)
+        if digest([kb, *sorted((folder / "resolved").glob("*.json"))]) != before:
+            tally.changed.append(f"#{i} {what}: a read-only command changed the KB folder")
+    return tally
+
+
+def _derived_cases(rng: random.Random, table: Path) -> str:
+    pick = rng.random()
+    if pick < 0.15:
+        return gen.make_special(rng.choice(gen.SPECIALS), table)
+    raw = table.read_bytes()
+    if pick < 0.30:  # cut anywhere: never valid JSON (no trailing whitespace)
+        at = rng.randrange(1, len(raw))
+        table.write_bytes(raw[:at])
+        return f"truncated at {at}"
+    if pick < 0.40:
+        d = rng.choice([1000, 5000, 100_000])
+        table.write_text(gen.deep(d))
+        return f"{d} nested arrays"
+    # another type at any node but the KB digest (a stale table is a different test)
+    doc, what = gen.retype(rng, json.loads(raw), keep=(("kb_sha256",), ("schema_version",)))
+    table.write_text(json.dumps(doc))
+    return what
+
+
+def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    tally = Tally("resolved tables and the file-facts memo")
+    rng = random.Random(1919)
+    truth = run(["--kb", str(template / "kb.json"), *WHICH], tmp_path / "truth")
+    assert truth.rc == 0, truth.err
+    answer = json.loads(truth.out)
+    for i in range(n):
+        folder = tmp_path / f"in{i % 4}"
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(template, folder)
+        home = tmp_path / f"home{i % 4}"
+        kb = folder / "kb.json"
+        if rng.random() < 0.75:
+            name = rng.choice(["0.5.18.json", "0.5.18.json", "_sglang.json"])
+            what = f"{name}: " + _derived_cases(rng, folder / "resolved" / name)
+        else:  # the memo that remembers the KB's sha256 (and the parsed tables)
+            memo = home / "cache" / "check-facts.marshal"
+            shutil.rmtree(home / "cache", ignore_errors=True)  # an earlier input's damage
+            run_first = runner(fuzz, i)(["--kb", str(kb), *WHICH], home)
+            assert run_first.rc == 0, run_first.err
+            what = "memo: " + _damage_memo(rng, memo)
+        before = digest([kb])
+        o: Outcome = runner(fuzz, i)(["--kb", str(kb), *WHICH], home)
+        tally.add(f"#{i} {what}", o)
+        if o.rc == 0 and not o.hung and "Traceback" not in o.err:
+            if json.loads(o.out) != answer:
+                tally.other.append(f"#{i} {what}: a different answer than the undamaged "
+                                   f"files give:\n{o.out[:800]}")
+        if digest([kb]) != before:
+            tally.changed.append(f"#{i} {what}: the KB changed")
+    return tally
+
+
+def _damage_memo(rng: random.Random, memo: Path) -> str:
+    doc = cache.load(memo)
+    pick = rng.random()
+    if pick < 0.4 or not isinstance(doc, dict):
+        data, what = gen.damage_bytes(rng, memo.read_bytes() if memo.is_file() else b"")
+        memo.write_bytes(data)
+        return what
+    if pick < 0.5:
+        memo.write_bytes(b"(\xff\xff\xff\x7f")
+        return "a marshal header with a huge length"
+    if pick < 0.6:
+        return gen.make_special(rng.choice(gen.SPECIALS), memo)
+    # well framed, but entries of the wrong type with the right stamps
+    entries = doc.get("entries", {})
+    for k, v in list(entries.items()):
+        if isinstance(v, tuple) and len(v) == 3:
+            entries[k] = (v[0], v[1], rng.choice([5, None, [1, 2], {"x": 1}, "", b"x",
+                                                  ("a",) * 3]))
+    cache.store(memo, doc)
+    return "entries of the wrong type"
+
+
+@pytest.mark.parametrize("surface", [_surface, _derived_surface], ids=["kb", "derived"])
+def test_hostile_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
+                                      ) -> None:
+    surface(tmp_path, kb_template, DEFAULT_N, False).check()
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("surface", [_surface, _derived_surface], ids=["kb", "derived"])
+def test_fuzz_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
+                                   ) -> None:
+    surface(tmp_path, kb_template, FUZZ_N, True).check()
