@@ -29,6 +29,7 @@ import sys
 from importlib import machinery
 
 from kb.cache import facts_memo
+from kb.files import read_regular
 
 # A worker runs this at every start, so its modules load nothing past ``os``: ``re``,
 # ``json``, ``ast``, ``pathlib``, ``typing`` and ``dataclasses`` each pull in ``re`` and
@@ -214,13 +215,21 @@ def _wanted(name: str) -> bool:
     return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
 
 
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+#: Size caps per kind of file the check reads (a real extension build is ~30 MB).
+_CAP_SMALL = 16 << 20  # METADATA, a loader, torch/version.py
+_CAP_RECORD = 64 << 20
+_CAP_BUILD = 512 << 20
+_CAP_KB = 256 << 20
 
 
-def _read_text(path: str) -> str:
-    return _read_bytes(path).decode("utf-8", "replace")
+def _read_bytes(path: str, cap: int = _CAP_SMALL, what: str = "file") -> bytes:
+    """A regular file's bytes (:func:`kb.files.read_regular`: no FIFO blocks, no device is
+    read, nothing past ``cap``); raises OSError (``ReadRefused``) naming what it is."""
+    return read_regular(path, cap=cap, what=what)
+
+
+def _read_text(path: str, cap: int = _CAP_SMALL, what: str = "file") -> str:
+    return _read_bytes(path, cap, what).decode("utf-8", "replace")
 
 
 def _read_dists(paths: Sequence[str]) -> list[_Dist]:
@@ -245,7 +254,7 @@ def _read_dists(paths: Sequence[str]) -> list[_Dist]:
                 continue
             folder = e.path
             try:
-                head = _headers(_read_text(os.path.join(folder, meta)))
+                head = _headers(_read_text(os.path.join(folder, meta), what="METADATA"))
             except OSError:
                 continue
             name = (head.get("name") or [""])[0]
@@ -256,7 +265,8 @@ def _read_dists(paths: Sequence[str]) -> list[_Dist]:
                 try:
                     files = tuple(
                         line.split(",", 1)[0] for line in
-                        _read_text(os.path.join(folder, record)).splitlines() if line)
+                        _read_text(os.path.join(folder, record), _CAP_RECORD,
+                                   "distribution RECORD").splitlines() if line)
                 except OSError:
                     pass
             out.append(_Dist(_canon(name), (head.get("version") or [""])[0], root,
@@ -294,8 +304,8 @@ def _parse_version_py(path: str) -> dict[str, Any] | None:
     import ast
 
     try:
-        tree = ast.parse(_read_bytes(path))
-    except (SyntaxError, ValueError):
+        tree = ast.parse(_read_bytes(path, what="torch/version.py"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     out: dict[str, Any] = {}
     for node in tree.body:
@@ -311,7 +321,7 @@ def _parse_version_py(path: str) -> dict[str, Any] | None:
 def _leading_int(text: str) -> int | None:
     """The number ``text`` starts with (``"13.0"`` -> 13), None when it starts otherwise."""
     digits = len(text) - len(text.lstrip("0123456789"))
-    return int(text[:digits]) if digits else None
+    return int(text[:digits]) if 0 < digits <= 6 else None
 
 
 def _torch_info(dist: _Dist, arch: str) -> _Torch:
@@ -319,7 +329,7 @@ def _torch_info(dist: _Dist, arch: str) -> _Torch:
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
         head = cuda.partition(".")[0] if isinstance(cuda, str) else ""
-        if head.isdigit() and head.isascii():
+        if head.isdigit() and head.isascii() and len(head) <= 6:
             return _Torch(dist.version, int(head), f"torch/version.py: cuda = {cuda!r}")
         if cuda is None:
             hip = consts.get("hip")
@@ -328,11 +338,15 @@ def _torch_info(dist: _Dist, arch: str) -> _Torch:
     # No readable torch/version.py: the wheel's requirements decide (needs ``packaging``).
     from scrapers.cuda import cuda_major
 
-    major, line = cuda_major(dist.requires, arch)
+    try:
+        major, line = cuda_major(dist.requires, arch)
+    except Exception:  # torch's own metadata, unreadable markers: no CUDA facts from it
+        major, line = None, ""
     if major is not None:
         return _Torch(dist.version, major, f"Requires-Dist {line!r}")
     local = dist.version.partition("+")[2]
-    if local.startswith("cu") and len(local) > 3 and local[2:].isdigit() and local.isascii():
+    if (local.startswith("cu") and 3 < len(local) <= 8 and local[2:].isdigit()
+            and local.isascii()):
         return _Torch(dist.version, int(local[2:-1]), f"local label +{local}")
     return _Torch(dist.version, None, "no CUDA runtime requirement nor +cuXYZ label")
 
@@ -448,19 +462,20 @@ class _KB:
 
 
 def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
-    import json
+    from kb.files import loads_json
 
     try:
-        doc = json.loads(_read_bytes(path))
-    except FileNotFoundError:
-        return None, f"knowledge base not found: {path}"
+        doc = loads_json(_read_bytes(path, _CAP_KB, "knowledge base"))
     except OSError as e:
-        return None, f"cannot read knowledge base {path}: {e.strerror}"
+        if e.errno == 2:  # ENOENT
+            return None, f"knowledge base not found: {path}"
+        return None, f"cannot read knowledge base {path}: {e.strerror or e}"
     except ValueError as e:
         return None, f"knowledge base {path} is not valid JSON: {e}"
     if not isinstance(doc, dict) or not isinstance(doc.get("sglang"), list):
         return None, f"knowledge base {path} is corrupt (no 'sglang' list)"
-    if doc.get("schema_version") not in KB_READABLE:
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version not in KB_READABLE:
         return None, (f"knowledge base {path} has schema_version "
                       f"{doc.get('schema_version')!r}; this moonpin reads "
                       f"{', '.join(str(v) for v in sorted(KB_READABLE))}")
@@ -617,9 +632,9 @@ def _read_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
 def _scan_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
     facts = _BuildFacts(path)
     try:
-        data = _read_bytes(path)
+        data = _read_bytes(path, _CAP_BUILD, "extension build")
     except OSError as e:
-        facts.error = f"cannot read {path}: {e.strerror}"
+        facts.error = f"cannot read {path}: {e.strerror or e}"
         return facts
     if _suffix(path) == ".py":
         _read_standin(data, facts)
@@ -656,8 +671,8 @@ def _read_standin(data: bytes, facts: _BuildFacts) -> None:
 
     try:
         tree = ast.parse(data)
-    except (SyntaxError, ValueError) as e:
-        facts.error = f"{_name(facts.path)} does not parse: {e}"
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        facts.error = f"{_name(facts.path)} does not parse: {type(e).__name__}: {str(e)[:200]}"
         return
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -714,7 +729,7 @@ def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     file-facts memo."""
     from scrapers.loader import TORCH, read_loader
 
-    data = _read_bytes(loader_path)
+    data = _read_bytes(loader_path, what="mooncake loader")
     problem = _loader_problem(data)
     if problem is not None:
         return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
@@ -1515,7 +1530,7 @@ def _check_feature(feature: str, pkg: str, version: str | None, kb: _KB,
         if absent and _suffix(path) == ".so":
             # The linker merges a string into the tail of a longer one ("TransferEngine" into
             # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
-            data = _read_bytes(path)
+            data = _read_bytes(path, _CAP_BUILD, "extension build")
             absent = [n for n in absent if n.encode() + b"\0" not in data]
         if absent:
             problems.append(f"{module} lacks {', '.join(absent)}")
@@ -1578,13 +1593,15 @@ def _check_sglang_torch(sglang: _Dist, torch_version: str, fixer: Fixer,
         from packaging.requirements import InvalidRequirement, Requirement
 
         try:
-            r = Requirement(line)
-        except InvalidRequirement:
+            r = Requirement(line[:4096])
+            if r.marker is not None and not r.marker.evaluate({"extra": ""}):
+                continue
+            if not r.specifier.contains(torch_version.split("+")[0], prereleases=True):
+                unmet.append(spec)
+        except (InvalidRequirement, ValueError, TypeError, LookupError):
+            # an invalid line or marker (UndefinedComparison is a ValueError, an undefined
+            # environment name a LookupError) says nothing about the pin
             continue
-        if r.marker is not None and not r.marker.evaluate({"extra": ""}):
-            continue
-        if not r.specifier.contains(torch_version.split("+")[0], prereleases=True):
-            unmet.append(spec)
     if unmet:
         add(CheckResult("torch requirement", "warn",
                         f"sglang {sglang.version} requires {', '.join(unmet)}; torch "

@@ -164,8 +164,9 @@ def ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
 def _scan_ld_cache(path: str) -> list[str]:
     """Each NUL-delimited string of the cache that is an absolute path whose file name
     holds ``.so`` (at most 512 bytes before it, 64 after): the base names."""
-    with open(path, "rb") as f:
-        data = f.read(64 << 20)
+    from kb.files import read_regular
+
+    data = read_regular(path, cap=64 << 20, what="loader cache")
     out = set()
     for chunk in data.split(b"\0")[1:-1]:  # delimited on both sides
         if chunk[:1] != b"/":

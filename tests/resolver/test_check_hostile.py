@@ -193,7 +193,8 @@ def _python_for_nobody() -> str | None:
     return None
 
 
-def _judge(python: str, site: Path, kb: Path, as_nobody: bool) -> subprocess.CompletedProcess[str]:
+def _judge(python: str, site: Path, kb: Path, as_nobody: bool,
+           extra_args: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
     env.update(PYTHONPATH=os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]]),
                MOONPIN_CHECK_SYSTEM_LIBS=str(site / "_none"),
@@ -201,7 +202,7 @@ def _judge(python: str, site: Path, kb: Path, as_nobody: bool) -> subprocess.Com
     extra: dict[str, int] = {"user": NOBODY, "group": NOBODY} if as_nobody else {}
     return subprocess.run(
         [python, "-m", "resolver.check", "--site-packages", str(site), "--no-deep",
-         "--elastic-ep-backend", "mooncake", "--kb", str(kb)],
+         "--elastic-ep-backend", "mooncake", "--kb", str(kb), *(extra_args or [])],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=60, **extra)  # type: ignore[call-overload]
 
 
@@ -268,3 +269,63 @@ def test_each_breaking_change_alone(tmp_path: Path, mutation: Mutation) -> None:
     mutation(site, random.Random(7))
     r = _judge(sys.executable, site, kb, False)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+
+
+# ----------------------------------------------------------------- files the check reads
+
+
+def _metadata(site: Path, name: str) -> Path:
+    return next(site.glob(f"{name}-*.dist-info")) / "METADATA"
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+HOSTILE_FILES: dict[str, Callable[[Path, Path], None]] = {
+    "METADATA a FIFO": lambda s, k: _fifo(_metadata(s, "torch")),
+    "METADATA /dev/zero": lambda s, k: _zero(_metadata(s, "sglang")),
+    "RECORD a FIFO": lambda s, k: _fifo(_metadata(s, "mooncake_transfer_engine_cuda13")
+                                         .with_name("RECORD")),
+    "version.py a FIFO": lambda s, k: _fifo(s / "torch" / "version.py"),
+    "version.py /dev/zero": lambda s, k: _zero(s / "torch" / "version.py"),
+    "version.py nested": lambda s, k: (s / "torch" / "version.py").write_text(
+        "x = " + "-" * 200_000 + "1\ncuda = '13.0'\n"),
+    "version.py long cuda": lambda s, k: (s / "torch" / "version.py").write_text(
+        "cuda = '" + "9" * 5000 + ".0'\n"),
+    "loader nested": lambda s, k: (s / "mooncake" / "pg.py").write_text(
+        "x = " + "'a'+" * 5000 + "'a'\n"),
+    "loader bad regex": lambda s, k: (s / "mooncake" / "pg.py").write_text(
+        (s / "mooncake" / "pg.py").read_text().replace('r"\\d+(?:\\.\\d+)*"', 'r"(\\d+"')),
+    "build a FIFO": lambda s, k: _fifo(_build(s)),
+    "KB a FIFO": lambda s, k: _fifo(k),
+    "KB /dev/zero": lambda s, k: _zero(k),
+    "KB nested": lambda s, k: k.write_text("[" * 100_000 + "]" * 100_000),
+    "KB schema a list": lambda s, k: k.write_text('{"schema_version": [2], "sglang": []}'),
+    "KB long number": lambda s, k: k.write_text('{"schema_version": ' + "9" * 5000
+                                                 + ', "sglang": []}'),
+    "SGLang marker invalid": lambda s, k: _metadata(s, "sglang").write_text(
+        _metadata(s, "sglang").read_text()
+        + 'Requires-Dist: torch==2.14.1; python_version ~= "abc"\n'),
+    "torch marker invalid": lambda s, k: (_metadata(s, "torch").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n"
+        'Requires-Dist: nvidia-cuda-runtime-cu12; python_version ~= "abc"\n'),
+        (s / "torch" / "version.py").unlink()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_FILES))
+def test_hostile_files_in_the_image_never_crash_or_hang(tmp_path: Path, case: str) -> None:
+    site = healthy_image(tmp_path / "site")
+    kb = small_kb(tmp_path)
+    HOSTILE_FILES[case](site, kb)
+    for extra in ([], ["--deep", "--deep-timeout", "20"]):
+        r = _judge(sys.executable, site, kb, False, extra)
+        assert r.returncode in (0, 1, 2), r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, r.stderr
