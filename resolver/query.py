@@ -21,7 +21,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kb.errors import UsageError
-from kb.models import Build, SglangRelease
+from kb.models import Build, LoaderScheme, SglangRelease
+from resolver import rule
 from resolver.graph import CompatGraph, WheelView, torch_lines
 from resolver.inputs import normalize_arch, normalize_python
 
@@ -83,11 +84,7 @@ class Evaluation:
 
     @property
     def verdict(self) -> str:
-        if any(c.ok is False for c in self.checks):
-            return "incompatible"
-        if any(c.ok is None for c in self.checks):
-            return "unknown"
-        return "compatible"
+        return rule.verdict(c.ok for c in self.checks)
 
     @property
     def reasons(self) -> list[str]:
@@ -186,40 +183,162 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
 # ----------------------------------------------------------------------- the checks
 
 
-def _loader_suffix(regex: str | None, sep: str | None, torch_text: str) -> str | None:
-    """What the loader computes from ``torch.__version__`` (the scraped regex and separator)."""
-    if sep is None:
+def _requirement(s: SglangRelease, module: str | None = None) -> rule.Requirement:
+    """The rule's facts for a release's requirement (``module``: the one it ends up with)."""
+    pg = s.pg
+    return rule.Requirement(module=module or pg.module, names=tuple(pg.names),
+                            backends=tuple(pg.backends), optional_names=tuple(pg.optional_names),
+                            alternatives=tuple(pg.alternatives), release=f"sglang {s.version}")
+
+
+def _torch_facts(t: TorchChoice) -> rule.TorchFacts:
+    return rule.TorchFacts(t.text, t.cuda, t.cuda_known, t.cuda_why)
+
+
+def _build_facts(b: Build) -> rule.BuildFacts:
+    """The rule's facts for a scraped build: a build read in part, or with an error, is
+    incomplete; ``needed_method`` ``none`` means its dynamic section was not read."""
+    return rule.BuildFacts(member=b.member, names=frozenset(b.names),
+                           backends=frozenset(b.backends), cuda=b.cuda_major,
+                           names_checked=frozenset(b.names_checked),
+                           complete=b.read_error is None and b.strings_complete,
+                           cuda_read=b.needed_method != "none")
+
+
+def _scheme(ld: LoaderScheme) -> rule.Scheme:
+    return rule.Scheme(kind=ld.kind, imports=tuple(i.template for i in ld.imports),
+                       version_regex=ld.version_regex, separator=ld.separator,
+                       member=ld.member, note=ld.note)
+
+
+def _check(name: str, d: rule.Decision, evidence: Iterable[str] = ()) -> Check:
+    return Check(name, d.ok, d.detail, tuple(evidence))
+
+
+def _torch_requirement(s: SglangRelease, t: TorchChoice) -> Check:
+    lines = torch_lines(s)
+    if not lines:
+        return Check("torch requirement", True, "SGLang declares no torch requirement")
+    hit = [line for line, req in lines if req.specifier.contains(t.version.public,
+                                                                prereleases=True)]
+    return Check(
+        "torch requirement", bool(hit),
+        f"torch {t.version} satisfies {hit[0]!r}" if hit else
+        f"torch {t.version} does not satisfy SGLang's {', '.join(repr(x) for x, _ in lines)}",
+        (f"{s.artifact.filename}: METADATA Requires-Dist",))
+
+
+def _module(ev: Evaluation, s: SglangRelease, w: WheelView, python: str, arch: str,
+            ) -> tuple[str, LoaderScheme | None] | None:
+    """The module the import ends up with (SGLang's, or its ImportError fallback) and its
+    loader; the ``module present`` check when the wheel has none (then None)."""
+    req = _requirement(s)
+    here = {m for m in (req.module, *req.alternatives) if m is not None and (
+        w.loader(m) is not None or w.builds_named(m.removeprefix("mooncake."), python, arch))}
+    module = rule.choose_module(req, here)
+    filename = w.wheel.artifact.filename
+    if module is None:
+        have = sorted({ld.module for ld in w.wheel.loaders} |
+                      {"mooncake." + b.member.rsplit("/", 1)[-1].split(".")[0]
+                       for b in w.wheel.builds})
+        ev.checks.append(_check("module present", rule.no_module(req, filename, have),
+                                s.pg.evidence))
         return None
-    base = torch_text
-    if regex is not None:
-        try:
-            m = re.match(regex, torch_text)
-        except re.error:
+    if module != req.module:
+        ev.notes.append(f"{filename} has no {req.module}; sglang {s.version} falls back to "
+                        f"{module}, which it has")
+    return module, w.loader(module)
+
+
+def _direct_build(ev: Evaluation, t: TorchChoice, w: WheelView, module: str, python: str,
+                  arch: str) -> list[rule.BuildFacts] | None:
+    """A loader-less module: the extension itself (0.3.7's ``ep.so``)."""
+    b = w.builds_named(module.removeprefix("mooncake."), python, arch)[0]
+    filename = w.wheel.artifact.filename
+    ev.checks.append(Check("module present", True,
+                           f"{module} is the extension module {b.member}",
+                           (f"{filename}: {b.member}",)))
+    d = rule.direct_build(b.member, b.torch, b.torch_from, t.text)
+    ev.checks.append(_check("build for torch", d,
+                            () if d.ok is None else (f"{filename}: {b.member}",)))
+    return None if d.ok is False else [_build_facts(b)]
+
+
+def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: LoaderScheme,
+                   python: str, arch: str) -> list[rule.BuildFacts] | None:
+    """The builds a prebuilt loader imports for this torch; None (and the failed or
+    undecided ``build for torch`` check) when it finds none."""
+    scheme = _scheme(loader)
+    filename = w.wheel.artifact.filename
+    builds: list[Build] = []
+    for imp in loader.imports:
+        target = rule.loader_target(scheme, imp.template, t.text)
+        if target is None:
+            ev.checks.append(Check("build for torch", None,
+                                   f"cannot compute {imp.template} for torch {t.text} with "
+                                   "the loader's rule"))
             return None
-        if m is None:
+        mshort = target.removeprefix("mooncake.")
+        found = w.builds_named(mshort, python, arch)
+        if not found:
+            same = sorted({b.member.rsplit("/", 1)[-1].split(".")[0] for b in w.wheel.builds
+                           if b.member.rsplit("/", 1)[-1].startswith(
+                               mshort.split("_")[0] or mshort)})
+            d = rule.no_build(loader.member, target, t.text, filename, same,
+                              f" for {python} on {arch}")
+            detail = d.detail
+            if imp.on_missing:
+                said = imp.on_missing.splitlines()[0].replace(
+                    "{torch_version}", rule.loader_suffix(scheme, t.text, ".") or t.text)
+                detail += f"; at import: {said!r}"
+            ev.checks.append(Check("build for torch", False, detail,
+                                   (f"{filename}: {loader.member}:{imp.line}",)))
             return None
-        base = m.group()
-    return base.replace(".", sep)
+        builds.append(found[0])
+    ev.checks.append(Check("build for torch", True,
+                           f"{loader.member} loads {', '.join(b.member for b in builds)}",
+                           tuple(f"{filename}: {b.member}" for b in builds)))
+    return [_build_facts(b) for b in builds]
+
+
+def _builds(ev: Evaluation, t: TorchChoice, w: WheelView, module: str,
+            loader: LoaderScheme | None, python: str, arch: str,
+            ) -> list[rule.BuildFacts] | None:
+    """``module present`` and ``build for torch``: the builds the import loads (a JIT
+    loader's sources stand for the build it compiles); None when that is decided."""
+    if loader is None:
+        return _direct_build(ev, t, w, module, python, arch)
+    filename = w.wheel.artifact.filename
+    ev.checks.append(Check("module present", True,
+                           f"{loader.member} loads {module} ({loader.kind})",
+                           (f"{filename}: {loader.member}",)))
+    if loader.kind == "unknown":
+        ev.checks.append(Check("build for torch", None,
+                               f"{loader.member}: loading scheme not recognised "
+                               f"({loader.note})"))
+        return None
+    if loader.kind != "jit-compile":
+        return _loaded_builds(ev, t, w, loader, python, arch)
+    ev.checks.append(Check(
+        "build for torch", True,
+        f"{loader.member} compiles {', '.join(loader.sources)} against the installed "
+        f"torch at first import", (f"{filename}: {loader.member}",)))
+    cuda_tools = [x for x in loader.toolchain if "MUSA" not in x and "MACA" not in x]
+    ev.notes.append(f"{ev.dist}=={ev.mooncake} compiles its process-group extension at "
+                    f"first import: the image needs {', '.join(cuda_tools or loader.toolchain)}")
+    # every name was looked for in the sources: names_checked None
+    return [rule.BuildFacts(member=loader.member, names=frozenset(loader.source_names),
+                            backends=frozenset(loader.source_backends))]
 
 
 def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | None,
              dist: str, version: str, python: str, arch: str) -> Evaluation:
-    """Every check for one combination; ``w`` None means the release has no wheel for P/A."""
+    """Every check for one combination; ``w`` None means the release has no wheel for P/A.
+    The KB supplies the facts, :mod:`resolver.rule` decides."""
     ev = Evaluation(s.version, dist, version, t.text, python, arch,
                     wheel=w.wheel.artifact.filename if w else None)
-    lines = torch_lines(s)
-    if not lines:
-        ev.checks.append(Check("torch requirement", True, "SGLang declares no torch requirement"))
-    else:
-        hit = [line for line, req in lines if req.specifier.contains(t.version.public,
-                                                                    prereleases=True)]
-        ev.checks.append(Check(
-            "torch requirement", bool(hit),
-            f"torch {t.version} satisfies {hit[0]!r}" if hit else
-            f"torch {t.version} does not satisfy SGLang's {', '.join(repr(x) for x, _ in lines)}",
-            (f"{s.artifact.filename}: METADATA Requires-Dist",)))
-    req = s.pg
-    if req.module is None:
+    ev.checks.append(_torch_requirement(s, t))
+    if s.pg.module is None:
         ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "
                         "compatible with any mooncake (or none)")
         return ev
@@ -230,160 +349,23 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
     ev.checks.append(Check("wheel for python/platform", True,
                            f"{w.wheel.artifact.filename} covers {python} on {arch}",
                            (w.wheel.artifact.filename,)))
-    module = req.module
-    loader = w.loader(module)
-    if loader is None and not w.builds_named(module.removeprefix("mooncake."), python, arch):
-        # SGLang falls back on ImportError (try: mooncake.pg / except: mooncake.ep)?
-        for alt in req.alternatives:
-            if w.loader(alt) is not None or w.builds_named(alt.removeprefix("mooncake."),
-                                                           python, arch):
-                ev.notes.append(f"{w.wheel.artifact.filename} has no {module}; sglang "
-                                f"{s.version} falls back to {alt}, which it has")
-                module, loader = alt, w.loader(alt)
-                break
-    short = module.removeprefix("mooncake.")
-    evidence_imports = tuple(req.evidence)
-    builds: list[Build] = []
-    names_from: set[str] = set()
-    backends_from: set[str] = set()
-    checked: set[str] = set()
-    incomplete = False
-    if loader is None:
-        direct = w.builds_named(short, python, arch)
-        if not direct:
-            have = sorted({ld.module for ld in w.wheel.loaders} |
-                          {"mooncake." + b.member.rsplit("/", 1)[-1].split(".")[0]
-                           for b in w.wheel.builds})
-            ev.checks.append(Check(
-                "module present", False,
-                f"sglang {s.version} imports {module}; {w.wheel.artifact.filename} has no "
-                f"{module} (it has: {', '.join(have) or 'no extension modules'})",
-                evidence_imports))
-            return ev
-        ev.checks.append(Check("module present", True,
-                               f"{module} is the extension module {direct[0].member}",
-                               (f"{w.wheel.artifact.filename}: {direct[0].member}",)))
-        b = direct[0]
-        if b.torch is None:
-            ev.checks.append(Check("build for torch", None,
-                                   f"{b.member} names no torch release it was built for"))
-        else:
-            ok = Version(b.torch) == Version(t.version.public)
-            ev.checks.append(Check(
-                "build for torch", ok,
-                f"{b.member} was built for torch {b.torch} ({b.torch_from})"
-                + ("" if ok else f", not {t.version.public}"),
-                (f"{w.wheel.artifact.filename}: {b.member}",)))
-            if not ok:
-                return ev
-        builds = [b]
-    else:
-        ev.checks.append(Check("module present", True,
-                               f"{loader.member} loads {module} ({loader.kind})",
-                               (f"{w.wheel.artifact.filename}: {loader.member}",)))
-        if loader.kind == "unknown":
-            ev.checks.append(Check("build for torch", None,
-                                   f"{loader.member}: loading scheme not recognised "
-                                   f"({loader.note})"))
-            return ev
-        if loader.kind == "jit-compile":
-            ev.checks.append(Check(
-                "build for torch", True,
-                f"{loader.member} compiles {', '.join(loader.sources)} against the installed "
-                f"torch at first import", (f"{w.wheel.artifact.filename}: {loader.member}",)))
-            cuda_tools = [x for x in loader.toolchain if "MUSA" not in x and "MACA" not in x]
-            ev.notes.append(f"{dist}=={version} compiles its process-group extension at first "
-                            f"import: the image needs {', '.join(cuda_tools or loader.toolchain)}")
-            names_from = set(loader.source_names)
-            backends_from = set(loader.source_backends)
-            checked = names_from | set(req.names)  # every name was looked for in the sources
-        else:
-            suffix = _loader_suffix(loader.version_regex, loader.separator, t.text)
-            for imp in loader.imports:
-                if "{torch}" in imp.template:
-                    if suffix is None:
-                        ev.checks.append(Check("build for torch", None,
-                                               f"cannot compute {imp.template} for torch "
-                                               f"{t.text} with the loader's rule"))
-                        return ev
-                    target = imp.template.replace("{torch}", suffix)
-                else:
-                    target = imp.template
-                mshort = target.removeprefix("mooncake.")
-                found = w.builds_named(mshort, python, arch)
-                if not found:
-                    same = sorted({b.member.rsplit("/", 1)[-1].split(".")[0]
-                                   for b in w.wheel.builds
-                                   if b.member.rsplit("/", 1)[-1].startswith(
-                                       mshort.split("_")[0] or mshort)})
-                    msg = (f"{loader.member} imports {target} for torch {t.text}; "
-                           f"{w.wheel.artifact.filename} has no such build for {python} "
-                           f"on {arch}" + (f" (it has {', '.join(same)})" if same else ""))
-                    if imp.on_missing:
-                        said = imp.on_missing.splitlines()[0].replace(
-                            "{torch_version}", _loader_suffix(loader.version_regex, ".",
-                                                              t.text) or t.text)
-                        msg += f"; at import: {said!r}"
-                    ev.checks.append(Check("build for torch", False, msg,
-                                           (f"{w.wheel.artifact.filename}: {loader.member}:"
-                                            f"{imp.line}",)))
-                    return ev
-                builds.append(found[0])
-            ev.checks.append(Check(
-                "build for torch", True,
-                f"{loader.member} loads {', '.join(b.member for b in builds)}",
-                tuple(f"{w.wheel.artifact.filename}: {b.member}" for b in builds)))
-    for b in builds:
-        names_from |= set(b.names)
-        backends_from |= set(b.backends)
-        checked |= set(b.names_checked)
-        incomplete |= b.read_error is not None or not b.strings_complete
-    missing = [n for n in req.names if n not in names_from]
-    unknown = [n for n in missing if n not in checked or incomplete]
-    if missing and len(unknown) == len(missing):
-        ev.checks.append(Check("names", None,
-                               f"not known whether {', '.join(missing)} exist: those bytes were "
-                               "not read", evidence_imports))
-    else:
-        ev.checks.append(Check(
-            "names", not missing,
-            f"provides {', '.join(req.names) or 'every name imported'}" if not missing else
-            f"sglang {s.version} imports {', '.join(missing)} from {module}; the build "
-            f"does not export {'it' if len(missing) == 1 else 'them'}",
-            evidence_imports))
-    opt_missing = [n for n in req.optional_names if n not in names_from and n in checked]
-    if opt_missing and not missing:
+    chosen = _module(ev, s, w, python, arch)
+    if chosen is None:
+        return ev
+    module, loader = chosen
+    builds = _builds(ev, t, w, module, loader, python, arch)
+    if builds is None:
+        return ev
+    req = _requirement(s, module)
+    jit = loader is not None and loader.kind == "jit-compile"
+    ev.checks.append(_check("names", rule.names(req, builds), s.pg.evidence))
+    opt_missing = rule.optional_missing(req, builds)
+    if opt_missing and ev.checks[-1].ok is True:
         ev.notes.append(f"the build lacks {', '.join(opt_missing)}, which sglang {s.version} "
                         "uses only behind an optional import (it runs without)")
-    lacking = [b for b in req.backends if b not in backends_from]
-    ev.checks.append(Check(
-        "backends", True if not lacking else (None if incomplete else False),
-        f"registers {', '.join(req.backends)}" if not lacking else
-        f"does not register {', '.join(lacking)} (registers "
-        f"{', '.join(sorted(backends_from)) or 'none'})",
-        tuple(f"{b.member}" for b in builds)))
-    majors = {b.cuda_major for b in builds if b.cuda_major is not None}
-    if loader is not None and loader.kind == "jit-compile":
-        ev.checks.append(Check("CUDA major", True,
-                               "built at import against the installed torch's CUDA"))
-    elif not majors:
-        ev.checks.append(Check("CUDA major", None,
-                               "the build's CUDA runtime is not known (its dynamic section "
-                               "was not read)"))
-    elif not t.cuda_known:
-        ev.checks.append(Check("CUDA major", None,
-                               f"build links CUDA {'/'.join(map(str, sorted(majors)))}; "
-                               f"{t.cuda_why}"))
-    elif t.cuda is None:
-        ev.checks.append(Check("CUDA major", False,
-                               f"build links libcudart.so.{min(majors)}; torch {t.text} is a "
-                               f"CPU build ({t.cuda_why})"))
-    else:
-        ok = majors == {t.cuda}
-        ev.checks.append(Check(
-            "CUDA major", ok,
-            f"build links CUDA {'/'.join(map(str, sorted(majors)))}, torch {t.text} is CUDA "
-            f"{t.cuda} ({t.cuda_why})"))
+    ev.checks.append(_check("backends", rule.backends(req, builds),
+                            () if jit else (b.member for b in builds)))
+    ev.checks.append(_check("CUDA major", rule.cuda_major(builds, _torch_facts(t), jit=jit)))
     return ev
 
 
@@ -565,6 +547,10 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
     s = get_sglang(g, sglang)
     check_mooncake(g, dist, version)
     evs = _combos(g, s, dist, version, torch, python, arch)
+    if not evs:  # the release publishes no wheel at all: nothing to install anywhere
+        tt = (_torches(g, s, torch) or [str(v) for v in g.torch_versions[-1:]] or ["0"])[-1]
+        evs = [evaluate(g, s, resolve_torch(g, tt, arch or "x86_64"), None, dist, version,
+                        python or "any python", arch or "any platform")]
     best = _best(evs)
     assert best is not None
     verdict = best.verdict
