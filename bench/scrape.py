@@ -5,6 +5,9 @@ process, on a sample of real releases:
 
     python bench/scrape.py                 # the sample below
     python bench/scrape.py --noop KB       # also time a no-op refresh of KB (a copy is used)
+    python bench/scrape.py --incremental KB   # only: the newest SGLang release taken out of a
+                                              # copy of KB, refreshed without and with the
+                                              # per-file facts kept by earlier scrapes
 
 For each artifact: bytes moonpin fetched, the lower bound (central directory plus the
 compressed bytes the extractors consumed), the whole artifact size, requests and wall
@@ -59,8 +62,12 @@ def main() -> int:
     ap.add_argument("--index-url")
     ap.add_argument("--noop", metavar="KB", help="time a no-op refresh of this KB file")
     ap.add_argument("--skip-whole", action="store_true", help="do not download whole artifacts")
+    ap.add_argument("--incremental", metavar="KB", help="only measure a new SGLang release: "
+                    "KB's newest taken out of a copy and refreshed")
     args = ap.parse_args()
     index = index_url_from_env(args.index_url)
+    if args.incremental:
+        return incremental(Path(args.incremental), index)
     f = Fetcher()
     rows: list[tuple[str, int, int, int, int, float, IndexFile]] = []
 
@@ -129,6 +136,82 @@ def main() -> int:
             print(f"no-op refresh of {args.noop}: {secs:.2f}s, {mb(f2.stats.bytes)} fetched "
                   f"(index JSON only), {f2.stats.requests} requests, releases read "
                   f"{summary.read}")
+    return 0
+
+
+def new_content(f: Fetcher, prev: IndexFile, new: IndexFile
+                ) -> tuple[int, int, int, int, set[tuple[int, int]]]:
+    """(central directory bytes, compressed bytes of the .py members whose CRC-32 and size
+    the previous release does not have, their count, all .py members, their keys) of
+    ``new``."""
+    from scrapers.remote_zip import HttpSource, RemoteZip
+
+    old = RemoteZip(HttpSource(f, prev.url, prev.size, label=prev.filename))
+    z = RemoteZip(HttpSource(f, new.url, new.size, label=new.filename))
+    had = {(e.crc, e.file_size) for e in old.entries if e.name.endswith(".py")}
+    py = [e for e in z.entries if e.name.endswith(".py")]
+    fresh = [e for e in py if (e.crc, e.file_size) not in had]
+    # a member's bytes: local header (30 + name) + its compressed data
+    return (z.cd_bytes, sum(30 + len(e.name.encode()) + e.compressed_size for e in fresh),
+            len(fresh), len(py), {(e.crc, e.file_size) for e in fresh})
+
+
+def facts_without(src: str, dst: str, fresh: set[tuple[int, int]]) -> None:
+    """Copy the kept facts, less every file the new release has and its predecessor lacks:
+    what an earlier scrape that never saw the new release would have kept (or a little
+    less, when an older release had some of those files)."""
+    from kb import cache
+
+    doc = cache.load(src)
+    assert isinstance(doc, dict), f"unreadable facts file {src}"
+    doc = dict(doc, clean={k: v for k, v in doc["clean"].items() if k not in fresh},
+               analysed={k: v for k, v in doc["analysed"].items() if k[1:] not in fresh})
+    assert cache.store(dst, doc) is None
+
+
+def incremental(kb_path: Path, index: str) -> int:
+    """A new SGLang release: bytes fetched against its new .py content + central directory
+    (goal <= 1.2x), without and with the per-file facts a scrape keeps (the facts file of
+    the current extractor code must exist: any earlier scrape of sglang writes it)."""
+    from packaging.version import Version
+
+    from scrapers.refresh import _files_cache, extractor_fingerprints
+
+    kb = store.load(kb_path)
+    rels = sorted((r for r in kb.sglang if r.source == "index"), key=lambda r: Version(r.version))
+    newest, prev = rels[-1], rels[-2]
+    old = kb.model_copy(update={"sglang": tuple(r for r in kb.sglang if r is not newest)})
+    f0 = Fetcher()
+    proj = fetch_project(f0, index, "sglang")
+    wn, wp = sg.choose_wheel(proj.releases[newest.version]), \
+        sg.choose_wheel(proj.releases[prev.version])
+    assert wn is not None and wp is not None
+    cd, fresh, n_fresh, n_py, fresh_keys = new_content(f0, wp, wn)
+    ref = cd + fresh
+    print(f"sglang {newest.version} ({mb(wn.size).strip()} wheel): {n_fresh} of {n_py} .py "
+          f"members have content {prev.version} lacks, {mb(fresh).strip()} compressed; "
+          f"central directory {mb(cd).strip()}; reference {mb(ref).strip()}")
+    files = _files_cache(extractor_fingerprints()["sglang"])
+    have = bool(files) and Path(files).exists()
+    for label, cache in (("without kept facts", ""), ("with kept facts", None)):
+        if cache is None and not have:
+            print(f"{label}: no facts file at {files or '(no cache folder)'}; run "
+                  "`moonpin scrape --only sglang` first")
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            keep = str(Path(d) / "facts.marshal")
+            if cache is None:  # a copy: the bench leaves the real one as it was
+                facts_without(files, keep, fresh_keys)
+            f = Fetcher()
+            t = time.monotonic()
+            got, summary = scrape(old, f, index, only=("sglang",),
+                                  files_cache=keep if cache is None else "")
+            secs = time.monotonic() - t
+        same = [r for r in got.sglang if r.version == newest.version] == [newest]
+        print(f"{label:20}: fetched {mb(summary.bytes_fetched).strip()} in {f.stats.requests} "
+              f"requests, {secs:.1f}s; {summary.bytes_fetched / ref:.2f}x the reference; "
+              f"{summary.cache_hits} members not fetched; facts "
+              f"{'identical to' if same else 'DIFFERENT from'} the KB's")
     return 0
 
 

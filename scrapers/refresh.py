@@ -120,11 +120,14 @@ def scrape(
     reporter: Reporter | None = None,
     workers: int = 8,
     index_named: bool = True,
+    files_cache: str | None = None,
 ) -> tuple[KnowledgeBase, Summary]:
     """Scrape the index into a new KB (``old`` supplies what is unchanged).
 
     ``index_named``: the user named ``index_url`` (a mirror), so the KB records it; False
     for the default index (pip's), which the KB calls "the package index" and never names.
+    ``files_cache``: where the SGLang per-file facts are kept between refreshes ("" for
+    nowhere); by default moonpin's cache folder, one file per extractor fingerprint.
     """
     reporter = reporter or Reporter()
     only = set(only)
@@ -158,7 +161,8 @@ def scrape(
     if "sglang" in only:
         proj = fetch_project(fetcher, index_url, "sglang")
         unread += _skipped("sglang", proj)
-        cache = sg.AnalysisCache()
+        files_at = files_cache if files_cache is not None else _files_cache(current["sglang"])
+        cache = sg.AnalysisCache.load(files_at) if files_at else sg.AnalysisCache()
         todo = []
         for v in _versions(proj, SGLANG_MIN):
             wheel = sg.choose_wheel(proj.releases[v])
@@ -207,6 +211,12 @@ def scrape(
                 summary.read_versions["sglang"].append(v)
                 summary.artifact_bytes += size
         summary.cache_hits += cache.hits
+        if files_at and any(isinstance(got, SglangRelease) for _, got, _, _ in done):
+            why = cache.save(files_at)
+            if why:
+                reporter.warn(f"sglang: per-file facts not kept for the next refresh ({why})")
+            elif files_cache is None:
+                _drop_other_fingerprints(files_at)
         reporter.finish()
 
     # -------------------------------------------------------------- mooncake
@@ -361,6 +371,25 @@ def scrape(
         unread=tuple(unread),
     )
     return kb, summary
+
+
+def _files_cache(fingerprint: str) -> str:
+    """The default file of SGLang per-file facts ("" when there is no cache folder)."""
+    from kb import cache
+
+    folder = cache.cache_folder()
+    return os.path.join(folder, f"sglang-files-{fingerprint}.marshal") if folder else ""
+
+
+def _drop_other_fingerprints(kept: str) -> None:
+    """Facts files of other extractor code are never read again: remove them."""
+    import contextlib
+    import glob
+
+    for other in glob.glob(os.path.join(os.path.dirname(kept), "sglang-files-*.marshal")):
+        if other != kept:
+            with contextlib.suppress(OSError):
+                os.unlink(other)
 
 
 def _reason(e: MoonpinError, f: IndexFile) -> str:

@@ -3,7 +3,9 @@
 Reads every ``.py`` member of one wheel per release with ``ast`` (never
 imports it). A member already analysed in another release (same path, same
 CRC-32 and size in the zip central directory) is not fetched again: that is
-what keeps a cold scrape of ~100 releases to a fraction of their bytes.
+what keeps a cold scrape of ~100 releases to a fraction of their bytes. Those
+per-file facts are kept between scrapes (:meth:`AnalysisCache.save`), so a new
+release costs its central directory and the members no earlier release had.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import warnings
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -52,7 +55,7 @@ PG_MODULES = pyast.PG_MODULES
 @dataclass
 class AnalysisCache:
     """Source members already analysed, keyed by content (CRC-32 and size from the zip
-    central directory), thread-safe, in memory.
+    central directory), thread-safe; in memory, and saved/loaded between scrapes.
 
     A member that never mentions mooncake analyses the same wherever it sits, so its
     result is shared across paths (files move between releases). A member that does
@@ -97,6 +100,67 @@ class AnalysisCache:
                 self._mentions[(crc, size)] = data
             else:
                 self._clean[(crc, size)] = value
+
+    # -- kept between scrapes: a new release then costs only its new content ----------
+
+    def save(self, path: str) -> str | None:
+        """Write the per-file facts to ``path`` (a :mod:`kb.cache` file); why not, or None.
+
+        Kept: the analysis of every file that never mentions mooncake (by CRC-32 and size),
+        and of those that do by path, CRC-32 and size. Their bytes are not kept (62 MB
+        over 101 releases, mostly server_args.py): one that moves is fetched again. The
+        launch records are not kept either: their members change every release."""
+        from kb import cache
+
+        with self._lock:
+            doc = {
+                "format": _FILES_FORMAT,
+                "clean": {k: _fa_out(v) for k, v in self._clean.items()},
+                "analysed": {k: _fa_out(v) for k, v in self._analysed.items()
+                             if k[1:] not in self._clean},
+            }
+        return cache.store(path, doc)
+
+    @classmethod
+    def load(cls, path: str) -> AnalysisCache:
+        """The facts :meth:`save` wrote at ``path``; empty when missing or unusable."""
+        from kb import cache
+
+        out = cls()
+        doc = cache.load(path)
+        if not isinstance(doc, dict) or doc.get("format") != _FILES_FORMAT:
+            return out
+        try:
+            clean = {(int(c), int(n)): _fa_in(v) for (c, n), v in doc["clean"].items()}
+            analysed = {(str(p), int(c), int(n)): _fa_in(v)
+                        for (p, c, n), v in doc["analysed"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return out  # written by other code, or damaged: start empty, never wrong
+        out._clean, out._analysed = clean, analysed
+        return out
+
+
+#: Bumped when the saved shape changes (the file name also carries the extractor
+#: fingerprint, so facts read by other extractor code are never reused).
+_FILES_FORMAT = 2
+
+
+def _fa_out(fa: pyast.FileAnalysis) -> tuple[object, ...]:
+    from dataclasses import astuple
+
+    return (fa.path, tuple(astuple(i) for i in fa.imports),
+            tuple(astuple(c) for c in fa.calls), tuple(astuple(b) for b in fa.backends),
+            fa.error)
+
+
+def _fa_in(t: Any) -> pyast.FileAnalysis:
+    path, imports, calls, backends, error = t
+    return pyast.FileAnalysis(
+        path=str(path),
+        imports=tuple(pyast.ImportFact(*i) for i in imports),
+        calls=tuple(pyast.CallFact(*c) for c in calls),
+        backends=tuple(pyast.BackendLiteral(*b) for b in backends),
+        error=None if error is None else str(error))
 
 
 @dataclass(frozen=True)

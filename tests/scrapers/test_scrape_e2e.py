@@ -337,3 +337,43 @@ def test_kb_records_and_kb_info_reports_what_each_refresh_read(
     doc = json.loads(capsys.readouterr().out)
     assert doc["last_refresh"]["kinds"] == ["torch"] and doc["age_seconds"] < 600
     assert doc["kinds_age_seconds"]["sglang"] >= 86400
+
+
+def test_a_new_release_costs_only_its_new_content(index: FakeIndex, tmp_path: Path) -> None:
+    """The per-file facts outlive the scrape: a refresh finding a new release fetches its
+    central directory and new members, not the members earlier releases already had."""
+    import os
+
+    from kb import cache as kbcache
+
+    only_present(index)
+    import random
+
+    rnd = random.Random(7)  # incompressible members, larger than a range read's gap
+    shared = {f"sglang/srt/m{i}.py": "# " + "".join(rnd.choices("abcdefgh", k=8000))
+              + f"\nVALUE_{i} = {i}\n" for i in range(40)}
+    index.add_project("sglang", {
+        "0.5.16": dict([sglang_wheel("0.5.16", {**shared, "sglang/srt/distributed/"
+                                                "parallel_state.py": SGL_NEW})]),
+        "0.5.17": dict([sglang_wheel("0.5.17", {**shared, "sglang/srt/new.py": "N = 1\n",
+                                                "sglang/srt/distributed/"
+                                                "parallel_state.py": SGL_NEW + "\n"})]),
+    })
+    kb, _, _ = run(index, only=("sglang",))
+    files = [n for n in os.listdir(kbcache.cache_folder() or "") if n.startswith("sglang-files-")]
+    assert len(files) == 1
+    old = kb.model_copy(update={"sglang": tuple(r for r in kb.sglang if r.version != "0.5.17")})
+    again, s_cached, _ = run(index, old=old, only=("sglang",))
+    cold, s_cold, _ = run(index, old=old, only=("sglang",), files_cache="")
+    assert again.sglang == cold.sglang == kb.sglang  # the same facts either way
+    assert s_cached.read["sglang"] == s_cold.read["sglang"] == 1  # type: ignore[attr-defined]
+    cached_b, cold_b = s_cached.bytes_fetched, s_cold.bytes_fetched  # type: ignore[attr-defined]
+    assert cached_b < cold_b / 3  # the 40 shared members (~120 kB) were not fetched again
+    # a damaged cache file is no cache: same facts, full cost
+    path = os.path.join(kbcache.cache_folder() or "", files[0])
+    with open(path, "r+b") as fh:
+        fh.seek(20)
+        fh.write(b"\xff\xff\xff\xff")
+    damaged, s_damaged, _ = run(index, old=old, only=("sglang",))
+    assert damaged.sglang == kb.sglang
+    assert s_damaged.bytes_fetched == cold_b  # type: ignore[attr-defined]
