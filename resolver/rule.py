@@ -71,7 +71,10 @@ class _Frozen:
             object.__setattr__(self, k, v)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+        if type(other) is not type(self):
+            return False
+        assert isinstance(other, _Frozen)
+        return self._values() == other._values()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._values()))
