@@ -97,6 +97,18 @@ def _digits(text: str) -> bool:
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
+_STATUS_HINT = "check the URL, or --index-url / MOONPIN_INDEX_URL (a proxy may be answering)"
+
+
+_CAP_HINT = "check the URL: moonpin reads no file that large from it"
+
+
+def _status(resp: httpx.Response) -> str:
+    if resp.status_code in _REDIRECTS:
+        return f"HTTP {resp.status_code}, a redirect without a Location"
+    return f"HTTP {resp.status_code}"
+
+
 def _short(url: str) -> str:
     return url if len(url) <= 200 else url[:200] + f"... ({len(url)} characters)"
 
@@ -265,7 +277,7 @@ class Fetcher:
 
         def handle(resp: httpx.Response) -> Any:
             if resp.status_code != 200:
-                raise FetchError(url, f"HTTP {resp.status_code}")
+                raise FetchError(url, _status(resp), hint=_STATUS_HINT)
             body = self._read_capped(url, resp, self.json_cap)
             ctype = resp.headers.get("Content-Type", "")
             try:
@@ -286,7 +298,7 @@ class Fetcher:
             if resp.status_code == 404:
                 return None
             if resp.status_code != 200:
-                raise FetchError(url, f"HTTP {resp.status_code}")
+                raise FetchError(url, _status(resp), hint=_STATUS_HINT)
             return self._read_capped(url, resp, max_bytes)
 
         result: bytes | None = self._send("GET", url, {}, handle)
@@ -297,7 +309,8 @@ class Fetcher:
         deadline = resp.extensions.get("moonpin.deadline")
         started = resp.extensions.get("moonpin.started", 0.0)
         if declared and _digits(declared) and int(declared) > cap:
-            raise FetchError(url, f"response of {int(declared)} bytes exceeds the {cap}-byte cap")
+            raise FetchError(url, f"response of {int(declared)} bytes exceeds the {cap}-byte cap",
+                             hint=_CAP_HINT)
         chunks: list[bytes] = []
         n = 0
         seen = 0
@@ -307,7 +320,7 @@ class Fetcher:
             self.stats.add(nbytes=resp.num_bytes_downloaded - seen)
             seen = resp.num_bytes_downloaded
             if n > cap:
-                raise FetchError(url, f"response exceeds the {cap}-byte cap")
+                raise FetchError(url, f"response exceeds the {cap}-byte cap", hint=_CAP_HINT)
             chunks.append(chunk)
             now = time.monotonic()
             if deadline is not None and (now > deadline or (
@@ -349,7 +362,7 @@ class Fetcher:
     def head_size(self, url: str) -> int:
         def handle(resp: httpx.Response) -> int:
             if resp.status_code != 200:
-                raise FetchError(url, f"HEAD answered HTTP {resp.status_code}")
+                raise FetchError(url, f"HEAD answered {_status(resp)}", hint=_STATUS_HINT)
             length = resp.headers.get("Content-Length", "")
             if not _digits(length):
                 raise RangeNotHonoured(url, "HEAD gave no Content-Length; cannot locate the end")
