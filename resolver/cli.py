@@ -601,7 +601,7 @@ def cmd_pins(args: argparse.Namespace) -> int:
             was = (f"=={u['currentVersion']}" if u.get("currentVersion") is not None
                    else u["currentValue"] or " (no version)")
             print(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
-                  f"{u['depName']}{was} -> {name}=={u['newValue']}  # {u['reason']}")
+                  f"{u['depName']}{was} -> {name}=={u['newVersion']}  # {u['reason']}")
     if (args.diff or args.write) and verdict["updates"]:
         _rewrite_pins(found, verdict["updates"], write=args.write)
     ok = verdict["verdict"] == "compatible" and not verdict["updates"] and not pinned.conflicts

@@ -90,6 +90,7 @@ __all__ = [
     "GROUP_NAME",
     "MOONCAKE_FAMILY",
     "TRACKED",
+    "VALUE_KINDS",
     "VERSION_VARIABLES",
     "Pin",
     "PinError",
@@ -1083,6 +1084,10 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
                      tuple(p for p in pins if p.version is not None))
 
 
+#: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
+VALUE_KINDS = frozenset({"dockerfile-arg", "regex"})
+
+
 def _update(pin: Pin, new_name: str, new_version: str, reason: str,
             group: str = GROUP_NAME) -> dict[str, Any]:
     """A Renovate-like update object for one pin (``updateType`` ``pin`` for a pin that had
@@ -1102,10 +1107,14 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
         kind = "minor"
     else:
         kind = "patch"
+    # As Renovate writes them: a requirement's value is its specifier (``==0.3.12``, the
+    # pip_requirements/pep621 managers), a bare value's is the version (Docker ARG, regex).
+    bare = pin.kind in VALUE_KINDS
     return {"depName": pin.name, "newName": new_name, "packageFile": pin.path,
             "line": pin.version_line,
-            "currentValue": pin.version if pin.version is not None else pin.spec,
-            "newValue": new_version, "currentVersion": pin.version, "newVersion": new_version,
+            "currentValue": (pin.version or "") if bare else pin.spec,
+            "newValue": new_version if bare else f"=={new_version}",
+            "currentVersion": pin.version, "newVersion": new_version,
             "updateType": kind, "groupName": group, "reason": reason}
 
 
@@ -1390,11 +1399,10 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
         where = f"{u['packageFile']}:{u['line']}"
         if "currentVersion" in u and u["currentVersion"] is None:
             lpin = loose.get((u["packageFile"], u["line"], u["depName"]))
-            if lpin is None or not _pin_loose(lines, lpin, u["newName"], u["newValue"]):
+            if lpin is None or not _pin_loose(lines, lpin, u["newName"], u["newVersion"]):
                 problems.append(f"{where}: no requirement text to pin for {u['depName']}")
             continue
-        pin = by_place.get((u["packageFile"], u["line"], u.get("currentVersion",
-                                                                u["currentValue"])))
+        pin = by_place.get((u["packageFile"], u["line"], u["currentVersion"]))
         if pin is None or pin.col < 0:
             problems.append(f"{where}: no version text to rewrite for {u['depName']}")
             continue
@@ -1409,7 +1417,7 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
                 continue
             renames.append((pin, u["newName"]))
         edits.setdefault((pin.path, pin.version_line), []).append(
-            (pin.col, pin.version or "", u["newValue"]))
+            (pin.col, pin.version or "", u["newVersion"]))
     for (path, lineno), changes in edits.items():
         text = lines[path][lineno - 1]
         for col, old, new in sorted(changes, reverse=True):  # right to left keeps columns

@@ -171,7 +171,7 @@ def test_pins_incompatible_set_proposes_the_mooncake_move(
     assert doc["verdict"] == "incompatible"
     (u,) = doc["updates"]
     assert (u["packageFile"], u["line"], u["currentValue"], u["newValue"], u["updateType"]) == (
-        str(req), 4, "0.3.12", "0.3.13", "patch")
+        str(req), 4, "==0.3.12", "==0.3.13", "patch")  # as Renovate writes them
     assert {"depName", "groupName", "reason"} <= set(u)
     code, _, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
                      "--exit-zero")
@@ -185,7 +185,7 @@ def test_pins_torch_behind_the_release_moves_torch(
                        "--json")
     doc = json.loads(out)
     assert code == 1
-    moves = {(u["depName"], u["newValue"]) for u in doc["updates"]}
+    moves = {(u["depName"], u["newVersion"]) for u in doc["updates"]}
     assert ("torch", "2.13.0") in moves
 
 
@@ -267,7 +267,7 @@ def test_pins_strategies_and_keep(kb_file: Path, tmp_path: Path,
     def moves(*extra: str) -> set[tuple[str, str]]:
         _, out, _ = run(capsys, "--kb", str(kb_file), "pins", str(req), "--python", "3.12",
                         "--json", *extra)
-        return {(u["depName"], u["newValue"]) for u in json.loads(out)["updates"]}
+        return {(u["depName"], u["newVersion"]) for u in json.loads(out)["updates"]}
 
     # latest: the whole stack to the newest SGLang with a compatible mooncake
     assert moves("--strategy", "latest") == {("sglang", "0.5.17"),

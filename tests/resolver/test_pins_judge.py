@@ -39,7 +39,7 @@ def test_unpinned_or_ranged_mooncake_gets_one_update(g: CompatGraph, tmp_path: P
                                                     line: str) -> None:
     out, req = _judge(g, tmp_path, f"sglang==0.5.18\ntorch==2.13.0\n{line}\n")
     (u,) = out["updates"]
-    assert (u["depName"], u["newValue"], u["updateType"]) == (
+    assert (u["depName"], u["newVersion"], u["updateType"]) == (
         "mooncake-transfer-engine-cuda13", "0.3.13.post1", "pin")
     assert u["groupName"] == "sglang stack"
     text = " ".join(out["reasons"])
@@ -101,8 +101,8 @@ def test_self_hosted_post_upgrade_task_brings_torch_and_mooncake(g: CompatGraph,
                       keep="sglang")
     moves = {u["depName"]: u for u in out["updates"]}
     assert set(moves) == {"torch", "mooncake-transfer-engine-cuda13"}
-    assert moves["torch"]["newValue"] == "2.14.1"
-    assert moves["mooncake-transfer-engine-cuda13"]["newValue"] == "0.3.14"
+    assert moves["torch"]["newVersion"] == "2.14.1"
+    assert moves["mooncake-transfer-engine-cuda13"]["newVersion"] == "0.3.14"
     assert "compiles its process-group extension" in moves[
         "mooncake-transfer-engine-cuda13"]["reason"]
     pins, _ = read_pins([req])
