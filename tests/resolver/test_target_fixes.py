@@ -271,3 +271,40 @@ def test_quiet_prints_one_line_or_the_failures(tmp_path: Path) -> None:
     add_mooncake(healthy)
     r = run(healthy, "-q", kb=kb)
     assert r.rc == 0 and r.lines == ["moonpin check: usable"], r.out
+
+
+# ----------------------------------------------------------------- fix lines from the shipped KB
+
+SHIPPED = ROOT / "data" / "kb.json"
+
+
+def test_a_release_that_compiles_carries_its_note_and_the_prebuild_step() -> None:
+    from resolver.fixes import PREBUILD, Fixer
+
+    fixer = Fixer(None, str(SHIPPED))
+    fixer.sglang, fixer.torch, fixer.python, fixer.arch = "0.5.23", "2.14.1", "cp312", "x86_64"
+    fixer.mooncakes = [(C13, "0.3.13.post1")]
+    line = fixer.line()
+    assert line.startswith(f"pip install '{C13}==0.3.14'"), line
+    assert "compiles" in line and "ninja" in line and PREBUILD in line
+
+
+def test_a_deleted_build_is_put_back_by_reinstalling_the_installed_release(
+        tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site, version="0.5.21")
+    add_mooncake(site)
+    for p in (site / "mooncake").glob("pg_2_13_0*"):
+        p.unlink()
+    r = run(site, kb=SHIPPED)
+    assert r.rc == 1 and r.status("build") == "fail", r.out
+    assert r.fixes()[0] == f"fix: pip install --force-reinstall --no-deps '{C13}==0.3.13.post1'"
+    # the CUDA 12 distribution instead: the line uninstalls it first
+    other = tmp_path / "other"
+    add_torch(other)
+    add_sglang(other, version="0.5.21")
+    add_mooncake(other, dist=MC, cuda=12)
+    r = run(other, kb=SHIPPED)
+    assert r.rc == 1 and r.status("cuda") == "fail", r.out
+    assert r.fixes()[0].startswith(f"fix: pip uninstall -y {MC} && pip install '{C13}==")
