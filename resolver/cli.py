@@ -952,13 +952,51 @@ def cmd_triples(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- parser
 
 
+DESCRIPTION = ("moonpin: which SGLang, torch and mooncake releases work together, read out of "
+               "the real release artifacts (works offline on the knowledge base it ships).")
+EPILOG = """examples:
+  moonpin which mooncake --sglang 0.5.18          the mooncake releases to install
+  moonpin explain sglang==0.5.18 mooncake-transfer-engine-cuda13==0.3.13.post1
+  moonpin pins requirements.txt                   judge a project's pins, propose updates
+  moonpin check --elastic-ep-backend mooncake     check this image before a worker starts
+
+exit codes: 0 success; 1 the command ran and found a problem; 2 bad input or an unusable
+knowledge base (the message says which, with a tip); 130 interrupted.
+`moonpin help COMMAND` (or `moonpin COMMAND -h`) documents each command's options."""
+
+
+def _version_line(kb: str | None) -> str:
+    """moonpin's version and the KB's scrape date (read with the standard library only)."""
+    from importlib import metadata
+
+    from kb.paths import default_kb_file
+
+    try:
+        mine = metadata.version("moonpin")
+    except metadata.PackageNotFoundError:
+        mine = "(not installed)"
+    path = kb or default_kb_file()
+    try:
+        from kb.files import loads_json, read_regular
+
+        doc = loads_json(read_regular(path, cap=256 << 20, what="knowledge base"))
+        when = doc["scrape"]["scraped_at"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        when = f"unreadable: {str(e)[:120]}"
+    return f"moonpin {mine}; knowledge base {path}, scraped {when}"
+
+
 def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="moonpin", description=__doc__.splitlines()[0]
-                                if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="moonpin", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("--version", action="store_true",
+                   help="print moonpin's version and when its knowledge base was scraped")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("help", help="this help, or a command's: moonpin help which")
 
     s = sub.add_parser("scrape", help="read releases from the index into the KB")
     s.add_argument("--only", choices=["sglang", "mooncake", "torch"])
@@ -1109,6 +1147,8 @@ def main(argv: list[str] | None = None) -> int:
         # Behave like other Unix tools when the reader goes away (`moonpin show … | head`).
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args_in = sys.argv[1:] if argv is None else list(argv)
+    if args_in[:1] and args_in[0].startswith("--kb="):  # --kb=X is --kb X everywhere
+        args_in = ["--kb", args_in[0][len("--kb="):], *args_in[1:]]
     # `moonpin check` runs at every worker start: hand it over before building the rest.
     lead = args_in[:2] if args_in[:1] == ["--kb"] else []
     if args_in[len(lead):len(lead) + 1] == ["check"]:
@@ -1121,7 +1161,27 @@ def main(argv: list[str] | None = None) -> int:
         from resolver import matrix
 
         parser = build_parser(with_matrix=matrix.add_parser)
+    rest = args_in[len(lead):]
+    if not rest or rest[0] == "help":
+        if len(rest) > 1:  # moonpin help CMD: that command's own help
+            if rest[1] == "matrix":
+                from resolver import matrix
+
+                parser = build_parser(with_matrix=matrix.add_parser)
+            if rest[1] == "check":
+                from resolver.check import main as check_main
+
+                return check_main(["--help"])
+            parser.parse_args([rest[1], "--help"])
+        parser.print_help()
+        return 0
     args = parser.parse_args(args_in)
+    if args.version:
+        print(_version_line(args.kb))
+        return 0
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 0
     if getattr(args, "kb_sub", None):
         args.kb = args.kb_sub
     try:

@@ -424,3 +424,29 @@ def test_args_refuses_options_the_release_has_not(kb_file: Path, tmp_path: Path,
                    '"3"]\n')
     code, out, _ = run(capsys, "--kb", str(kb_file), "args", "--file", str(dgd))
     assert code == 0 and "(Dynamo's own, or mistakes): --migration-limit" in out
+
+
+def test_version_help_and_bare_moonpin(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("moonpin ") and "scraped 20" in out
+    assert main([]) == 0  # bare: the help, not an error
+    out = capsys.readouterr().out
+    assert "usage: moonpin" in out and "exit codes" in out and "thin glue" not in out
+    assert main(["help"]) == 0 and "examples:" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["help", "which"])
+    assert e.value.code == 0 and "--sglang" in capsys.readouterr().out
+
+
+def test_kb_equals_form_works_before_any_command(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    kb = str(ROOT / "data" / "kb.json")
+    assert main([f"--kb={kb}", "kb", "info"]) == 0
+    assert "sglang" in capsys.readouterr().out
+    # check and matrix have their own parsers: --kb=X reaches them too
+    assert main([f"--kb={kb}", "check", "--no-deep"]) == 0
+    assert "nothing to check" in capsys.readouterr().out
+    out = tmp_path / "m.csv"
+    assert main([f"--kb={kb}", "matrix", "--format", "csv", "-o", str(out)]) == 0
+    assert out.read_text().startswith("sglang")
