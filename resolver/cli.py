@@ -427,9 +427,35 @@ def _graph(args: argparse.Namespace) -> Any:
     return CompatGraph(_load(args))
 
 
+def _listed(values: list[str], keep: int = 4) -> str:
+    """``a/b/c`` for a short list, ``a/b/c/d (+N)`` past ``keep`` items."""
+    if len(values) <= keep:
+        return "/".join(values) or "-"
+    return "/".join(values[:keep]) + f" (+{len(values) - keep})"
+
+
+#: Compatible releases printed before the rest are counted (``--json`` lists every one).
+_SHOWN = 15
+
+
 def _print_which(res: dict[str, Any], what: str, why: bool) -> None:
     q = res["query"]
-    scope = ", ".join(f"{k} {v if not isinstance(v, list) else '/'.join(v) or '-'}"
+    compatible = list(res["compatible"])
+
+    def compiles(c: dict[str, Any]) -> bool:
+        return any("compiles" in n for n in c.get("notes", []))
+
+    if what == "mooncake":  # prebuilt before a release that compiles at first import
+        compatible.sort(key=compiles)
+    if compatible and what == "mooncake" and not q.get("module"):
+        print(f"recommended: none needed (sglang {q.get('sglang')} imports no mooncake "
+              "process-group module)")
+    elif compatible:
+        best = compatible[0]
+        how = ("prebuilt, the newest that fits" if not compiles(best) else
+               "the newest that fits; it compiles at first import (nothing prebuilt fits)")
+        print(f"recommended: {best['requirement']} ({how})")
+    scope = ", ".join(f"{k} {_listed(v) if isinstance(v, list) else v}"
                       for k, v in q.items() if k not in ("names", "backends") and v is not None)
     print(f"# {what} compatible with {scope}")
     if q.get("module"):
@@ -437,21 +463,46 @@ def _print_which(res: dict[str, Any], what: str, why: bool) -> None:
               f"backends {', '.join(q.get('backends') or []) or '-'}")
     for note in res.get("notes", []):
         print(f"# note: {note}")
-    if not res["compatible"]:
+    if not compatible:
         print(f"none compatible ({len(res['excluded'])} excluded, {len(res['unknown'])} unknown)")
-    for c in res["compatible"]:
+    for c in compatible[:_SHOWN]:
         wheels = c.get("wheels", [])
         pys = sorted({w["python"] for w in wheels})
         arches = sorted({w["arch"] for w in wheels})
         torches = sorted({w["torch"] for w in wheels})
-        print(f"{c['requirement']:50} python {','.join(pys)}  {','.join(arches)}"
+        print(f"{c['requirement']:50} python {_listed(pys)}  {','.join(arches)}"
               f"  torch {','.join(torches)}")
         for note in c.get("notes", []):
-            print(f"    note: {note}")
-    if why or not res["compatible"]:
-        for c in res["excluded"]:
-            name = c.get("dist", what)
-            print(f"  excluded {name} {c['version']}: {c['reason']}")
+            if note not in res.get("notes", []):  # said once above
+                print(f"    note: {note}")
+    if len(compatible) > _SHOWN:
+        print(f"… and {len(compatible) - _SHOWN} more compatible (--json lists all)")
+    excluded = res["excluded"]
+    if why or not compatible:
+        # one line per reason, the releases it excludes named together
+        by_reason: dict[str, dict[str, list[str]]] = {}
+        for c in excluded:
+            by_reason.setdefault(c["reason"], {}).setdefault(
+                c.get("dist", what), []).append(c["version"])
+        for reason, dists in by_reason.items():
+            if len(dists) == 1:
+                ((name, versions),) = dists.items()
+                print(f"  excluded {name} {_listed(versions, 6)}: {reason}")
+            else:
+                n = sum(map(len, dists.values()))
+                print(f"  excluded {n} releases of {_listed(sorted(dists), 3)}: {reason}")
+    elif excluded:
+        # counted per distribution, by the check that excludes them
+        per: dict[str, dict[str, int]] = {}
+        for c in excluded:
+            check = c["reason"].split(":", 1)[0] if ":" in c["reason"][:40] else "other"
+            counts = per.setdefault(c.get("dist", what), {})
+            counts[check] = counts.get(check, 0) + 1
+        for name, counts in per.items():
+            total = sum(counts.values())
+            parts = ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda x: -x[1]))
+            print(f"  excluded {name}: {total} release{'s' * (total != 1)} ({parts}; --why "
+                  "says why each)")
     for c in res["unknown"]:
         print(f"  unknown  {c.get('dist', what)} {c['version']}: {c['reason']}")
 

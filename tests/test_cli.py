@@ -450,3 +450,22 @@ def test_kb_equals_form_works_before_any_command(tmp_path: Path,
     out = tmp_path / "m.csv"
     assert main([f"--kb={kb}", "matrix", "--format", "csv", "-o", str(out)]) == 0
     assert out.read_text().startswith("sglang")
+
+
+def test_which_recommends_a_prebuilt_release_and_counts_the_rest(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    kb = str(ROOT / "data" / "kb.json")
+    assert main(["--kb", kb, "which", "mooncake", "--sglang", "0.5.18", "--python", "3.12",
+                 "--arch", "x86_64"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("recommended: mooncake-transfer-engine-cuda13==0.3.13.post1 "
+                        "(prebuilt, the newest that fits)")
+    listed = [ln.split()[0] for ln in lines if ln.startswith("mooncake-transfer-engine")]
+    assert listed[-1] == "mooncake-transfer-engine-cuda13==0.3.14"  # compiles: listed last
+    excluded = [ln for ln in lines if ln.lstrip().startswith("excluded")]
+    assert excluded and all("--why says why each" in ln for ln in excluded)
+    assert len({ln.split(":")[0] for ln in excluded}) == len(excluded)  # one per distribution
+    # a torch nothing fits: one line per reason, not one per release
+    assert main(["--kb", kb, "which", "mooncake", "--sglang", "0.5.18", "--torch", "2.99"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("  excluded ") == 1 and "77 releases of" in out
