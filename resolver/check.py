@@ -1031,11 +1031,7 @@ def _tail(f: Any, cap: int = 1 << 20) -> bytes:
 def _wait_probe(proc: Any, module: str, timeout: float) -> CheckResult | None:
     """Wait for the probe; at the timeout, the failure naming what was running. The
     child's process group is ended either way."""
-    import subprocess
-
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    if not _wait_unreaped(proc.pid, timeout):
         running = _group_commands(proc.pid)
         _kill_group(proc)
         compiling = [c for c in running if c in ("ninja", "cc1plus", "nvcc", "c++", "g++",
@@ -1049,6 +1045,26 @@ def _wait_probe(proc: Any, module: str, timeout: float) -> CheckResult | None:
                            "run `python -c 'import " + module + "'` in the image to see where")
     _kill_group(proc)  # whatever the child left running
     return None
+
+
+def _wait_unreaped(pid: int, timeout: float) -> bool:
+    """Wait for the child to exit without reaping it (``WNOWAIT``): while it is a zombie its
+    pid, and so its process group's id, cannot be given to another process, so the group
+    can be killed safely afterwards. False at the timeout."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                return True
+        except ChildProcessError:
+            return True  # already reaped
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _group_commands(pgid: int) -> list[str]:
@@ -1071,6 +1087,8 @@ def _group_commands(pgid: int) -> list[str]:
 
 
 def _kill_group(proc: Any) -> None:
+    """End the child's process group, then reap the child (still unreaped here: see
+    :func:`_wait_unreaped`)."""
     import signal
 
     try:
