@@ -50,9 +50,9 @@ def _env(copy: Path) -> dict[str, str]:
     # this host's /usr/local/cuda is a slim toolkit: the CUDA wheels' headers and libraries
     # complete it for a compile (as build.sh does); a real build image has a full toolkit
     for sp in copy.glob("lib/python3*/site-packages"):
-        for cu in sorted(sp.glob("nvidia/cu*")):
-            env["CPATH"] = str(cu / "include")
-            env["LIBRARY_PATH"] = str(cu / "lib")
+        pkgs = sorted(p for p in sp.glob("nvidia/*") if (p / "include").is_dir())
+        env["CPATH"] = ":".join(str(p / "include") for p in pkgs)
+        env["LIBRARY_PATH"] = ":".join(str(p / "lib") for p in pkgs)
     return env
 
 

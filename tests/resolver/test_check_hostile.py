@@ -228,8 +228,8 @@ def test_seeded_broken_images_are_never_usable() -> None:
             for m in order:
                 try:
                     broken |= m(site, rnd)
-                except OSError:
-                    pass  # an earlier change removed what this one changes
+                except (OSError, struct.error):
+                    pass  # an earlier change removed or cut what this one changes
                 if m in TERMINAL:
                     break
             picks = order
