@@ -392,12 +392,14 @@ def _vendor_reason(version: str) -> str | None:
 
 class _Requirement:
     def __init__(self, module: str | None, names: tuple[str, ...], backends: tuple[str, ...],
-                 evidence: tuple[str, ...] = (), optional_names: tuple[str, ...] = ()) -> None:
+                 evidence: tuple[str, ...] = (), optional_names: tuple[str, ...] = (),
+                 alternatives: tuple[str, ...] = ()) -> None:
         self.module = module  # None: no process-group module imported / unknown
         self.names = names
         self.backends = backends
         self.evidence = evidence
         self.optional_names = optional_names
+        self.alternatives = alternatives  # modules SGLang falls back to on ImportError
 
 
 def _analyze_sglang(pkg: str, cache: bool = True) -> _Requirement:
@@ -406,7 +408,8 @@ def _analyze_sglang(pkg: str, cache: bool = True) -> _Requirement:
 
     d = sources.scan(pkg, use_cache=cache).derived
     return _Requirement(d["module"], tuple(d["names"]), tuple(d["backends"]),
-                        tuple(d["evidence"]), tuple(d["optional_names"]))
+                        tuple(d["evidence"]), tuple(d["optional_names"]),
+                        tuple(d.get("alternatives") or ()))
 
 
 class _KB:
@@ -458,7 +461,8 @@ class _KB:
             return None
         return _Requirement(pg.get("module"), tuple(pg.get("names") or ()),
                             tuple(pg.get("backends") or ()),
-                            optional_names=tuple(pg.get("optional_names") or ()))
+                            optional_names=tuple(pg.get("optional_names") or ()),
+                            alternatives=tuple(pg.get("alternatives") or ()))
 
 
 def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
@@ -734,20 +738,34 @@ def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     if problem is not None:
         return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
                 "imports": [], "version_regex": None, "separator": None, "placeholder": TORCH}
+    folder = os.path.dirname(loader_path)
+    # what the package ships one folder down (0.3.14's _pg_jit/): the C++ sources a
+    # compiling loader names are found among them, as the scraper finds them in the wheel
+    shipped = [os.path.join(folder, sub, n) for sub in _list(folder)
+               if os.path.isdir(os.path.join(folder, sub))
+               for n in _list(os.path.join(folder, sub)) if n.endswith((".cpp", ".cc", ".cu"))]
     try:
-        r = read_loader(data, loader_path, module)
+        r = read_loader(data, loader_path, module, shipped)
     except (RecursionError, MemoryError) as e:  # a loader nested past what ast can hold
         problem = f"Python cannot compile it: {type(e).__name__}"
         return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
                 "imports": [], "version_regex": None, "separator": None, "placeholder": TORCH}
     cache = None
+    source_names: set[str] = set()
     if r.kind == "jit-compile":
         from resolver.jit import read_cache_scheme
+        from scrapers.loader import cpp_string_names
 
         cache = read_cache_scheme(data)
+        for src in r.sources:  # the names its C++ sources bind (pybind11 m.def("..."))
+            try:
+                source_names |= cpp_string_names(_read_bytes(src, _CAP_BUILD, "C++ source"))
+            except OSError:
+                continue
     return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
             "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
-            "separator": r.separator, "placeholder": TORCH, "problem": None, "cache": cache}
+            "separator": r.separator, "placeholder": TORCH, "problem": None, "cache": cache,
+            "sources": list(r.sources), "source_names": sorted(source_names)}
 
 
 def _find_nvcc() -> str | None:
@@ -1266,6 +1284,111 @@ def _sglang_requirement(paths: Sequence[str], sglang: _Dist | None, kb: _KB,
     return None
 
 
+#: What a loader-less build says it was built for (as scrapers/mooncake.py reads it:
+#: 0.3.7's ``ep.so`` holds "Mooncake Backend requires torch==2.8.0").
+_REQUIRES_TORCH = b"requires torch=="
+
+
+def _built_for(path: str) -> str | None:
+    """The torch release a build's bytes say it requires, or None."""
+    data = _read_bytes(path, _CAP_BUILD, "extension build")
+    at = data.find(_REQUIRES_TORCH)
+    if at < 0:
+        return None
+    start = at + len(_REQUIRES_TORCH)
+    end = start
+    while end < len(data) and end - start < 64 and (
+            chr(data[end]).isalnum() or data[end] in b".+"):
+        end += 1
+    text = data[start:end].decode("ascii", "replace").rstrip(".")
+    return text if text[:1].isdigit() else None
+
+
+def _check_direct_build(path: str, req: Any, torch: _Torch | None, paths: Sequence[str],
+                        kb: _KB, fixer: Fixer, add: Callable[[CheckResult], None]) -> None:
+    """A module that is an extension itself, with no Python loader: the torch it was built
+    for (from its bytes), then its names, backends, CUDA and libraries, as for a build."""
+    from resolver import rule
+
+    if torch is None:
+        add(CheckResult("build", "skip", "no torch: whether the build fits is unknown"))
+        return
+    b = _read_build(path, (*req.names, *req.optional_names, *req.backends))
+    if b.error:
+        add(CheckResult("build facts", "fail", b.error, fixer.reinstall()))
+        return
+    try:
+        built_for = facts_memo().get("built-for", path, lambda: _built_for(path))
+    except OSError as e:
+        add(CheckResult("build", "fail", f"cannot read {path}: {e.strerror or e}",
+                        fixer.reinstall()))
+        return
+    d = rule.direct_build(_name(path), built_for if isinstance(built_for, str) else None,
+                          "bytes", torch.version)
+    add(CheckResult("build", "pass" if d.ok else "skip" if d.ok is None else "fail",
+                    d.detail, None if d.ok is not False else fixer.line(), (path,)))
+    if d.ok is False:
+        return
+    _judge_builds(req, [rule.BuildFacts(path, b.names, b.backends, b.cuda)], torch,
+                  req.module, kb, fixer, add)
+    if _suffix(path) == ".so":
+        _check_libraries([path], paths, add, fixer)
+
+
+def _rule_requirement(req: _Requirement | None) -> Any:
+    """The image's SGLang requirement as :class:`resolver.rule.Requirement`: unknown (no
+    sources, no KB record) means either half of the rename, and the names unchecked."""
+    from resolver import rule
+
+    if req is None or req.module is None:
+        return rule.Requirement("mooncake.pg", backends=BACKENDS, alternatives=("mooncake.ep",),
+                                release="this SGLang")
+    return rule.Requirement(req.module, req.names, req.backends, req.optional_names,
+                            req.alternatives, release="this SGLang")
+
+
+def _judge_builds(req: Any, facts: list[Any], torch: _Torch, module: str, kb: _KB,
+                  fixer: Fixer, add: Callable[[CheckResult], None], jit: bool = False) -> None:
+    """Names, backends and CUDA major, decided by :mod:`resolver.rule` as the KB query
+    decides them, in its words; the image adds where a missing name first appears and
+    the install line."""
+    from resolver import rule
+
+    have: set[str] = set().union(*(f.names for f in facts))
+    missing = [n for n in req.names if n not in have]
+    if req.names:
+        d = rule.names(req, facts)
+        if d.ok is False:
+            firsts = "; ".join(f"{n} first in {_first_providing(kb, n) or 'no KB release'}"
+                               for n in missing)
+            add(CheckResult("names", "fail", f"{d.detail} ({firsts}; the import succeeds, the "
+                            "engine fails later)", fixer.line()))
+        else:
+            add(CheckResult("names", "pass" if d.ok else "skip", d.detail))
+    else:
+        add(CheckResult("names", "skip", "no required names known (sources and KB unavailable)"))
+    absent = rule.optional_missing(req, facts)
+    if absent and not missing:
+        add(CheckResult("optional names", "pass",
+                        f"{module} lacks {', '.join(absent)}, which this SGLang uses only behind "
+                        "an optional import (it runs without)"))
+    d = rule.backends(req, facts)
+    add(CheckResult("backends", "pass" if d.ok else "fail", d.detail,
+                    None if d.ok else fixer.line()))
+    t = rule.TorchFacts(torch.version, torch.cuda, True, torch.cuda_evidence)
+    d = rule.cuda_major(facts, t, jit=jit)
+    if d.ok is None:
+        add(CheckResult("cuda", "skip", d.detail))
+    elif d.ok:
+        add(CheckResult("cuda", "pass", d.detail))
+    elif torch.cuda is None:
+        add(CheckResult("cuda", "fail", d.detail, fixer.cuda_torch()))
+    else:
+        bad = sorted({f.cuda for f in facts if f.cuda not in (None, torch.cuda)})
+        add(CheckResult("cuda", "fail", f"{d.detail}: the build needs libcudart.so.{bad[0]} "
+                        "(wrong mooncake distribution)", fixer.line()))
+
+
 def _describe(r: _Requirement) -> str:
     if r.module is None:
         return "no mooncake process-group module"
@@ -1287,9 +1410,12 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                         "`mooncake.ep` fails whatever is installed", "make it readable by the "
                         f"worker's user (chmod -R a+rX {pkg})", (pkg,)))
         return
+    from resolver import rule
+
+    rreq = _rule_requirement(req)
     shipped = [m for m in PG_MODULES if _module_file(pkg, m.split(".")[1])]
-    accepted = [req.module] if req is not None and req.module else list(PG_MODULES)
-    module = next((m for m in accepted if m in shipped), None)
+    accepted = [m for m in (rreq.module, *rreq.alternatives) if m]
+    module = rule.choose_module(rreq, shipped)
     odd = [w for m in accepted for w in _not_files(pkg, m.split(".")[1])]
     if module is None and odd:
         add(CheckResult("pg module", "fail", f"{'; '.join(odd)}: the importer skips it, so "
@@ -1308,12 +1434,12 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
     lname = _name(loader_path)
     add(CheckResult("pg module", "pass", f"{module} found: {lname}",
                     evidence=(loader_path,)))
-    if _suffix(loader_path) != ".py":
-        add(CheckResult("loader", "warn", f"{lname} is not a Python loader; its "
-                        "builds cannot be read without importing it"))
+    if _suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
+        _check_direct_build(loader_path, rreq.replace(module=module), torch, paths, kb,
+                            fixer, add)
         return
     try:
-        scheme = facts_memo().get("loader-v3\0" + module, loader_path,
+        scheme = facts_memo().get("loader-v5\0" + module, loader_path,
                                   lambda: _read_scheme(loader_path, module))
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
@@ -1331,6 +1457,12 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                         "checked", evidence=(loader_path,)))
         return
     if scheme["kind"] == "jit-compile":
+        if scheme.get("sources") and torch is not None:  # what the compiled module binds
+            names = set(scheme.get("source_names") or ())
+            _judge_builds(rreq.replace(module=module),
+                          [rule.BuildFacts(loader_path, names - set(BACKENDS),
+                                           names & set(BACKENDS))],
+                          torch, module, kb, fixer, add, jit=True)
         torch_pkg = _find_package(paths, "torch")
         consts = _torch_version_py(torch_pkg) if torch_pkg else None
         _check_jit(scheme, paths, loader_path, pkg, consts, add)
@@ -1338,6 +1470,10 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
     if torch is None:
         add(CheckResult("build", "skip", "no torch: the build the loader picks is unknown"))
         return
+    if module != rreq.module:
+        add(CheckResult("fallback", "pass", f"this mooncake has no {rreq.module}; SGLang falls "
+                        f"back to {module} on ImportError, which it has"))
+    rreq = rreq.replace(module=module)
     builds: list[_BuildFacts] = []
     placeholder = scheme["placeholder"]
     for template in scheme["imports"]:
@@ -1372,7 +1508,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
             msg += f"; builds shipped: {', '.join(others) or 'none'}"
             add(CheckResult("build", "fail", msg, fixer.line(), (pkg,)))
             return
-        builds.append(_read_build(found, (*required_names, *optional_names)))
+        builds.append(_read_build(found, (*required_names, *optional_names, *rreq.backends)))
     add(CheckResult("build", "pass", "loader finds " + ", ".join(_name(b.path) for b in builds),
                     evidence=tuple(b.path for b in builds)))
     errors = [b.error for b in builds if b.error]
@@ -1388,50 +1524,8 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                         "a build for the upstream release; it loads but is not proven "
                         "ABI-compatible with this torch", "use an upstream torch release, or "
                         "build mooncake from source against this torch"))
-    names = set().union(*(b.names for b in builds))
-    missing = [n for n in required_names if n not in names]
-    if missing:
-        firsts = [f"{n} (first in {_first_providing(kb, n) or 'no KB release'})"
-                  for n in missing]
-        add(CheckResult("names", "fail", f"{module} lacks {', '.join(firsts)} that this SGLang "
-                        "uses (import succeeds, the engine fails later)", fixer.line()))
-    elif required_names:
-        add(CheckResult("names", "pass", f"provides {', '.join(required_names)}"))
-    else:
-        add(CheckResult("names", "skip", "no required names known (sources and KB unavailable)"))
-    absent = [n for n in optional_names if n not in names]
-    if absent and not missing:
-        add(CheckResult("optional names", "pass",
-                        f"{module} lacks {', '.join(absent)}, which this SGLang uses only behind "
-                        "an optional import (it runs without)"))
-    registered = set().union(*(b.backends for b in builds))
-    needed_backends = set(BACKENDS)
-    lacking = sorted(needed_backends - registered)
-    if lacking and registered:
-        add(CheckResult("backends", "fail",
-                        f"partial registration: registers {', '.join(sorted(registered))} but "
-                        f"not {', '.join(lacking)}", fixer.line()))
-    elif lacking:
-        add(CheckResult("backends", "fail", "registers neither mooncake nor mooncake-cpu",
-                        fixer.line()))
-    else:
-        add(CheckResult("backends", "pass", "registers mooncake and mooncake-cpu"))
-    cudas = {b.cuda for b in builds if b.cuda is not None}
-    if not cudas:
-        add(CheckResult("cuda", "skip", "the builds need no libcudart (or are stand-ins)"))
-    elif torch.cuda is None:
-        add(CheckResult("cuda", "fail",
-                        f"the build needs libcudart.so.{max(cudas)} but torch {torch.version} "
-                        "has no CUDA runtime (a CPU torch)",
-                        fixer.cuda_torch()))
-    elif cudas != {torch.cuda}:
-        bad = sorted(c for c in cudas if c != torch.cuda)
-        add(CheckResult("cuda", "fail",
-                        f"CUDA major mismatch: the build needs libcudart.so.{bad[0]}, torch "
-                        f"{torch.version} is CUDA {torch.cuda} (wrong mooncake distribution)",
-                        fixer.line()))
-    else:
-        add(CheckResult("cuda", "pass", f"build and torch both CUDA {torch.cuda}"))
+    facts = [rule.BuildFacts(b.path, b.names, b.backends, b.cuda) for b in builds]
+    _judge_builds(rreq, facts, torch, module, kb, fixer, add)
     so_builds = [b.path for b in builds if _suffix(b.path) == ".so" and b.error is None]
     if so_builds:
         _check_libraries(so_builds, paths, add, fixer)

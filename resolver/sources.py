@@ -107,7 +107,8 @@ def derive(facts: SourceFacts) -> dict[str, Any]:
     n = pyast.pg_needs(facts.imports, facts.calls)
     return {"module": n.module, "names": list(n.names),
             "backends": sorted({b.value for b in facts.backends if b.value in _BACKENDS}),
-            "evidence": list(n.evidence), "optional_names": list(n.optional_names)}
+            "evidence": list(n.evidence), "optional_names": list(n.optional_names),
+            "alternatives": list(n.alternatives)}
 
 
 def _cache_file(cache_dir: str | os.PathLike[str], real_pkg: str) -> str:

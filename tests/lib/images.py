@@ -162,7 +162,10 @@ def add_mooncake(site: Path, *, dist: str = "mooncake-transfer-engine-cuda13",
         files[f"mooncake/{ld}.py"] = text.encode()
     if jit:
         for src in ("pg_py.cpp", "mooncake_backend.cpp"):
-            files[f"mooncake/_pg_jit/{src}"] = b'm.def("join_group", &f);\n'
+            # the names its pybind11 module binds and the backends it registers, as
+            # 0.3.14's pg_py.cpp has them
+            files[f"mooncake/_pg_jit/{src}"] = "".join(
+                f'm.def("{n}", &f);\n' for n in (*names, *backends)).encode()
     for ld in ([] if jit else loaders):
         for t in torch_builds:
             stem = f"{ld}_{t.replace('.', '_')}"

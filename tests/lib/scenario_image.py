@@ -47,8 +47,9 @@ class Image:
 
 def loader_source(ld: LoaderScheme) -> str:
     """A real-shaped loader for a scraped scheme (what mooncake's ``pg.py`` looks like)."""
-    if ld.kind == "jit-compile":
-        return JIT_LOADER
+    if ld.kind == "jit-compile":  # naming the sources the KB read, as the real one does
+        names = tuple(src.rsplit("/", 1)[-1] for src in ld.sources) or ("pg_py.cpp",)
+        return JIT_LOADER.replace('("pg_py.cpp", "mooncake_backend.cpp")', repr(names))
     if ld.kind != "prebuilt":
         # a computed name the scraper cannot follow (the "unknown" scheme)
         return ("import importlib\nimport os\n\n"
@@ -82,7 +83,10 @@ def _build_bytes(b: Build) -> bytes:
                             "(an image's bytes always are)")
     needed = [f"libcudart.so.{b.cuda_major}"] if b.cuda_major is not None else []
     machine = platform.machine()
-    return build_so(needed=[*needed, "libtorch.so"], strings=[*b.names, *b.backends],
+    # a build whose torch the scraper read from its bytes says it there, as 0.3.7's does
+    said = ([f"Mooncake Backend requires torch=={b.torch}"]
+            if b.torch is not None and b.torch_from == "bytes" else [])
+    return build_so(needed=[*needed, "libtorch.so"], strings=[*b.names, *b.backends, *said],
                     machine=machine if machine in ("x86_64", "aarch64") else "x86_64")
 
 
@@ -120,8 +124,9 @@ def image_for(kb: KnowledgeBase, explained: dict[str, object], root: Path) -> Im
         for ld in w.wheel.loaders:
             files[ld.member] = loader_source(ld).encode()
             if ld.kind == "jit-compile":
-                for src in ld.sources:
-                    files[src] = b'm.def("join_group", &f);\n'
+                for src in ld.sources:  # the names and backends the KB read from them
+                    files[src] = "".join(f'm.def("{n}", &f);\n' for n in (
+                        *ld.source_names, *ld.source_backends)).encode()
         for b in w.wheel.builds:
             stem = b.member.rsplit("/", 1)[-1].split(".", 1)[0]
             files[f"mooncake/{stem}{ext_suffix()}"] = _build_bytes(b)

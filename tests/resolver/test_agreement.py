@@ -35,16 +35,7 @@ KB_TO_IMAGE = {"module present": "pg module", "build for torch": "build", "names
 IMAGE_DECIDING = frozenset(KB_TO_IMAGE.values())
 
 #: Where the two paths disagree today, by scenario id; each is a strict xfail.
-KNOWN = {
-    "alternative_module_fallback": "the check accepts only the KB's module (mooncake.pg); "
-    "the query also follows SGLang's ImportError fallback to mooncake.ep",
-    "direct_build_037_mismatch": "the check does not read a loader-less extension (0.3.7's "
-    "ep.so) for the torch it was built for; the query does",
-    "jit_compile_missing_source_name": "the check does not read a JIT loader's sources for "
-    "the names SGLang imports; the query does",
-    "backends_from_release": "the query asks for the backends the release uses "
-    "(req.backends); the check asks for a fixed BACKENDS (mooncake and mooncake-cpu)",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _explain_queries(case: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -156,7 +147,7 @@ def _agree(res: dict[str, Any], r: Run) -> None:
         assert r.rc == 0 and not image_failed, (res["checks"], r.out)
     else:
         kb_failed = {KB_TO_IMAGE[c["name"]] for c in res["checks"] if c["ok"] is False}
-        assert r.rc == 1, (res["reasons"], r.out)
+        assert r.rc == 1, (res["reasons"], r.lines)
         assert image_failed == kb_failed, (res["reasons"], r.out)
 
 
