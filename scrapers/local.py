@@ -379,6 +379,9 @@ def _tar_members(data: bytes, label: str) -> list[tuple[str, bytes]]:
     out: list[tuple[str, bytes]] = []
     with tarfile.open(fileobj=stream, mode="r|") as tf:  # one pass, never seeking back
         for m in tf:
+            if m.size > MAX_TOTAL:  # skipping it would read (or loop) that far: refuse now
+                raise ArchiveError(f"{safe_name(label)}: member {safe_name(m.name)[:200]!r} "
+                                   f"declares {m.size:,} bytes; not read", hint=_ARCHIVE_HINT)
             if not m.isfile() or m.size > MAX_MEMBER or not m.name:
                 continue
             f = tf.extractfile(m)

@@ -132,3 +132,74 @@ def test_file_memo_keeps_its_size_bounded(tmp_path: Path, monkeypatch: pytest.Mo
     second.flush()  # 6 entries > 3: only the three this process used are kept
     kept = cache.load(memo_file)["entries"]
     assert sorted(k.rsplit("/", 1)[-1] for k in kept) == ["f0", "f4", "f5"]
+
+
+# ------------------------------------------------------- a cache is untrusted input
+
+
+@pytest.mark.parametrize("damage", [
+    b"(\xff\xff\xff\x7f",  # a marshal tuple of 2**31-1 items: MemoryError, or worse
+    b"[\x00\x00\x00\x10",
+    b"MPC1" + b"\xff" * 8 + b"(\xff\xff\xff\x7f",  # framed, but length and CRC wrong
+    b"",
+])
+def test_a_damaged_cache_file_loads_as_nothing(tmp_path: Path, damage: bytes) -> None:
+    f = tmp_path / "c.marshal"
+    f.write_bytes(damage)
+    assert cache.load(f) is None
+
+
+def test_a_cache_file_not_ours_or_writable_by_others_is_not_read(tmp_path: Path) -> None:
+    f = tmp_path / "c.marshal"
+    assert cache.store(f, {"x": 1}) is None
+    assert cache.load(f) == {"x": 1}
+    os.chmod(f, 0o666)
+    assert cache.load(f) is None
+    os.chmod(f, 0o644)
+    assert cache.load(f) == {"x": 1}
+
+
+@pytest.mark.parametrize("special", ["fifo", "dev-zero", "directory", "loop"])
+def test_a_cache_that_is_not_a_file_is_ignored(tmp_path: Path, special: str) -> None:
+    from tests.hostile.gen import make_special
+
+    f = tmp_path / "c.marshal"
+    make_special(special, f)
+    assert cache.load(f) is None
+
+
+def test_memo_values_of_the_wrong_shape_are_recomputed(tmp_path: Path) -> None:
+    memo_file = tmp_path / "memo.marshal"
+    src = tmp_path / "src"
+    src.write_text("abc")
+    memo = cache.FileMemo(str(memo_file))
+    assert memo.get("k", src, lambda: ["a", "b"]) == ["a", "b"]
+    assert memo.flush() is None
+    doc = cache.load(memo_file)
+    key = next(iter(doc["entries"]))
+    st = src.stat()
+    doc["entries"][key] = (st.st_size, st.st_mtime_ns, 5)  # right stamp, wrong type
+    assert cache.store(memo_file, doc) is None
+
+    def strs(v: object) -> bool:
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+    again = cache.FileMemo(str(memo_file))
+    assert again.get("k", src, lambda: ["fresh"], strs) == ["fresh"]
+    broken = cache.FileMemo(str(memo_file))  # a validator that fails is a "no"
+    assert broken.get("k", src, lambda: ["fresh"], lambda v: v[99]) == ["fresh"]
+    unchecked = cache.FileMemo(str(memo_file))  # control: without a validator it is trusted
+    assert unchecked.get("k", src, lambda: ["fresh"]) == 5
+
+
+def test_file_digest_refuses_a_fifo_and_ignores_a_wrong_typed_memo(tmp_path: Path) -> None:
+    fifo = tmp_path / "kb.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="FIFO"):
+        cache.file_digest(fifo)
+    f = tmp_path / "kb2.json"
+    f.write_text("{}")
+    memo = cache.facts_memo()
+    st = f.stat()
+    memo._entries()[f"sha256\0{f}"] = (st.st_size, st.st_mtime_ns, 12345)
+    assert cache.file_digest(f) == hashlib.sha256(b"{}").hexdigest()

@@ -241,3 +241,81 @@ def test_a_dynamo_services_envs_reach_its_containers() -> None:
     (la,) = from_yaml(text, "d.yaml").launches
     assert la.argv[:2] == ("--dist-init-addr", "127.0.0.1:24555")
     assert isinstance(la.argv[3], Unresolved)  # control: $(TP) is declared nowhere
+
+
+# ----------------------------------------------------- bounded reading (issue 19)
+
+
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 5000 + "]" * 5000 + "\n",
+    "a: " + "{b: " * 5000 + "}" * 5000 + "\n",
+])
+def test_deep_flow_nesting_is_refused_before_composing(text: str) -> None:
+    import time
+
+    from resolver.manifests import MAX_DEPTH, from_yaml
+
+    t = time.monotonic()
+    with pytest.raises(ValueError, match=f"nested 5000 deep \\(limit {MAX_DEPTH}\\)"):
+        from_yaml(text, "deep.yaml")
+    assert time.monotonic() - t < 2
+
+
+def test_deep_block_nesting_is_a_valueerror() -> None:
+    from resolver.manifests import from_yaml
+
+    text = "".join(" " * i + "k:\n" for i in range(3000))
+    with pytest.raises(ValueError, match=r"deep\.yaml"):
+        from_yaml(text, "deep.yaml")
+
+
+def test_quoted_brackets_do_not_count_as_nesting() -> None:
+    from resolver.manifests import _flow_depth
+
+    assert _flow_depth('a: "' + "[" * 500 + '"\nb: \'[[[[\'\nc: [[1]]\n') == 2
+
+
+@pytest.mark.parametrize("text", [
+    '"\n' + "x\n" * 50_000,  # a quote that never closes
+    "python -m sglang.launch_server " + "\\" * 200_001 + "\n",
+    "\n" * 1_000_000,
+    ('"' + "x" * 100 + "\n" + ("y" * 100 + "\n") * 499) * 20,
+])
+def test_shell_scripts_are_read_in_linear_time(text: str) -> None:
+    import time
+
+    from resolver.manifests import from_shell
+
+    t = time.monotonic()
+    from_shell(text, "s.sh")
+    assert time.monotonic() - t < 10
+
+
+def test_a_line_past_the_limit_is_named_not_tokenized() -> None:
+    from resolver.manifests import MAX_LINE, from_shell
+
+    found = from_shell("python -m sglang.launch_server --model-path " + "a" * MAX_LINE, "s.sh")
+    assert not found.launches
+    assert [f.where for f in found.findings] == ["s.sh:1"]
+    assert "not read" in found.findings[0].message
+
+
+def test_continuations_and_carried_quotes_still_join() -> None:
+    from resolver.manifests import from_shell
+
+    found = from_shell('A="1\n2"\npython -m sglang.launch_server --tp 2 \\\n  --ep $A\n'
+                       "echo '\\\\' \\\\\npython -m sglang.launch_server --tp 4\n", "s.sh")
+    assert [la.argv for la in found.launches] == [("--tp", "2", "--ep", "1", "2"),
+                                                  ("--tp", "4")]
+
+
+@pytest.mark.parametrize("special", ["fifo", "dev-zero", "directory", "sparse-huge"])
+def test_an_args_file_that_is_not_a_file_is_oserror(tmp_path: Path, special: str) -> None:
+    from resolver.manifests import read_file
+    from tests.hostile.gen import make_special
+
+    f = tmp_path / "launch.yaml"
+    make_special(special, f)
+    with pytest.raises(OSError) as e:
+        read_file(f)
+    assert e.value.strerror and str(f) in str(e.value)

@@ -145,3 +145,99 @@ def test_feature_imports_from_the_table_are_the_kbs() -> None:
             seen += bool(got)
     assert seen > 50  # the records are there to compare
     assert table.feature_imports("0.0.0", "moe-a2a") is None  # a release the KB lacks
+
+
+# ----------------------------------------------- derived tables are untrusted input
+
+
+def _retyped(path: Path, edit: object) -> None:
+    doc = json.loads(path.read_text())
+    edit(doc)  # type: ignore[operator]
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.update(rows={"0.5.17": [[0, "2.13.0"]]}),
+    lambda d: d.update(strings=[1, 2]),
+    lambda d: d["rows"]["0.5.17"][0].__setitem__(5, 10**6),  # a string index out of range
+    lambda d: d.update(releases=[]),
+    lambda d: d.update(unread=[5]),
+    lambda d: d["sglang"]["0.5.17"].update(names=[1, 2]),
+])
+def test_a_damaged_release_table_is_ignored(kb_path: Path, edit: object) -> None:
+    table = resolved.resolved_path(kb_path) / "0.5.17.json"
+    _retyped(table, edit)
+    assert resolved.load(kb_path, "0.5.17") is None  # the caller asks the full resolver
+
+
+@pytest.mark.parametrize("content", [b"[]", b"[" * 100_000 + b"]" * 100_000,
+                                     b'{"schema_version": ' + b"9" * 5000 + b"}", b"\xff"])
+def test_tables_that_are_not_tables_are_ignored(kb_path: Path, content: bytes) -> None:
+    folder = resolved.resolved_path(kb_path)
+    for name in ("0.5.17.json", "_sglang.json", "_launch-0.5.17.json"):
+        (folder / name).write_bytes(content)
+    assert resolved.load(kb_path, "0.5.17") is None
+    assert resolved.load_requirements(kb_path) is None
+    assert resolved.load_launch(kb_path, "0.5.17") is None
+
+
+def test_a_fifo_table_does_not_block(kb_path: Path) -> None:
+    import os
+
+    table = resolved.resolved_path(kb_path) / "_sglang.json"
+    table.unlink()
+    os.mkfifo(table)
+    assert resolved.load_requirements(kb_path) is None
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["sglang"]["0.5.17"].update(names=[1, 2]),
+    lambda d: d["sglang"]["0.5.17"].update(features=[]),
+    lambda d: d["sglang"]["0.5.17"]["features"].update(x=[{"module": 5}]),
+    lambda d: d.update(sglang=[]),
+])
+def test_a_damaged_requirements_table_is_ignored(kb_path: Path, edit: object) -> None:
+    assert resolved.load_requirements(kb_path) is not None
+    _retyped(resolved.resolved_path(kb_path) / "_sglang.json", edit)
+    assert resolved.load_requirements(kb_path) is None
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["launch"].update(flags=[5]),
+    lambda d: d["launch"]["flags"][0].update(name=5),
+    lambda d: d["launch"]["rules"][0].update(writes=[None]),
+    lambda d: d["launch"].update(constants={"a": 1}),
+    lambda d: d.update(sglang="0.5.4"),  # another release's table under this name
+])
+def test_a_damaged_launch_table_is_ignored(kb_path: Path, edit: object) -> None:
+    from resolver.launch_args import rules_from_json
+
+    path = resolved.resolved_path(kb_path) / "_launch-0.5.17.json"
+    record = resolved.load_launch(kb_path, "0.5.17")
+    assert record is not None and record["rules"]
+    _retyped(path, edit)
+    assert resolved.load_launch(kb_path, "0.5.17") is None
+    damaged = json.loads(path.read_text())["launch"]
+    if damaged != record:
+        with pytest.raises(TypeError, match="malformed launch-rules record"):
+            rules_from_json(damaged)
+
+
+def test_rules_from_json_refuses_json_texts_that_are_not_json(kb_path: Path) -> None:
+    from resolver.launch_args import rules_from_json
+
+    record = resolved.load_launch(kb_path, "0.5.17")
+    assert record is not None
+    record["flags"][0]["default"] = "{not json"
+    with pytest.raises(TypeError, match="malformed"):
+        rules_from_json(record)
+
+
+@pytest.mark.parametrize("version", ["1.0+" + "a" * 300, "1.0+a/b", ".hidden", "0.5.18"])
+def test_table_names_are_valid_file_names_whatever_the_version(tmp_path: Path,
+                                                               version: str) -> None:
+    for prefix in ("", "_launch-"):
+        name = resolved.table_name(prefix, version)
+        assert len(name.encode()) <= 255 and "/" not in name and not name.startswith(".")
+        (tmp_path / name).write_text("{}")  # the file system takes it
+    assert resolved.table_name("", "0.5.18") == "0.5.18.json"  # a plain one is unchanged

@@ -195,3 +195,13 @@ def test_a_warm_start_does_not_load_the_analyzer(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out == ["stale", "True", "True"]
+
+
+@pytest.mark.parametrize("special", ["fifo", "dev-zero"])
+def test_a_source_that_is_not_a_file_is_oserror(tmp_path: Path, special: str) -> None:
+    from tests.hostile.gen import make_special
+
+    pkg = _pkg(tmp_path)
+    make_special(special, pkg / "srt" / "hostile.py")
+    with pytest.raises(OSError, match="not a regular file"):
+        sources.scan(pkg, use_cache=False)

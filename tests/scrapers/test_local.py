@@ -125,3 +125,87 @@ def test_source_tree_records_its_launch_rules(tmp_path: Path) -> None:
     assert launch is not None and launch.member == "sglang/srt/server_args.py"
     assert [r.message for r in launch.rules] == [
         "elastic EP needs --pp-size 1 (got {self.pp_size})"]
+
+
+# ------------------------------------------- hostile trees and archives (issue 19)
+
+
+def _sglang_zip(members: dict[str, bytes]) -> bytes:
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, body in {"s/sglang/__init__.py": b"",
+                           "s/sglang/version.py": b'__version__ = "0.5.99"\n',
+                           **members}.items():
+            zf.writestr(name, body)
+    return buf.getvalue()
+
+
+def test_a_fifo_or_device_in_a_tree_is_named_not_opened(tmp_path: Path) -> None:
+    import os
+
+    root = make_tree(tmp_path)
+    os.mkfifo(root / "python/sglang/fifo.py")
+    rel = scrape_path(root)  # returns: the FIFO was never opened for reading
+    failures = {f.member: f.error for f in rel.parse_failures}
+    assert "FIFO" in failures["sglang/fifo.py"]
+
+
+def test_a_non_utf8_file_name_is_printed_safely(tmp_path: Path) -> None:
+    import os
+
+    root = make_tree(tmp_path)
+    with open(os.path.join(os.fsencode(root / "python/sglang"), b"\xff\x1b.py"), "wb") as f:
+        f.write(b"def (:\n")
+    rel = scrape_path(root)
+    bad = [f.member for f in rel.parse_failures if "xff" in f.member]
+    assert bad == ["sglang/\\xff\\x1b.py"]
+    rel.model_dump_json()  # and it can be written into the KB
+
+
+@pytest.mark.parametrize(("offset", "value"), [(6, b"\x01\x00"), (8, b"\x63\x00"),
+                                                (4, b"\x88\x00")])
+def test_every_error_of_a_damaged_zip_is_an_unreadable_archive(offset: int,
+                                                                value: bytes) -> None:
+    from kb.errors import ArchiveError
+
+    data = bytearray(_sglang_zip({"s/sglang/a.py": b"x = 1\n" * 100}))
+    cd = data.rfind(b"PK\x01\x02")  # the last central-directory entry: the one read last
+    data[cd + offset + 2:cd + offset + 2 + len(value)] = value
+    with pytest.raises(ArchiveError, match="not a readable source archive") as e:
+        list(local._archive_members(bytes(data), "d.zip"))
+    assert e.value.hint
+
+
+def test_total_bytes_are_capped_as_well_as_each_member(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    from kb.errors import ArchiveError
+
+    monkeypatch.setattr(local, "MAX_TOTAL", 100_000)
+    members = {f"s/sglang/m{i}.py": b"\0" * 40_000 for i in range(5)}  # each under the cap
+    with pytest.raises(ArchiveError, match="more than"):
+        list(local._archive_members(_sglang_zip(members), "bomb.zip"))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tf.addfile(info, io.BytesIO(body))
+    with pytest.raises(ArchiveError, match="decompresses to more than"):
+        list(local._archive_members(buf.getvalue(), "bomb.tar.gz"))
+
+
+def test_a_pax_size_too_large_is_an_unreadable_archive() -> None:
+    from kb.errors import ArchiveError
+
+    info = tarfile.TarInfo("s/sglang/a.py")
+    info.pax_headers = {"comment": "x" * 20}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        tf.addfile(info, io.BytesIO(b""))
+    data = buf.getvalue().replace(b"32 comment=xxxxxxxxxxxxxxxxxxxx\n",
+                                  b"32 size=99999999999999999999999\n")
+    with pytest.raises(ArchiveError, match=r"pax\.tar: ") as e:
+        list(local._archive_members(data, "pax.tar"))
+    assert e.value.hint
