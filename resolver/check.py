@@ -719,6 +719,10 @@ def _loader_problem(data: bytes) -> str | None:
 
     if not data.strip():
         return "it is empty: the module imports but defines none of the names"
+    nul = data.find(b"\0")
+    if nul >= 0:  # 3.12 refuses it; older parsers stop reading at the NUL
+        return (f"it holds a NUL byte (at offset {nul}): Python refuses it or stops reading "
+                "there")
     try:
         ast.parse(data)
     except SyntaxError as e:
@@ -796,6 +800,11 @@ def _find_ninja(paths: Sequence[str]) -> str | None:
 # ------------------------------------------------------------------ the check
 
 
+#: The words of a loader the light check cannot read; a deep import that works settles it.
+_UNREADABLE_SCHEME = ("its loading scheme is none a mooncake release uses, so what it loads "
+                      "cannot be read without importing it")
+
+
 def _downgrade_light_libraries(checks: list[CheckResult]) -> list[CheckResult]:
     """What the deep probe saw is not overruled by a light guess: when the import worked
     and both backends registered, a light library failure is a warning that names the
@@ -806,7 +815,9 @@ def _downgrade_light_libraries(checks: list[CheckResult]) -> list[CheckResult]:
     return [CheckResult(c.name, "warn", f"{c.message} (but the deep import loaded it here, "
                         "so the light reading of the libraries disagrees with the loader: "
                         "please report it)", c.fix, c.evidence)
-            if c.name == "libraries" and c.status == "fail" else c for c in checks]
+            if c.status == "fail" and (c.name == "libraries" or (
+                c.name == "loader" and _UNREADABLE_SCHEME in c.message)) else c
+            for c in checks]
 
 
 def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = False) -> Report:
@@ -1439,7 +1450,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                             fixer, add)
         return
     try:
-        scheme = facts_memo().get("loader-v5\0" + module, loader_path,
+        scheme = facts_memo().get("loader-v6\0" + module, loader_path,
                                   lambda: _read_scheme(loader_path, module))
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
@@ -1453,8 +1464,11 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
                         f"`import {module}` fails", fixer.reinstall(), (loader_path,)))
         return
     if scheme["kind"] == "unknown":
-        add(CheckResult("loader", "warn", f"{lname}: {scheme['note']}; builds not "
-                        "checked", evidence=(loader_path,)))
+        # No mooncake release ships such a loader (every one in the KB is prebuilt or
+        # compiles at import): a changed or damaged file, whose loading cannot be read.
+        add(CheckResult("loader", "fail", f"{lname}: {scheme['note']}; {_UNREADABLE_SCHEME}",
+                        "restore it (" + fixer.reinstall() + "), or run with --deep to "
+                        "import it", (loader_path,)))
         return
     if scheme["kind"] == "jit-compile":
         if scheme.get("sources") and torch is not None:  # what the compiled module binds

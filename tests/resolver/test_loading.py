@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from resolver import ldso
-from resolver.check import CheckResult, _downgrade_light_libraries
+from resolver.check import _UNREADABLE_SCHEME, CheckResult, _downgrade_light_libraries
 from scrapers import elf
 from tests.lib.checkrun import ROOT, assert_healthy, run, small_kb
 from tests.lib.elfbuild import build_so
@@ -141,7 +141,9 @@ def test_all_program_header_offsets_zero(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "cause"), [
     (b"# -*- coding: nosuch -*-\nimport torch\n", "unknown encoding"),
-    (b"import torch\x00\n", "cannot compile"),
+    (b"import torch\x00\n", "NUL byte"),
+    (b"import importlib\nimport os\nm = importlib.import_module(os.environ['X'])\n",
+     "loading scheme is none a mooncake release uses"),
     (b"import torch\ndef broken(:\n", "cannot compile"),
     (b"", "empty"),
     (b"   \n\n", "empty"),
@@ -293,6 +295,11 @@ def test_a_deep_import_that_worked_overrules_a_light_library_guess() -> None:
     ]
     out = _downgrade_light_libraries(checks)
     assert out[0].status == "warn" and "deep import" in out[0].message
+    # so is a loader whose scheme the light check cannot read, but not one that is broken
+    unread = CheckResult("loader", "fail", "pg.py: x; " + _UNREADABLE_SCHEME)
+    broken = CheckResult("loader", "fail", "pg.py: Python cannot compile it")
+    out = _downgrade_light_libraries([unread, broken, *checks[1:]])
+    assert [c.status for c in out[:2]] == ["warn", "fail"]
     # a deep probe that failed, or backends missing, leaves the light verdict standing
     failed = [checks[0], CheckResult("deep probe", "fail", "import mooncake.pg fails: x")]
     assert _downgrade_light_libraries(failed)[0].status == "fail"
