@@ -12,9 +12,26 @@ from pathlib import Path
 from kb.models import SCHEMA_VERSION
 from tests.lib.images import PG_NAMES
 
-__all__ = ["ROOT", "Run", "assert_healthy", "run", "small_kb"]
+__all__ = ["NOBODY", "ROOT", "Run", "assert_healthy", "python_for_nobody", "run", "small_kb"]
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The unprivileged user the permission tests run the check as.
+NOBODY = 65534
+
+
+def python_for_nobody() -> str | None:
+    """An interpreter of this Python version that the unprivileged user can run (the
+    venv's may live under root's home): the check's light path needs only the stdlib and
+    moonpin's dependencies, put on PYTHONPATH by the caller."""
+    for cand in (sys.executable, f"/usr/bin/python{sys.version_info.major}."
+                 f"{sys.version_info.minor}"):
+        try:
+            if subprocess.run([cand, "-c", "pass"], capture_output=True, timeout=30,
+                              user=NOBODY, group=NOBODY).returncode == 0:
+                return cand
+        except OSError:
+            continue
+    return None
 
 
 def small_kb(tmp_path: Path) -> Path:

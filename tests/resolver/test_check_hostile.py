@@ -25,13 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.lib.checkrun import ROOT, small_kb
+from tests.lib.checkrun import NOBODY, ROOT, python_for_nobody, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import PG_NAMES, ext_suffix, healthy_image
 
 COUNT = int(os.environ.get("MOONPIN_FUZZ_IMAGES", "40"))
 SEED = int(os.environ.get("MOONPIN_FUZZ_SEED", "20261201"))
-NOBODY = 65534
 MACHINE = "x86_64" if os.uname().machine not in ("x86_64", "aarch64") else os.uname().machine
 OTHER = "aarch64" if MACHINE == "x86_64" else "x86_64"
 STRINGS = [*PG_NAMES, "mooncake", "mooncake-cpu"]
@@ -181,18 +180,6 @@ MUTATIONS: list[Mutation] = [*BREAKING, m_benign, m_benign, m_benign]
 TERMINAL = (m_not_a_file, m_gone, m_perms)
 
 
-def _python_for_nobody() -> str | None:
-    for cand in (sys.executable, f"/usr/bin/python{sys.version_info.major}."
-                 f"{sys.version_info.minor}"):
-        try:
-            if subprocess.run([cand, "-c", "pass"], capture_output=True, timeout=30,
-                              user=NOBODY, group=NOBODY).returncode == 0:
-                return cand
-        except OSError:
-            continue
-    return None
-
-
 def _judge(python: str, site: Path, kb: Path, as_nobody: bool,
            extra_args: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
@@ -208,7 +195,7 @@ def _judge(python: str, site: Path, kb: Path, as_nobody: bool,
 
 def test_seeded_broken_images_are_never_usable() -> None:
     rnd = random.Random(SEED)
-    nobody = _python_for_nobody() if os.geteuid() == 0 else None
+    nobody = python_for_nobody() if os.geteuid() == 0 else None
     python = nobody or sys.executable
     base = Path(tempfile.mkdtemp(prefix="moonpin-hostile-"))
     base.chmod(0o755)

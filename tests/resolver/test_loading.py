@@ -9,7 +9,6 @@ import platform
 import shutil
 import struct
 import subprocess
-import sys
 import sysconfig
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from resolver import ldso
 from resolver.check import _UNREADABLE_SCHEME, CheckResult, _downgrade_light_libraries
 from scrapers import elf
-from tests.lib.checkrun import ROOT, assert_healthy, run, small_kb
+from tests.lib.checkrun import NOBODY, ROOT, assert_healthy, python_for_nobody, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import PG_NAMES, ext_suffix, healthy_image
 
@@ -221,22 +220,6 @@ def test_a_build_that_is_not_a_regular_file_is_named(tmp_path: Path, kind: str) 
 # ----------------------------------------------------------------- folders the user cannot read
 
 
-NOBODY = 65534
-
-
-def _python_for_nobody() -> str | None:
-    """An interpreter of this Python version that the unprivileged user can run (the
-    venv's may live under root's home): the check's light path needs only the stdlib."""
-    for cand in (sys.executable, f"/usr/bin/python{sys.version_info.major}."
-                 f"{sys.version_info.minor}"):
-        try:
-            ok = subprocess.run([cand, "-c", "pass"], capture_output=True, timeout=30,
-                                user=NOBODY, group=NOBODY).returncode == 0
-        except OSError:
-            continue
-        if ok:
-            return cand
-    return None
 
 
 def _as_nobody(python: str, site: Path, kb: Path) -> subprocess.CompletedProcess[str]:
@@ -254,7 +237,7 @@ def _as_nobody(python: str, site: Path, kb: Path) -> subprocess.CompletedProcess
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the check as another user")
 @pytest.mark.parametrize("folder", ["mooncake", "torch", "."])
 def test_a_folder_the_worker_cannot_list_is_unreadable(folder: str) -> None:
-    python = _python_for_nobody()
+    python = python_for_nobody()
     if python is None:
         pytest.skip("no interpreter of this Python version the unprivileged user can run")
     # pytest's tmp_path lies in a folder only root can enter
