@@ -696,23 +696,6 @@ def _read_standin(data: bytes, facts: _BuildFacts) -> None:
             facts.backends.add(str(arg.value))
 
 
-def _suffix_for(torch_version: str, regex: str | None, separator: str | None) -> str | None:
-    """The suffix the loader computes from ``torch.__version__``; None when its pattern
-    does not compile or does not match (``re.match(...).group()`` then raises at import)."""
-    base = torch_version
-    if regex is not None:
-        import re
-
-        try:
-            m = re.match(regex, torch_version)
-        except (re.error, RecursionError):
-            return None
-        if m is None:
-            return None
-        base = m.group()
-    return base.replace(".", separator) if separator is not None else base
-
-
 def _loader_problem(data: bytes) -> str | None:
     """Why Python cannot import this loader module, or None."""
     import ast
@@ -1490,12 +1473,15 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
     rreq = rreq.replace(module=module)
     builds: list[_BuildFacts] = []
     placeholder = scheme["placeholder"]
+    # the loader's own suffix rule, as the KB query applies it (resolver.rule)
+    rscheme = rule.Scheme(scheme["kind"], scheme["imports"], scheme["version_regex"],
+                          scheme["separator"], loader_path, scheme["note"])
     for template in scheme["imports"]:
         name = template
         if placeholder in name:
             suffix = facts_memo().get(
-                f"suffix-v2\0{module}\0{torch.version}", loader_path,
-                lambda: _suffix_for(torch.version, scheme["version_regex"], scheme["separator"]))
+                f"suffix-v3\0{module}\0{torch.version}", loader_path,
+                lambda: rule.loader_suffix(rscheme, torch.version))
             if not isinstance(suffix, str):
                 add(CheckResult("loader", "fail",
                                 f"{lname}: its pattern {scheme['version_regex']!r} does not "
