@@ -46,7 +46,9 @@ def retype(rng: random.Random, doc: Any, *, keep: tuple[Any, ...] = ()) -> tuple
     cands = [p for p in paths(doc) if p and not any(p[:len(k)] == k for k in keep)]
     path = rng.choice(cands)
     old = _get(doc, path)
-    choices = [v for v in HOSTILE_VALUES if type(v) is not type(old)
+    # None is left out: for an optional field it is a valid value, not damage (a table
+    # edited into another valid table gives another answer; only shape damage is caught)
+    choices = [v for v in HOSTILE_VALUES if type(v) is not type(old) and v is not None
                and not (old is None and type(v) in (int, str, bool))
                and not (type(old) is int and type(v) is bool)]
     new = rng.choice(choices)

@@ -97,7 +97,10 @@ def _archive(root: Path, kind: str) -> bytes:
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
             for p in sorted(root.rglob("*")):
                 if p.is_file():
-                    zf.write(p, "sglang-0.5.99/" + p.relative_to(root).as_posix())
+                    name = "sglang-0.5.99/" + p.relative_to(root).as_posix()
+                    info = zipfile.ZipInfo(name.encode("utf-8", "surrogateescape")
+                                           .decode("cp437"))  # a name of any bytes
+                    zf.writestr(info, p.read_bytes(), zipfile.ZIP_DEFLATED)
     else:
         with tarfile.open(fileobj=buf, mode="w:gz") as tf:
             tf.add(root, arcname="sglang-0.5.99")
