@@ -29,7 +29,7 @@ from scrapers.fetch import Fetcher
 from scrapers.pyast import FileAnalysis
 from scrapers.pypi import parse_metadata
 
-__all__ = ["find_pins", "release_from_members", "scrape_archive", "scrape_path"]
+__all__ = ["find_pins", "release_from_members", "safe_name", "scrape_archive", "scrape_path"]
 
 #: Files of a source tree where the release pins the mooncake it builds and tests with.
 _PIN_FILES = re.compile(
