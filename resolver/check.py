@@ -295,9 +295,12 @@ def _torch_version_py(pkg: str) -> dict[str, Any] | None:
     file-facts memo); None when missing or unreadable."""
     path = os.path.join(pkg, "version.py")
     try:
-        return facts_memo().get("torch-version", path, lambda: _parse_version_py(path))
+        got = facts_memo().get("torch-version", path, lambda: _parse_version_py(path))
+        if got is not None and not isinstance(got, dict):  # a damaged memo entry
+            got = _parse_version_py(path)
     except OSError:
         return None
+    return got
 
 
 def _parse_version_py(path: str) -> dict[str, Any] | None:
@@ -624,13 +627,22 @@ def _read_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
         return (sorted(f.names), sorted(f.backends), f.cuda, f.needed, f.error)
 
     try:
-        got = facts_memo().get("build-v2\0" + "\0".join(asked), path, scan)
-        if not (isinstance(got, (tuple, list)) and len(got) == 5):  # a damaged memo entry
-            got = scan()
-        names, backends, cuda, needed, error = got
+        names, backends, cuda, needed, error = facts_memo().get(
+            "build-v2\0" + "\0".join(asked), path, scan, _build_shape)
     except OSError as e:
         return _BuildFacts(path, error=f"cannot read {path}: {e.strerror}")
     return _BuildFacts(path, set(names), set(backends), cuda, tuple(needed), error)
+
+
+def _strs(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+def _build_shape(value: object) -> bool:
+    """The shape of a remembered build reading (a damaged memo entry fails it)."""
+    return (isinstance(value, (list, tuple)) and len(value) == 5 and _strs(value[0])
+            and _strs(value[1]) and (value[2] is None or type(value[2]) is int)
+            and _strs(value[3]) and _str_or_none(value[4]))
 
 
 def _scan_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
@@ -694,6 +706,23 @@ def _read_standin(data: bytes, facts: _BuildFacts) -> None:
         if fname == "register_backend" and isinstance(arg, ast.Constant) and \
                 arg.value in BACKENDS:
             facts.backends.add(str(arg.value))
+
+
+def _str_or_none(value: object) -> bool:
+    """The shape of a remembered suffix or torch target (a damaged memo entry fails it)."""
+    return value is None or isinstance(value, str)
+
+
+def _scheme_shape(value: object) -> bool:
+    """The shape of a remembered loader scheme (:func:`_read_scheme`)."""
+    if not isinstance(value, dict):
+        return False
+    imports, toolchain = value.get("imports"), value.get("toolchain")
+    return (isinstance(value.get("kind"), str) and isinstance(value.get("placeholder"), str)
+            and isinstance(imports, list) and all(isinstance(i, str) for i in imports)
+            and isinstance(toolchain, list) and all(isinstance(t, str) for t in toolchain)
+            and all(_str_or_none(value.get(k)) for k in ("problem", "note", "version_regex",
+                                                          "separator")))
 
 
 def _loader_problem(data: bytes) -> str | None:
@@ -1312,7 +1341,8 @@ def _check_direct_build(path: str, req: Any, torch: _Torch | None, paths: Sequen
         add(CheckResult("build facts", "fail", b.error, fixer.reinstall()))
         return
     try:
-        built_for = facts_memo().get("built-for", path, lambda: _built_for(path))
+        built_for = facts_memo().get("built-for", path, lambda: _built_for(path),
+                                     _str_or_none)
     except OSError as e:
         add(CheckResult("build", "fail", f"cannot read {path}: {e.strerror or e}",
                         fixer.reinstall()))
@@ -1434,7 +1464,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
         return
     try:
         scheme = facts_memo().get("loader-v6\0" + module, loader_path,
-                                  lambda: _read_scheme(loader_path, module))
+                                  lambda: _read_scheme(loader_path, module), _scheme_shape)
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return
@@ -1481,7 +1511,7 @@ def _check_pg(pkg: str, paths: Sequence[str], req: _Requirement | None, torch: _
         if placeholder in name:
             suffix = facts_memo().get(
                 f"suffix-v3\0{module}\0{torch.version}", loader_path,
-                lambda: rule.loader_suffix(rscheme, torch.version))
+                lambda: rule.loader_suffix(rscheme, torch.version), _str_or_none)
             if not isinstance(suffix, str):
                 add(CheckResult("loader", "fail",
                                 f"{lname}: its pattern {scheme['version_regex']!r} does not "

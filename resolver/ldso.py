@@ -137,17 +137,24 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
     return needed, found, (), problem
 
 
+def _shape(value: object) -> bool:
+    """The shape of a remembered :func:`read_dynamic` answer (a damaged entry fails it)."""
+    def strs(v: object) -> bool:
+        return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+
+    return (isinstance(value, (list, tuple)) and len(value) == 4 and strs(value[0])
+            and strs(value[1]) and strs(value[2])
+            and (value[3] is None or isinstance(value[3], str)))
+
+
 def read_dynamic(path: str, machine: str | None = None,
                  ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
     """``(DT_NEEDED, DT_RUNPATH, DT_RPATH, problem)`` of an ELF object (file-facts memo).
     ``problem`` says why the loader would refuse it (:func:`elf_problem`), or is None.
     Raises OSError when the file cannot be opened."""
     machine = machine or os.uname().machine
-    got = facts_memo().get(f"dynamic-v2\0{machine}", path,
-                           lambda: _read_dynamic_now(path, machine))
-    if not (isinstance(got, (tuple, list)) and len(got) == 4):  # a damaged memo entry
-        got = _read_dynamic_now(path, machine)
-    needed, runpath, rpath, problem = got
+    needed, runpath, rpath, problem = facts_memo().get(
+        f"dynamic-v2\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
     return tuple(needed), tuple(runpath), tuple(rpath), problem
 
 

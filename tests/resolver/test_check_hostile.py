@@ -316,3 +316,26 @@ def test_hostile_files_in_the_image_never_crash_or_hang(tmp_path: Path, case: st
         r = _judge(sys.executable, site, kb, False, extra)
         assert r.returncode in (0, 1, 2), r.stdout + r.stderr
         assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, r.stderr
+
+
+def test_memo_entries_of_the_wrong_shape_cost_time_not_answers(tmp_path: Path) -> None:
+    """Every fact the check keeps in its memo replaced by a value of the wrong type or
+    shape (the right size and mtime, so the memo would trust it): the same verdict, no
+    traceback. (A value of the right shape but wrong content is the memo's documented
+    limit, as it is Python's for bytecode: --no-cache.)"""
+    from kb import cache
+
+    site = healthy_image(tmp_path / "site")
+    kb = small_kb(tmp_path)
+    first = _judge(sys.executable, site, kb, False)
+    assert first.returncode == 0, first.stdout
+    memo = tmp_path / "cache" / "check-facts.marshal"
+    doc = cache.load(memo)
+    assert isinstance(doc, dict) and doc["entries"], "the first run remembered nothing"
+    for bad in (5, 3.5, [1, 2], (1,), [1, 2, 3, 4, 5], [[1], [2], [3], 4], {"kind": 5},
+                {"imports": "x"}):
+        doc["entries"] = {k: (v[0], v[1], bad) for k, v in doc["entries"].items()}
+        assert cache.store(memo, doc) is None
+        r = _judge(sys.executable, site, kb, False)
+        assert "Traceback" not in r.stderr, r.stderr
+        assert r.returncode == 0, (bad, r.stdout)
