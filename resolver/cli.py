@@ -1193,6 +1193,26 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     return p
 
 
+#: No version, specifier, name or path moonpin is given needs more: a longer argument is
+#: refused before anything parses it (Python's int() stops at 4,300 digits with a
+#: ValueError deep inside packaging, and a 10,000-character value would be echoed whole).
+_MAX_ARG = 4096
+_MAX_DIGITS = 64
+
+
+def _refuse_oversized(argv: list[str]) -> None:
+    for arg in argv[:argv.index("--")] if "--" in argv else argv:  # not a launch line
+        run = longest = 0
+        for ch in arg[:_MAX_ARG + 1]:
+            run = run + 1 if ch.isdigit() else 0
+            longest = max(longest, run)
+        if len(arg) > _MAX_ARG or longest > _MAX_DIGITS:
+            what = (f"{len(arg):,} characters" if len(arg) > _MAX_ARG
+                    else f"a number of {longest:,} digits")
+            _fatal(f"argument {_shown(arg, 80)!r} is too long to be a release, version or "
+                   f"path ({what})", "check the command line (a version is e.g. 0.5.18)")
+
+
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE") and argv is None:
         # Behave like other Unix tools when the reader goes away (`moonpin show … | head`).
@@ -1206,6 +1226,7 @@ def main(argv: list[str] | None = None) -> int:
         from resolver.check import main as check_main
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
+    _refuse_oversized(args_in)
     parser = build_parser()
     if args_in[len(lead):len(lead) + 1] == ["matrix"]:
         # The matrix command pulls in the whole resolver; register it only when asked.

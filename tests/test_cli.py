@@ -469,3 +469,19 @@ def test_which_recommends_a_prebuilt_release_and_counts_the_rest(
     assert main(["--kb", kb, "which", "mooncake", "--sglang", "0.5.18", "--torch", "2.99"]) == 1
     out = capsys.readouterr().out
     assert out.count("  excluded ") == 1 and "77 releases of" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["which", "mooncake", "--sglang", "1" * 5000],
+    ["which", "mooncake", "--sglang", "0.5.18", "--torch", "2." + "9" * 100],
+    ["explain", "sglang==0.5.18", "mooncake-transfer-engine==" + "1" * 5000],
+    ["show", "sglang==" + "x" * 10_000],
+    ["triples", "--sglang", "==" + "1" * 5000],
+])
+def test_oversized_arguments_are_refused_before_parsing(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "too long to be a release" in err and "tip:" in err
+    assert len(err) < 400  # the input is cut, not echoed whole
