@@ -424,7 +424,7 @@ def _print_mooncake(r: Any) -> None:
 def _graph(args: argparse.Namespace) -> Any:
     from resolver.graph import CompatGraph
 
-    return CompatGraph(_load(args))
+    return CompatGraph.from_path(_kb_path(args))
 
 
 def _listed(values: list[str], keep: int = 4) -> str:
@@ -810,8 +810,6 @@ def _graph_cached(args: argparse.Namespace) -> Any:
 
 def cmd_args(args: argparse.Namespace) -> int:
     from resolver import launch_args, manifests, query
-    from resolver.graph import CompatGraph
-    from scrapers.server_args import from_record
 
     launches: list[manifests.Launch] = []
     findings: list[manifests.Finding] = []
@@ -833,7 +831,7 @@ def cmd_args(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if argv or not args.file:
         launches.append(manifests.Launch(tuple(argv), "command line", "-"))
-    g = CompatGraph(_load(args))
+    g = _graph(args)
     results = []
     refused: list[tuple[Any, str, list[str]]] = []  # options the release's parser refuses
     crosses: list[tuple[Any, Any]] = []
@@ -857,14 +855,15 @@ def cmd_args(args: argparse.Namespace) -> int:
             _fatal(f"{la.where}: which SGLang release runs this launch? "
                    f"(image {la.image or 'not named'})", "pass --sglang VERSION")
         release = query.get_sglang(g, version)
-        if release.launch is None:
+        record = g.launch(release.version)
+        if record is None:
             _fatal(f"the knowledge base holds no elastic-EP launch rules for sglang "
                    f"{release.version}", "releases before elastic EP have none")
-        if release.launch.error:
-            _fatal(f"sglang {release.version}: {release.launch.member} could not be read: "
-                   f"{release.launch.error}", "run `moonpin scrape --only sglang --full`")
-        flags, rules, constants = from_record(release.launch)
-        accepted = release.launch.option_names or None
+        if record.get("error"):
+            _fatal(f"sglang {release.version}: {record.get('member')} could not be read: "
+                   f"{record['error']}", "run `moonpin scrape --only sglang --full`")
+        flags, rules, constants = launch_args.rules_from_json(record)
+        accepted = record.get("option_names") or None
         try:
             parsed = launch_args.parse_launch(flags, la.argv, accepted)
             verdicts = launch_args.check(rules, flags, la.argv, constants=constants,

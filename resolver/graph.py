@@ -1,35 +1,40 @@
 """The compatibility graph, derived from a loaded KB (never stored).
 
-Nodes are typed tuples: ``("sglang", version)``, ``("torch", version)``,
+Queries look facts up in plain dictionaries built from :class:`kb.facts.Facts` (the part of
+the KB a query reads; :meth:`CompatGraph.from_path` takes it from the derived
+``resolved/_facts.json`` when that belongs to the KB, so a query imports neither pydantic
+nor networkx). Which torch releases an SGLang release admits is computed when first asked.
+
+:attr:`CompatGraph.g` is the same facts as a networkx graph, built on first use. Nodes are
+typed tuples (:data:`Node`): ``("sglang", version)``, ``("torch", version)``,
 ``("mooncake", dist, version)``, ``("wheel", filename)``, ``("build", filename, member)``.
 Edges carry a ``kind``: ``requires`` (sglang -> torch, with the requirement line),
 ``has`` (mooncake -> wheel), ``contains`` (wheel -> build), ``targets`` (build -> torch).
-The facts themselves stay on the KB models the nodes point to.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from kb.models import (
-    Build,
-    KnowledgeBase,
-    LoaderScheme,
-    MooncakeRelease,
-    MooncakeWheel,
-    SglangRelease,
-    TorchRelease,
-)
+from kb import facts as kf
+from kb.facts import Build, Facts, Loader, Mooncake, Sglang, Torch, Wheel
 
-__all__ = ["CompatGraph", "WheelView", "arch_of_platform", "build_python", "torch_lines"]
+if TYPE_CHECKING:
+    import networkx as nx
 
+    from kb.models import KnowledgeBase
+
+__all__ = ["CompatGraph", "Node", "WheelView", "arch_of_platform", "build_python",
+           "canonical_name", "torch_lines"]
+
+#: A graph node: its kind (``sglang``, ``torch``, ``mooncake``, ``wheel``, ``build``)
+#: followed by what names it (version; dist and version; filename; filename and member).
 Node = tuple[str, ...]
 
 
@@ -50,34 +55,47 @@ def build_python(abi: str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
-def torch_lines(release: SglangRelease) -> list[tuple[str, Requirement]]:
-    """The release's torch requirement lines that parse, each with its text."""
+def torch_lines(release: Sglang) -> list[tuple[str, SpecifierSet]]:
+    """The release's torch requirement lines that parse, each with its text and its
+    version specifier (the facts carry it, read when the KB was written)."""
     out = []
-    for line in release.torch_requirements:
+    for line, spec in zip(release.torch_requirements, release.torch_specifiers, strict=False):
+        if spec is None:
+            continue
         try:
-            out.append((line, Requirement(line)))
-        except InvalidRequirement:
+            out.append((line, SpecifierSet(spec)))
+        except InvalidSpecifier:
             continue
     return out
 
 
-@dataclass(frozen=True)
+def canonical_name(name: str) -> str:
+    """A distribution name normalised as PEP 503 says (what
+    ``packaging.utils.canonicalize_name`` returns; that module imports ``packaging.tags``,
+    and with it ``platform``, ``subprocess`` and ``logging``, which a query never uses)."""
+    return _SEPARATORS.sub("-", name).lower()
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
 class WheelView:
-    """One mooncake wheel with what queries ask of it."""
+    """One mooncake wheel with what queries ask of it: the CPython tags and the
+    architectures it covers."""
 
-    dist: str
-    version: str
-    wheel: MooncakeWheel
+    __slots__ = ("arches", "dist", "pythons", "version", "wheel")
 
-    @cached_property
-    def pythons(self) -> frozenset[str]:
-        return frozenset(t for t in self.wheel.python_tags if t.startswith("cp"))
+    def __init__(self, dist: str, version: str, wheel: Wheel) -> None:
+        self.dist = dist
+        self.version = version
+        self.wheel = wheel
+        self.pythons = frozenset(t for t in wheel.python_tags if t.startswith("cp"))
+        self.arches = frozenset(a for p in wheel.platform_tags if (a := arch_of_platform(p)))
 
-    @cached_property
-    def arches(self) -> frozenset[str]:
-        return frozenset(a for p in self.wheel.platform_tags if (a := arch_of_platform(p)))
+    def __repr__(self) -> str:
+        return f"WheelView({self.dist}=={self.version}, {self.wheel.artifact.filename})"
 
-    def loader(self, module: str) -> LoaderScheme | None:
+    def loader(self, module: str) -> Loader | None:
         return next((ld for ld in self.wheel.loaders if ld.module == module), None)
 
     def builds_named(self, module_short: str, python: str, arch: str) -> list[Build]:
@@ -94,14 +112,20 @@ class WheelView:
 
 
 class CompatGraph:
-    """The KB as a graph, with the lookups queries need."""
+    """The KB's facts, with the lookups queries need."""
 
-    def __init__(self, kb: KnowledgeBase) -> None:
-        self.kb = kb
-        self.g: nx.DiGraph = nx.DiGraph()
-        self.sglang: dict[Version, SglangRelease] = {}
-        self.mooncake: dict[tuple[str, Version], MooncakeRelease] = {}
-        self.torch: dict[Version, TorchRelease] = {}
+    def __init__(self, kb: Facts | KnowledgeBase, *,
+                 kb_path: str | None = None) -> None:
+        #: the validated KB the facts came from, when the graph was built from one
+        self._model: KnowledgeBase | None = None
+        if not isinstance(kb, Facts):  # a validated KnowledgeBase (tests, a fresh scrape)
+            self._model = kb
+            kb = kf.from_model(kb)
+        self.kb: Facts = kb
+        self._kb_path = kb_path
+        self.sglang: dict[Version, Sglang] = {}
+        self.mooncake: dict[tuple[str, Version], Mooncake] = {}
+        self.torch: dict[Version, Torch] = {}
         self.torch_versions: list[Version] = []
         for v in kb.torch_versions:
             try:
@@ -111,34 +135,86 @@ class CompatGraph:
         self.torch_versions.sort()
         for t in kb.torch:
             self.torch[Version(t.version)] = t
-            self.g.add_node(("torch", t.version), release=t)
-        for tv in self.torch_versions:
-            self.g.add_node(("torch", str(tv)))
         for s in kb.sglang:
             if s.source != "index" and Version(s.version) in self.sglang:
                 continue  # the index's record of a version wins over a local one
             self.sglang[Version(s.version)] = s
-            node = ("sglang", s.version)
-            self.g.add_node(node, release=s)
-            for text, req in torch_lines(s):
-                for tv in self.torch_versions:
-                    if req.specifier.contains(tv, prereleases=True):
-                        self.g.add_edge(node, ("torch", str(tv)), kind="requires",
-                                        line=text)
+        self._wheels: dict[tuple[str, str], list[WheelView]] = {}
         for r in kb.mooncake:
             self.mooncake[(r.dist, Version(r.version))] = r
-            rnode = ("mooncake", r.dist, r.version)
-            self.g.add_node(rnode, release=r)
-            for w in r.wheels:
-                wnode = ("wheel", w.artifact.filename)
-                self.g.add_node(wnode, wheel=WheelView(r.dist, r.version, w))
-                self.g.add_edge(rnode, wnode, kind="has")
-                for b in w.builds:
-                    bnode = ("build", w.artifact.filename, b.member)
-                    self.g.add_node(bnode, build=b)
-                    self.g.add_edge(wnode, bnode, kind="contains")
+            self._wheels[(r.dist, r.version)] = [WheelView(r.dist, r.version, w)
+                                                 for w in r.wheels]
+        self._torch_for: dict[str, list[tuple[str, str]]] = {}
+
+    @classmethod
+    def from_path(cls, kb_path: str | os.PathLike[str] | None = None) -> CompatGraph:
+        """The graph of the KB at ``kb_path`` (default: the shipped one), read from its
+        derived facts when they belong to it, else from the KB itself."""
+        from kb.paths import default_kb_path
+        from resolver import resolved
+
+        path = os.fspath(kb_path) if kb_path is not None else os.fspath(default_kb_path())
+        found = resolved.load_facts(path)
+        if found is not None:
+            return cls(found, kb_path=path)
+        from pathlib import Path
+
+        from kb import store
+
+        return cls(store.load(Path(path)), kb_path=path)
+
+    def launch(self, version: str) -> dict[str, Any] | None:
+        """The SGLang release's launch-rules record (``kb.models.LaunchRules`` as JSON),
+        None when the KB holds none. Read from ``resolved/_launch-<version>.json`` when
+        that belongs to the KB, else from the KB itself."""
+        if self._model is None and self._kb_path is not None:
+            from resolver import resolved
+
+            rec = resolved.load_launch(self._kb_path, version)
+            if rec is not None:
+                return rec
+            from pathlib import Path
+
+            from kb import store
+
+            self._model = store.load(Path(self._kb_path))
+        if self._model is None:
+            return None
+        for r in self._model.sglang:
+            if r.version == version and r.launch is not None:
+                out: dict[str, Any] = r.launch.model_dump(mode="json")
+                return out
+        return None
+
+    @cached_property
+    def g(self) -> nx.DiGraph:
+        """The facts as a networkx graph (see the module's docstring)."""
+        import networkx as nx
+
+        g: nx.DiGraph = nx.DiGraph()
+        for t in self.kb.torch:
+            g.add_node(("torch", t.version), release=t)
+        for version in self.torch_versions:
+            g.add_node(("torch", str(version)))
+        for s in self.sglang.values():
+            node = ("sglang", s.version)
+            g.add_node(node, release=s)
+            for tv, line in self.torch_for(s):
+                g.add_edge(node, ("torch", tv), kind="requires", line=line)
+        for (dist, _), r in self.mooncake.items():
+            rnode = ("mooncake", dist, r.version)
+            g.add_node(rnode, release=r)
+            for wv in self._wheels[(dist, r.version)]:
+                wnode = ("wheel", wv.wheel.artifact.filename)
+                g.add_node(wnode, wheel=wv)
+                g.add_edge(rnode, wnode, kind="has")
+                for b in wv.wheel.builds:
+                    bnode = ("build", wv.wheel.artifact.filename, b.member)
+                    g.add_node(bnode, build=b)
+                    g.add_edge(wnode, bnode, kind="contains")
                     if b.torch:
-                        self.g.add_edge(bnode, ("torch", b.torch), kind="targets")
+                        g.add_edge(bnode, ("torch", b.torch), kind="targets")
+        return g
 
     # -- lookups ------------------------------------------------------------------
 
@@ -146,28 +222,32 @@ class CompatGraph:
         return sorted({d for d, _ in self.mooncake})
 
     def wheels(self, dist: str, version: str) -> list[WheelView]:
-        rnode = ("mooncake", dist, version)
-        if rnode not in self.g:
-            return []
-        return [self.g.nodes[w]["wheel"] for w in self.g.successors(rnode)]
+        return list(self._wheels.get((dist, version), ()))
 
-    def torch_for(self, sglang: SglangRelease) -> list[tuple[str, str]]:
-        """Torch releases the SGLang release admits, with the line that admits each."""
-        node = ("sglang", sglang.version)
-        if node not in self.g:
+    def torch_for(self, sglang: Sglang) -> list[tuple[str, str]]:
+        """Torch releases the SGLang release admits (oldest first), with the line that
+        admits each; [] for a release not in the KB."""
+        winner = self.sglang.get(Version(sglang.version))  # the index's record, if any
+        if winner is None:
             return []
-        out = [(n[1], d["line"]) for _, n, d in self.g.out_edges(node, data=True)
-               if d.get("kind") == "requires"]
-        return sorted(out, key=lambda t: Version(t[0]))
+        got = self._torch_for.get(winner.version)
+        if got is None:
+            seen: dict[str, str] = {}
+            for text, spec in torch_lines(winner):
+                for tv in self.torch_versions:
+                    if spec.contains(tv, prereleases=True):
+                        seen[str(tv)] = text  # the last line admitting it, as the graph had
+            got = self._torch_for[winner.version] = sorted(seen.items(),
+                                                           key=lambda t: Version(t[0]))
+        return list(got)
 
     def builds_targeting(self, torch: str) -> list[Node]:
-        node = ("torch", torch)
-        if node not in self.g:
-            return []
-        return [u for u, _, d in self.g.in_edges(node, data=True) if d.get("kind") == "targets"]
+        return [("build", wv.wheel.artifact.filename, b.member)
+                for views in self._wheels.values() for wv in views
+                for b in wv.wheel.builds if b.torch == torch]
 
-    def find_sglang(self, version: str) -> SglangRelease | None:
+    def find_sglang(self, version: str) -> Sglang | None:
         return self.sglang.get(Version(version))
 
-    def find_mooncake(self, dist: str, version: str) -> MooncakeRelease | None:
-        return self.mooncake.get((str(canonicalize_name(dist)), Version(version)))
+    def find_mooncake(self, dist: str, version: str) -> Mooncake | None:
+        return self.mooncake.get((canonical_name(dist), Version(version)))

@@ -48,7 +48,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kb.errors import UsageError
-from kb.models import SglangRelease
+from kb.facts import Sglang as SglangRelease
 from resolver.graph import CompatGraph
 from resolver.inputs import normalize_arch, normalize_python
 from resolver.query import Check, Evaluation, TorchChoice, evaluate, parse_spec, resolve_torch
@@ -499,9 +499,7 @@ def with_readme_table(readme: str, m: Matrix) -> str:
 
 def regenerate_docs(kb_path: Path, out_path: Path) -> None:
     """Write ``out_path`` (``docs/matrix.md``) from the KB at ``kb_path``."""
-    from kb import store
-
-    m = build_matrix(CompatGraph(store.load(kb_path)), kb_path=kb_path)
+    m = build_matrix(CompatGraph.from_path(kb_path), kb_path=kb_path)
     _write_atomic(out_path, render_docs(m))
 
 
@@ -805,8 +803,6 @@ def _kb_path_of(args: argparse.Namespace) -> Path:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     """0 when the matrix holds a compatible cell, 1 when none; bad input raises UsageError."""
-    from kb import store
-
     out = getattr(args, "output", None)
     fmt = "json" if getattr(args, "json", False) else getattr(args, "format", None)
     if fmt is None:
@@ -814,7 +810,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if fmt not in ("html", "md", "csv", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="use --format html, md, csv or json")
     kb_path = _kb_path_of(args)
-    g = CompatGraph(store.load(kb_path))
+    g = CompatGraph.from_path(kb_path)
     filters = {k: getattr(args, k, None) for k in
                ("python", "arch", "sglang", "mooncake", "torch")}
     dists = getattr(args, "dist", None)

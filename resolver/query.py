@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kb.errors import UsageError
-from kb.models import Build, LoaderScheme, SglangRelease
+from kb.facts import Build, Loader, Sglang
 from resolver import rule
-from resolver.graph import CompatGraph, WheelView, torch_lines
+from resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from resolver.inputs import normalize_arch, normalize_python
 
 __all__ = [
@@ -47,8 +45,11 @@ __all__ = [
 
 
 
-@dataclass(frozen=True)
-class Check:
+# Records are named tuples and slotted classes, not dataclasses: ``dataclasses`` imports
+# ``inspect`` (with ``ast``, ``dis`` and ``tokenize``), a tenth of a query's time budget.
+
+
+class Check(NamedTuple):
     name: str
     ok: bool | None
     detail: str
@@ -59,8 +60,7 @@ class Check:
                 "evidence": list(self.evidence)}
 
 
-@dataclass(frozen=True)
-class TorchChoice:
+class TorchChoice(NamedTuple):
     """A torch the question is about: its version and the CUDA major assumed for it."""
 
     text: str
@@ -70,17 +70,18 @@ class TorchChoice:
     cuda_why: str
 
 
-@dataclass
 class Evaluation:
-    sglang: str
-    dist: str
-    mooncake: str
-    torch: str
-    python: str
-    arch: str
-    checks: list[Check] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    wheel: str | None = None
+    """Every check of one combination, in the order they were made."""
+
+    __slots__ = ("arch", "checks", "dist", "mooncake", "notes", "python", "sglang", "torch",
+                 "wheel")
+
+    def __init__(self, sglang: str, dist: str, mooncake: str, torch: str, python: str,
+                 arch: str, *, wheel: str | None = None) -> None:
+        self.sglang, self.dist, self.mooncake, self.torch = sglang, dist, mooncake, torch
+        self.python, self.arch, self.wheel = python, arch, wheel
+        self.checks: list[Check] = []
+        self.notes: list[str] = []
 
     @property
     def verdict(self) -> str:
@@ -108,7 +109,7 @@ def parse_release(text: str) -> tuple[str, str]:
         Version(version.strip())
     except InvalidVersion as e:
         raise UsageError(f"{version.strip()!r} in {text!r} is not a PEP 440 version") from e
-    return str(canonicalize_name(name.strip())), version.strip()
+    return str(canonical_name(name.strip())), version.strip()
 
 
 def _nearest(version: str, pool: Iterable[str]) -> str:
@@ -121,7 +122,7 @@ def _nearest(version: str, pool: Iterable[str]) -> str:
     return ", ".join(near) or "none"
 
 
-def get_sglang(g: CompatGraph, version: str) -> SglangRelease:
+def get_sglang(g: CompatGraph, version: str) -> Sglang:
     try:
         s = g.find_sglang(version)
     except InvalidVersion as e:
@@ -139,7 +140,7 @@ def get_sglang(g: CompatGraph, version: str) -> SglangRelease:
 
 
 def check_mooncake(g: CompatGraph, dist: str, version: str) -> None:
-    dist = str(canonicalize_name(dist))
+    dist = str(canonical_name(dist))
     if dist not in g.dists():
         raise UsageError(f"unknown mooncake distribution {dist!r}",
                          hint="known: " + ", ".join(g.dists()))
@@ -183,7 +184,7 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
 # ----------------------------------------------------------------------- the checks
 
 
-def _requirement(s: SglangRelease, module: str | None = None) -> rule.Requirement:
+def _requirement(s: Sglang, module: str | None = None) -> rule.Requirement:
     """The rule's facts for a release's requirement (``module``: the one it ends up with)."""
     pg = s.pg
     return rule.Requirement(module=module or pg.module, names=tuple(pg.names),
@@ -205,7 +206,7 @@ def _build_facts(b: Build) -> rule.BuildFacts:
                            cuda_read=b.needed_method != "none")
 
 
-def _scheme(ld: LoaderScheme) -> rule.Scheme:
+def _scheme(ld: Loader) -> rule.Scheme:
     return rule.Scheme(kind=ld.kind, imports=tuple(i.template for i in ld.imports),
                        version_regex=ld.version_regex, separator=ld.separator,
                        member=ld.member, note=ld.note)
@@ -215,12 +216,11 @@ def _check(name: str, d: rule.Decision, evidence: Iterable[str] = ()) -> Check:
     return Check(name, d.ok, d.detail, tuple(evidence))
 
 
-def _torch_requirement(s: SglangRelease, t: TorchChoice) -> Check:
+def _torch_requirement(s: Sglang, t: TorchChoice) -> Check:
     lines = torch_lines(s)
     if not lines:
         return Check("torch requirement", True, "SGLang declares no torch requirement")
-    hit = [line for line, req in lines if req.specifier.contains(t.version.public,
-                                                                prereleases=True)]
+    hit = [line for line, spec in lines if spec.contains(t.version.public, prereleases=True)]
     return Check(
         "torch requirement", bool(hit),
         f"torch {t.version} satisfies {hit[0]!r}" if hit else
@@ -228,8 +228,8 @@ def _torch_requirement(s: SglangRelease, t: TorchChoice) -> Check:
         (f"{s.artifact.filename}: METADATA Requires-Dist",))
 
 
-def _module(ev: Evaluation, s: SglangRelease, w: WheelView, python: str, arch: str,
-            ) -> tuple[str, LoaderScheme | None] | None:
+def _module(ev: Evaluation, s: Sglang, w: WheelView, python: str, arch: str,
+            ) -> tuple[str, Loader | None] | None:
     """The module the import ends up with (SGLang's, or its ImportError fallback) and its
     loader; the ``module present`` check when the wheel has none (then None)."""
     req = _requirement(s)
@@ -264,7 +264,7 @@ def _direct_build(ev: Evaluation, t: TorchChoice, w: WheelView, module: str, pyt
     return None if d.ok is False else [_build_facts(b)]
 
 
-def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: LoaderScheme,
+def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
                    python: str, arch: str) -> list[rule.BuildFacts] | None:
     """The builds a prebuilt loader imports for this torch; None (and the failed or
     undecided ``build for torch`` check) when it finds none."""
@@ -302,7 +302,7 @@ def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: LoaderS
 
 
 def _builds(ev: Evaluation, t: TorchChoice, w: WheelView, module: str,
-            loader: LoaderScheme | None, python: str, arch: str,
+            loader: Loader | None, python: str, arch: str,
             ) -> list[rule.BuildFacts] | None:
     """``module present`` and ``build for torch``: the builds the import loads (a JIT
     loader's sources stand for the build it compiles); None when that is decided."""
@@ -331,7 +331,7 @@ def _builds(ev: Evaluation, t: TorchChoice, w: WheelView, module: str,
                             backends=frozenset(loader.source_backends))]
 
 
-def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | None,
+def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
              dist: str, version: str, python: str, arch: str) -> Evaluation:
     """Every check for one combination; ``w`` None means the release has no wheel for P/A.
     The KB supplies the facts, :mod:`resolver.rule` decides."""
@@ -372,13 +372,13 @@ def evaluate(g: CompatGraph, s: SglangRelease, t: TorchChoice, w: WheelView | No
 # ----------------------------------------------------------------------- queries
 
 
-def _torches(g: CompatGraph, s: SglangRelease, torch: str | None) -> list[str]:
+def _torches(g: CompatGraph, s: Sglang, torch: str | None) -> list[str]:
     if torch is not None:
         return [torch]
     return [v for v, _ in g.torch_for(s)]
 
 
-def _combos(g: CompatGraph, s: SglangRelease, dist: str, version: str, torch: str | None,
+def _combos(g: CompatGraph, s: Sglang, dist: str, version: str, torch: str | None,
             python: str | None, arch: str | None) -> list[Evaluation]:
     wheels = g.wheels(dist, version)
     pythons = [python] if python else sorted({p for w in wheels for p in w.pythons})
@@ -429,7 +429,7 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    dist: str | None = None) -> dict[str, Any]:
     python, arch = normalize_python(python), normalize_arch(arch)
     s = get_sglang(g, sglang)
-    dists = [str(canonicalize_name(dist))] if dist else g.dists()
+    dists = [str(canonical_name(dist))] if dist else g.dists()
     if dist and dists[0] not in g.dists():
         raise UsageError(f"unknown mooncake distribution {dist!r}",
                          hint="known: " + ", ".join(g.dists()))
@@ -591,7 +591,7 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
     python, arch = normalize_python(python), normalize_arch(arch)
     s_spec, t_spec, m_spec = (parse_spec(sglang, "sglang"), parse_spec(torch, "torch"),
                               parse_spec(mooncake, "mooncake"))
-    dists = [str(canonicalize_name(dist))] if dist else g.dists()
+    dists = [str(canonical_name(dist))] if dist else g.dists()
     out = []
     for sv, s in sorted(g.sglang.items(), reverse=True):
         if s.pg.module is None or (s_spec is not None and not s_spec.contains(sv, True)):

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from pathlib import Path
     from typing import Any
 
+    from kb.facts import Facts
+
 __all__ = [
     "MAX_TABLE_BYTES",
     "Resolved",
@@ -26,6 +28,7 @@ __all__ = [
     "fix_for",
     "fixes_for",
     "load",
+    "load_facts",
     "load_launch",
     "load_requirements",
     "resolved_path",
@@ -345,6 +348,22 @@ def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] 
         return None
 
 
+#: The derived facts file: the part of the KB a query reads (``kb.facts``).
+FACTS_NAME = "_facts.json"
+
+
+def load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
+    """The KB's facts from ``resolved/_facts.json`` (no pydantic); None when that file is
+    missing, stale, damaged or of another shape (then the caller reads the KB itself)."""
+    from kb.facts import FactsError, from_json
+
+    try:
+        doc = _read_table(kb_path, FACTS_NAME)
+        return from_json(doc.get("facts"))
+    except (OSError, ValueError, FactsError, RecursionError):
+        return None
+
+
 def fix_for(sglang: str, torch: str, python: str, arch: str, *,
             kb_path: str | os.PathLike[str] | None = None) -> list[str]:
     """Requirement lines of the mooncake releases compatible with this set, newest first.
@@ -457,7 +476,11 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
                          for d, v in releases],
         "unread": unread,
     }
-    docs: dict[str, dict[str, Any]] = {"_sglang": {
+    from kb.facts import to_json
+
+    docs: dict[str, dict[str, Any]] = {"_facts": {
+        "schema_version": SCHEMA, "kb_sha256": common["kb_sha256"], "facts": to_json(g.kb),
+    }, "_sglang": {
         "schema_version": SCHEMA,
         "kb_sha256": common["kb_sha256"],
         "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
@@ -467,13 +490,13 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
                                "features": _feature_imports(s)}
                    for s in kb.sglang if s.source == "index"},
     }}
-    for s in kb.sglang:
-        if s.source == "index" and s.launch is not None:
+    for rel in kb.sglang:
+        if rel.source == "index" and rel.launch is not None:
             # The runtime check reads one release's launch rules at worker start.
-            docs[f"_launch-{s.version}"] = {"schema_version": SCHEMA,
-                                            "kb_sha256": common["kb_sha256"],
-                                            "sglang": s.version,
-                                            "launch": s.launch.model_dump(mode="json")}
+            docs[f"_launch-{rel.version}"] = {"schema_version": SCHEMA,
+                                              "kb_sha256": common["kb_sha256"],
+                                              "sglang": rel.version,
+                                              "launch": rel.launch.model_dump(mode="json")}
     for version, out in rows.items():
         packed, strs = _pack(out, strings)
         docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
@@ -526,7 +549,7 @@ def write(kb_path: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
     try:
         for key, doc in docs.items():
-            name = ("_sglang.json" if key == "_sglang"
+            name = (f"{key}.json" if key in ("_sglang", "_facts")
                     else table_name("_launch-", key[len("_launch-"):])
                     if key.startswith("_launch-") else table_name("", key))
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -65,27 +66,66 @@ def test_fix_for_needs_the_torch_the_release_requires(kb_path: Path) -> None:
     assert resolved.fix_for("0.5.17", "2.13.0", "cp313", "x86_64", kb_path=kb_path) == []
 
 
-def test_cli_fast_path_loads_no_graph_or_models(kb_path: Path) -> None:
-    code = (
-        "import sys\n"
-        "from resolver.cli import main\n"
-        f"rc = main(['--kb', {str(kb_path)!r}, 'which', 'mooncake', '--sglang', '0.5.17',"
-        " '--json'])\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('pydantic', 'networkx', 'httpx'))\n"
-        "print('HEAVY', heavy, 'RC', rc)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)
+_HEAVY = (
+    "import sys\n"
+    "from resolver.cli import main\n"
+    "rc = main({argv!r})\n"
+    "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+    "('pydantic', 'networkx', 'httpx'))\n"
+    "print('HEAVY', heavy, 'RC', rc)\n"
+)
+
+
+def _run_counting_heavy(argv: list[str]) -> tuple[str, list[str]]:
+    r = subprocess.run([sys.executable, "-c", _HEAVY.format(argv=argv)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out, _, tail = r.stdout.rpartition("HEAVY")
-    assert json.loads(out)["compatible"][0]["requirement"] == "mooncake-transfer-engine==0.3.13"
-    assert tail.strip() == "[] RC 0"
-    # negative control: with --torch the full resolver (and its imports) answers
-    code2 = code.replace("'--json'", "'--json', '--torch', '2.13.0'")
-    r2 = subprocess.run([sys.executable, "-c", code2], cwd=ROOT, capture_output=True,
-                        text=True, timeout=60)
-    assert "networkx" in r2.stdout.rpartition("HEAVY")[2]
+    heavy, _, rc = tail.rpartition("RC")
+    assert rc.strip() == "0"
+    return out, ast.literal_eval(heavy.strip())  # the module names the child printed
+
+
+_QUERIES = [
+    ["which", "mooncake", "--sglang", "0.5.17", "--json"],
+    ["which", "mooncake", "--sglang", "0.5.17", "--torch", "2.13.0", "--json"],
+    ["which", "sglang", "--mooncake", "mooncake-transfer-engine==0.3.13", "--json"],
+    ["explain", "sglang==0.5.17", "mooncake-transfer-engine==0.3.13", "--json"],
+    ["triples", "--sglang", "0.5.17", "--format", "json"],
+]
+
+
+@pytest.mark.parametrize("argv", _QUERIES, ids=lambda a: " ".join(a[:2]))
+def test_queries_load_no_graph_library_or_models(kb_path: Path, tmp_path: Path,
+                                                 argv: list[str]) -> None:
+    """From the KB's derived facts a query imports neither pydantic nor networkx; without
+    them (a KB copied alone) it reads the KB through pydantic and answers the same."""
+    out, heavy = _run_counting_heavy(["--kb", str(kb_path), *argv])
+    assert heavy == []
+    alone = tmp_path / "alone" / "kb.json"
+    alone.parent.mkdir()
+    alone.write_bytes(kb_path.read_bytes())
+    out2, heavy2 = _run_counting_heavy(["--kb", str(alone), *argv])
+    assert "pydantic" in heavy2  # the negative control: the test sees a heavy import
+    assert json.loads(out2) == json.loads(out.replace(str(kb_path), str(alone)))
+
+
+def test_damaged_facts_are_ignored(kb_path: Path) -> None:
+    """A facts file of the wrong shape (or another KB's) is never believed."""
+    facts = resolved.resolved_path(kb_path) / resolved.FACTS_NAME
+    doc = json.loads(facts.read_text())
+    good = resolved.load_facts(kb_path)
+    assert good is not None and good == CompatGraph(store.load(kb_path)).kb
+    for damage in (lambda d: d["facts"]["mooncake"][0].update(wheels=5),
+                   lambda d: d["facts"]["sglang"][0]["pg"].update(names=[1, 2]),
+                   lambda d: d["facts"].update(extra=1),
+                   lambda d: d.update(kb_sha256="0" * 64)):
+        bad = json.loads(json.dumps(doc))
+        damage(bad)
+        facts.write_text(json.dumps(bad))
+        assert resolved.load_facts(kb_path) is None
+        g = CompatGraph.from_path(kb_path)  # falls back to the KB itself
+        assert g.kb == good
 
 
 def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:

@@ -1,0 +1,411 @@
+"""The facts queries ask of a KB, as plain frozen values (standard library only).
+
+``kb.models`` validates ``data/kb.json`` at its boundary with pydantic; that costs ~0.2 s
+to import and ~0.3 s per load, more than a whole answer may take. A query needs a small
+part of it (no source-level imports, calls or launch rules), so the KB's writer also writes
+that part as ``resolved/_facts.json`` (see :mod:`kb.index`), and queries read these
+classes from it. Each class holds the fields of its ``kb.models`` namesake that a query
+reads, under the same names.
+
+:func:`from_model` takes them from a validated :class:`kb.models.KnowledgeBase`;
+:func:`from_json` from the derived file, checking every value's type as it goes (a derived
+file is untrusted input: a damaged one raises :class:`FactsError` and the caller falls back
+to the KB itself); :func:`to_json` writes what :func:`from_json` reads.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, NamedTuple, get_type_hints
+
+__all__ = [
+    "Artifact",
+    "Build",
+    "Facts",
+    "FactsError",
+    "Loader",
+    "LoaderImport",
+    "Mooncake",
+    "Pg",
+    "Scrape",
+    "Sglang",
+    "Torch",
+    "TorchVariant",
+    "Unread",
+    "Wheel",
+    "from_json",
+    "from_model",
+    "to_json",
+]
+
+
+class FactsError(ValueError):
+    """A derived facts file whose content is not what :func:`to_json` writes."""
+
+
+class Artifact(NamedTuple):
+    filename: str
+    sha256: str
+
+
+class Pg(NamedTuple):
+    module: str | None
+    alternatives: tuple[str, ...]
+    names: tuple[str, ...]
+    optional_names: tuple[str, ...]
+    backends: tuple[str, ...]
+    optional: bool
+    evidence: tuple[str, ...]
+
+
+class Sglang(NamedTuple):
+    version: str
+    source: str
+    artifact: Artifact
+    torch_requirements: tuple[str, ...]
+    #: the version specifier of each line of ``torch_requirements`` (None: the line does
+    #: not parse), so a query needs no PEP 508 parser
+    torch_specifiers: tuple[str | None, ...]
+    pg: Pg
+    files_analyzed: int
+    #: how many launch rules the KB records for the release (``kb info``; the rules
+    #: themselves are in ``resolved/_launch-<version>.json``)
+    launch_rules: int
+
+
+class LoaderImport(NamedTuple):
+    template: str
+    line: int
+    on_missing: str | None
+
+
+class Loader(NamedTuple):
+    module: str
+    member: str
+    kind: str
+    imports: tuple[LoaderImport, ...]
+    version_regex: str | None
+    separator: str | None
+    toolchain: tuple[str, ...]
+    sources: tuple[str, ...]
+    source_names: tuple[str, ...]
+    source_backends: tuple[str, ...]
+    note: str | None
+
+
+class Build(NamedTuple):
+    member: str
+    torch: str | None
+    torch_from: str | None
+    abi: str | None
+    names: tuple[str, ...]
+    names_checked: tuple[str, ...]
+    backends: tuple[str, ...]
+    needed: tuple[str, ...]
+    needed_method: str
+    cuda_major: int | None
+    complete: bool
+    strings_complete: bool
+    read_error: str | None
+    bytes_from: str | None
+
+
+class Wheel(NamedTuple):
+    artifact: Artifact
+    python_tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+    loaders: tuple[Loader, ...]
+    builds: tuple[Build, ...]
+
+
+class Mooncake(NamedTuple):
+    dist: str
+    version: str
+    wheels: tuple[Wheel, ...]
+
+
+class TorchVariant(NamedTuple):
+    arch: str
+    cuda_major: int | None
+    evidence: str
+    artifact: Artifact
+
+
+class Torch(NamedTuple):
+    version: str
+    variants: tuple[TorchVariant, ...]
+
+
+class Unread(NamedTuple):
+    kind: str
+    name: str
+    version: str
+    reason: str
+
+
+class Scrape(NamedTuple):
+    scraped_at: datetime
+    index_url: str | None
+    moonpin_version: str
+    bytes_fetched: int
+    artifact_bytes: int
+    requests: int
+    seconds: float
+    refreshed: tuple[str, ...]
+    read: dict[str, tuple[str, ...]]
+    kept: dict[str, int]
+    kinds_scraped_at: dict[str, datetime]
+    extractors: dict[str, str]
+
+
+class Facts(NamedTuple):
+    """The whole: what :func:`from_json` returns."""
+
+    schema_version: int
+    scrape: Scrape
+    sglang: tuple[Sglang, ...]
+    mooncake: tuple[Mooncake, ...]
+    torch: tuple[Torch, ...]
+    torch_versions: tuple[str, ...]
+    unread: tuple[Unread, ...]
+
+
+# ----------------------------------------------------------------------- conversion
+
+#: Fields whose value is not read under the field's own name from a ``kb.models`` object.
+def _specifiers(lines: tuple[str, ...]) -> tuple[str | None, ...]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out: list[str | None] = []
+    for line in lines:
+        try:
+            out.append(str(Requirement(line).specifier))
+        except InvalidRequirement:
+            out.append(None)
+    return tuple(out)
+
+
+_FROM_MODEL: dict[tuple[type, str], Callable[[Any], Any]] = {
+    (Sglang, "launch_rules"): lambda m: len(m.launch.rules) if m.launch is not None else 0,
+    (Sglang, "torch_specifiers"): lambda m: _specifiers(m.torch_requirements),
+}
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    h = _HINTS.get(cls)
+    if h is None:
+        h = _HINTS[cls] = get_type_hints(cls, vars(sys.modules[__name__]))
+    return h
+
+
+def _convert(tp: Any, value: Any, where: str, model: bool) -> Any:
+    """``value`` (a model attribute, or JSON) as type ``tp``; FactsError when it is not."""
+    origin = getattr(tp, "__origin__", None)
+    args: tuple[Any, ...] = getattr(tp, "__args__", ())
+    if origin is None and isinstance(tp, type) and tp in _HINTS_OK:
+        return _record(tp, value, where, model)
+    if tp is datetime:
+        if isinstance(value, datetime):
+            return value
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                pass
+        raise FactsError(f"{where}: not a timestamp")
+    if tp in (str, int, float, bool):
+        if tp is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if type(value) is not tp:
+            raise FactsError(f"{where}: not {tp.__name__}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise FactsError(f"{where}: not a list")
+        return tuple(_convert(args[0], v, f"{where}[{i}]", model) for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise FactsError(f"{where}: not an object")
+        return {_convert(args[0], k, where, model): _convert(args[1], v, f"{where}.{k}", model)
+                for k, v in value.items()}
+    if args and type(None) in args:  # X | None
+        if value is None:
+            return None
+        return _convert(next(a for a in args if a is not type(None)), value, where, model)
+    raise FactsError(f"{where}: unsupported type {tp!r}")  # pragma: no cover - a coding error
+
+
+def _record(cls: type, src: Any, where: str, model: bool) -> Any:
+    if model:
+        values = {}
+        for name in cls._fields:  # type: ignore[attr-defined]
+            get = _FROM_MODEL.get((cls, name))
+            raw = get(src) if get is not None else getattr(src, name)
+            values[name] = _convert(_hints(cls)[name], raw, f"{where}.{name}", model)
+        return cls(**values)
+    if not isinstance(src, dict):
+        raise FactsError(f"{where}: not an object")
+    names = list(cls._fields)  # type: ignore[attr-defined]
+    if len(src) != len(names) or any(n not in src for n in names):
+        raise FactsError(f"{where}: fields are not {', '.join(names)}")
+    hints = _hints(cls)
+    return cls(**{n: _convert(hints[n], src[n], f"{where}.{n}", model) for n in names})
+
+
+_HINTS_OK = frozenset({Artifact, Pg, Sglang, LoaderImport, Loader, Build, Wheel, Mooncake,
+                       TorchVariant, Torch, Unread, Scrape, Facts})
+
+
+def from_model(kb: Any) -> Facts:
+    """The facts of a validated ``kb.models.KnowledgeBase``."""
+    out: Facts = _record(Facts, kb, "kb", True)
+    return out
+
+
+def from_json(data: Any) -> Facts:
+    """The facts :func:`to_json` wrote; :class:`FactsError` naming the first bad value."""
+    try:
+        out: Facts = _reader(Facts)(data)
+    except _Bad as e:
+        raise FactsError(f"facts{''.join(reversed(e.path))}: {e.what}") from None
+    return out
+
+
+class _Bad(Exception):
+    """A value of the wrong type; ``path`` is filled in (innermost first) as it unwinds."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.path: list[str] = []
+
+
+_READERS: dict[Any, Callable[[Any], Any]] = {}
+_STR = {str}
+
+
+def _reader(tp: Any) -> Callable[[Any], Any]:
+    """A function reading JSON as type ``tp``, made once per type (the per-value work is
+    the type checks alone: reading the shipped facts takes a few milliseconds)."""
+    fn = _READERS.get(tp)
+    if fn is None:
+        fn = _READERS[tp] = _make_reader(tp)
+    return fn
+
+
+def _scalar(tp: type) -> Callable[[Any], Any]:
+    def read(v: Any) -> Any:
+        if type(v) is tp:
+            return v
+        if tp is float and type(v) is int:
+            return float(v)
+        raise _Bad(f"not {tp.__name__}")
+    return read
+
+
+def _read_datetime(v: Any) -> datetime:
+    if isinstance(v, str):
+        try:
+            return datetime.fromisoformat(v)
+        except ValueError:
+            pass
+    raise _Bad("not a timestamp")
+
+
+def _make_reader(tp: Any) -> Callable[[Any], Any]:
+    origin = getattr(tp, "__origin__", None)
+    args: tuple[Any, ...] = getattr(tp, "__args__", ())
+    if tp in _HINTS_OK:
+        return _record_reader(tp)
+    if tp is datetime:
+        return _read_datetime
+    if tp in (str, int, float, bool):
+        return _scalar(tp)
+    if origin is tuple and args[0] is str:
+        def read_strs(v: Any) -> tuple[str, ...]:
+            if type(v) is list and (not v or set(map(type, v)) == _STR):
+                return tuple(v)
+            raise _Bad("not a list of strings")
+        return read_strs
+    if origin is tuple:
+        item = _reader(args[0])
+
+        def read_tuple(v: Any) -> tuple[Any, ...]:
+            if type(v) is not list:
+                raise _Bad("not a list")
+            out = []
+            for i, x in enumerate(v):
+                try:
+                    out.append(item(x))
+                except _Bad as e:
+                    e.path.append(f"[{i}]")
+                    raise
+            return tuple(out)
+        return read_tuple
+    if origin is dict:
+        key, val = _reader(args[0]), _reader(args[1])
+
+        def read_dict(v: Any) -> dict[Any, Any]:
+            if type(v) is not dict:
+                raise _Bad("not an object")
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[key(k)] = val(x)
+                except _Bad as e:
+                    e.path.append(f".{k}")
+                    raise
+            return out
+        return read_dict
+    if args and type(None) in args:  # X | None
+        inner = _reader(next(a for a in args if a is not type(None)))
+
+        def read_optional(v: Any) -> Any:
+            return None if v is None else inner(v)
+        return read_optional
+    raise TypeError(f"no reader for {tp!r}")  # a coding error, never input
+
+
+def _record_reader(cls: type) -> Callable[[Any], Any]:
+    names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    wanted = frozenset(names)
+    hints = _hints(cls)
+    readers = tuple((n, _reader(hints[n])) for n in names)
+
+    def read(v: Any) -> Any:
+        if type(v) is not dict:
+            raise _Bad("not an object")
+        if v.keys() != wanted:
+            raise _Bad(f"fields are not {', '.join(names)}")
+        try:
+            return cls(*[r(v[n]) for n, r in readers])
+        except _Bad as e:
+            for n, r in readers:  # which field: the error's path names it
+                try:
+                    r(v[n])
+                except _Bad:
+                    e.path.append(f".{n}")
+                    break
+            raise
+    return read
+
+
+def _plain(value: Any) -> Any:
+    if type(value) in _HINTS_OK:  # before tuple: a record is a named tuple
+        return {n: _plain(v) for n, v in zip(value._fields, value, strict=True)}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def to_json(facts: Facts) -> dict[str, Any]:
+    """``facts`` as JSON values (what :func:`from_json` reads back)."""
+    out: dict[str, Any] = _plain(facts)
+    return out
