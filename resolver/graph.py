@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -55,7 +55,8 @@ def build_python(abi: str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
-def torch_lines(release: Sglang) -> list[tuple[str, SpecifierSet]]:
+@lru_cache(maxsize=4096)
+def torch_lines(release: Sglang) -> tuple[tuple[str, SpecifierSet], ...]:
     """The release's torch requirement lines that parse, each with its text and its
     version specifier (the facts carry it, read when the KB was written)."""
     out = []
@@ -66,7 +67,7 @@ def torch_lines(release: Sglang) -> list[tuple[str, SpecifierSet]]:
             out.append((line, SpecifierSet(spec)))
         except InvalidSpecifier:
             continue
-    return out
+    return tuple(out)
 
 
 def canonical_name(name: str) -> str:
@@ -83,7 +84,7 @@ class WheelView:
     """One mooncake wheel with what queries ask of it: the CPython tags and the
     architectures it covers."""
 
-    __slots__ = ("arches", "dist", "pythons", "version", "wheel")
+    __slots__ = ("_named", "arches", "dist", "pythons", "version", "wheel")
 
     def __init__(self, dist: str, version: str, wheel: Wheel) -> None:
         self.dist = dist
@@ -91,6 +92,7 @@ class WheelView:
         self.wheel = wheel
         self.pythons = frozenset(t for t in wheel.python_tags if t.startswith("cp"))
         self.arches = frozenset(a for p in wheel.platform_tags if (a := arch_of_platform(p)))
+        self._named: dict[tuple[str, str, str], list[Build]] = {}
 
     def __repr__(self) -> str:
         return f"WheelView({self.dist}=={self.version}, {self.wheel.artifact.filename})"
@@ -100,15 +102,18 @@ class WheelView:
 
     def builds_named(self, module_short: str, python: str, arch: str) -> list[Build]:
         """Builds the import system would load for ``mooncake.<module_short>`` here."""
-        out = []
-        for b in self.wheel.builds:
-            stem = b.member.rsplit("/", 1)[-1].split(".", 1)[0]
-            if stem != module_short:
-                continue
-            py, ar = build_python(b.abi)
-            if (b.abi and b.abi.startswith("abi3")) or (py == python and ar == arch):
-                out.append(b)
-        return out
+        key = (module_short, python, arch)
+        got = self._named.get(key)
+        if got is None:
+            got = self._named[key] = []
+            for b in self.wheel.builds:
+                stem = b.member.rsplit("/", 1)[-1].split(".", 1)[0]
+                if stem != module_short:
+                    continue
+                py, ar = build_python(b.abi)
+                if (b.abi and b.abi.startswith("abi3")) or (py == python and ar == arch):
+                    got.append(b)
+        return list(got)
 
 
 class CompatGraph:

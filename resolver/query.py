@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from kb.errors import UsageError
-from kb.facts import Build, Loader, Sglang
+from kb.facts import Build, Loader, Sglang, Wheel
 from resolver import rule
 from resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from resolver.inputs import normalize_arch, normalize_python
@@ -153,6 +154,7 @@ def check_mooncake(g: CompatGraph, dist: str, version: str) -> None:
                          f"{_nearest(version, pool)})", hint="run `moonpin scrape` to refresh it")
 
 
+@lru_cache(maxsize=4096)
 def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
     """A torch as given: ``2.13.0+cu126`` names its CUDA variant; a bare version means
     the wheel the index publishes for ``arch`` (its CUDA major from the KB)."""
@@ -196,6 +198,11 @@ def _torch_facts(t: TorchChoice) -> rule.TorchFacts:
     return rule.TorchFacts(t.text, t.cuda, t.cuda_known, t.cuda_why)
 
 
+# The facts are immutable named tuples: what is derived from them is kept (a query
+# evaluates the same build, loader and torch line for many combinations).
+
+
+@lru_cache(maxsize=8192)
 def _build_facts(b: Build) -> rule.BuildFacts:
     """The rule's facts for a scraped build: a build read in part, or with an error, is
     incomplete; ``needed_method`` ``none`` means its dynamic section was not read."""
@@ -206,6 +213,7 @@ def _build_facts(b: Build) -> rule.BuildFacts:
                            cuda_read=b.needed_method != "none")
 
 
+@lru_cache(maxsize=1024)
 def _scheme(ld: Loader) -> rule.Scheme:
     return rule.Scheme(kind=ld.kind, imports=tuple(i.template for i in ld.imports),
                        version_regex=ld.version_regex, separator=ld.separator,
@@ -216,6 +224,7 @@ def _check(name: str, d: rule.Decision, evidence: Iterable[str] = ()) -> Check:
     return Check(name, d.ok, d.detail, tuple(evidence))
 
 
+@lru_cache(maxsize=8192)
 def _torch_requirement(s: Sglang, t: TorchChoice) -> Check:
     lines = torch_lines(s)
     if not lines:
@@ -264,6 +273,14 @@ def _direct_build(ev: Evaluation, t: TorchChoice, w: WheelView, module: str, pyt
     return None if d.ok is False else [_build_facts(b)]
 
 
+@lru_cache(maxsize=8192)
+def _similar_builds(wheel: Wheel, mshort: str) -> list[str]:
+    """The wheel's builds of the family ``mshort`` names (``pg_2_12_0`` -> every ``pg_*``)."""
+    stem = mshort.split("_")[0] or mshort
+    return sorted({b.member.rsplit("/", 1)[-1].split(".")[0] for b in wheel.builds
+                   if b.member.rsplit("/", 1)[-1].startswith(stem)})
+
+
 def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
                    python: str, arch: str) -> list[rule.BuildFacts] | None:
     """The builds a prebuilt loader imports for this torch; None (and the failed or
@@ -281,9 +298,7 @@ def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
         mshort = target.removeprefix("mooncake.")
         found = w.builds_named(mshort, python, arch)
         if not found:
-            same = sorted({b.member.rsplit("/", 1)[-1].split(".")[0] for b in w.wheel.builds
-                           if b.member.rsplit("/", 1)[-1].startswith(
-                               mshort.split("_")[0] or mshort)})
+            same = _similar_builds(w.wheel, mshort)
             d = rule.no_build(loader.member, target, t.text, filename, same,
                               f" for {python} on {arch}")
             detail = d.detail
