@@ -84,7 +84,7 @@ class WheelView:
     """One mooncake wheel with what queries ask of it: the CPython tags and the
     architectures it covers."""
 
-    __slots__ = ("_named", "arches", "dist", "pythons", "version", "wheel")
+    __slots__ = ("_named", "arches", "dist", "memo", "pythons", "version", "wheel")
 
     def __init__(self, dist: str, version: str, wheel: Wheel) -> None:
         self.dist = dist
@@ -93,6 +93,8 @@ class WheelView:
         self.pythons = frozenset(t for t in wheel.python_tags if t.startswith("cp"))
         self.arches = frozenset(a for p in wheel.platform_tags if (a := arch_of_platform(p)))
         self._named: dict[tuple[str, str, str], list[Build]] = {}
+        #: what queries derive from this wheel's facts, kept (see ``resolver.query``)
+        self.memo: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"WheelView({self.dist}=={self.version}, {self.wheel.artifact.filename})"
@@ -150,6 +152,8 @@ class CompatGraph:
             self._wheels[(r.dist, r.version)] = [WheelView(r.dist, r.version, w)
                                                  for w in r.wheels]
         self._torch_for: dict[str, list[tuple[str, str]]] = {}
+        #: what queries derive from the facts, kept (see ``resolver.query``)
+        self.memo: dict[Any, Any] = {}
 
     @classmethod
     def from_path(cls, kb_path: str | os.PathLike[str] | None = None) -> CompatGraph:

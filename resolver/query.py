@@ -11,10 +11,11 @@ Each check is ``ok`` True / False, or None when the KB cannot decide it.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -198,11 +199,25 @@ def _torch_facts(t: TorchChoice) -> rule.TorchFacts:
     return rule.TorchFacts(t.text, t.cuda, t.cuda_known, t.cuda_why)
 
 
-# The facts are immutable named tuples: what is derived from them is kept (a query
-# evaluates the same build, loader and torch line for many combinations).
+# The facts are immutable: what a query derives from one is kept in the memo of the wheel
+# or graph that holds it (one query evaluates the same build, loader and torch line for
+# many combinations). Keyed by the object's identity, which the memo keeps alive.
+
+_T = TypeVar("_T")
 
 
-@lru_cache(maxsize=8192)
+def _kept(memo: dict[Any, Any], key: tuple[Any, ...], obj: object, make: Callable[[], _T],
+          ) -> _T:
+    full = (id(obj), key)
+    hit = memo.get(full)
+    if hit is not None and hit[0] is obj:
+        out: _T = hit[1]
+        return out
+    value = make()
+    memo[full] = (obj, value)
+    return value
+
+
 def _build_facts(b: Build) -> rule.BuildFacts:
     """The rule's facts for a scraped build: a build read in part, or with an error, is
     incomplete; ``needed_method`` ``none`` means its dynamic section was not read."""
@@ -213,7 +228,6 @@ def _build_facts(b: Build) -> rule.BuildFacts:
                            cuda_read=b.needed_method != "none")
 
 
-@lru_cache(maxsize=1024)
 def _scheme(ld: Loader) -> rule.Scheme:
     return rule.Scheme(kind=ld.kind, imports=tuple(i.template for i in ld.imports),
                        version_regex=ld.version_regex, separator=ld.separator,
@@ -224,7 +238,6 @@ def _check(name: str, d: rule.Decision, evidence: Iterable[str] = ()) -> Check:
     return Check(name, d.ok, d.detail, tuple(evidence))
 
 
-@lru_cache(maxsize=8192)
 def _torch_requirement(s: Sglang, t: TorchChoice) -> Check:
     lines = torch_lines(s)
     if not lines:
@@ -241,7 +254,7 @@ def _module(ev: Evaluation, s: Sglang, w: WheelView, python: str, arch: str,
             ) -> tuple[str, Loader | None] | None:
     """The module the import ends up with (SGLang's, or its ImportError fallback) and its
     loader; the ``module present`` check when the wheel has none (then None)."""
-    req = _requirement(s)
+    req = _kept(w.memo, ("req",), s, lambda: _requirement(s))
     here = {m for m in (req.module, *req.alternatives) if m is not None and (
         w.loader(m) is not None or w.builds_named(m.removeprefix("mooncake."), python, arch))}
     module = rule.choose_module(req, here)
@@ -270,10 +283,9 @@ def _direct_build(ev: Evaluation, t: TorchChoice, w: WheelView, module: str, pyt
     d = rule.direct_build(b.member, b.torch, b.torch_from, t.text)
     ev.checks.append(_check("build for torch", d,
                             () if d.ok is None else (f"{filename}: {b.member}",)))
-    return None if d.ok is False else [_build_facts(b)]
+    return None if d.ok is False else [_kept(w.memo, ("bf",), b, lambda: _build_facts(b))]
 
 
-@lru_cache(maxsize=8192)
 def _similar_builds(wheel: Wheel, mshort: str) -> list[str]:
     """The wheel's builds of the family ``mshort`` names (``pg_2_12_0`` -> every ``pg_*``)."""
     stem = mshort.split("_")[0] or mshort
@@ -285,7 +297,7 @@ def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
                    python: str, arch: str) -> list[rule.BuildFacts] | None:
     """The builds a prebuilt loader imports for this torch; None (and the failed or
     undecided ``build for torch`` check) when it finds none."""
-    scheme = _scheme(loader)
+    scheme = _kept(w.memo, ("scheme",), loader, lambda: _scheme(loader))
     filename = w.wheel.artifact.filename
     builds: list[Build] = []
     for imp in loader.imports:
@@ -298,7 +310,8 @@ def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
         mshort = target.removeprefix("mooncake.")
         found = w.builds_named(mshort, python, arch)
         if not found:
-            same = _similar_builds(w.wheel, mshort)
+            same = _kept(w.memo, ("similar", mshort), w.wheel,
+                         functools.partial(_similar_builds, w.wheel, mshort))
             d = rule.no_build(loader.member, target, t.text, filename, same,
                               f" for {python} on {arch}")
             detail = d.detail
@@ -313,7 +326,7 @@ def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
     ev.checks.append(Check("build for torch", True,
                            f"{loader.member} loads {', '.join(b.member for b in builds)}",
                            tuple(f"{filename}: {b.member}" for b in builds)))
-    return [_build_facts(b) for b in builds]
+    return [_kept(w.memo, ("bf",), b, functools.partial(_build_facts, b)) for b in builds]
 
 
 def _builds(ev: Evaluation, t: TorchChoice, w: WheelView, module: str,
@@ -352,7 +365,7 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
     The KB supplies the facts, :mod:`resolver.rule` decides."""
     ev = Evaluation(s.version, dist, version, t.text, python, arch,
                     wheel=w.wheel.artifact.filename if w else None)
-    ev.checks.append(_torch_requirement(s, t))
+    ev.checks.append(_kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t)))
     if s.pg.module is None:
         ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "
                         "compatible with any mooncake (or none)")
@@ -371,7 +384,7 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
     builds = _builds(ev, t, w, module, loader, python, arch)
     if builds is None:
         return ev
-    req = _requirement(s, module)
+    req = _kept(g.memo, ("req", module), s, lambda: _requirement(s, module))
     jit = loader is not None and loader.kind == "jit-compile"
     ev.checks.append(_check("names", rule.names(req, builds), s.pg.evidence))
     opt_missing = rule.optional_missing(req, builds)
