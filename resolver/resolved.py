@@ -352,6 +352,43 @@ def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] 
 FACTS_NAME = "_facts.json"
 
 
+# ---------------------------------------------------------------- stamped documents
+# ``_facts.json`` and the ``_show-*.json`` documents are written as one JSON header line
+# (schema, the KB's sha256, the sha256 of the rest) and the body: a reader believes a body
+# only when it hashes to its stamp, so a damaged byte anywhere makes the file ignored (a
+# shape check alone would pass a changed name or number).
+
+
+def _stamped(body: Any, kb_sha256: str) -> bytes:
+    import hashlib
+    import json
+
+    data = json.dumps(body, separators=(",", ":")).encode()
+    head = {"schema_version": SCHEMA, "kb_sha256": kb_sha256,
+            "body_sha256": hashlib.sha256(data).hexdigest()}
+    return json.dumps(head).encode() + b"\n" + data
+
+
+def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
+    """The body of the stamped document ``name`` beside ``kb_path``; ValueError/OSError when
+    it is missing, another KB's, another moonpin's, or damaged."""
+    import hashlib
+
+    from kb.files import loads_json, read_regular
+
+    path = os.path.join(_folder(kb_path), name)
+    raw = read_regular(path, cap=MAX_TABLE_BYTES, what="resolved table")
+    head_bytes, sep, data = raw.partition(b"\n")
+    head = loads_json(head_bytes) if sep else None
+    if not isinstance(head, dict) or head.get("schema_version") != SCHEMA:
+        raise ValueError(f"{path}: not a resolved document of this moonpin")
+    if head.get("body_sha256") != hashlib.sha256(data).hexdigest():
+        raise ValueError(f"{path}: damaged (its body does not hash to its stamp)")
+    if head.get("kb_sha256") != _sha256(kb_path):
+        raise ValueError(f"{path} does not belong to {kb_path}")
+    return loads_json(data)
+
+
 def load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
     """The KB's facts from ``resolved/_facts.json`` (no pydantic); None when that file is
     missing, stale, damaged or of another shape (then the caller reads the KB itself)."""
@@ -364,13 +401,31 @@ def load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        doc = _read_table(kb_path, FACTS_NAME)
-        return from_json(doc.get("facts"))
+        return from_json(_read_stamped(kb_path, FACTS_NAME))
     except (OSError, ValueError, FactsError, RecursionError):
         return None
     finally:
         if enabled:
             gc.enable()
+
+
+def show_name(name: str, version: str) -> str:
+    """The file of one release's ``show`` document (``_show-sglang-0.5.18.json``)."""
+    return table_name("_show-", f"{name}-{version}")
+
+
+def load_show(kb_path: str | os.PathLike[str], name: str, version: str,
+              ) -> dict[str, Any] | None:
+    """One release's ``show`` document: ``record``, its KB record as JSON (for SGLang
+    without ``launch``, which is in its ``_launch-`` table; ``launch`` says whether it has
+    one); None when missing, stale or damaged."""
+    try:
+        doc = _read_stamped(kb_path, show_name(name, version))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("name") != name or doc.get("version") != version:
+        return None
+    return doc
 
 
 def fix_for(sglang: str, torch: str, python: str, arch: str, *,
@@ -431,13 +486,14 @@ def fixes_for(sglang: str, torch: str, python: str, arch: str, *,
 # ----------------------------------------------------------------------- writing
 
 
-def build(kb_path: Path) -> dict[str, dict[str, Any]]:
-    """Resolve every combination the table holds (imports the full resolver)."""
+def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
+    """Resolve every combination the table holds (imports the full resolver); ``kb``:
+    the KB at ``kb_path``, when the caller has loaded it."""
     from kb import store
     from resolver import query
     from resolver.graph import CompatGraph
 
-    kb = store.load(kb_path)
+    kb = kb if kb is not None else store.load(kb_path)
     g = CompatGraph(kb)
     strings: list[str] = []
     index: dict[str, int] = {}
@@ -485,11 +541,7 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
                          for d, v in releases],
         "unread": unread,
     }
-    from kb.facts import to_json
-
-    docs: dict[str, dict[str, Any]] = {"_facts": {
-        "schema_version": SCHEMA, "kb_sha256": common["kb_sha256"], "facts": to_json(g.kb),
-    }, "_sglang": {
+    docs: dict[str, dict[str, Any]] = {"_sglang": {
         "schema_version": SCHEMA,
         "kb_sha256": common["kb_sha256"],
         "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
@@ -511,6 +563,26 @@ def build(kb_path: Path) -> dict[str, dict[str, Any]]:
         docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
                          "rows": {version: packed}}
     return docs
+
+
+def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
+    """File name -> bytes of the stamped documents of ``kb`` (the KB at ``kb_path``): the
+    facts, and each release's record for ``show`` (the record ``show`` picks: a local
+    record of a version the index also has comes after it in the KB, and is the one
+    shown)."""
+    from kb.facts import from_model, to_json
+
+    sha = _sha256(kb_path)
+    out = {FACTS_NAME: _stamped(to_json(from_model(kb)), sha)}
+    for s in kb.sglang:
+        rec = s.model_dump(mode="json", exclude={"launch"})
+        out[show_name("sglang", s.version)] = _stamped(
+            {"name": "sglang", "version": s.version, "record": rec,
+             "launch": s.launch is not None}, sha)
+    for r in kb.mooncake:
+        out[show_name(r.dist, r.version)] = _stamped(
+            {"name": r.dist, "version": r.version, "record": r.model_dump(mode="json")}, sha)
+    return out
 
 
 def _feature_imports(s: Any) -> dict[str, list[dict[str, Any]]]:
@@ -551,17 +623,22 @@ def write(kb_path: Path) -> Path:
     import shutil
     from pathlib import Path
 
-    docs = build(kb_path)
+    from kb import store
+
+    kb = store.load(kb_path)
+    docs = build(kb_path, kb)
     final = resolved_path(kb_path)
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
     try:
         for key, doc in docs.items():
-            name = (f"{key}.json" if key in ("_sglang", "_facts")
+            name = ("_sglang.json" if key == "_sglang"
                     else table_name("_launch-", key[len("_launch-"):])
                     if key.startswith("_launch-") else table_name("", key))
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+        for name, data in build_stamped(kb_path, kb).items():
+            (tmp / name).write_bytes(data)
         os.chmod(tmp, 0o755)
         old = final.with_name(final.name + ".old")
         if final.exists():

@@ -110,22 +110,57 @@ def test_queries_load_no_graph_library_or_models(kb_path: Path, tmp_path: Path,
     assert json.loads(out2) == json.loads(out.replace(str(kb_path), str(alone)))
 
 
+def _restamp(path: Path, body: object, kb_path: Path) -> None:
+    """Write ``body`` as a stamped document that hashes right (a crafted file)."""
+    path.write_bytes(resolved._stamped(body, resolved._sha256(kb_path)))
+
+
 def test_damaged_facts_are_ignored(kb_path: Path) -> None:
-    """A facts file of the wrong shape (or another KB's) is never believed."""
+    """A facts file that is damaged, another KB's, or of the wrong shape even with a
+    right stamp, is never believed: the KB itself answers."""
     facts = resolved.resolved_path(kb_path) / resolved.FACTS_NAME
-    doc = json.loads(facts.read_text())
+    head, _, body = facts.read_bytes().partition(b"\n")
     good = resolved.load_facts(kb_path)
     assert good is not None and good == CompatGraph(store.load(kb_path)).kb
-    for damage in (lambda d: d["facts"]["mooncake"][0].update(wheels=5),
-                   lambda d: d["facts"]["sglang"][0]["pg"].update(names=[1, 2]),
-                   lambda d: d["facts"].update(extra=1),
-                   lambda d: d.update(kb_sha256="0" * 64)):
+    facts.write_bytes(head + b"\n" + body.replace(b"0.5.17", b"0.5.71", 1))  # one byte
+    assert resolved.load_facts(kb_path) is None
+    facts.write_bytes(head.replace(b'"kb_sha256": "', b'"kb_sha256": "0', 1) + b"\n" + body)
+    assert resolved.load_facts(kb_path) is None
+    doc = json.loads(body)
+    for damage in (lambda d: d["mooncake"][0].update(wheels=5),
+                   lambda d: d["sglang"][0]["pg"].update(names=[1, 2]),
+                   lambda d: d.update(extra=1),
+                   lambda d: d["scrape"].update(scraped_at="yesterday")):
         bad = json.loads(json.dumps(doc))
         damage(bad)
-        facts.write_text(json.dumps(bad))
+        _restamp(facts, bad, kb_path)
         assert resolved.load_facts(kb_path) is None
-        g = CompatGraph.from_path(kb_path)  # falls back to the KB itself
-        assert g.kb == good
+        assert CompatGraph.from_path(kb_path).kb == good  # read from the KB itself
+
+
+def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
+    """``show``'s document of a release is its KB record exactly (launch rules put back);
+    a damaged or wrong-shaped one is ignored."""
+    from resolver import show
+
+    kb = store.load(kb_path)
+    for s in kb.sglang:
+        assert show.record(kb_path, "sglang", s.version) == s.model_dump(mode="json")
+    for r in kb.mooncake:
+        assert show.record(kb_path, r.dist, r.version) == r.model_dump(mode="json")
+    s = kb.sglang[-1]
+    path = resolved.resolved_path(kb_path) / resolved.show_name("sglang", s.version)
+    doc = resolved.load_show(kb_path, "sglang", s.version)
+    assert doc is not None
+    path.write_bytes(path.read_bytes()[:-2])  # cut short
+    assert show.record(kb_path, "sglang", s.version) is None
+    doc["record"]["imports"] = [{"module": 5}]
+    _restamp(path, doc, kb_path)
+    assert show.record(kb_path, "sglang", s.version) is None
+    doc["record"] = s.model_dump(mode="json", exclude={"launch"})
+    doc["version"] = "0.0.1"  # another release's document under this name
+    _restamp(path, doc, kb_path)
+    assert show.record(kb_path, "sglang", s.version) is None
 
 
 def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
