@@ -62,7 +62,9 @@ def record(kb_path: str | os.PathLike[str], name: str, version: str) -> dict[str
     from resolver import resolved
 
     doc = resolved.load_show(kb_path, name, version)
-    rec = doc.get("record") if doc is not None else None
+    if doc is None:
+        return None
+    rec = doc.get("record")
     if not isinstance(rec, dict) or not fits(rec, _SGLANG if name == "sglang" else _MOONCAKE):
         return None
     if name == "sglang":
@@ -106,7 +108,7 @@ def _sglang_lines(r: dict[str, Any]) -> list[str]:
                    f"{len(c['keywords'])} keyword) {c['member']}:{c['line']}")
     for f in r["parse_failures"]:
         out.append(f"    unparsed {f['member']}: {f['error']}")
-    launch = r.get("launch")
+    launch: Any = r.get("launch")
     if fits(launch, _LAUNCH):
         out.append(f"  launch rules: {len(launch['rules'])} from {launch['member']} "
                    f"({len(launch['flags'])} options they read); `moonpin args --sglang "
