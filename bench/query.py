@@ -56,11 +56,11 @@ def main() -> int:
     for v in sample:
         for _ in range(3):
             a = time.perf_counter()
-            query.which_mooncake(g, v, python="3.12", arch="x86_64")
+            query.which_mooncake(g, v, python="3.12", arch="x86_64").to_json()
             which_t.append(time.perf_counter() - a)
             a = time.perf_counter()
             query.explain(g, v, "mooncake-transfer-engine-cuda13==0.3.13.post1",
-                          python="3.12", arch="x86_64")
+                          python="3.12", arch="x86_64").to_json()
             explain_t.append(time.perf_counter() - a)
     kb_path = args.kb or store.default_kb_path()
     fast_t: list[float] = []

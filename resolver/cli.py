@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
     import argparse
 
+    from resolver.answers import Candidate, Which
+
 from kb.errors import MoonpinError
 
 __all__ = ["main"]
@@ -438,52 +440,55 @@ def _listed(values: list[str], keep: int = 4) -> str:
 _SHOWN = 15
 
 
-def _print_which(res: dict[str, Any], what: str, why: bool) -> None:
-    q = res["query"]
-    compatible = list(res["compatible"])
-
-    def compiles(c: dict[str, Any]) -> bool:
-        return any("compiles" in n for n in c.get("notes", []))
-
+def _print_which(res: Which, what: str, why: bool) -> None:
+    q = res.query
+    compatible = list(res.compatible)
     if what == "mooncake":  # prebuilt before a release that compiles at first import
-        compatible.sort(key=compiles)
+        compatible.sort(key=lambda c: c.compiles)
     if compatible and what == "mooncake" and not q.get("module"):
         print(f"recommended: none needed (sglang {q.get('sglang')} imports no mooncake "
               "process-group module)")
     elif compatible:
         best = compatible[0]
-        how = ("prebuilt, the newest that fits" if not compiles(best) else
+        how = ("prebuilt, the newest that fits" if not best.compiles else
                "the newest that fits; it compiles at first import (nothing prebuilt fits)")
-        print(f"recommended: {best['requirement']} ({how})")
+        print(f"recommended: {best.requirement} ({how})")
     scope = ", ".join(f"{k} {_listed(v) if isinstance(v, list) else v}"
                       for k, v in q.items() if k not in ("names", "backends") and v is not None)
     print(f"# {what} compatible with {scope}")
     if q.get("module"):
         print(f"# needs {q['module']}: names {', '.join(q.get('names') or []) or '-'}; "
               f"backends {', '.join(q.get('backends') or []) or '-'}")
-    for note in res.get("notes", []):
+    said = res.notes or ()
+    for note in said:
         print(f"# note: {note}")
     if not compatible:
-        print(f"none compatible ({len(res['excluded'])} excluded, {len(res['unknown'])} unknown)")
+        print(f"none compatible ({len(res.excluded)} excluded, {len(res.unknown)} unknown)")
     for c in compatible[:_SHOWN]:
-        wheels = c.get("wheels", [])
-        pys = sorted({w["python"] for w in wheels})
-        arches = sorted({w["arch"] for w in wheels})
-        torches = sorted({w["torch"] for w in wheels})
-        print(f"{c['requirement']:50} python {_listed(pys)}  {','.join(arches)}"
+        wheels = c.wheels or ()
+        pys = sorted({w.python for w in wheels})
+        arches = sorted({w.arch for w in wheels})
+        torches = sorted({w.torch for w in wheels})
+        print(f"{c.requirement or c.version:50} python {_listed(pys)}  {','.join(arches)}"
               f"  torch {','.join(torches)}")
-        for note in c.get("notes", []):
-            if note not in res.get("notes", []):  # said once above
+        for note in c.notes or ():
+            if note not in said:  # said once above
                 print(f"    note: {note}")
     if len(compatible) > _SHOWN:
         print(f"… and {len(compatible) - _SHOWN} more compatible (--json lists all)")
-    excluded = res["excluded"]
-    if why or not compatible:
-        # one line per reason, the releases it excludes named together
+    _print_excluded(res.excluded, what, why or not compatible)
+    for c in res.unknown:
+        print(f"  unknown  {c.dist or what} {c.version}: {c.reason}")
+
+
+def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> None:
+    """One line per reason, the releases it excludes named together (``each``); else
+    counted per distribution, by the check that excludes them."""
+    if each:
         by_reason: dict[str, dict[str, list[str]]] = {}
         for c in excluded:
-            by_reason.setdefault(c["reason"], {}).setdefault(
-                c.get("dist", what), []).append(c["version"])
+            by_reason.setdefault(c.reason or "", {}).setdefault(
+                c.dist or what, []).append(c.version)
         for reason, dists in by_reason.items():
             if len(dists) == 1:
                 ((name, versions),) = dists.items()
@@ -491,20 +496,18 @@ def _print_which(res: dict[str, Any], what: str, why: bool) -> None:
             else:
                 n = sum(map(len, dists.values()))
                 print(f"  excluded {n} releases of {_listed(sorted(dists), 3)}: {reason}")
-    elif excluded:
-        # counted per distribution, by the check that excludes them
-        per: dict[str, dict[str, int]] = {}
-        for c in excluded:
-            check = c["reason"].split(":", 1)[0] if ":" in c["reason"][:40] else "other"
-            counts = per.setdefault(c.get("dist", what), {})
-            counts[check] = counts.get(check, 0) + 1
-        for name, counts in per.items():
-            total = sum(counts.values())
-            parts = ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda x: -x[1]))
-            print(f"  excluded {name}: {total} release{'s' * (total != 1)} ({parts}; --why "
-                  "says why each)")
-    for c in res["unknown"]:
-        print(f"  unknown  {c.get('dist', what)} {c['version']}: {c['reason']}")
+        return
+    per: dict[str, dict[str, int]] = {}
+    for c in excluded:
+        reason = c.reason or ""
+        check = reason.split(":", 1)[0] if ":" in reason[:40] else "other"
+        counts = per.setdefault(c.dist or what, {})
+        counts[check] = counts.get(check, 0) + 1
+    for name, counts in per.items():
+        total = sum(counts.values())
+        parts = ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda x: -x[1]))
+        print(f"  excluded {name}: {total} release{'s' * (total != 1)} ({parts}; --why "
+              "says why each)")
 
 
 def cmd_which(args: argparse.Namespace) -> int:
@@ -535,15 +538,15 @@ def cmd_which(args: argparse.Namespace) -> int:
     return _finish_which(res, args)
 
 
-def _finish_which(res: dict[str, Any], args: argparse.Namespace) -> int:
+def _finish_which(res: Which, args: argparse.Namespace) -> int:
     if args.json:
-        _emit_json(res)
+        _emit_json(res.to_json())
     else:
         _print_which(res, args.what, args.why)
-    return 0 if res["compatible"] else 1
+    return 0 if res.compatible else 1
 
 
-def _which_mooncake_fast(args: argparse.Namespace) -> dict[str, Any] | None:
+def _which_mooncake_fast(args: argparse.Namespace) -> Which | None:
     """Answer from resolved.json when it holds the question (no pydantic, no networkx)."""
     if args.torch is not None:
         return None
@@ -561,8 +564,11 @@ def _which_mooncake_fast(args: argparse.Namespace) -> dict[str, Any] | None:
         dist = str(canonicalize_name(args.dist))
         if dist not in {d for d, _ in table.releases}:
             return None  # let the full path say what is wrong with it
-    return table.which_mooncake(args.sglang, python=normalize_python(args.python),
-                                arch=normalize_arch(args.arch), dist=dist)
+    from resolver.answers import Which
+
+    return Which.from_json(table.which_mooncake(
+        args.sglang, python=normalize_python(args.python), arch=normalize_arch(args.arch),
+        dist=dist))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -584,29 +590,29 @@ def cmd_explain(args: argparse.Namespace) -> int:
     res = query.explain(_graph(args), sglang, mooncake, torch=torch, python=args.python,
                         arch=args.arch)
     if args.json:
-        _emit_json(res)
+        _emit_json(res.to_json())
     else:
-        ev = res["evaluated"]
+        ev = res.evaluated
         print(f"sglang {sglang} + {mooncake} + torch {ev['torch'] or 'as required'} on "
               f"{ev['python'] or 'any python'} {ev['arch'] or 'any platform'}: "
-              f"{res['verdict'].upper()}")
-        if not res["checks"]:
-            for r in res["reasons"]:
+              f"{res.verdict.upper()}")
+        if not res.checks:
+            for r in res.reasons:
                 print(f"  {r}")
         marks = {True: "ok  ", False: "FAIL", None: "??  "}
-        for c in res["checks"]:
+        for c in res.checks:
             print(f"  [{marks[c['ok']]}] {c['name']}: {c['detail']}")
             for e in c["evidence"]:
                 print(f"         evidence: {e}")
-        for n in res["notes"]:
+        for n in res.notes:
             print(f"  note: {n}")
-        others = [c for c in res["combinations"] if (c["torch"], c["python"], c["arch"])
+        others = [c for c in res.combinations if (c["torch"], c["python"], c["arch"])
                   != (ev["torch"], ev["python"], ev["arch"])]
         if others:
             verdicts = _count(c["verdict"] for c in others)
             print("  other combinations: " + ", ".join(f"{v} {k}" for k, v in verdicts.items())
                   + " (see --json, or pass --python/--arch/torch==)")
-    return {"compatible": 0, "incompatible": 1}.get(res["verdict"], 1)
+    return {"compatible": 0, "incompatible": 1}.get(res.verdict, 1)
 
 
 def cmd_pins(args: argparse.Namespace) -> int:

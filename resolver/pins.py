@@ -1185,7 +1185,7 @@ def _stack_move(g: Any, pinned: PinnedSet, *, python: str | None, arch: str | No
     group = GROUP_NAME
     if keep == "mooncake" and pinned.mooncake is not None:
         ans = query.which_sglang(g, f"{pinned.mooncake.name}=={pinned.mooncake.version}",
-                                 python=python, arch=arch)
+                                 python=python, arch=arch).to_json()
         if not ans["compatible"] or pinned.sglang is None:
             return []
         best = ans["compatible"][0]
@@ -1201,7 +1201,7 @@ def _stack_move(g: Any, pinned: PinnedSet, *, python: str | None, arch: str | No
         s = g.sglang[sv]
         if s.pg.module is None:
             continue
-        which = query.which_mooncake(g, str(sv), python=python, arch=arch)
+        which = query.which_mooncake(g, str(sv), python=python, arch=arch).to_json()
         plain = [c for c in which["compatible"] if not c.get("notes")]
         if not plain:
             continue
@@ -1246,7 +1246,7 @@ def _judge_minimal(g: Any, pinned: PinnedSet, *, python: str | None, arch: str |
         out["reasons"].append(f"no mooncake distribution is pinned to one version ({what})")
     else:
         mc = f"{pinned.mooncake.name}=={pinned.mooncake.version}"
-        res = query.explain(g, sv, mc, torch=torch, python=python, arch=arch)
+        res = query.explain(g, sv, mc, torch=torch, python=python, arch=arch).to_json()
         out["verdict"] = res["verdict"]
         out["reasons"] = res["reasons"]
         out["notes"] = list(res.get("notes") or [])
@@ -1255,7 +1255,7 @@ def _judge_minimal(g: Any, pinned: PinnedSet, *, python: str | None, arch: str |
             return out
     # Keep SGLang (and the pinned torch), move mooncake to the newest compatible release
     # (of the distribution in the file when one of its releases fits), prebuilt first.
-    which = query.which_mooncake(g, sv, torch=torch, python=python, arch=arch)
+    which = query.which_mooncake(g, sv, torch=torch, python=python, arch=arch).to_json()
     fits = which["compatible"]
     if loose is not None:
         fits = [c for c in fits if c["dist"] == loose.name and loose.spec and
@@ -1278,7 +1278,7 @@ def _judge_minimal(g: Any, pinned: PinnedSet, *, python: str | None, arch: str |
         out["reasons"].append(f"add {plain[0]['requirement']}: it is the mooncake that fits")
     elif torch is not None and keep not in ("torch", "mooncake"):
         # No mooncake fits the pinned torch: move torch to what SGLang requires.
-        relaxed = query.which_mooncake(g, sv, python=python, arch=arch)
+        relaxed = query.which_mooncake(g, sv, python=python, arch=arch).to_json()
         fits = [c for c in relaxed["compatible"] if not c.get("notes")] or relaxed["compatible"]
         if fits and pinned.torch is not None:
             new_torch = fits[0]["wheels"][0]["torch"]

@@ -93,7 +93,7 @@ def plan_stack(g: Any, sglang: str, *, torch: str | None = None, dist: str | Non
     from kb.errors import MoonpinError
     from resolver import query
 
-    which = query.which_mooncake(g, sglang, python=python, arch=arch)
+    which = query.which_mooncake(g, sglang, python=python, arch=arch).to_json()
     q = which["query"]
     required = q["torch"] if isinstance(q["torch"], list) else [q["torch"]]
     plan = StackPlan(sglang=q["sglang"], torches=[], mooncake={}, sglang_allowed=[q["sglang"]],
@@ -146,7 +146,7 @@ def plan_stack(g: Any, sglang: str, *, torch: str | None = None, dist: str | Non
     later = sorted(v for v in g.sglang if v > current and not v.is_prerelease)
     for sv in later:
         try:
-            other = query.which_mooncake(g, str(sv), python=python, arch=arch)
+            other = query.which_mooncake(g, str(sv), python=python, arch=arch).to_json()
         except MoonpinError:  # a release the KB cannot answer ends the run
             break
         oq = other["query"]["torch"]

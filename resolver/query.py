@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 from kb.errors import UsageError
 from kb.facts import Build, Loader, Sglang, Wheel
 from resolver import rule
+from resolver.answers import Candidate, Covered, Explanation, Which
 from resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from resolver.inputs import normalize_arch, normalize_python
 
@@ -432,36 +433,48 @@ def _best(evs: list[Evaluation]) -> Evaluation | None:
     return min(evs, key=lambda e: (order[e.verdict], -e.score()))
 
 
-def _covers(evs: list[Evaluation]) -> list[dict[str, Any]]:
-    out = [{"python": e.python, "arch": e.arch, "torch": e.torch, "wheel": e.wheel,
-            "cuda": next((c.detail for c in e.checks if c.name == "CUDA major"), None)}
+def _covers(evs: list[Evaluation]) -> tuple[Covered, ...]:
+    out = [Covered(e.python, e.arch, e.torch, e.wheel,
+                   next((c.detail for c in e.checks if c.name == "CUDA major"), None))
            for e in evs if e.verdict == "compatible"]
-    return sorted(out, key=lambda w: (w["torch"], w["arch"], w["python"]))
+    return tuple(sorted(out, key=lambda w: (w.torch, w.arch, w.python)))
 
 
-def _place(entry: dict[str, Any], evs: list[Evaluation], best: Evaluation,
-           buckets: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]],
-           ) -> None:
-    """File one candidate under compatible / excluded / unknown by its best combination."""
-    compatible, excluded, unknown = buckets
-    if best.verdict == "compatible":
-        entry["wheels"] = _covers(evs)
-        compatible.append(entry)
-    else:
-        entry["reason"] = best.reasons[0] if best.reasons else "unknown"
-        (unknown if best.verdict == "unknown" else excluded).append(entry)
+class _Buckets:
+    """The candidates of one ``which`` answer, filed as they are judged."""
+
+    def __init__(self) -> None:
+        self.compatible: list[Candidate] = []
+        self.excluded: list[Candidate] = []
+        self.unknown: list[Candidate] = []
+
+    def place(self, entry: Candidate, evs: list[Evaluation], best: Evaluation, *,
+              notes: bool = False) -> None:
+        """File one candidate by its best combination (``notes``: a compatible one carries
+        the notes of its compatible combinations)."""
+        if best.verdict == "compatible":
+            said = tuple(sorted({n for e in evs if e.verdict == "compatible"
+                                 for n in e.notes})) if notes else None
+            self.compatible.append(entry._replace(wheels=_covers(evs), notes=said))
+        else:
+            why = entry._replace(reason=best.reasons[0] if best.reasons else "unknown")
+            (self.unknown if best.verdict == "unknown" else self.excluded).append(why)
+
+    def which(self, query: dict[str, Any], **rest: Any) -> Which:
+        return Which(query, tuple(self.compatible), tuple(self.excluded),
+                     tuple(self.unknown), **rest)
 
 
 def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
-                   dist: str | None = None) -> dict[str, Any]:
+                   dist: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
     s = get_sglang(g, sglang)
     dists = [str(canonical_name(dist))] if dist else g.dists()
     if dist and dists[0] not in g.dists():
         raise UsageError(f"unknown mooncake distribution {dist!r}",
                          hint="known: " + ", ".join(g.dists()))
-    compatible, excluded, unknown = [], [], []
+    out = _Buckets()
     notes: list[str] = []
     releases = sorted((k for k in g.mooncake if k[0] in dists), key=lambda k: (k[1], k[0]),
                       reverse=True)
@@ -475,41 +488,23 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
             continue
         if s.pg.module is None:
             notes = best.notes
-        entry: dict[str, Any] = {"dist": d, "version": str(v), "requirement": f"{d}=={v}"}
-        if best.verdict == "compatible":
-            entry["wheels"] = _covers(evs)
-            entry["notes"] = sorted({n for e in evs if e.verdict == "compatible" for n in e.notes})
-            compatible.append(entry)
-        elif best.verdict == "unknown":
-            entry["reason"] = best.reasons[0] if best.reasons else "unknown"
-            unknown.append(entry)
-        else:
-            entry["reason"] = best.reasons[0]
-            excluded.append(entry)
-    for u in g.kb.unread:
-        if u.kind == "mooncake" and u.name in dists:
-            unknown.append({"dist": u.name, "version": u.version,
-                            "reason": f"not read in the last scrape: {u.reason}"})
-    return {
-        "query": {"sglang": s.version, "torch": torch or [t for t in _torches(g, s, None)],
-                  "python": python or "all", "arch": arch or "all", "dist": dist or "all",
-                  "module": s.pg.module, "names": list(s.pg.names),
-                  "backends": list(s.pg.backends)},
-        "compatible": compatible,
-        "excluded": excluded,
-        "unknown": unknown,
-        "notes": notes,
-    }
+        out.place(Candidate(str(v), f"{d}=={v}", dist=d), evs, best, notes=True)
+    out.unknown += [Candidate(u.version, dist=u.name,
+                              reason=f"not read in the last scrape: {u.reason}")
+                    for u in g.kb.unread if u.kind == "mooncake" and u.name in dists]
+    return out.which(
+        {"sglang": s.version, "torch": torch or [t for t in _torches(g, s, None)],
+         "python": python or "all", "arch": arch or "all", "dist": dist or "all",
+         "module": s.pg.module, "names": list(s.pg.names), "backends": list(s.pg.backends)},
+        notes=tuple(notes))
 
 
 def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
-                 python: str | None = None, arch: str | None = None) -> dict[str, Any]:
+                 python: str | None = None, arch: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
-    compatible: list[dict[str, Any]] = []
-    excluded: list[dict[str, Any]] = []
-    unknown: list[dict[str, Any]] = []
+    out = _Buckets()
     no_module = []
     for v in sorted(g.sglang, reverse=True):
         s = g.sglang[v]
@@ -520,25 +515,21 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
         best = _best(evs)
         if best is None:
             continue
-        _place({"version": s.version, "requirement": f"sglang=={s.version}",
-                "module": s.pg.module}, evs, best, (compatible, excluded, unknown))
-    unknown += [{"version": u.version, "reason": f"not read in the last scrape: {u.reason}"}
-                for u in g.kb.unread if u.kind == "sglang"]
-    return {"query": {"mooncake": f"{dist}=={version}", "torch": torch or "each release's",
+        out.place(Candidate(s.version, f"sglang=={s.version}", module=s.pg.module), evs, best)
+    out.unknown += [Candidate(u.version, reason=f"not read in the last scrape: {u.reason}")
+                    for u in g.kb.unread if u.kind == "sglang"]
+    return out.which({"mooncake": f"{dist}=={version}", "torch": torch or "each release's",
                       "python": python or "all", "arch": arch or "all"},
-            "compatible": compatible, "excluded": excluded, "unknown": unknown,
-            "without_mooncake_pg": no_module}
+                     without_mooncake_pg=tuple(no_module))
 
 
 def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | None = None,
-                arch: str | None = None) -> dict[str, Any]:
+                arch: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
     s = get_sglang(g, sglang)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
-    compatible: list[dict[str, Any]] = []
-    excluded: list[dict[str, Any]] = []
-    unknown: list[dict[str, Any]] = []
+    out = _Buckets()
     for tv in reversed(g.torch_versions):
         if tv.is_prerelease:
             continue
@@ -546,15 +537,13 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
         best = _best(evs)
         if best is None:
             continue
-        _place({"version": str(tv), "requirement": f"torch=={tv}"}, evs, best,
-               (compatible, excluded, unknown))
-    return {"query": {"sglang": s.version, "mooncake": f"{dist}=={version}",
-                      "python": python or "all", "arch": arch or "all"},
-            "compatible": compatible, "excluded": excluded, "unknown": unknown}
+        out.place(Candidate(str(tv), f"torch=={tv}"), evs, best)
+    return out.which({"sglang": s.version, "mooncake": f"{dist}=={version}",
+                      "python": python or "all", "arch": arch or "all"})
 
 
 def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,
-            python: str | None = None, arch: str | None = None) -> dict[str, Any]:
+            python: str | None = None, arch: str | None = None) -> Explanation:
     python, arch = normalize_python(python), normalize_arch(arch)
     dist, version = parse_release(mooncake)
     unread = [u for u in g.kb.unread
@@ -562,16 +551,15 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
               or (u.kind == "mooncake" and u.name == dist and u.version == version
                   and g.find_mooncake(dist, version) is None)]
     if unread:
-        return {
-            "query": {"sglang": sglang, "mooncake": f"{dist}=={version}", "torch": torch,
-                      "python": python or "all", "arch": arch or "all"},
-            "verdict": "unknown",
-            "reasons": [f"{u.name} {u.version} was not read in the last scrape: {u.reason}"
-                        for u in unread],
-            "notes": [], "evaluated": {"torch": torch, "python": python, "arch": arch,
-                                       "wheel": None},
-            "checks": [], "combinations": [],
-        }
+        return Explanation(
+            query={"sglang": sglang, "mooncake": f"{dist}=={version}", "torch": torch,
+                   "python": python or "all", "arch": arch or "all"},
+            verdict="unknown",
+            reasons=tuple(f"{u.name} {u.version} was not read in the last scrape: {u.reason}"
+                          for u in unread),
+            notes=(), evaluated={"torch": torch, "python": python, "arch": arch,
+                                 "wheel": None},
+            checks=(), combinations=())
     s = get_sglang(g, sglang)
     check_mooncake(g, dist, version)
     evs = _combos(g, s, dist, version, torch, python, arch)
@@ -582,20 +570,19 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
     best = _best(evs)
     assert best is not None
     verdict = best.verdict
-    return {
-        "query": {"sglang": s.version, "mooncake": f"{dist}=={version}",
-                  "torch": torch or [t for t in _torches(g, s, None)],
-                  "python": python or "all", "arch": arch or "all"},
-        "verdict": verdict,
-        "reasons": best.reasons,
-        "notes": best.notes,
-        "evaluated": {"torch": best.torch, "python": best.python, "arch": best.arch,
-                      "wheel": best.wheel},
-        "checks": [c.as_dict() for c in best.checks],
-        "combinations": [{"torch": e.torch, "python": e.python, "arch": e.arch,
-                          "verdict": e.verdict, "reason": (e.reasons or [""])[0]}
-                         for e in evs],
-    }
+    return Explanation(
+        query={"sglang": s.version, "mooncake": f"{dist}=={version}",
+               "torch": torch or [t for t in _torches(g, s, None)],
+               "python": python or "all", "arch": arch or "all"},
+        verdict=verdict,
+        reasons=tuple(best.reasons),
+        notes=tuple(best.notes),
+        evaluated={"torch": best.torch, "python": best.python, "arch": best.arch,
+                   "wheel": best.wheel},
+        checks=tuple(c.as_dict() for c in best.checks),
+        combinations=tuple({"torch": e.torch, "python": e.python, "arch": e.arch,
+                            "verdict": e.verdict, "reason": (e.reasons or [""])[0]}
+                           for e in evs))
 
 
 def parse_spec(text: str | None, what: str) -> SpecifierSet | None:

@@ -126,7 +126,7 @@ def _failing(lines: list[str]) -> set[str]:
 def test_query_and_check_agree(kb_slice: dict[str, Any], args: dict[str, Any],
                                tmp_path: Path) -> None:
     kb = build_kb(kb_slice)
-    res = query.explain(CompatGraph(kb), **args)
+    res = query.explain(CompatGraph(kb), **args).to_json()
     if res["verdict"] == "unknown":
         pytest.skip(f"the KB cannot decide ({res['reasons'][0]}); an image decides it")
     kb_failed = [c["name"] for c in res["checks"] if c["ok"] is False]
@@ -205,7 +205,7 @@ def test_check_images_through_the_kb(name: str, tmp_path: Path) -> None:
     res = query.explain(CompatGraph(kb), "0.5.23",
                         "mooncake-transfer-engine-cuda13==0.3.13.post1", torch=torch,
                         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
-                        arch=platform.machine())
+                        arch=platform.machine()).to_json()
     fits = name in ("healthy", "cuda_suffix_of_torch_is_dropped")
     assert res["verdict"] == ("compatible" if fits else "incompatible"), res["reasons"]
     _agree(res, run(site, kb=kb_path))
@@ -214,7 +214,7 @@ def test_check_images_through_the_kb(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [{}, {"python": "3.12"}, {"arch": "aarch64", "torch": "2.13.0"}])
 def test_a_release_without_wheels_is_answered(args: dict[str, str]) -> None:
     g = CompatGraph(build_kb(EXTRA["no_wheel_at_all"]["kb"]))  # type: ignore[arg-type]
-    res = query.explain(g, "0.5.18", "mooncake-transfer-engine-musa==0.0.0.1", **args)
+    res = query.explain(g, "0.5.18", "mooncake-transfer-engine-musa==0.0.0.1", **args).to_json()
     assert res["verdict"] == "incompatible"
     assert [c["name"] for c in res["checks"] if c["ok"] is False] == [
         "wheel for python/platform"]

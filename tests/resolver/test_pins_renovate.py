@@ -60,7 +60,7 @@ def _every_combination_compatible(g: CompatGraph, frag: dict[str, Any]) -> list[
         for s in sglangs:
             for t in torches:
                 for v in versions:
-                    res = query.explain(g, s, f"{dist}=={v}", torch=t)
+                    res = query.explain(g, s, f"{dist}=={v}", torch=t).to_json()
                     if res["verdict"] != "compatible":
                         bad.append(f"sglang {s} torch {t} {dist} {v}: {res['reasons'][:1]}")
     return bad
@@ -119,7 +119,7 @@ def test_the_pinned_cuda12_distribution_gets_a_replacement(g: CompatGraph) -> No
     assert rep["allowedVersions"] == "==0.3.10"  # no plain bump of the CUDA 12 build
     assert "mooncake-transfer-engine" in frag["packageRules"][0]["matchPackageNames"]
     assert query.explain(g, "0.5.18", "mooncake-transfer-engine-cuda13==0.3.13.post1",
-                         torch="2.13.0")["verdict"] == "compatible"
+                         torch="2.13.0").to_json()["verdict"] == "compatible"
 
 
 def test_two_torches_give_a_regex_renovate_parses(g: CompatGraph) -> None:

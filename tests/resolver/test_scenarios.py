@@ -57,7 +57,8 @@ def _key(op: str, entry: dict[str, Any]) -> str:
 
 def run_query(kb_slice: dict[str, Any], q: dict[str, Any]) -> Any:
     g = CompatGraph(build_kb(kb_slice))
-    return getattr(query, q["op"])(g, **q.get("args", {}))
+    res = getattr(query, q["op"])(g, **q.get("args", {}))
+    return res if isinstance(res, list) else res.to_json()  # triples: rows; else an answer
 
 
 def _contains(haystack: str, needles: str | list[str]) -> None:
