@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from kb.facts import Facts
 
 __all__ = [
-    "MAX_TABLE_BYTES",
     "FACTS_NAME",
+    "MAX_TABLE_BYTES",
     "Resolved",
     "build",
     "build_stamped",
@@ -32,8 +32,8 @@ __all__ = [
     "load",
     "load_facts",
     "load_launch",
-    "load_show",
     "load_requirements",
+    "load_show",
     "resolved_path",
     "show_name",
     "table_name",
