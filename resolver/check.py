@@ -2,7 +2,7 @@
 
 Run at worker start, before any model I/O. Everything is read from the file system:
 installed distributions (``importlib.metadata``), the installed SGLang's own sources (with
-the scrapers' ``ast`` analyzer), the mooncake loaders (``mooncake/pg.py``/``ep.py``) and the
+the readers' ``ast`` analyzer), the mooncake loaders (``mooncake/pg.py``/``ep.py``) and the
 builds they would import, found the way the import system would find them (any suffix in
 ``importlib.machinery.all_suffixes()``: a real extension module and a ``.py`` stand-in are
 read alike). Nothing of torch, mooncake or SGLang is imported, and neither httpx nor
@@ -339,7 +339,7 @@ def _torch_info(dist: _Dist, arch: str) -> _Torch:
             what = f"a ROCm build, hip = {hip!r}" if hip else "a CPU build"
             return _Torch(dist.version, None, f"torch/version.py: cuda = None ({what})")
     # No readable torch/version.py: the wheel's requirements decide (needs ``packaging``).
-    from scrapers.cuda import cuda_major
+    from readers.cuda import cuda_major
 
     try:
         major, line = cuda_major(dist.requires, arch)
@@ -655,7 +655,7 @@ def _scan_build(path: str, wanted: Iterable[str]) -> _BuildFacts:
     if _suffix(path) == ".py":
         _read_standin(data, facts)
         return facts
-    from scrapers import elf
+    from readers import elf
 
     if not elf.is_elf(data):
         facts.error = f"{_name(path)} is not an ELF object"
@@ -745,9 +745,9 @@ def _loader_problem(data: bytes) -> str | None:
 
 
 def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
-    """The loader's scheme (:func:`scrapers.loader.read_loader`) as plain data for the
+    """The loader's scheme (:func:`readers.loader.read_loader`) as plain data for the
     file-facts memo."""
-    from scrapers.loader import TORCH, read_loader
+    from readers.loader import TORCH, read_loader
 
     data = _read_bytes(loader_path, what="mooncake loader")
     problem = _loader_problem(data)
@@ -769,8 +769,8 @@ def _read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     cache = None
     source_names: set[str] = set()
     if r.kind == "jit-compile":
+        from readers.loader import cpp_string_names
         from resolver.jit import read_cache_scheme
-        from scrapers.loader import cpp_string_names
 
         cache = read_cache_scheme(data)
         for src in r.sources:  # the names its C++ sources bind (pybind11 m.def("..."))

@@ -809,9 +809,9 @@ def _graph_cached(args: argparse.Namespace) -> Any:
 
 
 def cmd_args(args: argparse.Namespace) -> int:
+    from readers.server_args import from_record
     from resolver import launch_args, manifests, query
     from resolver.graph import CompatGraph
-    from scrapers.server_args import from_record
 
     launches: list[manifests.Launch] = []
     findings: list[manifests.Finding] = []

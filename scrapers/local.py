@@ -24,9 +24,9 @@ from packaging.version import InvalidVersion, Version
 from kb.errors import ArchiveError, ReadRefused, UsageError
 from kb.files import read_regular
 from kb.models import Artifact, MooncakePin, SglangRelease
+from readers.pyast import FileAnalysis
 from scrapers import sglang as sg
 from scrapers.fetch import Fetcher
-from scrapers.pyast import FileAnalysis
 from scrapers.pypi import parse_metadata
 
 __all__ = ["find_pins", "release_from_members", "safe_name", "scrape_archive", "scrape_path"]
@@ -204,7 +204,7 @@ def release_from_members(
         requires_python=requires_python, torch_requirements=_torch_lines(requires),
         mooncake_pins=tuple(pins))
     # The launch-argument rules, from the same members a wheel's are read from.
-    from scrapers import server_args as sa
+    from readers import server_args as sa
 
     by_rel = {path[len(root):]: data for path, data in files if path.startswith(root)}
     wanted = sa.launch_members(n for n in by_rel if n.startswith("sglang/"))

@@ -21,6 +21,7 @@ from typing import TypeVar
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from kb.distributions import DISTRIBUTIONS
 from kb.errors import MoonpinError
 from kb.models import (
     KnowledgeBase,
@@ -87,10 +88,14 @@ def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[
 
 
 #: The modules whose code decides the facts recorded for each kind of release.
+#: Paths are relative to the folder that holds the ``kb``, ``readers`` and ``scrapers``
+#: packages (the repository, or site-packages once installed).
 EXTRACTORS: dict[str, tuple[str, ...]] = {
-    "sglang": ("pyast.py", "server_args.py", "sglang.py"),
-    "mooncake": ("mooncake.py", "elf.py", "loader.py", "cuda.py"),
-    "torch": ("torch_index.py", "cuda.py"),
+    "sglang": ("readers/pyast.py", "readers/server_args.py", "kb/launch.py",
+               "scrapers/sglang.py"),
+    "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf.py",
+                 "readers/loader.py", "readers/cuda.py"),
+    "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
 }
 
 
@@ -99,12 +104,12 @@ def extractor_fingerprints() -> dict[str, str]:
     extractor code holds facts this code would record differently."""
     import hashlib
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = {}
     for kind, files in EXTRACTORS.items():
         h = hashlib.sha256()
         for f in files:
-            with open(os.path.join(here, f), "rb") as fh:
+            with open(os.path.join(root, *f.split("/")), "rb") as fh:
                 h.update(f.encode() + b"\0" + fh.read())
         out[kind] = h.hexdigest()[:16]
     return out
@@ -227,7 +232,7 @@ def scrape(
         {(r.dist, r.version): r for r in mbase.mooncake} if mbase else {})
     if "mooncake" in only:
         jobs = []
-        for dist in mc.DISTRIBUTIONS:
+        for dist in DISTRIBUTIONS:
             proj = fetch_project(fetcher, index_url, dist)
             unread += _skipped("mooncake", proj, dist)
             for v in _versions(proj):

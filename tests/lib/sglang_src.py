@@ -10,7 +10,8 @@ import glob
 import zipfile
 from functools import cache
 
-from scrapers.server_args import Flag, Rule, class_constants, extract
+from kb.launch import Flag, Rule
+from readers.server_args import class_constants, extract
 
 __all__ = ["real_args"]
 

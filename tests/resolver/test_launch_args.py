@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kb.launch import Flag, Rule
+from readers.server_args import elastic_rules, extract
 from resolver.launch_args import Unevaluable, Verdict, check, evaluate, parse_launch
-from scrapers.server_args import Flag, Rule, elastic_rules, extract
 from tests.lib.sglang_src import real_args
 
 # ---------------------------------------------------------------------------

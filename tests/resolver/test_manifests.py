@@ -139,7 +139,7 @@ def test_shell_script_variables_continuations_and_separators() -> None:
 
 
 def test_an_unknown_value_makes_its_rules_not_checked() -> None:
-    from scrapers.server_args import extract
+    from readers.server_args import extract
 
     src = textwrap.dedent("""\
         class ServerArgs:

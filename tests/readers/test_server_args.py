@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from scrapers.server_args import Flag, Rule, class_constants, elastic_rules, extract
+from kb.launch import Flag, Rule
+from readers.server_args import class_constants, elastic_rules, extract
 from tests.lib.sglang_src import real_args
 
 CRAFTED = """
@@ -412,7 +413,7 @@ AG_CONSTANTS = {"Backend.ALL": ("full", "breakable", "disabled"), "Backend.DISAB
 
 
 def _ag() -> tuple[dict[str, Flag], tuple[Rule, ...]]:
-    from scrapers.server_args import extract_arg_groups
+    from readers.server_args import extract_arg_groups
 
     flags, rules, err = extract_arg_groups(AG_MEMBERS, AG_CONSTANTS)
     assert err is None
@@ -519,7 +520,7 @@ def test_arg_groups_except_handlers_and_early_returns() -> None:
 
 
 def test_arg_groups_elastic_selection() -> None:
-    from scrapers.server_args import extract_arg_groups
+    from readers.server_args import extract_arg_groups
 
     flags, rules, _ = extract_arg_groups(AG_MEMBERS, AG_CONSTANTS)
     chosen = {r.message for r in elastic_rules(rules, flags)}
@@ -528,7 +529,7 @@ def test_arg_groups_elastic_selection() -> None:
 
 
 def test_launch_members_per_layout() -> None:
-    from scrapers.server_args import launch_members
+    from readers.server_args import launch_members
 
     old = ["sglang/srt/server_args.py", "sglang/srt/model_executor/cuda_graph_config.py",
            AG + "arg_utils.py", AG + "speculative_hook.py", "sglang/x.py"]
@@ -545,8 +546,8 @@ def test_launch_members_per_layout() -> None:
 
 
 def test_launch_record_from_reads_both_layouts() -> None:
+    from readers.server_args import from_record, launch_record, launch_record_from
     from resolver.launch_args import check
-    from scrapers.server_args import from_record, launch_record, launch_record_from
 
     old = launch_record_from({"sglang/srt/server_args.py": CRAFTED.encode()})
     assert old == launch_record(CRAFTED.encode(), None)
@@ -578,7 +579,7 @@ def test_launch_record_from_reads_both_layouts() -> None:
 
 
 def test_launch_record_from_reports_the_member_that_does_not_parse() -> None:
-    from scrapers.server_args import launch_record_from
+    from readers.server_args import launch_record_from
 
     members = {k: v.encode() for k, v in AG_MEMBERS.items()}
     members[AG + "fields/parallel.py"] = b"class (:\n"
@@ -591,7 +592,7 @@ def test_launch_record_from_reports_the_member_that_does_not_parse() -> None:
 def test_from_record_reads_flags_without_path() -> None:
     from types import SimpleNamespace
 
-    from scrapers.server_args import from_record
+    from readers.server_args import from_record
 
     f = SimpleNamespace(name="--pp-size", dest="pp_size", default="1", choices=None, type="int",
                         action=None, line=3, deprecated_for=(), nargs=None, const="null",
@@ -609,7 +610,7 @@ def _real_record(version: str) -> object:
     import glob
     import zipfile
 
-    from scrapers.server_args import launch_members, launch_record_from
+    from readers.server_args import launch_members, launch_record_from
 
     wheels = glob.glob(f"/tmp/sgl/sglang-{version}-*.whl")
     if not wheels:
@@ -703,7 +704,7 @@ class ServerArgs:
 
 
 def test_option_names_cover_aliases_no_forms_and_help() -> None:
-    from scrapers.server_args import option_names
+    from readers.server_args import option_names
 
     flags = (
         Flag("--tp-size", "tp_size", 1, None, "int", None, 1, aliases=("--tp",)),
@@ -721,7 +722,7 @@ def test_option_names_of_real_releases(version: str) -> None:
     import zipfile
     from pathlib import Path
 
-    from scrapers import server_args as sa
+    from readers import server_args as sa
 
     wheel = next(Path("/tmp/sgl").glob(f"sglang-{version}-*.whl"), None)
     if wheel is None:
@@ -739,7 +740,7 @@ def test_default_resolutions_join_the_rules_that_read_them() -> None:
     """0.5.18's _handle_load_balance_method settles "auto" before _handle_elastic_ep
     requires round_robin: the rule carries that write (a write without such a guard
     does not travel)."""
-    from scrapers.server_args import default_resolutions, launch_record
+    from readers.server_args import default_resolutions, launch_record
 
     src = """
 class ServerArgs:
