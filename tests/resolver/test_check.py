@@ -483,7 +483,7 @@ def test_a_feature_check_reads_the_table_not_the_whole_kb(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PD disaggregation on the shipped KB: the release's imports for it come from the
     resolved table, so the 5 MB knowledge base is not parsed at worker start."""
-    import resolver.check as check_mod
+    import resolver.image_facts as image_facts
 
     site = healthy_image(tmp_path / "site")
     launch = ["--disaggregation-transfer-backend", "mooncake"]
@@ -498,7 +498,7 @@ def test_a_feature_check_reads_the_table_not_the_whole_kb(
     def whole_kb(path: str) -> tuple[None, str]:
         raise AssertionError(f"parsed the whole KB {path}")
 
-    monkeypatch.setattr(check_mod, "_load_kb", whole_kb)
+    monkeypatch.setattr(image_facts, "_load_kb", whole_kb)
     rep = check_image(elastic_ep_backend=None, launch_args=launch, site_packages=[site],
                       kb_path=kb_file, deep=False)
     pd = next(c for c in rep.checks if c.name == "pd-disaggregation")

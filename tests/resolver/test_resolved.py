@@ -122,7 +122,7 @@ def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path)
 def test_feature_imports_from_the_table_are_the_kbs() -> None:
     """The shipped `_sglang` table's per-feature imports are what the whole KB's import
     records give the runtime check, for every release and feature."""
-    from resolver.check import _KB
+    from resolver.image_facts import _KB
 
     kb_file = str(ROOT / "data" / "kb.json")
     table = _KB(kb_file)
