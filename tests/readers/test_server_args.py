@@ -8,7 +8,7 @@ import pytest
 
 from kb.launch import Flag, Rule
 from readers.server_args import class_constants, elastic_rules, extract
-from tests.lib.sglang_src import real_args
+from tests.lib.sglang_src import real_args, real_wheel
 
 CRAFTED = """
 import argparse
@@ -182,16 +182,11 @@ def test_elastic_selection() -> None:
 # ---------------------------------------------------------------------------
 
 
-_real = real_args
-
-
 def _need(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]]:
-    got = _real(version)
-    if got is None:
-        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
-    return got
+    return real_args(version)
 
 
+@pytest.mark.wheels
 def test_real_0_5_18_elastic_rules() -> None:
     flags, rules = _need("0.5.18")
     el = elastic_rules(rules, flags)
@@ -215,6 +210,7 @@ def test_real_0_5_18_elastic_rules() -> None:
     )
 
 
+@pytest.mark.wheels
 def test_real_0_5_14_has_fewer_elastic_rules() -> None:
     flags, rules = _need("0.5.14")
     el = elastic_rules(rules, flags)
@@ -607,21 +603,18 @@ def test_from_record_reads_flags_without_path() -> None:
 
 
 def _real_record(version: str) -> object:
-    import glob
     import zipfile
 
     from readers.server_args import launch_members, launch_record_from
 
-    wheels = glob.glob(f"/tmp/sgl/sglang-{version}-*.whl")
-    if not wheels:
-        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
-    with zipfile.ZipFile(wheels[0]) as z:
+    with zipfile.ZipFile(real_wheel(version)) as z:
         members = {n: z.read(n) for n in launch_members(z.namelist())}
     rec = launch_record_from(members)
     assert rec is not None and rec.error is None
     return rec
 
 
+@pytest.mark.wheels
 def test_real_0_5_23_elastic_rules_from_arg_groups() -> None:
     rec: Any = _real_record("0.5.23")
     hook = "sglang/srt/arg_groups/parallel_hook.py"
@@ -649,6 +642,7 @@ def test_real_0_5_23_elastic_rules_from_arg_groups() -> None:
     assert "--elastic-ep-rejoin" not in f  # removed in 0.5.21
 
 
+@pytest.mark.wheels
 def test_real_0_5_19_fields_in_server_args_rules_in_hooks() -> None:
     rec: Any = _real_record("0.5.19")
     f = {x.name: x for x in rec.flags}
@@ -715,19 +709,16 @@ def test_option_names_cover_aliases_no_forms_and_help() -> None:
                                    "--tp", "--tp-size", "-h")
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
 def test_option_names_of_real_releases(version: str) -> None:
     """Every option the real parser accepts (recorded from `ServerArgs.add_cli_args` of
     the installed release: 508 for 0.5.18, 561 for 0.5.23) is among the names read."""
     import zipfile
-    from pathlib import Path
 
     from readers import server_args as sa
 
-    wheel = next(Path("/tmp/sgl").glob(f"sglang-{version}-*.whl"), None)
-    if wheel is None:
-        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
-    z = zipfile.ZipFile(wheel)
+    z = zipfile.ZipFile(real_wheel(version))
     names = z.namelist()
     rec = sa.launch_record_from({n: z.read(n) for n in sa.launch_members(names) if n in names})
     got = set(rec.option_names)

@@ -180,6 +180,7 @@ def _violated(version: str, argv: tuple[str, ...]) -> list[str]:
     return [v.message for v in check(rules, flags, argv) if v.status == "violated"]
 
 
+@pytest.mark.wheels
 def test_seed_manifests_on_real_releases() -> None:
     cuda = "Elastic EP runtime scale-up requires decode and prefill CUDA graphs to be disabled."
     missing = from_yaml(_dgd(SCALE_UP), "a.yaml").launches[0].argv
