@@ -1,7 +1,7 @@
 """Offline validation of SGLang launch arguments against one release's scraped rules.
 
 Nothing of SGLang is imported or executed: the flags and rules come from
-:mod:`scrapers.server_args` (``ast`` only) and conditions are evaluated by the small
+:mod:`readers.server_args` (``ast`` only) and conditions are evaluated by the small
 evaluator below, which never calls ``eval``.
 
 Parsing (:func:`parse_launch`) follows argparse as the release configures it:
@@ -62,8 +62,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from scrapers.pyast import dotted
-from scrapers.server_args import Flag, Rule
+from kb.launch import Flag, Rule
+from readers.pyast import dotted
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -445,8 +445,8 @@ def rules_from_json(record: Mapping[str, Any]) -> tuple[tuple[Flag, ...], tuple[
     shape is checked before use, and its JSON texts while decoding)."""
     from types import SimpleNamespace
 
+    from readers.server_args import from_record
     from resolver.resolved import valid_launch
-    from scrapers.server_args import from_record
 
     if not valid_launch(record):
         raise TypeError("malformed launch-rules record (fields missing or of the wrong type)")

@@ -64,7 +64,7 @@ def _u(data: bytes, at: int, size: int, little: bool) -> int:
 
 def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str | None:
     """Why the dynamic loader would refuse to map this ELF object on ``machine`` (default:
-    this one), or None. ``facts`` is :func:`scrapers.elf.analyze`'s answer on ``data``
+    this one), or None. ``facts`` is :func:`readers.elf.analyze`'s answer on ``data``
     (the whole file)."""
     layout = getattr(facts, "layout", None)
     if layout is None:
@@ -122,7 +122,7 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
             data = bytes(m[:4])
             if data != b"\x7fELF":
                 return (), (), (), "not an ELF object"
-            from scrapers import elf
+            from readers import elf
 
             try:
                 facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]

@@ -83,8 +83,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from kb.distributions import DISTRIBUTIONS
 from resolver.pins_renovate import GROUP_NAME, plan_stack, renovate_fragment
-from scrapers.mooncake import DISTRIBUTIONS
 
 __all__ = [
     "GROUP_NAME",
@@ -106,7 +106,7 @@ __all__ = [
     "write_keeping",
 ]
 
-#: The mooncake family, as the scrapers know it.
+#: The mooncake family (kb.distributions).
 MOONCAKE_FAMILY: tuple[str, ...] = DISTRIBUTIONS
 TRACKED: frozenset[str] = frozenset(("sglang", "torch", *MOONCAKE_FAMILY))
 

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: The placeholder a scraped import template holds for the loader's computed suffix
-#: (the same string as ``scrapers.loader.TORCH``).
+#: (the same string as ``readers.loader.TORCH``).
 TORCH = "{torch}"
 
 

@@ -5,7 +5,7 @@ bare interpreter start. The check therefore keeps what it learned in a small cac
 the way Python validates bytecode against its source: a file whose size and modification
 time (ns) are unchanged since it was analysed is not read again; a new, changed or removed
 file is (or is dropped), and so is every file when moonpin's analyzer changed (the cache
-records a hash of ``scrapers/pyast.py``). A cache that cannot be read, parsed or written is
+records a hash of ``readers/pyast.py``). A cache that cannot be read, parsed or written is
 ignored: the check then reads every source, as with ``--no-cache``.
 
 The cache lives in moonpin's cache folder (:func:`kb.cache.cache_dir`), one marshal file
@@ -13,7 +13,7 @@ per SGLang folder (``check-sources-<crc>.marshal``). Run the
 check once when the image is built (``RUN moonpin check --no-deep ...``) and every worker
 start of that image finds it warm.
 
-Standard library and :mod:`scrapers.pyast` only: this is on the worker-start path (no
+Standard library and :mod:`readers.pyast` only: this is on the worker-start path (no
 ``hashlib`` either: loading OpenSSL costs ~5 ms; CRC-32 tells changes apart well enough).
 The cache also keeps the process-group requirement derived from the facts, so a start that
 finds nothing changed does not even load the analyzer, nor ``pathlib``, ``dataclasses``,
@@ -31,13 +31,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from scrapers import pyast
+    from readers import pyast
 
 __all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
 
 CACHE_FORMAT = 4
 _PYAST = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
-                      "scrapers", "pyast.py")
+                      "readers", "pyast.py")
 _BACKENDS = ("mooncake", "mooncake-cpu")
 
 
@@ -100,9 +100,9 @@ def _analyzer_hash() -> str:
 
 
 def derive(facts: SourceFacts) -> dict[str, Any]:
-    """The process-group requirement of the facts (what :func:`scrapers.pyast.pg_needs`
+    """The process-group requirement of the facts (what :func:`readers.pyast.pg_needs`
     makes of them) as plain data."""
-    from scrapers import pyast
+    from readers import pyast
 
     n = pyast.pg_needs(facts.imports, facts.calls)
     return {"module": n.module, "names": list(n.names),
@@ -127,7 +127,7 @@ def _facts_from_json(d: dict[str, Any]) -> tuple[list[pyast.ImportFact],
                                                   list[pyast.CallFact],
                                                   list[pyast.BackendLiteral]]:
     """Raises TypeError/KeyError/ValueError on a malformed record."""
-    from scrapers import pyast
+    from readers import pyast
 
     imports = [pyast.ImportFact(**{**i, "names": tuple(i["names"]),
                                    "alternatives": tuple(i["alternatives"])})
@@ -176,7 +176,7 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
     """The mooncake facts of the ``.py`` files under ``pkg``.
 
     ``imports``/``calls``/``backends`` come from the files that can import the process-group
-    module (:func:`scrapers.pyast.mentions_pg_module`): the elastic-EP requirement. With
+    module (:func:`readers.pyast.mentions_pg_module`): the elastic-EP requirement. With
     ``every_import``, every file that mentions mooncake is parsed as well and
     ``feature_imports`` holds all their imports (the MoE all-to-all, PD-disaggregation and
     HiCache features). Raises OSError when a source or folder cannot be read (the caller
@@ -202,7 +202,7 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
                 and _unchanged(stamps, doc["files"], every_import)):
             out.derived = doc["derived"]  # nothing changed: the analyzer is not even loaded
             return out
-    from scrapers import pyast
+    from readers import pyast
 
     entries: dict[str, list[Any]] = {}
 

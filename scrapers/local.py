@@ -23,10 +23,10 @@ from packaging.version import InvalidVersion, Version
 
 from kb.errors import ArchiveError, ReadRefused, UsageError
 from kb.files import read_regular
-from kb.models import Artifact, MooncakePin, SglangRelease
+from kb.models import Artifact, LaunchRules, MooncakePin, SglangRelease
+from readers.pyast import FileAnalysis
 from scrapers import sglang as sg
 from scrapers.fetch import Fetcher
-from scrapers.pyast import FileAnalysis
 from scrapers.pypi import parse_metadata
 
 __all__ = ["find_pins", "release_from_members", "safe_name", "scrape_archive", "scrape_path"]
@@ -144,20 +144,9 @@ def release_from_members(
     in the git repository, the site-packages folder in an installed environment).
     """
     if version is not None:  # a bad --version is said before minutes of reading
-        try:
-            Version(version)
-        except (InvalidVersion, ValueError) as e:  # ValueError: past 4,300 digits
-            raise UsageError(f"{label}: version {_shown(version)} is not PEP 440",
-                             hint="pass --version with a PEP 440 version") from e
+        _pep440(label, version)
     files = list(members)
-    roots = sorted({p[: -len("sglang/__init__.py")] for p, _ in files
-                    if p == "sglang/__init__.py" or p.endswith("/sglang/__init__.py")},
-                   key=len)
-    if not roots:
-        raise UsageError(f"{label}: no sglang package found (no sglang/__init__.py)",
-                         hint="point --from-path at an SGLang checkout, its python/ folder, "
-                              "or a site-packages folder")
-    root = roots[0]
+    root = _package_root(files, label)
     digest = hashlib.sha256()
     total = 0
     analyses: list[tuple[str, FileAnalysis]] = []
@@ -193,18 +182,41 @@ def release_from_members(
     if not version:
         raise UsageError(f"{label}: cannot tell which SGLang version this is",
                          hint="pass --version, e.g. --version 0.5.18.dev0")
-    try:
-        Version(version)
-    except (InvalidVersion, ValueError) as e:  # ValueError: past 4,300 digits
-        raise UsageError(f"{label}: version {_shown(version)} is not PEP 440",
-                         hint="pass --version with a PEP 440 version") from e
+    _pep440(label, version)
     release = sg.facts_from_files(analyses).release(
         version, source,
         Artifact(filename=label, url=url, sha256=digest.hexdigest(), size=total),
         requires_python=requires_python, torch_requirements=_torch_lines(requires),
         mooncake_pins=tuple(pins))
-    # The launch-argument rules, from the same members a wheel's are read from.
-    from scrapers import server_args as sa
+    launch = _launch(files, root)
+    if launch is not None:
+        release = release.model_copy(update={"launch": launch})
+    return release
+
+
+def _pep440(label: str, version: str) -> None:
+    try:
+        Version(version)
+    except (InvalidVersion, ValueError) as e:  # ValueError: past 4,300 digits
+        raise UsageError(f"{label}: version {_shown(version)} is not PEP 440",
+                         hint="pass --version with a PEP 440 version") from e
+
+
+def _package_root(files: list[tuple[str, bytes | OSError]], label: str) -> str:
+    """The shortest folder prefix holding ``sglang/__init__.py``."""
+    roots = sorted({p[: -len("sglang/__init__.py")] for p, _ in files
+                    if p == "sglang/__init__.py" or p.endswith("/sglang/__init__.py")},
+                   key=len)
+    if not roots:
+        raise UsageError(f"{label}: no sglang package found (no sglang/__init__.py)",
+                         hint="point --from-path at an SGLang checkout, its python/ folder, "
+                              "or a site-packages folder")
+    return roots[0]
+
+
+def _launch(files: list[tuple[str, bytes | OSError]], root: str) -> LaunchRules | None:
+    """The launch-argument rules, from the same members a wheel's are read from."""
+    from readers import server_args as sa
 
     by_rel = {path[len(root):]: data for path, data in files if path.startswith(root)}
     wanted = sa.launch_members(n for n in by_rel if n.startswith("sglang/"))
@@ -213,10 +225,8 @@ def release_from_members(
         text = by_rel.get(n)
         if isinstance(text, bytes):
             texts[n] = text
-    launch = sa.launch_record_from(texts) if texts else None
-    if launch is not None:
-        release = release.model_copy(update={"launch": launch})
-    return release
+    launch: LaunchRules | None = sa.launch_record_from(texts) if texts else None
+    return launch
 
 
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "build", "dist"}

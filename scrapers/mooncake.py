@@ -23,33 +23,20 @@ from packaging.version import InvalidVersion, Version
 
 from kb.errors import ArchiveError
 from kb.models import Build, LoaderScheme, MooncakeWheel
-from scrapers import elf
+from readers import elf
+from readers.loader import TORCH, analyze_loader, cpp_string_names
 from scrapers.fetch import Fetcher
-from scrapers.loader import TORCH, analyze_loader, cpp_string_names
 from scrapers.pypi import IndexFile, metadata_member, parse_metadata, wheel_tags
 from scrapers.remote_zip import HttpSource, RemoteZip
 
 __all__ = [
     "BASE_NAMES",
-    "DISTRIBUTIONS",
     "BuildName",
     "SharedReads",
     "parse_build_name",
     "scrape_wheel",
     "torch_from_suffix",
 ]
-
-#: Every distribution of the mooncake family on the index.
-DISTRIBUTIONS = (
-    "mooncake-transfer-engine",
-    "mooncake-transfer-engine-cuda13",
-    "mooncake-transfer-engine-non-cuda",
-    "mooncake-transfer-engine-efa",
-    "mooncake-transfer-engine-efa-cuda13",
-    "mooncake-transfer-engine-rocm",
-    "mooncake-transfer-engine-npu",
-    "mooncake-transfer-engine-musa",
-)
 
 #: Names looked for in every build, besides those the scraped SGLang releases import.
 BASE_NAMES = frozenset({

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from kb.distributions import DISTRIBUTIONS
 from kb.errors import MoonpinError
 from kb.models import (
     KnowledgeBase,
@@ -87,10 +88,14 @@ def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[
 
 
 #: The modules whose code decides the facts recorded for each kind of release.
+#: Paths are relative to the folder that holds the ``kb``, ``readers`` and ``scrapers``
+#: packages (the repository, or site-packages once installed).
 EXTRACTORS: dict[str, tuple[str, ...]] = {
-    "sglang": ("pyast.py", "server_args.py", "sglang.py"),
-    "mooncake": ("mooncake.py", "elf.py", "loader.py", "cuda.py"),
-    "torch": ("torch_index.py", "cuda.py"),
+    "sglang": ("readers/pyast.py", "readers/server_args.py", "kb/launch.py",
+               "scrapers/sglang.py"),
+    "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf.py",
+                 "readers/loader.py", "readers/cuda.py"),
+    "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
 }
 
 
@@ -99,15 +104,288 @@ def extractor_fingerprints() -> dict[str, str]:
     extractor code holds facts this code would record differently."""
     import hashlib
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = {}
     for kind, files in EXTRACTORS.items():
         h = hashlib.sha256()
         for f in files:
-            with open(os.path.join(here, f), "rb") as fh:
+            with open(os.path.join(root, *f.split("/")), "rb") as fh:
                 h.update(f.encode() + b"\0" + fh.read())
         out[kind] = h.hexdigest()[:16]
     return out
+
+
+@dataclass
+class _Facts:
+    """What the next KB holds so far; each source reads the facts the ones before it
+    left (mooncake names what SGLang imports, torch what both need)."""
+
+    sglang: dict[str, SglangRelease] = field(default_factory=dict)
+    #: Releases recorded from a source tree or archive are the user's; a scrape keeps them.
+    local: tuple[SglangRelease, ...] = ()
+    moon: dict[tuple[str, str], MooncakeRelease] = field(default_factory=dict)
+    torch: dict[str, TorchRelease] = field(default_factory=dict)
+    torch_versions: tuple[str, ...] = ()
+
+
+class _Run:
+    """What one scrape's sources share: where and how to read, and what it cost."""
+
+    def __init__(self, fetcher: Fetcher, index_url: str, reporter: Reporter, workers: int,
+                 summary: Summary) -> None:
+        self.fetcher = fetcher
+        self.index_url = index_url
+        self.reporter = reporter
+        self.workers = workers
+        self.summary = summary
+        self.unread: list[Unread] = []
+        self.lower = 0  # the lower bound of bytes, summed by the workers under _lock
+        self._lock = threading.Lock()
+
+    def consumed(self, need: int) -> None:
+        with self._lock:
+            self.lower += need
+
+    def counted(self, kind: str, version: str, size: int) -> None:
+        """One release (torch: one variant) read from its artifact of ``size`` bytes."""
+        self.summary.read[kind] += 1
+        self.summary.read_versions[kind].append(version)
+        self.summary.artifact_bytes += size
+
+
+class _Source:
+    """One kind of release on the index. :func:`scrape` runs every source the same way:
+    ``load`` the facts kept from the old KB, then, when the kind is refreshed, ``plan``
+    which releases to read (counting the ones kept), ``read`` them and ``merge`` them."""
+
+    kind: str
+
+    def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
+        raise NotImplementedError
+
+    def plan(self, run: _Run, facts: _Facts) -> list[Any]:
+        raise NotImplementedError
+
+    def read(self, run: _Run, facts: _Facts, jobs: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def merge(self, run: _Run, facts: _Facts, results: list[Any]) -> None:
+        raise NotImplementedError
+
+
+class _SglangSource(_Source):
+    """SGLang releases from 0.4.0, one wheel each; the per-file facts of earlier reads are
+    kept in ``files_at`` so a new release reads only the sources no release had."""
+
+    kind = "sglang"
+
+    def __init__(self, files_cache: str | None, fingerprint: str) -> None:
+        self.files_cache = files_cache
+        self.files_at = files_cache if files_cache is not None else _files_cache(fingerprint)
+        self.cache = sg.AnalysisCache()
+        self.procs: ProcessPoolExecutor | None = None
+
+    def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
+        facts.sglang = {r.version: r for r in base.sglang if r.source == "index"} if base else {}
+
+    def plan(self, run: _Run, facts: _Facts) -> list[tuple[str, IndexFile]]:
+        proj = fetch_project(run.fetcher, run.index_url, "sglang")
+        run.unread += _skipped("sglang", proj)
+        if self.files_at:
+            self.cache = sg.AnalysisCache.load(self.files_at)
+        todo = []
+        for v in _versions(proj, SGLANG_MIN):
+            wheel = sg.choose_wheel(proj.releases[v])
+            if wheel is None:
+                run.unread.append(Unread(kind="sglang", name="sglang", version=v,
+                                         reason="no wheel on the index"))
+                continue
+            have = facts.sglang.get(v)
+            if have is not None and have.artifact.sha256 == wheel.sha256:
+                run.summary.kept["sglang"] += 1
+                continue
+            todo.append((v, wheel))
+        return todo
+
+    def read(self, run: _Run, facts: _Facts, jobs: list[tuple[str, IndexFile]],
+             ) -> list[tuple[str, SglangRelease | Unread, int]]:
+        # Releases go one after another, oldest first, so each finds the members its
+        # predecessors already analysed; the ranges inside one release go in parallel,
+        # and parsing goes to a process pool (one worker per core) when there is work.
+        self.procs = _process_pool() if len(jobs) > 1 else None
+        try:
+            return [self._one(run, v, wheel) for v, wheel in jobs]
+        finally:
+            if self.procs is not None:
+                self.procs.shutdown(cancel_futures=True)
+
+    def _one(self, run: _Run, v: str, wheel: IndexFile) -> tuple[str, SglangRelease | Unread, int]:
+        try:
+            rel, n, need = sg.scrape_wheel(run.fetcher, wheel, v, self.cache,
+                                           workers=run.workers, executor=self.procs)
+        except MoonpinError as e:
+            run.reporter.warn(f"sglang {v}: {e}")
+            run.reporter.advance(f"sglang {v} (failed)")
+            return v, Unread(kind="sglang", name="sglang", version=v,
+                             artifact=wheel.filename, reason=_reason(e, wheel)), 0
+        run.reporter.advance(f"sglang {v}", nbytes=n)
+        run.consumed(need)
+        return v, rel, wheel.size
+
+    def merge(self, run: _Run, facts: _Facts,
+              results: list[tuple[str, SglangRelease | Unread, int]]) -> None:
+        for v, got, size in results:
+            if isinstance(got, Unread):
+                run.unread.append(got)
+                facts.sglang.pop(v, None)
+            else:
+                facts.sglang[v] = got
+                run.counted("sglang", v, size)
+        run.summary.cache_hits += self.cache.hits
+        if self.files_at and any(isinstance(got, SglangRelease) for _, got, _ in results):
+            why = self.cache.save(self.files_at)
+            if why:
+                run.reporter.warn(f"sglang: per-file facts not kept for the next refresh ({why})")
+            elif self.files_cache is None:
+                _drop_other_fingerprints(self.files_at)
+
+
+_MooncakeJob = tuple[str, str, list[IndexFile]]
+
+
+class _MooncakeSource(_Source):
+    """Every wheel of every release of the mooncake family (:data:`kb.distributions.
+    DISTRIBUTIONS`); a release is kept when its wheels are unchanged and its builds were
+    already checked for every name SGLang now imports."""
+
+    kind = "mooncake"
+
+    def __init__(self) -> None:
+        self.wanted: frozenset[str] = frozenset()
+        self.shared = mc.SharedReads()
+
+    def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
+        facts.moon = {(r.dist, r.version): r for r in base.mooncake} if base else {}
+
+    def plan(self, run: _Run, facts: _Facts) -> list[_MooncakeJob]:
+        self.wanted = frozenset(mc.BASE_NAMES | {n for r in facts.sglang.values()
+                                                 for n in (*r.pg.names, *r.pg.optional_names)})
+        jobs = []
+        for dist in DISTRIBUTIONS:
+            proj = fetch_project(run.fetcher, run.index_url, dist)
+            run.unread += _skipped("mooncake", proj, dist)
+            for v in _versions(proj):
+                wheels = [f for f in proj.releases[v] if f.is_wheel]
+                if not wheels:
+                    continue
+                have = facts.moon.get((dist, v))
+                if have is not None and {w.artifact.sha256 for w in have.wheels} == \
+                        {w.sha256 for w in wheels} and all(
+                        self.wanted <= set(b.names_checked) for w in have.wheels
+                        for b in w.builds if b.read_error is None):
+                    run.summary.kept["mooncake"] += 1
+                    continue
+                jobs.append((dist, v, wheels))
+        return jobs
+
+    def read(self, run: _Run, facts: _Facts, jobs: list[_MooncakeJob],
+             ) -> list[tuple[tuple[str, str], MooncakeRelease | Unread, int]]:
+        return _pool(lambda job: self._one(run, job), jobs, max(1, run.workers // 2))
+
+    def _one(self, run: _Run, job: _MooncakeJob,
+             ) -> tuple[tuple[str, str], MooncakeRelease | Unread, int]:
+        dist, v, wheels = job
+        got = []
+        total = 0
+        size = 0
+        # Own-ABI cp312 wheels first, so the other wheels reuse their reads.
+        for w in sorted(wheels, key=lambda f: (0 if "-cp312-" in f.filename else 1,
+                                               f.filename)):
+            try:
+                mw, n, need = mc.scrape_wheel(run.fetcher, dist, v, w, self.wanted, self.shared)
+                run.consumed(need)
+            except MoonpinError as e:
+                run.reporter.warn(f"{dist} {v}: {e}")
+                run.reporter.advance(f"{dist} {v} (failed)", nbytes=total)
+                return (dist, v), Unread(kind="mooncake", name=dist, version=v,
+                                         artifact=w.filename, reason=_reason(e, w)), size
+            got.append(mw)
+            total += n
+            size += w.size
+        got.sort(key=lambda m: m.artifact.filename)
+        run.reporter.advance(f"{dist} {v}", nbytes=total)
+        return (dist, v), MooncakeRelease(dist=dist, version=v, wheels=tuple(got)), size
+
+    def merge(self, run: _Run, facts: _Facts,
+              results: list[tuple[tuple[str, str], MooncakeRelease | Unread, int]]) -> None:
+        for key, rel, size in results:
+            if isinstance(rel, Unread):
+                run.unread.append(rel)
+                facts.moon.pop(key, None)
+            else:
+                facts.moon[key] = rel
+                run.counted("mooncake", f"{key[0]}=={key[1]}", size)
+
+
+_TorchJob = tuple[str, str, IndexFile]
+
+
+class _TorchSource(_Source):
+    """The torch release list, and the CUDA major of the Linux wheel per architecture for
+    the releases SGLang pins or mooncake builds target (:func:`_torch_needed`)."""
+
+    kind = "torch"
+
+    def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
+        facts.torch = {r.version: r for r in base.torch} if base else {}
+
+    def plan(self, run: _Run, facts: _Facts) -> list[_TorchJob]:
+        proj = fetch_project(run.fetcher, run.index_url, "torch")
+        facts.torch_versions = tuple(proj.versions())
+        needed = _torch_needed(facts.torch_versions, facts.sglang.values(), facts.moon.values())
+        jobs = []
+        for v in sorted(needed, key=Version):
+            files = proj.releases.get(v, ())
+            have = facts.torch.get(v)
+            for arch in ti.ARCHES:
+                w = ti.choose_wheel(files, arch)
+                if w is None:
+                    continue
+                if have is not None and any(x.arch == arch and x.artifact.sha256 == w.sha256
+                                            for x in have.variants):
+                    run.summary.kept["torch"] += 1  # (torch counts variants: one per arch)
+                    continue
+                jobs.append((v, arch, w))
+        return jobs
+
+    def read(self, run: _Run, facts: _Facts, jobs: list[_TorchJob],
+             ) -> list[tuple[str, TorchVariant | Unread, int]]:
+        return _pool(lambda job: self._one(run, job), jobs, run.workers)
+
+    def _one(self, run: _Run, job: _TorchJob) -> tuple[str, TorchVariant | Unread, int]:
+        v, arch, w = job
+        try:
+            var, n, need = ti.scrape_variant(run.fetcher, w, arch)
+            run.consumed(need)
+        except MoonpinError as e:
+            run.reporter.warn(f"torch {v} {arch}: {e}")
+            run.reporter.advance(f"torch {v} (failed)")
+            return v, Unread(kind="torch", name="torch", version=v, artifact=w.filename,
+                             reason=_reason(e, w)), w.size
+        run.reporter.advance(f"torch {v} {arch}", nbytes=n)
+        return v, var, w.size
+
+    def merge(self, run: _Run, facts: _Facts,
+              results: list[tuple[str, TorchVariant | Unread, int]]) -> None:
+        for v, var, size in results:
+            if isinstance(var, Unread):
+                run.unread.append(var)
+                continue
+            cur = facts.torch.get(v, TorchRelease(version=v))
+            variants = tuple(sorted([*(x for x in cur.variants if x.arch != var.arch), var],
+                                    key=lambda x: x.arch))
+            facts.torch[v] = TorchRelease(version=v, variants=variants)
+            run.counted("torch", f"{v} {var.arch}", size)
 
 
 def scrape(
@@ -132,12 +410,9 @@ def scrape(
     reporter = reporter or Reporter()
     only = set(only)
     t0 = time.monotonic()
-    summary = Summary()
+    run = _Run(fetcher, index_url, reporter, workers, Summary())
     start_bytes = fetcher.stats.bytes
     start_requests = fetcher.stats.requests
-    unread: list[Unread] = []
-    lower = [0]  # the lower bound of bytes, summed by the workers under lower_lock
-    lower_lock = threading.Lock()
 
     current = extractor_fingerprints()
     stale = {k for k in only if old is not None and not full
@@ -145,198 +420,45 @@ def scrape(
     for k in sorted(stale):
         reporter.warn(f"{k}: the knowledge base was read by other extractor code; "
                       f"re-reading every {k} release")
-
-    def keep(kind: str) -> KnowledgeBase | None:
-        """The old KB to start ``kind`` from: all of it unless rebuilding that kind
-        (``--full``, or the KB's facts for it came from other extractor code)."""
-        rebuild = kind in only and (full or kind in stale)
-        return old if old is not None and not rebuild else None
-
-    # -------------------------------------------------------------- sglang
-    base = keep("sglang")
-    sglang: dict[str, SglangRelease] = (
-        {r.version: r for r in base.sglang if r.source == "index"} if base else {})
-    # Releases recorded from a source tree or archive are the user's; a scrape keeps them.
-    local = tuple(r for r in old.sglang if r.source != "index") if old is not None else ()
-    if "sglang" in only:
-        proj = fetch_project(fetcher, index_url, "sglang")
-        unread += _skipped("sglang", proj)
-        files_at = files_cache if files_cache is not None else _files_cache(current["sglang"])
-        cache = sg.AnalysisCache.load(files_at) if files_at else sg.AnalysisCache()
-        todo = []
-        for v in _versions(proj, SGLANG_MIN):
-            wheel = sg.choose_wheel(proj.releases[v])
-            if wheel is None:
-                unread.append(Unread(kind="sglang", name="sglang", version=v,
-                                     reason="no wheel on the index"))
-                continue
-            have = sglang.get(v)
-            if have is not None and have.artifact.sha256 == wheel.sha256:
-                summary.kept["sglang"] += 1
-                continue
-            todo.append((v, wheel))
-        reporter.start("sglang", len(todo))
-
-        def one_sglang(item: tuple[str, IndexFile]) -> tuple[str, object, int, int]:
-            v, wheel = item
-            try:
-                rel, n, need = sg.scrape_wheel(fetcher, wheel, v, cache, workers=workers,
-                                         executor=procs)
-            except MoonpinError as e:
-                reporter.warn(f"sglang {v}: {e}")
-                reporter.advance(f"sglang {v} (failed)")
-                return v, Unread(kind="sglang", name="sglang", version=v,
-                                 artifact=wheel.filename, reason=_reason(e, wheel)), 0, 0
-            reporter.advance(f"sglang {v}", nbytes=n)
-            with lower_lock:
-                lower[0] += need
-            return v, rel, n, wheel.size
-
-        # Releases go one after another, oldest first, so each finds the members its
-        # predecessors already analysed; the ranges inside one release go in parallel,
-        # and parsing goes to a process pool (one worker per core) when there is work.
-        procs = _process_pool() if len(todo) > 1 else None
-        try:
-            done = list(map(one_sglang, todo))
-        finally:
-            if procs is not None:
-                procs.shutdown(cancel_futures=True)
-        for v, got, _n, size in done:
-            if isinstance(got, Unread):
-                unread.append(got)
-                sglang.pop(v, None)
-            elif isinstance(got, SglangRelease):
-                sglang[v] = got
-                summary.read["sglang"] += 1
-                summary.read_versions["sglang"].append(v)
-                summary.artifact_bytes += size
-        summary.cache_hits += cache.hits
-        if files_at and any(isinstance(got, SglangRelease) for _, got, _, _ in done):
-            why = cache.save(files_at)
-            if why:
-                reporter.warn(f"sglang: per-file facts not kept for the next refresh ({why})")
-            elif files_cache is None:
-                _drop_other_fingerprints(files_at)
+    facts = _Facts(local=tuple(r for r in old.sglang if r.source != "index") if old else (),
+                   torch_versions=old.torch_versions if old is not None else ())
+    sources: tuple[_Source, ...] = (_SglangSource(files_cache, current["sglang"]),
+                                    _MooncakeSource(), _TorchSource())
+    for source in sources:
+        # the old KB's facts for this kind, unless rebuilding it (--full, or they came
+        # from other extractor code)
+        rebuild = source.kind in only and (full or source.kind in stale)
+        source.load(facts, old if old is not None and not rebuild else None)
+        if source.kind not in only:
+            continue
+        jobs = source.plan(run, facts)
+        reporter.start(source.kind, len(jobs))
+        source.merge(run, facts, source.read(run, facts, jobs))
         reporter.finish()
 
-    # -------------------------------------------------------------- mooncake
-    wanted = frozenset(mc.BASE_NAMES | {n for r in sglang.values()
-                                        for n in (*r.pg.names, *r.pg.optional_names)})
-    mbase = keep("mooncake")
-    moon: dict[tuple[str, str], MooncakeRelease] = (
-        {(r.dist, r.version): r for r in mbase.mooncake} if mbase else {})
-    if "mooncake" in only:
-        jobs = []
-        for dist in mc.DISTRIBUTIONS:
-            proj = fetch_project(fetcher, index_url, dist)
-            unread += _skipped("mooncake", proj, dist)
-            for v in _versions(proj):
-                wheels = [f for f in proj.releases[v] if f.is_wheel]
-                if not wheels:
-                    continue
-                mhave = moon.get((dist, v))
-                if mhave is not None and {w.artifact.sha256 for w in mhave.wheels} == \
-                        {w.sha256 for w in wheels} and all(
-                        wanted <= set(b.names_checked) for w in mhave.wheels for b in w.builds
-                        if b.read_error is None):
-                    summary.kept["mooncake"] += 1
-                    continue
-                jobs.append((dist, v, wheels))
-        reporter.start("mooncake", len(jobs))
-        shared = mc.SharedReads()
-
-        def one_mooncake(job: tuple[str, str, list[IndexFile]]) -> tuple[
-                tuple[str, str], MooncakeRelease | Unread, int, int]:
-            dist, v, wheels = job
-            got = []
-            total = 0
-            size = 0
-            # Own-ABI cp312 wheels first, so the other wheels reuse their reads.
-            for w in sorted(wheels, key=lambda f: (0 if "-cp312-" in f.filename else 1,
-                                                   f.filename)):
-                try:
-                    mw, n, need = mc.scrape_wheel(fetcher, dist, v, w, wanted, shared)
-                    with lower_lock:
-                        lower[0] += need
-                except MoonpinError as e:
-                    reporter.warn(f"{dist} {v}: {e}")
-                    reporter.advance(f"{dist} {v} (failed)", nbytes=total)
-                    return (dist, v), Unread(kind="mooncake", name=dist, version=v,
-                                             artifact=w.filename, reason=_reason(e, w)), \
-                        total, size
-                got.append(mw)
-                total += n
-                size += w.size
-            got.sort(key=lambda m: m.artifact.filename)
-            reporter.advance(f"{dist} {v}", nbytes=total)
-            return (dist, v), MooncakeRelease(dist=dist, version=v, wheels=tuple(got)), total, \
-                size
-
-        for key, rel, _n, size in _pool(one_mooncake, jobs, max(1, workers // 2)):
-            if isinstance(rel, Unread):
-                unread.append(rel)
-                moon.pop(key, None)
-            else:
-                moon[key] = rel
-                summary.read["mooncake"] += 1
-                summary.read_versions["mooncake"].append(f"{key[0]}=={key[1]}")
-                summary.artifact_bytes += size
-        reporter.finish()
-
-    # -------------------------------------------------------------- torch
-    tbase = keep("torch")
-    torch: dict[str, TorchRelease] = {r.version: r for r in tbase.torch} if tbase else {}
-    torch_versions: tuple[str, ...] = old.torch_versions if old is not None else ()
-    if "torch" in only:
-        proj = fetch_project(fetcher, index_url, "torch")
-        torch_versions = tuple(proj.versions())
-        needed = _torch_needed(torch_versions, sglang.values(), moon.values())
-        jobs2 = []
-        for v in sorted(needed, key=Version):
-            files = proj.releases.get(v, ())
-            thave = torch.get(v)
-            for arch in ti.ARCHES:
-                w = ti.choose_wheel(files, arch)
-                if w is None:
-                    continue
-                if thave is not None and any(x.arch == arch and x.artifact.sha256 == w.sha256
-                                             for x in thave.variants):
-                    summary.kept["torch"] += 1  # (torch counts variants: one per arch)
-                    continue
-                jobs2.append((v, arch, w))
-        reporter.start("torch", len(jobs2))
-
-        def one_torch(job: tuple[str, str, IndexFile]) -> tuple[str, TorchVariant | Unread, int]:
-            v, arch, w = job
-            try:
-                var, n, need = ti.scrape_variant(fetcher, w, arch)
-                with lower_lock:
-                    lower[0] += need
-            except MoonpinError as e:
-                reporter.warn(f"torch {v} {arch}: {e}")
-                reporter.advance(f"torch {v} (failed)")
-                return v, Unread(kind="torch", name="torch", version=v, artifact=w.filename,
-                                 reason=_reason(e, w)), w.size
-            reporter.advance(f"torch {v} {arch}", nbytes=n)
-            return v, var, w.size
-
-        for v, var, size in _pool(one_torch, jobs2, workers):
-            if isinstance(var, Unread):
-                unread.append(var)
-                continue
-            cur = torch.get(v, TorchRelease(version=v))
-            variants = tuple(sorted([*(x for x in cur.variants if x.arch != var.arch), var],
-                                    key=lambda x: x.arch))
-            torch[v] = TorchRelease(version=v, variants=variants)
-            summary.read["torch"] += 1
-            summary.read_versions["torch"].append(f"{v} {var.arch}")
-            summary.artifact_bytes += size
-        reporter.finish()
-
+    summary = run.summary
     summary.bytes_fetched = fetcher.stats.bytes - start_bytes
-    summary.lower_bound = lower[0]
-    summary.unread = unread
+    summary.lower_bound = run.lower
+    summary.unread = run.unread
     summary.seconds = time.monotonic() - t0
+    info = _scrape_info(old, summary, only, current, fetcher.stats.requests - start_requests,
+                        public_url(index_url) if index_named else None)
+    kb = KnowledgeBase(
+        scrape=info,
+        sglang=tuple(sorted((*facts.sglang.values(), *facts.local),
+                            key=lambda r: (Version(r.version), r.source))),
+        mooncake=tuple(sorted(facts.moon.values(), key=lambda r: (r.dist, Version(r.version)))),
+        torch=tuple(sorted(facts.torch.values(), key=lambda r: Version(r.version))),
+        torch_versions=facts.torch_versions,
+        unread=tuple(run.unread),
+    )
+    return kb, summary
+
+
+def _scrape_info(old: KnowledgeBase | None, summary: Summary, only: set[str],
+                 current: dict[str, str], requests: int, index_url: str | None) -> ScrapeInfo:
+    """What the next KB says of the scrape that made it (a kind not scraped this time keeps
+    the date and the extractor fingerprint its facts came from)."""
     from scrapers import __version__
 
     now = datetime.now(timezone.utc).replace(microsecond=0)
@@ -344,33 +466,23 @@ def scrape(
     if old is not None:  # a KB that did not record it: all its kinds date from its scrape
         for k in old.scrape.refreshed or (KINDS if not before else ()):
             before.setdefault(k, old.scrape.scraped_at)
-    kb = KnowledgeBase(
-        scrape=ScrapeInfo(
-            scraped_at=now,
-            kinds_scraped_at={k: now if k in only else before[k] for k in KINDS
-                              if k in only or k in before},
-            index_url=public_url(index_url) if index_named else None,
-            moonpin_version=__version__,
-            bytes_fetched=summary.bytes_fetched,
-            artifact_bytes=summary.artifact_bytes,
-            requests=fetcher.stats.requests - start_requests,
-            seconds=round(summary.seconds, 1),
-            refreshed=tuple(k for k in KINDS if k in only),
-            read={k: tuple(vs) for k, vs in summary.read_versions.items() if k in only},
-            kept={k: n for k, n in summary.kept.items() if k in only},
-            # a kind not scraped this time keeps the fingerprint its facts came from
-            extractors={k: current[k] if k in only else
-                        (old.scrape.extractors.get(k, "") if old is not None else "")
-                        for k in EXTRACTORS},
-        ),
-        sglang=tuple(sorted((*sglang.values(), *local),
-                            key=lambda r: (Version(r.version), r.source))),
-        mooncake=tuple(sorted(moon.values(), key=lambda r: (r.dist, Version(r.version)))),
-        torch=tuple(sorted(torch.values(), key=lambda r: Version(r.version))),
-        torch_versions=torch_versions,
-        unread=tuple(unread),
+    return ScrapeInfo(
+        scraped_at=now,
+        kinds_scraped_at={k: now if k in only else before[k] for k in KINDS
+                          if k in only or k in before},
+        index_url=index_url,
+        moonpin_version=__version__,
+        bytes_fetched=summary.bytes_fetched,
+        artifact_bytes=summary.artifact_bytes,
+        requests=requests,
+        seconds=round(summary.seconds, 1),
+        refreshed=tuple(k for k in KINDS if k in only),
+        read={k: tuple(vs) for k, vs in summary.read_versions.items() if k in only},
+        kept={k: n for k, n in summary.kept.items() if k in only},
+        extractors={k: current[k] if k in only else
+                    (old.scrape.extractors.get(k, "") if old is not None else "")
+                    for k in EXTRACTORS},
     )
-    return kb, summary
 
 
 def _files_cache(fingerprint: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kb.errors import ArchiveError
-from scrapers.cuda import cuda_major
+from readers.cuda import cuda_major
 from scrapers.pypi import IndexFile, parse_metadata
 from scrapers.remote_zip import HttpSource, RemoteZip
 

@@ -10,13 +10,14 @@ import pkgutil
 import pytest
 
 import kb
+import readers
 import resolver
 import scrapers
 
 #: Modules whose interface is not Python: the CLI's is its command line.
 NOT_A_LIBRARY = {"resolver.cli"}
 
-MODULES = sorted(f"{pkg.__name__}.{m.name}" for pkg in (kb, resolver, scrapers)
+MODULES = sorted(f"{pkg.__name__}.{m.name}" for pkg in (kb, readers, resolver, scrapers)
                  for m in pkgutil.iter_modules(pkg.__path__))
 
 

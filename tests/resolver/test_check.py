@@ -435,7 +435,7 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
     doc: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
     assert doc["rc"] == 1
     mods = set(doc["mods"])
-    assert "scrapers.pyast" in mods and "scrapers.elf" in mods  # the check did run
+    assert "readers.pyast" in mods and "readers.elf" in mods  # the check did run
     for banned in ("httpx", "networkx", "torch", "resolver.query", "resolver.graph",
                    "scrapers.fetch", "scrapers.refresh", "sglang", "mooncake", "pydantic",
                    "kb.models", "importlib.metadata"):
@@ -445,8 +445,8 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
 #: What a warm worker start must not load: each pulls in ``re`` and ``enum`` (~8 ms together,
 #: as much as the interpreter's own start), or is the analyzer a warm start skips.
 _HEAVY = ("re", "enum", "json", "typing", "pathlib", "dataclasses", "ast", "inspect",
-          "threading", "argparse", "hashlib", "scrapers.pyast", "scrapers.elf",
-          "scrapers.loader", "resolver.launch_args")
+          "threading", "argparse", "hashlib", "readers.pyast", "readers.elf",
+          "readers.loader", "resolver.launch_args")
 
 
 def _modules_after_main(argv: list[str]) -> tuple[int, set[str]]:
@@ -471,19 +471,19 @@ def test_a_warm_start_loads_nothing_heavy(tmp_path: Path) -> None:
     argv = ["--site-packages", str(site), "--kb", str(ROOT / "data" / "kb.json"),
             "--elastic-ep-backend", "mooncake", "--no-deep"]
     rc, cold = _modules_after_main(argv)  # the image's first check reads and remembers
-    assert rc == 0 and {"scrapers.pyast", "scrapers.loader", "json"} <= cold  # control
+    assert rc == 0 and {"readers.pyast", "readers.loader", "json"} <= cold  # control
     rc, warm = _modules_after_main(argv)
     assert rc == 0
     assert not warm & set(_HEAVY), sorted(warm & set(_HEAVY))
     rc, again = _modules_after_main([*argv, "--no-cache"])  # control: nothing remembered
-    assert rc == 0 and "scrapers.pyast" in again
+    assert rc == 0 and "readers.pyast" in again
 
 
 def test_a_feature_check_reads_the_table_not_the_whole_kb(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PD disaggregation on the shipped KB: the release's imports for it come from the
     resolved table, so the 5 MB knowledge base is not parsed at worker start."""
-    import resolver.check as check_mod
+    import resolver.image_facts as image_facts
 
     site = healthy_image(tmp_path / "site")
     launch = ["--disaggregation-transfer-backend", "mooncake"]
@@ -498,7 +498,7 @@ def test_a_feature_check_reads_the_table_not_the_whole_kb(
     def whole_kb(path: str) -> tuple[None, str]:
         raise AssertionError(f"parsed the whole KB {path}")
 
-    monkeypatch.setattr(check_mod, "_load_kb", whole_kb)
+    monkeypatch.setattr(image_facts, "_load_kb", whole_kb)
     rep = check_image(elastic_ep_backend=None, launch_args=launch, site_packages=[site],
                       kb_path=kb_file, deep=False)
     pd = next(c for c in rep.checks if c.name == "pd-disaggregation")
@@ -839,7 +839,7 @@ class ServerArgs:
 
 
 def _with_launch_rules(kb: Path) -> Path:
-    from scrapers.server_args import launch_record
+    from readers.server_args import launch_record
 
     rec = launch_record(LAUNCH_SRC, None)
     assert rec is not None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kb.launch import Flag, Rule
+from readers.server_args import elastic_rules, extract
 from resolver.launch_args import Unevaluable, Verdict, check, evaluate, parse_launch
-from scrapers.server_args import Flag, Rule, elastic_rules, extract
 from tests.lib.sglang_src import real_args
 
 # ---------------------------------------------------------------------------
@@ -168,16 +169,10 @@ def test_check_bad_choice_is_an_error() -> None:
 # ---------------------------------------------------------------------------
 
 
-def _real(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]] | None:
-    got = real_args(version)
-    return None if got is None else (got[0], elastic_rules(got[1], got[0]))
-
-
 def _release(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]]:
-    got = _real(version)
-    if got is None:
-        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
-    return got
+    """The release's flags and elastic-EP rules (a ``wheels`` test: real wheels)."""
+    flags, rules = real_args(version)
+    return flags, elastic_rules(rules, flags)
 
 
 SCALE_UP = (
@@ -194,6 +189,7 @@ def _violations(version: str, argv: list[str]) -> list[Verdict]:
     return [v for v in check(rules, flags, argv) if v.status == "violated"]
 
 
+@pytest.mark.wheels
 def test_seed_scale_up_missing_both_cuda_graph_flags() -> None:
     bad = _violations("0.5.18", SCALE_UP)
     assert [v.message for v in bad] == [
@@ -205,6 +201,7 @@ def test_seed_scale_up_missing_both_cuda_graph_flags() -> None:
     assert _violations("0.5.14", SCALE_UP) == []  # no such rule in 0.5.14
 
 
+@pytest.mark.wheels
 def test_seed_only_disable_cuda_graph() -> None:
     # the deprecated flag alone disables both phases ...
     assert _violations("0.5.18", [*SCALE_UP, "--disable-cuda-graph"]) == []
@@ -216,6 +213,7 @@ def test_seed_only_disable_cuda_graph() -> None:
     assert _violations("0.5.14", undone) == []
 
 
+@pytest.mark.wheels
 def test_seed_joiner_without_node_rank() -> None:
     argv = SCALE_UP + CUDA_OFF + JOINER.split()
     bad = _violations("0.5.18", argv)
@@ -231,6 +229,7 @@ def test_seed_joiner_without_node_rank() -> None:
     assert _violations("0.5.14", argv) == []
 
 
+@pytest.mark.wheels
 def test_real_resolved_view_rules_are_not_checked() -> None:
     flags, rules = _release("0.5.18")
     verdicts = check(rules, flags, SCALE_UP + CUDA_OFF)

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from readers import elf
 from resolver import ldso
-from resolver.check import _UNREADABLE_SCHEME, CheckResult, _downgrade_light_libraries
-from scrapers import elf
+from resolver.build_facts import _UNREADABLE_SCHEME
+from resolver.check import CheckResult
+from resolver.deep_probe import _downgrade_light_libraries
 from tests.lib.checkrun import NOBODY, ROOT, assert_healthy, python_for_nobody, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import PG_NAMES, ext_suffix, healthy_image

@@ -139,7 +139,7 @@ def test_shell_script_variables_continuations_and_separators() -> None:
 
 
 def test_an_unknown_value_makes_its_rules_not_checked() -> None:
-    from scrapers.server_args import extract
+    from readers.server_args import extract
 
     src = textwrap.dedent("""\
         class ServerArgs:
@@ -180,6 +180,7 @@ def _violated(version: str, argv: tuple[str, ...]) -> list[str]:
     return [v.message for v in check(rules, flags, argv) if v.status == "violated"]
 
 
+@pytest.mark.wheels
 def test_seed_manifests_on_real_releases() -> None:
     cuda = "Elastic EP runtime scale-up requires decode and prefill CUDA graphs to be disabled."
     missing = from_yaml(_dgd(SCALE_UP), "a.yaml").launches[0].argv

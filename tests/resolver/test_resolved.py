@@ -194,17 +194,25 @@ def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path)
                             "requires this torch and has one)")
 
 
-def test_feature_imports_from_the_table_are_the_kbs() -> None:
+def test_feature_imports_from_the_table_are_the_kbs(tmp_path: Path) -> None:
     """The shipped `_sglang` table's per-feature imports are what the whole KB's import
     records give the runtime check, for every release and feature."""
-    from resolver.check import _KB
+    import shutil
 
-    kb_file = str(ROOT / "data" / "kb.json")
-    table = _KB(kb_file)
-    whole = _KB(kb_file)
-    whole._requirements = None  # as with a table written before it held features
-    assert table._requirements is not None
-    versions = [r["version"] for r in json.loads(Path(kb_file).read_text())["sglang"]]
+    from resolver.image_facts import _KB
+
+    shipped = ROOT / "data" / "kb.json"
+    with_table = tmp_path / "table" / "kb.json"  # the KB and its resolved/ tables
+    with_table.parent.mkdir()
+    shutil.copy(shipped, with_table)
+    shutil.copytree(ROOT / "data" / "resolved", with_table.parent / "resolved")
+    alone = tmp_path / "alone" / "kb.json"  # no tables: the check reads the whole KB
+    alone.parent.mkdir()
+    shutil.copy(shipped, alone)
+    table = _KB(str(with_table))
+    whole = _KB(str(alone))
+    with_table.unlink()  # what `table` answers from here on comes from its tables alone
+    versions = [r["version"] for r in json.loads(shipped.read_text())["sglang"]]
     def used(records: list[dict[str, object]] | None) -> list[tuple[object, ...]] | None:
         """What the check reads of each record."""
         if records is None:

@@ -186,7 +186,7 @@ def test_a_warm_start_does_not_load_the_analyzer(tmp_path: Path) -> None:
     sources.scan(pkg, cache_dir=cache)
     probe = ("import sys; from pathlib import Path; from resolver import sources; "
              f"f = sources.scan(Path({str(pkg)!r}), cache_dir=Path({str(cache)!r})); "
-             "print(f.cache, sorted(f.derived['names']) != [], 'scrapers.pyast' in sys.modules)")
+             "print(f.cache, sorted(f.derived['names']) != [], 'readers.pyast' in sys.modules)")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
                          text=True, check=True).stdout.split()

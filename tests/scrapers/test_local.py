@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kb.errors import UsageError
+from kb.errors import ArchiveError, UsageError
 from scrapers import local
 from scrapers.fetch import Fetcher
 from scrapers.local import find_pins, scrape_archive, scrape_path
@@ -96,7 +96,7 @@ def test_archive_by_url(tmp_path: Path) -> None:
         assert (rel.version, rel.source, rel.pg.module) == ("0.5.99", "archive", "mooncake.pg")
         assert any(p.member == "docker/Dockerfile" for p in rel.mooncake_pins)
         bad = idx.add("/archive/bad.tar.gz", b"not a tarball at all")
-        with pytest.raises(Exception, match="not a readable source archive"):
+        with pytest.raises(ArchiveError, match="not a readable source archive"):
             scrape_archive(Fetcher(retries=0), bad)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kb.distributions import DISTRIBUTIONS
 from kb.models import KnowledgeBase
 from scrapers.fetch import Fetcher
 from scrapers.refresh import scrape
@@ -136,9 +137,7 @@ def scraped_kb(index: FakeIndex, path: Path) -> Path:
 
 
 def only_present(index: FakeIndex) -> None:
-    from scrapers import mooncake as mc
-
-    for d in mc.DISTRIBUTIONS[1:]:
+    for d in DISTRIBUTIONS[1:]:
         index.add_json(f"/pypi/{d}/json", {"info": {"name": d}, "releases": {}})
 
 

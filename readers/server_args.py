@@ -68,8 +68,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
+
+from kb.launch import Flag, Rule, Write
 
 __all__ = [
     "ARG_GROUPS",
@@ -81,9 +83,6 @@ __all__ = [
     "RECEIVER",
     "RESOLVING_HOOKS",
     "SERVER_ARGS",
-    "Flag",
-    "Rule",
-    "Write",
     "class_constants",
     "default_resolutions",
     "elastic_rules",
@@ -99,51 +98,6 @@ __all__ = [
 ]
 
 EXPR = "<expr>"
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One command-line option as the release declares it.
-
-    ``line`` sits before ``deprecated_for`` (dataclass field order); ``nargs`` and ``const``
-    are extras the launch parser needs.
-    """
-
-    name: str
-    dest: str
-    default: object
-    choices: tuple[str, ...] | None
-    type: str | None
-    action: str | None
-    line: int
-    deprecated_for: tuple[str, ...] = ()
-    nargs: str | None = None
-    const: object = None
-    aliases: tuple[str, ...] = ()
-    path: str | None = None
-
-
-@dataclass(frozen=True)
-class Write:
-    """``self.attr = value`` earlier in the rule's method, under ``guard``."""
-
-    attr: str
-    value: str
-    guard: str | None
-    line: int
-
-
-@dataclass(frozen=True)
-class Rule:
-    kind: Literal["assert", "raise"]
-    condition: str
-    message: str
-    reads: tuple[str, ...]
-    guard: str | None
-    function: str
-    line: int
-    path: str = "sglang/srt/server_args.py"
-    writes: tuple[Write, ...] = ()
 
 
 # ---------------------------------------------------------------------------

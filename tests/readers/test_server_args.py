@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from scrapers.server_args import Flag, Rule, class_constants, elastic_rules, extract
-from tests.lib.sglang_src import real_args
+from kb.launch import Flag, Rule
+from readers.server_args import class_constants, elastic_rules, extract
+from tests.lib.sglang_src import real_args, real_wheel
 
 CRAFTED = """
 import argparse
@@ -181,16 +182,11 @@ def test_elastic_selection() -> None:
 # ---------------------------------------------------------------------------
 
 
-_real = real_args
-
-
 def _need(version: str) -> tuple[tuple[Flag, ...], tuple[Rule, ...]]:
-    got = _real(version)
-    if got is None:
-        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
-    return got
+    return real_args(version)
 
 
+@pytest.mark.wheels
 def test_real_0_5_18_elastic_rules() -> None:
     flags, rules = _need("0.5.18")
     el = elastic_rules(rules, flags)
@@ -214,6 +210,7 @@ def test_real_0_5_18_elastic_rules() -> None:
     )
 
 
+@pytest.mark.wheels
 def test_real_0_5_14_has_fewer_elastic_rules() -> None:
     flags, rules = _need("0.5.14")
     el = elastic_rules(rules, flags)
@@ -412,7 +409,7 @@ AG_CONSTANTS = {"Backend.ALL": ("full", "breakable", "disabled"), "Backend.DISAB
 
 
 def _ag() -> tuple[dict[str, Flag], tuple[Rule, ...]]:
-    from scrapers.server_args import extract_arg_groups
+    from readers.server_args import extract_arg_groups
 
     flags, rules, err = extract_arg_groups(AG_MEMBERS, AG_CONSTANTS)
     assert err is None
@@ -519,7 +516,7 @@ def test_arg_groups_except_handlers_and_early_returns() -> None:
 
 
 def test_arg_groups_elastic_selection() -> None:
-    from scrapers.server_args import extract_arg_groups
+    from readers.server_args import extract_arg_groups
 
     flags, rules, _ = extract_arg_groups(AG_MEMBERS, AG_CONSTANTS)
     chosen = {r.message for r in elastic_rules(rules, flags)}
@@ -528,7 +525,7 @@ def test_arg_groups_elastic_selection() -> None:
 
 
 def test_launch_members_per_layout() -> None:
-    from scrapers.server_args import launch_members
+    from readers.server_args import launch_members
 
     old = ["sglang/srt/server_args.py", "sglang/srt/model_executor/cuda_graph_config.py",
            AG + "arg_utils.py", AG + "speculative_hook.py", "sglang/x.py"]
@@ -545,8 +542,8 @@ def test_launch_members_per_layout() -> None:
 
 
 def test_launch_record_from_reads_both_layouts() -> None:
+    from readers.server_args import from_record, launch_record, launch_record_from
     from resolver.launch_args import check
-    from scrapers.server_args import from_record, launch_record, launch_record_from
 
     old = launch_record_from({"sglang/srt/server_args.py": CRAFTED.encode()})
     assert old == launch_record(CRAFTED.encode(), None)
@@ -578,7 +575,7 @@ def test_launch_record_from_reads_both_layouts() -> None:
 
 
 def test_launch_record_from_reports_the_member_that_does_not_parse() -> None:
-    from scrapers.server_args import launch_record_from
+    from readers.server_args import launch_record_from
 
     members = {k: v.encode() for k, v in AG_MEMBERS.items()}
     members[AG + "fields/parallel.py"] = b"class (:\n"
@@ -591,7 +588,7 @@ def test_launch_record_from_reports_the_member_that_does_not_parse() -> None:
 def test_from_record_reads_flags_without_path() -> None:
     from types import SimpleNamespace
 
-    from scrapers.server_args import from_record
+    from readers.server_args import from_record
 
     f = SimpleNamespace(name="--pp-size", dest="pp_size", default="1", choices=None, type="int",
                         action=None, line=3, deprecated_for=(), nargs=None, const="null",
@@ -606,21 +603,18 @@ def test_from_record_reads_flags_without_path() -> None:
 
 
 def _real_record(version: str) -> object:
-    import glob
     import zipfile
 
-    from scrapers.server_args import launch_members, launch_record_from
+    from readers.server_args import launch_members, launch_record_from
 
-    wheels = glob.glob(f"/tmp/sgl/sglang-{version}-*.whl")
-    if not wheels:
-        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
-    with zipfile.ZipFile(wheels[0]) as z:
+    with zipfile.ZipFile(real_wheel(version)) as z:
         members = {n: z.read(n) for n in launch_members(z.namelist())}
     rec = launch_record_from(members)
     assert rec is not None and rec.error is None
     return rec
 
 
+@pytest.mark.wheels
 def test_real_0_5_23_elastic_rules_from_arg_groups() -> None:
     rec: Any = _real_record("0.5.23")
     hook = "sglang/srt/arg_groups/parallel_hook.py"
@@ -648,6 +642,7 @@ def test_real_0_5_23_elastic_rules_from_arg_groups() -> None:
     assert "--elastic-ep-rejoin" not in f  # removed in 0.5.21
 
 
+@pytest.mark.wheels
 def test_real_0_5_19_fields_in_server_args_rules_in_hooks() -> None:
     rec: Any = _real_record("0.5.19")
     f = {x.name: x for x in rec.flags}
@@ -703,7 +698,7 @@ class ServerArgs:
 
 
 def test_option_names_cover_aliases_no_forms_and_help() -> None:
-    from scrapers.server_args import option_names
+    from readers.server_args import option_names
 
     flags = (
         Flag("--tp-size", "tp_size", 1, None, "int", None, 1, aliases=("--tp",)),
@@ -714,19 +709,16 @@ def test_option_names_cover_aliases_no_forms_and_help() -> None:
                                    "--tp", "--tp-size", "-h")
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
 def test_option_names_of_real_releases(version: str) -> None:
     """Every option the real parser accepts (recorded from `ServerArgs.add_cli_args` of
     the installed release: 508 for 0.5.18, 561 for 0.5.23) is among the names read."""
     import zipfile
-    from pathlib import Path
 
-    from scrapers import server_args as sa
+    from readers import server_args as sa
 
-    wheel = next(Path("/tmp/sgl").glob(f"sglang-{version}-*.whl"), None)
-    if wheel is None:
-        pytest.skip(f"sglang {version} wheel not in /tmp/sgl")
-    z = zipfile.ZipFile(wheel)
+    z = zipfile.ZipFile(real_wheel(version))
     names = z.namelist()
     rec = sa.launch_record_from({n: z.read(n) for n in sa.launch_members(names) if n in names})
     got = set(rec.option_names)
@@ -739,7 +731,7 @@ def test_default_resolutions_join_the_rules_that_read_them() -> None:
     """0.5.18's _handle_load_balance_method settles "auto" before _handle_elastic_ep
     requires round_robin: the rule carries that write (a write without such a guard
     does not travel)."""
-    from scrapers.server_args import default_resolutions, launch_record
+    from readers.server_args import default_resolutions, launch_record
 
     src = """
 class ServerArgs:

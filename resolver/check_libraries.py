@@ -1,0 +1,100 @@
+"""The check's library resolution: every shared library a mooncake build needs, and those
+its shipped libraries need, found and mapped as the dynamic loader would (:mod:`resolver.ldso`),
+with the fix line that names what provides a missing one."""
+
+from __future__ import annotations
+
+import os
+
+from resolver.check_result import CheckResult
+from resolver.image_facts import _CUDART
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from resolver.fixes import Fixer
+
+__all__: list[str] = []
+
+
+#: What provides a shared library a mooncake build needs, for the fix line.
+_LIB_HINTS: tuple[tuple[str, str], ...] = (
+    (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this mooncake build is for CUDA {0}; "
+     "install the mooncake distribution that matches torch's CUDA (`moonpin which mooncake`)"),
+    (r"libc10_cuda\.so|libtorch_cuda\.so", "a CUDA build of torch: this torch is CPU-only"),
+    (r"libibverbs\.so|libmlx5\.so", "the RDMA user-space libraries (Debian/Ubuntu: "
+     "`apt-get install libibverbs1 ibverbs-providers`; RHEL: `dnf install rdma-core`)"),
+    (r"libnuma\.so", "libnuma (Debian/Ubuntu: `apt-get install libnuma1`)"),
+    (r"libcurl\.so", "libcurl (Debian/Ubuntu: `apt-get install libcurl4`)"),
+)
+
+
+def _provider_hint(error: str) -> str | None:
+    import re
+
+    m = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", error)
+    if not m:
+        return None
+    for pattern, hint in _LIB_HINTS:
+        found = re.match(pattern, m.group(1))
+        if found:
+            return f"{m.group(1)} is missing; it comes from " + hint.format(*found.groups())
+    return f"{m.group(1)} is missing: install what provides it in the image"
+
+
+def _follow(paths: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a library found is one the image's mooncake ships (its own folder, or a
+    ``*.libs`` folder a repaired wheel vendors): read and judged in turn."""
+    roots = [os.path.join(sp, "mooncake") for sp in paths]
+
+    def follow(where: str) -> bool:
+        return (os.path.basename(os.path.dirname(where)).endswith(".libs")
+                or any(_within(where, r) for r in roots))
+
+    return follow
+
+
+def _within(path: str, folder: str) -> bool:
+    """``PurePath(path).is_relative_to(folder)``: lexical, as pathlib has it."""
+    path, folder = os.path.normpath(path), os.path.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _check_libraries(builds: Sequence[str], paths: Sequence[str],
+                     add: Callable[[CheckResult], None], fixer: Fixer | None = None) -> None:
+    """Every shared library the build needs, and the ones it ships need, found and mapped
+    as the dynamic loader would (:mod:`resolver.ldso`)."""
+    from resolver import ldso
+
+    cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_names()
+    res = ldso.resolve(builds, ldso.image_lib_dirs(paths), cache, _follow(paths))
+    for path, problem in sorted(res.bad.items()):
+        add(CheckResult("libraries", "fail",
+                        f"{path} cannot be loaded: {problem}",
+                        "reinstall the mooncake distribution that ships it (see the install "
+                        "line above), or restore the file", (path,)))
+    driver = {n: o for n, o in res.missing.items() if n.startswith("libcuda.so")}
+    others = {n: o for n, o in res.missing.items() if n not in driver}
+    if others:
+        detail = "; ".join(f"{n} (needed by {o}): " + (_provider_hint(
+            f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
+            for n, o in sorted(others.items()))
+        fix = "install what provides each one in the image"
+        if fixer is not None and all(n.startswith(("libc10_cuda.so", "libtorch_cuda.so"))
+                                     for n in others):
+            fix = fixer.cuda_torch()  # a CPU torch: the same release's CUDA build
+        elif fixer is not None and all(n.startswith(_CUDART) for n in others):
+            fix = fixer.line()  # the build is for another CUDA: the distribution that fits
+        add(CheckResult("libraries", "fail", f"{len(others)} shared librar"
+                        f"{'y' if len(others) == 1 else 'ies'} the build needs cannot be "
+                        f"found: {detail}", fix))
+    elif not res.bad:
+        add(CheckResult("libraries", "pass",
+                        f"{res.count} shared-library needs of {res.objects} objects resolve"
+                        + (" (but for the NVIDIA driver)" if driver else "")))
+    if driver:
+        add(CheckResult("driver", "warn",
+                        f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
+                        "a worker needs it (the NVIDIA container runtime mounts it), a build or "
+                        "CI host without a GPU does not have it"))
