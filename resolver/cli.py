@@ -610,119 +610,57 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_pins(args: argparse.Namespace) -> int:
-    from resolver import pins
+    from resolver import pins, pins_output
 
     if len(args.match or []) != len(args.dep or []):
         _fatal("each --match needs a --dep (the package its currentValue is a version of)",
                "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
-    found, _ = _read_pin_files(args.files,
-                               list(zip(args.match or [], args.dep or [], strict=True)))
+    found = _read_pin_files(args.files, list(zip(args.match or [], args.dep or [],
+                                                  strict=True)))
     if not found:
-        _fatal(f"no pin of sglang, torch or a mooncake distribution in "
-               f"{_shown(', '.join(args.files))}; nothing was judged",
-               "give the requirements/constraints files, pyproject.toml or Dockerfile that "
-               "pin sglang (or --match/--dep for another kind of file)")
+        raise pins_output.nothing_pinned(args.files)
     pinned = pins.pinned_set(found)
-    _check_pinned_versions(pinned)
+    pins.check_versions(pinned)
     verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch,
                          strategy=args.strategy, keep=args.keep)
-    result = {
-        "pins": [{"name": p.name, "spec": p.spec, "version": p.version, "file": p.path,
-                  "line": p.line, "kind": p.kind, "note": p.note} for p in found],
-        "conflicts": [[f"{a.path}:{a.line} {a.name}=={a.version}",
-                       f"{b.path}:{b.line} {b.name}=={b.version}"] for a, b in pinned.conflicts],
-        **{k: v for k, v in verdict.items() if k != "explain"},
-    }
     if args.json:
-        _emit_json(result)
+        _emit_json(pins_output.report_json(found, pinned, verdict))
     else:
-        for p in found:
-            what = f"=={p.version}" if p.version else (p.spec or "(unpinned)")
-            note = f"  [{p.note}]" if p.note else ""
-            print(f"{p.path}:{p.line}: {p.name}{what}  ({p.kind}){note}")
-        for a, b in result["conflicts"]:
-            print(f"conflict: {a} vs {b}")
-        print(f"verdict: {verdict['verdict']} ({verdict['platform']})")
-        for r in verdict["reasons"]:
-            print(f"  {r}")
-        for n in verdict.get("notes", []):
-            print(f"  note: {n}")
-        for u in verdict["updates"]:
-            name = u["newName"] if u["newName"] != u["depName"] else u["depName"]
-            was = (f"=={u['currentVersion']}" if u.get("currentVersion") is not None
-                   else u["currentValue"] or " (no version)")
-            print(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
-                  f"{u['depName']}{was} -> {name}=={u['newVersion']}  # {u['reason']}")
-    if (args.diff or args.write) and verdict["updates"]:
-        _rewrite_pins(found, verdict["updates"], write=args.write)
-    ok = verdict["verdict"] == "compatible" and not verdict["updates"] and not pinned.conflicts
-    return 0 if ok or args.exit_zero else 1
+        print("\n".join(pins_output.report_lines(found, pinned, verdict)))
+    if (args.diff or args.write) and verdict.updates:
+        _rewrite_pins(found, list(verdict.updates), write=args.write)
+    return pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
 
 
 def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> None:
     """Print the unified diff of the updates; with ``write``, apply it (atomically, per file,
     line endings, mode and symlinks kept)."""
-    import difflib
     import os
 
-    from resolver import pins
+    from resolver import pins_rewrite
 
-    paths = sorted({u["packageFile"] for u in updates})
-    texts: dict[str, str] = {}
-    for p in paths:
-        try:
-            texts[p] = pins.read_for_rewrite(p)
-        except (OSError, UnicodeDecodeError) as e:
-            _fatal(f"cannot read {_shown(p)} again to rewrite it: "
-                   f"{getattr(e, 'reason', None) or e}; it is unchanged",
-                   "run again once the file is a readable regular file")
-    new, problems = pins.apply_updates(found, updates, texts)
-    out = sys.stderr if write else sys.stdout
-    for p in paths:
-        out.writelines(difflib.unified_diff(texts[p].splitlines(keepends=True),
-                                            new[p].splitlines(keepends=True),
-                                            fromfile=p, tofile=p))
-    for problem in problems:
+    plan = pins_rewrite.plan_rewrite(found, updates)
+    (sys.stderr if write else sys.stdout).writelines(plan.diff())
+    for problem in plan.problems:
         print(f"not written: {_shown(problem)}", file=sys.stderr)
     if write:
-        for p in paths:
-            if new[p] != texts[p]:
-                try:
-                    written = pins.write_keeping(p, new[p])
-                except OSError as e:
-                    _fatal(f"cannot write {_shown(p)}: {e.strerror or e}; it is unchanged",
-                           "free space or fix permissions (or the symlink), then run again")
-                print(f"wrote {p}" + (f" (through the symlink, to {written})"
-                                      if written != os.path.abspath(p) else ""),
-                      file=sys.stderr)
+        for p, written in pins_rewrite.write_rewrite(plan):
+            print(f"wrote {p}" + (f" (through the symlink, to {written})"
+                                  if written != os.path.abspath(p) else ""), file=sys.stderr)
 
 
 def cmd_renovate(args: argparse.Namespace) -> int:
     from resolver import pins
 
-    sglang = args.sglang
-    torch = dist = current = None
-    if args.files:
-        found, _ = _read_pin_files(args.files)
-        pinned = pins.pinned_set(found)
-        _check_pinned_versions(pinned)
-        if sglang is None:
-            if pinned.sglang is None:
-                _fatal(f"no exact sglang pin in {_shown(', '.join(args.files))}",
-                       "pin sglang==VERSION there, or pass --sglang VERSION")
-            sglang = pinned.sglang.version
-        torch = pinned.torch.version if pinned.torch else None
-        moon = pinned.mooncake or next((p for p in pinned.loose
-                                        if p.name in pins.MOONCAKE_FAMILY), None)
-        if moon is not None:
-            dist, current = moon.name, moon.version
-    elif sglang is None:
+    if not args.files and args.sglang is None:
         _fatal("`renovate` needs --sglang VERSION or the files that pin it",
                "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
-    _version_arg(sglang, "--sglang" if args.sglang else "the sglang pin")
-    plan = pins.plan_stack(_graph(args), sglang, torch=torch, dist=dist,
-                           current_mooncake=current, python=args.python, arch=args.arch,
-                           allow_jit=args.allow_jit)
+    pinned = pins.pinned_set(_read_pin_files(args.files)) if args.files else None
+    stack = pins.stack_of(pinned, args.sglang, shown=_shown(", ".join(args.files or [])))
+    _version_arg(stack.sglang, "--sglang" if args.sglang else "the sglang pin")
+    plan = pins.plan_stack(_graph(args), stack.sglang, torch=stack.torch, dist=stack.dist,
+                           current_mooncake=stack.mooncake, python=args.python,
+                           arch=args.arch, allow_jit=args.allow_jit)
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     _emit_json(pins.renovate_fragment(plan))
@@ -745,42 +683,22 @@ def _version_arg(text: str, what: str) -> str:
     return text
 
 
-def _check_pinned_versions(pinned: Any) -> None:
-    """Exit 2 naming FILE:LINE when an exact pin of the three is not a PEP 440 version
-    (``sglang===${V}``): nothing can be judged against it."""
-    from packaging.version import InvalidVersion, Version
-
-    for p in (pinned.sglang, pinned.torch, pinned.mooncake):
-        if p is None:
-            continue
-        try:
-            Version(p.version)
-        except (InvalidVersion, ValueError):
-            _fatal(f"{_shown(p.path)}:{p.line}: {p.name} is pinned to "
-                   f"{_shown(p.version, 60)!r}, not a PEP 440 version; nothing was judged",
-                   f"pin {p.name}==VERSION there (e.g. a release `moonpin show` knows)")
-
-
 def _shown(text: str, limit: int = 300) -> str:
     """An echoed input cut to ``limit`` characters, saying how many were left out."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def _read_pin_files(files: list[str], patterns: list[tuple[str, str]] | None = None,
-                    ) -> tuple[Any, Any]:
-    """``pins.read_pins`` for the CLI: every unreadable line printed as FILE:LINE, then exit 2."""
+                    ) -> list[Any]:
+    """``pins.read_pins`` for the CLI: every unreadable file or line printed, then exit 2."""
     from resolver import pins
 
     try:
-        found, errors = pins.read_pins([Path(p) for p in files], patterns=patterns or [])
-    except ValueError as ex:
-        _fatal(_shown(str(ex)), "a --match pattern needs a (?P<currentValue>...) group")
-    if errors:
-        for err in errors:
-            print(f"{_shown(err.path)}:{err.line}: {_shown(err.message)}", file=sys.stderr)
-        _fatal(f"{len(errors)} line(s) could not be read; nothing was judged",
-               "fix or remove those lines")
-    return found, errors
+        return pins.read_pins_or_fail(files, patterns or [])
+    except pins.PinsUnreadable as e:
+        for line in e.details:
+            print(line, file=sys.stderr)
+        _fatal(str(e), e.hint)
 
 
 def cmd_constraints(args: argparse.Namespace) -> int:
