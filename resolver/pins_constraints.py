@@ -14,11 +14,14 @@ Two forms: a pip/uv constraints file (``pip install -c``, ``uv pip compile -c``)
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from resolver.pins_renovate import StackPlan
+
+if TYPE_CHECKING:
+    from resolver.graph import CompatGraph
 
 __all__ = ["constraint_lines", "render"]
 
@@ -39,7 +42,7 @@ def _spec(allowed: list[str], known: list[str]) -> str:
     return ",".join([f">={lo}", f"<={hi}", *(f"!={k}" for k in inside)])
 
 
-def constraint_lines(g: Any, plan: StackPlan) -> list[str]:
+def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
     """The requirement strings, one per distribution (sglang, torch, then mooncake)."""
     out = [f"sglang=={plan.sglang}"]
     out.append("torch" + _spec(plan.torches, [str(v) for v in g.torch_versions]))
@@ -52,7 +55,7 @@ def constraint_lines(g: Any, plan: StackPlan) -> list[str]:
     return out
 
 
-def render(g: Any, plan: StackPlan, fmt: str, *, where: str) -> str:
+def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
     """``fmt`` ``txt`` (a constraints file) or ``uv`` (``[tool.uv] constraint-dependencies``)."""
     lines = constraint_lines(g, plan)
     head = [f"# moonpin constraints: sglang {plan.sglang}, torch {' or '.join(plan.torches)}, "
