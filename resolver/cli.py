@@ -727,170 +727,20 @@ def _graph_cached(args: argparse.Namespace) -> Any:
 
 
 def cmd_args(args: argparse.Namespace) -> int:
-    from resolver import launch_args, manifests, query
+    from resolver import launch_check
     from resolver.graph import CompatGraph
-    from scrapers.server_args import from_record
 
-    launches: list[manifests.Launch] = []
-    findings: list[manifests.Finding] = []
-    for path in args.file or ():
-        try:
-            found = manifests.read_file(Path(path), args.format)
-        except OSError as e:
-            _fatal(f"cannot read {path}: {e.strerror}", "check the path")
-        except ValueError as e:
-            _fatal(str(e), "fix the file, or pass --format shell if it is a script")
-        if not found.launches and not found.findings:
-            _fatal(f"no SGLang launch line in {path}",
-                   "moonpin looks for `python -m sglang.launch_server`, `sglang serve`, "
-                   "`python -m dynamo.sglang` and containers whose args carry SGLang flags")
-        launches += found.launches
-        findings += found.findings
-    argv = list(args.launch or [])
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if argv or not args.file:
-        launches.append(manifests.Launch(tuple(argv), "command line", "-"))
-    g = CompatGraph(_load(args))
-    results = []
-    refused: list[tuple[Any, str, list[str]]] = []  # options the release's parser refuses
-    crosses: list[tuple[Any, Any]] = []
-    for la in launches:
-        outcome = None
-        if args.authoritative:
-            from resolver import authoritative
-
-            outcome = authoritative.run(args.python or sys.executable, la.argv,
-                                        timeout=args.timeout)
-            if outcome.error and outcome.version is None:
-                _fatal(f"--authoritative: {outcome.error}",
-                       "pass --python PATH of an interpreter with SGLang installed")
-        version = args.sglang or manifests.sglang_version_of_image(la.image) or (
-            outcome.version if outcome is not None else None)
-        if outcome is not None and outcome.version and version and outcome.version != version:
-            _fatal(f"--authoritative: the SGLang at {args.python or sys.executable} is "
-                   f"{outcome.version}, not {version}", "check it against its own release "
-                   "(drop --sglang) or point --python at an installation of that release")
-        if version is None:
-            _fatal(f"{la.where}: which SGLang release runs this launch? "
-                   f"(image {la.image or 'not named'})", "pass --sglang VERSION")
-        release = query.get_sglang(g, version)
-        if release.launch is None:
-            _fatal(f"the knowledge base holds no elastic-EP launch rules for sglang "
-                   f"{release.version}", "releases before elastic EP have none")
-        if release.launch.error:
-            _fatal(f"sglang {release.version}: {release.launch.member} could not be read: "
-                   f"{release.launch.error}", "run `moonpin scrape --only sglang --full`")
-        flags, rules, constants = from_record(release.launch)
-        accepted = release.launch.option_names or None
-        try:
-            parsed = launch_args.parse_launch(flags, la.argv, accepted)
-            verdicts = launch_args.check(rules, flags, la.argv, constants=constants,
-                                         parsed=parsed)
-        except ValueError as e:
-            _fatal(f"{la.where}: {e}", "fix the launch arguments")
-        strange = parsed[launch_args.UNRECOGNIZED]
-        if isinstance(strange, list) and strange:
-            if "dynamo" in la.launcher:  # Dynamo's worker adds options of its own
-                note = (f"not sglang {release.version} options (Dynamo's own, or mistakes): "
-                        + ", ".join(strange))
-                la = manifests.Launch(la.argv, la.where, la.launcher, la.image,
-                                      (*la.notes, note))
-            else:
-                refused.append((la, release.version, strange))
-        used = parsed[launch_args.DEPRECATED]
-        deprecated = [f"deprecated in sglang {release.version}: {d}"
-                      for d in (used if isinstance(used, list) else [])]
-        if deprecated:
-            la = manifests.Launch(la.argv, la.where, la.launcher, la.image,
-                                  la.notes + tuple(deprecated))
-        results.append((la, release.version, verdicts))
-        if outcome is not None:
-            from resolver import authoritative
-
-            crosses.append((outcome, authoritative.compare(verdicts, outcome)))
-        else:
-            crosses.append((None, None))
-    bad = [(la, v) for la, _, vs in results for v in vs if v.status == "violated"]
+    launches, findings = launch_check.gather(args.file or (), args.format, args.launch or ())
+    report = launch_check.check_launches(
+        CompatGraph(_load(args)), launches, findings, sglang=args.sglang,
+        authoritative=args.authoritative, python=args.python, timeout=args.timeout,
+        many=bool(args.file))
     if args.json:
-        def verdict(la: manifests.Launch, v: launch_args.Verdict) -> dict[str, Any]:
-            return {"message": v.message, "flags": list(v.flags), "evidence": v.evidence,
-                    "condition": v.rule.condition, "where": la.where}
-
-        _emit_json({
-            "sglang": results[0][1] if len({r[1] for r in results}) == 1 else None,
-            "violations": [verdict(la, v) for la, v in bad],
-            "not_checked": [{"evidence": v.evidence, "why": v.why, "where": la.where}
-                            for la, _, vs in results for v in vs if v.status == "not checked"],
-            "rules": sum(len(vs) for _, _, vs in results),
-            "findings": [{"where": f.where, "message": f.message, "fix": f.fix}
-                         for f in findings],
-            "unrecognized": [{"where": la.where, "sglang": ver, "options": opts}
-                             for la, ver, opts in refused],
-            "launches": [{"where": la.where, "launcher": la.launcher, "image": la.image,
-                          "sglang": ver, "argv": list(la.argv), "notes": list(la.notes),
-                          "violated": sum(v.status == "violated" for v in vs),
-                          **({"authoritative": {
-                              "python": args.python or sys.executable,
-                              "error": oc.error, "parser": oc.parser, "steps": oc.steps,
-                              "assumed": oc.assumed,
-                              "agree": cmp.agree, "disagree": cmp.disagree,
-                              "unconfirmed": cmp.unconfirmed, "not_run": cmp.not_run}}
-                             if oc is not None else {})}
-                         for (la, ver, vs), (oc, cmp) in zip(results, crosses, strict=True)],
-        })
+        _emit_json(report.to_json())
     else:
-        many = len(results) > 1 or bool(args.file)
-        for f in findings:
-            print(f"problem: {f.where}: {f.message}")
-            print(f"  fix: {f.fix}")
-        for la, ver, vs in results:
-            if many:
-                print(f"{la.where}  ({la.launcher}; sglang {ver})")
-            for note in la.notes:
-                print(f"note: {note}")
-            for rla, rver, opts in refused:
-                if rla.where == la.where:
-                    print(f"refused: sglang {rver} has no option {', '.join(opts)}; its parser "
-                          "stops with 'unrecognized arguments'")
-            for v in vs:
-                if v.status == "violated":
-                    print(f"violated: {v.message}")
-                    print(f"  flags: {', '.join(v.flags) or '-'}   ({v.evidence})")
-            # Rules left unchecked by this launch's own unknown values are this launch's
-            # business; the others (values SGLang computes at start-up) are the same for
-            # every launch: counted, and listed with --verbose.
-            unchecked = [v for v in vs if v.status == "not checked"]
-            own = [v for v in unchecked if "not known offline" in v.why]
-            for v in unchecked if args.verbose else own:
-                print(f"not checked: {v.evidence}: {v.why}")
-            nbad = sum(v.status == "violated" for v in vs)
-            hidden = "" if args.verbose or len(unchecked) == len(own) else (
-                f" ({len(unchecked) - len(own)} read what SGLang computes at start-up; "
-                "--verbose lists them)")
-            print(f"sglang {ver}: {len(vs)} elastic-EP rules, {nbad} violated, "
-                  f"{len(unchecked)} not checked{hidden}")
-        for (la, _ver, _), (oc, cmp) in zip(results, crosses, strict=True):
-            if oc is None:
-                continue
-            print(f"authoritative ({'' if not many else la.where + ', '}SGLang {oc.version} "
-                  f"at {args.python or sys.executable}):")
-            if oc.error:
-                print(f"  could not run: {oc.error}")
-            if oc.parser:
-                print(f"  SGLang's parser refuses the line: {oc.parser}")
-            for item in oc.assumed:
-                print(f"  assumed, as on a GPU worker: {item}")
-            for label, items in (("agree", cmp.agree), ("DISAGREE", cmp.disagree),
-                                 ("unconfirmed", cmp.unconfirmed),
-                                 ("step did not run here", cmp.not_run)):
-                for item in items:
-                    print(f"  {label}: {item}")
-            ran = sum(st["status"] in ("ok", "rejected") for st in oc.steps)
-            print(f"  {ran} of {len(oc.steps)} resolution steps ran; {len(cmp.agree)} agree, "
-                  f"{len(cmp.disagree)} disagree, {len(cmp.unconfirmed)} unconfirmed")
-    rejected = any(oc is not None and (oc.parser or cmp.sglang_rejects) for oc, cmp in crosses)
-    return 1 if bad or findings or rejected or refused else 0
+        for line in report.lines(verbose=args.verbose):
+            print(line)
+    return report.exit_code()
 
 
 def cmd_triples(args: argparse.Namespace) -> int:
