@@ -705,25 +705,16 @@ def cmd_constraints(args: argparse.Namespace) -> int:
     from resolver import pins, pins_constraints
 
     _version_arg(args.sglang, "--sglang")
-    plan = pins.plan_stack(_graph_cached(args), args.sglang, python=args.python,
-                           arch=args.arch, allow_jit=args.allow_jit)
+    g = _graph(args)
+    plan = pins.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
+                           allow_jit=args.allow_jit)
     if not plan.mooncake:
         _fatal(f"no mooncake release in the knowledge base fits sglang {_shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {_shown(args.sglang)} --why` says why",
                code=1)
-    where = ("judged for " + ", ".join(
-        x for x in (f"python {args.python}" if args.python else "every python",
-                    args.arch or "x86_64 and aarch64") if x))
-    sys.stdout.write(pins_constraints.render(_graph_cached(args), plan, args.format,
-                                             where=where))
+    sys.stdout.write(pins_constraints.render(
+        g, plan, args.format, where=pins_constraints.judged_for(args.python, args.arch)))
     return 0
-
-
-def _graph_cached(args: argparse.Namespace) -> Any:
-    g = getattr(args, "_graph", None)
-    if g is None:
-        g = args._graph = _graph(args)
-    return g
 
 
 def cmd_args(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from resolver.pins_renovate import StackPlan
 if TYPE_CHECKING:
     from resolver.graph import CompatGraph
 
-__all__ = ["constraint_lines", "render"]
+__all__ = ["constraint_lines", "judged_for", "render"]
 
 
 def _v(text: str) -> Version:
@@ -53,6 +53,12 @@ def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
         if dist not in plan.mooncake:
             out.append(f"{dist}<0")
     return out
+
+
+def judged_for(python: str | None, arch: str | None) -> str:
+    """The scope line of the header: the python and platform the plan was made for."""
+    return "judged for " + ", ".join((f"python {python}" if python else "every python",
+                                      arch or "x86_64 and aarch64"))
 
 
 def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
