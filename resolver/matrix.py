@@ -80,11 +80,13 @@ __all__ = [
     "build_matrix",
     "cmd_matrix",
     "regenerate_docs",
+    "render",
     "render_docs",
     "to_csv",
     "to_html",
     "to_json",
     "to_markdown",
+    "update_readme",
     "with_readme_table",
 ]
 
@@ -522,6 +524,29 @@ def _kb_path_of(args: argparse.Namespace) -> Path:
     return Path(given) if given else default_kb_path()
 
 
+def update_readme(path: Path, m: Matrix) -> bool:
+    """Rewrite the table between the matrix markers of the README at ``path``; False (and
+    nothing written) when it is already current. Raises :class:`UsageError` for a README
+    that cannot be read or has no markers."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read {str(path)!r}: {e.strerror}") from e
+    table = with_readme_table(text, m)
+    if table == text:
+        return False
+    _write_atomic(path, table)
+    return True
+
+
+def render(m: Matrix, fmt: str, *, docs: bool = False) -> str:
+    """The matrix in ``fmt`` (html, md, csv, json); with ``docs``, md is the docs page (the
+    header naming its KB, then the table)."""
+    if fmt == "md":
+        return render_docs(m) if docs else to_markdown(m)
+    return {"html": to_html, "csv": to_csv, "json": to_json}[fmt](m)
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     """0 when the matrix holds a compatible cell, 1 when none; bad input raises UsageError."""
     from kb import store
@@ -533,34 +558,18 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if fmt not in ("html", "md", "csv", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="use --format html, md, csv or json")
     kb_path = _kb_path_of(args)
-    g = CompatGraph(store.load(kb_path))
     filters = {k: getattr(args, k, None) for k in
                ("python", "arch", "sglang", "mooncake", "torch")}
     dists = getattr(args, "dist", None)
-    m = build_matrix(g, dists=dists, kb_path=kb_path, **filters)
+    m = build_matrix(CompatGraph(store.load(kb_path)), dists=dists, kb_path=kb_path, **filters)
     readme = getattr(args, "readme", None)
     if readme:
-        path = Path(readme)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"cannot read {readme!r}: {e.strerror}") from e
-        table = with_readme_table(text, m)
-        if table == text:
-            print(f"the matrix table in {readme} is unchanged (not rewritten)", file=sys.stderr)
-        else:
-            _write_atomic(path, table)
-            print(f"updated the matrix table in {readme}", file=sys.stderr)
-        return 0 if m.any_compatible else 1
-    if fmt == "md":
-        text = render_docs(m) if not dists and not any(filters.values()) else to_markdown(m)
-    else:
-        text = {"html": to_html, "csv": to_csv, "json": to_json}[fmt](m)
-    if out:
-        _write_atomic(Path(out), text)
-        c = m.counts()
+        said = "updated" if update_readme(Path(readme), m) else "left unchanged (current)"
+        print(f"the matrix table in {readme}: {said}", file=sys.stderr)
+    elif out:
+        _write_atomic(Path(out), render(m, fmt, docs=not dists and not any(filters.values())))
         print(f"wrote {out}: {len(m.rows)} rows x {len(m.columns)} columns, "
-              + ", ".join(f"{v} {k}" for k, v in c.items()), file=sys.stderr)
+              + ", ".join(f"{v} {k}" for k, v in m.counts().items()), file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(render(m, fmt, docs=not dists and not any(filters.values())))
     return 0 if m.any_compatible else 1

@@ -327,14 +327,14 @@ def test_readme_unchanged_is_not_rewritten(kb_file: Path, tmp_path: Path,
     readme.write_text(f"# x\n\n{M.README_BEGIN}\nold\n{M.README_END}\ntail\n",
                       encoding="utf-8")
     assert M.cmd_matrix(_args(kb_file, readme=str(readme))) == 0
-    assert "updated the matrix table in" in capsys.readouterr().err
+    assert f"the matrix table in {readme}: updated" in capsys.readouterr().err
     first = readme.read_text(encoding="utf-8")
     assert "| 0.5.18 |" in first and first.endswith(f"{M.README_END}\ntail\n")
     os.utime(readme, ns=(1_000_000_000, 1_000_000_000))
     inode = readme.stat().st_ino
     assert M.cmd_matrix(_args(kb_file, readme=str(readme))) == 0
     err = capsys.readouterr().err
-    assert "is unchanged" in err and "updated" not in err
+    assert "left unchanged (current)" in err and "updated" not in err
     st = readme.stat()
     assert (st.st_ino, st.st_mtime_ns) == (inode, 1_000_000_000)  # not written again
     assert readme.read_text(encoding="utf-8") == first
