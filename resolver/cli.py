@@ -616,119 +616,57 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_pins(args: argparse.Namespace) -> int:
-    from resolver import pins
+    from resolver import pins, pins_output
 
     if len(args.match or []) != len(args.dep or []):
         _fatal("each --match needs a --dep (the package its currentValue is a version of)",
                "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
-    found, _ = _read_pin_files(args.files,
-                               list(zip(args.match or [], args.dep or [], strict=True)))
+    found = _read_pin_files(args.files, list(zip(args.match or [], args.dep or [],
+                                                  strict=True)))
     if not found:
-        _fatal(f"no pin of sglang, torch or a mooncake distribution in "
-               f"{_shown(', '.join(args.files))}; nothing was judged",
-               "give the requirements/constraints files, pyproject.toml or Dockerfile that "
-               "pin sglang (or --match/--dep for another kind of file)")
+        raise pins_output.nothing_pinned(args.files)
     pinned = pins.pinned_set(found)
-    _check_pinned_versions(pinned)
+    pins.check_versions(pinned)
     verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch,
                          strategy=args.strategy, keep=args.keep)
-    result = {
-        "pins": [{"name": p.name, "spec": p.spec, "version": p.version, "file": p.path,
-                  "line": p.line, "kind": p.kind, "note": p.note} for p in found],
-        "conflicts": [[f"{a.path}:{a.line} {a.name}=={a.version}",
-                       f"{b.path}:{b.line} {b.name}=={b.version}"] for a, b in pinned.conflicts],
-        **{k: v for k, v in verdict.items() if k != "explain"},
-    }
     if args.json:
-        _emit_json(result)
+        _emit_json(pins_output.report_json(found, pinned, verdict))
     else:
-        for p in found:
-            what = f"=={p.version}" if p.version else (p.spec or "(unpinned)")
-            note = f"  [{p.note}]" if p.note else ""
-            print(f"{p.path}:{p.line}: {p.name}{what}  ({p.kind}){note}")
-        for a, b in result["conflicts"]:
-            print(f"conflict: {a} vs {b}")
-        print(f"verdict: {verdict['verdict']} ({verdict['platform']})")
-        for r in verdict["reasons"]:
-            print(f"  {r}")
-        for n in verdict.get("notes", []):
-            print(f"  note: {n}")
-        for u in verdict["updates"]:
-            name = u["newName"] if u["newName"] != u["depName"] else u["depName"]
-            was = (f"=={u['currentVersion']}" if u.get("currentVersion") is not None
-                   else u["currentValue"] or " (no version)")
-            print(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
-                  f"{u['depName']}{was} -> {name}=={u['newVersion']}  # {u['reason']}")
-    if (args.diff or args.write) and verdict["updates"]:
-        _rewrite_pins(found, verdict["updates"], write=args.write)
-    ok = verdict["verdict"] == "compatible" and not verdict["updates"] and not pinned.conflicts
-    return 0 if ok or args.exit_zero else 1
+        print("\n".join(pins_output.report_lines(found, pinned, verdict)))
+    if (args.diff or args.write) and verdict.updates:
+        _rewrite_pins(found, list(verdict.updates), write=args.write)
+    return pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
 
 
 def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> None:
     """Print the unified diff of the updates; with ``write``, apply it (atomically, per file,
     line endings, mode and symlinks kept)."""
-    import difflib
     import os
 
-    from resolver import pins
+    from resolver import pins_rewrite
 
-    paths = sorted({u["packageFile"] for u in updates})
-    texts: dict[str, str] = {}
-    for p in paths:
-        try:
-            texts[p] = pins.read_for_rewrite(p)
-        except (OSError, UnicodeDecodeError) as e:
-            _fatal(f"cannot read {_shown(p)} again to rewrite it: "
-                   f"{getattr(e, 'reason', None) or e}; it is unchanged",
-                   "run again once the file is a readable regular file")
-    new, problems = pins.apply_updates(found, updates, texts)
-    out = sys.stderr if write else sys.stdout
-    for p in paths:
-        out.writelines(difflib.unified_diff(texts[p].splitlines(keepends=True),
-                                            new[p].splitlines(keepends=True),
-                                            fromfile=p, tofile=p))
-    for problem in problems:
+    plan = pins_rewrite.plan_rewrite(found, updates)
+    (sys.stderr if write else sys.stdout).writelines(plan.diff())
+    for problem in plan.problems:
         print(f"not written: {_shown(problem)}", file=sys.stderr)
     if write:
-        for p in paths:
-            if new[p] != texts[p]:
-                try:
-                    written = pins.write_keeping(p, new[p])
-                except OSError as e:
-                    _fatal(f"cannot write {_shown(p)}: {e.strerror or e}; it is unchanged",
-                           "free space or fix permissions (or the symlink), then run again")
-                print(f"wrote {p}" + (f" (through the symlink, to {written})"
-                                      if written != os.path.abspath(p) else ""),
-                      file=sys.stderr)
+        for p, written in pins_rewrite.write_rewrite(plan):
+            print(f"wrote {p}" + (f" (through the symlink, to {written})"
+                                  if written != os.path.abspath(p) else ""), file=sys.stderr)
 
 
 def cmd_renovate(args: argparse.Namespace) -> int:
     from resolver import pins
 
-    sglang = args.sglang
-    torch = dist = current = None
-    if args.files:
-        found, _ = _read_pin_files(args.files)
-        pinned = pins.pinned_set(found)
-        _check_pinned_versions(pinned)
-        if sglang is None:
-            if pinned.sglang is None:
-                _fatal(f"no exact sglang pin in {_shown(', '.join(args.files))}",
-                       "pin sglang==VERSION there, or pass --sglang VERSION")
-            sglang = pinned.sglang.version
-        torch = pinned.torch.version if pinned.torch else None
-        moon = pinned.mooncake or next((p for p in pinned.loose
-                                        if p.name in pins.MOONCAKE_FAMILY), None)
-        if moon is not None:
-            dist, current = moon.name, moon.version
-    elif sglang is None:
+    if not args.files and args.sglang is None:
         _fatal("`renovate` needs --sglang VERSION or the files that pin it",
                "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
-    _version_arg(sglang, "--sglang" if args.sglang else "the sglang pin")
-    plan = pins.plan_stack(_graph(args), sglang, torch=torch, dist=dist,
-                           current_mooncake=current, python=args.python, arch=args.arch,
-                           allow_jit=args.allow_jit)
+    pinned = pins.pinned_set(_read_pin_files(args.files)) if args.files else None
+    stack = pins.stack_of(pinned, args.sglang, shown=_shown(", ".join(args.files or [])))
+    _version_arg(stack.sglang, "--sglang" if args.sglang else "the sglang pin")
+    plan = pins.plan_stack(_graph(args), stack.sglang, torch=stack.torch, dist=stack.dist,
+                           current_mooncake=stack.mooncake, python=args.python,
+                           arch=args.arch, allow_jit=args.allow_jit)
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     _emit_json(pins.renovate_fragment(plan))
@@ -751,233 +689,54 @@ def _version_arg(text: str, what: str) -> str:
     return text
 
 
-def _check_pinned_versions(pinned: Any) -> None:
-    """Exit 2 naming FILE:LINE when an exact pin of the three is not a PEP 440 version
-    (``sglang===${V}``): nothing can be judged against it."""
-    from packaging.version import InvalidVersion, Version
-
-    for p in (pinned.sglang, pinned.torch, pinned.mooncake):
-        if p is None:
-            continue
-        try:
-            Version(p.version)
-        except (InvalidVersion, ValueError):
-            _fatal(f"{_shown(p.path)}:{p.line}: {p.name} is pinned to "
-                   f"{_shown(p.version, 60)!r}, not a PEP 440 version; nothing was judged",
-                   f"pin {p.name}==VERSION there (e.g. a release `moonpin show` knows)")
-
-
 def _shown(text: str, limit: int = 300) -> str:
     """An echoed input cut to ``limit`` characters, saying how many were left out."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def _read_pin_files(files: list[str], patterns: list[tuple[str, str]] | None = None,
-                    ) -> tuple[Any, Any]:
-    """``pins.read_pins`` for the CLI: every unreadable line printed as FILE:LINE, then exit 2."""
+                    ) -> list[Any]:
+    """``pins.read_pins`` for the CLI: every unreadable file or line printed, then exit 2."""
     from resolver import pins
 
     try:
-        found, errors = pins.read_pins([Path(p) for p in files], patterns=patterns or [])
-    except ValueError as ex:
-        _fatal(_shown(str(ex)), "a --match pattern needs a (?P<currentValue>...) group")
-    if errors:
-        for err in errors:
-            print(f"{_shown(err.path)}:{err.line}: {_shown(err.message)}", file=sys.stderr)
-        _fatal(f"{len(errors)} line(s) could not be read; nothing was judged",
-               "fix or remove those lines")
-    return found, errors
+        return pins.read_pins_or_fail(files, patterns or [])
+    except pins.PinsUnreadable as e:
+        for line in e.details:
+            print(line, file=sys.stderr)
+        _fatal(str(e), e.hint)
 
 
 def cmd_constraints(args: argparse.Namespace) -> int:
     from resolver import pins, pins_constraints
 
     _version_arg(args.sglang, "--sglang")
-    plan = pins.plan_stack(_graph_cached(args), args.sglang, python=args.python,
-                           arch=args.arch, allow_jit=args.allow_jit)
+    g = _graph(args)
+    plan = pins.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
+                           allow_jit=args.allow_jit)
     if not plan.mooncake:
         _fatal(f"no mooncake release in the knowledge base fits sglang {_shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {_shown(args.sglang)} --why` says why",
                code=1)
-    where = ("judged for " + ", ".join(
-        x for x in (f"python {args.python}" if args.python else "every python",
-                    args.arch or "x86_64 and aarch64") if x))
-    sys.stdout.write(pins_constraints.render(_graph_cached(args), plan, args.format,
-                                             where=where))
+    sys.stdout.write(pins_constraints.render(
+        g, plan, args.format, where=pins_constraints.judged_for(args.python, args.arch)))
     return 0
 
 
-def _graph_cached(args: argparse.Namespace) -> Any:
-    g = getattr(args, "_graph", None)
-    if g is None:
-        g = args._graph = _graph(args)
-    return g
-
-
 def cmd_args(args: argparse.Namespace) -> int:
-    from resolver import launch_args, manifests, query
+    from resolver import launch_check
 
-    launches: list[manifests.Launch] = []
-    findings: list[manifests.Finding] = []
-    for path in args.file or ():
-        try:
-            found = manifests.read_file(Path(path), args.format)
-        except OSError as e:
-            _fatal(f"cannot read {path}: {e.strerror}", "check the path")
-        except ValueError as e:
-            _fatal(str(e), "fix the file, or pass --format shell if it is a script")
-        if not found.launches and not found.findings:
-            _fatal(f"no SGLang launch line in {path}",
-                   "moonpin looks for `python -m sglang.launch_server`, `sglang serve`, "
-                   "`python -m dynamo.sglang` and containers whose args carry SGLang flags")
-        launches += found.launches
-        findings += found.findings
-    argv = list(args.launch or [])
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if argv or not args.file:
-        launches.append(manifests.Launch(tuple(argv), "command line", "-"))
-    g = _graph(args)
-    results = []
-    refused: list[tuple[Any, str, list[str]]] = []  # options the release's parser refuses
-    crosses: list[tuple[Any, Any]] = []
-    for la in launches:
-        outcome = None
-        if args.authoritative:
-            from resolver import authoritative
-
-            outcome = authoritative.run(args.python or sys.executable, la.argv,
-                                        timeout=args.timeout)
-            if outcome.error and outcome.version is None:
-                _fatal(f"--authoritative: {outcome.error}",
-                       "pass --python PATH of an interpreter with SGLang installed")
-        version = args.sglang or manifests.sglang_version_of_image(la.image) or (
-            outcome.version if outcome is not None else None)
-        if outcome is not None and outcome.version and version and outcome.version != version:
-            _fatal(f"--authoritative: the SGLang at {args.python or sys.executable} is "
-                   f"{outcome.version}, not {version}", "check it against its own release "
-                   "(drop --sglang) or point --python at an installation of that release")
-        if version is None:
-            _fatal(f"{la.where}: which SGLang release runs this launch? "
-                   f"(image {la.image or 'not named'})", "pass --sglang VERSION")
-        release = query.get_sglang(g, version)
-        record = g.launch(release.version)
-        if record is None:
-            _fatal(f"the knowledge base holds no elastic-EP launch rules for sglang "
-                   f"{release.version}", "releases before elastic EP have none")
-        if record.get("error"):
-            _fatal(f"sglang {release.version}: {record.get('member')} could not be read: "
-                   f"{record['error']}", "run `moonpin scrape --only sglang --full`")
-        flags, rules, constants = launch_args.rules_from_json(record)
-        accepted = record.get("option_names") or None
-        try:
-            parsed = launch_args.parse_launch(flags, la.argv, accepted)
-            verdicts = launch_args.check(rules, flags, la.argv, constants=constants,
-                                         parsed=parsed)
-        except ValueError as e:
-            _fatal(f"{la.where}: {e}", "fix the launch arguments")
-        strange = parsed[launch_args.UNRECOGNIZED]
-        if isinstance(strange, list) and strange:
-            if "dynamo" in la.launcher:  # Dynamo's worker adds options of its own
-                note = (f"not sglang {release.version} options (Dynamo's own, or mistakes): "
-                        + ", ".join(strange))
-                la = manifests.Launch(la.argv, la.where, la.launcher, la.image,
-                                      (*la.notes, note))
-            else:
-                refused.append((la, release.version, strange))
-        used = parsed[launch_args.DEPRECATED]
-        deprecated = [f"deprecated in sglang {release.version}: {d}"
-                      for d in (used if isinstance(used, list) else [])]
-        if deprecated:
-            la = manifests.Launch(la.argv, la.where, la.launcher, la.image,
-                                  la.notes + tuple(deprecated))
-        results.append((la, release.version, verdicts))
-        if outcome is not None:
-            from resolver import authoritative
-
-            crosses.append((outcome, authoritative.compare(verdicts, outcome)))
-        else:
-            crosses.append((None, None))
-    bad = [(la, v) for la, _, vs in results for v in vs if v.status == "violated"]
+    launches, findings = launch_check.gather(args.file or (), args.format, args.launch or ())
+    report = launch_check.check_launches(
+        _graph(args), launches, findings, sglang=args.sglang,
+        authoritative=args.authoritative, python=args.python, timeout=args.timeout,
+        many=bool(args.file))
     if args.json:
-        def verdict(la: manifests.Launch, v: launch_args.Verdict) -> dict[str, Any]:
-            return {"message": v.message, "flags": list(v.flags), "evidence": v.evidence,
-                    "condition": v.rule.condition, "where": la.where}
-
-        _emit_json({
-            "sglang": results[0][1] if len({r[1] for r in results}) == 1 else None,
-            "violations": [verdict(la, v) for la, v in bad],
-            "not_checked": [{"evidence": v.evidence, "why": v.why, "where": la.where}
-                            for la, _, vs in results for v in vs if v.status == "not checked"],
-            "rules": sum(len(vs) for _, _, vs in results),
-            "findings": [{"where": f.where, "message": f.message, "fix": f.fix}
-                         for f in findings],
-            "unrecognized": [{"where": la.where, "sglang": ver, "options": opts}
-                             for la, ver, opts in refused],
-            "launches": [{"where": la.where, "launcher": la.launcher, "image": la.image,
-                          "sglang": ver, "argv": list(la.argv), "notes": list(la.notes),
-                          "violated": sum(v.status == "violated" for v in vs),
-                          **({"authoritative": {
-                              "python": args.python or sys.executable,
-                              "error": oc.error, "parser": oc.parser, "steps": oc.steps,
-                              "assumed": oc.assumed,
-                              "agree": cmp.agree, "disagree": cmp.disagree,
-                              "unconfirmed": cmp.unconfirmed, "not_run": cmp.not_run}}
-                             if oc is not None else {})}
-                         for (la, ver, vs), (oc, cmp) in zip(results, crosses, strict=True)],
-        })
+        _emit_json(report.to_json())
     else:
-        many = len(results) > 1 or bool(args.file)
-        for f in findings:
-            print(f"problem: {f.where}: {f.message}")
-            print(f"  fix: {f.fix}")
-        for la, ver, vs in results:
-            if many:
-                print(f"{la.where}  ({la.launcher}; sglang {ver})")
-            for note in la.notes:
-                print(f"note: {note}")
-            for rla, rver, opts in refused:
-                if rla.where == la.where:
-                    print(f"refused: sglang {rver} has no option {', '.join(opts)}; its parser "
-                          "stops with 'unrecognized arguments'")
-            for v in vs:
-                if v.status == "violated":
-                    print(f"violated: {v.message}")
-                    print(f"  flags: {', '.join(v.flags) or '-'}   ({v.evidence})")
-            # Rules left unchecked by this launch's own unknown values are this launch's
-            # business; the others (values SGLang computes at start-up) are the same for
-            # every launch: counted, and listed with --verbose.
-            unchecked = [v for v in vs if v.status == "not checked"]
-            own = [v for v in unchecked if "not known offline" in v.why]
-            for v in unchecked if args.verbose else own:
-                print(f"not checked: {v.evidence}: {v.why}")
-            nbad = sum(v.status == "violated" for v in vs)
-            hidden = "" if args.verbose or len(unchecked) == len(own) else (
-                f" ({len(unchecked) - len(own)} read what SGLang computes at start-up; "
-                "--verbose lists them)")
-            print(f"sglang {ver}: {len(vs)} elastic-EP rules, {nbad} violated, "
-                  f"{len(unchecked)} not checked{hidden}")
-        for (la, _ver, _), (oc, cmp) in zip(results, crosses, strict=True):
-            if oc is None:
-                continue
-            print(f"authoritative ({'' if not many else la.where + ', '}SGLang {oc.version} "
-                  f"at {args.python or sys.executable}):")
-            if oc.error:
-                print(f"  could not run: {oc.error}")
-            if oc.parser:
-                print(f"  SGLang's parser refuses the line: {oc.parser}")
-            for item in oc.assumed:
-                print(f"  assumed, as on a GPU worker: {item}")
-            for label, items in (("agree", cmp.agree), ("DISAGREE", cmp.disagree),
-                                 ("unconfirmed", cmp.unconfirmed),
-                                 ("step did not run here", cmp.not_run)):
-                for item in items:
-                    print(f"  {label}: {item}")
-            ran = sum(st["status"] in ("ok", "rejected") for st in oc.steps)
-            print(f"  {ran} of {len(oc.steps)} resolution steps ran; {len(cmp.agree)} agree, "
-                  f"{len(cmp.disagree)} disagree, {len(cmp.unconfirmed)} unconfirmed")
-    rejected = any(oc is not None and (oc.parser or cmp.sglang_rejects) for oc, cmp in crosses)
-    return 1 if bad or findings or rejected or refused else 0
+        for line in report.lines(verbose=args.verbose):
+            print(line)
+    return report.exit_code()
 
 
 def cmd_triples(args: argparse.Namespace) -> int:

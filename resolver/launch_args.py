@@ -189,6 +189,94 @@ def _resolve_option(opt: str, accepted: Collection[str]) -> str | None:
     return hits[0] if hits else None
 
 
+_SWITCHES = _STORE_TRUE | {"store_false"} | _STORE_CONST | _NO_VALUE | {"count"}
+
+
+def _switch(flag: Flag, values: dict[str, object]) -> None:
+    """A flag that takes no value (``store_true``, ``count``...) given once."""
+    action = flag.action
+    if action in _STORE_TRUE:
+        values[flag.dest] = True
+    elif action == "store_false":
+        values[flag.dest] = False
+    elif action == "count":
+        prev = values.get(flag.dest)
+        values[flag.dest] = (prev if isinstance(prev, int) else 0) + 1
+    else:
+        values[flag.dest] = flag.const
+
+
+def _take(flag: Flag, argv: Sequence[str], i: int) -> tuple[list[str], int]:
+    """The values that follow ``flag`` at ``argv[i:]`` as its ``nargs`` takes them, and the
+    index after them."""
+    raw: list[str] = []
+    nargs = flag.nargs
+    if nargs in ("+", "*"):
+        while i < len(argv) and not _is_option(argv[i]):
+            raw.append(argv[i])
+            i += 1
+        if nargs == "+" and not raw:
+            raise ValueError(f"{flag.name}: expected at least one argument")
+    elif nargs == "?":
+        if i < len(argv) and not _is_option(argv[i]):
+            raw.append(argv[i])
+            i += 1
+    else:
+        count = int(nargs) if nargs and nargs.isdigit() else 1
+        for _ in range(count):
+            if i >= len(argv) or _is_option(argv[i]):
+                raise ValueError(f"{flag.name}: expected {count} argument(s)")
+            raw.append(argv[i])
+            i += 1
+    return raw, i
+
+
+def _store(flag: Flag, raw: list[str], values: dict[str, object]) -> None:
+    """Convert, validate and store the values given to ``flag``."""
+    converted = [_convert(flag, r) for r in raw]
+    for c in converted:
+        _validate(flag, c)
+    value: object
+    if flag.nargs in ("+", "*") or (flag.nargs or "").isdigit():
+        value = converted
+    elif flag.nargs == "?" and not converted:
+        value = flag.const
+    else:
+        value = converted[0]
+    if flag.action == "append":
+        prev = values.get(flag.dest)
+        value = [*(prev if isinstance(prev, list) else []), value]
+    values[flag.dest] = value
+
+
+def _apply_deprecated(flags: Sequence[Flag], used: Sequence[Flag],
+                      explicit: Mapping[str, Flag], values: dict[str, object]) -> list[str]:
+    """Fill the new flags the deprecated ones used stand for (explicit new flags win; see the
+    module docs); returns ``"--old -> --new=value"`` for each."""
+    by_name = {f.name: f for f in flags if not f.deprecated_for}
+    notes: list[str] = []
+    for old in used:
+        for target in old.deprecated_for:
+            name, raw_value = _split_target(target)
+            notes.append(f"{old.name} -> {target}")
+            new = by_name.get(name)
+            if new is None or raw_value is None or new.dest == old.dest:
+                continue
+            prior = explicit.get(new.dest)
+            if prior is not None and not prior.deprecated_for:
+                continue  # the explicit new flag wins
+            ref = _PLACEHOLDER_FLAG.match(raw_value)
+            if ref:
+                # "--attn-dp-size <dp-size>": the value the launch gives another option
+                source = by_name.get(f"--{ref.group(1)}")
+                if source is None:
+                    continue
+                values[new.dest] = values.get(source.dest)
+                continue
+            values[new.dest] = _convert(new, raw_value)
+    return notes
+
+
 def parse_launch(flags: Sequence[Flag], argv: Sequence[str],
                  accepted: Collection[str] | None = None) -> dict[str, object]:
     """Parse ``argv`` the way the release declaring ``flags`` would (see module docs).
@@ -200,15 +288,14 @@ def parse_launch(flags: Sequence[Flag], argv: Sequence[str],
     for f in flags:
         for n in (f.name, *f.aliases):
             index.setdefault(n, f)
-    unrecognized: list[str] = []
     values: dict[str, object] = {}
     for f in sorted(flags, key=lambda f: bool(f.deprecated_for)):
         if f.dest not in values:
             values[f.dest] = f.default
+    unrecognized: list[str] = []
     unknown: list[str] = []
     explicit: dict[str, Flag] = {}
     used_deprecated: list[Flag] = []
-
     i = 0
     while i < len(argv):
         token = argv[i]
@@ -230,89 +317,23 @@ def parse_launch(flags: Sequence[Flag], argv: Sequence[str],
                 unknown.append(argv[i])
                 i += 1
             continue
-        action = flag.action
-        if flag.deprecated_for or action in _STORE_TRUE | _STORE_CONST | _NO_VALUE:
-            if flag.deprecated_for or (action or "").startswith("Deprecated"):
-                used_deprecated.append(flag)
-        if action in _STORE_TRUE | {"store_false"} | _STORE_CONST | _NO_VALUE | {"count"}:
+        if flag.deprecated_for or (flag.action in _STORE_TRUE | _STORE_CONST | _NO_VALUE
+                                   and (flag.action or "").startswith("Deprecated")):
+            used_deprecated.append(flag)
+        if flag.action in _SWITCHES:
             if eq:
                 raise ValueError(f"{flag.name}: ignored explicit argument {inline!r}")
-            if action in _NO_VALUE:
-                continue
-            if action in _STORE_TRUE:
-                values[flag.dest] = True
-            elif action == "store_false":
-                values[flag.dest] = False
-            elif action == "count":
-                prev = values.get(flag.dest)
-                values[flag.dest] = (prev if isinstance(prev, int) else 0) + 1
-            else:
-                values[flag.dest] = flag.const
-            explicit[flag.dest] = flag
+            if flag.action not in _NO_VALUE:
+                _switch(flag, values)
+                explicit[flag.dest] = flag
             continue
-        raw: list[str] = []
-        if eq:
-            raw = [inline]
-        else:
-            nargs = flag.nargs
-            if nargs in ("+", "*"):
-                while i < len(argv) and not _is_option(argv[i]):
-                    raw.append(argv[i])
-                    i += 1
-                if nargs == "+" and not raw:
-                    raise ValueError(f"{flag.name}: expected at least one argument")
-            elif nargs == "?":
-                if i < len(argv) and not _is_option(argv[i]):
-                    raw.append(argv[i])
-                    i += 1
-            else:
-                count = int(nargs) if nargs and nargs.isdigit() else 1
-                for _ in range(count):
-                    if i >= len(argv) or _is_option(argv[i]):
-                        raise ValueError(f"{flag.name}: expected {count} argument(s)")
-                    raw.append(argv[i])
-                    i += 1
-        converted = [_convert(flag, r) for r in raw]
-        for c in converted:
-            _validate(flag, c)
-        value: object
-        if flag.nargs in ("+", "*") or (flag.nargs or "").isdigit():
-            value = converted
-        elif flag.nargs == "?" and not converted:
-            value = flag.const
-        else:
-            value = converted[0]
-        if action == "append":
-            prev = values.get(flag.dest)
-            value = [*(prev if isinstance(prev, list) else []), value]
-        values[flag.dest] = value
+        raw, i = ([inline], i) if eq else _take(flag, argv, i)
+        _store(flag, raw, values)
         explicit[flag.dest] = flag
-
-    by_name = {f.name: f for f in flags if not f.deprecated_for}
-    notes: list[str] = []
-    for old in used_deprecated:
-        for target in old.deprecated_for:
-            name, raw_value = _split_target(target)
-            notes.append(f"{old.name} -> {target}")
-            new = by_name.get(name)
-            if new is None or raw_value is None or new.dest == old.dest:
-                continue
-            prior = explicit.get(new.dest)
-            if prior is not None and not prior.deprecated_for:
-                continue  # the explicit new flag wins
-            ref = _PLACEHOLDER_FLAG.match(raw_value)
-            if ref:
-                # "--attn-dp-size <dp-size>": the value the launch gives another option
-                source = by_name.get(f"--{ref.group(1)}")
-                if source is None:
-                    continue
-                values[new.dest] = values.get(source.dest)
-                continue
-            values[new.dest] = _convert(new, raw_value)
     values[UNKNOWN] = unknown
     values[UNRECOGNIZED] = unrecognized
     values[EXPLICIT] = sorted(explicit)
-    values[DEPRECATED] = notes
+    values[DEPRECATED] = _apply_deprecated(flags, used_deprecated, explicit, values)
     return values
 
 

@@ -14,13 +14,16 @@ Two forms: a pip/uv constraints file (``pip install -c``, ``uv pip compile -c``)
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from resolver.pins_renovate import StackPlan
 
-__all__ = ["constraint_lines", "render"]
+if TYPE_CHECKING:
+    from resolver.graph import CompatGraph
+
+__all__ = ["constraint_lines", "judged_for", "render"]
 
 
 def _v(text: str) -> Version:
@@ -39,7 +42,7 @@ def _spec(allowed: list[str], known: list[str]) -> str:
     return ",".join([f">={lo}", f"<={hi}", *(f"!={k}" for k in inside)])
 
 
-def constraint_lines(g: Any, plan: StackPlan) -> list[str]:
+def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
     """The requirement strings, one per distribution (sglang, torch, then mooncake)."""
     out = [f"sglang=={plan.sglang}"]
     out.append("torch" + _spec(plan.torches, [str(v) for v in g.torch_versions]))
@@ -52,7 +55,13 @@ def constraint_lines(g: Any, plan: StackPlan) -> list[str]:
     return out
 
 
-def render(g: Any, plan: StackPlan, fmt: str, *, where: str) -> str:
+def judged_for(python: str | None, arch: str | None) -> str:
+    """The scope line of the header: the python and platform the plan was made for."""
+    return "judged for " + ", ".join((f"python {python}" if python else "every python",
+                                      arch or "x86_64 and aarch64"))
+
+
+def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
     """``fmt`` ``txt`` (a constraints file) or ``uv`` (``[tool.uv] constraint-dependencies``)."""
     lines = constraint_lines(g, plan)
     head = [f"# moonpin constraints: sglang {plan.sglang}, torch {' or '.join(plan.torches)}, "

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:
+    from resolver.graph import CompatGraph
 
 __all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "plan_stack", "renovate_fragment"]
 
@@ -71,6 +74,12 @@ def _vkey(v: str) -> Version:
         return Version("0")
 
 
+def _answer(res: Any) -> dict[str, Any]:
+    """A query answer as its ``--json`` dict (the answers are dicts, or typed values with
+    ``to_json()`` giving the same shape)."""
+    return res if isinstance(res, dict) else dict(res.to_json())
+
+
 def _is_jit(c: dict[str, Any]) -> bool:
     return any(_JIT_MARK in n for n in c.get("notes") or [])
 
@@ -85,75 +94,64 @@ def _fits(which: dict[str, Any], torches: list[str]) -> dict[tuple[str, str], di
     return out
 
 
-def plan_stack(g: Any, sglang: str, *, torch: str | None = None, dist: str | None = None,
-               current_mooncake: str | None = None, python: str | None = None,
-               arch: str | None = None, allow_jit: bool = False) -> StackPlan:
-    """Hold torch, mooncake and SGLang so that every combination of allowed versions is
-    compatible. ``torch``/``dist``/``current_mooncake`` are what the project pins."""
-    from kb.errors import MoonpinError
-    from resolver import query
+def _prefer(cands: list[dict[str, Any]], allow_jit: bool) -> list[dict[str, Any]]:
+    """Prebuilt releases first: a JIT one only where nothing prebuilt fits (or allowed)."""
+    if allow_jit:
+        return cands
+    return [c for c in cands if not _is_jit(c)] or cands
 
-    which = query.which_mooncake(g, sglang, python=python, arch=arch).to_json()
-    q = which["query"]
-    required = q["torch"] if isinstance(q["torch"], list) else [q["torch"]]
-    plan = StackPlan(sglang=q["sglang"], torches=[], mooncake={}, sglang_allowed=[q["sglang"]],
-                     module=q["module"])
-    compatible = which["compatible"]
-    if not compatible:
-        plan.reasons.append(f"no mooncake release in the knowledge base fits sglang {sglang}")
-        plan.torches = [torch] if torch is not None and torch in required else required[-1:]
-        return plan
 
-    def prefer(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if allow_jit:
-            return cands
-        prebuilt = [c for c in cands if not _is_jit(c)]
-        return prebuilt or cands
-
-    # Which distribution(s): the pinned one when any of its releases fits, else a replacement.
+def _candidates(plan: StackPlan, compatible: list[dict[str, Any]], dist: str | None,
+                current_mooncake: str | None, allow_jit: bool) -> list[dict[str, Any]]:
+    """Which distribution(s): the pinned one when any of its releases fits, else a
+    replacement (recorded in ``plan``); every fitting one when none is pinned."""
     if dist is not None:
         mine = [c for c in compatible if c["dist"] == dist]
         if not mine:
-            best = prefer(compatible)[0]
+            best = _prefer(compatible, allow_jit)[0]
             plan.replacement = (dist, current_mooncake, best["dist"], best["version"])
             mine = [c for c in compatible if c["dist"] == best["dist"]]
-        cands = prefer(mine)
-    else:
-        by_dist: dict[str, list[dict[str, Any]]] = {}
-        for c in compatible:
-            by_dist.setdefault(c["dist"], []).append(c)
-        cands = [c for cs in by_dist.values() for c in prefer(cs)]
+        return _prefer(mine, allow_jit)
+    by_dist: dict[str, list[dict[str, Any]]] = {}
+    for c in compatible:
+        by_dist.setdefault(c["dist"], []).append(c)
+    return [c for cs in by_dist.values() for c in _prefer(cs, allow_jit)]
 
-    # Which torch(es): the pinned one if SGLang accepts it and a candidate has a build for
-    # it; else every torch the release requires when some candidates cover them all (0.5.4
-    # pins 2.8.0 and, for an extra, 2.9.0), else the best-covered one.
+
+def _torches(cands: list[dict[str, Any]], required: list[str], torch: str | None) -> list[str]:
+    """Which torch(es): the pinned one if SGLang accepts it and a candidate has a build for
+    it; else every torch the release requires when some candidates cover them all (0.5.4
+    pins 2.8.0 and, for an extra, 2.9.0), else the best-covered one."""
     def covers(t: str) -> list[dict[str, Any]]:
         return [c for c in cands if t in {w["torch"] for w in c.get("wheels", [])}]
 
     if torch is not None and torch in required and covers(torch):
-        torches = [torch]
-    elif any(all(c in covers(t) for t in required) for c in cands):
-        torches = list(required)
-    else:
-        torches = [max(required, key=lambda t: (len(covers(t)), _vkey(t)))]
-    plan.torches = torches
-    allowed = {(c["dist"], c["version"]): c for c in cands if all(c in covers(t)
-                                                                  for t in torches)}
+        return [torch]
+    if any(all(c in covers(t) for t in required) for c in cands):
+        return list(required)
+    return [max(required, key=lambda t: (len(covers(t)), _vkey(t)))]
 
-    # SGLang: from the pinned release on, those that need the same torch(es) and that every
-    # allowed mooncake release still fits (the set shrinks to what fits them all).
+
+def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str], Any], *,
+                  dist: str | None, python: str | None, arch: str | None,
+                  allow_jit: bool) -> dict[tuple[str, str], Any]:
+    """SGLang: from the pinned release on, those that need the same torch(es) and that every
+    allowed mooncake release still fits (the set shrinks to what fits them all). Appends to
+    ``plan.sglang_allowed``; returns the mooncake releases still allowed."""
+    from kb.errors import MoonpinError
+    from resolver import query
+
     current = _vkey(plan.sglang)
-    later = sorted(v for v in g.sglang if v > current and not v.is_prerelease)
-    for sv in later:
+    for sv in sorted(v for v in g.sglang if v > current and not v.is_prerelease):
         try:
-            other = query.which_mooncake(g, str(sv), python=python, arch=arch).to_json()
+            other = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
         except MoonpinError:  # a release the KB cannot answer ends the run
             break
         oq = other["query"]["torch"]
         need = oq if isinstance(oq, list) else [oq]
-        if not all(t in need for t in torches):
+        if not all(t in need for t in plan.torches):
             break
-        fits = _fits(other, torches)
+        fits = _fits(other, plan.torches)
         keep = {k: c for k, c in allowed.items() if k in fits}
         if not keep or (plan.replacement is None and dist is not None
                         and not any(k[0] == dist for k in keep)):
@@ -164,6 +162,33 @@ def plan_stack(g: Any, sglang: str, *, torch: str | None = None, dist: str | Non
             break
         allowed = keep
         plan.sglang_allowed.append(str(sv))
+    return allowed
+
+
+def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
+               dist: str | None = None, current_mooncake: str | None = None,
+               python: str | None = None, arch: str | None = None,
+               allow_jit: bool = False) -> StackPlan:
+    """Hold torch, mooncake and SGLang so that every combination of allowed versions is
+    compatible. ``torch``/``dist``/``current_mooncake`` are what the project pins."""
+    from resolver import query
+
+    which = _answer(query.which_mooncake(g, sglang, python=python, arch=arch))
+    q = which["query"]
+    required = q["torch"] if isinstance(q["torch"], list) else [q["torch"]]
+    plan = StackPlan(sglang=q["sglang"], torches=[], mooncake={}, sglang_allowed=[q["sglang"]],
+                     module=q["module"])
+    compatible = which["compatible"]
+    if not compatible:
+        plan.reasons.append(f"no mooncake release in the knowledge base fits sglang {sglang}")
+        plan.torches = [torch] if torch is not None and torch in required else required[-1:]
+        return plan
+    cands = _candidates(plan, compatible, dist, current_mooncake, allow_jit)
+    plan.torches = _torches(cands, required, torch)
+    allowed = {(c["dist"], c["version"]): c for c in cands
+               if all(t in {w["torch"] for w in c.get("wheels", [])} for t in plan.torches)}
+    allowed = _widen_sglang(g, plan, allowed, dist=dist, python=python, arch=arch,
+                            allow_jit=allow_jit)
     for (d, v), c in sorted(allowed.items(), key=lambda kv: (kv[0][0], _vkey(kv[0][1])),
                             reverse=True):
         plan.mooncake.setdefault(d, []).append(v)
@@ -171,8 +196,8 @@ def plan_stack(g: Any, sglang: str, *, torch: str | None = None, dist: str | Non
             plan.jit_notes.extend(n for n in c["notes"] if _JIT_MARK in n)
     plan.sglang_allowed.sort(key=_vkey, reverse=True)
     if plan.replacement is not None:
-        d, v, rd, _ = plan.replacement
-        plan.replacement = (d, v, rd, plan.mooncake[rd][0])
+        old, was, rd, _ = plan.replacement
+        plan.replacement = (old, was, rd, plan.mooncake[rd][0])
     return plan
 
 

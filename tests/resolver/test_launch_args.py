@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kb.launch import Flag, Rule
@@ -311,3 +313,40 @@ class ServerArgs:
     assert rules[0].message == "decode backend (got {self.decode!r})"
     (v,) = check(rules, flags, ["--decode", "breakable"])
     assert v.status == "violated" and v.message == "decode backend (got 'breakable')"
+
+
+# ------------------------------------------------------------ the `args` command's library
+
+
+def test_launch_check_gathers_judges_and_reports(tmp_path: Path) -> None:
+    """``moonpin args`` as a library call (resolver.launch_check): no CLI, same report."""
+    from kb import store
+    from kb.errors import UsageError
+    from resolver import launch_check
+    from resolver.graph import CompatGraph
+
+    g = CompatGraph(store.load(Path(__file__).resolve().parents[2] / "data" / "kb.json"))
+    script = tmp_path / "serve.sh"
+    script.write_text("#!/bin/sh\npython -m sglang.launch_server --model-path m "
+                      "--elastic-ep-backend mooncake --pp-size 2\n", encoding="utf-8")
+    launches, findings = launch_check.gather([str(script)], "auto", ["--", "--tp", "2"])
+    assert [la.where.split(":")[0] for la in launches] == [str(script), "command line"]
+    report = launch_check.check_launches(g, launches, findings, sglang="0.5.18",
+                                         many=True)
+    doc = report.to_json()
+    assert list(doc) == ["sglang", "violations", "not_checked", "rules", "findings",
+                         "unrecognized", "launches"]
+    assert doc["sglang"] == "0.5.18" and len(doc["launches"]) == 2
+    assert {v["where"].split(":")[0] for v in doc["violations"]} == {str(script)}
+    assert any("--pp-size" in v["flags"] for v in doc["violations"])
+    assert report.exit_code() == 1
+    text = report.lines()
+    assert text[0].startswith(f"{script}:2  (") and any("violated:" in t for t in text)
+    ok = launch_check.check_launches(g, launches[1:], sglang="0.5.18")
+    assert ok.exit_code() == 0 and not ok.lines()[0].startswith("command line  (")
+    with pytest.raises(UsageError, match="which SGLang release runs this launch"):
+        launch_check.check_launches(g, launches)  # no --sglang, no image to tell
+    with pytest.raises(UsageError, match="no SGLang launch line"):
+        empty = tmp_path / "empty.sh"
+        empty.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
+        launch_check.gather([str(empty)], "auto", [])

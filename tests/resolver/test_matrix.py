@@ -19,6 +19,16 @@ from resolver import matrix as M
 from resolver.graph import CompatGraph
 from tests.resolver.kbslice import build_kb
 
+
+def _explain(*a: object, **kw: object) -> dict:
+    """``query.explain`` as its ``--json`` dict (a dict today, or a typed answer's
+    ``to_json()``: the same shape)."""
+    from resolver import query
+
+    res = query.explain(*a, **kw)  # type: ignore[arg-type]
+    return res if isinstance(res, dict) else res.to_json()
+
+
 ROOT = Path(__file__).resolve().parents[2]
 ALL_NAMES = ["MooncakeBackendOptions", "get_active_ranks", "get_peer_state", "join_group",
              "recover_ranks", "register_backend", "set_device_filter", "set_host_ip",
@@ -194,14 +204,12 @@ def test_unknown_undecided_check() -> None:
 
 
 def test_agrees_with_explain(m: M.Matrix) -> None:
-    from resolver import query
-
     g = CompatGraph(build_kb(SLICE))
     for c in m.cells:
         if c.sglang == "0.5.19" or c.mooncake == "0.3.15":
             continue
-        res = query.explain(g, c.sglang, f"{c.dist}=={c.mooncake}", python=c.python,
-                            arch=c.arch).to_json()
+        res = _explain(g, c.sglang, f"{c.dist}=={c.mooncake}", python=c.python,
+                            arch=c.arch)
         want = res["verdict"]
         assert (c.state if c.state != "compatible-note" else "compatible") == want, c
 
@@ -300,7 +308,44 @@ def test_regenerate_docs(tmp_path: Path) -> None:
     M.regenerate_docs(kb_file, out)
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# Compatibility matrix\n") and "| 0.5.18 |" in text
-    assert str(tmp_path) not in text  # only the KB's content, never where it was
+    # #15: a KB other than the shipped one is named as the one used
+    assert "shipped" not in text.splitlines()[2].replace("not the shipped one", "")
+    assert f"Generated from the knowledge base `{kb_file}`, not the shipped one" in text
+    assert f"moonpin --kb {kb_file} matrix --format md" in text
+
+
+def test_md_names_the_kb_given_with_kb(kb_file: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """#15: ``matrix --format md --kb X`` named the shipped data/kb.json."""
+    assert M.cmd_matrix(_args(kb_file, format="md")) == 0
+    out = capsys.readouterr().out
+    assert "Generated from the shipped knowledge base" not in out
+    assert f"`{kb_file}`" in out.splitlines()[2]
+    shipped = ROOT / "data" / "kb.json"
+    m = M.build_matrix(CompatGraph(store.load(shipped)), kb_path=shipped, sglang=">=0.5.23")
+    assert "Generated from the shipped knowledge base (`data/kb.json`)" in M.render_docs(m)
+
+
+def test_readme_unchanged_is_not_rewritten(kb_file: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """#15: ``matrix --readme`` said "updated" (and rewrote the file) when nothing changed."""
+    import os
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{M.README_BEGIN}\nold\n{M.README_END}\ntail\n",
+                      encoding="utf-8")
+    assert M.cmd_matrix(_args(kb_file, readme=str(readme))) == 0
+    assert f"the matrix table in {readme}: updated" in capsys.readouterr().err
+    first = readme.read_text(encoding="utf-8")
+    assert "| 0.5.18 |" in first and first.endswith(f"{M.README_END}\ntail\n")
+    os.utime(readme, ns=(1_000_000_000, 1_000_000_000))
+    inode = readme.stat().st_ino
+    assert M.cmd_matrix(_args(kb_file, readme=str(readme))) == 0
+    err = capsys.readouterr().err
+    assert "left unchanged (current)" in err and "updated" not in err
+    st = readme.stat()
+    assert (st.st_ino, st.st_mtime_ns) == (inode, 1_000_000_000)  # not written again
+    assert readme.read_text(encoding="utf-8") == first
 
 
 # ----------------------------------------------------------------------- the command
@@ -324,7 +369,7 @@ def kb_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("fmt, check", [
     ("csv", lambda t: t.startswith("sglang,torch,dist,mooncake,python,arch,state,reason")),
     ("json", lambda t: "cells" in json.loads(t)),
-    ("md", lambda t: M.DOCS_COMMAND in t),
+    ("md", lambda t: t.startswith("# Compatibility matrix\n\nGenerated from the knowledge base")),
     ("html", lambda t: t.startswith("<!DOCTYPE html>")),
 ])
 def test_cmd_matrix_formats(kb_file: Path, tmp_path: Path, fmt: str, check: Any) -> None:
@@ -344,7 +389,7 @@ def test_cmd_matrix_stdout_and_exit_codes(kb_file: Path,
     assert "compatible," not in out.replace("incompatible,", "")
     md = _args(kb_file, sglang=">=0.5.18")
     assert M.cmd_matrix(md) == 0
-    assert M.DOCS_COMMAND not in capsys.readouterr().out  # filtered: not the docs page
+    assert "# Compatibility matrix" not in capsys.readouterr().out  # filtered: not the docs page
     with pytest.raises(UsageError):
         M.cmd_matrix(_args(kb_file, dist=["nope"]))
     with pytest.raises(UsageError):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.pins import HASH_NOTE, Pin, PinError, _toml_arrays, _toml_arrays_linewise, read_pins
+from resolver.pins import HASH_NOTE, Pin, PinError, read_pins
+from resolver.pins_toml import toml_arrays, toml_arrays_linewise
 
 
 def write(path: Path, text: str) -> Path:
@@ -218,9 +219,9 @@ def test_pyproject_all_four_places(tmp_path: Path) -> None:
 
 def test_pyproject_linewise_fallback_agrees_with_tomllib(tmp_path: Path) -> None:
     text = textwrap.dedent(PYPROJECT).lstrip("\n")
-    entries, err = _toml_arrays(text)
+    entries, err = toml_arrays(text)
     assert err is None
-    assert _toml_arrays_linewise(text) == entries
+    assert toml_arrays_linewise(text) == entries
     assert len(entries) == 9
 
 

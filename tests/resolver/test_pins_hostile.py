@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.pins import MAX_INCLUDE_DEPTH, _comment_start, read_pins
+from resolver.pins import MAX_INCLUDE_DEPTH, read_pins
+from resolver.pins_requirements import comment_start
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -40,7 +41,9 @@ def _bad_input(r: subprocess.CompletedProcess[str], *needles: str) -> None:
 def test_a_fifo_as_the_file_or_an_include_does_not_block(tmp_path: Path) -> None:
     fifo = tmp_path / "requirements.txt"
     os.mkfifo(fifo)
-    _bad_input(moonpin("pins", str(fifo), timeout=30), f"{fifo}:0:", "FIFO")
+    r = moonpin("pins", str(fifo), timeout=30)
+    _bad_input(r, f"{fifo} is a FIFO", "tip: give a regular file")
+    assert ":0:" not in r.stderr
     inc = tmp_path / "base.txt"
     inc.write_text("-r requirements.txt\nsglang==0.5.18\n", encoding="utf-8")
     _bad_input(moonpin("pins", str(inc), timeout=30), f"{inc}:1:", "included file", "FIFO")
@@ -87,9 +90,9 @@ def test_600_chained_includes_end_in_a_clear_error(tmp_path: Path) -> None:
 def test_comment_search_is_linear_on_a_long_run_of_spaces(tmp_path: Path) -> None:
     line = "sglang==0.5.18" + " " * 60_000 + "x"
     start = time.perf_counter()
-    assert _comment_start(line) == -1
-    assert _comment_start("a" + " " * 60_000 + "#c") == 1
-    assert _comment_start("#only") == 0 and _comment_start("a#b") == -1
+    assert comment_start(line) == -1
+    assert comment_start("a" + " " * 60_000 + "#c") == 1
+    assert comment_start("#only") == 0 and comment_start("a#b") == -1
     req = tmp_path / "requirements.txt"
     req.write_text(line[:-1] + "# pinned\n", encoding="utf-8")
     pins, errors = read_pins([req])
@@ -172,3 +175,78 @@ def test_write_through_a_dangling_symlink_is_refused(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_keeping(str(dangling), "x")
     assert not (tmp_path / "nowhere.txt").exists()
+
+
+def _pins_main(capsys: pytest.CaptureFixture[str], *files: str) -> tuple[int, str]:
+    from resolver.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--kb", str(SHIPPED), "pins", *files])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return int(e.value.code or 0), err
+
+
+@pytest.mark.parametrize("make, said, tip", [
+    ("missing", "missing.txt does not exist; nothing was judged", "tip: check the path"),
+    ("folder", "reqs is a directory, not a regular file; nothing was judged",
+     "tip: give the files in it, e.g. moonpin pins {tmp}/reqs/requirements.txt"),
+    ("empty folder", "reqs is a directory, not a regular file; nothing was judged",
+     "tip: give a file, not a folder"),
+    ("fifo", "requirements.txt is a FIFO (named pipe), not a regular file; nothing was judged",
+     "tip: give a regular file"),
+    ("other kind", "notes.md is not a requirements or constraints file", "--match"),
+])
+def test_a_file_given_that_cannot_be_read_is_named_as_such(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], make: str, said: str,
+        tip: str) -> None:
+    """#15: no ``FILE:0:``, no "line(s) could not be read", a tip that fits the file."""
+    path = {"missing": tmp_path / "missing.txt", "folder": tmp_path / "reqs",
+            "empty folder": tmp_path / "reqs", "fifo": tmp_path / "requirements.txt",
+            "other kind": tmp_path / "notes.md"}[make]
+    if make == "folder":
+        path.mkdir()
+        (path / "requirements.txt").write_text("sglang==0.5.18\n", encoding="utf-8")
+        (path / "README.md").write_text("not read\n", encoding="utf-8")
+    elif make == "empty folder":
+        path.mkdir()
+    elif make == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(path)
+    elif make == "other kind":
+        path.write_text("sglang 0.5.18\n", encoding="utf-8")
+    code, err = _pins_main(capsys, str(path))
+    assert code == 2
+    first = err.splitlines()[0]
+    assert first.startswith("moonpin: error: ") and str(path) in first, err
+    assert said in first, err
+    assert tip.format(tmp=tmp_path) in err, err
+    assert ":0" not in err and "line(s)" not in err and "fix or remove" not in err
+    assert "README.md" not in err
+
+
+def test_an_empty_file_is_named_and_said_to_be_empty(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    code, err = _pins_main(capsys, str(empty))
+    assert code == 2 and f"{empty} is empty" in err and "tip:" in err
+    comments = tmp_path / "requirements.txt"
+    comments.write_text("# nothing pinned yet\nnumpy==2.0\n", encoding="utf-8")
+    code, err = _pins_main(capsys, str(comments))
+    assert code == 2 and f"no pin of sglang, torch or a mooncake distribution in {comments}" \
+        in err and "is empty" not in err
+
+
+def test_a_missing_file_beside_a_bad_line_lists_both(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "requirements.txt"
+    bad.write_text("sglang==0.5.18\ntorch=2.13.0\n", encoding="utf-8")
+    missing = tmp_path / "gone.txt"
+    code, err = _pins_main(capsys, str(bad), str(missing))
+    assert code == 2
+    assert f"{bad}:2: invalid requirement" in err
+    assert f"{missing} does not exist" in err and f"{missing}:0" not in err
+    assert "1 file(s) and 1 line(s) could not be read; nothing was judged" in err
+    assert "tip: check the path" in err and "fix or remove those lines" in err

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from resolver.graph import CompatGraph
-from resolver.pins import apply_updates, judge, pinned_set, read_pins
+from resolver.pins import Judgement, apply_updates, judge, pinned_set, read_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -23,7 +23,7 @@ def g() -> CompatGraph:
     return CompatGraph(store.load(SHIPPED))
 
 
-def _judge(g: CompatGraph, tmp_path: Path, text: str, **kw: str) -> tuple[dict, Path]:
+def _judge(g: CompatGraph, tmp_path: Path, text: str, **kw: str) -> tuple[Judgement, Path]:
     req = tmp_path / "requirements.txt"
     req.write_text(text, encoding="utf-8")
     pins, errors = read_pins([req])
@@ -38,15 +38,15 @@ def _judge(g: CompatGraph, tmp_path: Path, text: str, **kw: str) -> tuple[dict, 
 def test_unpinned_or_ranged_mooncake_gets_one_update(g: CompatGraph, tmp_path: Path,
                                                     line: str) -> None:
     out, req = _judge(g, tmp_path, f"sglang==0.5.18\ntorch==2.13.0\n{line}\n")
-    (u,) = out["updates"]
+    (u,) = out.updates
     assert (u["depName"], u["newVersion"], u["updateType"]) == (
         "mooncake-transfer-engine-cuda13", "0.3.13.post1", "pin")
     assert u["groupName"] == "sglang stack"
-    text = " ".join(out["reasons"])
+    text = " ".join(out.reasons)
     assert "no mooncake release in the knowledge base fits" not in text
     assert "which sglang" not in text
     pins, _ = read_pins([req])
-    new, problems = apply_updates(pins, out["updates"], {str(req): req.read_text()})
+    new, problems = apply_updates(pins, out.updates, {str(req): req.read_text()})
     assert problems == []
     (written,) = [x for x in new[str(req)].splitlines() if "mooncake" in x]
     assert "==0.3.13.post1" in written and ">=" not in written
@@ -54,30 +54,30 @@ def test_unpinned_or_ranged_mooncake_gets_one_update(g: CompatGraph, tmp_path: P
     # the result is a set moonpin judges compatible
     req.write_text(new[str(req)], encoding="utf-8")
     again, _ = _judge(g, tmp_path, new[str(req)])
-    assert again["verdict"] == "compatible" and again["updates"] == []
+    assert again.verdict == "compatible" and again.updates == ()
 
 
 def test_reasons_use_the_platform_of_the_files_marker(g: CompatGraph, tmp_path: Path) -> None:
     out, _ = _judge(g, tmp_path, 'sglang==0.5.18\ntorch==2.13.0 ; platform_machine == "x86_64"\n'
                                  "mooncake-transfer-engine-cuda13==0.3.12\n")
-    assert out["verdict"] == "incompatible"
-    assert "aarch64" not in " ".join(out["reasons"])
-    assert "x86_64 (from the marker at" in out["platform"]
+    assert out.verdict == "incompatible"
+    assert "aarch64" not in " ".join(out.reasons)
+    assert "x86_64 (from the marker at" in out.platform
     out, _ = _judge(g, tmp_path, "sglang==0.5.18\ntorch==2.13.0\n"
                                  "mooncake-transfer-engine-cuda13==0.3.12\n", arch="aarch64",
                     python="3.12")
-    assert "aarch64 (from --arch)" in out["platform"]
-    assert "python 3.12 (from --python)" in out["platform"]
-    assert "x86_64" not in " ".join(out["reasons"])
+    assert "aarch64 (from --arch)" in out.platform
+    assert "python 3.12 (from --python)" in out.platform
+    assert "x86_64" not in " ".join(out.reasons)
 
 
 def test_a_jit_release_is_compatible_with_its_compile_note(g: CompatGraph,
                                                            tmp_path: Path) -> None:
     out, _ = _judge(g, tmp_path, "sglang==0.5.18\ntorch==2.13.0\n"
                                  "mooncake-transfer-engine-cuda13==0.3.14\n")
-    assert out["verdict"] == "compatible"
+    assert out.verdict == "compatible"
     assert any("compiles its process-group extension" in n and "nvcc" in n
-               for n in out["notes"])
+               for n in out.notes)
 
 
 def test_pins_cli_prints_platform_and_note(tmp_path: Path) -> None:
@@ -99,14 +99,31 @@ def test_self_hosted_post_upgrade_task_brings_torch_and_mooncake(g: CompatGraph,
     out, req = _judge(g, tmp_path, "sglang==0.5.23\ntorch==2.13.0\n"
                                    "mooncake-transfer-engine-cuda13==0.3.13.post1\n",
                       keep="sglang")
-    moves = {u["depName"]: u for u in out["updates"]}
+    moves = {u["depName"]: u for u in out.updates}
     assert set(moves) == {"torch", "mooncake-transfer-engine-cuda13"}
     assert moves["torch"]["newVersion"] == "2.14.1"
     assert moves["mooncake-transfer-engine-cuda13"]["newVersion"] == "0.3.14"
     assert "compiles its process-group extension" in moves[
         "mooncake-transfer-engine-cuda13"]["reason"]
     pins, _ = read_pins([req])
-    new, problems = apply_updates(pins, out["updates"], {str(req): req.read_text()})
+    new, problems = apply_updates(pins, out.updates, {str(req): req.read_text()})
     assert problems == []
     again, _ = _judge(g, tmp_path, new[str(req)])
-    assert again["verdict"] == "compatible"
+    assert again.verdict == "compatible"
+
+
+def test_judgement_is_frozen_and_its_json_is_the_documented_shape(g: CompatGraph,
+                                                                  tmp_path: Path) -> None:
+    import dataclasses
+    import json
+
+    out, _ = _judge(g, tmp_path, "sglang==0.5.18\ntorch==2.13.0\n"
+                                 "mooncake-transfer-engine-cuda13==0.3.12\n")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.verdict = "compatible"  # type: ignore[misc]
+    doc = out.to_json()
+    assert list(doc) == ["verdict", "reasons", "updates", "notes", "platform"]
+    assert doc["verdict"] == "incompatible" and isinstance(doc["reasons"], list)
+    assert doc["updates"][0]["newVersion"] == "0.3.13.post1"
+    assert out.explain is not None and out.explain["verdict"] == "incompatible"
+    assert json.loads(json.dumps(doc)) == doc  # plain JSON all through

@@ -13,6 +13,14 @@ from resolver import query
 from resolver.graph import CompatGraph
 from resolver.pins_renovate import GROUP_NAME, allowed_versions, plan_stack, renovate_fragment
 
+
+def _explain(*a: object, **kw: object) -> dict:
+    """``query.explain`` as its ``--json`` dict (a dict today, or a typed answer's
+    ``to_json()``: the same shape)."""
+    res = query.explain(*a, **kw)  # type: ignore[arg-type]
+    return res if isinstance(res, dict) else res.to_json()
+
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
 
@@ -60,7 +68,7 @@ def _every_combination_compatible(g: CompatGraph, frag: dict[str, Any]) -> list[
         for s in sglangs:
             for t in torches:
                 for v in versions:
-                    res = query.explain(g, s, f"{dist}=={v}", torch=t).to_json()
+                    res = _explain(g, s, f"{dist}=={v}", torch=t)
                     if res["verdict"] != "compatible":
                         bad.append(f"sglang {s} torch {t} {dist} {v}: {res['reasons'][:1]}")
     return bad
@@ -118,8 +126,8 @@ def test_the_pinned_cuda12_distribution_gets_a_replacement(g: CompatGraph) -> No
     assert rep["replacementVersion"] == "0.3.13.post1"
     assert rep["allowedVersions"] == "==0.3.10"  # no plain bump of the CUDA 12 build
     assert "mooncake-transfer-engine" in frag["packageRules"][0]["matchPackageNames"]
-    assert query.explain(g, "0.5.18", "mooncake-transfer-engine-cuda13==0.3.13.post1",
-                         torch="2.13.0").to_json()["verdict"] == "compatible"
+    assert _explain(g, "0.5.18", "mooncake-transfer-engine-cuda13==0.3.13.post1",
+                         torch="2.13.0")["verdict"] == "compatible"
 
 
 def test_two_torches_give_a_regex_renovate_parses(g: CompatGraph) -> None:

@@ -1,0 +1,388 @@
+"""Judging a project's pins: the pinned set (one exact version of each of sglang, torch and
+mooncake, and the pins that disagree), the platform to judge on, and the verdict with the
+Renovate-like updates that make the set compatible (:func:`judge`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import InvalidVersion, Version
+
+from kb.errors import UsageError
+from resolver.pins_base import MOONCAKE_FAMILY, Pin, cut
+from resolver.pins_renovate import GROUP_NAME
+
+if TYPE_CHECKING:
+    from resolver.graph import CompatGraph
+
+__all__ = [
+    "VALUE_KINDS",
+    "Judgement",
+    "PinnedSet",
+    "check_versions",
+    "judge",
+    "pinned_set",
+    "platform_of",
+]
+
+#: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
+VALUE_KINDS = frozenset({"dockerfile-arg", "regex"})
+
+
+@dataclass(frozen=True)
+class PinnedSet:
+    """The versions a project pins, and the pins that disagree."""
+
+    sglang: Pin | None
+    torch: Pin | None
+    mooncake: Pin | None
+    conflicts: tuple[tuple[Pin, Pin], ...]
+    loose: tuple[Pin, ...]  # tracked dependencies without an exact version
+    exact: tuple[Pin, ...] = ()  # every exact pin (an update rewrites each place)
+
+    def places(self, pin: Pin) -> list[Pin]:
+        """Every exact pin of the same dependency and version as ``pin``."""
+        return [p for p in self.exact if p.name == pin.name and p.version == pin.version]
+
+    def loose_mooncake(self) -> Pin | None:
+        """A mooncake requirement without an exact version (unpinned or a range)."""
+        return next((p for p in self.loose if p.name in MOONCAKE_FAMILY), None)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict on a pinned set: ``verdict`` (``compatible``, ``incompatible`` or
+    ``unknown``), why, the updates that make it compatible (Renovate-like update objects,
+    what :func:`resolver.pins_rewrite.apply_updates` writes), notes, and the platform it was
+    judged for. ``explain`` is what ``moonpin explain`` says of the pinned set (None when
+    nothing could be explained); it is not part of :meth:`to_json`."""
+
+    verdict: str
+    reasons: tuple[str, ...]
+    updates: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...]
+    platform: str
+    explain: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict's part of ``moonpin pins --json``."""
+        return {"verdict": self.verdict, "reasons": list(self.reasons),
+                "updates": [dict(u) for u in self.updates], "notes": list(self.notes),
+                "platform": self.platform}
+
+
+@dataclass
+class _Draft:
+    """A judgement while it is made."""
+
+    verdict: str = "unknown"
+    reasons: list[str] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    explain: dict[str, Any] | None = None
+
+    def done(self, platform: str) -> Judgement:
+        return Judgement(self.verdict, tuple(self.reasons), tuple(self.updates),
+                         tuple(self.notes), platform, self.explain)
+
+
+def _answer(res: Any) -> dict[str, Any]:
+    """A query answer as its ``--json`` dict (the answers are dicts, or typed values with
+    ``to_json()`` giving the same shape)."""
+    return res if isinstance(res, dict) else dict(res.to_json())
+
+
+def _vkey(version: str | None) -> object:
+    """Compare as PEP 440 versions where they are (``===`` pins may be any text)."""
+    try:
+        return Version(version or "")
+    except ValueError:  # InvalidVersion, or a number past int()'s digit limit
+        return version
+
+
+def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
+    """Pick the exact pin of each of the three (the first found); report disagreements."""
+    first: dict[str, Pin] = {}
+    conflicts: list[tuple[Pin, Pin]] = []
+    loose: list[Pin] = []
+    mooncake_key = "mooncake"
+    for p in pins:
+        if p.version is None:
+            loose.append(p)
+            continue
+        key = mooncake_key if p.name in MOONCAKE_FAMILY else p.name
+        have = first.get(key)
+        if have is None:
+            first[key] = p
+        elif (have.name, _vkey(have.version)) != (p.name, _vkey(p.version)):
+            conflicts.append((have, p))
+    return PinnedSet(first.get("sglang"), first.get("torch"), first.get(mooncake_key),
+                     tuple(conflicts), tuple(loose),
+                     tuple(p for p in pins if p.version is not None))
+
+
+def check_versions(pinned: PinnedSet) -> None:
+    """Raise :class:`UsageError` naming FILE:LINE when an exact pin of the three is not a PEP
+    440 version (``sglang===${V}``): nothing can be judged against it."""
+    for p in (pinned.sglang, pinned.torch, pinned.mooncake):
+        if p is None:
+            continue
+        try:
+            Version(p.version or "")
+        except (InvalidVersion, ValueError):
+            raise UsageError(f"{cut(p.path, 300)}:{p.line}: {p.name} is pinned to "
+                             f"{cut(p.version or '', 60)!r}, not a PEP 440 version; nothing "
+                             "was judged", hint=f"pin {p.name}==VERSION there (e.g. a release "
+                             "`moonpin show` knows)") from None
+
+
+def _update(pin: Pin, new_name: str, new_version: str, reason: str,
+            group: str = GROUP_NAME) -> dict[str, Any]:
+    """A Renovate-like update object for one pin (``updateType`` ``pin`` for a pin that had
+    no exact version: its ``currentValue`` is the range or ``""``)."""
+    try:
+        old = Version(pin.version or "0")
+    except ValueError:
+        old = Version("0")
+    new = Version(new_version)
+    if new_name != pin.name:
+        kind = "replacement"
+    elif pin.version is None:
+        kind = "pin"
+    elif new.major != old.major:
+        kind = "major"
+    elif new.minor != old.minor:
+        kind = "minor"
+    else:
+        kind = "patch"
+    # As Renovate writes them: a requirement's value is its specifier (``==0.3.12``, the
+    # pip_requirements/pep621 managers), a bare value's is the version (Docker ARG, regex).
+    bare = pin.kind in VALUE_KINDS
+    return {"depName": pin.name, "newName": new_name, "packageFile": pin.path,
+            "line": pin.version_line,
+            "currentValue": (pin.version or "") if bare else pin.spec,
+            "newValue": new_version if bare else f"=={new_version}",
+            "currentVersion": pin.version, "newVersion": new_version,
+            "updateType": kind, "groupName": group, "reason": reason}
+
+
+_MARKER_ARCH = re.compile(r"platform_machine\s*==\s*[\"']([\w.-]+)[\"']")
+_MARKER_PY = re.compile(r"python_version\s*==\s*[\"'](\d+\.\d+)[\"']")
+
+
+def platform_of(pins: Sequence[Pin], *, python: str | None = None,
+                arch: str | None = None) -> tuple[str | None, str | None, str]:
+    """The python and arch to judge on, and where they come from: ``--python``/``--arch``
+    first, else an ``==`` in the pins' own markers (``platform_machine == "x86_64"``)."""
+    said: list[str] = []
+    if python is not None:
+        said.append(f"python {python} (from --python)")
+    if arch is not None:
+        said.append(f"{arch} (from --arch)")
+    for p in pins:
+        if not p.marker:
+            continue
+        if python is None and (m := _MARKER_PY.search(p.marker)):
+            python = m.group(1)
+            said.append(f"python {python} (from the marker at {p.path}:{p.line})")
+        if arch is None and (m := _MARKER_ARCH.search(p.marker)):
+            arch = m.group(1)
+            said.append(f"{arch} (from the marker at {p.path}:{p.line})")
+    if python is None:
+        said.append("every python the wheels cover")
+    if arch is None:
+        said.append("x86_64 and aarch64")
+    return python, arch, "judged for " + ", ".join(said)
+
+
+def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
+          arch: str | None = None, strategy: str = "minimal",
+          keep: str | None = None) -> Judgement:
+    """The verdict for a pinned set and the updates that make it compatible.
+
+    ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
+    mooncake; ``latest`` moves the whole stack to the newest SGLang that has a prebuilt
+    compatible mooncake. ``keep`` names the one package that must not move. The platform is
+    ``python``/``arch``, else what the pins' markers say (``platform`` says which).
+    """
+    python, arch, where = platform_of(
+        [p for p in (pinned.sglang, pinned.torch, pinned.mooncake) if p is not None]
+        + list(pinned.loose), python=python, arch=arch)
+    out = _judge_minimal(g, pinned, python=python, arch=arch, keep=keep)
+    if strategy == "latest" or (keep == "mooncake" and out.verdict != "compatible"):
+        stack = _stack_move(g, pinned, python=python, arch=arch, keep=keep)
+        if stack:
+            out.updates = stack
+        elif keep == "mooncake" and pinned.mooncake is not None:
+            out.reasons.append(f"no SGLang release in the knowledge base fits "
+                               f"{pinned.mooncake.name}=={pinned.mooncake.version} here")
+    elif keep == "torch":
+        out.updates = [u for u in out.updates if u["depName"] != "torch"]
+    return out.done(where)
+
+
+def _fit_the_mooncake(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                      arch: str | None) -> list[dict[str, Any]]:
+    """Updates to the newest SGLang that the pinned mooncake fits (and its torch)."""
+    from resolver import query
+
+    mc, sg = pinned.mooncake, pinned.sglang
+    if mc is None or sg is None:
+        return []
+    ans = _answer(query.which_sglang(g, f"{mc.name}=={mc.version}", python=python, arch=arch))
+    if not ans["compatible"]:
+        return []
+    best = ans["compatible"][0]
+    new_torch = best["wheels"][0]["torch"]
+    ups = [_update(p, "sglang", best["version"], f"{best['requirement']} fits "
+                   f"{mc.name}=={mc.version}") for p in pinned.places(sg)]
+    if pinned.torch is not None and pinned.torch.version != new_torch:
+        ups += [_update(p, "torch", new_torch, f"sglang {best['version']} requires torch "
+                        f"{new_torch}") for p in pinned.places(pinned.torch)]
+    return ups
+
+
+def _stack_move(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: str | None,
+                keep: str | None) -> list[dict[str, Any]]:
+    """Updates to the newest SGLang with a prebuilt compatible mooncake (and its torch).
+
+    With ``keep="mooncake"`` only SGLang releases that the pinned mooncake fits count."""
+    from resolver import query
+
+    if keep == "mooncake" and pinned.mooncake is not None:
+        return _fit_the_mooncake(g, pinned, python=python, arch=arch)
+    for sv in sorted(g.sglang, reverse=True):
+        if g.sglang[sv].pg.module is None:
+            continue
+        which = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
+        plain = [c for c in which["compatible"] if not c.get("notes")]
+        if not plain:
+            continue
+        best = plain[0]
+        new_torch = best["wheels"][0]["torch"]
+        moves: list[dict[str, Any]] = []
+        if pinned.sglang is not None and Version(pinned.sglang.version or "0") != sv:
+            moves += [_update(p, "sglang", str(sv), f"the newest sglang with a prebuilt "
+                              f"compatible mooncake is {sv}")
+                      for p in pinned.places(pinned.sglang)]
+        if pinned.torch is not None and pinned.torch.version != new_torch and keep != "torch":
+            moves += [_update(p, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+                      for p in pinned.places(pinned.torch)]
+        mc = pinned.mooncake
+        if mc is not None and (mc.name, mc.version) != (best["dist"], best["version"]):
+            moves += [_update(p, best["dist"], best["version"],
+                              f"{best['requirement']} has a build sglang {sv} loads")
+                      for p in pinned.places(mc)]
+        return moves
+    return []
+
+
+def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                   arch: str | None, keep: str | None) -> _Draft:
+    """Keep SGLang (and the pinned torch), move mooncake to the newest compatible release
+    (of the distribution in the file when one of its releases fits), prebuilt first; move
+    torch only when no mooncake fits the pinned one."""
+    from resolver import query
+
+    out = _Draft()
+    if pinned.sglang is None:
+        out.reasons.append("sglang is not pinned to one version: nothing to check against")
+        return out
+    sv = pinned.sglang.version or ""
+    torch = pinned.torch.version if pinned.torch else None
+    loose = pinned.loose_mooncake() if pinned.mooncake is None else None
+    if _explained(g, pinned, out, torch=torch, python=python, arch=arch):
+        return out
+    which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
+    plain = [] if keep == "mooncake" else _preferred(which["compatible"], loose)
+    target = pinned.mooncake or loose
+    if plain and target is not None:
+        best = plain[0]
+        out.updates += [_update(
+            place, best["dist"], best["version"],
+            f"sglang {sv} with torch {torch or 'as it requires'} needs "
+            f"{which['query']['module']}; {best['requirement']} has a matching build"
+            + ("; note: " + "; ".join(best["notes"]) if best.get("notes") else ""))
+            for place in _places(pinned, target)]
+    elif plain:
+        out.reasons.append(f"add {plain[0]['requirement']}: it is the mooncake that fits")
+    elif torch is not None and keep not in ("torch", "mooncake"):
+        out.updates += _torch_move(g, pinned, target, python=python, arch=arch)
+    if not out.updates and out.verdict != "compatible" and keep != "mooncake" and not plain:
+        out.reasons.append(f"no mooncake release in the knowledge base fits sglang {sv}"
+                           f"{' with torch ' + torch if torch else ''}; `moonpin which "
+                           f"mooncake --sglang {sv} --why` says why each is excluded")
+    return out
+
+
+def _explained(g: CompatGraph, pinned: PinnedSet, out: _Draft, *, torch: str | None,
+               python: str | None, arch: str | None) -> bool:
+    """Fill ``out`` with what ``explain`` says of the pinned set; True when it is compatible
+    (nothing to move)."""
+    from resolver import query
+
+    assert pinned.sglang is not None
+    if pinned.mooncake is None:
+        loose = pinned.loose_mooncake()
+        what = f"{loose.name}{loose.spec}" if loose and loose.spec else (
+            f"{loose.name} (no version)" if loose else "none")
+        out.reasons.append(f"no mooncake distribution is pinned to one version ({what})")
+        return False
+    mc = f"{pinned.mooncake.name}=={pinned.mooncake.version}"
+    res = _answer(query.explain(g, pinned.sglang.version or "", mc, torch=torch,
+                                python=python, arch=arch))
+    out.verdict = res["verdict"]
+    out.reasons = list(res["reasons"])
+    out.notes = list(res.get("notes") or [])
+    out.explain = res
+    return bool(res["verdict"] == "compatible")
+
+
+def _preferred(fits: list[dict[str, Any]], loose: Pin | None) -> list[dict[str, Any]]:
+    """The candidates to move to, best first: of the loose pin's distribution (and inside
+    its range) when any is, prebuilt before those with a note."""
+    if loose is not None:
+        fits = [c for c in fits if c["dist"] == loose.name and loose.spec and
+                _in_spec(c["version"], loose.spec)] or [
+                    c for c in fits if c["dist"] == loose.name] or fits
+    return [c for c in fits if not c.get("notes")] or fits
+
+
+def _places(pinned: PinnedSet, target: Pin) -> list[Pin]:
+    return pinned.places(target) if target.version is not None else [target]
+
+
+def _torch_move(g: CompatGraph, pinned: PinnedSet, target: Pin | None, *,
+                python: str | None, arch: str | None) -> list[dict[str, Any]]:
+    """No mooncake fits the pinned torch: move torch to what SGLang requires (and mooncake
+    to what fits that torch)."""
+    from resolver import query
+
+    assert pinned.sglang is not None
+    sv = pinned.sglang.version or ""
+    relaxed = _answer(query.which_mooncake(g, sv, python=python, arch=arch))
+    fits = [c for c in relaxed["compatible"] if not c.get("notes")] or relaxed["compatible"]
+    if not fits or pinned.torch is None:
+        return []
+    new_torch = fits[0]["wheels"][0]["torch"]
+    ups = [_update(place, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+           for place in pinned.places(pinned.torch)]
+    if target is not None:
+        note = "; ".join(fits[0].get("notes") or [])
+        ups += [_update(place, fits[0]["dist"], fits[0]["version"],
+                        f"{fits[0]['requirement']} fits torch {new_torch}"
+                        + (f"; note: {note}" if note else ""))
+                for place in _places(pinned, target)]
+    return ups
+
+
+def _in_spec(version: str, spec: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        return False
