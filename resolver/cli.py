@@ -49,7 +49,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     from scrapers.refresh import KINDS, scrape
     from scrapers.report import StderrReporter
 
-    kb_path = Path(args.kb) if args.kb else store.default_kb_path()
+    kb_path, seed = _scrape_target(args)
     only = [args.only] if args.only else list(KINDS)
     reporter = StderrReporter()
     named = index_url = None
@@ -59,14 +59,14 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     fetcher = Fetcher(warn=reporter.warn)
     if index_url is None:
         try:
-            return _scrape_path(fetcher, kb_path, args)
+            return _scrape_path(fetcher, kb_path, seed, args)
         finally:
             fetcher.close()
     with store.kb_lock(kb_path):
         old = None
-        if kb_path.exists():
+        if seed.exists():
             try:
-                old = store.load(kb_path)
+                old = store.load(seed)
             except KBError as e:
                 if not args.full:
                     raise
@@ -81,12 +81,14 @@ def cmd_scrape(args: argparse.Namespace) -> int:
             getattr(kb, f) == getattr(old, f)
             for f in ("sglang", "mooncake", "torch", "torch_versions", "unread")
         ) and kb.scrape.extractors == old.scrape.extractors \
-            and kb_path.read_bytes() == store.dumps(old)
+            and seed.read_bytes() == store.dumps(old)
         # (extractors: else the next refresh re-reads; the bytes: an older schema or
         # layout is rewritten as this moonpin writes it even when no fact changed)
         if not unchanged:
             store.save(kb, kb_path)
             _write_resolved(kb_path)
+    if unchanged:
+        kb_path = seed  # nothing written: the KB read is current
     report = {
         "kb": str(kb_path),
         "changed": not unchanged,
@@ -122,7 +124,21 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     return 1 if summary.unread else 0
 
 
-def _scrape_path(fetcher: Any, kb_path: Path, args: argparse.Namespace) -> int:
+def _scrape_target(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(the KB a scrape writes, the KB it starts from). Without ``--kb``, on an installed
+    moonpin the user KB is written, starting from whichever KB commands read now (the
+    shipped one until the user KB is newer), so nothing lands in site-packages."""
+    from kb import paths, store
+
+    if args.kb:
+        return Path(args.kb), Path(args.kb)
+    target = store.scrape_kb_path()
+    if str(target) == paths.user_kb_file():
+        return target, Path(paths.default_kb_file())
+    return target, target
+
+
+def _scrape_path(fetcher: Any, kb_path: Path, seed: Path, args: argparse.Namespace) -> int:
     from kb import store
     from scrapers.local import scrape_archive, scrape_path
 
@@ -131,10 +147,10 @@ def _scrape_path(fetcher: Any, kb_path: Path, args: argparse.Namespace) -> int:
     else:
         rel = scrape_path(Path(args.from_path), version=args.version)
     with store.kb_lock(kb_path):
-        if not kb_path.exists():
-            _fatal(f"no knowledge base at {str(kb_path)!r} to add this release to",
+        if not seed.exists():
+            _fatal(f"no knowledge base at {str(seed)!r} to add this release to",
                    "run `moonpin scrape` first, or pass --kb")
-        old = store.load(kb_path)
+        old = store.load(seed)
         kept = tuple(r for r in old.sglang
                      if not (r.version == rel.version and r.source == rel.source))
         store.save(old.model_copy(update={"sglang": (*kept, rel)}), kb_path)
@@ -167,7 +183,7 @@ def cmd_kb_resolve(args: argparse.Namespace) -> int:
     from resolver import resolved
 
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
-    with store.kb_lock(kb_path):
+    with store.kb_lock(kb_path):  # refuses the KB inside an installed package
         out = resolved.write(kb_path)
     print(f"wrote {out}")
     return 0
@@ -189,21 +205,38 @@ def _kb_path(args: argparse.Namespace) -> Path:
 
 
 def cmd_kb_info(args: argparse.Namespace) -> int:
-    from kb import store
+
+    from packaging.version import Version
+
+    from kb import paths
 
     kb = _load(args)
-    path = Path(args.kb) if args.kb else store.default_kb_path()
+    choice = (paths.KBChoice(args.kb, "--kb") if args.kb else paths.kb_choice())
+    path = Path(choice.path)
+    # One release per version: a local record (`scrape --from-path`) of a version the
+    # index also has is the same release, and the index's record is the one queries use.
+    by_version: dict[Any, Any] = {}
+    for r in kb.sglang:
+        v = Version(r.version)
+        if v not in by_version or (r.source == "index" and by_version[v].source != "index"):
+            by_version[v] = r
+    sglang = [by_version[v] for v in sorted(by_version)]
+    local = sorted({r.version for r in kb.sglang if r.source != "index"}, key=Version)
     wheels = sum(len(r.wheels) for r in kb.mooncake)
     builds = sum(len(w.builds) for r in kb.mooncake for w in r.wheels)
     dists = sorted({r.dist for r in kb.mooncake})
     info = {
         "kb": str(path),
+        "kb_source": choice.source,
+        "other_kb": ({"kb": choice.other, "scraped_at": paths.scraped_at(choice.other)}
+                     if choice.other else None),
         "schema_version": kb.schema_version,
         "scraped_at": kb.scrape.scraped_at.isoformat(),
         "index_url": kb.scrape.index_url,
-        "sglang_releases": len(kb.sglang),
-        "sglang_range": [kb.sglang[0].version, kb.sglang[-1].version] if kb.sglang else [],
-        "sglang_by_module": _count(r.pg.module or "none" for r in kb.sglang),
+        "sglang_releases": len(sglang),
+        "sglang_range": [sglang[0].version, sglang[-1].version] if sglang else [],
+        "sglang_recorded_locally": local,
+        "sglang_by_module": _count(r.pg.module or "none" for r in sglang),
         "mooncake_releases": len(kb.mooncake),
         "mooncake_distributions": {d: len([r for r in kb.mooncake if r.dist == d])
                                    for d in dists},
@@ -218,9 +251,17 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(info)
         return 0
-    print(f"knowledge base {info['kb']} (schema {kb.schema_version})")
+    why = {"--kb": "named by --kb", "MOONPIN_KB": "named by $MOONPIN_KB",
+           "user": "the user KB `moonpin scrape` writes",
+           "shipped": "the KB installed with moonpin"}[choice.source]
+    print(f"knowledge base {info['kb']} (schema {kb.schema_version}; {why})")
     print(f"  scraped {info['scraped_at']} ({_age(info['age_seconds'])}) from "
           f"{kb.scrape.index_url or 'the package index'} by moonpin {kb.scrape.moonpin_version}")
+    if choice.other:
+        other = info["other_kb"]["scraped_at"] or "an unreadable time"
+        user = choice.source == "user"
+        print(f"  not read: the {'shipped' if user else 'user'} KB {choice.other} (scraped "
+              f"{other}); this one is {'as new or newer' if user else 'newer'}")
     for line in _refresh_lines(info["last_refresh"]):
         print(f"  {line}")
     ages = info["kinds_age_seconds"]
@@ -228,9 +269,11 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
         print("  facts asked of the index: " + "; ".join(
             f"{k} {info['kinds_scraped_at'][k]} ({_age(a)})" for k, a in ages.items()))
     rng = info["sglang_range"]
-    print(f"  sglang   {len(kb.sglang)} releases"
+    print(f"  sglang   {len(sglang)} releases"
           f"{f' ({rng[0]} .. {rng[1]})' if rng else ''}; by process-group module: "
           + ", ".join(f"{k} {v}" for k, v in info["sglang_by_module"].items()))
+    if local:
+        print(f"           recorded from local sources: {', '.join(local)}")
     print(f"           launch-argument rules recorded for {info['sglang_with_launch_rules']} "
           "releases")
     print(f"  mooncake {len(kb.mooncake)} releases, {wheels} wheels, {builds} builds")
@@ -1211,7 +1254,7 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
         prog="moonpin", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")
-    p.add_argument("--version", action="store_true",
+    p.add_argument("--version", action="store_true", dest="show_version",  # not scrape's
                    help="print moonpin's version and when its knowledge base was scraped")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("help", help="this help, or a command's: moonpin help which")
@@ -1415,7 +1458,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     args = parser.parse_args(args_in)
-    if args.version:
+    if args.show_version:
         print(_version_line(args.kb))
         return 0
     if getattr(args, "func", None) is None:

@@ -585,3 +585,25 @@ def test_every_spelling_of_a_real_python_answers(python: str,
                  "--arch", "amd64", "--json"]) == 0
     q = json.loads(capsys.readouterr().out)["query"]
     assert (q["python"], q["arch"]) == ("cp312", "x86_64")
+
+
+def test_kb_info_counts_a_locally_recorded_release_once(
+        kb_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.scrapers.test_local import make_tree
+
+    tree = make_tree(tmp_path / "src")
+    assert main(["--kb", str(kb_file), "scrape", "--from-path", str(tree),
+                 "--version", "0.5.17"]) == 0  # a version the index also has
+    capsys.readouterr()
+    code, out, _ = run(capsys, "--kb", str(kb_file), "kb", "info", "--json")
+    info = json.loads(out)
+    assert code == 0 and info["kb_source"] == "--kb"
+    assert info["sglang_releases"] == 2 and info["sglang_range"] == ["0.5.4", "0.5.17"]
+    assert info["sglang_by_module"] == {"mooncake.ep": 1, "mooncake.pg": 1}
+    assert info["sglang_recorded_locally"] == ["0.5.17"]
+    assert main(["--kb", str(kb_file), "scrape", "--from-path", str(tree),
+                 "--version", "0.5.3"]) == 0  # older than any: the range's bottom moves
+    capsys.readouterr()
+    code, out, _ = run(capsys, "--kb", str(kb_file), "kb", "info")
+    assert "sglang   3 releases (0.5.3 .. 0.5.17)" in out
+    assert "recorded from local sources: 0.5.3, 0.5.17" in out
