@@ -1253,14 +1253,16 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="moonpin", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")
+    p.add_argument("--kb", help="knowledge-base file (default: $MOONPIN_KB, else the newer of "
+                   "the user KB `moonpin scrape` writes and the shipped one)")
     p.add_argument("--version", action="store_true", dest="show_version",  # not scrape's
                    help="print moonpin's version and when its knowledge base was scraped")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("help", help="this help, or a command's: moonpin help which")
 
     s = sub.add_parser("scrape", help="read releases from the index into the KB")
-    s.add_argument("--only", choices=["sglang", "mooncake", "torch"])
+    s.add_argument("--only", choices=["sglang", "mooncake", "torch"],
+                   help="refresh only this kind of release (default: all three)")
     s.add_argument("--full", action="store_true", help="re-read everything")
     s.add_argument("--from-path", metavar="PATH",
                    help="record an SGLang source tree or site-packages instead of the index")
@@ -1272,46 +1274,56 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                    "(default $MOONPIN_INDEX_URL, else pip's index: $PIP_INDEX_URL, pip config, "
                    "pip's default)")
     s.add_argument("--jobs", type=int, default=8, help="concurrent requests (default 8)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_scrape)
 
     k = sub.add_parser("kb", help="about the knowledge base")
     ksub = k.add_subparsers(dest="kb_command", required=True)
-    ki = ksub.add_parser("info", help="counts, coverage and dates")
-    ki.add_argument("--json", action="store_true")
+    ki = ksub.add_parser("info", help="which KB is read, when it was scraped, counts and "
+                         "coverage")
+    ki.add_argument("--json", action="store_true", help="print it as JSON")
     ki.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     ki.set_defaults(func=cmd_kb_info)
-    kr = ksub.add_parser("resolve", help="re-derive resolved.json (the fast answers) from the KB")
+    kr = ksub.add_parser("resolve", help="re-derive the resolved/ folder beside the KB (one "
+                         "table of answers per SGLang release, read by the fast paths); "
+                         "`moonpin scrape` does it after every write")
     kr.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     kr.set_defaults(func=cmd_kb_resolve)
 
     sh = sub.add_parser("show", help="what the KB holds for one release")
     sh.add_argument("release", help="e.g. sglang==0.5.18 or "
                     "mooncake-transfer-engine-cuda13==0.3.13.post1")
-    sh.add_argument("--json", action="store_true")
+    sh.add_argument("--json", action="store_true", help="print the KB's record as JSON")
     sh.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     sh.set_defaults(func=cmd_show)
     def scope(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--python", help="3.12 or cp312 (default: every python the wheels "
                         "cover)")
         sp.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
-        sp.add_argument("--json", action="store_true")
+        sp.add_argument("--json", action="store_true",
+                        help="print the answer as JSON (shapes in the README)")
         sp.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
 
     w = sub.add_parser("which", help="which mooncake / sglang / torch works with the rest")
-    w.add_argument("what", choices=["mooncake", "sglang", "torch"])
-    w.add_argument("--sglang", metavar="VERSION")
-    w.add_argument("--mooncake", metavar="DIST==VERSION")
+    w.add_argument("what", choices=["mooncake", "sglang", "torch"],
+                   help="what to find: mooncake needs --sglang; sglang needs --mooncake; "
+                   "torch needs both")
+    w.add_argument("--sglang", metavar="VERSION", help="the SGLang release, e.g. 0.5.18, "
+                   "v0.5.18 or latest")
+    w.add_argument("--mooncake", metavar="DIST==VERSION", help="the mooncake release, e.g. "
+                   "mooncake-transfer-engine-cuda13==0.3.13.post1 (or DIST==latest)")
     w.add_argument("--torch", metavar="VERSION", help="e.g. 2.13.0 or 2.13.0+cu126 "
                    "(default: what the SGLang release requires)")
-    w.add_argument("--dist", help="only this mooncake distribution")
+    w.add_argument("--dist", metavar="NAME", help="only this mooncake distribution")
     w.add_argument("--why", action="store_true", help="also list every excluded candidate")
     scope(w)
     w.set_defaults(func=cmd_which)
 
     e = sub.add_parser("explain", help="every check for sglang==V DIST==V [torch==T]")
-    e.add_argument("releases", nargs="+", metavar="NAME==VERSION")
+    e.add_argument("releases", nargs="+", metavar="NAME==VERSION",
+                   help="sglang==V and a mooncake DIST==V (and optionally torch==T); V may "
+                   "be latest")
     e.add_argument("--torch", metavar="VERSION", help="the torch, as torch==T or this option")
     scope(e)
     e.set_defaults(func=cmd_explain)
@@ -1348,7 +1360,8 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     rv = sub.add_parser("renovate", help="a Renovate config fragment that keeps torch and "
                         "mooncake bumps compatible with the pinned sglang")
     rv.add_argument("files", nargs="*", metavar="FILE", help="files pinning sglang")
-    rv.add_argument("--sglang", metavar="VERSION")
+    rv.add_argument("--sglang", metavar="VERSION", help="the SGLang release to keep "
+                    "(default: the files' sglang pin)")
     rv.add_argument("--allow-jit", action="store_true", help="also allow mooncake releases "
                     "that compile their process-group extension at first import")
     scope(rv)
@@ -1357,7 +1370,8 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     cn = sub.add_parser("constraints", help="a pip/uv constraints file (or [tool.uv] "
                         "constraint-dependencies) holding torch and mooncake to what an SGLang "
                         "release loads")
-    cn.add_argument("--sglang", metavar="VERSION", required=True)
+    cn.add_argument("--sglang", metavar="VERSION", required=True,
+                    help="the SGLang release, e.g. 0.5.18 or latest")
     cn.add_argument("--format", choices=["txt", "uv"], default="txt",
                     help="txt: a constraints file for pip -c / uv pip compile -c; uv: the "
                     "[tool.uv] constraint-dependencies table")
@@ -1385,7 +1399,7 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                     help="how long --authoritative may take per launch (default 300)")
     ar.add_argument("--format", choices=["auto", "yaml", "shell"], default="auto",
                     help="how to read --file (default: by suffix and content)")
-    ar.add_argument("--json", action="store_true")
+    ar.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     ar.add_argument("--verbose", "-v", action="store_true",
                     help="list every rule that could not be checked offline")
     ar.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
@@ -1393,14 +1407,65 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     ar.set_defaults(func=cmd_args)
 
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
-    t.add_argument("--sglang", metavar="SPEC")
-    t.add_argument("--torch", metavar="SPEC")
-    t.add_argument("--mooncake", metavar="SPEC")
-    t.add_argument("--dist")
-    t.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    t.add_argument("--sglang", metavar="SPEC", help="only these SGLang releases, e.g. "
+                   "'>=0.5.17' (a bare version means ==)")
+    t.add_argument("--torch", metavar="SPEC", help="only these torch releases")
+    t.add_argument("--mooncake", metavar="SPEC", help="only these mooncake releases")
+    t.add_argument("--dist", metavar="NAME", help="only this mooncake distribution")
+    t.add_argument("--format", choices=["table", "json", "csv"], default="table",
+                   help="table (default), json or csv")
     scope(t)
     t.set_defaults(func=cmd_triples)
+    _document(sub, k)
     return p
+
+
+#: Each command's exit codes, printed at the end of its ``-h``.
+EXIT_CODES = {
+    "help": "0 always",
+    "scrape": "0 every release read; 1 some releases could not be read (listed as unread, "
+              "left out of the KB); 2 bad input, an index that cannot be reached or an "
+              "unusable KB",
+    "kb": "0 done; 2 an unusable KB, or a folder that cannot be written",
+    "info": "0 done; 2 an unusable KB",
+    "resolve": "0 the folder was written; 2 an unusable KB, or a folder that cannot be "
+               "written (never the KB installed with moonpin)",
+    "show": "0 the release is in the KB; 1 it could not be read in the last scrape; 2 bad "
+            "input or a release the KB does not hold",
+    "which": "0 at least one compatible result; 1 none (the reasons are printed); 2 bad input",
+    "explain": "0 compatible; 1 incompatible or unknown (the failing checks are printed); "
+               "2 bad input",
+    "matrix": "0 at least one compatible row; 1 none; 2 bad input or an unusable KB",
+    "pins": "0 compatible and nothing to do; 1 incompatible or updates proposed (0 with "
+            "--exit-zero); 2 a file or line that cannot be read (nothing judged)",
+    "renovate": "0 a fragment with a compatible mooncake; 1 none fits (the fragment holds "
+                "what can be said); 2 bad input",
+    "constraints": "0 written; 1 no mooncake release fits; 2 bad input",
+    "args": "0 no rule violated; 1 a violated rule, a problem in a file, or an option the "
+            "release refuses; 2 bad input",
+    "triples": "0 at least one compatible set; 1 none; 2 bad input",
+}
+
+
+def _document(sub: Any, kb: argparse.ArgumentParser) -> None:
+    """End every command's ``-h`` with its exit codes (and say what it does on top)."""
+    import argparse
+    import textwrap
+
+    parsers = dict(sub.choices)
+    kb_sub = next(a for a in kb._actions if isinstance(a, argparse._SubParsersAction))
+    parsers.update({f"kb {n}": p for n, p in kb_sub.choices.items()})
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    helps.update({f"kb {a.dest}": a.help for a in kb_sub._choices_actions})
+    for name, sp in parsers.items():
+        codes = EXIT_CODES.get(name.split()[-1])
+        if codes is None or not sp.add_help:  # check: its own parser says them
+            continue
+        sp.formatter_class = argparse.RawDescriptionHelpFormatter
+        if sp.description is None and helps.get(name):
+            sp.description = textwrap.fill(str(helps[name]), 88)
+        sp.epilog = "\n".join(filter(None, [sp.epilog, textwrap.fill(
+            "exit codes: " + codes + "; 130 interrupted.", 88)]))
 
 
 #: No version, specifier, name or path moonpin is given needs more: a longer argument is
