@@ -38,6 +38,28 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+class _Busy:
+    """``with _Busy("loading the knowledge base"):`` says so on stderr while the block
+    runs, only when stderr is a terminal, and leaves nothing behind."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        try:
+            self.live = sys.stderr.isatty()
+        except (AttributeError, ValueError):  # a closed or stand-in stream
+            self.live = False
+
+    def __enter__(self) -> None:
+        if self.live:
+            sys.stderr.write(f"{self.what}…")
+            sys.stderr.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
 # ---------------------------------------------------------------------- scrape
 
 
@@ -141,11 +163,13 @@ def _scrape_target(args: argparse.Namespace) -> tuple[Path, Path]:
 def _scrape_path(fetcher: Any, kb_path: Path, seed: Path, args: argparse.Namespace) -> int:
     from kb import store
     from scrapers.local import scrape_archive, scrape_path
+    from scrapers.report import StderrReporter
 
+    progress = StderrReporter(summary=False)  # a line on a terminal, else nothing
     if args.from_url:
-        rel = scrape_archive(fetcher, args.from_url, version=args.version)
+        rel = scrape_archive(fetcher, args.from_url, version=args.version, reporter=progress)
     else:
-        rel = scrape_path(Path(args.from_path), version=args.version)
+        rel = scrape_path(Path(args.from_path), version=args.version, reporter=progress)
     with store.kb_lock(kb_path):
         if not seed.exists():
             _fatal(f"no knowledge base at {str(seed)!r} to add this release to",
@@ -175,7 +199,8 @@ def _write_resolved(kb_path: Path) -> None:
     """Re-derive resolved.json from the KB just written (the fast query path)."""
     from resolver import resolved
 
-    resolved.write(kb_path)
+    with _Busy(f"resolving the answers of {kb_path} into its resolved/ folder"):
+        resolved.write(kb_path)
 
 
 def cmd_kb_resolve(args: argparse.Namespace) -> int:
@@ -183,8 +208,8 @@ def cmd_kb_resolve(args: argparse.Namespace) -> int:
     from resolver import resolved
 
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
-    with store.kb_lock(kb_path):  # refuses the KB inside an installed package
-        out = resolved.write(kb_path)
+    with store.kb_lock(kb_path), _Busy(f"resolving the answers of {kb_path}"):
+        out = resolved.write(kb_path)  # kb_lock refuses the KB inside an installed package
     print(f"wrote {out}")
     return 0
 
@@ -195,7 +220,8 @@ def cmd_kb_resolve(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace) -> Any:
     from kb import store
 
-    return store.load(Path(args.kb) if args.kb else None)
+    with _Busy("loading the knowledge base"):
+        return store.load(Path(args.kb) if args.kb else None)
 
 
 def _kb_path(args: argparse.Namespace) -> Path:
