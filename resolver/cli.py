@@ -1079,20 +1079,28 @@ class _Pools:
 
     def __init__(self, kb_path: Path) -> None:
         self.kb_path = kb_path
-        self._fast: tuple[list[str], dict[str, list[str]]] | None = None
+        self._sglang: list[str] | None = None
+        self._mooncake: dict[str, list[str]] | None = None
         self._full: tuple[list[str], list[str], dict[str, list[str]]] | None = None
         self._full_read = False
 
-    def fast(self) -> tuple[list[str], dict[str, list[str]]]:
-        """(SGLang releases of the index, mooncake releases by distribution) from
-        ``resolved/``; empty when the tables are missing or stale."""
-        if self._fast is None:
+    def fast_sglang(self) -> list[str]:
+        """The SGLang releases of the index, from ``resolved/_sglang.json`` ([] when it
+        is missing or stale)."""
+        if self._sglang is None:
             from resolver import resolved
 
-            sglang: list[str] = []
-            mooncake: dict[str, list[str]] = {}
+            self._sglang = list(resolved.load_requirements(self.kb_path) or {})
+        return self._sglang
+
+    def fast_mooncake(self) -> dict[str, list[str]]:
+        """The mooncake releases by distribution (unread ones too), from one release's
+        table ({} when there is none)."""
+        if self._mooncake is None:
+            from resolver import resolved
+
+            self._mooncake = {}
             reqs = resolved.load_requirements(self.kb_path) or {}
-            sglang = list(reqs)
             with_module = [v for v, m in reqs.items() if m.get("module")]
             table = resolved.load(self.kb_path, with_module[-1]) if with_module else None
             if table is not None:
@@ -1101,9 +1109,8 @@ class _Pools:
                     if isinstance(u, dict)]
                 for d, v in pairs:
                     if isinstance(d, str) and isinstance(v, str):
-                        mooncake.setdefault(d, []).append(v)
-            self._fast = (sglang, mooncake)
-        return self._fast
+                        self._mooncake.setdefault(d, []).append(v)
+        return self._mooncake
 
     def full(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
         """(SGLang releases of the index, every SGLang version the KB names — local
@@ -1112,10 +1119,9 @@ class _Pools:
         if not self._full_read:
             self._full_read = True
             from kb.files import loads_json, read_regular
-            from kb.store import MAX_KB_BYTES
 
-            try:
-                doc = loads_json(read_regular(self.kb_path, cap=MAX_KB_BYTES,
+            try:  # kb.store's cap, without importing pydantic's models
+                doc = loads_json(read_regular(self.kb_path, cap=256 << 20,
                                               what="knowledge base"))
                 index = [r["version"] for r in doc["sglang"] if r.get("source") == "index"]
                 every = [r["version"] for r in doc["sglang"]] + [
@@ -1138,7 +1144,9 @@ class _Pools:
         """An SGLang release as typed -> the KB's spelling of it."""
         from resolver import spelling
 
-        fast, _ = self.fast()
+        fast = self.fast_sglang()
+        if spelling.strip_v(text) in fast:  # as the KB spells it: nothing to parse
+            return spelling.strip_v(text)
         if spelling.is_latest(text):
             full = None if fast else self.full()
             return spelling.release(text, fast or (full[0] if full else []), flag=flag)
@@ -1156,7 +1164,7 @@ class _Pools:
         """A mooncake distribution and release as typed -> the KB's spellings."""
         from resolver import spelling
 
-        _, fast = self.fast()
+        fast = self.fast_mooncake()
         pools = fast or (self.full() or ([], [], {}))[2]
         if not pools:
             return dist, spelling.strip_v(text)
@@ -1173,7 +1181,7 @@ class _Pools:
     def dist(self, text: str) -> str:
         from resolver import spelling
 
-        _, fast = self.fast()
+        fast = self.fast_mooncake()
         pools = fast or (self.full() or ([], [], {}))[2]
         return spelling.name(text, pools) if pools else text
 
@@ -1213,6 +1221,12 @@ def _spell_inputs(args: argparse.Namespace) -> None:
         args.torch = spelling.version(args.torch, what="torch", flag="--torch ")
     if getattr(args, "dist", None):
         args.dist = pools.dist(args.dist)
+    if cmd == "triples":  # specifiers; a bare release as users type it means ==release
+        if args.sglang and (spelling.is_latest(args.sglang)
+                            or spelling.strip_v(args.sglang) != args.sglang.strip()):
+            args.sglang = "==" + pools.sglang(args.sglang, "--sglang ")
+        if args.torch and spelling.strip_v(args.torch) != args.torch.strip():
+            args.torch = "==" + spelling.version(args.torch, what="torch", flag="--torch ")
     if cmd == "which" and args.mooncake:
         dist, version = spelling.split_release(args.mooncake)
         args.mooncake = "==".join(pools.mooncake(dist, version))
@@ -1476,7 +1490,6 @@ EXIT_CODES = {
 def _document(sub: Any, kb: argparse.ArgumentParser) -> None:
     """End every command's ``-h`` with its exit codes (and say what it does on top)."""
     import argparse
-    import textwrap
 
     parsers = dict(sub.choices)
     kb_sub = next(a for a in kb._actions if isinstance(a, argparse._SubParsersAction))
@@ -1487,11 +1500,11 @@ def _document(sub: Any, kb: argparse.ArgumentParser) -> None:
         codes = EXIT_CODES.get(name.split()[-1])
         if codes is None or not sp.add_help:  # check: its own parser says them
             continue
-        sp.formatter_class = argparse.RawDescriptionHelpFormatter
         if sp.description is None and helps.get(name):
-            sp.description = textwrap.fill(str(helps[name]), 88)
-        sp.epilog = "\n".join(filter(None, [sp.epilog, textwrap.fill(
-            "exit codes: " + codes + "; 130 interrupted.", 88)]))
+            sp.description = helps[name]
+        # one paragraph: argparse's formatter wraps it
+        sp.epilog = " ".join(filter(None, [sp.epilog, f"exit codes: {codes}; 130 "
+                                                      "interrupted."]))
 
 
 #: No version, specifier, name or path moonpin is given needs more: a longer argument is

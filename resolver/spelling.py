@@ -14,13 +14,13 @@ whatever it has loaded (the KB, a derived table, an index).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
 from kb.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # packaging is imported when a version is read: `strip_v` stays light
+    from packaging.version import Version
 
 __all__ = ["LATEST", "close_names", "close_versions", "is_latest", "name", "newest",
            "not_known", "release", "split_release", "strip_v", "version"]
@@ -47,6 +47,8 @@ def strip_v(text: str) -> str:
 
 
 def _parse(text: str) -> Version | None:
+    from packaging.version import InvalidVersion, Version
+
     if len(text) > 100:  # no release is that long; packaging's int() fails past 4,300 digits
         return None
     try:
@@ -80,15 +82,26 @@ def close_versions(text: str, pool: Sequence[str], n: int = 2) -> list[str]:
             below = [p for v, p in parsed if v < want][-n:]
             above = [p for v, p in parsed if v > want][:n]
             return below + above
+    import difflib
+
     return difflib.get_close_matches(strip_v(text), list(pool), n=n, cutoff=0.6)
 
 
 def close_names(text: str, pool: Iterable[str], n: int = 2) -> list[str]:
     """The names of ``pool`` closest to ``text`` (PEP 503 spellings compared)."""
+    import difflib
+
     names = sorted(set(pool))
-    canon = str(canonicalize_name(text))
+    canon = _canonical(text)
     tail = [x for x in names if x.endswith("-" + canon)]  # `cuda13` for `…-cuda13`
     return tail[:n] or difflib.get_close_matches(canon, names, n=n, cutoff=0.6)
+
+
+def _canonical(text: str) -> str:
+    # packaging.utils loads packaging.tags (and logging): imported only for a name
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(text))
 
 
 def _mean(options: list[str], flag: str, given: str) -> str:
@@ -125,7 +138,7 @@ def release(text: str, pool: Sequence[str], *, what: str = "sglang",
                              hint="run `moonpin scrape` to fill it")
         return best
     t = version(text, what=what, flag=flag, pool=pool)
-    v = Version(t)
+    v = _parse(t)
     same = [p for p in pool if _parse(p) == v]
     if same:
         return same[-1]
@@ -147,7 +160,7 @@ def name(text: str, pool: Iterable[str], *, what: str = "mooncake distribution")
     """``text`` as the canonical name of one of ``pool``; else a UsageError with the
     closest names (and every known one)."""
     names = sorted(set(pool))
-    canon = str(canonicalize_name(text.strip()))
+    canon = _canonical(text.strip())
     if canon in names:
         return canon
     near = close_names(canon, names)
@@ -164,4 +177,4 @@ def split_release(text: str) -> tuple[str, str]:
     if not sep or not name_.strip() or not ver.strip():
         raise UsageError(f"{text!r} does not name one release",
                          hint="use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
-    return str(canonicalize_name(name_.strip())), ver.strip()
+    return _canonical(name_.strip()), ver.strip()

@@ -607,3 +607,14 @@ def test_kb_info_counts_a_locally_recorded_release_once(
     code, out, _ = run(capsys, "--kb", str(kb_file), "kb", "info")
     assert "sglang   3 releases (0.5.3 .. 0.5.17)" in out
     assert "recorded from local sources: 0.5.3, 0.5.17" in out
+
+
+def test_triples_reads_a_bare_release_as_users_type_it(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--kb", SHIPPED, "triples", "--python", "3.12", "--arch", "x86_64", "--format",
+            "json"]
+    main([*base, "--sglang", "0.5.18"])
+    want = json.loads(capsys.readouterr().out)
+    main([*base, "--sglang", "v0.5.18"])
+    assert json.loads(capsys.readouterr().out) == want and want
+    main([*base, "--sglang", "latest"])
+    assert {r["sglang"] for r in json.loads(capsys.readouterr().out)} <= {_newest_sglang()}
