@@ -30,7 +30,7 @@ def normalize_python(text: str | None, *, known: Iterable[str] = ()) -> str | No
     t = text.strip().lower()
     m = re.fullmatch(r"(?:cp|py)?3\.?(\d{1,2})", t)
     if not m:
-        raise UsageError(f"cannot read --python {text!r}",
+        raise UsageError(f"cannot read python {text!r} (--python)",
                          hint=f"use e.g. --python 3.12 or cp312 (not {text!r})")
     tag = f"cp3{int(m.group(1))}"
     if int(m.group(1)) not in CPYTHON_MINORS and tag not in set(known):

@@ -104,7 +104,7 @@ def test_a_python_the_kb_has_wheels_for_is_accepted() -> None:
 
 @pytest.mark.parametrize("typed", ["2.7", "python3", "3.x", ""])
 def test_an_unreadable_python_is_refused(typed: str) -> None:
-    with pytest.raises(UsageError, match="cannot read --python"):
+    with pytest.raises(UsageError, match="cannot read python"):
         normalize_python(typed)
 
 
