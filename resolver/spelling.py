@@ -117,8 +117,10 @@ def version(text: str, *, what: str = "sglang", flag: str = "--sglang ",
     if _parse(t) is None:
         shown = t if len(t) <= 60 else t[:60] + f"... ({len(t)} characters)"
         near = close_versions(t, pool) if len(t) <= 100 else []
+        example = ("2.13.0" if what == "torch" else "0.3.13.post1"
+                   if what.startswith("mooncake") else "0.5.18")
         hint = (_mean(near, flag, shown) if near
-                else f"a version is e.g. {flag}0.5.18 (not {shown!r})")
+                else f"a version is e.g. {flag}{example} (not {shown!r})")
         raise UsageError(f"{what} version {shown!r} is not a PEP 440 version", hint=hint)
     return t
 

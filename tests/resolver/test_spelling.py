@@ -47,6 +47,16 @@ def test_a_release_not_known_says_what_was_meant(typed: str, message: str, tip: 
     assert e.value.hint is not None and tip in e.value.hint
 
 
+def test_the_example_fits_the_kind_of_release() -> None:
+    with pytest.raises(UsageError) as e:
+        spelling.version("latest", what="torch", flag="torch==")
+    assert e.value.hint == "a version is e.g. torch==2.13.0 (not 'latest')"
+    with pytest.raises(UsageError) as e:
+        spelling.version("x", what="mooncake-transfer-engine", flag="mooncake-transfer-engine==")
+    assert e.value.hint is not None
+    assert "e.g. mooncake-transfer-engine==0.3.13.post1" in e.value.hint
+
+
 def test_a_huge_version_is_refused_without_parsing() -> None:
     with pytest.raises(UsageError, match="not a PEP 440") as e:
         spelling.version("1" * 5000)
