@@ -57,13 +57,23 @@ def shipped_is_writable() -> bool:
 def scraped_at(path: str) -> str | None:
     """The KB's own ``scrape.scraped_at`` (ISO 8601), read from its first bytes when it
     is there (as moonpin writes it), else from the whole file; None when unreadable."""
+    import stat
+
     from kb.files import loads_json, read_regular
 
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD)
+    try:  # never blocks: a FIFO or device at the path is not read
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, _HEAD)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     key = head.find(b'"scraped_at"')
     if key >= 0:
         rest = head[key + len(b'"scraped_at"'):].lstrip(b" \t\r\n")

@@ -148,6 +148,22 @@ def test_the_scrape_time_is_read_from_the_head_or_the_whole_file(tmp_path: Path)
     assert paths.scraped_at(str(tmp_path / "missing.json")) is None
 
 
+def test_a_user_kb_that_is_not_a_file_is_named_not_opened(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from resolver.cli import main
+
+    monkeypatch.delenv("MOONPIN_KB", raising=False)
+    user = Path(paths.user_kb_file())
+    user.parent.mkdir(parents=True)
+    os.mkfifo(user)  # a plain open() would block here for ever
+    assert paths.scraped_at(str(user)) is None
+    assert paths.default_kb_file() == str(user)
+    with pytest.raises(SystemExit) as e:
+        main(["kb", "info"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and str(user) in err and "FIFO" in err and "tip: " in err
+
+
 def test_xdg_data_home_must_be_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", "relative/dir")
     assert paths.user_kb_file() == os.path.join(os.path.expanduser("~"), ".local", "share",
