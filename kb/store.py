@@ -20,9 +20,10 @@ from pydantic import ValidationError
 from kb.errors import KBError, ReadRefused, WriteFailed
 from kb.files import MiB, loads_json, read_regular, write_atomic
 from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION, KnowledgeBase
-from kb.paths import default_kb_path
+from kb.paths import default_kb_path, scrape_kb_file, user_kb_file
 
-__all__ = ["default_kb_path", "dumps", "kb_lock", "load", "save", "write_atomic"]
+__all__ = ["default_kb_path", "dumps", "inside_package", "kb_lock", "load", "save",
+           "scrape_kb_path", "write_atomic"]
 
 _RESCRAPE = "run `moonpin scrape --full --kb {path}` to rebuild it from the index"
 
@@ -100,6 +101,31 @@ def _check_versions(kb: KnowledgeBase, path: Path, hint: str) -> None:
                           "PEP 440 version", hint=hint) from e
 
 
+def scrape_kb_path() -> Path:
+    """The KB ``moonpin scrape`` writes when none is named (:func:`kb.paths.scrape_kb_file`):
+    on an installed moonpin the user KB, never the copy inside site-packages."""
+    return Path(scrape_kb_file())
+
+
+def inside_package(path: Path) -> bool:
+    """Whether ``path`` lies inside moonpin's own installed ``kb`` package (the shipped KB
+    of a wheel install), where nothing is ever written."""
+    here = Path(__file__).resolve().parent
+    try:
+        where = path.resolve(strict=False)
+    except (OSError, RuntimeError):  # a symlink loop: not ours to write either way
+        return False
+    return (here / "data") in (where, *where.parents)
+
+
+def _refuse_package(path: Path) -> None:
+    if inside_package(path):
+        raise KBError(f"{str(path)!r} is the knowledge base installed with moonpin; moonpin "
+                      "never writes inside its installed package",
+                      hint=f"`moonpin scrape` writes the user KB ({user_kb_file()}) when no "
+                           "--kb is given; or pass --kb PATH of a file you own")
+
+
 def dumps(kb: KnowledgeBase) -> bytes:
     """Serialise deterministically (stable diffs when the KB is committed)."""
     return kb.model_dump_json(indent=1).encode() + b"\n"
@@ -110,6 +136,7 @@ def save(kb: KnowledgeBase, path: Path) -> None:
 
     Callers that read-modify-write hold :func:`kb_lock` around the whole cycle.
     """
+    _refuse_package(path)
     write_atomic(path, dumps(kb), what="knowledge base")
 
 
@@ -118,6 +145,7 @@ def kb_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
     """Hold ``<kb>.lock`` exclusively; wait up to ``timeout`` seconds, then say who holds it."""
     import fcntl  # POSIX only; moonpin scrapes on Linux hosts
 
+    _refuse_package(path)
     lock_path = path.with_name(path.name + ".lock")
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)

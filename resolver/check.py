@@ -337,8 +337,11 @@ def _parser() -> Any:
     import argparse
 
     p = argparse.ArgumentParser(prog="moonpin check",
-                                description="check this image's mooncake before worker start")
-    p.add_argument("--elastic-ep-backend", default=None)
+                                description="check this image's mooncake before worker start",
+                                epilog="exit codes: 0 usable; 1 not usable (or, with --strict, "
+                                       "a warning); 2 could not check")
+    p.add_argument("--elastic-ep-backend", default=None, metavar="BACKEND",
+                   help="the worker's --elastic-ep-backend (mooncake: check what it needs)")
     p.add_argument("--enable-dp-attention", action="store_true",
                    help="accepted; does not change the light checks")
     p.add_argument("--site-packages", action="append", default=None,
@@ -350,9 +353,10 @@ def _parser() -> Any:
                    "virtualenv other than moonpin's own, else this interpreter")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="one line when usable; only the failing checks otherwise")
-    p.add_argument("--kb", default=None)
+    p.add_argument("--kb", default=None, help="knowledge-base file (default: the one "
+                   "commands read)")
     p.add_argument("--strict", action="store_true", help="warnings fail")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--deep", action=argparse.BooleanOptionalAction, default=None,
                    help="import the module in a child interpreter (default: on for elastic EP)")
     p.add_argument("--deep-timeout", type=_seconds, default=120.0, metavar="SECONDS",

@@ -40,6 +40,28 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+class _Busy:
+    """``with _Busy("loading the knowledge base"):`` says so on stderr while the block
+    runs, only when stderr is a terminal, and leaves nothing behind."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        try:
+            self.live = sys.stderr.isatty()
+        except (AttributeError, ValueError):  # a closed or stand-in stream
+            self.live = False
+
+    def __enter__(self) -> None:
+        if self.live:
+            sys.stderr.write(f"{self.what}…")
+            sys.stderr.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
 # ---------------------------------------------------------------------- scrape
 
 
@@ -51,7 +73,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     from scrapers.refresh import KINDS, scrape
     from scrapers.report import StderrReporter
 
-    kb_path = Path(args.kb) if args.kb else store.default_kb_path()
+    kb_path, seed = _scrape_target(args)
     only = [args.only] if args.only else list(KINDS)
     reporter = StderrReporter()
     named = index_url = None
@@ -61,14 +83,14 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     fetcher = Fetcher(warn=reporter.warn)
     if index_url is None:
         try:
-            return _scrape_path(fetcher, kb_path, args)
+            return _scrape_path(fetcher, kb_path, seed, args)
         finally:
             fetcher.close()
     with store.kb_lock(kb_path):
         old = None
-        if kb_path.exists():
+        if seed.exists():
             try:
-                old = store.load(kb_path)
+                old = store.load(seed)
             except KBError as e:
                 if not args.full:
                     raise
@@ -83,12 +105,14 @@ def cmd_scrape(args: argparse.Namespace) -> int:
             getattr(kb, f) == getattr(old, f)
             for f in ("sglang", "mooncake", "torch", "torch_versions", "unread")
         ) and kb.scrape.extractors == old.scrape.extractors \
-            and kb_path.read_bytes() == store.dumps(old)
+            and seed.read_bytes() == store.dumps(old)
         # (extractors: else the next refresh re-reads; the bytes: an older schema or
         # layout is rewritten as this moonpin writes it even when no fact changed)
         if not unchanged:
             store.save(kb, kb_path)
             _write_resolved(kb_path)
+    if unchanged:
+        kb_path = seed  # nothing written: the KB read is current
     report = {
         "kb": str(kb_path),
         "changed": not unchanged,
@@ -124,19 +148,35 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     return 1 if summary.unread else 0
 
 
-def _scrape_path(fetcher: Any, kb_path: Path, args: argparse.Namespace) -> int:
+def _scrape_target(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(the KB a scrape writes, the KB it starts from). Without ``--kb``, on an installed
+    moonpin the user KB is written, starting from whichever KB commands read now (the
+    shipped one until the user KB is newer), so nothing lands in site-packages."""
+    from kb import paths, store
+
+    if args.kb:
+        return Path(args.kb), Path(args.kb)
+    target = store.scrape_kb_path()
+    if str(target) == paths.user_kb_file():
+        return target, Path(paths.default_kb_file())
+    return target, target
+
+
+def _scrape_path(fetcher: Any, kb_path: Path, seed: Path, args: argparse.Namespace) -> int:
     from kb import store
     from scrapers.local import scrape_archive, scrape_path
+    from scrapers.report import StderrReporter
 
+    progress = StderrReporter(summary=False)  # a line on a terminal, else nothing
     if args.from_url:
-        rel = scrape_archive(fetcher, args.from_url, version=args.version)
+        rel = scrape_archive(fetcher, args.from_url, version=args.version, reporter=progress)
     else:
-        rel = scrape_path(Path(args.from_path), version=args.version)
+        rel = scrape_path(Path(args.from_path), version=args.version, reporter=progress)
     with store.kb_lock(kb_path):
-        if not kb_path.exists():
-            _fatal(f"no knowledge base at {str(kb_path)!r} to add this release to",
+        if not seed.exists():
+            _fatal(f"no knowledge base at {str(seed)!r} to add this release to",
                    "run `moonpin scrape` first, or pass --kb")
-        old = store.load(kb_path)
+        old = store.load(seed)
         kept = tuple(r for r in old.sglang
                      if not (r.version == rel.version and r.source == rel.source))
         store.save(old.model_copy(update={"sglang": (*kept, rel)}), kb_path)
@@ -161,7 +201,8 @@ def _write_resolved(kb_path: Path) -> None:
     """Re-derive resolved.json from the KB just written (the fast query path)."""
     from resolver import resolved
 
-    resolved.write(kb_path)
+    with _Busy(f"resolving the answers of {kb_path} into its resolved/ folder"):
+        resolved.write(kb_path)
 
 
 def cmd_kb_resolve(args: argparse.Namespace) -> int:
@@ -169,8 +210,8 @@ def cmd_kb_resolve(args: argparse.Namespace) -> int:
     from resolver import resolved
 
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
-    with store.kb_lock(kb_path):
-        out = resolved.write(kb_path)
+    with store.kb_lock(kb_path), _Busy(f"resolving the answers of {kb_path}"):
+        out = resolved.write(kb_path)  # kb_lock refuses the KB inside an installed package
     print(f"wrote {out}")
     return 0
 
@@ -181,7 +222,8 @@ def cmd_kb_resolve(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace) -> Any:
     from kb import store
 
-    return store.load(Path(args.kb) if args.kb else None)
+    with _Busy("loading the knowledge base"):
+        return store.load(Path(args.kb) if args.kb else None)
 
 
 def _kb_path(args: argparse.Namespace) -> Path:
@@ -191,21 +233,38 @@ def _kb_path(args: argparse.Namespace) -> Path:
 
 
 def cmd_kb_info(args: argparse.Namespace) -> int:
-    from kb.paths import default_kb_path
+
+    from packaging.version import Version
+
+    from kb import paths
 
     kb = _graph(args).kb  # the facts: no pydantic
-    path = Path(args.kb) if args.kb else default_kb_path()
+    choice = (paths.KBChoice(args.kb, "--kb") if args.kb else paths.kb_choice())
+    path = Path(choice.path)
+    # One release per version: a local record (`scrape --from-path`) of a version the
+    # index also has is the same release, and the index's record is the one queries use.
+    by_version: dict[Any, Any] = {}
+    for r in kb.sglang:
+        v = Version(r.version)
+        if v not in by_version or (r.source == "index" and by_version[v].source != "index"):
+            by_version[v] = r
+    sglang = [by_version[v] for v in sorted(by_version)]
+    local = sorted({r.version for r in kb.sglang if r.source != "index"}, key=Version)
     wheels = sum(len(r.wheels) for r in kb.mooncake)
     builds = sum(len(w.builds) for r in kb.mooncake for w in r.wheels)
     dists = sorted({r.dist for r in kb.mooncake})
     info = {
         "kb": str(path),
+        "kb_source": choice.source,
+        "other_kb": ({"kb": choice.other, "scraped_at": paths.scraped_at(choice.other)}
+                     if choice.other else None),
         "schema_version": kb.schema_version,
         "scraped_at": kb.scrape.scraped_at.isoformat(),
         "index_url": kb.scrape.index_url,
-        "sglang_releases": len(kb.sglang),
-        "sglang_range": [kb.sglang[0].version, kb.sglang[-1].version] if kb.sglang else [],
-        "sglang_by_module": _count(r.pg.module or "none" for r in kb.sglang),
+        "sglang_releases": len(sglang),
+        "sglang_range": [sglang[0].version, sglang[-1].version] if sglang else [],
+        "sglang_recorded_locally": local,
+        "sglang_by_module": _count(r.pg.module or "none" for r in sglang),
         "mooncake_releases": len(kb.mooncake),
         "mooncake_distributions": {d: len([r for r in kb.mooncake if r.dist == d])
                                    for d in dists},
@@ -220,9 +279,17 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(info)
         return 0
-    print(f"knowledge base {info['kb']} (schema {kb.schema_version})")
+    why = {"--kb": "named by --kb", "MOONPIN_KB": "named by $MOONPIN_KB",
+           "user": "the user KB `moonpin scrape` writes",
+           "shipped": "the KB installed with moonpin"}[choice.source]
+    print(f"knowledge base {info['kb']} (schema {kb.schema_version}; {why})")
     print(f"  scraped {info['scraped_at']} ({_age(info['age_seconds'])}) from "
           f"{kb.scrape.index_url or 'the package index'} by moonpin {kb.scrape.moonpin_version}")
+    if choice.other:
+        other = info["other_kb"]["scraped_at"] or "an unreadable time"
+        user = choice.source == "user"
+        print(f"  not read: the {'shipped' if user else 'user'} KB {choice.other} (scraped "
+              f"{other}); this one is {'as new or newer' if user else 'newer'}")
     for line in _refresh_lines(info["last_refresh"]):
         print(f"  {line}")
     ages = info["kinds_age_seconds"]
@@ -230,9 +297,11 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
         print("  facts asked of the index: " + "; ".join(
             f"{k} {info['kinds_scraped_at'][k]} ({_age(a)})" for k, a in ages.items()))
     rng = info["sglang_range"]
-    print(f"  sglang   {len(kb.sglang)} releases"
+    print(f"  sglang   {len(sglang)} releases"
           f"{f' ({rng[0]} .. {rng[1]})' if rng else ''}; by process-group module: "
           + ", ".join(f"{k} {v}" for k, v in info["sglang_by_module"].items()))
+    if local:
+        print(f"           recorded from local sources: {', '.join(local)}")
     print(f"           launch-argument rules recorded for {info['sglang_with_launch_rules']} "
           "releases")
     print(f"  mooncake {len(kb.mooncake)} releases, {wheels} wheels, {builds} builds")
@@ -764,6 +833,201 @@ def cmd_triples(args: argparse.Namespace) -> int:
     return 0 if rows else 1
 
 
+# ---------------------------------------------------------------------- spelling
+
+
+class _Pools:
+    """The releases the KB holds, for reading what users type (``latest``, ``v0.5.18``,
+    "did you mean"): first from the derived tables (a few milliseconds), the whole KB's
+    JSON (standard library, no pydantic) only when those do not decide."""
+
+    def __init__(self, kb_path: Path) -> None:
+        self.kb_path = kb_path
+        self._sglang: list[str] | None = None
+        self._mooncake: dict[str, list[str]] | None = None
+        self._full: tuple[list[str], list[str], dict[str, list[str]]] | None = None
+        self._full_read = False
+
+    def fast_sglang(self) -> list[str]:
+        """The SGLang releases of the index, from ``resolved/_sglang.json`` ([] when it
+        is missing or stale)."""
+        if self._sglang is None:
+            from resolver import resolved
+
+            self._sglang = list(resolved.load_requirements(self.kb_path) or {})
+        return self._sglang
+
+    def fast_mooncake(self) -> dict[str, list[str]]:
+        """The mooncake releases by distribution (unread ones too), from one release's
+        table ({} when there is none)."""
+        if self._mooncake is None:
+            from resolver import resolved
+
+            self._mooncake = {}
+            reqs = resolved.load_requirements(self.kb_path) or {}
+            with_module = [v for v, m in reqs.items() if m.get("module")]
+            table = resolved.load(self.kb_path, with_module[-1]) if with_module else None
+            if table is not None:
+                pairs = [(d, v) for d, v in table.releases] + [
+                    (u.get("dist"), u.get("version")) for u in table.doc.get("unread", ())
+                    if isinstance(u, dict)]
+                for d, v in pairs:
+                    if isinstance(d, str) and isinstance(v, str):
+                        self._mooncake.setdefault(d, []).append(v)
+        return self._mooncake
+
+    def full(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
+        """(SGLang releases of the index, every SGLang version the KB names — local
+        records and unread ones too —, mooncake releases by distribution, unread ones
+        too); None when the KB cannot be read (the command then says why)."""
+        if not self._full_read:
+            self._full_read = True
+            from resolver.resolved import load_facts
+
+            facts = load_facts(self.kb_path)  # read once: the command answers from them
+            if facts is not None:
+                mc: dict[str, list[str]] = {}
+                for m in facts.mooncake:
+                    mc.setdefault(m.dist, []).append(m.version)
+                for u in facts.unread:
+                    if u.kind == "mooncake":
+                        mc.setdefault(u.name, []).append(u.version)
+                self._full = ([s.version for s in facts.sglang if s.source == "index"],
+                              [s.version for s in facts.sglang]
+                              + [u.version for u in facts.unread if u.kind == "sglang"], mc)
+                return self._full
+            from kb.files import loads_json, read_regular
+
+            try:  # kb.store's cap, without importing pydantic's models
+                doc = loads_json(read_regular(self.kb_path, cap=256 << 20,
+                                              what="knowledge base"))
+                index = [r["version"] for r in doc["sglang"] if r.get("source") == "index"]
+                every = [r["version"] for r in doc["sglang"]] + [
+                    u["version"] for u in doc.get("unread", ()) if u.get("kind") == "sglang"]
+                mooncake: dict[str, list[str]] = {}
+                for r in doc["mooncake"]:
+                    mooncake.setdefault(r["dist"], []).append(r["version"])
+                for u in doc.get("unread", ()):
+                    if u.get("kind") == "mooncake":
+                        mooncake.setdefault(u["name"], []).append(u["version"])
+                texts = [*index, *every, *mooncake, *(v for vs in mooncake.values() for v in vs)]
+                if not all(isinstance(v, str) for v in texts):
+                    raise TypeError("a version is not a string")
+                self._full = (index, every, mooncake)
+            except (MoonpinError, OSError, ValueError, KeyError, TypeError, AttributeError):
+                self._full = None  # a KB edited by hand: the command says what is wrong
+        return self._full
+
+    def sglang(self, text: str, flag: str) -> str:
+        """An SGLang release as typed -> the KB's spelling of it."""
+        from resolver import spelling
+
+        fast = self.fast_sglang()
+        if spelling.strip_v(text) in fast:  # as the KB spells it: nothing to parse
+            return spelling.strip_v(text)
+        if spelling.is_latest(text):
+            full = None if fast else self.full()
+            return spelling.release(text, fast or (full[0] if full else []), flag=flag)
+        version = spelling.version(text, flag=flag, pool=fast or (self.full() or [[]])[0])
+        if version in fast:
+            return version
+        full = self.full()
+        if full is None:
+            return version  # the command says what is wrong with the KB
+        return _same_or(version, full[1],
+                        lambda: spelling.not_known(version, full[0] or full[1], flag=flag))
+
+    def mooncake(self, dist: str, text: str, flag: str | None = None, *,
+                 what: str = "mooncake distribution") -> tuple[str, str]:
+        """A mooncake distribution and release as typed -> the KB's spellings."""
+        from resolver import spelling
+
+        fast = self.fast_mooncake()
+        pools = fast or (self.full() or ([], [], {}))[2]
+        if not pools:
+            return dist, spelling.strip_v(text)
+        name = spelling.name(dist, [*pools, *(["sglang"] if what != "mooncake distribution"
+                                              else [])], what=what)
+        flag = flag or f"{name}=="
+        if spelling.is_latest(text):
+            return name, spelling.release(text, pools[name], what=name, flag=flag)
+        version = spelling.version(text, what=name, flag=flag, pool=pools[name])
+        return name, _same_or(version, pools[name],
+                              lambda: spelling.not_known(version, pools[name], what=name,
+                                                         flag=flag))
+
+    def dist(self, text: str) -> str:
+        from resolver import spelling
+
+        fast = self.fast_mooncake()
+        pools = fast or (self.full() or ([], [], {}))[2]
+        return spelling.name(text, pools) if pools else text
+
+
+def _same_or(version: str, pool: list[str], error: Any) -> str:
+    """``pool``'s spelling of ``version``; raise ``error()`` when it has none."""
+    from packaging.version import Version
+
+    v = Version(version)
+    for p in pool:
+        try:
+            if Version(p) == v:
+                return p
+        except ValueError:  # InvalidVersion is a ValueError
+            continue
+    raise error()
+
+
+def _spell_inputs(args: argparse.Namespace) -> None:
+    """Read the releases, distributions, pythons and platforms given the way users type
+    them (``latest``, ``v0.5.18``, ``V0.5.18``, ``amd64``) into the KB's own spelling,
+    before any command runs: every path (the fast tables too) then sees one version, and a
+    typo is refused here, exit 2, with what was probably meant."""
+    from resolver import spelling
+    from resolver.inputs import normalize_arch, normalize_python
+
+    cmd = args.command
+    if cmd in ("which", "explain", "pins", "renovate", "constraints", "triples"):
+        normalize_python(getattr(args, "python", None))  # only checked: outputs quote it
+        normalize_arch(getattr(args, "arch", None))
+    if cmd not in ("which", "explain", "show", "renovate", "constraints", "args", "triples"):
+        return
+    pools = _Pools(_kb_path(args))
+    if cmd != "triples" and getattr(args, "sglang", None):
+        args.sglang = pools.sglang(args.sglang, "--sglang ")
+    if getattr(args, "torch", None) and cmd != "triples":
+        args.torch = spelling.version(args.torch, what="torch", flag="--torch ")
+    if getattr(args, "dist", None):
+        args.dist = pools.dist(args.dist)
+    if cmd == "triples":  # specifiers; a bare release as users type it means ==release
+        if args.sglang and (spelling.is_latest(args.sglang)
+                            or spelling.strip_v(args.sglang) != args.sglang.strip()):
+            args.sglang = "==" + pools.sglang(args.sglang, "--sglang ")
+        if args.torch and spelling.strip_v(args.torch) != args.torch.strip():
+            args.torch = "==" + spelling.version(args.torch, what="torch", flag="--torch ")
+    if cmd == "which" and args.mooncake:
+        dist, version = spelling.split_release(args.mooncake)
+        args.mooncake = "==".join(pools.mooncake(dist, version))
+    if cmd == "show":
+        name, version = spelling.split_release(args.release)
+        if name == "sglang":
+            args.release = f"sglang=={pools.sglang(version, 'sglang==')}"
+        else:
+            args.release = "==".join(pools.mooncake(name, version, what="release name"))
+    if cmd == "explain":
+        out = []
+        for item in args.releases:
+            name, version = spelling.split_release(item)
+            if name == "sglang":
+                version = pools.sglang(version, "sglang==")
+            elif name == "torch":
+                version = spelling.version(version, what="torch", flag="torch==")
+            else:
+                name, version = pools.mooncake(name, version)
+            out.append(f"{name}=={version}")
+        args.releases = out
+
+
 # ---------------------------------------------------------------------- parser
 
 
@@ -813,14 +1077,16 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="moonpin", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")
-    p.add_argument("--version", action="store_true",
+    p.add_argument("--kb", help="knowledge-base file (default: $MOONPIN_KB, else the newer of "
+                   "the user KB `moonpin scrape` writes and the shipped one)")
+    p.add_argument("--version", action="store_true", dest="show_version",  # not scrape's
                    help="print moonpin's version and when its knowledge base was scraped")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("help", help="this help, or a command's: moonpin help which")
 
     s = sub.add_parser("scrape", help="read releases from the index into the KB")
-    s.add_argument("--only", choices=["sglang", "mooncake", "torch"])
+    s.add_argument("--only", choices=["sglang", "mooncake", "torch"],
+                   help="refresh only this kind of release (default: all three)")
     s.add_argument("--full", action="store_true", help="re-read everything")
     s.add_argument("--from-path", metavar="PATH",
                    help="record an SGLang source tree or site-packages instead of the index")
@@ -832,46 +1098,56 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                    "(default $MOONPIN_INDEX_URL, else pip's index: $PIP_INDEX_URL, pip config, "
                    "pip's default)")
     s.add_argument("--jobs", type=int, default=8, help="concurrent requests (default 8)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_scrape)
 
     k = sub.add_parser("kb", help="about the knowledge base")
     ksub = k.add_subparsers(dest="kb_command", required=True)
-    ki = ksub.add_parser("info", help="counts, coverage and dates")
-    ki.add_argument("--json", action="store_true")
+    ki = ksub.add_parser("info", help="which KB is read, when it was scraped, counts and "
+                         "coverage")
+    ki.add_argument("--json", action="store_true", help="print it as JSON")
     ki.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     ki.set_defaults(func=cmd_kb_info)
-    kr = ksub.add_parser("resolve", help="re-derive resolved.json (the fast answers) from the KB")
+    kr = ksub.add_parser("resolve", help="re-derive the resolved/ folder beside the KB (one "
+                         "table of answers per SGLang release, read by the fast paths); "
+                         "`moonpin scrape` does it after every write")
     kr.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     kr.set_defaults(func=cmd_kb_resolve)
 
     sh = sub.add_parser("show", help="what the KB holds for one release")
     sh.add_argument("release", help="e.g. sglang==0.5.18 or "
                     "mooncake-transfer-engine-cuda13==0.3.13.post1")
-    sh.add_argument("--json", action="store_true")
+    sh.add_argument("--json", action="store_true", help="print the KB's record as JSON")
     sh.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     sh.set_defaults(func=cmd_show)
     def scope(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--python", help="3.12 or cp312 (default: every python the wheels "
                         "cover)")
         sp.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
-        sp.add_argument("--json", action="store_true")
+        sp.add_argument("--json", action="store_true",
+                        help="print the answer as JSON (shapes in the README)")
         sp.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
 
     w = sub.add_parser("which", help="which mooncake / sglang / torch works with the rest")
-    w.add_argument("what", choices=["mooncake", "sglang", "torch"])
-    w.add_argument("--sglang", metavar="VERSION")
-    w.add_argument("--mooncake", metavar="DIST==VERSION")
+    w.add_argument("what", choices=["mooncake", "sglang", "torch"],
+                   help="what to find: mooncake needs --sglang; sglang needs --mooncake; "
+                   "torch needs both")
+    w.add_argument("--sglang", metavar="VERSION", help="the SGLang release, e.g. 0.5.18, "
+                   "v0.5.18 or latest")
+    w.add_argument("--mooncake", metavar="DIST==VERSION", help="the mooncake release, e.g. "
+                   "mooncake-transfer-engine-cuda13==0.3.13.post1 (or DIST==latest)")
     w.add_argument("--torch", metavar="VERSION", help="e.g. 2.13.0 or 2.13.0+cu126 "
                    "(default: what the SGLang release requires)")
-    w.add_argument("--dist", help="only this mooncake distribution")
+    w.add_argument("--dist", metavar="NAME", help="only this mooncake distribution")
     w.add_argument("--why", action="store_true", help="also list every excluded candidate")
     scope(w)
     w.set_defaults(func=cmd_which)
 
     e = sub.add_parser("explain", help="every check for sglang==V DIST==V [torch==T]")
-    e.add_argument("releases", nargs="+", metavar="NAME==VERSION")
+    e.add_argument("releases", nargs="+", metavar="NAME==VERSION",
+                   help="sglang==V and a mooncake DIST==V (and optionally torch==T); V may "
+                   "be latest")
     e.add_argument("--torch", metavar="VERSION", help="the torch, as torch==T or this option")
     scope(e)
     e.set_defaults(func=cmd_explain)
@@ -908,7 +1184,8 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     rv = sub.add_parser("renovate", help="a Renovate config fragment that keeps torch and "
                         "mooncake bumps compatible with the pinned sglang")
     rv.add_argument("files", nargs="*", metavar="FILE", help="files pinning sglang")
-    rv.add_argument("--sglang", metavar="VERSION")
+    rv.add_argument("--sglang", metavar="VERSION", help="the SGLang release to keep "
+                    "(default: the files' sglang pin)")
     rv.add_argument("--allow-jit", action="store_true", help="also allow mooncake releases "
                     "that compile their process-group extension at first import")
     scope(rv)
@@ -917,7 +1194,8 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     cn = sub.add_parser("constraints", help="a pip/uv constraints file (or [tool.uv] "
                         "constraint-dependencies) holding torch and mooncake to what an SGLang "
                         "release loads")
-    cn.add_argument("--sglang", metavar="VERSION", required=True)
+    cn.add_argument("--sglang", metavar="VERSION", required=True,
+                    help="the SGLang release, e.g. 0.5.18 or latest")
     cn.add_argument("--format", choices=["txt", "uv"], default="txt",
                     help="txt: a constraints file for pip -c / uv pip compile -c; uv: the "
                     "[tool.uv] constraint-dependencies table")
@@ -945,7 +1223,7 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                     help="how long --authoritative may take per launch (default 300)")
     ar.add_argument("--format", choices=["auto", "yaml", "shell"], default="auto",
                     help="how to read --file (default: by suffix and content)")
-    ar.add_argument("--json", action="store_true")
+    ar.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     ar.add_argument("--verbose", "-v", action="store_true",
                     help="list every rule that could not be checked offline")
     ar.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
@@ -953,14 +1231,64 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     ar.set_defaults(func=cmd_args)
 
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
-    t.add_argument("--sglang", metavar="SPEC")
-    t.add_argument("--torch", metavar="SPEC")
-    t.add_argument("--mooncake", metavar="SPEC")
-    t.add_argument("--dist")
-    t.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    t.add_argument("--sglang", metavar="SPEC", help="only these SGLang releases, e.g. "
+                   "'>=0.5.17' (a bare version means ==)")
+    t.add_argument("--torch", metavar="SPEC", help="only these torch releases")
+    t.add_argument("--mooncake", metavar="SPEC", help="only these mooncake releases")
+    t.add_argument("--dist", metavar="NAME", help="only this mooncake distribution")
+    t.add_argument("--format", choices=["table", "json", "csv"], default="table",
+                   help="table (default), json or csv")
     scope(t)
     t.set_defaults(func=cmd_triples)
+    _document(sub, k)
     return p
+
+
+#: Each command's exit codes, printed at the end of its ``-h``.
+EXIT_CODES = {
+    "help": "0 always",
+    "scrape": "0 every release read; 1 some releases could not be read (listed as unread, "
+              "left out of the KB); 2 bad input, an index that cannot be reached or an "
+              "unusable KB",
+    "kb": "0 done; 2 an unusable KB, or a folder that cannot be written",
+    "info": "0 done; 2 an unusable KB",
+    "resolve": "0 the folder was written; 2 an unusable KB, or a folder that cannot be "
+               "written (never the KB installed with moonpin)",
+    "show": "0 the release is in the KB; 1 it could not be read in the last scrape; 2 bad "
+            "input or a release the KB does not hold",
+    "which": "0 at least one compatible result; 1 none (the reasons are printed); 2 bad input",
+    "explain": "0 compatible; 1 incompatible or unknown (the failing checks are printed); "
+               "2 bad input",
+    "matrix": "0 at least one compatible row; 1 none; 2 bad input or an unusable KB",
+    "pins": "0 compatible and nothing to do; 1 incompatible or updates proposed (0 with "
+            "--exit-zero); 2 a file or line that cannot be read (nothing judged)",
+    "renovate": "0 a fragment with a compatible mooncake; 1 none fits (the fragment holds "
+                "what can be said); 2 bad input",
+    "constraints": "0 written; 1 no mooncake release fits; 2 bad input",
+    "args": "0 no rule violated; 1 a violated rule, a problem in a file, or an option the "
+            "release refuses; 2 bad input",
+    "triples": "0 at least one compatible set; 1 none; 2 bad input",
+}
+
+
+def _document(sub: Any, kb: argparse.ArgumentParser) -> None:
+    """End every command's ``-h`` with its exit codes (and say what it does on top)."""
+    import argparse
+
+    parsers = dict(sub.choices)
+    kb_sub = next(a for a in kb._actions if isinstance(a, argparse._SubParsersAction))
+    parsers.update({f"kb {n}": p for n, p in kb_sub.choices.items()})
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    helps.update({f"kb {a.dest}": a.help for a in kb_sub._choices_actions})
+    for name, sp in parsers.items():
+        codes = EXIT_CODES.get(name.split()[-1])
+        if codes is None or not sp.add_help:  # check: its own parser says them
+            continue
+        if sp.description is None and helps.get(name):
+            sp.description = helps[name]
+        # one paragraph: argparse's formatter wraps it
+        sp.epilog = " ".join(filter(None, [sp.epilog, f"exit codes: {codes}; 130 "
+                                                      "interrupted."]))
 
 
 #: No version, specifier, name or path moonpin is given needs more: a longer argument is
@@ -1018,7 +1346,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     args = parser.parse_args(args_in)
-    if args.version:
+    if args.show_version:
         print(_version_line(args.kb))
         return 0
     if getattr(args, "func", None) is None:
@@ -1027,6 +1355,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "kb_sub", None):
         args.kb = args.kb_sub
     try:
+        _spell_inputs(args)
         code: int = args.func(args)
     except MoonpinError as e:
         _fatal(str(e), e.hint)

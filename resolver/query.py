@@ -18,11 +18,11 @@ from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from kb.errors import UsageError
 from kb.facts import Build, Loader, Sglang, Wheel
-from resolver import rule
+from resolver import rule, spelling
 from resolver.answers import Candidate, Covered, Explanation, Which
 from resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from resolver.inputs import normalize_arch, normalize_python
@@ -103,68 +103,58 @@ class Evaluation:
 
 
 def parse_release(text: str) -> tuple[str, str]:
-    """``NAME==VERSION`` (any PEP 503 spelling of the name) -> (canonical name, version)."""
-    name, sep, version = text.partition("==")
-    if not sep or not name.strip() or not version.strip():
-        raise UsageError(f"{text!r} does not name one release",
-                         hint="use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
-    try:
-        Version(version.strip())
-    except InvalidVersion as e:
-        raise UsageError(f"{version.strip()!r} in {text!r} is not a PEP 440 version") from e
-    return str(canonical_name(name.strip())), version.strip()
+    """``NAME==VERSION`` (any PEP 503 spelling of the name, a ``v`` prefix on the version)
+    -> (canonical name, version)."""
+    name, version = spelling.split_release(text)
+    if spelling.is_latest(version):
+        raise UsageError(f"{text!r}: {name}=={version} needs the knowledge base's releases",
+                         hint=f"name the version (`moonpin which` and `moonpin kb info` list "
+                              f"them), not {version!r}")
+    return name, spelling.version(version, what=name, flag=f"{name}==")
 
 
 def _nearest(version: str, pool: Iterable[str]) -> str:
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return ", ".join(list(pool)[-3:])
-    ordered = sorted(set(pool), key=Version)
-    near = [p for p in ordered if Version(p) < v][-2:] + [p for p in ordered if Version(p) > v][:2]
-    return ", ".join(near) or "none"
+    return ", ".join(spelling.close_versions(version, list(pool))) or "none"
 
 
 def get_sglang(g: CompatGraph, version: str) -> Sglang:
-    try:
-        s = g.find_sglang(version)
-    except InvalidVersion as e:
-        raise UsageError(f"sglang version {version!r} is not PEP 440") from e
+    """The SGLang release ``version`` names (``latest``, ``v0.5.18`` and any PEP 440
+    spelling of a known release accepted); a UsageError with the nearest known otherwise."""
+    pool = [s.version for s in g.sglang.values()]
+    if spelling.is_latest(version):
+        version = spelling.release(version, pool, flag="sglang ")
+    version = spelling.version(version, what="sglang", flag="sglang ", pool=pool)
+    s = g.find_sglang(version)
     if s is None:
         unread = [u for u in g.kb.unread if u.kind == "sglang" and u.version == version]
         if unread:
             raise UsageError(f"sglang {version} could not be read in the last scrape "
                              f"({unread[0].reason}); its compatibility is unknown",
                              hint="run `moonpin scrape --only sglang` again")
-        raise UsageError(f"sglang {version} is not in the knowledge base (nearest known: "
-                         f"{_nearest(version, (str(v) for v in g.sglang))})",
-                         hint="run `moonpin scrape` to refresh it")
+        raise spelling.not_known(version, pool, flag="sglang ")
     return s
 
 
 def check_mooncake(g: CompatGraph, dist: str, version: str) -> None:
-    dist = str(canonical_name(dist))
-    if dist not in g.dists():
-        raise UsageError(f"unknown mooncake distribution {dist!r}",
-                         hint="known: " + ", ".join(g.dists()))
+    """A UsageError unless ``dist`` ``version`` is a mooncake release of the KB (the error
+    says what was probably meant)."""
+    dist = spelling.name(dist, g.dists())
+    pool = [str(v) for d, v in g.mooncake if d == dist]
+    version = spelling.version(version, what=dist, flag=f"{dist}==", pool=pool)
     if g.find_mooncake(dist, version) is None:
         if any(u.name == dist and u.version == version for u in g.kb.unread):
             raise UsageError(f"{dist} {version} could not be read in the last scrape; its "
                              "compatibility is unknown", hint="run `moonpin scrape` again")
-        pool = [str(v) for d, v in g.mooncake if d == dist]
-        raise UsageError(f"{dist} {version} is not in the knowledge base (nearest known: "
-                         f"{_nearest(version, pool)})", hint="run `moonpin scrape` to refresh it")
+        raise spelling.not_known(version, pool, what=dist, flag=f"{dist}==")
 
 
 @lru_cache(maxsize=4096)
 def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
     """A torch as given: ``2.13.0+cu126`` names its CUDA variant; a bare version means
     the wheel the index publishes for ``arch`` (its CUDA major from the KB)."""
-    try:
-        v = Version(text)
-    except InvalidVersion as e:
-        raise UsageError(f"torch version {text!r} is not PEP 440",
-                         hint="use e.g. --torch 2.13.0 or 2.13.0+cu130") from e
+    text = spelling.version(text, what="torch", flag="--torch ",
+                            pool=[str(t) for t in g.torch_versions])
+    v = Version(text)
     if v.local:
         m = re.fullmatch(r"cu(\d+)", v.local)
         if m:

@@ -393,9 +393,33 @@ def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
     return loads_json(data)
 
 
+#: Facts read in this process, by the files' paths and their stat (a command that spells
+#: the user's input and then answers reads them once).
+_FACTS_READ: dict[tuple[object, ...], Facts] = {}
+
+
+def _stat_key(*paths: str) -> tuple[object, ...] | None:
+    try:
+        return tuple((p, st.st_ino, st.st_size, st.st_mtime_ns)
+                     for p in paths for st in (os.stat(p),))
+    except OSError:
+        return None
+
+
 def load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
     """The KB's facts from ``resolved/_facts.json`` (no pydantic); None when that file is
     missing, stale, damaged or of another shape (then the caller reads the KB itself)."""
+    key = _stat_key(os.fspath(kb_path), os.path.join(_folder(kb_path), FACTS_NAME))
+    if key is not None and key in _FACTS_READ:
+        return _FACTS_READ[key]
+    found = _load_facts(kb_path)
+    if found is not None and key is not None:
+        _FACTS_READ.clear()
+        _FACTS_READ[key] = found
+    return found
+
+
+def _load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
     import gc
 
     from kb.facts import FactsError, from_json

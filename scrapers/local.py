@@ -28,6 +28,7 @@ from readers.pyast import FileAnalysis
 from scrapers import sglang as sg
 from scrapers.fetch import Fetcher
 from scrapers.pypi import parse_metadata
+from scrapers.report import Reporter
 
 __all__ = ["find_pins", "release_from_members", "safe_name", "scrape_archive", "scrape_path"]
 
@@ -137,15 +138,23 @@ def release_from_members(
     source: str,
     version: str | None,
     fallback_version: str | None = None,
+    reporter: Reporter | None = None,
 ) -> SglangRelease:
     """Build one release from the files of a tree or archive (paths relative, POSIX).
 
     The SGLang package root is the folder holding ``sglang/__init__.py`` (``python/``
     in the git repository, the site-packages folder in an installed environment).
+    ``reporter`` hears of each source file analysed (a whole tree takes a while).
     """
     if version is not None:  # a bad --version is said before minutes of reading
         _pep440(label, version)
-    files = list(members)
+    report = reporter or Reporter()
+    files = []
+    report.start(f"reading {safe_name(label)[:60]}", 0, unit="files")
+    for item in members:
+        files.append(item)
+        report.advance(item[0])
+    report.finish()
     root = _package_root(files, label)
     digest = hashlib.sha256()
     total = 0
@@ -154,6 +163,9 @@ def release_from_members(
     requires: list[str] = []
     requires_python: str | None = None
     found_version: str | None = None
+    report.start(f"analysing {safe_name(label)[:60]}",
+                 sum(1 for p, _ in files if p.startswith(root) and p.endswith(".py")
+                     and p[len(root):].startswith("sglang/")), unit="sources")
     for path, data in sorted(files, key=lambda t: t[0]):
         if isinstance(data, bytes):
             digest.update(path.encode("utf-8", "surrogateescape") + b"\0"
@@ -165,6 +177,7 @@ def release_from_members(
                 analyses.append((rel, sg._failed(rel, f"unreadable: {data.strerror or data}")))
             else:
                 analyses.append((rel, sg.analyze_member(rel, data)))
+            report.advance(rel, nbytes=len(data) if isinstance(data, bytes) else 0)
             if rel == "sglang/version.py" and isinstance(data, bytes):
                 found_version = found_version or _version_from_source(data)
         if not isinstance(data, bytes):
@@ -178,6 +191,7 @@ def release_from_members(
             requires += list(meta.requires_dist)
             requires_python = meta.requires_python
             found_version = meta.version or found_version
+    report.finish()
     version = version or found_version or fallback_version
     if not version:
         raise UsageError(f"{label}: cannot tell which SGLang version this is",
@@ -279,7 +293,8 @@ def _walk(root: Path) -> Iterator[tuple[str, bytes | OSError]]:
             yield safe_name(rel), data
 
 
-def scrape_path(path: Path, *, version: str | None = None) -> SglangRelease:
+def scrape_path(path: Path, *, version: str | None = None,
+                reporter: Reporter | None = None) -> SglangRelease:
     """An SGLang checkout, its ``python/`` folder, or a site-packages folder."""
     if not path.exists():
         raise UsageError(f"{str(path)!r} does not exist",
@@ -291,7 +306,7 @@ def scrape_path(path: Path, *, version: str | None = None) -> SglangRelease:
             raise UsageError(str(e), hint=e.hint) from e
         return release_from_members(_archive_members(data, str(path)), label=path.name,
                                     url=path.resolve().as_uri(), source="archive",
-                                    version=version)
+                                    version=version, reporter=reporter)
     if not path.is_dir():
         try:
             read_regular(path, cap=MAX_ARCHIVE, what="source tree or archive")
@@ -299,7 +314,7 @@ def scrape_path(path: Path, *, version: str | None = None) -> SglangRelease:
             raise UsageError(str(e), hint="point --from-path at an SGLang checkout or "
                                           "a source archive") from e
     return release_from_members(_walk(path), label=str(path), url=path.resolve().as_uri(),
-                                source="path", version=version)
+                                source="path", version=version, reporter=reporter)
 
 
 _ARCHIVE_HINT = ("point --from-path/--from-url at an SGLang source archive (.tar.gz or .zip, "
@@ -407,7 +422,8 @@ def _common_top(names: list[str]) -> str:
     return ""
 
 
-def scrape_archive(fetcher: Fetcher, url: str, *, version: str | None = None) -> SglangRelease:
+def scrape_archive(fetcher: Fetcher, url: str, *, version: str | None = None,
+                   reporter: Reporter | None = None) -> SglangRelease:
     """A tagged source archive by URL (``…/archive/refs/tags/v0.5.18.tar.gz``)."""
     data = fetcher.get_bytes(url, max_bytes=MAX_ARCHIVE)
     if data is None:
@@ -416,4 +432,4 @@ def scrape_archive(fetcher: Fetcher, url: str, *, version: str | None = None) ->
     label = url.rsplit("/", 1)[-1]
     return release_from_members(_archive_members(data, label), label=label, url=url,
                                 source="archive", version=version,
-                                fallback_version=m.group(1) if m else None)
+                                fallback_version=m.group(1) if m else None, reporter=reporter)

@@ -11,3 +11,6 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory,
     # The runtime check caches its SGLang source analysis (resolver.sources); children
     # inherit the environment, so each test gets its own cache folder.
     monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    # A user KB (`moonpin scrape` on an installed moonpin) is read when newer than the
+    # shipped one: each test gets an empty data folder, so none of the user's is read.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))

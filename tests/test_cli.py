@@ -63,7 +63,7 @@ def test_show_sglang_and_mooncake(kb_file: Path, capsys: pytest.CaptureFixture[s
     [
         ("sglang==0.5.5", "nearest known: 0.5.4, 0.5.17"),
         ("sglang>=0.5", "does not name one release"),
-        ("not a req ==", "cannot parse"),
+        ("not a req ==", "does not name one release"),
         ("mooncake-foo==1.0", "unknown release name"),
     ],
 )
@@ -485,3 +485,136 @@ def test_oversized_arguments_are_refused_before_parsing(
     err = capsys.readouterr().err
     assert e.value.code == 2 and "too long to be a release" in err and "tip:" in err
     assert len(err) < 400  # the input is cut, not echoed whole
+
+
+SHIPPED = str(ROOT / "data" / "kb.json")
+
+
+def _newest_sglang() -> str:
+    from packaging.version import Version
+
+    doc = json.loads(Path(SHIPPED).read_text())
+    return str(max(Version(r["version"]) for r in doc["sglang"] if r["source"] == "index"
+                    and not Version(r["version"]).is_prerelease))
+
+
+@pytest.mark.parametrize("typed", ["v0.5.18", "V0.5.18", "0.5.18.0", " 0.5.18"])
+def test_which_reads_a_release_as_users_type_it(typed: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--kb", SHIPPED, "which", "mooncake", "--sglang", "0.5.18"]) == 0
+    plain = capsys.readouterr().out
+    assert main(["--kb", SHIPPED, "which", "mooncake", "--sglang", typed]) == 0
+    assert capsys.readouterr().out == plain
+
+
+def test_latest_is_the_newest_release_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    newest = _newest_sglang()
+    main(["--kb", SHIPPED, "which", "mooncake", "--sglang", newest, "--json"])
+    want = json.loads(capsys.readouterr().out)
+    main(["--kb", SHIPPED, "which", "mooncake", "--sglang", "latest", "--json"])
+    assert json.loads(capsys.readouterr().out) == want
+    code, out, _ = run(capsys, "--kb", SHIPPED, "show", "sglang==latest", "--json")
+    assert code == 0 and json.loads(out)["version"] == newest
+    code, out, _ = run(capsys, "--kb", SHIPPED, "show",
+                       "mooncake-transfer-engine-cuda13==LATEST", "--json")
+    assert code == 0 and json.loads(out)["dist"] == "mooncake-transfer-engine-cuda13"
+    code, out, _ = run(capsys, "--kb", SHIPPED, "explain", "sglang==v0.5.18",
+                       "mooncake-transfer-engine-cuda13==v0.3.13.post1", "--python", "3.12",
+                       "--arch", "x86_64")
+    assert code == 0 and out.startswith("sglang 0.5.18 + mooncake-transfer-engine-cuda13=="
+                                        "0.3.13.post1 + torch 2.13.0 on cp312 x86_64")
+    code, out, _ = run(capsys, "--kb", SHIPPED, "constraints", "--sglang", "v0.5.18")
+    assert code == 0 and "sglang 0.5.18" in out
+
+
+def test_the_fast_path_sees_the_normalised_release() -> None:
+    """`which mooncake --sglang v0.5.18` answers from the resolved tables, as 0.5.18 does."""
+    probe = ("import sys; from resolver.cli import main; code = main(sys.argv[1:]); "
+             "print('networkx' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr); "
+             "raise SystemExit(code)")
+    r = subprocess.run([sys.executable, "-c", probe, "--kb", SHIPPED, "which", "mooncake",
+                        "--sglang", "V0.5.18"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("recommended: ")
+    assert r.stderr.strip() == "False False"
+
+
+@pytest.mark.parametrize(("argv", "message", "tip"), [
+    (["which", "mooncake", "--sglang", "0.5.l8"], "'0.5.l8' is not a PEP 440 version",
+     "tip: did you mean --sglang 0.5.18 (not '0.5.l8')?"),
+    (["which", "mooncake", "--sglang", "0.5.99"], "sglang 0.5.99 is not in the knowledge base",
+     "(not '0.5.99')? `moonpin scrape` refreshes"),
+    (["which", "sglang", "--mooncake", "mooncake-transfer-engine-cuda31==0.3.13"],
+     "unknown mooncake distribution 'mooncake-transfer-engine-cuda31'",
+     "tip: did you mean mooncake-transfer-engine-cuda13"),
+    (["which", "sglang", "--mooncake", "mooncake-transfer-engine-cuda13==0.3.l3"],
+     "'0.3.l3' is not a PEP 440 version",
+     "tip: did you mean mooncake-transfer-engine-cuda13==0.3.13 (not '0.3.l3')?"),
+    (["show", "mooncake-transfer-engine-cuda31==0.3.13"],
+     "unknown release name 'mooncake-transfer-engine-cuda31'", "tip: did you mean"),
+    (["show", "sglang==0.5.l8"], "not a PEP 440", "tip: did you mean sglang==0.5.18"),
+    (["explain", "sglang==0.5.18", "mooncake-transfer-engine-cuda13==0.3.99"],
+     "mooncake-transfer-engine-cuda13 0.3.99 is not in the knowledge base",
+     "tip: did you mean mooncake-transfer-engine-cuda13==0.3.14 (not '0.3.99')?"),
+    (["which", "mooncake", "--sglang", "0.5.18", "--python", "3.99"],
+     "no CPython 3.99 exists", "tip: use e.g. --python 3.12 (not '3.99')"),
+    (["which", "mooncake", "--sglang", "0.5.18", "--arch", "x86"], "unknown platform --arch",
+     "tip: did you mean --arch x86_64?"),
+    (["which", "mooncake", "--sglang", "0.5.18", "--dist", "cuda13"],
+     "unknown mooncake distribution 'cuda13'", "tip: did you mean mooncake-transfer-engine-cuda13"),
+    (["which", "mooncake", "--sglang", "0.5.18", "--torch", "2.l3.0"], "not a PEP 440",
+     "tip: "),
+    (["constraints", "--sglang", "0.5.l8"], "not a PEP 440", "tip: did you mean --sglang 0.5.18"),
+    (["renovate", "--sglang", "0.5.99"], "not in the knowledge base", "tip: did you mean"),
+    (["args", "--sglang", "0.5.l8", "--", "--tp", "2"], "not a PEP 440",
+     "tip: did you mean --sglang 0.5.18"),
+])
+def test_a_mistyped_input_exits_2_with_what_was_meant(
+        argv: list[str], message: str, tip: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--kb", SHIPPED, *argv)
+    assert code == 2, err
+    assert message in err and tip in err, err
+    assert out == "" and "Traceback" not in err
+
+
+@pytest.mark.parametrize("python", ["3.12", "cp312", "312", "py312"])
+def test_every_spelling_of_a_real_python_answers(python: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--kb", SHIPPED, "which", "mooncake", "--sglang", "0.5.18", "--python", python,
+                 "--arch", "amd64", "--json"]) == 0
+    q = json.loads(capsys.readouterr().out)["query"]
+    assert (q["python"], q["arch"]) == ("cp312", "x86_64")
+
+
+def test_kb_info_counts_a_locally_recorded_release_once(
+        kb_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.scrapers.test_local import make_tree
+
+    tree = make_tree(tmp_path / "src")
+    assert main(["--kb", str(kb_file), "scrape", "--from-path", str(tree),
+                 "--version", "0.5.17"]) == 0  # a version the index also has
+    capsys.readouterr()
+    code, out, _ = run(capsys, "--kb", str(kb_file), "kb", "info", "--json")
+    info = json.loads(out)
+    assert code == 0 and info["kb_source"] == "--kb"
+    assert info["sglang_releases"] == 2 and info["sglang_range"] == ["0.5.4", "0.5.17"]
+    assert info["sglang_by_module"] == {"mooncake.ep": 1, "mooncake.pg": 1}
+    assert info["sglang_recorded_locally"] == ["0.5.17"]
+    assert main(["--kb", str(kb_file), "scrape", "--from-path", str(tree),
+                 "--version", "0.5.3"]) == 0  # older than any: the range's bottom moves
+    capsys.readouterr()
+    code, out, _ = run(capsys, "--kb", str(kb_file), "kb", "info")
+    assert "sglang   3 releases (0.5.3 .. 0.5.17)" in out
+    assert "recorded from local sources: 0.5.3, 0.5.17" in out
+
+
+def test_triples_reads_a_bare_release_as_users_type_it(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--kb", SHIPPED, "triples", "--python", "3.12", "--arch", "x86_64", "--format",
+            "json"]
+    main([*base, "--sglang", "0.5.18"])
+    want = json.loads(capsys.readouterr().out)
+    main([*base, "--sglang", "v0.5.18"])
+    assert json.loads(capsys.readouterr().out) == want and want
+    main([*base, "--sglang", "latest"])
+    assert {r["sglang"] for r in json.loads(capsys.readouterr().out)} <= {_newest_sglang()}
