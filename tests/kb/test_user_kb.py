@@ -22,10 +22,11 @@ from kb import paths
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_local import make_tree
 
+from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
+
 #: The packages a wheel installs (pyproject's hatch list), so a new one is never left out.
 _PACKAGES = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(
 ))["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
-from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 
