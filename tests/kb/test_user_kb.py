@@ -21,7 +21,6 @@ import tomllib
 from kb import paths
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_local import make_tree
-
 from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
 
 #: The packages a wheel installs (pyproject's hatch list), so a new one is never left out.
