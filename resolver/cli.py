@@ -379,33 +379,25 @@ def _count(items: Any) -> dict[str, int]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-    from packaging.version import Version
+    from resolver import show, spelling
 
-    kb = _load(args)
-    try:
-        req = Requirement(args.release)
-    except InvalidRequirement as e:
-        _fatal(f"cannot parse {args.release!r}: {e}",
-               "name one release as NAME==VERSION, e.g. sglang==0.5.18")
-    specs = list(req.specifier)
-    if len(specs) != 1 or specs[0].operator not in ("==", "==="):
-        _fatal(f"{args.release!r} does not name one release",
-               "use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
-    version = specs[0].version
-    name = canonicalize_name(req.name)
+    g = _graph(args)  # the facts say whether the release is there
+    kb = g.kb
+    name, version = spelling.split_release(args.release)
     if name == "sglang":
-        hits = [r for r in kb.sglang if Version(r.version) == Version(version)]
+        hits = [r.version for r in kb.sglang if _same_version(r.version, version)]
         pool = [r.version for r in kb.sglang]
     else:
-        hits = [r for r in kb.mooncake if r.dist == name and Version(r.version) == Version(version)]
+        hits = [r.version for r in kb.mooncake
+                if r.dist == name and _same_version(r.version, version)]
         pool = [r.version for r in kb.mooncake if r.dist == name]
         if not pool:
             known = sorted({r.dist for r in kb.mooncake} | {"sglang"})
-            _fatal(f"unknown release name {req.name!r}", "known: " + ", ".join(known))
+            _fatal(f"unknown release name {name!r}", "known: " + ", ".join(known))
     if not hits:
-        unread = [u for u in kb.unread if canonicalize_name(u.name) == name
+        from resolver.graph import canonical_name
+
+        unread = [u for u in kb.unread if canonical_name(u.name) == name
                   and u.version == version]
         if unread:
             _fatal(f"{name}=={version} could not be read in the last scrape: "
@@ -413,15 +405,30 @@ def cmd_show(args: argparse.Namespace) -> int:
         near = _nearest(version, pool)
         _fatal(f"{name}=={version} is not in the knowledge base",
                f"nearest known: {', '.join(near)}; run `moonpin scrape` to refresh")
-    rel = hits[-1]
+    shown = hits[-1]  # a local record of a version the index has comes after it
+    rec = show.record(_kb_path(args), name, shown)
+    if rec is None:  # no document for it that belongs to this KB: the KB's own record
+        model = _load(args)
+        found = [r for r in (model.sglang if name == "sglang" else model.mooncake)
+                 if r.version == shown and (name == "sglang" or r.dist == name)]
+        rec = found[-1].model_dump(mode="json")
     if args.json:
-        _emit_json(rel.model_dump(mode="json"))
+        _emit_json(rec)
         return 0
-    if name == "sglang":
-        _print_sglang(rel)
-    else:
-        _print_mooncake(rel)
+    for line in show.lines(name, rec):
+        print(line)
     return 0
+
+
+def _same_version(a: str, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    if a == b:
+        return True
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return False
 
 
 def _nearest(version: str, pool: list[str]) -> list[str]:
@@ -435,58 +442,6 @@ def _nearest(version: str, pool: list[str]) -> list[str]:
     below = [p for p in ordered if Version(p) < v][-2:]
     above = [p for p in ordered if Version(p) > v][:2]
     return below + above
-
-
-def _print_sglang(r: Any) -> None:
-    print(f"sglang {r.version}  ({r.artifact.filename}, sha256 {r.artifact.sha256[:12]}…)")
-    print(f"  torch requirement: {', '.join(r.torch_requirements) or 'none declared'}")
-    pg = r.pg
-    if pg.module is None:
-        print("  process-group module: none (imports no mooncake.pg / mooncake.ep)")
-    else:
-        alt = f" (falls back to {', '.join(pg.alternatives)})" if pg.alternatives else ""
-        print(f"  process-group module: {pg.module}{alt}{' [optional]' if pg.optional else ''}")
-        print(f"  names: {', '.join(pg.names) or '-'}"
-              + (f" (optional: {', '.join(pg.optional_names)})" if pg.optional_names else ""))
-        print(f"  backends: {', '.join(pg.backends) or '-'}")
-        print(f"  evidence: {', '.join(pg.evidence)}")
-    print(f"  {r.files_analyzed} source files analysed, {len(r.imports)} mooncake imports:")
-    for i in r.imports:
-        where = f"{i.member}:{i.line}" + (f" in {i.function}" if i.function else "")
-        names = f" ({', '.join(i.names)})" if i.names else ""
-        print(f"    {i.module}{names} [{i.feature}{', optional' if i.optional else ''}] "
-              f"{where}")
-    for c in r.calls:
-        print(f"    call {c.name}(…{c.positional} positional, "
-              f"{len(c.keywords)} keyword) {c.member}:{c.line}")
-    for f in r.parse_failures:
-        print(f"    unparsed {f.member}: {f.error}")
-    if r.launch is not None:
-        print(f"  launch rules: {len(r.launch.rules)} from {r.launch.member} "
-              f"({len(r.launch.flags)} options they read); `moonpin args --sglang {r.version} "
-              "-- …` checks a launch line")
-
-
-def _print_mooncake(r: Any) -> None:
-    print(f"{r.dist} {r.version}: {len(r.wheels)} wheels")
-    for w in r.wheels:
-        print(f"  {w.artifact.filename}  sha256 {w.artifact.sha256[:12]}…")
-        for ld in w.loaders:
-            imps = ", ".join(i.template for i in ld.imports)
-            extra = f" toolchain: {', '.join(ld.toolchain)}" if ld.toolchain else ""
-            print(f"    loader {ld.module}: {ld.kind} {imps}{extra}")
-            if ld.source_names:
-                print(f"      names in shipped sources: {', '.join(ld.source_names)}")
-        for b in w.builds:
-            if b.read_error:
-                print(f"    build {b.member}: torch {b.torch or '?'} ({b.read_error})")
-                continue
-            print(f"    build {b.member}: torch {b.torch or '?'}"
-                  f"{' (from bytes)' if b.torch_from == 'bytes' else ''}, "
-                  f"CUDA {b.cuda_major or '-'}, backends {', '.join(b.backends) or '-'}")
-            print(f"      names: {', '.join(b.names) or '-'}")
-            print(f"      needs: {', '.join(b.needed) or '-'} [{b.needed_method}]"
-                  f"{' (read from ' + b.bytes_from + ')' if b.bytes_from else ''}")
 
 
 # ---------------------------------------------------------------------- queries
@@ -1071,7 +1026,10 @@ def _version_line(kb: str | None) -> str:
     return f"moonpin {mine}; knowledge base {path}, scraped {when}"
 
 
-def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
+def build_parser(with_matrix: Any = None, only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``only``: a command named on it, whose parser alone is
+    built (argparse builds each parser and its formatter eagerly: all of them cost a query
+    a tenth of its time). ``with_matrix`` adds the matrix command's own options."""
     import argparse
 
     p = argparse.ArgumentParser(
@@ -1083,6 +1041,23 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                    help="print moonpin's version and when its knowledge base was scraped")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("help", help="this help, or a command's: moonpin help which")
+    builders: dict[str, Any] = {
+        "scrape": _add_scrape, "kb": _add_kb, "show": _add_show, "which": _add_which,
+        "explain": _add_explain, "check": _add_check,
+        "matrix": lambda sub: _add_matrix(sub, with_matrix), "pins": _add_pins,
+        "renovate": _add_renovate, "constraints": _add_constraints, "args": _add_args,
+        "triples": _add_triples}
+    kb: argparse.ArgumentParser | None = None
+    for name, add in builders.items():
+        if only is None or only == name or only not in builders:
+            made = add(sub)
+            kb = made if name == "kb" else kb
+    _document(sub, kb)
+    return p
+
+
+def _add_scrape(sub: Any) -> None:
+    import argparse
 
     s = sub.add_parser("scrape", help="read releases from the index into the KB")
     s.add_argument("--only", choices=["sglang", "mooncake", "torch"],
@@ -1102,6 +1077,10 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     s.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_scrape)
 
+
+def _add_kb(sub: Any) -> argparse.ArgumentParser:
+    import argparse
+
     k = sub.add_parser("kb", help="about the knowledge base")
     ksub = k.add_subparsers(dest="kb_command", required=True)
     ki = ksub.add_parser("info", help="which KB is read, when it was scraped, counts and "
@@ -1114,6 +1093,12 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                          "`moonpin scrape` does it after every write")
     kr.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     kr.set_defaults(func=cmd_kb_resolve)
+    made: argparse.ArgumentParser = k
+    return made
+
+
+def _add_show(sub: Any) -> None:
+    import argparse
 
     sh = sub.add_parser("show", help="what the KB holds for one release")
     sh.add_argument("release", help="e.g. sglang==0.5.18 or "
@@ -1121,13 +1106,21 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     sh.add_argument("--json", action="store_true", help="print the KB's record as JSON")
     sh.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     sh.set_defaults(func=cmd_show)
-    def scope(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--python", help="3.12 or cp312 (default: every python the wheels "
-                        "cover)")
-        sp.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
-        sp.add_argument("--json", action="store_true",
-                        help="print the answer as JSON (shapes in the README)")
-        sp.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+
+
+def _scope(sp: argparse.ArgumentParser) -> None:
+    """The options every query command shares."""
+    import argparse
+
+    sp.add_argument("--python", help="3.12 or cp312 (default: every python the wheels "
+                    "cover)")
+    sp.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
+    sp.add_argument("--json", action="store_true",
+                    help="print the answer as JSON (shapes in the README)")
+    sp.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
+
+
+def _add_which(sub: Any) -> None:
 
     w = sub.add_parser("which", help="which mooncake / sglang / torch works with the rest")
     w.add_argument("what", choices=["mooncake", "sglang", "torch"],
@@ -1141,25 +1134,36 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                    "(default: what the SGLang release requires)")
     w.add_argument("--dist", metavar="NAME", help="only this mooncake distribution")
     w.add_argument("--why", action="store_true", help="also list every excluded candidate")
-    scope(w)
+    _scope(w)
     w.set_defaults(func=cmd_which)
+
+
+def _add_explain(sub: Any) -> None:
 
     e = sub.add_parser("explain", help="every check for sglang==V DIST==V [torch==T]")
     e.add_argument("releases", nargs="+", metavar="NAME==VERSION",
                    help="sglang==V and a mooncake DIST==V (and optionally torch==T); V may "
                    "be latest")
     e.add_argument("--torch", metavar="VERSION", help="the torch, as torch==T or this option")
-    scope(e)
+    _scope(e)
     e.set_defaults(func=cmd_explain)
 
+
+def _add_check(sub: Any) -> None:
     sub.add_parser("check", add_help=False,
                    help="verify this image at worker start (see `moonpin check --help`)")
+
+
+def _add_matrix(sub: Any, with_matrix: Any) -> None:
     if with_matrix is not None:
         with_matrix(sub)
-    else:
-        sub.add_parser("matrix", add_help=False,
-                       help="the compatibility matrix: HTML, Markdown, CSV or JSON "
-                            "(see `moonpin matrix --help`)")
+        return
+    sub.add_parser("matrix", add_help=False,
+                   help="the compatibility matrix: HTML, Markdown, CSV or JSON "
+                        "(see `moonpin matrix --help`)")
+
+
+def _add_pins(sub: Any) -> None:
 
     pn = sub.add_parser("pins", help="read a project's pins of sglang, torch and mooncake; "
                         "judge the set and propose updates")
@@ -1178,8 +1182,11 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     pn.add_argument("--diff", action="store_true", help="print the updates as a unified diff")
     pn.add_argument("--write", action="store_true",
                     help="apply the updates in place (atomically; layout and comments kept)")
-    scope(pn)
+    _scope(pn)
     pn.set_defaults(func=cmd_pins)
+
+
+def _add_renovate(sub: Any) -> None:
 
     rv = sub.add_parser("renovate", help="a Renovate config fragment that keeps torch and "
                         "mooncake bumps compatible with the pinned sglang")
@@ -1188,8 +1195,12 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
                     "(default: the files' sglang pin)")
     rv.add_argument("--allow-jit", action="store_true", help="also allow mooncake releases "
                     "that compile their process-group extension at first import")
-    scope(rv)
+    _scope(rv)
     rv.set_defaults(func=cmd_renovate)
+
+
+def _add_constraints(sub: Any) -> None:
+    import argparse
 
     cn = sub.add_parser("constraints", help="a pip/uv constraints file (or [tool.uv] "
                         "constraint-dependencies) holding torch and mooncake to what an SGLang "
@@ -1205,6 +1216,10 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     cn.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
     cn.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     cn.set_defaults(func=cmd_constraints)
+
+
+def _add_args(sub: Any) -> None:
+    import argparse
 
     ar = sub.add_parser("args", help="check a launch line against that SGLang release's own "
                         "elastic-EP argument rules, offline")
@@ -1230,6 +1245,9 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     ar.add_argument("launch", nargs=argparse.REMAINDER, help="-- then the launch arguments")
     ar.set_defaults(func=cmd_args)
 
+
+def _add_triples(sub: Any) -> None:
+
     t = sub.add_parser("triples", help="every compatible (sglang, torch, mooncake) set")
     t.add_argument("--sglang", metavar="SPEC", help="only these SGLang releases, e.g. "
                    "'>=0.5.17' (a bare version means ==)")
@@ -1238,10 +1256,8 @@ def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     t.add_argument("--dist", metavar="NAME", help="only this mooncake distribution")
     t.add_argument("--format", choices=["table", "json", "csv"], default="table",
                    help="table (default), json or csv")
-    scope(t)
+    _scope(t)
     t.set_defaults(func=cmd_triples)
-    _document(sub, k)
-    return p
 
 
 #: Each command's exit codes, printed at the end of its ``-h``.
@@ -1271,15 +1287,16 @@ EXIT_CODES = {
 }
 
 
-def _document(sub: Any, kb: argparse.ArgumentParser) -> None:
+def _document(sub: Any, kb: argparse.ArgumentParser | None) -> None:
     """End every command's ``-h`` with its exit codes (and say what it does on top)."""
     import argparse
 
     parsers = dict(sub.choices)
-    kb_sub = next(a for a in kb._actions if isinstance(a, argparse._SubParsersAction))
-    parsers.update({f"kb {n}": p for n, p in kb_sub.choices.items()})
     helps = {a.dest: a.help for a in sub._choices_actions}
-    helps.update({f"kb {a.dest}": a.help for a in kb_sub._choices_actions})
+    if kb is not None:
+        kb_sub = next(a for a in kb._actions if isinstance(a, argparse._SubParsersAction))
+        parsers.update({f"kb {n}": p for n, p in kb_sub.choices.items()})
+        helps.update({f"kb {a.dest}": a.help for a in kb_sub._choices_actions})
     for name, sp in parsers.items():
         codes = EXIT_CODES.get(name.split()[-1])
         if codes is None or not sp.add_help:  # check: its own parser says them
@@ -1325,13 +1342,19 @@ def main(argv: list[str] | None = None) -> int:
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
     _refuse_oversized(args_in)
-    parser = build_parser()
-    if args_in[len(lead):len(lead) + 1] == ["matrix"]:
+    rest = args_in[len(lead):]
+    if rest == ["--version"]:
+        print(_version_line(lead[1] if lead else None))
+        return 0
+    # Only the named command's parser is built (``moonpin -h``, help and an unknown
+    # command get them all).
+    only = rest[0] if rest and not rest[0].startswith("-") and rest[0] != "help" else None
+    parser = build_parser(only=only)
+    if only == "matrix":
         # The matrix command pulls in the whole resolver; register it only when asked.
         from resolver import matrix
 
-        parser = build_parser(with_matrix=matrix.add_parser)
-    rest = args_in[len(lead):]
+        parser = build_parser(with_matrix=matrix.add_parser, only=only)
     if not rest or rest[0] == "help":
         if len(rest) > 1:  # moonpin help CMD: that command's own help
             if rest[1] == "matrix":
