@@ -818,8 +818,10 @@ def cmd_args(args: argparse.Namespace) -> int:
     for path in args.file or ():
         try:
             found = manifests.read_file(Path(path), args.format)
-        except OSError as e:
-            _fatal(f"cannot read {path}: {e.strerror}", "check the path")
+        except OSError as e:  # kb.errors.ReadRefused (a FIFO, a device, too large) has a hint
+            missing = isinstance(e, FileNotFoundError) or e.errno == 2  # ENOENT
+            _fatal(f"cannot read {path}: {e.strerror}",
+                   "check the path" if missing else getattr(e, "hint", None) or "check the path")
         except ValueError as e:
             _fatal(str(e), "fix the file, or pass --format shell if it is a script")
         if not found.launches and not found.findings:
