@@ -1042,7 +1042,19 @@ def _version_line(kb: str | None) -> str:
 def build_parser(with_matrix: Any = None) -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(
+    class Parser(argparse.ArgumentParser):
+        """argparse's own errors as moonpin's: the echoed input cut short, and a tip (every
+        subcommand's parser is of this class too)."""
+
+        def error(self, message: str) -> NoReturn:
+            self.print_usage(sys.stderr)
+            if len(message) > 400:
+                message = message[:400] + f"... ({len(message):,} characters)"
+            print(f"{self.prog}: error: {message}", file=sys.stderr)
+            print(f"tip: `{self.prog} --help` says what it takes", file=sys.stderr)
+            raise SystemExit(2)
+
+    p = Parser(
         prog="moonpin", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kb", help="knowledge-base file (default: the shipped one, or $MOONPIN_KB)")

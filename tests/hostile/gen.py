@@ -98,8 +98,8 @@ SPECIALS = ("fifo", "dev-zero", "directory", "loop", "sparse-huge", "dangling", 
 
 def make_special(kind: str, path: Path) -> str:
     """Replace ``path`` with a file that is not what a reader expects."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
+    if path.is_symlink() or (path.exists() and not path.is_dir()):  # a FIFO too: opening
+        path.unlink()  # one for writing would block
     elif path.is_dir():
         import shutil
 

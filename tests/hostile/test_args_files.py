@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import gen
-from tests.hostile.harness import DEFAULT_N, FUZZ_N, Tally, digest, run, runner
+from tests.hostile.harness import DEFAULT_N, FUZZ_N, Case, Tally, fresh, run, survey
 
 FLAGS = ["--model-path", "m", "--tp-size", "2", "--elastic-ep-backend", "mooncake",
          "--enable-eplb", "--ep-size", "8", "--moe-a2a-backend", "mooncake",
@@ -120,26 +120,14 @@ def _input(rng: random.Random, folder: Path) -> tuple[Path, list[str], str]:
 
 
 def _surface(tmp_path: Path, kb_template: Path, n: int, fuzz: bool) -> Tally:
-    tally = Tally("args files and manifests")
-    rng = random.Random(2019)
     kb = kb_template / "kb.json"
-    for i in range(n):
-        folder = tmp_path / f"in{i % 3}"
-        if folder.exists():
-            for p in folder.iterdir():
-                if p.is_dir() and not p.is_symlink():
-                    p.rmdir()
-                else:
-                    p.unlink()
-        folder.mkdir(exist_ok=True)
-        f, fmt, what = _input(rng, folder)
-        before = digest([f, kb])
-        o = runner(fuzz, i)(["--kb", str(kb), "args", "--file", str(f), *fmt, "--sglang",
-                             "0.5.18"], tmp_path / "home", timeout=60)
-        tally.add(f"#{i} {what}", o)
-        if digest([f, kb]) != before:
-            tally.changed.append(f"#{i} {what}: the launch file or the KB changed")
-    return tally
+
+    def make(rng: random.Random, i: int) -> Case:
+        f, fmt, what = _input(rng, fresh(tmp_path / f"in{i % 3}"))
+        return Case(what, ["--kb", str(kb), "args", "--file", str(f), *fmt, "--sglang",
+                           "0.5.18"], keep=[f, kb])
+
+    return survey("args files and manifests", 2019, n, fuzz, tmp_path / "home", make)
 
 
 def test_hostile_args_files(tmp_path: Path, kb_template: Path) -> None:
