@@ -529,7 +529,9 @@ def cmd_which(args: argparse.Namespace) -> int:
                                  arch=args.arch)
     else:
         if not (args.sglang and args.mooncake):
-            _fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION")
+            _fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
+                   "e.g. moonpin which torch --sglang 0.5.18 "
+                   "--mooncake mooncake-transfer-engine==0.3.13")
         res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
                                 arch=args.arch)
     return _finish_which(res, args)
@@ -1272,8 +1274,8 @@ def main(argv: list[str] | None = None) -> int:
         args.kb = args.kb_sub
     try:
         code: int = args.func(args)
-    except MoonpinError as e:
-        _fatal(str(e), e.hint)
+    except MoonpinError as e:  # bad input: exit 2, and a tip even where none was given
+        _fatal(str(e), e.hint or f"`moonpin {args.command} --help` says what it takes")
     except KeyboardInterrupt:
         print("moonpin: interrupted; the KB file was not changed", file=sys.stderr)
         return 130

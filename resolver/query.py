@@ -107,7 +107,9 @@ def parse_release(text: str) -> tuple[str, str]:
     try:
         Version(version.strip())
     except InvalidVersion as e:
-        raise UsageError(f"{version.strip()!r} in {text!r} is not a PEP 440 version") from e
+        raise UsageError(f"{version.strip()!r} in {text!r} is not a PEP 440 version",
+                         hint="use NAME==VERSION with a release's version, e.g. "
+                              "sglang==0.5.18") from e
     return str(canonicalize_name(name.strip())), version.strip()
 
 

@@ -47,6 +47,8 @@ FUZZ_N = int(os.environ.get("MOONPIN_FUZZ_N", "10000"))
 #: Of a fuzz run's inputs, how many also go through the real script.
 FUZZ_SCRIPT_SAMPLE = 40
 TIMEOUT = 30.0
+#: A file each surface's figures are appended to (every 500 inputs, and at the end).
+PROGRESS = os.environ.get("MOONPIN_HOSTILE_REPORT")
 
 
 @dataclass
@@ -277,13 +279,15 @@ class Tally:
                 f"{len(self.leaked)} leaked processes, {len(self.other)} other; slowest: "
                 + ", ".join(f"{label} {t:.1f}s" for t, label in self.slowest[:3]))
 
+    def problems(self) -> list[str]:
+        return (self.tracebacks + self.hangs + self.bad_exit + self.changed + self.leaked
+                + self.other)
+
     def check(self) -> None:
-        problems = (self.tracebacks + self.hangs + self.bad_exit + self.changed + self.leaked
-                    + self.other)
-        report = os.environ.get("MOONPIN_HOSTILE_REPORT")
-        if report:
-            with open(report, "a") as f:
-                f.write(self.summary() + "\n")
+        problems = self.problems()
+        if PROGRESS:
+            with open(PROGRESS, "a") as f:
+                f.write(f"[{time.strftime('%H:%M:%S')}] done: {self.summary()}\n")
         assert not problems, self.summary() + "\n\n" + "\n\n".join(problems[:5])
 
 
@@ -339,6 +343,10 @@ def survey(surface: str, seed: int, n: int, fuzz: bool, home: Path,
             problem = case.judge(o)
             if problem:
                 tally.other.append(f"{label}: {problem}")
+        if PROGRESS and (i + 1) % 500 == 0:  # a long run read while it goes
+            with open(PROGRESS, "a") as f:
+                f.write(f"[{time.strftime('%H:%M:%S')}] so far: {tally.summary()}\n")
+                f.writelines(p[:300] + "\n" for p in tally.problems()[:3])
     return tally
 
 

@@ -134,3 +134,16 @@ def test_argparse_errors_end_with_a_tip_and_echo_little(tmp_path: Path, kb_templ
     assert o.rc == 2 and "Traceback" not in o.err
     assert o.err.rstrip().splitlines()[-1].startswith("tip: `moonpin"), o.err
     assert len(o.err) < 1500, len(o.err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["which", "torch"], ["which", "torch", "--sglang", "0.5.18"],
+    ["explain", "ß==1!.5.18", "mooncake-transfer-engine==1!.5.18"],
+    ["explain", "sglang===0.5.18\u200b"], ["show", "sglang==" + "x" * 3000]])
+def test_refused_queries_end_with_a_tip(tmp_path: Path, kb_template: Path,
+                                        argv: list[str]) -> None:
+    """Found by the query argv surface: these exited 2 without a tip."""
+    o = run(["--kb", str(kb_template / "kb.json"), *argv], tmp_path)
+    assert o.rc == 2 and "Traceback" not in o.err, o.err
+    assert o.err.rstrip().splitlines()[-1].startswith("tip: "), o.err
+    assert len(o.err) < 8000, len(o.err)
