@@ -23,9 +23,11 @@ __all__ = ["main"]
 
 
 def _fatal(msg: str, hint: str | None = None, code: int = 2) -> NoReturn:
-    print(f"moonpin: error: {msg}", file=sys.stderr)
+    # the last guard on echoed input (a 4,000-character path or argument, quoted with its
+    # escapes): whatever a message quotes, it stays a few lines
+    print(f"moonpin: error: {_shown(msg, 1000)}", file=sys.stderr)
     if hint:
-        print(f"tip: {hint}", file=sys.stderr)
+        print(f"tip: {_shown(hint, 600)}", file=sys.stderr)
     raise SystemExit(code)
 
 

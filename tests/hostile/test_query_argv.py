@@ -147,3 +147,17 @@ def test_refused_queries_end_with_a_tip(tmp_path: Path, kb_template: Path,
     assert o.rc == 2 and "Traceback" not in o.err, o.err
     assert o.err.rstrip().splitlines()[-1].startswith("tip: "), o.err
     assert len(o.err) < 8000, len(o.err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "-- , \U0001f642\u202e\x7f" * 700], ["--kb", " " * 3000, "kb", "info"],
+    ["--kb", "/nonexistent/" + "d" * 3500, "which", "mooncake", "--sglang", "0.5.18"]])
+def test_a_long_echoed_input_is_cut(tmp_path: Path, kb_template: Path,
+                                    argv: list[str]) -> None:
+    """Found by the query argv surface: a 4,000-character argument or KB path came back
+    whole (12 KB of stderr with its escapes)."""
+    if argv[0] != "--kb":
+        argv = ["--kb", str(kb_template / "kb.json"), *argv]
+    o = run(argv, tmp_path)
+    assert o.rc == 2 and "Traceback" not in o.err, o.err
+    assert len(o.err) < 2000 and "more characters" in o.err and "\ntip: " in o.err, o.err
