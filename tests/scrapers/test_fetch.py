@@ -491,3 +491,17 @@ def test_odd_content_length_digits_are_not_trusted(length: str) -> None:
     f = Fetcher(httpx.Client(transport=httpx.MockTransport(handler)), retries=0)
     with pytest.raises(RangeNotHonoured, match="Content-Range"):
         f.get_range("http://x/f", 0, 1)
+
+
+def test_the_deadline_also_bounds_an_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxies httpx mounts from the environment keep working (the client is httpx's
+    own) and their connections are bounded by the deadline too."""
+    from scrapers import fetch
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    f = Fetcher()
+    pools = [t._pool for t in [f.client._transport, *f.client._mounts.values()]  # type: ignore[attr-defined]
+             if t is not None]
+    assert len(pools) >= 2  # the default transport and the proxy's
+    assert all(isinstance(p._network_backend, fetch._DeadlineBackend) for p in pools)
+    f.close()
