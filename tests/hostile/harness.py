@@ -49,6 +49,9 @@ FUZZ_SCRIPT_SAMPLE = 40
 TIMEOUT = 30.0
 #: A file each surface's figures are appended to (every 500 inputs, and at the end).
 PROGRESS = os.environ.get("MOONPIN_HOSTILE_REPORT")
+#: Another stream of inputs for every surface (0: the usual one): a surface whose inputs
+#: mostly wait (retries, stalls) runs in several processes at once, one shard each.
+SHARD = int(os.environ.get("MOONPIN_FUZZ_SHARD", "0"))
 
 
 @dataclass
@@ -320,8 +323,8 @@ def survey(surface: str, seed: int, n: int, fuzz: bool, home: Path,
            make: Callable[[random.Random, int], Case]) -> Tally:
     """Run ``n`` inputs of one surface, ``make(rng, i)`` each (seeded with ``seed``), and
     tally them (see the module docs); ``home`` is where a case without its own runs."""
-    tally = Tally(surface)
-    rng = random.Random(seed)
+    tally = Tally(surface if not SHARD else f"{surface} (shard {SHARD})")
+    rng = random.Random(seed if not SHARD else f"{seed}/{SHARD}")
     for i in range(n):
         case = make(rng, i)
         watched = [*case.keep, *case.keep_if_refused]
