@@ -163,6 +163,9 @@ def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
             os.dup2(w_err, 2)
             for fd in (r_out, w_out, r_err, w_err):
                 os.close(fd)
+            # nothing of pytest's: a test server's listening socket held open here would
+            # leave connections to it unanswered once pytest is gone
+            os.closerange(3, 1 << 16)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
