@@ -312,7 +312,7 @@ def _count(items: Any) -> dict[str, int]:
 def cmd_show(args: argparse.Namespace) -> int:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
-    from packaging.version import Version
+    from packaging.version import InvalidVersion, Version
 
     kb = _load(args)
     try:
@@ -325,6 +325,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         _fatal(f"{args.release!r} does not name one release",
                "use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
     version = specs[0].version
+    try:  # `==0.5.*` and `===anything` parse as requirements, not as one release
+        Version(version)
+    except InvalidVersion:
+        _fatal(f"{version!r} in {args.release!r} is not a PEP 440 version",
+               "name one release as NAME==VERSION, e.g. sglang==0.5.18")
     name = canonicalize_name(req.name)
     if name == "sglang":
         hits = [r for r in kb.sglang if Version(r.version) == Version(version)]

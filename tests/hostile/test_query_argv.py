@@ -161,3 +161,13 @@ def test_a_long_echoed_input_is_cut(tmp_path: Path, kb_template: Path,
     o = run(argv, tmp_path)
     assert o.rc == 2 and "Traceback" not in o.err, o.err
     assert len(o.err) < 2000 and "more characters" in o.err and "\ntip: " in o.err, o.err
+
+
+@pytest.mark.parametrize("release", ["sglang===0.5.*", "sglang==0.5.*",
+                                     "mooncake-transfer-engine===banana"])
+def test_show_of_a_requirement_that_is_not_one_release(tmp_path: Path, kb_template: Path,
+                                                       release: str) -> None:
+    """Found by the query argv surface: InvalidVersion traceback (exit 1) in show."""
+    o = run(["--kb", str(kb_template / "kb.json"), "show", release], tmp_path)
+    assert o.rc == 2 and "Traceback" not in o.err, o.err
+    assert "is not a PEP 440 version" in o.err and "\ntip: " in o.err
