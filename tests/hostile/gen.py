@@ -114,6 +114,8 @@ def make_special(kind: str, path: Path) -> str:
         path.mkdir()
     elif kind == "loop":
         other = path.with_name(path.name + ".loop")
+        if other.is_symlink():  # made for an earlier loop at the same path
+            other.unlink()
         other.symlink_to(path.name)
         path.symlink_to(other.name)
     elif kind == "sparse-huge":
