@@ -25,9 +25,11 @@ __all__ = ["main"]
 
 
 def _fatal(msg: str, hint: str | None = None, code: int = 2) -> NoReturn:
-    print(f"moonpin: error: {msg}", file=sys.stderr)
+    # the last guard on echoed input (a 4,000-character path or argument, quoted with its
+    # escapes): whatever a message quotes, it stays a few lines
+    print(f"moonpin: error: {_shown(msg, 1000)}", file=sys.stderr)
     if hint:
-        print(f"tip: {hint}", file=sys.stderr)
+        print(f"tip: {_shown(hint, 600)}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -556,7 +558,9 @@ def cmd_which(args: argparse.Namespace) -> int:
                                  arch=args.arch)
     else:
         if not (args.sglang and args.mooncake):
-            _fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION")
+            _fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
+                   "e.g. moonpin which torch --sglang 0.5.18 "
+                   "--mooncake mooncake-transfer-engine==0.3.13")
         res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
                                 arch=args.arch)
     return _finish_which(res, args)
@@ -1032,7 +1036,19 @@ def build_parser(with_matrix: Any = None, only: str | None = None) -> argparse.A
     a tenth of its time). ``with_matrix`` adds the matrix command's own options."""
     import argparse
 
-    p = argparse.ArgumentParser(
+    class Parser(argparse.ArgumentParser):
+        """argparse's own errors as moonpin's: the echoed input cut short, and a tip (every
+        subcommand's parser is of this class too)."""
+
+        def error(self, message: str) -> NoReturn:
+            self.print_usage(sys.stderr)
+            if len(message) > 400:
+                message = message[:400] + f"... ({len(message):,} characters)"
+            print(f"{self.prog}: error: {message}", file=sys.stderr)
+            print(f"tip: `{self.prog} --help` says what it takes", file=sys.stderr)
+            raise SystemExit(2)
+
+    p = Parser(
         prog="moonpin", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kb", help="knowledge-base file (default: $MOONPIN_KB, else the newer of "
@@ -1391,8 +1407,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _spell_inputs(args)
         code: int = args.func(args)
-    except MoonpinError as e:
-        _fatal(str(e), e.hint)
+    except MoonpinError as e:  # bad input: exit 2, and a tip even where none was given
+        _fatal(str(e), e.hint or f"`moonpin {args.command} --help` says what it takes")
     except KeyboardInterrupt:
         print("moonpin: interrupted; the KB file was not changed", file=sys.stderr)
         return 130

@@ -58,8 +58,11 @@ def gather(files: Sequence[str], fmt: str, argv: Sequence[str]
     for path in files:
         try:
             found = manifests.read_file(Path(path), fmt)
-        except OSError as e:
-            raise UsageError(f"cannot read {path}: {e.strerror}", hint="check the path") from None
+        except OSError as e:  # kb.errors.ReadRefused (a FIFO, a device, too large) has a hint
+            missing = isinstance(e, FileNotFoundError) or e.errno == 2  # ENOENT
+            raise UsageError(f"cannot read {path}: {e.strerror}",
+                             hint="check the path" if missing
+                             else getattr(e, "hint", None) or "check the path") from None
         except ValueError as e:
             raise UsageError(str(e), hint="fix the file, or pass --format shell if it is a "
                              "script") from None

@@ -10,9 +10,12 @@ other 4xx are not retried: they will not get better by asking again.
 
 The index is untrusted: only ``http``/``https`` URLs are requested or followed (a file
 URL or a redirect to ``file://``/``ftp://`` is a :class:`~kb.errors.FetchError`),
-redirects are followed here, at most ``max_redirects`` of them, and every request has an
-overall ``deadline`` (headers to last byte) besides the per-read ``timeout``: a server
-that sends one byte a second never trips the read timeout, and is not retried either.
+redirects are followed here, at most ``max_redirects`` of them, and every request has one
+overall ``deadline`` (connect, TLS, request, response headers and body, to the last byte)
+besides the per-read ``timeout``: a server that sends its headers or its body one byte a
+second never trips the read timeout, and is not retried either (it does not get faster).
+The deadline is kept at the socket: every connect and read of the client's connections is
+given at most the time the request has left (see :class:`_DeadlineBackend`).
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ import random
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import httpcore
 import httpx
 
 from kb.errors import FetchError, RangeNotHonoured
@@ -132,6 +137,100 @@ def _require_http(first: str, url: str) -> None:
                          hint="check --index-url / MOONPIN_INDEX_URL, or the index's file URLs")
 
 
+#: When the request this thread is sending must be over (``time.monotonic()``), or None.
+_DEADLINE: ContextVar[float | None] = ContextVar("moonpin_fetch_deadline", default=None)
+
+_T = TypeVar("_T")
+
+
+class _DeadlinePassed(Exception):
+    """The request's overall deadline passed while ``phase`` ("connect", "tls", "read",
+    "write") was under way. Not an httpcore error, so httpx passes it through as it is."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(phase)
+        self.phase = phase
+
+
+def _bounded(phase: str, timeout: float | None, call: Callable[[float | None], _T]) -> _T:
+    """``call(timeout)``, with the timeout cut to what the current request has left."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return call(timeout)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _DeadlinePassed(phase)
+    if timeout is not None and timeout <= left:
+        return call(timeout)
+    try:
+        return call(left)
+    except (httpcore.ConnectTimeout, httpcore.ReadTimeout, httpcore.WriteTimeout) as e:
+        raise _DeadlinePassed(phase) from e
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by the request's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return _bounded("read", timeout, lambda t: self._inner.read(max_bytes, t))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        _bounded("write", timeout, lambda t: self._inner.write(buffer, t))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(_bounded(
+            "tls", timeout, lambda t: self._inner.start_tls(ssl_context, server_hostname, t)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's network backend, its connections bounded by the request's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(_bounded("connect", timeout, lambda t: self._inner.connect_tcp(
+            host, port, t, local_address, socket_options)))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None
+                            ) -> httpcore.NetworkStream:
+        return _DeadlineStream(_bounded("connect", timeout, lambda t: (
+            self._inner.connect_unix_socket(path, t, socket_options))))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bound_by_deadline(client: httpx.Client) -> None:
+    """Put :class:`_DeadlineBackend` under each of ``client``'s connection pools (the
+    default transport and any proxy mounts from the environment, which a transport of our
+    own would turn off). httpx has no public way to reach the pool, hence the private
+    names; a transport without one (``httpx.MockTransport``) opens no socket to bound."""
+    mounts = getattr(client, "_mounts", {})
+    for transport in [getattr(client, "_transport", None), *mounts.values()]:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is not None and not isinstance(backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+
+
+_PHASES = {"connect": "connecting", "tls": "the TLS handshake", "write": "sending the request",
+           "read": "the response headers"}
+
+
 class Fetcher:
     """HTTP GETs with retries, verified ranges and a running byte count."""
 
@@ -157,6 +256,7 @@ class Fetcher:
             headers={"User-Agent": _USER_AGENT},
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
         )
+        _bound_by_deadline(self.client)
         self.retries = retries
         self.backoff = backoff
         self.max_wait = max_wait
@@ -165,7 +265,7 @@ class Fetcher:
         self.sleep = sleep
         self.warn = warn or (lambda _msg: None)
         self.stats = FetchStats()
-        #: seconds one request may take from sending it to its last body byte
+        #: seconds one request may take, from connecting to its last body byte
         self.deadline = deadline
         #: past ``grace`` seconds, a body arriving slower than this on average is abandoned
         self.min_rate = min_rate
@@ -195,13 +295,16 @@ class Fetcher:
             wait: float | None = None
             why = ""
             _require_http(first, url)
+            started = time.monotonic()
+            token = _DEADLINE.set(started + self.deadline)
+            answered = False
             try:
                 with self.client.stream(method, url, headers=headers,
                                         follow_redirects=False) as resp:
+                    answered = True
                     self.stats.add(requests=1)
-                    now = time.monotonic()
-                    resp.extensions["moonpin.started"] = now
-                    resp.extensions["moonpin.deadline"] = now + self.deadline
+                    resp.extensions["moonpin.started"] = started
+                    resp.extensions["moonpin.deadline"] = started + self.deadline
                     if resp.status_code in _REDIRECTS and "Location" in resp.headers:
                         target = _join(first, resp.url, resp.headers["Location"])
                         redirects += 1
@@ -230,6 +333,13 @@ class Fetcher:
                             wait = self._backoff(attempt)
                     else:
                         return handle(resp)
+            except _DeadlinePassed as e:
+                what = "the body" if answered else _PHASES.get(e.phase, e.phase)
+                raise FetchError(
+                    url, f"too slow: {what} still not done after "
+                    f"{time.monotonic() - started:.1f}s, past the {self.deadline:g}s a whole "
+                    f"request may take (connect, headers and body)",
+                    hint="try again later, or use a mirror with --index-url") from None
             except httpx.ConnectError as e:
                 if (
                     isinstance(e.__cause__, ssl.SSLError)
@@ -253,6 +363,8 @@ class Fetcher:
             except httpx.HTTPError as e:  # UnsupportedProtocol, InvalidURL, LocalProtocolError
                 raise FetchError(url, f"cannot be requested: {type(e).__name__}: {e}",
                                  hint="check --index-url / MOONPIN_INDEX_URL") from e
+            finally:
+                _DEADLINE.reset(token)
             if attempt >= self.retries:
                 raise FetchError(
                     url,

@@ -41,3 +41,15 @@ def kb_copy(kb_template: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "kbdir"
     shutil.copytree(kb_template, dest)
     return dest / "kb.json"
+
+
+@pytest.fixture
+def empty_kb(kb_template: Path, tmp_path: Path) -> Path:
+    """A KB of the template's schema holding no release: what a scrape writes into."""
+    from kb import store
+
+    kb = tmp_path / "kb" / "kb.json"
+    kb.parent.mkdir()
+    full = store.load(kb_template / "kb.json")
+    store.save(full.model_copy(update={"sglang": (), "mooncake": (), "torch": ()}), kb)
+    return kb

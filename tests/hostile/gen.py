@@ -98,8 +98,8 @@ SPECIALS = ("fifo", "dev-zero", "directory", "loop", "sparse-huge", "dangling", 
 
 def make_special(kind: str, path: Path) -> str:
     """Replace ``path`` with a file that is not what a reader expects."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
+    if path.is_symlink() or (path.exists() and not path.is_dir()):  # a FIFO too: opening
+        path.unlink()  # one for writing would block
     elif path.is_dir():
         import shutil
 
@@ -114,6 +114,8 @@ def make_special(kind: str, path: Path) -> str:
         path.mkdir()
     elif kind == "loop":
         other = path.with_name(path.name + ".loop")
+        if other.is_symlink():  # made for an earlier loop at the same path
+            other.unlink()
         other.symlink_to(path.name)
         path.symlink_to(other.name)
     elif kind == "sparse-huge":

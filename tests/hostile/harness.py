@@ -11,17 +11,22 @@ cache folder, a timeout, and stdout/stderr captured:
   would. ~20 ms an input, so the ``fuzz`` run can judge 10,000 inputs per surface; it also
   sends a sample of them through :func:`run`.
 
-:func:`judge` holds every outcome to what the README promises for bad input: an exit code
-in {0, 1, 2}, no traceback, no hang, and (the caller checks) nothing changed that the
-command must not change.
+:func:`survey` is the loop every surface shares: it asks the surface for one
+:class:`Case` per input (seeded), runs it, and tallies the outcome against what the
+README promises for bad input: an exit code in {0, 1, 2}, no traceback, no hang, an exit 2
+with a ``tip:``, nothing changed that the command must not change, no process left
+running in the command's session, and whatever the surface's own ``judge`` adds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
+import random
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +47,11 @@ FUZZ_N = int(os.environ.get("MOONPIN_FUZZ_N", "10000"))
 #: Of a fuzz run's inputs, how many also go through the real script.
 FUZZ_SCRIPT_SAMPLE = 40
 TIMEOUT = 30.0
+#: A file each surface's figures are appended to (every 500 inputs, and at the end).
+PROGRESS = os.environ.get("MOONPIN_HOSTILE_REPORT")
+#: Another stream of inputs for every surface (0: the usual one): a surface whose inputs
+#: mostly wait (retries, stalls) runs in several processes at once, one shard each.
+SHARD = int(os.environ.get("MOONPIN_FUZZ_SHARD", "0"))
 
 
 @dataclass
@@ -51,15 +61,40 @@ class Outcome:
     out: str
     err: str
     seconds: float
+    #: processes still running in the command's session after it ended (killed since)
+    leaked: list[str] = field(default_factory=list)
 
     @property
     def hung(self) -> bool:
         return self.rc is None
 
 
-def _env(home: Path) -> dict[str, str]:
+def _leftovers(sid: int) -> list[str]:
+    """Kill, and describe, every live process of session ``sid`` (each input runs in a
+    session of its own: anything in it after the command ended was left behind)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().rsplit(b")", 1)[1].split()
+            if int(stat[3]) != sid or stat[0] == b"Z":  # session; a zombie is gone already
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")[:120]
+            os.kill(int(name), signal.SIGKILL)
+            found.append(f"pid {name}: {cmd}")
+        except (OSError, IndexError, ValueError):
+            continue  # it ended meanwhile
+    return found
+
+
+def _env(home: Path, user: int | None = None) -> dict[str, str]:
     for sub in ("home", "tmp", "cache"):
         (home / sub).mkdir(parents=True, exist_ok=True)
+        if user is not None:
+            os.chown(home / sub, user, user)
     env = {k: v for k, v in os.environ.items()
            if k in ("PATH", "LANG", "LC_ALL", "SYSTEMROOT", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HOME=str(home / "home"), TMPDIR=str(home / "tmp"),
@@ -69,17 +104,35 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def run(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
-        env: dict[str, str] | None = None) -> Outcome:
-    """The installed ``moonpin`` script on ``argv``."""
+        env: dict[str, str] | None = None, user: int | None = None) -> Outcome:
+    """The installed ``moonpin`` script on ``argv``; as ``user`` (uid = gid), when given,
+    through ``python -m resolver.cli`` of an interpreter that user may run."""
+    cmd = [str(MOONPIN), *argv]
+    extra: dict[str, object] = {}
+    full_env = {**_env(home, user), **(env or {})}
+    if user is not None:
+        import sysconfig
+
+        from tests.lib.checkrun import python_for_nobody
+
+        python = python_for_nobody() or sys.executable
+        cmd = [python, "-m", "resolver.cli", *argv]
+        full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
+        extra = {"user": user, "group": user}
     t = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=full_env, cwd=home,
+                            start_new_session=True, **extra)  # type: ignore[call-overload]
     try:
-        proc = subprocess.run([str(MOONPIN), *argv], capture_output=True, timeout=timeout,
-                              env={**_env(home), **(env or {})}, cwd=home, stdin=subprocess.DEVNULL,
-                              start_new_session=True)
-    except subprocess.TimeoutExpired as e:
-        return Outcome(list(argv), None, _text(e.stdout), _text(e.stderr), timeout)
-    return Outcome(list(argv), proc.returncode, _text(proc.stdout), _text(proc.stderr),
-                   time.monotonic() - t)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return Outcome(list(argv), None, _text(out), _text(err), timeout,
+                       _leftovers(proc.pid))
+    return Outcome(list(argv), proc.returncode, _text(out), _text(err),
+                   time.monotonic() - t, _leftovers(proc.pid))
 
 
 def _text(b: bytes | str | None) -> str:
@@ -89,8 +142,12 @@ def _text(b: bytes | str | None) -> str:
 
 
 def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
-               env: dict[str, str] | None = None) -> Outcome:
-    """``resolver.cli.main(argv)`` in a forked child (see the module docs)."""
+               env: dict[str, str] | None = None, user: int | None = None) -> Outcome:
+    """``resolver.cli.main(argv)`` in a forked child (see the module docs). A ``user``
+    goes through :func:`run`: the child would import what it has not yet imported from
+    this interpreter's own folders, which that user may not be able to read."""
+    if user is not None:
+        return run(argv, home, timeout=timeout, env=env, user=user)
     import resolver.cli  # noqa: F401 - imported once here, so each child starts warm
 
     child_env = {**_env(home), **(env or {})}
@@ -106,6 +163,9 @@ def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
             os.dup2(w_err, 2)
             for fd in (r_out, w_out, r_err, w_err):
                 os.close(fd)
+            # nothing of pytest's: a test server's listening socket held open here would
+            # leave connections to it unanswered once pytest is gone
+            os.closerange(3, 1 << 16)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
@@ -164,7 +224,8 @@ def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
         os.close(fd)
     rc = None if hung else os.waitstatus_to_exitcode(status)
     return Outcome(list(argv), rc, b"".join(bufs[r_out]).decode("utf-8", "replace"),
-                   b"".join(bufs[r_err]).decode("utf-8", "replace"), time.monotonic() - t)
+                   b"".join(bufs[r_err]).decode("utf-8", "replace"), time.monotonic() - t,
+                   _leftovers(pid))
 
 
 def digest(paths: Iterable[Path]) -> dict[str, str]:
@@ -174,8 +235,10 @@ def digest(paths: Iterable[Path]) -> dict[str, str]:
         try:
             if p.is_symlink() or not p.is_file():
                 out[str(p)] = "not a regular file" if p.exists() or p.is_symlink() else "absent"
+            elif (st := p.stat()).st_size > 8 * 1024 * 1024:  # a sparse giant: not read
+                out[str(p)] = f"{st.st_size} bytes, mtime {st.st_mtime_ns}, mode {st.st_mode}"
             else:
-                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+                out[str(p)] = f"{hashlib.sha256(p.read_bytes()).hexdigest()} {p.stat().st_mode:o}"
         except OSError as e:
             out[str(p)] = f"unreadable: {e.errno}"
     return out
@@ -191,11 +254,20 @@ class Tally:
     hangs: list[str] = field(default_factory=list)
     bad_exit: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
+    leaked: list[str] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
+    #: of the inputs, how many went through the installed script (the rest forked)
+    scripted: int = 0
+    seconds: float = 0.0
+    slowest: list[tuple[float, str]] = field(default_factory=list)
 
     def add(self, label: str, o: Outcome, *, allowed: Iterable[int] = (0, 1, 2)) -> None:
         self.inputs += 1
+        self.seconds += o.seconds
+        self.slowest = sorted([*self.slowest, (o.seconds, label[:100])], reverse=True)[:5]
         where = f"{label}: moonpin {' '.join(a[:80] for a in o.argv)}"
+        if o.leaked:
+            self.leaked.append(f"{where}: left running: " + "; ".join(o.leaked[:3]))
         if o.hung:
             self.hangs.append(f"{where} (no answer in {o.seconds:.0f}s)")
         elif "Traceback (most recent call last)" in o.err:
@@ -206,16 +278,22 @@ class Tally:
             self.other.append(f"{where}: exit 2 without a tip:\n{o.err[-500:]}")
 
     def summary(self) -> str:
-        return (f"{self.surface}: {self.inputs} inputs, {len(self.tracebacks)} tracebacks, "
-                f"{len(self.hangs)} hangs, {len(self.bad_exit)} other exit codes, "
-                f"{len(self.changed)} changed files, {len(self.other)} other")
+        return (f"{self.surface}: {self.inputs} inputs ({self.inputs - self.scripted} forked"
+                f" / {self.scripted} script, {self.seconds:.0f}s in moonpin), "
+                f"{len(self.tracebacks)} tracebacks, {len(self.hangs)} hangs, "
+                f"{len(self.bad_exit)} other exit codes, {len(self.changed)} changed files, "
+                f"{len(self.leaked)} leaked processes, {len(self.other)} other; slowest: "
+                + ", ".join(f"{label} {t:.1f}s" for t, label in self.slowest[:3]))
+
+    def problems(self) -> list[str]:
+        return (self.tracebacks + self.hangs + self.bad_exit + self.changed + self.leaked
+                + self.other)
 
     def check(self) -> None:
-        problems = self.tracebacks + self.hangs + self.bad_exit + self.changed + self.other
-        report = os.environ.get("MOONPIN_HOSTILE_REPORT")
-        if report:
-            with open(report, "a") as f:
-                f.write(self.summary() + "\n")
+        problems = self.problems()
+        if PROGRESS:
+            with open(PROGRESS, "a") as f:
+                f.write(f"[{time.strftime('%H:%M:%S')}] done: {self.summary()}\n")
         assert not problems, self.summary() + "\n\n" + "\n\n".join(problems[:5])
 
 
@@ -223,3 +301,69 @@ def runner(fuzz: bool, i: int) -> Callable[..., Outcome]:
     """The way input ``i`` is run: the real script in the default run and for the first
     :data:`FUZZ_SCRIPT_SAMPLE` fuzz inputs, a forked child for the rest."""
     return run if not fuzz or i < FUZZ_SCRIPT_SAMPLE else run_forked
+
+
+@dataclass
+class Case:
+    """One hostile input, as a surface makes it: the command and what it must keep."""
+
+    label: str  # what is hostile about it, for the report
+    argv: list[str]
+    #: files no outcome may change
+    keep: Sequence[Path] = ()
+    #: files only a run that exits with one of ``writes_on`` may change
+    keep_if_refused: Sequence[Path] = ()
+    writes_on: tuple[int, ...] = (0,)
+    #: another promise of the surface's: a problem (text) or None
+    judge: Callable[[Outcome], str | None] | None = None
+    home: Path | None = None
+    timeout: float = 60.0
+    env: dict[str, str] | None = None
+    user: int | None = None  # run as this uid (the unprivileged part of a surface)
+
+
+def survey(surface: str, seed: int, n: int, fuzz: bool, home: Path,
+           make: Callable[[random.Random, int], Case]) -> Tally:
+    """Run ``n`` inputs of one surface, ``make(rng, i)`` each (seeded with ``seed``), and
+    tally them (see the module docs); ``home`` is where a case without its own runs."""
+    tally = Tally(surface if not SHARD else f"{surface} (shard {SHARD})")
+    rng = random.Random(seed if not SHARD else f"{seed}/{SHARD}")
+    for i in range(n):
+        case = make(rng, i)
+        watched = [*case.keep, *case.keep_if_refused]
+        before = digest(watched)
+        how = runner(fuzz, i)
+        tally.scripted += how is run or case.user is not None
+        o = how(case.argv, case.home or home, timeout=case.timeout, env=case.env,
+                user=case.user)
+        label = f"#{i} {case.label}"
+        tally.add(label, o)
+        after = digest(watched)
+        changed = [p for p in case.keep if after[str(p)] != before[str(p)]]
+        if o.rc not in case.writes_on:
+            changed += [p for p in case.keep_if_refused if after[str(p)] != before[str(p)]]
+        if changed:
+            tally.changed.append(f"{label}: exit {o.rc}, changed "
+                                 + ", ".join(str(p) for p in changed))
+        if case.judge is not None and not o.hung and "Traceback" not in o.err:
+            problem = case.judge(o)
+            if problem:
+                tally.other.append(f"{label}: {problem}")
+        if PROGRESS and (i + 1) % 500 == 0:  # a long run read while it goes
+            with open(PROGRESS, "a") as f:
+                f.write(f"[{time.strftime('%H:%M:%S')}] so far: {tally.summary()}\n")
+                f.writelines(p[:300] + "\n" for p in tally.problems()[:3])
+    return tally
+
+
+def fresh(folder: Path) -> Path:
+    """``folder``, emptied (whatever an earlier input left there: FIFOs, loops, a tree
+    made unreadable) or made."""
+    if folder.is_symlink() or folder.exists():
+        for p in [folder, *folder.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                with contextlib.suppress(OSError):
+                    p.chmod(0o755)
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import gen
-from tests.hostile.harness import DEFAULT_N, FUZZ_N, Tally, digest, runner
+from tests.hostile.harness import DEFAULT_N, FUZZ_N, Case, Tally, fresh, run, survey
 
 FLAGS = ["--model-path", "m", "--tp-size", "2", "--elastic-ep-backend", "mooncake",
          "--enable-eplb", "--ep-size", "8", "--moe-a2a-backend", "mooncake",
@@ -120,26 +120,14 @@ def _input(rng: random.Random, folder: Path) -> tuple[Path, list[str], str]:
 
 
 def _surface(tmp_path: Path, kb_template: Path, n: int, fuzz: bool) -> Tally:
-    tally = Tally("args files and manifests")
-    rng = random.Random(2019)
     kb = kb_template / "kb.json"
-    for i in range(n):
-        folder = tmp_path / f"in{i % 3}"
-        if folder.exists():
-            for p in folder.iterdir():
-                if p.is_dir() and not p.is_symlink():
-                    p.rmdir()
-                else:
-                    p.unlink()
-        folder.mkdir(exist_ok=True)
-        f, fmt, what = _input(rng, folder)
-        before = digest([f, kb])
-        o = runner(fuzz, i)(["--kb", str(kb), "args", "--file", str(f), *fmt, "--sglang",
-                             "0.5.18"], tmp_path / "home", timeout=60)
-        tally.add(f"#{i} {what}", o)
-        if digest([f, kb]) != before:
-            tally.changed.append(f"#{i} {what}: the launch file or the KB changed")
-    return tally
+
+    def make(rng: random.Random, i: int) -> Case:
+        f, fmt, what = _input(rng, fresh(tmp_path / f"in{i % 3}"))
+        return Case(what, ["--kb", str(kb), "args", "--file", str(f), *fmt, "--sglang",
+                           "0.5.18"], keep=[f, kb])
+
+    return survey("args files and manifests", 2019, n, fuzz, tmp_path / "home", make)
 
 
 def test_hostile_args_files(tmp_path: Path, kb_template: Path) -> None:
@@ -149,3 +137,23 @@ def test_hostile_args_files(tmp_path: Path, kb_template: Path) -> None:
 @pytest.mark.fuzz
 def test_fuzz_args_files(tmp_path: Path, kb_template: Path) -> None:
     _surface(tmp_path, kb_template, FUZZ_N, True).check()
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("fifo", "FIFO"), ("dev-zero", "character device"), ("directory", "directory"),
+    ("oversized", "over the 8 MiB limit"), ("loop", "symlink loop")])
+def test_a_refused_launch_file_ends_in_a_tip(tmp_path: Path, kb_template: Path, kind: str,
+                                              said: str) -> None:
+    """``args --file`` on a file read_regular refuses (kb.errors.ReadRefused): exit 2, the
+    file and the reason named, and the refusal's own tip (not a traceback, not a hang)."""
+    f = tmp_path / "launch.yaml"
+    if kind == "oversized":
+        with open(f, "wb") as out:
+            out.truncate(9 * 1024 * 1024)
+    else:
+        gen.make_special(kind, f)
+    o = run(["--kb", str(kb_template / "kb.json"), "args", "--file", str(f), "--sglang",
+             "0.5.18"], tmp_path / "home", timeout=30)
+    assert o.rc == 2, (o.rc, o.err)
+    assert str(f) in o.err and said in o.err and "Traceback" not in o.err
+    assert "\ntip: point moonpin at a regular launch file (at most 8 MiB)" in o.err

@@ -17,7 +17,17 @@ import pytest
 
 from kb import cache
 from tests.hostile import gen
-from tests.hostile.harness import DEFAULT_N, FUZZ_N, Outcome, Tally, digest, run, runner
+from tests.hostile.harness import (
+    DEFAULT_N,
+    FUZZ_N,
+    Case,
+    Outcome,
+    Tally,
+    fresh,
+    run,
+    runner,
+    survey,
+)
 
 Surface = Callable[[Path, Path, int, bool], Tally]
 
@@ -52,21 +62,16 @@ def _kb_cases(rng: random.Random, kb: Path) -> str:
 
 
 def _surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
-    tally = Tally("KB files (--kb)")
-    rng = random.Random(19)
-    for i in range(n):
+    def make(rng: random.Random, i: int) -> Case:
         folder = tmp_path / f"in{i % 4}"
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(fresh(folder))
         shutil.copytree(template, folder)
         kb = folder / "kb.json"
         what = _kb_cases(rng, kb)
-        before = digest([kb, *sorted((folder / "resolved").glob("*.json"))])
-        argv = ["--kb", str(kb), *rng.choice(QUERIES)]
-        o = runner(fuzz, i)(argv, tmp_path / "home", timeout=60)
-        tally.add(f"#{i} {what}", o)
-        if digest([kb, *sorted((folder / "resolved").glob("*.json"))]) != before:
-            tally.changed.append(f"#{i} {what}: a read-only command changed the KB folder")
-    return tally
+        return Case(what, ["--kb", str(kb), *rng.choice(QUERIES)],
+                    keep=[kb, *sorted((folder / "resolved").glob("*.json"))])
+
+    return survey("KB files (--kb)", 19, n, fuzz, tmp_path / "home", make)
 
 
 def _derived_cases(rng: random.Random, table: Path) -> str:
@@ -89,14 +94,18 @@ def _derived_cases(rng: random.Random, table: Path) -> str:
 
 
 def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
-    tally = Tally("resolved tables and the file-facts memo")
-    rng = random.Random(1919)
     truth = run(["--kb", str(template / "kb.json"), *WHICH], tmp_path / "truth")
     assert truth.rc == 0, truth.err
     answer = json.loads(truth.out)
-    for i in range(n):
+
+    def same_answer(o: Outcome) -> str | None:
+        if o.rc == 0 and json.loads(o.out) != answer:
+            return f"a different answer than the undamaged files give:\n{o.out[:800]}"
+        return None
+
+    def make(rng: random.Random, i: int) -> Case:
         folder = tmp_path / f"in{i % 4}"
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(fresh(folder))
         shutil.copytree(template, folder)
         home = tmp_path / f"home{i % 4}"
         kb = folder / "kb.json"
@@ -109,16 +118,9 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
             run_first = runner(fuzz, i)(["--kb", str(kb), *WHICH], home)
             assert run_first.rc == 0, run_first.err
             what = "memo: " + _damage_memo(rng, memo)
-        before = digest([kb])
-        o: Outcome = runner(fuzz, i)(["--kb", str(kb), *WHICH], home)
-        tally.add(f"#{i} {what}", o)
-        if o.rc == 0 and not o.hung and "Traceback" not in o.err:
-            if json.loads(o.out) != answer:
-                tally.other.append(f"#{i} {what}: a different answer than the undamaged "
-                                   f"files give:\n{o.out[:800]}")
-        if digest([kb]) != before:
-            tally.changed.append(f"#{i} {what}: the KB changed")
-    return tally
+        return Case(what, ["--kb", str(kb), *WHICH], keep=[kb], judge=same_answer, home=home)
+
+    return survey("resolved tables and the file-facts memo", 1919, n, fuzz, tmp_path, make)
 
 
 def _damage_memo(rng: random.Random, memo: Path) -> str:

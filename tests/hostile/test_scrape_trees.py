@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 import random
-import shutil
 import struct
 import tarfile
 import zipfile
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
 from tests.hostile import gen
-from tests.hostile.harness import DEFAULT_N, FUZZ_N, Tally, digest, runner
+from tests.hostile.harness import DEFAULT_N, FUZZ_N, Case, Tally, fresh, survey
 
 PG = b"from mooncake.pg import join_group\n\ndef f(backend):\n    return join_group(backend)\n"
 
@@ -162,33 +160,23 @@ def _input(rng: random.Random, folder: Path) -> tuple[Path, str]:
     return out, f"{kind}: {what}"
 
 
-def _surface(tmp_path: Path, kb_template: Path, n: int, fuzz: bool) -> Tally:
-    tally = Tally("scrape trees and archives")
-    rng = random.Random(1905)
-    kb = tmp_path / "kb" / "kb.json"
-    kb.parent.mkdir()
-    full = store.load(kb_template / "kb.json")
-    store.save(full.model_copy(update={"sglang": (), "mooncake": (), "torch": ()}), kb)
+def _surface(tmp_path: Path, kb: Path, n: int, fuzz: bool) -> Tally:
     pristine = kb.read_bytes()
-    for i in range(n):
-        folder = tmp_path / f"in{i % 3}"
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir()
-        target, what = _input(rng, folder)
+
+    def make(rng: random.Random, i: int) -> Case:
+        target, what = _input(rng, fresh(tmp_path / f"in{i % 3}"))
         kb.write_bytes(pristine)
-        before = digest([kb])
-        o = runner(fuzz, i)(["--kb", str(kb), "scrape", "--from-path", str(target)],
-                            tmp_path / "home", timeout=60)
-        tally.add(f"#{i} {what}", o)
-        if o.rc != 0 and digest([kb]) != before:
-            tally.changed.append(f"#{i} {what}: a refused scrape changed the KB")
-    return tally
+        inputs = [target, *target.rglob("*")] if target.is_dir() else [target]
+        return Case(what, ["--kb", str(kb), "scrape", "--from-path", str(target)],
+                    keep=inputs, keep_if_refused=[kb])
+
+    return survey("scrape trees and archives", 1905, n, fuzz, tmp_path / "home", make)
 
 
-def test_hostile_trees_and_archives(tmp_path: Path, kb_template: Path) -> None:
-    _surface(tmp_path, kb_template, DEFAULT_N, False).check()
+def test_hostile_trees_and_archives(tmp_path: Path, empty_kb: Path) -> None:
+    _surface(tmp_path, empty_kb, DEFAULT_N, False).check()
 
 
 @pytest.mark.fuzz
-def test_fuzz_trees_and_archives(tmp_path: Path, kb_template: Path) -> None:
-    _surface(tmp_path, kb_template, FUZZ_N, True).check()
+def test_fuzz_trees_and_archives(tmp_path: Path, empty_kb: Path) -> None:
+    _surface(tmp_path, empty_kb, FUZZ_N, True).check()

@@ -29,6 +29,7 @@ import json
 import socket
 import struct
 import threading
+import time as _time
 import zipfile
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ FAULT_KINDS: dict[str, frozenset[str]] = {
     "html": frozenset({"body"}),
     "changed": frozenset({"body", "after", "content_type"}),
     "trickle": frozenset({"interval"}),
+    "trickle_headers": frozenset({"interval"}),
     "redirect": frozenset({"location", "code"}),
 }
 
@@ -87,6 +89,10 @@ class Logged:
     target: str = ""
     fault: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: set once the server is done with this request (answered whole, or given up on
+    #: because the client went away): what a test waits on instead of sleeping
+    done: threading.Event = field(default_factory=threading.Event, repr=False,
+                                  compare=False)
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,7 @@ class _Plan:
     stall: tuple[int, float] | None = None
     reset: bool | None = None  # None: no reset; False: FIN after headers; True: RST
     trickle: float | None = None  # seconds between body bytes, one at a time
+    trickle_headers: float | None = None  # seconds between bytes of the status and headers
     fault: str | None = None
 
 
@@ -475,6 +482,10 @@ class FakeIndex:
         ``trickle``
             the body is written one byte every ``interval`` seconds (default 0.5; cut
             short by :meth:`close`): never a stalled read, yet no end in sight.
+        ``trickle_headers``
+            the status line and headers are written one byte every ``interval`` seconds
+            (default 0.5; cut short by :meth:`close`), then the body at once: a client
+            bounded only per read waits as long as the server likes for the headers.
         ``redirect``
             answer ``code`` (default 302) with ``Location: location`` (required; relative
             or absolute, any scheme: a loop, ``file://``, ``ftp://``).
@@ -514,6 +525,12 @@ class FakeIndex:
         key = unquote(path)
         return [r for r in self.requests if r.path == key]
 
+    def wait_answered(self, timeout: float = 5.0) -> bool:
+        """Wait until the server is done with every request logged so far (each answered
+        whole, or abandoned when its client went away); False if ``timeout`` passed first."""
+        end = _time.monotonic() + timeout
+        return all(r.done.wait(max(0.0, end - _time.monotonic())) for r in self.requests)
+
     def clear_requests(self) -> None:
         """Forget the request log."""
         with self._lock:
@@ -540,7 +557,10 @@ class FakeIndex:
             self._log.append(entry)
             plan = self._plan(path, entry.range, h.headers.get("If-Range"), head=head)
         entry.fault = plan.fault
-        self._send(h, plan, head=head, entry=entry)
+        try:
+            self._send(h, plan, head=head, entry=entry)
+        finally:
+            entry.done.set()
 
     def _plan(
         self, path: str, range_header: str | None, if_range: str | None, *, head: bool
@@ -634,6 +654,8 @@ class FakeIndex:
             plan.reset = bool(fault.params.get("rst", True))
         if kind == "trickle" and fault is not None and not head and use():
             plan.trickle = float(fault.params.get("interval", 0.5))
+        if kind == "trickle_headers" and fault is not None and use():
+            plan.trickle_headers = float(fault.params.get("interval", 0.5))
         plan.fault = fired
         return plan
 
@@ -680,11 +702,15 @@ class FakeIndex:
         try:
             if head and plan.stall is not None:
                 self._closing.wait(plan.stall[1])
-            h.send_response(plan.status)
-            for name, value in plan.headers:
-                h.send_header(name, value)
-            h.send_header("Content-Length", str(len(plan.body)))
-            h.end_headers()
+            if plan.trickle_headers is not None:
+                if not self._trickle_headers(h, plan):
+                    return
+            else:
+                h.send_response(plan.status)
+                for name, value in plan.headers:
+                    h.send_header(name, value)
+                h.send_header("Content-Length", str(len(plan.body)))
+                h.end_headers()
             if plan.reset is not None:
                 h.close_connection = True
                 if plan.reset:
@@ -715,6 +741,20 @@ class FakeIndex:
             self._write(h, body, entry)
         except OSError:  # the client went away
             h.close_connection = True
+
+    def _trickle_headers(self, h: _Handler, plan: _Plan) -> bool:
+        """Write the status line and headers a byte at a time; False when cut short."""
+        assert plan.trickle_headers is not None
+        lines = [f"HTTP/1.1 {plan.status} {h.responses.get(plan.status, ('',))[0]}",
+                 *(f"{k}: {v}" for k, v in plan.headers), f"Content-Length: {len(plan.body)}"]
+        raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        for i in range(len(raw)):
+            h.wfile.write(raw[i:i + 1])
+            h.wfile.flush()
+            if self._closing.wait(plan.trickle_headers):
+                h.close_connection = True
+                return False
+        return True
 
     @staticmethod
     def _write(h: _Handler, data: bytes, entry: Logged) -> None:

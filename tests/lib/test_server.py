@@ -338,6 +338,40 @@ def test_fault_reset(index: FakeIndex, client: httpx.Client, rst: bool) -> None:
     assert get(client, index, "bytes=0-9").content == BODY[:10]  # the client recovers
 
 
+def test_fault_trickle_headers(index: FakeIndex) -> None:
+    """Headers a byte at a time: a complete, correct answer, slowly; and the byte-wise
+    arrival is visible to a client reading with a short per-read timeout."""
+    import socket
+
+    index.fault(PATH, "trickle_headers", interval=0.002, times=1)
+    t = time.monotonic()
+    with httpx.Client(timeout=5.0) as c:
+        r = c.get(index.url_for(PATH))
+    assert r.status_code == 200 and r.content == BODY
+    assert time.monotonic() - t > 0.002 * 100  # well over 100 header bytes, one by one
+    assert index.requests_for(PATH)[0].fault == "trickle_headers"
+    index.fault(PATH, "trickle_headers", interval=0.05)
+    with socket.create_connection(("127.0.0.1", int(index.url.rsplit(":", 1)[1]))) as s:
+        s.sendall(f"GET {PATH} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        s.settimeout(2)
+        got, reads = b"", 0
+        while len(got) < 3:
+            got += s.recv(100)
+            reads += 1
+    assert got.startswith(b"HTT") and reads >= 2  # not sent in one piece
+    assert index.wait_answered(timeout=5)  # gave up once the client went away
+
+
+def test_wait_answered(index: FakeIndex, client: httpx.Client) -> None:
+    index.fault(PATH, "stall", seconds=0.3, after=10)
+    assert get(client, index).content == BODY
+    assert index.wait_answered(timeout=5)
+    index.fault(PATH, "trickle", interval=1.0)
+    with client.stream("GET", index.url_for(PATH)) as r:
+        next(r.iter_bytes())
+        assert not index.wait_answered(timeout=0.2)  # still trickling
+
+
 def test_fault_html(index: FakeIndex, client: httpx.Client) -> None:
     api = index.add_json("/pypi/x/json", {"info": {}})
     index.fault("*", "html")

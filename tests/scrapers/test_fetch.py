@@ -239,7 +239,7 @@ def test_ignore_range_big_file_stops_reading() -> None:
         assert ei.value.kind == "ignored"
         assert "ignored Range" in str(ei.value)
         assert url in str(ei.value)
-        time.sleep(0.2)  # let the server notice the closed connection
+        assert idx.wait_answered(timeout=10)  # the server saw the connection close
         (req,) = idx.requests_for("/big.whl")
         assert req.status == 200
         assert req.bytes_sent < len(big) // 2
@@ -425,6 +425,53 @@ def test_a_trickling_body_meets_the_deadline(index: FakeIndex) -> None:
     r.f.close()
 
 
+@pytest.mark.parametrize("path", [PATH, "/missing"])
+def test_trickling_headers_meet_the_deadline(index: FakeIndex, path: str) -> None:
+    """Headers sent a byte every 50 ms (~10 s of them, each read well inside the 30 s
+    read timeout): the request ends at its overall deadline, naming the URL and what was
+    slow, and is not retried."""
+    index.fault(path, "trickle_headers", interval=0.05)
+    r = Rec(deadline=0.8)
+    t = time.monotonic()
+    with pytest.raises(FetchError, match="too slow: the response headers") as e:
+        r.f.get_bytes(index.url_for(path), max_bytes=len(BODY))
+    took = time.monotonic() - t
+    assert 0.7 < took < 5
+    assert index.url_for(path) in str(e.value) and "0.8s" in str(e.value) and e.value.hint
+    assert len(index.requests_for(path)) == 1 and r.sleeps == []
+    (req,) = index.requests_for(path)
+    assert not req.done.is_set()  # the server was still sending its headers
+    r.f.close()
+
+
+def test_headers_under_the_deadline_are_read(index: FakeIndex) -> None:
+    index.add("/small", b"small body")
+    index.fault("/small", "trickle_headers", interval=0.001)
+    r = Rec(deadline=30)
+    assert r.f.get_bytes(index.url_for("/small"), max_bytes=100) == b"small body"
+    assert index.requests_for("/small")[0].fault == "trickle_headers"
+    r.f.close()
+
+
+def test_a_stalled_body_ends_at_the_deadline_not_the_read_timeout(index: FakeIndex) -> None:
+    index.fault(PATH, "stall", seconds=20, after=100)
+    r = Rec(deadline=0.5, timeout=30.0)
+    t = time.monotonic()
+    with pytest.raises(FetchError, match="too slow: the body"):
+        r.f.get_bytes(index.url_for(PATH), max_bytes=len(BODY))
+    assert time.monotonic() - t < 5
+    r.f.close()
+
+
+def test_the_deadline_is_per_request(index: FakeIndex) -> None:
+    """Each request gets the whole deadline: many quick ones in a row are not cut."""
+    r = Rec(deadline=0.5)
+    t = time.monotonic()
+    while time.monotonic() - t < 1.0:
+        assert r.f.get_range(index.url_for(PATH), 0, 9).data == BODY[:10]
+    r.f.close()
+
+
 def test_a_trickle_below_the_minimum_rate(index: FakeIndex) -> None:
     index.fault(PATH, "trickle", interval=0.02)
     r = Rec(grace=0.3, min_rate=1000)
@@ -444,3 +491,17 @@ def test_odd_content_length_digits_are_not_trusted(length: str) -> None:
     f = Fetcher(httpx.Client(transport=httpx.MockTransport(handler)), retries=0)
     with pytest.raises(RangeNotHonoured, match="Content-Range"):
         f.get_range("http://x/f", 0, 1)
+
+
+def test_the_deadline_also_bounds_an_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxies httpx mounts from the environment keep working (the client is httpx's
+    own) and their connections are bounded by the deadline too."""
+    from scrapers import fetch
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    f = Fetcher()
+    pools = [t._pool for t in [f.client._transport, *f.client._mounts.values()]  # type: ignore[attr-defined]
+             if t is not None]
+    assert len(pools) >= 2  # the default transport and the proxy's
+    assert all(isinstance(p._network_backend, fetch._DeadlineBackend) for p in pools)
+    f.close()
