@@ -369,27 +369,43 @@ def _make_reader(tp: Any) -> Callable[[Any], Any]:
     raise TypeError(f"no reader for {tp!r}")  # a coding error, never input
 
 
+def _scalar_types(tp: Any) -> frozenset[type] | None:
+    """The exact types a scalar field (``str``, ``int | None``, ...) may hold; None for
+    another kind of field (read by its reader)."""
+    args = getattr(tp, "__args__", None)
+    kinds = set(args) if args is not None and getattr(tp, "__origin__", None) is None else {tp}
+    if kinds <= {str, int, bool, type(None)}:
+        return frozenset(kinds)
+    return None
+
+
 def _record_reader(cls: type) -> Callable[[Any], Any]:
     names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     wanted = frozenset(names)
     hints = _hints(cls)
-    readers = tuple((n, _reader(hints[n])) for n in names)
+    # scalar fields are checked here, in line (a call per value is most of the time)
+    plan = tuple((n, _scalar_types(hints[n]), _reader(hints[n])) for n in names)
 
     def read(v: Any) -> Any:
         if type(v) is not dict:
             raise _Bad("not an object")
         if v.keys() != wanted:
             raise _Bad(f"fields are not {', '.join(names)}")
-        try:
-            return cls(*[r(v[n]) for n, r in readers])
-        except _Bad as e:
-            for n, r in readers:  # which field: the error's path names it
+        out = []
+        for n, kinds, r in plan:
+            x = v[n]
+            if kinds is None:
                 try:
-                    r(v[n])
-                except _Bad:
+                    x = r(x)
+                except _Bad as e:
                     e.path.append(f".{n}")
-                    break
-            raise
+                    raise
+            elif type(x) not in kinds:
+                bad = _Bad(f"not {' or '.join(sorted(k.__name__ for k in kinds))}")
+                bad.path.append(f".{n}")
+                raise bad
+            out.append(x)
+        return cls(*out)
     return read
 
 

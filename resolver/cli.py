@@ -587,9 +587,9 @@ def _which_mooncake_fast(args: argparse.Namespace) -> Which | None:
 
     dist = None
     if args.dist:
-        from packaging.utils import canonicalize_name
+        from resolver.inputs import canonical_name
 
-        dist = str(canonicalize_name(args.dist))
+        dist = canonical_name(args.dist)
         if dist not in {d for d, _ in table.releases}:
             return None  # let the full path say what is wrong with it
     from resolver.answers import Which
@@ -822,6 +822,10 @@ class _Pools:
         if self._mooncake is None:
             from resolver import resolved
 
+            full = self.full() if resolved.load_facts(self.kb_path) is not None else None
+            if full is not None:  # the facts, which the command then answers from
+                self._mooncake = full[2]
+                return self._mooncake
             self._mooncake = {}
             reqs = resolved.load_requirements(self.kb_path) or {}
             with_module = [v for v, m in reqs.items() if m.get("module")]

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from kb import facts as kf
 from kb.facts import Build, Facts, Loader, Mooncake, Sglang, Torch, Wheel
+from resolver.inputs import canonical_name
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -70,14 +71,7 @@ def torch_lines(release: Sglang) -> tuple[tuple[str, SpecifierSet], ...]:
     return tuple(out)
 
 
-def canonical_name(name: str) -> str:
-    """A distribution name normalised as PEP 503 says (what
-    ``packaging.utils.canonicalize_name`` returns; that module imports ``packaging.tags``,
-    and with it ``platform``, ``subprocess`` and ``logging``, which a query never uses)."""
-    return _SEPARATORS.sub("-", name).lower()
 
-
-_SEPARATORS = re.compile(r"[-_.]+")
 
 
 class WheelView:

@@ -98,10 +98,9 @@ def close_names(text: str, pool: Iterable[str], n: int = 2) -> list[str]:
 
 
 def _canonical(text: str) -> str:
-    # packaging.utils loads packaging.tags (and logging): imported only for a name
-    from packaging.utils import canonicalize_name
+    from resolver.inputs import canonical_name
 
-    return str(canonicalize_name(text))
+    return canonical_name(text)
 
 
 def _mean(options: list[str], flag: str, given: str) -> str:
