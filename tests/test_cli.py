@@ -427,9 +427,14 @@ def test_args_refuses_options_the_release_has_not(kb_file: Path, tmp_path: Path,
 
 
 def test_version_help_and_bare_moonpin(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
     assert main(["--version"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("moonpin ") and "scraped 20" in out
+    # the version printed (and recorded by a scrape) is the package's own
+    declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert declared is not None and out.startswith(f"moonpin {declared.group(1)};")
     assert main([]) == 0  # bare: the help, not an error
     out = capsys.readouterr().out
     assert "usage: moonpin" in out and "exit codes" in out and "thin glue" not in out
