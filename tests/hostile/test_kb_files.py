@@ -2,7 +2,9 @@
 
 A damaged KB (``--kb``) is refused: exit 2 naming the file, no traceback, the file left as
 it was. A damaged derived table (``resolved/*.json``) or cache (``check-facts.marshal``)
-is ignored: the answer is the one the undamaged files give, never another.
+is ignored: the answer is the one the undamaged files give, never another. A stamped
+document (``_facts.json``, ``_show-*.json``) rewritten on purpose with a hash that fits is
+read like a hand-edited KB: checked, never a traceback.
 """
 
 from __future__ import annotations
@@ -145,14 +147,76 @@ def _damage_memo(rng: random.Random, memo: Path) -> str:
     return "entries of the wrong type"
 
 
-@pytest.mark.parametrize("surface", [_surface, _derived_surface], ids=["kb", "derived"])
+#: Queries that read the stamped documents: the facts (an explicit --torch skips the
+#: per-release table), and a release's show document.
+STAMPED = {"_facts.json": ["which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13.0",
+                           "--json"],
+           "_show-sglang-0.5.18.json": ["show", "sglang==0.5.18", "--json"]}
+
+
+def _stamped_cases(rng: random.Random, doc: Path) -> str:
+    from resolver import resolved
+
+    pick = rng.random()
+    if pick < 0.15:
+        return gen.make_special(rng.choice(gen.SPECIALS), doc)
+    raw = doc.read_bytes()
+    head, _, body = raw.partition(b"\n")
+    if pick < 0.35:
+        at = rng.randrange(1, len(raw))
+        doc.write_bytes(raw[:at])
+        return f"truncated at {at}"
+    if pick < 0.55:
+        data, what = gen.damage_bytes(rng, body)
+        doc.write_bytes(head + b"\n" + data)
+        return "body: " + what
+    # a crafted document: another type at some node, stamped so that it hashes right
+    value, what = gen.retype(rng, json.loads(body))
+    doc.write_bytes(resolved._stamped(value, json.loads(head)["kb_sha256"]))
+    return "restamped: " + what
+
+
+def _stamped_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    truths = {}
+    for name, argv in STAMPED.items():
+        truth = run(["--kb", str(template / "kb.json"), *argv], tmp_path / "truth")
+        assert truth.rc == 0, truth.err
+        truths[name] = json.loads(truth.out)
+
+    def make(rng: random.Random, i: int) -> Case:
+        folder = tmp_path / f"in{i % 4}"
+        shutil.rmtree(fresh(folder))
+        shutil.copytree(template, folder)
+        name = rng.choice(sorted(STAMPED))
+        what = f"{name}: " + _stamped_cases(rng, folder / "resolved" / name)
+        # A document restamped so that it hashes right was written on purpose: like a KB
+        # edited by hand it may say something else (never crash); damage never may.
+        crafted = "restamped" in what
+
+        def same_answer(o: Outcome) -> str | None:
+            if crafted:
+                return None
+            if o.rc == 0 and json.loads(o.out) != truths[name]:
+                return f"a different answer than the undamaged files give:\n{o.out[:800]}"
+            return None
+
+        return Case(what, ["--kb", str(folder / "kb.json"), *STAMPED[name]],
+                    keep=[folder / "kb.json"], judge=same_answer,
+                    home=tmp_path / f"home{i % 4}")
+
+    return survey("stamped facts and show documents", 1931, n, fuzz, tmp_path, make)
+
+
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
+                         ids=["kb", "derived", "stamped"])
 def test_hostile_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                       ) -> None:
     surface(tmp_path, kb_template, DEFAULT_N, False).check()
 
 
 @pytest.mark.fuzz
-@pytest.mark.parametrize("surface", [_surface, _derived_surface], ids=["kb", "derived"])
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
+                         ids=["kb", "derived", "stamped"])
 def test_fuzz_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                    ) -> None:
     surface(tmp_path, kb_template, FUZZ_N, True).check()
