@@ -1,0 +1,86 @@
+"""What every ``moonpin`` command shares: the one exit path for errors (``_fatal``), JSON
+output, the busy line on a terminal, and where the KB (and its facts) is read from."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    import argparse
+
+
+__all__: list[str] = []  # helpers of resolver.cli and its command modules only
+
+
+def _fatal(msg: str, hint: str | None = None, code: int = 2) -> NoReturn:
+    # the last guard on echoed input (a 4,000-character path or argument, quoted with its
+    # escapes): whatever a message quotes, it stays a few lines
+    print(f"moonpin: error: {_shown(msg, 1000)}", file=sys.stderr)
+    if hint:
+        print(f"tip: {_shown(hint, 600)}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _emit_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class _Busy:
+    """``with _Busy("loading the knowledge base"):`` says so on stderr while the block
+    runs, only when stderr is a terminal, and leaves nothing behind."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        try:
+            self.live = sys.stderr.isatty()
+        except (AttributeError, ValueError):  # a closed or stand-in stream
+            self.live = False
+
+    def __enter__(self) -> None:
+        if self.live:
+            sys.stderr.write(f"{self.what}…")
+            sys.stderr.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from kb import store
+
+    with _Busy("loading the knowledge base"):
+        return store.load(Path(args.kb) if args.kb else None)
+
+
+def _kb_path(args: argparse.Namespace) -> Path:
+    from kb.paths import default_kb_path
+
+    return Path(args.kb) if args.kb else default_kb_path()
+
+
+def _graph(args: argparse.Namespace) -> Any:
+    from resolver.graph import CompatGraph
+
+    return CompatGraph.from_path(_kb_path(args))
+
+
+def _shown(text: str, limit: int = 300) -> str:
+    """An echoed input cut to ``limit`` characters, saying how many were left out."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out

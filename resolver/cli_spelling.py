@@ -1,0 +1,214 @@
+"""Reading the releases users type on the command line (``latest``, ``v0.5.18``, "did you
+mean") into the KB's spellings, before a command runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
+
+from kb.errors import MoonpinError
+from resolver.cli_common import _kb_path
+
+__all__ = ["_spell_inputs"]
+
+
+# ---------------------------------------------------------------------- spelling
+
+
+class _Pools:
+    """The releases the KB holds, for reading what users type (``latest``, ``v0.5.18``,
+    "did you mean"): first from the derived tables (a few milliseconds), the whole KB's
+    JSON (standard library, no pydantic) only when those do not decide."""
+
+    def __init__(self, kb_path: Path) -> None:
+        self.kb_path = kb_path
+        self._sglang: list[str] | None = None
+        self._mooncake: dict[str, list[str]] | None = None
+        self._full: tuple[list[str], list[str], dict[str, list[str]]] | None = None
+        self._full_read = False
+
+    def fast_sglang(self) -> list[str]:
+        """The SGLang releases of the index, from ``resolved/_sglang.json`` ([] when it
+        is missing or stale)."""
+        if self._sglang is None:
+            from resolver import resolved
+
+            self._sglang = list(resolved.load_requirements(self.kb_path) or {})
+        return self._sglang
+
+    def fast_mooncake(self) -> dict[str, list[str]]:
+        """The mooncake releases by distribution (unread ones too), from one release's
+        table ({} when there is none)."""
+        if self._mooncake is None:
+            from resolver import resolved
+
+            full = self.full() if resolved.load_facts(self.kb_path) is not None else None
+            if full is not None:  # the facts, which the command then answers from
+                self._mooncake = full[2]
+                return self._mooncake
+            self._mooncake = {}
+            reqs = resolved.load_requirements(self.kb_path) or {}
+            with_module = [v for v, m in reqs.items() if m.get("module")]
+            table = resolved.load(self.kb_path, with_module[-1]) if with_module else None
+            if table is not None:
+                pairs = [(d, v) for d, v in table.releases] + [
+                    (u.get("dist"), u.get("version")) for u in table.doc.get("unread", ())
+                    if isinstance(u, dict)]
+                for d, v in pairs:
+                    if isinstance(d, str) and isinstance(v, str):
+                        self._mooncake.setdefault(d, []).append(v)
+        return self._mooncake
+
+    def full(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
+        """(SGLang releases of the index, every SGLang version the KB names — local
+        records and unread ones too —, mooncake releases by distribution, unread ones
+        too); None when the KB cannot be read (the command then says why)."""
+        if not self._full_read:
+            self._full_read = True
+            from resolver.resolved import load_facts
+
+            facts = load_facts(self.kb_path)  # read once: the command answers from them
+            if facts is not None:
+                mc: dict[str, list[str]] = {}
+                for m in facts.mooncake:
+                    mc.setdefault(m.dist, []).append(m.version)
+                for u in facts.unread:
+                    if u.kind == "mooncake":
+                        mc.setdefault(u.name, []).append(u.version)
+                self._full = ([s.version for s in facts.sglang if s.source == "index"],
+                              [s.version for s in facts.sglang]
+                              + [u.version for u in facts.unread if u.kind == "sglang"], mc)
+                return self._full
+            from kb.files import loads_json, read_regular
+
+            try:  # kb.store's cap, without importing pydantic's models
+                doc = loads_json(read_regular(self.kb_path, cap=256 << 20,
+                                              what="knowledge base"))
+                index = [r["version"] for r in doc["sglang"] if r.get("source") == "index"]
+                every = [r["version"] for r in doc["sglang"]] + [
+                    u["version"] for u in doc.get("unread", ()) if u.get("kind") == "sglang"]
+                mooncake: dict[str, list[str]] = {}
+                for r in doc["mooncake"]:
+                    mooncake.setdefault(r["dist"], []).append(r["version"])
+                for u in doc.get("unread", ()):
+                    if u.get("kind") == "mooncake":
+                        mooncake.setdefault(u["name"], []).append(u["version"])
+                texts = [*index, *every, *mooncake, *(v for vs in mooncake.values() for v in vs)]
+                if not all(isinstance(v, str) for v in texts):
+                    raise TypeError("a version is not a string")
+                self._full = (index, every, mooncake)
+            except (MoonpinError, OSError, ValueError, KeyError, TypeError, AttributeError):
+                self._full = None  # a KB edited by hand: the command says what is wrong
+        return self._full
+
+    def sglang(self, text: str, flag: str) -> str:
+        """An SGLang release as typed -> the KB's spelling of it."""
+        from resolver import spelling
+
+        fast = self.fast_sglang()
+        if spelling.strip_v(text) in fast:  # as the KB spells it: nothing to parse
+            return spelling.strip_v(text)
+        if spelling.is_latest(text):
+            full = None if fast else self.full()
+            return spelling.release(text, fast or (full[0] if full else []), flag=flag)
+        version = spelling.version(text, flag=flag, pool=fast or (self.full() or [[]])[0])
+        if version in fast:
+            return version
+        full = self.full()
+        if full is None:
+            return version  # the command says what is wrong with the KB
+        return _same_or(version, full[1],
+                        lambda: spelling.not_known(version, full[0] or full[1], flag=flag))
+
+    def mooncake(self, dist: str, text: str, flag: str | None = None, *,
+                 what: str = "mooncake distribution") -> tuple[str, str]:
+        """A mooncake distribution and release as typed -> the KB's spellings."""
+        from resolver import spelling
+
+        fast = self.fast_mooncake()
+        pools = fast or (self.full() or ([], [], {}))[2]
+        if not pools:
+            return dist, spelling.strip_v(text)
+        name = spelling.name(dist, [*pools, *(["sglang"] if what != "mooncake distribution"
+                                              else [])], what=what)
+        flag = flag or f"{name}=="
+        if spelling.is_latest(text):
+            return name, spelling.release(text, pools[name], what=name, flag=flag)
+        version = spelling.version(text, what=name, flag=flag, pool=pools[name])
+        return name, _same_or(version, pools[name],
+                              lambda: spelling.not_known(version, pools[name], what=name,
+                                                         flag=flag))
+
+    def dist(self, text: str) -> str:
+        from resolver import spelling
+
+        fast = self.fast_mooncake()
+        pools = fast or (self.full() or ([], [], {}))[2]
+        return spelling.name(text, pools) if pools else text
+
+
+def _same_or(version: str, pool: list[str], error: Any) -> str:
+    """``pool``'s spelling of ``version``; raise ``error()`` when it has none."""
+    from packaging.version import Version
+
+    v = Version(version)
+    for p in pool:
+        try:
+            if Version(p) == v:
+                return p
+        except ValueError:  # InvalidVersion is a ValueError
+            continue
+    raise error()
+
+
+def _spell_inputs(args: argparse.Namespace) -> None:
+    """Read the releases, distributions, pythons and platforms given the way users type
+    them (``latest``, ``v0.5.18``, ``V0.5.18``, ``amd64``) into the KB's own spelling,
+    before any command runs: every path (the fast tables too) then sees one version, and a
+    typo is refused here, exit 2, with what was probably meant."""
+    from resolver import spelling
+    from resolver.inputs import normalize_arch, normalize_python
+
+    cmd = args.command
+    if cmd in ("which", "explain", "pins", "renovate", "constraints", "triples"):
+        normalize_python(getattr(args, "python", None))  # only checked: outputs quote it
+        normalize_arch(getattr(args, "arch", None))
+    if cmd not in ("which", "explain", "show", "renovate", "constraints", "args", "triples"):
+        return
+    pools = _Pools(_kb_path(args))
+    if cmd != "triples" and getattr(args, "sglang", None):
+        args.sglang = pools.sglang(args.sglang, "--sglang ")
+    if getattr(args, "torch", None) and cmd != "triples":
+        args.torch = spelling.version(args.torch, what="torch", flag="--torch ")
+    if getattr(args, "dist", None):
+        args.dist = pools.dist(args.dist)
+    if cmd == "triples":  # specifiers; a bare release as users type it means ==release
+        if args.sglang and (spelling.is_latest(args.sglang)
+                            or spelling.strip_v(args.sglang) != args.sglang.strip()):
+            args.sglang = "==" + pools.sglang(args.sglang, "--sglang ")
+        if args.torch and spelling.strip_v(args.torch) != args.torch.strip():
+            args.torch = "==" + spelling.version(args.torch, what="torch", flag="--torch ")
+    if cmd == "which" and args.mooncake:
+        dist, version = spelling.split_release(args.mooncake)
+        args.mooncake = "==".join(pools.mooncake(dist, version))
+    if cmd == "show":
+        name, version = spelling.split_release(args.release)
+        if name == "sglang":
+            args.release = f"sglang=={pools.sglang(version, 'sglang==')}"
+        else:
+            args.release = "==".join(pools.mooncake(name, version, what="release name"))
+    if cmd == "explain":
+        out = []
+        for item in args.releases:
+            name, version = spelling.split_release(item)
+            if name == "sglang":
+                version = pools.sglang(version, "sglang==")
+            elif name == "torch":
+                version = spelling.version(version, what="torch", flag="torch==")
+            else:
+                name, version = pools.mooncake(name, version)
+            out.append(f"{name}=={version}")
+        args.releases = out
