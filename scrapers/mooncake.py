@@ -206,19 +206,7 @@ def scrape_wheel(
     meta_names = [metadata_member(names, wheel.filename)]
     jit_sources = [n for n in names if re.match(r"^mooncake/_pg_jit/.+\.(cpp|cc|cu)$", n)]
     z.prefetch(loader_members + meta_names[:1] + jit_sources)
-    loaders = []
-    for m in loader_members:
-        module = "mooncake." + m.rsplit("/", 1)[1][:-3]
-        scheme = analyze_loader(z.read(m, cap=4 * 1024 * 1024), m, module, names)
-        if scheme.kind == "jit-compile":
-            found: set[str] = set()
-            for s in scheme.sources:
-                found |= cpp_string_names(z.read(s, cap=16 * 1024 * 1024))
-            scheme = scheme.model_copy(update={
-                "source_names": tuple(sorted(found & wanted - set(BACKENDS))),
-                "source_backends": tuple(b for b in BACKENDS if b in found),
-            })
-        loaders.append(scheme)
+    loaders = [_loader(z, m, names, wanted) for m in loader_members]
     requires_dist: tuple[str, ...] = ()
     if meta_names:
         requires_dist = parse_metadata(
@@ -235,52 +223,10 @@ def scrape_wheel(
                                        compressed_size=z.by_name[n].compressed_size,
                                        complete=False))
             continue
-        family, torch = _family_and_torch(bn.module, loaders)
         if not any(bn.module.startswith(p) for p in ("pg", "ep", "_ep")):
             continue
-        arch = _arch(bn.abi)
-        key = (dist, version, arch, bn.module)
-        entry = z.by_name[n]
-        content = (entry.crc, entry.file_size, entry.compressed_size)
-        prior = shared.done.get(key)
-        # Read bytes for builds this wheel's interpreter loads; reuse for other ABIs.
-        own = any(bn.abi.startswith(a + "-") for a in own_abis) or not own_abis
-        if prior is None and own:
-            prior = shared.by_content.get(content)  # the same bytes, read elsewhere
-        if prior is not None and prior.read_error is None:
-            fields: dict[str, object] = {
-                k: getattr(prior, k) for k in ("names", "backends", "needed", "needed_method",
-                                               "needed_evidence", "runpath", "cuda_major",
-                                               "complete",
-                                               "strings_complete", "names_checked")
-            }
-            fields["bytes_from"] = prior.bytes_from
-            if prior.torch_from == "bytes":
-                torch = prior.torch
-            fields["size"] = z.by_name[n].file_size
-            fields["compressed_size"] = z.by_name[n].compressed_size
-        elif own:
-            fields = _read_build(z, bn, wanted)
-            bytes_torch = fields.pop("bytes_torch", None)
-            if torch is None and isinstance(bytes_torch, str):
-                torch = bytes_torch
-                fields["torch_from"] = "bytes"
-        else:
-            fields = {"size": z.by_name[n].file_size,
-                      "compressed_size": z.by_name[n].compressed_size, "complete": False,
-                      "strings_complete": False,
-                      "read_error": "not read: built for another Python ABI than this wheel's"}
-        if torch is not None and "torch_from" not in fields:
-            fields["torch_from"] = "filename" if prior is None or prior.torch_from != "bytes" \
-                else "bytes"
-        build = Build(member=n, family=family, torch=torch, abi=bn.abi,
-                      **fields)  # type: ignore[arg-type]
-        if own and prior is None and build.read_error is None:
-            shared.done[key] = shared.by_content[content] = build.model_copy(update={
-                "bytes_from": f"{n} in {wheel.filename}"})
-        elif own and prior is not None and key not in shared.done:
-            shared.done[key] = prior
-        builds.append(build)
+        builds.append(_build(z, n, bn, (dist, version, wheel.filename), loaders, own_abis,
+                             wanted, shared))
     wheel_model = MooncakeWheel(
         artifact=wheel.artifact(),
         python_tags=py_tags, abi_tags=abi_tags, platform_tags=plat_tags,
@@ -288,4 +234,72 @@ def scrape_wheel(
         requires_dist=requires_dist,
     )
     return wheel_model, src.fetched, z.needed_bytes
+
+
+def _loader(z: RemoteZip, member: str, names: list[str], wanted: frozenset[str],
+            ) -> LoaderScheme:
+    """The loading scheme of ``mooncake/pg.py`` or ``ep.py``; a JIT loader's sources are
+    read for the names and backends they define."""
+    module = "mooncake." + member.rsplit("/", 1)[1][:-3]
+    scheme = analyze_loader(z.read(member, cap=4 * 1024 * 1024), member, module, names)
+    if scheme.kind == "jit-compile":
+        found: set[str] = set()
+        for s in scheme.sources:
+            found |= cpp_string_names(z.read(s, cap=16 * 1024 * 1024))
+        scheme = scheme.model_copy(update={
+            "source_names": tuple(sorted(found & wanted - set(BACKENDS))),
+            "source_backends": tuple(b for b in BACKENDS if b in found),
+        })
+    return scheme
+
+
+def _build(z: RemoteZip, n: str, bn: BuildName, where: tuple[str, str, str],
+           loaders: list[LoaderScheme], own_abis: set[str], wanted: frozenset[str],
+           shared: SharedReads) -> Build:
+    """One build member of the wheel (``where``: dist, version, wheel filename): its bytes
+    read when this wheel's interpreter loads it, else the facts of the same bytes read
+    elsewhere (``shared``), else recorded as not read."""
+    dist, version, filename = where
+    family, torch = _family_and_torch(bn.module, loaders)
+    key = (dist, version, _arch(bn.abi), bn.module)
+    entry = z.by_name[n]
+    content = (entry.crc, entry.file_size, entry.compressed_size)
+    prior = shared.done.get(key)
+    # Read bytes for builds this wheel's interpreter loads; reuse for other ABIs.
+    own = any(bn.abi.startswith(a + "-") for a in own_abis) or not own_abis
+    if prior is None and own:
+        prior = shared.by_content.get(content)  # the same bytes, read elsewhere
+    if prior is not None and prior.read_error is None:
+        fields: dict[str, object] = {
+            k: getattr(prior, k) for k in ("names", "backends", "needed", "needed_method",
+                                           "needed_evidence", "runpath", "cuda_major",
+                                           "complete",
+                                           "strings_complete", "names_checked")
+        }
+        fields["bytes_from"] = prior.bytes_from
+        if prior.torch_from == "bytes":
+            torch = prior.torch
+        fields["size"] = entry.file_size
+        fields["compressed_size"] = entry.compressed_size
+    elif own:
+        fields = _read_build(z, bn, wanted)
+        bytes_torch = fields.pop("bytes_torch", None)
+        if torch is None and isinstance(bytes_torch, str):
+            torch = bytes_torch
+            fields["torch_from"] = "bytes"
+    else:
+        fields = {"size": entry.file_size, "compressed_size": entry.compressed_size,
+                  "complete": False, "strings_complete": False,
+                  "read_error": "not read: built for another Python ABI than this wheel's"}
+    if torch is not None and "torch_from" not in fields:
+        fields["torch_from"] = "filename" if prior is None or prior.torch_from != "bytes" \
+            else "bytes"
+    build = Build(member=n, family=family, torch=torch, abi=bn.abi,
+                  **fields)  # type: ignore[arg-type]
+    if own and prior is None and build.read_error is None:
+        shared.done[key] = shared.by_content[content] = build.model_copy(update={
+            "bytes_from": f"{n} in {filename}"})
+    elif own and prior is not None and key not in shared.done:
+        shared.done[key] = prior
+    return build
 
