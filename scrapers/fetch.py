@@ -306,63 +306,14 @@ class Fetcher:
                     resp.extensions["moonpin.started"] = started
                     resp.extensions["moonpin.deadline"] = started + self.deadline
                     if resp.status_code in _REDIRECTS and "Location" in resp.headers:
-                        target = _join(first, resp.url, resp.headers["Location"])
                         redirects += 1
-                        if redirects > self.max_redirects:
-                            raise FetchError(
-                                first, f"more than {self.max_redirects} redirects (the last "
-                                f"to {_short(target)}): a redirect loop?",
-                                hint="check --index-url / MOONPIN_INDEX_URL, or the proxy "
-                                     "in between")
-                        _require_http(first, target)
-                        if resp.status_code == 303 and method != "HEAD":
-                            method = "GET"
-                        url = target
+                        url, method = self._redirect(first, resp, method, redirects)
                         continue
-                    if resp.status_code in _RETRY_STATUS:
-                        why = f"HTTP {resp.status_code}"
-                        wait = _retry_after(resp.headers.get("Retry-After"))
-                        if wait is not None and wait > self.max_wait:
-                            raise FetchError(
-                                url,
-                                f"HTTP {resp.status_code} with Retry-After {wait:.0f}s, "
-                                f"more than the {self.max_wait:.0f}s moonpin waits",
-                                hint="try again later, or use a mirror with --index-url",
-                            )
-                        if wait is None:
-                            wait = self._backoff(attempt)
-                    else:
+                    if resp.status_code not in _RETRY_STATUS:
                         return handle(resp)
-            except _DeadlinePassed as e:
-                what = "the body" if answered else _PHASES.get(e.phase, e.phase)
-                raise FetchError(
-                    url, f"too slow: {what} still not done after "
-                    f"{time.monotonic() - started:.1f}s, past the {self.deadline:g}s a whole "
-                    f"request may take (connect, headers and body)",
-                    hint="try again later, or use a mirror with --index-url") from None
-            except httpx.ConnectError as e:
-                if (
-                    isinstance(e.__cause__, ssl.SSLError)
-                    or "SSL" in str(e)
-                    or "certificate" in str(e)
-                ):
-                    raise FetchError(
-                        url, f"TLS error: {e}", hint="check the index certificate or SSL_CERT_FILE"
-                    ) from e
-                why = f"cannot connect: {e}"
-            except (
-                httpx.TimeoutException,
-                httpx.RemoteProtocolError,
-                httpx.NetworkError,
-            ) as e:
-                why = f"{type(e).__name__}: {e}"
-            except httpx.DecodingError as e:
-                raise FetchError(url, f"the body could not be decoded ({e})",
-                                 hint="a proxy may be altering the answer; check --index-url"
-                                 ) from e
-            except httpx.HTTPError as e:  # UnsupportedProtocol, InvalidURL, LocalProtocolError
-                raise FetchError(url, f"cannot be requested: {type(e).__name__}: {e}",
-                                 hint="check --index-url / MOONPIN_INDEX_URL") from e
+                    why, wait = self._retry_wait(url, resp, attempt)
+            except (_DeadlinePassed, httpx.HTTPError) as e:
+                why = self._transient(e, url, started, answered)
             finally:
                 _DEADLINE.reset(token)
             if attempt >= self.retries:
@@ -377,6 +328,63 @@ class Fetcher:
             self.stats.add(retries=1)
             self.warn(f"{url}: {why}; retry {attempt}/{self.retries} in {wait:.1f}s")
             self.sleep(wait)
+
+    def _redirect(self, first: str, resp: httpx.Response, method: str, redirects: int,
+                  ) -> tuple[str, str]:
+        """Where a redirect goes (an http(s) URL) and with which method; FetchError past
+        ``max_redirects``."""
+        target = _join(first, resp.url, resp.headers["Location"])
+        if redirects > self.max_redirects:
+            raise FetchError(
+                first, f"more than {self.max_redirects} redirects (the last "
+                f"to {_short(target)}): a redirect loop?",
+                hint="check --index-url / MOONPIN_INDEX_URL, or the proxy in between")
+        _require_http(first, target)
+        if resp.status_code == 303 and method != "HEAD":
+            method = "GET"
+        return target, method
+
+    def _retry_wait(self, url: str, resp: httpx.Response, attempt: int,
+                    ) -> tuple[str, float]:
+        """Why a retryable status is retried and after how long (its ``Retry-After``,
+        else the backoff); FetchError when the server asks for more than ``max_wait``."""
+        why = f"HTTP {resp.status_code}"
+        wait = _retry_after(resp.headers.get("Retry-After"))
+        if wait is not None and wait > self.max_wait:
+            raise FetchError(
+                url,
+                f"HTTP {resp.status_code} with Retry-After {wait:.0f}s, "
+                f"more than the {self.max_wait:.0f}s moonpin waits",
+                hint="try again later, or use a mirror with --index-url",
+            )
+        return why, wait if wait is not None else self._backoff(attempt)
+
+    def _transient(self, e: Exception, url: str, started: float, answered: bool) -> str:
+        """Why a failed request is worth retrying; FetchError for one that is not (the
+        deadline passed, TLS, a body that cannot be decoded, a URL that cannot be asked)."""
+        if isinstance(e, _DeadlinePassed):
+            what = "the body" if answered else _PHASES.get(e.phase, e.phase)
+            raise FetchError(
+                url, f"too slow: {what} still not done after "
+                f"{time.monotonic() - started:.1f}s, past the {self.deadline:g}s a whole "
+                f"request may take (connect, headers and body)",
+                hint="try again later, or use a mirror with --index-url") from None
+        if isinstance(e, httpx.ConnectError):
+            if isinstance(e.__cause__, ssl.SSLError) or "SSL" in str(e) or "certificate" in str(e):
+                raise FetchError(
+                    url, f"TLS error: {e}", hint="check the index certificate or SSL_CERT_FILE"
+                ) from e
+            return f"cannot connect: {e}"
+        if isinstance(e, (httpx.TimeoutException, httpx.RemoteProtocolError,
+                          httpx.NetworkError)):
+            return f"{type(e).__name__}: {e}"
+        if isinstance(e, httpx.DecodingError):
+            raise FetchError(url, f"the body could not be decoded ({e})",
+                             hint="a proxy may be altering the answer; check --index-url"
+                             ) from e
+        # UnsupportedProtocol, InvalidURL, LocalProtocolError
+        raise FetchError(url, f"cannot be requested: {type(e).__name__}: {e}",
+                         hint="check --index-url / MOONPIN_INDEX_URL") from e
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.max_wait, self.backoff * (2**attempt))
