@@ -92,22 +92,28 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(report)
     else:
-        ratio = (f" ({100 * summary.bytes_fetched / summary.artifact_bytes:.2f}% of the "
-                 f"{_mb(summary.artifact_bytes)} those artifacts weigh whole)"
-                 if summary.artifact_bytes else "")
-        print(f"{'KB unchanged (nothing new on the index): ' if unchanged else 'wrote '}"
-              f"{kb_path}")
-        for k in KINDS:
-            print(f"  {k:9} {summary.read[k]:4} read, {summary.kept[k]:4} unchanged")
-        print(f"  fetched {_mb(summary.bytes_fetched)} in {fetcher.stats.requests} requests"
-              f"{ratio}, {summary.seconds:.1f}s")
-        if summary.lower_bound:
-            print(f"  lower bound (directories + bytes the extractors consumed): "
-                  f"{_mb(summary.lower_bound)}")
-        for u in summary.unread:
-            print(f"  unread: {u.kind} {u.name} {u.version}"
-                  f"{' ' + u.artifact if u.artifact else ''}: {u.reason}")
+        _print_scrape(kb_path, unchanged, summary, fetcher.stats.requests)
     return 1 if summary.unread else 0
+
+
+def _print_scrape(kb_path: Path, unchanged: bool, summary: Any, requests: int) -> None:
+    from scrapers.refresh import KINDS
+
+    ratio = (f" ({100 * summary.bytes_fetched / summary.artifact_bytes:.2f}% of the "
+             f"{_mb(summary.artifact_bytes)} those artifacts weigh whole)"
+             if summary.artifact_bytes else "")
+    print(f"{'KB unchanged (nothing new on the index): ' if unchanged else 'wrote '}"
+          f"{kb_path}")
+    for k in KINDS:
+        print(f"  {k:9} {summary.read[k]:4} read, {summary.kept[k]:4} unchanged")
+    print(f"  fetched {_mb(summary.bytes_fetched)} in {requests} requests"
+          f"{ratio}, {summary.seconds:.1f}s")
+    if summary.lower_bound:
+        print(f"  lower bound (directories + bytes the extractors consumed): "
+              f"{_mb(summary.lower_bound)}")
+    for u in summary.unread:
+        print(f"  unread: {u.kind} {u.name} {u.version}"
+              f"{' ' + u.artifact if u.artifact else ''}: {u.reason}")
 
 
 def _scrape_target(args: argparse.Namespace) -> tuple[Path, Path]:
