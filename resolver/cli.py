@@ -66,7 +66,8 @@ def _print_which(res: Which, what: str, why: bool) -> None:
               "process-group module)")
     elif compatible:
         best = compatible[0]
-        how = ("prebuilt, the newest that fits" if not best.compiles else
+        how = ("the newest that fits" if what != "mooncake" else
+               "prebuilt, the newest that fits" if not best.compiles else
                "the newest that fits; it compiles at first import (nothing prebuilt fits)")
         print(f"recommended: {best.requirement} ({how})")
     scope = ", ".join(f"{k} {_listed(v) if isinstance(v, list) else v}"

@@ -470,6 +470,11 @@ def test_which_recommends_a_prebuilt_release_and_counts_the_rest(
     excluded = [ln for ln in lines if ln.lstrip().startswith("excluded")]
     assert excluded and all("--why says why each" in ln for ln in excluded)
     assert len({ln.split(":")[0] for ln in excluded}) == len(excluded)  # one per distribution
+    # an SGLang or torch release is never "prebuilt": that is a mooncake build's word
+    assert main(["--kb", kb, "which", "sglang", "--mooncake",
+                 "mooncake-transfer-engine-cuda13==0.3.13.post1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("recommended: sglang==") and first.endswith("(the newest that fits)")
     # a torch nothing fits: one line per reason, not one per release
     assert main(["--kb", kb, "which", "mooncake", "--sglang", "0.5.18", "--torch", "2.99"]) == 1
     out = capsys.readouterr().out
