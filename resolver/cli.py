@@ -466,7 +466,14 @@ def main(argv: list[str] | None = None) -> int:
         from resolver.cli_spelling import _spell_inputs
 
         _spell_inputs(args)
-        code: int = args.func(args)
+        if getattr(args, "quiet", False):
+            import contextlib
+            import os
+
+            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+                code: int = args.func(args)
+        else:
+            code = args.func(args)
     except MoonpinError as e:  # bad input: exit 2, and a tip even where none was given
         _fatal(str(e), e.hint or f"`moonpin {args.command} --help` says what it takes")
     except KeyboardInterrupt:

@@ -167,6 +167,8 @@ def _scope(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
     sp.add_argument("--json", action="store_true",
                     help="print the answer as JSON (shapes in the README)")
+    sp.add_argument("-q", "--quiet", action="store_true",
+                    help="print nothing but errors: the exit code is the answer (for scripts)")
     sp.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
 
 

@@ -628,3 +628,25 @@ def test_triples_reads_a_bare_release_as_users_type_it(capsys: pytest.CaptureFix
     assert json.loads(capsys.readouterr().out) == want and want
     main([*base, "--sglang", "latest"])
     assert {r["sglang"] for r in json.loads(capsys.readouterr().out)} <= {_newest_sglang()}
+
+
+def test_quiet_prints_nothing_and_keeps_the_exit_code(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = str(ROOT / "data" / "kb.json")
+    cuda13 = "mooncake-transfer-engine-cuda13==0.3.13.post1"
+    for argv, code in ((["which", "mooncake", "--sglang", "0.5.18"], 0),
+                       (["which", "mooncake", "--sglang", "0.5.18", "--torch", "2.99"], 1),
+                       (["explain", "sglang==0.5.18", cuda13], 0),
+                       (["explain", "sglang==0.5.17", "mooncake-transfer-engine==0.3.8"], 1)):
+        assert main(["--kb", kb, *argv, "-q"]) == code, argv
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", ""), argv
+        assert main(["--kb", kb, *argv]) == code  # the same answer, printed
+        assert capsys.readouterr().out
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"sglang==0.5.18\ntorch==2.13.0\n{cuda13}\n")
+    assert main(["--kb", kb, "pins", str(req), "-q"]) == 0
+    assert capsys.readouterr().out == ""
+    with pytest.raises(SystemExit) as e:  # bad input still says why, on stderr
+        main(["--kb", kb, "which", "mooncake", "--sglang", "0.5.l8", "-q"])
+    assert e.value.code == 2 and "did you mean" in capsys.readouterr().err
