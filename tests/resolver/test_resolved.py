@@ -127,10 +127,26 @@ def test_damaged_facts_are_ignored(kb_path: Path) -> None:
     facts.write_bytes(head.replace(b'"kb_sha256": "', b'"kb_sha256": "0', 1) + b"\n" + body)
     assert resolved.load_facts(kb_path) is None
     doc = json.loads(body)
-    for damage in (lambda d: d["mooncake"][0].update(wheels=5),
-                   lambda d: d["sglang"][0]["pg"].update(names=[1, 2]),
-                   lambda d: d.update(extra=1),
-                   lambda d: d["scrape"].update(scraped_at="yesterday")):
+
+    def at(d: dict, *path: int) -> list:
+        """The list at ``path`` from the root, through shared entries."""
+        node = d["root"]
+        for i in path:
+            node = node[i]
+            node = d["pool"][node] if type(node) is int else node
+        return node
+
+    # Facts: schema_version, scrape, sglang, mooncake, ...; Sglang's 6th field is pg.
+    damages = [lambda d: at(d, 3, 0).__setitem__(2, 5),           # wheels a number
+               lambda d: at(d, 2, 0, 5).__setitem__(2, [1, 2]),   # pg names of ints
+               lambda d: d.update(extra=1),
+               lambda d: at(d, 1).__setitem__(0, "yesterday"),    # scraped_at
+               lambda d: at(d, 3).__setitem__(0, len(d["pool"])),  # no such entry
+               lambda d: at(d, 3).__setitem__(0, -1),
+               lambda d: at(d, 2, 0).__setitem__(5, 0),    # entry 0 read as a Pg
+               lambda d: d.update(format="pooled-0"),
+               lambda d: d["pool"].__setitem__(1, 0)]       # an entry that refers
+    for damage in damages:
         bad = json.loads(json.dumps(doc))
         damage(bad)
         _restamp(facts, bad, kb_path)
