@@ -166,13 +166,12 @@ def _finish_which(res: Which, args: argparse.Namespace) -> int:
 
 
 def _which_mooncake_fast(args: argparse.Namespace) -> Which | None:
-    """Answer from resolved.json when it holds the question (no pydantic, no networkx)."""
-    if args.torch is not None:
-        return None
+    """Answer from the release's resolved table when it holds the question (without
+    reading the KB's facts)."""
     from resolver import resolved
 
     table = resolved.load(_kb_path(args), args.sglang)
-    if table is None or not table.has(args.sglang):
+    if table is None or not table.holds(args.sglang, args.torch):
         return None
     from resolver.inputs import normalize_arch, normalize_python
 
@@ -187,7 +186,7 @@ def _which_mooncake_fast(args: argparse.Namespace) -> Which | None:
 
     return Which.from_json(table.which_mooncake(
         args.sglang, python=normalize_python(args.python), arch=normalize_arch(args.arch),
-        dist=dist))
+        dist=dist, torch=args.torch))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -123,7 +123,8 @@ class CompatGraph:
             self._model = kb
             kb = kf.from_model(kb)
         self.kb: Facts = kb
-        self._kb_path = kb_path
+        #: the KB file the facts were read from (its resolved tables answer for it)
+        self.kb_path = kb_path
         self.sglang: dict[Version, Sglang] = {}
         self.mooncake: dict[tuple[str, Version], Mooncake] = {}
         self.torch: dict[Version, Torch] = {}
@@ -170,17 +171,17 @@ class CompatGraph:
         """The SGLang release's launch-rules record (``kb.models.LaunchRules`` as JSON),
         None when the KB holds none. Read from ``resolved/_launch-<version>.json`` when
         that belongs to the KB, else from the KB itself."""
-        if self._model is None and self._kb_path is not None:
+        if self._model is None and self.kb_path is not None:
             from resolver import resolved
 
-            rec = resolved.load_launch(self._kb_path, version)
+            rec = resolved.load_launch(self.kb_path, version)
             if rec is not None:
                 return rec
             from pathlib import Path
 
             from kb import store
 
-            self._model = store.load(Path(self._kb_path))
+            self._model = store.load(Path(self.kb_path))
         if self._model is None:
             return None
         for r in self._model.sglang:

@@ -455,6 +455,20 @@ class _Buckets:
                      tuple(self.unknown), **rest)
 
 
+def _table(g: CompatGraph, sglang: str, torch: str | None) -> Any:
+    """The resolved table of the graph's KB file that holds this question (see
+    :mod:`resolver.resolved`), or None: then the question is resolved here."""
+    if g.kb_path is None:
+        return None
+    from resolver import resolved
+
+    key = ("table", sglang)
+    if key not in g.memo:
+        g.memo[key] = resolved.load(g.kb_path, sglang)
+    table = g.memo[key]
+    return table if table is not None and table.holds(sglang, torch) else None
+
+
 def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
                    dist: str | None = None) -> Which:
@@ -464,6 +478,10 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
     if dist and dists[0] not in g.dists():
         raise UsageError(f"unknown mooncake distribution {dist!r}",
                          hint="known: " + ", ".join(g.dists()))
+    table = _table(g, s.version, torch)
+    if table is not None:
+        return Which.from_json(table.which_mooncake(s.version, python=python, arch=arch,
+                                                    dist=dist and dists[0], torch=torch))
     out = _Buckets()
     notes: list[str] = []
     releases = sorted((k for k in g.mooncake if k[0] in dists), key=lambda k: (k[1], k[0]),

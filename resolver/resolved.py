@@ -250,9 +250,16 @@ class Resolved:
     def has(self, sglang: str) -> bool:
         return sglang in self.rows
 
+    def holds(self, sglang: str, torch: str | None) -> bool:
+        """Whether the table answers ``which mooncake`` for this release and torch (None:
+        each torch the release admits, which is what the table holds)."""
+        return sglang in self.rows and (torch is None or torch in self.sglang[sglang]["torch"])
+
     def which_mooncake(self, sglang: str, *, python: str | None = None,
-                       arch: str | None = None, dist: str | None = None) -> dict[str, Any]:
-        """The same answer as ``resolver.query.which_mooncake`` without ``--torch``."""
+                       arch: str | None = None, dist: str | None = None,
+                       torch: str | None = None) -> dict[str, Any]:
+        """The same answer as ``resolver.query.which_mooncake`` (``torch``: one of the
+        torch releases the table holds, see :meth:`holds`)."""
         meta = self.sglang[sglang]
         s = self.strings
         # A stored group is [release, torch, arch, verdict, score, reason, notes, cuda,
@@ -260,7 +267,7 @@ class Resolved:
         by_release: dict[int, list[list[Any]]] = {}
         for grp in self.rows[sglang]:
             rel, torch_v, ar = grp[0], grp[1], grp[2]
-            if arch and ar != arch:
+            if (arch and ar != arch) or (torch is not None and torch_v != torch):
                 continue
             for py, wheel in grp[8]:
                 if python and py != python:
@@ -305,7 +312,8 @@ class Resolved:
             if not dist or u["dist"] == dist:
                 unknown.append(dict(u))
         return {
-            "query": {"sglang": sglang, "torch": list(meta["torch"]), "python": python or "all",
+            "query": {"sglang": sglang, "torch": torch or list(meta["torch"]),
+                      "python": python or "all",
                       "arch": arch or "all", "dist": dist or "all", "module": meta["module"],
                       "names": list(meta["names"]), "backends": list(meta["backends"])},
             "compatible": compatible,

@@ -28,12 +28,21 @@ def kb_path(index: FakeIndex, tmp_path: Path) -> Path:  # noqa: F811
 @pytest.mark.parametrize("arch", [None, "x86_64", "aarch64"])
 def test_same_answer_as_full_resolver(kb_path: Path, python: str | None,
                                       arch: str | None) -> None:
-    g = CompatGraph(store.load(kb_path))
+    g = CompatGraph(store.load(kb_path))  # no KB path: every question resolved here
+    fast = CompatGraph.from_path(kb_path)  # answers from the tables where they hold it
     for version in ("0.5.4", "0.5.17"):
         table = resolved.load(kb_path, version)
         assert table is not None
-        full = query.which_mooncake(g, version, python=python, arch=arch).to_json()
-        assert table.which_mooncake(version, python=python, arch=arch) == full
+        torches = table.sglang[version]["torch"]
+        assert torches and not table.holds(version, "9.9.9")
+        for torch in (None, *torches):
+            full = query.which_mooncake(g, version, python=python, arch=arch,
+                                        torch=torch).to_json()
+            assert full["query"]["torch"] == (torch or torches)
+            assert table.which_mooncake(version, python=python, arch=arch,
+                                        torch=torch) == full
+            assert query.which_mooncake(fast, version, python=python, arch=arch,
+                                        torch=torch).to_json() == full
 
 
 def test_stale_or_missing_tables_are_ignored(kb_path: Path) -> None:
