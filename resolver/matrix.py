@@ -36,23 +36,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import hashlib
 import io
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kb.errors import UsageError
 from kb.facts import Sglang as SglangRelease
 from resolver.graph import CompatGraph
-from resolver.inputs import normalize_arch, normalize_python
+from resolver.inputs import canonical_name, normalize_arch, normalize_python
 from resolver.matrix_html import to_html
 from resolver.matrix_model import (
     CSV_COLUMNS,
@@ -164,8 +162,10 @@ def _kb_info(g: CompatGraph, kb_path: Path | None) -> dict[str, Any]:
         "moonpin_version": g.kb.scrape.moonpin_version,
     }
     if kb_path is not None:
+        from kb.cache import file_digest
+
         with contextlib.suppress(OSError):
-            info["sha256"] = hashlib.sha256(kb_path.read_bytes()).hexdigest()
+            info["sha256"] = file_digest(kb_path)
     return info
 
 
@@ -176,7 +176,7 @@ def _chosen_dists(g: CompatGraph, dists: Sequence[str] | None,
         return [d for d in DEFAULT_DISTS if d in known] or known
     chosen: list[str] = []
     for d in dists:
-        c = str(canonicalize_name(d))
+        c = str(canonical_name(d))
         if c not in known and c not in {k for k, _ in unread_mc}:
             raise UsageError(f"unknown mooncake distribution {d!r}",
                              hint="known: " + ", ".join(known))
@@ -259,34 +259,25 @@ def _rows(g: CompatGraph, s_spec: SpecifierSet | None, torch: str | None,
     return rows, row_rel
 
 
-def _cells(g: CompatGraph, rows: list[Row], row_rel: dict[tuple[str, str], SglangRelease],
-           columns: list[Column], pythons: list[str], arches: list[str],
-           tchoice: _Torches) -> list[Cell]:
-    cells: list[Cell] = []
-    for row in rows:
+def _judge(g: CompatGraph, row_rel: dict[tuple[str, str], SglangRelease],
+           tchoice: _Torches) -> Callable[[Row, Column, str, str], Cell]:
+    """The function judging one cell (row, column, arch, python)."""
+    def judge(row: Row, col: Column, a: str, p: str) -> Cell:
         s_rel = row_rel.get((row.sglang, row.torch))
-        for col in columns:
-            wheels = g.wheels(col.dist, col.mooncake)
-            for a in arches:
-                for p in pythons:
-                    base = (row.sglang, row.torch, col.dist, col.mooncake, p, a)
-                    if row.unread is not None or s_rel is None:
-                        why = (f"sglang {row.sglang} was not read in the last scrape: "
-                               f"{row.unread}" if row.unread is not None else
-                               f"sglang {row.sglang}: {row.torch_line}")
-                        cells.append(Cell(*base, "unknown", "not read" if row.unread
-                                          else "no torch", (why,)))
-                        continue
-                    w = next((x for x in wheels if p in x.pythons and a in x.arches), None)
-                    if col.unread is not None and (w is None or not wheels):
-                        why = (f"{col.dist} {col.mooncake} was not (fully) read in the last "
-                               f"scrape: {col.unread}")
-                        cells.append(Cell(*base, "unknown", "not read", (why,)))
-                        continue
-                    ev = evaluate(g, s_rel, tchoice(row.torch, a), w, col.dist, col.mooncake,
-                                  p, a)
-                    cells.append(_cell_from(ev, s_rel, row.torch))
-    return cells
+        base = (row.sglang, row.torch, col.dist, col.mooncake, p, a)
+        if row.unread is not None or s_rel is None:
+            why = (f"sglang {row.sglang} was not read in the last scrape: {row.unread}"
+                   if row.unread is not None else f"sglang {row.sglang}: {row.torch_line}")
+            return Cell(*base, "unknown", "not read" if row.unread else "no torch", (why,))
+        wheels = g.wheels(col.dist, col.mooncake)
+        w = next((x for x in wheels if p in x.pythons and a in x.arches), None)
+        if col.unread is not None and (w is None or not wheels):
+            why = (f"{col.dist} {col.mooncake} was not (fully) read in the last scrape: "
+                   f"{col.unread}")
+            return Cell(*base, "unknown", "not read", (why,))
+        ev = evaluate(g, s_rel, tchoice(row.torch, a), w, col.dist, col.mooncake, p, a)
+        return _cell_from(ev, s_rel, row.torch)
+    return judge
 
 
 def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
@@ -302,7 +293,7 @@ def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
     """
     python, arch = normalize_python(python), normalize_arch(arch)
     s_spec, m_spec = parse_spec(sglang, "sglang"), parse_spec(mooncake, "mooncake")
-    unread_mc = {(str(canonicalize_name(u.name)), u.version): u.reason
+    unread_mc = {(str(canonical_name(u.name)), u.version): u.reason
                  for u in g.kb.unread if u.kind == "mooncake"}
     chosen = _chosen_dists(g, dists, unread_mc)
     if torch is not None:
@@ -315,7 +306,6 @@ def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
     pythons, arches = _platforms(g, columns, python, arch)
     tchoice = _Torches(g)
     rows, row_rel = _rows(g, s_spec, torch, arches, tchoice)
-    cells = _cells(g, rows, row_rel, columns, pythons, arches, tchoice)
     scope = {
         "dists": chosen,
         "python": python or "all",
@@ -326,7 +316,8 @@ def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
         "mooncake": mooncake or "all",
         "torch": torch or "each release's own",
     }
-    return Matrix(rows, columns, pythons, arches, cells, scope, _kb_info(g, kb_path))
+    return Matrix(rows, columns, pythons, arches, _judge(g, row_rel, tchoice), scope,
+                  _kb_info(g, kb_path))
 
 
 # ----------------------------------------------------------------------- text renderers

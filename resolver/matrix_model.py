@@ -4,7 +4,8 @@ the text renderers of :mod:`resolver.matrix` and the page of :mod:`resolver.matr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from resolver.query import Check
@@ -16,6 +17,7 @@ __all__ = [
     "STATES",
     "SYMBOL",
     "Cell",
+    "CellKey",
     "Column",
     "Matrix",
     "Row",
@@ -93,33 +95,62 @@ class Cell:
         return d
 
 
-@dataclass
+#: The key of a cell: sglang, torch, dist, mooncake, python, arch.
+CellKey = tuple[str, str, str, str, str, str]
+
+
 class Matrix:
-    rows: list[Row]
-    columns: list[Column]
-    pythons: list[str]
-    arches: list[str]
-    cells: list[Cell]
-    scope: dict[str, Any]
-    kb: dict[str, Any]
-    _index: dict[tuple[str, str, str, str, str, str], Cell] = field(default_factory=dict,
-                                                                    repr=False)
+    """The rows, columns and scope, and a cell for each (row, column, arch, python),
+    judged when first asked for: a renderer that shows part of the matrix (the Markdown
+    table) judges that part, ``cells`` judges every one."""
+
+    def __init__(self, rows: list[Row], columns: list[Column], pythons: list[str],
+                 arches: list[str], judge: Callable[[Row, Column, str, str], Cell],
+                 scope: dict[str, Any], kb: dict[str, Any]) -> None:
+        self.rows, self.columns, self.pythons, self.arches = rows, columns, pythons, arches
+        self.scope, self.kb = scope, kb
+        self._judge = judge
+        self._done: dict[CellKey, Cell] = {}
+        self._where: dict[tuple[str, str], Row] | None = None
+
+    def _get(self, row: Row, col: Column, python: str, arch: str) -> Cell:
+        key = (row.sglang, row.torch, col.dist, col.mooncake, python, arch)
+        hit = self._done.get(key)
+        if hit is None:
+            hit = self._done[key] = self._judge(row, col, arch, python)
+        return hit
+
+    def _each(self) -> Iterator[Cell]:
+        for row in self.rows:
+            for col in self.columns:
+                for a in self.arches:
+                    for p in self.pythons:
+                        yield self._get(row, col, p, a)
+
+    @property
+    def cells(self) -> list[Cell]:
+        """Every cell, by row, column, arch and python."""
+        return list(self._each())
 
     def cell(self, row: Row, col: Column, python: str, arch: str) -> Cell | None:
-        if not self._index:
-            self._index = {(c.sglang, c.torch, c.dist, c.mooncake, c.python, c.arch): c
-                           for c in self.cells}
-        return self._index.get((row.sglang, row.torch, col.dist, col.mooncake, python, arch))
+        if python not in self.pythons or arch not in self.arches or col not in self.columns:
+            return None
+        if self._where is None:
+            self._where = {(r.sglang, r.torch): r for r in self.rows}
+        if self._where.get((row.sglang, row.torch)) != row:
+            return None
+        return self._get(row, col, python, arch)
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(STATES, 0)
-        for c in self.cells:
+        for c in self._each():
             out[c.state] += 1
         return out
 
     @property
     def any_compatible(self) -> bool:
-        return any(c.state in ("compatible", "compatible-note") for c in self.cells)
+        """Whether a cell is compatible (judging cells until one is)."""
+        return any(c.state in ("compatible", "compatible-note") for c in self._each())
 
 
 def scope_pick(m: Matrix, python: str | None, arch: str | None) -> tuple[str, str]:

@@ -255,11 +255,16 @@ def test_markdown_deterministic(m: M.Matrix) -> None:
 
 def _hostile(m: M.Matrix) -> M.Matrix:
     bad = '<script>alert("x")</script> & \'q\''
-    cells = list(m.cells)
-    c = cells[0]
-    cells[0] = dataclasses.replace(c, reason=bad, reasons=(bad,), notes=(bad,))
+    first = m.cells[0]
+
+    def judge(row: M.Row, col: M.Column, a: str, p: str) -> M.Cell:
+        c = m.cell(row, col, p, a)
+        assert c is not None
+        return dataclasses.replace(c, reason=bad, reasons=(bad,), notes=(bad,)) \
+            if c == first else c
+
     kb = dict(m.kb, index_url='https://x.invalid/"><img src=x onerror=alert(1)>')
-    return M.Matrix(m.rows, m.columns, m.pythons, m.arches, cells, m.scope, kb)
+    return M.Matrix(m.rows, m.columns, m.pythons, m.arches, judge, m.scope, kb)
 
 
 def test_html_escaped_and_self_contained(m: M.Matrix) -> None:
@@ -420,3 +425,25 @@ def test_readme_matrix_is_current() -> None:
 def test_readme_without_markers_is_bad_input() -> None:
     with pytest.raises(UsageError, match="no matrix markers"):
         M.with_readme_table("# nothing here\n", M.Matrix.__new__(M.Matrix))
+
+
+def test_markdown_judges_only_the_cells_it_shows() -> None:
+    """The Markdown table is part of the matrix: it judges that part (a cell asked for
+    twice is judged once); the whole matrix's cells are the same judged either way."""
+    judged: list[tuple[str, ...]] = []
+    shipped = CompatGraph.from_path(ROOT / "data" / "kb.json")
+    m = M.build_matrix(shipped)
+    real = m._judge
+
+    def counting(row: M.Row, col: M.Column, a: str, p: str) -> M.Cell:
+        judged.append((row.sglang, row.torch, col.key, a, p))
+        return real(row, col, a, p)
+
+    m._judge = counting
+    text = M.to_markdown(m)
+    total = len(m.rows) * len(m.columns) * len(m.pythons) * len(m.arches)
+    shown = text.count("\n| ") - 1  # table lines but the header
+    assert shown == 8 and 0 < len(judged) <= 8 * 5 * len(m.scope["dists"]) < total / 10
+    assert len(set(judged)) == len(judged)
+    assert m.any_compatible and m.cells == M.build_matrix(shipped).cells
+    assert len(judged) == total
