@@ -12,9 +12,8 @@ import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from kb.distributions import DISTRIBUTIONS
@@ -169,7 +168,9 @@ def _is_url_or_path(text: str) -> bool:
 
 
 def canon(name: str) -> str:
-    return str(canonicalize_name(name))
+    from resolver.inputs import canonical_name
+
+    return canonical_name(name)
 
 
 NAME_RE = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(\[[^\]]*\])?\s*")
@@ -203,6 +204,8 @@ def _wheel_pin_parts(ref: str) -> tuple[str, str, int] | None:
     base = ref[base_start:].split("#")[0].split("?")[0]
     if not base.endswith(".whl"):
         return None
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     try:
         name, _, _, _ = parse_wheel_filename(base)
     except InvalidWheelFilename:
@@ -259,10 +262,14 @@ def pin_from_requirement(
             return Pin(name, "", wheel[1], path, line0, vcol, raw, kind,
                        note=join_notes(note, *notes), version_line=vline)
         return Pin(name, "", None, path, line0, -1, raw, kind, note=join_notes(note, *notes))
-    try:
-        req = Requirement(raw)
-    except InvalidRequirement as exc:
-        return PinError(path, line0, f"invalid requirement {cut(raw)!r}: {cut(str(exc))}")
+    req: Any = _plain_requirement(raw)  # a _Plain, or packaging's Requirement
+    if req is None:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement as exc:
+            return PinError(path, line0, f"invalid requirement {cut(raw)!r}: {cut(str(exc))}")
     name = canon(req.name)
     if name not in TRACKED:
         return None
@@ -298,6 +305,49 @@ def pin_from_requirement(
     note = "range" if spec else "unpinned"
     return Pin(name, spec, None, path, line0, -1, raw, kind, extras, marker,
                join_notes(note, *notes))
+
+
+#: A requirement that is a name, extras and version clauses, nothing else (no marker, no
+#: URL): what most lines of a requirements file are. Linear on any input (no two
+#: repetitions can share a run of blanks).
+_PLAIN_RE = re.compile(
+    r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?:[ \t]*\[([A-Za-z0-9._, \t-]*)\])?[ \t]*"
+    r"((?:===|==|!=|~=|<=|>=|<|>)[ \t]*[A-Za-z0-9_.*+!-]+"
+    r"(?:[ \t]*,[ \t]*(?:===|==|!=|~=|<=|>=|<|>)[ \t]*[A-Za-z0-9_.*+!-]+)*)?")
+
+
+class _Plain(NamedTuple):
+    """What :class:`packaging.requirements.Requirement` says of a plain requirement."""
+
+    name: str
+    extras: frozenset[str]
+    specifier: Any
+    marker: None = None
+    url: None = None
+
+
+def _plain_requirement(raw: str) -> _Plain | None:
+    """``raw`` read without :mod:`packaging.requirements` (whose import costs a query
+    more than its answer) when it is plain; None for anything else, or a clause
+    :class:`~packaging.specifiers.SpecifierSet` refuses (then the full parser reads it,
+    and says what is wrong)."""
+    m = _PLAIN_RE.fullmatch(raw)
+    if m is None:
+        return None
+    extras = m.group(2)
+    names = [e.strip() for e in extras.split(",")] if extras is not None else []
+    if any(not _EXTRA_RE.fullmatch(e) for e in names if e or len(names) > 1):
+        return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        spec = SpecifierSet(m.group(3) or "")
+    except InvalidSpecifier:
+        return None
+    return _Plain(m.group(1), frozenset(e for e in names if e), spec)
+
+
+_EXTRA_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
 def value_pin(

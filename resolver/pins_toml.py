@@ -48,9 +48,10 @@ def _toml_escape(value: str, quote: str) -> str:
 
 
 if sys.version_info >= (3, 11):
-    import tomllib
 
     def _toml_load(text: str) -> tuple[dict[str, Any], tuple[int, str] | None]:
+        import tomllib  # here: only a pyproject.toml needs it
+
         try:
             return tomllib.loads(text), None
         except tomllib.TOMLDecodeError as exc:

@@ -608,6 +608,19 @@ def parse_spec(text: str | None, what: str) -> SpecifierSet | None:
 
 
 
+def _triples_from(g: CompatGraph, table: Any, sglang: str, torches: set[str],
+                  dists: set[str], m_spec: SpecifierSet | None, python: str | None,
+                  arch: str | None) -> list[dict[str, str]]:
+    """:func:`triples` of one SGLang release, from its resolved table."""
+    versions = {(d, str(v)): v for d, v in g.mooncake}
+    return [{"sglang": sglang, "torch": t, "dist": d, "mooncake": mv, "python": p, "arch": a}
+            for d, mv, t, a, p in table.compatible(sglang)
+            if d in dists and t in torches and (python is None or p == python)
+            and (arch is None or a == arch)
+            and (m_spec is None or ((d, mv) in versions
+                                    and m_spec.contains(versions[(d, mv)], True)))]
+
+
 def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = None,
             mooncake: str | None = None, dist: str | None = None, python: str | None = None,
             arch: str | None = None) -> list[dict[str, str]]:
@@ -621,6 +634,11 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
             continue
         torches = [t for t in _torches(g, s, None)
                    if t_spec is None or t_spec.contains(Version(t), True)]
+        table = _table(g, s.version, None)
+        if table is not None:
+            out += _triples_from(g, table, s.version, set(torches), set(dists), m_spec,
+                                 python, arch)
+            continue
         for (d, mv) in sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True):
             if d not in dists or (m_spec is not None and not m_spec.contains(mv, True)):
                 continue

@@ -255,6 +255,17 @@ class Resolved:
         each torch the release admits, which is what the table holds)."""
         return sglang in self.rows and (torch is None or torch in self.sglang[sglang]["torch"])
 
+    def compatible(self, sglang: str) -> list[tuple[str, str, str, str, str]]:
+        """Every compatible combination the table holds for the release: (dist, mooncake,
+        torch, arch, python), in the order the full resolver judges them (release newest
+        first, then torch as the release admits them, arch, python)."""
+        torches = {t: i for i, t in enumerate(self.sglang[sglang]["torch"])}
+        found = sorted((grp[0], torches.get(grp[1], -1), grp[2], py, grp[1])
+                       for grp in self.rows[sglang] if grp[3] == 0
+                       for py, _ in grp[8])
+        return [(*self.releases[rel], torch_v, ar, py)  # type: ignore[misc]
+                for rel, _, ar, py, torch_v in found]
+
     def which_mooncake(self, sglang: str, *, python: str | None = None,
                        arch: str | None = None, dist: str | None = None,
                        torch: str | None = None) -> dict[str, Any]:

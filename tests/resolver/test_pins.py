@@ -372,3 +372,43 @@ def test_pip_command_shapes(tmp_path: Path) -> None:
     ]
     assert pins[3].note == "unpinned"
     assert pins[4].note == "unpinned; build arg without default"
+
+
+#: Pieces of requirement lines: plain ones (the light reading takes them) and others
+#: (markers, URLs, odd spacing, bad clauses) that it must leave to packaging's parser.
+_PIECES = ["sglang", "torch", "Mooncake_Transfer.Engine", "a", "x1", " ", "\t", "  ",
+           "[", "]", "[srt]", "[a, b]", "[]", "[ , ]", ",", "==", "===", ">=", "<", "~=",
+           "!=", "0.5.18", "2.13.0+cu130", "1!2.0", "0.3.*", "1.0.post1", "rc1", "==0.5.18",
+           ">=2.9,<2.14", "; python_version >= '3.10'", " @ https://x.invalid/a.whl", "(",
+           ")", "-", ".", "*", "+", "!", "#", "é", "1" * 30]
+
+
+def test_plain_requirements_read_as_packaging_reads_them() -> None:
+    """Whatever the light reading of a requirement accepts, packaging's parser accepts
+    too, with the same name, extras and specifier, and no marker or URL; 20,000 seeded
+    lines, a quarter of them plain."""
+    import random
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from resolver.pins_base import _plain_requirement
+
+    rng = random.Random(4242)
+    taken = 0
+    for _ in range(20000):
+        raw = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 6))).strip()
+        if rng.random() < 0.3:  # a plain line of the common shape
+            raw = (rng.choice(_PIECES[:5]) + rng.choice(["", "[srt]", " [a,b]"])
+                   + rng.choice(["", "==0.5.18", ">=2.9, <2.14", " ~= 1.0", "===x"]))
+        light = _plain_requirement(raw)
+        if light is None:
+            continue
+        taken += 1
+        try:
+            full = Requirement(raw)
+        except InvalidRequirement:
+            pytest.fail(f"{raw!r}: read as plain, refused by packaging")
+        assert (light.name, set(light.extras), str(light.specifier)) == (
+            full.name, full.extras, str(full.specifier)), raw
+        assert full.marker is None and full.url is None, raw
+    assert taken > 5000

@@ -45,6 +45,20 @@ def test_same_answer_as_full_resolver(kb_path: Path, python: str | None,
                                         torch=torch).to_json() == full
 
 
+@pytest.mark.parametrize("kw", [{}, {"sglang": "0.5.17"}, {"sglang": ">=0.5.4"},
+                                {"torch": ">=2.9"}, {"mooncake": ">=0.3.10"},
+                                {"dist": "mooncake-transfer-engine"}, {"python": "3.12"},
+                                {"arch": "aarch64", "python": "3.10"}])
+def test_triples_from_tables_as_from_the_resolver(kb_path: Path, kw: dict[str, str]) -> None:
+    """``triples`` read from the tables lists what the full resolver lists, in its order."""
+    full = query.triples(CompatGraph(store.load(kb_path)), **kw)
+    fast = CompatGraph.from_path(kb_path)
+    assert query._table(fast, "0.5.17", None) is not None  # the tables are what answers
+    assert query.triples(fast, **kw) == full
+    if not kw:
+        assert full  # the fixture KB has compatible triples to compare
+
+
 def test_stale_or_missing_tables_are_ignored(kb_path: Path) -> None:
     assert resolved.load(kb_path, "0.5.17") is not None
     assert resolved.load(kb_path, "9.9.9") is None
