@@ -416,6 +416,22 @@ def _combos(g: CompatGraph, s: Sglang, dist: str, version: str, torch: str | Non
     return out
 
 
+def _refused_torch(g: CompatGraph, s: Sglang, torch: str | None, dist: str, version: str,
+                   python: str | None, arch: str | None) -> str | None:
+    """The reason SGLang's torch requirement refuses ``torch`` for every combination of the
+    release (the first check of each, so the reason an answer gives whichever combination
+    it picks), or None: then the combinations are judged one by one. Also None when the
+    release has no combination to judge (no wheel, and no python or platform given)."""
+    if torch is None or s.pg.module is None:
+        return None
+    wheels = g.wheels(dist, version)
+    if not ((python or any(w.pythons for w in wheels)) and (arch or any(w.arches for w in wheels))):
+        return None
+    t = resolve_torch(g, torch, arch or "x86_64")  # the requirement reads the version alone
+    c = _kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t))
+    return None if c.ok else f"{c.name}: {c.detail}"
+
+
 def _best(evs: list[Evaluation]) -> Evaluation | None:
     if not evs:
         return None
@@ -490,6 +506,10 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
     for d, v in releases:
         if (d, str(v)) in unread_keys:
             continue  # listed below as unknown: never a verdict from what was half read
+        refused = _refused_torch(g, s, torch, d, str(v), python, arch)
+        if refused is not None:
+            out.excluded.append(Candidate(str(v), f"{d}=={v}", dist=d, reason=refused))
+            continue
         evs = _combos(g, s, d, str(v), torch, python, arch)
         best = _best(evs)
         if best is None:
@@ -519,11 +539,16 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
         if s.pg.module is None:
             no_module.append(s.version)
             continue
+        entry = Candidate(s.version, f"sglang=={s.version}", module=s.pg.module)
+        refused = _refused_torch(g, s, torch, dist, version, python, arch)
+        if refused is not None:
+            out.excluded.append(entry._replace(reason=refused))
+            continue
         evs = _combos(g, s, dist, version, torch, python, arch)
         best = _best(evs)
         if best is None:
             continue
-        out.place(Candidate(s.version, f"sglang=={s.version}", module=s.pg.module), evs, best)
+        out.place(entry, evs, best)
     out.unknown += [Candidate(u.version, reason=f"not read in the last scrape: {u.reason}")
                     for u in g.kb.unread if u.kind == "sglang"]
     return out.which({"mooncake": f"{dist}=={version}", "torch": torch or "each release's",
@@ -540,6 +565,10 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
     out = _Buckets()
     for tv in reversed(g.torch_versions):
         if tv.is_prerelease:
+            continue
+        refused = _refused_torch(g, s, str(tv), dist, version, python, arch)
+        if refused is not None:
+            out.excluded.append(Candidate(str(tv), f"torch=={tv}", reason=refused))
             continue
         evs = _combos(g, s, dist, version, str(tv), python, arch)
         best = _best(evs)
