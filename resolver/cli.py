@@ -341,7 +341,7 @@ def cmd_args(args: argparse.Namespace) -> int:
 
     launches, findings = launch_check.gather(args.file or (), args.format, args.launch or ())
     report = launch_check.check_launches(
-        _graph(args), launches, findings, sglang=args.sglang,
+        _kb_path(args), launches, findings, sglang=args.sglang,
         authoritative=args.authoritative, python=args.python, timeout=args.timeout,
         many=bool(args.file))
     if args.json:

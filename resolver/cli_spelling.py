@@ -20,47 +20,22 @@ __all__ = ["_spell_inputs"]
 
 class _Pools:
     """The releases the KB holds, for reading what users type (``latest``, ``v0.5.18``,
-    "did you mean"): first from the derived tables (a few milliseconds), the whole KB's
-    JSON (standard library, no pydantic) only when those do not decide."""
+    "did you mean"): from ``resolved/_releases.json`` (a few kilobytes), else from the
+    KB's facts, else from the KB's JSON (standard library, no pydantic)."""
 
     def __init__(self, kb_path: Path) -> None:
         self.kb_path = kb_path
-        self._sglang: list[str] | None = None
-        self._mooncake: dict[str, list[str]] | None = None
         self._full: tuple[list[str], list[str], dict[str, list[str]]] | None = None
         self._full_read = False
 
     def fast_sglang(self) -> list[str]:
-        """The SGLang releases of the index, from ``resolved/_sglang.json`` ([] when it
-        is missing or stale)."""
-        if self._sglang is None:
-            from resolver import resolved
-
-            self._sglang = list(resolved.load_requirements(self.kb_path) or {})
-        return self._sglang
+        """The SGLang releases of the index ([] when the KB cannot be read)."""
+        return (self.full() or ([], [], {}))[0]
 
     def fast_mooncake(self) -> dict[str, list[str]]:
-        """The mooncake releases by distribution (unread ones too), from one release's
-        table ({} when there is none)."""
-        if self._mooncake is None:
-            from resolver import resolved
-
-            full = self.full() if resolved.load_facts(self.kb_path) is not None else None
-            if full is not None:  # the facts, which the command then answers from
-                self._mooncake = full[2]
-                return self._mooncake
-            self._mooncake = {}
-            reqs = resolved.load_requirements(self.kb_path) or {}
-            with_module = [v for v, m in reqs.items() if m.get("module")]
-            table = resolved.load(self.kb_path, with_module[-1]) if with_module else None
-            if table is not None:
-                pairs = [(d, v) for d, v in table.releases] + [
-                    (u.get("dist"), u.get("version")) for u in table.doc.get("unread", ())
-                    if isinstance(u, dict)]
-                for d, v in pairs:
-                    if isinstance(d, str) and isinstance(v, str):
-                        self._mooncake.setdefault(d, []).append(v)
-        return self._mooncake
+        """The mooncake releases by distribution, unread ones too ({} when the KB cannot
+        be read)."""
+        return (self.full() or ([], [], {}))[2]
 
     def full(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
         """(SGLang releases of the index, every SGLang version the KB names — local
@@ -68,41 +43,38 @@ class _Pools:
         too); None when the KB cannot be read (the command then says why)."""
         if not self._full_read:
             self._full_read = True
-            from resolver.resolved import load_facts
+            from resolver import resolved
 
-            facts = load_facts(self.kb_path)  # read once: the command answers from them
-            if facts is not None:
-                mc: dict[str, list[str]] = {}
-                for m in facts.mooncake:
-                    mc.setdefault(m.dist, []).append(m.version)
-                for u in facts.unread:
-                    if u.kind == "mooncake":
-                        mc.setdefault(u.name, []).append(u.version)
-                self._full = ([s.version for s in facts.sglang if s.source == "index"],
-                              [s.version for s in facts.sglang]
-                              + [u.version for u in facts.unread if u.kind == "sglang"], mc)
+            names = resolved.load_release_names(self.kb_path)
+            if names is None:
+                facts = resolved.load_facts(self.kb_path)  # the command answers from them
+                names = resolved.release_names(facts) if facts is not None else None
+            if names is not None:
+                self._full = (names["index"], names["every"], names["mooncake"])
                 return self._full
-            from kb.files import loads_json, read_regular
-
-            try:  # kb.store's cap, without importing pydantic's models
-                doc = loads_json(read_regular(self.kb_path, cap=256 << 20,
-                                              what="knowledge base"))
-                index = [r["version"] for r in doc["sglang"] if r.get("source") == "index"]
-                every = [r["version"] for r in doc["sglang"]] + [
-                    u["version"] for u in doc.get("unread", ()) if u.get("kind") == "sglang"]
-                mooncake: dict[str, list[str]] = {}
-                for r in doc["mooncake"]:
-                    mooncake.setdefault(r["dist"], []).append(r["version"])
-                for u in doc.get("unread", ()):
-                    if u.get("kind") == "mooncake":
-                        mooncake.setdefault(u["name"], []).append(u["version"])
-                texts = [*index, *every, *mooncake, *(v for vs in mooncake.values() for v in vs)]
-                if not all(isinstance(v, str) for v in texts):
-                    raise TypeError("a version is not a string")
-                self._full = (index, every, mooncake)
-            except (MoonpinError, OSError, ValueError, KeyError, TypeError, AttributeError):
-                self._full = None  # a KB edited by hand: the command says what is wrong
+            self._full = self._from_json()
         return self._full
+
+    def _from_json(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
+        from kb.files import loads_json, read_regular
+
+        try:  # kb.store's cap, without importing pydantic's models
+            doc = loads_json(read_regular(self.kb_path, cap=256 << 20, what="knowledge base"))
+            index = [r["version"] for r in doc["sglang"] if r.get("source") == "index"]
+            every = [r["version"] for r in doc["sglang"]] + [
+                u["version"] for u in doc.get("unread", ()) if u.get("kind") == "sglang"]
+            mooncake: dict[str, list[str]] = {}
+            for r in doc["mooncake"]:
+                mooncake.setdefault(r["dist"], []).append(r["version"])
+            for u in doc.get("unread", ()):
+                if u.get("kind") == "mooncake":
+                    mooncake.setdefault(u["name"], []).append(u["version"])
+            texts = [*index, *every, *mooncake, *(v for vs in mooncake.values() for v in vs)]
+            if not all(isinstance(v, str) for v in texts):
+                raise TypeError("a version is not a string")
+            return index, every, mooncake
+        except (MoonpinError, OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # a KB edited by hand: the command says what is wrong
 
     def sglang(self, text: str, flag: str) -> str:
         """An SGLang release as typed -> the KB's spelling of it."""

@@ -9,8 +9,9 @@ that cannot be judged, so the command only parses, calls, prints and maps errors
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,22 +82,29 @@ def gather(files: Sequence[str], fmt: str, argv: Sequence[str]
     return launches, findings
 
 
-def _release_rules(g: CompatGraph, version: str) -> tuple[Any, Any, Any, Any, Any]:
+def _release_rules(graph: Callable[[], CompatGraph], kb_path: str | None, version: str,
+                   ) -> tuple[str, Any, Any, Any, Any]:
     """(release, flags, rules, constants, accepted option names) of an SGLang release's
-    launch rules."""
-    from resolver import query
+    launch rules: from its launch table when ``version`` is the KB's spelling of a release
+    that has one (no facts read), else from the graph (which says what is wrong)."""
+    from resolver import resolved
 
-    release = query.get_sglang(g, version)
-    record = g.launch(release.version)  # its launch table, or the KB's record
+    record = resolved.load_launch(kb_path, version) if kb_path is not None else None
+    if record is None:
+        from resolver import query
+
+        g = graph()
+        version = query.get_sglang(g, version).version
+        record = g.launch(version)  # its launch table, or the KB's record
     if record is None:
         raise UsageError(f"the knowledge base holds no elastic-EP launch rules for sglang "
-                         f"{release.version}", hint="releases before elastic EP have none")
+                         f"{version}", hint="releases before elastic EP have none")
     if record.get("error"):
-        raise UsageError(f"sglang {release.version}: {record.get('member')} could not be "
+        raise UsageError(f"sglang {version}: {record.get('member')} could not be "
                          f"read: {record['error']}",
                          hint="run `moonpin scrape --only sglang --full`")
     flags, rules, constants = launch_args.rules_from_json(record)
-    return release, flags, rules, constants, record.get("option_names") or None
+    return version, flags, rules, constants, record.get("option_names") or None
 
 
 def _authoritative(python: str, la: manifests.Launch, timeout: float) -> Outcome:
@@ -123,11 +131,12 @@ def _version_of(la: manifests.Launch, sglang: str | None, outcome: Outcome | Non
     return version
 
 
-def _check_one(g: CompatGraph, la: manifests.Launch, *, sglang: str | None, python: str,
-               authoritative: bool, timeout: float) -> LaunchResult:
+def _check_one(graph: Callable[[], CompatGraph], kb_path: str | None, la: manifests.Launch,
+               *, sglang: str | None, python: str, authoritative: bool, timeout: float,
+               ) -> LaunchResult:
     outcome = _authoritative(python, la, timeout) if authoritative else None
     version = _version_of(la, sglang, outcome, python)
-    release, flags, rules, constants, accepted = _release_rules(g, version)
+    release, flags, rules, constants, accepted = _release_rules(graph, kb_path, version)
     try:
         parsed = launch_args.parse_launch(flags, la.argv, accepted)
         verdicts = launch_args.check(rules, flags, la.argv, constants=constants, parsed=parsed)
@@ -138,12 +147,12 @@ def _check_one(g: CompatGraph, la: manifests.Launch, *, sglang: str | None, pyth
     strange = parsed[launch_args.UNRECOGNIZED]
     if isinstance(strange, list) and strange:
         if "dynamo" in la.launcher:  # Dynamo's worker adds options of its own
-            notes.append(f"not sglang {release.version} options (Dynamo's own, or mistakes): "
+            notes.append(f"not sglang {release} options (Dynamo's own, or mistakes): "
                          + ", ".join(strange))
         else:
             refused = tuple(strange)
     used = parsed[launch_args.DEPRECATED]
-    notes += [f"deprecated in sglang {release.version}: {d}"
+    notes += [f"deprecated in sglang {release}: {d}"
               for d in (used if isinstance(used, list) else [])]
     if len(notes) != len(la.notes):
         la = manifests.Launch(la.argv, la.where, la.launcher, la.image, tuple(notes))
@@ -152,19 +161,33 @@ def _check_one(g: CompatGraph, la: manifests.Launch, *, sglang: str | None, pyth
         from resolver import authoritative as auth
 
         comparison = auth.compare(verdicts, outcome)
-    return LaunchResult(la, release.version, tuple(verdicts), refused, outcome, comparison)
+    return LaunchResult(la, release, tuple(verdicts), refused, outcome, comparison)
 
 
-def check_launches(g: CompatGraph, launches: Sequence[manifests.Launch],
+def check_launches(kb: CompatGraph | str | os.PathLike[str],
+                   launches: Sequence[manifests.Launch],
                    findings: Sequence[manifests.Finding] = (), *, sglang: str | None = None,
                    authoritative: bool = False, python: str | None = None,
                    timeout: float = 300.0, many: bool = False) -> ArgsReport:
     """Judge every launch against the rules of the release it runs (``sglang``, else the
     one its image names, else, with ``authoritative``, the one installed at ``python``).
-    ``many`` labels each launch in the text report (set it when files were read)."""
+    ``kb``: the KB's graph, or the KB file (its graph is read only when a release's launch
+    table does not answer). ``many`` labels each launch in the text report (set it when
+    files were read)."""
+    from resolver.graph import CompatGraph
+
+    made: list[CompatGraph] = [kb] if isinstance(kb, CompatGraph) else []
+    kb_path = made[0].kb_path if made else os.fspath(kb)  # type: ignore[arg-type]
+
+    def graph() -> CompatGraph:
+        if not made:
+            made.append(CompatGraph.from_path(kb_path))
+        return made[0]
+
     py = python or sys.executable
-    results = tuple(_check_one(g, la, sglang=sglang, python=py, authoritative=authoritative,
-                               timeout=timeout) for la in launches)
+    results = tuple(_check_one(graph, kb_path, la, sglang=sglang, python=py,
+                               authoritative=authoritative, timeout=timeout)
+                    for la in launches)
     return ArgsReport(results, tuple(findings), py, many or len(results) > 1)
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
 __all__ = [
     "FACTS_NAME",
     "MAX_TABLE_BYTES",
+    "RELEASES_NAME",
     "Resolved",
     "build",
     "build_stamped",
@@ -32,8 +33,10 @@ __all__ = [
     "load",
     "load_facts",
     "load_launch",
+    "load_release_names",
     "load_requirements",
     "load_show",
+    "release_names",
     "resolved_path",
     "show_name",
     "table_name",
@@ -456,6 +459,41 @@ def _load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
             gc.enable()
 
 
+RELEASES_NAME = "_releases.json"
+
+
+def release_names(facts: Facts) -> dict[str, Any]:
+    """The releases a KB names, as users' input is read against (``latest``, "did you
+    mean"): ``index``, the SGLang releases of the index; ``every``, every SGLang version
+    it names (local records and unread releases too); ``mooncake``, each distribution's
+    releases (unread ones too)."""
+    mooncake: dict[str, list[str]] = {}
+    for m in facts.mooncake:
+        mooncake.setdefault(m.dist, []).append(m.version)
+    for u in facts.unread:
+        if u.kind == "mooncake":
+            mooncake.setdefault(u.name, []).append(u.version)
+    return {"index": [s.version for s in facts.sglang if s.source == "index"],
+            "every": [s.version for s in facts.sglang]
+            + [u.version for u in facts.unread if u.kind == "sglang"],
+            "mooncake": mooncake}
+
+
+def load_release_names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """:func:`release_names` of the KB from ``resolved/_releases.json``; None when it is
+    missing, stale, damaged or of another shape."""
+    try:
+        doc = _read_stamped(kb_path, RELEASES_NAME)
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(doc, dict) and doc.keys() == {"index", "every", "mooncake"}
+            and _strs(doc["index"]) and _strs(doc["every"])
+            and isinstance(doc["mooncake"], dict)
+            and all(isinstance(k, str) and _strs(v) for k, v in doc["mooncake"].items())):
+        return None
+    return doc
+
+
 def show_name(name: str, version: str) -> str:
     """The file of one release's ``show`` document (``_show-sglang-0.5.18.json``)."""
     return table_name("_show-", f"{name}-{version}")
@@ -620,7 +658,9 @@ def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
     from kb.facts import from_model, to_json
 
     sha = _sha256(kb_path)
-    out = {FACTS_NAME: _stamped(to_json(from_model(kb)), sha)}
+    facts = from_model(kb)
+    out = {FACTS_NAME: _stamped(to_json(facts), sha),
+           RELEASES_NAME: _stamped(release_names(facts), sha)}
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
         out[show_name("sglang", s.version)] = _stamped(

@@ -147,11 +147,12 @@ def _damage_memo(rng: random.Random, memo: Path) -> str:
     return "entries of the wrong type"
 
 
-#: Queries that read the stamped documents: the facts (an explicit --torch skips the
-#: per-release table), and a release's show document.
-STAMPED = {"_facts.json": ["which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13.0",
-                           "--json"],
-           "_show-sglang-0.5.18.json": ["show", "sglang==0.5.18", "--json"]}
+#: Queries that read the stamped documents: the facts (``which sglang`` has no table),
+#: a release's show document, and the release names users' input is read against.
+STAMPED = {"_facts.json": ["which", "sglang", "--mooncake",
+                           "mooncake-transfer-engine-cuda13==0.3.13.post1", "--json"],
+           "_show-sglang-0.5.18.json": ["show", "sglang==0.5.18", "--json"],
+           "_releases.json": ["which", "mooncake", "--sglang", "v0.5.18", "--json"]}
 
 
 def _stamped_cases(rng: random.Random, doc: Path) -> str:

@@ -350,3 +350,29 @@ def test_launch_check_gathers_judges_and_reports(tmp_path: Path) -> None:
         empty = tmp_path / "empty.sh"
         empty.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
         launch_check.gather([str(empty)], "auto", [])
+
+
+def test_launch_check_from_a_kb_file_reads_the_graph_only_when_needed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the KB file, a release whose launch table holds its rules is judged from
+    that table alone; a version the table does not spell (``v0.5.18``) is read through the
+    graph, and judged the same."""
+    from resolver import launch_check
+    from resolver.graph import CompatGraph
+
+    kb_file = Path(__file__).resolve().parents[2] / "data" / "kb.json"
+    launches, _ = launch_check.gather([], "auto", ["--", "--elastic-ep-backend", "mooncake",
+                                                   "--pp-size", "2"])
+    made: list[object] = []
+    real = CompatGraph.from_path
+
+    def counting(path: object = None) -> CompatGraph:
+        made.append(path)
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(CompatGraph, "from_path", staticmethod(counting))
+    table = launch_check.check_launches(kb_file, launches, sglang="0.5.18").to_json()
+    assert made == []
+    spelled = launch_check.check_launches(kb_file, launches, sglang="v0.5.18").to_json()
+    assert made == [str(kb_file)]
+    assert table == spelled and table["sglang"] == "0.5.18" and table["violations"]
