@@ -28,15 +28,20 @@ __all__ = [
     "Loader",
     "LoaderImport",
     "Mooncake",
+    "MooncakeHead",
     "Pg",
     "Scrape",
     "Sglang",
+    "SglangHead",
+    "Summary",
     "Torch",
     "TorchVariant",
     "Unread",
     "Wheel",
     "from_json",
     "from_model",
+    "summary_from_json",
+    "summary_of",
     "to_json",
 ]
 
@@ -172,6 +177,43 @@ class Facts(NamedTuple):
     unread: tuple[Unread, ...]
 
 
+class SglangHead(NamedTuple):
+    version: str
+    source: str
+    module: str | None
+    launch_rules: int
+
+
+class MooncakeHead(NamedTuple):
+    dist: str
+    version: str
+    wheels: int
+    builds: int
+
+
+class Summary(NamedTuple):
+    """What a KB holds, counted and named (``kb info``, ``--version``, reading users'
+    input): a few kilobytes, read where the whole facts are not needed."""
+
+    schema_version: int
+    scrape: Scrape
+    sglang: tuple[SglangHead, ...]
+    mooncake: tuple[MooncakeHead, ...]
+    torch_listed: int
+    torch_with_facts: int
+    unread: tuple[Unread, ...]
+
+
+def summary_of(facts: Facts) -> Summary:
+    return Summary(facts.schema_version, facts.scrape,
+                   tuple(SglangHead(s.version, s.source, s.pg.module, s.launch_rules)
+                         for s in facts.sglang),
+                   tuple(MooncakeHead(m.dist, m.version, len(m.wheels),
+                                      sum(len(w.builds) for w in m.wheels))
+                         for m in facts.mooncake),
+                   len(facts.torch_versions), len(facts.torch), facts.unread)
+
+
 # ----------------------------------------------------------------------- conversion
 
 #: Fields whose value is not read under the field's own name from a ``kb.models`` object.
@@ -244,7 +286,8 @@ def _record(cls: type, src: Any, where: str) -> Any:
 
 
 _HINTS_OK = frozenset({Artifact, Pg, Sglang, LoaderImport, Loader, Build, Wheel, Mooncake,
-                       TorchVariant, Torch, Unread, Scrape, Facts})
+                       TorchVariant, Torch, Unread, Scrape, Facts, SglangHead, MooncakeHead,
+                       Summary})
 
 
 def from_model(kb: Any) -> Facts:
@@ -263,17 +306,27 @@ FORMAT = "pooled-1"
 
 def from_json(data: Any) -> Facts:
     """The facts :func:`to_json` wrote; :class:`FactsError` naming the first bad value."""
+    out: Facts = _from_json(Facts, data)
+    return out
+
+
+def summary_from_json(data: Any) -> Summary:
+    """The :class:`Summary` :func:`to_json` wrote; :class:`FactsError` as for the facts."""
+    out: Summary = _from_json(Summary, data)
+    return out
+
+
+def _from_json(tp: type, data: Any) -> Any:
     if (type(data) is not dict or data.keys() != {"format", "pool", "root"}
             or data["format"] != FORMAT or type(data["pool"]) is not list):
         raise FactsError(f"facts: not {FORMAT} facts")
     _POOL.append(_Pool(data["pool"]))
     try:
-        out: Facts = _reader(Facts)(data["root"])
+        return _reader(tp)(data["root"])
     except _Bad as e:
         raise FactsError(f"facts{''.join(reversed(e.path))}: {e.what}") from None
     finally:
         _POOL.pop()
-    return out
 
 
 class _Bad(Exception):
@@ -454,8 +507,9 @@ def _record_reader(cls: type) -> Callable[[Any], Any]:
     return read
 
 
-def to_json(facts: Facts) -> dict[str, Any]:
-    """``facts`` as JSON values (what :func:`from_json` reads back)."""
+def to_json(facts: Facts | Summary) -> dict[str, Any]:
+    """``facts`` (or a summary) as JSON values (what :func:`from_json` and
+    :func:`summary_from_json` read back)."""
     seen: dict[tuple[type, str], int] = {}
     _count(facts, seen)
     pool: list[Any] = []

@@ -189,8 +189,13 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     from packaging.version import Version
 
     from kb import paths
+    from resolver import resolved
 
-    kb = _graph(args).kb  # the facts: no pydantic
+    kb = resolved.summary(_kb_path(args))  # a few kilobytes: no pydantic, no facts
+    if kb is None:  # a KB copied alone, without its resolved/ folder
+        from kb.facts import summary_of
+
+        kb = summary_of(_graph(args).kb)
     choice = (paths.KBChoice(args.kb, "--kb") if args.kb else paths.kb_choice())
     path = Path(choice.path)
     # One release per version: a local record (`scrape --from-path`) of a version the
@@ -202,8 +207,8 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
             by_version[v] = r
     sglang = [by_version[v] for v in sorted(by_version)]
     local = sorted({r.version for r in kb.sglang if r.source != "index"}, key=Version)
-    wheels = sum(len(r.wheels) for r in kb.mooncake)
-    builds = sum(len(w.builds) for r in kb.mooncake for w in r.wheels)
+    wheels = sum(r.wheels for r in kb.mooncake)
+    builds = sum(r.builds for r in kb.mooncake)
     dists = sorted({r.dist for r in kb.mooncake})
     info = {
         "kb": str(path),
@@ -216,15 +221,15 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
         "sglang_releases": len(sglang),
         "sglang_range": [sglang[0].version, sglang[-1].version] if sglang else [],
         "sglang_recorded_locally": local,
-        "sglang_by_module": _count(r.pg.module or "none" for r in sglang),
+        "sglang_by_module": _count(r.module or "none" for r in sglang),
         "mooncake_releases": len(kb.mooncake),
         "mooncake_distributions": {d: len([r for r in kb.mooncake if r.dist == d])
                                    for d in dists},
         "mooncake_wheels": wheels,
         "mooncake_builds": builds,
         "sglang_with_launch_rules": sum(1 for r in kb.sglang if r.launch_rules),
-        "torch_releases_listed": len(kb.torch_versions),
-        "torch_releases_with_cuda_facts": len(kb.torch),
+        "torch_releases_listed": kb.torch_listed,
+        "torch_releases_with_cuda_facts": kb.torch_with_facts,
         "unread": len(kb.unread),
         **_refresh_info(kb.scrape),
     }
@@ -259,7 +264,7 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     print(f"  mooncake {len(kb.mooncake)} releases, {wheels} wheels, {builds} builds")
     for d, n in info["mooncake_distributions"].items():
         print(f"    {d}: {n}")
-    print(f"  torch    {len(kb.torch_versions)} releases listed, {len(kb.torch)} with CUDA facts")
+    print(f"  torch    {kb.torch_listed} releases listed, {kb.torch_with_facts} with CUDA facts")
     if kb.unread:
         print(f"  unread   {len(kb.unread)} (see `moonpin kb info --json`)")
     return 0

@@ -48,11 +48,11 @@ def _version_line(kb: str | None) -> str:
     from scrapers import __version__ as mine
 
     path = kb or default_kb_file()
-    from resolver.resolved import load_facts
+    from resolver.resolved import summary
 
-    facts = load_facts(path)  # a fifth of the KB's bytes, when they belong to it
-    if facts is not None:
-        when = facts.scrape.scraped_at.isoformat()
+    found = summary(path)  # a few kilobytes, when they belong to the KB
+    if found is not None:
+        when = found.scrape.scraped_at.isoformat()
     else:
         try:
             from kb.files import loads_json, read_regular

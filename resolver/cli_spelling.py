@@ -20,8 +20,8 @@ __all__ = ["_spell_inputs"]
 
 class _Pools:
     """The releases the KB holds, for reading what users type (``latest``, ``v0.5.18``,
-    "did you mean"): from ``resolved/_releases.json`` (a few kilobytes), else from the
-    KB's facts, else from the KB's JSON (standard library, no pydantic)."""
+    "did you mean"): from the KB's summary (``resolved/_summary.json``, a few kilobytes),
+    else from its facts, else from its JSON (standard library, no pydantic)."""
 
     def __init__(self, kb_path: Path) -> None:
         self.kb_path = kb_path
@@ -45,11 +45,9 @@ class _Pools:
             self._full_read = True
             from resolver import resolved
 
-            names = resolved.load_release_names(self.kb_path)
-            if names is None:
-                facts = resolved.load_facts(self.kb_path)  # the command answers from them
-                names = resolved.release_names(facts) if facts is not None else None
-            if names is not None:
+            found = resolved.summary(self.kb_path)
+            if found is not None:
+                names = resolved.release_names(found)
                 self._full = (names["index"], names["every"], names["mooncake"])
                 return self._full
             self._full = self._from_json()

@@ -19,12 +19,12 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from pathlib import Path
     from typing import Any
 
-    from kb.facts import Facts
+    from kb.facts import Facts, Summary
 
 __all__ = [
     "FACTS_NAME",
     "MAX_TABLE_BYTES",
-    "RELEASES_NAME",
+    "SUMMARY_NAME",
     "Resolved",
     "build",
     "build_stamped",
@@ -33,12 +33,13 @@ __all__ = [
     "load",
     "load_facts",
     "load_launch",
-    "load_release_names",
     "load_requirements",
     "load_show",
+    "load_summary",
     "release_names",
     "resolved_path",
     "show_name",
+    "summary",
     "table_name",
     "valid_launch",
     "write",
@@ -459,39 +460,57 @@ def _load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
             gc.enable()
 
 
-RELEASES_NAME = "_releases.json"
+SUMMARY_NAME = "_summary.json"
+
+#: Summaries read in this process, by the files' paths and their stat.
+_SUMMARY_READ: dict[tuple[object, ...], Summary] = {}
 
 
-def release_names(facts: Facts) -> dict[str, Any]:
+def load_summary(kb_path: str | os.PathLike[str]) -> Summary | None:
+    """The KB's :class:`kb.facts.Summary` from ``resolved/_summary.json``; None when it
+    is missing, stale, damaged or of another shape (then the caller reads the facts)."""
+    from kb.facts import FactsError, summary_from_json
+
+    key = _stat_key(os.fspath(kb_path), os.path.join(_folder(kb_path), SUMMARY_NAME))
+    if key is not None and key in _SUMMARY_READ:
+        return _SUMMARY_READ[key]
+    try:
+        found = summary_from_json(_read_stamped(kb_path, SUMMARY_NAME))
+    except (OSError, ValueError, FactsError, RecursionError):
+        return None
+    if key is not None:
+        _SUMMARY_READ.clear()
+        _SUMMARY_READ[key] = found
+    return found
+
+
+def summary(kb_path: str | os.PathLike[str]) -> Summary | None:
+    """The KB's summary: from its document, else from its facts; None when neither is
+    there (the caller reads the KB itself)."""
+    found = load_summary(kb_path)
+    if found is None:
+        from kb.facts import summary_of
+
+        facts = load_facts(kb_path)
+        found = summary_of(facts) if facts is not None else None
+    return found
+
+
+def release_names(s: Summary) -> dict[str, Any]:
     """The releases a KB names, as users' input is read against (``latest``, "did you
     mean"): ``index``, the SGLang releases of the index; ``every``, every SGLang version
     it names (local records and unread releases too); ``mooncake``, each distribution's
     releases (unread ones too)."""
     mooncake: dict[str, list[str]] = {}
-    for m in facts.mooncake:
+    for m in s.mooncake:
         mooncake.setdefault(m.dist, []).append(m.version)
-    for u in facts.unread:
+    for u in s.unread:
         if u.kind == "mooncake":
             mooncake.setdefault(u.name, []).append(u.version)
-    return {"index": [s.version for s in facts.sglang if s.source == "index"],
-            "every": [s.version for s in facts.sglang]
-            + [u.version for u in facts.unread if u.kind == "sglang"],
+    return {"index": [r.version for r in s.sglang if r.source == "index"],
+            "every": [r.version for r in s.sglang]
+            + [u.version for u in s.unread if u.kind == "sglang"],
             "mooncake": mooncake}
-
-
-def load_release_names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """:func:`release_names` of the KB from ``resolved/_releases.json``; None when it is
-    missing, stale, damaged or of another shape."""
-    try:
-        doc = _read_stamped(kb_path, RELEASES_NAME)
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not (isinstance(doc, dict) and doc.keys() == {"index", "every", "mooncake"}
-            and _strs(doc["index"]) and _strs(doc["every"])
-            and isinstance(doc["mooncake"], dict)
-            and all(isinstance(k, str) and _strs(v) for k, v in doc["mooncake"].items())):
-        return None
-    return doc
 
 
 def show_name(name: str, version: str) -> str:
@@ -655,12 +674,12 @@ def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
     facts, and each release's record for ``show`` (the record ``show`` picks: a local
     record of a version the index also has comes after it in the KB, and is the one
     shown)."""
-    from kb.facts import from_model, to_json
+    from kb.facts import from_model, summary_of, to_json
 
     sha = _sha256(kb_path)
     facts = from_model(kb)
     out = {FACTS_NAME: _stamped(to_json(facts), sha),
-           RELEASES_NAME: _stamped(release_names(facts), sha)}
+           SUMMARY_NAME: _stamped(to_json(summary_of(facts)), sha)}
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
         out[show_name("sglang", s.version)] = _stamped(

@@ -365,20 +365,24 @@ def test_table_names_are_valid_file_names_whatever_the_version(tmp_path: Path,
     assert resolved.table_name("", "0.5.18") == "0.5.18.json"  # a plain one is unchanged
 
 
-def test_release_names_document(kb_path: Path) -> None:
-    """``_releases.json`` names what the facts name; damaged, stale or of another shape
-    it is ignored, and users' input is read against the facts instead."""
+def test_summary_document(kb_path: Path) -> None:
+    """``_summary.json`` says what the facts say (counts, names, the scrape); damaged,
+    stale or of another shape it is ignored, and the facts answer instead."""
+    from kb.facts import summary_of, to_json
     from resolver.cli_spelling import _Pools
 
     facts = resolved.load_facts(kb_path)
     assert facts is not None
-    names = resolved.load_release_names(kb_path)
-    assert names == resolved.release_names(facts) and "0.5.17" in names["index"]
-    doc = resolved.resolved_path(kb_path) / resolved.RELEASES_NAME
-    for bad in ({**names, "index": [5]}, {**names, "extra": []}, [], {**names, "mooncake": []},
-                {**names, "mooncake": {"d": "0.3.1"}}):
+    found = resolved.load_summary(kb_path)
+    assert found == summary_of(facts) and "0.5.17" in resolved.release_names(found)["index"]
+    doc = resolved.resolved_path(kb_path) / resolved.SUMMARY_NAME
+    good = to_json(found)
+    root = good["root"]  # schema_version, scrape, sglang, mooncake, ...
+    for bad in ({**good, "root": [*root[:4], "many", *root[5:]]}, {**good, "extra": []}, [],
+                {**good, "root": [root[0], 5, *root[2:]]}, {**good, "pool": {}}):
         _restamp(doc, bad, kb_path)
-        assert resolved.load_release_names(kb_path) is None
+        assert resolved.load_summary(kb_path) is None
+        assert resolved.summary(kb_path) == found  # from the facts
         assert _Pools(kb_path).sglang("v0.5.17", "--sglang ") == "0.5.17"
     doc.write_bytes(b"\xff" * 10)
-    assert resolved.load_release_names(kb_path) is None
+    assert resolved.load_summary(kb_path) is None
