@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-__all__ = ["MiB", "loads_json", "read_regular", "write_atomic"]
+__all__ = ["MiB", "loads_json", "read_regular", "sha256_hex", "write_atomic"]
 
 MiB = 1024 * 1024
 
@@ -134,6 +134,21 @@ def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def sha256_hex(data: bytes) -> str:
+    """The sha256 of ``data``, by CPython's own implementation where it has one: hashlib
+    loads OpenSSL first, which costs a query more than hashing a few hundred kilobytes
+    the slower way (a large file is better hashed by hashlib)."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.10, 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found]  # CPython 3.12+
+        except ImportError:
+            from hashlib import sha256
+    out: str = sha256(data).hexdigest()
+    return out
 
 
 def loads_json(data: bytes | str) -> Any:

@@ -336,7 +336,13 @@ def _seconds(text: str) -> float:
 def _parser() -> Any:
     import argparse
 
-    p = argparse.ArgumentParser(prog="moonpin check",
+    class Parser(argparse.ArgumentParser):
+        def _get_formatter(self) -> argparse.HelpFormatter:
+            from resolver.inputs import help_width  # not shutil's, and its compressors
+
+            return self.formatter_class(prog=self.prog, width=help_width())  # type: ignore[call-arg]
+
+    p = Parser(prog="moonpin check",
                                 description="check this image's mooncake before worker start",
                                 epilog="exit codes: 0 usable; 1 not usable (or, with --strict, "
                                        "a warning); 2 could not check")

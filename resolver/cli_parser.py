@@ -82,6 +82,11 @@ def build_parser(with_matrix: Any = None, only: str | None = None) -> argparse.A
             print(f"tip: `{self.prog} --help` says what it takes", file=sys.stderr)
             raise SystemExit(2)
 
+        def _get_formatter(self) -> argparse.HelpFormatter:
+            from resolver.inputs import help_width
+
+            return self.formatter_class(prog=self.prog, width=help_width())  # type: ignore[call-arg]
+
     p = Parser(
         prog="moonpin", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)

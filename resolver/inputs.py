@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 from kb.errors import UsageError
 
-__all__ = ["ARCHES", "CPYTHON_MINORS", "canonical_name", "normalize_arch", "normalize_python"]
+__all__ = ["ARCHES", "CPYTHON_MINORS", "canonical_name", "help_width", "normalize_arch",
+           "normalize_python"]
 
 ARCHES = ("x86_64", "aarch64")
 
@@ -64,3 +65,23 @@ def canonical_name(name: str) -> str:
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
+
+
+def help_width() -> int:
+    """The width argparse lays help out in: what it computes itself (the terminal's
+    columns, ``$COLUMNS`` first, 80 without a terminal, less 2), without importing
+    :mod:`shutil` (and with it three compression modules) to ask."""
+    import os
+    import sys
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return columns - 2

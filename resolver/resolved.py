@@ -387,21 +387,19 @@ FACTS_NAME = "_facts.json"
 
 
 def _stamped(body: Any, kb_sha256: str) -> bytes:
-    import hashlib
     import json
 
+    from kb.files import sha256_hex
+
     data = json.dumps(body, separators=(",", ":")).encode()
-    head = {"schema_version": SCHEMA, "kb_sha256": kb_sha256,
-            "body_sha256": hashlib.sha256(data).hexdigest()}
+    head = {"schema_version": SCHEMA, "kb_sha256": kb_sha256, "body_sha256": sha256_hex(data)}
     return json.dumps(head).encode() + b"\n" + data
 
 
 def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
     """The body of the stamped document ``name`` beside ``kb_path``; ValueError/OSError when
     it is missing, another KB's, another moonpin's, or damaged."""
-    import hashlib
-
-    from kb.files import loads_json, read_regular
+    from kb.files import loads_json, read_regular, sha256_hex
 
     path = os.path.join(_folder(kb_path), name)
     raw = read_regular(path, cap=MAX_TABLE_BYTES, what="resolved table")
@@ -409,7 +407,7 @@ def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
     head = loads_json(head_bytes) if sep else None
     if not isinstance(head, dict) or head.get("schema_version") != SCHEMA:
         raise ValueError(f"{path}: not a resolved document of this moonpin")
-    if head.get("body_sha256") != hashlib.sha256(data).hexdigest():
+    if head.get("body_sha256") != sha256_hex(data):
         raise ValueError(f"{path}: damaged (its body does not hash to its stamp)")
     if head.get("kb_sha256") != _sha256(kb_path):
         raise ValueError(f"{path} does not belong to {kb_path}")

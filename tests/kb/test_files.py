@@ -201,3 +201,12 @@ def test_a_kb_version_that_is_not_pep440_is_refused_at_load(tmp_path: Path,
     with pytest.raises(KBError, match=r"field 'sglang\.1\.version'.*not a PEP 440") as e:
         store.load(p)
     assert len(str(e.value)) < 400  # a long value is cut, not echoed whole
+
+
+def test_sha256_hex_is_hashlib_sha256() -> None:
+    import hashlib
+
+    from kb.files import sha256_hex
+
+    for data in (b"", b"moonpin", bytes(range(256)) * 4099):
+        assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
