@@ -1,25 +1,23 @@
 """The launch-argument facts of an SGLang release: its command-line options and the
 checks its ``ServerArgs`` (or, from 0.5.19, its ``arg_groups`` hooks) make on them.
 
-Plain frozen dataclasses (no pydantic): the runtime check's evaluator of the worker's
+Plain named tuples (no pydantic, no dataclasses): the runtime check's evaluator of the worker's
 launch arguments works on them. :mod:`readers.server_args` reads them out of SGLang's
 source; :class:`kb.models.LaunchRules` is how the KB file stores them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 __all__ = ["Flag", "Rule", "Write"]
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """One command-line option as the release declares it.
 
-    ``line`` sits before ``deprecated_for`` (dataclass field order); ``nargs`` and ``const``
-    are extras the launch parser needs.
+    ``line`` sits before ``deprecated_for`` (the fields with defaults come last); ``nargs``
+    and ``const`` are extras the launch parser needs.
     """
 
     name: str
@@ -36,8 +34,7 @@ class Flag:
     path: str | None = None
 
 
-@dataclass(frozen=True)
-class Write:
+class Write(NamedTuple):
     """``self.attr = value`` earlier in the rule's method, under ``guard``."""
 
     attr: str
@@ -46,8 +43,7 @@ class Write:
     line: int
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One ``assert`` or ``raise`` on the launch arguments: it fails when ``condition``
     holds under ``guard`` (after ``writes``, in order); ``reads`` are the arguments it
     looks at, ``function``/``path``/``line`` where SGLang has it."""

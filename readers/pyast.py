@@ -132,6 +132,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from readers.astname import dotted
+
 __all__ = [
     "FEATURES",
     "MOONCAKE_SUBMODULES",
@@ -454,18 +456,6 @@ def _is_mooncake(module: str | None) -> bool:
 
 def _is_submodule_name(name: str) -> bool:
     return name in MOONCAKE_SUBMODULES or name.startswith("mooncake_") or name.startswith("pg_")
-
-
-def dotted(node: ast.expr) -> str | None:
-    """``a.b.c`` for a Name/Attribute chain, else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _str_const(node: ast.expr | None) -> str | None:

@@ -68,7 +68,6 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Literal
 
 from kb.launch import Flag, Rule, Write
@@ -987,7 +986,7 @@ def extract_arg_groups(
         defaults.update(_field_defaults(cls, envs[path]))
     flags: list[Flag] = []
     for path, cls in classes:
-        flags += [replace(f, path=path) for f in _field_flags(cls, envs[path], defaults)]
+        flags += [f._replace(path=path) for f in _field_flags(cls, envs[path], defaults)]
     for path, tree in trees.items():
         if path != SERVER_ARGS and not path.startswith(FIELDS):
             continue
@@ -999,7 +998,7 @@ def extract_arg_groups(
             ):
                 f = _add_argument_flag(node, envs[path], defaults)
                 if f is not None:
-                    flags.append(replace(f, path=path))
+                    flags.append(f._replace(path=path))
     flags = [g for f in flags for g in _boolean_optional(f)]
     flags.sort(key=lambda f: (f.path or "", f.line))
     rules: list[Rule] = []
@@ -1058,7 +1057,7 @@ def _record(member: str, flags: Sequence[Flag], rules: Sequence[Rule],
         return None
     # A rule reading an option another method settles first ("auto" -> "round_robin")
     # gets that write too: the evaluator applies a rule's writes before its condition.
-    chosen = tuple(replace(r, writes=(*r.writes, *(
+    chosen = tuple(r._replace(writes=(*r.writes, *(
         w for w in resolutions if w.attr in r.reads and w not in r.writes)))
         for r in chosen)
     # Keep the options those rules read (and their aliases and CUDA-graph spellings): the KB

@@ -59,11 +59,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from kb.launch import Flag, Rule
-from readers.pyast import dotted
+from readers.astname import dotted
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -488,8 +487,7 @@ def rules_from_json(record: Mapping[str, Any]) -> tuple[tuple[Flag, ...], tuple[
                         f"{str(e)[:200]}") from None
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     status: Literal["violated", "ok", "not checked"]
     rule: Rule
     message: str

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kb.errors import UsageError
 from resolver import launch_args, manifests
@@ -26,8 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["ArgsReport", "LaunchResult", "check_launches", "gather"]
 
 
-@dataclass(frozen=True)
-class LaunchResult:
+class LaunchResult(NamedTuple):
     """One launch judged against the rules of ``sglang``: the verdicts, the options that
     release's parser refuses, and (with ``--authoritative``) what the release itself said."""
 
@@ -191,8 +189,7 @@ def check_launches(kb: CompatGraph | str | os.PathLike[str],
     return ArgsReport(results, tuple(findings), py, many or len(results) > 1)
 
 
-@dataclass(frozen=True)
-class ArgsReport:
+class ArgsReport(NamedTuple):
     """Every launch judged, and the problems of the files they came from."""
 
     results: tuple[LaunchResult, ...]

@@ -33,9 +33,8 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from resolver.launch_args import Unresolved
 
@@ -43,8 +42,7 @@ __all__ = ["Finding", "Launch", "Unresolved", "from_shell", "from_yaml", "read_f
            "sglang_version_of_image"]
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(NamedTuple):
     argv: tuple[str, ...]  # the arguments SGLang parses (Unresolved where unknown)
     where: str  # "file:line" and, for YAML, the path of the args
     launcher: str
@@ -52,8 +50,7 @@ class Launch:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """A problem with the file itself (not a rule of the release)."""
 
     where: str
@@ -61,10 +58,12 @@ class Finding:
     fix: str
 
 
-@dataclass
 class _Found:
-    launches: list[Launch] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    __slots__ = ("findings", "launches")
+
+    def __init__(self) -> None:
+        self.launches: list[Launch] = []
+        self.findings: list[Finding] = []
 
 
 _MODULES = {"sglang.launch_server": "sglang.launch_server", "dynamo.sglang": "dynamo.sglang",
@@ -290,8 +289,7 @@ _K8S_REF = re.compile(r"\$\$|\$\((\w+)\)")
 _CONTAINER_LISTS = {"containers", "initContainers", "ephemeralContainers"}
 
 
-@dataclass
-class _Node:
+class _Node(NamedTuple):
     """A YAML node with its line: str for scalars, list or dict of _Node otherwise."""
 
     value: Any

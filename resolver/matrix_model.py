@@ -5,8 +5,7 @@ the text renderers of :mod:`resolver.matrix` and the page of :mod:`resolver.matr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from resolver.query import Check
 
@@ -33,8 +32,7 @@ CSV_COLUMNS = ["sglang", "torch", "dist", "mooncake", "python", "arch", "state",
 SYMBOL = {"compatible": "✅", "compatible-note": "⚠️", "incompatible": "❌", "unknown": "❔"}
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     sglang: str
     torch: str  # the torch the row is evaluated at ("?" when the release was not read)
     module: str | None
@@ -51,8 +49,7 @@ class Row:
                 "unread": self.unread}
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(NamedTuple):
     dist: str
     mooncake: str
     unread: str | None = None
@@ -65,8 +62,7 @@ class Column:
         return {"dist": self.dist, "mooncake": self.mooncake, "unread": self.unread}
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):
     sglang: str
     torch: str
     dist: str

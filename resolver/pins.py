@@ -83,8 +83,8 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kb.errors import UsageError
 from resolver.pins_base import (
@@ -358,8 +358,7 @@ def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] 
     return found
 
 
-@dataclass(frozen=True)
-class Stack:
+class Stack(NamedTuple):
     """The stack a Renovate fragment holds: the SGLang release, and what the project pins of
     torch and mooncake (the distribution, and its version when exact)."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
@@ -79,10 +78,8 @@ def cut(text: str, limit: int = 200) -> str:
     return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
-@dataclass(frozen=True)
-class Pin:
-    """One requirement of a tracked distribution, where it is written (see :mod:`resolver.pins`
-    for what ``line``, ``col`` and ``version`` mean)."""
+class _Pin(NamedTuple):
+    """:class:`Pin`'s fields."""
 
     name: str
     spec: str
@@ -97,15 +94,21 @@ class Pin:
     note: str | None = None
     #: physical line that ``col`` is on (a continuation can move the version below ``line``);
     #: left at 0 it becomes ``line``.
-    version_line: int = field(default=0)
-
-    def __post_init__(self) -> None:
-        if self.version_line == 0:
-            object.__setattr__(self, "version_line", self.line)
+    version_line: int = 0
 
 
-@dataclass(frozen=True)
-class PinError:
+class Pin(_Pin):
+    """One requirement of a tracked distribution, where it is written (see :mod:`resolver.pins`
+    for what ``line``, ``col`` and ``version`` mean)."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Pin:
+        pin = super().__new__(cls, *args, **kwargs)
+        return pin if pin.version_line else pin._replace(version_line=pin.line)
+
+
+class PinError(NamedTuple):
     """A line that could not be read; ``line == 0`` is a whole file that could not be (a
     missing file, a folder, a FIFO), and ``tip`` then says what to do about it."""
 
@@ -137,8 +140,7 @@ class Text:
         return i + 1, offset - (self.starts[i] if self.starts else 0)
 
 
-@dataclass
-class Logical:
+class Logical(NamedTuple):
     """One logical line joined from physical lines, remembering where each piece came from."""
 
     text: str
@@ -177,12 +179,15 @@ NAME_RE = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(\[[^\]
 _EXACT_RE = re.compile(r"(===|==)\s*([^\s,;)]+)")
 
 
-@dataclass
 class Found:
     """What a read collected: the pins, and the lines that could not be read."""
 
-    pins: list[Pin] = field(default_factory=list)
-    errors: list[PinError] = field(default_factory=list)
+    __slots__ = ("errors", "pins")
+
+    def __init__(self, pins: list[Pin] | None = None,
+                 errors: list[PinError] | None = None) -> None:
+        self.pins: list[Pin] = [] if pins is None else pins
+        self.errors: list[PinError] = [] if errors is None else errors
 
     def add(self, res: Pin | PinError | None) -> None:
         if isinstance(res, Pin):

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -32,8 +31,7 @@ __all__ = [
 VALUE_KINDS = frozenset({"dockerfile-arg", "regex"})
 
 
-@dataclass(frozen=True)
-class PinnedSet:
+class PinnedSet(NamedTuple):
     """The versions a project pins, and the pins that disagree."""
 
     sglang: Pin | None
@@ -52,8 +50,7 @@ class PinnedSet:
         return next((p for p in self.loose if p.name in MOONCAKE_FAMILY), None)
 
 
-@dataclass(frozen=True)
-class Judgement:
+class Judgement(NamedTuple):
     """The verdict on a pinned set: ``verdict`` (``compatible``, ``incompatible`` or
     ``unknown``), why, the updates that make it compatible (Renovate-like update objects,
     what :func:`resolver.pins_rewrite.apply_updates` writes), notes, and the platform it was
@@ -74,15 +71,17 @@ class Judgement:
                 "platform": self.platform}
 
 
-@dataclass
 class _Draft:
     """A judgement while it is made."""
 
-    verdict: str = "unknown"
-    reasons: list[str] = field(default_factory=list)
-    updates: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    explain: dict[str, Any] | None = None
+    __slots__ = ("explain", "notes", "reasons", "updates", "verdict")
+
+    def __init__(self, verdict: str = "unknown") -> None:
+        self.verdict = verdict
+        self.reasons: list[str] = []
+        self.updates: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.explain: dict[str, Any] | None = None
 
     def done(self, platform: str) -> Judgement:
         return Judgement(self.verdict, tuple(self.reasons), tuple(self.updates),

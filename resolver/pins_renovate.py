@@ -26,7 +26,6 @@ rides on the group rule and torch's and each mooncake distribution's rules follo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
@@ -50,21 +49,28 @@ def allowed_versions(versions: list[str]) -> str:
     return "/^(" + "|".join(re.escape(v) for v in versions) + ")$/"
 
 
-@dataclass
 class StackPlan:
-    """What the fragment (and ``moonpin constraints``) hold each package to."""
+    """What the fragment (and ``moonpin constraints``) hold each package to: ``mooncake``,
+    distribution -> allowed releases, newest first; ``replacement``, (pinned distribution,
+    its pinned version, replacement distribution, version); ``jit_notes``, the compile
+    notes of the allowed JIT releases."""
 
-    sglang: str
-    torches: list[str]
-    #: distribution -> allowed releases, newest first
-    mooncake: dict[str, list[str]]
-    sglang_allowed: list[str]
-    #: (pinned distribution, its pinned version, replacement distribution, version)
-    replacement: tuple[str, str | None, str, str] | None = None
-    #: compile notes of the allowed JIT releases
-    jit_notes: list[str] = field(default_factory=list)
-    module: str | None = None
-    reasons: list[str] = field(default_factory=list)
+    __slots__ = ("jit_notes", "module", "mooncake", "reasons", "replacement", "sglang",
+                 "sglang_allowed", "torches")
+
+    def __init__(self, sglang: str, torches: list[str], mooncake: dict[str, list[str]],
+                 sglang_allowed: list[str],
+                 replacement: tuple[str, str | None, str, str] | None = None,
+                 jit_notes: list[str] | None = None, module: str | None = None,
+                 reasons: list[str] | None = None) -> None:
+        self.sglang = sglang
+        self.torches = torches
+        self.mooncake = mooncake
+        self.sglang_allowed = sglang_allowed
+        self.replacement = replacement
+        self.jit_notes: list[str] = [] if jit_notes is None else jit_notes
+        self.module = module
+        self.reasons: list[str] = [] if reasons is None else reasons
 
 
 def _vkey(v: str) -> Version:

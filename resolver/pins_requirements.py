@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from resolver.pins_base import (
     HASH_NOTE,
@@ -26,8 +26,7 @@ _INCLUDE_RE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Include:
+class Include(NamedTuple):
     """A ``-r``/``-c`` line: the file it names (as written), and the kind it is read as."""
 
     line: int

@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kb.errors import UsageError
 from resolver.pins_base import HASH_NOTE, MAX_FILE_BYTES, Pin, cut
@@ -138,8 +137,7 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
     return {path: "".join(ls) for path, ls in lines.items()}, problems
 
 
-@dataclass(frozen=True)
-class Rewrite:
+class Rewrite(NamedTuple):
     """The files an update set touches: their text now and after, the unified diff, and the
     updates that could not be written (with why)."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from resolver.pins_base import (
     NAME_RE,
@@ -147,8 +147,7 @@ _PIP_VALUE_OPTIONS = frozenset({
 })
 
 
-@dataclass
-class _Word:
+class _Word(NamedTuple):
     value: str
     offsets: list[int]  # offset in the logical line of each character of value
     op: bool = False

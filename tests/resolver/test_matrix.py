@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import io
 import json
 import re
@@ -260,7 +259,7 @@ def _hostile(m: M.Matrix) -> M.Matrix:
     def judge(row: M.Row, col: M.Column, a: str, p: str) -> M.Cell:
         c = m.cell(row, col, p, a)
         assert c is not None
-        return dataclasses.replace(c, reason=bad, reasons=(bad,), notes=(bad,)) \
+        return c._replace(reason=bad, reasons=(bad,), notes=(bad,)) \
             if c == first else c
 
     kb = dict(m.kb, index_url='https://x.invalid/"><img src=x onerror=alert(1)>')

@@ -114,12 +114,11 @@ def test_self_hosted_post_upgrade_task_brings_torch_and_mooncake(g: CompatGraph,
 
 def test_judgement_is_frozen_and_its_json_is_the_documented_shape(g: CompatGraph,
                                                                   tmp_path: Path) -> None:
-    import dataclasses
     import json
 
     out, _ = _judge(g, tmp_path, "sglang==0.5.18\ntorch==2.13.0\n"
                                  "mooncake-transfer-engine-cuda13==0.3.12\n")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         out.verdict = "compatible"  # type: ignore[misc]
     doc = out.to_json()
     assert list(doc) == ["verdict", "reasons", "updates", "notes", "platform"]
