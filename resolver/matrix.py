@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import io
 import json
 import re
@@ -51,7 +50,6 @@ from kb.errors import UsageError
 from kb.facts import Sglang as SglangRelease
 from resolver.graph import CompatGraph
 from resolver.inputs import canonical_name, normalize_arch, normalize_python
-from resolver.matrix_html import to_html
 from resolver.matrix_model import (
     CSV_COLUMNS,
     PREFERRED_ARCH,
@@ -326,6 +324,8 @@ def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
 def to_csv(m: Matrix) -> str:
     """One row per cell (every python and platform in the matrix)."""
     buf = io.StringIO()
+    import csv
+
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
     for c in m.cells:
@@ -534,6 +534,13 @@ def render(m: Matrix, fmt: str, *, docs: bool = False) -> str:
     if fmt == "md":
         return render_docs(m) if docs else to_markdown(m)
     return {"html": to_html, "csv": to_csv, "json": to_json}[fmt](m)
+
+
+def to_html(m: Matrix) -> str:
+    """The matrix as one self-contained page (see :mod:`resolver.matrix_html`)."""
+    from resolver import matrix_html  # the page's code: only when a page is asked for
+
+    return matrix_html.to_html(m)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:

@@ -145,8 +145,11 @@ class Matrix:
 
     @property
     def any_compatible(self) -> bool:
-        """Whether a cell is compatible (judging cells until one is)."""
-        return any(c.state in ("compatible", "compatible-note") for c in self._each())
+        """Whether a cell is compatible: among those judged so far, else judging the rest
+        until one is."""
+        ok = ("compatible", "compatible-note")
+        return (any(c.state in ok for c in list(self._done.values()))
+                or any(c.state in ok for c in self._each()))
 
 
 def scope_pick(m: Matrix, python: str | None, arch: str | None) -> tuple[str, str]:
