@@ -68,6 +68,19 @@ def _kb_path(args: argparse.Namespace) -> Path:
     return Path(args.kb) if args.kb else default_kb_path()
 
 
+def _summary(args: argparse.Namespace) -> Any:
+    """The KB's :class:`kb.facts.Summary`: its document, else from its facts, else from the
+    KB itself (a KB copied without its resolved/ folder)."""
+    from resolver import resolved
+
+    found = resolved.summary(_kb_path(args))
+    if found is None:
+        from kb.facts import summary_of
+
+        found = summary_of(_graph(args).kb)
+    return found
+
+
 def _graph(args: argparse.Namespace) -> Any:
     from resolver.graph import CompatGraph
 

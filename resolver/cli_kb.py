@@ -15,10 +15,10 @@ from resolver.cli_common import (
     _count,
     _emit_json,
     _fatal,
-    _graph,
     _kb_path,
     _load,
     _mb,
+    _summary,
 )
 
 __all__ = ["cmd_kb_info", "cmd_kb_resolve", "cmd_scrape", "cmd_show"]
@@ -189,13 +189,7 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     from packaging.version import Version
 
     from kb import paths
-    from resolver import resolved
-
-    kb = resolved.summary(_kb_path(args))  # a few kilobytes: no pydantic, no facts
-    if kb is None:  # a KB copied alone, without its resolved/ folder
-        from kb.facts import summary_of
-
-        kb = summary_of(_graph(args).kb)
+    kb = _summary(args)  # a few kilobytes: no pydantic, no facts
     choice = (paths.KBChoice(args.kb, "--kb") if args.kb else paths.kb_choice())
     path = Path(choice.path)
     # One release per version: a local record (`scrape --from-path`) of a version the
@@ -331,8 +325,7 @@ def _refresh_lines(r: dict[str, Any]) -> list[str]:
 def cmd_show(args: argparse.Namespace) -> int:
     from resolver import show, spelling
 
-    g = _graph(args)  # the facts say whether the release is there
-    kb = g.kb
+    kb = _summary(args)  # it says whether the release is there
     name, version = spelling.split_release(args.release)
     if name == "sglang":
         hits = [r.version for r in kb.sglang if _same_version(r.version, version)]
