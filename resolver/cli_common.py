@@ -4,8 +4,8 @@ output, the busy line on a terminal, and where the KB (and its facts) is read fr
 from __future__ import annotations
 
 import json
+import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -59,13 +59,15 @@ def _load(args: argparse.Namespace) -> Any:
     from kb import store
 
     with _Busy("loading the knowledge base"):
+        from pathlib import Path
+
         return store.load(Path(args.kb) if args.kb else None)
 
 
-def _kb_path(args: argparse.Namespace) -> Path:
-    from kb.paths import default_kb_path
+def _kb_path(args: argparse.Namespace) -> str:
+    from kb.paths import default_kb_file
 
-    return Path(args.kb) if args.kb else default_kb_path()
+    return os.fspath(args.kb) if args.kb else default_kb_file()
 
 
 def _summary(args: argparse.Namespace) -> Any:

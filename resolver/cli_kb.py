@@ -3,11 +3,11 @@ knowledge base itself."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
 
 
 from resolver.cli_common import (
@@ -120,6 +120,8 @@ def _scrape_target(args: argparse.Namespace) -> tuple[Path, Path]:
     """(the KB a scrape writes, the KB it starts from). Without ``--kb``, on an installed
     moonpin the user KB is written, starting from whichever KB commands read now (the
     shipped one until the user KB is newer), so nothing lands in site-packages."""
+    from pathlib import Path
+
     from kb import paths, store
 
     if args.kb:
@@ -131,6 +133,8 @@ def _scrape_target(args: argparse.Namespace) -> tuple[Path, Path]:
 
 
 def _scrape_path(fetcher: Any, kb_path: Path, seed: Path, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from kb import store
     from scrapers.local import scrape_archive, scrape_path
     from scrapers.report import StderrReporter
@@ -174,6 +178,8 @@ def _write_resolved(kb_path: Path) -> None:
 
 
 def cmd_kb_resolve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from kb import store
     from resolver import resolved
 
@@ -185,10 +191,12 @@ def cmd_kb_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_kb_info(args: argparse.Namespace) -> int:
+    from pathlib import Path
 
     from packaging.version import Version
 
     from kb import paths
+
     kb = _summary(args)  # a few kilobytes: no pydantic, no facts
     choice = (paths.KBChoice(args.kb, "--kb") if args.kb else paths.kb_choice())
     path = Path(choice.path)
@@ -375,6 +383,10 @@ def _same_version(a: str, b: str) -> bool:
 
 
 def _nearest(version: str, pool: list[str]) -> list[str]:
+
+
+
+
     from packaging.version import InvalidVersion, Version
 
     try:

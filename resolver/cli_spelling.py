@@ -3,7 +3,7 @@ mean") into the KB's spellings, before a command runs."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ class _Pools:
     "did you mean"): from the KB's summary (``resolved/_summary.json``, a few kilobytes),
     else from its facts, else from its JSON (standard library, no pydantic)."""
 
-    def __init__(self, kb_path: Path) -> None:
+    def __init__(self, kb_path: str | os.PathLike[str]) -> None:
         self.kb_path = kb_path
         self._full: tuple[list[str], list[str], dict[str, list[str]]] | None = None
         self._full_read = False
