@@ -11,9 +11,10 @@ reads, under the same names.
 :func:`from_json` from the derived file, checking every value's type as it goes (a derived
 file is untrusted input: a damaged one raises :class:`FactsError` and the caller falls back
 to the KB itself); :func:`to_json` writes what :func:`from_json` reads.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: the named tuples' field types are objects,
+not strings that ``typing`` would compile one by one at import (a third of it).
+"""
 
 import sys
 from collections.abc import Callable
