@@ -321,12 +321,12 @@ def _read_pin_files(files: list[str], patterns: list[tuple[str, str]] | None = N
 
 
 def cmd_constraints(args: argparse.Namespace) -> int:
-    from resolver import pins, pins_constraints
+    from resolver import pins_constraints, pins_renovate  # not all of resolver.pins
 
     _version_arg(args.sglang, "--sglang")
     g = _graph(args)
-    plan = pins.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
-                           allow_jit=args.allow_jit)
+    plan = pins_renovate.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
+                                    allow_jit=args.allow_jit)
     if not plan.mooncake:
         _fatal(f"no mooncake release in the knowledge base fits sglang {_shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {_shown(args.sglang)} --why` says why",
