@@ -17,8 +17,8 @@ not strings that ``typing`` would compile one by one at import (a third of it).
 """
 
 import sys
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
 from typing import Any, NamedTuple, get_type_hints
 
 __all__ = [
@@ -306,15 +306,46 @@ FORMAT = "pooled-1"
 
 
 def from_json(data: Any) -> Facts:
-    """The facts :func:`to_json` wrote; :class:`FactsError` naming the first bad value."""
+    """The facts :func:`to_json` wrote; :class:`FactsError` naming the first bad value
+    (a release version that is not PEP 440 too, as ``kb.store`` refuses in a KB)."""
     out: Facts = _from_json(Facts, data)
+    _pep440("sglang", (r.version for r in out.sglang))
+    _pep440("mooncake", (r.version for r in out.mooncake))
+    _pep440("torch", (r.version for r in out.torch))
+    _pep440("torch_versions", out.torch_versions)
     return out
 
 
 def summary_from_json(data: Any) -> Summary:
     """The :class:`Summary` :func:`to_json` wrote; :class:`FactsError` as for the facts."""
     out: Summary = _from_json(Summary, data)
+    _pep440("sglang", (r.version for r in out.sglang))
+    _pep440("mooncake", (r.version for r in out.mooncake))
     return out
+
+
+#: Versions of the common shapes, which are PEP 440 (and short enough for int()); any other
+#: is asked of packaging (imported only then).
+_PLAIN_VERSION = None
+
+
+def _pep440(where: str, versions: Iterable[str]) -> None:
+    global _PLAIN_VERSION
+    if _PLAIN_VERSION is None:
+        import re
+
+        _PLAIN_VERSION = re.compile(r"\d{1,30}(?:\.\d{1,30}){0,10}(?:(?:a|b|rc)\d{1,30})?"
+                                    r"(?:\.post\d{1,30})?(?:\.dev\d{1,30})?")
+    plain = _PLAIN_VERSION.fullmatch
+    for v in versions:
+        if plain(v) is None:
+            from packaging.version import InvalidVersion, Version
+
+            try:
+                Version(v)
+            except (InvalidVersion, ValueError):  # ValueError: past int()'s 4,300 digits
+                shown = v if len(v) <= 80 else f"{v[:80]}... ({len(v)} characters)"
+                raise FactsError(f"facts: {where}: {shown!r} is not a PEP 440 version") from None
 
 
 def _from_json(tp: type, data: Any) -> Any:
@@ -402,9 +433,11 @@ def _scalar(tp: type) -> Callable[[Any], Any]:
 def _read_datetime(v: Any) -> datetime:
     if isinstance(v, str):
         try:
-            return datetime.fromisoformat(v)
+            t = datetime.fromisoformat(v)
         except ValueError:
             pass
+        else:  # without a zone, UTC (as kb.models reads the KB)
+            return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
     raise _Bad("not a timestamp")
 
 

@@ -11,11 +11,11 @@ Version strings are stored as the index spells them; code compares them through
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
+from datetime import datetime, timezone
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "READABLE_SCHEMAS",
@@ -348,10 +348,20 @@ class Unread(Model):
     reason: str
 
 
+def _utc(t: datetime) -> datetime:
+    """A timestamp without a zone is UTC (as moonpin writes them, and as ``kb.paths``
+    reads them): a hand-edited KB can then be compared with the time now."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+#: A timestamp, in UTC when it names no zone.
+Timestamp = Annotated[datetime, AfterValidator(_utc)]
+
+
 class ScrapeInfo(Model):
     """What the last refresh was and what it read."""
 
-    scraped_at: datetime
+    scraped_at: Timestamp
     #: the mirror ``--index-url``/``MOONPIN_INDEX_URL`` named; None: the default index
     #: (pip's configuration, else pip's own default), whose host is never written down
     index_url: str | None = None
@@ -367,7 +377,7 @@ class ScrapeInfo(Model):
     #: kind -> how many releases were kept as they were (artifact sha256 unchanged)
     kept: dict[str, int] = Field(default_factory=dict)
     #: kind -> when the index was last asked about it (``--only`` refreshes one kind)
-    kinds_scraped_at: dict[str, datetime] = Field(default_factory=dict)
+    kinds_scraped_at: dict[str, Timestamp] = Field(default_factory=dict)
     #: kind (sglang, mooncake, torch) -> fingerprint of the extractor code that read its
     #: releases; a refresh by different code re-reads that kind (see scrapers.refresh)
     extractors: dict[str, str] = {}

@@ -57,6 +57,25 @@ def retype(rng: random.Random, doc: Any, *, keep: tuple[Any, ...] = ()) -> tuple
     return doc, f"{'/'.join(map(str, path))}: {type(old).__name__} -> {str(new)[:30]!r}"
 
 
+#: Strings a document written on purpose may hold where a name, version or time belongs.
+HOSTILE_STRINGS = ["banana", "", "9" * 5000, "1.0+", "1!", "v0.5.18", "2026-01-01T00:00:00",
+                   "2026-01-01T00:00:00+14:00", "x" * 100_000, "../../etc/passwd", "-1",
+                   "\x00", "sglang", "0.5.18\n", "NaN", "1e999"]
+
+
+def restring(rng: random.Random, doc: Any) -> tuple[Any, str]:
+    """``doc`` with one string node replaced by another string: the shape still fits, the
+    value is what a reader must not trust (a version, a time, a name)."""
+    doc = json.loads(json.dumps(doc))
+    cands = [p for p in paths(doc) if p and isinstance(_get(doc, p), str)]
+    if not cands:
+        return doc, "no string to replace"
+    path = rng.choice(cands)
+    new = rng.choice(HOSTILE_STRINGS)
+    _get(doc, path[:-1])[path[-1]] = new
+    return doc, f"{'/'.join(map(str, path))}: str -> {new[:30]!r}"
+
+
 def damage_bytes(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
     """Bytes-level damage of a JSON (or any) file."""
     kind = rng.choice(["truncate", "flip", "insert", "deep", "bignum", "nul", "bom",

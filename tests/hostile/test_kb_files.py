@@ -171,8 +171,9 @@ def _stamped_cases(rng: random.Random, doc: Path) -> str:
         data, what = gen.damage_bytes(rng, body)
         doc.write_bytes(head + b"\n" + data)
         return "body: " + what
-    # a crafted document: another type at some node, stamped so that it hashes right
-    value, what = gen.retype(rng, json.loads(body))
+    # a crafted document: another type, or another string, at some node, stamped so that
+    # it hashes right
+    value, what = (gen.retype if pick < 0.8 else gen.restring)(rng, json.loads(body))
     doc.write_bytes(resolved._stamped(value, json.loads(head)["kb_sha256"]))
     return "restamped: " + what
 

@@ -386,3 +386,36 @@ def test_summary_document(kb_path: Path) -> None:
         assert _Pools(kb_path).sglang("v0.5.17", "--sglang ") == "0.5.17"
     doc.write_bytes(b"\xff" * 10)
     assert resolved.load_summary(kb_path) is None
+
+
+def test_crafted_documents_with_bad_versions_or_naive_times(kb_path: Path) -> None:
+    """Found by hand: a facts or summary document written on purpose (it hashes right)
+    whose release version is not PEP 440 crashed every query (InvalidVersion), and a
+    scrape time without a zone crashed ``kb info``. Such a version makes the document
+    ignored (as kb.store refuses it in a KB); a time without a zone is UTC, in a KB too."""
+    import datetime as dt
+
+    from kb.facts import summary_of, to_json
+
+    facts = resolved.load_facts(kb_path)
+    assert facts is not None
+    folder = resolved.resolved_path(kb_path)
+    for bad in ("banana", "9" * 5000, ""):
+        crafted = facts._replace(sglang=(facts.sglang[0]._replace(version=bad),
+                                         *facts.sglang[1:]))
+        _restamp(folder / resolved.FACTS_NAME, to_json(crafted), kb_path)
+        _restamp(folder / resolved.SUMMARY_NAME, to_json(summary_of(crafted)), kb_path)
+        assert resolved.load_facts(kb_path) is None
+        assert resolved.load_summary(kb_path) is None
+    naive = facts.scrape._replace(scraped_at=dt.datetime(2026, 1, 1))
+    _restamp(folder / resolved.SUMMARY_NAME, to_json(summary_of(facts._replace(
+        scrape=naive))), kb_path)
+    found = resolved.load_summary(kb_path)
+    assert found is not None and found.scrape.scraped_at.tzinfo is not None
+    out = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(kb_path), "kb",
+                          "info"], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    doc = json.loads(kb_path.read_text())
+    doc["scrape"]["scraped_at"] = "2026-01-01T00:00:00"  # a KB edited by hand
+    kb_path.write_text(json.dumps(doc))
+    assert store.load(kb_path).scrape.scraped_at.tzinfo is not None
