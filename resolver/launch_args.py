@@ -57,6 +57,7 @@ Checking (:func:`check`) evaluates each rule on the parsed values:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
@@ -434,7 +435,10 @@ def _value(node: ast.expr, values: Mapping[str, object]) -> object:
     raise Unevaluable(f"{type(node).__name__} is not evaluated: {ast.unparse(node)}")
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse_expr(text: str) -> ast.expr:
+    """``text`` parsed (once: a file of many launches evaluates the same conditions for
+    each; the tree is only read)."""
     try:
         return ast.parse(text, mode="eval").body
     except SyntaxError as exc:

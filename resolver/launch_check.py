@@ -131,10 +131,12 @@ def _version_of(la: manifests.Launch, sglang: str | None, outcome: Outcome | Non
 
 def _check_one(graph: Callable[[], CompatGraph], kb_path: str | None, la: manifests.Launch,
                *, sglang: str | None, python: str, authoritative: bool, timeout: float,
-               ) -> LaunchResult:
+               read: dict[str, tuple[str, Any, Any, Any, Any]]) -> LaunchResult:
     outcome = _authoritative(python, la, timeout) if authoritative else None
     version = _version_of(la, sglang, outcome, python)
-    release, flags, rules, constants, accepted = _release_rules(graph, kb_path, version)
+    if version not in read:  # a file of many launches reads each release's rules once
+        read[version] = _release_rules(graph, kb_path, version)
+    release, flags, rules, constants, accepted = read[version]
     try:
         parsed = launch_args.parse_launch(flags, la.argv, accepted)
         verdicts = launch_args.check(rules, flags, la.argv, constants=constants, parsed=parsed)
@@ -183,8 +185,9 @@ def check_launches(kb: CompatGraph | str | os.PathLike[str],
         return made[0]
 
     py = python or sys.executable
+    read: dict[str, tuple[str, Any, Any, Any, Any]] = {}
     results = tuple(_check_one(graph, kb_path, la, sglang=sglang, python=py,
-                               authoritative=authoritative, timeout=timeout)
+                               authoritative=authoritative, timeout=timeout, read=read)
                     for la in launches)
     return ArgsReport(results, tuple(findings), py, many or len(results) > 1)
 

@@ -376,3 +376,32 @@ def test_launch_check_from_a_kb_file_reads_the_graph_only_when_needed(
     spelled = launch_check.check_launches(kb_file, launches, sglang="v0.5.18").to_json()
     assert made == [str(kb_file)]
     assert table == spelled and table["sglang"] == "0.5.18" and table["violations"]
+
+
+def test_a_file_of_many_launches_reads_the_rules_once(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the args-files fuzz: a shell script of 5,000 launch lines read and validated
+    the release's launch table for each line (~9 ms a line: no answer in 60 s). The rules
+    are read once per release, the conditions parsed once; the verdicts are the same."""
+    from resolver import launch_check
+
+    kb_file = Path(__file__).resolve().parents[2] / "data" / "kb.json"
+    line = ("python -m sglang.launch_server --model-path m --tp-size 2 "
+            "--elastic-ep-backend mooncake --enable-eplb\n")
+    one, many = tmp_path / "one.sh", tmp_path / "many.sh"
+    one.write_text(line)
+    many.write_text(line * 200)
+    calls: list[str] = []
+    real = launch_check._release_rules
+
+    def counting(graph: object, kb_path: object, version: str) -> object:
+        calls.append(version)
+        return real(graph, kb_path, version)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(launch_check, "_release_rules", counting)
+    report = launch_check.check_launches(kb_file, launch_check.gather([str(many)], "auto",
+                                                                      ())[0], sglang="0.5.18")
+    assert calls == ["0.5.18"] and len(report.results) == 200
+    single = launch_check.check_launches(kb_file, launch_check.gather([str(one)], "auto",
+                                                                      ())[0], sglang="0.5.18")
+    assert {r.verdicts for r in report.results} == {single.results[0].verdicts}
