@@ -28,15 +28,6 @@ class _Pools:
         self._full: tuple[list[str], list[str], dict[str, list[str]]] | None = None
         self._full_read = False
 
-    def fast_sglang(self) -> list[str]:
-        """The SGLang releases of the index ([] when the KB cannot be read)."""
-        return (self.full() or ([], [], {}))[0]
-
-    def fast_mooncake(self) -> dict[str, list[str]]:
-        """The mooncake releases by distribution, unread ones too ({} when the KB cannot
-        be read)."""
-        return (self.full() or ([], [], {}))[2]
-
     def full(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
         """(SGLang releases of the index, every SGLang version the KB names — local
         records and unread ones too —, mooncake releases by distribution, unread ones
@@ -78,28 +69,25 @@ class _Pools:
         """An SGLang release as typed -> the KB's spelling of it."""
         from resolver import spelling
 
-        fast = self.fast_sglang()
-        if spelling.strip_v(text) in fast:  # as the KB spells it: nothing to parse
+        names = self.full()
+        index = names[0] if names is not None else []
+        if spelling.strip_v(text) in index:  # as the KB spells it: nothing to parse
             return spelling.strip_v(text)
         if spelling.is_latest(text):
-            full = None if fast else self.full()
-            return spelling.release(text, fast or (full[0] if full else []), flag=flag)
-        version = spelling.version(text, flag=flag, pool=fast or (self.full() or [[]])[0])
-        if version in fast:
-            return version
-        full = self.full()
-        if full is None:
-            return version  # the command says what is wrong with the KB
-        return _same_or(version, full[1],
-                        lambda: spelling.not_known(version, full[0] or full[1], flag=flag))
+            return spelling.release(text, index, flag=flag)
+        version = spelling.version(text, flag=flag, pool=index)
+        if version in index or names is None:
+            return version  # None: the command says what is wrong with the KB
+        every = names[1]
+        return _same_or(version, every,
+                        lambda: spelling.not_known(version, index or every, flag=flag))
 
     def mooncake(self, dist: str, text: str, flag: str | None = None, *,
                  what: str = "mooncake distribution") -> tuple[str, str]:
         """A mooncake distribution and release as typed -> the KB's spellings."""
         from resolver import spelling
 
-        fast = self.fast_mooncake()
-        pools = fast or (self.full() or ([], [], {}))[2]
+        pools = (self.full() or ([], [], {}))[2]
         if not pools:
             return dist, spelling.strip_v(text)
         name = spelling.name(dist, [*pools, *(["sglang"] if what != "mooncake distribution"
@@ -115,8 +103,7 @@ class _Pools:
     def dist(self, text: str) -> str:
         from resolver import spelling
 
-        fast = self.fast_mooncake()
-        pools = fast or (self.full() or ([], [], {}))[2]
+        pools = (self.full() or ([], [], {}))[2]
         return spelling.name(text, pools) if pools else text
 
 

@@ -9,6 +9,7 @@ that cannot be judged, so the command only parses, calls, prints and maps errors
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -176,13 +177,12 @@ def check_launches(kb: CompatGraph | str | os.PathLike[str],
     files were read)."""
     from resolver.graph import CompatGraph
 
-    made: list[CompatGraph] = [kb] if isinstance(kb, CompatGraph) else []
-    kb_path = made[0].kb_path if made else os.fspath(kb)  # type: ignore[arg-type]
-
-    def graph() -> CompatGraph:
-        if not made:
-            made.append(CompatGraph.from_path(kb_path))
-        return made[0]
+    graph: Callable[[], CompatGraph]
+    if isinstance(kb, CompatGraph):
+        kb_path, graph = kb.kb_path, functools.partial(lambda g: g, kb)
+    else:
+        kb_path = os.fspath(kb)
+        graph = functools.cache(functools.partial(CompatGraph.from_path, kb_path))
 
     py = python or sys.executable
     read: dict[str, tuple[str, Any, Any, Any, Any]] = {}

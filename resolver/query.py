@@ -427,7 +427,10 @@ def _refused_torch(g: CompatGraph, s: Sglang, torch: str | None, dist: str, vers
     wheels = g.wheels(dist, version)
     if not ((python or any(w.pythons for w in wheels)) and (arch or any(w.arches for w in wheels))):
         return None
-    t = resolve_torch(g, torch, arch or "x86_64")  # the requirement reads the version alone
+    key = ("torch given", torch)  # the requirement reads the version alone: any arch
+    if key not in g.memo:
+        g.memo[key] = resolve_torch(g, torch, arch or "x86_64")
+    t = g.memo[key]
     c = _kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t))
     return None if c.ok else f"{c.name}: {c.detail}"
 
@@ -637,11 +640,11 @@ def parse_spec(text: str | None, what: str) -> SpecifierSet | None:
 
 
 
-def _triples_from(g: CompatGraph, table: Any, sglang: str, torches: set[str],
-                  dists: set[str], m_spec: SpecifierSet | None, python: str | None,
-                  arch: str | None) -> list[dict[str, str]]:
-    """:func:`triples` of one SGLang release, from its resolved table."""
-    versions = {(d, str(v)): v for d, v in g.mooncake}
+def _triples_from(table: Any, sglang: str, torches: set[str], dists: set[str],
+                  m_spec: SpecifierSet | None, versions: dict[tuple[str, str], Version],
+                  python: str | None, arch: str | None) -> list[dict[str, str]]:
+    """:func:`triples` of one SGLang release, from its resolved table (``versions``: the
+    graph's mooncake releases by their spelling)."""
     return [{"sglang": sglang, "torch": t, "dist": d, "mooncake": mv, "python": p, "arch": a}
             for d, mv, t, a, p in table.compatible(sglang)
             if d in dists and t in torches and (python is None or p == python)
@@ -658,6 +661,7 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
                               parse_spec(mooncake, "mooncake"))
     dists = [str(canonical_name(dist))] if dist else g.dists()
     out = []
+    versions = {(d, str(v)): v for d, v in g.mooncake}
     for sv, s in sorted(g.sglang.items(), reverse=True):
         if s.pg.module is None or (s_spec is not None and not s_spec.contains(sv, True)):
             continue
@@ -665,8 +669,8 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
                    if t_spec is None or t_spec.contains(Version(t), True)]
         table = _table(g, s.version, None)
         if table is not None:
-            out += _triples_from(g, table, s.version, set(torches), set(dists), m_spec,
-                                 python, arch)
+            out += _triples_from(table, s.version, set(torches), set(dists), m_spec,
+                                 versions, python, arch)
             continue
         for (d, mv) in sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True):
             if d not in dists or (m_spec is not None and not m_spec.contains(mv, True)):

@@ -414,9 +414,9 @@ def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
     return loads_json(data)
 
 
-#: Facts read in this process, by the files' paths and their stat (a command that spells
-#: the user's input and then answers reads them once).
-_FACTS_READ: dict[tuple[object, ...], Facts] = {}
+#: Documents read in this process, by name, with the stat of the files they came from (a
+#: command that spells the user's input and then answers reads each once).
+_READ: dict[str, tuple[tuple[object, ...], Any]] = {}
 
 
 def _stat_key(*paths: str) -> tuple[object, ...] | None:
@@ -427,16 +427,23 @@ def _stat_key(*paths: str) -> tuple[object, ...] | None:
         return None
 
 
+def _read_once(kb_path: str | os.PathLike[str], name: str, read: Any) -> Any:
+    """``read()``, the document ``name`` beside ``kb_path``, remembered while neither file
+    changes (a None is not remembered: a missing document may be written meanwhile)."""
+    key = _stat_key(os.fspath(kb_path), os.path.join(_folder(kb_path), name))
+    hit = _READ.get(name)
+    if key is not None and hit is not None and hit[0] == key:
+        return hit[1]
+    found = read()
+    if found is not None and key is not None:
+        _READ[name] = (key, found)
+    return found
+
+
 def load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
     """The KB's facts from ``resolved/_facts.json`` (no pydantic); None when that file is
     missing, stale, damaged or of another shape (then the caller reads the KB itself)."""
-    key = _stat_key(os.fspath(kb_path), os.path.join(_folder(kb_path), FACTS_NAME))
-    if key is not None and key in _FACTS_READ:
-        return _FACTS_READ[key]
-    found = _load_facts(kb_path)
-    if found is not None and key is not None:
-        _FACTS_READ.clear()
-        _FACTS_READ[key] = found
+    found: Facts | None = _read_once(kb_path, FACTS_NAME, lambda: _load_facts(kb_path))
     return found
 
 
@@ -460,25 +467,17 @@ def _load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
 
 SUMMARY_NAME = "_summary.json"
 
-#: Summaries read in this process, by the files' paths and their stat.
-_SUMMARY_READ: dict[tuple[object, ...], Summary] = {}
-
-
 def load_summary(kb_path: str | os.PathLike[str]) -> Summary | None:
     """The KB's :class:`kb.facts.Summary` from ``resolved/_summary.json``; None when it
     is missing, stale, damaged or of another shape (then the caller reads the facts)."""
-    from kb.facts import FactsError, summary_from_json
+    def read() -> Summary | None:
+        from kb.facts import FactsError, summary_from_json
 
-    key = _stat_key(os.fspath(kb_path), os.path.join(_folder(kb_path), SUMMARY_NAME))
-    if key is not None and key in _SUMMARY_READ:
-        return _SUMMARY_READ[key]
-    try:
-        found = summary_from_json(_read_stamped(kb_path, SUMMARY_NAME))
-    except (OSError, ValueError, FactsError, RecursionError):
-        return None
-    if key is not None:
-        _SUMMARY_READ.clear()
-        _SUMMARY_READ[key] = found
+        try:
+            return summary_from_json(_read_stamped(kb_path, SUMMARY_NAME))
+        except (OSError, ValueError, FactsError, RecursionError):
+            return None
+    found: Summary | None = _read_once(kb_path, SUMMARY_NAME, read)
     return found
 
 
