@@ -137,6 +137,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         return _report(checks, strict, could_not_check=True)
     paths = target.paths
     im._EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
+    from resolver import check_libraries
+
+    check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
     add(CheckResult("target", "pass", target.describe()))
     unlisted = [u for u in map(im._unlistable, paths) if u] if site_packages is not None else []
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
+#: The target's interpreter, whose global scope the builds' symbols are bound in (set by
+#: :mod:`resolver.check` for the environment it reads; None: unknown).
+INTERPRETER: str | None = None
+
 
 #: What provides a shared library a mooncake build needs, for the fix line.
 _LIB_HINTS: tuple[tuple[str, str], ...] = (
@@ -93,8 +97,77 @@ def _check_libraries(builds: Sequence[str], paths: Sequence[str],
         add(CheckResult("libraries", "pass",
                         f"{res.count} shared-library needs of {res.objects} objects resolve"
                         + (" (but for the NVIDIA driver)" if driver else "")))
+        _check_symbols(builds, paths, add, fixer)
     if driver:
         add(CheckResult("driver", "warn",
                         f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
                         "a worker needs it (the NVIDIA container runtime mounts it), a build or "
                         "CI host without a GPU does not have it"))
+
+
+_TORCH_NAMESPACES = ("c10::", "at::", "torch::", "caffe2::", "c10d::")
+
+
+def _built_for(build: str) -> str | None:
+    """The torch release a build's file name says it is for: ``pg_2_13_0…`` -> 2.13.0."""
+    stem = os.path.basename(build).split(".", 1)[0]
+    for head in ("pg_", "ep_"):
+        if stem.startswith(head):
+            parts = stem[len(head):].split("_")
+            if len(parts) >= 2 and all(x.isdigit() for x in parts):
+                return ".".join(parts)
+    return None
+
+
+def _check_symbols(builds: Sequence[str], paths: Sequence[str],
+                   add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
+    """Every symbol the builds and the image's objects they load leave undefined, bound
+    as ld.so binds them (:mod:`resolver.ldbind`)."""
+    from resolver import image_facts, ldbind
+
+    try:
+        b = ldbind.bind(builds, paths, INTERPRETER, image_facts._EXT_SUFFIXES)
+    except OSError as e:
+        add(CheckResult("symbols", "skip", f"symbols not bound: {e.strerror or e}"))
+        return
+    if b.skipped is not None:
+        return  # the missing library is the failure already reported
+    for obj, version, lib, newest in b.versions:
+        add(CheckResult("symbols", "fail",
+                        f"version `{version}' not found (required by {obj}): {lib} defines "
+                        + (f"at most {newest}" if newest else "no version of that kind"),
+                        f"install a newer {os.path.basename(lib)} in the image (the one "
+                        f"{os.path.basename(obj)} was built against defines {version}), or "
+                        "a build of it made for this image's", (obj, lib)))
+    if b.unbound:
+        first = b.unbound[0]
+        names = [ldbind.demangle(s) + (f"@{v}" if v else "") for _, s, v, _ in b.unbound]
+        objs = sorted({os.path.basename(o) for o, _, _, _ in b.unbound})
+        shown = "; ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+        searched = ", ".join(first[3][:12]) + (f" (+{len(first[3]) - 12})"
+                                                if len(first[3]) > 12 else "")
+        torchy = all(ldbind.demangle(s).startswith(_TORCH_NAMESPACES)
+                     for _, s, _, _ in b.unbound)
+        built = _built_for(first[0]) if first[0] in builds else None
+        fix = "reinstall the mooncake distribution that ships it (see the install line above)"
+        if fixer is not None:
+            if torchy and built is not None:
+                # Which of the two holds another release's binaries the names cannot tell
+                # (a vendor torch labelled as upstream, or a build overwritten): both are put
+                # back as the index ships them.
+                fix = fixer.pip([f"torch=={built}", *(f"{n}=={v}" for n, v in
+                                                      fixer.mooncakes)],
+                                f"{os.path.basename(first[0])} was built for torch {built}; "
+                                "the installed torch's libraries or this build are another "
+                                "release's")
+            else:
+                fix = fixer.line()
+        add(CheckResult("symbols", "fail",
+                        f"{len(names)} undefined symbol{'s' if len(names) != 1 else ''} "
+                        f"cannot be bound (the import fails with `undefined symbol`): {shown}; "
+                        f"needed by {', '.join(objs)}; searched {searched}", fix,
+                        tuple(sorted({o for o, _, _, _ in b.unbound}))))
+    if not b.unbound and not b.versions:
+        note = (f"; {len(b.host)} left to the host's driver" if b.host else "")
+        add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.objects} "
+                        f"objects bind as ld.so binds them{note}"))

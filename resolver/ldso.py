@@ -39,6 +39,7 @@ __all__ = [
     "elf_problem",
     "image_lib_dirs",
     "ld_cache_names",
+    "ld_cache_paths",
     "listing",
     "read_dynamic",
     "resolve",
@@ -161,20 +162,36 @@ def read_dynamic(path: str, machine: str | None = None,
 def ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
     """Library file names the dynamic loader's cache knows (glibc's ld.so.cache lists
     full paths as NUL-terminated strings; their base names are what DT_NEEDED matches)."""
+    return set(ld_cache_paths(path))
+
+
+def ld_cache_paths(path: str = "/etc/ld.so.cache") -> dict[str, str]:
+    """Each library file name the loader's cache knows -> the path it lists first for it
+    in one of this machine's default folders (else the first it lists)."""
     try:
-        got = facts_memo().get("ld.so.cache", path, lambda: _scan_ld_cache(path))
+        got = facts_memo().get("ld.so.cache-paths", path, lambda: _scan_ld_cache(path))
     except OSError:
-        return set()
-    return {n for n in got if isinstance(n, str)} if isinstance(got, (list, tuple)) else set()
+        return {}
+    if not isinstance(got, (list, tuple)):
+        return {}
+    ours = tuple(d.rstrip("/") + "/" for d in system_lib_dirs())
+    out: dict[str, str] = {}
+    for full in got:
+        if not isinstance(full, str):
+            continue
+        name = full.rpartition("/")[2]
+        if name not in out or (full.startswith(ours) and not out[name].startswith(ours)):
+            out[name] = full
+    return out
 
 
 def _scan_ld_cache(path: str) -> list[str]:
     """Each NUL-delimited string of the cache that is an absolute path whose file name
-    holds ``.so`` (at most 512 bytes before it, 64 after): the base names."""
+    holds ``.so`` (at most 512 bytes before it, 64 after), in the cache's order."""
     from kb.files import read_regular
 
     data = read_regular(path, cap=64 << 20, what="loader cache")
-    out = set()
+    out: dict[str, None] = {}
     for chunk in data.split(b"\0")[1:-1]:  # delimited on both sides
         if chunk[:1] != b"/":
             continue
@@ -182,10 +199,10 @@ def _scan_ld_cache(path: str) -> list[str]:
         at = chunk.find(b".so", start)
         while at >= 0:
             if 2 <= at <= 513 and len(chunk) - at - 3 <= 64:
-                out.add(chunk[start:].decode("utf-8", "replace"))
+                out.setdefault(chunk.decode("utf-8", "replace"))
                 break
             at = chunk.find(b".so", at + 1)
-    return sorted(out)
+    return list(out)
 
 
 def system_lib_dirs() -> list[str]:

@@ -1,0 +1,366 @@
+"""An ELF object's dynamic symbols, read the way the dynamic loader reads them: the symbols
+it leaves undefined (with the version each needs), and lookups of a name in its hash table.
+
+The loader never reads a whole ``.dynsym``: it hashes the name, tests the bloom filter of
+``DT_GNU_HASH`` (or walks the ``DT_HASH`` bucket), follows one chain and compares names.
+:class:`SymbolTable` does the same on a read-only mapping of the file, so a lookup in a
+1 GB ``libtorch_cuda.so`` touches a few pages of it. Matching follows glibc's
+``check_match`` (elf/dl-lookup.c): the symbol types the loader binds, no undefined or
+valueless definition, local symbols never, and a version needed from ``.gnu.version_r``
+against the definer's ``.gnu.version``/``.gnu.version_d``.
+
+References: gABI chapter 5 ("Dynamic Section", "Hash Table", "Symbol Table" in chapter
+4); the GNU hash section is glibc's ``_dl_setup_hash``/``do_lookup_x`` and binutils'
+``bfd/elflink.c``; symbol versioning is the LSB "Symbol Versioning" chapter.
+
+Bytes only, never loaded or executed; every offset read from the file is checked against
+its length and every loop is bounded by it, so a hostile object raises :class:`SymbolError`
+(a :class:`ValueError`) and nothing else. Imports ``struct`` only.
+"""
+
+from __future__ import annotations
+
+import struct
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["Need", "SymbolError", "SymbolTable", "Undefined", "elf_hash", "gnu_hash"]
+
+_DT_NULL, _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_SONAME = 0, 4, 5, 6, 10, 14
+_DT_GNU_HASH = 0x6FFFFEF5
+_DT_VERSYM, _DT_VERDEF, _DT_VERDEFNUM = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD
+_DT_VERNEED, _DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_SHN_UNDEF, _SHN_ABS = 0, 0xFFF1
+_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
+_STT_TLS = 6
+#: Symbol types the loader binds (glibc ALLOWED_STT: NOTYPE, OBJECT, FUNC, COMMON, TLS,
+#: GNU_IFUNC).
+_BOUND_TYPES = frozenset((0, 1, 2, 5, 6, 10))
+_VER_FLG_BASE, _VER_FLG_WEAK = 1, 2
+_HIDDEN = 0x8000
+#: Entries of any one table read at most (a real libtorch_cpu has ~76,000 symbols).
+_MAX_ENTRIES = 1 << 22
+_MAX_NAME = 4096
+
+
+class SymbolError(ValueError):
+    """The object's dynamic symbol tables cannot be read (the message says which part)."""
+
+
+def gnu_hash(name: bytes) -> int:
+    """The GNU hash of a symbol name (glibc ``dl_new_hash``: h = h * 33 + c, from 5381)."""
+    h = 5381
+    for c in name:
+        h = (h * 33 + c) & 0xFFFFFFFF
+    return h
+
+
+def elf_hash(name: bytes) -> int:
+    """The System V hash of a name (gABI "Hash Table"): ``DT_HASH`` and version hashes."""
+    h = 0
+    for c in name:
+        h = ((h << 4) + c) & 0xFFFFFFFF
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+class Need:
+    """A version one object needs from another (``.gnu.version_r``): ``GLIBCXX_3.4.32``
+    from ``libstdc++.so.6``; ``weak`` needs (``VER_FLG_WEAK``) are not enforced."""
+
+    __slots__ = ("file", "hash", "hidden", "name", "weak")
+
+    def __init__(self, file: str, name: str, hash: int, weak: bool, hidden: bool) -> None:
+        self.file = file
+        self.name = name
+        self.hash = hash
+        self.weak = weak
+        self.hidden = hidden
+
+
+class Undefined:
+    """A symbol the object leaves to others: its name, whether it is weak (the loader
+    leaves it 0 when nothing defines it), and the version it needs (None: any)."""
+
+    __slots__ = ("name", "need", "weak")
+
+    def __init__(self, name: bytes, weak: bool, need: Need | None) -> None:
+        self.name = name
+        self.weak = weak
+        self.need = need
+
+
+class SymbolTable:
+    """The dynamic symbols of one ELF object held in ``data`` (bytes or a read-only
+    mmap). Raises :class:`SymbolError` when its headers or dynamic section cannot be read;
+    an object with no dynamic symbol table has ``has_symbols`` False (it defines and needs
+    nothing the loader would see)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+        if self.size < 52 or bytes(data[:4]) != b"\x7fELF":
+            raise SymbolError("not an ELF object")
+        klass, order = data[4], data[5]
+        if klass not in (1, 2) or order not in (1, 2):
+            raise SymbolError(f"unknown ELF class {klass} or byte order {order}")
+        self.bits = 64 if klass == 2 else 32
+        e = "<" if order == 1 else ">"
+        self._e = e
+        self._word = struct.Struct(e + "I")
+        self._half = struct.Struct(e + "H")
+        if self.bits == 64:
+            self._addr = struct.Struct(e + "Q")
+            self._sym = struct.Struct(e + "IBBHQQ")
+            self._dyn = struct.Struct(e + "qQ")
+            phoff, phentsize, phnum = self._unpack(e + "Q", 0x20)[0], *self._unpack(e + "HH", 0x36)
+        else:
+            self._addr = self._word
+            self._sym = struct.Struct(e + "IIIBBH")
+            self._dyn = struct.Struct(e + "iI")
+            phoff, phentsize, phnum = self._unpack(e + "I", 0x1C)[0], *self._unpack(e + "HH", 0x2A)
+        self._syment = self._sym.size
+        self._loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
+        dynamic: tuple[int, int] | None = None
+        ph = struct.Struct(e + ("IIQQQQQQ" if self.bits == 64 else "IIIIIIII"))
+        if phentsize < ph.size and phnum:
+            raise SymbolError(f"program header entries of {phentsize} bytes")
+        for i in range(min(phnum, 4096)):
+            f = self._unpack(ph, phoff + i * phentsize)
+            if self.bits == 64:
+                ptype, offset, vaddr, filesz = f[0], f[2], f[3], f[5]
+            else:
+                ptype, offset, vaddr, filesz = f[0], f[1], f[2], f[4]
+            if ptype == _PT_LOAD:
+                self._loads.append((vaddr, filesz, offset))
+            elif ptype == _PT_DYNAMIC:
+                dynamic = (offset, filesz)
+        self.tags: dict[int, int] = {}
+        if dynamic is not None:
+            self._read_dynamic(*dynamic)
+        self.has_symbols = _DT_SYMTAB in self.tags and _DT_STRTAB in self.tags
+        self._strtab = self._file_offset(self.tags[_DT_STRTAB]) if self.has_symbols else 0
+        self._strsz = self.tags.get(_DT_STRSZ, self.size - self._strtab)
+        self._symtab = self._file_offset(self.tags[_DT_SYMTAB]) if self.has_symbols else 0
+        self._versym = (self._file_offset(self.tags[_DT_VERSYM])
+                        if _DT_VERSYM in self.tags else None)
+        self._gnu: tuple[int, int, int, int, int, int] | None = None
+        self._sysv: tuple[int, int, int] | None = None
+        if self.has_symbols:
+            self._setup_hash()
+        self._defs: dict[int, tuple[int, str]] | None = None
+        self._needs: dict[int, Need] | None = None
+
+    # --- bounded reads ---------------------------------------------------------------
+    def _unpack(self, fmt: str | struct.Struct, at: int) -> tuple[int, ...]:
+        s = fmt if isinstance(fmt, struct.Struct) else struct.Struct(fmt)
+        if at < 0 or at + s.size > self.size:
+            raise SymbolError(f"a table reaches past the end of the file (byte {at:,})")
+        return s.unpack_from(self.data, at)
+
+    def _file_offset(self, vaddr: int) -> int:
+        for start, filesz, offset in self._loads:
+            if start <= vaddr < start + filesz:
+                return offset + (vaddr - start)
+        raise SymbolError(f"address {vaddr:#x} lies in no loaded segment")
+
+    def _read_dynamic(self, offset: int, filesz: int) -> None:
+        step = self._dyn.size
+        for i in range(min(filesz // step, 65536)):
+            tag, val = self._unpack(self._dyn, offset + i * step)
+            if tag == _DT_NULL:
+                break
+            self.tags.setdefault(tag, val)
+
+    def string(self, offset: int) -> bytes:
+        """The NUL-terminated string at ``offset`` of the dynamic string table."""
+        if not 0 <= offset < self._strsz:
+            raise SymbolError(f"a name at {offset:,} past the string table's {self._strsz:,}")
+        at = self._strtab + offset
+        end = self.data.find(b"\0", at, min(at + _MAX_NAME, self.size))
+        if end < 0:
+            raise SymbolError(f"an unterminated name at byte {at:,}")
+        return bytes(self.data[at:end])
+
+    def _setup_hash(self) -> None:
+        if _DT_GNU_HASH in self.tags:
+            at = self._file_offset(self.tags[_DT_GNU_HASH])
+            nbuckets, symoffset, bloom_size, bloom_shift = self._unpack(self._e + "IIII", at)
+            if not nbuckets or not bloom_size or bloom_size & (bloom_size - 1):
+                raise SymbolError(f"a GNU hash table of {nbuckets} buckets and "
+                                  f"{bloom_size} bloom words")
+            bloom = at + 16
+            buckets = bloom + bloom_size * self._addr.size
+            chains = buckets + 4 * nbuckets
+            if chains > self.size or nbuckets > _MAX_ENTRIES or bloom_size > _MAX_ENTRIES:
+                raise SymbolError("the GNU hash table reaches past the end of the file")
+            self._gnu = (nbuckets, symoffset, bloom_size, bloom_shift, bloom, buckets)
+            self._chains = chains
+        elif _DT_HASH in self.tags:
+            at = self._file_offset(self.tags[_DT_HASH])
+            nbucket, nchain = self._unpack(self._e + "II", at)
+            if at + 8 + 4 * (nbucket + nchain) > self.size or not nbucket:
+                raise SymbolError("the SysV hash table reaches past the end of the file")
+            self._sysv = (nbucket, nchain, at + 8)
+
+    def _symbol(self, index: int) -> tuple[int, int, int, int, int]:
+        """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``."""
+        f = self._unpack(self._sym, self._symtab + index * self._syment)
+        if self.bits == 64:
+            return f[0], f[1], f[2], f[3], f[4]
+        return f[0], f[3], f[4], f[5], f[1]
+
+    def _versym_of(self, index: int) -> int | None:
+        if self._versym is None:
+            return None
+        return self._unpack(self._half, self._versym + 2 * index)[0]
+
+    # --- what the object defines and needs ------------------------------------------
+    @property
+    def soname(self) -> str | None:
+        if not self.has_symbols or _DT_SONAME not in self.tags:
+            return None
+        return self.string(self.tags[_DT_SONAME]).decode("utf-8", "replace")
+
+    def _count(self) -> int:
+        """How many symbols ``.dynsym`` holds, as the hash tables say."""
+        if self._sysv is not None:
+            return self._sysv[1]
+        if self._gnu is None:
+            return 0
+        nbuckets, symoffset, _, _, _, buckets = self._gnu
+        top = 0
+        for i in range(nbuckets):
+            top = max(top, self._unpack(self._word, buckets + 4 * i)[0])
+        if top < symoffset:
+            return symoffset
+        for _ in range(_MAX_ENTRIES):
+            if self._unpack(self._word, self._chains + 4 * (top - symoffset))[0] & 1:
+                return top + 1
+            top += 1
+        raise SymbolError("a GNU hash chain that never ends")
+
+    def definitions(self) -> dict[int, tuple[int, str]]:
+        """Version index -> (hash, name) of what ``.gnu.version_d`` defines (the base
+        entry, the object's own name, included)."""
+        if self._defs is None:
+            self._defs = {}
+            if _DT_VERDEF in self.tags:
+                at = self._file_offset(self.tags[_DT_VERDEF])
+                for _ in range(min(self.tags.get(_DT_VERDEFNUM, 0), 65536)):
+                    _, _, ndx, cnt, vhash, aux, nxt = self._unpack(self._e + "HHHHIII", at)
+                    if cnt:
+                        name = self.string(self._unpack(self._word, at + aux)[0])
+                        self._defs[ndx & 0x7FFF] = (vhash, name.decode("utf-8", "replace"))
+                    if not nxt:
+                        break
+                    at += nxt
+        return self._defs
+
+    def version_names(self) -> list[str]:
+        """The versions this object defines, but its base entry, in table order."""
+        base = self.definitions().get(1)
+        return [n for i, (_, n) in sorted(self.definitions().items())
+                if i != 1 or base is None]
+
+    def needs(self) -> dict[int, Need]:
+        """Version index -> the :class:`Need` ``.gnu.version_r`` records under it."""
+        if self._needs is None:
+            self._needs = {}
+            if _DT_VERNEED in self.tags:
+                at = self._file_offset(self.tags[_DT_VERNEED])
+                for _ in range(min(self.tags.get(_DT_VERNEEDNUM, 0), 65536)):
+                    _, cnt, file_off, aux, nxt = self._unpack(self._e + "HHIII", at)
+                    file = self.string(file_off).decode("utf-8", "replace")
+                    a = at + aux
+                    for _ in range(min(cnt, 65536)):
+                        vhash, flags, other, name_off, anext = self._unpack(
+                            self._e + "IHHII", a)
+                        self._needs[other & 0x7FFF] = Need(
+                            file, self.string(name_off).decode("utf-8", "replace"), vhash,
+                            bool(flags & _VER_FLG_WEAK), bool(other & _HIDDEN))
+                        if not anext:
+                            break
+                        a += anext
+                    if not nxt:
+                        break
+                    at += nxt
+        return self._needs
+
+    def undefined(self) -> Iterator[Undefined]:
+        """The global and weak symbols this object leaves undefined, in table order."""
+        if not self.has_symbols:
+            return
+        needs = self.needs()
+        # GNU hash: the linker puts every symbol it does not hash (the undefined ones)
+        # before symoffset; with DT_HASH every symbol is walked.
+        end = self._gnu[1] if self._gnu is not None else self._count()
+        for i in range(1, min(end, _MAX_ENTRIES)):
+            name_off, info, _, shndx, _ = self._symbol(i)
+            bind = info >> 4
+            if shndx != _SHN_UNDEF or bind not in (_STB_GLOBAL, _STB_WEAK) or not name_off:
+                continue
+            v = self._versym_of(i)
+            need = needs.get(v & 0x7FFF) if v is not None and (v & 0x7FFF) > 1 else None
+            yield Undefined(self.string(name_off), bind == _STB_WEAK, need)
+
+    def defines(self, name: bytes, gnu: int, sysv: int | None, need: Need | None) -> bool:
+        """Whether the loader binds a reference to ``name`` (needing ``need``) here.
+        ``gnu``/``sysv`` are the name's hashes (``sysv`` None: computed when needed)."""
+        if self._gnu is not None:
+            nbuckets, symoffset, bloom_size, shift, bloom, buckets = self._gnu
+            bits = self.bits
+            word = self._unpack(self._addr, bloom + ((gnu // bits) & (bloom_size - 1))
+                                * self._addr.size)[0]
+            if not (word >> (gnu % bits)) & 1 or not (word >> ((gnu >> shift) % bits)) & 1:
+                return False
+            index = self._unpack(self._word, buckets + 4 * (gnu % nbuckets))[0]
+            if index < symoffset:
+                return False
+            for _ in range(_MAX_ENTRIES):
+                h = self._unpack(self._word, self._chains + 4 * (index - symoffset))[0]
+                if (h | 1) == (gnu | 1) and self._matches(index, name, need):
+                    return True
+                if h & 1:
+                    return False
+                index += 1
+            raise SymbolError("a GNU hash chain that never ends")
+        if self._sysv is not None:
+            nbucket, nchain, at = self._sysv
+            h = elf_hash(name) if sysv is None else sysv
+            index = self._unpack(self._word, at + 4 * (h % nbucket))[0]
+            for _ in range(min(nchain, _MAX_ENTRIES) + 1):
+                if index == 0 or index >= nchain:
+                    return False
+                if self._matches(index, name, need):
+                    return True
+                index = self._unpack(self._word, at + 4 * (nbucket + index))[0]
+            raise SymbolError("a SysV hash chain that loops")
+        return False
+
+    def _matches(self, index: int, name: bytes, need: Need | None) -> bool:
+        name_off, info, _, shndx, value = self._symbol(index)
+        kind, bind = info & 0xF, info >> 4
+        if (kind not in _BOUND_TYPES or shndx == _SHN_UNDEF
+                or (value == 0 and shndx != _SHN_ABS and kind != _STT_TLS)
+                or bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE)):
+            return False
+        if self.string(name_off) != name:
+            return False
+        v = self._versym_of(index)
+        if v is None:
+            return True  # an unversioned object satisfies any version (glibc accepts it)
+        ndx = v & 0x7FFF
+        if need is None:
+            # an unversioned reference takes the default version; a hidden one never
+            return not (v & _HIDDEN) or ndx < 2
+        defined = self.definitions().get(ndx)
+        dhash, dname = defined if defined is not None else (0, None)
+        return not ((dhash != need.hash or dname != need.name)
+                    and (need.hidden or dhash or v & _HIDDEN))
