@@ -46,11 +46,18 @@ print(len(tree), time.perf_counter() - t)
 """
 
 
-def wall(cmd: list[str]) -> float:
+def wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    return measured(cmd, env)[0]
+
+
+def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
+    """Wall time and peak resident memory (KiB, the child's own ru_maxrss) of one run."""
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   check=False, env=CHILD_ENV)
-    return time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env or CHILD_ENV)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0  # reaped above
+    return time.perf_counter() - t0, usage.ru_maxrss
 
 
 def main() -> int:
@@ -109,6 +116,27 @@ def main() -> int:
         w = statistics.median(walk)
         print(f"  of the warm check: one stat per SGLang source, {files} files: {w * 1000:.1f} ms "
               f"({w / b:.2f}x a bare start)")
+    if args.site_packages is not None and (args.site_packages / "mooncake").is_dir():
+        # The light check against what it stands for: importing the module SGLang imports
+        # (torch, then the build ld.so binds), alternated, with this environment's
+        # LD_LIBRARY_PATH (a host without a GPU needs the stub libcuda.so.1 there).
+        ienv = {**CHILD_ENV, "PYTHONPATH": str(args.site_packages)}
+        imp = [sys.executable, "-c", "import mooncake.pg"]
+        t_imp, t_warm, t_nc, m_warm, m_nc = [], [], [], [], []
+        for _ in range(max(3, args.runs // 3)):
+            t_imp.append(wall(imp, ienv))
+            took, rss = measured(check)
+            t_warm.append(took)
+            m_warm.append(rss)
+            took, rss = measured([*check, "--no-cache"])
+            t_nc.append(took)
+            m_nc.append(rss)
+        i, w, nc = (statistics.median(x) for x in (t_imp, t_warm, t_nc))
+        print(f"`import mooncake.pg`        median {i * 1000:7.1f} ms; light check warm "
+              f"{w * 1000:.1f} ms ({w / b:.2f}x python -c pass, goal <= 3x), cold "
+              f"{nc * 1000:.1f} ms ({nc / i:.2f}x the import, goal <= 0.25x)")
+        print(f"  peak memory: warm {max(m_warm) / 1024:.1f} MiB, cold {max(m_nc) / 1024:.1f} "
+              "MiB (goal < 50 MiB)")
     if args.site_packages is None or not (args.site_packages / "torch").is_dir():
         print("deep mode: skipped (needs --site-packages PATH of an image with torch)")
         return 0

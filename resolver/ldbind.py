@@ -93,6 +93,9 @@ class _Walk:
         self.system = ldso.system_lib_dirs()
         self.host: set[str] = set()
         self.missing: set[str] = set()
+        #: what each object's dynamic section says, read once per process
+        self._dynamic: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                                       str | None]] = {}
 
     def closure(self, root: str) -> list[str]:
         order: list[str] = []
@@ -101,15 +104,17 @@ class _Walk:
         self.loaded.setdefault(os.path.basename(root), root)
         while queue and len(seen) < _MAX_OBJECTS:
             node = queue.pop(0)
-            real = os.path.realpath(node.path)
-            if real in seen:
+            key = os.path.normpath(node.path)
+            if key in seen:
                 continue
-            seen.add(real)
-            try:
-                needed, node.runpath, node.rpath, problem = ldso.read_dynamic(
-                    node.path, self.machine)
-            except OSError:
-                continue
+            seen.add(key)
+            dyn = self._dynamic.get(key)
+            if dyn is None:
+                try:
+                    dyn = self._dynamic[key] = ldso.read_dynamic(node.path, self.machine)
+                except OSError:
+                    continue
+            needed, node.runpath, node.rpath, problem = dyn
             order.append(node.path)
             if problem is not None:
                 continue

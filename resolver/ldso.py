@@ -168,21 +168,30 @@ def ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
 def ld_cache_paths(path: str = "/etc/ld.so.cache") -> dict[str, str]:
     """Each library file name the loader's cache knows -> the path it lists first for it
     in one of this machine's default folders (else the first it lists)."""
+    known = _CACHE_PATHS.get(path)
+    if known is not None:
+        return known
     try:
-        got = facts_memo().get("ld.so.cache-paths", path, lambda: _scan_ld_cache(path))
+        got = facts_memo().get("ld.so.cache-map", path, lambda: _cache_map(path))
     except OSError:
         return {}
-    if not isinstance(got, (list, tuple)):
-        return {}
+    out = ({k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, str)}
+           if isinstance(got, dict) else {})
+    _CACHE_PATHS[path] = out
+    return out
+
+
+def _cache_map(path: str) -> dict[str, str]:
     ours = tuple(d.rstrip("/") + "/" for d in system_lib_dirs())
     out: dict[str, str] = {}
-    for full in got:
-        if not isinstance(full, str):
-            continue
+    for full in _scan_ld_cache(path):
         name = full.rpartition("/")[2]
         if name not in out or (full.startswith(ours) and not out[name].startswith(ours)):
             out[name] = full
     return out
+
+
+_CACHE_PATHS: dict[str, dict[str, str]] = {}
 
 
 def _scan_ld_cache(path: str) -> list[str]:
