@@ -40,6 +40,7 @@ __all__ = [
     "parse_release",
     "parse_spec",
     "resolve_torch",
+    "torch_release",
     "triples",
     "which_mooncake",
     "which_sglang",
@@ -148,12 +149,44 @@ def check_mooncake(g: CompatGraph, dist: str, version: str) -> None:
         raise spelling.not_known(version, pool, what=dist, flag=f"{dist}==")
 
 
+def torch_release(g: CompatGraph, text: str) -> str:
+    """The ``torch.__version__`` a torch as typed names, the text the loader's rule and the
+    tables read: PEP 440 equality with a release of the KB, in the KB's spelling
+    (``2.13`` and ``2.13.0.0`` are ``2.13.0``, as ``torch==2.13`` installs 2.13.0); a local
+    label is kept as a distinct build (``2.13+cu126`` is ``2.13.0+cu126``). A version the
+    KB does not hold is padded to torch's three release segments."""
+    text = spelling.version(text, what="torch", flag="--torch ",
+                            pool=[str(t) for t in g.torch_versions])
+    v = Version(text)
+    public = Version(v.public)
+    known = next((t for t in g.torch_versions if t == public), None)
+    if known is not None:
+        base = str(known)
+    else:
+        release = (*v.release, 0, 0)[:max(3, len(v.release))]
+        while len(release) > 3 and release[-1] == 0:
+            release = release[:-1]
+        base = ".".join(map(str, release)) + _after_release(public)
+    return base + (f"+{v.local}" if v.local else "")
+
+
+def _after_release(v: Version) -> str:
+    """What a version says past its release segments (``a1``, ``.post1``, ``.dev0``)."""
+    out = ""
+    if v.pre is not None:
+        out += f"{v.pre[0]}{v.pre[1]}"
+    if v.post is not None:
+        out += f".post{v.post}"
+    if v.dev is not None:
+        out += f".dev{v.dev}"
+    return out
+
+
 @lru_cache(maxsize=4096)
 def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
     """A torch as given: ``2.13.0+cu126`` names its CUDA variant; a bare version means
     the wheel the index publishes for ``arch`` (its CUDA major from the KB)."""
-    text = spelling.version(text, what="torch", flag="--torch ",
-                            pool=[str(t) for t in g.torch_versions])
+    text = torch_release(g, text)
     v = Version(text)
     if v.local:
         m = re.fullmatch(r"cu(\d+)", v.local)
@@ -492,6 +525,7 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
                    dist: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
     s = get_sglang(g, sglang)
     dists = [str(canonical_name(dist))] if dist else g.dists()
     if dist and dists[0] not in g.dists():
@@ -533,6 +567,7 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
 def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
                  python: str | None = None, arch: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
     out = _Buckets()
@@ -585,6 +620,7 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
 def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,
             python: str | None = None, arch: str | None = None) -> Explanation:
     python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
     dist, version = parse_release(mooncake)
     unread = [u for u in g.kb.unread
               if (u.kind == "sglang" and u.version == sglang and g.find_sglang(sglang) is None)
