@@ -58,18 +58,12 @@ _SHOWN = 15
 
 def _print_which(res: Which, what: str, why: bool) -> None:
     q = res.query
-    compatible = list(res.compatible)
-    if what == "mooncake":  # prebuilt before a release that compiles at first import
-        compatible.sort(key=lambda c: c.compiles)
-    if compatible and what == "mooncake" and not q.get("module"):
-        print(f"recommended: none needed (sglang {q.get('sglang')} imports no mooncake "
-              "process-group module)")
-    elif compatible:
-        best = compatible[0]
-        how = ("the newest that fits" if what != "mooncake" else
-               "prebuilt, the newest that fits" if not best.compiles else
-               "the newest that fits; it compiles at first import (nothing prebuilt fits)")
-        print(f"recommended: {best.requirement} ({how})")
+    compatible = list(res.ranked())
+    best = res.recommended()
+    if best is not None and best["requirement"] is None:
+        print(f"recommended: {best['reason']}")
+    elif best is not None:
+        print(f"recommended: {best['requirement']} ({best['reason']})")
     scope = ", ".join(f"{k} {_listed(v) if isinstance(v, list) else v}"
                       for k, v in q.items() if k not in ("names", "backends") and v is not None)
     print(f"# {what} compatible with {scope}")
