@@ -233,8 +233,15 @@ def cmd_pins(args: argparse.Namespace) -> int:
     if len(args.match or []) != len(args.dep or []):
         _fatal("each --match needs a --dep (the package its currentValue is a version of)",
                "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
-    found = _read_pin_files(args.files, list(zip(args.match or [], args.dep or [],
-                                                  strict=True)))
+    patterns = list(zip(args.match or [], args.dep or [], strict=True))
+    found = _read_pin_files(args.files, patterns)
+    if args.changed:
+        if not found:
+            print(f"no pin of sglang, torch or a mooncake distribution in "
+                  f"{_shown(', '.join(args.files))}: nothing to judge")
+            return 0
+        # A commit's files are judged with the rest of the project: one set, as pip sees it.
+        found = _read_pin_files([*args.files, *pins.project_files(".")], patterns)
     if not found:
         raise pins_output.nothing_pinned(args.files)
     pinned = pins.pinned_set(found)

@@ -4,6 +4,7 @@ ranged mooncake, the platform the file's markers give, the compile note of a JIT
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,43 @@ def test_write_over_requirements_pyproject_and_dockerfile_settles(tmp_path: Path
     doc = json.loads(second.stdout)
     assert (doc["verdict"], doc["updates"], doc["conflicts"]) == ("compatible", [], [])
     assert [f.read_text() for f in (req, pyp, dock)] == before
+
+
+
+def _hook(project: Path, *files: str) -> subprocess.CompletedProcess[str]:
+    """The pre-commit hook's command (its ``entry`` in .pre-commit-hooks.yaml, then the
+    changed files), run at the project's root as pre-commit runs it."""
+    entry = next(ln.split(":", 1)[1].split() for ln in
+                 (ROOT / ".pre-commit-hooks.yaml").read_text().splitlines()
+                 if ln.strip().startswith("entry:"))
+    assert entry[0] == "moonpin"
+    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED),
+                           *entry[1:], *files], capture_output=True, text=True, cwd=project,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _project(tmp_path: Path) -> Path:
+    (tmp_path / "requirements.txt").write_text(
+        "sglang==0.5.18\nmooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    (tmp_path / "requirements-gpu.txt").write_text("torch==2.13.0\n")
+    (tmp_path / "requirements-docs.txt").write_text("sphinx==7.0\nfuro==2024.1\n")
+    return tmp_path
+
+
+def test_hook_passes_a_file_with_nothing_relevant(tmp_path: Path) -> None:
+    """Issue 27: a commit changing only requirements-docs.txt failed the hook (exit 2)."""
+    r = _hook(_project(tmp_path), "requirements-docs.txt")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "nothing to judge" in r.stdout
+
+
+def test_hook_judges_a_torch_only_file_with_the_project(tmp_path: Path) -> None:
+    """Issue 27: a file pinning only torch was judged alone (exit 1, sglang not pinned)."""
+    project = _project(tmp_path)
+    ok = _hook(project, "requirements-gpu.txt")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "verdict: compatible" in ok.stdout
+    (project / "requirements-gpu.txt").write_text("torch==2.12.0\n")
+    bad = _hook(project, "requirements-gpu.txt")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "requirements-gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in bad.stdout
