@@ -147,7 +147,7 @@ def cmd_which(args: argparse.Namespace) -> int:
                    "e.g. moonpin which torch --sglang 0.5.18 "
                    "--mooncake mooncake-transfer-engine==0.3.13")
         res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
-                                arch=args.arch)
+                                arch=args.arch, torch=args.torch)
     return _finish_which(res, args)
 
 

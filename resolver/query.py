@@ -595,14 +595,17 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
 
 
 def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | None = None,
-                arch: str | None = None) -> Which:
+                arch: str | None = None, torch: str | None = None) -> Which:
+    """The torch builds that fit: each release the KB holds, as the index publishes it
+    (its CUDA major per arch); ``torch`` judges that build alone (``2.13.0+cu126``)."""
     python, arch = normalize_python(python), normalize_arch(arch)
     s = get_sglang(g, sglang)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
     out = _Buckets()
-    for tv in reversed(g.torch_versions):
-        if tv.is_prerelease:
+    given = [] if torch is None else [Version(torch_release(g, torch))]
+    for tv in given or reversed(g.torch_versions):
+        if tv.is_prerelease and not given:
             continue
         refused = _refused_torch(g, s, str(tv), dist, version, python, arch)
         if refused is not None:
@@ -613,8 +616,35 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
         if best is None:
             continue
         out.place(Candidate(str(tv), f"torch=={tv}"), evs, best)
-    return out.which({"sglang": s.version, "mooncake": f"{dist}=={version}",
-                      "python": python or "all", "arch": arch or "all"})
+    query = {"sglang": s.version, "mooncake": f"{dist}=={version}", "python": python or "all",
+             "arch": arch or "all"}
+    if given:
+        query["torch"] = str(given[0])
+    said = () if out.compatible else _other_cuda(g, out, s.version, dist, version)
+    return out.which(query, notes=said)
+
+
+def _other_cuda(g: CompatGraph, out: _Buckets, sglang: str, dist: str, version: str,
+                ) -> tuple[str, ...]:
+    """Why nothing fits, when a torch SGLang admits is refused only for the CUDA major of
+    the index's build: the KB lists no other build of it (PyTorch's own index publishes
+    ``+cuXXX`` ones), so it is named, not proposed."""
+    for c in out.excluded:
+        reason = c.reason or ""
+        if reason.startswith("CUDA major:") and "+" not in c.version:
+            majors = sorted({b.cuda_major for w in g.wheels(dist, version)
+                             for b in w.wheel.builds
+                             if b.cuda_major is not None})
+            cuda = "/".join(map(str, majors)) or "another"
+            label = f"+cu{majors[0]}6" if majors == [12] else f"+cu{majors[0]}0" if majors else ""
+            tip = (f"; e.g. `moonpin which torch --sglang {sglang} --mooncake {dist}=={version} "
+                   f"--torch {c.version}{label}` judges one (whether PyTorch publishes that "
+                   "label is not in the knowledge base)") if label else ""
+            return (f"torch {c.version} as the index publishes it is refused for its CUDA "
+                    f"major ({reason.split(': ', 1)[1].split(' (')[0]}); {dist}=={version} "
+                    f"needs a CUDA {cuda} build of torch {c.version}, which the knowledge "
+                    f"base does not list (PyTorch's own index publishes +cuXXX builds){tip}",)
+    return ()
 
 
 def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,

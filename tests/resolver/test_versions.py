@@ -58,3 +58,31 @@ def test_pins_torch_2_13_is_2_13_0(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert (doc["verdict"], doc["updates"]) == ("compatible", [])
+
+
+def test_which_torch_judges_the_torch_given() -> None:
+    """Issue 27: `which torch ... --torch 2.13.0+cu126` dropped --torch (none compatible)
+    while `explain ... torch==2.13.0+cu126` is COMPATIBLE."""
+    argv = ["which", "torch", "--sglang", "0.5.18", "--mooncake",
+            "mooncake-transfer-engine==0.3.13.post1"]
+    exp = _cli("explain", "sglang==0.5.18", "mooncake-transfer-engine==0.3.13.post1",
+               "torch==2.13.0+cu126", "--json")
+    assert json.loads(exp.stdout)["verdict"] == "compatible"
+    r = _cli(*argv, "--torch", "2.13+cu126", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["recommended"]["requirement"] == "torch==2.13.0+cu126"
+    assert doc["query"]["torch"] == "2.13.0+cu126"
+
+
+def test_which_torch_says_in_one_line_why_no_build_of_the_index_fits() -> None:
+    """The KB holds one torch build per release and arch, the index's (2.13.0 is CUDA 13
+    on both): the CUDA-12 mooncake is refused for that; the answer says so, with the
+    command that judges a CUDA-12 build, instead of 52 lines of exclusions only."""
+    r = _cli("which", "torch", "--sglang", "0.5.18", "--mooncake",
+             "mooncake-transfer-engine==0.3.13.post1", "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["recommended"] is None
+    (note,) = doc["notes"]
+    assert "CUDA 12 build of torch 2.13.0" in note and "--torch 2.13.0+cu126" in note
