@@ -88,10 +88,34 @@ class Which(NamedTuple):
     notes: tuple[str, ...] | None = None  # ``which mooncake``: said of the whole answer
     without_mooncake_pg: tuple[str, ...] | None = None  # ``which sglang``
 
+    def ranked(self) -> tuple[Candidate, ...]:
+        """The compatible releases best first: newest first as judged, a release that
+        compiles at first import after every prebuilt one."""
+        return tuple(sorted(self.compatible, key=lambda c: c.compiles))
+
+    def recommended(self) -> dict[str, Any] | None:
+        """The release to install and why (``requirement`` None: none is needed, the SGLang
+        release imports no process-group module), or None when nothing fits."""
+        ranked = self.ranked()
+        if not ranked:
+            return None
+        if "module" in self.query and not self.query.get("module"):
+            return {"requirement": None,
+                    "reason": f"none needed (sglang {self.query.get('sglang')} imports no "
+                              "mooncake process-group module)"}
+        best = ranked[0]
+        how = ("the newest that fits" if "module" not in self.query else
+               "prebuilt, the newest that fits" if not best.compiles else
+               "the newest that fits; it compiles at first import (nothing prebuilt fits)")
+        return {"requirement": best.requirement, "reason": how}
+
     def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document: ``recommended`` first, then the compatible releases in
+        the order the text lists them (:meth:`ranked`)."""
         out: dict[str, Any] = {
             "query": self.query,
-            "compatible": [c.to_json() for c in self.compatible],
+            "recommended": self.recommended(),
+            "compatible": [c.to_json() for c in self.ranked()],
             "excluded": [c.to_json() for c in self.excluded],
             "unknown": [c.to_json() for c in self.unknown],
         }

@@ -58,18 +58,12 @@ _SHOWN = 15
 
 def _print_which(res: Which, what: str, why: bool) -> None:
     q = res.query
-    compatible = list(res.compatible)
-    if what == "mooncake":  # prebuilt before a release that compiles at first import
-        compatible.sort(key=lambda c: c.compiles)
-    if compatible and what == "mooncake" and not q.get("module"):
-        print(f"recommended: none needed (sglang {q.get('sglang')} imports no mooncake "
-              "process-group module)")
-    elif compatible:
-        best = compatible[0]
-        how = ("the newest that fits" if what != "mooncake" else
-               "prebuilt, the newest that fits" if not best.compiles else
-               "the newest that fits; it compiles at first import (nothing prebuilt fits)")
-        print(f"recommended: {best.requirement} ({how})")
+    compatible = list(res.ranked())
+    best = res.recommended()
+    if best is not None and best["requirement"] is None:
+        print(f"recommended: {best['reason']}")
+    elif best is not None:
+        print(f"recommended: {best['requirement']} ({best['reason']})")
     scope = ", ".join(f"{k} {_listed(v) if isinstance(v, list) else v}"
                       for k, v in q.items() if k not in ("names", "backends") and v is not None)
     print(f"# {what} compatible with {scope}")
@@ -153,7 +147,7 @@ def cmd_which(args: argparse.Namespace) -> int:
                    "e.g. moonpin which torch --sglang 0.5.18 "
                    "--mooncake mooncake-transfer-engine==0.3.13")
         res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
-                                arch=args.arch)
+                                arch=args.arch, torch=args.torch)
     return _finish_which(res, args)
 
 
@@ -239,8 +233,15 @@ def cmd_pins(args: argparse.Namespace) -> int:
     if len(args.match or []) != len(args.dep or []):
         _fatal("each --match needs a --dep (the package its currentValue is a version of)",
                "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
-    found = _read_pin_files(args.files, list(zip(args.match or [], args.dep or [],
-                                                  strict=True)))
+    patterns = list(zip(args.match or [], args.dep or [], strict=True))
+    found = _read_pin_files(args.files, patterns)
+    if args.changed:
+        if not found:
+            print(f"no pin of sglang, torch or a mooncake distribution in "
+                  f"{_shown(', '.join(args.files))}: nothing to judge")
+            return 0
+        # A commit's files are judged with the rest of the project: one set, as pip sees it.
+        found = _read_pin_files([*args.files, *pins.project_files(".")], patterns)
     if not found:
         raise pins_output.nothing_pinned(args.files)
     pinned = pins.pinned_set(found)

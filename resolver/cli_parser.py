@@ -239,6 +239,11 @@ def _add_pins(sub: Any) -> None:
     pn.add_argument("--diff", action="store_true", help="print the updates as a unified diff")
     pn.add_argument("--write", action="store_true",
                     help="apply the updates in place (atomically; layout and comments kept)")
+    pn.add_argument("--changed", action="store_true",
+                    help="the files are those a commit changes (the pre-commit hook): exit 0 "
+                    "when none pins sglang, torch or mooncake, else judge them with every "
+                    "requirements/constraints file, pyproject.toml and Dockerfile under the "
+                    "current folder, as one set")
     _scope(pn)
     pn.set_defaults(func=cmd_pins)
 

@@ -137,6 +137,7 @@ __all__ = [
     "pinned_set",
     "plan_stack",
     "platform_of",
+    "project_files",
     "read_for_rewrite",
     "read_pins",
     "read_pins_or_fail",
@@ -164,6 +165,35 @@ def file_type(path: Path) -> str | None:
     if low.endswith((".txt", ".in")) or "requirements" in low or "constraints" in low:
         return "requirements"
     return None
+
+
+#: Folders never searched for a project's pin files (tools' state, environments, caches).
+_NOT_PROJECT = frozenset({"node_modules", "site-packages", "venv", "__pycache__", "build",
+                          "dist"})
+
+
+def _project_file(name: str) -> bool:
+    """A file the pre-commit hook's ``files`` pattern names: ``requirements*.txt|in``,
+    ``constraints*.txt``, ``pyproject.toml``, ``Dockerfile*``."""
+    return (name == "pyproject.toml" or name.startswith("Dockerfile")
+            or (name.startswith("requirements") and name.endswith((".txt", ".in")))
+            or (name.startswith("constraints") and name.endswith(".txt")))
+
+
+def project_files(root: str, *, depth: int = 6, most: int = 200) -> list[str]:
+    """The pin files of the project under ``root`` (the names the pre-commit hook matches),
+    sorted; hidden folders, environments and caches skipped, at most ``most`` files down to
+    ``depth`` folders."""
+    out: list[str] = []
+    base = root.rstrip(os.sep).count(os.sep)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _NOT_PROJECT
+                         and folder.count(os.sep) - base < depth)
+        out += [os.path.normpath(os.path.join(folder, f)) for f in sorted(files)
+                if _project_file(f)]
+        if len(out) >= most:
+            break
+    return out[:most]
 
 
 def _resolve(path: Path) -> Path:

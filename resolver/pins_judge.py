@@ -42,8 +42,10 @@ class PinnedSet(NamedTuple):
     exact: tuple[Pin, ...] = ()  # every exact pin (an update rewrites each place)
 
     def places(self, pin: Pin) -> list[Pin]:
-        """Every exact pin of the same dependency and version as ``pin``."""
-        return [p for p in self.exact if p.name == pin.name and p.version == pin.version]
+        """Every exact pin of the same dependency as ``pin`` (the mooncake family counts as
+        one), whatever version it has: an update rewrites each occurrence."""
+        key = _key(pin)
+        return [p for p in self.exact if _key(p) == key]
 
     def loose_mooncake(self) -> Pin | None:
         """A mooncake requirement without an exact version (unpinned or a range)."""
@@ -102,8 +104,20 @@ def _vkey(version: str | None) -> object:
         return version
 
 
+def _key(pin: Pin) -> str:
+    """The dependency a pin is of: its name, or ``mooncake`` for the whole family (one
+    ``mooncake/`` folder: two of them are one dependency pinned twice)."""
+    return "mooncake" if pin.name in MOONCAKE_FAMILY else pin.name
+
+
+def _same(a: Pin, b: Pin) -> bool:
+    """The same distribution and version as PEP 440 compares them."""
+    return (a.name, _vkey(a.version)) == (b.name, _vkey(b.version))
+
+
 def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
-    """Pick the exact pin of each of the three (the first found); report disagreements."""
+    """Pick the exact pin of each of the three (the first found); report disagreements.
+    Which of disagreeing pins is judged is :func:`judge`'s choice, not the files' order."""
     first: dict[str, Pin] = {}
     conflicts: list[tuple[Pin, Pin]] = []
     loose: list[Pin] = []
@@ -112,11 +126,12 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
         if p.version is None:
             loose.append(p)
             continue
-        key = mooncake_key if p.name in MOONCAKE_FAMILY else p.name
+        key = _key(p)
         have = first.get(key)
         if have is None:
             first[key] = p
-        elif (have.name, _vkey(have.version)) != (p.name, _vkey(p.version)):
+        elif not _same(have, p) and not any(_same(b, p) for a, b in conflicts
+                                             if _key(a) == key):
             conflicts.append((have, p))
     return PinnedSet(first.get("sglang"), first.get("torch"), first.get(mooncake_key),
                      tuple(conflicts), tuple(loose),
@@ -210,6 +225,16 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
     python, arch, where = platform_of(
         [p for p in (pinned.sglang, pinned.torch, pinned.mooncake) if p is not None]
         + list(pinned.loose), python=python, arch=arch)
+    if pinned.conflicts:
+        return _judge_conflicting(g, pinned, python=python, arch=arch, strategy=strategy,
+                                  keep=keep, where=where)
+    out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
+    return out.done(where)
+
+
+def _judge_as_one(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                  arch: str | None, strategy: str, keep: str | None) -> _Draft:
+    """:func:`judge` of a set with one version of each dependency."""
     out = _judge_minimal(g, pinned, python=python, arch=arch, keep=keep)
     if strategy == "latest" or (keep == "mooncake" and out.verdict != "compatible"):
         stack = _stack_move(g, pinned, python=python, arch=arch, keep=keep)
@@ -220,6 +245,66 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
                                f"{pinned.mooncake.name}=={pinned.mooncake.version} here")
     elif keep == "torch":
         out.updates = [u for u in out.updates if u["depName"] != "torch"]
+    out.updates = [u for u in out.updates if not _no_op(u)]
+    return out
+
+
+def _no_op(update: dict[str, Any]) -> bool:
+    """An update that would write what is already there (``X -> X``)."""
+    return bool(update["newName"] == update["depName"]
+                and _vkey(update["currentVersion"]) == _vkey(update["newVersion"]))
+
+
+def _choices(pinned: PinnedSet) -> list[PinnedSet]:
+    """Every way to read a set whose pins disagree as one version of each dependency, in an
+    order that does not depend on the files' order (newest version first)."""
+    import itertools
+
+    slots = {"sglang": pinned.sglang, "torch": pinned.torch, "mooncake": pinned.mooncake}
+    options: list[list[Pin | None]] = []
+    for name, pin in slots.items():
+        distinct: list[Pin] = []
+        for p in pinned.exact if pin is not None else ():
+            if _key(p) == name and not any(_same(p, d) for d in distinct):
+                distinct.append(p)
+        distinct.sort(key=_newest_first, reverse=True)
+        options.append(list(distinct) or [None])
+    return [pinned._replace(sglang=s, torch=t, mooncake=m)
+            for s, t, m in itertools.product(*options)]
+
+
+def _newest_first(pin: Pin) -> tuple[Version, str, str]:
+    """Sort key (with ``reverse``): the newest version first, text that is no version
+    last, then by name and text, so the files' order never matters."""
+    v = _vkey(pin.version)
+    return (v if isinstance(v, Version) else Version("0"), pin.name, pin.version or "")
+
+
+def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                       arch: str | None, strategy: str, keep: str | None,
+                       where: str) -> Judgement:
+    """A set whose pins of one dependency disagree is a problem as it stands (pip refuses
+    two ``==`` of one name; two mooncake distributions share one ``mooncake/`` folder).
+    Each reading of it is judged; the first compatible one (else the first) gives the
+    updates, and every occurrence is moved to it."""
+    drafts = [(c, _judge_as_one(g, c, python=python, arch=arch, strategy=strategy,
+                                keep=keep)) for c in _choices(pinned)]
+    chosen, out = next(((c, d) for c, d in drafts if d.verdict == "compatible"), drafts[0])
+    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    for pin in (chosen.sglang, chosen.torch, chosen.mooncake):
+        if pin is None:
+            continue
+        for place in pinned.places(pin):
+            if (place.path, place.version_line, place.name) in moved or _same(place, pin):
+                continue
+            out.updates.append(_update(place, pin.name, pin.version or "",
+                                       f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}"))
+    said = [f"{a.name}=={a.version} at {a.path}:{a.line} and {b.name}=={b.version} at "
+            f"{b.path}:{b.line}" for a, b in pinned.conflicts]
+    out.reasons.insert(0, "the pins disagree: " + "; ".join(said) + " (pip installs one "
+                       "version of each, and one mooncake distribution)")
+    out.verdict = "incompatible"
+    out.updates = [u for u in out.updates if not _no_op(u)]
     return out.done(where)
 
 

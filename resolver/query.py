@@ -40,6 +40,7 @@ __all__ = [
     "parse_release",
     "parse_spec",
     "resolve_torch",
+    "torch_release",
     "triples",
     "which_mooncake",
     "which_sglang",
@@ -148,12 +149,44 @@ def check_mooncake(g: CompatGraph, dist: str, version: str) -> None:
         raise spelling.not_known(version, pool, what=dist, flag=f"{dist}==")
 
 
+def torch_release(g: CompatGraph, text: str) -> str:
+    """The ``torch.__version__`` a torch as typed names, the text the loader's rule and the
+    tables read: PEP 440 equality with a release of the KB, in the KB's spelling
+    (``2.13`` and ``2.13.0.0`` are ``2.13.0``, as ``torch==2.13`` installs 2.13.0); a local
+    label is kept as a distinct build (``2.13+cu126`` is ``2.13.0+cu126``). A version the
+    KB does not hold is padded to torch's three release segments."""
+    text = spelling.version(text, what="torch", flag="--torch ",
+                            pool=[str(t) for t in g.torch_versions])
+    v = Version(text)
+    public = Version(v.public)
+    known = next((t for t in g.torch_versions if t == public), None)
+    if known is not None:
+        base = str(known)
+    else:
+        release = (*v.release, 0, 0)[:max(3, len(v.release))]
+        while len(release) > 3 and release[-1] == 0:
+            release = release[:-1]
+        base = ".".join(map(str, release)) + _after_release(public)
+    return base + (f"+{v.local}" if v.local else "")
+
+
+def _after_release(v: Version) -> str:
+    """What a version says past its release segments (``a1``, ``.post1``, ``.dev0``)."""
+    out = ""
+    if v.pre is not None:
+        out += f"{v.pre[0]}{v.pre[1]}"
+    if v.post is not None:
+        out += f".post{v.post}"
+    if v.dev is not None:
+        out += f".dev{v.dev}"
+    return out
+
+
 @lru_cache(maxsize=4096)
 def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
     """A torch as given: ``2.13.0+cu126`` names its CUDA variant; a bare version means
     the wheel the index publishes for ``arch`` (its CUDA major from the KB)."""
-    text = spelling.version(text, what="torch", flag="--torch ",
-                            pool=[str(t) for t in g.torch_versions])
+    text = torch_release(g, text)
     v = Version(text)
     if v.local:
         m = re.fullmatch(r"cu(\d+)", v.local)
@@ -492,6 +525,7 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
                    dist: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
     s = get_sglang(g, sglang)
     dists = [str(canonical_name(dist))] if dist else g.dists()
     if dist and dists[0] not in g.dists():
@@ -533,6 +567,7 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
 def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
                  python: str | None = None, arch: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
     out = _Buckets()
@@ -560,14 +595,17 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
 
 
 def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | None = None,
-                arch: str | None = None) -> Which:
+                arch: str | None = None, torch: str | None = None) -> Which:
+    """The torch builds that fit: each release the KB holds, as the index publishes it
+    (its CUDA major per arch); ``torch`` judges that build alone (``2.13.0+cu126``)."""
     python, arch = normalize_python(python), normalize_arch(arch)
     s = get_sglang(g, sglang)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
     out = _Buckets()
-    for tv in reversed(g.torch_versions):
-        if tv.is_prerelease:
+    given = [] if torch is None else [Version(torch_release(g, torch))]
+    for tv in given or reversed(g.torch_versions):
+        if tv.is_prerelease and not given:
             continue
         refused = _refused_torch(g, s, str(tv), dist, version, python, arch)
         if refused is not None:
@@ -578,13 +616,41 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
         if best is None:
             continue
         out.place(Candidate(str(tv), f"torch=={tv}"), evs, best)
-    return out.which({"sglang": s.version, "mooncake": f"{dist}=={version}",
-                      "python": python or "all", "arch": arch or "all"})
+    query = {"sglang": s.version, "mooncake": f"{dist}=={version}", "python": python or "all",
+             "arch": arch or "all"}
+    if given:
+        query["torch"] = str(given[0])
+    said = () if out.compatible else _other_cuda(g, out, s.version, dist, version)
+    return out.which(query, notes=said)
+
+
+def _other_cuda(g: CompatGraph, out: _Buckets, sglang: str, dist: str, version: str,
+                ) -> tuple[str, ...]:
+    """Why nothing fits, when a torch SGLang admits is refused only for the CUDA major of
+    the index's build: the KB lists no other build of it (PyTorch's own index publishes
+    ``+cuXXX`` ones), so it is named, not proposed."""
+    for c in out.excluded:
+        reason = c.reason or ""
+        if reason.startswith("CUDA major:") and "+" not in c.version:
+            majors = sorted({b.cuda_major for w in g.wheels(dist, version)
+                             for b in w.wheel.builds
+                             if b.cuda_major is not None})
+            cuda = "/".join(map(str, majors)) or "another"
+            label = f"+cu{majors[0]}6" if majors == [12] else f"+cu{majors[0]}0" if majors else ""
+            tip = (f"; e.g. `moonpin which torch --sglang {sglang} --mooncake {dist}=={version} "
+                   f"--torch {c.version}{label}` judges one (whether PyTorch publishes that "
+                   "label is not in the knowledge base)") if label else ""
+            return (f"torch {c.version} as the index publishes it is refused for its CUDA "
+                    f"major ({reason.split(': ', 1)[1].split(' (')[0]}); {dist}=={version} "
+                    f"needs a CUDA {cuda} build of torch {c.version}, which the knowledge "
+                    f"base does not list (PyTorch's own index publishes +cuXXX builds){tip}",)
+    return ()
 
 
 def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,
             python: str | None = None, arch: str | None = None) -> Explanation:
     python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
     dist, version = parse_release(mooncake)
     unread = [u for u in g.kb.unread
               if (u.kind == "sglang" and u.version == sglang and g.find_sglang(sglang) is None)

@@ -3,6 +3,8 @@ ranged mooncake, the platform the file's markers give, the compile note of a JIT
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +128,94 @@ def test_judgement_is_frozen_and_its_json_is_the_documented_shape(g: CompatGraph
     assert doc["updates"][0]["newVersion"] == "0.3.13.post1"
     assert out.explain is not None and out.explain["verdict"] == "incompatible"
     assert json.loads(json.dumps(doc)) == doc  # plain JSON all through
+
+
+def _pins_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), "pins",
+                           *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_disagreeing_pins_across_files_are_one_set_whatever_the_order(tmp_path: Path) -> None:
+    """Issue 27: `moonpin pins a.txt b.txt` with a broken mooncake pin in b.txt said
+    `verdict: compatible` and proposed nothing; the other order said incompatible."""
+    a = tmp_path / "a.txt"
+    b = tmp_path / "b.txt"
+    a.write_text("sglang==0.5.18\nmooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    b.write_text("mooncake-transfer-engine-cuda13==0.3.12\n")
+    outs = [_pins_cli(str(x), str(y), "--json") for x, y in ((a, b), (b, a))]
+    for r in outs:
+        assert r.returncode == 1, r.stderr
+    docs = [json.loads(r.stdout) for r in outs]
+    for doc in docs:
+        assert doc["verdict"] == "incompatible"
+        assert f"{a}:2" in doc["reasons"][0] and f"{b}:1" in doc["reasons"][0]
+        assert [(u["packageFile"], u["line"], u["newName"], u["newVersion"])
+                for u in doc["updates"]] == [
+            (str(b), 1, "mooncake-transfer-engine-cuda13", "0.3.13.post1")]
+    assert docs[0]["updates"] == docs[1]["updates"]
+
+
+def test_write_over_requirements_pyproject_and_dockerfile_settles(tmp_path: Path) -> None:
+    """Issue 27: `--write` over requirements + pyproject.toml + Dockerfile left
+    pyproject.toml's other mooncake pin broken, and a second run called it compatible."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.12\n")
+    pyp = tmp_path / "pyproject.toml"
+    pyp.write_text('[project]\nname = "demo"\nversion = "0.1"\ndependencies = '
+                   '["sglang==0.5.18", "mooncake-transfer-engine-cuda13==0.3.11"]\n')
+    dock = tmp_path / "Dockerfile"
+    dock.write_text("FROM python:3.12\nRUN pip install sglang==0.5.18 "
+                    "mooncake-transfer-engine-cuda13==0.3.12\n")
+    files = [str(req), str(pyp), str(dock)]
+    first = _pins_cli(*files, "--write")
+    assert "wrote" in first.stdout + first.stderr, first.stdout + first.stderr
+    for f in (req, pyp, dock):
+        text = f.read_text()
+        assert "mooncake-transfer-engine-cuda13==0.3.13.post1" in text, (f, text)
+        assert "==0.3.11" not in text and "==0.3.12" not in text, (f, text)
+    before = [f.read_text() for f in (req, pyp, dock)]
+    second = _pins_cli(*files, "--json")
+    assert second.returncode == 0, second.stdout + second.stderr
+    doc = json.loads(second.stdout)
+    assert (doc["verdict"], doc["updates"], doc["conflicts"]) == ("compatible", [], [])
+    assert [f.read_text() for f in (req, pyp, dock)] == before
+
+
+
+def _hook(project: Path, *files: str) -> subprocess.CompletedProcess[str]:
+    """The pre-commit hook's command (its ``entry`` in .pre-commit-hooks.yaml, then the
+    changed files), run at the project's root as pre-commit runs it."""
+    entry = next(ln.split(":", 1)[1].split() for ln in
+                 (ROOT / ".pre-commit-hooks.yaml").read_text().splitlines()
+                 if ln.strip().startswith("entry:"))
+    assert entry[0] == "moonpin"
+    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED),
+                           *entry[1:], *files], capture_output=True, text=True, cwd=project,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _project(tmp_path: Path) -> Path:
+    (tmp_path / "requirements.txt").write_text(
+        "sglang==0.5.18\nmooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    (tmp_path / "requirements-gpu.txt").write_text("torch==2.13.0\n")
+    (tmp_path / "requirements-docs.txt").write_text("sphinx==7.0\nfuro==2024.1\n")
+    return tmp_path
+
+
+def test_hook_passes_a_file_with_nothing_relevant(tmp_path: Path) -> None:
+    """Issue 27: a commit changing only requirements-docs.txt failed the hook (exit 2)."""
+    r = _hook(_project(tmp_path), "requirements-docs.txt")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "nothing to judge" in r.stdout
+
+
+def test_hook_judges_a_torch_only_file_with_the_project(tmp_path: Path) -> None:
+    """Issue 27: a file pinning only torch was judged alone (exit 1, sglang not pinned)."""
+    project = _project(tmp_path)
+    ok = _hook(project, "requirements-gpu.txt")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "verdict: compatible" in ok.stdout
+    (project / "requirements-gpu.txt").write_text("torch==2.12.0\n")
+    bad = _hook(project, "requirements-gpu.txt")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "requirements-gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in bad.stdout
