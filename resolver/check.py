@@ -137,6 +137,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         return _report(checks, strict, could_not_check=True)
     paths = target.paths
     im._EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
+    im._SITE_DIRS = target.sites  # whose .pth files install editable finders
     add(CheckResult("target", "pass", target.describe()))
     unlisted = [u for u in map(im._unlistable, paths) if u] if site_packages is not None else []
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
@@ -191,8 +192,9 @@ def _target(site_packages: Sequence[StrPath] | None, python: str | None,
     try:
         if python is not None:
             target = tg.from_python(python)
-            if site_packages is not None:
-                target.paths = [os.fspath(p) for p in site_packages]
+            if site_packages is not None:  # those folders, with what their .pth files add
+                given = tg.from_site_packages([os.fspath(p) for p in site_packages])
+                target.paths, target.sites = given.paths, given.sites
             return target
         if site_packages is not None:
             return tg.from_site_packages([os.fspath(p) for p in site_packages])
