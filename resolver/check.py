@@ -153,7 +153,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
-    torch = _torch(torch_d, fixer, add)
+    torch = _torch(torch_d, fixer, add, im._find_package(paths, "torch"))
     if sglang is not None and torch_d is not None:  # the torch SGLang itself pins
         _check_sglang_torch(sglang, torch_d.version, fixer, add)
     req = _sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
@@ -237,8 +237,9 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, _Dist]
 
 
 def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-           ) -> _Torch | None:
-    """torch's version and CUDA major, or None when it is missing or unreadable."""
+           pkg: str | None = None) -> _Torch | None:
+    """torch's version and CUDA major, or None when it is missing or unreadable; ``pkg``
+    is the torch folder the importer finds (None: the distribution's own)."""
     from resolver.image_facts import _torch_info, _unlistable
 
     if torch_d is None:
@@ -246,12 +247,12 @@ def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], Non
                         "install the torch your SGLang release requires, then "
                         + fixer.generic()))
         return None
-    bad = _unlistable(os.path.join(torch_d.root, "torch"))
+    bad = _unlistable(pkg or os.path.join(torch_d.root, "torch"))
     if bad is not None:
         add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
                         "by the worker's user (chmod -R a+rX on the folder)"))
         return None
-    torch = _torch_info(torch_d, os.uname().machine)
+    torch = _torch_info(torch_d, os.uname().machine, pkg)
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
     add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",

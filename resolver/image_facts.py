@@ -202,8 +202,9 @@ def _leading_int(text: str) -> int | None:
     return int(text[:digits]) if 0 < digits <= 6 else None
 
 
-def _torch_info(dist: _Dist, arch: str) -> _Torch:
-    consts = _torch_version_py(os.path.join(dist.root, "torch"))
+def _torch_info(dist: _Dist, arch: str, pkg: str | None = None) -> _Torch:
+    """``pkg``: the torch folder the importer finds (None: the distribution's own)."""
+    consts = _torch_version_py(pkg or os.path.join(dist.root, "torch"))
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
         head = cuda.partition(".")[0] if isinstance(cuda, str) else ""

@@ -308,3 +308,22 @@ def test_check_finds_what_the_importer_finds(tmp_path: Path, style: str) -> None
                          env={**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{deps}",
                               "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_none")})
     assert f"from {pkg} (editable)" in own.stdout, own.stdout + own.stderr
+
+
+def test_torch_read_where_the_importer_finds_it(tmp_path: Path) -> None:
+    """A torch from a checkout (``python setup.py develop``: its folder on a ``.pth`` path
+    line, its metadata in site-packages): torch/version.py is read from the checkout."""
+    site = tmp_path / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages"
+    site.mkdir(parents=True)
+    checkout = tmp_path / "pytorch"
+    add_torch(checkout)
+    for d in checkout.glob("torch-*.dist-info"):
+        d.rename(site / d.name)
+    (site / "torch.pth").write_text(f"{checkout}\n")
+    add_mooncake(site)
+    write_sglang_sources(site / "sglang", "0.5.23")
+    add_dist(site, "sglang", "0.5.23")
+    r = run(site, kb=small_kb(tmp_path))
+    assert "torch/version.py" in r.line("torch:"), r.out
+    assert r.rc == 0, r.out
