@@ -327,3 +327,60 @@ def test_torch_read_where_the_importer_finds_it(tmp_path: Path) -> None:
     r = run(site, kb=small_kb(tmp_path))
     assert "torch/version.py" in r.line("torch:"), r.out
     assert r.rc == 0, r.out
+
+
+_BACKENDS = {
+    "setuptools": ('requires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"',
+                   "[tool.setuptools.packages.find]\ninclude = [\"sglang*\"]\n", "python"),
+    "hatchling": ('requires = ["hatchling"]\nbuild-backend = "hatchling.build"',
+                  '[tool.hatch.build.targets.wheel]\npackages = ["src/sglang"]\n', "src"),
+    "hatchling-exact": ('requires = ["hatchling"]\nbuild-backend = "hatchling.build"',
+                        '[tool.hatch.build.targets.wheel]\npackages = ["src/sglang"]\n'
+                        "dev-mode-exact = true\n", "src"),
+    "scikit-build-core": ('requires = ["scikit-build-core"]\n'
+                          'build-backend = "scikit_build_core.build"',
+                          '[tool.scikit-build]\nwheel.packages = ["src/sglang"]\n'
+                          'editable.mode = "redirect"\n', "src"),
+}
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("backend", sorted(_BACKENDS))
+def test_real_editable_install(tmp_path: Path, backend: str) -> None:
+    """``pip install -e`` with the real build backend from the package index (opt-in:
+    ``-m live``): the check names what ``import sglang`` imports in that venv."""
+    requires, tool, layout = _BACKENDS[backend]
+    project = tmp_path / "proj"
+    pkg = project / layout / "sglang"
+    write_sglang_sources(pkg, extra_name="NoReleaseHasThis")
+    base = project if layout == "src" else project / layout
+    (base / "pyproject.toml").write_text(
+        f"[build-system]\n{requires}\n[project]\nname = \"sglang\"\nversion = \"{DEV}\"\n"
+        + tool)
+    if backend == "scikit-build-core":
+        (base / "CMakeLists.txt").write_text(
+            "cmake_minimum_required(VERSION 3.15)\nproject(sglang LANGUAGES NONE)\n")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    extra = ["editables"] if backend == "hatchling-exact" else []
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(base),
+                    *extra], check=True, timeout=600, env=env, capture_output=True)
+    site = Path(subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True, env=env).stdout.strip())
+    add_torch(site)
+    add_mooncake(site)
+    real = subprocess.run([str(python), "-c", "import sglang, os; "
+                           "print(os.path.dirname(sglang.__file__))"], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path, env=env, check=True)
+    assert real.stdout.strip() == str(pkg)
+    kb = small_kb(tmp_path)
+    r = run(site, kb=kb)
+    assert f"from {pkg} (editable)" in r.line("sglang:") and r.rc == 1, r.out
+    alone = subprocess.run([sys.executable, "-m", "resolver.check", "--python", str(python),
+                            "--elastic-ep-backend", "mooncake", "--no-deep", "--kb", str(kb)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60,
+                           env={**env, "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_none")})
+    assert f"from {pkg} (editable)" in alone.stdout and alone.returncode == 1, alone.stdout
