@@ -263,7 +263,7 @@ def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], Non
 def _mooncake_package(paths: Sequence[str], mooncakes: list[_Dist], fixer: Fixer,
                       add: Callable[[CheckResult], None]) -> str | None:
     """The mooncake/ package folder the installed distributions provide, or None (said)."""
-    from resolver.image_facts import _find_package
+    from resolver.image_facts import _locate
 
     if not mooncakes:
         add(CheckResult("mooncake installed", "fail",
@@ -284,9 +284,14 @@ def _mooncake_package(paths: Sequence[str], mooncakes: list[_Dist], fixer: Fixer
                         f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
                         f"{fixer.line()}",
                         (clash[0].root,)))
-    else:
-        add(CheckResult("mooncake installed", "pass", listing))
-    pkg = _find_package(paths, "mooncake")
+    found = _locate(paths, "mooncake")
+    pkg = found.folder if found is not None else None
+    if not clash:  # named where it is when not in a distribution's own folder
+        elsewhere = found is not None and not any(
+            found.folder == os.path.join(d.root, "mooncake") for d in mooncakes)
+        add(CheckResult("mooncake installed", "pass", listing + (
+            f" from {found.folder} ({'editable' if found.editable else found.how})"
+            if found is not None and elsewhere else "")))
     if pkg is None:
         add(CheckResult("mooncake package", "fail",
                         f"{listing} is installed but no mooncake/ package folder was found",

@@ -384,3 +384,23 @@ def test_real_editable_install(tmp_path: Path, backend: str) -> None:
                            cwd=ROOT, capture_output=True, text=True, timeout=60,
                            env={**env, "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_none")})
     assert f"from {pkg} (editable)" in alone.stdout and alone.returncode == 1, alone.stdout
+
+
+def test_editable_mooncake_named_and_read(tmp_path: Path) -> None:
+    """mooncake installed editable (setuptools' finder): its folder is named and its
+    loader and build are read there."""
+    site = image(tmp_path)
+    write_sglang_sources(site / "sglang", "0.5.23")
+    add_dist(site, "sglang", "0.5.23")
+    checkout = tmp_path / "Mooncake"
+    checkout.mkdir()
+    (site / "mooncake").rename(checkout / "mooncake")
+    (site / "__editable__.mooncake-0.3.13.post1.pth").write_text(
+        "import __editable___mooncake_0_3_13_post1_finder; "
+        "__editable___mooncake_0_3_13_post1_finder.install()")
+    (site / "__editable___mooncake_0_3_13_post1_finder.py").write_text(
+        SETUPTOOLS_FINDER.format(mapping={"mooncake": str(checkout / "mooncake")},
+                                 version="0.3.13.post1"))
+    r = run(site, kb=small_kb(tmp_path))
+    assert f"from {checkout / 'mooncake'} (editable)" in r.line("mooncake installed:"), r.out
+    assert r.status("build") == "pass" and r.rc == 0, r.out
