@@ -99,9 +99,9 @@ def _with_pth(folders: Sequence[str]) -> list[str]:
     ``site.addsitedir`` appends them (the ``import`` lines are not run)."""
     from resolver.importer import pth_paths
 
-    out = list(folders)
-    for f in folders:
-        out.extend(p for p in pth_paths(f) if p not in out)
+    out: list[str] = []
+    for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
+        out.extend(p for p in [f, *pth_paths(f)] if p not in out)
     return out
 
 

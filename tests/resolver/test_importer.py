@@ -404,3 +404,18 @@ def test_editable_mooncake_named_and_read(tmp_path: Path) -> None:
     r = run(site, kb=small_kb(tmp_path))
     assert f"from {checkout / 'mooncake'} (editable)" in r.line("mooncake installed:"), r.out
     assert r.status("build") == "pass" and r.rc == 0, r.out
+
+
+def test_pth_lines_follow_their_own_site_folder(tmp_path: Path) -> None:
+    """``site.addsitedir`` adds a folder then its ``.pth`` lines, folder by folder: a
+    package on the first folder's path line wins over one in the second folder."""
+    first, second, extra = tmp_path / "s1", tmp_path / "s2", tmp_path / "extra"
+    for d in (first, second / "sglang", extra / "sglang"):
+        d.mkdir(parents=True)
+    (second / "sglang" / "__init__.py").write_text("")
+    (extra / "sglang" / "__init__.py").write_text("")
+    (first / "x.pth").write_text(f"{extra}\n")
+    t = from_site_packages([str(first), str(second)])
+    assert t.paths == [str(first), str(extra), str(second)]
+    got = importer.find(t.paths, "sglang", t.sites)
+    assert got is not None and got.folder == str(extra / "sglang")
