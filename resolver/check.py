@@ -137,6 +137,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         return _report(checks, strict, could_not_check=True)
     paths = target.paths
     im._EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
+    im._SITE_DIRS = target.sites  # whose .pth files install editable finders
     from resolver import check_libraries
 
     check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
@@ -155,7 +156,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
-    torch = _torch(torch_d, fixer, add)
+    torch = _torch(torch_d, fixer, add, im._find_package(paths, "torch"))
     if sglang is not None and torch_d is not None:  # the torch SGLang itself pins
         _check_sglang_torch(sglang, torch_d.version, fixer, add)
     req = _sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
@@ -194,8 +195,9 @@ def _target(site_packages: Sequence[StrPath] | None, python: str | None,
     try:
         if python is not None:
             target = tg.from_python(python)
-            if site_packages is not None:
-                target.paths = [os.fspath(p) for p in site_packages]
+            if site_packages is not None:  # those folders, with what their .pth files add
+                given = tg.from_site_packages([os.fspath(p) for p in site_packages])
+                target.paths, target.sites = given.paths, given.sites
             return target
         if site_packages is not None:
             return tg.from_site_packages([os.fspath(p) for p in site_packages])
@@ -238,8 +240,9 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, _Dist]
 
 
 def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-           ) -> _Torch | None:
-    """torch's version and CUDA major, or None when it is missing or unreadable."""
+           pkg: str | None = None) -> _Torch | None:
+    """torch's version and CUDA major, or None when it is missing or unreadable; ``pkg``
+    is the torch folder the importer finds (None: the distribution's own)."""
     from resolver.image_facts import _torch_info, _unlistable
 
     if torch_d is None:
@@ -247,12 +250,12 @@ def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], Non
                         "install the torch your SGLang release requires, then "
                         + fixer.generic()))
         return None
-    bad = _unlistable(os.path.join(torch_d.root, "torch"))
+    bad = _unlistable(pkg or os.path.join(torch_d.root, "torch"))
     if bad is not None:
         add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
                         "by the worker's user (chmod -R a+rX on the folder)"))
         return None
-    torch = _torch_info(torch_d, os.uname().machine)
+    torch = _torch_info(torch_d, os.uname().machine, pkg)
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
     add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
@@ -263,7 +266,7 @@ def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], Non
 def _mooncake_package(paths: Sequence[str], mooncakes: list[_Dist], fixer: Fixer,
                       add: Callable[[CheckResult], None]) -> str | None:
     """The mooncake/ package folder the installed distributions provide, or None (said)."""
-    from resolver.image_facts import _find_package
+    from resolver.image_facts import _locate
 
     if not mooncakes:
         add(CheckResult("mooncake installed", "fail",
@@ -284,9 +287,14 @@ def _mooncake_package(paths: Sequence[str], mooncakes: list[_Dist], fixer: Fixer
                         f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
                         f"{fixer.line()}",
                         (clash[0].root,)))
-    else:
-        add(CheckResult("mooncake installed", "pass", listing))
-    pkg = _find_package(paths, "mooncake")
+    found = _locate(paths, "mooncake")
+    pkg = found.folder if found is not None else None
+    if not clash:  # named where it is when not in a distribution's own folder
+        elsewhere = found is not None and not any(
+            found.folder == os.path.join(d.root, "mooncake") for d in mooncakes)
+        add(CheckResult("mooncake installed", "pass", listing + (
+            f" from {found.folder} ({'editable' if found.editable else found.how})"
+            if found is not None and elsewhere else "")))
     if pkg is None:
         add(CheckResult("mooncake package", "fail",
                         f"{listing} is installed but no mooncake/ package folder was found",

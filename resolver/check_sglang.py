@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from kb.cache import facts_memo
 from resolver.build_facts import _read_build
 from resolver.check_result import CheckResult
 from resolver.image_facts import (
@@ -14,7 +15,7 @@ from resolver.image_facts import (
     _analyze_sglang,
     _canon,
     _Dist,
-    _find_package,
+    _locate,
     _module_file,
     _read_bytes,
     _Requirement,
@@ -37,8 +38,10 @@ def _sglang_requirement(paths: Sequence[str], sglang: _Dist | None, kb: _KB,
                         ) -> _Requirement | None:
     version = sglang.version if sglang else None
     kb_req = kb.requirement(version)
-    if pkg is None:
-        pkg = _find_package(paths, "sglang")
+    found = _locate(paths, "sglang")
+    if pkg is None and found is not None:
+        pkg = found.folder
+    editable = (found is not None and found.editable) or _editable_dist(sglang)
     src: _Requirement | None = None
     why = "the sglang package folder was not found"
     if pkg is not None:
@@ -47,6 +50,8 @@ def _sglang_requirement(paths: Sequence[str], sglang: _Dist | None, kb: _KB,
         except OSError as e:
             why = f"its sources cannot be read ({type(e).__name__}: {e.filename}: {e.strerror})"
     label = f"sglang {version}" if version else "sglang (no distribution metadata)"
+    if pkg is not None:  # where the importer finds it
+        label += f" from {pkg}" + (" (editable)" if editable else "")
     if src is not None:
         what = _describe(src)
         if kb_req is not None and (kb_req.module, set(kb_req.names)) != (src.module,
@@ -72,6 +77,43 @@ def _sglang_requirement(paths: Sequence[str], sglang: _Dist | None, kb: _KB,
         add(CheckResult("sglang", "warn", f"{label}: {why} and the KB has no record of it; "
                         "accepting either mooncake.pg or mooncake.ep"))
     return None
+
+
+def _editable_dist(dist: _Dist | None) -> bool:
+    """Whether ``dist``'s ``direct_url.json`` (PEP 610) says an editable install."""
+    if dist is None:
+        return False
+    try:
+        entries = [e.path for e in os.scandir(dist.root) if e.name.endswith(".dist-info")
+                   and _canon(e.name[:-len(".dist-info")].split("-", 1)[0]) == dist.name]
+    except OSError:
+        return False
+    for folder in entries:
+        path = os.path.join(folder, "direct_url.json")
+        def says(p: str = path) -> bool:
+            return _says_editable(p)
+
+        try:  # json only when the file changed: the file-facts memo
+            if facts_memo().get("direct-url-editable", path, says, _is_bool):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _says_editable(path: str) -> bool:
+    import json
+
+    try:
+        doc = json.loads(_read_bytes(path, what="direct_url.json"))
+    except (ValueError, RecursionError):
+        return False
+    info = doc.get("dir_info") if isinstance(doc, dict) else None
+    return isinstance(info, dict) and info.get("editable") is True
 
 
 def _describe(r: _Requirement) -> str:

@@ -14,6 +14,7 @@ from importlib import machinery
 
 from kb.cache import facts_memo
 from kb.files import read_regular
+from resolver.importer import Found, find
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -141,12 +142,19 @@ def _read_dists(paths: Sequence[str]) -> list[_Dist]:
     return out
 
 
+#: The target's site folders, whose ``.pth`` files install editable finders
+#: (:attr:`resolver.target.Target.sites`; None: the site-packages folders of the paths).
+_SITE_DIRS: tuple[str, ...] | None = None
+
+
+def _locate(paths: Sequence[str], name: str) -> Found | None:
+    """Where ``import name`` finds the top-level package (:func:`resolver.importer.find`)."""
+    return find(paths, name, _SITE_DIRS)
+
+
 def _find_package(paths: Sequence[str], name: str) -> str | None:
-    for p in paths:
-        cand = os.path.join(p, name)
-        if os.path.isdir(cand):
-            return cand
-    return None
+    found = _locate(paths, name)
+    return found.folder if found is not None else None
 
 
 class _Torch:
@@ -194,8 +202,9 @@ def _leading_int(text: str) -> int | None:
     return int(text[:digits]) if 0 < digits <= 6 else None
 
 
-def _torch_info(dist: _Dist, arch: str) -> _Torch:
-    consts = _torch_version_py(os.path.join(dist.root, "torch"))
+def _torch_info(dist: _Dist, arch: str, pkg: str | None = None) -> _Torch:
+    """``pkg``: the torch folder the importer finds (None: the distribution's own)."""
+    consts = _torch_version_py(pkg or os.path.join(dist.root, "torch"))
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
         head = cuda.partition(".")[0] if isinstance(cuda, str) else ""

@@ -27,7 +27,8 @@ __all__ = ["Target", "TargetError", "default", "from_python", "from_site_package
 _ASK = ("import importlib.machinery as m, json, os, platform, sys; print(json.dumps({"
         "'path': [p for p in sys.path if p and os.path.isdir(p)], 'version': "
         "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
-        "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix}))")
+        "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
+        "__import__('site').getsitepackages()}))")
 
 
 class TargetError(Exception):
@@ -38,15 +39,19 @@ class Target:
     """An environment: its interpreter (None: none known), version, the folders its
     importer searches, its extension-module suffixes, and how it was chosen."""
 
-    __slots__ = ("ext_suffixes", "how", "paths", "python", "version")
+    __slots__ = ("ext_suffixes", "how", "paths", "python", "sites", "version")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
-                 ext_suffixes: Sequence[str], how: str) -> None:
+                 ext_suffixes: Sequence[str], how: str,
+                 sites: Sequence[str] | None = None) -> None:
         self.python = python
         self.version = version
         self.paths = paths
         self.ext_suffixes = tuple(ext_suffixes)
         self.how = how
+        #: the folders whose ``.pth`` files ``site`` processed (None: the site-packages
+        #: and dist-packages folders of ``paths``), :mod:`resolver.importer`
+        self.sites = None if sites is None else tuple(sites)
 
     @property
     def tag(self) -> str:
@@ -61,9 +66,14 @@ class Target:
 
 
 def this_python(how: str = "this interpreter") -> Target:
+    site = sys.modules.get("site")  # None under -S: no .pth file was processed
+    sites: list[str] = []
+    if site is not None:
+        sites = [*site.getsitepackages(), *([site.getusersitepackages()]
+                                           if site.ENABLE_USER_SITE else [])]
     return Target(sys.executable, (sys.version_info[0], sys.version_info[1]),
                   [p for p in sys.path if p and os.path.isdir(p)],
-                  machinery.EXTENSION_SUFFIXES, how)
+                  machinery.EXTENSION_SUFFIXES, how, sites)
 
 
 def _suffixes_for(version: tuple[int, int]) -> list[str]:
@@ -84,8 +94,21 @@ def _version_of(folder: str) -> tuple[int, int] | None:
     return None
 
 
+def _with_pth(folders: Sequence[str]) -> list[str]:
+    """``folders`` followed by the folders their ``.pth`` path lines add, as
+    ``site.addsitedir`` appends them (the ``import`` lines are not run)."""
+    from resolver.importer import pth_paths
+
+    out: list[str] = []
+    for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
+        out.extend(p for p in [f, *pth_paths(f)] if p not in out)
+    return out
+
+
 def from_site_packages(folders: Sequence[str]) -> Target:
-    """The environment of ``--site-packages`` folders (the first decides the version)."""
+    """The environment of ``--site-packages`` folders (the first decides the version),
+    with what their ``.pth`` files add; ``PYTHONPATH`` is not added (the folders are the
+    environment as given, whatever the shell that runs moonpin has set)."""
     version = _version_of(folders[0]) if folders else None
     python = None
     if folders:
@@ -97,14 +120,14 @@ def from_site_packages(folders: Sequence[str]) -> Target:
                 break
     ours = (sys.version_info[0], sys.version_info[1])
     if version is None:
-        return Target(python or sys.executable, ours, list(folders),
+        return Target(python or sys.executable, ours, _with_pth(folders),
                       machinery.EXTENSION_SUFFIXES,
                       "--site-packages; its Python version is not in its path: "
-                      f"assuming {ours[0]}.{ours[1]}, this interpreter's")
+                      f"assuming {ours[0]}.{ours[1]}, this interpreter's", folders)
     suffixes = machinery.EXTENSION_SUFFIXES if version == ours else _suffixes_for(version)
     if python is None and version == ours:
         python = sys.executable
-    return Target(python, version, list(folders), suffixes, "--site-packages")
+    return Target(python, version, _with_pth(folders), suffixes, "--site-packages", folders)
 
 
 def from_python(python: str, timeout: float = 30.0) -> Target:
@@ -122,13 +145,14 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         version = (int(doc["version"][0]), int(doc["version"][1]))
         paths = [str(p) for p in doc["path"]]
         ext = [str(s) for s in doc["ext"]]
+        sites = [str(s) for s in doc.get("sites") or ()]
     except (ValueError, IndexError, KeyError, TypeError) as e:
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise TargetError(f"--python {python!r} is not a Python that answers "
                           f"(exit {proc.returncode}: {tail[0][:200]})") from e
     # -I drops the user's site folder and PYTHONPATH: add back what this worker sees
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return Target(python, version, [*extra, *paths], ext, "--python")
+    return Target(python, version, [*extra, *paths], ext, "--python", sites)
 
 
 def default() -> Target:
