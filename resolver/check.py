@@ -516,6 +516,15 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
     return ns
 
 
+def _errors(report: Report) -> None:
+    """The failures that stopped the check, on stderr, each with its tip."""
+    for c in report.checks:
+        if c.status == "fail":
+            print(f"moonpin check: error: {c.name}: {c.message}\ntip: "
+                  + (c.fix or "check the command line (--site-packages, --python, --kb)"),
+                  file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     launch: list[str] = []
@@ -532,8 +541,13 @@ def main(argv: list[str] | None = None) -> int:
                          site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict,
                          deep=ns.deep, deep_timeout=ns.deep_timeout, source_cache=ns.cache,
                          python=ns.python)
+    if report.exit_code == 2:  # could not check: said as every command says bad input
+        _errors(report)
     if ns.json:
         print(report.to_json())
+    elif report.exit_code == 2:
+        if not ns.quiet:
+            print("\n".join(report.stopped_lines()))
     elif ns.quiet:
         print("\n".join(report.quiet_lines()))
     else:

@@ -83,15 +83,19 @@ class Report:
         """A line per check (and its fix), then the one verdict line."""
         return [*_check_lines(self.checks), self.verdict()]
 
+    def stopped_lines(self) -> list[str]:
+        """The text output of a check that could not run (exit 2): what it did read, and
+        the verdict; its failures are said on stderr, as every command says bad input."""
+        return [*_check_lines([c for c in self.checks if c.status != "fail"]), self.verdict()]
+
     def verdict(self) -> str:
         """``usable`` or ``not usable: N failures``, with the warnings counted and whether
         the deep probe ran (if not, why)."""
         failed = sum(c.status == "fail" for c in self.checks)
         warned = sum(c.status == "warn" for c in self.checks)
         notes = [f"{warned} warning{'s' * (warned != 1)}"] if warned else []
-        if self.exit_code == 2:
-            notes.append("could not check")
-        notes.append(self._deep_state())
+        notes.append("could not check; deep probe not run" if self.exit_code == 2
+                     else self._deep_state())
         head = ("usable" if self.usable
                 else f"not usable: {failed} failure{'s' * (failed != 1)}")
         return f"{head} ({'; '.join(notes)})"
@@ -103,7 +107,7 @@ class Report:
         skip = next((c.message for c in deep), None)
         if skip is None:
             why = ("mooncake not requested" if any(c.name == "mooncake" for c in self.checks)
-                   else "the light checks stopped first")
+                   else "the light checks failed first")
         elif "--no-deep" in skip:
             why = "--no-deep"
         elif "no NVIDIA driver" in skip:

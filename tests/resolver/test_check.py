@@ -95,11 +95,10 @@ def test_backend_sglang_refuses_is_bad_input(tmp_path: Path, value: str, tip: st
     where = "sglang 0.5.23" if installed else "any sglang release the knowledge base knows"
     r = run(site, "--elastic-ep-backend", value, ep=False, kb=SHIPPED_KB)
     assert r.rc == 2, r.out
-    assert r.lines == [
-        f"fail  launch: --elastic-ep-backend: invalid choice {value!r} (choose from none, "
-        f"mooncake, nixl; {where})", f"  fix: {tip}",
-        "not usable: 1 failure (could not check; deep probe not run: the light checks "
-        "stopped first)"]
+    assert r.err.splitlines() == [
+        f"moonpin check: error: launch: --elastic-ep-backend: invalid choice {value!r} "
+        f"(choose from none, mooncake, nixl; {where})", f"tip: {tip}"]
+    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
     js = run(site, "--elastic-ep-backend", value, "--json", ep=False, kb=SHIPPED_KB)
     doc = json.loads(js.out)
     assert js.rc == 2 and doc["exit_code"] == 2 and doc["usable"] is False
@@ -111,7 +110,7 @@ def test_backend_typo_in_launch_args_too(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     r = run(empty, "--", "--moe-a2a-backend", "deeep", ep=False, kb=SHIPPED_KB)
-    assert r.rc == 2 and "did you mean --moe-a2a-backend deepep" in r.out, r.out
+    assert r.rc == 2 and "tip: did you mean --moe-a2a-backend deepep" in r.err, r.err
     ok = run(empty, "--elastic-ep-backend", "nixl", ep=False, kb=SHIPPED_KB)
     assert ok.rc == 0 and ok.lines[-1] == "usable (deep probe not run: mooncake not requested)"
 
@@ -434,7 +433,13 @@ def test_kb_disagreement_is_reported(tmp_path: Path, kb: Path) -> None:
 
 def test_could_not_check(tmp_path: Path, kb: Path) -> None:
     r = run(tmp_path / "nope", kb=kb)
-    assert r.rc == 2 and r.status("site-packages") == "fail"
+    # exit 2 is said as every command says bad input: the error and a tip on stderr
+    assert r.rc == 2 and r.err.splitlines() == [
+        f"moonpin check: error: site-packages: not a folder: {tmp_path / 'nope'}",
+        "tip: check the command line (--site-packages, --python, --kb)"]
+    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
+    js = run(tmp_path / "nope", "--json", kb=kb)
+    assert js.rc == 2 and json.loads(js.out)["checks"][0]["name"] == "site-packages"
     assert run(tmp_path, "--no-such-flag", kb=kb).rc == 2
 
 
