@@ -114,6 +114,11 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
+    others = {f: b for f, b in features.items() if b != "mooncake"}
+    if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
+        refused = _refused_backends(others, site_packages, python, kb_path)
+        if refused:
+            return _report(refused, strict=False, could_not_check=True)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
     if not wanted:
         asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
@@ -180,6 +185,81 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
+
+
+def _refused_backends(features: dict[str, str], site_packages: Sequence[StrPath] | None,
+                      python: str | None, kb_path: StrPath | None) -> list[CheckResult]:
+    """A result per backend flag whose value SGLang's parser refuses (``choices``), read
+    from the KB's launch table of the installed SGLang release, else the union of the
+    choices every release the KB knows declares; [] when all are accepted or no table
+    names the flag's choices (nothing to judge them by)."""
+    from resolver.spelling import close_names
+
+    flag_of = {f: flag for flag, f in _FLAGS.items()}
+    checks: list[CheckResult] = []
+    version = _installed_sglang(site_packages, python)
+    known = _backend_choices(kb_path, version, {flag_of[f] for f in features})
+    for feature, value in features.items():
+        flag = flag_of[feature]
+        release, choices = known.get(flag, ("", ()))
+        if not choices or value in choices:
+            continue
+        near = close_names(value, choices, n=1) if value else []
+        tip = (f"did you mean {flag} {near[0]} (not {value!r})?" if near
+               else f"pass one of {', '.join(choices)}")
+        checks.append(CheckResult("launch", "fail", f"{flag}: invalid choice {value!r} "
+                                  f"(choose from {', '.join(choices)}; {release})", tip))
+    return checks
+
+
+def _installed_sglang(site_packages: Sequence[StrPath] | None, python: str | None,
+                      ) -> str | None:
+    """The version of the SGLang the image has, or None (not installed, or unreadable)."""
+    from resolver.image_facts import _read_dists
+
+    found: list[CheckResult] = []
+    target = _target(site_packages, python, found.append)
+    if target is None:
+        return None
+    return next((d.version for d in _read_dists(target.paths) if d.name == "sglang"), None)
+
+
+def _backend_choices(kb_path: StrPath | None, version: str | None,
+                     flags: set[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """flag -> (where the choices come from, the choices): the installed release's launch
+    table when it declares them, else every release's of the KB, merged in order."""
+    from kb.paths import default_kb_file
+    from resolver import launch_args as la
+    from resolver.resolved import load_launch, load_summary
+
+    kb_file = os.fspath(kb_path) if kb_path is not None else default_kb_file()
+
+    def choices_in(release: str) -> dict[str, tuple[str, ...]]:
+        record = load_launch(kb_file, release)
+        if not isinstance(record, dict) or record.get("error"):
+            return {}
+        try:
+            declared = la.rules_from_json(record)[0]
+        except (KeyError, TypeError, ValueError):
+            return {}
+        return {f.name: tuple(map(str, f.choices)) for f in declared
+                if f.name in flags and f.choices}
+
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    if version is not None:
+        out = {k: (f"sglang {version}", v) for k, v in choices_in(version).items()}
+    if len(out) == len(flags):
+        return out
+    summary = load_summary(kb_file)
+    union: dict[str, list[str]] = {}
+    for head in reversed(summary.sglang if summary is not None else ()):  # newest first
+        for k, v in choices_in(head.version).items():
+            union.setdefault(k, []).extend(c for c in v if c not in union.get(k, ()))
+    where = ("any sglang release the knowledge base knows" if version is None else
+             f"the knowledge base has no launch table of sglang {version}: any release's")
+    for k, merged in union.items():
+        out.setdefault(k, (where, tuple(merged)))
+    return out
 
 
 def _target(site_packages: Sequence[StrPath] | None, python: str | None,
@@ -447,6 +527,15 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
     return ns
 
 
+def _errors(report: Report) -> None:
+    """The failures that stopped the check, on stderr, each with its tip."""
+    for c in report.checks:
+        if c.status == "fail":
+            print(f"moonpin check: error: {c.name}: {c.message}\ntip: "
+                  + (c.fix or "check the command line (--site-packages, --python, --kb)"),
+                  file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     launch: list[str] = []
@@ -463,8 +552,13 @@ def main(argv: list[str] | None = None) -> int:
                          site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict,
                          deep=ns.deep, deep_timeout=ns.deep_timeout, source_cache=ns.cache,
                          python=ns.python)
+    if report.exit_code == 2:  # could not check: said as every command says bad input
+        _errors(report)
     if ns.json:
         print(report.to_json())
+    elif report.exit_code == 2:
+        if not ns.quiet:
+            print("\n".join(report.stopped_lines()))
     elif ns.quiet:
         print("\n".join(report.quiet_lines()))
     else:

@@ -77,16 +77,55 @@ class Report:
             warned = sum(c.status == "warn" for c in self.checks)
             return ["moonpin check: usable" + (f" ({warned} warning{'s' * (warned != 1)}; "
                                                "run without -q to see them)" if warned else "")]
-        return Report([c for c in self.checks if c.status == "fail"], self.usable,
-                      self.exit_code).lines()
+        return _check_lines([c for c in self.checks if c.status == "fail"])
 
     def lines(self) -> list[str]:
-        out = []
-        for c in self.checks:
-            out.append(f"{c.status:<5} {c.name}: {c.message}")
-            if c.fix:
-                out.append(f"  fix: {c.fix}")
-        return out
+        """A line per check (and its fix), then the one verdict line."""
+        return [*_check_lines(self.checks), self.verdict()]
+
+    def stopped_lines(self) -> list[str]:
+        """The text output of a check that could not run (exit 2): what it did read, and
+        the verdict; its failures are said on stderr, as every command says bad input."""
+        return [*_check_lines([c for c in self.checks if c.status != "fail"]), self.verdict()]
+
+    def verdict(self) -> str:
+        """``usable`` or ``not usable: N failures``, with the warnings counted and whether
+        the deep probe ran (if not, why)."""
+        failed = sum(c.status == "fail" for c in self.checks)
+        warned = sum(c.status == "warn" for c in self.checks)
+        notes = [f"{warned} warning{'s' * (warned != 1)}"] if warned else []
+        notes.append("could not check; deep probe not run" if self.exit_code == 2
+                     else self._deep_state())
+        head = ("usable" if self.usable
+                else f"not usable: {failed} failure{'s' * (failed != 1)}")
+        return f"{head} ({'; '.join(notes)})"
+
+    def _deep_state(self) -> str:
+        deep = [c for c in self.checks if c.name.startswith("deep ")]
+        if any(c.status != "skip" for c in deep):
+            return "deep probe ran"
+        skip = next((c.message for c in deep), None)
+        if skip is None:
+            why = ("mooncake not requested" if any(c.name == "mooncake" for c in self.checks)
+                   else "the light checks failed first")
+        elif "--no-deep" in skip:
+            why = "--no-deep"
+        elif "no NVIDIA driver" in skip:
+            why = "no NVIDIA driver on this host"
+        elif "no GPU" in skip:
+            why = "no GPU on this host"
+        else:
+            why = skip.split(";")[0].split(" (")[0]
+        return f"deep probe not run: {why}"
+
+
+def _check_lines(checks: list[CheckResult]) -> list[str]:
+    out = []
+    for c in checks:
+        out.append(f"{c.status:<5} {c.name}: {c.message}")
+        if c.fix:
+            out.append(f"  fix: {c.fix}")
+    return out
 
 
 def _report(checks: list[CheckResult], strict: bool, could_not_check: bool = False) -> Report:

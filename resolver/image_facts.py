@@ -359,7 +359,70 @@ def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
         return None, (f"knowledge base {path} has schema_version "
                       f"{doc.get('schema_version')!r}; this moonpin reads "
                       f"{', '.join(str(v) for v in sorted(KB_READABLE))}")
+    bad = _misshapen(doc, _KB_SHAPE, "")
+    if bad is not None:
+        return None, f"knowledge base {path} is corrupt ({bad})"
     return doc, f"knowledge base {path}"
+
+
+def _launch_or_none(value: Any) -> bool:
+    from resolver.resolved import valid_launch
+
+    return value is None or valid_launch(value)
+
+
+_STRS = [str]
+_NONE = type(None)
+#: The shape of what the check reads from the KB file (``kb.models``, as JSON): a type or
+#: tuple of types is a leaf, ``{key: shape}`` a mapping whose present keys have those
+#: shapes, ``[shape]`` a list of them, a function a test of the value. A KB that differs
+#: anywhere here is refused whole ("corrupt"), as pydantic would refuse it, rather than
+#: being half-believed by code that takes it for its models' shape.
+_KB_SHAPE: dict[str, Any] = {
+    "sglang": [{
+        "version": str,
+        "pg": {"module": (str, _NONE), "names": _STRS, "backends": _STRS,
+               "optional_names": _STRS, "alternatives": _STRS},
+        "imports": [{"module": str, "names": _STRS, "feature": str, "optional": bool,
+                     "member": str, "line": int}],
+        "launch": _launch_or_none,
+    }],
+    "mooncake": [{"dist": str, "version": str, "wheels": [{"builds": [{"names": _STRS}]}]}],
+}
+
+
+def _misshapen(value: Any, shape: Any, where: str) -> str | None:
+    """Where ``value`` first differs from ``shape`` (see :data:`_KB_SHAPE`), said as the
+    path to the node and what it is; None when it fits."""
+    if isinstance(shape, dict):
+        if type(value) is not dict:
+            return f"{where or 'the document'} is {_kind(value)}, not a mapping"
+        for key, sub in shape.items():
+            if key in value:
+                bad = _misshapen(value[key], sub, f"{where}.{key}" if where else key)
+                if bad is not None:
+                    return bad
+        return None
+    if isinstance(shape, list):
+        if type(value) is not list:
+            return f"{where} is {_kind(value)}, not a list"
+        for i, item in enumerate(value):
+            bad = _misshapen(item, shape[0], f"{where}[{i}]")
+            if bad is not None:
+                return bad
+        return None
+    if isinstance(shape, (type, tuple)):
+        kinds = shape if isinstance(shape, tuple) else (shape,)
+        if type(value) in kinds:  # exact: a bool is not an int here, as in JSON
+            return None
+        return (f"{where} is {_kind(value)}, not "
+                + " or ".join("null" if k is _NONE else k.__name__ for k in kinds))
+    return None if shape(value) else f"{where} is not a record of the expected shape"
+
+
+def _kind(value: Any) -> str:
+    name = type(value).__name__
+    return "null" if value is None else f"a{'n' * (name[0] in 'aeiou')} {name} ({repr(value)[:40]})"
 
 
 def _first_providing(kbv: _KB, name: str) -> str | None:

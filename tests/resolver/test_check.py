@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +61,8 @@ def test_json_has_the_same_content(tmp_path: Path, kb: Path) -> None:
     doc = json.loads(js.out)
     assert doc["usable"] is True and doc["exit_code"] == 0 == js.rc
     assert [(c["status"], c["name"]) for c in doc["checks"]] == [
-        (line.split()[0], line.split(None, 1)[1].split(":")[0]) for line in text.lines]
+        (line.split()[0], line.split(None, 1)[1].split(":")[0]) for line in text.lines[:-1]]
+    assert text.lines[-1] == "usable (deep probe not run: --no-deep)"
 
 
 # --------------------------------------------------------------------------- not requested
@@ -73,7 +75,57 @@ def test_backend_not_requested_checks_nothing(tmp_path: Path, launch: list[str])
     empty.mkdir()
     r = run(empty, *launch, ep=False)
     assert r.rc == 0
-    assert len(r.lines) == 1 and r.lines[0].startswith("skip  mooncake:")
+    assert len(r.lines) == 2 and r.lines[0].startswith("skip  mooncake:")
+    assert r.lines[1] == "usable (deep probe not run: mooncake not requested)"
+
+
+SHIPPED_KB = ROOT / "data" / "kb.json"
+
+
+@pytest.mark.parametrize(("value", "tip"), [
+    ("mooncak", "did you mean --elastic-ep-backend mooncake (not 'mooncak')?"),
+    ("nccl", "pass one of none, mooncake, nixl"),
+])
+@pytest.mark.parametrize("installed", [True, False])
+def test_backend_sglang_refuses_is_bad_input(tmp_path: Path, value: str, tip: str,
+                                             installed: bool) -> None:
+    # `moonpin check --elastic-ep-backend mooncak` used to be "not requested", exit 0
+    site = healthy_image(tmp_path / "site") if installed else tmp_path / "empty"
+    site.mkdir(exist_ok=True)
+    where = "sglang 0.5.23" if installed else "any sglang release the knowledge base knows"
+    r = run(site, "--elastic-ep-backend", value, ep=False, kb=SHIPPED_KB)
+    assert r.rc == 2, r.out
+    assert r.err.splitlines() == [
+        f"moonpin check: error: launch: --elastic-ep-backend: invalid choice {value!r} "
+        f"(choose from none, mooncake, nixl; {where})", f"tip: {tip}"]
+    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
+    js = run(site, "--elastic-ep-backend", value, "--json", ep=False, kb=SHIPPED_KB)
+    doc = json.loads(js.out)
+    assert js.rc == 2 and doc["exit_code"] == 2 and doc["usable"] is False
+    assert [(c["name"], c["status"], c["fix"]) for c in doc["checks"]] == [
+        ("launch", "fail", tip)]
+
+
+def test_backend_typo_in_launch_args_too(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run(empty, "--", "--moe-a2a-backend", "deeep", ep=False, kb=SHIPPED_KB)
+    assert r.rc == 2 and "tip: did you mean --moe-a2a-backend deepep" in r.err, r.err
+    ok = run(empty, "--elastic-ep-backend", "nixl", ep=False, kb=SHIPPED_KB)
+    assert ok.rc == 0 and ok.lines[-1] == "usable (deep probe not run: mooncake not requested)"
+
+
+def test_verdict_line_says_whether_the_deep_probe_ran(tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    light = run(site, kb=kb)
+    assert light.lines[-1] == "usable (deep probe not run: --no-deep)"
+    assert sum(line.startswith(("usable", "not usable")) for line in light.lines) == 1
+    shutil.rmtree(site / "torch")
+    broken = run(site, kb=kb)
+    failed = sum(line.startswith("fail ") for line in broken.lines)
+    assert broken.rc == 1 and failed >= 1
+    assert broken.lines[-1] == (f"not usable: {failed} failure{'s' * (failed != 1)} "
+                                "(deep probe not run: --no-deep)")
 
 
 def test_requested_through_launch_args(tmp_path: Path, kb: Path) -> None:
@@ -381,7 +433,13 @@ def test_kb_disagreement_is_reported(tmp_path: Path, kb: Path) -> None:
 
 def test_could_not_check(tmp_path: Path, kb: Path) -> None:
     r = run(tmp_path / "nope", kb=kb)
-    assert r.rc == 2 and r.status("site-packages") == "fail"
+    # exit 2 is said as every command says bad input: the error and a tip on stderr
+    assert r.rc == 2 and r.err.splitlines() == [
+        f"moonpin check: error: site-packages: not a folder: {tmp_path / 'nope'}",
+        "tip: check the command line (--site-packages, --python, --kb)"]
+    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
+    js = run(tmp_path / "nope", "--json", kb=kb)
+    assert js.rc == 2 and json.loads(js.out)["checks"][0]["name"] == "site-packages"
     assert run(tmp_path, "--no-such-flag", kb=kb).rc == 2
 
 

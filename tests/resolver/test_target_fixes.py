@@ -130,9 +130,9 @@ def test_python_option_that_is_no_python_is_could_not_check(tmp_path: Path) -> N
     bad.write_text("#!/bin/sh\necho hello\n")
     bad.chmod(0o755)
     r = _check("--python", str(bad))
-    assert r.returncode == 2 and "not a Python that answers" in r.stdout, r.stdout
+    assert r.returncode == 2 and "not a Python that answers" in r.stderr, r.stderr
     r = _check("--python", str(tmp_path / "missing"))
-    assert r.returncode == 2 and "cannot run --python" in r.stdout, r.stdout
+    assert r.returncode == 2 and "cannot run --python" in r.stderr, r.stderr
 
 
 # ----------------------------------------------------------------- loaders that compile
