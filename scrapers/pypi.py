@@ -304,7 +304,13 @@ def _same_files(files: tuple[IndexFile, ...], urls: Any, url: str, root: str) ->
 
 def fetch_project(fetcher: Fetcher, index_url: str, project: str) -> ProjectReleases:
     url = api_url(index_url, project)
-    return parse_project(fetcher.get_json(url), url)
+    try:
+        doc = fetcher.get_json(url)
+    except ValueError as e:  # json refuses an integer past its digit limit (4,300)
+        raise FetchError(url, f"not a package index JSON document ({e})",
+                         hint="a proxy or a broken mirror may be answering for the index; "
+                              "check --index-url") from e
+    return parse_project(doc, url)
 
 
 @dataclass(frozen=True)

@@ -424,3 +424,23 @@ def test_a_damaged_answer_keeps_the_facts_the_kb_had(index: FakeIndex, tmp_path:
     assert "'size' is float nan" in out
     assert "unread: mooncake mooncake-transfer-engine 0.3.13" in out
     assert out.count("the knowledge base keeps the facts read before") == 2, out
+
+
+def test_a_project_json_with_an_integer_past_the_digit_limit_is_refused(
+        index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29 (found by its fuzz): `moonpin scrape` on a project document holding a
+    5,000-digit number was a ValueError traceback; now exit 2 naming the URL, with a tip,
+    and the KB untouched."""
+    from resolver.cli import main
+
+    kb_path = scraped_kb(index, tmp_path / "kb.json")
+    before = kb_path.read_bytes()
+    index.add("/pypi/torch/json", b'{"info": {}, "releases": {"1.0": [{"size": '
+              + b"9" * 5000 + b"}]}}", content_type="application/json")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["--kb", str(kb_path), "scrape", "--index-url", index.url + "/"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "/pypi/torch/json: not a package index JSON document" in err and "tip:" in err
+    assert kb_path.read_bytes() == before
