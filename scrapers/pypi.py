@@ -306,7 +306,9 @@ def fetch_project(fetcher: Fetcher, index_url: str, project: str) -> ProjectRele
     url = api_url(index_url, project)
     try:
         doc = fetcher.get_json(url)
-    except ValueError as e:  # json refuses an integer past its digit limit (4,300)
+    # json refuses an integer past its digit limit (4,300) and nesting past the recursion
+    # limit (each a document no index serves)
+    except (ValueError, RecursionError) as e:
         raise FetchError(url, f"not a package index JSON document ({e})",
                          hint="a proxy or a broken mirror may be answering for the index; "
                               "check --index-url") from e

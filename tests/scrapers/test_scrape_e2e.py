@@ -426,17 +426,21 @@ def test_a_damaged_answer_keeps_the_facts_the_kb_had(index: FakeIndex, tmp_path:
     assert out.count("the knowledge base keeps the facts read before") == 2, out
 
 
-def test_a_project_json_with_an_integer_past_the_digit_limit_is_refused(
-        index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("body", [
+    b'{"info": {}, "releases": {"1.0": [{"size": ' + b"9" * 5000 + b"}]}}",
+    b'{"info": {}, "releases": {"1.0": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+], ids=["5000 digits", "nested 100000 deep"])
+def test_a_project_json_past_the_parser_limits_is_refused(
+        index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        body: bytes) -> None:
     """Issue 29 (found by its fuzz): `moonpin scrape` on a project document holding a
-    5,000-digit number was a ValueError traceback; now exit 2 naming the URL, with a tip,
-    and the KB untouched."""
+    5,000-digit number (ValueError) or nested 100,000 deep (RecursionError) was a
+    traceback; now exit 2 naming the URL, with a tip, and the KB untouched."""
     from resolver.cli import main
 
     kb_path = scraped_kb(index, tmp_path / "kb.json")
     before = kb_path.read_bytes()
-    index.add("/pypi/torch/json", b'{"info": {}, "releases": {"1.0": [{"size": '
-              + b"9" * 5000 + b"}]}}", content_type="application/json")
+    index.add("/pypi/torch/json", body, content_type="application/json")
     capsys.readouterr()
     with pytest.raises(SystemExit) as exited:
         main(["--kb", str(kb_path), "scrape", "--index-url", index.url + "/"])
