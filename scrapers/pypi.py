@@ -171,58 +171,148 @@ class ProjectReleases:
     api_url: str
     releases: dict[str, tuple[IndexFile, ...]]  # version string -> files
     skipped: tuple[tuple[str, str], ...]  # (version or filename, why) not usable
+    #: PEP 440 versions the index lists but whose files could not be read: the release
+    #: exists, its facts are unknown this time (a refresh keeps what the KB had)
+    unreadable: tuple[str, ...] = ()
 
     def versions(self) -> list[str]:
         return sorted(self.releases, key=Version)
+
+    def listed(self) -> list[str]:
+        """Every PEP 440 version the index lists, readable or not."""
+        return sorted({*self.releases, *self.unreadable}, key=Version)
+
+
+#: Sizes past this are not a file an index serves (nor a 64-bit signed integer).
+_MAX_SIZE = 2**63 - 1
+_HEX = frozenset("0123456789abcdef")
+
+
+class _Malformed(ValueError):
+    """A value of the project document that is not what the JSON API describes."""
+
+
+def _field(entry: Mapping[str, Any], key: str, kind: type | tuple[type, ...],
+           *, optional: bool = False) -> Any:
+    """``entry[key]`` checked to be ``kind`` (a bool is not an int; None only if optional)."""
+    if key not in entry or entry[key] is None:
+        if optional:
+            return None
+        raise _Malformed(f"no {key!r}")
+    value = entry[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise _Malformed(f"{key!r} is {type(value).__name__} {_short(value)}, "
+                         f"not {' or '.join(k.__name__ for k in kinds)}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, (dict, list)) else f"of {len(value)}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _index_file(f: Any, url: str, root: str) -> IndexFile:
+    """One entry of a release's files list, every value checked for type and range."""
+    if not isinstance(f, dict):
+        raise _Malformed(f"a file entry is {type(f).__name__} {_short(f)}, not an object")
+    filename = _field(f, "filename", str)
+    if not filename or "/" in filename or len(filename) > 1024:
+        raise _Malformed(f"file name {_short(filename)} is not a file name")
+    href = _field(f, "url", str)
+    digests = _field(f, "digests", dict)
+    sha = _field(digests, "sha256", str)
+    if len(sha) != 64 or not set(sha) <= _HEX:
+        raise _Malformed(f"{filename}: sha256 {_short(sha)} is not 64 hex digits")
+    size = _field(f, "size", int)
+    if not 0 <= size <= _MAX_SIZE:
+        raise _Malformed(f"{filename}: size {_short(size)} is out of range")
+    yanked = _field(f, "yanked", bool, optional=True)
+    requires_python = _field(f, "requires_python", str, optional=True)
+    meta = [_field(f, k, (bool, dict), optional=True)
+            for k in ("core-metadata", "data-dist-info-metadata")]
+    try:
+        absolute = urljoin(url, href)
+        path = files_path(absolute, root)
+    except ValueError as e:  # urljoin refuses a malformed IPv6 host, for one
+        raise _Malformed(f"{filename}: url {_short(href)} is not a URL ({e})") from e
+    return IndexFile(filename=filename, url=absolute, path=path, size=size, sha256=sha,
+                     yanked=bool(yanked), requires_python=requires_python or None,
+                     has_metadata=any(bool(m) for m in meta))
+
+
+def _latest_files(doc: dict[str, Any], info: dict[str, Any]) -> tuple[str, Any] | None:
+    """(version, ``urls``) when the document lists the latest release's files twice."""
+    version = info.get("version")
+    if "urls" not in doc or not isinstance(version, str):
+        return None
+    return version, doc["urls"]
 
 
 def parse_project(doc: Any, url: str) -> ProjectReleases:
     """Turn one ``/pypi/<name>/json`` document into files per release.
 
-    Versions that are not PEP 440 and entries without a sha256 are listed in
-    ``skipped`` with the reason, never silently dropped.
+    Every value is checked for the type and range the JSON API documents, here and
+    nowhere else. Versions that are not PEP 440 are listed in ``skipped``; a release
+    whose files list is not what the API describes (a wrong type anywhere in it, a size
+    out of range, a files list holding a non-object, ``urls`` disagreeing with
+    ``releases`` for the latest release) is listed in ``skipped`` and ``unreadable``
+    with the reason, and none of its files is used: never silently dropped, never half
+    read.
     """
     if not isinstance(doc, dict) or not isinstance(doc.get("releases"), dict):
         raise FetchError(url, "not a package index JSON document (no 'releases' object)")
-    info = doc.get("info") or {}
-    name = str(info.get("name") or url)
+    info = doc.get("info")
+    info = info if isinstance(info, dict) else {}
+    name = info.get("name")
+    name = name if isinstance(name, str) and name else url
     releases: dict[str, tuple[IndexFile, ...]] = {}
     skipped: list[tuple[str, str]] = []
+    unreadable: list[str] = []
     root = urljoin(url, "../../")  # <index>/pypi/<name>/json -> <index>/
+    latest = _latest_files(doc, info)
     for version, files in doc["releases"].items():
         try:
             Version(version)
         except InvalidVersion:
-            skipped.append((version, "not a PEP 440 version"))
+            skipped.append((version if len(version) <= 60 else version[:57] + "...",
+                            "not a PEP 440 version"))
             continue
-        out: list[IndexFile] = []
-        for f in files or ():
-            try:
-                sha = f["digests"]["sha256"]
-                absolute = urljoin(url, str(f["url"]))
-                out.append(
-                    IndexFile(
-                        filename=str(f["filename"]),
-                        url=absolute,
-                        path=files_path(absolute, root),
-                        size=int(f["size"]),
-                        sha256=str(sha),
-                        yanked=bool(f.get("yanked", False)),
-                        requires_python=f.get("requires_python") or None,
-                        has_metadata=bool(
-                            f.get("core-metadata") or f.get("data-dist-info-metadata")
-                        ),
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as e:
-                skipped.append((str(f.get("filename", version)), f"malformed file entry: {e!r}"))
-        releases[version] = tuple(out)
-    return ProjectReleases(name, url, releases, tuple(skipped))
+        try:
+            if not isinstance(files, list):
+                raise _Malformed(f"its files are {type(files).__name__} {_short(files)}, "
+                                 "not a list")
+            out = tuple(_index_file(f, url, root) for f in files)
+            if latest is not None and latest[0] == version:
+                _same_files(out, latest[1], url, root)
+        except _Malformed as e:
+            skipped.append((version, f"the index's listing is not readable: {e}"))
+            unreadable.append(version)
+            continue
+        releases[version] = out
+    return ProjectReleases(name, url, releases, tuple(skipped), tuple(unreadable))
+
+
+def _same_files(files: tuple[IndexFile, ...], urls: Any, url: str, root: str) -> None:
+    """``urls`` (the latest release's files) must list what ``releases`` lists for it."""
+    if not isinstance(urls, list):
+        raise _Malformed(f"'urls' is {type(urls).__name__} {_short(urls)}, not a list")
+    listed = {(f.filename, f.sha256, f.size) for f in (_index_file(u, url, root) for u in urls)}
+    if listed != {(f.filename, f.sha256, f.size) for f in files}:
+        raise _Malformed("'urls' and 'releases' list different files for this release")
 
 
 def fetch_project(fetcher: Fetcher, index_url: str, project: str) -> ProjectReleases:
     url = api_url(index_url, project)
-    return parse_project(fetcher.get_json(url), url)
+    try:
+        doc = fetcher.get_json(url)
+    # json refuses an integer past its digit limit (4,300) and nesting past the recursion
+    # limit (each a document no index serves)
+    except (ValueError, RecursionError) as e:
+        raise FetchError(url, f"not a package index JSON document ({e})",
+                         hint="a proxy or a broken mirror may be answering for the index; "
+                              "check --index-url") from e
+    return parse_project(doc, url)
 
 
 @dataclass(frozen=True)

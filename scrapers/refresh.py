@@ -77,7 +77,8 @@ def _process_pool() -> ProcessPoolExecutor | None:
 
 
 def _skipped(kind: str, project: ProjectReleases, name: str | None = None) -> list[Unread]:
-    """Index entries that could not be used (a non-PEP 440 version, a malformed file entry)."""
+    """Index entries that could not be used (a non-PEP 440 version, a release whose
+    listing is not what the JSON API describes)."""
     return [Unread(kind=kind, name=name or kind, version=what, reason=why)  # type: ignore[arg-type]
             for what, why in project.skipped]
 
@@ -139,8 +140,20 @@ class _Run:
         self.workers = workers
         self.summary = summary
         self.unread: list[Unread] = []
+        #: what could not be read where the KB keeps the facts it had (the report names
+        #: them; the KB does not call them unknown)
+        self.stale: list[Unread] = []
         self.lower = 0  # the lower bound of bytes, summed by the workers under _lock
         self._lock = threading.Lock()
+
+    def not_read(self, unread: Unread, had: bool) -> None:
+        """Record ``unread``; ``had``: the KB holds facts for that release, which stay (a
+        refresh replaces a release's facts only with facts read from its artifacts)."""
+        if had:
+            self.stale.append(unread.model_copy(update={
+                "reason": f"{unread.reason}; the knowledge base keeps the facts read before"}))
+        else:
+            self.unread.append(unread)
 
     def consumed(self, need: int) -> None:
         with self._lock:
@@ -190,15 +203,16 @@ class _SglangSource(_Source):
 
     def plan(self, run: _Run, facts: _Facts) -> list[tuple[str, IndexFile]]:
         proj = fetch_project(run.fetcher, run.index_url, "sglang")
-        run.unread += _skipped("sglang", proj)
+        for u in _skipped("sglang", proj):
+            run.not_read(u, u.version in facts.sglang)
         if self.files_at:
             self.cache = sg.AnalysisCache.load(self.files_at)
         todo = []
         for v in _versions(proj, SGLANG_MIN):
             wheel = sg.choose_wheel(proj.releases[v])
             if wheel is None:
-                run.unread.append(Unread(kind="sglang", name="sglang", version=v,
-                                         reason="no wheel on the index"))
+                run.not_read(Unread(kind="sglang", name="sglang", version=v,
+                                    reason="no wheel on the index"), v in facts.sglang)
                 continue
             have = facts.sglang.get(v)
             if have is not None and have.artifact.sha256 == wheel.sha256:
@@ -236,8 +250,7 @@ class _SglangSource(_Source):
               results: list[tuple[str, SglangRelease | Unread, int]]) -> None:
         for v, got, size in results:
             if isinstance(got, Unread):
-                run.unread.append(got)
-                facts.sglang.pop(v, None)
+                run.not_read(got, v in facts.sglang)
             else:
                 facts.sglang[v] = got
                 run.counted("sglang", v, size)
@@ -273,7 +286,8 @@ class _MooncakeSource(_Source):
         jobs = []
         for dist in DISTRIBUTIONS:
             proj = fetch_project(run.fetcher, run.index_url, dist)
-            run.unread += _skipped("mooncake", proj, dist)
+            for u in _skipped("mooncake", proj, dist):
+                run.not_read(u, (dist, u.version) in facts.moon)
             for v in _versions(proj):
                 wheels = [f for f in proj.releases[v] if f.is_wheel]
                 if not wheels:
@@ -320,8 +334,7 @@ class _MooncakeSource(_Source):
               results: list[tuple[tuple[str, str], MooncakeRelease | Unread, int]]) -> None:
         for key, rel, size in results:
             if isinstance(rel, Unread):
-                run.unread.append(rel)
-                facts.moon.pop(key, None)
+                run.not_read(rel, key in facts.moon)
             else:
                 facts.moon[key] = rel
                 run.counted("mooncake", f"{key[0]}=={key[1]}", size)
@@ -341,7 +354,10 @@ class _TorchSource(_Source):
 
     def plan(self, run: _Run, facts: _Facts) -> list[_TorchJob]:
         proj = fetch_project(run.fetcher, run.index_url, "torch")
-        facts.torch_versions = tuple(proj.versions())
+        for u in _skipped("torch", proj):
+            run.not_read(u, u.version in facts.torch)
+        # a release whose listing is unreadable this time is still on the index
+        facts.torch_versions = tuple(proj.listed())
         needed = _torch_needed(facts.torch_versions, facts.sglang.values(), facts.moon.values())
         jobs = []
         for v in sorted(needed, key=Version):
@@ -379,7 +395,7 @@ class _TorchSource(_Source):
               results: list[tuple[str, TorchVariant | Unread, int]]) -> None:
         for v, var, size in results:
             if isinstance(var, Unread):
-                run.unread.append(var)
+                run.not_read(var, v in facts.torch)
                 continue
             cur = facts.torch.get(v, TorchRelease(version=v))
             variants = tuple(sorted([*(x for x in cur.variants if x.arch != var.arch), var],
@@ -439,7 +455,7 @@ def scrape(
     summary = run.summary
     summary.bytes_fetched = fetcher.stats.bytes - start_bytes
     summary.lower_bound = run.lower
-    summary.unread = run.unread
+    summary.unread = [*run.unread, *run.stale]
     summary.seconds = time.monotonic() - t0
     info = _scrape_info(old, summary, only, current, fetcher.stats.requests - start_requests,
                         public_url(index_url) if index_named else None)

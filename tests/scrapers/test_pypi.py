@@ -103,9 +103,9 @@ def test_files_path_names_no_host(url: str, index: str, path: str) -> None:
 
 def test_parse_project_records_the_path_not_the_host() -> None:
     doc = {"info": {"name": "sglang"}, "releases": {"0.5.18": [
-        {"filename": "s-0.5.18-py3-none-any.whl", "size": 5, "digests": {"sha256": "00"},
+        {"filename": "s-0.5.18-py3-none-any.whl", "size": 5, "digests": {"sha256": "00" * 32},
          "url": "../../packages/packages/ab/s-0.5.18-py3-none-any.whl"},
-        {"filename": "s-0.5.18.tar.gz", "size": 5, "digests": {"sha256": "01"},
+        {"filename": "s-0.5.18.tar.gz", "size": 5, "digests": {"sha256": "01" * 32},
          "url": "https://files.example/packages/cd/s-0.5.18.tar.gz"}]}}
     a, b = parse_project(doc, "https://idx.example/pypi/sglang/json").releases["0.5.18"]
     assert a.url == "https://idx.example/packages/packages/ab/s-0.5.18-py3-none-any.whl"
@@ -131,3 +131,65 @@ def test_an_older_schema_file_is_read_with_paths(tmp_path: Path) -> None:
     art = kb.sglang[0].artifact
     assert art.url is None and art.path == "packages/ab/" + art.filename
     assert "idx.example/packages" not in store.dumps(kb).decode()
+
+
+def _listing(**entry: object) -> dict[str, object]:
+    """A project document whose 0.5.18 lists one wheel, ``entry`` over its fields."""
+    good = {"filename": "sglang-0.5.18-py3-none-any.whl", "size": 5,
+            "digests": {"sha256": "a" * 64},
+            "url": "../../packages/ab/sglang-0.5.18-py3-none-any.whl"}
+    return {"info": {"name": "sglang", "version": "0.5.18"},
+            "releases": {"0.5.17": [{**good, "filename": "sglang-0.5.17-py3-none-any.whl"}],
+                         "0.5.18": [{**good, **entry}]}}
+
+
+# Each of these raised from parse_project on 31caf67 (issue 29: AttributeError on a files
+# list holding a non-object and on an info that is not one, TypeError on a files list
+# that is not a list, OverflowError on an infinite size), or turned into a fact.
+@pytest.mark.parametrize(("doc", "why"), [
+    ({"releases": {"0.5.18": ["banana"]}}, "a file entry is str"),
+    ({"releases": {"0.5.18": [7]}}, "a file entry is int"),
+    ({"releases": {"0.5.18": [[1]]}}, "a file entry is list"),
+    ({"releases": {"0.5.18": 5}}, "its files are int"),
+    ({"releases": {"0.5.18": {"a": 1}}}, "its files are dict"),
+    (_listing(size=float("inf")), "'size' is float inf"),
+    (_listing(size=float("nan")), "'size' is float nan"),
+    (_listing(size=2**64), "out of range"),
+    (_listing(size=-1), "out of range"),
+    (_listing(size=True), "'size' is bool"),
+    (_listing(size="5"), "'size' is str"),
+    (_listing(digests=[]), "'digests' is list"),
+    (_listing(digests={"sha256": 5}), "'sha256' is int"),
+    (_listing(digests={"sha256": "banana"}), "not 64 hex digits"),
+    (_listing(filename=["x"]), "'filename' is list"),
+    (_listing(filename=""), "is not a file name"),
+    (_listing(url={"a": 1}), "'url' is dict"),
+    (_listing(url="http://[::1"), "is not a URL"),
+    (_listing(yanked="no"), "'yanked' is str"),
+    (_listing(requires_python=3), "'requires_python' is int"),
+    ({**_listing(), "urls": []}, "'urls' and 'releases' list different files"),
+    ({**_listing(), "urls": 5}, "'urls' is int"),
+])
+def test_a_listing_not_as_the_api_describes_is_an_unreadable_release(
+        doc: dict[str, object], why: str) -> None:
+    p = parse_project(doc, "https://idx.example/pypi/sglang/json")
+    assert "0.5.18" not in p.releases and p.unreadable == ("0.5.18",)
+    assert "0.5.18" in p.listed()
+    ((_, reason),) = [s for s in p.skipped if s[0] == "0.5.18"]
+    assert why in reason, reason
+    if "0.5.17" in doc["releases"]:  # type: ignore[operator]
+        assert len(p.releases["0.5.17"]) == 1  # the other releases are read as ever
+
+
+@pytest.mark.parametrize("info", [[], "x", 5, {"name": ["x"]}])
+def test_an_info_that_is_not_an_object_is_not_a_traceback(info: object) -> None:
+    p = parse_project({"info": info, "releases": {}}, "https://idx.example/pypi/sglang/json")
+    assert p.name == "https://idx.example/pypi/sglang/json"
+
+
+def test_a_well_formed_listing_is_read_whole() -> None:
+    doc = {**_listing(), "urls": _listing()["releases"]["0.5.18"]}  # type: ignore[index]
+    p = parse_project(doc, "https://idx.example/pypi/sglang/json")
+    assert p.unreadable == () and p.skipped == ()
+    (f,) = p.releases["0.5.18"]
+    assert (f.size, f.sha256, f.yanked) == (5, "a" * 64, False)

@@ -376,3 +376,75 @@ def test_a_new_release_costs_only_its_new_content(index: FakeIndex, tmp_path: Pa
     damaged, s_damaged, _ = run(index, old=old, only=("sglang",))
     assert damaged.sglang == kb.sglang
     assert s_damaged.bytes_fetched == cold_b  # type: ignore[attr-defined]
+
+
+def test_a_damaged_answer_keeps_the_facts_the_kb_had(index: FakeIndex, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      ) -> None:
+    """Issue 29: `moonpin scrape` against an index whose project JSON lists a damaged size
+    for a release (NaN), or a changed artifact it cannot read, exits 1 naming the release
+    and keeps the facts the KB had (on 31caf67 the release was called unknown, or its facts
+    dropped)."""
+    import json
+
+    from kb import store
+    from resolver.cli import main
+
+    kb_path = scraped_kb(index, tmp_path / "kb.json")
+    before = store.load(kb_path)
+    doc = json.loads(json.dumps(index.add_project("sglang", {
+        "0.5.4": dict([sglang_wheel("0.5.4", {"sglang/srt/distributed/parallel_state.py":
+                                              SGL_OLD, "sglang/broken.py": "def (:"})]),
+        "0.5.17": dict([sglang_wheel("0.5.17", {
+            "sglang/srt/distributed/parallel_state.py": SGL_NEW,
+            "sglang/srt/server_args.py": SERVER_ARGS,
+            "sglang/broken.py": "def (:"})]),
+    }).document))
+    text = json.dumps(doc).replace(f'"size": {doc["releases"]["0.5.4"][0]["size"]}',
+                                   '"size": NaN')
+    index.add("/pypi/sglang/json", text.encode(), content_type="application/json")
+    # a new wheel for mooncake 0.3.13 (another sha256) that cannot be read
+    moon = json.loads(json.dumps(index.add_project("mooncake-transfer-engine", {
+        "0.3.12": dict([mooncake_wheel("0.3.12", "2.12.0", 12, ["MooncakeBackendOptions"])]),
+        "0.3.13": dict([mooncake_wheel("0.3.13", "2.13.0", 13,
+                                       ["MooncakeBackendOptions", "join_group"])]),
+    }).document))
+    moon["releases"]["0.3.13"][0]["digests"]["sha256"] = "e" * 64
+    moon["releases"]["0.3.13"][0]["url"] = "../../packages/gone.whl"
+    moon["urls"] = moon["releases"]["0.3.13"]
+    index.add_json("/pypi/mooncake-transfer-engine/json", moon)
+    capsys.readouterr()
+    rc = main(["--kb", str(kb_path), "scrape", "--index-url", index.url + "/", "--jobs", "2"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    after = store.load(kb_path)
+    assert after.sglang == before.sglang and after.mooncake == before.mooncake
+    assert after.unread == ()  # nothing the KB holds is called unknown
+    assert "unread: sglang sglang 0.5.4: the index's listing is not readable" in out
+    assert "'size' is float nan" in out
+    assert "unread: mooncake mooncake-transfer-engine 0.3.13" in out
+    assert out.count("the knowledge base keeps the facts read before") == 2, out
+
+
+@pytest.mark.parametrize("body", [
+    b'{"info": {}, "releases": {"1.0": [{"size": ' + b"9" * 5000 + b"}]}}",
+    b'{"info": {}, "releases": {"1.0": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+], ids=["5000 digits", "nested 100000 deep"])
+def test_a_project_json_past_the_parser_limits_is_refused(
+        index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        body: bytes) -> None:
+    """Issue 29 (found by its fuzz): `moonpin scrape` on a project document holding a
+    5,000-digit number (ValueError) or nested 100,000 deep (RecursionError) was a
+    traceback; now exit 2 naming the URL, with a tip, and the KB untouched."""
+    from resolver.cli import main
+
+    kb_path = scraped_kb(index, tmp_path / "kb.json")
+    before = kb_path.read_bytes()
+    index.add("/pypi/torch/json", body, content_type="application/json")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["--kb", str(kb_path), "scrape", "--index-url", index.url + "/"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "/pypi/torch/json: not a package index JSON document" in err and "tip:" in err
+    assert kb_path.read_bytes() == before

@@ -18,7 +18,7 @@ def test_parse_project_resolves_relative_urls_and_skips_bad_versions() -> None:
         "releases": {
             "0.5.18": [{"filename": "sglang-0.5.18-py3-none-any.whl", "size": 5,
                         "url": "../../packages/ab/sglang-0.5.18-py3-none-any.whl",
-                        "digests": {"sha256": "00"}, "yanked": True,
+                        "digests": {"sha256": "00" * 32}, "yanked": True,
                         "core-metadata": {"sha256": "11"}}],
             "not-a-version": [],
             "0.5.19": [{"filename": "x.whl", "size": "nope", "url": "x",
@@ -29,9 +29,12 @@ def test_parse_project_resolves_relative_urls_and_skips_bad_versions() -> None:
     (f,) = p.releases["0.5.18"]
     assert f.url == "https://idx.example/packages/ab/sglang-0.5.18-py3-none-any.whl"
     assert f.yanked and f.has_metadata
-    assert p.releases["0.5.19"] == ()
+    # a release whose listing is not what the API describes is unreadable, not empty
+    assert "0.5.19" not in p.releases and p.unreadable == ("0.5.19",)
+    assert p.listed() == ["0.5.18", "0.5.19"]
     assert ("not-a-version", "not a PEP 440 version") in p.skipped
-    assert any(name == "x.whl" for name, _ in p.skipped)
+    assert any(v == "0.5.19" and "x.whl: sha256 '0' is not 64 hex digits" in why
+               for v, why in p.skipped)
 
 
 def test_parse_project_rejects_non_index_documents() -> None:
