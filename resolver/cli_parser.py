@@ -325,8 +325,8 @@ def _add_triples(sub: Any) -> None:
 #: Each command's exit codes, printed at the end of its ``-h``.
 EXIT_CODES = {
     "help": "0 always",
-    "scrape": "0 every release read; 1 some releases could not be read (listed as unread, "
-              "left out of the KB); 2 bad input, an index that cannot be reached or an "
+    "scrape": "0 every release read; 1 some releases could not be read (listed as unread; "
+              "the KB keeps what it had read of them before); 2 bad input, an index that cannot be reached or an "
               "unusable KB",
     "kb": "0 done; 2 an unusable KB, or a folder that cannot be written",
     "info": "0 done; 2 an unusable KB",
