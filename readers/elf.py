@@ -38,6 +38,8 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from readers.elfsym import elf_hash  # the SysV hash, as stored in vna_hash
+
 __all__ = [
     "DT_NEEDED",
     "DT_NULL",
@@ -683,18 +685,6 @@ class VersionNeed:
     name_ref: int  # vna_name: .dynstr offset of the version name
     hash: int  # vna_hash: elf_hash(version name)
     index: int  # vna_other: the version index symbols refer to
-
-
-def elf_hash(name: bytes) -> int:
-    """The SysV ELF hash (gABI "Hash Table"), as stored in vna_hash."""
-    h = 0
-    for c in name:
-        h = ((h << 4) + c) & 0xFFFFFFFF
-        g = h & 0xF0000000
-        if g:
-            h ^= g >> 24
-        h &= ~g & 0xFFFFFFFF
-    return h
 
 
 def _verneed_chain(data: bytes, start: int, hi: int, little: bool) -> list[VersionNeed] | None:
