@@ -326,8 +326,8 @@ def _add_triples(sub: Any) -> None:
 EXIT_CODES = {
     "help": "0 always",
     "scrape": "0 every release read; 1 some releases could not be read (listed as unread; "
-              "the KB keeps what it had read of them before); 2 bad input, an index that cannot be reached or an "
-              "unusable KB",
+              "the KB keeps what it had read of them before); 2 bad input, an index that "
+              "cannot be reached or an unusable KB",
     "kb": "0 done; 2 an unusable KB, or a folder that cannot be written",
     "info": "0 done; 2 an unusable KB",
     "resolve": "0 the folder was written; 2 an unusable KB, or a folder that cannot be "
