@@ -316,11 +316,12 @@ class SymbolTable:
         if self._gnu is not None:
             nbuckets, symoffset, bloom_size, shift, bloom, buckets = self._gnu
             bits = self.bits
-            word = self._unpack(self._addr, bloom + ((gnu // bits) & (bloom_size - 1))
-                                * self._addr.size)[0]
+            # the bloom words and buckets lie inside the file (checked in _setup_hash)
+            word = self._addr.unpack_from(self.data, bloom + ((gnu // bits) & (bloom_size - 1))
+                                          * self._addr.size)[0]
             if not (word >> (gnu % bits)) & 1 or not (word >> ((gnu >> shift) % bits)) & 1:
                 return False
-            index = self._unpack(self._word, buckets + 4 * (gnu % nbuckets))[0]
+            index = self._word.unpack_from(self.data, buckets + 4 * (gnu % nbuckets))[0]
             if index < symoffset:
                 return False
             for _ in range(_MAX_ENTRIES):

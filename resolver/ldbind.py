@@ -262,6 +262,8 @@ def _bind_now(global_scope: list[str], roots: list[tuple[str, list[str]]],
                 if so:
                     by_name.setdefault(so, t)
         memo: dict[tuple[bytes, str], bool] = {}
+        recent: list[object] = []  # the objects that bound the last references
+        tables_in_scope = [t for t in (table(p) for p in scope) if t is not None]
         for obj in local:
             if obj in checked or not (obj == root or _owned(obj, paths)):
                 continue
@@ -282,12 +284,20 @@ def _bind_now(global_scope: list[str], roots: list[tuple[str, list[str]]],
                         h = hashes.get(ref.name)
                         if h is None:
                             h = hashes[ref.name] = gnu_hash(ref.name)
+                        # Whether some object of the scope binds it does not depend on
+                        # the order they are asked in (check_match is per object): the
+                        # library a version names, then the last definers, go first.
                         hit = False
-                        for p in scope:
-                            d = table(p)
-                            if d is not None and d.defines(  # type: ignore[attr-defined]
-                                    ref.name, h, None, ref.need):
+                        named = by_name.get(ref.need.file) if ref.need is not None else None
+                        for d in (*((named,) if named is not None else ()), *recent,
+                                  *tables_in_scope):
+                            if d.defines(ref.name, h, None,  # type: ignore[attr-defined]
+                                         ref.need):
                                 hit = True
+                                if d in recent:
+                                    recent.remove(d)
+                                recent.insert(0, d)
+                                del recent[4:]
                                 break
                         memo[(ref.name, vkey)] = hit
                     if hit:
