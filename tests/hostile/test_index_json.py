@@ -23,11 +23,10 @@ from tests.hostile import gen
 from tests.hostile.harness import DEFAULT_N, FUZZ_N, Case, Outcome, Tally, survey
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_scrape_e2e import (
-    mooncake_wheel,
+    add_mooncake_and_torch,
     only_present,
     scraped_kb,
     sglang_wheel,
-    torch_wheel,
 )
 
 PROJECTS = ("sglang", "mooncake-transfer-engine", "torch")
@@ -47,17 +46,7 @@ def serving() -> Iterator[FakeIndex]:
                 "sglang/srt/distributed/parallel_state.py":
                     "from mooncake.pg import MooncakeBackendOptions, join_group\n"})]),
         })
-        idx.add_project("mooncake-transfer-engine", {
-            "0.3.12": dict([mooncake_wheel("0.3.12", "2.12.0", 12, ["MooncakeBackendOptions"])]),
-            "0.3.13": dict([mooncake_wheel("0.3.13", "2.13.0", 13,
-                                           ["MooncakeBackendOptions", "join_group"])]),
-        })
-        idx.add_project("torch", {
-            "2.12.0": dict([torch_wheel("2.12.0", ['nvidia-cuda-runtime-cu12==12.8.90; '
-                                                   'platform_system == "Linux"'])]),
-            "2.13.0": dict([torch_wheel("2.13.0", ['cuda-toolkit[cudart,nvrtc]==13.0.3; '
-                                                   'platform_system == "Linux"'])]),
-        })
+        add_mooncake_and_torch(idx)
         only_present(idx)
         yield idx
 

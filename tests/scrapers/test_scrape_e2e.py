@@ -89,6 +89,22 @@ def torch_wheel(version: str, reqs: list[str]) -> tuple[str, bytes]:
                        tag="cp312-cp312-manylinux_2_28_x86_64", requires_dist=reqs)
 
 
+def add_mooncake_and_torch(idx: FakeIndex) -> None:
+    """mooncake-transfer-engine 0.3.12 (pg for torch 2.12.0, CUDA 12) and 0.3.13 (2.13.0,
+    CUDA 13), and those two torch releases."""
+    idx.add_project("mooncake-transfer-engine", {
+        "0.3.12": dict([mooncake_wheel("0.3.12", "2.12.0", 12, ["MooncakeBackendOptions"])]),
+        "0.3.13": dict([mooncake_wheel("0.3.13", "2.13.0", 13,
+                                       ["MooncakeBackendOptions", "join_group"])]),
+    })
+    idx.add_project("torch", {
+        "2.12.0": dict([torch_wheel("2.12.0", ['nvidia-cuda-runtime-cu12==12.8.90; '
+                                               'platform_system == "Linux"'])]),
+        "2.13.0": dict([torch_wheel("2.13.0", ['cuda-toolkit[cudart,nvrtc]==13.0.3; '
+                                               'platform_system == "Linux"'])]),
+    })
+
+
 @pytest.fixture
 def index() -> Iterator[FakeIndex]:
     with FakeIndex() as idx:
@@ -101,17 +117,7 @@ def index() -> Iterator[FakeIndex]:
                 "sglang/srt/server_args.py": SERVER_ARGS,
                 "sglang/broken.py": "def (:"})]),
         })
-        idx.add_project("mooncake-transfer-engine", {
-            "0.3.12": dict([mooncake_wheel("0.3.12", "2.12.0", 12, ["MooncakeBackendOptions"])]),
-            "0.3.13": dict([mooncake_wheel("0.3.13", "2.13.0", 13,
-                                           ["MooncakeBackendOptions", "join_group"])]),
-        })
-        idx.add_project("torch", {
-            "2.12.0": dict([torch_wheel("2.12.0", ['nvidia-cuda-runtime-cu12==12.8.90; '
-                                                   'platform_system == "Linux"'])]),
-            "2.13.0": dict([torch_wheel("2.13.0", ['cuda-toolkit[cudart,nvrtc]==13.0.3; '
-                                                   'platform_system == "Linux"'])]),
-        })
+        add_mooncake_and_torch(idx)
         # The other distributions of the family are absent on this index: 404.
         yield idx
 
