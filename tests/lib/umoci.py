@@ -1,0 +1,127 @@
+"""Make test images with real tools, not moonpin's code: ``umoci`` builds an OCI layout
+one layer per step (each step edits the unpacked rootfs; umoci writes the whiteouts for
+what a step deleted or replaced), ``skopeo`` converts it to a docker-archive, an OCI
+archive, or zstd layers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+__all__ = ["build_layout", "need_tools", "skopeo_copy"]
+
+Step = Callable[[Path], None]
+
+
+def need_tools() -> None:
+    for tool in ("umoci", "skopeo"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (apt-get install umoci skopeo)")
+
+
+def _run(*argv: str) -> None:
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} failed: {r.stderr[-2000:]}")
+
+
+def build_layout(where: Path, steps: Sequence[Step], *, tag: str = "t",
+                 env: Sequence[str] = (), arch: str | None = None,
+                 entrypoint: Sequence[str] = ()) -> Path:
+    """An OCI layout at ``where`` whose image ``tag`` has one layer per step."""
+    layout = where
+    if not (layout / "index.json").exists():
+        _run("umoci", "init", "--layout", str(layout))
+    _run("umoci", "new", "--image", f"{layout}:{tag}")
+    for n, step in enumerate(steps):
+        bundle = where.parent / f"{where.name}-bundle-{tag}-{n}"
+        _run("umoci", "unpack", "--rootless", "--image", f"{layout}:{tag}", str(bundle))
+        step(bundle / "rootfs")
+        _run("umoci", "repack", "--image", f"{layout}:{tag}", str(bundle))
+        shutil.rmtree(bundle)
+    args = ["umoci", "config", "--image", f"{layout}:{tag}"]
+    for e in env:
+        args += ["--config.env", e]
+    for e in entrypoint:
+        args += ["--config.entrypoint", e]
+    if arch:
+        args += ["--architecture", arch]
+    if len(args) > 4:
+        _run(*args)
+    return layout
+
+
+def skopeo_copy(src: str, dst: str, *extra: str) -> None:
+    _run("skopeo", "copy", "-q", *extra, src, dst)
+
+
+#: The host libraries the minimal root carries (the venv's builds need them).
+HOST_LIBS = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libz.so.1",
+             "libpthread.so.0", "libdl.so.2", "librt.so.1", "ld-linux-x86-64.so.2",
+             "libutil.so.1", "libcrypt.so.1", "libffi.so.8", "libssl.so.3", "libcrypto.so.3")
+
+
+def _minimal_root(root: Path, venv: Path) -> None:
+    """A merged-/usr root with the venv's interpreter (its ``home``), a few host
+    libraries and the host's loader configuration."""
+    import os
+
+    home = Path(next(line.split("=", 1)[1].strip() for line in
+                     (venv / "pyvenv.cfg").read_text().splitlines()
+                     if line.startswith("home")))
+    libdir = root / "usr/lib/x86_64-linux-gnu"
+    libdir.mkdir(parents=True)
+    (root / "usr/lib64").mkdir()
+    os.symlink("usr/lib", root / "lib")
+    os.symlink("usr/lib64", root / "lib64")
+    for name in HOST_LIBS:
+        src = Path("/usr/lib/x86_64-linux-gnu") / name
+        if not src.exists():
+            continue
+        real = src.resolve()
+        shutil.copy2(real, libdir / real.name)
+        if real.name != name:
+            os.symlink(real.name, libdir / name)
+    os.symlink("../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+               root / "usr/lib64/ld-linux-x86-64.so.2")
+    prefix = root / str(home.parent).lstrip("/")
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "lib/python3.11").mkdir(parents=True)
+    shutil.copy2(home / "python3.11", prefix / "bin/python3.11")
+    for so in (home.parent / "lib").glob("libpython3*.so*"):
+        shutil.copy2(so, prefix / "lib" / so.name, follow_symlinks=False)
+    shutil.copy2(home.parent / "lib/python3.11/os.py", prefix / "lib/python3.11/os.py")
+    (root / "etc/ld.so.conf.d").mkdir(parents=True)
+    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf"):
+        if os.path.exists(f):
+            shutil.copy2(f, root / f.lstrip("/"))
+
+
+def pack_venv(where: Path, venv: Path, *, replaced: str, deleted: str) -> Path:
+    """An OCI layout (tag ``t``): a minimal root, ``venv`` as ``/opt/venv`` (one layer,
+    ``umoci insert``, no unpacking), then a layer deleting ``/opt/venv/<deleted>`` and
+    one replacing ``/opt/venv/<replaced>`` with a copy ending in a comment."""
+    work = where.parent / f"{where.name}-work"
+    work.mkdir(parents=True)
+    _minimal_root(work / "root", venv)
+    _run("umoci", "init", "--layout", str(where))
+    _run("umoci", "new", "--image", f"{where}:t")
+    _run("umoci", "insert", "--image", f"{where}:t", str(work / "root"), "/")
+    _run("umoci", "insert", "--image", f"{where}:t", str(venv), "/opt/venv")
+    _run("umoci", "insert", "--image", f"{where}:t", "--whiteout", f"/opt/venv/{deleted}")
+    # umoci 0.4.7 `insert FILE TARGET` writes a truncated layer (GNU tar says so too):
+    # insert a folder holding the new file over the file's folder (merged, not opaque)
+    parent, name = replaced.rsplit("/", 1)
+    (work / "replaced").mkdir()
+    (work / "replaced" / name).write_bytes((venv / replaced).read_bytes()
+                                           + b"\n# replaced by a later layer\n")
+    _run("umoci", "insert", "--image", f"{where}:t", str(work / "replaced"),
+         f"/opt/venv/{parent}")
+    _run("umoci", "config", "--image", f"{where}:t", "--config.env",
+         "PATH=/opt/venv/bin:/usr/bin:/bin", "--config.entrypoint", "/opt/venv/bin/python")
+    shutil.rmtree(work)
+    return where

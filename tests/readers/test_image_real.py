@@ -1,0 +1,77 @@
+"""The real worker venv packed by umoci (opt-in: ``pytest -m image``): unpacked with the
+default policy, every file the check reads is there, as it is in the venv.
+
+``MOONPIN_TEST_VENV`` names the venv (default ``/tmp/realimg/venv``);
+``MOONPIN_TEST_IMAGE_LAYOUT`` an OCI layout already packed by
+:func:`tests.lib.umoci.pack_venv` with the arguments below (packing takes minutes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from readers.image import open_image
+from readers.layers import _elf_needs, check_wants, unpack
+from tests.lib.umoci import HOST_LIBS, need_tools, pack_venv
+
+pytestmark = pytest.mark.image
+
+VENV = Path(os.environ.get("MOONPIN_TEST_VENV", "/tmp/realimg/venv"))
+REPLACED = "lib/python3.11/site-packages/sglang/version.py"
+DELETED = "lib/python3.11/site-packages/sglang-0.5.21.dist-info/INSTALLER"
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (VENV / "pyvenv.cfg").exists():
+        pytest.skip(f"no real venv at {VENV} (set MOONPIN_TEST_VENV)")
+    given = os.environ.get("MOONPIN_TEST_IMAGE_LAYOUT")
+    if given:
+        return Path(given)
+    need_tools()
+    return pack_venv(tmp_path_factory.mktemp("real") / "oci", VENV, replaced=REPLACED,
+                     deleted=DELETED)
+
+
+def test_every_file_the_check_reads_is_there(layout: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "root"
+    dest.mkdir()
+    img = open_image(str(layout))
+    unpack(img, str(dest))
+    opt = dest / "opt/venv"
+    wanted = 0
+    for dirpath, dirs, files in os.walk(VENV):
+        for n in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            src = Path(dirpath) / n
+            rel = str(src.relative_to(VENV))
+            if not check_wants("/opt/venv/" + rel):
+                continue
+            got = opt / rel
+            if rel == DELETED:
+                assert not os.path.lexists(got)
+                continue
+            wanted += 1
+            if src.is_symlink():
+                assert got.is_symlink(), rel
+            elif rel == REPLACED:
+                assert got.read_bytes().endswith(b"# replaced by a later layer\n")
+            else:
+                assert got.stat().st_size == src.stat().st_size, rel
+    assert wanted > 3000
+    assert (opt / "bin/python").resolve().is_relative_to(dest.resolve())
+    assert (opt / "bin/python").resolve().is_file()
+    # the host libraries the kept objects need are kept, with their soname links
+    needed: set[str] = set()
+    for dirpath, _dirs, files in os.walk(dest):
+        for n in files:
+            p = os.path.join(dirpath, n)
+            if not os.path.islink(p):
+                needed |= set(_elf_needs(p)[0])
+    libdir = dest / "usr/lib/x86_64-linux-gnu"
+    for name in HOST_LIBS:
+        if name in needed and os.path.exists(f"/usr/lib/x86_64-linux-gnu/{name}"):
+            assert (libdir / name).exists(), name
+    assert not (libdir / "libssl.so.3").exists() or "libssl.so.3" in needed
+    assert os.readlink(dest / "lib") == "usr/lib"
