@@ -18,6 +18,8 @@ from __future__ import annotations
 import marshal
 import os
 
+from kb.files import outside
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: `typing` and `pathlib` load `re` and `enum`
     from collections.abc import Callable
@@ -164,7 +166,7 @@ class FileMemo:
         one that does not (a damaged or foreign memo) is computed afresh, never returned.
         Pass it wherever a wrong-shaped value would fail the caller: the memo file is
         untrusted input like any other."""
-        if not self.enabled:
+        if not self.enabled or outside(path):  # out of a confining image root: not kept
             return compute()
         name = os.path.abspath(path)
         st = os.stat(name)

@@ -23,9 +23,33 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-__all__ = ["MiB", "loads_json", "read_regular", "sha256_hex", "write_atomic"]
+__all__ = ["MiB", "confine", "loads_json", "outside", "read_regular", "sha256_hex",
+           "write_atomic"]
 
 MiB = 1024 * 1024
+
+#: An image root being judged (None: none), set by :func:`confine`: a path under it whose
+#: symbolic links lead out of it is refused, as if the file were not there.
+_CONFINED: str | None = None
+
+
+def confine(root: str | None) -> None:
+    """From now on, refuse the paths under ``root`` that lead out of it (None: lift it)."""
+    global _CONFINED
+    _CONFINED = None if root is None else os.path.realpath(root).rstrip("/")
+
+
+def outside(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names a file under the confining root (as written) that its
+    symbolic links take out of it (moonpin's own files, elsewhere, are not affected)."""
+    if _CONFINED is None:
+        return False
+    name = os.path.abspath(path)
+    if not (name == _CONFINED or name.startswith(_CONFINED + "/")):
+        return False
+    real = os.path.realpath(name)
+    return not (real == _CONFINED or real.startswith(_CONFINED + "/"))
+
 
 _FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
           | getattr(os, "O_NOCTTY", 0))
@@ -96,6 +120,11 @@ def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
     FIFO: the file is opened ``O_NONBLOCK`` and ``fstat``-ed before any read. ``hint`` is
     the ``tip:`` line (a generic one by default)."""
     name = os.fspath(path)
+    if _CONFINED is not None and outside(name):
+        import errno as E
+
+        _refuse(name, f"lies outside the image root {_CONFINED} (a symbolic link points "
+                "out of it)", what=what, errno=E.ENOENT, hint=hint, limit=cap)
     try:
         st = os.stat(name)  # refuse a device before even opening it (opening may act)
         if not stat.S_ISREG(st.st_mode):

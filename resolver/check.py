@@ -87,36 +87,56 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 site_packages: Sequence[StrPath] | None = None, kb_path: StrPath | None = None,
                 strict: bool = False, fix_provider: FixProvider | None = None,
                 deep: bool | None = None, deep_timeout: float = 120.0,
-                source_cache: bool = True, python: str | None = None) -> Report:
+                source_cache: bool = True, python: str | None = None,
+                rootfs: StrPath | None = None, config: Any = None) -> Report:
     """Read the image and decide whether the requested mooncake features can work.
 
     The image is ``python``'s environment (its ``sys.path``, Python version and extension
     suffixes; it runs the deep probe), else the ``site_packages`` folders, else an active
     virtualenv moonpin does not run from, else this interpreter (:mod:`resolver.target`).
+    ``rootfs``: an image's unpacked root filesystem, judged from outside with its
+    ``config`` (:mod:`resolver.check_rootfs`; nothing in it runs, no deep probe).
 
     ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
     unchanged files (see :mod:`resolver.sources`), and every build, loader and table instead
     of trusting the file-facts memo (:func:`kb.cache.facts_memo`)."""
+    target = None
+    if rootfs is not None:
+        from resolver import target as tg
+        from resolver.check_rootfs import for_image, target_for
+
+        try:
+            target = target_for(os.fspath(rootfs), config)
+        except tg.TargetError as e:
+            return _report([CheckResult("target", "fail", str(e), "pass the root folder of "
+                                        "an unpacked image (--rootfs) holding its Python")],
+                           strict, could_not_check=True)
+    from kb.files import confine
+
     memo = facts_memo()
     memo.enabled = source_cache
+    confine(target.root if target is not None else None)
     try:
-        return _check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
-                            site_packages=site_packages, kb_path=kb_path, strict=strict,
-                            fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
-                            source_cache=source_cache, python=python)
+        report = _check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
+                              site_packages=site_packages, kb_path=kb_path, strict=strict,
+                              fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
+                              source_cache=source_cache, python=python, target=target)
     finally:
+        confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
+    return report if target is None else for_image(report, target)
 
 
 def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
-                 deep_timeout: float, source_cache: bool, python: str | None) -> Report:
+                 deep_timeout: float, source_cache: bool, python: str | None,
+                 target: Target | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
-        refused = _refused_backends(others, site_packages, python, kb_path)
+        refused = _refused_backends(others, site_packages, python, kb_path, target)
         if refused:
             return _report(refused, strict=False, could_not_check=True)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
@@ -137,15 +157,18 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
     checks: list[CheckResult] = []
     add = checks.append
-    target = _target(site_packages, python, add)
+    target = target or _target(site_packages, python, add)
     if target is None:
         return _report(checks, strict, could_not_check=True)
     paths = target.paths
     im._EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
     im._SITE_DIRS = target.sites  # whose .pth files install editable finders
+    im._ROOT = target.root  # under which the paths the image's files name are resolved
     from resolver import check_libraries
 
     check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
+    check_libraries.ROOT, check_libraries.LD_PATH = target.root, target.ld_path
+    check_libraries.MACHINE = target.machine
     add(CheckResult("target", "pass", target.describe()))
     unlisted = [u for u in map(im._unlistable, paths) if u] if site_packages is not None else []
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
@@ -157,11 +180,13 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     kb_file = os.fspath(kb_path) if kb_path is not None else None
     fixer = Fixer(fix_provider, kb_file)
     fixer.python = target.tag
+    if target.machine is not None:
+        fixer.arch = target.machine
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
     kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
-    torch = _torch(torch_d, fixer, add, im._find_package(paths, "torch"))
+    torch = _torch(torch_d, fixer, add, im._find_package(paths, "torch"), target.machine)
     if sglang is not None and torch_d is not None:  # the torch SGLang itself pins
         _check_sglang_torch(sglang, torch_d.version, fixer, add)
     req = _sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
@@ -177,7 +202,10 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                        sglang_pkg, source_cache)
     if deep is None:
         deep = "elastic-ep" in wanted
-    if not deep:
+    if target.root is not None:
+        add(CheckResult("deep probe", "skip", "nothing in the image runs (judged from its "
+                        "files: --rootfs/--image); light checks only"))
+    elif not deep:
         add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
     elif torch_d is None:
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
@@ -188,7 +216,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
 
 def _refused_backends(features: dict[str, str], site_packages: Sequence[StrPath] | None,
-                      python: str | None, kb_path: StrPath | None) -> list[CheckResult]:
+                      python: str | None, kb_path: StrPath | None,
+                      target: Target | None = None) -> list[CheckResult]:
     """A result per backend flag whose value SGLang's parser refuses (``choices``), read
     from the KB's launch table of the installed SGLang release, else the union of the
     choices every release the KB knows declares; [] when all are accepted or no table
@@ -197,7 +226,7 @@ def _refused_backends(features: dict[str, str], site_packages: Sequence[StrPath]
 
     flag_of = {f: flag for flag, f in _FLAGS.items()}
     checks: list[CheckResult] = []
-    version = _installed_sglang(site_packages, python)
+    version = _installed_sglang(site_packages, python, target)
     known = _backend_choices(kb_path, version, {flag_of[f] for f in features})
     for feature, value in features.items():
         flag = flag_of[feature]
@@ -213,12 +242,12 @@ def _refused_backends(features: dict[str, str], site_packages: Sequence[StrPath]
 
 
 def _installed_sglang(site_packages: Sequence[StrPath] | None, python: str | None,
-                      ) -> str | None:
+                      target: Target | None = None) -> str | None:
     """The version of the SGLang the image has, or None (not installed, or unreadable)."""
     from resolver.image_facts import _read_dists
 
     found: list[CheckResult] = []
-    target = _target(site_packages, python, found.append)
+    target = target or _target(site_packages, python, found.append)
     if target is None:
         return None
     return next((d.version for d in _read_dists(target.paths) if d.name == "sglang"), None)
@@ -320,7 +349,7 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, _Dist]
 
 
 def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-           pkg: str | None = None) -> _Torch | None:
+           pkg: str | None = None, machine: str | None = None) -> _Torch | None:
     """torch's version and CUDA major, or None when it is missing or unreadable; ``pkg``
     is the torch folder the importer finds (None: the distribution's own)."""
     from resolver.image_facts import _torch_info, _unlistable
@@ -335,7 +364,7 @@ def _torch(torch_d: _Dist | None, fixer: Fixer, add: Callable[[CheckResult], Non
         add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
                         "by the worker's user (chmod -R a+rX on the folder)"))
         return None
-    torch = _torch_info(torch_d, os.uname().machine, pkg)
+    torch = _torch_info(torch_d, machine or os.uname().machine, pkg)
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
     add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
@@ -448,6 +477,15 @@ def _parser() -> Any:
                    help="check this interpreter's environment (its sys.path, Python version "
                    "and extension suffixes; the deep probe runs it). Default: an active "
                    "virtualenv other than moonpin's own, else this interpreter")
+    p.add_argument("--rootfs", default=None, metavar="DIR",
+                   help="judge an unpacked image root (what `docker export` or `umoci "
+                   "unpack` leaves) from outside, running nothing in it")
+    p.add_argument("--image", default=None, metavar="PATH",
+                   help="judge an image file (an OCI layout or archive, a `docker save` "
+                   "tarball) before it is deployed: unpacked to a temporary folder, then "
+                   "as --rootfs with the image's Env and Entrypoint")
+    p.add_argument("--platform", default=None, metavar="OS/ARCH",
+                   help="with --image: the image of a multi-platform index (linux/amd64)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="one line when usable; only the failing checks otherwise")
     p.add_argument("--kb", default=None, help="knowledge-base file (default: the one "
@@ -472,6 +510,9 @@ class _Args:
         self.enable_dp_attention = False
         self.site_packages: list[str] | None = None
         self.python: str | None = None
+        self.rootfs: str | None = None
+        self.image: str | None = None
+        self.platform: str | None = None
         self.quiet = False
         self.kb: str | None = None
         self.strict = False
@@ -486,7 +527,8 @@ _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
                "--deep": ("deep", True), "--no-deep": ("deep", False),
                "--no-cache": ("cache", False), "-q": ("quiet", True),
                "--quiet": ("quiet", True)}
-_VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python"}
+_VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python",
+           "--rootfs", "--image", "--platform"}
 
 
 def _fast_parse(argv: Sequence[str]) -> _Args | None:
@@ -515,8 +557,8 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
             ns.site_packages = [*(ns.site_packages or []), value]
         elif opt == "--kb":
             ns.kb = value
-        elif opt == "--python":
-            ns.python = value
+        elif opt in ("--python", "--rootfs", "--image", "--platform"):
+            setattr(ns, opt[2:], value)
         else:
             try:
                 ns.deep_timeout = float(value)
@@ -525,6 +567,48 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
             if not (0 < ns.deep_timeout < 1e9):
                 return None  # argparse says why
     return ns
+
+
+def _exclusive(ns: _Args) -> CheckResult | None:
+    """The failure of a command line naming two images, or None."""
+    given = [opt for opt, value in (("--image", ns.image), ("--rootfs", ns.rootfs),
+                                    ("--python", ns.python),
+                                    ("--site-packages", ns.site_packages)) if value]
+    if len(given) > 1 and given[0] in ("--image", "--rootfs"):
+        return CheckResult("command line", "fail", f"{given[0]} and {given[1]} cannot be "
+                           "used together: each names the image to judge",
+                           f"pass one of them (e.g. moonpin check {given[0]} "
+                           f"{ns.image or ns.rootfs} --elastic-ep-backend mooncake)")
+    if ns.platform is not None and ns.image is None:
+        return CheckResult("command line", "fail", "--platform picks the image of an image "
+                           "file's index: it needs --image", "pass --image PATH too, or drop "
+                           "--platform")
+    return None
+
+
+def _check_image_file(ns: _Args, launch: list[str]) -> Report:
+    """``--image``: unpacked to a temporary folder, judged as ``--rootfs`` with its config."""
+    try:
+        import importlib
+
+        from resolver.check_rootfs import unpacked
+
+        ImageError = importlib.import_module("readers.image").ImageError
+    except ImportError as e:
+        return _report([CheckResult("image", "fail", f"this moonpin cannot read image "
+                                    f"files ({e})", "unpack the image (`docker export`, "
+                                    "`umoci unpack`) and pass --rootfs DIR")],
+                       strict=False, could_not_check=True)
+    try:
+        with unpacked(ns.image or "", ns.platform) as (root, config):
+            return check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
+                               kb_path=ns.kb, strict=ns.strict, source_cache=False,
+                               rootfs=root, config=config)
+    except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
+        tip = getattr(e, "tip", None) or getattr(e, "hint", None)
+        return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
+                                    "layout or archive, or a `docker save` tarball")],
+                       strict=False, could_not_check=True)
 
 
 def _errors(report: Report) -> None:
@@ -548,10 +632,16 @@ def main(argv: list[str] | None = None) -> int:
             ns = _parser().parse_args(args_in)
         except SystemExit as e:  # argparse: bad arguments are "could not check"
             return 2 if e.code else 0
-    report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
-                         site_packages=ns.site_packages, kb_path=ns.kb, strict=ns.strict,
-                         deep=ns.deep, deep_timeout=ns.deep_timeout, source_cache=ns.cache,
-                         python=ns.python)
+    clash = _exclusive(ns)
+    if clash is not None:
+        report = _report([clash], strict=False, could_not_check=True)
+    elif ns.image is not None:
+        report = _check_image_file(ns, launch)
+    else:
+        report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
+                             site_packages=ns.site_packages, kb_path=ns.kb,
+                             strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
+                             source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
     if ns.json:

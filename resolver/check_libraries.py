@@ -20,6 +20,11 @@ __all__: list[str] = []
 #: The target's interpreter, whose global scope the builds' symbols are bound in (set by
 #: :mod:`resolver.check` for the environment it reads; None: unknown).
 INTERPRETER: str | None = None
+#: The image's root folder, its ``LD_LIBRARY_PATH`` and machine (:class:`resolver.target.Target`;
+#: None: this machine's, as it runs the check).
+ROOT: str | None = None
+LD_PATH: tuple[str, ...] | None = None
+MACHINE: str | None = None
 
 
 #: What provides a shared library a mooncake build needs, for the fix line.
@@ -71,8 +76,12 @@ def _check_libraries(builds: Sequence[str], paths: Sequence[str],
     as the dynamic loader would (:mod:`resolver.ldso`)."""
     from resolver import ldso
 
-    cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_names()
-    res = ldso.resolve(builds, ldso.image_lib_dirs(paths), cache, _follow(paths))
+    if ROOT is not None:
+        cache = ldso.ld_cache_names(ldso.ld_cache_file(ROOT))
+    else:
+        cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_names()
+    res = ldso.resolve(builds, ldso.image_lib_dirs(paths), cache, _follow(paths), MACHINE,
+                       ROOT, LD_PATH)
     for path, problem in sorted(res.bad.items()):
         add(CheckResult("libraries", "fail",
                         f"{path} cannot be loaded: {problem}",
@@ -98,7 +107,10 @@ def _check_libraries(builds: Sequence[str], paths: Sequence[str],
                         f"{res.count} shared-library needs of {res.objects} objects resolve"
                         + (" (but for the NVIDIA driver)" if driver else "")))
         _check_symbols(builds, paths, add, fixer)
-    if driver:
+    if driver and ROOT is not None:  # an image never holds it: the runtime mounts it
+        add(CheckResult("driver", "skip", f"{', '.join(sorted(driver))} (the NVIDIA driver) "
+                        "is the host's: the NVIDIA container runtime mounts it at run time"))
+    elif driver:
         add(CheckResult("driver", "warn",
                         f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
                         "a worker needs it (the NVIDIA container runtime mounts it), a build or "
@@ -126,7 +138,8 @@ def _check_symbols(builds: Sequence[str], paths: Sequence[str],
     from resolver import image_facts, ldbind
 
     try:
-        b = ldbind.bind(builds, paths, INTERPRETER, image_facts._EXT_SUFFIXES)
+        b = ldbind.bind(builds, paths, INTERPRETER, image_facts._EXT_SUFFIXES, MACHINE, ROOT,
+                        LD_PATH)
     except OSError as e:
         add(CheckResult("symbols", "skip", f"symbols not bound: {e.strerror or e}"))
         return

@@ -145,11 +145,14 @@ def _read_dists(paths: Sequence[str]) -> list[_Dist]:
 #: The target's site folders, whose ``.pth`` files install editable finders
 #: (:attr:`resolver.target.Target.sites`; None: the site-packages folders of the paths).
 _SITE_DIRS: tuple[str, ...] | None = None
+#: The image's root folder, under which the paths its files name are resolved
+#: (:attr:`resolver.target.Target.root`; None: this machine's file system).
+_ROOT: str | None = None
 
 
 def _locate(paths: Sequence[str], name: str) -> Found | None:
     """Where ``import name`` finds the top-level package (:func:`resolver.importer.find`)."""
-    return find(paths, name, _SITE_DIRS)
+    return find(paths, name, _SITE_DIRS, _ROOT)
 
 
 def _find_package(paths: Sequence[str], name: str) -> str | None:

@@ -26,6 +26,10 @@ What it follows, in the importer's order:
   ``sys.meta_path[0]`` (scikit-build-core 1.1, ``resources/_editable_redirect.py``): it wins
   over ``sys.path``, and of several the last installed is asked first.
 
+With ``root`` (an image's root filesystem, :mod:`resolver.rootfs`), every path a ``.pth``
+line or a finder's mapping names is the image's, resolved under the root (``..`` and
+symbolic links never leave it), and so is each package folder found.
+
 Only ``os`` at import; ``ast`` only when a finder file has to be read (once per version of
 the file: the file-facts memo, :func:`kb.cache.facts_memo`).
 """
@@ -111,13 +115,31 @@ def _pth(path: str) -> tuple[list[str], list[str]]:
         return [], []
 
 
-def pth_paths(site: str) -> list[str]:
-    """The folders the ``.pth`` path lines of ``site`` add to ``sys.path``, in order."""
+def _in_root(root: str | None, path: str, base: str | None = None) -> str | None:
+    """``path`` (relative to the host folder ``base``) as the host path it names: under
+    ``root`` for an image (None when it cannot be resolved there), else as written."""
+    if root is None:
+        return os.path.normpath(os.path.join(base, path) if base is not None else path)
+    from resolver import rootfs
+
+    if base is not None:
+        path = os.path.join(rootfs.image_path(root, base), path)
+    elif not path.startswith("/"):
+        return None  # relative to a working folder the image does not say
+    try:
+        return rootfs.resolve(root, path)
+    except OSError:
+        return None
+
+
+def pth_paths(site: str, root: str | None = None) -> list[str]:
+    """The folders the ``.pth`` path lines of ``site`` add to ``sys.path``, in order
+    (``root``: the lines are the image's paths, resolved under it)."""
     out: list[str] = []
     for f in _pth_files(site):
         for line in _pth(f)[0]:
-            d = os.path.normpath(os.path.join(site, line))
-            if os.path.isdir(d) and d not in out:
+            d = _in_root(root, line, site)
+            if d is not None and os.path.isdir(d) and d not in out:
                 out.append(d)
     return out
 
@@ -216,33 +238,40 @@ def _editable_finders(sites: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _from_finder(paths: Sequence[str], name: str, f: str, kind: str) -> Found | None:
+def _from_finder(paths: Sequence[str], name: str, f: str, kind: str,
+                 root: str | None = None) -> Found | None:
     if kind == "hatch" and not any(
             os.path.isfile(os.path.join(p, "editables", "__init__.py")) for p in paths):
         return None  # its `from editables.redirector import ...` fails: site skips the line
     mapping, namespaces = _finder(f)
     how = f"editable {kind} finder {f}"
-    if name in mapping and os.path.isdir(mapping[name]):
-        return Found(mapping[name], how)
-    ns = [d for d in namespaces.get(name, ()) if os.path.isdir(d)]
+    folder = _in_root(root, mapping[name]) if name in mapping else None
+    if folder is not None and os.path.isdir(folder):
+        return Found(folder, how)
+    ns = [d for d in (_in_root(root, p) for p in namespaces.get(name, ()))
+          if d is not None and os.path.isdir(d)]
     return Found(ns[0], how, ns) if ns else None
 
 
-def find(paths: Sequence[str], name: str, sites: Sequence[str] | None = None) -> Found | None:
+def find(paths: Sequence[str], name: str, sites: Sequence[str] | None = None,
+         root: str | None = None) -> Found | None:
     """Where ``import name`` finds the top-level package ``name`` (None: nowhere).
 
     ``paths`` is ``sys.path`` as the target's interpreter has it (``.pth`` path lines
     already in); ``sites`` the folders whose ``.pth`` files install editable finders
-    (default: the site-packages and dist-packages folders of ``paths``)."""
+    (default: the site-packages and dist-packages folders of ``paths``); ``root`` the
+    image's root folder, under which the paths finders name are resolved."""
     finders = _editable_finders(site_dirs(paths) if sites is None else sites)
     for f, kind in reversed(finders):  # inserted at sys.meta_path[0], ahead of PathFinder
         if kind == "scikit-build-core":
-            got = _from_finder(paths, name, f, kind)
+            got = _from_finder(paths, name, f, kind, root)
             if got is not None:
                 return got
     portions: list[str] = []
     for p in paths:
-        cand = os.path.join(p, name)
+        cand = os.path.join(p, name) if root is None else _in_root(root, name, p)
+        if cand is None:
+            continue
         if os.path.isfile(os.path.join(cand, "__init__.py")):
             return Found(cand, "sys.path")
         if os.path.isdir(cand):
@@ -251,7 +280,7 @@ def find(paths: Sequence[str], name: str, sites: Sequence[str] | None = None) ->
         return Found(portions[0], "namespace" if len(portions) > 1 else "sys.path", portions)
     for f, kind in finders:  # appended to sys.meta_path, after PathFinder
         if kind != "scikit-build-core":
-            got = _from_finder(paths, name, f, kind)
+            got = _from_finder(paths, name, f, kind, root)
             if got is not None:
                 return got
     return None

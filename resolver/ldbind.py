@@ -15,6 +15,9 @@ binds at import, functions included.
 Libraries the host provides (the NVIDIA driver) are named, never read: a C symbol left
 unbound in a scope that holds one is taken as theirs (their API is C; a C++ name never is).
 The answer is kept in the file-facts memo under the stamps of every object in the scopes.
+For an image's root filesystem (``root``), the loader's search is the image's
+(:func:`resolver.ldso.resolve`), the interpreter is resolved inside it, and so are the
+paths of its loader cache.
 Only ``os`` at import: this runs at worker start.
 """
 
@@ -85,12 +88,14 @@ class _Walk:
     """Objects found by the loader's search, breadth-first from each root, sharing what is
     already loaded (a ``DT_NEEDED`` name matches a loaded object's name)."""
 
-    def __init__(self, cache: dict[str, str], machine: str) -> None:
+    def __init__(self, cache: dict[str, str], machine: str, root: str | None = None,
+                 ld_path: Sequence[str] | None = None) -> None:
         self.loaded: dict[str, str] = {}
         self.cache = cache
         self.machine = machine
-        self.ld_path = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-        self.system = ldso.system_lib_dirs()
+        self.root = root
+        self.ld_path = ldso.in_root(root, ldso.env_ld_path() if ld_path is None else ld_path)
+        self.system = ldso.system_lib_dirs(root, machine)
         self.host: set[str] = set()
         self.missing: set[str] = set()
         #: what each object's dynamic section says, read once per process
@@ -124,9 +129,12 @@ class _Walk:
                     continue
                 where = self.loaded.get(name)
                 if where is None:
-                    where = ldso._search(name, node, self.ld_path, set(), self.system)
+                    where = ldso._search(name, node, self.ld_path, set(), self.system,
+                                         self.root)
                     if where is None and name in self.cache:
                         where = self.cache[name]
+                        if self.root is not None:  # the image's path, under its root
+                            where = (ldso.in_root(self.root, [where]) or [""])[0] or None
                     if where is None:
                         self.missing.add(name)
                         continue
@@ -157,17 +165,26 @@ def _torch_root(paths: Sequence[str], suffixes: Sequence[str]) -> str | None:
 
 
 def bind(builds: Sequence[str], paths: Sequence[str], interpreter: str | None,
-         suffixes: Sequence[str] = (".so",), machine: str | None = None) -> Binding:
+         suffixes: Sequence[str] = (".so",), machine: str | None = None,
+         root: str | None = None, ld_path: Sequence[str] | None = None) -> Binding:
     """Bind what ``builds`` (and the image's objects in their closure) leave undefined,
-    as importing them in ``interpreter`` would (module doc)."""
+    as importing them in ``interpreter`` would (module doc). ``root``: the image's root
+    folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's)."""
     machine = machine or os.uname().machine
-    cache = {} if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_paths()
-    walk = _Walk(cache, machine)
+    if root is not None:
+        cache = ldso.ld_cache_paths(ldso.ld_cache_file(root))
+    else:
+        cache = {} if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_paths()
+    walk = _Walk(cache, machine, root, ld_path)
     for d in ldso.image_lib_dirs(paths):  # torch's and the CUDA packages' libraries are
         for name in ldso.listing(d):      # found by name, as the library check finds them
             walk.loaded.setdefault(name, os.path.join(d, name))
     global_scope: list[str] = []
-    exe = os.path.realpath(interpreter) if interpreter else None
+    if root is not None:
+        mapped = ldso.in_root(root, [interpreter]) if interpreter else []
+        exe = mapped[0] if mapped else None
+    else:
+        exe = os.path.realpath(interpreter) if interpreter else None
     if exe is not None and os.path.isfile(exe):
         global_scope += walk.closure(exe)
         walk.missing.clear()  # the interpreter runs: what it needs is there, found or not
@@ -193,16 +210,23 @@ def bind(builds: Sequence[str], paths: Sequence[str], interpreter: str | None,
     return out
 
 
-def _owned(path: str, paths: Sequence[str]) -> bool:
+def _owned(path: str, paths: Sequence[str], root: str | None = None) -> bool:
+    """Whether ``path`` is under an import folder (an image's root itself, the working
+    folder of ``python -m`` in ``WORKDIR /``, holds everything and is not counted)."""
     real = os.path.realpath(path)
-    return any(real.startswith(os.path.realpath(sp).rstrip("/") + "/") for sp in paths)
+    top = os.path.realpath(root) if root is not None else None
+    return any(real.startswith(os.path.realpath(sp).rstrip("/") + "/") for sp in paths
+               if top is None or os.path.realpath(sp) != top)
 
 
 def _open(path: str) -> object | None:
     import mmap
 
+    from kb.files import outside
     from readers.elfsym import SymbolError, SymbolTable
 
+    if outside(path):  # an image's link out of its root: not there
+        return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -265,7 +289,7 @@ def _bind_now(global_scope: list[str], roots: list[tuple[str, list[str]]],
         recent: list[object] = []  # the objects that bound the last references
         tables_in_scope = [t for t in (table(p) for p in scope) if t is not None]
         for obj in local:
-            if obj in checked or not (obj == root or _owned(obj, paths)):
+            if obj in checked or not (obj == root or _owned(obj, paths, walk.root)):
                 continue
             checked.add(obj)
             t = table(obj)

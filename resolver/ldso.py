@@ -19,6 +19,10 @@ byte order and ``e_machine``, as long as its program headers and section table s
 dynamic section and string table lie in a loaded segment and whose every ``DT_NEEDED``
 entry reads whole. Libraries of the host (the driver, libibverbs) are only looked up.
 
+For an image's root filesystem (``root``, :mod:`resolver.rootfs`) every folder of that
+search is the image's (``DT_RPATH``/``DT_RUNPATH`` entries, its ``LD_LIBRARY_PATH``, its
+``/etc/ld.so.cache`` and default folders), resolved under the root.
+
 Only ``os`` at import: this runs at worker start (see :mod:`resolver.check`).
 """
 
@@ -37,7 +41,10 @@ __all__ = [
     "LD_CACHE",
     "Resolution",
     "elf_problem",
+    "env_ld_path",
     "image_lib_dirs",
+    "in_root",
+    "ld_cache_file",
     "ld_cache_names",
     "ld_cache_paths",
     "listing",
@@ -108,6 +115,10 @@ def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str |
 
 def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[str, ...],
                                                           tuple[str, ...], str | None]:
+    from kb.files import outside
+
+    if outside(path):  # an image's link out of its root: not there
+        raise FileNotFoundError(2, "outside the image root", path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         import stat
@@ -214,14 +225,41 @@ def _scan_ld_cache(path: str) -> list[str]:
     return list(out)
 
 
-def system_lib_dirs() -> list[str]:
+def system_lib_dirs(root: str | None = None, machine: str | None = None) -> list[str]:
     """The loader's default folders. ``MOONPIN_CHECK_SYSTEM_LIBS`` (colon-separated) replaces
-    them and the loader cache: the tests' hook, so a fake image is judged alike on any host."""
+    them and the loader cache: the tests' hook, so a fake image is judged alike on any host.
+    With ``root``, the image's own, as host folders under it (the hook does not apply)."""
     override = os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS")
-    if override is not None:
+    if override is not None and root is None:
         return [d for d in override.split(":") if d]
-    machine = os.uname().machine
-    return [*_DEFAULT_LIB_DIRS, f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu"]
+    machine = machine or os.uname().machine
+    dirs = [*_DEFAULT_LIB_DIRS, f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu"]
+    return dirs if root is None else in_root(root, dirs)
+
+
+def in_root(root: str | None, paths: Sequence[str]) -> list[str]:
+    """``paths`` of the image (absolute, or host paths already under ``root``) as the host
+    paths they name under ``root`` (:func:`resolver.rootfs.resolve`; an entry that cannot be
+    resolved is left out); as given when ``root`` is None."""
+    if root is None:
+        return list(paths)
+    from resolver import rootfs
+
+    out = []
+    for p in paths:
+        try:
+            out.append(rootfs.resolve(root, rootfs.image_path(root, p)))
+        except OSError:
+            continue
+    return out
+
+
+def ld_cache_file(root: str | None = None) -> str:
+    """The loader cache of the image (``/etc/ld.so.cache``, under ``root`` when given)."""
+    if root is None:
+        return "/etc/ld.so.cache"
+    got = in_root(root, ["/etc/ld.so.cache"])  # none: a loop, read as no cache
+    return got[0] if got else os.path.join(root, "etc", "ld.so.cache")
 
 
 _LISTINGS: dict[str, frozenset[str]] = {}
@@ -275,11 +313,14 @@ def _expand(entries: Sequence[str], obj: str) -> list[str]:
             for e in entries if e]
 
 
-def _in(folder: str, name: str) -> str | None:
+def _in(folder: str, name: str, root: str | None = None) -> str | None:
     # One listing per folder instead of a stat per (folder, name); a listed name is then
     # checked to exist (a dangling symlink is no library).
     if name in listing(folder):
         cand = os.path.join(folder, name)
+        if root is not None:  # its symbolic links followed inside the image
+            got = in_root(root, [cand])
+            return got[0] if got and os.path.isfile(got[0]) else None
         if os.path.lexists(cand) and (os.path.exists(cand) or os.path.islink(cand)):
             return cand
     return None
@@ -299,17 +340,25 @@ class Resolution:
         self.objects = 0
 
 
+def env_ld_path() -> list[str]:
+    """This process's ``LD_LIBRARY_PATH`` folders."""
+    return [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+
+
 def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str],
-            follow: Callable[[str], bool], machine: str | None = None) -> Resolution:
+            follow: Callable[[str], bool], machine: str | None = None,
+            root: str | None = None, ld_path: Sequence[str] | None = None) -> Resolution:
     """Walk the libraries ``builds`` need the way ld.so maps them (module doc). ``follow``
-    says whether a library found is the image's own, to be read and judged in turn."""
+    says whether a library found is the image's own, to be read and judged in turn.
+    ``root``: the image's root folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default:
+    this process's)."""
     res = Resolution()
     loaded: dict[str, str] = {}
     for d in preloaded_dirs:  # torch's libraries: mapped when the loader imported torch
         for name in listing(d):
             loaded.setdefault(name, os.path.join(d, name))
-    ld_path = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-    system = system_lib_dirs()
+    ld_path = in_root(root, env_ld_path() if ld_path is None else ld_path)
+    system = system_lib_dirs(root, machine)
     queue = [_Node(b, None) for b in builds]
     seen: set[str] = set()
     while queue and len(seen) < _MAX_OBJECTS:
@@ -329,7 +378,7 @@ def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str
             res.count += 1
             if name in loaded:
                 continue
-            where = _search(name, node, ld_path, cache, system)
+            where = _search(name, node, ld_path, cache, system, root)
             if where is None:
                 res.missing.setdefault(name, os.path.basename(node.path))
                 continue
@@ -341,25 +390,28 @@ def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str
 
 
 def _search(name: str, node: _Node, ld_path: Sequence[str], cache: set[str],
-            system: Sequence[str]) -> str | None:
+            system: Sequence[str], root: str | None = None) -> str | None:
     if "/" in name:  # a path: used as it is, no search
+        if root is not None:
+            got = in_root(root, ["/" + name.lstrip("/")])  # relative: the working folder
+            return got[0] if got and os.path.isfile(got[0]) else None
         return name if os.path.lexists(name) else None
     dirs: list[str] = []
     if not node.runpath:
         chain: _Node | None = node
         while chain is not None:
-            dirs += _expand(chain.rpath, chain.path)
+            dirs += in_root(root, _expand(chain.rpath, chain.path))
             chain = chain.loader
     dirs += ld_path
-    dirs += _expand(node.runpath, node.path)
+    dirs += in_root(root, _expand(node.runpath, node.path))
     for d in dirs:
-        hit = _in(d, name)
+        hit = _in(d, name, root)
         if hit is not None:
             return hit
     if name in cache:
         return os.path.join(LD_CACHE, name)
     for d in system:
-        hit = _in(d, name)
+        hit = _in(d, name, root)
         if hit is not None:
             return hit
     return None

@@ -7,6 +7,9 @@
   deep probe when there is one.
 * neither: an active virtualenv (``$VIRTUAL_ENV``) other than the one moonpin itself runs
   from (pipx, ``uv tool``), else this interpreter.
+* ``--rootfs DIR`` / ``--image PATH``: an image's root filesystem, read from outside
+  (:mod:`resolver.check_rootfs`); ``root`` is then set, and every absolute path the check
+  reads from a file of the image is resolved under it (:func:`resolver.rootfs.resolve`).
 
 Only ``os`` and ``sys`` at import: this runs at worker start.
 """
@@ -39,7 +42,8 @@ class Target:
     """An environment: its interpreter (None: none known), version, the folders its
     importer searches, its extension-module suffixes, and how it was chosen."""
 
-    __slots__ = ("ext_suffixes", "how", "paths", "python", "sites", "version")
+    __slots__ = ("ext_suffixes", "how", "ld_path", "machine", "paths", "pip", "python", "root",
+                 "sites", "version")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
                  ext_suffixes: Sequence[str], how: str,
@@ -52,6 +56,14 @@ class Target:
         #: the folders whose ``.pth`` files ``site`` processed (None: the site-packages
         #: and dist-packages folders of ``paths``), :mod:`resolver.importer`
         self.sites = None if sites is None else tuple(sites)
+        #: an image's root folder (None: this machine's own file system is the image's)
+        self.root: str | None = None
+        #: the image's ``LD_LIBRARY_PATH`` as host folders (None: this process's)
+        self.ld_path: tuple[str, ...] | None = None
+        #: the image's machine (``x86_64``; None: this one's)
+        self.machine: str | None = None
+        #: how a fix line runs pip for this interpreter (``pip``, ``/opt/venv/bin/python -m pip``)
+        self.pip = "pip"
 
     @property
     def tag(self) -> str:
