@@ -51,6 +51,12 @@ Contract (documented decisions):
   as written even though a shell would redirect); options are skipped (with their values);
   a requirement whose version is a shell variable is reported with ``version=None`` and a
   note. Comment-only lines inside a continuation are skipped, as Docker does.
+* **Base images**: ``FROM lmsysorg/sglang:v0.5.18-cu130`` (any registry, ``--platform``
+  and ``AS`` allowed) is an sglang pin of kind ``"docker-image"``, its version the tag's as
+  :func:`resolver.manifests.sglang_version_of_image` reads it (``args --file`` reads the
+  same tag), so an update rewrites the tag's version only. A tag with a variable is not read.
+* **Ranges** are judged over every release of the knowledge base inside them
+  (:mod:`resolver.pins_ranges`).
 * **pyproject.toml** uses :mod:`tomllib` (3.11+) and then locates each requirement string in
   the text, in order, after its table header and key (so duplicates map to successive
   occurrences). On Python 3.10 a small line-based reader (:func:`_toml_arrays_linewise`)

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 #: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
-VALUE_KINDS = frozenset({"dockerfile-arg", "regex"})
+VALUE_KINDS = frozenset({"dockerfile-arg", "docker-image", "regex"})
 
 
 class PinnedSet(NamedTuple):
@@ -373,7 +373,21 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
 
     out = _Draft()
     if pinned.sglang is None:
-        out.reasons.append("sglang is not pinned to one version: nothing to check against")
+        from resolver.pins_ranges import is_range, judge_sglang_range
+
+        unjudged = [p for p in pinned.loose if p.name == "sglang"]
+        ranged = next((p for p in unjudged if is_range(p)), None)
+        if ranged is None:
+            out.reasons.append("sglang is not pinned to a version moonpin can judge" + (
+                f": {unjudged[0].path}:{unjudged[0].line} {cut(unjudged[0].raw, 120)}"
+                + (f" ({unjudged[0].note})" if unjudged[0].note else "") if unjudged else
+                ": nothing to check against"))
+            return out
+
+        out.verdict, out.reasons, out.updates = judge_sglang_range(
+            g, ranged, pinned.mooncake or pinned.loose_mooncake(),
+            torch=pinned.torch.version if pinned.torch else None, python=python, arch=arch,
+            update=_update, places=pinned.places)
         return out
     sv = pinned.sglang.version or ""
     torch = pinned.torch.version if pinned.torch else None
@@ -383,6 +397,12 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
     plain = [] if keep == "mooncake" else _preferred(which["compatible"], loose)
     target = pinned.mooncake or loose
+    if loose is not None and loose.spec and not any(
+            c["dist"] == loose.name and _in_spec(c["version"], loose.spec) for c in plain):
+        from resolver.pins_ranges import mooncake_range_reason
+
+        out.reasons.append(mooncake_range_reason([(Version(sv), which)], loose))
+        out.verdict = "incompatible"
     if plain and target is not None:
         best = plain[0]
         out.updates += [_update(
