@@ -234,32 +234,49 @@ def cmd_pins(args: argparse.Namespace) -> int:
         _fatal("each --match needs a --dep (the package its currentValue is a version of)",
                "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
     patterns = list(zip(args.match or [], args.dep or [], strict=True))
-    found = _read_pin_files(args.files, patterns)
+    files = list(args.files)
+    found = _read_pin_files(files, patterns)
     if args.changed:
         if not found:
             print(f"no pin of sglang, torch or a mooncake distribution in "
                   f"{_shown(', '.join(args.files))}: nothing to judge")
             return 0
         # A commit's files are judged with the rest of the project: one set, as pip sees it.
-        found = _read_pin_files([*args.files, *pins.project_files(".")], patterns)
+        files += pins.project_files(".")
+        found = _read_pin_files(files, patterns)
     if not found:
         raise pins_output.nothing_pinned(args.files)
     pinned = pins.pinned_set(found)
     pins.check_versions(pinned)
-    verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch,
-                         strategy=args.strategy, keep=args.keep)
+    g = _graph(args)
+    python, python_from = args.python, None
+    if python is None and (project := pins.project_python(files)) is not None:
+        python, python_from = project
+    verdict = pins.judge(g, pinned, python=python, arch=args.arch, strategy=args.strategy,
+                         keep=args.keep, python_from=python_from)
+    # With --diff, stdout is the patch alone (for `patch`/`git apply`): the report is on stderr.
+    report = sys.stderr if args.diff and not args.write else sys.stdout
     if args.json:
-        _emit_json(pins_output.report_json(found, pinned, verdict))
+        _emit_json(pins_output.report_json(found, pinned, verdict), report)
     else:
-        print("\n".join(pins_output.report_lines(found, pinned, verdict)))
+        print("\n".join(pins_output.report_lines(found, pinned, verdict)), file=report)
     if (args.diff or args.write) and verdict.updates:
-        _rewrite_pins(found, list(verdict.updates), write=args.write)
+        written = _rewrite_pins(found, list(verdict.updates), write=args.write)
+        if written:
+            # What the command leaves is what it answers for: judged again as written.
+            after = pins.pinned_set(_read_pin_files(files, patterns))
+            again = pins.judge(g, after, python=python, arch=args.arch,
+                               strategy=args.strategy, keep=args.keep, python_from=python_from)
+            print(f"after writing: verdict {again.verdict}"
+                  + (f", {len(again.updates)} update(s) left" if again.updates else ""),
+                  file=sys.stderr)
+            return pins_output.exit_code(after, again, exit_zero=args.exit_zero)
     return pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
 
 
-def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> None:
+def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> bool:
     """Print the unified diff of the updates; with ``write``, apply it (atomically, per file,
-    line endings, mode and symlinks kept)."""
+    line endings, mode and symlinks kept). True when every update was written."""
     import os
 
     from resolver import pins_rewrite
@@ -268,10 +285,12 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
     (sys.stderr if write else sys.stdout).writelines(plan.diff())
     for problem in plan.problems:
         print(f"not written: {_shown(problem)}", file=sys.stderr)
-    if write:
-        for p, written in pins_rewrite.write_rewrite(plan):
-            print(f"wrote {p}" + (f" (through the symlink, to {written})"
-                                  if written != os.path.abspath(p) else ""), file=sys.stderr)
+    if not write:
+        return False
+    for p, written in pins_rewrite.write_rewrite(plan):
+        print(f"wrote {p}" + (f" (through the symlink, to {written})"
+                              if written != os.path.abspath(p) else ""), file=sys.stderr)
+    return not plan.problems
 
 
 def cmd_renovate(args: argparse.Namespace) -> int:

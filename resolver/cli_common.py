@@ -24,9 +24,10 @@ def _fatal(msg: str, hint: str | None = None, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
-def _emit_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+def _emit_json(obj: Any, file: Any = None) -> None:
+    out = sys.stdout if file is None else file
+    json.dump(obj, out, indent=2, default=str)
+    out.write("\n")
 
 
 def _mb(n: int) -> str:

@@ -236,7 +236,8 @@ def _add_pins(sub: Any) -> None:
                     "move the stack to the newest compatible set")
     pn.add_argument("--keep", choices=["sglang", "torch", "mooncake"],
                     help="the package that must not move")
-    pn.add_argument("--diff", action="store_true", help="print the updates as a unified diff")
+    pn.add_argument("--diff", action="store_true", help="print the updates as a unified "
+                    "diff on stdout (the report then goes to stderr)")
     pn.add_argument("--write", action="store_true",
                     help="apply the updates in place (atomically; layout and comments kept)")
     pn.add_argument("--changed", action="store_true",
@@ -338,8 +339,9 @@ EXIT_CODES = {
     "explain": "0 compatible; 1 incompatible or unknown (the failing checks are printed); "
                "2 bad input",
     "matrix": "0 at least one compatible row; 1 none; 2 bad input or an unusable KB",
-    "pins": "0 compatible and nothing to do; 1 incompatible or updates proposed (0 with "
-            "--exit-zero); 2 a file or line that cannot be read (nothing judged)",
+    "pins": "0 compatible and nothing to do, or --write left a compatible set; 1 "
+            "incompatible or updates proposed (0 with --exit-zero); 2 a file or line that "
+            "cannot be read (nothing judged)",
     "renovate": "0 a fragment with a compatible mooncake; 1 none fits (the fragment holds "
                 "what can be said); 2 bad input",
     "constraints": "0 written; 1 no mooncake release fits; 2 bad input",

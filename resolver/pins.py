@@ -144,6 +144,7 @@ __all__ = [
     "plan_stack",
     "platform_of",
     "project_files",
+    "project_python",
     "read_for_rewrite",
     "read_pins",
     "read_pins_or_fail",
@@ -392,6 +393,36 @@ def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] 
     if errors:
         raise PinsUnreadable(errors)
     return found
+
+
+def project_python(files: Sequence[str]) -> tuple[str, str] | None:
+    """The project's Python when ``--python`` is not given: the lowest CPython minor the
+    ``requires-python`` of a pyproject.toml among ``files`` admits (uv resolves for that
+    lower bound too), and where it comes from; None when no file says."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from resolver.inputs import CPYTHON_MINORS
+    from resolver.pins_toml import requires_python
+
+    for f in files:
+        if file_type(Path(f)) != "pyproject":
+            continue
+        try:
+            spec = requires_python(read_for_rewrite(f))
+        except (OSError, UnicodeDecodeError):
+            continue  # reading its pins said so
+        if not spec:
+            continue
+        try:
+            admits = SpecifierSet(spec)
+        except InvalidSpecifier:
+            continue
+        low = next((m for m in CPYTHON_MINORS if (m >= 8 and f"3.{m}" in admits)
+                    or (m >= 8 and admits.contains(f"3.{m}.99"))), None)
+        if low is not None:
+            return f"3.{low}", (f"python 3.{low} (the lowest requires-python "
+                                f"{cut(spec, 60)!r} admits, {cut(f, 120)})")
+    return None
 
 
 class Stack(NamedTuple):
