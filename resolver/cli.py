@@ -74,7 +74,8 @@ def _print_which(res: Which, what: str, why: bool) -> None:
     for note in said:
         print(f"# note: {note}")
     if not compatible:
-        print(f"none compatible ({len(res.excluded)} excluded, {len(res.unknown)} unknown)")
+        print(f"none compatible: {_why_none(res, what)} ({len(res.excluded)} excluded, "
+              f"{len(res.unknown)} unknown)")
     for c in compatible[:_SHOWN]:
         wheels = c.wheels or ()
         pys = sorted({w.python for w in wheels})
@@ -90,6 +91,29 @@ def _print_which(res: Which, what: str, why: bool) -> None:
     _print_excluded(res.excluded, what, why or not compatible)
     for c in res.unknown:
         print(f"  unknown  {c.dist or what} {c.version}: {c.reason}")
+
+
+def _why_none(res: Which, what: str) -> str:
+    """The one-line reason nothing is compatible: the check that excludes the most releases
+    (``no mooncake wheel for cp39`` when it is the wheel's python or platform)."""
+    if not res.excluded:
+        return "nothing in the knowledge base to judge" if not res.unknown else (
+            "every candidate is unknown (not read in the last scrape)")
+    counts: dict[str, int] = {}
+    for c in res.excluded:
+        reason = c.reason or ""
+        kind = reason.split(":", 1)[0] if ":" in reason[:40] else reason
+        counts[kind] = counts.get(kind, 0) + 1
+    kind, n = max(counts.items(), key=lambda kv: kv[1])
+    if kind == "wheel for python/platform":
+        on = " ".join(str(res.query.get(k)) for k in ("python", "arch")
+                      if res.query.get(k) not in (None, "all"))
+        rest = (f" (the other {len(res.excluded) - n} fail a check before it)"
+                if n < len(res.excluded) else "")
+        return f"no {what} wheel for {on or 'this python and platform'}{rest}"
+    first = next(c.reason for c in res.excluded if (c.reason or "").startswith(kind))
+    share = "every one" if n == len(res.excluded) else f"{n} of {len(res.excluded)}"
+    return f"{share} excluded by {kind} (e.g. {_shown(first or '', 160)})"
 
 
 def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> None:
@@ -351,8 +375,13 @@ def cmd_constraints(args: argparse.Namespace) -> int:
         _fatal(f"no mooncake release in the knowledge base fits sglang {_shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {_shown(args.sglang)} --why` says why",
                code=1)
-    sys.stdout.write(pins_constraints.render(
-        g, plan, args.format, where=pins_constraints.judged_for(args.python, args.arch)))
+    where = pins_constraints.judged_for(args.python, args.arch)
+    if args.json:
+        _emit_json({"sglang": plan.sglang, "torch": list(plan.torches),
+                    "module": plan.module, "constraints": pins_constraints.constraint_lines(
+                        g, plan), "notes": list(plan.jit_notes), "platform": where})
+        return 0
+    sys.stdout.write(pins_constraints.render(g, plan, args.format, where=where))
     return 0
 
 
@@ -434,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         from resolver.check import main as check_main
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
+    from resolver.cli_common import JSON_ERRORS
+
+    JSON_ERRORS[0] = "--json" in (args_in[:args_in.index("--")] if "--" in args_in
+                                  else args_in)
     _refuse_oversized(args_in)
     rest = args_in[len(lead):]
     if rest == ["--version"]:
@@ -463,7 +496,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.parse_args([rest[1], "--help"])
         parser.print_help()
         return 0
-    args = parser.parse_args(args_in)
+    args, extra = parser.parse_known_args(args_in)
+    if extra:  # said by the command's own parser: its usage, and the nearest option
+        from resolver.cli_parser import subparser
+
+        subparser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.show_version:
         from resolver.cli_parser import _version_line
 

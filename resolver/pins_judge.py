@@ -250,10 +250,21 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
     subsets = [[p for p in pins if _applies(p, a, python)] for a in arches]
     if arch is None and subsets[0] != subsets[1]:
         marked = next(p for p in pins if (p in subsets[0]) != (p in subsets[1]))
+        where = where.replace("x86_64 and aarch64", "x86_64 and aarch64 apart (the marker "
+                              f"at {marked.path}:{marked.line})")
+        has = [any(p.name in MOONCAKE_FAMILY for p in sub) for sub in subsets]
+        if any(has) and not all(has):
+            # mooncake is left out on one architecture by its markers: nothing to judge there
+            (a,) = [a for a, h in zip(arches, has, strict=True) if h]
+            (b,) = [b for b, h in zip(arches, has, strict=True) if not h]
+            out = _judge_set(g, pinned_set(subsets[arches.index(a)]), python=python, arch=a,
+                             strategy=strategy, keep=keep)
+            out.notes.append(f"on {b} no mooncake requirement applies (its marker leaves it "
+                             "out): nothing judged there")
+            return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
         parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
                                 keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
-        return _per_arch(parts, where.replace("x86_64 and aarch64", "x86_64 and aarch64 "
-                         f"apart (the marker at {marked.path}:{marked.line})"))
+        return _per_arch(parts, where)
     return _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
                       python=python, arch=arch, strategy=strategy, keep=keep).done(where)
 
