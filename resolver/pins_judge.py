@@ -289,8 +289,9 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
     chosen = pinned.mooncake
     name = kept["newName"] if kept else chosen.name if chosen else None
     version = kept["newVersion"] if kept else chosen.version if chosen else None
-    if name is None:
-        return
+    written = {p.name for p in (*pinned.exact, *pinned.loose) if p.name in MOONCAKE_FAMILY}
+    if name is None or len(written) < 2:
+        return  # one distribution as written (a move to another is not "side by side")
     moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
     others = [p for p in pinned.loose if p.name in MOONCAKE_FAMILY and p.name != name
               and (p.path, p.line, p.name) not in moved]

@@ -153,3 +153,20 @@ def test_a_dockerfile_arg_belongs_to_the_distribution_installed_with_it(
     assert dock.read_text().splitlines()[1] == arg.replace("0.3.12", "0.3.13.post1")
     again = json.loads(_pins_cli(str(req), str(dock), "--json").stdout)
     assert (again["verdict"], again["updates"], again["conflicts"]) == ("compatible", [], [])
+
+
+def test_a_replacement_through_a_dockerfile_arg_renames_where_it_is_installed(
+        tmp_path: Path) -> None:
+    """The multi-file project of issue 27 (requirements + pyproject + Dockerfile): a switch
+    of distribution through ``ARG MOONCAKE_VERSION`` was 'not written' (the ARG carries a
+    version only) and the install line was flagged as a second distribution."""
+    dock = tmp_path / "Dockerfile"
+    dock.write_text("FROM lmsysorg/sglang:v0.5.18-cu130\nARG MOONCAKE_VERSION=0.3.10\n"
+                    "RUN pip install mooncake-transfer-engine==${MOONCAKE_VERSION}\n")
+    doc = json.loads(_pins_cli(str(dock), "--json").stdout)
+    assert not any("two mooncake distributions" in r for r in doc["reasons"]), doc["reasons"]
+    w = _pins_cli(str(dock), "--write")
+    assert w.returncode == 0 and "not written" not in w.stderr, w.stdout + w.stderr
+    assert dock.read_text().splitlines()[1:] == [
+        "ARG MOONCAKE_VERSION=0.3.13.post1",
+        "RUN pip install mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION}"]
