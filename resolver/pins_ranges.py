@@ -102,6 +102,28 @@ def mooncake_range_reason(answers: Sequence[tuple[Version, dict[str, Any]]], tar
     return f"no {what} release fits {among}{with_torch}: {said}"
 
 
+class _Answers(Sequence[tuple[Version, dict[str, Any]]]):
+    """``which mooncake`` of each release, asked the first time it is read."""
+
+    def __init__(self, releases: list[Version],
+                 ask: Callable[[Version], dict[str, Any]]) -> None:
+        self.releases = releases
+        self.ask = ask
+        self.done: list[tuple[Version, dict[str, Any]]] = []
+
+    def __len__(self) -> int:
+        return len(self.releases)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = range(len(self))[i]
+        while len(self.done) <= i:
+            sv = self.releases[len(self.done)]
+            self.done.append((sv, self.ask(sv)))
+        return self.done[i]
+
+
 Update = Callable[[Pin, str, str, str], dict[str, Any]]
 
 
@@ -123,10 +145,13 @@ def judge_sglang_range(g: CompatGraph, sglang: Pin, mooncake: Pin | None, *,
         return "unknown", [f"no sglang release in the knowledge base is in {what} and "
                            "imports a mooncake process-group module: nothing to judge"], []
     shown = (f"{releases[-1]} .. {releases[0]}" if len(releases) > 1 else str(releases[0]))
-    answers: list[tuple[Version, dict[str, Any]]] = []
-    for sv in releases:
+
+    def ask(sv: Version) -> dict[str, Any]:
         which = query.which_mooncake(g, str(sv), torch=torch, python=python, arch=arch)
-        answers.append((sv, which if isinstance(which, dict) else dict(which.to_json())))
+        return which if isinstance(which, dict) else dict(which.to_json())
+
+    # asked newest first, as far as a pick needs (each answer reads a resolved table)
+    answers = _Answers(releases, ask)
     fit = _pick(answers, lambda c: _fits(c, mooncake))
     reasons = [f"{what} is a range: pip installs whichever release resolves, so every "
                f"release of it in the knowledge base was judged ({shown})"]
