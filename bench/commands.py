@@ -45,6 +45,7 @@ COMMANDS: list[list[str]] = [
     ["triples", "--sglang", ">=0.5.17"],
     ["show", "sglang==0.5.18"],
     ["show", CUDA13],
+    ["show", "torch==2.13.0"],
     ["kb", "info"],
     ["pins", "{req}"],
     ["renovate", "{req}"],

@@ -74,7 +74,8 @@ def _print_which(res: Which, what: str, why: bool) -> None:
     for note in said:
         print(f"# note: {note}")
     if not compatible:
-        print(f"none compatible ({len(res.excluded)} excluded, {len(res.unknown)} unknown)")
+        print(f"none compatible: {_why_none(res, what)} ({len(res.excluded)} excluded, "
+              f"{len(res.unknown)} unknown)")
     for c in compatible[:_SHOWN]:
         wheels = c.wheels or ()
         pys = sorted({w.python for w in wheels})
@@ -90,6 +91,29 @@ def _print_which(res: Which, what: str, why: bool) -> None:
     _print_excluded(res.excluded, what, why or not compatible)
     for c in res.unknown:
         print(f"  unknown  {c.dist or what} {c.version}: {c.reason}")
+
+
+def _why_none(res: Which, what: str) -> str:
+    """The one-line reason nothing is compatible: the check that excludes the most releases
+    (``no mooncake wheel for cp39`` when it is the wheel's python or platform)."""
+    if not res.excluded:
+        return "nothing in the knowledge base to judge" if not res.unknown else (
+            "every candidate is unknown (not read in the last scrape)")
+    counts: dict[str, int] = {}
+    for c in res.excluded:
+        reason = c.reason or ""
+        kind = reason.split(":", 1)[0] if ":" in reason[:40] else reason
+        counts[kind] = counts.get(kind, 0) + 1
+    kind, n = max(counts.items(), key=lambda kv: kv[1])
+    if kind == "wheel for python/platform":
+        on = " ".join(str(res.query.get(k)) for k in ("python", "arch")
+                      if res.query.get(k) not in (None, "all"))
+        rest = (f" (the other {len(res.excluded) - n} fail a check before it)"
+                if n < len(res.excluded) else "")
+        return f"no {what} wheel for {on or 'this python and platform'}{rest}"
+    first = next(c.reason for c in res.excluded if (c.reason or "").startswith(kind))
+    share = "every one" if n == len(res.excluded) else f"{n} of {len(res.excluded)}"
+    return f"{share} excluded by {kind} (e.g. {_shown(first or '', 160)})"
 
 
 def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> None:
@@ -234,32 +258,49 @@ def cmd_pins(args: argparse.Namespace) -> int:
         _fatal("each --match needs a --dep (the package its currentValue is a version of)",
                "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
     patterns = list(zip(args.match or [], args.dep or [], strict=True))
-    found = _read_pin_files(args.files, patterns)
+    files = list(args.files)
+    found = _read_pin_files(files, patterns)
     if args.changed:
         if not found:
             print(f"no pin of sglang, torch or a mooncake distribution in "
                   f"{_shown(', '.join(args.files))}: nothing to judge")
             return 0
         # A commit's files are judged with the rest of the project: one set, as pip sees it.
-        found = _read_pin_files([*args.files, *pins.project_files(".")], patterns)
+        files += pins.project_files(".")
+        found = _read_pin_files(files, patterns)
     if not found:
         raise pins_output.nothing_pinned(args.files)
     pinned = pins.pinned_set(found)
     pins.check_versions(pinned)
-    verdict = pins.judge(_graph(args), pinned, python=args.python, arch=args.arch,
-                         strategy=args.strategy, keep=args.keep)
+    g = _graph(args)
+    python, python_from = args.python, None
+    if python is None and (project := pins.project_python(files)) is not None:
+        python, python_from = project
+    verdict = pins.judge(g, pinned, python=python, arch=args.arch, strategy=args.strategy,
+                         keep=args.keep, python_from=python_from)
+    # With --diff, stdout is the patch alone (for `patch`/`git apply`): the report is on stderr.
+    report = sys.stderr if args.diff and not args.write else sys.stdout
     if args.json:
-        _emit_json(pins_output.report_json(found, pinned, verdict))
+        _emit_json(pins_output.report_json(found, pinned, verdict), report)
     else:
-        print("\n".join(pins_output.report_lines(found, pinned, verdict)))
+        print("\n".join(pins_output.report_lines(found, pinned, verdict)), file=report)
     if (args.diff or args.write) and verdict.updates:
-        _rewrite_pins(found, list(verdict.updates), write=args.write)
+        written = _rewrite_pins(found, list(verdict.updates), write=args.write)
+        if written:
+            # What the command leaves is what it answers for: judged again as written.
+            after = pins.pinned_set(_read_pin_files(files, patterns))
+            again = pins.judge(g, after, python=python, arch=args.arch,
+                               strategy=args.strategy, keep=args.keep, python_from=python_from)
+            print(f"after writing: verdict {again.verdict}"
+                  + (f", {len(again.updates)} update(s) left" if again.updates else ""),
+                  file=sys.stderr)
+            return pins_output.exit_code(after, again, exit_zero=args.exit_zero)
     return pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
 
 
-def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> None:
+def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> bool:
     """Print the unified diff of the updates; with ``write``, apply it (atomically, per file,
-    line endings, mode and symlinks kept)."""
+    line endings, mode and symlinks kept). True when every update was written."""
     import os
 
     from resolver import pins_rewrite
@@ -268,10 +309,12 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
     (sys.stderr if write else sys.stdout).writelines(plan.diff())
     for problem in plan.problems:
         print(f"not written: {_shown(problem)}", file=sys.stderr)
-    if write:
-        for p, written in pins_rewrite.write_rewrite(plan):
-            print(f"wrote {p}" + (f" (through the symlink, to {written})"
-                                  if written != os.path.abspath(p) else ""), file=sys.stderr)
+    if not write:
+        return False
+    for p, written in pins_rewrite.write_rewrite(plan):
+        print(f"wrote {p}" + (f" (through the symlink, to {written})"
+                              if written != os.path.abspath(p) else ""), file=sys.stderr)
+    return not plan.problems
 
 
 def cmd_renovate(args: argparse.Namespace) -> int:
@@ -332,8 +375,13 @@ def cmd_constraints(args: argparse.Namespace) -> int:
         _fatal(f"no mooncake release in the knowledge base fits sglang {_shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {_shown(args.sglang)} --why` says why",
                code=1)
-    sys.stdout.write(pins_constraints.render(
-        g, plan, args.format, where=pins_constraints.judged_for(args.python, args.arch)))
+    where = pins_constraints.judged_for(args.python, args.arch)
+    if args.json:
+        _emit_json({"sglang": plan.sglang, "torch": list(plan.torches),
+                    "module": plan.module, "constraints": pins_constraints.constraint_lines(
+                        g, plan), "notes": list(plan.jit_notes), "platform": where})
+        return 0
+    sys.stdout.write(pins_constraints.render(g, plan, args.format, where=where))
     return 0
 
 
@@ -415,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         from resolver.check import main as check_main
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
+    from resolver.cli_common import JSON_ERRORS
+
+    JSON_ERRORS[0] = "--json" in (args_in[:args_in.index("--")] if "--" in args_in
+                                  else args_in)
     _refuse_oversized(args_in)
     rest = args_in[len(lead):]
     if rest == ["--version"]:
@@ -444,7 +496,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.parse_args([rest[1], "--help"])
         parser.print_help()
         return 0
-    args = parser.parse_args(args_in)
+    args, extra = parser.parse_known_args(args_in)
+    if extra:  # said by the command's own parser: its usage, and the nearest option
+        from resolver.cli_parser import subparser
+
+        subparser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.show_version:
         from resolver.cli_parser import _version_line
 

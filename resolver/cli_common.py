@@ -15,18 +15,30 @@ if TYPE_CHECKING:
 __all__: list[str] = []  # helpers of resolver.cli and its command modules only
 
 
-def _fatal(msg: str, hint: str | None = None, code: int = 2) -> NoReturn:
+#: Set by :func:`resolver.cli.main` when the command line asks for ``--json``: every error
+#: is then also a JSON object on stdout (``{"error": ..., "tip": ..., "exit_code": ...}``),
+#: as ``moonpin check --json`` answers on stdout whatever happens.
+JSON_ERRORS = [False]
+
+
+def _fatal(msg: str, hint: str | None = None, code: int = 2, prog: str = "moonpin",
+           ) -> NoReturn:
     # the last guard on echoed input (a 4,000-character path or argument, quoted with its
     # escapes): whatever a message quotes, it stays a few lines
-    print(f"moonpin: error: {_shown(msg, 1000)}", file=sys.stderr)
+    print(f"{prog}: error: {_shown(msg, 1000)}", file=sys.stderr)
     if hint:
         print(f"tip: {_shown(hint, 600)}", file=sys.stderr)
+    if JSON_ERRORS[0]:
+        _emit_json({"error": _shown(msg, 1000), "tip": _shown(hint, 600) if hint else None,
+                    "exit_code": code})
+        sys.stdout.flush()
     raise SystemExit(code)
 
 
-def _emit_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+def _emit_json(obj: Any, file: Any = None) -> None:
+    out = sys.stdout if file is None else file
+    json.dump(obj, out, indent=2, default=str)
+    out.write("\n")
 
 
 def _mb(n: int) -> str:

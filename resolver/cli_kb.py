@@ -186,7 +186,10 @@ def cmd_kb_resolve(args: argparse.Namespace) -> int:
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
     with store.kb_lock(kb_path), _Busy(f"resolving the answers of {kb_path}"):
         out = resolved.write(kb_path)  # kb_lock refuses the KB inside an installed package
-    print(f"wrote {out}")
+    if getattr(args, "json", False):
+        _emit_json({"kb": str(kb_path), "wrote": str(out)})
+    else:
+        print(f"wrote {out}")
     return 0
 
 
@@ -333,8 +336,10 @@ def _refresh_lines(r: dict[str, Any]) -> list[str]:
 def cmd_show(args: argparse.Namespace) -> int:
     from resolver import show, spelling
 
-    kb = _summary(args)  # it says whether the release is there
     name, version = spelling.split_release(args.release)
+    if name == "torch":
+        return _show_torch(args, version)
+    kb = _summary(args)  # it says whether the release is there
     if name == "sglang":
         hits = [r.version for r in kb.sglang if _same_version(r.version, version)]
         pool = [r.version for r in kb.sglang]
@@ -397,3 +402,53 @@ def _nearest(version: str, pool: list[str]) -> list[str]:
     below = [p for p in ordered if Version(p) < v][-2:]
     above = [p for p in ordered if Version(p) > v][:2]
     return below + above
+
+
+def _show_torch(args: argparse.Namespace, version: str) -> int:
+    """``moonpin show torch==2.13.0``: the KB's facts of that torch (the CUDA major of the
+    index's wheel per architecture, with the evidence) and the SGLang releases whose torch
+    requirement admits it; PEP 440 equality (``2.13`` is 2.13.0)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
+    from resolver.cli_common import _graph, _shown
+    from resolver.query import torch_release
+
+    g = _graph(args)
+    want = torch_release(g, version)
+    rec = next((t for t in g.kb.torch if Version(t.version) == Version(want)), None)
+    if rec is None:
+        listed = Version(want) in {Version(v) for v in g.kb.torch_versions}
+        near = _nearest(want, [t.version for t in g.kb.torch])
+        said = ("listed by the index, but the KB read none of its wheels" if listed
+                else "not in the knowledge base")
+        _fatal(f"torch=={want} is {said}",
+               f"the KB reads the torch releases SGLang pins or mooncake builds target; "
+               f"nearest with facts: {', '.join(near)}")
+    admits = []
+    for sv in sorted(g.sglang):
+        specs = [x for x in g.sglang[sv].torch_specifiers if x]
+        try:
+            if specs and all(SpecifierSet(x).contains(want, True) for x in specs[:1]):
+                admits.append(str(sv))
+        except InvalidSpecifier:
+            continue
+    doc = {"name": "torch", "version": rec.version,
+           "variants": [{"arch": v.arch, "cuda_major": v.cuda_major, "evidence": v.evidence,
+                         "wheel": v.artifact.filename} for v in rec.variants],
+           "sglang_admitting": admits}
+    if args.json:
+        _emit_json(doc)
+        return 0
+    print(f"torch {rec.version}")
+    for v in doc["variants"]:
+        cuda = f"CUDA {v['cuda_major']}" if v["cuda_major"] is not None else "CPU build"
+        print(f"  {v['arch']:8} {cuda:10} {v['wheel']}  ({_shown(v['evidence'], 160)})")
+    print(f"  admitted by the torch requirement of sglang {_listed_short(admits)}"
+          if admits else "  no SGLang release of the KB requires it")
+    return 0
+
+
+def _listed_short(values: list[str], keep: int = 6) -> str:
+    return ", ".join(values) if len(values) <= keep else (
+        ", ".join(values[:keep]) + f" (+{len(values) - keep})")

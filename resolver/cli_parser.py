@@ -21,7 +21,7 @@ from resolver.cli import (
 )
 from resolver.cli_kb import cmd_kb_info, cmd_kb_resolve, cmd_scrape, cmd_show
 
-__all__ = ["DESCRIPTION", "EPILOG", "EXIT_CODES", "build_parser"]
+__all__ = ["DESCRIPTION", "EPILOG", "EXIT_CODES", "build_parser", "subparser"]
 
 
 # ---------------------------------------------------------------------- parser
@@ -75,12 +75,13 @@ def build_parser(with_matrix: Any = None, only: str | None = None) -> argparse.A
         subcommand's parser is of this class too)."""
 
         def error(self, message: str) -> NoReturn:
-            self.print_usage(sys.stderr)
+            from resolver.cli_common import _fatal
+
             if len(message) > 400:
                 message = message[:400] + f"... ({len(message):,} characters)"
-            print(f"{self.prog}: error: {message}", file=sys.stderr)
-            print(f"tip: `{self.prog} --help` says what it takes", file=sys.stderr)
-            raise SystemExit(2)
+            near = _did_you_mean(self, message)
+            self.print_usage(sys.stderr)
+            _fatal(message, near or f"`{self.prog} --help` says what it takes", prog=self.prog)
 
         def _get_formatter(self) -> argparse.HelpFormatter:
             from resolver.inputs import help_width
@@ -111,6 +112,45 @@ def build_parser(with_matrix: Any = None, only: str | None = None) -> argparse.A
     return p
 
 
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str | None:
+    """A tip naming the nearest command or option of ``parser``'s own tables for what
+    argparse refused (``whcih`` -> ``which``, ``--jsn`` -> ``--json``), or None."""
+    import argparse
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if m:
+        word, pool = m.group(1), re.findall(r"'([^']*)'", m.group(2)) or m.group(2).split(", ")
+    else:
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        if m is None or not m.group(1).startswith("-"):
+            return None
+        word = m.group(1).split("=")[0]
+        pool = [o for a in parser._actions for o in a.option_strings
+                if a.help != argparse.SUPPRESS]
+    near = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    if not near:
+        return None
+    return f"did you mean {near[0]!r}? (`{parser.prog} --help` says what it takes)"
+
+
+def subparser(parser: argparse.ArgumentParser, args: argparse.Namespace,
+              ) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` names (``moonpin kb info``'s for
+    ``args.command == "kb"``), else ``parser``: its errors show its own usage."""
+    import argparse
+
+    for dest in ("command", "kb_command"):
+        name = getattr(args, dest, None)
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
+                   None)
+        if name is None or sub is None or name not in sub.choices:
+            break
+        parser = sub.choices[name]
+    return parser
+
+
 def _add_scrape(sub: Any) -> None:
     import argparse
 
@@ -137,7 +177,7 @@ def _add_kb(sub: Any) -> argparse.ArgumentParser:
     import argparse
 
     k = sub.add_parser("kb", help="about the knowledge base")
-    ksub = k.add_subparsers(dest="kb_command", required=True)
+    ksub = k.add_subparsers(dest="kb_command", metavar="{info,resolve}", required=True)
     ki = ksub.add_parser("info", help="which KB is read, when it was scraped, counts and "
                          "coverage")
     ki.add_argument("--json", action="store_true", help="print it as JSON")
@@ -146,6 +186,7 @@ def _add_kb(sub: Any) -> argparse.ArgumentParser:
     kr = ksub.add_parser("resolve", help="re-derive the resolved/ folder beside the KB (one "
                          "table of answers per SGLang release, read by the fast paths); "
                          "`moonpin scrape` does it after every write")
+    kr.add_argument("--json", action="store_true", help="print what was written as JSON")
     kr.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     kr.set_defaults(func=cmd_kb_resolve)
     made: argparse.ArgumentParser = k
@@ -180,7 +221,8 @@ def _scope(sp: argparse.ArgumentParser) -> None:
 def _add_which(sub: Any) -> None:
 
     w = sub.add_parser("which", help="which mooncake / sglang / torch works with the rest")
-    w.add_argument("what", choices=["mooncake", "sglang", "torch"],
+    w.add_argument("what", metavar="{mooncake,sglang,torch}",
+                   choices=["mooncake", "sglang", "torch"],
                    help="what to find: mooncake needs --sglang; sglang needs --mooncake; "
                    "torch needs both")
     w.add_argument("--sglang", metavar="VERSION", help="the SGLang release, e.g. 0.5.18, "
@@ -236,7 +278,8 @@ def _add_pins(sub: Any) -> None:
                     "move the stack to the newest compatible set")
     pn.add_argument("--keep", choices=["sglang", "torch", "mooncake"],
                     help="the package that must not move")
-    pn.add_argument("--diff", action="store_true", help="print the updates as a unified diff")
+    pn.add_argument("--diff", action="store_true", help="print the updates as a unified "
+                    "diff on stdout (the report then goes to stderr)")
     pn.add_argument("--write", action="store_true",
                     help="apply the updates in place (atomically; layout and comments kept)")
     pn.add_argument("--changed", action="store_true",
@@ -276,6 +319,8 @@ def _add_constraints(sub: Any) -> None:
                     "that compile their process-group extension at first import")
     cn.add_argument("--python", help="3.12 or cp312 (default: every python the wheels cover)")
     cn.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
+    cn.add_argument("--json", action="store_true", help="print the requirement strings and "
+                    "what they were judged for as JSON")
     cn.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
     cn.set_defaults(func=cmd_constraints)
 
@@ -338,8 +383,9 @@ EXIT_CODES = {
     "explain": "0 compatible; 1 incompatible or unknown (the failing checks are printed); "
                "2 bad input",
     "matrix": "0 at least one compatible row; 1 none; 2 bad input or an unusable KB",
-    "pins": "0 compatible and nothing to do; 1 incompatible or updates proposed (0 with "
-            "--exit-zero); 2 a file or line that cannot be read (nothing judged)",
+    "pins": "0 compatible and nothing to do, or --write left a compatible set; 1 "
+            "incompatible or updates proposed (0 with --exit-zero); 2 a file or line that "
+            "cannot be read (nothing judged)",
     "renovate": "0 a fragment with a compatible mooncake; 1 none fits (the fragment holds "
                 "what can be said); 2 bad input",
     "constraints": "0 written; 1 no mooncake release fits; 2 bad input",

@@ -155,7 +155,7 @@ def _spell_inputs(args: argparse.Namespace) -> None:
         name, version = spelling.split_release(args.release)
         if name == "sglang":
             args.release = f"sglang=={pools.sglang(version, 'sglang==')}"
-        else:
+        elif name != "torch":  # torch: read by the command (PEP 440 equality with the KB's)
             args.release = "==".join(pools.mooncake(name, version, what="release name"))
     if cmd == "explain":
         out = []

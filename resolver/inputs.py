@@ -29,11 +29,14 @@ def normalize_python(text: str | None, *, known: Iterable[str] = ()) -> str | No
     if text is None:
         return None
     t = text.strip().lower()
-    m = re.fullmatch(r"(?:cp|py)?3\.?(\d{1,2})", t)
+    # 3.12.1 is Python 3.12 (wheels are tagged per minor); a trailing t is the free-threaded
+    # ABI (cp313t, PEP 703), a distinct build of its own.
+    m = re.fullmatch(r"(?:cp|py)?3\.?(\d{1,2})(t?)", t) or re.fullmatch(
+        r"3\.(\d{1,2})\.\d{1,3}(t?)", t)
     if not m:
         raise UsageError(f"cannot read python {text!r} (--python)",
                          hint=f"use e.g. --python 3.12 or cp312 (not {text!r})")
-    tag = f"cp3{int(m.group(1))}"
+    tag = f"cp3{int(m.group(1))}{m.group(2)}"
     if int(m.group(1)) not in CPYTHON_MINORS and tag not in set(known):
         raise UsageError(f"--python {text!r}: no CPython 3.{int(m.group(1))} exists (known: "
                          f"3.{CPYTHON_MINORS[0]} to 3.{CPYTHON_MINORS[-1]})",

@@ -432,14 +432,29 @@ def _is_shipped(path: str | None) -> bool:
     return os.path.realpath(path) in shipped
 
 
+def _in_checkout(path: str | None) -> bool:
+    """The KB file is the one of a moonpin repository checkout (a ``pyproject.toml`` and
+    ``docs/`` beside its ``data/``), not of an installed copy."""
+    import os
+
+    if not path:
+        return False
+    root = os.path.dirname(os.path.dirname(os.path.realpath(path)))
+    return (os.path.isfile(os.path.join(root, "pyproject.toml"))
+            and os.path.isdir(os.path.join(root, "docs")))
+
+
 def render_docs(m: Matrix) -> str:
     """``docs/matrix.md``: a one-line header naming the KB it comes from and saying how to
     regenerate it, then the table. The shipped KB is named by its place in the repository
     (so the page does not depend on where the checkout is); any other by its path."""
     path = m.kb.get("path")
-    if _is_shipped(path):
+    if _is_shipped(path) and _in_checkout(path):
         source = (f"Generated from the shipped knowledge base (`data/kb.json`); regenerate "
                   f"with `{DOCS_COMMAND}`.")
+    elif _is_shipped(path):  # an installed copy: the repository's docs/ workflow is not here
+        source = ("Generated from the knowledge base installed with moonpin; regenerate "
+                  "with `moonpin matrix --format md`.")
     elif path:
         source = (f"Generated from the knowledge base `{path}`, not the shipped one; "
                   f"regenerate with `moonpin --kb {path} matrix --format md`.")

@@ -51,6 +51,12 @@ Contract (documented decisions):
   as written even though a shell would redirect); options are skipped (with their values);
   a requirement whose version is a shell variable is reported with ``version=None`` and a
   note. Comment-only lines inside a continuation are skipped, as Docker does.
+* **Base images**: ``FROM lmsysorg/sglang:v0.5.18-cu130`` (any registry, ``--platform``
+  and ``AS`` allowed) is an sglang pin of kind ``"docker-image"``, its version the tag's as
+  :func:`resolver.manifests.sglang_version_of_image` reads it (``args --file`` reads the
+  same tag), so an update rewrites the tag's version only. A tag with a variable is not read.
+* **Ranges** are judged over every release of the knowledge base inside them
+  (:mod:`resolver.pins_ranges`).
 * **pyproject.toml** uses :mod:`tomllib` (3.11+) and then locates each requirement string in
   the text, in order, after its table header and key (so duplicates map to successive
   occurrences). On Python 3.10 a small line-based reader (:func:`_toml_arrays_linewise`)
@@ -138,6 +144,7 @@ __all__ = [
     "plan_stack",
     "platform_of",
     "project_files",
+    "project_python",
     "read_for_rewrite",
     "read_pins",
     "read_pins_or_fail",
@@ -386,6 +393,36 @@ def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] 
     if errors:
         raise PinsUnreadable(errors)
     return found
+
+
+def project_python(files: Sequence[str]) -> tuple[str, str] | None:
+    """The project's Python when ``--python`` is not given: the lowest CPython minor the
+    ``requires-python`` of a pyproject.toml among ``files`` admits (uv resolves for that
+    lower bound too), and where it comes from; None when no file says."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from resolver.inputs import CPYTHON_MINORS
+    from resolver.pins_toml import requires_python
+
+    for f in files:
+        if file_type(Path(f)) != "pyproject":
+            continue
+        try:
+            spec = requires_python(read_for_rewrite(f))
+        except (OSError, UnicodeDecodeError):
+            continue  # reading its pins said so
+        if not spec:
+            continue
+        try:
+            admits = SpecifierSet(spec)
+        except InvalidSpecifier:
+            continue
+        low = next((m for m in CPYTHON_MINORS if (m >= 8 and f"3.{m}" in admits)
+                    or (m >= 8 and admits.contains(f"3.{m}.99"))), None)
+        if low is not None:
+            return f"3.{low}", (f"python 3.{low} (the lowest requires-python "
+                                f"{cut(spec, 60)!r} admits, {cut(f, 120)})")
+    return None
 
 
 class Stack(NamedTuple):

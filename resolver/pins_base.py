@@ -219,6 +219,24 @@ def _wheel_pin_parts(ref: str) -> tuple[str, str, int] | None:
     return canon(name), parts[1], base_start + len(parts[0]) + 1
 
 
+def _vcs_tag_version(url: str) -> tuple[str, int] | None:
+    """The release a VCS reference's tag names and its offset in ``url``
+    (``git+https://…/sglang@v0.5.18#egg=sglang`` -> ``("0.5.18", …)``), or None for a branch,
+    a commit or no ref (pip's ``vcs+URL@REF``: the ref after the path's last ``@``)."""
+    if not re.match(r"(git|hg|svn|bzr)\+", url):
+        return None
+    end = min((i for i in (url.find("#"), url.find("?")) if i >= 0), default=len(url))
+    at = url.rfind("@", 0, end)
+    if at < 0 or "/" in url[at + 1:end]:
+        return None
+    ref = url[at + 1:end]
+    start = at + 1 + (1 if ref[:1] in "vV" else 0)
+    text = url[start:end]
+    if not re.fullmatch(r"\d+(\.\d+)+((a|b|rc)\d+)?(\.post\d+)?", text):
+        return None
+    return text, start
+
+
 def _reference_name(ref: str) -> str | None:
     egg = re.search(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)", ref)
     if egg:
@@ -266,6 +284,11 @@ def pin_from_requirement(
             vline, vcol = locate(lead + wheel[2])
             return Pin(name, "", wheel[1], path, line0, vcol, raw, kind,
                        note=join_notes(note, *notes), version_line=vline)
+        tag = None if editable else _vcs_tag_version(raw)
+        if tag is not None:
+            vline, vcol = locate(lead + tag[1])
+            return Pin(name, "", tag[0], path, line0, vcol, raw, kind,
+                       note=join_notes(note, "the tag's release", *notes), version_line=vline)
         return Pin(name, "", None, path, line0, -1, raw, kind, note=join_notes(note, *notes))
     req: Any = _plain_requirement(raw)  # a _Plain, or packaging's Requirement
     if req is None:
@@ -288,6 +311,12 @@ def pin_from_requirement(
             vline, vcol = locate(lead + off)
             return Pin(name, "", wheel[1], path, line0, vcol, raw, kind, extras, marker,
                        ref_note, version_line=vline)
+        tag = _vcs_tag_version(req.url)
+        if tag is not None and raw.find(req.url) >= 0:
+            vline, vcol = locate(lead + raw.find(req.url) + tag[1])
+            return Pin(name, "", tag[0], path, line0, vcol, raw, kind, extras, marker,
+                       join_notes("direct reference", "the tag's release", *notes),
+                       version_line=vline)
         return Pin(name, "", None, path, line0, -1, raw, kind, extras, marker, ref_note)
     m = NAME_RE.match(raw)
     spec_start = m.end() if m else 0

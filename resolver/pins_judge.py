@@ -4,7 +4,6 @@ Renovate-like updates that make the set compatible (:func:`judge`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -28,7 +27,7 @@ __all__ = [
 ]
 
 #: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
-VALUE_KINDS = frozenset({"dockerfile-arg", "regex"})
+VALUE_KINDS = frozenset({"dockerfile-arg", "docker-image", "regex"})
 
 
 class PinnedSet(NamedTuple):
@@ -130,12 +129,19 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
         have = first.get(key)
         if have is None:
             first[key] = p
-        elif not _same(have, p) and not any(_same(b, p) for a, b in conflicts
-                                             if _key(a) == key):
+        elif not _same(have, p) and _together(have, p) and not any(
+                _same(b, p) for a, b in conflicts if _key(a) == key):
             conflicts.append((have, p))
     return PinnedSet(first.get("sglang"), first.get("torch"), first.get(mooncake_key),
                      tuple(conflicts), tuple(loose),
                      tuple(p for p in pins if p.version is not None))
+
+
+def _together(a: Pin, b: Pin) -> bool:
+    """Two pins whose markers both hold on some Linux architecture (pip installs both
+    there); ``; platform_machine == "x86_64"`` and ``"aarch64"`` never meet."""
+    return not (a.marker or b.marker) or any(
+        _applies(a, arch, None) and _applies(b, arch, None) for arch in ("x86_64", "aarch64"))
 
 
 def check_versions(pinned: PinnedSet) -> None:
@@ -183,28 +189,17 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
             "updateType": kind, "groupName": group, "reason": reason}
 
 
-_MARKER_ARCH = re.compile(r"platform_machine\s*==\s*[\"']([\w.-]+)[\"']")
-_MARKER_PY = re.compile(r"python_version\s*==\s*[\"'](\d+\.\d+)[\"']")
-
-
 def platform_of(pins: Sequence[Pin], *, python: str | None = None,
-                arch: str | None = None) -> tuple[str | None, str | None, str]:
+                arch: str | None = None, python_from: str | None = None,
+                ) -> tuple[str | None, str | None, str]:
     """The python and arch to judge on, and where they come from: ``--python``/``--arch``
-    first, else an ``==`` in the pins' own markers (``platform_machine == "x86_64"``)."""
+    (or ``python_from``: the project's ``requires-python``). A marker is not a platform:
+    it says on which platforms its own requirement applies (see :func:`judge`)."""
     said: list[str] = []
     if python is not None:
-        said.append(f"python {python} (from --python)")
+        said.append(python_from or f"python {python} (from --python)")
     if arch is not None:
         said.append(f"{arch} (from --arch)")
-    for p in pins:
-        if not p.marker:
-            continue
-        if python is None and (m := _MARKER_PY.search(p.marker)):
-            python = m.group(1)
-            said.append(f"python {python} (from the marker at {p.path}:{p.line})")
-        if arch is None and (m := _MARKER_ARCH.search(p.marker)):
-            arch = m.group(1)
-            said.append(f"{arch} (from the marker at {p.path}:{p.line})")
     if python is None:
         said.append("every python the wheels cover")
     if arch is None:
@@ -212,23 +207,118 @@ def platform_of(pins: Sequence[Pin], *, python: str | None = None,
     return python, arch, "judged for " + ", ".join(said)
 
 
+def _applies(pin: Pin, arch: str, python: str | None) -> bool:
+    """Whether ``pin``'s marker holds on Linux on ``arch`` (and ``python`` when given; the
+    running interpreter's otherwise). A marker that cannot be evaluated applies."""
+    if not pin.marker:
+        return True
+    from packaging.markers import (
+        InvalidMarker,
+        Marker,
+        UndefinedEnvironmentName,
+        default_environment,
+    )
+
+    env: dict[str, Any] = dict(default_environment())
+    env.update(platform_machine=arch, sys_platform="linux", platform_system="Linux",
+               os_name="posix")
+    if python is not None:
+        minor = python.removeprefix("cp3").rstrip("t")
+        env.update(python_version=f"3.{minor}", python_full_version=f"3.{minor}.0")
+    try:
+        return bool(Marker(pin.marker).evaluate(env))
+    except (InvalidMarker, UndefinedEnvironmentName, ValueError):
+        return True
+
+
 def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
           arch: str | None = None, strategy: str = "minimal",
-          keep: str | None = None) -> Judgement:
+          keep: str | None = None, python_from: str | None = None) -> Judgement:
     """The verdict for a pinned set and the updates that make it compatible.
 
     ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
     mooncake; ``latest`` moves the whole stack to the newest SGLang that has a prebuilt
     compatible mooncake. ``keep`` names the one package that must not move. The platform is
-    ``python``/``arch``, else what the pins' markers say (``platform`` says which).
+    ``python``/``arch`` (``python_from`` says where the python comes from), else every one
+    the wheels cover. A requirement's marker applies to it alone: pins whose markers hold
+    on one architecture and not the other are judged per architecture, as the set pip
+    installs there.
     """
-    python, arch, where = platform_of(
-        [p for p in (pinned.sglang, pinned.torch, pinned.mooncake) if p is not None]
-        + list(pinned.loose), python=python, arch=arch)
+    python, arch, where = platform_of([], python=python, arch=arch, python_from=python_from)
+    pins = [*pinned.exact, *pinned.loose]
+    arches = [arch] if arch is not None else ["x86_64", "aarch64"]
+    subsets = [[p for p in pins if _applies(p, a, python)] for a in arches]
+    if arch is None and subsets[0] != subsets[1]:
+        marked = next(p for p in pins if (p in subsets[0]) != (p in subsets[1]))
+        where = where.replace("x86_64 and aarch64", "x86_64 and aarch64 apart (the marker "
+                              f"at {marked.path}:{marked.line})")
+        has = [any(p.name in MOONCAKE_FAMILY for p in sub) for sub in subsets]
+        if any(has) and not all(has):
+            # mooncake is left out on one architecture by its markers: nothing to judge there
+            (a,) = [a for a, h in zip(arches, has, strict=True) if h]
+            (b,) = [b for b, h in zip(arches, has, strict=True) if not h]
+            out = _judge_set(g, pinned_set(subsets[arches.index(a)]), python=python, arch=a,
+                             strategy=strategy, keep=keep)
+            out.notes.append(f"on {b} no mooncake requirement applies (its marker leaves it "
+                             "out): nothing judged there")
+            return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
+        parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
+                                keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
+        return _per_arch(parts, where)
+    return _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
+                      python=python, arch=arch, strategy=strategy, keep=keep).done(where)
+
+
+def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: str | None,
+               strategy: str, keep: str | None) -> _Draft:
     if pinned.conflicts:
-        return _judge_conflicting(g, pinned, python=python, arch=arch, strategy=strategy,
-                                  keep=keep, where=where)
-    out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
+        out = _judge_conflicting(g, pinned, python=python, arch=arch, strategy=strategy,
+                                 keep=keep)
+    else:
+        out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
+    _side_by_side(pinned, out)
+    return out
+
+
+def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
+    """Two mooncake distributions required together (``mooncake-transfer-engine`` and its
+    ``-cuda13``) install one ``mooncake/`` package over each other's files: whichever pip
+    writes last wins, file by file. Each requirement of another distribution than the one
+    kept is moved to it."""
+    kept = next((u for u in out.updates if u["depName"] in MOONCAKE_FAMILY), None)
+    chosen = pinned.mooncake
+    name = kept["newName"] if kept else chosen.name if chosen else None
+    version = kept["newVersion"] if kept else chosen.version if chosen else None
+    written = {p.name for p in (*pinned.exact, *pinned.loose) if p.name in MOONCAKE_FAMILY}
+    if name is None or len(written) < 2:
+        return  # one distribution as written (a move to another is not "side by side")
+    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    others = [p for p in pinned.loose if p.name in MOONCAKE_FAMILY and p.name != name
+              and (p.path, p.line, p.name) not in moved]
+    if not others:
+        return
+    said = ", ".join(f"{p.name} at {p.path}:{p.line}" for p in others)
+    out.verdict = "incompatible"
+    out.reasons.insert(0, f"{said} beside {name}: two mooncake distributions install one "
+                       "mooncake/ package over each other's files; keep one")
+    if version is not None:
+        out.updates += [_update(p, name, version, f"one mooncake distribution: {name}")
+                        for p in others]
+
+
+def _per_arch(parts: Sequence[tuple[str, _Draft]], where: str) -> Judgement:
+    """The judgements of each architecture's set as one: the worst verdict, each reason
+    said with its architecture, the updates of every place once."""
+    rank = {"incompatible": 2, "unknown": 1, "compatible": 0}
+    out = _Draft(max((d.verdict for _, d in parts), key=lambda v: rank.get(v, 1)))
+    seen: set[tuple[str, int, str]] = set()
+    for a, d in parts:
+        out.reasons += [f"on {a}: {r}" for r in d.reasons]
+        out.notes += [n for n in d.notes if n not in out.notes]
+        for u in d.updates:
+            if (u["packageFile"], u["line"], u["depName"]) not in seen:
+                seen.add((u["packageFile"], u["line"], u["depName"]))
+                out.updates.append(u)
     return out.done(where)
 
 
@@ -281,8 +371,7 @@ def _newest_first(pin: Pin) -> tuple[Version, str, str]:
 
 
 def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
-                       arch: str | None, strategy: str, keep: str | None,
-                       where: str) -> Judgement:
+                       arch: str | None, strategy: str, keep: str | None) -> _Draft:
     """A set whose pins of one dependency disagree is a problem as it stands (pip refuses
     two ``==`` of one name; two mooncake distributions share one ``mooncake/`` folder).
     Each reading of it is judged; the first compatible one (else the first) gives the
@@ -305,7 +394,7 @@ def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
                        "version of each, and one mooncake distribution)")
     out.verdict = "incompatible"
     out.updates = [u for u in out.updates if not _no_op(u)]
-    return out.done(where)
+    return out
 
 
 def _fit_the_mooncake(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
@@ -373,7 +462,21 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
 
     out = _Draft()
     if pinned.sglang is None:
-        out.reasons.append("sglang is not pinned to one version: nothing to check against")
+        from resolver.pins_ranges import is_range, judge_sglang_range
+
+        unjudged = [p for p in pinned.loose if p.name == "sglang"]
+        ranged = next((p for p in unjudged if is_range(p)), None)
+        if ranged is None:
+            out.reasons.append("sglang is not pinned to a version moonpin can judge" + (
+                f": {unjudged[0].path}:{unjudged[0].line} {cut(unjudged[0].raw, 120)}"
+                + (f" ({unjudged[0].note})" if unjudged[0].note else "") if unjudged else
+                ": nothing to check against"))
+            return out
+
+        out.verdict, out.reasons, out.updates = judge_sglang_range(
+            g, ranged, pinned.mooncake or pinned.loose_mooncake(),
+            torch=pinned.torch.version if pinned.torch else None, python=python, arch=arch,
+            update=_update, places=pinned.places)
         return out
     sv = pinned.sglang.version or ""
     torch = pinned.torch.version if pinned.torch else None
@@ -383,6 +486,12 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
     plain = [] if keep == "mooncake" else _preferred(which["compatible"], loose)
     target = pinned.mooncake or loose
+    if loose is not None and loose.spec and not any(
+            c["dist"] == loose.name and _in_spec(c["version"], loose.spec) for c in plain):
+        from resolver.pins_ranges import mooncake_range_reason
+
+        out.reasons.append(mooncake_range_reason([(Version(sv), which)], loose))
+        out.verdict = "incompatible"
     if plain and target is not None:
         best = plain[0]
         out.updates += [_update(

@@ -11,10 +11,15 @@ from typing import NamedTuple
 from resolver.pins_base import (
     HASH_NOTE,
     MAX_LINE_CHARS,
+    NAME_RE,
+    TRACKED,
+    Locate,
     Logical,
     Pin,
     PinError,
     Text,
+    canon,
+    join_notes,
     pin_from_requirement,
     shifted,
 )
@@ -112,5 +117,42 @@ def _line(logical: Logical, body: str, shown: str, kind: str
     req_text = stripped[: opt_m.start()] if opt_m else stripped
     options = stripped[opt_m.start():] if opt_m else ""
     notes = [HASH_NOTE] if re.search(r"(^|\s)--hash\b", options) else []
+    if _ENV_VAR.search(req_text):
+        return _expanded(req_text, shifted(logical.locate, lead), shown, kind, notes)
     return pin_from_requirement(req_text, shifted(logical.locate, lead), shown, kind,
                                 notes=notes)
+
+
+#: pip expands ``${NAME}`` (upper case, digits and ``_`` only) from the environment in
+#: every line of a requirements file, and leaves a name that is not set as written
+#: (``pip/_internal/req/req_file.py``, ``expand_env_variables``).
+_ENV_VAR = re.compile(r"\$\{([A-Z0-9_]+)\}")
+
+
+def _expanded(req_text: str, locate: Locate, shown: str, kind: str, notes: list[str]
+              ) -> Pin | PinError | None:
+    """A requirement with ``${VAR}``: read as pip reads it once the environment is
+    expanded. Its version is then not text of the file (it is not rewritten); a variable
+    that is not set leaves a pin that is not judged, saying why."""
+    import os
+
+    names = list(dict.fromkeys(_ENV_VAR.findall(req_text)))
+    unset = [n for n in names if n not in os.environ]
+    said = ", ".join(f"${{{n}}}" for n in names)
+    if unset:
+        m = NAME_RE.match(req_text)
+        name = canon(m.group(1)) if m and "$" not in m.group(0) else None
+        if name not in TRACKED:
+            return None
+        line0, _ = locate(0)
+        missing = ", ".join(f"${{{n}}}" for n in unset)
+        return Pin(name, req_text[m.end():].split(";")[0].strip() if m else "", None, shown,
+                   line0, -1, req_text, kind,
+                   note=join_notes(f"version from {missing}, not set in the environment: "
+                                   "not judged (pip would read it as written)", *notes))
+    text = _ENV_VAR.sub(lambda v: os.environ[v.group(1)], req_text)
+    res = pin_from_requirement(text, lambda off: (locate(0)[0], -1), shown, kind,
+                               notes=[*notes, f"{said} from the environment"])
+    if isinstance(res, Pin):
+        res = res._replace(raw=req_text, col=-1, version_line=res.line)
+    return res

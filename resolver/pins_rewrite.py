@@ -117,10 +117,18 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
             continue
         if u["newName"] != u["depName"]:
             if pin.kind == "dockerfile-arg":
-                problems.append(f"{where}: {pin.raw.split('=')[0]} carries a version only; "
-                                f"switch the package to {u['newName']} where it is installed")
-                continue
-            renames.append((pin, u["newName"]))
+                # the ARG holds the version; the distribution is named where it is installed
+                var = re.split(r"[=\s]", pin.raw.strip(), maxsplit=1)[0]
+                users = [p for p in pins if p.path == pin.path and p.version is None
+                         and p.name == pin.name and re.search(
+                             rf"\$\{{?{re.escape(var)}\b", p.spec)]
+                if not users:
+                    problems.append(f"{where}: {var} carries a version only; switch the "
+                                    f"package to {u['newName']} where it is installed")
+                    continue
+                renames += [(p, u["newName"]) for p in users]
+            else:
+                renames.append((pin, u["newName"]))
         edits.setdefault((pin.path, pin.version_line), []).append(
             (pin.col, pin.version or "", u["newVersion"]))
     for (path, lineno), changes in edits.items():

@@ -1,4 +1,5 @@
-"""Reading Dockerfiles and shell scripts: the version variables of
+"""Reading Dockerfiles and shell scripts: an SGLang base image's tag (``FROM
+lmsysorg/sglang:v0.5.18-cu130``), the version variables of
 :data:`~resolver.pins_base.VERSION_VARIABLES` (``ARG``/``ENV``/``export``/assignments) and the
 arguments of ``pip install`` / ``uv pip install`` / ``python -m pip install`` lines, across
 ``\\`` continuations (Docker drops comment lines inside one), ``&&``/``;`` chains and
@@ -29,16 +30,64 @@ __all__ = ["shell_pins"]
 Result = Pin | PinError | None
 
 
+#: The note of a ``pip install`` requirement whose version is a shell variable.
+VARIABLE_NOTE = "version from a shell variable"
+
+
 def shell_pins(shown: str, text: Text) -> Iterator[Result]:
-    """Every version variable and ``pip install`` requirement of a tracked distribution."""
-    for logical in _shell_logical_lines(text.lines):
-        yield from _assignments(shown, logical)
-        yield from _pip_installs(shown, logical)
+    """Every version variable and ``pip install`` requirement of a tracked distribution.
+
+    A variable is of the distribution the file installs with it (``ARG MOONCAKE_VERSION``
+    used by ``pip install mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION}`` is a pin
+    of ``-cuda13``, and any variable so used is read, whatever its name); one the file
+    uses with no install is of the distribution :data:`VERSION_VARIABLES` names."""
+    logicals = list(_shell_logical_lines(text.lines))
+    installs = [list(_pip_installs(shown, logical)) for logical in logicals]
+    names = dict(VERSION_VARIABLES)
+    used: set[str] = set()
+    for res in (r for rs in installs for r in rs):
+        if isinstance(res, Pin) and res.note == VARIABLE_NOTE:
+            var = _variable_of(res.spec)
+            if var is not None and var not in used:
+                used.add(var)
+                names[var] = res.name
+    for logical, pips in zip(logicals, installs, strict=True):
+        yield from _assignments(shown, logical, names)
+        yield from pips
+        yield from _base_image(shown, logical)
 
 
-def _assignments(shown: str, logical: Logical) -> Iterator[Result]:
+def _variable_of(spec: str) -> str | None:
+    """``VAR`` of a specifier that is exactly ``==${VAR}``, ``==$VAR`` or
+    ``==${VAR:-default}``."""
+    m = re.fullmatch(r"={2,3}\s*\$(?:\{(\w+)(?::?-[^}]*)?\}|(\w+))", spec.strip())
+    return (m.group(1) or m.group(2)) if m else None
+
+
+_FROM = re.compile(r"[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S*sglang:\S+)", re.IGNORECASE)
+
+
+def _base_image(shown: str, logical: Logical) -> Iterator[Result]:
+    """``FROM lmsysorg/sglang:v0.5.18-cu130``: the SGLang release the image's tag stands
+    for, read as ``moonpin args --file`` reads that tag (kind ``docker-image``, its version
+    the tag's, so an update rewrites the tag)."""
+    m = _FROM.match(logical.text)
+    if m is None or "$" in m.group(1):
+        return
+    from resolver.manifests import sglang_version_in_image
+
+    at = sglang_version_in_image(m.group(1))
+    if at is None:
+        return
+    line0, _ = logical.locate(m.start(1))
+    vline, vcol = logical.locate(m.start(1) + at[1])
+    yield value_pin("sglang", at[0], line0, vcol, shown, m.group(1), "docker-image",
+                    version_line=vline, note="base image tag")
+
+
+def _assignments(shown: str, logical: Logical, names: dict[str, str]) -> Iterator[Result]:
     s = logical.text
-    for var, name in VERSION_VARIABLES.items():
+    for var, name in names.items():
         for m in re.finditer(rf"(?<![\w$]){var}(=|\s+|$)", s):
             if m.group(1) != "=":
                 if re.fullmatch(rf"\s*ARG\s+{var}\s*", s, re.IGNORECASE):
@@ -114,7 +163,7 @@ def _variable_pin(shown: str, logical: Logical, w: _Word) -> Pin | None:
     spec = w.value[m.end():].split(";")[0].strip()
     line0, _ = logical.locate(w.offset(0))
     return Pin(canon(m.group(1)), spec, None, shown, line0, -1, w.value, "pip-install",
-               extras, note="version from a shell variable")
+               extras, note=VARIABLE_NOTE)
 
 
 _PREFIX_WORDS = frozenset({"RUN", "sudo", "exec", "env", "time", "command", "nohup", "uv"})

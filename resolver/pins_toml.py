@@ -21,7 +21,8 @@ from resolver.pins_base import (
     pin_from_requirement,
 )
 
-__all__ = ["TomlEntry", "pyproject_pins", "toml_arrays", "toml_arrays_linewise", "toml_guard"]
+__all__ = ["TomlEntry", "pyproject_pins", "requires_python", "toml_arrays", "toml_arrays_linewise",
+           "toml_guard"]
 
 # (kind, optional-dependencies group or None, requirement string, offset of its opening
 # quote in the file or -1 when not found, quote character)
@@ -235,3 +236,17 @@ def pyproject_pins(shown: str, text: Text) -> Iterator[Pin | PinError | None]:
         if isinstance(res, PinError) and lit_start < 0:
             res = PinError(shown, 0, res.message + " (its line was not found)")
         yield res
+
+
+def requires_python(text: str) -> str | None:
+    """``[project] requires-python`` (PEP 621) as written, or None (absent, not a string,
+    or a file that is not TOML: :func:`pyproject_pins` reports that)."""
+    if toml_guard(text) is not None:
+        return None
+    if sys.version_info < (3, 11):
+        m = re.search(r"(?m)^\s*requires-python\s*=\s*[\"']([^\"']*)[\"']", text)
+        return m.group(1) if m else None
+    data, err = _toml_load(text)
+    project = data.get("project") if err is None else None
+    value = project.get("requires-python") if isinstance(project, dict) else None
+    return value if isinstance(value, str) else None

@@ -726,6 +726,18 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
     s_spec, t_spec, m_spec = (parse_spec(sglang, "sglang"), parse_spec(torch, "torch"),
                               parse_spec(mooncake, "mooncake"))
     dists = [str(canonical_name(dist))] if dist else g.dists()
+    if dist and dists[0] not in g.dists():
+        raise UsageError(f"unknown mooncake distribution {dist!r}",
+                         hint="known: " + ", ".join(g.dists()))
+    if s_spec is not None and not any(s_spec.contains(v, True) for v in g.sglang):
+        # a release the KB does not hold is unknown, not "0 compatible"
+        exact = [c.version for c in s_spec if c.operator in ("==", "===")]
+        if len(exact) == 1 and "*" not in exact[0]:
+            get_sglang(g, exact[0])  # raises naming the nearest known release
+        known = sorted(g.sglang)
+        raise UsageError(f"no sglang release in the knowledge base is in {sglang!r} (it "
+                         f"holds {known[0]} .. {known[-1]})",
+                         hint="`moonpin kb info` lists them; `moonpin scrape` refreshes")
     out = []
     versions = {(d, str(v)): v for d, v in g.mooncake}
     for sv, s in sorted(g.sglang.items(), reverse=True):

@@ -136,7 +136,9 @@ def test_a_5000_digit_version_is_refused_cleanly(tmp_path: Path) -> None:
 
 def test_renovate_on_a_non_pep440_pin_names_file_and_line(tmp_path: Path) -> None:
     req = tmp_path / "requirements.txt"
-    req.write_text("torch==2.13.0\nsglang===${V}\n", encoding="utf-8")
+    # (``sglang===${V}`` is pip's ${V} expansion now: a pin that is not judged, see
+    # test_pins_spellings)
+    req.write_text("torch==2.13.0\nsglang===nightly-build\n", encoding="utf-8")
     _bad_input(moonpin("renovate", str(req)), f"{req}:2:", "not a PEP 440 version")
     _bad_input(moonpin("pins", str(req)), f"{req}:2:", "not a PEP 440 version")
 
@@ -155,7 +157,7 @@ def test_write_keeps_crlf_mode_and_writes_through_a_symlink(tmp_path: Path) -> N
     link = tmp_path / "requirements.txt"
     link.symlink_to(real.name)
     r = moonpin("pins", str(link), "--write")
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == 0, r.stderr  # what it leaves is compatible (issue 27)
     assert link.is_symlink() and os.readlink(link) == real.name
     data = real.read_bytes()
     assert data == (STACK.replace("0.3.12", "0.3.13.post1").replace("\n", "\r\n")).encode()

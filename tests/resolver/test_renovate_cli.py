@@ -192,3 +192,49 @@ def test_every_branch_renovate_proposes_is_compatible(tmp_path: Path, case: str,
     for branch, b in out["branches"].items():
         assert b["verdict"] == "compatible" and b["exit"] == 0, (branch, b)
     assert all(b.startswith("renovate/sglang-stack") for b in out["branches"]), out
+
+
+def _apply_anywhere(text: str, updates: list[dict[str, Any]]) -> str:
+    """A branch's updates of one file applied as Renovate's pip_requirements and pep621
+    managers write them: ``name<currentValue>`` becomes ``newName<newValue>``."""
+    for u in updates:
+        new = u["newValue"] if u["newValue"].startswith("=") else f"=={u['newValue']}"
+        text = text.replace(f"{u['depName']}{u['currentValue']}",
+                            f"{u['newName'] or u['depName']}{new}")
+    return text
+
+
+def test_a_multi_file_repo_keeps_only_compatible_proposals(tmp_path: Path) -> None:
+    """Issue 27: requirements.txt (with ``-r requirements-gpu.txt``) and pyproject.toml
+    pinning one stack; every branch Renovate proposes, applied to every file it touches,
+    is a set ``moonpin pins`` judges compatible over all the files together."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    files = {
+        "requirements.txt": "sglang==0.5.18\n-r requirements-gpu.txt\n"
+                            "mooncake-transfer-engine-cuda13==0.3.12\n",
+        "requirements-gpu.txt": "torch==2.13.0\n",
+        "pyproject.toml": '[project]\nname = "demo"\nversion = "0.1"\ndependencies = '
+                          '["sglang==0.5.18", "mooncake-transfer-engine-cuda13==0.3.12"]\n',
+    }
+    for name, text in files.items():
+        (repo / name).write_text(text, encoding="utf-8")
+    frag = _moonpin("renovate", *(str(repo / n) for n in files))
+    assert frag.returncode == 0, frag.stderr
+    (repo / "renovate.json").write_text(frag.stdout, encoding="utf-8")
+    records, _ = _lookup(tmp_path, repo)
+    branches: dict[str, list[dict[str, Any]]] = {}
+    for u in _proposals(records):
+        branches.setdefault(u["branchName"], []).append(u)
+    assert branches, "Renovate proposed nothing (0.3.12 does not fit sglang 0.5.18)"
+    for branch, ups in branches.items():
+        after = tmp_path / branch.replace("/", "_")
+        after.mkdir()
+        for name, text in files.items():
+            mine = [u for u in ups if u["file"] == name]
+            (after / name).write_text(_apply_anywhere(text, mine), encoding="utf-8")
+        v = _moonpin("pins", *files, "--json", cwd=after)
+        doc = json.loads(v.stdout)
+        assert (doc["verdict"], v.returncode) == ("compatible", 0), (branch, ups, doc)
+        assert "mooncake-transfer-engine-cuda13==0.3.12" not in (
+            (after / "pyproject.toml").read_text() + (after / "requirements.txt").read_text())
