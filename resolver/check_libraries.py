@@ -149,10 +149,10 @@ def _check_symbols(builds: Sequence[str], paths: Sequence[str],
                         f"{os.path.basename(obj)} was built against defines {version}), or "
                         "a build of it made for this image's",
                         (obj, lib)))
-    # an object whose version needs are not met is never relocated (ld.so refuses it at
-    # the version check): its unbound symbols are not what the import says
-    refused = {obj for obj, _, _, _ in b.versions}
-    unbound = [u for u in b.unbound if u[0] not in refused]
+    # ld.so checks the version needs of every object a dlopen maps before it relocates any
+    # (elf/dl-open.c: _dl_check_map_versions, then _dl_relocate_object): with a need unmet
+    # the import fails on the version, and no symbol is bound, so none is reported
+    unbound = [] if b.versions else b.unbound
     if unbound:
         first = unbound[0]
         names = [ldbind.demangle(s) + (f"@{v}" if v else "") for _, s, v, _ in unbound]

@@ -204,8 +204,8 @@ def test_the_check_fails_a_build_whose_torch_symbols_are_not_there(tmp_path: Pat
 def test_an_old_library_is_one_failure_naming_what_the_loader_says_first(tmp_path: Path) -> None:
     """An image whose libv.so.1 is older than two of its objects need (as an old
     libstdc++ lacks GLIBCXX_3.4.20 and later for torch and the build alike): one failure
-    for the library, naming the first version the loader names and the rest; the symbols
-    of objects the loader refuses at the version check are not reported as unbound."""
+    for the library, naming the first version the loader names and the rest; no symbol is
+    reported unbound (ld.so checks every version need before it binds anything)."""
     import os
 
     from tests.lib.images import PG_NAMES, ext_suffix, healthy_image
