@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from resolver.image_facts import _Dist
     from resolver.importer import Found
 
-__all__: list[str] = []
+__all__ = ["where"]
 
 
 def _pth_origins(sites: Sequence[str]) -> dict[str, str]:

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__: list[str] = []
+__all__ = ["run_reaped"]
 
 #: Runs in the reaper child: ``argv[1]`` is JSON with the probe's command, its timeout and
 #: the descriptor the report (one JSON object) is written to. Standard library only, and
