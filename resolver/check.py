@@ -116,11 +116,14 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     memo = facts_memo()
     memo.enabled = source_cache
     confine(target.root if target is not None else None)
+    found: dict[str, Any] = {}
     try:
         report = _check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
                               site_packages=site_packages, kb_path=kb_path, strict=strict,
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
-                              source_cache=source_cache, python=python, target=target)
+                              source_cache=source_cache, python=python, target=target,
+                              found=found)
+        report.found = found
     finally:
         confine(None)
         memo.enabled = True
@@ -132,7 +135,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None,
-                 target: Target | None = None) -> Report:
+                 found: dict[str, Any], target: Target | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -185,6 +188,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
     kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
+    found.update(_where(target, site_packages is not None and python is None, dists,
+                        mooncakes))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     torch = _torch(torch_d, fixer, add, im._find_package(paths, "torch"), target.machine)
     if sglang is not None and torch_d is not None:  # the torch SGLang itself pins
@@ -213,6 +218,32 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
+
+
+def _where(target: Target, given_sites: bool, dists: dict[str, _Dist],
+           mooncakes: list[_Dist]) -> dict[str, Any]:
+    """Where the importer finds sglang, mooncake and torch, for ``--json``
+    (:func:`resolver.check_where.where`); ``PYTHONPATH`` is the target's unless the
+    environment is ``--site-packages`` folders, which do not add it."""
+    from resolver.check_sglang import _editable_dist
+    from resolver.check_where import where
+    from resolver.image_facts import _locate
+
+    pythonpath = [] if given_sites else [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    out = {}
+    for name in ("sglang", "mooncake", "torch"):
+        got = _locate(target.paths, name)
+        dist: _Dist | None
+        if name == "mooncake":
+            owner = [d for d in mooncakes if got is not None
+                     and got.folder == os.path.join(d.root, "mooncake")]
+            dist = (owner or mooncakes)[0] if owner or mooncakes else None
+        else:
+            dist = dists.get(name)
+        out[name] = where(got, target.paths, target.sites, pythonpath, dist,
+                          _editable_dist(dist) if dist is not None else False)
+    return out
 
 
 def _refused_backends(features: dict[str, str], site_packages: Sequence[StrPath] | None,

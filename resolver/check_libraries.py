@@ -145,22 +145,36 @@ def _check_symbols(builds: Sequence[str], paths: Sequence[str],
         return
     if b.skipped is not None:
         return  # the missing library is the failure already reported
-    for obj, version, lib, newest in b.versions:
+    by_lib: dict[str, list[tuple[str, str, str]]] = {}
+    for need in b.versions:
+        by_lib.setdefault(need[2], []).append((need[0], need[1], need[3]))
+    for lib, needs in by_lib.items():  # one failure per library: what ld.so says first
+        obj, version, newest = needs[0]
+        more = sorted({v for _, v, _ in needs} - {version})
+        others = len({o for o, _, _ in needs}) - 1
         add(CheckResult("symbols", "fail",
                         f"version `{version}' not found (required by {obj}): {lib} defines "
-                        + (f"at most {newest}" if newest else "no version of that kind"),
+                        + (f"at most {newest}" if newest else "no version of that kind")
+                        + (f"; also needed: {', '.join(more)}" if more else "")
+                        + (f"; {others} more object{'s' * (others != 1)} need{'s' * (others == 1)}"
+                           " versions it lacks" if others else ""),
                         f"install a newer {os.path.basename(lib)} in the image (the one "
                         f"{os.path.basename(obj)} was built against defines {version}), or "
-                        "a build of it made for this image's", (obj, lib)))
-    if b.unbound:
-        first = b.unbound[0]
-        names = [ldbind.demangle(s) + (f"@{v}" if v else "") for _, s, v, _ in b.unbound]
-        objs = sorted({os.path.basename(o) for o, _, _, _ in b.unbound})
+                        "a build of it made for this image's",
+                        (obj, lib)))
+    # ld.so checks the version needs of every object a dlopen maps before it relocates any
+    # (elf/dl-open.c: _dl_check_map_versions, then _dl_relocate_object): with a need unmet
+    # the import fails on the version, and no symbol is bound, so none is reported
+    unbound = [] if b.versions else b.unbound
+    if unbound:
+        first = unbound[0]
+        names = [ldbind.demangle(s) + (f"@{v}" if v else "") for _, s, v, _ in unbound]
+        objs = sorted({os.path.basename(o) for o, _, _, _ in unbound})
         shown = "; ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
         searched = ", ".join(first[3][:12]) + (f" (+{len(first[3]) - 12})"
                                                 if len(first[3]) > 12 else "")
         torchy = all(ldbind.demangle(s).startswith(_TORCH_NAMESPACES)
-                     for _, s, _, _ in b.unbound)
+                     for _, s, _, _ in unbound)
         built = _built_for(first[0]) if first[0] in builds else None
         fix = "reinstall the mooncake distribution that ships it (see the install line above)"
         if fixer is not None:
@@ -179,8 +193,8 @@ def _check_symbols(builds: Sequence[str], paths: Sequence[str],
                         f"{len(names)} undefined symbol{'s' if len(names) != 1 else ''} "
                         f"cannot be bound (the import fails with `undefined symbol`): {shown}; "
                         f"needed by {', '.join(objs)}; searched {searched}", fix,
-                        tuple(sorted({o for o, _, _, _ in b.unbound}))))
-    if not b.unbound and not b.versions:
+                        tuple(sorted({o for o, _, _, _ in unbound}))))
+    if not unbound and not b.versions:
         note = (f"; {len(b.host)} left to the host's driver" if b.host else "")
         add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.objects} "
                         f"objects bind as ld.so binds them{note}"))

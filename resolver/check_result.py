@@ -48,12 +48,14 @@ class CheckResult:
 class Report:
     """Every check, whether the image is usable, and the exit code that says so."""
 
-    __slots__ = ("checks", "exit_code", "usable")
+    __slots__ = ("checks", "exit_code", "found", "usable")
 
     def __init__(self, checks: list[CheckResult], usable: bool, exit_code: int) -> None:
         self.checks = checks
         self.usable = usable
         self.exit_code = exit_code
+        #: where sglang, mooncake and torch were found (:mod:`resolver.check_where`)
+        self.found: dict[str, Any] = {}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Report) and (self.checks, self.usable, self.exit_code) == (
@@ -69,7 +71,8 @@ class Report:
         import json
 
         return json.dumps({"usable": self.usable, "exit_code": self.exit_code,
-                           "checks": [c.as_dict() for c in self.checks]}, indent=1)
+                           "checks": [c.as_dict() for c in self.checks],
+                           "found": self.found}, indent=1)
 
     def quiet_lines(self) -> list[str]:
         """One line when usable; the failing checks (with their fixes) otherwise."""

@@ -429,7 +429,19 @@ def for_image(report: Report, target: Target) -> Report:
     checks = [CheckResult(c.name, c.status, image(c.message),
                           None if c.fix is None else dockerfile_fix(image(c.fix), target.pip),
                           tuple(image(e) for e in c.evidence)) for c in report.checks]
-    return _Report(checks, report.usable, report.exit_code)
+    out = _Report(checks, report.usable, report.exit_code)
+
+    def paths(value: Any) -> Any:
+        if isinstance(value, str):
+            return image(value)
+        if isinstance(value, dict):
+            return {k: paths(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [paths(v) for v in value]
+        return value
+
+    out.found = paths(report.found)
+    return out
 
 
 @_contextmanager

@@ -9,7 +9,7 @@ import os
 from resolver.build_facts import _UNREADABLE_SCHEME
 from resolver.check_libraries import _provider_hint
 from resolver.check_result import CheckResult
-from resolver.image_facts import BACKENDS, _list
+from resolver.image_facts import BACKENDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,77 +76,17 @@ def _tail(f: Any, cap: int = 1 << 20) -> bytes:
     return bytes(f.read())
 
 
-def _wait_probe(proc: Any, module: str, timeout: float) -> CheckResult | None:
-    """Wait for the probe; at the timeout, the failure naming what was running. The
-    child's process group is ended either way."""
-    if not _wait_unreaped(proc.pid, timeout):
-        running = _group_commands(proc.pid)
-        _kill_group(proc)
-        compiling = [c for c in running if c in ("ninja", "cc1plus", "nvcc", "c++", "g++",
-                                                  "cicc", "ptxas", "ld")]
-        what = (f"gave no answer in {timeout:g}s: it was still compiling its adapter "
-                f"({', '.join(compiling)} running), which a worker pays at start unless it is "
-                "compiled at image build" if compiling else
-                f"hung: no answer in {timeout:g}s (a worker would stall at start)")
-        return CheckResult("deep probe", "fail", f"importing {module} {what}"
-                           + (f" (processes: {', '.join(running[:8])})" if running else ""),
-                           "run `python -c 'import " + module + "'` in the image to see where")
-    _kill_group(proc)  # whatever the child left running
-    return None
-
-
-def _wait_unreaped(pid: int, timeout: float) -> bool:
-    """Wait for the child to exit without reaping it (``WNOWAIT``): while it is a zombie its
-    pid, and so its process group's id, cannot be given to another process, so the group
-    can be killed safely afterwards. False at the timeout."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while True:
-        try:
-            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
-                return True
-        except ChildProcessError:
-            return True  # already reaped
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-
-
-def _group_commands(pgid: int) -> list[str]:
-    """The command names of the processes in group ``pgid`` (from /proc; empty where it
-    cannot be read)."""
-    out = []
-    for pid in _list("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read(4096).decode("utf-8", "replace")
-        except OSError:
-            continue
-        name, _, rest = stat.partition(" (")[2].rpartition(") ")
-        fields = rest.split()
-        if len(fields) > 2 and fields[2] == str(pgid):
-            out.append(name)
-    return sorted(set(out))
-
-
-def _kill_group(proc: Any) -> None:
-    """End the child's process group, then reap the child (still unreaped here: see
-    :func:`_wait_unreaped`)."""
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass  # already gone
-    try:
-        proc.wait(timeout=10)
-    except Exception:  # a child that cannot be reaped must not crash the check
-        pass
+def _hang(module: str, timeout: float, running: list[str]) -> CheckResult:
+    """The failure at the timeout, naming what was running (a compiling loader's tools)."""
+    compiling = [c for c in running if c in ("ninja", "cc1plus", "nvcc", "c++", "g++",
+                                              "cicc", "ptxas", "ld")]
+    what = (f"gave no answer in {timeout:g}s: it was still compiling its adapter "
+            f"({', '.join(compiling)} running), which a worker pays at start unless it is "
+            "compiled at image build" if compiling else
+            f"hung: no answer in {timeout:g}s (a worker would stall at start)")
+    return CheckResult("deep probe", "fail", f"importing {module} {what}"
+                       + (f" (processes: {', '.join(running[:8])})" if running else ""),
+                       "run `python -c 'import " + module + "'` in the image to see where")
 
 
 def _deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPath] | None,
@@ -192,30 +132,35 @@ def _run_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPat
     """The probe's exit status and the tails of its stdout and stderr, or the failure (it
     could not start, it hung)."""
     import json
-    import subprocess
     import tempfile
+
+    from resolver.probe_reaper import run_reaped
 
     env = dict(os.environ)
     if site_packages is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             [*(os.fspath(p) for p in site_packages), *filter(None, [env.get("PYTHONPATH")])])
     cmd = [python, "-c", _PROBE, json.dumps({"module": module, "names": list(names)})]
-    # Output goes to files, not pipes: a child the import leaves running keeps a pipe open
-    # and would make us wait for it. Its own session: at the end the whole group goes (a
-    # compiling loader's ninja and cc1plus too), and at a timeout what ran is named.
+    # Output goes to files, not pipes: a child the import leaves running may keep them
+    # open and would make us wait for it. The probe runs under a reaper of moonpin's own
+    # (resolver/probe_reaper.py): at the end, every process it left goes, in its group or
+    # not (a compiling loader's ninja and cc1plus, a daemon that called setsid()), and at a
+    # timeout what ran is named.
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         try:
-            proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, env=env,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            rep = run_reaped(cmd, env, timeout, out_f, err_f)
         except OSError as e:
+            rep = {"error": e.strerror or str(e)}
+        if "error" in rep:
             return CheckResult("deep probe", "fail", f"cannot run {python}: "
-                               f"{e.strerror or e}", "pass the image's interpreter with "
-                               "--python")
-        result = _wait_probe(proc, module, timeout)
-        if result is not None:
-            return result
+                               f"{str(rep['error'])[:300]}", "pass the image's interpreter "
+                               "with --python")
+        if rep.get("timeout") or not isinstance(rep.get("rc"), int):
+            running = rep.get("running")
+            return _hang(module, timeout, [str(c) for c in running]
+                         if isinstance(running, list) else [])
         stdout_b, stderr_b = _tail(out_f), _tail(err_f)
-    return (proc.returncode, stdout_b.decode("utf-8", "replace"),
+    return (rep["rc"], stdout_b.decode("utf-8", "replace"),
             stderr_b.decode("utf-8", "replace"))
 
 

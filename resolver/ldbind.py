@@ -30,7 +30,7 @@ from resolver import ldso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from typing import Any
 
 __all__ = ["HOST_PROVIDED", "Binding", "bind", "demangle", "host_provided"]
@@ -338,7 +338,25 @@ def _bind_now(global_scope: list[str], roots: list[tuple[str, list[str]]],
                                         tuple(os.path.basename(p) for p in scope)))
             except SymbolError as e:
                 out.unbound.append((obj, f"<its symbol table cannot be read: {e}>", "", ()))
+            _drop_pages(tables.values())
     return out
+
+
+def _drop_pages(tables: Iterable[object | None]) -> None:
+    """Give back the pages of the mapped objects read so far (``MADV_DONTNEED``: a
+    read-only file mapping is refilled from the page cache when touched again). The
+    lookups of one object touch a few pages of each definer's hash and symbol tables;
+    summed over the scopes of a real image that was ~35 MiB of the check's peak memory."""
+    import mmap
+
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    for t in tables:
+        m = getattr(t, "data", None)
+        if advice is not None and isinstance(m, mmap.mmap):
+            try:
+                m.madvise(advice)
+            except (OSError, ValueError):
+                pass  # only memory is at stake
 
 
 def _versions(obj: str, t: object, by_name: dict[str, object], out: Binding) -> None:

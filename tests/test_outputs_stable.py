@@ -64,5 +64,5 @@ def test_outputs_are_what_was_recorded() -> None:
         RECORD.write_text(json.dumps(got, indent=1) + "\n")
     want = json.loads(RECORD.read_text())
     assert [w["argv"] for w in want] == COMMANDS, "the recorded set is another set: re-record"
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g == w, f"moonpin {' '.join(g['argv'])} changed"  # type: ignore[arg-type]

@@ -199,3 +199,49 @@ def test_the_check_fails_a_build_whose_torch_symbols_are_not_there(tmp_path: Pat
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "pass  symbols: 1 undefined symbols" in proc.stdout
+
+
+def test_an_old_library_is_one_failure_naming_what_the_loader_says_first(tmp_path: Path) -> None:
+    """An image whose libv.so.1 is older than two of its objects need (as an old
+    libstdc++ lacks GLIBCXX_3.4.20 and later for torch and the build alike): one failure
+    for the library, naming the first version the loader names and the rest; no symbol is
+    reported unbound (ld.so checks every version need before it binds anything)."""
+    import os
+
+    from tests.lib.images import PG_NAMES, ext_suffix, healthy_image
+
+    site = healthy_image(tmp_path / "site")
+    pkg = site / "mooncake"
+    strings = "".join(f'const char *s{i} = "{n}";\n'
+                      for i, n in enumerate((*PG_NAMES, "mooncake", "mooncake-cpu")))
+    new = "LIBV_1.0 { global: foo; local: *; };\nLIBV_1.1 { global: bar; } LIBV_1.0;\n" \
+          "LIBV_1.2 { global: baz; } LIBV_1.1;\n"
+    code = "int foo(void) { return 1; }\nint bar(void) { return 2; }\nint baz(void) { return 3; }\n"
+    _so(pkg, "libv.so.1", code, soname="libv.so.1", version_script=new)
+    _so(pkg, "libw.so", "extern int baz(void);\nint w(void) { return baz(); }\n",
+        libs=("libv.so.1",))
+    _so(pkg, "libcudart.so.13", "int cudart(void) { return 0; }\n", soname="libcudart.so.13")
+    built = _so(tmp_path / "b", "pg.so", strings + "extern int bar(void);\nextern int baz(void);\n"
+                "extern int w(void);\nint call(void) { return bar() + baz() + w(); }\n",
+                libs=(str(pkg / "libv.so.1"), str(pkg / "libw.so"), str(pkg / "libcudart.so.13")))
+    build = pkg / f"pg_2_13_0{ext_suffix()}"
+    os.replace(built, build)
+    argv = [sys.executable, "-m", "resolver.check", "--site-packages", str(site),
+            "--elastic-ep-backend", "mooncake", "--no-deep"]
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_none")}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root, env=env)
+    assert "pass  symbols:" in proc.stdout and proc.returncode == 0, proc.stdout
+    _so(pkg, "libv.so.1", "int foo(void) { return 1; }\n", soname="libv.so.1",
+        version_script="LIBV_1.0 { global: foo; local: *; };\n")  # the older copy
+    loader = _real_loader(build)
+    assert "version `LIBV_1.1' not found" in loader or "version `LIBV_1.2' not found" in loader
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root, env=env)
+    assert proc.returncode == 1, proc.stdout
+    failing = [x for x in proc.stdout.splitlines() if x.startswith("fail")]
+    assert len(failing) == 1, proc.stdout
+    first = loader.partition(": ")[2] or loader
+    assert failing[0].startswith("fail  symbols: version `LIBV_1.")
+    assert "defines at most LIBV_1.0" in failing[0] and "also needed: LIBV_1." in failing[0]
+    assert "1 more object needs versions it lacks" in failing[0], failing[0]
+    assert "undefined symbol" not in proc.stdout and first

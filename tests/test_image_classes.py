@@ -1,0 +1,209 @@
+"""Opt-in (``-m image``): on the real image of ``../shared/tools/realimg/build.sh``
+(``MOONPIN_TEST_REALIMG``, e.g. ``/tmp/realimg``), images of the classes issue 25 names,
+each made in a hard-link copy: the light check's verdict, for ``--python``,
+``--site-packages`` and the copy's own interpreter, equals what importing the module SGLang
+imports does there (with the stub NVIDIA driver on ``LD_LIBRARY_PATH``).
+
+* a build missing a ``DT_NEEDED`` its symbols need (``patchelf --remove-needed``, as
+  Mooncake PR #2255's wheel was);
+* a ``libstdc++.so.6`` older than the image's objects need (built with gcc and a version
+  script ending at ``GLIBCXX_3.4.19``, first on ``LD_LIBRARY_PATH``);
+* SGLang installed editable from a checkout (the wheel's sources unpacked, ``pip install
+  -e --no-deps --no-build-isolation`` with the copy's setuptools), at the release and at a
+  dev version ahead of every release with a source change in the mooncake import;
+* torch whose label is another release's (``pg_2_12_0`` copied over ``pg_2_13_0``).
+
+Nothing is fetched from the index. Changed files are copied first (never edited through a
+hard link), so the image itself is never changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.image
+
+ROOT = Path(__file__).resolve().parents[1]
+REALIMG = os.environ.get("MOONPIN_TEST_REALIMG")
+SITE = "lib/python3.11/site-packages"
+BUILD = "pg_2_13_0.cpython-311-x86_64-linux-gnu.so"
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    if not REALIMG or not (Path(REALIMG) / "venv" / "bin" / "python").exists():
+        pytest.fail("set MOONPIN_TEST_REALIMG to the folder build.sh made (with venv/)")
+    dst = tmp_path / "img"
+    subprocess.run(["cp", "-al", str(Path(REALIMG) / "venv"), str(dst)], check=True)
+    return dst
+
+
+def _own(path: Path) -> None:
+    """``path`` as a file of its own (no longer a hard link into the image)."""
+    tmp = path.with_name(path.name + ".own")
+    shutil.copy2(path, tmp)
+    os.replace(tmp, path)
+
+
+def _env(extra_ld: str = "") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    assert REALIMG is not None
+    env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(Path(REALIMG) / "stubs"), extra_ld]))
+    return env
+
+
+def _real(img: Path, code: str, env: dict[str, str]) -> tuple[bool, str]:
+    proc = subprocess.run([str(img / "bin" / "python"), "-c", code], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=img.parent)
+    return proc.returncode == 0, (proc.stderr.strip().splitlines() or [""])[-1]
+
+
+def _checks(img: Path, env: dict[str, str], tmp: Path) -> dict[str, tuple[int, str]]:
+    """The light check's exit code and output, the three ways."""
+    deps = tmp / "deps"  # moonpin's one dependency its fix lines use, for the own interpreter
+    if not deps.exists():
+        deps.mkdir()
+        import packaging
+
+        (deps / "packaging").symlink_to(Path(packaging.__file__).parent)
+    tail = ["--elastic-ep-backend", "mooncake", "--no-deep"]
+    runs = {
+        "--python": ([sys.executable, "-m", "resolver.check", "--python",
+                      str(img / "bin" / "python"), *tail], ROOT, env),
+        "--site-packages": ([sys.executable, "-m", "resolver.check", "--site-packages",
+                             str(img / SITE), *tail], ROOT, env),
+        "own": ([str(img / "bin" / "python"), "-m", "resolver.check", *tail], tmp,
+                {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{deps}"}),
+    }
+    out = {}
+    for how, (cmd, cwd, e) in runs.items():
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=cwd, env=e)
+        assert proc.returncode in (0, 1), (how, proc.stdout, proc.stderr)
+        out[how] = (proc.returncode, proc.stdout)
+    return out
+
+
+def _agree(img: Path, tmp: Path, code: str = "import mooncake.pg", extra_ld: str = ""
+           ) -> tuple[bool, str, dict[str, tuple[int, str]]]:
+    env = _env(extra_ld)
+    ok, err = _real(img, code, env)
+    got = _checks(img, env, tmp)
+    for how, (rc, out) in got.items():
+        assert rc == (0 if ok else 1), f"{how}: {code} {'works' if ok else err}:\n{out}"
+    return ok, err, got
+
+
+def test_the_image_itself_is_usable(copy: Path, tmp_path: Path) -> None:
+    ok, _, _ = _agree(copy, tmp_path)
+    assert ok
+
+
+def test_a_build_missing_a_needed_library(copy: Path, tmp_path: Path) -> None:
+    if shutil.which("patchelf") is None:
+        pytest.fail("needs patchelf (apt-get install patchelf)")
+    build = copy / SITE / "mooncake" / BUILD
+    _own(build)
+    subprocess.run(["patchelf", "--remove-needed", "libmooncake_pg.so", str(build)],
+                   check=True)
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "undefined symbol: " in err
+    symbol = err.rpartition("undefined symbol: ")[2]
+    for _, out in got.values():
+        assert symbol in out and f"needed by {BUILD}" in out
+
+
+def test_a_libstdcxx_older_than_the_image_needs(copy: Path, tmp_path: Path) -> None:
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    old = tmp_path / "oldstdcxx"
+    old.mkdir()
+    names = (["GLIBCXX_3.4", *(f"GLIBCXX_3.4.{i}" for i in range(1, 20)), "CXXABI_1.3",
+              *(f"CXXABI_1.3.{i}" for i in range(1, 16))])
+    script, code = [], []
+    for i, n in enumerate(names):
+        sym = "moonpin_" + n.replace(".", "_")
+        script.append(f"{n} {{ global: {sym}; {'local: *; ' if i == 0 else ''}}};")
+        code.append(f"int {sym}(void) {{ return {i}; }}")
+    (old / "v.map").write_text("\n".join(script) + "\n")
+    (old / "s.c").write_text("\n".join(code) + "\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(old / "libstdc++.so.6"),
+                    "-Wl,-soname,libstdc++.so.6", f"-Wl,--version-script={old / 'v.map'}",
+                    str(old / "s.c")], check=True)
+    ok, err, got = _agree(copy, tmp_path, extra_ld=str(old))
+    assert not ok and "version `GLIBCXX_3.4.2" in err and "not found" in err
+    said = err[err.index("version `"):]  # version `GLIBCXX_3.4.20' not found (required by …)
+    for _, out in got.values():
+        lines = [x for x in out.splitlines() if x.startswith("fail")]
+        assert lines and said in lines[0], out
+        assert "defines at most GLIBCXX_3.4.19" in lines[0]
+        assert len(lines) == 1, out  # one failure for the library, no consequences
+
+
+def _editable(copy: Path, tmp: Path, version: str) -> Path:
+    """SGLang's released sources as a checkout, installed editable into ``copy``."""
+    wheels = sorted((Path(REALIMG or "") / "dl").glob("sglang-0.5.21-*.whl"))
+    if not wheels:
+        pytest.fail("no SGLang 0.5.21 wheel in $MOONPIN_TEST_REALIMG/dl")
+    checkout = tmp / f"sglang-{version}" / "python"
+    checkout.mkdir(parents=True)
+    import zipfile
+
+    with zipfile.ZipFile(wheels[0]) as z:
+        z.extractall(checkout, [n for n in z.namelist() if n.startswith("sglang/")])
+    (checkout / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "sglang"\nversion = "{version}"\n\n'
+        '[tool.setuptools.packages.find]\ninclude = ["sglang*"]\n')
+    py = str(copy / "bin" / "python")
+    env = {**_env(), "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    for cmd in (["uninstall", "-y", "sglang"],
+                ["install", "--no-deps", "--no-build-isolation", "-e", str(checkout)]):
+        subprocess.run([py, "-m", "pip", "-q", *cmd], check=True, env=env, timeout=600,
+                       capture_output=True)
+    return checkout / "sglang"
+
+
+def test_editable_sglang_at_the_release(copy: Path, tmp_path: Path) -> None:
+    pkg = _editable(copy, tmp_path, "0.5.21")
+    where = subprocess.run([str(copy / "bin" / "python"), "-c", "import importlib.util as u;"
+                            " print(u.find_spec('sglang').origin)"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert where == str(pkg / "__init__.py")
+    ok, _, got = _agree(copy, tmp_path, "from mooncake.pg import MooncakeBackendOptions")
+    assert ok
+    for _, out in got.values():
+        assert f"sglang 0.5.21 from {pkg} (editable) needs mooncake.pg" in out
+
+
+def test_editable_sglang_ahead_of_every_release(copy: Path, tmp_path: Path) -> None:
+    pkg = _editable(copy, tmp_path, "0.5.99.dev0")
+    src = pkg / "srt" / "distributed" / "parallel_state.py"
+    text = src.read_text()
+    old = "from mooncake.pg import MooncakeBackendOptions\n"
+    assert old in text
+    src.write_text(text.replace(old, "from mooncake.pg import MooncakeBackendOptions, "
+                                     "MooncakeElasticOptionsV2\n", 1))
+    ok, err, got = _agree(copy, tmp_path, "from mooncake.pg import MooncakeBackendOptions, "
+                                          "MooncakeElasticOptionsV2")
+    assert not ok and "MooncakeElasticOptionsV2" in err
+    for _, out in got.values():
+        assert f"sglang 0.5.99.dev0 from {pkg} (editable)" in out
+        assert "fail  names:" in out and "MooncakeElasticOptionsV2" in out
+
+
+def test_torch_labelled_as_another_release(copy: Path, tmp_path: Path) -> None:
+    pkg = copy / SITE / "mooncake"
+    os.unlink(pkg / BUILD)
+    shutil.copy2(pkg / "pg_2_12_0.cpython-311-x86_64-linux-gnu.so", pkg / BUILD)
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "undefined symbol: _ZN4c10d" in err
+    for _, out in got.values():
+        assert "fail  symbols:" in out and "c10d::ProcessGroup::" in out
