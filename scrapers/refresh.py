@@ -95,7 +95,7 @@ EXTRACTORS: dict[str, tuple[str, ...]] = {
     "sglang": ("readers/pyast.py", "readers/server_args.py", "kb/launch.py",
                "scrapers/sglang.py"),
     "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf.py",
-                 "readers/loader.py", "readers/cuda.py"),
+                 "readers/elflayout.py", "readers/loader.py", "readers/cuda.py"),
     "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
 }
 

@@ -504,7 +504,8 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
 #: as much as the interpreter's own start), or is the analyzer a warm start skips.
 _HEAVY = ("re", "enum", "json", "typing", "pathlib", "dataclasses", "ast", "inspect",
           "threading", "argparse", "hashlib", "readers.pyast", "readers.elf",
-          "readers.loader", "resolver.launch_args", "readers.elfsym", "ctypes")
+          "readers.elflayout", "readers.loader", "resolver.launch_args", "readers.elfsym",
+          "ctypes")
 
 
 def _modules_after_main(argv: list[str]) -> tuple[int, set[str]]:
