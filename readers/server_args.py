@@ -61,6 +61,11 @@ dynamic choices.  ``arg_utils.py`` derives options the same way (unchanged up to
 except dataclass -> ``msgspec.Struct``).  :func:`hook_rules` writes the hooks' rules as if
 they were ``ServerArgs`` methods (``server_args``/``resolving_view(server_args)`` ->
 ``self``), so the evaluator reads both layouts alike; each rule keeps its real file and line.
+
+Where the code is: literal values in :mod:`readers.server_args_values`, the flag reader in
+:mod:`readers.server_args_flags`, the rule reader in :mod:`readers.server_args_rules`; this
+module puts them together (:func:`extract`, :func:`extract_arg_groups`, the KB record) and
+re-exports :func:`reads_of` and :data:`EXPR`.
 """
 
 from __future__ import annotations
@@ -68,15 +73,31 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from kb.launch import Flag, Rule, Write
+from readers.server_args_flags import (
+    add_argument_flag,
+    field_flags,
+    read_field_defaults,
+    server_args_class,
+)
+from readers.server_args_rules import RuleWalker, is_self, reads_of
+from readers.server_args_values import (
+    EXPR,
+    NOT_LITERAL,
+    literal_of,
+    module_constants,
+    name_of,
+    recorded_value,
+)
 
 __all__ = [
     "ARG_GROUPS",
     "CHOICES",
     "CUDA_GRAPH_CONFIG",
     "ELASTIC_KEYWORDS",
+    "EXPR",
     "FIELDS",
     "HOOKS",
     "RECEIVER",
@@ -95,574 +116,6 @@ __all__ = [
     "option_names",
     "reads_of",
 ]
-
-EXPR = "<expr>"
-
-
-# ---------------------------------------------------------------------------
-# constants
-# ---------------------------------------------------------------------------
-
-_NOT_LITERAL = object()
-
-
-def _const(node: ast.expr | None, env: dict[str, object]) -> object:
-    """Literal value of ``node`` with module constants resolved, else ``_NOT_LITERAL``."""
-    if node is None:
-        return _NOT_LITERAL
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        return env.get(node.id, _NOT_LITERAL)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        return env.get(f"{node.value.id}.{node.attr}", _NOT_LITERAL)
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_const(e, env) for e in node.elts]
-        if any(i is _NOT_LITERAL for i in items):
-            return _NOT_LITERAL
-        return list(items) if isinstance(node, ast.List) else tuple(items)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        v = _const(node.operand, env)
-        return -v if isinstance(v, (int, float)) and not isinstance(v, bool) else _NOT_LITERAL
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _const(node.left, env), _const(node.right, env)
-        if isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
-            return [*left, *right]
-        return _NOT_LITERAL
-    if isinstance(node, ast.Dict):
-        return _NOT_LITERAL
-    return _NOT_LITERAL
-
-
-def _module_constants(tree: ast.Module, seed: dict[str, object]) -> dict[str, object]:
-    env: dict[str, object] = dict(seed)
-    for stmt in tree.body:
-        target: ast.expr | None = None
-        value: ast.expr | None = None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target, value = stmt.targets[0], stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            target, value = stmt.target, stmt.value
-        if isinstance(target, ast.Name):
-            v = _const(value, env)
-            if v is not _NOT_LITERAL:
-                env[target.id] = v
-    return env
-
-
-def _public(v: object) -> object:
-    """Literal -> recorded default (lists become tuples so Flag stays hashable)."""
-    if v is _NOT_LITERAL:
-        return EXPR
-    if isinstance(v, list):
-        return tuple(v)
-    return v
-
-
-def _choices(v: object) -> tuple[str, ...] | None:
-    if isinstance(v, (list, tuple)):
-        return tuple("none" if c is None else str(c) for c in v)
-    return None
-
-
-# ---------------------------------------------------------------------------
-# flags
-# ---------------------------------------------------------------------------
-
-_DEPRECATED_HELP = re.compile(
-    r"(?:\buse|\balias for)\s+'?(--[A-Za-z0-9{},_-]+(?:[ =](?!instead)[A-Za-z0-9_.{},-]+)?)",
-    re.IGNORECASE,
-)
-
-
-def _brace_expand(text: str) -> tuple[str, ...]:
-    m = re.search(r"\{([^{}]*)\}", text)
-    if not m:
-        return (text,)
-    out: list[str] = []
-    for part in m.group(1).split(","):
-        out.extend(_brace_expand(text[: m.start()] + part.strip() + text[m.end() :]))
-    return tuple(out)
-
-
-def _deprecated_from_help(help_text: str) -> tuple[str, ...]:
-    if not re.match(r"\s*\[?deprecated", help_text, re.IGNORECASE):
-        return ()
-    m = _DEPRECATED_HELP.search(help_text)
-    if not m:
-        return ()
-    target = m.group(1).rstrip(".").replace(" ", "=", 1)
-    return _brace_expand(target)
-
-
-def _name_of(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _name_of(node.value)
-        return f"{base}.{node.attr}" if base else node.attr
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
-def _kw(call: ast.Call) -> dict[str, ast.expr]:
-    return {k.arg: k.value for k in call.keywords if k.arg is not None}
-
-
-def _help_text(node: ast.expr | None) -> str:
-    if node is None:
-        return ""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        return _fstring(node, {})
-    return ""
-
-
-def _unsubscript(node: ast.expr) -> tuple[str | None, list[ast.expr]]:
-    """``X[a, b]`` -> ("X", [a, b]); a plain name -> (name, [])."""
-    if isinstance(node, ast.Subscript):
-        sl = node.slice
-        args = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
-        return _name_of(node.value), args
-    if isinstance(node, ast.Constant) and node.value is None:
-        return "None", []
-    return _name_of(node), []
-
-
-def _type_info(
-    tp: ast.expr, env: dict[str, object]
-) -> tuple[str | None, tuple[str, ...] | None, str | None, bool]:
-    """(argparse type, literal choices, nargs, is_bool) of a field annotation."""
-    name, args = _unsubscript(tp)
-    base = (name or "").rsplit(".", 1)[-1]
-    if base == "Optional" and args:
-        return _type_info(args[0], env)
-    if base == "Union" or isinstance(tp, ast.BinOp):
-        members = (
-            args if base == "Union" else [tp.left, tp.right] if isinstance(tp, ast.BinOp) else []
-        )
-        rest = [m for m in members if _unsubscript(m)[0] != "None"]
-        if len(rest) == 1:
-            return _type_info(rest[0], env)
-        return "str", None, None, False
-    if base == "Literal":
-        vals = [_const(a, env) for a in args]
-        if any(v is _NOT_LITERAL for v in vals):
-            return "str", None, None, False
-        first = vals[0] if vals else ""
-        t = "int" if type(first) is int else "float" if type(first) is float else "str"
-        return t, _choices(vals), None, False
-    if base in ("List", "list") and args:
-        elem, _, _, _ = _type_info(args[0], env)
-        return elem, None, "+", False
-    if base == "bool":
-        return None, None, None, True
-    if base in ("int", "float", "str"):
-        return base, None, None, False
-    return "str", None, None, False
-
-
-def _field_flags(
-    cls: ast.ClassDef, env: dict[str, object], field_defaults: dict[str, object]
-) -> list[Flag]:
-    flags: list[Flag] = []
-    for stmt in cls.body:
-        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-            continue
-        field = stmt.target.id
-        head, args = _unsubscript(stmt.annotation)
-        if head not in ("A", "Annotated", "typing.Annotated") or not args:
-            continue
-        meta: dict[str, ast.expr] | None = None
-        for a in args[1:]:
-            if isinstance(a, ast.Call) and _name_of(a.func) in ("Arg", "arg_utils.Arg"):
-                meta = _kw(a)
-                break
-            if isinstance(a, (ast.Constant, ast.JoinedStr)) and (
-                not isinstance(a, ast.Constant) or isinstance(a.value, str)
-            ):
-                meta = {"help": a}
-                break
-        if meta is None:
-            continue
-        if _const(meta.get("no_cli"), env) is True:
-            continue
-        cli = _const(meta.get("cli_name"), env)
-        name = cli if isinstance(cli, str) else "--" + field.replace("_", "-")
-        al = _const(meta.get("aliases"), env)
-        aliases = tuple(str(x) for x in al) if isinstance(al, (list, tuple)) else ()
-        default = field_defaults.get(field, None)
-        tp, lit_choices, nargs, is_bool = _type_info(args[0], env)
-        action: str | None = None
-        if "action" in meta:
-            action = _name_of(meta["action"]) or EXPR
-            tp = None
-        elif is_bool:
-            action, tp = "store_true", None
-        if "type_parser" in meta:
-            tp = _name_of(meta["type_parser"]) or EXPR
-            nargs = None if lit_choices is None else nargs
-        choices = lit_choices
-        if "choices" in meta:
-            choices = _choices(_const(meta["choices"], env))
-        n = _const(meta.get("nargs"), env)
-        if isinstance(n, str):
-            nargs = n
-        const = _public(_const(meta.get("const"), env)) if "const" in meta else None
-        flags.append(
-            Flag(
-                name=name,
-                dest=field,
-                default=default,
-                choices=choices,
-                type=tp,
-                action=action,
-                line=stmt.lineno,
-                deprecated_for=_deprecated_from_help(_help_text(meta.get("help"))),
-                nargs=nargs,
-                const=const,
-                aliases=aliases,
-            )
-        )
-    return flags
-
-
-def _add_argument_flag(
-    call: ast.Call, env: dict[str, object], field_defaults: dict[str, object]
-) -> Flag | None:
-    names = [
-        a.value
-        for a in call.args
-        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")
-    ]
-    if not names:
-        return None
-    kw = _kw(call)
-    long_names = [n for n in names if n.startswith("--")] or names
-    dest_v = _const(kw.get("dest"), env)
-    dest = dest_v if isinstance(dest_v, str) else long_names[0].lstrip("-").replace("-", "_")
-    action = _name_of(kw["action"]) if "action" in kw else None
-    default: object
-    if "default" in kw:
-        d = kw["default"]
-        if (
-            isinstance(d, ast.Attribute)
-            and isinstance(d.value, ast.Name)
-            and d.value.id == "ServerArgs"
-        ):
-            default = field_defaults.get(d.attr, EXPR)
-        elif (
-            isinstance(d, ast.Call)
-            and _name_of(d.func) == "_declared_default"
-            and len(d.args) == 1
-            and isinstance(d.args[0], ast.Constant)
-            and isinstance(d.args[0].value, str)
-        ):
-            # 0.5.20+: ``default=_declared_default("x")`` reads the field's declared default.
-            default = field_defaults.get(d.args[0].value, EXPR)
-        elif _name_of(d) == "argparse.SUPPRESS":
-            default = None
-        else:
-            default = _public(_const(d, env))
-    elif action == "store_true":
-        default = False
-    elif action == "store_false":
-        default = True
-    else:
-        default = field_defaults.get(dest, None)
-    tp = _name_of(kw["type"]) if "type" in kw else None
-    nargs_v = _const(kw.get("nargs"), env)
-    nargs = (
-        nargs_v if isinstance(nargs_v, str) else str(nargs_v) if isinstance(nargs_v, int) else None
-    )
-    const_node = kw.get("const_value", kw.get("const"))
-    const: object = None
-    if const_node is not None:
-        const = _public(_const(const_node, env))
-    deprecated: tuple[str, ...] = ()
-    nf = _const(kw.get("new_flag"), env)
-    if isinstance(nf, str):
-        deprecated = _brace_expand(nf)
-    if not deprecated:
-        deprecated = _deprecated_from_help(_help_text(kw.get("help")))
-    return Flag(
-        name=long_names[0],
-        dest=dest,
-        default=default,
-        choices=_choices(_const(kw.get("choices"), env)) if "choices" in kw else None,
-        type=tp,
-        action=action,
-        line=call.lineno,
-        deprecated_for=deprecated,
-        nargs=nargs,
-        const=const,
-        aliases=tuple(n for n in names if n != long_names[0]),
-    )
-
-
-def _server_args_class(tree: ast.Module) -> ast.ClassDef | None:
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "ServerArgs":
-            return node
-    return None
-
-
-def _field_defaults(cls: ast.ClassDef | None, env: dict[str, object]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    if cls is None:
-        return out
-    for stmt in cls.body:
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            value = stmt.value
-            if isinstance(value, ast.Call) and _name_of(value.func) in (
-                "field",
-                "dataclasses.field",
-                "msgspec.field",
-            ):
-                kw = _kw(value)
-                value = kw.get("default")
-                if value is None and "default_factory" in kw:
-                    fac = _name_of(kw["default_factory"])
-                    out[stmt.target.id] = () if fac == "list" else EXPR
-                    continue
-            out[stmt.target.id] = None if value is None else _public(_const(value, env))
-    return out
-
-
-# ---------------------------------------------------------------------------
-# rules
-# ---------------------------------------------------------------------------
-
-
-class _Inline(ast.NodeTransformer):
-    def __init__(self, env: dict[str, ast.expr]) -> None:
-        self.env = env
-
-    def visit_Name(self, node: ast.Name) -> ast.expr:
-        if isinstance(node.ctx, ast.Load) and node.id in self.env:
-            return self.env[node.id]
-        return node
-
-
-def _inline(node: ast.expr, env: dict[str, ast.expr]) -> ast.expr:
-    import copy
-
-    return _Inline(env).visit(copy.deepcopy(node))  # type: ignore[no-any-return]
-
-
-_FLIP: dict[type[ast.cmpop], type[ast.cmpop]] = {
-    ast.Eq: ast.NotEq,
-    ast.NotEq: ast.Eq,
-    ast.Is: ast.IsNot,
-    ast.IsNot: ast.Is,
-    ast.In: ast.NotIn,
-    ast.NotIn: ast.In,
-    ast.Lt: ast.GtE,
-    ast.GtE: ast.Lt,
-    ast.Gt: ast.LtE,
-    ast.LtE: ast.Gt,
-}
-
-
-def _negate(node: ast.expr) -> ast.expr:
-    """``not node``, folding ``not not x`` and flipping single comparisons."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return node.operand
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        return ast.Compare(
-            left=node.left, ops=[_FLIP[type(node.ops[0])]()], comparators=node.comparators
-        )
-    return ast.UnaryOp(op=ast.Not(), operand=node)
-
-
-def _is_self(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id == "self"
-
-
-def reads_of(node: ast.AST) -> list[str]:
-    """``X`` for every ``self.X`` read (not ``self.m(...)``) and ``self._resolved().X``."""
-    called: set[int] = set()
-    for n in ast.walk(node):
-        if isinstance(n, ast.Call):
-            called.add(id(n.func))
-    out: list[str] = []
-    for n in ast.walk(node):
-        if not isinstance(n, ast.Attribute) or id(n) in called:
-            continue
-        if _is_self(n.value):
-            out.append(n.attr)
-        elif isinstance(n.value, ast.Call) and (
-            (isinstance(n.value.func, ast.Attribute) and _is_self(n.value.func.value))
-            or any(_is_self(a) for a in n.value.args)
-        ):
-            out.append(n.attr)
-    return list(dict.fromkeys(out))
-
-
-def _fstring(node: ast.JoinedStr, env: dict[str, ast.expr]) -> str:
-    parts: list[str] = []
-    for v in node.values:
-        if isinstance(v, ast.Constant):
-            parts.append(str(v.value))
-        elif isinstance(v, ast.FormattedValue):
-            # keep !r / !s / !a: SGLang's messages quote values with !r
-            conv = "!" + chr(v.conversion) if v.conversion > 0 else ""
-            parts.append("{" + ast.unparse(_inline(v.value, env)) + conv + "}")
-    return "".join(parts)
-
-
-def _message(node: ast.expr | None, env: dict[str, ast.expr]) -> str:
-    if node is None:
-        return ""
-    if isinstance(node, ast.Constant):
-        return str(node.value)
-    if isinstance(node, ast.JoinedStr):
-        return _fstring(node, env)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _message(node.left, env) + _message(node.right, env)
-    return ast.unparse(node)
-
-
-def _and(parts: Sequence[ast.expr]) -> str | None:
-    if not parts:
-        return None
-    return " and ".join(
-        f"({ast.unparse(p)})"
-        if isinstance(p, ast.BoolOp) and isinstance(p.op, ast.Or)
-        else ast.unparse(p)
-        for p in parts
-    )
-
-
-def _returns(body: Sequence[ast.stmt]) -> bool:
-    return bool(body) and isinstance(body[-1], ast.Return)
-
-
-class _RuleWalker:
-    """Rules of one function. An ``if ...: return`` guards the statements after it, and a
-    raise inside an ``except`` handler is no rule (it fires when the ``try`` failed).
-    ``hooks`` adds what the arg_groups hooks need (see :func:`hook_rules`):
-    ``declare_resolution`` writes."""
-
-    def __init__(
-        self, func: ast.FunctionDef | ast.AsyncFunctionDef, path: str, *, hooks: bool = False
-    ) -> None:
-        self.func = func
-        self.path = path
-        self.hooks = hooks
-        self.env: dict[str, ast.expr] = {}
-        self.writes: list[Write] = []
-        self.rules: list[Rule] = []
-
-    def run(self) -> list[Rule]:
-        self.block(self.func.body, [])
-        return self.rules
-
-    def block(self, body: Iterable[ast.stmt], guards: list[ast.expr]) -> None:
-        guards = list(guards)
-        for stmt in body:
-            test = _inline(stmt.test, self.env) if isinstance(stmt, ast.If) else None
-            self.stmt(stmt, guards)
-            if isinstance(stmt, ast.Return):
-                return
-            if isinstance(stmt, ast.If) and test is not None:
-                body_returns, else_returns = _returns(stmt.body), _returns(stmt.orelse)
-                if body_returns and else_returns:
-                    return
-                if body_returns:
-                    guards.append(_negate(test))
-                elif else_returns:
-                    guards.append(test)
-
-    def _emit(
-        self,
-        kind: Literal["assert", "raise"],
-        cond: ast.expr,
-        guards: list[ast.expr],
-        msg: ast.expr | None,
-        line: int,
-    ) -> None:
-        reads: list[str] = reads_of(cond)
-        for g in guards:
-            reads.extend(reads_of(g))
-        rd = tuple(dict.fromkeys(reads))
-        writes = tuple(w for w in self.writes if w.attr in rd)
-        self.rules.append(
-            Rule(
-                kind=kind,
-                condition=ast.unparse(cond),
-                message=_message(msg, self.env),
-                reads=rd,
-                guard=_and(guards),
-                function=self.func.name,
-                line=line,
-                path=self.path,
-                writes=writes,
-            )
-        )
-
-    def stmt(self, stmt: ast.stmt, guards: list[ast.expr]) -> None:
-        if isinstance(stmt, ast.Assert):
-            cond = _negate(_inline(stmt.test, self.env))
-            self._emit("assert", cond, guards, stmt.msg, stmt.lineno)
-        elif isinstance(stmt, ast.Raise):
-            if stmt.exc is None:
-                return
-            msg: ast.expr | None = None
-            if isinstance(stmt.exc, ast.Call) and stmt.exc.args:
-                msg = stmt.exc.args[0]
-            if guards:
-                self._emit("raise", guards[-1], guards[:-1], msg, stmt.lineno)
-            else:
-                self._emit("raise", ast.Constant(value=True), [], msg, stmt.lineno)
-        elif isinstance(stmt, ast.If):
-            test = _inline(stmt.test, self.env)
-            self.block(stmt.body, [*guards, test])
-            if stmt.orelse:
-                self.block(stmt.orelse, [*guards, _negate(test)])
-        elif isinstance(stmt, ast.Assign):
-            value = _inline(stmt.value, self.env)
-            for t in stmt.targets:
-                if isinstance(t, ast.Name) and len(stmt.targets) == 1:
-                    self.env[t.id] = value
-                elif isinstance(t, ast.Attribute) and _is_self(t.value):
-                    self.writes.append(Write(t.attr, ast.unparse(value), _and(guards), stmt.lineno))
-        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-            t = stmt.target
-            if isinstance(t, ast.Attribute) and _is_self(t.value):
-                self.writes.append(Write(t.attr, EXPR, _and(guards), stmt.lineno))
-            elif isinstance(t, ast.Name):
-                if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-                    self.env[t.id] = _inline(stmt.value, self.env)
-                else:
-                    self.env.pop(t.id, None)
-        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-            self.block(stmt.body, guards)
-            self.block(stmt.orelse, guards)
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            self.block(stmt.body, guards)
-        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            self.block(getattr(stmt, "body", []), guards)
-            # A raise in an except handler fires when the try body failed, not when the
-            # guards hold: no rule of ours can say when that is.
-            self.block(getattr(stmt, "orelse", []), guards)
-            self.block(getattr(stmt, "finalbody", []), guards)
-        elif isinstance(stmt, ast.Match):
-            for case in stmt.cases:
-                self.block(case.body, guards)
-        elif self.hooks and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            call = stmt.value
-            name = _name_of(call.func) or ""
-            if name.rsplit(".", 1)[-1] == "declare_resolution" and call.args and _is_self(
-                call.args[0]
-            ):
-                for k in call.keywords:
-                    if k.arg is not None:
-                        text = ast.unparse(_inline(k.value, self.env))
-                        self.writes.append(Write(k.arg, text, _and(guards), stmt.lineno))
-
 
 # ---------------------------------------------------------------------------
 # public API
@@ -686,17 +139,17 @@ def class_constants(source: bytes | str, path: str = "<source>") -> dict[str, ob
                     and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name)
                 ):
-                    v = _const(stmt.value, local)
-                    if v is not _NOT_LITERAL:
+                    v = literal_of(stmt.value, local)
+                    if v is not NOT_LITERAL:
                         local[stmt.targets[0].id] = v
-                        out[f"{node.name}.{stmt.targets[0].id}"] = _public(v)
+                        out[f"{node.name}.{stmt.targets[0].id}"] = recorded_value(v)
                 elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                     # decode: PhaseConfig = field(default_factory=lambda: PhaseConfig(
                     #     backend=Backend.FULL))  ->  "CudaGraphConfig.decode.backend": "full"
                     for kw, value in _factory_keywords(stmt.value):
                         got = _dotted_constant(value, out)
-                        if got is not _NOT_LITERAL:
-                            out[f"{node.name}.{stmt.target.id}.{kw}"] = _public(got)
+                        if got is not NOT_LITERAL:
+                            out[f"{node.name}.{stmt.target.id}.{kw}"] = recorded_value(got)
     return out
 
 
@@ -712,13 +165,13 @@ def _factory_keywords(node: ast.expr | None) -> list[tuple[str, ast.expr]]:
 
 
 def _dotted_constant(node: ast.expr, known: Mapping[str, object]) -> object:
-    """A literal, or a ``Cls.NAME`` already in ``known``; else ``_NOT_LITERAL``."""
+    """A literal, or a ``Cls.NAME`` already in ``known``; else ``NOT_LITERAL``."""
     if isinstance(node, ast.Constant):
         return node.value
     if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
             and f"{node.value.id}.{node.attr}" in known):
         return known[f"{node.value.id}.{node.attr}"]
-    return _NOT_LITERAL
+    return NOT_LITERAL
 
 
 def extract(
@@ -736,17 +189,17 @@ def extract(
     except (SyntaxError, ValueError) as exc:
         return (), (), f"{path}: {type(exc).__name__}: {exc}"
     env: dict[str, object] = dict(constants or {})
-    env.update(_module_constants(tree, env))
-    cls = _server_args_class(tree)
-    defaults = _field_defaults(cls, env)
-    flags: list[Flag] = _field_flags(cls, env, defaults) if cls is not None else []
+    env.update(module_constants(tree, env))
+    cls = server_args_class(tree)
+    defaults = read_field_defaults(cls, env)
+    flags: list[Flag] = field_flags(cls, env, defaults) if cls is not None else []
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "add_argument"
         ):
-            f = _add_argument_flag(node, env, defaults)
+            f = add_argument_flag(node, env, defaults)
             if f is not None:
                 flags.append(f)
     flags.sort(key=lambda f: f.line)
@@ -754,7 +207,7 @@ def extract(
     if cls is not None:
         for stmt in cls.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                rules.extend(_RuleWalker(stmt, path).run())
+                rules.extend(RuleWalker(stmt, path).run())
     rules.sort(key=lambda r: r.line)
     return tuple(flags), tuple(rules), None
 
@@ -837,8 +290,8 @@ class _Receiver(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
-        name = (_name_of(node.func) or "").rsplit(".", 1)[-1]
-        if name == "resolving_view" and len(node.args) == 1 and _is_self(node.args[0]):
+        name = (name_of(node.func) or "").rsplit(".", 1)[-1]
+        if name == "resolving_view" and len(node.args) == 1 and is_self(node.args[0]):
             return ast.copy_location(ast.Name(id="self", ctx=ast.Load()), node)
         return node
 
@@ -848,7 +301,7 @@ def _hook_rules(func: ast.FunctionDef | ast.AsyncFunctionDef, path: str,
     import copy
 
     rewritten = _Receiver(receivers).visit(copy.deepcopy(func))
-    return _RuleWalker(rewritten, path, hooks=True).run()
+    return RuleWalker(rewritten, path, hooks=True).run()
 
 
 def _is_resolution(w: Write) -> bool:
@@ -876,12 +329,12 @@ def default_resolutions(source: bytes | str, path: str, *, hooks: bool = False) 
                 if RECEIVER in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
                     funcs.append(_Receiver(frozenset({RECEIVER})).visit(copy.deepcopy(node)))
     else:
-        cls = _server_args_class(tree)
+        cls = server_args_class(tree)
         funcs = [st for st in (cls.body if cls is not None else ())
                  if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))]
     out: list[Write] = []
     for func in funcs:
-        walker = _RuleWalker(func, path, hooks=hooks)
+        walker = RuleWalker(func, path, hooks=hooks)
         walker.run()
         out += [w for w in walker.writes if _is_resolution(w)]
     return out
@@ -972,21 +425,21 @@ def extract_arg_groups(
             return (), (), (path, f"{path}: {type(exc).__name__}: {exc}")
     seed: dict[str, object] = dict(constants or {})
     if CHOICES in trees:
-        seed.update(_module_constants(trees[CHOICES], {}))
-    envs = {path: _module_constants(tree, seed) for path, tree in trees.items()}
+        seed.update(module_constants(trees[CHOICES], {}))
+    envs = {path: module_constants(tree, seed) for path, tree in trees.items()}
     classes: list[tuple[str, ast.ClassDef]] = []
     for path, tree in trees.items():
         if path == SERVER_ARGS:
-            cls = _server_args_class(tree)
+            cls = server_args_class(tree)
             classes += [(path, cls)] if cls is not None else []
         elif path.startswith(FIELDS):
             classes += [(path, n) for n in tree.body if isinstance(n, ast.ClassDef)]
     defaults: dict[str, object] = {}
     for path, cls in classes:
-        defaults.update(_field_defaults(cls, envs[path]))
+        defaults.update(read_field_defaults(cls, envs[path]))
     flags: list[Flag] = []
     for path, cls in classes:
-        flags += [f._replace(path=path) for f in _field_flags(cls, envs[path], defaults)]
+        flags += [f._replace(path=path) for f in field_flags(cls, envs[path], defaults)]
     for path, tree in trees.items():
         if path != SERVER_ARGS and not path.startswith(FIELDS):
             continue
@@ -996,7 +449,7 @@ def extract_arg_groups(
                 and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "add_argument"
             ):
-                f = _add_argument_flag(node, envs[path], defaults)
+                f = add_argument_flag(node, envs[path], defaults)
                 if f is not None:
                     flags.append(f._replace(path=path))
     flags = [g for f in flags for g in _boolean_optional(f)]
@@ -1006,7 +459,7 @@ def extract_arg_groups(
         if path in HOOKS:
             rules += hook_rules(members[path], path)[0]
         elif path == SERVER_ARGS:
-            cls = _server_args_class(tree)
+            cls = server_args_class(tree)
             for stmt in cls.body if cls is not None else []:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     rules += _hook_rules(stmt, path, frozenset())

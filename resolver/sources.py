@@ -5,7 +5,7 @@ bare interpreter start. The check therefore keeps what it learned in a small cac
 the way Python validates bytecode against its source: a file whose size and modification
 time (ns) are unchanged since it was analysed is not read again; a new, changed or removed
 file is (or is dropped), and so is every file when moonpin's analyzer changed (the cache
-records a hash of ``readers/pyast.py``). A cache that cannot be read, parsed or written is
+records a hash of ``readers/pyast*.py``). A cache that cannot be read, parsed or written is
 ignored: the check then reads every source, as with ``--no-cache``.
 
 The cache lives in moonpin's cache folder (:func:`kb.cache.cache_dir`), one marshal file
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
 
 CACHE_FORMAT = 4
-_PYAST = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
-                      "readers", "pyast.py")
+_READERS = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "readers")
+_PYAST = tuple(os.path.join(_READERS, f) for f in ("pyast.py", "pyast_facts.py", "pyast_walk.py"))
 _BACKENDS = ("mooncake", "mooncake-cpu")
 
 
@@ -95,8 +95,11 @@ def _read(path: str) -> bytes:
 
 
 def _analyzer_hash() -> str:
-    data = _read(_PYAST)  # read, not imported: a warm start never loads it
-    return f"{len(data)}-{zlib.crc32(data):08x}"
+    out = []
+    for path in _PYAST:
+        data = _read(path)  # read, not imported: a warm start never loads it
+        out.append(f"{len(data)}-{zlib.crc32(data):08x}")
+    return " ".join(out)
 
 
 def derive(facts: SourceFacts) -> dict[str, Any]:

@@ -92,10 +92,12 @@ def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[
 #: Paths are relative to the folder that holds the ``kb``, ``readers`` and ``scrapers``
 #: packages (the repository, or site-packages once installed).
 EXTRACTORS: dict[str, tuple[str, ...]] = {
-    "sglang": ("readers/pyast.py", "readers/server_args.py", "kb/launch.py",
+    "sglang": ("readers/pyast.py", "readers/pyast_facts.py", "readers/pyast_walk.py",
+               "readers/server_args.py", "readers/server_args_flags.py",
+               "readers/server_args_rules.py", "readers/server_args_values.py", "kb/launch.py",
                "scrapers/sglang.py"),
     "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf.py",
-                 "readers/loader.py", "readers/cuda.py"),
+                 "readers/elflayout.py", "readers/loader.py", "readers/cuda.py"),
     "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
 }
 

@@ -503,8 +503,9 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
 #: What a warm worker start must not load: each pulls in ``re`` and ``enum`` (~8 ms together,
 #: as much as the interpreter's own start), or is the analyzer a warm start skips.
 _HEAVY = ("re", "enum", "json", "typing", "pathlib", "dataclasses", "ast", "inspect",
-          "threading", "argparse", "hashlib", "readers.pyast", "readers.elf",
-          "readers.loader", "resolver.launch_args", "readers.elfsym", "ctypes")
+          "threading", "argparse", "hashlib", "readers.pyast", "readers.pyast_facts",
+          "readers.pyast_walk", "readers.elf", "readers.elflayout", "readers.loader",
+          "resolver.launch_args", "readers.elfsym", "ctypes")
 
 
 def _modules_after_main(argv: list[str]) -> tuple[int, set[str]]:
