@@ -2,7 +2,7 @@
 
     python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH]
 
-Light mode: wall time of `python -m resolver.check --elastic-ep-backend mooncake` over a
+Light mode: wall time of `python -m moonpin.resolver.check --elastic-ep-backend mooncake` over a
 healthy fake image (built in a temp folder from tests/lib/images.py unless --site-packages
 names a real one), as a ratio to `python -c pass`, the two run alternately so both see the
 same machine (goal: <= 3x). Timed twice: with moonpin's caches warm (every worker start
@@ -38,7 +38,7 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 #: Times, in a fresh interpreter, the stat walk that validates the SGLang source cache.
 _STAT_WALK = """
 import os, sys, time
-from resolver.sources import _stat_tree
+from moonpin.resolver.check.sources import _stat_tree
 pkg = os.path.join(sys.argv[1], "sglang")
 t = time.perf_counter()
 tree = _stat_tree(pkg) if os.path.isdir(pkg) else {}
@@ -74,7 +74,7 @@ def main() -> int:
             from tests.lib.images import healthy_image
 
             site = healthy_image(Path(tmp) / "site")
-        check = [sys.executable, "-m", "resolver.check", "--elastic-ep-backend", "mooncake",
+        check = [sys.executable, "-m", "moonpin.resolver.check", "--elastic-ep-backend", "mooncake",
                  "--site-packages", str(site), "--no-deep"]
         if args.kb:
             check += ["--kb", str(args.kb)]
@@ -84,7 +84,7 @@ def main() -> int:
         # and moonpin's modules (the skip path), then one stat per SGLang source, which
         # validates the source cache the way bytecode is validated.
         stats = [sys.executable, "-c", _STAT_WALK, str(site)]
-        skip = [sys.executable, "-m", "resolver.check"]
+        skip = [sys.executable, "-m", "moonpin.resolver.check"]
         wall(check)
         wall(bare)  # warm the page cache
         t_check: list[float] = []

@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kb import store  # noqa: E402
-from resolver import query, resolved  # noqa: E402
-from resolver.graph import CompatGraph  # noqa: E402
+from moonpin.kb import store  # noqa: E402
+from moonpin.resolver import query, resolved  # noqa: E402
+from moonpin.resolver.graph import CompatGraph  # noqa: E402
 
 #: Children may write .pyc files, as an installed package has them (this machine sets
 #: PYTHONDONTWRITEBYTECODE, which would time compiling moonpin's sources on every run).
@@ -80,7 +80,7 @@ def main() -> int:
         print(f"in-process {name:19} p50 {1000 * pct(xs, 0.5):7.2f} ms   "
               f"p99 {1000 * pct(xs, 0.99):7.2f} ms   ({len(xs)} queries)")
 
-    cli = [sys.executable, "-m", "resolver.cli", "which", "mooncake", "--sglang",
+    cli = [sys.executable, "-m", "moonpin", "which", "mooncake", "--sglang",
            with_pg[-1], "--python", "3.12", "--arch", "x86_64"]
     pip = [sys.executable, "-m", "pip", "--version"]
     cli_t: list[float] = []

@@ -28,13 +28,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kb import store
-from scrapers import mooncake as mc
-from scrapers import sglang as sg
-from scrapers import torch_index as ti
-from scrapers.fetch import Fetcher
-from scrapers.pypi import IndexFile, fetch_project, index_url_from_env
-from scrapers.refresh import scrape
+from moonpin.kb import store
+from moonpin.scrapers import mooncake as mc
+from moonpin.scrapers import sglang as sg
+from moonpin.scrapers import torch_index as ti
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.pypi import IndexFile, fetch_project, index_url_from_env
+from moonpin.scrapers.refresh import scrape
 
 SGLANG = ("0.5.16", "0.5.17", "0.5.18")  # consecutive: shows what the shared analyses save
 MOONCAKE = (("mooncake-transfer-engine-cuda13", "0.3.13.post1", 2),
@@ -144,7 +144,7 @@ def new_content(f: Fetcher, prev: IndexFile, new: IndexFile
     """(central directory bytes, compressed bytes of the .py members whose CRC-32 and size
     the previous release does not have, their count, all .py members, their keys) of
     ``new``."""
-    from scrapers.remote_zip import HttpSource, RemoteZip
+    from moonpin.scrapers.remote_zip import HttpSource, RemoteZip
 
     old = RemoteZip(HttpSource(f, prev.url, prev.size, label=prev.filename))
     z = RemoteZip(HttpSource(f, new.url, new.size, label=new.filename))
@@ -160,7 +160,7 @@ def facts_without(src: str, dst: str, fresh: set[tuple[int, int]]) -> None:
     """Copy the kept facts, less every file the new release has and its predecessor lacks:
     what an earlier scrape that never saw the new release would have kept (or a little
     less, when an older release had some of those files)."""
-    from kb import cache
+    from moonpin.kb import cache
 
     doc = cache.load(src)
     assert isinstance(doc, dict), f"unreadable facts file {src}"
@@ -175,7 +175,7 @@ def incremental(kb_path: Path, index: str) -> int:
     the current extractor code must exist: any earlier scrape of sglang writes it)."""
     from packaging.version import Version
 
-    from scrapers.refresh import _files_cache, extractor_fingerprints
+    from moonpin.scrapers.refresh import _files_cache, extractor_fingerprints
 
     kb = store.load(kb_path)
     rels = sorted((r for r in kb.sglang if r.source == "index"), key=lambda r: Version(r.version))

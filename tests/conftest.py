@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory,
                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # The runtime check caches its SGLang source analysis (resolver.sources); children
+    # The runtime check caches its SGLang source analysis (moonpin.resolver.check.sources); children
     # inherit the environment, so each test gets its own cache folder.
     monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     # A user KB (`moonpin scrape` on an installed moonpin) is read when newer than the

@@ -39,7 +39,7 @@ CUDA_OFF = "--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill di
 
 
 def args(*argv: str, py: str = PY) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "args", "--authoritative",
+    return subprocess.run([sys.executable, "-m", "moonpin", "args", "--authoritative",
                            "--python", py, "--", *argv], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, check=False)
 

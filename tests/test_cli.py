@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from resolver.cli import main
-from scrapers.fetch import Fetcher
+from moonpin.kb import store
+from moonpin.resolver.cli.main import main
+from moonpin.scrapers.fetch import Fetcher
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_scrape_e2e import (  # noqa: F401
     index,
@@ -131,7 +131,7 @@ def test_index_unreachable_is_a_clear_error(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_shipped_kb_loads_and_entry_point_runs() -> None:
-    r = subprocess.run([sys.executable, "-m", "resolver.cli", "kb", "info", "--json"],
+    r = subprocess.run([sys.executable, "-m", "moonpin", "kb", "info", "--json"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
@@ -539,7 +539,7 @@ def test_latest_is_the_newest_release_everywhere(capsys: pytest.CaptureFixture[s
 
 def test_the_fast_path_sees_the_normalised_release() -> None:
     """`which mooncake --sglang v0.5.18` answers from the resolved tables, as 0.5.18 does."""
-    probe = ("import sys; from resolver.cli import main; code = main(sys.argv[1:]); "
+    probe = ("import sys; from moonpin.resolver.cli.main import main; code = main(sys.argv[1:]); "
              "print('networkx' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr); "
              "raise SystemExit(code)")
     r = subprocess.run([sys.executable, "-c", probe, "--kb", SHIPPED, "which", "mooncake",

@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from resolver import matrix
-from resolver.check import _parser as check_parser
-from resolver.cli import build_parser, main
+from moonpin.resolver.check.run import _parser as check_parser
+from moonpin.resolver.cli.main import build_parser, main
+from moonpin.resolver.matrix import table as matrix
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

@@ -74,11 +74,11 @@ def _checks(img: Path, env: dict[str, str], tmp: Path) -> dict[str, tuple[int, s
         (deps / "packaging").symlink_to(Path(packaging.__file__).parent)
     tail = ["--elastic-ep-backend", "mooncake", "--no-deep"]
     runs = {
-        "--python": ([sys.executable, "-m", "resolver.check", "--python",
+        "--python": ([sys.executable, "-m", "moonpin.resolver.check", "--python",
                       str(img / "bin" / "python"), *tail], ROOT, env),
-        "--site-packages": ([sys.executable, "-m", "resolver.check", "--site-packages",
+        "--site-packages": ([sys.executable, "-m", "moonpin.resolver.check", "--site-packages",
                              str(img / SITE), *tail], ROOT, env),
-        "own": ([str(img / "bin" / "python"), "-m", "resolver.check", *tail], tmp,
+        "own": ([str(img / "bin" / "python"), "-m", "moonpin.resolver.check", *tail], tmp,
                 {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{deps}"}),
     }
     out = {}

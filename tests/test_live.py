@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from scrapers import mooncake as mc
-from scrapers import sglang as sg
-from scrapers.fetch import Fetcher
-from scrapers.pypi import fetch_project, index_url_from_env
+from moonpin.scrapers import mooncake as mc
+from moonpin.scrapers import sglang as sg
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.pypi import fetch_project, index_url_from_env
 
 pytestmark = pytest.mark.live
 

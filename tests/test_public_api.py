@@ -9,16 +9,13 @@ import pkgutil
 
 import pytest
 
-import kb
-import readers
-import resolver
-import scrapers
+import moonpin
 
 #: Modules whose interface is not Python: the CLI's is its command line.
-NOT_A_LIBRARY = {"resolver.cli"}
+NOT_A_LIBRARY = {"moonpin.resolver.cli.main"}
 
-MODULES = sorted(f"{pkg.__name__}.{m.name}" for pkg in (kb, readers, resolver, scrapers)
-                 for m in pkgutil.iter_modules(pkg.__path__))
+MODULES = sorted(m.name for m in pkgutil.walk_packages(moonpin.__path__, "moonpin.")
+                 if not m.name.endswith("__main__"))
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,7 +1,7 @@
 """No file of the repository names the default package index's host or its file host.
 
 The names are not written here either: they are asked of pip at test time, the way
-``scrapers.pypi`` asks pip for the default index at run time.
+``moonpin.scrapers.pypi`` asks pip for the default index at run time.
 """
 
 from __future__ import annotations

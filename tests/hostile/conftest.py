@@ -19,8 +19,8 @@ MOONCAKE = {"mooncake-transfer-engine": ("0.3.12", "0.3.13"),
 
 @pytest.fixture(scope="session")
 def kb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kb import store
-    from resolver import resolved
+    from moonpin.kb import store
+    from moonpin.resolver import resolved_write
 
     full = store.load(ROOT / "data" / "kb.json")
     sg = tuple(r for r in full.sglang if r.version in SGLANG)
@@ -31,7 +31,7 @@ def kb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("kb-template")
     path = folder / "kb.json"
     store.save(small, path)
-    resolved.write(path)
+    resolved_write.write(path)
     return folder
 
 
@@ -46,7 +46,7 @@ def kb_copy(kb_template: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def empty_kb(kb_template: Path, tmp_path: Path) -> Path:
     """A KB of the template's schema holding no release: what a scrape writes into."""
-    from kb import store
+    from moonpin.kb import store
 
     kb = tmp_path / "kb" / "kb.json"
     kb.parent.mkdir()

@@ -6,7 +6,7 @@ cache folder, a timeout, and stdout/stderr captured:
 * :func:`run` starts the installed ``moonpin`` script (``.venv/bin/moonpin``): the real
   thing, ~0.4 s an input. The default test run uses it for every input.
 * :func:`run_forked` forks this (already warm) interpreter and calls
-  ``resolver.cli.main(argv)`` in the child, exactly what the script does after its
+  ``moonpin.resolver.cli.main.main(argv)`` in the child, exactly what the script does after its
   imports: an uncaught exception prints its traceback and exits 1, as the interpreter
   would. ~20 ms an input, so the ``fuzz`` run can judge 10,000 inputs per surface; it also
   sends a sample of them through :func:`run`.
@@ -106,7 +106,7 @@ def _env(home: Path, user: int | None = None) -> dict[str, str]:
 def run(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
         env: dict[str, str] | None = None, user: int | None = None) -> Outcome:
     """The installed ``moonpin`` script on ``argv``; as ``user`` (uid = gid), when given,
-    through ``python -m resolver.cli`` of an interpreter that user may run."""
+    through ``python -m moonpin`` of an interpreter that user may run."""
     cmd = [str(MOONPIN), *argv]
     extra: dict[str, object] = {}
     full_env = {**_env(home, user), **(env or {})}
@@ -116,7 +116,7 @@ def run(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
         from tests.lib.checkrun import python_for_nobody
 
         python = python_for_nobody() or sys.executable
-        cmd = [python, "-m", "resolver.cli", *argv]
+        cmd = [python, "-m", "moonpin", *argv]
         full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
         extra = {"user": user, "group": user}
     t = time.monotonic()
@@ -143,12 +143,11 @@ def _text(b: bytes | str | None) -> str:
 
 def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
                env: dict[str, str] | None = None, user: int | None = None) -> Outcome:
-    """``resolver.cli.main(argv)`` in a forked child (see the module docs). A ``user``
+    """``moonpin.resolver.cli.main.main(argv)`` in a forked child (see the module docs). A ``user``
     goes through :func:`run`: the child would import what it has not yet imported from
     this interpreter's own folders, which that user may not be able to read."""
     if user is not None:
         return run(argv, home, timeout=timeout, env=env, user=user)
-    import resolver.cli  # noqa: F401 - imported once here, so each child starts warm
 
     child_env = {**_env(home), **(env or {})}
     r_out, w_out = os.pipe()
@@ -176,7 +175,7 @@ def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
             os.environ.update(child_env)
             os.chdir(home)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            from resolver.cli import main
+            from moonpin.resolver.cli.main import main
 
             try:
                 result = main(list(argv))

@@ -144,7 +144,7 @@ def test_fuzz_args_files(tmp_path: Path, kb_template: Path) -> None:
     ("oversized", "over the 8 MiB limit"), ("loop", "symlink loop")])
 def test_a_refused_launch_file_ends_in_a_tip(tmp_path: Path, kb_template: Path, kind: str,
                                               said: str) -> None:
-    """``args --file`` on a file read_regular refuses (kb.errors.ReadRefused): exit 2, the
+    """``args --file`` on a file read_regular refuses (moonpin.kb.errors.ReadRefused): exit 2, the
     file and the reason named, and the refusal's own tip (not a traceback, not a hang)."""
     f = tmp_path / "launch.yaml"
     if kind == "oversized":

@@ -123,8 +123,8 @@ def test_hostile_root(tmp_path: Path, name: str) -> None:
 
 
 def test_binary_pyvenv_cfg(tmp_path: Path) -> None:
-    from resolver.check import check_image
-    from resolver.check_rootfs import ImageConfig
+    from moonpin.resolver.check.rootfs import ImageConfig
+    from moonpin.resolver.check.run import check_image
 
     root = tmp_path / "root"
     healthy_image(venv_root(root))

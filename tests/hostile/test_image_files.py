@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from readers.image import ImageError, open_image
-from readers.layers import unpack
+from moonpin.readers.image import ImageError, open_image
+from moonpin.readers.layers import unpack
 
 Member = tuple[tarfile.TarInfo, bytes]
 

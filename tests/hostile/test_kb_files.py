@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kb import cache
+from moonpin.kb import cache
 from tests.hostile import gen
 from tests.hostile.harness import (
     DEFAULT_N,
@@ -156,7 +156,7 @@ STAMPED = {"_facts.json": ["which", "sglang", "--mooncake",
 
 
 def _stamped_cases(rng: random.Random, doc: Path) -> str:
-    from resolver import resolved
+    from moonpin.resolver import resolved
 
     pick = rng.random()
     if pick < 0.15:
@@ -174,7 +174,7 @@ def _stamped_cases(rng: random.Random, doc: Path) -> str:
     # a crafted document: another type, or another string, at some node, stamped so that
     # it hashes right
     value, what = (gen.retype if pick < 0.8 else gen.restring)(rng, json.loads(body))
-    doc.write_bytes(resolved._stamped(value, json.loads(head)["kb_sha256"]))
+    doc.write_bytes(resolved.stamped(value, json.loads(head)["kb_sha256"]))
     return "restamped: " + what
 
 

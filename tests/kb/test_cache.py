@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kb import cache
+from moonpin.kb import cache
 
 
 def test_cache_dir_follows_the_environment(tmp_path: Path,
@@ -75,7 +75,7 @@ def test_no_home_folder_means_no_cache_not_a_crash(tmp_path: Path,
     f.write_text("{}")
     assert cache.file_digest(f) == hashlib.sha256(b"{}").hexdigest()
 
-    from resolver import sources
+    from moonpin.resolver.check import sources
     from tests.lib.images import add_sglang
 
     add_sglang(tmp_path / "site")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from kb.facts import FORMAT, Artifact, FactsError, Pg, from_json, from_model, to_json
+from moonpin.kb import store
+from moonpin.kb.facts import FORMAT, Artifact, FactsError, Pg, from_json, from_model, to_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def _pg(names: list[str]) -> list[object]:
     ([[None, [], 0, [], [], False, []]], 0, "no shared value 0 here"),  # itself
 ])
 def test_a_bad_pool_is_refused(pool: list[object], root: object, why: str) -> None:
-    from kb import facts
+    from moonpin.kb import facts
 
     reader = facts._reader(Pg)
     facts._POOL.append(facts._Pool(pool))
@@ -55,7 +55,7 @@ def test_a_bad_pool_is_refused(pool: list[object], root: object, why: str) -> No
 
 
 def test_one_entry_is_one_type() -> None:
-    from kb import facts
+    from moonpin.kb import facts
 
     facts._POOL.append(facts._Pool([["a.whl", "0" * 64]]))
     try:

@@ -1,4 +1,4 @@
-"""kb.files: the one way to read an outside file, bounded JSON, and atomic writes that
+"""moonpin.kb.files: the one way to read an outside file, bounded JSON, and atomic writes that
 fail naming the path."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.errors import KBError, MoonpinError, ReadRefused, WriteFailed
-from kb.files import loads_json, read_regular, write_atomic
+from moonpin.kb.errors import KBError, MoonpinError, ReadRefused, WriteFailed
+from moonpin.kb.files import loads_json, read_regular, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,11 +104,13 @@ def test_refused_reads_pickle_across_processes(tmp_path: Path) -> None:
 
 
 def test_kb_files_imports_nothing_heavy() -> None:
-    code = ("import sys; before = set(sys.modules); import kb.files; "
+    code = ("import sys; before = set(sys.modules); import moonpin.kb.files; "
             "print(sorted(set(sys.modules) - before))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True).stdout
-    assert set(eval(out)) <= {"__future__", "kb", "kb.errors", "kb.files", "stat", "_stat"}, out
+    assert set(eval(out)) <= {"__future__", "moonpin", "moonpin.resolver",
+                              "moonpin.resolver.stdlib_guard", "moonpin.kb", "moonpin.kb.errors",
+                              "moonpin.kb.files", "stat", "_stat"}, out
 
 
 @pytest.mark.parametrize(("data", "needle"), [
@@ -143,7 +145,7 @@ def test_write_atomic_failure_names_the_path(tmp_path: Path) -> None:
 
 
 def test_kb_lock_that_cannot_be_made_is_a_kb_error(tmp_path: Path) -> None:
-    from kb import store
+    from moonpin.kb import store
 
     kb = tmp_path / "kb.json"
     (tmp_path / "kb.json.lock").mkdir()
@@ -164,7 +166,7 @@ def test_kb_lock_that_cannot_be_made_is_a_kb_error(tmp_path: Path) -> None:
     (b'{"schema_version": true}', "schema_version"),
 ])
 def test_hostile_kb_files_are_kb_errors(tmp_path: Path, content: bytes, needle: str) -> None:
-    from kb import store
+    from moonpin.kb import store
 
     p = tmp_path / "kb.json"
     p.write_bytes(content)
@@ -175,7 +177,7 @@ def test_hostile_kb_files_are_kb_errors(tmp_path: Path, content: bytes, needle: 
 
 @pytest.mark.parametrize("special", ["fifo", "dev-zero", "directory", "loop"])
 def test_a_kb_that_is_not_a_file_is_named(tmp_path: Path, special: str) -> None:
-    from kb import store
+    from moonpin.kb import store
     from tests.hostile.gen import make_special
 
     p = tmp_path / "kb.json"
@@ -190,7 +192,7 @@ def test_a_kb_version_that_is_not_pep440_is_refused_at_load(tmp_path: Path,
                                                             version: str) -> None:
     import json
 
-    from kb import store
+    from moonpin.kb import store
     from tests.kb.test_store import small_kb
 
     p = tmp_path / "kb.json"
@@ -206,7 +208,7 @@ def test_a_kb_version_that_is_not_pep440_is_refused_at_load(tmp_path: Path,
 def test_sha256_hex_is_hashlib_sha256() -> None:
     import hashlib
 
-    from kb.files import sha256_hex
+    from moonpin.kb.files import sha256_hex
 
     for data in (b"", b"moonpin", bytes(range(256)) * 4099):
         assert sha256_hex(data) == hashlib.sha256(data).hexdigest()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from kb.errors import KBError
-from kb.models import (
+from moonpin.kb import store
+from moonpin.kb.errors import KBError
+from moonpin.kb.models import (
     SCHEMA_VERSION,
     Artifact,
     KnowledgeBase,
@@ -104,7 +104,7 @@ def test_crash_mid_write_keeps_previous_kb(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from kb import store
+        from moonpin.kb import store
         from tests.kb.test_store import small_kb
         real_fsync = os.fsync
         def die(fd):

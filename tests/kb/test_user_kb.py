@@ -1,7 +1,7 @@
 """The user KB: `moonpin scrape` on an installed moonpin never writes into site-packages.
 
-An installed moonpin is simulated as a wheel lays it out (``kb/data/kb.json`` and
-``kb/data/resolved/`` inside the ``kb`` package, made read-only), run in a child
+An installed moonpin is simulated as a wheel lays it out (``moonpin/kb/data/kb.json`` and
+``moonpin/kb/data/resolved/`` inside the ``kb`` package, made read-only), run in a child
 interpreter whose ``sys.path`` has that copy first.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from kb import paths
+from moonpin.kb import paths
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_local import make_tree
 from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
@@ -50,9 +50,9 @@ def installed(index: FakeIndex, tmp_path: Path) -> Iterator[Path]:  # noqa: F811
     site = tmp_path / "site-packages"
     for pkg in _PACKAGES:
         shutil.copytree(ROOT / pkg, site / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    (site / "kb" / "data").mkdir()
-    shutil.copy(kb_file, site / "kb" / "data" / "kb.json")
-    shutil.copytree(kb_file.parent / "resolved", site / "kb" / "data" / "resolved")
+    (site / "moonpin" / "kb" / "data").mkdir()
+    shutil.copy(kb_file, site / "moonpin" / "kb" / "data" / "kb.json")
+    shutil.copytree(kb_file.parent / "resolved", site / "moonpin" / "kb" / "data" / "resolved")
     _chmod_tree(site, writable=False)
     yield site
     _chmod_tree(site, writable=True)  # so that pytest can remove it
@@ -63,14 +63,14 @@ def moonpin(site: Path, *argv: str, env: dict[str, str] | None = None,
     child = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
     child.update({"PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})})
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from resolver.cli import main; "
+        [sys.executable, "-c", "import sys; from moonpin.resolver.cli.main import main; "
          "raise SystemExit(main(sys.argv[1:]))", *argv],
         capture_output=True, text=True, cwd=site.parent, env=child, timeout=300)
 
 
 def test_scrape_on_an_installed_moonpin_writes_the_user_kb(
         installed: Path, index: FakeIndex, tmp_path: Path) -> None:  # noqa: F811
-    shipped = installed / "kb" / "data" / "kb.json"
+    shipped = installed / "moonpin" / "kb" / "data" / "kb.json"
     user = Path(os.environ["XDG_DATA_HOME"]) / "moonpin" / "kb.json"
     before = _snapshot(installed)
 
@@ -155,7 +155,7 @@ def test_the_scrape_time_is_read_from_the_head_or_the_whole_file(tmp_path: Path)
 
 def test_a_user_kb_that_is_not_a_file_is_named_not_opened(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from resolver.cli import main
+    from moonpin.resolver.cli.main import main
 
     monkeypatch.delenv("MOONPIN_KB", raising=False)
     user = Path(paths.user_kb_file())
@@ -177,7 +177,7 @@ def test_xdg_data_home_must_be_absolute(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_a_checkout_scrapes_its_own_data_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MOONPIN_KB", raising=False)
-    if not os.access(ROOT / "data", os.W_OK) or (ROOT / "kb" / "data").exists():
+    if not os.access(ROOT / "data", os.W_OK) or (ROOT / "moonpin" / "kb" / "data").exists():
         pytest.skip("not an editable checkout with a writable data/ folder")
     assert paths.scrape_kb_file() == str(ROOT / "data" / "kb.json")
 

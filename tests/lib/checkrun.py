@@ -1,4 +1,4 @@
-"""Run ``python -m resolver.check`` against a throwaway image, as a worker would, and read
+"""Run ``python -m moonpin.resolver.check`` against a throwaway image, as a worker would, and read
 its verdict line by line."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kb.models import SCHEMA_VERSION
+from moonpin.kb.models import SCHEMA_VERSION
 from tests.lib.images import PG_NAMES
 
 __all__ = ["NOBODY", "ROOT", "Run", "assert_healthy", "python_for_nobody", "run", "small_kb"]
@@ -72,7 +72,7 @@ class Run:
 
 def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | None = None,
         ep: bool = True, deep: bool = False) -> Run:
-    cmd = [sys.executable, "-m", "resolver.check", "--site-packages", str(site)]
+    cmd = [sys.executable, "-m", "moonpin.resolver.check", "--site-packages", str(site)]
     if not deep:  # light checks; the deep-probe tests below import the image's modules
         cmd.append("--no-deep")
     if ep:

@@ -22,16 +22,16 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb import store
-from kb.models import Build, KnowledgeBase, LoaderScheme
-from resolver.graph import CompatGraph, WheelView
-from resolver.query import resolve_torch
+from moonpin.kb import store
+from moonpin.kb.models import Build, KnowledgeBase, LoaderScheme
+from moonpin.resolver.graph import CompatGraph, WheelView
+from moonpin.resolver.query import resolve_torch
 from tests.lib.elfbuild import build_so
 from tests.lib.images import JIT_LOADER, add_dist, add_torch, ext_suffix
 
 __all__ = ["Image", "Inexpressible", "image_for", "loader_source"]
 
-#: What the placeholder stands for in a scraped import template (readers.loader.TORCH).
+#: What the placeholder stands for in a scraped import template (moonpin.readers.loader.TORCH).
 TORCH = "{torch}"
 
 

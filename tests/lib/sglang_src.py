@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.launch import Flag, Rule
-from readers.server_args import class_constants, extract
+from moonpin.kb.launch import Flag, Rule
+from moonpin.readers.server_args import class_constants, extract
 
 __all__ = ["WHEELS_ENV", "real_args", "real_wheel"]
 

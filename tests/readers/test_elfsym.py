@@ -1,4 +1,4 @@
-"""readers/elfsym.py on hostile bytes: a real object (gcc-built) damaged at random places
+"""moonpin/readers/elfsym.py on hostile bytes: a real object (gcc-built) damaged at random places
 raises SymbolError or answers; nothing else, no hang."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from readers.elfsym import SymbolError, SymbolTable, gnu_hash
+from moonpin.readers.elfsym import SymbolError, SymbolTable, gnu_hash
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from readers.image import open_image
-from readers.layers import _elf_needs, check_wants, unpack
+from moonpin.readers.image import open_image
+from moonpin.readers.layers import _elf_needs, check_wants, unpack
 from tests.lib.umoci import HOST_LIBS, need_tools, pack_venv
 
 pytestmark = pytest.mark.image

@@ -17,7 +17,7 @@ import templates (the standard prebuilt scheme: regex ``\\d+(?:\\.\\d+)*``, sepa
 
 ``torch``: ``{"version", "cuda": {"x86_64": 13, "aarch64": null}}`` (an arch left out has
 no variant). ``torch_versions``: extra versions listed on the index (the ``torch``
-entries are always listed). ``unread``: :class:`kb.models.Unread` fields.
+entries are always listed). ``unread``: :class:`moonpin.kb.models.Unread` fields.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from kb.models import (
+from moonpin.kb.models import (
     Artifact,
     Build,
     KnowledgeBase,

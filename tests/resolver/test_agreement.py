@@ -2,7 +2,7 @@
 
 For every ``explain`` scenario under ``cases/`` (and an ``explain`` of each candidate a
 ``which_*`` scenario weighs), the combination the query evaluated is written as a fake
-worker image (:mod:`tests.lib.scenario_image`) and judged by ``python -m resolver.check``
+worker image (:mod:`tests.lib.scenario_image`) and judged by ``python -m moonpin.resolver.check``
 with the scenario's KB. compatible means the check exits 0 with no failing check among
 module/build/names/backends/cuda; incompatible means the check fails, and the KB checks
 that failed map onto exactly the image checks that failed. unknown, and facts an image
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from kb import store
-from resolver import query
-from resolver.graph import CompatGraph
+from moonpin.kb import store
+from moonpin.resolver import query
+from moonpin.resolver.graph import CompatGraph
 from tests.lib.checkrun import Run, run
 from tests.lib.images import PG_NAMES, add_mooncake, add_sglang, add_torch
 from tests.lib.scenario_image import Inexpressible, image_for

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver import authoritative
-from resolver.cli import main
+from moonpin.resolver.args import authoritative
+from moonpin.resolver.cli.main import main
 from tests.lib.images import add_dist
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_scrape_e2e import SERVER_ARGS, index, scraped_kb  # noqa: F401

@@ -1,4 +1,5 @@
-"""``python -m resolver.check`` against throwaway site-packages trees, run as a worker would.
+"""``python -m moonpin.resolver.check`` against throwaway site-packages trees, run as a worker
+would.
 
 Every failing verdict has a negative control: the same tree with that one fault repaired
 passes, so a check that always fails (or always passes) is caught.
@@ -16,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from kb.models import READABLE_SCHEMAS, SCHEMA_VERSION
-from resolver.check import KB_READABLE, KB_SCHEMA, check_image, requested_features
+from moonpin.kb.models import READABLE_SCHEMAS, SCHEMA_VERSION
+from moonpin.resolver.check.run import KB_READABLE, KB_SCHEMA, check_image, requested_features
 from tests.lib.checkrun import assert_healthy, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
@@ -483,7 +484,7 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
     code = (
         "import sys, json\n"
         "from pathlib import Path\n"
-        "from resolver.check import main\n"
+        "from moonpin.resolver.check.run import main\n"
         f"rc = main(['--site-packages', {str(site)!r}, '--kb', {str(kb)!r},"
         " '--elastic-ep-backend', 'mooncake'])\n"
         "print(json.dumps({'rc': rc, 'mods': sorted(sys.modules)}))\n"
@@ -493,25 +494,27 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
     doc: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
     assert doc["rc"] == 1
     mods = set(doc["mods"])
-    assert "readers.pyast" in mods and "readers.elf" in mods  # the check did run
-    for banned in ("httpx", "networkx", "torch", "resolver.query", "resolver.graph",
-                   "scrapers.fetch", "scrapers.refresh", "sglang", "mooncake", "pydantic",
-                   "kb.models", "importlib.metadata"):
+    assert "moonpin.readers.pyast" in mods and "moonpin.readers.elf" in mods  # the check did run
+    for banned in ("httpx", "networkx", "torch", "moonpin.resolver.query", "moonpin.resolver.graph",
+                   "moonpin.scrapers.fetch", "moonpin.scrapers.refresh", "sglang", "mooncake",
+                   "pydantic",
+                   "moonpin.kb.models", "importlib.metadata"):
         assert banned not in mods, banned
 
 
 #: What a warm worker start must not load: each pulls in ``re`` and ``enum`` (~8 ms together,
 #: as much as the interpreter's own start), or is the analyzer a warm start skips.
 _HEAVY = ("re", "enum", "json", "typing", "pathlib", "dataclasses", "ast", "inspect",
-          "threading", "argparse", "hashlib", "readers.pyast", "readers.pyast_facts",
-          "readers.pyast_walk", "readers.elf", "readers.elflayout", "readers.loader",
-          "resolver.launch_args", "readers.elfsym", "ctypes")
+          "threading", "argparse", "hashlib", "moonpin.readers.pyast",
+          "moonpin.readers.pyast_facts", "moonpin.readers.pyast_walk", "moonpin.readers.elf",
+          "moonpin.readers.elflayout", "moonpin.readers.loader", "moonpin.resolver.args.rules",
+          "moonpin.readers.elfsym", "ctypes")
 
 
 def _modules_after_main(argv: list[str]) -> tuple[int, set[str]]:
     code = (
         "import sys\n"
-        "from resolver.check import main\n"
+        "from moonpin.resolver.check.run import main\n"
         f"rc = main({argv!r})\n"
         "mods = sorted(sys.modules)\n"
         "import json\n"
@@ -530,19 +533,20 @@ def test_a_warm_start_loads_nothing_heavy(tmp_path: Path) -> None:
     argv = ["--site-packages", str(site), "--kb", str(ROOT / "data" / "kb.json"),
             "--elastic-ep-backend", "mooncake", "--no-deep"]
     rc, cold = _modules_after_main(argv)  # the image's first check reads and remembers
-    assert rc == 0 and {"readers.pyast", "readers.loader", "json"} <= cold  # control
+    # control
+    assert rc == 0 and {"moonpin.readers.pyast", "moonpin.readers.loader", "json"} <= cold
     rc, warm = _modules_after_main(argv)
     assert rc == 0
     assert not warm & set(_HEAVY), sorted(warm & set(_HEAVY))
     rc, again = _modules_after_main([*argv, "--no-cache"])  # control: nothing remembered
-    assert rc == 0 and "readers.pyast" in again
+    assert rc == 0 and "moonpin.readers.pyast" in again
 
 
 def test_a_feature_check_reads_the_table_not_the_whole_kb(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PD disaggregation on the shipped KB: the release's imports for it come from the
     resolved table, so the 5 MB knowledge base is not parsed at worker start."""
-    import resolver.image_facts as image_facts
+    from moonpin.resolver.check import image_facts
 
     site = healthy_image(tmp_path / "site")
     launch = ["--disaggregation-transfer-backend", "mooncake"]
@@ -646,7 +650,7 @@ def test_deep_probe_healthy_reads_registered_backends(tmp_path: Path) -> None:
 
 def test_deep_probe_on_by_default_for_elastic_ep(tmp_path: Path) -> None:
     site = deep_image(tmp_path)
-    cmd = [sys.executable, "-m", "resolver.check", "--site-packages", str(site),
+    cmd = [sys.executable, "-m", "moonpin.resolver.check", "--site-packages", str(site),
            "--elastic-ep-backend", "mooncake"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "deep import:" in proc.stdout
@@ -898,7 +902,7 @@ class ServerArgs:
 
 
 def _with_launch_rules(kb: Path) -> Path:
-    from readers.server_args import launch_record
+    from moonpin.readers.server_args import launch_record
 
     rec = launch_record(LAUNCH_SRC, None)
     assert rec is not None
@@ -959,7 +963,7 @@ def test_a_worker_without_a_home_folder_is_still_checked(
      "--deep-timeout", "30", "--no-cache", "--enable-dp-attention"],
 ])
 def test_fast_option_parsing_agrees_with_argparse(argv: list[str]) -> None:
-    from resolver.check import _fast_parse, _parser
+    from moonpin.resolver.check.run import _fast_parse, _parser
 
     fast = _fast_parse(argv)
     assert fast is not None
@@ -969,7 +973,7 @@ def test_fast_option_parsing_agrees_with_argparse(argv: list[str]) -> None:
 @pytest.mark.parametrize("argv", [["-h"], ["--help"], ["--elastic"], ["--deep-timeout", "x"],
                                   ["--kb"], ["--json=1"], ["stray"]])
 def test_unusual_options_are_left_to_argparse(argv: list[str]) -> None:
-    from resolver.check import _fast_parse
+    from moonpin.resolver.check.run import _fast_parse
 
     assert _fast_parse(argv) is None
 

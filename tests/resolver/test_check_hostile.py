@@ -188,7 +188,7 @@ def _judge(python: str, site: Path, kb: Path, as_nobody: bool,
                HOME=str(site.parent / "home"), MOONPIN_CACHE_DIR=str(site.parent / "cache"))
     extra: dict[str, int] = {"user": NOBODY, "group": NOBODY} if as_nobody else {}
     return subprocess.run(
-        [python, "-m", "resolver.check", "--site-packages", str(site), "--no-deep",
+        [python, "-m", "moonpin.resolver.check", "--site-packages", str(site), "--no-deep",
          "--elastic-ep-backend", "mooncake", "--kb", str(kb), *(extra_args or [])],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=60, **extra)  # type: ignore[call-overload]
 
@@ -323,7 +323,7 @@ def test_memo_entries_of_the_wrong_shape_cost_time_not_answers(tmp_path: Path) -
     shape (the right size and mtime, so the memo would trust it): the same verdict, no
     traceback. (A value of the right shape but wrong content is the memo's documented
     limit, as it is Python's for bytecode: --no-cache.)"""
-    from kb import cache
+    from moonpin.kb import cache
 
     site = healthy_image(tmp_path / "site")
     kb = small_kb(tmp_path)

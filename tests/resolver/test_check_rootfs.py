@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.check import check_image
-from resolver.check_rootfs import ImageConfig, dockerfile_fix, target_for
+from moonpin.resolver.check.rootfs import ImageConfig, dockerfile_fix, target_for
+from moonpin.resolver.check.run import check_image
 from tests.lib.checkrun import ROOT, Run, run, small_kb
 from tests.lib.images import add_mooncake, add_torch, ext_suffix, healthy_image
 from tests.resolver.test_importer import SETUPTOOLS_FINDER, editable_dist, write_sglang_sources
@@ -69,7 +69,7 @@ def venv_root(root: Path, *, system_site: bool = False) -> Path:
 
 
 def run_root(root: Path, *args: str, kb: Path | None = None) -> Run:
-    cmd = [sys.executable, "-m", "resolver.check", "--rootfs", str(root),
+    cmd = [sys.executable, "-m", "moonpin.resolver.check", "--rootfs", str(root),
            "--elastic-ep-backend", "mooncake", *(["--kb", str(kb)] if kb else []), *args]
     env = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=60)
@@ -264,8 +264,8 @@ def test_scenario_images_agree(kb_slice: dict[str, object], args: dict[str, obje
                                tmp_path: Path) -> None:
     """The images of the agreement scenarios (:mod:`tests.lib.scenario_image`), each put in
     a root: the same exit code and the same deciding failures as in place."""
-    from resolver import query
-    from resolver.graph import CompatGraph
+    from moonpin.resolver import query
+    from moonpin.resolver.graph import CompatGraph
     from tests.lib.scenario_image import Inexpressible, image_for
     from tests.resolver.kbslice import build_kb
     from tests.resolver.test_agreement import _failing
@@ -322,8 +322,8 @@ def test_not_a_root(tmp_path: Path) -> None:
 
 
 def test_image_file(tmp_path: Path) -> None:
-    """``--image``: once :mod:`readers.image` is there, an OCI layout made of a root."""
-    ri = pytest.importorskip("readers.image")
+    """``--image``: once :mod:`moonpin.readers.image` is there, an OCI layout made of a root."""
+    ri = pytest.importorskip("moonpin.readers.image")
     umoci = shutil.which("umoci")
     if umoci is None:
         pytest.skip("umoci is not installed")
@@ -335,7 +335,7 @@ def test_image_file(tmp_path: Path) -> None:
     subprocess.run([umoci, "new", "--image", f"{layout}:t"], check=True, timeout=60)
     subprocess.run([umoci, "insert", "--image", f"{layout}:t", str(root), "/"], check=True,
                    timeout=120)
-    r = subprocess.run([sys.executable, "-m", "resolver.check", "--image", f"{layout}",
+    r = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--image", f"{layout}",
                         "--elastic-ep-backend", "mooncake", "--kb", str(small_kb(tmp_path))],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -343,9 +343,9 @@ def test_image_file(tmp_path: Path) -> None:
     assert ri is not None
     bad = tmp_path / "bad.tar"
     bad.write_bytes(b"not an image")
-    r = subprocess.run([sys.executable, "-m", "resolver.check", "--image", str(bad), "--json",
-                        "--elastic-ep-backend", "mooncake"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--image", str(bad),
+                        "--json", "--elastic-ep-backend", "mooncake"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "tip: " in r.stderr and "Traceback" not in r.stderr
     assert json.loads(r.stdout)["exit_code"] == 2
 
@@ -402,7 +402,7 @@ def test_real_image_root_agrees_with_its_python(tmp_path: Path) -> None:
                                   text=True, env=env, timeout=300)
             assert "undefined symbol: " in real.stderr
             symbol = real.stderr.split("undefined symbol: ")[1].split()[0]
-        here = subprocess.run([sys.executable, "-m", "resolver.check", "--python", python,
+        here = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--python", python,
                                "--elastic-ep-backend", "mooncake", "--json", "--no-deep"],
                               cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
         doc = json.loads(here.stdout)
@@ -412,7 +412,7 @@ def test_real_image_root_agrees_with_its_python(tmp_path: Path) -> None:
         assert mine["symbols"].status == theirs["symbols"]["status"]
         assert mine["symbols"].message.split(";")[0] == theirs["symbols"]["message"].split(";")[0]
         if broken:
-            from resolver.ldbind import demangle
+            from moonpin.resolver.check.ldbind import demangle
 
             assert demangle(symbol).split("(")[0] in mine["symbols"].message
             assert (mine["symbols"].fix or "").startswith("RUN pip install ")

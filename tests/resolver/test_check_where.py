@@ -1,5 +1,5 @@
 """``check --json`` says where it found sglang, mooncake and torch
-(:mod:`resolver.check_where`): the folder, how the importer reached it, and the
+(:mod:`moonpin.resolver.check.where`): the folder, how the importer reached it, and the
 distribution's metadata folder, on plain and editable fake images."""
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def test_pythonpath_for_python_but_not_for_site_packages(tmp_path: Path) -> None
     add_dist(elsewhere, "sglang", "0.5.23")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MOONPIN_KB")}
     env.update(PYTHONPATH=str(elsewhere), MOONPIN_CHECK_SYSTEM_LIBS=str(site / "_none"))
-    proc = subprocess.run([sys.executable, "-m", "resolver.check", "--python",
+    proc = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--python",
                            str(venv / "bin" / "python"), "--elastic-ep-backend", "mooncake",
                            "--no-deep", "--json", "--kb", str(small_kb(tmp_path))],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)

@@ -20,7 +20,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+    r = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
                        capture_output=True, text=True, cwd=ROOT, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "Traceback" not in r.stderr, r.stderr
@@ -95,7 +95,7 @@ def test_constraints_and_kb_resolve_take_json(tmp_path: Path) -> None:
     assert doc["constraints"][:2] == ["sglang==0.5.18", "torch==2.13.0"]
     kb = tmp_path / "kb.json"
     shutil.copy(SHIPPED, kb)
-    r = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(kb), "kb", "resolve",
+    r = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(kb), "kb", "resolve",
                         "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kb"] == str(kb)
@@ -103,7 +103,7 @@ def test_constraints_and_kb_resolve_take_json(tmp_path: Path) -> None:
 
 def test_the_matrix_page_names_the_repository_workflow_only_in_a_checkout(
         tmp_path: Path) -> None:
-    from resolver.matrix import _in_checkout
+    from moonpin.resolver.matrix.table import _in_checkout
 
     assert _in_checkout(str(SHIPPED))  # this repository
     installed = tmp_path / "site-packages" / "data" / "kb.json"

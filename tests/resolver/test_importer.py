@@ -1,4 +1,5 @@
-"""Where the check finds SGLang (and mooncake, torch): :mod:`resolver.importer` against the
+"""Where the check finds SGLang (and mooncake, torch): :mod:`moonpin.resolver.check.importer`
+against the
 layouts the editable installers write, copied from real installs (pip 23.2 with setuptools
 84.2, hatchling with and without ``dev-mode-exact``, scikit-build-core 1.1 in redirect mode),
 and end to end: the check names the editable folder and judges a checkout ahead of every
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver import importer
-from resolver.target import from_site_packages
+from moonpin.resolver.check import importer
+from moonpin.resolver.check.target import from_site_packages
 from tests.lib.checkrun import ROOT, run, small_kb
 from tests.lib.images import (
     SGLANG_ELASTIC,
@@ -292,7 +293,7 @@ def test_check_finds_what_the_importer_finds(tmp_path: Path, style: str) -> None
     r = run(site, kb=kb)  # --site-packages
     assert f"from {pkg} (editable)" in r.line("sglang:"), r.out
     assert r.status("names") == "fail" and r.rc == 1
-    alone = subprocess.run([sys.executable, "-m", "resolver.check", "--python", str(python),
+    alone = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--python", str(python),
                             "--elastic-ep-backend", "mooncake", "--no-deep", "--kb", str(kb)],
                            cwd=ROOT, capture_output=True, text=True, timeout=60,
                            env={**env, "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_none")})
@@ -302,7 +303,7 @@ def test_check_finds_what_the_importer_finds(tmp_path: Path, style: str) -> None
     import packaging
 
     (deps / "packaging").symlink_to(Path(packaging.__file__).parent)
-    own = subprocess.run([str(python), "-m", "resolver.check", "--elastic-ep-backend",
+    own = subprocess.run([str(python), "-m", "moonpin.resolver.check", "--elastic-ep-backend",
                           "mooncake", "--no-deep", "--kb", str(kb)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60,
                          env={**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{deps}",
@@ -379,7 +380,7 @@ def test_real_editable_install(tmp_path: Path, backend: str) -> None:
     kb = small_kb(tmp_path)
     r = run(site, kb=kb)
     assert f"from {pkg} (editable)" in r.line("sglang:") and r.rc == 1, r.out
-    alone = subprocess.run([sys.executable, "-m", "resolver.check", "--python", str(python),
+    alone = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--python", str(python),
                             "--elastic-ep-backend", "mooncake", "--no-deep", "--kb", str(kb)],
                            cwd=ROOT, capture_output=True, text=True, timeout=60,
                            env={**env, "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_none")})

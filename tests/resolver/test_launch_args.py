@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.launch import Flag, Rule
-from readers.server_args import elastic_rules, extract
-from resolver.launch_args import Unevaluable, Verdict, check, evaluate, parse_launch
+from moonpin.kb.launch import Flag, Rule
+from moonpin.readers.server_args import elastic_rules, extract
+from moonpin.resolver.args.rules import Unevaluable, Verdict, check, evaluate, parse_launch
 from tests.lib.sglang_src import real_args
 
 # ---------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def test_options_the_release_does_not_accept_and_abbreviations() -> None:
     """With every option string the release accepts (the KB records them), an option it
     does not know is told apart from one the KB simply does not keep, and abbreviations
     resolve as argparse's would."""
-    from resolver.launch_args import UNRECOGNIZED
+    from moonpin.resolver.args.rules import UNRECOGNIZED
 
     flags = (Flag("--dp-size", "dp_size", 1, None, "int", None, 1),)
     accepted = {"-h", "--help", "--dp-size", "--dp-lm-head", "--model-path", "--tp-size"}
@@ -319,11 +319,11 @@ class ServerArgs:
 
 
 def test_launch_check_gathers_judges_and_reports(tmp_path: Path) -> None:
-    """``moonpin args`` as a library call (resolver.launch_check): no CLI, same report."""
-    from kb import store
-    from kb.errors import UsageError
-    from resolver import launch_check
-    from resolver.graph import CompatGraph
+    """``moonpin args`` as a library call (moonpin.resolver.args.lines): no CLI, same report."""
+    from moonpin.kb import store
+    from moonpin.kb.errors import UsageError
+    from moonpin.resolver.args import lines as launch_check
+    from moonpin.resolver.graph import CompatGraph
 
     g = CompatGraph(store.load(Path(__file__).resolve().parents[2] / "data" / "kb.json"))
     script = tmp_path / "serve.sh"
@@ -357,8 +357,8 @@ def test_launch_check_from_a_kb_file_reads_the_graph_only_when_needed(
     """Given the KB file, a release whose launch table holds its rules is judged from
     that table alone; a version the table does not spell (``v0.5.18``) is read through the
     graph, and judged the same."""
-    from resolver import launch_check
-    from resolver.graph import CompatGraph
+    from moonpin.resolver.args import lines as launch_check
+    from moonpin.resolver.graph import CompatGraph
 
     kb_file = Path(__file__).resolve().parents[2] / "data" / "kb.json"
     launches, _ = launch_check.gather([], "auto", ["--", "--elastic-ep-backend", "mooncake",
@@ -383,7 +383,7 @@ def test_a_file_of_many_launches_reads_the_rules_once(tmp_path: Path,
     """Found by the args-files fuzz: a shell script of 5,000 launch lines read and validated
     the release's launch table for each line (~9 ms a line: no answer in 60 s). The rules
     are read once per release, the conditions parsed once; the verdicts are the same."""
-    from resolver import launch_check
+    from moonpin.resolver.args import lines as launch_check
 
     kb_file = Path(__file__).resolve().parents[2] / "data" / "kb.json"
     line = ("python -m sglang.launch_server --model-path m --tp-size 2 "

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver import resolved
-from resolver.launch_args import check, rules_from_json
+from moonpin.resolver import resolved
+from moonpin.resolver.args.rules import check, rules_from_json
 
 KB = Path(__file__).resolve().parents[2] / "data" / "kb.json"
 

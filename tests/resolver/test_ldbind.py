@@ -1,4 +1,5 @@
-"""Symbol binding as ld.so does it (resolver/ldbind.py), on ELF objects the real toolchain
+"""Symbol binding as ld.so does it (moonpin/resolver/check/ldbind.py), on ELF objects the real
+toolchain
 builds (gcc and GNU ld: GNU hash tables, version scripts), each checked against what the
 real loader does with the same files (ctypes.CDLL with RTLD_NOW in a child)."""
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from resolver import ldbind
+from moonpin.resolver.check import ldbind
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -186,7 +187,7 @@ def test_the_check_fails_a_build_whose_torch_symbols_are_not_there(tmp_path: Pat
                 f"int call(void) {{ return {sym}(); }}\n",
                 libs=(str(lib / "libc10.so"), "libcudart.so.13"))
     os.replace(built, site / "mooncake" / f"pg_2_13_0{ext_suffix()}")
-    argv = [sys.executable, "-m", "resolver.check", "--site-packages", str(site),
+    argv = [sys.executable, "-m", "moonpin.resolver.check", "--site-packages", str(site),
             "--elastic-ep-backend", "mooncake", "--no-deep"]
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root)
@@ -226,7 +227,7 @@ def test_an_old_library_is_one_failure_naming_what_the_loader_says_first(tmp_pat
                 libs=(str(pkg / "libv.so.1"), str(pkg / "libw.so"), str(pkg / "libcudart.so.13")))
     build = pkg / f"pg_2_13_0{ext_suffix()}"
     os.replace(built, build)
-    argv = [sys.executable, "-m", "resolver.check", "--site-packages", str(site),
+    argv = [sys.executable, "-m", "moonpin.resolver.check", "--site-packages", str(site),
             "--elastic-ep-backend", "mooncake", "--no-deep"]
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_none")}

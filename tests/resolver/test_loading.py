@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from readers import elf
-from resolver import ldso
-from resolver.build_facts import _UNREADABLE_SCHEME
-from resolver.check import CheckResult
-from resolver.deep_probe import _downgrade_light_libraries
+from moonpin.readers import elf
+from moonpin.resolver.check import ldso
+from moonpin.resolver.check.build_facts import UNREADABLE_SCHEME
+from moonpin.resolver.check.deep_probe import downgrade_light_libraries
+from moonpin.resolver.check.run import CheckResult
 from tests.lib.checkrun import NOBODY, ROOT, assert_healthy, python_for_nobody, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import PG_NAMES, ext_suffix, healthy_image
@@ -230,7 +230,7 @@ def _as_nobody(python: str, site: Path, kb: Path) -> subprocess.CompletedProcess
     env["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_none")
     env["HOME"] = str(site / "_home")
     return subprocess.run(
-        [python, "-m", "resolver.check", "--site-packages", str(site), "--no-deep",
+        [python, "-m", "moonpin.resolver.check", "--site-packages", str(site), "--no-deep",
          "--elastic-ep-backend", "mooncake", "--kb", str(kb)],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=60,
         user=NOBODY, group=NOBODY)
@@ -278,15 +278,15 @@ def test_a_deep_import_that_worked_overrules_a_light_library_guess() -> None:
         CheckResult("deep import", "pass", "import mooncake.pg works with torch 2.13.0"),
         CheckResult("deep backends", "pass", "registered: mooncake ('cuda',), mooncake-cpu"),
     ]
-    out = _downgrade_light_libraries(checks)
+    out = downgrade_light_libraries(checks)
     assert out[0].status == "warn" and "deep import" in out[0].message
     # so is a loader whose scheme the light check cannot read, but not one that is broken
-    unread = CheckResult("loader", "fail", "pg.py: x; " + _UNREADABLE_SCHEME)
+    unread = CheckResult("loader", "fail", "pg.py: x; " + UNREADABLE_SCHEME)
     broken = CheckResult("loader", "fail", "pg.py: Python cannot compile it")
-    out = _downgrade_light_libraries([unread, broken, *checks[1:]])
+    out = downgrade_light_libraries([unread, broken, *checks[1:]])
     assert [c.status for c in out[:2]] == ["warn", "fail"]
     # a deep probe that failed, or backends missing, leaves the light verdict standing
     failed = [checks[0], CheckResult("deep probe", "fail", "import mooncake.pg fails: x")]
-    assert _downgrade_light_libraries(failed)[0].status == "fail"
+    assert downgrade_light_libraries(failed)[0].status == "fail"
     partial = [*checks[:2], CheckResult("deep backends", "fail", "no mooncake-cpu")]
-    assert _downgrade_light_libraries(partial)[0].status == "fail"
+    assert downgrade_light_libraries(partial)[0].status == "fail"

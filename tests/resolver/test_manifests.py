@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from resolver.launch_args import Unresolved, check
-from resolver.manifests import from_shell, from_yaml, read_file, sglang_version_of_image
+from moonpin.resolver.args.manifests import (
+    from_shell,
+    from_yaml,
+    read_file,
+    sglang_version_of_image,
+)
+from moonpin.resolver.args.rules import Unresolved, check
 from tests.resolver.test_launch_args import CUDA_OFF, JOINER, SCALE_UP, _release
 
 DGD = """\
@@ -139,7 +144,7 @@ def test_shell_script_variables_continuations_and_separators() -> None:
 
 
 def test_an_unknown_value_makes_its_rules_not_checked() -> None:
-    from readers.server_args import extract
+    from moonpin.readers.server_args import extract
 
     src = textwrap.dedent("""\
         class ServerArgs:
@@ -254,7 +259,7 @@ def test_a_dynamo_services_envs_reach_its_containers() -> None:
 def test_deep_flow_nesting_is_refused_before_composing(text: str) -> None:
     import time
 
-    from resolver.manifests import MAX_DEPTH, from_yaml
+    from moonpin.resolver.args.manifests import MAX_DEPTH, from_yaml
 
     t = time.monotonic()
     with pytest.raises(ValueError, match=f"nested 5000 deep \\(limit {MAX_DEPTH}\\)"):
@@ -263,7 +268,7 @@ def test_deep_flow_nesting_is_refused_before_composing(text: str) -> None:
 
 
 def test_deep_block_nesting_is_a_valueerror() -> None:
-    from resolver.manifests import from_yaml
+    from moonpin.resolver.args.manifests import from_yaml
 
     text = "".join(" " * i + "k:\n" for i in range(3000))
     with pytest.raises(ValueError, match=r"deep\.yaml"):
@@ -271,7 +276,7 @@ def test_deep_block_nesting_is_a_valueerror() -> None:
 
 
 def test_quoted_brackets_do_not_count_as_nesting() -> None:
-    from resolver.manifests import _flow_depth
+    from moonpin.resolver.args.manifests import _flow_depth
 
     assert _flow_depth('a: "' + "[" * 500 + '"\nb: \'[[[[\'\nc: [[1]]\n') == 2
 
@@ -285,7 +290,7 @@ def test_quoted_brackets_do_not_count_as_nesting() -> None:
 def test_shell_scripts_are_read_in_linear_time(text: str) -> None:
     import time
 
-    from resolver.manifests import from_shell
+    from moonpin.resolver.args.manifests import from_shell
 
     t = time.monotonic()
     from_shell(text, "s.sh")
@@ -293,7 +298,7 @@ def test_shell_scripts_are_read_in_linear_time(text: str) -> None:
 
 
 def test_a_line_past_the_limit_is_named_not_tokenized() -> None:
-    from resolver.manifests import MAX_LINE, from_shell
+    from moonpin.resolver.args.manifests import MAX_LINE, from_shell
 
     found = from_shell("python -m sglang.launch_server --model-path " + "a" * MAX_LINE, "s.sh")
     assert not found.launches
@@ -302,7 +307,7 @@ def test_a_line_past_the_limit_is_named_not_tokenized() -> None:
 
 
 def test_continuations_and_carried_quotes_still_join() -> None:
-    from resolver.manifests import from_shell
+    from moonpin.resolver.args.manifests import from_shell
 
     found = from_shell('A="1\n2"\npython -m sglang.launch_server --tp 2 \\\n  --ep $A\n'
                        "echo '\\\\' \\\\\npython -m sglang.launch_server --tp 4\n", "s.sh")
@@ -312,7 +317,7 @@ def test_continuations_and_carried_quotes_still_join() -> None:
 
 @pytest.mark.parametrize("special", ["fifo", "dev-zero", "directory", "sparse-huge"])
 def test_an_args_file_that_is_not_a_file_is_oserror(tmp_path: Path, special: str) -> None:
-    from resolver.manifests import read_file
+    from moonpin.resolver.args.manifests import read_file
     from tests.hostile.gen import make_special
 
     f = tmp_path / "launch.yaml"

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from kb import store
-from kb.errors import UsageError
-from resolver import matrix as M
-from resolver.graph import CompatGraph
+from moonpin.kb import store
+from moonpin.kb.errors import UsageError
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.matrix import table as M
 from tests.resolver.kbslice import build_kb
 
 
 def _explain(*a: object, **kw: object) -> dict:
     """``query.explain`` as its ``--json`` dict (a dict today, or a typed answer's
     ``to_json()``: the same shape)."""
-    from resolver import query
+    from moonpin.resolver import query
 
     res = query.explain(*a, **kw)  # type: ignore[arg-type]
     return res if isinstance(res, dict) else res.to_json()

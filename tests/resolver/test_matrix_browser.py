@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from resolver import matrix as M
-from resolver.graph import CompatGraph
+from moonpin.kb import store
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.matrix import table as M
 from tests.resolver.kbslice import build_kb
 from tests.resolver.test_matrix import C13, MTE, SLICE
 

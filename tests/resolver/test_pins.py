@@ -1,4 +1,4 @@
-"""resolver.pins on messy real-world files: every pin with its file, line and column.
+"""moonpin.resolver.pins.read on messy real-world files: every pin with its file, line and column.
 
 Every exact pin found in every test is checked against the file text, so later rewriting
 can rely on ``col``: ``text.splitlines()[version_line - 1][col:col + len(version)]``.
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.pins import HASH_NOTE, Pin, PinError, read_pins
-from resolver.pins_toml import toml_arrays, toml_arrays_linewise
+from moonpin.resolver.pins.pyproject import toml_arrays, toml_arrays_linewise
+from moonpin.resolver.pins.read import HASH_NOTE, Pin, PinError, read_pins
 
 
 def write(path: Path, text: str) -> Path:
@@ -391,7 +391,7 @@ def test_plain_requirements_read_as_packaging_reads_them() -> None:
 
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from resolver.pins_base import _plain_requirement
+    from moonpin.resolver.pins.base import _plain_requirement
 
     rng = random.Random(4242)
     taken = 0

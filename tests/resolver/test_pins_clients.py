@@ -22,7 +22,7 @@ pytestmark = pytest.mark.uv
 
 
 def _moonpin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
                           capture_output=True, text=True, cwd=cwd, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 

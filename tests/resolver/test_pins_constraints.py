@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from resolver import query
-from resolver.graph import CompatGraph
-from resolver.pins_constraints import constraint_lines
-from resolver.pins_renovate import plan_stack
+from moonpin.resolver import query
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.pins.constraints import constraint_lines
+from moonpin.resolver.pins.renovate import plan_stack
 
 
 def _explain(*a: object, **kw: object) -> dict:
@@ -32,13 +32,13 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from kb import store
+    from moonpin.kb import store
 
     return CompatGraph(store.load(SHIPPED))
 
 
 def _moonpin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.pins import MAX_INCLUDE_DEPTH, read_pins
-from resolver.pins_requirements import comment_start
+from moonpin.resolver.pins.read import MAX_INCLUDE_DEPTH, read_pins
+from moonpin.resolver.pins.requirements import comment_start
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -22,7 +22,7 @@ STACK = "sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.12 
 
 
 def moonpin(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+    r = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
                        capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.returncode in (0, 1, 2)
@@ -170,7 +170,7 @@ def test_write_keeps_crlf_mode_and_writes_through_a_symlink(tmp_path: Path) -> N
 def test_write_through_a_dangling_symlink_is_refused(tmp_path: Path) -> None:
     req = tmp_path / "requirements.txt"
     req.write_text(STACK, encoding="utf-8")
-    from resolver.pins import write_keeping
+    from moonpin.resolver.pins.read import write_keeping
 
     dangling = tmp_path / "gone.txt"
     dangling.symlink_to(tmp_path / "nowhere.txt")
@@ -180,7 +180,7 @@ def test_write_through_a_dangling_symlink_is_refused(tmp_path: Path) -> None:
 
 
 def _pins_main(capsys: pytest.CaptureFixture[str], *files: str) -> tuple[int, str]:
-    from resolver.cli import main
+    from moonpin.resolver.cli.main import main
 
     with pytest.raises(SystemExit) as e:
         main(["--kb", str(SHIPPED), "pins", *files])

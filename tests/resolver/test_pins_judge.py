@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.graph import CompatGraph
-from resolver.pins import Judgement, apply_updates, judge, pinned_set, read_pins
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.pins.read import Judgement, apply_updates, judge, pinned_set, read_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -20,7 +20,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from kb import store
+    from moonpin.kb import store
 
     return CompatGraph(store.load(SHIPPED))
 
@@ -88,7 +88,7 @@ def test_pins_cli_prints_platform_and_note(tmp_path: Path) -> None:
     req = tmp_path / "requirements.txt"
     req.write_text("sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.14\n",
                    encoding="utf-8")
-    r = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), "pins",
+    r = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), "pins",
                         str(req)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "verdict: compatible (judged for" in r.stdout
@@ -133,7 +133,7 @@ def test_judgement_is_frozen_and_its_json_is_the_documented_shape(g: CompatGraph
 
 
 def _pins_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), "pins",
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), "pins",
                            *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
@@ -191,7 +191,7 @@ def _hook(project: Path, *files: str) -> subprocess.CompletedProcess[str]:
                  (ROOT / ".pre-commit-hooks.yaml").read_text().splitlines()
                  if ln.strip().startswith("entry:"))
     assert entry[0] == "moonpin"
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED),
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED),
                            *entry[1:], *files], capture_output=True, text=True, cwd=project,
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
 

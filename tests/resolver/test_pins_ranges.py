@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.graph import CompatGraph
-from resolver.pins import apply_updates, judge, pinned_set, read_pins
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.pins.read import apply_updates, judge, pinned_set, read_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -20,13 +20,13 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from kb import store
+    from moonpin.kb import store
 
     return CompatGraph(store.load(SHIPPED))
 
 
 def _pins_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), "pins",
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), "pins",
                            *args], capture_output=True, text=True, cwd=cwd, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 

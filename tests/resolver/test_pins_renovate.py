@@ -9,9 +9,14 @@ from typing import Any
 
 import pytest
 
-from resolver import query
-from resolver.graph import CompatGraph
-from resolver.pins_renovate import GROUP_NAME, allowed_versions, plan_stack, renovate_fragment
+from moonpin.resolver import query
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.pins.renovate import (
+    GROUP_NAME,
+    allowed_versions,
+    plan_stack,
+    renovate_fragment,
+)
 
 
 def _explain(*a: object, **kw: object) -> dict:
@@ -27,7 +32,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from kb import store
+    from moonpin.kb import store
 
     return CompatGraph(store.load(SHIPPED))
 

@@ -18,7 +18,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT,
          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
                           capture_output=True, text=True, cwd=cwd, timeout=120,
                           env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                "PYTHONPATH": str(ROOT), **(env or {})})

@@ -1,5 +1,5 @@
 """The deep probe leaves no process behind, however its child daemonises itself
-(resolver/probe_reaper.py): fake images whose mooncake build, when imported, starts a
+(moonpin/resolver/check/probe_reaper.py): fake images whose mooncake build, when imported, starts a
 process that leaves the probe's process group (``setsid`` then fork, a double fork, a
 grandchild holding the probe's stdout open, an exec'd ``sleep``), with the import then
 answering or hanging. After ``check`` returns, no process carrying the test's marker in its

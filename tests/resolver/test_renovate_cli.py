@@ -63,7 +63,7 @@ def _renovate() -> str:
 
 
 def _moonpin(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
                           capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
@@ -163,7 +163,7 @@ def _lookup(tmp_path: Path, repo: Path) -> tuple[list[dict[str, Any]], list[str]
 def test_an_unparsable_allowed_versions_is_caught(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Control: the fragment's old ``==2.8.0 || ==2.9.0`` makes this test fail."""
-    from resolver import pins_renovate
+    from moonpin.resolver.pins import renovate as pins_renovate
 
     monkeypatch.setattr(pins_renovate, "allowed_versions",
                         lambda vs: " || ".join(f"=={v}" for v in vs))

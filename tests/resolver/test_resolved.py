@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from resolver import query, resolved
-from resolver.answers import Which
-from resolver.graph import CompatGraph
+from moonpin.kb import store
+from moonpin.resolver import query, resolved
+from moonpin.resolver.answers import Which
+from moonpin.resolver.graph import CompatGraph
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
 
@@ -92,7 +92,7 @@ def test_fix_for_needs_the_torch_the_release_requires(kb_path: Path) -> None:
 
 _HEAVY = (
     "import sys\n"
-    "from resolver.cli import main\n"
+    "from moonpin.resolver.cli.main import main\n"
     "rc = main({argv!r})\n"
     "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
     "('pydantic', 'networkx', 'httpx'))\n"
@@ -136,7 +136,7 @@ def test_queries_load_no_graph_library_or_models(kb_path: Path, tmp_path: Path,
 
 def _restamp(path: Path, body: object, kb_path: Path) -> None:
     """Write ``body`` as a stamped document that hashes right (a crafted file)."""
-    path.write_bytes(resolved._stamped(body, resolved._sha256(kb_path)))
+    path.write_bytes(resolved.stamped(body, resolved.file_sha256(kb_path)))
 
 
 def test_damaged_facts_are_ignored(kb_path: Path) -> None:
@@ -181,7 +181,7 @@ def test_damaged_facts_are_ignored(kb_path: Path) -> None:
 def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
     """``show``'s document of a release is its KB record exactly (launch rules put back);
     a damaged or wrong-shaped one is ignored."""
-    from resolver import show
+    from moonpin.resolver import show
 
     kb = store.load(kb_path)
     for s in kb.sglang:
@@ -204,7 +204,7 @@ def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
 
 
 def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
-    from resolver.fixes import Fixer as _Fixer
+    from moonpin.resolver.check.fixes import Fixer as _Fixer
 
     fixer = _Fixer(None, kb_path)
     fixer.sglang, fixer.torch, fixer.python = "0.5.17", "2.12.0", "cp312"
@@ -223,7 +223,7 @@ def test_shipped_tables_match_the_shipped_kb() -> None:
 
 
 def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path) -> None:
-    from resolver.fixes import Fixer as _Fixer
+    from moonpin.resolver.check.fixes import Fixer as _Fixer
 
     reqs = resolved.load_requirements(kb_path)
     assert reqs is not None and reqs["0.5.17"]["torch"] == ["2.13.0"]
@@ -239,7 +239,7 @@ def test_feature_imports_from_the_table_are_the_kbs(tmp_path: Path) -> None:
     records give the runtime check, for every release and feature."""
     import shutil
 
-    from resolver.image_facts import _KB
+    from moonpin.resolver.check.image_facts import KBView
 
     shipped = ROOT / "data" / "kb.json"
     with_table = tmp_path / "table" / "kb.json"  # the KB and its resolved/ tables
@@ -249,8 +249,8 @@ def test_feature_imports_from_the_table_are_the_kbs(tmp_path: Path) -> None:
     alone = tmp_path / "alone" / "kb.json"  # no tables: the check reads the whole KB
     alone.parent.mkdir()
     shutil.copy(shipped, alone)
-    table = _KB(str(with_table))
-    whole = _KB(str(alone))
+    table = KBView(str(with_table))
+    whole = KBView(str(alone))
     with_table.unlink()  # what `table` answers from here on comes from its tables alone
     versions = [r["version"] for r in json.loads(shipped.read_text())["sglang"]]
     def used(records: list[dict[str, object]] | None) -> list[tuple[object, ...]] | None:
@@ -333,7 +333,7 @@ def test_a_damaged_requirements_table_is_ignored(kb_path: Path, edit: object) ->
     lambda d: d.update(sglang="0.5.4"),  # another release's table under this name
 ])
 def test_a_damaged_launch_table_is_ignored(kb_path: Path, edit: object) -> None:
-    from resolver.launch_args import rules_from_json
+    from moonpin.resolver.args.rules import rules_from_json
 
     path = resolved.resolved_path(kb_path) / "_launch-0.5.17.json"
     record = resolved.load_launch(kb_path, "0.5.17")
@@ -347,7 +347,7 @@ def test_a_damaged_launch_table_is_ignored(kb_path: Path, edit: object) -> None:
 
 
 def test_rules_from_json_refuses_json_texts_that_are_not_json(kb_path: Path) -> None:
-    from resolver.launch_args import rules_from_json
+    from moonpin.resolver.args.rules import rules_from_json
 
     record = resolved.load_launch(kb_path, "0.5.17")
     assert record is not None
@@ -369,8 +369,8 @@ def test_table_names_are_valid_file_names_whatever_the_version(tmp_path: Path,
 def test_summary_document(kb_path: Path) -> None:
     """``_summary.json`` says what the facts say (counts, names, the scrape); damaged,
     stale or of another shape it is ignored, and the facts answer instead."""
-    from kb.facts import summary_of, to_json
-    from resolver.cli_spelling import _Pools
+    from moonpin.kb.facts import summary_of, to_json
+    from moonpin.resolver.cli.spelling import _Pools
 
     facts = resolved.load_facts(kb_path)
     assert facts is not None
@@ -393,10 +393,10 @@ def test_crafted_documents_with_bad_versions_or_naive_times(kb_path: Path) -> No
     """Found by hand: a facts or summary document written on purpose (it hashes right)
     whose release version is not PEP 440 crashed every query (InvalidVersion), and a
     scrape time without a zone crashed ``kb info``. Such a version makes the document
-    ignored (as kb.store refuses it in a KB); a time without a zone is UTC, in a KB too."""
+    ignored (as moonpin.kb.store refuses it in a KB); a time without a zone is UTC, in a KB too."""
     import datetime as dt
 
-    from kb.facts import summary_of, to_json
+    from moonpin.kb.facts import summary_of, to_json
 
     facts = resolved.load_facts(kb_path)
     assert facts is not None
@@ -413,7 +413,7 @@ def test_crafted_documents_with_bad_versions_or_naive_times(kb_path: Path) -> No
         scrape=naive))), kb_path)
     found = resolved.load_summary(kb_path)
     assert found is not None and found.scrape.scraped_at.tzinfo is not None
-    out = subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(kb_path), "kb",
+    out = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(kb_path), "kb",
                           "info"], capture_output=True, text=True, cwd=ROOT, check=False)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     doc = json.loads(kb_path.read_text())

@@ -1,4 +1,5 @@
-"""The compatibility rule on plain facts (resolver/rule.py): inline cases, no KB, no image."""
+"""The compatibility rule on plain facts (moonpin/resolver/rule.py): inline cases, no KB, no
+image."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver import rule
-from resolver.rule import BuildFacts, Decision, Requirement, Scheme, TorchFacts
+from moonpin.resolver import rule
+from moonpin.resolver.rule import BuildFacts, Decision, Requirement, Scheme, TorchFacts
 
 ROOT = Path(__file__).resolve().parents[2]
 STD = Scheme("prebuilt", ("mooncake.pg_{torch}",), r"\d+(?:\.\d+)*", "_")
@@ -200,11 +201,11 @@ _HEAVY = ("re", "enum", "json", "typing", "pathlib", "dataclasses", "ast", "insp
 
 
 def test_importing_the_rule_loads_nothing_heavy() -> None:
-    code = ("import sys\nbefore = set(sys.modules)\nimport resolver.rule\n"
+    code = ("import sys\nbefore = set(sys.modules)\nimport moonpin.resolver.rule\n"
             "print(sorted(set(sys.modules) - before))\n")
     proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=True)
     loaded = set(json.loads(proc.stdout.replace("'", '"')))
-    assert "resolver.rule" in loaded  # control
+    assert "moonpin.resolver.rule" in loaded  # control
     heavy = {m for m in loaded if m.split(".")[0] in _HEAVY}
     assert not heavy, sorted(heavy)

@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from kb import store
-from kb.errors import UsageError
-from resolver import query
-from resolver.cli import main
-from resolver.graph import CompatGraph
+from moonpin.kb import store
+from moonpin.kb.errors import UsageError
+from moonpin.resolver import query
+from moonpin.resolver.cli.main import main
+from moonpin.resolver.graph import CompatGraph
 from tests.resolver.kbslice import build_kb
 
 CASES = Path(__file__).with_name("cases")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from resolver import query
-from resolver.graph import CompatGraph
+from moonpin.kb import store
+from moonpin.resolver import query
+from moonpin.resolver.graph import CompatGraph
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = ROOT / "data" / "kb.json"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kb import cache as kb_cache
-from resolver import sources
+from moonpin.kb import cache as kb_cache
+from moonpin.resolver.check import sources
 from tests.lib.images import add_sglang
 
 
@@ -184,9 +184,10 @@ def test_a_warm_start_does_not_load_the_analyzer(tmp_path: Path) -> None:
 
     pkg, cache = _pkg(tmp_path), tmp_path / "cache"
     sources.scan(pkg, cache_dir=cache)
-    probe = ("import sys; from pathlib import Path; from resolver import sources; "
+    probe = ("import sys; from pathlib import Path; from moonpin.resolver.check import sources; "
              f"f = sources.scan(Path({str(pkg)!r}), cache_dir=Path({str(cache)!r})); "
-             "print(f.cache, sorted(f.derived['names']) != [], 'readers.pyast' in sys.modules)")
+             "print(f.cache, sorted(f.derived['names']) != [], "
+             "'moonpin.readers.pyast' in sys.modules)")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
                          text=True, check=True).stdout.split()

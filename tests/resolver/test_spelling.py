@@ -1,12 +1,13 @@
-"""Releases, names, pythons and platforms as users type them (resolver/spelling.py, inputs.py)."""
+"""Releases, names, pythons and platforms as users type them (moonpin/resolver/spelling.py,
+inputs.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kb.errors import UsageError
-from resolver import spelling
-from resolver.inputs import normalize_arch, normalize_python
+from moonpin.kb.errors import UsageError
+from moonpin.resolver import spelling
+from moonpin.resolver.inputs import normalize_arch, normalize_python
 
 POOL = ["0.4.0", "0.5.4", "0.5.4.post3", "0.5.5", "0.5.10rc0", "0.5.17", "0.5.18", "0.5.23"]
 DISTS = ["mooncake-transfer-engine", "mooncake-transfer-engine-cuda13",

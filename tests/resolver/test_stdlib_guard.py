@@ -11,20 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from resolver.stdlib_guard import USED
+from moonpin.resolver.stdlib_guard import USED
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_list_holds_every_standard_module_moonpin_imports() -> None:
     imported: set[str] = set()
-    for pkg in ("kb", "readers", "resolver", "scrapers"):
-        for path in (ROOT / pkg).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    imported |= {a.name.partition(".")[0] for a in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    imported.add(node.module.partition(".")[0])
+    for path in (ROOT / "moonpin").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.partition(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.partition(".")[0])
     missing = sorted(n for n in imported if n in sys.stdlib_module_names and n not in USED)
     assert not missing, missing
 
@@ -36,9 +35,9 @@ def _run(argv: list[str], pythonpath: Path, cwd: Path) -> subprocess.CompletedPr
 
 
 @pytest.mark.parametrize("argv", [
-    ["-m", "resolver.check", "--elastic-ep-backend", "mooncake", "--no-deep"],
-    ["-c", "from resolver.cli import main; raise SystemExit(main(['which', 'mooncake', "
-           "'--sglang', '0.5.18']))"],
+    ["-m", "moonpin.resolver.check", "--elastic-ep-backend", "mooncake", "--no-deep"],
+    ["-c", "from moonpin.resolver.cli.main import main; "
+           "raise SystemExit(main(['which', 'mooncake', '--sglang', '0.5.18']))"],
 ], ids=["check", "which"])
 @pytest.mark.parametrize("shape", ["json.py", "re.py", "difflib/__init__.py"])
 def test_a_shadowing_file_is_named(tmp_path: Path, argv: list[str], shape: str) -> None:
@@ -56,7 +55,8 @@ def test_a_shadowing_file_is_named(tmp_path: Path, argv: list[str], shape: str) 
 def test_a_namespace_folder_of_the_same_name_is_no_shadow(tmp_path: Path) -> None:
     """A folder without __init__.py: the standard library's regular package wins."""
     (tmp_path / "shadow" / "json").mkdir(parents=True)
-    proc = _run(["-c", "from resolver.cli import main; raise SystemExit(main(['which', "
-                       "'mooncake', '--sglang', '0.5.18']))"], tmp_path / "shadow", tmp_path)
+    proc = _run(["-c", "from moonpin.resolver.cli.main import main; raise SystemExit("
+                       "main(['which', 'mooncake', '--sglang', '0.5.18']))"],
+                tmp_path / "shadow", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("recommended:")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver.fixes import pip_line
-from resolver.target import from_site_packages
+from moonpin.resolver.check.fixes import pip_line
+from moonpin.resolver.check.target import from_site_packages
 from tests.lib.checkrun import ROOT, assert_healthy, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import JIT_LOADER, PG_NAMES, add_mooncake, add_sglang, add_torch
@@ -99,7 +99,7 @@ def _fake_python(path: Path, site: Path, minor: int) -> Path:
 def _check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "VIRTUAL_ENV")}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "resolver.check", "--no-deep",
+    return subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--no-deep",
                            "--elastic-ep-backend", "mooncake", *args], cwd=ROOT,
                           capture_output=True, text=True, env=full, timeout=60)
 
@@ -279,7 +279,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 
 def test_a_release_that_compiles_carries_its_note_and_the_prebuild_step() -> None:
-    from resolver.fixes import PREBUILD, Fixer
+    from moonpin.resolver.check.fixes import PREBUILD, Fixer
 
     fixer = Fixer(None, str(SHIPPED))
     fixer.sglang, fixer.torch, fixer.python, fixer.arch = "0.5.23", "2.14.1", "cp312", "x86_64"

@@ -16,7 +16,7 @@ MC = "mooncake-transfer-engine-cuda13==0.3.13.post1"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver.cli", "--kb", str(SHIPPED), *args],
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 

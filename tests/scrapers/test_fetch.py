@@ -1,4 +1,4 @@
-"""Tests of scrapers.fetch.Fetcher against the misbehaving loopback index."""
+"""Tests of moonpin.scrapers.fetch.Fetcher against the misbehaving loopback index."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kb.errors import FetchError, RangeNotHonoured
-from scrapers.fetch import Fetcher, RangeAnswer
+from moonpin.kb.errors import FetchError, RangeNotHonoured
+from moonpin.scrapers.fetch import Fetcher, RangeAnswer
 from tests.lib.server import FakeIndex
 
 BODY = os.urandom(64 * 1024)  # incompressible, distinct bytes
@@ -496,7 +496,7 @@ def test_odd_content_length_digits_are_not_trusted(length: str) -> None:
 def test_the_deadline_also_bounds_an_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The proxies httpx mounts from the environment keep working (the client is httpx's
     own) and their connections are bounded by the deadline too."""
-    from scrapers import fetch
+    from moonpin.scrapers import fetch
 
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     f = Fetcher()

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from kb.errors import ArchiveError, UsageError
-from scrapers import local
-from scrapers.fetch import Fetcher
-from scrapers.local import find_pins, scrape_archive, scrape_path
+from moonpin.kb.errors import ArchiveError, UsageError
+from moonpin.scrapers import local
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.local import find_pins, scrape_archive, scrape_path
 from tests.lib.server import FakeIndex
 
 PS = '''
@@ -168,7 +168,7 @@ def test_a_non_utf8_file_name_is_printed_safely(tmp_path: Path) -> None:
                                                 (4, b"\x88\x00")])
 def test_every_error_of_a_damaged_zip_is_an_unreadable_archive(offset: int,
                                                                 value: bytes) -> None:
-    from kb.errors import ArchiveError
+    from moonpin.kb.errors import ArchiveError
 
     data = bytearray(_sglang_zip({"s/sglang/a.py": b"x = 1\n" * 100}))
     cd = data.rfind(b"PK\x01\x02")  # the last central-directory entry: the one read last
@@ -180,7 +180,7 @@ def test_every_error_of_a_damaged_zip_is_an_unreadable_archive(offset: int,
 
 def test_total_bytes_are_capped_as_well_as_each_member(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
-    from kb.errors import ArchiveError
+    from moonpin.kb.errors import ArchiveError
 
     monkeypatch.setattr(local, "MAX_TOTAL", 100_000)
     members = {f"s/sglang/m{i}.py": b"\0" * 40_000 for i in range(5)}  # each under the cap
@@ -197,7 +197,7 @@ def test_total_bytes_are_capped_as_well_as_each_member(monkeypatch: pytest.Monke
 
 
 def test_a_pax_size_too_large_is_an_unreadable_archive() -> None:
-    from kb.errors import ArchiveError
+    from moonpin.kb.errors import ArchiveError
 
     info = tarfile.TarInfo("s/sglang/a.py")
     info.pax_headers = {"comment": "x" * 20}

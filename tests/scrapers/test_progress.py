@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scrapers.local import scrape_path
-from scrapers.report import Reporter, StderrReporter
+from moonpin.scrapers.local import scrape_path
+from moonpin.scrapers.report import Reporter, StderrReporter
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_local import make_tree
 from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
@@ -87,7 +87,7 @@ def test_a_scrape_summary_still_prints_when_not_a_terminal() -> None:
 
 
 def _scrape_from_path(kb: Path, tree: Path, *, tty: bool) -> tuple[int, str, str]:
-    argv = [sys.executable, "-m", "resolver.cli", "--kb", str(kb), "scrape", "--from-path",
+    argv = [sys.executable, "-m", "moonpin", "--kb", str(kb), "scrape", "--from-path",
             str(tree)]
     if not tty:
         r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300)

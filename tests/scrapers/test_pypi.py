@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from kb.errors import UsageError
-from kb.models import SCHEMA_VERSION, files_path
-from scrapers.pypi import (
+from moonpin.kb import store
+from moonpin.kb.errors import UsageError
+from moonpin.kb.models import SCHEMA_VERSION, files_path
+from moonpin.scrapers.pypi import (
     index_url_from_env,
     json_root,
     named_index_url,
@@ -75,7 +75,7 @@ def test_named_index_wins(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_pip_config_list_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The real ``pip config list``, pointed at a config file of this test's own."""
-    from scrapers.pypi import _pip_config_list
+    from moonpin.scrapers.pypi import _pip_config_list
 
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\nindex-url = https://conf.example/simple\n")

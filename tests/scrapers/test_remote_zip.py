@@ -1,4 +1,4 @@
-"""Tests of scrapers.remote_zip: the range-reading zip reader."""
+"""Tests of moonpin.scrapers.remote_zip: the range-reading zip reader."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kb.errors import ArchiveError
-from scrapers.fetch import Fetcher
-from scrapers.remote_zip import BytesSource, HttpSource, RemoteZip, printable
+from moonpin.kb.errors import ArchiveError
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.remote_zip import BytesSource, HttpSource, RemoteZip, printable
 from tests.lib.server import FakeIndex, Logged
 from tests.lib.wheels import (
     BOMB_SIZE,

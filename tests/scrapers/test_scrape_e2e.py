@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kb.distributions import DISTRIBUTIONS
-from kb.models import KnowledgeBase
-from scrapers.fetch import Fetcher
-from scrapers.refresh import scrape
-from scrapers.report import Reporter
+from moonpin.kb.distributions import DISTRIBUTIONS
+from moonpin.kb.models import KnowledgeBase
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.refresh import scrape
+from moonpin.scrapers.report import Reporter
 from tests.lib.elfbuild import build_so
 from tests.lib.server import FakeIndex
 from tests.lib.wheels import build_wheel
@@ -132,13 +132,13 @@ def run(index: FakeIndex, old: KnowledgeBase | None = None, **kw: object) -> tup
 
 def scraped_kb(index: FakeIndex, path: Path) -> Path:
     """Scrape the fake index into a KB file at ``path`` (and its resolved tables)."""
-    from kb import store
-    from resolver import resolved
+    from moonpin.kb import store
+    from moonpin.resolver import resolved_write
 
     only_present(index)
     kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", workers=2)
     store.save(kb, path)
-    resolved.write(path)
+    resolved_write.write(path)
     return path
 
 
@@ -200,7 +200,7 @@ def test_noop_refresh_fetches_no_artifact_bytes(index: FakeIndex) -> None:
 def test_a_kb_read_by_other_extractor_code_is_read_again(index: FakeIndex) -> None:
     """An upgraded moonpin records facts differently: a refresh re-reads that kind, and
     only that kind."""
-    from scrapers.refresh import extractor_fingerprints
+    from moonpin.scrapers.refresh import extractor_fingerprints
 
     only_present(index)
     kb, _, _ = run(index)
@@ -283,7 +283,7 @@ def test_cuda_runtime_of_a_build_whose_dynamic_section_lies_beyond_the_budget(
         index: FakeIndex) -> None:
     """mooncake 0.3.7's ep builds: patchelf moved .dynamic/.dynstr 25 MB in; the CUDA
     runtime is read from .gnu.version_r at the start, with where it was read."""
-    from scrapers import mooncake as mc
+    from moonpin.scrapers import mooncake as mc
     from tests.lib.elfbuild import build_so_versioned
 
     only_present(index)
@@ -309,8 +309,8 @@ def test_kb_records_and_kb_info_reports_what_each_refresh_read(
         index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from datetime import timedelta
 
-    from kb import store
-    from resolver.cli import main
+    from moonpin.kb import store
+    from moonpin.resolver.cli.main import main
 
     only_present(index)
     kb, _, _ = run(index)
@@ -349,7 +349,7 @@ def test_a_new_release_costs_only_its_new_content(index: FakeIndex, tmp_path: Pa
     central directory and new members, not the members earlier releases already had."""
     import os
 
-    from kb import cache as kbcache
+    from moonpin.kb import cache as kbcache
 
     only_present(index)
     import random
@@ -393,8 +393,8 @@ def test_a_damaged_answer_keeps_the_facts_the_kb_had(index: FakeIndex, tmp_path:
     dropped)."""
     import json
 
-    from kb import store
-    from resolver.cli import main
+    from moonpin.kb import store
+    from moonpin.resolver.cli.main import main
 
     kb_path = scraped_kb(index, tmp_path / "kb.json")
     before = store.load(kb_path)
@@ -442,7 +442,7 @@ def test_a_project_json_past_the_parser_limits_is_refused(
     """Issue 29 (found by its fuzz): `moonpin scrape` on a project document holding a
     5,000-digit number (ValueError) or nested 100,000 deep (RecursionError) was a
     traceback; now exit 2 naming the URL, with a tip, and the KB untouched."""
-    from resolver.cli import main
+    from moonpin.resolver.cli.main import main
 
     kb_path = scraped_kb(index, tmp_path / "kb.json")
     before = kb_path.read_bytes()

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from scrapers.fetch import Fetcher
-from scrapers.pypi import IndexFile
-from scrapers.sglang import AnalysisCache, scrape_wheel
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.pypi import IndexFile
+from moonpin.scrapers.sglang import AnalysisCache, scrape_wheel
 from tests.lib.server import FakeIndex
 from tests.lib.wheels import build_wheel
 from tests.readers.test_server_args import AG, AG_MEMBERS

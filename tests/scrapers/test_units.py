@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kb.errors import FetchError
-from kb.models import BackendUse, MooncakeImport
-from scrapers.mooncake import parse_build_name, torch_from_suffix
-from scrapers.pypi import parse_metadata, parse_project
-from scrapers.sglang import derive_pg
-from scrapers.torch_index import cuda_major
+from moonpin.kb.errors import FetchError
+from moonpin.kb.models import BackendUse, MooncakeImport
+from moonpin.scrapers.mooncake import parse_build_name, torch_from_suffix
+from moonpin.scrapers.pypi import parse_metadata, parse_project
+from moonpin.scrapers.sglang import derive_pg
+from moonpin.scrapers.torch_index import cuda_major
 
 
 def test_parse_project_resolves_relative_urls_and_skips_bad_versions() -> None:
@@ -129,7 +129,7 @@ def test_derive_pg_submodule_form_and_none() -> None:
 
 
 def test_derive_pg_optional_names_and_calls_through_alias() -> None:
-    from kb.models import CallArity
+    from moonpin.kb.models import CallArity
 
     def call(name: str, function: str | None, member: str = "a.py") -> CallArity:
         return CallArity(module="mooncake.ep", name=name, member=member, line=9,
@@ -169,8 +169,8 @@ def test_derive_pg_prefers_elastic_ep_and_records_alternative() -> None:
     ],
 )
 def test_metadata_member(names: list[str], error: str | None) -> None:
-    from kb.errors import ArchiveError
-    from scrapers.pypi import metadata_member
+    from moonpin.kb.errors import ArchiveError
+    from moonpin.scrapers.pypi import metadata_member
 
     filename = "sglang-0.5.18-py3-none-any.whl"
     if error is None:

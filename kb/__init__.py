@@ -1,7 +1,0 @@
-"""The knowledge base: models, the one JSON file in data/, and how it is written."""
-
-from __future__ import annotations
-
-from kb.errors import MoonpinError
-
-__all__ = ["MoonpinError"]

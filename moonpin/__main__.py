@@ -1,0 +1,9 @@
+"""``python -m moonpin``: the ``moonpin`` command."""
+
+import sys
+
+from moonpin.resolver.cli.main import main
+
+__all__: list[str] = []
+
+sys.exit(main())

@@ -1,0 +1,247 @@
+"""moonpin's own cache folder: small memos that spare a worker start repeated work.
+
+Everything kept here is validated before use and rebuilt when missing, stale or unreadable;
+a cache that cannot be written costs time, never a wrong answer.
+
+Files are written with :mod:`marshal`, the format of Python's own bytecode cache: reading
+one needs no import at all (``json`` alone would load ``re`` and ``enum``, ~5 ms of a
+worker start), and a damaged one fails to load and is rebuilt. Like ``__pycache__``, the
+folder must be writable only by its owner: marshal is not meant for data from others.
+
+The folder is ``$MOONPIN_CACHE_DIR``, else ``$XDG_CACHE_HOME/moonpin``, else
+``~/.cache/moonpin``. Standard library only, and nothing heavier than ``os`` and
+``marshal`` when a module is imported: the runtime check imports this.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+
+from moonpin.kb.files import outside
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: `typing` and `pathlib` load `re` and `enum`
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
+__all__ = ["FileMemo", "cache_dir", "cache_folder", "facts_memo", "file_digest", "load",
+           "store"]
+
+
+def cache_folder() -> str | None:
+    """The cache folder as a string; None when there is nowhere to keep it (no home folder:
+    a container running as a UID without a passwd entry and no ``$HOME``), and callers then
+    work without a cache."""
+    env = os.environ.get("MOONPIN_CACHE_DIR")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return os.path.join(xdg, "moonpin")
+    try:
+        home = os.path.expanduser("~")
+    except (KeyError, OSError):
+        return None
+    if not home or home.startswith("~"):  # neither $HOME nor a passwd entry
+        return None
+    return os.path.join(home, ".cache", "moonpin")
+
+
+def cache_dir() -> Path | None:
+    """:func:`cache_folder` as a :class:`~pathlib.Path`."""
+    folder = cache_folder()
+    if folder is None:
+        return None
+    from pathlib import Path
+
+    return Path(folder)
+
+
+#: The largest cache file read (a real SGLang's source cache is ~2 MB).
+MAX_BYTES = 64 * 1024 * 1024
+
+#: What every cache file starts with: a magic, then the payload's length and CRC-32 (4
+#: bytes each, little-endian), then the marshalled payload. A file that is cut, extended or
+#: damaged fails the check and is never handed to ``marshal`` (whose declared lengths are
+#: trusted: ``(\xff\xff\xff\x7f`` alone asks for a 16 GiB tuple).
+MAGIC = b"MPC1"
+
+
+def load(path: str | os.PathLike[str]) -> Any:
+    """The document marshalled at ``path``, or None when missing, unreadable, damaged, not
+    ours (another owner's, or writable by others), or over :data:`MAX_BYTES`."""
+    from moonpin.kb.errors import ReadRefused
+    from moonpin.kb.files import read_regular
+
+    try:
+        if not _trusted(path):
+            return None
+        data = read_regular(path, cap=MAX_BYTES, what="cache file")
+    except (OSError, ReadRefused):
+        return None
+    if len(data) < 12 or data[:4] != MAGIC:
+        return None
+    # a builtin module; the worker start loads it anyway (moonpin.resolver.check.sources)
+    import zlib
+
+    size = int.from_bytes(data[4:8], "little")  # header: MAGIC, length, CRC-32 (4 bytes each)
+    crc = int.from_bytes(data[8:12], "little")
+    payload = data[12:]
+    if size != len(payload) or zlib.crc32(payload) != crc:
+        return None
+    try:
+        return marshal.loads(payload)
+    except (ValueError, EOFError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _trusted(path: str | os.PathLike[str]) -> bool:
+    """Like ``__pycache__``: only a file of this user that nobody else can write is read
+    (marshal is not meant for data from others)."""
+    st = os.stat(path)
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    return (uid is None or st.st_uid == uid) and not st.st_mode & 0o022
+
+
+def store(path: str | os.PathLike[str], doc: Any) -> str | None:
+    """Write ``doc`` atomically (:func:`moonpin.kb.files.write_atomic`); return why it failed, or
+    None."""
+    import zlib
+
+    from moonpin.kb.files import write_atomic
+
+    try:
+        payload = marshal.dumps(doc)
+        if len(payload) > MAX_BYTES:
+            return f"{len(payload):,} bytes, over the {MAX_BYTES:,}-byte cache limit: {path}"
+        write_atomic(path, MAGIC + len(payload).to_bytes(4, "little")
+                     + zlib.crc32(payload).to_bytes(4, "little") + payload, what="cache file")
+    except OSError as e:
+        return f"{e.strerror or type(e).__name__}: {e.filename or path}"
+    except ValueError as e:  # something marshal cannot hold
+        return f"{e}: {path}"
+    return None
+
+
+class FileMemo:
+    """Facts derived from a file, each remembered with the file's size and modification
+    time (ns), the way Python remembers bytecode per source: asked again for a file whose
+    stamp is unchanged, the memo answers without reading it. One marshal file in the cache
+    folder; :meth:`flush` writes what was learned (atomically; a failure is only returned).
+
+    The documented limit is Python's own: an edit that keeps both size and mtime goes
+    unseen (``--no-cache`` reads everything)."""
+
+    #: Entries kept at most; past this, a flush keeps only those used by this process.
+    LIMIT = 4096
+    FORMAT = 1
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._data: dict[str, tuple[int, int, Any]] | None = None
+        self._used: set[str] = set()
+        self._dirty = False
+        #: False: every ``get`` computes afresh and nothing is remembered (``--no-cache``)
+        self.enabled = True
+
+    def _entries(self) -> dict[str, tuple[int, int, Any]]:
+        if self._data is None:
+            doc = load(self.path) if self.path is not None else None
+            data: dict[str, tuple[int, int, Any]] = {}
+            if isinstance(doc, dict) and doc.get("format") == self.FORMAT and isinstance(
+                    doc.get("entries"), dict):
+                data = {k: v for k, v in doc["entries"].items() if type(k) is str}
+            self._data = data
+        return self._data
+
+    def get(self, kind: str, path: str | os.PathLike[str], compute: Callable[[], T],
+            valid: Callable[[Any], bool] | None = None) -> T:
+        """``compute()``'s answer for ``path`` as it is now. Raises OSError when ``path``
+        cannot be stat-ed, and whatever ``compute`` raises (nothing is remembered then).
+
+        ``valid(value)`` says whether a remembered value has the shape ``compute`` returns;
+        one that does not (a damaged or foreign memo) is computed afresh, never returned.
+        Pass it wherever a wrong-shaped value would fail the caller: the memo file is
+        untrusted input like any other."""
+        if not self.enabled or outside(path):  # out of a confining image root: not kept
+            return compute()
+        name = os.path.abspath(path)
+        st = os.stat(name)
+        key = f"{kind}\0{name}"
+        entries = self._entries()
+        hit = entries.get(key)
+        self._used.add(key)
+        if (type(hit) is tuple and len(hit) == 3 and hit[0] == st.st_size
+                and hit[1] == st.st_mtime_ns and (valid is None or _fits(valid, hit[2]))):
+            return hit[2]  # type: ignore[no-any-return]
+        value = compute()
+        entries[key] = (st.st_size, st.st_mtime_ns, value)
+        self._dirty = True
+        return value
+
+    def flush(self) -> str | None:
+        """Write the memo when something was learned; why it failed, or None."""
+        if not self._dirty or self.path is None:
+            return None
+        entries = self._entries()
+        if len(entries) > self.LIMIT:
+            entries = {k: v for k, v in entries.items() if k in self._used}
+        self._dirty = False
+        return store(self.path, {"format": self.FORMAT, "entries": entries})
+
+
+def _fits(valid: Callable[[Any], bool], value: Any) -> bool:
+    try:
+        return bool(valid(value))
+    except Exception:  # a validator looking at damaged data may fail any way: not valid
+        return False
+
+
+_MEMO: FileMemo | None = None
+
+
+def facts_memo() -> FileMemo:
+    """This process's memo of file facts (``check-facts.marshal`` in the cache folder; one
+    that keeps nothing when there is no cache folder). Tests that change
+    ``$MOONPIN_CACHE_DIR`` get a memo for the new folder."""
+    global _MEMO
+    folder = cache_folder()
+    path = os.path.join(folder, "check-facts.marshal") if folder is not None else None
+    if _MEMO is None or _MEMO.path != path:
+        _MEMO = FileMemo(path)
+    return _MEMO
+
+
+#: The largest file :func:`file_digest` hashes (a knowledge base: see ``moonpin.kb.store``).
+MAX_DIGEST_BYTES = 256 * 1024 * 1024
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file's bytes, remembered in :func:`facts_memo` (importing hashlib and
+    hashing a 5 MB knowledge base costs a worker start ~10 ms). Raises OSError (a
+    :class:`moonpin.kb.errors.ReadRefused` for a FIFO, a device, a file over
+    :data:`MAX_DIGEST_BYTES`) when the file cannot be read."""
+    memo = facts_memo()
+    computed = []
+
+    def digest() -> str:
+        import hashlib
+
+        from moonpin.kb.files import read_regular
+
+        computed.append(True)
+        return hashlib.sha256(read_regular(path, cap=MAX_DIGEST_BYTES,
+                                           what="file")).hexdigest()
+
+    value = memo.get("sha256", path, digest, _is_sha256)
+    if computed:
+        memo.flush()  # a query process may never flush: keep the expensive answer now
+    return value
+
+
+def _is_sha256(value: Any) -> bool:
+    return type(value) is str and len(value) == 64

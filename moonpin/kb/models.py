@@ -1,0 +1,427 @@
+"""Pydantic models of everything the knowledge base records.
+
+Every fact carries its evidence: the artifact it was read from (filename and
+the sha256 the index publishes) at release or wheel level, and the member path
+and line inside it at fact level. Models are strict and immutable; they are
+validated where data enters (the KB file, an HTTP response), nowhere else.
+
+Version strings are stored as the index spells them; code compares them through
+``packaging.version.Version``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
+    "Artifact",
+    "BackendUse",
+    "Build",
+    "CallArity",
+    "KnowledgeBase",
+    "LaunchFlag",
+    "LaunchRule",
+    "LaunchRules",
+    "LaunchWrite",
+    "LoaderImport",
+    "LoaderScheme",
+    "Model",
+    "MooncakeImport",
+    "MooncakePin",
+    "MooncakeRelease",
+    "MooncakeWheel",
+    "PGRequirement",
+    "ParseFailure",
+    "ScrapeInfo",
+    "SglangRelease",
+    "TorchRelease",
+    "TorchVariant",
+    "Unread",
+    "files_path",
+]
+
+#: Bumped whenever a stored field changes meaning or shape. A file with a
+#: higher number was written by a newer moonpin; a lower one must be rescraped, unless it
+#: is in READABLE_SCHEMAS (the later schema only added optional fields).
+#: 2: LaunchFlag.path (flags declared outside server_args.py, SGLang 0.5.19+).
+#: 3: Artifact.path (relative to the index's files) replaces Artifact.url, so no index host
+#:    is written into the file; ScrapeInfo.index_url is None for the default index; what
+#:    the refresh read (ScrapeInfo.read/kept/seconds/requests). Older files are converted
+#:    at load (see KnowledgeBase._from_older_schema).
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = frozenset({1, 2, 3})
+
+Feature = Literal[
+    "elastic-ep", "moe-a2a", "pd-disaggregation", "hicache", "weight-transfer", "other"
+]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+def files_path(url: str, index_url: str | None = None) -> str:
+    """The path of a file's absolute ``url`` relative to the index's files.
+
+    An index serves its files under ``<index>/packages/`` (the JSON API's own relative
+    links, ``../../packages/...``, point there) or links them on a separate file host,
+    whose root then is the files' root. Either way the result carries no host name, and
+    ``urljoin(<index>/packages/, path)`` fetches the file again from an index laid out
+    like the package index.
+    """
+    if index_url:
+        root = index_url.rstrip("/") + "/packages/"
+        if url.startswith(root):
+            return url[len(root):]
+    return urlsplit(url).path.lstrip("/")
+
+
+class Artifact(Model):
+    """One file as the index publishes it; the sha256 is its identity, not the version.
+
+    ``path`` is where the index's files hold it (see :func:`files_path`), never a host;
+    ``url`` is set only for an artifact the user named (a source archive, a local tree).
+    """
+
+    filename: str
+    path: str = ""
+    url: str | None = None
+    sha256: str
+    size: int = Field(ge=0)
+    yanked: bool = False
+
+    @model_validator(mode="after")
+    def _located(self) -> Artifact:
+        if not self.path and self.url is None:
+            raise ValueError(f"artifact {self.filename!r} has neither a path nor a url")
+        return self
+
+
+# --------------------------------------------------------------------------- sglang
+
+
+class MooncakeImport(Model):
+    """One import of a ``mooncake`` module found in an SGLang source file."""
+
+    module: str
+    names: tuple[str, ...] = ()
+    alias: str | None = None
+    member: str
+    line: int
+    function: str | None = None
+    optional: bool = False
+    alternatives: tuple[str, ...] = ()
+    feature: Feature = "other"
+    dynamic: bool = False
+
+
+class CallArity(Model):
+    """How a name imported from mooncake is called (its constructor grew over releases)."""
+
+    module: str
+    name: str
+    member: str
+    line: int
+    function: str | None = None
+    positional: int
+    keywords: tuple[str, ...] = ()
+    starred: bool = False
+
+
+class BackendUse(Model):
+    """A ``"mooncake"`` / ``"mooncake-cpu"`` literal used as a process-group backend."""
+
+    value: str
+    member: str
+    line: int
+    function: str | None = None
+    context: str
+
+
+class ParseFailure(Model):
+    """A source file that could not be analysed: recorded, never skipped silently."""
+
+    member: str
+    error: str
+
+
+class PGRequirement(Model):
+    """What one SGLang release needs of mooncake's torch ProcessGroup extension.
+
+    ``module`` is None when the release imports no process-group module at all
+    (then it is compatible with any mooncake, or none installed).
+    """
+
+    module: str | None
+    alternatives: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()  # required: imported or called unconditionally
+    optional_names: tuple[str, ...] = ()  # reached only through optional imports
+    backends: tuple[str, ...] = ()
+    optional: bool = False
+    evidence: tuple[str, ...] = ()  # "member:line" of the imports it was derived from
+
+
+class MooncakePin(Model):
+    """A mooncake version a source tree builds or tests with (Dockerfile, CI scripts)."""
+
+    dist: str
+    spec: str
+    member: str
+    line: int
+
+
+class LaunchFlag(Model):
+    """One server option as the release declares it (``default``/``const`` as JSON text)."""
+
+    name: str
+    dest: str
+    default: str = "null"
+    choices: tuple[str, ...] | None = None
+    type: str | None = None
+    action: str | None = None
+    line: int = 0
+    deprecated_for: tuple[str, ...] = ()
+    nargs: str | None = None
+    const: str = "null"
+    aliases: tuple[str, ...] = ()
+    path: str | None = None  # the member declaring it, when the rules span several members
+
+
+class LaunchWrite(Model):
+    attr: str
+    value: str
+    guard: str | None = None
+    line: int = 0
+
+
+class LaunchRule(Model):
+    """An ``assert``/``raise`` of the release's argument handling, with where it sits."""
+
+    kind: Literal["assert", "raise"]
+    condition: str
+    message: str
+    reads: tuple[str, ...] = ()
+    guard: str | None = None
+    function: str
+    line: int
+    path: str
+    writes: tuple[LaunchWrite, ...] = ()
+
+
+class LaunchRules(Model):
+    """The elastic-EP launch rules of one release and the options they are read from."""
+
+    member: str
+    flags: tuple[LaunchFlag, ...] = ()
+    rules: tuple[LaunchRule, ...] = ()
+    constants: dict[str, str] = Field(default_factory=dict)  # JSON text values
+    error: str | None = None
+    #: every option string the release's parser accepts (long forms and aliases), so a
+    #: launch line's option the release does not know is told from one not recorded above
+    option_names: tuple[str, ...] = ()
+
+
+class SglangRelease(Model):
+    version: str
+    source: Literal["index", "path", "archive"] = "index"
+    artifact: Artifact
+    requires_python: str | None = None
+    torch_requirements: tuple[str, ...] = ()  # Requires-Dist lines naming torch, verbatim
+    files_analyzed: int = 0
+    imports: tuple[MooncakeImport, ...] = ()
+    calls: tuple[CallArity, ...] = ()
+    backends: tuple[BackendUse, ...] = ()
+    parse_failures: tuple[ParseFailure, ...] = ()
+    pg: PGRequirement
+    mooncake_pins: tuple[MooncakePin, ...] = ()
+    launch: LaunchRules | None = None
+
+
+# --------------------------------------------------------------------------- mooncake
+
+
+class LoaderImport(Model):
+    """One extension module a loader (``mooncake/pg.py``) imports.
+
+    ``template`` is the module name with ``{torch}`` where the loader appends
+    the suffix derived from ``torch.__version__`` (e.g. ``mooncake.pg_{torch}``).
+    """
+
+    template: str
+    line: int
+    on_missing: str | None = None  # the message the loader raises when it is absent
+
+
+class LoaderScheme(Model):
+    """How a loader module finds its compiled build, read from the loader's text."""
+
+    module: str  # "mooncake.pg" or "mooncake.ep"
+    member: str
+    kind: Literal["prebuilt", "jit-compile", "unknown"]
+    imports: tuple[LoaderImport, ...] = ()
+    version_regex: str | None = None  # the regex applied to torch.__version__
+    separator: str | None = None  # what replaces "." in the suffix
+    toolchain: tuple[str, ...] = ()  # jit-compile: what the image must have
+    sources: tuple[str, ...] = ()  # jit-compile: shipped C++/CUDA members compiled at import
+    source_names: tuple[str, ...] = ()  # jit-compile: Python names the sources define
+    source_backends: tuple[str, ...] = ()
+    note: str | None = None
+
+
+class Build(Model):
+    """One compiled extension module inside a mooncake wheel."""
+
+    member: str
+    family: str  # "pg", "ep", "_ep" (torch-independent), or the unversioned "ep" of 0.3.7
+    torch: str | None = None  # the torch release it was built for
+    torch_from: Literal["filename", "bytes"] | None = None
+    abi: str | None = None  # e.g. "cpython-312-x86_64-linux-gnu"
+    size: int = 0
+    compressed_size: int = 0
+    names: tuple[str, ...] = ()  # names of interest present as C strings in its bytes
+    names_checked: tuple[str, ...] = ()  # every name that was looked for
+    backends: tuple[str, ...] = ()  # torch backends it registers
+    needed: tuple[str, ...] = ()
+    #: "dt_needed" (.dynamic + .dynstr), "dynstr-heuristic", "verneed-hash" (only the CUDA
+    #: runtime, recognised in .gnu.version_r; see needed_evidence) or "none"
+    needed_method: str = "none"
+    needed_evidence: str | None = None  # where in the file ``needed`` was read
+    runpath: tuple[str, ...] = ()
+    cuda_major: int | None = None
+    complete: bool = True  # False when only a prefix of the member could be read
+    strings_complete: bool = True  # the prefix read covered the read-only data (names)
+    read_error: str | None = None
+    bytes_from: str | None = None  # when the facts were read from an identical member elsewhere
+
+
+class MooncakeWheel(Model):
+    artifact: Artifact
+    python_tags: tuple[str, ...]
+    abi_tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+    loaders: tuple[LoaderScheme, ...] = ()
+    builds: tuple[Build, ...] = ()
+    libraries: tuple[Build, ...] = ()  # shipped helper libraries (libmooncake_pg.so, ...)
+    requires_dist: tuple[str, ...] = ()
+
+
+class MooncakeRelease(Model):
+    dist: str
+    version: str
+    wheels: tuple[MooncakeWheel, ...] = ()
+
+
+# --------------------------------------------------------------------------- torch
+
+
+class TorchVariant(Model):
+    """The wheel the index publishes for one torch release on one platform."""
+
+    platform: str  # a wheel platform tag, e.g. "manylinux_2_28_x86_64"
+    arch: str
+    cuda_major: int | None  # None: no CUDA runtime requirement (CPU build)
+    evidence: str  # the requirement line or filename that decided cuda_major
+    artifact: Artifact
+
+
+class TorchRelease(Model):
+    version: str
+    variants: tuple[TorchVariant, ...] = ()
+
+
+# --------------------------------------------------------------------------- the file
+
+
+class Unread(Model):
+    """A release or artifact that could not be read; it never turns into a verdict."""
+
+    kind: Literal["sglang", "mooncake", "torch"]
+    name: str
+    version: str
+    artifact: str | None = None
+    reason: str
+
+
+def _utc(t: datetime) -> datetime:
+    """A timestamp without a zone is UTC (as moonpin writes them, and as ``moonpin.kb.paths``
+    reads them): a hand-edited KB can then be compared with the time now."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+#: A timestamp, in UTC when it names no zone.
+Timestamp = Annotated[datetime, AfterValidator(_utc)]
+
+
+class ScrapeInfo(Model):
+    """What the last refresh was and what it read."""
+
+    scraped_at: Timestamp
+    #: the mirror ``--index-url``/``MOONPIN_INDEX_URL`` named; None: the default index
+    #: (pip's configuration, else pip's own default), whose host is never written down
+    index_url: str | None = None
+    moonpin_version: str
+    bytes_fetched: int = 0
+    artifact_bytes: int = 0  # what the same artifacts weigh whole
+    requests: int = 0
+    seconds: float = 0.0
+    #: the kinds this refresh asked the index about (``--only``), in order
+    refreshed: tuple[str, ...] = ()
+    #: kind -> versions (mooncake: ``dist==version``) read from their artifacts this time
+    read: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: kind -> how many releases were kept as they were (artifact sha256 unchanged)
+    kept: dict[str, int] = Field(default_factory=dict)
+    #: kind -> when the index was last asked about it (``--only`` refreshes one kind)
+    kinds_scraped_at: dict[str, Timestamp] = Field(default_factory=dict)
+    #: kind (sglang, mooncake, torch) -> fingerprint of the extractor code that read its
+    #: releases; a refresh by different code re-reads that kind (see moonpin.scrapers.refresh)
+    extractors: dict[str, str] = {}
+
+
+def _as_path(art: Artifact, index_url: str | None) -> Artifact:
+    if art.url is None or art.path:
+        return art
+    return art.model_copy(update={"path": files_path(art.url, index_url), "url": None})
+
+
+class KnowledgeBase(Model):
+    schema_version: int = SCHEMA_VERSION
+    scrape: ScrapeInfo
+    sglang: tuple[SglangRelease, ...] = ()
+    mooncake: tuple[MooncakeRelease, ...] = ()
+    torch: tuple[TorchRelease, ...] = ()
+    torch_versions: tuple[str, ...] = ()  # every torch release on the index
+    unread: tuple[Unread, ...] = ()
+
+    @model_validator(mode="after")
+    def _from_older_schema(self) -> KnowledgeBase:
+        """Read a schema 1/2 file: the index's artifacts' absolute URLs become paths.
+
+        (The loader relabels such a file as current before validating it, so the
+        artifacts themselves say whether they need converting. A user's source tree or
+        archive keeps its ``url``.)"""
+        iu = self.scrape.index_url
+        if not any(a.url is not None and not a.path for a in self._index_artifacts()):
+            return self
+        # Frozen models: set the converted fields in place (an after-validator must return
+        # ``self``); nothing else holds this instance yet.
+        object.__setattr__(self, "sglang", tuple(
+            r if r.source != "index" else
+            r.model_copy(update={"artifact": _as_path(r.artifact, iu)}) for r in self.sglang))
+        object.__setattr__(self, "mooncake", tuple(r.model_copy(update={"wheels": tuple(
+            w.model_copy(update={"artifact": _as_path(w.artifact, iu)})
+            for w in r.wheels)}) for r in self.mooncake))
+        object.__setattr__(self, "torch", tuple(r.model_copy(update={"variants": tuple(
+            v.model_copy(update={"artifact": _as_path(v.artifact, iu)})
+            for v in r.variants)}) for r in self.torch))
+        return self
+
+    def _index_artifacts(self) -> list[Artifact]:
+        return [*(r.artifact for r in self.sglang if r.source == "index"),
+                *(w.artifact for r in self.mooncake for w in r.wheels),
+                *(v.artifact for r in self.torch for v in r.variants)]

@@ -1,0 +1,20 @@
+"""The dotted name of an ``ast`` expression, on its own: the launch-argument evaluator (the
+runtime check's, too) needs it, and :mod:`moonpin.readers.pyast` costs it milliseconds to import."""
+
+from __future__ import annotations
+
+import ast
+
+__all__ = ["dotted"]
+
+
+def dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None

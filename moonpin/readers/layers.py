@@ -1,0 +1,695 @@
+"""Materialise the part of an image's final filesystem that the light check reads.
+
+Layers are applied the way the runtime applies them (OCI ``layer.md`` "Whiteouts";
+containerd ``archive/tar.go``; anchore stereoscope ``filetree``), but read **newest first**:
+an entry is kept only if no newer layer already decided its path or hid it. A newer layer
+hides what is below it with ``.wh.NAME`` (NAME and everything under it), ``.wh..wh..opq``
+(everything under that folder) and by putting a non-folder where a folder was (its
+children). Within one layer a later entry overrides an earlier one. A folder symlink from a
+lower layer (``/lib -> usr/lib``) that newer layers wrote through is resolved when it is
+met: what they wrote under the literal path moves under the link's target.
+
+What is kept is decided per path (:func:`check_wants`), plus the shared libraries the kept
+ELF objects need (``DT_NEEDED``, grown as objects are kept) found in the library folders;
+a library found needed only after its layer was passed is taken by re-reading just that
+layer at the end. Nothing is written outside ``dest``: member names are checked, symlinks
+are recreated relative and resolved inside the root (chroot semantics), and a final pass
+checks every link it made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+from collections.abc import Callable
+from typing import Any
+
+from moonpin.readers.image import Image, ImageError, Layer
+from moonpin.readers.layerstream import Caps, LayerReader
+
+__all__ = ["check_wants", "unpack"]
+
+DEFAULT_MAX_BYTES = 32 << 30
+DEFAULT_MAX_READ = 512 << 30
+DEFAULT_MAX_MEMBERS = 1_000_000
+DEFAULT_MAX_RATIO = 250
+_COPY = 1 << 20
+_NO_SYMLINKS_UNDER = ("usr/share/", "usr/include/", "usr/src/", "var/", "proc/", "sys/", "dev/",
+                      "tmp/", "run/")
+_LIB_DIRS = {"lib", "lib32", "lib64", "libx32", "usr/lib", "usr/lib32", "usr/lib64",
+             "usr/libx32", "usr/local/lib", "usr/local/lib64"}
+_META = {"METADATA", "PKG-INFO", "RECORD", "top_level.txt", "direct_url.json",
+         "entry_points.txt", "INSTALLER", "WHEEL", "REQUESTED"}
+_KEEP_DIRS = {"site-packages", "dist-packages", "lib-dynload"}
+
+
+def _env_int(name: str, default: int) -> int:
+    v = os.environ.get(name, "")
+    return int(v) if v.isdigit() and len(v) < 20 else default
+
+
+def _is_lib_name(base: str) -> bool:
+    return ".so" in base and (base.endswith(".so") or ".so." in base)
+
+
+def _so_file(base: str) -> bool:
+    return base.endswith(".so") or ".so." in base
+
+
+def check_wants(path: str) -> bool:
+    """Whether the light check reads the file at absolute image path ``path``.
+
+    Interpreters (``*/bin/python*``, ``libpython3*``, ``pyvenv.cfg``, the ``os.py``
+    landmark of each ``lib/python3.X``), every ``.pth``, editable finder and ``*.egg-link``,
+    the metadata files of every ``.dist-info`` / ``.egg-info``, the ``.py`` and ``.so``
+    files of SGLang and mooncake wherever they are, torch's ``version.py``,
+    ``__init__.py``, ``_C`` and ``lib/*.so*``, the NVIDIA wheels' and auditwheel's
+    ``*.libs`` libraries, and the loader's configuration (``/etc/ld.so.*``). The shared
+    libraries in library folders are not named here: :func:`unpack` keeps those the kept
+    objects need.
+    """
+    p = path.lstrip("/")
+    parts = p.split("/")
+    base = parts[-1]
+    parent = parts[-2] if len(parts) > 1 else ""
+    if parent == "bin" and base.startswith("python"):
+        return True
+    if base == "pyvenv.cfg" or (base.startswith("libpython3") and _so_file(base)):
+        return True
+    if base == "os.py" and parent.startswith("python3") and len(parts) > 2 \
+            and parts[-3] in ("lib", "lib64"):
+        return True
+    if base.endswith((".pth", ".egg-link")) or base.startswith("__editable__") \
+            or (base.endswith(".py") and "_editable" in base):
+        return True
+    if parent.endswith((".dist-info", ".egg-info")):
+        return base in _META
+    if base.endswith(".egg-info"):  # a distutils egg-info file
+        return True
+    if p in ("etc/ld.so.cache", "etc/ld.so.conf") or p.startswith("etc/ld.so.conf.d/"):
+        return True
+    for i, seg in enumerate(parts[:-1]):
+        if seg in ("sglang", "mooncake"):
+            if base.endswith(".py") or _so_file(base):
+                return True
+            if seg == "mooncake" and base.endswith((".cpp", ".cu", ".h", ".cuh", ".json")):
+                return True
+        elif seg.endswith(".libs") and i == len(parts) - 2:
+            if seg.startswith("mooncake_transfer_engine") or _so_file(base):
+                return True
+        elif seg.startswith("mooncake_transfer_engine") and seg.endswith(".libs"):
+            return True
+    if parent == "torch":
+        return base in ("version.py", "__init__.py") or (base.startswith("_C") and
+                                                         _so_file(base))
+    if parent == "lib" and len(parts) > 2 and parts[-3] == "torch":
+        return _so_file(base)
+    if parent == "lib" and len(parts) > 3 and parts[-4] == "nvidia":
+        return _so_file(base)
+    return False
+
+
+def _want_dir(path: str) -> bool:
+    parts = path.split("/")
+    base = parts[-1]
+    return base in _KEEP_DIRS or (base.startswith("python3") and len(parts) > 1
+                                  and parts[-2] in ("lib", "lib64"))
+
+
+def _norm(name: str, what: str) -> str:
+    """A member name as a root-relative path without ``.`` parts; hostile names refused."""
+    if name.startswith("/"):
+        raise ImageError(f"{what}: member {name!r} has an absolute name; a layer's names "
+                         "are relative to the image root (a hostile or broken layer)")
+    parts = [s for s in name.split("/") if s not in ("", ".")]
+    if ".." in parts:
+        raise ImageError(f"{what}: member {name!r} has '..' in its name, which would "
+                         "reach out of the image root (a hostile or broken layer)")
+    return "/".join(parts)
+
+
+def _lexical(parent: str, target: str) -> str | None:
+    """``target`` of a link in folder ``parent``, as a root-relative path; None when a
+    relative target climbs above the root."""
+    if target.startswith("/"):
+        parts: list[str] = []
+        for s in target.split("/"):
+            if s == "..":
+                if parts:
+                    parts.pop()
+            elif s not in ("", "."):
+                parts.append(s)
+        return "/".join(parts)
+    parts = parent.split("/") if parent else []
+    for s in target.split("/"):
+        if s == "..":
+            if not parts:
+                return None
+            parts.pop()
+        elif s not in ("", "."):
+            parts.append(s)
+    return "/".join(parts)
+
+
+def _dirname(p: str) -> str:
+    i = p.rfind("/")
+    return p[:i] if i >= 0 else ""
+
+
+class _Unpacker:
+    def __init__(self, image: Image, dest: str, want: Callable[[str], bool] | None,
+                 max_bytes: int, progress: Callable[[str], None] | None) -> None:
+        self.image, self.dest = image, os.path.realpath(dest)
+        self.want = want or check_wants
+        self.default = want is None
+        self.max_bytes, self.kept = max_bytes, 0
+        self.progress = progress or (lambda _s: None)
+        self.caps = Caps(_env_int("MOONPIN_IMAGE_MAX_READ", DEFAULT_MAX_READ),
+                         _env_int("MOONPIN_IMAGE_MAX_MEMBERS", DEFAULT_MAX_MEMBERS),
+                         _env_int("MOONPIN_IMAGE_MAX_RATIO", DEFAULT_MAX_RATIO))
+        self.decided: dict[str, int] = {}        # path -> the layer that decided it
+        self.isdir: set[str] = set()             # decided paths that are folders
+        self.parents: set[str] = set()           # folders above decided paths
+        self.hidden_self: set[str] = set()       # a newer layer's .wh.NAME: NAME and below
+        self.hidden_under: set[str] = set()      # opaque folders, non-folders over folders
+        self.links: dict[str, tuple[str, int]] = {}  # symlink path -> (raw target, layer)
+        self.made: set[str] = set()              # paths written into dest
+        self.made_links: list[str] = []
+        self.sonames: set[str] = set()           # DT_NEEDED of the kept objects
+        self.lib_dirs: set[str] = set(_LIB_DIRS)
+        self.wanted_paths: set[str] = set()      # link targets to keep
+        self.cands: dict[str, list[str]] = {}    # lib-like basename -> unkept final paths
+        self.rereading = False
+        self.lib_links: dict[str, list[str]] = {}  # lib-like basename -> links made
+        self.hardlinks: dict[tuple[int, str], list[str]] = {}  # (layer, target) -> links
+        for e in image.config.env:
+            if e.startswith("LD_LIBRARY_PATH="):
+                for d in e.split("=", 1)[1].split(":"):
+                    if d.startswith("/"):
+                        self.lib_dirs.add(_lexical("", d) or "")
+
+    # --- paths -----------------------------------------------------------------------
+
+    def _hidden(self, p: str) -> bool:
+        """Whether a newer layer hid ``p``: a whiteout of it or of a folder above it, an
+        opaque folder above it, or a non-folder where a folder above it was."""
+        hs, hu, decided, isdir = self.hidden_self, self.hidden_under, self.decided, self.isdir
+        i = p.find("/")
+        while i >= 0:
+            pre = p[:i]
+            if pre in hs or pre in hu or (pre in decided and pre not in isdir):
+                return True
+            i = p.find("/", i + 1)
+        return p in hs
+
+    def _canon(self, p: str, layer: int) -> str:
+        """``p`` with its folders resolved through the symlinks a layer at or below
+        ``layer`` put there (those of newer layers hide, they do not redirect)."""
+        if not self.links:
+            return p
+        for _ in range(40):
+            i = p.find("/")
+            while i >= 0:
+                pre = p[:i]
+                link = self.links.get(pre)
+                if link is not None and link[1] <= layer:
+                    tgt = _lexical(_dirname(pre), link[0])
+                    if tgt is None:
+                        raise ImageError(f"layer {layer}: symlink /{pre} -> {link[0]} points "
+                                         "out of the image root")
+                    p = (tgt + p[i:]).lstrip("/")
+                    break
+                i = p.find("/", i + 1)
+            else:
+                return p
+        raise ImageError(f"symlinks loop while resolving /{p}")
+
+    def _resolve(self, p: str) -> str:
+        """``p`` through every symlink of the final view, the last part too (for link
+        targets to keep)."""
+        for _ in range(40):
+            q = self._canon(p, 1 << 30)
+            link = self.links.get(q)
+            if link is None:
+                return q
+            t = _lexical(_dirname(q), link[0])
+            if t is None:
+                return q
+            p = t
+        return p
+
+    def _decide(self, p: str, idx: int) -> None:
+        self.decided[p] = idx
+        self._note_parents(p)
+
+    def _note_parents(self, p: str) -> None:
+        d = _dirname(p)
+        while d and d not in self.parents:  # every folder above a decided path, once
+            self.parents.add(d)
+            d = _dirname(d)
+
+    def _dpath(self, p: str) -> str:
+        return os.path.join(self.dest, *p.split("/"))
+
+    def _is_lib_dir(self, d: str) -> bool:
+        if d in self.lib_dirs:
+            return True
+        parent = _dirname(d)
+        return parent in _LIB_DIRS and "-linux-" in d.rsplit("/", 1)[-1]
+
+    # --- writing ---------------------------------------------------------------------
+
+    def _prepare(self, p: str) -> str:
+        dp = self._dpath(p)
+        parent = os.path.dirname(dp)
+        os.makedirs(parent, exist_ok=True)
+        real = os.path.realpath(parent)
+        if real != self.dest and not real.startswith(self.dest + os.sep):
+            raise ImageError(f"/{p}: its folder resolves outside the unpack folder")
+        if os.path.lexists(dp):
+            if os.path.isdir(dp) and not os.path.islink(dp):
+                shutil.rmtree(dp)
+            else:
+                os.unlink(dp)
+        return dp
+
+    def _write(self, p: str, src: Any, size: int, mode: int, what: str) -> None:
+        self.kept += size
+        if self.kept > self.max_bytes:
+            raise ImageError(f"{what}: the files kept from the image pass "
+                             f"{self.max_bytes >> 20} MiB, the cap (max_bytes; set "
+                             "MOONPIN_IMAGE_MAX_KEPT=<bytes> to raise it)")
+        dp = self._prepare(p)
+        fd = os.open(dp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+        head = b""
+        with os.fdopen(fd, "wb") as out:
+            left = size
+            while left > 0:
+                chunk = src.read(min(_COPY, left))
+                if not chunk:
+                    raise ImageError(f"{what}: /{p} is truncated in the layer")
+                if not head:
+                    head = chunk[:4]
+                out.write(chunk)
+                left -= len(chunk)
+        os.chmod(dp, mode & 0o777 | 0o600)
+        self.made.add(p)
+        if head == b"\x7fELF" or p.startswith("etc/ld.so.conf"):
+            self._learn(p, dp)
+
+    def _learn(self, p: str, dp: str) -> None:
+        """What a kept file adds to the wanted set: an ELF object's DT_NEEDED and
+        RUNPATH folders, an ld.so.conf file's folders."""
+        if p.startswith("etc/ld.so.conf"):
+            try:
+                with open(dp, "rb") as f:
+                    text = f.read(1 << 20).decode("utf-8", "replace")
+            except OSError:
+                return
+            for line in text.splitlines():
+                line = line.split("#", 1)[0].strip()
+                if line.startswith("/"):
+                    self.lib_dirs.add(_lexical("", line) or "")
+            return
+        if not self.default:
+            return
+        needed, paths = _elf_needs(dp)
+        for n in needed:
+            name = n.rsplit("/", 1)[-1]
+            if name not in self.sonames:
+                self.sonames.add(name)
+                for q in self.lib_links.get(name, ()):
+                    t = _lexical(_dirname(q), self.links[q][0]) if q in self.links else None
+                    if t:
+                        self._want_path(self._resolve(t))
+        for d in paths:
+            d = d.replace("${ORIGIN}", "$ORIGIN")
+            if d.startswith("$ORIGIN"):
+                d = "/" + _dirname(p) + d[len("$ORIGIN"):]
+            if d.startswith("/"):
+                self.lib_dirs.add(_lexical("", d) or "")
+
+    def _symlink(self, p: str, target: str, what: str) -> None:
+        t = _lexical(_dirname(p), target)
+        if t is None:
+            raise ImageError(f"{what}: symlink /{p} -> {target} points out of the image root "
+                             "(a hostile or broken layer)")
+        dp = self._prepare(p)
+        rel = os.path.relpath(t or ".", _dirname(p) or ".")
+        os.symlink(rel, dp)
+        self.made.add(p)
+        self.made_links.append(p)
+        base = p.rsplit("/", 1)[-1]
+        if _is_lib_name(base):
+            self.lib_links.setdefault(base, []).append(p)
+
+    # --- one layer -------------------------------------------------------------------
+
+    def _open(self, idx: int, layer: Layer) -> LayerReader:
+        f, size = self.image.open_layer(layer)
+        if layer.size is not None and layer.size != size:
+            f.close()
+            raise ImageError(f"layer {layer.name} is {size} bytes, not the {layer.size} its "
+                             "manifest says (truncated or altered)")
+        return LayerReader(f, size, layer.name, layer.digest, layer.diff_id, self.caps,
+                           self.image.kind)
+
+    def _members(self, reader: LayerReader, what: str) -> Any:
+        caps = self.caps
+        try:
+            # "r" mode on a forward-only seekable stream: tarfile passes a member's data by
+            # seeking (one read of the decompressed bytes, no copy); its member list is
+            # dropped as it goes so memory does not grow with the member count
+            tf = tarfile.TarFile(fileobj=reader, mode="r",  # type: ignore[arg-type]
+                                 tarinfo=_BoundedTarInfo)
+            last: tarfile.TarInfo | None = None
+            while True:
+                try:
+                    m = tf.next()
+                except tarfile.ReadError:
+                    # the stream ends right after the last member's data, without the
+                    # padding and end-of-archive blocks (umoci 0.4.7 `insert` writes such
+                    # layers): nothing of any member is missing, and the digest is checked
+                    if last is not None and reader.at_end() \
+                            and reader.tell() == last.offset_data + (last.size if last.isreg()
+                                                                     else 0):
+                        self.image.notes.append(f"{what} lacks its end-of-archive blocks")
+                        return
+                    raise
+                if m is None:
+                    return
+                last = m
+                tf.members.clear()  # type: ignore[attr-defined]
+                caps.members += 1
+                if caps.members > caps.max_members:
+                    raise ImageError(f"{what}: more than {caps.max_members} members in the "
+                                     "image, the cap (set MOONPIN_IMAGE_MAX_MEMBERS=<n> to "
+                                     "raise it)")
+                yield tf, m
+        except ImageError:
+            raise
+        except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeError) as e:
+            raise ImageError(f"{what} is not a readable tar stream ({e}): truncated or "
+                             "corrupt") from e
+
+    def pass_layer(self, idx: int, layer: Layer, only: set[str] | None = None) -> None:
+        what = f"layer {idx + 1} ({layer.name})"
+        reader = self._open(idx, layer)
+        self.layer = idx
+        new_self: set[str] = set()
+        new_under: set[str] = set()
+        try:
+            for tf, m in self._members(reader, what):
+                name = _norm(m.name, what)
+                if not name:
+                    continue
+                base = name.rsplit("/", 1)[-1]
+                if base.startswith(".wh."):
+                    if only is None:
+                        parent = _dirname(name)
+                        self._note_parents(name)
+                        if base == ".wh..wh..opq":
+                            new_under.add(self._canon(parent, idx) if parent else "")
+                        elif not base.startswith(".wh..wh."):
+                            new_self.add(self._canon(name[: len(name) - len(base)] + base[4:],
+                                                     idx))
+                    continue
+                p = self._canon(name, idx)
+                if only is not None:
+                    if (idx, p) in self.hardlinks or (p in only and self.decided.get(p) == idx):
+                        self._apply(tf, m, p, what, idx)
+                    continue
+                if self._hidden(p) or "" in self.hidden_under:
+                    continue
+                d = self.decided.get(p)
+                if d is not None and d != idx:
+                    continue
+                self._decide(p, idx)
+                if m.isdir():
+                    self.isdir.add(p)
+                    if p in self.made:  # a folder after a file of the same name
+                        os.unlink(self._dpath(p))
+                        self.made.discard(p)
+                    if _want_dir(p):
+                        os.makedirs(self._dpath(p), exist_ok=True)
+                    continue
+                self.isdir.discard(p)  # a non-folder drops what lower layers had under it
+                self._apply(tf, m, p, what, idx)
+            reader.finish()
+        except (tarfile.TarError, EOFError, ValueError, UnicodeError) as e:
+            raise ImageError(f"{what} is not a readable tar stream ({e}): truncated or "
+                             "corrupt") from e
+        finally:
+            reader.close()
+        if only is None:
+            self.hidden_self |= new_self
+            self.hidden_under |= new_under
+
+    def _keep(self, p: str) -> bool:
+        if p in self.wanted_paths or self.want("/" + p):
+            return True
+        if self.default:
+            base = p.rsplit("/", 1)[-1]
+            return base in self.sonames and self._is_lib_dir(_dirname(p))
+        return False
+
+    def _apply(self, tf: tarfile.TarFile, m: tarfile.TarInfo, p: str, what: str,
+               idx: int) -> None:
+        base = p.rsplit("/", 1)[-1]
+        if m.issym():
+            link = m.linkname
+            self.links[p] = (link, idx)
+            self._merge_dir_under_link(p, idx, what)
+            if self._keep(p) or (not p.startswith(_NO_SYMLINKS_UNDER)
+                                 and "/" not in p.rstrip("/")) or self._link_useful(p):
+                self._symlink(p, link, what)
+                if self._keep(p):
+                    t = _lexical(_dirname(p), link)
+                    if t:
+                        self._want_path(self._resolve(t))
+            elif self.default and _is_lib_name(base):
+                self.cands.setdefault(base, []).append(p)
+            return
+        if m.islnk():
+            target = self._canon(_norm(m.linkname, what), idx)
+            if not self._keep(p):
+                if self.default and _is_lib_name(base):
+                    self.cands.setdefault(base, []).append(p)
+                return
+            if target in self.made and self.decided.get(target) == idx \
+                    and os.path.isfile(self._dpath(target)):
+                dp = self._prepare(p)
+                os.link(self._dpath(target), dp)
+                self.made.add(p)
+                return
+            # the data is in an earlier member not kept: taken when the layer is re-read
+            self.hardlinks.setdefault((idx, target), []).append(p)
+            return
+        if m.isreg():
+            links = self.hardlinks.pop((idx, p), None) if self.rereading else None
+            if links:
+                src = tf.extractfile(m)
+                self._write(links[0], src, m.size, m.mode, what)
+                for q in links[1:]:
+                    os.link(self._dpath(links[0]), self._prepare(q))
+                    self.made.add(q)
+                if not self._keep(p):
+                    return
+                src = tf.extractfile(m)
+                self._write(p, src, m.size, m.mode, what)
+                return
+            if self._keep(p):
+                src = tf.extractfile(m)
+                self._write(p, src, m.size, m.mode, what)
+            elif self.default and _is_lib_name(base):
+                self.cands.setdefault(base, []).append(p)
+            return
+        if self._keep(p):
+            kind = ("a character device" if m.ischr() else "a block device" if m.isblk()
+                    else "a FIFO" if m.isfifo() else f"of tar type {m.type!r}")
+            raise ImageError(f"{what}: /{p} is {kind}, not a file; moonpin creates no device "
+                             "files or FIFOs (a hostile or broken layer)")
+
+    def _link_useful(self, p: str) -> bool:
+        """Symlinks the check may walk through: in bin and library folders, python's
+        prefix, ``/etc/alternatives``."""
+        if p.startswith(_NO_SYMLINKS_UNDER):
+            return False
+        d = _dirname(p)
+        return (d.endswith(("bin", "sbin")) or self._is_lib_dir(d) or "python" in p
+                or d == "etc/alternatives" or p.rsplit("/", 1)[-1] in ("lib64", "lib", "bin"))
+
+    def _want_path(self, t: str) -> None:
+        if t in self.made or t in self.wanted_paths:
+            return
+        self.wanted_paths.add(t)
+
+    def _merge_dir_under_link(self, p: str, idx: int, what: str) -> None:
+        """A symlink at ``p`` from this (older) layer: what newer layers wrote through it
+        literally (under a real ``p`` folder) belongs under its target."""
+        if p not in self.parents:
+            return
+        dp = self._dpath(p)
+        t = _lexical(_dirname(p), self.links[p][0])
+        if t is None:
+            raise ImageError(f"{what}: symlink /{p} -> {self.links[p][0]} points out of the "
+                             "image root (a hostile or broken layer)")
+        t = self._canon(t, idx)
+        if t == p or t.startswith(p + "/"):
+            return
+        pre = p + "/"
+        moved = [q for q in self.decided if q.startswith(pre)]
+        for q in sorted(moved):
+            nq = t + q[len(p):]
+            layer_q = self.decided.pop(q)
+            if self.decided.get(nq, -1) > layer_q:
+                continue
+            self._decide(nq, layer_q)
+            if q in self.isdir:
+                self.isdir.discard(q)
+                self.isdir.add(nq)
+            if q in self.links:
+                self.links[nq] = self.links.pop(q)
+            if q in self.made:
+                self.made.discard(q)
+                src = self._dpath(q)
+                if os.path.islink(src):
+                    self._symlink(nq, self.links[nq][0], what)
+                elif os.path.isfile(src):
+                    dst = self._prepare(nq)
+                    os.rename(src, dst)
+                    self.made.add(nq)
+        for s in (self.hidden_self, self.hidden_under):
+            for h in [h for h in s if h.startswith(pre)]:
+                s.discard(h)
+                s.add(t + h[len(p):])
+        if os.path.isdir(dp) and not os.path.islink(dp):
+            shutil.rmtree(dp)
+
+    # --- the whole image -------------------------------------------------------------
+
+    def run(self) -> None:
+        layers = self.image.layers
+        for idx in range(len(layers) - 1, -1, -1):
+            self.progress(f"reading layer {idx + 1}/{len(layers)} ({layers[idx].name})")
+            self.pass_layer(idx, layers[idx])
+        for _round in range(4):
+            need = self._pending()
+            if not need and not self.hardlinks:
+                break
+            by_layer: dict[int, set[str]] = {}
+            for p in need:
+                by_layer.setdefault(self.decided[p], set()).add(p)
+            for idx, _t in self.hardlinks:
+                by_layer.setdefault(idx, set())
+            for idx in sorted(by_layer, reverse=True):
+                n = len(by_layer[idx])
+                note = f"re-read layer {idx + 1} for {n} librar{'y' if n == 1 else 'ies'}"
+                self.progress(note)
+                self.image.notes.append(note)
+                self.wanted_paths |= by_layer[idx]
+                self.rereading = True
+                self.pass_layer(idx, layers[idx], only=by_layer[idx])
+                self.rereading = False
+            for (idx, t), links in self.hardlinks.items():
+                raise ImageError(f"layer {idx + 1}: hard link /{links[0]} -> /{t} names a file "
+                                 "the layer does not hold before it (a hostile or broken layer)")
+        self._verify_links()
+
+    def _pending(self) -> set[str]:
+        need = {p for p in self.wanted_paths if p not in self.made and p in self.decided
+                and p not in self.isdir}
+        for name in self.sonames:
+            for p in self.cands.get(name, ()):
+                if p not in self.made and self._is_lib_dir(_dirname(p)):
+                    need.add(p)
+        return need
+
+    def _verify_links(self) -> None:
+        root = self.dest + os.sep
+        for p in self.made_links:
+            dp = self._dpath(p)
+            if not os.path.islink(dp):
+                continue
+            real = os.path.realpath(dp)
+            if real != self.dest and not real.startswith(root):
+                raise ImageError(f"symlink /{p} resolves outside the unpack folder")
+
+
+def _elf_needs(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """DT_NEEDED and RUNPATH/RPATH of the ELF object at ``path`` (a file this unpack wrote),
+    read through a map of it; nothing for a file that is not a valid ELF object."""
+    import mmap
+
+    from moonpin.readers import elf
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 64:
+            return (), ()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            try:
+                facts = elf.analyze(m, size, ())  # type: ignore[arg-type]
+            except elf.ElfError:
+                return (), ()
+            return tuple(facts.needed), tuple(facts.runpath)
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """Refuses extended headers (pax, GNU long names) over 1 MiB before tarfile reads
+    them whole into memory."""
+
+    def _proc_member(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+        if self.type in (b"L", b"K", b"x", b"g", b"X") and self.size > (1 << 20):
+            raise ImageError(f"member {self.name!r}: an extended header of {self.size} bytes "
+                             "(a tar bomb?)")
+        if self.type == b"S":
+            raise ImageError(f"member {self.name!r}: GNU sparse members are not supported")
+        return super()._proc_member(tarfile)  # type: ignore[misc,no-any-return]
+
+
+def _clear(dest: str) -> None:
+    for name in os.listdir(dest):
+        p = os.path.join(dest, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+def unpack(image: Image, dest: str, want: Callable[[str], bool] | None = None, *,
+           max_bytes: int = DEFAULT_MAX_BYTES,
+           progress: Callable[[str], None] | None = None) -> None:
+    """Write into ``dest`` (an empty folder the caller made) the files of the image's
+    final filesystem that ``want`` (absolute image path -> keep; None: :func:`check_wants`
+    plus the libraries the kept ELF objects need) selects, as if ``dest`` were ``/``.
+
+    Symlinks are recreated relative and resolved inside ``dest``; hard links become hard
+    links inside ``dest``; regular files keep their permission bits (never setuid); no
+    device file or FIFO is created. ``max_bytes`` caps the bytes kept (default 32 GiB,
+    ``MOONPIN_IMAGE_MAX_KEPT``); ``MOONPIN_IMAGE_MAX_READ``, ``_MAX_MEMBERS`` and
+    ``_MAX_RATIO`` cap the tar bytes read, the members and the expansion of a layer.
+    On :class:`ImageError` ``dest`` is emptied again.
+    """
+    if not os.path.isdir(dest):
+        raise ImageError(f"{dest}: the unpack folder does not exist")
+    if max_bytes == DEFAULT_MAX_BYTES:
+        max_bytes = _env_int("MOONPIN_IMAGE_MAX_KEPT", max_bytes)
+    u = _Unpacker(image, dest, want, max_bytes, progress)
+    try:
+        u.run()
+    except ImageError:
+        _clear(dest)
+        raise
+    except OSError as e:
+        _clear(dest)
+        raise ImageError(f"unpacking {image.describe()} into {dest} failed: {e}") from e
+    except BaseException:
+        _clear(dest)
+        raise
+

@@ -1,0 +1,4 @@
+"""SGLang launch arguments: the scraped rules, launch lines found in deployment files, and the
+cross-check against an installed SGLang."""
+
+__all__: list[str] = []

@@ -1,0 +1,208 @@
+"""Fix lines for ``moonpin check``: a pip command that, pasted into the image's shell, gets
+from what is installed to a set that loads.
+
+pip leaves an installed requirement alone when it is already satisfied: ``==2.13.0`` is met
+by ``2.13.0+cpu`` (a local label does not count against a bare version) and a reinstall of
+the installed release does nothing. And two mooncake distributions share one ``mooncake/``
+folder, so uninstalling one removes files of the other. So a line
+
+* reinstalls the installed release with ``--force-reinstall --no-deps``;
+* uninstalls torch first when the installed torch is the same release with a local label
+  (``+cpu``) and the line wants the package index's build;
+* uninstalls every installed mooncake distribution before it installs another one;
+* says when the release it proposes compiles at first import, and how to compile it once
+  at image build.
+
+Only ``os`` and ``sys`` at import: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    FixProvider = Callable[[str, str, str, str], list[str]]
+
+__all__ = ["MOONCAKE_PREFIX", "Fixer", "pip_line"]
+
+MOONCAKE_PREFIX = "mooncake-transfer-engine"
+#: How a release that compiles at first import is compiled once, at image build.
+PREBUILD = ("compile it once at image build: `TORCH_CUDA_ARCH_LIST=<your GPUs' archs, e.g. "
+            "9.0> python -c 'import mooncake.pg'` in the Dockerfile (needs ninja and nvcc there)")
+
+
+def _public(version: str) -> str:
+    return version.partition("+")[0]
+
+
+def pip_line(specs: Sequence[str], *, torch: str | None,
+             mooncakes: Sequence[tuple[str, str]]) -> str:
+    """The pip command that installs exactly ``specs`` (``name==version``) over an image
+    holding ``torch`` (its installed version) and ``mooncakes`` ((name, version) each)."""
+    names = {s.partition("==")[0] for s in specs}
+    uninstall: list[str] = []
+    if (any(n.startswith(MOONCAKE_PREFIX) for n in names) and any(
+            n not in names for n, _ in mooncakes)) or len(mooncakes) > 1:
+        uninstall += [n for n, _ in mooncakes]  # their files overlap: all of them go
+    wanted_torch = next((s.partition("==")[2] for s in specs if s.startswith("torch==")), None)
+    if (wanted_torch and torch and "+" in torch and "+" not in wanted_torch
+            and _public(torch) == wanted_torch):
+        uninstall.append("torch")  # ==X is met by X+cpu: pip would keep it
+    installed = {f"{n}=={v}" for n, v in mooncakes}
+    if torch:
+        installed |= {f"torch=={torch}", f"torch=={_public(torch)}"}
+    force = not uninstall and all(s in installed for s in specs)
+    head = f"pip uninstall -y {' '.join(uninstall)} && " if uninstall else ""
+    return (head + "pip install " + ("--force-reinstall --no-deps " if force else "")
+            + " ".join(f"'{s}'" for s in specs))
+
+
+class Fixer:
+    """Fix lines for one image: what is installed, and where fitting releases come from
+    (the resolved tables of the KB at ``kb_path``, or a ``provider``)."""
+
+    def __init__(self, provider: FixProvider | None, kb_path: str | None) -> None:
+        self.provider = provider
+        self.kb_path = kb_path
+        self.sglang: str | None = None
+        self.torch: str | None = None
+        self.mooncakes: list[tuple[str, str]] = []
+        self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the target's
+        self.arch = os.uname().machine
+        self._line: str | None = None
+
+    def pip(self, specs: Sequence[str], note: str | None = None) -> str:
+        line = pip_line(specs, torch=self.torch, mooncakes=self.mooncakes)
+        return f"{line} ({note})" if note else line
+
+    def _fits(self, sglang: str, torch: str) -> list[tuple[str, str | None]]:
+        """Fitting mooncake requirements with their notes, prebuilt first."""
+        if self.provider is not None:
+            return [(r, None) for r in self.provider(sglang, torch, self.python, self.arch)]
+        from moonpin.resolver.resolved import fixes_for
+
+        if self.kb_path is not None:
+            return fixes_for(sglang, torch, self.python, self.arch, kb_path=self.kb_path)
+        return fixes_for(sglang, torch, self.python, self.arch)
+
+    def _with(self, specs: list[str], fit: tuple[str, str | None], why: str = "") -> str:
+        req, note = fit
+        notes = [why] if why else []
+        if note:
+            notes.append(f"note: {note}; {PREBUILD}")
+        return self.pip([*specs, req], "; ".join(notes) or None)
+
+    def generic(self) -> str:
+        s = self.sglang or "<sglang version>"
+        t = self.torch or "<torch version>"
+        return f"run `moonpin which mooncake --sglang {s} --torch {t}`"
+
+    def reinstall(self) -> str:
+        """Put the installed mooncake release's files back as its wheel has them."""
+        if len(self.mooncakes) == 1:
+            name, version = self.mooncakes[0]
+            return self.pip([f"{name}=={version}"])
+        return self.line()
+
+    def line(self) -> str:
+        """Install the mooncake that fits the installed SGLang and torch (or move torch or
+        SGLang when none does)."""
+        if self._line is not None:
+            return self._line
+        text = self.generic()
+        if self.sglang and self.torch:
+            try:
+                fits = self._fits(self.sglang, self.torch)
+            except ImportError:
+                fits = []
+            except Exception as e:  # someone else's code must not crash the check
+                fits = []
+                text += f" (resolver failed: {type(e).__name__}: {e})"
+            if fits:
+                text = self._with([], fits[0])
+            elif self.provider is None:
+                try:
+                    moved = self._torch_move() or self._sglang_move()
+                except ImportError:  # packaging absent (moonpin put on PYTHONPATH by hand)
+                    moved = None
+                if moved:
+                    text = moved
+        self._line = text
+        return text
+
+    def torch_fix(self, wanted: str | None, spec: str) -> str:
+        """Install the torch SGLang pins (``wanted``, from ``torch==X``) and a mooncake that
+        fits it."""
+        if wanted is None or not self.sglang:
+            return f"pip install '{spec}' (the torch this SGLang release is built for)"
+        try:
+            fits = self._fits(self.sglang, wanted)
+        except Exception:  # someone else's code must not crash the check
+            fits = []
+        if fits:
+            return self._with([f"torch=={wanted}"], fits[0])
+        return self.pip([f"torch=={wanted}"])
+
+    def cuda_torch(self) -> str:
+        """Replace a torch without CUDA by the package index's build of the same release."""
+        version = _public(self.torch or "<torch version>")
+        return self.pip([f"torch=={version}"], "the package index's Linux wheel of torch "
+                        f"{version} is its CUDA build; a +cpu wheel on a --find-links folder "
+                        "or an extra index would be picked again")
+
+    def _torch_move(self) -> str | None:
+        """No mooncake fits this torch: the torch the SGLang release requires, and the
+        mooncake that fits it, when the resolved tables know one."""
+        from moonpin.kb.paths import default_kb_file
+        from moonpin.resolver import resolved
+
+        kb_path = self.kb_path or default_kb_file()
+        if not self.sglang or not self.torch or resolved.load_requirements(kb_path) is None:
+            return None
+        table = resolved.load(kb_path, self.sglang)
+        if table is None:
+            return None
+        for required in table.sglang[self.sglang]["torch"]:
+            if required == _public(self.torch):
+                continue
+            fits = resolved.fixes_for(self.sglang, required, self.python, self.arch,
+                                      kb_path=kb_path)
+            if fits:
+                return self._with([f"torch=={required}"], fits[0],
+                                  f"sglang {self.sglang} requires torch {required}; no "
+                                  f"mooncake fits torch {self.torch}")
+        return None
+
+    def _sglang_move(self) -> str | None:
+        """No mooncake fits this SGLang release, whatever its torch: the nearest release
+        (newer first) that requires the installed torch and has a mooncake that fits."""
+        from packaging.version import InvalidVersion, Version
+
+        from moonpin.kb.paths import default_kb_file
+        from moonpin.resolver import resolved
+
+        kb_path = self.kb_path or default_kb_file()
+        reqs = resolved.load_requirements(kb_path)
+        if not self.sglang or not self.torch or reqs is None:
+            return None
+        torch = _public(self.torch)
+        try:
+            here = Version(self.sglang)
+            cands = [(Version(v), v) for v, r in reqs.items()
+                     if torch in (r.get("torch") or ()) and v != self.sglang]
+        except InvalidVersion:
+            return None
+        cands = [c for c in cands if not c[0].is_prerelease]
+        newer = sorted(c for c in cands if c[0] > here)
+        older = sorted((c for c in cands if c[0] < here), reverse=True)
+        for _, v in (newer + older)[:12]:
+            fits = resolved.fixes_for(v, torch, self.python, self.arch, kb_path=kb_path)
+            if fits:
+                return self._with([f"sglang=={v}"], fits[0],
+                                  f"no mooncake fits sglang {self.sglang} with torch "
+                                  f"{self.torch}; sglang {v} requires this torch and has one")
+        return None

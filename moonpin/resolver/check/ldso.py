@@ -1,0 +1,405 @@
+"""Where the dynamic loader finds each library an extension module needs, and whether every
+object it would map from the image can be mapped: ld.so(8), read from bytes, nothing loaded.
+
+The search for a ``DT_NEEDED`` name of object *O* follows glibc's ``_dl_map_object``
+(elf/dl-load.c), as ld.so(8) documents it:
+
+1. a name already loaded matches (the libraries torch loaded when the loader imported it,
+   and every library mapped earlier in this walk, which is breadth-first like the loader's);
+2. when *O* has no ``DT_RUNPATH``: the ``DT_RPATH`` of *O*, then of the object that loaded
+   *O*, and so on up the chain of loaders (``$ORIGIN`` is each one's own folder);
+3. ``LD_LIBRARY_PATH``;
+4. *O*'s own ``DT_RUNPATH`` (for its direct needs only: it is not inherited);
+5. the loader cache (``/etc/ld.so.cache``) and the default folders.
+
+An object with both tags has its ``DT_RPATH`` ignored (glibc elf/get-dynamic-info.h).
+Objects of the image (mooncake's folder and the ``*.libs`` folders wheels vendor) are read
+and judged as the loader would judge them: an ELF shared object of this machine's class,
+byte order and ``e_machine``, as long as its program headers and section table say, whose
+dynamic section and string table lie in a loaded segment and whose every ``DT_NEEDED``
+entry reads whole. Libraries of the host (the driver, libibverbs) are only looked up.
+
+For an image's root filesystem (``root``, :mod:`moonpin.resolver.check.chroot`) every folder of that
+search is the image's (``DT_RPATH``/``DT_RUNPATH`` entries, its ``LD_LIBRARY_PATH``, its
+``/etc/ld.so.cache`` and default folders), resolved under the root.
+
+Only ``os`` at import: this runs at worker start (see :mod:`moonpin.resolver.check.run`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.kb.cache import facts_memo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["E_MACHINE", "LD_CACHE", "Node", "Resolution", "elf_problem", "env_ld_path",
+           "image_lib_dirs", "in_root", "ld_cache_file", "ld_cache_names", "ld_cache_paths",
+           "listing", "read_dynamic", "resolve", "search", "system_lib_dirs"]
+
+#: ``e_machine`` of the ELF objects a Python on this machine can load (psABI supplements).
+E_MACHINE = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
+             "s390x": 22, "riscv64": 243}
+#: Where :func:`resolve` says a library comes from the loader's cache.
+LD_CACHE = "ld.so.cache"
+_DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
+_ET_NAMES = {0: "an object of no type (ET_NONE)", 1: "a relocatable object (ET_REL)",
+             2: "an executable (ET_EXEC)", 4: "a core file (ET_CORE)"}
+_PT_LOAD = 1
+#: Objects walked at most: a real extension's closure has ~20.
+_MAX_OBJECTS = 256
+
+
+def _u(data: bytes, at: int, size: int, little: bool) -> int:
+    return int.from_bytes(data[at:at + size], "little" if little else "big")
+
+
+def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str | None:
+    """Why the dynamic loader would refuse to map this ELF object on ``machine`` (default:
+    this one), or None. ``facts`` is :func:`moonpin.readers.elf.analyze`'s answer on ``data``
+    (the whole file)."""
+    layout = getattr(facts, "layout", None)
+    if layout is None:
+        return "its ELF header cannot be read"
+    machine = machine or os.uname().machine
+    if layout.bits != 64:
+        return f"a {layout.bits}-bit ELF object (ELFCLASS{layout.bits}); this Python is 64-bit"
+    if not layout.little:
+        return "a big-endian ELF object (ELFDATA2MSB); this machine is little-endian"
+    want = E_MACHINE.get(machine)
+    if want is not None and layout.e_machine != want:
+        return (f"built for {layout.machine} (e_machine {layout.e_machine}); this machine "
+                f"runs {machine}")
+    if layout.elf_type != 3:
+        return (f"{_ET_NAMES.get(layout.elf_type, f'of ELF type {layout.elf_type}')}, "
+                "not a shared object (ET_DYN)")
+    size = len(data)
+    loads = [s for s in layout.segments if s.type == _PT_LOAD]
+    if not loads:
+        return "has no loadable segment (PT_LOAD)"
+    short = max(loads, key=lambda s: s.end)
+    if short.end > size:
+        return (f"truncated: its segments reach byte {short.end:,}, the file has {size:,}")
+    if len(data) >= 64:  # Elf64_Ehdr: e_shoff at 0x28, e_shentsize/e_shnum at 0x3a/0x3c
+        shoff = _u(data, 0x28, 8, True)
+        shend = shoff + _u(data, 0x3A, 2, True) * _u(data, 0x3C, 2, True)
+        if shoff and shend > size:
+            return (f"truncated: its section table ends at byte {shend:,}, the file has "
+                    f"{size:,}")
+    method = getattr(facts, "needed_method", "none")
+    warnings = [w for w in getattr(facts, "warnings", ()) if "dynamic string" in w
+                or "DT_STRTAB" in w or "PT_DYNAMIC" in w]
+    if method != "dt_needed":
+        why = "; ".join(warnings) or "no dynamic section"
+        return f"its dynamic section cannot be read as the loader reads it ({why})"
+    if warnings:
+        return "a dynamic entry cannot be read whole (" + "; ".join(warnings) + ")"
+    return None
+
+
+def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[str, ...],
+                                                          tuple[str, ...], str | None]:
+    from moonpin.kb.files import outside
+
+    if outside(path):  # an image's link out of its root: not there
+        raise FileNotFoundError(2, "outside the image root", path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        import stat
+
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return (), (), (), "not a regular file"
+        import mmap
+
+        if st.st_size == 0:
+            return (), (), (), "an empty file, not an ELF object"
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
+            data = bytes(m[:4])
+            if data != b"\x7fELF":
+                return (), (), (), "not an ELF object"
+            from moonpin.readers import elf
+
+            try:
+                facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]
+            except elf.ElfError as e:
+                return (), (), (), f"not a valid ELF object ({e})"
+            problem = elf_problem(m, facts, machine)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    needed, found = tuple(facts.needed), tuple(facts.runpath)
+    if facts.runpath_tag == "DT_RPATH":
+        return needed, (), found, problem
+    return needed, found, (), problem
+
+
+def _shape(value: object) -> bool:
+    """The shape of a remembered :func:`read_dynamic` answer (a damaged entry fails it)."""
+    def strs(v: object) -> bool:
+        return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+
+    return (isinstance(value, (list, tuple)) and len(value) == 4 and strs(value[0])
+            and strs(value[1]) and strs(value[2])
+            and (value[3] is None or isinstance(value[3], str)))
+
+
+def read_dynamic(path: str, machine: str | None = None,
+                 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
+    """``(DT_NEEDED, DT_RUNPATH, DT_RPATH, problem)`` of an ELF object (file-facts memo).
+    ``problem`` says why the loader would refuse it (:func:`elf_problem`), or is None.
+    Raises OSError when the file cannot be opened."""
+    machine = machine or os.uname().machine
+    needed, runpath, rpath, problem = facts_memo().get(
+        f"dynamic-v2\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
+    return tuple(needed), tuple(runpath), tuple(rpath), problem
+
+
+def ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
+    """Library file names the dynamic loader's cache knows (glibc's ld.so.cache lists
+    full paths as NUL-terminated strings; their base names are what DT_NEEDED matches)."""
+    return set(ld_cache_paths(path))
+
+
+def ld_cache_paths(path: str = "/etc/ld.so.cache") -> dict[str, str]:
+    """Each library file name the loader's cache knows -> the path it lists first for it
+    in one of this machine's default folders (else the first it lists)."""
+    known = _CACHE_PATHS.get(path)
+    if known is not None:
+        return known
+    try:
+        got = facts_memo().get("ld.so.cache-map", path, lambda: _cache_map(path))
+    except OSError:
+        return {}
+    out = ({k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, str)}
+           if isinstance(got, dict) else {})
+    _CACHE_PATHS[path] = out
+    return out
+
+
+def _cache_map(path: str) -> dict[str, str]:
+    ours = tuple(d.rstrip("/") + "/" for d in system_lib_dirs())
+    out: dict[str, str] = {}
+    for full in _scan_ld_cache(path):
+        name = full.rpartition("/")[2]
+        if name not in out or (full.startswith(ours) and not out[name].startswith(ours)):
+            out[name] = full
+    return out
+
+
+_CACHE_PATHS: dict[str, dict[str, str]] = {}
+
+
+def _scan_ld_cache(path: str) -> list[str]:
+    """Each NUL-delimited string of the cache that is an absolute path whose file name
+    holds ``.so`` (at most 512 bytes before it, 64 after), in the cache's order."""
+    from moonpin.kb.files import read_regular
+
+    data = read_regular(path, cap=64 << 20, what="loader cache")
+    out: dict[str, None] = {}
+    for chunk in data.split(b"\0")[1:-1]:  # delimited on both sides
+        if chunk[:1] != b"/":
+            continue
+        start = chunk.rfind(b"/") + 1
+        at = chunk.find(b".so", start)
+        while at >= 0:
+            if 2 <= at <= 513 and len(chunk) - at - 3 <= 64:
+                out.setdefault(chunk.decode("utf-8", "replace"))
+                break
+            at = chunk.find(b".so", at + 1)
+    return list(out)
+
+
+def system_lib_dirs(root: str | None = None, machine: str | None = None) -> list[str]:
+    """The loader's default folders. ``MOONPIN_CHECK_SYSTEM_LIBS`` (colon-separated) replaces
+    them and the loader cache: the tests' hook, so a fake image is judged alike on any host.
+    With ``root``, the image's own, as host folders under it (the hook does not apply)."""
+    override = os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS")
+    if override is not None and root is None:
+        return [d for d in override.split(":") if d]
+    machine = machine or os.uname().machine
+    dirs = [*_DEFAULT_LIB_DIRS, f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu"]
+    return dirs if root is None else in_root(root, dirs)
+
+
+def in_root(root: str | None, paths: Sequence[str]) -> list[str]:
+    """``paths`` of the image (absolute, or host paths already under ``root``) as the host
+    paths they name under ``root`` (:func:`moonpin.resolver.check.chroot.resolve`; an entry that
+    cannot be
+    resolved is left out); as given when ``root`` is None."""
+    if root is None:
+        return list(paths)
+    from moonpin.resolver.check import chroot as rootfs
+
+    out = []
+    for p in paths:
+        try:
+            out.append(rootfs.resolve(root, rootfs.image_path(root, p)))
+        except OSError:
+            continue
+    return out
+
+
+def ld_cache_file(root: str | None = None) -> str:
+    """The loader cache of the image (``/etc/ld.so.cache``, under ``root`` when given)."""
+    if root is None:
+        return "/etc/ld.so.cache"
+    got = in_root(root, ["/etc/ld.so.cache"])  # none: a loop, read as no cache
+    return got[0] if got else os.path.join(root, "etc", "ld.so.cache")
+
+
+_LISTINGS: dict[str, frozenset[str]] = {}
+
+
+def listing(folder: str) -> frozenset[str]:
+    """The names in ``folder`` (empty when it cannot be listed), read once per process."""
+    got = _LISTINGS.get(folder)
+    if got is None:
+        try:
+            got = frozenset(os.listdir(folder))
+        except OSError:
+            got = frozenset()
+        _LISTINGS[folder] = got
+    return got
+
+
+def image_lib_dirs(paths: Sequence[str]) -> list[str]:
+    """Folders whose libraries torch itself loads before mooncake's extension does:
+    torch/lib and the pip-installed CUDA packages (nvidia/*/lib)."""
+    out: list[str] = []
+    for sp in paths:
+        lib = os.path.join(sp, "torch", "lib")
+        if os.path.isdir(lib):
+            out.append(lib)
+        nvidia = os.path.join(sp, "nvidia")
+        if os.path.isdir(nvidia):
+            found = []
+            for pkg in listing(nvidia):
+                for sub in listing(os.path.join(nvidia, pkg)):
+                    cand = os.path.join(nvidia, pkg, sub)
+                    if sub.startswith("lib") and os.path.isdir(cand):
+                        found.append(cand)
+            out += sorted(found)
+    return out
+
+
+class Node:
+    __slots__ = ("loader", "path", "rpath", "runpath")
+
+    def __init__(self, path: str, loader: Node | None) -> None:
+        self.path = path
+        self.loader = loader
+        self.runpath: tuple[str, ...] = ()
+        self.rpath: tuple[str, ...] = ()
+
+
+def _expand(entries: Sequence[str], obj: str) -> list[str]:
+    origin = os.path.dirname(obj)
+    return [e.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+            for e in entries if e]
+
+
+def _in(folder: str, name: str, root: str | None = None) -> str | None:
+    # One listing per folder instead of a stat per (folder, name); a listed name is then
+    # checked to exist (a dangling symlink is no library).
+    if name in listing(folder):
+        cand = os.path.join(folder, name)
+        if root is not None:  # its symbolic links followed inside the image
+            got = in_root(root, [cand])
+            return got[0] if got and os.path.isfile(got[0]) else None
+        if os.path.lexists(cand) and (os.path.exists(cand) or os.path.islink(cand)):
+            return cand
+    return None
+
+
+class Resolution:
+    """What :func:`resolve` found: each library the loader cannot find (name -> the object
+    that needs it), each image object it would refuse (path -> why), how many needs
+    resolved and how many objects were read."""
+
+    __slots__ = ("bad", "count", "missing", "objects")
+
+    def __init__(self) -> None:
+        self.missing: dict[str, str] = {}
+        self.bad: dict[str, str] = {}
+        self.count = 0
+        self.objects = 0
+
+
+def env_ld_path() -> list[str]:
+    """This process's ``LD_LIBRARY_PATH`` folders."""
+    return [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+
+
+def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str],
+            follow: Callable[[str], bool], machine: str | None = None,
+            root: str | None = None, ld_path: Sequence[str] | None = None) -> Resolution:
+    """Walk the libraries ``builds`` need the way ld.so maps them (module doc). ``follow``
+    says whether a library found is the image's own, to be read and judged in turn.
+    ``root``: the image's root folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default:
+    this process's)."""
+    res = Resolution()
+    loaded: dict[str, str] = {}
+    for d in preloaded_dirs:  # torch's libraries: mapped when the loader imported torch
+        for name in listing(d):
+            loaded.setdefault(name, os.path.join(d, name))
+    ld_path = in_root(root, env_ld_path() if ld_path is None else ld_path)
+    system = system_lib_dirs(root, machine)
+    queue = [Node(b, None) for b in builds]
+    seen: set[str] = set()
+    while queue and len(seen) < _MAX_OBJECTS:
+        node = queue.pop(0)
+        if node.path in seen:
+            continue
+        seen.add(node.path)
+        try:
+            needed, node.runpath, node.rpath, problem = read_dynamic(node.path, machine)
+        except OSError as e:
+            res.bad[node.path] = f"cannot be read ({e.strerror or e})"
+            continue
+        if problem is not None:
+            res.bad[node.path] = problem
+            continue
+        for name in needed:
+            res.count += 1
+            if name in loaded:
+                continue
+            where = search(name, node, ld_path, cache, system, root)
+            if where is None:
+                res.missing.setdefault(name, os.path.basename(node.path))
+                continue
+            loaded[name] = where
+            if not where.startswith(LD_CACHE + "/") and follow(where):
+                queue.append(Node(where, node))
+    res.objects = len(seen)
+    return res
+
+
+def search(name: str, node: Node, ld_path: Sequence[str], cache: set[str],
+            system: Sequence[str], root: str | None = None) -> str | None:
+    if "/" in name:  # a path: used as it is, no search
+        if root is not None:
+            got = in_root(root, ["/" + name.lstrip("/")])  # relative: the working folder
+            return got[0] if got and os.path.isfile(got[0]) else None
+        return name if os.path.lexists(name) else None
+    dirs: list[str] = []
+    if not node.runpath:
+        chain: Node | None = node
+        while chain is not None:
+            dirs += in_root(root, _expand(chain.rpath, chain.path))
+            chain = chain.loader
+    dirs += ld_path
+    dirs += in_root(root, _expand(node.runpath, node.path))
+    for d in dirs:
+        hit = _in(d, name, root)
+        if hit is not None:
+            return hit
+    if name in cache:
+        return os.path.join(LD_CACHE, name)
+    for d in system:
+        hit = _in(d, name, root)
+        if hit is not None:
+            return hit
+    return None

@@ -1,0 +1,202 @@
+"""The check's library resolution: every shared library a mooncake build needs, and those
+its shipped libraries need, found and mapped as the dynamic loader would
+(:mod:`moonpin.resolver.check.ldso`),
+with the fix line that names what provides a missing one."""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.resolver.check.image_facts import CUDART
+from moonpin.resolver.check.result import CheckResult
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from moonpin.resolver.check.fixes import Fixer
+
+__all__ = ["check_libraries", "provider_hint"]
+
+#: The target's interpreter, whose global scope the builds' symbols are bound in (set by
+#: :mod:`moonpin.resolver.check.run` for the environment it reads; None: unknown).
+INTERPRETER: str | None = None
+#: The image's root folder, its ``LD_LIBRARY_PATH`` and machine
+#: (:class:`moonpin.resolver.check.target.Target`;
+#: None: this machine's, as it runs the check).
+ROOT: str | None = None
+LD_PATH: tuple[str, ...] | None = None
+MACHINE: str | None = None
+
+
+#: What provides a shared library a mooncake build needs, for the fix line.
+_LIB_HINTS: tuple[tuple[str, str], ...] = (
+    (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this mooncake build is for CUDA {0}; "
+     "install the mooncake distribution that matches torch's CUDA (`moonpin which mooncake`)"),
+    (r"libc10_cuda\.so|libtorch_cuda\.so", "a CUDA build of torch: this torch is CPU-only"),
+    (r"libibverbs\.so|libmlx5\.so", "the RDMA user-space libraries (Debian/Ubuntu: "
+     "`apt-get install libibverbs1 ibverbs-providers`; RHEL: `dnf install rdma-core`)"),
+    (r"libnuma\.so", "libnuma (Debian/Ubuntu: `apt-get install libnuma1`)"),
+    (r"libcurl\.so", "libcurl (Debian/Ubuntu: `apt-get install libcurl4`)"),
+)
+
+
+def provider_hint(error: str) -> str | None:
+    import re
+
+    m = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", error)
+    if not m:
+        return None
+    for pattern, hint in _LIB_HINTS:
+        found = re.match(pattern, m.group(1))
+        if found:
+            return f"{m.group(1)} is missing; it comes from " + hint.format(*found.groups())
+    return f"{m.group(1)} is missing: install what provides it in the image"
+
+
+def _follow(paths: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a library found is one the image's mooncake ships (its own folder, or a
+    ``*.libs`` folder a repaired wheel vendors): read and judged in turn."""
+    roots = [os.path.join(sp, "mooncake") for sp in paths]
+
+    def follow(where: str) -> bool:
+        return (os.path.basename(os.path.dirname(where)).endswith(".libs")
+                or any(_within(where, r) for r in roots))
+
+    return follow
+
+
+def _within(path: str, folder: str) -> bool:
+    """``PurePath(path).is_relative_to(folder)``: lexical, as pathlib has it."""
+    path, folder = os.path.normpath(path), os.path.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def check_libraries(builds: Sequence[str], paths: Sequence[str],
+                     add: Callable[[CheckResult], None], fixer: Fixer | None = None) -> None:
+    """Every shared library the build needs, and the ones it ships need, found and mapped
+    as the dynamic loader would (:mod:`moonpin.resolver.check.ldso`)."""
+    from moonpin.resolver.check import ldso
+
+    if ROOT is not None:
+        cache = ldso.ld_cache_names(ldso.ld_cache_file(ROOT))
+    else:
+        cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_names()
+    res = ldso.resolve(builds, ldso.image_lib_dirs(paths), cache, _follow(paths), MACHINE,
+                       ROOT, LD_PATH)
+    for path, problem in sorted(res.bad.items()):
+        add(CheckResult("libraries", "fail",
+                        f"{path} cannot be loaded: {problem}",
+                        "reinstall the mooncake distribution that ships it (see the install "
+                        "line above), or restore the file", (path,)))
+    driver = {n: o for n, o in res.missing.items() if n.startswith("libcuda.so")}
+    others = {n: o for n, o in res.missing.items() if n not in driver}
+    if others:
+        detail = "; ".join(f"{n} (needed by {o}): " + (provider_hint(
+            f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
+            for n, o in sorted(others.items()))
+        fix = "install what provides each one in the image"
+        if fixer is not None and all(n.startswith(("libc10_cuda.so", "libtorch_cuda.so"))
+                                     for n in others):
+            fix = fixer.cuda_torch()  # a CPU torch: the same release's CUDA build
+        elif fixer is not None and all(n.startswith(CUDART) for n in others):
+            fix = fixer.line()  # the build is for another CUDA: the distribution that fits
+        add(CheckResult("libraries", "fail", f"{len(others)} shared librar"
+                        f"{'y' if len(others) == 1 else 'ies'} the build needs cannot be "
+                        f"found: {detail}", fix))
+    elif not res.bad:
+        add(CheckResult("libraries", "pass",
+                        f"{res.count} shared-library needs of {res.objects} objects resolve"
+                        + (" (but for the NVIDIA driver)" if driver else "")))
+        _check_symbols(builds, paths, add, fixer)
+    if driver and ROOT is not None:  # an image never holds it: the runtime mounts it
+        add(CheckResult("driver", "skip", f"{', '.join(sorted(driver))} (the NVIDIA driver) "
+                        "is the host's: the NVIDIA container runtime mounts it at run time"))
+    elif driver:
+        add(CheckResult("driver", "warn",
+                        f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
+                        "a worker needs it (the NVIDIA container runtime mounts it), a build or "
+                        "CI host without a GPU does not have it"))
+
+
+_TORCH_NAMESPACES = ("c10::", "at::", "torch::", "caffe2::", "c10d::")
+
+
+def _built_for(build: str) -> str | None:
+    """The torch release a build's file name says it is for: ``pg_2_13_0…`` -> 2.13.0."""
+    stem = os.path.basename(build).split(".", 1)[0]
+    for head in ("pg_", "ep_"):
+        if stem.startswith(head):
+            parts = stem[len(head):].split("_")
+            if len(parts) >= 2 and all(x.isdigit() for x in parts):
+                return ".".join(parts)
+    return None
+
+
+def _check_symbols(builds: Sequence[str], paths: Sequence[str],
+                   add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
+    """Every symbol the builds and the image's objects they load leave undefined, bound
+    as ld.so binds them (:mod:`moonpin.resolver.check.ldbind`)."""
+    from moonpin.resolver.check import image_facts, ldbind
+
+    try:
+        b = ldbind.bind(builds, paths, INTERPRETER, image_facts.EXT_SUFFIXES, MACHINE, ROOT,
+                        LD_PATH)
+    except OSError as e:
+        add(CheckResult("symbols", "skip", f"symbols not bound: {e.strerror or e}"))
+        return
+    if b.skipped is not None:
+        return  # the missing library is the failure already reported
+    by_lib: dict[str, list[tuple[str, str, str]]] = {}
+    for need in b.versions:
+        by_lib.setdefault(need[2], []).append((need[0], need[1], need[3]))
+    for lib, needs in by_lib.items():  # one failure per library: what ld.so says first
+        obj, version, newest = needs[0]
+        more = sorted({v for _, v, _ in needs} - {version})
+        others = len({o for o, _, _ in needs}) - 1
+        add(CheckResult("symbols", "fail",
+                        f"version `{version}' not found (required by {obj}): {lib} defines "
+                        + (f"at most {newest}" if newest else "no version of that kind")
+                        + (f"; also needed: {', '.join(more)}" if more else "")
+                        + (f"; {others} more object{'s' * (others != 1)} need{'s' * (others == 1)}"
+                           " versions it lacks" if others else ""),
+                        f"install a newer {os.path.basename(lib)} in the image (the one "
+                        f"{os.path.basename(obj)} was built against defines {version}), or "
+                        "a build of it made for this image's",
+                        (obj, lib)))
+    # ld.so checks the version needs of every object a dlopen maps before it relocates any
+    # (elf/dl-open.c: _dl_check_map_versions, then _dl_relocate_object): with a need unmet
+    # the import fails on the version, and no symbol is bound, so none is reported
+    unbound = [] if b.versions else b.unbound
+    if unbound:
+        first = unbound[0]
+        names = [ldbind.demangle(s) + (f"@{v}" if v else "") for _, s, v, _ in unbound]
+        objs = sorted({os.path.basename(o) for o, _, _, _ in unbound})
+        shown = "; ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+        searched = ", ".join(first[3][:12]) + (f" (+{len(first[3]) - 12})"
+                                                if len(first[3]) > 12 else "")
+        torchy = all(ldbind.demangle(s).startswith(_TORCH_NAMESPACES)
+                     for _, s, _, _ in unbound)
+        built = _built_for(first[0]) if first[0] in builds else None
+        fix = "reinstall the mooncake distribution that ships it (see the install line above)"
+        if fixer is not None:
+            if torchy and built is not None:
+                # Which of the two holds another release's binaries the names cannot tell
+                # (a vendor torch labelled as upstream, or a build overwritten): both are put
+                # back as the index ships them.
+                fix = fixer.pip([f"torch=={built}", *(f"{n}=={v}" for n, v in
+                                                      fixer.mooncakes)],
+                                f"{os.path.basename(first[0])} was built for torch {built}; "
+                                "the installed torch's libraries or this build are another "
+                                "release's")
+            else:
+                fix = fixer.line()
+        add(CheckResult("symbols", "fail",
+                        f"{len(names)} undefined symbol{'s' if len(names) != 1 else ''} "
+                        f"cannot be bound (the import fails with `undefined symbol`): {shown}; "
+                        f"needed by {', '.join(objs)}; searched {searched}", fix,
+                        tuple(sorted({o for o, _, _, _ in unbound}))))
+    if not unbound and not b.versions:
+        note = (f"; {len(b.host)} left to the host's driver" if b.host else "")
+        add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.objects} "
+                        f"objects bind as ld.so binds them{note}"))

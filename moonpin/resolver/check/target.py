@@ -1,0 +1,184 @@
+"""Which Python environment ``moonpin check`` reads: the image the worker really runs.
+
+* ``--python PATH``: that interpreter is asked, once, for its ``sys.path``, version and
+  extension-module suffixes (as pipdeptree and pip-audit do); the deep probe runs it.
+* ``--site-packages DIR``: that folder; the Python version comes from its path
+  (``lib/python3.11/site-packages``) and the interpreter beside it (``bin/python``) runs the
+  deep probe when there is one.
+* neither: an active virtualenv (``$VIRTUAL_ENV``) other than the one moonpin itself runs
+  from (pipx, ``uv tool``), else this interpreter.
+* ``--rootfs DIR`` / ``--image PATH``: an image's root filesystem, read from outside
+  (:mod:`moonpin.resolver.check.rootfs`); ``root`` is then set, and every absolute path the check
+  reads from a file of the image is resolved under it
+  (:func:`moonpin.resolver.check.chroot.resolve`).
+
+Only ``os`` and ``sys`` at import: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import machinery
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["Target", "TargetError", "default", "from_python", "from_site_packages", "this_python"]
+
+#: Asked of a target interpreter: what the importer there uses.
+_ASK = ("import importlib.machinery as m, json, os, platform, sys; print(json.dumps({"
+        "'path': [p for p in sys.path if p and os.path.isdir(p)], 'version': "
+        "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
+        "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
+        "__import__('site').getsitepackages()}))")
+
+
+class TargetError(Exception):
+    """The target environment cannot be read (the message says which and why)."""
+
+
+class Target:
+    """An environment: its interpreter (None: none known), version, the folders its
+    importer searches, its extension-module suffixes, and how it was chosen."""
+
+    __slots__ = ("ext_suffixes", "how", "ld_path", "machine", "paths", "pip", "python", "root",
+                 "sites", "version")
+
+    def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
+                 ext_suffixes: Sequence[str], how: str,
+                 sites: Sequence[str] | None = None) -> None:
+        self.python = python
+        self.version = version
+        self.paths = paths
+        self.ext_suffixes = tuple(ext_suffixes)
+        self.how = how
+        #: the folders whose ``.pth`` files ``site`` processed (None: the site-packages
+        #: and dist-packages folders of ``paths``), :mod:`moonpin.resolver.check.importer`
+        self.sites = None if sites is None else tuple(sites)
+        #: an image's root folder (None: this machine's own file system is the image's)
+        self.root: str | None = None
+        #: the image's ``LD_LIBRARY_PATH`` as host folders (None: this process's)
+        self.ld_path: tuple[str, ...] | None = None
+        #: the image's machine (``x86_64``; None: this one's)
+        self.machine: str | None = None
+        #: how a fix line runs pip for this interpreter (``pip``, ``/opt/venv/bin/python -m pip``)
+        self.pip = "pip"
+
+    @property
+    def tag(self) -> str:
+        return f"cp{self.version[0]}{self.version[1]}"
+
+    def describe(self) -> str:
+        py = self.python or "no interpreter found (the deep probe uses this one)"
+        where = ", ".join(self.paths[:3]) + (f" (+{len(self.paths) - 3})"
+                                            if len(self.paths) > 3 else "")
+        return (f"python {self.version[0]}.{self.version[1]} {py}; reading {where or 'nothing'}"
+                f" ({self.how})")
+
+
+def this_python(how: str = "this interpreter") -> Target:
+    site = sys.modules.get("site")  # None under -S: no .pth file was processed
+    sites: list[str] = []
+    if site is not None:
+        sites = [*site.getsitepackages(), *([site.getusersitepackages()]
+                                           if site.ENABLE_USER_SITE else [])]
+    return Target(sys.executable, (sys.version_info[0], sys.version_info[1]),
+                  [p for p in sys.path if p and os.path.isdir(p)],
+                  machinery.EXTENSION_SUFFIXES, how, sites)
+
+
+def _suffixes_for(version: tuple[int, int]) -> list[str]:
+    """The extension suffixes CPython ``version`` on this machine accepts (PEP 3149 tag,
+    the stable ABI, plain ``.so``), with this interpreter's multiarch triplet."""
+    ours = machinery.EXTENSION_SUFFIXES[0]  # .cpython-311-x86_64-linux-gnu.so
+    parts = ours.split("-", 2)
+    triplet = parts[2] if len(parts) == 3 else "linux-gnu.so"
+    return [f".cpython-{version[0]}{version[1]}-{triplet}", ".abi3.so", ".so"]
+
+
+def _version_of(folder: str) -> tuple[int, int] | None:
+    for part in reversed(os.path.normpath(folder).split(os.sep)):
+        if part.startswith("python") and "." in part:
+            major, _, minor = part[6:].partition(".")
+            if major.isdigit() and minor.isdigit():
+                return int(major), int(minor)
+    return None
+
+
+def _with_pth(folders: Sequence[str]) -> list[str]:
+    """``folders`` followed by the folders their ``.pth`` path lines add, as
+    ``site.addsitedir`` appends them (the ``import`` lines are not run)."""
+    from moonpin.resolver.check.importer import pth_paths
+
+    out: list[str] = []
+    for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
+        out.extend(p for p in [f, *pth_paths(f)] if p not in out)
+    return out
+
+
+def from_site_packages(folders: Sequence[str]) -> Target:
+    """The environment of ``--site-packages`` folders (the first decides the version),
+    with what their ``.pth`` files add; ``PYTHONPATH`` is not added (the folders are the
+    environment as given, whatever the shell that runs moonpin has set)."""
+    version = _version_of(folders[0]) if folders else None
+    python = None
+    if folders:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(folders[0]))))
+        for name in ("python", "python3"):
+            cand = os.path.join(root, "bin", name)
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                python = cand
+                break
+    ours = (sys.version_info[0], sys.version_info[1])
+    if version is None:
+        return Target(python or sys.executable, ours, _with_pth(folders),
+                      machinery.EXTENSION_SUFFIXES,
+                      "--site-packages; its Python version is not in its path: "
+                      f"assuming {ours[0]}.{ours[1]}, this interpreter's", folders)
+    suffixes = machinery.EXTENSION_SUFFIXES if version == ours else _suffixes_for(version)
+    if python is None and version == ours:
+        python = sys.executable
+    return Target(python, version, _with_pth(folders), suffixes, "--site-packages", folders)
+
+
+def from_python(python: str, timeout: float = 30.0) -> Target:
+    """Ask ``python`` what its importer searches (one child process)."""
+    import json
+    import subprocess
+
+    try:
+        proc = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise TargetError(f"cannot run --python {python!r}: {e}") from e
+    try:
+        doc = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        version = (int(doc["version"][0]), int(doc["version"][1]))
+        paths = [str(p) for p in doc["path"]]
+        ext = [str(s) for s in doc["ext"]]
+        sites = [str(s) for s in doc.get("sites") or ()]
+    except (ValueError, IndexError, KeyError, TypeError) as e:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise TargetError(f"--python {python!r} is not a Python that answers "
+                          f"(exit {proc.returncode}: {tail[0][:200]})") from e
+    # -I drops the user's site folder and PYTHONPATH: add back what this worker sees
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return Target(python, version, [*extra, *paths], ext, "--python", sites)
+
+
+def default() -> Target:
+    """An active virtualenv moonpin does not itself run from, else this interpreter."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv and os.path.realpath(venv) != os.path.realpath(sys.prefix):
+        python = os.path.join(venv, "bin", "python")
+        if os.path.isfile(python):
+            try:
+                t = from_python(python)
+            except TargetError:
+                pass
+            else:
+                t.how = "the active virtualenv $VIRTUAL_ENV"
+                return t
+    return this_python()

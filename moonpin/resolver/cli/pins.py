@@ -1,0 +1,153 @@
+"""``moonpin pins``, ``renovate`` and ``constraints``: the commands about a project's pins."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
+    import argparse
+
+from moonpin.resolver.cli.common import emit_json, fatal, graph, shown
+
+__all__ = ["cmd_constraints", "cmd_pins", "cmd_renovate"]
+
+
+def cmd_pins(args: argparse.Namespace) -> int:
+    from moonpin.resolver.pins import output as pins_output
+    from moonpin.resolver.pins import read as pins
+
+    if len(args.match or []) != len(args.dep or []):
+        fatal("each --match needs a --dep (the package its currentValue is a version of)",
+               "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
+    patterns = list(zip(args.match or [], args.dep or [], strict=True))
+    files = list(args.files)
+    found = _read_pin_files(files, patterns)
+    if args.changed:
+        if not found:
+            print(f"no pin of sglang, torch or a mooncake distribution in "
+                  f"{shown(', '.join(args.files))}: nothing to judge")
+            return 0
+        # A commit's files are judged with the rest of the project: one set, as pip sees it.
+        files += pins.project_files(".")
+        found = _read_pin_files(files, patterns)
+    if not found:
+        raise pins_output.nothing_pinned(args.files)
+    pinned = pins.pinned_set(found)
+    pins.check_versions(pinned)
+    g = graph(args)
+    python, python_from = args.python, None
+    if python is None and (project := pins.project_python(files)) is not None:
+        python, python_from = project
+    verdict = pins.judge(g, pinned, python=python, arch=args.arch, strategy=args.strategy,
+                         keep=args.keep, python_from=python_from)
+    # With --diff, stdout is the patch alone (for `patch`/`git apply`): the report is on stderr.
+    report = sys.stderr if args.diff and not args.write else sys.stdout
+    if args.json:
+        emit_json(pins_output.report_json(found, pinned, verdict), report)
+    else:
+        print("\n".join(pins_output.report_lines(found, pinned, verdict)), file=report)
+    if (args.diff or args.write) and verdict.updates:
+        written = _rewrite_pins(found, list(verdict.updates), write=args.write)
+        if written:
+            # What the command leaves is what it answers for: judged again as written.
+            after = pins.pinned_set(_read_pin_files(files, patterns))
+            again = pins.judge(g, after, python=python, arch=args.arch,
+                               strategy=args.strategy, keep=args.keep, python_from=python_from)
+            print(f"after writing: verdict {again.verdict}"
+                  + (f", {len(again.updates)} update(s) left" if again.updates else ""),
+                  file=sys.stderr)
+            return pins_output.exit_code(after, again, exit_zero=args.exit_zero)
+    return pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
+
+
+def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> bool:
+    """Print the unified diff of the updates; with ``write``, apply it (atomically, per file,
+    line endings, mode and symlinks kept). True when every update was written."""
+    import os
+
+    from moonpin.resolver.pins import rewrite as pins_rewrite
+
+    plan = pins_rewrite.plan_rewrite(found, updates)
+    (sys.stderr if write else sys.stdout).writelines(plan.diff())
+    for problem in plan.problems:
+        print(f"not written: {shown(problem)}", file=sys.stderr)
+    if not write:
+        return False
+    for p, written in pins_rewrite.write_rewrite(plan):
+        print(f"wrote {p}" + (f" (through the symlink, to {written})"
+                              if written != os.path.abspath(p) else ""), file=sys.stderr)
+    return not plan.problems
+
+
+def cmd_renovate(args: argparse.Namespace) -> int:
+    from moonpin.resolver.pins import read as pins
+
+    if not args.files and args.sglang is None:
+        fatal("`renovate` needs --sglang VERSION or the files that pin it",
+               "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
+    pinned = pins.pinned_set(_read_pin_files(args.files)) if args.files else None
+    stack = pins.stack_of(pinned, args.sglang, shown=shown(", ".join(args.files or [])))
+    _version_arg(stack.sglang, "--sglang" if args.sglang else "the sglang pin")
+    plan = pins.plan_stack(graph(args), stack.sglang, torch=stack.torch, dist=stack.dist,
+                           current_mooncake=stack.mooncake, python=args.python,
+                           arch=args.arch, allow_jit=args.allow_jit)
+    for r in plan.reasons:
+        print(f"moonpin: {r}", file=sys.stderr)
+    emit_json(pins.renovate_fragment(plan))
+    return 0 if plan.mooncake else 1
+
+
+def _version_arg(text: str, what: str) -> str:
+    """A ``--sglang``-style version, checked before anything parses it (a 5,000-digit
+    number passes Python's ``int()`` limit)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        if len(text) > 100:
+            raise InvalidVersion(text)
+        Version(text)
+    except (InvalidVersion, ValueError):
+        fatal(f"{what} {shown(text, 60)!r} is not a PEP 440 version"
+               + (f" ({len(text)} characters)" if len(text) > 100 else ""),
+               f"e.g. {what} 0.5.18")
+    return text
+
+
+def _read_pin_files(files: list[str], patterns: list[tuple[str, str]] | None = None,
+                    ) -> list[Any]:
+    """``pins.read_pins`` for the CLI: every unreadable file or line printed, then exit 2."""
+    from moonpin.resolver.pins import read as pins
+
+    try:
+        return pins.read_pins_or_fail(files, patterns or [])
+    except pins.PinsUnreadable as e:
+        for line in e.details:
+            print(line, file=sys.stderr)
+        fatal(str(e), e.hint)
+
+
+def cmd_constraints(args: argparse.Namespace) -> int:
+    from moonpin.resolver.pins import (  # not all of moonpin.resolver.pins.read
+        constraints as pins_constraints,
+    )
+    from moonpin.resolver.pins import renovate as pins_renovate
+
+    _version_arg(args.sglang, "--sglang")
+    g = graph(args)
+    plan = pins_renovate.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
+                                    allow_jit=args.allow_jit)
+    if not plan.mooncake:
+        fatal(f"no mooncake release in the knowledge base fits sglang {shown(args.sglang)}",
+               f"`moonpin which mooncake --sglang {shown(args.sglang)} --why` says why",
+               code=1)
+    where = pins_constraints.judged_for(args.python, args.arch)
+    if args.json:
+        emit_json({"sglang": plan.sglang, "torch": list(plan.torches),
+                    "module": plan.module, "constraints": pins_constraints.constraint_lines(
+                        g, plan), "notes": list(plan.jit_notes), "platform": where})
+        return 0
+    sys.stdout.write(pins_constraints.render(g, plan, args.format, where=where))
+    return 0
+
+

@@ -1,0 +1,257 @@
+"""The compatibility graph, derived from a loaded KB (never stored).
+
+Queries look facts up in plain dictionaries built from :class:`moonpin.kb.facts.Facts` (the part of
+the KB a query reads; :meth:`CompatGraph.from_path` takes it from the derived
+``resolved/_facts.json`` when that belongs to the KB, so a query imports neither pydantic
+nor networkx). Which torch releases an SGLang release admits is computed when first asked.
+
+:attr:`CompatGraph.g` is the same facts as a networkx graph, built on first use. Nodes are
+typed tuples (:data:`Node`): ``("sglang", version)``, ``("torch", version)``,
+``("mooncake", dist, version)``, ``("wheel", filename)``, ``("build", filename, member)``.
+Edges carry a ``kind``: ``requires`` (sglang -> torch, with the requirement line),
+``has`` (mooncake -> wheel), ``contains`` (wheel -> build), ``targets`` (build -> torch).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from moonpin.kb import facts as kf
+from moonpin.kb.facts import Build, Facts, Loader, Mooncake, Sglang, Torch, Wheel
+from moonpin.resolver.inputs import canonical_name
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from moonpin.kb.models import KnowledgeBase
+
+__all__ = ["CompatGraph", "Node", "WheelView", "arch_of_platform", "build_python",
+           "canonical_name", "torch_lines"]
+
+#: A graph node: its kind (``sglang``, ``torch``, ``mooncake``, ``wheel``, ``build``)
+#: followed by what names it (version; dist and version; filename; filename and member).
+Node = tuple[str, ...]
+
+
+def arch_of_platform(platform: str) -> str | None:
+    for arch in ("x86_64", "aarch64"):
+        if platform.endswith(arch):
+            return arch
+    return None
+
+
+def build_python(abi: str | None) -> tuple[str | None, str | None]:
+    """``cpython-312-x86_64-linux-gnu`` -> ("cp312", "x86_64"); abi3 -> (None, None)."""
+    if not abi:
+        return None, None
+    m = re.match(r"cpython-(\d+)-(x86_64|aarch64)", abi)
+    if m:
+        return f"cp{m.group(1)}", m.group(2)
+    return None, None
+
+
+@lru_cache(maxsize=4096)
+def torch_lines(release: Sglang) -> tuple[tuple[str, SpecifierSet], ...]:
+    """The release's torch requirement lines that parse, each with its text and its
+    version specifier (the facts carry it, read when the KB was written)."""
+    out = []
+    for line, spec in zip(release.torch_requirements, release.torch_specifiers, strict=False):
+        if spec is None:
+            continue
+        try:
+            out.append((line, SpecifierSet(spec)))
+        except InvalidSpecifier:
+            continue
+    return tuple(out)
+
+
+
+
+
+class WheelView:
+    """One mooncake wheel with what queries ask of it: the CPython tags and the
+    architectures it covers."""
+
+    __slots__ = ("_named", "arches", "dist", "memo", "pythons", "version", "wheel")
+
+    def __init__(self, dist: str, version: str, wheel: Wheel) -> None:
+        self.dist = dist
+        self.version = version
+        self.wheel = wheel
+        self.pythons = frozenset(t for t in wheel.python_tags if t.startswith("cp"))
+        self.arches = frozenset(a for p in wheel.platform_tags if (a := arch_of_platform(p)))
+        self._named: dict[tuple[str, str, str], list[Build]] = {}
+        #: what queries derive from this wheel's facts, kept (see ``moonpin.resolver.query``)
+        self.memo: dict[Any, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"WheelView({self.dist}=={self.version}, {self.wheel.artifact.filename})"
+
+    def loader(self, module: str) -> Loader | None:
+        return next((ld for ld in self.wheel.loaders if ld.module == module), None)
+
+    def builds_named(self, module_short: str, python: str, arch: str) -> list[Build]:
+        """Builds the import system would load for ``mooncake.<module_short>`` here."""
+        key = (module_short, python, arch)
+        got = self._named.get(key)
+        if got is None:
+            got = self._named[key] = []
+            for b in self.wheel.builds:
+                stem = b.member.rsplit("/", 1)[-1].split(".", 1)[0]
+                if stem != module_short:
+                    continue
+                py, ar = build_python(b.abi)
+                if (b.abi and b.abi.startswith("abi3")) or (py == python and ar == arch):
+                    got.append(b)
+        return list(got)
+
+
+class CompatGraph:
+    """The KB's facts, with the lookups queries need."""
+
+    def __init__(self, kb: Facts | KnowledgeBase, *,
+                 kb_path: str | None = None) -> None:
+        #: the validated KB the facts came from, when the graph was built from one
+        self._model: KnowledgeBase | None = None
+        if not isinstance(kb, Facts):  # a validated KnowledgeBase (tests, a fresh scrape)
+            self._model = kb
+            kb = kf.from_model(kb)
+        self.kb: Facts = kb
+        #: the KB file the facts were read from (its resolved tables answer for it)
+        self.kb_path = kb_path
+        self.sglang: dict[Version, Sglang] = {}
+        self.mooncake: dict[tuple[str, Version], Mooncake] = {}
+        self.torch: dict[Version, Torch] = {}
+        self.torch_versions: list[Version] = []
+        for v in kb.torch_versions:
+            try:
+                self.torch_versions.append(Version(v))
+            except InvalidVersion:
+                continue
+        self.torch_versions.sort()
+        for t in kb.torch:
+            self.torch[Version(t.version)] = t
+        for s in kb.sglang:
+            if s.source != "index" and Version(s.version) in self.sglang:
+                continue  # the index's record of a version wins over a local one
+            self.sglang[Version(s.version)] = s
+        self._wheels: dict[tuple[str, str], list[WheelView]] = {}
+        for r in kb.mooncake:
+            self.mooncake[(r.dist, Version(r.version))] = r
+            self._wheels[(r.dist, r.version)] = [WheelView(r.dist, r.version, w)
+                                                 for w in r.wheels]
+        self._torch_for: dict[str, list[tuple[str, str]]] = {}
+        #: what queries derive from the facts, kept (see ``moonpin.resolver.query``)
+        self.memo: dict[Any, Any] = {}
+
+    @classmethod
+    def from_path(cls, kb_path: str | os.PathLike[str] | None = None) -> CompatGraph:
+        """The graph of the KB at ``kb_path`` (default: the shipped one), read from its
+        derived facts when they belong to it, else from the KB itself."""
+        from moonpin.kb.paths import default_kb_path
+        from moonpin.resolver import resolved
+
+        path = os.fspath(kb_path) if kb_path is not None else os.fspath(default_kb_path())
+        found = resolved.load_facts(path)
+        if found is not None:
+            return cls(found, kb_path=path)
+        from pathlib import Path
+
+        from moonpin.kb import store
+
+        return cls(store.load(Path(path)), kb_path=path)
+
+    def launch(self, version: str) -> dict[str, Any] | None:
+        """The SGLang release's launch-rules record (``moonpin.kb.models.LaunchRules`` as JSON),
+        None when the KB holds none. Read from ``resolved/_launch-<version>.json`` when
+        that belongs to the KB, else from the KB itself."""
+        if self._model is None and self.kb_path is not None:
+            from moonpin.resolver import resolved
+
+            rec = resolved.load_launch(self.kb_path, version)
+            if rec is not None:
+                return rec
+            from pathlib import Path
+
+            from moonpin.kb import store
+
+            self._model = store.load(Path(self.kb_path))
+        if self._model is None:
+            return None
+        for r in self._model.sglang:
+            if r.version == version and r.launch is not None:
+                out: dict[str, Any] = r.launch.model_dump(mode="json")
+                return out
+        return None
+
+    @cached_property
+    def g(self) -> nx.DiGraph:
+        """The facts as a networkx graph (see the module's docstring)."""
+        import networkx as nx
+
+        g: nx.DiGraph = nx.DiGraph()
+        for t in self.kb.torch:
+            g.add_node(("torch", t.version), release=t)
+        for version in self.torch_versions:
+            g.add_node(("torch", str(version)))
+        for s in self.sglang.values():
+            node = ("sglang", s.version)
+            g.add_node(node, release=s)
+            for tv, line in self.torch_for(s):
+                g.add_edge(node, ("torch", tv), kind="requires", line=line)
+        for (dist, _), r in self.mooncake.items():
+            rnode = ("mooncake", dist, r.version)
+            g.add_node(rnode, release=r)
+            for wv in self._wheels[(dist, r.version)]:
+                wnode = ("wheel", wv.wheel.artifact.filename)
+                g.add_node(wnode, wheel=wv)
+                g.add_edge(rnode, wnode, kind="has")
+                for b in wv.wheel.builds:
+                    bnode = ("build", wv.wheel.artifact.filename, b.member)
+                    g.add_node(bnode, build=b)
+                    g.add_edge(wnode, bnode, kind="contains")
+                    if b.torch:
+                        g.add_edge(bnode, ("torch", b.torch), kind="targets")
+        return g
+
+    # -- lookups ------------------------------------------------------------------
+
+    def dists(self) -> list[str]:
+        return sorted({d for d, _ in self.mooncake})
+
+    def wheels(self, dist: str, version: str) -> list[WheelView]:
+        return list(self._wheels.get((dist, version), ()))
+
+    def torch_for(self, sglang: Sglang) -> list[tuple[str, str]]:
+        """Torch releases the SGLang release admits (oldest first), with the line that
+        admits each; [] for a release not in the KB."""
+        winner = self.sglang.get(Version(sglang.version))  # the index's record, if any
+        if winner is None:
+            return []
+        got = self._torch_for.get(winner.version)
+        if got is None:
+            seen: dict[str, str] = {}
+            for text, spec in torch_lines(winner):
+                for tv in self.torch_versions:
+                    if spec.contains(tv, prereleases=True):
+                        seen[str(tv)] = text  # the last line admitting it, as the graph had
+            got = self._torch_for[winner.version] = sorted(seen.items(),
+                                                           key=lambda t: Version(t[0]))
+        return list(got)
+
+    def builds_targeting(self, torch: str) -> list[Node]:
+        return [("build", wv.wheel.artifact.filename, b.member)
+                for views in self._wheels.values() for wv in views
+                for b in wv.wheel.builds if b.torch == torch]
+
+    def find_sglang(self, version: str) -> Sglang | None:
+        return self.sglang.get(Version(version))
+
+    def find_mooncake(self, dist: str, version: str) -> Mooncake | None:
+        return self.mooncake.get((canonical_name(dist), Version(version)))

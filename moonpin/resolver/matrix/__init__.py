@@ -1,0 +1,3 @@
+"""The compatibility matrix: its values, the table and the HTML page."""
+
+__all__: list[str] = []

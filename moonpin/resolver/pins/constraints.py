@@ -1,0 +1,77 @@
+"""Constraints for pip and uv from a :func:`moonpin.resolver.pins.renovate.plan_stack` plan (issue
+13).
+
+``moonpin constraints --sglang V`` prints what a resolver needs so that whatever it picks
+is a set moonpin judges compatible: SGLang held, torch held to what the release requires,
+each allowed mooncake distribution to the range of its fitting releases (the releases of that
+distribution inside the range that do not fit are excluded with ``!=``), and every other
+mooncake distribution excluded (``name<0``: no release satisfies it, so a requirement of it
+fails to resolve instead of installing a build that cannot load).
+
+Two forms: a pip/uv constraints file (``pip install -c``, ``uv pip compile -c``) and the
+``[tool.uv] constraint-dependencies`` table of ``pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from packaging.version import InvalidVersion, Version
+
+from moonpin.resolver.pins.renovate import StackPlan
+
+if TYPE_CHECKING:
+    from moonpin.resolver.graph import CompatGraph
+
+__all__ = ["constraint_lines", "judged_for", "render"]
+
+
+def _v(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
+
+
+def _spec(allowed: list[str], known: list[str]) -> str:
+    """A PEP 440 specifier admitting exactly ``allowed`` among ``known``."""
+    if len(allowed) == 1:
+        return f"=={allowed[0]}"
+    lo, hi = min(allowed, key=_v), max(allowed, key=_v)
+    inside = sorted((k for k in known if _v(lo) < _v(k) < _v(hi) and k not in allowed), key=_v)
+    return ",".join([f">={lo}", f"<={hi}", *(f"!={k}" for k in inside)])
+
+
+def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
+    """The requirement strings, one per distribution (sglang, torch, then mooncake)."""
+    out = [f"sglang=={plan.sglang}"]
+    out.append("torch" + _spec(plan.torches, [str(v) for v in g.torch_versions]))
+    for dist in sorted(plan.mooncake):
+        known = [str(v) for d, v in g.mooncake if d == dist]
+        out.append(dist + _spec(plan.mooncake[dist], known))
+    for dist in g.dists():
+        if dist not in plan.mooncake:
+            out.append(f"{dist}<0")
+    return out
+
+
+def judged_for(python: str | None, arch: str | None) -> str:
+    """The scope line of the header: the python and platform the plan was made for."""
+    return "judged for " + ", ".join((f"python {python}" if python else "every python",
+                                      arch or "x86_64 and aarch64"))
+
+
+def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
+    """``fmt`` ``txt`` (a constraints file) or ``uv`` (``[tool.uv] constraint-dependencies``)."""
+    lines = constraint_lines(g, plan)
+    head = [f"# moonpin constraints: sglang {plan.sglang}, torch {' or '.join(plan.torches)}, "
+            f"{plan.module or 'no mooncake process-group module'}; {where}",
+            "# other mooncake distributions are excluded (<0): none of their builds fits"]
+    head += [f"# note: {n}" for n in plan.jit_notes]
+    if fmt == "uv":
+        body = ["[tool.uv]", "constraint-dependencies = ["]
+        body += [f"    {json.dumps(x)}," for x in lines]
+        body.append("]")
+        return "\n".join(head + body) + "\n"
+    return "\n".join(head + lines) + "\n"

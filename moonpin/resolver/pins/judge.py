@@ -1,0 +1,581 @@
+"""Judging a project's pins: the pinned set (one exact version of each of sglang, torch and
+mooncake, and the pins that disagree), the platform to judge on, and the verdict with the
+Renovate-like updates that make the set compatible (:func:`judge`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from packaging.version import InvalidVersion, Version
+
+from moonpin.kb.errors import UsageError
+from moonpin.resolver.pins.base import MOONCAKE_FAMILY, Pin, cut
+from moonpin.resolver.pins.renovate import GROUP_NAME
+
+if TYPE_CHECKING:
+    from moonpin.resolver.graph import CompatGraph
+
+__all__ = [
+    "VALUE_KINDS",
+    "Judgement",
+    "PinnedSet",
+    "check_versions",
+    "judge",
+    "pinned_set",
+    "platform_of",
+]
+
+#: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
+VALUE_KINDS = frozenset({"dockerfile-arg", "docker-image", "regex"})
+
+
+class PinnedSet(NamedTuple):
+    """The versions a project pins, and the pins that disagree."""
+
+    sglang: Pin | None
+    torch: Pin | None
+    mooncake: Pin | None
+    conflicts: tuple[tuple[Pin, Pin], ...]
+    loose: tuple[Pin, ...]  # tracked dependencies without an exact version
+    exact: tuple[Pin, ...] = ()  # every exact pin (an update rewrites each place)
+
+    def places(self, pin: Pin) -> list[Pin]:
+        """Every exact pin of the same dependency as ``pin`` (the mooncake family counts as
+        one), whatever version it has: an update rewrites each occurrence."""
+        key = _key(pin)
+        return [p for p in self.exact if _key(p) == key]
+
+    def loose_mooncake(self) -> Pin | None:
+        """A mooncake requirement without an exact version (unpinned or a range)."""
+        return next((p for p in self.loose if p.name in MOONCAKE_FAMILY), None)
+
+
+class Judgement(NamedTuple):
+    """The verdict on a pinned set: ``verdict`` (``compatible``, ``incompatible`` or
+    ``unknown``), why, the updates that make it compatible (Renovate-like update objects,
+    what :func:`moonpin.resolver.pins.rewrite.apply_updates` writes), notes, and the platform it was
+    judged for. ``explain`` is what ``moonpin explain`` says of the pinned set (None when
+    nothing could be explained); it is not part of :meth:`to_json`."""
+
+    verdict: str
+    reasons: tuple[str, ...]
+    updates: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...]
+    platform: str
+    explain: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict's part of ``moonpin pins --json``."""
+        return {"verdict": self.verdict, "reasons": list(self.reasons),
+                "updates": [dict(u) for u in self.updates], "notes": list(self.notes),
+                "platform": self.platform}
+
+
+class _Draft:
+    """A judgement while it is made."""
+
+    __slots__ = ("explain", "notes", "reasons", "updates", "verdict")
+
+    def __init__(self, verdict: str = "unknown") -> None:
+        self.verdict = verdict
+        self.reasons: list[str] = []
+        self.updates: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.explain: dict[str, Any] | None = None
+
+    def done(self, platform: str) -> Judgement:
+        return Judgement(self.verdict, tuple(self.reasons), tuple(self.updates),
+                         tuple(self.notes), platform, self.explain)
+
+
+def _answer(res: Any) -> dict[str, Any]:
+    """A query answer as its ``--json`` dict (the answers are dicts, or typed values with
+    ``to_json()`` giving the same shape)."""
+    return res if isinstance(res, dict) else dict(res.to_json())
+
+
+def _vkey(version: str | None) -> object:
+    """Compare as PEP 440 versions where they are (``===`` pins may be any text)."""
+    try:
+        return Version(version or "")
+    except ValueError:  # InvalidVersion, or a number past int()'s digit limit
+        return version
+
+
+def _key(pin: Pin) -> str:
+    """The dependency a pin is of: its name, or ``mooncake`` for the whole family (one
+    ``mooncake/`` folder: two of them are one dependency pinned twice)."""
+    return "mooncake" if pin.name in MOONCAKE_FAMILY else pin.name
+
+
+def _same(a: Pin, b: Pin) -> bool:
+    """The same distribution and version as PEP 440 compares them."""
+    return (a.name, _vkey(a.version)) == (b.name, _vkey(b.version))
+
+
+def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
+    """Pick the exact pin of each of the three (the first found); report disagreements.
+    Which of disagreeing pins is judged is :func:`judge`'s choice, not the files' order."""
+    first: dict[str, Pin] = {}
+    conflicts: list[tuple[Pin, Pin]] = []
+    loose: list[Pin] = []
+    mooncake_key = "mooncake"
+    for p in pins:
+        if p.version is None:
+            loose.append(p)
+            continue
+        key = _key(p)
+        have = first.get(key)
+        if have is None:
+            first[key] = p
+        elif not _same(have, p) and _together(have, p) and not any(
+                _same(b, p) for a, b in conflicts if _key(a) == key):
+            conflicts.append((have, p))
+    return PinnedSet(first.get("sglang"), first.get("torch"), first.get(mooncake_key),
+                     tuple(conflicts), tuple(loose),
+                     tuple(p for p in pins if p.version is not None))
+
+
+def _together(a: Pin, b: Pin) -> bool:
+    """Two pins whose markers both hold on some Linux architecture (pip installs both
+    there); ``; platform_machine == "x86_64"`` and ``"aarch64"`` never meet."""
+    return not (a.marker or b.marker) or any(
+        _applies(a, arch, None) and _applies(b, arch, None) for arch in ("x86_64", "aarch64"))
+
+
+def check_versions(pinned: PinnedSet) -> None:
+    """Raise :class:`UsageError` naming FILE:LINE when an exact pin of the three is not a PEP
+    440 version (``sglang===${V}``): nothing can be judged against it."""
+    for p in (pinned.sglang, pinned.torch, pinned.mooncake):
+        if p is None:
+            continue
+        try:
+            Version(p.version or "")
+        except (InvalidVersion, ValueError):
+            raise UsageError(f"{cut(p.path, 300)}:{p.line}: {p.name} is pinned to "
+                             f"{cut(p.version or '', 60)!r}, not a PEP 440 version; nothing "
+                             "was judged", hint=f"pin {p.name}==VERSION there (e.g. a release "
+                             "`moonpin show` knows)") from None
+
+
+def _update(pin: Pin, new_name: str, new_version: str, reason: str,
+            group: str = GROUP_NAME) -> dict[str, Any]:
+    """A Renovate-like update object for one pin (``updateType`` ``pin`` for a pin that had
+    no exact version: its ``currentValue`` is the range or ``""``)."""
+    try:
+        old = Version(pin.version or "0")
+    except ValueError:
+        old = Version("0")
+    new = Version(new_version)
+    if new_name != pin.name:
+        kind = "replacement"
+    elif pin.version is None:
+        kind = "pin"
+    elif new.major != old.major:
+        kind = "major"
+    elif new.minor != old.minor:
+        kind = "minor"
+    else:
+        kind = "patch"
+    # As Renovate writes them: a requirement's value is its specifier (``==0.3.12``, the
+    # pip_requirements/pep621 managers), a bare value's is the version (Docker ARG, regex).
+    bare = pin.kind in VALUE_KINDS
+    return {"depName": pin.name, "newName": new_name, "packageFile": pin.path,
+            "line": pin.version_line,
+            "currentValue": (pin.version or "") if bare else pin.spec,
+            "newValue": new_version if bare else f"=={new_version}",
+            "currentVersion": pin.version, "newVersion": new_version,
+            "updateType": kind, "groupName": group, "reason": reason}
+
+
+def platform_of(pins: Sequence[Pin], *, python: str | None = None,
+                arch: str | None = None, python_from: str | None = None,
+                ) -> tuple[str | None, str | None, str]:
+    """The python and arch to judge on, and where they come from: ``--python``/``--arch``
+    (or ``python_from``: the project's ``requires-python``). A marker is not a platform:
+    it says on which platforms its own requirement applies (see :func:`judge`)."""
+    said: list[str] = []
+    if python is not None:
+        said.append(python_from or f"python {python} (from --python)")
+    if arch is not None:
+        said.append(f"{arch} (from --arch)")
+    if python is None:
+        said.append("every python the wheels cover")
+    if arch is None:
+        said.append("x86_64 and aarch64")
+    return python, arch, "judged for " + ", ".join(said)
+
+
+def _applies(pin: Pin, arch: str, python: str | None) -> bool:
+    """Whether ``pin``'s marker holds on Linux on ``arch`` (and ``python`` when given; the
+    running interpreter's otherwise). A marker that cannot be evaluated applies."""
+    if not pin.marker:
+        return True
+    from packaging.markers import (
+        InvalidMarker,
+        Marker,
+        UndefinedEnvironmentName,
+        default_environment,
+    )
+
+    env: dict[str, Any] = dict(default_environment())
+    env.update(platform_machine=arch, sys_platform="linux", platform_system="Linux",
+               os_name="posix")
+    if python is not None:
+        minor = python.removeprefix("cp3").rstrip("t")
+        env.update(python_version=f"3.{minor}", python_full_version=f"3.{minor}.0")
+    try:
+        return bool(Marker(pin.marker).evaluate(env))
+    except (InvalidMarker, UndefinedEnvironmentName, ValueError):
+        return True
+
+
+def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
+          arch: str | None = None, strategy: str = "minimal",
+          keep: str | None = None, python_from: str | None = None) -> Judgement:
+    """The verdict for a pinned set and the updates that make it compatible.
+
+    ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
+    mooncake; ``latest`` moves the whole stack to the newest SGLang that has a prebuilt
+    compatible mooncake. ``keep`` names the one package that must not move. The platform is
+    ``python``/``arch`` (``python_from`` says where the python comes from), else every one
+    the wheels cover. A requirement's marker applies to it alone: pins whose markers hold
+    on one architecture and not the other are judged per architecture, as the set pip
+    installs there.
+    """
+    python, arch, where = platform_of([], python=python, arch=arch, python_from=python_from)
+    pins = [*pinned.exact, *pinned.loose]
+    arches = [arch] if arch is not None else ["x86_64", "aarch64"]
+    subsets = [[p for p in pins if _applies(p, a, python)] for a in arches]
+    if arch is None and subsets[0] != subsets[1]:
+        marked = next(p for p in pins if (p in subsets[0]) != (p in subsets[1]))
+        where = where.replace("x86_64 and aarch64", "x86_64 and aarch64 apart (the marker "
+                              f"at {marked.path}:{marked.line})")
+        has = [any(p.name in MOONCAKE_FAMILY for p in sub) for sub in subsets]
+        if any(has) and not all(has):
+            # mooncake is left out on one architecture by its markers: nothing to judge there
+            (a,) = [a for a, h in zip(arches, has, strict=True) if h]
+            (b,) = [b for b, h in zip(arches, has, strict=True) if not h]
+            out = _judge_set(g, pinned_set(subsets[arches.index(a)]), python=python, arch=a,
+                             strategy=strategy, keep=keep)
+            out.notes.append(f"on {b} no mooncake requirement applies (its marker leaves it "
+                             "out): nothing judged there")
+            return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
+        parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
+                                keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
+        return _per_arch(parts, where)
+    return _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
+                      python=python, arch=arch, strategy=strategy, keep=keep).done(where)
+
+
+def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: str | None,
+               strategy: str, keep: str | None) -> _Draft:
+    if pinned.conflicts:
+        out = _judge_conflicting(g, pinned, python=python, arch=arch, strategy=strategy,
+                                 keep=keep)
+    else:
+        out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
+    _side_by_side(pinned, out)
+    return out
+
+
+def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
+    """Two mooncake distributions required together (``mooncake-transfer-engine`` and its
+    ``-cuda13``) install one ``mooncake/`` package over each other's files: whichever pip
+    writes last wins, file by file. Each requirement of another distribution than the one
+    kept is moved to it."""
+    kept = next((u for u in out.updates if u["depName"] in MOONCAKE_FAMILY), None)
+    chosen = pinned.mooncake
+    name = kept["newName"] if kept else chosen.name if chosen else None
+    version = kept["newVersion"] if kept else chosen.version if chosen else None
+    written = {p.name for p in (*pinned.exact, *pinned.loose) if p.name in MOONCAKE_FAMILY}
+    if name is None or len(written) < 2:
+        return  # one distribution as written (a move to another is not "side by side")
+    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    others = [p for p in pinned.loose if p.name in MOONCAKE_FAMILY and p.name != name
+              and (p.path, p.line, p.name) not in moved]
+    if not others:
+        return
+    said = ", ".join(f"{p.name} at {p.path}:{p.line}" for p in others)
+    out.verdict = "incompatible"
+    out.reasons.insert(0, f"{said} beside {name}: two mooncake distributions install one "
+                       "mooncake/ package over each other's files; keep one")
+    if version is not None:
+        out.updates += [_update(p, name, version, f"one mooncake distribution: {name}")
+                        for p in others]
+
+
+def _per_arch(parts: Sequence[tuple[str, _Draft]], where: str) -> Judgement:
+    """The judgements of each architecture's set as one: the worst verdict, each reason
+    said with its architecture, the updates of every place once."""
+    rank = {"incompatible": 2, "unknown": 1, "compatible": 0}
+    out = _Draft(max((d.verdict for _, d in parts), key=lambda v: rank.get(v, 1)))
+    seen: set[tuple[str, int, str]] = set()
+    for a, d in parts:
+        out.reasons += [f"on {a}: {r}" for r in d.reasons]
+        out.notes += [n for n in d.notes if n not in out.notes]
+        for u in d.updates:
+            if (u["packageFile"], u["line"], u["depName"]) not in seen:
+                seen.add((u["packageFile"], u["line"], u["depName"]))
+                out.updates.append(u)
+    return out.done(where)
+
+
+def _judge_as_one(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                  arch: str | None, strategy: str, keep: str | None) -> _Draft:
+    """:func:`judge` of a set with one version of each dependency."""
+    out = _judge_minimal(g, pinned, python=python, arch=arch, keep=keep)
+    if strategy == "latest" or (keep == "mooncake" and out.verdict != "compatible"):
+        stack = _stack_move(g, pinned, python=python, arch=arch, keep=keep)
+        if stack:
+            out.updates = stack
+        elif keep == "mooncake" and pinned.mooncake is not None:
+            out.reasons.append(f"no SGLang release in the knowledge base fits "
+                               f"{pinned.mooncake.name}=={pinned.mooncake.version} here")
+    elif keep == "torch":
+        out.updates = [u for u in out.updates if u["depName"] != "torch"]
+    out.updates = [u for u in out.updates if not _no_op(u)]
+    return out
+
+
+def _no_op(update: dict[str, Any]) -> bool:
+    """An update that would write what is already there (``X -> X``)."""
+    return bool(update["newName"] == update["depName"]
+                and _vkey(update["currentVersion"]) == _vkey(update["newVersion"]))
+
+
+def _choices(pinned: PinnedSet) -> list[PinnedSet]:
+    """Every way to read a set whose pins disagree as one version of each dependency, in an
+    order that does not depend on the files' order (newest version first)."""
+    import itertools
+
+    slots = {"sglang": pinned.sglang, "torch": pinned.torch, "mooncake": pinned.mooncake}
+    options: list[list[Pin | None]] = []
+    for name, pin in slots.items():
+        distinct: list[Pin] = []
+        for p in pinned.exact if pin is not None else ():
+            if _key(p) == name and not any(_same(p, d) for d in distinct):
+                distinct.append(p)
+        distinct.sort(key=_newest_first, reverse=True)
+        options.append(list(distinct) or [None])
+    return [pinned._replace(sglang=s, torch=t, mooncake=m)
+            for s, t, m in itertools.product(*options)]
+
+
+def _newest_first(pin: Pin) -> tuple[Version, str, str]:
+    """Sort key (with ``reverse``): the newest version first, text that is no version
+    last, then by name and text, so the files' order never matters."""
+    v = _vkey(pin.version)
+    return (v if isinstance(v, Version) else Version("0"), pin.name, pin.version or "")
+
+
+def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                       arch: str | None, strategy: str, keep: str | None) -> _Draft:
+    """A set whose pins of one dependency disagree is a problem as it stands (pip refuses
+    two ``==`` of one name; two mooncake distributions share one ``mooncake/`` folder).
+    Each reading of it is judged; the first compatible one (else the first) gives the
+    updates, and every occurrence is moved to it."""
+    drafts = [(c, _judge_as_one(g, c, python=python, arch=arch, strategy=strategy,
+                                keep=keep)) for c in _choices(pinned)]
+    chosen, out = next(((c, d) for c, d in drafts if d.verdict == "compatible"), drafts[0])
+    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    for pin in (chosen.sglang, chosen.torch, chosen.mooncake):
+        if pin is None:
+            continue
+        for place in pinned.places(pin):
+            if (place.path, place.version_line, place.name) in moved or _same(place, pin):
+                continue
+            out.updates.append(_update(place, pin.name, pin.version or "",
+                                       f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}"))
+    said = [f"{a.name}=={a.version} at {a.path}:{a.line} and {b.name}=={b.version} at "
+            f"{b.path}:{b.line}" for a, b in pinned.conflicts]
+    out.reasons.insert(0, "the pins disagree: " + "; ".join(said) + " (pip installs one "
+                       "version of each, and one mooncake distribution)")
+    out.verdict = "incompatible"
+    out.updates = [u for u in out.updates if not _no_op(u)]
+    return out
+
+
+def _fit_the_mooncake(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                      arch: str | None) -> list[dict[str, Any]]:
+    """Updates to the newest SGLang that the pinned mooncake fits (and its torch)."""
+    from moonpin.resolver import query
+
+    mc, sg = pinned.mooncake, pinned.sglang
+    if mc is None or sg is None:
+        return []
+    ans = _answer(query.which_sglang(g, f"{mc.name}=={mc.version}", python=python, arch=arch))
+    if not ans["compatible"]:
+        return []
+    best = ans["compatible"][0]
+    new_torch = best["wheels"][0]["torch"]
+    ups = [_update(p, "sglang", best["version"], f"{best['requirement']} fits "
+                   f"{mc.name}=={mc.version}") for p in pinned.places(sg)]
+    if pinned.torch is not None and pinned.torch.version != new_torch:
+        ups += [_update(p, "torch", new_torch, f"sglang {best['version']} requires torch "
+                        f"{new_torch}") for p in pinned.places(pinned.torch)]
+    return ups
+
+
+def _stack_move(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: str | None,
+                keep: str | None) -> list[dict[str, Any]]:
+    """Updates to the newest SGLang with a prebuilt compatible mooncake (and its torch).
+
+    With ``keep="mooncake"`` only SGLang releases that the pinned mooncake fits count."""
+    from moonpin.resolver import query
+
+    if keep == "mooncake" and pinned.mooncake is not None:
+        return _fit_the_mooncake(g, pinned, python=python, arch=arch)
+    for sv in sorted(g.sglang, reverse=True):
+        if g.sglang[sv].pg.module is None:
+            continue
+        which = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
+        plain = [c for c in which["compatible"] if not c.get("notes")]
+        if not plain:
+            continue
+        best = plain[0]
+        new_torch = best["wheels"][0]["torch"]
+        moves: list[dict[str, Any]] = []
+        if pinned.sglang is not None and Version(pinned.sglang.version or "0") != sv:
+            moves += [_update(p, "sglang", str(sv), f"the newest sglang with a prebuilt "
+                              f"compatible mooncake is {sv}")
+                      for p in pinned.places(pinned.sglang)]
+        if pinned.torch is not None and pinned.torch.version != new_torch and keep != "torch":
+            moves += [_update(p, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+                      for p in pinned.places(pinned.torch)]
+        mc = pinned.mooncake
+        if mc is not None and (mc.name, mc.version) != (best["dist"], best["version"]):
+            moves += [_update(p, best["dist"], best["version"],
+                              f"{best['requirement']} has a build sglang {sv} loads")
+                      for p in pinned.places(mc)]
+        return moves
+    return []
+
+
+def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
+                   arch: str | None, keep: str | None) -> _Draft:
+    """Keep SGLang (and the pinned torch), move mooncake to the newest compatible release
+    (of the distribution in the file when one of its releases fits), prebuilt first; move
+    torch only when no mooncake fits the pinned one."""
+    from moonpin.resolver import query
+
+    out = _Draft()
+    if pinned.sglang is None:
+        from moonpin.resolver.pins.ranges import is_range, judge_sglang_range
+
+        unjudged = [p for p in pinned.loose if p.name == "sglang"]
+        ranged = next((p for p in unjudged if is_range(p)), None)
+        if ranged is None:
+            out.reasons.append("sglang is not pinned to a version moonpin can judge" + (
+                f": {unjudged[0].path}:{unjudged[0].line} {cut(unjudged[0].raw, 120)}"
+                + (f" ({unjudged[0].note})" if unjudged[0].note else "") if unjudged else
+                ": nothing to check against"))
+            return out
+
+        out.verdict, out.reasons, out.updates = judge_sglang_range(
+            g, ranged, pinned.mooncake or pinned.loose_mooncake(),
+            torch=pinned.torch.version if pinned.torch else None, python=python, arch=arch,
+            update=_update, places=pinned.places)
+        return out
+    sv = pinned.sglang.version or ""
+    torch = pinned.torch.version if pinned.torch else None
+    loose = pinned.loose_mooncake() if pinned.mooncake is None else None
+    if _explained(g, pinned, out, torch=torch, python=python, arch=arch):
+        return out
+    which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
+    plain = [] if keep == "mooncake" else _preferred(which["compatible"], loose)
+    target = pinned.mooncake or loose
+    if loose is not None and loose.spec and not any(
+            c["dist"] == loose.name and _in_spec(c["version"], loose.spec) for c in plain):
+        from moonpin.resolver.pins.ranges import mooncake_range_reason
+
+        out.reasons.append(mooncake_range_reason([(Version(sv), which)], loose))
+        out.verdict = "incompatible"
+    if plain and target is not None:
+        best = plain[0]
+        out.updates += [_update(
+            place, best["dist"], best["version"],
+            f"sglang {sv} with torch {torch or 'as it requires'} needs "
+            f"{which['query']['module']}; {best['requirement']} has a matching build"
+            + ("; note: " + "; ".join(best["notes"]) if best.get("notes") else ""))
+            for place in _places(pinned, target)]
+    elif plain:
+        out.reasons.append(f"add {plain[0]['requirement']}: it is the mooncake that fits")
+    elif torch is not None and keep not in ("torch", "mooncake"):
+        out.updates += _torch_move(g, pinned, target, python=python, arch=arch)
+    if not out.updates and out.verdict != "compatible" and keep != "mooncake" and not plain:
+        out.reasons.append(f"no mooncake release in the knowledge base fits sglang {sv}"
+                           f"{' with torch ' + torch if torch else ''}; `moonpin which "
+                           f"mooncake --sglang {sv} --why` says why each is excluded")
+    return out
+
+
+def _explained(g: CompatGraph, pinned: PinnedSet, out: _Draft, *, torch: str | None,
+               python: str | None, arch: str | None) -> bool:
+    """Fill ``out`` with what ``explain`` says of the pinned set; True when it is compatible
+    (nothing to move)."""
+    from moonpin.resolver import query
+
+    assert pinned.sglang is not None
+    if pinned.mooncake is None:
+        loose = pinned.loose_mooncake()
+        what = f"{loose.name}{loose.spec}" if loose and loose.spec else (
+            f"{loose.name} (no version)" if loose else "none")
+        out.reasons.append(f"no mooncake distribution is pinned to one version ({what})")
+        return False
+    mc = f"{pinned.mooncake.name}=={pinned.mooncake.version}"
+    res = _answer(query.explain(g, pinned.sglang.version or "", mc, torch=torch,
+                                python=python, arch=arch))
+    out.verdict = res["verdict"]
+    out.reasons = list(res["reasons"])
+    out.notes = list(res.get("notes") or [])
+    out.explain = res
+    return bool(res["verdict"] == "compatible")
+
+
+def _preferred(fits: list[dict[str, Any]], loose: Pin | None) -> list[dict[str, Any]]:
+    """The candidates to move to, best first: of the loose pin's distribution (and inside
+    its range) when any is, prebuilt before those with a note."""
+    if loose is not None:
+        fits = [c for c in fits if c["dist"] == loose.name and loose.spec and
+                _in_spec(c["version"], loose.spec)] or [
+                    c for c in fits if c["dist"] == loose.name] or fits
+    return [c for c in fits if not c.get("notes")] or fits
+
+
+def _places(pinned: PinnedSet, target: Pin) -> list[Pin]:
+    return pinned.places(target) if target.version is not None else [target]
+
+
+def _torch_move(g: CompatGraph, pinned: PinnedSet, target: Pin | None, *,
+                python: str | None, arch: str | None) -> list[dict[str, Any]]:
+    """No mooncake fits the pinned torch: move torch to what SGLang requires (and mooncake
+    to what fits that torch)."""
+    from moonpin.resolver import query
+
+    assert pinned.sglang is not None
+    sv = pinned.sglang.version or ""
+    relaxed = _answer(query.which_mooncake(g, sv, python=python, arch=arch))
+    fits = [c for c in relaxed["compatible"] if not c.get("notes")] or relaxed["compatible"]
+    if not fits or pinned.torch is None:
+        return []
+    new_torch = fits[0]["wheels"][0]["torch"]
+    ups = [_update(place, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+           for place in pinned.places(pinned.torch)]
+    if target is not None:
+        note = "; ".join(fits[0].get("notes") or [])
+        ups += [_update(place, fits[0]["dist"], fits[0]["version"],
+                        f"{fits[0]['requirement']} fits torch {new_torch}"
+                        + (f"; note: {note}" if note else ""))
+                for place in _places(pinned, target)]
+    return ups
+
+
+def _in_spec(version: str, spec: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        return False

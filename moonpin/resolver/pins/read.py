@@ -1,0 +1,458 @@
+"""Reading a project's pins of sglang, torch and the mooncake family (issue 5, reading layer),
+and the one place to import the pins API from.
+
+:func:`read_pins` finds every requirement of a tracked distribution (``sglang``, ``torch``
+and the ``mooncake-transfer-engine*`` family, compared after
+:func:`packaging.utils.canonicalize_name`) in requirements / constraints files,
+``pyproject.toml``, Dockerfiles and shell scripts, and in any file through Renovate-style
+regex managers. Nothing is evaluated here: compatibility is the resolver's job.
+
+Contract (documented decisions):
+
+* **Lines** are counted like pip counts them (``str.splitlines``), 1-based. ``line`` is the
+  physical line where the requirement's own text starts: the first line of a ``\\``
+  continuation in a requirements file; in a multi-line ``RUN pip install ... \\`` the line
+  of that argument, not of ``RUN``. ``col`` is the 0-based column, in
+  decoded characters, where the exact version text starts on physical line
+  ``version_line`` (equal to ``line`` unless a continuation put the version on a later
+  line), so ``text.splitlines()[version_line - 1][col:col + len(version)] == version``.
+  ``col`` is -1 (and ``version_line`` equals ``line``) when there is no exact version.
+* **Exact version**: exactly one ``==`` clause without a wildcard, or one ``===`` clause;
+  ``version`` is the text as written. Anything else is ``note="range"``; no specifier is
+  ``note="unpinned"``. Several notes are joined with ``"; "``.
+* **Files** are classified by name: ``pyproject.toml``; ``Dockerfile*`` / ``Containerfile*``
+  / ``*.dockerfile`` and ``*.sh`` / ``*.bash``; ``*.txt`` / ``*.in`` or a name containing
+  ``requirements`` / ``constraints`` (kind ``"constraints"`` when the name contains
+  ``constraint`` or the file was reached through ``-c``). Any other file is only read
+  through ``patterns``; with no patterns it is a :class:`PinError`.
+* **Errors** never raise for one bad line: they are collected as :class:`PinError`; a
+  file-level problem (missing, a folder, a FIFO, not a kind moonpin reads, TOML syntax
+  without a line) uses ``line=0`` unless a line is known, and a file given in ``paths``
+  that cannot be read at all carries a ``tip``. A file that is not UTF-8 is reported (with
+  the line of the first bad byte) and not read at all: it could not be rewritten
+  faithfully. A UTF-8 BOM is accepted (it counts as one column of line 1, as
+  ``Path.read_text`` keeps it).
+* **Includes** (``-r``/``-c``, also ``--requirement=``/``--constraint=``) are relative to the
+  including file; ``path`` of an included file is ``including_dir / argument`` as written.
+  A cycle or a missing include is a PinError at the including line. A file reached twice
+  (diamond includes, or also given on the command line) is read once. URLs and
+  ``${VAR}`` in include paths are not followed.
+* **Direct references** (URLs, paths, ``name @ url``, ``-e``) are reported when a tracked
+  name can be told (``#egg=``, ``name @``, a wheel file name, or a path component equal
+  to a tracked name) with ``note`` ``"editable install"`` / ``"direct reference"``; a wheel
+  file name also gives ``version`` and ``col`` (its version field), ``spec`` stays ``""``.
+* **Dockerfiles / shell**: ``ARG``/``ENV``/``export``/plain assignments and
+  ``--build-arg`` of the variables in :data:`VERSION_VARIABLES` (``${VAR:-default}`` gives
+  the default) are kind ``"dockerfile-arg"`` (in ``.sh`` files too) with a synthesised
+  ``spec == "==" + value`` (the value itself when it is not a PEP 440 version, e.g. a git
+  ref, then ``version`` is None). ``pip install`` / ``pip3 install`` / ``uv pip install`` /
+  ``python -m pip install`` arguments are read across ``\\`` continuations, ``&&`` / ``;``
+  chains and quotes (``<``/``>`` count as part of a word, so unquoted ``torch>=2.9`` reads
+  as written even though a shell would redirect); options are skipped (with their values);
+  a requirement whose version is a shell variable is reported with ``version=None`` and a
+  note. Comment-only lines inside a continuation are skipped, as Docker does.
+* **Base images**: ``FROM lmsysorg/sglang:v0.5.18-cu130`` (any registry, ``--platform``
+  and ``AS`` allowed) is an sglang pin of kind ``"docker-image"``, its version the tag's as
+  :func:`moonpin.resolver.args.manifests.sglang_version_of_image` reads it (``args --file`` reads
+  the
+  same tag), so an update rewrites the tag's version only. A tag with a variable is not read.
+* **Ranges** are judged over every release of the knowledge base inside them
+  (:mod:`moonpin.resolver.pins.ranges`).
+* **pyproject.toml** uses :mod:`tomllib` (3.11+) and then locates each requirement string in
+  the text, in order, after its table header and key (so duplicates map to successive
+  occurrences). On Python 3.10 a small line-based reader (:func:`_toml_arrays_linewise`)
+  reads only ``[project] dependencies``, ``[project.optional-dependencies]`` groups and
+  ``[tool.uv] constraint-dependencies`` / ``override-dependencies`` written as arrays of
+  single-line strings under their own table headers (no dotted keys, inline tables or
+  multi-line strings).
+* **Regex managers** ``patterns=[(regex, dep_name)]`` are applied (``re.MULTILINE``) to every
+  file given in ``paths`` (not to included files); the regex must have a ``currentValue``
+  group (a ``depName`` group is used when ``dep_name`` is empty); a bad pattern raises
+  ``ValueError`` up front (a usage error, not a line error).
+
+Not handled (yet): requirement-file options other than ``-r``/``-c``/``-e`` are skipped
+without validation; ``-r``/``-c`` inside ``pip install`` command lines are not followed;
+percent-encoded wheel names (``torch-2.9.1%2Bcu128-...whl``) give no version; ``uv add``,
+Poetry / PDM / Pipfile / conda files, heredocs, Docker's backtick escape directive and
+``${VAR}`` expansion in include paths; the build YAML of CI systems is read only through
+``patterns``.
+
+Layout: the values and the one-requirement reader are in :mod:`moonpin.resolver.pins.base`; one
+reader per file kind (:mod:`~moonpin.resolver.pins.requirements`,
+:mod:`~moonpin.resolver.pins.pyproject`,
+:mod:`~moonpin.resolver.pins.shell`, :mod:`~moonpin.resolver.pins.regex`); this module walks the
+files and
+their includes. Judging is :mod:`moonpin.resolver.pins.judge`, rewriting
+:mod:`moonpin.resolver.pins.rewrite`, the command's output :mod:`moonpin.resolver.pins.output`,
+Renovate
+:mod:`moonpin.resolver.pins.renovate` and constraints :mod:`moonpin.resolver.pins.constraints`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from moonpin.kb.errors import UsageError
+from moonpin.resolver.pins.base import (
+    HASH_NOTE,
+    MAX_FILE_BYTES,
+    MAX_INCLUDE_DEPTH,
+    MOONCAKE_FAMILY,
+    TRACKED,
+    VERSION_VARIABLES,
+    Found,
+    Pin,
+    PinError,
+    Text,
+    cut,
+)
+from moonpin.resolver.pins.judge import (
+    VALUE_KINDS,
+    Judgement,
+    PinnedSet,
+    check_versions,
+    judge,
+    pinned_set,
+    platform_of,
+)
+from moonpin.resolver.pins.pyproject import pyproject_pins
+from moonpin.resolver.pins.regex import Pattern, compile_patterns, regex_pins
+from moonpin.resolver.pins.renovate import GROUP_NAME, plan_stack, renovate_fragment
+from moonpin.resolver.pins.requirements import Include, requirement_lines
+from moonpin.resolver.pins.rewrite import apply_updates, read_for_rewrite, write_keeping
+from moonpin.resolver.pins.shell import shell_pins
+
+__all__ = [
+    "GROUP_NAME",
+    "HASH_NOTE",
+    "MAX_INCLUDE_DEPTH",
+    "MOONCAKE_FAMILY",
+    "TRACKED",
+    "VALUE_KINDS",
+    "VERSION_VARIABLES",
+    "Judgement",
+    "Pin",
+    "PinError",
+    "PinnedSet",
+    "PinsUnreadable",
+    "Stack",
+    "apply_updates",
+    "check_versions",
+    "file_type",
+    "judge",
+    "pinned_set",
+    "plan_stack",
+    "platform_of",
+    "project_files",
+    "project_python",
+    "read_for_rewrite",
+    "read_pins",
+    "read_pins_or_fail",
+    "renovate_fragment",
+    "stack_of",
+    "write_keeping",
+]
+
+#: What ``moonpin pins`` reads, for tips.
+_KINDS_READ = "requirements/constraints files, pyproject.toml, Dockerfiles and shell scripts"
+
+
+def file_type(path: Path) -> str | None:
+    """The kind a file is read as, from its name (``pyproject``, ``shell``, ``constraints``,
+    ``requirements``), or None for a file read only through patterns."""
+    low = path.name.lower()
+    if low == "pyproject.toml":
+        return "pyproject"
+    if low.startswith(("dockerfile", "containerfile")) or low.endswith(
+        (".dockerfile", ".sh", ".bash")
+    ):
+        return "shell"
+    if "constraint" in low and low.endswith((".txt", ".in")):
+        return "constraints"
+    if low.endswith((".txt", ".in")) or "requirements" in low or "constraints" in low:
+        return "requirements"
+    return None
+
+
+#: Folders never searched for a project's pin files (tools' state, environments, caches).
+_NOT_PROJECT = frozenset({"node_modules", "site-packages", "venv", "__pycache__", "build",
+                          "dist"})
+
+
+def _project_file(name: str) -> bool:
+    """A file the pre-commit hook's ``files`` pattern names: ``requirements*.txt|in``,
+    ``constraints*.txt``, ``pyproject.toml``, ``Dockerfile*``."""
+    return (name == "pyproject.toml" or name.startswith("Dockerfile")
+            or (name.startswith("requirements") and name.endswith((".txt", ".in")))
+            or (name.startswith("constraints") and name.endswith(".txt")))
+
+
+def project_files(root: str, *, depth: int = 6, most: int = 200) -> list[str]:
+    """The pin files of the project under ``root`` (the names the pre-commit hook matches),
+    sorted; hidden folders, environments and caches skipped, at most ``most`` files down to
+    ``depth`` folders."""
+    out: list[str] = []
+    base = root.rstrip(os.sep).count(os.sep)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _NOT_PROJECT
+                         and folder.count(os.sep) - base < depth)
+        out += [os.path.normpath(os.path.join(folder, f)) for f in sorted(files)
+                if _project_file(f)]
+        if len(out) >= most:
+            break
+    return out[:most]
+
+
+def _resolve(path: Path) -> Path:
+    """``path.resolve()``, or the absolute path when it cannot be resolved (a symlink loop:
+    reading it then says so)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
+
+
+def _tip_for(path: Path, exc: OSError) -> str | None:
+    """What to do about a file given on the command line that cannot be read at all."""
+    reason = str(getattr(exc, "reason", "") or exc.strerror or "")
+    if exc.errno == errno.ENOENT:
+        return f"check the path; `moonpin pins` reads {_KINDS_READ}"
+    if "directory" in reason:
+        inside = _pin_files_in(path)
+        if inside:
+            return "give the files in it, e.g. moonpin pins " + " ".join(inside)
+        return f"give a file, not a folder: `moonpin pins` reads {_KINDS_READ}"
+    if "FIFO" in reason or "device" in reason or "socket" in reason:
+        return ("give a regular file: a pipe, device or socket is not read (save what it "
+                "carries to a file first)")
+    if "symlink loop" in reason:
+        return "fix the symlink, or give the file it should point at"
+    if exc.errno == errno.EACCES:
+        return "check the file's permissions"
+    return getattr(exc, "hint", None)
+
+
+def _pin_files_in(folder: Path, most: int = 4) -> list[str]:
+    """Up to ``most`` files in ``folder`` that ``moonpin pins`` reads, sorted."""
+    try:
+        names = sorted(os.listdir(folder))[:1000]
+    except OSError:
+        return []
+    hits = [str(folder / n) for n in names
+            if file_type(Path(n)) is not None and os.path.isfile(folder / n)]
+    return [cut(h, 120) for h in hits[:most]]
+
+
+class _Reader:
+    """Reads the files given and their includes once each, collecting into ``found``."""
+
+    def __init__(self, patterns: Sequence[Pattern]) -> None:
+        self.found = Found()
+        self.seen: set[Path] = set()
+        self.patterns = patterns
+
+    def _load(self, path: Path, shown: str, parent: tuple[str, int] | None) -> Text | None:
+        """The decoded file, or None with the error recorded: at the including line for an
+        include (``parent``), as a file-level error with its tip for a file given."""
+        from moonpin.kb.files import read_regular
+
+        try:
+            data = read_regular(path, cap=MAX_FILE_BYTES, what="pins file")
+        # moonpin.kb.errors.ReadRefused: missing, a folder, a FIFO, a loop...
+        except OSError as exc:
+            reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+            if parent is not None:
+                self.found.errors.append(PinError(parent[0], parent[1], "cannot read "
+                                                  f"included file {cut(shown)}: {reason}"))
+            else:
+                self.found.errors.append(PinError(shown, 0, f"{cut(shown)} {reason}",
+                                                  _tip_for(path, exc)))
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad_line = data[: exc.start].count(b"\n") + 1
+            self.found.errors.append(
+                PinError(shown, bad_line,
+                         f"not UTF-8 (byte 0x{data[exc.start]:02x} on line {bad_line}); "
+                         "file not read")
+            )
+            return None
+        if text.startswith("\ufeff"):
+            text = " " + text[1:]  # same length: columns stay those of a read with the BOM
+        return Text(text)
+
+    def read(self, path: Path) -> None:
+        shown = str(path)
+        resolved = _resolve(path)
+        if resolved in self.seen:
+            return
+        ftype = file_type(path)
+        if ftype is None and not self.patterns and path.is_file():
+            self.found.errors.append(PinError(
+                shown, 0, f"{cut(shown)} is not a requirements or constraints file, "
+                "pyproject.toml, Dockerfile or shell script (by its name)",
+                "rename it, or give a pattern to read it: --match "
+                "'REGEX with (?P<currentValue>...)' --dep NAME"))
+            return
+        text = self._load(path, shown, None)
+        if text is None:
+            return
+        self.seen.add(resolved)
+        if ftype in ("requirements", "constraints"):
+            self._requirements(path, shown, text, ftype, [resolved])
+        elif ftype == "pyproject":
+            for res in pyproject_pins(shown, text):
+                self.found.add(res)
+        elif ftype == "shell":
+            for res in shell_pins(shown, text):
+                self.found.add(res)
+        for pin in regex_pins(shown, text, self.patterns):
+            self.found.add(pin)
+
+    def _requirements(self, path: Path, shown: str, text: Text, kind: str,
+                      stack: list[Path]) -> None:
+        for res in requirement_lines(text, shown, kind):
+            if isinstance(res, Include):
+                self._include(path, shown, res, stack)
+            else:
+                self.found.add(res)
+
+    def _include(self, parent: Path, parent_shown: str, inc: Include,
+                 stack: list[Path]) -> None:
+        value, line = inc.value, inc.line
+        if "://" in value or "$" in value or not value:
+            return
+        target = parent.parent / value
+        shown = str(target)
+        resolved = _resolve(target)
+        if len(stack) >= MAX_INCLUDE_DEPTH:
+            self.found.errors.append(PinError(parent_shown, line, f"-r/-c includes nest deeper "
+                                              f"than {MAX_INCLUDE_DEPTH} files; "
+                                              f"{cut(value)} not read"))
+            return
+        if resolved in stack:
+            chain = " -> ".join(p.name for p in [*stack, resolved])
+            self.found.errors.append(PinError(parent_shown, line, f"include cycle: {chain}"))
+            return
+        if resolved in self.seen:
+            return
+        text = self._load(target, shown, (parent_shown, line))
+        if text is None:
+            return
+        self.seen.add(resolved)
+        kind = inc.kind
+        if kind != "constraints" and "constraint" in target.name.lower():
+            kind = "constraints"
+        self._requirements(target, shown, text, kind, [*stack, resolved])
+
+
+def read_pins(
+    paths: Sequence[Path], *, patterns: Sequence[tuple[str, str]] = ()
+) -> tuple[list[Pin], list[PinError]]:
+    """Every pin of a tracked distribution in ``paths`` (and their includes), and every line
+    that could not be read. Raises ``ValueError`` only for a bad ``patterns`` entry."""
+    reader = _Reader(compile_patterns(patterns))
+    for path in paths:
+        reader.read(Path(path))
+    return reader.found.pins, reader.found.errors
+
+
+class PinsUnreadable(UsageError):
+    """Files or lines given to ``moonpin pins`` could not be read; nothing was judged.
+    ``details`` are the lines to print before the message (``FILE:LINE: why``, or
+    ``FILE: why`` for a whole file), empty when the message says it all."""
+
+    def __init__(self, errors: Sequence[PinError]) -> None:
+        self.errors = tuple(errors)
+        files = [e for e in self.errors if e.line == 0]
+        lines = [e for e in self.errors if e.line != 0]
+        if len(self.errors) == 1 and files:
+            self.details: tuple[str, ...] = ()
+            super().__init__(f"{files[0].message}; nothing was judged",
+                             hint=files[0].tip or f"`moonpin pins` reads {_KINDS_READ}")
+            return
+        self.details = tuple(f"{cut(e.path, 300)}:{e.line}: {cut(e.message, 300)}" if e.line
+                             else cut(e.message, 300) for e in self.errors)
+        said = [f"{len(files)} file(s)" if files else "", f"{len(lines)} line(s)" if lines
+                else ""]
+        tips = [next((e.tip for e in files if e.tip), "check the paths") if files else "",
+                "fix or remove those lines" if lines else ""]
+        super().__init__(" and ".join(s for s in said if s) + " could not be read; nothing "
+                         "was judged", hint="; ".join(t for t in tips if t))
+
+
+def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] = ()
+                      ) -> list[Pin]:
+    """:func:`read_pins` for a command: raises :class:`UsageError` for a bad pattern and
+    :class:`PinsUnreadable` when anything could not be read."""
+    try:
+        found, errors = read_pins([Path(p) for p in files], patterns=patterns)
+    except ValueError as ex:
+        raise UsageError(cut(str(ex), 300),
+                         hint="a --match pattern needs a (?P<currentValue>...) group") from None
+    if errors:
+        raise PinsUnreadable(errors)
+    return found
+
+
+def project_python(files: Sequence[str]) -> tuple[str, str] | None:
+    """The project's Python when ``--python`` is not given: the lowest CPython minor the
+    ``requires-python`` of a pyproject.toml among ``files`` admits (uv resolves for that
+    lower bound too), and where it comes from; None when no file says."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from moonpin.resolver.inputs import CPYTHON_MINORS
+    from moonpin.resolver.pins.pyproject import requires_python
+
+    for f in files:
+        if file_type(Path(f)) != "pyproject":
+            continue
+        try:
+            spec = requires_python(read_for_rewrite(f))
+        except (OSError, UnicodeDecodeError):
+            continue  # reading its pins said so
+        if not spec:
+            continue
+        try:
+            admits = SpecifierSet(spec)
+        except InvalidSpecifier:
+            continue
+        low = next((m for m in CPYTHON_MINORS if (m >= 8 and f"3.{m}" in admits)
+                    or (m >= 8 and admits.contains(f"3.{m}.99"))), None)
+        if low is not None:
+            return f"3.{low}", (f"python 3.{low} (the lowest requires-python "
+                                f"{cut(spec, 60)!r} admits, {cut(f, 120)})")
+    return None
+
+
+class Stack(NamedTuple):
+    """The stack a Renovate fragment holds: the SGLang release, and what the project pins of
+    torch and mooncake (the distribution, and its version when exact)."""
+
+    sglang: str
+    torch: str | None = None
+    dist: str | None = None
+    mooncake: str | None = None
+
+
+def stack_of(pinned: PinnedSet | None, sglang: str | None, *, shown: str = "") -> Stack:
+    """The stack of a pinned set (``sglang`` given wins over the pinned one). Raises
+    :class:`UsageError` when an exact pin is not a version, or no SGLang is known."""
+    if pinned is None:
+        if sglang is None:
+            raise UsageError("no SGLang release given", hint="pass --sglang VERSION")
+        return Stack(sglang)
+    check_versions(pinned)
+    if sglang is None:
+        if pinned.sglang is None or pinned.sglang.version is None:
+            raise UsageError(f"no exact sglang pin in {cut(shown, 300)}",
+                             hint="pin sglang==VERSION there, or pass --sglang VERSION")
+        sglang = pinned.sglang.version
+    moon = pinned.mooncake or pinned.loose_mooncake()
+    return Stack(sglang, pinned.torch.version if pinned.torch else None,
+                 moon.name if moon else None, moon.version if moon else None)

@@ -1,0 +1,254 @@
+"""The Renovate ``packageRules`` fragment that keeps every proposal a compatible set (issue 13).
+
+Static rules cannot move three packages in lockstep, so the fragment holds each package to a
+set of versions chosen so that **any** combination Renovate can propose is compatible:
+
+* torch is held to the torch(es) the pinned SGLang requires (the pinned torch when it is one
+  of them);
+* each mooncake distribution is held to its releases with a build for every held torch and
+  every allowed SGLang release, prebuilt builds preferred (a release whose process-group
+  extension compiles at first import — the KB's loader kind ``jit-compile`` — only where no
+  prebuilt one fits, or with ``allow_jit``; its rule's description carries the compile note);
+* SGLang is allowed only to the releases from the pinned one on that require the same torch
+  and that every allowed mooncake release fits;
+* the mooncake distribution the project actually pins gets its rule; where none of its
+  releases fits (a CUDA 12 build beside a CUDA 13 torch) it is held where it is and a
+  ``replacementName``/``replacementVersion`` moves it to the one that fits.
+
+Renovate's ``allowedVersions`` takes a range of the package's versioning (PEP 440 here) or a
+``/regex/``: one value is written ``==V``, several as ``/^(a|b)$/`` — Renovate 39 rejects
+``==a || ==b`` ("does not parse as a valid version or range") and then skips the whole
+repository, although ``renovate-config-validator`` accepts it. ``packageRules`` apply in
+order and a later rule's ``allowedVersions`` replaces an earlier one's, so SGLang's own hold
+rides on the group rule and torch's and each mooncake distribution's rules follow it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:
+    from moonpin.resolver.graph import CompatGraph
+
+__all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "plan_stack", "renovate_fragment"]
+
+#: One name for the group everywhere (``moonpin pins`` updates and the fragment); Renovate
+#: turns it into the branch ``renovate/sglang-stack``.
+GROUP_NAME = "sglang stack"
+
+_JIT_MARK = "compiles its process-group extension"
+
+
+def allowed_versions(versions: list[str]) -> str:
+    """``allowedVersions`` in a form Renovate parses: ``==V`` for one, a regex for several."""
+    if len(versions) == 1:
+        return f"=={versions[0]}"
+    return "/^(" + "|".join(re.escape(v) for v in versions) + ")$/"
+
+
+class StackPlan:
+    """What the fragment (and ``moonpin constraints``) hold each package to: ``mooncake``,
+    distribution -> allowed releases, newest first; ``replacement``, (pinned distribution,
+    its pinned version, replacement distribution, version); ``jit_notes``, the compile
+    notes of the allowed JIT releases."""
+
+    __slots__ = ("jit_notes", "module", "mooncake", "reasons", "replacement", "sglang",
+                 "sglang_allowed", "torches")
+
+    def __init__(self, sglang: str, torches: list[str], mooncake: dict[str, list[str]],
+                 sglang_allowed: list[str],
+                 replacement: tuple[str, str | None, str, str] | None = None,
+                 jit_notes: list[str] | None = None, module: str | None = None,
+                 reasons: list[str] | None = None) -> None:
+        self.sglang = sglang
+        self.torches = torches
+        self.mooncake = mooncake
+        self.sglang_allowed = sglang_allowed
+        self.replacement = replacement
+        self.jit_notes: list[str] = [] if jit_notes is None else jit_notes
+        self.module = module
+        self.reasons: list[str] = [] if reasons is None else reasons
+
+
+def _vkey(v: str) -> Version:
+    try:
+        return Version(v)
+    except InvalidVersion:
+        return Version("0")
+
+
+def _answer(res: Any) -> dict[str, Any]:
+    """A query answer as its ``--json`` dict (the answers are dicts, or typed values with
+    ``to_json()`` giving the same shape)."""
+    return res if isinstance(res, dict) else dict(res.to_json())
+
+
+def _is_jit(c: dict[str, Any]) -> bool:
+    return any(_JIT_MARK in n for n in c.get("notes") or [])
+
+
+def _fits(which: dict[str, Any], torches: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Candidates of a ``which_mooncake`` answer with a compatible build at every torch."""
+    out = {}
+    for c in which["compatible"]:
+        have = {w["torch"] for w in c.get("wheels", [])}
+        if all(t in have for t in torches):
+            out[(c["dist"], c["version"])] = c
+    return out
+
+
+def _prefer(cands: list[dict[str, Any]], allow_jit: bool) -> list[dict[str, Any]]:
+    """Prebuilt releases first: a JIT one only where nothing prebuilt fits (or allowed)."""
+    if allow_jit:
+        return cands
+    return [c for c in cands if not _is_jit(c)] or cands
+
+
+def _candidates(plan: StackPlan, compatible: list[dict[str, Any]], dist: str | None,
+                current_mooncake: str | None, allow_jit: bool) -> list[dict[str, Any]]:
+    """Which distribution(s): the pinned one when any of its releases fits, else a
+    replacement (recorded in ``plan``); every fitting one when none is pinned."""
+    if dist is not None:
+        mine = [c for c in compatible if c["dist"] == dist]
+        if not mine:
+            best = _prefer(compatible, allow_jit)[0]
+            plan.replacement = (dist, current_mooncake, best["dist"], best["version"])
+            mine = [c for c in compatible if c["dist"] == best["dist"]]
+        return _prefer(mine, allow_jit)
+    by_dist: dict[str, list[dict[str, Any]]] = {}
+    for c in compatible:
+        by_dist.setdefault(c["dist"], []).append(c)
+    return [c for cs in by_dist.values() for c in _prefer(cs, allow_jit)]
+
+
+def _torches(cands: list[dict[str, Any]], required: list[str], torch: str | None) -> list[str]:
+    """Which torch(es): the pinned one if SGLang accepts it and a candidate has a build for
+    it; else every torch the release requires when some candidates cover them all (0.5.4
+    pins 2.8.0 and, for an extra, 2.9.0), else the best-covered one."""
+    def covers(t: str) -> list[dict[str, Any]]:
+        return [c for c in cands if t in {w["torch"] for w in c.get("wheels", [])}]
+
+    if torch is not None and torch in required and covers(torch):
+        return [torch]
+    if any(all(c in covers(t) for t in required) for c in cands):
+        return list(required)
+    return [max(required, key=lambda t: (len(covers(t)), _vkey(t)))]
+
+
+def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str], Any], *,
+                  dist: str | None, python: str | None, arch: str | None,
+                  allow_jit: bool) -> dict[tuple[str, str], Any]:
+    """SGLang: from the pinned release on, those that need the same torch(es) and that every
+    allowed mooncake release still fits (the set shrinks to what fits them all). Appends to
+    ``plan.sglang_allowed``; returns the mooncake releases still allowed."""
+    from moonpin.kb.errors import MoonpinError
+    from moonpin.resolver import query
+
+    current = _vkey(plan.sglang)
+    for sv in sorted(v for v in g.sglang if v > current and not v.is_prerelease):
+        try:
+            other = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
+        except MoonpinError:  # a release the KB cannot answer ends the run
+            break
+        oq = other["query"]["torch"]
+        need = oq if isinstance(oq, list) else [oq]
+        if not all(t in need for t in plan.torches):
+            break
+        fits = _fits(other, plan.torches)
+        keep = {k: c for k, c in allowed.items() if k in fits}
+        if not keep or (plan.replacement is None and dist is not None
+                        and not any(k[0] == dist for k in keep)):
+            break
+        # keep the prebuilt preference: a JIT release only where nothing prebuilt remains
+        if not allow_jit and any(not _is_jit(c) for c in allowed.values()) and all(
+                _is_jit(c) for c in keep.values()):
+            break
+        allowed = keep
+        plan.sglang_allowed.append(str(sv))
+    return allowed
+
+
+def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
+               dist: str | None = None, current_mooncake: str | None = None,
+               python: str | None = None, arch: str | None = None,
+               allow_jit: bool = False) -> StackPlan:
+    """Hold torch, mooncake and SGLang so that every combination of allowed versions is
+    compatible. ``torch``/``dist``/``current_mooncake`` are what the project pins."""
+    from moonpin.resolver import query
+
+    which = _answer(query.which_mooncake(g, sglang, python=python, arch=arch))
+    q = which["query"]
+    required = q["torch"] if isinstance(q["torch"], list) else [q["torch"]]
+    plan = StackPlan(sglang=q["sglang"], torches=[], mooncake={}, sglang_allowed=[q["sglang"]],
+                     module=q["module"])
+    compatible = which["compatible"]
+    if not compatible:
+        plan.reasons.append(f"no mooncake release in the knowledge base fits sglang {sglang}")
+        plan.torches = [torch] if torch is not None and torch in required else required[-1:]
+        return plan
+    cands = _candidates(plan, compatible, dist, current_mooncake, allow_jit)
+    plan.torches = _torches(cands, required, torch)
+    allowed = {(c["dist"], c["version"]): c for c in cands
+               if all(t in {w["torch"] for w in c.get("wheels", [])} for t in plan.torches)}
+    allowed = _widen_sglang(g, plan, allowed, dist=dist, python=python, arch=arch,
+                            allow_jit=allow_jit)
+    for (d, v), c in sorted(allowed.items(), key=lambda kv: (kv[0][0], _vkey(kv[0][1])),
+                            reverse=True):
+        plan.mooncake.setdefault(d, []).append(v)
+        if _is_jit(c):
+            plan.jit_notes.extend(n for n in c["notes"] if _JIT_MARK in n)
+    plan.sglang_allowed.sort(key=_vkey, reverse=True)
+    if plan.replacement is not None:
+        old, was, rd, _ = plan.replacement
+        plan.replacement = (old, was, rd, plan.mooncake[rd][0])
+    return plan
+
+
+def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
+    """The ``packageRules`` fragment for a :func:`plan_stack` plan (see the module doc)."""
+    dists = sorted(plan.mooncake)
+    replaced = plan.replacement[0] if plan.replacement else None
+    names = ["sglang", "torch", *dists, *([replaced] if replaced and replaced not in dists
+                                          else [])]
+    rules: list[dict[str, Any]] = [{
+        "description": f"moonpin: sglang, torch and mooncake move together; sglang "
+                       f"{plan.sglang} may move only to releases that need torch "
+                       f"{' or '.join(plan.torches)} and fit the allowed mooncake "
+                       f"({plan.module or 'no mooncake process-group module'}); the rules "
+                       "below replace allowedVersions for torch and mooncake",
+        "matchPackageNames": names,
+        "groupName": GROUP_NAME,
+        "allowedVersions": allowed_versions(plan.sglang_allowed),
+    }]
+    rules.append({
+        "description": f"moonpin: sglang {', '.join(plan.sglang_allowed)} require torch "
+                       + " or ".join(plan.torches),
+        "matchPackageNames": ["torch"],
+        "allowedVersions": allowed_versions(plan.torches),
+    })
+    for d in dists:
+        note = "; ".join(n for n in plan.jit_notes if n.startswith(f"{d}=="))
+        rules.append({
+            "description": f"moonpin: releases of {d} with a build every allowed sglang can "
+                           f"load with torch {' or '.join(plan.torches)}, prebuilt preferred"
+                           + (f"; note: {note}" if note else ""),
+            "matchPackageNames": [d],
+            "allowedVersions": "/^(" + "|".join(re.escape(v) for v in plan.mooncake[d])
+                               + ")$/",
+        })
+    if plan.replacement is not None:
+        d, v, rd, rv = plan.replacement
+        rule: dict[str, Any] = {
+            "description": f"moonpin: no release of {d} fits sglang {plan.sglang} with torch "
+                           f"{' or '.join(plan.torches)}; replace it with {rd}=={rv}",
+            "matchPackageNames": [d],
+            "replacementName": rd,
+            "replacementVersion": rv,
+        }
+        if v is not None:
+            rule["allowedVersions"] = allowed_versions([v])
+        rules.append(rule)
+    return {"packageRules": rules}

@@ -1,0 +1,300 @@
+"""Reading Dockerfiles and shell scripts: an SGLang base image's tag (``FROM
+lmsysorg/sglang:v0.5.18-cu130``), the version variables of
+:data:`~moonpin.resolver.pins.base.VERSION_VARIABLES` (``ARG``/``ENV``/``export``/assignments) and
+the
+arguments of ``pip install`` / ``uv pip install`` / ``python -m pip install`` lines, across
+``\\`` continuations (Docker drops comment lines inside one), ``&&``/``;`` chains and
+quotes (POSIX shell word rules, without expansion)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from moonpin.resolver.pins.base import (
+    NAME_RE,
+    TRACKED,
+    VERSION_VARIABLES,
+    Locate,
+    Logical,
+    Pin,
+    PinError,
+    Text,
+    canon,
+    pin_from_requirement,
+    value_pin,
+)
+
+__all__ = ["shell_pins"]
+
+Result = Pin | PinError | None
+
+
+#: The note of a ``pip install`` requirement whose version is a shell variable.
+VARIABLE_NOTE = "version from a shell variable"
+
+
+def shell_pins(shown: str, text: Text) -> Iterator[Result]:
+    """Every version variable and ``pip install`` requirement of a tracked distribution.
+
+    A variable is of the distribution the file installs with it (``ARG MOONCAKE_VERSION``
+    used by ``pip install mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION}`` is a pin
+    of ``-cuda13``, and any variable so used is read, whatever its name); one the file
+    uses with no install is of the distribution :data:`VERSION_VARIABLES` names."""
+    logicals = list(_shell_logical_lines(text.lines))
+    installs = [list(_pip_installs(shown, logical)) for logical in logicals]
+    names = dict(VERSION_VARIABLES)
+    used: set[str] = set()
+    for res in (r for rs in installs for r in rs):
+        if isinstance(res, Pin) and res.note == VARIABLE_NOTE:
+            var = _variable_of(res.spec)
+            if var is not None and var not in used:
+                used.add(var)
+                names[var] = res.name
+    for logical, pips in zip(logicals, installs, strict=True):
+        yield from _assignments(shown, logical, names)
+        yield from pips
+        yield from _base_image(shown, logical)
+
+
+def _variable_of(spec: str) -> str | None:
+    """``VAR`` of a specifier that is exactly ``==${VAR}``, ``==$VAR`` or
+    ``==${VAR:-default}``."""
+    m = re.fullmatch(r"={2,3}\s*\$(?:\{(\w+)(?::?-[^}]*)?\}|(\w+))", spec.strip())
+    return (m.group(1) or m.group(2)) if m else None
+
+
+_FROM = re.compile(r"[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S*sglang:\S+)", re.IGNORECASE)
+
+
+def _base_image(shown: str, logical: Logical) -> Iterator[Result]:
+    """``FROM lmsysorg/sglang:v0.5.18-cu130``: the SGLang release the image's tag stands
+    for, read as ``moonpin args --file`` reads that tag (kind ``docker-image``, its version
+    the tag's, so an update rewrites the tag)."""
+    m = _FROM.match(logical.text)
+    if m is None or "$" in m.group(1):
+        return
+    from moonpin.resolver.args.manifests import sglang_version_in_image
+
+    at = sglang_version_in_image(m.group(1))
+    if at is None:
+        return
+    line0, _ = logical.locate(m.start(1))
+    vline, vcol = logical.locate(m.start(1) + at[1])
+    yield value_pin("sglang", at[0], line0, vcol, shown, m.group(1), "docker-image",
+                    version_line=vline, note="base image tag")
+
+
+def _assignments(shown: str, logical: Logical, names: dict[str, str]) -> Iterator[Result]:
+    s = logical.text
+    for var, name in names.items():
+        for m in re.finditer(rf"(?<![\w$]){var}(=|\s+|$)", s):
+            if m.group(1) != "=":
+                if re.fullmatch(rf"\s*ARG\s+{var}\s*", s, re.IGNORECASE):
+                    line0, _ = logical.locate(m.start())
+                    yield value_pin(name, "", line0, -1, shown, s.strip(), "dockerfile-arg",
+                                    note="build arg without default")
+                    continue
+                # legacy ``ENV NAME value``
+                if not re.match(rf"\s*ENV\s+{var}\s+\S", s, re.IGNORECASE):
+                    continue
+            value, vstart, end = _shell_value(s, m.end())
+            dm = re.fullmatch(rf"\$\{{{var}:?-([^}}]*)\}}", value)
+            if dm:
+                value, vstart = dm.group(1), vstart + dm.start(1)
+            elif "$" in value:
+                continue  # a reference to another variable: not a literal pin
+            line0, _ = logical.locate(m.start())
+            vline, vcol = logical.locate(vstart)
+            raw = s[m.start():end].strip()
+            yield value_pin(name, value, line0, vcol, shown, raw, "dockerfile-arg",
+                            version_line=vline)
+
+
+def _pip_installs(shown: str, logical: Logical) -> Iterator[Result]:
+    words: list[_Word] = []
+    commands: list[list[_Word]] = []
+    for tok in _shell_words(logical.text):
+        if tok.op:
+            commands.append(words)
+            words = []
+        else:
+            words.append(tok)
+    commands.append(words)
+    for cmd in commands:
+        for j, w in enumerate(cmd):
+            if (
+                w.value == "install"
+                and j
+                and re.fullmatch(r"(\S*/)?pip[\d.]*", cmd[j - 1].value)
+                and all(_is_command_prefix(x.value) for x in cmd[: j - 1])
+            ):
+                yield from _pip_args(shown, logical, cmd[j + 1:])
+                break
+
+
+def _pip_args(shown: str, logical: Logical, args: list[_Word]) -> Iterator[Result]:
+    i = 0
+    while i < len(args):
+        w = args[i]
+        i += 1
+        if w.value.startswith("-"):
+            opt = w.value.split("=", 1)[0]
+            if opt in ("-e", "--editable") and "=" not in w.value and i < len(args):
+                ew = args[i]
+                i += 1
+                yield pin_from_requirement(ew.value, _word_locator(logical, ew), shown,
+                                           "pip-install", editable=True)
+            elif opt in _PIP_VALUE_OPTIONS and "=" not in w.value:
+                i += 1
+            continue
+        if "$" in w.value:
+            yield _variable_pin(shown, logical, w)
+            continue
+        yield pin_from_requirement(w.value, _word_locator(logical, w), shown, "pip-install")
+
+
+def _variable_pin(shown: str, logical: Logical, w: _Word) -> Pin | None:
+    m = NAME_RE.match(w.value)
+    if not m or canon(m.group(1)) not in TRACKED:
+        return None
+    extras = tuple(sorted(e.strip() for e in (m.group(2) or "[]")[1:-1].split(",")
+                          if e.strip()))
+    spec = w.value[m.end():].split(";")[0].strip()
+    line0, _ = logical.locate(w.offset(0))
+    return Pin(canon(m.group(1)), spec, None, shown, line0, -1, w.value, "pip-install",
+               extras, note=VARIABLE_NOTE)
+
+
+_PREFIX_WORDS = frozenset({"RUN", "sudo", "exec", "env", "time", "command", "nohup", "uv"})
+
+
+def _is_command_prefix(word: str) -> bool:
+    """A word that may come before ``pip`` in a pip command (``RUN``, ``uv``,
+    ``python3 -m``, ``sudo -H``, ``VAR=x``, ``--mount=...``), so ``echo pip install`` is not."""
+    return (
+        word in _PREFIX_WORDS
+        or word.startswith("-")
+        or "=" in word
+        or re.fullmatch(r"(\S*/)?python[\d.]*", word) is not None
+    )
+
+
+# --------------------------------------------------------------------------- shell words
+
+_PIP_VALUE_OPTIONS = frozenset({
+    "-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url",
+    "-f", "--find-links", "-t", "--target", "--prefix", "--root", "-p", "--python",
+    "--index-strategy", "-C", "--config-settings", "--config-setting", "--trusted-host",
+    "--platform", "--python-version", "--python-platform", "--implementation", "--abi",
+    "--no-binary", "--only-binary", "--progress-bar", "--src", "--upgrade-strategy",
+    "--cache-dir", "--log", "--timeout", "--retries", "--torch-backend", "--index",
+    "--default-index", "--override", "--build-constraint", "-b", "--resolution",
+    "--prerelease", "--keyring-provider", "--link-mode", "--exclude-newer", "--proxy",
+    "--cert", "--client-cert", "--global-option", "--install-option", "--report",
+    "--root-user-action", "--group", "--extra", "--no-build-isolation-package",
+})
+
+
+class _Word(NamedTuple):
+    value: str
+    offsets: list[int]  # offset in the logical line of each character of value
+    op: bool = False
+
+    def offset(self, i: int) -> int:
+        if i < len(self.offsets):
+            return self.offsets[i]
+        return (self.offsets[-1] + 1) if self.offsets else 0
+
+
+def _shell_words(s: str) -> Iterator[_Word]:
+    """Shell-like words with quotes removed, keeping each character's source offset."""
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c in " \t\r":
+            i += 1
+            continue
+        if c == "#":
+            return
+        if s.startswith(("&&", "||"), i):
+            yield _Word(s[i : i + 2], [i, i + 1], op=True)
+            i += 2
+            continue
+        if c in ";|&":
+            yield _Word(c, [i], op=True)
+            i += 1
+            continue
+        chars: list[str] = []
+        offs: list[int] = []
+        while i < n and s[i] not in " \t\r;|&":
+            c = s[i]
+            if c == "'":
+                j = s.find("'", i + 1)
+                j = n if j < 0 else j
+                chars.extend(s[i + 1 : j])
+                offs.extend(range(i + 1, j))
+                i = j + 1
+            elif c == '"':
+                i += 1
+                while i < n and s[i] != '"':
+                    if s[i] == "\\" and i + 1 < n and s[i + 1] in '"\\$`':
+                        i += 1
+                    chars.append(s[i])
+                    offs.append(i)
+                    i += 1
+                i += 1
+            elif c == "\\" and i + 1 < n:
+                chars.append(s[i + 1])
+                offs.append(i + 1)
+                i += 2
+            else:
+                chars.append(c)
+                offs.append(i)
+                i += 1
+        yield _Word("".join(chars), offs)
+
+
+def _word_locator(logical: Logical, word: _Word) -> Locate:
+    return lambda i: logical.locate(word.offset(i))
+
+
+def _shell_value(s: str, start: int) -> tuple[str, int, int]:
+    """The (unquoted) value of an assignment at ``start``: value, where it starts, where the
+    written value (with its quotes) ends."""
+    if start < len(s) and s[start] in "'\"":
+        q = s[start]
+        end = s.find(q, start + 1)
+        end = len(s) if end < 0 else end
+        return s[start + 1 : end], start + 1, min(end + 1, len(s))
+    m = re.match(r"(\$\{[^}$\s]*\}|[^\s;&|'\"])*", s[start:])
+    value = m.group(0) if m else ""
+    return value, start, start + len(value)
+
+
+def _shell_logical_lines(lines: list[str]) -> Iterator[Logical]:
+    pieces: list[tuple[str, int]] = []
+    for number, line in enumerate(lines, start=1):
+        if pieces and (not line.strip() or line.lstrip().startswith("#")):
+            continue  # Docker drops comment (and empty) lines inside a continuation
+        cont = re.search(r"\\[ \t]*$", line)
+        if cont:
+            pieces.append((line[: cont.start()], number))
+            continue
+        pieces.append((line, number))
+        yield Logical("".join(p for p, _ in pieces), pieces[0][1],
+                       _segs(pieces))
+        pieces = []
+    if pieces:
+        yield Logical("".join(p for p, _ in pieces), pieces[0][1], _segs(pieces))
+
+
+def _segs(pieces: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
+    out: list[tuple[int, int, int]] = []
+    pos = 0
+    for piece, number in pieces:
+        out.append((pos, number, 0))
+        pos += len(piece)
+    return out
+

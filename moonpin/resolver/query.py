@@ -1,0 +1,746 @@
+"""Which versions work together, and why: the checks, and the queries built on them.
+
+Compatibility of (SGLang S, torch T, mooncake wheel W, python P, platform A) is
+decided exactly as the scraped code behaves: T satisfies S's torch requirement;
+W has a wheel for P and A; the module S imports is in W; W's loader finds a build
+for T's suffix (computed with the loader's own regex and separator, so a local
+label such as ``+cu130`` is dropped); those builds export every name S imports
+and register the backends S needs; and the CUDA major they link matches T's.
+Each check is ``ok`` True / False, or None when the KB cannot decide it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any, NamedTuple, TypeVar
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from moonpin.kb.errors import UsageError
+from moonpin.kb.facts import Build, Loader, Sglang, Wheel
+from moonpin.resolver import rule, spelling
+from moonpin.resolver.answers import Candidate, Covered, Explanation, Which
+from moonpin.resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
+from moonpin.resolver.inputs import normalize_arch, normalize_python
+
+__all__ = ["Check", "Evaluation", "TorchChoice", "check_mooncake", "combos", "evaluate", "explain",
+           "get_sglang", "normalize_arch", "normalize_python", "parse_release", "parse_spec",
+           "resolve_torch", "torch_release", "triples", "which_mooncake", "which_sglang",
+           "which_torch"]
+
+
+
+# Records are named tuples and slotted classes, not dataclasses: ``dataclasses`` imports
+# ``inspect`` (with ``ast``, ``dis`` and ``tokenize``), a tenth of a query's time budget.
+
+
+class Check(NamedTuple):
+    name: str
+    ok: bool | None
+    detail: str
+    evidence: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail,
+                "evidence": list(self.evidence)}
+
+
+class TorchChoice(NamedTuple):
+    """A torch the question is about: its version and the CUDA major assumed for it."""
+
+    text: str
+    version: Version
+    cuda: int | None
+    cuda_known: bool
+    cuda_why: str
+
+
+class Evaluation:
+    """Every check of one combination, in the order they were made."""
+
+    __slots__ = ("arch", "checks", "dist", "mooncake", "notes", "python", "sglang", "torch",
+                 "wheel")
+
+    def __init__(self, sglang: str, dist: str, mooncake: str, torch: str, python: str,
+                 arch: str, *, wheel: str | None = None) -> None:
+        self.sglang, self.dist, self.mooncake, self.torch = sglang, dist, mooncake, torch
+        self.python, self.arch, self.wheel = python, arch, wheel
+        self.checks: list[Check] = []
+        self.notes: list[str] = []
+
+    @property
+    def verdict(self) -> str:
+        return rule.verdict(c.ok for c in self.checks)
+
+    @property
+    def reasons(self) -> list[str]:
+        bad = [c for c in self.checks if c.ok is False] or [c for c in self.checks if c.ok is None]
+        return [f"{c.name}: {c.detail}" for c in bad]
+
+    def score(self) -> int:
+        return sum(1 for c in self.checks if c.ok)
+
+
+# ----------------------------------------------------------------------- input
+
+
+def parse_release(text: str) -> tuple[str, str]:
+    """``NAME==VERSION`` (any PEP 503 spelling of the name, a ``v`` prefix on the version)
+    -> (canonical name, version)."""
+    name, version = spelling.split_release(text)
+    if spelling.is_latest(version):
+        raise UsageError(f"{text!r}: {name}=={version} needs the knowledge base's releases",
+                         hint=f"name the version (`moonpin which` and `moonpin kb info` list "
+                              f"them), not {version!r}")
+    return name, spelling.version(version, what=name, flag=f"{name}==")
+
+
+def _nearest(version: str, pool: Iterable[str]) -> str:
+    return ", ".join(spelling.close_versions(version, list(pool))) or "none"
+
+
+def get_sglang(g: CompatGraph, version: str) -> Sglang:
+    """The SGLang release ``version`` names (``latest``, ``v0.5.18`` and any PEP 440
+    spelling of a known release accepted); a UsageError with the nearest known otherwise."""
+    pool = [s.version for s in g.sglang.values()]
+    if spelling.is_latest(version):
+        version = spelling.release(version, pool, flag="sglang ")
+    version = spelling.version(version, what="sglang", flag="sglang ", pool=pool)
+    s = g.find_sglang(version)
+    if s is None:
+        unread = [u for u in g.kb.unread if u.kind == "sglang" and u.version == version]
+        if unread:
+            raise UsageError(f"sglang {version} could not be read in the last scrape "
+                             f"({unread[0].reason}); its compatibility is unknown",
+                             hint="run `moonpin scrape --only sglang` again")
+        raise spelling.not_known(version, pool, flag="sglang ")
+    return s
+
+
+def check_mooncake(g: CompatGraph, dist: str, version: str) -> None:
+    """A UsageError unless ``dist`` ``version`` is a mooncake release of the KB (the error
+    says what was probably meant)."""
+    dist = spelling.name(dist, g.dists())
+    pool = [str(v) for d, v in g.mooncake if d == dist]
+    version = spelling.version(version, what=dist, flag=f"{dist}==", pool=pool)
+    if g.find_mooncake(dist, version) is None:
+        if any(u.name == dist and u.version == version for u in g.kb.unread):
+            raise UsageError(f"{dist} {version} could not be read in the last scrape; its "
+                             "compatibility is unknown", hint="run `moonpin scrape` again")
+        raise spelling.not_known(version, pool, what=dist, flag=f"{dist}==")
+
+
+def torch_release(g: CompatGraph, text: str) -> str:
+    """The ``torch.__version__`` a torch as typed names, the text the loader's rule and the
+    tables read: PEP 440 equality with a release of the KB, in the KB's spelling
+    (``2.13`` and ``2.13.0.0`` are ``2.13.0``, as ``torch==2.13`` installs 2.13.0); a local
+    label is kept as a distinct build (``2.13+cu126`` is ``2.13.0+cu126``). A version the
+    KB does not hold is padded to torch's three release segments."""
+    text = spelling.version(text, what="torch", flag="--torch ",
+                            pool=[str(t) for t in g.torch_versions])
+    v = Version(text)
+    public = Version(v.public)
+    known = next((t for t in g.torch_versions if t == public), None)
+    if known is not None:
+        base = str(known)
+    else:
+        release = (*v.release, 0, 0)[:max(3, len(v.release))]
+        while len(release) > 3 and release[-1] == 0:
+            release = release[:-1]
+        base = ".".join(map(str, release)) + _after_release(public)
+    return base + (f"+{v.local}" if v.local else "")
+
+
+def _after_release(v: Version) -> str:
+    """What a version says past its release segments (``a1``, ``.post1``, ``.dev0``)."""
+    out = ""
+    if v.pre is not None:
+        out += f"{v.pre[0]}{v.pre[1]}"
+    if v.post is not None:
+        out += f".post{v.post}"
+    if v.dev is not None:
+        out += f".dev{v.dev}"
+    return out
+
+
+@lru_cache(maxsize=4096)
+def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
+    """A torch as given: ``2.13.0+cu126`` names its CUDA variant; a bare version means
+    the wheel the index publishes for ``arch`` (its CUDA major from the KB)."""
+    text = torch_release(g, text)
+    v = Version(text)
+    if v.local:
+        m = re.fullmatch(r"cu(\d+)", v.local)
+        if m:
+            # cu126 -> 12, cu130 -> 13, cu92 -> 9: the last digit is the minor version
+            major = int(m.group(1)[:-1])
+            return TorchChoice(text, v, major, True, f"local label +{v.local}")
+        if v.local in ("cpu",):
+            return TorchChoice(text, v, None, True, "local label +cpu (a CPU build)")
+        if v.local.startswith("rocm"):
+            return TorchChoice(text, v, None, True, f"local label +{v.local} (ROCm, no CUDA)")
+    rel = g.torch.get(Version(v.public))
+    if rel is not None:
+        for var in rel.variants:
+            if var.arch == arch:
+                why = (f"the index's {var.artifact.filename} ({var.evidence})")
+                return TorchChoice(text, v, var.cuda_major, True, why)
+    return TorchChoice(text, v, None, False,
+                       f"no CUDA facts for torch {v.public} on {arch} in the KB")
+
+
+# ----------------------------------------------------------------------- the checks
+
+
+def _requirement(s: Sglang, module: str | None = None) -> rule.Requirement:
+    """The rule's facts for a release's requirement (``module``: the one it ends up with)."""
+    pg = s.pg
+    return rule.Requirement(module=module or pg.module, names=tuple(pg.names),
+                            backends=tuple(pg.backends), optional_names=tuple(pg.optional_names),
+                            alternatives=tuple(pg.alternatives), release=f"sglang {s.version}")
+
+
+def _torch_facts(t: TorchChoice) -> rule.TorchFacts:
+    return rule.TorchFacts(t.text, t.cuda, t.cuda_known, t.cuda_why)
+
+
+# The facts are immutable: what a query derives from one is kept in the memo of the wheel
+# or graph that holds it (one query evaluates the same build, loader and torch line for
+# many combinations). Keyed by the object's identity, which the memo keeps alive.
+
+_T = TypeVar("_T")
+
+
+def _kept(memo: dict[Any, Any], key: tuple[Any, ...], obj: object, make: Callable[[], _T],
+          ) -> _T:
+    full = (id(obj), key)
+    hit = memo.get(full)
+    if hit is not None and hit[0] is obj:
+        out: _T = hit[1]
+        return out
+    value = make()
+    memo[full] = (obj, value)
+    return value
+
+
+def _build_facts(b: Build) -> rule.BuildFacts:
+    """The rule's facts for a scraped build: a build read in part, or with an error, is
+    incomplete; ``needed_method`` ``none`` means its dynamic section was not read."""
+    return rule.BuildFacts(member=b.member, names=frozenset(b.names),
+                           backends=frozenset(b.backends), cuda=b.cuda_major,
+                           names_checked=frozenset(b.names_checked),
+                           complete=b.read_error is None and b.strings_complete,
+                           cuda_read=b.needed_method != "none")
+
+
+def _scheme(ld: Loader) -> rule.Scheme:
+    return rule.Scheme(kind=ld.kind, imports=tuple(i.template for i in ld.imports),
+                       version_regex=ld.version_regex, separator=ld.separator,
+                       member=ld.member, note=ld.note)
+
+
+def _check(name: str, d: rule.Decision, evidence: Iterable[str] = ()) -> Check:
+    return Check(name, d.ok, d.detail, tuple(evidence))
+
+
+def _torch_requirement(s: Sglang, t: TorchChoice) -> Check:
+    lines = torch_lines(s)
+    if not lines:
+        return Check("torch requirement", True, "SGLang declares no torch requirement")
+    hit = [line for line, spec in lines if spec.contains(t.version.public, prereleases=True)]
+    return Check(
+        "torch requirement", bool(hit),
+        f"torch {t.version} satisfies {hit[0]!r}" if hit else
+        f"torch {t.version} does not satisfy SGLang's {', '.join(repr(x) for x, _ in lines)}",
+        (f"{s.artifact.filename}: METADATA Requires-Dist",))
+
+
+def _module(ev: Evaluation, s: Sglang, w: WheelView, python: str, arch: str,
+            ) -> tuple[str, Loader | None] | None:
+    """The module the import ends up with (SGLang's, or its ImportError fallback) and its
+    loader; the ``module present`` check when the wheel has none (then None)."""
+    req = _kept(w.memo, ("req",), s, lambda: _requirement(s))
+    here = {m for m in (req.module, *req.alternatives) if m is not None and (
+        w.loader(m) is not None or w.builds_named(m.removeprefix("mooncake."), python, arch))}
+    module = rule.choose_module(req, here)
+    filename = w.wheel.artifact.filename
+    if module is None:
+        have = sorted({ld.module for ld in w.wheel.loaders} |
+                      {"mooncake." + b.member.rsplit("/", 1)[-1].split(".")[0]
+                       for b in w.wheel.builds})
+        ev.checks.append(_check("module present", rule.no_module(req, filename, have),
+                                s.pg.evidence))
+        return None
+    if module != req.module:
+        ev.notes.append(f"{filename} has no {req.module}; sglang {s.version} falls back to "
+                        f"{module}, which it has")
+    return module, w.loader(module)
+
+
+def _direct_build(ev: Evaluation, t: TorchChoice, w: WheelView, module: str, python: str,
+                  arch: str) -> list[rule.BuildFacts] | None:
+    """A loader-less module: the extension itself (0.3.7's ``ep.so``)."""
+    b = w.builds_named(module.removeprefix("mooncake."), python, arch)[0]
+    filename = w.wheel.artifact.filename
+    ev.checks.append(Check("module present", True,
+                           f"{module} is the extension module {b.member}",
+                           (f"{filename}: {b.member}",)))
+    d = rule.direct_build(b.member, b.torch, b.torch_from, t.text)
+    ev.checks.append(_check("build for torch", d,
+                            () if d.ok is None else (f"{filename}: {b.member}",)))
+    return None if d.ok is False else [_kept(w.memo, ("bf",), b, lambda: _build_facts(b))]
+
+
+def _similar_builds(wheel: Wheel, mshort: str) -> list[str]:
+    """The wheel's builds of the family ``mshort`` names (``pg_2_12_0`` -> every ``pg_*``)."""
+    stem = mshort.split("_")[0] or mshort
+    return sorted({b.member.rsplit("/", 1)[-1].split(".")[0] for b in wheel.builds
+                   if b.member.rsplit("/", 1)[-1].startswith(stem)})
+
+
+def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
+                   python: str, arch: str) -> list[rule.BuildFacts] | None:
+    """The builds a prebuilt loader imports for this torch; None (and the failed or
+    undecided ``build for torch`` check) when it finds none."""
+    scheme = _kept(w.memo, ("scheme",), loader, lambda: _scheme(loader))
+    filename = w.wheel.artifact.filename
+    builds: list[Build] = []
+    for imp in loader.imports:
+        target = rule.loader_target(scheme, imp.template, t.text)
+        if target is None:
+            ev.checks.append(Check("build for torch", None,
+                                   f"cannot compute {imp.template} for torch {t.text} with "
+                                   "the loader's rule"))
+            return None
+        mshort = target.removeprefix("mooncake.")
+        found = w.builds_named(mshort, python, arch)
+        if not found:
+            same = _kept(w.memo, ("similar", mshort), w.wheel,
+                         functools.partial(_similar_builds, w.wheel, mshort))
+            d = rule.no_build(loader.member, target, t.text, filename, same,
+                              f" for {python} on {arch}")
+            detail = d.detail
+            if imp.on_missing:
+                said = imp.on_missing.splitlines()[0].replace(
+                    "{torch_version}", rule.loader_suffix(scheme, t.text, ".") or t.text)
+                detail += f"; at import: {said!r}"
+            ev.checks.append(Check("build for torch", False, detail,
+                                   (f"{filename}: {loader.member}:{imp.line}",)))
+            return None
+        builds.append(found[0])
+    ev.checks.append(Check("build for torch", True,
+                           f"{loader.member} loads {', '.join(b.member for b in builds)}",
+                           tuple(f"{filename}: {b.member}" for b in builds)))
+    return [_kept(w.memo, ("bf",), b, functools.partial(_build_facts, b)) for b in builds]
+
+
+def _builds(ev: Evaluation, t: TorchChoice, w: WheelView, module: str,
+            loader: Loader | None, python: str, arch: str,
+            ) -> list[rule.BuildFacts] | None:
+    """``module present`` and ``build for torch``: the builds the import loads (a JIT
+    loader's sources stand for the build it compiles); None when that is decided."""
+    if loader is None:
+        return _direct_build(ev, t, w, module, python, arch)
+    filename = w.wheel.artifact.filename
+    ev.checks.append(Check("module present", True,
+                           f"{loader.member} loads {module} ({loader.kind})",
+                           (f"{filename}: {loader.member}",)))
+    if loader.kind == "unknown":
+        ev.checks.append(Check("build for torch", None,
+                               f"{loader.member}: loading scheme not recognised "
+                               f"({loader.note})"))
+        return None
+    if loader.kind != "jit-compile":
+        return _loaded_builds(ev, t, w, loader, python, arch)
+    ev.checks.append(Check(
+        "build for torch", True,
+        f"{loader.member} compiles {', '.join(loader.sources)} against the installed "
+        f"torch at first import", (f"{filename}: {loader.member}",)))
+    cuda_tools = [x for x in loader.toolchain if "MUSA" not in x and "MACA" not in x]
+    ev.notes.append(f"{ev.dist}=={ev.mooncake} compiles its process-group extension at "
+                    f"first import: the image needs {', '.join(cuda_tools or loader.toolchain)}")
+    # every name was looked for in the sources: names_checked None
+    return [rule.BuildFacts(member=loader.member, names=frozenset(loader.source_names),
+                            backends=frozenset(loader.source_backends))]
+
+
+def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
+             dist: str, version: str, python: str, arch: str) -> Evaluation:
+    """Every check for one combination; ``w`` None means the release has no wheel for P/A.
+    The KB supplies the facts, :mod:`moonpin.resolver.rule` decides."""
+    ev = Evaluation(s.version, dist, version, t.text, python, arch,
+                    wheel=w.wheel.artifact.filename if w else None)
+    ev.checks.append(_kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t)))
+    if s.pg.module is None:
+        ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "
+                        "compatible with any mooncake (or none)")
+        return ev
+    if w is None:
+        ev.checks.append(Check("wheel for python/platform", False,
+                               f"{dist} {version} has no wheel for {python} on {arch}"))
+        return ev
+    ev.checks.append(Check("wheel for python/platform", True,
+                           f"{w.wheel.artifact.filename} covers {python} on {arch}",
+                           (w.wheel.artifact.filename,)))
+    chosen = _module(ev, s, w, python, arch)
+    if chosen is None:
+        return ev
+    module, loader = chosen
+    builds = _builds(ev, t, w, module, loader, python, arch)
+    if builds is None:
+        return ev
+    req = _kept(g.memo, ("req", module), s, lambda: _requirement(s, module))
+    jit = loader is not None and loader.kind == "jit-compile"
+    ev.checks.append(_check("names", rule.names(req, builds), s.pg.evidence))
+    opt_missing = rule.optional_missing(req, builds)
+    if opt_missing and ev.checks[-1].ok is True:
+        ev.notes.append(f"the build lacks {', '.join(opt_missing)}, which sglang {s.version} "
+                        "uses only behind an optional import (it runs without)")
+    ev.checks.append(_check("backends", rule.backends(req, builds),
+                            () if jit else (b.member for b in builds)))
+    ev.checks.append(_check("CUDA major", rule.cuda_major(builds, _torch_facts(t), jit=jit)))
+    return ev
+
+
+# ----------------------------------------------------------------------- queries
+
+
+def _torches(g: CompatGraph, s: Sglang, torch: str | None) -> list[str]:
+    if torch is not None:
+        return [torch]
+    return [v for v, _ in g.torch_for(s)]
+
+
+def combos(g: CompatGraph, s: Sglang, dist: str, version: str, torch: str | None,
+            python: str | None, arch: str | None) -> list[Evaluation]:
+    wheels = g.wheels(dist, version)
+    pythons = [python] if python else sorted({p for w in wheels for p in w.pythons})
+    arches = [arch] if arch else sorted({a for w in wheels for a in w.arches})
+    out = []
+    torches = _torches(g, s, torch)
+    if not torches or (s.pg.module is None and torch is None):
+        # Nothing to decide per torch: one (the newest admitted) stands for all.
+        torches = torches[-1:] or [str(v) for v in g.torch_versions[-1:]]
+    for tt in torches:
+        for a in arches:
+            t = resolve_torch(g, tt, a)
+            for p in pythons:
+                w = next((x for x in wheels if p in x.pythons and a in x.arches), None)
+                out.append(evaluate(g, s, t, w, dist, version, p, a))
+    return out
+
+
+def _refused_torch(g: CompatGraph, s: Sglang, torch: str | None, dist: str, version: str,
+                   python: str | None, arch: str | None) -> str | None:
+    """The reason SGLang's torch requirement refuses ``torch`` for every combination of the
+    release (the first check of each, so the reason an answer gives whichever combination
+    it picks), or None: then the combinations are judged one by one. Also None when the
+    release has no combination to judge (no wheel, and no python or platform given)."""
+    if torch is None or s.pg.module is None:
+        return None
+    wheels = g.wheels(dist, version)
+    if not ((python or any(w.pythons for w in wheels)) and (arch or any(w.arches for w in wheels))):
+        return None
+    key = ("torch given", torch)  # the requirement reads the version alone: any arch
+    if key not in g.memo:
+        g.memo[key] = resolve_torch(g, torch, arch or "x86_64")
+    t = g.memo[key]
+    c = _kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t))
+    return None if c.ok else f"{c.name}: {c.detail}"
+
+
+def _best(evs: list[Evaluation]) -> Evaluation | None:
+    if not evs:
+        return None
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+    return min(evs, key=lambda e: (order[e.verdict], -e.score()))
+
+
+def _covers(evs: list[Evaluation]) -> tuple[Covered, ...]:
+    out = [Covered(e.python, e.arch, e.torch, e.wheel,
+                   next((c.detail for c in e.checks if c.name == "CUDA major"), None))
+           for e in evs if e.verdict == "compatible"]
+    return tuple(sorted(out, key=lambda w: (w.torch, w.arch, w.python)))
+
+
+class _Buckets:
+    """The candidates of one ``which`` answer, filed as they are judged."""
+
+    def __init__(self) -> None:
+        self.compatible: list[Candidate] = []
+        self.excluded: list[Candidate] = []
+        self.unknown: list[Candidate] = []
+
+    def place(self, entry: Candidate, evs: list[Evaluation], best: Evaluation, *,
+              notes: bool = False) -> None:
+        """File one candidate by its best combination (``notes``: a compatible one carries
+        the notes of its compatible combinations)."""
+        if best.verdict == "compatible":
+            said = tuple(sorted({n for e in evs if e.verdict == "compatible"
+                                 for n in e.notes})) if notes else None
+            self.compatible.append(entry._replace(wheels=_covers(evs), notes=said))
+        else:
+            why = entry._replace(reason=best.reasons[0] if best.reasons else "unknown")
+            (self.unknown if best.verdict == "unknown" else self.excluded).append(why)
+
+    def which(self, query: dict[str, Any], **rest: Any) -> Which:
+        return Which(query, tuple(self.compatible), tuple(self.excluded),
+                     tuple(self.unknown), **rest)
+
+
+def _table(g: CompatGraph, sglang: str, torch: str | None) -> Any:
+    """The resolved table of the graph's KB file that holds this question (see
+    :mod:`moonpin.resolver.resolved`), or None: then the question is resolved here."""
+    if g.kb_path is None:
+        return None
+    from moonpin.resolver import resolved
+
+    key = ("table", sglang)
+    if key not in g.memo:
+        g.memo[key] = resolved.load(g.kb_path, sglang)
+    table = g.memo[key]
+    return table if table is not None and table.holds(sglang, torch) else None
+
+
+def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
+                   python: str | None = None, arch: str | None = None,
+                   dist: str | None = None) -> Which:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
+    s = get_sglang(g, sglang)
+    dists = [str(canonical_name(dist))] if dist else g.dists()
+    if dist and dists[0] not in g.dists():
+        raise UsageError(f"unknown mooncake distribution {dist!r}",
+                         hint="known: " + ", ".join(g.dists()))
+    table = _table(g, s.version, torch)
+    if table is not None:
+        return Which.from_json(table.which_mooncake(s.version, python=python, arch=arch,
+                                                    dist=dist and dists[0], torch=torch))
+    out = _Buckets()
+    notes: list[str] = []
+    releases = sorted((k for k in g.mooncake if k[0] in dists), key=lambda k: (k[1], k[0]),
+                      reverse=True)
+    unread_keys = {(u.name, u.version) for u in g.kb.unread if u.kind == "mooncake"}
+    for d, v in releases:
+        if (d, str(v)) in unread_keys:
+            continue  # listed below as unknown: never a verdict from what was half read
+        refused = _refused_torch(g, s, torch, d, str(v), python, arch)
+        if refused is not None:
+            out.excluded.append(Candidate(str(v), f"{d}=={v}", dist=d, reason=refused))
+            continue
+        evs = combos(g, s, d, str(v), torch, python, arch)
+        best = _best(evs)
+        if best is None:
+            continue
+        if s.pg.module is None:
+            notes = best.notes
+        out.place(Candidate(str(v), f"{d}=={v}", dist=d), evs, best, notes=True)
+    out.unknown += [Candidate(u.version, dist=u.name,
+                              reason=f"not read in the last scrape: {u.reason}")
+                    for u in g.kb.unread if u.kind == "mooncake" and u.name in dists]
+    return out.which(
+        {"sglang": s.version, "torch": torch or [t for t in _torches(g, s, None)],
+         "python": python or "all", "arch": arch or "all", "dist": dist or "all",
+         "module": s.pg.module, "names": list(s.pg.names), "backends": list(s.pg.backends)},
+        notes=tuple(notes))
+
+
+def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
+                 python: str | None = None, arch: str | None = None) -> Which:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
+    dist, version = parse_release(mooncake)
+    check_mooncake(g, dist, version)
+    out = _Buckets()
+    no_module = []
+    for v in sorted(g.sglang, reverse=True):
+        s = g.sglang[v]
+        if s.pg.module is None:
+            no_module.append(s.version)
+            continue
+        entry = Candidate(s.version, f"sglang=={s.version}", module=s.pg.module)
+        refused = _refused_torch(g, s, torch, dist, version, python, arch)
+        if refused is not None:
+            out.excluded.append(entry._replace(reason=refused))
+            continue
+        evs = combos(g, s, dist, version, torch, python, arch)
+        best = _best(evs)
+        if best is None:
+            continue
+        out.place(entry, evs, best)
+    out.unknown += [Candidate(u.version, reason=f"not read in the last scrape: {u.reason}")
+                    for u in g.kb.unread if u.kind == "sglang"]
+    return out.which({"mooncake": f"{dist}=={version}", "torch": torch or "each release's",
+                      "python": python or "all", "arch": arch or "all"},
+                     without_mooncake_pg=tuple(no_module))
+
+
+def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | None = None,
+                arch: str | None = None, torch: str | None = None) -> Which:
+    """The torch builds that fit: each release the KB holds, as the index publishes it
+    (its CUDA major per arch); ``torch`` judges that build alone (``2.13.0+cu126``)."""
+    python, arch = normalize_python(python), normalize_arch(arch)
+    s = get_sglang(g, sglang)
+    dist, version = parse_release(mooncake)
+    check_mooncake(g, dist, version)
+    out = _Buckets()
+    given = [] if torch is None else [Version(torch_release(g, torch))]
+    for tv in given or reversed(g.torch_versions):
+        if tv.is_prerelease and not given:
+            continue
+        refused = _refused_torch(g, s, str(tv), dist, version, python, arch)
+        if refused is not None:
+            out.excluded.append(Candidate(str(tv), f"torch=={tv}", reason=refused))
+            continue
+        evs = combos(g, s, dist, version, str(tv), python, arch)
+        best = _best(evs)
+        if best is None:
+            continue
+        out.place(Candidate(str(tv), f"torch=={tv}"), evs, best)
+    query = {"sglang": s.version, "mooncake": f"{dist}=={version}", "python": python or "all",
+             "arch": arch or "all"}
+    if given:
+        query["torch"] = str(given[0])
+    said = () if out.compatible else _other_cuda(g, out, s.version, dist, version)
+    return out.which(query, notes=said)
+
+
+def _other_cuda(g: CompatGraph, out: _Buckets, sglang: str, dist: str, version: str,
+                ) -> tuple[str, ...]:
+    """Why nothing fits, when a torch SGLang admits is refused only for the CUDA major of
+    the index's build: the KB lists no other build of it (PyTorch's own index publishes
+    ``+cuXXX`` ones), so it is named, not proposed."""
+    for c in out.excluded:
+        reason = c.reason or ""
+        if reason.startswith("CUDA major:") and "+" not in c.version:
+            majors = sorted({b.cuda_major for w in g.wheels(dist, version)
+                             for b in w.wheel.builds
+                             if b.cuda_major is not None})
+            cuda = "/".join(map(str, majors)) or "another"
+            label = f"+cu{majors[0]}6" if majors == [12] else f"+cu{majors[0]}0" if majors else ""
+            tip = (f"; e.g. `moonpin which torch --sglang {sglang} --mooncake {dist}=={version} "
+                   f"--torch {c.version}{label}` judges one (whether PyTorch publishes that "
+                   "label is not in the knowledge base)") if label else ""
+            return (f"torch {c.version} as the index publishes it is refused for its CUDA "
+                    f"major ({reason.split(': ', 1)[1].split(' (')[0]}); {dist}=={version} "
+                    f"needs a CUDA {cuda} build of torch {c.version}, which the knowledge "
+                    f"base does not list (PyTorch's own index publishes +cuXXX builds){tip}",)
+    return ()
+
+
+def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,
+            python: str | None = None, arch: str | None = None) -> Explanation:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    torch = None if torch is None else torch_release(g, torch)
+    dist, version = parse_release(mooncake)
+    unread = [u for u in g.kb.unread
+              if (u.kind == "sglang" and u.version == sglang and g.find_sglang(sglang) is None)
+              or (u.kind == "mooncake" and u.name == dist and u.version == version
+                  and g.find_mooncake(dist, version) is None)]
+    if unread:
+        return Explanation(
+            query={"sglang": sglang, "mooncake": f"{dist}=={version}", "torch": torch,
+                   "python": python or "all", "arch": arch or "all"},
+            verdict="unknown",
+            reasons=tuple(f"{u.name} {u.version} was not read in the last scrape: {u.reason}"
+                          for u in unread),
+            notes=(), evaluated={"torch": torch, "python": python, "arch": arch,
+                                 "wheel": None},
+            checks=(), combinations=())
+    s = get_sglang(g, sglang)
+    check_mooncake(g, dist, version)
+    evs = combos(g, s, dist, version, torch, python, arch)
+    if not evs:  # the release publishes no wheel at all: nothing to install anywhere
+        tt = (_torches(g, s, torch) or [str(v) for v in g.torch_versions[-1:]] or ["0"])[-1]
+        evs = [evaluate(g, s, resolve_torch(g, tt, arch or "x86_64"), None, dist, version,
+                        python or "any python", arch or "any platform")]
+    best = _best(evs)
+    assert best is not None
+    verdict = best.verdict
+    return Explanation(
+        query={"sglang": s.version, "mooncake": f"{dist}=={version}",
+               "torch": torch or [t for t in _torches(g, s, None)],
+               "python": python or "all", "arch": arch or "all"},
+        verdict=verdict,
+        reasons=tuple(best.reasons),
+        notes=tuple(best.notes),
+        evaluated={"torch": best.torch, "python": best.python, "arch": best.arch,
+                   "wheel": best.wheel},
+        checks=tuple(c.as_dict() for c in best.checks),
+        combinations=tuple({"torch": e.torch, "python": e.python, "arch": e.arch,
+                            "verdict": e.verdict, "reason": (e.reasons or [""])[0]}
+                           for e in evs))
+
+
+def parse_spec(text: str | None, what: str) -> SpecifierSet | None:
+    """A PEP 440 specifier from the command line; a bare version means ``==``."""
+    if text is None:
+        return None
+    t = text.strip()
+    if t and t[0].isdigit():
+        t = "==" + t
+    try:
+        return SpecifierSet(t)
+    except InvalidSpecifier as e:
+        raise UsageError(f"{what} specifier {text!r} is not PEP 440",
+                         hint="use e.g. '>=0.5.17' or '==0.3.13.post1'") from e
+
+
+
+def _triples_from(table: Any, sglang: str, torches: set[str], dists: set[str],
+                  m_spec: SpecifierSet | None, versions: dict[tuple[str, str], Version],
+                  python: str | None, arch: str | None) -> list[dict[str, str]]:
+    """:func:`triples` of one SGLang release, from its resolved table (``versions``: the
+    graph's mooncake releases by their spelling)."""
+    return [{"sglang": sglang, "torch": t, "dist": d, "mooncake": mv, "python": p, "arch": a}
+            for d, mv, t, a, p in table.compatible(sglang)
+            if d in dists and t in torches and (python is None or p == python)
+            and (arch is None or a == arch)
+            and (m_spec is None or ((d, mv) in versions
+                                    and m_spec.contains(versions[(d, mv)], True)))]
+
+
+def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = None,
+            mooncake: str | None = None, dist: str | None = None, python: str | None = None,
+            arch: str | None = None) -> list[dict[str, str]]:
+    python, arch = normalize_python(python), normalize_arch(arch)
+    s_spec, t_spec, m_spec = (parse_spec(sglang, "sglang"), parse_spec(torch, "torch"),
+                              parse_spec(mooncake, "mooncake"))
+    dists = [str(canonical_name(dist))] if dist else g.dists()
+    if dist and dists[0] not in g.dists():
+        raise UsageError(f"unknown mooncake distribution {dist!r}",
+                         hint="known: " + ", ".join(g.dists()))
+    if s_spec is not None and not any(s_spec.contains(v, True) for v in g.sglang):
+        # a release the KB does not hold is unknown, not "0 compatible"
+        exact = [c.version for c in s_spec if c.operator in ("==", "===")]
+        if len(exact) == 1 and "*" not in exact[0]:
+            get_sglang(g, exact[0])  # raises naming the nearest known release
+        known = sorted(g.sglang)
+        raise UsageError(f"no sglang release in the knowledge base is in {sglang!r} (it "
+                         f"holds {known[0]} .. {known[-1]})",
+                         hint="`moonpin kb info` lists them; `moonpin scrape` refreshes")
+    out = []
+    versions = {(d, str(v)): v for d, v in g.mooncake}
+    for sv, s in sorted(g.sglang.items(), reverse=True):
+        if s.pg.module is None or (s_spec is not None and not s_spec.contains(sv, True)):
+            continue
+        torches = [t for t in _torches(g, s, None)
+                   if t_spec is None or t_spec.contains(Version(t), True)]
+        table = _table(g, s.version, None)
+        if table is not None:
+            out += _triples_from(table, s.version, set(torches), set(dists), m_spec,
+                                 versions, python, arch)
+            continue
+        for (d, mv) in sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True):
+            if d not in dists or (m_spec is not None and not m_spec.contains(mv, True)):
+                continue
+            for t in torches:
+                for e in combos(g, s, d, str(mv), t, python, arch):
+                    if e.verdict == "compatible":
+                        out.append({"sglang": s.version, "torch": t, "dist": d,
+                                    "mooncake": str(mv), "python": e.python, "arch": e.arch})
+    return out

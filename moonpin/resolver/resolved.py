@@ -1,0 +1,584 @@
+"""Answers resolved when the KB is written, so a query or a worker's check loads no graph.
+
+``data/resolved/<sglang version>.json`` sit beside ``data/kb.json`` and are derived from
+it (each records the KB's sha256; a stale one is ignored); one file per SGLang release so
+a query parses only the few kilobytes it needs. It holds, for every SGLang release that imports
+a mooncake process-group module, every evaluated combination (mooncake release, torch
+from the release's own requirement, python, platform) with its verdict and first reason.
+Loading it needs only the standard library, so ``moonpin which mooncake`` and the runtime
+check's ``fix:`` line start fast; anything it does not hold (an explicit ``--torch``, a
+release without a process-group module) goes to the full resolver in ``moonpin.resolver.query``.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
+    from pathlib import Path
+    from typing import Any
+
+    from moonpin.kb.facts import Facts, Summary
+
+__all__ = [
+    "FACTS_NAME",
+    "MAX_TABLE_BYTES",
+    "ORDER",
+    "SUMMARY_NAME",
+    "Resolved",
+    "file_sha256",
+    "fix_for",
+    "fixes_for",
+    "load",
+    "load_facts",
+    "load_launch",
+    "load_requirements",
+    "load_show",
+    "load_summary",
+    "release_names",
+    "resolved_path",
+    "show_name",
+    "stamped",
+    "summary",
+    "table_name",
+    "valid_launch",
+]
+
+SCHEMA = 1
+ORDER = {"compatible": 0, "unknown": 1, "incompatible": 2}
+_VERDICTS = ("compatible", "unknown", "incompatible")
+
+
+def resolved_path(kb_path: str | os.PathLike[str]) -> Path:
+    """The folder of per-release tables beside a KB file."""
+    from pathlib import Path
+
+    return Path(_folder(kb_path))
+
+
+def _folder(kb_path: str | os.PathLike[str]) -> str:
+    return os.path.join(os.path.dirname(os.fspath(kb_path)), "resolved")
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    from moonpin.kb.cache import file_digest
+
+    return file_digest(path)
+
+
+#: The largest table read (the shipped KB's largest is ~60 KB; ``_sglang.json`` ~1 MB).
+MAX_TABLE_BYTES = 64 * 1024 * 1024
+
+_NAME_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.+!_-")
+
+
+def table_name(prefix: str, version: str) -> str:
+    """The file name of a version's table (``0.5.18.json``, ``_launch-0.5.18.json``). A
+    version too long for a file name (or with a character a file name should not hold)
+    gets ``<prefix><length>-<crc32>.json`` instead; the table records its version, so a
+    colliding name is told apart on read."""
+    name = f"{prefix}{version}.json"
+    if (len(name.encode()) <= 200 and version[:1] not in ("", ".", "-")
+            and all(c in _NAME_CHARS for c in version)):
+        return name
+    import zlib
+
+    return f"{prefix}~{len(version)}-{zlib.crc32(version.encode()):08x}.json"
+
+
+def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = False,
+                valid: Any = None) -> Any:
+    """The table ``name`` beside ``kb_path`` when it belongs to this KB (its ``kb_sha256``
+    is the KB's) and has the shape ``valid(doc)`` expects; raises OSError/ValueError
+    otherwise (a FIFO, a device, an oversized, deep or damaged table included: derived
+    files are input like any other). ``memo``: keep the parsed document in
+    :func:`moonpin.kb.cache.facts_memo`, so a worker start skips ``json``."""
+    path = os.path.join(_folder(kb_path), name)
+
+    def parse() -> Any:
+        from moonpin.kb.files import loads_json, read_regular
+
+        return loads_json(read_regular(path, cap=MAX_TABLE_BYTES, what="resolved table"))
+
+    def fits(doc: Any) -> bool:
+        return isinstance(doc, dict) and (valid is None or bool(valid(doc)))
+
+    if memo:
+        from moonpin.kb.cache import facts_memo
+
+        doc = facts_memo().get("json", path, parse, fits)
+    else:
+        doc = parse()
+    if not fits(doc):
+        raise ValueError(f"{path}: not a resolved table of this moonpin")
+    if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != file_sha256(kb_path):
+        raise ValueError(f"{path} does not belong to {kb_path}")
+    return doc
+
+
+# ---------------------------------------------------------------- shape checks
+# Each says whether a document read back has exactly the shape ``build`` writes, so that a
+# damaged or hand-edited table is ignored (the caller then asks the full resolver) instead
+# of failing deep inside a query or the check.
+
+
+def _strs(v: Any) -> bool:
+    return type(v) is list and all(type(x) is str for x in v)
+
+
+def _int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _opt_index(v: Any, n: int) -> bool:
+    return v is None or (type(v) is int and 0 <= v < n)
+
+
+def _valid_meta(m: Any) -> bool:
+    return (type(m) is dict and (m.get("module") is None or type(m.get("module")) is str)
+            and all(_strs(m.get(k)) for k in ("names", "backends", "torch")))
+
+
+def _valid_release_table(doc: dict[str, Any]) -> bool:
+    strings: Any = doc.get("strings")
+    releases, tags = doc.get("releases"), doc.get("release_tags")
+    sglang, rows, unread = doc.get("sglang"), doc.get("rows"), doc.get("unread")
+    if not (_strs(strings) and type(releases) is list and type(tags) is list
+            and type(sglang) is dict and type(rows) is dict and type(unread) is list):
+        return False
+    n, nr = len(strings), len(releases)
+    if not all(type(r) is list and len(r) == 2 and _strs(r) for r in releases):
+        return False
+    if len(tags) != nr or not all(type(t) is list and len(t) == 2 and _strs(t[0])
+                                  and _strs(t[1]) for t in tags):
+        return False
+    if not all(type(u) is dict and all(type(u.get(k)) is str
+                                       for k in ("dist", "version", "reason")) for u in unread):
+        return False
+    if set(rows) != set(sglang) or not all(_valid_meta(m) for m in sglang.values()):
+        return False
+    for groups in rows.values():
+        if type(groups) is not list:
+            return False
+        for g in groups:
+            if not (type(g) is list and len(g) == 9 and _int(g[0]) and 0 <= g[0] < nr
+                    and type(g[1]) is str and type(g[2]) is str and g[3] in (0, 1, 2)
+                    and _int(g[3]) and _int(g[4]) and _opt_index(g[5], n)
+                    and type(g[6]) is list and all(_opt_index(x, n) and x is not None
+                                                   for x in g[6])
+                    and _opt_index(g[7], n) and type(g[8]) is list
+                    and all(type(m) is list and len(m) == 2 and type(m[0]) is str
+                            and _opt_index(m[1], n) for m in g[8])):
+                return False
+    return True
+
+
+def _valid_feature(f: Any) -> bool:
+    return (type(f) is dict and type(f.get("module")) is str and _strs(f.get("names"))
+            and type(f.get("feature")) is str and type(f.get("optional")) is bool
+            and type(f.get("member")) is str and type(f.get("line")) is int)
+
+
+def _valid_requirements(doc: dict[str, Any]) -> bool:
+    table = doc.get("sglang")
+    if type(table) is not dict:
+        return False
+    for m in table.values():
+        if not (_valid_meta(m) and _strs(m.get("optional_names"))
+                and type(m.get("features")) is dict):
+            return False
+        if not all(type(k) is str and type(v) is list and all(_valid_feature(f) for f in v)
+                   for k, v in m["features"].items()):
+            return False
+    return True
+
+
+_FLAG_FIELDS: dict[str, tuple[Any, ...]] = {
+    "name": (str,), "dest": (str,), "default": (str,), "choices": ("strs", None),
+    "type": (str, None), "action": (str, None), "line": (int,), "deprecated_for": ("strs",),
+    "nargs": (str, None), "const": (str,), "aliases": ("strs",)}
+_RULE_FIELDS: dict[str, tuple[Any, ...]] = {
+    "kind": (str,), "condition": (str,), "message": (str,), "reads": ("strs",),
+    "guard": (str, None), "function": (str,), "line": (int,), "path": (str,)}
+_WRITE_FIELDS: dict[str, tuple[Any, ...]] = {
+    "attr": (str,), "value": (str,), "guard": (str, None), "line": (int,)}
+
+
+def _fields_ok(d: Any, fields: dict[str, tuple[Any, ...]]) -> bool:
+    if type(d) is not dict:
+        return False
+    for key, kinds in fields.items():
+        if key not in d:
+            return False
+        v = d[key]
+        if not any((k is None and v is None) or (k == "strs" and _strs(v))
+                   or (isinstance(k, type) and type(v) is k) for k in kinds):
+            return False
+    return True
+
+
+def valid_launch(rec: Any) -> bool:
+    """Whether ``rec`` has the shape of a ``moonpin.kb.models.LaunchRules`` dumped as JSON (what
+    :func:`moonpin.resolver.args.rules.rules_from_json` reads)."""
+    if type(rec) is not dict:
+        return False
+    flags, rules, constants = rec.get("flags"), rec.get("rules"), rec.get("constants")
+    if not (type(flags) is list and type(rules) is list and type(constants) is dict):
+        return False
+    if not all(type(k) is str and type(v) is str for k, v in constants.items()):
+        return False
+    if rec.get("option_names") is not None and not _strs(rec.get("option_names")):
+        return False
+    if rec.get("error") is not None and type(rec.get("error")) is not str:
+        return False
+    if not all(_fields_ok(f, _FLAG_FIELDS) and (f.get("path") is None
+                                                or type(f["path"]) is str) for f in flags):
+        return False
+    return all(_fields_ok(r, _RULE_FIELDS) and r["kind"] in ("assert", "raise")
+               and type(r.get("writes")) is list
+               and all(_fields_ok(w, _WRITE_FIELDS) for w in r["writes"]) for r in rules)
+
+
+class Resolved:
+    """The resolved table of one KB file."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        self.strings: list[str] = doc["strings"]
+        self.releases: list[list[str]] = doc["releases"]
+        self.sglang: dict[str, dict[str, Any]] = doc["sglang"]
+        self.rows: dict[str, list[list[Any]]] = doc["rows"]
+        self.release_tags: list[list[list[str]]] = doc["release_tags"]
+
+    def has(self, sglang: str) -> bool:
+        return sglang in self.rows
+
+    def holds(self, sglang: str, torch: str | None) -> bool:
+        """Whether the table answers ``which mooncake`` for this release and torch (None:
+        each torch the release admits, which is what the table holds)."""
+        return sglang in self.rows and (torch is None or torch in self.sglang[sglang]["torch"])
+
+    def compatible(self, sglang: str) -> list[tuple[str, str, str, str, str]]:
+        """Every compatible combination the table holds for the release: (dist, mooncake,
+        torch, arch, python), in the order the full resolver judges them (release newest
+        first, then torch as the release admits them, arch, python)."""
+        torches = {t: i for i, t in enumerate(self.sglang[sglang]["torch"])}
+        found = sorted((grp[0], torches.get(grp[1], -1), grp[2], py, grp[1])
+                       for grp in self.rows[sglang] if grp[3] == 0
+                       for py, _ in grp[8])
+        return [(*self.releases[rel], torch_v, ar, py)  # type: ignore[misc]
+                for rel, _, ar, py, torch_v in found]
+
+    def which_mooncake(self, sglang: str, *, python: str | None = None,
+                       arch: str | None = None, dist: str | None = None,
+                       torch: str | None = None) -> dict[str, Any]:
+        """The same answer as ``moonpin.resolver.query.which_mooncake`` (``torch``: one of the
+        torch releases the table holds, see :meth:`holds`)."""
+        meta = self.sglang[sglang]
+        s = self.strings
+        # A stored group is [release, torch, arch, verdict, score, reason, notes, cuda,
+        # [[python, wheel], ...]]: the combinations that differ only in python.
+        by_release: dict[int, list[list[Any]]] = {}
+        for grp in self.rows[sglang]:
+            rel, torch_v, ar = grp[0], grp[1], grp[2]
+            if (arch and ar != arch) or (torch is not None and torch_v != torch):
+                continue
+            for py, wheel in grp[8]:
+                if python and py != python:
+                    continue
+                by_release.setdefault(rel, []).append(
+                    [rel, torch_v, py, ar, grp[3], grp[4], grp[5], grp[6], wheel, grp[7]])
+        compatible: list[dict[str, Any]] = []
+        excluded: list[dict[str, Any]] = []
+        unknown: list[dict[str, Any]] = []
+        unread = {(u["dist"], u["version"]) for u in self.doc["unread"]}
+        for idx, (d, v) in enumerate(self.releases):
+            if (dist and d != dist) or (d, v) in unread:
+                continue
+            rows = by_release.get(idx)
+            if not rows:
+                # As the full resolver says it: the first (python, platform) asked for
+                # that this release has no wheel for.
+                pys, ars = self.release_tags[idx]
+                p0 = python or (sorted(pys)[0] if pys else None)
+                a0 = arch or (sorted(ars)[0] if ars else None)
+                if p0 is None or a0 is None:
+                    continue
+                excluded.append({"dist": d, "version": v, "requirement": f"{d}=={v}",
+                                 "reason": f"wheel for python/platform: {d} {v} has no wheel "
+                                           f"for {p0} on {a0}"})
+                continue
+            best = min(rows, key=lambda r: (r[4], -r[5]))
+            entry: dict[str, Any] = {"dist": d, "version": v, "requirement": f"{d}=={v}"}
+            if best[4] == 0:
+                ok = [r for r in rows if r[4] == 0]
+                wheels = [{"python": r[2], "arch": r[3], "torch": r[1],
+                           "wheel": s[r[8]] if r[8] is not None else None,
+                           "cuda": s[r[9]] if r[9] is not None else None} for r in ok]
+                entry["wheels"] = sorted(wheels, key=lambda w: (w["torch"], w["arch"],
+                                                                w["python"]))
+                entry["notes"] = sorted({s[n] for r in ok for n in r[7]})
+                compatible.append(entry)
+            else:
+                entry["reason"] = s[best[6]] if best[6] is not None else "unknown"
+                (unknown if best[4] == 1 else excluded).append(entry)
+        for u in self.doc["unread"]:
+            if not dist or u["dist"] == dist:
+                unknown.append(dict(u))
+        return {
+            "query": {"sglang": sglang, "torch": torch or list(meta["torch"]),
+                      "python": python or "all",
+                      "arch": arch or "all", "dist": dist or "all", "module": meta["module"],
+                      "names": list(meta["names"]), "backends": list(meta["backends"])},
+            "compatible": compatible,
+            "excluded": excluded,
+            "unknown": unknown,
+            "notes": [],
+        }
+
+
+def load(kb_path: str | os.PathLike[str], sglang: str) -> Resolved | None:
+    """The table for one SGLang release of this KB, or None when it is missing,
+    unreadable, damaged or stale (then the caller asks the full resolver)."""
+    try:
+        table = Resolved(_read_table(kb_path, table_name("", sglang),
+                                     valid=_valid_release_table))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return table if table.has(sglang) else None
+
+
+def load_requirements(kb_path: str | os.PathLike[str]) -> dict[str, dict[str, Any]] | None:
+    """Every SGLang release's process-group requirement (module, names, optional_names,
+    backends) from ``resolved/_sglang.json``; None when missing, damaged or stale. The
+    runtime check reads this instead of parsing the whole KB at every worker start."""
+    try:
+        return dict(_read_table(kb_path, "_sglang.json", memo=True,
+                                valid=_valid_requirements)["sglang"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] | None:
+    """One SGLang release's launch-rules record (``moonpin.kb.models.LaunchRules`` as JSON) from
+    ``resolved/_launch-<version>.json``; None when missing, damaged or stale."""
+
+    def fits(doc: dict[str, Any]) -> bool:
+        return doc.get("sglang") == sglang and valid_launch(doc.get("launch"))
+
+    try:
+        launch: dict[str, Any] = _read_table(kb_path, table_name("_launch-", sglang),
+                                             valid=fits)["launch"]
+        return launch
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+#: The derived facts file: the part of the KB a query reads (``moonpin.kb.facts``).
+FACTS_NAME = "_facts.json"
+
+
+# ---------------------------------------------------------------- stamped documents
+# ``_facts.json`` and the ``_show-*.json`` documents are written as one JSON header line
+# (schema, the KB's sha256, the sha256 of the rest) and the body: a reader believes a body
+# only when it hashes to its stamp, so a damaged byte anywhere makes the file ignored (a
+# shape check alone would pass a changed name or number).
+
+
+def stamped(body: Any, kb_sha256: str) -> bytes:
+    import json
+
+    from moonpin.kb.files import sha256_hex
+
+    data = json.dumps(body, separators=(",", ":")).encode()
+    head = {"schema_version": SCHEMA, "kb_sha256": kb_sha256, "body_sha256": sha256_hex(data)}
+    return json.dumps(head).encode() + b"\n" + data
+
+
+def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
+    """The body of the stamped document ``name`` beside ``kb_path``; ValueError/OSError when
+    it is missing, another KB's, another moonpin's, or damaged."""
+    from moonpin.kb.files import loads_json, read_regular, sha256_hex
+
+    path = os.path.join(_folder(kb_path), name)
+    raw = read_regular(path, cap=MAX_TABLE_BYTES, what="resolved table")
+    head_bytes, sep, data = raw.partition(b"\n")
+    head = loads_json(head_bytes) if sep else None
+    if not isinstance(head, dict) or head.get("schema_version") != SCHEMA:
+        raise ValueError(f"{path}: not a resolved document of this moonpin")
+    if head.get("body_sha256") != sha256_hex(data):
+        raise ValueError(f"{path}: damaged (its body does not hash to its stamp)")
+    if head.get("kb_sha256") != file_sha256(kb_path):
+        raise ValueError(f"{path} does not belong to {kb_path}")
+    return loads_json(data)
+
+
+#: Documents read in this process, by name, with the stat of the files they came from (a
+#: command that spells the user's input and then answers reads each once).
+_READ: dict[str, tuple[tuple[object, ...], Any]] = {}
+
+
+def _stat_key(*paths: str) -> tuple[object, ...] | None:
+    try:
+        return tuple((p, st.st_ino, st.st_size, st.st_mtime_ns)
+                     for p in paths for st in (os.stat(p),))
+    except OSError:
+        return None
+
+
+def _read_once(kb_path: str | os.PathLike[str], name: str, read: Any) -> Any:
+    """``read()``, the document ``name`` beside ``kb_path``, remembered while neither file
+    changes (a None is not remembered: a missing document may be written meanwhile)."""
+    key = _stat_key(os.fspath(kb_path), os.path.join(_folder(kb_path), name))
+    hit = _READ.get(name)
+    if key is not None and hit is not None and hit[0] == key:
+        return hit[1]
+    found = read()
+    if found is not None and key is not None:
+        _READ[name] = (key, found)
+    return found
+
+
+def load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
+    """The KB's facts from ``resolved/_facts.json`` (no pydantic); None when that file is
+    missing, stale, damaged or of another shape (then the caller reads the KB itself)."""
+    found: Facts | None = _read_once(kb_path, FACTS_NAME, lambda: _load_facts(kb_path))
+    return found
+
+
+def _load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
+    import gc
+
+    from moonpin.kb.facts import FactsError, from_json
+
+    # Reading makes some 60,000 objects, none of them in a cycle: the collector's passes
+    # over them (a third of the time) find nothing to free.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return from_json(_read_stamped(kb_path, FACTS_NAME))
+    except (OSError, ValueError, FactsError, RecursionError):
+        return None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+SUMMARY_NAME = "_summary.json"
+
+def load_summary(kb_path: str | os.PathLike[str]) -> Summary | None:
+    """The KB's :class:`moonpin.kb.facts.Summary` from ``resolved/_summary.json``; None when it
+    is missing, stale, damaged or of another shape (then the caller reads the facts)."""
+    def read() -> Summary | None:
+        from moonpin.kb.facts import FactsError, summary_from_json
+
+        try:
+            return summary_from_json(_read_stamped(kb_path, SUMMARY_NAME))
+        except (OSError, ValueError, FactsError, RecursionError):
+            return None
+    found: Summary | None = _read_once(kb_path, SUMMARY_NAME, read)
+    return found
+
+
+def summary(kb_path: str | os.PathLike[str]) -> Summary | None:
+    """The KB's summary: from its document, else from its facts; None when neither is
+    there (the caller reads the KB itself)."""
+    found = load_summary(kb_path)
+    if found is None:
+        from moonpin.kb.facts import summary_of
+
+        facts = load_facts(kb_path)
+        found = summary_of(facts) if facts is not None else None
+    return found
+
+
+def release_names(s: Summary) -> dict[str, Any]:
+    """The releases a KB names, as users' input is read against (``latest``, "did you
+    mean"): ``index``, the SGLang releases of the index; ``every``, every SGLang version
+    it names (local records and unread releases too); ``mooncake``, each distribution's
+    releases (unread ones too)."""
+    mooncake: dict[str, list[str]] = {}
+    for m in s.mooncake:
+        mooncake.setdefault(m.dist, []).append(m.version)
+    for u in s.unread:
+        if u.kind == "mooncake":
+            mooncake.setdefault(u.name, []).append(u.version)
+    return {"index": [r.version for r in s.sglang if r.source == "index"],
+            "every": [r.version for r in s.sglang]
+            + [u.version for u in s.unread if u.kind == "sglang"],
+            "mooncake": mooncake}
+
+
+def show_name(name: str, version: str) -> str:
+    """The file of one release's ``show`` document (``_show-sglang-0.5.18.json``)."""
+    return table_name("_show-", f"{name}-{version}")
+
+
+def load_show(kb_path: str | os.PathLike[str], name: str, version: str,
+              ) -> dict[str, Any] | None:
+    """One release's ``show`` document: ``record``, its KB record as JSON (for SGLang
+    without ``launch``, which is in its ``_launch-`` table; ``launch`` says whether it has
+    one); None when missing, stale or damaged."""
+    try:
+        doc = _read_stamped(kb_path, show_name(name, version))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("name") != name or doc.get("version") != version:
+        return None
+    return doc
+
+
+def fix_for(sglang: str, torch: str, python: str, arch: str, *,
+            kb_path: str | os.PathLike[str] | None = None) -> list[str]:
+    """Requirement lines of the mooncake releases compatible with this set, newest first.
+
+    [] when the table does not know (a stale or missing table, an SGLang release it does
+    not hold, a torch other than the one the release requires).
+    """
+    return [req for req, _ in fixes_for(sglang, torch, python, arch, kb_path=kb_path)]
+
+
+def fixes_for(sglang: str, torch: str, python: str, arch: str, *,
+              kb_path: str | os.PathLike[str] | None = None) -> list[tuple[str, str | None]]:
+    """:func:`fix_for`, each requirement with its note (a release that compiles at first
+    import says what it needs; prebuilt releases, which come first, have None)."""
+    if kb_path is None:
+        from moonpin.kb.paths import default_kb_path
+
+        kb_path = default_kb_path()
+    table = load(kb_path, sglang)
+    if table is None or not table.has(sglang):
+        return []
+    import re
+
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        tv = Version(torch)
+    except InvalidVersion:
+        return []
+    # The table assumed the index's variant of each torch; a local label names another.
+    label = re.fullmatch(r"cu(\d+)", tv.local or "")
+    if tv.local and not label:
+        return []  # +cpu, +rocm…: no prebuilt CUDA mooncake fits
+    major = int(label.group(1)[:-1]) if label else None
+    answer = table.which_mooncake(sglang, python=python, arch=arch)
+    if major is not None:
+        assumed = {int(m.group(1)) for e in (*answer["compatible"], *answer["excluded"])
+                   for w in e.get("wheels", ()) if (m := re.search(
+                       r"torch \S+ is CUDA (\d+)", w["cuda"] or ""))}
+        if assumed and major not in assumed:
+            return []  # the table resolved the index's other CUDA variant: ask the resolver
+    plain: list[tuple[str, str | None]] = []
+    noted: list[tuple[str, str | None]] = []
+    for entry in answer["compatible"]:
+        fits = [w for w in entry["wheels"] if Version(w["torch"]).public == tv.public and (
+            major is None or f"build links CUDA {major}," in (w["cuda"] or "")
+            or "built at import" in (w["cuda"] or ""))]
+        if fits:
+            # prefer a prebuilt wheel over one that compiles at first import
+            notes = entry.get("notes") or ()
+            (noted if notes else plain).append(
+                (entry["requirement"], "; ".join(str(n) for n in notes) or None))
+    return plain + noted

@@ -1,0 +1,194 @@
+"""Writing the resolved tables when the KB is written (imports the full resolver: graph and
+queries); :mod:`moonpin.resolver.resolved` reads them."""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.resolver.resolved import (
+    FACTS_NAME,
+    ORDER,
+    SCHEMA,
+    SUMMARY_NAME,
+    file_sha256,
+    resolved_path,
+    show_name,
+    stamped,
+    table_name,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
+    from pathlib import Path
+    from typing import Any
+
+
+__all__ = ["build", "build_stamped", "write"]
+
+
+def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
+    """Resolve every combination the table holds (imports the full resolver); ``kb``:
+    the KB at ``kb_path``, when the caller has loaded it."""
+    from moonpin.kb import store
+    from moonpin.resolver import query
+    from moonpin.resolver.graph import CompatGraph
+
+    kb = kb if kb is not None else store.load(kb_path)
+    g = CompatGraph(kb)
+    strings: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(text: str | None) -> int | None:
+        if text is None:
+            return None
+        if text not in index:
+            index[text] = len(strings)
+            strings.append(text)
+        return index[text]
+
+    releases = sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True)
+    rows: dict[str, list[list[Any]]] = {}
+    sglang_meta: dict[str, dict[str, Any]] = {}
+    for sv, s in sorted(g.sglang.items()):
+        if s.pg.module is None or s.source != "index":
+            continue
+        torches = [t for t, _ in g.torch_for(s)]
+        sglang_meta[s.version] = {"module": s.pg.module, "names": list(s.pg.names),
+                                  "backends": list(s.pg.backends), "torch": torches}
+        out: list[list[Any]] = []
+        for i, (d, v) in enumerate(releases):
+            groups: dict[tuple[Any, ...], list[list[Any]]] = {}
+            for e in query.combos(g, s, d, str(v), None, None, None):
+                cuda = next((c.detail for c in e.checks if c.name == "CUDA major"), None)
+                key = (i, e.torch, e.arch, ORDER[e.verdict], e.score(),
+                       intern(e.reasons[0]) if e.reasons else None,
+                       tuple(intern(n) for n in e.notes), intern(cuda))
+                groups.setdefault(key, []).append([e.python, intern(e.wheel)])
+            for key, members in groups.items():
+                out.append([*key[:6], list(key[6]), key[7], members])
+        rows[s.version] = out
+        del sv
+    unread = [{"dist": u.name, "version": u.version,
+               "reason": f"not read in the last scrape: {u.reason}"}
+              for u in kb.unread if u.kind == "mooncake"]
+    common = {
+        "schema_version": SCHEMA,
+        "kb_sha256": file_sha256(kb_path),
+        "releases": [[d, str(v)] for d, v in releases],
+        # the python tags and platforms each release has wheels for
+        "release_tags": [[sorted({p for w in g.wheels(d, str(v)) for p in w.pythons}),
+                          sorted({a for w in g.wheels(d, str(v)) for a in w.arches})]
+                         for d, v in releases],
+        "unread": unread,
+    }
+    docs: dict[str, dict[str, Any]] = {"_sglang": {
+        "schema_version": SCHEMA,
+        "kb_sha256": common["kb_sha256"],
+        "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
+                               "optional_names": list(s.pg.optional_names),
+                               "backends": list(s.pg.backends),
+                               "torch": sglang_meta.get(s.version, {}).get("torch", []),
+                               "features": _feature_imports(s)}
+                   for s in kb.sglang if s.source == "index"},
+    }}
+    for rel in kb.sglang:
+        if rel.source == "index" and rel.launch is not None:
+            # The runtime check reads one release's launch rules at worker start.
+            docs[f"_launch-{rel.version}"] = {"schema_version": SCHEMA,
+                                              "kb_sha256": common["kb_sha256"],
+                                              "sglang": rel.version,
+                                              "launch": rel.launch.model_dump(mode="json")}
+    for version, out in rows.items():
+        packed, strs = _pack(out, strings)
+        docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
+                         "rows": {version: packed}}
+    return docs
+
+
+def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
+    """File name -> bytes of the stamped documents of ``kb`` (the KB at ``kb_path``): the
+    facts, and each release's record for ``show`` (the record ``show`` picks: a local
+    record of a version the index also has comes after it in the KB, and is the one
+    shown)."""
+    from moonpin.kb.facts import from_model, summary_of, to_json
+
+    sha = file_sha256(kb_path)
+    facts = from_model(kb)
+    out = {FACTS_NAME: stamped(to_json(facts), sha),
+           SUMMARY_NAME: stamped(to_json(summary_of(facts)), sha)}
+    for s in kb.sglang:
+        rec = s.model_dump(mode="json", exclude={"launch"})
+        out[show_name("sglang", s.version)] = stamped(
+            {"name": "sglang", "version": s.version, "record": rec,
+             "launch": s.launch is not None}, sha)
+    for r in kb.mooncake:
+        out[show_name(r.dist, r.version)] = stamped(
+            {"name": r.dist, "version": r.version, "record": r.model_dump(mode="json")}, sha)
+    return out
+
+
+def _feature_imports(s: Any) -> dict[str, list[dict[str, Any]]]:
+    """feature -> the release's unconditional mooncake imports for it, as the runtime
+    check reads them (so a worker start with ``--disaggregation-transfer-backend mooncake``
+    need not parse the whole KB)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for i in s.imports:
+        if not i.optional:
+            out.setdefault(i.feature, []).append(
+                {"module": i.module, "names": list(i.names), "feature": i.feature,
+                 "optional": False, "member": i.member, "line": i.line})
+    return out
+
+
+def _pack(groups: list[list[Any]], strings: list[str]) -> tuple[list[list[Any]], list[str]]:
+    """Re-index one release's groups against its own string table (self-contained file)."""
+    local: dict[int, int] = {}
+    strs: list[str] = []
+
+    def re_intern(i: int | None) -> int | None:
+        if i is None:
+            return None
+        if i not in local:
+            local[i] = len(strs)
+            strs.append(strings[i])
+        return local[i]
+
+    packed = [[g0[0], g0[1], g0[2], g0[3], g0[4], re_intern(g0[5]),
+               [re_intern(n) for n in g0[6]], re_intern(g0[7]),
+               [[py, re_intern(w)] for py, w in g0[8]]] for g0 in groups]
+    return packed, strs
+
+
+def write(kb_path: Path) -> Path:
+    """Build and write the per-release tables beside the KB; the folder is replaced whole."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from moonpin.kb import store
+
+    kb = store.load(kb_path)
+    docs = build(kb_path, kb)
+    final = resolved_path(kb_path)
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
+    try:
+        for key, doc in docs.items():
+            name = ("_sglang.json" if key == "_sglang"
+                    else table_name("_launch-", key[len("_launch-"):])
+                    if key.startswith("_launch-") else table_name("", key))
+            (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+        for name, data in build_stamped(kb_path, kb).items():
+            (tmp / name).write_bytes(data)
+        os.chmod(tmp, 0o755)
+        old = final.with_name(final.name + ".old")
+        if final.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final

@@ -1,0 +1,393 @@
+"""The compatibility rule, once: plain facts in, (ok, words) out.
+
+Two fact sources call it: the KB query (:mod:`moonpin.resolver.query`, facts from the scraped
+knowledge base) and the image check (:mod:`moonpin.resolver.check.run`, facts read from a worker's
+site-packages). Neither the facts nor the rule know where the facts came from.
+
+Every decision returns a :class:`Decision`: ``ok`` True (fits), False (does not fit) or
+None (the facts cannot decide), and ``detail``, the words both paths report.
+
+This module imports nothing at import time (not even ``dataclasses`` or ``typing``,
+which pull in ``re``, ``enum`` and ``inspect``): the worker-start check imports it, and
+its warm start loads nothing past ``os`` and ``marshal``. ``re`` and ``packaging`` are
+imported inside the one function that needs each. The fact classes are plain frozen
+classes with ``__slots__``, compared and hashed by value.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Sequence
+    from typing import TypeVar
+
+    _F = TypeVar("_F", bound="_Frozen")
+
+__all__ = [
+    "TORCH",
+    "BuildFacts",
+    "Decision",
+    "Requirement",
+    "Scheme",
+    "TorchFacts",
+    "backends",
+    "choose_module",
+    "cuda_major",
+    "direct_build",
+    "loader_suffix",
+    "loader_target",
+    "loader_targets",
+    "names",
+    "no_build",
+    "no_module",
+    "optional_missing",
+    "verdict",
+]
+
+#: The placeholder a scraped import template holds for the loader's computed suffix
+#: (the same string as ``moonpin.readers.loader.TORCH``).
+TORCH = "{torch}"
+
+
+# ----------------------------------------------------------------------- facts
+
+
+class _Frozen:
+    """Immutable after ``__init__``; equal, hashed and shown by its slots' values."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot delete {name!r}")
+
+    def _set(self, **values: object) -> None:
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return False
+        assert isinstance(other, _Frozen)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._values()))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"{type(self).__name__}({args})"
+
+    def replace(self: _F, **changes: object) -> _F:
+        """A copy with ``changes`` (as :func:`dataclasses.replace`)."""
+        values = {k: getattr(self, k) for k in self.__slots__}
+        values.update(changes)
+        return type(self)(**values)
+
+
+class Requirement(_Frozen):
+    """What one SGLang release needs of mooncake.
+
+    ``module`` is the process-group module it imports (None: none at all);
+    ``alternatives`` the modules it falls back to on ImportError, in order; ``names`` the
+    names it imports unconditionally, ``optional_names`` those behind an optional import;
+    ``backends`` the torch.distributed backend names it asks for. ``release`` names the
+    release in the words (``"sglang 0.5.18"``).
+    """
+
+    __slots__ = ("alternatives", "backends", "module", "names", "optional_names", "release")
+    module: str | None
+    names: tuple[str, ...]
+    backends: tuple[str, ...]
+    optional_names: tuple[str, ...]
+    alternatives: tuple[str, ...]
+    release: str
+
+    def __init__(self, module: str | None, names: Iterable[str] = (),
+                 backends: Iterable[str] = (), optional_names: Iterable[str] = (),
+                 alternatives: Iterable[str] = (), release: str = "sglang") -> None:
+        self._set(module=module, names=tuple(names), backends=tuple(backends),
+                  optional_names=tuple(optional_names), alternatives=tuple(alternatives),
+                  release=release)
+
+
+class BuildFacts(_Frozen):
+    """What one extension module (a build) provides, as read from its bytes.
+
+    ``names``/``backends``: the names and backend strings found in it. ``names_checked``:
+    the names that were looked for (None: every name asked of it, as when the reader is
+    given the requirement's names). ``complete``: every byte that holds names was read.
+    ``cuda``: the CUDA major of the ``libcudart.so.N`` it links (None: none found);
+    ``cuda_read``: its dynamic section (or version needs) was read, so None above means
+    it links no CUDA runtime rather than "not known".
+    """
+
+    __slots__ = (
+        "backends",
+        "complete",
+        "cuda",
+        "cuda_read",
+        "member",
+        "names",
+        "names_checked",
+    )
+    member: str
+    names: frozenset[str]
+    backends: frozenset[str]
+    cuda: int | None
+    names_checked: frozenset[str] | None
+    complete: bool
+    cuda_read: bool
+
+    def __init__(self, member: str, names: Iterable[str] = (), backends: Iterable[str] = (),
+                 cuda: int | None = None, names_checked: Iterable[str] | None = None,
+                 complete: bool = True, cuda_read: bool = True) -> None:
+        self._set(member=member, names=frozenset(names), backends=frozenset(backends),
+                  cuda=cuda,
+                  names_checked=None if names_checked is None else frozenset(names_checked),
+                  complete=complete, cuda_read=cuda_read)
+
+
+class TorchFacts(_Frozen):
+    """The torch the question is about: ``version`` as ``torch.__version__`` says it
+    (``2.13.0+cu130``); ``cuda`` its CUDA major (None: a CPU or ROCm build);
+    ``cuda_known`` False when nothing says which; ``cuda_why`` where that came from."""
+
+    __slots__ = ("cuda", "cuda_known", "cuda_why", "version")
+    version: str
+    cuda: int | None
+    cuda_known: bool
+    cuda_why: str
+
+    def __init__(self, version: str, cuda: int | None, cuda_known: bool = True,
+                 cuda_why: str = "") -> None:
+        self._set(version=version, cuda=cuda, cuda_known=cuda_known, cuda_why=cuda_why)
+
+
+class Scheme(_Frozen):
+    """How a mooncake loader module (``mooncake/pg.py``) picks its build.
+
+    ``kind``: ``prebuilt`` (imports each template, :data:`TORCH` replaced by the suffix
+    it computes from ``torch.__version__``), ``jit-compile`` (compiles at first import)
+    or ``unknown``. The suffix is ``re.match(version_regex, torch.__version__).group()``
+    (the whole version when ``version_regex`` is None) with ``.`` replaced by
+    ``separator`` (None: the loader computes none).
+    """
+
+    __slots__ = ("imports", "kind", "member", "note", "separator", "version_regex")
+    kind: str
+    imports: tuple[str, ...]
+    version_regex: str | None
+    separator: str | None
+    member: str
+    note: str | None
+
+    def __init__(self, kind: str, imports: Iterable[str] = (), version_regex: str | None = None,
+                 separator: str | None = None, member: str = "mooncake/pg.py",
+                 note: str | None = None) -> None:
+        self._set(kind=kind, imports=tuple(imports), version_regex=version_regex,
+                  separator=separator, member=member, note=note)
+
+
+class Decision(_Frozen):
+    """One decision: ``ok`` True / False / None (cannot decide) and its words."""
+
+    __slots__ = ("detail", "ok")
+    ok: bool | None
+    detail: str
+
+    def __init__(self, ok: bool | None, detail: str) -> None:
+        self._set(ok=ok, detail=detail)
+
+
+# ----------------------------------------------------------------------- module
+
+
+def choose_module(req: Requirement, shipped: Collection[str]) -> str | None:
+    """The module the import system ends up with: SGLang's own, else the first of its
+    ImportError fallbacks that ``shipped`` (the modules the package provides) holds."""
+    for m in (req.module, *req.alternatives):
+        if m is not None and m in shipped:
+            return m
+    return None
+
+
+def no_module(req: Requirement, where: str, have: Iterable[str]) -> Decision:
+    """The ``module present`` failure: ``where`` (a wheel, an install) lacks the module."""
+    listed = ", ".join(have) or "no extension modules"
+    return Decision(False, f"{req.release} imports {req.module}; {where} has no "
+                           f"{req.module} (it has: {listed})")
+
+
+# ----------------------------------------------------------------------- build for torch
+
+
+def loader_suffix(scheme: Scheme, torch_version: str, separator: str | None = None,
+                  ) -> str | None:
+    """The suffix the loader computes from ``torch.__version__`` (``2_13_0`` for
+    ``2.13.0+cu130``); None when it computes none, or its pattern does not compile or
+    match (``re.match(...).group()`` then raises at import). ``separator`` overrides the
+    scheme's (``.`` gives the version the loader's error message names)."""
+    sep = scheme.separator if separator is None else separator
+    if sep is None:
+        return None
+    base = torch_version
+    if scheme.version_regex is not None:
+        import re
+
+        try:
+            m = re.match(scheme.version_regex, torch_version)
+        except (re.error, RecursionError):
+            return None
+        if m is None:
+            return None
+        base = m.group()
+    return base.replace(".", sep)
+
+
+def loader_target(scheme: Scheme, template: str, torch_version: str) -> str | None:
+    """The module one import template names for this torch (``mooncake.pg_{torch}`` ->
+    ``mooncake.pg_2_13_0``); None when the loader cannot compute its suffix."""
+    if TORCH not in template:
+        return template
+    suffix = loader_suffix(scheme, torch_version)
+    return None if suffix is None else template.replace(TORCH, suffix)
+
+
+def loader_targets(scheme: Scheme, torch_version: str) -> tuple[tuple[str, ...] | None, str]:
+    """The modules a prebuilt loader imports for this torch, in order, and ``""``; or
+    None and the words saying why they cannot be computed."""
+    out = []
+    for template in scheme.imports:
+        target = loader_target(scheme, template, torch_version)
+        if target is None:
+            return None, (f"cannot compute {template} for torch {torch_version} with the "
+                          "loader's rule")
+        out.append(target)
+    return tuple(out), ""
+
+
+def no_build(loader: str, target: str, torch_version: str, where: str,
+             others: Sequence[str] = (), context: str = "") -> Decision:
+    """The ``build for torch`` failure: the loader imports ``target``, ``where`` has no
+    such build (``context``: for which python/platform; ``others``: similar builds)."""
+    msg = (f"{loader} imports {target} for torch {torch_version}; {where} has no such "
+           f"build{context}")
+    if others:
+        msg += f" (it has {', '.join(others)})"
+    return Decision(False, msg)
+
+
+def direct_build(member: str, built_for: str | None, built_from: str | None,
+                 torch_version: str) -> Decision:
+    """A loader-less extension (0.3.7's ``ep.so``) fits the torch release it was built
+    for (the local label does not count: ``2.8.0+cu128`` is 2.8.0)."""
+    if built_for is None:
+        return Decision(None, f"{member} names no torch release it was built for")
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        public = Version(torch_version).public
+        ok = Version(built_for) == Version(public)
+    except InvalidVersion:
+        return Decision(None, f"{member} was built for torch {built_for}; "
+                              f"{torch_version!r} is not a PEP 440 version")
+    return Decision(ok, f"{member} was built for torch {built_for} ({built_from})"
+                        + ("" if ok else f", not {public}"))
+
+
+# ----------------------------------------------------------------------- names, backends
+
+
+def _provided(builds: Sequence[BuildFacts]) -> tuple[set[str], bool]:
+    names: set[str] = set()
+    for b in builds:
+        names |= b.names
+    return names, all(b.complete for b in builds)
+
+
+def names(req: Requirement, builds: Sequence[BuildFacts]) -> Decision:
+    """Every name SGLang imports is in the builds; None when a missing one was never
+    looked for, or the bytes that would hold it were not read."""
+    have, complete = _provided(builds)
+    missing = [n for n in req.names if n not in have]
+
+    def checked(n: str) -> bool:
+        return complete and any(b.names_checked is None or n in b.names_checked
+                                for b in builds)
+
+    if missing and not any(checked(n) for n in missing):
+        return Decision(None, f"not known whether {', '.join(missing)} exist: those bytes "
+                              "were not read")
+    if not missing:
+        return Decision(True, f"provides {', '.join(req.names) or 'every name imported'}")
+    return Decision(False, f"{req.release} imports {', '.join(missing)} from {req.module}; "
+                           f"the build does not export "
+                           f"{'it' if len(missing) == 1 else 'them'}")
+
+
+def optional_missing(req: Requirement, builds: Sequence[BuildFacts]) -> tuple[str, ...]:
+    """Names SGLang imports only behind an optional import that the builds lack (it runs
+    without them); only names that were looked for."""
+    have, _ = _provided(builds)
+    return tuple(n for n in req.optional_names if n not in have and any(
+        b.names_checked is None or n in b.names_checked for b in builds))
+
+
+def backends(req: Requirement, builds: Sequence[BuildFacts]) -> Decision:
+    """The builds register every backend SGLang asks torch.distributed for."""
+    registered: set[str] = set()
+    for b in builds:
+        registered |= b.backends
+    lacking = [b for b in req.backends if b not in registered]
+    if not lacking:
+        return Decision(True, f"registers {', '.join(req.backends)}")
+    complete = all(b.complete for b in builds)
+    return Decision(False if complete else None,
+                    f"does not register {', '.join(lacking)} (registers "
+                    f"{', '.join(sorted(registered)) or 'none'})")
+
+
+# ----------------------------------------------------------------------- CUDA
+
+
+def cuda_major(builds: Sequence[BuildFacts], torch: TorchFacts, *, jit: bool = False,
+               ) -> Decision:
+    """The CUDA runtime the builds link is the one torch brings (``jit``: the build is
+    compiled at import against the installed torch, so it always is)."""
+    if jit:
+        return Decision(True, "built at import against the installed torch's CUDA")
+    majors = sorted({b.cuda for b in builds if b.cuda is not None})
+    if not majors:
+        if builds and all(b.cuda_read for b in builds):
+            return Decision(None, "the builds link no CUDA runtime (libcudart)")
+        return Decision(None, "the build's CUDA runtime is not known (its dynamic section "
+                              "was not read)")
+    linked = "/".join(map(str, majors))
+    if not torch.cuda_known:
+        return Decision(None, f"build links CUDA {linked}; {torch.cuda_why}")
+    if torch.cuda is None:
+        return Decision(False, f"build links libcudart.so.{majors[0]}; torch {torch.version} "
+                               f"is a CPU build ({torch.cuda_why})")
+    return Decision(majors == [torch.cuda],
+                    f"build links CUDA {linked}, torch {torch.version} is CUDA {torch.cuda} "
+                    f"({torch.cuda_why})")
+
+
+# ----------------------------------------------------------------------- verdict
+
+
+def verdict(oks: Iterable[bool | None]) -> str:
+    """``incompatible`` when a check failed, else ``unknown`` when one could not decide,
+    else ``compatible``."""
+    seen = set(oks)
+    if False in seen:
+        return "incompatible"
+    if None in seen:
+        return "unknown"
+    return "compatible"

@@ -1,0 +1,393 @@
+"""SGLang releases: which mooncake module, names and backends each one needs.
+
+Reads every ``.py`` member of one wheel per release with ``ast`` (never
+imports it). A member already analysed in another release (same path, same
+CRC-32 and size in the zip central directory) is not fetched again: that is
+what keeps a cold scrape of ~100 releases to a fraction of their bytes. Those
+per-file facts are kept between scrapes (:meth:`AnalysisCache.save`), so a new
+release costs its central directory and the members no earlier release had.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+import warnings
+from collections.abc import Iterable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from moonpin.kb.errors import ArchiveError
+from moonpin.kb.models import (
+    Artifact,
+    BackendUse,
+    CallArity,
+    MooncakeImport,
+    MooncakePin,
+    ParseFailure,
+    PGRequirement,
+    SglangRelease,
+)
+from moonpin.readers import pyast
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.pypi import IndexFile, Metadata, metadata_member, parse_metadata
+from moonpin.scrapers.remote_zip import HttpSource, RemoteZip
+
+__all__ = [
+    "PG_MODULES",
+    "AnalysisCache",
+    "ReleaseFacts",
+    "analyze_member",
+    "choose_wheel",
+    "derive_pg",
+    "facts_from_files",
+    "failed",
+    "scrape_wheel",
+    "torch_requirements",
+]
+
+PG_MODULES = pyast.PG_MODULES
+
+
+@dataclass
+class AnalysisCache:
+    """Source members already analysed, keyed by content (CRC-32 and size from the zip
+    central directory), thread-safe; in memory, and saved/loaded between scrapes.
+
+    A member that never mentions mooncake analyses the same wherever it sits, so its
+    result is shared across paths (files move between releases). A member that does
+    mention it keeps its bytes, since the feature classification depends on the path:
+    it is re-analysed, without a fetch, when it appears under another path.
+    """
+
+    _clean: dict[tuple[int, int], pyast.FileAnalysis] = field(default_factory=dict)
+    _mentions: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    _analysed: dict[tuple[str, int, int], pyast.FileAnalysis] = field(default_factory=dict)
+    _launch: dict[tuple[object, ...], tuple[object]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    hits: int = 0
+
+    def get(self, path: str, crc: int, size: int) -> pyast.FileAnalysis | None:
+        with self._lock:
+            got = self._analysed.get((path, crc, size)) or self._clean.get((crc, size))
+            data = self._mentions.get((crc, size)) if got is None else None
+        if got is None and data is not None:
+            got = analyze_member(path, data)
+            self.put(path, crc, size, data, got)
+        if got is not None:
+            with self._lock:
+                self.hits += 1
+        return got
+
+    def launch_get(self, key: tuple[object, ...]) -> tuple[object] | None:
+        """The launch-rules record (wrapped, since None is a valid record) for these
+        launch members (``(name, crc, size)`` of each member
+        :func:`moonpin.readers.server_args.launch_members` names), if already extracted."""
+        with self._lock:
+            return self._launch.get(key)
+
+    def launch_put(self, key: tuple[object, ...], value: tuple[object]) -> None:
+        with self._lock:
+            self._launch[key] = value
+
+    def put(self, path: str, crc: int, size: int, data: bytes, value: pyast.FileAnalysis) -> None:
+        with self._lock:
+            self._analysed[(path, crc, size)] = value
+            if pyast.mentions_mooncake(data):
+                self._mentions[(crc, size)] = data
+            else:
+                self._clean[(crc, size)] = value
+
+    # -- kept between scrapes: a new release then costs only its new content ----------
+
+    def save(self, path: str) -> str | None:
+        """Write the per-file facts to ``path`` (a :mod:`moonpin.kb.cache` file); why not, or None.
+
+        Kept: the analysis of every file that never mentions mooncake (by CRC-32 and size),
+        and of those that do by path, CRC-32 and size. Their bytes are not kept (62 MB
+        over 101 releases, mostly server_args.py): one that moves is fetched again. The
+        launch records are not kept either: their members change every release."""
+        from moonpin.kb import cache
+
+        with self._lock:
+            doc = {
+                "format": _FILES_FORMAT,
+                "clean": {k: _fa_out(v) for k, v in self._clean.items()},
+                "analysed": {k: _fa_out(v) for k, v in self._analysed.items()
+                             if k[1:] not in self._clean},
+            }
+        return cache.store(path, doc)
+
+    @classmethod
+    def load(cls, path: str) -> AnalysisCache:
+        """The facts :meth:`save` wrote at ``path``; empty when missing or unusable."""
+        from moonpin.kb import cache
+
+        out = cls()
+        doc = cache.load(path)
+        if not isinstance(doc, dict) or doc.get("format") != _FILES_FORMAT:
+            return out
+        try:
+            clean = {(int(c), int(n)): _fa_in(v) for (c, n), v in doc["clean"].items()}
+            analysed = {(str(p), int(c), int(n)): _fa_in(v)
+                        for (p, c, n), v in doc["analysed"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return out  # written by other code, or damaged: start empty, never wrong
+        out._clean, out._analysed = clean, analysed
+        return out
+
+
+#: Bumped when the saved shape changes (the file name also carries the extractor
+#: fingerprint, so facts read by other extractor code are never reused).
+_FILES_FORMAT = 2
+
+
+def _fa_out(fa: pyast.FileAnalysis) -> tuple[object, ...]:
+    from dataclasses import astuple
+
+    return (fa.path, tuple(astuple(i) for i in fa.imports),
+            tuple(astuple(c) for c in fa.calls), tuple(astuple(b) for b in fa.backends),
+            fa.error)
+
+
+def _fa_in(t: Any) -> pyast.FileAnalysis:
+    path, imports, calls, backends, error = t
+    return pyast.FileAnalysis(
+        path=str(path),
+        imports=tuple(pyast.ImportFact(*i) for i in imports),
+        calls=tuple(pyast.CallFact(*c) for c in calls),
+        backends=tuple(pyast.BackendLiteral(*b) for b in backends),
+        error=None if error is None else str(error))
+
+
+@dataclass(frozen=True)
+class ReleaseFacts:
+    files_analyzed: int
+    imports: tuple[MooncakeImport, ...]
+    calls: tuple[CallArity, ...]
+    backends: tuple[BackendUse, ...]
+    parse_failures: tuple[ParseFailure, ...]
+    pg: PGRequirement
+
+    def release(self, version: str, source: str, artifact: Artifact, *,
+                requires_python: str | None, torch_requirements: tuple[str, ...],
+                mooncake_pins: tuple[MooncakePin, ...] = ()) -> SglangRelease:
+        """The KB record of a release with these facts."""
+        return SglangRelease(
+            version=version, source=source, artifact=artifact,  # type: ignore[arg-type]
+            requires_python=requires_python, torch_requirements=torch_requirements,
+            files_analyzed=self.files_analyzed, imports=self.imports, calls=self.calls,
+            backends=self.backends, parse_failures=self.parse_failures, pg=self.pg,
+            mooncake_pins=mooncake_pins)
+
+
+def choose_wheel(files: Iterable[IndexFile]) -> IndexFile | None:
+    """One wheel per release is enough: the .py sources are the same in each.
+
+    Prefer a pure wheel, then CPython 3.12 on x86_64, then the smallest.
+    """
+    wheels = [f for f in files if f.is_wheel]
+    if not wheels:
+        return None
+
+    def rank(f: IndexFile) -> tuple[int, int, int, int]:
+        n = f.filename
+        return (
+            0 if n.endswith("-none-any.whl") else 1,
+            0 if "-cp312-" in n else 1,
+            0 if n.endswith("x86_64.whl") else 1,
+            f.size,
+        )
+
+    return min(wheels, key=rank)
+
+
+def torch_requirements(meta: Metadata) -> tuple[str, ...]:
+    """The Requires-Dist lines that name torch, exactly as declared."""
+    out = []
+    for line in meta.requires_dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            if line.strip().lower().startswith("torch"):
+                out.append(line)
+            continue
+        if canonicalize_name(req.name) == "torch":
+            out.append(line)
+    return tuple(out)
+
+
+def _to_models(fa: pyast.FileAnalysis, member: str) -> tuple[
+        list[MooncakeImport], list[CallArity], list[BackendUse], list[ParseFailure]]:
+    imports = [
+        MooncakeImport(
+            module=i.module, names=tuple(i.names), alias=i.alias, member=member, line=i.line,
+            function=i.function, optional=i.optional, alternatives=tuple(i.alternatives),
+            feature=i.feature, dynamic=i.dynamic,  # type: ignore[arg-type]
+        )
+        for i in fa.imports
+    ]
+    calls = [
+        CallArity(module=c.module, name=c.name, member=member, line=c.line, function=c.function,
+                  positional=c.positional, keywords=tuple(c.keywords), starred=c.starred)
+        for c in fa.calls
+    ]
+    backends = [
+        BackendUse(value=b.value, member=member, line=b.line, function=b.function,
+                   context=b.context)
+        for b in fa.backends
+    ]
+    failures = [ParseFailure(member=member, error=fa.error)] if fa.error else []
+    return imports, calls, backends, failures
+
+
+def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse],
+              calls: Iterable[CallArity] = ()) -> PGRequirement:
+    """The process-group requirement of a release (:func:`moonpin.readers.pyast.pg_needs`)."""
+    n = pyast.pg_needs(imports, calls, backends)
+    return PGRequirement(module=n.module, alternatives=n.alternatives, names=n.names,
+                         optional_names=n.optional_names, backends=n.backends,
+                         optional=n.optional, evidence=n.evidence)
+
+
+def facts_from_files(files: Iterable[tuple[str, pyast.FileAnalysis]]) -> ReleaseFacts:
+    """Aggregate per-file analyses (from a wheel, a source tree or an archive)."""
+    imports: list[MooncakeImport] = []
+    calls: list[CallArity] = []
+    backends: list[BackendUse] = []
+    failures: list[ParseFailure] = []
+    n = 0
+    for member, fa in sorted(files, key=lambda t: t[0]):
+        n += 1
+        i, c, b, f = _to_models(fa, member)
+        imports += i
+        calls += c
+        backends += b
+        failures += f
+    return ReleaseFacts(n, tuple(imports), tuple(calls), tuple(backends), tuple(failures),
+                        derive_pg(imports, backends, calls))
+
+
+_CLEAN = pyast.FileAnalysis(path="", imports=(), calls=(), backends=(), error=None)
+
+
+def analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
+    """Analyse one source member. One that never mentions mooncake is only parsed
+    (a file that does not parse is recorded, never skipped), not walked."""
+    # Scraped sources are full of invalid escape sequences and the like: their
+    # SyntaxWarnings are the upstream's business, not lines on our stderr.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _analyze_member(path, data)
+
+
+def _analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
+    if pyast.mentions_mooncake(data):
+        return pyast.analyze_source(data, path)
+    try:
+        ast.parse(data, filename=path)
+    except SyntaxError as e:
+        return failed(path, f"SyntaxError: {e.msg} (line {e.lineno})")
+    except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
+        # null bytes, an undecodable encoding, nesting too deep: all "does not parse"
+        return failed(path, f"{type(e).__name__}: {e}")
+    return _CLEAN
+
+
+def _launch_record_wrapped(members: dict[str, bytes]) -> tuple[object]:
+    from moonpin.readers import server_args as sa
+
+    return (sa.launch_record_from(members),)
+
+
+def _analyze_pair(item: tuple[str, bytes]) -> pyast.FileAnalysis:
+    return analyze_member(*item)
+
+
+def failed(path: str, error: str) -> pyast.FileAnalysis:
+    return pyast.FileAnalysis(path=path, imports=(), calls=(), backends=(), error=error)
+
+
+def scrape_wheel(
+    fetcher: Fetcher,
+    wheel: IndexFile,
+    version: str,
+    cache: AnalysisCache,
+    *,
+    workers: int = 8,
+    max_gap: int = 4096,
+    executor: Executor | None = None,
+) -> tuple[SglangRelease, int, int]:
+    """Read one SGLang wheel; returns the release, the bytes fetched for it, and the
+    lower bound a perfect reader would have needed (directory + members consumed)."""
+    src = HttpSource(fetcher, wheel.url, wheel.size, label=wheel.filename)
+    z = RemoteZip(src)
+    meta_names = [metadata_member(z.names(), wheel.filename)]
+    todo = []
+    analyses: list[tuple[str, pyast.FileAnalysis]] = []
+    for e in z.entries:
+        if not e.name.endswith(".py"):
+            continue
+        hit = cache.get(e.name, e.crc, e.file_size)
+        if hit is not None:
+            analyses.append((e.name, hit))
+        else:
+            todo.append(e)
+    # The launch rules come from a few members (server_args.py and cuda_graph_config.py; from
+    # 0.5.19 also the arg_groups hooks and field declarations), read with the sources when
+    # not known already.
+    from moonpin.readers import server_args as sa
+
+    arg_members = [z.by_name[n] for n in sa.launch_members(z.names())]
+    launch_key = tuple((e.name, e.crc, e.file_size) for e in arg_members)
+    launch_known = cache.launch_get(launch_key)
+    extra = [] if launch_known is not None else [e.name for e in arg_members]
+    z.prefetch([meta_names[0], *(e.name for e in todo), *extra], workers=workers,
+               max_gap=max_gap)
+    meta = parse_metadata(z.read(meta_names[0]).decode("utf-8", "replace"))
+    datas: list[tuple[str, bytes]] = []
+    for e in todo:
+        try:
+            datas.append((e.name, z.read(e.name, cap=16 * 1024 * 1024)))
+        except ArchiveError as ex:
+            analyses.append((e.name, failed(e.name, f"unreadable member: {ex}")))
+    # The launch rules (a 9,000-line file up to 0.5.18) are read in the pool while the
+    # sources parse.
+    launch_pending = None
+    if launch_known is None:
+        texts: dict[str, bytes] = {}
+        try:
+            for e in arg_members:
+                texts[e.name] = z.read(e.name, cap=16 * 1024 * 1024)
+        except ArchiveError as ex:
+            from moonpin.kb.models import LaunchRules
+
+            launch_known = (LaunchRules(member=e.name, error=f"unreadable: {ex}"),)
+        else:
+            if executor is not None:
+                launch_pending = executor.submit(_launch_record_wrapped, texts)
+            else:
+                launch_known = _launch_record_wrapped(texts)
+    # Parsing is the CPU cost of a scrape; a process pool spreads it over the cores.
+    results = (executor.map(_analyze_pair, datas, chunksize=32) if executor is not None
+               else map(_analyze_pair, datas))
+    for (name, data), fa in zip(datas, results, strict=True):
+        e = z.by_name[name]
+        cache.put(name, e.crc, e.file_size, data, fa)
+        analyses.append((name, fa))
+    launch_known = launch_pending.result() if launch_pending is not None else launch_known
+    if launch_known is None:
+        launch_known = (None,)
+    cache.launch_put(launch_key, launch_known)
+    release = facts_from_files(analyses).release(
+        version, "index",
+        wheel.artifact(),
+        requires_python=meta.requires_python or wheel.requires_python,
+        torch_requirements=torch_requirements(meta))
+    if launch_known[0] is not None:
+        release = release.model_copy(update={"launch": launch_known[0]})
+    return release, src.fetched, z.needed_bytes
