@@ -417,3 +417,28 @@ def test_real_image_root_agrees_with_its_python(tmp_path: Path) -> None:
             assert demangle(symbol).split("(")[0] in mine["symbols"].message
             assert (mine["symbols"].fix or "").startswith("RUN pip install ")
         assert str(root) not in json.dumps([c.as_dict() for c in rep.checks])
+
+
+@pytest.mark.skipif(not Path("/etc/ld.so.cache").is_file(), reason="no /etc/ld.so.cache here")
+def test_a_cache_entry_whose_file_is_gone_is_not_found(tmp_path: Path) -> None:
+    """An image whose /etc/ld.so.cache lists libraries it does not hold (a cache copied
+    without them, or left stale by a removal): ld.so opens the cached path, fails and
+    searches the default folders, so the library is missing; it was taken as found (a real
+    packed image was said to have its RDMA libraries and only its symbols unbound)."""
+    from moonpin.resolver.check import ldso
+
+    cached = ldso.ld_cache_paths("/etc/ld.so.cache")
+    name, host_path = next(iter(sorted(cached.items())))
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    shutil.copy("/etc/ld.so.cache", root / "etc" / "ld.so.cache")
+    names = ldso.ld_cache_names(ldso.ld_cache_file(str(root)))
+    assert name in names
+    node = ldso.Node(str(root / "app.so"), None)
+    system = ldso.system_lib_dirs(str(root), "x86_64")
+    assert ldso.search(name, node, [], names, system, str(root)) is None
+    # control: with the file in the image, the cache's answer stands
+    inside = root / host_path.lstrip("/")
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    inside.write_bytes(b"")
+    assert ldso.search(name, node, [], names, system, str(root)) is not None

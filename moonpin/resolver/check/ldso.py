@@ -179,6 +179,17 @@ def ld_cache_paths(path: str = "/etc/ld.so.cache") -> dict[str, str]:
     return out
 
 
+def _cached_file(name: str, root: str | None = None) -> bool:
+    """Whether the file the loader's cache lists for ``name`` is there (a cache left stale by
+    a removal, or an image's cache copied without its libraries, names files that are not:
+    ld.so then searches the default folders, as :func:`search` goes on to)."""
+    listed = ld_cache_paths(ld_cache_file(root)).get(name)
+    if listed is None:
+        return True  # a name the caller's own cache set holds: trusted as before
+    found = [listed] if root is None else in_root(root, [listed])
+    return bool(found) and os.path.isfile(found[0])
+
+
 def _cache_map(path: str) -> dict[str, str]:
     ours = tuple(d.rstrip("/") + "/" for d in system_lib_dirs())
     out: dict[str, str] = {}
@@ -396,9 +407,9 @@ def search(name: str, node: Node, ld_path: Sequence[str], cache: set[str],
         hit = _in(d, name, root)
         if hit is not None:
             return hit
-    if name in cache:
+    if name in cache and _cached_file(name, root):
         return os.path.join(LD_CACHE, name)
-    for d in system:
+    for d in system:  # a cache entry whose file is gone: ld.so goes on to these
         hit = _in(d, name, root)
         if hit is not None:
             return hit
