@@ -65,6 +65,30 @@ HOST_LIBS = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libz.
              "libutil.so.1", "libcrypt.so.1", "libffi.so.8", "libssl.so.3", "libcrypto.so.3")
 
 
+def _host_needs(venv: Path) -> set[str]:
+    """The host system libraries the venv's mooncake and torch objects load (``ldd``, the
+    host loader's own answer), so the packed root holds what the import needs: the RDMA
+    libraries, libnuma, libcurl and theirs."""
+    import re
+    import subprocess
+
+    site = next((venv / "lib").glob("python3*/site-packages"), None)
+    if site is None:
+        return set()
+    objects = [*site.glob("mooncake/**/*.so*"), *site.glob("mooncake_transfer_engine*.libs/*"),
+               *site.glob("torch/_C*.so"), *site.glob("torch/lib/*.so*")]
+    names: set[str] = set()
+    for obj in objects:
+        out = subprocess.run(["ldd", str(obj)], capture_output=True, text=True,
+                             timeout=60).stdout
+        for line in out.splitlines():
+            m = re.match(r"\s*(\S+) => (/\S+)", line)
+            if m and m.group(2).startswith(("/usr/lib/x86_64-linux-gnu/",
+                                            "/lib/x86_64-linux-gnu/")):
+                names.add(m.group(1))
+    return names
+
+
 def _minimal_root(root: Path, venv: Path) -> None:
     """A merged-/usr root with the venv's interpreter (its ``home``), a few host
     libraries and the host's loader configuration."""
@@ -83,6 +107,13 @@ def _minimal_root(root: Path, venv: Path) -> None:
         if not src.exists():
             continue
         real = src.resolve()
+        shutil.copy2(real, libdir / real.name)
+        if real.name != name:
+            os.symlink(real.name, libdir / name)
+    for name in sorted(_host_needs(venv) - set(HOST_LIBS)):
+        real = (Path("/usr/lib/x86_64-linux-gnu") / name).resolve()
+        if not real.is_file() or (libdir / real.name).exists():
+            continue
         shutil.copy2(real, libdir / real.name)
         if real.name != name:
             os.symlink(real.name, libdir / name)

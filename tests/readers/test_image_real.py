@@ -75,3 +75,28 @@ def test_every_file_the_check_reads_is_there(layout: Path, tmp_path: Path) -> No
             assert (libdir / name).exists(), name
     assert not (libdir / "libssl.so.3").exists() or "libssl.so.3" in needed
     assert os.readlink(dest / "lib") == "usr/lib"
+
+
+def test_the_image_check_is_the_check_of_its_venv(layout: Path) -> None:
+    """``check --image`` on the packed venv reaches the verdict ``--python`` reaches on the
+    venv itself: the same binding of every symbol (the packed root carries the host
+    libraries the venv's objects load, as a real image carries its own). The import inside
+    that root, run in a chroot with the stub driver, succeeded by hand (2026-12-02)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    stubs = VENV.parent / "stubs"
+    env = {**os.environ, "LD_LIBRARY_PATH": str(stubs)}
+
+    def check(*how: str) -> tuple[int, list[str]]:
+        r = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", *how,
+                            "--elastic-ep-backend", "mooncake", "--no-deep"], cwd=root,
+                           capture_output=True, text=True, timeout=1800, env=env)
+        keep = [ln.split(":")[0] + ":" + ln.split(":")[1].split("(")[0]
+                for ln in r.stdout.splitlines() if ln.startswith(("pass  symbols", "fail"))]
+        return r.returncode, keep
+
+    image = check("--image", str(layout))
+    venv = check("--python", str(VENV / "bin/python"))
+    assert image == venv and image[0] == 0, (image, venv)
