@@ -207,3 +207,20 @@ def test_torch_labelled_as_another_release(copy: Path, tmp_path: Path) -> None:
     assert not ok and "undefined symbol: _ZN4c10d" in err
     for _, out in got.values():
         assert "fail  symbols:" in out and "c10d::ProcessGroup::" in out
+
+
+def test_torch_version_py_saying_another_release(copy: Path, tmp_path: Path) -> None:
+    """torch's files say 2.12.0 (``torch.__version__``), its metadata 2.13.0: mooncake's
+    loader reads the label, loads ``pg_2_12_0`` against 2.13.0's libraries and fails; the
+    check judges the label, not pip's view of it."""
+    version_py = copy / SITE / "torch" / "version.py"
+    _own(version_py)
+    text = version_py.read_text()
+    assert "__version__ = '2.13.0" in text
+    version_py.write_text(text.replace("__version__ = '2.13.0", "__version__ = '2.12.0", 1))
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "pg_2_12_0" in err and "undefined symbol: " in err
+    for _, out in got.values():
+        assert "loader finds pg_2_12_0" in out
+        assert "fail  symbols:" in out
+        assert "pip install --force-reinstall --no-deps 'torch==2.13.0'" in out

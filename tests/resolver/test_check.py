@@ -318,6 +318,59 @@ def test_torch_not_installed(tmp_path: Path, kb: Path) -> None:
     assert_healthy(run(site, kb=kb))
 
 
+
+def _relabel(site: Path, label: str) -> None:
+    """torch/version.py's ``__version__`` set to ``label``: what ``torch.__version__`` says."""
+    path = site / "torch" / "version.py"
+    text = path.read_text()
+    head, _, rest = text.partition("__version__ = ")
+    path.write_text(head + f"__version__ = {label!r}\n" + rest.partition("\n")[2])
+
+
+def test_the_loader_reads_torch_version_py_not_the_metadata(tmp_path: Path, kb: Path) -> None:
+    """mooncake's loader maps ``torch.__version__`` (torch/version.py) onto a build; the
+    dist-info is pip's view. A torch whose files say another release than its metadata
+    loads that release's build, or none."""
+    site = tmp_path / "site"
+    add_torch(site)  # metadata 2.13.0
+    add_sglang(site)
+    add_mooncake(site, torch_builds=("2.13.0",))
+    _relabel(site, "2.12.0+cu130")
+    r = run(site, kb=kb)
+    assert r.rc == 1, r.out
+    assert r.line("build").startswith("fail") and "pg_2_12_0" in r.line("build")
+    assert "torch 2.12.0+cu130" in r.line("torch")
+    meta = r.line("torch metadata")
+    assert meta.startswith("warn") and "2.12.0+cu130" in meta and "2.13.0" in meta
+    assert any("pip install --force-reinstall --no-deps 'torch==2.13.0'" in f
+               for f in r.fixes()), r.out
+    shutil.rmtree(site / "mooncake")
+    add_mooncake(site, torch_builds=("2.12.0", "2.13.0"))  # the build the label names
+    r = run(site, kb=kb)
+    assert "loader finds pg_2_12_0" in r.line("build"), r.out
+    _relabel(site, "2.13.0+cu130")  # control: files and metadata agree
+    r = run(site, kb=kb)
+    assert_healthy(r)
+    assert "pg_2_13_0" in r.line("build") and "torch metadata" not in r.out
+
+
+def test_torch_without_metadata_is_what_import_torch_finds(tmp_path: Path, kb: Path) -> None:
+    """A torch folder with no dist-info (copied in, or built in place) still imports: it is
+    judged by its version.py, with a warning that pip does not see it."""
+    site = healthy_image(tmp_path / "site")
+    for d in site.glob("torch-*.dist-info"):
+        shutil.rmtree(d)
+    r = run(site, kb=kb)
+    assert r.rc == 0, r.out
+    assert r.line("torch").startswith("pass") and "torch 2.13.0" in r.line("torch")
+    assert r.line("torch metadata").startswith("warn") and "no distribution metadata" in (
+        r.line("torch metadata"))
+    assert "loader finds pg_2_13_0" in r.line("build")
+    (site / "torch" / "version.py").unlink()  # nothing says its version any more
+    r = run(site, kb=kb)
+    assert r.rc == 1 and r.line("torch").startswith("fail"), r.out
+    assert "torch.__version__" in r.line("torch")
+
 def _jit_image(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     add_torch(site)

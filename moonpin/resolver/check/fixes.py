@@ -42,7 +42,8 @@ def _public(version: str) -> str:
 def pip_line(specs: Sequence[str], *, torch: str | None,
              mooncakes: Sequence[tuple[str, str]]) -> str:
     """The pip command that installs exactly ``specs`` (``name==version``) over an image
-    holding ``torch`` (its installed version) and ``mooncakes`` ((name, version) each)."""
+    holding ``torch`` (its installed version, as pip sees it) and ``mooncakes`` ((name,
+    version) each)."""
     names = {s.partition("==")[0] for s in specs}
     uninstall: list[str] = []
     if (any(n.startswith(MOONCAKE_PREFIX) for n in names) and any(
@@ -69,7 +70,11 @@ class Fixer:
         self.provider = provider
         self.kb_path = kb_path
         self.sglang: str | None = None
+        #: torch's version as pip sees it (its distribution metadata)
         self.torch: str | None = None
+        #: what ``torch/version.py`` says when it names another release than the metadata
+        #: (the files were replaced in place): putting the distribution back is the repair
+        self.torch_label: str | None = None
         self.mooncakes: list[tuple[str, str]] = []
         self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the target's
         self.arch = os.uname().machine
@@ -95,6 +100,14 @@ class Fixer:
         if note:
             notes.append(f"note: {note}; {PREBUILD}")
         return self.pip([*specs, req], "; ".join(notes) or None)
+
+    def torch_reinstall(self) -> str | None:
+        """Put torch's files back as its distribution ships them, when ``torch/version.py``
+        and the distribution metadata disagree (pip's ``==`` is met by the metadata, so only
+        a forced reinstall rewrites them); None when they agree."""
+        if self.torch_label is None or self.torch is None:
+            return None
+        return f"pip install --force-reinstall --no-deps 'torch=={self.torch}'"
 
     def generic(self) -> str:
         s = self.sglang or "<sglang version>"

@@ -53,6 +53,7 @@ __all__ = [
     "read_dists",
     "shipped_like",
     "torch_info",
+    "torch_label",
     "torch_version_py",
     "unlistable",
     "vendor_reason",
@@ -199,10 +200,16 @@ def find_package(paths: Sequence[str], name: str) -> str | None:
 
 
 class Torch:
-    def __init__(self, version: str, cuda: int | None, cuda_evidence: str) -> None:
+    """The torch the importer finds. ``version`` is what ``torch.__version__`` reads
+    (``torch/version.py``), the label mooncake's loader maps onto a build; ``metadata`` is
+    the version its distribution metadata says (pip's view; None without one)."""
+
+    def __init__(self, version: str, cuda: int | None, cuda_evidence: str,
+                 metadata: str | None = None) -> None:
         self.version = version
         self.cuda = cuda
         self.cuda_evidence = cuda_evidence
+        self.metadata = metadata if metadata is not None else version
 
 
 def torch_version_py(pkg: str) -> dict[str, Any] | None:
@@ -243,18 +250,36 @@ def leading_int(text: str) -> int | None:
     return int(text[:digits]) if 0 < digits <= 6 else None
 
 
-def torch_info(dist: Dist, arch: str, pkg: str | None = None) -> Torch:
-    """``pkg``: the torch folder the importer finds (None: the distribution's own)."""
-    consts = torch_version_py(pkg or os.path.join(dist.root, "torch"))
+def torch_label(consts: dict[str, Any] | None) -> str | None:
+    """``__version__`` of ``torch/version.py``'s constants: what ``torch.__version__`` is
+    (``torch/torch_version.py`` wraps it, unchanged), or None when it is not a string."""
+    label = consts.get("__version__") if consts else None
+    if isinstance(label, str) and label.strip() and len(label) <= 256 and label.isprintable():
+        return label.strip()
+    return None
+
+
+def torch_info(dist: Dist | None, arch: str, pkg: str | None = None) -> Torch | None:
+    """``pkg``: the torch folder the importer finds (None: the distribution's own). The
+    version is the label ``torch/version.py`` holds, as ``import torch`` reports it; the
+    distribution's version only when that file does not say. None: neither says."""
+    folder = pkg or (os.path.join(dist.root, "torch") if dist is not None else None)
+    consts = torch_version_py(folder) if folder is not None else None
+    meta = dist.version if dist is not None else None
+    version = torch_label(consts) or meta
+    if version is None:
+        return None
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
         head = cuda.partition(".")[0] if isinstance(cuda, str) else ""
         if head.isdigit() and head.isascii() and len(head) <= 6:
-            return Torch(dist.version, int(head), f"torch/version.py: cuda = {cuda!r}")
+            return Torch(version, int(head), f"torch/version.py: cuda = {cuda!r}", meta)
         if cuda is None:
             hip = consts.get("hip")
             what = f"a ROCm build, hip = {hip!r}" if hip else "a CPU build"
-            return Torch(dist.version, None, f"torch/version.py: cuda = None ({what})")
+            return Torch(version, None, f"torch/version.py: cuda = None ({what})", meta)
+    if dist is None:
+        return Torch(version, None, "torch/version.py names no CUDA", meta)
     # No readable torch/version.py: the wheel's requirements decide (needs ``packaging``).
     from moonpin.readers.cuda import cuda_major
 
@@ -263,12 +288,12 @@ def torch_info(dist: Dist, arch: str, pkg: str | None = None) -> Torch:
     except Exception:  # torch's own metadata, unreadable markers: no CUDA facts from it
         major, line = None, ""
     if major is not None:
-        return Torch(dist.version, major, f"Requires-Dist {line!r}")
-    local = dist.version.partition("+")[2]
+        return Torch(version, major, f"Requires-Dist {line!r}", meta)
+    local = version.partition("+")[2]
     if (local.startswith("cu") and 3 < len(local) <= 8 and local[2:].isdigit()
             and local.isascii()):
-        return Torch(dist.version, int(local[2:-1]), f"local label +{local}")
-    return Torch(dist.version, None, "no CUDA runtime requirement nor +cuXYZ label")
+        return Torch(version, int(local[2:-1]), f"local label +{local}", meta)
+    return Torch(version, None, "no CUDA runtime requirement nor +cuXYZ label", meta)
 
 
 def _index_local(label: str) -> bool:

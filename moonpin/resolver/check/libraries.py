@@ -180,7 +180,12 @@ def _check_symbols(builds: Sequence[str], paths: Sequence[str],
         built = _built_for(first[0]) if first[0] in builds else None
         fix = "reinstall the mooncake distribution that ships it (see the install line above)"
         if fixer is not None:
-            if torchy and built is not None:
+            repair = fixer.torch_reinstall() if torchy else None
+            if repair is not None:  # torch's label is not its distribution's: put it back
+                fix = (f"{repair} (torch's files were replaced in place: its version.py "
+                       f"says {fixer.torch_label}, so the loader picked "
+                       f"{os.path.basename(first[0]).split('.')[0]})")
+            elif torchy and built is not None:
                 # Which of the two holds another release's binaries the names cannot tell
                 # (a vendor torch labelled as upstream, or a build overwritten): both are put
                 # back as the index ships them.

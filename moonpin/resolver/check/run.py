@@ -196,8 +196,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         mooncakes))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     torch = _torch(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine)
-    if sglang is not None and torch_d is not None:  # the torch SGLang itself pins
-        check_sglang_torch(sglang, torch_d.version, fixer, add)
+    if sglang is not None and torch is not None:  # the torch SGLang itself pins
+        check_sglang_torch(sglang, torch.version, fixer, add)
     req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
     if launch_args:  # the worker's own launch arguments against this release's rules
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add)
@@ -386,26 +386,67 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist],
 
 def _torch(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
            pkg: str | None = None, machine: str | None = None) -> Torch | None:
-    """torch's version and CUDA major, or None when it is missing or unreadable; ``pkg``
-    is the torch folder the importer finds (None: the distribution's own)."""
+    """torch as ``import torch`` finds it: its version is the label ``torch/version.py``
+    holds (``torch.__version__``, what mooncake's loader maps onto a build), not the
+    distribution metadata pip reads; None when it is missing or unreadable. ``pkg`` is the
+    torch folder the importer finds (None: the distribution's own)."""
     from moonpin.resolver.check.image_facts import torch_info, unlistable
 
-    if torch_d is None:
+    folder = pkg or (os.path.join(torch_d.root, "torch") if torch_d is not None else None)
+    if folder is None:
         add(CheckResult("torch", "fail", "torch is not installed (mooncake's loaders import it)",
                         "install the torch your SGLang release requires, then "
                         + fixer.generic()))
         return None
-    bad = unlistable(pkg or os.path.join(torch_d.root, "torch"))
+    bad = unlistable(folder)
     if bad is not None:
         add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
                         "by the worker's user (chmod -R a+rX on the folder)"))
         return None
     torch = torch_info(torch_d, machine or os.uname().machine, pkg)
+    if torch is None:
+        add(CheckResult("torch", "fail", f"{folder} holds no readable torch/version.py and no "
+                        "distribution metadata names its version: what `torch.__version__` "
+                        "says, and so the build mooncake's loader picks, is unknown",
+                        "reinstall torch (pip install --force-reinstall 'torch==<the version "
+                        "you want>')", (folder,)))
+        return None
+    if torch_d is None:
+        fixer.torch = torch.version
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
     add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
-                    evidence=(torch_d.root,)))
+                    evidence=(torch_d.root if torch_d is not None else folder,)))
+    if torch_d is None:
+        add(CheckResult("torch metadata", "warn", f"{folder} has no distribution metadata "
+                        f"(no torch-*.dist-info): `import torch` works and reports "
+                        f"{torch.version}, but pip sees no torch and may install another "
+                        "over it", "install torch with pip: " + fixer.pip(
+                            [f"torch=={torch.version.partition('+')[0]}"]), (folder,)))
+    elif not _same_release(torch.metadata, torch.version):
+        fixer.torch_label = torch.version
+        add(CheckResult("torch metadata", "warn",
+                        f"torch/version.py says {torch.version} (what `torch.__version__` and "
+                        f"mooncake's loader read), its distribution metadata {torch.metadata} "
+                        "(what pip reads): the files were rebuilt or replaced in place; judged "
+                        f"as {torch.version}", "reinstall torch so both agree: "
+                        + str(fixer.torch_reinstall()),
+                        (os.path.join(folder, "version.py"),)))
     return torch
+
+
+def _same_release(a: str, b: str) -> bool:
+    """Whether two torch versions name the same release (``2.13.0`` and ``2.13.0+cu130``:
+    the index's wheel says the first in its metadata, the second in torch/version.py)."""
+    pa, pb = a.partition("+")[0], b.partition("+")[0]
+    if pa == pb:
+        return True
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(pa) == Version(pb)
+    except InvalidVersion:
+        return False
 
 
 def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,
