@@ -221,3 +221,30 @@ def test_hook_judges_a_torch_only_file_with_the_project(tmp_path: Path) -> None:
     bad = _hook(project, "requirements-gpu.txt")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "requirements-gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in bad.stdout
+
+
+def test_write_over_several_files_is_all_or_nothing(tmp_path: Path) -> None:
+    """`moonpin pins a.txt b.txt c.txt --write` where c.txt cannot be written (here: the
+    file size limit, as a full disk): a.txt and b.txt were left rewritten while the command
+    said the write failed. Nothing may change in any file when one cannot be written."""
+    import resource
+
+    a = tmp_path / "a.txt"
+    b = tmp_path / "b.txt"
+    c = tmp_path / "c.txt"
+    a.write_text("sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.12\n")
+    b.write_text("mooncake-transfer-engine-cuda13==0.3.12\n")
+    c.write_text("# padding\n" * 900 + "mooncake-transfer-engine-cuda13==0.3.12\n")
+    before = {f: f.read_text() for f in (a, b, c)}
+
+    def limit() -> None:  # the child ignores SIGXFSZ (Python does): a write gets EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    r = subprocess.run([sys.executable, "-B", "-m", "moonpin", "--kb", str(SHIPPED), "pins",
+                        str(a), str(b), str(c), "--write"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120, preexec_fn=limit)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"cannot write {c}" in r.stderr, r.stderr
+    assert {f: f.read_text() for f in (a, b, c)} == before
+    assert "wrote " not in r.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
