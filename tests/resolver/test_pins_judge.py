@@ -248,3 +248,26 @@ def test_write_over_several_files_is_all_or_nothing(tmp_path: Path) -> None:
     assert {f: f.read_text() for f in (a, b, c)} == before
     assert "wrote " not in r.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+
+
+def test_pep735_dependency_groups_are_pins_of_the_project(tmp_path: Path) -> None:
+    """`moonpin pins pyproject.toml` with `[dependency-groups] dev = [mooncake…==0.3.12]`
+    (PEP 735; `uv sync` installs the dev group by default, `pip install --group dev` too):
+    the pin was not read, `verdict: compatible`, and `--write` left it broken."""
+    pyp = tmp_path / "pyproject.toml"
+    pyp.write_text('[project]\nname = "demo"\nversion = "0.1"\ndependencies = '
+                   '["sglang[all]==0.5.18", "torch==2.13.0"]\n\n[dependency-groups]\n'
+                   'dev = ["pytest>=8", "mooncake-transfer-engine-cuda13==0.3.12"]\n'
+                   'serve = [{include-group = "dev"}]\n')
+    r = _pins_cli(str(pyp), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "incompatible"
+    assert [(u["packageFile"], u["line"], u["newVersion"]) for u in doc["updates"]] == [
+        (str(pyp), 7, "0.3.13.post1")]
+    w = _pins_cli(str(pyp), "--write")
+    assert w.returncode == 0, w.stdout + w.stderr
+    assert 'dev = ["pytest>=8", "mooncake-transfer-engine-cuda13==0.3.13.post1"]' in \
+        pyp.read_text()
+    text = _pins_cli(str(pyp)).stdout
+    assert "dependency group 'dev'" in text and "verdict: compatible" in text

@@ -61,10 +61,10 @@ Contract (documented decisions):
 * **pyproject.toml** uses :mod:`tomllib` (3.11+) and then locates each requirement string in
   the text, in order, after its table header and key (so duplicates map to successive
   occurrences). On Python 3.10 a small line-based reader (:func:`_toml_arrays_linewise`)
-  reads only ``[project] dependencies``, ``[project.optional-dependencies]`` groups and
-  ``[tool.uv] constraint-dependencies`` / ``override-dependencies`` written as arrays of
-  single-line strings under their own table headers (no dotted keys, inline tables or
-  multi-line strings).
+  reads only ``[project] dependencies``, ``[project.optional-dependencies]`` and
+  ``[dependency-groups]`` groups and ``[tool.uv] constraint-dependencies`` /
+  ``override-dependencies`` written as arrays of single-line strings under their own table
+  headers (no dotted keys, inline tables or multi-line strings).
 * **Regex managers** ``patterns=[(regex, dep_name)]`` are applied (``re.MULTILINE``) to every
   file given in ``paths`` (not to included files); the regex must have a ``currentValue``
   group (a ``depName`` group is used when ``dep_name`` is empty); a bad pattern raises
