@@ -271,3 +271,38 @@ def test_pep735_dependency_groups_are_pins_of_the_project(tmp_path: Path) -> Non
         pyp.read_text()
     text = _pins_cli(str(pyp)).stdout
     assert "dependency group 'dev'" in text and "verdict: compatible" in text
+
+
+def _hook_files_pattern() -> str:
+    line = next(ln for ln in (ROOT / ".pre-commit-hooks.yaml").read_text().splitlines()
+                if ln.strip().startswith("files:"))
+    return line.split(":", 1)[1].strip().strip("'")
+
+
+def test_hook_sees_and_judges_files_of_a_requirements_folder(tmp_path: Path) -> None:
+    """A project whose pins live in requirements/base.txt and requirements/gpu.txt (the
+    common layout, `pip install -r requirements/base.txt -r requirements/gpu.txt`): a
+    commit breaking torch in requirements/gpu.txt passed, as pre-commit did not run the hook
+    for that path, and run by hand the hook judged gpu.txt alone (sglang not pinned)."""
+    import re
+
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "base.txt").write_text(
+        "sglang[all]==0.5.18\nmooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    gpu = tmp_path / "requirements" / "gpu.txt"
+    gpu.write_text("torch==2.13.0\n")
+    (tmp_path / "constraints" ).mkdir()
+    (tmp_path / "constraints" / "cuda13.txt").write_text("numpy<3\n")
+    pattern = re.compile(_hook_files_pattern())
+    for path in ("requirements/gpu.txt", "requirements/base.in", "constraints/cuda13.txt",
+                 "requirements.txt", "svc/requirements-dev.txt", "pyproject.toml"):
+        assert pattern.search(path), path
+    for path in ("docs/requirements.md", "src/requirements/model.py", "notes.txt"):
+        assert not pattern.search(path), path
+    ok = _hook(tmp_path, "requirements/gpu.txt")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "verdict: compatible" in ok.stdout
+    gpu.write_text("torch==2.12.0\n")
+    bad = _hook(tmp_path, "requirements/gpu.txt")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "requirements/gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in bad.stdout
