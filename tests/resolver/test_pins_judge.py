@@ -306,3 +306,26 @@ def test_hook_sees_and_judges_files_of_a_requirements_folder(tmp_path: Path) -> 
     bad = _hook(tmp_path, "requirements/gpu.txt")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "requirements/gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in bad.stdout
+
+
+def test_a_pin_both_platforms_share_is_not_moved_for_one_of_them(tmp_path: Path) -> None:
+    """`moonpin pins requirements.txt requirements-arm.txt --write` where torch is pinned per
+    platform (CUDA-13 2.13.0 on x86_64, 2.13.0+cu126 on aarch64) and one mooncake line serves
+    both: it moved mooncake to the CUDA-12 distribution for aarch64, breaking x86_64, and the
+    next run moved it back: every run rewrote the file and never settled. No one mooncake
+    pin fits both: say so (pin it per platform), and write nothing."""
+    req = tmp_path / "requirements.txt"
+    req.write_text('sglang==0.5.18\nmooncake-transfer-engine-cuda13==0.3.13.post1\n'
+                   'torch==2.13.0 ; platform_machine == "x86_64"\n')
+    arm = tmp_path / "requirements-arm.txt"
+    arm.write_text('torch==2.13.0+cu126 ; platform_machine == "aarch64"\n')
+    before = req.read_text()
+    r = _pins_cli(str(req), str(arm), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "incompatible" and doc["updates"] == [], doc
+    said = " ".join(doc["reasons"])
+    assert f"{req}:2" in said and "per platform" in said, said
+    w = _pins_cli(str(req), str(arm), "--write")
+    assert w.returncode == 1, w.stdout + w.stderr
+    assert req.read_text() == before
