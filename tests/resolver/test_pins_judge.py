@@ -329,3 +329,18 @@ def test_a_pin_both_platforms_share_is_not_moved_for_one_of_them(tmp_path: Path)
     w = _pins_cli(str(req), str(arm), "--write")
     assert w.returncode == 1, w.stdout + w.stderr
     assert req.read_text() == before
+
+
+def test_a_stage_arg_without_default_takes_the_global_default(tmp_path: Path) -> None:
+    """`moonpin pins Dockerfile` with `ARG MOONCAKE_VERSION=0.3.13.post1` before the first
+    FROM and `ARG MOONCAKE_VERSION` in a stage: Docker gives the stage the global default,
+    moonpin said the stage's ARG was unpinned ("build arg without default")."""
+    dock = tmp_path / "Dockerfile"
+    dock.write_text("ARG MOONCAKE_VERSION=0.3.13.post1\nFROM python:3.12\n"
+                    "ARG MOONCAKE_VERSION\nRUN pip install sglang==0.5.18 torch==2.13.0 "
+                    "mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION}\n")
+    r = _pins_cli(str(dock), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "compatible", doc
+    assert not any("without default" in (p.get("note") or "") for p in doc["pins"]), doc["pins"]
