@@ -412,3 +412,18 @@ def test_plain_requirements_read_as_packaging_reads_them() -> None:
             full.name, full.extras, str(full.specifier)), raw
         assert full.marker is None and full.url is None, raw
     assert taken > 5000
+
+
+def test_dependency_groups_read_alike_by_tomllib_and_the_linewise_reader() -> None:
+    """PEP 735 groups: strings are requirements, an {include-group} table is not (the
+    Python 3.10 reader took its "dev" for a requirement string)."""
+    text = ('[project]\nname = "d"\ndependencies = ["sglang==0.5.18"]\n\n[dependency-groups]\n'
+            'dev = ["pytest>=8", "torch==2.13.0"]\nserve = [{include-group = "dev"}, '
+            '"mooncake-transfer-engine-cuda13==0.3.13.post1"]\n')
+    entries, err = toml_arrays(text)
+    assert err is None
+    assert [(e[1], e[2]) for e in entries] == [
+        (None, "sglang==0.5.18"), ("dependency group 'dev'", "pytest>=8"),
+        ("dependency group 'dev'", "torch==2.13.0"),
+        ("dependency group 'serve'", "mooncake-transfer-engine-cuda13==0.3.13.post1")]
+    assert toml_arrays_linewise(text) == entries

@@ -221,3 +221,126 @@ def test_hook_judges_a_torch_only_file_with_the_project(tmp_path: Path) -> None:
     bad = _hook(project, "requirements-gpu.txt")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "requirements-gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in bad.stdout
+
+
+def test_write_over_several_files_is_all_or_nothing(tmp_path: Path) -> None:
+    """`moonpin pins a.txt b.txt c.txt --write` where c.txt cannot be written (here: the
+    file size limit, as a full disk): a.txt and b.txt were left rewritten while the command
+    said the write failed. Nothing may change in any file when one cannot be written."""
+    import resource
+
+    a = tmp_path / "a.txt"
+    b = tmp_path / "b.txt"
+    c = tmp_path / "c.txt"
+    a.write_text("sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.12\n")
+    b.write_text("mooncake-transfer-engine-cuda13==0.3.12\n")
+    c.write_text("# padding\n" * 900 + "mooncake-transfer-engine-cuda13==0.3.12\n")
+    before = {f: f.read_text() for f in (a, b, c)}
+
+    def limit() -> None:  # the child ignores SIGXFSZ (Python does): a write gets EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    r = subprocess.run([sys.executable, "-B", "-m", "moonpin", "--kb", str(SHIPPED), "pins",
+                        str(a), str(b), str(c), "--write"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120, preexec_fn=limit)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"cannot write {c}" in r.stderr, r.stderr
+    assert {f: f.read_text() for f in (a, b, c)} == before
+    assert "wrote " not in r.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+
+
+def test_pep735_dependency_groups_are_pins_of_the_project(tmp_path: Path) -> None:
+    """`moonpin pins pyproject.toml` with `[dependency-groups] dev = [mooncake…==0.3.12]`
+    (PEP 735; `uv sync` installs the dev group by default, `pip install --group dev` too):
+    the pin was not read, `verdict: compatible`, and `--write` left it broken."""
+    pyp = tmp_path / "pyproject.toml"
+    pyp.write_text('[project]\nname = "demo"\nversion = "0.1"\ndependencies = '
+                   '["sglang[all]==0.5.18", "torch==2.13.0"]\n\n[dependency-groups]\n'
+                   'dev = ["pytest>=8", "mooncake-transfer-engine-cuda13==0.3.12"]\n'
+                   'serve = [{include-group = "dev"}]\n')
+    r = _pins_cli(str(pyp), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "incompatible"
+    assert [(u["packageFile"], u["line"], u["newVersion"]) for u in doc["updates"]] == [
+        (str(pyp), 7, "0.3.13.post1")]
+    w = _pins_cli(str(pyp), "--write")
+    assert w.returncode == 0, w.stdout + w.stderr
+    assert 'dev = ["pytest>=8", "mooncake-transfer-engine-cuda13==0.3.13.post1"]' in \
+        pyp.read_text()
+    text = _pins_cli(str(pyp)).stdout
+    assert "dependency group 'dev'" in text and "verdict: compatible" in text
+
+
+def _hook_files_pattern() -> str:
+    line = next(ln for ln in (ROOT / ".pre-commit-hooks.yaml").read_text().splitlines()
+                if ln.strip().startswith("files:"))
+    return line.split(":", 1)[1].strip().strip("'")
+
+
+def test_hook_sees_and_judges_files_of_a_requirements_folder(tmp_path: Path) -> None:
+    """A project whose pins live in requirements/base.txt and requirements/gpu.txt (the
+    common layout, `pip install -r requirements/base.txt -r requirements/gpu.txt`): a
+    commit breaking torch in requirements/gpu.txt passed, as pre-commit did not run the hook
+    for that path, and run by hand the hook judged gpu.txt alone (sglang not pinned)."""
+    import re
+
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "base.txt").write_text(
+        "sglang[all]==0.5.18\nmooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    gpu = tmp_path / "requirements" / "gpu.txt"
+    gpu.write_text("torch==2.13.0\n")
+    (tmp_path / "constraints" ).mkdir()
+    (tmp_path / "constraints" / "cuda13.txt").write_text("numpy<3\n")
+    pattern = re.compile(_hook_files_pattern())
+    for path in ("requirements/gpu.txt", "requirements/base.in", "constraints/cuda13.txt",
+                 "requirements.txt", "svc/requirements-dev.txt", "pyproject.toml"):
+        assert pattern.search(path), path
+    for path in ("docs/requirements.md", "src/requirements/model.py", "notes.txt"):
+        assert not pattern.search(path), path
+    ok = _hook(tmp_path, "requirements/gpu.txt")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "verdict: compatible" in ok.stdout
+    gpu.write_text("torch==2.12.0\n")
+    bad = _hook(tmp_path, "requirements/gpu.txt")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "requirements/gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in bad.stdout
+
+
+def test_a_pin_both_platforms_share_is_not_moved_for_one_of_them(tmp_path: Path) -> None:
+    """`moonpin pins requirements.txt requirements-arm.txt --write` where torch is pinned per
+    platform (CUDA-13 2.13.0 on x86_64, 2.13.0+cu126 on aarch64) and one mooncake line serves
+    both: it moved mooncake to the CUDA-12 distribution for aarch64, breaking x86_64, and the
+    next run moved it back: every run rewrote the file and never settled. No one mooncake
+    pin fits both: say so (pin it per platform), and write nothing."""
+    req = tmp_path / "requirements.txt"
+    req.write_text('sglang==0.5.18\nmooncake-transfer-engine-cuda13==0.3.13.post1\n'
+                   'torch==2.13.0 ; platform_machine == "x86_64"\n')
+    arm = tmp_path / "requirements-arm.txt"
+    arm.write_text('torch==2.13.0+cu126 ; platform_machine == "aarch64"\n')
+    before = req.read_text()
+    r = _pins_cli(str(req), str(arm), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "incompatible" and doc["updates"] == [], doc
+    said = " ".join(doc["reasons"])
+    assert f"{req}:2" in said and "per platform" in said, said
+    w = _pins_cli(str(req), str(arm), "--write")
+    assert w.returncode == 1, w.stdout + w.stderr
+    assert req.read_text() == before
+
+
+def test_a_stage_arg_without_default_takes_the_global_default(tmp_path: Path) -> None:
+    """`moonpin pins Dockerfile` with `ARG MOONCAKE_VERSION=0.3.13.post1` before the first
+    FROM and `ARG MOONCAKE_VERSION` in a stage: Docker gives the stage the global default,
+    moonpin said the stage's ARG was unpinned ("build arg without default")."""
+    dock = tmp_path / "Dockerfile"
+    dock.write_text("ARG MOONCAKE_VERSION=0.3.13.post1\nFROM python:3.12\n"
+                    "ARG MOONCAKE_VERSION\nRUN pip install sglang==0.5.18 torch==2.13.0 "
+                    "mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION}\n")
+    r = _pins_cli(str(dock), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "compatible", doc
+    assert not any("without default" in (p.get("note") or "") for p in doc["pins"]), doc["pins"]

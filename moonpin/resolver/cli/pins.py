@@ -62,7 +62,7 @@ def cmd_pins(args: argparse.Namespace) -> int:
 
 
 def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> bool:
-    """Print the unified diff of the updates; with ``write``, apply it (atomically, per file,
+    """Print the unified diff of the updates; with ``write``, apply it (all files or none,
     line endings, mode and symlinks kept). True when every update was written."""
     import os
 

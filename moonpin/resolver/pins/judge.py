@@ -264,7 +264,7 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
             return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
         parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
                                 keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
-        return _per_arch(parts, where)
+        return _per_arch(parts, subsets, where)
     return _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
                       python=python, arch=arch, strategy=strategy, keep=keep).done(where)
 
@@ -306,18 +306,47 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
                         for p in others]
 
 
-def _per_arch(parts: Sequence[tuple[str, _Draft]], where: str) -> Judgement:
+def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pin]],
+              where: str) -> Judgement:
     """The judgements of each architecture's set as one: the worst verdict, each reason
-    said with its architecture, the updates of every place once."""
+    said with its architecture, the updates of every place once. A place that applies on
+    several architectures is one line for all of them: an update one proposes and another
+    does not (that one is compatible with the line as written, or wants it elsewhere) would
+    break the other, and the next run would move it back; it is not proposed, the reason
+    says to pin it per platform."""
     rank = {"incompatible": 2, "unknown": 1, "compatible": 0}
     out = _Draft(max((d.verdict for _, d in parts), key=lambda v: rank.get(v, 1)))
+    wanted: dict[tuple[str, int, str], dict[str, tuple[str, str]]] = {}
+    for a, d in parts:
+        for u in d.updates:
+            wanted.setdefault((u["packageFile"], u["line"], u["depName"]), {})[a] = (
+                u["newName"], u["newVersion"])
+    shared: dict[tuple[str, int, str], list[str]] = {}
+    for (a, d), sub in zip(parts, subsets, strict=True):
+        for p in sub:  # an architecture that cannot tell (unknown) does not hold a line
+            if d.verdict == "compatible" or any(a in w for w in wanted.values()):
+                shared.setdefault((p.path, p.line, p.name), []).append(a)
+    split: set[tuple[str, int, str]] = set()
+    for place, by_arch in wanted.items():
+        on = shared.get(place, list(by_arch))
+        if len(set(by_arch.get(a) for a in on)) > 1:
+            split.add(place)
+            asked = "; ".join(f"on {a} {n}=={v}" for a, (n, v) in by_arch.items())
+            kept = ", ".join(a for a in on if a not in by_arch)
+            out.verdict = "incompatible"
+            out.reasons.append(
+                f"{place[0]}:{place[1]} {place[2]} is one line for {' and '.join(on)}: "
+                f"{asked}" + (f", while {kept} needs it as written" if kept else "")
+                + "; no one pin fits both: pin it per platform (one line each with "
+                "; platform_machine == \"x86_64\" / \"aarch64\")")
     seen: set[tuple[str, int, str]] = set()
     for a, d in parts:
         out.reasons += [f"on {a}: {r}" for r in d.reasons]
         out.notes += [n for n in d.notes if n not in out.notes]
         for u in d.updates:
-            if (u["packageFile"], u["line"], u["depName"]) not in seen:
-                seen.add((u["packageFile"], u["line"], u["depName"]))
+            place = (u["packageFile"], u["line"], u["depName"])
+            if place not in seen and place not in split:
+                seen.add(place)
                 out.updates.append(u)
     return out.done(where)
 

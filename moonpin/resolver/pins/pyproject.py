@@ -1,4 +1,6 @@
-"""Reading ``pyproject.toml``: ``[project] dependencies``, its optional-dependencies groups and
+"""Reading ``pyproject.toml``: ``[project] dependencies``, its optional-dependencies groups,
+PEP 735 ``[dependency-groups]`` (``uv sync`` installs ``dev`` by default, ``pip install
+--group`` any; an ``{include-group = …}`` entry is the other group's, already read) and
 ``[tool.uv]`` constraint / override dependencies, each located in the text (PEP 621; uv's
 settings reference). :mod:`tomllib` reads the file on Python 3.11+, after
 :func:`toml_guard` has bounded its nesting; on 3.10 a line-based reader does."""
@@ -24,7 +26,8 @@ from moonpin.resolver.pins.base import (
 __all__ = ["TomlEntry", "pyproject_pins", "requires_python", "toml_arrays", "toml_arrays_linewise",
            "toml_guard"]
 
-# (kind, optional-dependencies group or None, requirement string, offset of its opening
+# (kind, where it is when not [project] dependencies or [tool.uv] -- "optional-dependencies
+# group 'gpu'", "dependency group 'dev'" -- or None, requirement string, offset of its opening
 # quote in the file or -1 when not found, quote character)
 TomlEntry = tuple[str, str | None, str, int, str]
 
@@ -120,8 +123,13 @@ def toml_arrays(text: str) -> tuple[list[TomlEntry], tuple[int, str] | None]:
         groups = project.get("optional-dependencies", {})
         if isinstance(groups, dict):
             for group, reqs in groups.items():
-                wanted.append(("pyproject", group, "project.optional-dependencies", group,
-                               _as_list(reqs)))
+                wanted.append(("pyproject", f"optional-dependencies group {group!r}",
+                               "project.optional-dependencies", group, _as_list(reqs)))
+    dep_groups = data.get("dependency-groups", {})
+    if isinstance(dep_groups, dict):
+        for group, reqs in dep_groups.items():
+            wanted.append(("pyproject", f"dependency group {group!r}", "dependency-groups",
+                           group, _as_list(reqs)))
     tool = data.get("tool", {})
     uv = tool.get("uv", {}) if isinstance(tool, dict) else {}
     if isinstance(uv, dict):
@@ -161,10 +169,11 @@ def _toml_key_offset(text: str, table: str, key: str) -> int:
 
 
 def toml_arrays_linewise(text: str) -> list[TomlEntry]:
-    """Python 3.10 fallback: the four arrays, written under their own table headers.
+    """Python 3.10 fallback: the arrays, written under their own table headers.
 
     Reads ``key = [ "req", 'req', ... ]`` (one or many lines, comments allowed) in
-    ``[project]`` (``dependencies``), ``[project.optional-dependencies]`` (every key) and
+    ``[project]`` (``dependencies``), ``[project.optional-dependencies]`` and
+    ``[dependency-groups]`` (every key; an inline-table entry is skipped) and
     ``[tool.uv]`` (``constraint-dependencies`` / ``override-dependencies``). Basic strings
     may use ``\\"`` and ``\\\\``; other escapes, multi-line strings, dotted keys and inline
     tables are not read.
@@ -190,7 +199,9 @@ def toml_arrays_linewise(text: str) -> list[TomlEntry]:
             if table == "project" and key == "dependencies":
                 place = ("pyproject", None)
             elif table == "project.optional-dependencies":
-                place = ("pyproject", key)
+                place = ("pyproject", f"optional-dependencies group {key!r}")
+            elif table == "dependency-groups":
+                place = ("pyproject", f"dependency group {key!r}")
             elif table == "tool.uv" and key in _UV_KEYS:
                 place = (_UV_KEYS[key], None)
         if km is None or place is None:
@@ -202,6 +213,9 @@ def toml_arrays_linewise(text: str) -> list[TomlEntry]:
             if c == "#":
                 nl = text.find("\n", i)
                 i = n if nl < 0 else nl
+            elif c == "{":  # an inline table ({include-group = "dev"}): no requirement
+                close = text.find("}", i)
+                i = n if close < 0 else close + 1
             elif c in "\"'":
                 j = i + 1
                 chars: list[str] = []
@@ -230,7 +244,7 @@ def pyproject_pins(shown: str, text: Text) -> Iterator[Pin | PinError | None]:
         yield PinError(shown, err[0], err[1])
         return
     for kind, group, value, lit_start, quote in entries:
-        note = f"optional-dependencies group {group!r}" if group else None
+        note = group
         res = pin_from_requirement(value, _toml_locator(text, value, lit_start, quote),
                                    shown, kind, notes=[note] if note else [])
         if isinstance(res, PinError) and lit_start < 0:

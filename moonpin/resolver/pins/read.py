@@ -61,10 +61,10 @@ Contract (documented decisions):
 * **pyproject.toml** uses :mod:`tomllib` (3.11+) and then locates each requirement string in
   the text, in order, after its table header and key (so duplicates map to successive
   occurrences). On Python 3.10 a small line-based reader (:func:`_toml_arrays_linewise`)
-  reads only ``[project] dependencies``, ``[project.optional-dependencies]`` groups and
-  ``[tool.uv] constraint-dependencies`` / ``override-dependencies`` written as arrays of
-  single-line strings under their own table headers (no dotted keys, inline tables or
-  multi-line strings).
+  reads only ``[project] dependencies``, ``[project.optional-dependencies]`` and
+  ``[dependency-groups]`` groups and ``[tool.uv] constraint-dependencies`` /
+  ``override-dependencies`` written as arrays of single-line strings under their own table
+  headers (no dotted keys, inline tables or multi-line strings).
 * **Regex managers** ``patterns=[(regex, dep_name)]`` are applied (``re.MULTILINE``) to every
   file given in ``paths`` (not to included files); the regex must have a ``currentValue``
   group (a ``depName`` group is used when ``dep_name`` is empty); a bad pattern raises
@@ -183,10 +183,13 @@ _NOT_PROJECT = frozenset({"node_modules", "site-packages", "venv", "__pycache__"
                           "dist"})
 
 
-def _project_file(name: str) -> bool:
+def _project_file(folder: str, name: str) -> bool:
     """A file the pre-commit hook's ``files`` pattern names: ``requirements*.txt|in``,
-    ``constraints*.txt``, ``pyproject.toml``, ``Dockerfile*``."""
+    ``constraints*.txt``, any ``.txt|.in`` in a ``requirements/`` or ``constraints/`` folder
+    (``requirements/base.txt``), ``pyproject.toml``, ``Dockerfile*``."""
     return (name == "pyproject.toml" or name.startswith("Dockerfile")
+            or (os.path.basename(folder) in ("requirements", "constraints")
+                and name.endswith((".txt", ".in")))
             or (name.startswith("requirements") and name.endswith((".txt", ".in")))
             or (name.startswith("constraints") and name.endswith(".txt")))
 
@@ -201,7 +204,7 @@ def project_files(root: str, *, depth: int = 6, most: int = 200) -> list[str]:
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _NOT_PROJECT
                          and folder.count(os.sep) - base < depth)
         out += [os.path.normpath(os.path.join(folder, f)) for f in sorted(files)
-                if _project_file(f)]
+                if _project_file(folder, f)]
         if len(out) >= most:
             break
     return out[:most]

@@ -29,6 +29,14 @@ def write_keeping(path: str, text: str) -> str:
     """Write ``text`` to ``path`` atomically, keeping what the edit does not change: the file's
     mode, and a symlink (its target is written; the link stays). Returns the path written.
     Raises ``OSError`` naming the path; the file is then unchanged."""
+    target, tmp = _stage(path, text)
+    _replace(tmp, target)
+    return target
+
+
+def _stage(path: str, text: str) -> tuple[str, str]:
+    """``text`` written and synced to a temporary file beside ``path``'s target, with its mode:
+    ``(target, temporary)``. Nothing of ``path`` changes; on ``OSError`` no temporary is left."""
     import stat
     import tempfile
 
@@ -44,14 +52,25 @@ def write_keeping(path: str, text: str) -> str:
             f.write(text.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return target, tmp
+
+
+def _replace(tmp: str, target: str) -> None:
+    try:
         os.replace(tmp, target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink(tmp)
         raise
-    return target
+
+
+def _unlink(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def _name_pattern(name: str) -> re.Pattern[str]:
@@ -180,16 +199,38 @@ def plan_rewrite(pins: Sequence[Pin], updates: Sequence[dict[str, Any]]) -> Rewr
 
 
 def write_rewrite(plan: Rewrite) -> Iterator[tuple[str, str]]:
-    """Write each changed file (atomically, line endings, mode and symlinks kept), yielding
-    ``(path, path written)`` after each. Raises :class:`UsageError` for a file that cannot be
-    written; that file is unchanged (those before it are written)."""
-    for p in plan.paths:
-        if plan.new[p] == plan.old[p]:
-            continue
-        try:
-            written = write_keeping(p, plan.new[p])
-        except OSError as e:
-            raise UsageError(f"cannot write {cut(p, 300)}: {e.strerror or e}; it is unchanged",
-                             hint="free space or fix permissions (or the symlink), then run "
-                                  "again") from None
-        yield p, written
+    """Write every changed file as one change (line endings, mode and symlinks kept), yielding
+    ``(path, path written)`` once all are written. Every new text is first written beside its
+    file; only when all of them are there does each replace its file, so a file that cannot be
+    written (full disk, permissions, a broken symlink) leaves every file unchanged: raises
+    :class:`UsageError` naming it. A replace that fails after others (a rename, which does not
+    need space) puts the files already replaced back."""
+    changed = [p for p in plan.paths if plan.new[p] != plan.old[p]]
+    staged: list[tuple[str, str, str]] = []
+    try:
+        for p in changed:
+            try:
+                target, tmp = _stage(p, plan.new[p])
+            except OSError as e:
+                raise _not_written(p, e) from None
+            staged.append((p, target, tmp))
+        done: list[tuple[str, str]] = []
+        for p, target, tmp in staged:
+            try:
+                _replace(tmp, target)
+            except OSError as e:
+                for q, t in done:
+                    write_keeping(t, plan.old[q])
+                raise _not_written(p, e) from None
+            done.append((p, target))
+    finally:
+        for _, _, tmp in staged:
+            _unlink(tmp)
+    for p, target, _ in staged:
+        yield p, target
+
+
+def _not_written(p: str, e: OSError) -> UsageError:
+    return UsageError(f"cannot write {cut(p, 300)}: {e.strerror or e}; nothing was written "
+                      "(every file is unchanged)",
+                      hint="free space or fix permissions (or the symlink), then run again")

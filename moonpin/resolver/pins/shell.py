@@ -52,8 +52,17 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
             if var is not None and var not in used:
                 used.add(var)
                 names[var] = res.name
+    # An ARG with a default before the first FROM is every stage's default for an ``ARG X``
+    # without one (Docker): that stage's ARG is then the global pin, already read.
+    global_args: set[str] = set()
+    staged = False
     for logical, pips in zip(logicals, installs, strict=True):
-        yield from _assignments(shown, logical, names)
+        if re.match(r"\s*FROM\s", logical.text, re.IGNORECASE):
+            staged = True
+        elif not staged and (m := re.match(r"\s*ARG\s+(\w+)\s*=", logical.text,
+                                           re.IGNORECASE)):
+            global_args.add(m.group(1))
+        yield from _assignments(shown, logical, names, global_args if staged else set())
         yield from pips
         yield from _base_image(shown, logical)
 
@@ -86,12 +95,14 @@ def _base_image(shown: str, logical: Logical) -> Iterator[Result]:
                     version_line=vline, note="base image tag")
 
 
-def _assignments(shown: str, logical: Logical, names: dict[str, str]) -> Iterator[Result]:
+def _assignments(shown: str, logical: Logical, names: dict[str, str],
+                 inherited: set[str]) -> Iterator[Result]:
     s = logical.text
     for var, name in names.items():
         for m in re.finditer(rf"(?<![\w$]){var}(=|\s+|$)", s):
             if m.group(1) != "=":
-                if re.fullmatch(rf"\s*ARG\s+{var}\s*", s, re.IGNORECASE):
+                if var not in inherited and re.fullmatch(rf"\s*ARG\s+{var}\s*", s,
+                                                         re.IGNORECASE):
                     line0, _ = logical.locate(m.start())
                     yield value_pin(name, "", line0, -1, shown, s.strip(), "dockerfile-arg",
                                     note="build arg without default")
