@@ -63,8 +63,8 @@ def check_wants(path: str) -> bool:
     Interpreters (``*/bin/python*``, ``libpython3*``, ``pyvenv.cfg``, the ``os.py``
     landmark of each ``lib/python3.X``), every ``.pth``, editable finder and ``*.egg-link``,
     the metadata files of every ``.dist-info`` / ``.egg-info``, the ``.py`` and ``.so``
-    files of SGLang and mooncake wherever they are, torch's ``version.py``,
-    ``__init__.py``, ``_C`` and ``lib/*.so*``, the NVIDIA wheels' and auditwheel's
+    files of SGLang and mooncake wherever they are, torch's ``.py`` files (what ``import
+    torch`` runs), ``_C`` and ``lib/*.so*``, the NVIDIA wheels' and auditwheel's
     ``*.libs`` libraries, and the loader's configuration (``/etc/ld.so.*``). The shared
     libraries in library folders are not named here: :func:`unpack` keeps those the kept
     objects need.
@@ -90,6 +90,8 @@ def check_wants(path: str) -> bool:
     if p in ("etc/ld.so.cache", "etc/ld.so.conf") or p.startswith("etc/ld.so.conf.d/"):
         return True
     for i, seg in enumerate(parts[:-1]):
+        if seg == "torch" and base.endswith(".py"):  # what `import torch` runs
+            return True
         if seg in ("sglang", "mooncake"):
             if base.endswith(".py") or _so_file(base):
                 return True

@@ -95,7 +95,15 @@ def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13,
         requires.append(f'nvidia-cuda-runtime-cu{cuda}=={cuda}.8.90; platform_system == "Linux"')
     pkg = site / "torch"
     (pkg / "distributed").mkdir(parents=True, exist_ok=True)
-    (pkg / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    if version_py:  # torch.__version__ as a real torch binds it, through torch_version.py
+        (pkg / "__init__.py").write_text(
+            "from torch.torch_version import __version__ as __version__\n")
+        (pkg / "torch_version.py").write_text(
+            "from torch.version import __version__ as internal_version\n\n\n"
+            "class TorchVersion(str):\n    pass\n\n\n"
+            "__version__ = TorchVersion(internal_version)\n")
+    else:
+        (pkg / "__init__.py").write_text(f'__version__ = "{version}"\n')
     if version_py:
         label = {None: None, 13: "13.0"}.get(cuda, f"{cuda}.8")
         (pkg / "version.py").write_text(

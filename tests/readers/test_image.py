@@ -61,7 +61,8 @@ def app(root: Path) -> None:
        build_so(needed=["libfoo.so.1", "libextra.so.1"], runpath=None), 0o755)
     _w(root, f"{SITE}/torch/version.py", "__version__ = '2.13.0'\n")
     _w(root, f"{SITE}/torch/__init__.py", "")
-    _w(root, f"{SITE}/torch/nn.py", "not read")
+    _w(root, f"{SITE}/torch/nn.py", "what import torch may run")
+    _w(root, f"{SITE}/torch/README.txt", "not read")
     _w(root, f"{SITE}/torch/lib/libtorch.so", build_so(needed=[], runpath="$ORIGIN"))
     _w(root, f"{SITE}/distutils-precedence.pth", "import os")
     _w(root, f"{SITE}/tree/a.txt", "folder replaced below")
@@ -125,7 +126,8 @@ def test_final_view_with_the_default_policy(layout: Path, tmp_path: Path) -> Non
     assert not (site / "old-1.0.dist-info").exists()              # whiteout
     assert not (d / "etc/passwd").exists()
     assert (site / "mooncake/pg.py").exists()
-    assert (site / "torch/version.py").exists() and not (site / "torch/nn.py").exists()
+    assert (site / "torch/version.py").exists() and (site / "torch/nn.py").exists()
+    assert not (site / "torch/README.txt").exists()
     assert (site / "torch/lib/libtorch.so").exists()
     assert (site / "distutils-precedence.pth").exists()
     assert (d / "opt/venv/pyvenv.cfg").exists()
@@ -270,7 +272,7 @@ def test_multi_platform_index(tmp_path: Path) -> None:
     ("/x/site-packages/mooncake_transfer_engine_cuda13.libs/libibverbs-1.so.1", True),
     ("/x/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so", True),
     ("/x/site-packages/torch/lib/libtorch_cuda.so", True),
-    ("/x/site-packages/torch/functional.py", False),
+    ("/x/site-packages/torch/functional.py", True),  # what `import torch` runs
     ("/x/site-packages/nvidia/cublas/lib/libcublas.so.13", True),
     ("/x/site-packages/numpy.libs/libgfortran-1.so.5", True),
     ("/etc/ld.so.cache", True), ("/etc/ld.so.conf.d/cuda.conf", True),

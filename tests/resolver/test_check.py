@@ -297,13 +297,14 @@ def test_torch_cuda_major_from_version_py_or_metadata(tmp_path: Path, kb: Path,
 def test_torch_version_py_outranks_the_metadata(tmp_path: Path, kb: Path) -> None:
     """What the binary was built with (torch.version.cuda) decides, not a requirement line."""
     site = healthy_image(tmp_path / "site")  # a CUDA 13 build of mooncake
-    (site / "torch" / "version.py").write_text("cuda = '12.8'\nhip = None\n")
+    label = "__version__ = '2.13.0'\n"
+    (site / "torch" / "version.py").write_text(label + "cuda = '12.8'\nhip = None\n")
     r = run(site, kb=kb)
     assert r.rc == 1 and r.line("cuda").startswith("fail")
     assert "cuda = '12.8'" in r.line("torch")
-    (site / "torch" / "version.py").write_text("cuda = None\nhip = None\n")
+    (site / "torch" / "version.py").write_text(label + "cuda = None\nhip = None\n")
     assert "a CPU build" in run(site, kb=kb).line("torch")
-    (site / "torch" / "version.py").write_text("cuda = '13.0'\n")  # control
+    (site / "torch" / "version.py").write_text(label + "cuda = '13.0'\n")  # control
     assert_healthy(run(site, kb=kb))
 
 
@@ -366,10 +367,11 @@ def test_torch_without_metadata_is_what_import_torch_finds(tmp_path: Path, kb: P
     assert r.line("torch metadata").startswith("warn") and "no distribution metadata" in (
         r.line("torch metadata"))
     assert "loader finds pg_2_13_0" in r.line("build")
-    (site / "torch" / "version.py").unlink()  # nothing says its version any more
+    (site / "torch" / "version.py").unlink()  # torch_version.py imports it: import fails
     r = run(site, kb=kb)
     assert r.rc == 1 and r.line("torch").startswith("fail"), r.out
-    assert "torch.__version__" in r.line("torch")
+    assert "no module 'torch.version'" in r.line("torch")
+    assert "torch_version.py" in r.line("torch")
 
 def _jit_image(tmp_path: Path) -> Path:
     site = tmp_path / "site"

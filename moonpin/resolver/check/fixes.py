@@ -109,6 +109,18 @@ class Fixer:
             return None
         return f"pip install --force-reinstall --no-deps 'torch=={self.torch}'"
 
+    def reinstall_owner(self, top: str, owner: tuple[str, str] | None) -> str:
+        """Put back the files of the distribution that provides the top-level package
+        ``top`` (``owner``: its name and version as installed, when known)."""
+        if top == "torch" and self.torch:
+            return f"pip install --force-reinstall --no-deps 'torch=={self.torch}'"
+        if top == "mooncake" and self.mooncakes:
+            return self.reinstall()
+        if owner is not None:
+            return f"pip install --force-reinstall --no-deps '{owner[0]}=={owner[1]}'"
+        return (f"reinstall the distribution that provides {top} (`pip show -f` names it), "
+                "with --force-reinstall --no-deps")
+
     def generic(self) -> str:
         s = self.sglang or "<sglang version>"
         t = self.torch or "<torch version>"

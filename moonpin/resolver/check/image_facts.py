@@ -11,6 +11,7 @@ Only ``os`` at import: this is on the worker-start path (see :mod:`moonpin.resol
 from __future__ import annotations
 
 import os
+import sys
 from importlib import machinery
 
 from moonpin.kb.cache import facts_memo
@@ -30,7 +31,9 @@ __all__ = [
     "KB_READABLE",
     "KB_SCHEMA",
     "MOONCAKE_PREFIX",
+    "PATHS_COMPLETE",
     "PG_MODULES",
+    "PY_VERSION",
     "ROOT",
     "SITE_DIRS",
     "Dist",
@@ -183,6 +186,11 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
 #: (:attr:`moonpin.resolver.check.target.Target.sites`; None: the site-packages folders of the
 #: paths).
 SITE_DIRS: tuple[str, ...] | None = None
+#: The target's Python version (the bytecode cache tag its importer reads) and whether the
+#: check's paths are its whole ``sys.path`` (``--site-packages`` folders are not: a module
+#: found in none of them may be elsewhere). Set by :mod:`moonpin.resolver.check.run`.
+PY_VERSION: tuple[int, int] = (sys.version_info[0], sys.version_info[1])
+PATHS_COMPLETE = True
 #: The image's root folder, under which the paths its files name are resolved
 #: (:attr:`moonpin.resolver.check.target.Target.root`; None: this machine's file system).
 ROOT: str | None = None
@@ -231,8 +239,10 @@ def _parse_version_py(path: str) -> dict[str, Any] | None:
 
     try:
         tree = ast.parse(read_bytes(path, what="torch/version.py"))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    except SyntaxError as e:
+        return {"__error__": f"{type(e).__name__}: {e.msg} (line {e.lineno})"}
+    except (ValueError, RecursionError, MemoryError) as e:
+        return {"__error__": f"{type(e).__name__}: {e}"}
     out: dict[str, Any] = {}
     for node in tree.body:
         target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
@@ -259,14 +269,16 @@ def torch_label(consts: dict[str, Any] | None) -> str | None:
     return None
 
 
-def torch_info(dist: Dist | None, arch: str, pkg: str | None = None) -> Torch | None:
+def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
+               label: str | None = None) -> Torch | None:
     """``pkg``: the torch folder the importer finds (None: the distribution's own). The
-    version is the label ``torch/version.py`` holds, as ``import torch`` reports it; the
-    distribution's version only when that file does not say. None: neither says."""
+    version is ``label`` (``torch.__version__`` as the import sets it, when it was followed),
+    else the label ``torch/version.py`` holds; the distribution's version only when neither
+    says. None: nothing says."""
     folder = pkg or (os.path.join(dist.root, "torch") if dist is not None else None)
     consts = torch_version_py(folder) if folder is not None else None
     meta = dist.version if dist is not None else None
-    version = torch_label(consts) or meta
+    version = label or torch_label(consts) or meta
     if version is None:
         return None
     if consts is not None and "cuda" in consts:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["Found", "find", "pth", "pth_files", "pth_paths", "site_dirs"]
+__all__ = ["Found", "find", "in_root", "pth", "pth_files", "pth_paths", "site_dirs"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -131,6 +131,12 @@ def _in_root(root: str | None, path: str, base: str | None = None) -> str | None
         return rootfs.resolve(root, path)
     except OSError:
         return None
+
+
+def in_root(root: str | None, path: str, base: str | None = None) -> str | None:
+    """``path`` (relative to the host folder ``base``) as the host path it names: under
+    ``root`` for an image (None when it cannot be resolved there), else as written."""
+    return _in_root(root, path, base)
 
 
 def pth_paths(site: str, root: str | None = None) -> list[str]:

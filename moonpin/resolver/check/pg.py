@@ -161,6 +161,7 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
     assert loader_path is not None
     add(CheckResult("pg module", "pass", f"{module} found: {file_name(loader_path)}",
                     evidence=(loader_path,)))
+    _check_chain(module, paths, fixer, add)
     if file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
         _check_direct_build(loader_path, rreq.replace(module=module), torch, paths, kb,
                             fixer, add)
@@ -184,6 +185,57 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
     if builds is not None:
         _check_prebuilt(builds, scheme, rreq.replace(module=module), paths, torch, kb, fixer,
                         add)
+
+
+def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
+                 add: Callable[[CheckResult], None]) -> None:
+    """The Python modules ``import <module>`` certainly runs before its build is loaded
+    (:mod:`moonpin.resolver.check.pychain`): each must be found and compile."""
+    from moonpin.resolver.check import image_facts as im
+    from moonpin.resolver.check import pychain
+
+    problems, found = pychain.walk(paths, module, im.PY_VERSION, im.EXT_SUFFIXES, im.ROOT,
+                                   im.PATHS_COMPLETE)
+    if not problems:
+        add(CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "
+                        f"{found} modules it certainly runs before its build (as far as read)"))
+        return
+    first = problems[0]
+    top = first.module.partition(".")[0]
+    what = (f"{first.file} {first.detail}" if first.file is not None else first.detail)
+    more = (f"; {len(problems) - 1} more: " + ", ".join(p.module for p in problems[1:4])
+            + (" …" if len(problems) > 4 else "")) if len(problems) > 1 else ""
+    owner = None if top in ("torch", "mooncake") else _owner(paths, top)
+    add(CheckResult("import chain", "fail",
+                    f"`import {module}` fails: {what} (imported by {first.by}){more}",
+                    fixer.reinstall_owner(top, owner),
+                    tuple(p.file for p in problems if p.file is not None)))
+
+
+def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
+    """The installed distribution that ships the top-level package ``top`` (its
+    ``top_level.txt``, else its RECORD), as (name, version); read only on a failure."""
+    from moonpin.resolver.check.image_facts import read_bytes
+
+    for folder in paths:
+        try:
+            entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".dist-info"))
+        except OSError:
+            continue
+        for name in entries:
+            dist, _, version = name[:-len(".dist-info")].partition("-")
+            for member in ("top_level.txt", "RECORD"):
+                try:
+                    text = read_bytes(os.path.join(folder, name, member),
+                                      64 << 20, "distribution RECORD").decode("utf-8", "replace")
+                except OSError:
+                    continue
+                heads = {line.split(",", 1)[0].split("/", 1)[0].strip() for line
+                         in text.splitlines()}
+                if top in heads or f"{top}.py" in heads:
+                    return dist, version
+                break
+    return None
 
 
 def _pg_module(pkg: str, rreq: Any, fixer: Fixer,

@@ -90,7 +90,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 strict: bool = False, fix_provider: FixProvider | None = None,
                 deep: bool | None = None, deep_timeout: float = 120.0,
                 source_cache: bool = True, python: str | None = None,
-                rootfs: StrPath | None = None, config: Any = None) -> Report:
+                rootfs: StrPath | None = None, config: Any = None,
+                partial_root: bool = False) -> Report:
     """Read the image and decide whether the requested mooncake features can work.
 
     The image is ``python``'s environment (its ``sys.path``, Python version and extension
@@ -98,7 +99,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     virtualenv moonpin does not run from, else this interpreter
     (:mod:`moonpin.resolver.check.target`).
     ``rootfs``: an image's unpacked root filesystem, judged from outside with its
-    ``config`` (:mod:`moonpin.resolver.check.rootfs`; nothing in it runs, no deep probe).
+    ``config`` (:mod:`moonpin.resolver.check.rootfs`; nothing in it runs, no deep probe);
+    ``partial_root``: that root holds only what the check reads of the image (``--image``),
+    so a top-level module it lacks may still be in the image.
 
     ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
     unchanged files (see :mod:`moonpin.resolver.check.sources`), and every build, loader and table
@@ -126,7 +129,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               site_packages=site_packages, kb_path=kb_path, strict=strict,
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
-                              found=found)
+                              found=found, partial_root=partial_root)
         report.found = found
     finally:
         confine(None)
@@ -139,7 +142,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None,
-                 found: dict[str, Any], target: Target | None = None) -> Report:
+                 found: dict[str, Any], target: Target | None = None,
+                 partial_root: bool = False) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -171,6 +175,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     im.EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
     im.SITE_DIRS = target.sites  # whose .pth files install editable finders
     im.ROOT = target.root  # under which the paths the image's files name are resolved
+    im.PY_VERSION = target.version  # whose bytecode cache the importer trusts
+    im.PATHS_COMPLETE = site_packages is None and not partial_root
     from moonpin.resolver.check import libraries as check_libraries
 
     check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
@@ -195,7 +201,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     found.update(_where(target, site_packages is not None and python is None, dists,
                         mooncakes))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
-    torch = _torch(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine)
+    torch = _torch(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine, paths)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
     req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
@@ -385,12 +391,18 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist],
 
 
 def _torch(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-           pkg: str | None = None, machine: str | None = None) -> Torch | None:
+           pkg: str | None = None, machine: str | None = None,
+           paths: Sequence[str] = ()) -> Torch | None:
     """torch as ``import torch`` finds it: its version is the label ``torch/version.py``
     holds (``torch.__version__``, what mooncake's loader maps onto a build), not the
     distribution metadata pip reads; None when it is missing or unreadable. ``pkg`` is the
     torch folder the importer finds (None: the distribution's own)."""
-    from moonpin.resolver.check.image_facts import torch_info, unlistable
+    from moonpin.resolver.check.image_facts import (
+        torch_info,
+        torch_label,
+        torch_version_py,
+        unlistable,
+    )
 
     folder = pkg or (os.path.join(torch_d.root, "torch") if torch_d is not None else None)
     if folder is None:
@@ -403,7 +415,12 @@ def _torch(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None
         add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
                         "by the worker's user (chmod -R a+rX on the folder)"))
         return None
-    torch = torch_info(torch_d, machine or os.uname().machine, pkg)
+    broken, label = _torch_unimportable(folder, paths)
+    if broken is not None:  # `import torch` fails before any version is read
+        add(CheckResult("torch", "fail", f"`import torch` fails (mooncake's loader imports "
+                        f"it): {broken}", _reinstall_torch(torch_d, fixer), (folder,)))
+        return None
+    torch = torch_info(torch_d, machine or os.uname().machine, pkg, label)
     if torch is None:
         add(CheckResult("torch", "fail", f"{folder} holds no readable torch/version.py and no "
                         "distribution metadata names its version: what `torch.__version__` "
@@ -413,6 +430,12 @@ def _torch(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None
         return None
     if torch_d is None:
         fixer.torch = torch.version
+    if label is None and torch_label(torch_version_py(folder)) is None and torch_d is not None:
+        add(CheckResult("torch label", "warn", "torch.__version__ is computed when torch is "
+                        "imported (not a literal this check can follow): the label mooncake's "
+                        f"loader maps onto a build is not known here; judged as {torch.version}, "
+                        "its distribution's version", "run with --deep to import it",
+                        (folder,)))
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
     add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
@@ -433,6 +456,33 @@ def _torch(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None
                         + str(fixer.torch_reinstall()),
                         (os.path.join(folder, "version.py"),)))
     return torch
+
+
+def _torch_unimportable(folder: str, paths: Sequence[str]
+                        ) -> tuple[str | None, str | None]:
+    """(why ``import torch`` certainly fails before mooncake's loader reads
+    ``torch.__version__``, or None; that label as the import sets it, or None when it is not
+    a value followed here). A torch folder without ``__init__`` is an empty namespace package
+    (no ``torch.__version__``); the label is followed through the imports that bind it
+    (:func:`moonpin.resolver.check.pychain.attribute`), each of which must be there and
+    compile."""
+    from moonpin.resolver.check import image_facts as im
+    from moonpin.resolver.check.pychain import attribute
+
+    inits = [f"__init__{s}" for s in (*im.EXT_SUFFIXES, ".py", ".pyc")]
+    if not any(os.path.isfile(os.path.join(folder, i)) for i in inits):
+        return (f"{folder} has no __init__.py, so it imports as an empty namespace package, "
+                "with no torch.__version__"), None
+    value, problem, _ = attribute(paths, "torch", "__version__", im.PY_VERSION,
+                                  im.EXT_SUFFIXES, im.ROOT)
+    return problem, value
+
+
+def _reinstall_torch(dist: Dist | None, fixer: Fixer) -> str:
+    if dist is not None:
+        return f"pip install --force-reinstall --no-deps 'torch=={dist.version}'"
+    return ("reinstall torch: pip install --force-reinstall --no-deps 'torch==<the version "
+            "you want>'")
 
 
 def _same_release(a: str, b: str) -> bool:
@@ -680,7 +730,7 @@ def _check_image_file(ns: _Args, launch: list[str]) -> Report:
         with unpacked(ns.image or "", ns.platform) as (root, config):
             return check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                                kb_path=ns.kb, strict=ns.strict, source_cache=False,
-                               rootfs=root, config=config)
+                               rootfs=root, config=config, partial_root=True)
     except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
         tip = getattr(e, "tip", None) or getattr(e, "hint", None)
         return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "

@@ -1,0 +1,449 @@
+"""The Python modules ``import mooncake.pg`` runs before its build is loaded, found as the
+importer finds them: ``mooncake/__init__.py`` and what it certainly imports, the loader
+``pg.py``, ``torch/__init__.py`` and so on, breadth-first. A module that certainly runs and is
+missing, or does not compile, makes the import fail (``ModuleNotFoundError``,
+``SyntaxError``), whatever the versions and builds say: that is the import system's verdict,
+and the check must reach it too.
+
+What "certainly runs" means is :mod:`moonpin.readers.pyimports`'s (top level, both branches
+of an ``if``, a ``try`` body only when no handler catches ``ImportError``). The standard
+library is the interpreter's own and is not read; an extension module found on the way is
+left to the library and symbol checks (:mod:`moonpin.resolver.check.libraries`). A module
+whose package computes its ``__path__`` (pkgutil's ``extend_path``) is looked for in every
+folder of that name on ``sys.path``, as ``extend_path`` makes it.
+
+Reading is bounded: sources are parsed breadth-first up to :data:`BUDGET` bytes on a cold
+start (what is parsed is kept in the file-facts memo, validated by each file's size and
+mtime, so a warm start parses nothing); past the budget, the modules already known to be
+imported are still looked for, and nothing is concluded about what they import. CPython's
+own bytecode cache (``__pycache__/<name>.<tag>.pyc`` whose header names this very source's
+mtime and size) means the source compiled, so only a source without one is compiled here.
+
+Only ``os`` and ``sys`` at import: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import machinery
+
+from moonpin.kb.cache import facts_memo
+from moonpin.kb.files import read_regular
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+__all__ = ["BUDGET", "Problem", "Spec", "attribute", "walk"]
+
+#: Source bytes parsed on a cold start, breadth-first from the imported module.
+BUDGET = 160 << 10
+_CAP_SOURCE = 16 << 20
+_MAX_MODULES = 2000
+
+
+class Spec:
+    """A module as the importer finds it: ``kind`` is ``package``, ``module`` or
+    ``namespace``; ``file`` what runs (None for a namespace package); ``search`` where its
+    submodules are looked for; ``dynamic`` when its ``__init__`` computes ``__path__``."""
+
+    __slots__ = ("dynamic", "file", "kind", "name", "search")
+
+    def __init__(self, name: str, kind: str, file: str | None,
+                 search: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.kind = kind
+        self.file = file
+        self.search = search
+        #: how its ``__init__`` sets ``__path__``: "" not at all, "extend_path" (pkgutil),
+        #: "computed" (otherwise: where its submodules are is not known here), "unread"
+        #: (past the reading budget: not known either)
+        self.dynamic = ""
+
+
+class Problem:
+    """A module the import certainly runs that is missing or does not compile: the module,
+    its file (None: missing), what is wrong, and who imports it (``file:line``)."""
+
+    __slots__ = ("by", "detail", "file", "module")
+
+    def __init__(self, module: str, file: str | None, detail: str, by: str) -> None:
+        self.module = module
+        self.file = file
+        self.detail = detail
+        self.by = by
+
+
+def _stdlib(name: str) -> bool:
+    top = name.partition(".")[0]
+    names = getattr(sys, "stdlib_module_names", ())
+    return top in names or top in sys.builtin_module_names
+
+
+class _Walk:
+    def __init__(self, paths: Sequence[str], version: tuple[int, int],
+                 suffixes: Sequence[str], root: str | None) -> None:
+        self.paths = list(paths)
+        self.root = root
+        self.version = version
+        # FileFinder's loaders: extensions, then sources, then bytecode
+        self.suffixes = (*suffixes, *machinery.SOURCE_SUFFIXES, *machinery.BYTECODE_SUFFIXES)
+        self.specs: dict[str, Spec | None] = {}
+        self.budget = BUDGET
+        self.parsed = 0
+        self.checked = 0
+
+    # -- finding modules ---------------------------------------------------------------
+    def _in(self, folder: str, name: str) -> str:
+        if self.root is None:
+            return os.path.join(folder, name)
+        from moonpin.resolver.check.importer import in_root
+
+        return in_root(self.root, name, folder) or os.path.join(folder, name)
+
+    def _look(self, name: str, tail: str, where: Sequence[str]) -> Spec | None:
+        """FileFinder over ``where``, in order: a package folder with ``__init__``, then a
+        module file, each by suffix order; folders without either are namespace portions."""
+        portions: list[str] = []
+        for folder in where:
+            base = self._in(folder, tail)
+            if os.path.isdir(base):
+                for s in self.suffixes:
+                    init = os.path.join(base, "__init__" + s)
+                    if os.path.isfile(init):
+                        return Spec(name, "package", init, (base,))
+            for s in self.suffixes:
+                f = base + s
+                if os.path.isfile(f):
+                    return Spec(name, "module", f)
+            if os.path.isdir(base):
+                portions.append(base)
+        if portions:
+            return Spec(name, "namespace", None, tuple(portions))
+        return None
+
+    def find(self, name: str) -> Spec | None:
+        if name in self.specs:
+            return self.specs[name]
+        parent, _, tail = name.rpartition(".")
+        spec: Spec | None
+        if not parent:
+            spec = self._look(name, name, self.paths)
+            if spec is None or spec.kind == "namespace":
+                from moonpin.resolver.check import image_facts
+
+                got = image_facts.locate(self.paths, name)  # editable finders and redirects
+                if got is not None and got.how.startswith("editable"):
+                    spec = self._look(name, os.path.basename(got.folder),
+                                      [os.path.dirname(got.folder)]) or spec
+        else:
+            up = self.specs.get(parent)
+            if up is None:
+                return None
+            where = list(up.search)
+            if up.dynamic == "extend_path":  # the package's folder name on every sys.path entry
+                rel = parent.replace(".", os.sep)
+                where += [d for d in (self._in(p, rel) for p in self.paths)
+                          if d not in where and os.path.isdir(d)]
+            spec = self._look(name, tail, where)
+        self.specs[name] = spec
+        return spec
+
+
+def _pyc(path: str, version: tuple[int, int]) -> str:
+    folder, base = os.path.split(path)
+    stem = base.rpartition(".")[0]
+    return os.path.join(folder, "__pycache__", f"{stem}.cpython-{version[0]}{version[1]}.pyc")
+
+
+def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]) -> bool:
+    """Whether CPython holds a timestamp bytecode cache of this very source (PEP 552 header:
+    flags 0, then the source's mtime and size as uint32), so it will not compile it again."""
+    try:
+        with open(_pyc(path, version), "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    if len(head) != 16 or head[4:8] != b"\0\0\0\0":
+        return False
+    mtime = int.from_bytes(head[8:12], "little")
+    size = int.from_bytes(head[12:16], "little")
+    return mtime == (int(st.st_mtime) & 0xFFFFFFFF) and size == (st.st_size & 0xFFFFFFFF)
+
+
+def _facts_ok(v: Any) -> bool:
+    return (isinstance(v, tuple) and len(v) == 5 and isinstance(v[0], (tuple, list))
+            and (v[1] is None or isinstance(v[1], str))
+            and v[2] in ("", "extend_path", "computed") and isinstance(v[3], dict)
+            and isinstance(v[4], bool))
+
+
+def _read(path: str, version: tuple[int, int]
+          ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
+    """One parse of a module (:func:`moonpin.readers.pyimports.read_module`): the imports
+    that certainly run, dumped; the compile error or None; how it sets its ``__path__``
+    (:attr:`Spec.dynamic`); its top-level bindings; whether it makes names otherwise."""
+    from moonpin.readers.pyimports import read_module
+
+    data = read_regular(path, cap=_CAP_SOURCE, what="Python source")
+    try:
+        st = os.stat(path)
+        compiled = _cached_compiled(path, st, version)
+    except OSError:
+        compiled = False
+    imports, error, bound, opaque = read_module(data, path, check_compile=not compiled)
+    dynamic = ""
+    if b"__path__" in data:
+        rest = data.replace(b"__path__ = extend_path(__path__, __name__)", b"")
+        if b"extend_path" in data:
+            dynamic = "extend_path"
+        if any(k in rest for k in (b"__path__ =", b"__path__=", b"__path__.", b"__path__[",
+                                   b"__path__ +=")):
+            dynamic = "computed"
+    return tuple(i.dump() for i in imports), error, dynamic, bound, opaque
+
+
+def _facts(path: str, version: tuple[int, int]
+           ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
+    """:func:`_read`, through the file-facts memo (raises OSError)."""
+    return facts_memo().get("pychain-v3", path, lambda: _read(path, version), _facts_ok)
+
+
+def walk(paths: Sequence[str], module: str, version: tuple[int, int],
+         suffixes: Sequence[str], root: str | None = None,
+         complete: bool = True) -> tuple[list[Problem], int]:
+    """The problems of ``import module``'s Python chain, and how many modules were found.
+    ``complete``: ``paths`` is the target's whole ``sys.path`` (a top-level module found
+    nowhere is then missing; with ``--site-packages`` folders it may be elsewhere).
+
+    An import inside a ``try`` is followed with the exceptions its handlers catch (the
+    guard): a failure of that kind beneath it is quiet (``ImportError`` for a missing
+    module), any other (a ``SyntaxError``) still fails the import, as it propagates."""
+    from moonpin.readers.pyimports import caught  # no ast: only the guard arithmetic
+
+    w = _Walk(paths, version, suffixes, root)
+    problems: list[Problem] = []
+    queue: list[tuple[str, str, str]] = []  # (module, who imports it, guard)
+    done: set[tuple[str, str]] = set()
+    read: set[str] = set()
+    facts: dict[str, Any] = {}  # module -> its read facts (bindings for `from X import Y`)
+
+    def need(name: str, by: str, guard: str) -> None:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            queue.append((".".join(parts[:i]), by, guard))
+
+    def fail(guard: str, kind: str, problem: Problem) -> None:
+        if not caught(kind, guard):
+            problems.append(problem)
+
+    need(module, f"import {module}", "")
+    while queue and len(done) < _MAX_MODULES:
+        name, by, guard = queue.pop(0)
+        if "\0" in name:  # `from X import Y`: Y is X's attribute, else its submodule X.Y
+            _from(w, facts, name, by, guard, need, fail)
+            continue
+        if (name, guard) in done or (name, "") in done or _stdlib(name):
+            continue
+        done.add((name, guard))
+        parent = name.rpartition(".")[0]
+        if parent and w.find(parent) is None:
+            continue  # reported for the parent
+        spec = w.find(name)
+        if spec is None:
+            up = w.specs.get(parent) if parent else None
+            if up is not None and up.dynamic in ("computed", "unread"):
+                continue  # its __init__ sets __path__ some way not known here
+            if not parent and not complete:
+                continue
+            where = ("any folder of sys.path" if not parent else
+                     ", ".join((up.search if up is not None else ())[:2]) or parent)
+            fail(guard, "ModuleNotFoundError",
+                 Problem(name, None, f"no module {name!r} in {where}", by))
+            continue
+        w.checked += 1
+        f = spec.file
+        if f is None or not f.endswith(".py"):
+            continue  # a namespace package runs nothing; an extension is loaded, not read
+        try:
+            size = os.stat(f).st_size
+        except OSError as e:
+            fail(guard, "OSError", Problem(name, f, f"cannot be read ({e.strerror})", by))
+            continue
+        if f not in read:
+            if size > w.budget:
+                spec.dynamic = "unread"
+                continue  # past the budget (cold and warm alike): found, not read
+            w.budget -= size
+            read.add(f)
+        try:
+            got = _facts(f, version)
+        except OSError as e:
+            fail(guard, "OSError", Problem(name, f, f"cannot be read ({e})", by))
+            continue
+        w.parsed += 1
+        dumped, error, dynamic, _, _ = got
+        spec.dynamic = dynamic
+        facts[name] = got
+        if error is not None:
+            if error.startswith("raises "):
+                fail(guard, error.split()[1], Problem(name, f, error, by))
+            else:
+                fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {error}", by))
+        package = name if spec.kind == "package" else parent
+        for raw in dumped:  # Import.dump(): (module, names, level, line, guard)
+            if not (isinstance(raw, (tuple, list)) and len(raw) == 5):
+                continue
+            module_, names, level, line, inner = raw
+            if not (isinstance(module_, str) and type(level) is int
+                    and isinstance(inner, str)):
+                continue
+            here = ",".join(sorted(set(filter(None, f"{guard},{inner}".split(",")))))
+            if level:
+                if not package or level - 1 > package.count("."):
+                    fail(here, "ImportError", Problem(name, f, f"line {line}: attempted "
+                                                     "relative import beyond top-level package",
+                                                     by))
+                    continue
+                base = package.rsplit(".", level - 1)[0] if level > 1 else package
+                target = f"{base}.{module_}" if module_ else base
+            else:
+                target = module_
+            if target:
+                need(target, f"{_short(f, paths)}:{line}", here)
+                for attr in names if isinstance(names, (tuple, list)) else ():
+                    if isinstance(attr, str) and attr != "*":
+                        queue.append((f"{target}\0{attr}", f"{_short(f, paths)}:{line}", here))
+    return problems, w.checked
+
+
+def _self_import(b: Any, package: str, attr: str) -> bool:
+    """Whether the binding is ``from <package> import attr`` (``from . import attr`` in its
+    ``__init__``): made by importing the submodule itself, not there before it."""
+    if not (isinstance(b, (tuple, list)) and len(b) == 4 and b[0] == "from" and b[3] == attr
+            and type(b[1]) is int and isinstance(b[2], str)):
+        return False
+    level, module = b[1], b[2]
+    if not level:
+        return module == package
+    if level - 1 > package.count("."):
+        return False
+    base = package.rsplit(".", level - 1)[0] if level > 1 else package
+    return (f"{base}.{module}" if module else base) == package
+
+
+def _from(w: _Walk, facts: dict[str, Any], entry: str, by: str, guard: str,
+          need: Any, fail: Any) -> None:
+    """``from X import Y`` after ``X`` ran (CPython's ``_handle_fromlist``): an attribute
+    ``X`` binds is taken; otherwise the submodule ``X.Y`` is imported, and with neither the
+    import fails (``cannot import name``). What ``X`` binds is known only when it was read
+    and makes no names some other way; otherwise nothing is concluded."""
+    package, _, attr = entry.partition("\0")
+    spec = w.specs.get(package)
+    if spec is None or _stdlib(package):
+        return
+    got = facts.get(package)
+    if spec.kind != "namespace":
+        if got is None or got[4]:  # not read, or opaque: its attributes are not known
+            return
+        b = got[3].get(attr) if isinstance(got[3], dict) else None
+        if b is not None and not _self_import(b, package, attr):
+            return  # an attribute: nothing more is imported
+    if spec.kind == "module":
+        fail(guard, "ImportError", Problem(package, spec.file, f"defines no {attr} "
+                                           f"(`from {package} import {attr}`)", by))
+        return
+    sub = f"{package}.{attr}"
+    if w.find(sub) is not None:
+        need(sub, by, guard)
+        return
+    if spec.dynamic in ("computed", "unread"):
+        return
+    fail(guard, "ImportError", Problem(package, spec.file, f"has no {attr}, as an attribute "
+                                       f"or a submodule (`from {package} import {attr}`)", by))
+
+
+def _short(path: str, paths: Sequence[str] = ()) -> str:
+    """``torch/torch_version.py`` for a file under a folder of ``sys.path`` (or a site
+    folder): the package path."""
+    norm = os.path.normpath(path)
+    for p in paths:
+        base = os.path.normpath(p).rstrip(os.sep) + os.sep
+        if norm.startswith(base):
+            return norm[len(base):].replace(os.sep, "/")
+    parts = norm.split(os.sep)
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i - 1] in ("site-packages", "dist-packages"):
+            return "/".join(parts[i:])
+    return path
+
+
+def _resolve(bound: dict[str, Any], opaque: bool, name: str) -> tuple[Any, ...] | None:
+    """:func:`moonpin.readers.pyimports.resolve_binding`, on memoised facts (no ``ast``)."""
+    got = bound.get(name)
+    if not isinstance(got, (tuple, list)) or not got or not isinstance(got[0], str):
+        return None if opaque or got is not None else ("absent",)
+    if got[0] == "const" and len(got) == 2:
+        return tuple(got)
+    if got[0] == "name" and len(got) == 2 and isinstance(got[1], str):
+        return tuple(got)
+    if (got[0] == "from" and len(got) == 4 and type(got[1]) is int
+            and isinstance(got[2], str) and isinstance(got[3], str)):
+        return tuple(got)
+    return None
+
+
+def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, int],
+              suffixes: Sequence[str], root: str | None = None
+              ) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """``module.attr`` as importing ``module`` sets it, followed statically through the
+    imports and assignments that bind it (``torch.__version__``: ``torch/__init__.py`` ->
+    ``torch/torch_version.py`` -> ``torch/version.py``): (its value as a string, None), or
+    (None, why the import fails on the way), or (None, None) when the chain is not one this
+    reader follows; and the files read."""
+    w = _Walk(paths, version, suffixes, root)
+    files: list[str] = []
+    name, want = module, attr
+    for _ in range(12):
+        parts = name.split(".")
+        spec = None
+        for i in range(1, len(parts) + 1):  # each parent package runs first
+            spec = w.find(".".join(parts[:i]))
+            if spec is None:
+                by = f" (imported by {_short(files[-1], paths)})" if files else ""
+                return None, f"no module {'.'.join(parts[:i])!r}{by}", tuple(files)
+        assert spec is not None
+        f = spec.file
+        if f is None or not f.endswith(".py"):
+            return None, None, tuple(files)
+        files.append(f)
+        try:
+            facts = _facts(f, version)
+        except OSError as e:
+            return None, f"{f} cannot be read ({e})", tuple(files)
+        if facts[1] is not None:
+            what = facts[1] if facts[1].startswith("raises") else f"does not compile: {facts[1]}"
+            return None, f"{f} {what}", tuple(files)
+        got = _resolve(facts[3], facts[4], want)
+        if got is None:
+            return None, None, tuple(files)
+        if got[0] == "absent":
+            return None, (f"{_short(f, paths)} defines no {want} ({name}.{want} is imported"
+                          + (f" by {_short(files[-2], paths)})" if len(files) > 1 else ")")
+                          ), tuple(files)
+        if got[0] == "const":
+            return str(got[1]), None, tuple(files)
+        if got[0] == "name":
+            want = str(got[1])
+            continue
+        level, source, want = int(got[1]), str(got[2]), str(got[3])
+        if level:
+            package = name if spec.kind == "package" else name.rpartition(".")[0]
+            if level - 1 > package.count("."):
+                return None, None, tuple(files)
+            base = package.rsplit(".", level - 1)[0] if level > 1 else package
+            source = f"{base}.{source}" if source else base
+        name = source
+    return None, None, tuple(files)

@@ -1,0 +1,129 @@
+"""The light check judges the Python modules ``import mooncake.pg`` runs before its build is
+loaded (mooncake's ``__init__``, the loader's own imports, ``import torch``), and the label
+``torch.__version__`` as the import binds it, on throwaway images run as a worker would.
+
+Each failing image has its control: the same image repaired passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.lib.checkrun import assert_healthy, run, small_kb
+from tests.lib.images import healthy_image
+
+REINSTALL_TORCH = "pip install --force-reinstall --no-deps 'torch==2.13.0'"
+REINSTALL_MOONCAKE = ("pip install --force-reinstall --no-deps "
+                      "'mooncake-transfer-engine-cuda13==0.3.13.post1'")
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    return small_kb(tmp_path)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return healthy_image(tmp_path / "site")
+
+
+def _fails(site: Path, kb: Path, check: str, *said: str, fix: str | None = None) -> None:
+    r = run(site, kb=kb)
+    assert r.rc == 1, r.out
+    line = r.line(check)
+    assert line.startswith("fail"), r.out
+    for s in said:
+        assert s in line, line
+    if fix is not None:
+        assert fix in r.out
+
+
+def test_the_images_own_chain_is_found_and_read(site: Path, kb: Path) -> None:
+    r = run(site, kb=kb)
+    assert_healthy(r)
+    assert r.line("import chain").startswith("pass")
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda t: (t / "__init__.py").unlink(), "no __init__.py"),
+    (lambda t: (t / "version.py").unlink(), "no module 'torch.version'"),
+    (lambda t: (t / "torch_version.py").unlink(), "no module 'torch.torch_version'"),
+    (lambda t: (t / "version.py").write_text("__version__ = (\n"), "does not compile"),
+    (lambda t: (t / "version.py").write_text("cuda = '13.0'\n"), "defines no __version__"),
+])
+def test_a_torch_that_cannot_be_imported(site: Path, kb: Path, damage: object,
+                                         said: str) -> None:
+    good = {p: p.read_bytes() for p in (site / "torch").glob("*.py")}
+    damage(site / "torch")  # type: ignore[operator]
+    _fails(site, kb, "torch", "`import torch` fails", said, fix=REINSTALL_TORCH)
+    for p in (site / "torch").glob("*.py"):
+        p.unlink()
+    for p, data in good.items():
+        p.write_bytes(data)
+    assert_healthy(run(site, kb=kb))
+
+
+def test_a_label_the_import_computes_is_said(site: Path, kb: Path) -> None:
+    (site / "torch" / "version.py").write_text(
+        "import os\n__version__ = os.environ.get('V', '2.13.0')\ncuda = '13.0'\n")
+    r = run(site, kb=kb)
+    assert r.rc == 0, r.out
+    assert r.line("torch label").startswith("warn") and "computed" in r.line("torch label")
+
+
+def test_the_label_is_what_the_import_binds(site: Path, kb: Path) -> None:
+    """torch/__init__ binding its own literal wins over what version.py holds: that file is
+    then never read by the import, and the loader maps __init__'s label."""
+    (site / "torch" / "__init__.py").write_text("__version__ = '2.12.0+cu130'\n")
+    r = run(site, kb=kb)
+    assert "torch 2.12.0+cu130" in r.line("torch"), r.out
+    assert "pg_2_12_0" in r.line("build")
+
+
+@pytest.mark.parametrize(("init", "said"), [
+    ("raise ImportError('built without RDMA')\n", "raises ImportError at line 1"),
+    ("from mooncake import gone_helpers\n", "has no gone_helpers"),
+    ("import mooncake.gone\n", "no module 'mooncake.gone'"),
+    ("def broken(:\n", "does not compile"),
+    ("try:\n    import mooncake.helper\nexcept ImportError:\n    pass\n",
+     "mooncake/helper.py does not compile"),  # a SyntaxError is not an ImportError
+])
+def test_a_mooncake_package_that_cannot_be_imported(site: Path, kb: Path, init: str,
+                                                   said: str) -> None:
+    (site / "mooncake" / "helper.py").write_text("def (\n")
+    (site / "mooncake" / "__init__.py").write_text(init)
+    _fails(site, kb, "import chain", "`import mooncake.pg` fails", said,
+           fix=REINSTALL_MOONCAKE)
+    (site / "mooncake" / "__init__.py").write_text("")
+    assert_healthy(run(site, kb=kb))
+
+
+@pytest.mark.parametrize("init", [
+    "try:\n    import mooncake.store\nexcept ImportError:\n    store = None\n",
+    "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    import mooncake.gone\n",
+    "def lazy():\n    import mooncake.gone\n",
+    "from pkgutil import extend_path\n__path__ = extend_path(__path__, __name__)\n",
+])
+def test_what_may_not_run_does_not_fail(site: Path, kb: Path, init: str) -> None:
+    (site / "mooncake" / "__init__.py").write_text(init)
+    r = run(site, kb=kb)
+    assert_healthy(r)
+
+
+def test_the_loaders_own_imports(site: Path, kb: Path) -> None:
+    loader = site / "mooncake" / "pg.py"
+    text = loader.read_text()
+    loader.write_text("from mooncake import native_helpers\n" + text)
+    _fails(site, kb, "import chain", "has no native_helpers", "imported by mooncake/pg.py:1")
+    (site / "mooncake" / "native_helpers.py").write_text("X = 1\n")
+    assert_healthy(run(site, kb=kb))
+
+
+def test_a_top_level_module_missing_from_site_packages_folders_may_be_elsewhere(
+        site: Path, kb: Path) -> None:
+    """``--site-packages`` names folders, not the whole ``sys.path``: a top-level module in
+    none of them may be in another (the interpreter's own, a system folder)."""
+    loader = site / "mooncake" / "pg.py"
+    loader.write_text("import mooncake_native_helpers\n" + loader.read_text())
+    assert_healthy(run(site, kb=kb))
