@@ -29,7 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Import", "binding", "caught", "certain_imports", "read_module", "resolve_binding"]
+__all__ = ["Import", "binding", "certain_imports", "read_module", "resolve_binding"]
 
 class Import:
     """One import that runs when the module is imported: ``module`` as written (``level``
@@ -52,30 +52,6 @@ class Import:
         return (self.module, self.names, self.level, self.line, self.guard)
 
 
-#: What each exception a module's import can fail with is a kind of (builtins only).
-_BASES = {
-    "ModuleNotFoundError": ("ModuleNotFoundError", "ImportError"),
-    "ImportError": ("ImportError",),
-    "SyntaxError": ("SyntaxError",),
-    "IndentationError": ("IndentationError", "SyntaxError"),
-    "TabError": ("TabError", "IndentationError", "SyntaxError"),
-}
-_CATCH_ALL = frozenset({"Exception", "BaseException"})
-
-
-def caught(kind: str, guard: str) -> bool:
-    """Whether a failure raising ``kind`` is caught by a ``try`` that catches ``guard``
-    (:attr:`Import.guard`). An exception this reader does not know the bases of (a class of
-    the module's own) is taken as caught by any guard: it may derive from what is caught."""
-    if not guard:
-        return False
-    names = set(guard.split(","))
-    bases = _BASES.get(kind)
-    if bases is None:
-        return True
-    return any(b in names for b in bases)
-
-
 def _handler_names(handlers: list[ast.ExceptHandler]) -> frozenset[str] | None:
     """The exception names the handlers catch; None when one catches everything (bare,
     ``Exception``, ``BaseException``, or a name this reader cannot read)."""
@@ -87,7 +63,7 @@ def _handler_names(handlers: list[ast.ExceptHandler]) -> frozenset[str] | None:
         for n in names:
             name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(
                 n, ast.Attribute) else None
-            if name is None or name in _CATCH_ALL:
+            if name is None or name in ("Exception", "BaseException"):
                 return None
             out.add(name)
     return frozenset(out)

@@ -308,6 +308,24 @@ def test_torch_version_py_outranks_the_metadata(tmp_path: Path, kb: Path) -> Non
     assert_healthy(run(site, kb=kb))
 
 
+def test_torchs_own_libraries_outrank_its_version_py(tmp_path: Path, kb: Path) -> None:
+    """The CUDA runtime torch loads is the one its libraries link (ld.so's answer), whatever
+    the label in version.py says (a rebuilt or relabelled torch)."""
+    site = healthy_image(tmp_path / "site")  # a CUDA 13 build of mooncake
+    lib = site / "torch" / "lib" / "libc10_cuda.so"
+    lib.write_bytes(build_so(needed=["libcudart.so.13"], strings=[]))
+    version_py = site / "torch" / "version.py"
+    version_py.write_text(version_py.read_text().replace("'13.0'", "'12.8'"))
+    r = run(site, kb=kb)
+    assert_healthy(r)
+    assert "torch/lib/libc10_cuda.so links libcudart.so.13" in r.line("torch")
+    assert "version.py says cuda = '12.8'" in r.line("torch")
+    lib.write_bytes(build_so(needed=["libcudart.so.12"], strings=[]))  # control
+    r = run(site, kb=kb)
+    assert r.rc == 1 and r.line("cuda").startswith("fail"), r.out
+    assert "torch 2.13.0 is CUDA 12" in r.line("cuda")
+
+
 def test_torch_not_installed(tmp_path: Path, kb: Path) -> None:
     site = tmp_path / "site"
     add_sglang(site)

@@ -48,6 +48,7 @@ __all__ = [
     "first_providing",
     "kind_of",
     "leading_int",
+    "linked_cudart",
     "list_folder",
     "locate",
     "module_file",
@@ -281,6 +282,14 @@ def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
     version = label or torch_label(consts) or meta
     if version is None:
         return None
+    linked = linked_cudart(folder) if folder is not None else None
+    if linked is not None:  # what ld.so loads decides, whatever version.py says
+        major, lib = linked
+        said = consts.get("cuda") if consts is not None else None
+        head = said.partition(".")[0] if isinstance(said, str) else ""
+        other = ("" if consts is None or "cuda" not in consts or head == str(major)
+                 else f"; torch/version.py says cuda = {said!r}")
+        return Torch(version, major, f"torch/lib/{lib} links {CUDART}{major}{other}", meta)
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
         head = cuda.partition(".")[0] if isinstance(cuda, str) else ""
@@ -306,6 +315,28 @@ def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
             and local.isascii()):
         return Torch(version, int(local[2:-1]), f"local label +{local}", meta)
     return Torch(version, None, "no CUDA runtime requirement nor +cuXYZ label", meta)
+
+
+def linked_cudart(folder: str) -> tuple[int, str] | None:
+    """The CUDA runtime torch's own CUDA libraries link (``DT_NEEDED libcudart.so.N`` of
+    ``torch/lib/libc10_cuda.so``, else ``libtorch_cuda.so``): (N, the library), or None when
+    neither is there or names one (a CPU build; a runtime linked statically)."""
+    from moonpin.resolver.check import ldso
+
+    for lib in ("libc10_cuda.so", "libtorch_cuda.so"):
+        path = os.path.join(folder, "lib", lib)
+        if not os.path.isfile(path):
+            continue
+        try:
+            needed = ldso.read_dynamic(path)[0]
+        except OSError:
+            continue
+        for name in needed:
+            if name.startswith(CUDART):
+                major = leading_int(name[len(CUDART):])
+                if major is not None:
+                    return major, lib
+    return None
 
 
 def _index_local(label: str) -> bool:

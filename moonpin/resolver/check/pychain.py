@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["BUDGET", "Problem", "Spec", "attribute", "walk"]
+__all__ = ["BUDGET", "Problem", "Spec", "attribute", "caught", "walk"]
 
 #: Source bytes parsed on a cold start, breadth-first from the imported module.
 BUDGET = 160 << 10
@@ -74,6 +74,29 @@ class Problem:
         self.file = file
         self.detail = detail
         self.by = by
+
+
+#: What each exception a module's import can fail with is a kind of (builtins only).
+_BASES = {
+    "ModuleNotFoundError": ("ModuleNotFoundError", "ImportError"),
+    "ImportError": ("ImportError",),
+    "SyntaxError": ("SyntaxError",),
+    "IndentationError": ("IndentationError", "SyntaxError"),
+    "TabError": ("TabError", "IndentationError", "SyntaxError"),
+}
+
+
+def caught(kind: str, guard: str) -> bool:
+    """Whether a failure raising ``kind`` is caught by a ``try`` that catches ``guard``
+    (:attr:`Import.guard`). An exception this reader does not know the bases of (a class of
+    the module's own) is taken as caught by any guard: it may derive from what is caught."""
+    if not guard:
+        return False
+    names = set(guard.split(","))
+    bases = _BASES.get(kind)
+    if bases is None:
+        return True
+    return any(b in names for b in bases)
 
 
 def _stdlib(name: str) -> bool:
@@ -221,8 +244,6 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
     An import inside a ``try`` is followed with the exceptions its handlers catch (the
     guard): a failure of that kind beneath it is quiet (``ImportError`` for a missing
     module), any other (a ``SyntaxError``) still fails the import, as it propagates."""
-    from moonpin.readers.pyimports import caught  # no ast: only the guard arithmetic
-
     w = _Walk(paths, version, suffixes, root)
     problems: list[Problem] = []
     queue: list[tuple[str, str, str]] = []  # (module, who imports it, guard)
