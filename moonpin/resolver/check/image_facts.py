@@ -284,12 +284,12 @@ def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
         return None
     linked = linked_cudart(folder) if folder is not None else None
     if linked is not None:  # what ld.so loads decides, whatever version.py says
-        major, lib = linked
+        runtime, lib = linked
         said = consts.get("cuda") if consts is not None else None
         head = said.partition(".")[0] if isinstance(said, str) else ""
-        other = ("" if consts is None or "cuda" not in consts or head == str(major)
+        other = ("" if consts is None or "cuda" not in consts or head == str(runtime)
                  else f"; torch/version.py says cuda = {said!r}")
-        return Torch(version, major, f"torch/lib/{lib} links {CUDART}{major}{other}", meta)
+        return Torch(version, runtime, f"torch/lib/{lib} links {CUDART}{runtime}{other}", meta)
     if consts is not None and "cuda" in consts:
         cuda = consts["cuda"]
         head = cuda.partition(".")[0] if isinstance(cuda, str) else ""
