@@ -61,7 +61,8 @@ def check_wants(path: str) -> bool:
     """Whether the light check reads the file at absolute image path ``path``.
 
     Interpreters (``*/bin/python*``, ``libpython3*``, ``pyvenv.cfg``, the ``os.py``
-    landmark of each ``lib/python3.X``), every ``.pth``, editable finder and ``*.egg-link``,
+    landmark and the PEP 668 ``EXTERNALLY-MANAGED`` marker of each ``lib/python3.X``, pip's
+    configuration files), every ``.pth``, editable finder and ``*.egg-link``,
     the metadata files of every ``.dist-info`` / ``.egg-info``, the ``.py`` and ``.so``
     files of SGLang and mooncake wherever they are, torch's ``.py`` files (what ``import
     torch`` runs), ``_C`` and ``lib/*.so*``, the NVIDIA wheels' and auditwheel's
@@ -77,8 +78,10 @@ def check_wants(path: str) -> bool:
         return True
     if base == "pyvenv.cfg" or (base.startswith("libpython3") and _so_file(base)):
         return True
-    if base == "os.py" and parent.startswith("python3") and len(parts) > 2 \
-            and parts[-3] in ("lib", "lib64"):
+    if base in ("os.py", "EXTERNALLY-MANAGED") and parent.startswith("python3") \
+            and len(parts) > 2 and parts[-3] in ("lib", "lib64"):
+        return True
+    if base == "pip.conf" and (parent == "pip" or p == "etc/pip.conf"):  # PEP 668 overrides
         return True
     if base.endswith((".pth", ".egg-link")) or base.startswith("__editable__") \
             or (base.endswith(".py") and "_editable" in base):

@@ -395,7 +395,21 @@ def target_for(root: str, config: Any = None) -> Target:
     plain = _on_path(root, "python3", path)
     t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe
              and os.path.dirname(plain) == os.path.dirname(image) else f"{image} -m pip")
+    t.managed = lambda: _managed(root, stdlib, cfg is not None, env, config)
     return t
+
+
+def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: Any) -> bool:
+    """PEP 668 in the image (:mod:`moonpin.resolver.check.pep668`): its paths resolved under
+    its root, its configured ``Env``, the home of its ``User`` (root's by default)."""
+    from moonpin.resolver.check import pep668
+
+    user = str(getattr(config, "user", "") or "")
+    home = env.get("HOME") or ("/root" if user in ("", "0", "root") or user.startswith("0:")
+                               else None)
+    configs = [rootfs.resolve(root, c) for c in pep668.config_files(home, None, env)
+               if c.startswith("/")]
+    return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs)
 
 
 def dockerfile_fix(fix: str, pip: str) -> str:

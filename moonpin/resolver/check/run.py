@@ -124,13 +124,17 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     memo.enabled = source_cache
     confine(target.root if target is not None else None)
     found: dict[str, Any] = {}
+    seen: dict[str, Any] = {}
     try:
         report = _check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
                               site_packages=site_packages, kb_path=kb_path, strict=strict,
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
-                              found=found, partial_root=partial_root)
+                              found=found, partial_root=partial_root, seen=seen)
         report.found = found
+        from moonpin.resolver.check.pep668 import for_target
+
+        report = for_target(report, seen.get("target"))
     finally:
         confine(None)
         memo.enabled = True
@@ -143,7 +147,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None,
                  found: dict[str, Any], target: Target | None = None,
-                 partial_root: bool = False) -> Report:
+                 partial_root: bool = False, seen: dict[str, Any] | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -171,6 +175,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     target = target or _target(site_packages, python, add)
     if target is None:
         return _report(checks, strict, could_not_check=True)
+    if seen is not None:
+        seen["target"] = target
     paths = target.paths
     im.EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
     im.SITE_DIRS = target.sites  # whose .pth files install editable finders

@@ -23,16 +23,18 @@ from importlib import machinery
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = ["Target", "TargetError", "default", "from_python", "from_site_packages", "this_python"]
 
 #: Asked of a target interpreter: what the importer there uses.
-_ASK = ("import importlib.machinery as m, json, os, platform, sys; print(json.dumps({"
+_ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
+        "print(json.dumps({"
         "'path': [p for p in sys.path if p and os.path.isdir(p)], 'version': "
         "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
-        "__import__('site').getsitepackages()}))")
+        "__import__('site').getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
+        "'venv': sys.prefix != sys.base_prefix}))")
 
 
 class TargetError(Exception):
@@ -43,8 +45,8 @@ class Target:
     """An environment: its interpreter (None: none known), version, the folders its
     importer searches, its extension-module suffixes, and how it was chosen."""
 
-    __slots__ = ("ext_suffixes", "how", "ld_path", "machine", "paths", "pip", "python", "root",
-                 "sites", "version")
+    __slots__ = ("ext_suffixes", "how", "ld_path", "machine", "managed", "paths", "pip",
+                 "python", "root", "sites", "version")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
                  ext_suffixes: Sequence[str], how: str,
@@ -65,6 +67,10 @@ class Target:
         self.machine: str | None = None
         #: how a fix line runs pip for this interpreter (``pip``, ``/opt/venv/bin/python -m pip``)
         self.pip = "pip"
+        #: whether its pip refuses to install there (PEP 668, :mod:`moonpin.resolver.check.pep668`)
+        #: unless told ``--break-system-packages``: a callable that says so, asked only when a
+        #: fix line is written (None: not known, taken as no)
+        self.managed: Callable[[], bool] | None = None
 
     @property
     def tag(self) -> str:
@@ -84,9 +90,28 @@ def this_python(how: str = "this interpreter") -> Target:
     if site is not None:
         sites = [*site.getsitepackages(), *([site.getusersitepackages()]
                                            if site.ENABLE_USER_SITE else [])]
-    return Target(sys.executable, (sys.version_info[0], sys.version_info[1]),
-                  [p for p in sys.path if p and os.path.isdir(p)],
-                  machinery.EXTENSION_SUFFIXES, how, sites)
+    t = Target(sys.executable, (sys.version_info[0], sys.version_info[1]),
+               [p for p in sys.path if p and os.path.isdir(p)],
+               machinery.EXTENSION_SUFFIXES, how, sites)
+
+    def managed() -> bool:
+        import sysconfig
+
+        return _managed_here(sysconfig.get_path("stdlib"), sys.prefix != sys.base_prefix,
+                             sys.prefix)
+
+    t.managed = managed
+    return t
+
+
+def _managed_here(stdlib: str | None, venv: bool, prefix: str | None) -> bool:
+    """PEP 668 for an interpreter of this machine, with this process's environment (the
+    worker's own, when the check runs in it)."""
+    from moonpin.resolver.check import pep668
+
+    env = dict(os.environ)
+    return pep668.externally_managed(stdlib, venv, env, pep668.config_files(
+        os.path.expanduser("~"), prefix, env))
 
 
 def _suffixes_for(version: tuple[int, int]) -> list[str]:
@@ -165,7 +190,12 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
                           f"(exit {proc.returncode}: {tail[0][:200]})") from e
     # -I drops the user's site folder and PYTHONPATH: add back what this worker sees
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return Target(python, version, [*extra, *paths], ext, "--python", sites)
+    t = Target(python, version, [*extra, *paths], ext, "--python", sites)
+    stdlib, venv, prefix = doc.get("stdlib"), doc.get("venv"), doc.get("prefix")
+    if isinstance(stdlib, str) and isinstance(venv, bool):
+        t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)
+                                          else None)
+    return t
 
 
 def default() -> Target:
