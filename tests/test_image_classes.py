@@ -224,3 +224,41 @@ def test_torch_version_py_saying_another_release(copy: Path, tmp_path: Path) -> 
         assert "loader finds pg_2_12_0" in out
         assert "fail  symbols:" in out
         assert "pip install --force-reinstall --no-deps 'torch==2.13.0'" in out
+
+
+@pytest.mark.parametrize("damage", ["rm torch/version.py", "rm torch/torch_version.py",
+                                    "rm torch/__init__.py", "syntax torch/version.py",
+                                    "rm mooncake/buffer_pool.py",
+                                    "raise mooncake/__init__.py"])
+def test_a_python_chain_the_import_cannot_run(copy: Path, tmp_path: Path, damage: str) -> None:
+    """The Python modules ``import mooncake.pg`` runs before its build: a missing or broken
+    one fails the import, and the check, with a fix line that reinstalls its owner."""
+    how, rel = damage.split()
+    target = copy / SITE / rel
+    target.unlink()
+    if how == "syntax":
+        target.write_text("__version__ = (\n")
+    elif how == "raise":
+        target.write_text("raise ImportError('built without RDMA support')\n")
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok
+    owner = "torch==2.13.0" if rel.startswith("torch") else \
+        "mooncake-transfer-engine-cuda13==0.3.13.post1"
+    for _, out in got.values():
+        fails = [x for x in out.splitlines() if x.startswith("fail")]
+        assert fails and ("import chain" in fails[0] or "torch:" in fails[0]), out
+        assert f"pip install --force-reinstall --no-deps '{owner}'" in out
+
+
+def test_a_cuda_label_that_is_not_what_torch_links(copy: Path, tmp_path: Path) -> None:
+    """version.py says CUDA 12.8, torch's libraries link libcudart.so.13: the CUDA 13 build
+    loads, and the check judges by the libraries."""
+    version_py = copy / SITE / "torch" / "version.py"
+    _own(version_py)
+    version_py.write_text(version_py.read_text().replace("cuda: Optional[str] = '13.0'",
+                                                         "cuda: Optional[str] = '12.8'"))
+    assert "'12.8'" in version_py.read_text()
+    ok, _, got = _agree(copy, tmp_path)
+    assert ok
+    for _, out in got.values():
+        assert "links libcudart.so.13; torch/version.py says cuda = '12.8'" in out
