@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.base import MOONCAKE_FAMILY, Pin, cut
+from moonpin.resolver.pins.base import MOONCAKE_FAMILY, VALUE_KINDS, Pin, cut
 from moonpin.resolver.pins.renovate import GROUP_NAME
 
 if TYPE_CHECKING:
@@ -25,10 +25,6 @@ __all__ = [
     "pinned_set",
     "platform_of",
 ]
-
-#: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
-VALUE_KINDS = frozenset({"dockerfile-arg", "docker-image", "regex"})
-
 
 class PinnedSet(NamedTuple):
     """The versions a project pins, and the pins that disagree."""
@@ -329,7 +325,8 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
     split: set[tuple[str, int, str]] = set()
     for place, by_arch in wanted.items():
         on = shared.get(place, list(by_arch))
-        if len(set(by_arch.get(a) for a in on)) > 1:
+        # the same release however spelled (``2.13`` on one, ``2.13.0.0`` on the other)
+        if len({_new_key(by_arch.get(a)) for a in on}) > 1:
             split.add(place)
             asked = "; ".join(f"on {a} {n}=={v}" for a, (n, v) in by_arch.items())
             kept = ", ".join(a for a in on if a not in by_arch)
@@ -349,6 +346,11 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
                 seen.add(place)
                 out.updates.append(u)
     return out.done(where)
+
+
+def _new_key(new: tuple[str, str] | None) -> object:
+    """An update's target (name, version) as PEP 440 compares it; None as it is."""
+    return None if new is None else (new[0], _vkey(new[1]))
 
 
 def _judge_as_one(g: CompatGraph, pinned: PinnedSet, *, python: str | None,

@@ -104,8 +104,9 @@ def _assignments(shown: str, logical: Logical, names: dict[str, str],
                 if var not in inherited and re.fullmatch(rf"\s*ARG\s+{var}\s*", s,
                                                          re.IGNORECASE):
                     line0, _ = logical.locate(m.start())
-                    yield value_pin(name, "", line0, -1, shown, s.strip(), "dockerfile-arg",
-                                    note="build arg without default")
+                    vline, vcol = logical.locate(m.start() + len(var))  # `=V` goes here
+                    yield value_pin(name, "", line0, vcol, shown, s.strip(), "dockerfile-arg",
+                                    version_line=vline, note="build arg without default")
                     continue
                 # legacy ``ENV NAME value``
                 if not re.match(rf"\s*ENV\s+{var}\s+\S", s, re.IGNORECASE):
@@ -173,9 +174,9 @@ def _variable_pin(shown: str, logical: Logical, w: _Word) -> Pin | None:
     extras = tuple(sorted(e.strip() for e in (m.group(2) or "[]")[1:-1].split(",")
                           if e.strip()))
     spec = w.value[m.end():].split(";")[0].strip()
-    line0, _ = logical.locate(w.offset(0))
+    line0, col0 = logical.locate(w.offset(0))
     return Pin(canon(m.group(1)), spec, None, shown, line0, -1, w.value, "pip-install",
-               extras, note=VARIABLE_NOTE)
+               extras, note=VARIABLE_NOTE, name_col=col0)
 
 
 _PREFIX_WORDS = frozenset({"RUN", "sudo", "exec", "env", "time", "command", "nohup", "uv"})
