@@ -104,3 +104,94 @@ def test_a_build_arg_without_default_is_given_the_version(
         "    mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION}\n")})
     _settles(capsys, monkeypatch, tmp_path, *files)
     assert "ARG MOONCAKE_VERSION=0.3.13.post1\n" in (tmp_path / "Dockerfile").read_text()
+
+
+@pytest.mark.parametrize("where", ["constraints", "uv"])
+def test_a_range_elsewhere_that_excludes_the_exact_pin_is_a_disagreement(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        where: str) -> None:
+    """`moonpin pins requirements.txt pyproject.toml` with cuda13==0.3.13.post1 required
+    and `mooncake-transfer-engine-cuda13<0.3.13` in a -c constraints file (or [tool.uv]
+    constraint-dependencies) said "compatible", exit 0: pip and uv refuse that set (no
+    release meets both). And with cuda13==0.3.12 the update to 0.3.13.post1 left the range
+    excluding it: the advice, carried out, did not install."""
+    files = {"requirements.txt": "sglang==0.5.18\ntorch==2.13.0\n"
+                                 "mooncake-transfer-engine-cuda13==0.3.13.post1\n"}
+    rng = "mooncake-transfer-engine-cuda13 >=0.3.10, <0.3.13"
+    if where == "constraints":
+        files["requirements.txt"] = "-c constraints.txt\n" + files["requirements.txt"]
+        files["constraints.txt"] = f"{rng}  # tested\n"
+    else:
+        files["pyproject.toml"] = ('[project]\nname = "svc"\nversion = "0.1"\n'
+                                   f'[tool.uv]\nconstraint-dependencies = ["{rng}"]\n')
+    args = [f for f in files if f != "constraints.txt"]
+    _files(tmp_path, files)
+    code, out, _ = _pins(capsys, monkeypatch, tmp_path, *args, "--json")
+    doc = json.loads(out)
+    assert (code, doc["verdict"]) == (1, "incompatible"), out
+    assert any("<0.3.13 excludes mooncake-transfer-engine-cuda13==0.3.13.post1" in r
+               for r in doc["reasons"]), doc["reasons"]
+    (u,) = doc["updates"]
+    assert (u["line"], u["currentValue"], u["newValue"], u["updateType"]) == (
+        1 if where == "constraints" else 5, ">=0.3.10, <0.3.13", "==0.3.13.post1", "pin")
+    # the other way round: the exact pin moves out of the range, and the range with it
+    req = tmp_path / "requirements.txt"
+    req.write_text(req.read_text().replace("0.3.13.post1", "0.3.12"))
+    code, out, _ = _pins(capsys, monkeypatch, tmp_path, *args, "--json")
+    assert sorted((u["packageFile"], u["newVersion"]) for u in json.loads(out)["updates"]) == [
+        (f, "0.3.13.post1") for f in sorted(["requirements.txt", *files][1:])]
+    _settles(capsys, monkeypatch, tmp_path, *args)
+    if where == "constraints":
+        assert (tmp_path / "constraints.txt").read_text() == (
+            "mooncake-transfer-engine-cuda13 ==0.3.13.post1  # tested\n")
+
+
+def test_a_local_build_and_its_public_version_are_one_pin(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """`moonpin pins requirements.txt gpu.txt` with torch==2.13.0 in one and
+    torch==2.13.0+cu126 (beside the CUDA-12 mooncake) in the other: "the pins disagree",
+    exit 1, though pip meets both with the +cu126 build (==2.13.0 ignores a candidate's
+    local label) and explain calls that set compatible."""
+    files = _files(tmp_path, {
+        "requirements.txt": "sglang==0.5.18\ntorch==2.13.0\n"
+                            "mooncake-transfer-engine==0.3.13.post1\n",
+        "gpu.txt": "torch==2.13.0+cu126\n"})
+    for order in (files, files[::-1]):
+        code, out, _ = _pins(capsys, monkeypatch, tmp_path, *order, "--json")
+        doc = json.loads(out)
+        assert (code, doc["verdict"], doc["conflicts"], doc["updates"]) == (
+            0, "compatible", [], []), out
+    (tmp_path / "gpu.txt").write_text("torch==2.12.0+cu126\n")
+    code, out, _ = _pins(capsys, monkeypatch, tmp_path, *files, "--json")
+    assert (code, len(json.loads(out)["conflicts"])) == (1, 1), out
+
+
+def test_a_build_arg_and_the_default_beside_its_use_move_together(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """A multi-stage Dockerfile installing `mooncake-transfer-engine==${MOONCAKE_VERSION:-
+    0.3.10}` (ARG MOONCAKE_VERSION=0.3.10) with a pyproject.toml: --write switched the ARG
+    and the name, left the default 0.3.10 (now a cuda13 version that never fit), said "not
+    written: no requirement text to pin" for a false "two distributions side by side" and
+    exited 1."""
+    files = _files(tmp_path, {
+        "pyproject.toml": '[project]\nname = "svc"\nversion = "0.1"\nrequires-python = ">=3.11"'
+                          '\ndependencies = ["sglang[srt]==0.5.18", "torch==2.13.0"]\n'
+                          "[project.optional-dependencies]\nrdma = "
+                          "[\"mooncake-transfer-engine==0.3.10; platform_machine == 'x86_64'\"]\n",
+        "docker/Dockerfile": "ARG SGLANG_VERSION=0.5.18\nFROM python:3.12 AS build\n"
+                             "ARG SGLANG_VERSION\nARG MOONCAKE_VERSION=0.3.10\n"
+                             'RUN pip install "sglang[all]==${SGLANG_VERSION}" \\\n'
+                             "      mooncake-transfer-engine==${MOONCAKE_VERSION:-0.3.10} && \\\n"
+                             "    pip install torch==2.13.0\n"
+                             "FROM build\nRUN pip install torch==${TORCH_VERSION:-2.13.0}\n"})
+    _, out, _ = _pins(capsys, monkeypatch, tmp_path, *files, "--json")
+    doc = json.loads(out)
+    assert not any("side by side" in r or "beside" in r for r in doc["reasons"]), doc
+    assert ("docker/Dockerfile", 9, "torch", "2.13.0") in [
+        (p["file"], p["line"], p["name"], p["version"]) for p in doc["pins"]]
+    _settles(capsys, monkeypatch, tmp_path, *files)
+    dock = (tmp_path / "docker/Dockerfile").read_text()
+    assert "mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION:-0.3.13.post1} &&" in dock
+    assert "ARG MOONCAKE_VERSION=0.3.13.post1\n" in dock

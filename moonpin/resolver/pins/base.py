@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from moonpin.kb.distributions import DISTRIBUTIONS
 
 __all__ = [
+    "DEFAULT_NOTE",
     "HASH_NOTE",
     "MAX_FILE_BYTES",
     "MAX_INCLUDE_DEPTH",
@@ -29,7 +30,9 @@ __all__ = [
     "MOONCAKE_FAMILY",
     "NAME_RE",
     "TRACKED",
+    "UNUSED_DEFAULT",
     "VALUE_KINDS",
+    "VARIABLE_NOTE",
     "VERSION_VARIABLES",
     "Found",
     "Locate",
@@ -59,6 +62,14 @@ VERSION_VARIABLES: dict[str, str] = {
 }
 
 HASH_NOTE = "has --hash: a new version needs new hashes"
+
+#: The note of a ``pip install`` requirement whose version is a shell variable.
+VARIABLE_NOTE = "version from a shell variable"
+#: The note of the default of ``name==${VAR:-default}`` (followed by ``${VAR}``), and what
+#: is added when the file gives ``VAR`` a value: that default is then not what is installed
+#: (it is rewritten with the other pins, never judged or called a disagreement).
+DEFAULT_NOTE = "the default of "
+UNUSED_DEFAULT = ", unused: the file sets it"
 
 #: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
 VALUE_KINDS = frozenset({"dockerfile-arg", "docker-image", "regex"})

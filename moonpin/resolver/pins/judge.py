@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.base import MOONCAKE_FAMILY, VALUE_KINDS, Pin, cut
+from moonpin.resolver.pins.base import (
+    MOONCAKE_FAMILY,
+    UNUSED_DEFAULT,
+    VALUE_KINDS,
+    VARIABLE_NOTE,
+    Pin,
+    cut,
+)
 from moonpin.resolver.pins.renovate import GROUP_NAME
 
 if TYPE_CHECKING:
@@ -102,17 +109,41 @@ def _vkey(version: str | None) -> object:
 def _key(pin: Pin) -> str:
     """The dependency a pin is of: its name, or ``mooncake`` for the whole family (one
     ``mooncake/`` folder: two of them are one dependency pinned twice)."""
-    return "mooncake" if pin.name in MOONCAKE_FAMILY else pin.name
+    return _key_of(pin.name)
 
 
-def _same(a: Pin, b: Pin) -> bool:
-    """The same distribution and version as PEP 440 compares them."""
-    return (a.name, _vkey(a.version)) == (b.name, _vkey(b.version))
+def _unused(pin: Pin) -> bool:
+    """A version the install never reads (``${VAR:-default}`` where the file sets VAR)."""
+    return bool(pin.note and UNUSED_DEFAULT in pin.note)
+
+
+def _admits(a: Pin, b: Pin) -> bool:
+    """``a``'s ``==`` admits ``b``'s version (the same distribution): PEP 440 pads releases
+    and, for a version without a local label, ignores the candidate's (``==2.13.0`` matches
+    ``2.13.0+cu126``)."""
+    va, vb = _vkey(a.version), _vkey(b.version)
+    if a.name != b.name:
+        return False
+    if isinstance(va, Version) and isinstance(vb, Version) and not va.local:
+        return va == Version(vb.public)
+    return va == vb
+
+
+def _agree(a: Pin, b: Pin) -> bool:
+    """Two exact pins of one distribution that pip meets with one release: the same
+    version, or ``==2.13.0`` beside ``==2.13.0+cu126`` (pip installs the local build)."""
+    return _admits(a, b) or _admits(b, a)
+
+
+def _narrower(a: Pin, b: Pin) -> Pin:
+    """Of two agreeing pins, the one pip's answer is (the local build's, else ``a``)."""
+    return b if _admits(a, b) and not _admits(b, a) else a
 
 
 def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
-    """Pick the exact pin of each of the three (the first found); report disagreements.
-    Which of disagreeing pins is judged is :func:`judge`'s choice, not the files' order."""
+    """Pick the exact pin of each of the three (the first found, or a pin of its local
+    build that agrees with it); report disagreements. Which of disagreeing pins is judged
+    is :func:`judge`'s choice, not the files' order."""
     first: dict[str, Pin] = {}
     conflicts: list[tuple[Pin, Pin]] = []
     loose: list[Pin] = []
@@ -121,12 +152,16 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
         if p.version is None:
             loose.append(p)
             continue
+        if _unused(p):
+            continue  # in ``exact``: rewritten with the others, not judged
         key = _key(p)
         have = first.get(key)
         if have is None:
             first[key] = p
-        elif not _same(have, p) and _together(have, p) and not any(
-                _same(b, p) for a, b in conflicts if _key(a) == key):
+        elif _agree(have, p):
+            first[key] = _narrower(have, p)
+        elif _together(have, p) and not any(
+                _agree(b, p) for a, b in conflicts if _key(a) == key):
             conflicts.append((have, p))
     return PinnedSet(first.get("sglang"), first.get("torch"), first.get(mooncake_key),
                      tuple(conflicts), tuple(loose),
@@ -273,7 +308,39 @@ def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: s
     else:
         out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
     _side_by_side(pinned, out)
+    _within_ranges(pinned, out)
     return out
+
+
+def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
+    """A range of a distribution that is also pinned exactly (``-c constraints.txt`` with
+    ``torch<2.13``, ``[tool.uv] constraint-dependencies``) is met by the same install: when
+    it excludes the version the set ends with (as pinned, or as updated), pip and uv find
+    no release meeting both. It is said, and pinned to that version where it is written."""
+    from moonpin.resolver.pins.ranges import in_range, is_range
+
+    ends: dict[str, tuple[str, str, str]] = {_key(p): (p.name, p.version, "pinned") for p in (
+        pinned.sglang, pinned.torch, pinned.mooncake) if p is not None and p.version}
+    for u in out.updates:
+        ends[_key_of(u["newName"])] = (u["newName"], u["newVersion"], "moved")
+    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    for p in pinned.loose:
+        end = ends.get(_key(p))
+        if (end is None or end[0] != p.name or not p.spec or not is_range(p)
+                or (p.path, p.line, p.name) in moved or in_range(end[1], p.spec)):
+            continue
+        name, version, how = end
+        said = "the exact pins" if how == "pinned" else "the updates"
+        out.verdict = "incompatible"
+        out.reasons.append(f"{p.path}:{p.line} {name}{p.spec} excludes {name}=={version} "
+                           f"that {said} hold it to: pip and uv find no release meeting "
+                           "both")
+        out.updates.append(_update(p, name, version, f"{said} hold {name} to {version}"))
+
+
+def _key_of(name: str) -> str:
+    """:func:`_key` of a distribution's name."""
+    return "mooncake" if name in MOONCAKE_FAMILY else name
 
 
 def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
@@ -289,8 +356,12 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
     if name is None or len(written) < 2:
         return  # one distribution as written (a move to another is not "side by side")
     moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    # an install whose version is a build arg's is switched with that ARG's update
+    args = {(p.path, p.name) for p in pinned.exact if p.kind == "dockerfile-arg"
+            and (p.path, p.version_line, p.name) in moved}
     others = [p for p in pinned.loose if p.name in MOONCAKE_FAMILY and p.name != name
-              and (p.path, p.line, p.name) not in moved]
+              and (p.path, p.line, p.name) not in moved
+              and not (p.note == VARIABLE_NOTE and (p.path, p.name) in args)]
     if not others:
         return
     said = ", ".join(f"{p.name} at {p.path}:{p.line}" for p in others)
@@ -386,8 +457,13 @@ def _choices(pinned: PinnedSet) -> list[PinnedSet]:
     for name, pin in slots.items():
         distinct: list[Pin] = []
         for p in pinned.exact if pin is not None else ():
-            if _key(p) == name and not any(_same(p, d) for d in distinct):
+            if _key(p) != name or _unused(p):
+                continue
+            agreeing = next((i for i, d in enumerate(distinct) if _agree(p, d)), None)
+            if agreeing is None:
                 distinct.append(p)
+            else:
+                distinct[agreeing] = _narrower(distinct[agreeing], p)
         distinct.sort(key=_newest_first, reverse=True)
         options.append(list(distinct) or [None])
     return [pinned._replace(sglang=s, torch=t, mooncake=m)
@@ -415,7 +491,7 @@ def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
         if pin is None:
             continue
         for place in pinned.places(pin):
-            if (place.path, place.version_line, place.name) in moved or _same(place, pin):
+            if (place.path, place.version_line, place.name) in moved or _admits(place, pin):
                 continue
             out.updates.append(_update(place, pin.name, pin.version or "",
                                        f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}"))

@@ -12,9 +12,15 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from packaging.version import Version
+
 from moonpin.resolver.pins.base import (
+    DEFAULT_NOTE,
+    MAX_VERSION_CHARS,
     NAME_RE,
     TRACKED,
+    UNUSED_DEFAULT,
+    VARIABLE_NOTE,
     VERSION_VARIABLES,
     Locate,
     Logical,
@@ -29,10 +35,6 @@ from moonpin.resolver.pins.base import (
 __all__ = ["shell_pins"]
 
 Result = Pin | PinError | None
-
-
-#: The note of a ``pip install`` requirement whose version is a shell variable.
-VARIABLE_NOTE = "version from a shell variable"
 
 
 def shell_pins(shown: str, text: Text) -> Iterator[Result]:
@@ -56,15 +58,28 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
     # without one (Docker): that stage's ARG is then the global pin, already read.
     global_args: set[str] = set()
     staged = False
+    out: list[Result] = []
+    assigned: set[str] = set()
     for logical, pips in zip(logicals, installs, strict=True):
         if re.match(r"\s*FROM\s", logical.text, re.IGNORECASE):
             staged = True
         elif not staged and (m := re.match(r"\s*ARG\s+(\w+)\s*=", logical.text,
                                            re.IGNORECASE)):
             global_args.add(m.group(1))
-        yield from _assignments(shown, logical, names, global_args if staged else set())
-        yield from pips
-        yield from _base_image(shown, logical)
+        for res in _assignments(shown, logical, names, global_args if staged else set()):
+            if isinstance(res, Pin) and (res.version or res.spec):
+                assigned.add(re.split(r"[=\s]", res.raw, maxsplit=1)[0])
+            out.append(res)
+        out += pips
+        out += _base_image(shown, logical)
+    for res in out:
+        # the default of a variable the file gives a value is not what is installed; it
+        # is still rewritten with the variable's other pins (see UNUSED_DEFAULT)
+        note = res.note if isinstance(res, Pin) and res.note else ""
+        if isinstance(res, Pin) and note.startswith(DEFAULT_NOTE) and (
+                note[len(DEFAULT_NOTE):].strip("${}") in assigned):
+            res = res._replace(note=note + UNUSED_DEFAULT)
+        yield res
 
 
 def _variable_of(spec: str) -> str | None:
@@ -162,7 +177,10 @@ def _pip_args(shown: str, logical: Logical, args: list[_Word]) -> Iterator[Resul
                 i += 1
             continue
         if "$" in w.value:
-            yield _variable_pin(shown, logical, w)
+            pin = _variable_pin(shown, logical, w)
+            yield pin
+            if pin is not None:
+                yield _default_pin(shown, logical, w, pin)
             continue
         yield pin_from_requirement(w.value, _word_locator(logical, w), shown, "pip-install")
 
@@ -177,6 +195,28 @@ def _variable_pin(shown: str, logical: Logical, w: _Word) -> Pin | None:
     line0, col0 = logical.locate(w.offset(0))
     return Pin(canon(m.group(1)), spec, None, shown, line0, -1, w.value, "pip-install",
                extras, note=VARIABLE_NOTE, name_col=col0)
+
+
+def _default_pin(shown: str, logical: Logical, w: _Word, pin: Pin) -> Pin | None:
+    """The default of ``name==${VAR:-default}`` (or ``${VAR-default}``): what the shell
+    installs when ``VAR`` is empty or unset, an occurrence of the pin like any other (kind
+    ``pip-install``; an update rewrites it too)."""
+    m = re.search(r"={2,3}\s*\$\{(\w+):?-([^}]*)\}$", w.value.split(";")[0].rstrip())
+    if m is None or not m.group(2).strip():
+        return None
+    value, at = m.group(2), m.start(2)
+    try:
+        if len(value) > MAX_VERSION_CHARS:
+            return None
+        Version(value)
+    except ValueError:  # InvalidVersion, or int()'s limit on a number of 4,300+ digits
+        return None
+    vline, vcol = logical.locate(w.offset(at))
+    if w.offset(at + len(value) - 1) != w.offset(at) + len(value) - 1:
+        vcol = -1  # quoted or escaped inside: not one run of the file's text
+    return Pin(pin.name, f"=={value}", value, shown, pin.line, vcol, w.value, "pip-install",
+               pin.extras, note=f"{DEFAULT_NOTE}${{{m.group(1)}}}", version_line=vline,
+               name_col=pin.name_col)
 
 
 _PREFIX_WORDS = frozenset({"RUN", "sudo", "exec", "env", "time", "command", "nohup", "uv"})
