@@ -195,3 +195,36 @@ def test_a_build_arg_and_the_default_beside_its_use_move_together(
     dock = (tmp_path / "docker/Dockerfile").read_text()
     assert "mooncake-transfer-engine-cuda13==${MOONCAKE_VERSION:-0.3.13.post1} &&" in dock
     assert "ARG MOONCAKE_VERSION=0.3.13.post1\n" in dock
+
+
+@pytest.mark.parametrize("dockerfile, where", [
+    ("FROM python:3.12\nCOPY requirements.txt /app/\n"
+     "RUN pip install -r /app/requirements.txt torch==2.13.0\n", "Dockerfile"),
+    ("FROM python:3.12\nWORKDIR /srv\nCOPY [\"requirements.txt\", \"./\"]\n"
+     "COPY requirements/ ./requirements/\n"
+     "RUN --mount=type=cache,target=/root/.cache uv pip install --system \\\n"
+     "      --requirement=requirements.txt -c /srv/requirements/constraints.txt torch==2.13.0\n",
+     "docker/Dockerfile"),
+    ("FROM python:3.12\nCOPY . /work\nRUN cd /work && uv pip sync requirements.txt && \\\n"
+     "    pip install -rrequirements/constraints.txt torch==2.13.0\n", "docker/Dockerfile"),
+    ("#!/bin/sh\nset -e\npython3 -m pip install -r ../requirements.txt torch==2.13.0\n",
+     "scripts/install.sh"),
+])
+def test_a_requirements_file_a_dockerfile_installs_is_read_with_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        dockerfile: str, where: str) -> None:
+    """`moonpin pins Dockerfile` whose `RUN pip install -r /app/requirements.txt` installs
+    the project's sglang and mooncake pins said "sglang is not pinned", verdict unknown:
+    the requirements file the image installs (COPY'd from the build context) was not
+    read, so its broken mooncake was never judged nor updated."""
+    _files(tmp_path, {"requirements.txt": "sglang==0.5.18\n"
+                                          "mooncake-transfer-engine-cuda13==0.3.12\n",
+                      "requirements/constraints.txt": "mooncake-transfer-engine-cuda13==0.3.12\n",
+                      where: dockerfile})
+    code, out, _ = _pins(capsys, monkeypatch, tmp_path, where, "--json")
+    doc = json.loads(out)
+    assert (code, doc["verdict"]) == (1, "incompatible"), out
+    files = {u["packageFile"] for u in doc["updates"]}
+    assert "requirements.txt" in files or "../requirements.txt" in files, doc["updates"]
+    _settles(capsys, monkeypatch, tmp_path, where)
+    assert "cuda13==0.3.13.post1" in (tmp_path / "requirements.txt").read_text()

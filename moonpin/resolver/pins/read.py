@@ -50,7 +50,13 @@ Contract (documented decisions):
   chains and quotes (``<``/``>`` count as part of a word, so unquoted ``torch>=2.9`` reads
   as written even though a shell would redirect); options are skipped (with their values);
   a requirement whose version is a shell variable is reported with ``version=None`` and a
-  note. Comment-only lines inside a continuation are skipped, as Docker does.
+  note, and the default of ``${VAR:-default}`` as a pin of its own (noted unused when the
+  file sets VAR: then it is rewritten with the others, not judged). ``-r FILE`` / ``-c
+  FILE`` (and ``uv pip sync FILE``) are followed as includes: a Dockerfile's
+  ``COPY``/``ADD`` and ``WORKDIR`` map the image path back to the build context, looked
+  for beside the Dockerfile, then in the current folder; a file found nowhere is skipped
+  (the image may make it). Comment-only lines inside a continuation are skipped, as Docker
+  does.
 * **Base images**: ``FROM lmsysorg/sglang:v0.5.18-cu130`` (any registry, ``--platform``
   and ``AS`` allowed) is an sglang pin of kind ``"docker-image"``, its version the tag's as
   :func:`moonpin.resolver.args.manifests.sglang_version_of_image` reads it (``args --file`` reads
@@ -124,7 +130,7 @@ from moonpin.resolver.pins.regex import Pattern, compile_patterns, regex_pins
 from moonpin.resolver.pins.renovate import GROUP_NAME, plan_stack, renovate_fragment
 from moonpin.resolver.pins.requirements import Include, requirement_lines
 from moonpin.resolver.pins.rewrite import apply_updates, read_for_rewrite, write_keeping
-from moonpin.resolver.pins.shell import shell_pins
+from moonpin.resolver.pins.shell import FileArg, shell_pins
 
 __all__ = [
     "GROUP_NAME",
@@ -312,8 +318,11 @@ class _Reader:
             for res in pyproject_pins(shown, text):
                 self.found.add(res)
         elif ftype == "shell":
-            for res in shell_pins(shown, text):
-                self.found.add(res)
+            for item in shell_pins(shown, text):
+                if isinstance(item, FileArg):
+                    self._installed_file(path, shown, item)
+                else:
+                    self.found.add(item)
         for pin in regex_pins(shown, text, self.patterns):
             self.found.add(pin)
 
@@ -325,12 +334,27 @@ class _Reader:
             else:
                 self.found.add(res)
 
+    def _installed_file(self, parent: Path, parent_shown: str, arg: FileArg) -> None:
+        """A requirements file a Dockerfile or script installs (``pip install -r``): read
+        from the first place it is at, beside the file (the build context a ``docker
+        build`` of its folder has) or in the current folder (``docker build -f
+        docker/Dockerfile .``); one found nowhere is left (the image may make it)."""
+        here = Path(os.path.normpath(parent.parent))
+        for base in dict.fromkeys((here, Path("."))):
+            for rel in arg.paths:
+                target = Path(os.path.normpath(base / rel))
+                if target.is_file():
+                    self._include(parent, parent_shown, Include(arg.line, str(target),
+                                                                arg.kind), [_resolve(parent)],
+                                  target=target)
+                    return
+
     def _include(self, parent: Path, parent_shown: str, inc: Include,
-                 stack: list[Path]) -> None:
+                 stack: list[Path], *, target: Path | None = None) -> None:
         value, line = inc.value, inc.line
         if "://" in value or "$" in value or not value:
             return
-        target = parent.parent / value
+        target = parent.parent / value if target is None else target
         shown = str(target)
         resolved = _resolve(target)
         if len(stack) >= MAX_INCLUDE_DEPTH:
