@@ -199,10 +199,10 @@ def _why_not_pinned(pin: Pin | None, update: dict[str, Any]) -> str:
     name, version = update["depName"], update["newVersion"]
     if pin is not None and pin.note and "environment" in pin.note:
         return (f"{name}'s version comes from the environment ({pin.note.split(';')[0]}); "
-                f"set it to give {name} {version}: not written")
+                f"set it to give {name} {version}")
     if pin is not None and pin.note and "variable" in pin.note:
         return (f"{name}'s version is a shell variable with no value in the file; give it "
-                f"{version} where it is set: not written")
+                f"{version} where it is set")
     return f"no requirement text to pin for {name}"
 
 
@@ -211,8 +211,7 @@ def _why_not_rewritten(pin: Pin | None, update: dict[str, Any]) -> str:
     name, version = update["depName"], update["newVersion"]
     if pin is not None and pin.note and "from the environment" in pin.note:
         var = pin.note.split(" from the environment")[0].split("; ")[-1]
-        return (f"{name}'s version comes from {var} in the environment: set it to "
-                f"{version} (not written)")
+        return f"{name}'s version comes from {var} in the environment: set it to {version}"
     return f"no version text to rewrite for {name}"
 
 
