@@ -228,3 +228,25 @@ def test_a_requirements_file_a_dockerfile_installs_is_read_with_it(
     assert "requirements.txt" in files or "../requirements.txt" in files, doc["updates"]
     _settles(capsys, monkeypatch, tmp_path, where)
     assert "cuda13==0.3.13.post1" in (tmp_path / "requirements.txt").read_text()
+
+
+def test_renovate_over_files_whose_pins_disagree_says_so(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """`moonpin renovate a.txt b.txt` with sglang==0.5.18 in one and sglang==0.5.4 in the
+    other printed a fragment for whichever file came first (0.5.18's, or 0.5.4's with the
+    files swapped), exit 0: the rules Renovate would follow depended on the order given."""
+    from moonpin.resolver.cli.main import main
+
+    files = _files(tmp_path, {"a.txt": "sglang==0.5.18\ntorch==2.13.0\n",
+                              "b.txt": "sglang==0.5.4\nmooncake-transfer-engine==0.3.8\n"})
+    monkeypatch.chdir(tmp_path)
+    for order in (files, files[::-1]):
+        with pytest.raises(SystemExit) as e:
+            main(["--kb", str(SHIPPED), "renovate", *order])
+        out, err = capsys.readouterr()
+        assert (e.value.code, out) == (2, ""), out + err
+        assert "the pins disagree: sglang==" in err and "a.txt:1" in err and "b.txt:1" in err
+        assert f"moonpin pins {' '.join(order)} --write" in err, err
+    assert main(["--kb", str(SHIPPED), "renovate", *files, "--sglang", "0.5.18"]) == 0
+    assert '"allowedVersions": "/^(0\\\\.5\\\\.21' in capsys.readouterr().out

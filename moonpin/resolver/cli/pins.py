@@ -87,7 +87,7 @@ def cmd_renovate(args: argparse.Namespace) -> int:
         fatal("`renovate` needs --sglang VERSION or the files that pin it",
                "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
     pinned = pins.pinned_set(_read_pin_files(args.files)) if args.files else None
-    stack = pins.stack_of(pinned, args.sglang, shown=shown(", ".join(args.files or [])))
+    stack = pins.stack_of(pinned, args.sglang, shown=shown(" ".join(args.files or [])))
     _version_arg(stack.sglang, "--sglang" if args.sglang else "the sglang pin")
     plan = pins.plan_stack(graph(args), stack.sglang, torch=stack.torch, dist=stack.dist,
                            current_mooncake=stack.mooncake, python=args.python,

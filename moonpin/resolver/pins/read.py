@@ -475,6 +475,14 @@ def stack_of(pinned: PinnedSet | None, sglang: str | None, *, shown: str = "") -
             raise UsageError("no SGLang release given", hint="pass --sglang VERSION")
         return Stack(sglang)
     check_versions(pinned)
+    clash = [(a, b) for a, b in pinned.conflicts if sglang is None or a.name != "sglang"]
+    if clash:
+        said = "; ".join(f"{a.name}=={a.version} at {a.path}:{a.line} and {b.name}=={b.version} "
+                         f"at {b.path}:{b.line}" for a, b in clash)
+        raise UsageError(f"the pins disagree: {cut(said, 600)}; no one stack to hold",
+                         hint=f"make them one first: moonpin pins {cut(shown, 300)} --write"
+                         + (" (or pass --sglang VERSION)" if any(
+                             a.name == "sglang" for a, _ in clash) else ""))
     if sglang is None:
         if pinned.sglang is None or pinned.sglang.version is None:
             raise UsageError(f"no exact sglang pin in {cut(shown, 300)}",
