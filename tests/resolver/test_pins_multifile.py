@@ -250,3 +250,24 @@ def test_renovate_over_files_whose_pins_disagree_says_so(
         assert f"moonpin pins {' '.join(order)} --write" in err, err
     assert main(["--kb", str(SHIPPED), "renovate", *files, "--sglang", "0.5.18"]) == 0
     assert '"allowedVersions": "/^(0\\\\.5\\\\.21' in capsys.readouterr().out
+
+
+def test_the_hook_skips_a_project_file_that_is_no_pins_file(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """`moonpin pins --changed requirements/gpu.txt` (the pre-commit hook) in a project with
+    a requirements/README.txt: exit 2, "2 line(s) could not be read; nothing was judged",
+    for a file the commit did not touch and pip never reads; every commit failed."""
+    _files(tmp_path, {"requirements.txt": "sglang==0.5.18\n-r requirements/gpu.txt\n",
+                      "requirements/gpu.txt": "torch==2.13.0\n"
+                                              "mooncake-transfer-engine-cuda13==0.3.13.post1\n",
+                      "requirements/README.txt": "These files pin the stack.\n"})
+    code, out, err = _pins(capsys, monkeypatch, tmp_path, "--changed", "requirements/gpu.txt")
+    assert code == 0 and "verdict: compatible" in out, out + err
+    assert "skipped requirements/README.txt (not in the commit): line 1: invalid" in err
+    (tmp_path / "requirements/gpu.txt").write_text("torch==2.12.0\n")
+    code, out, err = _pins(capsys, monkeypatch, tmp_path, "--changed", "requirements/gpu.txt")
+    assert code == 1 and "requirements/gpu.txt:1 torch==2.12.0 -> torch==2.13.0" in out, out
+    # a file the commit touches must still read
+    code, _, err = _pins(capsys, monkeypatch, tmp_path, "--changed", "requirements/README.txt")
+    assert code == 2 and "could not be read" in err, err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
@@ -29,7 +30,17 @@ def cmd_pins(args: argparse.Namespace) -> int:
                   f"{shown(', '.join(args.files))}: nothing to judge")
             return 0
         # A commit's files are judged with the rest of the project: one set, as pip sees it.
-        files += pins.project_files(".")
+        # A file found by its name that is no pins file (requirements/README.txt) is not
+        # the commit's to fix: it is skipped, saying so; the files given still must read.
+        for f in pins.project_files("."):
+            bad = pins.read_pins([Path(f)], patterns=patterns)[1]
+            if bad:
+                why = bad[0].message.splitlines()[0] if bad[0].message else "not read"
+                print(f"moonpin: skipped {shown(f)} (not in the commit): "
+                      + (f"line {bad[0].line}: " if bad[0].line else "") + shown(why),
+                      file=sys.stderr)
+            else:
+                files.append(f)
         found = _read_pin_files(files, patterns)
     if not found:
         raise pins_output.nothing_pinned(args.files)
