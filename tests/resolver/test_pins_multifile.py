@@ -271,3 +271,20 @@ def test_the_hook_skips_a_project_file_that_is_no_pins_file(
     # a file the commit touches must still read
     code, _, err = _pins(capsys, monkeypatch, tmp_path, "--changed", "requirements/README.txt")
     assert code == 2 and "could not be read" in err, err
+
+
+def test_an_include_named_through_the_environment_is_read(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """`-r requirements/${TARGET}.txt` with TARGET=gpu: pip expands the variable and
+    installs gpu.txt's torch and mooncake; moonpin left the include unread ("sglang 0.5.18,
+    no mooncake"), so the broken mooncake there was never judged."""
+    files = _files(tmp_path, {"requirements.txt": "sglang==0.5.18\n-r requirements/${TARGET}.txt\n",
+                              "requirements/gpu.txt": "torch==2.13.0\n"
+                                                      "mooncake-transfer-engine-cuda13==0.3.12\n"})
+    monkeypatch.setenv("TARGET", "gpu")
+    _, out, _ = _pins(capsys, monkeypatch, tmp_path, files[0], "--json")
+    doc = json.loads(out)
+    assert [(u["packageFile"], u["newVersion"]) for u in doc["updates"]] == [
+        ("requirements/gpu.txt", "0.3.13.post1")], out
+    _settles(capsys, monkeypatch, tmp_path, files[0])

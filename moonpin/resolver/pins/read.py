@@ -35,8 +35,9 @@ Contract (documented decisions):
 * **Includes** (``-r``/``-c``, also ``--requirement=``/``--constraint=``) are relative to the
   including file; ``path`` of an included file is ``including_dir / argument`` as written.
   A cycle or a missing include is a PinError at the including line. A file reached twice
-  (diamond includes, or also given on the command line) is read once. URLs and
-  ``${VAR}`` in include paths are not followed.
+  (diamond includes, or also given on the command line) is read once. ``${VAR}`` in an
+  include's path is expanded from the environment as pip does; URLs, and a variable that is
+  not set, are not followed.
 * **Direct references** (URLs, paths, ``name @ url``, ``-e``) are reported when a tracked
   name can be told (``#egg=``, ``name @``, a wheel file name, or a path component equal
   to a tracked name) with ``note`` ``"editable install"`` / ``"direct reference"``; a wheel
