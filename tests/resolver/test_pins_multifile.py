@@ -288,3 +288,45 @@ def test_an_include_named_through_the_environment_is_read(
     assert [(u["packageFile"], u["newVersion"]) for u in doc["updates"]] == [
         ("requirements/gpu.txt", "0.3.13.post1")], out
     _settles(capsys, monkeypatch, tmp_path, files[0])
+
+
+def test_a_switch_of_distribution_moves_every_requirement_of_the_one_it_leaves(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """The CUDA-12 mooncake pinned (==0.3.10, continued on the next line, CRLF) in
+    requirements.txt, also required bare there and as a range in a pyproject.toml (BOM,
+    CRLF): --write switched the pinned line to -cuda13 and left the other two, so the
+    written project installs both distributions over each other; only a second run saw
+    it."""
+    files = _files(tmp_path, {
+        "requirements.txt": "sglang==0.5.18\r\ntorch==2.13.0\r\nmooncake-transfer-engine[x] "
+                            "\\\r\n    ==0.3.10 ; sys_platform == \"linux\"\r\n"
+                            "mooncake_transfer_engine\r\n",
+        "pyproject.toml": '\ufeff[project]\r\nname = "x"\r\nversion = "1"\r\ndependencies = '
+                          '[\r\n  "Mooncake.Transfer_Engine >= 0.3.8",\r\n]\r\n'})
+    _, out, _ = _pins(capsys, monkeypatch, tmp_path, *files, "--json")
+    doc = json.loads(out)
+    assert sorted((u["packageFile"], u["line"], u["newName"]) for u in doc["updates"]) == [
+        ("pyproject.toml", 5, "mooncake-transfer-engine-cuda13"),
+        ("requirements.txt", 4, "mooncake-transfer-engine-cuda13"),
+        ("requirements.txt", 5, "mooncake-transfer-engine-cuda13")], doc["updates"]
+    _settles(capsys, monkeypatch, tmp_path, *files)
+    raw = (tmp_path / "pyproject.toml").read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf[project]\r\n") and b"\n" not in raw.replace(b"\r\n", b"")
+
+
+def test_write_is_one_change_when_a_hashed_pin_cannot_take_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """The pinned CUDA-12 mooncake has --hash lines (a new version needs new hashes): --write
+    still switched the bare requirement in pyproject.toml to -cuda13, leaving the hashed
+    mooncake-transfer-engine==0.3.10 beside it, two distributions where there was one."""
+    files = _files(tmp_path, {
+        "requirements.txt": "sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine==0.3.10 "
+                            "\\\n    --hash=sha256:" + "0" * 64 + "\n",
+        "pyproject.toml": '[project]\nname = "x"\nversion = "1"\n'
+                          'dependencies = ["mooncake-transfer-engine"]\n'})
+    before = {f: (tmp_path / f).read_text() for f in files}
+    code, _, err = _pins(capsys, monkeypatch, tmp_path, *files, "--write")
+    assert code == 1 and "needs new hashes" in err and "nothing was written" in err, err
+    assert {f: (tmp_path / f).read_text() for f in files} == before

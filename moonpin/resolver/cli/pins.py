@@ -80,9 +80,16 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
     from moonpin.resolver.pins import rewrite as pins_rewrite
 
     plan = pins_rewrite.plan_rewrite(found, updates)
-    (sys.stderr if write else sys.stdout).writelines(plan.diff())
     for problem in plan.problems:
         print(f"not written: {shown(problem)}", file=sys.stderr)
+    if write and plan.problems:
+        # The updates are one change (Renovate's group): half of it can leave a worse set
+        # than before (a switch of distribution beside the one it leaves).
+        print(f"moonpin: nothing was written: {len(plan.problems)} of the {len(updates)} "
+              "update(s) cannot be written, and they are one change; make those by hand "
+              "(the diff: --diff), or fix what keeps them, and run again", file=sys.stderr)
+        return False
+    (sys.stderr if write else sys.stdout).writelines(plan.diff())
     if not write:
         return False
     for p, written in pins_rewrite.write_rewrite(plan):

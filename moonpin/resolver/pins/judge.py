@@ -347,14 +347,16 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
     """Two mooncake distributions required together (``mooncake-transfer-engine`` and its
     ``-cuda13``) install one ``mooncake/`` package over each other's files: whichever pip
     writes last wins, file by file. Each requirement of another distribution than the one
-    kept is moved to it."""
+    kept is moved to it: one written beside it, and one the updates would leave behind
+    (a switch of distribution moves every requirement of the one it leaves, pinned or
+    not)."""
     kept = next((u for u in out.updates if u["depName"] in MOONCAKE_FAMILY), None)
     chosen = pinned.mooncake
     name = kept["newName"] if kept else chosen.name if chosen else None
     version = kept["newVersion"] if kept else chosen.version if chosen else None
     written = {p.name for p in (*pinned.exact, *pinned.loose) if p.name in MOONCAKE_FAMILY}
-    if name is None or len(written) < 2:
-        return  # one distribution as written (a move to another is not "side by side")
+    if name is None or written == {name}:
+        return
     moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
     # an install whose version is a build arg's is switched with that ARG's update
     args = {(p.path, p.name) for p in pinned.exact if p.kind == "dockerfile-arg"
@@ -366,8 +368,12 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
         return
     said = ", ".join(f"{p.name} at {p.path}:{p.line}" for p in others)
     out.verdict = "incompatible"
-    out.reasons.insert(0, f"{said} beside {name}: two mooncake distributions install one "
-                       "mooncake/ package over each other's files; keep one")
+    if len(written) > 1:
+        out.reasons.insert(0, f"{said} beside {name}: two mooncake distributions install "
+                           "one mooncake/ package over each other's files; keep one")
+    else:
+        out.reasons.append(f"{said} moves to {name} too: left as it is, it would install "
+                           f"beside {name} (one mooncake/ package over the other's files)")
     if version is not None:
         out.updates += [_update(p, name, version, f"one mooncake distribution: {name}")
                         for p in others]
