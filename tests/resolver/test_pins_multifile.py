@@ -330,3 +330,25 @@ def test_write_is_one_change_when_a_hashed_pin_cannot_take_it(
     code, _, err = _pins(capsys, monkeypatch, tmp_path, *files, "--write")
     assert code == 1 and "needs new hashes" in err and "nothing was written" in err, err
     assert {f: (tmp_path / f).read_text() for f in files} == before
+
+
+def test_a_shared_line_moves_when_every_platform_is_content_with_the_move(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """cuda13 pinned per platform in requirements.txt (0.3.12.post1 on x86_64, 0.3.13.post1
+    on aarch64, where 0.3.12.post1 has no wheel) and 0.3.12.post1 for both in pyproject.toml:
+    "x86_64 needs it as written; no one pin fits both: pin it per platform", no update, exit
+    1 for ever, though 0.3.13.post1 fits x86_64 too."""
+    files = _files(tmp_path, {
+        "requirements.txt": "sglang==0.5.18\ntorch==2.13.0\n"
+                            'mooncake-transfer-engine-cuda13==0.3.12.post1 ; platform_machine == '
+                            '"x86_64"\nmooncake-transfer-engine-cuda13==0.3.13.post1 ; '
+                            'platform_machine == "aarch64"\n',
+        "pyproject.toml": '[project]\nname = "x"\nversion = "1"\n'
+                          'dependencies = ["mooncake-transfer-engine-cuda13==0.3.12.post1"]\n'})
+    _, out, _ = _pins(capsys, monkeypatch, tmp_path, *files, "--json")
+    doc = json.loads(out)
+    assert not any("no one pin fits both" in r for r in doc["reasons"]), doc["reasons"]
+    assert sorted((u["packageFile"], u["line"], u["newVersion"]) for u in doc["updates"]) == [
+        ("pyproject.toml", 4, "0.3.13.post1"), ("requirements.txt", 3, "0.3.13.post1")]
+    _settles(capsys, monkeypatch, tmp_path, *files)

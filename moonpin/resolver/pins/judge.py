@@ -295,7 +295,21 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
             return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
         parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
                                 keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
-        return _per_arch(parts, subsets, where)
+        joined, split = _per_arch(parts, subsets, where)
+        targets = {place: t for place, t in split.items() if t is not None}
+        if split and len(targets) == len(split):
+            # A line one architecture asks to move and another holds as written: when the
+            # other is as content with the move, it is one update for both.
+            moved = {place: (pin, targets[place]) for pin in pins
+                     if (place := (pin.path, pin.version_line, pin.name)) in targets}
+            again = [[_moved_to(p, moved) for p in sub] for sub in subsets]
+            parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a,
+                                    strategy=strategy, keep=keep))
+                     for a, sub in zip(arches, again, strict=True)]
+            both, split_again = _per_arch(parts, again, where)
+            if not split_again and len(moved) == len(split):
+                return _shared_moves(joined, both, moved, arches)
+        return joined
     return _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
                       python=python, arch=arch, strategy=strategy, keep=keep).done(where)
 
@@ -379,14 +393,53 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
                         for p in others]
 
 
+_Place = tuple[str, int, str]  # (file, line of the version, distribution) of an update
+
+
+def _moved_to(pin: Pin, moved: dict[_Place, tuple[Pin, tuple[str, str]]]) -> Pin:
+    """``pin`` as an update in ``moved`` leaves it (an exact pin of the new version)."""
+    hit = moved.get((pin.path, pin.version_line, pin.name))
+    if hit is None:
+        return pin
+    name, version = hit[1]
+    return pin._replace(name=name, version=version, spec=f"=={version}")
+
+
+def _shared_moves(out: Judgement, both: Judgement,
+                  moved: dict[_Place, tuple[Pin, tuple[str, str]]],
+                  arches: Sequence[str]) -> Judgement:
+    """The judgement of lines one architecture asked to move, once every architecture is
+    content with the move (``both`` judges the set with them moved): those moves, composed
+    with what ``both`` still proposes, and the reasons without the dead end."""
+    by_new = {(p.path, p.version_line, new[0]): place for place, (p, new) in moved.items()}
+    updates: dict[_Place, dict[str, Any]] = {}
+    for place, (pin, (name, version)) in moved.items():
+        updates[place] = _update(pin, name, version, f"{name}=={version} fits "
+                                 f"{' and '.join(arches)}")
+    for u in both.updates:
+        at = by_new.get((u["packageFile"], u["line"], u["depName"]))
+        if at is None:
+            updates[(u["packageFile"], u["line"], u["depName"])] = u
+        else:  # moved further: from the line as written to where it ends
+            updates[at] = _update(moved[at][0], u["newName"], u["newVersion"], u["reason"])
+    reasons = [r for r in out.reasons if not r.endswith(_PER_PLATFORM)]
+    return out._replace(reasons=tuple(reasons), updates=tuple(
+        u for u in updates.values() if not _no_op(u)))
+
+
+#: How a reason about a line no one pin fits on every architecture ends.
+_PER_PLATFORM = '; platform_machine == "x86_64" / "aarch64")'
+
+
 def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pin]],
-              where: str) -> Judgement:
+              where: str) -> tuple[Judgement, dict[_Place, tuple[str, str] | None]]:
     """The judgements of each architecture's set as one: the worst verdict, each reason
     said with its architecture, the updates of every place once. A place that applies on
     several architectures is one line for all of them: an update one proposes and another
     does not (that one is compatible with the line as written, or wants it elsewhere) would
     break the other, and the next run would move it back; it is not proposed, the reason
-    says to pin it per platform."""
+    says to pin it per platform. Those places are returned too, each with the one target
+    the architectures that ask agree on (None when they ask for different ones)."""
     rank = {"incompatible": 2, "unknown": 1, "compatible": 0}
     out = _Draft(max((d.verdict for _, d in parts), key=lambda v: rank.get(v, 1)))
     wanted: dict[tuple[str, int, str], dict[str, tuple[str, str]]] = {}
@@ -399,20 +452,21 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
         for p in sub:  # an architecture that cannot tell (unknown) does not hold a line
             if d.verdict == "compatible" or any(a in w for w in wanted.values()):
                 shared.setdefault((p.path, p.line, p.name), []).append(a)
-    split: set[tuple[str, int, str]] = set()
+    split: dict[_Place, tuple[str, str] | None] = {}
     for place, by_arch in wanted.items():
         on = shared.get(place, list(by_arch))
         # the same release however spelled (``2.13`` on one, ``2.13.0.0`` on the other)
         if len({_new_key(by_arch.get(a)) for a in on}) > 1:
-            split.add(place)
+            asks = list(by_arch.values())
+            split[place] = asks[0] if len({_new_key(t) for t in asks}) == 1 else None
             asked = "; ".join(f"on {a} {n}=={v}" for a, (n, v) in by_arch.items())
             kept = ", ".join(a for a in on if a not in by_arch)
             out.verdict = "incompatible"
             out.reasons.append(
                 f"{place[0]}:{place[1]} {place[2]} is one line for {' and '.join(on)}: "
                 f"{asked}" + (f", while {kept} needs it as written" if kept else "")
-                + "; no one pin fits both: pin it per platform (one line each with "
-                "; platform_machine == \"x86_64\" / \"aarch64\")")
+                + "; no one pin fits both: pin it per platform (one line each with"
+                + _PER_PLATFORM)
     seen: set[tuple[str, int, str]] = set()
     for a, d in parts:
         out.reasons += [f"on {a}: {r}" for r in d.reasons]
@@ -422,7 +476,7 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
             if place not in seen and place not in split:
                 seen.add(place)
                 out.updates.append(u)
-    return out.done(where)
+    return out.done(where), split
 
 
 def _new_key(new: tuple[str, str] | None) -> object:
