@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
@@ -32,6 +31,8 @@ def cmd_pins(args: argparse.Namespace) -> int:
         # A commit's files are judged with the rest of the project: one set, as pip sees it.
         # A file found by its name that is no pins file (requirements/README.txt) is not
         # the commit's to fix: it is skipped, saying so; the files given still must read.
+        from pathlib import Path
+
         for f in pins.project_files("."):
             bad = pins.read_pins([Path(f)], patterns=patterns)[1]
             if bad:
