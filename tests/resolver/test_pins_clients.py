@@ -111,3 +111,143 @@ def test_pip_resolves_what_pins_write_leaves_in_included_files(tmp_path: Path) -
         e = _moonpin("explain", *got[1:2], got[0], got[2], "--python", "3.12", "--arch", arch,
                      cwd=tmp_path)
         assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout
+
+
+def _pip() -> list[str]:
+    pip = [os.environ["MOONPIN_PIP"]] if os.environ.get("MOONPIN_PIP") else [
+        sys.executable, "-m", "pip"]
+    version = subprocess.run([*pip, "--version"], capture_output=True, text=True).stdout
+    if tuple(int(x) for x in version.split()[1].split(".")[:2]) < (25, 1):
+        pytest.skip("pip --group needs pip 25.1: set MOONPIN_PIP to a newer pip")
+    return pip
+
+
+def _uv() -> str:
+    uv = os.environ.get("MOONPIN_UV") or shutil.which("uv")
+    if not uv:
+        pytest.skip("uv not found: set MOONPIN_UV or put uv on PATH (pip install uv)")
+    return uv
+
+
+def _pip_set(pip: list[str], root: Path, arch: str, *args: str) -> list[str]:
+    """What `pip install --dry-run --report` (no dependencies) installs from ``args``."""
+    import json
+
+    report = root / f"report-{arch}.json"
+    r = subprocess.run([*pip, "install", "--dry-run", "-q", "--ignore-installed", "--no-deps",
+                        "--only-binary", ":all:", "--python-version", "3.12", "--platform",
+                        f"manylinux_2_34_{arch}", "--platform", f"manylinux_2_28_{arch}",
+                        "--report", str(report), *args],
+                       capture_output=True, text=True, timeout=600, cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return sorted(f"{i['metadata']['name']}=={i['metadata']['version']}"
+                  for i in json.loads(report.read_text())["install"])
+
+
+def _uv_set(uv: str, root: Path, arch: str, *args: str) -> list[str]:
+    """What `uv pip compile --no-deps` resolves ``args`` to."""
+    r = subprocess.run([uv, "pip", "compile", "-q", "--no-deps", "--no-header", "--no-annotate",
+                        "--python-version", "3.12", "--python-platform",
+                        f"{arch}-manylinux_2_34", *args],
+                       capture_output=True, text=True, timeout=600, cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return sorted(x for x in r.stdout.splitlines() if x and not x.startswith("#"))
+
+
+def _compatible(got: list[str], arch: str, root: Path) -> None:
+    sglang = next(x for x in got if x.startswith("sglang=="))
+    e = _moonpin("explain", sglang, *[x for x in got if x != sglang], "--python", "3.12",
+                 "--arch", arch, cwd=root)
+    assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout
+
+
+_STACK = ["mooncake-transfer-engine-cuda13==0.3.13.post1", "sglang==0.5.18", "torch==2.13.0"]
+
+
+def test_clients_resolve_what_write_leaves_with_per_platform_spellings(tmp_path: Path) -> None:
+    """torch==2.12.0 in an included base file, torch==2.13 for x86_64 beside it, torch==2.13.0.0
+    and mooncake~=0.3.12 in a -c constraints file, cuda13==0.3.12 behind a continuation: pip
+    and uv refuse the project as it is (two torch versions); after `pins --write` both
+    resolve it, on each architecture, to the set explain calls compatible."""
+    pip, uv = _pip(), _uv()
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements.txt").write_text(
+        "sglang[all]==0.5.18\n-r requirements/gpu.txt\n-c constraints.txt\n")
+    (tmp_path / "requirements" / "gpu.txt").write_text(
+        "-r base.txt\ntorch==2.13 ; platform_machine == \"x86_64\"\n"
+        "mooncake-transfer-engine-cuda13==0.3.12 \\\n    # keep in step\n")
+    (tmp_path / "requirements" / "base.txt").write_text("torch==2.12.0\n")
+    (tmp_path / "constraints.txt").write_text(
+        "mooncake-transfer-engine-cuda13~=0.3.12\ntorch==2.13.0.0\n")
+    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    for arch in ("x86_64", "aarch64"):
+        for got in (_pip_set(pip, tmp_path, arch, "-r", "requirements.txt"),
+                    _uv_set(uv, tmp_path, arch, "requirements.txt")):
+            assert got == _STACK, got
+            _compatible(got, arch, tmp_path)
+
+
+def test_uv_resolves_what_write_leaves_with_a_uv_constraint_and_a_dockerfile(
+        tmp_path: Path) -> None:
+    """pyproject.toml with the CUDA-12 mooncake in an x86_64 extra, a [tool.uv] constraint
+    `cuda13<0.3.13` and a multi-stage Dockerfile installing mooncake==${MOONCAKE_VERSION:-…}:
+    after `pins --write`, uv (which reads the constraint) resolves the extra to the set
+    explain calls compatible, and pip the Dockerfile's install line as written."""
+    pip, uv = _pip(), _uv()
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "svc"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
+        'dependencies = ["sglang[srt]==0.5.18", "torch==2.13.0"]\n'
+        "[project.optional-dependencies]\n"
+        "rdma = [\"mooncake-transfer-engine==0.3.10; platform_machine == 'x86_64'\"]\n"
+        '[tool.uv]\nconstraint-dependencies = ["mooncake-transfer-engine-cuda13<0.3.13"]\n')
+    (tmp_path / "docker" / "Dockerfile").write_text(
+        "ARG SGLANG_VERSION=0.5.18\nFROM python:3.12 AS build\nARG SGLANG_VERSION\n"
+        "ARG MOONCAKE_VERSION=0.3.10\nRUN pip install \"sglang==${SGLANG_VERSION}\" torch==2.13.0 "
+        "\\\n    mooncake-transfer-engine==${MOONCAKE_VERSION:-0.3.10}\n")
+    w = _moonpin("pins", "pyproject.toml", "docker/Dockerfile", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    got = _uv_set(uv, tmp_path, "x86_64", "--extra", "rdma", "pyproject.toml")
+    assert got == _STACK, got
+    _compatible(got, "x86_64", tmp_path)
+    line = (tmp_path / "docker" / "Dockerfile").read_text()
+    version = line.split("ARG MOONCAKE_VERSION=")[1].split()[0]
+    installs = ["sglang==0.5.18", "torch==2.13.0", f"mooncake-transfer-engine-cuda13=={version}"]
+    assert f"mooncake-transfer-engine-cuda13==${{MOONCAKE_VERSION:-{version}}}" in line, line
+    for arch in ("x86_64", "aarch64"):
+        got = _pip_set(pip, tmp_path, arch, *installs)
+        assert got == _STACK, got
+        _compatible(got, arch, tmp_path)
+
+
+def test_pip_resolves_what_write_leaves_in_the_file_a_dockerfile_installs(
+        tmp_path: Path) -> None:
+    """docker/Dockerfile copying requirements.txt and requirements/ into /srv and running
+    `uv pip install -r requirements.txt -c /srv/requirements/constraints.txt
+    mooncake-transfer-engine-cuda13`: `pins docker/Dockerfile --write` rewrites the
+    constraints file the image installs, and pip and uv resolve the install line (the files
+    as the image has them) to the set explain calls compatible."""
+    pip, uv = _pip(), _uv()
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements.txt").write_text("sglang==0.5.18\n-r requirements/gpu.txt\n")
+    (tmp_path / "requirements" / "gpu.txt").write_text("torch==2.13.0\n")
+    (tmp_path / "requirements" / "constraints.txt").write_text(
+        "mooncake-transfer-engine-cuda13==0.3.12\n")
+    (tmp_path / "docker" / "Dockerfile").write_text(
+        "FROM python:3.12\nWORKDIR /srv\nCOPY requirements.txt ./\n"
+        "COPY requirements/ ./requirements/\n"
+        "RUN uv pip install --system -r requirements.txt \\\n"
+        "      -c /srv/requirements/constraints.txt mooncake-transfer-engine-cuda13\n")
+    w = _moonpin("pins", "docker/Dockerfile", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    args = ["-r", "requirements.txt", "-c", "requirements/constraints.txt",
+            "mooncake-transfer-engine-cuda13"]
+    (tmp_path / "in.txt").write_text("mooncake-transfer-engine-cuda13\n")
+    for arch in ("x86_64", "aarch64"):
+        for got in (_pip_set(pip, tmp_path, arch, *args),
+                    _uv_set(uv, tmp_path, arch, "requirements.txt", "in.txt", "-c",
+                            "requirements/constraints.txt")):
+            assert got == _STACK, got
+            _compatible(got, arch, tmp_path)

@@ -29,7 +29,19 @@ def cmd_pins(args: argparse.Namespace) -> int:
                   f"{shown(', '.join(args.files))}: nothing to judge")
             return 0
         # A commit's files are judged with the rest of the project: one set, as pip sees it.
-        files += pins.project_files(".")
+        # A file found by its name that is no pins file (requirements/README.txt) is not
+        # the commit's to fix: it is skipped, saying so; the files given still must read.
+        from pathlib import Path
+
+        for f in pins.project_files("."):
+            bad = pins.read_pins([Path(f)], patterns=patterns)[1]
+            if bad:
+                why = bad[0].message.splitlines()[0] if bad[0].message else "not read"
+                print(f"moonpin: skipped {shown(f)} (not in the commit): "
+                      + (f"line {bad[0].line}: " if bad[0].line else "") + shown(why),
+                      file=sys.stderr)
+            else:
+                files.append(f)
         found = _read_pin_files(files, patterns)
     if not found:
         raise pins_output.nothing_pinned(args.files)
@@ -69,9 +81,16 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> 
     from moonpin.resolver.pins import rewrite as pins_rewrite
 
     plan = pins_rewrite.plan_rewrite(found, updates)
-    (sys.stderr if write else sys.stdout).writelines(plan.diff())
     for problem in plan.problems:
         print(f"not written: {shown(problem)}", file=sys.stderr)
+    if write and plan.problems:
+        # The updates are one change (Renovate's group): half of it can leave a worse set
+        # than before (a switch of distribution beside the one it leaves).
+        print(f"moonpin: nothing was written: {len(plan.problems)} of the {len(updates)} "
+              "update(s) cannot be written, and they are one change; make those by hand "
+              "(the diff: --diff), or fix what keeps them, and run again", file=sys.stderr)
+        return False
+    (sys.stderr if write else sys.stdout).writelines(plan.diff())
     if not write:
         return False
     for p, written in pins_rewrite.write_rewrite(plan):
@@ -87,7 +106,7 @@ def cmd_renovate(args: argparse.Namespace) -> int:
         fatal("`renovate` needs --sglang VERSION or the files that pin it",
                "e.g. moonpin renovate --sglang 0.5.18, or moonpin renovate requirements.txt")
     pinned = pins.pinned_set(_read_pin_files(args.files)) if args.files else None
-    stack = pins.stack_of(pinned, args.sglang, shown=shown(", ".join(args.files or [])))
+    stack = pins.stack_of(pinned, args.sglang, shown=shown(" ".join(args.files or [])))
     _version_arg(stack.sglang, "--sglang" if args.sglang else "the sglang pin")
     plan = pins.plan_stack(graph(args), stack.sglang, torch=stack.torch, dist=stack.dist,
                            current_mooncake=stack.mooncake, python=args.python,

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from moonpin.kb.distributions import DISTRIBUTIONS
 
 __all__ = [
+    "DEFAULT_NOTE",
     "HASH_NOTE",
     "MAX_FILE_BYTES",
     "MAX_INCLUDE_DEPTH",
@@ -29,6 +30,9 @@ __all__ = [
     "MOONCAKE_FAMILY",
     "NAME_RE",
     "TRACKED",
+    "UNUSED_DEFAULT",
+    "VALUE_KINDS",
+    "VARIABLE_NOTE",
     "VERSION_VARIABLES",
     "Found",
     "Locate",
@@ -58,6 +62,17 @@ VERSION_VARIABLES: dict[str, str] = {
 }
 
 HASH_NOTE = "has --hash: a new version needs new hashes"
+
+#: The note of a ``pip install`` requirement whose version is a shell variable.
+VARIABLE_NOTE = "version from a shell variable"
+#: The note of the default of ``name==${VAR:-default}`` (followed by ``${VAR}``), and what
+#: is added when the file gives ``VAR`` a value: that default is then not what is installed
+#: (it is rewritten with the other pins, never judged or called a disagreement).
+DEFAULT_NOTE = "the default of "
+UNUSED_DEFAULT = ", unused: the file sets it"
+
+#: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
+VALUE_KINDS = frozenset({"dockerfile-arg", "docker-image", "regex"})
 
 #: Limits on what a pins file may make moonpin do (issue 19): the size read, how deep
 #: ``-r``/``-c`` includes nest, how long a logical line or a version may be, and how deep
@@ -96,6 +111,14 @@ class _Pin(NamedTuple):
     #: physical line that ``col`` is on (a continuation can move the version below ``line``);
     #: left at 0 it becomes ``line``.
     version_line: int = 0
+    #: where the name starts on ``line`` (-1: not known), so a switch of distribution
+    #: renames this requirement and not another of the same name on that line.
+    name_col: int = -1
+    #: where the written specifier ``spec`` starts (the value, for a bare-value kind), or
+    #: where one goes for a requirement with none, on physical line ``spec_line`` (0 becomes
+    #: ``line``); -1 when not known. An update pins a range or an unpinned requirement there.
+    spec_line: int = 0
+    spec_col: int = -1
 
 
 class Pin(_Pin):
@@ -107,7 +130,10 @@ class Pin(_Pin):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Pin:
         pin = super().__new__(cls, *args, **kwargs)
-        return pin if pin.version_line else pin._replace(version_line=pin.line)
+        if pin.version_line and pin.spec_line:
+            return pin
+        return pin._replace(version_line=pin.version_line or pin.line,
+                            spec_line=pin.spec_line or pin.line)
 
 
 class PinError(NamedTuple):
@@ -324,6 +350,7 @@ def pin_from_requirement(
     spec_start = m.end() if m else 0
     semi = raw.find(";", spec_start)
     spec = raw[spec_start : semi if semi >= 0 else len(raw)].strip()
+    _, name_col = locate(lead)
     exact = [
         s for s in req.specifier
         if s.operator == "===" or (s.operator == "==" and not s.version.endswith(".*"))
@@ -337,10 +364,14 @@ def pin_from_requirement(
             if em.group(1) == exact[0].operator and not em.group(2).endswith(".*"):
                 vline, vcol = locate(lead + em.start(2))
                 return Pin(name, spec, em.group(2), path, line0, vcol, raw, kind, extras,
-                           marker, join_notes(*notes), version_line=vline)
+                           marker, join_notes(*notes), version_line=vline,
+                           name_col=name_col)
     note = "range" if spec else "unpinned"
+    # a range is replaced where it is written; a bare name gets one after its extras
+    at = spec_start if spec else (m.end(2) if m and m.group(2) else m.end(1) if m else -1)
+    sline, scol = locate(lead + at) if at >= 0 else (line0, -1)
     return Pin(name, spec, None, path, line0, -1, raw, kind, extras, marker,
-               join_notes(note, *notes))
+               join_notes(note, *notes), name_col=name_col, spec_line=sline, spec_col=scol)
 
 
 #: A requirement that is a name, extras and version clauses, nothing else (no marker, no
@@ -390,15 +421,18 @@ def value_pin(
     name: str, value: str, line: int, col: int, path: str, raw: str, kind: str,
     *, version_line: int = 0, note: str | None = None,
 ) -> Pin:
-    """A pin whose version is a bare value (Docker ARG, regex ``currentValue``)."""
+    """A pin whose version is a bare value (Docker ARG, regex ``currentValue``) written at
+    ``col`` of ``version_line`` (for an empty value: where one goes)."""
     if value == "":
         return Pin(name, "", None, path, line, -1, raw, kind,
-                   note=join_notes("unpinned", note), version_line=version_line)
+                   note=join_notes("unpinned", note), version_line=version_line,
+                   spec_line=version_line, spec_col=col)
     try:
         if len(value) > MAX_VERSION_CHARS:
             raise InvalidVersion(value)
         Version(value)
     except ValueError:  # InvalidVersion, or int()'s limit on a number of 4,300+ digits
+        # not a version: no place to write one (the value may be a git ref, or huge)
         return Pin(name, cut(value), None, path, line, -1, cut(raw), kind,
                    note=join_notes(f"not a PEP 440 version: {cut(value, 60)!r}", note),
                    version_line=version_line)

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.base import MOONCAKE_FAMILY, Pin, cut
+from moonpin.resolver.pins.base import (
+    MOONCAKE_FAMILY,
+    UNUSED_DEFAULT,
+    VALUE_KINDS,
+    VARIABLE_NOTE,
+    Pin,
+    cut,
+)
 from moonpin.resolver.pins.renovate import GROUP_NAME
 
 if TYPE_CHECKING:
@@ -25,10 +32,6 @@ __all__ = [
     "pinned_set",
     "platform_of",
 ]
-
-#: Pin kinds whose text is a bare version (Renovate's value is then the version itself).
-VALUE_KINDS = frozenset({"dockerfile-arg", "docker-image", "regex"})
-
 
 class PinnedSet(NamedTuple):
     """The versions a project pins, and the pins that disagree."""
@@ -106,17 +109,41 @@ def _vkey(version: str | None) -> object:
 def _key(pin: Pin) -> str:
     """The dependency a pin is of: its name, or ``mooncake`` for the whole family (one
     ``mooncake/`` folder: two of them are one dependency pinned twice)."""
-    return "mooncake" if pin.name in MOONCAKE_FAMILY else pin.name
+    return _key_of(pin.name)
 
 
-def _same(a: Pin, b: Pin) -> bool:
-    """The same distribution and version as PEP 440 compares them."""
-    return (a.name, _vkey(a.version)) == (b.name, _vkey(b.version))
+def _unused(pin: Pin) -> bool:
+    """A version the install never reads (``${VAR:-default}`` where the file sets VAR)."""
+    return bool(pin.note and UNUSED_DEFAULT in pin.note)
+
+
+def _admits(a: Pin, b: Pin) -> bool:
+    """``a``'s ``==`` admits ``b``'s version (the same distribution): PEP 440 pads releases
+    and, for a version without a local label, ignores the candidate's (``==2.13.0`` matches
+    ``2.13.0+cu126``)."""
+    va, vb = _vkey(a.version), _vkey(b.version)
+    if a.name != b.name:
+        return False
+    if isinstance(va, Version) and isinstance(vb, Version) and not va.local:
+        return va == Version(vb.public)
+    return va == vb
+
+
+def _agree(a: Pin, b: Pin) -> bool:
+    """Two exact pins of one distribution that pip meets with one release: the same
+    version, or ``==2.13.0`` beside ``==2.13.0+cu126`` (pip installs the local build)."""
+    return _admits(a, b) or _admits(b, a)
+
+
+def _narrower(a: Pin, b: Pin) -> Pin:
+    """Of two agreeing pins, the one pip's answer is (the local build's, else ``a``)."""
+    return b if _admits(a, b) and not _admits(b, a) else a
 
 
 def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
-    """Pick the exact pin of each of the three (the first found); report disagreements.
-    Which of disagreeing pins is judged is :func:`judge`'s choice, not the files' order."""
+    """Pick the exact pin of each of the three (the first found, or a pin of its local
+    build that agrees with it); report disagreements. Which of disagreeing pins is judged
+    is :func:`judge`'s choice, not the files' order."""
     first: dict[str, Pin] = {}
     conflicts: list[tuple[Pin, Pin]] = []
     loose: list[Pin] = []
@@ -125,12 +152,16 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
         if p.version is None:
             loose.append(p)
             continue
+        if _unused(p):
+            continue  # in ``exact``: rewritten with the others, not judged
         key = _key(p)
         have = first.get(key)
         if have is None:
             first[key] = p
-        elif not _same(have, p) and _together(have, p) and not any(
-                _same(b, p) for a, b in conflicts if _key(a) == key):
+        elif _agree(have, p):
+            first[key] = _narrower(have, p)
+        elif _together(have, p) and not any(
+                _agree(b, p) for a, b in conflicts if _key(a) == key):
             conflicts.append((have, p))
     return PinnedSet(first.get("sglang"), first.get("torch"), first.get(mooncake_key),
                      tuple(conflicts), tuple(loose),
@@ -264,7 +295,21 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
             return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
         parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
                                 keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
-        return _per_arch(parts, subsets, where)
+        joined, split = _per_arch(parts, subsets, where)
+        targets = {place: t for place, t in split.items() if t is not None}
+        if split and len(targets) == len(split):
+            # A line one architecture asks to move and another holds as written: when the
+            # other is as content with the move, it is one update for both.
+            moved = {place: (pin, targets[place]) for pin in pins
+                     if (place := (pin.path, pin.version_line, pin.name)) in targets}
+            again = [[_moved_to(p, moved) for p in sub] for sub in subsets]
+            parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a,
+                                    strategy=strategy, keep=keep))
+                     for a, sub in zip(arches, again, strict=True)]
+            both, split_again = _per_arch(parts, again, where)
+            if not split_again and len(moved) == len(split):
+                return _shared_moves(joined, both, moved, arches)
+        return joined
     return _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
                       python=python, arch=arch, strategy=strategy, keep=keep).done(where)
 
@@ -277,43 +322,124 @@ def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: s
     else:
         out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
     _side_by_side(pinned, out)
+    _within_ranges(pinned, out)
     return out
+
+
+def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
+    """A range of a distribution that is also pinned exactly (``-c constraints.txt`` with
+    ``torch<2.13``, ``[tool.uv] constraint-dependencies``) is met by the same install: when
+    it excludes the version the set ends with (as pinned, or as updated), pip and uv find
+    no release meeting both. It is said, and pinned to that version where it is written."""
+    from moonpin.resolver.pins.ranges import in_range, is_range
+
+    ends: dict[str, tuple[str, str, str]] = {_key(p): (p.name, p.version, "pinned") for p in (
+        pinned.sglang, pinned.torch, pinned.mooncake) if p is not None and p.version}
+    for u in out.updates:
+        ends[_key_of(u["newName"])] = (u["newName"], u["newVersion"], "moved")
+    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    for p in pinned.loose:
+        end = ends.get(_key(p))
+        if (end is None or end[0] != p.name or not p.spec or not is_range(p)
+                or (p.path, p.line, p.name) in moved or in_range(end[1], p.spec)):
+            continue
+        name, version, how = end
+        said = "the exact pins" if how == "pinned" else "the updates"
+        out.verdict = "incompatible"
+        out.reasons.append(f"{p.path}:{p.line} {name}{p.spec} excludes {name}=={version} "
+                           f"that {said} hold it to: pip and uv find no release meeting "
+                           "both")
+        out.updates.append(_update(p, name, version, f"{said} hold {name} to {version}"))
+
+
+def _key_of(name: str) -> str:
+    """:func:`_key` of a distribution's name."""
+    return "mooncake" if name in MOONCAKE_FAMILY else name
 
 
 def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
     """Two mooncake distributions required together (``mooncake-transfer-engine`` and its
     ``-cuda13``) install one ``mooncake/`` package over each other's files: whichever pip
     writes last wins, file by file. Each requirement of another distribution than the one
-    kept is moved to it."""
+    kept is moved to it: one written beside it, and one the updates would leave behind
+    (a switch of distribution moves every requirement of the one it leaves, pinned or
+    not)."""
     kept = next((u for u in out.updates if u["depName"] in MOONCAKE_FAMILY), None)
     chosen = pinned.mooncake
     name = kept["newName"] if kept else chosen.name if chosen else None
     version = kept["newVersion"] if kept else chosen.version if chosen else None
     written = {p.name for p in (*pinned.exact, *pinned.loose) if p.name in MOONCAKE_FAMILY}
-    if name is None or len(written) < 2:
-        return  # one distribution as written (a move to another is not "side by side")
+    if name is None or written == {name}:
+        return
     moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    # an install whose version is a build arg's is switched with that ARG's update
+    args = {(p.path, p.name) for p in pinned.exact if p.kind == "dockerfile-arg"
+            and (p.path, p.version_line, p.name) in moved}
     others = [p for p in pinned.loose if p.name in MOONCAKE_FAMILY and p.name != name
-              and (p.path, p.line, p.name) not in moved]
+              and (p.path, p.line, p.name) not in moved
+              and not (p.note == VARIABLE_NOTE and (p.path, p.name) in args)]
     if not others:
         return
     said = ", ".join(f"{p.name} at {p.path}:{p.line}" for p in others)
     out.verdict = "incompatible"
-    out.reasons.insert(0, f"{said} beside {name}: two mooncake distributions install one "
-                       "mooncake/ package over each other's files; keep one")
+    if len(written) > 1:
+        out.reasons.insert(0, f"{said} beside {name}: two mooncake distributions install "
+                           "one mooncake/ package over each other's files; keep one")
+    else:
+        out.reasons.append(f"{said} moves to {name} too: left as it is, it would install "
+                           f"beside {name} (one mooncake/ package over the other's files)")
     if version is not None:
         out.updates += [_update(p, name, version, f"one mooncake distribution: {name}")
                         for p in others]
 
 
+_Place = tuple[str, int, str]  # (file, line of the version, distribution) of an update
+
+
+def _moved_to(pin: Pin, moved: dict[_Place, tuple[Pin, tuple[str, str]]]) -> Pin:
+    """``pin`` as an update in ``moved`` leaves it (an exact pin of the new version)."""
+    hit = moved.get((pin.path, pin.version_line, pin.name))
+    if hit is None:
+        return pin
+    name, version = hit[1]
+    return pin._replace(name=name, version=version, spec=f"=={version}")
+
+
+def _shared_moves(out: Judgement, both: Judgement,
+                  moved: dict[_Place, tuple[Pin, tuple[str, str]]],
+                  arches: Sequence[str]) -> Judgement:
+    """The judgement of lines one architecture asked to move, once every architecture is
+    content with the move (``both`` judges the set with them moved): those moves, composed
+    with what ``both`` still proposes, and the reasons without the dead end."""
+    by_new = {(p.path, p.version_line, new[0]): place for place, (p, new) in moved.items()}
+    updates: dict[_Place, dict[str, Any]] = {}
+    for place, (pin, (name, version)) in moved.items():
+        updates[place] = _update(pin, name, version, f"{name}=={version} fits "
+                                 f"{' and '.join(arches)}")
+    for u in both.updates:
+        at = by_new.get((u["packageFile"], u["line"], u["depName"]))
+        if at is None:
+            updates[(u["packageFile"], u["line"], u["depName"])] = u
+        else:  # moved further: from the line as written to where it ends
+            updates[at] = _update(moved[at][0], u["newName"], u["newVersion"], u["reason"])
+    reasons = [r for r in out.reasons if not r.endswith(_PER_PLATFORM)]
+    return out._replace(reasons=tuple(reasons), updates=tuple(
+        u for u in updates.values() if not _no_op(u)))
+
+
+#: How a reason about a line no one pin fits on every architecture ends.
+_PER_PLATFORM = '; platform_machine == "x86_64" / "aarch64")'
+
+
 def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pin]],
-              where: str) -> Judgement:
+              where: str) -> tuple[Judgement, dict[_Place, tuple[str, str] | None]]:
     """The judgements of each architecture's set as one: the worst verdict, each reason
     said with its architecture, the updates of every place once. A place that applies on
     several architectures is one line for all of them: an update one proposes and another
     does not (that one is compatible with the line as written, or wants it elsewhere) would
     break the other, and the next run would move it back; it is not proposed, the reason
-    says to pin it per platform."""
+    says to pin it per platform. Those places are returned too, each with the one target
+    the architectures that ask agree on (None when they ask for different ones)."""
     rank = {"incompatible": 2, "unknown": 1, "compatible": 0}
     out = _Draft(max((d.verdict for _, d in parts), key=lambda v: rank.get(v, 1)))
     wanted: dict[tuple[str, int, str], dict[str, tuple[str, str]]] = {}
@@ -326,19 +452,21 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
         for p in sub:  # an architecture that cannot tell (unknown) does not hold a line
             if d.verdict == "compatible" or any(a in w for w in wanted.values()):
                 shared.setdefault((p.path, p.line, p.name), []).append(a)
-    split: set[tuple[str, int, str]] = set()
+    split: dict[_Place, tuple[str, str] | None] = {}
     for place, by_arch in wanted.items():
         on = shared.get(place, list(by_arch))
-        if len(set(by_arch.get(a) for a in on)) > 1:
-            split.add(place)
+        # the same release however spelled (``2.13`` on one, ``2.13.0.0`` on the other)
+        if len({_new_key(by_arch.get(a)) for a in on}) > 1:
+            asks = list(by_arch.values())
+            split[place] = asks[0] if len({_new_key(t) for t in asks}) == 1 else None
             asked = "; ".join(f"on {a} {n}=={v}" for a, (n, v) in by_arch.items())
             kept = ", ".join(a for a in on if a not in by_arch)
             out.verdict = "incompatible"
             out.reasons.append(
                 f"{place[0]}:{place[1]} {place[2]} is one line for {' and '.join(on)}: "
                 f"{asked}" + (f", while {kept} needs it as written" if kept else "")
-                + "; no one pin fits both: pin it per platform (one line each with "
-                "; platform_machine == \"x86_64\" / \"aarch64\")")
+                + "; no one pin fits both: pin it per platform (one line each with"
+                + _PER_PLATFORM)
     seen: set[tuple[str, int, str]] = set()
     for a, d in parts:
         out.reasons += [f"on {a}: {r}" for r in d.reasons]
@@ -348,7 +476,12 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
             if place not in seen and place not in split:
                 seen.add(place)
                 out.updates.append(u)
-    return out.done(where)
+    return out.done(where), split
+
+
+def _new_key(new: tuple[str, str] | None) -> object:
+    """An update's target (name, version) as PEP 440 compares it; None as it is."""
+    return None if new is None else (new[0], _vkey(new[1]))
 
 
 def _judge_as_one(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
@@ -384,8 +517,13 @@ def _choices(pinned: PinnedSet) -> list[PinnedSet]:
     for name, pin in slots.items():
         distinct: list[Pin] = []
         for p in pinned.exact if pin is not None else ():
-            if _key(p) == name and not any(_same(p, d) for d in distinct):
+            if _key(p) != name or _unused(p):
+                continue
+            agreeing = next((i for i, d in enumerate(distinct) if _agree(p, d)), None)
+            if agreeing is None:
                 distinct.append(p)
+            else:
+                distinct[agreeing] = _narrower(distinct[agreeing], p)
         distinct.sort(key=_newest_first, reverse=True)
         options.append(list(distinct) or [None])
     return [pinned._replace(sglang=s, torch=t, mooncake=m)
@@ -413,7 +551,7 @@ def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
         if pin is None:
             continue
         for place in pinned.places(pin):
-            if (place.path, place.version_line, place.name) in moved or _same(place, pin):
+            if (place.path, place.version_line, place.name) in moved or _admits(place, pin):
                 continue
             out.updates.append(_update(place, pin.name, pin.version or "",
                                        f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}"))

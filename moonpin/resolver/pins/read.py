@@ -35,8 +35,9 @@ Contract (documented decisions):
 * **Includes** (``-r``/``-c``, also ``--requirement=``/``--constraint=``) are relative to the
   including file; ``path`` of an included file is ``including_dir / argument`` as written.
   A cycle or a missing include is a PinError at the including line. A file reached twice
-  (diamond includes, or also given on the command line) is read once. URLs and
-  ``${VAR}`` in include paths are not followed.
+  (diamond includes, or also given on the command line) is read once. ``${VAR}`` in an
+  include's path is expanded from the environment as pip does; URLs, and a variable that is
+  not set, are not followed.
 * **Direct references** (URLs, paths, ``name @ url``, ``-e``) are reported when a tracked
   name can be told (``#egg=``, ``name @``, a wheel file name, or a path component equal
   to a tracked name) with ``note`` ``"editable install"`` / ``"direct reference"``; a wheel
@@ -50,7 +51,13 @@ Contract (documented decisions):
   chains and quotes (``<``/``>`` count as part of a word, so unquoted ``torch>=2.9`` reads
   as written even though a shell would redirect); options are skipped (with their values);
   a requirement whose version is a shell variable is reported with ``version=None`` and a
-  note. Comment-only lines inside a continuation are skipped, as Docker does.
+  note, and the default of ``${VAR:-default}`` as a pin of its own (noted unused when the
+  file sets VAR: then it is rewritten with the others, not judged). ``-r FILE`` / ``-c
+  FILE`` (and ``uv pip sync FILE``) are followed as includes: a Dockerfile's
+  ``COPY``/``ADD`` and ``WORKDIR`` map the image path back to the build context, looked
+  for beside the Dockerfile, then in the current folder; a file found nowhere is skipped
+  (the image may make it). Comment-only lines inside a continuation are skipped, as Docker
+  does.
 * **Base images**: ``FROM lmsysorg/sglang:v0.5.18-cu130`` (any registry, ``--platform``
   and ``AS`` allowed) is an sglang pin of kind ``"docker-image"``, its version the tag's as
   :func:`moonpin.resolver.args.manifests.sglang_version_of_image` reads it (``args --file`` reads
@@ -124,7 +131,7 @@ from moonpin.resolver.pins.regex import Pattern, compile_patterns, regex_pins
 from moonpin.resolver.pins.renovate import GROUP_NAME, plan_stack, renovate_fragment
 from moonpin.resolver.pins.requirements import Include, requirement_lines
 from moonpin.resolver.pins.rewrite import apply_updates, read_for_rewrite, write_keeping
-from moonpin.resolver.pins.shell import shell_pins
+from moonpin.resolver.pins.shell import FileArg, shell_pins
 
 __all__ = [
     "GROUP_NAME",
@@ -312,8 +319,11 @@ class _Reader:
             for res in pyproject_pins(shown, text):
                 self.found.add(res)
         elif ftype == "shell":
-            for res in shell_pins(shown, text):
-                self.found.add(res)
+            for item in shell_pins(shown, text):
+                if isinstance(item, FileArg):
+                    self._installed_file(path, shown, item)
+                else:
+                    self.found.add(item)
         for pin in regex_pins(shown, text, self.patterns):
             self.found.add(pin)
 
@@ -325,12 +335,27 @@ class _Reader:
             else:
                 self.found.add(res)
 
+    def _installed_file(self, parent: Path, parent_shown: str, arg: FileArg) -> None:
+        """A requirements file a Dockerfile or script installs (``pip install -r``): read
+        from the first place it is at, beside the file (the build context a ``docker
+        build`` of its folder has) or in the current folder (``docker build -f
+        docker/Dockerfile .``); one found nowhere is left (the image may make it)."""
+        here = Path(os.path.normpath(parent.parent))
+        for base in dict.fromkeys((here, Path("."))):
+            for rel in arg.paths:
+                target = Path(os.path.normpath(base / rel))
+                if target.is_file():
+                    self._include(parent, parent_shown, Include(arg.line, str(target),
+                                                                arg.kind), [_resolve(parent)],
+                                  target=target)
+                    return
+
     def _include(self, parent: Path, parent_shown: str, inc: Include,
-                 stack: list[Path]) -> None:
+                 stack: list[Path], *, target: Path | None = None) -> None:
         value, line = inc.value, inc.line
         if "://" in value or "$" in value or not value:
             return
-        target = parent.parent / value
+        target = parent.parent / value if target is None else target
         shown = str(target)
         resolved = _resolve(target)
         if len(stack) >= MAX_INCLUDE_DEPTH:
@@ -451,6 +476,14 @@ def stack_of(pinned: PinnedSet | None, sglang: str | None, *, shown: str = "") -
             raise UsageError("no SGLang release given", hint="pass --sglang VERSION")
         return Stack(sglang)
     check_versions(pinned)
+    clash = [(a, b) for a, b in pinned.conflicts if sglang is None or a.name != "sglang"]
+    if clash:
+        said = "; ".join(f"{a.name}=={a.version} at {a.path}:{a.line} and {b.name}=={b.version} "
+                         f"at {b.path}:{b.line}" for a, b in clash)
+        raise UsageError(f"the pins disagree: {cut(said, 600)}; no one stack to hold",
+                         hint=f"make them one first: moonpin pins {cut(shown, 300)} --write"
+                         + (" (or pass --sglang VERSION)" if any(
+                             a.name == "sglang" for a, _ in clash) else ""))
     if sglang is None:
         if pinned.sglang is None or pinned.sglang.version is None:
             raise UsageError(f"no exact sglang pin in {cut(shown, 300)}",

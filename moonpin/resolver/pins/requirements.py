@@ -4,6 +4,7 @@ a reference and ``-r``/``-c`` handed back as :class:`Include` for the caller to 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -112,6 +113,8 @@ def _line(logical: Logical, body: str, shown: str, kind: str
             return pin_from_requirement(value, shifted(logical.locate, off), shown, kind,
                                         editable=True)
         sub_kind = "constraints" if opt in ("-c", "--constraint") else kind
+        # pip expands ${NAME} in an include's path too (a name not set stays as written)
+        value = _ENV_VAR.sub(lambda v: os.environ.get(v.group(1), v.group(0)), value)
         return Include(logical.first_line, value.strip("'\""), sub_kind)
     opt_m = re.search(r"\s-", stripped)
     req_text = stripped[: opt_m.start()] if opt_m else stripped
@@ -134,8 +137,6 @@ def _expanded(req_text: str, locate: Locate, shown: str, kind: str, notes: list[
     """A requirement with ``${VAR}``: read as pip reads it once the environment is
     expanded. Its version is then not text of the file (it is not rewritten); a variable
     that is not set leaves a pin that is not judged, saying why."""
-    import os
-
     names = list(dict.fromkeys(_ENV_VAR.findall(req_text)))
     unset = [n for n in names if n not in os.environ]
     said = ", ".join(f"${{{n}}}" for n in names)

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.base import HASH_NOTE, MAX_FILE_BYTES, Pin, cut
+from moonpin.resolver.pins.base import HASH_NOTE, MAX_FILE_BYTES, VALUE_KINDS, Pin, cut
 
 __all__ = ["Rewrite", "apply_updates", "plan_rewrite", "read_for_rewrite", "write_keeping",
            "write_rewrite"]
@@ -80,88 +80,139 @@ def _name_pattern(name: str) -> re.Pattern[str]:
                       re.IGNORECASE)
 
 
-def _pin_loose(lines: dict[str, list[str]], pin: Pin, new_name: str, version: str) -> bool:
-    """Give an unpinned or ranged requirement line the exact version: its range (or nothing)
-    after the name and extras becomes ``==version``. Only a requirement written on one line
-    of a requirements file or a ``pip install`` line."""
-    if pin.kind not in ("requirements", "constraints", "pip-install") or (pin.note and (
-            "reference" in pin.note or "editable" in pin.note or "variable" in pin.note)):
-        return False
-    text = lines[pin.path][pin.line - 1]
-    m = _name_pattern(pin.name).search(text)
-    if m is None:
-        return False
-    end = m.end()
-    ex = re.match(r"\s*\[[^\]]*\]", text[end:])
-    if ex:
-        end += ex.end()
-    rest = text[end:]
-    if pin.spec:
-        at = rest.find(pin.spec)
-        if at < 0 or rest[:at].strip():
-            return False
-        rest = rest[:at] + "==" + version + rest[at + len(pin.spec):]
-    else:
-        rest = "==" + version + rest
-    head = text[:m.start()] + (new_name if new_name != pin.name else m.group(0))
-    lines[pin.path][pin.line - 1] = head + text[m.end():end] + rest
-    return True
+#: Where a pin's version comes from when it is not text of its own line: an update cannot be
+#: written there (the note says where it comes from instead).
+_NOT_WRITTEN_HERE = ("reference", "editable", "variable", "environment")
+
+
+class _Edit(NamedTuple):
+    """One replacement on one physical line: ``old`` at ``col`` becomes ``new``."""
+
+    col: int
+    old: str
+    new: str
+
+
+def _loose_edit(line: str, pin: Pin, version: str) -> _Edit | None:
+    """The edit that gives an unpinned or ranged requirement (or a bare value without a
+    version) the exact ``version`` where its specifier is written: ``>=0.3.10`` (or nothing)
+    becomes ``==version``; an ``ARG X`` becomes ``ARG X=version``. None when there is no
+    such place (a reference, a variable, a range written over several lines)."""
+    if pin.spec_col < 0 or (pin.note and any(w in pin.note for w in _NOT_WRITTEN_HERE)):
+        return None
+    if pin.kind in VALUE_KINDS:
+        if pin.spec:
+            return None  # a value that is not a version (a git ref): not ours to replace
+        sep = "=" if pin.kind == "dockerfile-arg" and line[pin.spec_col - 1:pin.spec_col] \
+            != "=" else ""
+        return _Edit(pin.spec_col, "", sep + version)
+    if line[pin.spec_col:pin.spec_col + len(pin.spec)] != pin.spec:
+        return None
+    return _Edit(pin.spec_col, pin.spec, "==" + version)
+
+
+def _rename_edit(line: str, pin: Pin, new_name: str) -> _Edit | None:
+    """The edit that renames ``pin``'s distribution on its line: where its name is written
+    (``name_col``), else its first spelling on the line."""
+    pattern = _name_pattern(pin.name)
+    m = pattern.match(line, pin.name_col) if pin.name_col >= 0 else None
+    m = m or pattern.search(line)
+    return _Edit(m.start(), m.group(0), new_name) if m else None
 
 
 def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
                   texts: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The files' new texts with ``updates`` applied at the pins' recorded places, and the
     updates that could not be written (with why). Only the versions (and, for a switch of
-    distribution, the name) change; comments, extras, markers and layout stay."""
+    distribution, the name) change; comments, extras, markers and layout stay. Every edit
+    is placed on the text as read, and each line's edits are made right to left, so two
+    requirements on one line (a pyproject array, a ``pip install`` line) keep their
+    places."""
     by_place = {(p.path, p.version_line, p.version): p for p in pins if p.version is not None}
     lines = {path: text.splitlines(keepends=True) for path, text in texts.items()}
     problems: list[str] = []
-    edits: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
-    renames: list[tuple[Pin, str]] = []
+    edits: dict[tuple[str, int], set[_Edit]] = {}
     loose = {(p.path, p.line, p.name): p for p in pins if p.version is None}
+
+    def add(path: str, lineno: int, edit: _Edit | None) -> bool:
+        if edit is None:
+            return False
+        edits.setdefault((path, lineno), set()).add(edit)
+        return True
+
+    def line_of(path: str, lineno: int) -> str:
+        return lines[path][lineno - 1] if 0 < lineno <= len(lines[path]) else ""
+
     for u in updates:
         where = f"{u['packageFile']}:{u['line']}"
+        renamed = u["newName"] != u["depName"]
         if "currentVersion" in u and u["currentVersion"] is None:
-            lpin = loose.get((u["packageFile"], u["line"], u["depName"]))
-            if lpin is None or not _pin_loose(lines, lpin, u["newName"], u["newVersion"]):
-                problems.append(f"{where}: no requirement text to pin for {u['depName']}")
-            continue
-        pin = by_place.get((u["packageFile"], u["line"], u["currentVersion"]))
-        if pin is None or pin.col < 0:
-            problems.append(f"{where}: no version text to rewrite for {u['depName']}")
-            continue
-        if pin.note and HASH_NOTE in pin.note:
-            problems.append(f"{where}: {u['depName']} is pinned with --hash; a new version "
-                            "needs new hashes (pip-compile --generate-hashes): not written")
-            continue
-        if u["newName"] != u["depName"]:
-            if pin.kind == "dockerfile-arg":
-                # the ARG holds the version; the distribution is named where it is installed
-                var = re.split(r"[=\s]", pin.raw.strip(), maxsplit=1)[0]
-                users = [p for p in pins if p.path == pin.path and p.version is None
-                         and p.name == pin.name and re.search(
-                             rf"\$\{{?{re.escape(var)}\b", p.spec)]
-                if not users:
-                    problems.append(f"{where}: {var} carries a version only; switch the "
-                                    f"package to {u['newName']} where it is installed")
-                    continue
-                renames += [(p, u["newName"]) for p in users]
-            else:
-                renames.append((pin, u["newName"]))
-        edits.setdefault((pin.path, pin.version_line), []).append(
-            (pin.col, pin.version or "", u["newVersion"]))
+            pin = loose.get((u["packageFile"], u["line"], u["depName"]))
+            edit = None if pin is None else _loose_edit(line_of(pin.path, pin.spec_line), pin,
+                                                        u["newVersion"])
+            if pin is None or edit is None:
+                problems.append(f"{where}: {_why_not_pinned(pin, u)}")
+                continue
+            line = pin.spec_line
+        else:
+            pin = by_place.get((u["packageFile"], u["line"], u["currentVersion"]))
+            if pin is None or pin.col < 0:
+                problems.append(f"{where}: {_why_not_rewritten(pin, u)}")
+                continue
+            if pin.note and HASH_NOTE in pin.note:
+                problems.append(f"{where}: {u['depName']} is pinned with --hash; a new version"
+                                " needs new hashes (pip-compile --generate-hashes): not written")
+                continue
+            edit, line = _Edit(pin.col, pin.version or "", u["newVersion"]), pin.version_line
+        renames = [pin] if renamed else []
+        if renamed and pin.kind == "dockerfile-arg":
+            # the ARG holds the version; the distribution is named where it is installed
+            var = re.split(r"[=\s]", pin.raw.strip(), maxsplit=1)[0]
+            renames = [p for p in pins if p.path == pin.path and p.version is None
+                       and p.name == pin.name and re.search(
+                           rf"\$\{{?{re.escape(var)}\b", p.spec)]
+            if not renames:
+                problems.append(f"{where}: {var} carries a version only; switch the "
+                                f"package to {u['newName']} where it is installed")
+                continue
+        add(pin.path, line, edit)
+        for r in renames:
+            if not add(r.path, r.line, _rename_edit(line_of(r.path, r.line), r,
+                                                    u["newName"])):
+                problems.append(f"{r.path}:{r.line}: {r.name} is not written on its line; "
+                                f"not renamed to {u['newName']}")
     for (path, lineno), changes in edits.items():
-        text = lines[path][lineno - 1]
-        for col, old, new in sorted(changes, reverse=True):  # right to left keeps columns
-            if text[col:col + len(old)] != old:
+        text = line_of(path, lineno)
+        done: set[int] = set()
+        for e in sorted(changes, key=lambda e: (e.col, e.old, e.new), reverse=True):
+            if text[e.col:e.col + len(e.old)] != e.old or e.col in done:
                 problems.append(f"{path}:{lineno}: the file changed since it was read")
                 continue
-            text = text[:col] + new + text[col + len(old):]
+            done.add(e.col)
+            text = text[:e.col] + e.new + text[e.col + len(e.old):]
         lines[path][lineno - 1] = text
-    for pin, new_name in renames:
-        text = lines[pin.path][pin.line - 1]
-        lines[pin.path][pin.line - 1] = _name_pattern(pin.name).sub(new_name, text, count=1)
     return {path: "".join(ls) for path, ls in lines.items()}, problems
+
+
+def _why_not_pinned(pin: Pin | None, update: dict[str, Any]) -> str:
+    """Why an unpinned or ranged requirement cannot be given its version in the file."""
+    name, version = update["depName"], update["newVersion"]
+    if pin is not None and pin.note and "environment" in pin.note:
+        return (f"{name}'s version comes from the environment ({pin.note.split(';')[0]}); "
+                f"set it to give {name} {version}")
+    if pin is not None and pin.note and "variable" in pin.note:
+        return (f"{name}'s version is a shell variable with no value in the file; give it "
+                f"{version} where it is set")
+    return f"no requirement text to pin for {name}"
+
+
+def _why_not_rewritten(pin: Pin | None, update: dict[str, Any]) -> str:
+    """Why an exact pin's version cannot be rewritten in the file."""
+    name, version = update["depName"], update["newVersion"]
+    if pin is not None and pin.note and "from the environment" in pin.note:
+        var = pin.note.split(" from the environment")[0].split("; ")[-1]
+        return f"{name}'s version comes from {var} in the environment: set it to {version}"
+    return f"no version text to rewrite for {name}"
 
 
 class Rewrite(NamedTuple):

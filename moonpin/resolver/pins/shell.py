@@ -12,9 +12,15 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from packaging.version import Version
+
 from moonpin.resolver.pins.base import (
+    DEFAULT_NOTE,
+    MAX_VERSION_CHARS,
     NAME_RE,
     TRACKED,
+    UNUSED_DEFAULT,
+    VARIABLE_NOTE,
     VERSION_VARIABLES,
     Locate,
     Logical,
@@ -26,13 +32,21 @@ from moonpin.resolver.pins.base import (
     value_pin,
 )
 
-__all__ = ["shell_pins"]
-
-Result = Pin | PinError | None
+__all__ = ["FileArg", "shell_pins"]
 
 
-#: The note of a ``pip install`` requirement whose version is a shell variable.
-VARIABLE_NOTE = "version from a shell variable"
+class FileArg(NamedTuple):
+    """A ``pip install -r FILE`` / ``-c FILE`` (``uv pip install``, ``uv pip sync FILE``):
+    the requirements file the line installs, as paths it may be at in the build context (a
+    Dockerfile's ``COPY``/``ADD`` and ``WORKDIR`` mapped back) or beside a script, most
+    likely first; for the reader to follow as an include."""
+
+    line: int
+    paths: tuple[str, ...]
+    kind: str
+
+
+Result = Pin | PinError | FileArg | None
 
 
 def shell_pins(shown: str, text: Text) -> Iterator[Result]:
@@ -56,15 +70,31 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
     # without one (Docker): that stage's ARG is then the global pin, already read.
     global_args: set[str] = set()
     staged = False
+    out: list[Result] = []
+    assigned: set[str] = set()
+    docker = _Context()
     for logical, pips in zip(logicals, installs, strict=True):
+        docker.see(logical.text)
+        pips = [docker.mapped(r) if isinstance(r, FileArg) else r for r in pips]
         if re.match(r"\s*FROM\s", logical.text, re.IGNORECASE):
             staged = True
         elif not staged and (m := re.match(r"\s*ARG\s+(\w+)\s*=", logical.text,
                                            re.IGNORECASE)):
             global_args.add(m.group(1))
-        yield from _assignments(shown, logical, names, global_args if staged else set())
-        yield from pips
-        yield from _base_image(shown, logical)
+        for res in _assignments(shown, logical, names, global_args if staged else set()):
+            if isinstance(res, Pin) and (res.version or res.spec):
+                assigned.add(re.split(r"[=\s]", res.raw, maxsplit=1)[0])
+            out.append(res)
+        out += pips
+        out += _base_image(shown, logical)
+    for res in out:
+        # the default of a variable the file gives a value is not what is installed; it
+        # is still rewritten with the variable's other pins (see UNUSED_DEFAULT)
+        note = res.note if isinstance(res, Pin) and res.note else ""
+        if isinstance(res, Pin) and note.startswith(DEFAULT_NOTE) and (
+                note[len(DEFAULT_NOTE):].strip("${}") in assigned):
+            res = res._replace(note=note + UNUSED_DEFAULT)
+        yield res
 
 
 def _variable_of(spec: str) -> str | None:
@@ -104,8 +134,9 @@ def _assignments(shown: str, logical: Logical, names: dict[str, str],
                 if var not in inherited and re.fullmatch(rf"\s*ARG\s+{var}\s*", s,
                                                          re.IGNORECASE):
                     line0, _ = logical.locate(m.start())
-                    yield value_pin(name, "", line0, -1, shown, s.strip(), "dockerfile-arg",
-                                    note="build arg without default")
+                    vline, vcol = logical.locate(m.start() + len(var))  # `=V` goes here
+                    yield value_pin(name, "", line0, vcol, shown, s.strip(), "dockerfile-arg",
+                                    version_line=vline, note="build arg without default")
                     continue
                 # legacy ``ENV NAME value``
                 if not re.match(rf"\s*ENV\s+{var}\s+\S", s, re.IGNORECASE):
@@ -136,12 +167,17 @@ def _pip_installs(shown: str, logical: Logical) -> Iterator[Result]:
     for cmd in commands:
         for j, w in enumerate(cmd):
             if (
-                w.value == "install"
+                w.value in ("install", "sync")
                 and j
                 and re.fullmatch(r"(\S*/)?pip[\d.]*", cmd[j - 1].value)
                 and all(_is_command_prefix(x.value) for x in cmd[: j - 1])
             ):
-                yield from _pip_args(shown, logical, cmd[j + 1:])
+                if w.value == "install":
+                    yield from _pip_args(shown, logical, cmd[j + 1:])
+                else:  # uv pip sync FILE...: every file named is installed
+                    yield from (FileArg(logical.locate(a.offset(0))[0], (a.value,),
+                                        "requirements") for a in cmd[j + 1:]
+                                if not a.value.startswith("-"))
                 break
 
 
@@ -152,7 +188,13 @@ def _pip_args(shown: str, logical: Logical, args: list[_Word]) -> Iterator[Resul
         i += 1
         if w.value.startswith("-"):
             opt = w.value.split("=", 1)[0]
-            if opt in ("-e", "--editable") and "=" not in w.value and i < len(args):
+            file_arg = _file_option(w.value, args[i].value if i < len(args) else None)
+            if file_arg is not None:
+                value, kind, took = file_arg
+                i += took
+                line0, _ = logical.locate(w.offset(0))
+                yield FileArg(line0, (value,), kind)
+            elif opt in ("-e", "--editable") and "=" not in w.value and i < len(args):
                 ew = args[i]
                 i += 1
                 yield pin_from_requirement(ew.value, _word_locator(logical, ew), shown,
@@ -161,7 +203,10 @@ def _pip_args(shown: str, logical: Logical, args: list[_Word]) -> Iterator[Resul
                 i += 1
             continue
         if "$" in w.value:
-            yield _variable_pin(shown, logical, w)
+            pin = _variable_pin(shown, logical, w)
+            yield pin
+            if pin is not None:
+                yield _default_pin(shown, logical, w, pin)
             continue
         yield pin_from_requirement(w.value, _word_locator(logical, w), shown, "pip-install")
 
@@ -173,9 +218,118 @@ def _variable_pin(shown: str, logical: Logical, w: _Word) -> Pin | None:
     extras = tuple(sorted(e.strip() for e in (m.group(2) or "[]")[1:-1].split(",")
                           if e.strip()))
     spec = w.value[m.end():].split(";")[0].strip()
-    line0, _ = logical.locate(w.offset(0))
+    line0, col0 = logical.locate(w.offset(0))
     return Pin(canon(m.group(1)), spec, None, shown, line0, -1, w.value, "pip-install",
-               extras, note=VARIABLE_NOTE)
+               extras, note=VARIABLE_NOTE, name_col=col0)
+
+
+def _default_pin(shown: str, logical: Logical, w: _Word, pin: Pin) -> Pin | None:
+    """The default of ``name==${VAR:-default}`` (or ``${VAR-default}``): what the shell
+    installs when ``VAR`` is empty or unset, an occurrence of the pin like any other (kind
+    ``pip-install``; an update rewrites it too)."""
+    m = re.search(r"={2,3}\s*\$\{(\w+):?-([^}]*)\}$", w.value.split(";")[0].rstrip())
+    if m is None or not m.group(2).strip():
+        return None
+    value, at = m.group(2), m.start(2)
+    try:
+        if len(value) > MAX_VERSION_CHARS:
+            return None
+        Version(value)
+    except ValueError:  # InvalidVersion, or int()'s limit on a number of 4,300+ digits
+        return None
+    vline, vcol = logical.locate(w.offset(at))
+    if w.offset(at + len(value) - 1) != w.offset(at) + len(value) - 1:
+        vcol = -1  # quoted or escaped inside: not one run of the file's text
+    return Pin(pin.name, f"=={value}", value, shown, pin.line, vcol, w.value, "pip-install",
+               pin.extras, note=f"{DEFAULT_NOTE}${{{m.group(1)}}}", version_line=vline,
+               name_col=pin.name_col)
+
+
+#: pip's and uv's options naming a requirements file, and the kind it is read as.
+_FILE_OPTIONS = {"-r": "requirements", "--requirement": "requirements",
+                 "-c": "constraints", "--constraint": "constraints",
+                 "--override": "constraints"}
+
+
+def _file_option(word: str, following: str | None) -> tuple[str, str, int] | None:
+    """``(file, kind, words taken after this one)`` for ``-r FILE``, ``-rFILE``,
+    ``--requirement=FILE``, ``-c FILE`` …; None for another option."""
+    opt, eq, value = word.partition("=")
+    if opt in _FILE_OPTIONS:
+        if eq:
+            return (value, _FILE_OPTIONS[opt], 0) if value else None
+        return (following, _FILE_OPTIONS[opt], 1) if following else None
+    if word[:2] in ("-r", "-c") and len(word) > 2 and not word.startswith("--"):
+        return word[2:], _FILE_OPTIONS[word[:2]], 0
+    return None
+
+
+class _Context:
+    """What a Dockerfile has copied where, so that ``pip install -r /app/req.txt`` is read
+    from the build context's ``req.txt`` (``COPY``/``ADD`` sources, ``WORKDIR``); a script
+    has none, and its paths stay as written."""
+
+    def __init__(self) -> None:
+        self.workdir = "/"
+        self.copies: list[tuple[list[str], str, bool]] = []  # (sources, dest, dest is a folder)
+
+    def see(self, text: str) -> None:
+        import posixpath
+
+        m = re.match(r"\s*(WORKDIR|COPY|ADD)\s+(.*)$", text, re.IGNORECASE)
+        if m is None:
+            return
+        rest = m.group(2).strip()
+        if m.group(1).upper() == "WORKDIR":
+            if "$" not in rest:
+                self.workdir = posixpath.normpath(posixpath.join(self.workdir,
+                                                                 rest.strip("'\"")))
+            return
+        words = _json_words(rest) if rest.startswith("[") else [
+            w.value for w in _shell_words(rest)]
+        if any(w.startswith("--from") for w in words):
+            return  # from another stage or image, not the build context
+        words = [w for w in words if not w.startswith("--")]
+        if len(words) < 2 or any("$" in w or "://" in w for w in words):
+            return
+        *sources, dest = words
+        folder = dest.endswith("/") or len(sources) > 1
+        self.copies.append((sources, posixpath.join(self.workdir, dest), folder))
+
+    def mapped(self, arg: FileArg) -> FileArg:
+        """``arg`` with the build-context paths its image path was copied from first."""
+        import posixpath
+
+        (value,) = arg.paths
+        if "$" in value or "://" in value:
+            return arg._replace(paths=())
+        at = posixpath.normpath(posixpath.join(self.workdir, value))
+        found: list[str] = []
+        for sources, dest, folder in reversed(self.copies):
+            d = posixpath.normpath(dest)
+            for src in sources:
+                src = posixpath.normpath(src).lstrip("/")
+                if at == d and not folder:
+                    found.append(src)
+                elif at.startswith(d.rstrip("/") + "/"):
+                    rest = at[len(d.rstrip("/")) + 1:]
+                    if rest == posixpath.basename(src):
+                        found.append(src)  # a file copied into a folder
+                    found.append(posixpath.normpath(posixpath.join(src, rest)))  # a folder's
+        if not value.startswith("/"):
+            found.append(posixpath.normpath(value))
+        return arg._replace(paths=tuple(dict.fromkeys(found)))
+
+
+def _json_words(text: str) -> list[str]:
+    """The exec form ``["src", "dest"]`` of COPY/ADD; [] when it is not a list of strings."""
+    import json
+
+    try:
+        words = json.loads(text)
+    except ValueError:
+        return []
+    return [w for w in words if isinstance(w, str)] if isinstance(words, list) else []
 
 
 _PREFIX_WORDS = frozenset({"RUN", "sudo", "exec", "env", "time", "command", "nohup", "uv"})
