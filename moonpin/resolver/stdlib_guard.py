@@ -21,8 +21,8 @@ USED = frozenset((
     "dataclasses", "datetime", "difflib", "email", "errno", "fcntl", "functools", "gc", "glob",
     "gzip", "hashlib", "html", "importlib", "io", "itertools", "json", "lzma", "marshal",
     "mmap", "multiprocessing", "os", "pathlib", "posixpath", "random", "re", "shlex", "shutil",
-    "signal", "ssl", "stat", "struct", "subprocess", "sys", "tarfile", "tempfile", "threading",
-    "time", "tokenize", "tomllib", "types", "typing", "urllib", "warnings", "zipfile", "zlib",
+    "signal", "ssl", "stat", "struct", "subprocess", "sys", "sysconfig", "tarfile", "tempfile",
+    "threading", "time", "tokenize", "tomllib", "types", "typing", "urllib", "warnings", "zipfile", "zlib",
 ))
 _SUFFIXES = (".py", ".pyc")
 
