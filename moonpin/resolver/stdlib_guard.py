@@ -22,7 +22,8 @@ USED = frozenset((
     "gzip", "hashlib", "html", "importlib", "io", "itertools", "json", "lzma", "marshal",
     "mmap", "multiprocessing", "os", "pathlib", "posixpath", "random", "re", "shlex", "shutil",
     "signal", "ssl", "stat", "struct", "subprocess", "sys", "sysconfig", "tarfile", "tempfile",
-    "threading", "time", "tokenize", "tomllib", "types", "typing", "urllib", "warnings", "zipfile", "zlib",
+    "threading", "time", "tokenize", "tomllib", "types", "typing", "urllib", "warnings",
+    "zipfile", "zlib",
 ))
 _SUFFIXES = (".py", ".pyc")
 

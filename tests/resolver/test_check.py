@@ -1090,3 +1090,41 @@ def test_launch_options_the_installed_release_has_not(tmp_path: Path, kb: Path) 
                "8", kb=rules).rc == 1
     ok = run(site, "--", "--elastic-ep-backend", "mooncake", "--node-rank", "0", kb=rules)
     assert_healthy(ok)  # control: an option the release has
+
+
+def _editable(site: Path) -> None:
+    """The installed sglang marked editable, as pip writes it (PEP 610 direct_url.json)."""
+    (info,) = site.glob("sglang-*.dist-info")
+    (info / "direct_url.json").write_text(
+        '{"url": "file:///sgl-workspace/sglang/python", "dir_info": {"editable": true}}')
+
+
+def test_launch_rules_of_a_release_the_kb_does_not_record_are_read_from_its_sources(
+        tmp_path: Path, kb: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    (site / "sglang" / "srt" / "server_args.py").write_bytes(LAUNCH_SRC)
+    bad = run(site, "--", "--elastic-ep-backend", "mooncake", "--pp-size", "2", kb=kb)
+    assert bad.rc == 1, bad.out
+    assert "elastic EP needs --pp-size 1 (got 2)" in bad.line("launch args")
+    good = run(site, "--", "--elastic-ep-backend", "mooncake", "--pp-size", "1", kb=kb)
+    assert_healthy(good)
+    assert "its installed sources" in good.line("launch args")
+    # the installed parser's own choices judge a backend value
+    typo = run(site, "--elastic-ep-backend", "nixI", kb=kb)
+    assert typo.rc == 2 and "did you mean --elastic-ep-backend nixl" in typo.err
+
+
+def test_an_editable_checkouts_rules_outrank_the_release_it_names(tmp_path: Path,
+                                                                  kb: Path) -> None:
+    """pip install -e of a checkout ahead of its release: the checkout's hooks run, not the
+    ones the release of that version shipped."""
+    site = healthy_image(tmp_path / "site")
+    rules = _with_launch_rules(kb)  # the release: --pp-size must be 1
+    relaxed = LAUNCH_SRC.replace(b"assert self.pp_size == 1", b"assert self.pp_size <= 2")
+    (site / "sglang" / "srt" / "server_args.py").write_bytes(relaxed)
+    argv = ["--", "--elastic-ep-backend", "mooncake", "--pp-size", "2"]
+    assert run(site, *argv, kb=rules).rc == 1  # control: a wheel install is the release
+    _editable(site)
+    r = run(site, *argv, kb=rules)
+    assert_healthy(r)
+    assert "its installed sources" in r.line("launch args")

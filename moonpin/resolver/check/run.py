@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
     from moonpin.resolver.check.fixes import Fixer
-    from moonpin.resolver.check.image_facts import Dist, KBView, Requirement, Torch
+    from moonpin.resolver.check.image_facts import Dist, KBView, Requirement
     from moonpin.resolver.check.target import Target
 else:
     from _collections_abc import Callable as _Callable  # what collections.abc re-exports
@@ -151,7 +151,12 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
-        refused = _refused_backends(others, site_packages, python, kb_path, target)
+        from moonpin.resolver.check.choices import refused_backends
+
+        said: list[CheckResult] = []
+        target = target or _target(site_packages, python, said.append)
+        refused = (refused_backends(others, _FLAGS, target, kb_path)
+                   if target is not None else [])
         if refused:
             return _report(refused, strict=False, could_not_check=True)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
@@ -207,12 +212,17 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     found.update(_where(target, site_packages is not None and python is None, dists,
                         mooncakes))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
-    torch = _torch(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine, paths)
+    from moonpin.resolver.check.torch_check import torch_of
+
+    torch = torch_of(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine, paths)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
     req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
     if launch_args:  # the worker's own launch arguments against this release's rules
-        check_launch(list(launch_args), sglang.version if sglang else None, kb, add)
+        from moonpin.resolver.check.choices import own_launch
+
+        check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
+                     own_launch(sglang_pkg, sglang, kb))
     pkg = _mooncake_package(paths, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
@@ -259,82 +269,6 @@ def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
             dist = dists.get(name)
         out[name] = where(got, target.paths, target.sites, pythonpath, dist,
                           editable_dist(dist) if dist is not None else False)
-    return out
-
-
-def _refused_backends(features: dict[str, str], site_packages: Sequence[StrPath] | None,
-                      python: str | None, kb_path: StrPath | None,
-                      target: Target | None = None) -> list[CheckResult]:
-    """A result per backend flag whose value SGLang's parser refuses (``choices``), read
-    from the KB's launch table of the installed SGLang release, else the union of the
-    choices every release the KB knows declares; [] when all are accepted or no table
-    names the flag's choices (nothing to judge them by)."""
-    from moonpin.resolver.spelling import close_names
-
-    flag_of = {f: flag for flag, f in _FLAGS.items()}
-    checks: list[CheckResult] = []
-    version = _installed_sglang(site_packages, python, target)
-    known = _backend_choices(kb_path, version, {flag_of[f] for f in features})
-    for feature, value in features.items():
-        flag = flag_of[feature]
-        release, choices = known.get(flag, ("", ()))
-        if not choices or value in choices:
-            continue
-        near = close_names(value, choices, n=1) if value else []
-        tip = (f"did you mean {flag} {near[0]} (not {value!r})?" if near
-               else f"pass one of {', '.join(choices)}")
-        checks.append(CheckResult("launch", "fail", f"{flag}: invalid choice {value!r} "
-                                  f"(choose from {', '.join(choices)}; {release})", tip))
-    return checks
-
-
-def _installed_sglang(site_packages: Sequence[StrPath] | None, python: str | None,
-                      target: Target | None = None) -> str | None:
-    """The version of the SGLang the image has, or None (not installed, or unreadable)."""
-    from moonpin.resolver.check.image_facts import read_dists
-
-    found: list[CheckResult] = []
-    target = target or _target(site_packages, python, found.append)
-    if target is None:
-        return None
-    return next((d.version for d in read_dists(target.paths) if d.name == "sglang"), None)
-
-
-def _backend_choices(kb_path: StrPath | None, version: str | None,
-                     flags: set[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """flag -> (where the choices come from, the choices): the installed release's launch
-    table when it declares them, else every release's of the KB, merged in order."""
-    from moonpin.kb.paths import default_kb_file
-    from moonpin.resolver.args import rules as la
-    from moonpin.resolver.resolved import load_launch, load_summary
-
-    kb_file = os.fspath(kb_path) if kb_path is not None else default_kb_file()
-
-    def choices_in(release: str) -> dict[str, tuple[str, ...]]:
-        record = load_launch(kb_file, release)
-        if not isinstance(record, dict) or record.get("error"):
-            return {}
-        try:
-            declared = la.rules_from_json(record)[0]
-        except (KeyError, TypeError, ValueError):
-            return {}
-        return {f.name: tuple(map(str, f.choices)) for f in declared
-                if f.name in flags and f.choices}
-
-    out: dict[str, tuple[str, tuple[str, ...]]] = {}
-    if version is not None:
-        out = {k: (f"sglang {version}", v) for k, v in choices_in(version).items()}
-    if len(out) == len(flags):
-        return out
-    summary = load_summary(kb_file)
-    union: dict[str, list[str]] = {}
-    for head in reversed(summary.sglang if summary is not None else ()):  # newest first
-        for k, v in choices_in(head.version).items():
-            union.setdefault(k, []).extend(c for c in v if c not in union.get(k, ()))
-    where = ("any sglang release the knowledge base knows" if version is None else
-             f"the knowledge base has no launch table of sglang {version}: any release's")
-    for k, merged in union.items():
-        out.setdefault(k, (where, tuple(merged)))
     return out
 
 
@@ -394,115 +328,6 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist],
     fixer.torch = torch_d.version if torch_d else None
     fixer.mooncakes = [(d.name, d.version) for d in mooncakes]
     return dists, mooncakes
-
-
-def _torch(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-           pkg: str | None = None, machine: str | None = None,
-           paths: Sequence[str] = ()) -> Torch | None:
-    """torch as ``import torch`` finds it: its version is the label ``torch/version.py``
-    holds (``torch.__version__``, what mooncake's loader maps onto a build), not the
-    distribution metadata pip reads; None when it is missing or unreadable. ``pkg`` is the
-    torch folder the importer finds (None: the distribution's own)."""
-    from moonpin.resolver.check.image_facts import (
-        torch_info,
-        torch_label,
-        torch_version_py,
-        unlistable,
-    )
-
-    folder = pkg or (os.path.join(torch_d.root, "torch") if torch_d is not None else None)
-    if folder is None:
-        add(CheckResult("torch", "fail", "torch is not installed (mooncake's loaders import it)",
-                        "install the torch your SGLang release requires, then "
-                        + fixer.generic()))
-        return None
-    bad = unlistable(folder)
-    if bad is not None:
-        add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
-                        "by the worker's user (chmod -R a+rX on the folder)"))
-        return None
-    broken, label = _torch_unimportable(folder, paths)
-    if broken is not None:  # `import torch` fails before any version is read
-        add(CheckResult("torch", "fail", f"`import torch` fails (mooncake's loader imports "
-                        f"it): {broken}", _reinstall_torch(torch_d, fixer), (folder,)))
-        return None
-    torch = torch_info(torch_d, machine or os.uname().machine, pkg, label)
-    if torch is None:
-        add(CheckResult("torch", "fail", f"{folder} holds no readable torch/version.py and no "
-                        "distribution metadata names its version: what `torch.__version__` "
-                        "says, and so the build mooncake's loader picks, is unknown",
-                        "reinstall torch (pip install --force-reinstall 'torch==<the version "
-                        "you want>')", (folder,)))
-        return None
-    if torch_d is None:
-        fixer.torch = torch.version
-    if label is None and torch_label(torch_version_py(folder)) is None and torch_d is not None:
-        add(CheckResult("torch label", "warn", "torch.__version__ is computed when torch is "
-                        "imported (not a literal this check can follow): the label mooncake's "
-                        f"loader maps onto a build is not known here; judged as {torch.version}, "
-                        "its distribution's version", "run with --deep to import it",
-                        (folder,)))
-    cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
-            if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
-    add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
-                    evidence=(torch_d.root if torch_d is not None else folder,)))
-    if torch_d is None:
-        add(CheckResult("torch metadata", "warn", f"{folder} has no distribution metadata "
-                        f"(no torch-*.dist-info): `import torch` works and reports "
-                        f"{torch.version}, but pip sees no torch and may install another "
-                        "over it", "install torch with pip: " + fixer.pip(
-                            [f"torch=={torch.version.partition('+')[0]}"]), (folder,)))
-    elif not _same_release(torch.metadata, torch.version):
-        fixer.torch_label = torch.version
-        add(CheckResult("torch metadata", "warn",
-                        f"torch/version.py says {torch.version} (what `torch.__version__` and "
-                        f"mooncake's loader read), its distribution metadata {torch.metadata} "
-                        "(what pip reads): the files were rebuilt or replaced in place; judged "
-                        f"as {torch.version}", "reinstall torch so both agree: "
-                        + str(fixer.torch_reinstall()),
-                        (os.path.join(folder, "version.py"),)))
-    return torch
-
-
-def _torch_unimportable(folder: str, paths: Sequence[str]
-                        ) -> tuple[str | None, str | None]:
-    """(why ``import torch`` certainly fails before mooncake's loader reads
-    ``torch.__version__``, or None; that label as the import sets it, or None when it is not
-    a value followed here). A torch folder without ``__init__`` is an empty namespace package
-    (no ``torch.__version__``); the label is followed through the imports that bind it
-    (:func:`moonpin.resolver.check.pychain.attribute`), each of which must be there and
-    compile."""
-    from moonpin.resolver.check import image_facts as im
-    from moonpin.resolver.check.pychain import attribute
-
-    inits = [f"__init__{s}" for s in (*im.EXT_SUFFIXES, ".py", ".pyc")]
-    if not any(os.path.isfile(os.path.join(folder, i)) for i in inits):
-        return (f"{folder} has no __init__.py, so it imports as an empty namespace package, "
-                "with no torch.__version__"), None
-    value, problem, _ = attribute(paths, "torch", "__version__", im.PY_VERSION,
-                                  im.EXT_SUFFIXES, im.ROOT)
-    return problem, value
-
-
-def _reinstall_torch(dist: Dist | None, fixer: Fixer) -> str:
-    if dist is not None:
-        return f"pip install --force-reinstall --no-deps 'torch=={dist.version}'"
-    return ("reinstall torch: pip install --force-reinstall --no-deps 'torch==<the version "
-            "you want>'")
-
-
-def _same_release(a: str, b: str) -> bool:
-    """Whether two torch versions name the same release (``2.13.0`` and ``2.13.0+cu130``:
-    the index's wheel says the first in its metadata, the second in torch/version.py)."""
-    pa, pb = a.partition("+")[0], b.partition("+")[0]
-    if pa == pb:
-        return True
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(pa) == Version(pb)
-    except InvalidVersion:
-        return False
 
 
 def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from moonpin.resolver.check.fixes import Fixer
 
 __all__ = ["check_feature", "check_launch", "check_sglang_torch", "editable_dist",
-           "sglang_requirement"]
+           "kb_launch", "sglang_requirement"]
 
 
 def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
@@ -257,22 +257,36 @@ def check_sglang_torch(sglang: Dist, torch_version: str, fixer: Fixer,
                                       f"sglang-{sglang.version}.dist-info", "METADATA"),)))
 
 
+def kb_launch(kb: KBView, version: str) -> Any:
+    """The KB's launch-rules record of SGLang ``version`` (its resolved table, else the
+    KB file's own record), or None."""
+    if not kb.ok:
+        return None
+    from moonpin.resolver.resolved import load_launch
+
+    record = load_launch(kb.path, version)
+    if record is None:
+        rec = next((r for r in (kb.doc() or {}).get("sglang") or ()
+                    if isinstance(r, dict) and r.get("version") == version), None)
+        record = rec.get("launch") if isinstance(rec, dict) else None
+    return record
+
+
 def check_launch(argv: list[str], version: str | None, kb: KBView,
-                  add: Callable[[CheckResult], None]) -> None:
-    """The elastic-EP argument rules of the installed SGLang release (from the KB) on the
-    worker's launch arguments: what ``moonpin args`` does, at worker start."""
-    if version is None:
+                  add: Callable[[CheckResult], None], own: dict[str, Any] | None = None
+                  ) -> None:
+    """The elastic-EP argument rules of the installed SGLang release on the worker's launch
+    arguments: what ``moonpin args`` does, at worker start. ``own``: the rules read from
+    the installed sources (:mod:`moonpin.resolver.check.launch_src`: an editable checkout,
+    or a release the KB does not know), which then decide; else the KB's record."""
+    if version is None and own is None:
         add(CheckResult("launch args", "skip", "SGLang is not installed: no rules to check"))
         return
-    record = None
-    if kb.ok:
-        from moonpin.resolver.resolved import load_launch
-
-        record = load_launch(kb.path, version)
-        if record is None:
-            rec = next((r for r in (kb.doc() or {}).get("sglang") or ()
-                        if isinstance(r, dict) and r.get("version") == version), None)
-            record = rec.get("launch") if isinstance(rec, dict) else None
+    record = own
+    if own is not None:
+        version = f"{version or '(no distribution metadata)'} (its installed sources)"
+    elif version is not None:
+        record = kb_launch(kb, version)
     if not isinstance(record, dict) or record.get("error"):
         why = (record or {}).get("error") if isinstance(record, dict) else None
         add(CheckResult("launch args", "skip", f"the knowledge base holds no elastic-EP launch "
