@@ -129,6 +129,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               found=found)
         report.found = found
     finally:
+        facts = sys.modules.get("moonpin.resolver.check.image_facts")  # loaded when used
+        if facts is not None:
+            facts.use_importer(None)
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
@@ -171,6 +174,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     im.EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
     im.SITE_DIRS = target.sites  # whose .pth files install editable finders
     im.ROOT = target.root  # under which the paths the image's files name are resolved
+    im.use_importer(paths)  # one model of the importer for every look at the image
     from moonpin.resolver.check import libraries as check_libraries
 
     check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
@@ -183,7 +187,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    sglang_pkg = im.find_package(paths, "sglang")
+    sglang_src = im.sglang_sources(paths)
     kb_file = os.fspath(kb_path) if kb_path is not None else None
     fixer = Fixer(fix_provider, kb_file)
     fixer.python = target.tag
@@ -198,7 +202,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     torch = _torch(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
-    req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
+    req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_src)
     if launch_args:  # the worker's own launch arguments against this release's rules
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add)
     pkg = _mooncake_package(paths, mooncakes, fixer, add)
@@ -208,7 +212,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         check_pg(pkg, paths, req, torch, kb, fixer, add)
     for f in sorted(set(wanted) - {"elastic-ep"}):
         check_feature(f, pkg, sglang.version if sglang else None, kb, add,
-                       sglang_pkg, source_cache)
+                       sglang_src, source_cache)
     if deep is None:
         deep = "elastic-ep" in wanted
     if target.root is not None:
