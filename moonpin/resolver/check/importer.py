@@ -122,18 +122,44 @@ def package_sources(imp: Importer, name: str) -> Sources | None:
         return None
     files: dict[str, str] = {}
     via: dict[str, int] = {}
+    chain: dict[str, str] = {}
 
     def take(mod: str, spec: Spec | None) -> None:
-        if spec is not None and spec.origin is not None and spec.origin.endswith(".py"):
+        if spec is None:
+            return
+        # a module found by PathFinder in a folder an editable finder supplied (the
+        # parent's __path__) comes through that finder too
+        how = spec.how
+        parent = mod.rpartition(".")[0]
+        if not how.startswith("editable") and chain.get(parent, "").startswith("editable"):
+            how = chain[parent]
+        chain[mod] = how
+        if spec.origin is not None and spec.origin.endswith(".py"):
             files[_rel(mod, spec.origin)] = spec.origin
-            via[spec.how] = via.get(spec.how, 0) + 1
+            via[how] = via.get(how, 0) + 1
 
     take(name, top)
     broken: list[str] = []
-    for mod in imp.module_names(name, top, broken):
+    for mod in sorted(imp.module_names(name, top, broken), key=lambda m: m.count(".")):
         take(mod, imp.find(mod))
-    roots = [d for _, d in imp.roots(name, top)]
-    return Sources(found, files, roots, via, broken)
+    return Sources(found, files, _outermost(imp.roots(name, top)), via, broken)
+
+
+def _outermost(roots: Sequence[tuple[str, str]]) -> list[str]:
+    """The root folders, less each one inside another that names its modules alike
+    (setuptools' ``NAMESPACES`` lists every namespace subpackage of the mapped tree)."""
+    out: list[tuple[str, str]] = []
+    for name, folder in roots:
+        inside = False
+        for top, base in out:
+            rel = os.path.relpath(folder, base)
+            if not rel.startswith("..") and rel != "." and \
+                    name == ".".join([top, *rel.split(os.sep)]):
+                inside = True
+                break
+        if not inside:
+            out.append((name, folder))
+    return [f for _, f in out]
 
 
 def folder_sources(folder: str, ext: Sequence[str] | None = None) -> Sources:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from moonpin.resolver.check.fixes import Fixer
     from moonpin.resolver.check.image_facts import Dist, KBView, Requirement, Torch
+    from moonpin.resolver.check.importer import Sources
     from moonpin.resolver.check.target import Target
 else:
     from _collections_abc import Callable as _Callable  # what collections.abc re-exports
@@ -197,7 +198,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
     found.update(_where(target, site_packages is not None and python is None, dists,
-                        mooncakes))
+                        mooncakes, sglang_src))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     torch = _torch(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
@@ -229,7 +230,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
 
 def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
-           mooncakes: list[Dist]) -> dict[str, Any]:
+           mooncakes: list[Dist], sglang_src: Sources | None = None) -> dict[str, Any]:
     """Where the importer finds sglang, mooncake and torch, for ``--json``
     (:func:`moonpin.resolver.check.where.where`); ``PYTHONPATH`` is the target's unless the
     environment is ``--site-packages`` folders, which do not add it."""
@@ -250,7 +251,8 @@ def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
         else:
             dist = dists.get(name)
         out[name] = where(got, target.paths, target.sites, pythonpath, dist,
-                          editable_dist(dist) if dist is not None else False)
+                          editable_dist(dist) if dist is not None else False, target.cwd,
+                          sglang_src if name == "sglang" else None)
     return out
 
 

@@ -93,17 +93,15 @@ def _where_label(pkg: Sources, editable: bool) -> str:
     sglang`` finds a namespace package whose modules an editable finder supplies (a
     checkout's root found from the working folder), both."""
     found = pkg.found
-    tag = " (editable)" if editable else ""
     finders = sorted((n, how) for how, n in pkg.via.items() if how != found.how
                      and how.startswith("editable "))
     if found.how != "namespace" or not finders:
-        return found.folder + tag
-    how = finders[-1][1]
-    kind, _, file = how.partition(" finder ")
+        return found.folder + (" (editable)" if editable else "")
+    kind, _, file = finders[-1][1].partition(" finder ")
     main = pkg.roots[0] if pkg.roots else found.folder
-    return (f"{main}{tag}: `import sglang` finds the namespace portion "
+    return (f"{main} (editable; `import sglang` finds the namespace portion "
             f"{', '.join(found.portions)}, its modules come through the "
-            f"{kind.removeprefix('editable ')} editable finder {file}")
+            f"{kind.removeprefix('editable ')} editable finder {file})")
 
 
 def editable_dist(dist: Dist | None) -> bool:
