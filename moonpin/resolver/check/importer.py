@@ -108,8 +108,8 @@ class Sources:
 
 
 def _rel(name: str, origin: str) -> str:
-    base = "/".join(name.split("."))
-    return base + ("/__init__.py" if os.path.basename(origin) == "__init__.py" else ".py")
+    base = name.replace(".", "/")
+    return base + ("/__init__.py" if origin.endswith("/__init__.py") else ".py")
 
 
 def package_sources(imp: Importer, name: str) -> Sources | None:
@@ -138,10 +138,18 @@ def package_sources(imp: Importer, name: str) -> Sources | None:
             files[_rel(mod, spec.origin)] = spec.origin
             via[how] = via.get(how, 0) + 1
 
-    take(name, top)
-    broken: list[str] = []
-    for mod in sorted(imp.module_names(name, top, broken), key=lambda m: m.count(".")):
-        take(mod, imp.find(mod))
+    import gc  # builtin; a worker start allocates nothing cyclic meanwhile
+
+    collecting = gc.isenabled()
+    gc.disable()  # thousands of specs: the collector would walk them again and again
+    try:
+        take(name, top)
+        broken: list[str] = []
+        for mod in sorted(imp.module_names(name, top, broken), key=lambda m: m.count(".")):
+            take(mod, imp.find(mod))
+    finally:
+        if collecting:
+            gc.enable()
     return Sources(found, files, _outermost(imp.roots(name, top)), via, broken)
 
 

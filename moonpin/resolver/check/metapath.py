@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Importer", "Spec"]
 
-_FILE, _DIR = 1, 2
+_FILE, _DIR, _LINK = 1, 2, 4
 #: Package levels below the top the source walk descends at most (SGLang's deepest is ~12).
 _MAX_DEPTH = 48
 
@@ -314,14 +314,14 @@ class Importer:
     # ---------------------------------------------------------------- FileFinder
 
     def join(self, folder: str, name: str) -> str:
-        if self.root is None:
-            return os.path.join(folder, name)
+        if self.root is None:  # os.path.join, for a plain name (the hot path)
+            return folder + name if folder.endswith("/") else folder + "/" + name
         return in_root(self.root, name, folder) or os.path.join(folder, name)
 
     def listing(self, folder: str) -> dict[str, int]:
         """``folder``'s entries -> 1 (a file) or 2 (a folder) or 0 (neither), symbolic
-        links followed (under the root for an image); {} when it cannot be listed
-        (FileFinder then finds nothing in it)."""
+        links followed (under the root for an image; 4 added for a link); {} when it
+        cannot be listed (FileFinder then finds nothing in it)."""
         got = self._lists.get(folder)
         if got is not None:
             return got
@@ -330,13 +330,14 @@ class Importer:
             with os.scandir(folder) as it:
                 for e in it:
                     try:
-                        if self.root is not None and e.is_symlink():
+                        link = _LINK if e.is_symlink() else 0
+                        if self.root is not None and link:
                             host = self.join(folder, e.name)
-                            got[e.name] = (_FILE if os.path.isfile(host) else
-                                           _DIR if os.path.isdir(host) else 0)
+                            got[e.name] = link | (_FILE if os.path.isfile(host) else
+                                                  _DIR if os.path.isdir(host) else 0)
                         else:
-                            got[e.name] = (_FILE if e.is_file() else
-                                           _DIR if e.is_dir() else 0)
+                            got[e.name] = link | (_FILE if e.is_file() else
+                                                  _DIR if e.is_dir() else 0)
                     except OSError:
                         got[e.name] = 0
         except OSError as e:
@@ -511,29 +512,38 @@ class Importer:
         ``broken`` receives each ``.py`` entry that is neither a file nor a folder (a
         dangling symbolic link) and each folder that cannot be listed."""
         names: dict[str, None] = {}
-        seen: set[str] = set()
+        seen: set[tuple[int, int]] = set()  # the folders a symbolic link led to
         stack = [(name, d, 0) for name, d in reversed(self.roots(top, spec))]
         while stack:
             name, folder, depth = stack.pop()
-            real = os.path.realpath(folder)
-            if real in seen or depth > _MAX_DEPTH:
-                continue  # a folder reached twice (a symbolic link loop) is walked once
-            seen.add(real)
+            if depth > _MAX_DEPTH:
+                continue
             sub = []
             entries = self.listing(folder)
             if folder in self.unlistable and broken is not None:
                 broken.append(folder)
             for entry, kind in sorted(entries.items()):
-                if not kind and entry.endswith(".py") and broken is not None:
-                    broken.append(self.join(folder, entry))
                 if kind & _DIR:
-                    if entry != "__pycache__" and "." not in entry:
-                        names[f"{name}.{entry}"] = None
-                        sub.append((f"{name}.{entry}", self.join(folder, entry), depth + 1))
+                    if entry == "__pycache__" or "." in entry:
+                        continue
+                    path = self.join(folder, entry)
+                    if kind & _LINK:  # a loop through links is walked once at most
+                        try:
+                            st = os.stat(path)
+                        except OSError:
+                            continue
+                        if (st.st_dev, st.st_ino) in seen:
+                            continue
+                        seen.add((st.st_dev, st.st_ino))
+                    names[f"{name}.{entry}"] = None
+                    sub.append((f"{name}.{entry}", path, depth + 1))
                 elif kind & _FILE and entry.endswith(".py") and entry != "__init__.py":
                     stem = entry[:-3]
                     if stem and "." not in stem:
                         names[f"{name}.{stem}"] = None
+                elif not kind & (_FILE | _DIR) and entry.endswith(".py") and \
+                        broken is not None:
+                    broken.append(self.join(folder, entry))
             stack.extend(reversed(sub))
         below = top + "."
         for finder in self.front:

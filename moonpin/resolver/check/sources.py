@@ -189,6 +189,19 @@ def scan(pkg: str | os.PathLike[str] | Sources, *,
     ``feature_imports`` holds all their imports (the MoE all-to-all, PD-disaggregation and
     HiCache features). Raises OSError when a source or folder cannot be read (the caller
     falls back to the knowledge base)."""
+    import gc  # builtin; nothing cyclic is made here
+
+    collecting = gc.isenabled()
+    gc.disable()  # the cache's ~100,000 objects would be walked at every collection
+    try:
+        return _scan(pkg, cache_dir, use_cache, every_import)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[str] | None,
+          use_cache: bool, every_import: bool) -> SourceFacts:
     from moonpin.resolver.check.importer import folder_sources
 
     src = pkg if not isinstance(pkg, (str, os.PathLike)) else folder_sources(os.fspath(pkg))
