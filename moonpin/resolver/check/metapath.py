@@ -435,6 +435,13 @@ class Importer:
         self._specs[fullname] = spec
         return spec
 
+    def _direct(self, folder: str, fullname: str) -> None:
+        """Remember ``PathFinder``'s answer for ``fullname`` over ``[folder]`` when it has
+        one (a spec it returns ends the search: no later finder is asked)."""
+        got = self.file_find(folder, fullname)
+        if got is not None:
+            self._specs[fullname] = got
+
     def seed(self, spec: Spec) -> None:
         """Take ``spec`` as what ``import spec.name`` found (a package given by its folder)."""
         self._specs[spec.name] = spec
@@ -520,6 +527,9 @@ class Importer:
                 continue
             sub = []
             entries = self.listing(folder)
+            # PathFinder over this one folder decides the children when no finder is asked
+            # before it and the package's __path__ is just this folder: resolved here, once
+            direct = not self.front and self.package_path(name) == (folder,)
             if folder in self.unlistable and broken is not None:
                 broken.append(folder)
             for entry, kind in sorted(entries.items()):
@@ -535,12 +545,18 @@ class Importer:
                         if (st.st_dev, st.st_ino) in seen:
                             continue
                         seen.add((st.st_dev, st.st_ino))
-                    names[f"{name}.{entry}"] = None
-                    sub.append((f"{name}.{entry}", path, depth + 1))
+                    child = f"{name}.{entry}"
+                    names[child] = None
+                    sub.append((child, path, depth + 1))
+                    if direct and child not in self._specs:
+                        self._direct(folder, child)
                 elif kind & _FILE and entry.endswith(".py") and entry != "__init__.py":
                     stem = entry[:-3]
                     if stem and "." not in stem:
-                        names[f"{name}.{stem}"] = None
+                        child = f"{name}.{stem}"
+                        names[child] = None
+                        if direct and child not in self._specs:
+                            self._direct(folder, child)
                 elif not kind & (_FILE | _DIR) and entry.endswith(".py") and \
                         broken is not None:
                     broken.append(self.join(folder, entry))
