@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "pth", "pth_files",
-           "pth_paths", "site_dirs"]
+           "pth_lines", "pth_paths", "site_dirs"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
