@@ -180,6 +180,8 @@ def test_hatch_editable(tmp_path: Path, exact: bool) -> None:
         assert got is None
         (site / "editables").mkdir()
         (site / "editables" / "__init__.py").write_text("")
+        assert found(site) is None  # `from editables.redirector import ...` fails too
+        (site / "editables" / "redirector.py").write_text("")
         got = found(site)
     assert got is not None and got.folder == str(pkg)
 

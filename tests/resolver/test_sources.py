@@ -114,7 +114,7 @@ def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -
         doc["derived"] = {"module": 3, "names": "join_group"}
         assert kb_cache.store(cfile, doc) is None
     else:  # a file's facts: read when another file changes and the facts are rebuilt
-        rel = "srt/elastic_ep/elastic_ep.py"
+        rel = "sglang/srt/elastic_ep/elastic_ep.py"
         doc["files"][rel][2] = {"imports": [{"module": "mooncake.pg"}], "calls": [],
                                 "backends": []}
         assert kb_cache.store(cfile, doc) is None

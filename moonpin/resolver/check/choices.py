@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from moonpin.resolver.check.image_facts import Dist, KBView
+    from moonpin.resolver.check.importer import Sources
     from moonpin.resolver.check.target import Target
 
     StrPath = str | os.PathLike[str]
@@ -22,19 +23,20 @@ if TYPE_CHECKING:
 __all__ = ["own_launch", "refused_backends"]
 
 
-def own_launch(pkg: str | None, sglang: Dist | None, kb: KBView) -> dict[str, Any] | None:
+def own_launch(src: Sources | None, sglang: Dist | None, kb: KBView
+               ) -> dict[str, Any] | None:
     """The launch rules of the installed SGLang's own sources when they, not a release's
     record, decide: an editable install (its checkout may be ahead of the version it
     names) or a release the KB has no launch record of."""
     from moonpin.resolver.check.launch_src import installed_launch
     from moonpin.resolver.check.sglang import editable_dist, kb_launch
 
-    if pkg is None:
+    if src is None:
         return None
     if not editable_dist(sglang) and sglang is not None and isinstance(
             kb_launch(kb, sglang.version), dict):
         return None
-    return installed_launch(pkg)
+    return installed_launch(src.files)
 
 
 def refused_backends(features: dict[str, str], flags: dict[str, str], target: Target,
@@ -71,10 +73,10 @@ def _installed_sglang(target: Target, kb_path: StrPath | None = None
     from moonpin.resolver.check.image_facts import KBView, read_dists
 
     dist = next((d for d in read_dists(target.paths) if d.name == "sglang"), None)
-    im.SITE_DIRS, im.ROOT = target.sites, target.root
-    pkg = im.find_package(target.paths, "sglang")
+    im.SITE_DIRS, im.ROOT, im.EXT_SUFFIXES = target.sites, target.root, target.ext_suffixes
+    src = im.sglang_sources(target.paths)
     kb = KBView(os.fspath(kb_path) if kb_path is not None else default_kb_file())
-    return (dist.version if dist is not None else None), own_launch(pkg, dist, kb)
+    return (dist.version if dist is not None else None), own_launch(src, dist, kb)
 
 
 def _backend_choices(kb_path: StrPath | None, version: str | None,

@@ -16,7 +16,13 @@ from importlib import machinery
 
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import read_regular
-from moonpin.resolver.check.importer import Found, find
+from moonpin.resolver.check.importer import (
+    Found,
+    Importer,
+    Sources,
+    found_in,
+    package_sources,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,20 +52,24 @@ __all__ = [
     "file_suffix",
     "find_package",
     "first_providing",
+    "importer_for",
     "kind_of",
     "leading_int",
     "linked_cudart",
     "list_folder",
     "locate",
     "module_file",
+    "mooncake_dirs",
     "not_files",
     "read_bytes",
     "read_dists",
+    "sglang_sources",
     "shipped_like",
     "torch_info",
     "torch_label",
     "torch_version_py",
     "unlistable",
+    "use_importer",
     "vendor_reason",
     "which",
 ]
@@ -197,15 +207,46 @@ PATHS_COMPLETE = True
 ROOT: str | None = None
 
 
+#: The importer of the check under way (:func:`use_importer`): its folder listings and
+#: specs are shared by every look at the environment during one check.
+_CURRENT: list[tuple[tuple[Any, ...], Importer]] = []
+
+
+def _key(paths: Sequence[str]) -> tuple[Any, ...]:
+    return (tuple(paths), SITE_DIRS, ROOT, EXT_SUFFIXES)
+
+
+def use_importer(paths: Sequence[str] | None) -> None:
+    """Share one model of the target's importer for ``paths`` (None: stop sharing; each
+    look then reads the environment afresh)."""
+    _CURRENT.clear()
+    if paths is not None:
+        _CURRENT.append((_key(paths), Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES)))
+
+
+def importer_for(paths: Sequence[str]) -> Importer:
+    """The shared model of the target's importer for ``paths`` (:func:`use_importer`), else
+    a new one."""
+    if _CURRENT and _CURRENT[0][0] == _key(paths):
+        return _CURRENT[0][1]
+    return Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES)
+
+
 def locate(paths: Sequence[str], name: str) -> Found | None:
     """Where ``import name`` finds the top-level package
     (:func:`moonpin.resolver.check.importer.find`)."""
-    return find(paths, name, SITE_DIRS, ROOT)
+    return found_in(importer_for(paths), name)
 
 
 def find_package(paths: Sequence[str], name: str) -> str | None:
+    """The folder of package ``name`` (None: not found, or a module file shadows it)."""
     found = locate(paths, name)
-    return found.folder if found is not None else None
+    return found.folder if found is not None and not found.module else None
+
+
+def sglang_sources(paths: Sequence[str]) -> Sources | None:
+    """The source files ``import sglang.<x>`` loads (None: sglang is no package here)."""
+    return package_sources(importer_for(paths), "sglang")
 
 
 class Torch:
@@ -387,8 +428,9 @@ class Requirement:
         self.alternatives = alternatives  # modules SGLang falls back to on ImportError
 
 
-def analyze_sglang(pkg: str, cache: bool = True) -> Requirement:
-    """Raises OSError when a source cannot be read."""
+def analyze_sglang(pkg: str | Sources, cache: bool = True) -> Requirement:
+    """The process-group requirement of SGLang's sources (the files ``import sglang.<x>``
+    loads, or a package folder's). Raises OSError when a source cannot be read."""
     from moonpin.resolver.check import sources
 
     d = sources.scan(pkg, use_cache=cache).derived
@@ -561,26 +603,45 @@ def file_suffix(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[1]
 
 
+def _mooncake(pkg: str) -> Importer | None:
+    """The shared importer when ``pkg`` is the folder it finds mooncake in."""
+    if not _CURRENT:
+        return None
+    imp = _CURRENT[0][1]
+    found = found_in(imp, "mooncake")
+    return imp if found is not None and found.folder == pkg else None
+
+
+def mooncake_dirs(pkg: str) -> tuple[str, ...]:
+    """The folders ``import mooncake.<x>`` searches: the package's ``__path__`` once its
+    ``__init__`` ran (``extend_path`` adds every ``mooncake/`` folder of ``sys.path``),
+    else ``pkg`` alone."""
+    imp = _mooncake(pkg)
+    got = imp.package_path("mooncake") if imp is not None else None
+    return tuple(d for d in got if d not in imp.hooks) if got and imp is not None else (pkg,)
+
+
 def module_file(pkg: str, short: str) -> str | None:
-    """What ``import mooncake.<short>`` would find in ``pkg``, in FileFinder's order."""
-    init = os.path.join(pkg, short, "__init__.py")
-    if os.path.isfile(init):
-        return init
-    for suffix in (*EXT_SUFFIXES, *machinery.SOURCE_SUFFIXES,
-                   *machinery.BYTECODE_SUFFIXES):
-        cand = os.path.join(pkg, f"{short}{suffix}")
-        if os.path.isfile(cand):
-            return cand
-    return None
+    """What ``import mooncake.<short>`` would load, in FileFinder's order (``__init__``
+    then module files, extensions before ``.py`` before ``.pyc``) over mooncake's
+    ``__path__``, then the editable finders; None: nothing (or only a namespace folder)."""
+    imp = _mooncake(pkg)
+    if imp is not None:
+        spec = imp.find("mooncake." + short)
+    else:
+        spec = Importer([], [], ROOT, EXT_SUFFIXES).path_find("mooncake." + short, [pkg])
+    return spec.origin if spec is not None else None
 
 
 def shipped_like(pkg: str, head: str) -> list[str]:
     out = []
-    for name in sorted(list_folder(pkg)):
-        stem = name.split(".", 1)[0]
-        if stem.startswith(head) and stem != head and file_suffix(name) in (".so", ".py", ".pyd") \
-                and os.path.isfile(os.path.join(pkg, name)):
-            out.append(name)
+    for folder in mooncake_dirs(pkg):
+        for name in sorted(list_folder(folder)):
+            stem = name.split(".", 1)[0]
+            if stem.startswith(head) and stem != head and file_suffix(name) in (
+                    ".so", ".py", ".pyd") and os.path.isfile(os.path.join(folder, name)) \
+                    and name not in out:
+                out.append(name)
     return out
 
 
@@ -620,13 +681,14 @@ def _mode_word(mode: int) -> str:
 
 
 def not_files(pkg: str, short: str) -> list[str]:
-    """What ``import mooncake.<short>`` would see in ``pkg`` but skip, since only regular
-    files are modules (FileFinder): each named with what it is."""
+    """What ``import mooncake.<short>`` would see in mooncake's folders but skip, since
+    only regular files are modules (FileFinder): each named with what it is."""
     out = []
-    for suffix in (*EXT_SUFFIXES, *machinery.SOURCE_SUFFIXES):
-        cand = os.path.join(pkg, f"{short}{suffix}")
-        if os.path.lexists(cand) and not os.path.isfile(cand):
-            out.append(f"{short}{suffix} is {kind_of(cand)}, not a file")
+    for folder in mooncake_dirs(pkg):
+        for suffix in (*EXT_SUFFIXES, *machinery.SOURCE_SUFFIXES):
+            cand = os.path.join(folder, f"{short}{suffix}")
+            if os.path.lexists(cand) and not os.path.isfile(cand):
+                out.append(f"{short}{suffix} is {kind_of(cand)}, not a file")
     return out
 
 

@@ -1,293 +1,193 @@
-"""Where ``import NAME`` finds a top-level package in a target environment, modelled on the
-importer without running any of the environment's code.
+"""Where ``import NAME`` finds a package in a target environment, and which source files
+``import NAME.<x>`` loads, modelled on the importer without running any of the
+environment's code (:mod:`moonpin.resolver.check.metapath`; the site files it reads:
+:mod:`moonpin.resolver.check.sitefiles`).
 
-What it follows, in the importer's order:
+A top-level package is what ``sys.meta_path`` returns for its name (:class:`Found`): a
+regular package, a module file, or a PEP 420 namespace package with its portions (the first
+is its ``folder``). Its *sources* (:func:`package_sources`) are the ``.py`` files the
+importer loads for the module names its own tree defines: for a regular package its
+``__path__``; for a namespace package the folders an editable finder maps it to (setuptools'
+``MAPPING``/``NAMESPACES``, scikit-build-core's directories, hatch's target), else its
+portions. So an SGLang checkout's root found as a namespace portion from the working folder
+(``WORKDIR /sgl-workspace``, ``pip install -e python``) contributes no file of its tests or
+docs, while ``sglang.srt...`` resolves, as in the worker, through the editable finder's
+child rule into ``python/sglang``.
 
-* ``sys.path`` folders in order (``PathFinder``): the first folder holding ``NAME/__init__.py``
-  (or a module file ``NAME.py``) wins; folders holding only ``NAME/`` are portions of a PEP 420
-  namespace package, used when no regular package is found.
-* ``.pth`` files of the site folders (``site.addsitedir``: sorted by name, a path line is
-  relative to the site folder and kept only when it is a folder; ``import`` lines are never
-  run, only recognised for the editable styles below). :func:`pth_paths` gives the path lines
-  for targets whose ``sys.path`` was not computed by an interpreter (``--site-packages``).
-* setuptools' PEP 660 editable finders (``__editable___<dist>_finder.py``, imported by
-  ``__editable__.<dist>.pth``): ``MAPPING`` and ``NAMESPACES`` read with ``ast``. The
-  generated ``install()`` (setuptools/command/editable_wheel.py, ``_finder_template``)
-  *appends* the finder to ``sys.meta_path``, after ``PathFinder``: a package found on
-  ``sys.path`` (a regular one or a namespace portion) wins over the mapping.
-* hatchling's editables (``_editable_impl_<name>.pth``: a path line by default, the
-  project's source folder; with ``dev-mode-exact`` an ``import _editable_impl_<name>`` whose
-  ``F.map_module(name, path)`` calls are read with ``ast``). Its ``RedirectingFinder`` comes
-  from the ``editables`` package (``--no-deps`` leaves it out, and the import then fails) and
-  is appended to ``sys.meta_path`` as setuptools' is.
-* scikit-build-core's redirect (``_editable_skbc_<name>.pth`` importing
-  ``_editable_skbc_<name>``, which calls ``install(known_source_files, known_wheel_files,
-  known_directories, ...)``; read with ``ast``). Its ``install`` *inserts* the finder at
-  ``sys.meta_path[0]`` (scikit-build-core 1.1, ``resources/_editable_redirect.py``): it wins
-  over ``sys.path``, and of several the last installed is asked first.
-
-With ``root`` (an image's root filesystem, :mod:`moonpin.resolver.check.chroot`), every path a
-``.pth``
-line or a finder's mapping names is the image's, resolved under the root (``..`` and
-symbolic links never leave it), and so is each package folder found.
-
-Only ``os`` at import; ``ast`` only when a finder file has to be read (once per version of
-the file: the file-facts memo, :func:`moonpin.kb.cache.facts_memo`).
+Only ``os`` at import (the worker-start path).
 """
 
 from __future__ import annotations
 
 import os
 
-from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import read_regular
+from moonpin.resolver.check.metapath import Importer, Spec
+from moonpin.resolver.check.sitefiles import pth, pth_files, pth_paths, site_dirs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
 
-__all__ = ["Found", "find", "in_root", "pth", "pth_files", "pth_paths", "site_dirs"]
-
-_CAP_PTH = 1 << 20
-_CAP_FINDER = 16 << 20
+__all__ = ["Found", "Importer", "Sources", "find", "folder_sources", "found_in",
+           "package_sources", "pth", "pth_files", "pth_paths", "site_dirs"]
 
 
 class Found:
-    """A top-level package: its folder (the first portion of a namespace package), every
-    portion, and how the importer reaches it (``"sys.path"``, ``"namespace"``,
-    ``"editable finder FILE"``, ``"editable redirect FILE"``)."""
+    """A top-level package: its folder (the first portion of a namespace package; the file
+    of a module), every portion, its ``__path__`` once its ``__init__`` ran (``search``:
+    ``pkgutil.extend_path`` adds to it), and how the importer reaches it (``"sys.path"``,
+    ``"namespace"``, ``"editable <tool> finder FILE"``)."""
 
-    __slots__ = ("folder", "how", "portions")
+    __slots__ = ("folder", "how", "module", "portions", "search")
 
-    def __init__(self, folder: str, how: str, portions: Sequence[str] = ()) -> None:
+    def __init__(self, folder: str, how: str, portions: Sequence[str] = (),
+                 search: Sequence[str] | None = None, module: bool = False) -> None:
         self.folder = folder
         self.how = how
         self.portions = tuple(portions) or (folder,)
+        self.search = tuple(search) if search is not None else self.portions
+        self.module = module  # a module file (NAME.py, NAME.<ext>): not a package
 
     @property
     def editable(self) -> bool:
         return self.how.startswith("editable")
 
-
-def site_dirs(paths: Sequence[str]) -> list[str]:
-    """The folders of ``paths`` whose ``.pth`` files ``site`` processes (site-packages and
-    Debian's dist-packages)."""
-    return [p for p in paths
-            if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")]
+    def __repr__(self) -> str:
+        return f"Found({self.folder!r}, {self.how!r}, {self.portions!r}, {self.search!r})"
 
 
-def pth_files(site: str) -> list[str]:
-    try:
-        names = sorted(e.name for e in os.scandir(site)
-                       if e.name.endswith(".pth") and not e.name.startswith("."))
-    except OSError:
-        return []
-    return [os.path.join(site, n) for n in names]
-
-
-def _read_pth(path: str) -> tuple[list[str], list[str]]:
-    """A ``.pth`` file's path lines (as written) and the modules its ``import`` lines
-    import (``site.addpackage``: ``#`` comments and blank lines skipped)."""
-    text = read_regular(path, cap=_CAP_PTH, what=".pth file").decode("utf-8", "replace")
-    lines: list[str] = []
-    imports: list[str] = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        if line.startswith(("import ", "import\t")):
-            for stmt in line.split(";"):
-                stmt = stmt.strip()
-                if stmt.startswith("import "):
-                    imports.extend(m.strip() for m in stmt[7:].split(",") if m.strip())
-            continue
-        lines.append(line.rstrip())
-    return lines, imports
-
-
-def pth(path: str) -> tuple[list[str], list[str]]:
-    def ok(v: Any) -> bool:
-        return (isinstance(v, tuple) and len(v) == 2
-                and all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in v))
-
-    try:
-        return facts_memo().get("pth", path, lambda: _read_pth(path), ok)
-    except OSError:
-        return [], []
-
-
-def _in_root(root: str | None, path: str, base: str | None = None) -> str | None:
-    """``path`` (relative to the host folder ``base``) as the host path it names: under
-    ``root`` for an image (None when it cannot be resolved there), else as written."""
-    if root is None:
-        return os.path.normpath(os.path.join(base, path) if base is not None else path)
-    from moonpin.resolver.check import chroot as rootfs
-
-    if base is not None:
-        path = os.path.join(rootfs.image_path(root, base), path)
-    elif not path.startswith("/"):
-        return None  # relative to a working folder the image does not say
-    try:
-        return rootfs.resolve(root, path)
-    except OSError:
+def found_in(imp: Importer, name: str) -> Found | None:
+    """``name`` as ``imp`` finds it (None: not found, or a namespace package with no
+    folder at all)."""
+    spec = imp.find(name)
+    if spec is None:
         return None
-
-
-def in_root(root: str | None, path: str, base: str | None = None) -> str | None:
-    """``path`` (relative to the host folder ``base``) as the host path it names: under
-    ``root`` for an image (None when it cannot be resolved there), else as written."""
-    return _in_root(root, path, base)
-
-
-def pth_paths(site: str, root: str | None = None) -> list[str]:
-    """The folders the ``.pth`` path lines of ``site`` add to ``sys.path``, in order
-    (``root``: the lines are the image's paths, resolved under it)."""
-    out: list[str] = []
-    for f in pth_files(site):
-        for line in pth(f)[0]:
-            d = _in_root(root, line, site)
-            if d is not None and os.path.isdir(d) and d not in out:
-                out.append(d)
-    return out
-
-
-def _str_dict(node: Any, ast: Any) -> dict[str, Any] | None:
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+    if spec.search is None:
+        return Found(spec.origin or "", spec.how, module=True)
+    portions = [p for p in spec.search if p not in imp.hooks]
+    search = [p for p in imp.package_path(name) or () if p not in imp.hooks]
+    if spec.origin is not None:
+        folder = portions[0] if portions else os.path.dirname(spec.origin)
+        return Found(folder, spec.how, (folder,), search or (folder,))
+    if not portions:
         return None
-    return value if isinstance(value, dict) else None
-
-
-def _read_finder(path: str) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """setuptools' finder ``MAPPING`` and ``NAMESPACES``, or hatch ``editables``'
-    ``map_module(name, path)`` calls as a mapping of name to folder; never executed."""
-    import ast
-
-    mapping: dict[str, str] = {}
-    namespaces: dict[str, list[str]] = {}
-    try:
-        tree = ast.parse(read_regular(path, cap=_CAP_FINDER, what="editable finder"))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return mapping, namespaces
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-            if not isinstance(target, ast.Name) or node.value is None:
-                continue
-            got = _str_dict(node.value, ast)
-            if got is None:
-                continue
-            if target.id == "MAPPING":
-                mapping.update({k: v for k, v in got.items()
-                                if isinstance(k, str) and isinstance(v, str)})
-            elif target.id == "NAMESPACES":
-                namespaces.update({k: [s for s in v if isinstance(s, str)]
-                                   for k, v in got.items()
-                                   if isinstance(k, str) and isinstance(v, list)})
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id == "install" and node.args):  # scikit-build-core
-            files = _str_dict(node.args[0], ast) or {}
-            dirs = (_str_dict(node.args[2], ast) if len(node.args) > 2 else None) or {}
-            for k, v in files.items():
-                if isinstance(k, str) and isinstance(v, str) and "." not in k \
-                        and v.endswith("__init__.py"):
-                    mapping[k] = os.path.dirname(v)
-            namespaces.update({k: [d for d in v if isinstance(d, str)]
-                               for k, v in dirs.items() if isinstance(k, str)
-                               and "." not in k and isinstance(v, list) and k not in mapping})
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "map_module" and len(node.args) == 2
-              and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
-                      for a in node.args)):
-            name, target_path = node.args[0].value, node.args[1].value  # type: ignore[attr-defined]
-            if target_path.endswith("__init__.py"):
-                target_path = os.path.dirname(target_path)
-            mapping[name] = target_path
-    return mapping, namespaces
-
-
-def _finder(path: str) -> tuple[dict[str, str], dict[str, list[str]]]:
-    def ok(v: Any) -> bool:
-        return (isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], dict)
-                and isinstance(v[1], dict)
-                and all(isinstance(k, str) and isinstance(s, str) for k, s in v[0].items())
-                and all(isinstance(k, str) and isinstance(s, list) for k, s in v[1].items()))
-
-    try:
-        return facts_memo().get("editable-finder", path, lambda: _read_finder(path), ok)
-    except OSError:
-        return {}, {}
-
-
-def _kind(module: str) -> str | None:
-    if module.startswith("__editable___") and module.endswith("_finder"):
-        return "setuptools"
-    if module.startswith("_editable_impl_"):
-        return "hatch"
-    if module.startswith("_editable_skbc_"):
-        return "scikit-build-core"
-    return None
-
-
-def _editable_finders(sites: Sequence[str]) -> list[tuple[str, str]]:
-    """The finder modules the ``.pth`` files of ``sites`` import, in the order ``site``
-    runs them, as (file, kind) (found in the site folder, where the editable wheel puts
-    them)."""
-    out: list[tuple[str, str]] = []
-    for site in sites:
-        for f in pth_files(site):
-            for mod in pth(f)[1]:
-                kind = _kind(mod)
-                cand = os.path.join(site, mod + ".py")
-                if kind is not None and os.path.isfile(cand) and (cand, kind) not in out:
-                    out.append((cand, kind))
-    return out
-
-
-def _from_finder(paths: Sequence[str], name: str, f: str, kind: str,
-                 root: str | None = None) -> Found | None:
-    if kind == "hatch" and not any(
-            os.path.isfile(os.path.join(p, "editables", "__init__.py")) for p in paths):
-        return None  # its `from editables.redirector import ...` fails: site skips the line
-    mapping, namespaces = _finder(f)
-    how = f"editable {kind} finder {f}"
-    folder = _in_root(root, mapping[name]) if name in mapping else None
-    if folder is not None and os.path.isdir(folder):
-        return Found(folder, how)
-    ns = [d for d in (_in_root(root, p) for p in namespaces.get(name, ()))
-          if d is not None and os.path.isdir(d)]
-    return Found(ns[0], how, ns) if ns else None
+    how = spec.how if spec.how.startswith("editable") else "namespace"
+    return Found(portions[0], how, portions, search)
 
 
 def find(paths: Sequence[str], name: str, sites: Sequence[str] | None = None,
-         root: str | None = None) -> Found | None:
+         root: str | None = None, ext: Sequence[str] | None = None) -> Found | None:
     """Where ``import name`` finds the top-level package ``name`` (None: nowhere).
 
     ``paths`` is ``sys.path`` as the target's interpreter has it (``.pth`` path lines
     already in); ``sites`` the folders whose ``.pth`` files install editable finders
     (default: the site-packages and dist-packages folders of ``paths``); ``root`` the
-    image's root folder, under which the paths finders name are resolved."""
-    finders = _editable_finders(site_dirs(paths) if sites is None else sites)
-    for f, kind in reversed(finders):  # inserted at sys.meta_path[0], ahead of PathFinder
-        if kind == "scikit-build-core":
-            got = _from_finder(paths, name, f, kind, root)
-            if got is not None:
-                return got
-    portions: list[str] = []
-    for p in paths:
-        cand = os.path.join(p, name) if root is None else _in_root(root, name, p)
-        if cand is None:
-            continue
-        if os.path.isfile(os.path.join(cand, "__init__.py")):
-            return Found(cand, "sys.path")
-        if os.path.isdir(cand):
-            portions.append(cand)
-    if portions:  # PathFinder returns the namespace spec: later finders are not asked
-        return Found(portions[0], "namespace" if len(portions) > 1 else "sys.path", portions)
-    for f, kind in finders:  # appended to sys.meta_path, after PathFinder
-        if kind != "scikit-build-core":
-            got = _from_finder(paths, name, f, kind, root)
-            if got is not None:
-                return got
-    return None
+    image's root folder, under which the paths finders name are resolved; ``ext`` the
+    target's extension-module suffixes."""
+    return found_in(Importer(paths, sites, root, ext), name)
+
+
+class Sources:
+    """The source files ``import <name>.<x>`` loads: ``files`` maps each module's path
+    (``sglang/srt/server_args.py``, ``sglang/srt/__init__.py``) to the file; ``roots`` the
+    folders whose trees named them; ``via`` how many of them each finder supplied (``how``
+    of :class:`~moonpin.resolver.check.metapath.Spec`); ``key`` tells one set's cache from
+    another's."""
+
+    __slots__ = ("broken", "files", "found", "key", "roots", "via")
+
+    def __init__(self, found: Found, files: dict[str, str], roots: Sequence[str],
+                 via: dict[str, int], broken: Sequence[str] = ()) -> None:
+        self.found = found
+        self.files = files
+        self.roots = tuple(roots)
+        self.via = via
+        #: sources that cannot be read: a ``.py`` entry that is no file, an unlistable folder
+        self.broken = tuple(broken)
+        self.key = "\0".join(os.path.realpath(r) for r in (found.folder, *self.roots))
+
+
+def _rel(name: str, origin: str) -> str:
+    base = name.replace(".", "/")
+    return base + ("/__init__.py" if origin.endswith("/__init__.py") else ".py")
+
+
+def package_sources(imp: Importer, name: str) -> Sources | None:
+    """The ``.py`` files ``import name.<x>`` loads for every module name the package's
+    own tree defines, each resolved as the importer resolves it (None: ``name`` is not a
+    package here)."""
+    found = found_in(imp, name)
+    top = imp.find(name)
+    if found is None or found.module or top is None:
+        return None
+    files: dict[str, str] = {}
+    via: dict[str, int] = {}
+    chain: dict[str, str] = {}
+
+    def take(mod: str, spec: Spec | None) -> None:
+        if spec is None:
+            return
+        # a module found by PathFinder in a folder an editable finder supplied (the
+        # parent's __path__) comes through that finder too
+        how = spec.how
+        parent = mod.rpartition(".")[0]
+        if not how.startswith("editable") and chain.get(parent, "").startswith("editable"):
+            how = chain[parent]
+        chain[mod] = how
+        if spec.origin is not None and spec.origin.endswith(".py"):
+            files[_rel(mod, spec.origin)] = spec.origin
+            via[how] = via.get(how, 0) + 1
+
+    import gc  # builtin; a worker start allocates nothing cyclic meanwhile
+
+    collecting = gc.isenabled()
+    gc.disable()  # thousands of specs: the collector would walk them again and again
+    try:
+        take(name, top)
+        broken: list[str] = []
+        for mod in sorted(imp.module_names(name, top, broken), key=lambda m: m.count(".")):
+            take(mod, imp.find(mod))
+    finally:
+        if collecting:
+            gc.enable()
+    return Sources(found, files, _outermost(imp.roots(name, top)), via, broken)
+
+
+def _outermost(roots: Sequence[tuple[str, str]]) -> list[str]:
+    """The root folders, less each one inside another that names its modules alike
+    (setuptools' ``NAMESPACES`` lists every namespace subpackage of the mapped tree)."""
+    out: list[tuple[str, str]] = []
+    for name, folder in roots:
+        inside = False
+        for top, base in out:
+            rel = os.path.relpath(folder, base)
+            if not rel.startswith("..") and rel != "." and \
+                    name == ".".join([top, *rel.split(os.sep)]):
+                inside = True
+                break
+        if not inside:
+            out.append((name, folder))
+    return [f for _, f in out]
+
+
+def folder_sources(folder: str, ext: Sequence[str] | None = None) -> Sources:
+    """The sources of the package in ``folder`` taken alone (no ``sys.path``, no finder):
+    its modules as ``FileFinder`` resolves them there."""
+    folder = os.fspath(folder)
+    top = os.path.basename(os.path.normpath(folder)).replace(".", "_") or "package"
+    imp = Importer([], [], None, ext)
+    init = next((os.path.join(folder, "__init__" + s) for s in imp.suffixes
+                 if imp.listing(folder).get("__init__" + s, 0) & 1), None)
+    spec = Spec(top, init, (folder,), "sys.path")
+    imp.seed(spec)
+    found = Found(folder, "sys.path", (folder,))
+    files: dict[str, str] = {}
+    via: dict[str, int] = {}
+    broken: list[str] = []
+    for mod in [top, *imp.module_names(top, spec, broken)]:
+        got = imp.find(mod)
+        if got is not None and got.origin is not None and got.origin.endswith(".py"):
+            files[_rel(mod, got.origin)] = got.origin
+    if folder in imp.unlistable:
+        raise imp.unlistable[folder]
+    return Sources(found, files, (folder,), via, broken)

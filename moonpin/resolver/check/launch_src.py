@@ -4,61 +4,54 @@ knowledge base has no record of, or one installed editable from a checkout (whos
 be ahead of the release its version names): what that installation's parser accepts and its
 hooks refuse, not what a release of the same name did.
 
-Read once per version of the files: the member list is kept in the file-facts memo under the
-stamp of ``server_args.py`` and its ``arg_groups/fields`` folder, the record under the stamps
-of every member, so a warm start stats ~15 files and imports no reader. Only ``os`` at import.
+Read once per version of the files: the record is kept in the file-facts memo under the
+stamps of every member, so a warm start stats ~15 files and imports no reader. Only ``os``
+at import.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 
 from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 __all__ = ["installed_launch"]
 
 
-def _members(pkg: str) -> list[str]:
-    """The wheel-relative members (``sglang/srt/...``) the launch record is read from."""
+def _members(names: list[str]) -> list[str]:
+    """The wheel-relative members (``sglang/srt/...``) the launch record is read from, of
+    the module files the importer loads."""
     from moonpin.readers import server_args as sa
 
-    names: list[str] = []
-    for rel in (sa.SERVER_ARGS, sa.CUDA_GRAPH_CONFIG, *sa.HOOKS, *sa.RESOLVING_HOOKS,
-                sa.CHOICES):
-        if os.path.isfile(os.path.join(pkg, rel.partition("/")[2])):
-            names.append(rel)
-    fields = os.path.join(pkg, sa.FIELDS.partition("/")[2])
-    try:
-        names += [sa.FIELDS + n for n in sorted(os.listdir(fields)) if n.endswith(".py")]
-    except OSError:
-        pass
     return sa.launch_members(names)
 
 
-def _stamps(pkg: str, names: list[str]) -> str:
+def _stamps(files: Mapping[str, str], names: list[str]) -> str:
     parts = []
     for n in names:
         try:
-            st = os.stat(os.path.join(pkg, n.partition("/")[2]))
-            parts.append(f"{n}\0{st.st_size}\0{st.st_mtime_ns}")
-        except OSError:
+            st = os.stat(files[n])
+            parts.append(f"{n}\0{files[n]}\0{st.st_size}\0{st.st_mtime_ns}")
+        except (OSError, KeyError):
             parts.append(f"{n}\0-")
     return "\0\0".join(parts)
 
 
-def _record(pkg: str, names: list[str]) -> dict[str, Any] | None:
+def _record(files: Mapping[str, str], names: list[str]) -> dict[str, Any] | None:
     from moonpin.readers import server_args as sa
     from moonpin.resolver.check.image_facts import read_bytes
 
     texts: dict[str, bytes] = {}
     for n in names:
         try:
-            texts[n] = read_bytes(os.path.join(pkg, n.partition("/")[2]), what="SGLang source")
-        except OSError:
+            texts[n] = read_bytes(files[n], what="SGLang source")
+        except (OSError, KeyError):
             continue
     if not texts:
         return None
@@ -74,22 +67,22 @@ def _is_record(v: Any) -> bool:
     return v is None or isinstance(v, dict)
 
 
-def installed_launch(pkg: str) -> dict[str, Any] | None:
-    """The launch-rules record (the KB's JSON shape) of the SGLang package folder ``pkg``,
-    from its own sources; None when it has no ``server_args.py`` or no elastic-EP rules."""
-    server_args = os.path.join(pkg, "srt", "server_args.py")
-    if not os.path.isfile(server_args):
+def installed_launch(files: Mapping[str, str]) -> dict[str, Any] | None:
+    """The launch-rules record (the KB's JSON shape) of an installed SGLang, from the
+    module files ``import sglang.<x>`` loads (``files``: ``sglang/srt/server_args.py`` -> the
+    file, :class:`moonpin.resolver.check.importer.Sources`); None when it has no
+    ``server_args.py`` or no elastic-EP rules."""
+    server_args = files.get("sglang/srt/server_args.py")
+    if server_args is None or not os.path.isfile(server_args):
         return None
-    try:
-        fields = os.stat(os.path.join(pkg, "srt", "arg_groups", "fields")).st_mtime_ns
-    except OSError:
-        fields = 0
+    listing = sorted(n for n in files if n.startswith("sglang/srt/"))
     memo = facts_memo()
     try:
-        names = memo.get(f"launch-members-v1\0{fields}", server_args,
-                         lambda: _members(pkg), _is_names)
-        got = memo.get(f"launch-src-v1\0{_stamps(pkg, names)}", server_args,
-                       lambda: _record(pkg, names), _is_record)
+        digest = zlib.crc32("\0".join(listing).encode("utf-8", "replace"))
+        names = memo.get(f"launch-members-v2\0{len(listing)}\0{digest}",
+                         server_args, lambda: _members(listing), _is_names)
+        got = memo.get(f"launch-src-v2\0{_stamps(files, names)}", server_args,
+                       lambda: _record(files, names), _is_record)
     except OSError:
         return None
     return got if isinstance(got, dict) else None

@@ -195,7 +195,7 @@ def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
     from moonpin.resolver.check import pychain
 
     problems, found = pychain.walk(paths, module, im.PY_VERSION, im.EXT_SUFFIXES, im.ROOT,
-                                   im.PATHS_COMPLETE)
+                                   im.PATHS_COMPLETE, im.importer_for(paths))
     if not problems:
         add(CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "
                         f"{found} modules it certainly runs before its build (as far as read)"))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib import machinery
 
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import read_regular
@@ -35,6 +34,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
+
+    from moonpin.resolver.check.metapath import Importer
 
 __all__ = ["BUDGET", "Problem", "Spec", "attribute", "caught", "walk"]
 
@@ -106,73 +107,45 @@ def _stdlib(name: str) -> bool:
 
 
 class _Walk:
-    def __init__(self, paths: Sequence[str], version: tuple[int, int],
-                 suffixes: Sequence[str], root: str | None) -> None:
-        self.paths = list(paths)
-        self.root = root
+    """One walk's state: the target's importer (:class:`moonpin.resolver.check.metapath.
+    Importer`, shared with the rest of the check), what it found, and the reading budget."""
+
+    def __init__(self, imp: Importer, version: tuple[int, int]) -> None:
+        self.imp = imp
         self.version = version
-        # FileFinder's loaders: extensions, then sources, then bytecode
-        self.suffixes = (*suffixes, *machinery.SOURCE_SUFFIXES, *machinery.BYTECODE_SUFFIXES)
         self.specs: dict[str, Spec | None] = {}
         self.budget = BUDGET
         self.parsed = 0
         self.checked = 0
 
-    # -- finding modules ---------------------------------------------------------------
-    def _in(self, folder: str, name: str) -> str:
-        if self.root is None:
-            return os.path.join(folder, name)
-        from moonpin.resolver.check.importer import in_root
-
-        return in_root(self.root, name, folder) or os.path.join(folder, name)
-
-    def _look(self, name: str, tail: str, where: Sequence[str]) -> Spec | None:
-        """FileFinder over ``where``, in order: a package folder with ``__init__``, then a
-        module file, each by suffix order; folders without either are namespace portions."""
-        portions: list[str] = []
-        for folder in where:
-            base = self._in(folder, tail)
-            if os.path.isdir(base):
-                for s in self.suffixes:
-                    init = os.path.join(base, "__init__" + s)
-                    if os.path.isfile(init):
-                        return Spec(name, "package", init, (base,))
-            for s in self.suffixes:
-                f = base + s
-                if os.path.isfile(f):
-                    return Spec(name, "module", f)
-            if os.path.isdir(base):
-                portions.append(base)
-        if portions:
-            return Spec(name, "namespace", None, tuple(portions))
-        return None
-
     def find(self, name: str) -> Spec | None:
+        """``name`` as ``import name`` finds it, its parents imported first."""
         if name in self.specs:
             return self.specs[name]
-        parent, _, tail = name.rpartition(".")
-        spec: Spec | None
-        if not parent:
-            spec = self._look(name, name, self.paths)
-            if spec is None or spec.kind == "namespace":
-                from moonpin.resolver.check import image_facts
-
-                got = image_facts.locate(self.paths, name)  # editable finders and redirects
-                if got is not None and got.how.startswith("editable"):
-                    spec = self._look(name, os.path.basename(got.folder),
-                                      [os.path.dirname(got.folder)]) or spec
-        else:
-            up = self.specs.get(parent)
-            if up is None:
-                return None
-            where = list(up.search)
-            if up.dynamic == "extend_path":  # the package's folder name on every sys.path entry
-                rel = parent.replace(".", os.sep)
-                where += [d for d in (self._in(p, rel) for p in self.paths)
-                          if d not in where and os.path.isdir(d)]
-            spec = self._look(name, tail, where)
+        got = self.imp.find(name)
+        spec: Spec | None = None
+        if got is not None:
+            hooks = self.imp.hooks
+            if got.origin is None:
+                spec = Spec(name, "namespace", None,
+                            tuple(p for p in got.search or () if p not in hooks))
+            elif got.search is None:
+                spec = Spec(name, "module", got.origin)
+            else:
+                search = self.imp.package_path(name) or got.search
+                spec = Spec(name, "package", got.origin,
+                            tuple(p for p in search if p not in hooks))
         self.specs[name] = spec
         return spec
+
+
+def _importer(paths: Sequence[str], suffixes: Sequence[str], root: str | None,
+              imp: Importer | None) -> Importer:
+    if imp is not None:
+        return imp
+    from moonpin.resolver.check.metapath import Importer as _Importer
+
+    return _Importer(paths, None, root, suffixes)
 
 
 def _pyc(path: str, version: tuple[int, int]) -> str:
@@ -236,7 +209,7 @@ def _facts(path: str, version: tuple[int, int]
 
 def walk(paths: Sequence[str], module: str, version: tuple[int, int],
          suffixes: Sequence[str], root: str | None = None,
-         complete: bool = True) -> tuple[list[Problem], int]:
+         complete: bool = True, imp: Importer | None = None) -> tuple[list[Problem], int]:
     """The problems of ``import module``'s Python chain, and how many modules were found.
     ``complete``: ``paths`` is the target's whole ``sys.path`` (a top-level module found
     nowhere is then missing; with ``--site-packages`` folders it may be elsewhere).
@@ -244,7 +217,7 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
     An import inside a ``try`` is followed with the exceptions its handlers catch (the
     guard): a failure of that kind beneath it is quiet (``ImportError`` for a missing
     module), any other (a ``SyntaxError``) still fails the import, as it propagates."""
-    w = _Walk(paths, version, suffixes, root)
+    w = _Walk(_importer(paths, suffixes, root, imp), version)
     problems: list[Problem] = []
     queue: list[tuple[str, str, str]] = []  # (module, who imports it, guard)
     done: set[tuple[str, str]] = set()
@@ -417,14 +390,14 @@ def _resolve(bound: dict[str, Any], opaque: bool, name: str) -> tuple[Any, ...] 
 
 
 def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, int],
-              suffixes: Sequence[str], root: str | None = None
+              suffixes: Sequence[str], root: str | None = None, imp: Importer | None = None
               ) -> tuple[str | None, str | None, tuple[str, ...]]:
     """``module.attr`` as importing ``module`` sets it, followed statically through the
     imports and assignments that bind it (``torch.__version__``: ``torch/__init__.py`` ->
     ``torch/torch_version.py`` -> ``torch/version.py``): (its value as a string, None), or
     (None, why the import fails on the way), or (None, None) when the chain is not one this
     reader follows; and the files read."""
-    w = _Walk(paths, version, suffixes, root)
+    w = _Walk(_importer(paths, suffixes, root, imp), version)
     files: list[str] = []
     name, want = module, attr
     for _ in range(12):

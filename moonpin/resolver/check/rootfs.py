@@ -391,6 +391,8 @@ def target_for(root: str, config: Any = None) -> Target:
                + (f", a venv ({cfg_at})" if cfg_at else ""), host_sites)
     t.root = root
     t.machine = machine
+    if first and host_paths and host_paths[0] == rootfs.resolve(root, first):
+        t.cwd = host_paths[0]  # sys.path[0]: the working folder (or the script's)
     t.ld_path = tuple(d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d)
     plain = _on_path(root, "python3", path)
     t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from moonpin.resolver.check.fixes import Fixer
     from moonpin.resolver.check.image_facts import Dist, KBView, Requirement
+    from moonpin.resolver.check.importer import Sources
     from moonpin.resolver.check.target import Target
 else:
     from _collections_abc import Callable as _Callable  # what collections.abc re-exports
@@ -136,6 +137,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
 
         report = for_target(report, seen.get("target"))
     finally:
+        facts = sys.modules.get("moonpin.resolver.check.image_facts")  # loaded when used
+        if facts is not None:
+            facts.use_importer(None)
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
@@ -188,6 +192,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     im.ROOT = target.root  # under which the paths the image's files name are resolved
     im.PY_VERSION = target.version  # whose bytecode cache the importer trusts
     im.PATHS_COMPLETE = site_packages is None and not partial_root
+    im.use_importer(paths)  # one model of the importer for every look at the image
     from moonpin.resolver.check import libraries as check_libraries
 
     check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
@@ -200,7 +205,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    sglang_pkg = im.find_package(paths, "sglang")
+    sglang_src = im.sglang_sources(paths)
     kb_file = os.fspath(kb_path) if kb_path is not None else None
     fixer = Fixer(fix_provider, kb_file)
     fixer.python = target.tag
@@ -210,19 +215,19 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
     found.update(_where(target, site_packages is not None and python is None, dists,
-                        mooncakes))
+                        mooncakes, sglang_src))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     from moonpin.resolver.check.torch_check import torch_of
 
     torch = torch_of(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine, paths)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
-    req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_pkg)
+    req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_src)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.resolver.check.choices import own_launch
 
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
-                     own_launch(sglang_pkg, sglang, kb))
+                     own_launch(sglang_src, sglang, kb))
     pkg = _mooncake_package(paths, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
@@ -230,7 +235,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         check_pg(pkg, paths, req, torch, kb, fixer, add)
     for f in sorted(set(wanted) - {"elastic-ep"}):
         check_feature(f, pkg, sglang.version if sglang else None, kb, add,
-                       sglang_pkg, source_cache)
+                       sglang_src, source_cache)
     if deep is None:
         deep = "elastic-ep" in wanted
     if target.root is not None:
@@ -247,7 +252,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
 
 def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
-           mooncakes: list[Dist]) -> dict[str, Any]:
+           mooncakes: list[Dist], sglang_src: Sources | None = None) -> dict[str, Any]:
     """Where the importer finds sglang, mooncake and torch, for ``--json``
     (:func:`moonpin.resolver.check.where.where`); ``PYTHONPATH`` is the target's unless the
     environment is ``--site-packages`` folders, which do not add it."""
@@ -268,7 +273,8 @@ def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
         else:
             dist = dists.get(name)
         out[name] = where(got, target.paths, target.sites, pythonpath, dist,
-                          editable_dist(dist) if dist is not None else False)
+                          editable_dist(dist) if dist is not None else False, target.cwd,
+                          sglang_src if name == "sglang" else None)
     return out
 
 

@@ -18,8 +18,10 @@ from moonpin.resolver.check.image_facts import (
     locate,
     module_file,
     read_bytes,
+    sglang_sources,
 )
 from moonpin.resolver.check.image_facts import Requirement as _Requirement
+from moonpin.resolver.check.importer import Sources
 from moonpin.resolver.check.result import CheckResult
 
 TYPE_CHECKING = False
@@ -35,16 +37,22 @@ __all__ = ["check_feature", "check_launch", "check_sglang_torch", "editable_dist
 
 def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
                         add: Callable[[CheckResult], None],
-                        source_cache: bool = True, pkg: str | None = None,
+                        source_cache: bool = True, pkg: Sources | None = None,
                         ) -> _Requirement | None:
+    """``pkg``: the files ``import sglang.<x>`` loads
+    (:func:`moonpin.resolver.check.image_facts.sglang_sources`; None: looked up here)."""
     version = sglang.version if sglang else None
     kb_req = kb.requirement(version)
-    found = locate(paths, "sglang")
-    if pkg is None and found is not None:
-        pkg = found.folder
-    editable = (found is not None and found.editable) or editable_dist(sglang)
+    if pkg is None:
+        pkg = sglang_sources(paths)
+    found = pkg.found if pkg is not None else locate(paths, "sglang")
+    editable = (found is not None and found.editable) or bool(
+        pkg is not None and any(h.startswith("editable") for h in pkg.via)) \
+        or editable_dist(sglang)
     src: _Requirement | None = None
     why = "the sglang package folder was not found"
+    if found is not None and found.module:
+        why = f"{found.folder} is a module, not the sglang package"
     if pkg is not None:
         try:
             src = analyze_sglang(pkg, source_cache)
@@ -52,7 +60,7 @@ def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
             why = f"its sources cannot be read ({type(e).__name__}: {e.filename}: {e.strerror})"
     label = f"sglang {version}" if version else "sglang (no distribution metadata)"
     if pkg is not None:  # where the importer finds it
-        label += f" from {pkg}" + (" (editable)" if editable else "")
+        label += f" from {_where_label(pkg, editable)}"
     if src is not None:
         what = _describe(src)
         if kb_req is not None and (kb_req.module, set(kb_req.names)) != (src.module,
@@ -78,6 +86,22 @@ def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
         add(CheckResult("sglang", "warn", f"{label}: {why} and the KB has no record of it; "
                         "accepting either mooncake.pg or mooncake.ep"))
     return None
+
+
+def _where_label(pkg: Sources, editable: bool) -> str:
+    """Where SGLang's modules come from, in words: the package's folder, or, when ``import
+    sglang`` finds a namespace package whose modules an editable finder supplies (a
+    checkout's root found from the working folder), both."""
+    found = pkg.found
+    finders = sorted((n, how) for how, n in pkg.via.items() if how != found.how
+                     and how.startswith("editable "))
+    if found.how != "namespace" or not finders:
+        return found.folder + (" (editable)" if editable else "")
+    kind, _, file = finders[-1][1].partition(" finder ")
+    main = pkg.roots[0] if pkg.roots else found.folder
+    return (f"{main} (editable; `import sglang` finds the namespace portion "
+            f"{', '.join(found.portions)}, its modules come through the "
+            f"{kind.removeprefix('editable ')} editable finder {file})")
 
 
 def editable_dist(dist: Dist | None) -> bool:
@@ -126,7 +150,7 @@ def _describe(r: _Requirement) -> str:
 
 
 def check_feature(feature: str, pkg: str, version: str | None, kb: KBView,
-                   add: Callable[[CheckResult], None], sglang_pkg: str | None = None,
+                   add: Callable[[CheckResult], None], sglang_pkg: Sources | None = None,
                    source_cache: bool = True) -> None:
     """A mooncake feature other than elastic EP: the modules and names this SGLang release
     imports for it unconditionally must be installed. What it imports comes from the KB's

@@ -32,10 +32,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from moonpin.readers import pyast
+    from moonpin.resolver.check.importer import Sources
 
 __all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 #: the moonpin package folder (readers/ is in it)
 _MOONPIN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 _READERS = os.path.join(_MOONPIN, "readers")
@@ -64,23 +65,19 @@ class SourceFacts:
                 f"derived={self.derived!r})")
 
 
-def _stat_tree(pkg: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
-    """relative posix path -> (size, mtime_ns) of every ``.py`` file under ``pkg``.
-
-    Symlinked folders are not followed (``os.walk``'s default). Raises OSError when a
-    folder cannot be listed."""
-    out: dict[str, tuple[int, int]] = {}
-    stack = [(os.fspath(pkg), "")]
-    while stack:
-        folder, rel = stack.pop()
-        with os.scandir(folder) as it:
-            for e in it:
-                if e.is_dir(follow_symlinks=False):
-                    if e.name != "__pycache__":  # bytecode only: never a source
-                        stack.append((e.path, f"{rel}{e.name}/"))
-                elif e.name.endswith(".py"):
-                    st = e.stat()
-                    out[rel + e.name] = (st.st_size, st.st_mtime_ns)
+def _stat_files(src: Sources) -> dict[str, tuple[int, int, str]]:
+    """module path -> (size, mtime_ns, file) of every source ``src`` names. Raises OSError
+    when one cannot be read (a ``.py`` entry that is no file, an unlistable folder)."""
+    for path in src.broken[:1]:
+        if os.path.isdir(path):
+            os.listdir(path)  # raises why it cannot be listed
+        else:
+            os.stat(path)  # a dangling symbolic link raises FileNotFoundError
+        raise OSError(5, "not a regular file: the importer cannot load it", path)
+    out: dict[str, tuple[int, int, str]] = {}
+    for rel, path in src.files.items():
+        st = os.stat(path)
+        out[rel] = (st.st_size, st.st_mtime_ns, path)
     return out
 
 
@@ -116,9 +113,9 @@ def derive(facts: SourceFacts) -> dict[str, Any]:
             "alternatives": list(n.alternatives)}
 
 
-def _cache_file(cache_dir: str | os.PathLike[str], real_pkg: str) -> str:
+def _cache_file(cache_dir: str | os.PathLike[str], key: str) -> str:
     # The document names its package too: two folders sharing a CRC only thrash.
-    return os.path.join(cache_dir, f"check-sources-{zlib.crc32(real_pkg.encode()):08x}.marshal")
+    return os.path.join(cache_dir, f"check-sources-{zlib.crc32(key.encode()):08x}.marshal")
 
 
 def _facts_to_json(fa: pyast.FileAnalysis) -> dict[str, Any]:
@@ -142,10 +139,10 @@ def _facts_from_json(d: dict[str, Any]) -> tuple[list[pyast.ImportFact],
     return imports, calls, backends
 
 
-def _load_cache(path: str, analyzer: str, real_pkg: str) -> dict[str, Any] | None:
+def _load_cache(path: str, analyzer: str, key: str) -> dict[str, Any] | None:
     doc = _cache.load(path)
     if (not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT
-            or doc.get("analyzer") != analyzer or doc.get("package") != real_pkg
+            or doc.get("analyzer") != analyzer or doc.get("package") != key
             or not isinstance(doc.get("files"), dict)):
         return None
     return doc
@@ -157,18 +154,21 @@ def _valid_derived(d: Any) -> bool:
                     for k in ("names", "backends", "evidence", "optional_names")))
 
 
-def _unchanged(tree: dict[str, tuple[int, int]], files: dict[str, Any],
+def _hit(hit: Any, size: int, mtime: int, path: str, every_import: bool) -> bool:
+    """Whether a cache entry holds this file as it is now (the same file, size and
+    modification time, and not skipped where ``every_import`` would parse it)."""
+    return (isinstance(hit, list) and len(hit) == 6 and hit[0] == size and hit[1] == mtime
+            and hit[5] == path and (hit[3] != _MOONCAKE or not every_import))
+
+
+def _unchanged(tree: dict[str, tuple[int, int, str]], files: dict[str, Any],
                every_import: bool) -> bool:
     """Whether the cache holds every file as it is now (nothing added, removed, changed,
     or skipped that ``every_import`` would parse)."""
     if len(files) != len(tree):
         return False
-    for rel, (size, mtime) in tree.items():
-        hit = files.get(rel)
-        if not (isinstance(hit, list) and len(hit) == 5 and hit[0] == size
-                and hit[1] == mtime and (hit[3] != _MOONCAKE or not every_import)):
-            return False
-    return True
+    return all(_hit(files.get(rel), size, mtime, path, every_import)
+               for rel, (size, mtime, path) in tree.items())
 
 
 #: How far a file was read: it does not mention mooncake; it does, but cannot import the
@@ -176,9 +176,12 @@ def _unchanged(tree: dict[str, tuple[int, int]], files: dict[str, Any],
 _NONE, _MOONCAKE, _PARSED = 0, 1, 2
 
 
-def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
+def scan(pkg: str | os.PathLike[str] | Sources, *,
+         cache_dir: str | os.PathLike[str] | None = None,
          use_cache: bool = True, every_import: bool = False) -> SourceFacts:
-    """The mooncake facts of the ``.py`` files under ``pkg``.
+    """The mooncake facts of the SGLang sources ``pkg`` names: the files ``import
+    sglang.<x>`` loads (:func:`moonpin.resolver.check.importer.package_sources`), or, for a
+    folder, the modules of the package in it taken alone.
 
     ``imports``/``calls``/``backends`` come from the files that can import the process-group
     module (:func:`moonpin.readers.pyast.mentions_pg_module`): the elastic-EP requirement. With
@@ -186,21 +189,35 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
     ``feature_imports`` holds all their imports (the MoE all-to-all, PD-disaggregation and
     HiCache features). Raises OSError when a source or folder cannot be read (the caller
     falls back to the knowledge base)."""
+    import gc  # builtin; nothing cyclic is made here
+
+    collecting = gc.isenabled()
+    gc.disable()  # the cache's ~100,000 objects would be walked at every collection
+    try:
+        return _scan(pkg, cache_dir, use_cache, every_import)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[str] | None,
+          use_cache: bool, every_import: bool) -> SourceFacts:
+    from moonpin.resolver.check.importer import folder_sources
+
+    src = pkg if not isinstance(pkg, (str, os.PathLike)) else folder_sources(os.fspath(pkg))
     out = SourceFacts()
-    stamps = _stat_tree(pkg)
+    stamps = _stat_files(src)
     out.files = len(stamps)
-    pkg = os.fspath(pkg)
-    prefix = os.path.basename(os.path.normpath(pkg)) + "/"
-    real_pkg = os.path.realpath(pkg)
+    key = src.key
     cached: dict[str, Any] | None = None
     doc: dict[str, Any] | None = None
     cfile: str | None = None
     analyzer = ""
     folder = (cache_dir or _cache.cache_folder()) if use_cache else None
     if folder is not None:
-        cfile = _cache_file(folder, real_pkg)
+        cfile = _cache_file(folder, key)
         analyzer = _analyzer_hash()
-        doc = _load_cache(cfile, analyzer, real_pkg)
+        doc = _load_cache(cfile, analyzer, key)
         cached = doc["files"] if doc is not None else None
         out.cache = "cold" if cached is None else "warm"
         if (doc is not None and not every_import and _valid_derived(doc.get("derived"))
@@ -221,10 +238,10 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
             out.backends += b
 
     for rel in sorted(stamps):
-        size, mtime = stamps[rel]
+        size, mtime, path = stamps[rel]
         hit = cached.get(rel) if cached is not None else None
-        if (isinstance(hit, list) and len(hit) == 5 and hit[0] == size and hit[1] == mtime
-                and (hit[3] != _MOONCAKE or not every_import)):
+        if _hit(hit, size, mtime, path, every_import):
+            assert isinstance(hit, list)
             try:
                 if hit[2] is not None:
                     take(_facts_from_json(hit[2]), bool(hit[4]))
@@ -232,23 +249,23 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
                 continue
             except (TypeError, KeyError, ValueError):
                 out.cache = "unusable"
-        data = _read(os.path.join(pkg, rel))
+        data = _read(path)
         out.read += 1
         facts = None
         level = _MOONCAKE if pyast.mentions_mooncake(data) else _NONE
         pg = level == _MOONCAKE and pyast.mentions_pg_module(data)
         if pg or (level == _MOONCAKE and every_import):
-            fa = pyast.analyze_source(data, prefix + rel)
+            fa = pyast.analyze_source(data, rel)
             facts = _facts_to_json(fa)
             take((list(fa.imports), list(fa.calls), list(fa.backends)), pg)
             level = _PARSED
-        entries[rel] = [size, mtime, facts, level, pg]
+        entries[rel] = [size, mtime, facts, level, pg, path]
     if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(stamps)):
         out.cache = "stale"
     out.derived = derive(out)
     if cfile is not None and (out.cache != "warm" or doc is None or doc.get("derived")
                               != out.derived):
         out.cache_error = _cache.store(cfile, {"format": CACHE_FORMAT, "analyzer": analyzer,
-                                               "package": real_pkg,
+                                               "package": key,
                                                "files": entries, "derived": out.derived})
     return out

@@ -45,7 +45,7 @@ class Target:
     """An environment: its interpreter (None: none known), version, the folders its
     importer searches, its extension-module suffixes, and how it was chosen."""
 
-    __slots__ = ("ext_suffixes", "how", "ld_path", "machine", "managed", "paths", "pip",
+    __slots__ = ("cwd", "ext_suffixes", "how", "ld_path", "machine", "managed", "paths", "pip",
                  "python", "root", "sites", "version")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
@@ -71,6 +71,9 @@ class Target:
         #: unless told ``--break-system-packages``: a callable that says so, asked only when a
         #: fix line is written (None: not known, taken as no)
         self.managed: Callable[[], bool] | None = None
+        #: the working folder ``python -m sglang.launch_server`` puts first on ``sys.path``
+        #: (None: none, as for ``--site-packages`` folders taken as given)
+        self.cwd: str | None = None
 
     @property
     def tag(self) -> str:
@@ -84,15 +87,32 @@ class Target:
                 f" ({self.how})")
 
 
+def _working_folder() -> str | None:
+    """What ``python -m sglang.launch_server`` puts first on ``sys.path``: the working
+    folder, unless ``-P``/``PYTHONSAFEPATH`` (3.11) or ``-I`` say not to."""
+    if getattr(sys.flags, "safe_path", False) or sys.flags.isolated:
+        return None
+    try:
+        return os.getcwd()
+    except OSError:  # the working folder was removed
+        return None
+
+
 def this_python(how: str = "this interpreter") -> Target:
+    """This interpreter's environment, as a worker it starts with ``python -m`` sees it:
+    the working folder first (where the check itself may have its script's folder)."""
     site = sys.modules.get("site")  # None under -S: no .pth file was processed
     sites: list[str] = []
     if site is not None:
         sites = [*site.getsitepackages(), *([site.getusersitepackages()]
                                            if site.ENABLE_USER_SITE else [])]
-    t = Target(sys.executable, (sys.version_info[0], sys.version_info[1]),
-               [p for p in sys.path if p and os.path.isdir(p)],
+    cwd = _working_folder()
+    rest = sys.path[1:] if cwd is not None and sys.path else sys.path
+    paths = [p for p in dict.fromkeys([*([cwd] if cwd else []), *rest])
+             if p and os.path.isdir(p)]
+    t = Target(sys.executable, (sys.version_info[0], sys.version_info[1]), paths,
                machinery.EXTENSION_SUFFIXES, how, sites)
+    t.cwd = cwd
 
     def managed() -> bool:
         import sysconfig
@@ -188,9 +208,14 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise TargetError(f"--python {python!r} is not a Python that answers "
                           f"(exit {proc.returncode}: {tail[0][:200]})") from e
-    # -I drops the user's site folder and PYTHONPATH: add back what this worker sees
+    # -I drops the working folder, the user's site folder and PYTHONPATH: add back what a
+    # worker started here (`python -m sglang.launch_server`) sees
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    t = Target(python, version, [*extra, *paths], ext, "--python", sites)
+    cwd = None if os.environ.get("PYTHONSAFEPATH") else _working_folder()
+    first = [cwd] if cwd is not None and os.path.isdir(cwd) else []
+    t = Target(python, version, list(dict.fromkeys([*first, *extra, *paths])), ext,
+               "--python", sites)
+    t.cwd = cwd
     stdlib, venv, prefix = doc.get("stdlib"), doc.get("venv"), doc.get("prefix")
     if isinstance(stdlib, str) and isinstance(venv, bool):
         t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)

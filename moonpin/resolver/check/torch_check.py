@@ -104,7 +104,7 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
         return (f"{folder} has no __init__.py, so it imports as an empty namespace package, "
                 "with no torch.__version__"), None
     value, problem, _ = attribute(paths, "torch", "__version__", im.PY_VERSION,
-                                  im.EXT_SUFFIXES, im.ROOT)
+                                  im.EXT_SUFFIXES, im.ROOT, im.importer_for(paths))
     return problem, value
 
 

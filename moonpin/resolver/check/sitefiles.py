@@ -1,0 +1,317 @@
+"""The files of a site folder that shape a target's importer, read without running any of
+them: ``.pth`` files (``site.addpackage``), the editable finders their ``import`` lines
+install (setuptools, hatchling's ``editables``, scikit-build-core), and the
+``pkgutil.extend_path`` call of a package's ``__init__.py``.
+
+Each is read once per version of the file (the file-facts memo,
+:func:`moonpin.kb.cache.facts_memo`); ``ast`` is loaded only when a finder or an
+``__init__.py`` naming ``extend_path`` has to be parsed. Only ``os`` at import: this is on
+the worker-start path (:mod:`moonpin.resolver.check.metapath` uses it).
+"""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.kb.cache import facts_memo
+from moonpin.kb.files import read_regular
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "pth", "pth_files",
+           "pth_lines", "pth_paths", "site_dirs"]
+
+_CAP_PTH = 1 << 20
+_CAP_FINDER = 16 << 20
+_CAP_INIT = 16 << 20
+
+
+def site_dirs(paths: Sequence[str]) -> list[str]:
+    """The folders of ``paths`` whose ``.pth`` files ``site`` processes (site-packages and
+    Debian's dist-packages)."""
+    return [p for p in paths
+            if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")]
+
+
+def pth_files(site: str) -> list[str]:
+    try:
+        names = sorted(e.name for e in os.scandir(site)
+                       if e.name.endswith(".pth") and not e.name.startswith("."))
+    except OSError:
+        return []
+    return [os.path.join(site, n) for n in names]
+
+
+def _split_lines(text: str) -> list[str]:
+    """The lines ``site`` iterates (a text file's universal newlines: ``\\n``, ``\\r\\n``,
+    ``\\r``; not ``str.splitlines``' form feeds and separators)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _read_pth(path: str) -> tuple[list[str], list[str], list[list[Any]]]:
+    """A ``.pth`` file's path lines (as written), the modules its ``import`` lines import,
+    and its lines in order as ``["path", line]`` or ``["import", [module, ...],
+    [module whose .install() the line calls, ...]]`` (``site.addpackage``: a line starting
+    with ``#`` and a blank line are skipped)."""
+    text = read_regular(path, cap=_CAP_PTH, what=".pth file").decode("utf-8", "replace")
+    lines: list[str] = []
+    imports: list[str] = []
+    order: list[list[Any]] = []
+    for line in _split_lines(text):
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith(("import ", "import\t")):
+            mods: list[str] = []
+            installs: list[str] = []
+            for stmt in line.split(";"):
+                stmt = stmt.strip()
+                if stmt.startswith(("import ", "import\t")):
+                    mods.extend(m.strip() for m in stmt[7:].split(",") if m.strip())
+                elif stmt.endswith(".install()"):
+                    installs.append(stmt[:-len(".install()")].strip())
+            imports.extend(mods)
+            order.append(["import", mods, installs])
+            continue
+        lines.append(line.rstrip())
+        order.append(["path", line.rstrip()])
+    return lines, imports, order
+
+
+def _pth_shape(v: Any) -> bool:
+    return (isinstance(v, tuple) and len(v) == 3
+            and all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in v[:2])
+            and isinstance(v[2], list) and all(isinstance(e, list) and e for e in v[2]))
+
+
+def pth_lines(path: str) -> list[list[Any]]:
+    """The lines of a ``.pth`` file in order (see :func:`_read_pth`); [] when unreadable."""
+    try:
+        return list(facts_memo().get("pth-v2", path, lambda: _read_pth(path), _pth_shape)[2])
+    except OSError:
+        return []
+
+
+def pth(path: str) -> tuple[list[str], list[str]]:
+    """A ``.pth`` file's path lines and the modules its ``import`` lines import."""
+    try:
+        got = facts_memo().get("pth-v2", path, lambda: _read_pth(path), _pth_shape)
+    except OSError:
+        return [], []
+    return got[0], got[1]
+
+
+def in_root(root: str | None, path: str, base: str | None = None) -> str | None:
+    """``path`` (relative to the host folder ``base``) as the host path it names: under
+    ``root`` for an image (None when it cannot be resolved there), else as written."""
+    if root is None:
+        return os.path.normpath(os.path.join(base, path) if base is not None else path)
+    from moonpin.resolver.check import chroot as rootfs
+
+    if base is not None:
+        path = os.path.join(rootfs.image_path(root, base), path)
+    elif not path.startswith("/"):
+        return None  # relative to a working folder the image does not say
+    try:
+        return rootfs.resolve(root, path)
+    except OSError:
+        return None
+
+
+def finder_kind(module: str) -> str | None:
+    """The editable installer whose ``.pth`` ``import`` line imports ``module``."""
+    if module.startswith("__editable___") and module.endswith("_finder"):
+        return "setuptools"
+    if module.startswith("_editable_impl_"):
+        return "hatch"
+    if module.startswith("_editable_skbc_"):
+        return "scikit-build-core"
+    return None
+
+
+def pth_paths(site: str, root: str | None = None) -> list[str]:
+    """The folders the ``.pth`` path lines of ``site`` add to ``sys.path``, in order
+    (``root``: the lines are the image's paths, resolved under it). A file's lines after
+    an ``import`` of an editable finder that cannot be imported are not read (``site``
+    ignores the remainder of a file after a failing line)."""
+    out: list[str] = []
+    for f in pth_files(site):
+        for entry in pth_lines(f):
+            if entry[0] == "import":
+                if any(finder_kind(m) is not None and not os.path.isfile(
+                        os.path.join(site, m + ".py")) for m in entry[1]):
+                    break  # ModuleNotFoundError: "Remainder of file ignored"
+                continue
+            d = in_root(root, entry[1], site)
+            if d is not None and os.path.isdir(d) and d not in out:
+                out.append(d)
+    return out
+
+
+# ------------------------------------------------------------------ editable finders
+
+
+def _literal(node: Any, ast: Any) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _list_map(value: Any) -> dict[str, list[str]]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: [s for s in v if isinstance(s, str)] for k, v in value.items()
+            if isinstance(k, str) and isinstance(v, (list, tuple))}
+
+
+def _strs(value: Any) -> list[str]:
+    return [s for s in value if isinstance(s, str)] if isinstance(value, (list, tuple)) else []
+
+
+def _placeholder(node: Any, ast: Any) -> str | None:
+    """setuptools' ``PATH_PLACEHOLDER = 'NAME' + ".__path_hook__"``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _placeholder(node.left, ast), _placeholder(node.right, ast)
+        return left + right if left is not None and right is not None else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+_SKBC = ("known_source_files", "known_wheel_files", "known_directories", "known_packages")
+
+
+def _call_args(node: Any, names: Sequence[str], ast: Any) -> dict[str, Any]:
+    """The literal arguments of a call, by parameter name (positional then keywords)."""
+    out: dict[str, Any] = {}
+    for name, arg in zip(names, node.args, strict=False):
+        out[name] = _literal(arg, ast)
+    for kw in node.keywords:
+        if kw.arg in names:
+            out[kw.arg] = _literal(kw.value, ast)
+    return out
+
+
+def _read_finder(path: str) -> dict[str, Any]:
+    """What an editable finder module installs when imported, read with ``ast`` (never
+    executed): setuptools' ``MAPPING``, ``NAMESPACES`` and ``PATH_PLACEHOLDER``
+    (setuptools/command/editable_wheel.py, ``_FINDER_TEMPLATE``); hatchling's
+    ``F.map_module(name, path)`` calls (``editables``' bootstrap file); scikit-build-core's
+    module-level ``install(known_source_files, known_wheel_files, known_directories,
+    known_packages, ...)`` or ``install_inplace(known_packages, search_paths, ...)``
+    (``resources/_editable_redirect.py``, 1.x). Unparsable: an empty record (the import
+    fails, so nothing is installed)."""
+    import ast
+
+    out: dict[str, Any] = {"mapping": {}, "namespaces": {}, "placeholder": None,
+                           "redirects": [], "skbc": None}
+    try:
+        tree = ast.parse(read_regular(path, cap=_CAP_FINDER, what="editable finder"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        out["broken"] = True
+        return out
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if not isinstance(target, ast.Name) or node.value is None:
+                continue
+            if target.id == "MAPPING":
+                out["mapping"] = _str_map(_literal(node.value, ast))
+            elif target.id == "NAMESPACES":
+                out["namespaces"] = _list_map(_literal(node.value, ast))
+            elif target.id == "PATH_PLACEHOLDER":
+                out["placeholder"] = _placeholder(node.value, ast)
+            continue
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        if isinstance(func, ast.Name) and func.id == "install" and call.args:
+            got = _call_args(call, _SKBC, ast)
+            out["skbc"] = {"mode": "redirect",
+                           "source_files": _str_map(got.get("known_source_files")),
+                           "wheel_files": _str_map(got.get("known_wheel_files")),
+                           "directories": _list_map(got.get("known_directories")),
+                           "packages": _strs(got.get("known_packages")),
+                           "search_paths": []}
+        elif isinstance(func, ast.Name) and func.id == "install_inplace" and call.args:
+            got = _call_args(call, ("known_packages", "search_paths"), ast)
+            out["skbc"] = {"mode": "inplace", "source_files": {}, "wheel_files": {},
+                           "directories": {}, "packages": _strs(got.get("known_packages")),
+                           "search_paths": _strs(got.get("search_paths"))}
+        elif (isinstance(func, ast.Attribute) and func.attr == "map_module"
+              and len(call.args) == 2 and all(isinstance(a, ast.Constant)
+                                              and isinstance(a.value, str) for a in call.args)):
+            out["redirects"].append([call.args[0].value,  # type: ignore[attr-defined]
+                                     call.args[1].value])  # type: ignore[attr-defined]
+    return out
+
+
+def _finder_shape(v: Any) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("mapping"), dict)
+            and isinstance(v.get("namespaces"), dict) and isinstance(v.get("redirects"), list)
+            and (v.get("placeholder") is None or isinstance(v["placeholder"], str))
+            and (v.get("skbc") is None or isinstance(v["skbc"], dict)))
+
+
+def finder_facts(path: str) -> dict[str, Any]:
+    """:func:`_read_finder` of ``path``, once per version of the file; unreadable: the
+    empty record."""
+    try:
+        return dict(facts_memo().get("editable-finder-v2", path, lambda: _read_finder(path),
+                                     _finder_shape))
+    except OSError:
+        return {"mapping": {}, "namespaces": {}, "placeholder": None, "redirects": [],
+                "skbc": None, "broken": True}
+
+
+# ------------------------------------------------------------------ pkgutil.extend_path
+
+
+def _is_extend_path(node: Any, ast: Any) -> bool:
+    """``__path__ = extend_path(__path__, __name__)`` (or ``pkgutil.extend_path``)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "__path__"):
+        return False
+    call = node.value
+    if not isinstance(call, ast.Call) or len(call.args) != 2:
+        return False
+    f = call.func
+    named = ((isinstance(f, ast.Name) and f.id == "extend_path")
+             or (isinstance(f, ast.Attribute) and f.attr == "extend_path"))
+    return named and [getattr(a, "id", None) for a in call.args] == ["__path__", "__name__"]
+
+
+def _read_extends(path: str) -> bool:
+    data = read_regular(path, cap=_CAP_INIT, what="package __init__")
+    if b"extend_path" not in data:
+        return False
+    import ast
+
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # it does not import at all; its __path__ is moot
+    return any(_is_extend_path(n, ast) for n in tree.body)
+
+
+def extends_path(init: str) -> bool:
+    """Whether the package ``__init__.py`` at ``init`` sets ``__path__ =
+    extend_path(__path__, __name__)`` at its top level (mooncake's does), so that its
+    submodules are looked up in every folder of its name on the search path."""
+    if not init.endswith(".py"):
+        return False  # bytecode or an extension: not read
+    try:
+        return bool(facts_memo().get("extend-path", init, lambda: _read_extends(init),
+                                     lambda v: isinstance(v, bool)))
+    except OSError:
+        return False
