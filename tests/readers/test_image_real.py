@@ -100,3 +100,49 @@ def test_the_image_check_is_the_check_of_its_venv(layout: Path) -> None:
     image = check("--image", str(layout))
     venv = check("--python", str(VENV / "bin/python"))
     assert image == venv and image[0] == 0, (image, venv)
+
+
+def _relabel(sp: Path) -> None:
+    p = sp / "torch" / "version.py"
+    text = p.read_text()
+    p.unlink()  # a file of its own, not a hard link into the venv
+    p.write_text(text.replace("__version__ = '2.13.0", "__version__ = '2.12.0", 1))
+
+
+def _no_torch_version(sp: Path) -> None:
+    (sp / "torch" / "torch_version.py").unlink()
+
+
+@pytest.mark.parametrize("mutate", [_relabel, _no_torch_version])
+def test_a_packed_broken_image_fails_as_its_import_fails(tmp_path: Path, mutate: object
+                                                         ) -> None:
+    """A hard-link copy of the venv broken one way (a torch label that is another release's:
+    the loader picks pg_2_12_0 and ld.so refuses it; torch/torch_version.py gone: `import
+    torch` fails), packed by umoci: ``--image`` fails where the real import in the venv
+    fails, on the same first line as ``--python`` on the venv."""
+    import subprocess
+    import sys
+
+    if not (VENV / "pyvenv.cfg").exists():
+        pytest.skip(f"no real venv at {VENV} (set MOONPIN_TEST_VENV)")
+    need_tools()
+    venv = tmp_path / "venv"
+    subprocess.run(["cp", "-al", str(VENV), str(venv)], check=True)
+    mutate(venv / "lib/python3.11/site-packages")  # type: ignore[operator]
+    layout = pack_venv(tmp_path / "oci", venv, replaced=REPLACED, deleted=DELETED)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "LD_LIBRARY_PATH": str(VENV.parent / "stubs")}
+    real = subprocess.run([str(venv / "bin/python"), "-c", "import mooncake.pg"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert real.returncode != 0
+
+    def first_failure(*how: str) -> tuple[int, str]:
+        r = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", *how,
+                            "--elastic-ep-backend", "mooncake", "--no-deep", "-q"], cwd=root,
+                           capture_output=True, text=True, timeout=1800, env=env)
+        fails = [ln for ln in r.stdout.splitlines() if ln.startswith("fail")]
+        return r.returncode, fails[0].split(":")[0] if fails else ""
+
+    image = first_failure("--image", str(layout))
+    own = first_failure("--python", str(venv / "bin/python"))
+    assert image == own and image[0] == 1, (image, own)

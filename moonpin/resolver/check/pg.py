@@ -161,7 +161,7 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
     assert loader_path is not None
     add(CheckResult("pg module", "pass", f"{module} found: {file_name(loader_path)}",
                     evidence=(loader_path,)))
-    _check_chain(module, paths, fixer, add)
+    _check_chain(module, paths, fixer, add, skip=("torch",) if torch is None else ())
     if file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
         _check_direct_build(loader_path, rreq.replace(module=module), torch, paths, kb,
                             fixer, add)
@@ -188,14 +188,16 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
 
 
 def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
-                 add: Callable[[CheckResult], None]) -> None:
+                 add: Callable[[CheckResult], None], skip: Sequence[str] = ()) -> None:
     """The Python modules ``import <module>`` certainly runs before its build is loaded
-    (:mod:`moonpin.resolver.check.pychain`): each must be found and compile."""
+    (:mod:`moonpin.resolver.check.pychain`): each must be found and compile. ``skip``: the
+    top-level packages whose failure is already said (torch's, by the torch check)."""
     from moonpin.resolver.check import image_facts as im
     from moonpin.resolver.check import pychain
 
     problems, found = pychain.walk(paths, module, im.PY_VERSION, im.EXT_SUFFIXES, im.ROOT,
                                    im.PATHS_COMPLETE, im.importer_for(paths))
+    problems = [p for p in problems if p.module.partition(".")[0] not in skip]
     if not problems:
         add(CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "
                         f"{found} modules it certainly runs before its build (as far as read)"))

@@ -363,10 +363,10 @@ def _short(path: str, paths: Sequence[str] = ()) -> str:
     """``torch/torch_version.py`` for a file under a folder of ``sys.path`` (or a site
     folder): the package path."""
     norm = os.path.normpath(path)
-    for p in paths:
-        base = os.path.normpath(p).rstrip(os.sep) + os.sep
-        if norm.startswith(base):
-            return norm[len(base):].replace(os.sep, "/")
+    bases = [b for b in (os.path.normpath(p).rstrip(os.sep) + os.sep for p in paths)
+             if norm.startswith(b)]
+    if bases:  # the deepest folder holding it (a root as the working folder holds all)
+        return norm[len(max(bases, key=len)):].replace(os.sep, "/")
     parts = norm.split(os.sep)
     for i in range(len(parts) - 1, 0, -1):
         if parts[i - 1] in ("site-packages", "dist-packages"):
