@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -206,3 +208,143 @@ def test_a_source_that_is_not_a_file_is_oserror(tmp_path: Path, special: str) ->
     make_special(special, pkg / "srt" / "hostile.py")
     with pytest.raises(OSError, match="not a regular file"):
         sources.scan(pkg, use_cache=False)
+
+
+# ---------------------------------------------------------------- the warm start's stamps
+# A start that finds nothing changed stats every folder and every source against the stamps
+# file and reads nothing else; a folder whose mtime is recent is not trusted (racy), so
+# these tests date the tree back first, as an image built earlier is.
+
+_OLD_NS = 1_600_000_000 * 10**9
+
+
+def _settle(pkg: Path) -> None:
+    """Date every folder and file under ``pkg`` back, each to its own old time."""
+    for i, (folder, _, files) in enumerate(os.walk(pkg)):
+        for j, name in enumerate(files):
+            t = _OLD_NS + i * 10**9 + j * 1000
+            os.utime(os.path.join(folder, name), ns=(t, t))
+        t = _OLD_NS + i * 10**9 + 999_000
+        os.utime(folder, ns=(t, t))
+
+
+@contextlib.contextmanager
+def _keep_folder_stamp(folder: Path) -> Iterator[None]:
+    """Put ``folder``'s mtime back after a change in it: a change no listing-free check
+    could see through the folder, only through the file's own stamp."""
+    st = folder.stat()
+    yield
+    os.utime(folder, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _quick_scan(pkg: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> sources.SourceFacts:
+    """A scan that fails when it needs more than the stamps file (the per-file facts, or a
+    listing of the tree)."""
+    with monkeypatch.context() as m:
+        def refuse(*_: object) -> None:
+            raise AssertionError("the warm start read more than the stamps")
+
+        m.setattr(sources, "_load_cache", refuse)
+        m.setattr(sources, "_walk", refuse)
+        return sources.scan(pkg, cache_dir=cache)
+
+
+def test_a_settled_tree_is_checked_by_stamps_alone(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    _settle(pkg)
+    cold = sources.scan(pkg, cache_dir=cache)
+    warm = _quick_scan(pkg, cache, monkeypatch)
+    assert warm.cache == "warm" and warm.read == 0 and warm.files == cold.files == 7
+    assert warm.derived == cold.derived
+    assert warm.derived == sources.scan(pkg, use_cache=False).derived
+
+
+@pytest.mark.parametrize("change", ["edit in place", "replaced (bind mount)",
+                                    "replaced by a folder"])
+def test_a_source_changed_under_an_unchanged_folder_is_seen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """An in-place edit and a file mounted over a source (a ConfigMap) leave the folder's
+    stamp as it was: the source's own stamp tells."""
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    _settle(pkg)
+    sources.scan(pkg, cache_dir=cache)
+    assert _quick_scan(pkg, cache, monkeypatch).cache == "warm"  # control
+    ela = pkg / "srt" / "elastic_ep" / "elastic_ep.py"
+    text = ela.read_text().replace("join_group", "join_group_v2")
+    with _keep_folder_stamp(ela.parent):
+        if change == "edit in place":
+            with open(ela, "r+") as f:  # same inode, as `sed -i` does not but an editor may
+                f.write(text)
+        elif change == "replaced (bind mount)":
+            other = tmp_path / "configmap.py"
+            other.write_text(text)
+            os.replace(other, ela)
+        else:
+            ela.unlink()
+            ela.mkdir()
+    facts = sources.scan(pkg, cache_dir=cache)
+    truth = sources.scan(pkg, use_cache=False)
+    assert facts.derived == truth.derived
+    if change != "replaced by a folder":
+        assert "join_group_v2" in _names(facts) and facts.cache == "stale"
+    else:
+        assert "join_group" not in _names(facts)
+
+
+def test_new_and_removed_sources_and_folders_are_seen(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    _settle(pkg)
+    sources.scan(pkg, cache_dir=cache)
+    deep = pkg / "srt" / "new_pkg" / "deeper"
+    deep.mkdir(parents=True)
+    (deep / "hot.py").write_text("from mooncake.pg import hot_fix\n")
+    _settle(pkg)  # even dated back, the parents' stamps differ from the recorded ones
+    assert "hot_fix" in _names(sources.scan(pkg, cache_dir=cache))
+    assert "hot_fix" in _names(_quick_scan(pkg, cache, monkeypatch))  # recorded
+    (deep / "hot.py").unlink()
+    _settle(pkg)
+    gone = sources.scan(pkg, cache_dir=cache)
+    assert "hot_fix" not in _names(gone) and gone.files == 7
+
+
+def test_a_recent_folder_is_listed_again(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder changed within the clock's resolution of being listed may change again
+    unseen by its stamp: it is not trusted until it is older (git's racy-clean rule)."""
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    _settle(pkg)
+    now = pkg / "srt" / "distributed"
+    os.utime(now)  # modified just now
+    sources.scan(pkg, cache_dir=cache)
+    with pytest.raises(AssertionError, match="more than the stamps"):
+        _quick_scan(pkg, cache, monkeypatch)
+    facts = sources.scan(pkg, cache_dir=cache)  # listed again, nothing read
+    assert facts.cache == "warm" and facts.read == 0
+    _settle(pkg)
+    sources.scan(pkg, cache_dir=cache)
+    assert _quick_scan(pkg, cache, monkeypatch).cache == "warm"
+
+
+@pytest.mark.parametrize("damage", ["layout", "stamps", "derived", "names"])
+def test_a_damaged_stamps_file_is_a_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           damage: str) -> None:
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    _settle(pkg)
+    truth = sources.scan(pkg, cache_dir=cache)
+    (sfile,) = cache.glob("check-stamps-*.marshal")
+    doc = kb_cache.load(sfile)
+    assert isinstance(doc, dict)
+    if damage == "layout":
+        doc["layout"] = [[3, None]]
+    elif damage == "stamps":
+        doc["stamps"] = [*doc["stamps"][:-1], doc["stamps"][-1] + 1]
+    elif damage == "derived":
+        doc["derived"] = {"module": "mooncake.pg", "names": [1]}
+    else:
+        doc["layout"][0][1] = [*doc["layout"][0][1], "missing.py"]
+    assert kb_cache.store(sfile, doc) is None
+    facts = sources.scan(pkg, cache_dir=cache)
+    assert facts.derived == truth.derived
+    assert _quick_scan(pkg, cache, monkeypatch).derived == truth.derived  # rewritten

@@ -8,10 +8,14 @@ file is (or is dropped), and so is every file when moonpin's analyzer changed (t
 records a hash of ``moonpin/readers/pyast*.py``). A cache that cannot be read, parsed or written is
 ignored: the check then reads every source, as with ``--no-cache``.
 
-The cache lives in moonpin's cache folder (:func:`moonpin.kb.cache.cache_dir`), one marshal file
-per SGLang folder (``check-sources-<crc>.marshal``). Run the
-check once when the image is built (``RUN moonpin check --no-deep ...``) and every worker
-start of that image finds it warm.
+The cache lives in moonpin's cache folder (:func:`moonpin.kb.cache.cache_dir`), two marshal
+files per SGLang folder: ``check-stamps-<crc>.marshal``, the stamp of every folder and source
+with the requirement derived from them (all a start that finds nothing changed reads: one
+``stat`` per folder and per source, no listing: a folder's mtime tells an added or removed
+entry, a source's own stamp an edit in place or a file mounted over it), and
+``check-sources-<crc>.marshal``, the facts of each source (read only when something
+changed). Run the check once when the image is built (``RUN moonpin check --no-deep ...``)
+and every worker start of that image finds it warm.
 
 Standard library and :mod:`moonpin.readers.pyast` only: this is on the worker-start path (no
 ``hashlib`` either: loading OpenSSL costs ~5 ms; CRC-32 tells changes apart well enough).
@@ -36,6 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
 
 CACHE_FORMAT = 4
+#: The stamps file's layout version (see :func:`scan`).
+STAMPS_FORMAT = 1
 #: the moonpin package folder (readers/ is in it)
 _MOONPIN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 _READERS = os.path.join(_MOONPIN, "readers")
@@ -69,10 +75,29 @@ def _stat_tree(pkg: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
 
     Symlinked folders are not followed (``os.walk``'s default). Raises OSError when a
     folder cannot be listed."""
+    return _walk(pkg)[0]
+
+
+#: A folder modified this close (ns) to the walk that listed it may change again within
+#: the same timestamp tick (coarse file-system clocks): its stamp is not trusted (the way
+#: git treats an index entry as racily clean), so the next start lists it again.
+_RACY_NS = 2_000_000_000
+
+
+def _walk(pkg: str | os.PathLike[str]) -> tuple[dict[str, tuple[int, int]], list[list[Any]]]:
+    """:func:`_stat_tree`, and the folders as the warm check re-stats them: ``[rel,
+    mtime_ns (-1: racy), [.py names]]`` per folder, each folder stat-ed before it is listed
+    (a change made while it is listed gives it a newer stamp)."""
+    import time
+
+    racy = time.time_ns() - _RACY_NS
     out: dict[str, tuple[int, int]] = {}
+    layout: list[list[Any]] = []
     stack = [(os.fspath(pkg), "")]
     while stack:
         folder, rel = stack.pop()
+        mtime = os.stat(folder).st_mtime_ns
+        names: list[str] = []
         with os.scandir(folder) as it:
             for e in it:
                 if e.is_dir(follow_symlinks=False):
@@ -81,7 +106,49 @@ def _stat_tree(pkg: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
                 elif e.name.endswith(".py"):
                     st = e.stat()
                     out[rel + e.name] = (st.st_size, st.st_mtime_ns)
+                    names.append(e.name)
+        layout.append([rel, mtime if mtime < racy else -1, names])
+    return out, layout
+
+
+def _stamps(tree: dict[str, tuple[int, int]], layout: list[list[Any]]) -> list[int]:
+    """The values :func:`_same_stamps` computes for an unchanged tree, in its order."""
+    out: list[int] = []
+    for rel, mtime, names in layout:
+        out.append(mtime)
+        for name in names:
+            out += tree[rel + name]
     return out
+
+
+def _same_stamps(pkg: str, layout: Any, expect: Any) -> bool:
+    """Whether every folder of ``layout`` (``[rel, [.py names]]`` each) and every source in
+    it has the stamp ``expect`` holds: one ``stat`` per folder and per source, no listing.
+    A folder's modification time changes when an entry is added, removed or renamed in it
+    (so a new source is seen); an in-place edit, or a file bind-mounted over a source (a
+    ConfigMap), changes the source's own size or mtime. A malformed layout is a
+    mismatch. Sources are stat-ed relative to their folder's descriptor (a shorter path
+    walk for the kernel)."""
+    got: list[int] = []
+    ap = got.append
+    st, fst, op, cl = os.stat, os.fstat, os.open, os.close
+    try:
+        for rel, names in layout:
+            fd = op(f"{pkg}/{rel}", _DIR_FLAGS)
+            try:
+                ap(fst(fd).st_mtime_ns)
+                for name in names:
+                    s = st(name, dir_fd=fd)
+                    ap(s.st_size)
+                    ap(s.st_mtime_ns)
+            finally:
+                cl(fd)
+    except (OSError, TypeError, ValueError):  # gone, or a damaged layout
+        return False
+    return bool(got == expect)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 #: The largest source file read (SGLang's largest is well under 1 MB).
@@ -185,27 +252,45 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
     ``every_import``, every file that mentions mooncake is parsed as well and
     ``feature_imports`` holds all their imports (the MoE all-to-all, PD-disaggregation and
     HiCache features). Raises OSError when a source or folder cannot be read (the caller
-    falls back to the knowledge base)."""
+    falls back to the knowledge base).
+
+    Two cache files: the stamps of every folder and source with the requirement derived from
+    them (``check-stamps-*``, all a start that finds nothing changed reads: one ``stat`` per
+    folder and per source, :func:`_same_stamps`), and the facts of each source
+    (``check-sources-*``, read only when something changed, to re-read only what did)."""
     out = SourceFacts()
-    stamps = _stat_tree(pkg)
-    out.files = len(stamps)
     pkg = os.fspath(pkg)
-    prefix = os.path.basename(os.path.normpath(pkg)) + "/"
     real_pkg = os.path.realpath(pkg)
+    folder = (cache_dir or _cache.cache_folder()) if use_cache else None
+    quick: dict[str, Any] | None = None
+    sfile: str | None = None
+    analyzer = ""
+    if folder is not None:
+        analyzer = _analyzer_hash()
+        sfile = _stamps_file(folder, real_pkg)
+        quick = _load_stamps(sfile, analyzer, real_pkg)
+        if (quick is not None and not every_import and _valid_derived(quick.get("derived"))
+                and _same_stamps(pkg, quick.get("layout"), quick.get("stamps"))):
+            out.cache = "warm"  # nothing changed: neither the facts nor the analyzer load
+            out.files = (len(quick["stamps"]) - len(quick["layout"])) // 2
+            out.derived = quick["derived"]
+            return out
+    stamps, layout = _walk(pkg)
+    out.files = len(stamps)
+    prefix = os.path.basename(os.path.normpath(pkg)) + "/"
     cached: dict[str, Any] | None = None
     doc: dict[str, Any] | None = None
     cfile: str | None = None
-    analyzer = ""
-    folder = (cache_dir or _cache.cache_folder()) if use_cache else None
     if folder is not None:
         cfile = _cache_file(folder, real_pkg)
-        analyzer = _analyzer_hash()
         doc = _load_cache(cfile, analyzer, real_pkg)
         cached = doc["files"] if doc is not None else None
         out.cache = "cold" if cached is None else "warm"
         if (doc is not None and not every_import and _valid_derived(doc.get("derived"))
                 and _unchanged(stamps, doc["files"], every_import)):
             out.derived = doc["derived"]  # nothing changed: the analyzer is not even loaded
+            out.cache_error = _keep_stamps(sfile, quick, analyzer, real_pkg, stamps, layout,
+                                           out.derived)
             return out
     from moonpin.readers import pyast
 
@@ -251,4 +336,31 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
         out.cache_error = _cache.store(cfile, {"format": CACHE_FORMAT, "analyzer": analyzer,
                                                "package": real_pkg,
                                                "files": entries, "derived": out.derived})
+    if out.cache_error is None:  # the stamps vouch for the facts just written
+        out.cache_error = _keep_stamps(sfile, quick, analyzer, real_pkg, stamps, layout,
+                                       out.derived)
     return out
+
+
+def _stamps_file(cache_dir: str | os.PathLike[str], real_pkg: str) -> str:
+    return os.path.join(cache_dir, f"check-stamps-{zlib.crc32(real_pkg.encode()):08x}.marshal")
+
+
+def _load_stamps(path: str, analyzer: str, real_pkg: str) -> dict[str, Any] | None:
+    doc = _cache.load(path)
+    if (not isinstance(doc, dict) or doc.get("format") != STAMPS_FORMAT
+            or doc.get("analyzer") != analyzer or doc.get("package") != real_pkg):
+        return None
+    return doc
+
+
+def _keep_stamps(path: str | None, old: dict[str, Any] | None, analyzer: str, real_pkg: str,
+                 tree: dict[str, tuple[int, int]], layout: list[list[Any]],
+                 derived: dict[str, Any]) -> str | None:
+    """Write the stamps file when it would change; why it failed, or None."""
+    if path is None:
+        return None
+    doc = {"format": STAMPS_FORMAT, "analyzer": analyzer, "package": real_pkg,
+           "layout": [[rel, names] for rel, _, names in layout],
+           "stamps": _stamps(tree, layout), "derived": derived}
+    return None if doc == old else _cache.store(path, doc)
