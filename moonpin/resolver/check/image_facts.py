@@ -358,13 +358,23 @@ class KBView:
     """The knowledge base as the check needs it: each SGLang release's requirement from the
     small resolved index when it is fresh; the whole file only on a failure path."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, version: str | None = None) -> None:
+        """``version``: the installed SGLang release, the one entry of the resolved index a
+        worker start needs (:func:`moonpin.resolver.resolved.load_requirement`); another
+        release asked for later loads the whole index."""
         self.path = path
         self._doc: dict[str, Any] | None = None
         self._requirements: dict[str, dict[str, Any]] | None = None
-        from moonpin.resolver.resolved import load_requirements
+        self._only: str | None = None  # the one release _requirements holds (None: all)
+        from moonpin.resolver import resolved
 
-        self._requirements = load_requirements(path)
+        if version is not None:
+            ok, entry = resolved.load_requirement(path, version)
+            if ok:
+                self._requirements = {version: entry} if entry is not None else {}
+                self._only = version
+        else:
+            self._requirements = resolved.load_requirements(path)
         if self._requirements is not None:
             self.ok, self.msg = True, f"knowledge base {path}"
         else:
@@ -380,7 +390,7 @@ class KBView:
         """The release's unconditional mooncake imports for ``feature`` (KB import records),
         from the resolved table when it holds them, else from the whole KB; None when the
         KB does not know the release."""
-        entry = self._requirements.get(version or "") if self._requirements else None
+        entry = self._entry(version or "")
         if isinstance(entry, dict) and isinstance(entry.get("features"), dict):
             return list(entry["features"].get(feature) or ())
         rec = next((r for r in (self.doc() or {}).get("sglang") or ()
@@ -390,11 +400,21 @@ class KBView:
         return [i for i in rec.get("imports") or ()
                 if i.get("feature") == feature and not i.get("optional")]
 
+    def _entry(self, version: str) -> dict[str, Any] | None:
+        """``version``'s entry of the resolved index (None: not there, or no index)."""
+        if not version:
+            return None
+        if self._only is not None and version != self._only:
+            from moonpin.resolver.resolved import load_requirements
+
+            self._requirements, self._only = load_requirements(self.path) or {}, None
+        return self._requirements.get(version) if self._requirements else None
+
     def requirement(self, version: str | None) -> Requirement | None:
         if not self.ok or version is None:
             return None
         if self._requirements is not None:
-            pg = self._requirements.get(version)
+            pg = self._entry(version)
         else:
             doc = self._doc or {}
             pg = next((rec.get("pg") or {} for rec in doc.get("sglang") or ()

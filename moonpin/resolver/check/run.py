@@ -190,8 +190,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if target.machine is not None:
         fixer.arch = target.machine
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
-    kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
+    kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
     found.update(_where(target, site_packages is not None and python is None, dists,
                         mooncakes))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
@@ -353,11 +353,14 @@ def _target(site_packages: Sequence[StrPath] | None, python: str | None,
         return None
 
 
-def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None]) -> KBView:
+def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
+                    sglang: str | None = None) -> KBView:
+    """The KB as the check reads it; ``sglang``: the installed release (its entry is all a
+    start that passes reads of the resolved index)."""
     from moonpin.kb.paths import default_kb_file
     from moonpin.resolver.check.image_facts import KBView
 
-    kb = KBView(kb_file or default_kb_file())
+    kb = KBView(kb_file or default_kb_file(), sglang)
     if not kb.ok:
         add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
                         "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
