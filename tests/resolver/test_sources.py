@@ -100,6 +100,8 @@ def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -
     pkg, cache = _pkg(tmp_path), tmp_path / "cache"
     truth = sources.scan(pkg, cache_dir=cache)
     (cfile,) = cache.glob("check-sources-*.marshal")
+    for stamps in cache.glob("check-stamps-*.marshal"):
+        stamps.unlink()  # the facts file is what is damaged here, and read
     raw = cfile.read_bytes()
     doc = kb_cache.load(cfile)
     assert isinstance(doc, dict)
@@ -313,18 +315,48 @@ def test_a_recent_folder_is_listed_again(tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A folder changed within the clock's resolution of being listed may change again
     unseen by its stamp: it is not trusted until it is older (git's racy-clean rule)."""
+    import time
+
     pkg, cache = _pkg(tmp_path), tmp_path / "cache"
     _settle(pkg)
     now = pkg / "srt" / "distributed"
-    os.utime(now)  # modified just now
+    later = time.time_ns() + 30 * 10**9  # "just now" for the length of the test
+    os.utime(now, ns=(later, later))
     sources.scan(pkg, cache_dir=cache)
     with pytest.raises(AssertionError, match="more than the stamps"):
         _quick_scan(pkg, cache, monkeypatch)
     facts = sources.scan(pkg, cache_dir=cache)  # listed again, nothing read
     assert facts.cache == "warm" and facts.read == 0
+    with pytest.raises(AssertionError, match="more than the stamps"):
+        _quick_scan(pkg, cache, monkeypatch)  # still recent: still listed
     _settle(pkg)
     sources.scan(pkg, cache_dir=cache)
     assert _quick_scan(pkg, cache, monkeypatch).cache == "warm"
+
+
+@pytest.mark.parametrize(("age_s", "whole_seconds", "trusted"), [
+    (1, False, False), (5, False, True), (5, True, False), (30, True, True)])
+def test_the_racy_window_follows_the_clock_of_the_file_system(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, age_s: int, whole_seconds: bool,
+        trusted: bool) -> None:
+    """A stamp in whole seconds comes from a file system with a coarse clock: the window in
+    which a second change could hide is longer. (Both windows widened here, 2 s and 20 s,
+    so that a slow machine does not move a case across one.)"""
+    import time
+
+    monkeypatch.setattr(sources, "_RACY_NS", 2 * 10**9)
+    monkeypatch.setattr(sources, "_RACY_COARSE_NS", 20 * 10**9)
+    pkg, cache = _pkg(tmp_path), tmp_path / "cache"
+    _settle(pkg)
+    t = time.time_ns() - age_s * 10**9
+    t = t - t % 10**9 if whole_seconds else t - (1 if t % 10**9 == 0 else 0)
+    os.utime(pkg / "srt", ns=(t, t))
+    sources.scan(pkg, cache_dir=cache)
+    if trusted:
+        assert _quick_scan(pkg, cache, monkeypatch).cache == "warm"
+    else:
+        with pytest.raises(AssertionError, match="more than the stamps"):
+            _quick_scan(pkg, cache, monkeypatch)
 
 
 @pytest.mark.parametrize("damage", ["layout", "stamps", "derived", "names"])

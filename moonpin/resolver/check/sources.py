@@ -79,9 +79,13 @@ def _stat_tree(pkg: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
 
 
 #: A folder modified this close (ns) to the walk that listed it may change again within
-#: the same timestamp tick (coarse file-system clocks): its stamp is not trusted (the way
-#: git treats an index entry as racily clean), so the next start lists it again.
-_RACY_NS = 2_000_000_000
+#: the same timestamp tick: its stamp is not trusted (the way git treats an index entry as
+#: racily clean), so the next start lists it again. A file system that keeps nanoseconds
+#: ticks with the kernel's coarse clock (a few ms); one whose stamps are whole seconds
+#: (ext3, HFS+; FAT's are 2 s) gets the longer window. Short, because a cache written in the
+#: image build step that installed SGLang must not leave every worker start listing again.
+_RACY_NS = 100_000_000
+_RACY_COARSE_NS = 2_000_000_000
 
 
 def _walk(pkg: str | os.PathLike[str]) -> tuple[dict[str, tuple[int, int]], list[list[Any]]]:
@@ -90,7 +94,7 @@ def _walk(pkg: str | os.PathLike[str]) -> tuple[dict[str, tuple[int, int]], list
     (a change made while it is listed gives it a newer stamp)."""
     import time
 
-    racy = time.time_ns() - _RACY_NS
+    now = time.time_ns()
     out: dict[str, tuple[int, int]] = {}
     layout: list[list[Any]] = []
     stack = [(os.fspath(pkg), "")]
@@ -107,7 +111,8 @@ def _walk(pkg: str | os.PathLike[str]) -> tuple[dict[str, tuple[int, int]], list
                     st = e.stat()
                     out[rel + e.name] = (st.st_size, st.st_mtime_ns)
                     names.append(e.name)
-        layout.append([rel, mtime if mtime < racy else -1, names])
+        window = _RACY_COARSE_NS if mtime % 1_000_000_000 == 0 else _RACY_NS
+        layout.append([rel, mtime if mtime < now - window else -1, names])
     return out, layout
 
 
