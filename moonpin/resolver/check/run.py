@@ -90,7 +90,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 strict: bool = False, fix_provider: FixProvider | None = None,
                 deep: bool | None = None, deep_timeout: float = 120.0,
                 source_cache: bool = True, python: str | None = None,
-                rootfs: StrPath | None = None, config: Any = None) -> Report:
+                rootfs: StrPath | None = None, config: Any = None,
+                where: bool = True) -> Report:
     """Read the image and decide whether the requested mooncake features can work.
 
     The image is ``python``'s environment (its ``sys.path``, Python version and extension
@@ -103,7 +104,11 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
     unchanged files (see :mod:`moonpin.resolver.check.sources`), and every build, loader and table
     instead
-    of trusting the file-facts memo (:func:`moonpin.kb.cache.facts_memo`)."""
+    of trusting the file-facts memo (:func:`moonpin.kb.cache.facts_memo`).
+
+    ``where=False`` leaves :attr:`Report.found` (where the importer finds sglang, mooncake
+    and torch) empty: only the JSON output shows it, and the text output of a worker start
+    does without the ~1 ms it costs."""
     target = None
     if rootfs is not None:
         from moonpin.resolver.check import target as tg
@@ -126,7 +131,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               site_packages=site_packages, kb_path=kb_path, strict=strict,
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
-                              found=found)
+                              found=found if where else None)
         report.found = found
     finally:
         confine(None)
@@ -139,7 +144,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None,
-                 found: dict[str, Any], target: Target | None = None) -> Report:
+                 found: dict[str, Any] | None, target: Target | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -192,8 +197,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
     dists, mooncakes = _distributions(paths, fixer)
     kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
-    found.update(_where(target, site_packages is not None and python is None, dists,
-                        mooncakes))
+    if found is not None:
+        found.update(_where(target, site_packages is not None and python is None, dists,
+                            mooncakes))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     torch = _torch(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
@@ -721,7 +727,8 @@ def main(argv: list[str] | None = None) -> int:
         report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                              site_packages=ns.site_packages, kb_path=ns.kb,
                              strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
-                             source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs)
+                             source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs,
+                             where=ns.json)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
     if ns.json:
