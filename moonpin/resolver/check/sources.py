@@ -11,8 +11,9 @@ ignored: the check then reads every source, as with ``--no-cache``.
 The cache lives in moonpin's cache folder (:func:`moonpin.kb.cache.cache_dir`), two marshal
 files per SGLang folder: ``check-stamps-<crc>.marshal``, the stamp of every folder and source
 with the requirement derived from them (all a start that finds nothing changed reads: one
-``stat`` per folder and per source, no listing: a folder's mtime tells an added or removed
-entry, a source's own stamp an edit in place or a file mounted over it), and
+``stat`` per folder and per source, no listing but of the folders that were racy when
+walked: a folder's mtime tells an added or removed entry, a source's own stamp an edit in
+place or a file mounted over it), and
 ``check-sources-<crc>.marshal``, the facts of each source (read only when something
 changed). Run the check once when the image is built (``RUN moonpin check --no-deep ...``)
 and every worker start of that image finds it warm.
@@ -41,7 +42,7 @@ __all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
 
 CACHE_FORMAT = 4
 #: The stamps file's layout version (see :func:`scan`).
-STAMPS_FORMAT = 1
+STAMPS_FORMAT = 2
 #: the moonpin package folder (readers/ is in it)
 _MOONPIN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 _READERS = os.path.join(_MOONPIN, "readers")
@@ -79,19 +80,19 @@ def _stat_tree(pkg: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
 
 
 #: A folder modified this close (ns) to the walk that listed it may change again within
-#: the same timestamp tick: its stamp is not trusted (the way git treats an index entry as
-#: racily clean), so the next start lists it again. A file system that keeps nanoseconds
-#: ticks with the kernel's coarse clock (a few ms); one whose stamps are whole seconds
-#: (ext3, HFS+; FAT's are 2 s) gets the longer window. Short, because a cache written in the
-#: image build step that installed SGLang must not leave every worker start listing again.
+#: the same timestamp tick, keeping its stamp: it is racy (as git calls an index entry
+#: racily clean), and every start lists it again until a later walk finds it older. A file
+#: system that keeps nanoseconds ticks with the kernel's coarse clock (a few ms); one whose
+#: stamps are whole seconds (ext3, HFS+; FAT's are 2 s) gets the longer window.
 _RACY_NS = 100_000_000
 _RACY_COARSE_NS = 2_000_000_000
 
 
 def _walk(pkg: str | os.PathLike[str]) -> tuple[dict[str, tuple[int, int]], list[list[Any]]]:
-    """:func:`_stat_tree`, and the folders as the warm check re-stats them: ``[rel,
-    mtime_ns (-1: racy), [.py names]]`` per folder, each folder stat-ed before it is listed
-    (a change made while it is listed gives it a newer stamp)."""
+    """:func:`_stat_tree`, and the folders as the warm check sees them: ``[rel, mtime_ns,
+    [.py names], listing or None]`` per folder, each folder stat-ed before it is listed (a
+    change made while it is listed gives it a newer stamp); ``listing`` (what
+    :func:`_listing` says) only for a racy folder."""
     import time
 
     now = time.time_ns()
@@ -102,38 +103,51 @@ def _walk(pkg: str | os.PathLike[str]) -> tuple[dict[str, tuple[int, int]], list
         folder, rel = stack.pop()
         mtime = os.stat(folder).st_mtime_ns
         names: list[str] = []
+        subdirs: list[str] = []
         with os.scandir(folder) as it:
             for e in it:
                 if e.is_dir(follow_symlinks=False):
                     if e.name != "__pycache__":  # bytecode only: never a source
                         stack.append((e.path, f"{rel}{e.name}/"))
+                        subdirs.append(e.name + "/")
                 elif e.name.endswith(".py"):
                     st = e.stat()
                     out[rel + e.name] = (st.st_size, st.st_mtime_ns)
                     names.append(e.name)
         window = _RACY_COARSE_NS if mtime % 1_000_000_000 == 0 else _RACY_NS
-        layout.append([rel, mtime if mtime < now - window else -1, names])
+        racy = mtime >= now - window
+        layout.append([rel, mtime, names, sorted(names + subdirs) if racy else None])
     return out, layout
+
+
+def _listing(folder: str) -> list[str]:
+    """What the walk keeps of a folder: its ``.py`` names and its folders (``name/``, no
+    ``__pycache__``), sorted."""
+    with os.scandir(folder) as it:
+        return sorted(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in it
+                      if (e.name.endswith(".py") or e.is_dir(follow_symlinks=False))
+                      and e.name != "__pycache__")
 
 
 def _stamps(tree: dict[str, tuple[int, int]], layout: list[list[Any]]) -> list[int]:
     """The values :func:`_same_stamps` computes for an unchanged tree, in its order."""
     out: list[int] = []
-    for rel, mtime, names in layout:
+    for rel, mtime, names, _ in layout:
         out.append(mtime)
         for name in names:
             out += tree[rel + name]
     return out
 
 
-def _same_stamps(pkg: str, layout: Any, expect: Any) -> bool:
+def _same_stamps(pkg: str, layout: Any, expect: Any, relist: Any = ()) -> bool:
     """Whether every folder of ``layout`` (``[rel, [.py names]]`` each) and every source in
     it has the stamp ``expect`` holds: one ``stat`` per folder and per source, no listing.
     A folder's modification time changes when an entry is added, removed or renamed in it
     (so a new source is seen); an in-place edit, or a file bind-mounted over a source (a
-    ConfigMap), changes the source's own size or mtime. A malformed layout is a
-    mismatch. Sources are stat-ed relative to their folder's descriptor (a shorter path
-    walk for the kernel)."""
+    ConfigMap), changes the source's own size or mtime. The folders that were racy when
+    walked (``relist``: ``[rel, listing]`` each) are listed again and compared. A malformed
+    layout is a mismatch. Sources are stat-ed relative to their folder's descriptor (a
+    shorter path walk for the kernel)."""
     got: list[int] = []
     ap = got.append
     st, fst, op, cl = os.stat, os.fstat, os.open, os.close
@@ -148,9 +162,11 @@ def _same_stamps(pkg: str, layout: Any, expect: Any) -> bool:
                     ap(s.st_mtime_ns)
             finally:
                 cl(fd)
+        if got != expect:
+            return False
+        return all(_listing(f"{pkg}/{rel}") == listing for rel, listing in relist)
     except (OSError, TypeError, ValueError):  # gone, or a damaged layout
         return False
-    return bool(got == expect)
 
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -275,7 +291,8 @@ def scan(pkg: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | Non
         sfile = _stamps_file(folder, real_pkg)
         quick = _load_stamps(sfile, analyzer, real_pkg)
         if (quick is not None and not every_import and _valid_derived(quick.get("derived"))
-                and _same_stamps(pkg, quick.get("layout"), quick.get("stamps"))):
+                and _same_stamps(pkg, quick.get("layout"), quick.get("stamps"),
+                                 quick.get("relist"))):
             out.cache = "warm"  # nothing changed: neither the facts nor the analyzer load
             out.files = (len(quick["stamps"]) - len(quick["layout"])) // 2
             out.derived = quick["derived"]
@@ -366,6 +383,7 @@ def _keep_stamps(path: str | None, old: dict[str, Any] | None, analyzer: str, re
     if path is None:
         return None
     doc = {"format": STAMPS_FORMAT, "analyzer": analyzer, "package": real_pkg,
-           "layout": [[rel, names] for rel, _, names in layout],
-           "stamps": _stamps(tree, layout), "derived": derived}
+           "layout": [[rel, names] for rel, _, names, _ in layout],
+           "stamps": _stamps(tree, layout), "derived": derived,
+           "relist": [[rel, listing] for rel, _, _, listing in layout if listing is not None]}
     return None if doc == old else _cache.store(path, doc)
