@@ -1,18 +1,22 @@
-"""Runtime check speed: light mode next to a bare interpreter, deep mode next to `import torch`.
+"""Runtime check speed: light mode next to a bare interpreter and an import, deep mode next to
+`import torch`.
 
     python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH]
 
-Light mode: wall time of `python -m moonpin.resolver.check --elastic-ep-backend mooncake` over a
-healthy fake image (built in a temp folder from tests/lib/images.py unless --site-packages
-names a real one), as a ratio to `python -c pass`, the two run alternately so both see the
-same machine (goal: <= 3x). Timed twice: with moonpin's caches warm (every worker start
-after the image's first check: the SGLang source analysis and the file-facts memo) and with
-`--no-cache` (every source read, the files that can import the process-group module parsed,
-every build scanned). Also printed: the skip path (the fixed cost of `python -m`) and the
-stat walk alone that validates the source cache. Deep mode (goal <= 1.2x
-`python -c "import torch"`) needs a site-packages folder with a real torch
-(`--site-packages PATH`); it is timed next to `python -c "import torch"` with the same
-PYTHONPATH.
+Light mode: wall time of `python -m moonpin.resolver.check --elastic-ep-backend mooncake
+--no-deep` over a healthy fake image (built in a temp folder from tests/lib/images.py unless
+--site-packages names a real one), with moonpin's caches warm (every worker start after the
+image's first check) and cold (`--no-cache`: every SGLang source read, every build scanned,
+every symbol bound), each as a ratio to `python -c pass` and to `python -c "import
+mooncake.pg"` (the import the check stands for; only with --site-packages of an image with
+mooncake, on this environment's LD_LIBRARY_PATH: a host without a GPU needs the stub
+libcuda.so.1 there), all run alternately so that each sees the same machine. Goals: warm
+<= 3x `python -c pass`, cold <= 0.25x the import, peak memory (each child's own ru_maxrss)
+< 50 MiB. Also printed: the skip path (the fixed cost of `python -m`) and, in a fresh
+interpreter, the warm start's validation of the SGLang source cache alone (the stamps file:
+one stat per folder and per source, no walk of the importer model). Deep mode (goal <= 1.2x
+`python -c "import torch"`) needs a site-packages folder with a real torch; it is timed next
+to `python -c "import torch"` with the same PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -35,14 +39,24 @@ sys.path.insert(0, str(ROOT))
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-#: Times, in a fresh interpreter, the stat walk that validates the SGLang source cache.
-_STAT_WALK = """
-import os, sys, time
-from moonpin.resolver.check.sources import _stat_tree
-pkg = os.path.join(sys.argv[1], "sglang")
+#: Times, in a fresh interpreter, what a warm start spends validating the SGLang source
+#: cache: loading the stamps file, one stat per folder, path, file and source the walk and
+#: the scan read (moonpin.resolver.check.stamps), and the analyzer's hash; a walk fails it.
+_STAMP_CHECK = """
+import sys, time
+from moonpin.resolver.check import image_facts as im, sources, target
+tg = target.from_site_packages([sys.argv[1]])
+im.SITE_DIRS, im.ROOT, im.EXT_SUFFIXES = tg.sites, tg.root, tg.ext_suffixes
+def walk(*_):
+    raise SystemExit("walked")
+im.package_sources = walk
 t = time.perf_counter()
-tree = _stat_tree(pkg) if os.path.isdir(pkg) else {}
-print(len(tree), time.perf_counter() - t)
+src = im.sglang_sources(tg.paths)
+facts = sources.scan(src)
+took = time.perf_counter() - t
+doc = src.stamps.doc
+print(len(src.files), len(doc["groups"]) + len(doc["folders"]), int(facts.cache == "warm"),
+      took)
 """
 
 
@@ -50,14 +64,41 @@ def wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
     return measured(cmd, env)[0]
 
 
+#: CPU seconds (user + system) of each run, by command: on a shared machine the wall time
+#: swings with the other load, the CPU time much less.
+CPU: dict[str, list[float]] = {}
+
+
 def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    """Wall time and peak resident memory (KiB, the child's own ru_maxrss) of one run."""
+    """Wall time and peak resident memory (KiB, the child's own ru_maxrss) of one run; its
+    CPU time goes to :data:`CPU`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env or CHILD_ENV)
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
+    CPU.setdefault(" ".join(cmd), []).append(usage.ru_utime + usage.ru_stime)
     return time.perf_counter() - t0, usage.ru_maxrss
+
+
+def _cpu(cmd: list[str]) -> float:
+    return statistics.median(CPU[" ".join(cmd)])
+
+
+def _date_back(tree: Path) -> None:
+    """Every file and folder under ``tree`` an hour older."""
+    for folder, _, names in os.walk(tree, topdown=False):
+        for p in [*(os.path.join(folder, n) for n in names), folder]:
+            st = os.stat(p)
+            os.utime(p, ns=(st.st_atime_ns - 3600 * 10**9, st.st_mtime_ns - 3600 * 10**9))
+
+
+def _row(label: str, t: float, bare: float, imp: float | None, cpu: float,
+         rss: int | None = None, goal: str = "") -> str:
+    vs_imp = f"{t / imp:7.3f}x" if imp else "       -"
+    mem = f"{rss / 1024:6.1f} MiB" if rss is not None else ""
+    return (f"{label:34s} {t * 1000:8.1f} ms  {t / bare:6.2f}x  {cpu:6.2f}x  {vs_imp}  "
+            f"{mem:10s} {goal}").rstrip()
 
 
 def main() -> int:
@@ -74,69 +115,76 @@ def main() -> int:
             from tests.lib.images import healthy_image
 
             site = healthy_image(Path(tmp) / "site")
+            _date_back(site)  # as an image built earlier is (recent folders are re-listed)
         check = [sys.executable, "-m", "moonpin.resolver.check", "--elastic-ep-backend", "mooncake",
                  "--site-packages", str(site), "--no-deep"]
         if args.kb:
             check += ["--kb", str(args.kb)]
-        rc = subprocess.run(check, cwd=ROOT, capture_output=True, check=False).returncode
+        rc = subprocess.run(check, cwd=ROOT, capture_output=True, check=False,
+                            env=CHILD_ENV).returncode
         bare = [sys.executable, "-c", "pass"]
         # What a light check cannot skip on this image: the interpreter, runpy (`python -m`)
-        # and moonpin's modules (the skip path), then one stat per SGLang source, which
-        # validates the source cache the way bytecode is validated.
-        stats = [sys.executable, "-c", _STAT_WALK, str(site)]
+        # and moonpin's modules (the skip path), then one stat per SGLang folder and source
+        # (and per path and file the importer walk read), which validates the source cache
+        # the way bytecode is validated.
+        stamps = [sys.executable, "-c", _STAMP_CHECK, str(site)]
         skip = [sys.executable, "-m", "moonpin.resolver.check"]
+        cold = [*check, "--no-cache"]
+        with_mooncake = args.site_packages is not None and (site / "mooncake").is_dir()
+        imp = [sys.executable, "-c", "import mooncake.pg"]
+        ienv = {**CHILD_ENV, "PYTHONPATH": str(site)}
         wall(check)
         wall(bare)  # warm the page cache
-        t_check: list[float] = []
         t_bare: list[float] = []
+        t_warm: list[float] = []
         t_skip: list[float] = []
-        t_cold: list[float] = []
+        m_warm: list[int] = []
         walk: list[float] = []
-        files = 0
+        files = folders = 0
         for _ in range(args.runs):
             t_bare.append(wall(bare))
-            out = subprocess.run(stats, cwd=ROOT, capture_output=True, text=True, check=False,
-                                 env=CHILD_ENV).stdout.split()
-            if out:
-                files, took = int(out[0]), float(out[1])
-                walk.append(took)
-            t_check.append(wall(check))
-            t_cold.append(wall([*check, "--no-cache"]))
-            t_skip.append(wall(skip))
-    b, c, s, n = (statistics.median(x) for x in (t_bare, t_check, t_skip, t_cold))
-    print(f"python -c pass              median {b * 1000:7.1f} ms  ({args.runs} runs)")
-    print(f"check, mooncake requested   median {c * 1000:7.1f} ms  ratio {c / b:.2f}x, "
-          f"+{(c - b) * 1000:.0f} ms (goal <= 3x, about +50 ms; exit code {rc}; "
-          "caches warm)")
-    print(f"check, --no-cache           median {n * 1000:7.1f} ms  ratio {n / b:.2f}x, "
-          f"+{(n - b) * 1000:.0f} ms (every SGLang source read, every build scanned)")
-    print(f"check, not requested (skip) median {s * 1000:7.1f} ms  ratio {s / b:.2f}x "
-          "(interpreter, runpy and moonpin's modules: the floor of `python -m`)")
-    if walk:
-        w = statistics.median(walk)
-        print(f"  of the warm check: one stat per SGLang source, {files} files: {w * 1000:.1f} ms "
-              f"({w / b:.2f}x a bare start)")
-    if args.site_packages is not None and (args.site_packages / "mooncake").is_dir():
-        # The light check against what it stands for: importing the module SGLang imports
-        # (torch, then the build ld.so binds), alternated, with this environment's
-        # LD_LIBRARY_PATH (a host without a GPU needs the stub libcuda.so.1 there).
-        ienv = {**CHILD_ENV, "PYTHONPATH": str(args.site_packages)}
-        imp = [sys.executable, "-c", "import mooncake.pg"]
-        t_imp, t_warm, t_nc, m_warm, m_nc = [], [], [], [], []
-        for _ in range(max(3, args.runs // 3)):
-            t_imp.append(wall(imp, ienv))
             took, rss = measured(check)
             t_warm.append(took)
             m_warm.append(rss)
-            took, rss = measured([*check, "--no-cache"])
-            t_nc.append(took)
-            m_nc.append(rss)
-        i, w, nc = (statistics.median(x) for x in (t_imp, t_warm, t_nc))
-        print(f"`import mooncake.pg`        median {i * 1000:7.1f} ms; light check warm "
-              f"{w * 1000:.1f} ms ({w / b:.2f}x python -c pass, goal <= 3x), cold "
-              f"{nc * 1000:.1f} ms ({nc / i:.2f}x the import, goal <= 0.25x)")
-        print(f"  peak memory: warm {max(m_warm) / 1024:.1f} MiB, cold {max(m_nc) / 1024:.1f} "
-              "MiB (goal < 50 MiB)")
+            t_skip.append(wall(skip))
+            out = subprocess.run(stamps, cwd=ROOT, capture_output=True, text=True, check=False,
+                                 env=CHILD_ENV).stdout.split()
+            if len(out) == 4 and out[2] == "1":
+                files, folders = int(out[0]), int(out[1])
+                walk.append(float(out[3]))
+        # the cold check (and the import it stands for) take ~0.3-2 s: fewer runs
+        t_bare2: list[float] = []
+        t_cold: list[float] = []
+        t_imp: list[float] = []
+        m_cold: list[int] = []
+        for _ in range(max(3, args.runs // 3)):
+            t_bare2.append(wall(bare))
+            if with_mooncake:
+                t_imp.append(wall(imp, ienv))
+            took, rss = measured(cold)
+            t_cold.append(took)
+            m_cold.append(rss)
+    b, w, s, b2, c = (statistics.median(x) for x in (t_bare, t_warm, t_skip, t_bare2, t_cold))
+    i = statistics.median(t_imp) if t_imp else None
+    cb = _cpu(bare)
+    print(f"{args.runs} runs warm, {len(t_cold)} cold, alternated; exit code {rc}; wall "
+          "times, and the CPU time (user + system) ratio")
+    print(f"{'':34s} {'median':>11s}  {'vs pass':>7s}  {'(cpu)':>7s}  {'vs import':>8s}  "
+          f"{'peak':10s}")
+    print(_row("python -c pass", b, b, i, 1.0))
+    if i is not None:
+        print(_row("python -c 'import mooncake.pg'", i, b2, i, _cpu(imp) / cb))
+    print(_row("light check, caches warm", w, b, i, _cpu(check) / cb, max(m_warm),
+               "goal <= 3x python -c pass, < 50 MiB"))
+    print(_row("light check, cold (--no-cache)", c, b2, i, _cpu(cold) / cb, max(m_cold),
+               "goal <= 0.25x the import, < 50 MiB"))
+    print(_row("skip path (python -m, no mooncake)", s, b, i, _cpu(skip) / cb, None,
+               "interpreter, runpy and moonpin's modules"))
+    if walk:
+        v = statistics.median(walk)
+        print(f"  of the warm check: the source cache validated ({files} sources, {folders} "
+              f"folders: stamps file loaded, one stat each), {v * 1000:.1f} ms in a fresh "
+              f"interpreter ({v / b:.2f}x a bare start)")
     if args.site_packages is None or not (args.site_packages / "torch").is_dir():
         print("deep mode: skipped (needs --site-packages PATH of an image with torch)")
         return 0

@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # annotations only: `typing` and `pathlib` load `re` and `enu
 
     T = TypeVar("T")
 
-__all__ = ["FileMemo", "cache_dir", "cache_folder", "facts_memo", "file_digest", "load",
-           "store"]
+__all__ = ["RACY_COARSE_NS", "RACY_NS", "FileMemo", "cache_dir", "cache_folder", "facts_memo",
+           "file_digest", "load", "racy", "store"]
 
 
 def cache_folder() -> str | None:
@@ -59,6 +59,23 @@ def cache_dir() -> Path | None:
     from pathlib import Path
 
     return Path(folder)
+
+
+#: A stamp (an mtime, ns) this close to when the thing was read may hide a second change
+#: made within the same timestamp tick after the read: the thing is *racy* (as git calls an
+#: index entry racily clean), and what was read of it is compared again at the next use
+#: instead of trusted by its stamp. A file system that keeps nanoseconds ticks with the
+#: kernel's coarse clock (a few ms); one whose stamps are whole seconds (ext3, HFS+; FAT's
+#: are 2 s) gets the longer window.
+RACY_NS = 100_000_000
+RACY_COARSE_NS = 2_000_000_000
+
+
+def racy(mtime_ns: int, read_ns: int) -> bool:
+    """Whether a stamp ``mtime_ns`` is too close to ``read_ns`` (when it was read, or any
+    earlier time) to vouch for what was read (:data:`RACY_NS`)."""
+    window = RACY_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_NS
+    return mtime_ns >= read_ns - window
 
 
 #: The largest cache file read (a real SGLang's source cache is ~2 MB).

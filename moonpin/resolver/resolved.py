@@ -33,6 +33,7 @@ __all__ = [
     "load",
     "load_facts",
     "load_launch",
+    "load_requirement",
     "load_requirements",
     "load_show",
     "load_summary",
@@ -88,12 +89,13 @@ def table_name(prefix: str, version: str) -> str:
 
 
 def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = False,
-                valid: Any = None) -> Any:
+                valid: Any = None, sha: bool = True) -> Any:
     """The table ``name`` beside ``kb_path`` when it belongs to this KB (its ``kb_sha256``
     is the KB's) and has the shape ``valid(doc)`` expects; raises OSError/ValueError
     otherwise (a FIFO, a device, an oversized, deep or damaged table included: derived
     files are input like any other). ``memo``: keep the parsed document in
-    :func:`moonpin.kb.cache.facts_memo`, so a worker start skips ``json``."""
+    :func:`moonpin.kb.cache.facts_memo`, so a worker start skips ``json``. ``sha=False``:
+    the caller compares the table's ``schema_version`` and ``kb_sha256`` itself."""
     path = os.path.join(_folder(kb_path), name)
 
     def parse() -> Any:
@@ -112,7 +114,8 @@ def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = Fals
         doc = parse()
     if not fits(doc):
         raise ValueError(f"{path}: not a resolved table of this moonpin")
-    if doc.get("schema_version") != SCHEMA or doc.get("kb_sha256") != file_sha256(kb_path):
+    if sha and (doc.get("schema_version") != SCHEMA
+                or doc.get("kb_sha256") != file_sha256(kb_path)):
         raise ValueError(f"{path} does not belong to {kb_path}")
     return doc
 
@@ -182,16 +185,15 @@ def _valid_feature(f: Any) -> bool:
 
 def _valid_requirements(doc: dict[str, Any]) -> bool:
     table = doc.get("sglang")
-    if type(table) is not dict:
-        return False
-    for m in table.values():
-        if not (_valid_meta(m) and _strs(m.get("optional_names"))
-                and type(m.get("features")) is dict):
-            return False
-        if not all(type(k) is str and type(v) is list and all(_valid_feature(f) for f in v)
-                   for k, v in m["features"].items()):
-            return False
-    return True
+    return type(table) is dict and all(_valid_requirement(m) for m in table.values())
+
+
+def _valid_requirement(m: Any) -> bool:
+    """One release's entry of ``_sglang.json``."""
+    return (_valid_meta(m) and _strs(m.get("optional_names"))
+            and type(m.get("features")) is dict
+            and all(type(k) is str and type(v) is list and all(_valid_feature(f) for f in v)
+                    for k, v in m["features"].items()))
 
 
 _FLAG_FIELDS: dict[str, tuple[Any, ...]] = {
@@ -358,6 +360,41 @@ def load_requirements(kb_path: str | os.PathLike[str]) -> dict[str, dict[str, An
                                 valid=_valid_requirements)["sglang"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def load_requirement(kb_path: str | os.PathLike[str],
+                     version: str) -> tuple[bool, dict[str, Any] | None]:
+    """Whether :func:`load_requirements` would give a table (``resolved/_sglang.json`` of
+    this KB, well formed), and ``version``'s entry in it (None: the table lacks it).
+
+    What a worker start needs of the table, without it: the verdict on the whole table and
+    the one entry are kept per release in :func:`moonpin.kb.cache.facts_memo` against the
+    table's stamp, so a start neither loads nor re-validates every release's entry (~70
+    KB of memo); whether the table belongs to the KB is asked afresh (the KB's sha256,
+    itself kept against the KB's stamp)."""
+    from moonpin.kb.cache import facts_memo
+
+    path = os.path.join(_folder(kb_path), "_sglang.json")
+
+    def entry() -> list[Any]:
+        try:
+            doc = _read_table(kb_path, "_sglang.json", valid=_valid_requirements, sha=False)
+        except (OSError, ValueError, KeyError, TypeError):
+            return [None, None, None]
+        return [doc.get("schema_version"), doc.get("kb_sha256"), doc["sglang"].get(version)]
+
+    try:
+        got = facts_memo().get("requirement-v1\0" + version, path, entry, _valid_entry_memo)
+        if got[0] != SCHEMA or got[1] != file_sha256(kb_path):
+            return False, None
+    except OSError:  # the table, or the KB, cannot be read: no table
+        return False, None
+    return True, got[2]
+
+
+def _valid_entry_memo(v: Any) -> bool:
+    return (type(v) is list and len(v) == 3 and (v[2] is None or _valid_requirement(v[2]))
+            and (v[0] is None or type(v[0]) is int) and (v[1] is None or type(v[1]) is str))
 
 
 def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] | None:

@@ -326,6 +326,68 @@ def test_a_damaged_requirements_table_is_ignored(kb_path: Path, edit: object) ->
 
 
 @pytest.mark.parametrize("edit", [
+    None,
+    lambda d: d["sglang"]["0.5.4"].update(names=[1, 2]),  # another release's entry
+    lambda d: d["sglang"]["0.5.17"]["features"].update(x=[{"module": 5}]),
+    lambda d: d.update(sglang=[]),
+    lambda d: d.update(kb_sha256="0" * 64),  # another KB's table
+    lambda d: d.update(schema_version=99),
+])
+def test_one_release_of_the_requirements_table_as_the_whole(
+        kb_path: Path, edit: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a worker start reads of ``_sglang.json`` (one release's entry, kept in the
+    memo) says what the whole table says, damaged or not, cold and warm."""
+    from moonpin.kb import files
+
+    if edit is not None:
+        _retyped(resolved.resolved_path(kb_path) / "_sglang.json", edit)
+    whole = resolved.load_requirements(kb_path)
+    for version in ("0.5.4", "0.5.17", "9.9.9"):
+        want = (whole is not None, whole.get(version) if whole is not None else None)
+        assert resolved.load_requirement(kb_path, version) == want  # cold: parsed
+        with monkeypatch.context() as m:
+            def refuse(_: object) -> None:
+                raise AssertionError("parsed the table again")
+
+            m.setattr(files, "loads_json", refuse)
+            assert resolved.load_requirement(kb_path, version) == want  # warm: the memo
+    assert (whole is None) == (edit is not None)  # control: each edit damages the table
+
+
+def test_kbview_of_one_release_answers_as_the_whole_index(kb_path: Path) -> None:
+    from moonpin.resolver.check.image_facts import KBView
+
+    whole = KBView(str(kb_path))
+    for installed in ("0.5.17", "9.9.9"):
+        one = KBView(str(kb_path), installed)
+        assert one.ok and one._only == installed  # the one entry, not the index
+        for v in (installed, "0.5.4", "0.5.17"):  # another release: the whole index
+            a, b = one.requirement(v), whole.requirement(v)
+            assert (vars(a) if a else None) == (vars(b) if b else None), v
+            assert one.feature_imports(v, "hicache") == whole.feature_imports(v, "hicache")
+    assert whole.requirement("0.5.17") is not None  # control
+
+
+def test_one_release_follows_the_table_and_the_kb(kb_path: Path) -> None:
+    """A table rewritten (its stamp changes) is read again; a KB changed under an
+    unchanged table makes the table another KB's."""
+    import os
+
+    ok, entry = resolved.load_requirement(kb_path, "0.5.17")
+    assert ok and entry is not None
+    table = resolved.resolved_path(kb_path) / "_sglang.json"
+    st = table.stat()
+    _retyped(table, lambda d: d["sglang"]["0.5.17"].update(names=["only_this"]))
+    os.utime(table, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    ok, entry = resolved.load_requirement(kb_path, "0.5.17")
+    assert ok and entry is not None and entry["names"] == ["only_this"]
+    with open(kb_path, "a") as f:
+        f.write(" ")  # still the same KB to a JSON reader, another sha256
+    assert resolved.load_requirement(kb_path, "0.5.17") == (False, None)
+    assert resolved.load_requirements(kb_path) is None  # as the whole table says
+
+
+@pytest.mark.parametrize("edit", [
     lambda d: d["launch"].update(flags=[5]),
     lambda d: d["launch"]["flags"][0].update(name=5),
     lambda d: d["launch"]["rules"][0].update(writes=[None]),

@@ -218,10 +218,12 @@ def _key(paths: Sequence[str]) -> tuple[Any, ...]:
 
 def use_importer(paths: Sequence[str] | None) -> None:
     """Share one model of the target's importer for ``paths`` (None: stop sharing; each
-    look then reads the environment afresh)."""
+    look then reads the environment afresh). It records what it reads
+    (:mod:`moonpin.resolver.check.stamps`), but under an image's root."""
     _CURRENT.clear()
     if paths is not None:
-        _CURRENT.append((_key(paths), Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES)))
+        _CURRENT.append((_key(paths), Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES,
+                                               record=ROOT is None)))
 
 
 def importer_for(paths: Sequence[str]) -> Importer:
@@ -229,7 +231,7 @@ def importer_for(paths: Sequence[str]) -> Importer:
     a new one."""
     if _CURRENT and _CURRENT[0][0] == _key(paths):
         return _CURRENT[0][1]
-    return Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES)
+    return Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES, record=ROOT is None)
 
 
 def locate(paths: Sequence[str], name: str) -> Found | None:
@@ -244,9 +246,21 @@ def find_package(paths: Sequence[str], name: str) -> str | None:
     return found.folder if found is not None and not found.module else None
 
 
-def sglang_sources(paths: Sequence[str]) -> Sources | None:
-    """The source files ``import sglang.<x>`` loads (None: sglang is no package here)."""
-    return package_sources(importer_for(paths), "sglang")
+def sglang_sources(paths: Sequence[str], cache: bool = True) -> Sources | None:
+    """The source files ``import sglang.<x>`` loads (None: sglang is no package here).
+
+    ``cache``: from the stamps file when nothing the walk read changed
+    (:func:`moonpin.resolver.check.stamps.memoised`; not under an image's root, whose paths
+    resolve through the image's own links)."""
+    if not cache or ROOT is not None:
+        return package_sources(importer_for(paths), "sglang")
+    from moonpin.resolver.check import stamps
+
+    def build() -> tuple[Importer | None, Sources | None]:
+        imp = importer_for(paths)
+        return imp, package_sources(imp, "sglang")
+
+    return stamps.memoised(stamps.key("sglang", list(paths), SITE_DIRS, EXT_SUFFIXES), build)
 
 
 class Torch:
@@ -443,13 +457,23 @@ class KBView:
     """The knowledge base as the check needs it: each SGLang release's requirement from the
     small resolved index when it is fresh; the whole file only on a failure path."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, version: str | None = None) -> None:
+        """``version``: the installed SGLang release, the one entry of the resolved index a
+        worker start needs (:func:`moonpin.resolver.resolved.load_requirement`); another
+        release asked for later loads the whole index."""
         self.path = path
         self._doc: dict[str, Any] | None = None
         self._requirements: dict[str, dict[str, Any]] | None = None
-        from moonpin.resolver.resolved import load_requirements
+        self._only: str | None = None  # the one release _requirements holds (None: all)
+        from moonpin.resolver import resolved
 
-        self._requirements = load_requirements(path)
+        if version is not None:
+            ok, entry = resolved.load_requirement(path, version)
+            if ok:
+                self._requirements = {version: entry} if entry is not None else {}
+                self._only = version
+        else:
+            self._requirements = resolved.load_requirements(path)
         if self._requirements is not None:
             self.ok, self.msg = True, f"knowledge base {path}"
         else:
@@ -465,7 +489,7 @@ class KBView:
         """The release's unconditional mooncake imports for ``feature`` (KB import records),
         from the resolved table when it holds them, else from the whole KB; None when the
         KB does not know the release."""
-        entry = self._requirements.get(version or "") if self._requirements else None
+        entry = self._entry(version or "")
         if isinstance(entry, dict) and isinstance(entry.get("features"), dict):
             return list(entry["features"].get(feature) or ())
         rec = next((r for r in (self.doc() or {}).get("sglang") or ()
@@ -475,11 +499,21 @@ class KBView:
         return [i for i in rec.get("imports") or ()
                 if i.get("feature") == feature and not i.get("optional")]
 
+    def _entry(self, version: str) -> dict[str, Any] | None:
+        """``version``'s entry of the resolved index (None: not there, or no index)."""
+        if not version:
+            return None
+        if self._only is not None and version != self._only:
+            from moonpin.resolver.resolved import load_requirements
+
+            self._requirements, self._only = load_requirements(self.path) or {}, None
+        return self._requirements.get(version) if self._requirements else None
+
     def requirement(self, version: str | None) -> Requirement | None:
         if not self.ok or version is None:
             return None
         if self._requirements is not None:
-            pg = self._requirements.get(version)
+            pg = self._entry(version)
         else:
             doc = self._doc or {}
             pg = next((rec.get("pg") or {} for rec in doc.get("sglang") or ()

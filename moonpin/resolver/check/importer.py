@@ -27,6 +27,7 @@ from moonpin.resolver.check.sitefiles import pth, pth_files, pth_paths, site_dir
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["Found", "Importer", "Sources", "find", "folder_sources", "found_in",
            "package_sources", "pth", "pth_files", "pth_paths", "site_dirs"]
@@ -92,19 +93,23 @@ class Sources:
     (``sglang/srt/server_args.py``, ``sglang/srt/__init__.py``) to the file; ``roots`` the
     folders whose trees named them; ``via`` how many of them each finder supplied (``how``
     of :class:`~moonpin.resolver.check.metapath.Spec`); ``key`` tells one set's cache from
-    another's."""
+    another's; ``stamps``: the stamps file that vouches for this set and keeps what was
+    derived from its files (:class:`moonpin.resolver.check.stamps.Stamps`; None: none)."""
 
-    __slots__ = ("broken", "files", "found", "key", "roots", "via")
+    __slots__ = ("broken", "files", "found", "key", "roots", "stamps", "via")
 
     def __init__(self, found: Found, files: dict[str, str], roots: Sequence[str],
-                 via: dict[str, int], broken: Sequence[str] = ()) -> None:
+                 via: dict[str, int], broken: Sequence[str] = (), key: str | None = None
+                 ) -> None:
         self.found = found
         self.files = files
         self.roots = tuple(roots)
         self.via = via
         #: sources that cannot be read: a ``.py`` entry that is no file, an unlistable folder
         self.broken = tuple(broken)
-        self.key = "\0".join(os.path.realpath(r) for r in (found.folder, *self.roots))
+        self.key = key if key is not None else "\0".join(
+            os.path.realpath(r) for r in (found.folder, *self.roots))
+        self.stamps: Any = None
 
 
 def _rel(name: str, origin: str) -> str:
@@ -170,12 +175,14 @@ def _outermost(roots: Sequence[tuple[str, str]]) -> list[str]:
     return [f for _, f in out]
 
 
-def folder_sources(folder: str, ext: Sequence[str] | None = None) -> Sources:
+def folder_sources(folder: str, ext: Sequence[str] | None = None,
+                   imp: Importer | None = None) -> Sources:
     """The sources of the package in ``folder`` taken alone (no ``sys.path``, no finder):
-    its modules as ``FileFinder`` resolves them there."""
+    its modules as ``FileFinder`` resolves them there (``imp``: the model to use, one
+    with nothing on its path; default: a new one)."""
     folder = os.fspath(folder)
     top = os.path.basename(os.path.normpath(folder)).replace(".", "_") or "package"
-    imp = Importer([], [], None, ext)
+    imp = imp if imp is not None else Importer([], [], None, ext)
     init = next((os.path.join(folder, "__init__" + s) for s in imp.suffixes
                  if imp.listing(folder).get("__init__" + s, 0) & 1), None)
     spec = Spec(top, init, (folder,), "sys.path")

@@ -42,6 +42,7 @@ and every path a file of the image names is resolved under it
 from __future__ import annotations
 
 import os
+import stat  # loaded by os
 from importlib import machinery
 
 from moonpin.resolver.check.sitefiles import (
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["Importer", "Spec"]
+__all__ = ["Importer", "Spec", "kind_of"]
 
 _FILE, _DIR, _LINK = 1, 2, 4
 #: Package levels below the top the source walk descends at most (SGLang's deepest is ~12).
@@ -115,7 +116,7 @@ class _Setuptools:
             base = self.mapping[fullname]
             for cand in (os.path.join(base, "__init__.py"),
                          *(_with_suffix(base, s) for s in imp.all_suffixes)):
-                if cand is not None and os.path.exists(cand):
+                if cand is not None and imp.kind(cand):
                     return imp.spec_from_file(fullname, cand, self.how)
             return None
         parent = fullname.rpartition(".")[0]
@@ -179,7 +180,7 @@ class _Skbc:
                 continue
             for parent_path, rank in list(ranked[parent].items()):
                 sub = os.path.join(parent_path, last)
-                if os.path.isdir(sub):
+                if imp.isdir(sub):
                     ranked.setdefault(pkg, {}).setdefault(sub, rank)
         self.locations = {pkg: [p for _, p in sorted((r, p) for p, r in locs.items())]
                           for pkg, locs in ranked.items()}
@@ -223,10 +224,19 @@ class Importer:
     ``paths``), ``ext`` its extension-module suffixes, ``root`` an image's root folder.
 
     Folder listings, specs and package paths are remembered for the life of the object:
-    make one per look at the environment."""
+    make one per look at the environment.
+
+    ``record``: keep the stamp of everything the model reads, so that what it found can be
+    trusted later while they are unchanged (:mod:`moonpin.resolver.check.stamps`):
+    :attr:`stamps` (each folder listed: its mtime, taken before the listing), the kinds it
+    asked of paths (:meth:`kind`: whether each exists, as a file or a folder, links
+    followed; a symbolic link met in a listing too), and :attr:`reads` (each file whose
+    content decided: ``.pth`` files, editable finders, ``__init__.py`` files read for
+    ``extend_path``, ``.pkg`` files: size and mtime, taken before the read)."""
 
     def __init__(self, paths: Sequence[str], sites: Sequence[str] | None = None,
-                 root: str | None = None, ext: Sequence[str] | None = None) -> None:
+                 root: str | None = None, ext: Sequence[str] | None = None,
+                 record: bool = False) -> None:
         self.root = root
         self.ext = tuple(machinery.EXTENSION_SUFFIXES if ext is None else ext)
         #: FileFinder's loaders' order: extensions, source, bytecode
@@ -237,7 +247,17 @@ class Importer:
         self.back: list[_Setuptools | _Hatch] = []  # appended after PathFinder
         self.hooks: dict[str, _Setuptools] = {}  # placeholder entry -> its path hook
         self._lists: dict[str, dict[str, int]] = {}
-        self._dirs: dict[str, bool] = {}
+        self._kinds: dict[str, int] = {}
+        #: when this model began to look (ns; set when recording), the stamps of the
+        #: folders it listed and of the files it read (:attr:`record`)
+        self.t0 = 0
+        self.stamps: dict[str, int] | None = None
+        self.reads: dict[str, list[int] | None] | None = None
+        if record:
+            import time  # builtin
+
+            self.t0 = time.time_ns()
+            self.stamps, self.reads = {}, {}
         self._specs: dict[str, Spec | None] = {}
         self._paths: dict[str, tuple[str, ...] | None] = {}
         #: folders that could not be listed (the importer finds nothing in them), and why
@@ -257,7 +277,10 @@ class Importer:
         hatch: _Hatch | None = None
         for site in order:
             cur = paths.index(site) + 1 if site in paths else len(paths)
+            if self.stamps is not None:
+                self.listing(site)  # stamped and kept before its .pth files are listed
             for f in pth_files(site):
+                self.read(f)
                 for entry in pth_lines(f):
                     if entry[0] == "path":
                         d = in_root(self.root, entry[1], site)
@@ -270,7 +293,10 @@ class Importer:
                         if kind is None or mod in imported:
                             continue
                         file = os.path.join(site, mod + ".py")
-                        facts = finder_facts(file) if os.path.isfile(file) else None
+                        facts = None
+                        if self.kind(file) == _FILE:
+                            self.read(file)
+                            facts = finder_facts(file)
                         if facts is None or facts.get("broken") or (
                                 kind == "hatch" and not self._has_editables(paths[:cur])):
                             failed = True  # the import raises: site ignores the rest
@@ -326,11 +352,15 @@ class Importer:
         if got is not None:
             return got
         got = {}
+        if self.stamps is not None:
+            self._stamp(folder)
         try:
             with os.scandir(folder) as it:
                 for e in it:
                     try:
                         link = _LINK if e.is_symlink() else 0
+                        if link and self.stamps is not None:  # where it leads may change
+                            self.kind(self.join(folder, e.name))
                         if self.root is not None and link:
                             host = self.join(folder, e.name)
                             got[e.name] = link | (_FILE if os.path.isfile(host) else
@@ -346,10 +376,40 @@ class Importer:
         return got
 
     def isdir(self, folder: str) -> bool:
-        got = self._dirs.get(folder)
+        return self.kind(folder) == _DIR
+
+    def kind(self, path: str) -> int:
+        """What ``path`` is, links followed: 0 nothing (or it cannot be stat-ed), 1 a
+        regular file, 2 a folder, 3 something else (``os.path.isfile``/``isdir``/``exists``
+        of it)."""
+        got = self._kinds.get(path)
         if got is None:
-            got = self._dirs[folder] = os.path.isdir(folder)
+            got = self._kinds[path] = kind_of(path)
         return got
+
+    def kinds(self) -> dict[str, int]:
+        """Every path whose kind was asked (:meth:`kind`), with the answer."""
+        return self._kinds
+
+    def _stamp(self, folder: str) -> None:
+        """Keep ``folder``'s mtime before it is listed (a change while it is listed then
+        gives it a newer one); a folder that cannot be stat-ed is kept as nothing there."""
+        if self.stamps is None or folder in self.stamps:
+            return
+        try:
+            self.stamps[folder] = os.stat(folder).st_mtime_ns
+        except (OSError, ValueError):
+            self._kinds.setdefault(folder, 0)
+
+    def read(self, path: str) -> None:
+        """Keep the stamp of a file whose content the model is about to read (recording)."""
+        if self.reads is None or path in self.reads:
+            return
+        try:
+            st = os.stat(path)
+            self.reads[path] = [st.st_size, st.st_mtime_ns]
+        except (OSError, ValueError):
+            self.reads[path] = None
 
     def file_find(self, folder: str, fullname: str) -> Spec | None:
         """``FileFinder(folder).find_spec(fullname)``."""
@@ -456,9 +516,10 @@ class Importer:
         self._paths[name] = None  # a loop through a .pkg line stops here
         spec = self.find(name)
         out = None if spec is None else spec.search
-        if out is not None and spec is not None and spec.origin is not None \
-                and extends_path(spec.origin):
-            out = self._extend_path(out, name)
+        if out is not None and spec is not None and spec.origin is not None:
+            self.read(spec.origin)
+            if extends_path(spec.origin):
+                out = self._extend_path(out, name)
         self._paths[name] = out
         return out
 
@@ -482,6 +543,7 @@ class Importer:
             out.extend(p for p in portions if p not in out)
             pkgfile = self.join(entry, name + ".pkg")
             if hook is None and self.listing(entry).get(name + ".pkg", 0) & _FILE:
+                self.read(pkgfile)
                 out.extend(_pkg_lines(pkgfile))
         return tuple(out)
 
@@ -568,6 +630,15 @@ class Importer:
                     if k.startswith(below):
                         names[k] = None
         return list(names)
+
+
+def kind_of(path: str) -> int:
+    """:meth:`Importer.kind` of ``path``, asked afresh."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return 0
+    return _DIR if stat.S_ISDIR(mode) else _FILE if stat.S_ISREG(mode) else 3
 
 
 def _pkg_lines(path: str) -> list[str]:

@@ -92,7 +92,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 deep: bool | None = None, deep_timeout: float = 120.0,
                 source_cache: bool = True, python: str | None = None,
                 rootfs: StrPath | None = None, config: Any = None,
-                partial_root: bool = False) -> Report:
+                partial_root: bool = False, where: bool = True) -> Report:
     """Read the image and decide whether the requested mooncake features can work.
 
     The image is ``python``'s environment (its ``sys.path``, Python version and extension
@@ -107,7 +107,11 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
     unchanged files (see :mod:`moonpin.resolver.check.sources`), and every build, loader and table
     instead
-    of trusting the file-facts memo (:func:`moonpin.kb.cache.facts_memo`)."""
+    of trusting the file-facts memo (:func:`moonpin.kb.cache.facts_memo`).
+
+    ``where=False`` leaves :attr:`Report.found` (where the importer finds sglang, mooncake
+    and torch) empty: only the JSON output shows it, and the text output of a worker start
+    does without the ~1 ms it costs."""
     target = None
     if rootfs is not None:
         from moonpin.resolver.check import target as tg
@@ -131,7 +135,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               site_packages=site_packages, kb_path=kb_path, strict=strict,
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
-                              found=found, partial_root=partial_root, seen=seen)
+                              found=found if where else None, partial_root=partial_root,
+                              seen=seen)
         report.found = found
         from moonpin.resolver.check.pep668 import for_target
 
@@ -150,7 +155,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None,
-                 found: dict[str, Any], target: Target | None = None,
+                 found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
@@ -205,17 +210,18 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    sglang_src = im.sglang_sources(paths)
+    sglang_src = im.sglang_sources(paths, source_cache)
     kb_file = os.fspath(kb_path) if kb_path is not None else None
     fixer = Fixer(fix_provider, kb_file)
     fixer.python = target.tag
     if target.machine is not None:
         fixer.arch = target.machine
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
-    kb = _knowledge_base(kb_file, add)
     dists, mooncakes = _distributions(paths, fixer)
-    found.update(_where(target, site_packages is not None and python is None, dists,
-                        mooncakes, sglang_src))
+    kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
+    if found is not None:
+        found.update(_where(target, site_packages is not None and python is None, dists,
+                            mooncakes, sglang_src))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     from moonpin.resolver.check.torch_check import torch_of
 
@@ -305,11 +311,14 @@ def _target(site_packages: Sequence[StrPath] | None, python: str | None,
         return None
 
 
-def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None]) -> KBView:
+def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
+                    sglang: str | None = None) -> KBView:
+    """The KB as the check reads it; ``sglang``: the installed release (its entry is all a
+    start that passes reads of the resolved index)."""
     from moonpin.kb.paths import default_kb_file
     from moonpin.resolver.check.image_facts import KBView
 
-    kb = KBView(kb_file or default_kb_file())
+    kb = KBView(kb_file or default_kb_file(), sglang)
     if not kb.ok:
         add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
                         "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
@@ -605,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
         report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                              site_packages=ns.site_packages, kb_path=ns.kb,
                              strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
-                             source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs)
+                             source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs,
+                             where=ns.json)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
     if ns.json:

@@ -8,10 +8,14 @@ file is (or is dropped), and so is every file when moonpin's analyzer changed (t
 records a hash of ``moonpin/readers/pyast*.py``). A cache that cannot be read, parsed or written is
 ignored: the check then reads every source, as with ``--no-cache``.
 
-The cache lives in moonpin's cache folder (:func:`moonpin.kb.cache.cache_dir`), one marshal file
-per SGLang folder (``check-sources-<crc>.marshal``). Run the
-check once when the image is built (``RUN moonpin check --no-deep ...``) and every worker
-start of that image finds it warm.
+The cache lives in moonpin's cache folder (:func:`moonpin.kb.cache.cache_dir`), two marshal
+files per source set: the stamps file (:mod:`moonpin.resolver.check.stamps`), the source set
+with the stamp of every folder, file and source it was made from and the requirement derived
+from the sources (all a start that finds nothing changed reads: one ``stat`` per folder and
+per source, no listing, no source read), and ``check-sources-<crc>.marshal``, the facts of
+each source (read only when something changed, to re-read only what did). Run the check once
+when the image is built (``RUN moonpin check --no-deep ...``) and every worker start of that
+image finds it warm.
 
 Standard library and :mod:`moonpin.readers.pyast` only: this is on the worker-start path (no
 ``hashlib`` either: loading OpenSSL costs ~5 ms; CRC-32 tells changes apart well enough).
@@ -183,6 +187,11 @@ def scan(pkg: str | os.PathLike[str] | Sources, *,
     sglang.<x>`` loads (:func:`moonpin.resolver.check.importer.package_sources`), or, for a
     folder, the modules of the package in it taken alone.
 
+    When the set comes with a stamps file that found its sources unchanged
+    (:attr:`~moonpin.resolver.check.importer.Sources.stamps`), the requirement is the one
+    it keeps: nothing is read. Otherwise every source is stat-ed, the ones the facts cache
+    does not hold as they are now are read, and the stamps file gets the requirement.
+
     ``imports``/``calls``/``backends`` come from the files that can import the process-group
     module (:func:`moonpin.readers.pyast.mentions_pg_module`): the elastic-EP requirement. With
     ``every_import``, every file that mentions mooncake is parsed as well and
@@ -200,29 +209,56 @@ def scan(pkg: str | os.PathLike[str] | Sources, *,
             gc.enable()
 
 
-def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[str] | None,
-          use_cache: bool, every_import: bool) -> SourceFacts:
+def _folder_sources(pkg: str, cache_dir: str | os.PathLike[str] | None,
+                    use_cache: bool) -> Sources:
+    """The sources of the package folder ``pkg`` taken alone, from the stamps file when
+    nothing changed (:func:`moonpin.resolver.check.stamps.memoised`)."""
     from moonpin.resolver.check.importer import folder_sources
 
-    src = pkg if not isinstance(pkg, (str, os.PathLike)) else folder_sources(os.fspath(pkg))
+    if not use_cache:
+        return folder_sources(pkg)
+    from moonpin.resolver.check import stamps as _stamps
+    from moonpin.resolver.check.metapath import Importer
+
+    def build() -> tuple[Importer, Sources]:
+        imp = Importer([], [], None, None, record=True)
+        return imp, folder_sources(pkg, imp=imp)
+
+    got = _stamps.memoised(_stamps.key("folder", os.path.realpath(pkg)), build, cache_dir)
+    assert got is not None  # folder_sources always gives a set (or raises)
+    return got
+
+
+def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[str] | None,
+          use_cache: bool, every_import: bool) -> SourceFacts:
+    src = pkg if not isinstance(pkg, (str, os.PathLike)) else \
+        _folder_sources(os.fspath(pkg), cache_dir, use_cache)
     out = SourceFacts()
+    folder = (cache_dir or _cache.cache_folder()) if use_cache else None
+    analyzer = _analyzer_hash() if folder is not None else ""
+    vouched = src.stamps if use_cache else None
+    if vouched is not None and not every_import:
+        derived = vouched.derived(analyzer)
+        if _valid_derived(derived):  # nothing changed: neither facts nor analyzer load
+            assert derived is not None
+            out.cache, out.files, out.derived = "warm", len(src.files), derived
+            return out
     stamps = _stat_files(src)
     out.files = len(stamps)
     key = src.key
     cached: dict[str, Any] | None = None
     doc: dict[str, Any] | None = None
     cfile: str | None = None
-    analyzer = ""
-    folder = (cache_dir or _cache.cache_folder()) if use_cache else None
     if folder is not None:
         cfile = _cache_file(folder, key)
-        analyzer = _analyzer_hash()
         doc = _load_cache(cfile, analyzer, key)
         cached = doc["files"] if doc is not None else None
         out.cache = "cold" if cached is None else "warm"
         if (doc is not None and not every_import and _valid_derived(doc.get("derived"))
                 and _unchanged(stamps, doc["files"], every_import)):
             out.derived = doc["derived"]  # nothing changed: the analyzer is not even loaded
+            if vouched is not None:
+                out.cache_error = vouched.keep(analyzer, stamps, out.derived)
             return out
     from moonpin.readers import pyast
 
@@ -268,4 +304,6 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
         out.cache_error = _cache.store(cfile, {"format": CACHE_FORMAT, "analyzer": analyzer,
                                                "package": key,
                                                "files": entries, "derived": out.derived})
+    if vouched is not None and out.cache_error is None:  # the stamps vouch for the facts
+        out.cache_error = vouched.keep(analyzer, stamps, out.derived)
     return out

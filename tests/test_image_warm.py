@@ -1,0 +1,74 @@
+"""Opt-in (``-m image``): on a hard-link copy of the real image of
+``../shared/tools/realimg/build.sh`` (``MOONPIN_TEST_REALIMG``), a warm start of the light
+check (its caches written by an earlier check, as in the image build) sees what changed in
+SGLang's sources since: an edit in place that leaves the folder's stamp as it was (an editor,
+or a file bind-mounted over a source), a new folder with a new source. Each time its verdict
+is the one ``--no-cache`` reaches, reading every source."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from moonpin.kb.cache import load
+
+pytestmark = pytest.mark.image
+
+ROOT = Path(__file__).resolve().parents[1]
+REALIMG = os.environ.get("MOONPIN_TEST_REALIMG")
+SITE = "lib/python3.11/site-packages"
+ELASTIC = "sglang/srt/elastic_ep/elastic_ep.py"
+
+
+def _check(site: Path, cache: Path, *extra: str) -> tuple[int, str]:
+    assert REALIMG is not None
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    env["LD_LIBRARY_PATH"] = str(Path(REALIMG) / "stubs")
+    env["MOONPIN_CACHE_DIR"] = str(cache)
+    proc = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--site-packages",
+                           str(site), "--elastic-ep-backend", "mooncake", "--no-deep", *extra],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if "  sglang: " in ln)
+    return proc.returncode, line
+
+
+def test_a_warm_start_sees_what_changed_in_the_sources(tmp_path: Path) -> None:
+    if not REALIMG or not (Path(REALIMG) / "venv" / "bin" / "python").exists():
+        pytest.fail("set MOONPIN_TEST_REALIMG to the folder build.sh made (with venv/)")
+    img = tmp_path / "img"
+    subprocess.run(["cp", "-al", str(Path(REALIMG) / "venv"), str(img)], check=True)
+    site, cache = img / SITE, tmp_path / "cache"
+    first = _check(site, cache)  # the image build's check: writes the caches
+    assert first[0] == 0 and "join_group" in first[1]
+    (stamps,) = cache.glob("check-stamps-*.marshal")
+    doc = load(stamps)
+    assert isinstance(doc, dict) and -1 not in doc["stamps"]  # every folder trusted: no listing
+    assert _check(site, cache) == first  # control: warm, unchanged
+
+    source = site / ELASTIC
+    folder = source.parent
+    kept = folder.stat()
+    own = source.with_name(source.name + ".own")  # never edit through the hard link
+    shutil.copy2(source, own)
+    os.replace(own, source)
+    with open(source, "a") as f:  # an edit in place: the folder's stamp does not change
+        f.write("\n\ndef _hot_fix():\n    from mooncake.pg import hot_fixed_name\n")
+    os.utime(folder, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert folder.stat().st_mtime_ns == kept.st_mtime_ns
+    warm = _check(site, cache)
+    assert warm == _check(site, cache, "--no-cache")
+    assert warm[0] == 1 and "hot_fixed_name" in warm[1]
+
+    new = site / "sglang" / "srt" / "hot_fix_pkg"
+    new.mkdir()
+    (new / "patch.py").write_text("from mooncake.pg import another_new_name\n")
+    warm = _check(site, cache)
+    assert warm == _check(site, cache, "--no-cache")
+    assert "another_new_name" in warm[1] and "hot_fixed_name" in warm[1]
