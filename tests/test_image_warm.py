@@ -49,7 +49,8 @@ def test_a_warm_start_sees_what_changed_in_the_sources(tmp_path: Path) -> None:
     assert first[0] == 0 and "join_group" in first[1]
     (stamps,) = cache.glob("check-stamps-*.marshal")
     doc = load(stamps)
-    assert isinstance(doc, dict) and -1 not in doc["stamps"]  # every folder trusted: no listing
+    assert isinstance(doc, dict) and doc["scan"] is not None
+    assert doc["relist"] == []  # every folder trusted by its stamp: nothing listed again
     assert _check(site, cache) == first  # control: warm, unchanged
 
     source = site / ELASTIC
