@@ -263,19 +263,28 @@ def test_nothing_kept_under_an_image_root_or_without_the_cache(img: Image, looks
                                                                monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     looks.look(img, cache=False)
+    monkeypatch.setattr(image_facts, "ROOT", "/")  # the paths resolved under an image's root
+    assert looks.look(img) is not None and looks.walks == 2
     assert not list(Path(os.environ["MOONPIN_CACHE_DIR"]).glob("check-stamps-*"))
 
 
-def test_the_check_sees_a_changed_mapping_on_its_next_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize("change", ["mapping", "source edited in place"])
+def test_the_check_sees_a_change_on_its_next_start(tmp_path: Path, change: str) -> None:
     """End to end: a worker's start after the editable install is pointed at another
-    checkout (one that imports a name no mooncake has) fails as ``--no-cache`` does."""
-    img = Image(tmp_path / "img")
+    checkout, or after a source is edited in place (its folder's stamp unchanged), to import
+    a name no mooncake has, fails as ``--no-cache`` does."""
+    img = Image(tmp_path / "img", workdir=False)
     kb = small_kb(tmp_path)
     env = {"MOONPIN_CACHE_DIR": str(tmp_path / "cache")}
     first = run(img.site, kb=kb, env=env)
     assert first.rc == 0 and first.status("sglang") == "pass", first.out
     assert run(img.site, kb=kb, env=env).out == first.out  # warm
-    _change_mapping(img)
+    if change == "mapping":
+        _change_mapping(img)
+    else:
+        source = img.pkg / "srt" / "distributed" / "parallel_state.py"
+        with _keep_stamp(source.parent), open(source, "a") as f:
+            f.write("\nfrom mooncake.pg import Other\n")
     warm = run(img.site, kb=kb, env=env)
     fresh = run(img.site, "--no-cache", kb=kb, env=env)
     assert warm.rc == fresh.rc == 1 and warm.status("names") == "fail", warm.out
