@@ -17,7 +17,7 @@ with the stamp of everything they were made from:
   files read for ``extend_path``, ``.pkg`` files): size and mtime, taken before the read;
 * every source: size and mtime (an edit in place, or a file mounted over it, changes them),
   and the requirement derived from them, with the analyzer that derived it;
-* the stamps of moonpin's own importer model (its modules' size and mtime).
+* the stamps of moonpin's own code that made them (its modules' size and mtime).
 
 A start reads this one file and makes one ``stat`` per folder, path, file and source: no
 listing, no read. When everything matches, neither the walk nor the analyzer runs. When
@@ -56,9 +56,10 @@ __all__ = ["FORMAT", "Stamps", "key", "memoised"]
 #: The stamps file's layout version.
 FORMAT = 3
 _HERE = os.path.dirname(os.path.abspath(__file__))
-#: moonpin's importer model: a change to it is a change to every source set
+#: moonpin's code that makes what the file keeps (the importer model, the scan; the analyzer
+#: is hashed by the scan): a change to it is a change to every source set
 _MODEL = tuple(os.path.join(_HERE, f) for f in ("metapath.py", "importer.py", "sitefiles.py",
-                                                 "stamps.py"))
+                                                 "sources.py", "stamps.py"))
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
