@@ -155,6 +155,7 @@ class SymbolTable:
         if self.has_symbols:
             self._setup_hash()
         self._defs: dict[int, tuple[int, str]] | None = None
+        self._base: set[int] = set()  # verdef indexes of the base entry (VER_FLG_BASE)
         self._needs: dict[int, Need] | None = None
 
     # --- bounded reads ---------------------------------------------------------------
@@ -254,10 +255,12 @@ class SymbolTable:
             if _DT_VERDEF in self.tags:
                 at = self._file_offset(self.tags[_DT_VERDEF])
                 for _ in range(min(self.tags.get(_DT_VERDEFNUM, 0), 65536)):
-                    _, _, ndx, cnt, vhash, aux, nxt = self._unpack(self._e + "HHHHIII", at)
+                    _, flags, ndx, cnt, vhash, aux, nxt = self._unpack(self._e + "HHHHIII", at)
                     if cnt:
                         name = self.string(self._unpack(self._word, at + aux)[0])
                         self._defs[ndx & 0x7FFF] = (vhash, name.decode("utf-8", "replace"))
+                        if flags & _VER_FLG_BASE:
+                            self._base.add(ndx & 0x7FFF)
                     if not nxt:
                         break
                     at += nxt
@@ -312,7 +315,22 @@ class SymbolTable:
 
     def defines(self, name: bytes, gnu: int, sysv: int | None, need: Need | None) -> bool:
         """Whether the loader binds a reference to ``name`` (needing ``need``) here.
-        ``gnu``/``sysv`` are the name's hashes (``sysv`` None: computed when needed)."""
+        ``gnu``/``sysv`` are the name's hashes (``sysv`` None: computed when needed).
+
+        An unversioned reference (glibc ``check_match``, elf/dl-lookup.c) takes a
+        definition of version index 0, 1 or 2 at once; one of a later version only when it
+        is not hidden and the only such definition of the name here (``num_versions ==
+        1``: "no possible ambiguities")."""
+        others = 0
+        for index in self._chain(name, gnu, sysv):
+            got = self._matches(index, name, need)
+            if got == _MATCH:
+                return True
+            others += got == _OTHER_VERSION
+        return need is None and others == 1
+
+    def _chain(self, name: bytes, gnu: int, sysv: int | None) -> Iterator[int]:
+        """The symbol indexes of ``name``'s hash chain (GNU: those whose hash matches)."""
         if self._gnu is not None:
             nbuckets, symoffset, bloom_size, shift, bloom, buckets = self._gnu
             bits = self.bits
@@ -320,16 +338,16 @@ class SymbolTable:
             word = self._addr.unpack_from(self.data, bloom + ((gnu // bits) & (bloom_size - 1))
                                           * self._addr.size)[0]
             if not (word >> (gnu % bits)) & 1 or not (word >> ((gnu >> shift) % bits)) & 1:
-                return False
+                return
             index = self._word.unpack_from(self.data, buckets + 4 * (gnu % nbuckets))[0]
             if index < symoffset:
-                return False
+                return
             for _ in range(_MAX_ENTRIES):
                 h = self._unpack(self._word, self._chains + 4 * (index - symoffset))[0]
-                if (h | 1) == (gnu | 1) and self._matches(index, name, need):
-                    return True
+                if (h | 1) == (gnu | 1):
+                    yield index
                 if h & 1:
-                    return False
+                    return
                 index += 1
             raise SymbolError("a GNU hash chain that never ends")
         if self._sysv is not None:
@@ -338,30 +356,39 @@ class SymbolTable:
             index = self._unpack(self._word, at + 4 * (h % nbucket))[0]
             for _ in range(min(nchain, _MAX_ENTRIES) + 1):
                 if index == 0 or index >= nchain:
-                    return False
-                if self._matches(index, name, need):
-                    return True
+                    return
+                yield index
                 index = self._unpack(self._word, at + 4 * (nbucket + index))[0]
             raise SymbolError("a SysV hash chain that loops")
-        return False
 
-    def _matches(self, index: int, name: bytes, need: Need | None) -> bool:
+    def _matches(self, index: int, name: bytes, need: Need | None) -> int:
+        """glibc ``check_match``: _MATCH, _NO, or _OTHER_VERSION (an unversioned reference
+        meeting a non-hidden definition of version index 3 or later)."""
         name_off, info, _, shndx, value = self._symbol(index)
         kind, bind = info & 0xF, info >> 4
         if (kind not in _BOUND_TYPES or shndx == _SHN_UNDEF
                 or (value == 0 and shndx != _SHN_ABS and kind != _STT_TLS)
                 or bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE)):
-            return False
+            return _NO
         if self.string(name_off) != name:
-            return False
+            return _NO
         v = self._versym_of(index)
         if v is None:
-            return True  # an unversioned object satisfies any version (glibc accepts it)
+            return _MATCH  # an unversioned object satisfies any version (glibc accepts it)
         ndx = v & 0x7FFF
         if need is None:
-            # an unversioned reference takes the default version; a hidden one never
-            return not (v & _HIDDEN) or ndx < 2
-        defined = self.definitions().get(ndx)
+            if ndx < 3:
+                return _MATCH
+            return _NO if v & _HIDDEN else _OTHER_VERSION
+        # l_versions[ndx]: the object's version definitions but its base entry (dl-version.c
+        # records no hash for VER_FLG_BASE), so index 0 and 1 have hash 0
+        defs = self.definitions()  # fills _base
+        defined = defs.get(ndx) if ndx not in self._base else None
         dhash, dname = defined if defined is not None else (0, None)
-        return not ((dhash != need.hash or dname != need.name)
-                    and (need.hidden or dhash or v & _HIDDEN))
+        if (dhash != need.hash or dname != need.name) and (need.hidden or dhash
+                                                           or v & _HIDDEN):
+            return _NO
+        return _MATCH
+
+
+_NO, _MATCH, _OTHER_VERSION = 0, 1, 2

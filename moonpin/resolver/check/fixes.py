@@ -109,6 +109,13 @@ class Fixer:
             return None
         return f"pip install --force-reinstall --no-deps 'torch=={self.torch}'"
 
+    def torch_files(self, deps: bool = False) -> str:
+        """Put the installed torch release's files back as its wheel has them (``deps``:
+        and those of the packages it requires, the CUDA libraries)."""
+        version = self.torch or "<torch version>"
+        return (f"pip install --force-reinstall {'' if deps else '--no-deps '}"
+                f"'torch=={version}'")
+
     def generic(self) -> str:
         s = self.sglang or "<sglang version>"
         t = self.torch or "<torch version>"

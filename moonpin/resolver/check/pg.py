@@ -80,7 +80,9 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, paths: Sequenc
     _judge_builds(req, [rule.BuildFacts(path, b.names, b.backends, b.cuda)], torch,
                   req.module, kb, fixer, add)
     if file_suffix(path) == ".so":
-        check_libraries([path], paths, add, fixer)
+        # SGLang imports torch before the module: it is the build itself here
+        check_libraries([path], paths, add, fixer, req.module,
+                        first=("torch",) if find_package(paths, "torch") else ())
 
 
 def _rule_requirement(req: Requirement | None) -> Any:
@@ -251,7 +253,7 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                       torch, rreq.module, kb, fixer, add, jit=True)
     torch_pkg = find_package(paths, "torch")
     consts = torch_version_py(torch_pkg) if torch_pkg else None
-    _check_jit(scheme, paths, loader_path, pkg, consts, add)
+    _check_jit(scheme, paths, loader_path, pkg, consts, add, rreq.module)
 
 
 def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
@@ -330,7 +332,7 @@ def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
     _judge_builds(rreq, facts, torch, rreq.module, kb, fixer, add)
     so_builds = [b.path for b in builds if file_suffix(b.path) == ".so" and b.error is None]
     if so_builds:
-        check_libraries(so_builds, paths, add, fixer)
+        check_libraries(so_builds, paths, add, fixer, rreq.module)
 
 
 def _visible_gpu() -> bool:
@@ -342,7 +344,8 @@ def _visible_gpu() -> bool:
 
 
 def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: str,
-               torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None]) -> None:
+               torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None],
+               module: str | None = None) -> None:
     """A loader that compiles at first import: an adapter it compiled for this image is
     reused; otherwise the tools this torch needs must be there, and a host with no visible
     GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
@@ -357,7 +360,10 @@ def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: s
                         f"this image is in {os.path.dirname(adapters[0])}, which it reuses "
                         "while torch and its sources are unchanged (the deep probe confirms)",
                         evidence=(adapters[0],)))
-        check_libraries(adapters[:1], paths, add)
+        # the loader compiles and loads the adapter itself, after `import torch`: what it
+        # runs first is mooncake's package and torch, not the compiling code
+        check_libraries(adapters[:1], paths, add, module=(module or "mooncake").split(".")[0],
+                        after=("torch",) if find_package(paths, "torch") else ())
         return
     found: list[str] = []
     missing: list[str] = []
