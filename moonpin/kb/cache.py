@@ -205,7 +205,7 @@ class FileMemo:
                 and (valid is None or _fits(valid, hit[2][2]))):
             return hit[2][2]  # type: ignore[no-any-return]
         value, files, env = compute()
-        stamps = tuple((p, *_stamp(p)) for p in sorted(files))
+        stamps = tuple((p, *_stamp(p)) for p in sorted({_cover(f) for f in files}))
         entries[key] = (st.st_size, st.st_mtime_ns, (stamps, tuple(sorted(env.items())),
                                                      value))
         self._dirty = True
@@ -220,6 +220,20 @@ class FileMemo:
             entries = {k: v for k, v in entries.items() if k in self._used}
         self._dirty = False
         return store(self.path, {"format": self.FORMAT, "entries": entries})
+
+
+def _cover(path: str) -> str:
+    """``path``, or when it does not exist its nearest folder that does: the folder's
+    stamp changes when ``path`` (or the first missing folder on the way to it) appears."""
+    p = os.path.abspath(path)
+    for _ in range(64):
+        if os.path.lexists(p):
+            return p
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
 
 
 def _stamp(path: str) -> tuple[int, int]:

@@ -224,6 +224,11 @@ class SymbolTable:
 
     # --- what the object defines and needs ------------------------------------------
     @property
+    def versioned(self) -> bool:
+        """Whether the object has symbol versions (``DT_VERSYM``)."""
+        return self._versym is not None
+
+    @property
     def soname(self) -> str | None:
         if not self.has_symbols or _DT_SONAME not in self.tags:
             return None

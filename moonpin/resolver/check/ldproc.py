@@ -63,7 +63,7 @@ class Outcome:
     the driver), ``host_missing`` (driver libraries not found here) and counts."""
 
     __slots__ = ("bad", "bound", "count", "error", "host", "host_missing", "missing",
-                 "objects", "refs", "searchlist", "unbound", "versions")
+                 "objects", "refs", "searchlist", "unbound", "versions", "why")
 
     def __init__(self) -> None:
         self.error: str | None = None
@@ -79,10 +79,15 @@ class Outcome:
         self.bound = 0
         #: the loaded object's breadth-first closure (``l_searchlist``)
         self.searchlist: list[Obj] = []
+        #: what ``error`` is about: (kind, subject, detail): ``missing`` (a library name,
+        #: the object needing it), ``bad`` (a path, why), ``version`` (the library's path,
+        #: "version\0object\0newest it defines"), ``symbol`` (the object, the symbol)
+        self.why: tuple[str, str, str] = ("", "", "")
 
-    def first(self, message: str) -> None:
+    def first(self, message: str, kind: str, subject: str, detail: str = "") -> None:
         if self.error is None:
             self.error = message
+            self.why = (kind, subject, detail)
 
 
 def _file_id(path: str) -> tuple[int, int] | None:
@@ -182,7 +187,8 @@ class Process:
             found = next(iter(ldso.candidates(path, ldso.Node("", None), self.ld_path,
                                               self.cache, self.system, self.root)), None)
             if found is None:
-                out.first(f"{path}: cannot open shared object file: No such file or directory")
+                out.first(f"{path}: cannot open shared object file: No such file or directory",
+                          "missing", path)
                 out.missing[path] = path
                 return None
             hit = self._known(found, path, ids, names)
@@ -196,14 +202,15 @@ class Process:
             if hit is not None:
                 return hit
             if not os.path.exists(path):
-                out.first(f"{path}: cannot open shared object file: No such file or directory")
+                out.first(f"{path}: cannot open shared object file: No such file or directory",
+                          "bad", path, "no such file")
                 out.bad[path] = "cannot be read (No such file or directory)"
                 return None
             obj = self._new(path, None, new, ids)
             names[path] = obj
             self._soname(obj, names)
         if obj.problem is not None:
-            out.first(f"{obj.path}: {obj.problem}")
+            out.first(f"{obj.path}: {obj.problem}", "bad", obj.path, obj.problem)
             out.bad[obj.path] = obj.problem
             out.objects = 1
             return None
@@ -280,7 +287,8 @@ class Process:
         out.missing.setdefault(name, os.path.basename(node.path))
         out.first(f"{name}: " + ("wrong ELF class or machine (" + other_class + ")"
                                  if other_class else
-                                 "cannot open shared object file: No such file or directory"))
+                                 "cannot open shared object file: No such file or directory"),
+                  "missing", name, node.path)
         return None
 
     def _closure(self, root: Obj, new: list[Obj], names: dict[str, Obj],
@@ -300,7 +308,7 @@ class Process:
             order.append(o)
             if o.problem is not None:
                 out.bad.setdefault(o.path, o.problem)
-                out.first(f"{o.path}: {o.problem}")
+                out.first(f"{o.path}: {o.problem}", "bad", o.path, o.problem)
                 continue
             out.count += len(o.needed)
             if o.deps is None:
@@ -367,8 +375,9 @@ class Process:
             except SymbolError:
                 continue  # reported by the binding
         if out.versions:
-            obj, version, lib, _ = out.versions[0]
-            out.first(f"{lib}: version `{version}' not found (required by {obj})")
+            obj, version, lib, newest = out.versions[0]
+            out.first(f"{lib}: version `{version}' not found (required by {obj})", "version",
+                      lib, f"{version}\0{obj}\0{newest}")
 
     def _relocate(self, searchlist: list[Obj], new: list[Obj], out: Outcome) -> None:
         scope: list[Obj] = [*self.global_scope]
@@ -378,8 +387,11 @@ class Process:
         host = any(o.host_needs for o in scope)
         names = tuple(os.path.basename(o.path) for o in scope)
         lookup = ldsym.Lookup(tables)
-        for o in searchlist:
-            if o not in new or o.problem is not None or not self.owned(o.path):
+        # dl-open.c relocates the new objects from the last mapped back to the root: the
+        # first undefined symbol ld.so names is a dependency's
+        walked = set(map(id, searchlist))
+        for o in reversed(new):
+            if id(o) not in walked or o.problem is not None or not self.owned(o.path):
                 continue
             t = self.table(o.path)
             if t is None:
@@ -392,7 +404,8 @@ class Process:
         if out.unbound:
             obj, sym, version, _ = out.unbound[0]
             out.first(f"{obj}: undefined symbol: {sym}" + (f", version {version}"
-                                                           if version else ""))
+                                                           if version else ""),
+                      "symbol", obj, sym)
         ldsym.drop_pages(self.tables.values())
 
 

@@ -104,6 +104,14 @@ class Lookup:
         if h is None:
             h = self.hashes[name] = gnu_hash(name)
         named = self.by_name.get(need.file) if need is not None else None  # type: ignore[attr-defined]
+        if (named is not None and not named.versioned  # type: ignore[attr-defined]
+                and named.defines(name, h, None, None)):  # type: ignore[attr-defined]
+            # A version needed of a library that has none, and it defines the name: glibc
+            # asserts (elf/dl-lookup.c check_match: "Inconsistency detected by ld.so")
+            # when its search reaches that library, and the process dies.
+            if self._reaches(named, name, h, need):
+                self.memo[(name, vkey)] = False
+                return False
         hit = False
         for d in (*((named,) if named is not None else ()), *self.recent, *self.tables):
             if d.defines(name, h, None, need):  # type: ignore[attr-defined]
@@ -115,6 +123,16 @@ class Lookup:
                 break
         self.memo[(name, vkey)] = hit
         return hit
+
+    def _reaches(self, lib: object, name: bytes, h: int, need: object) -> bool:
+        """Whether the scope's search, in order, gets to ``lib`` before an object that
+        binds the reference."""
+        for d in self.tables:
+            if d is lib:
+                return True
+            if d.defines(name, h, None, need):  # type: ignore[attr-defined]
+                return False
+        return False
 
     def bind(self, obj: str, t: object, host: bool, have_exe: bool,
              searched: tuple[str, ...]) -> Bound:

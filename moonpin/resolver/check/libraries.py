@@ -104,7 +104,7 @@ def check_libraries(builds: Sequence[str], paths: Sequence[str],
                       ld_path=LD_PATH, sites=image_facts.SITE_DIRS, version=VERSION,
                       first=first, after=after)
     if res.chain_error is not None:
-        _chain_failure(res.chain_error, module or "", paths, add, fixer)
+        _chain_failure(res, module or "", paths, add, fixer)
         return
     if res.note is not None:
         add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
@@ -143,15 +143,27 @@ def check_libraries(builds: Sequence[str], paths: Sequence[str],
                         "CI host without a GPU does not have it"))
 
 
-def _chain_failure(error: tuple[str, str, str, str], module: str, paths: Sequence[str],
+def _chain_failure(res: Report, module: str, paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
-    """``import module`` fails before the builds are loaded, in ``error[0]``'s code: said
-    as that package's failure, with the fix that puts its files back."""
-    blamed, cls, message, where = error
+    """``import module`` fails before the builds are loaded, in the code of the module
+    ``res.chain_error`` blames: said as that package's failure, with the fix that puts
+    back what the failed load is about (its last failed load: the cause)."""
+    assert res.chain_error is not None
+    blamed, cls, message, where = res.chain_error
     package = blamed.partition(".")[0]
-    missing = _missing_name(message)
+    failed = [w for *_, err, _, _, w in res.loads if err is not None]
+    kind, subject, detail = failed[-1] if failed else ("", "", "")
     file = where.partition(" line ")[0] if where else ""
-    if package == "torch" and fixer is not None:
+    note = ""
+    if kind == "version":
+        version, obj, newest = [*detail.split("\0"), "", ""][:3]
+        note = (f"; {subject} defines at most {newest}" if newest else
+                f"; {subject} defines no version of that kind")
+        fix = _version_fix(subject, obj, version, paths, fixer)
+    elif kind == "bad" and _owner(subject, paths) != package:
+        fix = _fix_for(subject, paths, fixer)
+    elif package == "torch" and fixer is not None:
+        missing = _missing_name(message) or (subject if kind == "missing" else None)
         own = missing is None or _torch_ships(missing, paths)
         fix = fixer.torch_files(deps=not own)
         if not own:
@@ -165,7 +177,19 @@ def _chain_failure(error: tuple[str, str, str, str], module: str, paths: Sequenc
     at = f" ({where})" if where and where not in message else ""
     add(CheckResult("import chain", "fail",
                     f"`import {module}` fails before the build is loaded: `import {blamed}` "
-                    f"raises {cls}: {message}{at}", fix, (file,) if file else ()))
+                    f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
+
+
+def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
+                 fixer: Fixer | None) -> str:
+    """A library older than an object needs: put back the package whose file it is, or
+    install a newer one."""
+    owner = _owner(lib, paths)
+    if owner in ("torch", "nvidia", "mooncake"):
+        return _fix_for(lib, paths, fixer)
+    return (f"install a newer {os.path.basename(lib)} in the image (the one "
+            f"{os.path.basename(obj)} was built against defines {version}), or a build of "
+            "it made for this image's")
 
 
 def _torch_ships(name: str, paths: Sequence[str]) -> bool:
@@ -189,9 +213,12 @@ def _torch_ships(name: str, paths: Sequence[str]) -> bool:
 
 
 def _missing_name(message: str) -> str | None:
-    """The library ``dlerror()`` says cannot be found, or None."""
-    head, sep, _ = message.partition(": cannot open shared object file")
-    return head if sep and "/" not in head else None
+    """The first library ``dlerror()`` says cannot be found in ``message`` (a failure
+    raised while handling one names it in its context), or None."""
+    import re
+
+    m = re.search(r"(?:^|[\s;(])([^\s:/;()]+): cannot open shared object file", message)
+    return m.group(1) if m else None
 
 
 _TORCH_NAMESPACES = ("c10::", "at::", "torch::", "caffe2::", "c10d::")

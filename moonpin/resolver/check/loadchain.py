@@ -44,7 +44,7 @@ class Report:
 
     def __init__(self) -> None:
         self.chain_error: tuple[str, str, str, str] | None = None
-        self.loads: list[tuple[str, int, str | None, str, str]] = []
+        self.loads: list[tuple[str, int, str | None, str, str, tuple[str, str, str]]] = []
         self.missing: dict[str, str] = {}
         self.bad: dict[str, str] = {}
         self.versions: list[tuple[str, str, str, str]] = []
@@ -72,8 +72,9 @@ class Report:
              refs, bound, note) = value
             r.chain_error = None if err is None else (str(err[0]), str(err[1]), str(err[2]),
                                                       str(err[3]))
-            r.loads = [(str(p), int(m), None if e is None else str(e), str(mod), str(how))
-                       for p, m, e, mod, how in loads]
+            r.loads = [(str(p), int(m), None if e is None else str(e), str(mod), str(how),
+                        (str(why[0]), str(why[1]), str(why[2])))
+                       for p, m, e, mod, how, why in loads]
             r.missing = {str(k): str(v) for k, v in missing.items()}
             r.bad = {str(k): str(v) for k, v in bad.items()}
             r.versions = [(str(o), str(v), str(p), str(n)) for o, v, p, n in versions]
@@ -115,7 +116,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's)."""
     machine = machine or os.uname().machine
     ld = ldso.env_ld_path() if ld_path is None else list(ld_path)
-    key = "\0".join(("native-v1", machine, python or "", ",".join(first), module or "",
+    key = "\0".join(("native-v2", machine, python or "", ",".join(first), module or "",
                      ",".join(after),
                      *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01")))
@@ -173,7 +174,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
                 out.chain_error = (e.module, e.cls, _said(e), e.path)
             except Budget as b:
                 out.note = f"the import chain was not followed to its end ({b})"
-        out.loads = [(x.path, x.mode, x.error, x.module, x.how) for x in chain.loads]
+        out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
         if out.chain_error is None:
             for build in builds:
                 got = proc.dlopen(build, ldproc.RTLD_NOW)
@@ -202,8 +203,8 @@ def _said(e: object) -> str:
     """An exception's message, on one line, with the one it was raised while handling."""
     message = getattr(e, "message", None)
     text = " ".join(message.split()) if isinstance(message, str) else ""
-    if len(text) > 240:
-        text = text[:240] + "…"
+    if len(text) > 600:
+        text = text[:600] + "…"
     context = getattr(e, "context", None)
     if context is not None:
         text = (text + "; " if text else "") + (f"raised while handling "

@@ -60,15 +60,17 @@ class Load:
     ``dlerror()`` said (None: loaded), the module whose code loaded it and how (``import``
     of an extension module, ``ctypes``)."""
 
-    __slots__ = ("error", "how", "mode", "module", "path")
+    __slots__ = ("error", "how", "mode", "module", "path", "why")
 
     def __init__(self, path: str, mode: int, error: str | None, module: str,
-                 how: str) -> None:
+                 how: str, why: tuple[str, str, str] = ("", "", "")) -> None:
         self.path = path
         self.mode = mode
         self.error = error
         self.module = module
         self.how = how
+        #: what the error is about (:attr:`moonpin.resolver.check.ldproc.Outcome.why`)
+        self.why = why
 
 
 class _Obj:
@@ -169,7 +171,7 @@ class Chain(Host):
     # ------------------------------------------------------------------ Host
     def import_module(self, name: str, importer_module: ModuleValue) -> ModuleValue:
         if not name:
-            raise Raised(ExcValue("ImportError", "Empty module name", importer_module.name))
+            raise self._raised(ExcValue("ImportError", "Empty module name", importer_module.name))
         parts = name.split(".")
         mod: ModuleValue | None = None
         for i in range(len(parts)):
@@ -186,7 +188,7 @@ class Chain(Host):
             return mod
         spec = self._find(name)
         if spec is None:
-            raise Raised(ExcValue("ModuleNotFoundError", f"No module named '{name}'",
+            raise self._raised(ExcValue("ModuleNotFoundError", f"No module named '{name}'",
                                   by.name))
         kind, file, path = spec
         if kind == "ns":
@@ -199,8 +201,7 @@ class Chain(Host):
             tier = 1
         if kind == "ext":
             return self._load_ext(name, file, path, by)
-        if kind == "pyc" or tier > 1:
-            self._seen(file)
+        if kind == "pyc" or tier > 1:  # its file is read (and traced) only if asked
             mod = self.modules[name] = ModuleValue(name, "lazy", file, path, tier)
             return mod
         return self._run(name, file, path, tier)
@@ -212,7 +213,7 @@ class Chain(Host):
         tree = self._parse(file)
         if tree is None:
             del self.modules[name]
-            raise Raised(ExcValue("SyntaxError", f"{file} cannot be read as Python", name,
+            raise self._raised(ExcValue("SyntaxError", f"{file} cannot be read as Python", name,
                                   file))
         try:
             self.ev.run_module(tree, mod)
@@ -239,14 +240,16 @@ class Chain(Host):
             self.modules[name] = mod
             return mod
         out = self.proc.dlopen(file, self.flags)
-        self.loads.append(Load(file, self.flags, out.error, self._blame(by), "import"))
+        self.loads.append(Load(file, self.flags, out.error, self._blame(by), "import",
+                               out.why))
         if out.error is not None:
-            raise Raised(ExcValue("ImportError", out.error, self._blame(by), file))
+            raise self._raised(ExcValue("ImportError", out.error, self._blame(by), file))
         if not self._exports_init(file, name.rpartition(".")[2]):
             message = (f"dynamic module does not define module export function "
                        f"(PyInit_{name.rpartition('.')[2]})")
             self.loads[-1].error = message
-            raise Raised(ExcValue("ImportError", message, self._blame(by), file))
+            self.loads[-1].why = ("symbol", file, f"PyInit_{name.rpartition('.')[2]}")
+            raise self._raised(ExcValue("ImportError", message, self._blame(by), file))
         self.modules[name] = mod
         return mod
 
@@ -262,6 +265,12 @@ class Chain(Host):
         except SymbolError:
             return True
 
+    def _raised(self, exc: ExcValue) -> Raised:
+        """``exc`` raised now: its context is the exception being handled, if any."""
+        if self.ev.handling and self.ev.handling[-1] is not exc:
+            exc.context = self.ev.handling[-1]
+        return Raised(exc)
+
     def _blame(self, by: ModuleValue) -> str:
         return self.ev.running[-1].name if self.ev.running else by.name
 
@@ -275,7 +284,7 @@ class Chain(Host):
             if module.kind != "std" and self._find(sub) is not None:
                 return self.import_module(sub, importer_module)
         if module.kind == "ns":
-            raise Raised(ExcValue("ImportError", f"cannot import name '{name}' from "
+            raise self._raised(ExcValue("ImportError", f"cannot import name '{name}' from "
                                   f"'{module.name}' (unknown location)",
                                   self._blame(importer_module)))
         if module.kind == "lazy":
@@ -476,7 +485,7 @@ class Chain(Host):
             self._seen(name)
         out = self.proc.dlopen(name, mode)
         module = self.ev.running[-1].name if self.ev.running else ""
-        self.loads.append(Load(name, mode, out.error, module, "ctypes"))
+        self.loads.append(Load(name, mode, out.error, module, "ctypes", out.why))
         if out.error is not None:
-            raise Raised(ExcValue("OSError", out.error, module, name))
+            raise self._raised(ExcValue("OSError", out.error, module, name))
         return _Obj({})

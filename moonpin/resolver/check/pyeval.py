@@ -179,13 +179,12 @@ class Host:
 
 
 class _Frame:
-    __slots__ = ("declared_global", "handling", "locals", "module", "speculative")
+    __slots__ = ("declared_global", "locals", "module", "speculative")
 
     def __init__(self, module: ModuleValue, local: dict[str, Any] | None) -> None:
         self.module = module
         self.locals = local  # None: module level (names are the module's globals)
         self.declared_global: set[str] = set()
-        self.handling: ExcValue | None = None
         self.speculative = False
 
 
@@ -217,6 +216,8 @@ class Evaluator:
         self.depth = 0
         #: the modules whose code runs, innermost last (who a failed load is blamed on)
         self.running: list[ModuleValue] = []
+        #: the exceptions being handled (``sys.exc_info()``), innermost last
+        self.handling: list[ExcValue] = []
 
     def _step(self) -> None:
         self.steps += 1
@@ -314,8 +315,9 @@ class Evaluator:
                 frame.speculative = was
 
     def _raise(self, node: Any, frame: _Frame) -> None:
+        handling = self.handling[-1] if self.handling else None
         if node.exc is None:
-            exc = frame.handling
+            exc = handling
         else:
             value = self.eval(node.exc, frame)
             if isinstance(value, ExcClass):
@@ -326,8 +328,8 @@ class Evaluator:
                 exc.module = frame.module.name
             if not exc.path:
                 exc.path = f"{frame.module.file or frame.module.name} line {node.lineno}"
-            if frame.handling is not None and frame.handling is not exc:
-                exc.context = frame.handling
+            if handling is not None and handling is not exc and exc.context is None:
+                exc.context = handling
         if exc is not None and not frame.speculative:
             raise Raised(exc)
 
@@ -340,12 +342,11 @@ class Evaluator:
                     if self._catches(h.type, r.exc, frame):
                         if h.name:
                             self._set(h.name, r.exc, frame)
-                        before = frame.handling
-                        frame.handling = r.exc
+                        self.handling.append(r.exc)
                         try:
                             self._block(h.body, frame)
                         finally:
-                            frame.handling = before
+                            self.handling.pop()
                         break
                 else:
                     raise
