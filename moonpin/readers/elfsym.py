@@ -15,16 +15,17 @@ References: gABI chapter 5 ("Dynamic Section", "Hash Table", "Symbol Table" in c
 
 Bytes only, never loaded or executed; every offset read from the file is checked against
 its length and every loop is bounded by it, so a hostile object raises :class:`SymbolError`
-(a :class:`ValueError`) and nothing else. Imports ``struct`` only.
+(a :class:`ValueError`) and nothing else. Imports ``struct`` and ``operator`` only.
 """
 
 from __future__ import annotations
 
 import struct
+from operator import mul as _mul
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 __all__ = ["Need", "SymbolError", "SymbolTable", "Undefined", "elf_hash", "gnu_hash"]
 
@@ -51,11 +52,27 @@ class SymbolError(ValueError):
 
 
 def gnu_hash(name: bytes) -> int:
-    """The GNU hash of a symbol name (glibc ``dl_new_hash``: h = h * 33 + c, from 5381)."""
-    h = 5381
-    for c in name:
-        h = (h * 33 + c) & 0xFFFFFFFF
-    return h
+    """The GNU hash of a symbol name (glibc ``dl_new_hash``: h = h * 33 + c, from 5381),
+    as its closed form mod 2**32: 5381 * 33**n + sum(c_i * 33**(n-1-i))."""
+    n = len(name)
+    if n >= len(_POWERS):
+        h = 5381
+        for c in name:
+            h = (h * 33 + c) & 0xFFFFFFFF
+        return h
+    total: int = sum(map(_mul, name, _DOWN[len(_DOWN) - n:]))
+    return (5381 * _POWERS[n] + total) & 0xFFFFFFFF
+
+
+def _powers(count: int) -> list[int]:
+    out = [1]
+    for _ in range(count):
+        out.append(out[-1] * 33 & 0xFFFFFFFF)
+    return out
+
+
+_POWERS = _powers(1024)  # 33**k mod 2**32
+_DOWN = _POWERS[-2::-1]  # 33**1022 ... 33**0: the last n are a name's weights
 
 
 def elf_hash(name: bytes) -> int:
@@ -308,13 +325,27 @@ class SymbolTable:
         needs = self.needs()
         # GNU hash: the linker puts every symbol it does not hash (the undefined ones)
         # before symoffset; with DT_HASH every symbol is walked.
-        end = self._gnu[1] if self._gnu is not None else self._count()
-        for i in range(1, min(end, _MAX_ENTRIES)):
-            name_off, info, _, shndx, _ = self._symbol(i)
+        end = min(self._gnu[1] if self._gnu is not None else self._count(), _MAX_ENTRIES)
+        if end <= 1:
+            return
+        # one read of the entries (and of their versions), checked against the file
+        first, last = self._symtab + self._syment, self._symtab + end * self._syment
+        if first < 0 or last > self.size:
+            raise SymbolError(f"a table reaches past the end of the file (byte {last:,})")
+        entries = self._sym.iter_unpack(bytes(self.data[first:last]))
+        versions: Sequence[int] | None = None
+        if self._versym is not None:
+            at, stop = self._versym + 2, self._versym + 2 * end
+            if at < 0 or stop > self.size:
+                raise SymbolError(f"a table reaches past the end of the file (byte {stop:,})")
+            versions = struct.unpack(f"{self._e}{end - 1}H", bytes(self.data[at:stop]))
+        wide = self.bits == 64
+        for i, f in enumerate(entries):
+            name_off, info, shndx = (f[0], f[1], f[3]) if wide else (f[0], f[3], f[5])
             bind = info >> 4
             if shndx != _SHN_UNDEF or bind not in (_STB_GLOBAL, _STB_WEAK) or not name_off:
                 continue
-            v = self._versym_of(i)
+            v = versions[i] if versions is not None else None
             need = needs.get(v & 0x7FFF) if v is not None and (v & 0x7FFF) > 1 else None
             yield Undefined(self.string(name_off), bind == _STB_WEAK, need)
 

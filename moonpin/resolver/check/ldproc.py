@@ -62,7 +62,7 @@ class Outcome:
     (as :class:`moonpin.resolver.check.ldbind.Binding` has them), ``host`` (symbols left to
     the driver), ``host_missing`` (driver libraries not found here) and counts."""
 
-    __slots__ = ("bad", "bound", "count", "error", "host", "host_missing", "missing",
+    __slots__ = ("bad", "bound", "count", "error", "fatal", "host", "host_missing", "missing",
                  "objects", "refs", "searchlist", "unbound", "versions", "why")
 
     def __init__(self) -> None:
@@ -83,6 +83,8 @@ class Outcome:
         #: the object needing it), ``bad`` (a path, why), ``version`` (the library's path,
         #: "version\0object\0newest it defines"), ``symbol`` (the object, the symbol)
         self.why: tuple[str, str, str] = ("", "", "")
+        #: ld.so aborted the process (an assertion): nothing catches it
+        self.fatal = False
 
     def first(self, message: str, kind: str, subject: str, detail: str = "") -> None:
         if self.error is None:
@@ -123,6 +125,8 @@ class Process:
         #: driver libraries (:func:`~moonpin.resolver.check.ldsym.host_provided`) needed
         #: and not found here -> the object needing one
         self.host_missing: dict[str, str] = {}
+        self._definers: dict[tuple[bytes, str], object] = {}  # ldsym.Lookup.shared
+        self._hashes: dict[bytes, int] = {}
 
     # ------------------------------------------------------------------ the executable
     def start(self, exe: str) -> None:
@@ -386,7 +390,7 @@ class Process:
                   if t is not None]
         host = any(o.host_needs for o in scope)
         names = tuple(os.path.basename(o.path) for o in scope)
-        lookup = ldsym.Lookup(tables)
+        lookup = ldsym.Lookup(tables, self._definers, self._hashes)
         # dl-open.c relocates the new objects from the last mapped back to the root: the
         # first undefined symbol ld.so names is a dependency's
         walked = set(map(id, searchlist))
@@ -401,6 +405,10 @@ class Process:
             out.refs += got.refs
             out.host += [h for h in got.host if h not in out.host]
             out.unbound += got.unbound
+        if lookup.fatal is not None:
+            out.fatal = True
+            out.error = None
+            out.first(lookup.fatal, "fatal", "", lookup.fatal)
         if out.unbound:
             obj, sym, version, _ = out.unbound[0]
             out.first(f"{obj}: undefined symbol: {sym}" + (f", version {version}"

@@ -77,8 +77,14 @@ class Lookup:
     the scope binds a name does not depend on the order they are asked in (``check_match``
     is per object): the library a version names, then the last definers, go first."""
 
-    def __init__(self, tables: Sequence[object]) -> None:
+    def __init__(self, tables: Sequence[object],
+                 shared: dict[tuple[bytes, str], object] | None = None,
+                 hashes: dict[bytes, int] | None = None) -> None:
         self.tables = list(tables)
+        self.in_scope = set(map(id, self.tables))
+        #: (name, version) -> an object that binds it, kept across the scopes of one
+        #: process (a scope holding that object binds the reference too)
+        self.shared = shared if shared is not None else {}
         self.by_name: dict[str, object] = {}
         for t in reversed(self.tables):
             path = getattr(t, "path", "")
@@ -91,7 +97,9 @@ class Lookup:
                 self.by_name[so] = t
         self.memo: dict[tuple[bytes, str], bool] = {}
         self.recent: list[object] = []
-        self.hashes: dict[bytes, int] = {}
+        self.hashes = hashes if hashes is not None else {}
+        #: what ld.so says when a lookup makes it abort the process (None: none did)
+        self.fatal: str | None = None
 
     def binds(self, name: bytes, need: object | None) -> bool:
         from moonpin.readers.elfsym import gnu_hash
@@ -111,11 +119,21 @@ class Lookup:
             # when its search reaches that library, and the process dies.
             if self._reaches(named, name, h, need):
                 self.memo[(name, vkey)] = False
+                self.fatal = self.fatal or (
+                    "Inconsistency detected by ld.so: dl-lookup.c: check_match: Assertion "
+                    "`version->filename == NULL || ! _dl_name_match_p (version->filename, "
+                    f"map)' failed! ({name.decode('utf-8', 'replace')} needs version "
+                    f"{vkey} of {getattr(need, 'file', '')}, which defines no versions)")
                 return False
+        known = self.shared.get((name, vkey))
+        if known is not None and id(known) in self.in_scope:
+            self.memo[(name, vkey)] = True
+            return True
         hit = False
         for d in (*((named,) if named is not None else ()), *self.recent, *self.tables):
             if d.defines(name, h, None, need):  # type: ignore[attr-defined]
                 hit = True
+                self.shared[(name, vkey)] = d
                 if d in self.recent:
                     self.recent.remove(d)
                 self.recent.insert(0, d)

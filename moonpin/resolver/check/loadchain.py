@@ -139,7 +139,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              version: tuple[int, int] | None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
     from moonpin.resolver.check.pychain import Chain
-    from moonpin.resolver.check.pyeval import Budget, ModuleValue, Raised
+    from moonpin.resolver.check.pyeval import Budget, Died, ModuleValue, Raised
 
     trace: set[str] = set()
     before, ldso.TRACE = ldso.TRACE, trace
@@ -172,6 +172,11 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
             except Raised as r:
                 e = r.exc
                 out.chain_error = (e.module, e.cls, _said(e), e.path)
+            except Died as d:
+                loads = [x for x in chain.loads if x.error is not None]
+                path = loads[-1].path if loads else ""
+                module = loads[-1].module if loads else modules[-1]
+                out.chain_error = (module, "a crash", str(d), path)
             except Budget as b:
                 out.note = f"the import chain was not followed to its end ({b})"
         out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]

@@ -29,6 +29,7 @@ from moonpin.resolver.check import importer, ldproc
 from moonpin.resolver.check.pyeval import (
     UNKNOWN,
     Builtin,
+    Died,
     Evaluator,
     ExcClass,
     ExcValue,
@@ -242,6 +243,8 @@ class Chain(Host):
         out = self.proc.dlopen(file, self.flags)
         self.loads.append(Load(file, self.flags, out.error, self._blame(by), "import",
                                out.why))
+        if out.fatal:
+            raise Died(out.error)
         if out.error is not None:
             raise self._raised(ExcValue("ImportError", out.error, self._blame(by), file))
         if not self._exports_init(file, name.rpartition(".")[2]):
@@ -304,32 +307,43 @@ class Chain(Host):
         return module.globals.get(name, UNKNOWN) if name.startswith("__") else UNKNOWN
 
     def _constants(self, file: str) -> dict[str, Any]:
-        """A Python module's top-level constants (``NAME = literal``), never run; a name
-        also assigned under a condition is unknown."""
+        """A Python module's top-level constants (a line ``NAME = literal`` at column 0),
+        read from its text, never run; a name also assigned indented (under a condition,
+        in a function) or defined by ``def``/``class`` is unknown."""
         got = self._lazy.get(file)
         if got is not None:
             return got
         import ast
 
+        from moonpin.kb.files import read_regular
+
+        self._seen(file)
         out: dict[str, Any] = {}
-        tree = self._parse(file)
-        for node in tree.body if tree is not None else ():
-            if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    if isinstance(t, ast.Name):
-                        try:
-                            out[t.id] = (ast.literal_eval(node.value)
-                                         if node.value is not None else UNKNOWN)
-                        except (ValueError, TypeError, SyntaxError, RecursionError,
-                                MemoryError):
-                            out[t.id] = UNKNOWN
-            elif not isinstance(node, (ast.Expr, ast.Import, ast.ImportFrom)):
-                for sub in ast.walk(node):
-                    if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                        out[sub.id] = UNKNOWN
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    out[node.name] = UNKNOWN
+        try:
+            text = read_regular(file, cap=_CAP_SOURCE, what="Python source").decode(
+                "utf-8", "replace")
+        except OSError:
+            text = ""
+        unknown: set[str] = set()
+        for line in text.splitlines():
+            stripped = line.lstrip()
+            head = stripped.split("=", 1)[0].split(":", 1)[0].strip()
+            if stripped.startswith(("def ", "class ", "async def ")):
+                unknown.add(stripped.split("(", 1)[0].split(":", 1)[0].split()[-1])
+                continue
+            if "=" not in stripped or not head.isidentifier() or stripped[
+                    len(stripped.split("=", 1)[0]):].startswith("=="):
+                continue
+            if line[:1].isspace():
+                unknown.add(head)
+                continue
+            rhs = stripped.split("=", 1)[1].split("#", 1)[0].strip()
+            try:
+                out[head] = ast.literal_eval(rhs)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                out[head] = UNKNOWN
+        for name in unknown:
+            out[name] = UNKNOWN
         self._lazy[file] = out
         return out
 
@@ -486,6 +500,8 @@ class Chain(Host):
         out = self.proc.dlopen(name, mode)
         module = self.ev.running[-1].name if self.ev.running else ""
         self.loads.append(Load(name, mode, out.error, module, "ctypes", out.why))
+        if out.fatal:
+            raise Died(out.error)
         if out.error is not None:
             raise self._raised(ExcValue("OSError", out.error, module, name))
         return _Obj({})

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["UNKNOWN", "Budget", "Builtin", "Evaluator", "ExcClass", "ExcValue", "Function",
+__all__ = ["UNKNOWN", "Budget", "Builtin", "Died", "Evaluator", "ExcClass", "ExcValue", "Function",
            "Host", "Lazy", "ModuleValue", "Raised", "exc_matches"]
 
 
@@ -87,6 +87,10 @@ def exc_matches(cls: str, handler: str) -> bool:
         c = _EXC_PARENT.get(c, "Exception" if c not in _EXC_PARENT else None)
         seen += 1
     return False
+
+
+class Died(Exception):
+    """The process died (ld.so aborted it): no ``except`` clause runs."""
 
 
 class Raised(Exception):
