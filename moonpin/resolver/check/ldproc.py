@@ -401,19 +401,19 @@ class Process:
             if t is None:
                 continue
             out.bound += 1
+            fatal = lookup.fatal
             got = lookup.bind(o.path, t, host, self.have_exe, names)
             out.refs += got.refs
             out.host += [h for h in got.host if h not in out.host]
-            out.unbound += got.unbound
-        if lookup.fatal is not None:
-            out.fatal = True
-            out.error = None
-            out.first(lookup.fatal, "fatal", "", lookup.fatal)
-        if out.unbound:
-            obj, sym, version, _ = out.unbound[0]
-            out.first(f"{obj}: undefined symbol: {sym}" + (f", version {version}"
-                                                           if version else ""),
-                      "symbol", obj, sym)
+            if out.error is None and fatal is None and lookup.fatal is not None:
+                out.fatal = True  # ld.so aborts relocating this object: nothing after it
+                out.first(lookup.fatal, "fatal", o.path, lookup.fatal)
+            if got.unbound:  # the first object that fails stops ld.so: dlopen fails there
+                obj, sym, version, _ = got.unbound[0]
+                out.first(f"{obj}: undefined symbol: {sym}" + (f", version {version}"
+                                                               if version else ""),
+                          "symbol", obj, sym)
+            out.unbound += got.unbound  # all of them, for the report
         ldsym.drop_pages(self.tables.values())
 
 

@@ -4,8 +4,9 @@ object it would map from the image can be mapped: ld.so(8), read from bytes, not
 The search for a ``DT_NEEDED`` name of object *O* follows glibc's ``_dl_map_object``
 (elf/dl-load.c), as ld.so(8) documents it:
 
-1. a name already loaded matches (the libraries torch loaded when the loader imported it,
-   and every library mapped earlier in this walk, which is breadth-first like the loader's);
+1. a name already loaded matches (what the import chain loaded before the build,
+   :mod:`moonpin.resolver.check.ldproc`, and every library mapped earlier in this walk,
+   which is breadth-first like the loader's);
 2. when *O* has no ``DT_RUNPATH``: the ``DT_RPATH`` of *O*, then of the object that loaded
    *O*, and so on up the chain of loaders (``$ORIGIN`` is each one's own folder);
 3. ``LD_LIBRARY_PATH``;
@@ -342,7 +343,7 @@ def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str
     this process's)."""
     res = Resolution()
     loaded: dict[str, str] = {}
-    for d in preloaded_dirs:  # torch's libraries: mapped when the loader imported torch
+    for d in preloaded_dirs:  # the caller says these folders' libraries are loaded
         for name in listing(d):
             loaded.setdefault(name, os.path.join(d, name))
     ld_path = in_root(root, env_ld_path() if ld_path is None else ld_path)

@@ -162,7 +162,9 @@ class Lookup:
         out = Bound()
         try:
             for ref in t.undefined():  # type: ignore[attr-defined]
-                if ref.weak:
+                if ref.weak:  # looked up all the same: only ld.so aborting matters
+                    if ref.need is not None and self.fatal is None:
+                        self.binds(ref.name, ref.need)
                     continue
                 out.refs += 1
                 if self.binds(ref.name, ref.need):

@@ -230,6 +230,9 @@ def _interpreter(python: str | None, root: str | None) -> str | None:
 
 
 def _merge(out: Report, got: ldproc.Outcome) -> None:
+    if got.fatal and got.error is not None and got.searchlist:  # ld.so aborts the process
+        out.bad.setdefault(got.searchlist[0].path, "loading it makes ld.so abort the "
+                           f"process ({got.error})")
     for k, v in got.missing.items():
         out.missing.setdefault(k, v)
     for k, v in got.bad.items():
