@@ -210,7 +210,7 @@ class Process:
                           "bad", path, "no such file")
                 out.bad[path] = "cannot be read (No such file or directory)"
                 return None
-            obj = self._new(path, None, new, ids)
+            obj = self._new(path, None, new, ids, judged=True)
             names[path] = obj
             self._soname(obj, names)
         if obj.problem is not None:
@@ -230,7 +230,9 @@ class Process:
             names.setdefault(name, hit)
         return hit
 
-    def _map(self, path: str, loader: ldso.Node | None) -> Obj:
+    def _map(self, path: str, loader: ldso.Node | None, judged: bool = False) -> Obj:
+        """``path`` read as the loader maps it; its problem is kept when it is the image's
+        (``owned``) or named by a path (``judged``), else it is the host's, not judged."""
         obj = Obj(path, loader)
         try:
             obj.needed, obj.runpath, obj.rpath, obj.problem = ldso.read_dynamic(
@@ -238,7 +240,7 @@ class Process:
         except OSError as e:
             obj.problem = f"cannot open shared object file: {e.strerror or e}"
         if (obj.problem is not None and not obj.problem.startswith(_OTHER_CLASS)
-                and not self.owned(path)):
+                and not judged and not self.owned(path)):
             obj.problem = None  # the host's own library: looked up, not judged
             obj.needed = obj.runpath = obj.rpath = ()
         if obj.problem is None:
@@ -250,8 +252,8 @@ class Process:
         return obj
 
     def _new(self, path: str, loader: ldso.Node | None, new: list[Obj],
-             ids: dict[tuple[int, int], Obj]) -> Obj:
-        obj = self._map(path, loader)
+             ids: dict[tuple[int, int], Obj], judged: bool = False) -> Obj:
+        obj = self._map(path, loader, judged)
         new.append(obj)
         key = _file_id(path)
         if key is not None:

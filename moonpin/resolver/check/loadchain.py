@@ -179,6 +179,9 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
                 out.chain_error = (module, "a crash", str(d), path)
             except Budget as b:
                 out.note = f"the import chain was not followed to its end ({b})"
+            except (RecursionError, MemoryError) as e:  # a source nested past the stack
+                out.note = ("the import chain was not followed to its end (a module nests "
+                            f"too deep to follow: {type(e).__name__})")
         out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
         if out.chain_error is None:
             for build in builds:

@@ -208,7 +208,24 @@ def _known(*values: Any) -> bool:
 _STR_METHODS = frozenset(("split", "rsplit", "startswith", "endswith", "replace", "strip",
                           "lstrip", "rstrip", "lower", "upper", "join", "partition",
                           "rpartition", "find", "rfind", "removeprefix", "removesuffix",
-                          "isdigit", "format", "count", "splitlines"))
+                          "isdigit", "count", "splitlines"))
+#: The largest string or list a step may make (a hostile module doubling a string in a
+#: loop gets UNKNOWN, not the machine's memory).
+_MAX_VALUE = 1 << 20
+
+
+def _size(v: Any) -> int:
+    return len(v) if isinstance(v, (str, bytes, list, tuple)) else 0
+
+
+def _wide_format(fmt: str) -> bool:
+    """Whether a %-format asks for a width or precision of five digits or more."""
+    run = 0
+    for c in fmt:
+        run = run + 1 if c.isdigit() else 0
+        if run >= 5:
+            return True
+    return False
 
 
 class Evaluator:
@@ -547,15 +564,16 @@ class Evaluator:
     def _binop(self, op: Any, a: Any, b: Any) -> Any:
         import ast
 
-        if not _known(a, b):
+        if not _known(a, b) or _size(a) + _size(b) > _MAX_VALUE:
             return UNKNOWN
         try:
             if isinstance(op, ast.Add):
                 if isinstance(a, list) and isinstance(b, (list, tuple)):
                     return [*a, *b]
                 return a + b
-            if isinstance(op, ast.Mod) and isinstance(a, str):
-                return a % b
+            if isinstance(op, ast.Mod) and isinstance(a, str) and not _wide_format(a):
+                got = a % b
+                return got if len(got) <= _MAX_VALUE else UNKNOWN
             if isinstance(op, ast.Mult) and isinstance(a, (int, float)) and isinstance(
                     b, (int, float)):
                 return a * b
@@ -666,6 +684,11 @@ class Evaluator:
     def _method(obj: str, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if not _known(*args, *kwargs.values()):
             return UNKNOWN
+        sizes = _size(obj) + sum(map(_size, args)) + sum(
+            _size(x) for a in args if isinstance(a, (list, tuple)) for x in a)
+        if sizes > _MAX_VALUE or (name == "replace" and len(args) > 1
+                                  and _size(obj) * _size(args[1]) > _MAX_VALUE):
+            return UNKNOWN
         try:
             got = getattr(obj, name)(*args, **kwargs)
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
@@ -674,7 +697,7 @@ class Evaluator:
 
     @staticmethod
     def _list(obj: list[Any], name: str, args: list[Any]) -> Any:
-        if len(obj) > _MAX_ITEMS:
+        if len(obj) > _MAX_ITEMS or sum(map(_size, args)) > _MAX_ITEMS:
             return None
         if name == "append" and len(args) == 1:
             obj.append(args[0])
