@@ -54,6 +54,7 @@ _EXC_NAMES = frozenset((
     "IndexError", "AssertionError", "NameError", "SystemError", "UnicodeError",
     "SyntaxError"))
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
+_PLAIN: dict[str, Any] = {"True": True, "False": False, "None": None}
 
 
 class Load:
@@ -338,6 +339,12 @@ class Chain(Host):
                 unknown.add(head)
                 continue
             rhs = stripped.split("=", 1)[1].split("#", 1)[0].strip()
+            if rhs in _PLAIN:
+                out[head] = _PLAIN[rhs]
+                continue
+            if rhs.isdigit() and len(rhs) < 20:
+                out[head] = int(rhs)
+                continue
             try:
                 out[head] = ast.literal_eval(rhs)
             except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
