@@ -121,6 +121,13 @@ class Fixer:
         return (f"reinstall the distribution that provides {top} (`pip show -f` names it), "
                 "with --force-reinstall --no-deps")
 
+    def torch_files(self, deps: bool = False) -> str:
+        """Put the installed torch release's files back as its wheel has them (``deps``:
+        and those of the packages it requires, the CUDA libraries)."""
+        version = self.torch or "<torch version>"
+        return (f"pip install --force-reinstall {'' if deps else '--no-deps '}"
+                f"'torch=={version}'")
+
     def generic(self) -> str:
         s = self.sglang or "<sglang version>"
         t = self.torch or "<torch version>"

@@ -198,6 +198,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
     check_libraries.ROOT, check_libraries.LD_PATH = target.root, target.ld_path
     check_libraries.MACHINE = target.machine
+    check_libraries.VERSION = target.version
     add(CheckResult("target", "pass", target.describe()))
     unlisted = [u for u in map(im.unlistable, paths) if u] if site_packages is not None else []
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
