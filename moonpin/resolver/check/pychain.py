@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["BUDGET", "Problem", "Spec", "attribute", "caught", "walk"]
 
 #: Source bytes parsed on a cold start, breadth-first from the imported module.
-BUDGET = 160 << 10
+BUDGET = 128 << 10
 _CAP_SOURCE = 16 << 20
 _MAX_MODULES = 2000
 
