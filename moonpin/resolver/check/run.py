@@ -29,7 +29,7 @@ import sys
 
 from moonpin.kb.cache import facts_memo
 from moonpin.resolver.check.image_facts import KB_READABLE, KB_SCHEMA
-from moonpin.resolver.check.result import CheckResult, Report
+from moonpin.resolver.check.result import CheckResult, Report, shown
 from moonpin.resolver.check.result import report as _report
 
 # A worker runs this at every start, so its modules load nothing past ``os``: ``re``,
@@ -481,7 +481,9 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
                 "with no torch.__version__"), None
     value, problem, _ = attribute(paths, "torch", "__version__", im.PY_VERSION,
                                   im.EXT_SUFFIXES, im.ROOT)
-    return problem, value
+    # the label as torch/version.py's own is taken (printable, at most 256 characters): a
+    # megabyte of it, or control characters, is nothing a version is compared with
+    return problem, im.torch_label({"__version__": value}) if value is not None else None
 
 
 def _reinstall_torch(dist: Dist | None, fixer: Fixer) -> str:
@@ -497,11 +499,11 @@ def _same_release(a: str, b: str) -> bool:
     pa, pb = a.partition("+")[0], b.partition("+")[0]
     if pa == pb:
         return True
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         return Version(pa) == Version(pb)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         return False
 
 
@@ -748,8 +750,8 @@ def _errors(report: Report) -> None:
     """The failures that stopped the check, on stderr, each with its tip."""
     for c in report.checks:
         if c.status == "fail":
-            print(f"moonpin check: error: {c.name}: {c.message}\ntip: "
-                  + (c.fix or "check the command line (--site-packages, --python, --kb)"),
+            print(shown(f"moonpin check: error: {c.name}: {c.message}") + "\ntip: "
+                  + shown(c.fix or "check the command line (--site-packages, --python, --kb)"),
                   file=sys.stderr)
 
 

@@ -1,0 +1,124 @@
+"""Hostile inputs of the light check, one class each: what the image says (versions, file
+names, ``.pth`` lines, the Python sources of ``import mooncake.pg``'s chain) never ends in a
+traceback, a hang, or a report line a terminal would act on. Each test failed before its fix;
+the generic classes are also drawn by the ``check images`` surface
+(:mod:`tests.hostile.test_check_images`)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.lib.checkrun import Run, run, small_kb
+from tests.lib.images import ext_suffix, healthy_image
+
+#: What an escape sequence in an image's string does to a terminal: sets its title, clears
+#: it, colours what follows.
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m"
+
+
+def _no_escape(r: Run) -> None:
+    for stream in (r.out, r.err):
+        assert "\x1b" not in stream and "\x07" not in stream, stream[-800:]
+        stream.encode("utf-8")  # no lone surrogate: the report prints in a UTF-8 locale
+
+
+def _metadata(site: Path, dist: str, field: str, value: str) -> None:
+    meta = next(site.glob(f"{dist}-*.dist-info")) / "METADATA"
+    lines = [f"{field}: {value}" if line.startswith(f"{field}:") else line
+             for line in meta.read_text().splitlines()]
+    meta.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+
+
+# ------------------------------------------------------------------- what the report prints
+@pytest.mark.parametrize("where", ["torch metadata", "torch/version.py", "build file name",
+                                   "loader target", "torch/version.py surrogate"])
+def test_image_strings_are_printed_escaped(tmp_path: Path, where: str) -> None:
+    # a torch METADATA Version with an escape sequence was printed as it is (the terminal's
+    # title set, its screen cleared); a lone surrogate in a version failed the print
+    site = healthy_image(tmp_path / "site")
+    build = site / "mooncake" / f"pg_2_13_0{ext_suffix()}"
+    if where == "torch metadata":
+        _metadata(site, "torch", "Version", "2.13.0" + ESCAPES)
+    elif where == "torch/version.py":
+        (site / "torch" / "version.py").write_text(
+            f"__version__ = {'2.13.0' + ESCAPES!r}\ncuda = '13.0'\n")
+    elif where == "torch/version.py surrogate":
+        (site / "torch" / "version.py").write_text(
+            "__version__ = '2.13.0\\udc80'\ncuda = '13.0'\n")
+    elif where == "build file name":
+        build.rename(build.with_name(f"pg_2_13_0{ESCAPES}{ext_suffix()}"))
+    else:
+        pg = site / "mooncake" / "pg.py"
+        pg.write_text(pg.read_text().replace('"mooncake.pg"',
+                                             repr("mooncake.pg" + ESCAPES).replace("'", '"')))
+    for extra in (["-q"], []):  # the full report last: it is the one read below
+        r = run(site, *extra, kb=small_kb(tmp_path), env={"LANG": "C.UTF-8"})
+        assert r.rc in (0, 1) and "Traceback" not in r.err, r.err
+        _no_escape(r)
+    if where not in ("torch/version.py", "torch/version.py surrogate"):
+        assert r.rc == (1 if where != "torch metadata" else 0), r.out
+        assert "\\x1b]0;owned\\x07" in r.out, r.out  # said, escaped
+
+
+def test_stopped_check_errors_are_printed_escaped(tmp_path: Path) -> None:
+    # exit 2 says its failure on stderr: the path quoted there is the user's, escaped too
+    site = tmp_path / f"site{ESCAPES}"
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc == 2 and "tip:" in r.err, r.err
+    _no_escape(r)
+
+
+# ----------------------------------------------------------------- versions the image says
+@pytest.mark.parametrize("change", ["torch metadata", "torch metadata pre-release",
+                                    "sglang metadata"])
+def test_versions_past_int_digit_limit(tmp_path: Path, change: str) -> None:
+    # a torch METADATA Version of 100,000 digits was a traceback (packaging's int() of a
+    # release segment past Python's 4,300-digit limit is a ValueError, not InvalidVersion)
+    site = healthy_image(tmp_path / "site")
+    if change == "torch metadata":
+        _metadata(site, "torch", "Version", "9" * 100_000 + ".0")
+    elif change == "torch metadata pre-release":  # and torch.__version__ is not a literal
+        _metadata(site, "torch", "Version", "9" * 5000 + "a1")
+        (site / "torch" / "version.py").write_text("__version__ = str(1)\ncuda = '13.0'\n")
+    else:  # the fixer compares SGLang releases when no mooncake fits
+        _metadata(site, "sglang", "Version", "9" * 5000 + "a1")
+        (site / "mooncake" / f"pg_2_13_0{ext_suffix()}").unlink()
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc in (0, 1) and "Traceback" not in r.err, r.err[-1500:]
+    assert r.lines[-1].startswith(("usable", "not usable")), r.out[-500:]
+
+
+def test_torch_label_of_megabytes_is_not_printed(tmp_path: Path) -> None:
+    # a 2 MB torch.__version__ followed through torch/__init__.py -> torch_version.py ->
+    # version.py went into two report lines whole (4 MB of output); torch/version.py's own
+    # rule for a label (printable, at most 256 characters) applies to the followed one too
+    site = healthy_image(tmp_path / "site")
+    (site / "torch" / "version.py").write_text(
+        "__version__ = '2.13.0" + "a" * 2_000_000 + "'\ncuda = '13.0'\n")
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc == 0 and len(r.out) < 20_000, (r.rc, len(r.out), r.out[:1000])
+    assert "torch label" in r.out, r.out
+
+
+# ---------------------------------------------------------------- an image root's paths
+def test_chroot_resolve_is_linear_in_components(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # a 1 MB `.pth` line of `usr/../` took seconds each (the walk popped the front of a
+    # list and asked the kernel about every component again): 6 such files in an image
+    # root took 47 s; a million components must take well under a second
+    from moonpin.resolver.check import chroot
+
+    (tmp_path / "usr").mkdir()
+    asked: list[str] = []
+    islink = os.path.islink
+    monkeypatch.setattr(os.path, "islink", lambda p: asked.append(p) or islink(p))
+    t = time.monotonic()
+    assert chroot.resolve(str(tmp_path), "/usr/.." * 300_000 + "/usr") == f"{tmp_path}/usr"
+    assert len(asked) <= 2, len(asked)
+    got = chroot.resolve(str(tmp_path), "/x" * 1_000_000)
+    assert got == str(tmp_path) + "/x" * 1_000_000
+    assert time.monotonic() - t < 10
