@@ -41,6 +41,8 @@ __all__ = ["BUDGET", "Problem", "Spec", "attribute", "caught", "walk"]
 #: Source bytes parsed on a cold start, breadth-first from the imported module.
 BUDGET = 160 << 10
 _CAP_SOURCE = 16 << 20
+#: How a module's facts say its import never ends (:func:`_cached_compiled`).
+_HANGS = "never ends: its bytecode cache "
 _MAX_MODULES = 2000
 
 
@@ -83,6 +85,7 @@ _BASES = {
     "SyntaxError": ("SyntaxError",),
     "IndentationError": ("IndentationError", "SyntaxError"),
     "TabError": ("TabError", "IndentationError", "SyntaxError"),
+    "hang": (),  # an import that never ends is caught by nothing
 }
 
 
@@ -181,19 +184,48 @@ def _pyc(path: str, version: tuple[int, int]) -> str:
     return os.path.join(folder, "__pycache__", f"{stem}.cpython-{version[0]}{version[1]}.pyc")
 
 
-def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]) -> bool:
+def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]
+                     ) -> bool | str:
     """Whether CPython holds a timestamp bytecode cache of this very source (PEP 552 header:
-    flags 0, then the source's mtime and size as uint32), so it will not compile it again."""
+    flags 0, then the source's mtime and size as uint32), so it will not compile it again;
+    or, as a string, why reading that cache never ends. CPython's ``SourceLoader.get_code``
+    opens and reads whatever is at the cache's name before it looks at it: a FIFO there
+    blocks the import for ever, a character device that never ends (``/dev/zero``) is read
+    until memory runs out. Here it is opened without blocking and read only when regular."""
+    import stat
+
+    pyc = _pyc(path, version)
     try:
-        with open(_pyc(path, version), "rb") as f:
-            head = f.read(16)
+        fd = os.open(pyc, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # none, or one the importer cannot open either: it compiles the source
+    try:
+        st_pyc = os.fstat(fd)
+        if stat.S_ISFIFO(st_pyc.st_mode):
+            return f"{_pyc_name(pyc)} is a FIFO (named pipe): the import blocks reading it"
+        if stat.S_ISCHR(st_pyc.st_mode):
+            if os.read(fd, 1):  # /dev/null ends at once: the importer then compiles
+                return (f"{_pyc_name(pyc)} is a character device that does not end: the "
+                        "import reads it until memory runs out")
+            return False
+        if not stat.S_ISREG(st_pyc.st_mode):
+            return False
+        head = os.read(fd, 16)
     except OSError:
         return False
+    finally:
+        os.close(fd)
     if len(head) != 16 or head[4:8] != b"\0\0\0\0":
         return False
     mtime = int.from_bytes(head[8:12], "little")
     size = int.from_bytes(head[12:16], "little")
     return mtime == (int(st.st_mtime) & 0xFFFFFFFF) and size == (st.st_size & 0xFFFFFFFF)
+
+
+def _pyc_name(pyc: str) -> str:
+    """``__pycache__/pg.cpython-312.pyc``: the bytecode cache named beside its source."""
+    folder, base = os.path.split(pyc)
+    return f"{os.path.basename(folder)}/{base}"
 
 
 def _facts_ok(v: Any) -> bool:
@@ -216,7 +248,9 @@ def _read(path: str, version: tuple[int, int]
         compiled = _cached_compiled(path, st, version)
     except OSError:
         compiled = False
-    imports, error, bound, opaque = read_module(data, path, check_compile=not compiled)
+    imports, error, bound, opaque = read_module(data, path, check_compile=compiled is not True)
+    if isinstance(compiled, str):  # read before the source is compiled or run
+        error = f"{_HANGS}{compiled}"
     dynamic = ""
     if b"__path__" in data:
         rest = data.replace(b"__path__ = extend_path(__path__, __name__)", b"")
@@ -231,7 +265,7 @@ def _read(path: str, version: tuple[int, int]
 def _facts(path: str, version: tuple[int, int]
            ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
     """:func:`_read`, through the file-facts memo (raises OSError)."""
-    return facts_memo().get("pychain-v3", path, lambda: _read(path, version), _facts_ok)
+    return facts_memo().get("pychain-v4", path, lambda: _read(path, version), _facts_ok)
 
 
 def walk(paths: Sequence[str], module: str, version: tuple[int, int],
@@ -311,6 +345,8 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
         if error is not None:
             if error.startswith("raises "):
                 fail(guard, error.split()[1], Problem(name, f, error, by))
+            elif error.startswith(_HANGS):  # no handler ends a read that never returns
+                fail(guard, "hang", Problem(name, f, error, by))
             else:
                 fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {error}", by))
         package = name if spec.kind == "package" else parent
@@ -445,7 +481,8 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
         except OSError as e:
             return None, f"{f} cannot be read ({e})", tuple(files)
         if facts[1] is not None:
-            what = facts[1] if facts[1].startswith("raises") else f"does not compile: {facts[1]}"
+            what = (facts[1] if facts[1].startswith(("raises", _HANGS))
+                    else f"does not compile: {facts[1]}")
             return None, f"{f} {what}", tuple(files)
         got = _resolve(facts[3], facts[4], want)
         if got is None:
