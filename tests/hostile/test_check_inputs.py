@@ -163,3 +163,36 @@ def test_bytecode_cache_that_is_not_a_file(tmp_path: Path, kind: str, module: st
         with pytest.raises(subprocess.TimeoutExpired):
             subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
                            timeout=3)
+
+
+@pytest.mark.parametrize("module", ["mooncake/__init__.py", "mooncake/pg.py",
+                                    "torch/__init__.py", "torch/torch_version.py",
+                                    "torch/version.py"])
+def test_sparse_source_of_a_gigabyte(tmp_path: Path, module: str) -> None:
+    # a 1 GiB sparse file (all NUL bytes) in a module's place: past the reading budget
+    # (mooncake/__init__.py) the check called the image usable; past the 16 MiB cap
+    # (torch/version.py) it said the file "cannot be read" as if the import failed for
+    # that. CPython refuses a source holding a NUL byte: the import certainly fails, and
+    # the check says so from the file's head
+    site = healthy_image(tmp_path / "site")
+    (site / module).unlink()
+    with open(site / module, "wb") as f:
+        f.truncate(1 << 30)
+    for _ in ("cold", "warm"):
+        r = run(site, kb=small_kb(tmp_path))
+        assert r.rc == 1, r.out
+        assert "cannot contain null bytes" in r.out, r.out
+
+
+@pytest.mark.parametrize("module", ["torch/__init__.py", "torch/torch_version.py",
+                                    "torch/version.py", "mooncake/__init__.py"])
+def test_valid_source_past_the_cap_is_not_a_failure(tmp_path: Path, module: str) -> None:
+    # a 20 MB torch/version.py (a long comment) imports; the check said `import torch`
+    # fails because moonpin reads at most 16 MiB of a source: its own limit, not the
+    # importer's. Past it, the file is found and not followed (the label: unknown)
+    site = healthy_image(tmp_path / "site")
+    path = site / module
+    path.write_text(path.read_text() + ("#" + "c" * 99 + "\n") * 200_000)
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc == 0, r.out
+    assert "cannot be read" not in r.out, r.out

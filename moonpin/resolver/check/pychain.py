@@ -328,14 +328,23 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
             fail(guard, "OSError", Problem(name, f, f"cannot be read ({e.strerror})", by))
             continue
         if f not in read:
-            if size > w.budget:
-                spec.dynamic = "unread"
-                continue  # past the budget (cold and warm alike): found, not read
+            if size > w.budget:  # past the budget (cold and warm alike): found, not read,
+                spec.dynamic = "unread"  # but for what its head certainly says
+                why = _unread(f)
+                if why is not None:
+                    fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {why}", by))
+                continue
             w.budget -= size
             read.add(f)
         try:
             got = _facts(f, version)
         except OSError as e:
+            if _over_cap(e):  # past moonpin's cap, as past the budget
+                spec.dynamic = "unread"
+                why = _unread(f)
+                if why is not None:
+                    fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {why}", by))
+                continue
             fail(guard, "OSError", Problem(name, f, f"cannot be read ({e})", by))
             continue
         w.parsed += 1
@@ -374,6 +383,49 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
                     if isinstance(attr, str) and attr != "*":
                         queue.append((f"{target}\0{attr}", f"{_short(f, paths)}:{line}", here))
     return problems, w.checked
+
+
+def _over_cap(e: OSError) -> bool:
+    """Whether :func:`moonpin.kb.files.read_regular` refused a file for its size (a cap of
+    moonpin's: Python itself imports a 20 MB module), not for what the importer meets too."""
+    import errno
+
+    return e.errno == errno.EFBIG
+
+
+#: What is read of a source that is not parsed (past the budget or the cap).
+_HEAD = 64 << 10
+
+
+def _nul_at(path: str) -> int:
+    """The offset of the first NUL byte in the first :data:`_HEAD` bytes of ``path`` (-1:
+    none, or not a regular file that can be read)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    try:
+        return os.read(fd, _HEAD).find(b"\0") if stat.S_ISREG(os.fstat(fd).st_mode) else -1
+    except OSError:
+        return -1
+    finally:
+        os.close(fd)
+
+
+def _unread(path: str) -> str | None:
+    """Why a source too large to parse here certainly does not compile, judged on its head
+    (through the file-facts memo: a warm start reads nothing), or None: a NUL byte there (a
+    sparse or binary file in a module's place) is what CPython refuses to compile."""
+    try:
+        at = facts_memo().get("pyhead-v1", path, lambda: _nul_at(path),
+                              lambda v: type(v) is int)
+    except OSError:
+        return None
+    if at < 0:
+        return None
+    return f"SyntaxError: source code string cannot contain null bytes (byte {at})"
 
 
 def _self_import(b: Any, package: str, attr: str) -> bool:
@@ -479,6 +531,9 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
         try:
             facts = _facts(f, version)
         except OSError as e:
+            if _over_cap(e):  # a limit of moonpin's, not the importer's: not followed,
+                why = _unread(f)  # but for what its head certainly says
+                return None, f"{f} does not compile: {why}" if why else None, tuple(files)
             return None, f"{f} cannot be read ({e})", tuple(files)
         if facts[1] is not None:
             what = (facts[1] if facts[1].startswith(("raises", _HANGS))
