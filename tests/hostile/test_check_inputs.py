@@ -1,8 +1,8 @@
 """Hostile inputs of the light check, one class each: what the image says (versions, file
 names, ``.pth`` lines, the Python sources of ``import mooncake.pg``'s chain) never ends in a
 traceback, a hang, or a report line a terminal would act on. Each test failed before its fix;
-the generic classes are also drawn by the ``check images`` surface
-(:mod:`tests.hostile.test_check_images`)."""
+the generic classes of the chain's files are also drawn, seeded, by
+:mod:`tests.hostile.test_check_chain_files`."""
 
 from __future__ import annotations
 
