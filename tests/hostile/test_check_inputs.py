@@ -196,3 +196,54 @@ def test_valid_source_past_the_cap_is_not_a_failure(tmp_path: Path, module: str)
     r = run(site, kb=small_kb(tmp_path))
     assert r.rc == 0, r.out
     assert "cannot be read" not in r.out, r.out
+
+
+# --------------------------------------------------- PEP 668 in an image root (--rootfs)
+def _pep668_root(tmp_path: Path) -> tuple[Path, Path]:
+    """A Debian-layout root whose torch metadata disagrees with torch/version.py: the check
+    then prints a pip fix line (a warning); returns (root, its standard library folder)."""
+    from tests.resolver.test_check_rootfs import PY, debian_root
+
+    root = tmp_path / "root"
+    site = debian_root(root)
+    healthy_image(site)
+    _metadata(site, "torch", "Version", "2.12.0")
+    return root, root / f"usr/lib/python{PY}"
+
+
+def _rootfs_fix(tmp_path: Path, root: Path) -> str:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--rootfs",
+                           str(root), "--elastic-ep-backend", "mooncake", "--kb",
+                           str(small_kb(tmp_path))], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    return next(line for line in proc.stdout.splitlines() if "fix:" in line and "pip " in line)
+
+
+def test_externally_managed_link_out_of_the_root(tmp_path: Path) -> None:
+    # the image's EXTERNALLY-MANAGED as an absolute link to a file the image does not
+    # hold (/etc/hostname, here a host file): os.path.isfile followed it on the host, and
+    # the fix line got --break-system-packages for a pip that refuses nothing
+    root, stdlib = _pep668_root(tmp_path)
+    host = tmp_path / "host-only"
+    host.write_text("[externally-managed]\n")
+    (stdlib / "EXTERNALLY-MANAGED").symlink_to(host)
+    assert "--break-system-packages" not in _rootfs_fix(tmp_path, root)
+    (stdlib / "EXTERNALLY-MANAGED").unlink()  # the same link to a file inside the root
+    (root / str(host).lstrip("/")).parent.mkdir(parents=True)
+    (root / str(host).lstrip("/")).write_text("[externally-managed]\n")
+    (stdlib / "EXTERNALLY-MANAGED").symlink_to(host)
+    assert "--break-system-packages" in _rootfs_fix(tmp_path, root)
+
+
+def test_pip_conf_loop_leaves_the_image_managed(tmp_path: Path) -> None:
+    # /etc/pip.conf a symbolic link loop: pip reads no file there and still refuses to
+    # install; the loop ended the whole decision, so the fix line lacked the flag pip needs
+    root, stdlib = _pep668_root(tmp_path)
+    (stdlib / "EXTERNALLY-MANAGED").write_text("[externally-managed]\n")
+    (root / "etc").mkdir()
+    (root / "etc/pip.conf").symlink_to("pip.conf")
+    assert "--break-system-packages" in _rootfs_fix(tmp_path, root)

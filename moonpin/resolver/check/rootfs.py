@@ -407,9 +407,19 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
     user = str(getattr(config, "user", "") or "")
     home = env.get("HOME") or ("/root" if user in ("", "0", "root") or user.startswith("0:")
                                else None)
-    configs = [rootfs.resolve(root, c) for c in pep668.config_files(home, None, env)
-               if c.startswith("/")]
-    return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs)
+    configs = []
+    for c in pep668.config_files(home, None, env):
+        if c.startswith("/"):
+            try:
+                configs.append(rootfs.resolve(root, c))
+            except OSError:  # a symbolic link loop: no file pip reads either
+                continue
+    try:  # the marker's own links too stay in the image (one to the host's /etc/hostname)
+        marker = rootfs.resolve(root, f"{stdlib}/EXTERNALLY-MANAGED")
+    except OSError:
+        return False  # a loop: not a file, for pip's os.path.isfile either
+    return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs,
+                                     marker=marker)
 
 
 def dockerfile_fix(fix: str, pip: str) -> str:
