@@ -247,3 +247,27 @@ def test_pip_conf_loop_leaves_the_image_managed(tmp_path: Path) -> None:
     (root / "etc").mkdir()
     (root / "etc/pip.conf").symlink_to("pip.conf")
     assert "--break-system-packages" in _rootfs_fix(tmp_path, root)
+
+
+def test_bytecode_cache_linked_out_of_the_root(tmp_path: Path) -> None:
+    # in an image root, mooncake's __pycache__/pg.cpython-3X.pyc as an absolute link to a
+    # host FIFO: the check opened the host's file (and, before it read caches without
+    # blocking, hung there). Inside the image the link names nothing: the source compiles
+    import sys
+
+    from tests.resolver.test_check_rootfs import debian_root
+
+    root = tmp_path / "root"
+    site = healthy_image(debian_root(root))
+    cache = site / "mooncake" / "__pycache__"
+    cache.mkdir()
+    host_fifo = tmp_path / "host-fifo"
+    os.mkfifo(host_fifo)
+    (cache / f"pg.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc").symlink_to(host_fifo)
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--rootfs",
+                           str(root), "--elastic-ep-backend", "mooncake", "--kb",
+                           str(small_kb(tmp_path))], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr

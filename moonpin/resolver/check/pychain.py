@@ -29,7 +29,7 @@ import sys
 from importlib import machinery
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import read_regular
+from moonpin.kb.files import outside, read_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -195,6 +195,8 @@ def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]
     import stat
 
     pyc = _pyc(path, version)
+    if outside(pyc):  # an image root's link out of it: not the image's file (read_regular's)
+        return False
     try:
         fd = os.open(pyc, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -402,6 +404,8 @@ def _nul_at(path: str) -> int:
     none, or not a regular file that can be read)."""
     import stat
 
+    if outside(path):  # as read_regular refuses it
+        return -1
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
