@@ -271,3 +271,29 @@ def test_bytecode_cache_linked_out_of_the_root(tmp_path: Path) -> None:
                            str(small_kb(tmp_path))], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------- --python's answer
+def test_python_that_leaves_a_process_holding_the_pipes(tmp_path: Path) -> None:
+    # an interpreter that answers and exits, leaving a process behind with its output
+    # pipes (a .pth line's daemon): the check waited for their end until its 30 s timeout,
+    # then said the interpreter could not be run, and left the process running
+    import subprocess
+    import sys
+
+    marker = f"sleep 300.{os.getpid()}{time.monotonic_ns() % 100_000}"  # this test's own
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{marker} &\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--python",
+                           str(python), "--elastic-ep-backend", "mooncake", "--no-deep"],
+                          capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path)})
+    took = time.monotonic() - t
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    for pid in left:  # this test's own, should the check have left it
+        os.kill(int(pid), 9)
+    assert "target: python" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr
+    assert took < 20, took
+    assert not left, f"left running: {left}"
