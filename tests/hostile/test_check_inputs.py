@@ -297,3 +297,61 @@ def test_python_that_leaves_a_process_holding_the_pipes(tmp_path: Path) -> None:
     assert "target: python" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr
     assert took < 20, took
     assert not left, f"left running: {left}"
+
+
+# ------------------------------------------------------------ an image file's config
+def _image_with(tmp_path: Path, config: dict[str, object]) -> Path:
+    """An OCI layout of one layer: a Debian-layout root with the healthy fake image."""
+    import gzip
+    import io
+    import json
+    import tarfile
+
+    from tests.hostile.test_image_files import layout
+    from tests.resolver.test_check_rootfs import debian_root
+
+    root = tmp_path / "rootfs"
+    healthy_image(debian_root(root))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for p in sorted(root.rglob("*")):
+            tf.add(p, arcname=str(p.relative_to(root)), recursive=False)
+    doc = {"os": "linux", "architecture": "amd64", "config": config,
+           "rootfs": {"type": "layers", "diff_ids": []}}
+    return layout(tmp_path / "img", [gzip.compress(buf.getvalue(), 1)],
+                  config=json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("field", ["PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "Entrypoint"])
+def test_image_config_string_past_what_execve_passes(tmp_path: Path, field: str) -> None:
+    # a config Env PATH of 2,200,000 folders (16 MB, under the 16 MiB a config may have)
+    # cost 31 s of looking for python3 in each, LD_LIBRARY_PATH 44 s; no container runs
+    # such an image: execve(2) refuses a string past MAX_ARG_STRLEN (128 KiB) with E2BIG
+    import subprocess
+    import sys
+
+    many = ":".join("/" + format(i, "x") for i in range(2_200_000))
+    config: dict[str, object] = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]}
+    if field == "Entrypoint":
+        config["Entrypoint"] = ["/usr/bin/python3", "-c", "x" * 200_000]
+    else:
+        config["Env"] = ([] if field == "PATH" else ["PATH=/usr/bin"]) + [
+            f"{field}={many}:/usr/bin"]
+    img = _image_with(tmp_path, config)
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--image", str(img),
+                           "--elastic-ep-backend", "mooncake", "--kb",
+                           str(small_kb(tmp_path))], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path),
+                                            "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 2, proc.stdout[-800:] + proc.stderr[-800:]
+    assert "MAX_ARG_STRLEN" in proc.stderr and "tip: rebuild the image" in proc.stderr
+    assert time.monotonic() - t < 20
+    ok = _image_with(tmp_path / "ok", {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin",
+                                               "PYTHONPATH=" + "/x" * 60_000]})
+    proc = subprocess.run([sys.executable, "-m", "moonpin.resolver.check", "--image", str(ok),
+                           "--elastic-ep-backend", "mooncake", "--kb",
+                           str(small_kb(tmp_path))], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path),
+                                            "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout[-800:] + proc.stderr[-800:]  # 120 KB: runs

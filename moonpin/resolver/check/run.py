@@ -115,9 +115,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         try:
             target = target_for(os.fspath(rootfs), config)
         except tg.TargetError as e:
-            return _report([CheckResult("target", "fail", str(e), "pass the root folder of "
-                                        "an unpacked image (--rootfs) holding its Python")],
-                           strict, could_not_check=True)
+            return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
+                                        "folder of an unpacked image (--rootfs) holding its "
+                                        "Python")], strict, could_not_check=True)
     from moonpin.kb.files import confine
 
     memo = facts_memo()

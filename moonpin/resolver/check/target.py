@@ -39,7 +39,12 @@ _ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
 
 
 class TargetError(Exception):
-    """The target environment cannot be read (the message says which and why)."""
+    """The target environment cannot be read (the message says which and why; ``tip``,
+    when given, what fixes it)."""
+
+    def __init__(self, message: str, tip: str | None = None) -> None:
+        super().__init__(message)
+        self.tip = tip
 
 
 class Target:
