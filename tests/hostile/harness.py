@@ -26,6 +26,7 @@ import hashlib
 import io
 import os
 import random
+import re
 import select
 import shutil
 import signal
@@ -245,9 +246,9 @@ def digest(paths: Iterable[Path]) -> dict[str, str]:
 
 
 #: Characters a terminal acts on (ESC starts a sequence that moves the cursor, sets the
-#: title or the colours; BEL; backspace; carriage return), which no output may carry raw
-#: (stderr is no terminal here, so moonpin's own progress line is off).
-_TERMINAL_CONTROLS = ("\x1b", "\x07", "\x08", "\r", "\x9b")
+#: title or the colours; BEL; backspace; a carriage return but CSV's CRLF; CSI), which no
+#: output may carry raw (stderr is no terminal here, so moonpin's own progress line is off).
+_TERMINAL_CONTROLS = re.compile("[\x1b\x07\x08\x9b]|\r(?!\n)")
 
 
 @dataclass
@@ -282,7 +283,7 @@ class Tally:
             self.bad_exit.append(f"{where}: exit {o.rc}\n{o.err[-500:]}")
         elif o.rc == 2 and "tip:" not in o.err:
             self.other.append(f"{where}: exit 2 without a tip:\n{o.err[-500:]}")
-        elif any(c in o.out or c in o.err for c in _TERMINAL_CONTROLS):
+        elif _TERMINAL_CONTROLS.search(o.out) or _TERMINAL_CONTROLS.search(o.err):
             # what moonpin prints quotes what it read: escaped, never acted on by a terminal
             self.other.append(f"{where}: a terminal control character printed:\n"
                               f"{(o.out + o.err)[-500:]!r}")

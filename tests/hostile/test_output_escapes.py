@@ -20,7 +20,7 @@ ESCAPES = "\x1b]0;owned\x07\x1b[2J"
 
 
 def _raw_controls(o: Outcome) -> list[str]:
-    return [c for c in _TERMINAL_CONTROLS if c in o.out or c in o.err]
+    return _TERMINAL_CONTROLS.findall(o.out) + _TERMINAL_CONTROLS.findall(o.err)
 
 
 def test_kb_strings_in_show(tmp_path: Path, kb_template: Path) -> None:
@@ -61,3 +61,4 @@ def test_printable_stream_keeps_the_progress_line() -> None:
     stream.write("line\tone\n")
     assert out.getvalue() == CLEAR_LINE + "reading a\\rb\\x1b[2J" + "line\tone\n"
     assert printable("ok\n") == "ok\n" and printable("\udc80") == "\\udc80"
+    assert printable("a,b\r\nc\r\x1b\r\n") == "a,b\r\nc\\r\\x1b\r\n"  # CSV rows kept

@@ -111,11 +111,13 @@ def shown(text: str, limit: int = 300) -> str:
 def printable(text: str) -> str:
     """``text`` with each character a terminal would act on (an escape sequence's ESC, a
     carriage return, a lone surrogate a name that is not UTF-8 decodes to) written as its
-    Python escape; line breaks and tabs are kept. What moonpin prints quotes names, paths
-    and messages read from elsewhere (a KB, a wheel's member names, a project's files)."""
-    if text.replace("\n", "").replace("\t", "").isprintable():
+    Python escape; line breaks (``\\n``, CSV's ``\\r\\n``) and tabs are kept. What moonpin
+    prints quotes names, paths and messages read from elsewhere (a KB, a wheel's member
+    names, a project's files)."""
+    if text.replace("\r\n", "").replace("\n", "").replace("\t", "").isprintable():
         return text
-    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+    return "\r\n".join("".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1]
+                               for c in part) for part in text.split("\r\n"))
 
 
 #: What moonpin itself writes to a terminal's stderr before a progress line: go to the
