@@ -109,6 +109,18 @@ def check_libraries(builds: Sequence[str], paths: Sequence[str],
     if res.note is not None:
         add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
                         "are loaded after what it loaded so far"))
+        # What the rest of the chain would have loaded is not known: a library or a symbol
+        # it may provide is not decided here (said, not failed)
+        said = add
+
+        def add(c: CheckResult) -> None:
+            if (c.status == "fail" and c.name == "symbols") or (
+                    c.status == "fail" and c.name == "libraries" and "cannot be found" in
+                    c.message):
+                c = CheckResult(c.name, "skip", c.message + " (not decided: the import chain "
+                                "was not followed to its end, and what it loads may provide "
+                                "it)", None, c.evidence)
+            said(c)
     for path, problem in sorted(res.bad.items()):
         add(CheckResult("libraries", "fail",
                         f"{path} cannot be loaded: {problem}", _fix_for(path, paths, fixer),

@@ -28,6 +28,7 @@ import sys
 from moonpin.resolver.check import importer, ldproc
 from moonpin.resolver.check.pyeval import (
     UNKNOWN,
+    Budget,
     Builtin,
     Died,
     Evaluator,
@@ -221,6 +222,18 @@ class Chain(Host):
         return self._run(name, file, path, tier)
 
     def _run(self, name: str, file: str, path: list[str] | None, tier: int) -> ModuleValue:
+        try:
+            big = os.stat(file).st_size > _CAP_SOURCE
+        except OSError:
+            big = False
+        if big:  # past what is read here: judged on its head, else found and not followed
+            from moonpin.resolver.check.pychain import unread
+
+            why = unread(file)
+            if why is not None:
+                raise self._raised(ExcValue("SyntaxError", f"{file}: {why.partition(': ')[2]}",
+                                            name, file))
+            raise Budget(f"{file} is past the {_CAP_SOURCE >> 20} MiB of source read here")
         mod = self.modules[name] = ModuleValue(name, "py", file, path, tier)
         if path is not None:
             mod.globals["__package__"] = name
