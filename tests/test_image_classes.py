@@ -11,7 +11,11 @@ imports does there (with the stub NVIDIA driver on ``LD_LIBRARY_PATH``).
 * SGLang installed editable from a checkout (the wheel's sources unpacked, ``pip install
   -e --no-deps --no-build-isolation`` with the copy's setuptools), at the release and at a
   dev version ahead of every release with a source change in the mooncake import;
-* torch whose label is another release's (``pg_2_12_0`` copied over ``pg_2_13_0``).
+* torch whose label is another release's (``pg_2_12_0`` copied over ``pg_2_13_0``);
+* torch's own import chain broken (``torch._C`` gone or not ELF, ``libtorch_global_deps.so``
+  gone, a torch library truncated, a CUDA package's library gone, one only a preload
+  loads gone): the import fails in ``import torch``, and the check says so with torch's
+  fix, not mooncake's.
 
 Nothing is fetched from the index. Changed files are copied first (never edited through a
 hard link), so the image itself is never changed."""
@@ -262,3 +266,63 @@ def test_a_cuda_label_that_is_not_what_torch_links(copy: Path, tmp_path: Path) -
     assert ok
     for _, out in got.values():
         assert "links libcudart.so.13; torch/version.py says cuda = '12.8'" in out
+
+
+TORCH_C = "torch/_C.cpython-311-x86_64-linux-gnu.so"
+
+
+def _break(copy: Path, rel: str, how: str) -> None:
+    path = copy / SITE / rel
+    if how == "remove":
+        os.unlink(path)
+    elif how == "not-elf":
+        os.unlink(path)
+        path.write_bytes(b"hi\n")
+    else:  # truncate
+        data = path.read_bytes()
+        os.unlink(path)
+        path.write_bytes(data[:len(data) // 4])
+
+
+@pytest.mark.parametrize(("rel", "how", "said", "deps"), [
+    (TORCH_C, "remove", "Failed to load PyTorch C extensions", False),
+    (TORCH_C, "not-elf", "_C.cpython-311-x86_64-linux-gnu.so", False),
+    ("torch/lib/libtorch_global_deps.so", "remove", "libtorch_global_deps.so", False),
+    ("torch/lib/libtorch_cpu.so", "truncate", "libtorch_cpu.so", False),
+    ("torch/lib/libc10.so", "remove", "libc10.so", False),
+    ("nvidia/cudnn/lib/libcudnn.so.9", "remove", "libcudnn.so.9", True),
+    ("nvidia/cu13/lib/libnvJitLink.so.13", "remove", "libnvJitLink.so.13", True),
+])
+def test_torch_failing_to_import_is_torchs_failure(copy: Path, tmp_path: Path, rel: str,
+                                                    how: str, said: str, deps: bool) -> None:
+    _break(copy, rel, how)
+    env = _env()
+    ok, _ = _real(copy, "import mooncake.pg", env)
+    assert not ok
+    got = _checks(copy, env, tmp_path)
+    for how_run, (rc, out) in got.items():
+        assert rc == 1, (how_run, out)
+        fails = [x for x in out.splitlines() if x.startswith("fail")]
+        assert len(fails) == 1 and fails[0].startswith("fail  import chain:"), (how_run, out)
+        assert "`import torch` raises" in fails[0] and said in fails[0], (how_run, out)
+        fix = "pip install --force-reinstall " + ("" if deps else "--no-deps ") + \
+            "'torch==2.13.0'"
+        assert fix in out and "mooncake-transfer-engine" not in out.split("import chain")[1]
+
+
+def test_a_preload_failing_is_not_a_failure(copy: Path, tmp_path: Path) -> None:
+    """torch's CUDA preloads run in a try/except Exception: one library gone stops them
+    (libcupti here, which nothing else needs) and the import goes on."""
+    _break(copy, "nvidia/cu13/lib/libcupti.so.13", "remove")
+    ok, _, got = _agree(copy, tmp_path)
+    assert ok
+    for _, out in got.values():
+        assert "pass  libraries:" in out and "pass  symbols:" in out
+
+
+def test_mooncakes_guarded_store_failing_is_not_a_failure(copy: Path, tmp_path: Path) -> None:
+    """mooncake/__init__.py imports mooncake.store inside try/except ImportError: store.so
+    not loading is no failure of `import mooncake.pg`."""
+    _break(copy, "mooncake/store.so", "not-elf")
+    ok, _, _ = _agree(copy, tmp_path)
+    assert ok

@@ -200,6 +200,34 @@ class FileMemo:
         self._dirty = True
         return value
 
+    def get_traced(self, kind: str, path: str | os.PathLike[str],
+                   compute: Callable[[], tuple[T, set[str], dict[str, str | None]]],
+                   valid: Callable[[Any], bool] | None = None) -> T:
+        """:meth:`get` for an answer that depends on many files: ``compute()`` returns
+        (the answer, every file and folder it read, every environment variable it read
+        with its value) and the answer is remembered with their stamps (size and mtime;
+        a folder's changes when an entry is added, removed or renamed). Asked again, it
+        is returned only while ``path``, each of them and each variable are unchanged."""
+        if not self.enabled or outside(path):
+            return compute()[0]
+        name = os.path.abspath(path)
+        st = os.stat(name)
+        key = f"{kind}\0{name}"
+        entries = self._entries()
+        hit = entries.get(key)
+        self._used.add(key)
+        if (type(hit) is tuple and len(hit) == 3 and hit[0] == st.st_size
+                and hit[1] == st.st_mtime_ns and type(hit[2]) is tuple and len(hit[2]) == 3
+                and _fresh(hit[2][0], hit[2][1])
+                and (valid is None or _fits(valid, hit[2][2]))):
+            return hit[2][2]  # type: ignore[no-any-return]
+        value, files, env = compute()
+        stamps = tuple((p, *_stamp(p)) for p in sorted({_cover(f) for f in files}))
+        entries[key] = (st.st_size, st.st_mtime_ns, (stamps, tuple(sorted(env.items())),
+                                                     value))
+        self._dirty = True
+        return value
+
     def flush(self) -> str | None:
         """Write the memo when something was learned; why it failed, or None."""
         if not self._dirty or self.path is None:
@@ -209,6 +237,39 @@ class FileMemo:
             entries = {k: v for k, v in entries.items() if k in self._used}
         self._dirty = False
         return store(self.path, {"format": self.FORMAT, "entries": entries})
+
+
+def _cover(path: str) -> str:
+    """``path``, or when it does not exist its nearest folder that does: the folder's
+    stamp changes when ``path`` (or the first missing folder on the way to it) appears."""
+    p = os.path.abspath(path)
+    for _ in range(64):
+        if os.path.lexists(p):
+            return p
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
+
+
+def _fresh(stamps: Any, env: Any) -> bool:
+    """Whether every (path, size, mtime) and (variable, value) remembered still holds."""
+    try:
+        for p, size, mtime in stamps:
+            if _stamp(p) != (size, mtime):
+                return False
+        return all(os.environ.get(k) == v for k, v in env)
+    except (TypeError, ValueError):  # a damaged entry
+        return False
 
 
 def _fits(valid: Callable[[Any], bool], value: Any) -> bool:

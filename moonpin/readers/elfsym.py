@@ -15,16 +15,17 @@ References: gABI chapter 5 ("Dynamic Section", "Hash Table", "Symbol Table" in c
 
 Bytes only, never loaded or executed; every offset read from the file is checked against
 its length and every loop is bounded by it, so a hostile object raises :class:`SymbolError`
-(a :class:`ValueError`) and nothing else. Imports ``struct`` only.
+(a :class:`ValueError`) and nothing else. Imports ``struct`` and ``operator`` only.
 """
 
 from __future__ import annotations
 
 import struct
+from operator import mul as _mul
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 __all__ = ["Need", "SymbolError", "SymbolTable", "Undefined", "elf_hash", "gnu_hash"]
 
@@ -51,11 +52,27 @@ class SymbolError(ValueError):
 
 
 def gnu_hash(name: bytes) -> int:
-    """The GNU hash of a symbol name (glibc ``dl_new_hash``: h = h * 33 + c, from 5381)."""
-    h = 5381
-    for c in name:
-        h = (h * 33 + c) & 0xFFFFFFFF
-    return h
+    """The GNU hash of a symbol name (glibc ``dl_new_hash``: h = h * 33 + c, from 5381),
+    as its closed form mod 2**32: 5381 * 33**n + sum(c_i * 33**(n-1-i))."""
+    n = len(name)
+    if n >= len(_POWERS):
+        h = 5381
+        for c in name:
+            h = (h * 33 + c) & 0xFFFFFFFF
+        return h
+    total: int = sum(map(_mul, name, _DOWN[len(_DOWN) - n:]))
+    return (5381 * _POWERS[n] + total) & 0xFFFFFFFF
+
+
+def _powers(count: int) -> list[int]:
+    out = [1]
+    for _ in range(count):
+        out.append(out[-1] * 33 & 0xFFFFFFFF)
+    return out
+
+
+_POWERS = _powers(1024)  # 33**k mod 2**32
+_DOWN = _POWERS[-2::-1]  # 33**1022 ... 33**0: the last n are a name's weights
 
 
 def elf_hash(name: bytes) -> int:
@@ -155,6 +172,7 @@ class SymbolTable:
         if self.has_symbols:
             self._setup_hash()
         self._defs: dict[int, tuple[int, str]] | None = None
+        self._base: set[int] = set()  # verdef indexes of the base entry (VER_FLG_BASE)
         self._needs: dict[int, Need] | None = None
 
     # --- bounded reads ---------------------------------------------------------------
@@ -223,6 +241,11 @@ class SymbolTable:
 
     # --- what the object defines and needs ------------------------------------------
     @property
+    def versioned(self) -> bool:
+        """Whether the object has symbol versions (``DT_VERSYM``)."""
+        return self._versym is not None
+
+    @property
     def soname(self) -> str | None:
         if not self.has_symbols or _DT_SONAME not in self.tags:
             return None
@@ -254,10 +277,12 @@ class SymbolTable:
             if _DT_VERDEF in self.tags:
                 at = self._file_offset(self.tags[_DT_VERDEF])
                 for _ in range(min(self.tags.get(_DT_VERDEFNUM, 0), 65536)):
-                    _, _, ndx, cnt, vhash, aux, nxt = self._unpack(self._e + "HHHHIII", at)
+                    _, flags, ndx, cnt, vhash, aux, nxt = self._unpack(self._e + "HHHHIII", at)
                     if cnt:
                         name = self.string(self._unpack(self._word, at + aux)[0])
                         self._defs[ndx & 0x7FFF] = (vhash, name.decode("utf-8", "replace"))
+                        if flags & _VER_FLG_BASE:
+                            self._base.add(ndx & 0x7FFF)
                     if not nxt:
                         break
                     at += nxt
@@ -300,19 +325,48 @@ class SymbolTable:
         needs = self.needs()
         # GNU hash: the linker puts every symbol it does not hash (the undefined ones)
         # before symoffset; with DT_HASH every symbol is walked.
-        end = self._gnu[1] if self._gnu is not None else self._count()
-        for i in range(1, min(end, _MAX_ENTRIES)):
-            name_off, info, _, shndx, _ = self._symbol(i)
+        end = min(self._gnu[1] if self._gnu is not None else self._count(), _MAX_ENTRIES)
+        if end <= 1:
+            return
+        # one read of the entries (and of their versions), checked against the file
+        first, last = self._symtab + self._syment, self._symtab + end * self._syment
+        if first < 0 or last > self.size:
+            raise SymbolError(f"a table reaches past the end of the file (byte {last:,})")
+        entries = self._sym.iter_unpack(bytes(self.data[first:last]))
+        versions: Sequence[int] | None = None
+        if self._versym is not None:
+            at, stop = self._versym + 2, self._versym + 2 * end
+            if at < 0 or stop > self.size:
+                raise SymbolError(f"a table reaches past the end of the file (byte {stop:,})")
+            versions = struct.unpack(f"{self._e}{end - 1}H", bytes(self.data[at:stop]))
+        wide = self.bits == 64
+        for i, f in enumerate(entries):
+            name_off, info, shndx = (f[0], f[1], f[3]) if wide else (f[0], f[3], f[5])
             bind = info >> 4
             if shndx != _SHN_UNDEF or bind not in (_STB_GLOBAL, _STB_WEAK) or not name_off:
                 continue
-            v = self._versym_of(i)
+            v = versions[i] if versions is not None else None
             need = needs.get(v & 0x7FFF) if v is not None and (v & 0x7FFF) > 1 else None
             yield Undefined(self.string(name_off), bind == _STB_WEAK, need)
 
     def defines(self, name: bytes, gnu: int, sysv: int | None, need: Need | None) -> bool:
         """Whether the loader binds a reference to ``name`` (needing ``need``) here.
-        ``gnu``/``sysv`` are the name's hashes (``sysv`` None: computed when needed)."""
+        ``gnu``/``sysv`` are the name's hashes (``sysv`` None: computed when needed).
+
+        An unversioned reference (glibc ``check_match``, elf/dl-lookup.c) takes a
+        definition of version index 0, 1 or 2 at once; one of a later version only when it
+        is not hidden and the only such definition of the name here (``num_versions ==
+        1``: "no possible ambiguities")."""
+        others = 0
+        for index in self._chain(name, gnu, sysv):
+            got = self._matches(index, name, need)
+            if got == _MATCH:
+                return True
+            others += got == _OTHER_VERSION
+        return need is None and others == 1
+
+    def _chain(self, name: bytes, gnu: int, sysv: int | None) -> Iterator[int]:
+        """The symbol indexes of ``name``'s hash chain (GNU: those whose hash matches)."""
         if self._gnu is not None:
             nbuckets, symoffset, bloom_size, shift, bloom, buckets = self._gnu
             bits = self.bits
@@ -320,16 +374,16 @@ class SymbolTable:
             word = self._addr.unpack_from(self.data, bloom + ((gnu // bits) & (bloom_size - 1))
                                           * self._addr.size)[0]
             if not (word >> (gnu % bits)) & 1 or not (word >> ((gnu >> shift) % bits)) & 1:
-                return False
+                return
             index = self._word.unpack_from(self.data, buckets + 4 * (gnu % nbuckets))[0]
             if index < symoffset:
-                return False
+                return
             for _ in range(_MAX_ENTRIES):
                 h = self._unpack(self._word, self._chains + 4 * (index - symoffset))[0]
-                if (h | 1) == (gnu | 1) and self._matches(index, name, need):
-                    return True
+                if (h | 1) == (gnu | 1):
+                    yield index
                 if h & 1:
-                    return False
+                    return
                 index += 1
             raise SymbolError("a GNU hash chain that never ends")
         if self._sysv is not None:
@@ -338,30 +392,39 @@ class SymbolTable:
             index = self._unpack(self._word, at + 4 * (h % nbucket))[0]
             for _ in range(min(nchain, _MAX_ENTRIES) + 1):
                 if index == 0 or index >= nchain:
-                    return False
-                if self._matches(index, name, need):
-                    return True
+                    return
+                yield index
                 index = self._unpack(self._word, at + 4 * (nbucket + index))[0]
             raise SymbolError("a SysV hash chain that loops")
-        return False
 
-    def _matches(self, index: int, name: bytes, need: Need | None) -> bool:
+    def _matches(self, index: int, name: bytes, need: Need | None) -> int:
+        """glibc ``check_match``: _MATCH, _NO, or _OTHER_VERSION (an unversioned reference
+        meeting a non-hidden definition of version index 3 or later)."""
         name_off, info, _, shndx, value = self._symbol(index)
         kind, bind = info & 0xF, info >> 4
         if (kind not in _BOUND_TYPES or shndx == _SHN_UNDEF
                 or (value == 0 and shndx != _SHN_ABS and kind != _STT_TLS)
                 or bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE)):
-            return False
+            return _NO
         if self.string(name_off) != name:
-            return False
+            return _NO
         v = self._versym_of(index)
         if v is None:
-            return True  # an unversioned object satisfies any version (glibc accepts it)
+            return _MATCH  # an unversioned object satisfies any version (glibc accepts it)
         ndx = v & 0x7FFF
         if need is None:
-            # an unversioned reference takes the default version; a hidden one never
-            return not (v & _HIDDEN) or ndx < 2
-        defined = self.definitions().get(ndx)
+            if ndx < 3:
+                return _MATCH
+            return _NO if v & _HIDDEN else _OTHER_VERSION
+        # l_versions[ndx]: the object's version definitions but its base entry (dl-version.c
+        # records no hash for VER_FLG_BASE), so index 0 and 1 have hash 0
+        defs = self.definitions()  # fills _base
+        defined = defs.get(ndx) if ndx not in self._base else None
         dhash, dname = defined if defined is not None else (0, None)
-        return not ((dhash != need.hash or dname != need.name)
-                    and (need.hidden or dhash or v & _HIDDEN))
+        if (dhash != need.hash or dname != need.name) and (need.hidden or dhash
+                                                           or v & _HIDDEN):
+            return _NO
+        return _MATCH
+
+
+_NO, _MATCH, _OTHER_VERSION = 0, 1, 2

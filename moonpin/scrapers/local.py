@@ -77,8 +77,8 @@ def _version_from_source(text: bytes) -> str | None:
     """``__version__ = "0.5.18"`` read with ast (sglang/version.py)."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the last two: nested
+        return None  # past what the parser holds
     for node in tree.body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
@@ -239,7 +239,14 @@ def _launch(files: list[tuple[str, bytes | OSError]], root: str) -> LaunchRules 
         text = by_rel.get(n)
         if isinstance(text, bytes):
             texts[n] = text
-    launch: LaunchRules | None = sa.launch_record_from(texts) if texts else None
+    try:
+        launch: LaunchRules | None = sa.launch_record_from(texts) if texts else None
+    except (RecursionError, MemoryError) as e:  # a source nested past what the parser or the
+        from moonpin.kb.models import LaunchRules  # rule reader's walk holds: recorded so
+
+        member = sa.HOOKS[0] if sa.HOOKS[0] in texts else sa.SERVER_ARGS
+        return LaunchRules(member=member, error=f"{member}: nested too deeply to read "
+                           f"({type(e).__name__})")
     return launch
 
 

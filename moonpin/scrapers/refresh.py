@@ -244,6 +244,12 @@ class _SglangSource(_Source):
             run.reporter.advance(f"sglang {v} (failed)")
             return v, Unread(kind="sglang", name="sglang", version=v,
                              artifact=wheel.filename, reason=_reason(e, wheel)), 0
+        except (RecursionError, MemoryError) as e:  # what a source nested too deep raises
+            why = _too_deep(e, wheel)
+            run.reporter.warn(f"sglang {v}: {why}")
+            run.reporter.advance(f"sglang {v} (failed)")
+            return v, Unread(kind="sglang", name="sglang", version=v,
+                             artifact=wheel.filename, reason=why), 0
         run.reporter.advance(f"sglang {v}", nbytes=n)
         run.consumed(need)
         return v, rel, wheel.size
@@ -320,11 +326,13 @@ class _MooncakeSource(_Source):
             try:
                 mw, n, need = mc.scrape_wheel(run.fetcher, dist, v, w, self.wanted, self.shared)
                 run.consumed(need)
-            except MoonpinError as e:
-                run.reporter.warn(f"{dist} {v}: {e}")
+            except (MoonpinError, RecursionError, MemoryError) as e:  # the last two: what a
+                why = (_reason(e, w) if isinstance(e, MoonpinError)  # loader nested too deep
+                       else _too_deep(e, w))                           # raises
+                run.reporter.warn(f"{dist} {v}: {why}")
                 run.reporter.advance(f"{dist} {v} (failed)", nbytes=total)
                 return (dist, v), Unread(kind="mooncake", name=dist, version=v,
-                                         artifact=w.filename, reason=_reason(e, w)), size
+                                         artifact=w.filename, reason=why), size
             got.append(mw)
             total += n
             size += w.size
@@ -527,6 +535,13 @@ def _reason(e: MoonpinError, f: IndexFile) -> str:
     never by a URL naming the index's host."""
     text = str(e)
     return text.replace(f.url, f.path or f.filename) if f.url else text
+
+
+def _too_deep(e: BaseException, f: IndexFile) -> str:
+    """Why a wheel whose Python sources Python's parser (``MemoryError``: too complex) or a
+    reader walking their syntax trees (``RecursionError``) cannot hold is not read."""
+    return (f"{f.filename}: a Python source in it is nested too deeply to read "
+            f"({type(e).__name__})")
 
 
 def _torch_needed(all_versions: tuple[str, ...], sglang: Iterable[SglangRelease],

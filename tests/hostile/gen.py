@@ -60,7 +60,8 @@ def retype(rng: random.Random, doc: Any, *, keep: tuple[Any, ...] = ()) -> tuple
 #: Strings a document written on purpose may hold where a name, version or time belongs.
 HOSTILE_STRINGS = ["banana", "", "9" * 5000, "1.0+", "1!", "v0.5.18", "2026-01-01T00:00:00",
                    "2026-01-01T00:00:00+14:00", "x" * 100_000, "../../etc/passwd", "-1",
-                   "\x00", "sglang", "0.5.18\n", "NaN", "1e999"]
+                   "\x00", "sglang", "0.5.18\n", "NaN", "1e999",
+                   "0.5.18\x1b]0;owned\x07\x1b[2J", "a\rb\x08c\x9b31m"]
 
 
 def restring(rng: random.Random, doc: Any) -> tuple[Any, str]:

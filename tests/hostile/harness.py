@@ -14,8 +14,9 @@ cache folder, a timeout, and stdout/stderr captured:
 :func:`survey` is the loop every surface shares: it asks the surface for one
 :class:`Case` per input (seeded), runs it, and tallies the outcome against what the
 README promises for bad input: an exit code in {0, 1, 2}, no traceback, no hang, an exit 2
-with a ``tip:``, nothing changed that the command must not change, no process left
-running in the command's session, and whatever the surface's own ``judge`` adds.
+with a ``tip:``, no terminal control character printed raw, nothing changed that the
+command must not change, no process left running in the command's session, and whatever
+the surface's own ``judge`` adds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import hashlib
 import io
 import os
 import random
+import re
 import select
 import shutil
 import signal
@@ -243,6 +245,12 @@ def digest(paths: Iterable[Path]) -> dict[str, str]:
     return out
 
 
+#: Characters a terminal acts on (ESC starts a sequence that moves the cursor, sets the
+#: title or the colours; BEL; backspace; a carriage return but CSV's CRLF; CSI), which no
+#: output may carry raw (stderr is no terminal here, so moonpin's own progress line is off).
+_TERMINAL_CONTROLS = re.compile("[\x1b\x07\x08\x9b]|\r(?!\n)")
+
+
 @dataclass
 class Tally:
     """What a surface's run found; :meth:`check` fails the test with the first few."""
@@ -275,6 +283,10 @@ class Tally:
             self.bad_exit.append(f"{where}: exit {o.rc}\n{o.err[-500:]}")
         elif o.rc == 2 and "tip:" not in o.err:
             self.other.append(f"{where}: exit 2 without a tip:\n{o.err[-500:]}")
+        elif _TERMINAL_CONTROLS.search(o.out) or _TERMINAL_CONTROLS.search(o.err):
+            # what moonpin prints quotes what it read: escaped, never acted on by a terminal
+            self.other.append(f"{where}: a terminal control character printed:\n"
+                              f"{(o.out + o.err)[-500:]!r}")
 
     def summary(self) -> str:
         return (f"{self.surface}: {self.inputs} inputs ({self.inputs - self.scripted} forked"

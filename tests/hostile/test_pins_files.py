@@ -29,6 +29,8 @@ HOSTILE_LINES = [
     "mooncake-transfer-engine==0.3.13 --hash=sha256:" + "f" * 64, "\ufeffsglang==0.5.18",
     "sglang==0.5.18 # " + "\u202e" * 100, "ｓｇｌａｎｇ==0.5.18", "torch==2.13.0+cu130",
     "sglang @ file:///etc/passwd", "sglang==0.5.18; python_version ~= 'abc'",
+    "torch==2.13.0\x1b]0;owned\x07\x1b[2J", "sglang==0.5.18 # \x1b[31m\r\x08",
+    "-r \x1b[2Jmissing.txt",
 ]
 
 

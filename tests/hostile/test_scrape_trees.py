@@ -32,6 +32,17 @@ HOSTILE_SOURCES: list[bytes] = [
     b"\x00" * 10_000,
 ]
 HOSTILE_VERSIONS = [b"banana", b"9" * 5000, b"", b"1.0+" + b"a" * 300, b"0.5.99\n\x00"]
+#: Sources for the members read by name (``sglang/version.py``, ``server_args.py``): one
+#: that parses but nests deeper than a recursive walk of its tree goes (a launch rule's
+#: condition of 600 additions), on top of those the parser itself refuses.
+KNOWN_MEMBER_SOURCES: list[bytes] = [
+    *HOSTILE_SOURCES,
+    b"import dataclasses\n\n\n@dataclasses.dataclass\nclass ServerArgs:\n"
+    b"    elastic_ep_backend: str = None\n\n    def __post_init__(self):\n"
+    b"        if self.elastic_ep_backend == " + b"+".join([b"a"] * 600) + b":\n"
+    b"            raise ValueError('no')\n",
+    b"__version__ = '0.5.99'\nx = " + b"+".join([b"a"] * 100_000) + b"\n",
+]
 
 
 def _tree(root: Path) -> None:
@@ -48,7 +59,7 @@ def _damage_tree(rng: random.Random, root: Path) -> str:
     what = []
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(["special", "name", "source", "version", "pyproject", "big",
-                           "metadata", "deep-folders"])
+                           "metadata", "deep-folders", "known-member"])
         target = root / "sglang" / "srt" / f"x{rng.randrange(1000)}.py"
         if kind == "special":
             what.append(gen.make_special(rng.choice(gen.SPECIALS), target))
@@ -60,6 +71,10 @@ def _damage_tree(rng: random.Random, root: Path) -> str:
         elif kind == "source":
             target.write_bytes(rng.choice(HOSTILE_SOURCES))
             what.append("hostile source")
+        elif kind == "known-member":  # what the scrape reads by name, not by walking
+            member = rng.choice(["version.py", "srt/server_args.py"])
+            (root / "sglang" / member).write_bytes(rng.choice(KNOWN_MEMBER_SOURCES))
+            what.append(f"hostile sglang/{member}")
         elif kind == "version":
             (root / "sglang" / "version.py").write_bytes(
                 b"__version__ = '" + rng.choice(HOSTILE_VERSIONS) + b"'\n")

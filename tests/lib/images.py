@@ -26,6 +26,7 @@ __all__ = [
     "add_torch",
     "ext_suffix",
     "healthy_image",
+    "python_torch_c",
 ]
 
 #: What SGLang 0.5.x imports from mooncake.pg.
@@ -66,6 +67,10 @@ _m = _build()
 '''
 
 
+#: The machine the stand-in objects are built for: this one's, where build_so can.
+MACHINE = platform.machine() if platform.machine() in ("x86_64", "aarch64") else "x86_64"
+
+
 def ext_suffix() -> str:
     """The running interpreter's preferred extension-module suffix (``.cpython-312-…so``)."""
     return machinery.EXTENSION_SUFFIXES[0]
@@ -84,10 +89,21 @@ def add_dist(site: Path, name: str, version: str, *, requires: Sequence[str] = (
     return folder
 
 
+def python_torch_c(site: Path) -> None:
+    """``torch._C`` as a ``.py`` stand-in: a deep probe imports torch for real, and the
+    stand-in ELF objects cannot be ``dlopen``-ed (nor then are torch's libraries mapped)."""
+    pkg = site / "torch"
+    for f in pkg.glob("_C.*"):
+        f.unlink()
+    (pkg / "_C.py").write_text("")
+
+
 def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13,
-              version_py: bool = True) -> None:
+              version_py: bool = True, native: bool = True) -> None:
     """A torch with its metadata (a real wheel's CUDA requirement) and, unless
-    ``version_py=False``, the ``torch/version.py`` every real build ships."""
+    ``version_py=False``, the ``torch/version.py`` every real build ships. ``native``:
+    its ``torch._C`` is an ELF extension whose closure maps ``torch/lib`` (else a ``.py``
+    stand-in, :func:`python_torch_c`)."""
     requires = []
     if cuda == 13:
         requires.append('cuda-toolkit[cudart]==13.0.3; platform_system == "Linux"')
@@ -95,15 +111,20 @@ def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13,
         requires.append(f'nvidia-cuda-runtime-cu{cuda}=={cuda}.8.90; platform_system == "Linux"')
     pkg = site / "torch"
     (pkg / "distributed").mkdir(parents=True, exist_ok=True)
-    if version_py:  # torch.__version__ as a real torch binds it, through torch_version.py
+    # As torch's own: torch.__version__ bound through torch_version.py (from version.py), and
+    # `import torch` loads torch._C, whose closure maps torch's libraries (a build needing
+    # libtorch.so finds it loaded).
+    if version_py:
         (pkg / "__init__.py").write_text(
-            "from torch.torch_version import __version__ as __version__\n")
+            "from torch.torch_version import __version__ as __version__\n\n"
+            "from torch._C import *  # noqa: F403\n")
         (pkg / "torch_version.py").write_text(
             "from torch.version import __version__ as internal_version\n\n\n"
             "class TorchVersion(str):\n    pass\n\n\n"
             "__version__ = TorchVersion(internal_version)\n")
     else:
-        (pkg / "__init__.py").write_text(f'__version__ = "{version}"\n')
+        (pkg / "__init__.py").write_text(
+            f'__version__ = "{version}"\n\nfrom torch._C import *  # noqa: F403\n')
     if version_py:
         label = {None: None, 13: "13.0"}.get(cuda, f"{cuda}.8")
         (pkg / "version.py").write_text(
@@ -125,13 +146,24 @@ def add_torch(site: Path, version: str = "2.13.0", cuda: int | None = 13,
         libs += ["libc10_cuda.so", "libtorch_cuda.so"]
     for lib in libs:
         (pkg / "lib").mkdir(exist_ok=True)
-        (pkg / "lib" / lib).write_bytes(build_so(needed=[], strings=[]))
+        (pkg / "lib" / lib).write_bytes(build_so(needed=[], strings=[], machine=MACHINE))
+    cudart = [f"libcudart.so.{cuda}"] if cuda is not None else []
+    (pkg / "lib" / "libtorch_python.so").write_bytes(build_so(
+        needed=[*libs[:3], *libs[4:], *cudart], strings=[], runpath=None,
+        rpath=f"$ORIGIN:$ORIGIN/../../nvidia/cu{cuda}/lib", machine=MACHINE))
+    if native:
+        (pkg / f"_C{ext_suffix()}").write_bytes(build_so(
+            needed=["libtorch_python.so"], strings=[], runpath=None, rpath="$ORIGIN/lib",
+            machine=MACHINE))
+    else:
+        python_torch_c(site)
     if cuda is not None:
         cudart = site / "nvidia" / f"cu{cuda}" / "lib" / f"libcudart.so.{cuda}"
         cudart.parent.mkdir(parents=True, exist_ok=True)
-        cudart.write_bytes(build_so(needed=[], strings=[]))
+        cudart.write_bytes(build_so(needed=[], strings=[], machine=MACHINE))
     add_dist(site, "torch", version, requires=requires,
-             files=["torch/__init__.py", "torch/distributed/__init__.py"])
+             files=["torch/__init__.py", "torch/distributed/__init__.py",
+                    f"torch/_C{ext_suffix()}", *(f"torch/lib/{lib}" for lib in libs)])
 
 
 def loader_text(*targets: str) -> str:
@@ -191,6 +223,8 @@ def add_mooncake(site: Path, *, dist: str = "mooncake-transfer-engine-cuda13",
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
     add_dist(site, dist, version, files=list(files))
+    if kind == "py" and (site / "torch").is_dir():
+        python_torch_c(site)  # a deep probe imports it all for real
     return list(files)
 
 

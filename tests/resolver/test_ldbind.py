@@ -246,3 +246,32 @@ def test_an_old_library_is_one_failure_naming_what_the_loader_says_first(tmp_pat
     assert "defines at most LIBV_1.0" in failing[0] and "also needed: LIBV_1." in failing[0]
     assert "1 more object needs versions it lacks" in failing[0], failing[0]
     assert "undefined symbol" not in proc.stdout and first
+
+
+def test_a_version_needed_of_a_library_that_has_none_aborts(tmp_path: Path) -> None:
+    """The build needs foo@LIBV_1 of libv.so.1; the image's libv.so.1 has no versions at
+    all but defines foo: ld.so's check_match asserts and the process dies (an except
+    clause cannot catch it), even for a weak reference."""
+    import subprocess as sp
+
+    from moonpin.resolver.check.loadchain import native_load
+
+    lib = tmp_path / "site" / "mooncake"
+    _so(lib, "libv.so.1", "int foo(void) { return 1; }\n", soname="libv.so.1",
+        version_script="LIBV_1 { global: foo; local: *; };\n")
+    for weak in (False, True):
+        decl = "extern int foo(void)" + (" __attribute__((weak));\n" if weak else ";\n")
+        build = _so(lib, "pg.so", decl + "int call(void) { return foo ? foo() : 0; }\n",
+                    libs=("libv.so.1",))
+        assert _real_loader(build) == "ok"
+        assert not native_load([str(build)], [str(tmp_path / "site")], None,
+                               python=None).bad
+        _so(lib, "libv.so.1", "int foo(void) { return 1; }\n", soname="libv.so.1")
+        code = "import ctypes, os, sys\nctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW)\n"
+        died = sp.run([sys.executable, "-c", code, str(build)], capture_output=True, text=True,
+                      timeout=30)
+        assert died.returncode != 0 and "Inconsistency detected by ld.so" in died.stderr
+        got = native_load([str(build)], [str(tmp_path / "site")], None, python=None)
+        assert "ld.so abort" in got.bad[str(build)], got.bad
+        _so(lib, "libv.so.1", "int foo(void) { return 1; }\n", soname="libv.so.1",
+            version_script="LIBV_1 { global: foo; local: *; };\n")

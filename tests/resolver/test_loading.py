@@ -290,3 +290,7 @@ def test_a_deep_import_that_worked_overrules_a_light_library_guess() -> None:
     assert downgrade_light_libraries(failed)[0].status == "fail"
     partial = [*checks[:2], CheckResult("deep backends", "fail", "no mooncake-cpu")]
     assert downgrade_light_libraries(partial)[0].status == "fail"
+    # the light reading of what `import torch` loads is a library guess too
+    chain = CheckResult("import chain", "fail", "`import mooncake.pg` fails before the build "
+                        "is loaded: `import torch` raises OSError: x")
+    assert downgrade_light_libraries([chain, *checks[1:]])[0].status == "warn"

@@ -60,7 +60,7 @@ def _image_of(site: Path, suffix: str) -> None:
     add_torch(site)
     add_sglang(site)
     add_mooncake(site)
-    for p in (site / "mooncake").glob("*.so"):
+    for p in [*(site / "mooncake").glob("*.so"), *(site / "torch").glob("_C.*.so")]:
         stem = p.name.split(".", 1)[0]
         p.rename(p.with_name(stem + suffix))
 

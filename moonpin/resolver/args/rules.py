@@ -441,8 +441,19 @@ def _parse_expr(text: str) -> ast.expr:
     each; the tree is only read)."""
     try:
         return ast.parse(text, mode="eval").body
-    except SyntaxError as exc:
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte (older 3.11)
         raise Unevaluable(f"does not parse: {exc}") from None
+    except (RecursionError, MemoryError) as exc:  # nested past what the parser holds
+        raise Unevaluable(f"nested too deeply to parse ({type(exc).__name__})") from None
+
+
+def _eval(text: str, values: Mapping[str, object]) -> object:
+    """``text`` parsed and evaluated; a tree deeper than the recursive walk goes (a KB
+    edited by hand, or another's) is :class:`Unevaluable`, as any other it cannot read."""
+    try:
+        return _value(_parse_expr(text), values)
+    except RecursionError:
+        raise Unevaluable("nested too deeply to evaluate") from None
 
 
 def evaluate(condition: str, values: Mapping[str, object]) -> bool:
@@ -453,7 +464,7 @@ def evaluate(condition: str, values: Mapping[str, object]) -> bool:
     is not``, chained), ``and``/``or``/``not`` (short-circuit), unary minus, ``a if c else
     b``.  Anything else raises :class:`Unevaluable`.
     """
-    return bool(_value(_parse_expr(condition), values))
+    return bool(_eval(condition, values))
 
 
 # ---------------------------------------------------------------------------
@@ -525,7 +536,7 @@ def _fill(message: str, values: Mapping[str, object]) -> str:
         expr, _, conv = m.group(1).rpartition("!") if m.group(1).endswith(
             ("!r", "!s", "!a")) else (m.group(1), "", "")
         try:
-            value = _value(_parse_expr(expr), values)
+            value = _eval(expr, values)
         except Unevaluable:
             return m.group(0)
         return repr(value) if conv == "r" else ascii(value) if conv == "a" else str(value)
@@ -579,7 +590,7 @@ def check(
         try:
             for w in sorted(rule.writes, key=lambda w: w.line):
                 if w.guard is None or evaluate(w.guard, values):
-                    values[w.attr] = _value(_parse_expr(w.value), values)
+                    values[w.attr] = _eval(w.value, values)
             applies = rule.guard is None or evaluate(rule.guard, values)
             failing = applies and evaluate(rule.condition, values)
         except Unevaluable as exc:

@@ -33,12 +33,15 @@ def resolve(root: str, path: str, *, follow: bool = True) -> str:
     too unless ``follow=False``). A missing component ends the walk: the rest is joined
     as written (that path then does not exist). Raises :class:`RootError` on a loop."""
     root = root.rstrip("/") or "/"
-    todo = [p for p in path.split("/") if p and p != "."]
+    # the components still to walk, the next one last: popping and pushing a link's target
+    # stay O(1) each, so a path of many components (a 1 MB ``.pth`` line) costs linear time
+    todo = [p for p in reversed(path.split("/")) if p and p != "."]
     done: list[str] = []
     links = 0
     missing = False
+    seen: dict[str, str | bool | None] = {}  # a folder's _lookup, asked once
     while todo:
-        part = todo.pop(0)
+        part = todo.pop()
         if part == "..":  # never above the root
             if done:
                 done.pop()
@@ -47,26 +50,35 @@ def resolve(root: str, path: str, *, follow: bool = True) -> str:
             done.append(part)
             continue
         cand = root + "/" + "/".join([*done, part]) if done else root + "/" + part
-        if os.path.islink(cand) and (todo or follow):
+        if cand not in seen:  # `a/../a/../…`: each path asked of the kernel once
+            seen[cand] = _lookup(cand)
+        target = seen[cand]
+        if isinstance(target, str) and (todo or follow):
             links += 1
             if links > MAX_LINKS:
                 raise RootError(40, f"{path!r} in the image root {root}: a symbolic link "
                                 "loop (more than 40 links)", path)
-            try:
-                target = os.readlink(cand)
-            except OSError:
-                done.append(part)
-                missing = True
-                continue
             parts = [p for p in target.split("/") if p and p != "."]
             if target.startswith("/"):
                 done = []
-            todo = parts + todo
+            todo.extend(reversed(parts))
             continue
-        if not os.path.lexists(cand):
+        if target is None:
             missing = True
         done.append(part)
     return root + "/" + "/".join(done) if done else root
+
+
+def _lookup(cand: str) -> str | bool | None:
+    """A path's symbolic link target, True when it is there and not a link, None when it
+    is not there (or is a link that cannot be read: the walk ends there, as for a missing
+    component)."""
+    if os.path.islink(cand):
+        try:
+            return os.readlink(cand)
+        except OSError:
+            return None
+    return True if os.path.lexists(cand) else None
 
 
 def inside(root: str, path: str) -> bool:

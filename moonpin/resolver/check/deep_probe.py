@@ -31,7 +31,7 @@ def downgrade_light_libraries(checks: list[CheckResult]) -> list[CheckResult]:
     return [CheckResult(c.name, "warn", f"{c.message} (but the deep import loaded it here, "
                         "so the light reading of the libraries disagrees with the loader: "
                         "please report it)", c.fix, c.evidence)
-            if c.status == "fail" and (c.name == "libraries" or (
+            if c.status == "fail" and (c.name in ("libraries", "import chain") or (
                 c.name == "loader" and UNREADABLE_SCHEME in c.message)) else c
             for c in checks]
 

@@ -121,6 +121,13 @@ class Fixer:
         return (f"reinstall the distribution that provides {top} (`pip show -f` names it), "
                 "with --force-reinstall --no-deps")
 
+    def torch_files(self, deps: bool = False) -> str:
+        """Put the installed torch release's files back as its wheel has them (``deps``:
+        and those of the packages it requires, the CUDA libraries)."""
+        version = self.torch or "<torch version>"
+        return (f"pip install --force-reinstall {'' if deps else '--no-deps '}"
+                f"'torch=={version}'")
+
     def generic(self) -> str:
         s = self.sglang or "<sglang version>"
         t = self.torch or "<torch version>"
@@ -205,7 +212,7 @@ class Fixer:
     def _sglang_move(self) -> str | None:
         """No mooncake fits this SGLang release, whatever its torch: the nearest release
         (newer first) that requires the installed torch and has a mooncake that fits."""
-        from packaging.version import InvalidVersion, Version
+        from packaging.version import Version
 
         from moonpin.kb.paths import default_kb_file
         from moonpin.resolver import resolved
@@ -219,7 +226,7 @@ class Fixer:
             here = Version(self.sglang)
             cands = [(Version(v), v) for v, r in reqs.items()
                      if torch in (r.get("torch") or ()) and v != self.sglang]
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
             return None
         cands = [c for c in cands if not c[0].is_prerelease]
         newer = sorted(c for c in cands if c[0] > here)

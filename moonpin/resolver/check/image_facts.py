@@ -416,11 +416,11 @@ def _plain_release(version: str) -> bool:
 def vendor_reason(version: str) -> str | None:
     if _plain_release(version):
         return None
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         v = Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         return f"torch {version} is not a PEP 440 version"
     why = []
     if v.is_prerelease or v.is_devrelease:
@@ -615,7 +615,7 @@ def first_providing(kbv: KBView, name: str) -> str | None:
     kb = kbv.doc()
     if kb is None:
         return None
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     found: list[tuple[Version, str]] = []
     for rel in kb.get("mooncake") or ():
@@ -623,7 +623,7 @@ def first_providing(kbv: KBView, name: str) -> str | None:
             if any(name in (b.get("names") or ()) for w in rel.get("wheels") or ()
                    for b in w.get("builds") or ()):
                 found.append((Version(rel["version"]), f"{rel['dist']} {rel['version']}"))
-        except (InvalidVersion, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError):  # ValueError: InvalidVersion too
             continue
     return min(found)[1] if found else None
 

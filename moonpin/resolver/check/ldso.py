@@ -4,8 +4,9 @@ object it would map from the image can be mapped: ld.so(8), read from bytes, not
 The search for a ``DT_NEEDED`` name of object *O* follows glibc's ``_dl_map_object``
 (elf/dl-load.c), as ld.so(8) documents it:
 
-1. a name already loaded matches (the libraries torch loaded when the loader imported it,
-   and every library mapped earlier in this walk, which is breadth-first like the loader's);
+1. a name already loaded matches (what the import chain loaded before the build,
+   :mod:`moonpin.resolver.check.ldproc`, and every library mapped earlier in this walk,
+   which is breadth-first like the loader's);
 2. when *O* has no ``DT_RUNPATH``: the ``DT_RPATH`` of *O*, then of the object that loaded
    *O*, and so on up the chain of loaders (``$ORIGIN`` is each one's own folder);
 3. ``LD_LIBRARY_PATH``;
@@ -34,10 +35,11 @@ from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["E_MACHINE", "LD_CACHE", "Node", "Resolution", "elf_problem", "env_ld_path",
-           "image_lib_dirs", "in_root", "ld_cache_file", "ld_cache_names", "ld_cache_paths",
+__all__ = ["E_MACHINE", "LD_CACHE", "TRACE", "Node", "Resolution", "candidates", "elf_problem",
+           "env_ld_path",
+           "in_root", "ld_cache_file", "ld_cache_names", "ld_cache_paths",
            "listing", "read_dynamic", "resolve", "search", "system_lib_dirs"]
 
 #: ``e_machine`` of the ELF objects a Python on this machine can load (psABI supplements).
@@ -51,6 +53,9 @@ _ET_NAMES = {0: "an object of no type (ET_NONE)", 1: "a relocatable object (ET_R
 _PT_LOAD = 1
 #: Objects walked at most: a real extension's closure has ~20.
 _MAX_OBJECTS = 256
+#: When a set: every file :func:`read_dynamic` reads and every folder :func:`listing` lists
+#: is added to it (what a remembered answer depends on; :mod:`moonpin.resolver.check.loadchain`).
+TRACE: set[str] | None = None
 
 
 def _u(data: bytes, at: int, size: int, little: bool) -> int:
@@ -116,11 +121,12 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
         import mmap
 
         if st.st_size == 0:
-            return (), (), (), "an empty file, not an ELF object"
+            return (), (), (), "an empty file, not an ELF object (ld.so: file too short)"
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
             data = bytes(m[:4])
-            if data != b"\x7fELF":
-                return (), (), (), "not an ELF object"
+            if data != b"\x7fELF":  # ld.so's words (elf/dl-load.c, open_verify)
+                why = "file too short" if st.st_size < 64 else "invalid ELF header"
+                return (), (), (), f"not an ELF object (ld.so: {why})"
             from moonpin.readers import elf
 
             try:
@@ -152,6 +158,8 @@ def read_dynamic(path: str, machine: str | None = None,
     ``problem`` says why the loader would refuse it (:func:`elf_problem`), or is None.
     Raises OSError when the file cannot be opened."""
     machine = machine or os.uname().machine
+    if TRACE is not None:
+        TRACE.add(path)
     needed, runpath, rpath, problem = facts_memo().get(
         f"dynamic-v2\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
     return tuple(needed), tuple(runpath), tuple(rpath), problem
@@ -266,6 +274,8 @@ _LISTINGS: dict[str, frozenset[str]] = {}
 
 def listing(folder: str) -> frozenset[str]:
     """The names in ``folder`` (empty when it cannot be listed), read once per process."""
+    if TRACE is not None:
+        TRACE.add(folder)
     got = _LISTINGS.get(folder)
     if got is None:
         try:
@@ -274,26 +284,6 @@ def listing(folder: str) -> frozenset[str]:
             got = frozenset()
         _LISTINGS[folder] = got
     return got
-
-
-def image_lib_dirs(paths: Sequence[str]) -> list[str]:
-    """Folders whose libraries torch itself loads before mooncake's extension does:
-    torch/lib and the pip-installed CUDA packages (nvidia/*/lib)."""
-    out: list[str] = []
-    for sp in paths:
-        lib = os.path.join(sp, "torch", "lib")
-        if os.path.isdir(lib):
-            out.append(lib)
-        nvidia = os.path.join(sp, "nvidia")
-        if os.path.isdir(nvidia):
-            found = []
-            for pkg in listing(nvidia):
-                for sub in listing(os.path.join(nvidia, pkg)):
-                    cand = os.path.join(nvidia, pkg, sub)
-                    if sub.startswith("lib") and os.path.isdir(cand):
-                        found.append(cand)
-            out += sorted(found)
-    return out
 
 
 class Node:
@@ -353,7 +343,7 @@ def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str
     this process's)."""
     res = Resolution()
     loaded: dict[str, str] = {}
-    for d in preloaded_dirs:  # torch's libraries: mapped when the loader imported torch
+    for d in preloaded_dirs:  # the caller says these folders' libraries are loaded
         for name in listing(d):
             loaded.setdefault(name, os.path.join(d, name))
     ld_path = in_root(root, env_ld_path() if ld_path is None else ld_path)
@@ -389,28 +379,53 @@ def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str
 
 
 def search(name: str, node: Node, ld_path: Sequence[str], cache: set[str],
-            system: Sequence[str], root: str | None = None) -> str | None:
+           system: Sequence[str], root: str | None = None) -> str | None:
+    """Where ld.so finds ``name`` for ``node`` (module doc); a name the loader cache holds
+    is ``LD_CACHE/name`` (not read further). None: nowhere."""
+    for where in candidates(name, node, ld_path, cache, system, root):
+        return where
+    return None
+
+
+def candidates(name: str, node: Node, ld_path: Sequence[str],
+               cache: set[str] | dict[str, str], system: Sequence[str],
+               root: str | None = None, exe_rpath: Sequence[str] = ()) -> Iterator[str]:
+    """Each file ld.so would try for ``name`` needed by ``node``, in its order
+    (``_dl_map_object``); the loader skips one of another ELF class or machine and goes
+    on (``open_verify``), so a caller may too. ``cache``: the names the loader cache
+    holds (a hit is yielded as ``LD_CACHE/name``) or each name's path there.
+    ``exe_rpath``: the executable's ``DT_RPATH`` folders, searched after the chain of
+    loaders when ``node`` has no ``DT_RUNPATH``."""
     if "/" in name:  # a path: used as it is, no search
         if root is not None:
             got = in_root(root, ["/" + name.lstrip("/")])  # relative: the working folder
-            return got[0] if got and os.path.isfile(got[0]) else None
-        return name if os.path.lexists(name) else None
+            if got and os.path.isfile(got[0]):
+                yield got[0]
+        elif os.path.lexists(name):
+            yield name
+        return
     dirs: list[str] = []
     if not node.runpath:
         chain: Node | None = node
         while chain is not None:
             dirs += in_root(root, _expand(chain.rpath, chain.path))
             chain = chain.loader
+        dirs += exe_rpath
     dirs += ld_path
     dirs += in_root(root, _expand(node.runpath, node.path))
     for d in dirs:
         hit = _in(d, name, root)
         if hit is not None:
-            return hit
-    if name in cache and _cached_file(name, root):
-        return os.path.join(LD_CACHE, name)
+            yield hit
+    if isinstance(cache, dict):
+        listed = cache.get(name)
+        if listed is not None:
+            found = [listed] if root is None else in_root(root, [listed])
+            if found and os.path.isfile(found[0]):
+                yield found[0]
+    elif name in cache and _cached_file(name, root):
+        yield os.path.join(LD_CACHE, name)
     for d in system:  # a cache entry whose file is gone: ld.so goes on to these
         hit = _in(d, name, root)
         if hit is not None:
-            return hit
-    return None
+            yield hit

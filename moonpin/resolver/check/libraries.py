@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from moonpin.resolver.check.fixes import Fixer
+    from moonpin.resolver.check.loadchain import Report
 
 __all__ = ["check_libraries", "provider_hint"]
 
@@ -27,6 +28,8 @@ INTERPRETER: str | None = None
 ROOT: str | None = None
 LD_PATH: tuple[str, ...] | None = None
 MACHINE: str | None = None
+#: The target's Python version (``sys.version_info[:2]``; None: unknown).
+VERSION: tuple[int, int] | None = None
 
 
 #: What provides a shared library a mooncake build needs, for the fix line.
@@ -54,43 +57,76 @@ def provider_hint(error: str) -> str | None:
     return f"{m.group(1)} is missing: install what provides it in the image"
 
 
-def _follow(paths: Sequence[str]) -> Callable[[str], bool]:
-    """Whether a library found is one the image's mooncake ships (its own folder, or a
-    ``*.libs`` folder a repaired wheel vendors): read and judged in turn."""
-    roots = [os.path.join(sp, "mooncake") for sp in paths]
-
-    def follow(where: str) -> bool:
-        return (os.path.basename(os.path.dirname(where)).endswith(".libs")
-                or any(_within(where, r) for r in roots))
-
-    return follow
-
-
 def _within(path: str, folder: str) -> bool:
     """``PurePath(path).is_relative_to(folder)``: lexical, as pathlib has it."""
     path, folder = os.path.normpath(path), os.path.normpath(folder)
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def check_libraries(builds: Sequence[str], paths: Sequence[str],
-                     add: Callable[[CheckResult], None], fixer: Fixer | None = None) -> None:
-    """Every shared library the build needs, and the ones it ships need, found and mapped
-    as the dynamic loader would (:mod:`moonpin.resolver.check.ldso`)."""
-    from moonpin.resolver.check import ldso
+def _owner(path: str, paths: Sequence[str]) -> str | None:
+    """Which package's files ``path`` is: ``mooncake`` (its folder, or a ``*.libs`` folder
+    a repaired wheel vendors), ``torch``, ``nvidia`` (torch's CUDA packages), or None."""
+    for sp in paths:
+        for name in ("mooncake", "torch", "nvidia"):
+            if _within(path, os.path.join(sp, name)):
+                return name
+        if _within(path, sp) and os.path.basename(os.path.dirname(path)).endswith(".libs"):
+            return "mooncake"
+    return None
 
-    if ROOT is not None:
-        cache = ldso.ld_cache_names(ldso.ld_cache_file(ROOT))
-    else:
-        cache = set() if "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ else ldso.ld_cache_names()
-    res = ldso.resolve(builds, ldso.image_lib_dirs(paths), cache, _follow(paths), MACHINE,
-                       ROOT, LD_PATH)
+
+def _fix_for(path: str, paths: Sequence[str], fixer: Fixer | None) -> str:
+    """What puts the file at ``path`` back: the distribution whose files it is."""
+    owner = _owner(path, paths)
+    if owner == "torch" and fixer is not None:
+        return fixer.torch_files()
+    if owner == "nvidia" and fixer is not None:
+        return fixer.torch_files(deps=True)
+    if owner == "mooncake":
+        return ("reinstall the mooncake distribution that ships it (see the install line "
+                "above), or restore the file")
+    return "restore the file: reinstall what installed it in the image"
+
+
+def check_libraries(builds: Sequence[str], paths: Sequence[str],
+                     add: Callable[[CheckResult], None], fixer: Fixer | None = None,
+                     module: str | None = None, first: Sequence[str] = (),
+                     after: Sequence[str] = ()) -> None:
+    """``import module`` as far as the builds (what it loads first, and whether it gets
+    there), then every shared library the builds need, found and mapped, and their
+    symbols bound, as the dynamic loader would (:mod:`moonpin.resolver.check.loadchain`).
+    ``first``, ``after``: modules imported before and after ``module``."""
+    from moonpin.resolver.check import image_facts
+    from moonpin.resolver.check.loadchain import native_load
+
+    res = native_load(builds, paths, module, python=INTERPRETER,
+                      suffixes=image_facts.EXT_SUFFIXES, machine=MACHINE, root=ROOT,
+                      ld_path=LD_PATH, sites=image_facts.SITE_DIRS, version=VERSION,
+                      first=first, after=after)
+    if res.chain_error is not None:
+        _chain_failure(res, module or "", paths, add, fixer)
+        return
+    if res.note is not None:
+        add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
+                        "are loaded after what it loaded so far"))
+        # What the rest of the chain would have loaded is not known: a library or a symbol
+        # it may provide is not decided here (said, not failed)
+        said = add
+
+        def add(c: CheckResult) -> None:
+            if (c.status == "fail" and c.name == "symbols") or (
+                    c.status == "fail" and c.name == "libraries" and "cannot be found" in
+                    c.message):
+                c = CheckResult(c.name, "skip", c.message + " (not decided: the import chain "
+                                "was not followed to its end, and what it loads may provide "
+                                "it)", None, c.evidence)
+            said(c)
     for path, problem in sorted(res.bad.items()):
         add(CheckResult("libraries", "fail",
-                        f"{path} cannot be loaded: {problem}",
-                        "reinstall the mooncake distribution that ships it (see the install "
-                        "line above), or restore the file", (path,)))
-    driver = {n: o for n, o in res.missing.items() if n.startswith("libcuda.so")}
-    others = {n: o for n, o in res.missing.items() if n not in driver}
+                        f"{path} cannot be loaded: {problem}", _fix_for(path, paths, fixer),
+                        (path,)))
+    driver = dict(res.host_missing)
+    others = dict(res.missing)
     if others:
         detail = "; ".join(f"{n} (needed by {o}): " + (provider_hint(
             f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
@@ -108,7 +144,7 @@ def check_libraries(builds: Sequence[str], paths: Sequence[str],
         add(CheckResult("libraries", "pass",
                         f"{res.count} shared-library needs of {res.objects} objects resolve"
                         + (" (but for the NVIDIA driver)" if driver else "")))
-        _check_symbols(builds, paths, add, fixer)
+        _check_symbols(res, builds, paths, add, fixer)
     if driver and ROOT is not None:  # an image never holds it: the runtime mounts it
         add(CheckResult("driver", "skip", f"{', '.join(sorted(driver))} (the NVIDIA driver) "
                         "is the host's: the NVIDIA container runtime mounts it at run time"))
@@ -117,6 +153,84 @@ def check_libraries(builds: Sequence[str], paths: Sequence[str],
                         f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
                         "a worker needs it (the NVIDIA container runtime mounts it), a build or "
                         "CI host without a GPU does not have it"))
+
+
+def _chain_failure(res: Report, module: str, paths: Sequence[str],
+                   add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
+    """``import module`` fails before the builds are loaded, in the code of the module
+    ``res.chain_error`` blames: said as that package's failure, with the fix that puts
+    back what the failed load is about (its last failed load: the cause)."""
+    assert res.chain_error is not None
+    blamed, cls, message, where = res.chain_error
+    package = blamed.partition(".")[0]
+    failed = [w for *_, err, _, _, w in res.loads if err is not None]
+    kind, subject, detail = failed[-1] if failed else ("", "", "")
+    file = where.partition(" line ")[0] if where else ""
+    note = ""
+    if kind == "version":
+        version, obj, newest = [*detail.split("\0"), "", ""][:3]
+        note = (f"; {subject} defines at most {newest}" if newest else
+                f"; {subject} defines no version of that kind")
+        fix = _version_fix(subject, obj, version, paths, fixer)
+    elif kind == "bad" and _owner(subject, paths) != package:
+        fix = _fix_for(subject, paths, fixer)
+    elif package == "torch" and fixer is not None:
+        missing = _missing_name(message) or (subject if kind == "missing" else None)
+        own = missing is None or _torch_ships(missing, paths)
+        fix = fixer.torch_files(deps=not own)
+        if not own:
+            fix += (f" (it reinstalls the packages torch requires too; if none of them "
+                    f"ships {missing}, install what provides it in the image)")
+    elif package == "mooncake" and fixer is not None:
+        fix = fixer.reinstall()
+    else:
+        fix = (f"reinstall the distribution that provides {package} (its files do not "
+               "load), then run the check again")
+    at = f" ({where})" if where and where not in message else ""
+    add(CheckResult("import chain", "fail",
+                    f"`import {module}` fails before the build is loaded: `import {blamed}` "
+                    f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
+
+
+def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
+                 fixer: Fixer | None) -> str:
+    """A library older than an object needs: put back the package whose file it is, or
+    install a newer one."""
+    owner = _owner(lib, paths)
+    if owner in ("torch", "nvidia", "mooncake"):
+        return _fix_for(lib, paths, fixer)
+    return (f"install a newer {os.path.basename(lib)} in the image (the one "
+            f"{os.path.basename(obj)} was built against defines {version}), or a build of "
+            "it made for this image's")
+
+
+def _torch_ships(name: str, paths: Sequence[str]) -> bool:
+    """Whether torch's own distribution lists a file named ``name`` (its RECORD)."""
+    from moonpin.resolver.check.image_facts import read_bytes
+
+    for sp in paths:
+        try:
+            infos = [n for n in os.listdir(sp) if n.startswith("torch-")
+                     and n.endswith(".dist-info")]
+        except OSError:
+            continue
+        for info in infos:
+            try:
+                record = read_bytes(os.path.join(sp, info, "RECORD"), 64 << 20, "RECORD")
+            except OSError:
+                continue
+            if f"/{name},".encode() in record:
+                return True
+    return False
+
+
+def _missing_name(message: str) -> str | None:
+    """The first library ``dlerror()`` says cannot be found in ``message`` (a failure
+    raised while handling one names it in its context), or None."""
+    import re
+
+    m = re.search(r"(?:^|[\s;(])([^\s:/;()]+): cannot open shared object file", message)
+    return m.group(1) if m else None
 
 
 _TORCH_NAMESPACES = ("c10::", "at::", "torch::", "caffe2::", "c10d::")
@@ -133,20 +247,12 @@ def _built_for(build: str) -> str | None:
     return None
 
 
-def _check_symbols(builds: Sequence[str], paths: Sequence[str],
+def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
     """Every symbol the builds and the image's objects they load leave undefined, bound
-    as ld.so binds them (:mod:`moonpin.resolver.check.ldbind`)."""
-    from moonpin.resolver.check import image_facts, ldbind
+    as ld.so binds them (:mod:`moonpin.resolver.check.ldproc`)."""
+    from moonpin.resolver.check import ldbind
 
-    try:
-        b = ldbind.bind(builds, paths, INTERPRETER, image_facts.EXT_SUFFIXES, MACHINE, ROOT,
-                        LD_PATH)
-    except OSError as e:
-        add(CheckResult("symbols", "skip", f"symbols not bound: {e.strerror or e}"))
-        return
-    if b.skipped is not None:
-        return  # the missing library is the failure already reported
     by_lib: dict[str, list[tuple[str, str, str]]] = {}
     for need in b.versions:
         by_lib.setdefault(need[2], []).append((need[0], need[1], need[3]))
@@ -203,5 +309,5 @@ def _check_symbols(builds: Sequence[str], paths: Sequence[str],
                         tuple(sorted({o for o, _, _, _ in unbound}))))
     if not unbound and not b.versions:
         note = (f"; {len(b.host)} left to the host's driver" if b.host else "")
-        add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.objects} "
+        add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.bound} "
                         f"objects bind as ld.so binds them{note}"))

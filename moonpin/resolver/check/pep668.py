@@ -68,12 +68,16 @@ def _says_break(text: str) -> bool:
 
 
 def externally_managed(stdlib: str | None, in_venv: bool, env: Mapping[str, str],
-                       configs: Sequence[str], read: object = None) -> bool:
+                       configs: Sequence[str], read: object = None,
+                       marker: str | None = None) -> bool:
     """Whether pip refuses to install for this interpreter: its standard library folder
     (a host path) holds ``EXTERNALLY-MANAGED``, it is not a virtualenv, and neither the
     environment nor a configuration file (host paths; ``read(path) -> str | None`` reads
-    one) overrides it."""
-    if in_venv or not stdlib or not os.path.isfile(os.path.join(stdlib, "EXTERNALLY-MANAGED")):
+    one) overrides it. ``marker``: the host path of that file when it is not simply under
+    ``stdlib`` (an image's, its symbolic links resolved inside the image's root)."""
+    if in_venv or not stdlib:
+        return False
+    if not os.path.isfile(marker or os.path.join(stdlib, "EXTERNALLY-MANAGED")):
         return False
     if env.get("PIP_BREAK_SYSTEM_PACKAGES", "").strip().lower() in _TRUE:
         return False

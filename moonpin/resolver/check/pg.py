@@ -80,7 +80,9 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, paths: Sequenc
     _judge_builds(req, [rule.BuildFacts(path, b.names, b.backends, b.cuda)], torch,
                   req.module, kb, fixer, add)
     if file_suffix(path) == ".so":
-        check_libraries([path], paths, add, fixer)
+        # SGLang imports torch before the module: it is the build itself here
+        check_libraries([path], paths, add, fixer, req.module,
+                        first=("torch",) if find_package(paths, "torch") else ())
 
 
 def _rule_requirement(req: Requirement | None) -> Any:
@@ -161,7 +163,32 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
     assert loader_path is not None
     add(CheckResult("pg module", "pass", f"{module} found: {file_name(loader_path)}",
                     evidence=(loader_path,)))
-    _check_chain(module, paths, fixer, add, skip=("torch",) if torch is None else ())
+    # Two readings of the import chain: the modules it certainly runs, found and compiling
+    # (:mod:`moonpin.resolver.check.pychain`), and what it loads, run from the files up to
+    # the builds (:mod:`moonpin.resolver.check.loadchain`, with the libraries). One failed
+    # import is one failure: the second reading's, when it has one (it says what Python
+    # raises); the first's only when the second saw nothing wrong, said after it.
+    chain = _check_chain(module, paths, fixer, skip=("torch",) if torch is None else ())
+    said: list[bool] = []
+
+    def add_and_see(c: CheckResult) -> None:
+        if c.name == "import chain" and c.status == "fail":
+            said.append(True)
+        add(c)
+
+    try:
+        _check_loading(pkg, paths, req, rreq, module, loader_path, torch, kb, fixer,
+                       add_and_see)
+    finally:
+        if chain is not None and not said:
+            add(chain)
+
+
+def _check_loading(pkg: str, paths: Sequence[str], req: Requirement | None, rreq: Any,
+                   module: str, loader_path: str, torch: Torch | None, kb: KBView,
+                   fixer: Fixer, add: Callable[[CheckResult], None]) -> None:
+    """What the process-group module loads: itself, a build it compiles, or the prebuilt
+    build its suffix rule picks (:func:`check_pg`)."""
     if file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
         _check_direct_build(loader_path, rreq.replace(module=module), torch, paths, kb,
                             fixer, add)
@@ -188,7 +215,7 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
 
 
 def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
-                 add: Callable[[CheckResult], None], skip: Sequence[str] = ()) -> None:
+                 skip: Sequence[str] = ()) -> CheckResult:
     """The Python modules ``import <module>`` certainly runs before its build is loaded
     (:mod:`moonpin.resolver.check.pychain`): each must be found and compile. ``skip``: the
     top-level packages whose failure is already said (torch's, by the torch check)."""
@@ -199,19 +226,19 @@ def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
                                    im.PATHS_COMPLETE, im.importer_for(paths))
     problems = [p for p in problems if p.module.partition(".")[0] not in skip]
     if not problems:
-        add(CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "
-                        f"{found} modules it certainly runs before its build (as far as read)"))
-        return
+        return CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "
+                           f"{found} modules it certainly runs before its build (as far as "
+                           "read)")
     first = problems[0]
     top = first.module.partition(".")[0]
     what = (f"{first.file} {first.detail}" if first.file is not None else first.detail)
     more = (f"; {len(problems) - 1} more: " + ", ".join(p.module for p in problems[1:4])
             + (" …" if len(problems) > 4 else "")) if len(problems) > 1 else ""
     owner = None if top in ("torch", "mooncake") else _owner(paths, top)
-    add(CheckResult("import chain", "fail",
-                    f"`import {module}` fails: {what} (imported by {first.by}){more}",
-                    fixer.reinstall_owner(top, owner),
-                    tuple(p.file for p in problems if p.file is not None)))
+    return CheckResult("import chain", "fail",
+                       f"`import {module}` fails: {what} (imported by {first.by}){more}",
+                       fixer.reinstall_owner(top, owner),
+                       tuple(p.file for p in problems if p.file is not None))
 
 
 def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
@@ -305,7 +332,7 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                       torch, rreq.module, kb, fixer, add, jit=True)
     torch_pkg = find_package(paths, "torch")
     consts = torch_version_py(torch_pkg) if torch_pkg else None
-    _check_jit(scheme, paths, loader_path, pkg, consts, add)
+    _check_jit(scheme, paths, loader_path, pkg, consts, add, rreq.module)
 
 
 def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
@@ -384,7 +411,7 @@ def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
     _judge_builds(rreq, facts, torch, rreq.module, kb, fixer, add)
     so_builds = [b.path for b in builds if file_suffix(b.path) == ".so" and b.error is None]
     if so_builds:
-        check_libraries(so_builds, paths, add, fixer)
+        check_libraries(so_builds, paths, add, fixer, rreq.module)
 
 
 def _visible_gpu() -> bool:
@@ -396,7 +423,8 @@ def _visible_gpu() -> bool:
 
 
 def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: str,
-               torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None]) -> None:
+               torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None],
+               module: str | None = None) -> None:
     """A loader that compiles at first import: an adapter it compiled for this image is
     reused; otherwise the tools this torch needs must be there, and a host with no visible
     GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
@@ -411,7 +439,10 @@ def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: s
                         f"this image is in {os.path.dirname(adapters[0])}, which it reuses "
                         "while torch and its sources are unchanged (the deep probe confirms)",
                         evidence=(adapters[0],)))
-        check_libraries(adapters[:1], paths, add)
+        # the loader compiles and loads the adapter itself, after `import torch`: what it
+        # runs first is mooncake's package and torch, not the compiling code
+        check_libraries(adapters[:1], paths, add, module=(module or "mooncake").split(".")[0],
+                        after=("torch",) if find_package(paths, "torch") else ())
         return
     found: list[str] = []
     missing: list[str] = []

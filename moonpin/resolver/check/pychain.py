@@ -28,7 +28,7 @@ import os
 import sys
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import read_regular
+from moonpin.kb.files import outside, read_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,11 +37,13 @@ if TYPE_CHECKING:
 
     from moonpin.resolver.check.metapath import Importer
 
-__all__ = ["BUDGET", "Problem", "Spec", "attribute", "caught", "walk"]
+__all__ = ["BUDGET", "Problem", "Spec", "attribute", "caught", "unread", "walk"]
 
 #: Source bytes parsed on a cold start, breadth-first from the imported module.
-BUDGET = 160 << 10
+BUDGET = 128 << 10
 _CAP_SOURCE = 16 << 20
+#: How a module's facts say its import never ends (:func:`_cached_compiled`).
+_HANGS = "never ends: its bytecode cache "
 _MAX_MODULES = 2000
 
 
@@ -84,6 +86,7 @@ _BASES = {
     "SyntaxError": ("SyntaxError",),
     "IndentationError": ("IndentationError", "SyntaxError"),
     "TabError": ("TabError", "IndentationError", "SyntaxError"),
+    "hang": (),  # an import that never ends is caught by nothing
 }
 
 
@@ -154,19 +157,50 @@ def _pyc(path: str, version: tuple[int, int]) -> str:
     return os.path.join(folder, "__pycache__", f"{stem}.cpython-{version[0]}{version[1]}.pyc")
 
 
-def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]) -> bool:
+def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]
+                     ) -> bool | str:
     """Whether CPython holds a timestamp bytecode cache of this very source (PEP 552 header:
-    flags 0, then the source's mtime and size as uint32), so it will not compile it again."""
+    flags 0, then the source's mtime and size as uint32), so it will not compile it again;
+    or, as a string, why reading that cache never ends. CPython's ``SourceLoader.get_code``
+    opens and reads whatever is at the cache's name before it looks at it: a FIFO there
+    blocks the import for ever, a character device that never ends (``/dev/zero``) is read
+    until memory runs out. Here it is opened without blocking and read only when regular."""
+    import stat
+
+    pyc = _pyc(path, version)
+    if outside(pyc):  # an image root's link out of it: not the image's file (read_regular's)
+        return False
     try:
-        with open(_pyc(path, version), "rb") as f:
-            head = f.read(16)
+        fd = os.open(pyc, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # none, or one the importer cannot open either: it compiles the source
+    try:
+        st_pyc = os.fstat(fd)
+        if stat.S_ISFIFO(st_pyc.st_mode):
+            return f"{_pyc_name(pyc)} is a FIFO (named pipe): the import blocks reading it"
+        if stat.S_ISCHR(st_pyc.st_mode):
+            if os.read(fd, 1):  # /dev/null ends at once: the importer then compiles
+                return (f"{_pyc_name(pyc)} is a character device that does not end: the "
+                        "import reads it until memory runs out")
+            return False
+        if not stat.S_ISREG(st_pyc.st_mode):
+            return False
+        head = os.read(fd, 16)
     except OSError:
         return False
+    finally:
+        os.close(fd)
     if len(head) != 16 or head[4:8] != b"\0\0\0\0":
         return False
     mtime = int.from_bytes(head[8:12], "little")
     size = int.from_bytes(head[12:16], "little")
     return mtime == (int(st.st_mtime) & 0xFFFFFFFF) and size == (st.st_size & 0xFFFFFFFF)
+
+
+def _pyc_name(pyc: str) -> str:
+    """``__pycache__/pg.cpython-312.pyc``: the bytecode cache named beside its source."""
+    folder, base = os.path.split(pyc)
+    return f"{os.path.basename(folder)}/{base}"
 
 
 def _facts_ok(v: Any) -> bool:
@@ -189,7 +223,9 @@ def _read(path: str, version: tuple[int, int]
         compiled = _cached_compiled(path, st, version)
     except OSError:
         compiled = False
-    imports, error, bound, opaque = read_module(data, path, check_compile=not compiled)
+    imports, error, bound, opaque = read_module(data, path, check_compile=compiled is not True)
+    if isinstance(compiled, str):  # read before the source is compiled or run
+        error = f"{_HANGS}{compiled}"
     dynamic = ""
     if b"__path__" in data:
         rest = data.replace(b"__path__ = extend_path(__path__, __name__)", b"")
@@ -204,7 +240,7 @@ def _read(path: str, version: tuple[int, int]
 def _facts(path: str, version: tuple[int, int]
            ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
     """:func:`_read`, through the file-facts memo (raises OSError)."""
-    return facts_memo().get("pychain-v3", path, lambda: _read(path, version), _facts_ok)
+    return facts_memo().get("pychain-v4", path, lambda: _read(path, version), _facts_ok)
 
 
 def walk(paths: Sequence[str], module: str, version: tuple[int, int],
@@ -267,14 +303,23 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
             fail(guard, "OSError", Problem(name, f, f"cannot be read ({e.strerror})", by))
             continue
         if f not in read:
-            if size > w.budget:
-                spec.dynamic = "unread"
-                continue  # past the budget (cold and warm alike): found, not read
+            if size > w.budget:  # past the budget (cold and warm alike): found, not read,
+                spec.dynamic = "unread"  # but for what its head certainly says
+                why = unread(f)
+                if why is not None:
+                    fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {why}", by))
+                continue
             w.budget -= size
             read.add(f)
         try:
             got = _facts(f, version)
         except OSError as e:
+            if _over_cap(e):  # past moonpin's cap, as past the budget
+                spec.dynamic = "unread"
+                why = unread(f)
+                if why is not None:
+                    fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {why}", by))
+                continue
             fail(guard, "OSError", Problem(name, f, f"cannot be read ({e})", by))
             continue
         w.parsed += 1
@@ -284,6 +329,8 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
         if error is not None:
             if error.startswith("raises "):
                 fail(guard, error.split()[1], Problem(name, f, error, by))
+            elif error.startswith(_HANGS):  # no handler ends a read that never returns
+                fail(guard, "hang", Problem(name, f, error, by))
             else:
                 fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {error}", by))
         package = name if spec.kind == "package" else parent
@@ -311,6 +358,51 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
                     if isinstance(attr, str) and attr != "*":
                         queue.append((f"{target}\0{attr}", f"{_short(f, paths)}:{line}", here))
     return problems, w.checked
+
+
+def _over_cap(e: OSError) -> bool:
+    """Whether :func:`moonpin.kb.files.read_regular` refused a file for its size (a cap of
+    moonpin's: Python itself imports a 20 MB module), not for what the importer meets too."""
+    import errno
+
+    return e.errno == errno.EFBIG
+
+
+#: What is read of a source that is not parsed (past the budget or the cap).
+_HEAD = 64 << 10
+
+
+def _nul_at(path: str) -> int:
+    """The offset of the first NUL byte in the first :data:`_HEAD` bytes of ``path`` (-1:
+    none, or not a regular file that can be read)."""
+    import stat
+
+    if outside(path):  # as read_regular refuses it
+        return -1
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    try:
+        return os.read(fd, _HEAD).find(b"\0") if stat.S_ISREG(os.fstat(fd).st_mode) else -1
+    except OSError:
+        return -1
+    finally:
+        os.close(fd)
+
+
+def unread(path: str) -> str | None:
+    """Why a source too large to parse here certainly does not compile, judged on its head
+    (through the file-facts memo: a warm start reads nothing), or None: a NUL byte there (a
+    sparse or binary file in a module's place) is what CPython refuses to compile."""
+    try:
+        at = facts_memo().get("pyhead-v1", path, lambda: _nul_at(path),
+                              lambda v: type(v) is int)
+    except OSError:
+        return None
+    if at < 0:
+        return None
+    return f"SyntaxError: source code string cannot contain null bytes (byte {at})"
 
 
 def _self_import(b: Any, package: str, attr: str) -> bool:
@@ -416,9 +508,13 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
         try:
             facts = _facts(f, version)
         except OSError as e:
+            if _over_cap(e):  # a limit of moonpin's, not the importer's: not followed,
+                why = unread(f)  # but for what its head certainly says
+                return None, f"{f} does not compile: {why}" if why else None, tuple(files)
             return None, f"{f} cannot be read ({e})", tuple(files)
         if facts[1] is not None:
-            what = facts[1] if facts[1].startswith("raises") else f"does not compile: {facts[1]}"
+            what = (facts[1] if facts[1].startswith(("raises", _HANGS))
+                    else f"does not compile: {facts[1]}")
             return None, f"{f} {what}", tuple(files)
         got = _resolve(facts[3], facts[4], want)
         if got is None:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     Status = Literal["pass", "fail", "warn", "skip"]
 
-__all__ = ["CheckResult", "Report", "report"]
+__all__ = ["CheckResult", "Report", "report", "shown"]
 
 
 class CheckResult:
@@ -123,12 +123,23 @@ class Report:
         return f"deep probe not run: {why}"
 
 
+def shown(text: str) -> str:
+    """``text`` as a line a terminal shows as it is: each character that is not printable
+    (an escape sequence's ESC, a line break, a lone surrogate a file name that is not UTF-8
+    decodes to) written as its Python escape. The names, versions and paths a message
+    quotes come from the image: they must not move the cursor, retitle the terminal, forge
+    a line of the report, or fail the print with a ``UnicodeEncodeError``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _check_lines(checks: list[CheckResult]) -> list[str]:
     out = []
     for c in checks:
-        out.append(f"{c.status:<5} {c.name}: {c.message}")
+        out.append(shown(f"{c.status:<5} {c.name}: {c.message}"))
         if c.fix:
-            out.append(f"  fix: {c.fix}")
+            out.append(shown(f"  fix: {c.fix}"))
     return out
 
 

@@ -70,6 +70,34 @@ class ImageConfig:
         self.variant = variant
 
 
+#: The longest string Linux passes to a program, its NUL included (``MAX_ARG_STRLEN``,
+#: 32 pages: execve(2) refuses a longer argument or environment string with E2BIG).
+MAX_ARG_STRLEN = 32 * 4096
+
+
+def _startable(config: Any) -> None:
+    """Raise :class:`TargetError` when the image's process cannot start: an environment
+    or argument string of its config past :data:`MAX_ARG_STRLEN` (what a 16 MiB ``PATH``
+    would otherwise cost is a search of millions of folders)."""
+    env = getattr(config, "env", None)
+    items = ([f"{k}={v}" for k, v in env.items()] if isinstance(env, dict)
+             else [str(i) for i in env or ()])
+    args = [str(a) for f in ("entrypoint", "cmd")
+            for a in ([getattr(config, f, None)] if isinstance(getattr(config, f, None), str)
+                      else getattr(config, f, None) or ())]
+    for kind, values in (("Env", items), ("Entrypoint/Cmd", args)):
+        for v in values:
+            size = len(v.encode("utf-8", "surrogateescape")) + 1
+            if size > MAX_ARG_STRLEN:
+                name = v.partition("=")[0][:40] if kind == "Env" else v[:40]
+                raise TargetError(f"the image's config {kind} {name!r} is {size:,} bytes, "
+                                  f"over the {MAX_ARG_STRLEN:,} Linux passes to a program "
+                                  "(MAX_ARG_STRLEN): its process cannot start (execve: "
+                                  "Argument list too long)",
+                                  tip=f"rebuild the image with a shorter {kind} value "
+                                  "(`docker inspect` shows them under Config)")
+
+
 def _env(config: Any) -> dict[str, str]:
     raw = getattr(config, "env", None)
     if isinstance(raw, dict):
@@ -316,6 +344,7 @@ def target_for(root: str, config: Any = None) -> Target:
         raise TargetError(f"--rootfs {root!r} is not a folder (pass the root of an unpacked "
                           "image: what `docker export` or `umoci unpack` leaves)")
     root = os.path.realpath(root)
+    _startable(config)
     env = _env(config)
     path = [d for d in env.get("PATH", DEFAULT_PATH).split(":") if d]
     name, args = _invocation(root, _argv(config), path)
@@ -409,9 +438,19 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
     user = str(getattr(config, "user", "") or "")
     home = env.get("HOME") or ("/root" if user in ("", "0", "root") or user.startswith("0:")
                                else None)
-    configs = [rootfs.resolve(root, c) for c in pep668.config_files(home, None, env)
-               if c.startswith("/")]
-    return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs)
+    configs = []
+    for c in pep668.config_files(home, None, env):
+        if c.startswith("/"):
+            try:
+                configs.append(rootfs.resolve(root, c))
+            except OSError:  # a symbolic link loop: no file pip reads either
+                continue
+    try:  # the marker's own links too stay in the image (one to the host's /etc/hostname)
+        marker = rootfs.resolve(root, f"{stdlib}/EXTERNALLY-MANAGED")
+    except OSError:
+        return False  # a loop: not a file, for pip's os.path.isfile either
+    return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs,
+                                     marker=marker)
 
 
 def dockerfile_fix(fix: str, pip: str) -> str:

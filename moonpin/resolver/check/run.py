@@ -29,7 +29,7 @@ import sys
 
 from moonpin.kb.cache import facts_memo
 from moonpin.resolver.check.image_facts import KB_READABLE, KB_SCHEMA
-from moonpin.resolver.check.result import CheckResult, Report
+from moonpin.resolver.check.result import CheckResult, Report, shown
 from moonpin.resolver.check.result import report as _report
 
 # A worker runs this at every start, so its modules load nothing past ``os``: ``re``,
@@ -120,9 +120,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         try:
             target = target_for(os.fspath(rootfs), config)
         except tg.TargetError as e:
-            return _report([CheckResult("target", "fail", str(e), "pass the root folder of "
-                                        "an unpacked image (--rootfs) holding its Python")],
-                           strict, could_not_check=True)
+            return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
+                                        "folder of an unpacked image (--rootfs) holding its "
+                                        "Python")], strict, could_not_check=True)
     from moonpin.kb.files import confine
 
     memo = facts_memo()
@@ -203,6 +203,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
     check_libraries.ROOT, check_libraries.LD_PATH = target.root, target.ld_path
     check_libraries.MACHINE = target.machine
+    check_libraries.VERSION = target.version
     add(CheckResult("target", "pass", target.describe()))
     unlisted = [u for u in map(im.unlistable, paths) if u] if site_packages is not None else []
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
@@ -588,8 +589,8 @@ def _errors(report: Report) -> None:
     """The failures that stopped the check, on stderr, each with its tip."""
     for c in report.checks:
         if c.status == "fail":
-            print(f"moonpin check: error: {c.name}: {c.message}\ntip: "
-                  + (c.fix or "check the command line (--site-packages, --python, --kb)"),
+            print(shown(f"moonpin check: error: {c.name}: {c.message}") + "\ntip: "
+                  + shown(c.fix or "check the command line (--site-packages, --python, --kb)"),
                   file=sys.stderr)
 
 

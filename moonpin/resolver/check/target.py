@@ -23,6 +23,7 @@ from importlib import machinery
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Sequence
 
 __all__ = ["Target", "TargetError", "default", "from_python", "from_site_packages", "this_python"]
@@ -38,7 +39,12 @@ _ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
 
 
 class TargetError(Exception):
-    """The target environment cannot be read (the message says which and why)."""
+    """The target environment cannot be read (the message says which and why; ``tip``,
+    when given, what fixes it)."""
+
+    def __init__(self, message: str, tip: str | None = None) -> None:
+        super().__init__(message)
+        self.tip = tip
 
 
 class Target:
@@ -191,12 +197,10 @@ def from_site_packages(folders: Sequence[str]) -> Target:
 def from_python(python: str, timeout: float = 30.0) -> Target:
     """Ask ``python`` what its importer searches (one child process)."""
     import json
-    import subprocess
 
     try:
-        proc = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError) as e:
+        proc = _ask(python, timeout)
+    except OSError as e:
         raise TargetError(f"cannot run --python {python!r}: {e}") from e
     try:
         doc = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
@@ -221,6 +225,43 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)
                                           else None)
     return t
+
+
+def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    """``python -I -c _ASK`` run in a session of its own, as a ``CompletedProcess``. Its
+    answer is read until it exits; whatever it left running then (a ``.pth`` line's
+    daemon, which keeps the output pipes open: waiting for their end would take the whole
+    timeout) is killed, as is everything of it at the timeout (``OSError`` then)."""
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([python, "-I", "-c", _ASK], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout
+    late = False
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                late = time.monotonic() > deadline
+                if proc.poll() is None and not late:
+                    continue
+                os.killpg(proc.pid, signal.SIGKILL)  # its session: what it left holds the
+                out, err = proc.communicate()         # pipes, their end comes now
+                break
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass  # nothing of it is left
+        proc.wait()
+    if late:
+        raise OSError(f"no answer in {timeout:.0f} s")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def default() -> Target:

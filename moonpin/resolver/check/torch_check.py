@@ -105,7 +105,9 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
                 "with no torch.__version__"), None
     value, problem, _ = attribute(paths, "torch", "__version__", im.PY_VERSION,
                                   im.EXT_SUFFIXES, im.ROOT, im.importer_for(paths))
-    return problem, value
+    # the label as torch/version.py's own is taken (printable, at most 256 characters): a
+    # megabyte of it, or control characters, is nothing a version is compared with
+    return problem, im.torch_label({"__version__": value}) if value is not None else None
 
 
 def _reinstall_torch(dist: Dist | None, fixer: Fixer) -> str:
@@ -121,9 +123,9 @@ def same_release(a: str, b: str) -> bool:
     pa, pb = a.partition("+")[0], b.partition("+")[0]
     if pa == pb:
         return True
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         return Version(pa) == Version(pb)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         return False

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     import argparse
 
 
-__all__ = ["Busy", "count", "emit_json", "fatal", "graph", "kb_path", "load", "mb", "shown",
-           "summary"]
+__all__ = ["Busy", "PrintableStream", "count", "emit_json", "fatal", "graph", "kb_path", "load",
+           "mb", "printable", "shown", "summary"]
 
 
 #: Set by :func:`moonpin.resolver.cli.main.main` when the command line asks for ``--json``: every
@@ -27,9 +27,9 @@ def fatal(msg: str, hint: str | None = None, code: int = 2, prog: str = "moonpin
            ) -> NoReturn:
     # the last guard on echoed input (a 4,000-character path or argument, quoted with its
     # escapes): whatever a message quotes, it stays a few lines
-    print(f"{prog}: error: {shown(msg, 1000)}", file=sys.stderr)
+    print(printable(f"{prog}: error: {shown(msg, 1000)}"), file=sys.stderr)
     if hint:
-        print(f"tip: {shown(hint, 600)}", file=sys.stderr)
+        print(printable(f"tip: {shown(hint, 600)}"), file=sys.stderr)
     if JSON_ERRORS[0]:
         emit_json({"error": shown(msg, 1000), "tip": shown(hint, 600) if hint else None,
                     "exit_code": code})
@@ -106,6 +106,40 @@ def graph(args: argparse.Namespace) -> Any:
 def shown(text: str, limit: int = 300) -> str:
     """An echoed input cut to ``limit`` characters, saying how many were left out."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def printable(text: str) -> str:
+    """``text`` with each character a terminal would act on (an escape sequence's ESC, a
+    carriage return, a lone surrogate a name that is not UTF-8 decodes to) written as its
+    Python escape; line breaks (``\\n``, CSV's ``\\r\\n``) and tabs are kept. What moonpin
+    prints quotes names, paths and messages read from elsewhere (a KB, a wheel's member
+    names, a project's files)."""
+    if text.replace("\r\n", "").replace("\n", "").replace("\t", "").isprintable():
+        return text
+    return "\r\n".join("".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1]
+                               for c in part) for part in text.split("\r\n"))
+
+
+#: What moonpin itself writes to a terminal's stderr before a progress line: go to the
+#: line's start and clear it (:class:`Busy`, :mod:`moonpin.scrapers.report`).
+CLEAR_LINE = "\r\x1b[K"
+
+
+class PrintableStream:
+    """A text stream writing through :func:`printable` (``sys.stdout`` and ``sys.stderr``
+    while a command runs), but for moonpin's own :data:`CLEAR_LINE` at the start of a
+    write; everything else is the wrapped stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith(CLEAR_LINE):
+            return int(self._stream.write(CLEAR_LINE + printable(text[len(CLEAR_LINE):])))
+        return int(self._stream.write(printable(text)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def count(items: Any) -> dict[str, int]:

@@ -68,6 +68,21 @@ def main(argv: list[str] | None = None) -> int:
         from moonpin.resolver.check.run import main as check_main
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
+    # What a command prints quotes names, paths and messages read from elsewhere (a KB, a
+    # wheel's member names, a project's files, argv echoed by argparse): none of it may
+    # reach the terminal as a control sequence
+    from moonpin.resolver.cli.common import PrintableStream
+
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = PrintableStream(stdout)  # type: ignore[assignment]
+    sys.stderr = PrintableStream(stderr)  # type: ignore[assignment]
+    try:
+        return _run(args_in, lead)
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _run(args_in: list[str], lead: list[str]) -> int:
     from moonpin.resolver.cli.common import JSON_ERRORS
 
     JSON_ERRORS[0] = "--json" in (args_in[:args_in.index("--")] if "--" in args_in
