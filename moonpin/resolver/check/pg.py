@@ -222,8 +222,8 @@ def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
     from moonpin.resolver.check import image_facts as im
     from moonpin.resolver.check import pychain
 
-    problems, found = pychain.walk(paths, module, im.PY_VERSION, im.EXT_SUFFIXES, im.ROOT,
-                                   im.PATHS_COMPLETE, im.importer_for(paths))
+    problems, found = pychain.walk_memoised(paths, module, im.PY_VERSION, im.EXT_SUFFIXES,
+                                            im.ROOT, im.PATHS_COMPLETE, im.SITE_DIRS)
     problems = [p for p in problems if p.module.partition(".")[0] not in skip]
     if not problems:
         return CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "

@@ -37,7 +37,17 @@ if TYPE_CHECKING:
 
     from moonpin.resolver.check.metapath import Importer
 
-__all__ = ["BUDGET", "Problem", "Spec", "attribute", "caught", "unread", "walk"]
+__all__ = [
+    "BUDGET",
+    "Problem",
+    "Spec",
+    "attribute",
+    "attribute_memoised",
+    "caught",
+    "unread",
+    "walk",
+    "walk_memoised",
+]
 
 #: Source bytes parsed on a cold start, breadth-first from the imported module.
 BUDGET = 128 << 10
@@ -78,6 +88,17 @@ class Problem:
         self.detail = detail
         self.by = by
 
+    def dump(self) -> tuple[str, str | None, str, str]:
+        return (self.module, self.file, self.detail, self.by)
+
+    @classmethod
+    def load(cls, v: Any) -> Problem | None:
+        if not (isinstance(v, (tuple, list)) and len(v) == 4
+                and all(isinstance(x, str) for x in (v[0], v[2], v[3]))
+                and (v[1] is None or isinstance(v[1], str))):
+            return None
+        return cls(v[0], v[1], v[2], v[3])
+
 
 #: What each exception a module's import can fail with is a kind of (builtins only).
 _BASES = {
@@ -116,6 +137,9 @@ class _Walk:
     def __init__(self, imp: Importer, version: tuple[int, int]) -> None:
         self.imp = imp
         self.version = version
+        #: the module files found (their stamps, and their bytecode caches', vouch for a
+        #: remembered walk: :func:`walk_memoised`)
+        self.touched: set[str] = set()
         self.specs: dict[str, Spec | None] = {}
         self.budget = BUDGET
         self.parsed = 0
@@ -134,10 +158,12 @@ class _Walk:
                             tuple(p for p in got.search or () if p not in hooks))
             elif got.search is None:
                 spec = Spec(name, "module", got.origin)
+                self.touched.add(got.origin)
             else:
                 search = self.imp.package_path(name) or got.search
                 spec = Spec(name, "package", got.origin,
                             tuple(p for p in search if p not in hooks))
+                self.touched.add(got.origin)
         self.specs[name] = spec
         return spec
 
@@ -243,9 +269,41 @@ def _facts(path: str, version: tuple[int, int]
     return facts_memo().get("pychain-v4", path, lambda: _read(path, version), _facts_ok)
 
 
+def walk_memoised(paths: Sequence[str], module: str, version: tuple[int, int],
+                  suffixes: Sequence[str], root: str | None = None, complete: bool = True,
+                  sites: Sequence[str] | None = None) -> tuple[list[Problem], int]:
+    """:func:`walk`, remembered in the file-facts memo with the stamp of every folder its
+    importer listed, every path whose kind it asked, every file it read and every module
+    file it found (and their bytecode caches): a warm start stats them and walks nothing.
+    Not remembered for an image's root (its paths resolve through its own links)."""
+    if root is not None:
+        return walk(paths, module, version, suffixes, root, complete)
+    from moonpin.resolver.check.metapath import Importer as _Importer
+
+    key = "\0".join(("pychain-walk-v1", module, f"{version[0]}.{version[1]}", str(complete),
+                     ",".join(suffixes), *paths, "\0", *(sites or ())))
+
+    def compute() -> tuple[Any, set[str], dict[str, str | None]]:
+        imp = _Importer(paths, sites, None, suffixes, record=True)
+        box: list[_Walk] = []
+        problems, found = walk(paths, module, version, suffixes, None, complete, imp, box)
+        files = {*(imp.stamps or ()), *(imp.reads or ()), *imp.kinds()}
+        for f in box[0].touched:
+            files |= {f, _pyc(f, version)}
+        return ([p.dump() for p in problems], found), files, {}
+
+    def ok(v: Any) -> bool:
+        return (isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], list)
+                and type(v[1]) is int and all(Problem.load(x) is not None for x in v[0]))
+
+    got = facts_memo().get_traced(key, __file__, compute, ok)
+    return [p for p in map(Problem.load, got[0]) if p is not None], got[1]
+
+
 def walk(paths: Sequence[str], module: str, version: tuple[int, int],
          suffixes: Sequence[str], root: str | None = None,
-         complete: bool = True, imp: Importer | None = None) -> tuple[list[Problem], int]:
+         complete: bool = True, imp: Importer | None = None,
+         box: list[_Walk] | None = None) -> tuple[list[Problem], int]:
     """The problems of ``import module``'s Python chain, and how many modules were found.
     ``complete``: ``paths`` is the target's whole ``sys.path`` (a top-level module found
     nowhere is then missing; with ``--site-packages`` folders it may be elsewhere).
@@ -254,6 +312,8 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
     guard): a failure of that kind beneath it is quiet (``ImportError`` for a missing
     module), any other (a ``SyntaxError``) still fails the import, as it propagates."""
     w = _Walk(_importer(paths, suffixes, root, imp), version)
+    if box is not None:
+        box.append(w)
     problems: list[Problem] = []
     queue: list[tuple[str, str, str]] = []  # (module, who imports it, guard)
     done: set[tuple[str, str]] = set()
@@ -479,6 +539,32 @@ def _resolve(bound: dict[str, Any], opaque: bool, name: str) -> tuple[Any, ...] 
             and isinstance(got[2], str) and isinstance(got[3], str)):
         return tuple(got)
     return None
+
+
+def attribute_memoised(paths: Sequence[str], module: str, attr: str,
+                       version: tuple[int, int], suffixes: Sequence[str],
+                       root: str | None = None, sites: Sequence[str] | None = None
+                       ) -> tuple[str | None, str | None]:
+    """:func:`attribute`'s value and problem, remembered as :func:`walk_memoised` is."""
+    if root is not None:
+        return attribute(paths, module, attr, version, suffixes, root)[:2]
+    from moonpin.resolver.check.metapath import Importer as _Importer
+
+    key = "\0".join(("pychain-attr-v1", module, attr, f"{version[0]}.{version[1]}",
+                     ",".join(suffixes), *paths, "\0", *(sites or ())))
+
+    def compute() -> tuple[Any, set[str], dict[str, str | None]]:
+        imp = _Importer(paths, sites, None, suffixes, record=True)
+        value, problem, files = attribute(paths, module, attr, version, suffixes, None, imp)
+        traced = {*(imp.stamps or ()), *(imp.reads or ()), *imp.kinds(), *files}
+        return (value, problem), traced, {}
+
+    def ok(v: Any) -> bool:
+        return (isinstance(v, tuple) and len(v) == 2
+                and all(x is None or isinstance(x, str) for x in v))
+
+    got = facts_memo().get_traced(key, __file__, compute, ok)
+    return got[0], got[1]
 
 
 def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, int],

@@ -97,14 +97,14 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
     (:func:`moonpin.resolver.check.pychain.attribute`), each of which must be there and
     compile."""
     from moonpin.resolver.check import image_facts as im
-    from moonpin.resolver.check.pychain import attribute
+    from moonpin.resolver.check.pychain import attribute_memoised
 
     inits = [f"__init__{s}" for s in (*im.EXT_SUFFIXES, ".py", ".pyc")]
     if not any(os.path.isfile(os.path.join(folder, i)) for i in inits):
         return (f"{folder} has no __init__.py, so it imports as an empty namespace package, "
                 "with no torch.__version__"), None
-    value, problem, _ = attribute(paths, "torch", "__version__", im.PY_VERSION,
-                                  im.EXT_SUFFIXES, im.ROOT, im.importer_for(paths))
+    value, problem = attribute_memoised(paths, "torch", "__version__", im.PY_VERSION,
+                                        im.EXT_SUFFIXES, im.ROOT, im.SITE_DIRS)
     # the label as torch/version.py's own is taken (printable, at most 256 characters): a
     # megabyte of it, or control characters, is nothing a version is compared with
     return problem, im.torch_label({"__version__": value}) if value is not None else None
