@@ -263,10 +263,21 @@ def _read(path: str, version: tuple[int, int]
     return tuple(i.dump() for i in imports), error, dynamic, bound, opaque
 
 
+#: What this process read of each module already (the walk and the label read the same
+#: files; with the memo off, ``--no-cache``, each would parse torch/__init__.py again)
+_READ: dict[tuple[str, int, int, tuple[int, int]], Any] = {}
+
+
 def _facts(path: str, version: tuple[int, int]
            ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
     """:func:`_read`, through the file-facts memo (raises OSError)."""
-    return facts_memo().get("pychain-v4", path, lambda: _read(path, version), _facts_ok)
+    st = os.stat(path)
+    here = (path, st.st_size, st.st_mtime_ns, version)
+    got = _READ.get(here)
+    if got is None:
+        got = _READ[here] = facts_memo().get("pychain-v4", path, lambda: _read(path, version),
+                                             _facts_ok)
+    return got  # type: ignore[no-any-return]
 
 
 def walk_memoised(paths: Sequence[str], module: str, version: tuple[int, int],
