@@ -227,7 +227,7 @@ def test_torch_version_py_saying_another_release(copy: Path, tmp_path: Path) -> 
     for _, out in got.values():
         assert "loader finds pg_2_12_0" in out
         assert "fail  symbols:" in out
-        assert "pip install --force-reinstall --no-deps 'torch==2.13.0'" in out
+        assert "pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'" in out
 
 
 @pytest.mark.parametrize("damage", ["rm torch/version.py", "rm torch/torch_version.py",
@@ -306,7 +306,7 @@ def test_torch_failing_to_import_is_torchs_failure(copy: Path, tmp_path: Path, r
         assert len(fails) == 1 and fails[0].startswith("fail  import chain:"), (how_run, out)
         assert "`import torch` raises" in fails[0] and said in fails[0], (how_run, out)
         fix = "pip install --force-reinstall " + ("" if deps else "--no-deps ") + \
-            "'torch==2.13.0'"
+            "'torch==2.13.0,!=2.13.0+cpu'"
         assert fix in out and "mooncake-transfer-engine" not in out.split("import chain")[1]
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.lib.checkrun import assert_healthy, run, small_kb
 from tests.lib.images import healthy_image
 
-REINSTALL_TORCH = "pip install --force-reinstall --no-deps 'torch==2.13.0'"
+REINSTALL_TORCH = "pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'"
 REINSTALL_MOONCAKE = ("pip install --force-reinstall --no-deps "
                       "'mooncake-transfer-engine-cuda13==0.3.13.post1'")
 

@@ -206,7 +206,7 @@ def test_torch_c_missing_is_torchs_failure(tmp_path: Path) -> None:
     line = r.line("import chain")
     assert line.startswith("fail") and "`import torch` raises ImportError" in line
     assert "Failed to load PyTorch C extensions" in line
-    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0'"]
+    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'"]
     assert "mooncake-transfer-engine" not in r.out.split("import chain", 1)[1]
 
 
@@ -217,7 +217,7 @@ def test_torch_c_not_an_elf_object(tmp_path: Path, content: bytes) -> None:
     ok, err, r = _agree(site, tmp_path)
     assert not ok and "_C" in err
     assert r.status("import chain") == "fail" and "`import torch`" in r.line("import chain")
-    assert "'torch==2.13.0'" in r.fixes()[0]
+    assert "'torch==2.13.0,!=2.13.0+cpu'" in r.fixes()[0]
 
 
 def test_global_deps_missing(tmp_path: Path) -> None:
@@ -228,7 +228,7 @@ def test_global_deps_missing(tmp_path: Path) -> None:
     assert not ok and "libtorch_global_deps.so: cannot open shared object file" in err
     assert "OSError" in r.line("import chain") and "libtorch_global_deps.so" in r.line(
         "import chain")
-    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0'"]
+    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'"]
 
 
 def test_global_deps_unbindable(tmp_path: Path) -> None:
@@ -249,7 +249,7 @@ def test_a_truncated_torch_library_is_torchs_failure(tmp_path: Path) -> None:
     ok, _, r = _agree(site, tmp_path)
     assert not ok
     assert r.status("import chain") == "fail" and "libc10.so" in r.line("import chain")
-    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0'"]
+    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'"]
 
 
 def test_the_cuda_runtime_gone_fails_torch_with_its_packages(tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_the_cuda_runtime_gone_fails_torch_with_its_packages(tmp_path: Path) -> 
     assert not ok and err.startswith("ValueError: libfzrt.so.*[0-9] not found")
     line = r.line("import chain")
     assert "raises ValueError: libfzrt.so.*[0-9] not found in the system path" in line
-    assert r.fixes()[0].startswith("fix: pip install --force-reinstall 'torch==2.13.0'")
+    assert r.fixes()[0].startswith("fix: pip install --force-reinstall 'torch==2.13.0,!=2.13.0+cpu'")
 
 
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:

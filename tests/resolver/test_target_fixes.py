@@ -39,10 +39,10 @@ C13 = "mooncake-transfer-engine-cuda13"
      f"pip uninstall -y {MC} {C13} && pip install '{C13}==0.3.13.post1'"),
     # ==2.13.0 is met by 2.13.0+cpu: torch goes first
     (["torch==2.13.0"], "2.13.0+cpu", [(C13, "0.3.13.post1")],
-     "pip uninstall -y torch && pip install 'torch==2.13.0'"),
+     "pip uninstall -y torch && pip install 'torch==2.13.0,!=2.13.0+cpu'"),
     # a torch of another release is simply replaced
     (["torch==2.11.0", f"{C13}==0.3.13.post1"], "2.13.0", [(C13, "0.3.13.post1")],
-     f"pip install 'torch==2.11.0' '{C13}==0.3.13.post1'"),
+     f"pip install 'torch==2.11.0,!=2.11.0+cpu' '{C13}==0.3.13.post1'"),
 ])
 def test_pip_lines_do_what_they_say(specs: list[str], torch: str,
                                     mooncakes: list[tuple[str, str]], line: str) -> None:

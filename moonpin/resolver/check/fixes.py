@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     FixProvider = Callable[[str, str, str, str], list[str]]
 
-__all__ = ["MOONCAKE_PREFIX", "Fixer", "pip_line"]
+__all__ = ["MOONCAKE_PREFIX", "Fixer", "pip_line", "torch_req"]
 
 MOONCAKE_PREFIX = "mooncake-transfer-engine"
 #: How a release that compiles at first import is compiled once, at image build.
@@ -37,6 +37,16 @@ PREBUILD = ("compile it once at image build: `TORCH_CUDA_ARCH_LIST=<your GPUs' a
 
 def _public(version: str) -> str:
     return version.partition("+")[0]
+
+
+def torch_req(version: str) -> str:
+    """``torch==V`` as a fix line writes it: with ``!=V+cpu`` beside a public ``V``. PEP 440's
+    ``==V`` admits every local build of V, and pip takes the highest, so a ``+cpu`` wheel
+    that a ``--find-links`` folder or an extra index (PyTorch's CPU index in many CI images)
+    offers would be installed instead of the package index's CUDA build."""
+    if "+" in version or version.startswith("<"):
+        return f"torch=={version}"
+    return f"torch=={version},!={version}+cpu"
 
 
 def pip_line(specs: Sequence[str], *, torch: str | None,
@@ -59,7 +69,8 @@ def pip_line(specs: Sequence[str], *, torch: str | None,
     force = not uninstall and all(s in installed for s in specs)
     head = f"pip uninstall -y {' '.join(uninstall)} && " if uninstall else ""
     return (head + "pip install " + ("--force-reinstall --no-deps " if force else "")
-            + " ".join(f"'{s}'" for s in specs))
+            + " ".join(f"'{torch_req(s[7:]) if s.startswith('torch==') else s}'"
+                       for s in specs))
 
 
 class Fixer:
@@ -107,13 +118,13 @@ class Fixer:
         a forced reinstall rewrites them); None when they agree."""
         if self.torch_label is None or self.torch is None:
             return None
-        return f"pip install --force-reinstall --no-deps 'torch=={self.torch}'"
+        return f"pip install --force-reinstall --no-deps '{torch_req(self.torch)}'"
 
     def reinstall_owner(self, top: str, owner: tuple[str, str] | None) -> str:
         """Put back the files of the distribution that provides the top-level package
         ``top`` (``owner``: its name and version as installed, when known)."""
         if top == "torch" and self.torch:
-            return f"pip install --force-reinstall --no-deps 'torch=={self.torch}'"
+            return f"pip install --force-reinstall --no-deps '{torch_req(self.torch)}'"
         if top == "mooncake" and self.mooncakes:
             return self.reinstall()
         if owner is not None:
@@ -126,7 +137,7 @@ class Fixer:
         and those of the packages it requires, the CUDA libraries)."""
         version = self.torch or "<torch version>"
         return (f"pip install --force-reinstall {'' if deps else '--no-deps '}"
-                f"'torch=={version}'")
+                f"'{torch_req(version)}'")
 
     def generic(self) -> str:
         s = self.sglang or "<sglang version>"
@@ -183,8 +194,8 @@ class Fixer:
         """Replace a torch without CUDA by the package index's build of the same release."""
         version = _public(self.torch or "<torch version>")
         return self.pip([f"torch=={version}"], "the package index's Linux wheel of torch "
-                        f"{version} is its CUDA build; a +cpu wheel on a --find-links folder "
-                        "or an extra index would be picked again")
+                        f"{version} is its CUDA build; a +cpu wheel a --find-links folder or "
+                        "an extra index offers is excluded")
 
     def _torch_move(self) -> str | None:
         """No mooncake fits this torch: the torch the SGLang release requires, and the

@@ -112,7 +112,9 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
 
 def _reinstall_torch(dist: Dist | None, fixer: Fixer) -> str:
     if dist is not None:
-        return f"pip install --force-reinstall --no-deps 'torch=={dist.version}'"
+        from moonpin.resolver.check.fixes import torch_req
+
+        return f"pip install --force-reinstall --no-deps '{torch_req(dist.version)}'"
     return ("reinstall torch: pip install --force-reinstall --no-deps 'torch==<the version "
             "you want>'")
 
