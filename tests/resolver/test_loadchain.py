@@ -20,6 +20,9 @@ import pytest
 from tests.lib.checkrun import ROOT, Run, run, small_kb
 from tests.lib.images import PG_NAMES, add_mooncake, add_sglang, add_torch, ext_suffix
 
+#: how a fix line pins the installed torch (its CPU build excluded)
+TORCH = "'torch==2.13.0,!=2.13.0+cpu'"
+
 _INCLUDE = sysconfig.get_paths()["include"]
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or not Path(_INCLUDE, "Python.h").exists(),
@@ -206,7 +209,7 @@ def test_torch_c_missing_is_torchs_failure(tmp_path: Path) -> None:
     line = r.line("import chain")
     assert line.startswith("fail") and "`import torch` raises ImportError" in line
     assert "Failed to load PyTorch C extensions" in line
-    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'"]
+    assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
     assert "mooncake-transfer-engine" not in r.out.split("import chain", 1)[1]
 
 
@@ -228,7 +231,7 @@ def test_global_deps_missing(tmp_path: Path) -> None:
     assert not ok and "libtorch_global_deps.so: cannot open shared object file" in err
     assert "OSError" in r.line("import chain") and "libtorch_global_deps.so" in r.line(
         "import chain")
-    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'"]
+    assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
 
 
 def test_global_deps_unbindable(tmp_path: Path) -> None:
@@ -249,7 +252,7 @@ def test_a_truncated_torch_library_is_torchs_failure(tmp_path: Path) -> None:
     ok, _, r = _agree(site, tmp_path)
     assert not ok
     assert r.status("import chain") == "fail" and "libc10.so" in r.line("import chain")
-    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'torch==2.13.0,!=2.13.0+cpu'"]
+    assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
 
 
 def test_the_cuda_runtime_gone_fails_torch_with_its_packages(tmp_path: Path) -> None:
@@ -261,7 +264,7 @@ def test_the_cuda_runtime_gone_fails_torch_with_its_packages(tmp_path: Path) -> 
     assert not ok and err.startswith("ValueError: libfzrt.so.*[0-9] not found")
     line = r.line("import chain")
     assert "raises ValueError: libfzrt.so.*[0-9] not found in the system path" in line
-    assert r.fixes()[0].startswith("fix: pip install --force-reinstall 'torch==2.13.0,!=2.13.0+cpu'")
+    assert r.fixes()[0].startswith(f"fix: pip install --force-reinstall {TORCH}")
 
 
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:

@@ -209,7 +209,8 @@ def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
     fixer = _Fixer(None, kb_path)
     fixer.sglang, fixer.torch, fixer.python = "0.5.17", "2.12.0", "cp312"
     line = fixer.line()
-    assert line.startswith("pip install 'torch==2.13.0,!=2.13.0+cpu' 'mooncake-transfer-engine==0.3.13'")
+    assert line.startswith("pip install 'torch==2.13.0,!=2.13.0+cpu' "
+                           "'mooncake-transfer-engine==0.3.13'")
     fits = _Fixer(None, kb_path)
     fits.sglang, fits.torch, fits.python = "0.5.17", "2.13.0", "cp312"
     assert fits.line() == "pip install 'mooncake-transfer-engine==0.3.13'"
