@@ -124,7 +124,7 @@ class Fixer:
         """Put back the files of the distribution that provides the top-level package
         ``top`` (``owner``: its name and version as installed, when known)."""
         if top == "torch" and self.torch:
-            return f"pip install --force-reinstall --no-deps '{torch_req(self.torch)}'"
+            return self.torch_files()
         if top == "mooncake" and self.mooncakes:
             return self.reinstall()
         if owner is not None:

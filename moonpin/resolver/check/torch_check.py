@@ -111,10 +111,8 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
 
 
 def _reinstall_torch(dist: Dist | None, fixer: Fixer) -> str:
-    if dist is not None:
-        from moonpin.resolver.check.fixes import torch_req
-
-        return f"pip install --force-reinstall --no-deps '{torch_req(dist.version)}'"
+    if dist is not None:  # the fixer knows it as the installed torch (run._distributions)
+        return fixer.torch_files()
     return ("reinstall torch: pip install --force-reinstall --no-deps 'torch==<the version "
             "you want>'")
 
