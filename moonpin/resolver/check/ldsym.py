@@ -125,22 +125,35 @@ class Lookup:
                     f"map)' failed! ({name.decode('utf-8', 'replace')} needs version "
                     f"{vkey} of {getattr(need, 'file', '')}, which defines no versions)")
                 return False
-        known = self.shared.get((name, vkey))
+        key = (name, vkey)
+        known = self.shared.get(key)
         if known is not None and id(known) in self.in_scope:
-            self.memo[(name, vkey)] = True
+            self.memo[key] = True
             return True
-        hit = False
-        for d in (*((named,) if named is not None else ()), *self.recent, *self.tables):
-            if d.defines(name, h, None, need):  # type: ignore[attr-defined]
-                hit = True
-                self.shared[(name, vkey)] = d
-                if d in self.recent:
-                    self.recent.remove(d)
-                self.recent.insert(0, d)
-                del self.recent[4:]
-                break
-        self.memo[(name, vkey)] = hit
-        return hit
+        recent = self.recent
+        found = named if named is not None and named.defines(  # type: ignore[attr-defined]
+            name, h, None, need) else None
+        if found is None:
+            for d in recent:
+                if d.defines(name, h, None, need):  # type: ignore[attr-defined]
+                    found = d
+                    break
+            else:
+                for d in self.tables:
+                    if d.defines(name, h, None, need):  # type: ignore[attr-defined]
+                        found = d
+                        break
+        if found is None:
+            self.memo[key] = False
+            return False
+        self.shared[key] = found
+        if not recent or recent[0] is not found:
+            if found in recent:
+                recent.remove(found)
+            recent.insert(0, found)
+            del recent[4:]
+        self.memo[key] = True
+        return True
 
     def _reaches(self, lib: object, name: bytes, h: int, need: object) -> bool:
         """Whether the scope's search, in order, gets to ``lib`` before an object that
@@ -160,14 +173,18 @@ class Lookup:
         from moonpin.readers.elfsym import SymbolError
 
         out = Bound()
+        memo, binds = self.memo, self.binds
+        refs = 0
         try:
             for ref in t.undefined():  # type: ignore[attr-defined]
                 if ref.weak:  # looked up all the same: only ld.so aborting matters
                     if ref.need is not None and self.fatal is None:
-                        self.binds(ref.name, ref.need)
+                        binds(ref.name, ref.need)
                     continue
-                out.refs += 1
-                if self.binds(ref.name, ref.need):
+                refs += 1
+                need = ref.need
+                if memo.get((ref.name, need.name if need is not None else "")) or binds(
+                        ref.name, need):
                     continue
                 file = ref.need.file if ref.need is not None else ""
                 if host_provided(file) or (host and not ref.name.startswith(b"_Z")
@@ -182,6 +199,7 @@ class Lookup:
                                     ref.need.name if ref.need is not None else "", searched))
         except SymbolError as e:
             out.unbound.append((obj, f"<its symbol table cannot be read: {e}>", "", ()))
+        out.refs = refs
         return out
 
 
