@@ -110,7 +110,7 @@ def _os_error(path: str, e: OSError, *, what: str, cap: int, hint: str | None) -
 
 
 def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
-                 hint: str | None = None) -> bytes:
+                 hint: str | None = None, stamp: list[int] | None = None) -> bytes:
     """The bytes of the regular file at ``path`` (symlinks followed), at most ``cap`` bytes.
 
     Raises :class:`moonpin.kb.errors.ReadRefused` (an ``OSError`` and a ``MoonpinError``) naming
@@ -119,7 +119,8 @@ def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
     (checked on the size it has, and again while reading, so a file that grows under us
     never returns more than ``cap`` bytes: at most ``cap + 1`` are read). Never blocks on a
     FIFO: the file is opened ``O_NONBLOCK`` and ``fstat``-ed before any read. ``hint`` is
-    the ``tip:`` line (a generic one by default)."""
+    the ``tip:`` line (a generic one by default). ``stamp``: the size and mtime of what was
+    opened, as its ``fstat`` gave them before the read, are appended to it."""
     name = os.fspath(path)
     if _CONFINED is not None and outside(name):
         import errno as E
@@ -144,6 +145,8 @@ def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
         if st.st_size > cap:
             _refuse(name, f"is {st.st_size:,} bytes, over the {_size(cap)} limit for a {what}",
                     what=what, hint=hint, limit=cap)
+        if stamp is not None:
+            stamp += (st.st_size, st.st_mtime_ns)
         chunks = []
         total = 0
         limit = cap + 1
@@ -158,6 +161,8 @@ def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
                 break
             chunks.append(chunk)
             total += len(chunk)
+            if total == st.st_size and len(chunk) < n:
+                break  # the size it had, and a short read of a regular file: its end
         if total > cap:
             _refuse(name, f"grew past the {_size(cap)} limit for a {what} while being read",
                     what=what, hint=hint, limit=cap)

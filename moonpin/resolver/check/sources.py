@@ -33,12 +33,13 @@ from moonpin.kb import cache as _cache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from moonpin.readers import pyast
     from moonpin.resolver.check.importer import Sources
 
-__all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan"]
+__all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan", "will_read"]
 
 CACHE_FORMAT = 5
 #: the moonpin package folder (readers/ is in it)
@@ -72,12 +73,7 @@ class SourceFacts:
 def _stat_files(src: Sources) -> dict[str, tuple[int, int, str]]:
     """module path -> (size, mtime_ns, file) of every source ``src`` names. Raises OSError
     when one cannot be read (a ``.py`` entry that is no file, an unlistable folder)."""
-    for path in src.broken[:1]:
-        if os.path.isdir(path):
-            os.listdir(path)  # raises why it cannot be listed
-        else:
-            os.stat(path)  # a dangling symbolic link raises FileNotFoundError
-        raise OSError(5, "not a regular file: the importer cannot load it", path)
+    _refuse_broken(src)
     out: dict[str, tuple[int, int, str]] = {}
     for rel, path in src.files.items():
         st = os.stat(path)
@@ -85,16 +81,27 @@ def _stat_files(src: Sources) -> dict[str, tuple[int, int, str]]:
     return out
 
 
+def _refuse_broken(src: Sources) -> None:
+    """Raises OSError for the first entry of ``src`` the importer cannot load."""
+    for path in src.broken[:1]:
+        if os.path.isdir(path):
+            os.listdir(path)  # raises why it cannot be listed
+        else:
+            os.stat(path)  # a dangling symbolic link raises FileNotFoundError
+        raise OSError(5, "not a regular file: the importer cannot load it", path)
+
+
 #: The largest source file read (SGLang's largest is well under 1 MB).
 MAX_SOURCE = 16 * 1024 * 1024
 
 
-def _read(path: str) -> bytes:
+def _read(path: str, stamp: list[int] | None = None) -> bytes:
     """Raises OSError (:class:`moonpin.kb.errors.ReadRefused`) for a FIFO, a device, a folder, a
-    loop or a file over :data:`MAX_SOURCE`: the caller then falls back to the KB."""
+    loop or a file over :data:`MAX_SOURCE`: the caller then falls back to the KB.
+    ``stamp``: gets the file's size and mtime, taken before the read."""
     from moonpin.kb.files import read_regular
 
-    return read_regular(path, cap=MAX_SOURCE, what="SGLang source")
+    return read_regular(path, cap=MAX_SOURCE, what="SGLang source", stamp=stamp)
 
 
 def _analyzer_hash() -> str:
@@ -180,6 +187,14 @@ def _unchanged(tree: dict[str, tuple[int, int, str]], files: dict[str, Any],
 _NONE, _MOONCAKE, _PARSED = 0, 1, 2
 
 
+def will_read(src: Sources, use_cache: bool = True) -> bool:
+    """Whether :func:`scan` of ``src`` reads its sources (no stamps file vouches for the
+    requirement): the cold start, where other work can go on beside it."""
+    stamps = src.stamps
+    return (not use_cache or stamps is None or not stamps.checked
+            or type(stamps.doc.get("scan")) is not dict)
+
+
 def scan(pkg: str | os.PathLike[str] | Sources, *,
          cache_dir: str | os.PathLike[str] | None = None,
          use_cache: bool = True, every_import: bool = False) -> SourceFacts:
@@ -229,6 +244,24 @@ def _folder_sources(pkg: str, cache_dir: str | os.PathLike[str] | None,
     return got
 
 
+def _facts_of(data: bytes, rel: str, size: int, mtime: int, path: str, every_import: bool,
+              take: Callable[[tuple[Any, Any, Any], bool], None]) -> list[Any]:
+    """The facts-cache entry of the source ``rel`` read now: whether it mentions mooncake,
+    parsed (and its facts given to ``take``) when it can import the process-group module,
+    or with ``every_import`` when it mentions mooncake at all."""
+    from moonpin.readers import pyast
+
+    facts = None
+    level = _MOONCAKE if pyast.mentions_mooncake(data) else _NONE
+    pg = level == _MOONCAKE and pyast.mentions_pg_module(data)
+    if pg or (level == _MOONCAKE and every_import):
+        fa = pyast.analyze_source(data, rel)
+        facts = _facts_to_json(fa)
+        take((list(fa.imports), list(fa.calls), list(fa.backends)), pg)
+        level = _PARSED
+    return [size, mtime, facts, level, pg, path]
+
+
 def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[str] | None,
           use_cache: bool, every_import: bool) -> SourceFacts:
     src = pkg if not isinstance(pkg, (str, os.PathLike)) else \
@@ -243,8 +276,6 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
             assert derived is not None
             out.cache, out.files, out.derived = "warm", len(src.files), derived
             return out
-    stamps = _stat_files(src)
-    out.files = len(stamps)
     key = src.key
     cached: dict[str, Any] | None = None
     doc: dict[str, Any] | None = None
@@ -254,14 +285,20 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
         doc = _load_cache(cfile, analyzer, key)
         cached = doc["files"] if doc is not None else None
         out.cache = "cold" if cached is None else "warm"
-        if (doc is not None and not every_import and _valid_derived(doc.get("derived"))
+    # With facts to compare against, every source is stat-ed first; else each stamp is
+    # taken by the read itself (its fstat, before the bytes): one call fewer per source.
+    stamps = _stat_files(src) if cached is not None else None
+    if stamps is None:
+        _refuse_broken(src)
+    out.files = len(src.files)
+    if stamps is not None:
+        assert doc is not None
+        if (not every_import and _valid_derived(doc.get("derived"))
                 and _unchanged(stamps, doc["files"], every_import)):
             out.derived = doc["derived"]  # nothing changed: the analyzer is not even loaded
             if vouched is not None:
                 out.cache_error = vouched.keep(analyzer, stamps, out.derived)
             return out
-    from moonpin.readers import pyast
-
     entries: dict[str, list[Any]] = {}
 
     def take(facts: tuple[list[pyast.ImportFact], list[pyast.CallFact],
@@ -273,29 +310,32 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
             out.calls += c
             out.backends += b
 
-    for rel in sorted(stamps):
-        size, mtime, path = stamps[rel]
-        hit = cached.get(rel) if cached is not None else None
-        if _hit(hit, size, mtime, path, every_import):
-            assert isinstance(hit, list)
-            try:
-                if hit[2] is not None:
-                    take(_facts_from_json(hit[2]), bool(hit[4]))
-                entries[rel] = hit
-                continue
-            except (TypeError, KeyError, ValueError):
-                out.cache = "unusable"
-        data = _read(path)
-        out.read += 1
-        facts = None
-        level = _MOONCAKE if pyast.mentions_mooncake(data) else _NONE
-        pg = level == _MOONCAKE and pyast.mentions_pg_module(data)
-        if pg or (level == _MOONCAKE and every_import):
-            fa = pyast.analyze_source(data, rel)
-            facts = _facts_to_json(fa)
-            take((list(fa.imports), list(fa.calls), list(fa.backends)), pg)
-            level = _PARSED
-        entries[rel] = [size, mtime, facts, level, pg, path]
+    if stamps is None:
+        stamps = {}
+        for rel in sorted(src.files):
+            path = src.files[rel]
+            got: list[int] = []
+            data = _read(path, got)
+            stamps[rel] = (got[0], got[1], path)
+            out.read += 1
+            entries[rel] = _facts_of(data, rel, got[0], got[1], path, every_import, take)
+    else:
+        assert cached is not None
+        for rel in sorted(stamps):
+            size, mtime, path = stamps[rel]
+            hit = cached.get(rel)
+            if _hit(hit, size, mtime, path, every_import):
+                assert isinstance(hit, list)
+                try:
+                    if hit[2] is not None:
+                        take(_facts_from_json(hit[2]), bool(hit[4]))
+                    entries[rel] = hit
+                    continue
+                except (TypeError, KeyError, ValueError):
+                    out.cache = "unusable"
+            data = _read(path)
+            out.read += 1
+            entries[rel] = _facts_of(data, rel, size, mtime, path, every_import, take)
     if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(stamps)):
         out.cache = "stale"
     out.derived = derive(out)
