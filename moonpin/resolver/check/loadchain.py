@@ -26,7 +26,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["Report", "native_load", "owned"]
+__all__ = ["PENDING", "RECORD", "Report", "native_load", "owned"]
+
+#: Children computing loads ahead of the check (:mod:`moonpin.resolver.check.prefetch`),
+#: whose answers (key -> what :func:`_compute` returned) are taken at the first load asked
+PENDING: list[object] = []
+_READY: dict[str, object] = {}
+#: In such a child: where each load computed is put, under its key (None: not a child)
+RECORD: dict[str, object] | None = None
 
 
 class Report:
@@ -125,14 +132,41 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                                  "PATHS_COMPLETE", True))))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
-        return _compute(builds, paths, [*first, *([module] if module else []), *after],
-                        module or "", python, suffixes, machine, root, ld, sites, version)
+        ahead = _prefetched(key)
+        if ahead is not None:
+            return ahead
+        got = _compute(builds, paths, [*first, *([module] if module else []), *after],
+                       module or "", python, suffixes, machine, root, ld, sites, version)
+        if RECORD is not None:
+            RECORD[key] = got
+        return got
 
     got = facts_memo().get_traced(key, builds[0], compute,
                                   lambda v: Report.load(v) is not None)
     out = Report.load(got)
     assert out is not None
     return out
+
+
+def _prefetched(key: str) -> tuple[object, set[str], dict[str, str | None]] | None:
+    """What a child computed ahead for ``key`` (everything the load is computed from), when
+    one did and its answer has the shape :func:`_compute` returns; else None."""
+    while PENDING:
+        got = PENDING.pop().take()  # type: ignore[attr-defined]
+        if type(got) is dict:
+            _READY.update(got)
+    ahead = _READY.pop(key, None)
+    if (type(ahead) is tuple and len(ahead) == 3 and type(ahead[1]) is set
+            and all(type(f) is str for f in ahead[1]) and type(ahead[2]) is dict
+            and Report.load(ahead[0]) is not None):
+        return ahead  # type: ignore[return-value]
+    return None
+
+
+def forget_prefetched() -> None:
+    """Drop what children computed ahead and not used (the check is over)."""
+    PENDING.clear()
+    _READY.clear()
 
 
 def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str],

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
     from moonpin.resolver.check.fixes import Fixer
-    from moonpin.resolver.check.image_facts import Dist, KBView, Requirement
+    from moonpin.resolver.check.image_facts import Dist, KBView, Requirement, Torch
     from moonpin.resolver.check.importer import Sources
     from moonpin.resolver.check.target import Target
 else:
@@ -145,6 +145,10 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         facts = sys.modules.get("moonpin.resolver.check.image_facts")  # loaded when used
         if facts is not None:
             facts.use_importer(None)
+        ahead = sys.modules.get("moonpin.resolver.check.prefetch")
+        if ahead is not None:  # a load begun ahead and not taken: its child is ended
+            ahead.cancel()
+            sys.modules["moonpin.resolver.check.loadchain"].forget_prefetched()
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
@@ -229,6 +233,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     torch = torch_of(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine, paths)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
+    if "elastic-ep" in wanted and torch is not None and sglang_src is not None:
+        _load_ahead(paths, sglang_src, kb.requirement(sglang.version if sglang else None),
+                    mooncakes, torch, kb, fixer, source_cache)
     req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_src)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.resolver.check.choices import own_launch
@@ -256,6 +263,33 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
+
+
+def _load_ahead(paths: Sequence[str], src: Sources, req: Requirement | None,
+                mooncakes: list[Dist], torch: Torch, kb: KBView, fixer: Fixer,
+                source_cache: bool) -> None:
+    """On a cold start, the elastic-EP module's load (the check's other long piece) begun on
+    a second core while SGLang's sources are read, for the requirement the KB records for
+    the release (:mod:`moonpin.resolver.check.prefetch`; a guess the sources then confirm:
+    a load asked for with other inputs is computed afresh)."""
+    from moonpin.resolver.check import sources
+
+    if not sources.will_read(src, source_cache):
+        return
+    pkg = _mooncake_package(paths, mooncakes, fixer, lambda c: None)
+    if pkg is None:
+        return
+    from moonpin.resolver.check import loadchain, prefetch
+    from moonpin.resolver.check.pg import check_pg
+
+    def work() -> dict[str, object]:
+        loadchain.RECORD = {}
+        check_pg(pkg, paths, req, torch, kb, fixer, lambda c: None)
+        return loadchain.RECORD
+
+    child = prefetch.start(work)
+    if child is not None:
+        loadchain.PENDING.append(child)
 
 
 def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
