@@ -55,7 +55,7 @@ src = im.sglang_sources(tg.paths)
 facts = sources.scan(src)
 took = time.perf_counter() - t
 doc = src.stamps.doc
-print(len(src.files), len(doc["groups"]) + len(doc["folders"]), int(facts.cache == "warm"),
+print(src.count(), len(doc["groups"]) + len(doc["folders"]), int(facts.cache == "warm"),
       took)
 """
 

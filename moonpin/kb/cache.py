@@ -91,14 +91,13 @@ MAGIC = b"MPC1"
 def load(path: str | os.PathLike[str]) -> Any:
     """The document marshalled at ``path``, or None when missing, unreadable, damaged, not
     ours (another owner's, or writable by others), or over :data:`MAX_BYTES`."""
-    from moonpin.kb.errors import ReadRefused
     from moonpin.kb.files import read_regular
 
     try:
         if not _trusted(path):
             return None
         data = read_regular(path, cap=MAX_BYTES, what="cache file")
-    except (OSError, ReadRefused):
+    except OSError:  # moonpin.kb.errors.ReadRefused is one
         return None
     if len(data) < 12 or data[:4] != MAGIC:
         return None

@@ -26,7 +26,7 @@ from moonpin.resolver.check.sitefiles import pth, pth_files, pth_paths, site_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
 __all__ = ["Found", "Importer", "Sources", "find", "folder_sources", "found_in",
@@ -96,13 +96,22 @@ class Sources:
     another's; ``stamps``: the stamps file that vouches for this set and keeps what was
     derived from its files (:class:`moonpin.resolver.check.stamps.Stamps`; None: none)."""
 
-    __slots__ = ("broken", "files", "found", "key", "roots", "stamps", "via")
+    __slots__ = ("_count", "_files", "_make", "broken", "found", "key", "roots", "stamps",
+                 "via")
 
-    def __init__(self, found: Found, files: dict[str, str], roots: Sequence[str],
-                 via: dict[str, int], broken: Sequence[str] = (), key: str | None = None
-                 ) -> None:
+    def __init__(self, found: Found, files: dict[str, str] | tuple[Callable[[], dict[str, str]],
+                                                                   int],
+                 roots: Sequence[str], via: dict[str, int], broken: Sequence[str] = (),
+                 key: str | None = None) -> None:
+        """``files``: the mapping, or (what makes it, how many it holds): a warm start that
+        trusts the stamps file needs the count, not the ~4,000 entries."""
         self.found = found
-        self.files = files
+        self._files: dict[str, str] | None
+        self._make: Callable[[], dict[str, str]] | None
+        if isinstance(files, tuple):
+            self._files, (self._make, self._count) = None, files
+        else:
+            self._files, self._make, self._count = files, None, len(files)
         self.roots = tuple(roots)
         self.via = via
         #: sources that cannot be read: a ``.py`` entry that is no file, an unlistable folder
@@ -110,6 +119,18 @@ class Sources:
         self.key = key if key is not None else "\0".join(
             os.path.realpath(r) for r in (found.folder, *self.roots))
         self.stamps: Any = None
+
+
+    @property
+    def files(self) -> dict[str, str]:
+        if self._files is None:
+            assert self._make is not None
+            self._files, self._make = self._make(), None
+        return self._files
+
+    def count(self) -> int:
+        """How many sources (without making :attr:`files`)."""
+        return self._count if self._files is None else len(self._files)
 
 
 def _rel(name: str, origin: str) -> str:

@@ -251,8 +251,6 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
     """Every symbol the builds and the image's objects they load leave undefined, bound
     as ld.so binds them (:mod:`moonpin.resolver.check.ldproc`)."""
-    from moonpin.resolver.check import ldbind
-
     by_lib: dict[str, list[tuple[str, str, str]]] = {}
     for need in b.versions:
         by_lib.setdefault(need[2], []).append((need[0], need[1], need[3]))
@@ -275,6 +273,8 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str],
     # the import fails on the version, and no symbol is bound, so none is reported
     unbound = [] if b.versions else b.unbound
     if unbound:
+        from moonpin.resolver.check import ldbind
+
         first = unbound[0]
         names = [ldbind.demangle(s) + (f"@{v}" if v else "") for _, s, v, _ in unbound]
         objs = sorted({os.path.basename(o) for o, _, _, _ in unbound})

@@ -20,11 +20,13 @@ import os
 import sys
 
 from moonpin.kb.cache import facts_memo
-from moonpin.resolver.check import ldproc, ldso
+from moonpin.resolver.check import ldso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from moonpin.resolver.check import ldproc
 
 __all__ = ["PENDING", "RECORD", "Report", "native_load", "owned"]
 
@@ -175,6 +177,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
+    from moonpin.resolver.check import ldproc
     from moonpin.resolver.check.pyeval import Budget, Died, ModuleValue, Raised
     from moonpin.resolver.check.pyrun import Chain
 

@@ -138,9 +138,10 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               found=found if where else None, partial_root=partial_root,
                               seen=seen)
         report.found = found
-        from moonpin.resolver.check.pep668 import for_target
+        if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
+            from moonpin.resolver.check.pep668 import for_target
 
-        report = for_target(report, seen.get("target"))
+            report = for_target(report, seen.get("target"))
     finally:
         facts = sys.modules.get("moonpin.resolver.check.image_facts")  # loaded when used
         if facts is not None:

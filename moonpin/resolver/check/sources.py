@@ -274,7 +274,7 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
         derived = vouched.derived(analyzer)
         if _valid_derived(derived):  # nothing changed: neither facts nor analyzer load
             assert derived is not None
-            out.cache, out.files, out.derived = "warm", len(src.files), derived
+            out.cache, out.files, out.derived = "warm", src.count(), derived
             return out
     key = src.key
     cached: dict[str, Any] | None = None

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "Stamps", "key", "memoised"]
 
 #: The stamps file's layout version.
-FORMAT = 3
+FORMAT = 4
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: moonpin's code that makes what the file keeps (the importer model, the scan; the analyzer
 #: is hashed by the scan): a change to it is a change to every source set
@@ -108,7 +108,8 @@ class Stamps:
         file when that changed it; why it failed, or None."""
         flat: list[int] = []
         try:
-            for head, names, rels, _ in self.doc["groups"]:
+            for group in self.doc["groups"]:
+                head, names, rels = _text(group)
                 for name, rel in zip(names, _rels(names, rels), strict=True):
                     size, mtime, path = stamps[rel]
                     if path != head + name:
@@ -210,7 +211,8 @@ def _valid(doc: dict[str, Any]) -> tuple[Sources, bool] | None:
 
 def _same_sources(groups: list[Any], flat: list[int] | None) -> bool:
     """Whether every folder of ``groups`` (``[folder/, [names], module paths, mtime]``
-    each: the folders holding sources; the paths as :func:`_rels` takes them) has its mtime
+    each, the folder and names as bytes: the folders holding sources; the paths as
+    :func:`_rels` takes them) has its mtime
     (-3: not listed by the walk, not compared) and, with ``flat``, every source in it the
     (size, mtime) ``flat`` holds: one ``stat`` per folder and source, relative to the
     folder's descriptor (a shorter path walk for the kernel)."""
@@ -240,15 +242,32 @@ def _sources_from(doc: dict[str, Any]) -> Sources:
 
     f = doc["found"]
     found = Found(f[0], f[1], f[2], f[3], f[4])
-    files: dict[str, str] = {}
-    for head, names, rels, _ in doc["groups"]:
-        if isinstance(rels, str):  # the module paths are the folder's prefix and the names
-            for name in names:
-                files[rels + name] = head + name
-        else:
-            for name, rel in zip(names, rels, strict=True):
-                files[rel] = head + name
-    return Sources(found, files, doc["roots"], doc["via"], (), doc["package"])
+    groups = doc["groups"]
+    for _, names, rels, _ in groups:  # what files() will need, checked now (ValueError)
+        if type(rels) is not str and (type(rels) is not list or len(rels) != len(names)
+                                      or not all(type(r) is str for r in rels)):
+            raise ValueError("a group's module paths")
+
+    def files() -> dict[str, str]:
+        out: dict[str, str] = {}
+        for group in groups:
+            head, names, rels = _text(group)
+            if isinstance(rels, str):  # the module paths are the folder's prefix and the names
+                for name in names:
+                    out[rels + name] = head + name
+            else:
+                for name, rel in zip(names, rels, strict=True):
+                    out[rel] = head + name
+        return out
+
+    count = sum(len(g[1]) for g in groups)
+    return Sources(found, (files, count), doc["roots"], doc["via"], (), doc["package"])
+
+
+def _text(group: list[Any]) -> tuple[str, list[str], list[str] | str]:
+    """A group's folder and file names as text (kept as the bytes ``stat`` takes: a warm
+    start stats ~4,000 names and would encode each), and its module paths."""
+    return (os.fsdecode(group[0]), [os.fsdecode(n) for n in group[1]], group[2])
 
 
 def _rels(names: list[str], rels: list[str] | str) -> list[str]:
@@ -305,7 +324,8 @@ def _record(name: str, imp: Importer, src: Sources) -> dict[str, Any] | None:
             "found": [found.folder, found.how, list(found.portions), list(found.search),
                       found.module],
             "roots": list(src.roots), "via": dict(src.via), "package": src.key,
-            "groups": [[h, n, _prefix(n, r), listed.get(h, -3)] for h, (n, r) in groups.items()],
+            "groups": [[os.fsencode(h), [os.fsencode(x) for x in n], _prefix(n, r),
+                        listed.get(h, -3)] for h, (n, r) in groups.items()],
             "folders": [f for f, _ in others], "mtimes": [m for _, m in others],
             "kinds": list(kinds), "kind": list(kinds.values()),
             "reads": [p for p, _ in reads], "read": [v for _, v in reads],
