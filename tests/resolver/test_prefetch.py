@@ -169,3 +169,19 @@ def test_the_child_writes_nothing_to_the_output() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=ROOT)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "7\n", "")
+
+
+def test_no_child_beside_the_deep_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load begun ahead that the check did not take is ended before the deep probe
+    imports the image (it would take a core from it)."""
+    from moonpin.resolver.check import run as check_run
+
+    site = healthy_image(tmp_path / "site", torch_builds=("2.12.0",))
+    start = prefetch.start
+    monkeypatch.setattr(prefetch, "start", lambda work: start(lambda: time.sleep(60)))
+    monkeypatch.setattr(prefetch, "_may_fork", lambda: True)
+    beside: list[int] = []
+    monkeypatch.setattr(check_run, "_deep", lambda *a, **k: beside.append(len(prefetch._OPEN)))
+    check_image(elastic_ep_backend="mooncake", site_packages=[site], kb_path=small_kb(tmp_path),
+                deep=True, source_cache=False)
+    assert beside == [0]

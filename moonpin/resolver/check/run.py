@@ -251,6 +251,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     for f in sorted(set(wanted) - {"elastic-ep"}):
         check_feature(f, pkg, sglang.version if sglang else None, kb, add,
                        sglang_src, source_cache)
+    ahead = sys.modules.get("moonpin.resolver.check.prefetch")
+    if ahead is not None:  # a load begun ahead that no check took: not beside the probe
+        ahead.cancel()
     if deep is None:
         deep = "elastic-ep" in wanted
     if target.root is not None:
