@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from moonpin.resolver.check import ldproc
 
-__all__ = ["PENDING", "RECORD", "Report", "native_load", "owned"]
+__all__ = ["PENDING", "RECORD", "Report", "forget_prefetched", "native_load", "owned"]
 
 #: Children computing loads ahead of the check (:mod:`moonpin.resolver.check.prefetch`),
 #: whose answers (key -> what :func:`_compute` returned) are taken at the first load asked
