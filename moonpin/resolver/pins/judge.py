@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins import platforms
+from moonpin.resolver.pins import labels, platforms
 from moonpin.resolver.pins.base import (
     MOONCAKE_FAMILY,
     UNUSED_DEFAULT,
@@ -281,9 +281,11 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
     """
     python, arch, where = platform_of([], python=python, arch=arch, python_from=python_from)
     pins = [*pinned.exact, *pinned.loose]
-    arch, where, off, none = _stages(pins, arch, where)
-    if none is not None:
-        return none.done(where)
+    arch, where, off, none = platforms.judged_on(pins, arch, where)
+    if none is not None:  # no stage builds for an architecture moonpin judges
+        out = _Draft()
+        out.reasons += none
+        return out.done(where)
     arches = [arch] if arch is not None else ["x86_64", "aarch64"]
     subsets = [[p for p in pins if _applies(p, a, python)] for a in arches]
     if arch is None and subsets[0] != subsets[1]:
@@ -324,29 +326,6 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
                      python=python, arch=arch, strategy=strategy, keep=keep)
     out.notes += off
     return out.done(where)
-
-
-def _stages(pins: list[Pin], arch: str | None, where: str,
-            ) -> tuple[str | None, str, list[str], _Draft | None]:
-    """The arch to judge on as the project's Dockerfile stages build it (``FROM
-    --platform``), the platform said, notes, and a verdict when no stage builds for an
-    architecture moonpin judges: ``(arch, where, notes, verdict or None)``."""
-    if arch is not None:
-        off = {platforms.stage_note(p) for p in pins if not platforms.applies(p, arch)}
-        return arch, where, [f"{s} is another architecture: its stage's pins are not "
-                             f"judged on {arch} (--arch)" for s in sorted(off)], None
-    judged, other, said = platforms.project_arches(pins)
-    notes = [f"{platforms.stage_note(p)}: moonpin judges x86_64 and aarch64 only (the wheels "
-             "the knowledge base holds); that stage is not judged" for p in pins
-             if platforms.arch_of(p.platform) in other]
-    if said:
-        where = where.replace("x86_64 and aarch64", " and ".join(judged or ["no arch"])
-                              + f" ({said})")
-    if not judged:
-        out = _Draft()
-        out.reasons += list(dict.fromkeys(notes))
-        return None, where, [], out
-    return (judged[0] if len(judged) == 1 else None), where, list(dict.fromkeys(notes)), None
 
 
 def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: str | None,
@@ -620,7 +599,8 @@ def _fit_the_mooncake(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     mc, sg = pinned.mooncake, pinned.sglang
     if mc is None or sg is None:
         return []
-    ans = _answer(query.which_sglang(g, f"{mc.name}=={mc.version}", python=python, arch=arch))
+    ans = _answer(query.which_sglang(g, f"{mc.name}=={mc.version}", python=python, arch=arch,
+                                     torch=labels.labelled(pinned.torch)))
     if not ans["compatible"]:
         return []
     best = ans["compatible"][0]
@@ -642,10 +622,13 @@ def _stack_move(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: 
 
     if keep == "mooncake" and pinned.mooncake is not None:
         return _fit_the_mooncake(g, pinned, python=python, arch=arch)
-    for sv in sorted(g.sglang, reverse=True):
+    label = labels.labelled(pinned.torch)  # kept by the releases that admit its torch
+    for sv, torch in [(v, t) for t in dict.fromkeys((label, None)) for v in sorted(
+            g.sglang, reverse=True) if t is None or labels.admits(g, v, t)]:
         if g.sglang[sv].pg.module is None:
             continue
-        which = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
+        which = _answer(query.which_mooncake(g, str(sv), torch=torch, python=python,
+                                             arch=arch))
         plain = [c for c in which["compatible"] if not c.get("notes")]
         if not plain:
             continue
@@ -657,7 +640,8 @@ def _stack_move(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: 
                               f"compatible mooncake is {sv}")
                       for p in pinned.places(pinned.sglang)]
         if pinned.torch is not None and pinned.torch.version != new_torch and keep != "torch":
-            moves += [_update(p, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+            moves += [_update(p, "torch", new_torch, f"sglang {sv} requires torch {new_torch}"
+                              + labels.left_behind(g, p, new_torch))
                       for p in pinned.places(pinned.torch)]
         mc = pinned.mooncake
         if mc is not None and (mc.name, mc.version) != (best["dist"], best["version"]):
@@ -776,7 +760,8 @@ def _torch_move(g: CompatGraph, pinned: PinnedSet, target: Pin | None, *,
     if not fits or pinned.torch is None:
         return []
     new_torch = fits[0]["wheels"][0]["torch"]
-    ups = [_update(place, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+    ups = [_update(place, "torch", new_torch, f"sglang {sv} requires torch {new_torch}"
+                   + labels.left_behind(g, place, new_torch))
            for place in pinned.places(pinned.torch)]
     if target is not None:
         note = "; ".join(fits[0].get("notes") or [])

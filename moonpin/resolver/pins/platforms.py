@@ -21,7 +21,8 @@ from typing import NamedTuple, TypeVar
 
 from moonpin.resolver.pins.base import Pin
 
-__all__ = ["ARCHES", "Stage", "Stages", "applies", "arch_of", "project_arches", "stage_note"]
+__all__ = ["ARCHES", "Stage", "Stages", "applies", "arch_of", "judged_on", "project_arches",
+           "stage_note"]
 
 _T = TypeVar("_T")
 
@@ -157,3 +158,24 @@ def project_arches(pins: Sequence[Pin]) -> tuple[list[str], list[str], str | Non
                          if open_.platform else
                          f"the stage at {open_.platform_at} has no --platform"))
     return judged, other, said
+
+
+def judged_on(pins: Sequence[Pin], arch: str | None, where: str,
+              ) -> tuple[str | None, str, list[str], list[str] | None]:
+    """The arch to judge on as the project's Dockerfile stages build it (``--arch`` when
+    given), the platform said, notes, and the reasons when no stage builds for an
+    architecture moonpin judges: ``(arch or None for both, where, notes, reasons or None)``."""
+    if arch is not None:
+        off = {stage_note(p) for p in pins if not applies(p, arch)}
+        return arch, where, [f"{s} is another architecture: its stage's pins are not judged "
+                             f"on {arch} (--arch)" for s in sorted(off)], None
+    judged, other, said = project_arches(pins)
+    notes = list(dict.fromkeys(
+        f"{stage_note(p)}: moonpin judges x86_64 and aarch64 only (the wheels the knowledge "
+        "base holds); that stage is not judged" for p in pins if arch_of(p.platform) in other))
+    if said:
+        where = where.replace("x86_64 and aarch64", " and ".join(judged or ["no arch"])
+                              + f" ({said})")
+    if not judged:
+        return None, where, [], notes
+    return (judged[0] if len(judged) == 1 else None), where, notes, None
