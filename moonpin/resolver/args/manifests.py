@@ -37,6 +37,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from moonpin.resolver.args.rules import Unresolved
+from moonpin.resolver.args.tags import (
+    cuda_of_image,
+    sglang_version_in_image,
+    sglang_version_of_image,
+)
 
 __all__ = ["Finding", "Launch", "Unresolved", "cuda_of_image", "from_shell", "from_yaml",
            "read_file", "sglang_version_in_image", "sglang_version_of_image"]
@@ -542,41 +547,3 @@ def read_file(path: Path, kind: str = "auto") -> _Found:
     return from_yaml(text, str(path)) if kind == "yaml" else from_shell(text, str(path))
 
 
-_IMAGE_VERSION = re.compile(r"(?:^|/)sglang:v?(\d+\.\d+\.\d+(?:\.post\d+)?)(?:$|[-_])")
-
-
-def sglang_version_of_image(image: str | None) -> str | None:
-    """``lmsysorg/sglang:v0.5.18-cu130`` -> ``0.5.18`` (SGLang's own images only)."""
-    at = sglang_version_in_image(image)
-    return at[0] if at else None
-
-
-#: The CUDA part of SGLang's image tags (``v0.5.18-cu130``, ``v0.5.18-cu126-amd64``):
-#: ``cu`` and the toolkit's major and minor digits, PyTorch's local-label spelling.
-_IMAGE_CUDA = re.compile(r"(?:^|[-_])cu(\d{2,3})(?=$|[-_])")
-
-
-def cuda_of_image(image: str | None) -> tuple[str, int] | None:
-    """The CUDA an SGLang image's tag names after its release, as a torch local label and
-    its major (``lmsysorg/sglang:v0.5.18-cu130`` -> ``("cu130", 13)``; ``-cu126`` -> 12),
-    or None for a tag without one (or not an SGLang image). A two-digit ``cu13`` is a
-    major alone (``cu130``)."""
-    at = sglang_version_in_image(image)
-    if image is None or at is None:
-        return None
-    tail = image[at[1]:].split("@", 1)[0]
-    m = _IMAGE_CUDA.search(tail, len(at[0]) if tail.startswith(at[0]) else 0)
-    if m is None:
-        return None
-    digits = m.group(1)
-    major = int(digits[:-1]) if len(digits) == 3 else int(digits)
-    return (f"cu{digits}" if len(digits) == 3 else f"cu{digits}0"), major
-
-
-def sglang_version_in_image(image: str | None) -> tuple[str, int] | None:
-    """The SGLang release an image reference's tag names and where it starts in the
-    reference (``lmsysorg/sglang:v0.5.18-cu130`` -> ``("0.5.18", 17)``), or None."""
-    if not image:
-        return None
-    m = _IMAGE_VERSION.search(image)
-    return (m.group(1), m.start(1)) if m else None

@@ -41,9 +41,11 @@ class Image(NamedTuple):
 
 def image_of(pins: tuple[Pin, ...], sglang: Pin | None) -> Image | None:
     """The base image whose tag names a CUDA (the judged SGLang pin's when it is one)."""
-    from moonpin.resolver.args.manifests import cuda_of_image
-
     images = [p for p in pins if p.kind == "docker-image" and p.name == "sglang"]
+    if not images:
+        return None
+    from moonpin.resolver.args.tags import cuda_of_image
+
     for p in sorted(images, key=lambda p: p != sglang):
         got = cuda_of_image(p.raw)
         if got is not None:

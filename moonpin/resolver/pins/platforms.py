@@ -37,11 +37,12 @@ _AUTOMATIC = frozenset(f"{w}{p}" for w in ("BUILD", "TARGET")
 _DOCKER_ARCH = {"amd64": "x86_64", "x86_64": "x86_64", "x86-64": "x86_64",
                 "arm64": "aarch64", "aarch64": "aarch64"}
 
+# Patterns, compiled (and cached by :mod:`re`) when a shell file is first read, not at import:
 #: ``FROM [--flag=value ...] image [AS name]`` (Docker takes a flag's value after ``=`` only)
-_FROM = re.compile(r"\s*FROM\s+((?:--\S+\s+)*)(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
-_FLAG = re.compile(r"--platform=(\S+)", re.IGNORECASE)
-_VAR = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
-_GLOBAL_ARG = re.compile(r"\s*ARG\s+(\w+)(?:=(\S*))?\s*$", re.IGNORECASE)
+_FROM = r"(?i)\s*FROM\s+((?:--\S+\s+)*)(\S+)(?:\s+AS\s+(\S+))?\s*$"
+_FLAG = r"(?i)--platform=(\S+)"
+_VAR = r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))"
+_GLOBAL_ARG = r"(?i)\s*ARG\s+(\w+)(?:=(\S*))?\s*$"
 
 
 class Stage(NamedTuple):
@@ -63,13 +64,13 @@ class Stages:
         self.defaults: dict[str, str | None] = {}  # global ARGs (before the first FROM)
 
     def see(self, text: str, line: int) -> None:
-        m = _FROM.match(text)
+        m = re.match(_FROM, text)
         if m is None:
-            g = _GLOBAL_ARG.match(text)
+            g = re.match(_GLOBAL_ARG, text)
             if g is not None and self.current is None:
                 self.defaults[g.group(1)] = g.group(2)
             return
-        flag = _FLAG.search(m.group(1) or "")
+        flag = re.search(_FLAG, m.group(1) or "")
         image = m.group(2)
         if flag is not None:
             platform = self._resolved(flag.group(1).strip("'\""))
@@ -94,7 +95,7 @@ class Stages:
                 return got
             return v.group(2) if v.group(2) else v.group(0)
 
-        return _VAR.sub(sub, value)
+        return re.sub(_VAR, sub, value)
 
     def stamp(self, res: _T) -> _T:
         """A pin (or an installed file) with the current stage's platform; anything else,

@@ -120,7 +120,7 @@ def _base_image(shown: str, logical: Logical) -> Iterator[Result]:
     m = _FROM.match(logical.text)
     if m is None or "$" in m.group(1):
         return
-    from moonpin.resolver.args.manifests import sglang_version_in_image
+    from moonpin.resolver.args.tags import sglang_version_in_image
 
     at = sglang_version_in_image(m.group(1))
     if at is None:
