@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,3 +194,26 @@ def test_a_cu126_torch_label_on_a_cu130_image(tmp_path: Path,
           requirements_txt="torch==2.13.0+cu126\nmooncake-transfer-engine==0.3.13.post1\n")
     code, doc = pins(capsys, tmp_path, "Dockerfile", "requirements.txt")
     assert code == 1 and "CUDA 13 image" in doc["reasons"][0]  # type: ignore[index]
+
+
+def _renovate(capsys: pytest.CaptureFixture[str], folder: Path) -> dict[str, dict[str, Any]]:
+    try:
+        main(["--kb", SHIPPED, "renovate", str(folder / "Dockerfile")])
+    except SystemExit as e:
+        assert not e.code
+    doc = json.loads(capsys.readouterr().out)
+    return {",".join(r["matchPackageNames"]): r for r in doc["packageRules"]}
+
+
+def test_renovate_reads_the_stage_platform_and_the_image_cuda(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, Dockerfile="FROM lmsysorg/sglang:v0.5.18-cu126\n"
+          "RUN pip install mooncake-transfer-engine==0.3.13.post1\n")
+    rules = _renovate(capsys, tmp_path)  # the CUDA 12 mooncake fits the image's torch
+    assert not any("replacementName" in r for r in rules.values()), rules
+    assert "0\\.3\\.13\\.post1" in rules["mooncake-transfer-engine"]["allowedVersions"]
+    write(tmp_path, Dockerfile=f"FROM --platform=linux/arm64 {IMAGE}\n"
+          "RUN pip install mooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    rules = _renovate(capsys, tmp_path)  # 0.3.12.post1 has no aarch64 build for 2.13.0
+    held = rules["mooncake-transfer-engine-cuda13"]["allowedVersions"]
+    assert "0\\.3\\.13\\.post1" in held and "0\\.3\\.12" not in held, held

@@ -140,9 +140,21 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     pinned = pins.pinned_set(_read_pin_files(args.files)) if args.files else None
     stack = pins.stack_of(pinned, args.sglang, shown=shown(" ".join(args.files or [])))
     _version_arg(stack.sglang, "--sglang" if args.sglang else "the sglang pin")
-    plan = pins.plan_stack(graph(args), stack.sglang, torch=stack.torch, dist=stack.dist,
+    g = graph(args)
+    torch, arch = stack.torch, args.arch
+    if pinned is not None:
+        # what the files state as `pins` reads them: a stage's FROM --platform is the arch,
+        # and with no torch pinned an SGLang base image's CUDA tag names the torch build
+        from moonpin.resolver.pins import images, platforms
+
+        every = [*pinned.exact, *pinned.loose]
+        arch = arch or platforms.judged_on(every, None, "")[0]
+        image = images.image_of(pinned.exact, pinned.sglang) if torch is None else None
+        got = images.image_torch(g, image, stack.sglang) if image is not None else None
+        torch = got.version if got is not None else torch
+    plan = pins.plan_stack(g, stack.sglang, torch=torch, dist=stack.dist,
                            current_mooncake=stack.mooncake, python=args.python,
-                           arch=args.arch, allow_jit=args.allow_jit)
+                           arch=arch, allow_jit=args.allow_jit)
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     emit_json(pins.renovate_fragment(plan))
