@@ -115,6 +115,8 @@ def arch_of(platform: str | None) -> str | None:
     if not platform or "$" in platform:
         return "*"
     parts = platform.lower().split("/")
+    if parts == ["linux"]:  # an OS alone: the architecture is the build's
+        return "*"
     arch = parts[1] if len(parts) > 1 else parts[0]
     if len(parts) > 1 and parts[0] != "linux":
         return f"{parts[0]}/{arch}"
