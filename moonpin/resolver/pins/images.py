@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.version import Version
 
-from moonpin.resolver.pins.base import Pin
+from moonpin.resolver.pins.base import Pin, cut
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
@@ -35,7 +35,8 @@ class Image(NamedTuple):
     major: int
 
     def said(self) -> str:
-        return (f"{self.pin.path}:{self.pin.line} {self.pin.raw} is a CUDA {self.major} "
+        return (f"{cut(self.pin.path, 200)}:{self.pin.line} {cut(self.pin.raw, 200)} is a "
+                f"CUDA {self.major} "
                 f"image (its tag's -{self.label})")
 
 

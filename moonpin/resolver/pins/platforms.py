@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple, TypeVar
 
-from moonpin.resolver.pins.base import Pin
+from moonpin.resolver.pins.base import Pin, cut
 
 __all__ = ["ARCHES", "Stage", "Stages", "applies", "arch_of", "judged_on", "project_arches",
            "stage_note"]
@@ -132,7 +132,7 @@ def applies(pin: Pin, arch: str) -> bool:
 
 def stage_note(pin: Pin) -> str:
     """``FROM --platform=linux/arm64 at Dockerfile:1``."""
-    return f"FROM --platform={pin.platform} at {pin.platform_at}"
+    return f"FROM --platform={cut(pin.platform or '', 80)} at {cut(pin.platform_at, 200)}"
 
 
 def project_arches(pins: Sequence[Pin]) -> tuple[list[str], list[str], str | None]:
