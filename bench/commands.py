@@ -48,6 +48,8 @@ COMMANDS: list[list[str]] = [
     ["show", "torch==2.13.0"],
     ["kb", "info"],
     ["pins", "{req}"],
+    ["pins", "{docker}", "{req}", "--json", "--diff"],
+    ["triples", "--sglang", "0.5.18", "--torch", "2.13.0+cu126"],
     ["renovate", "{req}"],
     ["constraints", "--sglang", "0.5.18", "--python", "3.12", "--arch", "x86_64"],
     ["args", "--sglang", "0.5.23", "--", "--model-path", "m", "--elastic-ep-backend",
@@ -65,6 +67,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         req = Path(tmp) / "requirements.txt"
         req.write_text(f"sglang==0.5.18\ntorch==2.13.0\n{CUDA13}\n")
+        docker = Path(tmp) / "Dockerfile"  # an arm64 stage on a CUDA 13 image, CUDA 12 mooncake
+        docker.write_text("FROM --platform=linux/arm64 lmsysorg/sglang:v0.5.18-cu130\n"
+                          "RUN pip install mooncake-transfer-engine==0.3.13.post1\n")
         env = dict(CHILD_ENV, MOONPIN_CACHE_DIR=str(Path(tmp) / "cache"))
         if args.kb:
             env["MOONPIN_KB"] = str(args.kb)
@@ -72,8 +77,9 @@ def main() -> int:
         worst = 0.0
         print(f"{'command':70} {'moonpin':>9} {'pip':>7} {'ratio':>6}")
         for cmd in COMMANDS:
-            argv = [a.replace("{req}", str(req)) for a in cmd]
-            line = "moonpin " + " ".join(cmd).replace("{req}", "requirements.txt")
+            argv = [a.replace("{req}", str(req)).replace("{docker}", str(docker)) for a in cmd]
+            line = "moonpin " + " ".join(cmd).replace("{req}", "requirements.txt").replace(
+                "{docker}", "Dockerfile")
             if args.only and args.only not in line:
                 continue
             subprocess.run([str(MOONPIN), *argv], env=env, cwd=tmp, capture_output=True,

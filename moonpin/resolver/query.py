@@ -725,12 +725,19 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
                          hint="`moonpin kb info` lists them; `moonpin scrape` refreshes")
     out = []
     versions = {(d, str(v)): v for d, v in g.mooncake}
+    # ``==2.13.0+cu126`` names a local build the KB's releases never equal: that build,
+    # judged wherever SGLang admits its release (as ``--torch`` is in the other queries)
+    local = [torch_release(g, c.version) for c in t_spec or ()
+             if c.operator in ("==", "===") and "+" in c.version]
     for sv, s in sorted(g.sglang.items(), reverse=True):
         if s.pg.module is None or (s_spec is not None and not s_spec.contains(sv, True)):
             continue
         torches = [t for t in _torches(g, s, None)
                    if t_spec is None or t_spec.contains(Version(t), True)]
-        table = _table(g, s.version, None)
+        if local:
+            torches = [t for t in local[:1] if any(
+                Version(Version(t).public) == Version(r) for r in _torches(g, s, None))]
+        table = None if local else _table(g, s.version, None)
         if table is not None:
             out += _triples_from(table, s.version, set(torches), set(dists), m_spec,
                                  versions, python, arch)

@@ -251,3 +251,77 @@ def test_pip_resolves_what_write_leaves_in_the_file_a_dockerfile_installs(
                             "requirements/constraints.txt")):
             assert got == _STACK, got
             _compatible(got, arch, tmp_path)
+
+
+def _written_set(root: Path, *files: str) -> list[str]:
+    """The exact pins `moonpin pins` reads after a write (the base image's tag as sglang)."""
+    import json
+
+    r = _moonpin("pins", *files, "--json", "--exit-zero", cwd=root)
+    return sorted({f"{p['name']}=={p['version']}" for p in json.loads(r.stdout)["pins"]})
+
+
+def test_clients_resolve_what_write_leaves_for_an_arm64_stage(tmp_path: Path) -> None:
+    """`FROM --platform=linux/arm64` with a cuda13 release that has its torch build for
+    x86_64 only: the stage's pins are judged and updated for aarch64, and pip and uv
+    resolve what --write leaves there to the set explain calls compatible on aarch64."""
+    pip, uv = _pip(), _uv()
+    (tmp_path / "Dockerfile").write_text(
+        "FROM --platform=linux/arm64 lmsysorg/sglang:v0.5.18-cu130\n"
+        "COPY requirements.txt /srv/\nRUN pip install -r /srv/requirements.txt\n")
+    (tmp_path / "requirements.txt").write_text(
+        "torch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.12.post1\n")
+    w = _moonpin("pins", "Dockerfile", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    assert _written_set(tmp_path, "Dockerfile") == _STACK
+    (tmp_path / "image.txt").write_text("sglang==0.5.18\n")  # what the tag stands for
+    for got in (_pip_set(pip, tmp_path, "aarch64", "-r", "requirements.txt", "-r", "image.txt"),
+                _uv_set(uv, tmp_path, "aarch64", "requirements.txt", "image.txt")):
+        assert got == _STACK, got
+        _compatible(got, "aarch64", tmp_path)
+
+
+def test_clients_resolve_what_write_leaves_on_a_cu130_image(tmp_path: Path) -> None:
+    """`FROM lmsysorg/sglang:v0.5.18-cu130` installing the CUDA 12 mooncake: the image's
+    torch is CUDA 13, so --write switches the distribution; pip and uv resolve the install
+    line as written (with the torch release the image has) to a set explain calls
+    compatible with the image's build of torch."""
+    pip, uv = _pip(), _uv()
+    (tmp_path / "Dockerfile").write_text(
+        "FROM lmsysorg/sglang:v0.5.18-cu130\n"
+        "RUN pip install mooncake-transfer-engine==0.3.13.post1\n")
+    w = _moonpin("pins", "Dockerfile", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    pinned = _written_set(tmp_path, "Dockerfile")
+    assert pinned == ["mooncake-transfer-engine-cuda13==0.3.13.post1", "sglang==0.5.18"]
+    (tmp_path / "in.txt").write_text("\n".join([*pinned, "torch==2.13.0"]) + "\n")
+    for arch in ("x86_64", "aarch64"):
+        for got in (_pip_set(pip, tmp_path, arch, "-r", "in.txt"),
+                    _uv_set(uv, tmp_path, arch, "in.txt")):
+            assert got == _STACK, got
+            e = _moonpin("explain", "sglang==0.5.18", got[0], "torch==2.13.0+cu130",
+                         "--python", "3.12", "--arch", arch, cwd=tmp_path)
+            assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout
+
+
+def test_clients_resolve_what_latest_leaves_beside_a_labelled_torch(tmp_path: Path) -> None:
+    """torch==2.13.0+cu126 with the CUDA 12 mooncake: `--strategy latest --write` moves
+    SGLang and keeps the build; pip and uv resolve SGLang and mooncake as written (the
+    labelled torch comes from PyTorch's own index, not configured here) and explain calls
+    them compatible with that build."""
+    pip, uv = _pip(), _uv()
+    (tmp_path / "requirements.txt").write_text(
+        "sglang==0.5.18\ntorch==2.13.0+cu126\nmooncake-transfer-engine==0.3.13.post1\n")
+    w = _moonpin("pins", "requirements.txt", "--strategy", "latest", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    text = (tmp_path / "requirements.txt").read_text()
+    assert "torch==2.13.0+cu126\nmooncake-transfer-engine==0.3.13.post1\n" in text, text
+    (tmp_path / "in.txt").write_text("".join(x + "\n" for x in text.splitlines()
+                                             if not x.startswith("torch")))
+    for arch in ("x86_64", "aarch64"):
+        for got in (_pip_set(pip, tmp_path, arch, "-r", "in.txt"),
+                    _uv_set(uv, tmp_path, arch, "in.txt")):
+            assert got[0] == "mooncake-transfer-engine==0.3.13.post1", got
+            e = _moonpin("explain", got[1], got[0], "torch==2.13.0+cu126", "--python", "3.12",
+                         "--arch", arch, cwd=tmp_path)
+            assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout

@@ -37,9 +37,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from moonpin.resolver.args.rules import Unresolved
+from moonpin.resolver.args.tags import (
+    cuda_of_image,
+    sglang_version_in_image,
+    sglang_version_of_image,
+)
 
-__all__ = ["Finding", "Launch", "Unresolved", "from_shell", "from_yaml", "read_file",
-           "sglang_version_in_image", "sglang_version_of_image"]
+__all__ = ["Finding", "Launch", "Unresolved", "cuda_of_image", "from_shell", "from_yaml",
+           "read_file", "sglang_version_in_image", "sglang_version_of_image"]
 
 
 class Launch(NamedTuple):
@@ -542,19 +547,3 @@ def read_file(path: Path, kind: str = "auto") -> _Found:
     return from_yaml(text, str(path)) if kind == "yaml" else from_shell(text, str(path))
 
 
-_IMAGE_VERSION = re.compile(r"(?:^|/)sglang:v?(\d+\.\d+\.\d+(?:\.post\d+)?)(?:$|[-_])")
-
-
-def sglang_version_of_image(image: str | None) -> str | None:
-    """``lmsysorg/sglang:v0.5.18-cu130`` -> ``0.5.18`` (SGLang's own images only)."""
-    at = sglang_version_in_image(image)
-    return at[0] if at else None
-
-
-def sglang_version_in_image(image: str | None) -> tuple[str, int] | None:
-    """The SGLang release an image reference's tag names and where it starts in the
-    reference (``lmsysorg/sglang:v0.5.18-cu130`` -> ``("0.5.18", 17)``), or None."""
-    if not image:
-        return None
-    m = _IMAGE_VERSION.search(image)
-    return (m.group(1), m.start(1)) if m else None

@@ -410,7 +410,11 @@ def _show_torch(args: argparse.Namespace, version: str) -> int:
 
     g = graph(args)
     want = torch_release(g, version)
-    rec = next((t for t in g.kb.torch if Version(t.version) == Version(want)), None)
+    # a local build (``2.13.0+cu126``) is shown as its label says, beside the index's builds
+    # of its release (the KB holds those only)
+    local = Version(want).local
+    rec = next((t for t in g.kb.torch if Version(t.version) == Version(Version(want).public)),
+               None)
     if rec is None:
         listed = Version(want) in {Version(v) for v in g.kb.torch_versions}
         near = _nearest(want, [t.version for t in g.kb.torch])
@@ -427,15 +431,25 @@ def _show_torch(args: argparse.Namespace, version: str) -> int:
                 admits.append(str(sv))
         except InvalidSpecifier:
             continue
-    doc = {"name": "torch", "version": rec.version,
-           "variants": [{"arch": v.arch, "cuda_major": v.cuda_major, "evidence": v.evidence,
-                         "wheel": v.artifact.filename} for v in rec.variants],
-           "sglang_admitting": admits}
+    variants = [{"arch": v.arch, "cuda_major": v.cuda_major, "evidence": v.evidence,
+                 "wheel": v.artifact.filename} for v in rec.variants]
+    doc: dict[str, object] = {"name": "torch", "version": want if local else rec.version,
+                              "variants": variants, "sglang_admitting": admits}
+    if local:
+        from moonpin.resolver.query import resolve_torch
+
+        t = resolve_torch(g, want, "x86_64")
+        doc["local_build"] = {"label": local, "cuda_major": t.cuda, "evidence": t.cuda_why,
+                              "variants_are": f"the index's builds of {rec.version}"}
     if args.json:
         emit_json(doc)
         return 0
+    if local:
+        cuda = f"CUDA {t.cuda}" if t.cuda is not None else "no CUDA"
+        print(f"torch {want}: a local build, {cuda} by its label +{local} (the knowledge "
+              f"base holds the index's builds of {rec.version}, below)")
     print(f"torch {rec.version}")
-    for v in doc["variants"]:
+    for v in variants:
         cuda = f"CUDA {v['cuda_major']}" if v["cuda_major"] is not None else "CPU build"
         print(f"  {v['arch']:8} {cuda:10} {v['wheel']}  ({_shown(v['evidence'], 160)})")
     print(f"  admitted by the torch requirement of sglang {_listed_short(admits)}"

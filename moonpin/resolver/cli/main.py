@@ -85,8 +85,11 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args_in: list[str], lead: list[str]) -> int:
     from moonpin.resolver.cli.common import JSON_ERRORS
 
-    JSON_ERRORS[0] = "--json" in (args_in[:args_in.index("--")] if "--" in args_in
-                                  else args_in)
+    options = args_in[:args_in.index("--")] if "--" in args_in else args_in
+    # --json, or the JSON --format of triples and matrix: stdout is one JSON document,
+    # an error's too
+    JSON_ERRORS[0] = "--json" in options or "--format=json" in options or any(
+        options[i:i + 2] == ["--format", "json"] for i in range(len(options)))
     _refuse_oversized(args_in)
     rest = args_in[len(lead):]
     if rest == ["--version"]:
@@ -142,7 +145,8 @@ def _run(args_in: list[str], lead: list[str]) -> int:
         from moonpin.resolver.cli.spelling import spell_inputs
 
         spell_inputs(args)
-        if getattr(args, "quiet", False):
+        if getattr(args, "quiet", False) and not JSON_ERRORS[0]:
+            # -q prints nothing but errors; with --json stdout is still the one document
             import contextlib
             import os
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
     import argparse
@@ -25,8 +25,13 @@ def cmd_pins(args: argparse.Namespace) -> int:
     found = _read_pin_files(files, patterns)
     if args.changed:
         if not found:
-            print(f"no pin of sglang, torch or a mooncake distribution in "
-                  f"{shown(', '.join(args.files))}: nothing to judge")
+            said = (f"no pin of sglang, torch or a mooncake distribution in "
+                    f"{shown(', '.join(args.files))}: nothing to judge")
+            if args.json:
+                emit_json({"pins": [], "conflicts": [], "verdict": "nothing to judge",
+                           "reasons": [said], "updates": [], "notes": [], "platform": None})
+            else:
+                print(said)
             return 0
         # A commit's files are judged with the rest of the project: one set, as pip sees it.
         # A file found by its name that is no pins file (requirements/README.txt) is not
@@ -53,15 +58,21 @@ def cmd_pins(args: argparse.Namespace) -> int:
         python, python_from = project
     verdict = pins.judge(g, pinned, python=python, arch=args.arch, strategy=args.strategy,
                          keep=args.keep, python_from=python_from)
-    # With --diff, stdout is the patch alone (for `patch`/`git apply`): the report is on stderr.
-    report = sys.stderr if args.diff and not args.write else sys.stdout
-    if args.json:
-        emit_json(pins_output.report_json(found, pinned, verdict), report)
-    else:
+    # With --json, stdout is one JSON document whatever else is asked: the diff, what was
+    # written and the verdict after writing are fields of it. Without, --diff makes stdout
+    # the patch alone (for `patch`/`git apply`) and the report goes to stderr.
+    report = sys.stderr if args.diff and not args.write and not args.json else sys.stdout
+    if not args.json:
         print("\n".join(pins_output.report_lines(found, pinned, verdict)), file=report)
-    if (args.diff or args.write) and verdict.updates:
-        written = _rewrite_pins(found, list(verdict.updates), write=args.write)
-        if written:
+    doc = pins_output.report_json(found, pinned, verdict) if args.json else {}
+    code = pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
+    if args.diff or args.write:
+        done = _rewrite_pins(found, list(verdict.updates), write=args.write,
+                             diff_out=None if args.json else sys.stdout)
+        doc.update(diff=done.diff, not_written=list(done.problems))
+        if args.write:
+            doc.update(written=done.written, after=None)
+        if done.written and not done.problems:
             # What the command leaves is what it answers for: judged again as written.
             after = pins.pinned_set(_read_pin_files(files, patterns))
             again = pins.judge(g, after, python=python, arch=args.arch,
@@ -69,34 +80,55 @@ def cmd_pins(args: argparse.Namespace) -> int:
             print(f"after writing: verdict {again.verdict}"
                   + (f", {len(again.updates)} update(s) left" if again.updates else ""),
                   file=sys.stderr)
-            return pins_output.exit_code(after, again, exit_zero=args.exit_zero)
-    return pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
+            doc["after"] = again.to_json()
+            code = pins_output.exit_code(after, again, exit_zero=args.exit_zero)
+    if args.json:
+        emit_json(doc)
+    return code
 
 
-def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool) -> bool:
-    """Print the unified diff of the updates; with ``write``, apply it (all files or none,
-    line endings, mode and symlinks kept). True when every update was written."""
+class _Rewritten(NamedTuple):
+    """What ``--diff``/``--write`` did: the unified diff, the updates that cannot be
+    written (with why) and the files written."""
+
+    diff: str
+    problems: tuple[str, ...]
+    written: list[str]
+
+
+def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool,
+                  diff_out: Any) -> _Rewritten:
+    """The unified diff of the updates (printed on ``diff_out`` without ``write``, on stderr
+    with it; not printed when None); with ``write``, apply it (all files or none, line
+    endings, mode and symlinks kept)."""
     import os
 
     from moonpin.resolver.pins import rewrite as pins_rewrite
 
+    if not updates:
+        return _Rewritten("", (), [])
     plan = pins_rewrite.plan_rewrite(found, updates)
     for problem in plan.problems:
         print(f"not written: {shown(problem)}", file=sys.stderr)
+    diff = "".join(plan.diff())
     if write and plan.problems:
         # The updates are one change (Renovate's group): half of it can leave a worse set
         # than before (a switch of distribution beside the one it leaves).
         print(f"moonpin: nothing was written: {len(plan.problems)} of the {len(updates)} "
               "update(s) cannot be written, and they are one change; make those by hand "
               "(the diff: --diff), or fix what keeps them, and run again", file=sys.stderr)
-        return False
-    (sys.stderr if write else sys.stdout).writelines(plan.diff())
+        return _Rewritten(diff, plan.problems, [])
+    out = sys.stderr if write else diff_out
+    if out is not None:
+        out.write(diff)
     if not write:
-        return False
-    for p, written in pins_rewrite.write_rewrite(plan):
-        print(f"wrote {p}" + (f" (through the symlink, to {written})"
-                              if written != os.path.abspath(p) else ""), file=sys.stderr)
-    return not plan.problems
+        return _Rewritten(diff, plan.problems, [])
+    written = []
+    for p, target in pins_rewrite.write_rewrite(plan):
+        written.append(p)
+        print(f"wrote {p}" + (f" (through the symlink, to {target})"
+                              if target != os.path.abspath(p) else ""), file=sys.stderr)
+    return _Rewritten(diff, plan.problems, written)
 
 
 def cmd_renovate(args: argparse.Namespace) -> int:
@@ -108,9 +140,21 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     pinned = pins.pinned_set(_read_pin_files(args.files)) if args.files else None
     stack = pins.stack_of(pinned, args.sglang, shown=shown(" ".join(args.files or [])))
     _version_arg(stack.sglang, "--sglang" if args.sglang else "the sglang pin")
-    plan = pins.plan_stack(graph(args), stack.sglang, torch=stack.torch, dist=stack.dist,
+    g = graph(args)
+    torch, arch = stack.torch, args.arch
+    if pinned is not None:
+        # what the files state as `pins` reads them: a stage's FROM --platform is the arch,
+        # and with no torch pinned an SGLang base image's CUDA tag names the torch build
+        from moonpin.resolver.pins import images, platforms
+
+        every = [*pinned.exact, *pinned.loose]
+        arch = arch or platforms.judged_on(every, None, "")[0]
+        image = images.image_of(pinned.exact, pinned.sglang) if torch is None else None
+        got = images.image_torch(g, image, stack.sglang) if image is not None else None
+        torch = got.version if got is not None else torch
+    plan = pins.plan_stack(g, stack.sglang, torch=torch, dist=stack.dist,
                            current_mooncake=stack.mooncake, python=args.python,
-                           arch=args.arch, allow_jit=args.allow_jit)
+                           arch=arch, allow_jit=args.allow_jit)
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     emit_json(pins.renovate_fragment(plan))

@@ -149,7 +149,11 @@ def cmd_which(args: argparse.Namespace) -> int:
 
 def _finish_which(res: Which, args: argparse.Namespace) -> int:
     if args.json:
-        emit_json(res.to_json())
+        doc = res.to_json()
+        if doc["recommended"] is None:  # null, and the one-line reason the text gives
+            doc = {"query": doc.pop("query"), "recommended": None,
+                   "reason": f"none compatible: {why_none(res, args.what)}", **doc}
+        emit_json(doc)
     else:
         _print_which(res, args.what, args.why)
     return 0 if res.compatible else 1

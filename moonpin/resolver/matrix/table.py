@@ -574,13 +574,26 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     dists = getattr(args, "dist", None)
     m = build_matrix(CompatGraph.from_path(kb_path), dists=dists, kb_path=kb_path, **filters)
     readme = getattr(args, "readme", None)
+    # --json asks for one JSON document on stdout, whatever else is asked: where the matrix
+    # went when it was written to a file
+    said_json = getattr(args, "json", False) and (readme or out)
     if readme:
-        said = "updated" if update_readme(Path(readme), m) else "left unchanged (current)"
+        updated = update_readme(Path(readme), m)
+        said = "updated" if updated else "left unchanged (current)"
         print(f"the matrix table in {readme}: {said}", file=sys.stderr)
+        if said_json:
+            _emit({"readme": readme, "updated": updated, "counts": m.counts()})
     elif out:
         _write_atomic(Path(out), render(m, fmt, docs=not dists and not any(filters.values())))
         print(f"wrote {out}: {len(m.rows)} rows x {len(m.columns)} columns, "
               + ", ".join(f"{v} {k}" for k, v in m.counts().items()), file=sys.stderr)
+        if said_json:
+            _emit({"wrote": out, "format": fmt, "rows": len(m.rows),
+                   "columns": len(m.columns), "counts": m.counts()})
     else:
         sys.stdout.write(render(m, fmt, docs=not dists and not any(filters.values())))
     return 0 if m.any_compatible else 1
+
+
+def _emit(doc: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")

@@ -119,6 +119,12 @@ class _Pin(NamedTuple):
     #: ``line``); -1 when not known. An update pins a range or an unpinned requirement there.
     spec_line: int = 0
     spec_col: int = -1
+    #: the ``--platform`` of the Dockerfile stage the pin is installed in, as resolved
+    #: (``linux/arm64``; ``""`` for a stage without one; a variable the build sets stays
+    #: ``$TARGETPLATFORM``), and where that ``FROM`` is; None outside a stage (see
+    #: :mod:`moonpin.resolver.pins.platforms`)
+    platform: str | None = None
+    platform_at: str = ""
 
 
 class Pin(_Pin):

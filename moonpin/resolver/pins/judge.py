@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
+from moonpin.resolver.pins import labels, platforms
 from moonpin.resolver.pins.base import (
     MOONCAKE_FAMILY,
     UNUSED_DEFAULT,
@@ -169,9 +170,10 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
 
 
 def _together(a: Pin, b: Pin) -> bool:
-    """Two pins whose markers both hold on some Linux architecture (pip installs both
-    there); ``; platform_machine == "x86_64"`` and ``"aarch64"`` never meet."""
-    return not (a.marker or b.marker) or any(
+    """Two pins whose markers (and Dockerfile stages' platforms) both hold on some Linux
+    architecture (pip installs both there); ``; platform_machine == "x86_64"`` and
+    ``"aarch64"`` never meet."""
+    return not (a.marker or b.marker or a.platform or b.platform) or any(
         _applies(a, arch, None) and _applies(b, arch, None) for arch in ("x86_64", "aarch64"))
 
 
@@ -241,6 +243,8 @@ def platform_of(pins: Sequence[Pin], *, python: str | None = None,
 def _applies(pin: Pin, arch: str, python: str | None) -> bool:
     """Whether ``pin``'s marker holds on Linux on ``arch`` (and ``python`` when given; the
     running interpreter's otherwise). A marker that cannot be evaluated applies."""
+    if not platforms.applies(pin, arch):
+        return False
     if not pin.marker:
         return True
     from packaging.markers import (
@@ -277,12 +281,20 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
     """
     python, arch, where = platform_of([], python=python, arch=arch, python_from=python_from)
     pins = [*pinned.exact, *pinned.loose]
+    arch, where, off, none = platforms.judged_on(pins, arch, where)
+    if none is not None:  # no stage builds for an architecture moonpin judges
+        out = _Draft()
+        out.reasons += none
+        return out.done(where)
     arches = [arch] if arch is not None else ["x86_64", "aarch64"]
     subsets = [[p for p in pins if _applies(p, a, python)] for a in arches]
     if arch is None and subsets[0] != subsets[1]:
         marked = next(p for p in pins if (p in subsets[0]) != (p in subsets[1]))
-        where = where.replace("x86_64 and aarch64", "x86_64 and aarch64 apart (the marker "
-                              f"at {marked.path}:{marked.line})")
+        why = (f"the marker at {marked.path}:{marked.line}" if marked.marker else
+               f"the platform of {platforms.stage_note(marked)}")
+        where = (where.replace("x86_64 and aarch64 (", "x86_64 and aarch64 apart (", 1)
+                 if "x86_64 and aarch64 (" in where and not marked.marker else
+                 where.replace("x86_64 and aarch64", f"x86_64 and aarch64 apart ({why})"))
         has = [any(p.name in MOONCAKE_FAMILY for p in sub) for sub in subsets]
         if any(has) and not all(has):
             # mooncake is left out on one architecture by its markers: nothing to judge there
@@ -290,8 +302,8 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
             (b,) = [b for b, h in zip(arches, has, strict=True) if not h]
             out = _judge_set(g, pinned_set(subsets[arches.index(a)]), python=python, arch=a,
                              strategy=strategy, keep=keep)
-            out.notes.append(f"on {b} no mooncake requirement applies (its marker leaves it "
-                             "out): nothing judged there")
+            out.notes.append(f"on {b} no mooncake requirement applies (its marker or its "
+                             "stage's platform leaves it out): nothing judged there")
             return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
         parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
                                 keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
@@ -310,8 +322,10 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
             if not split_again and len(moved) == len(split):
                 return _shared_moves(joined, both, moved, arches)
         return joined
-    return _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
-                      python=python, arch=arch, strategy=strategy, keep=keep).done(where)
+    out = _judge_set(g, pinned_set(subsets[0]) if len(subsets[0]) != len(pins) else pinned,
+                     python=python, arch=arch, strategy=strategy, keep=keep)
+    out.notes += off
+    return out.done(where)
 
 
 def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: str | None,
@@ -486,8 +500,17 @@ def _new_key(new: tuple[str, str] | None) -> object:
 
 def _judge_as_one(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
                   arch: str | None, strategy: str, keep: str | None) -> _Draft:
-    """:func:`judge` of a set with one version of each dependency."""
+    """:func:`judge` of a set with one version of each dependency (with no torch pinned,
+    the torch of an SGLang base image whose tag names its CUDA)."""
+    from moonpin.resolver.pins import images
+
+    pinned, said, problem = images.with_image(g, pinned, arch)
     out = _judge_minimal(g, pinned, python=python, arch=arch, keep=keep)
+    if said is not None and not problem:
+        out.notes.insert(0, said)
+    elif said is not None:
+        out.verdict = "incompatible"
+        out.reasons.insert(0, said)
     if strategy == "latest" or (keep == "mooncake" and out.verdict != "compatible"):
         stack = _stack_move(g, pinned, python=python, arch=arch, keep=keep)
         if stack:
@@ -546,15 +569,19 @@ def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     drafts = [(c, _judge_as_one(g, c, python=python, arch=arch, strategy=strategy,
                                 keep=keep)) for c in _choices(pinned)]
     chosen, out = next(((c, d) for c, d in drafts if d.verdict == "compatible"), drafts[0])
-    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    moved = {(u["packageFile"], u["line"], u["depName"]): u for u in out.updates}
     for pin in (chosen.sglang, chosen.torch, chosen.mooncake):
         if pin is None:
             continue
+        # the other occurrences go where this one ends: as pinned, or as its update moves it
+        to = moved.get((pin.path, pin.version_line, pin.name))
+        name, version = (to["newName"], to["newVersion"]) if to else (pin.name, pin.version)
+        why = (to["reason"] if to else f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}")
         for place in pinned.places(pin):
-            if (place.path, place.version_line, place.name) in moved or _admits(place, pin):
+            if (place.path, place.version_line, place.name) in moved or (
+                    to is None and _admits(place, pin)):
                 continue
-            out.updates.append(_update(place, pin.name, pin.version or "",
-                                       f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}"))
+            out.updates.append(_update(place, name, version or "", why))
     said = [f"{a.name}=={a.version} at {a.path}:{a.line} and {b.name}=={b.version} at "
             f"{b.path}:{b.line}" for a, b in pinned.conflicts]
     out.reasons.insert(0, "the pins disagree: " + "; ".join(said) + " (pip installs one "
@@ -572,7 +599,8 @@ def _fit_the_mooncake(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     mc, sg = pinned.mooncake, pinned.sglang
     if mc is None or sg is None:
         return []
-    ans = _answer(query.which_sglang(g, f"{mc.name}=={mc.version}", python=python, arch=arch))
+    ans = _answer(query.which_sglang(g, f"{mc.name}=={mc.version}", python=python, arch=arch,
+                                     torch=labels.labelled(pinned.torch)))
     if not ans["compatible"]:
         return []
     best = ans["compatible"][0]
@@ -594,10 +622,13 @@ def _stack_move(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: 
 
     if keep == "mooncake" and pinned.mooncake is not None:
         return _fit_the_mooncake(g, pinned, python=python, arch=arch)
-    for sv in sorted(g.sglang, reverse=True):
+    label = labels.labelled(pinned.torch)  # kept by the releases that admit its torch
+    for sv, torch in [(v, t) for t in dict.fromkeys((label, None)) for v in sorted(
+            g.sglang, reverse=True) if t is None or labels.admits(g, v, t)]:
         if g.sglang[sv].pg.module is None:
             continue
-        which = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
+        which = _answer(query.which_mooncake(g, str(sv), torch=torch, python=python,
+                                             arch=arch))
         plain = [c for c in which["compatible"] if not c.get("notes")]
         if not plain:
             continue
@@ -609,7 +640,8 @@ def _stack_move(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: 
                               f"compatible mooncake is {sv}")
                       for p in pinned.places(pinned.sglang)]
         if pinned.torch is not None and pinned.torch.version != new_torch and keep != "torch":
-            moves += [_update(p, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+            moves += [_update(p, "torch", new_torch, f"sglang {sv} requires torch {new_torch}"
+                              + labels.left_behind(g, p, new_torch))
                       for p in pinned.places(pinned.torch)]
         mc = pinned.mooncake
         if mc is not None and (mc.name, mc.version) != (best["dist"], best["version"]):
@@ -728,7 +760,8 @@ def _torch_move(g: CompatGraph, pinned: PinnedSet, target: Pin | None, *,
     if not fits or pinned.torch is None:
         return []
     new_torch = fits[0]["wheels"][0]["torch"]
-    ups = [_update(place, "torch", new_torch, f"sglang {sv} requires torch {new_torch}")
+    ups = [_update(place, "torch", new_torch, f"sglang {sv} requires torch {new_torch}"
+                   + labels.left_behind(g, place, new_torch))
            for place in pinned.places(pinned.torch)]
     if target is not None:
         note = "; ".join(fits[0].get("notes") or [])

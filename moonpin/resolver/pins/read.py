@@ -63,6 +63,9 @@ Contract (documented decisions):
   :func:`moonpin.resolver.args.manifests.sglang_version_of_image` reads it (``args --file`` reads
   the
   same tag), so an update rewrites the tag's version only. A tag with a variable is not read.
+  The CUDA the tag names (``-cu130``) is judged by :mod:`moonpin.resolver.pins.images`; a
+  stage's ``--platform`` is each pin's ``platform`` (and of the requirements files the stage
+  installs, whatever order the files are given in): :mod:`moonpin.resolver.pins.platforms`.
 * **Ranges** are judged over every release of the knowledge base inside them
   (:mod:`moonpin.resolver.pins.ranges`).
 * **pyproject.toml** uses :mod:`tomllib` (3.11+) and then locates each requirement string in
@@ -264,6 +267,10 @@ class _Reader:
         self.found = Found()
         self.seen: set[Path] = set()
         self.patterns = patterns
+        # the Dockerfile stages that install a file (pip install -r), and what each file
+        # includes: its pins are installed on those stages' platforms (see stamp_stages)
+        self.installed: dict[Path, set[tuple[str | None, str]]] = {}
+        self.includes: dict[Path, list[Path]] = {}
 
     def _load(self, path: Path, shown: str, parent: tuple[str, int] | None) -> Text | None:
         """The decoded file, or None with the error recorded: at the including line for an
@@ -327,6 +334,31 @@ class _Reader:
         for pin in regex_pins(shown, text, self.patterns):
             self.found.add(pin)
 
+    def stamp_stages(self) -> list[Pin]:
+        """The pins read, those of a file a Dockerfile stage installs (and of what it
+        includes) with that stage's platform, whichever order the files were given in; a
+        file installed by stages of different platforms is installed on each (as a pin
+        outside any stage)."""
+        if not self.installed:
+            return self.found.pins
+        stage: dict[Path, set[tuple[str | None, str]]] = {}
+        todo = list(self.installed.items())
+        while todo:
+            path, stages = todo.pop()
+            have = stage.setdefault(path, set())
+            if stages <= have:
+                continue
+            have |= stages
+            todo += [(child, set(have)) for child in self.includes.get(path, ())]
+        out = []
+        for pin in self.found.pins:
+            got = stage.get(_resolve(Path(pin.path))) if pin.platform is None else None
+            if got is not None and len({p for p, _ in got}) == 1:
+                platform, at = min(got, key=lambda s: s[1])
+                pin = pin._replace(platform=platform, platform_at=at)
+            out.append(pin)
+        return out
+
     def _requirements(self, path: Path, shown: str, text: Text, kind: str,
                       stack: list[Path]) -> None:
         for res in requirement_lines(text, shown, kind):
@@ -345,6 +377,9 @@ class _Reader:
             for rel in arg.paths:
                 target = Path(os.path.normpath(base / rel))
                 if target.is_file():
+                    if arg.platform is not None:
+                        self.installed.setdefault(_resolve(target), set()).add(
+                            (arg.platform, arg.platform_at))
                     self._include(parent, parent_shown, Include(arg.line, str(target),
                                                                 arg.kind), [_resolve(parent)],
                                   target=target)
@@ -358,6 +393,7 @@ class _Reader:
         target = parent.parent / value if target is None else target
         shown = str(target)
         resolved = _resolve(target)
+        self.includes.setdefault(_resolve(parent), []).append(resolved)
         if len(stack) >= MAX_INCLUDE_DEPTH:
             self.found.errors.append(PinError(parent_shown, line, f"-r/-c includes nest deeper "
                                               f"than {MAX_INCLUDE_DEPTH} files; "
@@ -387,7 +423,7 @@ def read_pins(
     reader = _Reader(compile_patterns(patterns))
     for path in paths:
         reader.read(Path(path))
-    return reader.found.pins, reader.found.errors
+    return reader.stamp_stages(), reader.found.errors
 
 
 class PinsUnreadable(UsageError):

@@ -138,9 +138,18 @@ def _torches(cands: list[dict[str, Any]], required: list[str], torch: str | None
     return [max(required, key=lambda t: (len(covers(t)), _vkey(t)))]
 
 
+def _labelled(torch: str | None, required: list[str]) -> str | None:
+    """``torch`` when it is a local build of a torch release in ``required``."""
+    try:
+        v = Version(torch or "")
+    except InvalidVersion:
+        return None
+    return torch if v.local and any(_vkey(r) == Version(v.public) for r in required) else None
+
+
 def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str], Any], *,
                   dist: str | None, python: str | None, arch: str | None,
-                  allow_jit: bool) -> dict[tuple[str, str], Any]:
+                  allow_jit: bool, label: str | None = None) -> dict[tuple[str, str], Any]:
     """SGLang: from the pinned release on, those that need the same torch(es) and that every
     allowed mooncake release still fits (the set shrinks to what fits them all). Appends to
     ``plan.sglang_allowed``; returns the mooncake releases still allowed."""
@@ -151,10 +160,14 @@ def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str]
     for sv in sorted(v for v in g.sglang if v > current and not v.is_prerelease):
         try:
             other = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
+            oq = other["query"]["torch"]
+            need = oq if isinstance(oq, list) else [oq]
+            if label is not None and _labelled(label, need):
+                other = _answer(query.which_mooncake(g, str(sv), torch=label, python=python,
+                                                     arch=arch))
+                need = [label]
         except MoonpinError:  # a release the KB cannot answer ends the run
             break
-        oq = other["query"]["torch"]
-        need = oq if isinstance(oq, list) else [oq]
         if not all(t in need for t in plan.torches):
             break
         fits = _fits(other, plan.torches)
@@ -182,6 +195,13 @@ def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
     which = _answer(query.which_mooncake(g, sglang, python=python, arch=arch))
     q = which["query"]
     required = q["torch"] if isinstance(q["torch"], list) else [q["torch"]]
+    label = _labelled(torch, required)
+    if label is not None:
+        # a torch pinned as a local build (``2.13.0+cu126``) of a release SGLang requires:
+        # held to that build, the mooncake releases fitting it (its CUDA major is the label's)
+        which = _answer(query.which_mooncake(g, sglang, torch=label, python=python,
+                                             arch=arch))
+        required = [label]
     plan = StackPlan(sglang=q["sglang"], torches=[], mooncake={}, sglang_allowed=[q["sglang"]],
                      module=q["module"])
     compatible = which["compatible"]
@@ -194,7 +214,7 @@ def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
     allowed = {(c["dist"], c["version"]): c for c in cands
                if all(t in {w["torch"] for w in c.get("wheels", [])} for t in plan.torches)}
     allowed = _widen_sglang(g, plan, allowed, dist=dist, python=python, arch=arch,
-                            allow_jit=allow_jit)
+                            allow_jit=allow_jit, label=label)
     for (d, v), c in sorted(allowed.items(), key=lambda kv: (kv[0][0], _vkey(kv[0][1])),
                             reverse=True):
         plan.mooncake.setdefault(d, []).append(v)

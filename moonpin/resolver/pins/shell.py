@@ -31,6 +31,7 @@ from moonpin.resolver.pins.base import (
     pin_from_requirement,
     value_pin,
 )
+from moonpin.resolver.pins.platforms import Stages
 
 __all__ = ["FileArg", "shell_pins"]
 
@@ -44,6 +45,9 @@ class FileArg(NamedTuple):
     line: int
     paths: tuple[str, ...]
     kind: str
+    #: the platform of the Dockerfile stage that installs it (see ``Pin.platform``)
+    platform: str | None = None
+    platform_at: str = ""
 
 
 Result = Pin | PinError | FileArg | None
@@ -73,8 +77,10 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
     out: list[Result] = []
     assigned: set[str] = set()
     docker = _Context()
+    stages = Stages(shown)
     for logical, pips in zip(logicals, installs, strict=True):
         docker.see(logical.text)
+        stages.see(logical.text, logical.first_line)
         pips = [docker.mapped(r) if isinstance(r, FileArg) else r for r in pips]
         if re.match(r"\s*FROM\s", logical.text, re.IGNORECASE):
             staged = True
@@ -84,9 +90,9 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
         for res in _assignments(shown, logical, names, global_args if staged else set()):
             if isinstance(res, Pin) and (res.version or res.spec):
                 assigned.add(re.split(r"[=\s]", res.raw, maxsplit=1)[0])
-            out.append(res)
-        out += pips
-        out += _base_image(shown, logical)
+            out.append(stages.stamp(res))
+        out += map(stages.stamp, pips)
+        out += map(stages.stamp, _base_image(shown, logical))
     for res in out:
         # the default of a variable the file gives a value is not what is installed; it
         # is still rewritten with the variable's other pins (see UNUSED_DEFAULT)
@@ -114,7 +120,7 @@ def _base_image(shown: str, logical: Logical) -> Iterator[Result]:
     m = _FROM.match(logical.text)
     if m is None or "$" in m.group(1):
         return
-    from moonpin.resolver.args.manifests import sglang_version_in_image
+    from moonpin.resolver.args.tags import sglang_version_in_image
 
     at = sglang_version_in_image(m.group(1))
     if at is None:
