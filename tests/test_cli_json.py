@@ -198,3 +198,19 @@ def test_which_json_none_compatible_carries_null_and_the_reason(
     text = _run(capsys, ["which", "torch", "--sglang", "0.5.18", "--mooncake",
                          "mooncake-transfer-engine==0.3.13.post1"])[1]
     assert doc["reason"] in text  # the line the text output gives
+
+
+@pytest.mark.parametrize(("name", "good"), [r[:2] for r in RUNS], ids=[r[0] for r in RUNS])
+def test_json_usage_errors_are_json(name: str, good: list[str], tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A good command line with an option the command does not take, and --json: the JSON
+    document on stdout, the usage and a did-you-mean on stderr, exit 2 (check's own parser
+    said it as text only)."""
+    tmp = _files(tmp_path)
+    argv = _argv([*good, "--json"], tmp, tree=lambda: _tree(tmp), kb=lambda: _kb_copy(tmp))
+    at = argv.index("--") if "--" in argv else len(argv)
+    code, out, err = _run(capsys, [*argv[:at], "--jsonn", *argv[at:]])
+    assert code == 2, (out, err)
+    doc = _one_document(out)
+    assert isinstance(doc, dict) and doc["exit_code"] == 2 and "--jsonn" in doc["error"]
+    assert "did you mean '--json'?" in doc["tip"] and "usage:" in err

@@ -20,10 +20,12 @@ from moonpin.kb.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # packaging is imported when a version is read: `strip_v` stays light
+    import argparse
+
     from packaging.version import Version
 
-__all__ = ["LATEST", "close_names", "close_versions", "is_latest", "name", "newest",
-           "not_known", "release", "split_release", "strip_v", "version"]
+__all__ = ["LATEST", "argparse_hint", "close_names", "close_versions", "is_latest", "name",
+           "newest", "not_known", "release", "split_release", "strip_v", "version"]
 
 #: The words that mean "the newest release in the knowledge base".
 LATEST = ("latest", "newest")
@@ -179,3 +181,26 @@ def split_release(text: str) -> tuple[str, str]:
         raise UsageError(f"{text!r} does not name one release",
                          hint="use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
     return _canonical(name_.strip()), ver.strip()
+
+
+def argparse_hint(parser: argparse.ArgumentParser, message: str) -> str | None:
+    """A tip naming the nearest command or option of ``parser``'s own tables for what
+    argparse refused (``whcih`` -> ``which``, ``--jsn`` -> ``--json``), or None."""
+    import argparse
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if m:
+        word, pool = m.group(1), re.findall(r"'([^']*)'", m.group(2)) or m.group(2).split(", ")
+    else:
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        if m is None or not m.group(1).startswith("-"):
+            return None
+        word = m.group(1).split("=")[0]
+        pool = [o for a in parser._actions for o in a.option_strings
+                if a.help != argparse.SUPPRESS]
+    near = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    if not near:
+        return None
+    return f"did you mean {near[0]!r}? (`{parser.prog} --help` says what it takes)"

@@ -44,7 +44,7 @@ from moonpin.resolver.check.result import report as _report
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any
+    from typing import Any, NoReturn
 
     FixProvider = Callable[[str, str, str, str], list[str]]
     StrPath = str | os.PathLike[str]
@@ -465,10 +465,31 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _parser() -> Any:
+def _parser(json_errors: bool = False) -> Any:
     import argparse
 
     class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            """argparse's refusal as every moonpin command says it: the usage, the error
+            with a tip (the nearest option), and with ``--json`` the check's JSON
+            document on stdout (could not check, exit 2)."""
+            from moonpin.resolver.spelling import argparse_hint
+
+            if len(message) > 400:
+                message = message[:400] + f"... ({len(message):,} characters)"
+            tip = argparse_hint(self, message) or f"`{self.prog} --help` says what it takes"
+            self.print_usage(sys.stderr)
+            print(shown(f"{self.prog}: error: {message}") + "\ntip: " + shown(tip),
+                  file=sys.stderr)
+            if json_errors:
+                import json
+
+                doc = json.loads(_report([CheckResult("arguments", "fail", message, tip)],
+                                         strict=False, could_not_check=True).to_json())
+                doc.update(error=message, tip=tip)
+                print(json.dumps(doc, indent=1))
+            raise SystemExit(2)
+
         def _get_formatter(self) -> argparse.HelpFormatter:
             from moonpin.resolver.inputs import help_width  # not shutil's, and its compressors
 
@@ -641,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = _fast_parse(args_in)
     if ns is None:  # help, or something to complain about: argparse says it properly
         try:
-            ns = _parser().parse_args(args_in)
+            ns = _parser("--json" in args_in).parse_args(args_in)
         except SystemExit as e:  # argparse: bad arguments are "could not check"
             return 2 if e.code else 0
     clash = _exclusive(ns)

@@ -49,7 +49,9 @@ def build_parser(with_matrix: Any = None, only: str | None = None) -> argparse.A
 
             if len(message) > 400:
                 message = message[:400] + f"... ({len(message):,} characters)"
-            near = _did_you_mean(self, message)
+            from moonpin.resolver.spelling import argparse_hint
+
+            near = argparse_hint(self, message)
             self.print_usage(sys.stderr)
             fatal(message, near or f"`{self.prog} --help` says what it takes", prog=self.prog)
 
@@ -80,29 +82,6 @@ def build_parser(with_matrix: Any = None, only: str | None = None) -> argparse.A
             kb = made if name == "kb" else kb
     _document(sub, kb)
     return p
-
-
-def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str | None:
-    """A tip naming the nearest command or option of ``parser``'s own tables for what
-    argparse refused (``whcih`` -> ``which``, ``--jsn`` -> ``--json``), or None."""
-    import argparse
-    import difflib
-    import re
-
-    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-    if m:
-        word, pool = m.group(1), re.findall(r"'([^']*)'", m.group(2)) or m.group(2).split(", ")
-    else:
-        m = re.match(r"unrecognized arguments: (\S+)", message)
-        if m is None or not m.group(1).startswith("-"):
-            return None
-        word = m.group(1).split("=")[0]
-        pool = [o for a in parser._actions for o in a.option_strings
-                if a.help != argparse.SUPPRESS]
-    near = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
-    if not near:
-        return None
-    return f"did you mean {near[0]!r}? (`{parser.prog} --help` says what it takes)"
 
 
 def subparser(parser: argparse.ArgumentParser, args: argparse.Namespace,
