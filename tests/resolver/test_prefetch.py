@@ -185,3 +185,24 @@ def test_no_child_beside_the_deep_probe(tmp_path: Path, monkeypatch: pytest.Monk
     check_image(elastic_ep_backend="mooncake", site_packages=[site], kb_path=small_kb(tmp_path),
                 deep=True, source_cache=False)
     assert beside == [0]
+
+
+def test_isolated_answers() -> None:
+    assert prefetch.isolated(lambda: {"a": (1, 2)}) == (True, {"a": (1, 2)})
+
+
+def test_isolated_holds_a_memory_bomb() -> None:
+    """marshal trusts declared lengths: nested lists each declaring 2**27 items ask for a
+    gigabyte a level before reading any item. The child runs out, this process does not."""
+    import marshal
+
+    bomb = b"[\xff\xff\xff\x07" * 64
+    t0 = time.monotonic()
+    assert prefetch.isolated(lambda: marshal.loads(bomb), memory=64 << 20) == (False, None)
+    assert time.monotonic() - t0 < 20
+
+
+def test_isolated_holds_time() -> None:
+    t0 = time.monotonic()
+    assert prefetch.isolated(lambda: time.sleep(60), timeout=1.0) == (False, None)
+    assert time.monotonic() - t0 < 10 and not prefetch._OPEN

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Pending", "cancel", "start"]
+__all__ = ["Pending", "cancel", "isolated", "start"]
 
 #: Children started and not yet taken (killed and reaped by :func:`cancel`).
 _OPEN: list[Pending] = []
@@ -145,6 +145,52 @@ def start(work: Callable[[], Any]) -> Pending | None:
     got = Pending(pid, r)
     _OPEN.append(got)
     return got
+
+
+def isolated(work: Callable[[], Any], timeout: float = 20.0,
+             memory: int = 512 << 20) -> tuple[bool, Any]:
+    """``work()`` in a forked child held to ``memory`` bytes more data than this process
+    has and to ``timeout`` seconds: (True, its answer), or (False, None) when it could not
+    be run so (no fork), failed, crashed, ran out of either, or answered unreadably (or
+    answered None).
+
+    For readers of input that could take the process down (``marshal.loads`` of an image's
+    bytecode trusts the lengths the bytes declare: a few bytes ask for gigabytes)."""
+    if not _may_fork():
+        return False, None
+
+    def held() -> Any:
+        _hold_memory(memory)
+        return work()
+
+    p = start(held)
+    if p is None:
+        return False, None
+    import select
+
+    try:
+        ready, _, _ = select.select([p.fd], [], [], timeout)
+    except (OSError, ValueError):
+        ready = []
+    if not ready:
+        p._finish(kill=True)
+        return False, None
+    got = p.take()
+    return (got is not None), got
+
+
+def _hold_memory(extra: int) -> None:
+    """Limit this (child) process's data to what it has now plus ``extra`` bytes (best
+    effort: where RLIMIT_DATA or /proc is missing, nothing is limited)."""
+    try:
+        import resource
+
+        with open("/proc/self/statm", "rb") as f:
+            data_pages = int(f.read().split()[5])
+        limit = data_pages * os.sysconf("SC_PAGE_SIZE") + extra
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (OSError, ValueError, IndexError, ImportError, AttributeError):
+        pass
 
 
 def cancel() -> None:
