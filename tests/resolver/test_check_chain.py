@@ -72,6 +72,23 @@ def test_a_label_the_import_computes_is_said(site: Path, kb: Path) -> None:
     assert r.line("torch label").startswith("warn") and "computed" in r.line("torch label")
 
 
+@pytest.mark.parametrize("expr", ["f'{_base}+cu130'", "_base + '+cu130'",
+                                  "'{}+cu130'.format(_base)", "'+'.join([_base, 'cu130'])"])
+def test_a_label_computed_from_literals_is_the_label(site: Path, kb: Path, expr: str) -> None:
+    """A custom build's version.py computing its label (an f-string, ``+ suffix``) from
+    literals: the loader maps that label, here another release's, so its build is judged."""
+    (site / "torch" / "version.py").write_text(
+        f"_base = '2.12.0'\n__version__ = {expr}\ncuda = '13.0'\n")
+    r = run(site, kb=kb)
+    assert "torch 2.12.0" in r.line("torch"), r.out
+    assert "pg_2_12_0" in r.line("build"), r.out
+    assert "torch label" not in r.out
+    (site / "torch" / "version.py").write_text(
+        f"_base = '2.13.0'\n__version__ = {expr}\ncuda = '13.0'\n")
+    r = run(site, kb=kb)
+    assert "pg_2_13_0" in r.line("build"), r.out
+
+
 def test_the_label_is_what_the_import_binds(site: Path, kb: Path) -> None:
     """torch/__init__ binding its own literal wins over what version.py holds: that file is
     then never read by the import, and the loader maps __init__'s label."""

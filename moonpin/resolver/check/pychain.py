@@ -275,7 +275,7 @@ def _facts(path: str, version: tuple[int, int]
     here = (path, st.st_size, st.st_mtime_ns, version)
     got = _READ.get(here)
     if got is None:
-        got = _READ[here] = facts_memo().get("pychain-v4", path, lambda: _read(path, version),
+        got = _READ[here] = facts_memo().get("pychain-v5", path, lambda: _read(path, version),
                                              _facts_ok)
     return got  # type: ignore[no-any-return]
 
@@ -561,7 +561,7 @@ def attribute_memoised(paths: Sequence[str], module: str, attr: str,
         return attribute(paths, module, attr, version, suffixes, root)[:2]
     from moonpin.resolver.check.metapath import Importer as _Importer
 
-    key = "\0".join(("pychain-attr-v1", module, attr, f"{version[0]}.{version[1]}",
+    key = "\0".join(("pychain-attr-v2", module, attr, f"{version[0]}.{version[1]}",
                      ",".join(suffixes), *paths, "\0", *(sites or ())))
 
     def compute() -> tuple[Any, set[str], dict[str, str | None]]:
