@@ -144,3 +144,23 @@ def test_a_top_level_module_missing_from_site_packages_folders_may_be_elsewhere(
     loader = site / "mooncake" / "pg.py"
     loader.write_text("import mooncake_native_helpers\n" + loader.read_text())
     assert_healthy(run(site, kb=kb))
+
+
+def test_a_module_extend_path_finds_in_a_second_folder(site: Path, kb: Path,
+                                                       tmp_path: Path) -> None:
+    """mooncake's ``__init__`` runs ``__path__ = extend_path(__path__, __name__)``: a
+    ``mooncake/`` folder on ``sys.path`` after site-packages (a ``.pth`` path line) is part
+    of the package, so ``pg.py`` moved there is still ``mooncake.pg``; without the
+    ``extend_path`` line it is not."""
+    init = site / "mooncake" / "__init__.py"
+    init.write_text("from pkgutil import extend_path\n\n__path__ = extend_path(__path__, "
+                    "__name__)\n")
+    other = tmp_path / "other" / "mooncake"
+    other.mkdir(parents=True)
+    (site / "mooncake" / "pg.py").rename(other / "pg.py")
+    (site / "other.pth").write_text(f"{other.parent}\n")
+    r = run(site, kb=kb)
+    assert r.line("import chain").startswith("pass"), r.out
+    init.write_text("")
+    r = run(site, kb=kb)
+    assert r.rc == 1 and "mooncake.pg" in r.out, r.out

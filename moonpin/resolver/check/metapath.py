@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["Importer", "Spec", "kind_of"]
+__all__ = ["Importer", "Spec", "kind_of", "pkg_lines"]
 
 _FILE, _DIR, _LINK = 1, 2, 4
 #: Package levels below the top the source walk descends at most (SGLang's deepest is ~12).
@@ -544,7 +544,7 @@ class Importer:
             pkgfile = self.join(entry, name + ".pkg")
             if hook is None and self.listing(entry).get(name + ".pkg", 0) & _FILE:
                 self.read(pkgfile)
-                out.extend(_pkg_lines(pkgfile))
+                out.extend(pkg_lines(pkgfile))
         return tuple(out)
 
     # ---------------------------------------------------------------- a package's sources
@@ -641,7 +641,7 @@ def kind_of(path: str) -> int:
     return _DIR if stat.S_ISDIR(mode) else _FILE if stat.S_ISREG(mode) else 3
 
 
-def _pkg_lines(path: str) -> list[str]:
+def pkg_lines(path: str) -> list[str]:
     """A ``NAME.pkg`` file's lines as ``extend_path`` appends them (comments and blank
     lines skipped; no check that they exist)."""
     from moonpin.kb.files import read_regular

@@ -154,6 +154,10 @@ class Chain(Host):
         if parent:
             pmod = self.modules.get(parent)
             folders = pmod.path if pmod is not None and pmod.path else []
+            if pmod is not None and pmod.kind == "py":  # as its __init__ left __path__
+                now = pmod.globals.get("__path__")
+                if isinstance(now, list) and all(isinstance(x, str) for x in now):
+                    folders = now
         else:
             found = importer.find(self.paths, name, self.sites, self.root)
             if found is not None and found.how != "namespace":
@@ -478,6 +482,8 @@ class Chain(Host):
             g.update(glob=Builtin("glob", self._glob), iglob=Builtin("iglob", self._glob))
         elif name == "importlib":
             g.update(import_module=Builtin("import_module", self._import_module))
+        elif name == "pkgutil":
+            g.update(extend_path=Builtin("extend_path", self._extend_path))
         elif name == "typing":
             g.update(TYPE_CHECKING=False)
         elif name == "textwrap":
@@ -523,6 +529,35 @@ class Chain(Host):
         for g in got:
             self._seen(os.path.dirname(g))
         return got
+
+    def _extend_path(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """``pkgutil.extend_path(path, name)``: ``path`` with every ``name`` portion of the
+        parent's search path (``sys.path`` for a top-level package), in order, and the
+        lines of ``name.pkg`` files there."""
+        path = args[0] if args else kwargs.get("path")
+        name = args[1] if len(args) > 1 else kwargs.get("name")
+        if not isinstance(path, list) or not isinstance(name, str):
+            return path if not isinstance(name, str) else UNKNOWN
+        parent, _, final = name.rpartition(".")
+        search: Any = self.paths
+        if parent:
+            up = self.modules.get(parent)
+            search = up.globals.get("__path__") if up is not None else None
+            if not isinstance(search, list):
+                return list(path)
+        out = list(path)
+        for entry in search:
+            if not isinstance(entry, str) or not os.path.isdir(entry):
+                continue
+            got = self._in_folder(entry, final)
+            out.extend(p for p in (got[2] or () if got is not None else ()) if p not in out)
+            pkgfile = os.path.join(entry, name + ".pkg")
+            if os.path.isfile(pkgfile):
+                self._seen(pkgfile)
+                from moonpin.resolver.check.metapath import pkg_lines
+
+                out.extend(pkg_lines(pkgfile))
+        return out
 
     def _import_module(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = args[0] if args else kwargs.get("name")
