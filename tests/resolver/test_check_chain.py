@@ -164,3 +164,18 @@ def test_a_module_extend_path_finds_in_a_second_folder(site: Path, kb: Path,
     init.write_text("")
     r = run(site, kb=kb)
     assert r.rc == 1 and "mooncake.pg" in r.out, r.out
+
+
+@pytest.mark.parametrize("cond", ["'MOONPIN_T_FLAG' in os.environ",
+                                  "os.environ['MOONPIN_T_FLAG'] == '1'",
+                                  "os.environ.get('MOONPIN_T_FLAG') is not None",
+                                  "not 'MOONPIN_T_FLAG' not in os.environ"])
+def test_torch_raising_on_an_environment_variable(site: Path, kb: Path, cond: str) -> None:
+    """torch's ``__init__`` raising when a variable is set: the import fails in the
+    environment that sets it, and works in one that does not."""
+    init = site / "torch" / "__init__.py"
+    init.write_text(f"import os\nif {cond}:\n    raise ImportError('flag set')\n"
+                    + init.read_text())
+    r = run(site, kb=kb, env={"MOONPIN_T_FLAG": "1"})
+    assert r.rc == 1 and "flag set" in r.line("import chain"), r.out
+    assert_healthy(run(site, kb=kb))

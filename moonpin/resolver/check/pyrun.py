@@ -92,6 +92,31 @@ class _Obj:
         self.attrs = attrs
 
 
+class _Environ(dict):  # type: ignore[type-arg]
+    """``os.environ`` as the walked code reads it: ``NAME in os.environ``,
+    ``os.environ[NAME]``, ``os.environ.get(NAME, default)`` answer from this process's
+    environment (the worker's), each variable read being recorded (a remembered answer
+    holds while it is unchanged); listing it is not followed."""
+
+    def __init__(self, read: Any) -> None:
+        super().__init__()
+        self._read = read
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._read(name) is not None
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        return self._read(name, default)
+
+    def __getitem__(self, name: Any) -> Any:
+        return self._read(name)
+
+    def _listed(self) -> Any:
+        raise Budget("the walked code lists os.environ")
+
+    keys = values = items = _listed  # type: ignore[assignment]
+
+
 class Chain(Host):
     """The import system of one interpreter over ``paths`` (its ``sys.path``), its loader
     ``proc``. ``request``: the package whose modules are all walked; ``stop``: files not
@@ -455,7 +480,7 @@ class Chain(Host):
             g.update(sep="/", pathsep=":", name="posix", curdir=".", RTLD_LAZY=ldproc.RTLD_LAZY,
                      RTLD_NOW=ldproc.RTLD_NOW, RTLD_GLOBAL=ldproc.RTLD_GLOBAL, RTLD_LOCAL=0,
                      getenv=Builtin("getenv", lambda a, k: self._env(*a, **k)),
-                     environ=_Obj({"get": Builtin("get", lambda a, k: self._env(*a, **k))}),
+                     environ=_Environ(self._env),
                      path=self._std("os.path"))
         elif name == "os.path":
             g.update(sep="/", **{f: self._pure(getattr(os.path, f)) for f in (
