@@ -179,3 +179,29 @@ def test_torch_raising_on_an_environment_variable(site: Path, kb: Path, cond: st
     r = run(site, kb=kb, env={"MOONPIN_T_FLAG": "1"})
     assert r.rc == 1 and "flag set" in r.line("import chain"), r.out
     assert_healthy(run(site, kb=kb))
+
+
+@pytest.mark.parametrize(("file", "code", "shadows"), [
+    ("sitecustomize.py", "import sys\nsys.path.insert(0, {d!r})\n", True),
+    ("sitecustomize.py", "import sys, os\nsys.path[:0] = [os.path.join({d!r})]\n", True),
+    ("sitecustomize.py", "import sys\nsys.path.append({d!r})\n", False),  # after ours
+    ("sitecustomize.py", "import sys\nraise RuntimeError('x')\nsys.path.insert(0, {d!r})\n",
+     False),  # site prints the error and goes on; the insert never ran
+    ("zz.pth", "import sys; sys.path.insert(0, {d!r})\n", True),
+    ("zz.pth", "import sys; sys.path.extend([{d!r}])\n", False),
+])
+def test_a_path_the_site_code_inserts(site: Path, kb: Path, tmp_path: Path, file: str,
+                                      code: str, shadows: bool) -> None:
+    """``site`` runs ``.pth`` ``import`` lines and ``sitecustomize``: a folder they put
+    ahead of site-packages holding a ``mooncake`` whose ``pg`` raises is what the import
+    finds (read for ``--site-packages`` too, never run)."""
+    shadow = tmp_path / "shadow" / "mooncake"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    (shadow / "pg.py").write_text("raise ImportError('the shadow pg')\n")
+    (site / file).write_text(code.format(d=str(shadow.parent)))
+    r = run(site, kb=kb)
+    if shadows:
+        assert r.rc == 1 and "shadow/mooncake/pg.py" in r.line("import chain"), r.out
+    else:
+        assert_healthy(r)

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "pth", "pth_files",
-           "pth_lines", "pth_paths", "site_dirs"]
+__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "path_edits", "pth",
+           "pth_files", "pth_lines", "pth_paths", "site_dirs"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -73,7 +73,7 @@ def _read_pth(path: str) -> tuple[list[str], list[str], list[list[Any]]]:
                 elif stmt.endswith(".install()"):
                     installs.append(stmt[:-len(".install()")].strip())
             imports.extend(mods)
-            order.append(["import", mods, installs])
+            order.append(["import", mods, installs, _edits(line)])
             continue
         lines.append(line.rstrip())
         order.append(["path", line.rstrip()])
@@ -89,7 +89,7 @@ def _pth_shape(v: Any) -> bool:
 def pth_lines(path: str) -> list[list[Any]]:
     """The lines of a ``.pth`` file in order (see :func:`_read_pth`); [] when unreadable."""
     try:
-        return list(facts_memo().get("pth-v2", path, lambda: _read_pth(path), _pth_shape)[2])
+        return list(facts_memo().get("pth-v3", path, lambda: _read_pth(path), _pth_shape)[2])
     except OSError:
         return []
 
@@ -97,7 +97,7 @@ def pth_lines(path: str) -> list[list[Any]]:
 def pth(path: str) -> tuple[list[str], list[str]]:
     """A ``.pth`` file's path lines and the modules its ``import`` lines import."""
     try:
-        got = facts_memo().get("pth-v2", path, lambda: _read_pth(path), _pth_shape)
+        got = facts_memo().get("pth-v3", path, lambda: _read_pth(path), _pth_shape)
     except OSError:
         return [], []
     return got[0], got[1]
@@ -148,6 +148,102 @@ def pth_paths(site: str, root: str | None = None) -> list[str]:
             if d is not None and os.path.isdir(d) and d not in out:
                 out.append(d)
     return out
+
+
+# ------------------------------------------------------------------ sys.path edits
+
+
+def path_edits(site: str, custom: bool = True) -> list[tuple[str, str]]:
+    """How the code ``site`` runs from folder ``site`` edits ``sys.path``, in order: each
+    ``.pth`` ``import`` line (``import sys; sys.path.insert(0, '/opt/x')``), then a
+    ``sitecustomize.py`` there (``import sitecustomize`` runs after every site folder was
+    added). Each edit is ``("front", folder)`` (an ``insert`` anywhere before the site
+    folders, ``sys.path[:0] = [...]``) or ``("back", folder)`` (``append``, ``extend``,
+    ``site.addsitedir``); read with ``ast``, never run; only absolute folders written as
+    literals (or ``os.path.join`` of literals) at the top level are followed. A line after
+    one that raises is not read: ``site`` ignores the rest of its file. ``custom``: whether
+    ``import sitecustomize`` would find this folder's (none found in an earlier one)."""
+    out: list[tuple[str, str]] = []
+    for f in pth_files(site):
+        for entry in pth_lines(f):
+            if entry[0] == "import" and len(entry) > 3:
+                out += [(str(op), str(d)) for op, d in entry[3]]
+    file = os.path.join(site, "sitecustomize.py")
+    if custom and os.path.isfile(file):
+        try:
+            got = facts_memo().get("sitecustomize-v1", file, lambda: _custom_edits(file),
+                                   lambda v: isinstance(v, list))
+        except OSError:
+            got = []
+        out += [(str(op), str(d)) for op, d in got if isinstance(d, str)]
+    return out
+
+
+def _custom_edits(path: str) -> list[list[str]]:
+    text = read_regular(path, cap=_CAP_INIT, what="sitecustomize.py")
+    return _edits(text.decode("utf-8", "replace"))
+
+
+def _edits(source: str) -> list[list[str]]:
+    """:func:`path_edits` of one source (a ``.pth`` line or a ``sitecustomize.py``)."""
+    if "sys" not in source and "addsitedir" not in source:
+        return []
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out: list[list[str]] = []
+    for node in tree.body:
+        if isinstance(node, ast.Raise):
+            break  # what follows never runs
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t = node.targets[0]
+            if (isinstance(t, ast.Subscript) and _is_sys_path(t.value, ast)
+                    and isinstance(t.slice, ast.Slice) and t.slice.lower is None
+                    and isinstance(t.slice.upper, ast.Constant) and t.slice.upper.value == 0):
+                out += [["front", d] for d in reversed(_folders(node.value, ast))]
+            continue
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+            continue
+        call = node.value
+        f = call.func
+        if not isinstance(f, ast.Attribute) or call.keywords:
+            continue
+        if _is_sys_path(f.value, ast):
+            if f.attr == "insert" and len(call.args) == 2:
+                out += [["front", d] for d in _folders(call.args[1], ast)[:1]]
+            elif f.attr == "append" and len(call.args) == 1:
+                out += [["back", d] for d in _folders(call.args[0], ast)[:1]]
+            elif f.attr == "extend" and len(call.args) == 1:
+                out += [["back", d] for d in _folders(call.args[0], ast)]
+        elif (f.attr == "addsitedir" and isinstance(f.value, ast.Name) and f.value.id == "site"
+              and len(call.args) == 1):
+            out += [["back", d] for d in _folders(call.args[0], ast)[:1]]
+    return out
+
+
+def _is_sys_path(node: Any, ast: Any) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "path"
+            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+def _folders(node: Any, ast: Any) -> list[str]:
+    """The absolute folders an expression names: a string literal, ``os.path.join`` of
+    literals, or a list or tuple of those (anything else: none)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [d for e in node.elts for d in _folders(e, ast)[:1]]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        value = node.value
+    elif (isinstance(node, ast.Call) and not node.keywords and node.args
+          and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+          and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
+          and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)):
+        value = os.path.join(*(a.value for a in node.args))
+    else:
+        return []
+    return [os.path.normpath(value)] if value.startswith("/") and "\0" not in value else []
 
 
 # ------------------------------------------------------------------ editable finders

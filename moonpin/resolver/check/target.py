@@ -160,13 +160,27 @@ def _version_of(folder: str) -> tuple[int, int] | None:
 
 def _with_pth(folders: Sequence[str]) -> list[str]:
     """``folders`` followed by the folders their ``.pth`` path lines add, as
-    ``site.addsitedir`` appends them (the ``import`` lines are not run)."""
+    ``site.addsitedir`` appends them, with the ``sys.path`` edits of their ``.pth``
+    ``import`` lines and ``sitecustomize.py`` (read, never run:
+    :func:`moonpin.resolver.check.sitefiles.path_edits`) where those put them."""
     from moonpin.resolver.check.importer import pth_paths
+    from moonpin.resolver.check.sitefiles import path_edits
 
     out: list[str] = []
+    front: list[str] = []
+    back: list[str] = []
     for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
         out.extend(p for p in [f, *pth_paths(f)] if p not in out)
-    return out
+        custom = not any(os.path.isfile(os.path.join(e, "sitecustomize.py"))
+                         for e in folders[:folders.index(f)])
+        for how, d in path_edits(f, custom):
+            if how == "front":
+                front.insert(0, d)
+            else:
+                back.append(d)
+    if not front and not back:
+        return out
+    return [p for p in dict.fromkeys([*front, *out, *back]) if os.path.isdir(p)]
 
 
 def from_site_packages(folders: Sequence[str]) -> Target:
