@@ -561,7 +561,7 @@ def attribute_memoised(paths: Sequence[str], module: str, attr: str,
         return attribute(paths, module, attr, version, suffixes, root)[:2]
     from moonpin.resolver.check.metapath import Importer as _Importer
 
-    key = "\0".join(("pychain-attr-v2", module, attr, f"{version[0]}.{version[1]}",
+    key = "\0".join(("pychain-attr-v3", module, attr, f"{version[0]}.{version[1]}",
                      ",".join(suffixes), *paths, "\0", *(sites or ())))
 
     def compute() -> tuple[Any, set[str], dict[str, str | None]]:
@@ -599,9 +599,31 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
                 return None, f"no module {'.'.join(parts[:i])!r}{by}", tuple(files)
         assert spec is not None
         f = spec.file
-        if f is None or not f.endswith(".py"):
+        if f is None or not f.endswith((".py", ".pyc")):
             return None, None, tuple(files)
         files.append(f)
+        if f.endswith(".pyc"):  # no source: what the bytecode binds, when it can be read
+            from moonpin.resolver.check import pycode
+
+            code = pycode.runs(f, version)
+            facts_b = pycode.bindings(code) if code is not None else None
+            if facts_b is None:
+                return None, None, tuple(files)
+            got = _resolve(facts_b[0], facts_b[1], want)
+            if got is None:
+                return None, None, tuple(files)
+            if got[0] == "absent":
+                return None, f"{_short(f, paths)} defines no {want}", tuple(files)
+            if got[0] == "const":
+                return str(got[1]), None, tuple(files)
+            if got[0] == "name":
+                want = str(got[1])
+                continue
+            from_name = _from_module(got, name, spec.kind)
+            if from_name is None:
+                return None, None, tuple(files)
+            name, want = from_name, str(got[3])
+            continue
         try:
             facts = _facts(f, version)
         except OSError as e:
@@ -621,16 +643,37 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
                           + (f" by {_short(files[-2], paths)})" if len(files) > 1 else ")")
                           ), tuple(files)
         if got[0] == "const":
-            return str(got[1]), None, tuple(files)
+            from moonpin.resolver.check import pycode
+
+            code = pycode.runs(f, version)  # the import runs its bytecode cache, not it
+            if code is None:
+                files.append(_pyc(f, version))  # a cache written later is seen
+                return str(got[1]), None, tuple(files)
+            files.append(code)
+            facts_b = pycode.bindings(code)
+            cached = _resolve(facts_b[0], facts_b[1], want) if facts_b is not None else None
+            if cached is not None and cached[0] == "const":
+                return str(cached[1]), None, tuple(files)
+            return (str(got[1]) if cached is None or cached == got else None), None, tuple(files)
         if got[0] == "name":
             want = str(got[1])
             continue
-        level, source, want = int(got[1]), str(got[2]), str(got[3])
-        if level:
-            package = name if spec.kind == "package" else name.rpartition(".")[0]
-            if level - 1 > package.count("."):
-                return None, None, tuple(files)
-            base = package.rsplit(".", level - 1)[0] if level > 1 else package
-            source = f"{base}.{source}" if source else base
-        name = source
+        source_name = _from_module(got, name, spec.kind)
+        if source_name is None:
+            return None, None, tuple(files)
+        name, want = source_name, str(got[3])
     return None, None, tuple(files)
+
+
+def _from_module(got: tuple[Any, ...], name: str, kind: str) -> str | None:
+    """The module a ``("from", level, module, attr)`` binding of module ``name`` imports
+    from (a relative import resolved against its package), or None when it climbs past
+    the top."""
+    level, source = int(got[1]), str(got[2])
+    if level:
+        package = name if kind == "package" else name.rpartition(".")[0]
+        if level - 1 > package.count("."):
+            return None
+        base = package.rsplit(".", level - 1)[0] if level > 1 else package
+        source = f"{base}.{source}" if source else base
+    return source

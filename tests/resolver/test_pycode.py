@@ -1,0 +1,114 @@
+"""The bytecode ``import`` runs instead of a module's source (a cache CPython trusts, a
+module with no source), and what it binds: read with ``marshal`` and the opcodes of this
+interpreter, never run; and the light check's torch label taken from it."""
+
+from __future__ import annotations
+
+import os
+import py_compile
+import sys
+from pathlib import Path
+
+import pytest
+
+from moonpin.resolver.check import pycode
+from tests.lib.checkrun import run, small_kb
+from tests.lib.images import healthy_image
+
+VERSION = (sys.version_info[0], sys.version_info[1])
+MODE = py_compile.PycInvalidationMode
+
+
+def _compile(text: str, src: Path, cfile: Path, mode: MODE = MODE.TIMESTAMP,
+             like: Path | None = None) -> None:
+    """``text`` compiled into ``cfile`` as if from ``src`` (with ``like``'s mtime)."""
+    tmp = src.with_name("_tmp_" + src.name)
+    tmp.write_text(text)
+    if like is not None:
+        st = like.stat()
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    cfile.parent.mkdir(parents=True, exist_ok=True)
+    py_compile.compile(str(tmp), cfile=str(cfile), invalidation_mode=mode, doraise=True)
+    tmp.unlink()
+
+
+def _cache(src: Path) -> Path:
+    return src.parent / "__pycache__" / f"{src.stem}.{sys.implementation.cache_tag}.pyc"
+
+
+def test_which_bytecode_runs(tmp_path: Path) -> None:
+    src = tmp_path / "version.py"
+    src.write_text("__version__ = '2.13.0'\n")
+    assert pycode.runs(str(src), VERSION) is None  # no cache: the source runs
+    py_compile.compile(str(src), doraise=True)
+    assert pycode.runs(str(src), VERSION) == str(_cache(src))  # its own timestamp cache
+    os.utime(src, (1, 1))
+    assert pycode.runs(str(src), VERSION) is None  # stale: compiled again
+    _compile("__version__ = '2.12.0'\n", src, _cache(src), MODE.UNCHECKED_HASH)
+    assert pycode.runs(str(src), VERSION) == str(_cache(src))  # taken unchecked
+    _compile("__version__ = '2.12.0'\n", src, _cache(src), MODE.CHECKED_HASH)
+    assert pycode.runs(str(src), VERSION) is None  # checked against the source
+    other = (VERSION[0], VERSION[1] + 1)
+    _compile("__version__ = '2.12.0'\n", src, _cache(src), MODE.UNCHECKED_HASH)
+    assert pycode.runs(str(src), other) is None  # another Python's: not read here
+    legacy = tmp_path / "legacy.pyc"
+    _compile("x = 1\n", tmp_path / "legacy.py", legacy)
+    assert pycode.runs(str(legacy), VERSION) == str(legacy)
+    legacy.write_bytes(b"\0\0\0\0" + legacy.read_bytes()[4:])  # another magic number
+    assert pycode.runs(str(legacy), VERSION) is None
+
+
+@pytest.mark.parametrize(("text", "name", "want"), [
+    ("__version__ = '2.13.0+cu130'\ncuda: str = '13.0'\n", "__version__",
+     ("const", "2.13.0+cu130")),
+    ("__version__ = '2.13.0+cu130'\ncuda: str = '13.0'\n", "cuda", ("const", "13.0")),
+    ("from torch.version import __version__ as v\n", "v",
+     ("from", 0, "torch.version", "__version__")),
+    ("from .version import v\n", "v", ("from", 1, "version", "v")),
+    ("from x import v\n__version__ = TorchVersion(v)\n", "__version__", ("name", "v")),
+    ("__version__ = f(a, b)\n", "__version__", ("other",)),
+    ("import sys\nif sys.x:\n    __version__ = 'a'\n", "__version__", ("other",)),
+    ("for i in x:\n    __version__ = 'a'\n__version__ = 'b'\n", "__version__", ("const", "b")),
+])
+def test_what_the_bytecode_binds(tmp_path: Path, text: str, name: str, want: object) -> None:
+    pyc = tmp_path / "m.pyc"
+    _compile(text, tmp_path / "m.py", pyc)
+    got = pycode.bindings(str(pyc))
+    assert got is not None and got[0].get(name) == want
+
+
+def test_damaged_bytecode_is_not_read(tmp_path: Path) -> None:
+    pyc = tmp_path / "m.pyc"
+    _compile("__version__ = 'a'\n", tmp_path / "m.py", pyc)
+    pyc.write_bytes(pyc.read_bytes()[:20])
+    assert pycode.bindings(str(pyc)) is None
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return healthy_image(tmp_path / "site")
+
+
+@pytest.mark.parametrize("how", ["unchecked", "same stamp", "no source"])
+def test_the_label_the_bytecode_binds(site: Path, tmp_path: Path, how: str) -> None:
+    """torch/version.py says 2.13.0, the bytecode the import runs 2.12.0 (an unchecked
+    hash cache, a timestamp cache naming the source's mtime and size, a ``version.pyc``
+    with no source): the loader maps 2.12.0."""
+    kb = small_kb(tmp_path)
+    src = site / "torch" / "version.py"
+    text = src.read_text()
+    other = text.replace("'2.13.0'", "'2.12.0'")
+    assert other != text and len(other) == len(text)
+    if how == "unchecked":
+        _compile(other, src, _cache(src), MODE.UNCHECKED_HASH)
+    elif how == "same stamp":
+        _compile(other, src, _cache(src), like=src)
+    else:
+        _compile(other, src, src.with_suffix(".pyc"))
+        src.unlink()
+    r = run(site, kb=kb)
+    assert "pg_2_12_0" in r.line("build"), r.out
+    if how == "same stamp":  # the source touched: the cache is no longer taken
+        os.utime(src, (1, 1))
+        r = run(site, kb=kb)
+        assert "pg_2_13_0" in r.line("build"), r.out
