@@ -112,3 +112,38 @@ def test_the_label_the_bytecode_binds(site: Path, tmp_path: Path, how: str) -> N
         os.utime(src, (1, 1))
         r = run(site, kb=kb)
         assert "pg_2_13_0" in r.line("build"), r.out
+
+
+def _kb_with_loader(tmp_path: Path, record: bool) -> Path:
+    """The small KB, knowing (``record``) the installed mooncake release's loaders."""
+    import json
+
+    path = small_kb(tmp_path)
+    doc = json.loads(path.read_text())
+    if record:
+        loader = {"module": "mooncake.pg", "member": "mooncake/pg.py", "kind": "prebuilt",
+                  "imports": [{"template": "mooncake.pg_{torch}", "line": 9}],
+                  "version_regex": r"\d+(?:\.\d+)*", "separator": "_", "toolchain": [],
+                  "sources": [], "source_names": [], "source_backends": [], "note": None}
+        doc["mooncake"].append({"dist": "mooncake-transfer-engine-cuda13",
+                                "version": "0.3.13.post1", "wheels": [
+                                    {"builds": [{"names": []}], "loaders": [loader]}]})
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_loader_that_is_bytecode_with_no_source(site: Path, tmp_path: Path) -> None:
+    """``compileall -b`` and the sources removed: ``mooncake/pg.pyc`` is the loader the
+    import runs. It is judged as the loader its release ships (a warning says so), not
+    read as a build; with no record of that release it cannot be judged (a failure)."""
+    src = site / "mooncake" / "pg.py"
+    py_compile.compile(str(src), cfile=str(src.with_suffix(".pyc")), doraise=True)
+    src.unlink()
+    r = run(site, kb=_kb_with_loader(tmp_path, True))
+    assert r.rc == 0, r.out
+    assert r.line("loader").startswith("warn") and "bytecode with no source" in r.out
+    assert "loader finds pg_2_13_0" in r.line("build"), r.out
+    assert r.line("libraries").startswith("pass") and r.line("symbols").startswith("pass")
+    r = run(site, kb=_kb_with_loader(tmp_path, False))
+    assert r.rc == 1 and r.line("loader").startswith("fail"), r.out
+    assert "not an ELF object" not in r.out
