@@ -31,8 +31,12 @@ What it follows, in the importer's order:
   parent's search path (``sys.path`` for a top-level package) and the lines of
   ``NAME.pkg`` files there.
 
-A parent's ``__init__`` is otherwise assumed to leave ``__path__`` alone. Zip files on
-``sys.path``, ``sitecustomize`` and PEP 829 ``.start`` files are not modelled.
+* A zip archive on ``sys.path`` (or a folder in one): ``zipimport``'s packages, modules
+  and namespace portions in it, no extension module
+  (:mod:`moonpin.resolver.check.zipfs`).
+
+A parent's ``__init__`` is otherwise assumed to leave ``__path__`` alone. PEP 829 ``.start``
+files are not modelled.
 
 With ``root`` (an image's root filesystem), every folder is the host path under the root
 and every path a file of the image names is resolved under it
@@ -439,14 +443,32 @@ class Importer:
                 portions.extend(hook.portions(fullname) or ())
                 continue
             if not self.isdir(entry):
-                continue  # no path entry finder for it
-            spec = self.file_find(entry, fullname)
+                spec = self._zip_find(entry, fullname)  # zipimporter, or no finder at all
+            else:
+                spec = self.file_find(entry, fullname)
             if spec is None:
                 continue
             if spec.origin is not None:
                 return spec
             portions.extend(spec.search or ())
         return Spec(fullname, None, portions, "namespace") if portions else None
+
+    def _zip_find(self, entry: str, fullname: str) -> Spec | None:
+        """``zipimporter(entry).find_spec(fullname)`` for an entry that is a zip archive
+        or a folder in one (:mod:`moonpin.resolver.check.zipfs`); None for anything else
+        (and for an image's root, where archives are not read)."""
+        if self.root is not None or self.kind(entry) not in (_FILE, 0):
+            return None
+        from moonpin.resolver.check import zipfs
+
+        got = zipfs.find(entry, fullname)
+        if got is None:
+            return None
+        archive = zipfs.archive_of(entry)
+        if archive is not None:
+            self.read(archive[0])  # what the answer depends on
+        kind, origin, search = got
+        return Spec(fullname, origin, search, "namespace" if kind == "ns" else "sys.path")
 
     def spec_from_file(self, fullname: str, location: str, how: str) -> Spec | None:
         """``importlib.util.spec_from_file_location(fullname, location)``: its loader from
@@ -537,8 +559,9 @@ class Importer:
             hook = self.hooks.get(entry)
             if hook is not None:
                 portions = hook.portions(final) or ()
-            elif self.isdir(entry):
-                spec = self.file_find(entry, final)
+            else:
+                spec = (self.file_find(entry, final) if self.isdir(entry)
+                        else self._zip_find(entry, final))
                 portions = spec.search or () if spec is not None else ()
             out.extend(p for p in portions if p not in out)
             pkgfile = self.join(entry, name + ".pkg")

@@ -301,9 +301,10 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
     """The loader's scheme (from the file-facts memo), or None when the loader cannot be
     read, imported or understood (said with ``add``)."""
     lname = file_name(loader_path)
+    scheme: dict[str, Any]
     try:
-        scheme = facts_memo().get("loader-v6\0" + module, loader_path,
-                                  lambda: read_scheme(loader_path, module), scheme_shape)
+        scheme = _memo("loader-v6\0" + module, loader_path,
+                       lambda: read_scheme(loader_path, module), scheme_shape)
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return None
@@ -321,6 +322,20 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
                         "import it", (loader_path,)))
         return None
     return scheme
+
+
+def _memo(kind: str, path: str, compute: Callable[[], Any],
+          valid: Callable[[Any], bool]) -> Any:
+    """``facts_memo().get``; a loader in a zip archive on ``sys.path`` (no file of its own
+    to stamp) is computed afresh each time."""
+    try:
+        return facts_memo().get(kind, path, compute, valid)
+    except OSError:
+        from moonpin.resolver.check import zipfs
+
+        if zipfs.size(path) is None:
+            raise
+    return compute()
 
 
 def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
@@ -401,9 +416,8 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
     for template in scheme["imports"]:
         name = template
         if placeholder in name:
-            suffix = facts_memo().get(
-                f"suffix-v3\0{module}\0{torch.version}", loader_path,
-                lambda: rule.loader_suffix(rscheme, torch.version), str_or_none)
+            suffix = _memo(f"suffix-v3\0{module}\0{torch.version}", loader_path,
+                           lambda: rule.loader_suffix(rscheme, torch.version), str_or_none)
             if not isinstance(suffix, str):
                 add(CheckResult("loader", "fail",
                                 f"{lname}: its pattern {scheme['version_regex']!r} does not "
@@ -428,6 +442,9 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
             if same:
                 msg += f" for this Python (only {', '.join(same)})"
             msg += f"; builds shipped: {', '.join(others) or 'none'}"
+            if not os.path.isdir(pkg):
+                msg += (f" ({pkg} is in a zip archive on sys.path: zipimport imports no "
+                        "extension module from it)")
             add(CheckResult("build", "fail", msg, fixer.line(), (pkg,)))
             return None
         builds.append(read_build(found, wanted))

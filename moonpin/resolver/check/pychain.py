@@ -28,7 +28,7 @@ import os
 import sys
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import outside, read_regular
+from moonpin.kb.files import outside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -242,8 +242,9 @@ def _read(path: str, version: tuple[int, int]
     that certainly run, dumped; the compile error or None; how it sets its ``__path__``
     (:attr:`Spec.dynamic`); its top-level bindings; whether it makes names otherwise."""
     from moonpin.readers.pyimports import read_module
+    from moonpin.resolver.check.zipfs import read_source
 
-    data = read_regular(path, cap=_CAP_SOURCE, what="Python source")
+    data = read_source(path, cap=_CAP_SOURCE, what="Python source")
     try:
         st = os.stat(path)
         compiled = _cached_compiled(path, st, version)
@@ -268,10 +269,31 @@ def _read(path: str, version: tuple[int, int]
 _READ: dict[tuple[str, int, int, tuple[int, int]], Any] = {}
 
 
+def _size(path: str) -> int:
+    """A module file's size (a member's of a zip archive on ``sys.path``); raises OSError."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        from moonpin.resolver.check import zipfs
+
+        got = zipfs.size(path)
+        if got is None:
+            raise
+        return got
+
+
 def _facts(path: str, version: tuple[int, int]
            ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
-    """:func:`_read`, through the file-facts memo (raises OSError)."""
-    st = os.stat(path)
+    """:func:`_read`, through the file-facts memo (raises OSError); a module in a zip
+    archive on ``sys.path`` is read from it, not remembered."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        from moonpin.resolver.check import zipfs
+
+        if zipfs.size(path) is None:
+            raise
+        return _read(path, version)
     here = (path, st.st_size, st.st_mtime_ns, version)
     got = _READ.get(here)
     if got is None:
@@ -369,7 +391,7 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
         if f is None or not f.endswith(".py"):
             continue  # a namespace package runs nothing; an extension is loaded, not read
         try:
-            size = os.stat(f).st_size
+            size = _size(f)
         except OSError as e:
             fail(guard, "OSError", Problem(name, f, f"cannot be read ({e.strerror})", by))
             continue

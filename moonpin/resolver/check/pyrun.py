@@ -154,6 +154,13 @@ class Chain(Host):
         """``FileFinder`` in ``folder``: (kind, file, package folders) of ``tail``, kind
         ``ext``/``py``/``pyc``/``ns`` (a folder only: a namespace portion)."""
         self._seen(folder)
+        if not os.path.isdir(folder):  # a zip archive on sys.path, or nothing
+            from moonpin.resolver.check import zipfs
+
+            got = zipfs.find(folder, tail)
+            if got is None:
+                return None
+            return got[0], got[1] or "", list(got[2]) if got[2] is not None else None
         from importlib import machinery
 
         pkg = os.path.join(folder, tail)
@@ -283,10 +290,10 @@ class Chain(Host):
         1)``), or nothing when it cannot be read at all."""
         import ast
 
-        from moonpin.kb.files import read_regular
+        from moonpin.resolver.check.zipfs import read_source
 
         try:
-            ast.parse(read_regular(file, cap=_CAP_SOURCE, what="Python source"))
+            ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
         except SyntaxError as e:
             return f": {e.msg}" + (f" (line {e.lineno})" if e.lineno else "")
         except (OSError, ValueError, RecursionError, MemoryError) as e:
@@ -296,11 +303,11 @@ class Chain(Host):
     def _parse(self, file: str) -> Any:
         import ast
 
-        from moonpin.kb.files import read_regular
+        from moonpin.resolver.check.zipfs import read_source
 
         self._seen(file)
         try:
-            return ast.parse(read_regular(file, cap=_CAP_SOURCE, what="Python source"))
+            return ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 
@@ -385,12 +392,12 @@ class Chain(Host):
             return got
         import ast
 
-        from moonpin.kb.files import read_regular
+        from moonpin.resolver.check.zipfs import read_source
 
         self._seen(file)
         out: dict[str, Any] = {}
         try:
-            text = read_regular(file, cap=_CAP_SOURCE, what="Python source").decode(
+            text = read_source(file, cap=_CAP_SOURCE, what="Python source").decode(
                 "utf-8", "replace")
         except OSError:
             text = ""

@@ -388,7 +388,9 @@ def _is_extend_path(node: Any, ast: Any) -> bool:
 
 
 def _read_extends(path: str) -> bool:
-    data = read_regular(path, cap=_CAP_INIT, what="package __init__")
+    from moonpin.resolver.check.zipfs import read_source
+
+    data = read_source(path, cap=_CAP_INIT, what="package __init__")
     if b"extend_path" not in data:
         return False
     import ast
@@ -409,5 +411,13 @@ def extends_path(init: str) -> bool:
     try:
         return bool(facts_memo().get("extend-path", init, lambda: _read_extends(init),
                                      lambda v: isinstance(v, bool)))
+    except OSError:
+        pass
+    from moonpin.resolver.check import zipfs
+
+    if zipfs.archive_of(init) is None:
+        return False
+    try:  # in a zip archive on sys.path: read from it, not remembered
+        return _read_extends(init)
     except OSError:
         return False

@@ -31,7 +31,9 @@ __all__ = ["Target", "TargetError", "default", "from_python", "from_site_package
 #: Asked of a target interpreter: what the importer there uses.
 _ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
         "print(json.dumps({"
-        "'path': [p for p in sys.path if p and os.path.isdir(p)], 'version': "
+        "'path': [p for p in sys.path if p and (os.path.isdir(p) or any(os.path.isfile(q) "
+        "for q in (p, os.path.dirname(p), os.path.dirname(os.path.dirname(p)))))], "
+        "'version': "
         "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
         "__import__('site').getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
@@ -115,7 +117,7 @@ def this_python(how: str = "this interpreter") -> Target:
     cwd = _working_folder()
     rest = sys.path[1:] if cwd is not None and sys.path else sys.path
     paths = [p for p in dict.fromkeys([*([cwd] if cwd else []), *rest])
-             if p and os.path.isdir(p)]
+             if p and (os.path.isdir(p) or _in_archive(p))]
     t = Target(sys.executable, (sys.version_info[0], sys.version_info[1]), paths,
                machinery.EXTENSION_SUFFIXES, how, sites)
     t.cwd = cwd
@@ -180,7 +182,18 @@ def _with_pth(folders: Sequence[str]) -> list[str]:
                 back.append(d)
     if not front and not back:
         return out
-    return [p for p in dict.fromkeys([*front, *out, *back]) if os.path.isdir(p)]
+    return [p for p in dict.fromkeys([*front, *out, *back])
+            if os.path.isdir(p) or _in_archive(p)]
+
+
+def _in_archive(path: str) -> bool:
+    """Whether a ``sys.path`` entry that is no folder is a zip archive or a folder in one
+    (``zipimport`` searches it)."""
+    if os.path.isdir(path):
+        return False
+    from moonpin.resolver.check import zipfs
+
+    return zipfs.archive_of(path) is not None
 
 
 def from_site_packages(folders: Sequence[str]) -> Target:
