@@ -413,3 +413,26 @@ def test_torch_raising_when_a_variable_is_set(copy: Path, tmp_path: Path) -> Non
     assert not ok and "refused" in err
     ok, _, _ = _agree(copy, tmp_path)
     assert ok
+
+
+@pytest.mark.parametrize("extends", [True, False])
+def test_mooncake_from_a_zip_archive_ahead_of_site_packages(copy: Path, tmp_path: Path,
+                                                            extends: bool) -> None:
+    """A ``.pth`` line inserting a zip archive of mooncake's Python files (and its builds)
+    first on ``sys.path``: with the real ``__init__`` (``extend_path``) the builds come
+    from site-packages and the import works; with an ``__init__`` that does not extend
+    ``__path__``, ``pg_2_13_0`` is looked for in the archive, where zipimport imports no
+    extension module, and the import fails."""
+    import zipfile
+
+    mc = copy / SITE / "mooncake"
+    arc = tmp_path / "mc.zip"
+    with zipfile.ZipFile(arc, "w") as z:
+        z.writestr("mooncake/__init__.py", (mc / "__init__.py").read_text() if extends else "")
+        for name in ("pg.py", "buffer_pool.py", BUILD):
+            z.write(mc / name, f"mooncake/{name}")
+    (copy / SITE / "aa-zip.pth").write_text(f"import sys; sys.path.insert(0, {str(arc)!r})\n")
+    ok, err, got = _agree(copy, tmp_path, "from mooncake.pg import MooncakeBackendOptions")
+    assert ok is extends, err
+    for _, out in got.values():
+        assert extends or "zipimport imports no extension module" in out, out
