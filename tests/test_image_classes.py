@@ -436,3 +436,70 @@ def test_mooncake_from_a_zip_archive_ahead_of_site_packages(copy: Path, tmp_path
     assert ok is extends, err
     for _, out in got.values():
         assert extends or "zipimport imports no extension module" in out, out
+
+
+@pytest.mark.parametrize("how", ["unchecked-hash cache", "version.pyc, no source"])
+def test_a_torch_label_the_bytecode_binds(copy: Path, tmp_path: Path, how: str) -> None:
+    """The import runs bytecode, not torch/version.py: an unchecked-hash cache, or a
+    ``version.pyc`` left with no source, binding another release's label (2.12.0):
+    ``pg_2_12_0`` is loaded and fails."""
+    import py_compile
+
+    version_py = copy / SITE / "torch" / "version.py"
+    other = tmp_path / "version.py"
+    other.write_text(version_py.read_text().replace("'2.13.0+cu130'", "'2.12.0+cu130'", 1))
+    if how.startswith("unchecked"):
+        cache = version_py.parent / "__pycache__" / "version.cpython-311.pyc"
+        if cache.exists():
+            os.unlink(cache)
+        py_compile.compile(str(other), cfile=str(cache), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    else:
+        py_compile.compile(str(other), cfile=str(version_py.with_suffix(".pyc")),
+                           doraise=True)
+        os.unlink(version_py)
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "pg_2_12_0" in err
+    for _, out in got.values():
+        assert "loader finds pg_2_12_0" in out, out
+
+
+def test_a_loader_left_as_bytecode_only(copy: Path, tmp_path: Path) -> None:
+    """``compileall -b`` and mooncake's ``pg.py`` removed: ``pg.pyc`` is the loader; the
+    import works, and the check judges it as the loader the release ships."""
+    import py_compile
+
+    pg = copy / SITE / "mooncake" / "pg.py"
+    py_compile.compile(str(pg), cfile=str(pg.with_suffix(".pyc")), doraise=True)
+    os.unlink(pg)
+    ok, _, got = _agree(copy, tmp_path, "from mooncake.pg import MooncakeBackendOptions")
+    assert ok
+    for _, out in got.values():
+        assert "pg.pyc is bytecode with no source" in out and "loader finds pg_2_13_0" in out
+
+
+def test_a_c_symbol_a_vendored_library_lost(copy: Path, tmp_path: Path) -> None:
+    """The build needs a library of mooncake's folder that needs a plain C symbol of
+    another, rebuilt without it: ld.so fails on it (the host driver, also in the scope,
+    exports only its cu*/nvml* API)."""
+    if shutil.which("gcc") is None or shutil.which("patchelf") is None:
+        pytest.fail("needs gcc and patchelf")
+    mc = copy / SITE / "mooncake"
+    (tmp_path / "def.c").write_text("int mp_foo(void) { return 1; }\n")
+    (tmp_path / "use.c").write_text("extern int mp_foo(void);\n"
+                                    "int mp_use(void) { return mp_foo(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libmpdef.so"),
+                    "-Wl,-soname,libmpdef.so", str(tmp_path / "def.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(mc / "libmpuse.so"),
+                    "-Wl,-soname,libmpuse.so", str(tmp_path / "use.c"), f"-L{tmp_path}",
+                    "-lmpdef", "-Wl,-rpath,$ORIGIN"], check=True)
+    (tmp_path / "def.c").write_text("int mp_bar(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(mc / "libmpdef.so"),
+                    "-Wl,-soname,libmpdef.so", str(tmp_path / "def.c")], check=True)
+    build = mc / BUILD
+    _own(build)
+    subprocess.run(["patchelf", "--add-needed", "libmpuse.so", str(build)], check=True)
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "undefined symbol: mp_foo" in err
+    for _, out in got.values():
+        assert "fail  symbols:" in out and "mp_foo" in out, out
