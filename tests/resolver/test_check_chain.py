@@ -65,11 +65,31 @@ def test_a_torch_that_cannot_be_imported(site: Path, kb: Path, damage: object,
 
 
 def test_a_label_the_import_computes_is_said(site: Path, kb: Path) -> None:
+    """A label computed by a call of the module's own: not evaluated, said."""
     (site / "torch" / "version.py").write_text(
-        "import os\n__version__ = os.environ.get('V', '2.13.0')\ncuda = '13.0'\n")
+        "def _v():\n    return ''.join(reversed('0.31.2'))\n__version__ = _v()\n"
+        "cuda = '13.0'\n")
     r = run(site, kb=kb)
     assert r.rc == 0, r.out
     assert r.line("torch label").startswith("warn") and "computed" in r.line("torch label")
+
+
+@pytest.mark.parametrize(("code", "env", "build"), [
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0')\n", {}, "pg_2_13_0"),
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0')\n",
+     {"MOONPIN_T_TV": "2.12.0"}, "pg_2_12_0"),
+    ("import sys\nif sys.version_info >= (3, 8):\n    __version__ = '2.12.0'\nelse:\n"
+     "    __version__ = '2.13.0'\n", {}, "pg_2_12_0"),
+])
+def test_a_label_computed_from_the_environment_or_python(site: Path, kb: Path, code: str,
+                                                         env: dict[str, str],
+                                                         build: str) -> None:
+    """version.py's label from an environment variable, or under a condition on the Python
+    version: evaluated as the import would (in the worker's environment), never run."""
+    (site / "torch" / "version.py").write_text(code + "cuda = '13.0'\n")
+    r = run(site, kb=kb, env=env)
+    assert build in r.line("build"), r.out
+    assert "torch label" not in r.out
 
 
 @pytest.mark.parametrize("expr", ["f'{_base}+cu130'", "_base + '+cu130'",
@@ -205,3 +225,12 @@ def test_a_path_the_site_code_inserts(site: Path, kb: Path, tmp_path: Path, file
         assert r.rc == 1 and "shadow/mooncake/pg.py" in r.line("import chain"), r.out
     else:
         assert_healthy(r)
+
+
+def test_a_remembered_computed_label_follows_the_environment(site: Path, kb: Path) -> None:
+    (site / "torch" / "version.py").write_text(
+        "import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0')\ncuda = '13.0'\n")
+    for env, build in (({}, "pg_2_13_0"), ({"MOONPIN_T_TV": "2.12.0"}, "pg_2_12_0"),
+                       ({}, "pg_2_13_0")):
+        r = run(site, kb=kb, env=env)
+        assert build in r.line("build"), (env, r.out)

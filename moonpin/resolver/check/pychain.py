@@ -32,10 +32,13 @@ from moonpin.kb.files import outside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from moonpin.resolver.check.metapath import Importer
+
+    #: evaluates a computed binding: (file, module, attr, the variables read) -> its value
+    Evaluate = Callable[[str, str, str, dict[str, str | None]], str | None]
 
 __all__ = [
     "BUDGET",
@@ -576,21 +579,26 @@ def _resolve(bound: dict[str, Any], opaque: bool, name: str) -> tuple[Any, ...] 
 
 def attribute_memoised(paths: Sequence[str], module: str, attr: str,
                        version: tuple[int, int], suffixes: Sequence[str],
-                       root: str | None = None, sites: Sequence[str] | None = None
-                       ) -> tuple[str | None, str | None]:
-    """:func:`attribute`'s value and problem, remembered as :func:`walk_memoised` is."""
+                       root: str | None = None, sites: Sequence[str] | None = None,
+                       evaluate: Evaluate | None = None) -> tuple[str | None, str | None]:
+    """:func:`attribute`'s value and problem, remembered as :func:`walk_memoised` is
+    (with the environment variables ``evaluate`` read)."""
     if root is not None:
-        return attribute(paths, module, attr, version, suffixes, root)[:2]
+        return attribute(paths, module, attr, version, suffixes, root,
+                         evaluate=_bound(evaluate, {}))[:2]
     from moonpin.resolver.check.metapath import Importer as _Importer
 
-    key = "\0".join(("pychain-attr-v3", module, attr, f"{version[0]}.{version[1]}",
-                     ",".join(suffixes), *paths, "\0", *(sites or ())))
+    key = "\0".join(("pychain-attr-v4", module, attr, f"{version[0]}.{version[1]}",
+                     ",".join(suffixes), *paths, "\0", *(sites or ()),
+                     "\0eval" if evaluate is not None else ""))
 
     def compute() -> tuple[Any, set[str], dict[str, str | None]]:
         imp = _Importer(paths, sites, None, suffixes, record=True)
-        value, problem, files = attribute(paths, module, attr, version, suffixes, None, imp)
+        env: dict[str, str | None] = {}
+        value, problem, files = attribute(paths, module, attr, version, suffixes, None, imp,
+                                          evaluate=_bound(evaluate, env))
         traced = {*(imp.stamps or ()), *(imp.reads or ()), *imp.kinds(), *files}
-        return (value, problem), traced, {}
+        return (value, problem), traced, env
 
     def ok(v: Any) -> bool:
         return (isinstance(v, tuple) and len(v) == 2
@@ -600,14 +608,23 @@ def attribute_memoised(paths: Sequence[str], module: str, attr: str,
     return got[0], got[1]
 
 
+def _bound(evaluate: Evaluate | None, env: dict[str, str | None]
+           ) -> Callable[[str, str, str], str | None] | None:
+    if evaluate is None:
+        return None
+    return lambda f, m, a: evaluate(f, m, a, env)
+
+
 def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, int],
-              suffixes: Sequence[str], root: str | None = None, imp: Importer | None = None
+              suffixes: Sequence[str], root: str | None = None, imp: Importer | None = None,
+              evaluate: Callable[[str, str, str], str | None] | None = None
               ) -> tuple[str | None, str | None, tuple[str, ...]]:
     """``module.attr`` as importing ``module`` sets it, followed statically through the
     imports and assignments that bind it (``torch.__version__``: ``torch/__init__.py`` ->
     ``torch/torch_version.py`` -> ``torch/version.py``): (its value as a string, None), or
     (None, why the import fails on the way), or (None, None) when the chain is not one this
-    reader follows; and the files read."""
+    reader follows; and the files read. ``evaluate(file, module, attr)``: the value of a
+    binding the static reading does not follow (a computed one), or None."""
     w = _Walk(_importer(paths, suffixes, root, imp), version)
     files: list[str] = []
     name, want = module, attr
@@ -659,7 +676,8 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
             return None, f"{f} {what}", tuple(files)
         got = _resolve(facts[3], facts[4], want)
         if got is None:
-            return None, None, tuple(files)
+            computed = evaluate(f, name, want) if evaluate is not None else None
+            return computed, None, tuple(files)
         if got[0] == "absent":
             return None, (f"{_short(f, paths)} defines no {want} ({name}.{want} is imported"
                           + (f" by {_short(files[-2], paths)})" if len(files) > 1 else ")")

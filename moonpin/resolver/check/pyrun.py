@@ -257,6 +257,11 @@ class Chain(Host):
             return mod
         return self._run(name, file, path, tier)
 
+    def run_file(self, name: str, file: str, path: list[str] | None = None) -> ModuleValue:
+        """Module ``name``'s top level, from ``file`` (``path``: a package's folders), run
+        through the evaluator as the import would (raises :class:`Raised` when it fails)."""
+        return self._run(name, file, path, 0)
+
     def _run(self, name: str, file: str, path: list[str] | None, tier: int) -> ModuleValue:
         try:
             big = os.stat(file).st_size > _CAP_SOURCE
