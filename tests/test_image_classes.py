@@ -503,3 +503,22 @@ def test_a_c_symbol_a_vendored_library_lost(copy: Path, tmp_path: Path) -> None:
     assert not ok and "undefined symbol: mp_foo" in err
     for _, out in got.values():
         assert "fail  symbols:" in out and "mp_foo" in out, out
+
+
+@pytest.mark.parametrize(("code", "env", "works"), [
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0+cu130')", {}, True),
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0+cu130')",
+     {"MOONPIN_T_TV": "2.12.0"}, False),
+    ("import sys\nif sys.version_info >= (3, 8):\n    __version__ = '2.12.0+cu130'\nelse:\n"
+     "    __version__ = '2.13.0+cu130'", {}, False),
+])
+def test_a_torch_label_from_the_environment_or_python(copy: Path, tmp_path: Path, code: str,
+                                                      env: dict[str, str], works: bool) -> None:
+    version_py = copy / SITE / "torch" / "version.py"
+    _own(version_py)
+    version_py.write_text(version_py.read_text().replace("__version__ = '2.13.0+cu130'",
+                                                         code, 1))
+    ok, _, got = _agree(copy, tmp_path, env_extra=env)
+    assert ok is works
+    for _, out in got.values():
+        assert ("loader finds pg_2_13_0" if works else "loader finds pg_2_12_0") in out, out
