@@ -37,7 +37,12 @@ _ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
         "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
         "__import__('site').getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
-        "'venv': sys.prefix != sys.base_prefix}))")
+        "'venv': sys.prefix != sys.base_prefix, 'user': __import__('site')"
+        ".getusersitepackages(), 'venv_system': sys.prefix != sys.base_prefix and "
+        "os.path.isfile(os.path.join(sys.prefix, 'pyvenv.cfg')) and any("
+        "l.split('=')[0].strip().lower() == 'include-system-site-packages' and "
+        "l.split('=', 1)[1].strip().lower() == 'true' for l in open(os.path.join("
+        "sys.prefix, 'pyvenv.cfg'), errors='replace') if '=' in l)}))")
 
 
 class TargetError(Exception):
@@ -244,6 +249,7 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     cwd = None if os.environ.get("PYTHONSAFEPATH") else _working_folder()
     first = [cwd] if cwd is not None and os.path.isdir(cwd) else []
+    paths, sites = _with_user_site(paths, sites, doc)
     t = Target(python, version, list(dict.fromkeys([*first, *extra, *paths])), ext,
                "--python", sites)
     t.cwd = cwd
@@ -252,6 +258,30 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)
                                           else None)
     return t
+
+
+def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
+                    ) -> tuple[list[str], list[str]]:
+    """``paths`` and ``sites`` with the user's site folder where ``site`` puts it for a
+    worker (``-I`` left it out): enabled unless ``PYTHONNOUSERSITE`` is set, the process
+    runs set-id, or it is a virtualenv without ``include-system-site-packages = true``;
+    added when it exists, with its ``.pth`` path lines, after the virtualenv's own
+    site-packages and before the base installation's."""
+    user = doc.get("user")
+    if not isinstance(user, str) or not os.path.isdir(user) or user in paths:
+        return paths, sites
+    if os.environ.get("PYTHONNOUSERSITE") or os.geteuid() != os.getuid() or \
+            os.getegid() != os.getgid():
+        return paths, sites
+    if doc.get("venv") is True and doc.get("venv_system") is not True:
+        return paths, sites
+    from moonpin.resolver.check.importer import pth_paths
+
+    base = [s for s in sites if s in paths]
+    at = paths.index(base[-1]) if doc.get("venv") is True and len(base) > 1 else \
+        paths.index(base[0]) if base else len(paths)
+    add = [p for p in [user, *pth_paths(user)] if p not in paths]
+    return [*paths[:at], *add, *paths[at:]], [*sites, user]
 
 
 def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
