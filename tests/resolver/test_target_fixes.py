@@ -339,3 +339,18 @@ def test_python_option_sees_the_user_site(tmp_path: Path, system_site: bool,
     r = _check("--python", str(venv / "bin" / "python"), "--kb", str(kb), env=full)
     assert (r.returncode == 0) is found, r.stdout + r.stderr
     assert (f"from {user}" in r.stdout or str(user) in r.stdout) is found, r.stdout
+
+
+@pytest.mark.parametrize(("value", "want"), [
+    (":/opt/x", ["{cwd}", "/opt/x"]),  # an empty entry: the working folder
+    ("rel:/opt/x", ["{cwd}/rel", "/opt/x"]),
+    ("", []),
+])
+def test_pythonpath_entries_as_the_interpreter_puts_them(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        value: str, want: list[str]) -> None:
+    from moonpin.resolver.check import target
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", value)
+    assert target._pythonpath() == [w.format(cwd=tmp_path) for w in want]

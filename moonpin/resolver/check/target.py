@@ -246,7 +246,7 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
                           f"(exit {proc.returncode}: {tail[0][:200]})") from e
     # -I drops the working folder, the user's site folder and PYTHONPATH: add back what a
     # worker started here (`python -m sglang.launch_server`) sees
-    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    extra = _pythonpath()
     cwd = None if os.environ.get("PYTHONSAFEPATH") else _working_folder()
     first = [cwd] if cwd is not None and os.path.isdir(cwd) else []
     paths, sites = _with_user_site(paths, sites, doc)
@@ -258,6 +258,18 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)
                                           else None)
     return t
+
+
+def _pythonpath() -> list[str]:
+    """``PYTHONPATH``'s folders as the interpreter puts them on ``sys.path``: absolute,
+    an empty entry the working folder (``site`` makes every entry absolute)."""
+    value = os.environ.get("PYTHONPATH")
+    if not value:
+        return []
+    try:
+        return [os.path.abspath(p) if p else os.getcwd() for p in value.split(os.pathsep)]
+    except OSError:  # no working folder: the relative entries find nothing
+        return [p for p in value.split(os.pathsep) if p.startswith("/")]
 
 
 def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
