@@ -234,3 +234,29 @@ def test_a_remembered_computed_label_follows_the_environment(site: Path, kb: Pat
                        ({}, "pg_2_13_0")):
         r = run(site, kb=kb, env=env)
         assert build in r.line("build"), (env, r.out)
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("import os", True),
+    ("import nonexistent_module_moonpin", False),  # ModuleNotFoundError
+    ("import\tnonexistent_module_moonpin", False),
+    ("import sys; raise SystemError('no')", False),
+])
+def test_a_pth_line_that_raises_hides_the_rest_of_its_file(site: Path, kb: Path,
+                                                           tmp_path: Path, line: str,
+                                                           found: bool) -> None:
+    """``site`` ignores a ``.pth`` file's lines after an ``import`` line that raises: a
+    path line there (the folder holding mooncake's ``pg.py``, part of the package through
+    ``extend_path``) is never added."""
+    init = site / "mooncake" / "__init__.py"
+    init.write_text("from pkgutil import extend_path\n\n__path__ = extend_path(__path__, "
+                    "__name__)\n")
+    other = tmp_path / "other" / "mooncake"
+    other.mkdir(parents=True)
+    (site / "mooncake" / "pg.py").rename(other / "pg.py")
+    (site / "other.pth").write_text(f"{line}\n{other.parent}\n")
+    r = run(site, kb=kb)
+    if found:
+        assert_healthy(r)
+    else:
+        assert r.rc == 1 and "mooncake.pg" in r.out, r.out

@@ -54,6 +54,7 @@ from moonpin.resolver.check.sitefiles import (
     finder_facts,
     finder_kind,
     in_root,
+    line_fails,
     pth_files,
     pth_lines,
     site_dirs,
@@ -291,6 +292,8 @@ class Importer:
                         if d is not None and d in paths:
                             cur = max(cur, paths.index(d) + 1)
                         continue
+                    if self.root is None and line_fails(entry, site, paths):
+                        break  # the line raises: site ignores the rest of the file
                     failed = False
                     for mod in entry[1]:
                         kind = finder_kind(mod)

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "path_edits", "pth",
-           "pth_files", "pth_lines", "pth_paths", "site_dirs"]
+__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "line_fails",
+           "path_edits", "pth", "pth_files", "pth_lines", "pth_paths", "site_dirs"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -73,7 +73,7 @@ def _read_pth(path: str) -> tuple[list[str], list[str], list[list[Any]]]:
                 elif stmt.endswith(".install()"):
                     installs.append(stmt[:-len(".install()")].strip())
             imports.extend(mods)
-            order.append(["import", mods, installs, _edits(line)])
+            order.append(["import", mods, installs, _edits(line), *_line_facts(line)])
             continue
         lines.append(line.rstrip())
         order.append(["path", line.rstrip()])
@@ -89,7 +89,7 @@ def _pth_shape(v: Any) -> bool:
 def pth_lines(path: str) -> list[list[Any]]:
     """The lines of a ``.pth`` file in order (see :func:`_read_pth`); [] when unreadable."""
     try:
-        return list(facts_memo().get("pth-v3", path, lambda: _read_pth(path), _pth_shape)[2])
+        return list(facts_memo().get("pth-v4", path, lambda: _read_pth(path), _pth_shape)[2])
     except OSError:
         return []
 
@@ -97,7 +97,7 @@ def pth_lines(path: str) -> list[list[Any]]:
 def pth(path: str) -> tuple[list[str], list[str]]:
     """A ``.pth`` file's path lines and the modules its ``import`` lines import."""
     try:
-        got = facts_memo().get("pth-v3", path, lambda: _read_pth(path), _pth_shape)
+        got = facts_memo().get("pth-v4", path, lambda: _read_pth(path), _pth_shape)
     except OSError:
         return [], []
     return got[0], got[1]
@@ -131,17 +131,57 @@ def finder_kind(module: str) -> str | None:
     return None
 
 
-def pth_paths(site: str, root: str | None = None) -> list[str]:
+def _line_facts(line: str) -> list[Any]:
+    """An ``import`` line's top-level modules it certainly imports, and whether it
+    certainly raises (:func:`moonpin.readers.pyimports.certain_imports`)."""
+    if "import" not in line and "raise" not in line:
+        return [[], False]
+    from moonpin.readers.pyimports import certain_imports
+
+    imports, error = certain_imports(line.encode("utf-8", "replace"), "<.pth line>",
+                                     check_compile=False)
+    tops = sorted({i.module.partition(".")[0] for i in imports
+                   if i.level == 0 and i.module and not i.guard})
+    return [tops, error is not None]
+
+
+def line_fails(entry: Sequence[Any], site: str, search: Sequence[str] = ()) -> bool:
+    """Whether a ``.pth`` ``import`` line certainly raises when ``site`` runs it: a
+    ``raise`` it reaches, or a module it imports that is neither the standard library's
+    nor in ``site`` or ``search`` (``site`` then ignores the rest of the file)."""
+    import sys
+
+    if len(entry) < 6 or not isinstance(entry[4], list):
+        return False
+    if entry[5] is True:
+        return True
+    from importlib import machinery
+
+    std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    suffixes = (".py", ".pyc", *machinery.EXTENSION_SUFFIXES)
+    dirs = [site, *search]
+    for top in entry[4]:
+        if not isinstance(top, str) or top in std:
+            continue
+        if not any(os.path.isdir(os.path.join(d, top)) or any(
+                os.path.isfile(os.path.join(d, top + s)) for s in suffixes) for d in dirs):
+            return True
+    return False
+
+
+def pth_paths(site: str, root: str | None = None, search: Sequence[str] = ()) -> list[str]:
     """The folders the ``.pth`` path lines of ``site`` add to ``sys.path``, in order
     (``root``: the lines are the image's paths, resolved under it). A file's lines after
-    an ``import`` of an editable finder that cannot be imported are not read (``site``
-    ignores the remainder of a file after a failing line)."""
+    an ``import`` line that certainly raises (a missing module: ``search`` holds the other
+    folders it may come from; an editable finder that cannot be imported) are not read
+    (``site`` ignores the remainder of a file after a failing line)."""
     out: list[str] = []
     for f in pth_files(site):
         for entry in pth_lines(f):
             if entry[0] == "import":
                 if any(finder_kind(m) is not None and not os.path.isfile(
-                        os.path.join(site, m + ".py")) for m in entry[1]):
+                        os.path.join(site, m + ".py")) for m in entry[1]) or (
+                        root is None and line_fails(entry, site, [*search, *out])):
                     break  # ModuleNotFoundError: "Remainder of file ignored"
                 continue
             d = in_root(root, entry[1], site)
@@ -153,7 +193,8 @@ def pth_paths(site: str, root: str | None = None) -> list[str]:
 # ------------------------------------------------------------------ sys.path edits
 
 
-def path_edits(site: str, custom: bool = True) -> list[tuple[str, str]]:
+def path_edits(site: str, custom: bool = True, search: Sequence[str] = ()
+               ) -> list[tuple[str, str]]:
     """How the code ``site`` runs from folder ``site`` edits ``sys.path``, in order: each
     ``.pth`` ``import`` line (``import sys; sys.path.insert(0, '/opt/x')``), then a
     ``sitecustomize.py`` there (``import sitecustomize`` runs after every site folder was
@@ -161,13 +202,18 @@ def path_edits(site: str, custom: bool = True) -> list[tuple[str, str]]:
     folders, ``sys.path[:0] = [...]``) or ``("back", folder)`` (``append``, ``extend``,
     ``site.addsitedir``); read with ``ast``, never run; only absolute folders written as
     literals (or ``os.path.join`` of literals) at the top level are followed. A line after
-    one that raises is not read: ``site`` ignores the rest of its file. ``custom``: whether
-    ``import sitecustomize`` would find this folder's (none found in an earlier one)."""
+    one that raises is not read: ``site`` ignores the rest of its file (``search``: the
+    other folders a module it imports may come from). ``custom``: whether ``import
+    sitecustomize`` would find this folder's (none found in an earlier one)."""
     out: list[tuple[str, str]] = []
     for f in pth_files(site):
         for entry in pth_lines(f):
             if entry[0] == "import" and len(entry) > 3:
-                out += [(str(op), str(d)) for op, d in entry[3]]
+                fails = line_fails(entry, site, search)
+                if not fails or (len(entry) > 5 and entry[5] is True):  # up to its raise
+                    out += [(str(op), str(d)) for op, d in entry[3]]
+                if fails:
+                    break
     file = os.path.join(site, "sitecustomize.py")
     if custom and os.path.isfile(file):
         try:

@@ -177,10 +177,10 @@ def _with_pth(folders: Sequence[str]) -> list[str]:
     front: list[str] = []
     back: list[str] = []
     for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
-        out.extend(p for p in [f, *pth_paths(f)] if p not in out)
+        out.extend(p for p in [f, *pth_paths(f, search=[*folders, *out])] if p not in out)
         custom = not any(os.path.isfile(os.path.join(e, "sitecustomize.py"))
                          for e in folders[:folders.index(f)])
-        for how, d in path_edits(f, custom):
+        for how, d in path_edits(f, custom, [*folders, *out]):
             if how == "front":
                 front.insert(0, d)
             else:
