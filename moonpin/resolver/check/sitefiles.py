@@ -37,12 +37,43 @@ def site_dirs(paths: Sequence[str]) -> list[str]:
 
 
 def pth_files(site: str) -> list[str]:
+    """The ``.pth`` files ``site`` processes in ``site``, in its order (a name with a
+    leading dot only for an interpreter released before :func:`_skips_hidden`'s fix)."""
     try:
-        names = sorted(e.name for e in os.scandir(site)
-                       if e.name.endswith(".pth") and not e.name.startswith("."))
+        names = sorted(e.name for e in os.scandir(site) if e.name.endswith(".pth"))
     except OSError:
         return []
+    if any(n.startswith(".") for n in names) and _skips_hidden(site):
+        names = [n for n in names if not n.startswith(".")]
     return [os.path.join(site, n) for n in names]
+
+
+#: The first release of each line whose ``site`` skips ``.pth`` files named with a leading
+#: dot (gh-113659, a security fix backported down to 3.8).
+_HIDDEN_SKIPPED = {(3, 8): 19, (3, 9): 19, (3, 10): 14, (3, 11): 8, (3, 12): 2}
+
+
+def _skips_hidden(site: str) -> bool:
+    """Whether the interpreter of ``site`` skips hidden ``.pth`` files: its release read
+    from the virtualenv's ``pyvenv.cfg`` (``<venv>/lib/pythonX.Y/site-packages``); without
+    one, a current release is assumed (it does)."""
+    cfg = os.path.normpath(os.path.join(site, "..", "..", "..", "pyvenv.cfg"))
+    try:
+        text = read_regular(cfg, cap=64 << 10, what="pyvenv.cfg").decode("utf-8", "replace")
+    except OSError:
+        return True
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().lower() not in ("version", "version_info"):
+            continue
+        parts = value.strip().split(".")
+        try:
+            major, minor, micro = int(parts[0]), int(parts[1]), int(parts[2])
+        except (ValueError, IndexError):
+            return True
+        first = _HIDDEN_SKIPPED.get((major, minor))
+        return (major, minor) >= (3, 13) or (first is not None and micro >= first)
+    return True
 
 
 def _split_lines(text: str) -> list[str]:
