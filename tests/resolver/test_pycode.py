@@ -147,3 +147,15 @@ def test_a_loader_that_is_bytecode_with_no_source(site: Path, tmp_path: Path) ->
     r = run(site, kb=_kb_with_loader(tmp_path, False))
     assert r.rc == 1 and r.line("loader").startswith("fail"), r.out
     assert "not an ELF object" not in r.out
+
+
+def test_a_bytecode_loader_unlike_its_releases_is_not_taken_for_it(site: Path,
+                                                                   tmp_path: Path) -> None:
+    """A ``pg.pyc`` whose constants do not name what the release's loader imports (here
+    one that raises) is not judged as that loader: its loading cannot be read."""
+    src = site / "mooncake" / "pg.py"
+    _compile("raise ImportError('an old loader')\n", src, src.with_suffix(".pyc"))
+    src.unlink()
+    r = run(site, kb=_kb_with_loader(tmp_path, True))
+    assert r.rc == 1 and r.line("loader").startswith("fail"), r.out
+    assert "do not name what the loader" in r.line("loader")

@@ -368,6 +368,15 @@ def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
                               "source_names": list(ld.get("source_names") or ())}
                     if not scheme_shape(scheme) or scheme["kind"] != "prebuilt":
                         continue
+                    if not _like_released(loader_path, scheme):
+                        add(CheckResult("loader", "fail", f"{lname} is bytecode with no "
+                                        "source, and its constants do not name what the "
+                                        f"loader {dist} {version} ships imports: what `import "
+                                        f"{module}` loads cannot be read without importing "
+                                        "it", "restore its source (" + fixer.reinstall()
+                                        + "), or run with --deep to import it",
+                                        (loader_path,)))
+                        return None
                     said = ", ".join(str(i) for i in imports)
                     add(CheckResult("loader", "warn", f"{lname} is bytecode with no source: "
                                     "what it imports cannot be read here; judged as the "
@@ -381,6 +390,23 @@ def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
                     + fixer.reinstall() + "), or run with --deep to import it",
                     (loader_path,)))
     return None
+
+
+def _like_released(pyc: str, scheme: dict[str, Any]) -> bool:
+    """Whether bytecode that can be read here (:func:`moonpin.resolver.check.pycode.
+    strings`) holds what the release's loader imports: each import's fixed part and its
+    version pattern (a bytecode that cannot be read is given the benefit of the doubt)."""
+    from moonpin.resolver.check import pycode
+
+    consts = pycode.strings(pyc)
+    if consts is None:
+        return True
+    placeholder = str(scheme["placeholder"])
+    wanted = [str(i).partition(placeholder)[0].rstrip(str(scheme["separator"] or "_"))
+              for i in scheme["imports"]]
+    if scheme.get("version_regex"):
+        wanted.append(str(scheme["version_regex"]))
+    return all(any(w in c for c in consts) for w in wanted if w)
 
 
 def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str, pkg: str,

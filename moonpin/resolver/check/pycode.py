@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["bindings", "runs"]
+__all__ = ["bindings", "runs", "strings"]
 
 _CAP = 16 << 20
 #: Names whose use lets a module bind names some way not read here.
@@ -107,7 +107,28 @@ def bindings(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
         return None
 
 
-def _read(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
+def strings(pyc: str) -> frozenset[str] | None:
+    """Every string constant of the bytecode in ``pyc`` (its functions' too); None when
+    it cannot be read here."""
+    code = _code(pyc)
+    if code is None:
+        return None
+    out: set[str] = set()
+    stack = [code]
+    while stack and len(out) < 100_000:
+        c = stack.pop()
+        for k in c.co_consts:
+            if isinstance(k, str):
+                out.add(k)
+            elif type(k).__name__ == "code":
+                stack.append(k)
+            elif isinstance(k, (tuple, frozenset)):
+                out.update(x for x in k if isinstance(x, str))
+    return frozenset(out)
+
+
+def _code(pyc: str) -> Any:
+    """The module code object of the bytecode in ``pyc`` (None: not readable here)."""
     import marshal
 
     from moonpin.kb.files import read_regular
@@ -122,9 +143,12 @@ def _read(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
         code = marshal.loads(data[16:])
     except (ValueError, EOFError, TypeError, MemoryError, RecursionError):
         return None
-    if type(code).__name__ != "code":
-        return None
-    return _walk(code)
+    return code if type(code).__name__ == "code" else None
+
+
+def _read(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
+    code = _code(pyc)
+    return None if code is None else _walk(code)
 
 
 def _walk(code: Any) -> tuple[dict[str, tuple[Any, ...]], bool]:
