@@ -260,3 +260,23 @@ def test_a_pth_line_that_raises_hides_the_rest_of_its_file(site: Path, kb: Path,
         assert_healthy(r)
     else:
         assert r.rc == 1 and "mooncake.pg" in r.out, r.out
+
+
+@pytest.mark.parametrize("cond", [
+    "sys.maxsize > 2**32", "sys.version_info.major == 3", "sys.version_info.minor >= 8",
+    "sys.implementation.name == 'cpython'", "platform.python_implementation() == 'CPython'",
+    "os.getuid() >= 0", "(os.cpu_count() or 0) > 0", "1 << 31 > 0",
+])
+def test_torch_raising_under_a_condition_the_worker_meets(site: Path, kb: Path,
+                                                          cond: str) -> None:
+    """What a worker's interpreter and machine say of themselves (64-bit, CPython, its
+    version's parts, its user, its CPUs), as the evaluated ``torch/__init__`` asks."""
+    init = site / "torch" / "__init__.py"
+    text = init.read_text()
+    init.write_text(f"import os, platform, sys\nif {cond}:\n    raise ImportError('met')\n"
+                    + text)
+    r = run(site, kb=kb)
+    assert r.rc == 1 and "met" in r.line("import chain"), r.out
+    init.write_text(f"import os, platform, sys\nif not ({cond}):\n    raise ImportError('met')\n"
+                    + text)
+    assert_healthy(run(site, kb=kb))

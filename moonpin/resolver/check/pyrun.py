@@ -92,6 +92,18 @@ class _Obj:
         self.attrs = attrs
 
 
+class _VersionInfo(tuple):  # type: ignore[type-arg]
+    """``sys.version_info`` as far as the target's is known: ``(major, minor)``, compared
+    as the tuple, with ``.major`` and ``.minor``."""
+
+    def __new__(cls, version: tuple[int, int]) -> _VersionInfo:
+        got = super().__new__(cls, version)
+        got.attrs = {"major": version[0], "minor": version[1]}
+        return got
+
+    attrs: dict[str, int]
+
+
 class _Environ(dict):  # type: ignore[type-arg]
     """``os.environ`` as the walked code reads it: ``NAME in os.environ``,
     ``os.environ[NAME]``, ``os.environ.get(NAME, default)`` answer from this process's
@@ -493,7 +505,9 @@ class Chain(Host):
                      RTLD_NOW=ldproc.RTLD_NOW, RTLD_GLOBAL=ldproc.RTLD_GLOBAL, RTLD_LOCAL=0,
                      getenv=Builtin("getenv", lambda a, k: self._env(*a, **k)),
                      environ=_Environ(self._env),
-                     path=self._std("os.path"))
+                     path=self._std("os.path"),
+                     **{f: self._own(f) for f in ("getuid", "geteuid", "getgid", "getegid",
+                                                  "cpu_count")})
         elif name == "os.path":
             g.update(sep="/", **{f: self._pure(getattr(os.path, f)) for f in (
                 "join", "dirname", "basename", "normpath", "splitext", "split", "isabs")},
@@ -501,15 +515,21 @@ class Chain(Host):
                 exists=fs(os.path.exists), isfile=fs(os.path.isfile), isdir=fs(os.path.isdir),
                 lexists=fs(os.path.lexists))
         elif name == "sys":
+            bits64 = self.proc.machine in ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64")
             g.update(platform="linux", byteorder="little", path=list(self.paths),
-                     version_info=self.version if self.version is not None else UNKNOWN,
+                     version_info=(_VersionInfo(self.version) if self.version is not None
+                                   else UNKNOWN),
+                     maxsize=(1 << 63) - 1 if bits64 else UNKNOWN,
+                     implementation=_Obj({"name": "cpython"}),
                      executable=self.python if self.python is not None else UNKNOWN,
                      getdlopenflags=Builtin("getdlopenflags", lambda a, k: self.flags),
                      setdlopenflags=Builtin("setdlopenflags", self._set_flags))
         elif name == "platform":
             machine = self.proc.machine
             g.update(system=Builtin("system", lambda a, k: "Linux"),
-                     machine=Builtin("machine", lambda a, k: machine))
+                     machine=Builtin("machine", lambda a, k: machine),
+                     python_implementation=Builtin("python_implementation",
+                                                   lambda a, k: "CPython"))
         elif name == "ctypes":
             cdll = Builtin("CDLL", self._cdll)
             g.update(CDLL=cdll, PyDLL=cdll, RTLD_GLOBAL=ldproc.RTLD_GLOBAL, RTLD_LOCAL=0,
@@ -528,6 +548,13 @@ class Chain(Host):
 
             g.update(dedent=self._pure(textwrap.dedent))
         return mod
+
+    @staticmethod
+    def _own(name: str) -> Builtin:
+        """``os.<name>()`` of this process: the worker's (the check runs as it, on its
+        machine)."""
+        value = getattr(os, name)()
+        return Builtin(name, lambda a, k: UNKNOWN if a or k else value)
 
     def _pure(self, fn: Any) -> Builtin:
         def call(a: list[Any], k: dict[str, Any]) -> Any:
