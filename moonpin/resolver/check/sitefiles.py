@@ -36,16 +36,26 @@ def site_dirs(paths: Sequence[str]) -> list[str]:
             if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")]
 
 
+#: ``pth_files`` of each folder as listed at its mtime (a folder's .pth files are asked for
+#: by the path lines and by the path edits in one start: listed once)
+_PTH_FILES: dict[tuple[str, int], list[str]] = {}
+
+
 def pth_files(site: str) -> list[str]:
     """The ``.pth`` files ``site`` processes in ``site``, in its order (a name with a
     leading dot only for an interpreter released before :func:`_skips_hidden`'s fix)."""
     try:
+        key = (site, os.stat(site).st_mtime_ns)
+        got = _PTH_FILES.get(key)
+        if got is not None:
+            return list(got)
         names = sorted(e.name for e in os.scandir(site) if e.name.endswith(".pth"))
-    except OSError:
+    except (OSError, ValueError):
         return []
     if any(n.startswith(".") for n in names) and _skips_hidden(site):
         names = [n for n in names if not n.startswith(".")]
-    return [os.path.join(site, n) for n in names]
+    got = _PTH_FILES[key] = [os.path.join(site, n) for n in names]
+    return list(got)
 
 
 #: The first release of each line whose ``site`` skips ``.pth`` files named with a leading
