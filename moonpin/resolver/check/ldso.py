@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["E_MACHINE", "LD_CACHE", "TRACE", "Node", "Resolution", "candidates", "elf_problem",
-           "env_ld_path",
+           "env_ld_path", "env_preload",
            "in_root", "ld_cache_file", "ld_cache_names", "ld_cache_paths",
            "listing", "read_dynamic", "resolve", "search", "system_lib_dirs"]
 
@@ -340,6 +340,14 @@ def env_ld_path() -> list[str]:
     folder): both are given here as absolute folders."""
     value = os.environ.get("LD_LIBRARY_PATH")  # set but empty: no search path at all
     return _here(value.split(":")) if value else []
+
+
+def env_preload() -> list[str]:
+    """This process's ``LD_PRELOAD`` entries (separated by spaces or colons), a relative
+    path as the working folder makes it."""
+    value = os.environ.get("LD_PRELOAD") or ""
+    out = [e for e in value.replace(":", " ").split() if e]
+    return [os.path.abspath(e) if "/" in e else e for e in out]
 
 
 def _here(entries: Sequence[str]) -> list[str]:
