@@ -62,14 +62,17 @@ def _env(extra_ld: str = "") -> dict[str, str]:
     return env
 
 
-def _real(img: Path, code: str, env: dict[str, str]) -> tuple[bool, str]:
+def _real(img: Path, code: str, env: dict[str, str], cwd: Path | None = None
+          ) -> tuple[bool, str]:
     proc = subprocess.run([str(img / "bin" / "python"), "-c", code], capture_output=True,
-                          text=True, timeout=600, env=env, cwd=img.parent)
+                          text=True, timeout=600, env=env, cwd=cwd or img.parent)
     return proc.returncode == 0, (proc.stderr.strip().splitlines() or [""])[-1]
 
 
-def _checks(img: Path, env: dict[str, str], tmp: Path) -> dict[str, tuple[int, str]]:
-    """The light check's exit code and output, the three ways."""
+def _checks(img: Path, env: dict[str, str], tmp: Path, cwd: Path | None = None
+            ) -> dict[str, tuple[int, str]]:
+    """The light check's exit code and output, the three ways (``cwd``: every one run
+    there, as the worker is)."""
     deps = tmp / "deps"  # moonpin's one dependency its fix lines use, for the own interpreter
     if not deps.exists():
         deps.mkdir()
@@ -86,18 +89,20 @@ def _checks(img: Path, env: dict[str, str], tmp: Path) -> dict[str, tuple[int, s
                 {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{deps}"}),
     }
     out = {}
-    for how, (cmd, cwd, e) in runs.items():
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=cwd, env=e)
+    for how, (cmd, where, e) in runs.items():
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                              cwd=cwd or where, env=e)
         assert proc.returncode in (0, 1), (how, proc.stdout, proc.stderr)
         out[how] = (proc.returncode, proc.stdout)
     return out
 
 
-def _agree(img: Path, tmp: Path, code: str = "import mooncake.pg", extra_ld: str = ""
+def _agree(img: Path, tmp: Path, code: str = "import mooncake.pg", extra_ld: str = "",
+           env_extra: dict[str, str] | None = None, cwd: Path | None = None
            ) -> tuple[bool, str, dict[str, tuple[int, str]]]:
-    env = _env(extra_ld)
-    ok, err = _real(img, code, env)
-    got = _checks(img, env, tmp)
+    env = {**_env(extra_ld), **(env_extra or {})}
+    ok, err = _real(img, code, env, cwd)
+    got = _checks(img, env, tmp, cwd)
     for how, (rc, out) in got.items():
         assert rc == (0 if ok else 1), f"{how}: {code} {'works' if ok else err}:\n{out}"
     return ok, err, got
@@ -326,3 +331,194 @@ def test_mooncakes_guarded_store_failing_is_not_a_failure(copy: Path, tmp_path: 
     _break(copy, "mooncake/store.so", "not-elf")
     ok, _, _ = _agree(copy, tmp_path)
     assert ok
+
+
+@pytest.mark.parametrize(("expr", "works"), [
+    ("f'{_base}+cu130'", True), ("_base + '+cu130'", True),
+    ("'{}.{}.0+cu130'.format(2, 12)", False), ("f'{2}.{12}.0' + '+cu130'", False),
+])
+def test_a_torch_label_computed_from_literals(copy: Path, tmp_path: Path, expr: str,
+                                             works: bool) -> None:
+    """A custom build's version.py computing ``__version__`` (an f-string, ``+ suffix``):
+    the loader maps what it computes; 2.12.0's build fails against 2.13.0's libraries."""
+    version_py = copy / SITE / "torch" / "version.py"
+    _own(version_py)
+    text = version_py.read_text()
+    old = "__version__ = '2.13.0+cu130'"
+    assert old in text
+    version_py.write_text(text.replace(old, f"_base = '2.13.0'\n__version__ = {expr}", 1))
+    ok, _, got = _agree(copy, tmp_path)
+    assert ok is works
+    for _, out in got.values():
+        assert ("loader finds pg_2_13_0" if works else "loader finds pg_2_12_0") in out, out
+
+
+def test_the_loader_in_a_second_mooncake_folder(copy: Path, tmp_path: Path) -> None:
+    """mooncake's ``__init__`` extends its ``__path__`` (``pkgutil.extend_path``): ``pg.py``
+    moved to a ``mooncake/`` folder a ``.pth`` line adds is still ``mooncake.pg``."""
+    other = tmp_path / "other" / "mooncake"
+    other.mkdir(parents=True)
+    shutil.copy2(copy / SITE / "mooncake" / "pg.py", other / "pg.py")
+    os.unlink(copy / SITE / "mooncake" / "pg.py")
+    (copy / SITE / "other.pth").write_text(f"{other.parent}\n")
+    ok, _, _ = _agree(copy, tmp_path)
+    assert ok
+
+
+@pytest.mark.parametrize("file", ["sitecustomize.py", "zz-shadow.pth"])
+def test_site_code_inserting_a_folder_that_shadows_mooncake(copy: Path, tmp_path: Path,
+                                                            file: str) -> None:
+    shadow = tmp_path / "shadow" / "mooncake"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    (shadow / "pg.py").write_text("raise ImportError('the shadow pg')\n")
+    line = f"import sys; sys.path.insert(0, {str(shadow.parent)!r})\n"
+    (copy / SITE / file).write_text(line)
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "the shadow pg" in err
+    for _, out in got.values():
+        assert "shadow/mooncake/pg.py" in out, out
+
+
+def test_an_empty_ld_library_path_entry_is_the_working_folder(copy: Path,
+                                                              tmp_path: Path) -> None:
+    """``LD_LIBRARY_PATH=<stub>:`` (a trailing colon): ld.so looks in the working folder
+    before the build's ``DT_RUNPATH``, where an empty ``libmooncake_pg.so`` is found."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(wd / "libmooncake_pg.so"),
+                    "-Wl,-soname,libmooncake_pg.so", str(wd / "e.c")], check=True)
+    assert REALIMG is not None
+    ld = {"LD_LIBRARY_PATH": str(Path(REALIMG) / "stubs") + ":"}
+    ok, err, got = _agree(copy, tmp_path, env_extra=ld, cwd=wd)
+    assert not ok and "undefined symbol" in err
+    for _, out in got.values():
+        assert "fail  symbols:" in out, out
+    ok, _, _ = _agree(copy, tmp_path, env_extra={"LD_LIBRARY_PATH": str(Path(REALIMG) / "stubs")},
+                      cwd=wd)
+    assert ok
+
+
+def test_torch_raising_when_a_variable_is_set(copy: Path, tmp_path: Path) -> None:
+    init = copy / SITE / "torch" / "__init__.py"
+    _own(init)
+    text = init.read_text()
+    init.write_text(text.replace("import builtins\n", "import builtins\nimport os as _os\n"
+                                 "if 'MOONPIN_T_NO_TORCH' in _os.environ:\n"
+                                 "    raise ImportError('refused')\n", 1))
+    ok, err, _ = _agree(copy, tmp_path, env_extra={"MOONPIN_T_NO_TORCH": "1"})
+    assert not ok and "refused" in err
+    ok, _, _ = _agree(copy, tmp_path)
+    assert ok
+
+
+@pytest.mark.parametrize("extends", [True, False])
+def test_mooncake_from_a_zip_archive_ahead_of_site_packages(copy: Path, tmp_path: Path,
+                                                            extends: bool) -> None:
+    """A ``.pth`` line inserting a zip archive of mooncake's Python files (and its builds)
+    first on ``sys.path``: with the real ``__init__`` (``extend_path``) the builds come
+    from site-packages and the import works; with an ``__init__`` that does not extend
+    ``__path__``, ``pg_2_13_0`` is looked for in the archive, where zipimport imports no
+    extension module, and the import fails."""
+    import zipfile
+
+    mc = copy / SITE / "mooncake"
+    arc = tmp_path / "mc.zip"
+    with zipfile.ZipFile(arc, "w") as z:
+        z.writestr("mooncake/__init__.py", (mc / "__init__.py").read_text() if extends else "")
+        for name in ("pg.py", "buffer_pool.py", BUILD):
+            z.write(mc / name, f"mooncake/{name}")
+    (copy / SITE / "aa-zip.pth").write_text(f"import sys; sys.path.insert(0, {str(arc)!r})\n")
+    ok, err, got = _agree(copy, tmp_path, "from mooncake.pg import MooncakeBackendOptions")
+    assert ok is extends, err
+    for _, out in got.values():
+        assert extends or "zipimport imports no extension module" in out, out
+
+
+@pytest.mark.parametrize("how", ["unchecked-hash cache", "version.pyc, no source"])
+def test_a_torch_label_the_bytecode_binds(copy: Path, tmp_path: Path, how: str) -> None:
+    """The import runs bytecode, not torch/version.py: an unchecked-hash cache, or a
+    ``version.pyc`` left with no source, binding another release's label (2.12.0):
+    ``pg_2_12_0`` is loaded and fails."""
+    import py_compile
+
+    version_py = copy / SITE / "torch" / "version.py"
+    other = tmp_path / "version.py"
+    other.write_text(version_py.read_text().replace("'2.13.0+cu130'", "'2.12.0+cu130'", 1))
+    if how.startswith("unchecked"):
+        cache = version_py.parent / "__pycache__" / "version.cpython-311.pyc"
+        if cache.exists():
+            os.unlink(cache)
+        py_compile.compile(str(other), cfile=str(cache), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    else:
+        py_compile.compile(str(other), cfile=str(version_py.with_suffix(".pyc")),
+                           doraise=True)
+        os.unlink(version_py)
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "pg_2_12_0" in err
+    for _, out in got.values():
+        assert "loader finds pg_2_12_0" in out, out
+
+
+def test_a_loader_left_as_bytecode_only(copy: Path, tmp_path: Path) -> None:
+    """``compileall -b`` and mooncake's ``pg.py`` removed: ``pg.pyc`` is the loader; the
+    import works, and the check judges it as the loader the release ships."""
+    import py_compile
+
+    pg = copy / SITE / "mooncake" / "pg.py"
+    py_compile.compile(str(pg), cfile=str(pg.with_suffix(".pyc")), doraise=True)
+    os.unlink(pg)
+    ok, _, got = _agree(copy, tmp_path, "from mooncake.pg import MooncakeBackendOptions")
+    assert ok
+    for _, out in got.values():
+        assert "pg.pyc is bytecode with no source" in out and "loader finds pg_2_13_0" in out
+
+
+def test_a_c_symbol_a_vendored_library_lost(copy: Path, tmp_path: Path) -> None:
+    """The build needs a library of mooncake's folder that needs a plain C symbol of
+    another, rebuilt without it: ld.so fails on it (the host driver, also in the scope,
+    exports only its cu*/nvml* API)."""
+    if shutil.which("gcc") is None or shutil.which("patchelf") is None:
+        pytest.fail("needs gcc and patchelf")
+    mc = copy / SITE / "mooncake"
+    (tmp_path / "def.c").write_text("int mp_foo(void) { return 1; }\n")
+    (tmp_path / "use.c").write_text("extern int mp_foo(void);\n"
+                                    "int mp_use(void) { return mp_foo(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libmpdef.so"),
+                    "-Wl,-soname,libmpdef.so", str(tmp_path / "def.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(mc / "libmpuse.so"),
+                    "-Wl,-soname,libmpuse.so", str(tmp_path / "use.c"), f"-L{tmp_path}",
+                    "-lmpdef", "-Wl,-rpath,$ORIGIN"], check=True)
+    (tmp_path / "def.c").write_text("int mp_bar(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(mc / "libmpdef.so"),
+                    "-Wl,-soname,libmpdef.so", str(tmp_path / "def.c")], check=True)
+    build = mc / BUILD
+    _own(build)
+    subprocess.run(["patchelf", "--add-needed", "libmpuse.so", str(build)], check=True)
+    ok, err, got = _agree(copy, tmp_path)
+    assert not ok and "undefined symbol: mp_foo" in err
+    for _, out in got.values():
+        assert "fail  symbols:" in out and "mp_foo" in out, out
+
+
+@pytest.mark.parametrize(("code", "env", "works"), [
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0+cu130')", {}, True),
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0+cu130')",
+     {"MOONPIN_T_TV": "2.12.0"}, False),
+    ("import sys\nif sys.version_info >= (3, 8):\n    __version__ = '2.12.0+cu130'\nelse:\n"
+     "    __version__ = '2.13.0+cu130'", {}, False),
+])
+def test_a_torch_label_from_the_environment_or_python(copy: Path, tmp_path: Path, code: str,
+                                                      env: dict[str, str], works: bool) -> None:
+    version_py = copy / SITE / "torch" / "version.py"
+    _own(version_py)
+    version_py.write_text(version_py.read_text().replace("__version__ = '2.13.0+cu130'",
+                                                         code, 1))
+    ok, _, got = _agree(copy, tmp_path, env_extra=env)
+    assert ok is works
+    for _, out in got.values():
+        assert ("loader finds pg_2_13_0" if works else "loader finds pg_2_12_0") in out, out

@@ -207,7 +207,7 @@ def read_module(source: bytes, filename: str, check_compile: bool = True
     bound: dict[str, tuple[Any, ...]] = {}
     for node in tree.body:  # in order: a later binding replaces an earlier one
         for name in _names_bound(node):
-            bound[name] = _binds(node, name) or ("other",)
+            bound[name] = _binds(node, name, bound) or ("other",)
     error = (f"raises {run.raised} at line {run.raises}, at every import" if run.raises
              else None)
     return out, error, bound, _opaque(tree)
@@ -285,9 +285,11 @@ def resolve_binding(bound: dict[str, tuple[Any, ...]], opaque: bool, name: str
     return None if got[0] == "other" else got
 
 
-def _binds(node: ast.stmt, name: str) -> tuple[Any, ...] | None:
+def _binds(node: ast.stmt, name: str, before: dict[str, tuple[Any, ...]] | None = None
+           ) -> tuple[Any, ...] | None:
     """What ``node`` binds ``name`` to (``("other",)``: something not followed), or None
-    when it does not bind it."""
+    when it does not bind it. ``before``: the module's bindings so far (a value computed
+    from them, ``f"{_base}+cu130"``, is folded, :func:`_fold`)."""
     if isinstance(node, ast.ImportFrom):
         for a in node.names:
             if (a.asname or a.name) == name:
@@ -308,13 +310,135 @@ def _binds(node: ast.stmt, name: str) -> tuple[Any, ...] | None:
         inner = [s for field in ("body", "orelse", "finalbody") for s in getattr(node, field, [])]
         inner += [s for h in getattr(node, "handlers", []) for s in h.body]
         return ("other",) if any(_binds(s, name) is not None for s in inner) else None
+    if value is not None and isinstance(value, (ast.Tuple, ast.List)):
+        for t in targets:  # `_major, _minor = 2, 13`: each name its own element
+            if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == len(value.elts) and \
+                    not any(isinstance(e, ast.Starred) for e in (*t.elts, *value.elts)):
+                for e, v in zip(t.elts, value.elts, strict=True):
+                    if isinstance(e, ast.Name) and e.id == name:
+                        got = _fold(v, before or {}, 0)
+                        return ("other",) if got is _NO or isinstance(got, tuple) else (
+                            "const", got)
     if not any(isinstance(t, ast.Name) and t.id == name for t in targets) or value is None:
         return None
     if isinstance(value, ast.Constant) and isinstance(value.value, (str, int, float, bool)):
         return ("const", value.value)
+    folded = _fold(value, before or {}, 0)
+    if folded is not _NO:
+        return ("const", folded)
     if isinstance(value, ast.Name):
         return ("name", value.id)
     if (isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords
             and isinstance(value.args[0], ast.Name)):
         return ("name", value.args[0].id)
     return ("other",)
+
+
+_NO = object()
+#: The longest string a folded value may be (a version label is a few dozen characters).
+_FOLD_MAX = 4096
+
+
+def _fold(node: ast.expr, before: dict[str, tuple[Any, ...]], depth: int) -> Any:
+    """The value of a constant expression as CPython computes it, from literals and the
+    module's earlier constant bindings: f-strings, ``+``, ``%``, ``"...".format(...)``,
+    ``sep.join([...])``, ``str(x)`` (torch's ``version.py`` as a custom build writes it:
+    ``__version__ = f"{_base}+{_suffix}"``, ``'2.13.0' + '+cu130'``); ``_NO`` when it is
+    anything else (a call of the module's own, an environment lookup, a condition)."""
+    if depth > 32:
+        return _NO
+    got: Any = _NO
+    if isinstance(node, ast.Constant):
+        got = node.value if isinstance(node.value, (str, int, float, bool)) else _NO
+    elif isinstance(node, ast.Name):
+        b = before.get(node.id)
+        got = b[1] if b is not None and b[0] == "const" and len(b) == 2 else _NO
+    elif isinstance(node, (ast.Tuple, ast.List)):
+        items = [_fold(e, before, depth + 1) for e in node.elts]
+        got = _NO if any(i is _NO for i in items) else tuple(items)
+    elif isinstance(node, ast.JoinedStr):
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                parts.append(v.value)
+                continue
+            if not isinstance(v, ast.FormattedValue):
+                return _NO
+            x = _fold(v.value, before, depth + 1)
+            spec = "" if v.format_spec is None else _fold(v.format_spec, before, depth + 1)
+            if x is _NO or not isinstance(spec, str) or isinstance(x, tuple) or not _small(
+                    spec):
+                return _NO
+            conv = {-1: x, 115: str(x), 114: repr(x), 97: ascii(x)}.get(v.conversion, _NO)
+            if conv is _NO:
+                return _NO
+            try:
+                parts.append(format(conv, spec))
+            except (ValueError, TypeError):
+                return _NO
+        got = "".join(parts)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        a, b = _fold(node.left, before, depth + 1), _fold(node.right, before, depth + 1)
+        if a is _NO or b is _NO:
+            return _NO
+        try:
+            if isinstance(node.op, ast.Add) and type(a) is type(b) and isinstance(
+                    a, (str, int)):
+                got = a + b
+            elif isinstance(node.op, ast.Mod) and isinstance(a, str) and _small(a):
+                got = a % b
+        except (ValueError, TypeError, KeyError, OverflowError):
+            return _NO
+    elif isinstance(node, ast.Call):
+        got = _fold_call(node, before, depth)
+    if isinstance(got, str) and len(got) > _FOLD_MAX:
+        return _NO
+    if isinstance(got, int) and not isinstance(got, bool) and abs(got) > 1 << 64:
+        return _NO
+    return got
+
+
+def _fold_call(node: ast.Call, before: dict[str, tuple[Any, ...]], depth: int) -> Any:
+    """``"...".format(...)``, ``sep.join(items)`` and ``str(x)`` of folded values."""
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(
+            k.arg is None for k in node.keywords):
+        return _NO
+    args = [_fold(a, before, depth + 1) for a in node.args]
+    kwargs = {k.arg: _fold(k.value, before, depth + 1) for k in node.keywords if k.arg}
+    if any(a is _NO for a in (*args, *kwargs.values())):
+        return _NO
+    f = node.func
+    if isinstance(f, ast.Name) and f.id == "str" and f.id not in before and len(args) == 1 \
+            and not kwargs and not isinstance(args[0], tuple):
+        return str(args[0])
+    if not isinstance(f, ast.Attribute):
+        return _NO
+    obj = _fold(f.value, before, depth + 1)
+    if not isinstance(obj, str):
+        return _NO
+    try:
+        if f.attr == "format" and _small(obj) and all(
+                isinstance(a, (str, int, float)) for a in (*args, *kwargs.values())):
+            return obj.format(*args, **kwargs)
+        if f.attr == "join" and len(args) == 1 and not kwargs and isinstance(args[0], tuple) \
+                and all(isinstance(a, str) for a in args[0]):
+            return obj.join(args[0])
+    except (ValueError, TypeError, KeyError, IndexError):
+        return _NO
+    return _NO
+
+
+def _small(text: str) -> bool:
+    """Whether every number written in a format string or spec is at most
+    :data:`_FOLD_MAX` (a width of a billion would make the string a gigabyte)."""
+    run = ""
+    for ch in text + " ":
+        if ch.isdigit():
+            run += ch
+            if len(run) > 5:
+                return False
+        elif run:
+            if int(run) > _FOLD_MAX:
+                return False
+            run = ""
+    return True

@@ -94,7 +94,25 @@ def test_the_compile_check_can_be_skipped_for_a_cached_source() -> None:
     ("def __getattr__(n):\n    return 1\n", "__version__", None),
     ("globals()['__version__'] = '1'\n", "__version__", None),
     ("a.__version__ = '1'\n", "__version__", ("absent",)),
-    ("__version__, x = 'a', 'b'\n", "__version__", None),
+    ("__version__, x = 'a', 'b'\n", "__version__", ("const", "a")),
+    ("__version__, x = f(), 'b'\n", "__version__", None),
+    # a label a custom build computes from literals: folded as CPython computes it
+    ("_b = '2.12.0'\n__version__ = f'{_b}+cu130'\n", "__version__", ("const", "2.12.0+cu130")),
+    ("__version__ = '2.12.0' + '+cu130'\n", "__version__", ("const", "2.12.0+cu130")),
+    ("M, m = 2, 12\n__version__ = f'{M}.{m}.0'\n", "__version__", ("const", "2.12.0")),
+    ("__version__ = '{}.{}.0'.format(2, 12)\n", "__version__", ("const", "2.12.0")),
+    ("__version__ = '%d.%d.0' % (2, 12)\n", "__version__", ("const", "2.12.0")),
+    ("__version__ = '.'.join(['2', '12', '0'])\n", "__version__", ("const", "2.12.0")),
+    ("__version__ = str(2) + '.12.0'\n", "__version__", ("const", "2.12.0")),
+    ("__version__ = f'{2!r:>3}'\n", "__version__", ("const", "  2")),
+    # not folded: a name not bound to a literal, a call of the module's own, a width that
+    # would make a gigabyte, an environment lookup
+    ("__version__ = f'{_b}+cu130'\n", "__version__", None),
+    ("def str(x):\n    return ''\n__version__ = str(2) + '.12.0'\n", "__version__", None),
+    ("__version__ = f'{1:>999999999}'\n", "__version__", None),
+    ("__version__ = '%999999999d' % 1\n", "__version__", None),
+    ("__version__ = '{:>999999999}'.format(1)\n", "__version__", None),
+    ("import os\n__version__ = os.environ.get('V', '2.12.0')\n", "__version__", None),
 ])
 def test_binding(src: str, name: str, want: object) -> None:
     assert binding(src.encode(), "m.py", name) == want

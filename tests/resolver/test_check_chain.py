@@ -65,11 +65,48 @@ def test_a_torch_that_cannot_be_imported(site: Path, kb: Path, damage: object,
 
 
 def test_a_label_the_import_computes_is_said(site: Path, kb: Path) -> None:
+    """A label computed by a call of the module's own: not evaluated, said."""
     (site / "torch" / "version.py").write_text(
-        "import os\n__version__ = os.environ.get('V', '2.13.0')\ncuda = '13.0'\n")
+        "def _v():\n    return ''.join(reversed('0.31.2'))\n__version__ = _v()\n"
+        "cuda = '13.0'\n")
     r = run(site, kb=kb)
     assert r.rc == 0, r.out
     assert r.line("torch label").startswith("warn") and "computed" in r.line("torch label")
+
+
+@pytest.mark.parametrize(("code", "env", "build"), [
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0')\n", {}, "pg_2_13_0"),
+    ("import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0')\n",
+     {"MOONPIN_T_TV": "2.12.0"}, "pg_2_12_0"),
+    ("import sys\nif sys.version_info >= (3, 8):\n    __version__ = '2.12.0'\nelse:\n"
+     "    __version__ = '2.13.0'\n", {}, "pg_2_12_0"),
+])
+def test_a_label_computed_from_the_environment_or_python(site: Path, kb: Path, code: str,
+                                                         env: dict[str, str],
+                                                         build: str) -> None:
+    """version.py's label from an environment variable, or under a condition on the Python
+    version: evaluated as the import would (in the worker's environment), never run."""
+    (site / "torch" / "version.py").write_text(code + "cuda = '13.0'\n")
+    r = run(site, kb=kb, env=env)
+    assert build in r.line("build"), r.out
+    assert "torch label" not in r.out
+
+
+@pytest.mark.parametrize("expr", ["f'{_base}+cu130'", "_base + '+cu130'",
+                                  "'{}+cu130'.format(_base)", "'+'.join([_base, 'cu130'])"])
+def test_a_label_computed_from_literals_is_the_label(site: Path, kb: Path, expr: str) -> None:
+    """A custom build's version.py computing its label (an f-string, ``+ suffix``) from
+    literals: the loader maps that label, here another release's, so its build is judged."""
+    (site / "torch" / "version.py").write_text(
+        f"_base = '2.12.0'\n__version__ = {expr}\ncuda = '13.0'\n")
+    r = run(site, kb=kb)
+    assert "torch 2.12.0" in r.line("torch"), r.out
+    assert "pg_2_12_0" in r.line("build"), r.out
+    assert "torch label" not in r.out
+    (site / "torch" / "version.py").write_text(
+        f"_base = '2.13.0'\n__version__ = {expr}\ncuda = '13.0'\n")
+    r = run(site, kb=kb)
+    assert "pg_2_13_0" in r.line("build"), r.out
 
 
 def test_the_label_is_what_the_import_binds(site: Path, kb: Path) -> None:
@@ -126,4 +163,120 @@ def test_a_top_level_module_missing_from_site_packages_folders_may_be_elsewhere(
     none of them may be in another (the interpreter's own, a system folder)."""
     loader = site / "mooncake" / "pg.py"
     loader.write_text("import mooncake_native_helpers\n" + loader.read_text())
+    assert_healthy(run(site, kb=kb))
+
+
+def test_a_module_extend_path_finds_in_a_second_folder(site: Path, kb: Path,
+                                                       tmp_path: Path) -> None:
+    """mooncake's ``__init__`` runs ``__path__ = extend_path(__path__, __name__)``: a
+    ``mooncake/`` folder on ``sys.path`` after site-packages (a ``.pth`` path line) is part
+    of the package, so ``pg.py`` moved there is still ``mooncake.pg``; without the
+    ``extend_path`` line it is not."""
+    init = site / "mooncake" / "__init__.py"
+    init.write_text("from pkgutil import extend_path\n\n__path__ = extend_path(__path__, "
+                    "__name__)\n")
+    other = tmp_path / "other" / "mooncake"
+    other.mkdir(parents=True)
+    (site / "mooncake" / "pg.py").rename(other / "pg.py")
+    (site / "other.pth").write_text(f"{other.parent}\n")
+    r = run(site, kb=kb)
+    assert r.line("import chain").startswith("pass"), r.out
+    init.write_text("")
+    r = run(site, kb=kb)
+    assert r.rc == 1 and "mooncake.pg" in r.out, r.out
+
+
+@pytest.mark.parametrize("cond", ["'MOONPIN_T_FLAG' in os.environ",
+                                  "os.environ['MOONPIN_T_FLAG'] == '1'",
+                                  "os.environ.get('MOONPIN_T_FLAG') is not None",
+                                  "not 'MOONPIN_T_FLAG' not in os.environ"])
+def test_torch_raising_on_an_environment_variable(site: Path, kb: Path, cond: str) -> None:
+    """torch's ``__init__`` raising when a variable is set: the import fails in the
+    environment that sets it, and works in one that does not."""
+    init = site / "torch" / "__init__.py"
+    init.write_text(f"import os\nif {cond}:\n    raise ImportError('flag set')\n"
+                    + init.read_text())
+    r = run(site, kb=kb, env={"MOONPIN_T_FLAG": "1"})
+    assert r.rc == 1 and "flag set" in r.line("import chain"), r.out
+    assert_healthy(run(site, kb=kb))
+
+
+@pytest.mark.parametrize(("file", "code", "shadows"), [
+    ("sitecustomize.py", "import sys\nsys.path.insert(0, {d!r})\n", True),
+    ("sitecustomize.py", "import sys, os\nsys.path[:0] = [os.path.join({d!r})]\n", True),
+    ("sitecustomize.py", "import sys\nsys.path.append({d!r})\n", False),  # after ours
+    ("sitecustomize.py", "import sys\nraise RuntimeError('x')\nsys.path.insert(0, {d!r})\n",
+     False),  # site prints the error and goes on; the insert never ran
+    ("zz.pth", "import sys; sys.path.insert(0, {d!r})\n", True),
+    ("zz.pth", "import sys; sys.path.extend([{d!r}])\n", False),
+])
+def test_a_path_the_site_code_inserts(site: Path, kb: Path, tmp_path: Path, file: str,
+                                      code: str, shadows: bool) -> None:
+    """``site`` runs ``.pth`` ``import`` lines and ``sitecustomize``: a folder they put
+    ahead of site-packages holding a ``mooncake`` whose ``pg`` raises is what the import
+    finds (read for ``--site-packages`` too, never run)."""
+    shadow = tmp_path / "shadow" / "mooncake"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    (shadow / "pg.py").write_text("raise ImportError('the shadow pg')\n")
+    (site / file).write_text(code.format(d=str(shadow.parent)))
+    r = run(site, kb=kb)
+    if shadows:
+        assert r.rc == 1 and "shadow/mooncake/pg.py" in r.line("import chain"), r.out
+    else:
+        assert_healthy(r)
+
+
+def test_a_remembered_computed_label_follows_the_environment(site: Path, kb: Path) -> None:
+    (site / "torch" / "version.py").write_text(
+        "import os\n__version__ = os.environ.get('MOONPIN_T_TV', '2.13.0')\ncuda = '13.0'\n")
+    for env, build in (({}, "pg_2_13_0"), ({"MOONPIN_T_TV": "2.12.0"}, "pg_2_12_0"),
+                       ({}, "pg_2_13_0")):
+        r = run(site, kb=kb, env=env)
+        assert build in r.line("build"), (env, r.out)
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("import os", True),
+    ("import nonexistent_module_moonpin", False),  # ModuleNotFoundError
+    ("import\tnonexistent_module_moonpin", False),
+    ("import sys; raise SystemError('no')", False),
+])
+def test_a_pth_line_that_raises_hides_the_rest_of_its_file(site: Path, kb: Path,
+                                                           tmp_path: Path, line: str,
+                                                           found: bool) -> None:
+    """``site`` ignores a ``.pth`` file's lines after an ``import`` line that raises: a
+    path line there (the folder holding mooncake's ``pg.py``, part of the package through
+    ``extend_path``) is never added."""
+    init = site / "mooncake" / "__init__.py"
+    init.write_text("from pkgutil import extend_path\n\n__path__ = extend_path(__path__, "
+                    "__name__)\n")
+    other = tmp_path / "other" / "mooncake"
+    other.mkdir(parents=True)
+    (site / "mooncake" / "pg.py").rename(other / "pg.py")
+    (site / "other.pth").write_text(f"{line}\n{other.parent}\n")
+    r = run(site, kb=kb)
+    if found:
+        assert_healthy(r)
+    else:
+        assert r.rc == 1 and "mooncake.pg" in r.out, r.out
+
+
+@pytest.mark.parametrize("cond", [
+    "sys.maxsize > 2**32", "sys.version_info.major == 3", "sys.version_info.minor >= 8",
+    "sys.implementation.name == 'cpython'", "platform.python_implementation() == 'CPython'",
+    "os.getuid() >= 0", "(os.cpu_count() or 0) > 0", "1 << 31 > 0",
+])
+def test_torch_raising_under_a_condition_the_worker_meets(site: Path, kb: Path,
+                                                          cond: str) -> None:
+    """What a worker's interpreter and machine say of themselves (64-bit, CPython, its
+    version's parts, its user, its CPUs), as the evaluated ``torch/__init__`` asks."""
+    init = site / "torch" / "__init__.py"
+    text = init.read_text()
+    init.write_text(f"import os, platform, sys\nif {cond}:\n    raise ImportError('met')\n"
+                    + text)
+    r = run(site, kb=kb)
+    assert r.rc == 1 and "met" in r.line("import chain"), r.out
+    init.write_text(f"import os, platform, sys\nif not ({cond}):\n    raise ImportError('met')\n"
+                    + text)
     assert_healthy(run(site, kb=kb))

@@ -422,3 +422,22 @@ def test_pth_lines_follow_their_own_site_folder(tmp_path: Path) -> None:
     assert t.paths == [str(first), str(extra), str(second)]
     got = importer.find(t.paths, "sglang", t.sites)
     assert got is not None and got.folder == str(extra / "sglang")
+
+
+@pytest.mark.parametrize(("cfg", "read"), [
+    ("version = 3.11.7\n", True),    # before gh-113659's fix: site processes it
+    ("version = 3.11.8\n", False),   # the fix's release: skipped
+    ("version_info = 3.12.1.final.0\n", True),
+    ("version = 3.13.0\n", False),
+    (None, False),                   # no virtualenv to tell: a current release assumed
+])
+def test_a_hidden_pth_file_as_the_release_reads_it(tmp_path: Path, cfg: str | None,
+                                                   read: bool) -> None:
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (site / ".hidden.pth").write_text(f"{extra}\n")
+    if cfg is not None:
+        (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n" + cfg)
+    assert (str(extra) in from_site_packages([str(site)]).paths) is read

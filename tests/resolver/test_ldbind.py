@@ -146,6 +146,26 @@ def test_the_driver_is_host_provided_not_bound(tmp_path: Path) -> None:
         "_ZN3c104cuda5checkEv"]
 
 
+def test_a_c_name_of_no_driver_api_is_not_the_drivers(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build needing libcuda.so.1 and a plain C symbol its libraries no longer define
+    (a library rebuilt without it): the driver exports its API (``cu*``, ``nvml*``…), not
+    that name, and the real loader fails on it."""
+    lib = tmp_path / "site" / "mooncake"
+    stub = _so(tmp_path / "host", "libcuda.so.1", "int cuInit(int f) { return 0; }\n",
+               soname="libcuda.so.1")
+    _so(lib, "libdep.so", "int mp_foo(void) { return 1; }\n")
+    build = _so(lib, "pg.so", "extern int cuInit(int);\nextern int mp_foo(void);\n"
+                "int call(void) { return cuInit(0) + mp_foo(); }\n",
+                libs=(str(stub), "libdep.so"))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(stub.parent))  # the host's driver, for ld.so
+    assert _real_loader(build) == "ok" and not _bind(build, tmp_path / "site").unbound
+    _so(lib, "libdep.so", "int mp_bar(void) { return 1; }\n")  # mp_foo gone
+    assert "undefined symbol: mp_foo" in _real_loader(build)
+    got = _bind(build, tmp_path / "site")
+    assert [s for _, s, _, _ in got.unbound] == ["mp_foo"] and got.host == ["cuInit"]
+
+
 def test_a_remembered_answer_is_dropped_when_a_definer_changes(tmp_path: Path) -> None:
     lib = tmp_path / "site" / "mooncake"
     _so(lib, "libdep.so", "int foo(void) { return 1; }\n")

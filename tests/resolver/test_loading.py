@@ -85,6 +85,44 @@ def test_rpath_is_ignored_beside_runpath(tmp_path: Path) -> None:
     assert_healthy(run(site, kb=small_kb(tmp_path)))
 
 
+@pytest.mark.parametrize(("value", "want"), [
+    ("/opt/a::/opt/b", ["/opt/a", "{cwd}", "/opt/b"]),  # an empty entry: the working folder
+    ("/opt/a:", ["/opt/a", "{cwd}"]),
+    (":/opt/a", ["{cwd}", "/opt/a"]),
+    ("rel:/opt/a", ["{cwd}/rel", "/opt/a"]),              # relative: under it
+    ("", []),                                             # set but empty: no search path
+])
+def test_ld_library_path_entries_as_ld_so_opens_them(tmp_path: Path, monkeypatch: object,
+                                                    value: str, want: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # type: ignore[attr-defined]
+    monkeypatch.setenv("LD_LIBRARY_PATH", value)  # type: ignore[attr-defined]
+    assert ldso.env_ld_path() == [w.format(cwd=tmp_path) for w in want]
+
+
+def test_a_library_in_the_working_folder_through_an_empty_entry(tmp_path: Path,
+                                                                 monkeypatch: object) -> None:
+    """``LD_LIBRARY_PATH=/x::`` makes ld.so open ``libx.so`` in the working folder: found
+    there ahead of the build's ``DT_RUNPATH`` (the real loader's order), as a relative
+    ``DT_RUNPATH`` entry is."""
+    build = tmp_path / "site" / "b.so"
+    build.parent.mkdir()
+    build.write_bytes(build_so(needed=["libx.so"], strings=[], machine=MACHINE))
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "libx.so").write_bytes(build_so(needed=[], strings=[], machine=MACHINE))
+    monkeypatch.chdir(wd)  # type: ignore[attr-defined]
+    for value, found in (("/nonexistent", False), ("/nonexistent::", True), (":", True)):
+        monkeypatch.setenv("LD_LIBRARY_PATH", value)  # type: ignore[attr-defined]
+        res = ldso.resolve([str(build)], [], set(), lambda p: False, MACHINE)
+        assert ("libx.so" in res.missing) is not found, value
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/nonexistent")  # type: ignore[attr-defined]
+    build.write_bytes(build_so(needed=["libx.so"], strings=[], machine=MACHINE, runpath="."))
+    assert not ldso.resolve([str(build)], [], set(), lambda p: False, MACHINE).missing
+    build.write_bytes(build_so(needed=["libx.so"], strings=[], machine=MACHINE,
+                               runpath="../wd2"))
+    assert "libx.so" in ldso.resolve([str(build)], [], set(), lambda p: False, MACHINE).missing
+
+
 def test_resolution_counts_a_library_loaded_earlier_once(tmp_path: Path) -> None:
     a = tmp_path / "a.so"
     a.write_bytes(build_so(needed=["libb.so", "libc.so"], runpath="$ORIGIN", strings=[]))

@@ -191,7 +191,9 @@ def test_attribute_follows_torch_version_as_torch_binds_it(tmp_path: Path) -> No
        "class TorchVersion(str):\n    pass\n__version__ = TorchVersion(internal_version)\n")
     _w(t / "version.py", "__version__ = '2.13.0a0+gitabc.nv25.10'\ncuda = '13.0'\n")
     got = pychain.attribute([str(tmp_path)], "torch", "__version__", VERSION, SUFFIXES)
-    assert got[0] == "2.13.0a0+gitabc.nv25.10" and got[1] is None and len(got[2]) == 4
+    assert got[0] == "2.13.0a0+gitabc.nv25.10" and got[1] is None and len(got[2]) == 5
+    # the files the answer depends on: the four modules and version.py's bytecode cache
+    assert got[2][-1].endswith(f"__pycache__/version.cpython-{VERSION[0]}{VERSION[1]}.pyc")
     (t / "version.py").write_text("cuda = '13.0'\n")
     value, problem, _ = pychain.attribute([str(tmp_path)], "torch", "__version__", VERSION,
                                           SUFFIXES)

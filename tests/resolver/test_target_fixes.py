@@ -16,7 +16,14 @@ from moonpin.resolver.check.fixes import pip_line
 from moonpin.resolver.check.target import from_site_packages
 from tests.lib.checkrun import ROOT, assert_healthy, run, small_kb
 from tests.lib.elfbuild import build_so
-from tests.lib.images import JIT_LOADER, PG_NAMES, add_mooncake, add_sglang, add_torch
+from tests.lib.images import (
+    JIT_LOADER,
+    PG_NAMES,
+    add_mooncake,
+    add_sglang,
+    add_torch,
+    healthy_image,
+)
 
 MC = "mooncake-transfer-engine"
 C13 = "mooncake-transfer-engine-cuda13"
@@ -308,3 +315,42 @@ def test_a_deleted_build_is_put_back_by_reinstalling_the_installed_release(
     r = run(other, kb=SHIPPED)
     assert r.rc == 1 and r.status("cuda") == "fail", r.out
     assert r.fixes()[0].startswith(f"fix: pip uninstall -y {MC} && pip install '{C13}==")
+
+
+@pytest.mark.parametrize(("system_site", "env", "found"), [
+    (True, {}, True),
+    (True, {"PYTHONNOUSERSITE": "1"}, False),  # the worker's site leaves it out too
+    (False, {}, False),  # a virtualenv of its own: no user site
+])
+def test_python_option_sees_the_user_site(tmp_path: Path, system_site: bool,
+                                          env: dict[str, str], found: bool) -> None:
+    """``--python`` asks its interpreter with ``-I``, which drops the user's site folder
+    (``~/.local/lib/pythonX.Y/site-packages``); a worker started without it has it, where
+    the image installed mooncake, torch and SGLang with ``pip install --user``."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv),
+                    *(["--system-site-packages"] if system_site else [])], check=True)
+    home = tmp_path / "home"
+    user = home / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages"
+    healthy_image(user)
+    kb = small_kb(tmp_path)
+    full = {"HOME": str(home), "MOONPIN_CHECK_SYSTEM_LIBS": str(tmp_path / "none"), **env}
+    r = _check("--python", str(venv / "bin" / "python"), "--kb", str(kb), env=full)
+    assert (r.returncode == 0) is found, r.stdout + r.stderr
+    assert (f"from {user}" in r.stdout or str(user) in r.stdout) is found, r.stdout
+
+
+@pytest.mark.parametrize(("value", "want"), [
+    (":/opt/x", ["{cwd}", "/opt/x"]),  # an empty entry: the working folder
+    ("rel:/opt/x", ["{cwd}/rel", "/opt/x"]),
+    ("", []),
+])
+def test_pythonpath_entries_as_the_interpreter_puts_them(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        value: str, want: list[str]) -> None:
+    from moonpin.resolver.check import target
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", value)
+    assert target._pythonpath() == [w.format(cwd=tmp_path) for w in want]

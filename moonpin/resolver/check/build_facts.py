@@ -185,8 +185,9 @@ def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     """The loader's scheme (:func:`moonpin.readers.loader.read_loader`) as plain data for the
     file-facts memo."""
     from moonpin.readers.loader import TORCH, read_loader
+    from moonpin.resolver.check.zipfs import read_source
 
-    data = read_bytes(loader_path, what="mooncake loader")
+    data = read_source(loader_path, 16 << 20, what="mooncake loader")  # as read_bytes
     problem = _loader_problem(data)
     if problem is not None:
         return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],

@@ -729,6 +729,11 @@ def unlistable(folder: str) -> str | None:
     in it), or None."""
     try:
         os.listdir(folder)
+    except NotADirectoryError:  # a folder in a zip archive on sys.path is listed by zipimport
+        from moonpin.resolver.check import zipfs
+
+        if zipfs.archive_of(folder) is None:
+            return f"{folder} cannot be listed (Not a directory)"
     except PermissionError:
         try:
             mode = f"mode {oct(os.stat(folder).st_mode & 0o7777)}, "

@@ -129,9 +129,12 @@ class Process:
         self._hashes: dict[bytes, int] = {}
 
     # ------------------------------------------------------------------ the executable
-    def start(self, exe: str) -> None:
+    def start(self, exe: str, preload: Sequence[str] = ()) -> None:
         """Map the interpreter and its closure as the kernel and ld.so did at its start: its
-        global scope. What it needs is there (it runs), found or not."""
+        global scope. What it needs is there (it runs), found or not. ``preload``: the
+        ``LD_PRELOAD`` entries, mapped after the interpreter and before what it needs (a
+        path as it is, a name searched as the interpreter's own needs are); one that cannot
+        be loaded is ignored, as ld.so ignores it."""
         main = self._map(exe, None)
         if main.problem is not None:
             return
@@ -148,7 +151,23 @@ class Process:
         if key is not None:
             ids[key] = main
         self._soname(main, names)
-        scope = self._closure(main, new, names, ids, out)
+        pre: list[Obj] = []
+        for entry in preload:
+            if "/" in entry:
+                o = self._new(entry, None, new, ids, judged=True)
+                if o.problem is not None:
+                    new.remove(o)
+                    continue
+                self._soname(o, names)
+                names.setdefault(entry, o)
+            else:
+                found = self._find(entry, main, new, names, ids, Outcome())
+                if found is None or found.problem is not None:
+                    continue
+                o = found
+            if o not in pre:
+                pre.append(o)
+        scope = self._closure(main, new, names, ids, out, pre)
         self._commit(new, names, ids)
         self.global_scope = scope
 
@@ -298,12 +317,14 @@ class Process:
         return None
 
     def _closure(self, root: Obj, new: list[Obj], names: dict[str, Obj],
-                 ids: dict[tuple[int, int], Obj], out: Outcome) -> list[Obj]:
+                 ids: dict[tuple[int, int], Obj], out: Outcome,
+                 after: Sequence[Obj] = ()) -> list[Obj]:
         """The breadth-first closure of ``root`` (``l_searchlist``), mapping what it needs
-        (elf/dl-deps.c); new objects join ``new``."""
+        (elf/dl-deps.c); new objects join ``new``. ``after``: objects right after the root
+        (the preloaded ones, at the start)."""
         order: list[Obj] = []
         seen: set[int] = set()
-        queue = [root]
+        queue = [root, *after]
         at = 0
         while at < len(queue) and len(order) < _MAX_OBJECTS:
             o = queue[at]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["E_MACHINE", "LD_CACHE", "TRACE", "Node", "Resolution", "candidates", "elf_problem",
-           "env_ld_path",
+           "env_ld_path", "env_preload",
            "in_root", "ld_cache_file", "ld_cache_names", "ld_cache_paths",
            "listing", "read_dynamic", "resolve", "search", "system_lib_dirs"]
 
@@ -296,10 +296,14 @@ class Node:
         self.rpath: tuple[str, ...] = ()
 
 
-def _expand(entries: Sequence[str], obj: str) -> list[str]:
+def _expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[str]:
+    """``DT_RPATH``/``DT_RUNPATH`` entries with ``$ORIGIN`` (the object's folder as it was
+    opened, links not resolved); on this machine an empty or relative entry is the working
+    folder or under it, as for ``LD_LIBRARY_PATH`` (:func:`env_ld_path`)."""
     origin = os.path.dirname(obj)
-    return [e.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
-            for e in entries if e]
+    out = [e.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+           for e in entries if e or root is None]
+    return out if root is not None else _here(out)
 
 
 def _in(folder: str, name: str, root: str | None = None) -> str | None:
@@ -330,8 +334,33 @@ class Resolution:
 
 
 def env_ld_path() -> list[str]:
-    """This process's ``LD_LIBRARY_PATH`` folders."""
-    return [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    """This process's ``LD_LIBRARY_PATH`` folders. An empty entry (``a::b``, a leading or
+    trailing ``:``) is the working folder to ld.so, as a relative one is relative to it
+    (glibc's ``fillin_rpath`` keeps both; the file is then opened relative to the working
+    folder): both are given here as absolute folders."""
+    value = os.environ.get("LD_LIBRARY_PATH")  # set but empty: no search path at all
+    return _here(value.split(":")) if value else []
+
+
+def env_preload() -> list[str]:
+    """This process's ``LD_PRELOAD`` entries (separated by spaces or colons), a relative
+    path as the working folder makes it."""
+    value = os.environ.get("LD_PRELOAD") or ""
+    out = [e for e in value.replace(":", " ").split() if e]
+    return [os.path.abspath(e) if "/" in e else e for e in out]
+
+
+def _here(entries: Sequence[str]) -> list[str]:
+    """Search-path entries of this machine as the folders ld.so opens in: an empty one
+    the working folder, a relative one under it (dropped when there is no working
+    folder: the loader finds nothing there either)."""
+    if all(e.startswith("/") for e in entries):
+        return list(entries)
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return [e for e in entries if e.startswith("/")]
+    return [e if e.startswith("/") else os.path.join(cwd, e) if e else cwd for e in entries]
 
 
 def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str],
@@ -408,11 +437,11 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
     if not node.runpath:
         chain: Node | None = node
         while chain is not None:
-            dirs += in_root(root, _expand(chain.rpath, chain.path))
+            dirs += in_root(root, _expand(chain.rpath, chain.path, root))
             chain = chain.loader
         dirs += exe_rpath
     dirs += ld_path
-    dirs += in_root(root, _expand(node.runpath, node.path))
+    dirs += in_root(root, _expand(node.runpath, node.path, root))
     for d in dirs:
         hit = _in(d, name, root)
         if hit is not None:

@@ -3,8 +3,9 @@ against the libraries it names (glibc elf/dl-version.c: ``version `GLIBCXX_3.4.3
 found``), and each undefined, non-weak symbol looked up in a scope, in order, through each
 definer's hash table (elf/dl-lookup.c, :mod:`moonpin.readers.elfsym`).
 
-Libraries the host provides (the NVIDIA driver) are named, never read: a C symbol left
-unbound in a scope that needs one is taken as theirs (their API is C; a C++ name never is).
+Libraries the host provides (the NVIDIA driver) are named, never read: a C symbol of the
+driver's API (``cu*``, ``nvml*``…) left unbound in a scope that needs one is taken as theirs
+(their API is C; a C++ name, or a C name of no driver API, never is).
 Only ``os`` at import: this runs at worker start.
 """
 
@@ -21,6 +22,10 @@ __all__ = ["HOST_PROVIDED", "Bound", "Lookup", "check_versions", "drop_pages",
 
 #: Libraries the NVIDIA container runtime mounts from the host (never in an image).
 HOST_PROVIDED = ("libcuda.so", "libnvidia-", "libnvcuvid.so", "libcudadebugger.so")
+#: How the C symbols those libraries export begin (``cuInit``, ``cuvidCreateDecoder``,
+#: ``cudbgGetAPI``, ``nvmlInit_v2``, ``NvEncodeAPICreateInstance``, ``nvvmCompileProgram``):
+#: a symbol named otherwise left unbound is no driver's, and ld.so fails on it.
+_DRIVER_API = (b"cu", b"nv", b"Nv", b"NV", b"__cu", b"__nv", b"_nv")
 _PYTHON_API = (b"Py", b"_Py")
 
 
@@ -187,7 +192,7 @@ class Lookup:
                         ref.name, need):
                     continue
                 file = ref.need.file if ref.need is not None else ""
-                if host_provided(file) or (host and not ref.name.startswith(b"_Z")
+                if host_provided(file) or (host and ref.name.startswith(_DRIVER_API)
                                            and not file):
                     name = ref.name.decode("utf-8", "replace")
                     if name not in out.host:

@@ -130,6 +130,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                      ",".join(after),
                      *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
+                     os.environ.get("LD_PRELOAD", "") if root is None else "",
                      str(getattr(sys.modules.get("moonpin.resolver.check.image_facts"),
                                  "PATHS_COMPLETE", True))))
 
@@ -199,7 +200,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
             owned=lambda p: p in builds or owned(p, paths, root))
         exe = _interpreter(python, root)
         if exe is not None:
-            proc.start(exe)
+            proc.start(exe, ldso.env_preload() if root is None else ())
         out = Report()
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=builds,

@@ -31,8 +31,12 @@ What it follows, in the importer's order:
   parent's search path (``sys.path`` for a top-level package) and the lines of
   ``NAME.pkg`` files there.
 
-A parent's ``__init__`` is otherwise assumed to leave ``__path__`` alone. Zip files on
-``sys.path``, ``sitecustomize`` and PEP 829 ``.start`` files are not modelled.
+* A zip archive on ``sys.path`` (or a folder in one): ``zipimport``'s packages, modules
+  and namespace portions in it, no extension module
+  (:mod:`moonpin.resolver.check.zipfs`).
+
+A parent's ``__init__`` is otherwise assumed to leave ``__path__`` alone. PEP 829 ``.start``
+files are not modelled.
 
 With ``root`` (an image's root filesystem), every folder is the host path under the root
 and every path a file of the image names is resolved under it
@@ -50,6 +54,7 @@ from moonpin.resolver.check.sitefiles import (
     finder_facts,
     finder_kind,
     in_root,
+    line_fails,
     pth_files,
     pth_lines,
     site_dirs,
@@ -60,7 +65,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["Importer", "Spec", "kind_of"]
+__all__ = ["Importer", "Spec", "kind_of", "pkg_lines"]
 
 _FILE, _DIR, _LINK = 1, 2, 4
 #: Package levels below the top the source walk descends at most (SGLang's deepest is ~12).
@@ -287,6 +292,8 @@ class Importer:
                         if d is not None and d in paths:
                             cur = max(cur, paths.index(d) + 1)
                         continue
+                    if self.root is None and line_fails(entry, site, paths):
+                        break  # the line raises: site ignores the rest of the file
                     failed = False
                     for mod in entry[1]:
                         kind = finder_kind(mod)
@@ -439,14 +446,32 @@ class Importer:
                 portions.extend(hook.portions(fullname) or ())
                 continue
             if not self.isdir(entry):
-                continue  # no path entry finder for it
-            spec = self.file_find(entry, fullname)
+                spec = self._zip_find(entry, fullname)  # zipimporter, or no finder at all
+            else:
+                spec = self.file_find(entry, fullname)
             if spec is None:
                 continue
             if spec.origin is not None:
                 return spec
             portions.extend(spec.search or ())
         return Spec(fullname, None, portions, "namespace") if portions else None
+
+    def _zip_find(self, entry: str, fullname: str) -> Spec | None:
+        """``zipimporter(entry).find_spec(fullname)`` for an entry that is a zip archive
+        or a folder in one (:mod:`moonpin.resolver.check.zipfs`); None for anything else
+        (and for an image's root, where archives are not read)."""
+        if self.root is not None or self.kind(entry) not in (_FILE, 0):
+            return None
+        from moonpin.resolver.check import zipfs
+
+        got = zipfs.find(entry, fullname)
+        if got is None:
+            return None
+        archive = zipfs.archive_of(entry)
+        if archive is not None:
+            self.read(archive[0])  # what the answer depends on
+        kind, origin, search = got
+        return Spec(fullname, origin, search, "namespace" if kind == "ns" else "sys.path")
 
     def spec_from_file(self, fullname: str, location: str, how: str) -> Spec | None:
         """``importlib.util.spec_from_file_location(fullname, location)``: its loader from
@@ -537,14 +562,15 @@ class Importer:
             hook = self.hooks.get(entry)
             if hook is not None:
                 portions = hook.portions(final) or ()
-            elif self.isdir(entry):
-                spec = self.file_find(entry, final)
+            else:
+                spec = (self.file_find(entry, final) if self.isdir(entry)
+                        else self._zip_find(entry, final))
                 portions = spec.search or () if spec is not None else ()
             out.extend(p for p in portions if p not in out)
             pkgfile = self.join(entry, name + ".pkg")
             if hook is None and self.listing(entry).get(name + ".pkg", 0) & _FILE:
                 self.read(pkgfile)
-                out.extend(_pkg_lines(pkgfile))
+                out.extend(pkg_lines(pkgfile))
         return tuple(out)
 
     # ---------------------------------------------------------------- a package's sources
@@ -641,7 +667,7 @@ def kind_of(path: str) -> int:
     return _DIR if stat.S_ISDIR(mode) else _FILE if stat.S_ISREG(mode) else 3
 
 
-def _pkg_lines(path: str) -> list[str]:
+def pkg_lines(path: str) -> list[str]:
     """A ``NAME.pkg`` file's lines as ``extend_path`` appends them (comments and blank
     lines skipped; no check that they exist)."""
     from moonpin.kb.files import read_regular

@@ -189,11 +189,14 @@ def _check_loading(pkg: str, paths: Sequence[str], req: Requirement | None, rreq
                    fixer: Fixer, add: Callable[[CheckResult], None]) -> None:
     """What the process-group module loads: itself, a build it compiles, or the prebuilt
     build its suffix rule picks (:func:`check_pg`)."""
-    if file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
+    if file_suffix(loader_path) == ".pyc":  # bytecode with no source (compileall -b)
+        scheme = _released_scheme(loader_path, module, kb, fixer, add)
+    elif file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
         _check_direct_build(loader_path, rreq.replace(module=module), torch, paths, kb,
                             fixer, add)
         return
-    scheme = _loader_scheme(loader_path, module, fixer, add)
+    else:
+        scheme = _loader_scheme(loader_path, module, fixer, add)
     if scheme is None:
         return
     if scheme["kind"] == "jit-compile":
@@ -210,8 +213,10 @@ def _check_loading(pkg: str, paths: Sequence[str], req: Requirement | None, rreq
               *(req.optional_names if req is not None else ()), *rreq.backends)
     builds = _loader_builds(scheme, module, loader_path, pkg, torch, wanted, fixer, add)
     if builds is not None:
+        # a bytecode loader is not walked: torch, which it imports first, is imported
+        # first here (as SGLang does)
         _check_prebuilt(builds, scheme, rreq.replace(module=module), paths, torch, kb, fixer,
-                        add)
+                        add, ("torch",) if file_suffix(loader_path) == ".pyc" else ())
 
 
 def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
@@ -296,9 +301,10 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
     """The loader's scheme (from the file-facts memo), or None when the loader cannot be
     read, imported or understood (said with ``add``)."""
     lname = file_name(loader_path)
+    scheme: dict[str, Any]
     try:
-        scheme = facts_memo().get("loader-v6\0" + module, loader_path,
-                                  lambda: read_scheme(loader_path, module), scheme_shape)
+        scheme = _memo("loader-v6\0" + module, loader_path,
+                       lambda: read_scheme(loader_path, module), scheme_shape)
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return None
@@ -316,6 +322,91 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
                         "import it", (loader_path,)))
         return None
     return scheme
+
+
+def _memo(kind: str, path: str, compute: Callable[[], Any],
+          valid: Callable[[Any], bool]) -> Any:
+    """``facts_memo().get``; a loader in a zip archive on ``sys.path`` (no file of its own
+    to stamp) is computed afresh each time."""
+    try:
+        return facts_memo().get(kind, path, compute, valid)
+    except OSError:
+        from moonpin.resolver.check import zipfs
+
+        if zipfs.size(path) is None:
+            raise
+    return compute()
+
+
+def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
+                     add: Callable[[CheckResult], None]) -> dict[str, Any] | None:
+    """A loader that is bytecode with no source (``pg.pyc``: what it does cannot be read
+    here): the scheme of the loader the installed mooncake release ships, from the KB, said
+    as an assumption; None when the KB has no record of it (said with ``add``)."""
+    from moonpin.readers.loader import TORCH
+
+    lname = file_name(loader_path)
+    doc = kb.doc()
+    for dist, version in fixer.mooncakes:
+        for rel in (doc or {}).get("mooncake") or ():
+            if not isinstance(rel, dict) or (rel.get("dist"), rel.get("version")) != (
+                    dist, version):
+                continue
+            for wheel in rel.get("wheels") or ():
+                for ld in (wheel.get("loaders") or ()) if isinstance(wheel, dict) else ():
+                    if not isinstance(ld, dict) or ld.get("module") != module:
+                        continue
+                    imports = [i.get("template") for i in ld.get("imports") or ()
+                               if isinstance(i, dict)]
+                    scheme: dict[str, Any] = {"kind": ld.get("kind"), "note": ld.get("note"),
+                              "toolchain": list(ld.get("toolchain") or ()),
+                              "imports": imports,
+                              "version_regex": ld.get("version_regex"),
+                              "separator": ld.get("separator"), "placeholder": TORCH,
+                              "problem": None, "cache": None,
+                              "sources": list(ld.get("sources") or ()),
+                              "source_names": list(ld.get("source_names") or ())}
+                    if not scheme_shape(scheme) or scheme["kind"] != "prebuilt":
+                        continue
+                    if not _like_released(loader_path, scheme):
+                        add(CheckResult("loader", "fail", f"{lname} is bytecode with no "
+                                        "source, and its constants do not name what the "
+                                        f"loader {dist} {version} ships imports: what `import "
+                                        f"{module}` loads cannot be read without importing "
+                                        "it", "restore its source (" + fixer.reinstall()
+                                        + "), or run with --deep to import it",
+                                        (loader_path,)))
+                        return None
+                    said = ", ".join(str(i) for i in imports)
+                    add(CheckResult("loader", "warn", f"{lname} is bytecode with no source: "
+                                    "what it imports cannot be read here; judged as the "
+                                    f"loader {dist} {version} ships ({ld.get('member')}, "
+                                    f"imports {said})",
+                                    "run with --deep to import it", (loader_path,)))
+                    return scheme
+    add(CheckResult("loader", "fail", f"{lname} is bytecode with no source, and no mooncake "
+                    f"release the knowledge base knows ships it: what `import {module}` "
+                    f"loads cannot be read without importing it", "restore its source ("
+                    + fixer.reinstall() + "), or run with --deep to import it",
+                    (loader_path,)))
+    return None
+
+
+def _like_released(pyc: str, scheme: dict[str, Any]) -> bool:
+    """Whether bytecode that can be read here (:func:`moonpin.resolver.check.pycode.
+    strings`) holds what the release's loader imports: each import's fixed part and its
+    version pattern (a bytecode that cannot be read is given the benefit of the doubt)."""
+    from moonpin.resolver.check import pycode
+
+    consts = pycode.strings(pyc)
+    if consts is None:
+        return True
+    placeholder = str(scheme["placeholder"])
+    wanted = [str(i).partition(placeholder)[0].rstrip(str(scheme["separator"] or "_"))
+              for i in scheme["imports"]]
+    if scheme.get("version_regex"):
+        wanted.append(str(scheme["version_regex"]))
+    return all(any(w in c for c in consts) for w in wanted if w)
 
 
 def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str, pkg: str,
@@ -351,9 +442,8 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
     for template in scheme["imports"]:
         name = template
         if placeholder in name:
-            suffix = facts_memo().get(
-                f"suffix-v3\0{module}\0{torch.version}", loader_path,
-                lambda: rule.loader_suffix(rscheme, torch.version), str_or_none)
+            suffix = _memo(f"suffix-v3\0{module}\0{torch.version}", loader_path,
+                           lambda: rule.loader_suffix(rscheme, torch.version), str_or_none)
             if not isinstance(suffix, str):
                 add(CheckResult("loader", "fail",
                                 f"{lname}: its pattern {scheme['version_regex']!r} does not "
@@ -378,6 +468,9 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
             if same:
                 msg += f" for this Python (only {', '.join(same)})"
             msg += f"; builds shipped: {', '.join(others) or 'none'}"
+            if not os.path.isdir(pkg):
+                msg += (f" ({pkg} is in a zip archive on sys.path: zipimport imports no "
+                        "extension module from it)")
             add(CheckResult("build", "fail", msg, fixer.line(), (pkg,)))
             return None
         builds.append(read_build(found, wanted))
@@ -388,9 +481,9 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
 
 def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
                     paths: Sequence[str], torch: Torch, kb: KBView, fixer: Fixer,
-                    add: Callable[[CheckResult], None]) -> None:
+                    add: Callable[[CheckResult], None], first: Sequence[str] = ()) -> None:
     """What the loader's builds provide, judged (:func:`_judge_builds`), and the libraries
-    they need."""
+    they need (``first``: modules imported before the loader)."""
     from moonpin.resolver import rule
 
     errors = [b.error for b in builds if b.error]
@@ -411,7 +504,7 @@ def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
     _judge_builds(rreq, facts, torch, rreq.module, kb, fixer, add)
     so_builds = [b.path for b in builds if file_suffix(b.path) == ".so" and b.error is None]
     if so_builds:
-        check_libraries(so_builds, paths, add, fixer, rreq.module)
+        check_libraries(so_builds, paths, add, fixer, rreq.module, first=first)
 
 
 def _visible_gpu() -> bool:

@@ -28,14 +28,17 @@ import os
 import sys
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import outside, read_regular
+from moonpin.kb.files import outside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from moonpin.resolver.check.metapath import Importer
+
+    #: evaluates a computed binding: (file, module, attr, the variables read) -> its value
+    Evaluate = Callable[[str, str, str, dict[str, str | None]], str | None]
 
 __all__ = [
     "BUDGET",
@@ -242,8 +245,9 @@ def _read(path: str, version: tuple[int, int]
     that certainly run, dumped; the compile error or None; how it sets its ``__path__``
     (:attr:`Spec.dynamic`); its top-level bindings; whether it makes names otherwise."""
     from moonpin.readers.pyimports import read_module
+    from moonpin.resolver.check.zipfs import read_source
 
-    data = read_regular(path, cap=_CAP_SOURCE, what="Python source")
+    data = read_source(path, cap=_CAP_SOURCE, what="Python source")
     try:
         st = os.stat(path)
         compiled = _cached_compiled(path, st, version)
@@ -268,14 +272,35 @@ def _read(path: str, version: tuple[int, int]
 _READ: dict[tuple[str, int, int, tuple[int, int]], Any] = {}
 
 
+def _size(path: str) -> int:
+    """A module file's size (a member's of a zip archive on ``sys.path``); raises OSError."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        from moonpin.resolver.check import zipfs
+
+        got = zipfs.size(path)
+        if got is None:
+            raise
+        return got
+
+
 def _facts(path: str, version: tuple[int, int]
            ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
-    """:func:`_read`, through the file-facts memo (raises OSError)."""
-    st = os.stat(path)
+    """:func:`_read`, through the file-facts memo (raises OSError); a module in a zip
+    archive on ``sys.path`` is read from it, not remembered."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        from moonpin.resolver.check import zipfs
+
+        if zipfs.size(path) is None:
+            raise
+        return _read(path, version)
     here = (path, st.st_size, st.st_mtime_ns, version)
     got = _READ.get(here)
     if got is None:
-        got = _READ[here] = facts_memo().get("pychain-v4", path, lambda: _read(path, version),
+        got = _READ[here] = facts_memo().get("pychain-v5", path, lambda: _read(path, version),
                                              _facts_ok)
     return got  # type: ignore[no-any-return]
 
@@ -369,7 +394,7 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
         if f is None or not f.endswith(".py"):
             continue  # a namespace package runs nothing; an extension is loaded, not read
         try:
-            size = os.stat(f).st_size
+            size = _size(f)
         except OSError as e:
             fail(guard, "OSError", Problem(name, f, f"cannot be read ({e.strerror})", by))
             continue
@@ -554,21 +579,26 @@ def _resolve(bound: dict[str, Any], opaque: bool, name: str) -> tuple[Any, ...] 
 
 def attribute_memoised(paths: Sequence[str], module: str, attr: str,
                        version: tuple[int, int], suffixes: Sequence[str],
-                       root: str | None = None, sites: Sequence[str] | None = None
-                       ) -> tuple[str | None, str | None]:
-    """:func:`attribute`'s value and problem, remembered as :func:`walk_memoised` is."""
+                       root: str | None = None, sites: Sequence[str] | None = None,
+                       evaluate: Evaluate | None = None) -> tuple[str | None, str | None]:
+    """:func:`attribute`'s value and problem, remembered as :func:`walk_memoised` is
+    (with the environment variables ``evaluate`` read)."""
     if root is not None:
-        return attribute(paths, module, attr, version, suffixes, root)[:2]
+        return attribute(paths, module, attr, version, suffixes, root,
+                         evaluate=_bound(evaluate, {}))[:2]
     from moonpin.resolver.check.metapath import Importer as _Importer
 
-    key = "\0".join(("pychain-attr-v1", module, attr, f"{version[0]}.{version[1]}",
-                     ",".join(suffixes), *paths, "\0", *(sites or ())))
+    key = "\0".join(("pychain-attr-v4", module, attr, f"{version[0]}.{version[1]}",
+                     ",".join(suffixes), *paths, "\0", *(sites or ()),
+                     "\0eval" if evaluate is not None else ""))
 
     def compute() -> tuple[Any, set[str], dict[str, str | None]]:
         imp = _Importer(paths, sites, None, suffixes, record=True)
-        value, problem, files = attribute(paths, module, attr, version, suffixes, None, imp)
+        env: dict[str, str | None] = {}
+        value, problem, files = attribute(paths, module, attr, version, suffixes, None, imp,
+                                          evaluate=_bound(evaluate, env))
         traced = {*(imp.stamps or ()), *(imp.reads or ()), *imp.kinds(), *files}
-        return (value, problem), traced, {}
+        return (value, problem), traced, env
 
     def ok(v: Any) -> bool:
         return (isinstance(v, tuple) and len(v) == 2
@@ -578,14 +608,23 @@ def attribute_memoised(paths: Sequence[str], module: str, attr: str,
     return got[0], got[1]
 
 
+def _bound(evaluate: Evaluate | None, env: dict[str, str | None]
+           ) -> Callable[[str, str, str], str | None] | None:
+    if evaluate is None:
+        return None
+    return lambda f, m, a: evaluate(f, m, a, env)
+
+
 def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, int],
-              suffixes: Sequence[str], root: str | None = None, imp: Importer | None = None
+              suffixes: Sequence[str], root: str | None = None, imp: Importer | None = None,
+              evaluate: Callable[[str, str, str], str | None] | None = None
               ) -> tuple[str | None, str | None, tuple[str, ...]]:
     """``module.attr`` as importing ``module`` sets it, followed statically through the
     imports and assignments that bind it (``torch.__version__``: ``torch/__init__.py`` ->
     ``torch/torch_version.py`` -> ``torch/version.py``): (its value as a string, None), or
     (None, why the import fails on the way), or (None, None) when the chain is not one this
-    reader follows; and the files read."""
+    reader follows; and the files read. ``evaluate(file, module, attr)``: the value of a
+    binding the static reading does not follow (a computed one), or None."""
     w = _Walk(_importer(paths, suffixes, root, imp), version)
     files: list[str] = []
     name, want = module, attr
@@ -599,9 +638,31 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
                 return None, f"no module {'.'.join(parts[:i])!r}{by}", tuple(files)
         assert spec is not None
         f = spec.file
-        if f is None or not f.endswith(".py"):
+        if f is None or not f.endswith((".py", ".pyc")):
             return None, None, tuple(files)
         files.append(f)
+        if f.endswith(".pyc"):  # no source: what the bytecode binds, when it can be read
+            from moonpin.resolver.check import pycode
+
+            code = pycode.runs(f, version)
+            facts_b = pycode.bindings(code) if code is not None else None
+            if facts_b is None:
+                return None, None, tuple(files)
+            got = _resolve(facts_b[0], facts_b[1], want)
+            if got is None:
+                return None, None, tuple(files)
+            if got[0] == "absent":
+                return None, f"{_short(f, paths)} defines no {want}", tuple(files)
+            if got[0] == "const":
+                return str(got[1]), None, tuple(files)
+            if got[0] == "name":
+                want = str(got[1])
+                continue
+            from_name = _from_module(got, name, spec.kind)
+            if from_name is None:
+                return None, None, tuple(files)
+            name, want = from_name, str(got[3])
+            continue
         try:
             facts = _facts(f, version)
         except OSError as e:
@@ -615,22 +676,44 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
             return None, f"{f} {what}", tuple(files)
         got = _resolve(facts[3], facts[4], want)
         if got is None:
-            return None, None, tuple(files)
+            computed = evaluate(f, name, want) if evaluate is not None else None
+            return computed, None, tuple(files)
         if got[0] == "absent":
             return None, (f"{_short(f, paths)} defines no {want} ({name}.{want} is imported"
                           + (f" by {_short(files[-2], paths)})" if len(files) > 1 else ")")
                           ), tuple(files)
         if got[0] == "const":
-            return str(got[1]), None, tuple(files)
+            from moonpin.resolver.check import pycode
+
+            code = pycode.runs(f, version)  # the import runs its bytecode cache, not it
+            if code is None:
+                files.append(_pyc(f, version))  # a cache written later is seen
+                return str(got[1]), None, tuple(files)
+            files.append(code)
+            facts_b = pycode.bindings(code)
+            cached = _resolve(facts_b[0], facts_b[1], want) if facts_b is not None else None
+            if cached is not None and cached[0] == "const":
+                return str(cached[1]), None, tuple(files)
+            return (str(got[1]) if cached is None or cached == got else None), None, tuple(files)
         if got[0] == "name":
             want = str(got[1])
             continue
-        level, source, want = int(got[1]), str(got[2]), str(got[3])
-        if level:
-            package = name if spec.kind == "package" else name.rpartition(".")[0]
-            if level - 1 > package.count("."):
-                return None, None, tuple(files)
-            base = package.rsplit(".", level - 1)[0] if level > 1 else package
-            source = f"{base}.{source}" if source else base
-        name = source
+        source_name = _from_module(got, name, spec.kind)
+        if source_name is None:
+            return None, None, tuple(files)
+        name, want = source_name, str(got[3])
     return None, None, tuple(files)
+
+
+def _from_module(got: tuple[Any, ...], name: str, kind: str) -> str | None:
+    """The module a ``("from", level, module, attr)`` binding of module ``name`` imports
+    from (a relative import resolved against its package), or None when it climbs past
+    the top."""
+    level, source = int(got[1]), str(got[2])
+    if level:
+        package = name if kind == "package" else name.rpartition(".")[0]
+        if level - 1 > package.count("."):
+            return None
+        base = package.rsplit(".", level - 1)[0] if level > 1 else package
+        source = f"{base}.{source}" if source else base
+    return source

@@ -583,6 +583,9 @@ class Evaluator:
                 return a | b
             if isinstance(op, ast.BitAnd) and isinstance(a, int) and isinstance(b, int):
                 return a & b
+            if isinstance(op, (ast.Pow, ast.LShift)) and type(a) is type(b) is int and \
+                    0 <= b <= 256 and abs(a) < 1 << 64:  # 2**32, 1 << 31: bounded
+                return a ** b if isinstance(op, ast.Pow) else a << b
         except (TypeError, ValueError, OverflowError):
             return UNKNOWN
         return UNKNOWN

@@ -92,6 +92,43 @@ class _Obj:
         self.attrs = attrs
 
 
+class _VersionInfo(tuple):  # type: ignore[type-arg]
+    """``sys.version_info`` as far as the target's is known: ``(major, minor)``, compared
+    as the tuple, with ``.major`` and ``.minor``."""
+
+    def __new__(cls, version: tuple[int, int]) -> _VersionInfo:
+        got = super().__new__(cls, version)
+        got.attrs = {"major": version[0], "minor": version[1]}
+        return got
+
+    attrs: dict[str, int]
+
+
+class _Environ(dict):  # type: ignore[type-arg]
+    """``os.environ`` as the walked code reads it: ``NAME in os.environ``,
+    ``os.environ[NAME]``, ``os.environ.get(NAME, default)`` answer from this process's
+    environment (the worker's), each variable read being recorded (a remembered answer
+    holds while it is unchanged); listing it is not followed."""
+
+    def __init__(self, read: Any) -> None:
+        super().__init__()
+        self._read = read
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._read(name) is not None
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        return self._read(name, default)
+
+    def __getitem__(self, name: Any) -> Any:
+        return self._read(name)
+
+    def _listed(self) -> Any:
+        raise Budget("the walked code lists os.environ")
+
+    keys = values = items = _listed  # type: ignore[assignment]
+
+
 class Chain(Host):
     """The import system of one interpreter over ``paths`` (its ``sys.path``), its loader
     ``proc``. ``request``: the package whose modules are all walked; ``stop``: files not
@@ -129,6 +166,13 @@ class Chain(Host):
         """``FileFinder`` in ``folder``: (kind, file, package folders) of ``tail``, kind
         ``ext``/``py``/``pyc``/``ns`` (a folder only: a namespace portion)."""
         self._seen(folder)
+        if not os.path.isdir(folder):  # a zip archive on sys.path, or nothing
+            from moonpin.resolver.check import zipfs
+
+            got = zipfs.find(folder, tail)
+            if got is None:
+                return None
+            return got[0], got[1] or "", list(got[2]) if got[2] is not None else None
         from importlib import machinery
 
         pkg = os.path.join(folder, tail)
@@ -154,6 +198,10 @@ class Chain(Host):
         if parent:
             pmod = self.modules.get(parent)
             folders = pmod.path if pmod is not None and pmod.path else []
+            if pmod is not None and pmod.kind == "py":  # as its __init__ left __path__
+                now = pmod.globals.get("__path__")
+                if isinstance(now, list) and all(isinstance(x, str) for x in now):
+                    folders = now
         else:
             found = importer.find(self.paths, name, self.sites, self.root)
             if found is not None and found.how != "namespace":
@@ -221,6 +269,11 @@ class Chain(Host):
             return mod
         return self._run(name, file, path, tier)
 
+    def run_file(self, name: str, file: str, path: list[str] | None = None) -> ModuleValue:
+        """Module ``name``'s top level, from ``file`` (``path``: a package's folders), run
+        through the evaluator as the import would (raises :class:`Raised` when it fails)."""
+        return self._run(name, file, path, 0)
+
     def _run(self, name: str, file: str, path: list[str] | None, tier: int) -> ModuleValue:
         try:
             big = os.stat(file).st_size > _CAP_SOURCE
@@ -254,10 +307,10 @@ class Chain(Host):
         1)``), or nothing when it cannot be read at all."""
         import ast
 
-        from moonpin.kb.files import read_regular
+        from moonpin.resolver.check.zipfs import read_source
 
         try:
-            ast.parse(read_regular(file, cap=_CAP_SOURCE, what="Python source"))
+            ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
         except SyntaxError as e:
             return f": {e.msg}" + (f" (line {e.lineno})" if e.lineno else "")
         except (OSError, ValueError, RecursionError, MemoryError) as e:
@@ -267,11 +320,11 @@ class Chain(Host):
     def _parse(self, file: str) -> Any:
         import ast
 
-        from moonpin.kb.files import read_regular
+        from moonpin.resolver.check.zipfs import read_source
 
         self._seen(file)
         try:
-            return ast.parse(read_regular(file, cap=_CAP_SOURCE, what="Python source"))
+            return ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 
@@ -356,12 +409,12 @@ class Chain(Host):
             return got
         import ast
 
-        from moonpin.kb.files import read_regular
+        from moonpin.resolver.check.zipfs import read_source
 
         self._seen(file)
         out: dict[str, Any] = {}
         try:
-            text = read_regular(file, cap=_CAP_SOURCE, what="Python source").decode(
+            text = read_source(file, cap=_CAP_SOURCE, what="Python source").decode(
                 "utf-8", "replace")
         except OSError:
             text = ""
@@ -451,8 +504,10 @@ class Chain(Host):
             g.update(sep="/", pathsep=":", name="posix", curdir=".", RTLD_LAZY=ldproc.RTLD_LAZY,
                      RTLD_NOW=ldproc.RTLD_NOW, RTLD_GLOBAL=ldproc.RTLD_GLOBAL, RTLD_LOCAL=0,
                      getenv=Builtin("getenv", lambda a, k: self._env(*a, **k)),
-                     environ=_Obj({"get": Builtin("get", lambda a, k: self._env(*a, **k))}),
-                     path=self._std("os.path"))
+                     environ=_Environ(self._env),
+                     path=self._std("os.path"),
+                     **{f: self._own(f) for f in ("getuid", "geteuid", "getgid", "getegid",
+                                                  "cpu_count")})
         elif name == "os.path":
             g.update(sep="/", **{f: self._pure(getattr(os.path, f)) for f in (
                 "join", "dirname", "basename", "normpath", "splitext", "split", "isabs")},
@@ -460,15 +515,21 @@ class Chain(Host):
                 exists=fs(os.path.exists), isfile=fs(os.path.isfile), isdir=fs(os.path.isdir),
                 lexists=fs(os.path.lexists))
         elif name == "sys":
+            bits64 = self.proc.machine in ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64")
             g.update(platform="linux", byteorder="little", path=list(self.paths),
-                     version_info=self.version if self.version is not None else UNKNOWN,
+                     version_info=(_VersionInfo(self.version) if self.version is not None
+                                   else UNKNOWN),
+                     maxsize=(1 << 63) - 1 if bits64 else UNKNOWN,
+                     implementation=_Obj({"name": "cpython"}),
                      executable=self.python if self.python is not None else UNKNOWN,
                      getdlopenflags=Builtin("getdlopenflags", lambda a, k: self.flags),
                      setdlopenflags=Builtin("setdlopenflags", self._set_flags))
         elif name == "platform":
             machine = self.proc.machine
             g.update(system=Builtin("system", lambda a, k: "Linux"),
-                     machine=Builtin("machine", lambda a, k: machine))
+                     machine=Builtin("machine", lambda a, k: machine),
+                     python_implementation=Builtin("python_implementation",
+                                                   lambda a, k: "CPython"))
         elif name == "ctypes":
             cdll = Builtin("CDLL", self._cdll)
             g.update(CDLL=cdll, PyDLL=cdll, RTLD_GLOBAL=ldproc.RTLD_GLOBAL, RTLD_LOCAL=0,
@@ -478,6 +539,8 @@ class Chain(Host):
             g.update(glob=Builtin("glob", self._glob), iglob=Builtin("iglob", self._glob))
         elif name == "importlib":
             g.update(import_module=Builtin("import_module", self._import_module))
+        elif name == "pkgutil":
+            g.update(extend_path=Builtin("extend_path", self._extend_path))
         elif name == "typing":
             g.update(TYPE_CHECKING=False)
         elif name == "textwrap":
@@ -485,6 +548,13 @@ class Chain(Host):
 
             g.update(dedent=self._pure(textwrap.dedent))
         return mod
+
+    @staticmethod
+    def _own(name: str) -> Builtin:
+        """``os.<name>()`` of this process: the worker's (the check runs as it, on its
+        machine)."""
+        value = getattr(os, name)()
+        return Builtin(name, lambda a, k: UNKNOWN if a or k else value)
 
     def _pure(self, fn: Any) -> Builtin:
         def call(a: list[Any], k: dict[str, Any]) -> Any:
@@ -523,6 +593,35 @@ class Chain(Host):
         for g in got:
             self._seen(os.path.dirname(g))
         return got
+
+    def _extend_path(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """``pkgutil.extend_path(path, name)``: ``path`` with every ``name`` portion of the
+        parent's search path (``sys.path`` for a top-level package), in order, and the
+        lines of ``name.pkg`` files there."""
+        path = args[0] if args else kwargs.get("path")
+        name = args[1] if len(args) > 1 else kwargs.get("name")
+        if not isinstance(path, list) or not isinstance(name, str):
+            return path if not isinstance(name, str) else UNKNOWN
+        parent, _, final = name.rpartition(".")
+        search: Any = self.paths
+        if parent:
+            up = self.modules.get(parent)
+            search = up.globals.get("__path__") if up is not None else None
+            if not isinstance(search, list):
+                return list(path)
+        out = list(path)
+        for entry in search:
+            if not isinstance(entry, str) or not os.path.isdir(entry):
+                continue
+            got = self._in_folder(entry, final)
+            out.extend(p for p in (got[2] or () if got is not None else ()) if p not in out)
+            pkgfile = os.path.join(entry, name + ".pkg")
+            if os.path.isfile(pkgfile):
+                self._seen(pkgfile)
+                from moonpin.resolver.check.metapath import pkg_lines
+
+                out.extend(pkg_lines(pkgfile))
+        return out
 
     def _import_module(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = args[0] if args else kwargs.get("name")

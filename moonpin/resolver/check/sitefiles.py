@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "pth", "pth_files",
-           "pth_lines", "pth_paths", "site_dirs"]
+__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "line_fails",
+           "path_edits", "pth", "pth_files", "pth_lines", "pth_paths", "site_dirs"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -36,13 +36,54 @@ def site_dirs(paths: Sequence[str]) -> list[str]:
             if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")]
 
 
+#: ``pth_files`` of each folder as listed at its mtime (a folder's .pth files are asked for
+#: by the path lines and by the path edits in one start: listed once)
+_PTH_FILES: dict[tuple[str, int], list[str]] = {}
+
+
 def pth_files(site: str) -> list[str]:
+    """The ``.pth`` files ``site`` processes in ``site``, in its order (a name with a
+    leading dot only for an interpreter released before :func:`_skips_hidden`'s fix)."""
     try:
-        names = sorted(e.name for e in os.scandir(site)
-                       if e.name.endswith(".pth") and not e.name.startswith("."))
-    except OSError:
+        key = (site, os.stat(site).st_mtime_ns)
+        got = _PTH_FILES.get(key)
+        if got is not None:
+            return list(got)
+        names = sorted(e.name for e in os.scandir(site) if e.name.endswith(".pth"))
+    except (OSError, ValueError):
         return []
-    return [os.path.join(site, n) for n in names]
+    if any(n.startswith(".") for n in names) and _skips_hidden(site):
+        names = [n for n in names if not n.startswith(".")]
+    got = _PTH_FILES[key] = [os.path.join(site, n) for n in names]
+    return list(got)
+
+
+#: The first release of each line whose ``site`` skips ``.pth`` files named with a leading
+#: dot (gh-113659, a security fix backported down to 3.8).
+_HIDDEN_SKIPPED = {(3, 8): 19, (3, 9): 19, (3, 10): 14, (3, 11): 8, (3, 12): 2}
+
+
+def _skips_hidden(site: str) -> bool:
+    """Whether the interpreter of ``site`` skips hidden ``.pth`` files: its release read
+    from the virtualenv's ``pyvenv.cfg`` (``<venv>/lib/pythonX.Y/site-packages``); without
+    one, a current release is assumed (it does)."""
+    cfg = os.path.normpath(os.path.join(site, "..", "..", "..", "pyvenv.cfg"))
+    try:
+        text = read_regular(cfg, cap=64 << 10, what="pyvenv.cfg").decode("utf-8", "replace")
+    except OSError:
+        return True
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().lower() not in ("version", "version_info"):
+            continue
+        parts = value.strip().split(".")
+        try:
+            major, minor, micro = int(parts[0]), int(parts[1]), int(parts[2])
+        except (ValueError, IndexError):
+            return True
+        first = _HIDDEN_SKIPPED.get((major, minor))
+        return (major, minor) >= (3, 13) or (first is not None and micro >= first)
+    return True
 
 
 def _split_lines(text: str) -> list[str]:
@@ -73,7 +114,7 @@ def _read_pth(path: str) -> tuple[list[str], list[str], list[list[Any]]]:
                 elif stmt.endswith(".install()"):
                     installs.append(stmt[:-len(".install()")].strip())
             imports.extend(mods)
-            order.append(["import", mods, installs])
+            order.append(["import", mods, installs, _edits(line), *_line_facts(line)])
             continue
         lines.append(line.rstrip())
         order.append(["path", line.rstrip()])
@@ -89,7 +130,7 @@ def _pth_shape(v: Any) -> bool:
 def pth_lines(path: str) -> list[list[Any]]:
     """The lines of a ``.pth`` file in order (see :func:`_read_pth`); [] when unreadable."""
     try:
-        return list(facts_memo().get("pth-v2", path, lambda: _read_pth(path), _pth_shape)[2])
+        return list(facts_memo().get("pth-v4", path, lambda: _read_pth(path), _pth_shape)[2])
     except OSError:
         return []
 
@@ -97,7 +138,7 @@ def pth_lines(path: str) -> list[list[Any]]:
 def pth(path: str) -> tuple[list[str], list[str]]:
     """A ``.pth`` file's path lines and the modules its ``import`` lines import."""
     try:
-        got = facts_memo().get("pth-v2", path, lambda: _read_pth(path), _pth_shape)
+        got = facts_memo().get("pth-v4", path, lambda: _read_pth(path), _pth_shape)
     except OSError:
         return [], []
     return got[0], got[1]
@@ -131,23 +172,165 @@ def finder_kind(module: str) -> str | None:
     return None
 
 
-def pth_paths(site: str, root: str | None = None) -> list[str]:
+def _line_facts(line: str) -> list[Any]:
+    """An ``import`` line's top-level modules it certainly imports, and whether it
+    certainly raises (:func:`moonpin.readers.pyimports.certain_imports`)."""
+    if "import" not in line and "raise" not in line:
+        return [[], False]
+    from moonpin.readers.pyimports import certain_imports
+
+    imports, error = certain_imports(line.encode("utf-8", "replace"), "<.pth line>",
+                                     check_compile=False)
+    tops = sorted({i.module.partition(".")[0] for i in imports
+                   if i.level == 0 and i.module and not i.guard})
+    return [tops, error is not None]
+
+
+def line_fails(entry: Sequence[Any], site: str, search: Sequence[str] = ()) -> bool:
+    """Whether a ``.pth`` ``import`` line certainly raises when ``site`` runs it: a
+    ``raise`` it reaches, or a module it imports that is neither the standard library's
+    nor in ``site`` or ``search`` (``site`` then ignores the rest of the file)."""
+    import sys
+
+    if len(entry) < 6 or not isinstance(entry[4], list):
+        return False
+    if entry[5] is True:
+        return True
+    from importlib import machinery
+
+    std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    suffixes = (".py", ".pyc", *machinery.EXTENSION_SUFFIXES)
+    dirs = [site, *search]
+    for top in entry[4]:
+        if not isinstance(top, str) or top in std:
+            continue
+        if not any(os.path.isdir(os.path.join(d, top)) or any(
+                os.path.isfile(os.path.join(d, top + s)) for s in suffixes) for d in dirs):
+            return True
+    return False
+
+
+def pth_paths(site: str, root: str | None = None, search: Sequence[str] = ()) -> list[str]:
     """The folders the ``.pth`` path lines of ``site`` add to ``sys.path``, in order
     (``root``: the lines are the image's paths, resolved under it). A file's lines after
-    an ``import`` of an editable finder that cannot be imported are not read (``site``
-    ignores the remainder of a file after a failing line)."""
+    an ``import`` line that certainly raises (a missing module: ``search`` holds the other
+    folders it may come from; an editable finder that cannot be imported) are not read
+    (``site`` ignores the remainder of a file after a failing line)."""
     out: list[str] = []
     for f in pth_files(site):
         for entry in pth_lines(f):
             if entry[0] == "import":
                 if any(finder_kind(m) is not None and not os.path.isfile(
-                        os.path.join(site, m + ".py")) for m in entry[1]):
+                        os.path.join(site, m + ".py")) for m in entry[1]) or (
+                        root is None and line_fails(entry, site, [*search, *out])):
                     break  # ModuleNotFoundError: "Remainder of file ignored"
                 continue
             d = in_root(root, entry[1], site)
             if d is not None and os.path.isdir(d) and d not in out:
                 out.append(d)
     return out
+
+
+# ------------------------------------------------------------------ sys.path edits
+
+
+def path_edits(site: str, custom: bool = True, search: Sequence[str] = ()
+               ) -> list[tuple[str, str]]:
+    """How the code ``site`` runs from folder ``site`` edits ``sys.path``, in order: each
+    ``.pth`` ``import`` line (``import sys; sys.path.insert(0, '/opt/x')``), then a
+    ``sitecustomize.py`` there (``import sitecustomize`` runs after every site folder was
+    added). Each edit is ``("front", folder)`` (an ``insert`` anywhere before the site
+    folders, ``sys.path[:0] = [...]``) or ``("back", folder)`` (``append``, ``extend``,
+    ``site.addsitedir``); read with ``ast``, never run; only absolute folders written as
+    literals (or ``os.path.join`` of literals) at the top level are followed. A line after
+    one that raises is not read: ``site`` ignores the rest of its file (``search``: the
+    other folders a module it imports may come from). ``custom``: whether ``import
+    sitecustomize`` would find this folder's (none found in an earlier one)."""
+    out: list[tuple[str, str]] = []
+    for f in pth_files(site):
+        for entry in pth_lines(f):
+            if entry[0] == "import" and len(entry) > 3:
+                fails = line_fails(entry, site, search)
+                if not fails or (len(entry) > 5 and entry[5] is True):  # up to its raise
+                    out += [(str(op), str(d)) for op, d in entry[3]]
+                if fails:
+                    break
+    file = os.path.join(site, "sitecustomize.py")
+    if custom and os.path.isfile(file):
+        try:
+            got = facts_memo().get("sitecustomize-v1", file, lambda: _custom_edits(file),
+                                   lambda v: isinstance(v, list))
+        except OSError:
+            got = []
+        out += [(str(op), str(d)) for op, d in got if isinstance(d, str)]
+    return out
+
+
+def _custom_edits(path: str) -> list[list[str]]:
+    text = read_regular(path, cap=_CAP_INIT, what="sitecustomize.py")
+    return _edits(text.decode("utf-8", "replace"))
+
+
+def _edits(source: str) -> list[list[str]]:
+    """:func:`path_edits` of one source (a ``.pth`` line or a ``sitecustomize.py``)."""
+    if "sys" not in source and "addsitedir" not in source:
+        return []
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out: list[list[str]] = []
+    for node in tree.body:
+        if isinstance(node, ast.Raise):
+            break  # what follows never runs
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t = node.targets[0]
+            if (isinstance(t, ast.Subscript) and _is_sys_path(t.value, ast)
+                    and isinstance(t.slice, ast.Slice) and t.slice.lower is None
+                    and isinstance(t.slice.upper, ast.Constant) and t.slice.upper.value == 0):
+                out += [["front", d] for d in reversed(_folders(node.value, ast))]
+            continue
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+            continue
+        call = node.value
+        f = call.func
+        if not isinstance(f, ast.Attribute) or call.keywords:
+            continue
+        if _is_sys_path(f.value, ast):
+            if f.attr == "insert" and len(call.args) == 2:
+                out += [["front", d] for d in _folders(call.args[1], ast)[:1]]
+            elif f.attr == "append" and len(call.args) == 1:
+                out += [["back", d] for d in _folders(call.args[0], ast)[:1]]
+            elif f.attr == "extend" and len(call.args) == 1:
+                out += [["back", d] for d in _folders(call.args[0], ast)]
+        elif (f.attr == "addsitedir" and isinstance(f.value, ast.Name) and f.value.id == "site"
+              and len(call.args) == 1):
+            out += [["back", d] for d in _folders(call.args[0], ast)[:1]]
+    return out
+
+
+def _is_sys_path(node: Any, ast: Any) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "path"
+            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+def _folders(node: Any, ast: Any) -> list[str]:
+    """The absolute folders an expression names: a string literal, ``os.path.join`` of
+    literals, or a list or tuple of those (anything else: none)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [d for e in node.elts for d in _folders(e, ast)[:1]]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        value = node.value
+    elif (isinstance(node, ast.Call) and not node.keywords and node.args
+          and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+          and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
+          and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)):
+        value = os.path.join(*(a.value for a in node.args))
+    else:
+        return []
+    return [os.path.normpath(value)] if value.startswith("/") and "\0" not in value else []
 
 
 # ------------------------------------------------------------------ editable finders
@@ -292,7 +475,9 @@ def _is_extend_path(node: Any, ast: Any) -> bool:
 
 
 def _read_extends(path: str) -> bool:
-    data = read_regular(path, cap=_CAP_INIT, what="package __init__")
+    from moonpin.resolver.check.zipfs import read_source
+
+    data = read_source(path, cap=_CAP_INIT, what="package __init__")
     if b"extend_path" not in data:
         return False
     import ast
@@ -313,5 +498,13 @@ def extends_path(init: str) -> bool:
     try:
         return bool(facts_memo().get("extend-path", init, lambda: _read_extends(init),
                                      lambda v: isinstance(v, bool)))
+    except OSError:
+        pass
+    from moonpin.resolver.check import zipfs
+
+    if zipfs.archive_of(init) is None:
+        return False
+    try:  # in a zip archive on sys.path: read from it, not remembered
+        return _read_extends(init)
     except OSError:
         return False

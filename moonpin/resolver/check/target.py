@@ -31,11 +31,18 @@ __all__ = ["Target", "TargetError", "default", "from_python", "from_site_package
 #: Asked of a target interpreter: what the importer there uses.
 _ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
         "print(json.dumps({"
-        "'path': [p for p in sys.path if p and os.path.isdir(p)], 'version': "
+        "'path': [p for p in sys.path if p and (os.path.isdir(p) or any(os.path.isfile(q) "
+        "for q in (p, os.path.dirname(p), os.path.dirname(os.path.dirname(p)))))], "
+        "'version': "
         "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
         "__import__('site').getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
-        "'venv': sys.prefix != sys.base_prefix}))")
+        "'venv': sys.prefix != sys.base_prefix, 'user': __import__('site')"
+        ".getusersitepackages(), 'venv_system': sys.prefix != sys.base_prefix and "
+        "os.path.isfile(os.path.join(sys.prefix, 'pyvenv.cfg')) and any("
+        "l.split('=')[0].strip().lower() == 'include-system-site-packages' and "
+        "l.split('=', 1)[1].strip().lower() == 'true' for l in open(os.path.join("
+        "sys.prefix, 'pyvenv.cfg'), errors='replace') if '=' in l)}))")
 
 
 class TargetError(Exception):
@@ -115,7 +122,7 @@ def this_python(how: str = "this interpreter") -> Target:
     cwd = _working_folder()
     rest = sys.path[1:] if cwd is not None and sys.path else sys.path
     paths = [p for p in dict.fromkeys([*([cwd] if cwd else []), *rest])
-             if p and os.path.isdir(p)]
+             if p and (os.path.isdir(p) or _in_archive(p))]
     t = Target(sys.executable, (sys.version_info[0], sys.version_info[1]), paths,
                machinery.EXTENSION_SUFFIXES, how, sites)
     t.cwd = cwd
@@ -160,13 +167,38 @@ def _version_of(folder: str) -> tuple[int, int] | None:
 
 def _with_pth(folders: Sequence[str]) -> list[str]:
     """``folders`` followed by the folders their ``.pth`` path lines add, as
-    ``site.addsitedir`` appends them (the ``import`` lines are not run)."""
+    ``site.addsitedir`` appends them, with the ``sys.path`` edits of their ``.pth``
+    ``import`` lines and ``sitecustomize.py`` (read, never run:
+    :func:`moonpin.resolver.check.sitefiles.path_edits`) where those put them."""
     from moonpin.resolver.check.importer import pth_paths
+    from moonpin.resolver.check.sitefiles import path_edits
 
     out: list[str] = []
+    front: list[str] = []
+    back: list[str] = []
     for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
-        out.extend(p for p in [f, *pth_paths(f)] if p not in out)
-    return out
+        out.extend(p for p in [f, *pth_paths(f, search=[*folders, *out])] if p not in out)
+        custom = not any(os.path.isfile(os.path.join(e, "sitecustomize.py"))
+                         for e in folders[:folders.index(f)])
+        for how, d in path_edits(f, custom, [*folders, *out]):
+            if how == "front":
+                front.insert(0, d)
+            else:
+                back.append(d)
+    if not front and not back:
+        return out
+    return [p for p in dict.fromkeys([*front, *out, *back])
+            if os.path.isdir(p) or _in_archive(p)]
+
+
+def _in_archive(path: str) -> bool:
+    """Whether a ``sys.path`` entry that is no folder is a zip archive or a folder in one
+    (``zipimport`` searches it)."""
+    if os.path.isdir(path):
+        return False
+    from moonpin.resolver.check import zipfs
+
+    return zipfs.archive_of(path) is not None
 
 
 def from_site_packages(folders: Sequence[str]) -> Target:
@@ -214,9 +246,10 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
                           f"(exit {proc.returncode}: {tail[0][:200]})") from e
     # -I drops the working folder, the user's site folder and PYTHONPATH: add back what a
     # worker started here (`python -m sglang.launch_server`) sees
-    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    extra = _pythonpath()
     cwd = None if os.environ.get("PYTHONSAFEPATH") else _working_folder()
     first = [cwd] if cwd is not None and os.path.isdir(cwd) else []
+    paths, sites = _with_user_site(paths, sites, doc)
     t = Target(python, version, list(dict.fromkeys([*first, *extra, *paths])), ext,
                "--python", sites)
     t.cwd = cwd
@@ -225,6 +258,42 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)
                                           else None)
     return t
+
+
+def _pythonpath() -> list[str]:
+    """``PYTHONPATH``'s folders as the interpreter puts them on ``sys.path``: absolute,
+    an empty entry the working folder (``site`` makes every entry absolute)."""
+    value = os.environ.get("PYTHONPATH")
+    if not value:
+        return []
+    try:
+        return [os.path.abspath(p) if p else os.getcwd() for p in value.split(os.pathsep)]
+    except OSError:  # no working folder: the relative entries find nothing
+        return [p for p in value.split(os.pathsep) if p.startswith("/")]
+
+
+def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
+                    ) -> tuple[list[str], list[str]]:
+    """``paths`` and ``sites`` with the user's site folder where ``site`` puts it for a
+    worker (``-I`` left it out): enabled unless ``PYTHONNOUSERSITE`` is set, the process
+    runs set-id, or it is a virtualenv without ``include-system-site-packages = true``;
+    added when it exists, with its ``.pth`` path lines, after the virtualenv's own
+    site-packages and before the base installation's."""
+    user = doc.get("user")
+    if not isinstance(user, str) or not os.path.isdir(user) or user in paths:
+        return paths, sites
+    if os.environ.get("PYTHONNOUSERSITE") or os.geteuid() != os.getuid() or \
+            os.getegid() != os.getgid():
+        return paths, sites
+    if doc.get("venv") is True and doc.get("venv_system") is not True:
+        return paths, sites
+    from moonpin.resolver.check.importer import pth_paths
+
+    base = [s for s in sites if s in paths]
+    at = paths.index(base[-1]) if doc.get("venv") is True and len(base) > 1 else \
+        paths.index(base[0]) if base else len(paths)
+    add = [p for p in [user, *pth_paths(user)] if p not in paths]
+    return [*paths[:at], *add, *paths[at:]], [*sites, user]
 
 
 def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:

@@ -103,8 +103,15 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
     if not any(os.path.isfile(os.path.join(folder, i)) for i in inits):
         return (f"{folder} has no __init__.py, so it imports as an empty namespace package, "
                 "with no torch.__version__"), None
+    def evaluate(file: str, module: str, attr: str, env: dict[str, str | None]
+                 ) -> str | None:  # a label computed some way the reading does not follow
+        from moonpin.resolver.check.labeleval import value as computed
+
+        return computed(file, module, attr, paths, im.EXT_SUFFIXES, im.PY_VERSION, env)
+
     value, problem = attribute_memoised(paths, "torch", "__version__", im.PY_VERSION,
-                                        im.EXT_SUFFIXES, im.ROOT, im.SITE_DIRS)
+                                        im.EXT_SUFFIXES, im.ROOT, im.SITE_DIRS,
+                                        evaluate=None if im.ROOT is not None else evaluate)
     # the label as torch/version.py's own is taken (printable, at most 256 characters): a
     # megabyte of it, or control characters, is nothing a version is compared with
     return problem, im.torch_label({"__version__": value}) if value is not None else None
