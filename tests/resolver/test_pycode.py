@@ -159,3 +159,23 @@ def test_a_bytecode_loader_unlike_its_releases_is_not_taken_for_it(site: Path,
     r = run(site, kb=_kb_with_loader(tmp_path, True))
     assert r.rc == 1 and r.line("loader").startswith("fail"), r.out
     assert "do not name what the loader" in r.line("loader")
+
+
+def test_a_bytecode_bomb_is_held(site: Path, tmp_path: Path) -> None:
+    """A cache the import would take (unchecked hash, this Python's magic number) whose
+    marshal stream declares a gigabyte list inside a gigabyte list, 64 deep: read in a held
+    child, it is bytecode that cannot be read; the check answers from the source, at once."""
+    import importlib.util
+    import time
+
+    src = site / "torch" / "version.py"
+    cache = _cache(src)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + bytes(8)
+    cache.write_bytes(header + b"[\xff\xff\xff\x07" * 64)
+    assert pycode.runs(str(src), VERSION) == str(cache)  # the import would run it
+    t0 = time.monotonic()
+    assert pycode.bindings(str(cache)) is None and pycode.strings(str(cache)) is None
+    r = run(site, kb=small_kb(tmp_path))
+    assert time.monotonic() - t0 < 45
+    assert r.rc in (0, 1) and "pg_2_13_0" in r.line("build"), r.out

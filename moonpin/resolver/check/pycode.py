@@ -109,7 +109,11 @@ def bindings(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
 
 def strings(pyc: str) -> frozenset[str] | None:
     """Every string constant of the bytecode in ``pyc`` (its functions' too); None when
-    it cannot be read here."""
+    it cannot be read here (read in a held child: :func:`_held`)."""
+    return _held(lambda: _strings(pyc))  # type: ignore[no-any-return]
+
+
+def _strings(pyc: str) -> frozenset[str] | None:
     code = _code(pyc)
     if code is None:
         return None
@@ -147,8 +151,23 @@ def _code(pyc: str) -> Any:
 
 
 def _read(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
+    return _held(lambda: _read_here(pyc))  # type: ignore[no-any-return]
+
+
+def _read_here(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
     code = _code(pyc)
     return None if code is None else _walk(code)
+
+
+def _held(work: Any) -> Any:
+    """``work()``, which unmarshals an image's bytecode, in a child held to a memory and
+    time budget (:func:`moonpin.resolver.check.prefetch.isolated`): ``marshal`` trusts the
+    lengths the bytes declare (a few bytes ask for gigabytes) and is not meant for data from
+    others. None when it could not be read so (no fork here: the source is judged)."""
+    from moonpin.resolver.check.prefetch import isolated
+
+    ok, got = isolated(work)
+    return got if ok else None
 
 
 def _walk(code: Any) -> tuple[dict[str, tuple[Any, ...]], bool]:
