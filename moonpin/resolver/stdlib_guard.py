@@ -19,12 +19,11 @@ USED = frozenset((
     "__future__", "_collections_abc", "_sha256", "argparse", "ast", "atexit", "bisect", "bz2",
     "collections", "concurrent", "contextlib", "contextvars", "copy", "csv", "ctypes",
     "dataclasses", "datetime", "difflib", "email", "errno", "fcntl", "functools", "gc", "glob",
-    "gzip", "hashlib", "html", "importlib", "io", "itertools", "json", "lzma", "marshal",
-    "mmap", "multiprocessing", "operator", "os", "pathlib", "posixpath", "random", "re", "resource",
-    "select", "shlex",
-    "shutil", "signal", "ssl", "stat", "struct", "subprocess", "sys", "sysconfig", "tarfile",
-    "tempfile", "textwrap", "threading", "time", "tokenize", "tomllib", "types", "typing",
-    "urllib", "warnings", "zipfile", "zlib",
+    "gzip", "hashlib", "html", "importlib", "io", "itertools", "json", "lzma", "marshal", "mmap",
+    "multiprocessing", "opcode", "operator", "os", "pathlib", "posixpath", "random", "re",
+    "resource", "select", "shlex", "shutil", "signal", "ssl", "stat", "struct", "subprocess", "sys",
+    "sysconfig", "tarfile", "tempfile", "textwrap", "threading", "time", "tokenize", "tomllib",
+    "types", "typing", "urllib", "warnings", "zipfile", "zlib",
 ))
 _SUFFIXES = (".py", ".pyc")
 
