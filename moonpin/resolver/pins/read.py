@@ -269,7 +269,7 @@ class _Reader:
         self.patterns = patterns
         # the Dockerfile stages that install a file (pip install -r), and what each file
         # includes: its pins are installed on those stages' platforms (see stamp_stages)
-        self.installed: dict[Path, set[tuple[str | None, str]]] = {}
+        self.installed: dict[Path, set[tuple[str | None, str, str]]] = {}
         self.includes: dict[Path, list[Path]] = {}
 
     def _load(self, path: Path, shown: str, parent: tuple[str, int] | None) -> Text | None:
@@ -341,7 +341,7 @@ class _Reader:
         outside any stage)."""
         if not self.installed:
             return self.found.pins
-        stage: dict[Path, set[tuple[str | None, str]]] = {}
+        stage: dict[Path, set[tuple[str | None, str, str]]] = {}
         todo = list(self.installed.items())
         while todo:
             path, stages = todo.pop()
@@ -353,9 +353,9 @@ class _Reader:
         out = []
         for pin in self.found.pins:
             got = stage.get(_resolve(Path(pin.path))) if pin.platform is None else None
-            if got is not None and len({p for p, _ in got}) == 1:
-                platform, at = min(got, key=lambda s: s[1])
-                pin = pin._replace(platform=platform, platform_at=at)
+            if got is not None and len({(p, t) for p, _, t in got}) == 1:
+                platform, at, tag = min(got, key=lambda s: s[1])
+                pin = pin._replace(platform=platform, platform_at=at, platform_tag=tag)
             out.append(pin)
         return out
 
@@ -379,7 +379,7 @@ class _Reader:
                 if target.is_file():
                     if arg.platform is not None:
                         self.installed.setdefault(_resolve(target), set()).add(
-                            (arg.platform, arg.platform_at))
+                            (arg.platform, arg.platform_at, arg.platform_tag))
                     self._include(parent, parent_shown, Include(arg.line, str(target),
                                                                 arg.kind), [_resolve(parent)],
                                   target=target)
