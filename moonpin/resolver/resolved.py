@@ -27,6 +27,7 @@ __all__ = [
     "ORDER",
     "SUMMARY_NAME",
     "Resolved",
+    "facts_file",
     "file_sha256",
     "fix_for",
     "fixes_for",
@@ -60,6 +61,11 @@ def resolved_path(kb_path: str | os.PathLike[str]) -> Path:
 
 def _folder(kb_path: str | os.PathLike[str]) -> str:
     return os.path.join(os.path.dirname(os.fspath(kb_path)), "resolved")
+
+
+def facts_file(kb_path: str | os.PathLike[str]) -> str:
+    """Where the KB's derived facts are (``resolved/_facts.json`` beside it)."""
+    return os.path.join(_folder(kb_path), FACTS_NAME)
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
