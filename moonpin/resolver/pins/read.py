@@ -104,7 +104,7 @@ import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from moonpin.kb.errors import UsageError
 from moonpin.resolver.pins.base import (
@@ -129,12 +129,13 @@ from moonpin.resolver.pins.judge import (
     pinned_set,
     platform_of,
 )
-from moonpin.resolver.pins.pyproject import pyproject_pins
 from moonpin.resolver.pins.regex import Pattern, compile_patterns, regex_pins
 from moonpin.resolver.pins.renovate import GROUP_NAME, plan_stack, renovate_fragment
 from moonpin.resolver.pins.requirements import Include, requirement_lines
 from moonpin.resolver.pins.rewrite import apply_updates, read_for_rewrite, write_keeping
-from moonpin.resolver.pins.shell import FileArg, shell_pins
+
+if TYPE_CHECKING:  # the readers of a kind load when a file of that kind is read
+    from moonpin.resolver.pins.shell import FileArg
 
 __all__ = [
     "GROUP_NAME",
@@ -323,9 +324,13 @@ class _Reader:
         if ftype in ("requirements", "constraints"):
             self._requirements(path, shown, text, ftype, [resolved])
         elif ftype == "pyproject":
+            from moonpin.resolver.pins.pyproject import pyproject_pins
+
             for res in pyproject_pins(shown, text):
                 self.found.add(res)
         elif ftype == "shell":
+            from moonpin.resolver.pins.shell import FileArg, shell_pins
+
             for item in shell_pins(shown, text):
                 if isinstance(item, FileArg):
                     self._installed_file(path, shown, item)
