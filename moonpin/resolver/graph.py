@@ -113,19 +113,83 @@ class WheelView:
 
 
 class CompatGraph:
-    """The KB's facts, with the lookups queries need."""
+    """The KB's facts, with the lookups queries need.
 
-    def __init__(self, kb: Facts | KnowledgeBase, *,
+    A graph :meth:`from_path` gives reads the facts when a lookup first needs them (a
+    question the KB file's resolved tables answer needs none: ``renovate`` on a
+    requirements file); :meth:`sglang_versions` answers from the KB's summary until then."""
+
+    #: the facts and the lookups built from them (set by :meth:`_load`)
+    kb: Facts
+    sglang: dict[Version, Sglang]
+    mooncake: dict[tuple[str, Version], Mooncake]
+    torch: dict[Version, Torch]
+    torch_versions: list[Version]
+    _wheels: dict[tuple[str, str], list[WheelView]]
+
+    #: what :meth:`_load` sets: a lookup of one of them before it reads the facts
+    _LAZY = frozenset({"kb", "sglang", "mooncake", "torch", "torch_versions", "_wheels"})
+
+    def __init__(self, kb: Facts | KnowledgeBase | None, *,
                  kb_path: str | None = None) -> None:
         #: the validated KB the facts came from, when the graph was built from one
         self._model: KnowledgeBase | None = None
+        #: the KB file the facts were read from (its resolved tables answer for it)
+        self.kb_path = kb_path
+        self._torch_for: dict[str, list[tuple[str, str]]] = {}
+        #: what queries derive from the facts, kept (see ``moonpin.resolver.query``)
+        self.memo: dict[Any, Any] = {}
+        if kb is not None:
+            self._load(kb)
+        elif kb_path is None:
+            raise ValueError("a graph needs a KB or the path of one")
+
+    if not TYPE_CHECKING:  # (mypy keeps checking every other attribute's name)
+        def __getattr__(self, name: str) -> Any:
+            # only for an attribute not set yet: the facts of a graph made by from_path
+            if name not in CompatGraph._LAZY or "kb_path" not in self.__dict__:
+                raise AttributeError(name)
+            self._load(self._read(self.kb_path or ""))
+            return self.__dict__[name]
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the facts were read (a lookup needed them)."""
+        return "kb" in self.__dict__
+
+    def sglang_versions(self) -> list[Version]:
+        """Every SGLang version the KB holds (the keys of :attr:`sglang`), from its summary
+        while the facts are not read."""
+        if not self.loaded and self.kb_path is not None:
+            from moonpin.resolver import resolved
+
+            found = resolved.load_summary(self.kb_path)
+            if found is not None:
+                try:
+                    return list({Version(h.version): None for h in found.sglang})
+                except InvalidVersion:
+                    pass
+        return list(self.sglang)
+
+    @staticmethod
+    def _read(path: str) -> Facts | KnowledgeBase:
+        from moonpin.resolver import resolved
+
+        found = resolved.load_facts(path)
+        if found is not None:
+            return found
+        from pathlib import Path
+
+        from moonpin.kb import store
+
+        return store.load(Path(path))
+
+    def _load(self, kb: Facts | KnowledgeBase) -> None:
         if not isinstance(kb, Facts):  # a validated KnowledgeBase (tests, a fresh scrape)
             self._model = kb
             kb = kf.from_model(kb)
-        self.kb: Facts = kb
-        #: the KB file the facts were read from (its resolved tables answer for it)
-        self.kb_path = kb_path
-        self.sglang: dict[Version, Sglang] = {}
+        self.kb = kb
+        self.sglang = {}
         self.mooncake: dict[tuple[str, Version], Mooncake] = {}
         self.torch: dict[Version, Torch] = {}
         self.torch_versions: list[Version] = []
@@ -141,14 +205,11 @@ class CompatGraph:
             if s.source != "index" and Version(s.version) in self.sglang:
                 continue  # the index's record of a version wins over a local one
             self.sglang[Version(s.version)] = s
-        self._wheels: dict[tuple[str, str], list[WheelView]] = {}
+        self._wheels = {}
         for r in kb.mooncake:
             self.mooncake[(r.dist, Version(r.version))] = r
             self._wheels[(r.dist, r.version)] = [WheelView(r.dist, r.version, w)
                                                  for w in r.wheels]
-        self._torch_for: dict[str, list[tuple[str, str]]] = {}
-        #: what queries derive from the facts, kept (see ``moonpin.resolver.query``)
-        self.memo: dict[Any, Any] = {}
 
     @classmethod
     def from_path(cls, kb_path: str | os.PathLike[str] | None = None) -> CompatGraph:
@@ -158,14 +219,10 @@ class CompatGraph:
         from moonpin.resolver import resolved
 
         path = os.fspath(kb_path) if kb_path is not None else os.fspath(default_kb_path())
-        found = resolved.load_facts(path)
-        if found is not None:
-            return cls(found, kb_path=path)
-        from pathlib import Path
-
-        from moonpin.kb import store
-
-        return cls(store.load(Path(path)), kb_path=path)
+        if not (os.path.isfile(path)
+                and os.path.isfile(resolved.facts_file(path))):
+            return cls(cls._read(path), kb_path=path)  # no derived facts: read (and check) now
+        return cls(None, kb_path=path)
 
     def launch(self, version: str) -> dict[str, Any] | None:
         """The SGLang release's launch-rules record (``moonpin.kb.models.LaunchRules`` as JSON),

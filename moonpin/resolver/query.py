@@ -510,6 +510,13 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
                    dist: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
+    if torch is None and dist is None:
+        # the release's table, when it holds the question, answers without the facts (the
+        # path below would take that table too: the release is named as the KB names it)
+        table = _table(g, sglang, None)
+        if table is not None:
+            return Which.from_json(table.which_mooncake(sglang, python=python, arch=arch,
+                                                        dist=None, torch=None))
     torch = None if torch is None else torch_release(g, torch)
     s = get_sglang(g, sglang)
     dists = [str(canonical_name(dist))] if dist else g.dists()

@@ -27,6 +27,7 @@ __all__ = [
     "ORDER",
     "SUMMARY_NAME",
     "Resolved",
+    "facts_file",
     "file_sha256",
     "fix_for",
     "fixes_for",
@@ -60,6 +61,11 @@ def resolved_path(kb_path: str | os.PathLike[str]) -> Path:
 
 def _folder(kb_path: str | os.PathLike[str]) -> str:
     return os.path.join(os.path.dirname(os.fspath(kb_path)), "resolved")
+
+
+def facts_file(kb_path: str | os.PathLike[str]) -> str:
+    """Where the KB's derived facts are (``resolved/_facts.json`` beside it)."""
+    return os.path.join(_folder(kb_path), FACTS_NAME)
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -110,9 +116,15 @@ def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = Fals
         from moonpin.kb.cache import facts_memo
 
         doc = facts_memo().get("json", path, parse, fits)
+        fitting = fits(doc)
     else:
         doc = parse()
-    if not fits(doc):
+        # the verdict on the shape, kept against the file's stamp (each table a query
+        # reads costs its validation ~0.5 ms)
+        fitting = isinstance(doc, dict) and (valid is None or _remembered(
+            path, f"valid\0{getattr(valid, '__name__', '')}", lambda: bool(valid(doc)),
+            _is_bool))
+    if not fitting:
         raise ValueError(f"{path}: not a resolved table of this moonpin")
     if sha and (doc.get("schema_version") != SCHEMA
                 or doc.get("kb_sha256") != file_sha256(kb_path)):
@@ -433,6 +445,36 @@ def stamped(body: Any, kb_sha256: str) -> bytes:
     return json.dumps(head).encode() + b"\n" + data
 
 
+def _remembered(path: str, kind: str, compute: Any, valid: Any) -> Any:
+    """``compute()``, a fact of the file at ``path`` as read now, remembered in
+    :func:`moonpin.kb.cache.facts_memo` against its stamp (size and mtime, as Python keeps
+    bytecode), the memo written at once when it learned it."""
+    from moonpin.kb.cache import facts_memo
+
+    memo = facts_memo()
+    computed = []
+
+    def work() -> Any:
+        computed.append(True)
+        return compute()
+
+    try:
+        value = memo.get(kind, path, work, valid)
+    except OSError:  # no stamp: the fact as computed now
+        return compute()
+    if computed:
+        memo.flush()
+    return value
+
+
+def _is_sha256(value: Any) -> bool:
+    return type(value) is str and len(value) == 64
+
+
+def _is_bool(value: Any) -> bool:
+    return type(value) is bool
+
+
 def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
     """The body of the stamped document ``name`` beside ``kb_path``; ValueError/OSError when
     it is missing, another KB's, another moonpin's, or damaged."""
@@ -444,7 +486,8 @@ def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
     head = loads_json(head_bytes) if sep else None
     if not isinstance(head, dict) or head.get("schema_version") != SCHEMA:
         raise ValueError(f"{path}: not a resolved document of this moonpin")
-    if head.get("body_sha256") != sha256_hex(data):
+    if head.get("body_sha256") != _remembered(path, "body-sha256", lambda: sha256_hex(data),
+                                              _is_sha256):
         raise ValueError(f"{path}: damaged (its body does not hash to its stamp)")
     if head.get("kb_sha256") != file_sha256(kb_path):
         raise ValueError(f"{path} does not belong to {kb_path}")

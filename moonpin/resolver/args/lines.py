@@ -13,7 +13,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from moonpin.kb.errors import UsageError
@@ -57,6 +56,8 @@ def gather(files: Sequence[str], fmt: str, argv: Sequence[str]
     launches: list[manifests.Launch] = []
     findings: list[manifests.Finding] = []
     for path in files:
+        from pathlib import Path
+
         try:
             found = manifests.read_file(Path(path), fmt)
         # moonpin.kb.errors.ReadRefused (a FIFO, a device, too large) has a hint
@@ -177,14 +178,19 @@ def check_launches(kb: CompatGraph | str | os.PathLike[str],
     ``kb``: the KB's graph, or the KB file (its graph is read only when a release's launch
     table does not answer). ``many`` labels each launch in the text report (set it when
     files were read)."""
-    from moonpin.resolver.graph import CompatGraph
-
     graph: Callable[[], CompatGraph]
-    if isinstance(kb, CompatGraph):
-        kb_path, graph = kb.kb_path, functools.partial(lambda g: g, kb)
+    kb_path: str | None
+    if isinstance(kb, (str, os.PathLike)):
+        kb_file = kb_path = os.fspath(kb)
+
+        def load() -> CompatGraph:  # the graph module (~4 ms) only when a table lacks
+            from moonpin.resolver.graph import CompatGraph
+
+            return CompatGraph.from_path(kb_file)
+
+        graph = functools.cache(load)
     else:
-        kb_path = os.fspath(kb)
-        graph = functools.cache(functools.partial(CompatGraph.from_path, kb_path))
+        kb_path, graph = kb.kb_path, functools.partial(lambda g: g, kb)
 
     py = python or sys.executable
     read: dict[str, tuple[str, Any, Any, Any, Any]] = {}

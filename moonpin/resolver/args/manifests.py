@@ -33,8 +33,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from moonpin.resolver.args.rules import Unresolved
 from moonpin.resolver.args.tags import (
@@ -42,6 +41,9 @@ from moonpin.resolver.args.tags import (
     sglang_version_in_image,
     sglang_version_of_image,
 )
+
+if TYPE_CHECKING:  # a launch on the command line reads no file (pathlib costs it ~3 ms)
+    from pathlib import Path
 
 __all__ = ["Finding", "Launch", "Unresolved", "cuda_of_image", "from_shell", "from_yaml",
            "read_file", "sglang_version_in_image", "sglang_version_of_image"]

@@ -149,6 +149,8 @@ def cmd_renovate(args: argparse.Namespace) -> int:
 
         every = [*pinned.exact, *pinned.loose]
         arch = arch or platforms.judged_on(every, None, "")[0]
+        for said in dict.fromkeys(d for p in every if (d := platforms.disagreement(p))):
+            print(f"moonpin: note: {said}", file=sys.stderr)
         image = images.image_of(pinned.exact, pinned.sglang) if torch is None else None
         got = images.image_torch(g, image, stack.sglang) if image is not None else None
         torch = got.version if got is not None else torch

@@ -125,6 +125,10 @@ class _Pin(NamedTuple):
     #: :mod:`moonpin.resolver.pins.platforms`)
     platform: str | None = None
     platform_at: str = ""
+    #: the image reference at that ``FROM`` when its tag names an architecture
+    #: (``lmsysorg/sglang:v0.5.18-cu130-arm64``): the stage's platform without a
+    #: ``--platform``, said against one that disagrees (see ``platforms.stage_arch``)
+    platform_tag: str = ""
 
 
 class Pin(_Pin):

@@ -68,7 +68,7 @@ def image_torch(g: CompatGraph, image: Image, sglang: str) -> Pin | None:
     p = image.pin
     return Pin("torch", f"=={version}", version, p.path, p.line, -1, p.raw, "docker-image",
                note=f"the image's torch: {image.said()}", platform=p.platform,
-               platform_at=p.platform_at)
+               platform_at=p.platform_at, platform_tag=p.platform_tag)
 
 
 def torch_mismatch(g: CompatGraph, image: Image, torch: Pin, arches: list[str]) -> str | None:

@@ -11,6 +11,13 @@ architecture, and the verdict says why. ``FROM stage`` keeps that stage's platfo
 without ``--platform`` is built for the target platform (any). Pins outside any stage (a
 requirements file the Dockerfile does not install) apply on every architecture the project
 builds for: the architectures its stages declare, or both when none does.
+
+An image tag that names an architecture (``lmsysorg/sglang:v0.5.18-cu130-arm64``, ``…-amd64``,
+``…-aarch64``, ``…-x86_64``: one ``-``/``_``/``.``-separated part of the tag, in Docker's or
+``uname -m``'s spelling) is a single-architecture image: the stage runs that architecture,
+as a ``--platform`` says it. A ``--platform`` the build sets gives way to it; one that names
+another architecture disagrees with it: said, and the stage is judged on the tag's (the
+build either fails or runs the image's own architecture).
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ from typing import NamedTuple, TypeVar
 
 from moonpin.resolver.pins.base import Pin, cut
 
-__all__ = ["ARCHES", "Stage", "Stages", "applies", "arch_of", "judged_on", "project_arches",
-           "stage_note"]
+__all__ = ["ARCHES", "Stage", "Stages", "applies", "arch_of", "disagreement", "judged_on",
+           "project_arches", "stage_arch", "stage_note", "tag_platform"]
 
 _T = TypeVar("_T")
 
@@ -37,12 +44,20 @@ _AUTOMATIC = frozenset(f"{w}{p}" for w in ("BUILD", "TARGET")
 _DOCKER_ARCH = {"amd64": "x86_64", "x86_64": "x86_64", "x86-64": "x86_64",
                 "arm64": "aarch64", "aarch64": "aarch64"}
 
+#: The architectures a tag part names, as Docker's platform names them.
+_TAG_ARCH = {"amd64": "amd64", "x86_64": "amd64", "x86-64": "amd64", "arm64": "arm64",
+             "arm64v8": "arm64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x",
+             "riscv64": "riscv64"}
+
 # Patterns, compiled (and cached by :mod:`re`) when a shell file is first read, not at import:
 #: ``FROM [--flag=value ...] image [AS name]`` (Docker takes a flag's value after ``=`` only)
 _FROM = r"(?i)\s*FROM\s+((?:--\S+\s+)*)(\S+)(?:\s+AS\s+(\S+))?\s*$"
 _FLAG = r"(?i)--platform=(\S+)"
 _VAR = r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))"
 _GLOBAL_ARG = r"(?i)\s*ARG\s+(\w+)(?:=(\S*))?\s*$"
+#: one architecture name as a part of a tag (``x86_64`` and ``x86-64`` hold a separator)
+_TAG_PART = (r"(?i)(?:^|[-_.])(x86[-_]64|amd64|arm64v8|arm64|aarch64|ppc64le|s390x|riscv64)"
+             r"(?=$|[-_.])")
 
 
 class Stage(NamedTuple):
@@ -51,6 +66,7 @@ class Stage(NamedTuple):
 
     platform: str
     at: str
+    tag: str = ""
 
 
 class Stages:
@@ -72,13 +88,17 @@ class Stages:
             return
         flag = re.search(_FLAG, m.group(1) or "")
         image = m.group(2)
-        if flag is not None:
-            platform = self._resolved(flag.group(1).strip("'\""))
-        elif image.lower() in self.named:
-            platform = self.named[image.lower()].platform  # FROM an earlier stage
+        named = self.named.get(image.lower()) if flag is None else None
+        if named is not None:  # FROM an earlier stage: its platform
+            self.current = named._replace(at=f"{self.shown}:{line}")
         else:
-            platform = ""
-        self.current = Stage(platform, f"{self.shown}:{line}")
+            platform = self._resolved(flag.group(1).strip("'\"")) if flag is not None else ""
+            resolved = self._resolved(image)
+            tagged = tag_platform(resolved)
+            if tagged is not None and (not platform or arch_of(platform) == "*"):
+                platform = tagged  # no --platform, or one the build sets: the tag's
+            self.current = Stage(platform, f"{self.shown}:{line}",
+                                 resolved if tagged is not None else "")
         if m.group(3):
             self.named[m.group(3).lower()] = self.current
 
@@ -103,7 +123,43 @@ class Stages:
         if self.current is None or not hasattr(res, "platform_at"):
             return res
         return res._replace(platform=self.current.platform,  # type: ignore[attr-defined, no-any-return]
-                            platform_at=self.current.at)
+                            platform_at=self.current.at, platform_tag=self.current.tag)
+
+
+def tag_platform(image: str) -> str | None:
+    """The platform an image reference's tag names (``lmsysorg/sglang:v0.5.18-cu130-arm64``
+    -> ``linux/arm64``), or None: no tag, a tag naming no architecture or two, or one left
+    to a variable."""
+    ref = image.split("@", 1)[0]
+    name, _, tag = ref.rpartition(":")
+    if not name or "/" in tag or "$" in tag:
+        return None
+    found = {_TAG_ARCH[m.group(1).lower().replace("_", "-")]
+             for m in re.finditer(_TAG_PART, tag)}
+    return f"linux/{found.pop()}" if len(found) == 1 else None
+
+
+def stage_arch(pin: Pin) -> str | None:
+    """:func:`arch_of` the pin's stage: the architecture its image's tag names, else its
+    ``--platform``'s (see :func:`disagreement`)."""
+    tagged = tag_platform(pin.platform_tag) if pin.platform_tag else None
+    return arch_of(tagged if tagged is not None and pin.platform is not None else pin.platform)
+
+
+def disagreement(pin: Pin) -> str | None:
+    """What to say when the stage's ``--platform`` names another architecture than the one
+    its image's tag names, else None."""
+    if not pin.platform_tag or not pin.platform:
+        return None
+    tagged = arch_of(tag_platform(pin.platform_tag))
+    stated = arch_of(pin.platform)
+    if stated in (None, "*") or stated == tagged:
+        return None
+    return (f"FROM --platform={cut(pin.platform, 80)} at {cut(pin.platform_at, 200)} names "
+            f"{stated}, but its image {cut(pin.platform_tag, 200)} is tagged for {tagged} (an "
+            f"image of one architecture: the build fails, or runs {tagged} under emulation): "
+            f"its pins are judged on {tagged}; use the image's {stated} tag, or drop "
+            "--platform")
 
 
 def arch_of(platform: str | None) -> str | None:
@@ -126,12 +182,17 @@ def arch_of(platform: str | None) -> str | None:
 def applies(pin: Pin, arch: str) -> bool:
     """Whether ``pin``'s stage is built for ``arch`` (a pin outside a stage, or in one
     whose platform the build sets, is installed on any)."""
-    stage = arch_of(pin.platform)
+    stage = stage_arch(pin)
     return stage in (None, "*") or stage == arch
 
 
 def stage_note(pin: Pin) -> str:
-    """``FROM --platform=linux/arm64 at Dockerfile:1``."""
+    """``FROM --platform=linux/arm64 at Dockerfile:1``, or ``FROM
+    lmsysorg/sglang:v0.5.18-cu130-arm64 (tagged for aarch64) at Dockerfile:1``."""
+    tagged = tag_platform(pin.platform_tag) if pin.platform_tag else None
+    if tagged is not None:
+        return (f"FROM {cut(pin.platform_tag, 200)} (tagged for {arch_of(tagged)}) "
+                f"at {cut(pin.platform_at, 200)}")
     return f"FROM --platform={cut(pin.platform or '', 80)} at {cut(pin.platform_at, 200)}"
 
 
@@ -143,7 +204,7 @@ def project_arches(pins: Sequence[Pin]) -> tuple[list[str], list[str], str | Non
     stated: dict[str, Pin] = {}
     open_: Pin | None = None
     for p in pins:
-        a = arch_of(p.platform)
+        a = stage_arch(p)
         if a == "*":
             open_ = open_ or p
         elif a is not None:
@@ -168,14 +229,16 @@ def judged_on(pins: Sequence[Pin], arch: str | None, where: str,
     """The arch to judge on as the project's Dockerfile stages build it (``--arch`` when
     given), the platform said, notes, and the reasons when no stage builds for an
     architecture moonpin judges: ``(arch or None for both, where, notes, reasons or None)``."""
+    disagree = list(dict.fromkeys(d for p in pins if (d := disagreement(p))))
     if arch is not None:
         off = {stage_note(p) for p in pins if not applies(p, arch)}
-        return arch, where, [f"{s} is another architecture: its stage's pins are not judged "
-                             f"on {arch} (--arch)" for s in sorted(off)], None
+        return arch, where, [*disagree, *(f"{s} is another architecture: its stage's pins are "
+                                          f"not judged on {arch} (--arch)"
+                                          for s in sorted(off))], None
     judged, other, said = project_arches(pins)
-    notes = list(dict.fromkeys(
+    notes = disagree + list(dict.fromkeys(
         f"{stage_note(p)}: moonpin judges x86_64 and aarch64 only (the wheels the knowledge "
-        "base holds); that stage is not judged" for p in pins if arch_of(p.platform) in other))
+        "base holds); that stage is not judged" for p in pins if stage_arch(p) in other))
     if said:
         where = where.replace("x86_64 and aarch64", " and ".join(judged or ["no arch"])
                               + f" ({said})")

@@ -103,8 +103,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Sequence
-from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from moonpin.kb.errors import UsageError
 from moonpin.resolver.pins.base import (
@@ -129,12 +128,17 @@ from moonpin.resolver.pins.judge import (
     pinned_set,
     platform_of,
 )
-from moonpin.resolver.pins.pyproject import pyproject_pins
 from moonpin.resolver.pins.regex import Pattern, compile_patterns, regex_pins
 from moonpin.resolver.pins.renovate import GROUP_NAME, plan_stack, renovate_fragment
 from moonpin.resolver.pins.requirements import Include, requirement_lines
 from moonpin.resolver.pins.rewrite import apply_updates, read_for_rewrite, write_keeping
-from moonpin.resolver.pins.shell import FileArg, shell_pins
+
+if TYPE_CHECKING:  # the readers of a kind load when a file of that kind is read
+    from moonpin.resolver.pins.shell import FileArg
+
+#: A file given or included (a str, a :class:`pathlib.Path`): read as a path string, in
+#: the spelling ``str(pathlib.Path(...))`` gives it (pathlib costs a command ~3 ms).
+Where = str | os.PathLike[str]
 
 __all__ = [
     "GROUP_NAME",
@@ -171,10 +175,35 @@ __all__ = [
 _KINDS_READ = "requirements/constraints files, pyproject.toml, Dockerfiles and shell scripts"
 
 
-def file_type(path: Path) -> str | None:
+def _shown(path: Where) -> str:
+    """``str(pathlib.Path(path))``: empty and ``.`` parts dropped, ``..`` kept, one root
+    (two for a path starting with exactly two slashes, as POSIX allows)."""
+    text = os.fspath(path)
+    root = "//" if text.startswith("//") and not text.startswith("///") else (
+        "/" if text.startswith("/") else "")
+    parts = [p for p in text.split("/") if p and p != "."]
+    return (root + "/".join(parts)) or "."
+
+
+def _name(path: str) -> str:
+    """``pathlib.Path(path).name`` of a :func:`_shown` path."""
+    return "" if path in (".", "/", "//") else path.rsplit("/", 1)[-1]
+
+
+def _parent(path: str) -> str:
+    """``str(pathlib.Path(path).parent)`` of a :func:`_shown` path."""
+    if path in (".", "/", "//") or "/" not in path:
+        return path if path in (".", "/", "//") else "."
+    head = path.rsplit("/", 1)[0]
+    if not head.strip("/"):  # /a, //a
+        return "//" if path.startswith("//") else "/"
+    return head
+
+
+def file_type(path: Where) -> str | None:
     """The kind a file is read as, from its name (``pyproject``, ``shell``, ``constraints``,
     ``requirements``), or None for a file read only through patterns."""
-    low = path.name.lower()
+    low = _name(_shown(path)).lower()
     if low == "pyproject.toml":
         return "pyproject"
     if low.startswith(("dockerfile", "containerfile")) or low.endswith(
@@ -220,16 +249,22 @@ def project_files(root: str, *, depth: int = 6, most: int = 200) -> list[str]:
     return out[:most]
 
 
-def _resolve(path: Path) -> Path:
-    """``path.resolve()``, or the absolute path when it cannot be resolved (a symlink loop:
-    reading it then says so)."""
+def _resolve(path: Where) -> str:
+    """``pathlib.Path(path).resolve()``, or the absolute path when it cannot be resolved (a
+    symlink loop: reading it then says so)."""
     try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return Path(os.path.abspath(path))
+        found = os.path.realpath(path)
+        try:
+            os.stat(found)
+        except OSError as e:  # pathlib's resolve() refuses a loop; anything else is kept
+            if e.errno == errno.ELOOP:
+                raise
+        return found
+    except OSError:
+        return _shown(os.path.abspath(path))
 
 
-def _tip_for(path: Path, exc: OSError) -> str | None:
+def _tip_for(path: str, exc: OSError) -> str | None:
     """What to do about a file given on the command line that cannot be read at all."""
     reason = str(getattr(exc, "reason", "") or exc.strerror or "")
     if exc.errno == errno.ENOENT:
@@ -249,14 +284,14 @@ def _tip_for(path: Path, exc: OSError) -> str | None:
     return getattr(exc, "hint", None)
 
 
-def _pin_files_in(folder: Path, most: int = 4) -> list[str]:
+def _pin_files_in(folder: str, most: int = 4) -> list[str]:
     """Up to ``most`` files in ``folder`` that ``moonpin pins`` reads, sorted."""
     try:
         names = sorted(os.listdir(folder))[:1000]
     except OSError:
         return []
-    hits = [str(folder / n) for n in names
-            if file_type(Path(n)) is not None and os.path.isfile(folder / n)]
+    hits = [_shown(os.path.join(folder, n)) for n in names
+            if file_type(n) is not None and os.path.isfile(os.path.join(folder, n))]
     return [cut(h, 120) for h in hits[:most]]
 
 
@@ -265,14 +300,14 @@ class _Reader:
 
     def __init__(self, patterns: Sequence[Pattern]) -> None:
         self.found = Found()
-        self.seen: set[Path] = set()
+        self.seen: set[str] = set()
         self.patterns = patterns
         # the Dockerfile stages that install a file (pip install -r), and what each file
         # includes: its pins are installed on those stages' platforms (see stamp_stages)
-        self.installed: dict[Path, set[tuple[str | None, str]]] = {}
-        self.includes: dict[Path, list[Path]] = {}
+        self.installed: dict[str, set[tuple[str | None, str, str]]] = {}
+        self.includes: dict[str, list[str]] = {}
 
-    def _load(self, path: Path, shown: str, parent: tuple[str, int] | None) -> Text | None:
+    def _load(self, path: str, shown: str, parent: tuple[str, int] | None) -> Text | None:
         """The decoded file, or None with the error recorded: at the including line for an
         include (``parent``), as a file-level error with its tip for a file given."""
         from moonpin.kb.files import read_regular
@@ -303,13 +338,13 @@ class _Reader:
             text = " " + text[1:]  # same length: columns stay those of a read with the BOM
         return Text(text)
 
-    def read(self, path: Path) -> None:
-        shown = str(path)
+    def read(self, given: Where) -> None:
+        path = shown = _shown(given)
         resolved = _resolve(path)
         if resolved in self.seen:
             return
         ftype = file_type(path)
-        if ftype is None and not self.patterns and path.is_file():
+        if ftype is None and not self.patterns and os.path.isfile(path):
             self.found.errors.append(PinError(
                 shown, 0, f"{cut(shown)} is not a requirements or constraints file, "
                 "pyproject.toml, Dockerfile or shell script (by its name)",
@@ -323,9 +358,13 @@ class _Reader:
         if ftype in ("requirements", "constraints"):
             self._requirements(path, shown, text, ftype, [resolved])
         elif ftype == "pyproject":
+            from moonpin.resolver.pins.pyproject import pyproject_pins
+
             for res in pyproject_pins(shown, text):
                 self.found.add(res)
         elif ftype == "shell":
+            from moonpin.resolver.pins.shell import FileArg, shell_pins
+
             for item in shell_pins(shown, text):
                 if isinstance(item, FileArg):
                     self._installed_file(path, shown, item)
@@ -341,7 +380,7 @@ class _Reader:
         outside any stage)."""
         if not self.installed:
             return self.found.pins
-        stage: dict[Path, set[tuple[str | None, str]]] = {}
+        stage: dict[str, set[tuple[str | None, str, str]]] = {}
         todo = list(self.installed.items())
         while todo:
             path, stages = todo.pop()
@@ -352,46 +391,46 @@ class _Reader:
             todo += [(child, set(have)) for child in self.includes.get(path, ())]
         out = []
         for pin in self.found.pins:
-            got = stage.get(_resolve(Path(pin.path))) if pin.platform is None else None
-            if got is not None and len({p for p, _ in got}) == 1:
-                platform, at = min(got, key=lambda s: s[1])
-                pin = pin._replace(platform=platform, platform_at=at)
+            got = stage.get(_resolve(pin.path)) if pin.platform is None else None
+            if got is not None and len({(p, t) for p, _, t in got}) == 1:
+                platform, at, tag = min(got, key=lambda s: s[1])
+                pin = pin._replace(platform=platform, platform_at=at, platform_tag=tag)
             out.append(pin)
         return out
 
-    def _requirements(self, path: Path, shown: str, text: Text, kind: str,
-                      stack: list[Path]) -> None:
+    def _requirements(self, path: str, shown: str, text: Text, kind: str,
+                      stack: list[str]) -> None:
         for res in requirement_lines(text, shown, kind):
             if isinstance(res, Include):
                 self._include(path, shown, res, stack)
             else:
                 self.found.add(res)
 
-    def _installed_file(self, parent: Path, parent_shown: str, arg: FileArg) -> None:
+    def _installed_file(self, parent: str, parent_shown: str, arg: FileArg) -> None:
         """A requirements file a Dockerfile or script installs (``pip install -r``): read
         from the first place it is at, beside the file (the build context a ``docker
         build`` of its folder has) or in the current folder (``docker build -f
         docker/Dockerfile .``); one found nowhere is left (the image may make it)."""
-        here = Path(os.path.normpath(parent.parent))
-        for base in dict.fromkeys((here, Path("."))):
+        here = _shown(os.path.normpath(_parent(parent)))
+        for base in dict.fromkeys((here, ".")):
             for rel in arg.paths:
-                target = Path(os.path.normpath(base / rel))
-                if target.is_file():
+                target = _shown(os.path.normpath(_shown(os.path.join(base, rel))))
+                if os.path.isfile(target):
                     if arg.platform is not None:
                         self.installed.setdefault(_resolve(target), set()).add(
-                            (arg.platform, arg.platform_at))
-                    self._include(parent, parent_shown, Include(arg.line, str(target),
+                            (arg.platform, arg.platform_at, arg.platform_tag))
+                    self._include(parent, parent_shown, Include(arg.line, target,
                                                                 arg.kind), [_resolve(parent)],
                                   target=target)
                     return
 
-    def _include(self, parent: Path, parent_shown: str, inc: Include,
-                 stack: list[Path], *, target: Path | None = None) -> None:
+    def _include(self, parent: str, parent_shown: str, inc: Include,
+                 stack: list[str], *, target: str | None = None) -> None:
         value, line = inc.value, inc.line
         if "://" in value or "$" in value or not value:
             return
-        target = parent.parent / value if target is None else target
-        shown = str(target)
+        target = _shown(os.path.join(_parent(parent), value)) if target is None else target
+        shown = target
         resolved = _resolve(target)
         self.includes.setdefault(_resolve(parent), []).append(resolved)
         if len(stack) >= MAX_INCLUDE_DEPTH:
@@ -400,7 +439,7 @@ class _Reader:
                                               f"{cut(value)} not read"))
             return
         if resolved in stack:
-            chain = " -> ".join(p.name for p in [*stack, resolved])
+            chain = " -> ".join(_name(p) for p in [*stack, resolved])
             self.found.errors.append(PinError(parent_shown, line, f"include cycle: {chain}"))
             return
         if resolved in self.seen:
@@ -410,19 +449,19 @@ class _Reader:
             return
         self.seen.add(resolved)
         kind = inc.kind
-        if kind != "constraints" and "constraint" in target.name.lower():
+        if kind != "constraints" and "constraint" in _name(target).lower():
             kind = "constraints"
         self._requirements(target, shown, text, kind, [*stack, resolved])
 
 
 def read_pins(
-    paths: Sequence[Path], *, patterns: Sequence[tuple[str, str]] = ()
+    paths: Sequence[Where], *, patterns: Sequence[tuple[str, str]] = ()
 ) -> tuple[list[Pin], list[PinError]]:
     """Every pin of a tracked distribution in ``paths`` (and their includes), and every line
     that could not be read. Raises ``ValueError`` only for a bad ``patterns`` entry."""
     reader = _Reader(compile_patterns(patterns))
     for path in paths:
-        reader.read(Path(path))
+        reader.read(path)
     return reader.stamp_stages(), reader.found.errors
 
 
@@ -455,7 +494,7 @@ def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] 
     """:func:`read_pins` for a command: raises :class:`UsageError` for a bad pattern and
     :class:`PinsUnreadable` when anything could not be read."""
     try:
-        found, errors = read_pins([Path(p) for p in files], patterns=patterns)
+        found, errors = read_pins(list(files), patterns=patterns)
     except ValueError as ex:
         raise UsageError(cut(str(ex), 300),
                          hint="a --match pattern needs a (?P<currentValue>...) group") from None
@@ -474,7 +513,7 @@ def project_python(files: Sequence[str]) -> tuple[str, str] | None:
     from moonpin.resolver.pins.pyproject import requires_python
 
     for f in files:
-        if file_type(Path(f)) != "pyproject":
+        if file_type(f) != "pyproject":
             continue
         try:
             spec = requires_python(read_for_rewrite(f))

@@ -157,7 +157,7 @@ def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str]
     from moonpin.resolver import query
 
     current = _vkey(plan.sglang)
-    for sv in sorted(v for v in g.sglang if v > current and not v.is_prerelease):
+    for sv in sorted(v for v in g.sglang_versions() if v > current and not v.is_prerelease):
         try:
             other = _answer(query.which_mooncake(g, str(sv), python=python, arch=arch))
             oq = other["query"]["torch"]

@@ -48,6 +48,7 @@ class FileArg(NamedTuple):
     #: the platform of the Dockerfile stage that installs it (see ``Pin.platform``)
     platform: str | None = None
     platform_at: str = ""
+    platform_tag: str = ""
 
 
 Result = Pin | PinError | FileArg | None

@@ -1,0 +1,71 @@
+"""The graph a query gets reads the KB's facts only when a lookup needs them (issue 27's
+speed goal: ``moonpin renovate requirements.txt`` is answered by the release tables), and
+answers the same either way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from moonpin.kb.facts import Facts
+from moonpin.resolver import query, resolved
+from moonpin.resolver.cli.main import main
+from moonpin.resolver.graph import CompatGraph
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = str(ROOT / "data" / "kb.json")
+CUDA13 = "mooncake-transfer-engine-cuda13==0.3.13.post1"
+
+
+def _facts() -> Facts:
+    found = resolved.load_facts(SHIPPED)
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize("sglang", ["0.5.18", "0.5.23", "0.5.3.post2"])
+def test_which_mooncake_from_the_table_is_the_full_answer(sglang: str) -> None:
+    lazy = CompatGraph.from_path(SHIPPED)
+    got = query.which_mooncake(lazy, sglang, arch="x86_64").to_json()
+    assert not lazy.loaded  # the release's table answered
+    full = query.which_mooncake(CompatGraph(_facts()), sglang, arch="x86_64").to_json()
+    assert got == full
+
+
+def test_the_summary_names_every_sglang_release() -> None:
+    lazy = CompatGraph.from_path(SHIPPED)
+    versions = lazy.sglang_versions()
+    assert not lazy.loaded
+    assert sorted(versions) == sorted(CompatGraph(_facts()).sglang)
+
+
+def test_a_lookup_reads_the_facts(tmp_path: Path) -> None:
+    lazy = CompatGraph.from_path(SHIPPED)
+    assert lazy.find_sglang("0.5.18") is not None and lazy.loaded
+    with pytest.raises(AttributeError):
+        lazy.no_such_attribute  # noqa: B018  # only the facts' names load them
+
+
+def _renovate(capsys: pytest.CaptureFixture[str], req: Path) -> tuple[int, dict[str, Any]]:
+    try:
+        code = main(["--kb", SHIPPED, "renovate", str(req)])
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_renovate_on_requirements_reads_no_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"sglang==0.5.18\ntorch==2.13.0\n{CUDA13}\n")
+    want = _renovate(capsys, req)
+    assert want[0] == 0 and want[1]["packageRules"]
+
+    def refuse(path: str) -> Any:
+        raise AssertionError(f"the facts of {path} were read")
+
+    monkeypatch.setattr(CompatGraph, "_read", staticmethod(refuse))
+    assert _renovate(capsys, req) == want
