@@ -116,7 +116,10 @@ def _headers(text: str) -> dict[str, list[str]]:
     loading the ``email`` package)."""
     out: dict[str, list[str]] = {}
     last: str | None = None
-    for line in text.splitlines():
+    # the headers end at the first empty line: the description after it (~30 KB for torch
+    # and SGLang) is not split into lines
+    ends = [i for i in (text.find("\n\n"), text.find("\r\n\r\n"), text.find("\r\r")) if i >= 0]
+    for line in (text[:min(ends) + 1] if ends else text).splitlines():
         if not line:
             break
         if line[0] in " \t" and last is not None:
