@@ -20,10 +20,10 @@ USED = frozenset((
     "collections", "concurrent", "contextlib", "contextvars", "copy", "csv", "ctypes",
     "dataclasses", "datetime", "difflib", "email", "errno", "fcntl", "functools", "gc", "glob",
     "gzip", "hashlib", "html", "importlib", "io", "itertools", "json", "lzma", "marshal",
-    "mmap", "multiprocessing", "operator", "os", "pathlib", "posixpath", "random", "re", "shlex",
-    "shutil", "signal", "ssl", "stat", "struct", "subprocess", "sys", "sysconfig", "tarfile",
-    "tempfile", "textwrap", "threading", "time", "tokenize", "tomllib", "types", "typing",
-    "urllib", "warnings", "zipfile", "zlib",
+    "mmap", "multiprocessing", "opcode", "operator", "os", "pathlib", "posixpath", "random", "re",
+    "shlex", "shutil", "signal", "ssl", "stat", "struct", "subprocess", "sys", "sysconfig",
+    "tarfile", "tempfile", "textwrap", "threading", "time", "tokenize", "tomllib", "types",
+    "typing", "urllib", "warnings", "zipfile", "zlib",
 ))
 _SUFFIXES = (".py", ".pyc")
 
