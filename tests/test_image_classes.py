@@ -522,3 +522,22 @@ def test_a_torch_label_from_the_environment_or_python(copy: Path, tmp_path: Path
     assert ok is works
     for _, out in got.values():
         assert ("loader finds pg_2_13_0" if works else "loader finds pg_2_12_0") in out, out
+
+
+def test_ld_preload_in_the_global_scope(copy: Path, tmp_path: Path) -> None:
+    """``LD_PRELOAD`` of an empty library named ``libmooncake_pg.so``: ld.so maps it at
+    the interpreter's start, and the build's ``DT_NEEDED`` of that name is that object, so
+    its symbols are missing; a preload that cannot be opened is ignored."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    (tmp_path / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
+    empty = tmp_path / "pre" / "libmooncake_pg.so"
+    empty.parent.mkdir()
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(empty),
+                    "-Wl,-soname,libmooncake_pg.so", str(tmp_path / "e.c")], check=True)
+    ok, err, got = _agree(copy, tmp_path, env_extra={"LD_PRELOAD": str(empty)})
+    assert not ok and "undefined symbol" in err
+    for _, out in got.values():
+        assert "fail  symbols:" in out, out
+    ok, _, _ = _agree(copy, tmp_path, env_extra={"LD_PRELOAD": str(tmp_path / "none.so")})
+    assert ok

@@ -347,7 +347,12 @@ def env_preload() -> list[str]:
     path as the working folder makes it."""
     value = os.environ.get("LD_PRELOAD") or ""
     out = [e for e in value.replace(":", " ").split() if e]
-    return [os.path.abspath(e) if "/" in e else e for e in out]
+    if all(e.startswith("/") or "/" not in e for e in out):
+        return out
+    try:
+        return [os.path.abspath(e) if "/" in e else e for e in out]
+    except OSError:  # no working folder: a relative path opens nothing
+        return [e for e in out if e.startswith("/") or "/" not in e]
 
 
 def _here(entries: Sequence[str]) -> list[str]:

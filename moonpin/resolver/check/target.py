@@ -38,11 +38,7 @@ _ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
         "__import__('site').getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
         "'venv': sys.prefix != sys.base_prefix, 'user': __import__('site')"
-        ".getusersitepackages(), 'venv_system': sys.prefix != sys.base_prefix and "
-        "os.path.isfile(os.path.join(sys.prefix, 'pyvenv.cfg')) and any("
-        "l.split('=')[0].strip().lower() == 'include-system-site-packages' and "
-        "l.split('=', 1)[1].strip().lower() == 'true' for l in open(os.path.join("
-        "sys.prefix, 'pyvenv.cfg'), errors='replace') if '=' in l)}))")
+        ".getusersitepackages()}))")
 
 
 class TargetError(Exception):
@@ -285,7 +281,8 @@ def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
     if os.environ.get("PYTHONNOUSERSITE") or os.geteuid() != os.getuid() or \
             os.getegid() != os.getgid():
         return paths, sites
-    if doc.get("venv") is True and doc.get("venv_system") is not True:
+    prefix = doc.get("prefix")
+    if doc.get("venv") is True and not (isinstance(prefix, str) and _system_site(prefix)):
         return paths, sites
     from moonpin.resolver.check.importer import pth_paths
 
@@ -294,6 +291,23 @@ def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
         paths.index(base[0]) if base else len(paths)
     add = [p for p in [user, *pth_paths(user)] if p not in paths]
     return [*paths[:at], *add, *paths[at:]], [*sites, user]
+
+
+def _system_site(prefix: str) -> bool:
+    """Whether the virtualenv at ``prefix`` says ``include-system-site-packages = true``
+    (its ``pyvenv.cfg``, as ``site`` reads it)."""
+    from moonpin.kb.files import read_regular
+
+    try:
+        text = read_regular(os.path.join(prefix, "pyvenv.cfg"), cap=64 << 10,
+                            what="pyvenv.cfg").decode("utf-8", "replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip().lower() == "include-system-site-packages":
+            return value.strip().lower() == "true"
+    return False
 
 
 def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
