@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # annotations only: `typing` and `pathlib` load `re` and `enu
 
     T = TypeVar("T")
 
-__all__ = ["RACY_COARSE_NS", "RACY_NS", "FileMemo", "cache_dir", "cache_folder", "facts_memo",
-           "file_digest", "load", "racy", "store"]
+__all__ = ["KEEP_SETS", "RACY_COARSE_NS", "RACY_NS", "FileMemo", "cache_dir", "cache_folder",
+           "facts_memo", "file_digest", "load", "prune", "racy", "store"]
 
 
 def cache_folder() -> str | None:
@@ -141,6 +141,32 @@ def store(path: str | os.PathLike[str], doc: Any) -> str | None:
     except ValueError as e:  # something marshal cannot hold
         return f"{e}: {path}"
     return None
+
+
+#: Files kept at most per kind of per-source-set cache file in one folder (each image and
+#: environment a user checks leaves one of each kind; a worker node checks a handful).
+KEEP_SETS = 64
+
+
+def prune(folder: str, prefix: str, keep: int | None = None) -> None:
+    """Remove the least recently written ``prefix*`` files of ``folder`` past ``keep``
+    (default :data:`KEEP_SETS`; called when one more was written; best effort: what cannot
+    be removed stays)."""
+    keep = KEEP_SETS if keep is None else keep
+    try:
+        with os.scandir(folder) as it:
+            found = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in it
+                     if e.name.startswith(prefix) and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    if len(found) <= keep:
+        return
+    found.sort()
+    for _, path in found[:len(found) - keep]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 class FileMemo:

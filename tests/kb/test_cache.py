@@ -203,3 +203,34 @@ def test_file_digest_refuses_a_fifo_and_ignores_a_wrong_typed_memo(tmp_path: Pat
     st = f.stat()
     memo._entries()[f"sha256\0{f}"] = (st.st_size, st.st_mtime_ns, 12345)
     assert cache.file_digest(f) == hashlib.sha256(b"{}").hexdigest()
+
+
+def test_prune_keeps_the_newest_of_a_kind(tmp_path: Path) -> None:
+    """Each image checked leaves a stamps and a sources file: past the limit, the least
+    recently written of that kind go, nothing else."""
+    for i in range(6):
+        f = tmp_path / f"check-stamps-{i:08x}.marshal"
+        f.write_bytes(b"x")
+        os.utime(f, ns=(i * 10**9, i * 10**9))
+    (tmp_path / "check-facts.marshal").write_bytes(b"x")
+    (tmp_path / "check-sources-0.marshal").write_bytes(b"x")
+    cache.prune(str(tmp_path), "check-stamps-", keep=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "check-facts.marshal", "check-sources-0.marshal",
+        *(f"check-stamps-{i:08x}.marshal" for i in range(2, 6))]
+    cache.prune(str(tmp_path / "missing"), "check-stamps-")  # nothing to list: nothing done
+
+
+def test_a_check_of_many_images_keeps_a_bounded_cache(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from moonpin.resolver.check import sources
+    from tests.lib.images import add_sglang
+
+    monkeypatch.setattr(cache, "KEEP_SETS", 3)
+    for i in range(5):
+        site = tmp_path / f"site{i}"
+        add_sglang(site)
+        sources.scan(site / "sglang", cache_dir=tmp_path / "cache")
+    names = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert sum(n.startswith("check-sources-") for n in names) == 3
+    assert sum(n.startswith("check-stamps-") for n in names) == 3

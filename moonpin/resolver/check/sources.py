@@ -344,6 +344,8 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
         out.cache_error = _cache.store(cfile, {"format": CACHE_FORMAT, "analyzer": analyzer,
                                                "package": key,
                                                "files": entries, "derived": out.derived})
+        if doc is None and out.cache_error is None and folder is not None:
+            _cache.prune(os.fspath(folder), "check-sources-")  # one more source set kept
     if vouched is not None and out.cache_error is None:  # the stamps vouch for the facts
         out.cache_error = vouched.keep(analyzer, stamps, out.derived)
     return out

@@ -164,6 +164,8 @@ def memoised(name: str, build: Callable[[], tuple[Importer | None, Sources | Non
     if new is not None:
         src.stamps = Stamps(path, new)
         src.stamps.error = _cache.store(path, new)
+        if doc is None and src.stamps.error is None:  # one more source set kept here
+            _cache.prune(folder, "check-stamps-")
     return src
 
 
