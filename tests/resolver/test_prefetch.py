@@ -206,3 +206,17 @@ def test_isolated_holds_time() -> None:
     t0 = time.monotonic()
     assert prefetch.isolated(lambda: time.sleep(60), timeout=1.0) == (False, None)
     assert time.monotonic() - t0 < 10 and not prefetch._OPEN
+
+
+def test_a_check_that_stops_before_the_load_ends_cleanly(tmp_path: Path) -> None:
+    """torch's label read from its bytecode cache (a held child: prefetch is loaded), then
+    no mooncake installed: the check stops before the load chain's module is ever loaded,
+    and ends with its verdict, not a KeyError."""
+    import py_compile
+    import shutil
+
+    site = healthy_image(tmp_path / "site")
+    py_compile.compile(str(site / "torch" / "version.py"), doraise=True)
+    shutil.rmtree(site / "mooncake")
+    r = run(site, "--no-cache", kb=small_kb(tmp_path))
+    assert r.rc == 1 and r.status("mooncake package") == "fail", r.out + r.err

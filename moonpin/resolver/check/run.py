@@ -149,7 +149,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         ahead = sys.modules.get("moonpin.resolver.check.prefetch")
         if ahead is not None:  # a load begun ahead and not taken: its child is ended
             ahead.cancel()
-            sys.modules["moonpin.resolver.check.loadchain"].forget_prefetched()
+        chain = sys.modules.get("moonpin.resolver.check.loadchain")  # not loaded when the
+        if chain is not None:  # check stopped before the libraries (pycode uses prefetch)
+            chain.forget_prefetched()
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
