@@ -365,12 +365,12 @@ class SymbolTable:
         is not hidden and the only such definition of the name here (``num_versions ==
         1``: "no possible ambiguities").
 
-        The GNU table's walk is :meth:`_chain`'s, written out: this runs for every
-        reference of every object a check binds (~20,000 on a real image)."""
+        The GNU table (bloom words, bucket, chain) is walked here, inline: this runs for
+        every reference of every object a check binds (~20,000 on a real image)."""
         g = self._gnu
         if g is None:
             others = 0
-            for index in self._chain(name, gnu, sysv):
+            for index in self._sysv_chain(name, sysv):
                 got = self._matches(index, name, need)
                 if got == _MATCH:
                     return True
@@ -407,37 +407,20 @@ class SymbolTable:
             at += 4
         raise SymbolError("a GNU hash chain that never ends")
 
-    def _chain(self, name: bytes, gnu: int, sysv: int | None) -> Iterator[int]:
-        """The symbol indexes of ``name``'s hash chain (GNU: those whose hash matches)."""
-        if self._gnu is not None:
-            nbuckets, symoffset, bloom_size, shift, bloom, buckets = self._gnu
-            bits = self.bits
-            # the bloom words and buckets lie inside the file (checked in _setup_hash)
-            word = self._addr.unpack_from(self.data, bloom + ((gnu // bits) & (bloom_size - 1))
-                                          * self._addr.size)[0]
-            if not (word >> (gnu % bits)) & 1 or not (word >> ((gnu >> shift) % bits)) & 1:
+    def _sysv_chain(self, name: bytes, sysv: int | None) -> Iterator[int]:
+        """The symbol indexes of ``name``'s ``DT_HASH`` bucket chain (the GNU table's walk
+        is :meth:`defines`'s own)."""
+        if self._sysv is None:
+            return
+        nbucket, nchain, at = self._sysv
+        h = elf_hash(name) if sysv is None else sysv
+        index = self._unpack(self._word, at + 4 * (h % nbucket))[0]
+        for _ in range(min(nchain, _MAX_ENTRIES) + 1):
+            if index == 0 or index >= nchain:
                 return
-            index = self._word.unpack_from(self.data, buckets + 4 * (gnu % nbuckets))[0]
-            if index < symoffset:
-                return
-            for _ in range(_MAX_ENTRIES):
-                h = self._unpack(self._word, self._chains + 4 * (index - symoffset))[0]
-                if (h | 1) == (gnu | 1):
-                    yield index
-                if h & 1:
-                    return
-                index += 1
-            raise SymbolError("a GNU hash chain that never ends")
-        if self._sysv is not None:
-            nbucket, nchain, at = self._sysv
-            h = elf_hash(name) if sysv is None else sysv
-            index = self._unpack(self._word, at + 4 * (h % nbucket))[0]
-            for _ in range(min(nchain, _MAX_ENTRIES) + 1):
-                if index == 0 or index >= nchain:
-                    return
-                yield index
-                index = self._unpack(self._word, at + 4 * (nbucket + index))[0]
-            raise SymbolError("a SysV hash chain that loops")
+            yield index
+            index = self._unpack(self._word, at + 4 * (nbucket + index))[0]
+        raise SymbolError("a SysV hash chain that loops")
 
     def _named(self, offset: int, name: bytes) -> bool:
         """Whether the string at ``offset`` is ``name``: compared in place when it is
