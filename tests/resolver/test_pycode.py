@@ -164,7 +164,8 @@ def test_a_bytecode_loader_unlike_its_releases_is_not_taken_for_it(site: Path,
 def test_a_bytecode_bomb_is_held(site: Path, tmp_path: Path) -> None:
     """A cache the import would take (unchecked hash, this Python's magic number) whose
     marshal stream declares a gigabyte list inside a gigabyte list, 64 deep: read in a held
-    child, it is bytecode that cannot be read; the check answers from the source, at once."""
+    child, which runs out of its memory as the import would; the check fails torch on it,
+    at once, and the check's own process allocates nothing of it."""
     import importlib.util
     import time
 
@@ -176,6 +177,30 @@ def test_a_bytecode_bomb_is_held(site: Path, tmp_path: Path) -> None:
     assert pycode.runs(str(src), VERSION) == str(cache)  # the import would run it
     t0 = time.monotonic()
     assert pycode.bindings(str(cache)) is None and pycode.strings(str(cache)) is None
+    assert "MemoryError" in (pycode.unloadable(str(cache)) or "")
     r = run(site, kb=small_kb(tmp_path))
     assert time.monotonic() - t0 < 45
-    assert r.rc in (0, 1) and "pg_2_13_0" in r.line("build"), r.out
+    assert r.rc == 1 and r.status("torch") == "fail" and "version.cpython" in r.line("torch")
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (b"\xfe\xfe", "is bad marshal data (ValueError: bad marshal data"),
+    (b")\x01" * 200000 + b"N", "is bad marshal data (ValueError: recursion limit exceeded"),
+    (b"i\x05\x00\x00\x00", "holds a int, not a code object"),
+], ids=["unknown type", "nested past marshal's depth", "an int"])
+def test_a_cache_the_import_cannot_load_fails_it(site: Path, tmp_path: Path, body: bytes,
+                                                 said: str) -> None:
+    """A cache the import takes (unchecked hash) that its own marshal.loads refuses:
+    `import torch` raises (ValueError, ImportError 'Non-code object'), so does the check,
+    with torch's reinstall line."""
+    import importlib.util
+
+    src = site / "torch" / "version.py"
+    cache = _cache(src)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + bytes(8) + body)
+    assert pycode.unloadable(str(cache)) is not None
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc == 1 and r.status("torch") == "fail", r.out
+    assert said in r.line("torch") and "version.cpython" in r.line("torch")
+    assert "torch==2.13.0" in r.fixes()[0]

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Pending", "cancel", "isolated", "start"]
+__all__ = ["Pending", "cancel", "held", "isolated", "start"]
 
 #: Children started and not yet taken (killed and reaped by :func:`cancel`).
 _OPEN: list[Pending] = []
@@ -156,16 +156,25 @@ def isolated(work: Callable[[], Any], timeout: float = 20.0,
 
     For readers of input that could take the process down (``marshal.loads`` of an image's
     bytecode trusts the lengths the bytes declare: a few bytes ask for gigabytes)."""
+    how, got = held(work, timeout, memory)
+    return (how == "answer" and got is not None), got if how == "answer" else None
+
+
+def held(work: Callable[[], Any], timeout: float = 20.0,
+         memory: int = 512 << 20) -> tuple[str, Any]:
+    """:func:`isolated`, telling a child that ran and died apart from one never started:
+    ("answer", what it answered, None included), ("died", None): it raised, was killed,
+    ran out of memory or time, or answered unreadably; ("not run", None): no fork here."""
     if not _may_fork():
-        return False, None
+        return "not run", None
 
-    def held() -> Any:
+    def child() -> Any:
         _hold_memory(memory)
-        return work()
+        return ("answer", work())
 
-    p = start(held)
+    p = start(child)
     if p is None:
-        return False, None
+        return "not run", None
     import select
 
     try:
@@ -174,9 +183,11 @@ def isolated(work: Callable[[], Any], timeout: float = 20.0,
         ready = []
     if not ready:
         p._finish(kill=True)
-        return False, None
+        return "died", None
     got = p.take()
-    return (got is not None), got
+    if type(got) is tuple and len(got) == 2 and got[0] == "answer":
+        return "answer", got[1]
+    return "died", None
 
 
 def _hold_memory(extra: int) -> None:

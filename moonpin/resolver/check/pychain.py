@@ -645,6 +645,9 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
             from moonpin.resolver.check import pycode
 
             code = pycode.runs(f, version)
+            broken = pycode.unloadable(code) if code is not None else None
+            if broken is not None:
+                return None, f"{_short(f, paths)} {broken}: the import fails on it", tuple(files)
             facts_b = pycode.bindings(code) if code is not None else None
             if facts_b is None:
                 return None, None, tuple(files)
@@ -690,6 +693,10 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
                 files.append(_pyc(f, version))  # a cache written later is seen
                 return str(got[1]), None, tuple(files)
             files.append(code)
+            broken = pycode.unloadable(code)
+            if broken is not None:
+                return None, (f"{_short(f, paths)}: its bytecode cache {os.path.basename(code)}, "
+                              f"which the import runs, {broken}"), tuple(files)
             facts_b = pycode.bindings(code)
             cached = _resolve(facts_b[0], facts_b[1], want) if facts_b is not None else None
             if cached is not None and cached[0] == "const":

@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["bindings", "runs", "strings"]
+__all__ = ["bindings", "runs", "strings", "unloadable"]
 
 _CAP = 16 << 20
 #: Names whose use lets a module bind names some way not read here.
@@ -94,15 +94,31 @@ def runs(path: str, version: tuple[int, int]) -> str | None:
 def bindings(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
     """How the top level of the bytecode in ``pyc`` binds each name (the kinds of
     :func:`moonpin.readers.pyimports.binding`), and whether it may bind names some way not
-    read here; None when it cannot be read."""
+    read here; None when it cannot be read (or cannot be loaded: :func:`unloadable`)."""
+    got = _facts(pyc)
+    return got if isinstance(got, tuple) else None
+
+
+def unloadable(pyc: str) -> str | None:
+    """Why the import cannot load the bytecode in ``pyc`` (it unmarshals it as this
+    interpreter does and fails: bad marshal data, not a code object, lengths that ask for
+    more memory than there is), or None (it loads, or it cannot be read here)."""
+    got = _facts(pyc)
+    return got if isinstance(got, str) else None
+
+
+def _facts(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
+    """:func:`bindings`'s answer, or :func:`unloadable`'s reason, remembered per version of
+    the file."""
     from moonpin.kb.cache import facts_memo
 
     def ok(v: Any) -> bool:
-        return v is None or (isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], dict)
-                             and isinstance(v[1], bool))
+        return v is None or isinstance(v, str) or (
+            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], dict)
+            and isinstance(v[1], bool))
 
     try:
-        return facts_memo().get("pycode-v1", pyc, lambda: _read(pyc), ok)  # type: ignore[no-any-return]
+        return facts_memo().get("pycode-v2", pyc, lambda: _read(pyc), ok)  # type: ignore[no-any-return]
     except OSError:
         return None
 
@@ -115,7 +131,7 @@ def strings(pyc: str) -> frozenset[str] | None:
 
 def _strings(pyc: str) -> frozenset[str] | None:
     code = _code(pyc)
-    if code is None:
+    if code is None or isinstance(code, str):
         return None
     out: set[str] = set()
     stack = [code]
@@ -132,7 +148,9 @@ def _strings(pyc: str) -> frozenset[str] | None:
 
 
 def _code(pyc: str) -> Any:
-    """The module code object of the bytecode in ``pyc`` (None: not readable here)."""
+    """The module code object of the bytecode in ``pyc``; None when it cannot be read here
+    (unreadable, over the cap, another interpreter's); a str saying why, when the import's
+    own ``marshal.loads`` fails on it (importlib's ``_compile_bytecode``)."""
     import marshal
 
     from moonpin.kb.files import read_regular
@@ -145,18 +163,31 @@ def _code(pyc: str) -> Any:
         return None
     try:
         code = marshal.loads(data[16:])
-    except (ValueError, EOFError, TypeError, MemoryError, RecursionError):
-        return None
-    return code if type(code).__name__ == "code" else None
+    except (ValueError, EOFError, TypeError, MemoryError, RecursionError) as e:
+        return f"is bad marshal data ({type(e).__name__}: {str(e)[:200]})"
+    if type(code).__name__ != "code":
+        return f"holds a {type(code).__name__}, not a code object"
+    return code
 
 
-def _read(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
-    return _held(lambda: _read_here(pyc))  # type: ignore[no-any-return]
+def _read(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
+    from moonpin.resolver.check.prefetch import held
+
+    how, got = held(lambda: _read_here(pyc))
+    if how == "died":  # unmarshalling it ran out of memory or time: so would the import
+        return ("declares lengths that take more memory than unmarshalling it may use "
+                "(marshal allocates what they declare)")
+    return got  # type: ignore[no-any-return]
 
 
-def _read_here(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
+def _read_here(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
     code = _code(pyc)
-    return None if code is None else _walk(code)
+    if code is None or isinstance(code, str):
+        return code  # type: ignore[no-any-return]
+    try:
+        return _walk(code)
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, RecursionError):
+        return None  # loaded, but not walkable here: its bindings are not known
 
 
 def _held(work: Any) -> Any:
