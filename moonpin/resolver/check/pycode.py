@@ -118,9 +118,18 @@ def _facts(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
             and isinstance(v[1], bool))
 
     try:
-        return facts_memo().get("pycode-v2", pyc, lambda: _read(pyc), ok)  # type: ignore[no-any-return]
+        st = os.stat(pyc)
+        key = (pyc, st.st_size, st.st_mtime_ns)
+        if key not in _READ:  # once per process even when the memo is off (--no-cache)
+            _READ[key] = facts_memo().get("pycode-v2", pyc, lambda: _read(pyc), ok)
+        return _READ[key]  # type: ignore[no-any-return]
     except OSError:
         return None
+
+
+#: What :func:`_facts` read in this process, by (path, size, mtime): bindings() and
+#: unloadable() of one cache ask it twice, and each read is a child.
+_READ: dict[tuple[str, int, int], Any] = {}
 
 
 def strings(pyc: str) -> frozenset[str] | None:
