@@ -6,15 +6,17 @@
 Light mode: wall time of `python -m moonpin.resolver.check --elastic-ep-backend mooncake
 --no-deep` over a healthy fake image (built in a temp folder from tests/lib/images.py unless
 --site-packages names a real one), with moonpin's caches warm (every worker start after the
-image's first check) and cold (`--no-cache`: every SGLang source read, every build scanned,
-every symbol bound), each as a ratio to `python -c pass` and to `python -c "import
-mooncake.pg"` (the import the check stands for; only with --site-packages of an image with
-mooncake, on this environment's LD_LIBRARY_PATH: a host without a GPU needs the stub
-libcuda.so.1 there), all run alternately so that each sees the same machine. Goals: warm
-<= 3x `python -c pass`, cold <= 0.25x the import, peak memory (each child's own ru_maxrss)
-< 50 MiB. Also printed: the skip path (the fixed cost of `python -m`) and, in a fresh
-interpreter, the warm start's validation of the SGLang source cache alone (the stamps file:
-one stat per folder and per source, no walk of the importer model). Deep mode (goal <= 1.2x
+image's first check: the kept verdict replayed, moonpin/resolver/check/verdict.py; also timed
+recomputed from the memos below it, `MOONPIN_CHECK_MEMO=0`) and cold (`--no-cache`: every
+SGLang source read, every build scanned, every symbol bound), each as a ratio to `python -c
+pass` and to `python -c "import mooncake.pg"` (the import the check stands for; only with
+--site-packages of an image with mooncake, on this environment's LD_LIBRARY_PATH: a host
+without a GPU needs the stub libcuda.so.1 there), all run alternately so that each sees the
+same machine. Goals: warm <= 3x `python -c pass`, cold <= 0.25x the import, peak memory
+(each child's own ru_maxrss) < 50 MiB. Also printed: the skip path (the fixed cost of
+`python -m`) and, in a fresh interpreter, the warm start's validation of the SGLang source
+cache alone (the stamps file: one stat per folder and per source, no walk of the importer
+model). Deep mode (goal <= 1.2x
 `python -c "import torch"`) needs a site-packages folder with a real torch; it is timed next
 to `python -c "import torch"` with the same PYTHONPATH.
 """
@@ -69,20 +71,21 @@ def wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
 CPU: dict[str, list[float]] = {}
 
 
-def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
+def measured(cmd: list[str], env: dict[str, str] | None = None,
+             tag: str = "") -> tuple[float, int]:
     """Wall time and peak resident memory (KiB, the child's own ru_maxrss) of one run; its
-    CPU time goes to :data:`CPU`."""
+    CPU time goes to :data:`CPU` (under the command and ``tag``)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env or CHILD_ENV)
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
-    CPU.setdefault(" ".join(cmd), []).append(usage.ru_utime + usage.ru_stime)
+    CPU.setdefault(" ".join(cmd) + tag, []).append(usage.ru_utime + usage.ru_stime)
     return time.perf_counter() - t0, usage.ru_maxrss
 
 
-def _cpu(cmd: list[str]) -> float:
-    return statistics.median(CPU[" ".join(cmd)])
+def _cpu(cmd: list[str], tag: str = "") -> float:
+    return statistics.median(CPU[" ".join(cmd) + tag])
 
 
 def _date_back(tree: Path) -> None:
@@ -133,8 +136,11 @@ def main() -> int:
         with_mooncake = args.site_packages is not None and (site / "mooncake").is_dir()
         imp = [sys.executable, "-c", "import mooncake.pg"]
         ienv = {**CHILD_ENV, "PYTHONPATH": str(site)}
-        wall(check)
+        wall(check)  # a warm start: its verdict is kept (the cold one above forked)
         wall(bare)  # warm the page cache
+        # the warm start without the kept verdict: every memo below it walked
+        recompute = {**CHILD_ENV, "MOONPIN_CHECK_MEMO": "0"}
+        t_again: list[float] = []
         t_bare: list[float] = []
         t_warm: list[float] = []
         t_skip: list[float] = []
@@ -147,6 +153,7 @@ def main() -> int:
             t_warm.append(took)
             m_warm.append(rss)
             t_skip.append(wall(skip))
+            t_again.append(measured(check, recompute, " [recomputed]")[0])
             out = subprocess.run(stamps, cwd=ROOT, capture_output=True, text=True, check=False,
                                  env=CHILD_ENV).stdout.split()
             if len(out) == 4 and out[2] == "1":
@@ -176,6 +183,8 @@ def main() -> int:
         print(_row("python -c 'import mooncake.pg'", i, b2, i, _cpu(imp) / cb))
     print(_row("light check, caches warm", w, b, i, _cpu(check) / cb, max(m_warm),
                "goal <= 3x python -c pass, < 50 MiB"))
+    print(_row("  the same, verdict recomputed", statistics.median(t_again), b, i,
+               _cpu(check, " [recomputed]") / cb, None, "MOONPIN_CHECK_MEMO=0: every memo read"))
     print(_row("light check, cold (--no-cache)", c, b2, i, _cpu(cold) / cb, max(m_cold),
                "goal <= 0.25x the import, < 50 MiB"))
     print(_row("skip path (python -m, no mooncake)", s, b, i, _cpu(skip) / cb, None,

@@ -16,7 +16,8 @@ __all__ = ["USED", "refused", "shadowing"]
 #: The standard library's top-level modules moonpin's own code imports (a test holds the
 #: list complete, from moonpin's sources).
 USED = frozenset((
-    "__future__", "_collections_abc", "_sha256", "argparse", "ast", "atexit", "bisect", "bz2",
+    "__future__", "_collections_abc", "_posixsubprocess", "_sha256", "argparse", "ast", "atexit",
+    "bisect", "builtins", "bz2",
     "collections", "concurrent", "contextlib", "contextvars", "copy", "csv", "ctypes",
     "dataclasses", "datetime", "difflib", "email", "errno", "fcntl", "functools", "gc", "glob",
     "gzip", "hashlib", "html", "importlib", "io", "itertools", "json", "lzma", "marshal", "mmap",

@@ -5,7 +5,9 @@ passes over the objects that the imports and the memos create cost ~1-2 ms), and
 ends with ``os._exit`` once stdout and stderr are flushed: tearing the interpreter down
 (every module and memo freed one by one) costs ~2-4 ms more and does nothing the system does
 not. Not when something still needs the ordinary exit: an ``atexit`` handler, a thread, or
-stdio that cannot be flushed (a closed pipe, said as Python says it).
+stdio that cannot be flushed (a closed pipe, said as Python says it). A start whose answer is
+remembered and still holds prints it without loading the check
+(:mod:`moonpin.resolver.check.verdict`).
 """
 
 import gc
@@ -14,7 +16,7 @@ import sys
 
 gc.disable()
 
-from moonpin.resolver.check.run import main  # noqa: E402  (after the collector is off)
+from moonpin.resolver.check.verdict import main  # noqa: E402  (after the collector is off)
 
 __all__: list[str] = []
 
@@ -34,4 +36,4 @@ def _leave(rc: int) -> None:
     os._exit(rc)
 
 
-_leave(main())
+_leave(main(sys.argv[1:]))

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     # `moonpin check` runs at every worker start: hand it over before building the rest.
     lead = args_in[:2] if args_in[:1] == ["--kb"] else []
     if args_in[len(lead):len(lead) + 1] == ["check"]:
-        from moonpin.resolver.check.run import main as check_main
+        from moonpin.resolver.check.verdict import main as check_main
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
     # What a command prints quotes names, paths and messages read from elsewhere (a KB, a
