@@ -22,6 +22,8 @@ What it follows, in the importer's order:
   A name whose parent is in ``MAPPING`` is ``PathFinder.find_spec(name, [MAPPING[parent]])``.
 * hatch's ``RedirectingFinder``: a top-level mapped name is the mapped file, whether or not
   it still exists (``spec_from_file_location`` does not look).
+* meson-python's ``MesonpyMetaFinder`` (inserted at position 0 too): its top-level names
+  looked up in the tree its build folder's install plan installs (:class:`_Mesonpy`).
 * scikit-build-core 1.x ``ScikitBuildRedirectingFinder``: ``known_wheel_files`` (under the
   finder's own folder), then ``known_source_files``, then a tracked directory as a package
   whose ``__path__`` is its ranked locations plus the native namespace portions; and
@@ -222,6 +224,102 @@ class _Skbc:
         return [(top, os.path.join(p, top)) for p in self.search_paths]
 
 
+_NODE = "\0node"  # a folder of meson-python's install tree (a str value is a file)
+
+
+class _Mesonpy:
+    """meson-python's ``MesonpyMetaFinder`` (its ``_<name>_editable_loader.py``): for its
+    top-level names, the tree its build folder's ``intro-install_plan.json`` installs
+    (``install_subdirs`` walked, their ``exclude_*`` left out; single files by their
+    destination), the later entry winning; looked up as its ``find_spec`` does. Its
+    rebuild (``ninja`` at import) is not run: the plan as the last build left it."""
+
+    def __init__(self, imp: Importer, file: str, facts: dict[str, Any]) -> None:
+        self.file = file
+        self.how = f"editable meson-python finder {file}"
+        self.names = {n for n in facts.get("names") or () if isinstance(n, str)}
+        #: (destination parts, source, a walked folder?, excluded files, excluded folders)
+        self.entries: list[tuple[tuple[str, ...], str, bool, set[str], set[str]]] = []
+        where = facts.get("build")
+        build = in_root(imp.root, where) if isinstance(where, str) and where else None
+        plan = os.path.join(build, "meson-info", "intro-install_plan.json") if build else ""
+        if not plan:
+            return
+        imp.read(plan)
+        try:
+            import json
+
+            from moonpin.kb.files import read_regular
+
+            doc = json.loads(read_regular(plan, cap=64 << 20, what="meson install plan"))
+        except (OSError, ValueError, RecursionError):
+            return  # the finder's rebuild raises: nothing found through it
+        for key, data in (doc.items() if isinstance(doc, dict) else ()):
+            for src, target in (data.items() if isinstance(data, dict) else ()):
+                dest = target.get("destination") if isinstance(target, dict) else None
+                parts = tuple(p for p in str(dest).split("/") if p)
+                if not parts or parts[0] not in ("{py_platlib}", "{py_purelib}"):
+                    continue
+                host = in_root(imp.root, os.path.normpath(src))
+                if host is None:
+                    continue
+                walk = key == "install_subdirs" or (key == "targets" and imp.isdir(host))
+                self.entries.append((parts[1:], host, walk,
+                                     {os.path.normpath(x) for x in target.get(
+                                         "exclude_files", ()) if isinstance(x, str)},
+                                     {os.path.normpath(x) for x in target.get(
+                                         "exclude_dirs", ()) if isinstance(x, str)}))
+
+    def get(self, imp: Importer, parts: tuple[str, ...]) -> str | None:
+        """The tree's value at ``parts``: a file, :data:`_NODE`, or None."""
+        got: str | None = None
+        for dest, src, walk, xfiles, xdirs in self.entries:
+            n = len(dest)
+            if parts[:n] != dest:
+                if dest[:len(parts)] == parts:
+                    got = _NODE  # something is installed below
+                continue
+            rel = parts[n:]
+            if not walk:
+                got = src if not rel else got
+                continue
+            if any("/".join(rel[:i]) in xdirs for i in range(1, len(rel) + 1)):
+                continue
+            kind = imp.kind(os.path.join(src, *rel))
+            if kind == _DIR:
+                got = _NODE
+            elif kind == _FILE and "/".join(rel) not in xfiles:
+                got = os.path.join(src, *rel)
+        return got
+
+    def find_spec(self, imp: Importer, fullname: str, path: Sequence[str] | None
+                  ) -> Spec | None:
+        parts = tuple(fullname.split("."))
+        if parts[0] not in self.names:
+            return None
+        if self.get(imp, parts) == _NODE:
+            for s in imp.suffixes:
+                init = self.get(imp, (*parts, "__init__" + s))
+                if init not in (None, _NODE):
+                    return Spec(fullname, init, (os.path.dirname(str(init)),), self.how)
+        for s in imp.suffixes:
+            mod = self.get(imp, (*parts[:-1], parts[-1] + s))
+            if mod not in (None, _NODE):
+                return Spec(fullname, mod, None, self.how)
+        if self.get(imp, parts) == _NODE:
+            return Spec(fullname, None, [os.path.join(src, *parts[len(d):]) for d, src, w, _,
+                                         _ in self.entries if w and parts[:len(d)] == d],
+                        self.how)
+        return None
+
+    def roots(self, top: str) -> list[tuple[str, str]]:
+        """The walked folders installed at or below package ``top``."""
+        if top not in self.names:
+            return []
+        return [(".".join(d), src) for d, src, walk, _, _ in self.entries
+                if walk and d and d[0] == top]
+
+
 class Importer:
     """A target's importer: ``paths`` is its ``sys.path`` (the folders, as the target's
     interpreter has them: ``.pth`` path lines in), ``sites`` the folders whose ``.pth``
@@ -248,7 +346,7 @@ class Importer:
         self.suffixes = (*self.ext, ".py", ".pyc")
         #: importlib.machinery.all_suffixes(): source, bytecode, extensions
         self.all_suffixes = (".py", ".pyc", *self.ext)
-        self.front: list[_Skbc] = []  # inserted at sys.meta_path[0]
+        self.front: list[_Skbc | _Mesonpy] = []  # inserted at sys.meta_path[0]
         self.back: list[_Setuptools | _Hatch] = []  # appended after PathFinder
         self.hooks: dict[str, _Setuptools] = {}  # placeholder entry -> its path hook
         self._lists: dict[str, dict[str, int]] = {}
@@ -325,6 +423,9 @@ class Importer:
                                 got = in_root(self.root, target)
                                 if got:
                                     hatch.redirects[name] = (got, file)
+                        elif kind == "meson-python":
+                            if facts.get("mesonpy"):
+                                self.front.insert(0, _Mesonpy(self, file, facts["mesonpy"]))
                         elif facts.get("skbc"):
                             self.front.insert(0, _Skbc(self, file, facts["skbc"]))
                     if failed:
@@ -494,6 +595,9 @@ class Importer:
             got = finder.find_spec(self, fullname, path)
             if got is not None:
                 return got
+            if path is not None and isinstance(finder, _Mesonpy) and \
+                    getattr(self._specs.get(fullname.rpartition(".")[0]), "how", "") == finder.how:
+                return None  # the parent's __path__ is the finder's own: no folder holds it
         got = self.path_find(fullname, self.path if path is None else path)
         if got is not None:
             return got
@@ -593,6 +697,8 @@ class Importer:
                 out += [(k, d) for k, ds in finder.locations.items()
                         if k == top or k.startswith(below) for d in ds]
                 out += [(k, d) for k, d in finder.search_paths_for(top)]
+            elif isinstance(finder, _Mesonpy):
+                out += finder.roots(top)
             elif isinstance(finder, _Hatch) and top in finder.redirects:
                 target = finder.redirects[top][0]
                 if os.path.basename(target).startswith("__init__."):

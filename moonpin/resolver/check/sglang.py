@@ -75,6 +75,13 @@ def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
             add(CheckResult("sglang", "pass", f"{label} needs {what}{note}",
                             evidence=src.evidence))
         return src
+    if found is None and sglang is not None:
+        lost = _unimportable(sglang, paths)
+        if lost is not None:  # the worker's `import sglang` raises ModuleNotFoundError
+            add(CheckResult("sglang", "fail", f"{label}: `import sglang` finds no sglang "
+                            f"package, though the distribution installed {lost[0]}",
+                            lost[1], lost[2]))
+            return None
     if kb_req is not None:
         add(CheckResult("sglang", "warn", f"{label}: {why}; using the KB record: "
                         f"{_describe(kb_req)}"))
@@ -124,6 +131,91 @@ def editable_dist(dist: Dist | None) -> bool:
         except OSError:
             continue
     return False
+
+
+def _dist_folders(dist: Dist) -> list[str]:
+    """``dist``'s ``.dist-info`` (and ``.egg-info``) folders in its site folder."""
+    try:
+        return sorted(e.path for e in os.scandir(dist.root)
+                      if e.name.endswith((".dist-info", ".egg-info"))
+                      and canon(e.name.rpartition(".")[0].split("-", 1)[0]) == dist.name)
+    except OSError:
+        return []
+
+
+def _unimportable(dist: Dist, paths: Sequence[str]
+                  ) -> tuple[str, str, tuple[str, ...]] | None:
+    """When the importer finds no ``sglang`` but ``dist`` installed files for it (its
+    RECORD lists files outside its metadata folder: the package, or an editable install's
+    ``.pth`` and finder): what it installed (in words), the fix line and the evidence.
+    None for a distribution of metadata alone (nothing to import was installed)."""
+    from moonpin.resolver.check.sitefiles import finder_facts, finder_kind, pth
+
+    for folder in _dist_folders(dist):
+        record = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
+        try:
+            lines = read_bytes(os.path.join(folder, record), cap=64 << 20,
+                               what="distribution RECORD").decode("utf-8", "replace")
+        except OSError:
+            continue
+        meta = os.path.basename(folder) + "/"
+        files = [f for f in (ln.split(",", 1)[0] for ln in lines.splitlines())
+                 if f and not f.startswith((meta, "../", "/")) and not f.endswith(".pyc")]
+        if not files:
+            continue
+        named: list[str] = []  # the folders and files its editable redirects name
+        hatch = any(f.endswith(".py") and finder_kind(f[:-3]) == "hatch" for f in files) \
+            and locate(paths, "editables") is None  # its redirect's import fails
+        for f in files:
+            path = os.path.join(dist.root, f)
+            if f.endswith(".pth") and "/" not in f:
+                named += [os.path.normpath(os.path.join(dist.root, d)) for d in pth(path)[0]]
+            elif f.endswith(".py") and "/" not in f and finder_kind(f[:-3]) is not None:
+                facts = finder_facts(path)
+                named += [v for k, v in facts.get("mapping", {}).items() if k == "sglang"]
+                named += [t for k, t in facts.get("redirects", ()) if k == "sglang"]
+        missing = [d for d in dict.fromkeys(named) if not os.path.exists(d)]
+        editable = editable_dist(dist) or bool(named)
+        what = (f"an editable install ({', '.join(files[:2])})" if editable
+                else f"{len(files)} files ({', '.join(files[:2])}, ...)")
+        if missing:
+            what += f" that names {', '.join(missing)}, which does not exist"
+        if hatch:
+            what += ((" and" if missing else "") + " whose redirect cannot be imported "
+                     "(hatchling's imports the `editables` package)")
+        elif not missing:
+            what += (" whose import hook finds nothing (a module it imports is missing?)"
+                     if editable else "; they are gone")
+        url = _direct_url(folder) if editable else None
+        if url is None:
+            fix = f"pip install --force-reinstall --no-deps 'sglang=={dist.version}'"
+        elif os.path.isdir(url):
+            fix = f"reinstall it from its checkout: pip install -e {url}"
+        else:
+            fix = (f"put its checkout back at {url}, or install SGLang again (`pip install -e "
+                   "<checkout>/python`, or a release)")
+        if hatch:
+            fix = "pip install editables" + (f"; {fix}" if missing else "")
+        return what, fix, (folder,)
+    return None
+
+
+def _direct_url(folder: str) -> str | None:
+    """The local folder an editable install was made from (``direct_url.json``'s
+    ``file://`` URL)."""
+    import json
+
+    try:
+        doc = json.loads(read_bytes(os.path.join(folder, "direct_url.json"),
+                                    what="direct_url.json"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    url = doc.get("url") if isinstance(doc, dict) else None
+    if not isinstance(url, str) or not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote
+
+    return unquote(url[len("file://"):]) or None
 
 
 def _is_bool(value: object) -> bool:

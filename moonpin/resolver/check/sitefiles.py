@@ -169,6 +169,8 @@ def finder_kind(module: str) -> str | None:
         return "hatch"
     if module.startswith("_editable_skbc_"):
         return "scikit-build-core"
+    if module.startswith("_") and module.endswith("_editable_loader"):
+        return "meson-python"
     return None
 
 
@@ -391,18 +393,25 @@ def _read_finder(path: str) -> dict[str, Any]:
     ``F.map_module(name, path)`` calls (``editables``' bootstrap file); scikit-build-core's
     module-level ``install(known_source_files, known_wheel_files, known_directories,
     known_packages, ...)`` or ``install_inplace(known_packages, search_paths, ...)``
-    (``resources/_editable_redirect.py``, 1.x). Unparsable: an empty record (the import
+    (``resources/_editable_redirect.py``, 1.x); meson-python's ``MesonpyMetaFinder``
+    (:func:`_mesonpy`). Unparsable: an empty record (the import
     fails, so nothing is installed)."""
     import ast
 
     out: dict[str, Any] = {"mapping": {}, "namespaces": {}, "placeholder": None,
-                           "redirects": [], "skbc": None}
+                           "redirects": [], "skbc": None, "mesonpy": None}
     try:
         tree = ast.parse(read_regular(path, cap=_CAP_FINDER, what="editable finder"))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         out["broken"] = True
         return out
     for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "init":
+            for sub in ast.walk(node):  # meson-python: init() inserts MesonpyMetaFinder(...)
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and \
+                        sub.func.id == "MesonpyMetaFinder":
+                    out["mesonpy"] = _mesonpy(sub, ast)
+            continue
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             target = node.targets[0] if isinstance(node, ast.Assign) else node.target
             if not isinstance(target, ast.Name) or node.value is None:
@@ -418,7 +427,10 @@ def _read_finder(path: str) -> dict[str, Any]:
         if not isinstance(call, ast.Call):
             continue
         func = call.func
-        if isinstance(func, ast.Name) and func.id == "install" and call.args:
+        if isinstance(func, ast.Name) and func.id == "install" and call.args and \
+                isinstance(call.args[0], ast.Set):
+            out["mesonpy"] = _mesonpy(call, ast)  # meson-python before 0.16
+        elif isinstance(func, ast.Name) and func.id == "install" and call.args:
             got = _call_args(call, _SKBC, ast)
             out["skbc"] = {"mode": "redirect",
                            "source_files": _str_map(got.get("known_source_files")),
@@ -439,22 +451,35 @@ def _read_finder(path: str) -> dict[str, Any]:
     return out
 
 
+def _mesonpy(call: Any, ast: Any) -> dict[str, Any] | None:
+    """meson-python's finder arguments: ``(package, {top-level names}, build folder,
+    build command, verbose)`` (``({names}, folder, command, verbose)`` before 0.16): the
+    names and the build folder, whose ``meson-info/intro-install_plan.json`` maps them."""
+    args = [_literal(a, ast) for a in call.args]
+    at = next((i for i, a in enumerate(args) if isinstance(a, (set, frozenset))), None)
+    if at is None or at + 1 >= len(args) or not isinstance(args[at + 1], str):
+        return None
+    return {"names": sorted(n for n in args[at] if isinstance(n, str)),
+            "build": args[at + 1]}
+
+
 def _finder_shape(v: Any) -> bool:
     return (isinstance(v, dict) and isinstance(v.get("mapping"), dict)
             and isinstance(v.get("namespaces"), dict) and isinstance(v.get("redirects"), list)
             and (v.get("placeholder") is None or isinstance(v["placeholder"], str))
-            and (v.get("skbc") is None or isinstance(v["skbc"], dict)))
+            and (v.get("skbc") is None or isinstance(v["skbc"], dict))
+            and (v.get("mesonpy") is None or isinstance(v["mesonpy"], dict)))
 
 
 def finder_facts(path: str) -> dict[str, Any]:
     """:func:`_read_finder` of ``path``, once per version of the file; unreadable: the
     empty record."""
     try:
-        return dict(facts_memo().get("editable-finder-v2", path, lambda: _read_finder(path),
+        return dict(facts_memo().get("editable-finder-v3", path, lambda: _read_finder(path),
                                      _finder_shape))
     except OSError:
         return {"mapping": {}, "namespaces": {}, "placeholder": None, "redirects": [],
-                "skbc": None, "broken": True}
+                "skbc": None, "mesonpy": None, "broken": True}
 
 
 # ------------------------------------------------------------------ pkgutil.extend_path

@@ -16,7 +16,8 @@ the folder the importer takes, how it reached it, and the distribution's metadat
 * ``namespace``: a PEP 420 namespace package (``portions``, each with its own ``how``);
 * ``editable finder``: setuptools' PEP 660 finder or hatch's ``editables`` redirect, asked
   after ``sys.path`` (``file`` names the finder module);
-* ``editable redirect``: scikit-build-core's redirect, asked ahead of ``sys.path``.
+* ``editable redirect``: scikit-build-core's redirect or meson-python's loader, asked
+  ahead of ``sys.path``.
 
 ``path`` lists the package's ``__path__`` when its ``__init__`` extends it
 (``pkgutil.extend_path``: mooncake's does), each folder with its ``how``. For sglang,
@@ -101,7 +102,8 @@ def _dist_info(dist: Dist) -> str | None:
 def _finder_how(how: str) -> dict[str, Any]:
     kind, _, f = how.partition(" finder ")
     tool = kind.removeprefix("editable ")
-    return {"how": "editable redirect" if tool == "scikit-build-core" else "editable finder",
+    return {"how": "editable redirect" if tool in ("scikit-build-core", "meson-python")
+            else "editable finder",
             "file": f or None, "tool": tool}
 
 
