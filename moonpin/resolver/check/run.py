@@ -212,6 +212,13 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     check_libraries.MACHINE = target.machine
     check_libraries.VERSION = target.version
     add(CheckResult("target", "pass", target.describe()))
+    if site_packages is not None or target.root is not None:  # (an interpreter that answered
+        from moonpin.resolver.check.sitefiles import interpreter_stops  # ran its own lines)
+
+        stop = interpreter_stops(target.sites or ())
+        if stop is not None:
+            add(CheckResult("interpreter", "fail", *stop))
+            return _report(checks, strict)
     unlisted = [u for u in map(im.unlistable, paths) if u] if site_packages is not None else []
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
         add(CheckResult("site-packages", "fail", "; ".join(unlisted) + ": nothing installed "

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "line_fails",
-           "path_edits", "pth", "pth_files", "pth_lines", "pth_paths", "site_dirs"]
+__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "interpreter_stops",
+           "line_fails", "path_edits", "pth", "pth_files", "pth_lines", "pth_paths",
+           "site_dirs"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -130,7 +131,7 @@ def _pth_shape(v: Any) -> bool:
 def pth_lines(path: str) -> list[list[Any]]:
     """The lines of a ``.pth`` file in order (see :func:`_read_pth`); [] when unreadable."""
     try:
-        return list(facts_memo().get("pth-v4", path, lambda: _read_pth(path), _pth_shape)[2])
+        return list(facts_memo().get("pth-v5", path, lambda: _read_pth(path), _pth_shape)[2])
     except OSError:
         return []
 
@@ -138,7 +139,7 @@ def pth_lines(path: str) -> list[list[Any]]:
 def pth(path: str) -> tuple[list[str], list[str]]:
     """A ``.pth`` file's path lines and the modules its ``import`` lines import."""
     try:
-        got = facts_memo().get("pth-v4", path, lambda: _read_pth(path), _pth_shape)
+        got = facts_memo().get("pth-v5", path, lambda: _read_pth(path), _pth_shape)
     except OSError:
         return [], []
     return got[0], got[1]
@@ -175,17 +176,19 @@ def finder_kind(module: str) -> str | None:
 
 
 def _line_facts(line: str) -> list[Any]:
-    """An ``import`` line's top-level modules it certainly imports, and whether it
-    certainly raises (:func:`moonpin.readers.pyimports.certain_imports`)."""
+    """An ``import`` line's top-level modules it certainly imports, whether it certainly
+    raises (:func:`moonpin.readers.pyimports.certain_imports`), and what it certainly runs
+    that ends the interpreter (:func:`moonpin.resolver.check.startup.line_exit`)."""
     if "import" not in line and "raise" not in line:
-        return [[], False]
+        return [[], False, None]
     from moonpin.readers.pyimports import certain_imports
+    from moonpin.resolver.check.startup import line_exit
 
     imports, error = certain_imports(line.encode("utf-8", "replace"), "<.pth line>",
                                      check_compile=False)
     tops = sorted({i.module.partition(".")[0] for i in imports
                    if i.level == 0 and i.module and not i.guard})
-    return [tops, error is not None]
+    return [tops, error is not None, line_exit(line)]
 
 
 def line_fails(entry: Sequence[Any], site: str, search: Sequence[str] = ()) -> bool:
@@ -231,6 +234,28 @@ def pth_paths(site: str, root: str | None = None, search: Sequence[str] = ()) ->
             if d is not None and os.path.isdir(d) and d not in out:
                 out.append(d)
     return out
+
+
+def interpreter_stops(sites: Sequence[str]) -> tuple[str, str] | None:
+    """(why, fix) when ``site``, adding the folders ``sites`` in order, reaches a line that
+    ends the interpreter (a file's lines after one that raises an ``Exception`` are not run:
+    "Remainder of file ignored"); None otherwise."""
+    done: list[str] = []
+    for site in sites:
+        for f in pth_files(site):
+            for entry in pth_lines(f):
+                if entry[0] != "import":
+                    continue
+                stop: Any = entry[6] if len(entry) > 6 else None
+                if isinstance(stop, str):
+                    return (f"{f} runs `{stop}` while `site` starts the interpreter (every "
+                            ".pth import line runs at every start): the interpreter ends "
+                            "before any program, the worker's included",
+                            f"remove that line from {f}")
+                if line_fails(entry, site, done):
+                    break
+        done.append(os.path.abspath(site))
+    return None
 
 
 # ------------------------------------------------------------------ sys.path edits
