@@ -214,7 +214,7 @@ class Recorder:
         if isinstance(path, int):
             got = self.fds.get(path)
             if got is None:
-                self.untraced = "a read through a descriptor of unknown path"
+                self.spoil("a read through a descriptor of unknown path")
             return got
         try:
             p = os.fsencode(os.fspath(path))
@@ -224,7 +224,7 @@ class Recorder:
             if dir_fd is not None:
                 base = self.fds.get(dir_fd)
                 if base is None:
-                    self.untraced = "a read relative to a descriptor of unknown path"
+                    self.spoil("a read relative to a descriptor of unknown path")
                     return None
             else:
                 base = os.fsencode(os.getcwd())
@@ -239,10 +239,16 @@ class Recorder:
             self.paths.add((p, bool(follow)))
         return p
 
+    def spoil(self, why: str) -> None:
+        """This run cannot be kept: say why (the first reason), and stop tracing it."""
+        if self.untraced is None:
+            self.untraced = why
+        self.stop()
+
     def wrote(self, path: Any, dir_fd: int | None = None) -> None:
         p = self._abs(path, dir_fd)
         if p is None or self.folder is None or not (p + b"/").startswith(self.folder):
-            self.untraced = f"a write to {p!r}"
+            self.spoil(f"a write to {p!r}")
 
     # ---- installing the tracer
 
@@ -327,7 +333,7 @@ class Recorder:
                 else:
                     rec.read(file)
             elif file not in rec.fds:
-                rec.untraced = "a file opened from a descriptor of unknown path"
+                rec.spoil("a file opened from a descriptor of unknown path")
             return real_open(file, mode, *args, **kwargs)
 
         self._patch(builtins, "open", open_file)
@@ -416,7 +422,7 @@ def _writer(rec: Recorder, real: Callable[..., Any]) -> Callable[..., Any]:
 
 def _spawner(rec: Recorder, real: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
-        rec.untraced = "a child process"
+        rec.spoil("a child process")
         return real(*args, **kwargs)
 
     return call
@@ -513,11 +519,11 @@ class _Environ(os._Environ):  # type: ignore[name-defined,misc,type-arg]
         return super().copy()  # type: ignore[no-any-return]
 
     def __setitem__(self, key: str, value: str) -> None:
-        self._rec.untraced = "the environment written"
+        self._rec.spoil("the environment written")
         super().__setitem__(key, value)
 
     def __delitem__(self, key: str) -> None:
-        self._rec.untraced = "the environment written"
+        self._rec.spoil("the environment written")
         super().__delitem__(key)
 
 
