@@ -12,6 +12,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -237,3 +238,32 @@ def test_stamps_see_a_chmod_and_a_missing_path(tmp_path: Path) -> None:
     f.chmod(0o600)
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert verdict.stamps(groups) != before
+
+
+def _start_raw(site: Path, kb: Path, stdout: Any, preexec: Any = None) -> tuple[int, str]:
+    cmd = [sys.executable, "-m", "moonpin.resolver.check", "--site-packages", str(site),
+           "--elastic-ep-backend", "mooncake", "--kb", str(kb), "--no-deep"]
+    env = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
+    env["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          env=env, timeout=120, preexec_fn=preexec)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("how", ["reader gone", "descriptor closed"])
+def test_output_nobody_reads_keeps_the_verdict(image: tuple[Path, Path], how: str) -> None:
+    """`check | head` whose reader left, or a start with descriptor 1 closed: the exit code
+    is the verdict's, computed and replayed alike, with no traceback."""
+    site, kb = image
+    for _ in range(4):  # cold, kept, replayed...
+        if how == "reader gone":
+            r, w = os.pipe()
+            os.close(r)
+            try:
+                rc, err = _start_raw(site, kb, w)
+            finally:
+                os.close(w)
+        else:
+            rc, err = _start_raw(site, kb, subprocess.DEVNULL, lambda: os.close(1))
+        assert rc == 0 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert start(site, kb=kb).rc == 0

@@ -25,9 +25,16 @@ def _leave(rc: int) -> None:
     import atexit
 
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe or stream: the ordinary exit reports it
+        if sys.stdout is not None:  # None: descriptor 1 closed (nothing was printed)
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader left (`| head`): the verdict's code holds
+                from moonpin.resolver.check.verdict import to_devnull
+
+                to_devnull(1)
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):  # a stream that cannot be written: the ordinary exit says so
         sys.exit(rc)
     threading = sys.modules.get("threading")
     count = getattr(atexit, "_ncallbacks", None)  # CPython's; elsewhere: the ordinary exit

@@ -687,15 +687,20 @@ def main(argv: list[str] | None = None) -> int:
                              where=ns.json)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
-    if ns.json:
-        print(report.to_json())
-    elif report.exit_code == 2:
-        if not ns.quiet:
-            print("\n".join(report.stopped_lines()))
-    elif ns.quiet:
-        print("\n".join(report.quiet_lines()))
-    else:
-        print("\n".join(report.lines()))
+    try:
+        if ns.json:
+            print(report.to_json())
+        elif report.exit_code == 2:
+            if not ns.quiet:
+                print("\n".join(report.stopped_lines()))
+        elif ns.quiet:
+            print("\n".join(report.quiet_lines()))
+        else:
+            print("\n".join(report.lines()))
+    except BrokenPipeError:  # the reader left (`| head`): the verdict's exit code still holds
+        from moonpin.resolver.check.verdict import to_devnull
+
+        to_devnull(1)
     return report.exit_code
 
 

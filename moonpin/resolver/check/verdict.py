@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from typing import Any
 
-__all__ = ["FORMAT", "Recorder", "main", "replay", "stamps"]
+__all__ = ["FORMAT", "Recorder", "main", "replay", "stamps", "to_devnull"]
 
 #: The memo file's format; a change of it, of the key's parts or of moonpin's own files
 #: (their stamps are in every memo) makes a start compute afresh.
@@ -152,9 +152,29 @@ def replay(argv: Sequence[str]) -> int | None:
             return None
     except (TypeError, ValueError, KeyError, AttributeError):  # a damaged memo
         return None
-    for fd, text in out:
-        (sys.stdout if fd == 1 else sys.stderr).write(text)
+    try:
+        for fd, text in out:
+            stream = sys.stdout if fd == 1 else sys.stderr
+            if stream is not None:  # a closed descriptor: nothing is printed, as print does
+                stream.write(text)
+    except BrokenPipeError:  # the reader left (`| head`): the exit code still holds
+        to_devnull(1)
     return code
+
+
+def to_devnull(fd: int) -> None:
+    """Point ``fd`` at the null device (its reader went away): what is still buffered for it
+    goes nowhere instead of failing the exit."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(null, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(null)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -348,7 +368,7 @@ class Recorder:
         self._patch(os, "environ", _Environ(os.environ, rec))
         for fd, name in ((1, "stdout"), (2, "stderr")):
             if getattr(sys, name) is not None:  # None: nothing printed, here or replayed
-                self._patch(sys, name, _Tee(getattr(sys, name), fd, self.out))
+                self._patch(sys, name, _Tee(getattr(sys, name), fd, self))
 
     def stop(self) -> None:
         """Undo every patch (in reverse)."""
@@ -528,14 +548,19 @@ class _Environ(os._Environ):  # type: ignore[name-defined,misc,type-arg]
 
 
 class _Tee:
-    """A text stream that keeps what is written to it (in order, with its stream)."""
+    """A text stream that keeps what is written to it (in order, with its stream); a write
+    that fails (a reader gone) spoils the run: what was kept would be cut."""
 
-    def __init__(self, stream: Any, fd: int, out: list[tuple[int, str]]) -> None:
-        self._stream, self._fd, self._out = stream, fd, out
+    def __init__(self, stream: Any, fd: int, rec: Recorder) -> None:
+        self._stream, self._fd, self._rec = stream, fd, rec
 
     def write(self, text: str) -> int:
-        n: int = self._stream.write(text)
-        self._out.append((self._fd, text))
+        try:
+            n: int = self._stream.write(text)
+        except BaseException:
+            self._rec.spoil("its output could not be written")
+            raise
+        self._rec.out.append((self._fd, text))
         return n
 
     def __getattr__(self, name: str) -> Any:
