@@ -101,3 +101,33 @@ def test_a_build_folder_that_is_gone_finds_nothing(tmp_path: Path) -> None:
     r = run(site, kb=small_kb(tmp_path))
     assert r.rc == 1 and r.status("sglang") == "fail", r.out
     assert "`import sglang` finds no sglang package" in r.line("sglang:")
+
+
+@pytest.mark.parametrize("plan", ["fifo", "dev-zero", "huge", "nested", "not-json"])
+def test_a_hostile_install_plan_finds_nothing_at_once(tmp_path: Path, plan: str) -> None:
+    """The import's rebuild would fail on such a plan: no sglang through the finder, said
+    without hanging on a FIFO, reading a device or building gigabytes of objects."""
+    import os
+    import time
+
+    site = _image(tmp_path)
+    checkout = tmp_path / "co" / "python"
+    _meson_editable(site, checkout)
+    add_sglang(checkout, DEV)
+    path = checkout / "build" / "cp311" / "meson-info" / "intro-install_plan.json"
+    path.unlink()
+    if plan == "fifo":
+        os.mkfifo(path)
+    elif plan == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif plan == "huge":
+        path.write_text("[" + "{}," * (2 << 20) + "{}]")  # 6 MiB of empty objects
+    elif plan == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        path.write_bytes(b"\xff\xfe{not json")
+    t = time.monotonic()
+    r = run(site, kb=small_kb(tmp_path))
+    assert time.monotonic() - t < 30
+    assert r.rc == 1 and r.status("sglang") == "fail", r.out
+    assert "`import sglang` finds no sglang package" in r.line("sglang:")

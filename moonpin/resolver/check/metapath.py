@@ -72,6 +72,10 @@ __all__ = ["Importer", "Spec", "kind_of", "pkg_lines"]
 _FILE, _DIR, _LINK = 1, 2, 4
 #: Package levels below the top the source walk descends at most (SGLang's deepest is ~12).
 _MAX_DEPTH = 48
+#: The largest meson install plan read: SGLang's is a few hundred bytes (one
+#: ``install_subdir``); each source listed costs ~200 bytes, and ``json`` makes ~20x its
+#: input of objects out of a hostile one (``[{},{},…]``).
+_CAP_PLAN = 4 << 20
 
 
 class Spec:
@@ -251,7 +255,7 @@ class _Mesonpy:
 
             from moonpin.kb.files import read_regular
 
-            doc = json.loads(read_regular(plan, cap=64 << 20, what="meson install plan"))
+            doc = json.loads(read_regular(plan, cap=_CAP_PLAN, what="meson install plan"))
         except (OSError, ValueError, RecursionError):
             return  # the finder's rebuild raises: nothing found through it
         for key, data in (doc.items() if isinstance(doc, dict) else ()):
