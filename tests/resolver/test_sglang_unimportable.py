@@ -135,3 +135,30 @@ def test_metadata_alone_is_still_judged_by_the_kb(tmp_path: Path) -> None:
     assert r.status("sglang") == "warn", r.out
     assert "the sglang package folder was not found; using the KB record" in r.line("sglang:")
     assert r.rc == 0
+
+
+@pytest.mark.parametrize("record", ["newlines", "top-level pth", "fifo"])
+def test_a_hostile_record_is_read_within_bounds(tmp_path: Path, record: str) -> None:
+    """16 MiB of empty lines, 200,000 ``.pth`` entries, a FIFO: an answer at once, nothing
+    hangs or grows without bound."""
+    import os
+    import time
+
+    site = _image(tmp_path)
+    folder = _dist(site, "0.5.23", ["sglang/__init__.py"], None)
+    rec = folder / "RECORD"
+    rec.unlink()
+    if record == "newlines":
+        rec.write_text("\n" * (16 << 20) + "sglang/__init__.py,,\n")
+    elif record == "top-level pth":
+        rec.write_text("".join(f"x{i}.pth,,\n" for i in range(200_000)))
+    else:
+        os.mkfifo(rec)
+    t = time.monotonic()
+    r = run(site, kb=small_kb(tmp_path))
+    assert time.monotonic() - t < 60
+    if record == "top-level pth":
+        assert r.rc == 1 and "100000 files" in r.line("sglang:"), r.out
+    else:  # past the cap, or no file: unread, judged as metadata alone (the KB's record)
+        assert r.rc == 0 and r.status("sglang") == "warn", r.out
+        assert "the sglang package folder was not found" in r.line("sglang:")

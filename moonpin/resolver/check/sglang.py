@@ -26,7 +26,7 @@ from moonpin.resolver.check.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from typing import Any
 
     from moonpin.resolver.check.fixes import Fixer
@@ -143,6 +143,23 @@ def _dist_folders(dist: Dist) -> list[str]:
         return []
 
 
+#: The largest RECORD read (SGLang's lists ~4,000 files in ~0.5 MB), and the most of its
+#: entries looked at (a hostile one: 16 MiB of newlines would be 16 M strings at once).
+_CAP_RECORD = 16 << 20
+_MAX_RECORDED = 100_000
+
+
+def _record_paths(text: str) -> Iterator[str]:
+    """The path of each line of a RECORD (or ``installed-files.txt``), one at a time."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        yield text[start:stop].split(",", 1)[0].rstrip("\r")
+        start = stop + 1
+
+
 def _unimportable(dist: Dist, paths: Sequence[str]
                   ) -> tuple[str, str, tuple[str, ...]] | None:
     """When the importer finds no ``sglang`` but ``dist`` installed files for it (its
@@ -154,13 +171,17 @@ def _unimportable(dist: Dist, paths: Sequence[str]
     for folder in _dist_folders(dist):
         record = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
         try:
-            lines = read_bytes(os.path.join(folder, record), cap=64 << 20,
+            lines = read_bytes(os.path.join(folder, record), cap=_CAP_RECORD,
                                what="distribution RECORD").decode("utf-8", "replace")
         except OSError:
             continue
         meta = os.path.basename(folder) + "/"
-        files = [f for f in (ln.split(",", 1)[0] for ln in lines.splitlines())
-                 if f and not f.startswith((meta, "../", "/")) and not f.endswith(".pyc")]
+        files = []
+        for f in _record_paths(lines):
+            if f and not f.startswith((meta, "../", "/")) and not f.endswith(".pyc"):
+                files.append(f)
+                if len(files) >= _MAX_RECORDED:
+                    break
         if not files:
             continue
         named: list[str] = []  # the folders and files its editable redirects name
