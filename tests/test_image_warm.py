@@ -3,7 +3,8 @@
 check (its caches written by an earlier check, as in the image build) sees what changed in
 SGLang's sources since: an edit in place that leaves the folder's stamp as it was (an editor,
 or a file bind-mounted over a source), a new folder with a new source. Each time its verdict
-is the one ``--no-cache`` reaches, reading every source."""
+is the one ``--no-cache`` reaches, reading every source, whether the start before it
+computed its verdict or replayed the one it kept (moonpin/resolver/check/verdict.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,9 @@ def test_a_warm_start_sees_what_changed_in_the_sources(tmp_path: Path) -> None:
     doc = load(stamps)
     assert isinstance(doc, dict) and doc["scan"] is not None
     assert doc["relist"] == []  # every folder trusted by its stamp: nothing listed again
-    assert _check(site, cache) == first  # control: warm, unchanged
+    assert _check(site, cache) == first  # control: warm, unchanged (its verdict kept)
+    assert list(cache.glob("check-verdict-*.marshal"))
+    assert _check(site, cache) == first  # replayed
 
     source = site / ELASTIC
     folder = source.parent
