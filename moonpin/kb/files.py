@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 __all__ = ["MiB", "confine", "loads_json", "outside", "read_regular", "sha256_hex",
-           "write_atomic"]
+           "to_devnull", "write_atomic"]
 
 MiB = 1024 * 1024
 
@@ -249,3 +249,18 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, what: str = "file
                               hint="check that its folder exists, is writable, and has "
                                    "space") from e
         raise
+
+
+def to_devnull(fd: int) -> None:
+    """Point ``fd`` at the null device (its reader went away): what is still buffered for it
+    goes nowhere instead of failing the exit."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(null, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(null)

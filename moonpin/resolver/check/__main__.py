@@ -29,7 +29,7 @@ def _leave(rc: int) -> None:
             try:
                 sys.stdout.flush()
             except BrokenPipeError:  # the reader left (`| head`): the verdict's code holds
-                from moonpin.resolver.check.verdict import to_devnull
+                from moonpin.kb.files import to_devnull
 
                 to_devnull(1)
         if sys.stderr is not None:

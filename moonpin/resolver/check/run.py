@@ -698,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("\n".join(report.lines()))
     except BrokenPipeError:  # the reader left (`| head`): the verdict's exit code still holds
-        from moonpin.resolver.check.verdict import to_devnull
+        from moonpin.kb.files import to_devnull
 
         to_devnull(1)
     return report.exit_code

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from typing import Any
 
-__all__ = ["FORMAT", "Recorder", "main", "replay", "stamps", "to_devnull"]
+__all__ = ["FORMAT", "Recorder", "main", "replay", "stamps"]
 
 #: The memo file's format; a change of it, of the key's parts or of moonpin's own files
 #: (their stamps are in every memo) makes a start compute afresh.
@@ -158,23 +158,10 @@ def replay(argv: Sequence[str]) -> int | None:
             if stream is not None:  # a closed descriptor: nothing is printed, as print does
                 stream.write(text)
     except BrokenPipeError:  # the reader left (`| head`): the exit code still holds
+        from moonpin.kb.files import to_devnull
+
         to_devnull(1)
     return code
-
-
-def to_devnull(fd: int) -> None:
-    """Point ``fd`` at the null device (its reader went away): what is still buffered for it
-    goes nowhere instead of failing the exit."""
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        return
-    try:
-        os.dup2(null, fd)
-    except OSError:
-        pass
-    finally:
-        os.close(null)
 
 
 def main(argv: Sequence[str]) -> int:
