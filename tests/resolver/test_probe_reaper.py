@@ -134,6 +134,11 @@ def test_the_marker_scan_sees_a_daemon_it_did_not_kill(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker],
                             start_new_session=True)
     try:
+        import time
+
+        deadline = time.monotonic() + 10  # until the child has exec'd (a loaded machine)
+        while not _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert _marked(marker) == [str(proc.pid)]
     finally:
         proc.kill()
