@@ -152,7 +152,11 @@ class ElfFacts:
     ``runpath`` is the effective library search path: the DT_RUNPATH entries, or
     DT_RPATH ones when there is no DT_RUNPATH (gABI "Shared Object
     Dependencies": the dynamic linker ignores DT_RPATH when DT_RUNPATH exists);
-    ``runpath_tag`` says which ("DT_RUNPATH" / "DT_RPATH" / None).
+    ``runpath_tag`` says which ("DT_RUNPATH" / "DT_RPATH" / None). ``runpath`` leaves out
+    empty entries; ``search_path`` is the same list as the dynamic loader keeps it
+    (glibc elf/dl-load.c ``fillin_rpath``): an empty entry (``a::b``, a leading or trailing
+    ``:``) is kept as ``""``, the working folder, and a string empty as a whole is no entry
+    (``decompose_rpath`` ignores it; the tag still hides ``DT_RPATH``).
 
     ``strings`` is the subset of the wanted names that occur as exact C strings
     in the available read-only data; ``matches`` the distinct regex matches in
@@ -175,6 +179,7 @@ class ElfFacts:
     #: when ``needed_method`` is not "dt_needed": the version needs found in the first
     #: read-only PT_LOAD (see :func:`find_version_needs`), for :func:`versioned_libraries`
     version_needs: tuple[VersionNeed, ...] = ()
+    search_path: tuple[str, ...] = ()
 
 
 # --- dynamic section ----------------------------------------------------------------
@@ -278,6 +283,7 @@ class _DynNames:
     runpath: tuple[str, ...]
     runpath_tag: str | None
     soname: str | None
+    search_path: tuple[str, ...] = ()
 
 
 def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames | None:
@@ -288,6 +294,7 @@ def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames
     runpath: list[str] = []
     rpath: list[str] = []
     soname: str | None = None
+    raw: dict[int, list[str]] = {DT_RUNPATH: [], DT_RPATH: []}
     try:
         for tag, val in dyn.entries:  # bounded by _MAX_DYN_ENTRIES
             if tag not in (DT_NEEDED, DT_SONAME, DT_RUNPATH, DT_RPATH):
@@ -302,6 +309,8 @@ def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames
             else:
                 # gABI: the path is a colon-separated list of directories.
                 (runpath if tag == DT_RUNPATH else rpath).extend(p for p in s.split(":") if p)
+                if s:  # the loader keeps empty entries: the working folder
+                    raw[tag].extend(s.split(":"))
     except _Unavailable:
         start, stop = dyn.strtab
         warnings.append(
@@ -312,9 +321,10 @@ def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames
     has_rpath = any(t == DT_RPATH for t, _ in dyn.entries)
     # gABI "Shared Object Dependencies": with DT_RUNPATH present, DT_RPATH is ignored.
     if has_runpath:
-        return _DynNames(tuple(needed), tuple(runpath), "DT_RUNPATH", soname)
+        return _DynNames(tuple(needed), tuple(runpath), "DT_RUNPATH", soname,
+                         tuple(raw[DT_RUNPATH]))
     if has_rpath:
-        return _DynNames(tuple(needed), tuple(rpath), "DT_RPATH", soname)
+        return _DynNames(tuple(needed), tuple(rpath), "DT_RPATH", soname, tuple(raw[DT_RPATH]))
     return _DynNames(tuple(needed), (), None, soname)
 
 
@@ -571,13 +581,14 @@ def analyze(
     runpath: tuple[str, ...] = ()
     runpath_tag: str | None = None
     soname: str | None = None
+    search_path: tuple[str, ...] = ()
     method = "none"
     dyn = _read_dynamic(layout, prefix, warnings)
     names = _resolve_names(dyn, prefix, warnings) if dyn is not None else None
     if names is not None:
         method = "dt_needed"
         needed, runpath, soname = names.needed, names.runpath, names.soname
-        runpath_tag = names.runpath_tag
+        runpath_tag, search_path = names.runpath_tag, names.search_path
     elif dynamic_segment(layout) is not None:
         needed = _heuristic_needed(layout, prefix, warnings)
         if needed:
@@ -609,4 +620,5 @@ def analyze(
         layout=layout,
         warnings=tuple(warnings),
         version_needs=version_needs,
+        search_path=search_path,
     )

@@ -140,9 +140,7 @@ class Process:
             return
         self.have_exe = True
         if not main.runpath:
-            self.exe_rpath = ldso.in_root(self.root, [e.replace("$ORIGIN", os.path.dirname(exe))
-                                                      .replace("${ORIGIN}", os.path.dirname(exe))
-                                                      for e in main.rpath if e])
+            self.exe_rpath = ldso.in_root(self.root, ldso.expand(main.rpath, exe, self.root))
         out = Outcome()
         new: list[Obj] = [main]
         names: dict[str, Obj] = {}

@@ -37,8 +37,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["E_MACHINE", "LD_CACHE", "TRACE", "Node", "Resolution", "candidates", "elf_problem",
-           "env_ld_path", "env_preload",
+__all__ = ["E_MACHINE", "LD_CACHE", "NO_DIRS", "TRACE", "Node", "Resolution", "candidates",
+           "elf_problem", "env_ld_path", "env_preload", "expand",
            "in_root", "ld_cache_file", "ld_cache_names", "ld_cache_paths",
            "listing", "read_dynamic", "resolve", "search", "system_lib_dirs"]
 
@@ -56,6 +56,12 @@ _MAX_OBJECTS = 256
 #: When a set: every file :func:`read_dynamic` reads and every folder :func:`listing` lists
 #: is added to it (what a remembered answer depends on; :mod:`moonpin.resolver.check.loadchain`).
 TRACE: set[str] | None = None
+#: What :func:`read_dynamic` gives for a ``DT_RUNPATH`` whose string is empty (a NUL is
+#: in no ELF string): it searches nothing, but its presence hides the ``DT_RPATH`` chain.
+NO_DIRS = "\0"
+#: Set when a search path of this machine used the working folder (an empty or relative
+#: entry): the answer then depends on it (:mod:`moonpin.resolver.check.loadchain`).
+USED_CWD = False
 
 
 def _u(data: bytes, at: int, size: int, little: bool) -> int:
@@ -136,9 +142,11 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
             problem = elf_problem(m, facts, machine)  # type: ignore[arg-type]
     finally:
         os.close(fd)
-    needed, found = tuple(facts.needed), tuple(facts.runpath)
+    needed, found = tuple(facts.needed), tuple(facts.search_path)
     if facts.runpath_tag == "DT_RPATH":
         return needed, (), found, problem
+    if facts.runpath_tag == "DT_RUNPATH" and not found:
+        found = (NO_DIRS,)  # an empty DT_RUNPATH: no folder, but DT_RPATH is still hidden
     return needed, found, (), problem
 
 
@@ -155,13 +163,16 @@ def _shape(value: object) -> bool:
 def read_dynamic(path: str, machine: str | None = None,
                  ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
     """``(DT_NEEDED, DT_RUNPATH, DT_RPATH, problem)`` of an ELF object (file-facts memo).
-    ``problem`` says why the loader would refuse it (:func:`elf_problem`), or is None.
+    The path entries are as ld.so keeps them: an empty one (``""``) is the working folder,
+    and a ``DT_RUNPATH`` empty as a whole is ``(NO_DIRS,)`` (no folder, yet present: the
+    object's needs do not search ``DT_RPATH``). ``problem`` says why the loader would
+    refuse it (:func:`elf_problem`), or is None.
     Raises OSError when the file cannot be opened."""
     machine = machine or os.uname().machine
     if TRACE is not None:
         TRACE.add(path)
     needed, runpath, rpath, problem = facts_memo().get(
-        f"dynamic-v2\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
+        f"dynamic-v3\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
     return tuple(needed), tuple(runpath), tuple(rpath), problem
 
 
@@ -296,14 +307,116 @@ class Node:
         self.rpath: tuple[str, ...] = ()
 
 
-def _expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[str]:
-    """``DT_RPATH``/``DT_RUNPATH`` entries with ``$ORIGIN`` (the object's folder as it was
-    opened, links not resolved); on this machine an empty or relative entry is the working
-    folder or under it, as for ``LD_LIBRARY_PATH`` (:func:`env_ld_path`)."""
-    origin = os.path.dirname(obj)
-    out = [e.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
-           for e in entries if e or root is None]
-    return out if root is not None else _here(out)
+def expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[str]:
+    """``DT_RPATH``/``DT_RUNPATH`` entries of the object at ``obj`` as the folders ld.so
+    searches (elf/dl-load.c ``fillin_rpath``, ``_dl_dst_substitute``): the dynamic string
+    tokens ``$ORIGIN`` (the object's folder as it was opened, links not resolved), ``$LIB``
+    and ``$PLATFORM``, bare or in braces and ending where a name cannot go on, replaced;
+    another ``$`` kept as it is. On this machine an empty or relative entry is the working
+    folder or under it, as for ``LD_LIBRARY_PATH`` (:func:`env_ld_path`); for an image's
+    root it is left out (the worker's working folder is not known)."""
+    out = []
+    for e in entries:
+        if e == NO_DIRS:
+            continue
+        if "$" in e:
+            e = _substitute(e, obj, root)
+            if not e:  # a token with no value: the entry is dropped
+                continue
+        if e or root is None:
+            out.append(e)
+    if root is not None:
+        return out
+    global USED_CWD
+    if not all(e.startswith("/") for e in out):
+        USED_CWD = True
+    return _here(out)
+
+
+_TOKENS = ("ORIGIN", "LIB", "PLATFORM")
+
+
+def _substitute(entry: str, obj: str, root: str | None) -> str:
+    out: list[str] = []
+    at = 0
+    while True:
+        dollar = entry.find("$", at)
+        if dollar < 0:
+            return "".join(out) + entry[at:]
+        out.append(entry[at:dollar])
+        rest = entry[dollar + 1:]
+        for token in _TOKENS:
+            if rest.startswith("{" + token + "}"):
+                size = len(token) + 2
+            elif rest.startswith(token) and not (rest[len(token):len(token) + 1].isalnum()
+                                                  or rest[len(token):len(token) + 1] == "_"):
+                size = len(token)
+            else:
+                continue
+            value = (os.path.dirname(obj) if token == "ORIGIN" else
+                     lib_token(root) if token == "LIB" else platform_token())
+            if not value:
+                return ""
+            out.append(value)
+            at = dollar + 1 + size
+            break
+        else:
+            out.append("$")
+            at = dollar + 1
+
+
+_LD_SO = {"x86_64": "/lib64/ld-linux-x86-64.so.2", "aarch64": "/lib/ld-linux-aarch64.so.1",
+          "ppc64le": "/lib64/ld64.so.2", "s390x": "/lib/ld64.so.1",
+          "riscv64": "/lib/ld-linux-riscv64-lp64d.so.1"}
+
+
+def lib_token(root: str | None = None) -> str:
+    """What ``$LIB`` is to ld.so: its own library folder below ``/`` or ``/usr`` (glibc's
+    ``slibdir``): ``lib/x86_64-linux-gnu`` on Debian and Ubuntu, ``lib64`` on RHEL and
+    Fedora, read from where the loader's file really lies (in the image, with ``root``)."""
+    machine = os.uname().machine
+    interp = _LD_SO.get(machine, "/lib64/ld-linux-x86-64.so.2")
+    if root is None:
+        real = os.path.realpath(interp)
+    else:
+        got = in_root(root, [interp])
+        real = "/" + os.path.relpath(got[0], root) if got else interp
+    folder = os.path.dirname(real)
+    for top in ("/usr/", "/"):
+        if folder.startswith(top) and folder != top.rstrip("/"):
+            return folder[len(top):]
+    return "lib64"
+
+
+def platform_token() -> str:
+    """What ``$PLATFORM`` is to ld.so here (``AT_PLATFORM``, which glibc on an Intel x86-64
+    replaces with ``haswell`` or ``xeon_phi`` by the CPU's features: sysdeps/x86/
+    cpu-features.c)."""
+    machine = os.uname().machine
+    if machine != "x86_64":
+        return machine
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return machine
+    vendor = flags = ""
+    for line in head.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "vendor_id" and not vendor:
+            vendor = value.strip()
+        elif key == "flags":
+            flags = value
+            break
+    if vendor != "GenuineIntel":
+        return machine
+    have = set(flags.split())
+    if {"avx512cd", "avx512er", "avx512pf"} <= have:
+        return "xeon_phi"
+    if {"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"} <= have:
+        return "haswell"
+    return machine
 
 
 def _in(folder: str, name: str, root: str | None = None) -> str | None:
@@ -442,11 +555,11 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
     if not node.runpath:
         chain: Node | None = node
         while chain is not None:
-            dirs += in_root(root, _expand(chain.rpath, chain.path, root))
+            dirs += in_root(root, expand(chain.rpath, chain.path, root))
             chain = chain.loader
         dirs += exe_rpath
     dirs += ld_path
-    dirs += in_root(root, _expand(node.runpath, node.path, root))
+    dirs += in_root(root, expand(node.runpath, node.path, root))
     for d in dirs:
         hit = _in(d, name, root)
         if hit is not None:

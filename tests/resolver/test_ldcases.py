@@ -1,0 +1,113 @@
+"""Differential, one loader class a case: moonpin's model of ld.so's search
+(moonpin/resolver/check/ldso.py) against the real loader, on small objects built with gcc
+(tests/lib/ldcases.py) and imported for real in a child, from a chosen working folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from moonpin.resolver.check import ldso
+from tests.lib.ldcases import can_build, judged, lib, module, real
+
+pytestmark = pytest.mark.skipif(can_build() is not None, reason=str(can_build()))
+
+A = "int a_fn(void) { return 1; }\n"
+
+
+def _agree(site: Path, cwd: Path, expect: bool | None, ld_path: str | None = None) -> None:
+    cwd.mkdir(parents=True, exist_ok=True)
+    truth = real(site, cwd, ld_path)
+    if expect is not None:
+        assert truth[0] is expect, truth
+    says = judged(site, cwd, ld_path)
+    assert says[0] is truth[0], (truth, says)
+
+
+def _empty_entry(tag: str, value: str) -> Callable[[Path], None]:
+    def build(site: Path) -> None:
+        lib(site, "w/liba.so", A)
+        module(site, ("a_fn",), needs=("w/liba.so",), **{tag: value})  # type: ignore[arg-type]
+    return build
+
+
+@pytest.mark.parametrize(("tag", "value"), [("runpath", "/nonexistent:"),
+                                            ("runpath", "/x::/y"),
+                                            ("rpath", ":/nonexistent")])
+@pytest.mark.parametrize("in_w", [True, False])
+def test_an_empty_search_path_entry_is_the_working_folder(tmp_path: Path, tag: str,
+                                                          value: str, in_w: bool) -> None:
+    site = tmp_path / "site"
+    _empty_entry(tag, value)(site)
+    _agree(site, site / "w" if in_w else site, in_w)
+
+
+def test_the_same_load_judged_from_two_working_folders(tmp_path: Path) -> None:
+    """The remembered answer of a load that used the working folder is not another's."""
+    site = tmp_path / "site"
+    _empty_entry("runpath", "/nonexistent:")(site)
+    (site / "v").mkdir()
+    _agree(site, site / "w", True)
+    _agree(site, site / "v", False)
+    _agree(site, site / "w", True)
+
+
+def test_an_empty_runpath_hides_the_rpath_of_its_loaders(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    lib(site, "f/libc1.so", "int c_fn(void) { return 1; }\n")
+    lib(site, "g/libb.so", "extern int c_fn(void); int b_fn(void) { return c_fn(); }\n",
+        needs=("f/libc1.so",))
+    module(site, ("b_fn",), needs=("g/libb.so",), rpath="$ORIGIN/../f:$ORIGIN/../g")
+    subprocess.run(["patchelf", "--set-rpath", "", str(site / "g/libb.so")], check=True)
+    _agree(site, site, False)
+
+
+@pytest.mark.parametrize("where", ["lib64", "lib/x86_64-linux-gnu", "lib",
+                                   "lib/aarch64-linux-gnu"])
+@pytest.mark.parametrize("spelling", ["$LIB", "${LIB}"])
+def test_the_lib_token(tmp_path: Path, where: str, spelling: str) -> None:
+    site = tmp_path / "site"
+    lib(site, f"{where}/liba.so", A)
+    module(site, ("a_fn",), needs=(f"{where}/liba.so",), runpath=f"$ORIGIN/../{spelling}")
+    _agree(site, site, where == ldso.lib_token())
+
+
+@pytest.mark.parametrize("where", ["x86_64", "haswell", "xeon_phi", "aarch64"])
+def test_the_platform_token(tmp_path: Path, where: str) -> None:
+    site = tmp_path / "site"
+    lib(site, f"{where}/liba.so", A)
+    module(site, ("a_fn",), needs=(f"{where}/liba.so",), runpath="$ORIGIN/../$PLATFORM")
+    _agree(site, site, where == ldso.platform_token())
+
+
+@pytest.mark.parametrize(("folder", "entry", "ok"), [
+    ("$FOO", "$ORIGIN/../$FOO", True),  # an unknown token is kept as it is
+    ("w", "${ORIGIN}/../w", True),
+    ("$ORIGINAL", "$ORIGINAL", True),  # not $ORIGIN: a name goes on after it
+    ("w", "$ORIGIN/../w/$LIBX/..", False),
+])
+def test_tokens_as_the_loader_reads_them(tmp_path: Path, folder: str, entry: str,
+                                         ok: bool) -> None:
+    site = tmp_path / "site"
+    lib(site, f"{folder}/liba.so", A)
+    module(site, ("a_fn",), needs=(f"{folder}/liba.so",), runpath=entry)
+    _agree(site, site, ok)
+
+
+@pytest.mark.parametrize("found_by_link", [True, False])
+def test_origin_of_a_library_opened_through_a_link(tmp_path: Path,
+                                                   found_by_link: bool) -> None:
+    """``$ORIGIN`` is the folder the library was opened in, not where its link points."""
+    site = tmp_path / "site"
+    dep = "lcpkg/dep" if found_by_link else "real/dep"
+    lib(site, f"{dep}/liba.so", A)
+    lib(site, "real/libb.so", "extern int a_fn(void); int b_fn(void) { return a_fn(); }\n",
+        needs=(f"{dep}/liba.so",), runpath="$ORIGIN/dep")
+    (site / "lcpkg").mkdir(parents=True, exist_ok=True)
+    os.symlink("../real/libb.so", site / "lcpkg" / "libb.so")
+    module(site, ("b_fn",), needs=("real/libb.so",), runpath="$ORIGIN")
+    _agree(site, site, found_by_link)
