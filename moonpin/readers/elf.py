@@ -104,6 +104,10 @@ __all__ = [
 # gABI "Dynamic Section": d_tag values we use.
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 DT_SONAME, DT_RPATH, DT_RUNPATH = 14, 15, 29
+DT_FLAGS_1 = 0x6FFFFFFB
+#: ``DT_FLAGS_1`` bit: the object's own needs search neither the default folders nor the
+#: loader cache's entries in them (glibc elf/dl-load.c ``_dl_map_object``)
+DF_1_NODEFLIB = 0x800
 
 # --- limits (why: hostile input must not make us loop or allocate without bound) --
 
@@ -180,6 +184,8 @@ class ElfFacts:
     #: read-only PT_LOAD (see :func:`find_version_needs`), for :func:`versioned_libraries`
     version_needs: tuple[VersionNeed, ...] = ()
     search_path: tuple[str, ...] = ()
+    #: ``DT_FLAGS_1`` (0 when absent)
+    flags_1: int = 0
 
 
 # --- dynamic section ----------------------------------------------------------------
@@ -582,6 +588,7 @@ def analyze(
     runpath_tag: str | None = None
     soname: str | None = None
     search_path: tuple[str, ...] = ()
+    flags_1 = 0
     method = "none"
     dyn = _read_dynamic(layout, prefix, warnings)
     names = _resolve_names(dyn, prefix, warnings) if dyn is not None else None
@@ -589,6 +596,8 @@ def analyze(
         method = "dt_needed"
         needed, runpath, soname = names.needed, names.runpath, names.soname
         runpath_tag, search_path = names.runpath_tag, names.search_path
+        flags_1 = next((v for t, v in reversed(dyn.entries) if t == DT_FLAGS_1), 0
+                       ) if dyn is not None else 0
     elif dynamic_segment(layout) is not None:
         needed = _heuristic_needed(layout, prefix, warnings)
         if needed:
@@ -621,4 +630,5 @@ def analyze(
         warnings=tuple(warnings),
         version_needs=version_needs,
         search_path=search_path,
+        flags_1=flags_1,
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from moonpin.resolver.check import ldso
-from tests.lib.ldcases import can_build, judged, lib, module, real
+from tests.lib.ldcases import EXT, can_build, judged, lib, module, real
 
 pytestmark = pytest.mark.skipif(can_build() is not None, reason=str(can_build()))
 
@@ -111,3 +111,84 @@ def test_origin_of_a_library_opened_through_a_link(tmp_path: Path,
     os.symlink("../real/libb.so", site / "lcpkg" / "libb.so")
     module(site, ("b_fn",), needs=("real/libb.so",), runpath="$ORIGIN")
     _agree(site, site, found_by_link)
+
+
+def _plant(where: Path, kind: str, good: Path) -> None:
+    where.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "text":
+        where.write_text("not an ELF object\n" * 10)
+    elif kind == "short":
+        where.write_bytes(b"\x7fELF")
+    elif kind == "empty":
+        where.write_bytes(b"")
+    elif kind == "truncated":
+        where.write_bytes(good.read_bytes()[:3000])
+    elif kind == "folder":
+        where.mkdir()
+    elif kind == "executable":
+        subprocess.run(["gcc", "-no-pie", "-o", str(where), "-x", "c", "-"], check=True,
+                       input="int main(void) { return 0; }\n", text=True)
+    elif kind == "32-bit":
+        subprocess.run(["gcc", "-m32", "-nostdlib", "-shared", "-fPIC", "-o", str(where),
+                        "-x", "c", "-"], check=True, input=A, text=True)
+
+
+_KINDS = ["text", "short", "empty", "truncated", "folder", "executable", "32-bit"]
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+@pytest.mark.parametrize("refs", [True, False])
+def test_a_file_of_that_name_earlier_in_the_search(tmp_path: Path, kind: str,
+                                                   refs: bool) -> None:
+    """ld.so skips a file of another ELF class and goes on; any other file it cannot map
+    fails the load (``open_verify``), in the image's folders or the host's alike."""
+    site = tmp_path / "site"
+    good = lib(site, "good/liba.so", A)
+    if kind == "32-bit" and subprocess.run(
+            ["gcc", "-m32", "-nostdlib", "-shared", "-o", str(tmp_path / "probe.so"), "-x",
+             "c", "-"], input=A, text=True, capture_output=True).returncode != 0:
+        pytest.skip("gcc cannot build 32-bit objects here")
+    _plant(site / "first" / "liba.so", kind, good)
+    _plant(tmp_path / "host" / "liba.so", kind, good)
+    module(site, ("a_fn",) if refs else (), needs=("good/liba.so",),
+           runpath="$ORIGIN/../first:$ORIGIN/../good")
+    _agree(site, site, kind == "32-bit")
+    # the same file in a folder of the host's, first on LD_LIBRARY_PATH
+    module(site, ("a_fn",) if refs else (), needs=("good/liba.so",), runpath="$ORIGIN/../good")
+    _agree(site, site, kind == "32-bit", str(tmp_path / "host"))
+
+
+def test_a_needed_name_with_a_slash_is_opened_from_the_working_folder(
+        tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    lib(site, "w/liba.so", A)
+    mod = module(site, ("a_fn",), needs=("w/liba.so",))
+    subprocess.run(["patchelf", "--replace-needed", "liba.so", "w/liba.so", str(mod)],
+                   check=True)
+    _agree(site, site, True)
+    _agree(site, site / "lcpkg", False)
+    _agree(site, site, True)
+
+
+def test_a_needed_name_matches_an_object_loaded_under_its_soname(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    lib(site, "w/liba.so", A, soname="liba.so.1")
+    lib(site, "v/libb.so", "extern int a_fn(void); int b_fn(void) { return a_fn(); }\n",
+        needs=("w/liba.so",))  # needs "liba.so.1": no file of that name anywhere
+    module(site, ("b_fn",), needs=("w/liba.so", "v/libb.so"),
+           runpath="$ORIGIN/../w:$ORIGIN/../v")
+    subprocess.run(["patchelf", "--replace-needed", "liba.so.1", "liba.so",
+                    str(site / "lcpkg" / ("mod" + EXT))], check=True)
+    _agree(site, site, True)
+
+
+@pytest.mark.parametrize("nodeflib", [True, False])
+def test_nodeflib_searches_no_default_folder(tmp_path: Path, nodeflib: bool) -> None:
+    """``-z nodefaultlib``: the object's needs skip the default folders and the loader
+    cache's entries in them (libz is found only there)."""
+    if not any(Path(d, "libz.so").exists() for d in ldso.system_lib_dirs()):
+        pytest.skip("no libz.so to link against here")
+    site = tmp_path / "site"
+    module(site, ("zlibVersion",),
+           args=(*(("-Wl,-z,nodefaultlib",) if nodeflib else ()), "-lz"))
+    _agree(site, site, not nodeflib)

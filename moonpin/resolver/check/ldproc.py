@@ -248,18 +248,16 @@ class Process:
         return hit
 
     def _map(self, path: str, loader: ldso.Node | None, judged: bool = False) -> Obj:
-        """``path`` read as the loader maps it; its problem is kept when it is the image's
-        (``owned``) or named by a path (``judged``), else it is the host's, not judged."""
+        """``path`` read as the loader maps it, with why the loader would refuse it: a file
+        of the host's as well as the image's (a file that is no ELF shared object of this
+        machine fails ``dlopen`` wherever it lies; ``judged`` is kept for the callers that
+        name a path)."""
         obj = Obj(path, loader)
         try:
-            obj.needed, obj.runpath, obj.rpath, obj.problem = ldso.read_dynamic(
-                path, self.machine)
+            obj.needed, obj.runpath, obj.rpath, obj.problem, obj.nodeflib = (
+                ldso.read_dynamic_flags(path, self.machine))
         except OSError as e:
             obj.problem = f"cannot open shared object file: {e.strerror or e}"
-        if (obj.problem is not None and not obj.problem.startswith(_OTHER_CLASS)
-                and not judged and not self.owned(path)):
-            obj.problem = None  # the host's own library: looked up, not judged
-            obj.needed = obj.runpath = obj.rpath = ()
         if obj.problem is None:
             table = self.table(path)
             try:

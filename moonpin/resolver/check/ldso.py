@@ -37,10 +37,29 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["E_MACHINE", "LD_CACHE", "NO_DIRS", "TRACE", "Node", "Resolution", "candidates",
-           "elf_problem", "env_ld_path", "env_preload", "expand",
-           "in_root", "ld_cache_file", "ld_cache_names", "ld_cache_paths",
-           "listing", "read_dynamic", "resolve", "search", "system_lib_dirs"]
+__all__ = [
+    "E_MACHINE",
+    "LD_CACHE",
+    "NO_DIRS",
+    "TRACE",
+    "Node",
+    "Resolution",
+    "candidates",
+    "elf_problem",
+    "env_ld_path",
+    "env_preload",
+    "expand",
+    "in_root",
+    "ld_cache_file",
+    "ld_cache_names",
+    "ld_cache_paths",
+    "listing",
+    "read_dynamic",
+    "read_dynamic_flags",
+    "resolve",
+    "search",
+    "system_lib_dirs",
+]
 
 #: ``e_machine`` of the ELF objects a Python on this machine can load (psABI supplements).
 E_MACHINE = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
@@ -112,7 +131,7 @@ def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str |
 
 
 def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[str, ...],
-                                                          tuple[str, ...], str | None]:
+                                                          tuple[str, ...], str | None, int]:
     from moonpin.kb.files import outside
 
     if outside(path):  # an image's link out of its root: not there
@@ -123,31 +142,32 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
 
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return (), (), (), "not a regular file"
+            return (), (), (), "not a regular file", 0
         import mmap
 
         if st.st_size == 0:
-            return (), (), (), "an empty file, not an ELF object (ld.so: file too short)"
+            return (), (), (), "an empty file, not an ELF object (ld.so: file too short)", 0
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
             data = bytes(m[:4])
             if data != b"\x7fELF":  # ld.so's words (elf/dl-load.c, open_verify)
                 why = "file too short" if st.st_size < 64 else "invalid ELF header"
-                return (), (), (), f"not an ELF object (ld.so: {why})"
+                return (), (), (), f"not an ELF object (ld.so: {why})", 0
             from moonpin.readers import elf
 
             try:
                 facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]
             except elf.ElfError as e:
-                return (), (), (), f"not a valid ELF object ({e})"
+                return (), (), (), f"not a valid ELF object ({e})", 0
             problem = elf_problem(m, facts, machine)  # type: ignore[arg-type]
     finally:
         os.close(fd)
     needed, found = tuple(facts.needed), tuple(facts.search_path)
+    nodeflib = facts.flags_1 & elf.DF_1_NODEFLIB
     if facts.runpath_tag == "DT_RPATH":
-        return needed, (), found, problem
+        return needed, (), found, problem, nodeflib
     if facts.runpath_tag == "DT_RUNPATH" and not found:
         found = (NO_DIRS,)  # an empty DT_RUNPATH: no folder, but DT_RPATH is still hidden
-    return needed, found, (), problem
+    return needed, found, (), problem, nodeflib
 
 
 def _shape(value: object) -> bool:
@@ -155,9 +175,9 @@ def _shape(value: object) -> bool:
     def strs(v: object) -> bool:
         return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
 
-    return (isinstance(value, (list, tuple)) and len(value) == 4 and strs(value[0])
+    return (isinstance(value, (list, tuple)) and len(value) == 5 and strs(value[0])
             and strs(value[1]) and strs(value[2])
-            and (value[3] is None or isinstance(value[3], str)))
+            and (value[3] is None or isinstance(value[3], str)) and type(value[4]) is int)
 
 
 def read_dynamic(path: str, machine: str | None = None,
@@ -168,12 +188,20 @@ def read_dynamic(path: str, machine: str | None = None,
     object's needs do not search ``DT_RPATH``). ``problem`` says why the loader would
     refuse it (:func:`elf_problem`), or is None.
     Raises OSError when the file cannot be opened."""
+    return read_dynamic_flags(path, machine)[:4]  # type: ignore[return-value]
+
+
+def read_dynamic_flags(path: str, machine: str | None = None,
+                       ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                                  str | None, bool]:
+    """:func:`read_dynamic`, and whether the object has ``DF_1_NODEFLIB``: its own needs
+    search neither the default folders nor the loader cache's entries in them."""
     machine = machine or os.uname().machine
     if TRACE is not None:
         TRACE.add(path)
-    needed, runpath, rpath, problem = facts_memo().get(
+    needed, runpath, rpath, problem, flags = facts_memo().get(
         f"dynamic-v3\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
-    return tuple(needed), tuple(runpath), tuple(rpath), problem
+    return tuple(needed), tuple(runpath), tuple(rpath), problem, bool(flags)
 
 
 def ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
@@ -298,13 +326,15 @@ def listing(folder: str) -> frozenset[str]:
 
 
 class Node:
-    __slots__ = ("loader", "path", "rpath", "runpath")
+    __slots__ = ("loader", "nodeflib", "path", "rpath", "runpath")
 
     def __init__(self, path: str, loader: Node | None) -> None:
         self.path = path
         self.loader = loader
         self.runpath: tuple[str, ...] = ()
         self.rpath: tuple[str, ...] = ()
+        #: ``DF_1_NODEFLIB``: its needs search no default folder (nor the cache's there)
+        self.nodeflib = False
 
 
 def expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[str]:
@@ -327,10 +357,14 @@ def expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[st
             out.append(e)
     if root is not None:
         return out
-    global USED_CWD
     if not all(e.startswith("/") for e in out):
-        USED_CWD = True
+        _used_cwd()
     return _here(out)
+
+
+def _used_cwd() -> None:
+    global USED_CWD
+    USED_CWD = True
 
 
 _TOKENS = ("ORIGIN", "LIB", "PLATFORM")
@@ -503,7 +537,8 @@ def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str
             continue
         seen.add(node.path)
         try:
-            needed, node.runpath, node.rpath, problem = read_dynamic(node.path, machine)
+            needed, node.runpath, node.rpath, problem, node.nodeflib = read_dynamic_flags(
+                node.path, machine)
         except OSError as e:
             res.bad[node.path] = f"cannot be read ({e.strerror or e})"
             continue
@@ -549,6 +584,8 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
             if got and os.path.isfile(got[0]):
                 yield got[0]
         elif os.path.lexists(name):
+            if not name.startswith("/"):
+                _used_cwd()
             yield name
         return
     dirs: list[str] = []
@@ -566,13 +603,21 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
             yield hit
     if isinstance(cache, dict):
         listed = cache.get(name)
-        if listed is not None:
+        if listed is not None and not (node.nodeflib and _in_system(listed, system)):
             found = [listed] if root is None else in_root(root, [listed])
             if found and os.path.isfile(found[0]):
                 yield found[0]
-    elif name in cache and _cached_file(name, root):
+    elif name in cache and not node.nodeflib and _cached_file(name, root):
         yield os.path.join(LD_CACHE, name)
+    if node.nodeflib:
+        return
     for d in system:  # a cache entry whose file is gone: ld.so goes on to these
         hit = _in(d, name, root)
         if hit is not None:
             yield hit
+
+
+def _in_system(path: str, system: Sequence[str]) -> bool:
+    """Whether a loader-cache entry lies in a default folder (``_dl_is_system_dir``)."""
+    folder = os.path.dirname(path).rstrip("/")
+    return any(folder == d.rstrip("/") for d in system)
