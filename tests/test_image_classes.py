@@ -541,3 +541,38 @@ def test_ld_preload_in_the_global_scope(copy: Path, tmp_path: Path) -> None:
         assert "fail  symbols:" in out, out
     ok, _, _ = _agree(copy, tmp_path, env_extra={"LD_PRELOAD": str(tmp_path / "none.so")})
     assert ok
+
+
+@pytest.mark.parametrize("entries", [":$ORIGIN", "/nonexistent::$ORIGIN",
+                                     "/nonexistent:$ORIGIN"])
+def test_an_empty_runpath_entry_is_the_working_folder(copy: Path, tmp_path: Path,
+                                                      entries: str) -> None:
+    """The build's ``DT_RUNPATH`` set with an empty entry (``patchelf --set-rpath``): ld.so
+    searches the working folder there, where a ``libmooncake_pg.so`` that is no ELF object
+    fails the import; from a clean folder it loads. Only the third spelling, without an
+    empty entry, never looks there."""
+    if shutil.which("patchelf") is None:
+        pytest.fail("needs patchelf")
+    build = copy / SITE / "mooncake" / BUILD
+    _own(build)
+    subprocess.run(["patchelf", "--set-rpath", entries, str(build)], check=True)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "libmooncake_pg.so").write_text("not an ELF object\n")
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    ok, err, _ = _agree(copy, tmp_path, cwd=bad)
+    assert ok is (entries == "/nonexistent:$ORIGIN"), err
+    ok, err, _ = _agree(copy, tmp_path, cwd=clean)
+    assert ok, err
+
+
+def test_a_file_the_loader_cannot_map_first_on_ld_library_path(copy: Path,
+                                                                tmp_path: Path) -> None:
+    """A host folder first on ``LD_LIBRARY_PATH`` holding a ``libibverbs.so.1`` that is no
+    ELF object: ld.so fails the build's load on it, as the check does."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "libibverbs.so.1").write_text("not an ELF object\n" * 8)
+    ok, err, _ = _agree(copy, tmp_path, extra_ld=str(host))
+    assert not ok and "libibverbs.so.1" in err
