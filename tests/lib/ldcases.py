@@ -115,7 +115,7 @@ def judged(site: Path, cwd: Path, ld_path: str | None = None) -> tuple[bool, str
     here = os.getcwd()
     os.chdir(cwd)
     try:
-        ld = ldso._here(ld_path.split(":")) if ld_path else []
+        ld = ldso.ld_path_folders(ld_path, os.path.realpath(sys.executable)) if ld_path else []
         rep = native_load([str(site / "lcpkg" / ("mod" + EXT))], [str(site)], "lcpkg.mod",
                           python=sys.executable, suffixes=machinery.EXTENSION_SUFFIXES,
                           ld_path=ld, version=sys.version_info[:2])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,3 +193,19 @@ def test_nodeflib_searches_no_default_folder(tmp_path: Path, nodeflib: bool) -> 
     module(site, ("zlibVersion",),
            args=(*(("-Wl,-z,nodefaultlib",) if nodeflib else ()), "-lz"))
     _agree(site, site, not nodeflib)
+
+
+@pytest.mark.parametrize("entry", ["{site}/$LIB", "{site}/${{PLATFORM}}/../$LIB",
+                                   "$ORIGIN/{up}{site}/$LIB", "/nonexistent;{site}/$LIB",
+                                   "{site}/$LIBX"])
+def test_ld_library_path_tokens(tmp_path: Path, entry: str) -> None:
+    """``LD_LIBRARY_PATH`` is split on ``:`` and ``;`` and its tokens substituted as the
+    executable's (``$ORIGIN``: the folder of the interpreter's real file)."""
+    site = tmp_path / "site"
+    where = ldso.lib_token()
+    lib(site, f"{where}/liba.so", A)
+    (site / ldso.platform_token()).mkdir(exist_ok=True)
+    module(site, ("a_fn",), needs=(f"{where}/liba.so",))
+    origin = Path(os.path.realpath(sys.executable)).parent
+    value = entry.format(site=site, up="../" * len(origin.parts))
+    _agree(site, site, "$LIBX" not in entry, value)

@@ -480,13 +480,39 @@ class Resolution:
         self.objects = 0
 
 
-def env_ld_path() -> list[str]:
-    """This process's ``LD_LIBRARY_PATH`` folders. An empty entry (``a::b``, a leading or
-    trailing ``:``) is the working folder to ld.so, as a relative one is relative to it
-    (glibc's ``fillin_rpath`` keeps both; the file is then opened relative to the working
-    folder): both are given here as absolute folders."""
+def env_ld_path(exe: str | None = None) -> list[str]:
+    """This process's ``LD_LIBRARY_PATH`` folders (:func:`ld_path_folders`; ``exe``: the
+    executable whose folder is ``$ORIGIN``, default this interpreter)."""
     value = os.environ.get("LD_LIBRARY_PATH")  # set but empty: no search path at all
-    return _here(value.split(":")) if value else []
+    return ld_path_folders(value, exe) if value else []
+
+
+def ld_path_folders(value: str, exe: str | None = None,
+                    root: str | None = None) -> list[str]:
+    """``LD_LIBRARY_PATH`` as the folders ld.so searches (glibc elf/dl-load.c
+    ``_dl_init_paths``): entries separated by ``:`` or ``;``, the dynamic string tokens
+    substituted as in a ``DT_RUNPATH`` of the executable (``$ORIGIN`` is the folder of its
+    real file, ``/proc/self/exe``; ``exe`` default: this interpreter). An empty entry
+    (``a::b``, a leading or trailing ``:``) is the working folder to ld.so, as a relative
+    one is relative to it (``fillin_rpath`` keeps both; the file is then opened relative to
+    the working folder): both are given here as absolute folders. With ``root`` (an
+    image's), they are left out."""
+    entries = value.replace(";", ":").split(":")
+    if "$" not in value:
+        return _here(entries) if root is None else [e for e in entries if e]
+    if exe is None:
+        import sys
+
+        exe = os.path.realpath(sys.executable)
+    out = []
+    for e in entries:
+        if "$" in e:
+            e = _substitute(e, exe, root)
+            if not e:
+                continue
+        if e or root is None:
+            out.append(e)
+    return _here(out) if root is None else out
 
 
 def env_preload() -> list[str]:

@@ -129,7 +129,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     loaded: SGLang imports torch first), ``after``: after it. ``root``: an image's root
     folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's)."""
     machine = machine or os.uname().machine
-    ld = ldso.env_ld_path() if ld_path is None else list(ld_path)
+    ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
+          if ld_path is None else list(ld_path))
     key = "\0".join(("native-v2", machine, python or "", ",".join(first), module or "",
                      ",".join(after),
                      *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
