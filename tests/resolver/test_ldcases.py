@@ -209,3 +209,111 @@ def test_ld_library_path_tokens(tmp_path: Path, entry: str) -> None:
     origin = Path(os.path.realpath(sys.executable)).parent
     value = entry.format(site=site, up="../" * len(origin.parts))
     _agree(site, site, "$LIBX" not in entry, value)
+
+
+@pytest.mark.parametrize(("needed", "ok"), [("$ORIGIN/../w/liba.so", True),
+                                            ("${ORIGIN}/../w/liba.so", True),
+                                            ("$ORIGIN/liba.so", False),
+                                            ("$LIB/liba.so", False)])
+def test_tokens_in_a_needed_name(tmp_path: Path, needed: str, ok: bool) -> None:
+    """A ``DT_NEEDED`` entry with tokens is substituted as the needing object's path
+    entries are, then opened as a path."""
+    site = tmp_path / "site"
+    lib(site, "w/liba.so", A)
+    mod = module(site, ("a_fn",), needs=("w/liba.so",))
+    subprocess.run(["patchelf", "--replace-needed", "liba.so", needed, str(mod)], check=True)
+    _agree(site, site, ok)
+
+
+def _versions(site: Path, name: str, text: str) -> str:
+    site.mkdir(parents=True, exist_ok=True)
+    script = site / f"{name}.map"
+    script.write_text(text)
+    return f"-Wl,--version-script={script}"
+
+
+def _weaken(path: Path, version: str) -> None:
+    """Set ``VER_FLG_WEAK`` on the ``.gnu.version_r`` entry of ``version`` (GNU ld sets it
+    on no need of a C program; other linkers and patch tools do)."""
+    import struct
+
+    d = bytearray(path.read_bytes())
+    (shoff,) = struct.unpack_from("<Q", d, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", d, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * shentsize) for i in range(shnum)]
+    need = next(s for s in secs if s[1] == 0x6FFFFFFE)
+    strings = secs[need[6]][4]
+    off = need[4]
+    while True:
+        _, count, _, aux, nxt = struct.unpack_from("<HHIII", d, off)
+        at = off + aux
+        for _ in range(count):
+            _, flags, _, name, step = struct.unpack_from("<IHHII", d, at)
+            if d[strings + name:d.index(b"\0", strings + name)].decode() == version:
+                struct.pack_into("<H", d, at + 4, flags | 2)
+            at += step
+        if not nxt:
+            break
+        off += nxt
+    path.write_bytes(bytes(d))
+
+
+_SYMBOL_CASES = ["hidden visibility", "protected", "tls gone", "data gone", "ifunc",
+                 "unique", "weak version need", "weak version need, strong reference",
+                 "hidden version", "base version now"]
+
+
+@pytest.mark.parametrize("case", _SYMBOL_CASES)
+def test_symbol_classes(tmp_path: Path, case: str) -> None:
+    """Each class built for real, linked against the library as first built, then the
+    library changed (as an image's library replaced by another build)."""
+    site = tmp_path / "site"
+    rp = "$ORIGIN/../w"
+    refs: tuple[str, ...] = ("a_fn",)
+    weak: tuple[str, ...] = ()
+    extra = ""
+    first, then, args, then_args = A, None, (), ()
+    if case == "hidden visibility":
+        then = ('__attribute__((visibility("hidden"))) int a_fn(void) { return 1; }\n'
+                "int keep(void) { return a_fn(); }\n")
+    elif case == "protected":
+        first = '__attribute__((visibility("protected"))) int a_fn(void) { return 1; }\n'
+    elif case in ("tls gone", "data gone"):
+        kind = "__thread int" if case == "tls gone" else "int"
+        first, then, refs = f"{kind} a_var = 3;\n", f"{kind} b_var = 3;\n", ()
+        extra = f"extern {kind} a_var; int use_var(void) {{ return a_var; }}"
+    elif case == "ifunc":
+        first = ("static int impl(void) { return 1; }\n"
+                 "static void *res(void) { return (void *)impl; }\n"
+                 'int a_fn(void) __attribute__((ifunc("res")));\n')
+    elif case == "unique":
+        first = (A + '__asm__(".type a_u, @gnu_unique_object\\n.globl a_u\\n.data\\n'
+                 'a_u: .long 1\\n.size a_u, 4");\n')
+        extra = "extern int a_u; int use_u(void) { return a_u; }"
+    elif case.startswith("weak version need"):
+        first = A + "int b_fn(void) { return 2; }\n"
+        args = (_versions(site, "v", "V1 { global: a_fn; local: *; }; "
+                                     "V9 { global: b_fn; } V1;"),)
+        then, then_args = A, (_versions(site, "v1", "V1 { global: a_fn; local: *; };"),)
+        if case.endswith("strong reference"):
+            refs = ("a_fn", "b_fn")
+        else:
+            weak = ("b_fn",)
+    elif case == "hidden version":
+        args = (_versions(site, "v", "V1 { global: a_fn; local: *; };"),)
+        then = ('int a_old(void) { return 1; }\n__asm__(".symver a_old,a_fn@V1");\n'
+                "int other(void) { return 0; }\n")
+        then_args = (_versions(site, "v2", "V1 { global: other; }; V2 { global: a_old; } V1;"),)
+    elif case == "base version now":
+        args = (_versions(site, "v", "V1 { global: a_fn; };"),)
+        then = A + "int b_fn(void) { return 2; }\n"
+        then_args = (_versions(site, "v2", "V1 { global: b_fn; };"),)
+    lib(site, "w/liba.so", first, args=args)
+    mod = module(site, refs, weak=weak, needs=("w/liba.so",), runpath=rp, extra=extra)
+    if then is not None:
+        lib(site, "w/liba.so", then, args=then_args)
+    if case.startswith("weak version need"):
+        _weaken(mod, "V9")
+    expect = case not in ("hidden visibility", "tls gone", "data gone",
+                          "weak version need, strong reference")
+    _agree(site, site, expect)

@@ -604,6 +604,10 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
     holds (a hit is yielded as ``LD_CACHE/name``) or each name's path there.
     ``exe_rpath``: the executable's ``DT_RPATH`` folders, searched after the chain of
     loaders when ``node`` has no ``DT_RUNPATH``."""
+    if "$" in name:  # tokens in a DT_NEEDED are the needing object's (_dl_map_object)
+        name = _substitute(name, node.path, root)
+        if not name:
+            return
     if "/" in name:  # a path: used as it is, no search
         if root is not None:
             got = in_root(root, ["/" + name.lstrip("/")])  # relative: the working folder
