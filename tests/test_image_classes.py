@@ -576,3 +576,19 @@ def test_a_file_the_loader_cannot_map_first_on_ld_library_path(copy: Path,
     (host / "libibverbs.so.1").write_text("not an ELF object\n" * 8)
     ok, err, _ = _agree(copy, tmp_path, extra_ld=str(host))
     assert not ok and "libibverbs.so.1" in err
+
+
+def test_a_dangling_link_earlier_in_a_libraries_rpath(copy: Path, tmp_path: Path) -> None:
+    """``libmooncake_pg.so``'s ``DT_RPATH`` is ``$ORIGIN`` then the wheel's ``.libs``: a
+    dangling link of a vendored library's name in ``mooncake/`` is skipped by ld.so
+    (``ENOENT``), which goes on to the real one; a loop of links there fails the load."""
+    libs = copy / SITE / "mooncake_transfer_engine_cuda13.libs"
+    glog = next(p.name for p in libs.iterdir() if p.name.startswith("libglog-"))
+    link = copy / SITE / "mooncake" / glog
+    link.symlink_to("/nonexistent/" + glog)
+    ok, err, _ = _agree(copy, tmp_path)
+    assert ok, err
+    link.unlink()
+    link.symlink_to(glog)
+    ok, err, _ = _agree(copy, tmp_path)
+    assert not ok and glog in err

@@ -317,3 +317,19 @@ def test_symbol_classes(tmp_path: Path, case: str) -> None:
     expect = case not in ("hidden visibility", "tls gone", "data gone",
                           "weak version need, strong reference")
     _agree(site, site, expect)
+
+
+@pytest.mark.parametrize(("target", "ok"), [("/nonexistent/liba.so", True), ("liba.so", False)])
+@pytest.mark.parametrize("on_ld_path", [True, False])
+def test_a_link_of_that_name_earlier_in_the_search(tmp_path: Path, target: str, ok: bool,
+                                                   on_ld_path: bool) -> None:
+    """A dangling link is not there (``ENOENT``: the search goes on); a loop of links ends
+    the list of folders it is in (``ELOOP``): the rest of a ``DT_RUNPATH`` is not searched,
+    but after ``LD_LIBRARY_PATH`` the ``DT_RUNPATH`` is."""
+    site = tmp_path / "site"
+    lib(site, "good/liba.so", A)
+    (site / "first").mkdir(parents=True)
+    os.symlink(target, site / "first" / "liba.so")
+    first = "" if on_ld_path else "$ORIGIN/../first:"
+    module(site, ("a_fn",), needs=("good/liba.so",), runpath=f"{first}$ORIGIN/../good")
+    _agree(site, site, ok or on_ld_path, str(site / "first") if on_ld_path else None)

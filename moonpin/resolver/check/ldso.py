@@ -455,15 +455,25 @@ def platform_token() -> str:
 
 def _in(folder: str, name: str, root: str | None = None) -> str | None:
     # One listing per folder instead of a stat per (folder, name); a listed name is then
-    # checked to exist (a dangling symlink is no library).
+    # opened as ld.so's open_path opens it (:func:`_open_path`).
     if name in listing(folder):
         cand = os.path.join(folder, name)
         if root is not None:  # its symbolic links followed inside the image
             got = in_root(root, [cand])
             return got[0] if got and os.path.isfile(got[0]) else None
-        if os.path.lexists(cand) and (os.path.exists(cand) or os.path.islink(cand)):
-            return cand
+        try:
+            os.stat(cand)
+        except OSError as e:
+            import errno
+
+            return None if e.errno in (errno.ENOENT, errno.EACCES) else _STOP
+        return cand
     return None
+
+
+#: What :func:`_in` answers for a name the loader cannot open for another reason than
+#: its absence: the list of folders being searched ends there
+_STOP = "\0stop"
 
 
 class Resolution:
@@ -618,19 +628,17 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
                 _used_cwd()
             yield name
         return
-    dirs: list[str] = []
+    lists: list[list[str]] = []  # each searched by one open_path call
     if not node.runpath:
         chain: Node | None = node
         while chain is not None:
-            dirs += in_root(root, expand(chain.rpath, chain.path, root))
+            lists.append(in_root(root, expand(chain.rpath, chain.path, root)))
             chain = chain.loader
-        dirs += exe_rpath
-    dirs += ld_path
-    dirs += in_root(root, expand(node.runpath, node.path, root))
-    for d in dirs:
-        hit = _in(d, name, root)
-        if hit is not None:
-            yield hit
+        lists.append(list(exe_rpath))
+    lists.append(list(ld_path))
+    lists.append(in_root(root, expand(node.runpath, node.path, root)))
+    for dirs in lists:
+        yield from _open_path(dirs, name, root)
     if isinstance(cache, dict):
         listed = cache.get(name)
         if listed is not None and not (node.nodeflib and _in_system(listed, system)):
@@ -641,8 +649,17 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
         yield os.path.join(LD_CACHE, name)
     if node.nodeflib:
         return
-    for d in system:  # a cache entry whose file is gone: ld.so goes on to these
+    yield from _open_path(system, name, root)  # also after a cache entry whose file is gone
+
+
+def _open_path(dirs: Sequence[str], name: str, root: str | None) -> Iterator[str]:
+    """``name`` in each of ``dirs`` in turn (elf/dl-load.c ``open_path``): a name that is
+    not there (``ENOENT``, a dangling link) or not readable goes on to the next folder;
+    any other error opening it (a loop of links) ends this list of folders."""
+    for d in dirs:
         hit = _in(d, name, root)
+        if hit is _STOP:
+            return
         if hit is not None:
             yield hit
 
