@@ -592,3 +592,22 @@ def test_a_dangling_link_earlier_in_a_libraries_rpath(copy: Path, tmp_path: Path
     link.symlink_to(glog)
     ok, err, _ = _agree(copy, tmp_path)
     assert not ok and glog in err
+
+
+@pytest.mark.parametrize("sub", ["glibc-hwcaps/x86-64-v2", "tls", "glibc-hwcaps/x86-64-v9"])
+def test_a_library_in_a_hwcap_subfolder_of_mooncakes_folder(copy: Path, tmp_path: Path,
+                                                            sub: str) -> None:
+    """ld.so searches ``mooncake/<hwcap subfolder>/`` before ``mooncake/`` itself
+    (``ld.so --help``): a ``libasio.so`` there that defines nothing is the one it maps
+    (the build's symbols then do not bind); a subfolder it does not search changes
+    nothing."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    folder = copy / SITE / "mooncake" / sub
+    folder.mkdir(parents=True)
+    (tmp_path / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / "libasio.so"),
+                    "-Wl,-soname,libasio.so", str(tmp_path / "e.c")], check=True)
+    ok, err, _ = _agree(copy, tmp_path)  # "tls": searched before glibc 2.37 only
+    if sub != "tls":
+        assert ok is (sub.endswith("v9") or os.uname().machine != "x86_64"), err

@@ -333,3 +333,32 @@ def test_a_link_of_that_name_earlier_in_the_search(tmp_path: Path, target: str, 
     first = "" if on_ld_path else "$ORIGIN/../first:"
     module(site, ("a_fn",), needs=("good/liba.so",), runpath=f"{first}$ORIGIN/../good")
     _agree(site, site, ok or on_ld_path, str(site / "first") if on_ld_path else None)
+
+
+@pytest.mark.parametrize("sub", ["glibc-hwcaps/x86-64-v2", "glibc-hwcaps/x86-64-v3",
+                                 "glibc-hwcaps/x86-64-v4", "glibc-hwcaps/x86-64-v9", "tls",
+                                 "x86_64", "haswell", "tls/x86_64", "xeon_phi", "avx512_1",
+                                 "x86_64/tls"])
+@pytest.mark.parametrize("on_ld_path", [True, False])
+def test_hwcap_subfolders_of_a_search_folder(tmp_path: Path, sub: str,
+                                             on_ld_path: bool) -> None:
+    """ld.so looks in a search folder's hwcap subfolders first (``ld.so --help`` lists
+    them): a library there that lacks the symbol is the one it takes."""
+    site = tmp_path / "site"
+    lib(site, "good/liba.so", A)
+    lib(site, f"good/{sub}/liba.so", "int other(void) { return 0; }\n")
+    module(site, ("a_fn",), needs=("good/liba.so",),
+           runpath=None if on_ld_path else "$ORIGIN/../good")
+    _agree(site, site, None, str(site / "good") if on_ld_path else None)
+
+
+def test_hwcap_subfolders_are_the_loaders() -> None:
+    """The subfolders modelled are those this machine's ld.so says it searches."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("modelled for x86-64")
+    env = {**os.environ, "LD_DEBUG": "libs", "LD_LIBRARY_PATH": "/moonpin-nowhere"}
+    err = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True).stderr
+    line = next(x for x in err.splitlines() if "search path=/moonpin-nowhere" in x)
+    said = line.split("search path=", 1)[1].split()[0].split(":")
+    assert said == [f"/moonpin-nowhere/{s}" for s in ldso.hwcap_subdirs()] + [
+        "/moonpin-nowhere"]
