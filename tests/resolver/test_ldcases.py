@@ -362,3 +362,38 @@ def test_hwcap_subfolders_are_the_loaders() -> None:
     said = line.split("search path=", 1)[1].split()[0].split(":")
     assert said == [f"/moonpin-nowhere/{s}" for s in ldso.hwcap_subdirs()] + [
         "/moonpin-nowhere"]
+
+
+def _set_visibility(path: Path, name: str, visibility: int) -> None:
+    """Set ``st_other`` of ``name``'s ``.dynsym`` entry (as a tool hiding symbols in
+    place does)."""
+    import struct
+
+    d = bytearray(path.read_bytes())
+    (shoff,) = struct.unpack_from("<Q", d, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", d, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * shentsize) for i in range(shnum)]
+    dynsym = next(s for s in secs if s[1] == 11)  # SHT_DYNSYM
+    strings = secs[dynsym[6]][4]
+    for at in range(dynsym[4], dynsym[4] + dynsym[5], 24):
+        (st_name,) = struct.unpack_from("<I", d, at)
+        if d[strings + st_name:d.index(b"\0", strings + st_name)] == name.encode():
+            d[at + 5] = (d[at + 5] & ~3) | visibility
+    path.write_bytes(bytes(d))
+
+
+@pytest.mark.parametrize("visibility", [1, 2, 3])  # STV_INTERNAL, STV_HIDDEN, PROTECTED
+@pytest.mark.parametrize("side", ["definition", "reference"])
+def test_visibility_in_dynsym(tmp_path: Path, visibility: int, side: str) -> None:
+    """A hidden or internal symbol left in ``.dynsym`` is local to ld.so: as a definition
+    it binds nothing; as a reference it is not looked up (nothing needs to define it)."""
+    site = tmp_path / "site"
+    liba = lib(site, "w/liba.so", A)
+    mod = module(site, ("a_fn",), needs=("w/liba.so",), runpath="$ORIGIN/../w")
+    if side == "definition":
+        _set_visibility(liba, "a_fn", visibility)
+        _agree(site, site, visibility == 3)
+    else:
+        lib(site, "w/liba.so", "int other(void) { return 0; }\n")
+        _set_visibility(mod, "a_fn", visibility)
+        _agree(site, site, None)
