@@ -88,31 +88,38 @@ def module(site: Path, refs: tuple[str, ...] = (), *, needs: tuple[str, ...] = (
     return _gcc(pkg / ("mod" + EXT), "\n".join(src) + "\n", flags)
 
 
-def _env(site: Path, ld_path: str | None) -> dict[str, str]:
+def _env(site: Path, ld_path: str | None, preload: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "LD_PRELOAD", "LD_BIND_NOW")}
     env["PYTHONPATH"] = str(site)
     if ld_path is not None:
         env["LD_LIBRARY_PATH"] = ld_path
+    if preload is not None:
+        env["LD_PRELOAD"] = preload
     return env
 
 
-def real(site: Path, cwd: Path, ld_path: str | None = None) -> tuple[bool, str]:
+def real(site: Path, cwd: Path, ld_path: str | None = None,
+         preload: str | None = None) -> tuple[bool, str]:
     """What ``python -c "import lcpkg.mod"`` does run in ``cwd``: (it worked, the last line
     of its error)."""
     proc = subprocess.run([sys.executable, "-c", "import lcpkg.mod"], capture_output=True,
-                          text=True, timeout=60, env=_env(site, ld_path), cwd=cwd)
+                          text=True, timeout=60, env=_env(site, ld_path, preload), cwd=cwd)
     lines = proc.stderr.strip().splitlines()
     return proc.returncode == 0, lines[-1] if lines else f"exit {proc.returncode}"
 
 
-def judged(site: Path, cwd: Path, ld_path: str | None = None) -> tuple[bool, str]:
+def judged(site: Path, cwd: Path, ld_path: str | None = None,
+           preload: str | None = None) -> tuple[bool, str]:
     """What moonpin says of the same import from the same working folder: (it works, why
-    not)."""
+    not). ``preload``: ``LD_PRELOAD``, set in this process while it judges."""
     from moonpin.resolver.check import ldso
     from moonpin.resolver.check.loadchain import native_load
 
     here = os.getcwd()
+    before = os.environ.pop("LD_PRELOAD", None)
+    if preload is not None:
+        os.environ["LD_PRELOAD"] = preload
     os.chdir(cwd)
     try:
         ld = ldso.ld_path_folders(ld_path, os.path.realpath(sys.executable)) if ld_path else []
@@ -121,6 +128,9 @@ def judged(site: Path, cwd: Path, ld_path: str | None = None) -> tuple[bool, str
                           ld_path=ld, version=sys.version_info[:2])
     finally:
         os.chdir(here)
+        os.environ.pop("LD_PRELOAD", None)
+        if before is not None:
+            os.environ["LD_PRELOAD"] = before
     why = []
     if rep.chain_error is not None:
         why.append(f"chain: {rep.chain_error[1]}: {rep.chain_error[2]}")

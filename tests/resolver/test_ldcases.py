@@ -397,3 +397,23 @@ def test_visibility_in_dynsym(tmp_path: Path, visibility: int, side: str) -> Non
         lib(site, "w/liba.so", "int other(void) { return 0; }\n")
         _set_visibility(mod, "a_fn", visibility)
         _agree(site, site, None)
+
+
+@pytest.mark.parametrize(("value", "cwd"), [
+    ("{site}/pre/libpre.so", "."), ("/nonexistent.so\t{site}/pre/libpre.so", "."),
+    ("{site}/pre/libpre.so\t/x.so", "."), ("/nonexistent.so:{site}/pre/libpre.so", "."),
+    ("$ORIGIN/{up}{site}/pre/libpre.so", "."), ("pre/libpre.so", "."),
+    ("pre/libpre.so", "lcpkg"),
+])
+def test_ld_preload_as_the_loader_reads_it(tmp_path: Path, value: str, cwd: str) -> None:
+    """``LD_PRELOAD`` entries are separated by spaces and colons only (a tab is part of a
+    name), their tokens are the executable's, a relative path is the working folder's."""
+    site = tmp_path / "site"
+    lib(site, "pre/libpre.so", "int b_fn(void) { return 1; }\n")
+    module(site, ("b_fn",))
+    origin = Path(os.path.realpath(sys.executable)).parent
+    pre = value.format(site=site, up="../" * len(origin.parts))
+    where = site / cwd
+    truth = real(site, where, None, pre)
+    assert truth[0] is ("\t" not in value and cwd == "."), truth
+    assert judged(site, where, None, pre)[0] is truth[0]

@@ -619,17 +619,28 @@ def ld_path_folders(value: str, exe: str | None = None,
     return _here(out) if root is None else out
 
 
-def env_preload() -> list[str]:
-    """This process's ``LD_PRELOAD`` entries (separated by spaces or colons), a relative
-    path as the working folder makes it."""
+def env_preload(exe: str | None = None) -> list[str]:
+    """This process's ``LD_PRELOAD`` entries as ld.so reads them (elf/rtld.c
+    ``handle_preload_list``): separated by spaces or colons only (a tab is part of a name),
+    tokens substituted as the executable's (``exe``, default this interpreter), a relative
+    path under the working folder."""
     value = os.environ.get("LD_PRELOAD") or ""
-    out = [e for e in value.replace(":", " ").split() if e]
+    out = [e for e in value.replace(":", " ").split(" ") if e]
+    if "$" in value:
+        if exe is None:
+            import sys
+
+            exe = os.path.realpath(sys.executable)
+        out = [e if "$" not in e else _substitute(e, exe, None) for e in out]
+        out = [e for e in out if e]
     if all(e.startswith("/") or "/" not in e for e in out):
         return out
+    _used_cwd()
     try:
-        return [os.path.abspath(e) if "/" in e else e for e in out]
+        cwd = os.getcwd()
     except OSError:  # no working folder: a relative path opens nothing
         return [e for e in out if e.startswith("/") or "/" not in e]
+    return [os.path.join(cwd, e) if "/" in e and not e.startswith("/") else e for e in out]
 
 
 def _here(entries: Sequence[str]) -> list[str]:

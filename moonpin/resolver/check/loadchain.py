@@ -216,7 +216,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
             owned=lambda p: p in builds or owned(p, paths, root))
         exe = _interpreter(python, root)
         if exe is not None:
-            proc.start(exe, ldso.env_preload() if root is None else ())
+            proc.start(exe, ldso.env_preload(exe) if root is None else ())
         out = Report()
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=builds,
