@@ -611,3 +611,21 @@ def test_a_library_in_a_hwcap_subfolder_of_mooncakes_folder(copy: Path, tmp_path
     ok, err, _ = _agree(copy, tmp_path)  # "tls": searched before glibc 2.37 only
     if sub != "tls":
         assert ok is (sub.endswith("v9") or os.uname().machine != "x86_64"), err
+
+
+def test_a_host_library_given_another_copy_of_what_it_needs(copy: Path,
+                                                            tmp_path: Path) -> None:
+    """``libmooncake_pg.so`` needs the host's ``libcurl.so.4``; a ``libnghttp2.so.14``
+    that defines nothing, first on ``LD_LIBRARY_PATH``, is what libcurl then maps: the
+    load fails on libcurl's symbols, and the fix names the shadowing copy's folder."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (tmp_path / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(shadow / "libnghttp2.so.14"),
+                    "-Wl,-soname,libnghttp2.so.14", str(tmp_path / "e.c")], check=True)
+    ok, err, got = _agree(copy, tmp_path, extra_ld=str(shadow))
+    assert not ok and "libcurl.so.4" in err
+    for _, out in got.values():
+        assert "is the host's" in out, out

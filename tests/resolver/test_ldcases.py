@@ -417,3 +417,26 @@ def test_ld_preload_as_the_loader_reads_it(tmp_path: Path, value: str, cwd: str)
     truth = real(site, where, None, pre)
     assert truth[0] is ("\t" not in value and cwd == "."), truth
     assert judged(site, where, None, pre)[0] is truth[0]
+
+
+@pytest.mark.parametrize("kind", ["version", "symbol", "same"])
+def test_a_host_library_given_another_copy_of_what_it_needs(tmp_path: Path,
+                                                            kind: str) -> None:
+    """A library outside the import folders (the host's) is taken as consistent, unless a
+    library it needs is found elsewhere than where it was (here: an older copy first on
+    ``LD_LIBRARY_PATH``): then its version needs and symbols are judged, as ld.so does."""
+    site = tmp_path / "site"
+    host = tmp_path
+    both = "int v1(void) { return 1; } int v2(void) { return 2; }\n"
+    if kind == "version":
+        new = (_versions(host, "v", "V1 { global: v1; local: *; }; V2 { global: v2; } V1;"),)
+        old = (_versions(host, "v1", "V1 { global: v1; local: *; };"),)
+    else:
+        new = old = ()
+    lib(host, "hostlibs/libv.so", both, args=new)
+    lib(host, "hostlibs/libh.so", "extern int v2(void); int h_fn(void) { return v2(); }\n",
+        needs=("hostlibs/libv.so",))
+    lib(host, "old/libv.so", both if kind == "same" else "int v1(void) { return 1; }\n",
+        args=old)
+    module(site, ("h_fn",), args=(f"-L{host}/hostlibs", "-l:libh.so"))
+    _agree(site, site, kind == "same", f"{host}/old:{host}/hostlibs")

@@ -17,7 +17,9 @@ lookup scope, and what one more ``dlopen`` does (glibc elf/dl-open.c):
 
 Only objects under the target's import folders (``owned``) are judged and bound: the
 host's own libraries (libc, libstdc++, libibverbs) are looked up and their needs followed,
-but taken as consistent. Libraries the host's driver provides
+but taken as consistent, unless one needs a library found elsewhere than the host's
+folders (a copy shadowing the one it was built against): then it is judged too.
+Libraries the host's driver provides
 (:func:`moonpin.resolver.check.ldsym.host_provided`) are looked for, never read; a C
 symbol left unbound in a scope that needs one is taken as theirs. Nothing is loaded or
 run. Only ``os`` at import: this runs at worker start.
@@ -127,6 +129,7 @@ class Process:
         self.host_missing: dict[str, str] = {}
         self._definers: dict[tuple[bytes, str], object] = {}  # ldsym.Lookup.shared
         self._hashes: dict[bytes, int] = {}
+        self._host_dirs: set[str] | None = None
 
     # ------------------------------------------------------------------ the executable
     def start(self, exe: str, preload: Sequence[str] = ()) -> None:
@@ -361,6 +364,23 @@ class Process:
         self.ids.update(ids)
 
     # ------------------------------------------------------------------ versions, symbols
+    def _judged(self, o: Obj) -> bool:
+        """Whether ``o``'s version needs and symbols are checked: an object of the image's
+        (``owned``), or one of the host's that needs a library from elsewhere than the
+        host's own folders (an image's or ``LD_LIBRARY_PATH``'s copy shadowing the one it
+        was built against: an older ``libstdc++``, ``libz``, ``libssl``). A host library
+        among host libraries is taken as consistent."""
+        if self.owned(o.path):
+            return True
+        return any(self.owned(d.path) or not self._host_file(d.path) for d in o.deps or ())
+
+    def _host_file(self, path: str) -> bool:
+        """Whether ``path`` lies in a default folder or one the loader cache lists."""
+        if self._host_dirs is None:
+            self._host_dirs = {d.rstrip("/") for d in self.system}
+            self._host_dirs.update(os.path.dirname(v) for v in self.cache.values())
+        return os.path.dirname(path) in self._host_dirs
+
     def table(self, path: str) -> object | None:
         if path not in self.tables:
             t = self.tables[path] = ldsym.open_table(path)
@@ -385,7 +405,7 @@ class Process:
                   out: Outcome) -> None:
         from moonpin.readers.elfsym import SymbolError
 
-        fresh = [o for o in searchlist if o in new and self.owned(o.path)]
+        fresh = [o for o in searchlist if o in new and self._judged(o)]
         if not fresh:
             return
         by_name = self._by_name(names)
@@ -414,7 +434,7 @@ class Process:
         # first undefined symbol ld.so names is a dependency's
         walked = set(map(id, searchlist))
         for o in reversed(new):
-            if id(o) not in walked or o.problem is not None or not self.owned(o.path):
+            if id(o) not in walked or o.problem is not None or not self._judged(o):
                 continue
             t = self.table(o.path)
             if t is None:
