@@ -440,3 +440,17 @@ def test_a_host_library_given_another_copy_of_what_it_needs(tmp_path: Path,
         args=old)
     module(site, ("h_fn",), args=(f"-L{host}/hostlibs", "-l:libh.so"))
     _agree(site, site, kind == "same", f"{host}/old:{host}/hostlibs")
+
+
+@pytest.mark.parametrize("how", ["nodlopen", "pie"])
+def test_objects_ld_so_will_not_open_as_a_library(tmp_path: Path, how: str) -> None:
+    """``-z nodlopen`` (``DF_1_NOOPEN``): dlopen refuses the object and what needs it; a
+    position-independent executable (``DF_1_PIE``) is never loaded as a library."""
+    site = tmp_path / "site"
+    lib(site, "w/liba.so", A, args=("-Wl,-z,nodlopen",) if how == "nodlopen" else ())
+    module(site, ("a_fn",), needs=("w/liba.so",), runpath="$ORIGIN/../w")
+    if how == "pie":
+        subprocess.run(["gcc", "-pie", "-fPIE", "-rdynamic", "-o", str(site / "w/liba.so"),
+                        "-x", "c", "-"], check=True, text=True,
+                       input=A + "int main(void) { return a_fn(); }\n")
+    _agree(site, site, False)

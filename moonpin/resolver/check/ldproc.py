@@ -130,6 +130,8 @@ class Process:
         self._definers: dict[tuple[bytes, str], object] = {}  # ldsym.Lookup.shared
         self._hashes: dict[bytes, int] = {}
         self._host_dirs: set[str] | None = None
+        #: mapping for a dlopen (not the process's start): DF_1_NOOPEN objects are refused
+        self._opening = False
 
     # ------------------------------------------------------------------ the executable
     def start(self, exe: str, preload: Sequence[str] = ()) -> None:
@@ -138,7 +140,7 @@ class Process:
         ``LD_PRELOAD`` entries, mapped after the interpreter and before what it needs (a
         path as it is, a name searched as the interpreter's own needs are); one that cannot
         be loaded is ignored, as ld.so ignores it."""
-        main = self._map(exe, None)
+        main = self._map(exe, None, exe=True)
         if main.problem is not None:
             return
         self.have_exe = True
@@ -180,6 +182,7 @@ class Process:
 
     def dlopen(self, path: str, mode: int = RTLD_NOW) -> Outcome:
         """``dlopen(path, mode)`` (module doc)."""
+        self._opening = True
         out = Outcome()
         new: list[Obj] = []
         names: dict[str, Obj] = {}
@@ -250,15 +253,24 @@ class Process:
             names.setdefault(name, hit)
         return hit
 
-    def _map(self, path: str, loader: ldso.Node | None, judged: bool = False) -> Obj:
+    def _map(self, path: str, loader: ldso.Node | None, judged: bool = False,
+             exe: bool = False) -> Obj:
         """``path`` read as the loader maps it, with why the loader would refuse it: a file
         of the host's as well as the image's (a file that is no ELF shared object of this
         machine fails ``dlopen`` wherever it lies; ``judged`` is kept for the callers that
-        name a path)."""
+        name a path). ``exe``: the executable itself (a PIE, not refused)."""
         obj = Obj(path, loader)
         try:
-            obj.needed, obj.runpath, obj.rpath, obj.problem, obj.nodeflib = (
+            obj.needed, obj.runpath, obj.rpath, obj.problem, flags = (
                 ldso.read_dynamic_flags(path, self.machine))
+            obj.nodeflib = bool(flags & ldso.DF_1_NODEFLIB)
+            if obj.problem is None and flags & ldso.DF_1_PIE and not exe:
+                obj.problem = ("a position-independent executable (DF_1_PIE), not a "
+                               "library (ld.so: cannot dynamically load position-independent "
+                               "executable)")
+            elif obj.problem is None and flags & ldso.DF_1_NOOPEN and self._opening:
+                obj.problem = ("marked not to be opened by dlopen (DF_1_NOOPEN; ld.so: shared "
+                               "object cannot be dlopen()ed)")
         except OSError as e:
             obj.problem = f"cannot open shared object file: {e.strerror or e}"
         if obj.problem is None:

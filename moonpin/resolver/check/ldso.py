@@ -162,12 +162,12 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
     finally:
         os.close(fd)
     needed, found = tuple(facts.needed), tuple(facts.search_path)
-    nodeflib = facts.flags_1 & elf.DF_1_NODEFLIB
+    flags = facts.flags_1 & (DF_1_NODEFLIB | DF_1_NOOPEN | DF_1_PIE)
     if facts.runpath_tag == "DT_RPATH":
-        return needed, (), found, problem, nodeflib
+        return needed, (), found, problem, flags
     if facts.runpath_tag == "DT_RUNPATH" and not found:
         found = (NO_DIRS,)  # an empty DT_RUNPATH: no folder, but DT_RPATH is still hidden
-    return needed, found, (), problem, nodeflib
+    return needed, found, (), problem, flags
 
 
 def _shape(value: object) -> bool:
@@ -193,15 +193,21 @@ def read_dynamic(path: str, machine: str | None = None,
 
 def read_dynamic_flags(path: str, machine: str | None = None,
                        ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
-                                  str | None, bool]:
-    """:func:`read_dynamic`, and whether the object has ``DF_1_NODEFLIB``: its own needs
-    search neither the default folders nor the loader cache's entries in them."""
+                                  str | None, int]:
+    """:func:`read_dynamic`, and the object's ``DT_FLAGS_1`` bits ld.so acts on when it
+    maps it: ``DF_1_NODEFLIB`` (its own needs search neither the default folders nor the
+    loader cache's entries in them), ``DF_1_NOOPEN`` (``dlopen`` refuses it and whatever
+    needs it), ``DF_1_PIE`` (an executable: never loaded as a library)."""
     machine = machine or os.uname().machine
     if TRACE is not None:
         TRACE.add(path)
     needed, runpath, rpath, problem, flags = facts_memo().get(
-        f"dynamic-v3\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
-    return tuple(needed), tuple(runpath), tuple(rpath), problem, bool(flags)
+        f"dynamic-v4\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
+    return tuple(needed), tuple(runpath), tuple(rpath), problem, int(flags)
+
+
+#: ``DT_FLAGS_1`` bits (elf.h)
+DF_1_NODEFLIB, DF_1_NOOPEN, DF_1_PIE = 0x800, 0x40, 0x08000000
 
 
 def ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
@@ -678,8 +684,9 @@ def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str
             continue
         seen.add(node.path)
         try:
-            needed, node.runpath, node.rpath, problem, node.nodeflib = read_dynamic_flags(
+            needed, node.runpath, node.rpath, problem, flags = read_dynamic_flags(
                 node.path, machine)
+            node.nodeflib = bool(flags & DF_1_NODEFLIB)
         except OSError as e:
             res.bad[node.path] = f"cannot be read ({e.strerror or e})"
             continue
