@@ -454,3 +454,20 @@ def test_objects_ld_so_will_not_open_as_a_library(tmp_path: Path, how: str) -> N
                         "-x", "c", "-"], check=True, text=True,
                        input=A + "int main(void) { return a_fn(); }\n")
     _agree(site, site, False)
+
+
+@pytest.mark.parametrize(("offset", "value"), [
+    (7, 9), (7, 1), (7, 3), (8, 1), (9, 1), (15, 1), (0x14, 2), (6, 2), (0x36, 0x40),
+])
+def test_elf_identification_as_the_loader_checks_it(tmp_path: Path, offset: int,
+                                                    value: int) -> None:
+    """``open_verify``: the OS ABI (System V or GNU), its ABI version, ``EI_PAD``,
+    ``EI_VERSION`` and ``e_version``, ``e_phentsize``; a GNU object of ABI version 1
+    (``EI_OSABI`` 3) loads."""
+    site = tmp_path / "site"
+    liba = lib(site, "w/liba.so", A)
+    module(site, ("a_fn",), needs=("w/liba.so",), runpath="$ORIGIN/../w")
+    d = bytearray(liba.read_bytes())
+    d[offset] = value
+    liba.write_bytes(bytes(d))
+    _agree(site, site, (offset, value) == (7, 3))

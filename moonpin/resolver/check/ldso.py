@@ -70,6 +70,10 @@ _DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 _ET_NAMES = {0: "an object of no type (ET_NONE)", 1: "a relocatable object (ET_REL)",
              2: "an executable (ET_EXEC)", 4: "a core file (ET_CORE)"}
 _PT_LOAD = 1
+_ELFOSABI_SYSV, _ELFOSABI_GNU = 0, 3
+#: glibc's LIBC_ABI_MAX (include/libc-abis.h: the GNU ABI versions it knows are below it;
+#: 4 since glibc 2.35 added LIBC_ABI_ABSOLUTE)
+_LIBC_ABI_MAX = 4
 #: Objects walked at most: a real extension's closure has ~20.
 _MAX_OBJECTS = 256
 #: When a set: every file :func:`read_dynamic` reads and every folder :func:`listing` lists
@@ -99,6 +103,20 @@ def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str |
         return f"a {layout.bits}-bit ELF object (ELFCLASS{layout.bits}); this Python is 64-bit"
     if not layout.little:
         return "a big-endian ELF object (ELFDATA2MSB); this machine is little-endian"
+    ident = bytes(data[:24])
+    if len(ident) == 24:  # the rest of e_ident and e_version (open_verify, elf/dl-load.c)
+        osabi, abiversion = ident[7], ident[8]
+        if osabi not in (_ELFOSABI_SYSV, _ELFOSABI_GNU):
+            return (f"of OS ABI {osabi} (EI_OSABI), neither System V nor GNU (ld.so: ELF file "
+                    "OS ABI invalid)")
+        if abiversion >= (_LIBC_ABI_MAX if osabi == _ELFOSABI_GNU else 1):
+            return (f"of ABI version {abiversion} (EI_ABIVERSION), past what this C library "
+                    "knows (ld.so: ELF file ABI version invalid)")
+        if any(ident[9:16]):
+            return "nonzero padding in e_ident (EI_PAD; ld.so refuses it)"
+        if int.from_bytes(ident[20:24], "little") != 1:
+            return ("of an ELF version other than 1 (e_version; ld.so: ELF file version "
+                    "does not match current one)")
     want = E_MACHINE.get(machine)
     if want is not None and layout.e_machine != want:
         return (f"built for {layout.machine} (e_machine {layout.e_machine}); this machine "
