@@ -471,3 +471,23 @@ def test_elf_identification_as_the_loader_checks_it(tmp_path: Path, offset: int,
     d[offset] = value
     liba.write_bytes(bytes(d))
     _agree(site, site, (offset, value) == (7, 3))
+
+
+@pytest.mark.parametrize(("field", "value"), [("vaddr", 0x1008), ("align", 0x800),
+                                              ("align", 0x200000)])
+def test_a_loadable_segment_as_the_loader_maps_it(tmp_path: Path, field: str,
+                                                  value: int) -> None:
+    """A ``PT_LOAD`` whose address and offset are not at the same place in a page cannot
+    be mapped; its ``p_align`` alone is not checked."""
+    import struct
+
+    site = tmp_path / "site"
+    liba = lib(site, "w/liba.so", A)
+    module(site, ("a_fn",), needs=("w/liba.so",), runpath="$ORIGIN/../w")
+    d = bytearray(liba.read_bytes())
+    (phoff,) = struct.unpack_from("<Q", d, 0x20)
+    (phnum,) = struct.unpack_from("<H", d, 0x38)
+    loads = [i for i in range(phnum) if struct.unpack_from("<I", d, phoff + 56 * i)[0] == 1]
+    struct.pack_into("<Q", d, phoff + 56 * loads[1] + {"vaddr": 16, "align": 48}[field], value)
+    liba.write_bytes(bytes(d))
+    _agree(site, site, field == "align")

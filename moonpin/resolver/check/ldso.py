@@ -128,6 +128,12 @@ def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str |
     loads = [s for s in layout.segments if s.type == _PT_LOAD]
     if not loads:
         return "has no loadable segment (PT_LOAD)"
+    page = _page_size()
+    for s in loads:
+        if (s.vaddr - s.offset) % page:
+            return (f"a loadable segment at offset {s.offset:#x} whose address {s.vaddr:#x} "
+                    "is not on the same place in a page (ld.so: ELF load command "
+                    "address/offset not page-aligned)")
     short = max(loads, key=lambda s: s.end)
     if short.end > size:
         return (f"truncated: its segments reach byte {short.end:,}, the file has {size:,}")
@@ -146,6 +152,13 @@ def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str |
     if warnings:
         return "a dynamic entry cannot be read whole (" + "; ".join(warnings) + ")"
     return None
+
+
+def _page_size() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") or 4096
+    except (ValueError, OSError):
+        return 4096
 
 
 def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[str, ...],
