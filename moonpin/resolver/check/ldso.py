@@ -32,12 +32,17 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
+from moonpin.resolver.check import ldhost
+from moonpin.resolver.check.ldhost import platform_token
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
 __all__ = [
+    "DF_1_NODEFLIB",
+    "DF_1_NOOPEN",
+    "DF_1_PIE",
     "E_MACHINE",
     "LD_CACHE",
     "NO_DIRS",
@@ -49,11 +54,15 @@ __all__ = [
     "env_ld_path",
     "env_preload",
     "expand",
+    "hwcap_subdirs",
     "in_root",
     "ld_cache_file",
     "ld_cache_names",
     "ld_cache_paths",
+    "ld_path_folders",
+    "lib_token",
     "listing",
+    "platform_token",
     "read_dynamic",
     "read_dynamic_flags",
     "resolve",
@@ -459,126 +468,30 @@ def lib_token(root: str | None = None) -> str:
     return "lib64"
 
 
-def _cpu() -> tuple[str, frozenset[str]]:
-    """This machine's CPU vendor and feature flags (``/proc/cpuinfo``), read once."""
-    if _CPU:
-        return _CPU[0]
-    vendor, flags = "", ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            head = f.read(1 << 16)
-    except OSError:
-        head = ""
-    for line in head.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "vendor_id" and not vendor:
-            vendor = value.strip()
-        elif key == "flags":
-            flags = value
-            break
-    _CPU.append((vendor, frozenset(flags.split())))
-    return _CPU[0]
-
-
-_CPU: list[tuple[str, frozenset[str]]] = []
-
-
-def platform_token() -> str:
-    """What ``$PLATFORM`` is to ld.so here (``AT_PLATFORM``, which glibc on an Intel x86-64
-    replaces with ``haswell`` or ``xeon_phi`` by the CPU's features: sysdeps/x86/
-    cpu-features.c)."""
-    machine = os.uname().machine
-    if machine != "x86_64":
-        return machine
-    vendor, have = _cpu()
-    if vendor != "GenuineIntel":
-        return machine
-    if {"avx512cd", "avx512er", "avx512pf"} <= have:
-        return "xeon_phi"
-    if {"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"} <= have:
-        return "haswell"
-    return machine
-
-
-_V2 = {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
-_V3 = _V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
-_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
-#: First components of the subfolders :func:`hwcap_subdirs` may name (a search folder
-#: holding none of them is searched alone, without reading the CPU's features)
-_HWCAP_TOPS = frozenset({"glibc-hwcaps", "tls", "haswell", "xeon_phi", "avx512_1", "x86_64"})
-
-
 def hwcap_subdirs(root: str | None = None) -> list[str]:
-    """The subfolders ld.so searches in each search folder before the folder itself, in
-    its order (glibc elf/dl-hwcaps.c ``_dl_important_hwcaps``): ``glibc-hwcaps/<level>``
-    for each x86-64 ISA level this CPU supports (glibc 2.33 and later), then, before glibc
-    2.37, the legacy ones: every combination of ``tls``, the platform (``haswell``,
-    ``xeon_phi``) and the hwcap names (``avx512_1``, ``x86_64``). ``ld.so --help`` lists
-    them. Other machines: none (not modelled)."""
+    """:func:`moonpin.resolver.check.ldhost.hwcap_subdirs` for the C library of this
+    machine, or of the image at ``root``."""
     key = root or ""
     known = _SUBDIRS.get(key)
-    if known is not None:
-        return known
-    out: list[str] = []
-    if os.uname().machine == "x86_64":
-        version = _glibc_version(root)
-        vendor, have = _cpu()
-        if version >= (2, 33):
-            out += [f"glibc-hwcaps/x86-64-v{n}" for n, need in ((4, _V4), (3, _V3), (2, _V2))
-                    if need <= have]
-        if version < (2, 37):
-            parts = ["tls"]
-            platform = platform_token()
-            if platform in ("haswell", "xeon_phi"):
-                parts.append(platform)
-            if (vendor == "GenuineIntel" and "avx512cd" in have and "avx512er" not in have
-                    and {"avx512bw", "avx512dq", "avx512vl"} <= have):
-                parts.append("avx512_1")
-            parts.append("x86_64")
-            n = len(parts)
-            for mask in range((1 << n) - 1, 0, -1):
-                out.append("/".join(p for i, p in enumerate(parts) if mask >> (n - 1 - i) & 1))
-    _SUBDIRS[key] = out
-    return out
+    if known is None:
+        known = _SUBDIRS[key] = ldhost.hwcap_subdirs(_glibc_version(root))
+    return known
 
 
 _SUBDIRS: dict[str, list[str]] = {}
 
 
 def _glibc_version(root: str | None) -> tuple[int, ...]:
-    """The C library's version: this process's, or read from the image's ``libc.so.6``
-    (its ``release version 2.NN`` banner); (2, 37) when it cannot be told."""
-    text = ""
+    """The C library's version: this process's, or the image's ``libc.so.6``'s."""
     if root is None:
-        try:
-            text = os.confstr("CS_GNU_LIBC_VERSION") or ""
-        except (ValueError, OSError):
-            text = ""
-        text = text.rpartition(" ")[2]
-    else:
-        import re
-
-        for d in system_lib_dirs(root):
-            try:
-                with open(os.path.join(d, "libc.so.6"), "rb") as f:
-                    data = f.read(8 << 20)
-            except OSError:
-                continue
-            m = re.search(rb"release version (2\.\d+)", data)
-            if m:
-                text = m.group(1).decode()
-                break
-    try:
-        return tuple(int(x) for x in text.split(".")[:2])
-    except ValueError:
-        return (2, 37)
+        return ldhost.glibc_version(None)
+    return ldhost.glibc_version([os.path.join(d, "libc.so.6") for d in system_lib_dirs(root)])
 
 
 def _variants(folder: str, root: str | None) -> list[str]:
     """``folder``'s hwcap subfolders that are there, in ld.so's order, then itself."""
     names = listing(folder)
-    if names.isdisjoint(_HWCAP_TOPS):
+    if names.isdisjoint(ldhost.HWCAP_TOPS):
         return [folder]
     return [*(os.path.join(folder, s) for s in hwcap_subdirs(root)
               if s.partition("/")[0] in names), folder]
