@@ -17,8 +17,8 @@ lookup scope, and what one more ``dlopen`` does (glibc elf/dl-open.c):
 
 Only objects under the target's import folders (``owned``) are judged and bound: the
 host's own libraries (libc, libstdc++, libibverbs) are looked up and their needs followed,
-but taken as consistent, unless one needs a library found elsewhere than the host's
-folders (a copy shadowing the one it was built against): then it is judged too.
+but taken as consistent, unless one maps a library of the image's or one found on
+``LD_LIBRARY_PATH`` (a copy shadowing the one it was built against): then it is judged.
 Libraries the host's driver provides
 (:func:`moonpin.resolver.check.ldsym.host_provided`) are looked for, never read; a C
 symbol left unbound in a scope that needs one is taken as theirs. Nothing is loaded or
@@ -129,7 +129,7 @@ class Process:
         self.host_missing: dict[str, str] = {}
         self._definers: dict[tuple[bytes, str], object] = {}  # ldsym.Lookup.shared
         self._hashes: dict[bytes, int] = {}
-        self._host_dirs: set[str] | None = None
+        self._ld_dirs: set[str] | None = None
         #: mapping for a dlopen (not the process's start): DF_1_NOOPEN objects are refused
         self._opening = False
 
@@ -378,20 +378,30 @@ class Process:
     # ------------------------------------------------------------------ versions, symbols
     def _judged(self, o: Obj) -> bool:
         """Whether ``o``'s version needs and symbols are checked: an object of the image's
-        (``owned``), or one of the host's that needs a library from elsewhere than the
-        host's own folders (an image's or ``LD_LIBRARY_PATH``'s copy shadowing the one it
-        was built against: an older ``libstdc++``, ``libz``, ``libssl``). A host library
-        among host libraries is taken as consistent."""
+        (``owned``), or one of the host's that maps a library of the image's or one found
+        on ``LD_LIBRARY_PATH`` (a copy shadowing the one it was built against: an older
+        ``libstdc++``, ``libz``, ``libnghttp2``). A host library among host libraries is
+        taken as consistent."""
         if self.owned(o.path):
             return True
-        return any(self.owned(d.path) or not self._host_file(d.path) for d in o.deps or ())
+        return any(self.owned(d.path) or self._on_ld_path(d.path) for d in o.deps or ())
 
-    def _host_file(self, path: str) -> bool:
-        """Whether ``path`` lies in a default folder or one the loader cache lists."""
-        if self._host_dirs is None:
-            self._host_dirs = {d.rstrip("/") for d in self.system}
-            self._host_dirs.update(os.path.dirname(v) for v in self.cache.values())
-        return os.path.dirname(path) in self._host_dirs
+    def _on_ld_path(self, path: str) -> bool:
+        if self._ld_dirs is None:
+            self._ld_dirs = {os.path.normpath(d) for d in self.ld_path}
+        return bool(self._ld_dirs) and os.path.normpath(os.path.dirname(path)) in self._ld_dirs
+
+    def close(self) -> None:
+        """Unmap every symbol table read (the process model is done with)."""
+        for t in self.tables.values():
+            m = getattr(t, "data", None)
+            if m is not None and hasattr(m, "close"):
+                try:
+                    m.close()
+                except (OSError, ValueError, BufferError):
+                    pass  # a view of it still held: the collector unmaps it
+        self.tables.clear()
+        self._definers.clear()
 
     def table(self, path: str) -> object | None:
         if path not in self.tables:

@@ -200,6 +200,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
     trace: set[str] = set()
     before, ldso.TRACE = ldso.TRACE, trace
     ldso.USED_CWD = False
+    proc: ldproc.Process | None = None
     try:
         if root is not None:
             cache_file = ldso.ld_cache_file(root)
@@ -257,6 +258,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         return out.dump(), trace, chain.env_read
     finally:
         ldso.TRACE = before
+        if proc is not None:
+            proc.close()  # each table's mapping holds a descriptor: not left to the collector
 
 
 def _image_object(path: str, paths: Sequence[str]) -> bool:
