@@ -629,3 +629,17 @@ def test_a_host_library_given_another_copy_of_what_it_needs(copy: Path,
     assert not ok and "libcurl.so.4" in err
     for _, out in got.values():
         assert "is the host's" in out, out
+
+
+@pytest.mark.parametrize("entry", ["{tmp}/$LIB", "{tmp}/${{LIB}}", "{tmp}/$LIBX"])
+def test_a_token_in_ld_library_path(copy: Path, tmp_path: Path, entry: str) -> None:
+    """ld.so substitutes ``$LIB`` in ``LD_LIBRARY_PATH`` (``lib/x86_64-linux-gnu`` on
+    Debian, ``lib64`` on RHEL): a ``libmooncake_pg.so`` that is no ELF object in that
+    folder is found before the build's own; ``$LIBX`` is no token, and names no folder."""
+    from moonpin.resolver.check.ldso import lib_token
+
+    folder = tmp_path / lib_token()
+    folder.mkdir(parents=True)
+    (folder / "libmooncake_pg.so").write_text("not an ELF object\n" * 8)
+    ok, err, _ = _agree(copy, tmp_path, extra_ld=entry.format(tmp=tmp_path))
+    assert ok is entry.endswith("$LIBX"), err
