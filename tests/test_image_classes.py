@@ -541,3 +541,105 @@ def test_ld_preload_in_the_global_scope(copy: Path, tmp_path: Path) -> None:
         assert "fail  symbols:" in out, out
     ok, _, _ = _agree(copy, tmp_path, env_extra={"LD_PRELOAD": str(tmp_path / "none.so")})
     assert ok
+
+
+@pytest.mark.parametrize("entries", [":$ORIGIN", "/nonexistent::$ORIGIN",
+                                     "/nonexistent:$ORIGIN"])
+def test_an_empty_runpath_entry_is_the_working_folder(copy: Path, tmp_path: Path,
+                                                      entries: str) -> None:
+    """The build's ``DT_RUNPATH`` set with an empty entry (``patchelf --set-rpath``): ld.so
+    searches the working folder there, where a ``libmooncake_pg.so`` that is no ELF object
+    fails the import; from a clean folder it loads. Only the third spelling, without an
+    empty entry, never looks there."""
+    if shutil.which("patchelf") is None:
+        pytest.fail("needs patchelf")
+    build = copy / SITE / "mooncake" / BUILD
+    _own(build)
+    subprocess.run(["patchelf", "--set-rpath", entries, str(build)], check=True)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "libmooncake_pg.so").write_text("not an ELF object\n")
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    ok, err, _ = _agree(copy, tmp_path, cwd=bad)
+    assert ok is (entries == "/nonexistent:$ORIGIN"), err
+    ok, err, _ = _agree(copy, tmp_path, cwd=clean)
+    assert ok, err
+
+
+def test_a_file_the_loader_cannot_map_first_on_ld_library_path(copy: Path,
+                                                                tmp_path: Path) -> None:
+    """A host folder first on ``LD_LIBRARY_PATH`` holding a ``libibverbs.so.1`` that is no
+    ELF object: ld.so fails the build's load on it, as the check does."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "libibverbs.so.1").write_text("not an ELF object\n" * 8)
+    ok, err, _ = _agree(copy, tmp_path, extra_ld=str(host))
+    assert not ok and "libibverbs.so.1" in err
+
+
+def test_a_dangling_link_earlier_in_a_libraries_rpath(copy: Path, tmp_path: Path) -> None:
+    """``libmooncake_pg.so``'s ``DT_RPATH`` is ``$ORIGIN`` then the wheel's ``.libs``: a
+    dangling link of a vendored library's name in ``mooncake/`` is skipped by ld.so
+    (``ENOENT``), which goes on to the real one; a loop of links there fails the load."""
+    libs = copy / SITE / "mooncake_transfer_engine_cuda13.libs"
+    glog = next(p.name for p in libs.iterdir() if p.name.startswith("libglog-"))
+    link = copy / SITE / "mooncake" / glog
+    link.symlink_to("/nonexistent/" + glog)
+    ok, err, _ = _agree(copy, tmp_path)
+    assert ok, err
+    link.unlink()
+    link.symlink_to(glog)
+    ok, err, _ = _agree(copy, tmp_path)
+    assert not ok and glog in err
+
+
+@pytest.mark.parametrize("sub", ["glibc-hwcaps/x86-64-v2", "tls", "glibc-hwcaps/x86-64-v9"])
+def test_a_library_in_a_hwcap_subfolder_of_mooncakes_folder(copy: Path, tmp_path: Path,
+                                                            sub: str) -> None:
+    """ld.so searches ``mooncake/<hwcap subfolder>/`` before ``mooncake/`` itself
+    (``ld.so --help``): a ``libasio.so`` there that defines nothing is the one it maps
+    (the build's symbols then do not bind); a subfolder it does not search changes
+    nothing."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    folder = copy / SITE / "mooncake" / sub
+    folder.mkdir(parents=True)
+    (tmp_path / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / "libasio.so"),
+                    "-Wl,-soname,libasio.so", str(tmp_path / "e.c")], check=True)
+    ok, err, _ = _agree(copy, tmp_path)  # "tls": searched before glibc 2.37 only
+    if sub != "tls":
+        assert ok is (sub.endswith("v9") or os.uname().machine != "x86_64"), err
+
+
+def test_a_host_library_given_another_copy_of_what_it_needs(copy: Path,
+                                                            tmp_path: Path) -> None:
+    """``libmooncake_pg.so`` needs the host's ``libcurl.so.4``; a ``libnghttp2.so.14``
+    that defines nothing, first on ``LD_LIBRARY_PATH``, is what libcurl then maps: the
+    load fails on libcurl's symbols, and the fix names the shadowing copy's folder."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (tmp_path / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(shadow / "libnghttp2.so.14"),
+                    "-Wl,-soname,libnghttp2.so.14", str(tmp_path / "e.c")], check=True)
+    ok, err, got = _agree(copy, tmp_path, extra_ld=str(shadow))
+    assert not ok and "libcurl.so.4" in err
+    for _, out in got.values():
+        assert "is the host's" in out, out
+
+
+@pytest.mark.parametrize("entry", ["{tmp}/$LIB", "{tmp}/${{LIB}}", "{tmp}/$LIBX"])
+def test_a_token_in_ld_library_path(copy: Path, tmp_path: Path, entry: str) -> None:
+    """ld.so substitutes ``$LIB`` in ``LD_LIBRARY_PATH`` (``lib/x86_64-linux-gnu`` on
+    Debian, ``lib64`` on RHEL): a ``libmooncake_pg.so`` that is no ELF object in that
+    folder is found before the build's own; ``$LIBX`` is no token, and names no folder."""
+    from moonpin.resolver.check.ldso import lib_token
+
+    folder = tmp_path / lib_token()
+    folder.mkdir(parents=True)
+    (folder / "libmooncake_pg.so").write_text("not an ELF object\n" * 8)
+    ok, err, _ = _agree(copy, tmp_path, extra_ld=entry.format(tmp=tmp_path))
+    assert ok is entry.endswith("$LIBX"), err

@@ -104,6 +104,10 @@ __all__ = [
 # gABI "Dynamic Section": d_tag values we use.
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 DT_SONAME, DT_RPATH, DT_RUNPATH = 14, 15, 29
+DT_FLAGS_1 = 0x6FFFFFFB
+#: ``DT_FLAGS_1`` bit: the object's own needs search neither the default folders nor the
+#: loader cache's entries in them (glibc elf/dl-load.c ``_dl_map_object``)
+DF_1_NODEFLIB = 0x800
 
 # --- limits (why: hostile input must not make us loop or allocate without bound) --
 
@@ -152,7 +156,11 @@ class ElfFacts:
     ``runpath`` is the effective library search path: the DT_RUNPATH entries, or
     DT_RPATH ones when there is no DT_RUNPATH (gABI "Shared Object
     Dependencies": the dynamic linker ignores DT_RPATH when DT_RUNPATH exists);
-    ``runpath_tag`` says which ("DT_RUNPATH" / "DT_RPATH" / None).
+    ``runpath_tag`` says which ("DT_RUNPATH" / "DT_RPATH" / None). ``runpath`` leaves out
+    empty entries; ``search_path`` is the same list as the dynamic loader keeps it
+    (glibc elf/dl-load.c ``fillin_rpath``): an empty entry (``a::b``, a leading or trailing
+    ``:``) is kept as ``""``, the working folder, and a string empty as a whole is no entry
+    (``decompose_rpath`` ignores it; the tag still hides ``DT_RPATH``).
 
     ``strings`` is the subset of the wanted names that occur as exact C strings
     in the available read-only data; ``matches`` the distinct regex matches in
@@ -175,6 +183,9 @@ class ElfFacts:
     #: when ``needed_method`` is not "dt_needed": the version needs found in the first
     #: read-only PT_LOAD (see :func:`find_version_needs`), for :func:`versioned_libraries`
     version_needs: tuple[VersionNeed, ...] = ()
+    search_path: tuple[str, ...] = ()
+    #: ``DT_FLAGS_1`` (0 when absent)
+    flags_1: int = 0
 
 
 # --- dynamic section ----------------------------------------------------------------
@@ -278,6 +289,7 @@ class _DynNames:
     runpath: tuple[str, ...]
     runpath_tag: str | None
     soname: str | None
+    search_path: tuple[str, ...] = ()
 
 
 def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames | None:
@@ -288,6 +300,7 @@ def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames
     runpath: list[str] = []
     rpath: list[str] = []
     soname: str | None = None
+    raw: dict[int, list[str]] = {DT_RUNPATH: [], DT_RPATH: []}
     try:
         for tag, val in dyn.entries:  # bounded by _MAX_DYN_ENTRIES
             if tag not in (DT_NEEDED, DT_SONAME, DT_RUNPATH, DT_RPATH):
@@ -302,6 +315,8 @@ def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames
             else:
                 # gABI: the path is a colon-separated list of directories.
                 (runpath if tag == DT_RUNPATH else rpath).extend(p for p in s.split(":") if p)
+                if s:  # the loader keeps empty entries: the working folder
+                    raw[tag].extend(s.split(":"))
     except _Unavailable:
         start, stop = dyn.strtab
         warnings.append(
@@ -312,9 +327,10 @@ def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames
     has_rpath = any(t == DT_RPATH for t, _ in dyn.entries)
     # gABI "Shared Object Dependencies": with DT_RUNPATH present, DT_RPATH is ignored.
     if has_runpath:
-        return _DynNames(tuple(needed), tuple(runpath), "DT_RUNPATH", soname)
+        return _DynNames(tuple(needed), tuple(runpath), "DT_RUNPATH", soname,
+                         tuple(raw[DT_RUNPATH]))
     if has_rpath:
-        return _DynNames(tuple(needed), tuple(rpath), "DT_RPATH", soname)
+        return _DynNames(tuple(needed), tuple(rpath), "DT_RPATH", soname, tuple(raw[DT_RPATH]))
     return _DynNames(tuple(needed), (), None, soname)
 
 
@@ -571,13 +587,17 @@ def analyze(
     runpath: tuple[str, ...] = ()
     runpath_tag: str | None = None
     soname: str | None = None
+    search_path: tuple[str, ...] = ()
+    flags_1 = 0
     method = "none"
     dyn = _read_dynamic(layout, prefix, warnings)
     names = _resolve_names(dyn, prefix, warnings) if dyn is not None else None
     if names is not None:
         method = "dt_needed"
         needed, runpath, soname = names.needed, names.runpath, names.soname
-        runpath_tag = names.runpath_tag
+        runpath_tag, search_path = names.runpath_tag, names.search_path
+        flags_1 = next((v for t, v in reversed(dyn.entries) if t == DT_FLAGS_1), 0
+                       ) if dyn is not None else 0
     elif dynamic_segment(layout) is not None:
         needed = _heuristic_needed(layout, prefix, warnings)
         if needed:
@@ -609,4 +629,6 @@ def analyze(
         layout=layout,
         warnings=tuple(warnings),
         version_needs=version_needs,
+        search_path=search_path,
+        flags_1=flags_1,
     )

@@ -42,6 +42,9 @@ _STT_TLS = 6
 _BOUND_TYPES = frozenset((0, 1, 2, 5, 6, 10))
 _VER_FLG_BASE, _VER_FLG_WEAK = 1, 2
 _HIDDEN = 0x8000
+#: ``st_other`` visibilities glibc takes as local wherever they are in ``.dynsym``
+#: (``dl_symbol_visibility_binds_local_p``: STV_INTERNAL, STV_HIDDEN)
+_BINDS_LOCAL = (1, 2)
 #: Entries of any one table read at most (a real libtorch_cpu has ~76,000 symbols).
 _MAX_ENTRIES = 1 << 22
 _MAX_NAME = 4096
@@ -343,10 +346,12 @@ class SymbolTable:
         data, strtab, strsz, size = self.data, self._strtab, self._strsz, self.size
         find = data.find
         for i, f in enumerate(entries):
-            name_off, info, shndx = (f[0], f[1], f[3]) if wide else (f[0], f[3], f[5])
+            name_off, info, other, shndx = ((f[0], f[1], f[2], f[3]) if wide
+                                            else (f[0], f[3], f[4], f[5]))
             bind = info >> 4
-            if shndx != _SHN_UNDEF or bind not in (_STB_GLOBAL, _STB_WEAK) or not name_off:
-                continue
+            if (shndx != _SHN_UNDEF or bind not in (_STB_GLOBAL, _STB_WEAK) or not name_off
+                    or other & 3 in _BINDS_LOCAL):
+                continue  # a hidden or internal reference binds in its object: no lookup
             v = versions[i] if versions is not None else None
             need = needs.get(v & 0x7FFF) if v is not None and (v & 0x7FFF) > 1 else None
             # self.string(name_off), written out (one per reference)
@@ -436,11 +441,12 @@ class SymbolTable:
     def _matches(self, index: int, name: bytes, need: Need | None) -> int:
         """glibc ``check_match``: _MATCH, _NO, or _OTHER_VERSION (an unversioned reference
         meeting a non-hidden definition of version index 3 or later)."""
-        name_off, info, _, shndx, value = self._symbol(index)
+        name_off, info, other, shndx, value = self._symbol(index)
         kind, bind = info & 0xF, info >> 4
         if (kind not in _BOUND_TYPES or shndx == _SHN_UNDEF
                 or (value == 0 and shndx != _SHN_ABS and kind != _STT_TLS)
-                or bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE)):
+                or bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE)
+                or other & 3 in _BINDS_LOCAL):  # hidden, internal: ignored (do_lookup_x)
             return _NO
         if not self._named(name_off, name):
             return _NO

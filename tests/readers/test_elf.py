@@ -540,3 +540,15 @@ def test_version_needs_need_a_well_formed_chain() -> None:
         cooked = data[:at] + table + data[at + len(table):]
         facts = _elf.analyze(cooked[:65536], len(cooked), [])
         assert len(facts.version_needs) == want, table
+
+
+def test_search_path_keeps_empty_entries_as_the_loader_does() -> None:
+    # glibc fillin_rpath: an empty entry is the working folder; decompose_rpath ignores a
+    # string empty as a whole (its tag still hides DT_RPATH).
+    only = build_so(runpath=None, rpath=":/a::/b:")
+    facts = analyze(only, len(only), ())
+    assert facts.search_path == ("", "/a", "", "/b", "")
+    assert facts.runpath == ("/a", "/b")
+    empty = build_so(runpath="", rpath="/a")
+    facts = analyze(empty, len(empty), ())
+    assert (facts.search_path, facts.runpath_tag) == ((), "DT_RUNPATH")

@@ -98,7 +98,8 @@ def compiled_adapters(roots: Sequence[str], mooncake_pkg: str) -> list[str]:
                 except OSError:
                     continue
                 if problem is None and any(os.path.realpath(d) == want
-                                           for d in (*runpath, *rpath) if "$" not in d):
+                                           for d in (*runpath, *rpath) if d and "$" not in d
+                                           and "\0" not in d):
                     out.append(so)
     return out
 

@@ -17,7 +17,9 @@ lookup scope, and what one more ``dlopen`` does (glibc elf/dl-open.c):
 
 Only objects under the target's import folders (``owned``) are judged and bound: the
 host's own libraries (libc, libstdc++, libibverbs) are looked up and their needs followed,
-but taken as consistent. Libraries the host's driver provides
+but taken as consistent, unless one maps a library of the image's or one found on
+``LD_LIBRARY_PATH`` (a copy shadowing the one it was built against): then it is judged.
+Libraries the host's driver provides
 (:func:`moonpin.resolver.check.ldsym.host_provided`) are looked for, never read; a C
 symbol left unbound in a scope that needs one is taken as theirs. Nothing is loaded or
 run. Only ``os`` at import: this runs at worker start.
@@ -127,6 +129,9 @@ class Process:
         self.host_missing: dict[str, str] = {}
         self._definers: dict[tuple[bytes, str], object] = {}  # ldsym.Lookup.shared
         self._hashes: dict[bytes, int] = {}
+        self._ld_dirs: set[str] | None = None
+        #: mapping for a dlopen (not the process's start): DF_1_NOOPEN objects are refused
+        self._opening = False
 
     # ------------------------------------------------------------------ the executable
     def start(self, exe: str, preload: Sequence[str] = ()) -> None:
@@ -135,14 +140,12 @@ class Process:
         ``LD_PRELOAD`` entries, mapped after the interpreter and before what it needs (a
         path as it is, a name searched as the interpreter's own needs are); one that cannot
         be loaded is ignored, as ld.so ignores it."""
-        main = self._map(exe, None)
+        main = self._map(exe, None, exe=True)
         if main.problem is not None:
             return
         self.have_exe = True
         if not main.runpath:
-            self.exe_rpath = ldso.in_root(self.root, [e.replace("$ORIGIN", os.path.dirname(exe))
-                                                      .replace("${ORIGIN}", os.path.dirname(exe))
-                                                      for e in main.rpath if e])
+            self.exe_rpath = ldso.in_root(self.root, ldso.expand(main.rpath, exe, self.root))
         out = Outcome()
         new: list[Obj] = [main]
         names: dict[str, Obj] = {}
@@ -179,6 +182,7 @@ class Process:
 
     def dlopen(self, path: str, mode: int = RTLD_NOW) -> Outcome:
         """``dlopen(path, mode)`` (module doc)."""
+        self._opening = True
         out = Outcome()
         new: list[Obj] = []
         names: dict[str, Obj] = {}
@@ -249,19 +253,26 @@ class Process:
             names.setdefault(name, hit)
         return hit
 
-    def _map(self, path: str, loader: ldso.Node | None, judged: bool = False) -> Obj:
-        """``path`` read as the loader maps it; its problem is kept when it is the image's
-        (``owned``) or named by a path (``judged``), else it is the host's, not judged."""
+    def _map(self, path: str, loader: ldso.Node | None, judged: bool = False,
+             exe: bool = False) -> Obj:
+        """``path`` read as the loader maps it, with why the loader would refuse it: a file
+        of the host's as well as the image's (a file that is no ELF shared object of this
+        machine fails ``dlopen`` wherever it lies; ``judged`` is kept for the callers that
+        name a path). ``exe``: the executable itself (a PIE, not refused)."""
         obj = Obj(path, loader)
         try:
-            obj.needed, obj.runpath, obj.rpath, obj.problem = ldso.read_dynamic(
-                path, self.machine)
+            obj.needed, obj.runpath, obj.rpath, obj.problem, flags = (
+                ldso.read_dynamic_flags(path, self.machine))
+            obj.nodeflib = bool(flags & ldso.DF_1_NODEFLIB)
+            if obj.problem is None and flags & ldso.DF_1_PIE and not exe:
+                obj.problem = ("a position-independent executable (DF_1_PIE), not a "
+                               "library (ld.so: cannot dynamically load position-independent "
+                               "executable)")
+            elif obj.problem is None and flags & ldso.DF_1_NOOPEN and self._opening:
+                obj.problem = ("marked not to be opened by dlopen (DF_1_NOOPEN; ld.so: shared "
+                               "object cannot be dlopen()ed)")
         except OSError as e:
             obj.problem = f"cannot open shared object file: {e.strerror or e}"
-        if (obj.problem is not None and not obj.problem.startswith(_OTHER_CLASS)
-                and not judged and not self.owned(path)):
-            obj.problem = None  # the host's own library: looked up, not judged
-            obj.needed = obj.runpath = obj.rpath = ()
         if obj.problem is None:
             table = self.table(path)
             try:
@@ -365,6 +376,33 @@ class Process:
         self.ids.update(ids)
 
     # ------------------------------------------------------------------ versions, symbols
+    def _judged(self, o: Obj) -> bool:
+        """Whether ``o``'s version needs and symbols are checked: an object of the image's
+        (``owned``), or one of the host's that maps a library of the image's or one found
+        on ``LD_LIBRARY_PATH`` (a copy shadowing the one it was built against: an older
+        ``libstdc++``, ``libz``, ``libnghttp2``). A host library among host libraries is
+        taken as consistent."""
+        if self.owned(o.path):
+            return True
+        return any(self.owned(d.path) or self._on_ld_path(d.path) for d in o.deps or ())
+
+    def _on_ld_path(self, path: str) -> bool:
+        if self._ld_dirs is None:
+            self._ld_dirs = {os.path.normpath(d) for d in self.ld_path}
+        return bool(self._ld_dirs) and os.path.normpath(os.path.dirname(path)) in self._ld_dirs
+
+    def close(self) -> None:
+        """Unmap every symbol table read (the process model is done with)."""
+        for t in self.tables.values():
+            m = getattr(t, "data", None)
+            if m is not None and hasattr(m, "close"):
+                try:
+                    m.close()
+                except (OSError, ValueError, BufferError):
+                    pass  # a view of it still held: the collector unmaps it
+        self.tables.clear()
+        self._definers.clear()
+
     def table(self, path: str) -> object | None:
         if path not in self.tables:
             t = self.tables[path] = ldsym.open_table(path)
@@ -389,7 +427,7 @@ class Process:
                   out: Outcome) -> None:
         from moonpin.readers.elfsym import SymbolError
 
-        fresh = [o for o in searchlist if o in new and self.owned(o.path)]
+        fresh = [o for o in searchlist if o in new and self._judged(o)]
         if not fresh:
             return
         by_name = self._by_name(names)
@@ -418,7 +456,7 @@ class Process:
         # first undefined symbol ld.so names is a dependency's
         walked = set(map(id, searchlist))
         for o in reversed(new):
-            if id(o) not in walked or o.problem is not None or not self.owned(o.path):
+            if id(o) not in walked or o.problem is not None or not self._judged(o):
                 continue
             t = self.table(o.path)
             if t is None:

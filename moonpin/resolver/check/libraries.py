@@ -254,20 +254,29 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str],
     by_lib: dict[str, list[tuple[str, str, str]]] = {}
     for need in b.versions:
         by_lib.setdefault(need[2], []).append((need[0], need[1], need[3]))
+    from moonpin.resolver.check.loadchain import owned
+
+    def shadowed(obj: str) -> bool:  # a host library judged: it needs a copy from elsewhere
+        return obj not in builds and not owned(obj, paths, ROOT)
+
     for lib, needs in by_lib.items():  # one failure per library: what ld.so says first
         obj, version, newest = needs[0]
         more = sorted({v for _, v, _ in needs} - {version})
         others = len({o for o, _, _ in needs}) - 1
+        fix = (f"install a newer {os.path.basename(lib)} in the image (the one "
+               f"{os.path.basename(obj)} was built against defines {version}), or "
+               "a build of it made for this image's")
+        if shadowed(obj):
+            fix = (f"{os.path.basename(obj)} is the host's, built against the host's "
+                   f"{os.path.basename(lib)}; the copy in {os.path.dirname(lib)} is found "
+                   "first: remove it, or that folder from LD_LIBRARY_PATH")
         add(CheckResult("symbols", "fail",
                         f"version `{version}' not found (required by {obj}): {lib} defines "
                         + (f"at most {newest}" if newest else "no version of that kind")
                         + (f"; also needed: {', '.join(more)}" if more else "")
                         + (f"; {others} more object{'s' * (others != 1)} need{'s' * (others == 1)}"
                            " versions it lacks" if others else ""),
-                        f"install a newer {os.path.basename(lib)} in the image (the one "
-                        f"{os.path.basename(obj)} was built against defines {version}), or "
-                        "a build of it made for this image's",
-                        (obj, lib)))
+                        fix, (obj, lib)))
     # ld.so checks the version needs of every object a dlopen maps before it relocates any
     # (elf/dl-open.c: _dl_check_map_versions, then _dl_relocate_object): with a need unmet
     # the import fails on the version, and no symbol is bound, so none is reported
@@ -285,7 +294,12 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str],
                      for _, s, _, _ in unbound)
         built = _built_for(first[0]) if first[0] in builds else None
         fix = "reinstall the mooncake distribution that ships it (see the install line above)"
-        if fixer is not None:
+        if shadowed(first[0]):
+            fix = (f"{os.path.basename(first[0])} is the host's: a library it needs is found "
+                   "outside the host's folders (LD_LIBRARY_PATH, an image's folder) and is "
+                   "not the one it was built against; remove that copy, or its folder from "
+                   "LD_LIBRARY_PATH")
+        elif fixer is not None:
             repair = fixer.torch_reinstall() if torchy else None
             if repair is not None:  # torch's label is not its distribution's: put it back
                 fix = (f"{repair} (torch's files were replaced in place: its version.py "

@@ -49,8 +49,8 @@ class Report:
     counts (of the builds and the image's mooncake objects their loads walk); ``note``:
     why the chain was not followed to its end (None: it was)."""
 
-    __slots__ = ("bad", "bound", "chain_error", "count", "host", "host_missing", "loads",
-                 "missing", "note", "objects", "refs", "unbound", "versions")
+    __slots__ = ("bad", "bound", "chain_error", "count", "cwd", "host", "host_missing",
+                 "loads", "missing", "note", "objects", "refs", "unbound", "versions")
 
     def __init__(self) -> None:
         self.chain_error: tuple[str, str, str, str] | None = None
@@ -66,20 +66,23 @@ class Report:
         self.refs = 0
         self.bound = 0
         self.note: str | None = None
+        #: the working folder, when a search path used it (an empty or relative entry)
+        self.cwd: str | None = None
 
     def dump(self) -> tuple[object, ...]:
         return (self.chain_error, tuple(self.loads), self.missing, self.bad,
                 tuple(self.versions), tuple(self.unbound), tuple(self.host),
-                self.host_missing, self.count, self.objects, self.refs, self.bound, self.note)
+                self.host_missing, self.count, self.objects, self.refs, self.bound, self.note,
+                self.cwd)
 
     @classmethod
     def load(cls, value: object) -> Report | None:
         r = cls()
         try:
-            if not isinstance(value, tuple) or len(value) != 13:
+            if not isinstance(value, tuple) or len(value) != 14:
                 return None
             (err, loads, missing, bad, versions, unbound, host, host_missing, count, objects,
-             refs, bound, note) = value
+             refs, bound, note, cwd) = value
             r.chain_error = None if err is None else (str(err[0]), str(err[1]), str(err[2]),
                                                       str(err[3]))
             r.loads = [(str(p), int(m), None if e is None else str(e), str(mod), str(how),
@@ -96,6 +99,7 @@ class Report:
                 return None
             r.count, r.objects, r.refs, r.bound = count, objects, refs, bound
             r.note = None if note is None else str(note)
+            r.cwd = None if cwd is None else str(cwd)
         except (TypeError, ValueError, AttributeError):
             return None
         return r
@@ -125,7 +129,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     loaded: SGLang imports torch first), ``after``: after it. ``root``: an image's root
     folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's)."""
     machine = machine or os.uname().machine
-    ld = ldso.env_ld_path() if ld_path is None else list(ld_path)
+    ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
+          if ld_path is None else list(ld_path))
     key = "\0".join(("native-v2", machine, python or "", ",".join(first), module or "",
                      ",".join(after),
                      *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
@@ -148,6 +153,16 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                                   lambda v: Report.load(v) is not None)
     out = Report.load(got)
     assert out is not None
+    if out.cwd is not None:  # remembered for one working folder: this one's is its own
+        try:
+            here = os.getcwd()
+        except OSError:
+            here = ""
+        if out.cwd != here:
+            key += f"\0cwd\0{here}"
+            out = Report.load(facts_memo().get_traced(key, builds[0], compute,
+                                                      lambda v: Report.load(v) is not None))
+            assert out is not None
     return out
 
 
@@ -184,6 +199,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
 
     trace: set[str] = set()
     before, ldso.TRACE = ldso.TRACE, trace
+    ldso.USED_CWD = False
+    proc: ldproc.Process | None = None
     try:
         if root is not None:
             cache_file = ldso.ld_cache_file(root)
@@ -200,7 +217,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
             owned=lambda p: p in builds or owned(p, paths, root))
         exe = _interpreter(python, root)
         if exe is not None:
-            proc.start(exe, ldso.env_preload() if root is None else ())
+            proc.start(exe, ldso.env_preload(exe) if root is None else ())
         out = Report()
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=builds,
@@ -233,9 +250,16 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
                 out.objects += len(counted)
                 out.count += sum(len(o.needed) for o in counted)
             out.host_missing = dict(proc.host_missing)
+        if ldso.USED_CWD:
+            try:
+                out.cwd = os.getcwd()
+            except OSError:
+                out.cwd = ""
         return out.dump(), trace, chain.env_read
     finally:
         ldso.TRACE = before
+        if proc is not None:
+            proc.close()  # each table's mapping holds a descriptor: not left to the collector
 
 
 def _image_object(path: str, paths: Sequence[str]) -> bool:

@@ -422,7 +422,11 @@ def target_for(root: str, config: Any = None) -> Target:
     t.machine = machine
     if first and host_paths and host_paths[0] == rootfs.resolve(root, first):
         t.cwd = host_paths[0]  # sys.path[0]: the working folder (or the script's)
-    t.ld_path = tuple(d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d)
+    from moonpin.resolver.check.ldso import ld_path_folders
+
+    # the image's LD_LIBRARY_PATH: its tokens as ld.so there reads them ($ORIGIN: the
+    # python's real folder); an empty entry, the worker's working folder, is not known
+    t.ld_path = tuple(ld_path_folders(env.get("LD_LIBRARY_PATH", ""), real, root))
     plain = _on_path(root, "python3", path)
     t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe
              and os.path.dirname(plain) == os.path.dirname(image) else f"{image} -m pip")
