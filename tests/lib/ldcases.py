@@ -9,12 +9,13 @@ A case is a ``site`` folder holding the package ``lcpkg``: libraries built by :f
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 from importlib import machinery
 from pathlib import Path
+
+from tests.lib.ldfuzz import can_build
 
 __all__ = ["can_build", "judged", "lib", "module", "real"]
 
@@ -22,13 +23,6 @@ EXT = machinery.EXTENSION_SUFFIXES[0]
 _INCLUDE = sysconfig.get_paths()["include"]
 
 
-def can_build() -> str | None:
-    """Why cases cannot be built here (None: they can)."""
-    if shutil.which("gcc") is None:
-        return "needs gcc"
-    if not (Path(_INCLUDE) / "Python.h").exists():
-        return f"needs Python's headers ({_INCLUDE}/Python.h)"
-    return None
 
 
 def _gcc(out: Path, src: str, args: list[str]) -> Path:

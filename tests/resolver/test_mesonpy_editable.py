@@ -11,13 +11,13 @@ meson-python writes it), the plan as meson wrote it for ``install_subdir('sglang
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.lib.checkrun import run, small_kb
-from tests.lib.images import add_mooncake, add_sglang, add_torch
+from tests.lib.images import add_sglang
+from tests.resolver.test_importer import image
 
 DEV = "0.5.99.dev0"
 
@@ -53,13 +53,7 @@ def _meson_editable(site: Path, checkout: Path, old: bool = False,
     return checkout / "sglang"
 
 
-def _image(tmp_path: Path) -> Path:
-    site = tmp_path / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
-        "site-packages"
-    site.mkdir(parents=True)
-    add_torch(site)
-    add_mooncake(site)
-    return site
+_image = image  # torch and mooncake in a site folder of this Python's layout
 
 
 @pytest.mark.parametrize("old", [False, True])

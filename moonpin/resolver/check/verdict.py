@@ -81,27 +81,18 @@ def stamps(groups: Sequence[tuple[bytes, bool, Sequence[bytes]]]) -> list[int]:
     ap = got.append
     st, op, cl = os.stat, os.open, os.close
     for folder, follow, names in groups:
+        fd = None
         if len(names) <= _FEW:
-            for name in names:
-                try:
-                    s = st(folder + b"/" + name, follow_symlinks=follow)
-                except OSError as e:
+            names = [folder + b"/" + name for name in names]
+        else:
+            try:
+                fd = op(folder, _DIR_FLAGS)
+            except OSError as e:
+                for _ in names:
                     ap(-(e.errno or 1))
                     ap(0)
                     ap(0)
-                    continue
-                ap(s.st_ino)
-                ap(s.st_size)
-                ap(s.st_ctime_ns)
-            continue
-        try:
-            fd = op(folder, _DIR_FLAGS)
-        except OSError as e:
-            for _ in names:
-                ap(-(e.errno or 1))
-                ap(0)
-                ap(0)
-            continue
+                continue
         try:
             for name in names:
                 try:
@@ -115,7 +106,8 @@ def stamps(groups: Sequence[tuple[bytes, bool, Sequence[bytes]]]) -> list[int]:
                 ap(s.st_size)
                 ap(s.st_ctime_ns)
         finally:
-            cl(fd)
+            if fd is not None:
+                cl(fd)
     return got
 
 
