@@ -380,17 +380,23 @@ def test_site_code_inserting_a_folder_that_shadows_mooncake(copy: Path, tmp_path
         assert "shadow/mooncake/pg.py" in out, out
 
 
+def _empty_library(folder: Path, soname: str) -> None:
+    """A shared object named ``soname`` in ``folder`` (made here) that defines nothing the
+    image needs."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc")
+    folder.mkdir()
+    (folder / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / soname),
+                    f"-Wl,-soname,{soname}", str(folder / "e.c")], check=True)
+
+
 def test_an_empty_ld_library_path_entry_is_the_working_folder(copy: Path,
                                                               tmp_path: Path) -> None:
     """``LD_LIBRARY_PATH=<stub>:`` (a trailing colon): ld.so looks in the working folder
     before the build's ``DT_RUNPATH``, where an empty ``libmooncake_pg.so`` is found."""
-    if shutil.which("gcc") is None:
-        pytest.fail("needs gcc")
     wd = tmp_path / "wd"
-    wd.mkdir()
-    (wd / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(wd / "libmooncake_pg.so"),
-                    "-Wl,-soname,libmooncake_pg.so", str(wd / "e.c")], check=True)
+    _empty_library(wd, "libmooncake_pg.so")
     assert REALIMG is not None
     ld = {"LD_LIBRARY_PATH": str(Path(REALIMG) / "stubs") + ":"}
     ok, err, got = _agree(copy, tmp_path, env_extra=ld, cwd=wd)
@@ -618,13 +624,8 @@ def test_a_host_library_given_another_copy_of_what_it_needs(copy: Path,
     """``libmooncake_pg.so`` needs the host's ``libcurl.so.4``; a ``libnghttp2.so.14``
     that defines nothing, first on ``LD_LIBRARY_PATH``, is what libcurl then maps: the
     load fails on libcurl's symbols, and the fix names the shadowing copy's folder."""
-    if shutil.which("gcc") is None:
-        pytest.fail("needs gcc")
     shadow = tmp_path / "shadow"
-    shadow.mkdir()
-    (tmp_path / "e.c").write_text("int moonpin_empty(void) { return 0; }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(shadow / "libnghttp2.so.14"),
-                    "-Wl,-soname,libnghttp2.so.14", str(tmp_path / "e.c")], check=True)
+    _empty_library(shadow, "libnghttp2.so.14")
     ok, err, got = _agree(copy, tmp_path, extra_ld=str(shadow))
     assert not ok and "libcurl.so.4" in err
     for _, out in got.values():

@@ -15,7 +15,7 @@ import sysconfig
 from importlib import machinery
 from pathlib import Path
 
-from tests.lib.ldfuzz import can_build
+from tests.lib.ldfuzz import can_build, reasons
 
 __all__ = ["can_build", "judged", "lib", "module", "real"]
 
@@ -125,11 +125,5 @@ def judged(site: Path, cwd: Path, ld_path: str | None = None,
         os.environ.pop("LD_PRELOAD", None)
         if before is not None:
             os.environ["LD_PRELOAD"] = before
-    why = []
-    if rep.chain_error is not None:
-        why.append(f"chain: {rep.chain_error[1]}: {rep.chain_error[2]}")
-    why += [f"missing {n}" for n in rep.missing]
-    why += [f"bad {p}: {w}" for p, w in rep.bad.items()]
-    why += [f"version {v} of {p}" for _, v, p, _ in rep.versions]
-    why += [f"undefined {s}" + (f"@{v}" if v else "") for _, s, v, _ in rep.unbound]
-    return not why, "; ".join(why)
+    why = reasons(rep)
+    return not why, why

@@ -32,8 +32,10 @@ import sysconfig
 from dataclasses import dataclass, field
 from importlib import machinery
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Scenario", "build", "can_build", "disagreement", "generate", "judged", "real"]
+__all__ = ["Scenario", "build", "can_build", "disagreement", "generate", "judged", "real",
+           "reasons"]
 
 FOLDERS = ("fzpkg", "fzpkg/sub", "libs", "ldp")
 _EXT = machinery.EXTENSION_SUFFIXES[0]
@@ -371,6 +373,13 @@ def judged(sc: Scenario, site: Path) -> tuple[bool, str, object]:
                       python=sys.executable, suffixes=machinery.EXTENSION_SUFFIXES,
                       ld_path=[str(site / "ldp")] if sc.ld_path else [],
                       version=sys.version_info[:2])
+    why = reasons(rep)
+    return not why, why, rep
+
+
+def reasons(rep: Any) -> str:
+    """Why a :func:`~moonpin.resolver.check.loadchain.native_load` report fails ("": it
+    does not), in one line."""
     why = []
     if rep.chain_error is not None:
         why.append(f"chain: {rep.chain_error[1]}: {rep.chain_error[2]}")
@@ -378,7 +387,7 @@ def judged(sc: Scenario, site: Path) -> tuple[bool, str, object]:
     why += [f"bad {p}: {w}" for p, w in rep.bad.items()]
     why += [f"version {v} of {p}" for _, v, p, _ in rep.versions]
     why += [f"undefined {s}" + (f"@{v}" if v else "") for _, s, v, _ in rep.unbound]
-    return not why, "; ".join(why), rep
+    return "; ".join(why)
 
 
 def disagreement(sc: Scenario, site: Path,
