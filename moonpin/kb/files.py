@@ -24,8 +24,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-__all__ = ["MiB", "confine", "loads_json", "outside", "read_regular", "sha256_hex",
-           "to_devnull", "write_atomic"]
+__all__ = ["MiB", "confine", "endless", "endless_fd", "loads_json", "outside", "read_regular",
+           "sha256_hex", "to_devnull", "write_atomic"]
 
 MiB = 1024 * 1024
 
@@ -264,3 +264,32 @@ def to_devnull(fd: int) -> None:
         pass
     finally:
         os.close(null)
+
+
+def endless_fd(fd: int) -> str | None:
+    """What the file open at ``fd`` is when reading it to its end, as Python's own readers
+    do (``site`` a ``.pth`` file, the importer a bytecode cache), never ends: "a FIFO (named
+    pipe)" (a read blocks for ever), "a character device that does not end" (``/dev/zero``:
+    read until memory runs out); None for anything else (``/dev/null`` ends at once). Open
+    ``fd`` with ``O_NONBLOCK``; at most one byte of a device is read."""
+    st = os.fstat(fd)
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(st.st_mode) and os.read(fd, 1):
+        return "a character device that does not end"
+    return None
+
+
+def endless(path: str | os.PathLike[str]) -> str | None:
+    """:func:`endless_fd` of ``path`` (None when it cannot be opened: then Python's reader
+    cannot open it either)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return endless_fd(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -31,11 +31,21 @@ LINES = [
 ]
 
 
+def _limit() -> None:  # the truth's child: /dev/zero read to its end meets a wall
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
 def _site_runs(site: Path) -> bool:
-    """Whether an interpreter that adds ``site`` as ``site`` does reaches a program."""
+    """Whether an interpreter that adds ``site`` as ``site`` does reaches a program (within
+    10 s and 1 GiB)."""
     code = f"import site; site.addsitedir({str(site)!r}); print('reached')"
-    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    try:
+        proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True,
+                              text=True, timeout=10, preexec_fn=_limit)
+    except subprocess.TimeoutExpired:
+        return False
     return "reached" in proc.stdout
 
 
@@ -67,3 +77,32 @@ def test_lines_after_one_that_raises_are_not_run(tmp_path: Path) -> None:
                                   "import sys; sys.exit" + "(" * 300 + ")" * 300])
 def test_a_line_that_does_not_parse_claims_nothing(line: str) -> None:
     assert line_exit(line) is None
+
+
+@pytest.mark.parametrize(("kind", "ends"), [("fifo", True), ("/dev/zero", True),
+                                             ("/dev/null", False), ("folder", False)])
+def test_a_pth_whose_read_never_ends(tmp_path: Path, kind: str, ends: bool) -> None:
+    """``site`` opens and reads every ``.pth`` to its end: a FIFO blocks the start for
+    ever, ``/dev/zero`` is read until memory runs out; ``/dev/null`` and a folder (which
+    ``site`` cannot open) are passed over."""
+    import os
+    import time
+
+    site = healthy_image(tmp_path / "site")
+    pth = site / "zz-start.pth"
+    if kind == "fifo":
+        os.mkfifo(pth)
+    elif kind == "folder":
+        pth.mkdir()
+    else:
+        pth.symlink_to(kind)
+    assert _site_runs(site) is not ends
+    t = time.monotonic()
+    got = run(site, kb=small_kb(tmp_path))
+    assert time.monotonic() - t < 30
+    stops = [x for x in got.lines if x.startswith("fail  interpreter:")]
+    if ends:
+        assert got.rc == 1 and stops and f"{pth} is a " in stops[0], got.out
+        assert f"fix: rm {pth}" in got.out
+    else:
+        assert got.rc == 0 and not stops, got.out

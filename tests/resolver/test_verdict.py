@@ -163,7 +163,8 @@ def test_a_run_with_a_child_is_not_kept(image: tuple[Path, Path]) -> None:
     assert memos() == []
 
 
-@pytest.mark.parametrize("damage", ["garbage", "shape", "foreign"])
+@pytest.mark.parametrize("damage", ["garbage", "shape", "huge code", "foreign", "fifo",
+                                    "dev-zero"])
 def test_a_damaged_or_foreign_memo_is_not_replayed(image: tuple[Path, Path],
                                                    damage: str) -> None:
     site, kb = image
@@ -171,14 +172,23 @@ def test_a_damaged_or_foreign_memo_is_not_replayed(image: tuple[Path, Path],
     memo = memos()[0]
     if damage == "garbage":
         memo.write_bytes(b"\xff" * 64)
-    elif damage == "shape":
+    elif damage in ("shape", "huge code"):
         doc = marshal.loads(memo.read_bytes()[12:])
-        doc["out"] = [(3, "usable\n")]
+        if damage == "shape":
+            doc["out"] = [(3, "usable\n")]
+        else:  # a 5,000-digit exit code
+            doc["code"] = 10**4999
         payload = marshal.dumps(doc)
         memo.write_bytes(b"MPC1" + len(payload).to_bytes(4, "little")
                          + zlib.crc32(payload).to_bytes(4, "little") + payload)
-    else:
+    elif damage == "foreign":
         memo.chmod(0o666)  # writable by others: not ours to trust
+    elif damage == "fifo":
+        memo.unlink()
+        os.mkfifo(memo)
+    else:
+        memo.unlink()
+        memo.symlink_to("/dev/zero")
     after = start(site, kb=kb)
     assert not after.replayed and (after.rc, after.out) == (good.rc, good.out)
 

@@ -28,7 +28,7 @@ import os
 import sys
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import outside
+from moonpin.kb.files import endless_fd, outside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -204,15 +204,11 @@ def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]
     except OSError:
         return False  # none, or one the importer cannot open either: it compiles the source
     try:
-        st_pyc = os.fstat(fd)
-        if stat.S_ISFIFO(st_pyc.st_mode):
-            return f"{_pyc_name(pyc)} is a FIFO (named pipe): the import blocks reading it"
-        if stat.S_ISCHR(st_pyc.st_mode):
-            if os.read(fd, 1):  # /dev/null ends at once: the importer then compiles
-                return (f"{_pyc_name(pyc)} is a character device that does not end: the "
-                        "import reads it until memory runs out")
-            return False
-        if not stat.S_ISREG(st_pyc.st_mode):
+        never = endless_fd(fd)
+        if never is not None:
+            return f"{_pyc_name(pyc)} is {never}: the import " + (
+                "blocks reading it" if "FIFO" in never else "reads it until memory runs out")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # /dev/null too: the importer compiles
             return False
         head = os.read(fd, 16)
     except OSError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import read_regular
+from moonpin.kb.files import endless, read_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -239,11 +239,21 @@ def pth_paths(site: str, root: str | None = None, search: Sequence[str] = ()) ->
 def interpreter_stops(sites: Sequence[str]) -> tuple[str, str] | None:
     """(why, fix) when ``site``, adding the folders ``sites`` in order, reaches a line that
     ends the interpreter (a file's lines after one that raises an ``Exception`` are not run:
-    "Remainder of file ignored"); None otherwise."""
+    "Remainder of file ignored") or a ``.pth`` whose read never ends (a FIFO, ``/dev/zero``);
+    None otherwise."""
     done: list[str] = []
     for site in sites:
         for f in pth_files(site):
-            for entry in pth_lines(f):
+            lines = pth_lines(f)
+            if not lines:  # empty, or not read: site blocks on a FIFO, reads /dev/zero on
+                never = endless(f)
+                if never is not None:
+                    import shlex
+
+                    return (f"{f} is {never}: `site` reads every .pth file at every start, "
+                            "so the interpreter never gets to run a program, the worker's "
+                            "included", f"rm {shlex.quote(f)}")
+            for entry in lines:
                 if entry[0] != "import":
                     continue
                 stop: Any = entry[6] if len(entry) > 6 else None

@@ -114,20 +114,21 @@ def stamps(groups: Sequence[tuple[bytes, bool, Sequence[bytes]]]) -> list[int]:
 def replay(argv: Sequence[str]) -> int | None:
     """Print the remembered answer for ``argv`` and return its exit code, or None when
     there is none that still holds."""
-    if _off(argv):
-        return None
+    return None if _off(argv) else _replay(_key(argv))
+
+
+def _replay(key: str) -> int | None:
     from moonpin.kb.cache import cache_folder, load
 
     folder = cache_folder()
     if folder is None:
         return None
-    key = _key(argv)
     doc = load(_memo_path(folder, key))
     if type(doc) is not dict or doc.get("format") != FORMAT or doc.get("key") != key:
         return None
     try:
         out, code = doc["out"], doc["code"]
-        if type(code) is not int or type(out) is not list or not all(
+        if code not in (0, 1) or type(out) is not list or not all(
                 type(o) is tuple and len(o) == 2 and o[0] in (1, 2) and type(o[1]) is str
                 for o in out):
             return None
@@ -153,20 +154,21 @@ def replay(argv: Sequence[str]) -> int | None:
         from moonpin.kb.files import to_devnull
 
         to_devnull(1)
-    return code
+    return int(code)
 
 
 def main(argv: Sequence[str]) -> int:
     """The check for ``argv``: replayed when a memo holds, else run (and recorded: from
     before the check's modules load, whose import-time reads count too)."""
-    got = replay(argv)
-    if got is not None:
-        return got
     if _off(argv):
         from moonpin.resolver.check.run import main as run
 
         return run(list(argv))
-    rec = Recorder(argv)
+    key = _key(argv)
+    got = _replay(key)
+    if got is not None:
+        return got
+    rec = Recorder(argv, key)
     rec.start()
     try:
         from moonpin.resolver.check.run import main as run
@@ -194,8 +196,10 @@ class Recorder:
     """Traces one run of the check (:meth:`start`, then :meth:`finish` or :meth:`stop`) and
     keeps its answer when the run was fully traced."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(self, argv: Sequence[str], key: str | None = None) -> None:
         self.argv = list(argv)
+        #: the memo's name (:func:`_key`), taken before the run (which may change sys.path)
+        self.key = key if key is not None else _key(argv)
         self.paths: set[tuple[bytes, bool]] = set()  # (path, symlinks followed)
         self.env: dict[str, str | None] = {}
         self.all_env = False
@@ -205,7 +209,6 @@ class Recorder:
         self._saved: list[tuple[Any, str, Any]] = []
         self.folder: bytes | None = None
         self.t0 = 0
-        self.key = ""
 
     # ---- what a traced call records
 
@@ -269,7 +272,6 @@ class Recorder:
         if folder is not None:
             self.folder = self._abs(folder) + b"/"  # type: ignore[operator]
         self.t0 = time.time_ns()
-        self.key = _key(self.argv)
         real = {n: getattr(os, n) for n in _READS + _WRITES + _SPAWNS if hasattr(os, n)}
         rec = self
 
