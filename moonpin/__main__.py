@@ -2,7 +2,7 @@
 
 import sys
 
-from moonpin.resolver.cli.main import main
+from moonpin.cli.main import main
 
 __all__: list[str] = []
 

@@ -8,8 +8,9 @@ import pytest
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory,
                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # The runtime check caches its SGLang source analysis (moonpin.resolver.check.sources); children
-    # inherit the environment, so each test gets its own cache folder.
+    # The runtime check caches its SGLang source analysis
+    # (moonpin.check.installed.sources); children inherit the environment, so each test
+    # gets its own cache folder.
     monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     # A user KB (`moonpin scrape` on an installed moonpin) is read when newer than the
     # shipped one: each test gets an empty data folder, so none of the user's is read.

@@ -1,5 +1,5 @@
-"""The resolver: the compatibility rule, graph, queries and resolved tables at its core;
-the image check (``check``), pins (``pins``), the matrix (``matrix``), launch arguments
-(``args``) and the command line (``cli``) beside them."""
+"""The resolver: the one compatibility rule, the graph of releases, the queries and the resolved
+tables at its core; its clients beside them: pins (``pins``), launch arguments (``args``) and
+the matrix (``matrix``)."""
 
 __all__: list[str] = []

@@ -6,7 +6,7 @@ cache folder, a timeout, and stdout/stderr captured:
 * :func:`run` starts the installed ``moonpin`` script (``.venv/bin/moonpin``): the real
   thing, ~0.4 s an input. The default test run uses it for every input.
 * :func:`run_forked` forks this (already warm) interpreter and calls
-  ``moonpin.resolver.cli.main.main(argv)`` in the child, exactly what the script does after its
+  ``moonpin.cli.main.main(argv)`` in the child, exactly what the script does after its
   imports: an uncaught exception prints its traceback and exits 1, as the interpreter
   would. ~20 ms an input, so the ``fuzz`` run can judge 10,000 inputs per surface; it also
   sends a sample of them through :func:`run`.
@@ -145,7 +145,7 @@ def _text(b: bytes | str | None) -> str:
 
 def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
                env: dict[str, str] | None = None, user: int | None = None) -> Outcome:
-    """``moonpin.resolver.cli.main.main(argv)`` in a forked child (see the module docs). A ``user``
+    """``moonpin.cli.main.main(argv)`` in a forked child (see the module docs). A ``user``
     goes through :func:`run`: the child would import what it has not yet imported from
     this interpreter's own folders, which that user may not be able to read."""
     if user is not None:
@@ -177,7 +177,7 @@ def run_forked(argv: Sequence[str], home: Path, *, timeout: float = TIMEOUT,
             os.environ.update(child_env)
             os.chdir(home)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            from moonpin.resolver.cli.main import main
+            from moonpin.cli.main import main
 
             try:
                 result = main(list(argv))

@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from moonpin.resolver.cli.common import CLEAR_LINE, PrintableStream, printable
+from moonpin.cli.common import CLEAR_LINE, PrintableStream, printable
 from tests.hostile.harness import _TERMINAL_CONTROLS, Outcome, run
 
 ESCAPES = "\x1b]0;owned\x07\x1b[2J"

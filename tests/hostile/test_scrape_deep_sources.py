@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.resolver.cli.main import main
+from moonpin.cli.main import main
 from tests.lib.elfbuild import build_so
 from tests.lib.server import FakeIndex
 from tests.lib.wheels import build_wheel

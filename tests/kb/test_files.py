@@ -109,7 +109,7 @@ def test_kb_files_imports_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert set(eval(out)) <= {"__future__", "moonpin", "moonpin.resolver",
-                              "moonpin.resolver.stdlib_guard", "moonpin.kb", "moonpin.kb.errors",
+                              "moonpin.guard", "moonpin.kb", "moonpin.kb.errors",
                               "moonpin.kb.files", "stat", "_stat"}, out
 
 

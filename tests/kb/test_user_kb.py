@@ -63,7 +63,7 @@ def moonpin(site: Path, *argv: str, env: dict[str, str] | None = None,
     child = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
     child.update({"PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})})
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from moonpin.resolver.cli.main import main; "
+        [sys.executable, "-c", "import sys; from moonpin.cli.main import main; "
          "raise SystemExit(main(sys.argv[1:]))", *argv],
         capture_output=True, text=True, cwd=site.parent, env=child, timeout=300)
 
@@ -155,7 +155,7 @@ def test_the_scrape_time_is_read_from_the_head_or_the_whole_file(tmp_path: Path)
 
 def test_a_user_kb_that_is_not_a_file_is_named_not_opened(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from moonpin.resolver.cli.main import main
+    from moonpin.cli.main import main
 
     monkeypatch.delenv("MOONPIN_KB", raising=False)
     user = Path(paths.user_kb_file())

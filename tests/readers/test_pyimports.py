@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
+from moonpin.check.pyimport.pychain import caught
 from moonpin.readers.pyimports import binding, certain_imports
-from moonpin.resolver.check.pychain import caught
 
 
 def _mods(src: str) -> list[str]:

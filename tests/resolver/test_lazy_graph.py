@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from moonpin.cli.main import main
 from moonpin.kb.facts import Facts
 from moonpin.resolver import query, resolved
-from moonpin.resolver.cli.main import main
 from moonpin.resolver.graph import CompatGraph
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -180,7 +180,7 @@ def test_write_through_a_dangling_symlink_is_refused(tmp_path: Path) -> None:
 
 
 def _pins_main(capsys: pytest.CaptureFixture[str], *files: str) -> tuple[int, str]:
-    from moonpin.resolver.cli.main import main
+    from moonpin.cli.main import main
 
     with pytest.raises(SystemExit) as e:
         main(["--kb", str(SHIPPED), "pins", *files])

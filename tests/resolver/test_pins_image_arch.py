@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from moonpin.resolver.cli.main import main
+from moonpin.cli.main import main
 from moonpin.resolver.pins.platforms import tag_platform
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from moonpin.cli.main import main
 from moonpin.resolver.args.manifests import cuda_of_image
-from moonpin.resolver.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = str(ROOT / "data" / "kb.json")

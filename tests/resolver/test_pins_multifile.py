@@ -18,7 +18,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 def _pins(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cwd: Path,
           *args: str) -> tuple[int, str, str]:
     """``moonpin pins ARGS`` run in ``cwd``: (exit code, stdout, stderr)."""
-    from moonpin.resolver.cli.main import main
+    from moonpin.cli.main import main
 
     monkeypatch.chdir(cwd)
     try:
@@ -236,7 +236,7 @@ def test_renovate_over_files_whose_pins_disagree_says_so(
     """`moonpin renovate a.txt b.txt` with sglang==0.5.18 in one and sglang==0.5.4 in the
     other printed a fragment for whichever file came first (0.5.18's, or 0.5.4's with the
     files swapped), exit 0: the rules Renovate would follow depended on the order given."""
-    from moonpin.resolver.cli.main import main
+    from moonpin.cli.main import main
 
     files = _files(tmp_path, {"a.txt": "sglang==0.5.18\ntorch==2.13.0\n",
                               "b.txt": "sglang==0.5.4\nmooncake-transfer-engine==0.3.8\n"})

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
+from moonpin.cli.main import main
 from moonpin.kb import store
 from moonpin.kb.errors import UsageError
 from moonpin.resolver import query
-from moonpin.resolver.cli.main import main
 from moonpin.resolver.graph import CompatGraph
 from tests.resolver.kbslice import build_kb
 

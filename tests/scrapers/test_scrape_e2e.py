@@ -309,8 +309,8 @@ def test_kb_records_and_kb_info_reports_what_each_refresh_read(
         index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from datetime import timedelta
 
+    from moonpin.cli.main import main
     from moonpin.kb import store
-    from moonpin.resolver.cli.main import main
 
     only_present(index)
     kb, _, _ = run(index)
@@ -393,8 +393,8 @@ def test_a_damaged_answer_keeps_the_facts_the_kb_had(index: FakeIndex, tmp_path:
     dropped)."""
     import json
 
+    from moonpin.cli.main import main
     from moonpin.kb import store
-    from moonpin.resolver.cli.main import main
 
     kb_path = scraped_kb(index, tmp_path / "kb.json")
     before = store.load(kb_path)
@@ -442,7 +442,7 @@ def test_a_project_json_past_the_parser_limits_is_refused(
     """Issue 29 (found by its fuzz): `moonpin scrape` on a project document holding a
     5,000-digit number (ValueError) or nested 100,000 deep (RecursionError) was a
     traceback; now exit 2 naming the URL, with a tip, and the KB untouched."""
-    from moonpin.resolver.cli.main import main
+    from moonpin.cli.main import main
 
     kb_path = scraped_kb(index, tmp_path / "kb.json")
     before = kb_path.read_bytes()

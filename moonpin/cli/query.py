@@ -1,0 +1,254 @@
+"""``moonpin which``, ``explain`` and ``triples``: the query commands."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
+    import argparse
+
+    from moonpin.resolver.answers import Candidate, Which
+from moonpin.cli.common import count, emit_json, fatal, graph, kb_path, shown
+
+__all__ = ["cmd_explain", "cmd_triples", "cmd_which", "why_none"]
+
+
+def why_none(res: Which, what: str) -> str:
+    """The one-line reason nothing is compatible: the check that excludes the most releases
+    (``no mooncake wheel for cp39`` when it is the wheel's python or platform)."""
+    if not res.excluded:
+        return "nothing in the knowledge base to judge" if not res.unknown else (
+            "every candidate is unknown (not read in the last scrape)")
+    counts: dict[str, int] = {}
+    for c in res.excluded:
+        reason = c.reason or ""
+        kind = reason.split(":", 1)[0] if ":" in reason[:40] else reason
+        counts[kind] = counts.get(kind, 0) + 1
+    kind, n = max(counts.items(), key=lambda kv: kv[1])
+    if kind == "wheel for python/platform":
+        on = " ".join(str(res.query.get(k)) for k in ("python", "arch")
+                      if res.query.get(k) not in (None, "all"))
+        rest = (f" (the other {len(res.excluded) - n} fail a check before it)"
+                if n < len(res.excluded) else "")
+        return f"no {what} wheel for {on or 'this python and platform'}{rest}"
+    first = next(c.reason for c in res.excluded if (c.reason or "").startswith(kind))
+    share = "every one" if n == len(res.excluded) else f"{n} of {len(res.excluded)}"
+    return f"{share} excluded by {kind} (e.g. {shown(first or '', 160)})"
+
+
+#: No version, specifier, name or path moonpin is given needs more: a longer argument is
+#: refused before anything parses it (Python's int() stops at 4,300 digits with a
+#: ValueError deep inside packaging, and a 10,000-character value would be echoed whole).
+def _listed(values: list[str], keep: int = 4) -> str:
+    """``a/b/c`` for a short list, ``a/b/c/d (+N)`` past ``keep`` items."""
+    if len(values) <= keep:
+        return "/".join(values) or "-"
+    return "/".join(values[:keep]) + f" (+{len(values) - keep})"
+
+
+#: Compatible releases printed before the rest are counted (``--json`` lists every one).
+_SHOWN = 15
+
+
+def _print_which(res: Which, what: str, why: bool) -> None:
+    q = res.query
+    compatible = list(res.ranked())
+    best = res.recommended()
+    if best is not None and best["requirement"] is None:
+        print(f"recommended: {best['reason']}")
+    elif best is not None:
+        print(f"recommended: {best['requirement']} ({best['reason']})")
+    scope = ", ".join(f"{k} {_listed(v) if isinstance(v, list) else v}"
+                      for k, v in q.items() if k not in ("names", "backends") and v is not None)
+    print(f"# {what} compatible with {scope}")
+    if q.get("module"):
+        print(f"# needs {q['module']}: names {', '.join(q.get('names') or []) or '-'}; "
+              f"backends {', '.join(q.get('backends') or []) or '-'}")
+    said = res.notes or ()
+    for note in said:
+        print(f"# note: {note}")
+    if not compatible:
+        print(f"none compatible: {why_none(res, what)} ({len(res.excluded)} excluded, "
+              f"{len(res.unknown)} unknown)")
+    for c in compatible[:_SHOWN]:
+        wheels = c.wheels or ()
+        pys = sorted({w.python for w in wheels})
+        arches = sorted({w.arch for w in wheels})
+        torches = sorted({w.torch for w in wheels})
+        print(f"{c.requirement or c.version:50} python {_listed(pys)}  {','.join(arches)}"
+              f"  torch {','.join(torches)}")
+        for note in c.notes or ():
+            if note not in said:  # said once above
+                print(f"    note: {note}")
+    if len(compatible) > _SHOWN:
+        print(f"… and {len(compatible) - _SHOWN} more compatible (--json lists all)")
+    _print_excluded(res.excluded, what, why or not compatible)
+    for c in res.unknown:
+        print(f"  unknown  {c.dist or what} {c.version}: {c.reason}")
+
+
+def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> None:
+    """One line per reason, the releases it excludes named together (``each``); else
+    counted per distribution, by the check that excludes them."""
+    if each:
+        by_reason: dict[str, dict[str, list[str]]] = {}
+        for c in excluded:
+            by_reason.setdefault(c.reason or "", {}).setdefault(
+                c.dist or what, []).append(c.version)
+        for reason, dists in by_reason.items():
+            if len(dists) == 1:
+                ((name, versions),) = dists.items()
+                print(f"  excluded {name} {_listed(versions, 6)}: {reason}")
+            else:
+                n = sum(map(len, dists.values()))
+                print(f"  excluded {n} releases of {_listed(sorted(dists), 3)}: {reason}")
+        return
+    per: dict[str, dict[str, int]] = {}
+    for c in excluded:
+        reason = c.reason or ""
+        check = reason.split(":", 1)[0] if ":" in reason[:40] else "other"
+        counts = per.setdefault(c.dist or what, {})
+        counts[check] = counts.get(check, 0) + 1
+    for name, counts in per.items():
+        total = sum(counts.values())
+        parts = ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda x: -x[1]))
+        print(f"  excluded {name}: {total} release{'s' * (total != 1)} ({parts}; --why "
+              "says why each)")
+
+
+def cmd_which(args: argparse.Namespace) -> int:
+    if args.what == "mooncake":
+        if not args.sglang:
+            fatal("`which mooncake` needs --sglang VERSION", "e.g. moonpin which mooncake "
+                   "--sglang 0.5.18")
+        fast = _which_mooncake_fast(args)
+        if fast is not None:
+            return _finish_which(fast, args)
+    from moonpin.resolver import query
+
+    g = graph(args)
+    if args.what == "mooncake":
+        res = query.which_mooncake(g, args.sglang, torch=args.torch, python=args.python,
+                                   arch=args.arch, dist=args.dist)
+    elif args.what == "sglang":
+        if not args.mooncake:
+            fatal("`which sglang` needs --mooncake DIST==VERSION",
+                   "e.g. moonpin which sglang --mooncake mooncake-transfer-engine==0.3.13")
+        res = query.which_sglang(g, args.mooncake, torch=args.torch, python=args.python,
+                                 arch=args.arch)
+    else:
+        if not (args.sglang and args.mooncake):
+            fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
+                   "e.g. moonpin which torch --sglang 0.5.18 "
+                   "--mooncake mooncake-transfer-engine==0.3.13")
+        res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
+                                arch=args.arch, torch=args.torch)
+    return _finish_which(res, args)
+
+
+def _finish_which(res: Which, args: argparse.Namespace) -> int:
+    if args.json:
+        doc = res.to_json()
+        if doc["recommended"] is None:  # null, and the one-line reason the text gives
+            doc = {"query": doc.pop("query"), "recommended": None,
+                   "reason": f"none compatible: {why_none(res, args.what)}", **doc}
+        emit_json(doc)
+    else:
+        _print_which(res, args.what, args.why)
+    return 0 if res.compatible else 1
+
+
+def _which_mooncake_fast(args: argparse.Namespace) -> Which | None:
+    """Answer from the release's resolved table when it holds the question (without
+    reading the KB's facts)."""
+    from moonpin.resolver import resolved
+
+    table = resolved.load(kb_path(args), args.sglang)
+    if table is None or not table.holds(args.sglang, args.torch):
+        return None
+    from moonpin.resolver.inputs import normalize_arch, normalize_python
+
+    dist = None
+    if args.dist:
+        from moonpin.resolver.inputs import canonical_name
+
+        dist = canonical_name(args.dist)
+        if dist not in {d for d, _ in table.releases}:
+            return None  # let the full path say what is wrong with it
+    from moonpin.resolver.answers import Which
+
+    return Which.from_json(table.which_mooncake(
+        args.sglang, python=normalize_python(args.python), arch=normalize_arch(args.arch),
+        dist=dist, torch=args.torch))
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from moonpin.resolver import query
+
+    sglang = mooncake = None
+    torch = args.torch
+    for item in args.releases:
+        name, version = query.parse_release(item)
+        if name == "sglang":
+            sglang = version
+        elif name == "torch":
+            torch = version
+        else:
+            mooncake = f"{name}=={version}"
+    if sglang is None or mooncake is None:
+        fatal("explain needs sglang==V and a mooncake DIST==V (and optionally torch==T)",
+               "e.g. moonpin explain sglang==0.5.18 mooncake-transfer-engine-cuda13==0.3.13")
+    res = query.explain(graph(args), sglang, mooncake, torch=torch, python=args.python,
+                        arch=args.arch)
+    if args.json:
+        emit_json(res.to_json())
+    else:
+        ev = res.evaluated
+        print(f"sglang {sglang} + {mooncake} + torch {ev['torch'] or 'as required'} on "
+              f"{ev['python'] or 'any python'} {ev['arch'] or 'any platform'}: "
+              f"{res.verdict.upper()}")
+        if not res.checks:
+            for r in res.reasons:
+                print(f"  {r}")
+        marks = {True: "ok  ", False: "FAIL", None: "??  "}
+        for c in res.checks:
+            print(f"  [{marks[c['ok']]}] {c['name']}: {c['detail']}")
+            for e in c["evidence"]:
+                print(f"         evidence: {e}")
+        for n in res.notes:
+            print(f"  note: {n}")
+        others = [c for c in res.combinations if (c["torch"], c["python"], c["arch"])
+                  != (ev["torch"], ev["python"], ev["arch"])]
+        if others:
+            verdicts = count(c["verdict"] for c in others)
+            print("  other combinations: " + ", ".join(f"{v} {k}" for k, v in verdicts.items())
+                  + " (see --json, or pass --python/--arch/torch==)")
+    return {"compatible": 0, "incompatible": 1}.get(res.verdict, 1)
+
+
+def cmd_triples(args: argparse.Namespace) -> int:
+    from moonpin.resolver import query
+
+    rows = query.triples(graph(args), sglang=args.sglang, torch=args.torch,
+                         mooncake=args.mooncake, dist=args.dist, python=args.python,
+                         arch=args.arch)
+    cols = ["sglang", "torch", "dist", "mooncake", "python", "arch"]
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        emit_json(rows)
+    elif fmt == "csv":
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    else:
+        widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in cols}
+        print("  ".join(c.ljust(widths[c]) for c in cols))
+        for r in rows:
+            print("  ".join(r[c].ljust(widths[c]) for c in cols))
+        print(f"# {len(rows)} compatible combinations")
+    return 0 if rows else 1
+
+
