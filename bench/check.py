@@ -3,10 +3,10 @@
 
     python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH]
 
-Light mode: wall time of `python -m moonpin.check --elastic-ep-backend mooncake
+Light mode: wall time of `python -m moonpin.preflight --elastic-ep-backend mooncake
 --no-deep` over a healthy fake image (built in a temp folder from tests/lib/images.py unless
 --site-packages names a real one), with moonpin's caches warm (every worker start after the
-image's first check: the kept verdict replayed, moonpin/check/verdict.py; also timed
+image's first check: the kept verdict replayed, moonpin/preflight/verdict.py; also timed
 recomputed from the memos below it, `MOONPIN_CHECK_MEMO=0`) and cold (`--no-cache`: every
 SGLang source read, every build scanned, every symbol bound), each as a ratio to `python -c
 pass` and to `python -c "import mooncake.pg"` (the import the check stands for; only with
@@ -43,11 +43,11 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 
 #: Times, in a fresh interpreter, what a warm start spends validating the SGLang source
 #: cache: loading the stamps file, one stat per folder, path, file and source the walk and
-#: the scan read (moonpin.check.installed.stamps), and the analyzer's hash; a walk fails it.
+#: the scan read (moonpin.preflight.installed.stamps), and the analyzer's hash; a walk fails it.
 _STAMP_CHECK = """
 import sys, time
-from moonpin.check.installed import image_facts as im, sources
-from moonpin.check.env import target
+from moonpin.preflight.installed import image_facts as im, sources
+from moonpin.preflight.env import target
 tg = target.from_site_packages([sys.argv[1]])
 im.SITE_DIRS, im.ROOT, im.EXT_SUFFIXES = tg.sites, tg.root, tg.ext_suffixes
 def walk(*_):
@@ -120,7 +120,7 @@ def main() -> int:
 
             site = healthy_image(Path(tmp) / "site")
             _date_back(site)  # as an image built earlier is (recent folders are re-listed)
-        check = [sys.executable, "-m", "moonpin.check", "--elastic-ep-backend", "mooncake",
+        check = [sys.executable, "-m", "moonpin.preflight", "--elastic-ep-backend", "mooncake",
                  "--site-packages", str(site), "--no-deep"]
         if args.kb:
             check += ["--kb", str(args.kb)]
@@ -132,7 +132,7 @@ def main() -> int:
         # (and per path and file the importer walk read), which validates the source cache
         # the way bytecode is validated.
         stamps = [sys.executable, "-c", _STAMP_CHECK, str(site)]
-        skip = [sys.executable, "-m", "moonpin.check"]
+        skip = [sys.executable, "-m", "moonpin.preflight"]
         cold = [*check, "--no-cache"]
         with_mooncake = args.site_packages is not None and (site / "mooncake").is_dir()
         imp = [sys.executable, "-c", "import mooncake.pg"]

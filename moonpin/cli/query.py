@@ -9,7 +9,7 @@ if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check`
     import argparse
 
     from moonpin.resolver.answers import Candidate, Which
-from moonpin.cli.common import count, emit_json, fatal, graph, kb_path, shown
+from moonpin.cli.common import count, emit_json, graph, kb_path, shown
 
 __all__ = ["cmd_explain", "cmd_triples", "cmd_which", "why_none"]
 
@@ -118,33 +118,11 @@ def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> N
 
 
 def cmd_which(args: argparse.Namespace) -> int:
-    if args.what == "mooncake":
-        if not args.sglang:
-            fatal("`which mooncake` needs --sglang VERSION", "e.g. moonpin which mooncake "
-                   "--sglang 0.5.18")
-        fast = _which_mooncake_fast(args)
-        if fast is not None:
-            return _finish_which(fast, args)
-    from moonpin.resolver import query
+    from moonpin.api import which
 
-    g = graph(args)
-    if args.what == "mooncake":
-        res = query.which_mooncake(g, args.sglang, torch=args.torch, python=args.python,
-                                   arch=args.arch, dist=args.dist)
-    elif args.what == "sglang":
-        if not args.mooncake:
-            fatal("`which sglang` needs --mooncake DIST==VERSION",
-                   "e.g. moonpin which sglang --mooncake mooncake-transfer-engine==0.3.13")
-        res = query.which_sglang(g, args.mooncake, torch=args.torch, python=args.python,
-                                 arch=args.arch)
-    else:
-        if not (args.sglang and args.mooncake):
-            fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
-                   "e.g. moonpin which torch --sglang 0.5.18 "
-                   "--mooncake mooncake-transfer-engine==0.3.13")
-        res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
-                                arch=args.arch, torch=args.torch)
-    return _finish_which(res, args)
+    return _finish_which(which(args.what, sglang=args.sglang, mooncake=args.mooncake,
+                               torch=args.torch, python=args.python, arch=args.arch,
+                               dist=args.dist, kb=kb_path(args)), args)
 
 
 def _finish_which(res: Which, args: argparse.Namespace) -> int:
@@ -159,53 +137,17 @@ def _finish_which(res: Which, args: argparse.Namespace) -> int:
     return 0 if res.compatible else 1
 
 
-def _which_mooncake_fast(args: argparse.Namespace) -> Which | None:
-    """Answer from the release's resolved table when it holds the question (without
-    reading the KB's facts)."""
-    from moonpin.resolver import resolved
-
-    table = resolved.load(kb_path(args), args.sglang)
-    if table is None or not table.holds(args.sglang, args.torch):
-        return None
-    from moonpin.resolver.inputs import normalize_arch, normalize_python
-
-    dist = None
-    if args.dist:
-        from moonpin.resolver.inputs import canonical_name
-
-        dist = canonical_name(args.dist)
-        if dist not in {d for d, _ in table.releases}:
-            return None  # let the full path say what is wrong with it
-    from moonpin.resolver.answers import Which
-
-    return Which.from_json(table.which_mooncake(
-        args.sglang, python=normalize_python(args.python), arch=normalize_arch(args.arch),
-        dist=dist, torch=args.torch))
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
-    from moonpin.resolver import query
+    from moonpin.api import explain
 
-    sglang = mooncake = None
-    torch = args.torch
-    for item in args.releases:
-        name, version = query.parse_release(item)
-        if name == "sglang":
-            sglang = version
-        elif name == "torch":
-            torch = version
-        else:
-            mooncake = f"{name}=={version}"
-    if sglang is None or mooncake is None:
-        fatal("explain needs sglang==V and a mooncake DIST==V (and optionally torch==T)",
-               "e.g. moonpin explain sglang==0.5.18 mooncake-transfer-engine-cuda13==0.3.13")
-    res = query.explain(graph(args), sglang, mooncake, torch=torch, python=args.python,
-                        arch=args.arch)
+    res = explain(*args.releases, torch=args.torch, python=args.python, arch=args.arch,
+                  kb=kb_path(args))
+    ev = res.evaluated
     if args.json:
         emit_json(res.to_json())
     else:
-        ev = res.evaluated
-        print(f"sglang {sglang} + {mooncake} + torch {ev['torch'] or 'as required'} on "
+        q = res.query
+        print(f"sglang {q['sglang']} + {q['mooncake']} + torch {ev['torch'] or 'as required'} on "
               f"{ev['python'] or 'any python'} {ev['arch'] or 'any platform'}: "
               f"{res.verdict.upper()}")
         if not res.checks:
