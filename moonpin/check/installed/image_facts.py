@@ -134,7 +134,10 @@ def _headers(text: str) -> dict[str, list[str]]:
 
 
 def _wanted(name: str) -> bool:
-    return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+    from moonpin.check.extensions.seam import DIST_PREFIXES
+
+    return (name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+            or name.startswith(DIST_PREFIXES))
 
 
 #: Size caps per kind of file the check reads (a real extension build is ~30 MB).
