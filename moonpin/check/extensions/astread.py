@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-__all__ = ["attr_path", "env_defaults", "fstring_heads", "join_split", "parse", "reading",
-           "str_sets"]
+__all__ = ["attr_path", "env_defaults", "fstring_heads", "join_split", "mentions", "parse",
+           "reading", "str_sets"]
 
 _CAP = 4 << 20  # a loader file; a bigger one is not a loader
 
@@ -129,4 +129,17 @@ def str_sets(tree: ast.AST) -> list[list[str]]:
         if isinstance(node, (ast.Set, ast.Tuple)) and node.elts and all(
                 isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
             out.append([e.value for e in node.elts])  # type: ignore[attr-defined]
+    return out
+
+
+def mentions(tree: ast.AST) -> set[str]:
+    """Every string constant and attribute name in ``tree`` (what it mentions)."""
+    import ast
+
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.add(node.value)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
     return out

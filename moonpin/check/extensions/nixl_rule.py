@@ -78,7 +78,7 @@ def _read_backend(path: str) -> dict[str, Any] | None:
                     and node.targets[0].id == build[1]):
                 split = astread.join_split(node.value)
     deep = None
-    text_mentions = "RTLD_DEEPBIND" in ast_names(tree)
+    text_mentions = "RTLD_DEEPBIND" in astread.mentions(tree)
     if text_mentions:
         for var, default in astread.env_defaults(tree).items():
             if "DEEPBIND" in var:
@@ -86,19 +86,6 @@ def _read_backend(path: str) -> dict[str, Any] | None:
                 deep = (var, default, offs)
     return {"head": build[0] if build else None, "split": list(split) if split else None,
             "deep": list(deep) if deep else None}
-
-
-def ast_names(tree: Any) -> set[str]:
-    """Every string constant and attribute name in ``tree`` (what it mentions)."""
-    import ast
-
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            out.add(node.value)
-        elif isinstance(node, ast.Attribute):
-            out.add(node.attr)
-    return out
 
 
 def _builds(folder: str, head: str) -> list[str]:

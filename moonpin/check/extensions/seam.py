@@ -43,7 +43,9 @@ would shadow in the very environment it reads) defines:
     symbols, a missing library): typically the torch the project's metadata pins, read
     from its installed METADATA or the installed SGLang's. None: the generic line.
 
-The rule holds only how to read that project's loader; every version, file name and pin
+A rule's distributions must be among those whose metadata the check reads
+(:data:`moonpin.check.installed.image_facts.EXTENSION_DISTS`). The rule holds only how to
+read that project's loader; every version, file name and pin
 comes from the files it reads. Adding a project is one such module plus its entry in
 :data:`RULES`; nothing in the machinery branches on a project's name.
 
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
     from moonpin.check.installed.image_facts import Dist
     from moonpin.check.pyimport.importer import Found
 
-__all__ = ["DIST_PREFIXES", "RULES", "Choice", "Facts", "Pick", "rule_for"]
+__all__ = ["RULES", "Choice", "Facts", "Pick", "rule_for"]
 
 #: import name -> the rule module (in this folder) that reads its project's loader
 RULES: dict[str, str] = {
@@ -71,11 +73,6 @@ RULES: dict[str, str] = {
     "deep_ep": "deepep_rule",
     "flashinfer": "flashinfer_rule",
 }
-
-#: The distributions whose metadata the rules read (owner, pins), by canonical name prefix:
-#: the check reads only these of the hundreds an image holds
-DIST_PREFIXES = ("nixl", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "deep-ep",
-                 "flashinfer")
 
 
 class Facts:
