@@ -75,14 +75,16 @@ class Target:
 def check(target: Target | None = None, launch_args: Sequence[str] = (), *,
           elastic_ep_backend: str | None = None, kb: str | os.PathLike[str] | None = None,
           strict: bool = False, deep: bool | None = None,
-          deep_timeout: float = 120.0) -> Report:
+          deep_timeout: float = 120.0, gpu_capability: str | None = None) -> Report:
     """Judge ``target`` (default :meth:`Target.current`) for the worker launched with
     ``launch_args`` (its own arguments, e.g. ``["--elastic-ep-backend", "mooncake"]``) and
     return the :class:`~moonpin.preflight.result.Report`: ``usable``, ``exit_code``, one
     :class:`~moonpin.preflight.result.CheckResult` per check with its fix line, ``lines()`` as
     ``moonpin check`` prints them and ``to_json()``. ``deep`` runs the deep probe (the
     environment's own interpreter imports the extensions in a child; the default: for
-    elastic EP, and never for ``rootfs``/``image``)."""
+    elastic EP, and never for ``rootfs``/``image``). ``gpu_capability`` (``"9.0"``,
+    ``"none"``): the GPU the worker runs on, for a loader that picks its build by it
+    (``--gpu-capability``; unset: every build such a loader may pick is judged)."""
     from moonpin.preflight.run import check_image, check_image_file
 
     t = target or Target.current()
@@ -90,12 +92,14 @@ def check(target: Target | None = None, launch_args: Sequence[str] = (), *,
     launch = list(launch_args)
     if t.kind == "image":
         return check_image_file(t.paths[0], t.platform, elastic_ep_backend=elastic_ep_backend,
-                                launch_args=launch, kb_path=kb_path, strict=strict)
+                                launch_args=launch, kb_path=kb_path, strict=strict,
+                                gpu=gpu_capability)
     return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch,
                        site_packages=list(t.paths) if t.kind == "site-packages" else None,
                        python=t.paths[0] if t.kind == "python" else None,
                        rootfs=t.paths[0] if t.kind == "rootfs" else None,
-                       kb_path=kb_path, strict=strict, deep=deep, deep_timeout=deep_timeout)
+                       kb_path=kb_path, strict=strict, deep=deep, deep_timeout=deep_timeout,
+                       gpu=gpu_capability)
 
 
 def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,

@@ -90,8 +90,11 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 deep: bool | None = None, deep_timeout: float = 120.0,
                 source_cache: bool = True, python: str | None = None,
                 rootfs: StrPath | None = None, config: Any = None,
-                partial_root: bool = False, where: bool = True) -> Report:
-    """Read the image and decide whether the requested mooncake features can work.
+                partial_root: bool = False, where: bool = True,
+                gpu: str | None = None) -> Report:
+    """Read the image and decide whether the requested mooncake features can work, and
+    whether each native extension the launch line imports loads
+    (:mod:`moonpin.preflight.extensions`).
 
     The image is ``python``'s environment (its ``sys.path``, Python version and extension
     suffixes; it runs the deep probe), else the ``site_packages`` folders, else an active
@@ -108,14 +111,21 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
 
     ``where=False`` leaves :attr:`Report.found` (where the importer finds sglang, mooncake
     and torch) empty: only the JSON output shows it, and the text output of a worker start
-    does without the ~1 ms it costs."""
+    does without the ~1 ms it costs.
+
+    ``gpu``: the GPU capability the worker runs on (``9.0``; ``none``), for a loader that
+    picks its build by it (:func:`moonpin.preflight.extensions.verdict.gpu_state`)."""
     target = None
+    env: Any = os.environ
     if rootfs is not None:
         from moonpin.preflight.env import target as tg
         from moonpin.preflight.env.rootfs import for_image, target_for
 
         try:
             target = target_for(os.fspath(rootfs), config)
+            from moonpin.preflight.env.rootfs import image_env
+
+            env = image_env(config)
         except tg.TargetError as e:
             return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
                                         "folder of an unpacked image (--rootfs) holding its "
@@ -133,7 +143,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
                               found=found if where else None, partial_root=partial_root,
-                              seen=seen)
+                              seen=seen, env=env, gpu=gpu)
         report.found = found
         if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
             from moonpin.preflight.env.pep668 import for_target
@@ -160,7 +170,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None,
                  found: dict[str, Any] | None, target: Target | None = None,
-                 partial_root: bool = False, seen: dict[str, Any] | None = None) -> Report:
+                 partial_root: bool = False, seen: dict[str, Any] | None = None,
+                 env: Any = None, gpu: str | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -173,11 +184,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         if refused:
             return _report(refused, strict=False, could_not_check=True)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
-    if not wanted:
-        asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
-        return _report([CheckResult("mooncake", "skip",
-                                    f"mooncake backend not requested ({asked}); nothing to check")],
-                       strict=False)
+    asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
+    nothing = _report([CheckResult("mooncake", "skip", f"mooncake backend not requested "
+                                   f"({asked}); nothing to check")], strict=False)
     from moonpin.preflight.installed import image_facts as im
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.judge.pg import check_pg
@@ -192,7 +201,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     add = checks.append
     target = target or _target(site_packages, python, add)
     if target is None:
-        return _report(checks, strict, could_not_check=True)
+        return _report(checks, strict, could_not_check=True) if wanted else nothing
     if seen is not None:
         seen["target"] = target
     paths = target.paths
@@ -209,6 +218,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     check_libraries.MACHINE = target.machine
     check_libraries.VERSION = target.version
     add(CheckResult("target", "pass", target.describe()))
+    if not wanted:  # the other extensions only (moonpin.preflight.extensions)
+        return _extensions_only(checks, nothing, target, features, strict, env, gpu)
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
 
@@ -249,6 +260,11 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
                      own_launch(sglang_src, sglang, kb))
+    if torch is not None:  # the worker's other native extensions
+        from moonpin.preflight.extensions.verdict import judge_extensions
+
+        judge_extensions(target, features, _FLAGS, torch, dists, add,
+                         env=os.environ if env is None else env, gpu=gpu)
     pkg = _mooncake_package(paths, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
@@ -273,6 +289,32 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
+
+
+def _extensions_only(checks: list[CheckResult], nothing: Report, target: Target,
+                     features: dict[str, str], strict: bool, env: Any,
+                     gpu: str | None) -> Report:
+    """No mooncake backend requested: the other native extensions the worker imports
+    (:mod:`moonpin.preflight.extensions`); ``nothing`` when there are none to judge."""
+    from moonpin.preflight.extensions.verdict import judge_extensions
+    from moonpin.preflight.installed.image_facts import find_package
+    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.judge.torch_check import torch_of
+
+    fixer = Fixer(None, None)
+    dists, _ = _distributions(target.paths, fixer)
+    said: list[CheckResult] = []
+    torch = torch_of(dists.get("torch"), fixer, said.append,
+                     find_package(target.paths, "torch"), target.machine, target.paths)
+    lines: list[CheckResult] = []
+    judge_extensions(target, features, _FLAGS, torch, dists, lines.append,
+                     env=os.environ if env is None else env, gpu=gpu)
+    if torch is None and lines:  # the extensions import torch: its failure is said
+        lines = [*said, *lines]
+    deep = CheckResult("deep probe", "skip", "mooncake not requested (the probe imports its "
+                       "process-group module); light checks only")
+    return _report([*checks, *(said if torch is not None else ()), *lines, deep],
+                   strict) if lines else nothing
 
 
 def _load_ahead(paths: Sequence[str], src: Sources, req: Requirement | None,
@@ -536,6 +578,10 @@ def _parser(json_errors: bool = False) -> Any:
                    help="import the module in a child interpreter (default: on for elastic EP)")
     p.add_argument("--deep-timeout", type=_seconds, default=120.0, metavar="SECONDS",
                    help="how long the deep probe may take (default 120)")
+    p.add_argument("--gpu-capability", default=None, metavar="CC",
+                   help="the GPU the worker runs on (9.0, 10.0; none: no GPU), for a loader "
+                   "that picks its build by it (sgl_kernel's sm<NN>). Default: "
+                   "$MOONPIN_GPU_CAPABILITY, else every choice is judged")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="read every SGLang source; neither use nor write the analysis cache "
                         "($MOONPIN_CACHE_DIR, default ~/.cache/moonpin)")
@@ -560,6 +606,7 @@ class _Args:
         self.deep: bool | None = None
         self.deep_timeout = 120.0
         self.cache = True
+        self.gpu_capability: str | None = None
 
 
 _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
@@ -568,7 +615,7 @@ _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
                "--no-cache": ("cache", False), "-q": ("quiet", True),
                "--quiet": ("quiet", True)}
 _VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python",
-           "--rootfs", "--image", "--platform"}
+           "--rootfs", "--image", "--platform", "--gpu-capability"}
 
 
 def _fast_parse(argv: Sequence[str]) -> _Args | None:
@@ -599,6 +646,8 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
             ns.kb = value
         elif opt in ("--python", "--rootfs", "--image", "--platform"):
             setattr(ns, opt[2:], value)
+        elif opt == "--gpu-capability":
+            ns.gpu_capability = value
         else:
             try:
                 ns.deep_timeout = float(value)
@@ -628,9 +677,11 @@ def _exclusive(ns: _Args) -> CheckResult | None:
 
 def check_image_file(path: str, platform: str | None = None, *,
                      elastic_ep_backend: str | None = None, launch_args: Sequence[str] = (),
-                     kb_path: StrPath | None = None, strict: bool = False) -> Report:
+                     kb_path: StrPath | None = None, strict: bool = False,
+                     gpu: str | None = None) -> Report:
     """``--image``: the image file at ``path`` (``platform``: the image of a multi-platform
-    index) unpacked to a temporary folder, judged as ``--rootfs`` with its config."""
+    index) unpacked to a temporary folder, judged as ``--rootfs`` with its config (``gpu``:
+    as :func:`check_image` takes it)."""
     try:
         import importlib
 
@@ -646,7 +697,7 @@ def check_image_file(path: str, platform: str | None = None, *,
         with unpacked(path, platform) as (root, config):
             return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
                                kb_path=kb_path, strict=strict, source_cache=False,
-                               rootfs=root, config=config, partial_root=True)
+                               rootfs=root, config=config, partial_root=True, gpu=gpu)
     except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
         tip = getattr(e, "tip", None) or getattr(e, "hint", None)
         return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
@@ -681,13 +732,14 @@ def main(argv: list[str] | None = None) -> int:
     elif ns.image is not None:
         report = check_image_file(ns.image or "", ns.platform,
                                   elastic_ep_backend=ns.elastic_ep_backend,
-                                  launch_args=launch, kb_path=ns.kb, strict=ns.strict)
+                                  launch_args=launch, kb_path=ns.kb, strict=ns.strict,
+                                  gpu=ns.gpu_capability)
     else:
         report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                              site_packages=ns.site_packages, kb_path=ns.kb,
                              strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
                              source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs,
-                             where=ns.json)
+                             where=ns.json, gpu=ns.gpu_capability)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
     try:

@@ -69,15 +69,28 @@ def test_json_has_the_same_content(tmp_path: Path, kb: Path) -> None:
 # --------------------------------------------------------------------------- not requested
 
 
-@pytest.mark.parametrize("launch", [[], ["--", "--elastic-ep-backend", "nixl"],
-                                    ["--", "--moe-a2a-backend=deepep"]])
-def test_backend_not_requested_checks_nothing(tmp_path: Path, launch: list[str]) -> None:
+def test_backend_not_requested_checks_nothing(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = run(empty, *launch, ep=False)
+    r = run(empty, ep=False)
     assert r.rc == 0
     assert len(r.lines) == 2 and r.lines[0].startswith("skip  mooncake:")
     assert r.lines[1] == "usable (deep probe not run: mooncake not requested)"
+
+
+@pytest.mark.parametrize(("launch", "module"), [
+    (["--", "--elastic-ep-backend", "nixl"], "nixl_ep"),
+    (["--", "--moe-a2a-backend=deepep"], "deep_ep")])
+def test_another_backend_is_judged_by_what_it_imports(tmp_path: Path, launch: list[str],
+                                                      module: str) -> None:
+    """Issue 39: a backend other than mooncake is no longer "nothing to check": the
+    module it imports is judged, and in an empty folder it is not installed."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run(empty, *launch, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line(module).startswith(f"fail  {module}: not installed"), r.out
+    assert "nothing to check" not in r.out
 
 
 SHIPPED_KB = ROOT / "data" / "kb.json"
@@ -113,7 +126,8 @@ def test_backend_typo_in_launch_args_too(tmp_path: Path) -> None:
     r = run(empty, "--", "--moe-a2a-backend", "deeep", ep=False, kb=SHIPPED_KB)
     assert r.rc == 2 and "tip: did you mean --moe-a2a-backend deepep" in r.err, r.err
     ok = run(empty, "--elastic-ep-backend", "nixl", ep=False, kb=SHIPPED_KB)
-    assert ok.rc == 0 and ok.lines[-1] == "usable (deep probe not run: mooncake not requested)"
+    # accepted (not refused as a typo), then judged: nothing of nixl is in an empty folder
+    assert ok.rc == 1 and ok.line("nixl_ep").startswith("fail  nixl_ep: not installed"), ok.out
 
 
 def test_verdict_line_says_whether_the_deep_probe_ran(tmp_path: Path, kb: Path) -> None:

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.result import Report
 
-__all__ = ["DEFAULT_PATH", "ImageConfig", "dockerfile_fix", "for_image", "target_for",
-           "unpacked"]
+__all__ = ["DEFAULT_PATH", "ImageConfig", "dockerfile_fix", "for_image", "image_env",
+           "target_for", "unpacked"]
 
 #: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -96,6 +96,11 @@ def _startable(config: Any) -> None:
                                   "Argument list too long)",
                                   tip=f"rebuild the image with a shorter {kind} value "
                                   "(`docker inspect` shows them under Config)")
+
+
+def image_env(config: Any) -> dict[str, str]:
+    """The image config's ``Env`` as a mapping (what the worker's process starts with)."""
+    return _env(config)
 
 
 def _env(config: Any) -> dict[str, str]:

@@ -33,6 +33,7 @@ __all__ = [
     "BACKENDS",
     "CAP_BUILD",
     "CUDART",
+    "EXTENSION_DISTS",
     "EXT_SUFFIXES",
     "KB_READABLE",
     "KB_SCHEMA",
@@ -133,8 +134,16 @@ def _headers(text: str) -> dict[str, list[str]]:
     return out
 
 
+#: The distributions of the worker's other extensions whose metadata their loader rules read
+#: (owner, pins: :mod:`moonpin.preflight.extensions.seam`), by canonical name prefix: the check
+#: reads only these of the hundreds an image holds
+EXTENSION_DISTS = ("nixl", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "deep-ep",
+                   "flashinfer")
+
+
 def _wanted(name: str) -> bool:
-    return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+    return (name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+            or name.startswith(EXTENSION_DISTS))
 
 
 #: Size caps per kind of file the check reads (a real extension build is ~30 MB).

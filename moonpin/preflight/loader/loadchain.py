@@ -122,12 +122,13 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 machine: str | None = None, root: str | None = None,
                 ld_path: Sequence[str] | None = None, sites: Sequence[str] | None = None,
                 version: tuple[int, int] | None = None, first: Sequence[str] = (),
-                after: Sequence[str] = ()) -> Report:
+                after: Sequence[str] = (), mode: int | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
     loaded: SGLang imports torch first), ``after``: after it. ``root``: an image's root
-    folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's)."""
+    folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's); ``mode``: the
+    builds' ``dlopen`` flags (default ``RTLD_NOW``, as an extension import has them)."""
     machine = machine or os.uname().machine
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
@@ -137,14 +138,16 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
                      os.environ.get("LD_PRELOAD", "") if root is None else "",
                      str(getattr(sys.modules.get("moonpin.preflight.installed.image_facts"),
-                                 "PATHS_COMPLETE", True))))
+                                 "PATHS_COMPLETE", True)),
+                     *(() if mode is None else (f"mode={mode}",))))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
         ahead = _prefetched(key)
         if ahead is not None:
             return ahead
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
-                       module or "", python, suffixes, machine, root, ld, sites, version)
+                       module or "", python, suffixes, machine, root, ld, sites, version,
+                       mode)
         if RECORD is not None:
             RECORD[key] = got
         return got
@@ -191,7 +194,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              request: str, python: str | None, suffixes: Sequence[str], machine: str,
              root: str | None,
              ld: Sequence[str], sites: Sequence[str] | None,
-             version: tuple[int, int] | None,
+             version: tuple[int, int] | None, mode: int | None = None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
@@ -243,7 +246,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
         if out.chain_error is None:
             for build in builds:
-                got = proc.dlopen(build, ldproc.RTLD_NOW)
+                got = proc.dlopen(build, ldproc.RTLD_NOW if mode is None else mode)
                 _merge(out, got)
                 counted = [o for o in got.searchlist if o.path == build
                            or _image_object(o.path, paths)]
