@@ -20,7 +20,13 @@ Probes (``probes`` in the report; each ``{"ok": bool, "error_type", "error", ...
                    ``_load_architecture_specific_ops`` loads it (a GPU of capability 9.0)
   nixl_ep          ``import nixl_ep``, then ``from nixl_ep import Buffer`` (what SGLang's
                    ``--moe-a2a-backend nixl`` dispatcher does); ``loaded`` names the build
-  deep_ep          ``import deep_ep``
+  deep_ep          ``import deep_ep`` on a host that has a GPU: sgl-deep-ep's
+                   ``check_prerequisites`` refuses to load when ``torch.cuda.is_available()``
+                   is False, so this child runs with ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` and the
+                   stub NVML of ``make_libcuda_stub.sh`` (``$PROBE_NVML_STUB``, one device) first
+                   on ``LD_LIBRARY_PATH``: torch then says a GPU is there and the import goes on
+                   to load ``deep_ep._C`` (skipped when ``PROBE_NVML_STUB`` is unset)
+  deep_ep@nogpu    ``import deep_ep`` as this host really is (no GPU)
   flashinfer       ``import flashinfer``; ``warnings`` holds the log records and Python
                    warnings it emitted at WARNING or above (a mismatched flashinfer-cubin is
                    ignored with a warning, not an error)
@@ -42,8 +48,9 @@ DISTS = ("torch", "sglang", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "nixl"
          "nixl-cu13", "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache",
          "mooncake-transfer-engine-cuda13", "mooncake-transfer-engine", "apache-tvm-ffi",
          "triton", "nvidia-nccl-cu13", "nvidia-cudnn-cu13", "cuda-bindings", "cuda-toolkit")
-PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "deep_ep", "flashinfer",
-          "mooncake.pg")
+PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "deep_ep", "deep_ep@nogpu",
+          "flashinfer", "mooncake.pg")
+GPU_PROBES = ("deep_ep",)   # run with torch told (through the stub NVML) that a GPU is there
 
 
 def _fail(out: dict, stage: str, e: BaseException) -> dict:
@@ -107,7 +114,7 @@ def child(name: str) -> dict:
             cpp = sys.modules.get(f"{nixl_ep.buffer.__name__.rsplit('.', 1)[0]}.nixl_ep_cpp")
             out.update(ok=True, backend=nixl_ep.buffer.__name__.rsplit(".", 1)[0],
                        loaded=getattr(cpp, "__file__", None))
-        elif name == "deep_ep":
+        elif name in ("deep_ep", "deep_ep@nogpu"):
             import deep_ep
             out.update(ok=True, loaded=getattr(sys.modules.get("deep_ep._C"), "__file__", None))
         elif name == "flashinfer":
@@ -129,10 +136,10 @@ def child(name: str) -> dict:
     return out
 
 
-def run(name: str) -> dict:
+def run(name: str, env: dict[str, str] | None = None) -> dict:
     try:
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name],
-                           capture_output=True, text=True, cwd="/", timeout=TIMEOUT)
+                           capture_output=True, text=True, cwd="/", timeout=TIMEOUT, env=env)
     except subprocess.TimeoutExpired:
         return {"module": name, "ok": False, "stage": "timeout", "error_type": "Timeout",
                 "error": f"no answer in {TIMEOUT:.0f} s"}
@@ -197,7 +204,8 @@ def main() -> None:
         "site": sp,
         "env": {k: os.environ.get(k) for k in ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
                                                "MOONCAKE_PG_JIT_DIR", "FLASHINFER_WORKSPACE_BASE",
-                                               "TORCH_CUDA_ARCH_LIST", "NIXL_UCX_DEEPBIND")},
+                                               "TORCH_CUDA_ARCH_LIST", "NIXL_UCX_DEEPBIND",
+                                               "PROBE_NVML_STUB")},
         "dists": dists,
         "files": files(sp),
         "probes": {},
@@ -205,7 +213,17 @@ def main() -> None:
     for name in PROBES:
         if name == "mooncake.pg" and not os.path.exists(os.path.join(sp, "mooncake", "pg.py")):
             continue
-        report["probes"][name] = run(name)
+        env = None
+        if name in GPU_PROBES:
+            nvml = os.environ.get("PROBE_NVML_STUB")
+            if not nvml:
+                continue
+            env = dict(os.environ, PYTORCH_NVML_BASED_CUDA_CHECK="1",
+                       LD_LIBRARY_PATH=":".join(filter(None, [nvml, os.environ.get("LD_LIBRARY_PATH")])))
+            env.pop("CUDA_VISIBLE_DEVICES", None)   # torch counts NVML's devices through it
+        report["probes"][name] = run(name, env)
+        if env is not None:
+            report["probes"][name]["assumed"] = "a GPU (PYTORCH_NVML_BASED_CUDA_CHECK=1, stub NVML)"
     print(json.dumps(report, indent=1))
 
 

@@ -190,7 +190,7 @@ probe() {  # probe <image dir>: $REPORTS/<name>.json, and a one-line summary per
   local v="$1" name; name=$(basename "$v")
   mkdir -p "$REPORTS" "$PGJIT/$name" "$R/stack-fi"
   log "probing $name"
-  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= \
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$STUBS/nvml" \
     MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" \
     "$v/bin/python" "$HERE/probe_stack.py" > "$REPORTS/$name.json.tmp" && mv -f "$REPORTS/$name.json.tmp" "$REPORTS/$name.json"
   "$PYBASE" "$HERE/probe_stack.py" --summary "$REPORTS/$name.json" >&2
