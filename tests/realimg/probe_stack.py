@@ -90,7 +90,7 @@ def child(name: str) -> dict:
             import importlib.util
             import pathlib
 
-            import torch  # noqa: F401  (the loader runs after `import torch`)
+            import torch
             spec = importlib.util.find_spec("sgl_kernel")
             if spec is None or not spec.submodule_search_locations:
                 raise ModuleNotFoundError("No module named 'sgl_kernel'", name="sgl_kernel")
@@ -115,7 +115,6 @@ def child(name: str) -> dict:
             out.update(ok=True, backend=nixl_ep.buffer.__name__.rsplit(".", 1)[0],
                        loaded=getattr(cpp, "__file__", None))
         elif name in ("deep_ep", "deep_ep@nogpu"):
-            import deep_ep
             out.update(ok=True, loaded=getattr(sys.modules.get("deep_ep._C"), "__file__", None))
         elif name == "flashinfer":
             import flashinfer
@@ -124,7 +123,8 @@ def child(name: str) -> dict:
                        cubin_dir=str(getattr(env, "FLASHINFER_CUBIN_DIR", "")) or None)
         elif name == "mooncake.pg":
             import mooncake.pg as pg
-            out.update(ok=True, loaded=getattr(getattr(pg, "backend_module", None), "__file__", None))
+            backend = getattr(pg, "backend_module", None)
+            out.update(ok=True, loaded=getattr(backend, "__file__", None))
         else:
             raise SystemExit(f"unknown probe {name}")
     except BaseException as e:  # the outcome of an import, whatever it raises, is the finding
@@ -218,8 +218,8 @@ def main() -> None:
             nvml = os.environ.get("PROBE_NVML_STUB")
             if not nvml:
                 continue
-            env = dict(os.environ, PYTORCH_NVML_BASED_CUDA_CHECK="1",
-                       LD_LIBRARY_PATH=":".join(filter(None, [nvml, os.environ.get("LD_LIBRARY_PATH")])))
+            ld = ":".join(filter(None, [nvml, os.environ.get("LD_LIBRARY_PATH")]))
+            env = dict(os.environ, PYTORCH_NVML_BASED_CUDA_CHECK="1", LD_LIBRARY_PATH=ld)
             env.pop("CUDA_VISIBLE_DEVICES", None)   # torch counts NVML's devices through it
         report["probes"][name] = run(name, env)
         if env is not None:
