@@ -90,7 +90,7 @@ def child(name: str) -> dict:
             import importlib.util
             import pathlib
 
-            import torch
+            import torch  # the loader runs after `import torch`
             spec = importlib.util.find_spec("sgl_kernel")
             if spec is None or not spec.submodule_search_locations:
                 raise ModuleNotFoundError("No module named 'sgl_kernel'", name="sgl_kernel")
@@ -115,6 +115,7 @@ def child(name: str) -> dict:
             out.update(ok=True, backend=nixl_ep.buffer.__name__.rsplit(".", 1)[0],
                        loaded=getattr(cpp, "__file__", None))
         elif name in ("deep_ep", "deep_ep@nogpu"):
+            import deep_ep  # noqa: F401  (the import is the probe)
             out.update(ok=True, loaded=getattr(sys.modules.get("deep_ep._C"), "__file__", None))
         elif name == "flashinfer":
             import flashinfer
