@@ -8,7 +8,7 @@ sglang-kernel, sgl-deep-ep, nixl, flashinfer, mooncake) and its variants ``stack
 * Each image is of the class it is named for (read from its files, not from the reports).
 * ``moonpin check`` on each image, for the launch line of Dynamo's elastic-EP deployment, gives
   each extension the verdict its real import has, for a host without a GPU and for one of
-  capability 9.0 (``--gpu-capability``; see ``check_verdicts`` and ``GPUS``).
+  capability 9.0 (``--gpu-capability``; see ``GPUS`` and :func:`tests.lib.verdicts.verdicts`).
 
 GPU assumptions, the same as the probe's: no GPU is visible (``CUDA_VISIBLE_DEVICES=`` and the
 stub driver), so sgl_kernel loads ``sm100/common_ops`` (its choice for every GPU but capability
@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.lib.verdicts import verdicts
 
 pytestmark = pytest.mark.image
 
@@ -133,34 +135,6 @@ def test_each_image_is_of_its_class(image: str) -> None:
         assert dists["flashinfer_cubin"] == dists["flashinfer_python"]
 
 
-#: the extensions the check names one line each (mooncake's checks are several lines)
-_OWN_LINES = ("sgl_kernel", "nixl_ep", "deep_ep", "flashinfer")
-#: checks that are about the environment, not about one extension
-_GENERAL = ("target", "launch", "kb", "torch", "sglang", "launch args", "deep probe")
-
-
-def check_verdicts(output: str) -> dict[str, str]:
-    """module -> ``"ok"`` / ``"error"`` from ``moonpin check``'s text output: each extension's
-    own line (``fail  nixl_ep: …``), and ``mooncake.pg`` from every other line that is not
-    about the environment as a whole (a failing ``build`` or ``symbols`` check is
-    mooncake's)."""
-    got: dict[str, str] = {}
-    mooncake = "ok"
-    for line in output.splitlines():
-        status, _, rest = line.partition("  ")
-        if status not in ("pass", "fail", "warn", "skip") or ":" not in rest:
-            continue
-        name = rest.split(":", 1)[0]
-        if name in _OWN_LINES:
-            got[name] = "error" if status == "fail" else "ok"
-        elif name not in _GENERAL and status == "fail":
-            mooncake = "error"
-    if any(line.startswith(("pass  mooncake installed", "fail  mooncake installed"))
-           for line in output.splitlines()):
-        got["mooncake.pg"] = mooncake
-    return got
-
-
 #: (the check's --gpu-capability, the worker's MoE backend, which truth key each judged
 #: extension answers to): no GPU (sgl_kernel's sm100 build, deep_ep refused), and an H100
 #: (capability 9.0: sgl_kernel's sm90 build, deep_ep past its GPU gate, as the probe forced)
@@ -183,7 +157,7 @@ def test_the_check_agrees_with_the_real_imports(image: str, gpu: str) -> None:
                            "--", "--moe-a2a-backend", a2a, "--elastic-ep-backend", "mooncake"],
                           capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
     assert proc.returncode in (0, 1), proc.stderr
-    got = check_verdicts(proc.stdout)
+    got = verdicts(proc.stdout)
     real = {m: truth(image).get(keys.get(m, m), "error") for m in EXTENSIONS}
     why = reasons(image)
     # mooncake 0.3.14 compiles its adapter at first import: on this host without a GPU that
