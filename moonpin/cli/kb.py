@@ -58,7 +58,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
             fetcher.close()
         unchanged = old is not None and all(
             getattr(kb, f) == getattr(old, f)
-            for f in ("sglang", "mooncake", "torch", "torch_versions", "unread")
+            for f in ("sglang", "mooncake", "torch", "torch_versions", "unread", "native")
         ) and kb.scrape.extractors == old.scrape.extractors \
             and seed.read_bytes() == store.dumps(old)
         # (extractors: else the next refresh re-reads; the bytes: an older schema or

@@ -104,8 +104,8 @@ def _add_scrape(sub: Any) -> None:
     import argparse
 
     s = sub.add_parser("scrape", help="read releases from the index into the KB")
-    s.add_argument("--only", choices=["sglang", "mooncake", "torch"],
-                   help="refresh only this kind of release (default: all three)")
+    s.add_argument("--only", choices=["sglang", "mooncake", "torch", "native"],
+                   help="refresh only this kind of release (default: all four)")
     s.add_argument("--full", action="store_true", help="re-read everything")
     s.add_argument("--from-path", metavar="PATH",
                    help="record an SGLang source tree or site-packages instead of the index")

@@ -26,6 +26,7 @@ from moonpin.kb.errors import MoonpinError
 from moonpin.kb.models import (
     KnowledgeBase,
     MooncakeRelease,
+    NativeRelease,
     ScrapeInfo,
     SglangRelease,
     TorchRelease,
@@ -33,16 +34,19 @@ from moonpin.kb.models import (
     Unread,
 )
 from moonpin.scrapers import mooncake as mc
+from moonpin.scrapers import native as nt
 from moonpin.scrapers import sglang as sg
 from moonpin.scrapers import torch_index as ti
 from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.projects import MODULES as PROJECT_MODULES
+from moonpin.scrapers.projects import Recipe, recipes
 from moonpin.scrapers.pypi import IndexFile, ProjectReleases, fetch_project, public_url
 from moonpin.scrapers.report import Reporter
 
 __all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "extractor_fingerprints", "scrape"]
 
 SGLANG_MIN = Version("0.4.0")
-KINDS = ("sglang", "mooncake", "torch")
+KINDS = ("sglang", "mooncake", "torch", "native")
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -99,6 +103,11 @@ EXTRACTORS: dict[str, tuple[str, ...]] = {
     "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf.py",
                  "readers/elflayout.py", "readers/loader.py", "readers/cuda.py"),
     "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
+    "native": ("scrapers/native.py", "scrapers/projects/__init__.py",
+               *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES),
+               "readers/native/rules.py", "readers/native/builds.py",
+               "readers/native/keyeval.py", "readers/elf.py", "readers/elflayout.py",
+               "readers/elfsym.py"),
 }
 
 
@@ -129,6 +138,7 @@ class _Facts:
     moon: dict[tuple[str, str], MooncakeRelease] = field(default_factory=dict)
     torch: dict[str, TorchRelease] = field(default_factory=dict)
     torch_versions: tuple[str, ...] = ()
+    native: dict[tuple[str, str], NativeRelease] = field(default_factory=dict)
 
 
 class _Run:
@@ -414,6 +424,114 @@ class _TorchSource(_Source):
             run.counted("torch", f"{v} {var.arch}", size)
 
 
+_NativeJob = tuple[Recipe, str, str, list[IndexFile]]
+
+
+class _NativeSource(_Source):
+    """Every release of every distribution of the native-extension recipes
+    (:mod:`moonpin.scrapers.projects`); a release is kept when its wheels are unchanged.
+    Whether a release's requirements can be met is asked again every time (the index may
+    have gained the release it lacked)."""
+
+    kind = "native"
+
+    def __init__(self) -> None:
+        self.shared = nt.SharedBuilds()
+        self.listed: dict[str, list[str]] = {}
+
+    def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
+        facts.native = {(r.dist, r.version): r for r in base.native} if base else {}
+
+    def plan(self, run: _Run, facts: _Facts) -> list[_NativeJob]:
+        jobs = []
+        seen = set()
+        for recipe in recipes():
+            for dist in recipe.dists:
+                try:
+                    proj = fetch_project(run.fetcher, run.index_url, dist)
+                except MoonpinError as e:
+                    self.listed[dist] = []
+                    if "HTTP 404" in str(e):  # a project the index does not have
+                        run.reporter.warn(f"{dist}: not on the index")
+                        continue
+                    run.not_read(Unread(kind="native", name=dist, version="*",
+                                        reason=_reason_text(e)), False)
+                    continue
+                self.listed[dist] = proj.listed()
+                for u in _skipped("native", proj, dist):
+                    run.not_read(u, (dist, u.version) in facts.native)
+                for v in _versions(proj):
+                    seen.add((dist, v))
+                    wheels = [f for f in proj.releases[v] if f.is_wheel]
+                    have = facts.native.get((dist, v))
+                    if not wheels:
+                        facts.native[(dist, v)] = NativeRelease(
+                            project=recipe.project, dist=dist, version=v,
+                            sdist_only=bool(proj.releases[v]))
+                        continue
+                    if have is not None and {w.artifact.sha256 for w in have.wheels} == \
+                            {w.sha256 for w in wheels}:
+                        run.summary.kept["native"] += 1
+                        continue
+                    jobs.append((recipe, dist, v, wheels))
+        self.listed["torch"] = list(facts.torch_versions)
+        return jobs
+
+    def read(self, run: _Run, facts: _Facts, jobs: list[_NativeJob],
+             ) -> list[tuple[tuple[str, str], NativeRelease | Unread, int]]:
+        self.torch_versions = facts.torch_versions
+        return _pool(lambda job: self._one(run, job), jobs, max(1, run.workers // 2))
+
+    def _one(self, run: _Run, job: _NativeJob,
+             ) -> tuple[tuple[str, str], NativeRelease | Unread, int]:
+        recipe, dist, v, wheels = job
+        got = []
+        total = size = 0
+        # cp312 x86_64 first: the other wheels of the release reuse its builds' reads
+        for w in sorted(wheels, key=lambda f: ("x86_64" not in f.filename,
+                                               "-cp312-" not in f.filename, f.filename)):
+            try:
+                nw, n, need = nt.scrape_wheel(run.fetcher, recipe, dist, v, w,
+                                              self.torch_versions, self.shared)
+                run.consumed(need)
+            except MoonpinError as e:
+                why = _reason(e, w)
+                run.reporter.warn(f"{dist} {v}: {why}")
+                run.reporter.advance(f"{dist} {v} (failed)", nbytes=total)
+                return (dist, v), Unread(kind="native", name=dist, version=v,
+                                         artifact=w.filename, reason=why), size
+            got.append(nw)
+            total += n
+            size += w.size
+        got.sort(key=lambda m: m.artifact.filename)
+        run.reporter.advance(f"{dist} {v}", nbytes=total)
+        return (dist, v), NativeRelease(project=recipe.project, dist=dist, version=v,
+                                        wheels=tuple(got)), size
+
+    def merge(self, run: _Run, facts: _Facts,
+              results: list[tuple[tuple[str, str], NativeRelease | Unread, int]]) -> None:
+        for key, rel, size in results:
+            if isinstance(rel, Unread):
+                run.not_read(rel, key in facts.native)
+            else:
+                facts.native[key] = rel
+                run.counted("native", f"{key[0]}=={key[1]}", size)
+        for key, rel in list(facts.native.items()):
+            lines = rel.wheels[0].requires_dist if rel.wheels else ()
+            facts.native[key] = rel.model_copy(update={
+                "uninstallable": nt.unmet(lines, self.listed)})
+
+
+def _reason_text(e: MoonpinError) -> str:
+    """Why a project's listing could not be read, without the URL (the index's host)."""
+    from moonpin.kb.errors import FetchError
+
+    text = str(e)
+    if isinstance(e, FetchError) and text.startswith(e.url):
+        text = "the index's project listing: " + text[len(e.url):].lstrip(": ")
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def scrape(
     old: KnowledgeBase | None,
     fetcher: Fetcher,
@@ -449,7 +567,7 @@ def scrape(
     facts = _Facts(local=tuple(r for r in old.sglang if r.source != "index") if old else (),
                    torch_versions=old.torch_versions if old is not None else ())
     sources: tuple[_Source, ...] = (_SglangSource(files_cache, current["sglang"]),
-                                    _MooncakeSource(), _TorchSource())
+                                    _MooncakeSource(), _TorchSource(), _NativeSource())
     for source in sources:
         # the old KB's facts for this kind, unless rebuilding it (--full, or they came
         # from other extractor code)
@@ -477,6 +595,8 @@ def scrape(
         torch=tuple(sorted(facts.torch.values(), key=lambda r: Version(r.version))),
         torch_versions=facts.torch_versions,
         unread=tuple(run.unread),
+        native=tuple(sorted(facts.native.values(),
+                            key=lambda r: (r.project, r.dist, Version(r.version)))),
     )
     return kb, summary
 

@@ -90,13 +90,13 @@ def test_scrape_command_writes_kb_and_reports(index: FakeIndex, tmp_path: Path, 
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
     report = json.loads(out)
     assert code == 0
-    assert report["read"] == {"sglang": 2, "mooncake": 2, "torch": 2}
+    assert report["read"] == {"sglang": 2, "mooncake": 2, "torch": 2, "native": 0}
     assert report["bytes_fetched"] > 0
     assert store.load(path).sglang[-1].version == "0.5.17"
     # a second run reads nothing new and leaves the files alone
     before = path.stat().st_mtime_ns
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
-    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0, "native": 0}
     assert json.loads(out)["changed"] is False
     assert path.stat().st_mtime_ns == before
     # a KB read by older extractor code is read again and rewritten with the current
@@ -105,10 +105,10 @@ def test_scrape_command_writes_kb_and_reports(index: FakeIndex, tmp_path: Path, 
     store.save(old.model_copy(update={"scrape": old.scrape.model_copy(update={
         "extractors": {**old.scrape.extractors, "torch": "older"}})}), path)
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
-    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 2}
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 2, "native": 0}
     assert json.loads(out)["changed"] is True
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
-    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0, "native": 0}
     # a release that fails is reported, exit 1, and the KB stays valid
     served = next(iter(index.add_project("sglang", {
         "0.5.20": dict([sglang_wheel("0.5.20", {})])}).files.values()))

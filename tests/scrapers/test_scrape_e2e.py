@@ -193,7 +193,8 @@ def test_noop_refresh_fetches_no_artifact_bytes(index: FakeIndex) -> None:
     kb2, summary, _ = run(index, kb)
     artifact_requests = [r for r in index.requests if r.path.startswith("/packages/")]
     assert artifact_requests == []
-    assert summary.read == {"sglang": 0, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert summary.read == {"sglang": 0, "mooncake": 0, "torch": 0,  # type: ignore[attr-defined]
+                            "native": 0}
     assert kb2.sglang == kb.sglang and kb2.mooncake == kb.mooncake
 
 
@@ -204,7 +205,9 @@ def test_a_kb_read_by_other_extractor_code_is_read_again(index: FakeIndex) -> No
 
     only_present(index)
     kb, _, _ = run(index)
-    assert kb.scrape.extractors == extractor_fingerprints()
+    scraped = ("sglang", "mooncake", "torch")
+    assert {k: kb.scrape.extractors[k] for k in scraped} == {
+        k: extractor_fingerprints()[k] for k in scraped}
     stale = kb.model_copy(update={"scrape": kb.scrape.model_copy(update={
         "extractors": {**kb.scrape.extractors, "sglang": "older-code"}})})
     warnings: list[str] = []
@@ -214,12 +217,15 @@ def test_a_kb_read_by_other_extractor_code_is_read_again(index: FakeIndex) -> No
             warnings.append(message)
 
     kb2, summary, _ = run(index, stale, reporter=Listen())
-    assert summary.read == {"sglang": 2, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert summary.read == {"sglang": 2, "mooncake": 0, "torch": 0,  # type: ignore[attr-defined]
+                            "native": 0}
     assert any("sglang: the knowledge base was read by other extractor code" in w
                for w in warnings)
-    assert kb2.scrape.extractors == extractor_fingerprints()
+    assert {k: kb2.scrape.extractors[k] for k in scraped} == {
+        k: extractor_fingerprints()[k] for k in scraped}
     _, again, _ = run(index, kb2)  # control: now current, nothing is re-read
-    assert again.read == {"sglang": 0, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert again.read == {"sglang": 0, "mooncake": 0, "torch": 0,  # type: ignore[attr-defined]
+                          "native": 0}
 
 
 def test_unreadable_release_is_unread_not_half_recorded(index: FakeIndex) -> None:

@@ -84,8 +84,8 @@ CUDART = "libcudart.so."
 EXT_SUFFIXES: tuple[str, ...] = tuple(machinery.EXTENSION_SUFFIXES)
 #: ``moonpin.kb.models.SCHEMA_VERSION`` and ``READABLE_SCHEMAS``, repeated so that pydantic stays
 #: off this path (a test asserts they agree).
-KB_SCHEMA = 3
-KB_READABLE = frozenset({1, 2, 3})
+KB_SCHEMA = 4
+KB_READABLE = frozenset({1, 2, 3, 4})
 
 
 class Dist:
