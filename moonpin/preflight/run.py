@@ -219,7 +219,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     check_libraries.VERSION = target.version
     add(CheckResult("target", "pass", target.describe()))
     if not wanted:  # the other extensions only (moonpin.preflight.extensions)
-        return _extensions_only(checks, nothing, target, features, strict, env, gpu)
+        return _extensions_only(checks, nothing, target, features, strict, env, gpu,
+                                os.fspath(kb_path) if kb_path is not None else None)
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
 
@@ -264,7 +265,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         from moonpin.preflight.extensions.verdict import judge_extensions
 
         judge_extensions(target, features, _FLAGS, torch, dists, add,
-                         env=os.environ if env is None else env, gpu=gpu)
+                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc)
     pkg = _mooncake_package(paths, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
@@ -293,7 +294,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
 def _extensions_only(checks: list[CheckResult], nothing: Report, target: Target,
                      features: dict[str, str], strict: bool, env: Any,
-                     gpu: str | None) -> Report:
+                     gpu: str | None, kb_file: str | None) -> Report:
     """No mooncake backend requested: the other native extensions the worker imports
     (:mod:`moonpin.preflight.extensions`); ``nothing`` when there are none to judge."""
     from moonpin.preflight.extensions.verdict import judge_extensions
@@ -308,7 +309,8 @@ def _extensions_only(checks: list[CheckResult], nothing: Report, target: Target,
                      find_package(target.paths, "torch"), target.machine, target.paths)
     lines: list[CheckResult] = []
     judge_extensions(target, features, _FLAGS, torch, dists, lines.append,
-                     env=os.environ if env is None else env, gpu=gpu)
+                     env=os.environ if env is None else env, gpu=gpu,
+                     kb=lambda: _knowledge_base(kb_file, lambda c: None).doc())
     if torch is None and lines:  # the extensions import torch: its failure is said
         lines = [*said, *lines]
     deep = CheckResult("deep probe", "skip", "mooncake not requested (the probe imports its "

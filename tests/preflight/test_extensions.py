@@ -49,7 +49,52 @@ def test_nixl_without_a_build_for_torchs_minor_is_not_usable(tmp_path: Path) -> 
     assert line.startswith("fail") and ("No module named 'nixl_ep_cu13.nixl_ep_cpp_torch215'"
                                         in line), r.out
     assert "builds for torch 2.12, 2.13, 2.14" in line
-    assert "pip install 'torch==2.14.1'" in r.fixes()[0]  # SGLang's pin, which has a build
+    # SGLang's pin, which has a build; never a CPU build of it (a bare == admits +cpu)
+    assert "pip install 'torch==2.14.1,!=2.14.1+cpu'" in r.fixes()[0]
+
+
+def _native_kb(tmp_path: Path) -> Path:
+    """A knowledge base that knows three nixl releases: 1.4.0 (builds up to torch 2.13),
+    1.5.1 (a build for 2.14) and 1.5.2 (newer, but the index cannot install it)."""
+    import json
+
+    from tests.lib.checkrun import small_kb
+
+    kb = small_kb(tmp_path)
+    doc = json.loads(kb.read_text())
+
+    def release(dist: str, version: str, minors: tuple[str, ...],
+                uninstallable: bool = False) -> dict[str, object]:
+        builds = [{"module": f"nixl_ep_cu13.nixl_ep_cpp_torch{m}",
+                   "torch": f"=={m[0]}.{m[1:]}.*"} for m in minors]
+        return {"project": "nixl", "dist": dist, "version": version,
+                "wheels": [{"builds": builds}],
+                "uninstallable": [{"requirement": f"nixl-cu13=={version}",
+                                   "reason": "not on the index"}] if uninstallable else []}
+
+    doc["native"] = [release("nixl-cu13", "1.4.0", ("211", "212", "213")),
+                     release("nixl-cu13", "1.5.1", ("212", "213", "214")),
+                     release("nixl-cu13", "1.5.2", ("213", "214", "215"), uninstallable=True)]
+    kb.write_text(json.dumps(doc))
+    return kb
+
+
+def test_nixl_without_a_build_for_sglangs_torch_gets_the_release_that_has_one(
+        tmp_path: Path) -> None:
+    """The fix keeps the torch SGLang pins (its other extensions are built for it) and
+    moves nixl to the newest release the knowledge base says has a build for it; without a
+    KB that knows one, it falls back to a torch the installed nixl has builds for."""
+    site = _site(tmp_path, sglang_requires=["torch==2.14.1"])
+    add_nixl(site, version="1.4.0", minors=("211", "212", "213"))
+    r = run(site, *NIXL, ep=False, kb=_native_kb(tmp_path))
+    assert r.rc == 1 and r.line("nixl_ep").startswith("fail"), r.out
+    assert r.fixes()[0].startswith("fix: pip install 'nixl==1.5.1' (nixl-cu13 1.5.1 has a "
+                                   "build for torch 2.14.1, SGLang's pin)"), r.out
+    from tests.lib.checkrun import small_kb
+
+    (tmp_path / "bare").mkdir()
+    bare = run(site, *NIXL, ep=False, kb=small_kb(tmp_path / "bare"))  # knows no nixl
+    assert "pip install 'torch==2.13.*'" in bare.fixes()[0], bare.out
 
 
 def test_nixl_requested_and_absent_is_not_usable(tmp_path: Path) -> None:

@@ -175,11 +175,24 @@ def _install_backend(facts: Facts, pip: str | None) -> str | None:
 
 
 def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
-    """A torch the installed backend has a build for: the installed SGLang's pin when it is
-    one of them (its other extensions are built for it too)."""
+    """What makes ``backend`` load: the installed SGLang's torch pin when the installed
+    backend has a build for it (its other extensions are built for it too); else a nixl
+    release whose backend has a build for that torch (the knowledge base's scraped builds),
+    the torch staying as SGLang wants it; else a torch the backend has builds for."""
+    from moonpin.preflight.judge.fixes import torch_req
+
     pin = facts.pin("sglang", "torch")
     if pin is not None and ".".join(pin.split(".")[:2]) in have:
-        return f"pip install 'torch=={pin}' (SGLang's own pin; {backend} has a build for it)"
+        return (f"pip install '{torch_req(pin)}' (SGLang's own pin; {backend} has a build "
+                "for it)")
+    want = pin or facts.torch_release()
+    fits = facts.releases_with_build(f"{backend}.", want) if want else []
+    if fits:
+        dist, version = fits[-1]
+        meta = "nixl" if "nixl" in facts.dists else dist
+        why = "SGLang's pin" if pin else "the installed torch"
+        return (f"pip install '{meta}=={version}' ({dist} {version} has a build for torch "
+                f"{want}, {why})")
     if have:
         return (f"pip install 'torch=={have[-1]}.*' ({backend} has builds for torch "
                 f"{', '.join(have)}), or a nixl release with a build for torch "
@@ -188,7 +201,9 @@ def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
 
 
 def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:
+    from moonpin.preflight.judge.fixes import torch_req
+
     pin = facts.pin("sglang", "torch")
     if pin is not None and facts.torch_release() != pin:
-        return f"pip install 'torch=={pin}' (the torch the installed SGLang pins)"
+        return f"pip install '{torch_req(pin)}' (the torch the installed SGLang pins)"
     return None

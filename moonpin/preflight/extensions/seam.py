@@ -88,13 +88,14 @@ class Facts:
     target's importer tries; ``find(name)``: the importer's finding of a top-level name;
     ``read(path)``: a file's bytes through the check's one access layer."""
 
-    __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "read",
-                 "suffixes", "torch")
+    __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
+                 "read", "suffixes", "torch")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
                  dists: Mapping[str, Dist], suffixes: Sequence[str],
-                 find: Callable[[str], Found | None], read: Callable[[str], bytes]) -> None:
+                 find: Callable[[str], Found | None], read: Callable[[str], bytes],
+                 kb: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -105,6 +106,8 @@ class Facts:
         self.suffixes = tuple(suffixes)
         self.find = find
         self.read = read
+        #: the knowledge base's document, loaded when first asked (a fix line's failure path)
+        self.kb = kb
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package
@@ -136,6 +139,35 @@ class Facts:
             if eq and canon(name) == want and version and "," not in version:
                 return version
         return None
+
+    def releases_with_build(self, module_prefix: str, torch: str) -> list[tuple[str, str]]:
+        """(distribution, version) of every release the knowledge base records with a build
+        of a module under ``module_prefix`` (``nixl_ep_cu13.``) made for ``torch``
+        (``2.14.1``), newest last; none that the index cannot install. Empty when no KB."""
+        doc = self.kb() if self.kb is not None else None
+        if not doc:
+            return []
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        out = []
+        for rel in doc.get("native") or ():
+            if not isinstance(rel, dict) or rel.get("uninstallable"):
+                continue
+            for wheel in rel.get("wheels") or ():
+                try:
+                    fits = any(str(b.get("module", "")).startswith(module_prefix)
+                               and Version(torch) in SpecifierSet(str(b.get("torch") or ""))
+                               and b.get("torch") for b in wheel.get("builds") or ())
+                except (InvalidSpecifier, InvalidVersion, AttributeError, TypeError):
+                    fits = False
+                if fits:
+                    out.append((str(rel.get("dist")), str(rel.get("version"))))
+                    break
+        try:
+            return sorted(set(out), key=lambda dv: Version(dv[1]))
+        except InvalidVersion:
+            return sorted(set(out))
 
     def torch_release(self) -> str | None:
         """torch's label without its local part (``2.14.1+cu130`` -> ``2.14.1``)."""

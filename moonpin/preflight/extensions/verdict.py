@@ -16,6 +16,7 @@ from moonpin.preflight.result import CheckResult
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
 
     from moonpin.preflight.env.target import Target
     from moonpin.preflight.extensions.seam import Choice, Facts, Pick
@@ -53,7 +54,8 @@ def gpu_state(given: str | None, image: bool) -> tuple[int | None, bool, str]:
 def judge_extensions(target: Target, features: Mapping[str, str], flags: Mapping[str, str],
                      torch: Torch | None, dists: Mapping[str, Dist],
                      add: Callable[[CheckResult], None], *, env: Mapping[str, str],
-                     gpu: str | None = None) -> int:
+                     gpu: str | None = None,
+                     kb: Callable[[], Mapping[str, Any] | None] | None = None) -> int:
     """Judge every extension the launch line and a CUDA start import (module doc); returns
     how many lines were said (0: none installed, none required)."""
     from moonpin.preflight.extensions.wanted import extensions
@@ -65,7 +67,7 @@ def judge_extensions(target: Target, features: Mapping[str, str], flags: Mapping
                        gpu_present=present, gpu_said=said, dists=dists,
                        suffixes=target.ext_suffixes,
                        find=lambda name: locate(target.paths, name),
-                       read=lambda path: read_bytes(path, what="file"))
+                       read=lambda path: read_bytes(path, what="file"), kb=kb)
     want, unjudged = extensions(features, find_package(target.paths, "sglang"), facts, flags)
     n = 0
     for said_flag in unjudged:
