@@ -106,7 +106,10 @@ def _run(args_in: list[str], lead: list[str]) -> int:
         from moonpin.resolver.matrix import table as matrix
 
         parser = build_parser(with_matrix=matrix.add_parser, only=only)
-    if not rest or rest[0] == "help":
+    if not rest:  # no command: the overview on stderr and exit 2, as uv and git do, so a
+        parser.print_help(sys.stderr)  # script that forgot the command does not "pass"
+        return 2
+    if rest[0] == "help":
         if len(rest) > 1:  # moonpin help CMD: that command's own help
             if rest[1] == "matrix":
                 from moonpin.resolver.matrix import table as matrix
@@ -129,9 +132,9 @@ def _run(args_in: list[str], lead: list[str]) -> int:
 
         print(version_line(args.kb))
         return 0
-    if getattr(args, "func", None) is None:
-        parser.print_help()
-        return 0
+    if getattr(args, "func", None) is None:  # options but no command (`moonpin --kb F`)
+        parser.print_help(sys.stderr)
+        return 2
     if getattr(args, "kb_sub", None):
         args.kb = args.kb_sub
     if args.command not in _KEEPS_GC:
