@@ -218,7 +218,8 @@ def _add_pins(sub: Any) -> None:
     pn.add_argument("files", nargs="+", metavar="FILE",
                     help="requirements/constraints files, pyproject.toml, Dockerfiles, scripts")
     pn.add_argument("--match", action="append", metavar="REGEX",
-                    help="a Renovate-style regex with a (?P<currentValue>...) group")
+                    help="a Renovate-style regex with a (?<currentValue>...) group, as "
+                         "in renovate.json (Python's (?P<...>) works too)")
     pn.add_argument("--dep", action="append", metavar="NAME", help="the package of each --match")
     pn.add_argument("--exit-zero", action="store_true", help="advisory: exit 0 even when "
                     "the set is incompatible or updates exist")

@@ -19,7 +19,7 @@ def cmd_pins(args: argparse.Namespace) -> int:
 
     if len(args.match or []) != len(args.dep or []):
         fatal("each --match needs a --dep (the package its currentValue is a version of)",
-               "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
+               "e.g. --match 'sglang_ref: v(?<currentValue>\\S+)' --dep sglang")
     patterns = list(zip(args.match or [], args.dep or [], strict=True))
     files = list(args.files)
     found = _read_pin_files(files, patterns)

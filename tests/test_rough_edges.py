@@ -1,0 +1,47 @@
+"""The rough edges a new user met by hand (issue 40), each from the user's own command, run
+in-process on the shipped knowledge base. Each failed on ee40e57."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from moonpin.resolver.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = str(ROOT / "data" / "kb.json")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(["--kb", SHIPPED, *args])
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_match_takes_renovates_named_groups(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # a matchStrings entry copied from renovate.json: JavaScript's (?<name>...) groups
+    ci = tmp_path / "ci.yaml"
+    ci.write_text("build:\n  sglang_ref: v0.5.18\n")
+    code, out, err = run(capsys, "pins", str(ci), "--match",
+                         r"sglang_ref: v(?<currentValue>\S+)", "--dep", "sglang")
+    assert code == 1 and err == "", err  # read: no mooncake pinned is "unknown", exit 1
+    assert f"{ci}:2: sglang==0.5.18  (regex)" in out
+
+
+@pytest.mark.parametrize(("js", "py"), [
+    (r"(?<currentValue>\S+)", r"(?P<currentValue>\S+)"),
+    (r"(?<=v)(?<currentValue>\d+)", r"(?<=v)(?P<currentValue>\d+)"),  # a lookbehind stays
+    (r"(?<!x)\(?<a>", r"(?<!x)\(?<a>"),  # an escaped parenthesis is a literal
+    (r"[(?<x>](?<currentValue>.)", r"[(?<x>](?P<currentValue>.)"),  # so is a class member
+    (r"[]](?P<currentValue>.)", r"[]](?P<currentValue>.)"),
+])
+def test_renovate_regex_spelling(js: str, py: str) -> None:
+    from moonpin.resolver.pins.regex import python_syntax
+
+    assert python_syntax(js) == py
