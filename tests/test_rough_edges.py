@@ -45,3 +45,25 @@ def test_renovate_regex_spelling(js: str, py: str) -> None:
     from moonpin.resolver.pins.regex import python_syntax
 
     assert python_syntax(js) == py
+
+
+def test_matrix_json_beside_o_writes_the_files_own_format(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `matrix -o m.md --json` wrote JSON into m.md; --json is the answer's form there
+    page = tmp_path / "m.md"
+    code, out, _ = run(capsys, "matrix", "-o", str(page), "--json")
+    assert code == 0
+    assert json.loads(out)["format"] == "md" and json.loads(out)["wrote"] == str(page)
+    assert page.read_text().startswith("# Compatibility matrix")
+    code, out, _ = run(capsys, "matrix", "-o", str(page), "--format", "json", "--json")
+    assert code == 0 and json.loads(page.read_text())["scope"]  # --format still decides
+
+
+def test_matrix_unknown_sglang_release_is_a_typo(capsys: pytest.CaptureFixture[str]) -> None:
+    # `matrix --sglang 0.9` was an empty table, exit 1; `triples` says what was meant
+    code, out, err = run(capsys, "matrix", "--sglang", "0.9")
+    assert code == 2 and out == ""
+    assert "sglang 0.9 is not in the knowledge base" in err
+    assert "did you mean --sglang 0.5." in err
+    code, out, _ = run(capsys, "matrix", "--sglang", "v0.5.18")  # a release as typed
+    assert code == 0 and "\n| 0.5.18 |" in out

@@ -514,7 +514,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--mooncake", metavar="SPEC", help="only these mooncake releases")
     p.add_argument("--torch", metavar="VERSION",
                    help="evaluate every row at this torch (default: what each release pins)")
-    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--json", action="store_true", help="answer in JSON on stdout: the matrix "
+                   "itself (--format json), or with -o/--readme where it was written (the "
+                   "file's format is then --format or -o's suffix)")
     p.add_argument("--readme", metavar="FILE",
                    help="rewrite the table between the matrix markers of this README")
     p.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
@@ -563,8 +565,11 @@ def to_html(m: Matrix) -> str:
 def cmd_matrix(args: argparse.Namespace) -> int:
     """0 when the matrix holds a compatible cell, 1 when none; bad input raises UsageError."""
     out = getattr(args, "output", None)
-    fmt = "json" if getattr(args, "json", False) else getattr(args, "format", None)
-    if fmt is None:
+    readme = getattr(args, "readme", None)
+    fmt = getattr(args, "format", None)
+    if getattr(args, "json", False) and not (out or readme):
+        fmt = "json"  # --json: stdout is one JSON document, the matrix; beside -o it is only
+    if fmt is None:  # the answer's form (where it wrote), and the file's format is -o's suffix
         fmt = _SUFFIX.get(Path(out).suffix.lower(), "html") if out else "md"
     if fmt not in ("html", "md", "csv", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="use --format html, md, csv or json")
@@ -573,7 +578,6 @@ def cmd_matrix(args: argparse.Namespace) -> int:
                ("python", "arch", "sglang", "mooncake", "torch")}
     dists = getattr(args, "dist", None)
     m = build_matrix(CompatGraph.from_path(kb_path), dists=dists, kb_path=kb_path, **filters)
-    readme = getattr(args, "readme", None)
     # --json asks for one JSON document on stdout, whatever else is asked: where the matrix
     # went when it was written to a file
     said_json = getattr(args, "json", False) and (readme or out)
