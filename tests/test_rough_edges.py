@@ -67,3 +67,24 @@ def test_matrix_unknown_sglang_release_is_a_typo(capsys: pytest.CaptureFixture[s
     assert "did you mean --sglang 0.5." in err
     code, out, _ = run(capsys, "matrix", "--sglang", "v0.5.18")  # a release as typed
     assert code == 0 and "\n| 0.5.18 |" in out
+
+
+def test_pins_write_answers_for_the_files_as_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `pins --write` printed the verdict from before the write on stdout
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.18\ntorch==2.12.0\n"
+                   "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    code, out, err = run(capsys, "pins", str(req), "--write")
+    assert code == 0 and "torch==2.13.0" in req.read_text()
+    assert "verdict: compatible" in out and "incompatible" not in out
+    assert f"{req}:2: torch==2.13.0" in out
+    assert "before writing:" in err and "verdict: incompatible" in err
+    code, out, _ = run(capsys, "pins", str(req), "--write")  # nothing to write: as judged
+    assert code == 0 and "verdict: compatible" in out
+
+
+def test_pins_help_says_how_python_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "pins", "-h")
+    assert code == 0
+    assert "requires-python" in " ".join(out.split())

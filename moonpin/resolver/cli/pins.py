@@ -61,8 +61,13 @@ def cmd_pins(args: argparse.Namespace) -> int:
     # With --json, stdout is one JSON document whatever else is asked: the diff, what was
     # written and the verdict after writing are fields of it. Without, --diff makes stdout
     # the patch alone (for `patch`/`git apply`) and the report goes to stderr.
-    report = sys.stderr if args.diff and not args.write and not args.json else sys.stdout
+    # With --write, stdout answers for the files as they are left: the verdict before
+    # writing goes to stderr, the one judged again on what was written to stdout.
+    report = (sys.stderr if (args.diff or (args.write and verdict.updates)) and not args.json
+              else sys.stdout)
     if not args.json:
+        if report is sys.stderr and args.write:
+            print("before writing:", file=report)
         print("\n".join(pins_output.report_lines(found, pinned, verdict)), file=report)
     doc = pins_output.report_json(found, pinned, verdict) if args.json else {}
     code = pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
@@ -74,14 +79,19 @@ def cmd_pins(args: argparse.Namespace) -> int:
             doc.update(written=done.written, after=None)
         if done.written and not done.problems:
             # What the command leaves is what it answers for: judged again as written.
-            after = pins.pinned_set(_read_pin_files(files, patterns))
+            found_after = _read_pin_files(files, patterns)
+            after = pins.pinned_set(found_after)
             again = pins.judge(g, after, python=python, arch=args.arch,
                                strategy=args.strategy, keep=args.keep, python_from=python_from)
             print(f"after writing: verdict {again.verdict}"
                   + (f", {len(again.updates)} update(s) left" if again.updates else ""),
                   file=sys.stderr)
+            if not args.json:
+                print("\n".join(pins_output.report_lines(found_after, after, again)))
             doc["after"] = again.to_json()
             code = pins_output.exit_code(after, again, exit_zero=args.exit_zero)
+        elif args.write and report is sys.stderr:  # nothing written: the files are as judged
+            print("\n".join(pins_output.report_lines(found, pinned, verdict)))
     if args.json:
         emit_json(doc)
     return code
