@@ -88,3 +88,26 @@ def test_pins_help_says_how_python_defaults(capsys: pytest.CaptureFixture[str]) 
     code, out, _ = run(capsys, "pins", "-h")
     assert code == 0
     assert "requires-python" in " ".join(out.split())
+
+
+def test_which_with_nothing_fitting_says_each_check_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # `which torch` with nothing fitting printed all 52 exclusions, one a line
+    code, out, _ = run(capsys, "which", "torch", "--sglang", "0.5.18", "--mooncake",
+                       "mooncake-transfer-engine==0.3.5")
+    assert code == 1
+    excluded = [ln for ln in out.splitlines() if ln.startswith("  excluded ")]
+    assert len(excluded) == 2, out  # the torch requirement, and the one torch it admits
+    assert any("torch 2.13.0: module present:" in ln for ln in excluded)
+    assert "--why says why each" in out
+    code, out, _ = run(capsys, "which", "torch", "--sglang", "0.5.18", "--mooncake",
+                       "mooncake-transfer-engine==0.3.5", "--why")
+    assert sum(ln.startswith("  excluded ") for ln in out.splitlines()) > 40
+
+
+def test_a_summary_line_is_not_cut_mid_word(capsys: pytest.CaptureFixture[str]) -> None:
+    # the none-compatible line ended in "… (33 more characters))"
+    code, out, _ = run(capsys, "which", "sglang", "--mooncake",
+                       "mooncake-transfer-engine==0.3.5")
+    assert code == 1 and "more characters" not in out
+    assert "none compatible: every one excluded by module present (36 excluded" in out
