@@ -111,3 +111,16 @@ def test_a_summary_line_is_not_cut_mid_word(capsys: pytest.CaptureFixture[str]) 
                        "mooncake-transfer-engine==0.3.5")
     assert code == 1 and "more characters" not in out
     assert "none compatible: every one excluded by module present (36 excluded" in out
+
+
+def test_explain_shows_the_combination_its_evidence_is_about(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # with no --python/--arch the headline said cp310 aarch64 above a cp312 x86_64 wheel
+    code, out, _ = run(capsys, "explain", "sglang==0.5.18",
+                       "mooncake-transfer-engine-cuda13==0.3.13.post1")
+    assert code == 0
+    head = out.splitlines()[0]
+    assert head.endswith("on cp312 x86_64: COMPATIBLE"), head
+    assert "sglang-0.5.18-cp312-cp312-manylinux_2_34_x86_64.whl" in out
+    assert "-cp310-" not in out and "aarch64" not in out
+    assert "other combinations: 7 compatible" in out
