@@ -124,3 +124,23 @@ def test_explain_shows_the_combination_its_evidence_is_about(
     assert "sglang-0.5.18-cp312-cp312-manylinux_2_34_x86_64.whl" in out
     assert "-cp310-" not in out and "aarch64" not in out
     assert "other combinations: 7 compatible" in out
+
+
+def test_constraints_for_a_release_without_a_process_group_module(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # sglang 0.4.0 imports no mooncake.pg/.ep: constraints invented torch==<newest> and
+    # allowed all eight mooncake distributions under "the others are excluded (<0)"
+    code, out, _ = run(capsys, "constraints", "--sglang", "0.4.0")
+    assert code == 0
+    body = [ln for ln in out.splitlines() if not ln.startswith("#")]
+    assert body == ["sglang==0.4.0"]
+    assert "imports no mooncake process-group module" in out and "excluded" not in out
+    code, out, _ = run(capsys, "constraints", "--sglang", "0.4.0", "--json")
+    assert code == 0 and json.loads(out)["constraints"] == ["sglang==0.4.0"]
+
+
+def test_renovate_for_a_release_without_a_process_group_module(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "renovate", "--sglang", "0.4.0")
+    assert code == 0 and json.loads(out) == {"packageRules": []}
+    assert "holds neither torch nor mooncake" in err

@@ -170,7 +170,7 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     emit_json(pins.renovate_fragment(plan))
-    return 0 if plan.mooncake else 1
+    return 0 if plan.mooncake or plan.module is None else 1
 
 
 def _version_arg(text: str, what: str) -> str:
@@ -212,7 +212,7 @@ def cmd_constraints(args: argparse.Namespace) -> int:
     g = graph(args)
     plan = pins_renovate.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
                                     allow_jit=args.allow_jit)
-    if not plan.mooncake:
+    if not plan.mooncake and plan.module is not None:
         fatal(f"no mooncake release in the knowledge base fits sglang {shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {shown(args.sglang)} --why` says why",
                code=1)
@@ -220,7 +220,7 @@ def cmd_constraints(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"sglang": plan.sglang, "torch": list(plan.torches),
                     "module": plan.module, "constraints": pins_constraints.constraint_lines(
-                        g, plan), "notes": list(plan.jit_notes), "platform": where})
+                        g, plan), "notes": [*plan.jit_notes, *plan.reasons], "platform": where})
         return 0
     sys.stdout.write(pins_constraints.render(g, plan, args.format, where=where))
     return 0
