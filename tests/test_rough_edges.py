@@ -144,3 +144,16 @@ def test_renovate_for_a_release_without_a_process_group_module(
     code, out, err = run(capsys, "renovate", "--sglang", "0.4.0")
     assert code == 0 and json.loads(out) == {"packageRules": []}
     assert "holds neither torch nor mooncake" in err
+
+
+def test_args_says_what_was_meant(capsys: pytest.CaptureFixture[str]) -> None:
+    # `check` gives a did-you-mean for a misspelt launch option; `args` did not
+    code, out, _ = run(capsys, "args", "--sglang", "0.5.18", "--",
+                       "--elastic-ep-bakend", "mooncake")
+    assert code == 1
+    assert ("refused: sglang 0.5.18 has no option --elastic-ep-bakend (did you mean "
+            "--elastic-ep-backend?)") in out
+    # a launch option given to moonpin itself: the line goes after `--`
+    code, out, err = run(capsys, "args", "--sglang", "0.5.18", "--elastic-ep-backend",
+                         "mooncake")
+    assert code == 2 and "the launch arguments go after `--`" in err
