@@ -460,17 +460,11 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
 def dockerfile_fix(fix: str, pip: str) -> str:
     """A fix line that runs pip, written for a Dockerfile (``RUN pip install ...``, the
     note after it as a shell comment); any other fix as it is."""
-    import re
+    from moonpin.resolver.check.fixes import shell_line
 
     if not fix.startswith("pip "):
         return fix
-    head, note = fix, ""
-    at = fix.find("' (")
-    if at >= 0 and fix.endswith(")"):
-        head, note = fix[:at + 1], fix[at + 3:-1]
-    head = head.replace("; then pip ", " && pip ")
-    head = re.sub(r"(^|&& )pip (install|uninstall) ", lambda m: f"{m[1]}{pip} {m[2]} ", head)
-    return f"RUN {head}" + (f"  # {note}" if note else "")
+    return "RUN " + shell_line(fix, pip)
 
 
 def for_image(report: Report, target: Target) -> Report:

@@ -155,7 +155,26 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
-    return report if target is None else for_image(report, target)
+    return _for_shell(report, python) if target is None else for_image(report, target)
+
+
+def _for_shell(report: Report, python: str | None) -> Report:
+    """``report`` with its pip fix lines written to be pasted into a shell
+    (:func:`moonpin.resolver.check.fixes.shell_line`): run by the ``--python`` interpreter's
+    own pip (``PY -m pip``) when one is given, a note as a shell comment."""
+    if not any(c.fix and c.fix.startswith("pip ") for c in report.checks):
+        return report
+    import shlex
+
+    from moonpin.resolver.check.fixes import shell_line
+
+    pip = f"{shlex.quote(python)} -m pip" if python is not None else "pip"
+    checks = [CheckResult(c.name, c.status, c.message,
+                          shell_line(c.fix, pip) if c.fix else c.fix, c.evidence)
+              for c in report.checks]
+    out = Report(checks, report.usable, report.exit_code)
+    out.found = report.found
+    return out
 
 
 def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
