@@ -105,6 +105,8 @@ class Fixer:
         #: what ``torch/version.py`` says when it names another release than the metadata
         #: (the files were replaced in place): putting the distribution back is the repair
         self.torch_label: str | None = None
+        #: whether the installed torch is a build without CUDA (``+cpu``)
+        self.torch_cpu = False
         self.mooncakes: list[tuple[str, str]] = []
         self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the target's
         self.arch = os.uname().machine

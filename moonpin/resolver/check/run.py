@@ -92,7 +92,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 deep: bool | None = None, deep_timeout: float = 120.0,
                 source_cache: bool = True, python: str | None = None,
                 rootfs: StrPath | None = None, config: Any = None,
-                partial_root: bool = False, where: bool = True) -> Report:
+                partial_root: bool = False, where: bool = True,
+                image_env: Sequence[str] = (), interpreter: str | None = None) -> Report:
     """Read the image and decide whether the requested mooncake features can work.
 
     The image is ``python``'s environment (its ``sys.path``, Python version and extension
@@ -100,7 +101,10 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     virtualenv moonpin does not run from, else this interpreter
     (:mod:`moonpin.resolver.check.target`).
     ``rootfs``: an image's unpacked root filesystem, judged from outside with its
-    ``config`` (:mod:`moonpin.resolver.check.rootfs`; nothing in it runs, no deep probe);
+    ``config`` (:mod:`moonpin.resolver.check.rootfs`; nothing in it runs, no deep probe;
+    a runtime bundle, or its ``rootfs/``, brings its ``config.json``), ``image_env``
+    (``KEY=VALUE``) over the config's ``Env``, and ``interpreter``, the image's python to
+    judge instead of the one its entry point runs;
     ``partial_root``: that root holds only what the check reads of the image (``--image``),
     so a top-level module it lacks may still be in the image.
 
@@ -115,10 +119,18 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     target = None
     if rootfs is not None:
         from moonpin.resolver.check import target as tg
-        from moonpin.resolver.check.rootfs import for_image, target_for
+        from moonpin.resolver.check.rootfs import (
+            bundle,
+            for_image,
+            target_for,
+            with_overrides,
+        )
 
         try:
-            target = target_for(os.fspath(rootfs), config)
+            root = os.fspath(rootfs)
+            if config is None:  # a `umoci unpack` bundle (or its rootfs/): its config.json
+                root, config = bundle(root)
+            target = target_for(root, with_overrides(config, image_env), interpreter)
         except tg.TargetError as e:
             return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
                                         "folder of an unpacked image (--rootfs) holding its "
@@ -231,6 +243,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     check_libraries.MACHINE = target.machine
     check_libraries.VERSION = target.version
     add(CheckResult("target", "pass", target.describe()))
+    if target.guessed is not None:
+        add(CheckResult("interpreter", "warn", *target.guessed))
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.resolver.check.sitefiles import interpreter_stops  # ran its own lines)
 
@@ -540,11 +554,19 @@ def _parser(json_errors: bool = False) -> Any:
                    "virtualenv other than moonpin's own, else this interpreter")
     p.add_argument("--rootfs", default=None, metavar="DIR",
                    help="judge an unpacked image root (what `docker export` or `umoci "
-                   "unpack` leaves) from outside, running nothing in it")
+                   "unpack` leaves) from outside, running nothing in it; a umoci/runc bundle "
+                   "(or its rootfs/) brings its config.json: Env, args, cwd")
     p.add_argument("--image", default=None, metavar="PATH",
                    help="judge an image file (an OCI layout or archive, a `docker save` "
                    "tarball) before it is deployed: unpacked to a temporary folder, then "
                    "as --rootfs with the image's Env and Entrypoint")
+    p.add_argument("--image-env", action="append", default=None, metavar="KEY=VALUE",
+                   help="with --rootfs/--image: set this variable of the image's environment "
+                   "(repeatable; over its config's Env, as `docker run -e`), e.g. "
+                   "PATH=/opt/venv/bin:/usr/bin:/bin for a `docker export` tree")
+    p.add_argument("--interpreter", default=None, metavar="PATH-IN-IMAGE",
+                   help="with --rootfs/--image: judge this python of the image (e.g. "
+                   "/opt/venv/bin/python) instead of the one its entry point runs")
     p.add_argument("--platform", default=None, metavar="OS/ARCH",
                    help="with --image: the image of a multi-platform index (linux/amd64)")
     p.add_argument("-q", "--quiet", action="store_true",
@@ -574,6 +596,8 @@ class _Args:
         self.rootfs: str | None = None
         self.image: str | None = None
         self.platform: str | None = None
+        self.image_env: list[str] | None = None
+        self.interpreter: str | None = None
         self.quiet = False
         self.kb: str | None = None
         self.strict = False
@@ -589,7 +613,7 @@ _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
                "--no-cache": ("cache", False), "-q": ("quiet", True),
                "--quiet": ("quiet", True)}
 _VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python",
-           "--rootfs", "--image", "--platform"}
+           "--rootfs", "--image", "--platform", "--image-env", "--interpreter"}
 
 
 def _fast_parse(argv: Sequence[str]) -> _Args | None:
@@ -618,8 +642,10 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
             ns.site_packages = [*(ns.site_packages or []), value]
         elif opt == "--kb":
             ns.kb = value
-        elif opt in ("--python", "--rootfs", "--image", "--platform"):
+        elif opt in ("--python", "--rootfs", "--image", "--platform", "--interpreter"):
             setattr(ns, opt[2:], value)
+        elif opt == "--image-env":
+            ns.image_env = [*(ns.image_env or []), value]
         else:
             try:
                 ns.deep_timeout = float(value)
@@ -636,10 +662,24 @@ def _exclusive(ns: _Args) -> CheckResult | None:
                                     ("--python", ns.python),
                                     ("--site-packages", ns.site_packages)) if value]
     if len(given) > 1 and given[0] in ("--image", "--rootfs"):
+        if given[1] == "--python":  # meant: the image's own interpreter
+            inside = (ns.python if ns.rootfs and ns.python and ns.python.startswith("/")
+                      and os.path.lexists(os.path.join(ns.rootfs, ns.python.lstrip("/")))
+                      else "/opt/venv/bin/python")
+            return CheckResult("command line", "fail", f"{given[0]} and --python cannot be "
+                               "used together: --python runs an interpreter of this machine, "
+                               f"{given[0]} judges the image from its files",
+                               f"to name the image's interpreter, pass --interpreter {inside} "
+                               "(a path inside the image) instead of --python")
         return CheckResult("command line", "fail", f"{given[0]} and {given[1]} cannot be "
                            "used together: each names the image to judge",
-                           f"pass one of them (e.g. moonpin check {given[0]} "
-                           f"{ns.image or ns.rootfs} --elastic-ep-backend mooncake)")
+                           f"drop {given[1]}: {given[0]} names the image, and "
+                           "--interpreter/--image-env say how it runs")
+    if (ns.image_env or ns.interpreter) and not (ns.image or ns.rootfs):
+        return CheckResult("command line", "fail", "--image-env and --interpreter describe "
+                           "an image judged from its files: they need --rootfs or --image",
+                           "pass --rootfs DIR or --image PATH too (for an interpreter of this "
+                           "machine: --python PATH)")
     if ns.platform is not None and ns.image is None:
         return CheckResult("command line", "fail", "--platform picks the image of an image "
                            "file's index: it needs --image", "pass --image PATH too, or drop "
@@ -664,7 +704,8 @@ def _check_image_file(ns: _Args, launch: list[str]) -> Report:
         with unpacked(ns.image or "", ns.platform) as (root, config):
             return check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                                kb_path=ns.kb, strict=ns.strict, source_cache=False,
-                               rootfs=root, config=config, partial_root=True)
+                               rootfs=root, config=config, partial_root=True,
+                               image_env=ns.image_env or (), interpreter=ns.interpreter)
     except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
         tip = getattr(e, "tip", None) or getattr(e, "hint", None)
         return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
@@ -703,7 +744,8 @@ def main(argv: list[str] | None = None) -> int:
                              site_packages=ns.site_packages, kb_path=ns.kb,
                              strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
                              source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs,
-                             where=ns.json)
+                             where=ns.json, image_env=ns.image_env or (),
+                             interpreter=ns.interpreter)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
     try:

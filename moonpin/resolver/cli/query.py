@@ -9,7 +9,7 @@ if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check`
     import argparse
 
     from moonpin.resolver.answers import Candidate, Which
-from moonpin.resolver.cli.common import count, emit_json, fatal, graph, kb_path, shown
+from moonpin.resolver.cli.common import count, emit_json, fatal, graph, kb_path
 
 __all__ = ["cmd_explain", "cmd_triples", "cmd_which", "why_none"]
 
