@@ -24,6 +24,7 @@ from packaging.version import Version
 from moonpin.kb.distributions import DISTRIBUTIONS
 from moonpin.kb.errors import MoonpinError
 from moonpin.kb.models import (
+    Build,
     KnowledgeBase,
     MooncakeRelease,
     ScrapeInfo,
@@ -39,7 +40,8 @@ from moonpin.scrapers.fetch import Fetcher
 from moonpin.scrapers.pypi import IndexFile, ProjectReleases, fetch_project, public_url
 from moonpin.scrapers.report import Reporter
 
-__all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "extractor_fingerprints", "scrape"]
+__all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "canonical_provenance", "changes",
+           "extractor_fingerprints", "scrape"]
 
 SGLANG_MIN = Version("0.4.0")
 KINDS = ("sglang", "mooncake", "torch")
@@ -473,7 +475,8 @@ def scrape(
         scrape=info,
         sglang=tuple(sorted((*facts.sglang.values(), *facts.local),
                             key=lambda r: (Version(r.version), r.source))),
-        mooncake=tuple(sorted(facts.moon.values(), key=lambda r: (r.dist, Version(r.version)))),
+        mooncake=tuple(canonical_provenance(sorted(facts.moon.values(),
+                                                   key=lambda r: (r.dist, Version(r.version))))),
         torch=tuple(sorted(facts.torch.values(), key=lambda r: Version(r.version))),
         torch_versions=facts.torch_versions,
         unread=tuple(run.unread),
@@ -563,3 +566,73 @@ def _torch_needed(all_versions: tuple[str, ...], sglang: Iterable[SglangRelease]
             if ok:
                 out.add(str(ok[-1]))
     return out
+
+
+def canonical_provenance(releases: Iterable[MooncakeRelease]) -> list[MooncakeRelease]:
+    """``releases`` with each shared build's ``bytes_from`` naming one member chosen the
+    same way every scrape: of the builds whose facts are one reading (the reader and those
+    copied from it), the first by (wheel file name, member) among those built for their
+    own wheel's Python names the rest; it has none itself. Which wheel of a thread pool
+    is read first varies between scrapes; the facts do not (the bytes are the same, or the
+    same module for another Python ABI), so neither does the KB."""
+    rels = list(releases)
+    groups: dict[str, list[tuple[str, str]]] = {}
+    own: set[tuple[str, str]] = set()
+    for r in rels:
+        for w in r.wheels:
+            pys = {f"cpython-{t[2:]}-" for t in w.python_tags if t.startswith("cp")}
+            for b in (*w.builds, *w.libraries):
+                if b.read_error is not None:
+                    continue
+                here = (w.artifact.filename, b.member)
+                groups.setdefault(b.bytes_from or f"{b.member} in {here[0]}", []).append(here)
+                if b.abi is None or any(b.abi.startswith(p) for p in pys):
+                    own.add(here)
+    named: dict[tuple[str, str], str | None] = {}
+    for members in groups.values():
+        cands = sorted(m for m in members if m in own)
+        if not cands:
+            continue
+        first = cands[0]
+        for m in members:
+            named[m] = None if m == first else f"{first[1]} in {first[0]}"
+    out = []
+    for r in rels:
+        wheels = []
+        for w in r.wheels:
+            def fixed(builds: tuple[Build, ...], filename: str = w.artifact.filename
+                      ) -> tuple[Build, ...]:
+                return tuple(b.model_copy(update={"bytes_from": named[(filename, b.member)]})
+                             if (filename, b.member) in named
+                             and named[(filename, b.member)] != b.bytes_from else b
+                             for b in builds)
+            builds, libs = fixed(w.builds), fixed(w.libraries)
+            wheels.append(w if (builds, libs) == (w.builds, w.libraries) else
+                          w.model_copy(update={"builds": builds, "libraries": libs}))
+        out.append(r if tuple(wheels) == r.wheels else
+                   r.model_copy(update={"wheels": tuple(wheels)}))
+    return out
+
+
+def changes(old: KnowledgeBase | None, new: KnowledgeBase) -> dict[str, dict[str, list[str]]]:
+    """kind -> ``new`` (releases the old KB did not hold), ``changed`` (held, with other
+    facts now), ``unchanged`` and ``gone``: what a scrape changed, release by release
+    (mooncake as ``dist==version``)."""
+    def keyed(kb: KnowledgeBase | None) -> dict[str, dict[str, object]]:
+        if kb is None:
+            return {k: {} for k in KINDS}
+        return {"sglang": {r.version + ("" if r.source == "index" else f" ({r.source})"): r
+                           for r in kb.sglang},
+                "mooncake": {f"{r.dist}=={r.version}": r for r in kb.mooncake},
+                "torch": {r.version: r for r in kb.torch}}
+
+    before, after = keyed(old), keyed(new)
+    out: dict[str, dict[str, list[str]]] = {}
+    for k in KINDS:
+        b, a = before[k], after[k]
+        out[k] = {"new": [v for v in a if v not in b],
+                  "changed": [v for v in a if v in b and a[v] != b[v]],
+                  "unchanged": [v for v in a if v in b and a[v] == b[v]],
+                  "gone": [v for v in b if v not in a]}
+    return out
+

@@ -607,14 +607,15 @@ def check(
 
 def meant(options: Sequence[str], accepted: Collection[str] | None) -> str:
     """`` (did you mean --x?)`` for the options a release refused, each beside the nearest
-    one it knows (argparse's own nearness: difflib at 0.6), or ``""`` when none is near."""
+    one it knows (difflib at 0.75: a near miss, not any option sharing a suffix), or ``""``
+    when none is near."""
     import difflib
 
     if not accepted:
         return ""
     pool = sorted(o for o in accepted if o.startswith("--"))
     near = [f"{o} -> {m[0]}" for o in options
-            if (m := difflib.get_close_matches(o, pool, n=1, cutoff=0.6))]
+            if (m := difflib.get_close_matches(o, pool, n=1, cutoff=0.75))]
     if not near:
         return ""
     if len(near) == 1 and len(options) == 1:
