@@ -157,3 +157,35 @@ def test_args_says_what_was_meant(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "args", "--sglang", "0.5.18", "--elastic-ep-backend",
                          "mooncake")
     assert code == 2 and "the launch arguments go after `--`" in err
+
+
+def test_an_old_kb_is_said_with_how_to_refresh_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """which/pins/check say when the KB is older than a stated age (issue 40)."""
+    from moonpin.resolver.resolved import age_note
+
+    scraped = json.loads((ROOT / "data" / "kb.json").read_text())["scrape"]["scraped_at"]
+    monkeypatch.setenv("MOONPIN_KB_MAX_AGE_DAYS", "30")
+    from datetime import datetime
+
+    t = datetime.fromisoformat(scraped).timestamp()
+    assert age_note(SHIPPED, now=t + 29 * 86400) is None
+    note = age_note(SHIPPED, now=t + 45 * 86400)
+    assert note is not None and "45 days ago (older than 30 days)" in note
+    assert "`moonpin scrape` refreshes it" in note
+    monkeypatch.setenv("MOONPIN_KB_MAX_AGE_DAYS", "0.000001")  # any KB is older than that
+    code, out, err = run(capsys, "which", "mooncake", "--sglang", "0.5.18")
+    assert code == 0 and "moonpin: note: the knowledge base was scraped" in err
+    assert "knowledge base was scraped" not in out  # stdout is the answer alone
+    code, out, err = run(capsys, "which", "mooncake", "--sglang", "0.5.18", "-q")
+    assert code == 0 and err == ""  # -q: nothing but errors
+
+
+def test_check_says_an_old_kb(tmp_path: Path) -> None:
+    from tests.lib.checkrun import run as check_run
+    from tests.lib.images import healthy_image
+
+    site = healthy_image(tmp_path / "site")
+    r = check_run(site, kb=Path(SHIPPED), env={"MOONPIN_KB_MAX_AGE_DAYS": "0.000001"})
+    assert r.status("kb") == "warn" and "`moonpin scrape` refreshes it" in r.out, r.out
+    assert check_run(site, kb=Path(SHIPPED)).status("kb") == "pass"

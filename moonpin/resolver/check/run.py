@@ -404,7 +404,12 @@ def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
         add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
                         "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
     else:
-        add(CheckResult("kb", "pass", f"read {kb.msg}"))
+        from moonpin.resolver.resolved import age_note
+
+        old = age_note(kb.path)
+        add(CheckResult("kb", "warn", f"read {kb.msg}; {old}",
+                        "run `moonpin scrape` (or pass a newer KB with --kb)")
+            if old else CheckResult("kb", "pass", f"read {kb.msg}"))
     return kb
 
 

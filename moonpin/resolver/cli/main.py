@@ -51,6 +51,10 @@ def _refuse_oversized(argv: list[str]) -> None:
                    f"path ({what})", "check the command line (a version is e.g. 0.5.18)")
 
 
+#: Commands whose answer is only as current as the KB: they say when it is old.
+_SAYS_AGE = frozenset({"which", "explain", "pins", "renovate", "constraints", "triples",
+                       "matrix", "args"})
+
 #: Commands that run long, hold network clients and may make cycles: the collector stays on.
 _KEEPS_GC = frozenset({"scrape", "kb"})
 
@@ -162,6 +166,13 @@ def _run(args_in: list[str], lead: list[str]) -> int:
     except KeyboardInterrupt:
         print("moonpin: interrupted; the KB file was not changed", file=sys.stderr)
         return 130
+    if args.command in _SAYS_AGE and not getattr(args, "quiet", False):
+        from moonpin.resolver.cli.common import kb_path
+        from moonpin.resolver.resolved import age_note
+
+        note = age_note(kb_path(args))
+        if note:
+            print(f"moonpin: note: {note}", file=sys.stderr)
     return code
 
 
