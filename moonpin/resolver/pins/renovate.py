@@ -33,7 +33,8 @@ from packaging.version import InvalidVersion, Version
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
 
-__all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "plan_stack", "renovate_fragment"]
+__all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "nothing_to_hold", "plan_stack",
+           "renovate_fragment"]
 
 #: One name for the group everywhere (``moonpin pins`` updates and the fragment); Renovate
 #: turns it into the branch ``renovate/sglang-stack``.
