@@ -570,32 +570,58 @@ def _torch_needed(all_versions: tuple[str, ...], sglang: Iterable[SglangRelease]
 
 def canonical_provenance(releases: Iterable[MooncakeRelease]) -> list[MooncakeRelease]:
     """``releases`` with each shared build's ``bytes_from`` naming one member chosen the
-    same way every scrape: of the builds whose facts are one reading (the reader and those
-    copied from it), the first by (wheel file name, member) among those built for their
-    own wheel's Python names the rest; it has none itself. Which wheel of a thread pool
-    is read first varies between scrapes; the facts do not (the bytes are the same, or the
-    same module for another Python ABI), so neither does the KB."""
+    same way every scrape. A scrape reads a build once and copies its facts to the builds
+    that are the same module of the same release for another Python ABI, and to those with
+    the same bytes in another wheel (a ``.post`` release re-shipping its predecessor's);
+    which of them a thread reaches first varies. So the groups are taken from the KB alone:
+    builds with the same facts that are the same module of one release and platform, or have
+    the same sizes (the bytes), are one reading; its first member by (wheel file name,
+    member) among those built for their own wheel's Python names the rest, and has none
+    itself. The facts do not depend on the order; now neither does the KB."""
     rels = list(releases)
-    groups: dict[str, list[tuple[str, str]]] = {}
-    own: set[tuple[str, str]] = set()
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    own: set[str] = set()
+    where: dict[str, tuple[str, str]] = {}
+    first_of: dict[tuple[object, ...], str] = {}
     for r in rels:
         for w in r.wheels:
             pys = {f"cpython-{t[2:]}-" for t in w.python_tags if t.startswith("cp")}
             for b in (*w.builds, *w.libraries):
                 if b.read_error is not None:
                     continue
-                here = (w.artifact.filename, b.member)
-                groups.setdefault(b.bytes_from or f"{b.member} in {here[0]}", []).append(here)
+                name = f"{b.member} in {w.artifact.filename}"
+                where[name] = (w.artifact.filename, b.member)
+                find(name)
+                facts = (b.names, b.backends, b.needed, b.needed_method, b.runpath,
+                         b.cuda_major, b.torch, b.complete, b.strings_complete)
+                arch = next((a for a in ("x86_64", "aarch64") if a in (b.abi or "")), "")
+                module = b.member.rsplit("/", 1)[-1].split(".", 1)[0]
+                for key in (("release", r.dist, r.version, arch, module, facts),
+                            ("bytes", b.size, b.compressed_size, facts)):
+                    ra, rb = find(name), find(first_of.setdefault(key, name))
+                    if ra != rb:
+                        parent[max(ra, rb)] = min(ra, rb)
                 if b.abi is None or any(b.abi.startswith(p) for p in pys):
-                    own.add(here)
+                    own.add(name)
+    members: dict[str, list[str]] = {}
+    for name in where:
+        members.setdefault(find(name), []).append(name)
     named: dict[tuple[str, str], str | None] = {}
-    for members in groups.values():
-        cands = sorted(m for m in members if m in own)
-        if not cands:
+    for group in members.values():
+        cands = sorted(where[m] for m in group if m in own)
+        if len(group) < 2 or not cands:
             continue
         first = cands[0]
-        for m in members:
-            named[m] = None if m == first else f"{first[1]} in {first[0]}"
+        for m in group:
+            named[where[m]] = None if where[m] == first else f"{first[1]} in {first[0]}"
     out = []
     for r in rels:
         wheels = []
