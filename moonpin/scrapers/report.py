@@ -112,7 +112,7 @@ class StderrReporter(Reporter):
         now = time.monotonic()
         if self._done == 0:
             self._drawn = now
-            self.stream.write(f"{self._what}: {self._total or 'counting'} {self._unit} "
+            self.stream.write(f"{self._what}: {self._total} {self._unit} "
                               "to read\n")
         elif now - self._drawn >= self.PERIOD and self._done < self._total:
             self._drawn = now
