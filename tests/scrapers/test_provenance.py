@@ -53,3 +53,22 @@ def test_provenance_does_not_depend_on_which_wheel_was_read_first() -> None:
     ptr = _pointers(once)
     readers = {f"{m} in {f}" for (f, m), v in ptr.items() if v is None}
     assert all(v in readers for v in ptr.values() if v)
+
+
+def test_changes_say_what_is_new_changed_unchanged_and_gone() -> None:
+    """The scrape summary's words (issue 40: it did not say whether anything was new)."""
+    from moonpin.scrapers.refresh import changes
+
+    kb = store.load(ROOT / "data" / "kb.json")
+    older = kb.model_copy(update={
+        "sglang": kb.sglang[1:],  # the first release is new to the next KB
+        "torch": (kb.torch[0].model_copy(update={"variants": ()}), *kb.torch[1:]),
+        "mooncake": kb.mooncake[:-1]})
+    got = changes(older, kb)
+    assert got["sglang"]["new"] == [kb.sglang[0].version]
+    assert got["torch"]["changed"] == [kb.torch[0].version]
+    assert got["mooncake"]["new"] == [f"{kb.mooncake[-1].dist}=={kb.mooncake[-1].version}"]
+    assert len(got["sglang"]["unchanged"]) == len(kb.sglang) - 1
+    back = changes(kb, older)
+    assert back["sglang"]["gone"] == [kb.sglang[0].version]
+    assert all(not d["new"] and not d["changed"] for d in changes(kb, kb).values())
