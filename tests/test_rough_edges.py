@@ -189,3 +189,13 @@ def test_check_says_an_old_kb(tmp_path: Path) -> None:
     r = check_run(site, kb=Path(SHIPPED), env={"MOONPIN_KB_MAX_AGE_DAYS": "0.000001"})
     assert r.status("kb") == "warn" and "`moonpin scrape` refreshes it" in r.out, r.out
     assert check_run(site, kb=Path(SHIPPED)).status("kb") == "pass"
+
+
+def test_pins_of_a_release_without_a_process_group_module(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # as constraints/renovate: pins told a 0.4.0 project to add a mooncake "that fits"
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.4.0\n")
+    code, out, _ = run(capsys, "pins", str(req))
+    assert code == 0 and "verdict: compatible" in out
+    assert "nothing for moonpin to hold" in out and "add mooncake" not in out
