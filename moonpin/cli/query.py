@@ -9,7 +9,7 @@ if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check`
     import argparse
 
     from moonpin.resolver.answers import Candidate, Which
-from moonpin.cli.common import count, emit_json, graph, kb_path, shown
+from moonpin.cli.common import count, emit_json, graph, kb_path
 
 __all__ = ["cmd_explain", "cmd_triples", "cmd_which", "why_none"]
 
@@ -32,9 +32,8 @@ def why_none(res: Which, what: str) -> str:
         rest = (f" (the other {len(res.excluded) - n} fail a check before it)"
                 if n < len(res.excluded) else "")
         return f"no {what} wheel for {on or 'this python and platform'}{rest}"
-    first = next(c.reason for c in res.excluded if (c.reason or "").startswith(kind))
     share = "every one" if n == len(res.excluded) else f"{n} of {len(res.excluded)}"
-    return f"{share} excluded by {kind} (e.g. {shown(first or '', 160)})"
+    return f"{share} excluded by {kind}"  # the lines below quote the reasons whole
 
 
 #: No version, specifier, name or path moonpin is given needs more: a longer argument is
@@ -83,14 +82,43 @@ def _print_which(res: Which, what: str, why: bool) -> None:
                 print(f"    note: {note}")
     if len(compatible) > _SHOWN:
         print(f"… and {len(compatible) - _SHOWN} more compatible (--json lists all)")
-    _print_excluded(res.excluded, what, why or not compatible)
+    _print_excluded(res.excluded, what, why, grouped=not compatible)
     for c in res.unknown:
         print(f"  unknown  {c.dist or what} {c.version}: {c.reason}")
 
 
-def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> None:
-    """One line per reason, the releases it excludes named together (``each``); else
-    counted per distribution, by the check that excludes them."""
+#: Reasons said one line each when nothing fits; past it, a line per check.
+_SHOWN_REASONS = 8
+
+
+def _check_of(reason: str) -> str:
+    """The check a reason is about (``torch requirement: ...`` -> ``torch requirement``)."""
+    return reason.split(":", 1)[0] if ":" in reason[:40] else "other"
+
+
+def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool, *,
+                    grouped: bool = False) -> None:
+    """One line per reason, the releases it excludes named together (``each``); with
+    ``grouped`` (nothing fits: why matters), one line per check, its releases named and
+    one reason quoted whole; else counted per distribution, by the check that excludes
+    them."""
+    reasons = {c.reason for c in excluded}
+    if grouped and not each and len(reasons) <= _SHOWN_REASONS:
+        each = True  # a line per reason is short: say each
+    if grouped and not each:
+        by_check: dict[tuple[str, str], list[Candidate]] = {}
+        for c in excluded:
+            by_check.setdefault((c.dist or what, _check_of(c.reason or "")), []).append(c)
+        for (name, _check), cands in by_check.items():
+            versions = [c.version for c in cands]
+            reason = cands[0].reason or ""
+            head = (f"  excluded {name} {_listed(versions, 6)}" if len(cands) > 1
+                    else f"  excluded {name} {versions[0]}")
+            same = all(c.reason == cands[0].reason for c in cands)
+            print(f"{head}: {reason if same else 'e.g. ' + reason}")
+        if len(by_check) < len(excluded):
+            print("  (--why says why each)")
+        return
     if each:
         by_reason: dict[str, dict[str, list[str]]] = {}
         for c in excluded:
@@ -106,8 +134,7 @@ def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> N
         return
     per: dict[str, dict[str, int]] = {}
     for c in excluded:
-        reason = c.reason or ""
-        check = reason.split(":", 1)[0] if ":" in reason[:40] else "other"
+        check = _check_of(c.reason or "")
         counts = per.setdefault(c.dist or what, {})
         counts[check] = counts.get(check, 0) + 1
     for name, counts in per.items():

@@ -91,7 +91,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 source_cache: bool = True, python: str | None = None,
                 rootfs: StrPath | None = None, config: Any = None,
                 partial_root: bool = False, where: bool = True,
-                gpu: str | None = None) -> Report:
+                gpu: str | None = None, image_env: Sequence[str] = (),
+                interpreter: str | None = None) -> Report:
     """Read the image and decide whether the requested mooncake features can work, and
     whether each native extension the launch line imports loads
     (:mod:`moonpin.preflight.extensions`).
@@ -101,7 +102,10 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     virtualenv moonpin does not run from, else this interpreter
     (:mod:`moonpin.preflight.env.target`).
     ``rootfs``: an image's unpacked root filesystem, judged from outside with its
-    ``config`` (:mod:`moonpin.preflight.env.rootfs`; nothing in it runs, no deep probe);
+    ``config`` (:mod:`moonpin.preflight.env.rootfs`; nothing in it runs, no deep probe;
+    a runtime bundle, or its ``rootfs/``, brings its ``config.json``), ``image_env``
+    (``KEY=VALUE``) over the config's ``Env``, and ``interpreter``, the image's python to
+    judge instead of the one its entry point runs;
     ``partial_root``: that root holds only what the check reads of the image (``--image``),
     so a top-level module it lacks may still be in the image.
 
@@ -119,13 +123,21 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     env: Any = os.environ
     if rootfs is not None:
         from moonpin.preflight.env import target as tg
-        from moonpin.preflight.env.rootfs import for_image, target_for
+        from moonpin.preflight.env.rootfs import (
+            bundle,
+            for_image,
+            target_for,
+            with_overrides,
+        )
+        from moonpin.preflight.env.rootfs import image_env as env_of
 
         try:
-            target = target_for(os.fspath(rootfs), config)
-            from moonpin.preflight.env.rootfs import image_env
-
-            env = image_env(config)
+            root = os.fspath(rootfs)
+            if config is None:  # a `umoci unpack` bundle (or its rootfs/): its config.json
+                root, config = bundle(root)
+            config = with_overrides(config, image_env)
+            target = target_for(root, config, interpreter)
+            env = env_of(config)
         except tg.TargetError as e:
             return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
                                         "folder of an unpacked image (--rootfs) holding its "
@@ -162,7 +174,26 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
-    return report if target is None else for_image(report, target)
+    return _for_shell(report, python) if target is None else for_image(report, target)
+
+
+def _for_shell(report: Report, python: str | None) -> Report:
+    """``report`` with its pip fix lines written to be pasted into a shell
+    (:func:`moonpin.preflight.judge.fixes.shell_line`): run by the ``--python`` interpreter's
+    own pip (``PY -m pip``) when one is given, a note as a shell comment."""
+    if not any(c.fix and c.fix.startswith("pip ") for c in report.checks):
+        return report
+    import shlex
+
+    from moonpin.preflight.judge.fixes import shell_line
+
+    pip = f"{shlex.quote(python)} -m pip" if python is not None else "pip"
+    checks = [CheckResult(c.name, c.status, c.message,
+                          shell_line(c.fix, pip) if c.fix else c.fix, c.evidence)
+              for c in report.checks]
+    out = Report(checks, report.usable, report.exit_code)
+    out.found = report.found
+    return out
 
 
 def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
@@ -218,6 +249,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     check_libraries.MACHINE = target.machine
     check_libraries.VERSION = target.version
     add(CheckResult("target", "pass", target.describe()))
+    if target.guessed is not None:
+        add(CheckResult("interpreter", "warn", *target.guessed))
     if not wanted:  # the other extensions only (moonpin.preflight.extensions)
         return _extensions_only(checks, nothing, target, features, strict, env, gpu,
                                 os.fspath(kb_path) if kb_path is not None else None)
@@ -413,7 +446,12 @@ def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
         add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
                         "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
     else:
-        add(CheckResult("kb", "pass", f"read {kb.msg}"))
+        from moonpin.resolver.resolved import age_note
+
+        old = age_note(kb.path)
+        add(CheckResult("kb", "warn", f"read {kb.msg}; {old}",
+                        "run `moonpin scrape` (or pass a newer KB with --kb)")
+            if old else CheckResult("kb", "pass", f"read {kb.msg}"))
     return kb
 
 
@@ -563,11 +601,19 @@ def _parser(json_errors: bool = False) -> Any:
                    "virtualenv other than moonpin's own, else this interpreter")
     p.add_argument("--rootfs", default=None, metavar="DIR",
                    help="judge an unpacked image root (what `docker export` or `umoci "
-                   "unpack` leaves) from outside, running nothing in it")
+                   "unpack` leaves) from outside, running nothing in it; a umoci/runc bundle "
+                   "(or its rootfs/) brings its config.json: Env, args, cwd")
     p.add_argument("--image", default=None, metavar="PATH",
                    help="judge an image file (an OCI layout or archive, a `docker save` "
                    "tarball) before it is deployed: unpacked to a temporary folder, then "
                    "as --rootfs with the image's Env and Entrypoint")
+    p.add_argument("--image-env", action="append", default=None, metavar="KEY=VALUE",
+                   help="with --rootfs/--image: set this variable of the image's environment "
+                   "(repeatable; over its config's Env, as `docker run -e`), e.g. "
+                   "PATH=/opt/venv/bin:/usr/bin:/bin for a `docker export` tree")
+    p.add_argument("--interpreter", default=None, metavar="PATH-IN-IMAGE",
+                   help="with --rootfs/--image: judge this python of the image (e.g. "
+                   "/opt/venv/bin/python) instead of the one its entry point runs")
     p.add_argument("--platform", default=None, metavar="OS/ARCH",
                    help="with --image: the image of a multi-platform index (linux/amd64)")
     p.add_argument("-q", "--quiet", action="store_true",
@@ -601,6 +647,8 @@ class _Args:
         self.rootfs: str | None = None
         self.image: str | None = None
         self.platform: str | None = None
+        self.image_env: list[str] | None = None
+        self.interpreter: str | None = None
         self.quiet = False
         self.kb: str | None = None
         self.strict = False
@@ -617,7 +665,8 @@ _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
                "--no-cache": ("cache", False), "-q": ("quiet", True),
                "--quiet": ("quiet", True)}
 _VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python",
-           "--rootfs", "--image", "--platform", "--gpu-capability"}
+           "--rootfs", "--image", "--platform", "--gpu-capability", "--image-env",
+           "--interpreter"}
 
 
 def _fast_parse(argv: Sequence[str]) -> _Args | None:
@@ -646,10 +695,12 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
             ns.site_packages = [*(ns.site_packages or []), value]
         elif opt == "--kb":
             ns.kb = value
-        elif opt in ("--python", "--rootfs", "--image", "--platform"):
+        elif opt in ("--python", "--rootfs", "--image", "--platform", "--interpreter"):
             setattr(ns, opt[2:], value)
         elif opt == "--gpu-capability":
             ns.gpu_capability = value
+        elif opt == "--image-env":
+            ns.image_env = [*(ns.image_env or []), value]
         else:
             try:
                 ns.deep_timeout = float(value)
@@ -666,10 +717,24 @@ def _exclusive(ns: _Args) -> CheckResult | None:
                                     ("--python", ns.python),
                                     ("--site-packages", ns.site_packages)) if value]
     if len(given) > 1 and given[0] in ("--image", "--rootfs"):
+        if given[1] == "--python":  # meant: the image's own interpreter
+            inside = (ns.python if ns.rootfs and ns.python and ns.python.startswith("/")
+                      and os.path.lexists(os.path.join(ns.rootfs, ns.python.lstrip("/")))
+                      else "/opt/venv/bin/python")
+            return CheckResult("command line", "fail", f"{given[0]} and --python cannot be "
+                               "used together: --python runs an interpreter of this machine, "
+                               f"{given[0]} judges the image from its files",
+                               f"to name the image's interpreter, pass --interpreter {inside} "
+                               "(a path inside the image) instead of --python")
         return CheckResult("command line", "fail", f"{given[0]} and {given[1]} cannot be "
                            "used together: each names the image to judge",
-                           f"pass one of them (e.g. moonpin check {given[0]} "
-                           f"{ns.image or ns.rootfs} --elastic-ep-backend mooncake)")
+                           f"drop {given[1]}: {given[0]} names the image, and "
+                           "--interpreter/--image-env say how it runs")
+    if (ns.image_env or ns.interpreter) and not (ns.image or ns.rootfs):
+        return CheckResult("command line", "fail", "--image-env and --interpreter describe "
+                           "an image judged from its files: they need --rootfs or --image",
+                           "pass --rootfs DIR or --image PATH too (for an interpreter of this "
+                           "machine: --python PATH)")
     if ns.platform is not None and ns.image is None:
         return CheckResult("command line", "fail", "--platform picks the image of an image "
                            "file's index: it needs --image", "pass --image PATH too, or drop "
@@ -680,10 +745,11 @@ def _exclusive(ns: _Args) -> CheckResult | None:
 def check_image_file(path: str, platform: str | None = None, *,
                      elastic_ep_backend: str | None = None, launch_args: Sequence[str] = (),
                      kb_path: StrPath | None = None, strict: bool = False,
-                     gpu: str | None = None) -> Report:
+                     gpu: str | None = None, image_env: Sequence[str] = (),
+                     interpreter: str | None = None) -> Report:
     """``--image``: the image file at ``path`` (``platform``: the image of a multi-platform
-    index) unpacked to a temporary folder, judged as ``--rootfs`` with its config (``gpu``:
-    as :func:`check_image` takes it)."""
+    index) unpacked to a temporary folder, judged as ``--rootfs`` with its config (``gpu``,
+    ``image_env``, ``interpreter``: as :func:`check_image` takes them)."""
     try:
         import importlib
 
@@ -699,7 +765,8 @@ def check_image_file(path: str, platform: str | None = None, *,
         with unpacked(path, platform) as (root, config):
             return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
                                kb_path=kb_path, strict=strict, source_cache=False,
-                               rootfs=root, config=config, partial_root=True, gpu=gpu)
+                               rootfs=root, config=config, partial_root=True, gpu=gpu,
+                               image_env=image_env, interpreter=interpreter)
     except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
         tip = getattr(e, "tip", None) or getattr(e, "hint", None)
         return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
@@ -735,13 +802,15 @@ def main(argv: list[str] | None = None) -> int:
         report = check_image_file(ns.image or "", ns.platform,
                                   elastic_ep_backend=ns.elastic_ep_backend,
                                   launch_args=launch, kb_path=ns.kb, strict=ns.strict,
-                                  gpu=ns.gpu_capability)
+                                  gpu=ns.gpu_capability, image_env=ns.image_env or (),
+                                  interpreter=ns.interpreter)
     else:
         report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                              site_packages=ns.site_packages, kb_path=ns.kb,
                              strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
                              source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs,
-                             where=ns.json, gpu=ns.gpu_capability)
+                             where=ns.json, gpu=ns.gpu_capability,
+                             image_env=ns.image_env or (), interpreter=ns.interpreter)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
     try:

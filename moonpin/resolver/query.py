@@ -453,6 +453,31 @@ def _refused_torch(g: CompatGraph, s: Sglang, torch: str | None, dist: str, vers
     return None if c.ok else f"{c.name}: {c.detail}"
 
 
+def _shown(evs: list[Evaluation], s: Sglang, python: str | None,
+           arch: str | None) -> Evaluation:
+    """The combination ``explain`` prints: the best verdict; among equals, the python and
+    platform of the SGLang wheel whose facts the checks cite (its evidence then speaks of
+    the combination shown), else x86_64 and the newest python."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    tags: set[tuple[str, str]] = set()
+    if python is None or arch is None:
+        try:
+            for t in parse_wheel_filename(s.artifact.filename)[3]:
+                tags |= {(t.interpreter, a) for a in ("x86_64", "aarch64") if a in t.platform}
+        except InvalidWheelFilename:  # an sdist: no python or platform of its own
+            pass
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+
+    def minor(p: str) -> int:
+        digits = p.removeprefix("cp")
+        return int(digits[1:]) if digits[1:].isdigit() else 0
+
+    return min(evs, key=lambda e: (order[e.verdict], -e.score(),
+                                   (e.python, e.arch) not in tags, e.arch != "x86_64",
+                                   -minor(e.python)))
+
+
 def _best(evs: list[Evaluation]) -> Evaluation | None:
     if not evs:
         return None
@@ -665,8 +690,7 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
         tt = (_torches(g, s, torch) or [str(v) for v in g.torch_versions[-1:]] or ["0"])[-1]
         evs = [evaluate(g, s, resolve_torch(g, tt, arch or "x86_64"), None, dist, version,
                         python or "any python", arch or "any platform")]
-    best = _best(evs)
-    assert best is not None
+    best = _shown(evs, s, python, arch)
     verdict = best.verdict
     return Explanation(
         query={"sglang": s.version, "mooncake": f"{dist}=={version}",

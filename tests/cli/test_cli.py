@@ -435,9 +435,15 @@ def test_version_help_and_bare_moonpin(capsys: pytest.CaptureFixture[str]) -> No
     # the version printed (and recorded by a scrape) is the package's own
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared is not None and out.startswith(f"moonpin {declared.group(1)};")
-    assert main([]) == 0  # bare: the help, not an error
-    out = capsys.readouterr().out
-    assert "usage: moonpin" in out and "exit codes" in out and "thin glue" not in out
+    # bare: the overview on stderr and exit 2 (uv's and git's habit): `moonpin` alone in a
+    # script is a mistake, not a pass
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "usage: moonpin" in captured.err and "exit codes" in captured.err
+    assert "thin glue" not in captured.err
+    assert main(["--kb", str(ROOT / "data" / "kb.json")]) == 2
+    assert "usage: moonpin" in capsys.readouterr().err
     assert main(["help"]) == 0 and "examples:" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         main(["help", "which"])

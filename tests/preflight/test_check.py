@@ -112,7 +112,8 @@ def test_backend_sglang_refuses_is_bad_input(tmp_path: Path, value: str, tip: st
     assert r.err.splitlines() == [
         f"moonpin check: error: launch: --elastic-ep-backend: invalid choice {value!r} "
         f"(choose from none, mooncake, nixl; {where})", f"tip: {tip}"]
-    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
+    # nothing was judged: not "not usable" (the issue-40 user read it as a verdict)
+    assert r.lines == ["could not check: launch (the error above says why; deep probe not run)"]
     js = run(site, "--elastic-ep-backend", value, "--json", ep=False, kb=SHIPPED_KB)
     doc = json.loads(js.out)
     assert js.rc == 2 and doc["exit_code"] == 2 and doc["usable"] is False
@@ -525,7 +526,8 @@ def test_could_not_check(tmp_path: Path, kb: Path) -> None:
     assert r.rc == 2 and r.err.splitlines() == [
         f"moonpin check: error: site-packages: not a folder: {tmp_path / 'nope'}",
         "tip: check the command line (--site-packages, --python, --kb)"]
-    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
+    assert r.lines == ["could not check: site-packages (the error above says why; deep probe "
+                       "not run)"]
     js = run(tmp_path / "nope", "--json", kb=kb)
     assert js.rc == 2 and json.loads(js.out)["checks"][0]["name"] == "site-packages"
     assert run(tmp_path, "--no-such-flag", kb=kb).rc == 2

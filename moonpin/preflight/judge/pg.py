@@ -555,6 +555,15 @@ def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: s
                         "install " + ", ".join(missing) + f" in the image, or {PREBUILD}",
                         (loader,)))
         return
+    from moonpin.preflight.installed import image_facts
+
+    if image_facts.ROOT is not None:  # judged from the image's files: no host GPU matters
+        add(CheckResult("toolchain", "warn",
+                        f"{file_name(loader)} compiles at first import and no adapter is compiled "
+                        f"in the image{where}: each worker compiles it for minutes at its first "
+                        f"import (with {', '.join(found) or 'the tools'} found in the image)",
+                        PREBUILD, (loader,)))
+        return
     if not _visible_gpu():
         add(CheckResult("toolchain", "warn",
                         f"{file_name(loader)} compiles at first import and no adapter is compiled "

@@ -449,8 +449,9 @@ def check_launch(argv: list[str], version: str | None, kb: KBView,
         return
     if isinstance(strange, list) and strange:
         add(CheckResult("launch args", "warn", f"sglang {version} has no option "
-                        f"{', '.join(strange)}: launched by SGLang itself the worker stops with "
-                        "'unrecognized arguments' (a wrapper such as Dynamo's may own them)",
+                        f"{', '.join(strange)}{la.meant(strange, accepted)}: launched by "
+                        "SGLang itself the worker stops with 'unrecognized arguments' (a "
+                        "wrapper such as Dynamo's may own them)",
                         "drop or rename them as this release spells its options"))
     bad = [v for v in verdicts if v.status == "violated"]
     unchecked = sum(v.status == "not checked" for v in verdicts)

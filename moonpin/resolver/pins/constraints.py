@@ -44,8 +44,11 @@ def _spec(allowed: list[str], known: list[str]) -> str:
 
 
 def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
-    """The requirement strings, one per distribution (sglang, torch, then mooncake)."""
+    """The requirement strings, one per distribution (sglang, torch, then mooncake); sglang
+    alone when the plan holds nothing else."""
     out = [f"sglang=={plan.sglang}"]
+    if plan.module is None:
+        return out
     out.append("torch" + _spec(plan.torches, [str(v) for v in g.torch_versions]))
     for dist in sorted(plan.mooncake):
         known = [str(v) for d, v in g.mooncake if d == dist]
@@ -64,6 +67,16 @@ def judged_for(python: str | None, arch: str | None) -> str:
 
 def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
     """``fmt`` ``txt`` (a constraints file) or ``uv`` (``[tool.uv] constraint-dependencies``)."""
+    if plan.module is None:
+        from moonpin.resolver.pins.renovate import nothing_to_hold
+
+        head = [f"# moonpin constraints: sglang {plan.sglang}; {where}",
+                f"# {nothing_to_hold(plan.sglang)}"]
+        lines = [f"sglang=={plan.sglang}"]
+        if fmt == "uv":
+            return "\n".join([*head, "[tool.uv]", "constraint-dependencies = [",
+                              *(f"    {json.dumps(x)}," for x in lines), "]"]) + "\n"
+        return "\n".join(head + lines) + "\n"
     lines = constraint_lines(g, plan)
     head = [f"# moonpin constraints: sglang {plan.sglang}, torch {' or '.join(plan.torches)}, "
             f"{plan.module or 'no mooncake process-group module'}; {where}",

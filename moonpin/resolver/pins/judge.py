@@ -680,9 +680,18 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     sv = pinned.sglang.version or ""
     torch = pinned.torch.version if pinned.torch else None
     loose = pinned.loose_mooncake() if pinned.mooncake is None else None
+    which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
+    admits = which["query"]["torch"] if isinstance(which["query"]["torch"], list) else [
+        which["query"]["torch"]]
+    if (which["query"]["module"] is None and pinned.mooncake is None and loose is None
+            and (torch is None or torch.partition("+")[0] in admits)):
+        # no elastic EP on mooncake in this release: no mooncake to add, none to hold
+        out.verdict = "compatible"
+        out.reasons.append(f"sglang {sv} imports no mooncake process-group module "
+                           "(mooncake.pg or mooncake.ep): nothing for moonpin to hold")
+        return out
     if _explained(g, pinned, out, torch=torch, python=python, arch=arch):
         return out
-    which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
     plain = [] if keep == "mooncake" else _preferred(which["compatible"], loose)
     target = pinned.mooncake or loose
     if loose is not None and loose.spec and not any(

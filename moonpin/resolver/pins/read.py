@@ -349,7 +349,7 @@ class _Reader:
                 shown, 0, f"{cut(shown)} is not a requirements or constraints file, "
                 "pyproject.toml, Dockerfile or shell script (by its name)",
                 "rename it, or give a pattern to read it: --match "
-                "'REGEX with (?P<currentValue>...)' --dep NAME"))
+                "'REGEX with (?<currentValue>...)' --dep NAME"))
             return
         text = self._load(path, shown, None)
         if text is None:
@@ -497,7 +497,9 @@ def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] 
         found, errors = read_pins(list(files), patterns=patterns)
     except ValueError as ex:
         raise UsageError(cut(str(ex), 300),
-                         hint="a --match pattern needs a (?P<currentValue>...) group") from None
+                         hint="a --match pattern needs a (?<currentValue>...) group "
+                         "(Renovate's spelling; Python's (?P<currentValue>...) works too)"
+                         ) from None
     if errors:
         raise PinsUnreadable(errors)
     return found

@@ -33,7 +33,8 @@ from packaging.version import InvalidVersion, Version
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
 
-__all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "plan_stack", "renovate_fragment"]
+__all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "nothing_to_hold", "plan_stack",
+           "renovate_fragment"]
 
 #: One name for the group everywhere (``moonpin pins`` updates and the fragment); Renovate
 #: turns it into the branch ``renovate/sglang-stack``.
@@ -204,6 +205,9 @@ def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
         required = [label]
     plan = StackPlan(sglang=q["sglang"], torches=[], mooncake={}, sglang_allowed=[q["sglang"]],
                      module=q["module"])
+    if plan.module is None:  # no elastic EP on mooncake in this release: nothing to hold
+        plan.reasons.append(nothing_to_hold(plan.sglang))  # (every torch and mooncake
+        return plan  # "fits" it vacuously; the newest torch would be invented)
     compatible = which["compatible"]
     if not compatible:
         plan.reasons.append(f"no mooncake release in the knowledge base fits sglang {sglang}")
@@ -227,8 +231,19 @@ def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
     return plan
 
 
+def nothing_to_hold(sglang: str) -> str:
+    """Why a plan for an SGLang release that imports no mooncake process-group module
+    holds nothing."""
+    return (f"sglang {sglang} imports no mooncake process-group module (mooncake.pg or "
+            "mooncake.ep): its elastic EP does not run on mooncake, so moonpin holds neither "
+            "torch nor mooncake (SGLang's own requirements still apply)")
+
+
 def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
-    """The ``packageRules`` fragment for a :func:`plan_stack` plan (see the module doc)."""
+    """The ``packageRules`` fragment for a :func:`plan_stack` plan (see the module doc);
+    no rules when the plan holds nothing (:func:`nothing_to_hold`)."""
+    if plan.module is None:
+        return {"packageRules": []}
     dists = sorted(plan.mooncake)
     replaced = plan.replacement[0] if plan.replacement else None
     names = ["sglang", "torch", *dists, *([replaced] if replaced and replaced not in dists
