@@ -9,7 +9,9 @@ after it starts the output it prints.
 
 An example that needs what a test cannot have says so on the line before its block,
 ``<!-- example: skip needs-image -->`` (a real worker image), ``needs-network`` (the live
-index) or ``api-pending`` (an interface not shipped yet): it is counted, never run. A
+index), ``api-pending`` (an interface not shipped yet) or ``own-test`` (a test of its own
+runs it with what it needs: tests/test_api.py the preflight snippet): it is counted, never
+run here. A
 ``sh`` block is a command's synopsis (``skip synopsis``) or a recipe too long to run here
 (``skip recipe``, e.g. the test suite itself); it must say which. A ``text`` block is
 output alone, unless it starts with ``$ `` (then it is a console block in disguise, and
@@ -31,7 +33,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-SKIPS = {"needs-image", "needs-network", "api-pending", "synopsis", "recipe"}
+SKIPS = {"needs-image", "needs-network", "api-pending", "synopsis", "recipe", "own-test"}
 FENCE = re.compile(r"^```(console|python|sh|bash|shell|text)\n(.*?)^```$", re.M | re.S)
 RECORD = os.environ.get("MOONPIN_RECORD_EXAMPLES") == "1"
 
