@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from moonpin.kb.distributions import torch_requirement
 from moonpin.kb.errors import UsageError
 from moonpin.kb.facts import Build, Loader, Sglang, Wheel
 from moonpin.resolver import rule, spelling
@@ -601,13 +602,13 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
             continue
         refused = _refused_torch(g, s, str(tv), dist, version, python, arch)
         if refused is not None:
-            out.excluded.append(Candidate(str(tv), f"torch=={tv}", reason=refused))
+            out.excluded.append(Candidate(str(tv), torch_requirement(str(tv)), reason=refused))
             continue
         evs = combos(g, s, dist, version, str(tv), python, arch)
         best = _best(evs)
         if best is None:
             continue
-        out.place(Candidate(str(tv), f"torch=={tv}"), evs, best)
+        out.place(Candidate(str(tv), torch_requirement(str(tv))), evs, best)
     query = {"sglang": s.version, "mooncake": f"{dist}=={version}", "python": python or "all",
              "arch": arch or "all"}
     if given:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from moonpin.kb.distributions import torch_cpu_exclusions
 from moonpin.kb.errors import UsageError
 from moonpin.resolver.pins import labels, platforms
 from moonpin.resolver.pins.base import (
@@ -214,12 +215,16 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
     # As Renovate writes them: a requirement's value is its specifier (``==0.3.12``, the
     # pip_requirements/pep621 managers), a bare value's is the version (Docker ARG, regex).
     bare = pin.kind in VALUE_KINDS
+    # a torch requirement written keeps the CPU build out (``exclude``, see rewrite.py)
+    excl = torch_cpu_exclusions([new_version]) if new_name == "torch" and not bare and (
+        not pin.note or "reference" not in pin.note) else []
     return {"depName": pin.name, "newName": new_name, "packageFile": pin.path,
-            "line": pin.version_line,
-            "currentValue": (pin.version or "") if bare else pin.spec,
-            "newValue": new_version if bare else f"=={new_version}",
+            "line": pin.version_line, "currentValue": (pin.version or "") if bare else pin.spec,
+            "newValue": new_version if bare else ",".join([f"=={new_version}", *excl]),
             "currentVersion": pin.version, "newVersion": new_version,
-            "updateType": kind, "groupName": group, "reason": reason}
+            "updateType": kind, "groupName": group, "reason": reason,
+            **({"exclude": excl} if excl else {})}
+
 
 
 def platform_of(pins: Sequence[Pin], *, python: str | None = None,
@@ -268,7 +273,21 @@ def _applies(pin: Pin, arch: str, python: str | None) -> bool:
 
 def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
           arch: str | None = None, strategy: str = "minimal",
-          keep: str | None = None, python_from: str | None = None) -> Judgement:
+          keep: str | None = None, python_from: str | None = None,
+          sources: Sequence[Any] = ()) -> Judgement:
+    """:func:`_judge`, and a torch pin that admits a CPU build one of ``sources`` (the
+    project's find-links folders and indexes) can supply is a finding, with its update."""
+    out = _judge(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep,
+                 python_from=python_from)
+    from moonpin.resolver.pins.sources import with_sources
+
+    return out if not sources or keep == "torch" else with_sources(out, pinned.exact,
+                                                                     sources, _update)
+
+
+def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
+           arch: str | None = None, strategy: str = "minimal",
+           keep: str | None = None, python_from: str | None = None) -> Judgement:
     """The verdict for a pinned set and the updates that make it compatible.
 
     ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
