@@ -79,6 +79,8 @@ class Sglang(NamedTuple):
     #: how many launch rules the KB records for the release (``kb info``; the rules
     #: themselves are in ``resolved/_launch-<version>.json``)
     launch_rules: int
+    #: the release's ``Requires-Python`` as its METADATA says it (None: none declared)
+    requires_python: str | None
 
 
 class LoaderImport(NamedTuple):
@@ -302,7 +304,7 @@ def from_model(kb: Any) -> Facts:
 #: that occurs more than once (the loaders every wheel of a release shares, a build's lists
 #: of names) is written once, in ``pool``, and elsewhere as its index there. The shipped
 #: facts shrink ~5x, and a query reads each shared value once, as one object.
-FORMAT = "pooled-1"
+FORMAT = "pooled-2"  # 2: Sglang.requires_python
 
 
 def from_json(data: Any) -> Facts:

@@ -41,6 +41,7 @@ __all__ = [
     "no_build",
     "no_module",
     "optional_missing",
+    "python_requires",
     "verdict",
 ]
 
@@ -377,6 +378,37 @@ def cuda_major(builds: Sequence[BuildFacts], torch: TorchFacts, *, jit: bool = F
     return Decision(majors == [torch.cuda],
                     f"build links CUDA {linked}, torch {torch.version} is CUDA {torch.cuda} "
                     f"({torch.cuda_why})")
+
+
+# ----------------------------------------------------------------------- python
+
+
+def python_requires(requires: str | None, python: str, release: str) -> Decision:
+    """The release's ``Requires-Python`` admits CPython ``python`` (``cp312``, ``cp313t``,
+    ``3.12``): pip and uv refuse to install it on any other ("requires a different
+    Python"). None when the specifier does not parse, or admits only some patch releases
+    of that minor."""
+    minor = python.removeprefix("cp").removeprefix("py").rstrip("t").replace(".", "")
+    if not minor.isdigit() or len(minor) < 2:
+        return Decision(None, f"{python!r} is not a CPython version")
+    said = f"3.{minor[1:]}"
+    if not requires:
+        return Decision(True, f"{release} declares no requires-python")
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        spec = SpecifierSet(requires)
+    except InvalidSpecifier:
+        return Decision(None, f"{release}'s requires-python {requires!r} does not parse")
+    first, last = spec.contains(f"{said}.0", True), spec.contains(f"{said}.99", True)
+    if first and last:
+        return Decision(True, f"python {said} satisfies {release}'s requires-python "
+                              f"{requires!r}")
+    if first or last:
+        return Decision(None, f"{release}'s requires-python {requires!r} admits only some "
+                              f"python {said} releases")
+    return Decision(False, f"{release} requires python {requires!r}; python {said} is not "
+                           "admitted (pip and uv will not install it there)")
 
 
 # ----------------------------------------------------------------------- verdict
