@@ -101,6 +101,8 @@ class Loader(NamedTuple):
     source_names: tuple[str, ...]
     source_backends: tuple[str, ...]
     note: str | None
+    #: what a compiling loader checks before it compiles (``JIT_REQUIRES`` codes)
+    requires: tuple[str, ...]
 
 
 class Build(NamedTuple):
@@ -304,7 +306,7 @@ def from_model(kb: Any) -> Facts:
 #: that occurs more than once (the loaders every wheel of a release shares, a build's lists
 #: of names) is written once, in ``pool``, and elsewhere as its index there. The shipped
 #: facts shrink ~5x, and a query reads each shared value once, as one object.
-FORMAT = "pooled-2"  # 2: Sglang.requires_python
+FORMAT = "pooled-3"  # 2: Sglang.requires_python; 3: Loader.requires
 
 
 def from_json(data: Any) -> Facts:

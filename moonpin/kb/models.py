@@ -272,6 +272,9 @@ class LoaderScheme(Model):
     source_names: tuple[str, ...] = ()  # jit-compile: Python names the sources define
     source_backends: tuple[str, ...] = ()
     note: str | None = None
+    #: jit-compile: what the loader checks before compiling, read from it with ``ast``
+    #: (``moonpin.readers.loader.JIT_REQUIRES``: cuda-torch, nvcc, ninja, gpu-or-arch-list)
+    requires: tuple[str, ...] = ()
 
 
 class Build(Model):

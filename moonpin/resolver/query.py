@@ -406,7 +406,9 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
                         "uses only behind an optional import (it runs without)")
     ev.checks.append(_check("backends", rule.backends(req, builds),
                             () if jit else (b.member for b in builds)))
-    ev.checks.append(_check("CUDA major", rule.cuda_major(builds, _torch_facts(t), jit=jit)))
+    ev.checks.append(_check("CUDA major", rule.cuda_major(
+        builds, _torch_facts(t), jit=jit, cuda_torch=jit and loader is not None
+        and rule.needs_cuda_torch(loader.requires, loader.toolchain))))
     return ev
 
 

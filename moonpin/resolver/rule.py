@@ -38,6 +38,7 @@ __all__ = [
     "loader_target",
     "loader_targets",
     "names",
+    "needs_cuda_torch",
     "no_build",
     "no_module",
     "optional_missing",
@@ -357,10 +358,32 @@ def backends(req: Requirement, builds: Sequence[BuildFacts]) -> Decision:
 # ----------------------------------------------------------------------- CUDA
 
 
+def needs_cuda_torch(requires: Collection[str], toolchain: Collection[str] = ()) -> bool:
+    """A compiling loader that refuses a torch without CUDA: its ``requires`` (read from it
+    with ``ast``) say ``cuda-torch``; for a KB read before those were recorded, its
+    toolchain names ``CUDA_HOME`` (which ``torch.utils.cpp_extension`` sets to None for a
+    torch built without CUDA)."""
+    return "cuda-torch" in requires or (not requires and any("CUDA_HOME" in t
+                                                             for t in toolchain))
+
+
 def cuda_major(builds: Sequence[BuildFacts], torch: TorchFacts, *, jit: bool = False,
-               ) -> Decision:
+               cuda_torch: bool = False) -> Decision:
     """The CUDA runtime the builds link is the one torch brings (``jit``: the build is
-    compiled at import against the installed torch, so it always is)."""
+    compiled at import against the installed torch, so it always is; ``cuda_torch``: and
+    the compiling loader refuses a torch without CUDA, see :func:`needs_cuda_torch`)."""
+    if jit and cuda_torch and torch.cuda is None:
+        if not torch.cuda_known:
+            return Decision(None, f"compiled at import against a CUDA torch; {torch.cuda_why}")
+        from moonpin.kb.distributions import torch_requirement
+
+        public = torch.version.partition("+")[0]
+        return Decision(False, f"compiled at first import against a CUDA torch (the loader "
+                               f"refuses when torch.utils.cpp_extension.CUDA_HOME is None, as "
+                               f"for every CPU torch, and links c10_cuda and torch_cuda); torch "
+                               f"{torch.version} is a CPU build ({torch.cuda_why}); install the "
+                               f"index's CUDA build: pip install --force-reinstall "
+                               f"'{torch_requirement(public)}'")
     if jit:
         return Decision(True, "built at import against the installed torch's CUDA")
     majors = sorted({b.cuda for b in builds if b.cuda is not None})
