@@ -270,7 +270,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "files: --rootfs/--image); light checks only"))
     elif not deep:
         add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
-    elif torch_d is None:
+    elif torch is None and im.find_package(paths, "torch") is None:
+        # what the import finds decides, not the metadata (a torch folder whose dist-info
+        # does not read, a NUL in its METADATA, still imports and is probed)
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
     else:
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
