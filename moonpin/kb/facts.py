@@ -81,6 +81,8 @@ class Sglang(NamedTuple):
     launch_rules: int
     #: the release's ``Requires-Python`` as its METADATA says it (None: none declared)
     requires_python: str | None
+    #: the CPython interpreters its wheels install on (None: any, or not known)
+    wheel_pythons: tuple[str, ...] | None
 
 
 class LoaderImport(NamedTuple):
@@ -306,7 +308,7 @@ def from_model(kb: Any) -> Facts:
 #: that occurs more than once (the loaders every wheel of a release shares, a build's lists
 #: of names) is written once, in ``pool``, and elsewhere as its index there. The shipped
 #: facts shrink ~5x, and a query reads each shared value once, as one object.
-FORMAT = "pooled-3"  # 2: Sglang.requires_python; 3: Loader.requires
+FORMAT = "pooled-4"  # 2: Sglang.requires_python; 3: Loader.requires; 4: wheel_pythons
 
 
 def from_json(data: Any) -> Facts:

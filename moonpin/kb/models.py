@@ -232,6 +232,9 @@ class SglangRelease(Model):
     source: Literal["index", "path", "archive"] = "index"
     artifact: Artifact
     requires_python: str | None = None
+    #: the CPython interpreters its files on the index install on (``cp311``, …; from
+    #: their names, refreshed each scrape); None: any (an sdist, a pure wheel) or not known
+    wheel_pythons: tuple[str, ...] | None = None
     torch_requirements: tuple[str, ...] = ()  # Requires-Dist lines naming torch, verbatim
     files_analyzed: int = 0
     imports: tuple[MooncakeImport, ...] = ()

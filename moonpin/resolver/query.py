@@ -377,7 +377,8 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
                     wheel=w.wheel.artifact.filename if w else None)
     ev.checks.append(_kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t)))
     ev.checks.append(_kept(g.memo, ("python", python), s, lambda: _check(
-        "python", rule.python_requires(s.requires_python, python, f"sglang {s.version}"),
+        "python", rule.python_requires(s.requires_python, python, f"sglang {s.version}",
+                                       s.wheel_pythons),
         (f"{s.artifact.filename}: METADATA Requires-Python",))))
     if s.pg.module is None:
         ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "

@@ -406,15 +406,25 @@ def cuda_major(builds: Sequence[BuildFacts], torch: TorchFacts, *, jit: bool = F
 # ----------------------------------------------------------------------- python
 
 
-def python_requires(requires: str | None, python: str, release: str) -> Decision:
-    """The release's ``Requires-Python`` admits CPython ``python`` (``cp312``, ``cp313t``,
-    ``3.12``): pip and uv refuse to install it on any other ("requires a different
-    Python"). None when the specifier does not parse, or admits only some patch releases
-    of that minor."""
+def python_requires(requires: str | None, python: str, release: str,
+                    wheel_pythons: Collection[str] | None = None) -> Decision:
+    """The release installs on CPython ``python`` (``cp312``, ``cp313t``, ``3.12``): its
+    ``Requires-Python`` admits it and its files include one for that interpreter
+    (``wheel_pythons``, None: any); pip and uv install it nowhere else ("requires a
+    different Python", "no wheels with a matching Python implementation tag"). None when
+    the specifier does not parse, or admits only some patch releases of that minor."""
     minor = python.removeprefix("cp").removeprefix("py").rstrip("t").replace(".", "")
     if not minor.isdigit() or len(minor) < 2:
         return Decision(None, f"{python!r} is not a CPython version")
     said = f"3.{minor[1:]}"
+    d = _requires_python(requires, said, release)
+    if d.ok is not False and wheel_pythons is not None and f"cp{minor}" not in wheel_pythons:
+        return Decision(False, f"{release} publishes wheels for {', '.join(wheel_pythons)} "
+                               f"only (no sdist): pip and uv find none for python {said}")
+    return d
+
+
+def _requires_python(requires: str | None, said: str, release: str) -> Decision:
     if not requires:
         return Decision(True, f"{release} declares no requires-python")
     from packaging.specifiers import InvalidSpecifier, SpecifierSet

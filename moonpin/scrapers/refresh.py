@@ -38,7 +38,13 @@ from moonpin.scrapers import mooncake as mc
 from moonpin.scrapers import sglang as sg
 from moonpin.scrapers import torch_index as ti
 from moonpin.scrapers.fetch import Fetcher
-from moonpin.scrapers.pypi import IndexFile, ProjectReleases, fetch_project, public_url
+from moonpin.scrapers.pypi import (
+    IndexFile,
+    ProjectReleases,
+    fetch_project,
+    public_url,
+    wheel_pythons,
+)
 from moonpin.scrapers.report import Reporter
 
 __all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "extractor_fingerprints", "scrape"]
@@ -206,6 +212,8 @@ class _SglangSource(_Source):
         self.files_at = files_cache if files_cache is not None else _files_cache(fingerprint)
         self.cache = sg.AnalysisCache()
         self.procs: ProcessPoolExecutor | None = None
+        #: version -> the interpreters its files install on (:func:`wheel_pythons`)
+        self.pythons: dict[str, tuple[str, ...] | None] = {}
 
     def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
         facts.sglang = {r.version: r for r in base.sglang if r.source == "index"} if base else {}
@@ -217,7 +225,10 @@ class _SglangSource(_Source):
         if self.files_at:
             self.cache = sg.AnalysisCache.load(self.files_at)
         todo = []
+        self.pythons = {}
         for v in _versions(proj, SGLANG_MIN):
+            # what the release's files install on is a fact of the listing: every refresh
+            self.pythons[v] = wheel_pythons(proj.releases[v])
             wheel = sg.choose_wheel(proj.releases[v])
             if wheel is None:
                 run.not_read(Unread(kind="sglang", name="sglang", version=v,
@@ -226,6 +237,7 @@ class _SglangSource(_Source):
             have = facts.sglang.get(v)
             if have is not None and have.artifact.sha256 == wheel.sha256:
                 run.summary.kept["sglang"] += 1
+                facts.sglang[v] = have.model_copy(update={"wheel_pythons": self.pythons[v]})
                 continue
             todo.append((v, wheel))
         return todo
@@ -274,7 +286,8 @@ class _SglangSource(_Source):
             if isinstance(got, Unread):
                 run.not_read(got, v in facts.sglang)
             else:
-                facts.sglang[v] = got
+                facts.sglang[v] = got.model_copy(update={"wheel_pythons":
+                                                         self.pythons.get(v)})
                 run.counted("sglang", v, size)
         run.summary.cache_hits += self.cache.hits
         if self.files_at and any(isinstance(got, SglangRelease) for _, got, _ in results):

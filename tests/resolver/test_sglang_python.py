@@ -98,3 +98,42 @@ def test_uv_agrees(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
         assert (r.returncode != 0) == bool(want), r.stdout + r.stderr
         assert _moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == want
+
+
+def _file(name: str, yanked: bool = False) -> object:
+    from moonpin.scrapers.pypi import IndexFile
+
+    return IndexFile(filename=name, url="u", size=1, sha256="0" * 64, yanked=yanked,
+                     requires_python=None, has_metadata=False)
+
+
+@pytest.mark.parametrize(("names", "want"), [
+    (["sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+      "sglang-0.5.23-cp313-cp313-manylinux_2_34_aarch64.whl"], ("cp311", "cp313")),
+    (["sglang-0.5.10-py3-none-any.whl"], None),
+    (["sglang-0.5.10-cp312-cp312-manylinux_2_34_x86_64.whl", "sglang-0.5.10.tar.gz"], None),
+    (["x-1-cp39-abi3-manylinux_2_34_x86_64.whl"], None),
+    ([], None),
+])
+def test_the_interpreters_a_release_installs_on(names: list[str],
+                                                 want: tuple[str, ...] | None) -> None:
+    from moonpin.scrapers.pypi import wheel_pythons
+
+    assert wheel_pythons([_file(n) for n in names]) == want  # type: ignore[misc]
+
+
+def test_the_rule_reads_the_wheels_interpreters() -> None:
+    tags = ("cp311", "cp312", "cp313")
+    d = rule.python_requires(">=3.11", "cp314", "sglang 9", tags)
+    assert d.ok is False and "cp311, cp312, cp313 only" in d.detail
+    assert rule.python_requires(">=3.11", "3.12", "sglang 9", tags).ok is True
+    assert rule.python_requires(">=3.11", "cp313t", "sglang 9", tags).ok is True
+    assert rule.python_requires(">=3.11", "cp314", "sglang 9", None).ok is True
+
+
+def test_no_release_is_listed_on_a_python_it_has_no_wheel_for() -> None:
+    t = json.loads(_moonpin("triples", "--sglang", ">=0.5.11", "--json").stdout)
+    rows = t["triples"] if isinstance(t, dict) else t
+    assert rows and all(r["python"] != "cp314" for r in rows), {r["python"] for r in rows}
+    e = _moonpin("explain", "sglang==0.5.23", JIT, "--python", "3.14", "--arch", "x86_64")
+    assert e.returncode == 1 and "publishes wheels for cp311, cp312, cp313 only" in e.stdout

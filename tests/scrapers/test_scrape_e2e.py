@@ -484,3 +484,20 @@ def test_an_artifact_that_cannot_be_read_keeps_the_facts_the_kb_had(
     if full:
         assert out.count("the knowledge base keeps the facts read before") == 3, out
         assert "503" in out
+
+
+def test_a_release_records_the_interpreters_its_files_install_on(index: FakeIndex) -> None:
+    """Issue 38 (2): what the index lists for each SGLang release (version-specific
+    wheels only, or a pure wheel) is recorded at every scrape, kept releases included."""
+    only_present(index)
+    files = {"sglang/srt/distributed/parallel_state.py": SGL_NEW}
+    index.add_project("sglang", {
+        "0.5.4": dict([sglang_wheel("0.5.4", files)]),
+        "0.5.17": dict(build_wheel("sglang", "0.5.17", files, tag=f"{t}-{t}-manylinux_2_34_"
+                                   "x86_64") for t in ("cp311", "cp312")),
+    })
+    kb, _, _ = run(index, only=("sglang",))
+    got = {r.version: r.wheel_pythons for r in kb.sglang}
+    assert got == {"0.5.4": None, "0.5.17": ("cp311", "cp312")}
+    again, _, _ = run(index, old=kb, only=("sglang",))  # kept, still recorded
+    assert {r.version: r.wheel_pythons for r in again.sglang} == got
