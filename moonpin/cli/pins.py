@@ -56,8 +56,9 @@ def cmd_pins(args: argparse.Namespace) -> int:
     python, python_from = args.python, None
     if python is None and (project := pins.project_python(files)) is not None:
         python, python_from = project
+    sources = pins.index_sources(files)
     verdict = pins.judge(g, pinned, python=python, arch=args.arch, strategy=args.strategy,
-                         keep=args.keep, python_from=python_from)
+                         keep=args.keep, python_from=python_from, sources=sources)
     # With --json, stdout is one JSON document whatever else is asked: the diff, what was
     # written and the verdict after writing are fields of it. Without, --diff makes stdout
     # the patch alone (for `patch`/`git apply`) and the report goes to stderr.
@@ -82,7 +83,8 @@ def cmd_pins(args: argparse.Namespace) -> int:
             found_after = _read_pin_files(files, patterns)
             after = pins.pinned_set(found_after)
             again = pins.judge(g, after, python=python, arch=args.arch,
-                               strategy=args.strategy, keep=args.keep, python_from=python_from)
+                               strategy=args.strategy, keep=args.keep, python_from=python_from,
+                               sources=pins.index_sources(files))
             print(f"after writing: verdict {again.verdict}"
                   + (f", {len(again.updates)} update(s) left" if again.updates else ""),
                   file=sys.stderr)

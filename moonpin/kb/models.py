@@ -240,6 +240,9 @@ class SglangRelease(Model):
     source: Literal["index", "path", "archive"] = "index"
     artifact: Artifact
     requires_python: str | None = None
+    #: the CPython interpreters its files on the index install on (``cp311``, …; from
+    #: their names, refreshed each scrape); None: any (an sdist, a pure wheel) or not known
+    wheel_pythons: tuple[str, ...] | None = None
     torch_requirements: tuple[str, ...] = ()  # Requires-Dist lines naming torch, verbatim
     files_analyzed: int = 0
     imports: tuple[MooncakeImport, ...] = ()
@@ -280,6 +283,9 @@ class LoaderScheme(Model):
     source_names: tuple[str, ...] = ()  # jit-compile: Python names the sources define
     source_backends: tuple[str, ...] = ()
     note: str | None = None
+    #: jit-compile: what the loader checks before compiling, read from it with ``ast``
+    #: (``moonpin.readers.loader.JIT_REQUIRES``: cuda-torch, nvcc, ninja, gpu-or-arch-list)
+    requires: tuple[str, ...] = ()
 
 
 class Build(Model):

@@ -317,7 +317,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "files: --rootfs/--image); light checks only"))
     elif not deep:
         add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
-    elif torch_d is None:
+    elif torch is None and im.find_package(paths, "torch") is None:
+        # what the import finds decides, not the metadata (a torch folder whose dist-info
+        # does not read, a NUL in its METADATA, still imports and is probed)
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
     else:
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
@@ -489,14 +491,25 @@ def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,
             by_root.setdefault(d.root, []).append(d)
     clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
     if clash:
-        add(CheckResult("mooncake installed", "fail",
-                        f"{len(clash)} mooncake distributions installed over one mooncake/ "
-                        f"folder ({', '.join(f'{d.name} {d.version}' for d in clash)}): "
-                        "its files are a mix of both",
-                        fixer.line() if fixer.line().startswith("pip ") else
-                        f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
-                        f"{fixer.line()}",
-                        (clash[0].root,)))
+        said = f"{len(clash)} mooncake distributions installed over one mooncake/ folder " \
+               f"({', '.join(f'{d.name} {d.version}' for d in clash)})"
+        owner, wrong = _owner(clash)
+        if owner is not None:
+            # every file the import can load is the one this distribution installed
+            add(CheckResult("mooncake installed", "warn",
+                            f"{said}: every file of {owner.name} {owner.version} there is the "
+                            "one it installed (its RECORD hashes), so the import loads it; "
+                            "uninstalling either distribution later removes the shared files",
+                            fixer.pip([f"{owner.name}=={owner.version}"],
+                                      "clean up: one distribution over the folder"),
+                            (clash[0].root,)))
+        else:
+            add(CheckResult("mooncake installed", "fail",
+                            f"{said}: its files are a mix of both ({wrong})",
+                            fixer.line() if fixer.line().startswith("pip ") else
+                            f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
+                            f"{fixer.line()}",
+                            (clash[0].root,)))
     found = locate(paths, "mooncake")
     pkg = found.folder if found is not None else None
     if not clash:  # named where it is when not in a distribution's own folder
@@ -510,6 +523,49 @@ def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,
                         f"{listing} is installed but no mooncake/ package folder was found",
                         fixer.reinstall()))
     return pkg
+
+
+def _owner(clash: list[Dist]) -> tuple[Dist | None, str]:
+    """Of distributions sharing one ``mooncake/`` folder, the one whose every package file
+    (``mooncake/…``, its ``….libs/``) is on disk with its RECORD hash and size, or None and
+    what is wrong for each (missing, another build's)."""
+    import base64
+    import hashlib
+    import stat
+
+    def bad(d: Dist) -> list[str]:
+        own = [(rel, h) for rel, h in d.hashes.items() if "__pycache__" not in rel and (
+            rel.startswith("mooncake/") or rel.split("/", 1)[0].endswith(".libs"))]
+        if not own:
+            return ["its RECORD has no hashes"]
+        out = []
+        for rel, (digest, size) in own:
+            path = os.path.join(d.root, rel)
+            try:
+                st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    raise OSError("not a regular file")
+                h = hashlib.sha256()
+                if st.st_size == size:
+                    with open(path, "rb") as f:
+                        for chunk in iter(lambda: f.read(1 << 20), b""):
+                            h.update(chunk)
+            except OSError:
+                out.append(f"{rel} missing")
+                continue
+            if st.st_size != size or base64.urlsafe_b64encode(
+                    h.digest()).rstrip(b"=").decode() != digest:
+                out.append(f"{rel} is another build's")
+        return out
+
+    said = []
+    for d in clash:
+        wrong = bad(d)
+        if not wrong:
+            return d, ""
+        said.append(f"{d.name}: {', '.join(wrong[:3])}"
+                    + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""))
+    return None, "; ".join(said)
 
 
 def _deep(checks: list[CheckResult], pkg: str, req: Requirement | None,

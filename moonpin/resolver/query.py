@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from moonpin.kb.distributions import torch_requirement
 from moonpin.kb.errors import UsageError
 from moonpin.kb.facts import Build, Loader, Sglang, Wheel
 from moonpin.resolver import rule, spelling
@@ -375,6 +376,10 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
     ev = Evaluation(s.version, dist, version, t.text, python, arch,
                     wheel=w.wheel.artifact.filename if w else None)
     ev.checks.append(_kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t)))
+    ev.checks.append(_kept(g.memo, ("python", python), s, lambda: _check(
+        "python", rule.python_requires(s.requires_python, python, f"sglang {s.version}",
+                                       s.wheel_pythons),
+        (f"{s.artifact.filename}: METADATA Requires-Python",))))
     if s.pg.module is None:
         ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "
                         "compatible with any mooncake (or none)")
@@ -402,7 +407,9 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
                         "uses only behind an optional import (it runs without)")
     ev.checks.append(_check("backends", rule.backends(req, builds),
                             () if jit else (b.member for b in builds)))
-    ev.checks.append(_check("CUDA major", rule.cuda_major(builds, _torch_facts(t), jit=jit)))
+    ev.checks.append(_check("CUDA major", rule.cuda_major(
+        builds, _torch_facts(t), jit=jit, cuda_torch=jit and loader is not None
+        and rule.needs_cuda_torch(loader.requires, loader.toolchain))))
     return ev
 
 
@@ -626,13 +633,13 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
             continue
         refused = _refused_torch(g, s, str(tv), dist, version, python, arch)
         if refused is not None:
-            out.excluded.append(Candidate(str(tv), f"torch=={tv}", reason=refused))
+            out.excluded.append(Candidate(str(tv), torch_requirement(str(tv)), reason=refused))
             continue
         evs = combos(g, s, dist, version, str(tv), python, arch)
         best = _best(evs)
         if best is None:
             continue
-        out.place(Candidate(str(tv), f"torch=={tv}"), evs, best)
+        out.place(Candidate(str(tv), torch_requirement(str(tv))), evs, best)
     query = {"sglang": s.version, "mooncake": f"{dist}=={version}", "python": python or "all",
              "arch": arch or "all"}
     if given:

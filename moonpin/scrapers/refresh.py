@@ -2,8 +2,10 @@
 
 Incremental by default: a release whose artifact sha256 is unchanged (and, for
 mooncake, whose builds were already checked for every name now wanted) is kept
-as it is, costing only the index JSON. A release that cannot be read is left
-out and listed in ``unread``; it never becomes a verdict.
+as it is, costing only the index JSON. A release that cannot be read (any of its
+artifacts: a 503, a damaged zip) keeps the facts the KB had for it, on every refresh,
+``--full`` included, and the report says so; one the KB never had is left out and listed
+in ``unread``; it never becomes a verdict.
 """
 
 from __future__ import annotations
@@ -41,7 +43,13 @@ from moonpin.scrapers import torch_index as ti
 from moonpin.scrapers.fetch import Fetcher
 from moonpin.scrapers.projects import MODULES as PROJECT_MODULES
 from moonpin.scrapers.projects import Recipe, recipes
-from moonpin.scrapers.pypi import IndexFile, ProjectReleases, fetch_project, public_url
+from moonpin.scrapers.pypi import (
+    IndexFile,
+    ProjectReleases,
+    fetch_project,
+    public_url,
+    wheel_pythons,
+)
 from moonpin.scrapers.report import Reporter
 
 __all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "canonical_provenance", "changes",
@@ -199,6 +207,11 @@ class _Source:
     def merge(self, run: _Run, facts: _Facts, results: list[Any]) -> None:
         raise NotImplementedError
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        """Put back into ``facts`` what ``previous`` (the old KB's) holds of the release
+        ``unread`` names and this read could not; False when it held none."""
+        raise NotImplementedError
+
 
 class _SglangSource(_Source):
     """SGLang releases from 0.4.0, one wheel each; the per-file facts of earlier reads are
@@ -211,6 +224,8 @@ class _SglangSource(_Source):
         self.files_at = files_cache if files_cache is not None else _files_cache(fingerprint)
         self.cache = sg.AnalysisCache()
         self.procs: ProcessPoolExecutor | None = None
+        #: version -> the interpreters its files install on (:func:`wheel_pythons`)
+        self.pythons: dict[str, tuple[str, ...] | None] = {}
 
     def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
         facts.sglang = {r.version: r for r in base.sglang if r.source == "index"} if base else {}
@@ -222,7 +237,10 @@ class _SglangSource(_Source):
         if self.files_at:
             self.cache = sg.AnalysisCache.load(self.files_at)
         todo = []
+        self.pythons = {}
         for v in _versions(proj, SGLANG_MIN):
+            # what the release's files install on is a fact of the listing: every refresh
+            self.pythons[v] = wheel_pythons(proj.releases[v])
             wheel = sg.choose_wheel(proj.releases[v])
             if wheel is None:
                 run.not_read(Unread(kind="sglang", name="sglang", version=v,
@@ -231,6 +249,7 @@ class _SglangSource(_Source):
             have = facts.sglang.get(v)
             if have is not None and have.artifact.sha256 == wheel.sha256:
                 run.summary.kept["sglang"] += 1
+                facts.sglang[v] = have.model_copy(update={"wheel_pythons": self.pythons[v]})
                 continue
             todo.append((v, wheel))
         return todo
@@ -266,13 +285,21 @@ class _SglangSource(_Source):
         run.consumed(need)
         return v, rel, wheel.size
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        had = previous.sglang.get(unread.version)
+        if had is None or unread.version in facts.sglang:
+            return False
+        facts.sglang[unread.version] = had
+        return True
+
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[str, SglangRelease | Unread, int]]) -> None:
         for v, got, size in results:
             if isinstance(got, Unread):
                 run.not_read(got, v in facts.sglang)
             else:
-                facts.sglang[v] = got
+                facts.sglang[v] = got.model_copy(update={"wheel_pythons":
+                                                         self.pythons.get(v)})
                 run.counted("sglang", v, size)
         run.summary.cache_hits += self.cache.hits
         if self.files_at and any(isinstance(got, SglangRelease) for _, got, _ in results):
@@ -352,6 +379,14 @@ class _MooncakeSource(_Source):
         run.reporter.advance(f"{dist} {v}", nbytes=total)
         return (dist, v), MooncakeRelease(dist=dist, version=v, wheels=tuple(got)), size
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        key = (unread.name, unread.version)
+        had = previous.moon.get(key)
+        if had is None or key in facts.moon:
+            return False
+        facts.moon[key] = had
+        return True
+
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[tuple[str, str], MooncakeRelease | Unread, int]]) -> None:
         for key, rel, size in results:
@@ -412,6 +447,19 @@ class _TorchSource(_Source):
                              reason=_reason(e, w)), w.size
         run.reporter.advance(f"torch {v} {arch}", nbytes=n)
         return v, var, w.size
+
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        had = previous.torch.get(unread.version)
+        if had is None:
+            return False
+        cur = facts.torch.get(unread.version, TorchRelease(version=unread.version))
+        arches = {x.arch for x in cur.variants}
+        back = [x for x in had.variants if x.arch not in arches]  # the arch(es) not read
+        if not back:
+            return False
+        facts.torch[unread.version] = TorchRelease(version=unread.version, variants=tuple(
+            sorted([*cur.variants, *back], key=lambda x: x.arch)))
+        return True
 
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[str, TorchVariant | Unread, int]]) -> None:
@@ -577,10 +625,20 @@ def scrape(
         source.load(facts, old if old is not None and not rebuild else None)
         if source.kind not in only:
             continue
+        failed = len(run.unread)
         jobs = source.plan(run, facts)
         reporter.start(source.kind, len(jobs))
         source.merge(run, facts, source.read(run, facts, jobs))
         reporter.finish()
+        if rebuild and old is not None:
+            # a rebuild reads every release again; one that cannot be read this time keeps
+            # the facts the KB had, as an incremental refresh does (and says so)
+            previous = _Facts()
+            source.load(previous, old)
+            for u in run.unread[failed:]:
+                if source.restore(facts, previous, u):
+                    run.unread.remove(u)
+                    run.not_read(u, True)
 
     summary = run.summary
     summary.bytes_fetched = fetcher.stats.bytes - start_bytes

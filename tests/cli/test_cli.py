@@ -245,7 +245,7 @@ def test_renovate_fragment_has_renovates_shape(kb_file: Path, tmp_path: Path,
     group, torch_rule, mooncake_rule = doc["packageRules"]
     assert group["groupName"] and {"sglang", "torch"} <= set(group["matchPackageNames"])
     assert torch_rule == {**torch_rule, "matchPackageNames": ["torch"],
-                          "allowedVersions": "==2.13.0"}
+                          "allowedVersions": "==2.13.0,!=2.13.0+cpu"}
     allowed = mooncake_rule["allowedVersions"]
     assert allowed.startswith("/") and allowed.endswith("/")
     pattern = re.compile(allowed[1:-1])

@@ -460,3 +460,50 @@ def test_a_project_json_past_the_parser_limits_is_refused(
     assert exited.value.code == 2
     assert "/pypi/torch/json: not a package index JSON document" in err and "tip:" in err
     assert kb_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["--full", "refresh"])
+def test_an_artifact_that_cannot_be_read_keeps_the_facts_the_kb_had(
+        index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        full: bool) -> None:
+    """Issue 38 (7): a 503 on one artifact of each kind during a refresh, ``--full``
+    included, keeps each release's previous facts whole and says so (on ee40e57 ``--full``
+    dropped them)."""
+    from moonpin.cli.main import main
+    from moonpin.kb import store
+
+    kb_path = scraped_kb(index, tmp_path / "kb.json")
+    before = store.load(kb_path)
+    sgl = next(r for r in before.sglang if r.version == "0.5.17")
+    moon = next(r for r in before.mooncake if r.version == "0.3.13")
+    torch = next(r for r in before.torch if r.variants)
+    for art in (sgl.artifact, moon.wheels[0].artifact, torch.variants[0].artifact):
+        index.fault("/packages/" + art.path, "status", code=503)
+    capsys.readouterr()
+    rc = main(["--kb", str(kb_path), "scrape", "--index-url", index.url + "/", "--jobs", "2",
+               *(["--full"] if full else ["--only", "sglang"])])
+    out = capsys.readouterr().out
+    after = store.load(kb_path)
+    assert rc == (1 if full else 0), out
+    assert after.sglang == before.sglang and after.mooncake == before.mooncake
+    assert after.torch == before.torch and after.unread == ()
+    if full:
+        assert out.count("the knowledge base keeps the facts read before") == 3, out
+        assert "503" in out
+
+
+def test_a_release_records_the_interpreters_its_files_install_on(index: FakeIndex) -> None:
+    """Issue 38 (2): what the index lists for each SGLang release (version-specific
+    wheels only, or a pure wheel) is recorded at every scrape, kept releases included."""
+    only_present(index)
+    files = {"sglang/srt/distributed/parallel_state.py": SGL_NEW}
+    index.add_project("sglang", {
+        "0.5.4": dict([sglang_wheel("0.5.4", files)]),
+        "0.5.17": dict(build_wheel("sglang", "0.5.17", files, tag=f"{t}-{t}-manylinux_2_34_"
+                                   "x86_64") for t in ("cp311", "cp312")),
+    })
+    kb, _, _ = run(index, only=("sglang",))
+    got = {r.version: r.wheel_pythons for r in kb.sglang}
+    assert got == {"0.5.4": None, "0.5.17": ("cp311", "cp312")}
+    again, _, _ = run(index, old=kb, only=("sglang",))  # kept, still recorded
+    assert {r.version: r.wheel_pythons for r in again.sglang} == got

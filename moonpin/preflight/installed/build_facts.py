@@ -220,7 +220,8 @@ def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
             "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
             "separator": r.separator, "placeholder": TORCH, "problem": None, "cache": cache,
-            "sources": list(r.sources), "source_names": sorted(source_names)}
+            "sources": list(r.sources), "source_names": sorted(source_names),
+            "requires": list(r.requires)}
 
 
 def find_nvcc() -> str | None:

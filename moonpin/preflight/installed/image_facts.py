@@ -64,6 +64,7 @@ __all__ = [
     "not_files",
     "read_bytes",
     "read_dists",
+    "record_hashes",
     "sglang_sources",
     "shipped_like",
     "torch_info",
@@ -90,12 +91,31 @@ KB_READABLE = frozenset({1, 2, 3, 4})
 
 class Dist:
     def __init__(self, name: str, version: str, root: str, requires: tuple[str, ...],
-                 files: tuple[str, ...] | None) -> None:
+                 files: tuple[str, ...] | None,
+                 hashes: dict[str, tuple[str, int]] | None = None) -> None:
         self.name = name  # canonical
         self.version = version
         self.root = root  # the site-packages folder it is installed in
         self.requires = requires
         self.files = files  # RECORD entries; read for mooncake distributions only
+        #: RECORD's ``sha256=`` digest (urlsafe base64, as written) and size per path
+        self.hashes = hashes or {}
+
+
+def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
+    """``path -> (sha256 digest as RECORD writes it, size)`` of RECORD lines (PEP 376 /
+    the wheel spec: CSV ``path,sha256=<urlsafe b64, no padding>,size``; a path with a comma
+    is quoted). Lines without both are left out."""
+    out: dict[str, tuple[str, int]] = {}
+    for line in lines:
+        parts = line.rsplit(",", 2)
+        if len(parts) != 3 or not parts[1].startswith("sha256=") or not parts[2].isdigit():
+            continue
+        path = parts[0]
+        if len(path) > 1 and path[0] == path[-1] == '"':
+            path = path[1:-1].replace('""', '"')
+        out[path] = (parts[1][len("sha256="):], int(parts[2]))
+    return out
 
 
 def which(name: str) -> str | None:
@@ -192,16 +212,18 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
             if not name:
                 continue
             files: tuple[str, ...] | None = None
+            hashes: dict[str, tuple[str, int]] = {}
             if canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
                 try:
-                    files = tuple(
-                        line.split(",", 1)[0] for line in
-                        _read_text(os.path.join(folder, record), _CAP_RECORD,
-                                   "distribution RECORD").splitlines() if line)
+                    lines = [line for line in _read_text(
+                        os.path.join(folder, record), _CAP_RECORD,
+                        "distribution RECORD").splitlines() if line]
+                    files = tuple(line.split(",", 1)[0] for line in lines)
+                    hashes = record_hashes(lines)
                 except OSError:
                     pass
             out.append(Dist(canon(name), (head.get("version") or [""])[0], root,
-                             tuple(head.get("requires-dist") or ()), files))
+                             tuple(head.get("requires-dist") or ()), files, hashes))
     return out
 
 

@@ -40,13 +40,11 @@ def _public(version: str) -> str:
 
 
 def torch_req(version: str) -> str:
-    """``torch==V`` as a fix line writes it: with ``!=V+cpu`` beside a public ``V``. PEP 440's
-    ``==V`` admits every local build of V, and pip takes the highest, so a ``+cpu`` wheel
-    that a ``--find-links`` folder or an extra index (PyTorch's CPU index in many CI images)
-    offers would be installed instead of the package index's CUDA build."""
-    if "+" in version or version.startswith("<"):
-        return f"torch=={version}"
-    return f"torch=={version},!={version}+cpu"
+    """``torch==V`` as a fix line writes it: with ``!=V+cpu`` beside a public ``V``
+    (:func:`moonpin.kb.distributions.torch_requirement`, the one spelling)."""
+    from moonpin.kb.distributions import torch_requirement
+
+    return torch_requirement(version)
 
 
 def pip_line(specs: Sequence[str], *, torch: str | None,

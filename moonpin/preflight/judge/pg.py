@@ -98,7 +98,8 @@ def _rule_requirement(req: Requirement | None) -> Any:
 
 
 def _judge_builds(req: Any, facts: list[Any], torch: Torch, module: str, kb: KBView,
-                  fixer: Fixer, add: Callable[[CheckResult], None], jit: bool = False) -> None:
+                  fixer: Fixer, add: Callable[[CheckResult], None], jit: bool = False,
+                  cuda_torch: bool = False) -> None:
     """Names, backends and CUDA major, decided by :mod:`moonpin.resolver.rule` as the KB query
     decides them, in its words; the image adds where a missing name first appears and
     the install line."""
@@ -126,7 +127,7 @@ def _judge_builds(req: Any, facts: list[Any], torch: Torch, module: str, kb: KBV
     add(CheckResult("backends", "pass" if d.ok else "fail", d.detail,
                     None if d.ok else fixer.line()))
     t = rule.TorchFacts(torch.version, torch.cuda, True, torch.cuda_evidence)
-    d = rule.cuda_major(facts, t, jit=jit)
+    d = rule.cuda_major(facts, t, jit=jit, cuda_torch=cuda_torch)
     if d.ok is None:
         add(CheckResult("cuda", "skip", d.detail))
     elif d.ok:
@@ -420,7 +421,9 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
         names = set(scheme.get("source_names") or ())
         _judge_builds(rreq, [rule.BuildFacts(loader_path, names - set(BACKENDS),
                                              names & set(BACKENDS))],
-                      torch, rreq.module, kb, fixer, add, jit=True)
+                      torch, rreq.module, kb, fixer, add, jit=True,
+                      cuda_torch=rule.needs_cuda_torch(scheme.get("requires") or (),
+                                                       scheme.get("toolchain") or ()))
     torch_pkg = find_package(paths, "torch")
     consts = torch_version_py(torch_pkg) if torch_pkg else None
     _check_jit(scheme, paths, loader_path, pkg, consts, add, rreq.module)

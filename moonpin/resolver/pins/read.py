@@ -135,6 +135,7 @@ from moonpin.resolver.pins.rewrite import apply_updates, read_for_rewrite, write
 
 if TYPE_CHECKING:  # the readers of a kind load when a file of that kind is read
     from moonpin.resolver.pins.shell import FileArg
+    from moonpin.resolver.pins.sources import Source
 
 #: A file given or included (a str, a :class:`pathlib.Path`): read as a path string, in
 #: the spelling ``str(pathlib.Path(...))`` gives it (pathlib costs a command ~3 ms).
@@ -157,6 +158,7 @@ __all__ = [
     "apply_updates",
     "check_versions",
     "file_type",
+    "index_sources",
     "judge",
     "pinned_set",
     "plan_stack",
@@ -503,6 +505,14 @@ def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] 
     if errors:
         raise PinsUnreadable(errors)
     return found
+
+
+def index_sources(files: Sequence[str]) -> list[Source]:
+    """The find-links folders and indexes ``files`` (and their includes) add: see
+    :mod:`moonpin.resolver.pins.sources`."""
+    from moonpin.resolver.pins.sources import index_sources as sources_of
+
+    return sources_of([(f, file_type(f)) for f in files])
 
 
 def project_python(files: Sequence[str]) -> tuple[str, str] | None:

@@ -18,7 +18,9 @@ set of versions chosen so that **any** combination Renovate can propose is compa
 Renovate's ``allowedVersions`` takes a range of the package's versioning (PEP 440 here) or a
 ``/regex/``: one value is written ``==V``, several as ``/^(a|b)$/`` — Renovate 39 rejects
 ``==a || ==b`` ("does not parse as a valid version or range") and then skips the whole
-repository, although ``renovate-config-validator`` accepts it. ``packageRules`` apply in
+repository, although ``renovate-config-validator`` accepts it. torch's one value is
+``==V,!=V+cpu`` (a range Renovate's pep440 versioning parses): ``==V`` alone matches the
+``V+cpu`` a CPU index lists. ``packageRules`` apply in
 order and a later rule's ``allowedVersions`` replaces an earlier one's, so SGLang's own hold
 rides on the group rule and torch's and each mooncake distribution's rules follow it.
 """
@@ -33,7 +35,8 @@ from packaging.version import InvalidVersion, Version
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
 
-__all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "nothing_to_hold", "plan_stack",
+__all__ = ["GROUP_NAME", "StackPlan", "allowed_torch", "allowed_versions", "nothing_to_hold",
+           "plan_stack",
            "renovate_fragment"]
 
 #: One name for the group everywhere (``moonpin pins`` updates and the fragment); Renovate
@@ -48,6 +51,17 @@ def allowed_versions(versions: list[str]) -> str:
     if len(versions) == 1:
         return f"=={versions[0]}"
     return "/^(" + "|".join(re.escape(v) for v in versions) + ")$/"
+
+
+def allowed_torch(versions: list[str]) -> str:
+    """torch's ``allowedVersions``: one release as ``==V,!=V+cpu`` (PEP 440's ``==V`` admits
+    the local ``V+cpu`` a CPU index lists, and Renovate's pep440 versioning matches it too),
+    several as the regex (which admits no local label)."""
+    from moonpin.kb.distributions import torch_cpu_exclusions
+
+    if len(versions) == 1:
+        return ",".join([f"=={versions[0]}", *torch_cpu_exclusions(versions)])
+    return allowed_versions(versions)
 
 
 class StackPlan:
@@ -262,7 +276,7 @@ def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
         "description": f"moonpin: sglang {', '.join(plan.sglang_allowed)} require torch "
                        + " or ".join(plan.torches),
         "matchPackageNames": ["torch"],
-        "allowedVersions": allowed_versions(plan.torches),
+        "allowedVersions": allowed_torch(plan.torches),
     })
     for d in dists:
         note = "; ".join(n for n in plan.jit_notes if n.startswith(f"{d}=="))
