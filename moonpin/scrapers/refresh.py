@@ -828,7 +828,8 @@ def changes(old: KnowledgeBase | None, new: KnowledgeBase) -> dict[str, dict[str
         return {"sglang": {r.version + ("" if r.source == "index" else f" ({r.source})"): r
                            for r in kb.sglang},
                 "mooncake": {f"{r.dist}=={r.version}": r for r in kb.mooncake},
-                "torch": {r.version: r for r in kb.torch}}
+                "torch": {r.version: r for r in kb.torch},
+                "native": {f"{r.dist}=={r.version}": r for r in kb.native}}
 
     before, after = keyed(old), keyed(new)
     out: dict[str, dict[str, list[str]]] = {}
