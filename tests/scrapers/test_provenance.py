@@ -63,11 +63,12 @@ def test_changes_say_what_is_new_changed_unchanged_and_gone() -> None:
     older = kb.model_copy(update={
         "sglang": kb.sglang[1:],  # the first release is new to the next KB
         "torch": (kb.torch[0].model_copy(update={"variants": ()}), *kb.torch[1:]),
-        "mooncake": kb.mooncake[:-1]})
+        "mooncake": kb.mooncake[:-1], "native": kb.native[1:]})
     got = changes(older, kb)
     assert got["sglang"]["new"] == [kb.sglang[0].version]
     assert got["torch"]["changed"] == [kb.torch[0].version]
     assert got["mooncake"]["new"] == [f"{kb.mooncake[-1].dist}=={kb.mooncake[-1].version}"]
+    assert got["native"]["new"] == [f"{kb.native[0].dist}=={kb.native[0].version}"]
     assert len(got["sglang"]["unchanged"]) == len(kb.sglang) - 1
     back = changes(kb, older)
     assert back["sglang"]["gone"] == [kb.sglang[0].version]
