@@ -107,7 +107,13 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
           dist: str | None = None, kb: str | os.PathLike[str] | None = None) -> Which:
     """The releases of ``what`` (``mooncake``, ``sglang`` or ``torch``) that work with the
     others given, best first (``Which.recommended()``), with every excluded release and
-    why. ``mooncake`` is ``DIST==VERSION``."""
+    why. ``mooncake`` is ``DIST==VERSION``.
+
+    ``what`` may also name a native extension the KB holds, by its project, distribution
+    or import name (``nixl``, ``sglang-kernel``, ``sgl-deep-ep``, ``flashinfer-python``,
+    ``nixl_ep``, ``sgl_kernel``, ``deep_ep``, ``flashinfer``): its releases with a build
+    for ``torch`` (or for each torch the ``sglang`` release admits); ``dist`` narrows it
+    to one distribution."""
     from moonpin.kb.errors import UsageError
 
     kb_file = _kb_file(kb)
@@ -126,12 +132,15 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
         raise UsageError("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
                          hint="e.g. moonpin which torch --sglang 0.5.18 "
                               "--mooncake mooncake-transfer-engine==0.3.13")
-    elif what not in ("mooncake", "sglang", "torch"):
-        raise UsageError(f"which takes mooncake, sglang or torch, not {what!r}")
     from moonpin.resolver import query
     from moonpin.resolver.graph import CompatGraph
 
     g = CompatGraph.from_path(kb_file)
+    if what not in ("mooncake", "sglang", "torch"):
+        from moonpin.resolver import native
+
+        return native.which_native(g, what, torch=torch, sglang=sglang, python=python,
+                                   arch=arch, dist=dist)
     if what == "mooncake":
         assert sglang is not None
         return query.which_mooncake(g, sglang, torch=torch, python=python, arch=arch,
