@@ -247,19 +247,6 @@ class CompatGraph:
                 return out
         return None
 
-    def model(self) -> KnowledgeBase:
-        """The validated KB the graph's facts come from (read from its file on first use:
-        the questions about native extensions read it, the derived facts do not hold them)."""
-        if self._model is None:
-            if self.kb_path is None:  # pragma: no cover - a graph has a KB or a path
-                raise ValueError("a graph without a KB file")
-            from pathlib import Path
-
-            from moonpin.kb import store
-
-            self._model = store.load(Path(self.kb_path))
-        return self._model
-
     @cached_property
     def g(self) -> nx.DiGraph:
         """The facts as a networkx graph (see the module's docstring)."""

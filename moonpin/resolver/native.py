@@ -10,13 +10,15 @@ without builds whose loader imports another distribution's package (the meta ``n
 ``nixl_ep`` importing ``nixl_ep_cu<major>`` for torch's CUDA major) is judged by the
 release it pins exactly whose builds link T's CUDA major.
 
-The facts are the KB's ``native`` releases (:meth:`CompatGraph.model`); nothing here names
-a project: which distributions a name means is read from those releases.
+The facts are the KB's ``native`` releases (``CompatGraph.kb.native``, from the derived facts
+file like every query's); nothing here names a project: which distributions a name means is
+read from those releases.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -37,14 +39,14 @@ from moonpin.resolver.query import (
 )
 
 if TYPE_CHECKING:
-    from moonpin.kb.models import NativeRelease, NativeWheel
+    from moonpin.kb.facts import NativeRelease, NativeWheel
 
 __all__ = ["dists_named", "evaluate_native", "known_version", "wanted_packages",
            "which_native"]
 
 
 def _releases(g: CompatGraph) -> tuple[NativeRelease, ...]:
-    return g.model().native
+    return g.kb.native
 
 
 def dists_named(g: CompatGraph, what: str) -> tuple[str, list[str]]:
@@ -88,9 +90,10 @@ def dists_named(g: CompatGraph, what: str) -> tuple[str, list[str]]:
 def _covers_python(w: NativeWheel, python: str) -> bool:
     if "abi3" in w.abi_tags:
         base = next((t for t in w.python_tags if t.startswith("cp")), None)
-        return base is not None and _minor(python) >= _minor(base) and _requires(w, python)
+        return (base is not None and _minor(python) >= _minor(base)
+                and _requires(w.requires_python, python))
     if any(t in ("py3", "py2.py3") for t in w.python_tags):
-        return _requires(w, python)
+        return _requires(w.requires_python, python)
     return python in w.python_tags
 
 
@@ -101,13 +104,15 @@ def _minor(tag: str) -> int:
         return -1
 
 
-def _requires(w: NativeWheel, python: str) -> bool:
-    if not w.requires_python:
+@lru_cache(maxsize=1024)
+def _requires(requires_python: str | None, python: str) -> bool:
+    """The wheel's Requires-Python admits ``python`` (one that does not parse: any)."""
+    if not requires_python:
         return True
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
-        return SpecifierSet(w.requires_python).contains(f"3.{_minor(python)}", True)
+        return SpecifierSet(requires_python).contains(f"3.{_minor(python)}", True)
     except InvalidSpecifier:
         return True
 
@@ -132,13 +137,15 @@ def _cuda_facts(w: NativeWheel, members: Iterable[str]) -> list[rule.BuildFacts]
             for b in w.builds if b.member in chosen]
 
 
-def _torch_lines(w: NativeWheel, python: str, arch: str) -> list[tuple[str, str | None]]:
-    """The wheel's torch Requires-Dist lines that apply to an install without extras on
-    this python and platform, each with its specifier (None: it does not parse)."""
+@lru_cache(maxsize=1024)
+def _torch_lines(lines: tuple[str, ...], python: str, arch: str,
+                 ) -> tuple[tuple[str, str | None], ...]:
+    """The torch Requires-Dist ``lines`` that apply to an install without extras on this
+    python and platform, each with its specifier (None: it does not parse)."""
     env = {"python_version": f"3.{_minor(python)}", "platform_machine": arch,
            "sys_platform": "linux", "platform_system": "Linux", "extra": ""}
     out: list[tuple[str, str | None]] = []
-    for line in w.torch_requirements:
+    for line in lines:
         try:
             req = Requirement(line)
         except InvalidRequirement:
@@ -147,13 +154,14 @@ def _torch_lines(w: NativeWheel, python: str, arch: str) -> list[tuple[str, str 
         if req.marker is not None and not req.marker.evaluate(env):
             continue
         out.append((line, str(req.specifier)))
-    return out
+    return tuple(out)
 
 
-def _pinned(w: NativeWheel) -> list[tuple[str, str]]:
-    """The distributions the wheel requires at one exact version (no extra)."""
+@lru_cache(maxsize=1024)
+def _pinned(requires_dist: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The distributions Requires-Dist requires at one exact version (no extra)."""
     out = []
-    for line in w.requires_dist:
+    for line in requires_dist:
         try:
             req = Requirement(line)
         except InvalidRequirement:
@@ -163,7 +171,7 @@ def _pinned(w: NativeWheel) -> list[tuple[str, str]]:
         exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
         if len(exact) == 1 and "*" not in exact[0]:
             out.append((str(canonical_name(req.name)), exact[0]))
-    return out
+    return tuple(out)
 
 
 def wanted_packages(releases: Iterable[NativeRelease]) -> frozenset[str]:
@@ -197,7 +205,8 @@ def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: st
     if d.ok is False:
         ev.checks.append(Check("module present", d.ok, d.detail, (filename,)))
         return ev
-    d = rule.torch_admitted(name, _torch_lines(w, python, arch), t.text)
+    d = rule.torch_admitted(name, _torch_lines(w.torch_requirements, python, arch),
+                            t.text)
     ev.checks.append(Check("torch requirement", d.ok, d.detail,
                            (f"{filename}: METADATA Requires-Dist",)))
     if d.ok is False:
@@ -239,7 +248,7 @@ def _through_dependency(g: CompatGraph, w: NativeWheel, t: TorchChoice, python: 
     the pinned release whose builds link torch's CUDA major (else the first pinned one);
     None when it pins none of the KB's releases with builds."""
     pinned = []
-    for dist, version in _pinned(w):
+    for dist, version in _pinned(w.requires_dist):
         r = next((x for x in _releases(g) if x.dist == dist and x.version == version), None)
         if r is not None and any(x.builds for x in r.wheels):
             pinned.append(r)

@@ -443,30 +443,44 @@ def torch_admitted(release: str, lines: Sequence[tuple[str, str | None]],
     public = _public(torch_version)
     if public is None:
         return Decision(None, f"{torch_version!r} is not a PEP 440 version")
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     for line, spec in lines:
-        try:
-            if spec is not None and SpecifierSet(spec).contains(public, prereleases=True):
-                return Decision(True, f"torch {torch_version} satisfies {release}'s {line!r}")
-        except InvalidSpecifier:
-            continue
+        if spec is not None and _contains(spec, public):
+            return Decision(True, f"torch {torch_version} satisfies {release}'s {line!r}")
     return Decision(False, f"torch {torch_version} does not satisfy {release}'s "
                            + ", ".join(repr(line) for line, _ in lines))
+
+
+#: (specifier, version) -> whether it contains it: a query asks the same few pairs of
+#: hundreds of builds (packaging builds a specifier's ranges anew each time, most of the
+#: time of a ``which``). Bounded: cleared when full.
+_CONTAINS: dict[tuple[str, str], bool | None] = {}
+
+
+def _contains(spec: str, version: str) -> bool | None:
+    """``version`` (a public PEP 440 version) is in ``spec``; None when ``spec`` does not
+    parse."""
+    key = (spec, version)
+    if key in _CONTAINS:
+        return _CONTAINS[key]
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        fits: bool | None = SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        fits = None
+    if len(_CONTAINS) >= 4096:
+        _CONTAINS.clear()
+    _CONTAINS[key] = fits
+    return fits
 
 
 def native_fits(target: NativeTarget, torch_version: str) -> bool | None:
     """The build targets this torch release (the local label does not count); None when
     nothing says which torch it targets."""
+    if target.torch is None:
+        return None
     public = _public(torch_version)
-    if target.torch is None or public is None:
-        return None
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        return SpecifierSet(target.torch).contains(public, prereleases=True)
-    except InvalidSpecifier:
-        return None
+    return None if public is None else _contains(target.torch, public)
 
 
 def native_build(package: str, targets: Sequence[NativeTarget], torch_version: str,

@@ -221,3 +221,32 @@ def test_api_and_cli_answer_alike(tmp_path: Path, capsys: pytest.CaptureFixture[
     code = main(["--kb", str(kb_file), "which", "nixl-cu13", "--torch", "2.15.0"])
     out = capsys.readouterr().out
     assert code == 1 and "none compatible" in out and "build for torch" in out
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "kb.json"
+
+
+def test_shipped_kb_agrees_with_the_artifacts_checked_by_hand() -> None:
+    """The shipped KB (scraped from the index) says what the artifacts said when read by
+    hand; read from its derived facts, as a query does (no pydantic)."""
+    from moonpin.resolver import resolved
+
+    facts = resolved.load_facts(SHIPPED)
+    assert facts is not None and facts.native, "the derived facts lack the native releases"
+    for t in ("2.12.0", "2.13.0", "2.14.1"):
+        res = which("nixl-cu13", torch=t, python="3.12", arch="x86_64", kb=SHIPPED)
+        assert res.recommended() == {"requirement": "nixl-cu13==1.5.1",
+                                     "reason": "the newest that fits"}, t
+    moved = which("nixl-cu13", torch="2.15.0", python="3.12", arch="x86_64", kb=SHIPPED)
+    assert "nixl-cu13==1.5.1" not in _reqs(moved.compatible)
+    meta = which("nixl", torch="2.14.1", kb=SHIPPED, dist="nixl")
+    assert "installable:" in next(c.reason or "" for c in meta.excluded if c.version == "1.5.2")
+    assert meta.recommended() == {"requirement": "nixl==1.5.1", "reason": "the newest that fits"}
+    kernel = which("sgl_kernel", torch="2.14.1", kb=SHIPPED)
+    assert _reqs(kernel.compatible)[:1] == ["sglang-kernel==0.4.10"]
+    older = which("sglang-kernel", torch="2.13.0", kb=SHIPPED, dist="sglang-kernel")
+    assert "'torch==2.14.1'" in next(c.reason or "" for c in older.excluded
+                                     if c.version == "0.4.10")
+    deep = which("deep_ep", sglang="0.5.23", kb=SHIPPED)
+    assert deep.recommended() == {"requirement": "sgl-deep-ep==0.1.2.post1",
+                                  "reason": "the newest that fits"}
