@@ -41,7 +41,8 @@ from moonpin.resolver.query import (
 if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, NativeWheel
 
-__all__ = ["dists_named", "evaluate_native", "known_version", "wanted_packages",
+__all__ = ["dists_named", "evaluate_native", "explain_stack", "is_extension", "known_version",
+           "wanted_packages",
            "which_native"]
 
 
@@ -347,3 +348,100 @@ def known_version(g: CompatGraph, dist: str, version: str) -> NativeRelease:
         if r.dist == dist and Version(r.version) == Version(v):
             return r
     raise spelling.not_known(v, pool, what=dist, flag=f"{dist}==")
+
+
+# ----------------------------------------------------------------------- explain a stack
+
+
+def is_extension(g: CompatGraph, name: str) -> bool:
+    """``name`` (canonical) is a distribution of the KB's native releases."""
+    return any(r.dist == name for r in _releases(g))
+
+
+def _locks(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check]:
+    """The version locks one extension of the stack holds on another (flashinfer's)."""
+    versions = {r.dist: r.version for r in stack}
+    out = []
+    for r in stack:
+        w = next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+                 None)
+        for rl in w.rules if w is not None else ():
+            for s in rl.steps:
+                if s.kind == "lock" and s.target in versions:
+                    d = rule.lock(r.dist, r.version, s.target, versions[s.target],
+                                  s.condition, s.effect, s.key)
+                    out.append(Check(f"{r.dist} lock", d.ok, d.detail,
+                                     (f"{w.artifact.filename if w else r.dist}: "
+                                      f"{s.member}:{s.line}",)))
+    return out
+
+
+def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple[str, str]],
+                  *, torch: str | None = None, python: str | None = None,
+                  arch: str | None = None) -> dict[str, Any]:
+    """Whether each extension of a stack (``(dist, version)``) loads with its torch (given,
+    else the newest the SGLang release admits) on one python and platform, one check per
+    extension; the pair judged is the given one, else the first on which most load.
+    Returns ``query``, ``checks``, ``evaluated`` and ``combinations`` as
+    :class:`moonpin.resolver.answers.Explanation` holds them."""
+    python, arch = normalize_python(python), normalize_arch(arch)
+    stack = [known_version(g, d, v) for d, v in extensions]
+    s = get_sglang(g, sglang) if sglang is not None else None
+    if torch is not None:
+        tt = torch_release(g, torch)
+    elif s is not None and g.torch_for(s):
+        tt = g.torch_for(s)[-1][0]
+    else:
+        raise UsageError("explain of extensions needs torch==T or sglang==V",
+                         hint="e.g. moonpin explain sglang==0.5.23 nixl-cu13==1.5.1")
+    wanted = {r.dist: wanted_packages([x for x in _releases(g) if x.project == r.project
+                                       and x.dist == r.dist]) for r in stack}
+    pythons = [python] if python else list(reversed(_all_pythons(_releases(g))))
+    if s is not None and python is None:  # SGLang's own wheel's python first
+        own = [p for p in pythons if f"-{p}-" in s.artifact.filename]
+        pythons = own + [p for p in pythons if p not in own]
+    arches = [arch] if arch else list(ARCHES)
+    judged: list[tuple[str, str, list[Check], list[str]]] = []
+    for a in arches:
+        t = resolve_torch(g, tt, a)
+        for p in pythons:
+            checks: list[Check] = []
+            notes: list[str] = []
+            if s is not None:
+                from moonpin.resolver.graph import torch_lines
+
+                d = rule.torch_admitted(f"sglang {s.version}", [
+                    (line, str(spec)) for line, spec in torch_lines(s)], tt)
+                checks.append(Check("torch requirement", d.ok, d.detail,
+                                    (f"{s.artifact.filename}: METADATA Requires-Dist",)))
+            for r in stack:
+                ev = evaluate_native(g, r, t, p, a, wanted=wanted[r.dist])
+                bad = ev.reasons
+                ok = rule.verdict(c.ok for c in ev.checks)
+                detail = (bad[0] if bad else next(
+                    (c.detail for c in reversed(ev.checks) if c.name == "build for torch"),
+                    "loads"))
+                checks.append(Check(f"{r.dist}=={r.version}",
+                                    {"compatible": True, "incompatible": False}.get(ok),
+                                    detail, tuple(e for c in ev.checks for e in c.evidence
+                                                  if c.name == "build for torch")))
+                notes += [n for n in ev.notes if n not in notes]
+            checks += _locks(stack, p, a)
+            judged.append((p, a, checks, notes))
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+
+    def rank(j: tuple[str, str, list[Check], list[str]]) -> tuple[int, int]:
+        return (order[rule.verdict(c.ok for c in j[2])], -sum(1 for c in j[2] if c.ok))
+
+    best = min(judged, key=rank)
+    return {
+        "query": {"sglang": s.version if s else None, "torch": tt,
+                  "extensions": [f"{d}=={v}" for d, v in extensions],
+                  "python": python or "all", "arch": arch or "all"},
+        "checks": best[2], "notes": best[3],
+        "evaluated": {"torch": tt, "python": best[0], "arch": best[1], "wheel": None},
+        "combinations": [{"torch": tt, "python": p, "arch": a,
+                          "verdict": rule.verdict(c.ok for c in cs),
+                          "reason": next((f"{c.name}: {c.detail}" for c in cs
+                                          if c.ok is False), "")}
+                         for p, a, cs, _ in judged]}

@@ -39,6 +39,7 @@ __all__ = [
     "loader_suffix",
     "loader_target",
     "loader_targets",
+    "lock",
     "names",
     "native_build",
     "native_fits",
@@ -481,6 +482,31 @@ def native_fits(target: NativeTarget, torch_version: str) -> bool | None:
         return None
     public = _public(torch_version)
     return None if public is None else _contains(target.torch, public)
+
+
+def lock(package: str, version: str, other: str, other_version: str, condition: str | None,
+         effect: str | None, disabled_by: str | None = None) -> Decision:
+    """A version lock a package's import checks (flashinfer's ``flashinfer-cubin`` exactly
+    its own version, ``flashinfer-jit-cache`` the version or it plus ``+<label>``):
+    a mismatch fails the import when its ``effect`` is ``raise``, and is ignored (with a
+    warning) when ``ignore``."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        same = Version(other_version) == Version(version)
+        local = Version(other_version).public == Version(version).public and bool(
+            Version(other_version).local)
+    except InvalidVersion:
+        return Decision(None, f"{other} {other_version!r} is not a PEP 440 version")
+    ok = same or (condition == "exact-or-local" and local)
+    off = f" ({disabled_by} turns the check off)" if disabled_by else ""
+    if ok:
+        return Decision(True, f"{package} {version} accepts {other} {other_version}")
+    if effect == "ignore":
+        return Decision(True, f"{package} {version} ignores {other} {other_version} with a "
+                              f"warning (it wants {version})")
+    return Decision(False, f"{package} {version} refuses {other} {other_version} at import "
+                           f"(it wants {version}){off}")
 
 
 def native_build(package: str, targets: Sequence[NativeTarget], torch_version: str,

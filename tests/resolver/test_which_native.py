@@ -250,3 +250,85 @@ def test_shipped_kb_agrees_with_the_artifacts_checked_by_hand() -> None:
     deep = which("deep_ep", sglang="0.5.23", kb=SHIPPED)
     assert deep.recommended() == {"requirement": "sgl-deep-ep==0.1.2.post1",
                                   "reason": "the newest that fits"}
+
+
+def _flashinfer(dist: str, version: str, locks: bool, effect: str = "ignore",
+                ) -> NativeRelease:
+    steps = (RuleStep(kind="lock", target="flashinfer-cubin",
+                      key="FLASHINFER_DISABLE_VERSION_CHECK", condition="exact",
+                      effect=effect, member="flashinfer/jit/env.py", line=82),) if locks else ()
+    w = NativeWheel(
+        artifact=_artifact(f"{dist.replace('-', '_')}-{version}-py3-none-any.whl"),
+        python_tags=("py3",), abi_tags=("none",), platform_tags=("any",),
+        requires_python=">=3.10", requires_dist=("torch",) if locks else (),
+        torch_requirements=("torch",) if locks else (),
+        rules=(LoaderRule(package="flashinfer", members=("flashinfer/jit/env.py",),
+                          steps=steps),) if locks else (),
+        packages=("flashinfer",) if locks else ("flashinfer_cubin",))
+    return NativeRelease(project="flashinfer", dist=dist, version=version, wheels=(w,))
+
+
+@pytest.fixture(scope="module")
+def stack_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    kb = _kb()
+    kb = kb.model_copy(update={"native": (*kb.native, _flashinfer("flashinfer-python", "0.7.2",
+                                                                  True),
+                                          _flashinfer("flashinfer-python", "0.6.0", True,
+                                                      "raise"),
+                                          _flashinfer("flashinfer-cubin", "0.6.13", False))})
+    path = tmp_path_factory.mktemp("stack") / "kb.json"
+    store.save(kb, path)
+    from moonpin.resolver.resolved_write import write
+
+    write(path)  # the derived files a query reads, as `kb resolve` writes them
+    return path
+
+
+def test_explain_a_stack_one_check_per_extension(stack_kb: Path) -> None:
+    from moonpin.api import explain
+
+    res = explain("sglang==0.5.23", "torch==2.14.1", "nixl-cu13==1.5.1",
+                  "sglang-kernel==0.4.10", python="3.12", arch="x86_64", kb=stack_kb)
+    assert res.verdict == "compatible", res.reasons
+    assert [c["name"] for c in res.checks] == ["torch requirement", "nixl-cu13==1.5.1",
+                                               "sglang-kernel==0.4.10"]
+    assert "nixl_ep_cpp_torch214.cpython-312-x86_64" in res.checks[1]["detail"]
+    moved = explain("sglang==0.5.23", "torch==2.15.0", "nixl-cu13==1.5.1",
+                    "sglang-kernel==0.4.10", python="3.12", arch="x86_64", kb=stack_kb)
+    assert moved.verdict == "incompatible"
+    assert [c["ok"] for c in moved.checks] == [False, False, False]
+    assert moved.checks[1]["detail"].startswith("build for torch:")
+    assert "'torch==2.14.1'" in moved.checks[2]["detail"]
+
+
+def test_explain_a_stack_judges_flashinfers_lock(stack_kb: Path) -> None:
+    from moonpin.api import explain
+
+    warn = explain("sglang==0.5.23", "flashinfer-python==0.7.2", "flashinfer-cubin==0.6.13",
+                   kb=stack_kb)
+    lock = next(c for c in warn.checks if c["name"] == "flashinfer-python lock")
+    assert lock["ok"] is True and "ignores flashinfer-cubin 0.6.13" in lock["detail"]
+    refused = explain("sglang==0.5.23", "flashinfer-python==0.6.0", "flashinfer-cubin==0.6.13",
+                      kb=stack_kb)
+    assert refused.verdict == "incompatible"
+    assert any(r.startswith("flashinfer-python lock:") for r in refused.reasons)
+
+
+def test_cli_explain_and_which_take_extension_names(
+        stack_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from moonpin.cli.main import main
+
+    code = main(["--kb", str(stack_kb), "explain", "sglang==0.5.23", "torch==2.14.1",
+                 "nixl==1.5.2", "--python", "3.12", "--arch", "x86_64"])
+    out = capsys.readouterr().out
+    assert code == 1 and out.startswith("sglang 0.5.23 + nixl==1.5.2 + torch 2.14.1 on cp312 "
+                                        "x86_64: INCOMPATIBLE")
+    assert "[FAIL] nixl==1.5.2: installable:" in out
+    code = main(["--kb", str(stack_kb), "which", "nixl", "--dist", "nixl-cu13", "--torch",
+                 "2.13", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["query"]["dists"] == ["nixl-cu13"]
+    assert doc["recommended"]["requirement"] == "nixl-cu13==1.5.1"
+    with pytest.raises(SystemExit) as exit_:
+        main(["--kb", str(stack_kb), "explain", "sglang==0.5.23", "nixl-cu13==1.5.9"])
+    assert exit_.value.code == 2 and "nixl-cu13==1.5.1" in capsys.readouterr().err
