@@ -202,16 +202,45 @@ def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: st
     filename = w.artifact.filename
     ev.checks.append(Check("wheel for python/platform", True,
                            f"{filename} covers {python} on {arch}", (filename,)))
+    # what follows reads this wheel alone: kept per wheel, torch and platform when no
+    # python changes it (an abi3 or pure-Python wheel serves every python alike)
+    key = ("native", filename, t, arch, None if _python_free(w) else python, wanted, depth)
+    kept = g.memo.get(key)
+    if kept is None:
+        rest = Evaluation("", r.dist, r.version, t.text, python, arch, wheel=filename)
+        _judge_wheel(g, rest, r, w, t, python, arch, wanted, depth)
+        kept = g.memo[key] = (tuple(rest.checks), tuple(rest.notes))
+    ev.checks += kept[0]
+    ev.notes += kept[1]
+    return ev
+
+
+def _python_free(w: NativeWheel) -> bool:
+    """Nothing past the wheel's choice depends on the python: its builds are all abi3 (or
+    it has none and pins no other release), and no torch requirement has a marker."""
+    if any(";" in line for line in w.torch_requirements):
+        return False
+    if not w.builds:
+        return not _pinned(w.requires_dist)
+    return all(b.abi is not None and b.abi.startswith("abi3") for b in w.builds)
+
+
+def _judge_wheel(g: CompatGraph, ev: Evaluation, r: NativeRelease, w: NativeWheel,
+                 t: TorchChoice, python: str, arch: str, wanted: frozenset[str],
+                 depth: int) -> None:
+    """The checks of one wheel past its choice (see :func:`evaluate_native`)."""
+    name = f"{r.dist} {r.version}"
+    filename = w.artifact.filename
     d = rule.provides(filename, w.packages, wanted)
     if d.ok is False:
         ev.checks.append(Check("module present", d.ok, d.detail, (filename,)))
-        return ev
+        return
     d = rule.torch_admitted(name, _torch_lines(w.torch_requirements, python, arch),
                             t.text)
     ev.checks.append(Check("torch requirement", d.ok, d.detail,
                            (f"{filename}: METADATA Requires-Dist",)))
     if d.ok is False:
-        return ev
+        return
     targets = _targets(w, python, arch)
     package = ", ".join(rl.package for rl in w.rules) or ", ".join(w.packages) or r.dist
     if not targets and depth == 0:
@@ -221,13 +250,13 @@ def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: st
                           for c in via.checks if c.name != "installable"]
             ev.notes += [f"{package} loads its build from {via.dist}=={via.mooncake} (pinned "
                          f"by {filename})", *via.notes]
-            return ev
+            return
     d = rule.native_build(package, targets, t.text, filename)
     fits = [x.member for x in targets if rule.native_fits(x, t.text)]
     ev.checks.append(Check("build for torch", d.ok, d.detail,
                            tuple(f"{filename}: {m}" for m in fits)))
     if d.ok is not True or not targets:
-        return ev
+        return
     facts = _cuda_facts(w, fits)
     ev.checks.append(Check("CUDA major", *_decided(rule.cuda_major(
         facts, rule.TorchFacts(t.text, t.cuda, t.cuda_known, t.cuda_why))), ()))
@@ -235,7 +264,6 @@ def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: st
         env = next(s for rl in w.rules for s in rl.steps if s.kind == "env" and s.effect)
         ev.notes.append(f"{env.member}:{env.line}: {env.target} set opens the build with "
                         f"{env.effect}")
-    return ev
 
 
 def _decided(d: rule.Decision) -> tuple[bool | None, str]:
