@@ -80,9 +80,10 @@ def dists_named(g: CompatGraph, what: str) -> tuple[str, list[str]]:
     known = sorted({*by_project, *(d for ds in by_project.values() for d in ds)})
     raise UsageError(f"which takes mooncake, sglang, torch or a native extension the "
                      f"knowledge base holds, not {what!r}",
-                     hint="known: " + ", ".join(known) if known else
-                     "the knowledge base holds no native extensions: `moonpin scrape "
-                     "--only native`")
+                     hint="`moonpin which -h` says what each needs; the extensions: "
+                     + ", ".join(known) if known else
+                     "`moonpin scrape --only native` reads the native extensions (the "
+                     "knowledge base holds none)")
 
 
 # ----------------------------------------------------------------------- one wheel
