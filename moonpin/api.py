@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.result import Report
     from moonpin.resolver.answers import Explanation, Which
+    from moonpin.resolver.graph import CompatGraph
     from moonpin.resolver.pins.judge import Judgement
 
 __all__ = ["Target", "check", "explain", "judge_pins", "which"]
@@ -107,7 +108,13 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
           dist: str | None = None, kb: str | os.PathLike[str] | None = None) -> Which:
     """The releases of ``what`` (``mooncake``, ``sglang`` or ``torch``) that work with the
     others given, best first (``Which.recommended()``), with every excluded release and
-    why. ``mooncake`` is ``DIST==VERSION``."""
+    why. ``mooncake`` is ``DIST==VERSION``.
+
+    ``what`` may also name a native extension the KB holds, by its project, distribution
+    or import name (``nixl``, ``sglang-kernel``, ``sgl-deep-ep``, ``flashinfer-python``,
+    ``nixl_ep``, ``sgl_kernel``, ``deep_ep``, ``flashinfer``): its releases with a build
+    for ``torch`` (or for each torch the ``sglang`` release admits); ``dist`` narrows it
+    to one distribution."""
     from moonpin.kb.errors import UsageError
 
     kb_file = _kb_file(kb)
@@ -126,12 +133,15 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
         raise UsageError("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
                          hint="e.g. moonpin which torch --sglang 0.5.18 "
                               "--mooncake mooncake-transfer-engine==0.3.13")
-    elif what not in ("mooncake", "sglang", "torch"):
-        raise UsageError(f"which takes mooncake, sglang or torch, not {what!r}")
     from moonpin.resolver import query
     from moonpin.resolver.graph import CompatGraph
 
     g = CompatGraph.from_path(kb_file)
+    if what not in ("mooncake", "sglang", "torch"):
+        from moonpin.resolver import native
+
+        return native.which_native(g, what, torch=torch, sglang=sglang, python=python,
+                                   arch=arch, dist=dist)
     if what == "mooncake":
         assert sglang is not None
         return query.which_mooncake(g, sglang, torch=torch, python=python, arch=arch,
@@ -169,26 +179,77 @@ def _which_mooncake_fast(kb_file: str, sglang: str, torch: str | None, python: s
 def explain(*releases: str, torch: str | None = None, python: str | None = None,
             arch: str | None = None, kb: str | os.PathLike[str] | None = None) -> Explanation:
     """Whether ``sglang==V`` and a mooncake ``DIST==V`` (and optionally ``torch==T``) work
-    together, check by check with the evidence each rests on."""
+    together, check by check with the evidence each rests on. Native extensions of the
+    stack (``nixl-cu13==1.5.1``, ``sglang-kernel==0.4.10``...) add one check each: its
+    build for that torch on the python and platform judged (then mooncake is optional)."""
     from moonpin.kb.errors import UsageError
     from moonpin.resolver import query
     from moonpin.resolver.graph import CompatGraph
 
+    g = CompatGraph.from_path(_kb_file(kb))
     sglang = mooncake = None
+    extensions: list[tuple[str, str]] = []
     for item in releases:
         name, version = query.parse_release(item)
         if name == "sglang":
             sglang = version
         elif name == "torch":
             torch = version
+        elif name not in g.dists() and _is_extension(g, name):
+            extensions.append((name, version))
         else:
             mooncake = f"{name}=={version}"
+    if extensions:
+        return _explain_stack(g, sglang, mooncake, extensions, torch, python, arch)
     if sglang is None or mooncake is None:
         raise UsageError("explain needs sglang==V and a mooncake DIST==V (and optionally "
                          "torch==T)", hint="e.g. moonpin explain sglang==0.5.18 "
                                            "mooncake-transfer-engine-cuda13==0.3.13")
-    return query.explain(CompatGraph.from_path(_kb_file(kb)), sglang, mooncake, torch=torch,
-                         python=python, arch=arch)
+    return query.explain(g, sglang, mooncake, torch=torch, python=python, arch=arch)
+
+
+def _is_extension(g: CompatGraph, name: str) -> bool:
+    from moonpin.resolver import native
+
+    return native.is_extension(g, name)
+
+
+def _explain_stack(g: CompatGraph, sglang: str | None, mooncake: str | None,
+                   extensions: list[tuple[str, str]], torch: str | None, python: str | None,
+                   arch: str | None) -> Explanation:
+    """:func:`explain` of a stack with native extensions: the mooncake pair's checks (when
+    a mooncake release is named) and one check per extension, on the same torch, python
+    and platform."""
+    from moonpin.resolver import native, query, rule
+    from moonpin.resolver.answers import Explanation
+
+    base = None
+    if mooncake is not None:
+        if sglang is None:
+            from moonpin.kb.errors import UsageError
+
+            raise UsageError("explain of a mooncake release needs sglang==V",
+                             hint=f"e.g. moonpin explain sglang==0.5.23 {mooncake}")
+        base = query.explain(g, sglang, mooncake, torch=torch, python=python, arch=arch)
+        ev = base.evaluated
+        torch = ev["torch"] or torch
+        python, arch = ev["python"] or python, ev["arch"] or arch
+    got = native.explain_stack(g, sglang, extensions, torch=torch, python=python, arch=arch)
+    checks = [c.as_dict() for c in got["checks"]]
+    if base is not None:
+        checks = [*base.checks, *(c for c in checks if c["name"] != "torch requirement")]
+    oks = [c["ok"] for c in checks]
+    bad = [c for c in checks if c["ok"] is False] or [c for c in checks if c["ok"] is None]
+    query_ = dict(got["query"])
+    if base is not None:
+        query_["mooncake"] = base.query["mooncake"]
+    return Explanation(
+        query=query_, verdict=rule.verdict(oks),
+        reasons=tuple(f"{c['name']}: {c['detail']}" for c in bad),
+        notes=tuple([*(base.notes if base else ()), *got["notes"]]),
+        evaluated={**got["evaluated"], "wheel": base.evaluated["wheel"] if base else None},
+        checks=tuple(checks),
+        combinations=tuple(base.combinations if base else got["combinations"]))
 
 
 def judge_pins(files: Sequence[str | os.PathLike[str]], *, python: str | None = None,

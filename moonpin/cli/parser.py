@@ -169,18 +169,21 @@ def _scope(sp: argparse.ArgumentParser,
 
 def _add_which(sub: Any) -> None:
 
-    w = sub.add_parser("which", help="which mooncake / sglang / torch works with the rest")
-    w.add_argument("what", metavar="{mooncake,sglang,torch}",
-                   choices=["mooncake", "sglang", "torch"],
+    w = sub.add_parser("which", help="which mooncake / sglang / torch / native extension "
+                       "works with the rest")
+    w.add_argument("what", metavar="{mooncake,sglang,torch,EXTENSION}",
                    help="what to find: mooncake needs --sglang; sglang needs --mooncake; "
-                   "torch needs both")
+                   "torch needs both; a native extension (nixl, sglang-kernel, "
+                   "sgl-deep-ep, flashinfer-python, or an import name: nixl_ep, sgl_kernel, "
+                   "deep_ep, flashinfer) needs --torch or --sglang")
     w.add_argument("--sglang", metavar="VERSION", help="the SGLang release, e.g. 0.5.18, "
                    "v0.5.18 or latest")
     w.add_argument("--mooncake", metavar="DIST==VERSION", help="the mooncake release, e.g. "
                    "mooncake-transfer-engine-cuda13==0.3.13.post1 (or DIST==latest)")
     w.add_argument("--torch", metavar="VERSION", help="e.g. 2.13.0 or 2.13.0+cu126 "
                    "(default: what the SGLang release requires)")
-    w.add_argument("--dist", metavar="NAME", help="only this mooncake distribution")
+    w.add_argument("--dist", metavar="NAME", help="only this mooncake (or extension) "
+                   "distribution")
     w.add_argument("--why", action="store_true", help="also list every excluded candidate")
     _scope(w)
     w.set_defaults(func=cmd_which)

@@ -174,9 +174,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
         emit_json(res.to_json())
     else:
         q = res.query
-        print(f"sglang {q['sglang']} + {q['mooncake']} + torch {ev['torch'] or 'as required'} on "
-              f"{ev['python'] or 'any python'} {ev['arch'] or 'any platform'}: "
-              f"{res.verdict.upper()}")
+        if "extensions" in q:  # a stack: every release it names
+            named = [f"sglang {q['sglang']}"] if q.get("sglang") else []
+            named += [q["mooncake"]] if q.get("mooncake") else []
+            print(f"{' + '.join([*named, *q['extensions']])} + torch {ev['torch']} on "
+                  f"{ev['python']} {ev['arch']}: {res.verdict.upper()}")
+        else:
+            print(f"sglang {q['sglang']} + {q['mooncake']} + torch "
+                  f"{ev['torch'] or 'as required'} on {ev['python'] or 'any python'} "
+                  f"{ev['arch'] or 'any platform'}: {res.verdict.upper()}")
         if not res.checks:
             for r in res.reasons:
                 print(f"  {r}")

@@ -107,6 +107,14 @@ class _Pools:
         return spelling.name(text, pools) if pools else text
 
 
+def _extensions(kb_path: str | os.PathLike[str]) -> set[str]:
+    """The native extensions' distributions the KB's derived facts hold (none without)."""
+    from moonpin.resolver import resolved
+
+    facts = resolved.load_facts(kb_path)
+    return {r.dist for r in facts.native} if facts is not None else set()
+
+
 def _same_or(version: str, pool: list[str], error: Any) -> str:
     """``pool``'s spelling of ``version``; raise ``error()`` when it has none."""
     from packaging.version import Version
@@ -147,8 +155,9 @@ def spell_inputs(args: argparse.Namespace) -> None:
         args.sglang = pools.sglang(args.sglang, "--sglang ")
     if getattr(args, "torch", None) and cmd != "triples":
         args.torch = spelling.version(args.torch, what="torch", flag="--torch ")
-    if getattr(args, "dist", None):
-        args.dist = pools.dist(args.dist)
+    if getattr(args, "dist", None) and (cmd != "which"
+                                        or args.what in ("mooncake", "sglang", "torch")):
+        args.dist = pools.dist(args.dist)  # an extension's: read by `which` itself
     if cmd == "triples":  # specifiers; a bare release as users type it means ==release
         if args.sglang and (spelling.is_latest(args.sglang)
                             or spelling.strip_v(args.sglang) != args.sglang.strip()):
@@ -173,6 +182,11 @@ def spell_inputs(args: argparse.Namespace) -> None:
             elif name == "torch":
                 version = spelling.version(version, what="torch", flag="torch==")
             else:
-                name, version = pools.mooncake(name, version)
+                try:
+                    name, version = pools.mooncake(name, version)
+                except MoonpinError:
+                    if name not in _extensions(_kb_path(args)):
+                        raise
+                    # a native extension's release: read by `explain` itself
             out.append(f"{name}=={version}")
         args.releases = out

@@ -30,6 +30,12 @@ __all__ = [
     "LoaderImport",
     "Mooncake",
     "MooncakeHead",
+    "NativeBuild",
+    "NativeRelease",
+    "NativeRule",
+    "NativeStep",
+    "NativeUnmet",
+    "NativeWheel",
     "Pg",
     "Scrape",
     "Sglang",
@@ -172,6 +178,64 @@ class Scrape(NamedTuple):
     extractors: dict[str, str]
 
 
+class NativeStep(NamedTuple):
+    """``moonpin.kb.models.RuleStep``: one step of a native extension's loader rule."""
+
+    kind: str
+    target: str
+    key: str | None
+    condition: str | None
+    effect: str | None
+    member: str
+    line: int
+
+
+class NativeRule(NamedTuple):
+    """``moonpin.kb.models.LoaderRule``."""
+
+    package: str
+    steps: tuple[NativeStep, ...]
+
+
+class NativeBuild(NamedTuple):
+    member: str
+    module: str
+    abi: str | None
+    torch: str | None
+    torch_from: str | None
+    needed_method: str
+    cuda_major: int | None
+
+
+class NativeWheel(NamedTuple):
+    artifact: Artifact
+    python_tags: tuple[str, ...]
+    abi_tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+    requires_python: str | None
+    requires_dist: tuple[str, ...]
+    torch_requirements: tuple[str, ...]
+    rules: tuple[NativeRule, ...]
+    builds: tuple[NativeBuild, ...]
+    packages: tuple[str, ...]
+
+
+class NativeUnmet(NamedTuple):
+    """``moonpin.kb.models.UnmetRequirement``."""
+
+    requirement: str
+    reason: str
+
+
+class NativeRelease(NamedTuple):
+    project: str
+    dist: str
+    version: str
+    wheels: tuple[NativeWheel, ...]
+    sdist_only: bool
+    uninstallable: tuple[NativeUnmet, ...]
+
+
 class Facts(NamedTuple):
     """The whole: what :func:`from_json` returns."""
 
@@ -182,6 +246,7 @@ class Facts(NamedTuple):
     torch: tuple[Torch, ...]
     torch_versions: tuple[str, ...]
     unread: tuple[Unread, ...]
+    native: tuple[NativeRelease, ...]
 
 
 class SglangHead(NamedTuple):
@@ -294,7 +359,8 @@ def _record(cls: type, src: Any, where: str) -> Any:
 
 _HINTS_OK = frozenset({Artifact, Pg, Sglang, LoaderImport, Loader, Build, Wheel, Mooncake,
                        TorchVariant, Torch, Unread, Scrape, Facts, SglangHead, MooncakeHead,
-                       Summary})
+                       Summary, NativeStep, NativeRule, NativeBuild, NativeWheel, NativeUnmet,
+                       NativeRelease})
 
 
 def from_model(kb: Any) -> Facts:

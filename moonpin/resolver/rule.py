@@ -27,6 +27,7 @@ __all__ = [
     "TORCH",
     "BuildFacts",
     "Decision",
+    "NativeTarget",
     "Requirement",
     "Scheme",
     "TorchFacts",
@@ -34,15 +35,21 @@ __all__ = [
     "choose_module",
     "cuda_major",
     "direct_build",
+    "installable",
     "loader_suffix",
     "loader_target",
     "loader_targets",
+    "lock",
     "names",
+    "native_build",
+    "native_fits",
     "needs_cuda_torch",
     "no_build",
     "no_module",
     "optional_missing",
+    "provides",
     "python_requires",
+    "torch_admitted",
     "verdict",
 ]
 
@@ -194,6 +201,22 @@ class Scheme(_Frozen):
                  note: str | None = None) -> None:
         self._set(kind=kind, imports=tuple(imports), version_regex=version_regex,
                   separator=separator, member=member, note=note)
+
+
+class NativeTarget(_Frozen):
+    """One compiled build of a native extension (nixl's ``nixl_ep_cpp_torch214``,
+    sgl_kernel's ``sm90/common_ops``) and the torch it targets: ``torch`` a PEP 440
+    specifier (``==2.14.*`` from its name through the loader's own rule, ``==2.14.1`` from
+    the wheel's exact pin; None: nothing says which), ``torch_from`` which of the two."""
+
+    __slots__ = ("member", "torch", "torch_from")
+    member: str
+    torch: str | None
+    torch_from: str | None
+
+    def __init__(self, member: str, torch: str | None = None,
+                 torch_from: str | None = None) -> None:
+        self._set(member=member, torch=torch, torch_from=torch_from)
 
 
 class Decision(_Frozen):
@@ -442,6 +465,133 @@ def _requires_python(requires: str | None, said: str, release: str) -> Decision:
                               f"python {said} releases")
     return Decision(False, f"{release} requires python {requires!r}; python {said} is not "
                            "admitted (pip and uv will not install it there)")
+
+
+# ----------------------------------------------------------------------- native extensions
+
+
+def _public(torch_version: str) -> str | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(torch_version).public
+    except InvalidVersion:
+        return None
+
+
+def installable(release: str, unmet: Sequence[tuple[str, str]]) -> Decision:
+    """The release can be installed: each ``(requirement, why)`` is a Requires-Dist line no
+    release on the index meets (the ``nixl`` 1.5.2 meta release pins backends the index
+    lacks)."""
+    if not unmet:
+        return Decision(True, f"{release}: every requirement is on the index")
+    return Decision(False, f"{release} requires " + "; ".join(
+        f"{req} ({why})" for req, why in unmet))
+
+
+def provides(where: str, installs: Collection[str], wanted: Collection[str]) -> Decision:
+    """``where`` installs one of the packages the extension is imported as (``wanted``: the
+    packages its loader rules load, over the project's releases; empty: any will do)."""
+    got = sorted(set(installs) & set(wanted))
+    if got or not wanted:
+        return Decision(True, f"{where} installs {', '.join(got or sorted(installs))}")
+    return Decision(False, f"{where} installs no {'/'.join(sorted(wanted))} (it installs "
+                           f"{', '.join(sorted(installs)) or 'no package'})")
+
+
+def torch_admitted(release: str, lines: Sequence[tuple[str, str | None]],
+                   torch_version: str) -> Decision:
+    """``torch_version`` satisfies one of the release's torch Requires-Dist lines
+    (``(line, specifier)``; a specifier None does not parse). ``torch`` unpinned admits
+    any torch: the very gap a build per torch release falls into."""
+    if not lines:
+        return Decision(True, f"{release} declares no torch requirement")
+    public = _public(torch_version)
+    if public is None:
+        return Decision(None, f"{torch_version!r} is not a PEP 440 version")
+    for line, spec in lines:
+        if spec is not None and _contains(spec, public):
+            return Decision(True, f"torch {torch_version} satisfies {release}'s {line!r}")
+    return Decision(False, f"torch {torch_version} does not satisfy {release}'s "
+                           + ", ".join(repr(line) for line, _ in lines))
+
+
+#: (specifier, version) -> whether it contains it: a query asks the same few pairs of
+#: hundreds of builds (packaging builds a specifier's ranges anew each time, most of the
+#: time of a ``which``). Bounded: cleared when full.
+_CONTAINS: dict[tuple[str, str], bool | None] = {}
+
+
+def _contains(spec: str, version: str) -> bool | None:
+    """``version`` (a public PEP 440 version) is in ``spec``; None when ``spec`` does not
+    parse."""
+    key = (spec, version)
+    if key in _CONTAINS:
+        return _CONTAINS[key]
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        fits: bool | None = SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        fits = None
+    if len(_CONTAINS) >= 4096:
+        _CONTAINS.clear()
+    _CONTAINS[key] = fits
+    return fits
+
+
+def native_fits(target: NativeTarget, torch_version: str) -> bool | None:
+    """The build targets this torch release (the local label does not count); None when
+    nothing says which torch it targets."""
+    if target.torch is None:
+        return None
+    public = _public(torch_version)
+    return None if public is None else _contains(target.torch, public)
+
+
+def lock(package: str, version: str, other: str, other_version: str, condition: str | None,
+         effect: str | None, disabled_by: str | None = None) -> Decision:
+    """A version lock a package's import checks (flashinfer's ``flashinfer-cubin`` exactly
+    its own version, ``flashinfer-jit-cache`` the version or it plus ``+<label>``):
+    a mismatch fails the import when its ``effect`` is ``raise``, and is ignored (with a
+    warning) when ``ignore``."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        same = Version(other_version) == Version(version)
+        local = Version(other_version).public == Version(version).public and bool(
+            Version(other_version).local)
+    except InvalidVersion:
+        return Decision(None, f"{other} {other_version!r} is not a PEP 440 version")
+    ok = same or (condition == "exact-or-local" and local)
+    off = f" ({disabled_by} turns the check off)" if disabled_by else ""
+    if ok:
+        return Decision(True, f"{package} {version} accepts {other} {other_version}")
+    if effect == "ignore":
+        return Decision(True, f"{package} {version} ignores {other} {other_version} with a "
+                              f"warning (it wants {version})")
+    return Decision(False, f"{package} {version} refuses {other} {other_version} at import "
+                           f"(it wants {version}){off}")
+
+
+def native_build(package: str, targets: Sequence[NativeTarget], torch_version: str,
+                 where: str) -> Decision:
+    """``package``'s loader finds a build for this torch among ``targets`` (the builds
+    ``where`` ships for the python and platform asked). No build at all: the package is
+    pure Python, loadable with any torch."""
+    if not targets:
+        return Decision(True, f"{where} ships no compiled build of {package}: any torch")
+    fits = [t for t in targets if native_fits(t, torch_version)]
+    if fits:
+        return Decision(True, f"{package} loads {', '.join(t.member for t in fits)} "
+                              f"(built for torch {fits[0].torch}, from its "
+                              f"{fits[0].torch_from or 'facts'})")
+    known = sorted({t.torch for t in targets if t.torch is not None})
+    if not known:
+        return Decision(None, f"{where}: nothing says which torch {package}'s builds "
+                              f"({', '.join(t.member for t in targets)}) were built for")
+    return Decision(False, f"{package} has no build for torch {torch_version} in {where} "
+                           f"(it has builds for torch {', '.join(known)})")
 
 
 # ----------------------------------------------------------------------- verdict

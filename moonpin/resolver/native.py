@@ -1,0 +1,476 @@
+"""``which`` for the worker's other native extensions (nixl, sglang-kernel, DeepEP,
+FlashInfer): the releases with a build for a torch, judged by :mod:`moonpin.resolver.rule`.
+
+One combination (release R of distribution D, torch T, python P, platform A) is checked in
+this order, each check the rule's: R is installable (its Requires-Dist pins are on the
+index); R has a wheel for P and A; T satisfies R's torch Requires-Dist; the wheel's loader
+finds a build for T (the builds' torch targets, read from their names through the loader's
+own rule or from an exact torch pin); and the CUDA runtime the builds link is T's. A wheel
+without builds whose loader imports another distribution's package (the meta ``nixl``,
+``nixl_ep`` importing ``nixl_ep_cu<major>`` for torch's CUDA major) is judged by the
+release it pins exactly whose builds link T's CUDA major.
+
+The facts are the KB's ``native`` releases (``CompatGraph.kb.native``, from the derived facts
+file like every query's); nothing here names a project: which distributions a name means is
+read from those releases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from moonpin.kb.errors import UsageError
+from moonpin.resolver import rule, spelling
+from moonpin.resolver.answers import Candidate, Covered, Which
+from moonpin.resolver.graph import CompatGraph, arch_of_platform, build_python, canonical_name
+from moonpin.resolver.inputs import ARCHES, normalize_arch, normalize_python
+from moonpin.resolver.query import (
+    Check,
+    Evaluation,
+    TorchChoice,
+    get_sglang,
+    resolve_torch,
+    torch_release,
+)
+
+if TYPE_CHECKING:
+    from moonpin.kb.facts import NativeRelease, NativeWheel
+
+__all__ = ["dists_named", "evaluate_native", "explain_stack", "is_extension", "known_version",
+           "wanted_packages",
+           "which_native"]
+
+
+def _releases(g: CompatGraph) -> tuple[NativeRelease, ...]:
+    return g.kb.native
+
+
+def dists_named(g: CompatGraph, what: str) -> tuple[str, list[str]]:
+    """The project and distributions ``what`` names, read from the KB's releases: a
+    project's name means all its distributions (``nixl``: nixl, nixl-cu12, nixl-cu13), then
+    a distribution's name that distribution, then an import name the distributions whose
+    wheels install that package (``sgl_kernel``: sgl-kernel and sglang-kernel)."""
+    releases = _releases(g)
+    text = what.strip()
+    canon = str(canonical_name(text))
+    by_project: dict[str, list[str]] = {}
+    for r in releases:
+        dists = by_project.setdefault(r.project, [])
+        if r.dist not in dists:
+            dists.append(r.dist)
+    if canon in by_project:
+        return canon, sorted(by_project[canon])
+    for project, dists in by_project.items():
+        if text in dists:
+            return project, [text]
+    importing: dict[str, str] = {}
+    for r in releases:
+        if any(text in w.packages for w in r.wheels):
+            importing.setdefault(r.dist, r.project)
+    if importing:
+        return next(iter(importing.values())), sorted(importing)
+    for project, dists in by_project.items():
+        if canon in dists:
+            return project, [canon]
+    known = sorted({*by_project, *(d for ds in by_project.values() for d in ds)})
+    raise UsageError(f"which takes mooncake, sglang, torch or a native extension the "
+                     f"knowledge base holds, not {what!r}",
+                     hint="`moonpin which -h` says what each needs; the extensions: "
+                     + ", ".join(known) if known else
+                     "`moonpin scrape --only native` reads the native extensions (the "
+                     "knowledge base holds none)")
+
+
+# ----------------------------------------------------------------------- one wheel
+
+
+def _covers_python(w: NativeWheel, python: str) -> bool:
+    if "abi3" in w.abi_tags:
+        base = next((t for t in w.python_tags if t.startswith("cp")), None)
+        return (base is not None and _minor(python) >= _minor(base)
+                and _requires(w.requires_python, python))
+    if any(t in ("py3", "py2.py3") for t in w.python_tags):
+        return _requires(w.requires_python, python)
+    return python in w.python_tags
+
+
+def _minor(tag: str) -> int:
+    try:
+        return int(tag.removeprefix("cp3").rstrip("t") or -1)
+    except ValueError:
+        return -1
+
+
+@lru_cache(maxsize=1024)
+def _requires(requires_python: str | None, python: str) -> bool:
+    """The wheel's Requires-Python admits ``python`` (one that does not parse: any)."""
+    if not requires_python:
+        return True
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(requires_python).contains(f"3.{_minor(python)}", True)
+    except InvalidSpecifier:
+        return True
+
+
+def _covers_arch(w: NativeWheel, arch: str) -> bool:
+    return any(p == "any" or arch_of_platform(p) == arch for p in w.platform_tags)
+
+
+def _targets(w: NativeWheel, python: str, arch: str) -> list[rule.NativeTarget]:
+    out = []
+    for b in w.builds:
+        py, ar = build_python(b.abi)
+        if b.abi is None or b.abi.startswith("abi3") or (py == python and ar == arch):
+            out.append(rule.NativeTarget(b.member, b.torch, b.torch_from))
+    return out
+
+
+def _cuda_facts(w: NativeWheel, members: Iterable[str]) -> list[rule.BuildFacts]:
+    chosen = set(members)
+    return [rule.BuildFacts(member=b.member, cuda=b.cuda_major,
+                            cuda_read=b.needed_method != "none")
+            for b in w.builds if b.member in chosen]
+
+
+@lru_cache(maxsize=1024)
+def _torch_lines(lines: tuple[str, ...], python: str, arch: str,
+                 ) -> tuple[tuple[str, str | None], ...]:
+    """The torch Requires-Dist ``lines`` that apply to an install without extras on this
+    python and platform, each with its specifier (None: it does not parse)."""
+    env = {"python_version": f"3.{_minor(python)}", "platform_machine": arch,
+           "sys_platform": "linux", "platform_system": "Linux", "extra": ""}
+    out: list[tuple[str, str | None]] = []
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            out.append((line, None))
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        out.append((line, str(req.specifier)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def _pinned(requires_dist: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The distributions Requires-Dist requires at one exact version (no extra)."""
+    out = []
+    for line in requires_dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        if len(exact) == 1 and "*" not in exact[0]:
+            out.append((str(canonical_name(req.name)), exact[0]))
+    return tuple(out)
+
+
+def wanted_packages(releases: Iterable[NativeRelease]) -> frozenset[str]:
+    """The packages the releases' loader rules load: what the extension is imported as."""
+    return frozenset(rl.package for r in releases for w in r.wheels for rl in w.rules)
+
+
+def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
+                    arch: str, *, wanted: frozenset[str] = frozenset(),
+                    depth: int = 0) -> Evaluation:
+    """Every check of one combination (see the module's docstring); ``wanted``: the
+    packages a release must install (:func:`wanted_packages`)."""
+    w = next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+             None)
+    ev = Evaluation("", r.dist, r.version, t.text, python, arch,
+                    wheel=w.artifact.filename if w else None)
+    name = f"{r.dist} {r.version}"
+    d = rule.installable(name, [(u.requirement, u.reason) for u in r.uninstallable])
+    ev.checks.append(Check("installable", d.ok, d.detail))
+    if d.ok is False:
+        return ev
+    if w is None:
+        had = "only a source archive" if r.sdist_only or not r.wheels else "no wheel"
+        ev.checks.append(Check("wheel for python/platform", False,
+                               f"{name} has {had} for {python} on {arch}"))
+        return ev
+    filename = w.artifact.filename
+    ev.checks.append(Check("wheel for python/platform", True,
+                           f"{filename} covers {python} on {arch}", (filename,)))
+    # what follows reads this wheel alone: kept per wheel, torch and platform when no
+    # python changes it (an abi3 or pure-Python wheel serves every python alike)
+    key = ("native", filename, t, arch, None if _python_free(w) else python, wanted, depth)
+    kept = g.memo.get(key)
+    if kept is None:
+        rest = Evaluation("", r.dist, r.version, t.text, python, arch, wheel=filename)
+        _judge_wheel(g, rest, r, w, t, python, arch, wanted, depth)
+        kept = g.memo[key] = (tuple(rest.checks), tuple(rest.notes))
+    ev.checks += kept[0]
+    ev.notes += kept[1]
+    return ev
+
+
+def _python_free(w: NativeWheel) -> bool:
+    """Nothing past the wheel's choice depends on the python: its builds are all abi3 (or
+    it has none and pins no other release), and no torch requirement has a marker."""
+    if any(";" in line for line in w.torch_requirements):
+        return False
+    if not w.builds:
+        return not _pinned(w.requires_dist)
+    return all(b.abi is not None and b.abi.startswith("abi3") for b in w.builds)
+
+
+def _judge_wheel(g: CompatGraph, ev: Evaluation, r: NativeRelease, w: NativeWheel,
+                 t: TorchChoice, python: str, arch: str, wanted: frozenset[str],
+                 depth: int) -> None:
+    """The checks of one wheel past its choice (see :func:`evaluate_native`)."""
+    name = f"{r.dist} {r.version}"
+    filename = w.artifact.filename
+    d = rule.provides(filename, w.packages, wanted)
+    if d.ok is False:
+        ev.checks.append(Check("module present", d.ok, d.detail, (filename,)))
+        return
+    d = rule.torch_admitted(name, _torch_lines(w.torch_requirements, python, arch),
+                            t.text)
+    ev.checks.append(Check("torch requirement", d.ok, d.detail,
+                           (f"{filename}: METADATA Requires-Dist",)))
+    if d.ok is False:
+        return
+    targets = _targets(w, python, arch)
+    package = ", ".join(rl.package for rl in w.rules) or ", ".join(w.packages) or r.dist
+    if not targets and depth == 0:
+        via = _through_dependency(g, w, t, python, arch)
+        if via is not None:
+            ev.checks += [c._replace(detail=f"{via.dist} {via.mooncake}: {c.detail}")
+                          for c in via.checks if c.name != "installable"]
+            ev.notes += [f"{package} loads its build from {via.dist}=={via.mooncake} (pinned "
+                         f"by {filename})", *via.notes]
+            return
+    d = rule.native_build(package, targets, t.text, filename)
+    fits = [x.member for x in targets if rule.native_fits(x, t.text)]
+    ev.checks.append(Check("build for torch", d.ok, d.detail,
+                           tuple(f"{filename}: {m}" for m in fits)))
+    if d.ok is not True or not targets:
+        return
+    facts = _cuda_facts(w, fits)
+    ev.checks.append(Check("CUDA major", *_decided(rule.cuda_major(
+        facts, rule.TorchFacts(t.text, t.cuda, t.cuda_known, t.cuda_why))), ()))
+    if any(s.kind == "env" and s.effect for rl in w.rules for s in rl.steps):
+        env = next(s for rl in w.rules for s in rl.steps if s.kind == "env" and s.effect)
+        ev.notes.append(f"{env.member}:{env.line}: {env.target} set opens the build with "
+                        f"{env.effect}")
+
+
+def _decided(d: rule.Decision) -> tuple[bool | None, str]:
+    return d.ok, d.detail
+
+
+def _through_dependency(g: CompatGraph, w: NativeWheel, t: TorchChoice, python: str,
+                        arch: str) -> Evaluation | None:
+    """A build-less wheel whose loader imports a package another release it pins ships
+    (the meta ``nixl``: ``nixl_ep_cu<major>`` for torch's CUDA major): the evaluation of
+    the pinned release whose builds link torch's CUDA major (else the first pinned one);
+    None when it pins none of the KB's releases with builds."""
+    pinned = []
+    for dist, version in _pinned(w.requires_dist):
+        r = next((x for x in _releases(g) if x.dist == dist and x.version == version), None)
+        if r is not None and any(x.builds for x in r.wheels):
+            pinned.append(r)
+    if not pinned:
+        return None
+    same = [r for r in pinned if t.cuda is not None and t.cuda in
+            {b.cuda_major for x in r.wheels for b in x.builds}]
+    return evaluate_native(g, (same or pinned)[0], t, python, arch, depth=1)
+
+
+# ----------------------------------------------------------------------- which
+
+
+def _torches(g: CompatGraph, torch: str | None, sglang: str | None) -> list[str]:
+    if torch is not None:
+        return [torch_release(g, torch)]
+    if sglang is None:
+        raise UsageError("`which` of a native extension needs --torch VERSION or --sglang "
+                         "VERSION", hint="e.g. moonpin which nixl --torch 2.14.1")
+    s = get_sglang(g, sglang)
+    return [v for v, _ in g.torch_for(s)]
+
+
+def _all_pythons(releases: Sequence[NativeRelease]) -> list[str]:
+    tags = {t for r in releases for w in r.wheels for t in w.python_tags
+            if t.startswith("cp")}
+    return sorted(tags, key=_minor)
+
+
+def which_native(g: CompatGraph, what: str, *, torch: str | None = None,
+                 sglang: str | None = None, python: str | None = None,
+                 arch: str | None = None, dist: str | None = None) -> Which:
+    """The releases of the extension ``what`` names (see :func:`dists_named`) that load
+    with ``torch`` (or with each torch ``sglang`` admits), newest first; every excluded
+    release with the first check it fails."""
+    python, arch = normalize_python(python), normalize_arch(arch)
+    project, dists = dists_named(g, what)
+    if dist is not None:
+        want = str(canonical_name(dist))
+        if want not in dists:
+            raise UsageError(f"{what} has no distribution {dist!r}",
+                             hint="known: " + ", ".join(dists))
+        dists = [want]
+    if sglang is not None:
+        sglang = get_sglang(g, sglang).version
+    torches = _torches(g, torch, sglang)
+    chosen = [r for r in _releases(g) if r.dist in dists]
+    wanted = wanted_packages(chosen)
+    pythons = [python] if python else _all_pythons(_releases(g))
+    arches = [arch] if arch else list(ARCHES)
+    compatible: list[Candidate] = []
+    excluded: list[Candidate] = []
+    unknown: list[Candidate] = []
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+    for r in sorted(chosen, key=_newest, reverse=True):
+        evs = [evaluate_native(g, r, resolve_torch(g, tt, a), p, a, wanted=wanted)
+               for tt in torches for a in arches for p in pythons]
+        entry = Candidate(r.version, f"{r.dist}=={r.version}", dist=r.dist)
+        if not evs:
+            continue
+        best = min(evs, key=lambda e: (order[e.verdict], -e.score()))
+        if best.verdict == "compatible":
+            ok = [e for e in evs if e.verdict == "compatible"]
+            covers = tuple(sorted((Covered(e.python, e.arch, e.torch, e.wheel, next(
+                (c.detail for c in e.checks if c.name == "CUDA major"), None)) for e in ok),
+                key=lambda c: (c.torch, c.arch, _minor(c.python))))
+            notes = tuple(sorted({n for e in ok for n in e.notes}))
+            compatible.append(entry._replace(wheels=covers, notes=notes))
+        else:
+            why = entry._replace(reason=best.reasons[0] if best.reasons else "unknown")
+            (unknown if best.verdict == "unknown" else excluded).append(why)
+    query: dict[str, Any] = {"project": project, "dists": dists,
+                             "torch": torches[0] if torch is not None else torches,
+                             "python": python or "all", "arch": arch or "all"}
+    if sglang is not None:
+        query["sglang"] = sglang
+    return Which(query, tuple(compatible), tuple(excluded), tuple(unknown))
+
+
+def _newest(r: NativeRelease) -> tuple[bool, Version, str]:
+    """Final releases before pre-releases (pip installs a pre-release only when asked),
+    each newest first."""
+    try:
+        v = Version(r.version)
+    except InvalidVersion:
+        return False, Version("0"), r.dist
+    return not v.is_prerelease, v, r.dist
+
+
+def known_version(g: CompatGraph, dist: str, version: str) -> NativeRelease:
+    """The KB's release ``dist`` ``version`` (any PEP 440 spelling); a UsageError naming
+    the nearest otherwise."""
+    pool = [r.version for r in _releases(g) if r.dist == dist]
+    v = spelling.version(version, what=dist, flag=f"{dist}==", pool=pool)
+    for r in _releases(g):
+        if r.dist == dist and Version(r.version) == Version(v):
+            return r
+    raise spelling.not_known(v, pool, what=dist, flag=f"{dist}==")
+
+
+# ----------------------------------------------------------------------- explain a stack
+
+
+def is_extension(g: CompatGraph, name: str) -> bool:
+    """``name`` (canonical) is a distribution of the KB's native releases."""
+    return any(r.dist == name for r in _releases(g))
+
+
+def _locks(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check]:
+    """The version locks one extension of the stack holds on another (flashinfer's)."""
+    versions = {r.dist: r.version for r in stack}
+    out = []
+    for r in stack:
+        w = next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+                 None)
+        for rl in w.rules if w is not None else ():
+            for s in rl.steps:
+                if s.kind == "lock" and s.target in versions:
+                    d = rule.lock(r.dist, r.version, s.target, versions[s.target],
+                                  s.condition, s.effect, s.key)
+                    out.append(Check(f"{r.dist} lock", d.ok, d.detail,
+                                     (f"{w.artifact.filename if w else r.dist}: "
+                                      f"{s.member}:{s.line}",)))
+    return out
+
+
+def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple[str, str]],
+                  *, torch: str | None = None, python: str | None = None,
+                  arch: str | None = None) -> dict[str, Any]:
+    """Whether each extension of a stack (``(dist, version)``) loads with its torch (given,
+    else the newest the SGLang release admits) on one python and platform, one check per
+    extension; the pair judged is the given one, else the first on which most load.
+    Returns ``query``, ``checks``, ``evaluated`` and ``combinations`` as
+    :class:`moonpin.resolver.answers.Explanation` holds them."""
+    python, arch = normalize_python(python), normalize_arch(arch)
+    stack = [known_version(g, d, v) for d, v in extensions]
+    s = get_sglang(g, sglang) if sglang is not None else None
+    if torch is not None:
+        tt = torch_release(g, torch)
+    elif s is not None and g.torch_for(s):
+        tt = g.torch_for(s)[-1][0]
+    else:
+        raise UsageError("explain of extensions needs torch==T or sglang==V",
+                         hint="e.g. moonpin explain sglang==0.5.23 nixl-cu13==1.5.1")
+    wanted = {r.dist: wanted_packages([x for x in _releases(g) if x.project == r.project
+                                       and x.dist == r.dist]) for r in stack}
+    pythons = [python] if python else list(reversed(_all_pythons(_releases(g))))
+    if s is not None and python is None:  # SGLang's own wheel's python first
+        own = [p for p in pythons if f"-{p}-" in s.artifact.filename]
+        pythons = own + [p for p in pythons if p not in own]
+    arches = [arch] if arch else list(ARCHES)
+    judged: list[tuple[str, str, list[Check], list[str]]] = []
+    for a in arches:
+        t = resolve_torch(g, tt, a)
+        for p in pythons:
+            checks: list[Check] = []
+            notes: list[str] = []
+            if s is not None:
+                from moonpin.resolver.graph import torch_lines
+
+                d = rule.torch_admitted(f"sglang {s.version}", [
+                    (line, str(spec)) for line, spec in torch_lines(s)], tt)
+                checks.append(Check("torch requirement", d.ok, d.detail,
+                                    (f"{s.artifact.filename}: METADATA Requires-Dist",)))
+            for r in stack:
+                ev = evaluate_native(g, r, t, p, a, wanted=wanted[r.dist])
+                bad = ev.reasons
+                ok = rule.verdict(c.ok for c in ev.checks)
+                detail = (bad[0] if bad else next(
+                    (c.detail for c in reversed(ev.checks) if c.name == "build for torch"),
+                    "loads"))
+                checks.append(Check(f"{r.dist}=={r.version}",
+                                    {"compatible": True, "incompatible": False}.get(ok),
+                                    detail, tuple(e for c in ev.checks for e in c.evidence
+                                                  if c.name == "build for torch")))
+                notes += [n for n in ev.notes if n not in notes]
+            checks += _locks(stack, p, a)
+            judged.append((p, a, checks, notes))
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+
+    def rank(j: tuple[str, str, list[Check], list[str]]) -> tuple[int, int]:
+        return (order[rule.verdict(c.ok for c in j[2])], -sum(1 for c in j[2] if c.ok))
+
+    best = min(judged, key=rank)
+    return {
+        "query": {"sglang": s.version if s else None, "torch": tt,
+                  "extensions": [f"{d}=={v}" for d, v in extensions],
+                  "python": python or "all", "arch": arch or "all"},
+        "checks": best[2], "notes": best[3],
+        "evaluated": {"torch": tt, "python": best[0], "arch": best[1], "wheel": None},
+        "combinations": [{"torch": tt, "python": p, "arch": a,
+                          "verdict": rule.verdict(c.ok for c in cs),
+                          "reason": next((f"{c.name}: {c.detail}" for c in cs
+                                          if c.ok is False), "")}
+                         for p, a, cs, _ in judged]}
