@@ -48,13 +48,13 @@ _STAMP_CHECK = """
 import sys, time
 from moonpin.check.installed import image_facts as im, sources
 from moonpin.check.env import target
-tg = target.from_site_packages([sys.argv[1]])
-im.SITE_DIRS, im.ROOT, im.EXT_SUFFIXES = tg.sites, tg.root, tg.ext_suffixes
+from moonpin.check.env.context import Context
+ctx = Context.of(target.from_site_packages([sys.argv[1]]))
 def walk(*_):
     raise SystemExit("walked")
 im.package_sources = walk
 t = time.perf_counter()
-src = im.sglang_sources(tg.paths)
+src = im.sglang_sources(ctx)
 facts = sources.scan(src)
 took = time.perf_counter() - t
 doc = src.stamps.doc

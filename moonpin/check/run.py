@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     FixProvider = Callable[[str, str, str, str], list[str]]
     StrPath = str | os.PathLike[str]
 
+    from moonpin.check.env.context import Context, Run
     from moonpin.check.env.target import Target
     from moonpin.check.installed.image_facts import Dist, KBView, Requirement, Torch
     from moonpin.check.judge.fixes import Fixer
@@ -123,8 +124,10 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
             return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
                                         "folder of an unpacked image (--rootfs) holding its "
                                         "Python")], strict, could_not_check=True)
+    from moonpin.check.env.context import Run
     from moonpin.kb.files import confine
 
+    run = Run()  # what this check starts beside reading (children computing ahead)
     memo = facts_memo()
     memo.enabled = source_cache
     confine(target.root if target is not None else None)
@@ -136,22 +139,15 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
                               found=found if where else None, partial_root=partial_root,
-                              seen=seen)
+                              seen=seen, run=run)
         report.found = found
         if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
             from moonpin.check.env.pep668 import for_target
 
-            report = for_target(report, seen.get("target"))
+            chosen = seen.get("target")
+            report = for_target(report, chosen.managed if chosen is not None else None)
     finally:
-        facts = sys.modules.get("moonpin.check.installed.image_facts")  # loaded when used
-        if facts is not None:
-            facts.use_importer(None)
-        ahead = sys.modules.get("moonpin.check.prefetch")
-        if ahead is not None:  # a load begun ahead and not taken: its child is ended
-            ahead.cancel()
-        chain = sys.modules.get("moonpin.check.loader.loadchain")  # not loaded when the
-        if chain is not None:  # check stopped before the libraries (pycode uses prefetch)
-            chain.forget_prefetched()
+        run.close()  # a load begun ahead and not taken: its child is ended
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
@@ -163,7 +159,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  strict: bool, fix_provider: FixProvider | None, deep: bool | None,
                  deep_timeout: float, source_cache: bool, python: str | None,
                  found: dict[str, Any] | None, target: Target | None = None,
-                 partial_root: bool = False, seen: dict[str, Any] | None = None) -> Report:
+                 partial_root: bool = False, seen: dict[str, Any] | None = None,
+                 run: Run | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -181,6 +178,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         return _report([CheckResult("mooncake", "skip",
                                     f"mooncake backend not requested ({asked}); nothing to check")],
                        strict=False)
+    from moonpin.check.env.context import Context
     from moonpin.check.installed import image_facts as im
     from moonpin.check.judge.fixes import Fixer
     from moonpin.check.judge.pg import check_pg
@@ -199,18 +197,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if seen is not None:
         seen["target"] = target
     paths = target.paths
-    im.EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
-    im.SITE_DIRS = target.sites  # whose .pth files install editable finders
-    im.ROOT = target.root  # under which the paths the image's files name are resolved
-    im.PY_VERSION = target.version  # whose bytecode cache the importer trusts
-    im.PATHS_COMPLETE = site_packages is None and not partial_root
-    im.use_importer(paths)  # one model of the importer for every look at the image
-    from moonpin.check.judge import libraries as check_libraries
-
-    check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
-    check_libraries.ROOT, check_libraries.LD_PATH = target.root, target.ld_path
-    check_libraries.MACHINE = target.machine
-    check_libraries.VERSION = target.version
+    # the environment as every part of the check reads it, with one model of its importer
+    ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run)
     add(CheckResult("target", "pass", target.describe()))
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.check.pyimport.sitefiles import interpreter_stops  # ran its own lines)
@@ -225,7 +213,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    sglang_src = im.sglang_sources(paths, source_cache)
+    sglang_src = im.sglang_sources(ctx, source_cache)
     kb_file = os.fspath(kb_path) if kb_path is not None else None
     fixer = Fixer(fix_provider, kb_file)
     fixer.python = target.tag
@@ -235,34 +223,32 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     dists, mooncakes = _distributions(paths, fixer)
     kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
     if found is not None:
-        found.update(_where(target, site_packages is not None and python is None, dists,
+        found.update(_where(ctx, target, site_packages is not None and python is None, dists,
                             mooncakes, sglang_src))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     from moonpin.check.judge.torch_check import torch_of
 
-    torch = torch_of(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine, paths)
+    torch = torch_of(torch_d, fixer, add, ctx, im.find_package(ctx, "torch"))
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
     if "elastic-ep" in wanted and torch is not None and sglang_src is not None:
-        _load_ahead(paths, sglang_src, kb.requirement(sglang.version if sglang else None),
+        _load_ahead(ctx, sglang_src, kb.requirement(sglang.version if sglang else None),
                     mooncakes, torch, kb, fixer, source_cache)
-    req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_src)
+    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.check.judge.choices import own_launch
 
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
                      own_launch(sglang_src, sglang, kb))
-    pkg = _mooncake_package(paths, mooncakes, fixer, add)
+    pkg = _mooncake_package(ctx, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
     if "elastic-ep" in wanted:
-        check_pg(pkg, paths, req, torch, kb, fixer, add)
+        check_pg(pkg, ctx, req, torch, kb, fixer, add)
     for f in sorted(set(wanted) - {"elastic-ep"}):
-        check_feature(f, pkg, sglang.version if sglang else None, kb, add,
+        check_feature(f, ctx, pkg, sglang.version if sglang else None, kb, add,
                        sglang_src, source_cache)
-    ahead = sys.modules.get("moonpin.check.prefetch")
-    if ahead is not None:  # a load begun ahead that no check took: not beside the probe
-        ahead.cancel()
+    ctx.run.cancel()  # a load begun ahead that no check took: not beside the probe
     if deep is None:
         deep = "elastic-ep" in wanted
     if target.root is not None:
@@ -278,7 +264,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     return _report(checks, strict)
 
 
-def _load_ahead(paths: Sequence[str], src: Sources, req: Requirement | None,
+def _load_ahead(ctx: Context, src: Sources, req: Requirement | None,
                 mooncakes: list[Dist], torch: Torch, kb: KBView, fixer: Fixer,
                 source_cache: bool) -> None:
     """On a cold start, the elastic-EP module's load (the check's other long piece) begun on
@@ -289,24 +275,24 @@ def _load_ahead(paths: Sequence[str], src: Sources, req: Requirement | None,
 
     if not sources.will_read(src, source_cache):
         return
-    pkg = _mooncake_package(paths, mooncakes, fixer, lambda c: None)
+    pkg = _mooncake_package(ctx, mooncakes, fixer, lambda c: None)
     if pkg is None:
         return
     from moonpin.check import prefetch
     from moonpin.check.judge.pg import check_pg
-    from moonpin.check.loader import loadchain
 
-    def work() -> dict[str, object]:
-        loadchain.RECORD = {}
-        check_pg(pkg, paths, req, torch, kb, fixer, lambda c: None)
-        return loadchain.RECORD
+    def work() -> dict[str, object]:  # in the child: each load it computes, recorded
+        record: dict[str, object] = {}
+        ctx.run.record = record
+        check_pg(pkg, ctx, req, torch, kb, fixer, lambda c: None)
+        return record
 
     child = prefetch.start(work)
     if child is not None:
-        loadchain.PENDING.append(child)
+        ctx.run.pending.append(child)
 
 
-def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
+def _where(ctx: Context, target: Target, given_sites: bool, dists: dict[str, Dist],
            mooncakes: list[Dist], sglang_src: Sources | None = None) -> dict[str, Any]:
     """Where the importer finds sglang, mooncake and torch, for ``--json``
     (:func:`moonpin.check.installed.where.where`); ``PYTHONPATH`` is the target's unless the
@@ -319,7 +305,7 @@ def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     out = {}
     for name in ("sglang", "mooncake", "torch"):
-        got = locate(target.paths, name)
+        got = locate(ctx, name)
         dist: Dist | None
         if name == "mooncake":
             owner = [d for d in mooncakes if got is not None
@@ -394,7 +380,7 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist],
     return dists, mooncakes
 
 
-def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,
+def _mooncake_package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
                       add: Callable[[CheckResult], None]) -> str | None:
     """The mooncake/ package folder the installed distributions provide, or None (said)."""
     from moonpin.check.installed.image_facts import locate
@@ -418,7 +404,7 @@ def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,
                         f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
                         f"{fixer.line()}",
                         (clash[0].root,)))
-    found = locate(paths, "mooncake")
+    found = locate(ctx, "mooncake")
     pkg = found.folder if found is not None else None
     if not clash:  # named where it is when not in a distribution's own folder
         elsewhere = found is not None and not any(

@@ -46,9 +46,9 @@ __all__ = [
     "E_MACHINE",
     "LD_CACHE",
     "NO_DIRS",
-    "TRACE",
     "Node",
     "Resolution",
+    "Trace",
     "candidates",
     "elf_problem",
     "env_ld_path",
@@ -85,15 +85,23 @@ _ELFOSABI_SYSV, _ELFOSABI_GNU = 0, 3
 _LIBC_ABI_MAX = 4
 #: Objects walked at most: a real extension's closure has ~20.
 _MAX_OBJECTS = 256
-#: When a set: every file :func:`read_dynamic` reads and every folder :func:`listing` lists
-#: is added to it (what a remembered answer depends on; :mod:`moonpin.check.loader.loadchain`).
-TRACE: set[str] | None = None
 #: What :func:`read_dynamic` gives for a ``DT_RUNPATH`` whose string is empty (a NUL is
 #: in no ELF string): it searches nothing, but its presence hides the ``DT_RPATH`` chain.
 NO_DIRS = "\0"
-#: Set when a search path of this machine used the working folder (an empty or relative
-#: entry): the answer then depends on it (:mod:`moonpin.check.loader.loadchain`).
-USED_CWD = False
+
+
+class Trace:
+    """What one load computed by :mod:`moonpin.check.loader.loadchain` depends on, handed
+    to what reads for it: every file :func:`read_dynamic_flags` reads and every folder
+    :func:`listing` lists (``paths``), and whether a search path of this machine used the
+    working folder (``used_cwd``: an empty or relative entry; the answer then depends on
+    it)."""
+
+    __slots__ = ("paths", "used_cwd")
+
+    def __init__(self, paths: set[str] | None = None) -> None:
+        self.paths = paths if paths is not None else set()
+        self.used_cwd = False
 
 
 def _u(data: bytes, at: int, size: int, little: bool) -> int:
@@ -220,18 +228,18 @@ def _shape(value: object) -> bool:
             and (value[3] is None or isinstance(value[3], str)) and type(value[4]) is int)
 
 
-def read_dynamic(path: str, machine: str | None = None,
+def read_dynamic(path: str, machine: str | None = None, trace: Trace | None = None,
                  ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
     """``(DT_NEEDED, DT_RUNPATH, DT_RPATH, problem)`` of an ELF object (file-facts memo).
     The path entries are as ld.so keeps them: an empty one (``""``) is the working folder,
     and a ``DT_RUNPATH`` empty as a whole is ``(NO_DIRS,)`` (no folder, yet present: the
     object's needs do not search ``DT_RPATH``). ``problem`` says why the loader would
     refuse it (:func:`elf_problem`), or is None.
-    Raises OSError when the file cannot be opened."""
-    return read_dynamic_flags(path, machine)[:4]  # type: ignore[return-value]
+    Raises OSError when the file cannot be opened. ``trace``: where the read is recorded."""
+    return read_dynamic_flags(path, machine, trace)[:4]  # type: ignore[return-value]
 
 
-def read_dynamic_flags(path: str, machine: str | None = None,
+def read_dynamic_flags(path: str, machine: str | None = None, trace: Trace | None = None,
                        ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
                                   str | None, int]:
     """:func:`read_dynamic`, and the object's ``DT_FLAGS_1`` bits ld.so acts on when it
@@ -239,8 +247,8 @@ def read_dynamic_flags(path: str, machine: str | None = None,
     loader cache's entries in them), ``DF_1_NOOPEN`` (``dlopen`` refuses it and whatever
     needs it), ``DF_1_PIE`` (an executable: never loaded as a library)."""
     machine = machine or os.uname().machine
-    if TRACE is not None:
-        TRACE.add(path)
+    if trace is not None:
+        trace.paths.add(path)
     needed, runpath, rpath, problem, flags = facts_memo().get(
         f"dynamic-v4\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
     return tuple(needed), tuple(runpath), tuple(rpath), problem, int(flags)
@@ -357,10 +365,11 @@ def ld_cache_file(root: str | None = None) -> str:
 _LISTINGS: dict[str, frozenset[str]] = {}
 
 
-def listing(folder: str) -> frozenset[str]:
-    """The names in ``folder`` (empty when it cannot be listed), read once per process."""
-    if TRACE is not None:
-        TRACE.add(folder)
+def listing(folder: str, trace: Trace | None = None) -> frozenset[str]:
+    """The names in ``folder`` (empty when it cannot be listed), read once per process;
+    ``trace``: where the listing is recorded."""
+    if trace is not None:
+        trace.paths.add(folder)
     got = _LISTINGS.get(folder)
     if got is None:
         try:
@@ -383,14 +392,16 @@ class Node:
         self.nodeflib = False
 
 
-def expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[str]:
+def expand(entries: Sequence[str], obj: str, root: str | None = None,
+           trace: Trace | None = None) -> list[str]:
     """``DT_RPATH``/``DT_RUNPATH`` entries of the object at ``obj`` as the folders ld.so
     searches (elf/dl-load.c ``fillin_rpath``, ``_dl_dst_substitute``): the dynamic string
     tokens ``$ORIGIN`` (the object's folder as it was opened, links not resolved), ``$LIB``
     and ``$PLATFORM``, bare or in braces and ending where a name cannot go on, replaced;
     another ``$`` kept as it is. On this machine an empty or relative entry is the working
     folder or under it, as for ``LD_LIBRARY_PATH`` (:func:`env_ld_path`); for an image's
-    root it is left out (the worker's working folder is not known)."""
+    root it is left out (the worker's working folder is not known). ``trace``: told when
+    the working folder was used."""
     out = []
     for e in entries:
         if e == NO_DIRS:
@@ -403,14 +414,9 @@ def expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[st
             out.append(e)
     if root is not None:
         return out
-    if not all(e.startswith("/") for e in out):
-        _used_cwd()
+    if not all(e.startswith("/") for e in out) and trace is not None:
+        trace.used_cwd = True
     return _here(out)
-
-
-def _used_cwd() -> None:
-    global USED_CWD
-    USED_CWD = True
 
 
 _TOKENS = ("ORIGIN", "LIB", "PLATFORM")
@@ -488,19 +494,20 @@ def _glibc_version(root: str | None) -> tuple[int, ...]:
     return ldhost.glibc_version([os.path.join(d, "libc.so.6") for d in system_lib_dirs(root)])
 
 
-def _variants(folder: str, root: str | None) -> list[str]:
+def _variants(folder: str, root: str | None, trace: Trace | None = None) -> list[str]:
     """``folder``'s hwcap subfolders that are there, in ld.so's order, then itself."""
-    names = listing(folder)
+    names = listing(folder, trace)
     if names.isdisjoint(ldhost.HWCAP_TOPS):
         return [folder]
     return [*(os.path.join(folder, s) for s in hwcap_subdirs(root)
               if s.partition("/")[0] in names), folder]
 
 
-def _in(folder: str, name: str, root: str | None = None) -> str | None:
+def _in(folder: str, name: str, root: str | None = None,
+        trace: Trace | None = None) -> str | None:
     # One listing per folder instead of a stat per (folder, name); a listed name is then
     # opened as ld.so's open_path opens it (:func:`_open_path`).
-    if name in listing(folder):
+    if name in listing(folder, trace):
         cand = os.path.join(folder, name)
         if root is not None:  # its symbolic links followed inside the image
             got = in_root(root, [cand])
@@ -569,11 +576,11 @@ def ld_path_folders(value: str, exe: str | None = None,
     return _here(out) if root is None else out
 
 
-def env_preload(exe: str | None = None) -> list[str]:
+def env_preload(exe: str | None = None, trace: Trace | None = None) -> list[str]:
     """This process's ``LD_PRELOAD`` entries as ld.so reads them (elf/rtld.c
     ``handle_preload_list``): separated by spaces or colons only (a tab is part of a name),
     tokens substituted as the executable's (``exe``, default this interpreter), a relative
-    path under the working folder."""
+    path under the working folder (``trace``: told so)."""
     value = os.environ.get("LD_PRELOAD") or ""
     out = [e for e in value.replace(":", " ").split(" ") if e]
     if "$" in value:
@@ -585,7 +592,8 @@ def env_preload(exe: str | None = None) -> list[str]:
         out = [e for e in out if e]
     if all(e.startswith("/") or "/" not in e for e in out):
         return out
-    _used_cwd()
+    if trace is not None:
+        trace.used_cwd = True
     try:
         cwd = os.getcwd()
     except OSError:  # no working folder: a relative path opens nothing
@@ -663,13 +671,15 @@ def search(name: str, node: Node, ld_path: Sequence[str], cache: set[str],
 
 def candidates(name: str, node: Node, ld_path: Sequence[str],
                cache: set[str] | dict[str, str], system: Sequence[str],
-               root: str | None = None, exe_rpath: Sequence[str] = ()) -> Iterator[str]:
+               root: str | None = None, exe_rpath: Sequence[str] = (),
+               trace: Trace | None = None) -> Iterator[str]:
     """Each file ld.so would try for ``name`` needed by ``node``, in its order
     (``_dl_map_object``); the loader skips one of another ELF class or machine and goes
     on (``open_verify``), so a caller may too. ``cache``: the names the loader cache
     holds (a hit is yielded as ``LD_CACHE/name``) or each name's path there.
     ``exe_rpath``: the executable's ``DT_RPATH`` folders, searched after the chain of
-    loaders when ``node`` has no ``DT_RUNPATH``."""
+    loaders when ``node`` has no ``DT_RUNPATH``. ``trace``: where what the search read
+    is recorded."""
     if "$" in name:  # tokens in a DT_NEEDED are the needing object's (_dl_map_object)
         name = _substitute(name, node.path, root)
         if not name:
@@ -680,21 +690,21 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
             if got and os.path.isfile(got[0]):
                 yield got[0]
         elif os.path.lexists(name):
-            if not name.startswith("/"):
-                _used_cwd()
+            if not name.startswith("/") and trace is not None:
+                trace.used_cwd = True
             yield name
         return
     lists: list[list[str]] = []  # each searched by one open_path call
     if not node.runpath:
         chain: Node | None = node
         while chain is not None:
-            lists.append(in_root(root, expand(chain.rpath, chain.path, root)))
+            lists.append(in_root(root, expand(chain.rpath, chain.path, root, trace)))
             chain = chain.loader
         lists.append(list(exe_rpath))
     lists.append(list(ld_path))
-    lists.append(in_root(root, expand(node.runpath, node.path, root)))
+    lists.append(in_root(root, expand(node.runpath, node.path, root, trace)))
     for dirs in lists:
-        yield from _open_path(dirs, name, root)
+        yield from _open_path(dirs, name, root, trace)
     if isinstance(cache, dict):
         listed = cache.get(name)
         if listed is not None and not (node.nodeflib and _in_system(listed, system)):
@@ -705,17 +715,18 @@ def candidates(name: str, node: Node, ld_path: Sequence[str],
         yield os.path.join(LD_CACHE, name)
     if node.nodeflib:
         return
-    yield from _open_path(system, name, root)  # also after a cache entry whose file is gone
+    yield from _open_path(system, name, root, trace)  # also after a cache entry whose file is gone
 
 
-def _open_path(dirs: Sequence[str], name: str, root: str | None) -> Iterator[str]:
+def _open_path(dirs: Sequence[str], name: str, root: str | None,
+               trace: Trace | None = None) -> Iterator[str]:
     """``name`` in each of ``dirs`` in turn, each first in its hwcap subfolders
     (:func:`hwcap_subdirs`) (elf/dl-load.c ``open_path``): a name that is
     not there (``ENOENT``, a dangling link) or not readable goes on to the next folder;
     any other error opening it (a loop of links) ends this list of folders."""
     for folder in dirs:
-        for d in _variants(folder, root):
-            hit = _in(d, name, root)
+        for d in _variants(folder, root, trace):
+            hit = _in(d, name, root, trace)
             if hit is _STOP:
                 return
             if hit is not None:
