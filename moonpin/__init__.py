@@ -1,5 +1,4 @@
-"""moonpin: which SGLang, torch and mooncake releases work together, read out of the real
-release artifacts.
+"""moonpin: which SGLang, torch and mooncake releases work together, read from real artifacts.
 
 The one import package: ``moonpin.kb`` (the knowledge base), ``moonpin.scrapers`` and
 ``moonpin.readers`` (fetching and reading artifacts), ``moonpin.resolver`` (the rule, the graph,
