@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import sys
 
-from moonpin.check.installed.image_facts import KB_READABLE, KB_SCHEMA
 from moonpin.check.result import CheckResult, Report, shown
 from moonpin.check.result import report as _report
 from moonpin.kb.cache import facts_memo
@@ -59,7 +58,7 @@ else:
 
     FixProvider = _Callable[[str, str, str, str], list[str]]
 
-__all__ = ["KB_READABLE", "KB_SCHEMA", "CheckResult", "FixProvider", "Report", "check_image",
+__all__ = ["CheckResult", "FixProvider", "Report", "check_image",
            "main", "requested_features"]
 
 _FLAGS = {

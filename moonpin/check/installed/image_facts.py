@@ -22,6 +22,7 @@ from moonpin.check.pyimport.importer import (
 )
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import read_regular
+from moonpin.kb.schema import READABLE_SCHEMAS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ __all__ = [
     "BACKENDS",
     "CAP_BUILD",
     "CUDART",
-    "KB_READABLE",
-    "KB_SCHEMA",
     "MOONCAKE_PREFIX",
     "PG_MODULES",
     "Dist",
@@ -73,10 +72,6 @@ PG_MODULES = ("mooncake.pg", "mooncake.ep")
 BACKENDS = ("mooncake", "mooncake-cpu")
 MOONCAKE_PREFIX = "mooncake-transfer-engine"
 CUDART = "libcudart.so."
-#: ``moonpin.kb.models.SCHEMA_VERSION`` and ``READABLE_SCHEMAS``, repeated so that pydantic stays
-#: off this path (a test asserts they agree).
-KB_SCHEMA = 3
-KB_READABLE = frozenset({1, 2, 3})
 
 
 class Dist:
@@ -492,10 +487,10 @@ def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(doc, dict) or not isinstance(doc.get("sglang"), list):
         return None, f"knowledge base {path} is corrupt (no 'sglang' list)"
     version = doc.get("schema_version")
-    if not isinstance(version, int) or version not in KB_READABLE:
+    if not isinstance(version, int) or version not in READABLE_SCHEMAS:
         return None, (f"knowledge base {path} has schema_version "
                       f"{doc.get('schema_version')!r}; this moonpin reads "
-                      f"{', '.join(str(v) for v in sorted(KB_READABLE))}")
+                      f"{', '.join(str(v) for v in sorted(READABLE_SCHEMAS))}")
     bad = _misshapen(doc, _KB_SHAPE, "")
     if bad is not None:
         return None, f"knowledge base {path} is corrupt ({bad})"
