@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.check.env.chroot import host_paths
 from moonpin.check.loader import ldso, ldsym
 
 TYPE_CHECKING = False
@@ -60,9 +61,11 @@ class Obj(ldso.Node):
 class Outcome:
     """What one ``dlopen`` did. ``error``: what ``dlerror()`` says (None: loaded).
     Everything found wrong is kept too, for the report: ``missing`` (name -> the object
-    needing it), ``bad`` (path -> why it cannot be mapped), ``versions`` and ``unbound``
-    (as :class:`moonpin.check.loader.ldbind.Binding` has them), ``host`` (symbols left to
-    the driver), ``host_missing`` (driver libraries not found here) and counts."""
+    needing it), ``bad`` (path -> why it cannot be mapped), ``unbound`` ((object, symbol,
+    version or "", the objects searched) for each reference nothing binds), ``versions``
+    ((object, version, library path, the newest version of that kind it defines) for each
+    missing version), ``host`` (symbols left to the driver), ``host_missing`` (driver
+    libraries not found here) and counts."""
 
     __slots__ = ("bad", "bound", "count", "error", "fatal", "host", "host_missing", "missing",
                  "objects", "refs", "searchlist", "unbound", "versions", "why")
@@ -148,7 +151,7 @@ class Process:
             return
         self.have_exe = True
         if not main.runpath:
-            self.exe_rpath = ldso.in_root(self.root, ldso.expand(main.rpath, exe, self.root,
+            self.exe_rpath = host_paths(self.root, ldso.expand(main.rpath, exe, self.root,
                                                                  self.trace))
         out = Outcome()
         new: list[Obj] = [main]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.check.env.chroot import host_paths
 from moonpin.check.loader import ldso
 from moonpin.kb.cache import facts_memo
 
@@ -203,7 +204,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         if cache_file:
             trace.add(cache_file)
         proc = ldproc.Process(
-            machine=machine, root=root, ld_path=ldso.in_root(root, ld), cache=cache,
+            machine=machine, root=root, ld_path=host_paths(root, ld), cache=cache,
             owned=lambda p: p in builds or owned(p, paths, root), trace=traced)
         exe = _interpreter(python, root)
         if exe is not None:
@@ -279,7 +280,7 @@ def _interpreter(python: str | None, root: str | None) -> str | None:
     if python is None:
         return None
     if root is not None:
-        mapped = ldso.in_root(root, [python])
+        mapped = host_paths(root, [python])
         exe = mapped[0] if mapped else None
     else:
         exe = os.path.realpath(python)
