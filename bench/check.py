@@ -1,7 +1,7 @@
 """Runtime check speed: light mode next to a bare interpreter and an import, deep mode next to
 `import torch`.
 
-    python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH]
+    python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH] [--against DIR]
 
 Light mode: wall time of `python -m moonpin.check --elastic-ep-backend mooncake
 --no-deep` over a healthy fake image (built in a temp folder from tests/lib/images.py unless
@@ -19,6 +19,11 @@ cache alone (the stamps file: one stat per folder and per source, no walk of the
 model). Deep mode (goal <= 1.2x
 `python -c "import torch"`) needs a site-packages folder with a real torch; it is timed next
 to `python -c "import torch"` with the same PYTHONPATH.
+
+`--against DIR` times the light check (warm, recomputed, cold) of another moonpin tree too
+(the previous commit: `git archive HEAD~1 | tar -x -C DIR`), run alternately with this one's
+in the same run on the same image, each with its own cache folder, so that a change is
+measured side by side on the same machine load.
 """
 
 from __future__ import annotations
@@ -73,11 +78,12 @@ CPU: dict[str, list[float]] = {}
 
 
 def measured(cmd: list[str], env: dict[str, str] | None = None,
-             tag: str = "") -> tuple[float, int]:
+             tag: str = "", cwd: Path = ROOT) -> tuple[float, int]:
     """Wall time and peak resident memory (KiB, the child's own ru_maxrss) of one run; its
-    CPU time goes to :data:`CPU` (under the command and ``tag``)."""
+    CPU time goes to :data:`CPU` (under the command and ``tag``); ``cwd``: the moonpin tree
+    whose ``python -m moonpin.check`` runs."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env or CHILD_ENV)
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
@@ -110,7 +116,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--site-packages", type=Path)
     ap.add_argument("--kb", type=Path)
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="another moonpin tree (the previous commit) timed alternately")
     args = ap.parse_args()
+    other = args.against.resolve() if args.against else None
+    if other is not None and not (other / "moonpin" / "check" / "__main__.py").is_file():
+        ap.error(f"{other} holds no moonpin/check/__main__.py")
 
     with tempfile.TemporaryDirectory() as tmp:
         CHILD_ENV["MOONPIN_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -148,6 +159,15 @@ def main() -> int:
         m_warm: list[int] = []
         walk: list[float] = []
         files = folders = 0
+        # the other tree: its own cache folder (its memos are its own), the same image
+        oenv = {**CHILD_ENV, "MOONPIN_CACHE_DIR": str(Path(tmp) / "cache-against")}
+        orecompute = {**oenv, "MOONPIN_CHECK_MEMO": "0"}
+        o_warm: list[float] = []
+        o_again: list[float] = []
+        o_cold: list[float] = []
+        if other is not None:
+            measured(check, oenv, " [against warm-up]", other)  # its cold start, then warm
+            measured(check, oenv, " [against warm-up]", other)
         for _ in range(args.runs):
             t_bare.append(wall(bare))
             took, rss = measured(check)
@@ -155,6 +175,9 @@ def main() -> int:
             m_warm.append(rss)
             t_skip.append(wall(skip))
             t_again.append(measured(check, recompute, " [recomputed]")[0])
+            if other is not None:
+                o_warm.append(measured(check, oenv, " [against]", other)[0])
+                o_again.append(measured(check, orecompute, " [against recomputed]", other)[0])
             out = subprocess.run(stamps, cwd=ROOT, capture_output=True, text=True, check=False,
                                  env=CHILD_ENV).stdout.split()
             if len(out) == 4 and out[2] == "1":
@@ -172,6 +195,8 @@ def main() -> int:
             took, rss = measured(cold)
             t_cold.append(took)
             m_cold.append(rss)
+            if other is not None:
+                o_cold.append(measured(cold, oenv, " [against cold]", other)[0])
     b, w, s, b2, c = (statistics.median(x) for x in (t_bare, t_warm, t_skip, t_bare2, t_cold))
     i = statistics.median(t_imp) if t_imp else None
     cb = _cpu(bare)
@@ -190,6 +215,14 @@ def main() -> int:
                "goal <= 0.25x the import, < 50 MiB"))
     print(_row("skip path (python -m, no mooncake)", s, b, i, _cpu(skip) / cb, None,
                "interpreter, runpy and moonpin's modules"))
+    if other is not None:
+        print(f"the same three, {other} (alternated with the above):")
+        print(_row("  light check, caches warm", statistics.median(o_warm), b, i,
+                   _cpu(check, " [against]") / cb))
+        print(_row("  the same, verdict recomputed", statistics.median(o_again), b, i,
+                   _cpu(check, " [against recomputed]") / cb))
+        print(_row("  light check, cold (--no-cache)", statistics.median(o_cold), b2, i,
+                   _cpu(cold, " [against cold]") / cb))
     if walk:
         v = statistics.median(walk)
         print(f"  of the warm check: the source cache validated ({files} sources, {folders} "
