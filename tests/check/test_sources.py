@@ -189,7 +189,7 @@ def test_a_warm_start_does_not_load_the_analyzer(tmp_path: Path) -> None:
 
     pkg, cache = _pkg(tmp_path), tmp_path / "cache"
     sources.scan(pkg, cache_dir=cache)
-    probe = ("import sys; from pathlib import Path; from moonpin.check import sources; "
+    probe = ("import sys; from pathlib import Path; from moonpin.check.installed import sources; "
              f"f = sources.scan(Path({str(pkg)!r}), cache_dir=Path({str(cache)!r})); "
              "print(f.cache, sorted(f.derived['names']) != [], "
              "'moonpin.readers.pyast' in sys.modules)")
