@@ -26,7 +26,7 @@ from moonpin.kb.schema import READABLE_SCHEMAS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
     from moonpin.check.env.context import Context
@@ -57,6 +57,7 @@ __all__ = [
     "not_files",
     "read_bytes",
     "read_dists",
+    "record_paths",
     "sglang_sources",
     "shipped_like",
     "torch_info",
@@ -141,6 +142,29 @@ def _read_text(path: str, cap: int = _CAP_SMALL, what: str = "file") -> str:
     return read_bytes(path, cap, what).decode("utf-8", "replace")
 
 
+def record_paths(folder: str, cap: int = _CAP_RECORD) -> Iterator[str]:
+    """The path (first field) of each line of the file list of the distribution whose
+    metadata folder is ``folder``: its ``RECORD`` (PEP 376), or ``installed-files.txt`` for
+    an ``.egg-info`` folder; one at a time (a hostile list of 64 MiB of newlines is not made
+    into millions of strings at once). The one reader of these lists: the installed
+    distributions, what an unimportable SGLang installed, which distribution ships a
+    package, whether torch ships a library. Raises OSError when it cannot be read (or is
+    larger than ``cap`` bytes)."""
+    name = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
+    text = _read_text(os.path.join(folder, name), cap, "distribution RECORD")
+    return _lines_first_field(text)
+
+
+def _lines_first_field(text: str) -> Iterator[str]:
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        yield text[start:stop].split(",", 1)[0].rstrip("\r")
+        start = stop + 1
+
+
 def read_dists(paths: Sequence[str]) -> list[Dist]:
     """The installed torch, sglang and mooncake-family distributions, in path order, as
     ``importlib.metadata.distributions(path=)`` finds them (``*.dist-info/METADATA``,
@@ -156,9 +180,9 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
             if e.name.endswith(".dist-info"):
                 if not _wanted(canon(e.name[:-len(".dist-info")].split("-", 1)[0])):
                     continue
-                meta, record = "METADATA", "RECORD"
+                meta = "METADATA"
             elif e.name.endswith(".egg-info"):
-                meta, record = "PKG-INFO", "installed-files.txt"
+                meta = "PKG-INFO"
             else:
                 continue
             folder = e.path
@@ -172,10 +196,7 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
             files: tuple[str, ...] | None = None
             if canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
                 try:
-                    files = tuple(
-                        line.split(",", 1)[0] for line in
-                        _read_text(os.path.join(folder, record), _CAP_RECORD,
-                                   "distribution RECORD").splitlines() if line)
+                    files = tuple(p for p in record_paths(folder) if p)
                 except OSError:
                     pass
             out.append(Dist(canon(name), (head.get("version") or [""])[0], root,

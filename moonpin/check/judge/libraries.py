@@ -197,7 +197,7 @@ def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
 
 def _torch_ships(name: str, paths: Sequence[str]) -> bool:
     """Whether torch's own distribution lists a file named ``name`` (its RECORD)."""
-    from moonpin.check.installed.image_facts import read_bytes
+    from moonpin.check.installed.image_facts import record_paths
 
     for sp in paths:
         try:
@@ -207,10 +207,10 @@ def _torch_ships(name: str, paths: Sequence[str]) -> bool:
             continue
         for info in infos:
             try:
-                record = read_bytes(os.path.join(sp, info, "RECORD"), 64 << 20, "RECORD")
+                listed = record_paths(os.path.join(sp, info))
             except OSError:
                 continue
-            if f"/{name},".encode() in record:
+            if any(p.endswith("/" + name) for p in listed):
                 return True
     return False
 

@@ -249,7 +249,7 @@ def _check_chain(module: str, ctx: Context, fixer: Fixer,
 def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
     """The installed distribution that ships the top-level package ``top`` (its
     ``top_level.txt``, else its RECORD), as (name, version); read only on a failure."""
-    from moonpin.check.installed.image_facts import read_bytes
+    from moonpin.check.installed.image_facts import read_bytes, record_paths
 
     for folder in paths:
         try:
@@ -260,12 +260,15 @@ def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
             dist, _, version = name[:-len(".dist-info")].partition("-")
             for member in ("top_level.txt", "RECORD"):
                 try:
-                    text = read_bytes(os.path.join(folder, name, member),
-                                      64 << 20, "distribution RECORD").decode("utf-8", "replace")
+                    if member == "RECORD":
+                        listed = list(record_paths(os.path.join(folder, name)))
+                    else:
+                        listed = read_bytes(os.path.join(folder, name, member), 64 << 20,
+                                            "top_level.txt").decode("utf-8", "replace"
+                                                                    ).splitlines()
                 except OSError:
                     continue
-                heads = {line.split(",", 1)[0].split("/", 1)[0].strip() for line
-                         in text.splitlines()}
+                heads = {p.split("/", 1)[0].strip() for p in listed}
                 if top in heads or f"{top}.py" in heads:
                     return dist, version
                 break

@@ -17,6 +17,7 @@ from moonpin.check.installed.image_facts import (
     locate,
     module_file,
     read_bytes,
+    record_paths,
     sglang_sources,
 )
 from moonpin.check.installed.image_facts import Requirement as _Requirement
@@ -26,7 +27,7 @@ from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from typing import Any
 
     from moonpin.check.env.context import Context
@@ -150,17 +151,6 @@ _CAP_RECORD = 16 << 20
 _MAX_RECORDED = 100_000
 
 
-def _record_paths(text: str) -> Iterator[str]:
-    """The path of each line of a RECORD (or ``installed-files.txt``), one at a time."""
-    start, end = 0, len(text)
-    while start < end:
-        stop = text.find("\n", start)
-        if stop < 0:
-            stop = end
-        yield text[start:stop].split(",", 1)[0].rstrip("\r")
-        start = stop + 1
-
-
 def _unimportable(dist: Dist, ctx: Context
                   ) -> tuple[str, str, tuple[str, ...]] | None:
     """When the importer finds no ``sglang`` but ``dist`` installed files for it (its
@@ -170,15 +160,13 @@ def _unimportable(dist: Dist, ctx: Context
     from moonpin.check.pyimport.sitefiles import finder_facts, finder_kind, pth
 
     for folder in _dist_folders(dist):
-        record = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
         try:
-            lines = read_bytes(os.path.join(folder, record), cap=_CAP_RECORD,
-                               what="distribution RECORD").decode("utf-8", "replace")
+            listed = record_paths(folder, _CAP_RECORD)
         except OSError:
             continue
         meta = os.path.basename(folder) + "/"
         files = []
-        for f in _record_paths(lines):
+        for f in listed:
             if f and not f.startswith((meta, "../", "/")) and not f.endswith(".pyc"):
                 files.append(f)
                 if len(files) >= _MAX_RECORDED:
