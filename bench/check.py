@@ -111,6 +111,15 @@ def _row(label: str, t: float, bare: float, imp: float | None, cpu: float,
             f"{mem:10s} {goal}").rstrip()
 
 
+def _check_module(tree: Path) -> str | None:
+    """The module ``python -m`` runs for the check in a moonpin tree (its package's name
+    before and after the rename)."""
+    for name in ("check", "preflight"):
+        if (tree / "moonpin" / name / "__main__.py").is_file():
+            return f"moonpin.{name}"
+    return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
@@ -120,8 +129,9 @@ def main() -> int:
                     help="another moonpin tree (the previous commit) timed alternately")
     args = ap.parse_args()
     other = args.against.resolve() if args.against else None
-    if other is not None and not (other / "moonpin" / "check" / "__main__.py").is_file():
-        ap.error(f"{other} holds no moonpin/check/__main__.py")
+    omodule = _check_module(other) if other is not None else None
+    if other is not None and omodule is None:
+        ap.error(f"{other} holds no moonpin/check/__main__.py (nor moonpin/preflight/)")
 
     with tempfile.TemporaryDirectory() as tmp:
         CHILD_ENV["MOONPIN_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -145,6 +155,8 @@ def main() -> int:
         stamps = [sys.executable, "-c", _STAMP_CHECK, str(site)]
         skip = [sys.executable, "-m", "moonpin.check"]
         cold = [*check, "--no-cache"]
+        ocheck = [sys.executable, "-m", omodule or "", *check[3:]]  # the other tree's
+        ocold = [*ocheck, "--no-cache"]
         with_mooncake = args.site_packages is not None and (site / "mooncake").is_dir()
         imp = [sys.executable, "-c", "import mooncake.pg"]
         ienv = {**CHILD_ENV, "PYTHONPATH": str(site)}
@@ -166,8 +178,8 @@ def main() -> int:
         o_again: list[float] = []
         o_cold: list[float] = []
         if other is not None:
-            measured(check, oenv, " [against warm-up]", other)  # its cold start, then warm
-            measured(check, oenv, " [against warm-up]", other)
+            measured(ocheck, oenv, " [against warm-up]", other)  # its cold start, then warm
+            measured(ocheck, oenv, " [against warm-up]", other)
         for _ in range(args.runs):
             t_bare.append(wall(bare))
             took, rss = measured(check)
@@ -176,8 +188,9 @@ def main() -> int:
             t_skip.append(wall(skip))
             t_again.append(measured(check, recompute, " [recomputed]")[0])
             if other is not None:
-                o_warm.append(measured(check, oenv, " [against]", other)[0])
-                o_again.append(measured(check, orecompute, " [against recomputed]", other)[0])
+                o_warm.append(measured(ocheck, oenv, " [against]", other)[0])
+                o_again.append(measured(ocheck, orecompute, " [against recomputed]",
+                                        other)[0])
             out = subprocess.run(stamps, cwd=ROOT, capture_output=True, text=True, check=False,
                                  env=CHILD_ENV).stdout.split()
             if len(out) == 4 and out[2] == "1":
@@ -196,7 +209,7 @@ def main() -> int:
             t_cold.append(took)
             m_cold.append(rss)
             if other is not None:
-                o_cold.append(measured(cold, oenv, " [against cold]", other)[0])
+                o_cold.append(measured(ocold, oenv, " [against cold]", other)[0])
     b, w, s, b2, c = (statistics.median(x) for x in (t_bare, t_warm, t_skip, t_bare2, t_cold))
     i = statistics.median(t_imp) if t_imp else None
     cb = _cpu(bare)
@@ -218,11 +231,11 @@ def main() -> int:
     if other is not None:
         print(f"the same three, {other} (alternated with the above):")
         print(_row("  light check, caches warm", statistics.median(o_warm), b, i,
-                   _cpu(check, " [against]") / cb))
+                   _cpu(ocheck, " [against]") / cb))
         print(_row("  the same, verdict recomputed", statistics.median(o_again), b, i,
-                   _cpu(check, " [against recomputed]") / cb))
+                   _cpu(ocheck, " [against recomputed]") / cb))
         print(_row("  light check, cold (--no-cache)", statistics.median(o_cold), b2, i,
-                   _cpu(cold, " [against cold]") / cb))
+                   _cpu(ocold, " [against cold]") / cb))
     if walk:
         v = statistics.median(walk)
         print(f"  of the warm check: the source cache validated ({files} sources, {folders} "
