@@ -3,10 +3,10 @@
 
     python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH] [--against DIR]
 
-Light mode: wall time of `python -m moonpin.check --elastic-ep-backend mooncake
+Light mode: wall time of `python -m moonpin.preflight --elastic-ep-backend mooncake
 --no-deep` over a healthy fake image (built in a temp folder from tests/lib/images.py unless
 --site-packages names a real one), with moonpin's caches warm (every worker start after the
-image's first check: the kept verdict replayed, moonpin/check/verdict.py; also timed
+image's first check: the kept verdict replayed, moonpin/preflight/verdict.py; also timed
 recomputed from the memos below it, `MOONPIN_CHECK_MEMO=0`) and cold (`--no-cache`: every
 SGLang source read, every build scanned, every symbol bound), each as a ratio to `python -c
 pass` and to `python -c "import mooncake.pg"` (the import the check stands for; only with
@@ -48,12 +48,12 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 
 #: Times, in a fresh interpreter, what a warm start spends validating the SGLang source
 #: cache: loading the stamps file, one stat per folder, path, file and source the walk and
-#: the scan read (moonpin.check.installed.stamps), and the analyzer's hash; a walk fails it.
+#: the scan read (moonpin.preflight.installed.stamps), and the analyzer's hash; a walk fails it.
 _STAMP_CHECK = """
 import sys, time
-from moonpin.check.installed import image_facts as im, sources
-from moonpin.check.env import target
-from moonpin.check.env.context import Context
+from moonpin.preflight.installed import image_facts as im, sources
+from moonpin.preflight.env import target
+from moonpin.preflight.env.context import Context
 ctx = Context.of(target.from_site_packages([sys.argv[1]]))
 def walk(*_):
     raise SystemExit("walked")
@@ -81,7 +81,7 @@ def measured(cmd: list[str], env: dict[str, str] | None = None,
              tag: str = "", cwd: Path = ROOT) -> tuple[float, int]:
     """Wall time and peak resident memory (KiB, the child's own ru_maxrss) of one run; its
     CPU time goes to :data:`CPU` (under the command and ``tag``); ``cwd``: the moonpin tree
-    whose ``python -m moonpin.check`` runs."""
+    whose ``python -m moonpin.preflight`` runs."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env or CHILD_ENV)
@@ -131,7 +131,7 @@ def main() -> int:
     other = args.against.resolve() if args.against else None
     omodule = _check_module(other) if other is not None else None
     if other is not None and omodule is None:
-        ap.error(f"{other} holds no moonpin/check/__main__.py (nor moonpin/preflight/)")
+        ap.error(f"{other} holds no moonpin/preflight/__main__.py (nor moonpin/preflight/)")
 
     with tempfile.TemporaryDirectory() as tmp:
         CHILD_ENV["MOONPIN_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -141,7 +141,7 @@ def main() -> int:
 
             site = healthy_image(Path(tmp) / "site")
             _date_back(site)  # as an image built earlier is (recent folders are re-listed)
-        check = [sys.executable, "-m", "moonpin.check", "--elastic-ep-backend", "mooncake",
+        check = [sys.executable, "-m", "moonpin.preflight", "--elastic-ep-backend", "mooncake",
                  "--site-packages", str(site), "--no-deep"]
         if args.kb:
             check += ["--kb", str(args.kb)]
@@ -153,7 +153,7 @@ def main() -> int:
         # (and per path and file the importer walk read), which validates the source cache
         # the way bytecode is validated.
         stamps = [sys.executable, "-c", _STAMP_CHECK, str(site)]
-        skip = [sys.executable, "-m", "moonpin.check"]
+        skip = [sys.executable, "-m", "moonpin.preflight"]
         cold = [*check, "--no-cache"]
         ocheck = [sys.executable, "-m", omodule or "", *check[3:]]  # the other tree's
         ocold = [*ocheck, "--no-cache"]

@@ -4,7 +4,7 @@ later, e.g. a ``json.py``: Python would import that file instead, and moonpin wo
 whatever way it fails. Found before anything is imported, and named.
 
 One ``listdir`` per folder ahead of the standard library's, nothing imported: this runs at
-every worker start (:mod:`moonpin.check.run`)."""
+every worker start (:mod:`moonpin.preflight.run`)."""
 
 from __future__ import annotations
 

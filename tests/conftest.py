@@ -9,7 +9,7 @@ import pytest
 def _private_cache(tmp_path_factory: pytest.TempPathFactory,
                    monkeypatch: pytest.MonkeyPatch) -> None:
     # The runtime check caches its SGLang source analysis
-    # (moonpin.check.installed.sources); children inherit the environment, so each test
+    # (moonpin.preflight.installed.sources); children inherit the environment, so each test
     # gets its own cache folder.
     monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     # A user KB (`moonpin scrape` on an installed moonpin) is read when newer than the

@@ -36,7 +36,7 @@ pytestmark = [
 
 def check(env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **env_extra}
-    return subprocess.run([sys.executable, "-m", "moonpin.check", "--site-packages", SITE,
+    return subprocess.run([sys.executable, "-m", "moonpin.preflight", "--site-packages", SITE,
                            "--elastic-ep-backend", "mooncake"], cwd=ROOT, capture_output=True,
                           text=True, env=env, timeout=300)
 

@@ -81,11 +81,11 @@ def _checks(img: Path, env: dict[str, str], tmp: Path, cwd: Path | None = None
         (deps / "packaging").symlink_to(Path(packaging.__file__).parent)
     tail = ["--elastic-ep-backend", "mooncake", "--no-deep"]
     runs = {
-        "--python": ([sys.executable, "-m", "moonpin.check", "--python",
+        "--python": ([sys.executable, "-m", "moonpin.preflight", "--python",
                       str(img / "bin" / "python"), *tail], ROOT, env),
-        "--site-packages": ([sys.executable, "-m", "moonpin.check", "--site-packages",
+        "--site-packages": ([sys.executable, "-m", "moonpin.preflight", "--site-packages",
                              str(img / SITE), *tail], ROOT, env),
-        "own": ([str(img / "bin" / "python"), "-m", "moonpin.check", *tail], tmp,
+        "own": ([str(img / "bin" / "python"), "-m", "moonpin.preflight", *tail], tmp,
                 {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{deps}"}),
     }
     out = {}
@@ -637,7 +637,7 @@ def test_a_token_in_ld_library_path(copy: Path, tmp_path: Path, entry: str) -> N
     """ld.so substitutes ``$LIB`` in ``LD_LIBRARY_PATH`` (``lib/x86_64-linux-gnu`` on
     Debian, ``lib64`` on RHEL): a ``libmooncake_pg.so`` that is no ELF object in that
     folder is found before the build's own; ``$LIBX`` is no token, and names no folder."""
-    from moonpin.check.loader.ldso import lib_token
+    from moonpin.preflight.loader.ldso import lib_token
 
     folder = tmp_path / lib_token()
     folder.mkdir(parents=True)

@@ -57,7 +57,7 @@ def _env(copy: Path) -> dict[str, str]:
 
 
 def check(copy: Path, deep: bool = False) -> tuple[int, list[str]]:
-    cmd = [sys.executable, "-m", "moonpin.check", "--python", str(copy / "bin" / "python"),
+    cmd = [sys.executable, "-m", "moonpin.preflight", "--python", str(copy / "bin" / "python"),
            "--elastic-ep-backend", "mooncake", "--deep" if deep else "--no-deep"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env(copy),
                           timeout=900)

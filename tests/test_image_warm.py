@@ -4,7 +4,7 @@ check (its caches written by an earlier check, as in the image build) sees what 
 SGLang's sources since: an edit in place that leaves the folder's stamp as it was (an editor,
 or a file bind-mounted over a source), a new folder with a new source. Each time its verdict
 is the one ``--no-cache`` reaches, reading every source, whether the start before it
-computed its verdict or replayed the one it kept (moonpin/check/verdict.py)."""
+computed its verdict or replayed the one it kept (moonpin/preflight/verdict.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _check(site: Path, cache: Path, *extra: str) -> tuple[int, str]:
            if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "PYTHONPATH"))}
     env["LD_LIBRARY_PATH"] = str(Path(REALIMG) / "stubs")
     env["MOONPIN_CACHE_DIR"] = str(cache)
-    proc = subprocess.run([sys.executable, "-m", "moonpin.check", "--site-packages",
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--site-packages",
                            str(site), "--elastic-ep-backend", "mooncake", "--no-deep", *extra],
                           capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert proc.returncode in (0, 1), proc.stderr

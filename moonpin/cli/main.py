@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     # `moonpin check` runs at every worker start: hand it over before building the rest.
     lead = args_in[:2] if args_in[:1] == ["--kb"] else []
     if args_in[len(lead):len(lead) + 1] == ["check"]:
-        from moonpin.check.verdict import main as check_main
+        from moonpin.preflight.verdict import main as check_main
 
         return check_main([*lead, *args_in[len(lead) + 1:]])
     # What a command prints quotes names, paths and messages read from elsewhere (a KB, a
@@ -113,7 +113,7 @@ def _run(args_in: list[str], lead: list[str]) -> int:
 
                 parser = build_parser(with_matrix=matrix.add_parser)
             if rest[1] == "check":
-                from moonpin.check.run import main as check_main
+                from moonpin.preflight.run import main as check_main
 
                 return check_main(["--help"])
             parser.parse_args([rest[1], "--help"])

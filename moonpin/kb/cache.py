@@ -101,7 +101,7 @@ def load(path: str | os.PathLike[str]) -> Any:
         return None
     if len(data) < 12 or data[:4] != MAGIC:
         return None
-    # a builtin module; the worker start loads it anyway (moonpin.check.installed.sources)
+    # a builtin module; the worker start loads it anyway (moonpin.preflight.installed.sources)
     import zlib
 
     size = int.from_bytes(data[4:8], "little")  # header: MAGIC, length, CRC-32 (4 bytes each)

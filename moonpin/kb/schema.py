@@ -12,7 +12,7 @@ written by a newer moonpin; a lower one must be rescraped, unless it is in
 
 Nothing imported: the runtime check reads it without loading pydantic
 (:mod:`moonpin.kb.models`, :mod:`moonpin.kb.store` and the check's own reading of the file,
-:class:`moonpin.check.installed.image_facts.KBView`, all take it from here).
+:class:`moonpin.preflight.installed.image_facts.KBView`, all take it from here).
 """
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA_VERSION"]

@@ -1,7 +1,7 @@
 """The compatibility rule, once: plain facts in, (ok, words) out.
 
 Two fact sources call it: the KB query (:mod:`moonpin.resolver.query`, facts from the scraped
-knowledge base) and the image check (:mod:`moonpin.check.run`, facts read from a worker's
+knowledge base) and the image check (:mod:`moonpin.preflight.run`, facts read from a worker's
 site-packages). Neither the facts nor the rule know where the facts came from.
 
 Every decision returns a :class:`Decision`: ``ok`` True (fits), False (does not fit) or

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from moonpin.check.run import _parser as check_parser
+from moonpin.preflight.run import _parser as check_parser
 from moonpin.cli.main import build_parser, main
 from moonpin.resolver.matrix import table as matrix
 

@@ -35,7 +35,7 @@ def _run(argv: list[str], pythonpath: Path, cwd: Path) -> subprocess.CompletedPr
 
 
 @pytest.mark.parametrize("argv", [
-    ["-m", "moonpin.check", "--elastic-ep-backend", "mooncake", "--no-deep"],
+    ["-m", "moonpin.preflight", "--elastic-ep-backend", "mooncake", "--no-deep"],
     ["-c", "from moonpin.cli.main import main; "
            "raise SystemExit(main(['which', 'mooncake', '--sglang', '0.5.18']))"],
 ], ids=["check", "which"])

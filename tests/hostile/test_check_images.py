@@ -1,5 +1,5 @@
 """Hostile worker images for ``moonpin check``: the healthy fake image changed in one to
-three ways by the seeded mutations of ``tests/check/test_check_hostile.py`` (each says
+three ways by the seeded mutations of ``tests/preflight/test_check_hostile.py`` (each says
 whether it stops ``import mooncake.pg`` from working), judged through moonpin: never a
 traceback or a hang, exit non-zero for a broken image and 0 for one whose changes break
 nothing, the image left as it was, no process left running (a tenth of the inputs run the
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.check.test_check_hostile import MUTATIONS, TERMINAL, m_perms
+from tests.preflight.test_check_hostile import MUTATIONS, TERMINAL, m_perms
 from tests.hostile.gen import HOSTILE_VALUES
 from tests.hostile.harness import (
     DEFAULT_N,

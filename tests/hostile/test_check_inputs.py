@@ -110,7 +110,7 @@ def test_chroot_resolve_is_linear_in_components(tmp_path: Path,
     # a 1 MB `.pth` line of `usr/../` took seconds each (the walk popped the front of a
     # list and asked the kernel about every component again): 6 such files in an image
     # root took 47 s; a million components must take well under a second
-    from moonpin.check.env import chroot
+    from moonpin.preflight.env import chroot
 
     (tmp_path / "usr").mkdir()
     asked: list[str] = []
@@ -202,7 +202,7 @@ def test_valid_source_past_the_cap_is_not_a_failure(tmp_path: Path, module: str)
 def _pep668_root(tmp_path: Path) -> tuple[Path, Path]:
     """A Debian-layout root whose torch metadata disagrees with torch/version.py: the check
     then prints a pip fix line (a warning); returns (root, its standard library folder)."""
-    from tests.check.test_check_rootfs import PY, debian_root
+    from tests.preflight.test_check_rootfs import PY, debian_root
 
     root = tmp_path / "root"
     site = debian_root(root)
@@ -215,7 +215,7 @@ def _rootfs_fix(tmp_path: Path, root: Path) -> str:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "moonpin.check", "--rootfs",
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--rootfs",
                            str(root), "--elastic-ep-backend", "mooncake", "--kb",
                            str(small_kb(tmp_path))], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path)})
@@ -255,7 +255,7 @@ def test_bytecode_cache_linked_out_of_the_root(tmp_path: Path) -> None:
     # blocking, hung there). Inside the image the link names nothing: the source compiles
     import sys
 
-    from tests.check.test_check_rootfs import debian_root
+    from tests.preflight.test_check_rootfs import debian_root
 
     root = tmp_path / "root"
     site = healthy_image(debian_root(root))
@@ -266,7 +266,7 @@ def test_bytecode_cache_linked_out_of_the_root(tmp_path: Path) -> None:
     (cache / f"pg.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc").symlink_to(host_fifo)
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "moonpin.check", "--rootfs",
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--rootfs",
                            str(root), "--elastic-ep-backend", "mooncake", "--kb",
                            str(small_kb(tmp_path))], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path)})
@@ -286,7 +286,7 @@ def test_python_that_leaves_a_process_holding_the_pipes(tmp_path: Path) -> None:
     python.write_text(f"#!/bin/sh\n{marker} &\nexec {sys.executable} \"$@\"\n")
     python.chmod(0o755)
     t = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "moonpin.check", "--python",
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--python",
                            str(python), "--elastic-ep-backend", "mooncake", "--no-deep"],
                           capture_output=True, text=True,
                           timeout=120, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path)})
@@ -307,7 +307,7 @@ def _image_with(tmp_path: Path, config: dict[str, object]) -> Path:
     import json
     import tarfile
 
-    from tests.check.test_check_rootfs import debian_root
+    from tests.preflight.test_check_rootfs import debian_root
     from tests.hostile.test_image_files import layout
 
     root = tmp_path / "rootfs"
@@ -339,7 +339,7 @@ def test_image_config_string_past_what_execve_passes(tmp_path: Path, field: str)
             f"{field}={many}:/usr/bin"]
     img = _image_with(tmp_path, config)
     t = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "moonpin.check", "--image", str(img),
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--image", str(img),
                            "--elastic-ep-backend", "mooncake", "--kb",
                            str(small_kb(tmp_path))], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path),
@@ -349,7 +349,7 @@ def test_image_config_string_past_what_execve_passes(tmp_path: Path, field: str)
     assert time.monotonic() - t < 20
     ok = _image_with(tmp_path / "ok", {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin",
                                                "PYTHONPATH=" + "/x" * 60_000]})
-    proc = subprocess.run([sys.executable, "-m", "moonpin.check", "--image", str(ok),
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--image", str(ok),
                            "--elastic-ep-backend", "mooncake", "--kb",
                            str(small_kb(tmp_path))], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "MOONPIN_CACHE_DIR": str(tmp_path),

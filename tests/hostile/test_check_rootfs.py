@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.check.test_check_rootfs import PY, debian_root, run_root, venv_root
+from tests.preflight.test_check_rootfs import PY, debian_root, run_root, venv_root
 from tests.lib.checkrun import small_kb
 from tests.lib.images import add_dist, healthy_image
 
@@ -123,8 +123,8 @@ def test_hostile_root(tmp_path: Path, name: str) -> None:
 
 
 def test_binary_pyvenv_cfg(tmp_path: Path) -> None:
-    from moonpin.check.env.rootfs import ImageConfig
-    from moonpin.check.run import check_image
+    from moonpin.preflight.env.rootfs import ImageConfig
+    from moonpin.preflight.run import check_image
 
     root = tmp_path / "root"
     healthy_image(venv_root(root))

@@ -75,7 +75,7 @@ def test_no_home_folder_means_no_cache_not_a_crash(tmp_path: Path,
     f.write_text("{}")
     assert cache.file_digest(f) == hashlib.sha256(b"{}").hexdigest()
 
-    from moonpin.check.installed import sources
+    from moonpin.preflight.installed import sources
     from tests.lib.images import add_sglang
 
     add_sglang(tmp_path / "site")
@@ -223,7 +223,7 @@ def test_prune_keeps_the_newest_of_a_kind(tmp_path: Path) -> None:
 
 def test_a_check_of_many_images_keeps_a_bounded_cache(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from moonpin.check.installed import sources
+    from moonpin.preflight.installed import sources
     from tests.lib.images import add_sglang
 
     monkeypatch.setattr(cache, "KEEP_SETS", 3)

@@ -1,4 +1,4 @@
-"""Run ``python -m moonpin.check`` against a throwaway image, as a worker would, and read
+"""Run ``python -m moonpin.preflight`` against a throwaway image, as a worker would, and read
 its verdict line by line."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Run:
 
 def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | None = None,
         ep: bool = True, deep: bool = False) -> Run:
-    cmd = [sys.executable, "-m", "moonpin.check", "--site-packages", str(site)]
+    cmd = [sys.executable, "-m", "moonpin.preflight", "--site-packages", str(site)]
     if not deep:  # light checks; the deep-probe tests below import the image's modules
         cmd.append("--no-deep")
     if ep:

@@ -1,5 +1,5 @@
 """The editable finders as the installers write them, for tests that run them in a child
-interpreter next to moonpin's model of them (:mod:`moonpin.check.pyimport.metapath`).
+interpreter next to moonpin's model of them (:mod:`moonpin.preflight.pyimport.metapath`).
 
 * ``SETUPTOOLS_FINDER``: setuptools 84.2's ``_FINDER_TEMPLATE``
   (setuptools/command/editable_wheel.py), verbatim; ``str.format`` it with ``mapping``,

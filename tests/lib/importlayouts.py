@@ -1,5 +1,5 @@
 """Random import layouts, and what CPython's importer and moonpin's model of it
-(:mod:`moonpin.check.pyimport.metapath`) make of them.
+(:mod:`moonpin.preflight.pyimport.metapath`) make of them.
 
 A layout is a set of folders the harness writes itself (every file: stub ``__init__``
 files that do nothing but, for mooncake, ``__path__ = extend_path(__path__, __name__)``;
@@ -353,7 +353,7 @@ def model(paths: list[str], sites: list[str], names: tuple[str, ...] | list[str]
           ) -> dict[str, Any]:
     """The same walk through moonpin's model, on ``paths`` (the target's ``sys.path``
     folders) and ``sites``."""
-    from moonpin.check.pyimport.metapath import Importer
+    from moonpin.preflight.pyimport.metapath import Importer
 
     imp = Importer(paths, sites)
     out: dict[str, Any] = {}
@@ -392,7 +392,7 @@ def compare(lay: Layout) -> list[str]:
     bad = [f"{n}: importer {_norm(real['names'][n])} / model {_norm(mine[n])}"
            for n in NAMES if _norm(real["names"][n]) != _norm(mine[n])]
     if not lay.front:
-        from moonpin.check.env.target import from_site_packages
+        from moonpin.preflight.env.target import from_site_packages
 
         ours = from_site_packages(sites).paths
         theirs = [p for p in paths if p not in (*_STDLIB, _DYNLOAD)]
@@ -406,8 +406,8 @@ def compare(lay: Layout) -> list[str]:
 def _sources(lay: Layout, paths: list[str], sites: list[str]) -> list[str]:
     """Every SGLang source the model says ``import sglang.<x>`` loads is the file the
     importer loads for that name."""
-    from moonpin.check.pyimport.importer import package_sources
-    from moonpin.check.pyimport.metapath import Importer
+    from moonpin.preflight.pyimport.importer import package_sources
+    from moonpin.preflight.pyimport.metapath import Importer
 
     src = package_sources(Importer(paths, sites), "sglang")
     if src is None:

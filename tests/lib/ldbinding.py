@@ -1,7 +1,7 @@
 """The loader model asked the way tests ask it, through the one model the check uses: symbol
 binding of builds loaded into the process ``import torch`` leaves
-(:func:`moonpin.check.loader.loadchain.native_load`), and ``dlopen`` of a build in a process
-of nothing else (:class:`moonpin.check.loader.ldproc.Process`). Not part of moonpin: only
+(:func:`moonpin.preflight.loader.loadchain.native_load`), and ``dlopen`` of a build in a process
+of nothing else (:class:`moonpin.preflight.loader.ldproc.Process`). Not part of moonpin: only
 tests call these."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from moonpin.check.loader import ldproc, ldso
-from moonpin.check.loader.loadchain import native_load
-from moonpin.check.pyimport.importer import find
+from moonpin.preflight.loader import ldproc, ldso
+from moonpin.preflight.loader.loadchain import native_load
+from moonpin.preflight.pyimport.importer import find
 
 __all__ = ["Binding", "bind", "dlopen_alone"]
 

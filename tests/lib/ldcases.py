@@ -1,6 +1,6 @@
 """Small hand-made object sets for one loader class each, built with gcc and GNU ld, imported
 for real (``python -c "import lcpkg.mod"``) and judged by moonpin (the check's own path,
-:func:`moonpin.check.loader.loadchain.native_load`), in the same working folder.
+:func:`moonpin.preflight.loader.loadchain.native_load`), in the same working folder.
 
 A case is a ``site`` folder holding the package ``lcpkg``: libraries built by :func:`lib`
 (any folder under ``site``, any C source, any linker flags) and the extension module
@@ -107,8 +107,8 @@ def judged(site: Path, cwd: Path, ld_path: str | None = None,
            preload: str | None = None) -> tuple[bool, str]:
     """What moonpin says of the same import from the same working folder: (it works, why
     not). ``preload``: ``LD_PRELOAD``, set in this process while it judges."""
-    from moonpin.check.loader import ldso
-    from moonpin.check.loader.loadchain import native_load
+    from moonpin.preflight.loader import ldso
+    from moonpin.preflight.loader.loadchain import native_load
 
     here = os.getcwd()
     before = os.environ.pop("LD_PRELOAD", None)

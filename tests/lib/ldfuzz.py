@@ -17,7 +17,7 @@ The objects each consumer links against are the libraries as first built; some a
 changed before the run (a symbol dropped, the versions removed or renamed, a symbol
 left only as a hidden version, the file deleted or moved), as an image's library
 replaced by another release's. :func:`real` says what the loader does,
-:func:`judged` what moonpin says (``moonpin.check.loader.loadchain``, the check's own
+:func:`judged` what moonpin says (``moonpin.preflight.loader.loadchain``, the check's own
 path), and :func:`disagreement` compares them.
 """
 
@@ -367,7 +367,7 @@ def real(sc: Scenario, site: Path) -> tuple[bool, str]:
 
 def judged(sc: Scenario, site: Path) -> tuple[bool, str, object]:
     """What moonpin says of the same import: (it works, why not, the report)."""
-    from moonpin.check.loader.loadchain import native_load
+    from moonpin.preflight.loader.loadchain import native_load
 
     rep = native_load([str(site / "fzpkg" / sc.root.name)], [str(site)], "fzpkg.mod",
                       python=sys.executable, suffixes=machinery.EXTENSION_SUFFIXES,
@@ -378,7 +378,7 @@ def judged(sc: Scenario, site: Path) -> tuple[bool, str, object]:
 
 
 def reasons(rep: Any) -> str:
-    """Why a :func:`~moonpin.check.loader.loadchain.native_load` report fails ("": it
+    """Why a :func:`~moonpin.preflight.loader.loadchain.native_load` report fails ("": it
     does not), in one line."""
     why = []
     if rep.chain_error is not None:

@@ -90,7 +90,7 @@ def test_the_image_check_is_the_check_of_its_venv(layout: Path) -> None:
     env = {**os.environ, "LD_LIBRARY_PATH": str(stubs)}
 
     def check(*how: str) -> tuple[int, list[str]]:
-        r = subprocess.run([sys.executable, "-m", "moonpin.check", *how,
+        r = subprocess.run([sys.executable, "-m", "moonpin.preflight", *how,
                             "--elastic-ep-backend", "mooncake", "--no-deep"], cwd=root,
                            capture_output=True, text=True, timeout=1800, env=env)
         keep = [ln.split(":")[0] + ":" + ln.split(":")[1].split("(")[0]
@@ -137,7 +137,7 @@ def test_a_packed_broken_image_fails_as_its_import_fails(tmp_path: Path, mutate:
     assert real.returncode != 0
 
     def first_failure(*how: str) -> tuple[int, str]:
-        r = subprocess.run([sys.executable, "-m", "moonpin.check", *how,
+        r = subprocess.run([sys.executable, "-m", "moonpin.preflight", *how,
                             "--elastic-ep-backend", "mooncake", "--no-deep", "-q"], cwd=root,
                            capture_output=True, text=True, timeout=1800, env=env)
         fails = [ln for ln in r.stdout.splitlines() if ln.startswith("fail")]

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from moonpin.check.pyimport.pychain import caught
+from moonpin.preflight.pyimport.pychain import caught
 from moonpin.readers.pyimports import binding, certain_imports
 
 

@@ -2,7 +2,7 @@
 
 For every ``explain`` scenario under ``cases/`` (and an ``explain`` of each candidate a
 ``which_*`` scenario weighs), the combination the query evaluated is written as a fake
-worker image (:mod:`tests.lib.scenario_image`) and judged by ``python -m moonpin.check``
+worker image (:mod:`tests.lib.scenario_image`) and judged by ``python -m moonpin.preflight``
 with the scenario's KB. compatible means the check exits 0 with no failing check among
 module/build/names/backends/cuda; incompatible means the check fails, and the KB checks
 that failed map onto exactly the image checks that failed. unknown, and facts an image

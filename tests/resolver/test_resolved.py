@@ -204,7 +204,7 @@ def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
 
 
 def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
-    from moonpin.check.judge.fixes import Fixer as _Fixer
+    from moonpin.preflight.judge.fixes import Fixer as _Fixer
 
     fixer = _Fixer(None, kb_path)
     fixer.sglang, fixer.torch, fixer.python = "0.5.17", "2.12.0", "cp312"
@@ -224,7 +224,7 @@ def test_shipped_tables_match_the_shipped_kb() -> None:
 
 
 def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path) -> None:
-    from moonpin.check.judge.fixes import Fixer as _Fixer
+    from moonpin.preflight.judge.fixes import Fixer as _Fixer
 
     reqs = resolved.load_requirements(kb_path)
     assert reqs is not None and reqs["0.5.17"]["torch"] == ["2.13.0"]
@@ -240,7 +240,7 @@ def test_feature_imports_from_the_table_are_the_kbs(tmp_path: Path) -> None:
     records give the runtime check, for every release and feature."""
     import shutil
 
-    from moonpin.check.installed.image_facts import KBView
+    from moonpin.preflight.installed.image_facts import KBView
 
     shipped = ROOT / "data" / "kb.json"
     with_table = tmp_path / "table" / "kb.json"  # the KB and its resolved/ tables
@@ -356,7 +356,7 @@ def test_one_release_of_the_requirements_table_as_the_whole(
 
 
 def test_kbview_of_one_release_answers_as_the_whole_index(kb_path: Path) -> None:
-    from moonpin.check.installed.image_facts import KBView
+    from moonpin.preflight.installed.image_facts import KBView
 
     whole = KBView(str(kb_path))
     for installed in ("0.5.17", "9.9.9"):

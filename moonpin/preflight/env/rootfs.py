@@ -1,0 +1,526 @@
+"""``moonpin check --rootfs DIR`` and ``--image PATH``: judge an image's root filesystem
+from outside it, without running anything in it.
+
+The environment is the one the image's interpreter would have, computed from its files as
+CPython computes it (Modules/getpath.py, Lib/site.py), never by running it:
+
+* the interpreter: the one ``Entrypoint``/``Cmd`` runs (``python3 -m sglang.launch_server``,
+  ``/opt/venv/bin/python``, a console script's ``#!`` line, a ``sh -c`` line naming one),
+  else ``python3``, found through the image's ``PATH`` and its symbolic links inside the
+  root (:func:`moonpin.preflight.env.chroot.resolve`);
+* its version from its file name (``python3.12``), else ``pyvenv.cfg``, else the
+  ``lib/pythonX.Y`` folder of its prefix, else ``libpythonX.Y``;
+* ``sys.path``: the folder of ``-m``/``-c`` (``WorkingDir``), ``PYTHONPATH``, the standard
+  library and ``lib-dynload`` of the base prefix, then the site folders (a venv's
+  ``site-packages``, and the base's when its ``pyvenv.cfg`` says
+  ``include-system-site-packages = true``; Debian's and Ubuntu's ``dist-packages`` when the
+  interpreter's ``site.py`` is theirs), each followed by what its ``.pth`` files add; the
+  user site folder is left out (the image's user is unknown);
+* the extension suffixes of that version and the image's architecture.
+
+Everything that names a path of the image is then resolved under the root; the report
+names image paths (``/opt/venv/...``), and its pip fix lines are written for a Dockerfile
+(``RUN pip install ...``; ``RUN /opt/venv/bin/python -m pip install ...`` when the
+interpreter is not the ``python3`` of the image's ``PATH``). No deep probe runs.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager as _contextmanager
+
+from moonpin.preflight.env import chroot as rootfs
+from moonpin.preflight.env.target import Target, TargetError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any
+
+    from moonpin.preflight.result import Report
+
+__all__ = ["DEFAULT_PATH", "ImageConfig", "dockerfile_fix", "for_image", "target_for",
+           "unpacked"]
+
+#: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Machine names of the OCI ``architecture`` values.
+_MACHINES = {"amd64": "x86_64", "x86_64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64",
+             "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
+_E_MACHINES = {62: "x86_64", 183: "aarch64", 21: "ppc64le", 22: "s390x", 243: "riscv64"}
+_SHELLS = ("sh", "bash", "dash", "ash", "zsh")
+_CAP_CFG = 64 << 10
+
+
+class ImageConfig:
+    """An image's runtime configuration, as :mod:`moonpin.readers.image` reads it from the OCI
+    config (``Env`` as ``KEY=VALUE`` strings or a mapping; ``Entrypoint``/``Cmd`` as argv
+    lists); every field optional."""
+
+    def __init__(self, env: Any = None, entrypoint: Sequence[str] | None = None,
+                 cmd: Sequence[str] | None = None, working_dir: str | None = None,
+                 os: str | None = None, architecture: str | None = None,
+                 variant: str | None = None) -> None:
+        self.env = env
+        self.entrypoint = entrypoint
+        self.cmd = cmd
+        self.working_dir = working_dir
+        self.os = os
+        self.architecture = architecture
+        self.variant = variant
+
+
+#: The longest string Linux passes to a program, its NUL included (``MAX_ARG_STRLEN``,
+#: 32 pages: execve(2) refuses a longer argument or environment string with E2BIG).
+MAX_ARG_STRLEN = 32 * 4096
+
+
+def _startable(config: Any) -> None:
+    """Raise :class:`TargetError` when the image's process cannot start: an environment
+    or argument string of its config past :data:`MAX_ARG_STRLEN` (what a 16 MiB ``PATH``
+    would otherwise cost is a search of millions of folders)."""
+    env = getattr(config, "env", None)
+    items = ([f"{k}={v}" for k, v in env.items()] if isinstance(env, dict)
+             else [str(i) for i in env or ()])
+    args = [str(a) for f in ("entrypoint", "cmd")
+            for a in ([getattr(config, f, None)] if isinstance(getattr(config, f, None), str)
+                      else getattr(config, f, None) or ())]
+    for kind, values in (("Env", items), ("Entrypoint/Cmd", args)):
+        for v in values:
+            size = len(v.encode("utf-8", "surrogateescape")) + 1
+            if size > MAX_ARG_STRLEN:
+                name = v.partition("=")[0][:40] if kind == "Env" else v[:40]
+                raise TargetError(f"the image's config {kind} {name!r} is {size:,} bytes, "
+                                  f"over the {MAX_ARG_STRLEN:,} Linux passes to a program "
+                                  "(MAX_ARG_STRLEN): its process cannot start (execve: "
+                                  "Argument list too long)",
+                                  tip=f"rebuild the image with a shorter {kind} value "
+                                  "(`docker inspect` shows them under Config)")
+
+
+def _env(config: Any) -> dict[str, str]:
+    raw = getattr(config, "env", None)
+    if isinstance(raw, dict):
+        return {str(k): str(v) for k, v in raw.items()}
+    out: dict[str, str] = {}
+    for item in raw or ():
+        key, eq, value = str(item).partition("=")
+        if eq:
+            out[key] = value
+    return out
+
+
+def _argv(config: Any) -> list[str]:
+    out: list[str] = []
+    for field in ("entrypoint", "cmd"):
+        value = getattr(config, field, None)
+        if isinstance(value, str):
+            import shlex
+
+            try:
+                out += shlex.split(value)
+            except ValueError:
+                out += value.split()
+            continue
+        out += [str(v) for v in value or ()]
+    return out
+
+
+def _is_python(name: str) -> bool:
+    """``python``, ``python3``, ``python3.12`` (a file name, not a path)."""
+    if not name.startswith("python"):
+        return False
+    tail = name[6:]
+    return tail == "" or (all(p.isdigit() for p in tail.split(".")) and tail[:1].isdigit())
+
+
+def _on_path(root: str, name: str, path: Sequence[str],
+             why: list[str] | None = None) -> str | None:
+    """The image path of ``name`` as the image's ``PATH`` finds it (execvp); ``why``
+    collects what each candidate that is there but cannot run is."""
+    if "/" in name:
+        return name if name.startswith("/") else None
+    for d in path:
+        if not d.startswith("/"):
+            continue
+        image = d.rstrip("/") + "/" + name
+        try:
+            host = rootfs.resolve(root, image)
+        except OSError:
+            if why is not None:
+                why.append(f"{image} is a symbolic link loop")
+            continue
+        if os.path.isfile(host) and os.access(host, os.X_OK):
+            return image
+        if why is not None and os.path.lexists(host):
+            from moonpin.preflight.installed.image_facts import kind_of
+
+            kind = kind_of(host) if not os.path.isfile(host) else "not executable"
+            why.append(f"{image} is {kind}")
+    return None
+
+
+def _shebang(root: str, image: str) -> list[str]:
+    """The ``#!`` line of a script of the image, split (``[]`` when it has none)."""
+    try:
+        host = rootfs.resolve(root, image)
+        if not os.path.isfile(host):
+            return []
+        with open(host, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+
+
+def _invocation(root: str, argv: list[str], path: Sequence[str],
+                ) -> tuple[str, list[str] | None]:
+    """The python the entry point runs (a name or an image path) and its arguments (None:
+    the entry point names none, ``python3`` is assumed)."""
+    words = list(argv)
+    for _ in range(4):  # env, a shell's -c line, a console script: each unwrapped once
+        while words and (words[0] in ("env", "/usr/bin/env", "/bin/env", "exec")
+                         or ("=" in words[0] and not words[0].startswith("-"))):
+            words = words[1:]
+        if not words:
+            break
+        head = os.path.basename(words[0])
+        if _is_python(head):
+            return words[0], words[1:]
+        if head in _SHELLS and "-c" in words:
+            import shlex
+
+            line = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
+            try:
+                inner = shlex.split(line.replace("&&", " ; ").replace(";", " ; "))
+            except ValueError:
+                inner = line.split()
+            starts = [i for i, w in enumerate(inner) if _is_python(os.path.basename(w))]
+            words = inner[starts[0]:] if starts else []
+            continue
+        found = _on_path(root, words[0], path)
+        bang = _shebang(root, found) if found else []
+        if not bang:
+            break
+        words = [*bang, *words[1:]]
+    return "python3", None
+
+
+def _read_cfg(root: str, image: str) -> dict[str, str] | None:
+    """``pyvenv.cfg`` (``key = value`` lines) at ``image``, or None when there is none."""
+    from moonpin.kb.files import read_regular
+
+    host = rootfs.resolve(root, image)
+    if not os.path.lexists(host):
+        return None
+    try:
+        data = read_regular(host, cap=_CAP_CFG, what="pyvenv.cfg")
+    except OSError as e:
+        raise TargetError(f"{image} cannot be read: {e}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TargetError(f"{image} is not text (byte {e.start} is not UTF-8): the venv's "
+                          "interpreter would not start with it") from e
+    if "\0" in text:
+        raise TargetError(f"{image} is not text (it holds NUL bytes)")
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq:
+            out[key.strip().lower()] = value.strip()
+    return out
+
+
+def _version_from(text: str) -> tuple[int, int] | None:
+    parts = text.strip().split(".")
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+        return int(parts[0]), int(parts[1])
+    return None
+
+
+def _prefix_of(root: str, bin_dir: str, version: tuple[int, int] | None,
+               ) -> tuple[str, tuple[int, int] | None]:
+    """The prefix whose ``lib/pythonX.Y/os.py`` (getpath's landmark) is found from the
+    interpreter's folder upwards, and the version that folder names."""
+    cands = []
+    d = bin_dir
+    while d not in ("", "/"):
+        d = os.path.dirname(d)
+        cands.append(d)
+    for prefix in [*cands, "/usr/local", "/usr"]:
+        lib = rootfs.resolve(root, prefix.rstrip("/") + "/lib")
+        names = ([f"python{version[0]}.{version[1]}"] if version else
+                 sorted((n for n in _list(lib) if n.startswith("python3.")), reverse=True))
+        for n in names:
+            if os.path.isfile(os.path.join(lib, n, "os.py")):
+                return prefix.rstrip("/") or "/", version or _version_from(n[6:])
+    return (os.path.dirname(bin_dir) or "/"), version
+
+
+def _list(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _libpython_version(root: str, prefix: str) -> tuple[int, int] | None:
+    for n in sorted(_list(rootfs.resolve(root, prefix.rstrip("/") + "/lib")), reverse=True):
+        if n.startswith("libpython3.") and ".so" in n:
+            return _version_from(n[9:].split(".so")[0].rstrip("dmu"))
+    return None
+
+
+def _machine(root: str, config: Any, exe: str) -> str:
+    arch = getattr(config, "architecture", None)
+    if isinstance(arch, str) and arch in _MACHINES:
+        return _MACHINES[arch]
+    try:
+        with open(exe, "rb") as f:  # the interpreter's ELF header: e_machine at 18
+            head = f.read(20)
+    except OSError:
+        head = b""
+    if head[:4] == b"\x7fELF" and len(head) == 20:
+        machine = _E_MACHINES.get(int.from_bytes(head[18:20], "little"))
+        if machine:
+            return machine
+    return os.uname().machine
+
+
+def _debian(root: str, stdlib: str, prefix: str, v: tuple[int, int]) -> bool:
+    """Whether the interpreter's ``site.py`` is Debian's (it adds ``dist-packages``); when
+    the root has no ``site.py`` (an image unpacked to what the check reads), whether a
+    ``dist-packages`` folder of Debian's layout is there."""
+    from moonpin.kb.files import read_regular
+
+    try:
+        return b"dist-packages" in read_regular(rootfs.resolve(root, stdlib + "/site.py"),
+                                                cap=1 << 20, what="site.py")
+    except OSError:
+        pass
+    return any(os.path.isdir(rootfs.resolve(root, d)) for d in _sites(root, prefix, v, True))
+
+
+def _sites(root: str, prefix: str, v: tuple[int, int], debian: bool) -> list[str]:
+    """The image paths ``site.getsitepackages()`` gives for ``prefix`` (Lib/site.py;
+    Debian's patch: ``/usr/local/lib/python3.X/dist-packages``, ``/usr/lib/python3/
+    dist-packages``, ``/usr/lib/python3.X/dist-packages``)."""
+    py = f"python{v[0]}.{v[1]}"
+    p = prefix.rstrip("/")
+    if debian:
+        return [f"{p}/local/lib/{py}/dist-packages", f"{p}/lib/python3/dist-packages",
+                f"{p}/lib/{py}/dist-packages"]
+    return [f"{p}/lib64/{py}/site-packages", f"{p}/lib/{py}/site-packages"]
+
+
+def _first_path(args: Sequence[str], cwd: str) -> tuple[str | None, bool]:
+    """``sys.path[0]`` for the interpreter's arguments (the working folder for ``-m`` and
+    ``-c``, the script's folder for a script; none under ``-I``/``-P``), and whether
+    ``-I``/``-E`` makes it ignore ``PYTHONPATH``."""
+    isolated = ignore_env = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if not a.startswith("-") or a == "-":
+            first = None if a == "-" else (os.path.dirname(a) if a.startswith("/") else
+                                           os.path.join(cwd, os.path.dirname(a)))
+            return (None if isolated else first or cwd), ignore_env
+        if a.startswith(("-m", "-c")):
+            return (None if isolated else cwd), ignore_env
+        flags = a[1:] if not a.startswith("--") else ""
+        isolated = isolated or "I" in flags or "P" in flags
+        ignore_env = ignore_env or "I" in flags or "E" in flags
+        i += 2 if a in ("-X", "-W") else 1
+    return (None if isolated else cwd), ignore_env
+
+
+def target_for(root: str, config: Any = None) -> Target:
+    """The environment the image at ``root`` runs its interpreter in (module doc).
+    Raises :class:`TargetError` naming what cannot be read and why."""
+    if not os.path.isdir(root):
+        raise TargetError(f"--rootfs {root!r} is not a folder (pass the root of an unpacked "
+                          "image: what `docker export` or `umoci unpack` leaves)")
+    root = os.path.realpath(root)
+    _startable(config)
+    env = _env(config)
+    path = [d for d in env.get("PATH", DEFAULT_PATH).split(":") if d]
+    name, args = _invocation(root, _argv(config), path)
+    why: list[str] = []
+    image = _on_path(root, name, path, why)
+    if image is None:
+        raise TargetError((f"the image has no {name!r} on its PATH ({':'.join(path)})"
+                           if "/" not in name else f"the image has no interpreter {name}")
+                          + (f": {'; '.join(why)}" if why else ""))
+    try:
+        exe = rootfs.resolve(root, image)
+    except OSError as e:
+        raise TargetError(f"{image}: {e.strerror}") from e
+    from moonpin.preflight.installed.image_facts import kind_of
+
+    if not os.path.isfile(exe):
+        raise TargetError(f"{image} is {kind_of(exe)}, not an interpreter")
+    real = rootfs.image_path(root, exe)  # symbolic links resolved: python3 -> python3.12
+    version = _version_from(os.path.basename(real)[6:]) if _is_python(
+        os.path.basename(real)) else None
+    bin_dir = os.path.dirname(image)
+    cfg_at = next((c for c in (f"{bin_dir}/pyvenv.cfg",
+                               f"{os.path.dirname(bin_dir)}/pyvenv.cfg")
+                   if _read_cfg(root, c) is not None), None)
+    cfg = _read_cfg(root, cfg_at) if cfg_at else None
+    if cfg is not None and version is None:
+        version = _version_from(cfg.get("version_info") or cfg.get("version") or "")
+    base_bin = cfg.get("home", os.path.dirname(real)) if cfg else os.path.dirname(real)
+    base, version = _prefix_of(root, base_bin.rstrip("/") or "/", version)
+    version = version or _libpython_version(root, base)
+    if version is None:
+        raise TargetError(f"{image}: its Python version is not in its name, nor in a "
+                          f"lib/python3.X folder or libpython of {base}")
+    py = f"python{version[0]}.{version[1]}"
+    stdlib = f"{base.rstrip('/')}/lib/{py}"
+    first, isolated = (None, False) if args is None else _first_path(
+        args, getattr(config, "working_dir", None) or "/")
+    image_paths = [first] if first else []
+    if not isolated:
+        image_paths += [p for p in env.get("PYTHONPATH", "").split(":") if p.startswith("/")]
+    image_paths += [f"{base.rstrip('/')}/lib/python{version[0]}{version[1]}.zip", stdlib,
+                    f"{stdlib}/lib-dynload"]
+    debian = _debian(root, stdlib, base, version)
+    sites = []
+    if cfg is not None:
+        venv = os.path.dirname(cfg_at or "")
+        sites += [f"{venv}/lib/{py}/site-packages"]
+        if cfg.get("include-system-site-packages", "false").lower() == "true":
+            sites += _sites(root, base, version, debian)
+    else:
+        sites += _sites(root, base, version, debian)
+    host_paths: list[str] = []
+    for p in image_paths:
+        got = rootfs.resolve(root, p)
+        if os.path.isdir(got) and got not in host_paths:
+            host_paths.append(got)
+    from moonpin.preflight.pyimport.importer import pth_paths
+
+    host_sites: list[str] = []
+    for s in sites:
+        got = rootfs.resolve(root, s)
+        if not os.path.isdir(got) or got in host_sites:
+            continue
+        host_sites.append(got)
+        for d in [got, *pth_paths(got, root)]:  # site.addsitedir, folder by folder
+            if d not in host_paths:
+                host_paths.append(d)
+    machine = _machine(root, config, exe)
+    tag = f"{version[0]}{version[1]}"
+    t = Target(os.path.join(root, image.lstrip("/")), version, host_paths,
+               [f".cpython-{tag}-{machine}-linux-gnu.so", ".abi3.so", ".so"],
+               f"the image's {image}" + (f" -> {real}" if real != image else "")
+               + (f", a venv ({cfg_at})" if cfg_at else ""), host_sites)
+    t.root = root
+    t.machine = machine
+    if first and host_paths and host_paths[0] == rootfs.resolve(root, first):
+        t.cwd = host_paths[0]  # sys.path[0]: the working folder (or the script's)
+    from moonpin.preflight.loader.ldso import ld_path_folders
+
+    # the image's LD_LIBRARY_PATH: its tokens as ld.so there reads them ($ORIGIN: the
+    # python's real folder); an empty entry, the worker's working folder, is not known
+    t.ld_path = tuple(ld_path_folders(env.get("LD_LIBRARY_PATH", ""), real, root))
+    plain = _on_path(root, "python3", path)
+    t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe
+             and os.path.dirname(plain) == os.path.dirname(image) else f"{image} -m pip")
+    t.managed = lambda: _managed(root, stdlib, cfg is not None, env, config)
+    return t
+
+
+def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: Any) -> bool:
+    """PEP 668 in the image (:mod:`moonpin.preflight.env.pep668`): its paths resolved under
+    its root, its configured ``Env``, the home of its ``User`` (root's by default)."""
+    from moonpin.preflight.env import pep668
+
+    user = str(getattr(config, "user", "") or "")
+    home = env.get("HOME") or ("/root" if user in ("", "0", "root") or user.startswith("0:")
+                               else None)
+    configs = []
+    for c in pep668.config_files(home, None, env):
+        if c.startswith("/"):
+            try:
+                configs.append(rootfs.resolve(root, c))
+            except OSError:  # a symbolic link loop: no file pip reads either
+                continue
+    try:  # the marker's own links too stay in the image (one to the host's /etc/hostname)
+        marker = rootfs.resolve(root, f"{stdlib}/EXTERNALLY-MANAGED")
+    except OSError:
+        return False  # a loop: not a file, for pip's os.path.isfile either
+    return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs,
+                                     marker=marker)
+
+
+def dockerfile_fix(fix: str, pip: str) -> str:
+    """A fix line that runs pip, written for a Dockerfile (``RUN pip install ...``, the
+    note after it as a shell comment); any other fix as it is."""
+    import re
+
+    if not fix.startswith("pip "):
+        return fix
+    head, note = fix, ""
+    at = fix.find("' (")
+    if at >= 0 and fix.endswith(")"):
+        head, note = fix[:at + 1], fix[at + 3:-1]
+    head = head.replace("; then pip ", " && pip ")
+    head = re.sub(r"(^|&& )pip (install|uninstall) ", lambda m: f"{m[1]}{pip} {m[2]} ", head)
+    return f"RUN {head}" + (f"  # {note}" if note else "")
+
+
+def for_image(report: Report, target: Target) -> Report:
+    """``report`` with image paths instead of the host folder the root is in, and its pip
+    fix lines written for a Dockerfile."""
+    from moonpin.preflight.result import CheckResult
+    from moonpin.preflight.result import Report as _Report
+
+    root = target.root or ""
+    base = root.rstrip("/")
+
+    def image(text: str) -> str:
+        return text.replace(base + "/", "/").replace(base, "/") if base else text
+
+    checks = [CheckResult(c.name, c.status, image(c.message),
+                          None if c.fix is None else dockerfile_fix(image(c.fix), target.pip),
+                          tuple(image(e) for e in c.evidence)) for c in report.checks]
+    out = _Report(checks, report.usable, report.exit_code)
+
+    def paths(value: Any) -> Any:
+        if isinstance(value, str):
+            return image(value)
+        if isinstance(value, dict):
+            return {k: paths(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [paths(v) for v in value]
+        return value
+
+    out.found = paths(report.found)
+    return out
+
+
+@_contextmanager
+def unpacked(path: str, platform: str | None) -> Iterator[tuple[str, Any]]:
+    """The image file at ``path`` unpacked (:func:`moonpin.readers.image.unpack`) into a temporary
+    folder, removed afterwards (also on an error or an interrupt): yields (folder, config).
+    Raises :class:`moonpin.readers.image.ImageError`, or :class:`ImportError` when this moonpin
+    has no image reader."""
+    import importlib
+    import shutil
+    import tempfile
+
+    ri: Any = importlib.import_module("moonpin.readers.image")
+    unpack: Any = getattr(ri, "unpack", None)
+    if unpack is None:  # the layers' reader beside it
+        unpack = importlib.import_module("moonpin.readers.layers").unpack
+    img = ri.open_image(path, platform)
+    dest = tempfile.mkdtemp(prefix="moonpin-image.")
+    try:
+        unpack(img, dest)
+        yield dest, img.config
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)

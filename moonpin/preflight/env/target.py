@@ -1,0 +1,363 @@
+"""Which Python environment ``moonpin check`` reads: the image the worker really runs.
+
+* ``--python PATH``: that interpreter is asked, once, for its ``sys.path``, version and
+  extension-module suffixes (as pipdeptree and pip-audit do); the deep probe runs it.
+* ``--site-packages DIR``: that folder; the Python version comes from its path
+  (``lib/python3.11/site-packages``) and the interpreter beside it (``bin/python``) runs the
+  deep probe when there is one.
+* neither: an active virtualenv (``$VIRTUAL_ENV``) other than the one moonpin itself runs
+  from (pipx, ``uv tool``), else this interpreter.
+* ``--rootfs DIR`` / ``--image PATH``: an image's root filesystem, read from outside
+  (:mod:`moonpin.preflight.env.rootfs`); ``root`` is then set, and every absolute path the check
+  reads from a file of the image is resolved under it
+  (:func:`moonpin.preflight.env.chroot.resolve`).
+
+Only ``os`` and ``sys`` at import: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import machinery
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable, Sequence
+
+__all__ = ["Target", "TargetError", "default", "from_python", "from_site_packages", "this_python"]
+
+#: Asked of a target interpreter: what the importer there uses.
+_ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
+        "print(json.dumps({"
+        "'path': [p for p in sys.path if p and (os.path.isdir(p) or any(os.path.isfile(q) "
+        "for q in (p, os.path.dirname(p), os.path.dirname(os.path.dirname(p)))))], "
+        "'version': "
+        "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
+        "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
+        "__import__('site').getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
+        "'venv': sys.prefix != sys.base_prefix, 'user': __import__('site')"
+        ".getusersitepackages()}))")
+
+
+class TargetError(Exception):
+    """The target environment cannot be read (the message says which and why; ``tip``,
+    when given, what fixes it)."""
+
+    def __init__(self, message: str, tip: str | None = None) -> None:
+        super().__init__(message)
+        self.tip = tip
+
+
+class Target:
+    """An environment: its interpreter (None: none known), version, the folders its
+    importer searches, its extension-module suffixes, and how it was chosen."""
+
+    __slots__ = ("cwd", "ext_suffixes", "how", "ld_path", "machine", "managed", "paths", "pip",
+                 "python", "root", "sites", "version")
+
+    def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
+                 ext_suffixes: Sequence[str], how: str,
+                 sites: Sequence[str] | None = None) -> None:
+        self.python = python
+        self.version = version
+        self.paths = paths
+        self.ext_suffixes = tuple(ext_suffixes)
+        self.how = how
+        #: the folders whose ``.pth`` files ``site`` processed (None: the site-packages
+        #: and dist-packages folders of ``paths``), :mod:`moonpin.preflight.pyimport.importer`
+        self.sites = None if sites is None else tuple(sites)
+        #: an image's root folder (None: this machine's own file system is the image's)
+        self.root: str | None = None
+        #: the image's ``LD_LIBRARY_PATH`` as host folders (None: this process's)
+        self.ld_path: tuple[str, ...] | None = None
+        #: the image's machine (``x86_64``; None: this one's)
+        self.machine: str | None = None
+        #: how a fix line runs pip for this interpreter (``pip``, ``/opt/venv/bin/python -m pip``)
+        self.pip = "pip"
+        #: whether its pip refuses to install there (PEP 668, :mod:`moonpin.preflight.env.pep668`)
+        #: unless told ``--break-system-packages``: a callable that says so, asked only when a
+        #: fix line is written (None: not known, taken as no)
+        self.managed: Callable[[], bool] | None = None
+        #: the working folder ``python -m sglang.launch_server`` puts first on ``sys.path``
+        #: (None: none, as for ``--site-packages`` folders taken as given)
+        self.cwd: str | None = None
+
+    @property
+    def tag(self) -> str:
+        return f"cp{self.version[0]}{self.version[1]}"
+
+    def describe(self) -> str:
+        py = self.python or "no interpreter found (the deep probe uses this one)"
+        where = ", ".join(self.paths[:3]) + (f" (+{len(self.paths) - 3})"
+                                            if len(self.paths) > 3 else "")
+        return (f"python {self.version[0]}.{self.version[1]} {py}; reading {where or 'nothing'}"
+                f" ({self.how})")
+
+
+def _working_folder() -> str | None:
+    """What ``python -m sglang.launch_server`` puts first on ``sys.path``: the working
+    folder, unless ``-P``/``PYTHONSAFEPATH`` (3.11) or ``-I`` say not to."""
+    if getattr(sys.flags, "safe_path", False) or sys.flags.isolated:
+        return None
+    try:
+        return os.getcwd()
+    except OSError:  # the working folder was removed
+        return None
+
+
+def this_python(how: str = "this interpreter") -> Target:
+    """This interpreter's environment, as a worker it starts with ``python -m`` sees it:
+    the working folder first (where the check itself may have its script's folder)."""
+    site = sys.modules.get("site")  # None under -S: no .pth file was processed
+    sites: list[str] = []
+    if site is not None:
+        sites = [*site.getsitepackages(), *([site.getusersitepackages()]
+                                           if site.ENABLE_USER_SITE else [])]
+    cwd = _working_folder()
+    rest = sys.path[1:] if cwd is not None and sys.path else sys.path
+    paths = [p for p in dict.fromkeys([*([cwd] if cwd else []), *rest])
+             if p and (os.path.isdir(p) or _in_archive(p))]
+    t = Target(sys.executable, (sys.version_info[0], sys.version_info[1]), paths,
+               machinery.EXTENSION_SUFFIXES, how, sites)
+    t.cwd = cwd
+
+    def managed() -> bool:
+        import sysconfig
+
+        return _managed_here(sysconfig.get_path("stdlib"), sys.prefix != sys.base_prefix,
+                             sys.prefix)
+
+    t.managed = managed
+    return t
+
+
+def _managed_here(stdlib: str | None, venv: bool, prefix: str | None) -> bool:
+    """PEP 668 for an interpreter of this machine, with this process's environment (the
+    worker's own, when the check runs in it)."""
+    from moonpin.preflight.env import pep668
+
+    env = dict(os.environ)
+    return pep668.externally_managed(stdlib, venv, env, pep668.config_files(
+        os.path.expanduser("~"), prefix, env))
+
+
+def _suffixes_for(version: tuple[int, int]) -> list[str]:
+    """The extension suffixes CPython ``version`` on this machine accepts (PEP 3149 tag,
+    the stable ABI, plain ``.so``), with this interpreter's multiarch triplet."""
+    ours = machinery.EXTENSION_SUFFIXES[0]  # .cpython-311-x86_64-linux-gnu.so
+    parts = ours.split("-", 2)
+    triplet = parts[2] if len(parts) == 3 else "linux-gnu.so"
+    return [f".cpython-{version[0]}{version[1]}-{triplet}", ".abi3.so", ".so"]
+
+
+def _version_of(folder: str) -> tuple[int, int] | None:
+    for part in reversed(os.path.normpath(folder).split(os.sep)):
+        if part.startswith("python") and "." in part:
+            major, _, minor = part[6:].partition(".")
+            if major.isdigit() and minor.isdigit():
+                return int(major), int(minor)
+    return None
+
+
+def _with_pth(folders: Sequence[str]) -> list[str]:
+    """``folders`` followed by the folders their ``.pth`` path lines add, as
+    ``site.addsitedir`` appends them, with the ``sys.path`` edits of their ``.pth``
+    ``import`` lines and ``sitecustomize.py`` (read, never run:
+    :func:`moonpin.preflight.pyimport.sitefiles.path_edits`) where those put them."""
+    from moonpin.preflight.pyimport.importer import pth_paths
+    from moonpin.preflight.pyimport.sitefiles import path_edits
+
+    out: list[str] = []
+    front: list[str] = []
+    back: list[str] = []
+    for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
+        out.extend(p for p in [f, *pth_paths(f, search=[*folders, *out])] if p not in out)
+        custom = not any(os.path.isfile(os.path.join(e, "sitecustomize.py"))
+                         for e in folders[:folders.index(f)])
+        for how, d in path_edits(f, custom, [*folders, *out]):
+            if how == "front":
+                front.insert(0, d)
+            else:
+                back.append(d)
+    if not front and not back:
+        return out
+    return [p for p in dict.fromkeys([*front, *out, *back])
+            if os.path.isdir(p) or _in_archive(p)]
+
+
+def _in_archive(path: str) -> bool:
+    """Whether a ``sys.path`` entry that is no folder is a zip archive or a folder in one
+    (``zipimport`` searches it)."""
+    if os.path.isdir(path):
+        return False
+    from moonpin.preflight.env import zipfs
+
+    return zipfs.archive_of(path) is not None
+
+
+def from_site_packages(folders: Sequence[str]) -> Target:
+    """The environment of ``--site-packages`` folders (the first decides the version),
+    with what their ``.pth`` files add; ``PYTHONPATH`` is not added (the folders are the
+    environment as given, whatever the shell that runs moonpin has set)."""
+    version = _version_of(folders[0]) if folders else None
+    python = None
+    if folders:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(folders[0]))))
+        for name in ("python", "python3"):
+            cand = os.path.join(root, "bin", name)
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                python = cand
+                break
+    ours = (sys.version_info[0], sys.version_info[1])
+    if version is None:
+        return Target(python or sys.executable, ours, _with_pth(folders),
+                      machinery.EXTENSION_SUFFIXES,
+                      "--site-packages; its Python version is not in its path: "
+                      f"assuming {ours[0]}.{ours[1]}, this interpreter's", folders)
+    suffixes = machinery.EXTENSION_SUFFIXES if version == ours else _suffixes_for(version)
+    if python is None and version == ours:
+        python = sys.executable
+    return Target(python, version, _with_pth(folders), suffixes, "--site-packages", folders)
+
+
+def from_python(python: str, timeout: float = 30.0) -> Target:
+    """Ask ``python`` what its importer searches (one child process)."""
+    import json
+
+    try:
+        proc = _ask(python, timeout)
+    except OSError as e:
+        raise TargetError(f"cannot run --python {python!r}: {e}") from e
+    try:
+        doc = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        version = (int(doc["version"][0]), int(doc["version"][1]))
+        paths = [str(p) for p in doc["path"]]
+        ext = [str(s) for s in doc["ext"]]
+        sites = [str(s) for s in doc.get("sites") or ()]
+    except (ValueError, IndexError, KeyError, TypeError) as e:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise TargetError(f"--python {python!r} is not a Python that answers "
+                          f"(exit {proc.returncode}: {tail[0][:200]})") from e
+    # -I drops the working folder, the user's site folder and PYTHONPATH: add back what a
+    # worker started here (`python -m sglang.launch_server`) sees
+    extra = _pythonpath()
+    cwd = None if os.environ.get("PYTHONSAFEPATH") else _working_folder()
+    first = [cwd] if cwd is not None and os.path.isdir(cwd) else []
+    paths, sites = _with_user_site(paths, sites, doc)
+    t = Target(python, version, list(dict.fromkeys([*first, *extra, *paths])), ext,
+               "--python", sites)
+    t.cwd = cwd
+    stdlib, venv, prefix = doc.get("stdlib"), doc.get("venv"), doc.get("prefix")
+    if isinstance(stdlib, str) and isinstance(venv, bool):
+        t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)
+                                          else None)
+    return t
+
+
+def _pythonpath() -> list[str]:
+    """``PYTHONPATH``'s folders as the interpreter puts them on ``sys.path``: absolute,
+    an empty entry the working folder (``site`` makes every entry absolute)."""
+    value = os.environ.get("PYTHONPATH")
+    if not value:
+        return []
+    try:
+        return [os.path.abspath(p) if p else os.getcwd() for p in value.split(os.pathsep)]
+    except OSError:  # no working folder: the relative entries find nothing
+        return [p for p in value.split(os.pathsep) if p.startswith("/")]
+
+
+def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
+                    ) -> tuple[list[str], list[str]]:
+    """``paths`` and ``sites`` with the user's site folder where ``site`` puts it for a
+    worker (``-I`` left it out): enabled unless ``PYTHONNOUSERSITE`` is set, the process
+    runs set-id, or it is a virtualenv without ``include-system-site-packages = true``;
+    added when it exists, with its ``.pth`` path lines, after the virtualenv's own
+    site-packages and before the base installation's."""
+    user = doc.get("user")
+    if not isinstance(user, str) or not os.path.isdir(user) or user in paths:
+        return paths, sites
+    if os.environ.get("PYTHONNOUSERSITE") or os.geteuid() != os.getuid() or \
+            os.getegid() != os.getgid():
+        return paths, sites
+    prefix = doc.get("prefix")
+    if doc.get("venv") is True and not (isinstance(prefix, str) and _system_site(prefix)):
+        return paths, sites
+    from moonpin.preflight.pyimport.importer import pth_paths
+
+    base = [s for s in sites if s in paths]
+    at = paths.index(base[-1]) if doc.get("venv") is True and len(base) > 1 else \
+        paths.index(base[0]) if base else len(paths)
+    add = [p for p in [user, *pth_paths(user)] if p not in paths]
+    return [*paths[:at], *add, *paths[at:]], [*sites, user]
+
+
+def _system_site(prefix: str) -> bool:
+    """Whether the virtualenv at ``prefix`` says ``include-system-site-packages = true``
+    (its ``pyvenv.cfg``, as ``site`` reads it)."""
+    from moonpin.kb.files import read_regular
+
+    try:
+        text = read_regular(os.path.join(prefix, "pyvenv.cfg"), cap=64 << 10,
+                            what="pyvenv.cfg").decode("utf-8", "replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip().lower() == "include-system-site-packages":
+            return value.strip().lower() == "true"
+    return False
+
+
+def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    """``python -I -c _ASK`` run in a session of its own, as a ``CompletedProcess``. Its
+    answer is read until it exits; whatever it left running then (a ``.pth`` line's
+    daemon, which keeps the output pipes open: waiting for their end would take the whole
+    timeout) is killed, as is everything of it at the timeout (``OSError`` then)."""
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([python, "-I", "-c", _ASK], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout
+    late = False
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                late = time.monotonic() > deadline
+                if proc.poll() is None and not late:
+                    continue
+                os.killpg(proc.pid, signal.SIGKILL)  # its session: what it left holds the
+                out, err = proc.communicate()         # pipes, their end comes now
+                break
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass  # nothing of it is left
+        proc.wait()
+    if late:
+        raise OSError(f"no answer in {timeout:.0f} s")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def default() -> Target:
+    """An active virtualenv moonpin does not itself run from, else this interpreter."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv and os.path.realpath(venv) != os.path.realpath(sys.prefix):
+        python = os.path.join(venv, "bin", "python")
+        if os.path.isfile(python):
+            try:
+                t = from_python(python)
+            except TargetError:
+                pass
+            else:
+                t.how = "the active virtualenv $VIRTUAL_ENV"
+                return t
+    return this_python()

@@ -1,0 +1,271 @@
+"""What the check learns from a mooncake build or loader file, kept per version of the
+file in the file-facts memo (:func:`moonpin.kb.cache.facts_memo`): a build's names, backends,
+``libcudart`` and ``DT_NEEDED`` (from its ELF bytes, :mod:`moonpin.readers.elf`, or a ``.py``
+stand-in's ``ast``), the loader's scheme (:func:`moonpin.readers.loader.read_loader`), the torch a
+loader-less build says it requires, and where the compile tools are.
+
+Every memo entry is checked for its shape and recomputed when damaged. Only ``os`` at import.
+"""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.preflight.installed.image_facts import (
+    BACKENDS,
+    CAP_BUILD,
+    CUDART,
+    file_name,
+    file_suffix,
+    leading_int,
+    list_folder,
+    read_bytes,
+    which,
+)
+from moonpin.kb.cache import facts_memo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+__all__ = [
+    "UNREADABLE_SCHEME",
+    "BuildFacts",
+    "built_for",
+    "find_ninja",
+    "find_nvcc",
+    "read_build",
+    "read_scheme",
+    "scheme_shape",
+    "str_or_none",
+]
+
+
+class BuildFacts:
+    def __init__(self, path: str, names: set[str] | None = None,
+                 backends: set[str] | None = None, cuda: int | None = None,
+                 needed: tuple[str, ...] = (), error: str | None = None) -> None:
+        self.path = path
+        self.names: set[str] = set(names or ())
+        self.backends: set[str] = set(backends or ())
+        self.cuda = cuda
+        self.needed = needed
+        self.error = error
+
+
+def read_build(path: str, wanted: Iterable[str]) -> BuildFacts:
+    """What a build provides, from its bytes; kept in the file-facts memo per build and
+    set of names asked for (a 30 MB extension is scanned once per version of the file)."""
+    asked = tuple(sorted(set(wanted)))
+
+    def scan() -> tuple[Any, ...]:
+        f = _scan_build(path, asked)
+        return (sorted(f.names), sorted(f.backends), f.cuda, f.needed, f.error)
+
+    try:
+        names, backends, cuda, needed, error = facts_memo().get(
+            "build-v2\0" + "\0".join(asked), path, scan, _build_shape)
+    except OSError as e:
+        return BuildFacts(path, error=f"cannot read {path}: {e.strerror}")
+    return BuildFacts(path, set(names), set(backends), cuda, tuple(needed), error)
+
+
+def _strs(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+def _build_shape(value: object) -> bool:
+    """The shape of a remembered build reading (a damaged memo entry fails it)."""
+    return (isinstance(value, (list, tuple)) and len(value) == 5 and _strs(value[0])
+            and _strs(value[1]) and (value[2] is None or type(value[2]) is int)
+            and _strs(value[3]) and str_or_none(value[4]))
+
+
+def _scan_build(path: str, wanted: Iterable[str]) -> BuildFacts:
+    facts = BuildFacts(path)
+    try:
+        data = read_bytes(path, CAP_BUILD, "extension build")
+    except OSError as e:
+        facts.error = f"cannot read {path}: {e.strerror or e}"
+        return facts
+    if file_suffix(path) == ".py":
+        _read_standin(data, facts)
+        return facts
+    from moonpin.readers import elf
+
+    if not elf.is_elf(data):
+        facts.error = f"{file_name(path)} is not an ELF object"
+        return facts
+    try:
+        ef = elf.analyze(data, len(data), set(wanted) | set(BACKENDS))
+    except elf.ElfError as e:
+        facts.error = f"{file_name(path)}: {e}"
+        return facts
+    from moonpin.preflight.loader.ldso import elf_problem
+
+    problem = elf_problem(data, ef)
+    if problem is not None:
+        facts.error = f"{file_name(path)} cannot be loaded: {problem}"
+        return facts
+    facts.backends = {b for b in BACKENDS if b in ef.strings}
+    facts.names = set(ef.strings) - facts.backends
+    facts.needed = tuple(ef.needed)
+    for n in ef.needed:
+        if n.startswith(CUDART):
+            major = leading_int(n[len(CUDART):])
+            if major is not None:
+                facts.cuda = major
+    return facts
+
+
+def _read_standin(data: bytes, facts: BuildFacts) -> None:
+    import ast
+
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        facts.error = f"{file_name(facts.path)} does not parse: {type(e).__name__}: {str(e)[:200]}"
+        return
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            facts.names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            facts.names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            facts.names.add(stmt.target.id)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        f = node.func
+        fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        arg = node.args[0]
+        if fname == "register_backend" and isinstance(arg, ast.Constant) and \
+                arg.value in BACKENDS:
+            facts.backends.add(str(arg.value))
+
+
+def str_or_none(value: object) -> bool:
+    """The shape of a remembered suffix or torch target (a damaged memo entry fails it)."""
+    return value is None or isinstance(value, str)
+
+
+def scheme_shape(value: object) -> bool:
+    """The shape of a remembered loader scheme (:func:`read_scheme`)."""
+    if not isinstance(value, dict):
+        return False
+    imports, toolchain = value.get("imports"), value.get("toolchain")
+    return (isinstance(value.get("kind"), str) and isinstance(value.get("placeholder"), str)
+            and isinstance(imports, list) and all(isinstance(i, str) for i in imports)
+            and isinstance(toolchain, list) and all(isinstance(t, str) for t in toolchain)
+            and all(str_or_none(value.get(k)) for k in ("problem", "note", "version_regex",
+                                                          "separator")))
+
+
+def _loader_problem(data: bytes) -> str | None:
+    """Why Python cannot import this loader module, or None."""
+    import ast
+
+    if not data.strip():
+        return "it is empty: the module imports but defines none of the names"
+    nul = data.find(b"\0")
+    if nul >= 0:  # 3.12 refuses it; older parsers stop reading at the NUL
+        return (f"it holds a NUL byte (at offset {nul}): Python refuses it or stops reading "
+                "there")
+    try:
+        ast.parse(data)
+    except SyntaxError as e:
+        return f"Python cannot compile it: {e.msg} (line {e.lineno})"
+    except (ValueError, RecursionError, MemoryError) as e:
+        return f"Python cannot compile it: {type(e).__name__}: {str(e)[:200]}"
+    return None
+
+
+def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
+    """The loader's scheme (:func:`moonpin.readers.loader.read_loader`) as plain data for the
+    file-facts memo."""
+    from moonpin.preflight.env.zipfs import read_source
+    from moonpin.readers.loader import TORCH, read_loader
+
+    data = read_source(loader_path, 16 << 20, what="mooncake loader")  # as read_bytes
+    problem = _loader_problem(data)
+    if problem is not None:
+        return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
+                "imports": [], "version_regex": None, "separator": None, "placeholder": TORCH}
+    folder = os.path.dirname(loader_path)
+    # what the package ships one folder down (0.3.14's _pg_jit/): the C++ sources a
+    # compiling loader names are found among them, as the scraper finds them in the wheel
+    shipped = [os.path.join(folder, sub, n) for sub in list_folder(folder)
+               if os.path.isdir(os.path.join(folder, sub))
+               for n in list_folder(os.path.join(folder, sub))
+               if n.endswith((".cpp", ".cc", ".cu"))]
+    try:
+        r = read_loader(data, loader_path, module, shipped)
+    except (RecursionError, MemoryError) as e:  # a loader nested past what ast can hold
+        problem = f"Python cannot compile it: {type(e).__name__}"
+        return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
+                "imports": [], "version_regex": None, "separator": None, "placeholder": TORCH}
+    cache = None
+    source_names: set[str] = set()
+    if r.kind == "jit-compile":
+        from moonpin.preflight.judge.jit import read_cache_scheme
+        from moonpin.readers.loader import cpp_string_names
+
+        cache = read_cache_scheme(data)
+        for src in r.sources:  # the names its C++ sources bind (pybind11 m.def("..."))
+            try:
+                source_names |= cpp_string_names(read_bytes(src, CAP_BUILD, "C++ source"))
+            except OSError:
+                continue
+    return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
+            "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
+            "separator": r.separator, "placeholder": TORCH, "problem": None, "cache": cache,
+            "sources": list(r.sources), "source_names": sorted(source_names)}
+
+
+def find_nvcc() -> str | None:
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(env)
+        if home:
+            nvcc = os.path.join(home, "bin", "nvcc")
+            return nvcc if os.path.isfile(nvcc) else None
+    found = which("nvcc")
+    if found:
+        return found
+    fallback = os.environ.get("MOONPIN_CHECK_CUDA_FALLBACK", "/usr/local/cuda")
+    nvcc = os.path.join(fallback, "bin", "nvcc")
+    return nvcc if os.path.isfile(nvcc) else None
+
+
+def find_ninja(paths: Sequence[str]) -> str | None:
+    found = which("ninja")
+    if found:
+        return found
+    for p in paths:  # the `ninja` wheel ships its binary inside the package
+        cand = os.path.join(p, "ninja", "data", "bin", "ninja")
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+
+#: The words of a loader the light check cannot read; a deep import that works settles it.
+UNREADABLE_SCHEME = ("its loading scheme is none a mooncake release uses, so what it loads "
+                      "cannot be read without importing it")
+#: What a loader-less build says it was built for (as moonpin/scrapers/mooncake.py reads it:
+#: 0.3.7's ``ep.so`` holds "Mooncake Backend requires torch==2.8.0").
+_REQUIRES_TORCH = b"requires torch=="
+
+
+def built_for(path: str) -> str | None:
+    """The torch release a build's bytes say it requires, or None."""
+    data = read_bytes(path, CAP_BUILD, "extension build")
+    at = data.find(_REQUIRES_TORCH)
+    if at < 0:
+        return None
+    start = at + len(_REQUIRES_TORCH)
+    end = start
+    while end < len(data) and end - start < 64 and (
+            chr(data[end]).isalnum() or data[end] in b".+"):
+        end += 1
+    text = data[start:end].decode("ascii", "replace").rstrip(".")
+    return text if text[:1].isdigit() else None

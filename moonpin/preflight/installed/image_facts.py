@@ -1,0 +1,714 @@
+"""The image's facts as the check reads them from the file system, without importing
+anything of it: the installed torch, SGLang and mooncake distributions (their METADATA and
+RECORD), torch's version and CUDA major (``torch/version.py``, else its requirements), the
+SGLang release's process-group requirement (from its sources,
+:mod:`moonpin.preflight.installed.sources`, or the knowledge base), and where
+``import mooncake.<module>`` would find a module.
+
+Only ``os`` at import: this is on the worker-start path (see :mod:`moonpin.preflight.run`).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import machinery
+
+from moonpin.preflight.pyimport.importer import (
+    Found,
+    Importer,
+    Sources,
+    found_in,
+    package_sources,
+)
+from moonpin.kb.cache import facts_memo
+from moonpin.kb.files import read_regular
+from moonpin.kb.schema import READABLE_SCHEMAS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any
+
+    from moonpin.preflight.env.context import Context
+
+__all__ = [
+    "BACKENDS",
+    "CAP_BUILD",
+    "CUDART",
+    "MOONCAKE_PREFIX",
+    "PG_MODULES",
+    "Dist",
+    "KBView",
+    "Requirement",
+    "Torch",
+    "analyze_sglang",
+    "canon",
+    "file_name",
+    "file_suffix",
+    "find_package",
+    "first_providing",
+    "kind_of",
+    "leading_int",
+    "linked_cudart",
+    "list_folder",
+    "locate",
+    "module_file",
+    "mooncake_dirs",
+    "not_files",
+    "read_bytes",
+    "read_dists",
+    "record_paths",
+    "sglang_sources",
+    "shipped_like",
+    "torch_info",
+    "torch_label",
+    "torch_version_py",
+    "unlistable",
+    "vendor_reason",
+    "which",
+]
+
+
+PG_MODULES = ("mooncake.pg", "mooncake.ep")
+BACKENDS = ("mooncake", "mooncake-cpu")
+MOONCAKE_PREFIX = "mooncake-transfer-engine"
+CUDART = "libcudart.so."
+
+
+class Dist:
+    def __init__(self, name: str, version: str, root: str, requires: tuple[str, ...],
+                 files: tuple[str, ...] | None) -> None:
+        self.name = name  # canonical
+        self.version = version
+        self.root = root  # the site-packages folder it is installed in
+        self.requires = requires
+        self.files = files  # RECORD entries; read for mooncake distributions only
+
+
+def which(name: str) -> str | None:
+    import shutil  # here: off the common path
+
+    return shutil.which(name)
+
+
+def canon(name: str) -> str:
+    """PEP 503: runs of ``-``, ``_`` and ``.`` become one ``-``; lower case."""
+    out = name.replace("_", "-").replace(".", "-").lower()
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _headers(text: str) -> dict[str, list[str]]:
+    """Core-metadata headers (RFC 822 style, as ``importlib.metadata`` reads them, without
+    loading the ``email`` package)."""
+    out: dict[str, list[str]] = {}
+    last: str | None = None
+    # the headers end at the first empty line: the description after it (~30 KB for torch
+    # and SGLang) is not split into lines
+    ends = [i for i in (text.find("\n\n"), text.find("\r\n\r\n"), text.find("\r\r")) if i >= 0]
+    for line in (text[:min(ends) + 1] if ends else text).splitlines():
+        if not line:
+            break
+        if line[0] in " \t" and last is not None:
+            out[last][-1] += "\n" + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        last = key.strip().lower()
+        out.setdefault(last, []).append(value.strip())
+    return out
+
+
+def _wanted(name: str) -> bool:
+    return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+
+
+#: Size caps per kind of file the check reads (a real extension build is ~30 MB).
+_CAP_SMALL = 16 << 20  # METADATA, a loader, torch/version.py
+_CAP_RECORD = 64 << 20
+CAP_BUILD = 512 << 20
+_CAP_KB = 256 << 20
+
+
+def read_bytes(path: str, cap: int = _CAP_SMALL, what: str = "file") -> bytes:
+    """A regular file's bytes (:func:`moonpin.kb.files.read_regular`: no FIFO blocks, no device is
+    read, nothing past ``cap``); raises OSError (``ReadRefused``) naming what it is."""
+    return read_regular(path, cap=cap, what=what)
+
+
+def _read_text(path: str, cap: int = _CAP_SMALL, what: str = "file") -> str:
+    return read_bytes(path, cap, what).decode("utf-8", "replace")
+
+
+def record_paths(folder: str, cap: int = _CAP_RECORD) -> Iterator[str]:
+    """The path (first field) of each line of the file list of the distribution whose
+    metadata folder is ``folder``: its ``RECORD`` (PEP 376), or ``installed-files.txt`` for
+    an ``.egg-info`` folder; one at a time (a hostile list of 64 MiB of newlines is not made
+    into millions of strings at once). The one reader of these lists: the installed
+    distributions, what an unimportable SGLang installed, which distribution ships a
+    package, whether torch ships a library. Raises OSError when it cannot be read (or is
+    larger than ``cap`` bytes)."""
+    name = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
+    text = _read_text(os.path.join(folder, name), cap, "distribution RECORD")
+    return _lines_first_field(text)
+
+
+def _lines_first_field(text: str) -> Iterator[str]:
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        yield text[start:stop].split(",", 1)[0].rstrip("\r")
+        start = stop + 1
+
+
+def read_dists(paths: Sequence[str]) -> list[Dist]:
+    """The installed torch, sglang and mooncake-family distributions, in path order, as
+    ``importlib.metadata.distributions(path=)`` finds them (``*.dist-info/METADATA``,
+    ``*.egg-info/PKG-INFO``). A ``.dist-info`` folder is named ``{name}-{version}``: only
+    those of the wanted names are opened (an image holds ~100 others)."""
+    out = []
+    for root in paths:
+        try:
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith(".dist-info"):
+                if not _wanted(canon(e.name[:-len(".dist-info")].split("-", 1)[0])):
+                    continue
+                meta = "METADATA"
+            elif e.name.endswith(".egg-info"):
+                meta = "PKG-INFO"
+            else:
+                continue
+            folder = e.path
+            try:
+                head = _headers(_read_text(os.path.join(folder, meta), what="METADATA"))
+            except OSError:
+                continue
+            name = (head.get("name") or [""])[0]
+            if not name:
+                continue
+            files: tuple[str, ...] | None = None
+            if canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
+                try:
+                    files = tuple(p for p in record_paths(folder) if p)
+                except OSError:
+                    pass
+            out.append(Dist(canon(name), (head.get("version") or [""])[0], root,
+                             tuple(head.get("requires-dist") or ()), files))
+    return out
+
+
+def locate(ctx: Context, name: str) -> Found | None:
+    """Where ``import name`` finds the top-level package in the environment of ``ctx``
+    (:func:`moonpin.preflight.pyimport.importer.find`, with its shared model)."""
+    return found_in(ctx.importer, name)
+
+
+def find_package(ctx: Context, name: str) -> str | None:
+    """The folder of package ``name`` (None: not found, or a module file shadows it)."""
+    found = locate(ctx, name)
+    return found.folder if found is not None and not found.module else None
+
+
+def sglang_sources(ctx: Context, cache: bool = True) -> Sources | None:
+    """The source files ``import sglang.<x>`` loads (None: sglang is no package here).
+
+    ``cache``: from the stamps file when nothing the walk read changed
+    (:func:`moonpin.preflight.installed.stamps.memoised`; not under an image's root, whose paths
+    resolve through the image's own links)."""
+    if not cache or ctx.root is not None:
+        return package_sources(ctx.importer, "sglang")
+    from moonpin.preflight.installed import stamps
+
+    def build() -> tuple[Importer | None, Sources | None]:
+        return ctx.importer, package_sources(ctx.importer, "sglang")
+
+    return stamps.memoised(stamps.key("sglang", list(ctx.paths), ctx.sites, ctx.ext_suffixes),
+                           build)
+
+
+class Torch:
+    """The torch the importer finds. ``version`` is what ``torch.__version__`` reads
+    (``torch/version.py``), the label mooncake's loader maps onto a build; ``metadata`` is
+    the version its distribution metadata says (pip's view; None without one)."""
+
+    def __init__(self, version: str, cuda: int | None, cuda_evidence: str,
+                 metadata: str | None = None) -> None:
+        self.version = version
+        self.cuda = cuda
+        self.cuda_evidence = cuda_evidence
+        self.metadata = metadata if metadata is not None else version
+
+
+def torch_version_py(pkg: str) -> dict[str, Any] | None:
+    """The constants of ``torch/version.py`` (``__version__``, ``cuda``, ``hip``): what
+    ``torch.version`` reports, read with ``ast`` (once per version of the file: the
+    file-facts memo); None when missing or unreadable."""
+    path = os.path.join(pkg, "version.py")
+    try:
+        got = facts_memo().get("torch-version", path, lambda: _parse_version_py(path))
+        if got is not None and not isinstance(got, dict):  # a damaged memo entry
+            got = _parse_version_py(path)
+    except OSError:
+        return None
+    return got
+
+
+def _parse_version_py(path: str) -> dict[str, Any] | None:
+    import ast
+
+    try:
+        tree = ast.parse(read_bytes(path, what="torch/version.py"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # whether `import torch` then fails is the import chain's to say
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else node.target if isinstance(node, ast.AnnAssign) else None)
+        value = getattr(node, "value", None)
+        if (isinstance(target, ast.Name) and isinstance(value, ast.Constant)
+                and isinstance(value.value, (str, int, float, bool, type(None)))):
+            out[target.id] = value.value
+    return out
+
+
+def leading_int(text: str) -> int | None:
+    """The number ``text`` starts with (``"13.0"`` -> 13), None when it starts otherwise."""
+    digits = len(text) - len(text.lstrip("0123456789"))
+    return int(text[:digits]) if 0 < digits <= 6 else None
+
+
+def torch_label(consts: dict[str, Any] | None) -> str | None:
+    """``__version__`` of ``torch/version.py``'s constants: what ``torch.__version__`` is
+    (``torch/torch_version.py`` wraps it, unchanged), or None when it is not a string."""
+    label = consts.get("__version__") if consts else None
+    if isinstance(label, str) and label.strip() and len(label) <= 256 and label.isprintable():
+        return label.strip()
+    return None
+
+
+def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
+               label: str | None = None) -> Torch | None:
+    """``pkg``: the torch folder the importer finds (None: the distribution's own). The
+    version is ``label`` (``torch.__version__`` as the import sets it, when it was followed),
+    else the label ``torch/version.py`` holds; the distribution's version only when neither
+    says. None: nothing says."""
+    folder = pkg or (os.path.join(dist.root, "torch") if dist is not None else None)
+    consts = torch_version_py(folder) if folder is not None else None
+    meta = dist.version if dist is not None else None
+    version = label or torch_label(consts) or meta
+    if version is None:
+        return None
+    linked = linked_cudart(folder) if folder is not None else None
+    if linked is not None:  # what ld.so loads decides, whatever version.py says
+        runtime, lib = linked
+        said = consts.get("cuda") if consts is not None else None
+        head = said.partition(".")[0] if isinstance(said, str) else ""
+        other = ("" if consts is None or "cuda" not in consts or head == str(runtime)
+                 else f"; torch/version.py says cuda = {said!r}")
+        return Torch(version, runtime, f"torch/lib/{lib} links {CUDART}{runtime}{other}", meta)
+    if consts is not None and "cuda" in consts:
+        cuda = consts["cuda"]
+        head = cuda.partition(".")[0] if isinstance(cuda, str) else ""
+        if head.isdigit() and head.isascii() and len(head) <= 6:
+            return Torch(version, int(head), f"torch/version.py: cuda = {cuda!r}", meta)
+        if cuda is None:
+            hip = consts.get("hip")
+            what = f"a ROCm build, hip = {hip!r}" if hip else "a CPU build"
+            return Torch(version, None, f"torch/version.py: cuda = None ({what})", meta)
+    if dist is None:
+        return Torch(version, None, "torch/version.py names no CUDA", meta)
+    # No readable torch/version.py: the wheel's requirements decide (needs ``packaging``).
+    from moonpin.readers.cuda import cuda_major
+
+    try:
+        major, line = cuda_major(dist.requires, arch)
+    except Exception:  # torch's own metadata, unreadable markers: no CUDA facts from it
+        major, line = None, ""
+    if major is not None:
+        return Torch(version, major, f"Requires-Dist {line!r}", meta)
+    local = version.partition("+")[2]
+    if (local.startswith("cu") and 3 < len(local) <= 8 and local[2:].isdigit()
+            and local.isascii()):
+        return Torch(version, int(local[2:-1]), f"local label +{local}", meta)
+    return Torch(version, None, "no CUDA runtime requirement nor +cuXYZ label", meta)
+
+
+def linked_cudart(folder: str) -> tuple[int, str] | None:
+    """The CUDA runtime torch's own CUDA libraries link (``DT_NEEDED libcudart.so.N`` of
+    ``torch/lib/libc10_cuda.so``, else ``libtorch_cuda.so``): (N, the library), or None when
+    neither is there or names one (a CPU build; a runtime linked statically)."""
+    from moonpin.preflight.loader import ldso
+
+    for lib in ("libc10_cuda.so", "libtorch_cuda.so"):
+        path = os.path.join(folder, "lib", lib)
+        if not os.path.isfile(path):
+            continue
+        try:
+            needed = ldso.read_dynamic(path)[0]
+        except OSError:
+            continue
+        for name in needed:
+            if name.startswith(CUDART):
+                major = leading_int(name[len(CUDART):])
+                if major is not None:
+                    return major, lib
+    return None
+
+
+def _index_local(label: str) -> bool:
+    """A local label the package index's own torch builds carry: cuXYZ, cpu, rocmX.Y, xpu."""
+    if label in ("cpu", "xpu"):
+        return True
+    if label.startswith("cu"):
+        return label[2:].isdigit() and label.isascii()
+    if label.startswith("rocm"):
+        return all(c in "0123456789." for c in label[4:])
+    return False
+
+
+def _plain_release(version: str) -> bool:
+    """``2.13.0`` or ``2.9.1+cu128``: an upstream release; no need to load ``packaging``."""
+    public, plus, local = version.partition("+")
+    if plus and not _index_local(local):
+        return False
+    return public.isascii() and all(p.isdigit() for p in public.split("."))
+
+
+def vendor_reason(version: str) -> str | None:
+    if _plain_release(version):
+        return None
+    from packaging.version import Version
+
+    try:
+        v = Version(version)
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
+        return f"torch {version} is not a PEP 440 version"
+    why = []
+    if v.is_prerelease or v.is_devrelease:
+        why.append("a pre-release")
+    if v.local and not _index_local(v.local):
+        why.append(f"a vendor build (+{v.local})")
+    return f"torch {version} is {' and '.join(why)}" if why else None
+
+
+class Requirement:
+    def __init__(self, module: str | None, names: tuple[str, ...], backends: tuple[str, ...],
+                 evidence: tuple[str, ...] = (), optional_names: tuple[str, ...] = (),
+                 alternatives: tuple[str, ...] = ()) -> None:
+        self.module = module  # None: no process-group module imported / unknown
+        self.names = names
+        self.backends = backends
+        self.evidence = evidence
+        self.optional_names = optional_names
+        self.alternatives = alternatives  # modules SGLang falls back to on ImportError
+
+
+def analyze_sglang(pkg: str | Sources, cache: bool = True) -> Requirement:
+    """The process-group requirement of SGLang's sources (the files ``import sglang.<x>``
+    loads, or a package folder's). Raises OSError when a source cannot be read."""
+    from moonpin.preflight.installed import sources
+
+    d = sources.scan(pkg, use_cache=cache).derived
+    return Requirement(d["module"], tuple(d["names"]), tuple(d["backends"]),
+                        tuple(d["evidence"]), tuple(d["optional_names"]),
+                        tuple(d.get("alternatives") or ()))
+
+
+class KBView:
+    """The knowledge base as the check needs it: each SGLang release's requirement from the
+    small resolved index when it is fresh; the whole file only on a failure path."""
+
+    def __init__(self, path: str, version: str | None = None) -> None:
+        """``version``: the installed SGLang release, the one entry of the resolved index a
+        worker start needs (:func:`moonpin.resolver.resolved.load_requirement`); another
+        release asked for later loads the whole index."""
+        self.path = path
+        self._doc: dict[str, Any] | None = None
+        self._requirements: dict[str, dict[str, Any]] | None = None
+        self._only: str | None = None  # the one release _requirements holds (None: all)
+        from moonpin.resolver import resolved
+
+        if version is not None:
+            ok, entry = resolved.load_requirement(path, version)
+            if ok:
+                self._requirements = {version: entry} if entry is not None else {}
+                self._only = version
+        else:
+            self._requirements = resolved.load_requirements(path)
+        if self._requirements is not None:
+            self.ok, self.msg = True, f"knowledge base {path}"
+        else:
+            self._doc, self.msg = _load_kb(path)
+            self.ok = self._doc is not None
+
+    def doc(self) -> dict[str, Any] | None:
+        if self._doc is None and self.ok:
+            self._doc, _ = _load_kb(self.path)
+        return self._doc
+
+    def feature_imports(self, version: str | None, feature: str) -> list[dict[str, Any]] | None:
+        """The release's unconditional mooncake imports for ``feature`` (KB import records),
+        from the resolved table when it holds them, else from the whole KB; None when the
+        KB does not know the release."""
+        entry = self._entry(version or "")
+        if isinstance(entry, dict) and isinstance(entry.get("features"), dict):
+            return list(entry["features"].get(feature) or ())
+        rec = next((r for r in (self.doc() or {}).get("sglang") or ()
+                    if isinstance(r, dict) and r.get("version") == version), None)
+        if rec is None:
+            return None
+        return [i for i in rec.get("imports") or ()
+                if i.get("feature") == feature and not i.get("optional")]
+
+    def _entry(self, version: str) -> dict[str, Any] | None:
+        """``version``'s entry of the resolved index (None: not there, or no index)."""
+        if not version:
+            return None
+        if self._only is not None and version != self._only:
+            from moonpin.resolver.resolved import load_requirements
+
+            self._requirements, self._only = load_requirements(self.path) or {}, None
+        return self._requirements.get(version) if self._requirements else None
+
+    def requirement(self, version: str | None) -> Requirement | None:
+        if not self.ok or version is None:
+            return None
+        if self._requirements is not None:
+            pg = self._entry(version)
+        else:
+            doc = self._doc or {}
+            pg = next((rec.get("pg") or {} for rec in doc.get("sglang") or ()
+                       if isinstance(rec, dict) and rec.get("version") == version), None)
+        if pg is None:
+            return None
+        return Requirement(pg.get("module"), tuple(pg.get("names") or ()),
+                            tuple(pg.get("backends") or ()),
+                            optional_names=tuple(pg.get("optional_names") or ()),
+                            alternatives=tuple(pg.get("alternatives") or ()))
+
+
+def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
+    from moonpin.kb.files import loads_json
+
+    try:
+        doc = loads_json(read_bytes(path, _CAP_KB, "knowledge base"))
+    except OSError as e:
+        if e.errno == 2:  # ENOENT
+            return None, f"knowledge base not found: {path}"
+        return None, f"cannot read knowledge base {path}: {e.strerror or e}"
+    except ValueError as e:
+        return None, f"knowledge base {path} is not valid JSON: {e}"
+    if not isinstance(doc, dict) or not isinstance(doc.get("sglang"), list):
+        return None, f"knowledge base {path} is corrupt (no 'sglang' list)"
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version not in READABLE_SCHEMAS:
+        return None, (f"knowledge base {path} has schema_version "
+                      f"{doc.get('schema_version')!r}; this moonpin reads "
+                      f"{', '.join(str(v) for v in sorted(READABLE_SCHEMAS))}")
+    bad = _misshapen(doc, _KB_SHAPE, "")
+    if bad is not None:
+        return None, f"knowledge base {path} is corrupt ({bad})"
+    return doc, f"knowledge base {path}"
+
+
+def _launch_or_none(value: Any) -> bool:
+    from moonpin.resolver.resolved import valid_launch
+
+    return value is None or valid_launch(value)
+
+
+_STRS = [str]
+_NONE = type(None)
+#: The shape of what the check reads from the KB file (``moonpin.kb.models``, as JSON): a type or
+#: tuple of types is a leaf, ``{key: shape}`` a mapping whose present keys have those
+#: shapes, ``[shape]`` a list of them, a function a test of the value. A KB that differs
+#: anywhere here is refused whole ("corrupt"), as pydantic would refuse it, rather than
+#: being half-believed by code that takes it for its models' shape.
+_KB_SHAPE: dict[str, Any] = {
+    "sglang": [{
+        "version": str,
+        "pg": {"module": (str, _NONE), "names": _STRS, "backends": _STRS,
+               "optional_names": _STRS, "alternatives": _STRS},
+        "imports": [{"module": str, "names": _STRS, "feature": str, "optional": bool,
+                     "member": str, "line": int}],
+        "launch": _launch_or_none,
+    }],
+    "mooncake": [{"dist": str, "version": str, "wheels": [{"builds": [{"names": _STRS}]}]}],
+}
+
+
+def _misshapen(value: Any, shape: Any, where: str) -> str | None:
+    """Where ``value`` first differs from ``shape`` (see :data:`_KB_SHAPE`), said as the
+    path to the node and what it is; None when it fits."""
+    if isinstance(shape, dict):
+        if type(value) is not dict:
+            return f"{where or 'the document'} is {_kind(value)}, not a mapping"
+        for key, sub in shape.items():
+            if key in value:
+                bad = _misshapen(value[key], sub, f"{where}.{key}" if where else key)
+                if bad is not None:
+                    return bad
+        return None
+    if isinstance(shape, list):
+        if type(value) is not list:
+            return f"{where} is {_kind(value)}, not a list"
+        for i, item in enumerate(value):
+            bad = _misshapen(item, shape[0], f"{where}[{i}]")
+            if bad is not None:
+                return bad
+        return None
+    if isinstance(shape, (type, tuple)):
+        kinds = shape if isinstance(shape, tuple) else (shape,)
+        if type(value) in kinds:  # exact: a bool is not an int here, as in JSON
+            return None
+        return (f"{where} is {_kind(value)}, not "
+                + " or ".join("null" if k is _NONE else k.__name__ for k in kinds))
+    return None if shape(value) else f"{where} is not a record of the expected shape"
+
+
+def _kind(value: Any) -> str:
+    name = type(value).__name__
+    return "null" if value is None else f"a{'n' * (name[0] in 'aeiou')} {name} ({repr(value)[:40]})"
+
+
+def first_providing(kbv: KBView, name: str) -> str | None:
+    """The first mooncake release (in KB order) with a build naming ``name``."""
+    kb = kbv.doc()
+    if kb is None:
+        return None
+    from packaging.version import Version
+
+    found: list[tuple[Version, str]] = []
+    for rel in kb.get("mooncake") or ():
+        try:
+            if any(name in (b.get("names") or ()) for w in rel.get("wheels") or ()
+                   for b in w.get("builds") or ()):
+                found.append((Version(rel["version"]), f"{rel['dist']} {rel['version']}"))
+        except (ValueError, KeyError, TypeError, AttributeError):  # ValueError: InvalidVersion too
+            continue
+    return min(found)[1] if found else None
+
+
+def file_name(path: str) -> str:
+    return os.path.basename(path)
+
+
+def file_suffix(path: str) -> str:
+    """What ``PurePath.suffix`` says: the last ``.ext`` of the file name."""
+    return os.path.splitext(os.path.basename(path))[1]
+
+
+def _mooncake(ctx: Context, pkg: str) -> Importer | None:
+    """The shared importer when ``pkg`` is the folder it finds mooncake in."""
+    found = found_in(ctx.importer, "mooncake")
+    return ctx.importer if found is not None and found.folder == pkg else None
+
+
+def mooncake_dirs(ctx: Context, pkg: str) -> tuple[str, ...]:
+    """The folders ``import mooncake.<x>`` searches: the package's ``__path__`` once its
+    ``__init__`` ran (``extend_path`` adds every ``mooncake/`` folder of ``sys.path``),
+    else ``pkg`` alone."""
+    imp = _mooncake(ctx, pkg)
+    got = imp.package_path("mooncake") if imp is not None else None
+    return tuple(d for d in got if d not in imp.hooks) if got and imp is not None else (pkg,)
+
+
+def module_file(ctx: Context, pkg: str, short: str) -> str | None:
+    """What ``import mooncake.<short>`` would load, in FileFinder's order (``__init__``
+    then module files, extensions before ``.py`` before ``.pyc``) over mooncake's
+    ``__path__``, then the editable finders; None: nothing (or only a namespace folder)."""
+    imp = _mooncake(ctx, pkg)
+    if imp is not None:
+        spec = imp.find("mooncake." + short)
+    else:
+        spec = Importer([], [], ctx.root, ctx.ext_suffixes).path_find("mooncake." + short,
+                                                                        [pkg])
+    return spec.origin if spec is not None else None
+
+
+def shipped_like(ctx: Context, pkg: str, head: str) -> list[str]:
+    out = []
+    for folder in mooncake_dirs(ctx, pkg):
+        for name in sorted(list_folder(folder)):
+            stem = name.split(".", 1)[0]
+            if stem.startswith(head) and stem != head and file_suffix(name) in (
+                    ".so", ".py", ".pyd") and os.path.isfile(os.path.join(folder, name)) \
+                    and name not in out:
+                out.append(name)
+    return out
+
+
+def list_folder(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def kind_of(path: str) -> str:
+    """What a path that is not a regular file is, in words."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.stat(path)
+        except OSError:
+            return f"a dangling symbolic link (to {os.readlink(path)!r})"
+        return f"a symbolic link to {_mode_word(target.st_mode)} ({os.path.realpath(path)})"
+    return _mode_word(st.st_mode)
+
+
+def _mode_word(mode: int) -> str:
+    import stat
+
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return word
+    return f"a file of mode {oct(mode)}"
+
+
+def not_files(ctx: Context, pkg: str, short: str) -> list[str]:
+    """What ``import mooncake.<short>`` would see in mooncake's folders but skip, since
+    only regular files are modules (FileFinder): each named with what it is."""
+    out = []
+    for folder in mooncake_dirs(ctx, pkg):
+        for suffix in (*ctx.ext_suffixes, *machinery.SOURCE_SUFFIXES):
+            cand = os.path.join(folder, f"{short}{suffix}")
+            if os.path.lexists(cand) and not os.path.isfile(cand):
+                out.append(f"{short}{suffix} is {kind_of(cand)}, not a file")
+    return out
+
+
+def unlistable(folder: str) -> str | None:
+    """Why Python's importer cannot list ``folder`` as this user (it then finds no module
+    in it), or None."""
+    try:
+        os.listdir(folder)
+    except NotADirectoryError:  # a folder in a zip archive on sys.path is listed by zipimport
+        from moonpin.preflight.env import zipfs
+
+        if zipfs.archive_of(folder) is None:
+            return f"{folder} cannot be listed (Not a directory)"
+    except PermissionError:
+        try:
+            mode = f"mode {oct(os.stat(folder).st_mode & 0o7777)}, "
+        except OSError:
+            mode = ""
+        return (f"{folder} cannot be listed by this user (uid {os.getuid()}, {mode}"
+                "permission denied)")
+    except OSError as e:
+        return f"{folder} cannot be listed ({e.strerror})"
+    return None

@@ -1,0 +1,318 @@
+"""The check's library resolution: every shared library a mooncake build needs, and those
+its shipped libraries need, found and mapped as the dynamic loader would
+(:mod:`moonpin.preflight.loader.ldso`),
+with the fix line that names what provides a missing one."""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.preflight.installed.image_facts import CUDART
+from moonpin.preflight.result import CheckResult
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from moonpin.preflight.env.context import Context
+    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.loader.loadchain import Report
+
+__all__ = ["check_libraries", "provider_hint"]
+
+
+#: What provides a shared library a mooncake build needs, for the fix line.
+_LIB_HINTS: tuple[tuple[str, str], ...] = (
+    (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this mooncake build is for CUDA {0}; "
+     "install the mooncake distribution that matches torch's CUDA (`moonpin which mooncake`)"),
+    (r"libc10_cuda\.so|libtorch_cuda\.so", "a CUDA build of torch: this torch is CPU-only"),
+    (r"libibverbs\.so|libmlx5\.so", "the RDMA user-space libraries (Debian/Ubuntu: "
+     "`apt-get install libibverbs1 ibverbs-providers`; RHEL: `dnf install rdma-core`)"),
+    (r"libnuma\.so", "libnuma (Debian/Ubuntu: `apt-get install libnuma1`)"),
+    (r"libcurl\.so", "libcurl (Debian/Ubuntu: `apt-get install libcurl4`)"),
+)
+
+
+def provider_hint(error: str) -> str | None:
+    import re
+
+    m = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", error)
+    if not m:
+        return None
+    for pattern, hint in _LIB_HINTS:
+        found = re.match(pattern, m.group(1))
+        if found:
+            return f"{m.group(1)} is missing; it comes from " + hint.format(*found.groups())
+    return f"{m.group(1)} is missing: install what provides it in the image"
+
+
+def _within(path: str, folder: str) -> bool:
+    """``PurePath(path).is_relative_to(folder)``: lexical, as pathlib has it."""
+    path, folder = os.path.normpath(path), os.path.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _owner(path: str, paths: Sequence[str]) -> str | None:
+    """Which package's files ``path`` is: ``mooncake`` (its folder, or a ``*.libs`` folder
+    a repaired wheel vendors), ``torch``, ``nvidia`` (torch's CUDA packages), or None."""
+    for sp in paths:
+        for name in ("mooncake", "torch", "nvidia"):
+            if _within(path, os.path.join(sp, name)):
+                return name
+        if _within(path, sp) and os.path.basename(os.path.dirname(path)).endswith(".libs"):
+            return "mooncake"
+    return None
+
+
+def _fix_for(path: str, paths: Sequence[str], fixer: Fixer | None) -> str:
+    """What puts the file at ``path`` back: the distribution whose files it is."""
+    owner = _owner(path, paths)
+    if owner == "torch" and fixer is not None:
+        return fixer.torch_files()
+    if owner == "nvidia" and fixer is not None:
+        return fixer.torch_files(deps=True)
+    if owner == "mooncake":
+        return ("reinstall the mooncake distribution that ships it (see the install line "
+                "above), or restore the file")
+    return "restore the file: reinstall what installed it in the image"
+
+
+def check_libraries(builds: Sequence[str], ctx: Context,
+                     add: Callable[[CheckResult], None], fixer: Fixer | None = None,
+                     module: str | None = None, first: Sequence[str] = (),
+                     after: Sequence[str] = ()) -> None:
+    """``import module`` in the environment of ``ctx`` (its interpreter's global scope is
+    where the builds' symbols are bound) as far as the builds (what it loads first, and
+    whether it gets there), then every shared library the builds need, found and mapped,
+    and their symbols bound, as the dynamic loader would
+    (:mod:`moonpin.preflight.loader.loadchain`). ``first``, ``after``: modules imported before
+    and after ``module``."""
+    from moonpin.preflight.loader.loadchain import native_load
+
+    paths = ctx.paths
+    res = native_load(builds, paths, module, python=ctx.python, suffixes=ctx.ext_suffixes,
+                      machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
+                      sites=ctx.sites, version=ctx.version, first=first, after=after,
+                      complete=ctx.complete, run=ctx.run)
+    if res.chain_error is not None:
+        _chain_failure(res, module or "", paths, add, fixer)
+        return
+    if res.note is not None:
+        add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
+                        "are loaded after what it loaded so far"))
+        # What the rest of the chain would have loaded is not known: a library or a symbol
+        # it may provide is not decided here (said, not failed)
+        said = add
+
+        def add(c: CheckResult) -> None:
+            if (c.status == "fail" and c.name == "symbols") or (
+                    c.status == "fail" and c.name == "libraries" and "cannot be found" in
+                    c.message):
+                c = CheckResult(c.name, "skip", c.message + " (not decided: the import chain "
+                                "was not followed to its end, and what it loads may provide "
+                                "it)", None, c.evidence)
+            said(c)
+    for path, problem in sorted(res.bad.items()):
+        add(CheckResult("libraries", "fail",
+                        f"{path} cannot be loaded: {problem}", _fix_for(path, paths, fixer),
+                        (path,)))
+    driver = dict(res.host_missing)
+    others = dict(res.missing)
+    if others:
+        detail = "; ".join(f"{n} (needed by {o}): " + (provider_hint(
+            f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
+            for n, o in sorted(others.items()))
+        fix = "install what provides each one in the image"
+        if fixer is not None and all(n.startswith(("libc10_cuda.so", "libtorch_cuda.so"))
+                                     for n in others):
+            fix = fixer.cuda_torch()  # a CPU torch: the same release's CUDA build
+        elif fixer is not None and all(n.startswith(CUDART) for n in others):
+            fix = fixer.line()  # the build is for another CUDA: the distribution that fits
+        add(CheckResult("libraries", "fail", f"{len(others)} shared librar"
+                        f"{'y' if len(others) == 1 else 'ies'} the build needs cannot be "
+                        f"found: {detail}", fix))
+    elif not res.bad:
+        add(CheckResult("libraries", "pass",
+                        f"{res.count} shared-library needs of {res.objects} objects resolve"
+                        + (" (but for the NVIDIA driver)" if driver else "")))
+        _check_symbols(res, builds, paths, ctx.root, add, fixer)
+    if driver and ctx.root is not None:  # an image never holds it: the runtime mounts it
+        add(CheckResult("driver", "skip", f"{', '.join(sorted(driver))} (the NVIDIA driver) "
+                        "is the host's: the NVIDIA container runtime mounts it at run time"))
+    elif driver:
+        add(CheckResult("driver", "warn",
+                        f"{', '.join(sorted(driver))} (the NVIDIA driver) is not visible here; "
+                        "a worker needs it (the NVIDIA container runtime mounts it), a build or "
+                        "CI host without a GPU does not have it"))
+
+
+def _chain_failure(res: Report, module: str, paths: Sequence[str],
+                   add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
+    """``import module`` fails before the builds are loaded, in the code of the module
+    ``res.chain_error`` blames: said as that package's failure, with the fix that puts
+    back what the failed load is about (its last failed load: the cause)."""
+    assert res.chain_error is not None
+    blamed, cls, message, where = res.chain_error
+    package = blamed.partition(".")[0]
+    failed = [w for *_, err, _, _, w in res.loads if err is not None]
+    kind, subject, detail = failed[-1] if failed else ("", "", "")
+    file = where.partition(" line ")[0] if where else ""
+    note = ""
+    if kind == "version":
+        version, obj, newest = [*detail.split("\0"), "", ""][:3]
+        note = (f"; {subject} defines at most {newest}" if newest else
+                f"; {subject} defines no version of that kind")
+        fix = _version_fix(subject, obj, version, paths, fixer)
+    elif kind == "bad" and _owner(subject, paths) != package:
+        fix = _fix_for(subject, paths, fixer)
+    elif package == "torch" and fixer is not None:
+        missing = _missing_name(message) or (subject if kind == "missing" else None)
+        own = missing is None or _torch_ships(missing, paths)
+        fix = fixer.torch_files(deps=not own)
+        if not own:
+            fix += (f" (it reinstalls the packages torch requires too; if none of them "
+                    f"ships {missing}, install what provides it in the image)")
+    elif package == "mooncake" and fixer is not None:
+        fix = fixer.reinstall()
+    else:
+        fix = (f"reinstall the distribution that provides {package} (its files do not "
+               "load), then run the check again")
+    at = f" ({where})" if where and where not in message else ""
+    add(CheckResult("import chain", "fail",
+                    f"`import {module}` fails before the build is loaded: `import {blamed}` "
+                    f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
+
+
+def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
+                 fixer: Fixer | None) -> str:
+    """A library older than an object needs: put back the package whose file it is, or
+    install a newer one."""
+    owner = _owner(lib, paths)
+    if owner in ("torch", "nvidia", "mooncake"):
+        return _fix_for(lib, paths, fixer)
+    return (f"install a newer {os.path.basename(lib)} in the image (the one "
+            f"{os.path.basename(obj)} was built against defines {version}), or a build of "
+            "it made for this image's")
+
+
+def _torch_ships(name: str, paths: Sequence[str]) -> bool:
+    """Whether torch's own distribution lists a file named ``name`` (its RECORD)."""
+    from moonpin.preflight.installed.image_facts import record_paths
+
+    for sp in paths:
+        try:
+            infos = [n for n in os.listdir(sp) if n.startswith("torch-")
+                     and n.endswith(".dist-info")]
+        except OSError:
+            continue
+        for info in infos:
+            try:
+                listed = record_paths(os.path.join(sp, info))
+            except OSError:
+                continue
+            if any(p.endswith("/" + name) for p in listed):
+                return True
+    return False
+
+
+def _missing_name(message: str) -> str | None:
+    """The first library ``dlerror()`` says cannot be found in ``message`` (a failure
+    raised while handling one names it in its context), or None."""
+    import re
+
+    m = re.search(r"(?:^|[\s;(])([^\s:/;()]+): cannot open shared object file", message)
+    return m.group(1) if m else None
+
+
+_TORCH_NAMESPACES = ("c10::", "at::", "torch::", "caffe2::", "c10d::")
+
+
+def _built_for(build: str) -> str | None:
+    """The torch release a build's file name says it is for: ``pg_2_13_0…`` -> 2.13.0."""
+    stem = os.path.basename(build).split(".", 1)[0]
+    for head in ("pg_", "ep_"):
+        if stem.startswith(head):
+            parts = stem[len(head):].split("_")
+            if len(parts) >= 2 and all(x.isdigit() for x in parts):
+                return ".".join(parts)
+    return None
+
+
+def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str], root: str | None,
+                   add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
+    """Every symbol the builds and the image's objects they load leave undefined, bound
+    as ld.so binds them (:mod:`moonpin.preflight.loader.ldproc`)."""
+    by_lib: dict[str, list[tuple[str, str, str]]] = {}
+    for need in b.versions:
+        by_lib.setdefault(need[2], []).append((need[0], need[1], need[3]))
+    from moonpin.preflight.loader.loadchain import owned
+
+    def shadowed(obj: str) -> bool:  # a host library judged: it needs a copy from elsewhere
+        return obj not in builds and not owned(obj, paths, root)
+
+    for lib, needs in by_lib.items():  # one failure per library: what ld.so says first
+        obj, version, newest = needs[0]
+        more = sorted({v for _, v, _ in needs} - {version})
+        others = len({o for o, _, _ in needs}) - 1
+        fix = (f"install a newer {os.path.basename(lib)} in the image (the one "
+               f"{os.path.basename(obj)} was built against defines {version}), or "
+               "a build of it made for this image's")
+        if shadowed(obj):
+            fix = (f"{os.path.basename(obj)} is the host's, built against the host's "
+                   f"{os.path.basename(lib)}; the copy in {os.path.dirname(lib)} is found "
+                   "first: remove it, or that folder from LD_LIBRARY_PATH")
+        add(CheckResult("symbols", "fail",
+                        f"version `{version}' not found (required by {obj}): {lib} defines "
+                        + (f"at most {newest}" if newest else "no version of that kind")
+                        + (f"; also needed: {', '.join(more)}" if more else "")
+                        + (f"; {others} more object{'s' * (others != 1)} need{'s' * (others == 1)}"
+                           " versions it lacks" if others else ""),
+                        fix, (obj, lib)))
+    # ld.so checks the version needs of every object a dlopen maps before it relocates any
+    # (elf/dl-open.c: _dl_check_map_versions, then _dl_relocate_object): with a need unmet
+    # the import fails on the version, and no symbol is bound, so none is reported
+    unbound = [] if b.versions else b.unbound
+    if unbound:
+        from moonpin.preflight.loader import ldbind
+
+        first = unbound[0]
+        names = [ldbind.demangle(s) + (f"@{v}" if v else "") for _, s, v, _ in unbound]
+        objs = sorted({os.path.basename(o) for o, _, _, _ in unbound})
+        shown = "; ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+        searched = ", ".join(first[3][:12]) + (f" (+{len(first[3]) - 12})"
+                                                if len(first[3]) > 12 else "")
+        torchy = all(ldbind.demangle(s).startswith(_TORCH_NAMESPACES)
+                     for _, s, _, _ in unbound)
+        built = _built_for(first[0]) if first[0] in builds else None
+        fix = "reinstall the mooncake distribution that ships it (see the install line above)"
+        if shadowed(first[0]):
+            fix = (f"{os.path.basename(first[0])} is the host's: a library it needs is found "
+                   "outside the host's folders (LD_LIBRARY_PATH, an image's folder) and is "
+                   "not the one it was built against; remove that copy, or its folder from "
+                   "LD_LIBRARY_PATH")
+        elif fixer is not None:
+            repair = fixer.torch_reinstall() if torchy else None
+            if repair is not None:  # torch's label is not its distribution's: put it back
+                fix = (f"{repair} (torch's files were replaced in place: its version.py "
+                       f"says {fixer.torch_label}, so the loader picked "
+                       f"{os.path.basename(first[0]).split('.')[0]})")
+            elif torchy and built is not None:
+                # Which of the two holds another release's binaries the names cannot tell
+                # (a vendor torch labelled as upstream, or a build overwritten): both are put
+                # back as the index ships them.
+                fix = fixer.pip([f"torch=={built}", *(f"{n}=={v}" for n, v in
+                                                      fixer.mooncakes)],
+                                f"{os.path.basename(first[0])} was built for torch {built}; "
+                                "the installed torch's libraries or this build are another "
+                                "release's")
+            else:
+                fix = fixer.line()
+        add(CheckResult("symbols", "fail",
+                        f"{len(names)} undefined symbol{'s' if len(names) != 1 else ''} "
+                        f"cannot be bound (the import fails with `undefined symbol`): {shown}; "
+                        f"needed by {', '.join(objs)}; searched {searched}", fix,
+                        tuple(sorted({o for o, _, _, _ in unbound}))))
+    if not unbound and not b.versions:
+        note = (f"; {len(b.host)} left to the host's driver" if b.host else "")
+        add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.bound} "
+                        f"objects bind as ld.so binds them{note}"))

@@ -1,0 +1,572 @@
+"""The elastic-EP check: the process-group module this SGLang imports, the loader that
+module is, the build it picks for this torch, and that build's names, backends and CUDA
+major, decided by the one compatibility rule (:mod:`moonpin.resolver.rule`) from the image's facts.
+"""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.preflight.installed.build_facts import (
+    UNREADABLE_SCHEME,
+    BuildFacts,
+    find_ninja,
+    find_nvcc,
+    read_build,
+    read_scheme,
+    scheme_shape,
+    str_or_none,
+)
+from moonpin.preflight.installed.build_facts import built_for as _built_for
+from moonpin.preflight.installed.image_facts import (
+    BACKENDS,
+    PG_MODULES,
+    KBView,
+    Requirement,
+    Torch,
+    file_name,
+    file_suffix,
+    find_package,
+    first_providing,
+    list_folder,
+    module_file,
+    not_files,
+    shipped_like,
+    torch_version_py,
+    unlistable,
+    vendor_reason,
+    which,
+)
+from moonpin.preflight.judge.libraries import check_libraries
+from moonpin.preflight.result import CheckResult
+from moonpin.kb.cache import facts_memo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from moonpin.preflight.env.context import Context
+    from moonpin.preflight.judge.fixes import Fixer
+
+__all__ = ["check_pg"]
+
+
+def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
+                        kb: KBView, fixer: Fixer, add: Callable[[CheckResult], None]) -> None:
+    """A module that is an extension itself, with no Python loader: the torch it was built
+    for (from its bytes), then its names, backends, CUDA and libraries, as for a build."""
+    from moonpin.resolver import rule
+
+    if torch is None:
+        add(CheckResult("build", "skip", "no torch: whether the build fits is unknown"))
+        return
+    b = read_build(path, (*req.names, *req.optional_names, *req.backends))
+    if b.error:
+        add(CheckResult("build facts", "fail", b.error, fixer.reinstall()))
+        return
+    try:
+        built_for = facts_memo().get("built-for", path, lambda: _built_for(path),
+                                     str_or_none)
+    except OSError as e:
+        add(CheckResult("build", "fail", f"cannot read {path}: {e.strerror or e}",
+                        fixer.reinstall()))
+        return
+    d = rule.direct_build(file_name(path), built_for if isinstance(built_for, str) else None,
+                          "bytes", torch.version)
+    add(CheckResult("build", "pass" if d.ok else "skip" if d.ok is None else "fail",
+                    d.detail, None if d.ok is not False else fixer.line(), (path,)))
+    if d.ok is False:
+        return
+    _judge_builds(req, [rule.BuildFacts(path, b.names, b.backends, b.cuda)], torch,
+                  req.module, kb, fixer, add)
+    if file_suffix(path) == ".so":
+        # SGLang imports torch before the module: it is the build itself here
+        check_libraries([path], ctx, add, fixer, req.module,
+                        first=("torch",) if find_package(ctx, "torch") else ())
+
+
+def _rule_requirement(req: Requirement | None) -> Any:
+    """The image's SGLang requirement as :class:`moonpin.resolver.rule.Requirement`: unknown (no
+    sources, no KB record) means either half of the rename, and the names unchecked."""
+    from moonpin.resolver import rule
+
+    if req is None or req.module is None:
+        return rule.Requirement("mooncake.pg", backends=BACKENDS, alternatives=("mooncake.ep",),
+                                release="this SGLang")
+    return rule.Requirement(req.module, req.names, req.backends, req.optional_names,
+                            req.alternatives, release="this SGLang")
+
+
+def _judge_builds(req: Any, facts: list[Any], torch: Torch, module: str, kb: KBView,
+                  fixer: Fixer, add: Callable[[CheckResult], None], jit: bool = False) -> None:
+    """Names, backends and CUDA major, decided by :mod:`moonpin.resolver.rule` as the KB query
+    decides them, in its words; the image adds where a missing name first appears and
+    the install line."""
+    from moonpin.resolver import rule
+
+    have: set[str] = set().union(*(f.names for f in facts))
+    missing = [n for n in req.names if n not in have]
+    if req.names:
+        d = rule.names(req, facts)
+        if d.ok is False:
+            firsts = "; ".join(f"{n} first in {first_providing(kb, n) or 'no KB release'}"
+                               for n in missing)
+            add(CheckResult("names", "fail", f"{d.detail} ({firsts}; the import succeeds, the "
+                            "engine fails later)", fixer.line()))
+        else:
+            add(CheckResult("names", "pass" if d.ok else "skip", d.detail))
+    else:
+        add(CheckResult("names", "skip", "no required names known (sources and KB unavailable)"))
+    absent = rule.optional_missing(req, facts)
+    if absent and not missing:
+        add(CheckResult("optional names", "pass",
+                        f"{module} lacks {', '.join(absent)}, which this SGLang uses only behind "
+                        "an optional import (it runs without)"))
+    d = rule.backends(req, facts)
+    add(CheckResult("backends", "pass" if d.ok else "fail", d.detail,
+                    None if d.ok else fixer.line()))
+    t = rule.TorchFacts(torch.version, torch.cuda, True, torch.cuda_evidence)
+    d = rule.cuda_major(facts, t, jit=jit)
+    if d.ok is None:
+        add(CheckResult("cuda", "skip", d.detail))
+    elif d.ok:
+        add(CheckResult("cuda", "pass", d.detail))
+    elif torch.cuda is None:
+        add(CheckResult("cuda", "fail", d.detail, fixer.cuda_torch()))
+    else:
+        bad = sorted({f.cuda for f in facts if f.cuda not in (None, torch.cuda)})
+        add(CheckResult("cuda", "fail", f"{d.detail}: the build needs libcudart.so.{bad[0]} "
+                        "(wrong mooncake distribution)", fixer.line()))
+
+
+def check_pg(pkg: str, ctx: Context, req: Requirement | None, torch: Torch | None,
+              kb: KBView, fixer: Fixer,
+              add: Callable[[CheckResult], None]) -> None:
+    """The process-group module SGLang imports, as the importer of ``ctx`` would find it in ``pkg``,
+    then what it loads: itself (a build with no loader), a build it compiles at first
+    import, or the prebuilt build its suffix rule picks for this torch."""
+    if req is not None and req.module is None:
+        add(CheckResult("pg module", "pass", "this SGLang imports no mooncake process-group "
+                        "module"))
+        return
+    unlisted = unlistable(pkg)
+    if unlisted is not None:  # the importer finds nothing in it: no package diagnosis
+        add(CheckResult("pg module", "fail", f"{unlisted}: `import mooncake.pg` / "
+                        "`mooncake.ep` fails whatever is installed", "make it readable by the "
+                        f"worker's user (chmod -R a+rX {pkg})", (pkg,)))
+        return
+    rreq = _rule_requirement(req)
+    module = _pg_module(ctx, pkg, rreq, fixer, add)
+    if module is None:
+        return
+    loader_path = module_file(ctx, pkg, module.split(".")[1])
+    assert loader_path is not None
+    add(CheckResult("pg module", "pass", f"{module} found: {file_name(loader_path)}",
+                    evidence=(loader_path,)))
+    # Two readings of the import chain: the modules it certainly runs, found and compiling
+    # (:mod:`moonpin.preflight.pyimport.pychain`), and what it loads, run from the files up to
+    # the builds (:mod:`moonpin.preflight.loader.loadchain`, with the libraries). One failed
+    # import is one failure: the second reading's, when it has one (it says what Python
+    # raises); the first's only when the second saw nothing wrong, said after it.
+    chain = _check_chain(module, ctx, fixer, skip=("torch",) if torch is None else ())
+    said: list[bool] = []
+
+    def add_and_see(c: CheckResult) -> None:
+        if c.name == "import chain" and c.status == "fail":
+            said.append(True)
+        add(c)
+
+    try:
+        _check_loading(pkg, ctx, req, rreq, module, loader_path, torch, kb, fixer,
+                       add_and_see)
+    finally:
+        if chain is not None and not said:
+            add(chain)
+
+
+def _check_loading(pkg: str, ctx: Context, req: Requirement | None, rreq: Any,
+                   module: str, loader_path: str, torch: Torch | None, kb: KBView,
+                   fixer: Fixer, add: Callable[[CheckResult], None]) -> None:
+    """What the process-group module loads: itself, a build it compiles, or the prebuilt
+    build its suffix rule picks (:func:`check_pg`)."""
+    if file_suffix(loader_path) == ".pyc":  # bytecode with no source (compileall -b)
+        scheme = _released_scheme(loader_path, module, kb, fixer, add)
+    elif file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
+        _check_direct_build(loader_path, rreq.replace(module=module), torch, ctx, kb,
+                            fixer, add)
+        return
+    else:
+        scheme = _loader_scheme(loader_path, module, fixer, add)
+    if scheme is None:
+        return
+    if scheme["kind"] == "jit-compile":
+        _check_compiling_loader(scheme, rreq.replace(module=module), loader_path, pkg, ctx,
+                                torch, kb, fixer, add)
+        return
+    if torch is None:
+        add(CheckResult("build", "skip", "no torch: the build the loader picks is unknown"))
+        return
+    if module != rreq.module:
+        add(CheckResult("fallback", "pass", f"this mooncake has no {rreq.module}; SGLang falls "
+                        f"back to {module} on ImportError, which it has"))
+    wanted = (*(req.names if req is not None else ()),
+              *(req.optional_names if req is not None else ()), *rreq.backends)
+    builds = _loader_builds(ctx, scheme, module, loader_path, pkg, torch, wanted, fixer, add)
+    if builds is not None:
+        # a bytecode loader is not walked: torch, which it imports first, is imported
+        # first here (as SGLang does)
+        _check_prebuilt(builds, scheme, rreq.replace(module=module), ctx, torch, kb, fixer,
+                        add, ("torch",) if file_suffix(loader_path) == ".pyc" else ())
+
+
+def _check_chain(module: str, ctx: Context, fixer: Fixer,
+                 skip: Sequence[str] = ()) -> CheckResult:
+    """The Python modules ``import <module>`` certainly runs before its build is loaded
+    (:mod:`moonpin.preflight.pyimport.pychain`): each must be found and compile. ``skip``: the
+    top-level packages whose failure is already said (torch's, by the torch check)."""
+    from moonpin.preflight.pyimport import pychain
+
+    problems, found = pychain.walk_memoised(ctx.paths, module, ctx.version, ctx.ext_suffixes,
+                                            ctx.root, ctx.complete, ctx.sites)
+    problems = [p for p in problems if p.module.partition(".")[0] not in skip]
+    if not problems:
+        return CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "
+                           f"{found} modules it certainly runs before its build (as far as "
+                           "read)")
+    first = problems[0]
+    top = first.module.partition(".")[0]
+    what = (f"{first.file} {first.detail}" if first.file is not None else first.detail)
+    more = (f"; {len(problems) - 1} more: " + ", ".join(p.module for p in problems[1:4])
+            + (" …" if len(problems) > 4 else "")) if len(problems) > 1 else ""
+    owner = None if top in ("torch", "mooncake") else _owner(ctx.paths, top)
+    return CheckResult("import chain", "fail",
+                       f"`import {module}` fails: {what} (imported by {first.by}){more}",
+                       fixer.reinstall_owner(top, owner),
+                       tuple(p.file for p in problems if p.file is not None))
+
+
+def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
+    """The installed distribution that ships the top-level package ``top`` (its
+    ``top_level.txt``, else its RECORD), as (name, version); read only on a failure."""
+    from moonpin.preflight.installed.image_facts import read_bytes, record_paths
+
+    for folder in paths:
+        try:
+            entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".dist-info"))
+        except OSError:
+            continue
+        for name in entries:
+            dist, _, version = name[:-len(".dist-info")].partition("-")
+            for member in ("top_level.txt", "RECORD"):
+                try:
+                    if member == "RECORD":
+                        listed = list(record_paths(os.path.join(folder, name)))
+                    else:
+                        listed = read_bytes(os.path.join(folder, name, member), 64 << 20,
+                                            "top_level.txt").decode("utf-8", "replace"
+                                                                    ).splitlines()
+                except OSError:
+                    continue
+                heads = {p.split("/", 1)[0].strip() for p in listed}
+                if top in heads or f"{top}.py" in heads:
+                    return dist, version
+                break
+    return None
+
+
+def _pg_module(ctx: Context, pkg: str, rreq: Any, fixer: Fixer,
+               add: Callable[[CheckResult], None]) -> str | None:
+    """The process-group module ``import`` finds for this requirement (its own or the one it
+    falls back to, :func:`moonpin.resolver.rule.choose_module`), or None (said with ``add``)."""
+    from moonpin.resolver import rule
+
+    shipped = [m for m in PG_MODULES if module_file(ctx, pkg, m.split(".")[1])]
+    accepted = [m for m in (rreq.module, *rreq.alternatives) if m]
+    module: str | None = rule.choose_module(rreq, shipped)
+    if module is not None:
+        return module
+    odd = [w for m in accepted for w in not_files(ctx, pkg, m.split(".")[1])]
+    if odd:
+        add(CheckResult("pg module", "fail", f"{'; '.join(odd)}: the importer skips it, so "
+                        f"`import {accepted[0]}` fails", fixer.reinstall(), (pkg,)))
+        return None
+    ships = " and ".join(shipped) or "neither mooncake.pg nor mooncake.ep"
+    add(CheckResult("pg module", "fail",
+                    f"the engine imports {' or '.join(accepted)}; the installed mooncake "
+                    f"ships {ships} (the other half of the ep/pg rename)", fixer.line(),
+                    (pkg,)))
+    return None
+
+
+def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
+                   add: Callable[[CheckResult], None]) -> dict[str, Any] | None:
+    """The loader's scheme (from the file-facts memo), or None when the loader cannot be
+    read, imported or understood (said with ``add``)."""
+    lname = file_name(loader_path)
+    scheme: dict[str, Any]
+    try:
+        scheme = _memo("loader-v6\0" + module, loader_path,
+                       lambda: read_scheme(loader_path, module), scheme_shape)
+    except OSError as e:
+        add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
+        return None
+    if not isinstance(scheme, dict) or "problem" not in scheme:  # a damaged memo entry
+        scheme = read_scheme(loader_path, module)
+    if scheme["problem"]:
+        add(CheckResult("loader", "fail", f"{loader_path}: {scheme['problem']}; "
+                        f"`import {module}` fails", fixer.reinstall(), (loader_path,)))
+        return None
+    if scheme["kind"] == "unknown":
+        # No mooncake release ships such a loader (every one in the KB is prebuilt or
+        # compiles at import): a changed or damaged file, whose loading cannot be read.
+        add(CheckResult("loader", "fail", f"{lname}: {scheme['note']}; {UNREADABLE_SCHEME}",
+                        "restore it (" + fixer.reinstall() + "), or run with --deep to "
+                        "import it", (loader_path,)))
+        return None
+    return scheme
+
+
+def _memo(kind: str, path: str, compute: Callable[[], Any],
+          valid: Callable[[Any], bool]) -> Any:
+    """``facts_memo().get``; a loader in a zip archive on ``sys.path`` (no file of its own
+    to stamp) is computed afresh each time."""
+    try:
+        return facts_memo().get(kind, path, compute, valid)
+    except OSError:
+        from moonpin.preflight.env import zipfs
+
+        if zipfs.size(path) is None:
+            raise
+    return compute()
+
+
+def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
+                     add: Callable[[CheckResult], None]) -> dict[str, Any] | None:
+    """A loader that is bytecode with no source (``pg.pyc``: what it does cannot be read
+    here): the scheme of the loader the installed mooncake release ships, from the KB, said
+    as an assumption; None when the KB has no record of it (said with ``add``)."""
+    from moonpin.readers.loader import TORCH
+
+    lname = file_name(loader_path)
+    doc = kb.doc()
+    for dist, version in fixer.mooncakes:
+        for rel in (doc or {}).get("mooncake") or ():
+            if not isinstance(rel, dict) or (rel.get("dist"), rel.get("version")) != (
+                    dist, version):
+                continue
+            for wheel in rel.get("wheels") or ():
+                for ld in (wheel.get("loaders") or ()) if isinstance(wheel, dict) else ():
+                    if not isinstance(ld, dict) or ld.get("module") != module:
+                        continue
+                    imports = [i.get("template") for i in ld.get("imports") or ()
+                               if isinstance(i, dict)]
+                    scheme: dict[str, Any] = {"kind": ld.get("kind"), "note": ld.get("note"),
+                              "toolchain": list(ld.get("toolchain") or ()),
+                              "imports": imports,
+                              "version_regex": ld.get("version_regex"),
+                              "separator": ld.get("separator"), "placeholder": TORCH,
+                              "problem": None, "cache": None,
+                              "sources": list(ld.get("sources") or ()),
+                              "source_names": list(ld.get("source_names") or ())}
+                    if not scheme_shape(scheme) or scheme["kind"] != "prebuilt":
+                        continue
+                    if not _like_released(loader_path, scheme):
+                        add(CheckResult("loader", "fail", f"{lname} is bytecode with no "
+                                        "source, and its constants do not name what the "
+                                        f"loader {dist} {version} ships imports: what `import "
+                                        f"{module}` loads cannot be read without importing "
+                                        "it", "restore its source (" + fixer.reinstall()
+                                        + "), or run with --deep to import it",
+                                        (loader_path,)))
+                        return None
+                    said = ", ".join(str(i) for i in imports)
+                    add(CheckResult("loader", "warn", f"{lname} is bytecode with no source: "
+                                    "what it imports cannot be read here; judged as the "
+                                    f"loader {dist} {version} ships ({ld.get('member')}, "
+                                    f"imports {said})",
+                                    "run with --deep to import it", (loader_path,)))
+                    return scheme
+    add(CheckResult("loader", "fail", f"{lname} is bytecode with no source, and no mooncake "
+                    f"release the knowledge base knows ships it: what `import {module}` "
+                    f"loads cannot be read without importing it", "restore its source ("
+                    + fixer.reinstall() + "), or run with --deep to import it",
+                    (loader_path,)))
+    return None
+
+
+def _like_released(pyc: str, scheme: dict[str, Any]) -> bool:
+    """Whether bytecode that can be read here (:func:`moonpin.preflight.pyimport.pycode.
+    strings`) holds what the release's loader imports: each import's fixed part and its
+    version pattern (a bytecode that cannot be read is given the benefit of the doubt)."""
+    from moonpin.preflight.pyimport import pycode
+
+    consts = pycode.strings(pyc)
+    if consts is None:
+        return True
+    placeholder = str(scheme["placeholder"])
+    wanted = [str(i).partition(placeholder)[0].rstrip(str(scheme["separator"] or "_"))
+              for i in scheme["imports"]]
+    if scheme.get("version_regex"):
+        wanted.append(str(scheme["version_regex"]))
+    return all(any(w in c for c in consts) for w in wanted if w)
+
+
+def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str, pkg: str,
+                            ctx: Context, torch: Torch | None, kb: KBView, fixer: Fixer,
+                            add: Callable[[CheckResult], None]) -> None:
+    """A loader that compiles at first import: the names its C++ sources bind, judged as a
+    build's, then what compiling needs (:func:`_check_jit`)."""
+    from moonpin.resolver import rule
+
+    if scheme.get("sources") and torch is not None:  # what the compiled module binds
+        names = set(scheme.get("source_names") or ())
+        _judge_builds(rreq, [rule.BuildFacts(loader_path, names - set(BACKENDS),
+                                             names & set(BACKENDS))],
+                      torch, rreq.module, kb, fixer, add, jit=True)
+    torch_pkg = find_package(ctx, "torch")
+    consts = torch_version_py(torch_pkg) if torch_pkg else None
+    _check_jit(scheme, ctx, loader_path, pkg, consts, add, rreq.module)
+
+
+def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
+                   torch: Torch, wanted: Sequence[str], fixer: Fixer,
+                   add: Callable[[CheckResult], None]) -> list[BuildFacts] | None:
+    """The builds a prebuilt loader imports for this torch (its own suffix rule, as the KB
+    query applies it: :func:`moonpin.resolver.rule.loader_suffix`), read; None when one is not
+    installed as a file the importer takes (said with ``add``)."""
+    from moonpin.resolver import rule
+
+    lname = file_name(loader_path)
+    placeholder = scheme["placeholder"]
+    rscheme = rule.Scheme(scheme["kind"], scheme["imports"], scheme["version_regex"],
+                          scheme["separator"], loader_path, scheme["note"])
+    builds: list[BuildFacts] = []
+    for template in scheme["imports"]:
+        name = template
+        if placeholder in name:
+            suffix = _memo(f"suffix-v3\0{module}\0{torch.version}", loader_path,
+                           lambda: rule.loader_suffix(rscheme, torch.version), str_or_none)
+            if not isinstance(suffix, str):
+                add(CheckResult("loader", "fail",
+                                f"{lname}: its pattern {scheme['version_regex']!r} does not "
+                                f"match torch's version {torch.version!r}; `import {module}` "
+                                "fails", fixer.reinstall(), (loader_path,)))
+                return None
+            name = name.replace(placeholder, suffix)
+        bshort = name.removeprefix("mooncake.")
+        found = module_file(ctx, pkg, bshort)
+        odd = not_files(ctx, pkg, bshort) if found is None else []
+        if odd:
+            add(CheckResult("build", "fail", f"{lname} imports {name} for torch "
+                            f"{torch.version}; {'; '.join(odd)}: the importer skips it, so the "
+                            "import fails", fixer.reinstall(), (pkg,)))
+            return None
+        if found is None:
+            head = template.removeprefix("mooncake.").partition(placeholder)[0]
+            others = shipped_like(ctx, pkg, head) if placeholder in template else []
+            same = [o for o in others if o.split(".", 1)[0] == bshort]
+            msg = (f"{lname} imports {name} for torch {torch.version}; no such "
+                   "build is installed")
+            if same:
+                msg += f" for this Python (only {', '.join(same)})"
+            msg += f"; builds shipped: {', '.join(others) or 'none'}"
+            if not os.path.isdir(pkg):
+                msg += (f" ({pkg} is in a zip archive on sys.path: zipimport imports no "
+                        "extension module from it)")
+            add(CheckResult("build", "fail", msg, fixer.line(), (pkg,)))
+            return None
+        builds.append(read_build(found, wanted))
+    add(CheckResult("build", "pass", "loader finds " + ", ".join(file_name(b.path) for b in builds),
+                    evidence=tuple(b.path for b in builds)))
+    return builds
+
+
+def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
+                    ctx: Context, torch: Torch, kb: KBView, fixer: Fixer,
+                    add: Callable[[CheckResult], None], first: Sequence[str] = ()) -> None:
+    """What the loader's builds provide, judged (:func:`_judge_builds`), and the libraries
+    they need (``first``: modules imported before the loader)."""
+    from moonpin.resolver import rule
+
+    errors = [b.error for b in builds if b.error]
+    if errors:
+        add(CheckResult("build facts", "fail", "; ".join(errors), fixer.reinstall()))
+        return
+    reason = vendor_reason(torch.version)
+    pg_build = next((b for b in builds
+                     if scheme["placeholder"] in scheme["imports"][builds.index(b)]), None)
+    if reason and pg_build is not None:
+        add(CheckResult("torch build", "warn",
+                        f"{reason}: the loader maps it onto "
+                        f"{file_name(pg_build.path).split('.')[0]}, "
+                        "a build for the upstream release; it loads but is not proven "
+                        "ABI-compatible with this torch", "use an upstream torch release, or "
+                        "build mooncake from source against this torch"))
+    facts = [rule.BuildFacts(b.path, b.names, b.backends, b.cuda) for b in builds]
+    _judge_builds(rreq, facts, torch, rreq.module, kb, fixer, add)
+    so_builds = [b.path for b in builds if file_suffix(b.path) == ".so" and b.error is None]
+    if so_builds:
+        check_libraries(so_builds, ctx, add, fixer, rreq.module, first=first)
+
+
+def _visible_gpu() -> bool:
+    """An NVIDIA device node (what the container runtime mounts for a GPU) or an explicit
+    TORCH_CUDA_ARCH_LIST: what the compiling loader needs to pick architectures."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return True
+    return any(n.startswith("nvidia") and n[6:].isdigit() for n in list_folder("/dev"))
+
+
+def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
+               torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None],
+               module: str | None = None) -> None:
+    """A loader that compiles at first import: an adapter it compiled for this image is
+    reused; otherwise the tools this torch needs must be there, and a host with no visible
+    GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
+    from moonpin.preflight.judge import jit
+    from moonpin.preflight.judge.fixes import PREBUILD
+
+    roots = jit.cache_roots(scheme.get("cache") or {})
+    adapters = jit.compiled_adapters(roots, pkg)
+    if adapters:
+        add(CheckResult("adapter", "pass",
+                        f"{file_name(loader)} compiles at first import; an adapter compiled for "
+                        f"this image is in {os.path.dirname(adapters[0])}, which it reuses "
+                        "while torch and its sources are unchanged (the deep probe confirms)",
+                        evidence=(adapters[0],)))
+        # the loader compiles and loads the adapter itself, after `import torch`: what it
+        # runs first is mooncake's package and torch, not the compiling code
+        check_libraries(adapters[:1], ctx, add, module=(module or "mooncake").split(".")[0],
+                        after=("torch",) if find_package(ctx, "torch") else ())
+        return
+    found: list[str] = []
+    missing: list[str] = []
+    for tool in jit.tools_for(scheme["toolchain"], torch_consts):
+        if tool.startswith("ninja"):
+            got = find_ninja(ctx.paths)
+        elif tool.startswith("nvcc"):
+            got = find_nvcc()
+        else:
+            got = which(tool.split()[0])
+        (found if got else missing).append(f"{tool} at {got}" if got else tool)
+    where = f" (looked in {roots[0]})" if roots else ""
+    if missing:
+        add(CheckResult("toolchain", "fail",
+                        f"{file_name(loader)} compiles at first import, no adapter is compiled "
+                        f"for this image{where}, and it needs {', '.join(missing)}, not found",
+                        "install " + ", ".join(missing) + f" in the image, or {PREBUILD}",
+                        (loader,)))
+        return
+    if not _visible_gpu():
+        add(CheckResult("toolchain", "warn",
+                        f"{file_name(loader)} compiles at first import and no adapter is compiled "
+                        f"for this image{where}; this host shows no GPU and "
+                        "TORCH_CUDA_ARCH_LIST is unset, so it cannot compile here (not a "
+                        "fault of the image: a worker with a GPU compiles for minutes at "
+                        "first import)", PREBUILD, (loader,)))
+        return
+    add(CheckResult("toolchain", "pass",
+                    f"{file_name(loader)} compiles at first import with {', '.join(found) or 'no '}"
+                    "; note: the first import compiles for minutes (about 2.5 min on 2 cores); "
+                    + PREBUILD, evidence=(loader,)))

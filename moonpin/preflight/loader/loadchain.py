@@ -1,0 +1,302 @@
+"""The native side of ``import mooncake.pg`` (or any module), judged from files: what the
+import chain loads before the builds (:mod:`moonpin.preflight.pyimport.pyrun`: mooncake's
+``__init__`` and what it imports, guarded or not, then ``import torch``: its
+``ctypes.CDLL`` of ``libtorch_global_deps.so`` with ``RTLD_GLOBAL``, the CUDA libraries it
+preloads, ``torch._C``), then each build ``dlopen``-ed into that process as the loader
+would (:mod:`moonpin.preflight.loader.ldproc`).
+
+A library is found by name only when the chain loaded it or ld.so's own search finds it:
+torch's ``lib/`` folder and the ``nvidia/*/lib`` folders are not searched for a build
+unless its own paths name them. The answer is kept in the file-facts memo under the
+stamps of every file and folder it read (:meth:`moonpin.kb.cache.FileMemo.get_traced`): a
+warm start pays one ``stat`` for each.
+
+Only ``os`` at import: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.preflight.env.chroot import host_paths
+from moonpin.preflight.loader import ldso
+from moonpin.kb.cache import facts_memo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from moonpin.preflight.env.context import Run
+    from moonpin.preflight.loader import ldproc
+
+__all__ = ["Report", "native_load", "owned"]
+
+
+class Report:
+    """What the import and the builds' loads did.
+
+    ``chain_error``: (the module whose code failed, the exception's class, its message,
+    the file a failed load named or where it was raised), when the import fails before
+    the builds are loaded; ``loads``: (path, mode, error, module, how) of each load the
+    chain made; for the builds, as :class:`moonpin.preflight.loader.ldproc.Outcome` has
+    them: ``missing``, ``bad``, ``versions``, ``unbound``, ``host``, ``host_missing`` and
+    counts (of the builds and the image's mooncake objects their loads walk); ``note``:
+    why the chain was not followed to its end (None: it was)."""
+
+    __slots__ = ("bad", "bound", "chain_error", "count", "cwd", "host", "host_missing",
+                 "loads", "missing", "note", "objects", "refs", "unbound", "versions")
+
+    def __init__(self) -> None:
+        self.chain_error: tuple[str, str, str, str] | None = None
+        self.loads: list[tuple[str, int, str | None, str, str, tuple[str, str, str]]] = []
+        self.missing: dict[str, str] = {}
+        self.bad: dict[str, str] = {}
+        self.versions: list[tuple[str, str, str, str]] = []
+        self.unbound: list[tuple[str, str, str, tuple[str, ...]]] = []
+        self.host: list[str] = []
+        self.host_missing: dict[str, str] = {}
+        self.count = 0
+        self.objects = 0
+        self.refs = 0
+        self.bound = 0
+        self.note: str | None = None
+        #: the working folder, when a search path used it (an empty or relative entry)
+        self.cwd: str | None = None
+
+    def dump(self) -> tuple[object, ...]:
+        return (self.chain_error, tuple(self.loads), self.missing, self.bad,
+                tuple(self.versions), tuple(self.unbound), tuple(self.host),
+                self.host_missing, self.count, self.objects, self.refs, self.bound, self.note,
+                self.cwd)
+
+    @classmethod
+    def load(cls, value: object) -> Report | None:
+        r = cls()
+        try:
+            if not isinstance(value, tuple) or len(value) != 14:
+                return None
+            (err, loads, missing, bad, versions, unbound, host, host_missing, count, objects,
+             refs, bound, note, cwd) = value
+            r.chain_error = None if err is None else (str(err[0]), str(err[1]), str(err[2]),
+                                                      str(err[3]))
+            r.loads = [(str(p), int(m), None if e is None else str(e), str(mod), str(how),
+                        (str(why[0]), str(why[1]), str(why[2])))
+                       for p, m, e, mod, how, why in loads]
+            r.missing = {str(k): str(v) for k, v in missing.items()}
+            r.bad = {str(k): str(v) for k, v in bad.items()}
+            r.versions = [(str(o), str(v), str(p), str(n)) for o, v, p, n in versions]
+            r.unbound = [(str(o), str(s), str(v), tuple(str(x) for x in w))
+                         for o, s, v, w in unbound]
+            r.host = [str(h) for h in host]
+            r.host_missing = {str(k): str(v) for k, v in host_missing.items()}
+            if not all(type(n) is int for n in (count, objects, refs, bound)):
+                return None
+            r.count, r.objects, r.refs, r.bound = count, objects, refs, bound
+            r.note = None if note is None else str(note)
+            r.cwd = None if cwd is None else str(cwd)
+        except (TypeError, ValueError, AttributeError):
+            return None
+        return r
+
+
+def owned(path: str, paths: Sequence[str], root: str | None = None) -> bool:
+    """Whether ``path`` is under an import folder (an image's root itself, the working
+    folder of ``python -m`` in ``WORKDIR /``, holds everything and is not counted)."""
+    top = os.path.realpath(root) if root is not None else None
+    for where in {os.path.normpath(path), os.path.realpath(path)}:  # a link is its own too
+        if any(where.startswith(os.path.realpath(sp).rstrip("/") + "/")
+               or where.startswith(os.path.normpath(sp).rstrip("/") + "/")
+               for sp in paths if top is None or os.path.realpath(sp) != top):
+            return True
+    return False
+
+
+def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None, *,
+                python: str | None, suffixes: Sequence[str] = (".so",),
+                machine: str | None = None, root: str | None = None,
+                ld_path: Sequence[str] | None = None, sites: Sequence[str] | None = None,
+                version: tuple[int, int] | None = None, first: Sequence[str] = (),
+                after: Sequence[str] = (), complete: bool = True,
+                run: Run | None = None) -> Report:
+    """``import module`` in ``python`` over ``paths`` up to the builds, then each build
+    ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
+    imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
+    loaded: SGLang imports torch first), ``after``: after it. ``root``: an image's root
+    folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's); ``complete``:
+    ``paths`` are the interpreter's whole ``sys.path``. ``run``: the check under way,
+    whose children may have computed the load ahead (:mod:`moonpin.preflight.prefetch`), and
+    where a child records what it computes."""
+    machine = machine or os.uname().machine
+    ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
+          if ld_path is None else list(ld_path))
+    key = "\0".join(("native-v2", machine, python or "", ",".join(first), module or "",
+                     ",".join(after),
+                     *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
+                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
+                     os.environ.get("LD_PRELOAD", "") if root is None else "",
+                     str(complete)))
+
+    def compute() -> tuple[object, set[str], dict[str, str | None]]:
+        ahead = _prefetched(run, key) if run is not None else None
+        if ahead is not None:
+            return ahead
+        got = _compute(builds, paths, [*first, *([module] if module else []), *after],
+                       module or "", python, suffixes, machine, root, ld, sites, version,
+                       complete)
+        if run is not None and run.record is not None:
+            run.record[key] = got
+        return got
+
+    got = facts_memo().get_traced(key, builds[0], compute,
+                                  lambda v: Report.load(v) is not None)
+    out = Report.load(got)
+    assert out is not None
+    if out.cwd is not None:  # remembered for one working folder: this one's is its own
+        try:
+            here = os.getcwd()
+        except OSError:
+            here = ""
+        if out.cwd != here:
+            key += f"\0cwd\0{here}"
+            out = Report.load(facts_memo().get_traced(key, builds[0], compute,
+                                                      lambda v: Report.load(v) is not None))
+            assert out is not None
+    return out
+
+
+def _prefetched(run: Run, key: str) -> tuple[object, set[str], dict[str, str | None]] | None:
+    """What a child of ``run`` computed ahead for ``key`` (everything the load is computed
+    from), when one did and its answer has the shape :func:`_compute` returns; else None."""
+    while run.pending:
+        got = run.pending.pop().take()
+        if type(got) is dict:
+            run.ready.update(got)
+    ahead = run.ready.pop(key, None)
+    if (type(ahead) is tuple and len(ahead) == 3 and type(ahead[1]) is set
+            and all(type(f) is str for f in ahead[1]) and type(ahead[2]) is dict
+            and Report.load(ahead[0]) is not None):
+        return ahead  # type: ignore[return-value]
+    return None
+
+
+def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str],
+             request: str, python: str | None, suffixes: Sequence[str], machine: str,
+             root: str | None,
+             ld: Sequence[str], sites: Sequence[str] | None,
+             version: tuple[int, int] | None, complete: bool,
+             ) -> tuple[object, set[str], dict[str, str | None]]:
+    from moonpin.preflight.loader import ldproc
+    from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
+    from moonpin.preflight.pyimport.pyrun import Chain
+
+    trace: set[str] = set()
+    traced = ldso.Trace(trace)
+    proc: ldproc.Process | None = None
+    try:
+        if root is not None:
+            cache_file = ldso.ld_cache_file(root)
+            cache = ldso.ld_cache_paths(cache_file)
+        elif "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ:
+            cache_file, cache = "", {}
+        else:
+            cache_file = "/etc/ld.so.cache"
+            cache = ldso.ld_cache_paths()
+        if cache_file:
+            trace.add(cache_file)
+        proc = ldproc.Process(
+            machine=machine, root=root, ld_path=host_paths(root, ld), cache=cache,
+            owned=lambda p: p in builds or owned(p, paths, root), trace=traced)
+        exe = _interpreter(python, root)
+        if exe is not None:
+            proc.start(exe, ldso.env_preload(exe, traced) if root is None else ())
+        out = Report()
+        chain = Chain(proc, paths, request=request, suffixes=suffixes,
+                      sites=sites, root=root, version=version, python=python, stop=builds,
+                      trace=trace, complete=complete)
+        main = ModuleValue("__main__", "py", tier=0)
+        if modules:
+            try:
+                for m in modules:
+                    chain.import_module(m, main)
+            except Raised as r:
+                e = r.exc
+                out.chain_error = (e.module, e.cls, _said(e), e.path)
+            except Died as d:
+                loads = [x for x in chain.loads if x.error is not None]
+                path = loads[-1].path if loads else ""
+                module = loads[-1].module if loads else modules[-1]
+                out.chain_error = (module, "a crash", str(d), path)
+            except Budget as b:
+                out.note = f"the import chain was not followed to its end ({b})"
+            except (RecursionError, MemoryError) as e:  # a source nested past the stack
+                out.note = ("the import chain was not followed to its end (a module nests "
+                            f"too deep to follow: {type(e).__name__})")
+        out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
+        if out.chain_error is None:
+            for build in builds:
+                got = proc.dlopen(build, ldproc.RTLD_NOW)
+                _merge(out, got)
+                counted = [o for o in got.searchlist if o.path == build
+                           or _image_object(o.path, paths)]
+                out.objects += len(counted)
+                out.count += sum(len(o.needed) for o in counted)
+            out.host_missing = dict(proc.host_missing)
+        if traced.used_cwd:
+            try:
+                out.cwd = os.getcwd()
+            except OSError:
+                out.cwd = ""
+        return out.dump(), trace, chain.env_read
+    finally:
+        if proc is not None:
+            proc.close()  # each table's mapping holds a descriptor: not left to the collector
+
+
+def _image_object(path: str, paths: Sequence[str]) -> bool:
+    """Whether a library is one the image's mooncake ships (its own folder, or a ``*.libs``
+    folder a repaired wheel vendors): counted with the build in the report."""
+    if os.path.basename(os.path.dirname(path)).endswith(".libs"):
+        return True
+    folder = os.path.normpath(path)
+    return any(folder.startswith(os.path.join(os.path.normpath(sp), "mooncake") + "/")
+               for sp in paths)
+
+
+def _said(e: object) -> str:
+    """An exception's message, on one line, with the one it was raised while handling."""
+    message = getattr(e, "message", None)
+    text = " ".join(message.split()) if isinstance(message, str) else ""
+    if len(text) > 600:
+        text = text[:600] + "…"
+    context = getattr(e, "context", None)
+    if context is not None:
+        text = (text + "; " if text else "") + (f"raised while handling "
+                                                f"{getattr(context, 'cls', '')}: "
+                                                + _said(context))
+    return text or "(no message)"
+
+
+def _interpreter(python: str | None, root: str | None) -> str | None:
+    if python is None:
+        return None
+    if root is not None:
+        mapped = host_paths(root, [python])
+        exe = mapped[0] if mapped else None
+    else:
+        exe = os.path.realpath(python)
+    return exe if exe is not None and os.path.isfile(exe) else None
+
+
+def _merge(out: Report, got: ldproc.Outcome) -> None:
+    if got.fatal and got.error is not None and got.searchlist:  # ld.so aborts the process
+        out.bad.setdefault(got.searchlist[0].path, "loading it makes ld.so abort the "
+                           f"process ({got.error})")
+    for k, v in got.missing.items():
+        out.missing.setdefault(k, v)
+    for k, v in got.bad.items():
+        out.bad.setdefault(k, v)
+    out.versions += [v for v in got.versions if v not in out.versions]
+    out.unbound += got.unbound
+    out.host += [h for h in got.host if h not in out.host]
+    out.refs += got.refs
+    out.bound += got.bound

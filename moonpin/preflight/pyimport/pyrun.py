@@ -1,0 +1,649 @@
+"""What ``import NAME`` loads into the process before anything else is loaded after it:
+the import chain, followed from the files (:mod:`moonpin.preflight.pyimport.pyeval`, never
+run) against a simulated loader (:class:`moonpin.preflight.loader.ldproc.Process`).
+
+Which modules are walked: every module of the requested package (``mooncake``: its
+``__init__``, ``buffer_pool``, ``pg``), and the top-level module of each package they
+import (``torch/__init__.py``). Other Python modules are not walked (torch's ~1,500
+submodules): a name imported from one is its top-level constant when the file has one
+(``USE_GLOBAL_DEPS = True``), else unknown; an extension module any walked code imports is
+loaded, wherever it is. The standard library is modelled, never read.
+
+How a module is found is the importer's (:mod:`moonpin.preflight.pyimport.importer`, with the
+target's extension suffixes, then ``.py``, then ``.pyc``: ``FileFinder``'s order); an
+extension module is ``dlopen``-ed with the interpreter's flags (``sys.getdlopenflags()``,
+``RTLD_NOW`` unless the walked code changes them) and must define ``PyInit_<name>``;
+``ctypes.CDLL(path, mode)`` is ``dlopen(path, mode | RTLD_NOW)``. A failed load raises what
+Python raises (``ImportError``, ``OSError``) with what ``dlerror()`` says, and the walked
+``try``/``except`` decide as the real ones would.
+
+Only ``os`` and ``sys`` at import: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from moonpin.preflight.loader import ldproc
+from moonpin.preflight.pyimport import importer
+from moonpin.preflight.pyimport.pyeval import (
+    UNKNOWN,
+    Budget,
+    Builtin,
+    Died,
+    Evaluator,
+    ExcClass,
+    ExcValue,
+    Host,
+    Lazy,
+    ModuleValue,
+    Raised,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+__all__ = ["Chain", "Load"]
+
+_CAP_SOURCE = 8 << 20
+_EXC_NAMES = frozenset((
+    "BaseException", "Exception", "ImportError", "ModuleNotFoundError", "OSError",
+    "EnvironmentError", "IOError", "FileNotFoundError", "ValueError", "AttributeError",
+    "TypeError", "RuntimeError", "NotImplementedError", "LookupError", "KeyError",
+    "IndexError", "AssertionError", "NameError", "SystemError", "UnicodeError",
+    "SyntaxError"))
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
+_PLAIN: dict[str, Any] = {"True": True, "False": False, "None": None}
+
+
+class Load:
+    """One load the chain made: the file (or name) ``dlopen`` was given, its mode, what
+    ``dlerror()`` said (None: loaded), the module whose code loaded it and how (``import``
+    of an extension module, ``ctypes``)."""
+
+    __slots__ = ("error", "how", "mode", "module", "path", "why")
+
+    def __init__(self, path: str, mode: int, error: str | None, module: str,
+                 how: str, why: tuple[str, str, str] = ("", "", "")) -> None:
+        self.path = path
+        self.mode = mode
+        self.error = error
+        self.module = module
+        self.how = how
+        #: what the error is about (:attr:`moonpin.preflight.loader.ldproc.Outcome.why`)
+        self.why = why
+
+
+class _Obj:
+    """A modelled object with attributes (a file, a ctypes handle or namespace)."""
+
+    __slots__ = ("attrs",)
+
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs = attrs
+
+
+class _VersionInfo(tuple):  # type: ignore[type-arg]
+    """``sys.version_info`` as far as the target's is known: ``(major, minor)``, compared
+    as the tuple, with ``.major`` and ``.minor``."""
+
+    def __new__(cls, version: tuple[int, int]) -> _VersionInfo:
+        got = super().__new__(cls, version)
+        got.attrs = {"major": version[0], "minor": version[1]}
+        return got
+
+    attrs: dict[str, int]
+
+
+class _Environ(dict):  # type: ignore[type-arg]
+    """``os.environ`` as the walked code reads it: ``NAME in os.environ``,
+    ``os.environ[NAME]``, ``os.environ.get(NAME, default)`` answer from this process's
+    environment (the worker's), each variable read being recorded (a remembered answer
+    holds while it is unchanged); listing it is not followed."""
+
+    def __init__(self, read: Any) -> None:
+        super().__init__()
+        self._read = read
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._read(name) is not None
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        return self._read(name, default)
+
+    def __getitem__(self, name: Any) -> Any:
+        return self._read(name)
+
+    def _listed(self) -> Any:
+        raise Budget("the walked code lists os.environ")
+
+    keys = values = items = _listed  # type: ignore[assignment]
+
+
+class Chain(Host):
+    """The import system of one interpreter over ``paths`` (its ``sys.path``), its loader
+    ``proc``. ``request``: the package whose modules are all walked; ``stop``: files not
+    to load (the builds the caller loads itself); ``trace``: every file and folder the
+    answer depends on is added to it; ``complete``: ``paths`` are the interpreter's whole
+    ``sys.path`` (:attr:`moonpin.preflight.env.context.Context.complete`)."""
+
+    def __init__(self, proc: ldproc.Process, paths: Sequence[str], *, request: str,
+                 suffixes: Sequence[str], sites: Sequence[str] | None = None,
+                 root: str | None = None, version: tuple[int, int] | None = None,
+                 python: str | None = None, stop: Sequence[str] = (),
+                 trace: set[str] | None = None, complete: bool = True) -> None:
+        self.proc = proc
+        self.complete = complete
+        self.paths = list(paths)
+        self.request = request.partition(".")[0]
+        self.suffixes = tuple(suffixes)
+        self.sites = sites
+        self.root = root
+        self.version = version
+        self.python = python
+        self.stop = {os.path.normpath(p) for p in stop}
+        self.trace = trace if trace is not None else set()
+        self.env_read: dict[str, str | None] = {}
+        self.modules: dict[str, ModuleValue] = {}
+        self.flags = ldproc.RTLD_NOW  # sys.getdlopenflags()
+        self.loads: list[Load] = []
+        self.ev = Evaluator(self)
+        self._lazy: dict[str, dict[str, Any]] = {}
+        self._builtins = self._make_builtins()
+
+    # ------------------------------------------------------------------ finding modules
+    def _seen(self, path: str) -> None:
+        self.trace.add(path)
+
+    def _in_folder(self, folder: str, tail: str) -> tuple[str, str, list[str] | None] | None:
+        """``FileFinder`` in ``folder``: (kind, file, package folders) of ``tail``, kind
+        ``ext``/``py``/``pyc``/``ns`` (a folder only: a namespace portion)."""
+        self._seen(folder)
+        if not os.path.isdir(folder):  # a zip archive on sys.path, or nothing
+            from moonpin.preflight.env import zipfs
+
+            got = zipfs.find(folder, tail)
+            if got is None:
+                return None
+            return got[0], got[1] or "", list(got[2]) if got[2] is not None else None
+        from importlib import machinery
+
+        pkg = os.path.join(folder, tail)
+        kinds = (*(("ext", s) for s in self.suffixes),
+                 *(("py", s) for s in machinery.SOURCE_SUFFIXES),
+                 *(("pyc", s) for s in machinery.BYTECODE_SUFFIXES))
+        if os.path.isdir(pkg):
+            self._seen(pkg)
+            for kind, s in kinds:
+                init = os.path.join(pkg, "__init__" + s)
+                if os.path.isfile(init):
+                    return kind, init, [pkg]
+        for kind, s in kinds:
+            cand = pkg + s
+            if os.path.isfile(cand):
+                return kind, cand, None
+        if os.path.isdir(pkg):
+            return "ns", "", [pkg]
+        return None
+
+    def _find(self, name: str) -> tuple[str, str, list[str] | None] | None:
+        parent, _, tail = name.rpartition(".")
+        if parent:
+            pmod = self.modules.get(parent)
+            folders = pmod.path if pmod is not None and pmod.path else []
+            if pmod is not None and pmod.kind == "py":  # as its __init__ left __path__
+                now = pmod.globals.get("__path__")
+                if isinstance(now, list) and all(isinstance(x, str) for x in now):
+                    folders = now
+        else:
+            found = importer.find(self.paths, name, self.sites, self.root)
+            if found is not None and found.how != "namespace":
+                init = self._in_folder(os.path.dirname(found.folder), name)
+                if init is not None and init[0] != "ns":
+                    return init
+                if found.how.startswith("editable"):
+                    self._seen(found.folder)
+                    return self._package_at(found.folder)
+            folders = self.paths
+        portions: list[str] = []
+        for folder in folders:
+            got = self._in_folder(folder, tail)
+            if got is None:
+                continue
+            if got[0] != "ns":
+                return got
+            portions += got[2] or []
+        return ("ns", "", portions) if portions else None
+
+    def _package_at(self, folder: str) -> tuple[str, str, list[str] | None] | None:
+        got = self._in_folder(os.path.dirname(folder), os.path.basename(folder))
+        return got if got is not None else ("ns", "", [folder])
+
+    # ------------------------------------------------------------------ Host
+    def import_module(self, name: str, importer_module: ModuleValue) -> ModuleValue:
+        if not name:
+            raise self._raised(ExcValue("ImportError", "Empty module name", importer_module.name))
+        parts = name.split(".")
+        mod: ModuleValue | None = None
+        for i in range(len(parts)):
+            full = ".".join(parts[:i + 1])
+            mod = self.modules.get(full)
+            if mod is None:
+                mod = self._load(full, importer_module)
+        assert mod is not None
+        return mod
+
+    def _load(self, name: str, by: ModuleValue) -> ModuleValue:
+        if name.partition(".")[0] in _STDLIB:
+            mod = self.modules[name] = self._std(name)
+            return mod
+        spec = self._find(name)
+        if spec is None and "." not in name and not self.complete:
+            # --site-packages folders or an --image root kept in part: a top-level module
+            # found in none of them may be elsewhere in the image; nothing is known of it
+            mod = self.modules[name] = ModuleValue(name, "lazy", None, None, 9)
+            return mod
+        if spec is None:
+            raise self._raised(ExcValue("ModuleNotFoundError", f"No module named '{name}'",
+                                  by.name))
+        kind, file, path = spec
+        if kind == "ns":
+            mod = self.modules[name] = ModuleValue(name, "ns", None, path)
+            return mod
+        tier = 9
+        if name.partition(".")[0] == self.request:
+            tier = 0
+        elif "." not in name and by.tier == 0:
+            tier = 1
+        if kind == "ext":
+            return self._load_ext(name, file, path, by)
+        if kind == "pyc" or tier > 1:  # its file is read (and traced) only if asked
+            mod = self.modules[name] = ModuleValue(name, "lazy", file, path, tier)
+            return mod
+        return self._run(name, file, path, tier)
+
+    def run_file(self, name: str, file: str, path: list[str] | None = None) -> ModuleValue:
+        """Module ``name``'s top level, from ``file`` (``path``: a package's folders), run
+        through the evaluator as the import would (raises :class:`Raised` when it fails)."""
+        return self._run(name, file, path, 0)
+
+    def _run(self, name: str, file: str, path: list[str] | None, tier: int) -> ModuleValue:
+        try:
+            big = os.stat(file).st_size > _CAP_SOURCE
+        except OSError:
+            big = False
+        if big:  # past what is read here: judged on its head, else found and not followed
+            from moonpin.preflight.pyimport.pychain import unread
+
+            why = unread(file)
+            if why is not None:
+                raise self._raised(ExcValue("SyntaxError", f"{file}: {why.partition(': ')[2]}",
+                                            name, file))
+            raise Budget(f"{file} is past the {_CAP_SOURCE >> 20} MiB of source read here")
+        mod = self.modules[name] = ModuleValue(name, "py", file, path, tier)
+        if path is not None:
+            mod.globals["__package__"] = name
+        tree = self._parse(file)
+        if tree is None:
+            del self.modules[name]
+            raise self._raised(ExcValue("SyntaxError", f"{file} cannot be read as Python"
+                                        f"{self._why_not(file)}", name, file))
+        try:
+            self.ev.run_module(tree, mod)
+        except Raised:
+            self.modules.pop(name, None)  # a failed import leaves no module behind
+            raise
+        return mod
+
+    def _why_not(self, file: str) -> str:
+        """What the parser says of a file that does not parse (``: invalid syntax (line
+        1)``), or nothing when it cannot be read at all."""
+        import ast
+
+        from moonpin.preflight.env.zipfs import read_source
+
+        try:
+            ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
+        except SyntaxError as e:
+            return f": {e.msg}" + (f" (line {e.lineno})" if e.lineno else "")
+        except (OSError, ValueError, RecursionError, MemoryError) as e:
+            return f" ({type(e).__name__})"
+        return ""
+
+    def _parse(self, file: str) -> Any:
+        import ast
+
+        from moonpin.preflight.env.zipfs import read_source
+
+        self._seen(file)
+        try:
+            return ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+
+    def _load_ext(self, name: str, file: str, path: list[str] | None,
+                  by: ModuleValue) -> ModuleValue:
+        mod = ModuleValue(name, "ext", file, path)
+        if os.path.normpath(file) in self.stop:
+            self.modules[name] = mod
+            return mod
+        out = self.proc.dlopen(file, self.flags)
+        self.loads.append(Load(file, self.flags, out.error, self._blame(by), "import",
+                               out.why))
+        if out.fatal:
+            raise Died(out.error)
+        if out.error is not None:
+            raise self._raised(ExcValue("ImportError", out.error, self._blame(by), file))
+        if not self._exports_init(file, name.rpartition(".")[2]):
+            message = (f"dynamic module does not define module export function "
+                       f"(PyInit_{name.rpartition('.')[2]})")
+            self.loads[-1].error = message
+            self.loads[-1].why = ("symbol", file, f"PyInit_{name.rpartition('.')[2]}")
+            raise self._raised(ExcValue("ImportError", message, self._blame(by), file))
+        self.modules[name] = mod
+        return mod
+
+    def _exports_init(self, file: str, short: str) -> bool:
+        t = self.proc.table(file)
+        if t is None or not getattr(t, "has_symbols", False):
+            return True  # no symbols to read: not judged
+        from moonpin.readers.elfsym import SymbolError, gnu_hash
+
+        name = f"PyInit_{short}".encode()
+        try:
+            return bool(t.defines(name, gnu_hash(name), None, None))  # type: ignore[attr-defined]
+        except SymbolError:
+            return True
+
+    def _raised(self, exc: ExcValue) -> Raised:
+        """``exc`` raised now: its context is the exception being handled, if any."""
+        if self.ev.handling and self.ev.handling[-1] is not exc:
+            exc.context = self.ev.handling[-1]
+        return Raised(exc)
+
+    def _blame(self, by: ModuleValue) -> str:
+        return self.ev.running[-1].name if self.ev.running else by.name
+
+    def import_from(self, module: ModuleValue, name: str, importer_module: ModuleValue) -> Any:
+        if module.kind == "py" and name in module.globals:
+            return module.globals[name]
+        if module.path is not None:
+            sub = f"{module.name}.{name}"
+            if sub in self.modules:
+                return self.modules[sub]
+            if module.kind != "std" and self._find(sub) is not None:
+                return self.import_module(sub, importer_module)
+        if module.kind == "ns":
+            raise self._raised(ExcValue("ImportError", f"cannot import name '{name}' from "
+                                  f"'{module.name}' (unknown location)",
+                                  self._blame(importer_module)))
+        if module.kind == "lazy":
+            return Lazy(module, name)  # read when used: most never are
+        return self.module_attr(module, name)
+
+    def module_attr(self, module: ModuleValue, name: str) -> Any:
+        if name == "__file__":
+            return module.file
+        sub = self.modules.get(f"{module.name}.{name}")
+        if sub is not None:
+            return sub
+        if module.kind in ("py", "std"):
+            return module.globals.get(name, UNKNOWN)
+        if module.kind == "lazy" and module.file and module.file.endswith(".py"):
+            return self._constants(module.file).get(name, UNKNOWN)
+        return module.globals.get(name, UNKNOWN) if name.startswith("__") else UNKNOWN
+
+    def _constants(self, file: str) -> dict[str, Any]:
+        """A Python module's top-level constants (a line ``NAME = literal`` at column 0),
+        read from its text, never run; a name also assigned indented (under a condition,
+        in a function) or defined by ``def``/``class`` is unknown."""
+        got = self._lazy.get(file)
+        if got is not None:
+            return got
+        import ast
+
+        from moonpin.preflight.env.zipfs import read_source
+
+        self._seen(file)
+        out: dict[str, Any] = {}
+        try:
+            text = read_source(file, cap=_CAP_SOURCE, what="Python source").decode(
+                "utf-8", "replace")
+        except OSError:
+            text = ""
+        unknown: set[str] = set()
+        for line in text.splitlines():
+            stripped = line.lstrip()
+            head = stripped.split("=", 1)[0].split(":", 1)[0].strip()
+            if stripped.startswith(("def ", "class ", "async def ")):
+                unknown.add(stripped.split("(", 1)[0].split(":", 1)[0].split()[-1])
+                continue
+            if "=" not in stripped or not head.isidentifier() or stripped[
+                    len(stripped.split("=", 1)[0]):].startswith("=="):
+                continue
+            if line[:1].isspace():
+                unknown.add(head)
+                continue
+            rhs = stripped.split("=", 1)[1].split("#", 1)[0].strip()
+            if rhs in _PLAIN:
+                out[head] = _PLAIN[rhs]
+                continue
+            if rhs.isdigit() and len(rhs) < 20:
+                out[head] = int(rhs)
+                continue
+            try:
+                out[head] = ast.literal_eval(rhs)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                out[head] = UNKNOWN
+        for name in unknown:
+            out[name] = UNKNOWN
+        self._lazy[file] = out
+        return out
+
+    def builtin(self, name: str) -> Any:
+        if name in _EXC_NAMES:
+            return ExcClass(name)
+        return self._builtins.get(name, UNKNOWN)
+
+    # ------------------------------------------------------------------ models
+    def _make_builtins(self) -> dict[str, Any]:
+        def known(v: Any) -> bool:
+            return isinstance(v, (str, bytes, int, float, bool, tuple, list)) or v is None
+
+        def one(fn: Any) -> Builtin:
+            def call(a: list[Any], k: dict[str, Any]) -> Any:
+                if len(a) != 1 or k or not known(a[0]):
+                    return UNKNOWN
+                try:
+                    return fn(a[0])
+                except (TypeError, ValueError):
+                    return UNKNOWN
+            return Builtin(getattr(fn, "__name__", "builtin"), call)
+
+        def many(fn: Any) -> Builtin:
+            return one(lambda v: fn(v) if isinstance(v, (list, tuple)) else UNKNOWN)
+
+        return {
+            "len": one(len), "str": one(str), "bool": one(bool), "list": one(list),
+            "tuple": one(tuple), "sorted": one(sorted),
+            "any": many(lambda v: True if any(x is True for x in v) else (
+                UNKNOWN if any(x is UNKNOWN for x in v) else any(v))),
+            "all": many(lambda v: False if any(x is False for x in v) else (
+                UNKNOWN if any(x is UNKNOWN for x in v) else all(v))),
+            "print": Builtin("print", lambda a, k: None),
+            "open": Builtin("open", self._open),
+            "__import__": Builtin("__import__", lambda a, k: UNKNOWN),
+        }
+
+    def _open(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if args and args[0] == "/proc/self/maps":
+            text = "\n".join(os.path.realpath(o.path) for o in self.proc.objects)
+            return _Obj({"read": Builtin("read", lambda a, k: text),
+                         "readlines": Builtin("readlines", lambda a, k: text.splitlines(True))})
+        return UNKNOWN
+
+    def _env(self, name: Any, default: Any = None) -> Any:
+        if not isinstance(name, str):
+            return UNKNOWN
+        value = os.environ.get(name)
+        self.env_read[name] = value
+        return default if value is None else value
+
+    def _std(self, name: str) -> ModuleValue:
+        mod = ModuleValue(name, "std", None, [] if "." not in name else None)
+        g = mod.globals
+        fs = self._fs_check
+        if name == "os":
+            g.update(sep="/", pathsep=":", name="posix", curdir=".", RTLD_LAZY=ldproc.RTLD_LAZY,
+                     RTLD_NOW=ldproc.RTLD_NOW, RTLD_GLOBAL=ldproc.RTLD_GLOBAL, RTLD_LOCAL=0,
+                     getenv=Builtin("getenv", lambda a, k: self._env(*a, **k)),
+                     environ=_Environ(self._env),
+                     path=self._std("os.path"),
+                     **{f: self._own(f) for f in ("getuid", "geteuid", "getgid", "getegid",
+                                                  "cpu_count")})
+        elif name == "os.path":
+            g.update(sep="/", **{f: self._pure(getattr(os.path, f)) for f in (
+                "join", "dirname", "basename", "normpath", "splitext", "split", "isabs")},
+                abspath=self._pure(os.path.abspath), realpath=self._pure(os.path.realpath),
+                exists=fs(os.path.exists), isfile=fs(os.path.isfile), isdir=fs(os.path.isdir),
+                lexists=fs(os.path.lexists))
+        elif name == "sys":
+            bits64 = self.proc.machine in ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64")
+            g.update(platform="linux", byteorder="little", path=list(self.paths),
+                     version_info=(_VersionInfo(self.version) if self.version is not None
+                                   else UNKNOWN),
+                     maxsize=(1 << 63) - 1 if bits64 else UNKNOWN,
+                     implementation=_Obj({"name": "cpython"}),
+                     executable=self.python if self.python is not None else UNKNOWN,
+                     getdlopenflags=Builtin("getdlopenflags", lambda a, k: self.flags),
+                     setdlopenflags=Builtin("setdlopenflags", self._set_flags))
+        elif name == "platform":
+            machine = self.proc.machine
+            g.update(system=Builtin("system", lambda a, k: "Linux"),
+                     machine=Builtin("machine", lambda a, k: machine),
+                     python_implementation=Builtin("python_implementation",
+                                                   lambda a, k: "CPython"))
+        elif name == "ctypes":
+            cdll = Builtin("CDLL", self._cdll)
+            g.update(CDLL=cdll, PyDLL=cdll, RTLD_GLOBAL=ldproc.RTLD_GLOBAL, RTLD_LOCAL=0,
+                     DEFAULT_MODE=0, cdll=_Obj({"LoadLibrary": cdll}),
+                     pydll=_Obj({"LoadLibrary": cdll}))
+        elif name == "glob":
+            g.update(glob=Builtin("glob", self._glob), iglob=Builtin("iglob", self._glob))
+        elif name == "importlib":
+            g.update(import_module=Builtin("import_module", self._import_module))
+        elif name == "pkgutil":
+            g.update(extend_path=Builtin("extend_path", self._extend_path))
+        elif name == "typing":
+            g.update(TYPE_CHECKING=False)
+        elif name == "textwrap":
+            import textwrap
+
+            g.update(dedent=self._pure(textwrap.dedent))
+        return mod
+
+    @staticmethod
+    def _own(name: str) -> Builtin:
+        """``os.<name>()`` of this process: the worker's (the check runs as it, on its
+        machine)."""
+        value = getattr(os, name)()
+        return Builtin(name, lambda a, k: UNKNOWN if a or k else value)
+
+    def _pure(self, fn: Any) -> Builtin:
+        def call(a: list[Any], k: dict[str, Any]) -> Any:
+            if k or not a or not all(isinstance(x, str) for x in a):
+                return UNKNOWN
+            try:
+                return fn(*a)
+            except (TypeError, ValueError):
+                return UNKNOWN
+        return Builtin(getattr(fn, "__name__", "os.path"), call)
+
+    def _fs_check(self, fn: Any) -> Builtin:
+        def call(a: list[Any], k: dict[str, Any]) -> Any:
+            if len(a) != 1 or k or not isinstance(a[0], str):
+                return UNKNOWN
+            self._seen(a[0])
+            return bool(fn(a[0]))
+        return Builtin(getattr(fn, "__name__", "os.path"), call)
+
+    def _set_flags(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if len(args) == 1 and isinstance(args[0], int) and not isinstance(args[0], bool):
+            self.flags = args[0]
+        return None
+
+    def _glob(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        pattern = args[0] if args else kwargs.get("pathname")
+        if not isinstance(pattern, str) or kwargs.get("recursive"):
+            return UNKNOWN
+        import glob
+
+        fixed = pattern
+        while glob.has_magic(fixed):
+            fixed = os.path.dirname(fixed)
+        self._seen(fixed or ".")
+        got = glob.glob(pattern)
+        for g in got:
+            self._seen(os.path.dirname(g))
+        return got
+
+    def _extend_path(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """``pkgutil.extend_path(path, name)``: ``path`` with every ``name`` portion of the
+        parent's search path (``sys.path`` for a top-level package), in order, and the
+        lines of ``name.pkg`` files there."""
+        path = args[0] if args else kwargs.get("path")
+        name = args[1] if len(args) > 1 else kwargs.get("name")
+        if not isinstance(path, list) or not isinstance(name, str):
+            return path if not isinstance(name, str) else UNKNOWN
+        parent, _, final = name.rpartition(".")
+        search: Any = self.paths
+        if parent:
+            up = self.modules.get(parent)
+            search = up.globals.get("__path__") if up is not None else None
+            if not isinstance(search, list):
+                return list(path)
+        out = list(path)
+        for entry in search:
+            if not isinstance(entry, str) or not os.path.isdir(entry):
+                continue
+            got = self._in_folder(entry, final)
+            out.extend(p for p in (got[2] or () if got is not None else ()) if p not in out)
+            pkgfile = os.path.join(entry, name + ".pkg")
+            if os.path.isfile(pkgfile):
+                self._seen(pkgfile)
+                from moonpin.preflight.pyimport.metapath import pkg_lines
+
+                out.extend(pkg_lines(pkgfile))
+        return out
+
+    def _import_module(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        name = args[0] if args else kwargs.get("name")
+        if not isinstance(name, str):
+            return UNKNOWN
+        running = self.ev.running[-1] if self.ev.running else ModuleValue("__main__", "py")
+        return self.import_module(name, running)
+
+    def _cdll(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        name = args[0] if args else kwargs.get("name")
+        mode = args[1] if len(args) > 1 else kwargs.get("mode", 0)
+        handle = args[2] if len(args) > 2 else kwargs.get("handle")
+        if handle is not None or name is None:
+            return _Obj({})  # an existing handle, or the program itself: nothing loaded
+        if not isinstance(name, str):
+            return UNKNOWN
+        if not isinstance(mode, int) or isinstance(mode, bool):
+            mode = 0
+        mode |= ldproc.RTLD_NOW  # ctypes (Modules/_ctypes/callproc.c: py_dl_open)
+        if "/" in name:
+            self._seen(name)
+        out = self.proc.dlopen(name, mode)
+        module = self.ev.running[-1].name if self.ev.running else ""
+        self.loads.append(Load(name, mode, out.error, module, "ctypes", out.why))
+        if out.fatal:
+            raise Died(out.error)
+        if out.error is not None:
+            raise self._raised(ExcValue("OSError", out.error, module, name))
+        return _Obj({})

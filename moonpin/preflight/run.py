@@ -1,0 +1,694 @@
+"""``moonpin check``: is this image's mooncake usable by this SGLang + torch? (light mode)
+
+Run at worker start, before any model I/O. Everything is read from the file system:
+installed distributions (``importlib.metadata``), the installed SGLang's own sources (with
+the readers' ``ast`` analyzer), the mooncake loaders (``mooncake/pg.py``/``ep.py``) and the
+builds they would import, found the way the import system would find them (any suffix in
+``importlib.machinery.all_suffixes()``: a real extension module and a ``.py`` stand-in are
+read alike). Nothing of torch, mooncake or SGLang is imported, and neither httpx nor
+networkx nor the resolver's graph is loaded on this path.
+
+Exit codes: 0 usable (or mooncake not requested), 1 not usable, 2 could not check.
+
+The deep probe (on by default for elastic EP; ``--no-deep`` turns it off) imports torch
+and the process-group module in a child interpreter with a timeout, checks each required
+name on the imported module, and reads ``torch.distributed.Backend.backend_capability``
+for ``mooncake`` and ``mooncake-cpu``. A crash (signal) or a hang is a finding; a host
+without the NVIDIA driver (``libcuda.so.1`` missing) "could not import here", which is not
+an incompatibility: the light checks decide.
+
+Test hook: ``MOONPIN_CHECK_CUDA_FALLBACK`` replaces ``/usr/local/cuda``, the CUDA root
+torch's ``cpp_extension`` falls back to when neither ``CUDA_HOME``/``CUDA_PATH`` nor an
+``nvcc`` on ``PATH`` names one (so a test can model a host without a toolkit).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from moonpin.preflight.result import CheckResult, Report, shown
+from moonpin.preflight.result import report as _report
+from moonpin.kb.cache import facts_memo
+
+# A worker runs this at every start, so its modules load nothing past ``os``: ``re``,
+# ``json``, ``ast``, ``pathlib``, ``typing`` and ``dataclasses`` each pull in ``re`` and
+# ``enum`` (~8 ms, as much as the interpreter's own start). What needs them is imported
+# where it is used, and what they would compute from a file is kept in the file-facts memo
+# (:func:`moonpin.kb.cache.facts_memo`), validated by the file's size and mtime. The check's parts
+# live beside it: moonpin/preflight/installed/image_facts.py (what is installed), build_facts.py (what a
+# build
+# or loader file says), check_sglang.py (what the SGLang release needs), check_pg.py (the
+# elastic-EP module, loader and build), check_libraries.py and deep_probe.py.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, NoReturn
+
+    FixProvider = Callable[[str, str, str, str], list[str]]
+    StrPath = str | os.PathLike[str]
+
+    from moonpin.preflight.env.context import Context, Run
+    from moonpin.preflight.env.target import Target
+    from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement, Torch
+    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.pyimport.importer import Sources
+else:
+    from _collections_abc import Callable as _Callable  # what collections.abc re-exports
+
+    FixProvider = _Callable[[str, str, str, str], list[str]]
+
+__all__ = ["CheckResult", "FixProvider", "Report", "check_image",
+           "main", "requested_features"]
+
+_FLAGS = {
+    "--elastic-ep-backend": "elastic-ep",
+    "--moe-a2a-backend": "moe-a2a",
+    "--disaggregation-transfer-backend": "pd-disaggregation",
+    "--hicache-storage-backend": "hicache",
+}
+
+
+def requested_features(launch_args: Sequence[str],
+                       elastic_ep_backend: str | None = None) -> dict[str, str]:
+    """feature -> backend, for the mooncake-relevant flags in the worker's arguments."""
+    out: dict[str, str] = {}
+    if elastic_ep_backend:
+        out["elastic-ep"] = elastic_ep_backend
+    args = list(launch_args)
+    for i, a in enumerate(args):
+        flag, eq, value = a.partition("=")
+        if flag not in _FLAGS:
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        out.setdefault(_FLAGS[flag], value)
+    return out
+
+
+def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = (),
+                site_packages: Sequence[StrPath] | None = None, kb_path: StrPath | None = None,
+                strict: bool = False, fix_provider: FixProvider | None = None,
+                deep: bool | None = None, deep_timeout: float = 120.0,
+                source_cache: bool = True, python: str | None = None,
+                rootfs: StrPath | None = None, config: Any = None,
+                partial_root: bool = False, where: bool = True) -> Report:
+    """Read the image and decide whether the requested mooncake features can work.
+
+    The image is ``python``'s environment (its ``sys.path``, Python version and extension
+    suffixes; it runs the deep probe), else the ``site_packages`` folders, else an active
+    virtualenv moonpin does not run from, else this interpreter
+    (:mod:`moonpin.preflight.env.target`).
+    ``rootfs``: an image's unpacked root filesystem, judged from outside with its
+    ``config`` (:mod:`moonpin.preflight.env.rootfs`; nothing in it runs, no deep probe);
+    ``partial_root``: that root holds only what the check reads of the image (``--image``),
+    so a top-level module it lacks may still be in the image.
+
+    ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
+    unchanged files (see :mod:`moonpin.preflight.installed.sources`), and every build, loader and table
+    instead
+    of trusting the file-facts memo (:func:`moonpin.kb.cache.facts_memo`).
+
+    ``where=False`` leaves :attr:`Report.found` (where the importer finds sglang, mooncake
+    and torch) empty: only the JSON output shows it, and the text output of a worker start
+    does without the ~1 ms it costs."""
+    target = None
+    if rootfs is not None:
+        from moonpin.preflight.env import target as tg
+        from moonpin.preflight.env.rootfs import for_image, target_for
+
+        try:
+            target = target_for(os.fspath(rootfs), config)
+        except tg.TargetError as e:
+            return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
+                                        "folder of an unpacked image (--rootfs) holding its "
+                                        "Python")], strict, could_not_check=True)
+    from moonpin.preflight.env.context import Run
+    from moonpin.kb.files import confine
+
+    run = Run()  # what this check starts beside reading (children computing ahead)
+    memo = facts_memo()
+    memo.enabled = source_cache
+    confine(target.root if target is not None else None)
+    found: dict[str, Any] = {}
+    seen: dict[str, Any] = {}
+    try:
+        report = _check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
+                              site_packages=site_packages, kb_path=kb_path, strict=strict,
+                              fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
+                              source_cache=source_cache, python=python, target=target,
+                              found=found if where else None, partial_root=partial_root,
+                              seen=seen, run=run)
+        report.found = found
+        if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
+            from moonpin.preflight.env.pep668 import for_target
+
+            chosen = seen.get("target")
+            report = for_target(report, chosen.managed if chosen is not None else None)
+    finally:
+        run.close()  # a load begun ahead and not taken: its child is ended
+        confine(None)
+        memo.enabled = True
+        memo.flush()  # what was learned; a cache that cannot be written costs only time
+    return report if target is None else for_image(report, target)
+
+
+def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
+                 site_packages: Sequence[StrPath] | None, kb_path: StrPath | None,
+                 strict: bool, fix_provider: FixProvider | None, deep: bool | None,
+                 deep_timeout: float, source_cache: bool, python: str | None,
+                 found: dict[str, Any] | None, target: Target | None = None,
+                 partial_root: bool = False, seen: dict[str, Any] | None = None,
+                 run: Run | None = None) -> Report:
+    features = requested_features(launch_args, elastic_ep_backend)
+    others = {f: b for f, b in features.items() if b != "mooncake"}
+    if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
+        from moonpin.preflight.judge.choices import refused_backends
+
+        said: list[CheckResult] = []
+        target = target or _target(site_packages, python, said.append)
+        refused = (refused_backends(others, _FLAGS, target, kb_path)
+                   if target is not None else [])
+        if refused:
+            return _report(refused, strict=False, could_not_check=True)
+    wanted = {f: b for f, b in features.items() if b == "mooncake"}
+    if not wanted:
+        asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
+        return _report([CheckResult("mooncake", "skip",
+                                    f"mooncake backend not requested ({asked}); nothing to check")],
+                       strict=False)
+    from moonpin.preflight.env.context import Context
+    from moonpin.preflight.installed import image_facts as im
+    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.judge.pg import check_pg
+    from moonpin.preflight.judge.sglang import (
+        check_feature,
+        check_launch,
+        check_sglang_torch,
+        sglang_requirement,
+    )
+
+    checks: list[CheckResult] = []
+    add = checks.append
+    target = target or _target(site_packages, python, add)
+    if target is None:
+        return _report(checks, strict, could_not_check=True)
+    if seen is not None:
+        seen["target"] = target
+    paths = target.paths
+    # the environment as every part of the check reads it, with one model of its importer
+    ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run)
+    add(CheckResult("target", "pass", target.describe()))
+    if site_packages is not None or target.root is not None:  # (an interpreter that answered
+        from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
+
+        stop = interpreter_stops(target.sites or ())
+        if stop is not None:
+            add(CheckResult("interpreter", "fail", *stop))
+            return _report(checks, strict)
+    unlisted = [u for u in map(im.unlistable, paths) if u] if site_packages is not None else []
+    if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
+        add(CheckResult("site-packages", "fail", "; ".join(unlisted) + ": nothing installed "
+                        "there can be imported", "make it readable by the worker's user "
+                        "(chmod a+rX on the folder)"))
+        return _report(checks, strict)
+    sglang_src = im.sglang_sources(ctx, source_cache)
+    kb_file = os.fspath(kb_path) if kb_path is not None else None
+    fixer = Fixer(fix_provider, kb_file)
+    fixer.python = target.tag
+    if target.machine is not None:
+        fixer.arch = target.machine
+    add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
+    dists, mooncakes = _distributions(paths, fixer)
+    kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
+    if found is not None:
+        found.update(_where(ctx, target, site_packages is not None and python is None, dists,
+                            mooncakes, sglang_src))
+    sglang, torch_d = dists.get("sglang"), dists.get("torch")
+    from moonpin.preflight.judge.torch_check import torch_of
+
+    torch = torch_of(torch_d, fixer, add, ctx, im.find_package(ctx, "torch"))
+    if sglang is not None and torch is not None:  # the torch SGLang itself pins
+        check_sglang_torch(sglang, torch.version, fixer, add)
+    if "elastic-ep" in wanted and torch is not None and sglang_src is not None:
+        _load_ahead(ctx, sglang_src, kb.requirement(sglang.version if sglang else None),
+                    mooncakes, torch, kb, fixer, source_cache)
+    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src)
+    if launch_args:  # the worker's own launch arguments against this release's rules
+        from moonpin.preflight.judge.choices import own_launch
+
+        check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
+                     own_launch(sglang_src, sglang, kb))
+    pkg = _mooncake_package(ctx, mooncakes, fixer, add)
+    if pkg is None:
+        return _report(checks, strict)
+    if "elastic-ep" in wanted:
+        check_pg(pkg, ctx, req, torch, kb, fixer, add)
+    for f in sorted(set(wanted) - {"elastic-ep"}):
+        check_feature(f, ctx, pkg, sglang.version if sglang else None, kb, add,
+                       sglang_src, source_cache)
+    ctx.run.cancel()  # a load begun ahead that no check took: not beside the probe
+    if deep is None:
+        deep = "elastic-ep" in wanted
+    if target.root is not None:
+        add(CheckResult("deep probe", "skip", "nothing in the image runs (judged from its "
+                        "files: --rootfs/--image); light checks only"))
+    elif not deep:
+        add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
+    elif torch_d is None:
+        add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
+    else:
+        _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
+              target.python or sys.executable)
+    return _report(checks, strict)
+
+
+def _load_ahead(ctx: Context, src: Sources, req: Requirement | None,
+                mooncakes: list[Dist], torch: Torch, kb: KBView, fixer: Fixer,
+                source_cache: bool) -> None:
+    """On a cold start, the elastic-EP module's load (the check's other long piece) begun on
+    a second core while SGLang's sources are read, for the requirement the KB records for
+    the release (:mod:`moonpin.preflight.prefetch`; a guess the sources then confirm:
+    a load asked for with other inputs is computed afresh)."""
+    from moonpin.preflight.installed import sources
+
+    if not sources.will_read(src, source_cache):
+        return
+    pkg = _mooncake_package(ctx, mooncakes, fixer, lambda c: None)
+    if pkg is None:
+        return
+    from moonpin.preflight import prefetch
+    from moonpin.preflight.judge.pg import check_pg
+
+    def work() -> dict[str, object]:  # in the child: each load it computes, recorded
+        record: dict[str, object] = {}
+        ctx.run.record = record
+        check_pg(pkg, ctx, req, torch, kb, fixer, lambda c: None)
+        return record
+
+    child = prefetch.start(work)
+    if child is not None:
+        ctx.run.pending.append(child)
+
+
+def _where(ctx: Context, target: Target, given_sites: bool, dists: dict[str, Dist],
+           mooncakes: list[Dist], sglang_src: Sources | None = None) -> dict[str, Any]:
+    """Where the importer finds sglang, mooncake and torch, for ``--json``
+    (:func:`moonpin.preflight.installed.where.where`); ``PYTHONPATH`` is the target's unless the
+    environment is ``--site-packages`` folders, which do not add it."""
+    from moonpin.preflight.installed.image_facts import locate
+    from moonpin.preflight.installed.where import where
+    from moonpin.preflight.judge.sglang import editable_dist
+
+    pythonpath = [] if given_sites else [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    out = {}
+    for name in ("sglang", "mooncake", "torch"):
+        got = locate(ctx, name)
+        dist: Dist | None
+        if name == "mooncake":
+            owner = [d for d in mooncakes if got is not None
+                     and got.folder == os.path.join(d.root, "mooncake")]
+            dist = (owner or mooncakes)[0] if owner or mooncakes else None
+        else:
+            dist = dists.get(name)
+        out[name] = where(got, target.paths, target.sites, pythonpath, dist,
+                          editable_dist(dist) if dist is not None else False, target.cwd,
+                          sglang_src if name == "sglang" else None)
+    return out
+
+
+def _target(site_packages: Sequence[StrPath] | None, python: str | None,
+            add: Callable[[CheckResult], None]) -> Target | None:
+    """The environment to read (:mod:`moonpin.preflight.env.target`), or None (said with
+    ``add``)."""
+    from moonpin.preflight.env import target as tg
+
+    if site_packages is not None:
+        missing = [os.fspath(p) for p in site_packages if not os.path.isdir(p)]
+        if missing:
+            add(CheckResult("site-packages", "fail", f"not a folder: {', '.join(missing)}"))
+            return None
+    try:
+        if python is not None:
+            target = tg.from_python(python)
+            if site_packages is not None:  # those folders, with what their .pth files add
+                given = tg.from_site_packages([os.fspath(p) for p in site_packages])
+                target.paths, target.sites = given.paths, given.sites
+            return target
+        if site_packages is not None:
+            return tg.from_site_packages([os.fspath(p) for p in site_packages])
+        return tg.default()
+    except tg.TargetError as e:
+        add(CheckResult("target", "fail", str(e), "pass the image's interpreter, e.g. "
+                        "--python /opt/venv/bin/python"))
+        return None
+
+
+def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
+                    sglang: str | None = None) -> KBView:
+    """The KB as the check reads it; ``sglang``: the installed release (its entry is all a
+    start that passes reads of the resolved index)."""
+    from moonpin.preflight.installed.image_facts import KBView
+    from moonpin.kb.paths import default_kb_file
+
+    kb = KBView(kb_file or default_kb_file(), sglang)
+    if not kb.ok:
+        add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
+                        "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
+    else:
+        add(CheckResult("kb", "pass", f"read {kb.msg}"))
+    return kb
+
+
+def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist], list[Dist]]:
+    """The installed distributions by name (the first on the path wins), and every mooncake
+    one; the fix lines learn their versions."""
+    from moonpin.preflight.installed.image_facts import MOONCAKE_PREFIX, read_dists
+
+    dists: dict[str, Dist] = {}
+    mooncakes: list[Dist] = []
+    for d in read_dists(paths):
+        dists.setdefault(d.name, d)
+        if d.name.startswith(MOONCAKE_PREFIX):
+            mooncakes.append(d)
+    sglang, torch_d = dists.get("sglang"), dists.get("torch")
+    fixer.sglang = sglang.version if sglang else None
+    fixer.torch = torch_d.version if torch_d else None
+    fixer.mooncakes = [(d.name, d.version) for d in mooncakes]
+    return dists, mooncakes
+
+
+def _mooncake_package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
+                      add: Callable[[CheckResult], None]) -> str | None:
+    """The mooncake/ package folder the installed distributions provide, or None (said)."""
+    from moonpin.preflight.installed.image_facts import locate
+
+    if not mooncakes:
+        add(CheckResult("mooncake installed", "fail",
+                        "no mooncake distribution installed (none installed)", fixer.line()))
+        return None
+    listing = ", ".join(f"{d.name} {d.version}" for d in mooncakes)
+    by_root: dict[str, list[Dist]] = {}
+    for d in mooncakes:
+        if d.files is None or any(f.lstrip("./").startswith("mooncake/") for f in d.files):
+            by_root.setdefault(d.root, []).append(d)
+    clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
+    if clash:
+        add(CheckResult("mooncake installed", "fail",
+                        f"{len(clash)} mooncake distributions installed over one mooncake/ "
+                        f"folder ({', '.join(f'{d.name} {d.version}' for d in clash)}): "
+                        "its files are a mix of both",
+                        fixer.line() if fixer.line().startswith("pip ") else
+                        f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
+                        f"{fixer.line()}",
+                        (clash[0].root,)))
+    found = locate(ctx, "mooncake")
+    pkg = found.folder if found is not None else None
+    if not clash:  # named where it is when not in a distribution's own folder
+        elsewhere = found is not None and not any(
+            found.folder == os.path.join(d.root, "mooncake") for d in mooncakes)
+        add(CheckResult("mooncake installed", "pass", listing + (
+            f" from {found.folder} ({'editable' if found.editable else found.how})"
+            if found is not None and elsewhere else "")))
+    if pkg is None:
+        add(CheckResult("mooncake package", "fail",
+                        f"{listing} is installed but no mooncake/ package folder was found",
+                        fixer.reinstall()))
+    return pkg
+
+
+def _deep(checks: list[CheckResult], pkg: str, req: Requirement | None,
+          site_packages: Sequence[StrPath] | None, timeout: float, python: str) -> None:
+    """The deep probe's results added to ``checks``; what it saw then settles a light
+    library guess (:func:`moonpin.preflight.probe.deep_probe._downgrade_light_libraries`)."""
+    from moonpin.preflight.installed.image_facts import PG_MODULES
+    from moonpin.preflight.probe.deep_probe import deep_probe, downgrade_light_libraries
+
+    module = req.module if req is not None and req.module else next(
+        (m for m in PG_MODULES if os.path.isfile(os.path.join(pkg, f"{m.split('.')[1]}.py"))),
+        None)
+    if module is None:
+        checks.append(CheckResult("deep probe", "skip", "no process-group module to import"))
+        return
+    for r in deep_probe(module, req.names if req is not None else (), site_packages, timeout,
+                         python):
+        # the light check's install line, where it has one, fixes what the deep
+        # probe then sees: say that line rather than the library hint
+        pip_fix = next((c.fix for c in checks if c.status == "fail" and c.fix
+                        and c.fix.startswith("pip ")), None)
+        if r.status == "fail" and pip_fix and r.name == "deep probe":
+            r = CheckResult(r.name, r.status, r.message, pip_fix, r.evidence)
+        checks.append(r)
+    checks[:] = downgrade_light_libraries(checks)
+
+
+# ------------------------------------------------------------------ command line
+
+
+def _seconds(text: str) -> float:
+    """A finite positive number of seconds (argparse's type for --deep-timeout)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < 1e9):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a number of seconds above 0 (e.g. --deep-timeout 300)")
+    return value
+
+
+def _parser(json_errors: bool = False) -> Any:
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            """argparse's refusal as every moonpin command says it: the usage, the error
+            with a tip (the nearest option), and with ``--json`` the check's JSON
+            document on stdout (could not check, exit 2)."""
+            from moonpin.resolver.spelling import argparse_hint
+
+            if len(message) > 400:
+                message = message[:400] + f"... ({len(message):,} characters)"
+            tip = argparse_hint(self, message) or f"`{self.prog} --help` says what it takes"
+            self.print_usage(sys.stderr)
+            print(shown(f"{self.prog}: error: {message}") + "\ntip: " + shown(tip),
+                  file=sys.stderr)
+            if json_errors:
+                import json
+
+                doc = json.loads(_report([CheckResult("arguments", "fail", message, tip)],
+                                         strict=False, could_not_check=True).to_json())
+                doc.update(error=message, tip=tip)
+                print(json.dumps(doc, indent=1))
+            raise SystemExit(2)
+
+        def _get_formatter(self) -> argparse.HelpFormatter:
+            from moonpin.resolver.inputs import help_width  # not shutil's, and its compressors
+
+            return self.formatter_class(prog=self.prog, width=help_width())  # type: ignore[call-arg]
+
+    p = Parser(prog="moonpin check",
+                                description="check this image's mooncake before worker start",
+                                epilog="exit codes: 0 usable; 1 not usable (or, with --strict, "
+                                       "a warning); 2 could not check")
+    p.add_argument("--elastic-ep-backend", default=None, metavar="BACKEND",
+                   help="the worker's --elastic-ep-backend (mooncake: check what it needs)")
+    p.add_argument("--enable-dp-attention", action="store_true",
+                   help="accepted; does not change the light checks")
+    p.add_argument("--site-packages", action="append", default=None,
+                   metavar="PATH", help="read this folder instead of sys.path (repeatable); "
+                   "its Python version comes from its path (lib/python3.X/site-packages)")
+    p.add_argument("--python", default=None, metavar="PATH",
+                   help="check this interpreter's environment (its sys.path, Python version "
+                   "and extension suffixes; the deep probe runs it). Default: an active "
+                   "virtualenv other than moonpin's own, else this interpreter")
+    p.add_argument("--rootfs", default=None, metavar="DIR",
+                   help="judge an unpacked image root (what `docker export` or `umoci "
+                   "unpack` leaves) from outside, running nothing in it")
+    p.add_argument("--image", default=None, metavar="PATH",
+                   help="judge an image file (an OCI layout or archive, a `docker save` "
+                   "tarball) before it is deployed: unpacked to a temporary folder, then "
+                   "as --rootfs with the image's Env and Entrypoint")
+    p.add_argument("--platform", default=None, metavar="OS/ARCH",
+                   help="with --image: the image of a multi-platform index (linux/amd64)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="one line when usable; only the failing checks otherwise")
+    p.add_argument("--kb", default=None, help="knowledge-base file (default: the one "
+                   "commands read)")
+    p.add_argument("--strict", action="store_true", help="warnings fail")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--deep", action=argparse.BooleanOptionalAction, default=None,
+                   help="import the module in a child interpreter (default: on for elastic EP)")
+    p.add_argument("--deep-timeout", type=_seconds, default=120.0, metavar="SECONDS",
+                   help="how long the deep probe may take (default 120)")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="read every SGLang source; neither use nor write the analysis cache "
+                        "($MOONPIN_CACHE_DIR, default ~/.cache/moonpin)")
+    return p
+
+
+class _Args:
+    """What :func:`_parser` would return, for the common command lines."""
+
+    def __init__(self) -> None:
+        self.elastic_ep_backend: str | None = None
+        self.enable_dp_attention = False
+        self.site_packages: list[str] | None = None
+        self.python: str | None = None
+        self.rootfs: str | None = None
+        self.image: str | None = None
+        self.platform: str | None = None
+        self.quiet = False
+        self.kb: str | None = None
+        self.strict = False
+        self.json = False
+        self.deep: bool | None = None
+        self.deep_timeout = 120.0
+        self.cache = True
+
+
+_FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
+               "--strict": ("strict", True), "--json": ("json", True),
+               "--deep": ("deep", True), "--no-deep": ("deep", False),
+               "--no-cache": ("cache", False), "-q": ("quiet", True),
+               "--quiet": ("quiet", True)}
+_VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python",
+           "--rootfs", "--image", "--platform"}
+
+
+def _fast_parse(argv: Sequence[str]) -> _Args | None:
+    """Parse the options of :func:`_parser` without loading argparse (a worker start pays
+    for every import); None for anything unusual (help, abbreviations, errors), which
+    argparse then handles with its own messages."""
+    ns = _Args()
+    i = 0
+    while i < len(argv):
+        opt, eq, value = argv[i].partition("=")
+        i += 1
+        if opt in _FLAGS_ONLY and not eq:
+            attr, val = _FLAGS_ONLY[opt]
+            setattr(ns, attr, val)
+            continue
+        if opt not in _VALUED:
+            return None
+        if not eq:
+            if i >= len(argv) or argv[i].startswith("-"):
+                return None
+            value = argv[i]
+            i += 1
+        if opt == "--elastic-ep-backend":
+            ns.elastic_ep_backend = value
+        elif opt == "--site-packages":
+            ns.site_packages = [*(ns.site_packages or []), value]
+        elif opt == "--kb":
+            ns.kb = value
+        elif opt in ("--python", "--rootfs", "--image", "--platform"):
+            setattr(ns, opt[2:], value)
+        else:
+            try:
+                ns.deep_timeout = float(value)
+            except ValueError:
+                return None
+            if not (0 < ns.deep_timeout < 1e9):
+                return None  # argparse says why
+    return ns
+
+
+def _exclusive(ns: _Args) -> CheckResult | None:
+    """The failure of a command line naming two images, or None."""
+    given = [opt for opt, value in (("--image", ns.image), ("--rootfs", ns.rootfs),
+                                    ("--python", ns.python),
+                                    ("--site-packages", ns.site_packages)) if value]
+    if len(given) > 1 and given[0] in ("--image", "--rootfs"):
+        return CheckResult("command line", "fail", f"{given[0]} and {given[1]} cannot be "
+                           "used together: each names the image to judge",
+                           f"pass one of them (e.g. moonpin check {given[0]} "
+                           f"{ns.image or ns.rootfs} --elastic-ep-backend mooncake)")
+    if ns.platform is not None and ns.image is None:
+        return CheckResult("command line", "fail", "--platform picks the image of an image "
+                           "file's index: it needs --image", "pass --image PATH too, or drop "
+                           "--platform")
+    return None
+
+
+def _check_image_file(ns: _Args, launch: list[str]) -> Report:
+    """``--image``: unpacked to a temporary folder, judged as ``--rootfs`` with its config."""
+    try:
+        import importlib
+
+        from moonpin.preflight.env.rootfs import unpacked
+
+        ImageError = importlib.import_module("moonpin.readers.image").ImageError
+    except ImportError as e:
+        return _report([CheckResult("image", "fail", f"this moonpin cannot read image "
+                                    f"files ({e})", "unpack the image (`docker export`, "
+                                    "`umoci unpack`) and pass --rootfs DIR")],
+                       strict=False, could_not_check=True)
+    try:
+        with unpacked(ns.image or "", ns.platform) as (root, config):
+            return check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
+                               kb_path=ns.kb, strict=ns.strict, source_cache=False,
+                               rootfs=root, config=config, partial_root=True)
+    except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
+        tip = getattr(e, "tip", None) or getattr(e, "hint", None)
+        return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
+                                    "layout or archive, or a `docker save` tarball")],
+                       strict=False, could_not_check=True)
+
+
+def _errors(report: Report) -> None:
+    """The failures that stopped the check, on stderr, each with its tip."""
+    for c in report.checks:
+        if c.status == "fail":
+            print(shown(f"moonpin check: error: {c.name}: {c.message}") + "\ntip: "
+                  + shown(c.fix or "check the command line (--site-packages, --python, --kb)"),
+                  file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    launch: list[str] = []
+    if "--" in args_in:
+        i = args_in.index("--")
+        args_in, launch = args_in[:i], args_in[i + 1:]
+    ns = _fast_parse(args_in)
+    if ns is None:  # help, or something to complain about: argparse says it properly
+        try:
+            ns = _parser("--json" in args_in).parse_args(args_in)
+        except SystemExit as e:  # argparse: bad arguments are "could not check"
+            return 2 if e.code else 0
+    clash = _exclusive(ns)
+    if clash is not None:
+        report = _report([clash], strict=False, could_not_check=True)
+    elif ns.image is not None:
+        report = _check_image_file(ns, launch)
+    else:
+        report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
+                             site_packages=ns.site_packages, kb_path=ns.kb,
+                             strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
+                             source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs,
+                             where=ns.json)
+    if report.exit_code == 2:  # could not check: said as every command says bad input
+        _errors(report)
+    try:
+        if ns.json:
+            print(report.to_json())
+        elif report.exit_code == 2:
+            if not ns.quiet:
+                print("\n".join(report.stopped_lines()))
+        elif ns.quiet:
+            print("\n".join(report.quiet_lines()))
+        else:
+            print("\n".join(report.lines()))
+    except BrokenPipeError:  # the reader left (`| head`): the verdict's exit code still holds
+        from moonpin.kb.files import to_devnull
+
+        to_devnull(1)
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

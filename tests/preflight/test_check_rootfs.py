@@ -1,0 +1,448 @@
+"""``moonpin check --rootfs DIR`` (and ``--image``): an image's root filesystem judged from
+outside, on fake roots written around the fake images the other check tests use
+(:mod:`tests.lib.images`, :mod:`tests.lib.scenario_image`): a Debian-like layout, a venv
+whose interpreter is an absolute symbolic link, an editable SGLang checkout named by
+absolute image paths. The verdict and lines must equal those of ``--site-packages`` on the
+same image in place, but for the paths (image paths) and the fix lines (a Dockerfile's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from moonpin.preflight.env.rootfs import ImageConfig, dockerfile_fix, target_for
+from moonpin.preflight.run import check_image
+from tests.preflight.test_importer import SETUPTOOLS_FINDER, editable_dist, write_sglang_sources
+from tests.lib.checkrun import ROOT, Run, run, small_kb
+from tests.lib.images import add_mooncake, add_torch, ext_suffix, healthy_image
+
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def python_at(root: Path, image: str, version: str = PY, *, debian: bool = True) -> None:
+    """A stand-in interpreter file at ``image`` (``/usr/bin/python3.X``) and the standard
+    library folder its prefix has (``os.py``, getpath's landmark; Debian's ``site.py``)."""
+    exe = root / image.lstrip("/")
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_bytes(b"\x7fELF stand-in")
+    exe.chmod(0o755)
+    prefix = Path(image).parent.parent
+    std = root / str(prefix).lstrip("/") / "lib" / f"python{version}"
+    std.mkdir(parents=True, exist_ok=True)
+    (std / "os.py").write_text("")
+    (std / "site.py").write_text("# Debian's: /usr/lib/python3/dist-packages\n" if debian
+                                 else "# upstream\n")
+    (std / "lib-dynload").mkdir(exist_ok=True)
+
+
+def debian_root(root: Path, version: str = PY) -> Path:
+    """``/usr/bin/python3 -> python3.X``, pip installs in ``/usr/local/lib/python3.X/
+    dist-packages`` (SGLang's own image); returns that folder."""
+    python_at(root, f"/usr/bin/python{version}", version)
+    (root / "usr/bin/python3").symlink_to(f"python{version}")
+    site = root / f"usr/local/lib/python{version}/dist-packages"
+    site.mkdir(parents=True)
+    return site
+
+
+def venv_root(root: Path, *, system_site: bool = False) -> Path:
+    """``/opt/venv/bin/python -> /usr/bin/python3.X`` (absolute: only inside the root does
+    it name the image's interpreter), ``pyvenv.cfg`` with ``home = /usr/bin``."""
+    python_at(root, f"/usr/bin/python{PY}")
+    (root / "usr/bin/python3").symlink_to(f"python{PY}")
+    venv = root / "opt/venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/python").symlink_to(f"/usr/bin/python{PY}")
+    (venv / "bin/python3").symlink_to("python")
+    (venv / "pyvenv.cfg").write_text(
+        f"home = /usr/bin\ninclude-system-site-packages = {str(system_site).lower()}\n"
+        f"version = {PY}.7\n")
+    site = venv / f"lib/python{PY}/site-packages"
+    site.mkdir(parents=True)
+    return site
+
+
+def run_root(root: Path, *args: str, kb: Path | None = None) -> Run:
+    cmd = [sys.executable, "-m", "moonpin.preflight", "--rootfs", str(root),
+           "--elastic-ep-backend", "mooncake", *(["--kb", str(kb)] if kb else []), *args]
+    env = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return Run(proc)
+
+
+def normalised(r: Run, site: Path, image_site: str, fixes: bool) -> list[str]:
+    """The lines but the target and deep-probe ones, paths as the image names them."""
+    out = []
+    for line in r.lines[:-1]:
+        if line.split(None, 1)[-1].startswith(("target:", "deep probe:")):
+            continue
+        line = line.replace(str(site), image_site)
+        if fixes and line.startswith("  fix: "):
+            line = "  fix: " + dockerfile_fix(line[7:], "pip")
+        out.append(line)
+    return out
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("site_py", [True, False])
+def test_debian_layout_with_dist_packages(tmp_path: Path, site_py: bool) -> None:
+    """Debian's ``site.py`` says ``dist-packages``; without one (an image unpacked to what
+    the check reads) the ``dist-packages`` folders of Debian's layout say it."""
+    root = tmp_path / "root"
+    site = debian_root(root)
+    healthy_image(site)
+    if not site_py:
+        (root / f"usr/lib/python{PY}/site.py").unlink()
+    r = run_root(root, kb=small_kb(tmp_path))
+    assert r.rc == 0, r.out
+    assert r.line("target:") == (
+        f"pass  target: python {PY} /usr/bin/python3; reading /usr/lib/python{PY}, "
+        f"/usr/lib/python{PY}/lib-dynload, /usr/local/lib/python{PY}/dist-packages (the "
+        f"image's /usr/bin/python3 -> /usr/bin/python{PY})")
+    assert f"from /usr/local/lib/python{PY}/dist-packages/sglang" in r.line("sglang:")
+    assert str(root) not in r.out
+    assert r.lines[-1] == "usable (deep probe not run: nothing in the image runs)"
+
+
+def test_the_version_decides_the_extension_suffix(tmp_path: Path) -> None:
+    """python3.12 in the image: a build named for this interpreter's version is not the
+    one ``import mooncake.pg_2_13_0`` finds there; renamed for 3.12 it is."""
+    other = "3.12" if PY != "3.12" else "3.13"
+    root = tmp_path / "root"
+    site = debian_root(root, other)
+    healthy_image(site)
+    kb = small_kb(tmp_path)
+    r = run_root(root, kb=kb)
+    assert r.rc == 1 and r.status("build") == "fail", r.out
+    tag = other.replace(".", "")
+    for f in [*(site / "mooncake").iterdir(), *(site / "torch").iterdir()]:  # torch._C too
+        if f.name.endswith(ext_suffix()):
+            f.rename(f.with_name(f.name.replace(ext_suffix(),
+                                                f".cpython-{tag}-{os.uname().machine}-linux-gnu.so")))
+    r = run_root(root, kb=kb)
+    assert r.rc == 0 and f"python {other} /usr/bin/python3" in r.line("target:"), r.out
+
+
+def test_venv_with_an_absolute_interpreter_link(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    site = venv_root(root)
+    healthy_image(site)
+    decoy = root / "usr/lib/python3/dist-packages"  # the system's: not in this venv
+    add_mooncake(decoy, version="0.3.8", torch_builds=("2.8.0",))
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin"],
+                      entrypoint=["/opt/venv/bin/python", "-m", "sglang.launch_server"],
+                      working_dir="/sgl-workspace")
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg,
+                      kb_path=small_kb(tmp_path))
+    assert rep.exit_code == 0, [c.as_dict() for c in rep.checks]
+    target = next(c.message for c in rep.checks if c.name == "target")
+    assert target.startswith(f"python {PY} /opt/venv/bin/python; reading /usr/lib/python{PY}")
+    assert f"/opt/venv/lib/python{PY}/site-packages" in target
+    assert "a venv (/opt/venv/pyvenv.cfg)" in target and "dist-packages" not in target
+    # with the system site folder, the venv's own still comes first
+    (root / "opt/venv/pyvenv.cfg").write_text("home = /usr/bin\n"
+                                              "include-system-site-packages = true\n")
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg,
+                      kb_path=small_kb(tmp_path))
+    t = target_for(str(root), cfg)
+    assert [p[len(str(t.root)):] for p in t.paths] == [  # no /sgl-workspace folder
+        f"/usr/lib/python{PY}", f"/usr/lib/python{PY}/lib-dynload",
+        f"/opt/venv/lib/python{PY}/site-packages",
+        "/usr/lib/python3/dist-packages"]
+    assert rep.exit_code == 0
+
+
+@pytest.mark.parametrize(("entry", "pip"), [
+    (["/opt/venv/bin/python", "-m", "sglang.launch_server"], "/opt/venv/bin/python -m pip"),
+    (["python3", "-m", "sglang.launch_server"], "pip"),
+    (["/bin/sh", "-c", "exec /opt/venv/bin/python -m sglang.launch_server"],
+     "/opt/venv/bin/python -m pip"),
+])
+def test_fix_lines_are_written_for_a_dockerfile(tmp_path: Path, entry: list[str],
+                                                pip: str) -> None:
+    root = tmp_path / "root"
+    site = venv_root(root)
+    healthy_image(site, torch_builds=("2.12.0",))  # no build for the installed torch 2.13.0
+    # PATH's python3 is the system's: the venv's is named in full
+    cfg = ImageConfig(env=["PATH=/usr/bin" if pip != "pip" else "PATH=/opt/venv/bin"],
+                      entrypoint=entry)
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg,
+                      kb_path=small_kb(tmp_path),
+                      fix_provider=lambda *_: ["mooncake-transfer-engine-cuda13==0.3.14"])
+    assert rep.exit_code == 1
+    fixes = [c.fix for c in rep.checks if c.status == "fail" and c.fix]
+    assert fixes and any(f.startswith(f"RUN {pip} install ") for f in fixes), fixes
+    assert not any(str(root) in (c.fix or "") + c.message for c in rep.checks)
+
+
+def test_dockerfile_fix() -> None:
+    assert dockerfile_fix("pip install --force-reinstall --no-deps 'torch==2.13.0' "
+                          "(why: a reason)", "/opt/venv/bin/python -m pip") == (
+        "RUN /opt/venv/bin/python -m pip install --force-reinstall --no-deps "
+        "'torch==2.13.0'  # why: a reason")
+    assert dockerfile_fix("pip uninstall -y a b && pip install 'a==1'", "pip") == (
+        "RUN pip uninstall -y a b && pip install 'a==1'")
+    assert dockerfile_fix("pip uninstall -y a b; then pip install 'a==1'", "pip") == (
+        "RUN pip uninstall -y a b && pip install 'a==1'")
+    assert dockerfile_fix("install what provides each one in the image", "pip") == (
+        "install what provides each one in the image")
+
+
+def test_editable_checkout_named_by_image_paths(tmp_path: Path) -> None:
+    """SGLang's image: ``pip install -e python`` in /sgl-workspace/sglang; the finder's
+    MAPPING names /sgl-workspace/..., which only inside the root is the checkout."""
+    root = tmp_path / "root"
+    site = debian_root(root)
+    add_torch(site)
+    add_mooncake(site)
+    version = "0.5.99.dev0"
+    tag = version.replace(".", "_")
+    (site / f"__editable__.sglang-{version}.pth").write_text(
+        f"import __editable___sglang_{tag}_finder; __editable___sglang_{tag}_finder.install()")
+    (site / f"__editable___sglang_{tag}_finder.py").write_text(SETUPTOOLS_FINDER.format(
+        mapping={"sglang": "/sgl-workspace/sglang/python/sglang"}, version=version))
+    editable_dist(site, version, "/sgl-workspace/sglang/python")
+    write_sglang_sources(root / "sgl-workspace/sglang/python/sglang",
+                         extra_name="NoReleaseHasThis")
+    r = run_root(root, kb=small_kb(tmp_path))
+    assert (f"sglang {version} from /sgl-workspace/sglang/python/sglang (editable)"
+            in r.line("sglang:")), r.out
+    assert r.status("names") == "fail" and "NoReleaseHasThis" in r.line("names:")
+    assert r.rc == 1
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+def _variants(site: Path, which: str) -> None:
+    if which == "healthy":
+        healthy_image(site)
+    elif which == "no build":
+        healthy_image(site, torch_builds=("2.12.0",))
+    elif which == "name missing":
+        healthy_image(site, names=("MooncakeBackendOptions", "join_group"))
+    elif which == "cuda 12 build":
+        healthy_image(site, cuda=12)
+    elif which == "rename":
+        healthy_image(site, loaders=("ep",))
+
+
+@pytest.mark.parametrize("which", ["healthy", "no build", "name missing", "cuda 12 build",
+                                   "rename"])
+def test_rootfs_agrees_with_site_packages(tmp_path: Path, which: str) -> None:
+    root = tmp_path / "root"
+    site = debian_root(root)
+    _variants(site, which)
+    kb = small_kb(tmp_path)
+    inside = run_root(root, kb=kb)
+    # the image in place: no system libraries either way (none are in the root)
+    here = run(site, kb=kb)
+    image_site = f"/usr/local/lib/python{PY}/dist-packages"
+    assert inside.rc == here.rc
+    assert inside.lines[-1].split(" (")[0] == here.lines[-1].split(" (")[0]
+    assert normalised(inside, site, image_site, False) == normalised(here, site, image_site,
+                                                                     True)
+
+
+def _scenarios() -> list[object]:
+    from tests.resolver.test_agreement import _params
+
+    return _params()[:12]
+
+
+@pytest.mark.parametrize(("kb_slice", "args"), _scenarios())
+def test_scenario_images_agree(kb_slice: dict[str, object], args: dict[str, object],
+                               tmp_path: Path) -> None:
+    """The images of the agreement scenarios (:mod:`tests.lib.scenario_image`), each put in
+    a root: the same exit code and the same deciding failures as in place."""
+    from moonpin.resolver import query
+    from moonpin.resolver.graph import CompatGraph
+    from tests.lib.scenario_image import Inexpressible, image_for
+    from tests.resolver.kbslice import build_kb
+    from tests.resolver.test_agreement import _failing
+
+    kb = build_kb(kb_slice)
+    res = query.explain(CompatGraph(kb), **args).to_json()
+    try:
+        img = image_for(kb, res, tmp_path)
+    except Inexpressible as e:
+        pytest.skip(str(e))
+    root = tmp_path / "root"
+    site = debian_root(root)
+    shutil.copytree(img.site, site, dirs_exist_ok=True, symlinks=True)
+    inside, here = run_root(root, kb=img.kb), run(img.site, kb=img.kb)
+    assert inside.rc == here.rc, (inside.out, here.out)
+    assert _failing(inside.lines) == _failing(here.lines)
+    image_site = f"/usr/local/lib/python{PY}/dist-packages"
+    assert normalised(inside, site, image_site, False) == normalised(here, img.site,
+                                                                     image_site, True)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+@pytest.mark.parametrize("other", [["--python", sys.executable], ["--site-packages", "/tmp"]])
+@pytest.mark.parametrize("json_out", [False, True])
+def test_rootfs_is_exclusive_with_python_and_site_packages(tmp_path: Path, other: list[str],
+                                                           json_out: bool) -> None:
+    root = tmp_path / "root"
+    debian_root(root)
+    r = run_root(root, *other, *(["--json"] if json_out else []))
+    assert r.rc == 2
+    assert f"--rootfs and {other[0]} cannot be used together" in r.err
+    assert "tip: " in r.err
+    if json_out:
+        doc = json.loads(r.out)
+        assert doc["exit_code"] == 2 and doc["checks"][0]["name"] == "command line"
+
+
+def test_platform_needs_image(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    debian_root(root)
+    r = run_root(root, "--platform", "linux/amd64")
+    assert r.rc == 2 and "--platform" in r.err and "needs --image" in r.err
+
+
+def test_not_a_root(tmp_path: Path) -> None:
+    r = run_root(tmp_path / "absent")
+    assert r.rc == 2 and "is not a folder" in r.err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run_root(empty)
+    assert r.rc == 2 and "has no 'python3' on its PATH" in r.err
+
+
+def test_image_file(tmp_path: Path) -> None:
+    """``--image``: once :mod:`moonpin.readers.image` is there, an OCI layout made of a root."""
+    ri = pytest.importorskip("moonpin.readers.image")
+    umoci = shutil.which("umoci")
+    if umoci is None:
+        pytest.skip("umoci is not installed")
+    root = tmp_path / "bundle" / "rootfs"
+    site = debian_root(root)
+    healthy_image(site)
+    layout = tmp_path / "oci"
+    subprocess.run([umoci, "init", "--layout", str(layout)], check=True, timeout=60)
+    subprocess.run([umoci, "new", "--image", f"{layout}:t"], check=True, timeout=60)
+    subprocess.run([umoci, "insert", "--image", f"{layout}:t", str(root), "/"], check=True,
+                   timeout=120)
+    r = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--image", f"{layout}",
+                        "--elastic-ep-backend", "mooncake", "--kb", str(small_kb(tmp_path))],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"/usr/local/lib/python{PY}/dist-packages/sglang" in r.stdout
+    assert ri is not None
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(b"not an image")
+    r = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--image", str(bad),
+                        "--json", "--elastic-ep-backend", "mooncake"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "tip: " in r.stderr and "Traceback" not in r.stderr
+    assert json.loads(r.stdout)["exit_code"] == 2
+
+
+# --------------------------------------------------------------------------- the real image
+
+REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "/tmp/realimg")
+
+
+def _real_root(dest: Path) -> Path:
+    """The real venv under a root, as an image has it: ``/opt/venv`` (hard links), its
+    base interpreter at the path its ``pyvenv.cfg`` names, the host's libraries in
+    ``/usr/lib``, ``/usr/lib64`` and its loader cache (hard links; same file system)."""
+    venv = Path(REALIMG) / "venv"
+    home = next(line.split("=", 1)[1].strip() for line in
+                (venv / "pyvenv.cfg").read_text().splitlines() if line.startswith("home"))
+    base = Path(home).parent
+    (dest / "usr").mkdir(parents=True)
+    for sub in ("lib", "lib64"):
+        subprocess.run(["cp", "-al", f"/usr/{sub}", str(dest / "usr" / sub)], check=True)
+        (dest / sub).symlink_to(f"usr/{sub}")
+    (dest / "etc").mkdir()
+    shutil.copy("/etc/ld.so.cache", dest / "etc/ld.so.cache")
+    (dest / str(base).lstrip("/")).parent.mkdir(parents=True)
+    subprocess.run(["cp", "-al", str(base), str(dest / str(base).lstrip("/"))], check=True)
+    (dest / "opt").mkdir()
+    subprocess.run(["cp", "-al", str(venv), str(dest / "opt/venv")], check=True)
+    return dest
+
+
+@pytest.mark.image
+@pytest.mark.skipif(not (Path(REALIMG) / "venv/bin/python").exists(),
+                    reason="no real image (../shared/tools/realimg/build.sh --minimal)")
+def test_real_image_root_agrees_with_its_python(tmp_path: Path) -> None:
+    """``--rootfs`` on the real venv under a root gives ``--python``'s verdict, symbol
+    binding included; with the torch 2.12 build in place of 2.13's (a copied file), both
+    say "not usable" with the undefined symbol the real import names."""
+    root = _real_root(tmp_path / "root")
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin",
+                           f"LD_LIBRARY_PATH={REALIMG}/stubs"],
+                      entrypoint=["/opt/venv/bin/python", "-m", "sglang.launch_server"])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{REALIMG}/stubs"}
+    for broken in (False, True):
+        if broken:
+            pkg = root / "opt/venv/lib/python3.11/site-packages/mooncake"
+            new = next(pkg.glob("pg_2_13_0.*.so"))
+            shutil.copyfile(next(pkg.glob("pg_2_12_0.*.so")), tmp_path / "pg.so")
+            new.unlink()  # a hard link: replaced, never written through
+            shutil.copyfile(tmp_path / "pg.so", new)
+        rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg)
+        python = str(root / "opt/venv/bin/python") if broken else f"{REALIMG}/venv/bin/python"
+        if broken:  # the real import in the copy, through its own (hard-linked) interpreter
+            real = subprocess.run([python, "-c", "import mooncake.pg"], capture_output=True,
+                                  text=True, env=env, timeout=300)
+            assert "undefined symbol: " in real.stderr
+            symbol = real.stderr.split("undefined symbol: ")[1].split()[0]
+        here = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--python", python,
+                               "--elastic-ep-backend", "mooncake", "--json", "--no-deep"],
+                              cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+        doc = json.loads(here.stdout)
+        assert rep.exit_code == doc["exit_code"] == (1 if broken else 0), here.stdout
+        mine = {c.name: c for c in rep.checks}
+        theirs = {c["name"]: c for c in doc["checks"]}
+        assert mine["symbols"].status == theirs["symbols"]["status"]
+        assert mine["symbols"].message.split(";")[0] == theirs["symbols"]["message"].split(";")[0]
+        if broken:
+            from moonpin.preflight.loader.ldbind import demangle
+
+            assert demangle(symbol).split("(")[0] in mine["symbols"].message
+            assert (mine["symbols"].fix or "").startswith("RUN pip install ")
+        assert str(root) not in json.dumps([c.as_dict() for c in rep.checks])
+
+
+@pytest.mark.skipif(not Path("/etc/ld.so.cache").is_file(), reason="no /etc/ld.so.cache here")
+def test_a_cache_entry_whose_file_is_gone_is_not_found(tmp_path: Path) -> None:
+    """An image whose /etc/ld.so.cache lists libraries it does not hold (a cache copied
+    without them, or left stale by a removal): ld.so opens the cached path, fails and
+    searches the default folders, so the library is missing; it was taken as found (a real
+    packed image was said to have its RDMA libraries and only its symbols unbound)."""
+    from moonpin.preflight.loader import ldso
+
+    cached = ldso.ld_cache_paths("/etc/ld.so.cache")
+    name, host_path = next(iter(sorted(cached.items())))
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    shutil.copy("/etc/ld.so.cache", root / "etc" / "ld.so.cache")
+    cache = ldso.ld_cache_paths(ldso.ld_cache_file(str(root)))
+    assert name in cache
+    node = ldso.Node(str(root / "app.so"), None)
+    system = ldso.system_lib_dirs(str(root), "x86_64")
+
+    def search() -> str | None:
+        return next(iter(ldso.candidates(name, node, [], cache, system, str(root))), None)
+
+    assert search() is None
+    # control: with the file in the image, the cache's answer stands
+    inside = root / host_path.lstrip("/")
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    inside.write_bytes(b"")
+    assert search() is not None

@@ -1,0 +1,358 @@
+"""``import mooncake.pg`` loads torch first: the light check follows that chain from the
+files (moonpin/preflight/loader/loadchain.py) and judges the build in the process it
+leaves, as the real import does. Hermetic: a torch whose ``__init__.py`` has the shape of
+torch 2.13's own (``ctypes.CDLL`` of ``lib/libtorch_global_deps.so`` with
+``RTLD_GLOBAL``, the CUDA preloads it globs from ``sys.path`` when the CUDA runtime is in
+``/proc/self/maps``, ``from torch._C import *``, the namespace-folder fallback), with every
+object built by gcc, so each verdict is compared with the real import in a child."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.lib.checkrun import ROOT, Run, run, small_kb
+from tests.lib.images import PG_NAMES, add_mooncake, add_sglang, add_torch, ext_suffix
+
+#: how a fix line pins the installed torch (its CPU build excluded)
+TORCH = "'torch==2.13.0,!=2.13.0+cpu'"
+
+_INCLUDE = sysconfig.get_paths()["include"]
+pytestmark = pytest.mark.skipif(
+    shutil.which("gcc") is None or not Path(_INCLUDE, "Python.h").exists(),
+    reason="needs gcc and Python's headers")
+
+TORCH_INIT = '''import ctypes
+import glob
+import os
+import platform
+import sys
+
+__version__ = "2.13.0"
+
+
+def _get_cuda_dep_paths(path, lib_folder, lib_name):
+    nvidia_lib_paths = glob.glob(os.path.join(path, "nvidia", lib_folder, "lib", lib_name))
+    lib_paths = glob.glob(os.path.join(path, lib_folder, "lib", lib_name))
+    return nvidia_lib_paths + lib_paths
+
+
+def _preload_cuda_lib(lib_folder, lib_name, required=True):
+    lib_path = None
+    for path in sys.path:
+        candidate_lib_paths = _get_cuda_dep_paths(path, lib_folder, lib_name)
+        if candidate_lib_paths:
+            lib_path = candidate_lib_paths[0]
+            break
+    if not lib_path and required:
+        raise ValueError(f"{lib_name} not found in the system path {sys.path}")
+    if lib_path:
+        ctypes.CDLL(lib_path)
+
+
+def _preload_cuda_deps(err=None):
+    cuda_libs = [("cu13", "libfzrt.so.*[0-9]"), ("cu13", "libfzjit.so.*[0-9]")]
+    if err is not None and not [
+        lib for _, lib in cuda_libs if lib.split(".", 1)[0] in err.args[0]
+    ]:
+        raise err
+    for lib_folder, lib_name in cuda_libs:
+        _preload_cuda_lib(lib_folder, lib_name)
+
+
+def _load_global_deps():
+    if platform.system() == "Windows":
+        return
+    lib_name = "libtorch_global_deps.so"
+    here = os.path.abspath(__file__)
+    global_deps_lib_path = os.path.join(os.path.dirname(here), "lib", lib_name)
+    try:
+        ctypes.CDLL(global_deps_lib_path, mode=ctypes.RTLD_GLOBAL)
+        try:
+            with open("/proc/self/maps") as f:
+                _maps = f.read()
+            if "libfzrt.so" not in _maps:
+                return
+            _preload_cuda_deps()
+        except Exception:
+            pass
+    except OSError as err:
+        _preload_cuda_deps(err)
+        ctypes.CDLL(global_deps_lib_path, mode=ctypes.RTLD_GLOBAL)
+
+
+_load_global_deps()
+from torch._C import *  # noqa: F403
+
+try:
+    from torch._C import _initExtension
+except ImportError:
+    import torch._C as _C_for_compiled_check
+
+    if _C_for_compiled_check.__file__ is None:
+        raise ImportError("Failed to load PyTorch C extensions: the torch/_C folder was "
+                          "imported instead") from None
+    raise
+'''
+
+
+def _gcc(out: Path, code: str, *, needs: tuple[str, ...] = (), rpath: str | None = None,
+         runpath: str | None = None, soname: str | None = None, link: Path | None = None,
+         python: bool = False) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_name(out.name + ".c")
+    src.write_text(code)
+    cmd = ["gcc", "-shared", "-fPIC", "-nostdlib", "-o", str(out), str(src),
+           "-Wl,--no-as-needed", "-Wl,--allow-shlib-undefined"]
+    if python:
+        cmd.append(f"-I{_INCLUDE}")
+    if soname:
+        cmd.append(f"-Wl,-soname,{soname}")
+    for path, tag in ((rpath, "--disable-new-dtags"), (runpath, "--enable-new-dtags")):
+        if path:
+            cmd += [f"-Wl,-rpath,{path}", f"-Wl,{tag}"]
+    for n in needs:
+        cmd += [f"-L{link or out.parent}", f"-l:{n}"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    src.unlink()
+    return out
+
+
+def _module(name: str, body: str = "", methods: tuple[str, ...] = ()) -> str:
+    defs = "".join(f'{{"{m}", fz_none, METH_NOARGS, NULL}}, ' for m in methods)
+    return ("#include <Python.h>\n" + body
+            + "static PyObject *fz_none(PyObject *s, PyObject *a) { Py_RETURN_NONE; }\n"
+            + f"static PyMethodDef fz_methods[] = {{{defs}{{NULL, NULL, 0, NULL}}}};\n"
+            + f'static struct PyModuleDef fz_def = {{PyModuleDef_HEAD_INIT, "{name}", NULL, '
+            + "-1, fz_methods};\n"
+            + f"PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&fz_def); }}\n")
+
+
+def _image(tmp_path: Path, build_needs: tuple[str, ...] = ("libc10.so", "libfzrt.so.13"),
+           build_code: str = "extern int c10_fn(void);\nint fz_use(void) { return c10_fn(); }\n"
+           ) -> Path:
+    """torch 2.13.0 as its files load (gcc-built), mooncake 0.3.13.post1's pg loader and
+    a pg_2_13_0 build whose RUNPATH ($ORIGIN) finds none of torch's libraries: only what
+    `import torch` loaded."""
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, torch_builds=("2.13.0",), loaders=("pg",))
+    torch = site / "torch"
+    for f in [*torch.glob("_C*"), *(torch / "lib").iterdir()]:
+        f.unlink()
+    (torch / "__init__.py").write_text(TORCH_INIT)
+    (torch / "_C").mkdir()  # as the wheel's: torch/_C/*.pyi, no __init__
+    (torch / "_C" / "__init__.pyi").write_text("")
+    cu = site / "nvidia" / "cu13" / "lib"
+    for f in cu.iterdir():
+        f.unlink()
+    _gcc(cu / "libfzrt.so.13", "int fzrt_init(void) { return 0; }\n", soname="libfzrt.so.13")
+    _gcc(cu / "libfzjit.so.13", "int fzjit(void) { return 0; }\n", soname="libfzjit.so.13")
+    _gcc(cu / "libfzextra.so.1", "int fzextra(void) { return 0; }\n", soname="libfzextra.so.1")
+    lib = torch / "lib"
+    _gcc(lib / "libtorch_global_deps.so", "int deps(void) { return 0; }\n",
+         needs=("libfzrt.so.13",), link=cu, soname="libtorch_global_deps.so",
+         rpath="$ORIGIN/../../nvidia/cu13/lib")
+    _gcc(lib / "libc10.so", "int c10_fn(void) { return 1; }\n", soname="libc10.so")
+    _gcc(lib / "libtorch_python.so", "extern int c10_fn(void);\n"
+         "int tp(void) { return c10_fn(); }\n", needs=("libc10.so",), soname="libtorch_python.so",
+         rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
+    _gcc(torch / f"_C{ext_suffix()}", _module("_C", methods=("_initExtension",)),
+         needs=("libtorch_python.so",), link=lib, rpath="$ORIGIN/lib", python=True)
+    names = "".join(f'"{n}", ' for n in (*PG_NAMES, "mooncake", "mooncake-cpu"))
+    build = site / "mooncake" / f"pg_2_13_0{ext_suffix()}"
+    build.unlink()
+    links = tmp_path / "links"  # what the build was linked against: torch's and CUDA's
+    links.mkdir()
+    for d in (lib, cu):
+        for f in d.iterdir():
+            shutil.copy(f, links / f.name)
+    _gcc(build, _module("pg_2_13_0", f"__attribute__((used)) const char *fz_names[] = "
+                        f"{{{names}}};\n" + build_code), needs=build_needs, link=links,
+         runpath="$ORIGIN", python=True)
+    shutil.rmtree(links)
+    return site
+
+
+def _real(site: Path) -> tuple[bool, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(site)
+    proc = subprocess.run([sys.executable, "-c", "import mooncake.pg"], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=site.parent)
+    return proc.returncode == 0, (proc.stderr.strip().splitlines() or [""])[-1]
+
+
+def _agree(site: Path, tmp_path: Path) -> tuple[bool, str, Run]:
+    ok, err = _real(site)
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc == (0 if ok else 1), f"the import: {'works' if ok else err}\n{r.out}"
+    return ok, err, r
+
+
+def test_the_image_loads(tmp_path: Path) -> None:
+    ok, _, r = _agree(_image(tmp_path), tmp_path)
+    assert ok and r.status("libraries") == "pass" and r.status("symbols") == "pass"
+
+
+def test_torch_c_missing_is_torchs_failure(tmp_path: Path) -> None:
+    site = _image(tmp_path)
+    (site / "torch" / f"_C{ext_suffix()}").unlink()
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "Failed to load PyTorch C extensions" in err
+    line = r.line("import chain")
+    assert line.startswith("fail") and "`import torch` raises ImportError" in line
+    assert "Failed to load PyTorch C extensions" in line
+    assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
+    assert "mooncake-transfer-engine" not in r.out.split("import chain", 1)[1]
+
+
+@pytest.mark.parametrize("content", [b"hi\n", b"\x7fELF" + bytes(60), b"#!/bin/sh\n" * 20])
+def test_torch_c_not_an_elf_object(tmp_path: Path, content: bytes) -> None:
+    site = _image(tmp_path)
+    (site / "torch" / f"_C{ext_suffix()}").write_bytes(content)
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "_C" in err
+    assert r.status("import chain") == "fail" and "`import torch`" in r.line("import chain")
+    assert "'torch==2.13.0,!=2.13.0+cpu'" in r.fixes()[0]
+
+
+def test_global_deps_missing(tmp_path: Path) -> None:
+    """torch 2.13 re-raises the OSError: it names none of the CUDA libraries it knows."""
+    site = _image(tmp_path)
+    (site / "torch" / "lib" / "libtorch_global_deps.so").unlink()
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "libtorch_global_deps.so: cannot open shared object file" in err
+    assert "OSError" in r.line("import chain") and "libtorch_global_deps.so" in r.line(
+        "import chain")
+    assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
+
+
+def test_global_deps_unbindable(tmp_path: Path) -> None:
+    """libtorch_global_deps.so needs a symbol nothing defines: dlopen fails on it."""
+    site = _image(tmp_path)
+    lib = site / "torch" / "lib"
+    _gcc(lib / "libtorch_global_deps.so", "extern int fz_gone(void);\n"
+         "int deps(void) { return fz_gone(); }\n", soname="libtorch_global_deps.so")
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "undefined symbol: fz_gone" in err
+    assert "undefined symbol: fz_gone" in r.line("import chain")
+
+
+def test_a_truncated_torch_library_is_torchs_failure(tmp_path: Path) -> None:
+    site = _image(tmp_path)
+    lib = site / "torch" / "lib" / "libc10.so"
+    lib.write_bytes(lib.read_bytes()[:2000])
+    ok, _, r = _agree(site, tmp_path)
+    assert not ok
+    assert r.status("import chain") == "fail" and "libc10.so" in r.line("import chain")
+    assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
+
+
+def test_the_cuda_runtime_gone_fails_torch_with_its_packages(tmp_path: Path) -> None:
+    """No CUDA runtime: libtorch_global_deps.so cannot load, torch's except clause preloads
+    the CUDA libraries from sys.path, finds none and raises ValueError."""
+    site = _image(tmp_path)
+    (site / "nvidia" / "cu13" / "lib" / "libfzrt.so.13").unlink()
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and err.startswith("ValueError: libfzrt.so.*[0-9] not found")
+    line = r.line("import chain")
+    assert "raises ValueError: libfzrt.so.*[0-9] not found in the system path" in line
+    assert r.fixes()[0].startswith(f"fix: pip install --force-reinstall {TORCH}")
+
+
+def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:
+    """The build needs libfzextra.so.1, which sits in nvidia/cu13/lib but which nothing
+    `import torch` runs loads: the loader does not find it, nor does the check."""
+    site = _image(tmp_path, build_needs=("libc10.so", "libfzextra.so.1"),
+                  build_code="int fz_use(void) { return 0; }\n")
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "libfzextra.so.1: cannot open shared object file" in err
+    assert r.status("libraries") == "fail" and "libfzextra.so.1" in r.line("libraries")
+
+
+def test_a_library_torch_preloads_is_found(tmp_path: Path) -> None:
+    """libfzjit.so.13 is in torch's preload list: loaded before the build, found by name."""
+    site = _image(tmp_path, build_needs=("libc10.so", "libfzjit.so.13"),
+                  build_code="extern int fzjit(void);\nint fz_use(void) { return fzjit(); }\n")
+    ok, _, r = _agree(site, tmp_path)
+    assert ok and r.status("libraries") == "pass"
+    # and when torch's preloads stop before it (the runtime is not in /proc/self/maps,
+    # so nothing is preloaded), it is not
+    init = site / "torch" / "__init__.py"
+    init.write_text(init.read_text().replace('"libfzrt.so" not in _maps', "True"))
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "libfzjit.so.13" in err and "libfzjit.so.13" in r.line("libraries")
+
+
+def test_a_guarded_import_that_fails_is_no_failure(tmp_path: Path) -> None:
+    """mooncake/__init__.py imports a store extension inside try/except ImportError: it
+    cannot load (a library it needs is gone), so its objects are not loaded, and the
+    build, which does not need them, loads."""
+    site = _image(tmp_path)
+    pkg = site / "mooncake"
+    (pkg / "__init__.py").write_text("try:\n    from mooncake.store import BufferPool\n"
+                                     "except (ImportError, AttributeError):\n"
+                                     "    BufferPool = None\n")
+    _gcc(pkg / "libstore_dep.so", "int sd(void) { return 0; }\n", soname="libstore_dep.so")
+    _gcc(pkg / "store.so", _module("store"), needs=("libstore_dep.so",), runpath="$ORIGIN",
+         python=True)
+    ok, _, r = _agree(site, tmp_path)
+    assert ok
+    (pkg / "libstore_dep.so").unlink()
+    ok, _, r = _agree(site, tmp_path)
+    assert ok and r.status("libraries") == "pass"
+    # unguarded, the same failure is mooncake's: its import fails
+    (pkg / "__init__.py").write_text("from mooncake.store import BufferPool\n")
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "libstore_dep.so" in err
+    assert "`import mooncake` raises ImportError" in r.line("import chain")
+    assert "mooncake-transfer-engine-cuda13==0.3.13.post1" in r.fixes()[0]
+
+
+def test_objects_a_guarded_import_loaded_are_found_by_name(tmp_path: Path) -> None:
+    """The build needs libstore_dep.so, which only mooncake.store's RUNPATH finds: found
+    because the guarded import loaded it, and not once it cannot load."""
+    site = _image(tmp_path)
+    pkg = site / "mooncake"
+    (pkg / "__init__.py").write_text("try:\n    from mooncake.store import BufferPool\n"
+                                     "except ImportError:\n    BufferPool = None\n")
+    _gcc(pkg / "deps" / "libstore_dep.so", "int sd(void) { return 0; }\n",
+         soname="libstore_dep.so")
+    build = pkg / f"pg_2_13_0{ext_suffix()}"
+    names = "".join(f'"{n}", ' for n in (*PG_NAMES, "mooncake", "mooncake-cpu"))
+    shutil.copy(site / "torch" / "lib" / "libc10.so", pkg / "deps")
+    _gcc(build, _module("pg_2_13_0", f"__attribute__((used)) const char *fz_names[] = "
+                        f"{{{names}}};\nint fz_use(void) {{ return 0; }}\n"),
+         needs=("libc10.so", "libstore_dep.so"), link=pkg / "deps", runpath="$ORIGIN",
+         python=True)
+    (pkg / "deps" / "libc10.so").unlink()
+    _gcc(pkg / "store.so", _module("store"), needs=("libstore_dep.so",), link=pkg / "deps",
+         runpath="$ORIGIN/deps", python=True)
+    ok, _, r = _agree(site, tmp_path)
+    assert ok and r.status("libraries") == "pass"
+    _gcc(pkg / "store.so", _module("store") + "extern int fz_gone(void);\n"
+         "int st(void) { return fz_gone(); }\n", needs=("libstore_dep.so",),
+         link=pkg / "deps", runpath="$ORIGIN/deps", python=True)
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "libstore_dep.so" in err and "libstore_dep.so" in r.line("libraries")
+
+
+def test_the_chain_is_remembered_and_its_files_checked(tmp_path: Path) -> None:
+    """A warm check answers from the memo while the chain's files are unchanged, and
+    sees a change to any of them (here torch's global deps, not a file of the build)."""
+    site = _image(tmp_path)
+    env = {"MOONPIN_CACHE_DIR": str(tmp_path / "cache")}
+    kb = small_kb(tmp_path)
+    assert run(site, kb=kb, env=env).rc == 0
+    assert run(site, kb=kb, env=env).rc == 0  # from the memo
+    (site / "torch" / "lib" / "libtorch_global_deps.so").unlink()
+    r = run(site, kb=kb, env=env)
+    assert r.rc == 1 and "libtorch_global_deps.so" in r.line("import chain")
+    assert ROOT.is_dir()
