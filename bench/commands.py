@@ -1,4 +1,4 @@
-"""Every README command, cold, against `pip --version`, side by side in one run.
+"""Every command the docs show, cold, against `pip --version`, side by side in one run.
 
     python bench/commands.py [--runs N] [--kb PATH] [--only SUBSTRING]
 
@@ -28,7 +28,7 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 
 CUDA13 = "mooncake-transfer-engine-cuda13==0.3.13.post1"
 
-#: The commands the README shows (its quick start and user manual), with real values.
+#: The commands the README and the docs show (quick start and guides), with real values.
 COMMANDS: list[list[str]] = [
     ["--version"],
     ["which", "mooncake", "--sglang", "0.5.18"],

@@ -8,6 +8,9 @@ process, on a sample of real releases:
     python bench/scrape.py --incremental KB   # only: the newest SGLang release taken out of a
                                               # copy of KB, refreshed without and with the
                                               # per-file facts kept by earlier scrapes
+    python bench/scrape.py --native KB     # only: the native-extension projects on a copy of
+                                           # KB: cold, no-op, and the newest release of each
+                                           # recipe's first two distributions taken out
 
 For each artifact: bytes moonpin fetched, the lower bound (central directory plus the
 compressed bytes the extractors consumed), the whole artifact size, requests and wall
@@ -64,8 +67,12 @@ def main() -> int:
     ap.add_argument("--skip-whole", action="store_true", help="do not download whole artifacts")
     ap.add_argument("--incremental", metavar="KB", help="only measure a new SGLang release: "
                     "KB's newest taken out of a copy and refreshed")
+    ap.add_argument("--native", metavar="KB", help="only measure the native-extension kind on "
+                    "a copy of KB: cold, no-op and new-release refreshes")
     args = ap.parse_args()
     index = index_url_from_env(args.index_url)
+    if args.native:
+        return native(Path(args.native), index)
     if args.incremental:
         return incremental(Path(args.incremental), index)
     f = Fetcher()
@@ -212,6 +219,42 @@ def incremental(kb_path: Path, index: str) -> int:
               f"requests, {secs:.1f}s; {summary.bytes_fetched / ref:.2f}x the reference; "
               f"{summary.cache_hits} members not fetched; facts "
               f"{'identical to' if same else 'DIFFERENT from'} the KB's")
+    return 0
+
+
+def native(kb_path: Path, index: str) -> int:
+    """Cold, no-op and new-release refreshes of the ``native`` kind, each on a copy of KB."""
+    from packaging.version import Version
+
+    from moonpin.kb.models import KnowledgeBase
+    from moonpin.scrapers.projects import recipes
+
+    base = store.load(kb_path)
+
+    def one(label: str, old: KnowledgeBase, full: bool = False) -> KnowledgeBase:
+        f = Fetcher()
+        t = time.monotonic()
+        try:
+            kb, summary = scrape(old, f, index, only=("native",), full=full)
+        finally:
+            f.close()
+        print(f"{label}: read {summary.read['native']} releases, kept "
+              f"{summary.kept['native']}; {mb(summary.bytes_fetched)} fetched of "
+              f"{mb(summary.artifact_bytes)} whole, {f.stats.requests} requests, "
+              f"{time.monotonic() - t:.1f} s")
+        return kb
+
+    cold = one("cold", base, full=True)
+    one("no-op", cold)
+    newest = set()
+    for r in recipes():
+        for d in r.dists[:2]:
+            have = [x for x in cold.native if x.dist == d and x.wheels]
+            if have:
+                newest.add((d, max(have, key=lambda x: Version(x.version)).version))
+    print("new releases:", ", ".join(f"{d}=={v}" for d, v in sorted(newest)))
+    one("new releases", cold.model_copy(update={"native": tuple(
+        x for x in cold.native if (x.dist, x.version) not in newest)}))
     return 0
 
 

@@ -17,6 +17,7 @@ __all__ = ["USED", "refused", "shadowing"]
 #: list complete, from moonpin's sources).
 USED = frozenset((
     "__future__", "_collections_abc", "_posixsubprocess", "_sha256", "argparse", "ast", "atexit",
+    "base64",
     "bisect", "builtins", "bz2",
     "collections", "concurrent", "contextlib", "contextvars", "copy", "csv", "ctypes",
     "dataclasses", "datetime", "difflib", "email", "errno", "fcntl", "functools", "gc", "glob",

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.lib.verdicts import mooncake_rc
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = os.environ.get("MOONPIN_TEST_IMAGE", "")
 STUB = ROOT.parent / "shared" / "tools" / "make_libcuda_stub.sh"
@@ -50,14 +52,14 @@ def stub(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_healthy_image_loads_the_real_extension(stub: str) -> None:
     r = check({"LD_LIBRARY_PATH": stub})
-    assert r.returncode == 0, r.stdout
+    assert mooncake_rc(r.stdout) == 0, r.stdout
     assert "deep import: import mooncake.pg works" in r.stdout
     assert "mooncake ('cuda',)" in r.stdout and "mooncake-cpu ('cpu',)" in r.stdout
 
 
 def test_without_the_driver_the_light_checks_decide() -> None:
     r = check({})
-    assert r.returncode == 0, r.stdout
+    assert mooncake_rc(r.stdout) == 0, r.stdout
     assert "no NVIDIA driver on this host" in r.stdout
 
 

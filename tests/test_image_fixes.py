@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.lib.verdicts import EXTENSION_LINES, mooncake_rc
+
 pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +79,11 @@ def commands(fix: str, copy: Path) -> list[str]:
 
 
 def _first_fix(lines: list[str]) -> tuple[str, str] | None:
+    """The first of mooncake's failing checks with its fix line (the images hold no
+    sgl_kernel nor flashinfer, whose lines the check adds: not what these variants prove)."""
     for i, line in enumerate(lines):
+        if line.split("  ", 1)[-1].split(":", 1)[0] in EXTENSION_LINES:
+            continue
         if line.startswith(("fail ", "warn  toolchain")) and i + 1 < len(lines) \
                 and lines[i + 1].startswith("  fix: "):
             return line, lines[i + 1][len("  fix: "):]
@@ -91,7 +97,8 @@ def walk(variant: str, work: Path) -> list[tuple[str, int, str, str]]:
     subprocess.run(["cp", "-al", str(Path(REALIMG) / variant), str(copy)], check=True)
     rows: list[tuple[str, int, str, str]] = []
     for _ in range(4):
-        rc, lines = check(copy)
+        _, lines = check(copy)
+        rc = mooncake_rc(lines)
         step = _first_fix(lines)
         if rc == 0 and (step is None or not step[0].startswith("warn  toolchain")):
             rows.append(("usable", rc, "", ""))
@@ -120,8 +127,8 @@ def test_every_fix_line_works_in_the_image(variant: str) -> None:
     try:
         rows = walk(variant, work)
         assert rows[-1][0] == "usable", rows
-        rc, lines = check(work / variant, deep=True)
-        assert rc == 0, "\n".join(lines)
+        _, lines = check(work / variant, deep=True)
+        assert mooncake_rc(lines) == 0, "\n".join(lines)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

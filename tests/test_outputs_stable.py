@@ -52,7 +52,7 @@ def _moonpin() -> str:
 
 def _run(argv: list[str]) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOONPIN_")}
-    env.update(COLUMNS="100", NO_COLOR="1")
+    env.update(COLUMNS="100", NO_COLOR="1", MOONPIN_KB_MAX_AGE_DAYS="0")  # no date in it
     proc = subprocess.run([_moonpin(), *argv], cwd=GOLDEN, capture_output=True, text=True,
                           timeout=120, env=env)
     def here(text: str) -> str:  # the checkout's own folder differs between clones

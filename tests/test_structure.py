@@ -21,7 +21,13 @@ MAX_MODULES = 12
 #: lead splits them once the branches touching them are merged). Remove a line when its folder
 #: is split; the test fails when a folder listed here is back under the cap, so the list
 #: never outlives its reason.
-CROWDED = {"moonpin.readers": 18, "moonpin.resolver.pins": 16}
+CROWDED = {"moonpin.readers": 18, "moonpin.resolver.pins": 17}
+#: Folders whose ``__init__`` is known not to open with a one-line purpose, each because its
+#: bytes are fingerprinted: ``moonpin.scrapers.projects`` is one of the native extractor's
+#: modules (``moonpin.scrapers.refresh.EXTRACTORS``), so rewording it is a KB refresh (a
+#: scrape) away. Remove a line when its docstring is reworded with that refresh; the test
+#: fails when a folder listed here already opens with one.
+UNSUMMARISED = {"moonpin.scrapers.projects"}
 #: Attributes of another module that may be assigned: the process's own output streams,
 #: which the CLI wraps for its run (moonpin.cli.main) and puts back.
 ASSIGNABLE = {("sys", "stdout"), ("sys", "stderr")}
@@ -104,9 +110,14 @@ def _folders(root: Path, package: str) -> list[str]:
             found.append(f"{name}: {count} modules, within the cap: drop it from CROWDED")
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")), clean=False)
         lines = (doc or "").splitlines()
-        if not lines or not lines[0].strip() or (len(lines) > 1 and lines[1].strip()):
+        summarised = not (not lines or not lines[0].strip()
+                          or (len(lines) > 1 and lines[1].strip()))
+        if not summarised and name not in UNSUMMARISED:
             found.append(f"{name}: its __init__ docstring does not open with a one-line "
                          "purpose (a summary line, then a blank line)")
+        elif summarised and name in UNSUMMARISED:
+            found.append(f"{name}: its __init__ docstring opens with a one-line purpose: "
+                         "drop it from UNSUMMARISED")
     return found
 
 

@@ -25,7 +25,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     from moonpin.kb.errors import KBError
     from moonpin.scrapers.fetch import Fetcher
     from moonpin.scrapers.pypi import index_url_from_env, named_index_url, public_url
-    from moonpin.scrapers.refresh import KINDS, scrape
+    from moonpin.scrapers.refresh import KINDS, changes, scrape
     from moonpin.scrapers.report import StderrReporter
 
     kb_path, seed = _scrape_target(args)
@@ -58,7 +58,7 @@ def cmd_scrape(args: argparse.Namespace) -> int:
             fetcher.close()
         unchanged = old is not None and all(
             getattr(kb, f) == getattr(old, f)
-            for f in ("sglang", "mooncake", "torch", "torch_versions", "unread")
+            for f in ("sglang", "mooncake", "torch", "torch_versions", "unread", "native")
         ) and kb.scrape.extractors == old.scrape.extractors \
             and seed.read_bytes() == store.dumps(old)
         # (extractors: else the next refresh re-reads; the bytes: an older schema or
@@ -68,12 +68,15 @@ def cmd_scrape(args: argparse.Namespace) -> int:
             _write_resolved(kb_path)
     if unchanged:
         kb_path = seed  # nothing written: the KB read is current
+    diff = changes(old, kb)
     report = {
         "kb": str(kb_path),
         "changed": not unchanged,
         "index_url": public_url(index_url) if named else None,  # None: the package index
         "read": summary.read,
         "kept_unchanged": summary.kept,
+        "releases": {k: {"new": d["new"], "changed": d["changed"], "gone": d["gone"],
+                         "unchanged": len(d["unchanged"])} for k, d in diff.items()},
         "unread": [u.model_dump() for u in summary.unread],
         "bytes_fetched": summary.bytes_fetched,
         "lower_bound_bytes": summary.lower_bound,
@@ -85,11 +88,16 @@ def cmd_scrape(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report)
     else:
-        _print_scrape(kb_path, unchanged, summary, fetcher.stats.requests)
+        _print_scrape(kb_path, unchanged, summary, fetcher.stats.requests, diff)
     return 1 if summary.unread else 0
 
 
-def _print_scrape(kb_path: Path, unchanged: bool, summary: Any, requests: int) -> None:
+def _listed(names: list[str], keep: int = 4) -> str:
+    return ", ".join(names[:keep]) + (f" (+{len(names) - keep})" if len(names) > keep else "")
+
+
+def _print_scrape(kb_path: Path, unchanged: bool, summary: Any, requests: int,
+                  diff: dict[str, dict[str, list[str]]] | None = None) -> None:
     from moonpin.scrapers.refresh import KINDS
 
     ratio = (f" ({100 * summary.bytes_fetched / summary.artifact_bytes:.2f}% of the "
@@ -98,7 +106,20 @@ def _print_scrape(kb_path: Path, unchanged: bool, summary: Any, requests: int) -
     print(f"{'KB unchanged (nothing new on the index): ' if unchanged else 'wrote '}"
           f"{kb_path}")
     for k in KINDS:
-        print(f"  {k:9} {summary.read[k]:4} read, {summary.kept[k]:4} unchanged")
+        if diff is None:
+            print(f"  {k:9} {summary.read[k]:4} read, {summary.kept[k]:4} unchanged")
+            continue
+        d = diff[k]
+        said = [f"{len(d['new'])} new" + (f" ({_listed(d['new'])})" if d["new"] else ""),
+                f"{len(d['changed'])} changed" + (f" ({_listed(d['changed'])})"
+                                                 if d["changed"] else ""),
+                f"{len(d['unchanged'])} unchanged"]
+        if d["gone"]:
+            said.append(f"{len(d['gone'])} gone ({_listed(d['gone'])})")
+        again = summary.read[k] - len(d["new"]) - len(d["changed"])
+        print(f"  {k:9} " + ", ".join(said) + (f"; {summary.read[k]} read" + (
+            f", {again} of them again with the same facts" if again > 0 else "")
+            if summary.read[k] else ""))
     print(f"  fetched {mb(summary.bytes_fetched)} in {requests} requests"
           f"{ratio}, {summary.seconds:.1f}s")
     if summary.lower_bound:

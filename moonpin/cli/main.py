@@ -51,6 +51,10 @@ def _refuse_oversized(argv: list[str]) -> None:
                    f"path ({what})", "check the command line (a version is e.g. 0.5.18)")
 
 
+#: Commands whose answer is only as current as the KB: they say when it is old.
+_SAYS_AGE = frozenset({"which", "explain", "pins", "renovate", "constraints", "triples",
+                       "matrix", "args"})
+
 #: Commands that run long, hold network clients and may make cycles: the collector stays on.
 _KEEPS_GC = frozenset({"scrape", "kb"})
 
@@ -106,7 +110,10 @@ def _run(args_in: list[str], lead: list[str]) -> int:
         from moonpin.resolver.matrix import table as matrix
 
         parser = build_parser(with_matrix=matrix.add_parser, only=only)
-    if not rest or rest[0] == "help":
+    if not rest:  # no command: the overview on stderr and exit 2, as uv and git do, so a
+        parser.print_help(sys.stderr)  # script that forgot the command does not "pass"
+        return 2
+    if rest[0] == "help":
         if len(rest) > 1:  # moonpin help CMD: that command's own help
             if rest[1] == "matrix":
                 from moonpin.resolver.matrix import table as matrix
@@ -129,9 +136,9 @@ def _run(args_in: list[str], lead: list[str]) -> int:
 
         print(version_line(args.kb))
         return 0
-    if getattr(args, "func", None) is None:
-        parser.print_help()
-        return 0
+    if getattr(args, "func", None) is None:  # options but no command (`moonpin --kb F`)
+        parser.print_help(sys.stderr)
+        return 2
     if getattr(args, "kb_sub", None):
         args.kb = args.kb_sub
     if args.command not in _KEEPS_GC:
@@ -159,6 +166,13 @@ def _run(args_in: list[str], lead: list[str]) -> int:
     except KeyboardInterrupt:
         print("moonpin: interrupted; the KB file was not changed", file=sys.stderr)
         return 130
+    if args.command in _SAYS_AGE and not getattr(args, "quiet", False):
+        from moonpin.cli.common import kb_path
+        from moonpin.resolver.resolved import age_note
+
+        note = age_note(kb_path(args))
+        if note:
+            print(f"moonpin: note: {note}", file=sys.stderr)
     return code
 
 

@@ -104,8 +104,8 @@ def _add_scrape(sub: Any) -> None:
     import argparse
 
     s = sub.add_parser("scrape", help="read releases from the index into the KB")
-    s.add_argument("--only", choices=["sglang", "mooncake", "torch"],
-                   help="refresh only this kind of release (default: all three)")
+    s.add_argument("--only", choices=["sglang", "mooncake", "torch", "native"],
+                   help="refresh only this kind of release (default: all four)")
     s.add_argument("--full", action="store_true", help="re-read everything")
     s.add_argument("--from-path", metavar="PATH",
                    help="record an SGLang source tree or site-packages instead of the index")
@@ -153,15 +153,15 @@ def _add_show(sub: Any) -> None:
     sh.set_defaults(func=cmd_show)
 
 
-def _scope(sp: argparse.ArgumentParser) -> None:
+def _scope(sp: argparse.ArgumentParser,
+           python_default: str = "every python the wheels cover") -> None:
     """The options every query command shares."""
     import argparse
 
-    sp.add_argument("--python", help="3.12 or cp312 (default: every python the wheels "
-                    "cover)")
+    sp.add_argument("--python", help=f"3.12 or cp312 (default: {python_default})")
     sp.add_argument("--arch", help="x86_64 or aarch64 (default: both)")
     sp.add_argument("--json", action="store_true",
-                    help="print the answer as JSON (shapes in the README)")
+                    help="print the answer as JSON (shapes in the docs)")
     sp.add_argument("-q", "--quiet", action="store_true",
                     help="print nothing but errors: the exit code is the answer (for scripts)")
     sp.add_argument("--kb", dest="kb_sub", help=argparse.SUPPRESS)
@@ -218,7 +218,8 @@ def _add_pins(sub: Any) -> None:
     pn.add_argument("files", nargs="+", metavar="FILE",
                     help="requirements/constraints files, pyproject.toml, Dockerfiles, scripts")
     pn.add_argument("--match", action="append", metavar="REGEX",
-                    help="a Renovate-style regex with a (?P<currentValue>...) group")
+                    help="a Renovate-style regex with a (?<currentValue>...) group, as "
+                         "in renovate.json (Python's (?P<...>) works too)")
     pn.add_argument("--dep", action="append", metavar="NAME", help="the package of each --match")
     pn.add_argument("--exit-zero", action="store_true", help="advisory: exit 0 even when "
                     "the set is incompatible or updates exist")
@@ -236,7 +237,8 @@ def _add_pins(sub: Any) -> None:
                     "when none pins sglang, torch or mooncake, else judge them with every "
                     "requirements/constraints file, pyproject.toml and Dockerfile under the "
                     "current folder, as one set")
-    _scope(pn)
+    _scope(pn, "the lowest Python the requires-python of a pyproject.toml among FILE "
+           "admits, as uv resolves for it; else every python the wheels cover")
     pn.set_defaults(func=cmd_pins)
 
 

@@ -19,7 +19,7 @@ def cmd_pins(args: argparse.Namespace) -> int:
 
     if len(args.match or []) != len(args.dep or []):
         fatal("each --match needs a --dep (the package its currentValue is a version of)",
-               "e.g. --match 'sglang_ref: v(?P<currentValue>\\S+)' --dep sglang")
+               "e.g. --match 'sglang_ref: v(?<currentValue>\\S+)' --dep sglang")
     patterns = list(zip(args.match or [], args.dep or [], strict=True))
     files = list(args.files)
     found = _read_pin_files(files, patterns)
@@ -56,13 +56,19 @@ def cmd_pins(args: argparse.Namespace) -> int:
     python, python_from = args.python, None
     if python is None and (project := pins.project_python(files)) is not None:
         python, python_from = project
+    sources = pins.index_sources(files)
     verdict = pins.judge(g, pinned, python=python, arch=args.arch, strategy=args.strategy,
-                         keep=args.keep, python_from=python_from)
+                         keep=args.keep, python_from=python_from, sources=sources)
     # With --json, stdout is one JSON document whatever else is asked: the diff, what was
     # written and the verdict after writing are fields of it. Without, --diff makes stdout
     # the patch alone (for `patch`/`git apply`) and the report goes to stderr.
-    report = sys.stderr if args.diff and not args.write and not args.json else sys.stdout
+    # With --write, stdout answers for the files as they are left: the verdict before
+    # writing goes to stderr, the one judged again on what was written to stdout.
+    report = (sys.stderr if (args.diff or (args.write and verdict.updates)) and not args.json
+              else sys.stdout)
     if not args.json:
+        if report is sys.stderr and args.write:
+            print("before writing:", file=report)
         print("\n".join(pins_output.report_lines(found, pinned, verdict)), file=report)
     doc = pins_output.report_json(found, pinned, verdict) if args.json else {}
     code = pins_output.exit_code(pinned, verdict, exit_zero=args.exit_zero)
@@ -74,14 +80,20 @@ def cmd_pins(args: argparse.Namespace) -> int:
             doc.update(written=done.written, after=None)
         if done.written and not done.problems:
             # What the command leaves is what it answers for: judged again as written.
-            after = pins.pinned_set(_read_pin_files(files, patterns))
+            found_after = _read_pin_files(files, patterns)
+            after = pins.pinned_set(found_after)
             again = pins.judge(g, after, python=python, arch=args.arch,
-                               strategy=args.strategy, keep=args.keep, python_from=python_from)
+                               strategy=args.strategy, keep=args.keep, python_from=python_from,
+                               sources=pins.index_sources(files))
             print(f"after writing: verdict {again.verdict}"
                   + (f", {len(again.updates)} update(s) left" if again.updates else ""),
                   file=sys.stderr)
+            if not args.json:
+                print("\n".join(pins_output.report_lines(found_after, after, again)))
             doc["after"] = again.to_json()
             code = pins_output.exit_code(after, again, exit_zero=args.exit_zero)
+        elif args.write and report is sys.stderr:  # nothing written: the files are as judged
+            print("\n".join(pins_output.report_lines(found, pinned, verdict)))
     if args.json:
         emit_json(doc)
     return code
@@ -160,7 +172,7 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     emit_json(pins.renovate_fragment(plan))
-    return 0 if plan.mooncake else 1
+    return 0 if plan.mooncake or plan.module is None else 1
 
 
 def _version_arg(text: str, what: str) -> str:
@@ -202,7 +214,7 @@ def cmd_constraints(args: argparse.Namespace) -> int:
     g = graph(args)
     plan = pins_renovate.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
                                     allow_jit=args.allow_jit)
-    if not plan.mooncake:
+    if not plan.mooncake and plan.module is not None:
         fatal(f"no mooncake release in the knowledge base fits sglang {shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {shown(args.sglang)} --why` says why",
                code=1)
@@ -210,7 +222,7 @@ def cmd_constraints(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"sglang": plan.sglang, "torch": list(plan.torches),
                     "module": plan.module, "constraints": pins_constraints.constraint_lines(
-                        g, plan), "notes": list(plan.jit_notes), "platform": where})
+                        g, plan), "notes": [*plan.jit_notes, *plan.reasons], "platform": where})
         return 0
     sys.stdout.write(pins_constraints.render(g, plan, args.format, where=where))
     return 0

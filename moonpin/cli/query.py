@@ -9,7 +9,7 @@ if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check`
     import argparse
 
     from moonpin.resolver.answers import Candidate, Which
-from moonpin.cli.common import count, emit_json, fatal, graph, kb_path, shown
+from moonpin.cli.common import count, emit_json, graph, kb_path
 
 __all__ = ["cmd_explain", "cmd_triples", "cmd_which", "why_none"]
 
@@ -32,9 +32,8 @@ def why_none(res: Which, what: str) -> str:
         rest = (f" (the other {len(res.excluded) - n} fail a check before it)"
                 if n < len(res.excluded) else "")
         return f"no {what} wheel for {on or 'this python and platform'}{rest}"
-    first = next(c.reason for c in res.excluded if (c.reason or "").startswith(kind))
     share = "every one" if n == len(res.excluded) else f"{n} of {len(res.excluded)}"
-    return f"{share} excluded by {kind} (e.g. {shown(first or '', 160)})"
+    return f"{share} excluded by {kind}"  # the lines below quote the reasons whole
 
 
 #: No version, specifier, name or path moonpin is given needs more: a longer argument is
@@ -83,14 +82,43 @@ def _print_which(res: Which, what: str, why: bool) -> None:
                 print(f"    note: {note}")
     if len(compatible) > _SHOWN:
         print(f"… and {len(compatible) - _SHOWN} more compatible (--json lists all)")
-    _print_excluded(res.excluded, what, why or not compatible)
+    _print_excluded(res.excluded, what, why, grouped=not compatible)
     for c in res.unknown:
         print(f"  unknown  {c.dist or what} {c.version}: {c.reason}")
 
 
-def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> None:
-    """One line per reason, the releases it excludes named together (``each``); else
-    counted per distribution, by the check that excludes them."""
+#: Reasons said one line each when nothing fits; past it, a line per check.
+_SHOWN_REASONS = 8
+
+
+def _check_of(reason: str) -> str:
+    """The check a reason is about (``torch requirement: ...`` -> ``torch requirement``)."""
+    return reason.split(":", 1)[0] if ":" in reason[:40] else "other"
+
+
+def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool, *,
+                    grouped: bool = False) -> None:
+    """One line per reason, the releases it excludes named together (``each``); with
+    ``grouped`` (nothing fits: why matters), one line per check, its releases named and
+    one reason quoted whole; else counted per distribution, by the check that excludes
+    them."""
+    reasons = {c.reason for c in excluded}
+    if grouped and not each and len(reasons) <= _SHOWN_REASONS:
+        each = True  # a line per reason is short: say each
+    if grouped and not each:
+        by_check: dict[tuple[str, str], list[Candidate]] = {}
+        for c in excluded:
+            by_check.setdefault((c.dist or what, _check_of(c.reason or "")), []).append(c)
+        for (name, _check), cands in by_check.items():
+            versions = [c.version for c in cands]
+            reason = cands[0].reason or ""
+            head = (f"  excluded {name} {_listed(versions, 6)}" if len(cands) > 1
+                    else f"  excluded {name} {versions[0]}")
+            same = all(c.reason == cands[0].reason for c in cands)
+            print(f"{head}: {reason if same else 'e.g. ' + reason}")
+        if len(by_check) < len(excluded):
+            print("  (--why says why each)")
+        return
     if each:
         by_reason: dict[str, dict[str, list[str]]] = {}
         for c in excluded:
@@ -106,8 +134,7 @@ def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> N
         return
     per: dict[str, dict[str, int]] = {}
     for c in excluded:
-        reason = c.reason or ""
-        check = reason.split(":", 1)[0] if ":" in reason[:40] else "other"
+        check = _check_of(c.reason or "")
         counts = per.setdefault(c.dist or what, {})
         counts[check] = counts.get(check, 0) + 1
     for name, counts in per.items():
@@ -118,33 +145,11 @@ def _print_excluded(excluded: tuple[Candidate, ...], what: str, each: bool) -> N
 
 
 def cmd_which(args: argparse.Namespace) -> int:
-    if args.what == "mooncake":
-        if not args.sglang:
-            fatal("`which mooncake` needs --sglang VERSION", "e.g. moonpin which mooncake "
-                   "--sglang 0.5.18")
-        fast = _which_mooncake_fast(args)
-        if fast is not None:
-            return _finish_which(fast, args)
-    from moonpin.resolver import query
+    from moonpin.api import which
 
-    g = graph(args)
-    if args.what == "mooncake":
-        res = query.which_mooncake(g, args.sglang, torch=args.torch, python=args.python,
-                                   arch=args.arch, dist=args.dist)
-    elif args.what == "sglang":
-        if not args.mooncake:
-            fatal("`which sglang` needs --mooncake DIST==VERSION",
-                   "e.g. moonpin which sglang --mooncake mooncake-transfer-engine==0.3.13")
-        res = query.which_sglang(g, args.mooncake, torch=args.torch, python=args.python,
-                                 arch=args.arch)
-    else:
-        if not (args.sglang and args.mooncake):
-            fatal("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
-                   "e.g. moonpin which torch --sglang 0.5.18 "
-                   "--mooncake mooncake-transfer-engine==0.3.13")
-        res = query.which_torch(g, args.sglang, args.mooncake, python=args.python,
-                                arch=args.arch, torch=args.torch)
-    return _finish_which(res, args)
+    return _finish_which(which(args.what, sglang=args.sglang, mooncake=args.mooncake,
+                               torch=args.torch, python=args.python, arch=args.arch,
+                               dist=args.dist, kb=kb_path(args)), args)
 
 
 def _finish_which(res: Which, args: argparse.Namespace) -> int:
@@ -159,53 +164,17 @@ def _finish_which(res: Which, args: argparse.Namespace) -> int:
     return 0 if res.compatible else 1
 
 
-def _which_mooncake_fast(args: argparse.Namespace) -> Which | None:
-    """Answer from the release's resolved table when it holds the question (without
-    reading the KB's facts)."""
-    from moonpin.resolver import resolved
-
-    table = resolved.load(kb_path(args), args.sglang)
-    if table is None or not table.holds(args.sglang, args.torch):
-        return None
-    from moonpin.resolver.inputs import normalize_arch, normalize_python
-
-    dist = None
-    if args.dist:
-        from moonpin.resolver.inputs import canonical_name
-
-        dist = canonical_name(args.dist)
-        if dist not in {d for d, _ in table.releases}:
-            return None  # let the full path say what is wrong with it
-    from moonpin.resolver.answers import Which
-
-    return Which.from_json(table.which_mooncake(
-        args.sglang, python=normalize_python(args.python), arch=normalize_arch(args.arch),
-        dist=dist, torch=args.torch))
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
-    from moonpin.resolver import query
+    from moonpin.api import explain
 
-    sglang = mooncake = None
-    torch = args.torch
-    for item in args.releases:
-        name, version = query.parse_release(item)
-        if name == "sglang":
-            sglang = version
-        elif name == "torch":
-            torch = version
-        else:
-            mooncake = f"{name}=={version}"
-    if sglang is None or mooncake is None:
-        fatal("explain needs sglang==V and a mooncake DIST==V (and optionally torch==T)",
-               "e.g. moonpin explain sglang==0.5.18 mooncake-transfer-engine-cuda13==0.3.13")
-    res = query.explain(graph(args), sglang, mooncake, torch=torch, python=args.python,
-                        arch=args.arch)
+    res = explain(*args.releases, torch=args.torch, python=args.python, arch=args.arch,
+                  kb=kb_path(args))
+    ev = res.evaluated
     if args.json:
         emit_json(res.to_json())
     else:
-        ev = res.evaluated
-        print(f"sglang {sglang} + {mooncake} + torch {ev['torch'] or 'as required'} on "
+        q = res.query
+        print(f"sglang {q['sglang']} + {q['mooncake']} + torch {ev['torch'] or 'as required'} on "
               f"{ev['python'] or 'any python'} {ev['arch'] or 'any platform'}: "
               f"{res.verdict.upper()}")
         if not res.checks:

@@ -133,9 +133,16 @@ def spell_inputs(args: argparse.Namespace) -> None:
     if cmd in ("which", "explain", "pins", "renovate", "constraints", "triples"):
         normalize_python(getattr(args, "python", None))  # only checked: outputs quote it
         normalize_arch(getattr(args, "arch", None))
-    if cmd not in ("which", "explain", "show", "renovate", "constraints", "args", "triples"):
+    if cmd not in ("which", "explain", "show", "renovate", "constraints", "args", "triples",
+                   "matrix"):
         return
     pools = _Pools(_kb_path(args))
+    if cmd == "matrix":  # a specifier; a bare release (`--sglang 0.5.18`, `latest`) is
+        text = (args.sglang or "").strip()  # that release, and one the KB lacks is a typo
+        if text and (text[0].isdigit() or spelling.is_latest(text)
+                     or spelling.strip_v(text) != text):
+            args.sglang = "==" + pools.sglang(text, "--sglang ")
+        return
     if cmd != "triples" and getattr(args, "sglang", None):
         args.sglang = pools.sglang(args.sglang, "--sglang ")
     if getattr(args, "torch", None) and cmd != "triples":

@@ -78,6 +78,10 @@ class Sglang(NamedTuple):
     #: how many launch rules the KB records for the release (``kb info``; the rules
     #: themselves are in ``resolved/_launch-<version>.json``)
     launch_rules: int
+    #: the release's ``Requires-Python`` as its METADATA says it (None: none declared)
+    requires_python: str | None
+    #: the CPython interpreters its wheels install on (None: any, or not known)
+    wheel_pythons: tuple[str, ...] | None
 
 
 class LoaderImport(NamedTuple):
@@ -98,6 +102,8 @@ class Loader(NamedTuple):
     source_names: tuple[str, ...]
     source_backends: tuple[str, ...]
     note: str | None
+    #: what a compiling loader checks before it compiles (``JIT_REQUIRES`` codes)
+    requires: tuple[str, ...]
 
 
 class Build(NamedTuple):
@@ -301,7 +307,7 @@ def from_model(kb: Any) -> Facts:
 #: that occurs more than once (the loaders every wheel of a release shares, a build's lists
 #: of names) is written once, in ``pool``, and elsewhere as its index there. The shipped
 #: facts shrink ~5x, and a query reads each shared value once, as one object.
-FORMAT = "pooled-1"
+FORMAT = "pooled-4"  # 2: Sglang.requires_python; 3: Loader.requires; 4: wheel_pythons
 
 
 def from_json(data: Any) -> Facts:

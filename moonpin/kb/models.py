@@ -32,18 +32,24 @@ __all__ = [
     "LaunchRules",
     "LaunchWrite",
     "LoaderImport",
+    "LoaderRule",
     "LoaderScheme",
     "Model",
     "MooncakeImport",
     "MooncakePin",
     "MooncakeRelease",
     "MooncakeWheel",
+    "NativeBuild",
+    "NativeRelease",
+    "NativeWheel",
     "PGRequirement",
     "ParseFailure",
+    "RuleStep",
     "ScrapeInfo",
     "SglangRelease",
     "TorchRelease",
     "TorchVariant",
+    "UnmetRequirement",
     "Unread",
     "files_path",
 ]
@@ -224,6 +230,9 @@ class SglangRelease(Model):
     source: Literal["index", "path", "archive"] = "index"
     artifact: Artifact
     requires_python: str | None = None
+    #: the CPython interpreters its files on the index install on (``cp311``, …; from
+    #: their names, refreshed each scrape); None: any (an sdist, a pure wheel) or not known
+    wheel_pythons: tuple[str, ...] | None = None
     torch_requirements: tuple[str, ...] = ()  # Requires-Dist lines naming torch, verbatim
     files_analyzed: int = 0
     imports: tuple[MooncakeImport, ...] = ()
@@ -264,6 +273,9 @@ class LoaderScheme(Model):
     source_names: tuple[str, ...] = ()  # jit-compile: Python names the sources define
     source_backends: tuple[str, ...] = ()
     note: str | None = None
+    #: jit-compile: what the loader checks before compiling, read from it with ``ast``
+    #: (``moonpin.readers.loader.JIT_REQUIRES``: cuda-torch, nvcc, ninja, gpu-or-arch-list)
+    requires: tuple[str, ...] = ()
 
 
 class Build(Model):
@@ -309,6 +321,119 @@ class MooncakeRelease(Model):
     wheels: tuple[MooncakeWheel, ...] = ()
 
 
+# --------------------------------------------------------------------------- native
+
+
+class RuleStep(Model):
+    """One step of a package's loader rule, read with ``ast`` from the package's own file.
+
+    ``kind``:
+      * ``"import"``: the module named ``target`` is imported (``from . import x``,
+        ``import deep_ep._C``, ``importlib.import_module("...")``); ``target`` is absolute.
+      * ``"dispatch"``: a module whose name is computed at import time is imported;
+        ``target`` is its name with ``{key}`` where the computed part goes
+        (``nixl_ep_cu13.nixl_ep_cpp_torch{key}``) and ``key`` the Python expression it is
+        computed from, as the file spells it (``"".join(torch.__version__.split(".")[:2])``).
+      * ``"glob"``: a file is searched for with ``glob`` (``target``, relative to the
+        site-packages folder: ``sgl_kernel/sm90/common_ops.*``) and loaded from its path.
+      * ``"preload"``: a shared library is loaded with ``ctypes.CDLL`` (``target``: its path
+        or ``{key}`` template) before the build, ``effect`` its mode (``RTLD_GLOBAL``).
+      * ``"env"``: environment variable ``target`` changes the load; ``effect`` says how
+        (``RTLD_DEEPBIND``: the build is opened with that ``dlopen`` flag).
+      * ``"require"``: a condition the package's import checks and raises on (``condition``),
+        e.g. ``torch.version.cuda major == 13``.
+      * ``"lock"``: a version check against distribution ``target``: ``condition`` is the
+        comparison (``exact`` or ``exact-or-local``: the version, or it followed by
+        ``+<label>``), ``effect`` ``raise`` (the import fails) or ``ignore`` (the
+        distribution is ignored with a warning), ``key`` the variable that disables it.
+
+    ``condition``: the guard the step runs under, as the file spells it (``None``: always);
+    ``order``: its place among the steps (alternatives are tried in this order).
+    """
+
+    kind: Literal["import", "dispatch", "glob", "preload", "env", "require", "lock"]
+    target: str
+    key: str | None = None
+    condition: str | None = None
+    effect: str | None = None
+    member: str
+    line: int
+    function: str | None = None
+    order: int = 0
+
+
+class LoaderRule(Model):
+    """How one importable package of a wheel reaches its compiled builds."""
+
+    package: str  # the importable package, e.g. "nixl_ep_cu13", "sgl_kernel"
+    members: tuple[str, ...]  # the members its steps were read from
+    steps: tuple[RuleStep, ...] = ()
+    #: members that could not be read or parsed (``member: why``): the rule is incomplete
+    errors: tuple[str, ...] = ()
+
+
+class NativeBuild(Model):
+    """One compiled extension module (``.so`` member) of a wheel.
+
+    ``torch`` is the torch the build targets as a specifier (``==2.14.*`` from its file name
+    through the loader's own rule, ``==2.14.1`` from the wheel's exact torch pin), with
+    ``torch_from`` saying which; ``torch_key`` is the part of the name the rule computes
+    from ``torch.__version__`` (``"214"``). ``torch_undefined`` counts the torch C++/Python
+    symbols (``_ZN2at``, ``_ZN3c10``, ``_ZN5torch``, ``THP``... prefixes) the build leaves
+    undefined, ``torch_undefined_digest`` is the sha256 (16 hex) of those names sorted and
+    NUL-joined: two builds with the same digest need the same torch symbols. ``init`` is the
+    ``PyInit_<name>`` the build defines (the module name it must be imported under).
+    """
+
+    member: str
+    module: str  # the dotted module name the file defines, e.g. "nixl_ep_cu13.nixl_ep_cpp_torch214"
+    abi: str | None = None  # "cpython-312-x86_64-linux-gnu", "abi3", or None for a bare .so
+    torch: str | None = None
+    torch_from: Literal["filename", "requires-dist"] | None = None
+    torch_key: str | None = None
+    size: int = 0
+    compressed_size: int = 0
+    needed: tuple[str, ...] = ()
+    needed_method: str = "none"  # as Build.needed_method
+    cuda_major: int | None = None
+    torch_undefined: int | None = None
+    torch_undefined_digest: str | None = None
+    undefined: int | None = None  # every undefined dynamic symbol, counted
+    init: str | None = None
+    complete: bool = True  # False: only a prefix was read (symbols unknown)
+    read_error: str | None = None
+    bytes_from: str | None = None  # "<member> in <wheel>" when read from identical-by-rule bytes
+
+
+class NativeWheel(Model):
+    artifact: Artifact
+    python_tags: tuple[str, ...]
+    abi_tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+    requires_python: str | None = None
+    requires_dist: tuple[str, ...] = ()  # verbatim
+    torch_requirements: tuple[str, ...] = ()  # the Requires-Dist lines naming torch
+    rules: tuple[LoaderRule, ...] = ()
+    builds: tuple[NativeBuild, ...] = ()
+    packages: tuple[str, ...] = ()  # top-level importable names the wheel installs
+
+
+class UnmetRequirement(Model):
+    """A Requires-Dist line (no extra, markers true somewhere) no release on the index meets."""
+
+    requirement: str
+    reason: str
+
+
+class NativeRelease(Model):
+    project: str  # the recipe, e.g. "nixl", "sglang-kernel"
+    dist: str
+    version: str
+    wheels: tuple[NativeWheel, ...] = ()
+    sdist_only: bool = False  # the index has files for it but no wheel
+    uninstallable: tuple[UnmetRequirement, ...] = ()
+
+
 # --------------------------------------------------------------------------- torch
 
 
@@ -333,7 +458,7 @@ class TorchRelease(Model):
 class Unread(Model):
     """A release or artifact that could not be read; it never turns into a verdict."""
 
-    kind: Literal["sglang", "mooncake", "torch"]
+    kind: Literal["sglang", "mooncake", "torch", "native"]
     name: str
     version: str
     artifact: str | None = None
@@ -389,6 +514,7 @@ class KnowledgeBase(Model):
     torch: tuple[TorchRelease, ...] = ()
     torch_versions: tuple[str, ...] = ()  # every torch release on the index
     unread: tuple[Unread, ...] = ()
+    native: tuple[NativeRelease, ...] = ()
 
     @model_validator(mode="after")
     def _from_older_schema(self) -> KnowledgeBase:
@@ -416,4 +542,5 @@ class KnowledgeBase(Model):
     def _index_artifacts(self) -> list[Artifact]:
         return [*(r.artifact for r in self.sglang if r.source == "index"),
                 *(w.artifact for r in self.mooncake for w in r.wheels),
-                *(v.artifact for r in self.torch for v in r.variants)]
+                *(v.artifact for r in self.torch for v in r.variants),
+                *(w.artifact for r in self.native for w in r.wheels)]

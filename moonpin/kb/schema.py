@@ -9,6 +9,8 @@ written by a newer moonpin; a lower one must be rescraped, unless it is in
   is written into the file; ScrapeInfo.index_url is None for the default index; what the
   refresh read (ScrapeInfo.read/kept/seconds/requests). Older files are converted at load
   (see ``KnowledgeBase._from_older_schema``).
+* 4: KnowledgeBase.native (nixl, sglang-kernel, DeepEP, FlashInfer wheels: loader rules and
+  builds); Unread.kind "native". Only added fields: schema 1-3 files read as before.
 
 Nothing imported: the runtime check reads it without loading pydantic
 (:mod:`moonpin.kb.models`, :mod:`moonpin.kb.store` and the check's own reading of the file,
@@ -17,5 +19,5 @@ Nothing imported: the runtime check reads it without loading pydantic
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 3
-READABLE_SCHEMAS = frozenset({1, 2, 3})
+SCHEMA_VERSION = 4
+READABLE_SCHEMAS = frozenset({1, 2, 3, 4})

@@ -94,12 +94,17 @@ class Report:
 
     def verdict(self) -> str:
         """``usable`` or ``not usable: N failures``, with the warnings counted and whether
-        the deep probe ran (if not, why)."""
+        the deep probe ran (if not, why); ``could not check: WHAT`` when nothing was judged
+        (exit 2)."""
         failed = sum(c.status == "fail" for c in self.checks)
         warned = sum(c.status == "warn" for c in self.checks)
         notes = [f"{warned} warning{'s' * (warned != 1)}"] if warned else []
-        notes.append("could not check; deep probe not run" if self.exit_code == 2
-                     else self._deep_state())
+        if self.exit_code == 2:  # nothing was judged: not a verdict on the image
+            stopped = ", ".join(dict.fromkeys(c.name for c in self.checks
+                                              if c.status == "fail")) or "input"
+            return (f"could not check: {stopped} (the error above says why; "
+                    f"{'; '.join([*notes, 'deep probe not run'])})")
+        notes.append(self._deep_state())
         head = ("usable" if self.usable
                 else f"not usable: {failed} failure{'s' * (failed != 1)}")
         return f"{head} ({'; '.join(notes)})"

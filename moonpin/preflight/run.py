@@ -27,19 +27,17 @@ from __future__ import annotations
 import os
 import sys
 
+from moonpin.kb.cache import facts_memo
 from moonpin.preflight.result import CheckResult, Report, shown
 from moonpin.preflight.result import report as _report
-from moonpin.kb.cache import facts_memo
 
 # A worker runs this at every start, so its modules load nothing past ``os``: ``re``,
 # ``json``, ``ast``, ``pathlib``, ``typing`` and ``dataclasses`` each pull in ``re`` and
 # ``enum`` (~8 ms, as much as the interpreter's own start). What needs them is imported
 # where it is used, and what they would compute from a file is kept in the file-facts memo
-# (:func:`moonpin.kb.cache.facts_memo`), validated by the file's size and mtime. The check's parts
-# live beside it: moonpin/preflight/installed/image_facts.py (what is installed), build_facts.py (what a
-# build
-# or loader file says), check_sglang.py (what the SGLang release needs), check_pg.py (the
-# elastic-EP module, loader and build), check_libraries.py and deep_probe.py.
+# (:func:`moonpin.kb.cache.facts_memo`), validated by the file's size and mtime. The check's
+# parts live in the rooms beside it (env/, pyimport/, loader/, installed/, judge/, probe/;
+# ARCHITECTURE.md is their map).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -59,7 +57,7 @@ else:
     FixProvider = _Callable[[str, str, str, str], list[str]]
 
 __all__ = ["CheckResult", "FixProvider", "Report", "check_image",
-           "main", "requested_features"]
+           "check_image_file", "main", "requested_features"]
 
 _FLAGS = {
     "--elastic-ep-backend": "elastic-ep",
@@ -92,39 +90,60 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 deep: bool | None = None, deep_timeout: float = 120.0,
                 source_cache: bool = True, python: str | None = None,
                 rootfs: StrPath | None = None, config: Any = None,
-                partial_root: bool = False, where: bool = True) -> Report:
-    """Read the image and decide whether the requested mooncake features can work.
+                partial_root: bool = False, where: bool = True,
+                gpu: str | None = None, image_env: Sequence[str] = (),
+                interpreter: str | None = None) -> Report:
+    """Read the image and decide whether the requested mooncake features can work, and
+    whether each native extension the launch line imports loads
+    (:mod:`moonpin.preflight.extensions`).
 
     The image is ``python``'s environment (its ``sys.path``, Python version and extension
     suffixes; it runs the deep probe), else the ``site_packages`` folders, else an active
     virtualenv moonpin does not run from, else this interpreter
     (:mod:`moonpin.preflight.env.target`).
     ``rootfs``: an image's unpacked root filesystem, judged from outside with its
-    ``config`` (:mod:`moonpin.preflight.env.rootfs`; nothing in it runs, no deep probe);
+    ``config`` (:mod:`moonpin.preflight.env.rootfs`; nothing in it runs, no deep probe;
+    a runtime bundle, or its ``rootfs/``, brings its ``config.json``), ``image_env``
+    (``KEY=VALUE``) over the config's ``Env``, and ``interpreter``, the image's python to
+    judge instead of the one its entry point runs;
     ``partial_root``: that root holds only what the check reads of the image (``--image``),
     so a top-level module it lacks may still be in the image.
 
     ``source_cache=False`` reads every SGLang source instead of trusting the analysis of
-    unchanged files (see :mod:`moonpin.preflight.installed.sources`), and every build, loader and table
-    instead
-    of trusting the file-facts memo (:func:`moonpin.kb.cache.facts_memo`).
+    unchanged files (see :mod:`moonpin.preflight.installed.sources`), and every build, loader
+    and table instead of trusting the file-facts memo (:func:`moonpin.kb.cache.facts_memo`).
 
     ``where=False`` leaves :attr:`Report.found` (where the importer finds sglang, mooncake
     and torch) empty: only the JSON output shows it, and the text output of a worker start
-    does without the ~1 ms it costs."""
+    does without the ~1 ms it costs.
+
+    ``gpu``: the GPU capability the worker runs on (``9.0``; ``none``), for a loader that
+    picks its build by it (:func:`moonpin.preflight.extensions.verdict.gpu_state`)."""
     target = None
+    env: Any = os.environ
     if rootfs is not None:
         from moonpin.preflight.env import target as tg
-        from moonpin.preflight.env.rootfs import for_image, target_for
+        from moonpin.preflight.env.rootfs import (
+            bundle,
+            for_image,
+            target_for,
+            with_overrides,
+        )
+        from moonpin.preflight.env.rootfs import image_env as env_of
 
         try:
-            target = target_for(os.fspath(rootfs), config)
+            root = os.fspath(rootfs)
+            if config is None:  # a `umoci unpack` bundle (or its rootfs/): its config.json
+                root, config = bundle(root)
+            config = with_overrides(config, image_env)
+            target = target_for(root, config, interpreter)
+            env = env_of(config)
         except tg.TargetError as e:
             return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
                                         "folder of an unpacked image (--rootfs) holding its "
                                         "Python")], strict, could_not_check=True)
-    from moonpin.preflight.env.context import Run
     from moonpin.kb.files import confine
+    from moonpin.preflight.env.context import Run
 
     run = Run()  # what this check starts beside reading (children computing ahead)
     memo = facts_memo()
@@ -138,7 +157,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
                               found=found if where else None, partial_root=partial_root,
-                              seen=seen, run=run)
+                              seen=seen, run=run, env=env, gpu=gpu)
         report.found = found
         if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
             from moonpin.preflight.env.pep668 import for_target
@@ -150,7 +169,26 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
-    return report if target is None else for_image(report, target)
+    return _for_shell(report, python) if target is None else for_image(report, target)
+
+
+def _for_shell(report: Report, python: str | None) -> Report:
+    """``report`` with its pip fix lines written to be pasted into a shell
+    (:func:`moonpin.preflight.judge.fixes.shell_line`): run by the ``--python`` interpreter's
+    own pip (``PY -m pip``) when one is given, a note as a shell comment."""
+    if not any(c.fix and c.fix.startswith("pip ") for c in report.checks):
+        return report
+    import shlex
+
+    from moonpin.preflight.judge.fixes import shell_line
+
+    pip = f"{shlex.quote(python)} -m pip" if python is not None else "pip"
+    checks = [CheckResult(c.name, c.status, c.message,
+                          shell_line(c.fix, pip) if c.fix else c.fix, c.evidence)
+              for c in report.checks]
+    out = Report(checks, report.usable, report.exit_code)
+    out.found = report.found
+    return out
 
 
 def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
@@ -159,7 +197,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  deep_timeout: float, source_cache: bool, python: str | None,
                  found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None,
-                 run: Run | None = None) -> Report:
+                 run: Run | None = None, env: Any = None, gpu: str | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -172,11 +210,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         if refused:
             return _report(refused, strict=False, could_not_check=True)
     wanted = {f: b for f, b in features.items() if b == "mooncake"}
-    if not wanted:
-        asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
-        return _report([CheckResult("mooncake", "skip",
-                                    f"mooncake backend not requested ({asked}); nothing to check")],
-                       strict=False)
+    asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
+    nothing = _report([CheckResult("mooncake", "skip", f"mooncake backend not requested "
+                                   f"({asked}); nothing to check")], strict=False)
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed import image_facts as im
     from moonpin.preflight.judge.fixes import Fixer
@@ -192,13 +228,18 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     add = checks.append
     target = target or _target(site_packages, python, add)
     if target is None:
-        return _report(checks, strict, could_not_check=True)
+        return _report(checks, strict, could_not_check=True) if wanted else nothing
     if seen is not None:
         seen["target"] = target
     paths = target.paths
     # the environment as every part of the check reads it, with one model of its importer
     ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run)
     add(CheckResult("target", "pass", target.describe()))
+    if target.guessed is not None:
+        add(CheckResult("interpreter", "warn", *target.guessed))
+    if not wanted:  # the other extensions only (moonpin.preflight.extensions)
+        return _extensions_only(checks, nothing, ctx, features, strict, env, gpu,
+                                os.fspath(kb_path) if kb_path is not None else None)
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
 
@@ -239,6 +280,11 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
                      own_launch(sglang_src, sglang, kb))
+    if torch is not None:  # the worker's other native extensions
+        from moonpin.preflight.extensions.verdict import judge_extensions
+
+        judge_extensions(ctx, features, _FLAGS, torch, dists, add,
+                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc)
     pkg = _mooncake_package(ctx, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
@@ -255,12 +301,40 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "files: --rootfs/--image); light checks only"))
     elif not deep:
         add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
-    elif torch_d is None:
+    elif torch is None and im.find_package(ctx, "torch") is None:
+        # what the import finds decides, not the metadata (a torch folder whose dist-info
+        # does not read, a NUL in its METADATA, still imports and is probed)
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
     else:
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
+
+
+def _extensions_only(checks: list[CheckResult], nothing: Report, ctx: Context,
+                     features: dict[str, str], strict: bool, env: Any,
+                     gpu: str | None, kb_file: str | None) -> Report:
+    """No mooncake backend requested: the other native extensions the worker imports
+    (:mod:`moonpin.preflight.extensions`); ``nothing`` when there are none to judge."""
+    from moonpin.preflight.extensions.verdict import judge_extensions
+    from moonpin.preflight.installed.image_facts import find_package
+    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.judge.torch_check import torch_of
+
+    fixer = Fixer(None, None)
+    dists, _ = _distributions(ctx.paths, fixer)
+    said: list[CheckResult] = []
+    torch = torch_of(dists.get("torch"), fixer, said.append, ctx, find_package(ctx, "torch"))
+    lines: list[CheckResult] = []
+    judge_extensions(ctx, features, _FLAGS, torch, dists, lines.append,
+                     env=os.environ if env is None else env, gpu=gpu,
+                     kb=lambda: _knowledge_base(kb_file, lambda c: None).doc())
+    if torch is None and lines:  # the extensions import torch: its failure is said
+        lines = [*said, *lines]
+    deep = CheckResult("deep probe", "skip", "mooncake not requested (the probe imports its "
+                       "process-group module); light checks only")
+    return _report([*checks, *(said if torch is not None else ()), *lines, deep],
+                   strict) if lines else nothing
 
 
 def _load_ahead(ctx: Context, src: Sources, req: Requirement | None,
@@ -349,15 +423,20 @@ def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
                     sglang: str | None = None) -> KBView:
     """The KB as the check reads it; ``sglang``: the installed release (its entry is all a
     start that passes reads of the resolved index)."""
-    from moonpin.preflight.installed.image_facts import KBView
     from moonpin.kb.paths import default_kb_file
+    from moonpin.preflight.installed.image_facts import KBView
 
     kb = KBView(kb_file or default_kb_file(), sglang)
     if not kb.ok:
         add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
                         "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
     else:
-        add(CheckResult("kb", "pass", f"read {kb.msg}"))
+        from moonpin.resolver.resolved import age_note
+
+        old = age_note(kb.path)
+        add(CheckResult("kb", "warn", f"read {kb.msg}; {old}",
+                        "run `moonpin scrape` (or pass a newer KB with --kb)")
+            if old else CheckResult("kb", "pass", f"read {kb.msg}"))
     return kb
 
 
@@ -395,14 +474,25 @@ def _mooncake_package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
             by_root.setdefault(d.root, []).append(d)
     clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
     if clash:
-        add(CheckResult("mooncake installed", "fail",
-                        f"{len(clash)} mooncake distributions installed over one mooncake/ "
-                        f"folder ({', '.join(f'{d.name} {d.version}' for d in clash)}): "
-                        "its files are a mix of both",
-                        fixer.line() if fixer.line().startswith("pip ") else
-                        f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
-                        f"{fixer.line()}",
-                        (clash[0].root,)))
+        said = f"{len(clash)} mooncake distributions installed over one mooncake/ folder " \
+               f"({', '.join(f'{d.name} {d.version}' for d in clash)})"
+        owner, wrong = _owner(clash)
+        if owner is not None:
+            # every file the import can load is the one this distribution installed
+            add(CheckResult("mooncake installed", "warn",
+                            f"{said}: every file of {owner.name} {owner.version} there is the "
+                            "one it installed (its RECORD hashes), so the import loads it; "
+                            "uninstalling either distribution later removes the shared files",
+                            fixer.pip([f"{owner.name}=={owner.version}"],
+                                      "clean up: one distribution over the folder"),
+                            (clash[0].root,)))
+        else:
+            add(CheckResult("mooncake installed", "fail",
+                            f"{said}: its files are a mix of both ({wrong})",
+                            fixer.line() if fixer.line().startswith("pip ") else
+                            f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
+                            f"{fixer.line()}",
+                            (clash[0].root,)))
     found = locate(ctx, "mooncake")
     pkg = found.folder if found is not None else None
     if not clash:  # named where it is when not in a distribution's own folder
@@ -416,6 +506,49 @@ def _mooncake_package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
                         f"{listing} is installed but no mooncake/ package folder was found",
                         fixer.reinstall()))
     return pkg
+
+
+def _owner(clash: list[Dist]) -> tuple[Dist | None, str]:
+    """Of distributions sharing one ``mooncake/`` folder, the one whose every package file
+    (``mooncake/…``, its ``….libs/``) is on disk with its RECORD hash and size, or None and
+    what is wrong for each (missing, another build's)."""
+    import base64
+    import hashlib
+    import stat
+
+    def bad(d: Dist) -> list[str]:
+        own = [(rel, h) for rel, h in d.hashes.items() if "__pycache__" not in rel and (
+            rel.startswith("mooncake/") or rel.split("/", 1)[0].endswith(".libs"))]
+        if not own:
+            return ["its RECORD has no hashes"]
+        out = []
+        for rel, (digest, size) in own:
+            path = os.path.join(d.root, rel)
+            try:
+                st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    raise OSError("not a regular file")
+                h = hashlib.sha256()
+                if st.st_size == size:
+                    with open(path, "rb") as f:
+                        for chunk in iter(lambda: f.read(1 << 20), b""):
+                            h.update(chunk)
+            except OSError:
+                out.append(f"{rel} missing")
+                continue
+            if st.st_size != size or base64.urlsafe_b64encode(
+                    h.digest()).rstrip(b"=").decode() != digest:
+                out.append(f"{rel} is another build's")
+        return out
+
+    said = []
+    for d in clash:
+        wrong = bad(d)
+        if not wrong:
+            return d, ""
+        said.append(f"{d.name}: {', '.join(wrong[:3])}"
+                    + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""))
+    return None, "; ".join(said)
 
 
 def _deep(checks: list[CheckResult], pkg: str, req: Requirement | None,
@@ -507,11 +640,19 @@ def _parser(json_errors: bool = False) -> Any:
                    "virtualenv other than moonpin's own, else this interpreter")
     p.add_argument("--rootfs", default=None, metavar="DIR",
                    help="judge an unpacked image root (what `docker export` or `umoci "
-                   "unpack` leaves) from outside, running nothing in it")
+                   "unpack` leaves) from outside, running nothing in it; a umoci/runc bundle "
+                   "(or its rootfs/) brings its config.json: Env, args, cwd")
     p.add_argument("--image", default=None, metavar="PATH",
                    help="judge an image file (an OCI layout or archive, a `docker save` "
                    "tarball) before it is deployed: unpacked to a temporary folder, then "
                    "as --rootfs with the image's Env and Entrypoint")
+    p.add_argument("--image-env", action="append", default=None, metavar="KEY=VALUE",
+                   help="with --rootfs/--image: set this variable of the image's environment "
+                   "(repeatable; over its config's Env, as `docker run -e`), e.g. "
+                   "PATH=/opt/venv/bin:/usr/bin:/bin for a `docker export` tree")
+    p.add_argument("--interpreter", default=None, metavar="PATH-IN-IMAGE",
+                   help="with --rootfs/--image: judge this python of the image (e.g. "
+                   "/opt/venv/bin/python) instead of the one its entry point runs")
     p.add_argument("--platform", default=None, metavar="OS/ARCH",
                    help="with --image: the image of a multi-platform index (linux/amd64)")
     p.add_argument("-q", "--quiet", action="store_true",
@@ -524,6 +665,10 @@ def _parser(json_errors: bool = False) -> Any:
                    help="import the module in a child interpreter (default: on for elastic EP)")
     p.add_argument("--deep-timeout", type=_seconds, default=120.0, metavar="SECONDS",
                    help="how long the deep probe may take (default 120)")
+    p.add_argument("--gpu-capability", default=None, metavar="CC",
+                   help="the GPU the worker runs on (9.0, 10.0; none: no GPU), for a loader "
+                   "that picks its build by it (sgl_kernel's sm<NN>). Default: "
+                   "$MOONPIN_GPU_CAPABILITY, else every choice is judged")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="read every SGLang source; neither use nor write the analysis cache "
                         "($MOONPIN_CACHE_DIR, default ~/.cache/moonpin)")
@@ -541,6 +686,8 @@ class _Args:
         self.rootfs: str | None = None
         self.image: str | None = None
         self.platform: str | None = None
+        self.image_env: list[str] | None = None
+        self.interpreter: str | None = None
         self.quiet = False
         self.kb: str | None = None
         self.strict = False
@@ -548,6 +695,7 @@ class _Args:
         self.deep: bool | None = None
         self.deep_timeout = 120.0
         self.cache = True
+        self.gpu_capability: str | None = None
 
 
 _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
@@ -556,7 +704,8 @@ _FLAGS_ONLY = {"--enable-dp-attention": ("enable_dp_attention", True),
                "--no-cache": ("cache", False), "-q": ("quiet", True),
                "--quiet": ("quiet", True)}
 _VALUED = {"--elastic-ep-backend", "--site-packages", "--kb", "--deep-timeout", "--python",
-           "--rootfs", "--image", "--platform"}
+           "--rootfs", "--image", "--platform", "--gpu-capability", "--image-env",
+           "--interpreter"}
 
 
 def _fast_parse(argv: Sequence[str]) -> _Args | None:
@@ -585,8 +734,12 @@ def _fast_parse(argv: Sequence[str]) -> _Args | None:
             ns.site_packages = [*(ns.site_packages or []), value]
         elif opt == "--kb":
             ns.kb = value
-        elif opt in ("--python", "--rootfs", "--image", "--platform"):
+        elif opt in ("--python", "--rootfs", "--image", "--platform", "--interpreter"):
             setattr(ns, opt[2:], value)
+        elif opt == "--gpu-capability":
+            ns.gpu_capability = value
+        elif opt == "--image-env":
+            ns.image_env = [*(ns.image_env or []), value]
         else:
             try:
                 ns.deep_timeout = float(value)
@@ -603,10 +756,24 @@ def _exclusive(ns: _Args) -> CheckResult | None:
                                     ("--python", ns.python),
                                     ("--site-packages", ns.site_packages)) if value]
     if len(given) > 1 and given[0] in ("--image", "--rootfs"):
+        if given[1] == "--python":  # meant: the image's own interpreter
+            inside = (ns.python if ns.rootfs and ns.python and ns.python.startswith("/")
+                      and os.path.lexists(os.path.join(ns.rootfs, ns.python.lstrip("/")))
+                      else "/opt/venv/bin/python")
+            return CheckResult("command line", "fail", f"{given[0]} and --python cannot be "
+                               "used together: --python runs an interpreter of this machine, "
+                               f"{given[0]} judges the image from its files",
+                               f"to name the image's interpreter, pass --interpreter {inside} "
+                               "(a path inside the image) instead of --python")
         return CheckResult("command line", "fail", f"{given[0]} and {given[1]} cannot be "
                            "used together: each names the image to judge",
-                           f"pass one of them (e.g. moonpin check {given[0]} "
-                           f"{ns.image or ns.rootfs} --elastic-ep-backend mooncake)")
+                           f"drop {given[1]}: {given[0]} names the image, and "
+                           "--interpreter/--image-env say how it runs")
+    if (ns.image_env or ns.interpreter) and not (ns.image or ns.rootfs):
+        return CheckResult("command line", "fail", "--image-env and --interpreter describe "
+                           "an image judged from its files: they need --rootfs or --image",
+                           "pass --rootfs DIR or --image PATH too (for an interpreter of this "
+                           "machine: --python PATH)")
     if ns.platform is not None and ns.image is None:
         return CheckResult("command line", "fail", "--platform picks the image of an image "
                            "file's index: it needs --image", "pass --image PATH too, or drop "
@@ -614,8 +781,14 @@ def _exclusive(ns: _Args) -> CheckResult | None:
     return None
 
 
-def _check_image_file(ns: _Args, launch: list[str]) -> Report:
-    """``--image``: unpacked to a temporary folder, judged as ``--rootfs`` with its config."""
+def check_image_file(path: str, platform: str | None = None, *,
+                     elastic_ep_backend: str | None = None, launch_args: Sequence[str] = (),
+                     kb_path: StrPath | None = None, strict: bool = False,
+                     gpu: str | None = None, image_env: Sequence[str] = (),
+                     interpreter: str | None = None) -> Report:
+    """``--image``: the image file at ``path`` (``platform``: the image of a multi-platform
+    index) unpacked to a temporary folder, judged as ``--rootfs`` with its config (``gpu``,
+    ``image_env``, ``interpreter``: as :func:`check_image` takes them)."""
     try:
         import importlib
 
@@ -628,10 +801,11 @@ def _check_image_file(ns: _Args, launch: list[str]) -> Report:
                                     "`umoci unpack`) and pass --rootfs DIR")],
                        strict=False, could_not_check=True)
     try:
-        with unpacked(ns.image or "", ns.platform) as (root, config):
-            return check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
-                               kb_path=ns.kb, strict=ns.strict, source_cache=False,
-                               rootfs=root, config=config, partial_root=True)
+        with unpacked(path, platform) as (root, config):
+            return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
+                               kb_path=kb_path, strict=strict, source_cache=False,
+                               rootfs=root, config=config, partial_root=True, gpu=gpu,
+                               image_env=image_env, interpreter=interpreter)
     except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
         tip = getattr(e, "tip", None) or getattr(e, "hint", None)
         return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
@@ -664,13 +838,18 @@ def main(argv: list[str] | None = None) -> int:
     if clash is not None:
         report = _report([clash], strict=False, could_not_check=True)
     elif ns.image is not None:
-        report = _check_image_file(ns, launch)
+        report = check_image_file(ns.image or "", ns.platform,
+                                  elastic_ep_backend=ns.elastic_ep_backend,
+                                  launch_args=launch, kb_path=ns.kb, strict=ns.strict,
+                                  gpu=ns.gpu_capability, image_env=ns.image_env or (),
+                                  interpreter=ns.interpreter)
     else:
         report = check_image(elastic_ep_backend=ns.elastic_ep_backend, launch_args=launch,
                              site_packages=ns.site_packages, kb_path=ns.kb,
                              strict=ns.strict, deep=ns.deep, deep_timeout=ns.deep_timeout,
                              source_cache=ns.cache, python=ns.python, rootfs=ns.rootfs,
-                             where=ns.json)
+                             where=ns.json, gpu=ns.gpu_capability,
+                             image_env=ns.image_env or (), interpreter=ns.interpreter)
     if report.exit_code == 2:  # could not check: said as every command says bad input
         _errors(report)
     try:

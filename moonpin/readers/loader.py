@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from moonpin.kb.models import LoaderScheme
 
-__all__ = ["TORCH", "LoaderRead", "LoaderStep", "analyze_loader", "cpp_string_names",
-           "read_loader"]
+__all__ = ["JIT_REQUIRES", "TORCH", "LoaderRead", "LoaderStep", "analyze_loader",
+           "cpp_string_names", "jit_requires", "read_loader"]
 
 #: Placeholder for the suffix derived from ``torch.__version__`` in a template.
 TORCH = "{torch}"
@@ -114,6 +114,51 @@ _TOOLCHAIN = {
 }
 
 
+#: What a compiling loader checks before it compiles (raising ImportError when it does
+#: not hold), as read from its source by :func:`jit_requires`; the codes are KB facts.
+JIT_REQUIRES = {
+    "cuda-torch": "a CUDA build of torch (torch.utils.cpp_extension.CUDA_HOME, None for a "
+                  "CPU torch; the adapter links c10_cuda and torch_cuda)",
+    "nvcc": "nvcc under CUDA_HOME",
+    "ninja": "ninja on PATH",
+    "gpu-or-arch-list": "a visible GPU or TORCH_CUDA_ARCH_LIST",
+}
+
+
+def _raises(node: ast.If) -> bool:
+    return any(isinstance(n, ast.Raise) for n in node.body)
+
+
+def jit_requires(tree: ast.AST) -> tuple[str, ...]:
+    """The preconditions (codes of :data:`JIT_REQUIRES`) a compiling loader checks with an
+    ``if …: raise`` before it compiles, read from its syntax tree (mooncake 0.3.14's
+    ``pg.py``): ``from torch.utils.cpp_extension import CUDA_HOME`` tested, or the
+    ``-lc10_cuda``/``-ltorch_cuda`` it links (a CUDA torch); ``"nvcc"`` in that test;
+    ``shutil.which("ninja")``; ``TORCH_CUDA_ARCH_LIST`` with ``torch.cuda.is_available()``."""
+    found: set[str] = set()
+    cuda_home = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                 and n.module == "torch.utils.cpp_extension" for a in n.names
+                 if a.name == "CUDA_HOME"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in ("-lc10_cuda", "-ltorch_cuda"):
+            found.add("cuda-torch")
+        if not (isinstance(node, ast.If) and _raises(node)):
+            continue
+        test = list(ast.walk(node.test))
+        consts = {n.value for n in test if isinstance(n, ast.Constant)}
+        names = {n.id for n in test if isinstance(n, ast.Name)}
+        attrs = {n.attr for n in test if isinstance(n, ast.Attribute)}
+        if names & cuda_home:
+            found.add("cuda-torch")
+            if "nvcc" in consts:
+                found.add("nvcc")
+        if "ninja" in consts and "which" in attrs | names:
+            found.add("ninja")
+        if "TORCH_CUDA_ARCH_LIST" in consts and "is_available" in attrs:
+            found.add("gpu-or-arch-list")
+    return tuple(k for k in JIT_REQUIRES if k in found)
+
+
 @dataclass(frozen=True)
 class LoaderStep:
     """One ``importlib.import_module`` of a loader: its target and what it raises if absent."""
@@ -136,6 +181,8 @@ class LoaderRead:
     toolchain: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     note: str | None = None
+    #: jit-compile: what it checks before compiling (codes of :data:`JIT_REQUIRES`)
+    requires: tuple[str, ...] = ()
 
 
 def analyze_loader(text: bytes | str, member: str, module: str,
@@ -149,7 +196,7 @@ def analyze_loader(text: bytes | str, member: str, module: str,
         imports=tuple(LoaderImport(template=i.template, line=i.line, on_missing=i.on_missing)
                       for i in r.imports),
         version_regex=r.version_regex, separator=r.separator, toolchain=r.toolchain,
-        sources=r.sources, note=r.note,
+        sources=r.sources, note=r.note, requires=r.requires,
     )
 
 
@@ -200,7 +247,7 @@ def read_loader(text: bytes | str, member: str = "mooncake/pg.py", module: str =
         srcs = _jit_sources(tree, member, shipped)
         return LoaderRead(module=module, member=member, kind="jit-compile",
                           imports=tuple(imports), toolchain=tuple(toolchain),
-                          sources=tuple(srcs),
+                          sources=tuple(srcs), requires=jit_requires(tree),
                           note="compiles C++ sources against the installed torch at first "
                                "import (torch.utils.cpp_extension.load)")
     if not imports or any(i.template.startswith("?") for i in imports):

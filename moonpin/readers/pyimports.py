@@ -29,7 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Import", "binding", "certain_imports", "read_module", "resolve_binding"]
+__all__ = ["Import", "any_imports", "binding", "certain_imports", "read_module",
+           "resolve_binding"]
 
 class Import:
     """One import that runs when the module is imported: ``module`` as written (``level``
@@ -219,6 +220,29 @@ def certain_imports(source: bytes, filename: str, check_compile: bool = True
     certainly fails (:func:`read_module`)."""
     imports, error, _, _ = read_module(source, filename, check_compile)
     return imports, error
+
+
+def any_imports(source: bytes, filename: str) -> list[tuple[str, int]]:
+    """Every absolute import written anywhere in ``source`` (function bodies, branches and
+    ``try`` blocks too: the imports a code path *may* run, such as SGLang's token
+    dispatchers importing their backend's package when first used), as (module, line) in
+    the order written; ``importlib.import_module("literal")`` included. Empty when the
+    source does not parse (:func:`read_module` says why)."""
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.module, node.lineno))
+        else:
+            name = _call_import(node)
+            if name is not None:
+                out.append((name, getattr(node, "lineno", 0)))
+    return sorted(out, key=lambda m: m[1])
 
 
 def _names_bound(node: ast.stmt) -> list[str]:

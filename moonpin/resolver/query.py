@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from moonpin.kb.distributions import torch_requirement
 from moonpin.kb.errors import UsageError
 from moonpin.kb.facts import Build, Loader, Sglang, Wheel
 from moonpin.resolver import rule, spelling
@@ -375,6 +376,10 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
     ev = Evaluation(s.version, dist, version, t.text, python, arch,
                     wheel=w.wheel.artifact.filename if w else None)
     ev.checks.append(_kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t)))
+    ev.checks.append(_kept(g.memo, ("python", python), s, lambda: _check(
+        "python", rule.python_requires(s.requires_python, python, f"sglang {s.version}",
+                                       s.wheel_pythons),
+        (f"{s.artifact.filename}: METADATA Requires-Python",))))
     if s.pg.module is None:
         ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "
                         "compatible with any mooncake (or none)")
@@ -402,7 +407,9 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
                         "uses only behind an optional import (it runs without)")
     ev.checks.append(_check("backends", rule.backends(req, builds),
                             () if jit else (b.member for b in builds)))
-    ev.checks.append(_check("CUDA major", rule.cuda_major(builds, _torch_facts(t), jit=jit)))
+    ev.checks.append(_check("CUDA major", rule.cuda_major(
+        builds, _torch_facts(t), jit=jit, cuda_torch=jit and loader is not None
+        and rule.needs_cuda_torch(loader.requires, loader.toolchain))))
     return ev
 
 
@@ -451,6 +458,31 @@ def _refused_torch(g: CompatGraph, s: Sglang, torch: str | None, dist: str, vers
     t = g.memo[key]
     c = _kept(g.memo, ("treq", t), s, lambda: _torch_requirement(s, t))
     return None if c.ok else f"{c.name}: {c.detail}"
+
+
+def _shown(evs: list[Evaluation], s: Sglang, python: str | None,
+           arch: str | None) -> Evaluation:
+    """The combination ``explain`` prints: the best verdict; among equals, the python and
+    platform of the SGLang wheel whose facts the checks cite (its evidence then speaks of
+    the combination shown), else x86_64 and the newest python."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    tags: set[tuple[str, str]] = set()
+    if python is None or arch is None:
+        try:
+            for t in parse_wheel_filename(s.artifact.filename)[3]:
+                tags |= {(t.interpreter, a) for a in ("x86_64", "aarch64") if a in t.platform}
+        except InvalidWheelFilename:  # an sdist: no python or platform of its own
+            pass
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+
+    def minor(p: str) -> int:
+        digits = p.removeprefix("cp")
+        return int(digits[1:]) if digits[1:].isdigit() else 0
+
+    return min(evs, key=lambda e: (order[e.verdict], -e.score(),
+                                   (e.python, e.arch) not in tags, e.arch != "x86_64",
+                                   -minor(e.python)))
 
 
 def _best(evs: list[Evaluation]) -> Evaluation | None:
@@ -601,13 +633,13 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
             continue
         refused = _refused_torch(g, s, str(tv), dist, version, python, arch)
         if refused is not None:
-            out.excluded.append(Candidate(str(tv), f"torch=={tv}", reason=refused))
+            out.excluded.append(Candidate(str(tv), torch_requirement(str(tv)), reason=refused))
             continue
         evs = combos(g, s, dist, version, str(tv), python, arch)
         best = _best(evs)
         if best is None:
             continue
-        out.place(Candidate(str(tv), f"torch=={tv}"), evs, best)
+        out.place(Candidate(str(tv), torch_requirement(str(tv))), evs, best)
     query = {"sglang": s.version, "mooncake": f"{dist}=={version}", "python": python or "all",
              "arch": arch or "all"}
     if given:
@@ -665,8 +697,7 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
         tt = (_torches(g, s, torch) or [str(v) for v in g.torch_versions[-1:]] or ["0"])[-1]
         evs = [evaluate(g, s, resolve_torch(g, tt, arch or "x86_64"), None, dist, version,
                         python or "any python", arch or "any platform")]
-    best = _best(evs)
-    assert best is not None
+    best = _shown(evs, s, python, arch)
     verdict = best.verdict
     return Explanation(
         query={"sglang": s.version, "mooncake": f"{dist}=={version}",

@@ -23,10 +23,12 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
 
 __all__ = [
     "FACTS_NAME",
+    "KB_MAX_AGE_DAYS",
     "MAX_TABLE_BYTES",
     "ORDER",
     "SUMMARY_NAME",
     "Resolved",
+    "age_note",
     "facts_file",
     "file_sha256",
     "fix_for",
@@ -662,3 +664,33 @@ def fixes_for(sglang: str, torch: str, python: str, arch: str, *,
             (noted if notes else plain).append(
                 (entry["requirement"], "; ".join(str(n) for n in notes) or None))
     return plain + noted
+
+
+#: Days after its scrape a KB is called old (``which``, ``pins``, ``check`` say so, and how
+#: to refresh it); ``$MOONPIN_KB_MAX_AGE_DAYS`` sets another, 0 never.
+KB_MAX_AGE_DAYS = 30
+
+
+def age_note(kb_path: str | os.PathLike[str], now: float | None = None) -> str | None:
+    """What to say of a KB scraped more than :data:`KB_MAX_AGE_DAYS` ago (its date, its
+    age, how to refresh it); None when it is younger, or its date cannot be read."""
+    import time
+    from datetime import datetime
+
+    try:
+        limit = float(os.environ.get("MOONPIN_KB_MAX_AGE_DAYS", KB_MAX_AGE_DAYS))
+    except ValueError:
+        limit = KB_MAX_AGE_DAYS
+    if limit <= 0:
+        return None
+    found = summary(kb_path)
+    when: datetime | None = found.scrape.scraped_at if found is not None else None
+    if when is None:
+        return None
+    days = ((time.time() if now is None else now) - when.timestamp()) / 86400
+    if days <= limit:
+        return None
+    return (f"the knowledge base was scraped {when.date().isoformat()}, {int(days)} days ago "
+            f"(older than {limit:g} days): releases since then are not in it; `moonpin "
+            "scrape` refreshes it (it fetches only what is new)")
+

@@ -38,9 +38,11 @@ __all__ = [
     "loader_target",
     "loader_targets",
     "names",
+    "needs_cuda_torch",
     "no_build",
     "no_module",
     "optional_missing",
+    "python_requires",
     "verdict",
 ]
 
@@ -356,10 +358,32 @@ def backends(req: Requirement, builds: Sequence[BuildFacts]) -> Decision:
 # ----------------------------------------------------------------------- CUDA
 
 
+def needs_cuda_torch(requires: Collection[str], toolchain: Collection[str] = ()) -> bool:
+    """A compiling loader that refuses a torch without CUDA: its ``requires`` (read from it
+    with ``ast``) say ``cuda-torch``; for a KB read before those were recorded, its
+    toolchain names ``CUDA_HOME`` (which ``torch.utils.cpp_extension`` sets to None for a
+    torch built without CUDA)."""
+    return "cuda-torch" in requires or (not requires and any("CUDA_HOME" in t
+                                                             for t in toolchain))
+
+
 def cuda_major(builds: Sequence[BuildFacts], torch: TorchFacts, *, jit: bool = False,
-               ) -> Decision:
+               cuda_torch: bool = False) -> Decision:
     """The CUDA runtime the builds link is the one torch brings (``jit``: the build is
-    compiled at import against the installed torch, so it always is)."""
+    compiled at import against the installed torch, so it always is; ``cuda_torch``: and
+    the compiling loader refuses a torch without CUDA, see :func:`needs_cuda_torch`)."""
+    if jit and cuda_torch and torch.cuda is None:
+        if not torch.cuda_known:
+            return Decision(None, f"compiled at import against a CUDA torch; {torch.cuda_why}")
+        from moonpin.kb.distributions import torch_requirement
+
+        public = torch.version.partition("+")[0]
+        return Decision(False, f"compiled at first import against a CUDA torch (the loader "
+                               f"refuses when torch.utils.cpp_extension.CUDA_HOME is None, as "
+                               f"for every CPU torch, and links c10_cuda and torch_cuda); torch "
+                               f"{torch.version} is a CPU build ({torch.cuda_why}); install the "
+                               f"index's CUDA build: pip install --force-reinstall "
+                               f"'{torch_requirement(public)}'")
     if jit:
         return Decision(True, "built at import against the installed torch's CUDA")
     majors = sorted({b.cuda for b in builds if b.cuda is not None})
@@ -377,6 +401,47 @@ def cuda_major(builds: Sequence[BuildFacts], torch: TorchFacts, *, jit: bool = F
     return Decision(majors == [torch.cuda],
                     f"build links CUDA {linked}, torch {torch.version} is CUDA {torch.cuda} "
                     f"({torch.cuda_why})")
+
+
+# ----------------------------------------------------------------------- python
+
+
+def python_requires(requires: str | None, python: str, release: str,
+                    wheel_pythons: Collection[str] | None = None) -> Decision:
+    """The release installs on CPython ``python`` (``cp312``, ``cp313t``, ``3.12``): its
+    ``Requires-Python`` admits it and its files include one for that interpreter
+    (``wheel_pythons``, None: any); pip and uv install it nowhere else ("requires a
+    different Python", "no wheels with a matching Python implementation tag"). None when
+    the specifier does not parse, or admits only some patch releases of that minor."""
+    minor = python.removeprefix("cp").removeprefix("py").rstrip("t").replace(".", "")
+    if not minor.isdigit() or len(minor) < 2:
+        return Decision(None, f"{python!r} is not a CPython version")
+    said = f"3.{minor[1:]}"
+    d = _requires_python(requires, said, release)
+    if d.ok is not False and wheel_pythons is not None and f"cp{minor}" not in wheel_pythons:
+        return Decision(False, f"{release} publishes wheels for {', '.join(wheel_pythons)} "
+                               f"only (no sdist): pip and uv find none for python {said}")
+    return d
+
+
+def _requires_python(requires: str | None, said: str, release: str) -> Decision:
+    if not requires:
+        return Decision(True, f"{release} declares no requires-python")
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        spec = SpecifierSet(requires)
+    except InvalidSpecifier:
+        return Decision(None, f"{release}'s requires-python {requires!r} does not parse")
+    first, last = spec.contains(f"{said}.0", True), spec.contains(f"{said}.99", True)
+    if first and last:
+        return Decision(True, f"python {said} satisfies {release}'s requires-python "
+                              f"{requires!r}")
+    if first or last:
+        return Decision(None, f"{release}'s requires-python {requires!r} admits only some "
+                              f"python {said} releases")
+    return Decision(False, f"{release} requires python {requires!r}; python {said} is not "
+                           "admitted (pip and uv will not install it there)")
 
 
 # ----------------------------------------------------------------------- verdict

@@ -126,6 +126,11 @@ def _mooncake_lines(r: dict[str, Any]) -> list[str]:
             out.append(f"    loader {ld['module']}: {ld['kind']} {imps}{extra}")
             if ld["source_names"]:
                 out.append(f"      names in shipped sources: {', '.join(ld['source_names'])}")
+            if ld.get("requires"):
+                from moonpin.readers.loader import JIT_REQUIRES
+
+                out.append("      checks before compiling: " + "; ".join(
+                    JIT_REQUIRES.get(c, c) for c in ld["requires"]))
         for b in w["builds"]:
             if b["read_error"]:
                 out.append(f"    build {b['member']}: torch {b['torch'] or '?'} "

@@ -201,6 +201,10 @@ def argparse_hint(parser: argparse.ArgumentParser, message: str) -> str | None:
         pool = [o for a in parser._actions for o in a.option_strings
                 if a.help != argparse.SUPPRESS]
     near = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    if not near and parser.prog.endswith(" args") and not m.group(0).startswith("invalid"):
+        # an SGLang option given to moonpin: the launch line goes after `--`
+        return (f"the launch arguments go after `--`: {parser.prog} --sglang VERSION -- "
+                f"{word} ... (`{parser.prog} --help` says what it takes)")
     if not near:
         return None
     return f"did you mean {near[0]!r}? (`{parser.prog} --help` says what it takes)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,7 @@ __all__ = [
     "parse_project",
     "pip_index_url",
     "public_url",
+    "wheel_pythons",
     "wheel_tags",
 ]
 
@@ -381,3 +382,30 @@ def wheel_tags(filename: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[s
         tuple(sorted({t.abi for t in tags})),
         tuple(sorted({t.platform for t in tags})),
     )
+
+
+def wheel_pythons(files: Iterable[IndexFile]) -> tuple[str, ...] | None:
+    """The CPython interpreters (``cp311``, …) a release's files can be installed on, from
+    their names (the wheel spec's tags, ``packaging.utils.parse_wheel_filename``); None when
+    any Python can take one (an sdist, a ``py3`` or an ``abi3`` wheel) or nothing is
+    listed. pip and uv find nothing to install on another interpreter ("no wheels with a
+    matching Python implementation tag")."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    out: set[str] = set()
+    listed = False
+    for f in files:
+        if f.yanked:
+            continue
+        listed = True
+        if not f.is_wheel:
+            return None  # an sdist builds anywhere
+        try:
+            tags = parse_wheel_filename(f.filename)[3]
+        except InvalidWheelFilename:
+            continue
+        for t in tags:
+            if not t.interpreter.startswith("cp") or t.abi == "abi3":
+                return None
+            out.add(t.interpreter)
+    return tuple(sorted(out, key=lambda i: (len(i), i))) if listed and out else None

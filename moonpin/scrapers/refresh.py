@@ -2,8 +2,10 @@
 
 Incremental by default: a release whose artifact sha256 is unchanged (and, for
 mooncake, whose builds were already checked for every name now wanted) is kept
-as it is, costing only the index JSON. A release that cannot be read is left
-out and listed in ``unread``; it never becomes a verdict.
+as it is, costing only the index JSON. A release that cannot be read (any of its
+artifacts: a 503, a damaged zip) keeps the facts the KB had for it, on every refresh,
+``--full`` included, and the report says so; one the KB never had is left out and listed
+in ``unread``; it never becomes a verdict.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from packaging.version import Version
 from moonpin.kb.distributions import DISTRIBUTIONS
 from moonpin.kb.errors import MoonpinError
 from moonpin.kb.models import (
+    Build,
     KnowledgeBase,
     MooncakeRelease,
+    NativeRelease,
     ScrapeInfo,
     SglangRelease,
     TorchRelease,
@@ -33,16 +37,26 @@ from moonpin.kb.models import (
     Unread,
 )
 from moonpin.scrapers import mooncake as mc
+from moonpin.scrapers import native as nt
 from moonpin.scrapers import sglang as sg
 from moonpin.scrapers import torch_index as ti
 from moonpin.scrapers.fetch import Fetcher
-from moonpin.scrapers.pypi import IndexFile, ProjectReleases, fetch_project, public_url
+from moonpin.scrapers.projects import MODULES as PROJECT_MODULES
+from moonpin.scrapers.projects import Recipe, recipes
+from moonpin.scrapers.pypi import (
+    IndexFile,
+    ProjectReleases,
+    fetch_project,
+    public_url,
+    wheel_pythons,
+)
 from moonpin.scrapers.report import Reporter
 
-__all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "extractor_fingerprints", "scrape"]
+__all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "canonical_provenance", "changes",
+           "extractor_fingerprints", "scrape"]
 
 SGLANG_MIN = Version("0.4.0")
-KINDS = ("sglang", "mooncake", "torch")
+KINDS = ("sglang", "mooncake", "torch", "native")
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -99,6 +113,11 @@ EXTRACTORS: dict[str, tuple[str, ...]] = {
     "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf.py",
                  "readers/elflayout.py", "readers/loader.py", "readers/cuda.py"),
     "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
+    "native": ("scrapers/native.py", "scrapers/projects/__init__.py",
+               *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES),
+               "readers/native/rules.py", "readers/native/builds.py",
+               "readers/native/keyeval.py", "readers/elf.py", "readers/elflayout.py",
+               "readers/elfsym.py"),
 }
 
 
@@ -129,6 +148,7 @@ class _Facts:
     moon: dict[tuple[str, str], MooncakeRelease] = field(default_factory=dict)
     torch: dict[str, TorchRelease] = field(default_factory=dict)
     torch_versions: tuple[str, ...] = ()
+    native: dict[tuple[str, str], NativeRelease] = field(default_factory=dict)
 
 
 class _Run:
@@ -187,6 +207,11 @@ class _Source:
     def merge(self, run: _Run, facts: _Facts, results: list[Any]) -> None:
         raise NotImplementedError
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        """Put back into ``facts`` what ``previous`` (the old KB's) holds of the release
+        ``unread`` names and this read could not; False when it held none."""
+        raise NotImplementedError
+
 
 class _SglangSource(_Source):
     """SGLang releases from 0.4.0, one wheel each; the per-file facts of earlier reads are
@@ -199,6 +224,8 @@ class _SglangSource(_Source):
         self.files_at = files_cache if files_cache is not None else _files_cache(fingerprint)
         self.cache = sg.AnalysisCache()
         self.procs: ProcessPoolExecutor | None = None
+        #: version -> the interpreters its files install on (:func:`wheel_pythons`)
+        self.pythons: dict[str, tuple[str, ...] | None] = {}
 
     def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
         facts.sglang = {r.version: r for r in base.sglang if r.source == "index"} if base else {}
@@ -210,7 +237,10 @@ class _SglangSource(_Source):
         if self.files_at:
             self.cache = sg.AnalysisCache.load(self.files_at)
         todo = []
+        self.pythons = {}
         for v in _versions(proj, SGLANG_MIN):
+            # what the release's files install on is a fact of the listing: every refresh
+            self.pythons[v] = wheel_pythons(proj.releases[v])
             wheel = sg.choose_wheel(proj.releases[v])
             if wheel is None:
                 run.not_read(Unread(kind="sglang", name="sglang", version=v,
@@ -219,6 +249,7 @@ class _SglangSource(_Source):
             have = facts.sglang.get(v)
             if have is not None and have.artifact.sha256 == wheel.sha256:
                 run.summary.kept["sglang"] += 1
+                facts.sglang[v] = have.model_copy(update={"wheel_pythons": self.pythons[v]})
                 continue
             todo.append((v, wheel))
         return todo
@@ -254,13 +285,21 @@ class _SglangSource(_Source):
         run.consumed(need)
         return v, rel, wheel.size
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        had = previous.sglang.get(unread.version)
+        if had is None or unread.version in facts.sglang:
+            return False
+        facts.sglang[unread.version] = had
+        return True
+
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[str, SglangRelease | Unread, int]]) -> None:
         for v, got, size in results:
             if isinstance(got, Unread):
                 run.not_read(got, v in facts.sglang)
             else:
-                facts.sglang[v] = got
+                facts.sglang[v] = got.model_copy(update={"wheel_pythons":
+                                                         self.pythons.get(v)})
                 run.counted("sglang", v, size)
         run.summary.cache_hits += self.cache.hits
         if self.files_at and any(isinstance(got, SglangRelease) for _, got, _ in results):
@@ -340,6 +379,14 @@ class _MooncakeSource(_Source):
         run.reporter.advance(f"{dist} {v}", nbytes=total)
         return (dist, v), MooncakeRelease(dist=dist, version=v, wheels=tuple(got)), size
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        key = (unread.name, unread.version)
+        had = previous.moon.get(key)
+        if had is None or key in facts.moon:
+            return False
+        facts.moon[key] = had
+        return True
+
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[tuple[str, str], MooncakeRelease | Unread, int]]) -> None:
         for key, rel, size in results:
@@ -401,6 +448,19 @@ class _TorchSource(_Source):
         run.reporter.advance(f"torch {v} {arch}", nbytes=n)
         return v, var, w.size
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        had = previous.torch.get(unread.version)
+        if had is None:
+            return False
+        cur = facts.torch.get(unread.version, TorchRelease(version=unread.version))
+        arches = {x.arch for x in cur.variants}
+        back = [x for x in had.variants if x.arch not in arches]  # the arch(es) not read
+        if not back:
+            return False
+        facts.torch[unread.version] = TorchRelease(version=unread.version, variants=tuple(
+            sorted([*cur.variants, *back], key=lambda x: x.arch)))
+        return True
+
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[str, TorchVariant | Unread, int]]) -> None:
         for v, var, size in results:
@@ -412,6 +472,114 @@ class _TorchSource(_Source):
                                     key=lambda x: x.arch))
             facts.torch[v] = TorchRelease(version=v, variants=variants)
             run.counted("torch", f"{v} {var.arch}", size)
+
+
+_NativeJob = tuple[Recipe, str, str, list[IndexFile]]
+
+
+class _NativeSource(_Source):
+    """Every release of every distribution of the native-extension recipes
+    (:mod:`moonpin.scrapers.projects`); a release is kept when its wheels are unchanged.
+    Whether a release's requirements can be met is asked again every time (the index may
+    have gained the release it lacked)."""
+
+    kind = "native"
+
+    def __init__(self) -> None:
+        self.shared = nt.SharedBuilds()
+        self.listed: dict[str, list[str]] = {}
+
+    def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
+        facts.native = {(r.dist, r.version): r for r in base.native} if base else {}
+
+    def plan(self, run: _Run, facts: _Facts) -> list[_NativeJob]:
+        jobs = []
+        seen = set()
+        for recipe in recipes():
+            for dist in recipe.dists:
+                try:
+                    proj = fetch_project(run.fetcher, run.index_url, dist)
+                except MoonpinError as e:
+                    self.listed[dist] = []
+                    if "HTTP 404" in str(e):  # a project the index does not have
+                        run.reporter.warn(f"{dist}: not on the index")
+                        continue
+                    run.not_read(Unread(kind="native", name=dist, version="*",
+                                        reason=_reason_text(e)), False)
+                    continue
+                self.listed[dist] = proj.listed()
+                for u in _skipped("native", proj, dist):
+                    run.not_read(u, (dist, u.version) in facts.native)
+                for v in _versions(proj):
+                    seen.add((dist, v))
+                    wheels = [f for f in proj.releases[v] if f.is_wheel]
+                    have = facts.native.get((dist, v))
+                    if not wheels:
+                        facts.native[(dist, v)] = NativeRelease(
+                            project=recipe.project, dist=dist, version=v,
+                            sdist_only=bool(proj.releases[v]))
+                        continue
+                    if have is not None and {w.artifact.sha256 for w in have.wheels} == \
+                            {w.sha256 for w in wheels}:
+                        run.summary.kept["native"] += 1
+                        continue
+                    jobs.append((recipe, dist, v, wheels))
+        self.listed["torch"] = list(facts.torch_versions)
+        return jobs
+
+    def read(self, run: _Run, facts: _Facts, jobs: list[_NativeJob],
+             ) -> list[tuple[tuple[str, str], NativeRelease | Unread, int]]:
+        self.torch_versions = facts.torch_versions
+        return _pool(lambda job: self._one(run, job), jobs, max(1, run.workers // 2))
+
+    def _one(self, run: _Run, job: _NativeJob,
+             ) -> tuple[tuple[str, str], NativeRelease | Unread, int]:
+        recipe, dist, v, wheels = job
+        got = []
+        total = size = 0
+        # cp312 x86_64 first: the other wheels of the release reuse its builds' reads
+        for w in sorted(wheels, key=lambda f: ("x86_64" not in f.filename,
+                                               "-cp312-" not in f.filename, f.filename)):
+            try:
+                nw, n, need = nt.scrape_wheel(run.fetcher, recipe, dist, v, w,
+                                              self.torch_versions, self.shared)
+                run.consumed(need)
+            except MoonpinError as e:
+                why = _reason(e, w)
+                run.reporter.warn(f"{dist} {v}: {why}")
+                run.reporter.advance(f"{dist} {v} (failed)", nbytes=total)
+                return (dist, v), Unread(kind="native", name=dist, version=v,
+                                         artifact=w.filename, reason=why), size
+            got.append(nw)
+            total += n
+            size += w.size
+        got.sort(key=lambda m: m.artifact.filename)
+        run.reporter.advance(f"{dist} {v}", nbytes=total)
+        return (dist, v), NativeRelease(project=recipe.project, dist=dist, version=v,
+                                        wheels=tuple(got)), size
+
+    def merge(self, run: _Run, facts: _Facts,
+              results: list[tuple[tuple[str, str], NativeRelease | Unread, int]]) -> None:
+        for key, rel, size in results:
+            if isinstance(rel, Unread):
+                run.not_read(rel, key in facts.native)
+            else:
+                facts.native[key] = rel
+                run.counted("native", f"{key[0]}=={key[1]}", size)
+        for key, rel in list(facts.native.items()):
+            lines = rel.wheels[0].requires_dist if rel.wheels else ()
+            facts.native[key] = rel.model_copy(update={
+                "uninstallable": nt.unmet(lines, self.listed)})
+
+
+def _reason_text(e: MoonpinError) -> str:
+    """Why a project's listing could not be read, without the URL (the index's host)."""
+    from moonpin.kb.errors import FetchError
+
+    text = str(e)
+    if isinstance(e, FetchError) and text.startswith(e.url):
+        text = "the index's project listing: " + text[len(e.url):].lstrip(": ")
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def scrape(
@@ -449,7 +617,7 @@ def scrape(
     facts = _Facts(local=tuple(r for r in old.sglang if r.source != "index") if old else (),
                    torch_versions=old.torch_versions if old is not None else ())
     sources: tuple[_Source, ...] = (_SglangSource(files_cache, current["sglang"]),
-                                    _MooncakeSource(), _TorchSource())
+                                    _MooncakeSource(), _TorchSource(), _NativeSource())
     for source in sources:
         # the old KB's facts for this kind, unless rebuilding it (--full, or they came
         # from other extractor code)
@@ -457,10 +625,20 @@ def scrape(
         source.load(facts, old if old is not None and not rebuild else None)
         if source.kind not in only:
             continue
+        failed = len(run.unread)
         jobs = source.plan(run, facts)
         reporter.start(source.kind, len(jobs))
         source.merge(run, facts, source.read(run, facts, jobs))
         reporter.finish()
+        if rebuild and old is not None:
+            # a rebuild reads every release again; one that cannot be read this time keeps
+            # the facts the KB had, as an incremental refresh does (and says so)
+            previous = _Facts()
+            source.load(previous, old)
+            for u in run.unread[failed:]:
+                if source.restore(facts, previous, u):
+                    run.unread.remove(u)
+                    run.not_read(u, True)
 
     summary = run.summary
     summary.bytes_fetched = fetcher.stats.bytes - start_bytes
@@ -473,10 +651,13 @@ def scrape(
         scrape=info,
         sglang=tuple(sorted((*facts.sglang.values(), *facts.local),
                             key=lambda r: (Version(r.version), r.source))),
-        mooncake=tuple(sorted(facts.moon.values(), key=lambda r: (r.dist, Version(r.version)))),
+        mooncake=tuple(canonical_provenance(sorted(facts.moon.values(),
+                                                   key=lambda r: (r.dist, Version(r.version))))),
         torch=tuple(sorted(facts.torch.values(), key=lambda r: Version(r.version))),
         torch_versions=facts.torch_versions,
         unread=tuple(run.unread),
+        native=tuple(sorted(facts.native.values(),
+                            key=lambda r: (r.project, r.dist, Version(r.version)))),
     )
     return kb, summary
 
@@ -563,3 +744,100 @@ def _torch_needed(all_versions: tuple[str, ...], sglang: Iterable[SglangRelease]
             if ok:
                 out.add(str(ok[-1]))
     return out
+
+
+def canonical_provenance(releases: Iterable[MooncakeRelease]) -> list[MooncakeRelease]:
+    """``releases`` with each shared build's ``bytes_from`` naming one member chosen the
+    same way every scrape. A scrape reads a build once and copies its facts to the builds
+    that are the same module of the same release for another Python ABI, and to those with
+    the same bytes in another wheel (a ``.post`` release re-shipping its predecessor's);
+    which of them a thread reaches first varies. So the groups are taken from the KB alone:
+    builds with the same facts that are the same module of one release and platform, or have
+    the same sizes (the bytes), are one reading; its first member by (wheel file name,
+    member) among those built for their own wheel's Python names the rest, and has none
+    itself. The facts do not depend on the order; now neither does the KB."""
+    rels = list(releases)
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    own: set[str] = set()
+    where: dict[str, tuple[str, str]] = {}
+    first_of: dict[tuple[object, ...], str] = {}
+    for r in rels:
+        for w in r.wheels:
+            pys = {f"cpython-{t[2:]}-" for t in w.python_tags if t.startswith("cp")}
+            for b in (*w.builds, *w.libraries):
+                if b.read_error is not None:
+                    continue
+                name = f"{b.member} in {w.artifact.filename}"
+                where[name] = (w.artifact.filename, b.member)
+                find(name)
+                facts = (b.names, b.backends, b.needed, b.needed_method, b.runpath,
+                         b.cuda_major, b.torch, b.complete, b.strings_complete)
+                arch = next((a for a in ("x86_64", "aarch64") if a in (b.abi or "")), "")
+                module = b.member.rsplit("/", 1)[-1].split(".", 1)[0]
+                for key in (("release", r.dist, r.version, arch, module, facts),
+                            ("bytes", b.size, b.compressed_size, facts)):
+                    ra, rb = find(name), find(first_of.setdefault(key, name))
+                    if ra != rb:
+                        parent[max(ra, rb)] = min(ra, rb)
+                if b.abi is None or any(b.abi.startswith(p) for p in pys):
+                    own.add(name)
+    members: dict[str, list[str]] = {}
+    for name in where:
+        members.setdefault(find(name), []).append(name)
+    named: dict[tuple[str, str], str | None] = {}
+    for group in members.values():
+        cands = sorted(where[m] for m in group if m in own)
+        if len(group) < 2 or not cands:
+            continue
+        first = cands[0]
+        for m in group:
+            named[where[m]] = None if where[m] == first else f"{first[1]} in {first[0]}"
+    out = []
+    for r in rels:
+        wheels = []
+        for w in r.wheels:
+            def fixed(builds: tuple[Build, ...], filename: str = w.artifact.filename
+                      ) -> tuple[Build, ...]:
+                return tuple(b.model_copy(update={"bytes_from": named[(filename, b.member)]})
+                             if (filename, b.member) in named
+                             and named[(filename, b.member)] != b.bytes_from else b
+                             for b in builds)
+            builds, libs = fixed(w.builds), fixed(w.libraries)
+            wheels.append(w if (builds, libs) == (w.builds, w.libraries) else
+                          w.model_copy(update={"builds": builds, "libraries": libs}))
+        out.append(r if tuple(wheels) == r.wheels else
+                   r.model_copy(update={"wheels": tuple(wheels)}))
+    return out
+
+
+def changes(old: KnowledgeBase | None, new: KnowledgeBase) -> dict[str, dict[str, list[str]]]:
+    """kind -> ``new`` (releases the old KB did not hold), ``changed`` (held, with other
+    facts now), ``unchanged`` and ``gone``: what a scrape changed, release by release
+    (mooncake as ``dist==version``)."""
+    def keyed(kb: KnowledgeBase | None) -> dict[str, dict[str, object]]:
+        if kb is None:
+            return {k: {} for k in KINDS}
+        return {"sglang": {r.version + ("" if r.source == "index" else f" ({r.source})"): r
+                           for r in kb.sglang},
+                "mooncake": {f"{r.dist}=={r.version}": r for r in kb.mooncake},
+                "torch": {r.version: r for r in kb.torch},
+                "native": {f"{r.dist}=={r.version}": r for r in kb.native}}
+
+    before, after = keyed(old), keyed(new)
+    out: dict[str, dict[str, list[str]]] = {}
+    for k in KINDS:
+        b, a = before[k], after[k]
+        out[k] = {"new": [v for v in a if v not in b],
+                  "changed": [v for v in a if v in b and a[v] != b[v]],
+                  "unchanged": [v for v in a if v in b and a[v] == b[v]],
+                  "gone": [v for v in b if v not in a]}
+    return out
+

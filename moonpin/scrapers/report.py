@@ -35,6 +35,10 @@ class StderrReporter(Reporter):
 
     #: Seconds between two redraws of the progress line (a tree has thousands of files).
     REDRAW = 0.1
+    #: Seconds between two progress lines on a stream that is not a terminal (a CI log):
+    #: a line per batch when it starts, then one every PERIOD while it runs, as pip's
+    #: downloads say themselves in a log.
+    PERIOD = 5.0
 
     def __init__(self, stream: TextIO | None = None, *, live: bool | None = None,
                  summary: bool = True) -> None:
@@ -86,6 +90,7 @@ class StderrReporter(Reporter):
 
     def _draw(self, label: str, *, force: bool = False) -> None:
         if not self.live:
+            self._log(label)
             return
         now = time.monotonic()
         if not force and now - self._drawn < self.REDRAW:
@@ -95,6 +100,27 @@ class StderrReporter(Reporter):
         count = f"{self._done}/{self._total}" if self._total else str(self._done)  # 0: unknown
         line = f"{self._what} {count} {self._unit}{size} {label}"
         self.stream.write(f"\r\x1b[K{line[:200]}")
+        self.stream.flush()
+
+
+    def _log(self, label: str) -> None:
+        """A progress line on a stream that is not a terminal: when a batch starts, then
+        at most one every :attr:`PERIOD` (none for the batch's last item: ``finish``
+        says it)."""
+        if not self.summary:
+            return
+        now = time.monotonic()
+        if self._done == 0:
+            self._drawn = now
+            self.stream.write(f"{self._what}: {self._total} {self._unit} "
+                              "to read\n")
+        elif now - self._drawn >= self.PERIOD and self._done < self._total:
+            self._drawn = now
+            size = f", {self._bytes / 1e6:.1f} MB" if self._bytes else ""
+            self.stream.write(f"{self._what}: {self._done}/{self._total} {self._unit}{size}, "
+                              f"{now - self._t0:.0f}s (last: {label[:80]})\n")
+        else:
+            return
         self.stream.flush()
 
 

@@ -90,13 +90,13 @@ def test_scrape_command_writes_kb_and_reports(index: FakeIndex, tmp_path: Path, 
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
     report = json.loads(out)
     assert code == 0
-    assert report["read"] == {"sglang": 2, "mooncake": 2, "torch": 2}
+    assert report["read"] == {"sglang": 2, "mooncake": 2, "torch": 2, "native": 0}
     assert report["bytes_fetched"] > 0
     assert store.load(path).sglang[-1].version == "0.5.17"
     # a second run reads nothing new and leaves the files alone
     before = path.stat().st_mtime_ns
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
-    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0, "native": 0}
     assert json.loads(out)["changed"] is False
     assert path.stat().st_mtime_ns == before
     # a KB read by older extractor code is read again and rewritten with the current
@@ -105,10 +105,10 @@ def test_scrape_command_writes_kb_and_reports(index: FakeIndex, tmp_path: Path, 
     store.save(old.model_copy(update={"scrape": old.scrape.model_copy(update={
         "extractors": {**old.scrape.extractors, "torch": "older"}})}), path)
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
-    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 2}
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 2, "native": 0}
     assert json.loads(out)["changed"] is True
     code, out, _ = run(capsys, "scrape", "--kb", str(path), "--index-url", index.url, "--json")
-    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0}
+    assert json.loads(out)["read"] == {"sglang": 0, "mooncake": 0, "torch": 0, "native": 0}
     # a release that fails is reported, exit 1, and the KB stays valid
     served = next(iter(index.add_project("sglang", {
         "0.5.20": dict([sglang_wheel("0.5.20", {})])}).files.values()))
@@ -245,7 +245,7 @@ def test_renovate_fragment_has_renovates_shape(kb_file: Path, tmp_path: Path,
     group, torch_rule, mooncake_rule = doc["packageRules"]
     assert group["groupName"] and {"sglang", "torch"} <= set(group["matchPackageNames"])
     assert torch_rule == {**torch_rule, "matchPackageNames": ["torch"],
-                          "allowedVersions": "==2.13.0"}
+                          "allowedVersions": "==2.13.0,!=2.13.0+cpu"}
     allowed = mooncake_rule["allowedVersions"]
     assert allowed.startswith("/") and allowed.endswith("/")
     pattern = re.compile(allowed[1:-1])
@@ -435,9 +435,15 @@ def test_version_help_and_bare_moonpin(capsys: pytest.CaptureFixture[str]) -> No
     # the version printed (and recorded by a scrape) is the package's own
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared is not None and out.startswith(f"moonpin {declared.group(1)};")
-    assert main([]) == 0  # bare: the help, not an error
-    out = capsys.readouterr().out
-    assert "usage: moonpin" in out and "exit codes" in out and "thin glue" not in out
+    # bare: the overview on stderr and exit 2 (uv's and git's habit): `moonpin` alone in a
+    # script is a mistake, not a pass
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "usage: moonpin" in captured.err and "exit codes" in captured.err
+    assert "thin glue" not in captured.err
+    assert main(["--kb", str(ROOT / "data" / "kb.json")]) == 2
+    assert "usage: moonpin" in capsys.readouterr().err
     assert main(["help"]) == 0 and "examples:" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         main(["help", "which"])

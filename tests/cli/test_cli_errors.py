@@ -92,7 +92,7 @@ def test_show_torch_answers_from_the_kb() -> None:
 
 def test_constraints_and_kb_resolve_take_json(tmp_path: Path) -> None:
     doc = json.loads(_cli("constraints", "--sglang", "0.5.18", "--json").stdout)
-    assert doc["constraints"][:2] == ["sglang==0.5.18", "torch==2.13.0"]
+    assert doc["constraints"][:2] == ["sglang==0.5.18", "torch==2.13.0,!=2.13.0+cpu"]
     kb = tmp_path / "kb.json"
     shutil.copy(SHIPPED, kb)
     r = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(kb), "kb", "resolve",

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from moonpin.preflight.run import _parser as check_parser
 from moonpin.cli.main import build_parser, main
+from moonpin.preflight.run import _parser as check_parser
 from moonpin.resolver.matrix import table as matrix
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from tests.preflight.test_check_hostile import MUTATIONS, TERMINAL, m_perms
 from tests.hostile.gen import HOSTILE_VALUES
 from tests.hostile.harness import (
     DEFAULT_N,
@@ -35,6 +34,7 @@ from tests.hostile.harness import (
 )
 from tests.lib.checkrun import NOBODY, python_for_nobody, small_kb
 from tests.lib.images import healthy_image
+from tests.preflight.test_check_hostile import MUTATIONS, TERMINAL, m_perms
 
 #: The unprivileged part runs through a fresh interpreter per input (~4x the forked
 #: child's cost): this share of FUZZ_N.

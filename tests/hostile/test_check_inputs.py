@@ -307,8 +307,8 @@ def _image_with(tmp_path: Path, config: dict[str, object]) -> Path:
     import json
     import tarfile
 
-    from tests.preflight.test_check_rootfs import debian_root
     from tests.hostile.test_image_files import layout
+    from tests.preflight.test_check_rootfs import debian_root
 
     root = tmp_path / "rootfs"
     healthy_image(debian_root(root))

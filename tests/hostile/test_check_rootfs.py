@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.preflight.test_check_rootfs import PY, debian_root, run_root, venv_root
 from tests.lib.checkrun import small_kb
 from tests.lib.images import add_dist, healthy_image
+from tests.preflight.test_check_rootfs import PY, debian_root, run_root, venv_root
 
 MARKER = "9.9.9"
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from moonpin.preflight.run import check_image, requested_features
 from moonpin.kb.schema import SCHEMA_VERSION
+from moonpin.preflight.run import check_image, requested_features
 from tests.lib.checkrun import assert_healthy, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
@@ -69,15 +69,28 @@ def test_json_has_the_same_content(tmp_path: Path, kb: Path) -> None:
 # --------------------------------------------------------------------------- not requested
 
 
-@pytest.mark.parametrize("launch", [[], ["--", "--elastic-ep-backend", "nixl"],
-                                    ["--", "--moe-a2a-backend=deepep"]])
-def test_backend_not_requested_checks_nothing(tmp_path: Path, launch: list[str]) -> None:
+def test_backend_not_requested_checks_nothing(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = run(empty, *launch, ep=False)
+    r = run(empty, ep=False)
     assert r.rc == 0
     assert len(r.lines) == 2 and r.lines[0].startswith("skip  mooncake:")
     assert r.lines[1] == "usable (deep probe not run: mooncake not requested)"
+
+
+@pytest.mark.parametrize(("launch", "module"), [
+    (["--", "--elastic-ep-backend", "nixl"], "nixl_ep"),
+    (["--", "--moe-a2a-backend=deepep"], "deep_ep")])
+def test_another_backend_is_judged_by_what_it_imports(tmp_path: Path, launch: list[str],
+                                                      module: str) -> None:
+    """Issue 39: a backend other than mooncake is no longer "nothing to check": the
+    module it imports is judged, and in an empty folder it is not installed."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run(empty, *launch, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line(module).startswith(f"fail  {module}: not installed"), r.out
+    assert "nothing to check" not in r.out
 
 
 SHIPPED_KB = ROOT / "data" / "kb.json"
@@ -99,7 +112,8 @@ def test_backend_sglang_refuses_is_bad_input(tmp_path: Path, value: str, tip: st
     assert r.err.splitlines() == [
         f"moonpin check: error: launch: --elastic-ep-backend: invalid choice {value!r} "
         f"(choose from none, mooncake, nixl; {where})", f"tip: {tip}"]
-    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
+    # nothing was judged: not "not usable" (the issue-40 user read it as a verdict)
+    assert r.lines == ["could not check: launch (the error above says why; deep probe not run)"]
     js = run(site, "--elastic-ep-backend", value, "--json", ep=False, kb=SHIPPED_KB)
     doc = json.loads(js.out)
     assert js.rc == 2 and doc["exit_code"] == 2 and doc["usable"] is False
@@ -113,7 +127,8 @@ def test_backend_typo_in_launch_args_too(tmp_path: Path) -> None:
     r = run(empty, "--", "--moe-a2a-backend", "deeep", ep=False, kb=SHIPPED_KB)
     assert r.rc == 2 and "tip: did you mean --moe-a2a-backend deepep" in r.err, r.err
     ok = run(empty, "--elastic-ep-backend", "nixl", ep=False, kb=SHIPPED_KB)
-    assert ok.rc == 0 and ok.lines[-1] == "usable (deep probe not run: mooncake not requested)"
+    # accepted (not refused as a typo), then judged: nothing of nixl is in an empty folder
+    assert ok.rc == 1 and ok.line("nixl_ep").startswith("fail  nixl_ep: not installed"), ok.out
 
 
 def test_verdict_line_says_whether_the_deep_probe_ran(tmp_path: Path, kb: Path) -> None:
@@ -511,7 +526,8 @@ def test_could_not_check(tmp_path: Path, kb: Path) -> None:
     assert r.rc == 2 and r.err.splitlines() == [
         f"moonpin check: error: site-packages: not a folder: {tmp_path / 'nope'}",
         "tip: check the command line (--site-packages, --python, --kb)"]
-    assert r.lines == ["not usable: 1 failure (could not check; deep probe not run)"]
+    assert r.lines == ["could not check: site-packages (the error above says why; deep probe "
+                       "not run)"]
     js = run(tmp_path / "nope", "--json", kb=kb)
     assert js.rc == 2 and json.loads(js.out)["checks"][0]["name"] == "site-packages"
     assert run(tmp_path, "--no-such-flag", kb=kb).rc == 2

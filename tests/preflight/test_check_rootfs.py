@@ -18,9 +18,9 @@ import pytest
 
 from moonpin.preflight.env.rootfs import ImageConfig, dockerfile_fix, target_for
 from moonpin.preflight.run import check_image
-from tests.preflight.test_importer import SETUPTOOLS_FINDER, editable_dist, write_sglang_sources
 from tests.lib.checkrun import ROOT, Run, run, small_kb
 from tests.lib.images import add_mooncake, add_torch, ext_suffix, healthy_image
+from tests.preflight.test_importer import SETUPTOOLS_FINDER, editable_dist, write_sglang_sources
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
@@ -78,10 +78,16 @@ def run_root(root: Path, *args: str, kb: Path | None = None) -> Run:
 
 
 def normalised(r: Run, site: Path, image_site: str, fixes: bool) -> list[str]:
-    """The lines but the target and deep-probe ones, paths as the image names them."""
+    """The lines but the target and deep-probe ones, paths as the image names them; a
+    compiling loader's toolchain line says the image's case (no host GPU matters) in the
+    image's report, so only its status is compared."""
     out = []
     for line in r.lines[:-1]:
         if line.split(None, 1)[-1].startswith(("target:", "deep probe:")):
+            continue
+        if line.split(None, 1)[-1].startswith("toolchain:"):
+            assert image_site not in line or "this host" not in line, line
+            out.append(line.split(":", 1)[0])
             continue
         line = line.replace(str(site), image_site)
         if fixes and line.startswith("  fix: "):
@@ -446,3 +452,94 @@ def test_a_cache_entry_whose_file_is_gone_is_not_found(tmp_path: Path) -> None:
     inside.parent.mkdir(parents=True, exist_ok=True)
     inside.write_bytes(b"")
     assert search() is not None
+
+
+# ------------------------------------------------------- bundles, --image-env, --interpreter
+
+
+def _venv_image(root: Path) -> Path:
+    """A venv image (``/opt/venv``, ``ENV PATH=/opt/venv/bin:$PATH``) whose venv holds the
+    healthy fake image, laid out as `docker export` leaves it (no config)."""
+    site = venv_root(root)
+    shutil.copytree(healthy_image(root.parent / "img"), site, dirs_exist_ok=True,
+                    symlinks=True)
+    return site
+
+
+def _bundle(where: Path) -> Path:
+    """What `umoci unpack` leaves: config.json (the OCI runtime spec's process) beside
+    rootfs/."""
+    _venv_image(where / "rootfs")
+    (where / "config.json").write_text(json.dumps({
+        "ociVersion": "1.0.2", "root": {"path": "rootfs"},
+        "process": {"args": ["/opt/venv/bin/python", "-m", "sglang.launch_server"],
+                    "env": ["PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin",
+                            "HOSTNAME=x"], "cwd": "/"}}))
+    return where
+
+
+def _verdict(r: Run) -> tuple[int, list[str]]:
+    return r.rc, [ln for ln in r.lines if not ln.startswith(("pass  target:", "warn  interp"))]
+
+
+def test_a_bundle_or_its_rootfs_brings_its_config(tmp_path: Path) -> None:
+    """`check --rootfs BUNDLE` on a `umoci unpack` of a venv image: the bundle's
+    config.json gives PATH and args (issue 40: it was not read; no interpreter was
+    found in the bundle, and its rootfs/ was judged with python3 of the default PATH)."""
+    bundle = _bundle(tmp_path / "bundle")
+    kb = small_kb(tmp_path)
+    whole, inner = run_root(bundle, kb=kb), run_root(bundle / "rootfs", kb=kb)
+    assert whole.rc == 0, whole.out + whole.err
+    assert "/opt/venv/bin/python" in whole.lines[0] and "(the image's" in whole.lines[0]
+    assert _verdict(whole) == _verdict(inner)
+    # the same tree exported without its config: a warning says what to pass ...
+    export = tmp_path / "export"
+    _venv_image(export)
+    bare = run_root(export, kb=kb)
+    assert bare.rc == 1 and bare.status("interpreter") == "warn", bare.out
+    assert "--interpreter /opt/venv/bin/python" in bare.out
+    assert "--image-env PATH=" in bare.out
+    # ... and either option gives the bundle's verdict
+    for how in (["--interpreter", "/opt/venv/bin/python"],
+                ["--image-env", "PATH=/opt/venv/bin:/usr/bin:/bin"]):
+        assert _verdict(run_root(export, *how, kb=kb)) == _verdict(whole), how
+
+
+def test_image_env_and_interpreter_are_checked(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _venv_image(root)
+    r = run_root(root, "--image-env", "PATH")
+    assert r.rc == 2 and "--image-env 'PATH' is not KEY=VALUE" in r.err
+    r = run_root(root, "--interpreter", "/opt/nothing/bin/python")
+    assert r.rc == 2 and "/opt/nothing/bin/python is unreadable" in r.err
+    assert "tip: name the image's interpreter (the image holds /opt/venv/bin/python)" in r.err
+    # `--python` beside --rootfs: the tip says how to name the image's own interpreter
+    r = run_root(root, "--python", "/opt/venv/bin/python")
+    assert r.rc == 2 and "--interpreter /opt/venv/bin/python" in r.err
+    assert "moonpin check --rootfs" not in r.err  # not the command that failed, again
+    # and they describe an image: alone they are a mistake
+    alone = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--interpreter",
+                            "/x", "--elastic-ep-backend", "mooncake"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 2 and "need --rootfs or --image" in alone.stderr
+
+
+def test_a_cpu_torch_image_is_told_to_install_torchs_cuda_build(tmp_path: Path) -> None:
+    """An image with a CPU torch beside a CUDA 13 mooncake build: the missing libcudart.so.13
+    comes with torch's CUDA build (issue 40: the image was told to change its mooncake
+    distribution, a fix line installed an older sglang)."""
+    from tests.lib.images import add_sglang
+
+    root = tmp_path / "root"
+    site = venv_root(root)
+    add_torch(site, version="2.13.0+cpu", cuda=None)
+    add_sglang(site, version="0.5.21")
+    add_mooncake(site)
+    r = run_root(root, "--interpreter", "/opt/venv/bin/python",
+                 kb=ROOT / "data" / "kb.json")
+    assert r.rc == 1 and r.status("libraries") == "fail", r.out
+    line = next(ln for ln in r.lines if ln.startswith("fail  libraries:"))
+    assert "a CUDA build of torch brings" in line and "mooncake distribution" not in line
+    fixes = [ln for ln in r.lines if ln.startswith("  fix: ")]
+    assert fixes and all("'torch==2.13.0,!=2.13.0+cpu'" in f for f in fixes), fixes
+    assert "this host" not in r.out

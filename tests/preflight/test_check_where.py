@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.lib.checkrun import ROOT, run, small_kb
+from tests.lib.images import add_dist, add_mooncake, add_torch, healthy_image
 from tests.preflight.test_importer import (
     DEV,
     hatch_editable,
@@ -18,8 +20,6 @@ from tests.preflight.test_importer import (
     skbc_editable,
     write_sglang_sources,
 )
-from tests.lib.checkrun import ROOT, run, small_kb
-from tests.lib.images import add_dist, add_mooncake, add_torch, healthy_image
 
 
 def _site(tmp_path: Path, kind: str = "site-packages") -> Path:

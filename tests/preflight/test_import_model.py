@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from moonpin.preflight.pyimport import importer, metapath
-from tests.preflight.test_importer import editable_dist, write_sglang_sources
 from tests.lib import importlayouts
 from tests.lib.checkrun import ROOT, run, small_kb
 from tests.lib.editable_templates import SETUPTOOLS_FINDER
 from tests.lib.images import add_dist, add_mooncake, add_torch
+from tests.preflight.test_importer import editable_dist, write_sglang_sources
 
 EXT = machinery.EXTENSION_SUFFIXES
 LAYOUTS = int(os.environ.get("MOONPIN_IMPORT_LAYOUTS", "40"))

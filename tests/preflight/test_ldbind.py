@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.preflight.loader import ldbind
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.loader import ldbind
 from tests.lib.ldbinding import Binding, bind
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

@@ -10,9 +10,9 @@ import pytest
 from moonpin.preflight.env import pep668
 from moonpin.preflight.env.rootfs import ImageConfig
 from moonpin.preflight.run import check_image
-from tests.preflight.test_check_rootfs import PY, debian_root, venv_root
 from tests.lib.checkrun import small_kb
 from tests.lib.images import healthy_image
+from tests.preflight.test_check_rootfs import PY, debian_root, venv_root
 
 
 @pytest.mark.parametrize(("fix", "want"), [

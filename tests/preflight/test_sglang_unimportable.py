@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.preflight.test_importer import image
 from tests.lib.checkrun import run, small_kb
 from tests.lib.images import add_sglang
+from tests.preflight.test_importer import image
 
 DEV = "0.5.99.dev0"
 TAG = DEV.replace(".", "_")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from moonpin.kb import cache as kb_cache
 from moonpin.preflight.installed import sources
 from moonpin.preflight.pyimport import importer, metapath
-from moonpin.kb import cache as kb_cache
 from tests.lib.images import add_sglang
 
 
@@ -189,7 +189,8 @@ def test_a_warm_start_does_not_load_the_analyzer(tmp_path: Path) -> None:
 
     pkg, cache = _pkg(tmp_path), tmp_path / "cache"
     sources.scan(pkg, cache_dir=cache)
-    probe = ("import sys; from pathlib import Path; from moonpin.preflight.installed import sources; "
+    probe = ("import sys; from pathlib import Path; "
+             "from moonpin.preflight.installed import sources; "
              f"f = sources.scan(Path({str(pkg)!r}), cache_dir=Path({str(cache)!r})); "
              "print(f.cache, sorted(f.derived['names']) != [], "
              "'moonpin.readers.pyast' in sys.modules)")

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
+from moonpin.kb import cache as kb_cache
 from moonpin.preflight.env.context import Context
 from moonpin.preflight.installed import image_facts, stamps
 from moonpin.preflight.pyimport.importer import Sources
-from moonpin.kb import cache as kb_cache
-from tests.preflight.test_importer import editable_dist, skbc_editable, write_sglang_sources
 from tests.lib.checkrun import run, small_kb
 from tests.lib.editable_templates import SETUPTOOLS_FINDER
 from tests.lib.images import add_mooncake, add_torch
+from tests.preflight.test_importer import editable_dist, skbc_editable, write_sglang_sources
 
 _OLD_NS = 1_600_000_000 * 10**9
 

@@ -354,3 +354,29 @@ def test_pythonpath_entries_as_the_interpreter_puts_them(tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", value)
     assert target._pythonpath() == [w.format(cwd=tmp_path) for w in want]
+
+
+def test_python_mode_fix_lines_paste_into_a_shell_and_use_that_pip(tmp_path: Path) -> None:
+    """`check --python PY`: a fix line ran a bare `pip` (another environment's, where moonpin
+    runs elsewhere) and ended with `(note)`, a shell syntax error when pasted (issue 40)."""
+    import shlex
+
+    site = tmp_path / "img"
+    add_torch(site, version="2.13.0+cpu", cuda=None)
+    add_sglang(site, version="0.5.21")
+    add_mooncake(site)
+    python = _fake_python(tmp_path / "venv dir" / "bin" / "python", site,
+                          sys.version_info.minor)
+    r = _check("--python", str(python), "--kb", str(SHIPPED),
+               env={"MOONPIN_CHECK_SYSTEM_LIBS": str(tmp_path / "none")})
+    assert r.returncode == 1, r.stdout + r.stderr
+    fixes = [ln[len("  fix: "):] for ln in r.stdout.splitlines() if ln.startswith("  fix: ")]
+    pip = f"{shlex.quote(str(python))} -m pip"
+    assert fixes and all(f.startswith(f"{pip} ") for f in fixes), fixes
+    for f in fixes:
+        assert " pip install" not in f.replace(f"{pip} install", "")  # no bare pip left
+        words = shlex.split(f, comments=True)  # parses as a shell line, the note a comment
+        assert words[:3] == [str(python), "-m", "pip"], words
+        assert words[3] in ("install", "uninstall"), words
+        assert not f.rstrip().endswith(")") or "  # " in f
+    assert any("  # " in f for f in fixes), fixes  # the notes are comments

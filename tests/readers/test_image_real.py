@@ -146,3 +146,31 @@ def test_a_packed_broken_image_fails_as_its_import_fails(tmp_path: Path, mutate:
     image = first_failure("--image", str(layout))
     own = first_failure("--python", str(venv / "bin/python"))
     assert image == own and image[0] == 1, (image, own)
+
+
+def test_a_umoci_bundle_is_judged_as_its_image_file(layout: Path, tmp_path: Path) -> None:
+    """``check --rootfs BUNDLE`` (and ``BUNDLE/rootfs``) on what ``umoci unpack`` leaves of
+    the packed venv reaches the verdict ``--image`` reaches, line for line: the bundle's
+    config.json gives the Env (PATH=/opt/venv/bin:...) and args the image's config has
+    (issue 40; before, the bundle was not read and no interpreter was found)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    bundle = tmp_path / "bundle"
+    r = subprocess.run(["umoci", "unpack", "--rootless", "--image", f"{layout}:t",
+                        str(bundle)], capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr
+
+    def check(*how: str) -> tuple[int, list[str]]:
+        r = subprocess.run([sys.executable, "-m", "moonpin.preflight", *how,
+                            "--elastic-ep-backend", "mooncake"], cwd=root,
+                           capture_output=True, text=True, timeout=1800)
+        keep = [ln.split(":")[0] for ln in r.stdout.splitlines() if ln[:4] in (
+            "pass", "fail", "warn", "skip")]
+        return r.returncode, keep + r.stdout.splitlines()[-1:]
+
+    image = check("--image", str(layout))
+    assert check("--rootfs", str(bundle)) == image
+    assert check("--rootfs", str(bundle / "rootfs")) == image
+    assert image[0] == 0, image

@@ -66,7 +66,7 @@ def test_constraints_cli_txt_and_uv_forms() -> None:
     txt = _moonpin("constraints", "--sglang", "0.5.18")
     assert txt.returncode == 0, txt.stderr
     lines = [x for x in txt.stdout.splitlines() if x and not x.startswith("#")]
-    assert "torch==2.13.0" in lines and "sglang==0.5.18" in lines
+    assert "torch==2.13.0,!=2.13.0+cpu" in lines and "sglang==0.5.18" in lines
     assert "mooncake-transfer-engine-cuda13>=0.3.12.post1,<=0.3.13.post1" in lines  # no JIT 0.3.14
     assert "mooncake-transfer-engine<0" in lines
     uv = _moonpin("constraints", "--sglang", "0.5.18", "--format", "uv")

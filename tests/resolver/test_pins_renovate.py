@@ -44,7 +44,10 @@ def _allowed(rule_value: str, versions: list[str]) -> list[str]:
         rx = re.compile(rule_value[1:-1])
         return [v for v in versions if rx.match(v)]
     assert rule_value.startswith("=="), rule_value
-    return [v for v in versions if v == rule_value[2:]]
+    from packaging.specifiers import SpecifierSet
+
+    spec = SpecifierSet(rule_value)  # Renovate's pep440 versioning: a PEP 440 range
+    return [v for v in versions if spec.contains(v, prereleases=True)]
 
 
 def test_allowed_versions_is_a_form_renovate_parses() -> None:

@@ -203,7 +203,7 @@ def test_cli_which_torch_and_sglang(kb_file: Any, capsys: pytest.CaptureFixture[
                                  "--json"])
     assert code == 0
     res = json.loads(out)
-    assert [c["requirement"] for c in res["compatible"]] == ["torch==2.13.0"]
+    assert [c["requirement"] for c in res["compatible"]] == ["torch==2.13.0,!=2.13.0+cpu"]
     assert res["query"]["mooncake"] == "mooncake-transfer-engine-cuda13==0.3.13"
     kb = kb_file("which_sglang_rename.json")
     code, out, _ = _run(capsys, ["--kb", kb, "which", "sglang", "--mooncake",

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from moonpin.scrapers.local import scrape_path
 from moonpin.scrapers.report import Reporter, StderrReporter
 from tests.lib.server import FakeIndex
@@ -83,7 +85,30 @@ def test_a_scrape_summary_still_prints_when_not_a_terminal() -> None:
     r.advance("0.5.18", nbytes=2_000_000)
     r.advance("0.5.17")
     r.finish()
-    assert out.getvalue().startswith("sglang: 2/2 releases, 2.0 MB fetched, ")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "sglang: 2 releases to read"
+    assert lines[-1].startswith("sglang: 2/2 releases, 2.0 MB fetched, ")
+
+
+def test_a_ci_log_gets_a_line_every_few_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a stream that is not a terminal (a CI log) a long batch says where it is every
+    PERIOD seconds (issue 40: nothing between three warnings and the summary for 4 min)."""
+    from moonpin.scrapers import report
+
+    clock = [100.0]
+    monkeypatch.setattr(report.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    r = StderrReporter(out, live=False)
+    r.start("mooncake", 10)
+    for n in range(10):
+        clock[0] += 2.0  # an artifact every 2 s: a line every 5 s
+        r.advance(f"mooncake-transfer-engine 0.3.{n}", nbytes=1_000_000)
+    r.finish()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "mooncake: 10 releases to read"
+    assert lines[1] == "mooncake: 3/10 releases, 3.0 MB, 6s (last: mooncake-transfer-engine 0.3.2)"
+    assert len(lines) == 1 + 3 + 1, lines  # at 6, 12 and 18 s; then the summary
+    assert lines[-1].startswith("mooncake: 10/10 releases, 10.0 MB fetched, 20.0s")
 
 
 def _scrape_from_path(kb: Path, tree: Path, *, tty: bool) -> tuple[int, str, str]:

@@ -193,7 +193,8 @@ def test_noop_refresh_fetches_no_artifact_bytes(index: FakeIndex) -> None:
     kb2, summary, _ = run(index, kb)
     artifact_requests = [r for r in index.requests if r.path.startswith("/packages/")]
     assert artifact_requests == []
-    assert summary.read == {"sglang": 0, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert summary.read == {"sglang": 0, "mooncake": 0, "torch": 0,  # type: ignore[attr-defined]
+                            "native": 0}
     assert kb2.sglang == kb.sglang and kb2.mooncake == kb.mooncake
 
 
@@ -204,7 +205,9 @@ def test_a_kb_read_by_other_extractor_code_is_read_again(index: FakeIndex) -> No
 
     only_present(index)
     kb, _, _ = run(index)
-    assert kb.scrape.extractors == extractor_fingerprints()
+    scraped = ("sglang", "mooncake", "torch")
+    assert {k: kb.scrape.extractors[k] for k in scraped} == {
+        k: extractor_fingerprints()[k] for k in scraped}
     stale = kb.model_copy(update={"scrape": kb.scrape.model_copy(update={
         "extractors": {**kb.scrape.extractors, "sglang": "older-code"}})})
     warnings: list[str] = []
@@ -214,12 +217,15 @@ def test_a_kb_read_by_other_extractor_code_is_read_again(index: FakeIndex) -> No
             warnings.append(message)
 
     kb2, summary, _ = run(index, stale, reporter=Listen())
-    assert summary.read == {"sglang": 2, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert summary.read == {"sglang": 2, "mooncake": 0, "torch": 0,  # type: ignore[attr-defined]
+                            "native": 0}
     assert any("sglang: the knowledge base was read by other extractor code" in w
                for w in warnings)
-    assert kb2.scrape.extractors == extractor_fingerprints()
+    assert {k: kb2.scrape.extractors[k] for k in scraped} == {
+        k: extractor_fingerprints()[k] for k in scraped}
     _, again, _ = run(index, kb2)  # control: now current, nothing is re-read
-    assert again.read == {"sglang": 0, "mooncake": 0, "torch": 0}  # type: ignore[attr-defined]
+    assert again.read == {"sglang": 0, "mooncake": 0, "torch": 0,  # type: ignore[attr-defined]
+                          "native": 0}
 
 
 def test_unreadable_release_is_unread_not_half_recorded(index: FakeIndex) -> None:
@@ -454,3 +460,50 @@ def test_a_project_json_past_the_parser_limits_is_refused(
     assert exited.value.code == 2
     assert "/pypi/torch/json: not a package index JSON document" in err and "tip:" in err
     assert kb_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["--full", "refresh"])
+def test_an_artifact_that_cannot_be_read_keeps_the_facts_the_kb_had(
+        index: FakeIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        full: bool) -> None:
+    """Issue 38 (7): a 503 on one artifact of each kind during a refresh, ``--full``
+    included, keeps each release's previous facts whole and says so (on ee40e57 ``--full``
+    dropped them)."""
+    from moonpin.cli.main import main
+    from moonpin.kb import store
+
+    kb_path = scraped_kb(index, tmp_path / "kb.json")
+    before = store.load(kb_path)
+    sgl = next(r for r in before.sglang if r.version == "0.5.17")
+    moon = next(r for r in before.mooncake if r.version == "0.3.13")
+    torch = next(r for r in before.torch if r.variants)
+    for art in (sgl.artifact, moon.wheels[0].artifact, torch.variants[0].artifact):
+        index.fault("/packages/" + art.path, "status", code=503)
+    capsys.readouterr()
+    rc = main(["--kb", str(kb_path), "scrape", "--index-url", index.url + "/", "--jobs", "2",
+               *(["--full"] if full else ["--only", "sglang"])])
+    out = capsys.readouterr().out
+    after = store.load(kb_path)
+    assert rc == (1 if full else 0), out
+    assert after.sglang == before.sglang and after.mooncake == before.mooncake
+    assert after.torch == before.torch and after.unread == ()
+    if full:
+        assert out.count("the knowledge base keeps the facts read before") == 3, out
+        assert "503" in out
+
+
+def test_a_release_records_the_interpreters_its_files_install_on(index: FakeIndex) -> None:
+    """Issue 38 (2): what the index lists for each SGLang release (version-specific
+    wheels only, or a pure wheel) is recorded at every scrape, kept releases included."""
+    only_present(index)
+    files = {"sglang/srt/distributed/parallel_state.py": SGL_NEW}
+    index.add_project("sglang", {
+        "0.5.4": dict([sglang_wheel("0.5.4", files)]),
+        "0.5.17": dict(build_wheel("sglang", "0.5.17", files, tag=f"{t}-{t}-manylinux_2_34_"
+                                   "x86_64") for t in ("cp311", "cp312")),
+    })
+    kb, _, _ = run(index, only=("sglang",))
+    got = {r.version: r.wheel_pythons for r in kb.sglang}
+    assert got == {"0.5.4": None, "0.5.17": ("cp311", "cp312")}
+    again, _, _ = run(index, old=kb, only=("sglang",))  # kept, still recorded
+    assert {r.version: r.wheel_pythons for r in again.sglang} == got

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.result import Report
 
-__all__ = ["DEFAULT_PATH", "ImageConfig", "dockerfile_fix", "for_image", "target_for",
-           "unpacked"]
+__all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "dockerfile_fix", "for_image", "image_env",
+           "target_for", "unpacked", "with_overrides"]
 
 #: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -70,6 +70,113 @@ class ImageConfig:
         self.variant = variant
 
 
+def bundle(path: str) -> tuple[str, ImageConfig | None]:
+    """The root folder and runtime configuration of what ``--rootfs`` names: a runtime
+    bundle (``umoci unpack`` / ``runc spec``: ``config.json`` beside ``rootfs/``) given as
+    the bundle or as its ``rootfs/``, its ``process`` (``env``, ``args``, ``cwd``) read from
+    ``config.json`` (the OCI runtime spec, config.md); any other folder as it is, with no
+    configuration (a ``docker export`` tree). Raises :class:`TargetError` for a
+    ``config.json`` that cannot be read."""
+    here = os.path.join(path, "config.json")
+    up = os.path.join(os.path.dirname(os.path.abspath(path).rstrip("/")), "config.json")
+    for cfg, bundle_dir in ((here, path), (up, os.path.dirname(os.path.abspath(path)))):
+        if not os.path.isfile(cfg):
+            continue
+        doc = _runtime_config(cfg)
+        rel = doc.get("root", {}).get("path") if isinstance(doc.get("root"), dict) else None
+        root = os.path.join(bundle_dir, rel if isinstance(rel, str) and rel else "rootfs")
+        if cfg == up and os.path.realpath(root) != os.path.realpath(path):
+            continue  # a config.json above some other folder: not this root's
+        if not os.path.isdir(root):
+            continue
+        found = doc.get("process")
+        proc: dict[str, Any] = found if isinstance(found, dict) else {}
+        env = [e for e in proc.get("env") or () if isinstance(e, str)]
+        args = [a for a in proc.get("args") or () if isinstance(a, str)]
+        cwd = proc.get("cwd") if isinstance(proc.get("cwd"), str) else None
+        return root, ImageConfig(env=env, entrypoint=args, working_dir=cwd)
+    return path, None
+
+
+def _runtime_config(path: str) -> dict[str, Any]:
+    import json
+
+    from moonpin.kb.files import read_regular
+
+    try:
+        doc = json.loads(read_regular(path, cap=4 << 20, what="config.json"))
+    except OSError as e:
+        raise TargetError(f"{path} cannot be read: {e}") from e
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise TargetError(f"{path} is not a runtime bundle's config (not JSON: {e})",
+                          tip="pass the bundle's rootfs/ with --image-env/--interpreter, "
+                          "or unpack the image again") from e
+    if not isinstance(doc, dict):
+        raise TargetError(f"{path} is not a runtime bundle's config (not a JSON object)")
+    return doc
+
+
+def with_overrides(config: Any, image_env: Sequence[str]) -> ImageConfig | None:
+    """``config`` with the ``KEY=VALUE`` settings of ``--image-env`` over its ``Env``
+    (what ``docker run -e`` does); ``config`` itself when there are none. Raises
+    :class:`TargetError` for a setting without ``=``."""
+    if not image_env:
+        return config  # type: ignore[no-any-return]
+    env = _env(config)
+    for item in image_env:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise TargetError(f"--image-env {item!r} is not KEY=VALUE",
+                              tip="e.g. --image-env PATH=/opt/venv/bin:/usr/bin:/bin")
+        env[key] = value
+    return ImageConfig(env=env, entrypoint=getattr(config, "entrypoint", None),
+                       cmd=getattr(config, "cmd", None),
+                       working_dir=getattr(config, "working_dir", None),
+                       os=getattr(config, "os", None),
+                       architecture=getattr(config, "architecture", None),
+                       variant=getattr(config, "variant", None))
+
+
+def _venvs(root: str, limit: int = 4000) -> list[str]:
+    """Image paths of the interpreters of the virtual environments in the image (a
+    ``pyvenv.cfg`` at most three folders down, ``/proc``-like trees skipped; at most
+    ``limit`` folders looked at), for a tip."""
+    found: list[str] = []
+    todo = [("", 0)]
+    seen = 0
+    while todo and seen < limit:
+        rel, depth = todo.pop(0)
+        try:
+            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
+        except OSError:
+            continue
+        seen += 1
+        names = {e.name for e in entries}
+        if "pyvenv.cfg" in names and "bin" in names:
+            found.append(f"/{rel}/bin/python")
+            continue
+        if depth >= 3:
+            continue
+        for e in sorted(entries, key=lambda e: e.name):
+            if e.is_dir(follow_symlinks=False) and e.name not in (
+                    "proc", "sys", "dev", "share", "include", "site-packages",
+                    "dist-packages", "node_modules", ".git"):
+                todo.append((f"{rel}/{e.name}".lstrip("/"), depth + 1))
+    return found
+
+
+def _interpreter_tip(root: str, config: Any) -> str:
+    """What to pass when the image's interpreter is not found or not the one meant."""
+    venvs = _venvs(root)
+    named = (f"--interpreter {venvs[0]}" if venvs else "--interpreter /opt/venv/bin/python")
+    where = f" (the image holds {', '.join(venvs[:3])})" if venvs else ""
+    if config is None:
+        return (f"name the image's interpreter{where}: {named}, or give its PATH: "
+                "--image-env PATH=/opt/venv/bin:/usr/bin:/bin; a `umoci unpack` bundle "
+                "passed whole (the folder with config.json) gives both")
+    return f"name the image's interpreter{where}: {named}, or --image-env PATH=..."
+
+
 #: The longest string Linux passes to a program, its NUL included (``MAX_ARG_STRLEN``,
 #: 32 pages: execve(2) refuses a longer argument or environment string with E2BIG).
 MAX_ARG_STRLEN = 32 * 4096
@@ -96,6 +203,11 @@ def _startable(config: Any) -> None:
                                   "Argument list too long)",
                                   tip=f"rebuild the image with a shorter {kind} value "
                                   "(`docker inspect` shows them under Config)")
+
+
+def image_env(config: Any) -> dict[str, str]:
+    """The image config's ``Env`` as a mapping (what the worker's process starts with)."""
+    return _env(config)
 
 
 def _env(config: Any) -> dict[str, str]:
@@ -337,9 +449,11 @@ def _first_path(args: Sequence[str], cwd: str) -> tuple[str | None, bool]:
     return (None if isolated else cwd), ignore_env
 
 
-def target_for(root: str, config: Any = None) -> Target:
-    """The environment the image at ``root`` runs its interpreter in (module doc).
-    Raises :class:`TargetError` naming what cannot be read and why."""
+def target_for(root: str, config: Any = None, interpreter: str | None = None) -> Target:
+    """The environment the image at ``root`` runs its interpreter in (module doc);
+    ``interpreter``: the image's python to judge (an image path, or a name on its
+    ``PATH``) instead of the one its entry point runs. Raises :class:`TargetError` naming
+    what cannot be read and why."""
     if not os.path.isdir(root):
         raise TargetError(f"--rootfs {root!r} is not a folder (pass the root of an unpacked "
                           "image: what `docker export` or `umoci unpack` leaves)")
@@ -347,13 +461,18 @@ def target_for(root: str, config: Any = None) -> Target:
     _startable(config)
     env = _env(config)
     path = [d for d in env.get("PATH", DEFAULT_PATH).split(":") if d]
-    name, args = _invocation(root, _argv(config), path)
+    if interpreter is not None and not (interpreter.startswith("/") or "/" not in interpreter):
+        raise TargetError(f"--interpreter {interpreter!r} is neither a path in the image "
+                          "nor a name on its PATH", tip="e.g. --interpreter /opt/venv/bin/python")
+    name, args = ((interpreter, None) if interpreter is not None
+                  else _invocation(root, _argv(config), path))
     why: list[str] = []
     image = _on_path(root, name, path, why)
     if image is None:
         raise TargetError((f"the image has no {name!r} on its PATH ({':'.join(path)})"
                            if "/" not in name else f"the image has no interpreter {name}")
-                          + (f": {'; '.join(why)}" if why else ""))
+                          + (f": {'; '.join(why)}" if why else ""),
+                          tip=_interpreter_tip(root, config))
     try:
         exe = rootfs.resolve(root, image)
     except OSError as e:
@@ -361,7 +480,8 @@ def target_for(root: str, config: Any = None) -> Target:
     from moonpin.preflight.installed.image_facts import kind_of
 
     if not os.path.isfile(exe):
-        raise TargetError(f"{image} is {kind_of(exe)}, not an interpreter")
+        raise TargetError(f"{image} is {kind_of(exe)}, not an interpreter",
+                          tip=_interpreter_tip(root, config))
     real = rootfs.image_path(root, exe)  # symbolic links resolved: python3 -> python3.12
     version = _version_from(os.path.basename(real)[6:]) if _is_python(
         os.path.basename(real)) else None
@@ -431,6 +551,13 @@ def target_for(root: str, config: Any = None) -> Target:
     t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe
              and os.path.dirname(plain) == os.path.dirname(image) else f"{image} -m pip")
     t.managed = lambda: _managed(root, stdlib, cfg is not None, env, config)
+    if config is None and interpreter is None:  # no Env, no entry point: python3 on the
+        others = [v for v in _venvs(root) if v != image]  # OCI default PATH, a guess
+        if others:
+            t.guessed = (f"the image's configuration is not known (a `docker export` tree?), "
+                         f"so its interpreter was taken to be {image}, the python3 of the "
+                         f"default PATH; the image also holds {', '.join(others[:3])}",
+                         _interpreter_tip(root, config))
     return t
 
 
@@ -460,17 +587,11 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
 def dockerfile_fix(fix: str, pip: str) -> str:
     """A fix line that runs pip, written for a Dockerfile (``RUN pip install ...``, the
     note after it as a shell comment); any other fix as it is."""
-    import re
+    from moonpin.preflight.judge.fixes import shell_line
 
     if not fix.startswith("pip "):
         return fix
-    head, note = fix, ""
-    at = fix.find("' (")
-    if at >= 0 and fix.endswith(")"):
-        head, note = fix[:at + 1], fix[at + 3:-1]
-    head = head.replace("; then pip ", " && pip ")
-    head = re.sub(r"(^|&& )pip (install|uninstall) ", lambda m: f"{m[1]}{pip} {m[2]} ", head)
-    return f"RUN {head}" + (f"  # {note}" if note else "")
+    return "RUN " + shell_line(fix, pip)
 
 
 def for_image(report: Report, target: Target) -> Report:

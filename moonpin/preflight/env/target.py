@@ -54,8 +54,8 @@ class Target:
     """An environment: its interpreter (None: none known), version, the folders its
     importer searches, its extension-module suffixes, and how it was chosen."""
 
-    __slots__ = ("cwd", "ext_suffixes", "how", "ld_path", "machine", "managed", "paths", "pip",
-                 "python", "root", "sites", "version")
+    __slots__ = ("cwd", "ext_suffixes", "guessed", "how", "ld_path", "machine", "managed",
+                 "paths", "pip", "python", "root", "sites", "version")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
                  ext_suffixes: Sequence[str], how: str,
@@ -83,6 +83,10 @@ class Target:
         #: the working folder ``python -m sglang.launch_server`` puts first on ``sys.path``
         #: (None: none, as for ``--site-packages`` folders taken as given)
         self.cwd: str | None = None
+        #: for an image root judged without its configuration (a `docker export` tree):
+        #: why the interpreter taken may not be the worker's, and what to pass (None: the
+        #: image's own Env and entry point chose it, or the user did)
+        self.guessed: tuple[str, str] | None = None
 
     @property
     def tag(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.kb.cache import facts_memo
 from moonpin.preflight.installed.image_facts import (
     BACKENDS,
     CAP_BUILD,
@@ -22,7 +23,6 @@ from moonpin.preflight.installed.image_facts import (
     read_bytes,
     which,
 )
-from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -220,7 +220,8 @@ def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
             "imports": [i.template for i in r.imports], "version_regex": r.version_regex,
             "separator": r.separator, "placeholder": TORCH, "problem": None, "cache": cache,
-            "sources": list(r.sources), "source_names": sorted(source_names)}
+            "sources": list(r.sources), "source_names": sorted(source_names),
+            "requires": list(r.requires)}
 
 
 def find_nvcc() -> str | None:

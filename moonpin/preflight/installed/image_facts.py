@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 from importlib import machinery
 
+from moonpin.kb.cache import facts_memo
+from moonpin.kb.files import read_regular
+from moonpin.kb.schema import READABLE_SCHEMAS
 from moonpin.preflight.pyimport.importer import (
     Found,
     Importer,
@@ -20,9 +23,6 @@ from moonpin.preflight.pyimport.importer import (
     found_in,
     package_sources,
 )
-from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import read_regular
-from moonpin.kb.schema import READABLE_SCHEMAS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "BACKENDS",
     "CAP_BUILD",
     "CUDART",
+    "EXTENSION_DISTS",
     "MOONCAKE_PREFIX",
     "PG_MODULES",
     "Dist",
@@ -57,6 +58,7 @@ __all__ = [
     "not_files",
     "read_bytes",
     "read_dists",
+    "record_hashes",
     "record_paths",
     "sglang_sources",
     "shipped_like",
@@ -77,12 +79,31 @@ CUDART = "libcudart.so."
 
 class Dist:
     def __init__(self, name: str, version: str, root: str, requires: tuple[str, ...],
-                 files: tuple[str, ...] | None) -> None:
+                 files: tuple[str, ...] | None,
+                 hashes: dict[str, tuple[str, int]] | None = None) -> None:
         self.name = name  # canonical
         self.version = version
         self.root = root  # the site-packages folder it is installed in
         self.requires = requires
         self.files = files  # RECORD entries; read for mooncake distributions only
+        #: RECORD's ``sha256=`` digest (urlsafe base64, as written) and size per path
+        self.hashes = hashes or {}
+
+
+def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
+    """``path -> (sha256 digest as RECORD writes it, size)`` of RECORD lines (PEP 376 /
+    the wheel spec: CSV ``path,sha256=<urlsafe b64, no padding>,size``; a path with a comma
+    is quoted). Lines without both are left out."""
+    out: dict[str, tuple[str, int]] = {}
+    for line in lines:
+        parts = line.rsplit(",", 2)
+        if len(parts) != 3 or not parts[1].startswith("sha256=") or not parts[2].isdigit():
+            continue
+        path = parts[0]
+        if len(path) > 1 and path[0] == path[-1] == '"':
+            path = path[1:-1].replace('""', '"')
+        out[path] = (parts[1][len("sha256="):], int(parts[2]))
+    return out
 
 
 def which(name: str) -> str | None:
@@ -121,8 +142,16 @@ def _headers(text: str) -> dict[str, list[str]]:
     return out
 
 
+#: The distributions of the worker's other extensions whose metadata their loader rules read
+#: (owner, pins: :mod:`moonpin.preflight.extensions.seam`), by canonical name prefix: the check
+#: reads only these of the hundreds an image holds
+EXTENSION_DISTS = ("nixl", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "deep-ep",
+                   "flashinfer")
+
+
 def _wanted(name: str) -> bool:
-    return name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+    return (name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
+            or name.startswith(EXTENSION_DISTS))
 
 
 #: Size caps per kind of file the check reads (a real extension build is ~30 MB).
@@ -142,26 +171,28 @@ def _read_text(path: str, cap: int = _CAP_SMALL, what: str = "file") -> str:
     return read_bytes(path, cap, what).decode("utf-8", "replace")
 
 
-def record_paths(folder: str, cap: int = _CAP_RECORD) -> Iterator[str]:
+def record_paths(folder: str, cap: int = _CAP_RECORD, whole: bool = False) -> Iterator[str]:
     """The path (first field) of each line of the file list of the distribution whose
     metadata folder is ``folder``: its ``RECORD`` (PEP 376), or ``installed-files.txt`` for
     an ``.egg-info`` folder; one at a time (a hostile list of 64 MiB of newlines is not made
     into millions of strings at once). The one reader of these lists: the installed
     distributions, what an unimportable SGLang installed, which distribution ships a
     package, whether torch ships a library. Raises OSError when it cannot be read (or is
-    larger than ``cap`` bytes)."""
+    larger than ``cap`` bytes). ``whole``: each whole line instead (what
+    :func:`record_hashes` reads the digests from)."""
     name = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
     text = _read_text(os.path.join(folder, name), cap, "distribution RECORD")
-    return _lines_first_field(text)
+    return _lines(text, whole)
 
 
-def _lines_first_field(text: str) -> Iterator[str]:
+def _lines(text: str, whole: bool) -> Iterator[str]:
     start, end = 0, len(text)
     while start < end:
         stop = text.find("\n", start)
         if stop < 0:
             stop = end
-        yield text[start:stop].split(",", 1)[0].rstrip("\r")
+        line = text[start:stop]
+        yield (line if whole else line.split(",", 1)[0]).rstrip("\r")
         start = stop + 1
 
 
@@ -194,13 +225,16 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
             if not name:
                 continue
             files: tuple[str, ...] | None = None
+            hashes: dict[str, tuple[str, int]] = {}
             if canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
                 try:
-                    files = tuple(p for p in record_paths(folder) if p)
+                    lines = [line for line in record_paths(folder, whole=True) if line]
+                    files = tuple(p for p in (line.split(",", 1)[0] for line in lines) if p)
+                    hashes = record_hashes(lines)
                 except OSError:
                     pass
             out.append(Dist(canon(name), (head.get("version") or [""])[0], root,
-                             tuple(head.get("requires-dist") or ()), files))
+                             tuple(head.get("requires-dist") or ()), files, hashes))
     return out
 
 

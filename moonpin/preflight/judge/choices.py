@@ -68,9 +68,9 @@ def _installed_sglang(target: Target, kb_path: StrPath | None = None
                       ) -> tuple[str | None, dict[str, Any] | None]:
     """The version of the SGLang the image has (None: not installed, or unreadable), and
     its own launch rules when its sources decide (:func:`own_launch`)."""
+    from moonpin.kb.paths import default_kb_file
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed.image_facts import KBView, read_dists, sglang_sources
-    from moonpin.kb.paths import default_kb_file
 
     dist = next((d for d in read_dists(target.paths) if d.name == "sglang"), None)
     src = sglang_sources(Context.of(target))

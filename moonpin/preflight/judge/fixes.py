@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     FixProvider = Callable[[str, str, str, str], list[str]]
 
-__all__ = ["MOONCAKE_PREFIX", "Fixer", "pip_line", "torch_req"]
+__all__ = ["MOONCAKE_PREFIX", "Fixer", "pip_line", "shell_line", "torch_req"]
 
 MOONCAKE_PREFIX = "mooncake-transfer-engine"
 #: How a release that compiles at first import is compiled once, at image build.
@@ -40,13 +40,11 @@ def _public(version: str) -> str:
 
 
 def torch_req(version: str) -> str:
-    """``torch==V`` as a fix line writes it: with ``!=V+cpu`` beside a public ``V``. PEP 440's
-    ``==V`` admits every local build of V, and pip takes the highest, so a ``+cpu`` wheel
-    that a ``--find-links`` folder or an extra index (PyTorch's CPU index in many CI images)
-    offers would be installed instead of the package index's CUDA build."""
-    if "+" in version or version.startswith("<"):
-        return f"torch=={version}"
-    return f"torch=={version},!={version}+cpu"
+    """``torch==V`` as a fix line writes it: with ``!=V+cpu`` beside a public ``V``
+    (:func:`moonpin.kb.distributions.torch_requirement`, the one spelling)."""
+    from moonpin.kb.distributions import torch_requirement
+
+    return torch_requirement(version)
 
 
 def pip_line(specs: Sequence[str], *, torch: str | None,
@@ -73,6 +71,25 @@ def pip_line(specs: Sequence[str], *, torch: str | None,
                        for s in specs))
 
 
+def shell_line(fix: str, pip: str = "pip") -> str:
+    """A fix line that runs pip, as a line to paste into a shell: each ``pip install`` /
+    ``pip uninstall`` run by ``pip`` (``/opt/venv/bin/python -m pip``: the target's own
+    interpreter, not whatever ``pip`` is first on PATH), steps joined with ``&&``, and the
+    note after the command a shell comment (in parentheses it is a syntax error when
+    pasted). Any other fix as it is."""
+    import re
+
+    if not fix.startswith("pip "):
+        return fix
+    head, note = fix, ""
+    at = fix.find("' (")
+    if at >= 0 and fix.endswith(")"):
+        head, note = fix[:at + 1], fix[at + 3:-1]
+    head = head.replace("; then pip ", " && pip ")
+    head = re.sub(r"(^|&& )pip (install|uninstall) ", lambda m: f"{m[1]}{pip} {m[2]} ", head)
+    return head + (f"  # {note}" if note else "")
+
+
 class Fixer:
     """Fix lines for one image: what is installed, and where fitting releases come from
     (the resolved tables of the KB at ``kb_path``, or a ``provider``)."""
@@ -86,6 +103,8 @@ class Fixer:
         #: what ``torch/version.py`` says when it names another release than the metadata
         #: (the files were replaced in place): putting the distribution back is the repair
         self.torch_label: str | None = None
+        #: whether the installed torch is a build without CUDA (``+cpu``)
+        self.torch_cpu = False
         self.mooncakes: list[tuple[str, str]] = []
         self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the target's
         self.arch = os.uname().machine

@@ -33,6 +33,12 @@ _LIB_HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
+#: brings it (its nvidia-cuda-runtime requirement), not another mooncake distribution.
+_CPU_TORCH_CUDART = ("the CUDA runtime, which a CUDA build of torch brings (its "
+                     "nvidia-cuda-runtime requirement): this torch is CPU-only")
+
+
 def provider_hint(error: str) -> str | None:
     import re
 
@@ -119,12 +125,14 @@ def check_libraries(builds: Sequence[str], ctx: Context,
     driver = dict(res.host_missing)
     others = dict(res.missing)
     if others:
-        detail = "; ".join(f"{n} (needed by {o}): " + (provider_hint(
-            f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1]
+        cpu = fixer is not None and fixer.torch_cpu  # the CUDA runtime comes with CUDA torch
+        detail = "; ".join(f"{n} (needed by {o}): " + (
+            _CPU_TORCH_CUDART if cpu and n.startswith(CUDART) else (provider_hint(
+                f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1])
             for n, o in sorted(others.items()))
         fix = "install what provides each one in the image"
         if fixer is not None and all(n.startswith(("libc10_cuda.so", "libtorch_cuda.so"))
-                                     for n in others):
+                                     or (cpu and n.startswith(CUDART)) for n in others):
             fix = fixer.cuda_torch()  # a CPU torch: the same release's CUDA build
         elif fixer is not None and all(n.startswith(CUDART) for n in others):
             fix = fixer.line()  # the build is for another CUDA: the distribution that fits

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.kb.cache import facts_memo
 from moonpin.preflight.installed.build_facts import (
     UNREADABLE_SCHEME,
     BuildFacts,
@@ -39,7 +40,6 @@ from moonpin.preflight.installed.image_facts import (
 )
 from moonpin.preflight.judge.libraries import check_libraries
 from moonpin.preflight.result import CheckResult
-from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ def _rule_requirement(req: Requirement | None) -> Any:
 
 
 def _judge_builds(req: Any, facts: list[Any], torch: Torch, module: str, kb: KBView,
-                  fixer: Fixer, add: Callable[[CheckResult], None], jit: bool = False) -> None:
+                  fixer: Fixer, add: Callable[[CheckResult], None], jit: bool = False,
+                  cuda_torch: bool = False) -> None:
     """Names, backends and CUDA major, decided by :mod:`moonpin.resolver.rule` as the KB query
     decides them, in its words; the image adds where a missing name first appears and
     the install line."""
@@ -127,7 +128,7 @@ def _judge_builds(req: Any, facts: list[Any], torch: Torch, module: str, kb: KBV
     add(CheckResult("backends", "pass" if d.ok else "fail", d.detail,
                     None if d.ok else fixer.line()))
     t = rule.TorchFacts(torch.version, torch.cuda, True, torch.cuda_evidence)
-    d = rule.cuda_major(facts, t, jit=jit)
+    d = rule.cuda_major(facts, t, jit=jit, cuda_torch=cuda_torch)
     if d.ok is None:
         add(CheckResult("cuda", "skip", d.detail))
     elif d.ok:
@@ -423,7 +424,9 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
         names = set(scheme.get("source_names") or ())
         _judge_builds(rreq, [rule.BuildFacts(loader_path, names - set(BACKENDS),
                                              names & set(BACKENDS))],
-                      torch, rreq.module, kb, fixer, add, jit=True)
+                      torch, rreq.module, kb, fixer, add, jit=True,
+                      cuda_torch=rule.needs_cuda_torch(scheme.get("requires") or (),
+                                                       scheme.get("toolchain") or ()))
     torch_pkg = find_package(ctx, "torch")
     consts = torch_version_py(torch_pkg) if torch_pkg else None
     _check_jit(scheme, ctx, loader_path, pkg, consts, add, rreq.module)
@@ -557,6 +560,13 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                         f"for this image{where}, and it needs {', '.join(missing)}, not found",
                         "install " + ", ".join(missing) + f" in the image, or {PREBUILD}",
                         (loader,)))
+        return
+    if ctx.root is not None:  # judged from the image's files: no host GPU matters
+        add(CheckResult("toolchain", "warn",
+                        f"{file_name(loader)} compiles at first import and no adapter is compiled "
+                        f"in the image{where}: each worker compiles it for minutes at its first "
+                        f"import (with {', '.join(found) or 'the tools'} found in the image)",
+                        PREBUILD, (loader,)))
         return
     if not _visible_gpu():
         add(CheckResult("toolchain", "warn",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.kb.cache import facts_memo
 from moonpin.preflight.installed.build_facts import read_build
 from moonpin.preflight.installed.image_facts import (
     CAP_BUILD,
@@ -23,7 +24,6 @@ from moonpin.preflight.installed.image_facts import (
 from moonpin.preflight.installed.image_facts import Requirement as _Requirement
 from moonpin.preflight.pyimport.importer import Sources
 from moonpin.preflight.result import CheckResult
-from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -438,8 +438,9 @@ def check_launch(argv: list[str], version: str | None, kb: KBView,
         return
     if isinstance(strange, list) and strange:
         add(CheckResult("launch args", "warn", f"sglang {version} has no option "
-                        f"{', '.join(strange)}: launched by SGLang itself the worker stops with "
-                        "'unrecognized arguments' (a wrapper such as Dynamo's may own them)",
+                        f"{', '.join(strange)}{la.meant(strange, accepted)}: launched by "
+                        "SGLang itself the worker stops with 'unrecognized arguments' (a "
+                        "wrapper such as Dynamo's may own them)",
                         "drop or rename them as this release spells its options"))
     bad = [v for v in verdicts if v.status == "violated"]
     unchecked = sum(v.status == "not checked" for v in verdicts)

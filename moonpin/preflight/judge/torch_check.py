@@ -66,6 +66,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
                         f"loader maps onto a build is not known here; judged as {torch.version}, "
                         "its distribution's version", "run with --deep to import it",
                         (folder,)))
+    fixer.torch_cpu = not torch.cuda  # a CUDA runtime the build needs is then torch's
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
     add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",

@@ -36,9 +36,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["RTLD_GLOBAL", "RTLD_LAZY", "RTLD_NOW", "Obj", "Outcome", "Process"]
+__all__ = ["RTLD_DEEPBIND", "RTLD_GLOBAL", "RTLD_LAZY", "RTLD_NOW", "Obj", "Outcome",
+           "Process"]
 
 RTLD_LAZY, RTLD_NOW, RTLD_GLOBAL = 1, 2, 0x100  # <dlfcn.h> (glibc, every Linux ABI)
+#: <bits/dlfcn.h> (glibc, every Linux ABI): the new objects look symbols up in their own
+#: closure before the global scope (elf/dl-open.c dl_open_worker_begin: with
+#: ``__RTLD_DEEPBIND`` the object's own ``l_searchlist`` is ``l_scope[0]``)
+RTLD_DEEPBIND = 0x8
 _MAX_OBJECTS = 512
 
 
@@ -202,7 +207,7 @@ class Process:
         if out.error is None:
             self._versions(searchlist, new, names, out)
         if out.error is None and mode & RTLD_NOW:
-            self._relocate(searchlist, new, out)
+            self._relocate(searchlist, new, out, deep=bool(mode & RTLD_DEEPBIND))
         elif out.error is None:  # RTLD_LAZY: functions bind at their first call
             out.unbound.clear()
         if out.error is not None:
@@ -452,9 +457,15 @@ class Process:
             out.first(f"{lib}: version `{version}' not found (required by {obj})", "version",
                       lib, f"{version}\0{obj}\0{newest}")
 
-    def _relocate(self, searchlist: list[Obj], new: list[Obj], out: Outcome) -> None:
-        scope: list[Obj] = [*self.global_scope]
-        scope += [o for o in searchlist if o not in scope]
+    def _relocate(self, searchlist: list[Obj], new: list[Obj], out: Outcome,
+                  deep: bool = False) -> None:
+        """Bind the new objects' symbols in their scope: the global scope, then the new
+        root's closure; ``deep`` (``RTLD_DEEPBIND``): that closure first, then the global
+        scope (a library's own definitions win over ones loaded before it)."""
+        first, then = (searchlist, self.global_scope) if deep else (self.global_scope,
+                                                                     searchlist)
+        scope: list[Obj] = [*first]
+        scope += [o for o in then if o not in scope]
         tables = [t for t in (self.table(o.path) for o in scope if o.problem is None)
                   if t is not None]
         host = any(o.host_needs for o in scope)

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import os
 
+from moonpin.kb.cache import facts_memo
 from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldhost
 from moonpin.preflight.loader.ldhost import platform_token
-from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 
+from moonpin.kb.cache import facts_memo
 from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldso
-from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 ld_path: Sequence[str] | None = None, sites: Sequence[str] | None = None,
                 version: tuple[int, int] | None = None, first: Sequence[str] = (),
                 after: Sequence[str] = (), complete: bool = True,
-                run: Run | None = None) -> Report:
+                run: Run | None = None, mode: int | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -125,7 +125,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's); ``complete``:
     ``paths`` are the interpreter's whole ``sys.path``. ``run``: the check under way,
     whose children may have computed the load ahead (:mod:`moonpin.preflight.prefetch`), and
-    where a child records what it computes."""
+    where a child records what it computes. ``mode``: the builds' ``dlopen`` flags (default
+    ``RTLD_NOW``, as an extension import has them)."""
     machine = machine or os.uname().machine
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
@@ -134,7 +135,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                      *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
                      os.environ.get("LD_PRELOAD", "") if root is None else "",
-                     str(complete)))
+                     str(complete),
+                     *(() if mode is None else (f"mode={mode}",))))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
         ahead = _prefetched(run, key) if run is not None else None
@@ -142,7 +144,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
             return ahead
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
-                       complete)
+                       complete, mode)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -183,7 +185,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              request: str, python: str | None, suffixes: Sequence[str], machine: str,
              root: str | None,
              ld: Sequence[str], sites: Sequence[str] | None,
-             version: tuple[int, int] | None, complete: bool,
+             version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
@@ -234,7 +236,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
         if out.chain_error is None:
             for build in builds:
-                got = proc.dlopen(build, ldproc.RTLD_NOW)
+                got = proc.dlopen(build, ldproc.RTLD_NOW if mode is None else mode)
                 _merge(out, got)
                 counted = [o for o in got.searchlist if o.path == build
                            or _image_object(o.path, paths)]

@@ -123,7 +123,8 @@ def deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPat
                             f"the probe exited {returncode} without a readable answer: "
                             f"{tail}")]
     if out["stage"] != "done":
-        return [_import_failure(module, out["stage"], str(out.get("error") or ""))]
+        return [_import_failure(module, out["stage"], str(out.get("error") or ""),
+                                str(out.get("torch") or ""))]
     return _probe_answer(module, out)
 
 
@@ -143,8 +144,8 @@ def _run_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPat
     cmd = [python, "-c", _PROBE, json.dumps({"module": module, "names": list(names)})]
     # Output goes to files, not pipes: a child the import leaves running may keep them
     # open and would make us wait for it. The probe runs under a reaper of moonpin's own
-    # (moonpin/preflight/probe/probe_reaper.py): at the end, every process it left goes, in its group
-    # or
+    # (moonpin/preflight/probe/probe_reaper.py): at the end, every process it left goes, in
+    # its group or
     # not (a compiling loader's ninja and cc1plus, a daemon that called setsid()), and at a
     # timeout what ran is named.
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
@@ -165,7 +166,29 @@ def _run_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPat
             stderr_b.decode("utf-8", "replace"))
 
 
-def _import_failure(module: str, stage: str, error: str) -> CheckResult:
+def _import_fix(module: str, error: str, torch: str) -> str:
+    """What to do about the error the import raised, from its own words: the library that
+    provides a missing one, a CUDA torch for a compiling loader that found no CUDA_HOME over
+    a CPU torch, the tool it asked for; else how to see the whole traceback."""
+    hint = provider_hint(error)
+    if hint:
+        return hint
+    if ("nvcc" in error or "CUDA_HOME" in error or "CUDA toolkit" in error):
+        if "+cpu" in torch:
+            from moonpin.preflight.judge.fixes import torch_req
+
+            return (f"torch {torch} is a CPU build, for which torch.utils.cpp_extension has "
+                    "no CUDA_HOME: pip uninstall -y torch && pip install "
+                    f"'{torch_req(torch.partition('+')[0])}'")
+        return ("install a CUDA toolkit with nvcc in the image (CUDA_HOME), or compile the "
+                "adapter once at image build")
+    if "ninja" in error.lower():
+        return "pip install ninja in the image, or compile the adapter once at image build"
+    return (f"the error above is what `import {module}` raised; run `python -c 'import "
+            f"{module}'` in the image for its whole traceback")
+
+
+def _import_failure(module: str, stage: str, error: str, torch: str = "") -> CheckResult:
     """torch or the module did not import: a finding, or (no driver, no GPU) a limit of
     this host that the light checks decide."""
     if stage == "torch":
@@ -183,7 +206,7 @@ def _import_failure(module: str, stage: str, error: str) -> CheckResult:
                            f"could not import {module} here: no NVIDIA driver on this host "
                            f"({error}); not an incompatibility, the light checks decide")
     return CheckResult("deep probe", "fail", f"import {module} fails: {error}",
-                       provider_hint(error) or "see the light checks above for the cause")
+                       _import_fix(module, error, torch))
 
 
 def _probe_answer(module: str, out: dict[str, Any]) -> list[CheckResult]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
-from moonpin.preflight.env.chroot import host_path
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import endless, read_regular
+from moonpin.preflight.env.chroot import host_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -36,6 +36,8 @@ class LaunchResult(NamedTuple):
     refused: tuple[str, ...] = ()
     outcome: Outcome | None = None
     comparison: Comparison | None = None
+    #: `` (did you mean --x?)`` for the refused options (:func:`launch_args.meant`)
+    meant: str = ""
 
     @property
     def violated(self) -> list[launch_args.Verdict]:
@@ -165,7 +167,8 @@ def _check_one(graph: Callable[[], CompatGraph], kb_path: str | None, la: manife
         from moonpin.resolver.args import authoritative as auth
 
         comparison = auth.compare(verdicts, outcome)
-    return LaunchResult(la, release, tuple(verdicts), refused, outcome, comparison)
+    return LaunchResult(la, release, tuple(verdicts), refused, outcome, comparison,
+                        launch_args.meant(refused, accepted))
 
 
 def check_launches(kb: CompatGraph | str | os.PathLike[str],
@@ -259,8 +262,8 @@ class ArgsReport(NamedTuple):
         la, vs = r.launch, r.verdicts
         out = [f"{la.where}  ({la.launcher}; sglang {r.sglang})"] if self.many else []
         out += [f"note: {note}" for note in la.notes]
-        out += [f"refused: sglang {o.sglang} has no option {', '.join(o.refused)}; its parser "
-                "stops with 'unrecognized arguments'"
+        out += [f"refused: sglang {o.sglang} has no option {', '.join(o.refused)}{o.meant}; "
+                "its parser stops with 'unrecognized arguments'"
                 for o in self.results if o.refused and o.launch.where == la.where]
         for v in r.violated:
             out += [f"violated: {v.message}",

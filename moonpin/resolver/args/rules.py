@@ -73,6 +73,7 @@ __all__ = [
     "Verdict",
     "check",
     "evaluate",
+    "meant",
     "parse_launch",
     "rules_from_json",
 ]
@@ -602,3 +603,22 @@ def check(
             why = "condition holds" if applies else "guard is false"
             out.append(Verdict("ok", rule, rule.message, names, evidence, why))
     return out
+
+
+def meant(options: Sequence[str], accepted: Collection[str] | None) -> str:
+    """`` (did you mean --x?)`` for the options a release refused, each beside the nearest
+    one it knows (difflib at 0.75: a near miss, not any option sharing a suffix), or ``""``
+    when none is near."""
+    import difflib
+
+    if not accepted:
+        return ""
+    pool = sorted(o for o in accepted if o.startswith("--"))
+    near = [f"{o} -> {m[0]}" for o in options
+            if (m := difflib.get_close_matches(o, pool, n=1, cutoff=0.75))]
+    if not near:
+        return ""
+    if len(near) == 1 and len(options) == 1:
+        return f" (did you mean {near[0].split(' -> ')[1]}?)"
+    return f" (did you mean: {', '.join(near)}?)"
+

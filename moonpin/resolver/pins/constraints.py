@@ -2,11 +2,13 @@
 13).
 
 ``moonpin constraints --sglang V`` prints what a resolver needs so that whatever it picks
-is a set moonpin judges compatible: SGLang held, torch held to what the release requires,
-each allowed mooncake distribution to the range of its fitting releases (the releases of that
-distribution inside the range that do not fit are excluded with ``!=``), and every other
-mooncake distribution excluded (``name<0``: no release satisfies it, so a requirement of it
-fails to resolve instead of installing a build that cannot load).
+is a set moonpin judges compatible: SGLang held, torch held to what the release requires
+with its CPU build excluded (``!=2.13.0+cpu``: ``==2.13.0`` alone lets pip and uv take a
+``+cpu`` wheel a find-links folder or an extra index offers), each allowed mooncake
+distribution to the range of its fitting releases (the releases of that distribution inside
+the range that do not fit are excluded with ``!=``), and every other mooncake distribution
+excluded (``name<0``: no release satisfies it, so a requirement of it fails to resolve
+instead of installing a build that cannot load).
 
 Two forms: a pip/uv constraints file (``pip install -c``, ``uv pip compile -c``) and the
 ``[tool.uv] constraint-dependencies`` table of ``pyproject.toml``.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from moonpin.kb.distributions import torch_cpu_exclusions
 from moonpin.resolver.pins.renovate import StackPlan
 
 if TYPE_CHECKING:
@@ -44,9 +47,14 @@ def _spec(allowed: list[str], known: list[str]) -> str:
 
 
 def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
-    """The requirement strings, one per distribution (sglang, torch, then mooncake)."""
+    """The requirement strings, one per distribution (sglang, torch, then mooncake); sglang
+    alone when the plan holds nothing else."""
     out = [f"sglang=={plan.sglang}"]
-    out.append("torch" + _spec(plan.torches, [str(v) for v in g.torch_versions]))
+    if plan.module is None:
+        return out
+    # a local CPU build of an allowed torch is excluded: pip and uv would take it
+    out.append(",".join(["torch" + _spec(plan.torches, [str(v) for v in g.torch_versions]),
+                         *torch_cpu_exclusions(sorted(plan.torches, key=_v))]))
     for dist in sorted(plan.mooncake):
         known = [str(v) for d, v in g.mooncake if d == dist]
         out.append(dist + _spec(plan.mooncake[dist], known))
@@ -64,6 +72,16 @@ def judged_for(python: str | None, arch: str | None) -> str:
 
 def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
     """``fmt`` ``txt`` (a constraints file) or ``uv`` (``[tool.uv] constraint-dependencies``)."""
+    if plan.module is None:
+        from moonpin.resolver.pins.renovate import nothing_to_hold
+
+        head = [f"# moonpin constraints: sglang {plan.sglang}; {where}",
+                f"# {nothing_to_hold(plan.sglang)}"]
+        lines = [f"sglang=={plan.sglang}"]
+        if fmt == "uv":
+            return "\n".join([*head, "[tool.uv]", "constraint-dependencies = [",
+                              *(f"    {json.dumps(x)}," for x in lines), "]"]) + "\n"
+        return "\n".join(head + lines) + "\n"
     lines = constraint_lines(g, plan)
     head = [f"# moonpin constraints: sglang {plan.sglang}, torch {' or '.join(plan.torches)}, "
             f"{plan.module or 'no mooncake process-group module'}; {where}",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from moonpin.kb.distributions import torch_cpu_exclusions
 from moonpin.kb.errors import UsageError
 from moonpin.resolver.pins import labels, platforms
 from moonpin.resolver.pins.base import (
@@ -174,7 +175,8 @@ def _together(a: Pin, b: Pin) -> bool:
     architecture (pip installs both there); ``; platform_machine == "x86_64"`` and
     ``"aarch64"`` never meet."""
     return not (a.marker or b.marker or a.platform or b.platform) or any(
-        _applies(a, arch, None) and _applies(b, arch, None) for arch in ("x86_64", "aarch64"))
+        platforms.marker_applies(a, arch, None) and platforms.marker_applies(b, arch, None)
+        for arch in ("x86_64", "aarch64"))
 
 
 def check_versions(pinned: PinnedSet) -> None:
@@ -214,12 +216,16 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
     # As Renovate writes them: a requirement's value is its specifier (``==0.3.12``, the
     # pip_requirements/pep621 managers), a bare value's is the version (Docker ARG, regex).
     bare = pin.kind in VALUE_KINDS
+    # a torch requirement written keeps the CPU build out (``exclude``, see rewrite.py)
+    excl = torch_cpu_exclusions([new_version]) if new_name == "torch" and not bare and (
+        not pin.note or "reference" not in pin.note) else []
     return {"depName": pin.name, "newName": new_name, "packageFile": pin.path,
-            "line": pin.version_line,
-            "currentValue": (pin.version or "") if bare else pin.spec,
-            "newValue": new_version if bare else f"=={new_version}",
+            "line": pin.version_line, "currentValue": (pin.version or "") if bare else pin.spec,
+            "newValue": new_version if bare else ",".join([f"=={new_version}", *excl]),
             "currentVersion": pin.version, "newVersion": new_version,
-            "updateType": kind, "groupName": group, "reason": reason}
+            "updateType": kind, "groupName": group, "reason": reason,
+            **({"exclude": excl} if excl else {})}
+
 
 
 def platform_of(pins: Sequence[Pin], *, python: str | None = None,
@@ -240,35 +246,28 @@ def platform_of(pins: Sequence[Pin], *, python: str | None = None,
     return python, arch, "judged for " + ", ".join(said)
 
 
-def _applies(pin: Pin, arch: str, python: str | None) -> bool:
-    """Whether ``pin``'s marker holds on Linux on ``arch`` (and ``python`` when given; the
-    running interpreter's otherwise). A marker that cannot be evaluated applies."""
-    if not platforms.applies(pin, arch):
-        return False
-    if not pin.marker:
-        return True
-    from packaging.markers import (
-        InvalidMarker,
-        Marker,
-        UndefinedEnvironmentName,
-        default_environment,
-    )
-
-    env: dict[str, Any] = dict(default_environment())
-    env.update(platform_machine=arch, sys_platform="linux", platform_system="Linux",
-               os_name="posix")
-    if python is not None:
-        minor = python.removeprefix("cp3").rstrip("t")
-        env.update(python_version=f"3.{minor}", python_full_version=f"3.{minor}.0")
-    try:
-        return bool(Marker(pin.marker).evaluate(env))
-    except (InvalidMarker, UndefinedEnvironmentName, ValueError):
-        return True
-
-
 def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
           arch: str | None = None, strategy: str = "minimal",
-          keep: str | None = None, python_from: str | None = None) -> Judgement:
+          keep: str | None = None, python_from: str | None = None,
+          sources: Sequence[Any] = ()) -> Judgement:
+    """:func:`_judge`, and a torch pin that admits a CPU build one of ``sources`` (the
+    project's find-links folders and indexes) can supply is a finding, with its update."""
+    out = _judge(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep,
+                 python_from=python_from)
+    if not sources or keep == "torch":
+        return out
+    from moonpin.resolver.pins.sources import with_sources
+
+    reasons, updates = with_sources(out.updates, pinned.exact, sources, _update)
+    if not reasons:
+        return out
+    return out._replace(verdict="incompatible" if out.verdict == "compatible" else out.verdict,
+                        reasons=(*out.reasons, *reasons), updates=(*out.updates, *updates))
+
+
+def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
+           arch: str | None = None, strategy: str = "minimal",
+           keep: str | None = None, python_from: str | None = None) -> Judgement:
     """The verdict for a pinned set and the updates that make it compatible.
 
     ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
@@ -287,7 +286,14 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
         out.reasons += none
         return out.done(where)
     arches = [arch] if arch is not None else ["x86_64", "aarch64"]
-    subsets = [[p for p in pins if _applies(p, a, python)] for a in arches]
+    subsets = [[p for p in pins if platforms.marker_applies(p, a, python)] for a in arches]
+    sglangs = [p for p in pins if p.name == "sglang"]
+    if sglangs and all(p.marker for p in sglangs) and not any(
+            p.name == "sglang" for sub in subsets for p in sub):
+        out = _Draft("compatible")  # absent wherever judged: pip installs no stack there
+        out.notes.append("no sglang requirement applies on any platform judged (its "
+                         "marker leaves it out): nothing judged")
+        return out.done(where)
     if arch is None and subsets[0] != subsets[1]:
         marked = next(p for p in pins if (p in subsets[0]) != (p in subsets[1]))
         why = (f"the marker at {marked.path}:{marked.line}" if marked.marker else
@@ -295,14 +301,20 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
         where = (where.replace("x86_64 and aarch64 (", "x86_64 and aarch64 apart (", 1)
                  if "x86_64 and aarch64 (" in where and not marked.marker else
                  where.replace("x86_64 and aarch64", f"x86_64 and aarch64 apart ({why})"))
-        has = [any(p.name in MOONCAKE_FAMILY for p in sub) for sub in subsets]
+        # the stack is there where mooncake is, and SGLang too when the files pin it
+        # anywhere: a marker false on an architecture means absent there, as pip reads it
+        sgl = any(p.name == "sglang" for p in pins)
+        has = [any(p.name in MOONCAKE_FAMILY for p in sub)
+               and (not sgl or any(p.name == "sglang" for p in sub)) for sub in subsets]
         if any(has) and not all(has):
-            # mooncake is left out on one architecture by its markers: nothing to judge there
+            # the stack is left out on one architecture by its markers: nothing to judge there
             (a,) = [a for a, h in zip(arches, has, strict=True) if h]
             (b,) = [b for b, h in zip(arches, has, strict=True) if not h]
             out = _judge_set(g, pinned_set(subsets[arches.index(a)]), python=python, arch=a,
                              strategy=strategy, keep=keep)
-            out.notes.append(f"on {b} no mooncake requirement applies (its marker or its "
+            left = "mooncake" if not any(p.name in MOONCAKE_FAMILY
+                                         for p in subsets[arches.index(b)]) else "sglang"
+            out.notes.append(f"on {b} no {left} requirement applies (its marker or its "
                              "stage's platform leaves it out): nothing judged there")
             return out.done(where.replace("x86_64 and aarch64 apart", f"{a} only"))
         parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
@@ -699,9 +711,18 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     sv = pinned.sglang.version or ""
     torch = pinned.torch.version if pinned.torch else None
     loose = pinned.loose_mooncake() if pinned.mooncake is None else None
+    which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
+    admits = which["query"]["torch"] if isinstance(which["query"]["torch"], list) else [
+        which["query"]["torch"]]
+    if (which["query"]["module"] is None and pinned.mooncake is None and loose is None
+            and (torch is None or torch.partition("+")[0] in admits)):
+        # no elastic EP on mooncake in this release: no mooncake to add, none to hold
+        out.verdict = "compatible"
+        out.reasons.append(f"sglang {sv} imports no mooncake process-group module "
+                           "(mooncake.pg or mooncake.ep): nothing for moonpin to hold")
+        return out
     if _explained(g, pinned, out, torch=torch, python=python, arch=arch):
         return out
-    which = _answer(query.which_mooncake(g, sv, torch=torch, python=python, arch=arch))
     plain = [] if keep == "mooncake" else _preferred(which["compatible"], loose)
     target = pinned.mooncake or loose
     if loose is not None and loose.spec and not any(

@@ -29,7 +29,7 @@ from typing import NamedTuple, TypeVar
 from moonpin.resolver.pins.base import Pin, cut
 
 __all__ = ["ARCHES", "Stage", "Stages", "applies", "arch_of", "disagreement", "judged_on",
-           "project_arches", "stage_arch", "stage_note", "tag_platform"]
+           "marker_applies", "project_arches", "stage_arch", "stage_note", "tag_platform"]
 
 _T = TypeVar("_T")
 
@@ -245,3 +245,34 @@ def judged_on(pins: Sequence[Pin], arch: str | None, where: str,
     if not judged:
         return None, where, [], notes
     return (judged[0] if len(judged) == 1 else None), where, notes, None
+
+
+def marker_applies(pin: Pin, arch: str, python: str | None) -> bool:
+    """Whether ``pin``'s marker holds on Linux on ``arch`` (and ``python`` when given:
+    ``cp312``, ``3.12``; the running interpreter's otherwise), as pip evaluates it
+    (``Marker.evaluate``): False means the requirement is absent there. A marker that
+    cannot be evaluated applies."""
+    if not applies(pin, arch):
+        return False
+    if not pin.marker:
+        return True
+    from typing import Any
+
+    from packaging.markers import (
+        InvalidMarker,
+        Marker,
+        UndefinedEnvironmentName,
+        default_environment,
+    )
+
+    env: dict[str, Any] = dict(default_environment())
+    env.update(platform_machine=arch, sys_platform="linux", platform_system="Linux",
+               os_name="posix")
+    digits = (python or "").removeprefix("cp").removeprefix("py").rstrip("t").replace(".", "")
+    if digits.isdigit() and len(digits) >= 2:  # cp312, 3.12, 312: python_version 3.12
+        said = f"{digits[0]}.{digits[1:3] if len(digits) > 3 else digits[1:]}"
+        env.update(python_version=said, python_full_version=f"{said}.0")
+    try:
+        return bool(Marker(pin.marker).evaluate(env))
+    except (InvalidMarker, UndefinedEnvironmentName, ValueError):
+        return True

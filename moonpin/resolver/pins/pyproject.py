@@ -24,7 +24,7 @@ from moonpin.resolver.pins.base import (
 )
 
 __all__ = ["TomlEntry", "pyproject_pins", "requires_python", "toml_arrays", "toml_arrays_linewise",
-           "toml_guard"]
+           "toml_document", "toml_guard"]
 
 # (kind, where it is when not [project] dependencies or [tool.uv] -- "optional-dependencies
 # group 'gpu'", "dependency group 'dev'" -- or None, requirement string, offset of its opening
@@ -69,6 +69,15 @@ else:  # Python 3.10: no tomllib; toml_arrays uses toml_arrays_linewise instead
 
     def _toml_load(text: str) -> tuple[dict[str, Any], tuple[int, str] | None]:
         raise NotImplementedError("tomllib needs Python 3.11")
+
+
+def toml_document(text: str) -> dict[str, Any] | None:
+    """The whole TOML document, read within :func:`toml_guard`'s limits; None when it is
+    not TOML, is past them, or (Python 3.10) there is no tomllib."""
+    if sys.version_info < (3, 11) or toml_guard(text) is not None:
+        return None
+    data, err = _toml_load(text)
+    return None if err is not None else data
 
 
 def toml_guard(text: str) -> tuple[int, str] | None:

@@ -135,6 +135,7 @@ from moonpin.resolver.pins.rewrite import apply_updates, read_for_rewrite, write
 
 if TYPE_CHECKING:  # the readers of a kind load when a file of that kind is read
     from moonpin.resolver.pins.shell import FileArg
+    from moonpin.resolver.pins.sources import Source
 
 #: A file given or included (a str, a :class:`pathlib.Path`): read as a path string, in
 #: the spelling ``str(pathlib.Path(...))`` gives it (pathlib costs a command ~3 ms).
@@ -157,6 +158,7 @@ __all__ = [
     "apply_updates",
     "check_versions",
     "file_type",
+    "index_sources",
     "judge",
     "pinned_set",
     "plan_stack",
@@ -349,7 +351,7 @@ class _Reader:
                 shown, 0, f"{cut(shown)} is not a requirements or constraints file, "
                 "pyproject.toml, Dockerfile or shell script (by its name)",
                 "rename it, or give a pattern to read it: --match "
-                "'REGEX with (?P<currentValue>...)' --dep NAME"))
+                "'REGEX with (?<currentValue>...)' --dep NAME"))
             return
         text = self._load(path, shown, None)
         if text is None:
@@ -497,10 +499,20 @@ def read_pins_or_fail(files: Sequence[str], patterns: Sequence[tuple[str, str]] 
         found, errors = read_pins(list(files), patterns=patterns)
     except ValueError as ex:
         raise UsageError(cut(str(ex), 300),
-                         hint="a --match pattern needs a (?P<currentValue>...) group") from None
+                         hint="a --match pattern needs a (?<currentValue>...) group "
+                         "(Renovate's spelling; Python's (?P<currentValue>...) works too)"
+                         ) from None
     if errors:
         raise PinsUnreadable(errors)
     return found
+
+
+def index_sources(files: Sequence[str]) -> list[Source]:
+    """The find-links folders and indexes ``files`` (and their includes) add: see
+    :mod:`moonpin.resolver.pins.sources`."""
+    from moonpin.resolver.pins.sources import index_sources as sources_of
+
+    return sources_of([(f, file_type(f)) for f in files])
 
 
 def project_python(files: Sequence[str]) -> tuple[str, str] | None:

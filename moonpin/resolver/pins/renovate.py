@@ -18,7 +18,9 @@ set of versions chosen so that **any** combination Renovate can propose is compa
 Renovate's ``allowedVersions`` takes a range of the package's versioning (PEP 440 here) or a
 ``/regex/``: one value is written ``==V``, several as ``/^(a|b)$/`` — Renovate 39 rejects
 ``==a || ==b`` ("does not parse as a valid version or range") and then skips the whole
-repository, although ``renovate-config-validator`` accepts it. ``packageRules`` apply in
+repository, although ``renovate-config-validator`` accepts it. torch's one value is
+``==V,!=V+cpu`` (a range Renovate's pep440 versioning parses): ``==V`` alone matches the
+``V+cpu`` a CPU index lists. ``packageRules`` apply in
 order and a later rule's ``allowedVersions`` replaces an earlier one's, so SGLang's own hold
 rides on the group rule and torch's and each mooncake distribution's rules follow it.
 """
@@ -33,7 +35,9 @@ from packaging.version import InvalidVersion, Version
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
 
-__all__ = ["GROUP_NAME", "StackPlan", "allowed_versions", "plan_stack", "renovate_fragment"]
+__all__ = ["GROUP_NAME", "StackPlan", "allowed_torch", "allowed_versions", "nothing_to_hold",
+           "plan_stack",
+           "renovate_fragment"]
 
 #: One name for the group everywhere (``moonpin pins`` updates and the fragment); Renovate
 #: turns it into the branch ``renovate/sglang-stack``.
@@ -47,6 +51,17 @@ def allowed_versions(versions: list[str]) -> str:
     if len(versions) == 1:
         return f"=={versions[0]}"
     return "/^(" + "|".join(re.escape(v) for v in versions) + ")$/"
+
+
+def allowed_torch(versions: list[str]) -> str:
+    """torch's ``allowedVersions``: one release as ``==V,!=V+cpu`` (PEP 440's ``==V`` admits
+    the local ``V+cpu`` a CPU index lists, and Renovate's pep440 versioning matches it too),
+    several as the regex (which admits no local label)."""
+    from moonpin.kb.distributions import torch_cpu_exclusions
+
+    if len(versions) == 1:
+        return ",".join([f"=={versions[0]}", *torch_cpu_exclusions(versions)])
+    return allowed_versions(versions)
 
 
 class StackPlan:
@@ -204,6 +219,9 @@ def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
         required = [label]
     plan = StackPlan(sglang=q["sglang"], torches=[], mooncake={}, sglang_allowed=[q["sglang"]],
                      module=q["module"])
+    if plan.module is None:  # no elastic EP on mooncake in this release: nothing to hold
+        plan.reasons.append(nothing_to_hold(plan.sglang))  # (every torch and mooncake
+        return plan  # "fits" it vacuously; the newest torch would be invented)
     compatible = which["compatible"]
     if not compatible:
         plan.reasons.append(f"no mooncake release in the knowledge base fits sglang {sglang}")
@@ -227,8 +245,19 @@ def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
     return plan
 
 
+def nothing_to_hold(sglang: str) -> str:
+    """Why a plan for an SGLang release that imports no mooncake process-group module
+    holds nothing."""
+    return (f"sglang {sglang} imports no mooncake process-group module (mooncake.pg or "
+            "mooncake.ep): its elastic EP does not run on mooncake, so moonpin holds neither "
+            "torch nor mooncake (SGLang's own requirements still apply)")
+
+
 def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
-    """The ``packageRules`` fragment for a :func:`plan_stack` plan (see the module doc)."""
+    """The ``packageRules`` fragment for a :func:`plan_stack` plan (see the module doc);
+    no rules when the plan holds nothing (:func:`nothing_to_hold`)."""
+    if plan.module is None:
+        return {"packageRules": []}
     dists = sorted(plan.mooncake)
     replaced = plan.replacement[0] if plan.replacement else None
     names = ["sglang", "torch", *dists, *([replaced] if replaced and replaced not in dists
@@ -247,7 +276,7 @@ def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
         "description": f"moonpin: sglang {', '.join(plan.sglang_allowed)} require torch "
                        + " or ".join(plan.torches),
         "matchPackageNames": ["torch"],
-        "allowedVersions": allowed_versions(plan.torches),
+        "allowedVersions": allowed_torch(plan.torches),
     })
     for d in dists:
         note = "; ".join(n for n in plan.jit_notes if n.startswith(f"{d}=="))

@@ -93,7 +93,8 @@ class _Edit(NamedTuple):
     new: str
 
 
-def _loose_edit(line: str, pin: Pin, version: str) -> _Edit | None:
+def _loose_edit(line: str, pin: Pin, version: str,
+                exclude: Sequence[str] | None = None) -> _Edit | None:
     """The edit that gives an unpinned or ranged requirement (or a bare value without a
     version) the exact ``version`` where its specifier is written: ``>=0.3.10`` (or nothing)
     becomes ``==version``; an ``ARG X`` becomes ``ARG X=version``. None when there is no
@@ -108,7 +109,25 @@ def _loose_edit(line: str, pin: Pin, version: str) -> _Edit | None:
         return _Edit(pin.spec_col, "", sep + version)
     if line[pin.spec_col:pin.spec_col + len(pin.spec)] != pin.spec:
         return None
-    return _Edit(pin.spec_col, pin.spec, "==" + version)
+    return _Edit(pin.spec_col, pin.spec, ",".join(["==" + version, *(exclude or ())]))
+
+
+def _exclusion_edits(line: str, pin: Pin, exclude: Sequence[str] | None) -> list[_Edit]:
+    """The edits that give an exact requirement's new version its exclusions (``!=V+cpu``
+    written right after the version) and drop the ones its old version had
+    (``,!=OLD+cpu``), on the version's own line."""
+    if not exclude or pin.col < 0 or pin.version is None or pin.kind in VALUE_KINDS:
+        return []
+    end = pin.col + len(pin.version)
+    if line[pin.col:end] != pin.version:
+        return []
+    stop = min((i for i in (line.find(c, end) for c in ";\"'#") if i >= 0), default=len(line))
+    olds = list(re.finditer(r"\s*,\s*!=\s*" + re.escape(pin.version) + r"\+[A-Za-z0-9.]+",
+                            line[end:stop]))
+    first = olds[0].group(0) if olds and olds[0].start() == 0 else ""
+    edits = [_Edit(end, first, "," + ",".join(exclude))]
+    edits += [_Edit(end + m.start(), m.group(0), "") for m in olds if m.start() > 0]
+    return edits
 
 
 def _rename_edit(line: str, pin: Pin, new_name: str) -> _Edit | None:
@@ -149,7 +168,7 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
         if "currentVersion" in u and u["currentVersion"] is None:
             pin = loose.get((u["packageFile"], u["line"], u["depName"]))
             edit = None if pin is None else _loose_edit(line_of(pin.path, pin.spec_line), pin,
-                                                        u["newVersion"])
+                                                        u["newVersion"], u.get("exclude"))
             if pin is None or edit is None:
                 problems.append(f"{where}: {_why_not_pinned(pin, u)}")
                 continue
@@ -164,6 +183,8 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
                                 " needs new hashes (pip-compile --generate-hashes): not written")
                 continue
             edit, line = _Edit(pin.col, pin.version or "", u["newVersion"]), pin.version_line
+            for extra in _exclusion_edits(line_of(pin.path, line), pin, u.get("exclude")):
+                add(pin.path, line, extra)
         renames = [pin] if renamed else []
         if renamed and pin.kind == "dockerfile-arg":
             # the ARG holds the version; the distribution is named where it is installed

@@ -1,0 +1,223 @@
+"""moonpin's public Python face: what the ``moonpin`` command does, as functions returning
+typed values. ``import moonpin`` loads none of it (PEP 562); each name loads what it needs
+when it is first used.
+
+* :func:`check` -- will this environment's worker start? (``moonpin check``)
+* :class:`Target` -- which environment :func:`check` reads.
+* :func:`which` / :func:`explain` -- what the knowledge base says of a release or a set
+  (``moonpin which``, ``moonpin explain``).
+* :func:`judge_pins` -- a project's pins judged, with the updates that make them compatible
+  (``moonpin pins``).
+
+Errors: bad input raises :class:`moonpin.MoonpinError` (its ``hint`` is the line that fixes
+it); :func:`check` never raises for what it finds in the environment: its :class:`Report`
+says it (``exit_code`` 0 usable, 1 not usable, 2 could not check)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from moonpin.preflight.result import Report
+    from moonpin.resolver.answers import Explanation, Which
+    from moonpin.resolver.pins.judge import Judgement
+
+__all__ = ["Target", "check", "explain", "judge_pins", "which"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The environment :func:`check` reads; make one with a constructor:
+
+    * ``Target.current()`` -- what ``moonpin check`` reads with no option: an active
+      virtualenv other than the one moonpin runs from, else this interpreter;
+    * ``Target.python(path)`` -- that interpreter's environment (``--python``);
+    * ``Target.site_packages(*folders)`` -- those folders (``--site-packages``);
+    * ``Target.rootfs(folder)`` -- an unpacked image root, judged from outside (``--rootfs``);
+    * ``Target.image(path, platform=None)`` -- an image file: an OCI layout or archive, a
+      ``docker save`` tarball (``--image``, ``--platform``)."""
+
+    kind: str
+    paths: tuple[str, ...] = ()
+    platform: str | None = None
+
+    @classmethod
+    def current(cls) -> Target:
+        return cls("current")
+
+    @classmethod
+    def python(cls, interpreter: str | os.PathLike[str]) -> Target:
+        return cls("python", (os.fspath(interpreter),))
+
+    @classmethod
+    def site_packages(cls, *folders: str | os.PathLike[str]) -> Target:
+        if not folders:
+            from moonpin.kb.errors import UsageError
+
+            raise UsageError("Target.site_packages needs at least one folder",
+                             hint="e.g. Target.site_packages('/opt/venv/lib/python3.12/"
+                                  "site-packages')")
+        return cls("site-packages", tuple(os.fspath(f) for f in folders))
+
+    @classmethod
+    def rootfs(cls, folder: str | os.PathLike[str]) -> Target:
+        return cls("rootfs", (os.fspath(folder),))
+
+    @classmethod
+    def image(cls, path: str | os.PathLike[str], platform: str | None = None) -> Target:
+        return cls("image", (os.fspath(path),), platform)
+
+
+def check(target: Target | None = None, launch_args: Sequence[str] = (), *,
+          elastic_ep_backend: str | None = None, kb: str | os.PathLike[str] | None = None,
+          strict: bool = False, deep: bool | None = None,
+          deep_timeout: float = 120.0, gpu_capability: str | None = None) -> Report:
+    """Judge ``target`` (default :meth:`Target.current`) for the worker launched with
+    ``launch_args`` (its own arguments, e.g. ``["--elastic-ep-backend", "mooncake"]``) and
+    return the :class:`~moonpin.preflight.result.Report`: ``usable``, ``exit_code``, one
+    :class:`~moonpin.preflight.result.CheckResult` per check with its fix line, ``lines()`` as
+    ``moonpin check`` prints them and ``to_json()``. ``deep`` runs the deep probe (the
+    environment's own interpreter imports the extensions in a child; the default: for
+    elastic EP, and never for ``rootfs``/``image``). ``gpu_capability`` (``"9.0"``,
+    ``"none"``): the GPU the worker runs on, for a loader that picks its build by it
+    (``--gpu-capability``; unset: every build such a loader may pick is judged)."""
+    from moonpin.preflight.run import check_image, check_image_file
+
+    t = target or Target.current()
+    kb_path = os.fspath(kb) if kb is not None else None
+    launch = list(launch_args)
+    if t.kind == "image":
+        return check_image_file(t.paths[0], t.platform, elastic_ep_backend=elastic_ep_backend,
+                                launch_args=launch, kb_path=kb_path, strict=strict,
+                                gpu=gpu_capability)
+    return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch,
+                       site_packages=list(t.paths) if t.kind == "site-packages" else None,
+                       python=t.paths[0] if t.kind == "python" else None,
+                       rootfs=t.paths[0] if t.kind == "rootfs" else None,
+                       kb_path=kb_path, strict=strict, deep=deep, deep_timeout=deep_timeout,
+                       gpu=gpu_capability)
+
+
+def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
+          torch: str | None = None, python: str | None = None, arch: str | None = None,
+          dist: str | None = None, kb: str | os.PathLike[str] | None = None) -> Which:
+    """The releases of ``what`` (``mooncake``, ``sglang`` or ``torch``) that work with the
+    others given, best first (``Which.recommended()``), with every excluded release and
+    why. ``mooncake`` is ``DIST==VERSION``."""
+    from moonpin.kb.errors import UsageError
+
+    kb_file = _kb_file(kb)
+    if what == "mooncake":
+        if not sglang:
+            raise UsageError("`which mooncake` needs --sglang VERSION",
+                             hint="e.g. moonpin which mooncake --sglang 0.5.18")
+        fast = _which_mooncake_fast(kb_file, sglang, torch, python, arch, dist)
+        if fast is not None:
+            return fast
+    elif what == "sglang" and not mooncake:
+        raise UsageError("`which sglang` needs --mooncake DIST==VERSION",
+                         hint="e.g. moonpin which sglang --mooncake "
+                              "mooncake-transfer-engine==0.3.13")
+    elif what == "torch" and not (sglang and mooncake):
+        raise UsageError("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
+                         hint="e.g. moonpin which torch --sglang 0.5.18 "
+                              "--mooncake mooncake-transfer-engine==0.3.13")
+    elif what not in ("mooncake", "sglang", "torch"):
+        raise UsageError(f"which takes mooncake, sglang or torch, not {what!r}")
+    from moonpin.resolver import query
+    from moonpin.resolver.graph import CompatGraph
+
+    g = CompatGraph.from_path(kb_file)
+    if what == "mooncake":
+        assert sglang is not None
+        return query.which_mooncake(g, sglang, torch=torch, python=python, arch=arch,
+                                    dist=dist)
+    if what == "sglang":
+        assert mooncake is not None
+        return query.which_sglang(g, mooncake, torch=torch, python=python, arch=arch)
+    assert sglang is not None and mooncake is not None
+    return query.which_torch(g, sglang, mooncake, python=python, arch=arch, torch=torch)
+
+
+def _which_mooncake_fast(kb_file: str, sglang: str, torch: str | None, python: str | None,
+                         arch: str | None, dist: str | None) -> Which | None:
+    """The answer from the release's resolved table when it holds the question (without
+    reading the KB's facts); None: the full resolver answers."""
+    from moonpin.resolver import resolved
+
+    table = resolved.load(kb_file, sglang)
+    if table is None or not table.holds(sglang, torch):
+        return None
+    from moonpin.resolver.inputs import canonical_name, normalize_arch, normalize_python
+
+    name = None
+    if dist:
+        name = canonical_name(dist)
+        if name not in {d for d, _ in table.releases}:
+            return None  # let the full path say what is wrong with it
+    from moonpin.resolver.answers import Which
+
+    return Which.from_json(table.which_mooncake(
+        sglang, python=normalize_python(python), arch=normalize_arch(arch), dist=name,
+        torch=torch))
+
+
+def explain(*releases: str, torch: str | None = None, python: str | None = None,
+            arch: str | None = None, kb: str | os.PathLike[str] | None = None) -> Explanation:
+    """Whether ``sglang==V`` and a mooncake ``DIST==V`` (and optionally ``torch==T``) work
+    together, check by check with the evidence each rests on."""
+    from moonpin.kb.errors import UsageError
+    from moonpin.resolver import query
+    from moonpin.resolver.graph import CompatGraph
+
+    sglang = mooncake = None
+    for item in releases:
+        name, version = query.parse_release(item)
+        if name == "sglang":
+            sglang = version
+        elif name == "torch":
+            torch = version
+        else:
+            mooncake = f"{name}=={version}"
+    if sglang is None or mooncake is None:
+        raise UsageError("explain needs sglang==V and a mooncake DIST==V (and optionally "
+                         "torch==T)", hint="e.g. moonpin explain sglang==0.5.18 "
+                                           "mooncake-transfer-engine-cuda13==0.3.13")
+    return query.explain(CompatGraph.from_path(_kb_file(kb)), sglang, mooncake, torch=torch,
+                         python=python, arch=arch)
+
+
+def judge_pins(files: Sequence[str | os.PathLike[str]], *, python: str | None = None,
+               arch: str | None = None, strategy: str = "minimal", keep: str | None = None,
+               patterns: Sequence[tuple[str, str]] = (),
+               kb: str | os.PathLike[str] | None = None) -> Judgement:
+    """The verdict on the set the project's files pin (requirements and constraints files,
+    pyproject.toml, Dockerfiles, shell scripts; ``patterns``: ``(regex, package)`` pairs
+    for other files) and the updates that make it compatible. ``python`` defaults to the
+    lowest the project's ``requires-python`` admits."""
+    from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.pins import output
+    from moonpin.resolver.pins import read as pins
+
+    names = [os.fspath(f) for f in files]
+    found = pins.read_pins_or_fail(names, patterns)
+    if not found:
+        raise output.nothing_pinned(names)
+    pinned = pins.pinned_set(found)
+    pins.check_versions(pinned)
+    python_from = None
+    if python is None and (project := pins.project_python(names)) is not None:
+        python, python_from = project
+    return pins.judge(CompatGraph.from_path(_kb_file(kb)), pinned, python=python, arch=arch,
+                      strategy=strategy, keep=keep, python_from=python_from)
+
+
+def _kb_file(kb: str | os.PathLike[str] | None) -> str:
+    from moonpin.kb.paths import default_kb_file
+
+    return os.fspath(kb) if kb is not None else default_kb_file()
+

@@ -1,0 +1,145 @@
+"""Small ``ast`` readings the loader rules share: a loader file parsed (never run), the
+f-strings it builds module names with, ``"".join(v.split(".")[:N])``, ``os.getenv``
+defaults, sets of string constants. Each rule's reading of a file is kept in the
+file-facts memo (:func:`moonpin.kb.cache.facts_memo`) under the file's stamp, so a warm
+start parses nothing. ``ast`` is imported only where a file is parsed."""
+
+from __future__ import annotations
+
+from moonpin.kb.cache import facts_memo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ast
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+__all__ = ["attr_path", "env_defaults", "fstring_heads", "join_split", "mentions", "parse",
+           "reading", "str_sets"]
+
+_CAP = 4 << 20  # a loader file; a bigger one is not a loader
+
+
+def reading(kind: str, path: str, compute: Callable[[], dict[str, Any] | None]
+            ) -> dict[str, Any] | None:
+    """``compute()`` (a rule's reading of the file at ``path``: plain values) for the file
+    as it is now, remembered under its stamp; None when it cannot be read."""
+    try:
+        got = facts_memo().get(f"ext-{kind}-v1", path, compute,
+                               lambda v: v is None or isinstance(v, dict))
+    except OSError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def parse(path: str) -> ast.Module | None:
+    """The file at ``path`` parsed (None: unreadable, too big, or not Python)."""
+    import ast
+
+    from moonpin.preflight.installed.image_facts import read_bytes
+
+    try:
+        data = read_bytes(path, _CAP, "loader")
+        return ast.parse(data, path)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def fstring_heads(tree: ast.AST) -> Iterator[tuple[str, list[str], ast.JoinedStr]]:
+    """Each f-string made of one constant head and formatted names (``f"nixl_ep_cu{m}"``):
+    (head, the names formatted, the node)."""
+    import ast
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.JoinedStr) or not node.values:
+            continue
+        head = node.values[0]
+        if not (isinstance(head, ast.Constant) and isinstance(head.value, str)):
+            continue
+        names = [v.value.id for v in node.values[1:] if isinstance(v, ast.FormattedValue)
+                 and isinstance(v.value, ast.Name)]
+        if len(names) == len(node.values) - 1:
+            yield head.value, names, node
+
+
+def attr_path(node: ast.AST) -> str | None:
+    """``torch.version.cuda`` for that attribute chain (None: not a plain chain)."""
+    import ast
+
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def join_split(node: ast.AST) -> tuple[str, str, str, int] | None:
+    """``SEP.join(SRC.split(BY)[:N])`` read as (SEP, SRC's dotted name, BY, N)."""
+    import ast
+
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "join" and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str) and len(node.args) == 1):
+        return None
+    sub = node.args[0]
+    if not (isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Slice)
+            and sub.slice.lower is None and isinstance(sub.slice.upper, ast.Constant)
+            and isinstance(sub.slice.upper.value, int)):
+        return None
+    call = sub.value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "split" and len(call.args) == 1
+            and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+        return None
+    src = attr_path(call.func.value)
+    if src is None:
+        return None
+    return node.func.value.value, src, call.args[0].value, sub.slice.upper.value
+
+
+def env_defaults(tree: ast.AST) -> dict[str, str | None]:
+    """Each ``os.getenv(NAME[, DEFAULT])`` / ``os.environ.get(...)`` with a constant name:
+    NAME -> DEFAULT (None: no default, or not a constant)."""
+    import ast
+
+    out: dict[str, str | None] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            continue
+        f = attr_path(node.func) or ""
+        if f not in ("os.getenv", "os.environ.get", "getenv", "environ.get"):
+            continue
+        default = node.args[1] if len(node.args) > 1 else None
+        out.setdefault(node.args[0].value, default.value if isinstance(
+            default, ast.Constant) and isinstance(default.value, str) else None)
+    return out
+
+
+def str_sets(tree: ast.AST) -> list[list[str]]:
+    """Every set or tuple literal made only of strings (the values a loader compares
+    with), in the order written."""
+    import ast
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Set, ast.Tuple)) and node.elts and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            out.append([e.value for e in node.elts])  # type: ignore[attr-defined]
+    return out
+
+
+def mentions(tree: ast.AST) -> set[str]:
+    """Every string constant and attribute name in ``tree`` (what it mentions)."""
+    import ast
+
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.add(node.value)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+    return out

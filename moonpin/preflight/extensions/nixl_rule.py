@@ -1,0 +1,209 @@
+"""nixl's loader rule (:mod:`moonpin.preflight.extensions.seam`), read from its own files.
+
+``import nixl_ep`` runs the meta package's ``nixl_ep/__init__.py`` (distribution ``nixl``):
+it imports the backend package ``f"nixl_ep_cu{cuda_major}"`` for torch's CUDA major
+(``nixl_meta_utils.detect_cuda_major``: ``torch.version.cuda``), raising ``ImportError``
+("detected CUDA N but nixl-cuN is not installed") when it is missing; with no CUDA it tries
+each name of its fallback tuple. The backend's ``__init__.py`` (``nixl-cuNN``) imports
+``f".nixl_ep_cpp_torch{mm}"`` with ``mm = "".join(torch.__version__.split(".")[:2])``,
+under ``RTLD_DEEPBIND`` when ``NIXL_UCX_DEEPBIND`` is set to anything but its "off"
+words. Each of these is read here with ``ast``: the f-string heads, the join-split, the
+variable, its default and its off words; none is assumed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.preflight.extensions import astread
+from moonpin.preflight.extensions.seam import Choice, Pick
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from moonpin.preflight.extensions.seam import Facts
+    from moonpin.preflight.pyimport.importer import Found
+
+__all__ = ["CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "pick", "repair"]
+
+IMPORT = "nixl_ep"
+CHOICES = {"moe-a2a": ("nixl",), "elastic-ep": ("nixl",)}
+IMPLICIT = False
+DISTRIBUTIONS = ("nixl",)
+
+
+def _read_meta(path: str) -> dict[str, Any] | None:
+    """The meta ``__init__``: the backend name head, the pip name head, the fallback order."""
+    import ast
+
+    tree = astread.parse(path)
+    if tree is None:
+        return None
+    backend = pip = None
+    for head, _names, _node in astread.fstring_heads(tree):
+        if head.startswith(IMPORT + "_") and backend is None:
+            backend = head
+        elif head.endswith("-cu") and pip is None:
+            pip = head
+    fallback: list[str] = []
+    if backend is not None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.For) and isinstance(node.iter, ast.Tuple):
+                names = [e.value for e in node.iter.elts if isinstance(e, ast.Constant)
+                         and isinstance(e.value, str)]
+                if names and all(n.startswith(backend) for n in names):
+                    fallback = names
+    return {"backend": backend, "pip": pip, "fallback": fallback}
+
+
+def _read_backend(path: str) -> dict[str, Any] | None:
+    """The backend ``__init__``: the build's name head and the join-split of torch's
+    version it formats, the DEEPBIND variable with its default and off words."""
+    tree = astread.parse(path)
+    if tree is None:
+        return None
+    build = None
+    for head, names, _node in astread.fstring_heads(tree):
+        if head.lstrip(".").startswith(IMPORT) and len(names) == 1:
+            build = (head, names[0])
+            break
+    split = None
+    if build is not None:
+        import ast
+
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id == build[1]):
+                split = astread.join_split(node.value)
+    deep = None
+    text_mentions = "RTLD_DEEPBIND" in astread.mentions(tree)
+    if text_mentions:
+        for var, default in astread.env_defaults(tree).items():
+            if "DEEPBIND" in var:
+                offs = next((s for s in astread.str_sets(tree) if "0" in s), [])
+                deep = (var, default, offs)
+    return {"head": build[0] if build else None, "split": list(split) if split else None,
+            "deep": list(deep) if deep else None}
+
+
+def _builds(folder: str, head: str) -> list[str]:
+    """The torch minors the backend folder holds builds for (``212`` -> ``2.12``)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        if n.startswith(head):
+            digits = n[len(head):].split(".", 1)[0]
+            if digits.isdigit() and len(digits) >= 2:
+                out.append(f"{digits[0]}.{digits[1:]}")
+    return sorted(set(out), key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def pick(facts: Facts, found: Found) -> Pick:
+    meta_init = os.path.join(found.folder, "__init__.py")
+    meta = astread.reading("nixl-meta", meta_init, lambda: _read_meta(meta_init))
+    if meta is None:
+        return Pick(unread=f"{meta_init} cannot be read")
+    backend_pkg: Found | None = found
+    name = IMPORT
+    notes: list[str] = []
+    if meta["backend"] is not None:  # the meta package: a backend per CUDA major
+        if facts.cuda is not None:
+            name = f"{meta['backend']}{facts.cuda}"
+            order = [name]
+            notes.append(f"{IMPORT} picks {name} for torch's CUDA {facts.cuda}")
+        else:
+            order = list(meta["fallback"])
+        backend_pkg = None
+        for n in order:
+            backend_pkg = facts.find(n)
+            if backend_pkg is not None:
+                name = n
+                break
+        if backend_pkg is None:
+            pip = f"{meta['pip']}{facts.cuda}" if meta["pip"] and facts.cuda else None
+            said = (f"ImportError: detected CUDA {facts.cuda} but {pip} is not installed"
+                    if pip else f"ImportError: no usable {IMPORT} CUDA backend found "
+                    f"(tried {', '.join(order) or 'none'})")
+            return Pick([Choice(raises=said)], notes=notes, fix=_install_backend(facts, pip))
+    assert backend_pkg is not None
+    init = os.path.join(backend_pkg.folder, "__init__.py")
+    back = astread.reading("nixl-backend", init, lambda: _read_backend(init))
+    if back is None or back["head"] is None or back["split"] is None:
+        return Pick(unread=f"{init}: its build-name rule is not one this check reads "
+                    "(f\"nixl_ep_cpp_torch{...}\" of torch.__version__)", notes=notes)
+    if facts.torch is None:
+        return Pick(unread="no torch: the build nixl_ep picks is unknown", notes=notes)
+    sep, _src, by, n = back["split"]
+    mm = sep.join(facts.torch.split(by)[:n])
+    stem = back["head"].lstrip(".") + mm
+    mode = None
+    if back["deep"] is not None:
+        var, default, offs = back["deep"]
+        value = facts.env.get(var, default if default is not None else "")
+        if value.strip().lower() not in offs and value.strip():
+            from moonpin.preflight.loader.ldproc import RTLD_DEEPBIND, RTLD_NOW
+
+            mode = RTLD_NOW | RTLD_DEEPBIND
+            notes.append(f"{var}={value}: loaded with RTLD_DEEPBIND (its own definitions "
+                         "first)")
+    build = facts.module_file(backend_pkg.folder, stem)
+    if build is None:
+        have = _builds(backend_pkg.folder, back["head"].lstrip("."))
+        said = (f"ModuleNotFoundError: No module named '{name}.{stem}' ({name} has builds "
+                f"for torch {', '.join(have) or 'none'}; torch.__version__ is "
+                f"{facts.torch})")
+        return Pick([Choice(raises=said)], notes=notes,
+                    fix=_torch_for(facts, have, name))
+    notes.append(f"{name} picks {os.path.basename(build)} for torch {facts.torch}")
+    return Pick([Choice([build], mode=mode)], notes=notes)
+
+
+def _install_backend(facts: Facts, pip: str | None) -> str | None:
+    """The backend distribution at the version the installed meta package requires."""
+    if pip is None:
+        return None
+    version = facts.pin("nixl", pip)
+    if version is None:
+        return (f"pip install '{pip}' (no installed file says which release: check that "
+                f"`import {IMPORT}` works after, or `moonpin which nixl`)")
+    return f"pip install '{pip}=={version}'"
+
+
+def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
+    """What makes ``backend`` load: the installed SGLang's torch pin when the installed
+    backend has a build for it (its other extensions are built for it too); else a nixl
+    release whose backend has a build for that torch (the knowledge base's scraped builds),
+    the torch staying as SGLang wants it; else a torch the backend has builds for."""
+    from moonpin.preflight.judge.fixes import torch_req
+
+    pin = facts.pin("sglang", "torch")
+    if pin is not None and ".".join(pin.split(".")[:2]) in have:
+        return (f"pip install '{torch_req(pin)}' (SGLang's own pin; {backend} has a build "
+                "for it)")
+    want = pin or facts.torch_release()
+    fits = facts.releases_with_build(f"{backend}.", want) if want else []
+    if fits:
+        dist, version = fits[-1]
+        meta = "nixl" if "nixl" in facts.dists else dist
+        why = "SGLang's pin" if pin else "the installed torch"
+        return (f"pip install '{meta}=={version}' ({dist} {version} has a build for torch "
+                f"{want}, {why})")
+    if have:
+        return (f"pip install 'torch=={have[-1]}.*' ({backend} has builds for torch "
+                f"{', '.join(have)}), or a nixl release with a build for torch "
+                f"{facts.torch_release()} (`moonpin which nixl`)")
+    return None
+
+
+def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:
+    from moonpin.preflight.judge.fixes import torch_req
+
+    pin = facts.pin("sglang", "torch")
+    if pin is not None and facts.torch_release() != pin:
+        return f"pip install '{torch_req(pin)}' (the torch the installed SGLang pins)"
+    return None

@@ -1,0 +1,221 @@
+"""The seam between the check's machinery and one project's loader rule.
+
+An SGLang worker imports several compiled torch extensions besides mooncake's process
+group. Each project decides *in its own Python code* which compiled file ``import X``
+loads: nixl's meta package picks a backend package by torch's CUDA major, the backend a
+build by torch's minor; sgl_kernel picks ``sm<NN>/common_ops…`` by the GPU's capability;
+deep_ep imports its ``_C`` after checking torch's CUDA; flashinfer checks its companion
+wheels' versions. The machinery (the importer model, the ld.so model, the fix lines) is
+the same for all of them; the decision is not. So each project gets one module in this
+folder — its *loader rule* — and the machinery asks it one question through this seam,
+the way resolvelib's resolver asks a provider and never fetches anything itself.
+
+A loader rule module (``nixl_rule.py``, never named like the package it reads, which it
+would shadow in the very environment it reads) defines:
+
+``IMPORT`` (str)
+    The top-level name SGLang imports: ``"nixl_ep"``.
+
+``CHOICES`` (dict[str, tuple[str, ...]])
+    Which launch choices import it, *only* as a fallback for an SGLang whose sources
+    cannot be read (:mod:`.wanted` reads them from the installed SGLang first):
+    ``{"moe-a2a": ("nixl",), "elastic-ep": ("nixl",)}``.
+
+``IMPLICIT`` (bool)
+    Whether a CUDA worker imports it at start whatever the launch line says (sgl_kernel,
+    flashinfer): judged when installed or when the installed SGLang requires its
+    distribution.
+
+``DISTRIBUTIONS`` (tuple[str, ...])
+    The distributions that may provide it, the one to install first (for the fix line
+    of an absent package; the version comes from the installed files, never from here).
+
+``pick(facts: Facts, found: Found) -> Pick``
+    Given the target's facts and where the importer finds the package, read the
+    package's own loader files (with ``ast``: nothing of the package is imported or run)
+    and say which file(s) the import loads, with which ``dlopen`` flags, under which
+    assumption — or what the loader itself raises when nothing fits. A rule must not
+    guess: a loader whose shape it cannot read is a :class:`Pick` with ``unread`` set
+    (said as "not judged"), never a verdict.
+
+``repair(facts: Facts, pick: Pick, choice: Choice) -> str | None``
+    The pip line that makes ``choice`` load when its build does not (unbound torch
+    symbols, a missing library): typically the torch the project's metadata pins, read
+    from its installed METADATA or the installed SGLang's. None: the generic line.
+
+A rule's distributions must be among those whose metadata the check reads
+(:data:`moonpin.preflight.installed.image_facts.EXTENSION_DISTS`). The rule holds only how to
+read that project's loader; every version, file name and pin
+comes from the files it reads. Adding a project is one such module plus its entry in
+:data:`RULES`; nothing in the machinery branches on a project's name.
+
+Only ``os`` at import: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
+    from moonpin.preflight.installed.image_facts import Dist
+    from moonpin.preflight.pyimport.importer import Found
+
+__all__ = ["RULES", "Choice", "Facts", "Pick", "rule_for"]
+
+#: import name -> the rule module (in this folder) that reads its project's loader
+RULES: dict[str, str] = {
+    "nixl_ep": "nixl_rule",
+    "sgl_kernel": "sgl_kernel_rule",
+    "deep_ep": "deepep_rule",
+    "flashinfer": "flashinfer_rule",
+}
+
+
+class Facts:
+    """What a rule is handed about the target (all read by the machinery before).
+
+    ``torch``: the label ``torch.__version__`` reads (None: no torch); ``cuda``: the CUDA
+    major torch was built with (None: a CPU build); ``env``: the worker's environment
+    variables (the image config's ``Env`` for ``--rootfs``/``--image``); ``gpu``: the GPU
+    capability as ``major * 10 + minor`` (what ``torch.cuda.get_device_capability()``
+    gives), ``gpu_present``: whether a usable GPU is assumed (``torch.cuda.is_available()``),
+    ``gpu_said``: how that was decided, for the report; ``dists``: the installed
+    distributions by canonical name; ``suffixes``: the extension-module suffixes the
+    target's importer tries; ``find(name)``: the importer's finding of a top-level name;
+    ``read(path)``: a file's bytes through the check's one access layer."""
+
+    __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
+                 "read", "suffixes", "torch")
+
+    def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
+                 gpu: int | None, gpu_present: bool, gpu_said: str,
+                 dists: Mapping[str, Dist], suffixes: Sequence[str],
+                 find: Callable[[str], Found | None], read: Callable[[str], bytes],
+                 kb: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
+        self.torch = torch
+        self.cuda = cuda
+        self.env = env
+        self.gpu = gpu
+        self.gpu_present = gpu_present
+        self.gpu_said = gpu_said
+        self.dists = dists
+        self.suffixes = tuple(suffixes)
+        self.find = find
+        self.read = read
+        #: the knowledge base's document, loaded when first asked (a fix line's failure path)
+        self.kb = kb
+
+    def module_file(self, folder: str, stem: str) -> str | None:
+        """``stem`` in ``folder`` as the importer's file finder looks for it: a package
+        folder, then each extension suffix, then ``.py``, ``.pyc`` (FileFinder's order)."""
+        if os.path.isfile(os.path.join(folder, stem, "__init__.py")):
+            return os.path.join(folder, stem, "__init__.py")
+        for suffix in (*self.suffixes, ".py", ".pyc"):
+            path = os.path.join(folder, stem + suffix)
+            if os.path.isfile(path):
+                return path
+        return None
+
+    def pin(self, owner: str, project: str) -> str | None:
+        """The exact version ``owner``'s installed METADATA pins ``project`` to
+        (``Requires-Dist: torch==2.14.1``), or None (not installed, not pinned, or pinned
+        only under a marker or extra)."""
+        from moonpin.preflight.installed.image_facts import canon
+
+        dist = self.dists.get(canon(owner))
+        if dist is None:
+            return None
+        want = canon(project)
+        for req in dist.requires:
+            head, _, marker = req.partition(";")
+            if "extra" in marker:
+                continue
+            name, eq, version = head.replace(" ", "").partition("==")
+            name = name.split("[", 1)[0]
+            if eq and canon(name) == want and version and "," not in version:
+                return version
+        return None
+
+    def releases_with_build(self, module_prefix: str, torch: str) -> list[tuple[str, str]]:
+        """(distribution, version) of every release the knowledge base records with a build
+        of a module under ``module_prefix`` (``nixl_ep_cu13.``) made for ``torch``
+        (``2.14.1``), newest last; none that the index cannot install. Empty when no KB."""
+        doc = self.kb() if self.kb is not None else None
+        if not doc:
+            return []
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        out = []
+        for rel in doc.get("native") or ():
+            if not isinstance(rel, dict) or rel.get("uninstallable"):
+                continue
+            for wheel in rel.get("wheels") or ():
+                try:
+                    fits = any(str(b.get("module", "")).startswith(module_prefix)
+                               and Version(torch) in SpecifierSet(str(b.get("torch") or ""))
+                               and b.get("torch") for b in wheel.get("builds") or ())
+                except (InvalidSpecifier, InvalidVersion, AttributeError, TypeError):
+                    fits = False
+                if fits:
+                    out.append((str(rel.get("dist")), str(rel.get("version"))))
+                    break
+        try:
+            return sorted(set(out), key=lambda dv: Version(dv[1]))
+        except InvalidVersion:
+            return sorted(set(out))
+
+    def torch_release(self) -> str | None:
+        """torch's label without its local part (``2.14.1+cu130`` -> ``2.14.1``)."""
+        return self.torch.partition("+")[0] if self.torch else None
+
+
+class Choice:
+    """One outcome the loader can reach: ``when`` it is reached (``"GPU capability 9.0"``;
+    ``""``: always), the ``files`` it tries in order (the first that loads wins; none
+    loading is the loader's own failure, ``raises``), the ``dlopen`` flags, and what the
+    loader raises itself before any file is loaded (an exception line; None: nothing)."""
+
+    __slots__ = ("files", "mode", "raises", "when")
+
+    def __init__(self, files: Sequence[str] = (), *, when: str = "", mode: int | None = None,
+                 raises: str | None = None) -> None:
+        self.files = tuple(files)
+        self.when = when
+        self.mode = mode
+        self.raises = raises
+
+
+class Pick:
+    """A rule's answer (module doc): the ``choices`` the loader can reach under the facts
+    (several when a fact is not known, such as a GPU's capability: each is judged);
+    ``notes``: the assumptions made and what the loader reads (said on the line);
+    ``warnings``: what does not fail the import but fails later (a companion wheel the
+    loader ignores); ``fix``: the pip line for ``raises`` (None: the rule's
+    :func:`repair` or the generic line); ``unread``: why the loader could not be read
+    (nothing is judged then)."""
+
+    __slots__ = ("choices", "fix", "notes", "unread", "warnings")
+
+    def __init__(self, choices: Sequence[Choice] = (), *, notes: Sequence[str] = (),
+                 warnings: Sequence[str] = (), fix: str | None = None,
+                 unread: str | None = None) -> None:
+        self.choices = list(choices)
+        self.notes = list(notes)
+        self.warnings = list(warnings)
+        self.fix = fix
+        self.unread = unread
+
+
+def rule_for(name: str) -> Any:
+    """The loader rule module for import ``name`` (None: no rule: not judged)."""
+    module = RULES.get(name)
+    if module is None:
+        return None
+    import importlib
+
+    return importlib.import_module(f"moonpin.preflight.extensions.{module}")

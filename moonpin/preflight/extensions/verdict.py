@@ -1,0 +1,231 @@
+"""Each extension the worker imports, judged: found as the importer finds it, its build
+picked by its project's loader rule (:mod:`moonpin.preflight.extensions.seam`), then loaded
+into the process ``import torch`` built, as ld.so would (:func:`moonpin.preflight.loader.
+loadchain.native_load`: its ``DT_NEEDED`` closure found and mapped, its undefined symbols
+bound in the scope its ``dlopen`` flags give, ``RTLD_DEEPBIND`` included). One line per
+extension: where it was found, what its loader picks and whether that loads, with a pip
+line when it does not. Only ``os`` at import: this runs at worker start."""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.preflight.extensions import seam
+from moonpin.preflight.result import CheckResult
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
+    from moonpin.preflight.env.context import Context
+    from moonpin.preflight.extensions.seam import Choice, Facts, Pick
+    from moonpin.preflight.installed.image_facts import Dist, Torch
+    from moonpin.preflight.loader.loadchain import Report
+
+__all__ = ["GPU_ENV", "gpu_state", "judge_extensions"]
+
+#: The environment variable that states the GPU's capability for the check (``9.0``,
+#: ``90``, ``none``), as ``--gpu-capability`` does
+GPU_ENV = "MOONPIN_GPU_CAPABILITY"
+
+
+def gpu_state(given: str | None, image: bool) -> tuple[int | None, bool, str]:
+    """(capability, a usable GPU assumed, how that was decided) from ``--gpu-capability``
+    (``9.0``/``90``; ``none``: no GPU), else :data:`GPU_ENV`, else: an image is judged for
+    the GPU node it is deployed on (present, capability unknown); this machine has one when
+    the NVIDIA driver's device nodes are here."""
+    text = given if given is not None else os.environ.get(GPU_ENV)
+    if text is not None:
+        t = text.strip().lower()
+        if t in ("none", "no", "cpu", "0", ""):
+            return None, False, f"no usable GPU (--gpu-capability {text})"
+        digits = t.replace(".", "").removeprefix("sm").removeprefix("sm_")
+        if digits.isdigit() and 1 <= len(digits) <= 3:
+            return int(digits), True, f"GPU capability {text} (--gpu-capability)"
+        return None, True, f"GPU capability {text!r} not understood: taken as unknown"
+    if image:
+        return None, True, "an image is judged for a GPU node; its capability is not known"
+    if os.path.exists("/dev/nvidiactl") or os.path.isdir("/proc/driver/nvidia/gpus"):
+        return None, True, "the NVIDIA driver is here; the GPU's capability is not read"
+    return None, False, "no usable GPU: no NVIDIA driver here (no /dev/nvidiactl)"
+
+
+def judge_extensions(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
+                     torch: Torch | None, dists: Mapping[str, Dist],
+                     add: Callable[[CheckResult], None], *, env: Mapping[str, str],
+                     gpu: str | None = None,
+                     kb: Callable[[], Mapping[str, Any] | None] | None = None) -> int:
+    """Judge every extension the launch line and a CUDA start import (module doc) in the
+    environment of ``ctx``; returns how many lines were said (0: none installed, none
+    required)."""
+    from moonpin.preflight.extensions.wanted import extensions
+    from moonpin.preflight.installed.image_facts import find_package, locate, read_bytes
+
+    cc, present, said = gpu_state(gpu, ctx.root is not None)
+    facts = seam.Facts(torch=torch.version if torch else None,
+                       cuda=torch.cuda if torch else None, env=env, gpu=cc,
+                       gpu_present=present, gpu_said=said, dists=dists,
+                       suffixes=ctx.ext_suffixes,
+                       find=lambda name: locate(ctx, name),
+                       read=lambda path: read_bytes(path, what="file"), kb=kb)
+    want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
+    n = 0
+    for said_flag in unjudged:
+        add(CheckResult("extensions", "skip", f"{said_flag}: no module of it this check has "
+                        "a loader rule for; not judged"))
+        n += 1
+    for w in want:
+        line = _judge_one(w.name, w.why, w.required, facts, ctx, torch)
+        if line is not None:
+            add(line)
+            n += 1
+    return n
+
+
+def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:
+    for d in getattr(rule, "DISTRIBUTIONS", ()):
+        if d in facts.dists:
+            return d, facts.dists[d].version
+    return None
+
+
+def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
+               torch: Torch | None) -> CheckResult | None:
+    rule = seam.rule_for(name)
+    found = facts.find(name)
+    if found is None:
+        if not required:
+            return None
+        return CheckResult(name, "fail", f"not installed ({why}): `import {name}` fails "
+                           f"with ModuleNotFoundError", _install(facts, rule))
+    owner = _owner(facts, rule)
+    where = (f"{owner[0]} {owner[1]} " if owner else "") + f"at {found.folder}" + (
+        f" ({found.how})" if found.editable else "")
+    pick: Pick = rule.pick(facts, found)
+    notes = "; ".join(pick.notes)
+    if pick.unread is not None:
+        return CheckResult(name, "skip", f"{where}: not judged: {pick.unread}"
+                           + (f" ({notes})" if notes else ""), None, (found.folder,))
+    results = [(c, *_judge_choice(c, pick, facts, ctx, torch, rule)) for c in pick.choices]
+    failed = [(c, detail, fix) for c, ok, detail, fix in results if not ok]
+    if failed:
+        _, detail, fix = failed[0]
+        when = (f" (for {', '.join(x.when for x, *_ in failed)})"
+                if len(pick.choices) > 1 else "")
+        also = [f"{x.when}: {d}" for x, ok, d, _ in results if ok and x.when]
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails{when}: {detail}"
+                           + (f"; loads for {'; '.join(also)}" if also else "")
+                           + (f" ({notes})" if notes else ""), fix or _generic(facts, rule),
+                           (found.folder,))
+    detail = "; ".join((f"{c.when}: " if c.when and len(results) > 1 else "") + d
+                       for c, _, d, _ in results)
+    return CheckResult(name, "warn" if pick.warnings else "pass",
+                       f"{where}: {detail}" + (f" ({notes})" if notes else "")
+                       + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
+                       _generic(facts, rule) if pick.warnings else None, (found.folder,))
+
+
+def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
+                  torch: Torch | None, rule: object) -> tuple[bool, str, str | None]:
+    """(loads, what was found, the fix) for one outcome of the loader."""
+    if choice.raises is not None:
+        return False, f"its loader raises {choice.raises}", pick.fix or rule.repair(  # type: ignore[attr-defined]
+            facts, pick, choice)
+    if not choice.files:
+        return True, "imports (nothing prebuilt is loaded at import)", None
+    from moonpin.preflight.loader.loadchain import native_load
+
+    first_problem: tuple[str, str | None] | None = None
+    for build in choice.files:
+        res = native_load([build], ctx.paths, None, python=ctx.python,
+                          suffixes=ctx.ext_suffixes, machine=ctx.machine,
+                          root=ctx.root, ld_path=ctx.ld_path, sites=ctx.sites,
+                          version=ctx.version,
+                          first=("torch",) if torch is not None else (), mode=choice.mode,
+                          complete=ctx.complete, run=ctx.run)
+        problem = _problem(res, build)
+        shown = os.path.join(os.path.basename(os.path.dirname(build)),
+                             os.path.basename(build))
+        if problem is None:
+            runtime = _cudart(build, ctx.machine)
+            extra = ""
+            if runtime is not None and facts.cuda is not None and runtime != facts.cuda:
+                extra = (f"; it needs libcudart.so.{runtime}, torch's CUDA is {facts.cuda}: "
+                         "two CUDA runtimes in one process")
+            return True, (f"loads {shown} ({res.count} library needs of {res.objects} "
+                          f"objects resolve, {res.refs} undefined symbols bind"
+                          + (", RTLD_DEEPBIND" if choice.mode and choice.mode & 8 else "")
+                          + f"){extra}"), None
+        if first_problem is None:
+            first_problem = (f"{shown}: {problem}", rule.repair(facts, pick, choice))  # type: ignore[attr-defined]
+    assert first_problem is not None
+    tried = "" if len(choice.files) == 1 else f" (and {len(choice.files) - 1} more tried)"
+    return False, first_problem[0] + tried, first_problem[1]
+
+
+def _problem(res: Report, build: str) -> str | None:
+    """What stops the load, as the loader would say it first (None: it loads)."""
+    if res.chain_error is not None:
+        blamed, cls, message, _ = res.chain_error
+        return f"`import {blamed}` raises {cls}: {message}"
+    if res.bad:
+        path, why = sorted(res.bad.items())[0]
+        return f"{path} cannot be loaded: {why}"
+    if res.missing:
+        lib, by = sorted(res.missing.items())[0]
+        return f"{lib} (needed by {by}) cannot be found"
+    if res.versions:
+        obj, version, lib, _ = res.versions[0]
+        return f"version `{version}' not found (required by {os.path.basename(obj)}) in {lib}"
+    if res.unbound:
+        from moonpin.preflight.loader import ldbind
+
+        obj, sym, version, _ = res.unbound[0]
+        more = len(res.unbound) - 1
+        return (f"undefined symbol: {sym}" + (f", version {version}" if version else "")
+                + f" ({ldbind.demangle(sym)}; needed by {os.path.basename(obj)})"
+                + (f" (+{more} more)" if more else ""))
+    return None
+
+
+def _cudart(build: str, machine: str | None) -> int | None:
+    """The CUDA runtime major a build names in its ``DT_NEEDED`` (None: none)."""
+    from moonpin.preflight.loader import ldso
+
+    try:
+        needed = ldso.read_dynamic_flags(build, machine or os.uname().machine)[0]
+    except OSError:
+        return None
+    for n in needed:
+        if n.startswith("libcudart.so."):
+            tail = n[len("libcudart.so."):].split(".")[0]
+            if tail.isdigit():
+                return int(tail)
+    return None
+
+
+def _install(facts: Facts, rule: object) -> str:
+    """The pip line that installs a missing extension: the installed SGLang's pin of its
+    distribution, else the distribution by name (no file here says which release)."""
+    dists: Sequence[str] = getattr(rule, "DISTRIBUTIONS", ())
+    for d in dists:
+        pin = facts.pin("sglang", d)
+        if pin:
+            return f"pip install '{d}=={pin}' (the installed SGLang's pin)"
+    if not dists:
+        return "install the package that provides it"
+    torch = facts.torch_release() or "this torch"
+    return (f"pip install '{dists[0]}' (no installed file pins a release: check that it has "
+            f"a build for torch {torch} with `moonpin which {dists[0]}`, or run the check "
+            "again after)")
+
+
+def _generic(facts: Facts, rule: object) -> str | None:
+    owner = _owner(facts, rule)
+    if owner is None:
+        return None
+    pin = facts.pin("sglang", owner[0])
+    if pin and pin != owner[1]:
+        return f"pip install '{owner[0]}=={pin}' (the installed SGLang's pin)"
+    return None

@@ -1,0 +1,118 @@
+"""Which extensions this worker imports: from its launch line, read in the installed
+SGLang's own sources (``--moe-a2a-backend nixl`` -> ``srt/layers/moe/token_dispatcher/
+nixl.py``, which imports ``nixl_ep``), and the ones a CUDA worker imports at start
+(sgl_kernel, flashinfer: :data:`~moonpin.preflight.extensions.seam` rules marked
+``IMPLICIT``). Only ``os`` at import."""
+
+from __future__ import annotations
+
+import os
+
+from moonpin.kb.cache import facts_memo
+from moonpin.preflight.extensions import seam
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from moonpin.preflight.extensions.seam import Facts
+
+__all__ = ["Wanted", "extensions"]
+
+#: Where an SGLang release keeps the module each MoE all-to-all backend imports; the
+#: elastic-EP backends with a package of their own use the same modules (0.5.21+:
+#: ``elastic_ep.py`` scales a nixl deployment through ``token_dispatcher.nixl``)
+_DISPATCHERS = ("srt", "layers", "moe", "token_dispatcher")
+#: launch features whose backend names a package the worker imports
+_FEATURES = ("elastic-ep", "moe-a2a")
+#: backends the mooncake checks judge (:mod:`moonpin.preflight.judge`), and "no backend"
+_ELSEWHERE = ("mooncake", "none", "")
+
+
+class Wanted:
+    """An extension to judge: its import name, why (said on its line), and whether the
+    worker certainly imports it (a requested backend, or the installed SGLang requires its
+    distribution): absent, it is a failure; else absent is not said at all."""
+
+    __slots__ = ("name", "required", "why")
+
+    def __init__(self, name: str, why: str, required: bool) -> None:
+        self.name = name
+        self.why = why
+        self.required = required
+
+
+def _imports(path: str) -> list[tuple[str, int]]:
+    """Every import the dispatcher module may run (:func:`moonpin.readers.pyimports.
+    any_imports`), kept in the file-facts memo."""
+    def read() -> list[list[object]]:
+        from moonpin.preflight.installed.image_facts import read_bytes
+        from moonpin.readers.pyimports import any_imports
+
+        return [[m, n] for m, n in any_imports(read_bytes(path, 16 << 20, "SGLang source"),
+                                                path)]
+
+    try:
+        got = facts_memo().get("ext-dispatcher-v1", path, read,
+                               lambda v: isinstance(v, list))
+    except OSError:
+        return []
+    return [(str(m), int(n)) for m, n in got]  # type: ignore[call-overload]
+
+
+def _dispatcher(sglang: str, backend: str) -> str | None:
+    """The module of ``backend`` in the SGLang package at ``sglang``: ``<backend>.py``, else
+    the one whose name starts with it (``mori`` -> ``moriep.py``)."""
+    folder = os.path.join(sglang, *_DISPATCHERS)
+    exact = os.path.join(folder, backend + ".py")
+    if os.path.isfile(exact):
+        return exact
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith(backend)
+                       and n.endswith(".py"))
+    except OSError:
+        return None
+    return os.path.join(folder, names[0]) if names else None
+
+
+def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
+               flags: Mapping[str, str]) -> tuple[list[Wanted], list[str]]:
+    """The extensions to judge (in order, each once) and the requested backends with no
+    loader rule here (said, not judged). ``features``: feature -> backend
+    (:func:`moonpin.preflight.run.requested_features`); ``sglang``: the installed SGLang's
+    package folder (None: not found: the rules' own ``CHOICES`` stand in); ``flags``:
+    feature -> its command-line flag."""
+    out: dict[str, Wanted] = {}
+    unjudged: list[str] = []
+    flag_of = {f: k for k, f in flags.items()}
+    for feature in _FEATURES:
+        backend = features.get(feature, "")
+        if backend in _ELSEWHERE:
+            continue
+        said = f"{flag_of.get(feature, feature)} {backend}"
+        module = _dispatcher(sglang, backend) if sglang is not None else None
+        names: list[tuple[str, str]] = []
+        if module is not None:
+            rel = os.path.relpath(module, os.path.dirname(sglang or module))
+            for m, line in _imports(module):
+                top = m.split(".")[0]
+                if top in seam.RULES and top not in [n for n, _ in names]:
+                    names.append((top, f"{said}: {rel}:{line} imports {m}"))
+        else:
+            for name in seam.RULES:
+                rule = seam.rule_for(name)
+                if backend in rule.CHOICES.get(feature, ()):
+                    names.append((name, f"{said} (this check's reading: no SGLang sources)"))
+        if not names:
+            unjudged.append(said)
+        for name, why in names:
+            out.setdefault(name, Wanted(name, why, True))
+    if facts.cuda is not None:  # what a CUDA worker imports at start
+        for name in seam.RULES:
+            rule = seam.rule_for(name)
+            if not rule.IMPLICIT or name in out:
+                continue
+            pinned = next((d for d in rule.DISTRIBUTIONS if facts.pin("sglang", d)), None)
+            out[name] = Wanted(name, f"SGLang requires {pinned} on CUDA" if pinned else
+                               "a CUDA worker imports it at start", pinned is not None)
+    return list(out.values()), unjudged

@@ -1,0 +1,273 @@
+"""Where a project's own files let pip and uv find torch besides the package index, and what
+that lets in: PEP 440's ``torch==2.13.0`` admits every local build of 2.13.0 and both pick
+the highest, so a ``2.13.0+cpu`` that a ``--find-links`` folder or an extra index offers is
+installed instead of the index's CUDA build (and ``import mooncake.pg`` then fails with
+``libc10_cuda.so: cannot open shared object file``).
+
+Read here: a requirements or constraints file's ``-f``/``--find-links``, ``-i``/
+``--index-url`` and ``--extra-index-url`` lines (pip's ``req_file.py``: a relative
+find-links path is the requirements file's folder's when it exists there), its ``-r``/``-c``
+includes; a pyproject.toml's ``[[tool.uv.index]]`` (an ``explicit`` one only where
+``[tool.uv.sources]`` sends torch to it) and ``[tool.uv]``/``[tool.uv.pip]``
+``find-links``, ``index-url``, ``extra-index-url``. A local folder is listed for the CPU
+builds it holds; an index is not fetched (``pins`` reads no network), so any index may
+hold one (PyTorch's CPU index does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from moonpin.resolver.pins.base import MAX_FILE_BYTES, MAX_INCLUDE_DEPTH, Pin, cut
+
+__all__ = ["Finding", "Source", "cpu_findings", "index_sources", "with_sources"]
+
+#: At most this many entries of a find-links folder are looked at.
+MAX_LISTED = 100_000
+
+_OPTION = re.compile(r"(--find-links|--extra-index-url|--index-url|-f|-i)(?:\s*=\s*|\s+|(?=\S))"
+                     r"(\S+)")
+_INCLUDE = re.compile(r"(--requirement|--constraint|-r|-c)(?:\s*=\s*|\s+|(?=\S))(\S+)")
+
+
+class Source(NamedTuple):
+    """One place a file lets the installer find packages: ``option`` as written
+    (``--find-links``, ``[[tool.uv.index]]``), its value, where it is, the local folder
+    it names (None for an index URL) and the CPU torch builds that folder holds
+    (``2.13.0+cpu``, …; None when it is an index or could not be listed)."""
+
+    path: str
+    line: int
+    option: str
+    value: str
+    folder: str | None = None
+    cpu_builds: tuple[str, ...] | None = None
+
+    def said(self) -> str:
+        return f"{self.option} {cut(self.value, 120)} ({self.path}:{self.line})"
+
+    def supplies(self, public: str) -> tuple[str, ...] | None:
+        """The local CPU builds of torch ``public`` this source can supply: those a folder
+        holds, ``(public+cpu,)`` for an index or a folder that could not be listed, None
+        for a folder holding none."""
+        if self.cpu_builds is None:
+            return (f"{public}+cpu",)
+        mine = tuple(b for b in self.cpu_builds if b.partition("+")[0] == public)
+        return mine or None
+
+
+def _local_folder(value: str, base: str) -> str | None:
+    """The folder a find-links value names (a path, or a ``file:`` URL), or None for a URL."""
+    if value.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+
+        return unquote(urlsplit(value).path) or None
+    if "://" in value:
+        return None
+    value = os.path.expanduser(value)
+    beside = os.path.join(base, value)
+    return beside if os.path.exists(beside) else value
+
+
+def _cpu_builds(folder: str) -> tuple[str, ...] | None:
+    """The torch versions with a CPU local label (``+cpu``, ``+cpu.cxx11.abi``) among the
+    wheel and sdist names of ``folder``; None when it cannot be listed."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    found: set[str] = set()
+    try:
+        with os.scandir(folder) as it:
+            for n, entry in enumerate(it):
+                if n >= MAX_LISTED:
+                    return None  # too many to say: judged as an index
+                name = entry.name
+                if not name.lower().startswith("torch-"):
+                    continue
+                try:
+                    v = (parse_wheel_filename(name)[1] if name.endswith(".whl")
+                         else parse_sdist_filename(name)[1])
+                except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+                    continue
+                if v.local is not None and v.local.startswith("cpu"):
+                    found.add(str(v))
+    except OSError:
+        return None
+    return tuple(sorted(found))
+
+
+def _requirements_sources(path: str, out: list[Source], seen: set[str], depth: int) -> None:
+    from moonpin.kb.files import read_regular
+    from moonpin.resolver.pins.requirements import comment_start, pip_logical_lines
+
+    real = os.path.realpath(path)
+    if real in seen or depth > MAX_INCLUDE_DEPTH:
+        return
+    seen.add(real)
+    try:
+        text = read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # reading its pins said so
+    base = os.path.dirname(path) or "."
+    for logical in pip_logical_lines(text.splitlines()):
+        cut_at = comment_start(logical.text)
+        body = (logical.text[:cut_at] if cut_at >= 0 else logical.text).strip()
+        if not body.startswith("-"):
+            continue
+        inc = _INCLUDE.match(body)
+        if inc is not None:
+            target = inc.group(2).strip("'\"")
+            if "://" not in target:
+                _requirements_sources(os.path.join(base, target), out, seen, depth + 1)
+            continue
+        m = _OPTION.match(body)
+        if m is None:
+            continue
+        option = {"-f": "--find-links", "-i": "--index-url"}.get(m.group(1), m.group(1))
+        value = m.group(2).strip("'\"")
+        folder = _local_folder(value, base) if option == "--find-links" else None
+        out.append(Source(path, logical.first_line, option, value, folder,
+                          _cpu_builds(folder) if folder is not None else None))
+
+
+def _line_of(text: str, needle: str) -> int:
+    at = text.find(needle)
+    return text.count("\n", 0, at) + 1 if at >= 0 else 1
+
+
+def _pyproject_sources(path: str, out: list[Source]) -> None:
+    from moonpin.kb.files import read_regular
+    from moonpin.resolver.pins.pyproject import toml_document
+
+    try:
+        text = read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # reading its pins said so
+    doc = toml_document(text)
+    if doc is None:
+        return  # not TOML (reading its pins said so), or Python 3.10
+    uv = doc.get("tool", {}).get("uv", {}) if isinstance(doc.get("tool"), dict) else {}
+    if not isinstance(uv, dict):
+        return
+    base = os.path.dirname(path) or "."
+    sources = uv.get("sources", {})
+    torch_src: Any = sources.get("torch") if isinstance(sources, dict) else None
+    torch_indexes = {s.get("index") for s in (torch_src if isinstance(torch_src, list)
+                                               else [torch_src]) if isinstance(s, dict)}
+    for index in uv.get("index", []) if isinstance(uv.get("index"), list) else []:
+        if not isinstance(index, dict) or not isinstance(index.get("url"), str):
+            continue
+        if index.get("explicit") is True and index.get("name") not in torch_indexes:
+            continue  # only the packages [tool.uv.sources] sends there come from it
+        url = index["url"]
+        folder = (_local_folder(url, base) if index.get("format") == "flat" else None)
+        out.append(Source(path, _line_of(text, url), "[[tool.uv.index]]", url, folder,
+                          _cpu_builds(folder) if folder is not None else None))
+    pip = uv.get("pip")
+    for table in (uv, pip if isinstance(pip, dict) else {}):
+        for key in ("find-links", "extra-index-url", "index-url"):
+            values = table.get(key)
+            for value in (values if isinstance(values, list) else [values]):
+                if not isinstance(value, str):
+                    continue
+                folder = _local_folder(value, base) if key == "find-links" else None
+                out.append(Source(path, _line_of(text, value), f"[tool.uv] {key}", value,
+                                  folder, _cpu_builds(folder) if folder is not None else None))
+
+
+def index_sources(files: Sequence[tuple[str, str | None]]) -> list[Source]:
+    """Every find-links folder and index the ``files`` (each with the kind it is read as:
+    ``requirements``, ``constraints``, ``pyproject``) and their includes add to pip's or
+    uv's default index, in file order."""
+    out: list[Source] = []
+    seen: set[str] = set()
+    for f, kind in files:
+        if kind in ("requirements", "constraints"):
+            _requirements_sources(f, out, seen, 0)
+        elif kind == "pyproject":
+            _pyproject_sources(f, out)
+    return out
+
+
+def _admitted_cpu(pin: Pin) -> str | None:
+    """The public release a torch pin's specifier is exact on, when that specifier also
+    admits its ``+cpu`` build; None otherwise (a local label, ``===``, an exclusion)."""
+    if pin.version is None or pin.spec.lstrip().startswith("==="):
+        return None
+    try:
+        v = Version(pin.version)
+        spec = SpecifierSet(pin.spec or f"=={pin.version}")
+    except (InvalidVersion, InvalidSpecifier, ValueError):
+        return None
+    if v.local is not None:
+        return None
+    return str(v) if spec.contains(f"{v}+cpu", prereleases=True) else None
+
+
+class Finding(NamedTuple):
+    """A torch pin that lets a CPU build in: the release, the exclusions that keep it out
+    (``!=2.13.0+cpu``, …), why (the sources that can supply it), and those sources said."""
+
+    pin: Pin
+    public: str
+    exclude: tuple[str, ...]
+    why: str
+    where: str
+
+
+def cpu_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
+                 sources: Sequence[Source]) -> list[Finding]:
+    """The torch pins (of ``exact``) that let a CPU build in from ``sources``. A pin an
+    update already moves is left to it (a written torch update carries the exclusion)."""
+    from moonpin.kb.distributions import torch_cpu_exclusions
+
+    moved = {(u["packageFile"], u["line"]) for u in updates if u["depName"] == "torch"}
+    out: list[Finding] = []
+    for pin in exact:
+        if pin.name != "torch" or (pin.path, pin.version_line) in moved:
+            continue
+        public = _admitted_cpu(pin)
+        if public is None:
+            continue
+        hits = [(s, b) for s in sources if (b := s.supplies(public)) is not None]
+        if not hits:
+            continue
+        builds = sorted({x for _, b in hits for x in b})
+        excl = (*torch_cpu_exclusions([public]),
+                *(f"!={b}" for b in builds if b != f"{public}+cpu"))
+        where = "; ".join(s.said() for s, _ in hits[:3]) + (
+            f" and {len(hits) - 3} more" if len(hits) > 3 else "")
+        why = (f"torch{pin.spec} at {pin.path}:{pin.line} admits {' and '.join(builds)}, "
+               f"a CPU build, which {where} can supply: pip and uv take the highest local "
+               f"build of {public} (then `import mooncake.pg` fails: libc10_cuda.so cannot "
+               f"be opened); exclude it: torch=={public},{','.join(excl)}")
+        out.append(Finding(pin, public, excl, why, where))
+    return out
+
+
+def with_sources(updates: Sequence[dict[str, Any]], exact: Sequence[Pin],
+                 sources: Sequence[Source],
+                 update: Callable[[Pin, str, str, str], dict[str, Any]]
+                 ) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
+    """What the CPU builds ``sources`` let in add to a
+    :class:`~moonpin.resolver.pins.judge.Judgement` whose updates are ``updates``: a reason
+    each, and an update (made by ``update``, judge's own) that writes the exclusion (both
+    empty: none; the judgement then makes a compatible verdict incompatible)."""
+    found = cpu_findings(exact, updates, sources)
+    added = []
+    for f in found:
+        u = update(f.pin, "torch", f.public, f"exclude the CPU build {f.where} can supply")
+        u.update(updateType="pin", newValue=",".join([f"=={f.public}", *f.exclude]),
+                 exclude=list(f.exclude))
+        added.append(u)
+    return tuple(f.why for f in found), tuple(added)

@@ -1,0 +1,32 @@
+"""The shipped knowledge base is current for the shipped code (issue 40): it records the
+fingerprints of the extractors it ships with (else an installed moonpin re-reads every
+release at its first `moonpin scrape`: 262.7 MB in 8,852 requests), and its provenance is
+the canonical one (else the next scrape rewrites it and KB diffs are noise)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from moonpin.kb import store
+from moonpin.scrapers.refresh import EXTRACTORS, canonical_provenance, extractor_fingerprints
+
+ROOT = Path(__file__).resolve().parents[2]
+KB = ROOT / "data" / "kb.json"
+HOW = ("an extractor changed: refresh the shipped KB with this code (`moonpin --kb "
+       "data/kb.json scrape`, see docs/DEVELOPERS.md), which re-reads what the change "
+       "touches and records the new fingerprints")
+
+
+def test_the_shipped_kb_was_read_by_the_shipped_extractors() -> None:
+    kb = store.load(KB)
+    recorded = dict(kb.scrape.extractors)
+    current = extractor_fingerprints()
+    assert set(recorded) == set(EXTRACTORS)
+    stale = {k: (recorded[k], current[k]) for k in current if recorded[k] != current[k]}
+    assert not stale, f"{HOW}; recorded vs this code's: {stale}"
+
+
+def test_the_shipped_kb_provenance_is_canonical() -> None:
+    kb = store.load(KB)
+    assert tuple(canonical_provenance(kb.mooncake)) == kb.mooncake, (
+        "bytes_from is not the canonical choice: refresh the KB with this code")

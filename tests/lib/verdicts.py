@@ -1,0 +1,56 @@
+"""Reading ``moonpin check``'s text output per extension, for the real-image tests whose
+truth is one import (``import mooncake.pg``, ``import nixl_ep``…) while the check judges the
+whole worker: sgl_kernel and flashinfer on every CUDA worker, the backends its launch line
+names, and mooncake's process group in several lines of its own."""
+
+from __future__ import annotations
+
+__all__ = ["EXTENSION_LINES", "GENERAL", "mooncake_fails", "mooncake_rc", "verdicts"]
+
+#: the extensions the check judges in one line each (``fail  nixl_ep: …``)
+EXTENSION_LINES = ("sgl_kernel", "nixl_ep", "deep_ep", "flashinfer")
+#: checks about the environment as a whole: they decide every import, mooncake's too
+GENERAL = ("target", "launch", "kb", "torch", "sglang", "launch args", "deep probe",
+           "interpreter", "site-packages")
+
+
+def _lines(output: str | list[str]) -> list[tuple[str, str]]:
+    out = []
+    for line in output.splitlines() if isinstance(output, str) else output:
+        status, _, rest = line.partition("  ")
+        if status in ("pass", "fail", "warn", "skip") and ":" in rest:
+            out.append((status, rest.split(":", 1)[0]))
+    return out
+
+
+def mooncake_fails(output: str) -> list[str]:
+    """The failing lines but the other extensions' own ones: what a check of
+    ``import mooncake.pg`` alone says."""
+    return [line for line in output.splitlines() if line.startswith("fail")
+            and line.partition("  ")[2].split(":", 1)[0] not in EXTENSION_LINES]
+
+
+def mooncake_rc(output: str | list[str]) -> int:
+    """The exit code the check gives when only ``import mooncake.pg`` (and what it needs:
+    torch, the environment) is judged: 1 when any check but another extension's own line
+    fails."""
+    return int(any(s == "fail" and n not in EXTENSION_LINES for s, n in _lines(output)))
+
+
+def verdicts(output: str | list[str]) -> dict[str, str]:
+    """module -> ``"ok"`` / ``"error"``: each extension's own line, and ``mooncake.pg`` from
+    every line that is neither another extension's nor about the environment as a whole (a
+    failing ``build`` or ``symbols`` check is mooncake's), when mooncake was judged."""
+    got: dict[str, str] = {}
+    mooncake = "ok"
+    judged = False
+    for status, name in _lines(output):
+        if name in EXTENSION_LINES:
+            got[name] = "error" if status == "fail" else "ok"
+        elif name not in GENERAL:
+            judged |= name == "mooncake installed"
+            if status == "fail":
+                mooncake = "error"
+    if judged:
+        got["mooncake.pg"] = mooncake
+    return got

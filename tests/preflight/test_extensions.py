@@ -1,0 +1,221 @@
+"""The worker's other native extensions (issue 39), each judged by its project's loader rule
+read from its own files (moonpin/preflight/extensions/): one class of fault per test, on
+throwaway images whose builds gcc makes with chosen undefined symbols; each asserts a
+verdict the same image with the fault removed does not get."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.lib.checkrun import run
+from tests.lib.extimages import (
+    COW,
+    PARSE,
+    add_deep_ep,
+    add_flashinfer,
+    add_nixl,
+    add_sgl_kernel,
+    torch_image,
+)
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+NIXL = ("--", "--moe-a2a-backend", "nixl")
+
+
+def _site(tmp_path: Path, **kw: object) -> Path:
+    return torch_image(tmp_path / "site", **kw)  # type: ignore[arg-type]
+
+
+def test_nixl_loads_the_build_for_torchs_minor(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    add_nixl(site)
+    r = run(site, *NIXL, ep=False)
+    assert r.rc == 0, r.out
+    line = r.line("nixl_ep")
+    assert line.startswith("pass") and "nixl_ep_cpp_torch214" in line, r.out
+    assert "nixl_ep picks nixl_ep_cu13 for torch's CUDA 13" in line
+
+
+def test_nixl_without_a_build_for_torchs_minor_is_not_usable(tmp_path: Path) -> None:
+    site = _site(tmp_path, version="2.15.0", sglang_requires=["torch==2.14.1"])
+    add_nixl(site)
+    r = run(site, *NIXL, ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl_ep")
+    assert line.startswith("fail") and ("No module named 'nixl_ep_cu13.nixl_ep_cpp_torch215'"
+                                        in line), r.out
+    assert "builds for torch 2.12, 2.13, 2.14" in line
+    # SGLang's pin, which has a build; never a CPU build of it (a bare == admits +cpu)
+    assert "pip install 'torch==2.14.1,!=2.14.1+cpu'" in r.fixes()[0]
+
+
+def _native_kb(tmp_path: Path) -> Path:
+    """A knowledge base that knows three nixl releases: 1.4.0 (builds up to torch 2.13),
+    1.5.1 (a build for 2.14) and 1.5.2 (newer, but the index cannot install it)."""
+    import json
+
+    from tests.lib.checkrun import small_kb
+
+    kb = small_kb(tmp_path)
+    doc = json.loads(kb.read_text())
+
+    def release(dist: str, version: str, minors: tuple[str, ...],
+                uninstallable: bool = False) -> dict[str, object]:
+        builds = [{"module": f"nixl_ep_cu13.nixl_ep_cpp_torch{m}",
+                   "torch": f"=={m[0]}.{m[1:]}.*"} for m in minors]
+        return {"project": "nixl", "dist": dist, "version": version,
+                "wheels": [{"builds": builds}],
+                "uninstallable": [{"requirement": f"nixl-cu13=={version}",
+                                   "reason": "not on the index"}] if uninstallable else []}
+
+    doc["native"] = [release("nixl-cu13", "1.4.0", ("211", "212", "213")),
+                     release("nixl-cu13", "1.5.1", ("212", "213", "214")),
+                     release("nixl-cu13", "1.5.2", ("213", "214", "215"), uninstallable=True)]
+    kb.write_text(json.dumps(doc))
+    return kb
+
+
+def test_nixl_without_a_build_for_sglangs_torch_gets_the_release_that_has_one(
+        tmp_path: Path) -> None:
+    """The fix keeps the torch SGLang pins (its other extensions are built for it) and
+    moves nixl to the newest release the knowledge base says has a build for it; without a
+    KB that knows one, it falls back to a torch the installed nixl has builds for."""
+    site = _site(tmp_path, sglang_requires=["torch==2.14.1"])
+    add_nixl(site, version="1.4.0", minors=("211", "212", "213"))
+    r = run(site, *NIXL, ep=False, kb=_native_kb(tmp_path))
+    assert r.rc == 1 and r.line("nixl_ep").startswith("fail"), r.out
+    assert r.fixes()[0].startswith("fix: pip install 'nixl==1.5.1' (nixl-cu13 1.5.1 has a "
+                                   "build for torch 2.14.1, SGLang's pin)"), r.out
+    from tests.lib.checkrun import small_kb
+
+    (tmp_path / "bare").mkdir()
+    bare = run(site, *NIXL, ep=False, kb=small_kb(tmp_path / "bare"))  # knows no nixl
+    assert "pip install 'torch==2.13.*'" in bare.fixes()[0], bare.out
+
+
+def test_nixl_requested_and_absent_is_not_usable(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl_ep")
+    assert line.startswith("fail  nixl_ep: not installed (--elastic-ep-backend nixl: sglang/"
+                           "srt/layers/moe/token_dispatcher/nixl.py:2 imports nixl_ep)"), r.out
+    assert r.fixes() and r.fixes()[0].startswith("fix: pip install 'nixl'")
+    assert "nothing to check" not in r.out
+
+
+def test_a_torch_symbol_the_build_needs_missing_from_torchs_libraries(tmp_path: Path) -> None:
+    site = _site(tmp_path, symbols=(PARSE,))  # this torch's c10 lacks materialize_cow_storage
+    add_nixl(site)
+    r = run(site, *NIXL, ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl_ep")
+    assert line.startswith("fail") and f"undefined symbol: {COW}" in line, r.out
+    assert "c10::StorageImpl::materialize_cow_storage()" in line
+
+
+def test_sgl_kernel_built_for_another_torch(tmp_path: Path) -> None:
+    """The sm100 build needs a symbol this torch dropped; the sm90 build does not: which one
+    loads is the GPU's, so without one stated every choice is judged and said, and
+    --gpu-capability picks one."""
+    site = _site(tmp_path, symbols=(COW,), sglang_requires=["sglang-kernel==0.4.10",
+                                                            "torch==2.14.1"])
+    add_sgl_kernel(site, sm90_uses=(COW,), sm100_uses=(PARSE,), torch_pin="2.13.0")
+    unknown = run(site, ep=False, env={"MOONPIN_GPU_CAPABILITY": "unknown"})
+    line = unknown.line("sgl_kernel")
+    assert unknown.rc == 1 and line.startswith("fail"), unknown.out
+    assert "(for another GPU capability)" in line and f"undefined symbol: {PARSE}" in line
+    assert "loads for GPU capability 9.0" in line
+    assert "pip install 'torch==2.13.0'" in unknown.out  # the torch the kernel pins
+    hopper = run(site, "--gpu-capability", "9.0", ep=False)
+    assert hopper.rc == 0 and "loads sm90/common_ops.abi3.so" in hopper.line("sgl_kernel"), \
+        hopper.out
+    blackwell = run(site, "--gpu-capability", "10.0", ep=False)
+    assert blackwell.rc == 1 and "sm100/common_ops.abi3.so" in blackwell.line("sgl_kernel")
+
+
+def test_sgl_kernel_is_judged_without_a_launch_line_on_a_cuda_torch(tmp_path: Path) -> None:
+    site = _site(tmp_path, sglang_requires=["sglang-kernel==0.4.10"])
+    r = run(site, ep=False, env={"MOONPIN_GPU_CAPABILITY": "none"})
+    assert r.rc == 1 and r.line("sgl_kernel").startswith("fail  sgl_kernel: not installed"), \
+        r.out
+    assert "pip install 'sglang-kernel==0.4.10'" in r.fixes()[0]
+    add_sgl_kernel(site)
+    r = run(site, ep=False, env={"MOONPIN_GPU_CAPABILITY": "none"})
+    assert r.rc == 0 and "loads sm100/common_ops.abi3.so" in r.line("sgl_kernel"), r.out
+
+
+def test_deep_ep_built_for_another_cuda_major(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    add_deep_ep(site, expected_cuda=12)
+    launch = ("--gpu-capability", "9.0", "--", "--moe-a2a-backend", "deepep")
+    r = run(site, *launch, ep=False)
+    assert r.rc == 1 and "requires CUDA 12, but PyTorch uses CUDA 13" in r.line("deep_ep"), \
+        r.out
+    shutil.rmtree(site / "deep_ep")
+    add_deep_ep(site, expected_cuda=13)
+    r = run(site, *launch, ep=False)
+    assert r.rc == 0 and "loads deep_ep/_C" in r.line("deep_ep"), r.out
+    nogpu = run(site, "--gpu-capability", "none", "--", "--moe-a2a-backend", "deepep",
+                ep=False)
+    assert nogpu.rc == 1 and "does not expose a usable CUDA device" in nogpu.line("deep_ep")
+
+
+@pytest.mark.parametrize(("ignores", "env", "status"), [
+    (False, {}, "fail"), (True, {}, "warn"),
+    (False, {"FLASHINFER_DISABLE_VERSION_CHECK": "1"}, "pass")])
+def test_flashinfer_version_skew(tmp_path: Path, ignores: bool, env: dict[str, str],
+                                 status: str) -> None:
+    """A cubin wheel at another version: a loader that raises fails the import, one that
+    catches its own check goes on (a warning), the switch turns the check off."""
+    site = _site(tmp_path)
+    add_flashinfer(site, cubin="0.7.1", ignores=ignores)
+    r = run(site, ep=False, env={"MOONPIN_GPU_CAPABILITY": "none", **env})
+    line = r.line("flashinfer")
+    assert line.startswith(status), r.out
+    assert "flashinfer-cubin 0.7.1" in line or "flashinfer-cubin version (0.7.1)" in line
+    same = _site(tmp_path / "same")
+    add_flashinfer(same, cubin="0.7.2", ignores=ignores)
+    assert run(same, ep=False, env={"MOONPIN_GPU_CAPABILITY": "none"}).line(
+        "flashinfer").startswith("pass")
+
+
+@pytest.mark.parametrize(("value", "deep"), [("1", True), ("off", False), ("", False)])
+def test_nixl_deepbind_scope_follows_its_variable(tmp_path: Path, value: str,
+                                                  deep: bool) -> None:
+    site = _site(tmp_path)
+    add_nixl(site)
+    r = run(site, *NIXL, ep=False, env={"NIXL_UCX_DEEPBIND": value})
+    line = r.line("nixl_ep")
+    assert line.startswith("pass"), r.out
+    assert ("RTLD_DEEPBIND" in line) is deep, line
+
+
+def test_deepbind_looks_in_the_librarys_own_closure_first(tmp_path: Path) -> None:
+    """ld.so's scope for an RTLD_DEEPBIND load: the object's own closure, then the global
+    scope (the model's search order, as its report of an unbound symbol lists it)."""
+    from moonpin.preflight.loader import ldproc
+
+    lib = tmp_path / "lib"
+    from tests.lib.extimages import gcc_so
+
+    gcc_so(lib / "libglobal.so", defines=("g",), soname="libglobal.so")
+    gcc_so(lib / "libown.so", defines=("o",), soname="libown.so")
+    build = gcc_so(lib / "build.so", uses=("missing_fn",), needs=("libown.so",),
+                   rpath="$ORIGIN")
+    orders = {}
+    for mode in (ldproc.RTLD_NOW, ldproc.RTLD_NOW | ldproc.RTLD_DEEPBIND):
+        proc = ldproc.Process(machine=__import__("os").uname().machine,
+                              owned=lambda p: p.startswith(str(lib)))
+        assert proc.dlopen(str(lib / "libglobal.so"), ldproc.RTLD_NOW | ldproc.RTLD_GLOBAL
+                           ).error is None
+        got = proc.dlopen(str(build), mode)
+        assert got.unbound and got.unbound[0][1] == "missing_fn"
+        orders[mode] = got.unbound[0][3]
+        proc.close()
+    assert orders[ldproc.RTLD_NOW][0] == "libglobal.so"
+    assert orders[ldproc.RTLD_NOW | ldproc.RTLD_DEEPBIND][:2] == ("build.so", "libown.so")

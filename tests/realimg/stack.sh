@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Build the real worker images of issue 39 (every native extension an SGLang worker loads) from the
+# package index's own wheels, under $REALIMG (default /tmp/realimg), and record what importing each
+# extension really does in each of them. Idempotent: a step whose result is already there is
+# skipped; rerunning costs seconds. See tests/realimg/README.md.
+#
+# usage: tests/realimg/stack.sh [--no-variants] [--only NAME] [--no-probe|--probe-only]
+#                               [--mooncake-jit] [--rebuild-variants] [-h|--help]
+#   --no-variants       the working image `stack` only
+#   --only NAME         build (and probe) only variant NAME (e.g. torch215); the base is built first
+#   --no-probe          build only; no import probes
+#   --probe-only        build nothing; probe the images that exist, write $REALIMG/reports/stack*.json
+#   --mooncake-jit      compile mooncake's torch adapter (JIT, ~3 min per image) into
+#                       $REALIMG/stack-pgjit/<image> so `import mooncake.pg` can succeed; without it
+#                       the probe records the cold-cache outcome
+#   --rebuild-variants  delete and re-clone every variant
+#
+# Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
+#   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
+#                   + sglang-kernel 0.4.10 + sgl-deep-ep 0.1.2.post1 + nixl 1.5.1 (meta: `nixl`,
+#                   `nixl_ep`) + nixl-cu13 1.5.1 + flashinfer-python 0.7.2 (+ its deps)
+#                   + mooncake-transfer-engine-cuda13 0.3.14 (no prebuilt pg_*; JIT adapter)
+#   stack-torch215  torch moved to 2.15.0 (with its own CUDA deps) under everything else
+#   stack-nixl140   nixl + nixl-cu13 1.4.0: builds for torch 2.11-2.13, none for 2.14
+#   stack-kernel048 sglang-kernel 0.4.8 (Requires-Dist torch==2.13.0) under torch 2.14.1
+#   stack-cubin     flashinfer-cubin 0.6.13 beside flashinfer-python 0.7.2
+#   stack-nonixl    nixl and nixl-cu13 uninstalled
+# Other folders: $R/stack-dl (wheels, sha256-checked), $R/stack-stubs/libcuda.so.1 (stub driver),
+# $R/stack-pgjit (mooncake JIT caches), $R/stack-fi (FlashInfer's workspace), $R/reports/stack*.json.
+#
+# Environment: REALIMG (default /tmp/realimg), REALIMG_TOOLS (default <repo>/../shared/tools/realimg:
+# fetch_wheel.py and indexurl.py are used from there), PYBASE (a CPython 3.11), JIT_ARCH (9.0).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+R="${REALIMG:-/tmp/realimg}"
+TOOLS="${REALIMG_TOOLS:-$ROOT/../shared/tools/realimg}"
+PYBASE="${PYBASE:-$(python3.11 -c 'import sys; print(sys.executable)' 2>/dev/null || command -v python3)}"
+DL="$R/stack-dl"; STUBS="$R/stack-stubs"; REPORTS="$R/reports"; BASE="$R/stack"; PGJIT="$R/stack-pgjit"
+JIT_ARCH="${JIT_ARCH:-9.0}"
+
+# What goes into the images (the build's inputs; what each release ships is read from its files).
+TORCH=2.14.1; TORCH_NEXT=2.15.0
+SGLANG=0.5.23
+KERNEL=0.4.10; KERNEL_OLD=0.4.8
+DEEPEP=0.1.2.post1
+NIXL=1.5.1; NIXL_OLD=1.4.0
+FLASHINFER=0.7.2; CUBIN_OTHER=0.6.13
+MOONCAKE_DIST=mooncake-transfer-engine-cuda13; MOONCAKE=0.3.14
+VARIANTS="torch215 nixl140 kernel048 cubin nonixl"
+
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
+    --no-probe) NO_PROBE=1;; --probe-only) PROBE_ONLY=1;; --mooncake-jit) MC_JIT=1;;
+    --rebuild-variants) REBUILD=1;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
+    *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
+  esac
+  shift
+done
+if [ -n "$ONLY" ] && ! grep -qw -- "$ONLY" <<<"$VARIANTS"; then
+  echo "stack.sh: no variant $ONLY (one of: $VARIANTS)" >&2; exit 2
+fi
+[ -f "$TOOLS/fetch_wheel.py" ] || { echo "stack.sh: $TOOLS/fetch_wheel.py not found (set REALIMG_TOOLS)" >&2; exit 2; }
+
+T0=$(date +%s)
+log() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
+# fetch <name> <version> [substring...]: the wheel's path (downloaded once, sha256 checked)
+fetch() { "$PYBASE" "$TOOLS/fetch_wheel.py" "$DL" "$@"; }
+sp_of() { echo "$1/lib/python3.11/site-packages"; }
+dver() { "$1/bin/python" - "$2" <<'EOF' 2>/dev/null || true
+import sys, importlib.metadata as m
+try: print(m.version(sys.argv[1]))
+except m.PackageNotFoundError: pass
+EOF
+}
+pipv() { local v="$1"; shift
+  "$v/bin/python" -m pip --disable-pip-version-check -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+pipi() { local v="$1"; shift; pipv "$v" install --no-warn-conflicts "$@"; }
+timed() { local s; s=$(date +%s); "$@"; log "  ($(( $(date +%s) - s )) s)"; }
+
+build_base() {
+  [ -x "$BASE/bin/python" ] || { log "creating $BASE"; "$PYBASE" -m venv "$BASE"; }
+  if [ "$(dver "$BASE" torch)" != "$TORCH" ]; then
+    # torch $TORCH (CUDA 13) lies on this disk in pip's extra index; pip takes its deps from there
+    # and the index. flashinfer-python brings the rest of its own Requires-Dist.
+    log "stack: torch $TORCH + sglang-kernel $KERNEL + sgl-deep-ep $DEEPEP + nixl-cu13 $NIXL + flashinfer-python $FLASHINFER + $MOONCAKE_DIST $MOONCAKE (with deps)"
+    pipi "$BASE" "torch==$TORCH" \
+      "$(fetch sglang-kernel "$KERNEL" abi3 x86_64)" \
+      "$(fetch sgl-deep-ep "$DEEPEP" cp311 x86_64)" \
+      "$(fetch nixl-cu13 "$NIXL")" \
+      "$(fetch flashinfer-python "$FLASHINFER")" \
+      "$(fetch "$MOONCAKE_DIST" "$MOONCAKE")"
+  fi
+  if [ "$(dver "$BASE" nixl)" != "$NIXL" ]; then
+    # the meta distribution `nixl` provides `import nixl` and `import nixl_ep` (a dispatcher to
+    # nixl_ep_cu<CUDA major>); its Requires-Dist also names nixl-cu12, which a CUDA 13 torch never loads
+    log "stack: nixl $NIXL (meta: nixl, nixl_ep) --no-deps"
+    pipi "$BASE" --no-deps "$(fetch nixl "$NIXL")"
+  fi
+  if [ "$(dver "$BASE" sglang)" != "$SGLANG" ]; then
+    log "stack: sglang $SGLANG --no-deps"
+    pipi "$BASE" --no-deps "$(fetch sglang "$SGLANG")"
+  fi
+}
+
+base_fingerprint() {
+  echo "torch=$(dver "$BASE" torch) sglang=$(dver "$BASE" sglang) kernel=$(dver "$BASE" sglang-kernel) nixl=$(dver "$BASE" nixl-cu13) flashinfer=$(dver "$BASE" flashinfer-python) deepep=$(dver "$BASE" sgl-deep-ep) mooncake=$(dver "$BASE" "$MOONCAKE_DIST")"
+}
+
+# clone <name> <what>: 0 when the copy must be (re)made and changed, 1 when an up-to-date one exists
+clone() {
+  local dst="$R/stack-$1" fp; fp=$(base_fingerprint)
+  if [ "$REBUILD" = 0 ] && [ -f "$dst/.stack-variant" ] && grep -qxF "base: $fp" "$dst/.stack-variant"; then
+    return 1
+  fi
+  log "variant stack-$1: $2"
+  rm -rf "$dst"
+  cp -al "$BASE" "$dst"
+  # bin/ scripts and pyvenv.cfg name the venv's path: rewrite them as new files (breaking the link)
+  local f
+  for f in "$dst"/bin/* "$dst/pyvenv.cfg"; do
+    if [ -f "$f" ] && [ ! -L "$f" ] && grep -Iq "$BASE" "$f" 2>/dev/null; then
+      sed "s#$BASE\\b#$dst#g" "$f" > "$f.tmp"; chmod --reference="$f" "$f.tmp"; mv -f "$f.tmp" "$f"
+    fi
+  done
+  return 0
+}
+# rm first: the copy's marker would otherwise be a hard link to nothing of ours, but be safe
+mark() { rm -f "$R/stack-$1/.stack-variant"; printf 'base: %s\nwhat: %s\n' "$(base_fingerprint)" "$2" > "$R/stack-$1/.stack-variant"; }
+
+variant() {  # variant <name>: build it (pip unlinks before it writes, so `stack` is never changed)
+  local v="$R/stack-$1"
+  case "$1" in
+    torch215)
+      clone "$1" "torch $TORCH_NEXT under everything else" || return 0
+      # /etc/xdg/pip caps torch at the version on this disk: lift it for this one call only
+      PIP_CONFIG_FILE=/dev/null pipi "$v" "torch==$TORCH_NEXT"
+      mark "$1" "torch $TORCH_NEXT (pip install, its own deps) under stack";;
+    nixl140)
+      clone "$1" "nixl + nixl-cu13 $NIXL_OLD (no build for torch ${TORCH%.*})" || return 0
+      pipv "$v" uninstall -y nixl nixl-cu13
+      pipi "$v" --no-deps "$(fetch nixl-cu13 "$NIXL_OLD")" "$(fetch nixl "$NIXL_OLD")"
+      mark "$1" "nixl, nixl-cu13 $NIXL_OLD";;
+    kernel048)
+      clone "$1" "sglang-kernel $KERNEL_OLD (built for another torch)" || return 0
+      pipv "$v" uninstall -y sglang-kernel
+      pipi "$v" --no-deps "$(fetch sglang-kernel "$KERNEL_OLD" abi3 x86_64)"
+      mark "$1" "sglang-kernel $KERNEL_OLD";;
+    cubin)
+      clone "$1" "flashinfer-cubin $CUBIN_OTHER beside flashinfer-python $FLASHINFER" || return 0
+      pipi "$v" --no-deps "$(fetch flashinfer-cubin "$CUBIN_OTHER")"
+      mark "$1" "flashinfer-cubin $CUBIN_OTHER added";;
+    nonixl)
+      clone "$1" "no nixl at all" || return 0
+      pipv "$v" uninstall -y nixl nixl-cu13
+      mark "$1" "nixl, nixl-cu13 uninstalled";;
+  esac
+}
+
+# The stub driver: every cu* symbol the images' objects import from libcuda.so.1 (torch's own
+# and the CUDA runtime's are dlopen()ed and looked up with cuGetProcAddress, so they need none).
+build_stub() {
+  local sps=() d
+  for d in "$BASE" "$R"/stack-*; do [ -x "$d/bin/python" ] && sps+=("$(sp_of "$d")"); done
+  "$HERE/make_libcuda_stub.sh" "$STUBS" "${sps[@]}" >&2
+}
+
+# mooncake 0.3.14 ships no pg_*.so: `import mooncake.pg` compiles an adapter into
+# MOONCAKE_PG_JIT_DIR (keyed by the image's absolute path and torch), so each image has its own.
+jit_prebuild() {
+  local v="$1" name sp; name=$(basename "$v"); sp=$(sp_of "$v")
+  [ -f "$sp/mooncake/pg.py" ] || return 0
+  mkdir -p "$PGJIT/$name"
+  if MOONCAKE_PG_JIT_DIR="$PGJIT/$name" LD_LIBRARY_PATH="$STUBS" "$v/bin/python" -m mooncake.pg --report 2>/dev/null | grep -q 'cached adapter: /'; then
+    return 0
+  fi
+  log "JIT-building mooncake's torch adapter for $name (minutes)"
+  PATH="$v/bin:$PATH" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" TORCH_CUDA_ARCH_LIST="$JIT_ARCH" \
+    CPATH="$sp/nvidia/cu13/include${CPATH:+:$CPATH}" LIBRARY_PATH="$sp/nvidia/cu13/lib${LIBRARY_PATH:+:$LIBRARY_PATH}" \
+    MOONCAKE_PG_JIT_DIR="$PGJIT/$name" LD_LIBRARY_PATH="$STUBS" \
+    "$v/bin/python" -m mooncake.pg --prebuild > "$PGJIT/$name.log" 2>&1 \
+    || { log "JIT build failed for $name, see $PGJIT/$name.log"; tail -3 "$PGJIT/$name.log" >&2; }
+}
+
+probe() {  # probe <image dir>: $REPORTS/<name>.json, and a one-line summary per module
+  local v="$1" name; name=$(basename "$v")
+  mkdir -p "$REPORTS" "$PGJIT/$name" "$R/stack-fi"
+  log "probing $name"
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$STUBS/nvml" \
+    MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" \
+    "$v/bin/python" "$HERE/probe_stack.py" > "$REPORTS/$name.json.tmp" && mv -f "$REPORTS/$name.json.tmp" "$REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$REPORTS/$name.json" >&2
+}
+
+images() {
+  local n
+  [ -z "$ONLY" ] && echo "$BASE"
+  if [ "$NO_VARIANTS" = 0 ]; then for n in $VARIANTS; do
+    if [ -z "$ONLY" ] || [ "$ONLY" = "$n" ]; then echo "$R/stack-$n"; fi
+  done; fi
+}
+
+mkdir -p "$R" "$DL"
+if [ "$PROBE_ONLY" = 0 ]; then
+  timed build_base
+  if [ "$NO_VARIANTS" = 0 ]; then
+    for n in $VARIANTS; do
+      if [ -z "$ONLY" ] || [ "$ONLY" = "$n" ]; then timed variant "$n"; fi
+    done
+  fi
+  build_stub
+  if [ "$MC_JIT" = 1 ]; then for v in $(images); do [ -x "$v/bin/python" ] && timed jit_prebuild "$v"; done; fi
+fi
+if [ "$NO_PROBE" = 0 ]; then
+  [ -f "$STUBS/libcuda.so.1" ] || build_stub
+  for v in $(images); do [ -x "$v/bin/python" ] && timed probe "$v"; done
+fi
+log "disk: $(du -shc "$BASE" "$R"/stack-* 2>/dev/null | tail -1 | cut -f1) under $R/stack* (hard links counted once); wheels $(du -sh "$DL" | cut -f1)"
+log "time: $(( $(date +%s) - T0 )) s"

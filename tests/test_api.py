@@ -1,0 +1,177 @@
+"""The public Python face (issue 37): ``import moonpin`` costs nothing and never prints or
+exits, its ``__all__`` is what docs/reference/python-api.md lists, the preflight snippet of
+docs/guides/preflight.md runs as written, and each function answers as the command does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import moonpin
+from tests.lib.images import ext_suffix, healthy_image
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "guides" / "preflight.md"
+REFERENCE = ROOT / "docs" / "reference" / "python-api.md"
+
+
+def _blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_importing_moonpin_loads_nothing_else() -> None:
+    code = ("import sys; before = set(sys.modules); import moonpin; "
+            "print(sorted(set(sys.modules) - before))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=True)
+    assert json.loads(proc.stdout.replace("'", '"')) == ["moonpin"]
+    assert proc.stderr == ""
+
+
+def test_importing_moonpin_never_exits_beside_a_shadowing_file(tmp_path: Path) -> None:
+    """The stdlib guard is the entry points' (the command exits 2 there), not the package's:
+    a library import beside a ``json.py`` raises nothing and prints nothing."""
+    (tmp_path / "json.py").write_text("x = 1\n")
+    proc = subprocess.run([sys.executable, "-c", "import moonpin; print('ok')"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ok\n", "")
+
+
+def test_all_is_what_the_docs_list() -> None:
+    table = REFERENCE.read_text()
+    listed = set(re.findall(r"^\| `moonpin\.(\w+)", table, re.M))
+    listed |= set(re.findall(r"`moonpin\.(\w+)`", table))
+    assert listed == set(moonpin.__all__)
+    for name in moonpin.__all__:
+        assert getattr(moonpin, name) is not None
+    with pytest.raises(AttributeError):
+        moonpin.nothing_of_that_name  # noqa: B018
+
+
+def _venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A real virtualenv (no pip) whose site-packages holds a healthy fake worker image."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    healthy_image(site)
+    return venv, site
+
+
+def _preflight(tmp_path: Path, venv: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "preflight.py"
+    script.write_text(_blocks(DOC.read_text())[0])
+    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
+    env.update(VIRTUAL_ENV=str(venv), MOONPIN_CHECK_SYSTEM_LIBS=str(site / "_no_system_libs"))
+    return subprocess.run([sys.executable, str(script), "--elastic-ep-backend", "mooncake",
+                           "--tp", "8"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=120)
+
+
+def test_the_preflight_snippet_runs_as_written(tmp_path: Path) -> None:
+    venv, site = _venv(tmp_path)
+    ok = _preflight(tmp_path, venv, site)
+    assert (ok.returncode, ok.stderr) == (0, ""), ok.stderr
+    for build in (site / "mooncake").glob(f"pg_2_13_0*{ext_suffix()}"):
+        build.unlink()
+    broken = _preflight(tmp_path, venv, site)
+    assert broken.returncode == 1, broken.stderr
+    assert broken.stderr.startswith("preflight: ") and "\n  fix: " in broken.stderr
+
+
+def test_check_of_a_target_is_the_commands_verdict(tmp_path: Path) -> None:
+    site = healthy_image(tmp_path / "site")
+    (site / "sglang" / "srt").mkdir(parents=True, exist_ok=True)
+    os.environ["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
+    try:
+        report = moonpin.check(moonpin.Target.site_packages(site),
+                               ["--elastic-ep-backend", "mooncake"], deep=False)
+        for build in (site / "mooncake").glob(f"pg_2_13_0*{ext_suffix()}"):
+            build.unlink()
+        broken = moonpin.check(moonpin.Target.site_packages(site),
+                               elastic_ep_backend="mooncake", deep=False, kb=None)
+    finally:
+        del os.environ["MOONPIN_CHECK_SYSTEM_LIBS"]
+    assert isinstance(report, moonpin.Report)
+    assert (report.usable, report.exit_code) == (True, 0), report.lines()
+    assert (broken.usable, broken.exit_code) == (False, 1)
+    assert any(isinstance(c, moonpin.CheckResult) and c.status == "fail" and c.fix
+               for c in broken.checks)
+    cli = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--site-packages", str(site),
+                          "--elastic-ep-backend", "mooncake", "--no-deep", "--no-cache"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ,
+                              "MOONPIN_CHECK_SYSTEM_LIBS": str(site / "_no_system_libs")})
+    assert cli.returncode == broken.exit_code
+    assert cli.stdout.splitlines() == broken.lines()
+
+
+def test_an_image_target_that_is_no_image_could_not_be_checked(tmp_path: Path) -> None:
+    bad = tmp_path / "not-an-image.tar"
+    bad.write_bytes(b"\0" * 1024)
+    report = moonpin.check(moonpin.Target.image(bad), ["--elastic-ep-backend", "mooncake"])
+    assert report.exit_code == 2
+    assert report.checks[0].name == "image" and report.checks[0].fix
+
+
+def test_site_packages_needs_a_folder() -> None:
+    with pytest.raises(moonpin.MoonpinError) as e:
+        moonpin.Target.site_packages()
+    assert e.value.hint
+
+
+@pytest.mark.parametrize(("argv", "call"), [
+    (["which", "mooncake", "--sglang", "0.5.18", "--json"],
+     lambda: moonpin.which("mooncake", sglang="0.5.18")),
+    (["which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13.0", "--python", "3.12",
+      "--json"], lambda: moonpin.which("mooncake", sglang="0.5.18", torch="2.13.0",
+                                       python="3.12")),
+    (["which", "sglang", "--mooncake", "mooncake-transfer-engine-cuda13==0.3.13.post1",
+      "--json"], lambda: moonpin.which(
+          "sglang", mooncake="mooncake-transfer-engine-cuda13==0.3.13.post1")),
+    (["explain", "sglang==0.5.18", "mooncake-transfer-engine-cuda13==0.3.13.post1", "--json"],
+     lambda: moonpin.explain("sglang==0.5.18", "mooncake-transfer-engine-cuda13==0.3.13.post1")),
+])
+def test_queries_answer_as_the_command_does(argv: list[str], call: object) -> None:
+    proc = subprocess.run([sys.executable, "-m", "moonpin", *argv], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "MOONPIN_KB"})
+    doc = json.loads(proc.stdout)
+    got = call()  # type: ignore[operator]
+    mine = json.loads(json.dumps(got.to_json(), default=str))
+    if "recommended" in doc and doc["recommended"] is None:
+        doc.pop("reason")
+    assert mine == doc
+
+
+def test_query_errors_are_moonpin_errors_with_a_hint() -> None:
+    with pytest.raises(moonpin.MoonpinError) as e:
+        moonpin.which("torch", sglang="0.5.18")
+    assert "needs --sglang VERSION and --mooncake" in str(e.value) and e.value.hint
+    with pytest.raises(moonpin.MoonpinError):
+        moonpin.explain("sglang==0.5.18")
+
+
+def test_judge_pins_is_the_commands_judgement(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine==0.3.8.post1\n")
+    got = moonpin.judge_pins([req], python="3.12", arch="x86_64")
+    proc = subprocess.run([sys.executable, "-m", "moonpin", "pins", str(req), "--python",
+                           "3.12", "--arch", "x86_64", "--json"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "MOONPIN_KB"})
+    doc = json.loads(proc.stdout)
+    mine = json.loads(json.dumps(got.to_json(), default=str))
+    assert got.verdict == doc["verdict"] != "compatible"
+    assert mine["updates"] == doc["updates"] and got.updates
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(moonpin.MoonpinError):
+        moonpin.judge_pins([empty])
