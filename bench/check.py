@@ -1,7 +1,7 @@
 """Runtime check speed: light mode next to a bare interpreter and an import, deep mode next to
 `import torch`.
 
-    python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH]
+    python bench/check.py [--runs N] [--site-packages PATH] [--kb PATH] [--against DIR]
 
 Light mode: wall time of `python -m moonpin.preflight --elastic-ep-backend mooncake
 --no-deep` over a healthy fake image (built in a temp folder from tests/lib/images.py unless
@@ -19,6 +19,11 @@ cache alone (the stamps file: one stat per folder and per source, no walk of the
 model). Deep mode (goal <= 1.2x
 `python -c "import torch"`) needs a site-packages folder with a real torch; it is timed next
 to `python -c "import torch"` with the same PYTHONPATH.
+
+`--against DIR` times the light check (warm, recomputed, cold) of another moonpin tree too
+(the previous commit: `git archive HEAD~1 | tar -x -C DIR`), run alternately with this one's
+in the same run on the same image, each with its own cache folder, so that a change is
+measured side by side on the same machine load.
 """
 
 from __future__ import annotations
@@ -48,13 +53,13 @@ _STAMP_CHECK = """
 import sys, time
 from moonpin.preflight.installed import image_facts as im, sources
 from moonpin.preflight.env import target
-tg = target.from_site_packages([sys.argv[1]])
-im.SITE_DIRS, im.ROOT, im.EXT_SUFFIXES = tg.sites, tg.root, tg.ext_suffixes
+from moonpin.preflight.env.context import Context
+ctx = Context.of(target.from_site_packages([sys.argv[1]]))
 def walk(*_):
     raise SystemExit("walked")
 im.package_sources = walk
 t = time.perf_counter()
-src = im.sglang_sources(tg.paths)
+src = im.sglang_sources(ctx)
 facts = sources.scan(src)
 took = time.perf_counter() - t
 doc = src.stamps.doc
@@ -73,11 +78,12 @@ CPU: dict[str, list[float]] = {}
 
 
 def measured(cmd: list[str], env: dict[str, str] | None = None,
-             tag: str = "") -> tuple[float, int]:
+             tag: str = "", cwd: Path = ROOT) -> tuple[float, int]:
     """Wall time and peak resident memory (KiB, the child's own ru_maxrss) of one run; its
-    CPU time goes to :data:`CPU` (under the command and ``tag``)."""
+    CPU time goes to :data:`CPU` (under the command and ``tag``); ``cwd``: the moonpin tree
+    whose ``python -m moonpin.preflight`` runs."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env or CHILD_ENV)
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
@@ -105,12 +111,27 @@ def _row(label: str, t: float, bare: float, imp: float | None, cpu: float,
             f"{mem:10s} {goal}").rstrip()
 
 
+def _check_module(tree: Path) -> str | None:
+    """The module ``python -m`` runs for the check in a moonpin tree (its package's name
+    before and after the rename)."""
+    for name in ("check", "preflight"):
+        if (tree / "moonpin" / name / "__main__.py").is_file():
+            return f"moonpin.{name}"
+    return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--site-packages", type=Path)
     ap.add_argument("--kb", type=Path)
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="another moonpin tree (the previous commit) timed alternately")
     args = ap.parse_args()
+    other = args.against.resolve() if args.against else None
+    omodule = _check_module(other) if other is not None else None
+    if other is not None and omodule is None:
+        ap.error(f"{other} holds no moonpin/preflight/__main__.py (nor moonpin/preflight/)")
 
     with tempfile.TemporaryDirectory() as tmp:
         CHILD_ENV["MOONPIN_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -134,6 +155,8 @@ def main() -> int:
         stamps = [sys.executable, "-c", _STAMP_CHECK, str(site)]
         skip = [sys.executable, "-m", "moonpin.preflight"]
         cold = [*check, "--no-cache"]
+        ocheck = [sys.executable, "-m", omodule or "", *check[3:]]  # the other tree's
+        ocold = [*ocheck, "--no-cache"]
         with_mooncake = args.site_packages is not None and (site / "mooncake").is_dir()
         imp = [sys.executable, "-c", "import mooncake.pg"]
         ienv = {**CHILD_ENV, "PYTHONPATH": str(site)}
@@ -148,6 +171,15 @@ def main() -> int:
         m_warm: list[int] = []
         walk: list[float] = []
         files = folders = 0
+        # the other tree: its own cache folder (its memos are its own), the same image
+        oenv = {**CHILD_ENV, "MOONPIN_CACHE_DIR": str(Path(tmp) / "cache-against")}
+        orecompute = {**oenv, "MOONPIN_CHECK_MEMO": "0"}
+        o_warm: list[float] = []
+        o_again: list[float] = []
+        o_cold: list[float] = []
+        if other is not None:
+            measured(ocheck, oenv, " [against warm-up]", other)  # its cold start, then warm
+            measured(ocheck, oenv, " [against warm-up]", other)
         for _ in range(args.runs):
             t_bare.append(wall(bare))
             took, rss = measured(check)
@@ -155,6 +187,10 @@ def main() -> int:
             m_warm.append(rss)
             t_skip.append(wall(skip))
             t_again.append(measured(check, recompute, " [recomputed]")[0])
+            if other is not None:
+                o_warm.append(measured(ocheck, oenv, " [against]", other)[0])
+                o_again.append(measured(ocheck, orecompute, " [against recomputed]",
+                                        other)[0])
             out = subprocess.run(stamps, cwd=ROOT, capture_output=True, text=True, check=False,
                                  env=CHILD_ENV).stdout.split()
             if len(out) == 4 and out[2] == "1":
@@ -172,6 +208,8 @@ def main() -> int:
             took, rss = measured(cold)
             t_cold.append(took)
             m_cold.append(rss)
+            if other is not None:
+                o_cold.append(measured(ocold, oenv, " [against cold]", other)[0])
     b, w, s, b2, c = (statistics.median(x) for x in (t_bare, t_warm, t_skip, t_bare2, t_cold))
     i = statistics.median(t_imp) if t_imp else None
     cb = _cpu(bare)
@@ -190,6 +228,14 @@ def main() -> int:
                "goal <= 0.25x the import, < 50 MiB"))
     print(_row("skip path (python -m, no mooncake)", s, b, i, _cpu(skip) / cb, None,
                "interpreter, runpy and moonpin's modules"))
+    if other is not None:
+        print(f"the same three, {other} (alternated with the above):")
+        print(_row("  light check, caches warm", statistics.median(o_warm), b, i,
+                   _cpu(ocheck, " [against]") / cb))
+        print(_row("  the same, verdict recomputed", statistics.median(o_again), b, i,
+                   _cpu(ocheck, " [against recomputed]") / cb))
+        print(_row("  light check, cold (--no-cache)", statistics.median(o_cold), b2, i,
+                   _cpu(ocold, " [against cold]") / cb))
     if walk:
         v = statistics.median(walk)
         print(f"  of the warm check: the source cache validated ({files} sources, {folders} "

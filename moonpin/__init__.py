@@ -1,5 +1,7 @@
-"""moonpin: which SGLang, torch and mooncake releases work together, read out of the real
-release artifacts, and whether a worker's environment will start.
+"""moonpin: which SGLang, torch and mooncake releases work together, and will a worker start.
+
+Which releases work together is read out of the real release artifacts; whether a worker's
+environment will start, out of its files.
 
 The public face (loaded on first use, PEP 562: ``import moonpin`` imports nothing else,
 prints nothing and never exits): :func:`check` and :class:`Target`, :func:`which`,

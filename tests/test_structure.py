@@ -1,6 +1,9 @@
-"""The package's shape (issue 28): one import package, no import circles, no private name
-imported from another module, no module over 800 lines. Each rule is checked on the real
-tree and, as a control, on a small tree that breaks it."""
+"""The package's shape (issues 28 and 37): one import package; no import circle, counting the
+imports under ``TYPE_CHECKING``; no private name imported from another module; no module
+assigning another module's attributes (state is handed down as values); no look-up of
+moonpin's own modules in ``sys.modules``; at most 12 modules a folder, each folder's
+``__init__`` opening with a one-line purpose. Each rule is checked on the real tree and, as a
+control, on a small tree that breaks it."""
 
 from __future__ import annotations
 
@@ -12,7 +15,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "moonpin"
-MAX_LINES = 800
+#: Modules a folder holds at most (its ``__init__`` counted): a room a newcomer holds in mind.
+MAX_MODULES = 12
+#: Folders known to be over :data:`MAX_MODULES`, each to be split by concept (issue 37: the
+#: lead splits them once the branches touching them are merged). Remove a line when its folder
+#: is split; the test fails when a folder listed here is back under the cap, so the list
+#: never outlives its reason.
+CROWDED = {"moonpin.readers": 18, "moonpin.resolver.pins": 17}
+#: Folders whose ``__init__`` is known not to open with a one-line purpose, each because its
+#: bytes are fingerprinted: ``moonpin.scrapers.projects`` is one of the native extractor's
+#: modules (``moonpin.scrapers.refresh.EXTRACTORS``), so rewording it is a KB refresh (a
+#: scrape) away. Remove a line when its docstring is reworded with that refresh; the test
+#: fails when a folder listed here already opens with one.
+UNSUMMARISED = {"moonpin.scrapers.projects"}
+#: Attributes of another module that may be assigned: the process's own output streams,
+#: which the CLI wraps for its run (moonpin.cli.main) and puts back.
+ASSIGNABLE = {("sys", "stdout"), ("sys", "stderr")}
+KINDS = ("circle", "private", "assign", "sysmodules", "folder")
 
 
 def _modules(root: Path, package: str) -> dict[str, Path]:
@@ -26,33 +45,93 @@ def _modules(root: Path, package: str) -> dict[str, Path]:
     return out
 
 
-def _type_checking_only(tree: ast.AST) -> set[int]:
-    """ids of the import nodes inside ``if TYPE_CHECKING:`` (not imported at run time)."""
-    skip: set[int] = set()
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """What an assignment assigns to, tuples and starred targets taken apart."""
+    if isinstance(node, ast.Assign):
+        todo = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        todo = [node.target]
+    elif isinstance(node, ast.Delete):
+        todo = list(node.targets)
+    else:
+        return []
+    out: list[ast.expr] = []
+    while todo:
+        t = todo.pop()
+        if isinstance(t, (ast.Tuple, ast.List)):
+            todo.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            todo.append(t.value)
+        else:
+            out.append(t)
+    return out
+
+
+def _own_module_name(node: ast.expr, package: str) -> bool:
+    """Whether ``node`` names a module of the package (a string constant) or this one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value == package or node.value.startswith(package + ".")
+    return isinstance(node, ast.Name) and node.id == "__name__"
+
+
+def _is_sys_modules(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "modules"
+            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+def _sys_modules_lookups(tree: ast.AST, package: str) -> list[int]:
+    """Lines looking up a module of the package in ``sys.modules`` (``.get``, ``[]``, ``in``,
+    ``.pop``, ``.setdefault``)."""
+    lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and \
-                node.test.id == "TYPE_CHECKING":
-            skip.update(id(n) for n in ast.walk(node))
-    return skip
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                _is_sys_modules(node.func.value) and node.args and \
+                _own_module_name(node.args[0], package):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and _is_sys_modules(node.value) and \
+                _own_module_name(node.slice, package):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Compare) and _own_module_name(node.left, package) and \
+                any(_is_sys_modules(c) for c in node.comparators):
+            lines.append(node.lineno)
+    return lines
+
+
+def _folders(root: Path, package: str) -> list[str]:
+    """What breaks the folder rule: too many modules, no one-line purpose first."""
+    found = []
+    for init in sorted((root / package).rglob("__init__.py")):
+        folder = init.parent
+        name = ".".join(folder.relative_to(root).parts)
+        count = len(list(folder.glob("*.py")))
+        if count > MAX_MODULES and CROWDED.get(name) != count:
+            found.append(f"{name}: {count} modules (at most {MAX_MODULES}; split it by concept)")
+        elif name in CROWDED and count <= MAX_MODULES:
+            found.append(f"{name}: {count} modules, within the cap: drop it from CROWDED")
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")), clean=False)
+        lines = (doc or "").splitlines()
+        summarised = not (not lines or not lines[0].strip()
+                          or (len(lines) > 1 and lines[1].strip()))
+        if not summarised and name not in UNSUMMARISED:
+            found.append(f"{name}: its __init__ docstring does not open with a one-line "
+                         "purpose (a summary line, then a blank line)")
+        elif summarised and name in UNSUMMARISED:
+            found.append(f"{name}: its __init__ docstring opens with a one-line purpose: "
+                         "drop it from UNSUMMARISED")
+    return found
 
 
 def problems(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
-    """What breaks the rules: 'circle', 'private', 'size' -> descriptions."""
+    """What breaks the rules, by kind (:data:`KINDS`) -> descriptions."""
     mods = _modules(root, package)
     graph: nx.DiGraph = nx.DiGraph()
-    found: dict[str, list[str]] = {"circle": [], "private": [], "size": []}
+    found: dict[str, list[str]] = {k: [] for k in KINDS}
     for name, path in mods.items():
-        text = path.read_text(encoding="utf-8")
-        lines = text.count("\n") + (not text.endswith("\n") and bool(text))
-        if lines > MAX_LINES:
-            found["size"].append(f"{name}: {lines} lines")
-        tree = ast.parse(text, str(path))
-        skip = _type_checking_only(tree)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         graph.add_node(name)
         bound: dict[str, str] = {}  # local name -> module of the package it is bound to
+        modules: dict[str, str] = {}  # local name -> any module it is bound to
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
                     node.module.split(".")[0] == package:
                 for a in node.names:
@@ -60,6 +139,7 @@ def problems(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
                     if sub in mods:
                         graph.add_edge(name, sub)
                         bound[a.asname or a.name] = sub
+                        modules[a.asname or a.name] = sub
                     else:
                         if node.module != name:
                             graph.add_edge(name, node.module)
@@ -72,24 +152,42 @@ def problems(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
                         graph.add_edge(name, a.name)
                         if a.asname:
                             bound[a.asname] = a.name
+                    if a.asname:
+                        modules[a.asname] = a.name
+                    else:
+                        modules[a.name.split(".")[0]] = a.name.split(".")[0]
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                     node.value.id in bound and node.attr.startswith("_") and \
                     not node.attr.startswith("__"):
                 found["private"].append(f"{name} uses {bound[node.value.id]}.{node.attr}")
+            for t in _targets(node):
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
+                        t.value.id in modules and \
+                        (modules[t.value.id], t.attr) not in ASSIGNABLE:
+                    found["assign"].append(f"{name}:{node.lineno} assigns "
+                                           f"{modules[t.value.id]}.{t.attr}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id == "setattr" and node.args and \
+                    isinstance(node.args[0], ast.Name) and node.args[0].id in modules:
+                found["assign"].append(f"{name}:{node.lineno} sets an attribute of "
+                                       f"{modules[node.args[0].id]}")
+        found["sysmodules"] += [f"{name}:{line} looks up a moonpin module in sys.modules "
+                                "(import it, or hand the value down)"
+                                for line in _sys_modules_lookups(tree, package)]
     graph.remove_edges_from(nx.selfloop_edges(graph))
     for cycle in nx.simple_cycles(graph):
         found["circle"].append(" -> ".join([*cycle, cycle[0]]))
         if len(found["circle"]) >= 10:
             break
+    found["folder"] = _folders(root, package)
     return found
 
 
 def test_the_package_keeps_its_shape() -> None:
     found = problems(ROOT)
-    assert not found["circle"], "import circles:\n" + "\n".join(found["circle"])
-    assert not found["private"], "private names across modules:\n" + "\n".join(found["private"])
-    assert not found["size"], "modules over 800 lines:\n" + "\n".join(found["size"])
+    for kind in KINDS:
+        assert not found[kind], f"{kind}:\n" + "\n".join(found[kind])
 
 
 def test_only_moonpin_at_the_top() -> None:
@@ -107,14 +205,37 @@ def _write(root: Path, files: dict[str, str]) -> None:
         p.write_text(text)
 
 
+_DOC = '"""A room: one line of purpose."""\n'
+
+
 @pytest.mark.parametrize(("files", "kind"), [
-    ({"pkg/__init__.py": "", "pkg/a.py": "from pkg import b\n",
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "from pkg import b\n",
       "pkg/b.py": "def f():\n    from pkg.a import x\n"}, "circle"),
-    ({"pkg/__init__.py": "", "pkg/a.py": "x = 1\n_y = 2\n",
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "from pkg import b\n",
+      "pkg/b.py": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from pkg.a import x\n"},
+     "circle"),
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "x = 1\n_y = 2\n",
       "pkg/b.py": "from pkg.a import _y\n"}, "private"),
-    ({"pkg/__init__.py": "", "pkg/a.py": "_y = 2\n",
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "_y = 2\n",
       "pkg/b.py": "from pkg import a\nprint(a._y)\n"}, "private"),
-    ({"pkg/__init__.py": "", "pkg/a.py": "x = 1\n" * 801}, "size"),
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "ROOT = None\n",
+      "pkg/b.py": "from pkg import a\n\ndef f():\n    a.ROOT = '/'\n"}, "assign"),
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "ROOT = None\n",
+      "pkg/b.py": "import pkg.a as im\nim.ROOT, x = '/', 1\n"}, "assign"),
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "N = 0\n",
+      "pkg/b.py": "from pkg import a\na.N += 1\n"}, "assign"),
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "ROOT = None\n",
+      "pkg/b.py": "from pkg import a\nsetattr(a, 'ROOT', '/')\n"}, "assign"),
+    ({"pkg/__init__.py": _DOC, "pkg/b.py": "import os\nos.sep = '\\\\'\n"}, "assign"),
+    ({"pkg/__init__.py": _DOC, "pkg/a.py": "X = 1\n",
+      "pkg/b.py": "import sys\nm = sys.modules.get('pkg.a')\n"}, "sysmodules"),
+    ({"pkg/__init__.py": _DOC,
+      "pkg/b.py": "import sys\nh = vars(sys.modules[__name__])\n"}, "sysmodules"),
+    ({"pkg/__init__.py": _DOC,
+      "pkg/b.py": "import sys\nok = 'pkg.a' in sys.modules\n"}, "sysmodules"),
+    ({"pkg/__init__.py": _DOC, **{f"pkg/m{i}.py": "" for i in range(12)}}, "folder"),
+    ({"pkg/__init__.py": "", "pkg/a.py": ""}, "folder"),
+    ({"pkg/__init__.py": '"""A room that says\nits purpose over two lines."""\n'}, "folder"),
 ])
 def test_each_rule_catches_what_breaks_it(tmp_path: Path, files: dict[str, str],
                                           kind: str) -> None:
@@ -124,8 +245,14 @@ def test_each_rule_catches_what_breaks_it(tmp_path: Path, files: dict[str, str],
     assert not any(v for k, v in found.items() if k != kind), found
 
 
-def test_type_checking_imports_are_no_circle(tmp_path: Path) -> None:
-    _write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from pkg import b\n",
-                      "pkg/b.py": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n"
-                                  "    from pkg.a import x\n"})
-    assert problems(tmp_path, "pkg") == {"circle": [], "private": [], "size": []}
+def test_what_the_rules_allow(tmp_path: Path) -> None:
+    """Controls: the process's streams wrapped and put back, a module's own state, a look
+    at another package's module in sys.modules, twelve modules and a summary line."""
+    _write(tmp_path, {
+        "pkg/__init__.py": '"""A room: one line of purpose.\n\nMore words after it."""\n',
+        "pkg/a.py": "import sys\nsys.stdout, sys.stderr = sys.stderr, sys.stdout\n"
+                    "COUNT = 0\n\ndef bump():\n    global COUNT\n    COUNT += 1\n"
+                    "t = sys.modules.get('threading')\n",
+        "pkg/b.py": "from pkg import a\n\nclass C:\n    pass\n\nc = C()\nc.x = a.COUNT\n",
+        **{f"pkg/m{i}.py": "" for i in range(9)}})
+    assert problems(tmp_path, "pkg") == {k: [] for k in KINDS}

@@ -16,7 +16,6 @@ No ``from __future__ import annotations`` here: the named tuples' field types ar
 not strings that ``typing`` would compile one by one at import (a third of it).
 """
 
-import sys
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any, NamedTuple, get_type_hints
@@ -312,7 +311,7 @@ _HINTS: dict[type, dict[str, Any]] = {}
 def _hints(cls: type) -> dict[str, Any]:
     h = _HINTS.get(cls)
     if h is None:
-        h = _HINTS[cls] = get_type_hints(cls, vars(sys.modules[__name__]))
+        h = _HINTS[cls] = get_type_hints(cls, globals())
     return h
 
 

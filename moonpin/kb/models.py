@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from moonpin.kb.schema import READABLE_SCHEMAS, SCHEMA_VERSION
+
 __all__ = [
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
@@ -52,18 +54,6 @@ __all__ = [
     "files_path",
 ]
 
-#: Bumped whenever a stored field changes meaning or shape. A file with a
-#: higher number was written by a newer moonpin; a lower one must be rescraped, unless it
-#: is in READABLE_SCHEMAS (the later schema only added optional fields).
-#: 2: LaunchFlag.path (flags declared outside server_args.py, SGLang 0.5.19+).
-#: 3: Artifact.path (relative to the index's files) replaces Artifact.url, so no index host
-#:    is written into the file; ScrapeInfo.index_url is None for the default index; what
-#:    the refresh read (ScrapeInfo.read/kept/seconds/requests). Older files are converted
-#:    at load (see KnowledgeBase._from_older_schema).
-#: 4: KnowledgeBase.native (nixl, sglang-kernel, DeepEP, FlashInfer wheels: loader rules and
-#:    builds); Unread.kind "native". Only added fields: schema 1-3 files read as before.
-SCHEMA_VERSION = 4
-READABLE_SCHEMAS = frozenset({1, 2, 3, 4})
 
 Feature = Literal[
     "elastic-ep", "moe-a2a", "pd-disaggregation", "hicache", "weight-transfer", "other"

@@ -1,8 +1,10 @@
-"""The check a worker runs at start, and CI on an image file (``moonpin check``, ``python -m
-moonpin.preflight``, ``moonpin.check()``): will this environment's worker start? Its rooms:
-``env`` (which environment), ``installed`` (what is installed), ``pyimport`` (CPython's importer,
-modelled), ``loader`` (glibc's loader, modelled), ``judge`` (mooncake's judgements and fix
-lines), ``extensions`` (the other native extensions, a loader rule each), ``probe`` (the deep
-probe); ``run.py`` walks them, ``verdict.py`` replays a warm start."""
+"""The image check a worker runs at start (``moonpin check``), in rooms of one job each.
+
+Will this environment's worker start (``moonpin check``, ``python -m moonpin.preflight``,
+``moonpin.check()``)? The target environment and the context handed down (``env``), CPython's
+importer modelled (``pyimport``), glibc's loader modelled (``loader``), what is installed
+(``installed``), mooncake's judgements with their fix lines (``judge``), the other native
+extensions, a loader rule each (``extensions``), and the deep probe (``probe``); ``run.py`` walks
+them, ``verdict.py`` replays a warm start."""
 
 __all__: list[str] = []

@@ -14,7 +14,8 @@ guess is a miss, and the parent computes it itself).
 Nothing here decides anything: a child that cannot be forked, fails, is killed or answers
 something unreadable is a miss. No fork when another thread runs (forking one is unsafe)
 or when ``MOONPIN_CHECK_FORK=0``. The child never prints, flushes nothing of the parent's
-and leaves by ``os._exit``; one not taken is killed and reaped (:func:`cancel`).
+and leaves by ``os._exit``; one not taken is killed and reaped by whoever started it
+(:meth:`Pending.cancel`; the check's :class:`moonpin.preflight.env.context.Run` holds its own).
 
 Only ``os`` and ``sys`` at import: this runs at worker start.
 """
@@ -29,10 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Pending", "cancel", "held", "isolated", "start"]
+__all__ = ["Pending", "held", "isolated", "start"]
 
-#: Children started and not yet taken (killed and reaped by :func:`cancel`).
-_OPEN: list[Pending] = []
 #: The largest answer read back (a child answers a few hundred kilobytes).
 _MAX_ANSWER = 64 * 1024 * 1024
 
@@ -76,8 +75,6 @@ class Pending:
         if self.done:
             return None
         self.done = True
-        if self in _OPEN:
-            _OPEN.remove(self)
         try:
             os.close(self.fd)
         except OSError:
@@ -89,6 +86,10 @@ class Pending:
         except ChildProcessError:
             return None
         return os.waitstatus_to_exitcode(status)
+
+    def cancel(self) -> None:
+        """Kill and reap the child unless it was taken (its answer is no longer wanted)."""
+        self._finish(kill=True)
 
 
 def _kill(pid: int) -> None:
@@ -142,9 +143,7 @@ def start(work: Callable[[], Any]) -> Pending | None:
         finally:
             os._exit(code)
     os.close(w)
-    got = Pending(pid, r)
-    _OPEN.append(got)
-    return got
+    return Pending(pid, r)
 
 
 def isolated(work: Callable[[], Any], timeout: float = 20.0,
@@ -182,7 +181,7 @@ def held(work: Callable[[], Any], timeout: float = 20.0,
     except (OSError, ValueError):
         ready = []
     if not ready:
-        p._finish(kill=True)
+        p.cancel()
         return "died", None
     got = p.take()
     if type(got) is tuple and len(got) == 2 and got[0] == "answer":
@@ -203,8 +202,3 @@ def _hold_memory(extra: int) -> None:
     except (OSError, ValueError, IndexError, ImportError, AttributeError):
         pass
 
-
-def cancel() -> None:
-    """Kill and reap every child not taken (the check ends or failed before it needed it)."""
-    for p in list(_OPEN):
-        p._finish(kill=True)

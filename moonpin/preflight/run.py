@@ -28,7 +28,6 @@ import os
 import sys
 
 from moonpin.kb.cache import facts_memo
-from moonpin.preflight.installed.image_facts import KB_READABLE, KB_SCHEMA
 from moonpin.preflight.result import CheckResult, Report, shown
 from moonpin.preflight.result import report as _report
 
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     FixProvider = Callable[[str, str, str, str], list[str]]
     StrPath = str | os.PathLike[str]
 
+    from moonpin.preflight.env.context import Context, Run
     from moonpin.preflight.env.target import Target
     from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement, Torch
     from moonpin.preflight.judge.fixes import Fixer
@@ -56,7 +56,7 @@ else:
 
     FixProvider = _Callable[[str, str, str, str], list[str]]
 
-__all__ = ["KB_READABLE", "KB_SCHEMA", "CheckResult", "FixProvider", "Report", "check_image",
+__all__ = ["CheckResult", "FixProvider", "Report", "check_image",
            "check_image_file", "main", "requested_features"]
 
 _FLAGS = {
@@ -143,7 +143,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                                         "folder of an unpacked image (--rootfs) holding its "
                                         "Python")], strict, could_not_check=True)
     from moonpin.kb.files import confine
+    from moonpin.preflight.env.context import Run
 
+    run = Run()  # what this check starts beside reading (children computing ahead)
     memo = facts_memo()
     memo.enabled = source_cache
     confine(target.root if target is not None else None)
@@ -155,22 +157,15 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
                               found=found if where else None, partial_root=partial_root,
-                              seen=seen, env=env, gpu=gpu)
+                              seen=seen, run=run, env=env, gpu=gpu)
         report.found = found
         if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
             from moonpin.preflight.env.pep668 import for_target
 
-            report = for_target(report, seen.get("target"))
+            chosen = seen.get("target")
+            report = for_target(report, chosen.managed if chosen is not None else None)
     finally:
-        facts = sys.modules.get("moonpin.preflight.installed.image_facts")  # loaded when used
-        if facts is not None:
-            facts.use_importer(None)
-        ahead = sys.modules.get("moonpin.preflight.prefetch")
-        if ahead is not None:  # a load begun ahead and not taken: its child is ended
-            ahead.cancel()
-        chain = sys.modules.get("moonpin.preflight.loader.loadchain")  # not loaded when the
-        if chain is not None:  # check stopped before the libraries (pycode uses prefetch)
-            chain.forget_prefetched()
+        run.close()  # a load begun ahead and not taken: its child is ended
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
@@ -202,7 +197,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  deep_timeout: float, source_cache: bool, python: str | None,
                  found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None,
-                 env: Any = None, gpu: str | None = None) -> Report:
+                 run: Run | None = None, env: Any = None, gpu: str | None = None) -> Report:
     features = requested_features(launch_args, elastic_ep_backend)
     others = {f: b for f, b in features.items() if b != "mooncake"}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
@@ -218,6 +213,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
     nothing = _report([CheckResult("mooncake", "skip", f"mooncake backend not requested "
                                    f"({asked}); nothing to check")], strict=False)
+    from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed import image_facts as im
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.judge.pg import check_pg
@@ -236,23 +232,13 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if seen is not None:
         seen["target"] = target
     paths = target.paths
-    im.EXT_SUFFIXES = target.ext_suffixes  # what `import mooncake.<module>` looks for
-    im.SITE_DIRS = target.sites  # whose .pth files install editable finders
-    im.ROOT = target.root  # under which the paths the image's files name are resolved
-    im.PY_VERSION = target.version  # whose bytecode cache the importer trusts
-    im.PATHS_COMPLETE = site_packages is None and not partial_root
-    im.use_importer(paths)  # one model of the importer for every look at the image
-    from moonpin.preflight.judge import libraries as check_libraries
-
-    check_libraries.INTERPRETER = target.python  # whose global scope builds bind in
-    check_libraries.ROOT, check_libraries.LD_PATH = target.root, target.ld_path
-    check_libraries.MACHINE = target.machine
-    check_libraries.VERSION = target.version
+    # the environment as every part of the check reads it, with one model of its importer
+    ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run)
     add(CheckResult("target", "pass", target.describe()))
     if target.guessed is not None:
         add(CheckResult("interpreter", "warn", *target.guessed))
     if not wanted:  # the other extensions only (moonpin.preflight.extensions)
-        return _extensions_only(checks, nothing, target, features, strict, env, gpu,
+        return _extensions_only(checks, nothing, ctx, features, strict, env, gpu,
                                 os.fspath(kb_path) if kb_path is not None else None)
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
@@ -267,7 +253,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    sglang_src = im.sglang_sources(paths, source_cache)
+    sglang_src = im.sglang_sources(ctx, source_cache)
     kb_file = os.fspath(kb_path) if kb_path is not None else None
     fixer = Fixer(fix_provider, kb_file)
     fixer.python = target.tag
@@ -277,18 +263,18 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     dists, mooncakes = _distributions(paths, fixer)
     kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
     if found is not None:
-        found.update(_where(target, site_packages is not None and python is None, dists,
+        found.update(_where(ctx, target, site_packages is not None and python is None, dists,
                             mooncakes, sglang_src))
     sglang, torch_d = dists.get("sglang"), dists.get("torch")
     from moonpin.preflight.judge.torch_check import torch_of
 
-    torch = torch_of(torch_d, fixer, add, im.find_package(paths, "torch"), target.machine, paths)
+    torch = torch_of(torch_d, fixer, add, ctx, im.find_package(ctx, "torch"))
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
     if "elastic-ep" in wanted and torch is not None and sglang_src is not None:
-        _load_ahead(paths, sglang_src, kb.requirement(sglang.version if sglang else None),
+        _load_ahead(ctx, sglang_src, kb.requirement(sglang.version if sglang else None),
                     mooncakes, torch, kb, fixer, source_cache)
-    req = sglang_requirement(paths, sglang, kb, add, source_cache, sglang_src)
+    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.preflight.judge.choices import own_launch
 
@@ -297,19 +283,17 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if torch is not None:  # the worker's other native extensions
         from moonpin.preflight.extensions.verdict import judge_extensions
 
-        judge_extensions(target, features, _FLAGS, torch, dists, add,
+        judge_extensions(ctx, features, _FLAGS, torch, dists, add,
                          env=os.environ if env is None else env, gpu=gpu, kb=kb.doc)
-    pkg = _mooncake_package(paths, mooncakes, fixer, add)
+    pkg = _mooncake_package(ctx, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
     if "elastic-ep" in wanted:
-        check_pg(pkg, paths, req, torch, kb, fixer, add)
+        check_pg(pkg, ctx, req, torch, kb, fixer, add)
     for f in sorted(set(wanted) - {"elastic-ep"}):
-        check_feature(f, pkg, sglang.version if sglang else None, kb, add,
+        check_feature(f, ctx, pkg, sglang.version if sglang else None, kb, add,
                        sglang_src, source_cache)
-    ahead = sys.modules.get("moonpin.preflight.prefetch")
-    if ahead is not None:  # a load begun ahead that no check took: not beside the probe
-        ahead.cancel()
+    ctx.run.cancel()  # a load begun ahead that no check took: not beside the probe
     if deep is None:
         deep = "elastic-ep" in wanted
     if target.root is not None:
@@ -317,7 +301,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "files: --rootfs/--image); light checks only"))
     elif not deep:
         add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
-    elif torch is None and im.find_package(paths, "torch") is None:
+    elif torch is None and im.find_package(ctx, "torch") is None:
         # what the import finds decides, not the metadata (a torch folder whose dist-info
         # does not read, a NUL in its METADATA, still imports and is probed)
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
@@ -327,7 +311,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     return _report(checks, strict)
 
 
-def _extensions_only(checks: list[CheckResult], nothing: Report, target: Target,
+def _extensions_only(checks: list[CheckResult], nothing: Report, ctx: Context,
                      features: dict[str, str], strict: bool, env: Any,
                      gpu: str | None, kb_file: str | None) -> Report:
     """No mooncake backend requested: the other native extensions the worker imports
@@ -338,12 +322,11 @@ def _extensions_only(checks: list[CheckResult], nothing: Report, target: Target,
     from moonpin.preflight.judge.torch_check import torch_of
 
     fixer = Fixer(None, None)
-    dists, _ = _distributions(target.paths, fixer)
+    dists, _ = _distributions(ctx.paths, fixer)
     said: list[CheckResult] = []
-    torch = torch_of(dists.get("torch"), fixer, said.append,
-                     find_package(target.paths, "torch"), target.machine, target.paths)
+    torch = torch_of(dists.get("torch"), fixer, said.append, ctx, find_package(ctx, "torch"))
     lines: list[CheckResult] = []
-    judge_extensions(target, features, _FLAGS, torch, dists, lines.append,
+    judge_extensions(ctx, features, _FLAGS, torch, dists, lines.append,
                      env=os.environ if env is None else env, gpu=gpu,
                      kb=lambda: _knowledge_base(kb_file, lambda c: None).doc())
     if torch is None and lines:  # the extensions import torch: its failure is said
@@ -354,7 +337,7 @@ def _extensions_only(checks: list[CheckResult], nothing: Report, target: Target,
                    strict) if lines else nothing
 
 
-def _load_ahead(paths: Sequence[str], src: Sources, req: Requirement | None,
+def _load_ahead(ctx: Context, src: Sources, req: Requirement | None,
                 mooncakes: list[Dist], torch: Torch, kb: KBView, fixer: Fixer,
                 source_cache: bool) -> None:
     """On a cold start, the elastic-EP module's load (the check's other long piece) begun on
@@ -365,24 +348,24 @@ def _load_ahead(paths: Sequence[str], src: Sources, req: Requirement | None,
 
     if not sources.will_read(src, source_cache):
         return
-    pkg = _mooncake_package(paths, mooncakes, fixer, lambda c: None)
+    pkg = _mooncake_package(ctx, mooncakes, fixer, lambda c: None)
     if pkg is None:
         return
     from moonpin.preflight import prefetch
     from moonpin.preflight.judge.pg import check_pg
-    from moonpin.preflight.loader import loadchain
 
-    def work() -> dict[str, object]:
-        loadchain.RECORD = {}
-        check_pg(pkg, paths, req, torch, kb, fixer, lambda c: None)
-        return loadchain.RECORD
+    def work() -> dict[str, object]:  # in the child: each load it computes, recorded
+        record: dict[str, object] = {}
+        ctx.run.record = record
+        check_pg(pkg, ctx, req, torch, kb, fixer, lambda c: None)
+        return record
 
     child = prefetch.start(work)
     if child is not None:
-        loadchain.PENDING.append(child)
+        ctx.run.pending.append(child)
 
 
-def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
+def _where(ctx: Context, target: Target, given_sites: bool, dists: dict[str, Dist],
            mooncakes: list[Dist], sglang_src: Sources | None = None) -> dict[str, Any]:
     """Where the importer finds sglang, mooncake and torch, for ``--json``
     (:func:`moonpin.preflight.installed.where.where`); ``PYTHONPATH`` is the target's unless the
@@ -395,7 +378,7 @@ def _where(target: Target, given_sites: bool, dists: dict[str, Dist],
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     out = {}
     for name in ("sglang", "mooncake", "torch"):
-        got = locate(target.paths, name)
+        got = locate(ctx, name)
         dist: Dist | None
         if name == "mooncake":
             owner = [d for d in mooncakes if got is not None
@@ -475,7 +458,7 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist],
     return dists, mooncakes
 
 
-def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,
+def _mooncake_package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
                       add: Callable[[CheckResult], None]) -> str | None:
     """The mooncake/ package folder the installed distributions provide, or None (said)."""
     from moonpin.preflight.installed.image_facts import locate
@@ -510,7 +493,7 @@ def _mooncake_package(paths: Sequence[str], mooncakes: list[Dist], fixer: Fixer,
                             f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
                             f"{fixer.line()}",
                             (clash[0].root,)))
-    found = locate(paths, "mooncake")
+    found = locate(ctx, "mooncake")
     pkg = found.folder if found is not None else None
     if not clash:  # named where it is when not in a distribution's own folder
         elsewhere = found is not None and not any(

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from moonpin.kb.models import READABLE_SCHEMAS, SCHEMA_VERSION
-from moonpin.preflight.run import KB_READABLE, KB_SCHEMA, check_image, requested_features
+from moonpin.kb.schema import SCHEMA_VERSION
+from moonpin.preflight.run import check_image, requested_features
 from tests.lib.checkrun import assert_healthy, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
@@ -703,10 +703,6 @@ def test_a_damaged_file_facts_memo_is_rebuilt(tmp_path: Path, kb: Path) -> None:
         again = run(site, kb=kb, env=no_verdict)
         assert again.out == first.out and again.rc == 0
         assert memo.read_bytes() != damage  # rewritten whole
-
-
-def test_kb_schema_constant_matches_the_models() -> None:
-    assert KB_SCHEMA == SCHEMA_VERSION and KB_READABLE == READABLE_SCHEMAS
 
 
 def test_egg_info_distribution_is_read(tmp_path: Path, kb: Path) -> None:

@@ -76,8 +76,8 @@ def _real(paths: list[Path], name: str, cwd: Path | None = None) -> str | None:
     ([f"pg/__init__{EXT[0]}", "pg/__init__.py"], f"pg/__init__{EXT[0]}"),
     (["pg/x.txt", "pg.pyc"], "pg.pyc"),  # a namespace folder after every module file
 ])
-def test_module_files_in_filefinder_order(tmp_path: Path, files: list[str], want: str,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_module_files_in_filefinder_order(tmp_path: Path, files: list[str], want: str
+                                          ) -> None:
     pkg = tmp_path / "mooncake"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -95,13 +95,12 @@ def test_module_files_in_filefinder_order(tmp_path: Path, files: list[str], want
     got = metapath.Importer([str(tmp_path)], []).find("mooncake.pg")
     assert got is not None and got.origin == str(pkg / want)
     assert _real([tmp_path], "mooncake.pg") == str(pkg / want)
+    from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed import image_facts
 
-    # what an in-process check of another image may have left set
-    monkeypatch.setattr(image_facts, "ROOT", None)
-    monkeypatch.setattr(image_facts, "EXT_SUFFIXES", tuple(EXT))
-    image_facts.use_importer(None)
-    assert image_facts.module_file(str(pkg), "pg") == str(pkg / want)
+    # an environment whose importer finds no mooncake: the package folder searched alone
+    ctx = Context([], sites=[], ext_suffixes=EXT)
+    assert image_facts.module_file(ctx, str(pkg), "pg") == str(pkg / want)
 
 
 def test_top_level_module_file_and_sourceless_package(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from moonpin.kb.cache import facts_memo
 from moonpin.preflight.loader import ldbind
+from tests.lib.ldbinding import Binding, bind
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -53,8 +55,8 @@ def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
 
 
-def _bind(build: Path, site: Path) -> ldbind.Binding:
-    return ldbind.bind([str(build)], [str(site)], None)
+def _bind(build: Path, site: Path) -> Binding:
+    return bind([str(build)], [str(site)], None)
 
 
 def test_a_missing_symbol_is_named_as_the_loader_names_it(tmp_path: Path) -> None:
@@ -172,7 +174,7 @@ def test_a_remembered_answer_is_dropped_when_a_definer_changes(tmp_path: Path) -
     build = _so(lib, "pg.so", "extern int foo(void);\nint call(void) { return foo(); }\n",
                 libs=("libdep.so",))
     assert not _bind(build, tmp_path / "site").unbound
-    ldbind.facts_memo().flush()
+    facts_memo().flush()
     _so(lib, "libdep.so", "int bar(void) { return 1; }\n")  # the build's stamp is unchanged
     assert [s for _, s, _, _ in _bind(build, tmp_path / "site").unbound] == ["foo"]
 

@@ -23,6 +23,7 @@ from moonpin.readers import elf
 from tests.lib.checkrun import NOBODY, ROOT, assert_healthy, python_for_nobody, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import PG_NAMES, ext_suffix, healthy_image
+from tests.lib.ldbinding import dlopen_alone
 
 MACHINE = platform.machine() if platform.machine() in ("x86_64", "aarch64") else "x86_64"
 OTHER = "aarch64" if MACHINE == "x86_64" else "x86_64"
@@ -113,14 +114,14 @@ def test_a_library_in_the_working_folder_through_an_empty_entry(tmp_path: Path,
     monkeypatch.chdir(wd)  # type: ignore[attr-defined]
     for value, found in (("/nonexistent", False), ("/nonexistent::", True), (":", True)):
         monkeypatch.setenv("LD_LIBRARY_PATH", value)  # type: ignore[attr-defined]
-        res = ldso.resolve([str(build)], [], set(), lambda p: False, MACHINE)
+        res = dlopen_alone(str(build), MACHINE)
         assert ("libx.so" in res.missing) is not found, value
     monkeypatch.setenv("LD_LIBRARY_PATH", "/nonexistent")  # type: ignore[attr-defined]
     build.write_bytes(build_so(needed=["libx.so"], strings=[], machine=MACHINE, runpath="."))
-    assert not ldso.resolve([str(build)], [], set(), lambda p: False, MACHINE).missing
+    assert not dlopen_alone(str(build), MACHINE).missing
     build.write_bytes(build_so(needed=["libx.so"], strings=[], machine=MACHINE,
                                runpath="../wd2"))
-    assert "libx.so" in ldso.resolve([str(build)], [], set(), lambda p: False, MACHINE).missing
+    assert "libx.so" in dlopen_alone(str(build), MACHINE).missing
 
 
 def test_resolution_counts_a_library_loaded_earlier_once(tmp_path: Path) -> None:
@@ -128,7 +129,7 @@ def test_resolution_counts_a_library_loaded_earlier_once(tmp_path: Path) -> None
     a.write_bytes(build_so(needed=["libb.so", "libc.so"], runpath="$ORIGIN", strings=[]))
     (tmp_path / "libb.so").write_bytes(build_so(needed=["libc.so"], runpath=None, strings=[]))
     (tmp_path / "libc.so").write_bytes(build_so(needed=[], strings=[]))
-    res = ldso.resolve([str(a)], [], set(), lambda p: True, machine="x86_64")
+    res = dlopen_alone(str(a), "x86_64")
     # libb finds libc already mapped (by a), although libb has no path of its own
     assert not res.missing and not res.bad and res.objects == 3
 

@@ -12,10 +12,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from moonpin.preflight import prefetch
+from moonpin.preflight.env.context import Run
 from moonpin.preflight.loader import loadchain
 from moonpin.preflight.run import check_image
 from tests.lib.checkrun import ROOT, run, small_kb
@@ -78,8 +80,8 @@ def test_the_load_comes_from_the_child(tmp_path: Path,
     taken: list[object] = []
     real = loadchain._prefetched
 
-    def spy(key: str) -> object:
-        got = real(key)
+    def spy(run: Run, key: str) -> object:
+        got = real(run, key)
         taken.append(got)
         return got
 
@@ -97,7 +99,7 @@ def test_the_load_comes_from_the_child(tmp_path: Path,
     monkeypatch.setattr(prefetch, "_may_fork", lambda: True)
     assert _in_process(site, kb) == alone
     assert len(started) == 1 and taken and taken[0] is not None
-    assert _gone(started[0].pid) and not prefetch._OPEN and not loadchain.PENDING
+    assert _gone(started[0].pid)
 
 
 def test_a_child_not_taken_is_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,7 +121,7 @@ def test_a_child_not_taken_is_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     checks = _in_process(site, small_kb(tmp_path))
     assert time.monotonic() - t0 < 30
     assert ("build", "fail") in [(n, s) for n, s, _ in checks]
-    assert len(started) == 1 and _gone(started[0].pid) and not prefetch._OPEN
+    assert len(started) == 1 and _gone(started[0].pid)
 
 
 @pytest.mark.parametrize("work", [lambda: os._exit(3), lambda: 1 / 0, lambda: object()],
@@ -141,9 +143,10 @@ def test_a_wrong_shaped_answer_is_computed_afresh(monkeypatch: pytest.MonkeyPatc
         def take(self) -> object:
             return {"key": ("not a report", {"f"}, {}), "other": 1}
 
-    monkeypatch.setattr(loadchain, "PENDING", [Fake()])
-    monkeypatch.setattr(loadchain, "_READY", {})
-    assert loadchain._prefetched("key") is None and loadchain._prefetched("other") is None
+    run = Run()
+    run.pending.append(Fake())  # type: ignore[arg-type]
+    assert loadchain._prefetched(run, "key") is None
+    assert loadchain._prefetched(run, "other") is None
 
 
 def test_no_fork_beside_another_thread() -> None:
@@ -179,13 +182,22 @@ def test_no_child_beside_the_deep_probe(tmp_path: Path, monkeypatch: pytest.Monk
 
     site = healthy_image(tmp_path / "site", torch_builds=("2.12.0",))
     start = prefetch.start
-    monkeypatch.setattr(prefetch, "start", lambda work: start(lambda: time.sleep(60)))
+    started: list[prefetch.Pending] = []
+
+    def sleeper(work: object) -> prefetch.Pending | None:
+        got = start(lambda: time.sleep(60))
+        if got is not None:
+            started.append(got)
+        return got
+
+    monkeypatch.setattr(prefetch, "start", sleeper)
     monkeypatch.setattr(prefetch, "_may_fork", lambda: True)
-    beside: list[int] = []
-    monkeypatch.setattr(check_run, "_deep", lambda *a, **k: beside.append(len(prefetch._OPEN)))
+    beside: list[bool] = []
+    monkeypatch.setattr(check_run, "_deep", lambda *a, **k: beside.append(
+        all(_gone(p.pid) for p in started)))
     check_image(elastic_ep_backend="mooncake", site_packages=[site], kb_path=small_kb(tmp_path),
                 deep=True, source_cache=False)
-    assert beside == [0]
+    assert len(started) == 1 and beside == [True]
 
 
 def test_isolated_answers() -> None:
@@ -203,10 +215,20 @@ def test_isolated_holds_a_memory_bomb() -> None:
     assert time.monotonic() - t0 < 20
 
 
-def test_isolated_holds_time() -> None:
+def test_isolated_holds_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    start = prefetch.start
+    started: list[prefetch.Pending] = []
+
+    def counted(work: Any) -> prefetch.Pending | None:
+        got = start(work)
+        if got is not None:
+            started.append(got)
+        return got
+
+    monkeypatch.setattr(prefetch, "start", counted)
     t0 = time.monotonic()
     assert prefetch.isolated(lambda: time.sleep(60), timeout=1.0) == (False, None)
-    assert time.monotonic() - t0 < 10 and not prefetch._OPEN
+    assert time.monotonic() - t0 < 10 and len(started) == 1 and _gone(started[0].pid)
 
 
 def test_a_check_that_stops_before_the_load_ends_cleanly(tmp_path: Path) -> None:

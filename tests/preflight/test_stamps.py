@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from moonpin.kb import cache as kb_cache
+from moonpin.preflight.env.context import Context
 from moonpin.preflight.installed import image_facts, stamps
 from moonpin.preflight.pyimport.importer import Sources
 from tests.lib.checkrun import run, small_kb
@@ -97,8 +98,6 @@ def img(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixture
         ) -> Image:
     monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path / "cache"))
     image = Image(tmp_path / "img", request.param)
-    monkeypatch.setattr(image_facts, "SITE_DIRS", (str(image.site),))
-    monkeypatch.setattr(image_facts, "ROOT", None)
     return image
 
 
@@ -123,9 +122,10 @@ class Looks:
 
         monkeypatch.setattr(image_facts, "package_sources", counted)
 
-    def look(self, img: Image, cache: bool = True) -> Sources | None:
-        image_facts.use_importer(None)  # a new start: nothing of the last one's model
-        return image_facts.sglang_sources(img.paths, cache)
+    def look(self, img: Image, cache: bool = True, root: str | None = None) -> Sources | None:
+        # a new start: nothing of the last one's model
+        return image_facts.sglang_sources(Context(img.paths, sites=(str(img.site),), root=root),
+                                          cache)
 
     def warm_agrees(self, img: Image) -> bool:
         """Whether the next start with the cache finds what a start without finds; and
@@ -259,12 +259,11 @@ def test_a_damaged_stamps_file_is_a_change(img: Image, looks: Looks, damage: str
     assert not looks.warm_agrees(img)  # rewritten
 
 
-def test_nothing_kept_under_an_image_root_or_without_the_cache(img: Image, looks: Looks,
-                                                               monkeypatch: pytest.MonkeyPatch
+def test_nothing_kept_under_an_image_root_or_without_the_cache(img: Image, looks: Looks
                                                                ) -> None:
     looks.look(img, cache=False)
-    monkeypatch.setattr(image_facts, "ROOT", "/")  # the paths resolved under an image's root
-    assert looks.look(img) is not None and looks.walks == 2
+    # the paths resolved under an image's root
+    assert looks.look(img, root="/") is not None and looks.walks == 2
     assert not list(Path(os.environ["MOONPIN_CACHE_DIR"]).glob("check-stamps-*"))
 
 

@@ -7,17 +7,24 @@ entry) to the host path under the root that the kernel would reach from inside a
 symbolic links are followed component by component, an absolute target restarts at the
 root, ``..`` stops at the root (``openat2(2)``'s ``RESOLVE_IN_ROOT``). The answer is
 always under the root, lexically, and free of symbolic links but for a missing tail.
+:func:`host_path` and :func:`host_paths` are what the check's readers call: the one way an
+image path becomes a host path (:func:`image_path` the way back).
 
-Only ``os`` at import: :mod:`moonpin.preflight.pyimport.importer` and
-:mod:`moonpin.preflight.loader.ldso` call it on the
-worker-start path, and only when a root is given.
+Only ``os`` at import: the importer model (:mod:`moonpin.preflight.pyimport.metapath`,
+:mod:`~moonpin.preflight.pyimport.sitefiles`) and the loader model
+(:mod:`moonpin.preflight.loader.ldso`) import it on the worker-start path.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["MAX_LINKS", "RootError", "image_path", "inside", "resolve"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["MAX_LINKS", "RootError", "host_path", "host_paths", "image_path", "inside",
+           "resolve"]
 
 #: Symbolic links followed in one resolution at most (Linux: 40, path_resolution(7)).
 MAX_LINKS = 40
@@ -96,3 +103,33 @@ def image_path(root: str, host: str) -> str:
     if host.startswith(base + "/"):
         return host[len(base):]
     return host
+
+
+def host_path(root: str | None, path: str, base: str | None = None) -> str | None:
+    """``path``, a path of the image (relative to the host folder ``base`` when given), as
+    the host path it names: under ``root`` (:func:`resolve`; None when it cannot be resolved
+    there, or is relative to a working folder the image does not say), else as written."""
+    if root is None:
+        return os.path.normpath(os.path.join(base, path) if base is not None else path)
+    if base is not None:
+        path = os.path.join(image_path(root, base), path)
+    elif not path.startswith("/"):
+        return None
+    try:
+        return resolve(root, path)
+    except OSError:
+        return None
+
+
+def host_paths(root: str | None, paths: Sequence[str]) -> list[str]:
+    """``paths`` of the image (absolute, relative to its ``/``, or host paths already under
+    ``root``, as ``$ORIGIN`` gives them) as the host paths they name under ``root``, each that
+    cannot be resolved left out; as given when ``root`` is None."""
+    if root is None:
+        return list(paths)
+    out = []
+    for p in paths:
+        got = host_path(root, image_path(root, p), "/")
+        if got is not None:
+            out.append(got)
+    return out

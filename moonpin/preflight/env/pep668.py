@@ -16,9 +16,8 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
-    from moonpin.preflight.env.target import Target
     from moonpin.preflight.result import Report
 
 __all__ = ["FLAG", "config_files", "externally_managed", "for_target", "with_flag"]
@@ -106,15 +105,15 @@ def with_flag(fix: str) -> str:
                   lambda m: f"pip {m[1]} {FLAG} ", fix)
 
 
-def for_target(report: Report, target: Target | None) -> Report:
+def for_target(report: Report, managed_pip: Callable[[], bool] | None) -> Report:
     """``report`` with ``--break-system-packages`` on its pip fix lines when the target's
-    pip refuses to install into its interpreter otherwise: advice that works when pasted.
-    Asked only when a fix line runs pip."""
-    if target is None or target.managed is None or not any(
-            c.fix and "pip " in c.fix for c in report.checks):
+    pip refuses to install into its interpreter otherwise (``managed_pip``, the target's
+    :attr:`~moonpin.preflight.env.target.Target.managed`; None: not known, taken as no): advice
+    that works when pasted. Asked only when a fix line runs pip."""
+    if managed_pip is None or not any(c.fix and "pip " in c.fix for c in report.checks):
         return report
     try:
-        managed = target.managed()
+        managed = managed_pip()
     except OSError:
         return report
     if not managed:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from moonpin.preflight.env.target import Target
+    from moonpin.preflight.env.context import Context
     from moonpin.preflight.extensions.seam import Choice, Facts, Pick
     from moonpin.preflight.installed.image_facts import Dist, Torch
     from moonpin.preflight.loader.loadchain import Report
@@ -51,31 +51,32 @@ def gpu_state(given: str | None, image: bool) -> tuple[int | None, bool, str]:
     return None, False, "no usable GPU: no NVIDIA driver here (no /dev/nvidiactl)"
 
 
-def judge_extensions(target: Target, features: Mapping[str, str], flags: Mapping[str, str],
+def judge_extensions(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                      torch: Torch | None, dists: Mapping[str, Dist],
                      add: Callable[[CheckResult], None], *, env: Mapping[str, str],
                      gpu: str | None = None,
                      kb: Callable[[], Mapping[str, Any] | None] | None = None) -> int:
-    """Judge every extension the launch line and a CUDA start import (module doc); returns
-    how many lines were said (0: none installed, none required)."""
+    """Judge every extension the launch line and a CUDA start import (module doc) in the
+    environment of ``ctx``; returns how many lines were said (0: none installed, none
+    required)."""
     from moonpin.preflight.extensions.wanted import extensions
     from moonpin.preflight.installed.image_facts import find_package, locate, read_bytes
 
-    cc, present, said = gpu_state(gpu, target.root is not None)
+    cc, present, said = gpu_state(gpu, ctx.root is not None)
     facts = seam.Facts(torch=torch.version if torch else None,
                        cuda=torch.cuda if torch else None, env=env, gpu=cc,
                        gpu_present=present, gpu_said=said, dists=dists,
-                       suffixes=target.ext_suffixes,
-                       find=lambda name: locate(target.paths, name),
+                       suffixes=ctx.ext_suffixes,
+                       find=lambda name: locate(ctx, name),
                        read=lambda path: read_bytes(path, what="file"), kb=kb)
-    want, unjudged = extensions(features, find_package(target.paths, "sglang"), facts, flags)
+    want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     n = 0
     for said_flag in unjudged:
         add(CheckResult("extensions", "skip", f"{said_flag}: no module of it this check has "
                         "a loader rule for; not judged"))
         n += 1
     for w in want:
-        line = _judge_one(w.name, w.why, w.required, facts, target, torch)
+        line = _judge_one(w.name, w.why, w.required, facts, ctx, torch)
         if line is not None:
             add(line)
             n += 1
@@ -89,7 +90,7 @@ def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:
     return None
 
 
-def _judge_one(name: str, why: str, required: bool, facts: Facts, target: Target,
+def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                torch: Torch | None) -> CheckResult | None:
     rule = seam.rule_for(name)
     found = facts.find(name)
@@ -106,7 +107,7 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, target: Target
     if pick.unread is not None:
         return CheckResult(name, "skip", f"{where}: not judged: {pick.unread}"
                            + (f" ({notes})" if notes else ""), None, (found.folder,))
-    results = [(c, *_judge_choice(c, pick, facts, target, torch, rule)) for c in pick.choices]
+    results = [(c, *_judge_choice(c, pick, facts, ctx, torch, rule)) for c in pick.choices]
     failed = [(c, detail, fix) for c, ok, detail, fix in results if not ok]
     if failed:
         _, detail, fix = failed[0]
@@ -125,7 +126,7 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, target: Target
                        _generic(facts, rule) if pick.warnings else None, (found.folder,))
 
 
-def _judge_choice(choice: Choice, pick: Pick, facts: Facts, target: Target,
+def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
                   torch: Torch | None, rule: object) -> tuple[bool, str, str | None]:
     """(loads, what was found, the fix) for one outcome of the loader."""
     if choice.raises is not None:
@@ -137,16 +138,17 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, target: Target,
 
     first_problem: tuple[str, str | None] | None = None
     for build in choice.files:
-        res = native_load([build], target.paths, None, python=target.python,
-                          suffixes=target.ext_suffixes, machine=target.machine,
-                          root=target.root, ld_path=target.ld_path, sites=target.sites,
-                          version=target.version,
-                          first=("torch",) if torch is not None else (), mode=choice.mode)
+        res = native_load([build], ctx.paths, None, python=ctx.python,
+                          suffixes=ctx.ext_suffixes, machine=ctx.machine,
+                          root=ctx.root, ld_path=ctx.ld_path, sites=ctx.sites,
+                          version=ctx.version,
+                          first=("torch",) if torch is not None else (), mode=choice.mode,
+                          complete=ctx.complete, run=ctx.run)
         problem = _problem(res, build)
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
         if problem is None:
-            runtime = _cudart(build, target.machine)
+            runtime = _cudart(build, ctx.machine)
             extra = ""
             if runtime is not None and facts.cuda is not None and runtime != facts.cuda:
                 extra = (f"; it needs libcudart.so.{runtime}, torch's CUDA is {facts.cuda}: "

@@ -1,4 +1,6 @@
-"""What is installed in the target: the distributions' METADATA and RECORD, torch's label and CUDA,
-SGLang's sources and launch rules, a build's facts, and where each was found."""
+"""What is installed in the target, read from its files.
+
+The distributions' METADATA and RECORD, torch's label and CUDA, SGLang's sources and launch
+rules, a build's facts, and where each was found."""
 
 __all__: list[str] = []

@@ -11,11 +11,11 @@ Only ``os`` at import: this is on the worker-start path (see :mod:`moonpin.prefl
 from __future__ import annotations
 
 import os
-import sys
 from importlib import machinery
 
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import read_regular
+from moonpin.kb.schema import READABLE_SCHEMAS
 from moonpin.preflight.pyimport.importer import (
     Found,
     Importer,
@@ -26,23 +26,18 @@ from moonpin.preflight.pyimport.importer import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from typing import Any
+
+    from moonpin.preflight.env.context import Context
 
 __all__ = [
     "BACKENDS",
     "CAP_BUILD",
     "CUDART",
     "EXTENSION_DISTS",
-    "EXT_SUFFIXES",
-    "KB_READABLE",
-    "KB_SCHEMA",
     "MOONCAKE_PREFIX",
-    "PATHS_COMPLETE",
     "PG_MODULES",
-    "PY_VERSION",
-    "ROOT",
-    "SITE_DIRS",
     "Dist",
     "KBView",
     "Requirement",
@@ -53,7 +48,6 @@ __all__ = [
     "file_suffix",
     "find_package",
     "first_providing",
-    "importer_for",
     "kind_of",
     "leading_int",
     "linked_cudart",
@@ -65,13 +59,13 @@ __all__ = [
     "read_bytes",
     "read_dists",
     "record_hashes",
+    "record_paths",
     "sglang_sources",
     "shipped_like",
     "torch_info",
     "torch_label",
     "torch_version_py",
     "unlistable",
-    "use_importer",
     "vendor_reason",
     "which",
 ]
@@ -81,12 +75,6 @@ PG_MODULES = ("mooncake.pg", "mooncake.ep")
 BACKENDS = ("mooncake", "mooncake-cpu")
 MOONCAKE_PREFIX = "mooncake-transfer-engine"
 CUDART = "libcudart.so."
-#: The target interpreter's extension-module suffixes (:mod:`moonpin.preflight.env.target`).
-EXT_SUFFIXES: tuple[str, ...] = tuple(machinery.EXTENSION_SUFFIXES)
-#: ``moonpin.kb.models.SCHEMA_VERSION`` and ``READABLE_SCHEMAS``, repeated so that pydantic stays
-#: off this path (a test asserts they agree).
-KB_SCHEMA = 4
-KB_READABLE = frozenset({1, 2, 3, 4})
 
 
 class Dist:
@@ -183,6 +171,31 @@ def _read_text(path: str, cap: int = _CAP_SMALL, what: str = "file") -> str:
     return read_bytes(path, cap, what).decode("utf-8", "replace")
 
 
+def record_paths(folder: str, cap: int = _CAP_RECORD, whole: bool = False) -> Iterator[str]:
+    """The path (first field) of each line of the file list of the distribution whose
+    metadata folder is ``folder``: its ``RECORD`` (PEP 376), or ``installed-files.txt`` for
+    an ``.egg-info`` folder; one at a time (a hostile list of 64 MiB of newlines is not made
+    into millions of strings at once). The one reader of these lists: the installed
+    distributions, what an unimportable SGLang installed, which distribution ships a
+    package, whether torch ships a library. Raises OSError when it cannot be read (or is
+    larger than ``cap`` bytes). ``whole``: each whole line instead (what
+    :func:`record_hashes` reads the digests from)."""
+    name = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
+    text = _read_text(os.path.join(folder, name), cap, "distribution RECORD")
+    return _lines(text, whole)
+
+
+def _lines(text: str, whole: bool) -> Iterator[str]:
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        line = text[start:stop]
+        yield (line if whole else line.split(",", 1)[0]).rstrip("\r")
+        start = stop + 1
+
+
 def read_dists(paths: Sequence[str]) -> list[Dist]:
     """The installed torch, sglang and mooncake-family distributions, in path order, as
     ``importlib.metadata.distributions(path=)`` finds them (``*.dist-info/METADATA``,
@@ -198,9 +211,9 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
             if e.name.endswith(".dist-info"):
                 if not _wanted(canon(e.name[:-len(".dist-info")].split("-", 1)[0])):
                     continue
-                meta, record = "METADATA", "RECORD"
+                meta = "METADATA"
             elif e.name.endswith(".egg-info"):
-                meta, record = "PKG-INFO", "installed-files.txt"
+                meta = "PKG-INFO"
             else:
                 continue
             folder = e.path
@@ -215,10 +228,8 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
             hashes: dict[str, tuple[str, int]] = {}
             if canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
                 try:
-                    lines = [line for line in _read_text(
-                        os.path.join(folder, record), _CAP_RECORD,
-                        "distribution RECORD").splitlines() if line]
-                    files = tuple(line.split(",", 1)[0] for line in lines)
+                    lines = [line for line in record_paths(folder, whole=True) if line]
+                    files = tuple(p for p in (line.split(",", 1)[0] for line in lines) if p)
                     hashes = record_hashes(lines)
                 except OSError:
                     pass
@@ -227,74 +238,33 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
     return out
 
 
-#: The target's site folders, whose ``.pth`` files install editable finders
-#: (:attr:`moonpin.preflight.env.target.Target.sites`; None: the site-packages folders of the
-#: paths).
-SITE_DIRS: tuple[str, ...] | None = None
-#: The target's Python version (the bytecode cache tag its importer reads) and whether the
-#: check's paths are its whole ``sys.path`` (``--site-packages`` folders are not: a module
-#: found in none of them may be elsewhere). Set by :mod:`moonpin.preflight.run`.
-PY_VERSION: tuple[int, int] = (sys.version_info[0], sys.version_info[1])
-PATHS_COMPLETE = True
-#: The image's root folder, under which the paths its files name are resolved
-#: (:attr:`moonpin.preflight.env.target.Target.root`; None: this machine's file system).
-ROOT: str | None = None
+def locate(ctx: Context, name: str) -> Found | None:
+    """Where ``import name`` finds the top-level package in the environment of ``ctx``
+    (:func:`moonpin.preflight.pyimport.importer.find`, with its shared model)."""
+    return found_in(ctx.importer, name)
 
 
-#: The importer of the check under way (:func:`use_importer`): its folder listings and
-#: specs are shared by every look at the environment during one check.
-_CURRENT: list[tuple[tuple[Any, ...], Importer]] = []
-
-
-def _key(paths: Sequence[str]) -> tuple[Any, ...]:
-    return (tuple(paths), SITE_DIRS, ROOT, EXT_SUFFIXES)
-
-
-def use_importer(paths: Sequence[str] | None) -> None:
-    """Share one model of the target's importer for ``paths`` (None: stop sharing; each
-    look then reads the environment afresh). It records what it reads
-    (:mod:`moonpin.preflight.installed.stamps`), but under an image's root."""
-    _CURRENT.clear()
-    if paths is not None:
-        _CURRENT.append((_key(paths), Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES,
-                                               record=ROOT is None)))
-
-
-def importer_for(paths: Sequence[str]) -> Importer:
-    """The shared model of the target's importer for ``paths`` (:func:`use_importer`), else
-    a new one."""
-    if _CURRENT and _CURRENT[0][0] == _key(paths):
-        return _CURRENT[0][1]
-    return Importer(paths, SITE_DIRS, ROOT, EXT_SUFFIXES, record=ROOT is None)
-
-
-def locate(paths: Sequence[str], name: str) -> Found | None:
-    """Where ``import name`` finds the top-level package
-    (:func:`moonpin.preflight.pyimport.importer.find`)."""
-    return found_in(importer_for(paths), name)
-
-
-def find_package(paths: Sequence[str], name: str) -> str | None:
+def find_package(ctx: Context, name: str) -> str | None:
     """The folder of package ``name`` (None: not found, or a module file shadows it)."""
-    found = locate(paths, name)
+    found = locate(ctx, name)
     return found.folder if found is not None and not found.module else None
 
 
-def sglang_sources(paths: Sequence[str], cache: bool = True) -> Sources | None:
+def sglang_sources(ctx: Context, cache: bool = True) -> Sources | None:
     """The source files ``import sglang.<x>`` loads (None: sglang is no package here).
 
     ``cache``: from the stamps file when nothing the walk read changed
     (:func:`moonpin.preflight.installed.stamps.memoised`; not under an image's root, whose paths
     resolve through the image's own links)."""
-    if not cache or ROOT is not None:
-        return package_sources(importer_for(paths), "sglang")
+    if not cache or ctx.root is not None:
+        return package_sources(ctx.importer, "sglang")
     from moonpin.preflight.installed import stamps
 
     def build() -> tuple[Importer | None, Sources | None]:
-        imp = importer_for(paths)
-        return imp, package_sources(imp, "sglang")
+        return ctx.importer, package_sources(ctx.importer, "sglang")
 
-    return stamps.memoised(stamps.key("sglang", list(paths), SITE_DIRS, EXT_SUFFIXES), build)
+    return stamps.memoised(stamps.key("sglang", list(ctx.paths), ctx.sites, ctx.ext_suffixes),
+                           build)
 
 
 class Torch:
@@ -572,10 +542,10 @@ def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(doc, dict) or not isinstance(doc.get("sglang"), list):
         return None, f"knowledge base {path} is corrupt (no 'sglang' list)"
     version = doc.get("schema_version")
-    if not isinstance(version, int) or version not in KB_READABLE:
+    if not isinstance(version, int) or version not in READABLE_SCHEMAS:
         return None, (f"knowledge base {path} has schema_version "
                       f"{doc.get('schema_version')!r}; this moonpin reads "
-                      f"{', '.join(str(v) for v in sorted(KB_READABLE))}")
+                      f"{', '.join(str(v) for v in sorted(READABLE_SCHEMAS))}")
     bad = _misshapen(doc, _KB_SHAPE, "")
     if bad is not None:
         return None, f"knowledge base {path} is corrupt ({bad})"
@@ -669,39 +639,37 @@ def file_suffix(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[1]
 
 
-def _mooncake(pkg: str) -> Importer | None:
+def _mooncake(ctx: Context, pkg: str) -> Importer | None:
     """The shared importer when ``pkg`` is the folder it finds mooncake in."""
-    if not _CURRENT:
-        return None
-    imp = _CURRENT[0][1]
-    found = found_in(imp, "mooncake")
-    return imp if found is not None and found.folder == pkg else None
+    found = found_in(ctx.importer, "mooncake")
+    return ctx.importer if found is not None and found.folder == pkg else None
 
 
-def mooncake_dirs(pkg: str) -> tuple[str, ...]:
+def mooncake_dirs(ctx: Context, pkg: str) -> tuple[str, ...]:
     """The folders ``import mooncake.<x>`` searches: the package's ``__path__`` once its
     ``__init__`` ran (``extend_path`` adds every ``mooncake/`` folder of ``sys.path``),
     else ``pkg`` alone."""
-    imp = _mooncake(pkg)
+    imp = _mooncake(ctx, pkg)
     got = imp.package_path("mooncake") if imp is not None else None
     return tuple(d for d in got if d not in imp.hooks) if got and imp is not None else (pkg,)
 
 
-def module_file(pkg: str, short: str) -> str | None:
+def module_file(ctx: Context, pkg: str, short: str) -> str | None:
     """What ``import mooncake.<short>`` would load, in FileFinder's order (``__init__``
     then module files, extensions before ``.py`` before ``.pyc``) over mooncake's
     ``__path__``, then the editable finders; None: nothing (or only a namespace folder)."""
-    imp = _mooncake(pkg)
+    imp = _mooncake(ctx, pkg)
     if imp is not None:
         spec = imp.find("mooncake." + short)
     else:
-        spec = Importer([], [], ROOT, EXT_SUFFIXES).path_find("mooncake." + short, [pkg])
+        spec = Importer([], [], ctx.root, ctx.ext_suffixes).path_find("mooncake." + short,
+                                                                        [pkg])
     return spec.origin if spec is not None else None
 
 
-def shipped_like(pkg: str, head: str) -> list[str]:
+def shipped_like(ctx: Context, pkg: str, head: str) -> list[str]:
     out = []
-    for folder in mooncake_dirs(pkg):
+    for folder in mooncake_dirs(ctx, pkg):
         for name in sorted(list_folder(folder)):
             stem = name.split(".", 1)[0]
             if stem.startswith(head) and stem != head and file_suffix(name) in (
@@ -746,12 +714,12 @@ def _mode_word(mode: int) -> str:
     return f"a file of mode {oct(mode)}"
 
 
-def not_files(pkg: str, short: str) -> list[str]:
+def not_files(ctx: Context, pkg: str, short: str) -> list[str]:
     """What ``import mooncake.<short>`` would see in mooncake's folders but skip, since
     only regular files are modules (FileFinder): each named with what it is."""
     out = []
-    for folder in mooncake_dirs(pkg):
-        for suffix in (*EXT_SUFFIXES, *machinery.SOURCE_SUFFIXES):
+    for folder in mooncake_dirs(ctx, pkg):
+        for suffix in (*ctx.ext_suffixes, *machinery.SOURCE_SUFFIXES):
             cand = os.path.join(folder, f"{short}{suffix}")
             if os.path.lexists(cand) and not os.path.isfile(cand):
                 out.append(f"{short}{suffix} is {kind_of(cand)}, not a file")

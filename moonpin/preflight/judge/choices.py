@@ -69,12 +69,11 @@ def _installed_sglang(target: Target, kb_path: StrPath | None = None
     """The version of the SGLang the image has (None: not installed, or unreadable), and
     its own launch rules when its sources decide (:func:`own_launch`)."""
     from moonpin.kb.paths import default_kb_file
-    from moonpin.preflight.installed import image_facts as im
-    from moonpin.preflight.installed.image_facts import KBView, read_dists
+    from moonpin.preflight.env.context import Context
+    from moonpin.preflight.installed.image_facts import KBView, read_dists, sglang_sources
 
     dist = next((d for d in read_dists(target.paths) if d.name == "sglang"), None)
-    im.SITE_DIRS, im.ROOT, im.EXT_SUFFIXES = target.sites, target.root, target.ext_suffixes
-    src = im.sglang_sources(target.paths)
+    src = sglang_sources(Context.of(target))
     kb = KBView(os.fspath(kb_path) if kb_path is not None else default_kb_file())
     return (dist.version if dist is not None else None), own_launch(src, dist, kb)
 

@@ -14,22 +14,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
 
 __all__ = ["check_libraries", "provider_hint"]
-
-#: The target's interpreter, whose global scope the builds' symbols are bound in (set by
-#: :mod:`moonpin.preflight.run` for the environment it reads; None: unknown).
-INTERPRETER: str | None = None
-#: The image's root folder, its ``LD_LIBRARY_PATH`` and machine
-#: (:class:`moonpin.preflight.env.target.Target`;
-#: None: this machine's, as it runs the check).
-ROOT: str | None = None
-LD_PATH: tuple[str, ...] | None = None
-MACHINE: str | None = None
-#: The target's Python version (``sys.version_info[:2]``; None: unknown).
-VERSION: tuple[int, int] | None = None
 
 
 #: What provides a shared library a mooncake build needs, for the fix line.
@@ -94,21 +83,23 @@ def _fix_for(path: str, paths: Sequence[str], fixer: Fixer | None) -> str:
     return "restore the file: reinstall what installed it in the image"
 
 
-def check_libraries(builds: Sequence[str], paths: Sequence[str],
+def check_libraries(builds: Sequence[str], ctx: Context,
                      add: Callable[[CheckResult], None], fixer: Fixer | None = None,
                      module: str | None = None, first: Sequence[str] = (),
                      after: Sequence[str] = ()) -> None:
-    """``import module`` as far as the builds (what it loads first, and whether it gets
-    there), then every shared library the builds need, found and mapped, and their
-    symbols bound, as the dynamic loader would (:mod:`moonpin.preflight.loader.loadchain`).
-    ``first``, ``after``: modules imported before and after ``module``."""
-    from moonpin.preflight.installed import image_facts
+    """``import module`` in the environment of ``ctx`` (its interpreter's global scope is
+    where the builds' symbols are bound) as far as the builds (what it loads first, and
+    whether it gets there), then every shared library the builds need, found and mapped,
+    and their symbols bound, as the dynamic loader would
+    (:mod:`moonpin.preflight.loader.loadchain`). ``first``, ``after``: modules imported before
+    and after ``module``."""
     from moonpin.preflight.loader.loadchain import native_load
 
-    res = native_load(builds, paths, module, python=INTERPRETER,
-                      suffixes=image_facts.EXT_SUFFIXES, machine=MACHINE, root=ROOT,
-                      ld_path=LD_PATH, sites=image_facts.SITE_DIRS, version=VERSION,
-                      first=first, after=after)
+    paths = ctx.paths
+    res = native_load(builds, paths, module, python=ctx.python, suffixes=ctx.ext_suffixes,
+                      machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
+                      sites=ctx.sites, version=ctx.version, first=first, after=after,
+                      complete=ctx.complete, run=ctx.run)
     if res.chain_error is not None:
         _chain_failure(res, module or "", paths, add, fixer)
         return
@@ -152,8 +143,8 @@ def check_libraries(builds: Sequence[str], paths: Sequence[str],
         add(CheckResult("libraries", "pass",
                         f"{res.count} shared-library needs of {res.objects} objects resolve"
                         + (" (but for the NVIDIA driver)" if driver else "")))
-        _check_symbols(res, builds, paths, add, fixer)
-    if driver and ROOT is not None:  # an image never holds it: the runtime mounts it
+        _check_symbols(res, builds, paths, ctx.root, add, fixer)
+    if driver and ctx.root is not None:  # an image never holds it: the runtime mounts it
         add(CheckResult("driver", "skip", f"{', '.join(sorted(driver))} (the NVIDIA driver) "
                         "is the host's: the NVIDIA container runtime mounts it at run time"))
     elif driver:
@@ -214,7 +205,7 @@ def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
 
 def _torch_ships(name: str, paths: Sequence[str]) -> bool:
     """Whether torch's own distribution lists a file named ``name`` (its RECORD)."""
-    from moonpin.preflight.installed.image_facts import read_bytes
+    from moonpin.preflight.installed.image_facts import record_paths
 
     for sp in paths:
         try:
@@ -224,10 +215,10 @@ def _torch_ships(name: str, paths: Sequence[str]) -> bool:
             continue
         for info in infos:
             try:
-                record = read_bytes(os.path.join(sp, info, "RECORD"), 64 << 20, "RECORD")
+                listed = record_paths(os.path.join(sp, info))
             except OSError:
                 continue
-            if f"/{name},".encode() in record:
+            if any(p.endswith("/" + name) for p in listed):
                 return True
     return False
 
@@ -255,7 +246,7 @@ def _built_for(build: str) -> str | None:
     return None
 
 
-def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str],
+def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str], root: str | None,
                    add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
     """Every symbol the builds and the image's objects they load leave undefined, bound
     as ld.so binds them (:mod:`moonpin.preflight.loader.ldproc`)."""
@@ -265,7 +256,7 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str],
     from moonpin.preflight.loader.loadchain import owned
 
     def shadowed(obj: str) -> bool:  # a host library judged: it needs a copy from elsewhere
-        return obj not in builds and not owned(obj, paths, ROOT)
+        return obj not in builds and not owned(obj, paths, root)
 
     for lib, needs in by_lib.items():  # one failure per library: what ld.so says first
         obj, version, newest = needs[0]

@@ -46,12 +46,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
 
 __all__ = ["check_pg"]
 
 
-def _check_direct_build(path: str, req: Any, torch: Torch | None, paths: Sequence[str],
+def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
                         kb: KBView, fixer: Fixer, add: Callable[[CheckResult], None]) -> None:
     """A module that is an extension itself, with no Python loader: the torch it was built
     for (from its bytes), then its names, backends, CUDA and libraries, as for a build."""
@@ -81,8 +82,8 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, paths: Sequenc
                   req.module, kb, fixer, add)
     if file_suffix(path) == ".so":
         # SGLang imports torch before the module: it is the build itself here
-        check_libraries([path], paths, add, fixer, req.module,
-                        first=("torch",) if find_package(paths, "torch") else ())
+        check_libraries([path], ctx, add, fixer, req.module,
+                        first=("torch",) if find_package(ctx, "torch") else ())
 
 
 def _rule_requirement(req: Requirement | None) -> Any:
@@ -140,10 +141,10 @@ def _judge_builds(req: Any, facts: list[Any], torch: Torch, module: str, kb: KBV
                         "(wrong mooncake distribution)", fixer.line()))
 
 
-def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Torch | None,
+def check_pg(pkg: str, ctx: Context, req: Requirement | None, torch: Torch | None,
               kb: KBView, fixer: Fixer,
               add: Callable[[CheckResult], None]) -> None:
-    """The process-group module SGLang imports, as the importer would find it in ``pkg``,
+    """The process-group module SGLang imports, as the importer of ``ctx`` would find it in ``pkg``,
     then what it loads: itself (a build with no loader), a build it compiles at first
     import, or the prebuilt build its suffix rule picks for this torch."""
     if req is not None and req.module is None:
@@ -157,10 +158,10 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
                         f"worker's user (chmod -R a+rX {pkg})", (pkg,)))
         return
     rreq = _rule_requirement(req)
-    module = _pg_module(pkg, rreq, fixer, add)
+    module = _pg_module(ctx, pkg, rreq, fixer, add)
     if module is None:
         return
-    loader_path = module_file(pkg, module.split(".")[1])
+    loader_path = module_file(ctx, pkg, module.split(".")[1])
     assert loader_path is not None
     add(CheckResult("pg module", "pass", f"{module} found: {file_name(loader_path)}",
                     evidence=(loader_path,)))
@@ -169,7 +170,7 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
     # the builds (:mod:`moonpin.preflight.loader.loadchain`, with the libraries). One failed
     # import is one failure: the second reading's, when it has one (it says what Python
     # raises); the first's only when the second saw nothing wrong, said after it.
-    chain = _check_chain(module, paths, fixer, skip=("torch",) if torch is None else ())
+    chain = _check_chain(module, ctx, fixer, skip=("torch",) if torch is None else ())
     said: list[bool] = []
 
     def add_and_see(c: CheckResult) -> None:
@@ -178,14 +179,14 @@ def check_pg(pkg: str, paths: Sequence[str], req: Requirement | None, torch: Tor
         add(c)
 
     try:
-        _check_loading(pkg, paths, req, rreq, module, loader_path, torch, kb, fixer,
+        _check_loading(pkg, ctx, req, rreq, module, loader_path, torch, kb, fixer,
                        add_and_see)
     finally:
         if chain is not None and not said:
             add(chain)
 
 
-def _check_loading(pkg: str, paths: Sequence[str], req: Requirement | None, rreq: Any,
+def _check_loading(pkg: str, ctx: Context, req: Requirement | None, rreq: Any,
                    module: str, loader_path: str, torch: Torch | None, kb: KBView,
                    fixer: Fixer, add: Callable[[CheckResult], None]) -> None:
     """What the process-group module loads: itself, a build it compiles, or the prebuilt
@@ -193,7 +194,7 @@ def _check_loading(pkg: str, paths: Sequence[str], req: Requirement | None, rreq
     if file_suffix(loader_path) == ".pyc":  # bytecode with no source (compileall -b)
         scheme = _released_scheme(loader_path, module, kb, fixer, add)
     elif file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
-        _check_direct_build(loader_path, rreq.replace(module=module), torch, paths, kb,
+        _check_direct_build(loader_path, rreq.replace(module=module), torch, ctx, kb,
                             fixer, add)
         return
     else:
@@ -201,7 +202,7 @@ def _check_loading(pkg: str, paths: Sequence[str], req: Requirement | None, rreq
     if scheme is None:
         return
     if scheme["kind"] == "jit-compile":
-        _check_compiling_loader(scheme, rreq.replace(module=module), loader_path, pkg, paths,
+        _check_compiling_loader(scheme, rreq.replace(module=module), loader_path, pkg, ctx,
                                 torch, kb, fixer, add)
         return
     if torch is None:
@@ -212,24 +213,23 @@ def _check_loading(pkg: str, paths: Sequence[str], req: Requirement | None, rreq
                         f"back to {module} on ImportError, which it has"))
     wanted = (*(req.names if req is not None else ()),
               *(req.optional_names if req is not None else ()), *rreq.backends)
-    builds = _loader_builds(scheme, module, loader_path, pkg, torch, wanted, fixer, add)
+    builds = _loader_builds(ctx, scheme, module, loader_path, pkg, torch, wanted, fixer, add)
     if builds is not None:
         # a bytecode loader is not walked: torch, which it imports first, is imported
         # first here (as SGLang does)
-        _check_prebuilt(builds, scheme, rreq.replace(module=module), paths, torch, kb, fixer,
+        _check_prebuilt(builds, scheme, rreq.replace(module=module), ctx, torch, kb, fixer,
                         add, ("torch",) if file_suffix(loader_path) == ".pyc" else ())
 
 
-def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
+def _check_chain(module: str, ctx: Context, fixer: Fixer,
                  skip: Sequence[str] = ()) -> CheckResult:
     """The Python modules ``import <module>`` certainly runs before its build is loaded
     (:mod:`moonpin.preflight.pyimport.pychain`): each must be found and compile. ``skip``: the
     top-level packages whose failure is already said (torch's, by the torch check)."""
-    from moonpin.preflight.installed import image_facts as im
     from moonpin.preflight.pyimport import pychain
 
-    problems, found = pychain.walk_memoised(paths, module, im.PY_VERSION, im.EXT_SUFFIXES,
-                                            im.ROOT, im.PATHS_COMPLETE, im.SITE_DIRS)
+    problems, found = pychain.walk_memoised(ctx.paths, module, ctx.version, ctx.ext_suffixes,
+                                            ctx.root, ctx.complete, ctx.sites)
     problems = [p for p in problems if p.module.partition(".")[0] not in skip]
     if not problems:
         return CheckResult("import chain", "pass", f"`import {module}` finds and compiles the "
@@ -240,7 +240,7 @@ def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
     what = (f"{first.file} {first.detail}" if first.file is not None else first.detail)
     more = (f"; {len(problems) - 1} more: " + ", ".join(p.module for p in problems[1:4])
             + (" …" if len(problems) > 4 else "")) if len(problems) > 1 else ""
-    owner = None if top in ("torch", "mooncake") else _owner(paths, top)
+    owner = None if top in ("torch", "mooncake") else _owner(ctx.paths, top)
     return CheckResult("import chain", "fail",
                        f"`import {module}` fails: {what} (imported by {first.by}){more}",
                        fixer.reinstall_owner(top, owner),
@@ -250,7 +250,7 @@ def _check_chain(module: str, paths: Sequence[str], fixer: Fixer,
 def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
     """The installed distribution that ships the top-level package ``top`` (its
     ``top_level.txt``, else its RECORD), as (name, version); read only on a failure."""
-    from moonpin.preflight.installed.image_facts import read_bytes
+    from moonpin.preflight.installed.image_facts import read_bytes, record_paths
 
     for folder in paths:
         try:
@@ -261,30 +261,33 @@ def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
             dist, _, version = name[:-len(".dist-info")].partition("-")
             for member in ("top_level.txt", "RECORD"):
                 try:
-                    text = read_bytes(os.path.join(folder, name, member),
-                                      64 << 20, "distribution RECORD").decode("utf-8", "replace")
+                    if member == "RECORD":
+                        listed = list(record_paths(os.path.join(folder, name)))
+                    else:
+                        listed = read_bytes(os.path.join(folder, name, member), 64 << 20,
+                                            "top_level.txt").decode("utf-8", "replace"
+                                                                    ).splitlines()
                 except OSError:
                     continue
-                heads = {line.split(",", 1)[0].split("/", 1)[0].strip() for line
-                         in text.splitlines()}
+                heads = {p.split("/", 1)[0].strip() for p in listed}
                 if top in heads or f"{top}.py" in heads:
                     return dist, version
                 break
     return None
 
 
-def _pg_module(pkg: str, rreq: Any, fixer: Fixer,
+def _pg_module(ctx: Context, pkg: str, rreq: Any, fixer: Fixer,
                add: Callable[[CheckResult], None]) -> str | None:
     """The process-group module ``import`` finds for this requirement (its own or the one it
     falls back to, :func:`moonpin.resolver.rule.choose_module`), or None (said with ``add``)."""
     from moonpin.resolver import rule
 
-    shipped = [m for m in PG_MODULES if module_file(pkg, m.split(".")[1])]
+    shipped = [m for m in PG_MODULES if module_file(ctx, pkg, m.split(".")[1])]
     accepted = [m for m in (rreq.module, *rreq.alternatives) if m]
     module: str | None = rule.choose_module(rreq, shipped)
     if module is not None:
         return module
-    odd = [w for m in accepted for w in not_files(pkg, m.split(".")[1])]
+    odd = [w for m in accepted for w in not_files(ctx, pkg, m.split(".")[1])]
     if odd:
         add(CheckResult("pg module", "fail", f"{'; '.join(odd)}: the importer skips it, so "
                         f"`import {accepted[0]}` fails", fixer.reinstall(), (pkg,)))
@@ -411,7 +414,7 @@ def _like_released(pyc: str, scheme: dict[str, Any]) -> bool:
 
 
 def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str, pkg: str,
-                            paths: Sequence[str], torch: Torch | None, kb: KBView, fixer: Fixer,
+                            ctx: Context, torch: Torch | None, kb: KBView, fixer: Fixer,
                             add: Callable[[CheckResult], None]) -> None:
     """A loader that compiles at first import: the names its C++ sources bind, judged as a
     build's, then what compiling needs (:func:`_check_jit`)."""
@@ -424,12 +427,12 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                       torch, rreq.module, kb, fixer, add, jit=True,
                       cuda_torch=rule.needs_cuda_torch(scheme.get("requires") or (),
                                                        scheme.get("toolchain") or ()))
-    torch_pkg = find_package(paths, "torch")
+    torch_pkg = find_package(ctx, "torch")
     consts = torch_version_py(torch_pkg) if torch_pkg else None
-    _check_jit(scheme, paths, loader_path, pkg, consts, add, rreq.module)
+    _check_jit(scheme, ctx, loader_path, pkg, consts, add, rreq.module)
 
 
-def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
+def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
                    torch: Torch, wanted: Sequence[str], fixer: Fixer,
                    add: Callable[[CheckResult], None]) -> list[BuildFacts] | None:
     """The builds a prebuilt loader imports for this torch (its own suffix rule, as the KB
@@ -455,8 +458,8 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
                 return None
             name = name.replace(placeholder, suffix)
         bshort = name.removeprefix("mooncake.")
-        found = module_file(pkg, bshort)
-        odd = not_files(pkg, bshort) if found is None else []
+        found = module_file(ctx, pkg, bshort)
+        odd = not_files(ctx, pkg, bshort) if found is None else []
         if odd:
             add(CheckResult("build", "fail", f"{lname} imports {name} for torch "
                             f"{torch.version}; {'; '.join(odd)}: the importer skips it, so the "
@@ -464,7 +467,7 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
             return None
         if found is None:
             head = template.removeprefix("mooncake.").partition(placeholder)[0]
-            others = shipped_like(pkg, head) if placeholder in template else []
+            others = shipped_like(ctx, pkg, head) if placeholder in template else []
             same = [o for o in others if o.split(".", 1)[0] == bshort]
             msg = (f"{lname} imports {name} for torch {torch.version}; no such "
                    "build is installed")
@@ -483,7 +486,7 @@ def _loader_builds(scheme: dict[str, Any], module: str, loader_path: str, pkg: s
 
 
 def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
-                    paths: Sequence[str], torch: Torch, kb: KBView, fixer: Fixer,
+                    ctx: Context, torch: Torch, kb: KBView, fixer: Fixer,
                     add: Callable[[CheckResult], None], first: Sequence[str] = ()) -> None:
     """What the loader's builds provide, judged (:func:`_judge_builds`), and the libraries
     they need (``first``: modules imported before the loader)."""
@@ -507,7 +510,7 @@ def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
     _judge_builds(rreq, facts, torch, rreq.module, kb, fixer, add)
     so_builds = [b.path for b in builds if file_suffix(b.path) == ".so" and b.error is None]
     if so_builds:
-        check_libraries(so_builds, paths, add, fixer, rreq.module, first=first)
+        check_libraries(so_builds, ctx, add, fixer, rreq.module, first=first)
 
 
 def _visible_gpu() -> bool:
@@ -518,7 +521,7 @@ def _visible_gpu() -> bool:
     return any(n.startswith("nvidia") and n[6:].isdigit() for n in list_folder("/dev"))
 
 
-def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: str,
+def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None],
                module: str | None = None) -> None:
     """A loader that compiles at first import: an adapter it compiled for this image is
@@ -537,14 +540,14 @@ def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: s
                         evidence=(adapters[0],)))
         # the loader compiles and loads the adapter itself, after `import torch`: what it
         # runs first is mooncake's package and torch, not the compiling code
-        check_libraries(adapters[:1], paths, add, module=(module or "mooncake").split(".")[0],
-                        after=("torch",) if find_package(paths, "torch") else ())
+        check_libraries(adapters[:1], ctx, add, module=(module or "mooncake").split(".")[0],
+                        after=("torch",) if find_package(ctx, "torch") else ())
         return
     found: list[str] = []
     missing: list[str] = []
     for tool in jit.tools_for(scheme["toolchain"], torch_consts):
         if tool.startswith("ninja"):
-            got = find_ninja(paths)
+            got = find_ninja(ctx.paths)
         elif tool.startswith("nvcc"):
             got = find_nvcc()
         else:
@@ -558,9 +561,7 @@ def _check_jit(scheme: dict[str, Any], paths: Sequence[str], loader: str, pkg: s
                         "install " + ", ".join(missing) + f" in the image, or {PREBUILD}",
                         (loader,)))
         return
-    from moonpin.preflight.installed import image_facts
-
-    if image_facts.ROOT is not None:  # judged from the image's files: no host GPU matters
+    if ctx.root is not None:  # judged from the image's files: no host GPU matters
         add(CheckResult("toolchain", "warn",
                         f"{file_name(loader)} compiles at first import and no adapter is compiled "
                         f"in the image{where}: each worker compiles it for minutes at its first "

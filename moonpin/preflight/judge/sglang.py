@@ -18,6 +18,7 @@ from moonpin.preflight.installed.image_facts import (
     locate,
     module_file,
     read_bytes,
+    record_paths,
     sglang_sources,
 )
 from moonpin.preflight.installed.image_facts import Requirement as _Requirement
@@ -26,16 +27,17 @@ from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable
     from typing import Any
 
+    from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
 
 __all__ = ["check_feature", "check_launch", "check_sglang_torch", "editable_dist",
            "kb_launch", "sglang_requirement"]
 
 
-def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
+def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
                         add: Callable[[CheckResult], None],
                         source_cache: bool = True, pkg: Sources | None = None,
                         ) -> _Requirement | None:
@@ -44,8 +46,8 @@ def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
     version = sglang.version if sglang else None
     kb_req = kb.requirement(version)
     if pkg is None:
-        pkg = sglang_sources(paths)
-    found = pkg.found if pkg is not None else locate(paths, "sglang")
+        pkg = sglang_sources(ctx)
+    found = pkg.found if pkg is not None else locate(ctx, "sglang")
     editable = (found is not None and found.editable) or bool(
         pkg is not None and any(h.startswith("editable") for h in pkg.via)) \
         or editable_dist(sglang)
@@ -76,7 +78,7 @@ def sglang_requirement(paths: Sequence[str], sglang: Dist | None, kb: KBView,
                             evidence=src.evidence))
         return src
     if found is None and sglang is not None:
-        lost = _unimportable(sglang, paths)
+        lost = _unimportable(sglang, ctx)
         if lost is not None:  # the worker's `import sglang` raises ModuleNotFoundError
             add(CheckResult("sglang", "fail", f"{label}: `import sglang` finds no sglang "
                             f"package, though the distribution installed {lost[0]}",
@@ -149,18 +151,7 @@ _CAP_RECORD = 16 << 20
 _MAX_RECORDED = 100_000
 
 
-def _record_paths(text: str) -> Iterator[str]:
-    """The path of each line of a RECORD (or ``installed-files.txt``), one at a time."""
-    start, end = 0, len(text)
-    while start < end:
-        stop = text.find("\n", start)
-        if stop < 0:
-            stop = end
-        yield text[start:stop].split(",", 1)[0].rstrip("\r")
-        start = stop + 1
-
-
-def _unimportable(dist: Dist, paths: Sequence[str]
+def _unimportable(dist: Dist, ctx: Context
                   ) -> tuple[str, str, tuple[str, ...]] | None:
     """When the importer finds no ``sglang`` but ``dist`` installed files for it (its
     RECORD lists files outside its metadata folder: the package, or an editable install's
@@ -169,15 +160,13 @@ def _unimportable(dist: Dist, paths: Sequence[str]
     from moonpin.preflight.pyimport.sitefiles import finder_facts, finder_kind, pth
 
     for folder in _dist_folders(dist):
-        record = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
         try:
-            lines = read_bytes(os.path.join(folder, record), cap=_CAP_RECORD,
-                               what="distribution RECORD").decode("utf-8", "replace")
+            listed = record_paths(folder, _CAP_RECORD)
         except OSError:
             continue
         meta = os.path.basename(folder) + "/"
         files = []
-        for f in _record_paths(lines):
+        for f in listed:
             if f and not f.startswith((meta, "../", "/")) and not f.endswith(".pyc"):
                 files.append(f)
                 if len(files) >= _MAX_RECORDED:
@@ -186,7 +175,7 @@ def _unimportable(dist: Dist, paths: Sequence[str]
             continue
         named: list[str] = []  # the folders and files its editable redirects name
         hatch = any(f.endswith(".py") and finder_kind(f[:-3]) == "hatch" for f in files) \
-            and locate(paths, "editables") is None  # its redirect's import fails
+            and locate(ctx, "editables") is None  # its redirect's import fails
         for f in files:
             path = os.path.join(dist.root, f)
             if f.endswith(".pth") and "/" not in f:
@@ -262,7 +251,7 @@ def _describe(r: _Requirement) -> str:
     return f"{r.module} ({names}; backends {backends})"
 
 
-def check_feature(feature: str, pkg: str, version: str | None, kb: KBView,
+def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb: KBView,
                    add: Callable[[CheckResult], None], sglang_pkg: Sources | None = None,
                    source_cache: bool = True) -> None:
     """A mooncake feature other than elastic EP: the modules and names this SGLang release
@@ -300,7 +289,7 @@ def check_feature(feature: str, pkg: str, version: str | None, kb: KBView,
     problems = []
     for module, names in sorted(needs.items()):
         short = module.removeprefix("mooncake.")
-        path = (module_file(pkg, short) if short != module
+        path = (module_file(ctx, pkg, short) if short != module
                 else os.path.join(pkg, "__init__.py"))
         if path is None or not os.path.isfile(path):
             problems.append(f"{module} is not installed")

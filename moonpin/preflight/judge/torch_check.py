@@ -12,8 +12,9 @@ from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
+    from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed.image_facts import Dist, Torch
     from moonpin.preflight.judge.fixes import Fixer
 
@@ -21,12 +22,11 @@ __all__ = ["same_release", "torch_of"]
 
 
 def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-           pkg: str | None = None, machine: str | None = None,
-           paths: Sequence[str] = ()) -> Torch | None:
+             ctx: Context, pkg: str | None = None) -> Torch | None:
     """torch as ``import torch`` finds it: its version is the label ``torch/version.py``
     holds (``torch.__version__``, what mooncake's loader maps onto a build), not the
     distribution metadata pip reads; None when it is missing or unreadable. ``pkg`` is the
-    torch folder the importer finds (None: the distribution's own)."""
+    torch folder the importer of ``ctx`` finds (None: the distribution's own)."""
     from moonpin.preflight.installed.image_facts import (
         torch_info,
         torch_label,
@@ -45,12 +45,12 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
         add(CheckResult("torch", "fail", f"{bad}: `import torch` fails", "make it readable "
                         "by the worker's user (chmod -R a+rX on the folder)"))
         return None
-    broken, label = _torch_unimportable(folder, paths)
+    broken, label = _torch_unimportable(folder, ctx)
     if broken is not None:  # `import torch` fails before any version is read
         add(CheckResult("torch", "fail", f"`import torch` fails (mooncake's loader imports "
                         f"it): {broken}", _reinstall_torch(torch_d, fixer), (folder,)))
         return None
-    torch = torch_info(torch_d, machine or os.uname().machine, pkg, label)
+    torch = torch_info(torch_d, ctx.machine or os.uname().machine, pkg, label)
     if torch is None:
         add(CheckResult("torch", "fail", f"{folder} holds no readable torch/version.py and no "
                         "distribution metadata names its version: what `torch.__version__` "
@@ -89,7 +89,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
     return torch
 
 
-def _torch_unimportable(folder: str, paths: Sequence[str]
+def _torch_unimportable(folder: str, ctx: Context
                         ) -> tuple[str | None, str | None]:
     """(why ``import torch`` certainly fails before mooncake's loader reads
     ``torch.__version__``, or None; that label as the import sets it, or None when it is not
@@ -97,10 +97,10 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
     (no ``torch.__version__``); the label is followed through the imports that bind it
     (:func:`moonpin.preflight.pyimport.pychain.attribute`), each of which must be there and
     compile."""
-    from moonpin.preflight.installed import image_facts as im
+    from moonpin.preflight.installed.image_facts import torch_label
     from moonpin.preflight.pyimport.pychain import attribute_memoised
 
-    inits = [f"__init__{s}" for s in (*im.EXT_SUFFIXES, ".py", ".pyc")]
+    inits = [f"__init__{s}" for s in (*ctx.ext_suffixes, ".py", ".pyc")]
     if not any(os.path.isfile(os.path.join(folder, i)) for i in inits):
         return (f"{folder} has no __init__.py, so it imports as an empty namespace package, "
                 "with no torch.__version__"), None
@@ -108,14 +108,14 @@ def _torch_unimportable(folder: str, paths: Sequence[str]
                  ) -> str | None:  # a label computed some way the reading does not follow
         from moonpin.preflight.pyimport.labeleval import value as computed
 
-        return computed(file, module, attr, paths, im.EXT_SUFFIXES, im.PY_VERSION, env)
+        return computed(file, module, attr, ctx.paths, ctx.ext_suffixes, ctx.version, env)
 
-    value, problem = attribute_memoised(paths, "torch", "__version__", im.PY_VERSION,
-                                        im.EXT_SUFFIXES, im.ROOT, im.SITE_DIRS,
-                                        evaluate=None if im.ROOT is not None else evaluate)
+    value, problem = attribute_memoised(ctx.paths, "torch", "__version__", ctx.version,
+                                        ctx.ext_suffixes, ctx.root, ctx.sites,
+                                        evaluate=None if ctx.root is not None else evaluate)
     # the label as torch/version.py's own is taken (printable, at most 256 characters): a
     # megabyte of it, or control characters, is nothing a version is compared with
-    return problem, im.torch_label({"__version__": value}) if value is not None else None
+    return problem, torch_label({"__version__": value}) if value is not None else None
 
 
 def _reinstall_torch(dist: Dist | None, fixer: Fixer) -> str:

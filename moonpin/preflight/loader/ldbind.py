@@ -11,66 +11,22 @@ target's import folders, and each version an object needs from a library that de
 versions (glibc elf/dl-version.c: ``version `GLIBCXX_3.4.32' not found``). Python's
 extensions are loaded with ``RTLD_NOW`` (``sys.getdlopenflags()``), so every reference
 binds at import, functions included. Libraries the host provides (the NVIDIA driver) are
-named, never read (:mod:`moonpin.preflight.loader.ldsym`).
+named, never read (:mod:`moonpin.preflight.loader.ldsym`). The binding itself is done by the
+loader model (:meth:`moonpin.preflight.loader.ldproc.Process.dlopen`); this module names what it
+found: a mangled symbol as the C++ name it stands for (:func:`demangle`).
 
 Only ``os`` at import: this runs at worker start.
 """
 
 from __future__ import annotations
 
-import os
-
-from moonpin.kb.cache import facts_memo  # noqa: F401 - where bind's answers are kept
 from moonpin.preflight.loader.ldsym import HOST_PROVIDED, host_provided
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["HOST_PROVIDED", "Binding", "bind", "demangle", "host_provided"]
-
-
-class Binding:
-    """What :func:`bind` found. ``unbound``: (object, symbol, version or "", the objects
-    searched) for each reference nothing binds; ``versions``: (object, version, library
-    path, the newest version of that kind it defines) for each missing version; counts;
-    ``skipped``: why nothing was bound (a library not found, torch's import failing)."""
-
-    __slots__ = ("host", "objects", "refs", "skipped", "unbound", "versions")
-
-    def __init__(self) -> None:
-        self.unbound: list[tuple[str, str, str, tuple[str, ...]]] = []
-        self.versions: list[tuple[str, str, str, str]] = []
-        self.host: list[str] = []
-        self.objects = 0
-        self.refs = 0
-        self.skipped: str | None = None
-
-
-def bind(builds: Sequence[str], paths: Sequence[str], interpreter: str | None,
-         suffixes: Sequence[str] = (".so",), machine: str | None = None,
-         root: str | None = None, ld_path: Sequence[str] | None = None) -> Binding:
-    """Bind what ``builds`` (and the image's objects they load) leave undefined, as
-    importing them in ``interpreter`` after ``import torch`` would (module doc).
-    ``root``: the image's root folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this
-    process's)."""
-    from moonpin.preflight.loader.loadchain import native_load
-    from moonpin.preflight.pyimport.importer import find
-
-    module = "torch" if find(paths, "torch", None, root) is not None else None
-    got = native_load(builds, paths, module, python=interpreter, suffixes=suffixes,
-                      machine=machine, root=root, ld_path=ld_path)
-    out = Binding()
-    out.unbound, out.versions, out.host = got.unbound, got.versions, got.host
-    out.objects, out.refs = got.bound, got.refs
-    if got.chain_error is not None:
-        out.skipped = f"`import {module}` fails: {got.chain_error[2]}"
-    elif got.missing or got.bad:
-        out.skipped = ("a library the loader cannot find (" + ", ".join(sorted(
-            [*got.missing, *map(os.path.basename, got.bad)])) + "): symbols are bound once "
-            "it is there")
-    return out
+__all__ = ["HOST_PROVIDED", "demangle", "host_provided"]
 
 
 _DEMANGLE: Any = None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldso, ldsym
 
 TYPE_CHECKING = False
@@ -65,9 +66,11 @@ class Obj(ldso.Node):
 class Outcome:
     """What one ``dlopen`` did. ``error``: what ``dlerror()`` says (None: loaded).
     Everything found wrong is kept too, for the report: ``missing`` (name -> the object
-    needing it), ``bad`` (path -> why it cannot be mapped), ``versions`` and ``unbound``
-    (as :class:`moonpin.preflight.loader.ldbind.Binding` has them), ``host`` (symbols left to
-    the driver), ``host_missing`` (driver libraries not found here) and counts."""
+    needing it), ``bad`` (path -> why it cannot be mapped), ``unbound`` ((object, symbol,
+    version or "", the objects searched) for each reference nothing binds), ``versions``
+    ((object, version, library path, the newest version of that kind it defines) for each
+    missing version), ``host`` (symbols left to the driver), ``host_missing`` (driver
+    libraries not found here) and counts."""
 
     __slots__ = ("bad", "bound", "count", "error", "fatal", "host", "host_missing", "missing",
                  "objects", "refs", "searchlist", "unbound", "versions", "why")
@@ -111,12 +114,15 @@ class Process:
     """The loader's state in a process of ``machine`` (module doc). ``owned(path)``: whether
     an object's symbols are bound; ``root``: an image's root folder (the search is the
     image's); ``ld_path``: ``LD_LIBRARY_PATH`` as host folders; ``cache``: the loader
-    cache, each name's path."""
+    cache, each name's path; ``trace``: where every file and folder it reads is recorded
+    (:class:`moonpin.preflight.loader.ldso.Trace`)."""
 
     def __init__(self, *, machine: str, owned: Callable[[str], bool],
                  root: str | None = None, ld_path: Sequence[str] = (),
-                 cache: dict[str, str] | None = None) -> None:
+                 cache: dict[str, str] | None = None,
+                 trace: ldso.Trace | None = None) -> None:
         self.machine = machine
+        self.trace = trace
         self.owned = owned
         self.root = root
         self.ld_path = list(ld_path)
@@ -150,7 +156,8 @@ class Process:
             return
         self.have_exe = True
         if not main.runpath:
-            self.exe_rpath = ldso.in_root(self.root, ldso.expand(main.rpath, exe, self.root))
+            self.exe_rpath = host_paths(self.root, ldso.expand(main.rpath, exe, self.root,
+                                                                 self.trace))
         out = Outcome()
         new: list[Obj] = [main]
         names: dict[str, Obj] = {}
@@ -217,7 +224,8 @@ class Process:
             return hit
         if "/" not in path:  # a bare name: searched as a DT_NEEDED of no object is
             found = next(iter(ldso.candidates(path, ldso.Node("", None), self.ld_path,
-                                              self.cache, self.system, self.root)), None)
+                                              self.cache, self.system, self.root,
+                                              trace=self.trace)), None)
             if found is None:
                 out.first(f"{path}: cannot open shared object file: No such file or directory",
                           "missing", path)
@@ -267,7 +275,7 @@ class Process:
         obj = Obj(path, loader)
         try:
             obj.needed, obj.runpath, obj.rpath, obj.problem, flags = (
-                ldso.read_dynamic_flags(path, self.machine))
+                ldso.read_dynamic_flags(path, self.machine, self.trace))
             obj.nodeflib = bool(flags & ldso.DF_1_NODEFLIB)
             if obj.problem is None and flags & ldso.DF_1_PIE and not exe:
                 obj.problem = ("a position-independent executable (DF_1_PIE), not a "
@@ -309,7 +317,7 @@ class Process:
             return hit
         other_class = None
         for where in ldso.candidates(name, node, self.ld_path, self.cache, self.system,
-                                     self.root, self.exe_rpath):
+                                     self.root, self.exe_rpath, self.trace):
             key = _file_id(where)
             known = (ids.get(key) or self.ids.get(key)) if key is not None else None
             if known is not None:
@@ -360,8 +368,8 @@ class Process:
                     if ldsym.host_provided(name):
                         o.host_needs = True
                         if next(iter(ldso.candidates(name, o, self.ld_path, self.cache,
-                                                     self.system, self.root,
-                                                     self.exe_rpath)), None) is None:
+                                                     self.system, self.root, self.exe_rpath,
+                                                     self.trace)), None) is None:
                             out.host_missing.setdefault(name, os.path.basename(o.path))
                             self.host_missing.setdefault(name, os.path.basename(o.path))
                         continue

@@ -32,32 +32,29 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldhost
 from moonpin.preflight.loader.ldhost import platform_token
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Iterator, Sequence
 
 __all__ = [
     "DF_1_NODEFLIB",
     "DF_1_NOOPEN",
     "DF_1_PIE",
     "E_MACHINE",
-    "LD_CACHE",
     "NO_DIRS",
-    "TRACE",
     "Node",
-    "Resolution",
+    "Trace",
     "candidates",
     "elf_problem",
     "env_ld_path",
     "env_preload",
     "expand",
     "hwcap_subdirs",
-    "in_root",
     "ld_cache_file",
-    "ld_cache_names",
     "ld_cache_paths",
     "ld_path_folders",
     "lib_token",
@@ -65,16 +62,12 @@ __all__ = [
     "platform_token",
     "read_dynamic",
     "read_dynamic_flags",
-    "resolve",
-    "search",
     "system_lib_dirs",
 ]
 
 #: ``e_machine`` of the ELF objects a Python on this machine can load (psABI supplements).
 E_MACHINE = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
              "s390x": 22, "riscv64": 243}
-#: Where :func:`resolve` says a library comes from the loader's cache.
-LD_CACHE = "ld.so.cache"
 _DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 _ET_NAMES = {0: "an object of no type (ET_NONE)", 1: "a relocatable object (ET_REL)",
              2: "an executable (ET_EXEC)", 4: "a core file (ET_CORE)"}
@@ -83,17 +76,23 @@ _ELFOSABI_SYSV, _ELFOSABI_GNU = 0, 3
 #: glibc's LIBC_ABI_MAX (include/libc-abis.h: the GNU ABI versions it knows are below it;
 #: 4 since glibc 2.35 added LIBC_ABI_ABSOLUTE)
 _LIBC_ABI_MAX = 4
-#: Objects walked at most: a real extension's closure has ~20.
-_MAX_OBJECTS = 256
-#: When a set: every file :func:`read_dynamic` reads and every folder :func:`listing` lists
-#: is added to it (what a remembered answer depends on; :mod:`moonpin.preflight.loader.loadchain`).
-TRACE: set[str] | None = None
 #: What :func:`read_dynamic` gives for a ``DT_RUNPATH`` whose string is empty (a NUL is
 #: in no ELF string): it searches nothing, but its presence hides the ``DT_RPATH`` chain.
 NO_DIRS = "\0"
-#: Set when a search path of this machine used the working folder (an empty or relative
-#: entry): the answer then depends on it (:mod:`moonpin.preflight.loader.loadchain`).
-USED_CWD = False
+
+
+class Trace:
+    """What one load computed by :mod:`moonpin.preflight.loader.loadchain` depends on, handed
+    to what reads for it: every file :func:`read_dynamic_flags` reads and every folder
+    :func:`listing` lists (``paths``), and whether a search path of this machine used the
+    working folder (``used_cwd``: an empty or relative entry; the answer then depends on
+    it)."""
+
+    __slots__ = ("paths", "used_cwd")
+
+    def __init__(self, paths: set[str] | None = None) -> None:
+        self.paths = paths if paths is not None else set()
+        self.used_cwd = False
 
 
 def _u(data: bytes, at: int, size: int, little: bool) -> int:
@@ -220,18 +219,18 @@ def _shape(value: object) -> bool:
             and (value[3] is None or isinstance(value[3], str)) and type(value[4]) is int)
 
 
-def read_dynamic(path: str, machine: str | None = None,
+def read_dynamic(path: str, machine: str | None = None, trace: Trace | None = None,
                  ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
     """``(DT_NEEDED, DT_RUNPATH, DT_RPATH, problem)`` of an ELF object (file-facts memo).
     The path entries are as ld.so keeps them: an empty one (``""``) is the working folder,
     and a ``DT_RUNPATH`` empty as a whole is ``(NO_DIRS,)`` (no folder, yet present: the
     object's needs do not search ``DT_RPATH``). ``problem`` says why the loader would
     refuse it (:func:`elf_problem`), or is None.
-    Raises OSError when the file cannot be opened."""
-    return read_dynamic_flags(path, machine)[:4]  # type: ignore[return-value]
+    Raises OSError when the file cannot be opened. ``trace``: where the read is recorded."""
+    return read_dynamic_flags(path, machine, trace)[:4]  # type: ignore[return-value]
 
 
-def read_dynamic_flags(path: str, machine: str | None = None,
+def read_dynamic_flags(path: str, machine: str | None = None, trace: Trace | None = None,
                        ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
                                   str | None, int]:
     """:func:`read_dynamic`, and the object's ``DT_FLAGS_1`` bits ld.so acts on when it
@@ -239,8 +238,8 @@ def read_dynamic_flags(path: str, machine: str | None = None,
     loader cache's entries in them), ``DF_1_NOOPEN`` (``dlopen`` refuses it and whatever
     needs it), ``DF_1_PIE`` (an executable: never loaded as a library)."""
     machine = machine or os.uname().machine
-    if TRACE is not None:
-        TRACE.add(path)
+    if trace is not None:
+        trace.paths.add(path)
     needed, runpath, rpath, problem, flags = facts_memo().get(
         f"dynamic-v4\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
     return tuple(needed), tuple(runpath), tuple(rpath), problem, int(flags)
@@ -248,12 +247,6 @@ def read_dynamic_flags(path: str, machine: str | None = None,
 
 #: ``DT_FLAGS_1`` bits (elf.h)
 DF_1_NODEFLIB, DF_1_NOOPEN, DF_1_PIE = 0x800, 0x40, 0x08000000
-
-
-def ld_cache_names(path: str = "/etc/ld.so.cache") -> set[str]:
-    """Library file names the dynamic loader's cache knows (glibc's ld.so.cache lists
-    full paths as NUL-terminated strings; their base names are what DT_NEEDED matches)."""
-    return set(ld_cache_paths(path))
 
 
 def ld_cache_paths(path: str = "/etc/ld.so.cache") -> dict[str, str]:
@@ -270,17 +263,6 @@ def ld_cache_paths(path: str = "/etc/ld.so.cache") -> dict[str, str]:
            if isinstance(got, dict) else {})
     _CACHE_PATHS[path] = out
     return out
-
-
-def _cached_file(name: str, root: str | None = None) -> bool:
-    """Whether the file the loader's cache lists for ``name`` is there (a cache left stale by
-    a removal, or an image's cache copied without its libraries, names files that are not:
-    ld.so then searches the default folders, as :func:`search` goes on to)."""
-    listed = ld_cache_paths(ld_cache_file(root)).get(name)
-    if listed is None:
-        return True  # a name the caller's own cache set holds: trusted as before
-    found = [listed] if root is None else in_root(root, [listed])
-    return bool(found) and os.path.isfile(found[0])
 
 
 def _cache_map(path: str) -> dict[str, str]:
@@ -325,42 +307,25 @@ def system_lib_dirs(root: str | None = None, machine: str | None = None) -> list
         return [d for d in override.split(":") if d]
     machine = machine or os.uname().machine
     dirs = [*_DEFAULT_LIB_DIRS, f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu"]
-    return dirs if root is None else in_root(root, dirs)
-
-
-def in_root(root: str | None, paths: Sequence[str]) -> list[str]:
-    """``paths`` of the image (absolute, or host paths already under ``root``) as the host
-    paths they name under ``root`` (:func:`moonpin.preflight.env.chroot.resolve`; an entry that
-    cannot be
-    resolved is left out); as given when ``root`` is None."""
-    if root is None:
-        return list(paths)
-    from moonpin.preflight.env import chroot as rootfs
-
-    out = []
-    for p in paths:
-        try:
-            out.append(rootfs.resolve(root, rootfs.image_path(root, p)))
-        except OSError:
-            continue
-    return out
+    return dirs if root is None else host_paths(root, dirs)
 
 
 def ld_cache_file(root: str | None = None) -> str:
     """The loader cache of the image (``/etc/ld.so.cache``, under ``root`` when given)."""
     if root is None:
         return "/etc/ld.so.cache"
-    got = in_root(root, ["/etc/ld.so.cache"])  # none: a loop, read as no cache
+    got = host_paths(root, ["/etc/ld.so.cache"])  # none: a loop, read as no cache
     return got[0] if got else os.path.join(root, "etc", "ld.so.cache")
 
 
 _LISTINGS: dict[str, frozenset[str]] = {}
 
 
-def listing(folder: str) -> frozenset[str]:
-    """The names in ``folder`` (empty when it cannot be listed), read once per process."""
-    if TRACE is not None:
-        TRACE.add(folder)
+def listing(folder: str, trace: Trace | None = None) -> frozenset[str]:
+    """The names in ``folder`` (empty when it cannot be listed), read once per process;
+    ``trace``: where the listing is recorded."""
+    if trace is not None:
+        trace.paths.add(folder)
     got = _LISTINGS.get(folder)
     if got is None:
         try:
@@ -383,14 +348,16 @@ class Node:
         self.nodeflib = False
 
 
-def expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[str]:
+def expand(entries: Sequence[str], obj: str, root: str | None = None,
+           trace: Trace | None = None) -> list[str]:
     """``DT_RPATH``/``DT_RUNPATH`` entries of the object at ``obj`` as the folders ld.so
     searches (elf/dl-load.c ``fillin_rpath``, ``_dl_dst_substitute``): the dynamic string
     tokens ``$ORIGIN`` (the object's folder as it was opened, links not resolved), ``$LIB``
     and ``$PLATFORM``, bare or in braces and ending where a name cannot go on, replaced;
     another ``$`` kept as it is. On this machine an empty or relative entry is the working
     folder or under it, as for ``LD_LIBRARY_PATH`` (:func:`env_ld_path`); for an image's
-    root it is left out (the worker's working folder is not known)."""
+    root it is left out (the worker's working folder is not known). ``trace``: told when
+    the working folder was used."""
     out = []
     for e in entries:
         if e == NO_DIRS:
@@ -403,14 +370,9 @@ def expand(entries: Sequence[str], obj: str, root: str | None = None) -> list[st
             out.append(e)
     if root is not None:
         return out
-    if not all(e.startswith("/") for e in out):
-        _used_cwd()
+    if not all(e.startswith("/") for e in out) and trace is not None:
+        trace.used_cwd = True
     return _here(out)
-
-
-def _used_cwd() -> None:
-    global USED_CWD
-    USED_CWD = True
 
 
 _TOKENS = ("ORIGIN", "LIB", "PLATFORM")
@@ -459,7 +421,7 @@ def lib_token(root: str | None = None) -> str:
     if root is None:
         real = os.path.realpath(interp)
     else:
-        got = in_root(root, [interp])
+        got = host_paths(root, [interp])
         real = "/" + os.path.relpath(got[0], root) if got else interp
     folder = os.path.dirname(real)
     for top in ("/usr/", "/"):
@@ -488,22 +450,23 @@ def _glibc_version(root: str | None) -> tuple[int, ...]:
     return ldhost.glibc_version([os.path.join(d, "libc.so.6") for d in system_lib_dirs(root)])
 
 
-def _variants(folder: str, root: str | None) -> list[str]:
+def _variants(folder: str, root: str | None, trace: Trace | None = None) -> list[str]:
     """``folder``'s hwcap subfolders that are there, in ld.so's order, then itself."""
-    names = listing(folder)
+    names = listing(folder, trace)
     if names.isdisjoint(ldhost.HWCAP_TOPS):
         return [folder]
     return [*(os.path.join(folder, s) for s in hwcap_subdirs(root)
               if s.partition("/")[0] in names), folder]
 
 
-def _in(folder: str, name: str, root: str | None = None) -> str | None:
+def _in(folder: str, name: str, root: str | None = None,
+        trace: Trace | None = None) -> str | None:
     # One listing per folder instead of a stat per (folder, name); a listed name is then
     # opened as ld.so's open_path opens it (:func:`_open_path`).
-    if name in listing(folder):
+    if name in listing(folder, trace):
         cand = os.path.join(folder, name)
         if root is not None:  # its symbolic links followed inside the image
-            got = in_root(root, [cand])
+            got = host_paths(root, [cand])
             return got[0] if got and os.path.isfile(got[0]) else None
         try:
             os.stat(cand)
@@ -518,20 +481,6 @@ def _in(folder: str, name: str, root: str | None = None) -> str | None:
 #: What :func:`_in` answers for a name the loader cannot open for another reason than
 #: its absence: the list of folders being searched ends there
 _STOP = "\0stop"
-
-
-class Resolution:
-    """What :func:`resolve` found: each library the loader cannot find (name -> the object
-    that needs it), each image object it would refuse (path -> why), how many needs
-    resolved and how many objects were read."""
-
-    __slots__ = ("bad", "count", "missing", "objects")
-
-    def __init__(self) -> None:
-        self.missing: dict[str, str] = {}
-        self.bad: dict[str, str] = {}
-        self.count = 0
-        self.objects = 0
 
 
 def env_ld_path(exe: str | None = None) -> list[str]:
@@ -569,11 +518,11 @@ def ld_path_folders(value: str, exe: str | None = None,
     return _here(out) if root is None else out
 
 
-def env_preload(exe: str | None = None) -> list[str]:
+def env_preload(exe: str | None = None, trace: Trace | None = None) -> list[str]:
     """This process's ``LD_PRELOAD`` entries as ld.so reads them (elf/rtld.c
     ``handle_preload_list``): separated by spaces or colons only (a tab is part of a name),
     tokens substituted as the executable's (``exe``, default this interpreter), a relative
-    path under the working folder."""
+    path under the working folder (``trace``: told so)."""
     value = os.environ.get("LD_PRELOAD") or ""
     out = [e for e in value.replace(":", " ").split(" ") if e]
     if "$" in value:
@@ -585,7 +534,8 @@ def env_preload(exe: str | None = None) -> list[str]:
         out = [e for e in out if e]
     if all(e.startswith("/") or "/" not in e for e in out):
         return out
-    _used_cwd()
+    if trace is not None:
+        trace.used_cwd = True
     try:
         cwd = os.getcwd()
     except OSError:  # no working folder: a relative path opens nothing
@@ -606,116 +556,61 @@ def _here(entries: Sequence[str]) -> list[str]:
     return [e if e.startswith("/") else os.path.join(cwd, e) if e else cwd for e in entries]
 
 
-def resolve(builds: Sequence[str], preloaded_dirs: Sequence[str], cache: set[str],
-            follow: Callable[[str], bool], machine: str | None = None,
-            root: str | None = None, ld_path: Sequence[str] | None = None) -> Resolution:
-    """Walk the libraries ``builds`` need the way ld.so maps them (module doc). ``follow``
-    says whether a library found is the image's own, to be read and judged in turn.
-    ``root``: the image's root folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default:
-    this process's)."""
-    res = Resolution()
-    loaded: dict[str, str] = {}
-    for d in preloaded_dirs:  # the caller says these folders' libraries are loaded
-        for name in listing(d):
-            loaded.setdefault(name, os.path.join(d, name))
-    ld_path = in_root(root, env_ld_path() if ld_path is None else ld_path)
-    system = system_lib_dirs(root, machine)
-    queue = [Node(b, None) for b in builds]
-    seen: set[str] = set()
-    while queue and len(seen) < _MAX_OBJECTS:
-        node = queue.pop(0)
-        if node.path in seen:
-            continue
-        seen.add(node.path)
-        try:
-            needed, node.runpath, node.rpath, problem, flags = read_dynamic_flags(
-                node.path, machine)
-            node.nodeflib = bool(flags & DF_1_NODEFLIB)
-        except OSError as e:
-            res.bad[node.path] = f"cannot be read ({e.strerror or e})"
-            continue
-        if problem is not None:
-            res.bad[node.path] = problem
-            continue
-        for name in needed:
-            res.count += 1
-            if name in loaded:
-                continue
-            where = search(name, node, ld_path, cache, system, root)
-            if where is None:
-                res.missing.setdefault(name, os.path.basename(node.path))
-                continue
-            loaded[name] = where
-            if not where.startswith(LD_CACHE + "/") and follow(where):
-                queue.append(Node(where, node))
-    res.objects = len(seen)
-    return res
-
-
-def search(name: str, node: Node, ld_path: Sequence[str], cache: set[str],
-           system: Sequence[str], root: str | None = None) -> str | None:
-    """Where ld.so finds ``name`` for ``node`` (module doc); a name the loader cache holds
-    is ``LD_CACHE/name`` (not read further). None: nowhere."""
-    for where in candidates(name, node, ld_path, cache, system, root):
-        return where
-    return None
-
-
 def candidates(name: str, node: Node, ld_path: Sequence[str],
-               cache: set[str] | dict[str, str], system: Sequence[str],
-               root: str | None = None, exe_rpath: Sequence[str] = ()) -> Iterator[str]:
+               cache: dict[str, str], system: Sequence[str],
+               root: str | None = None, exe_rpath: Sequence[str] = (),
+               trace: Trace | None = None) -> Iterator[str]:
     """Each file ld.so would try for ``name`` needed by ``node``, in its order
     (``_dl_map_object``); the loader skips one of another ELF class or machine and goes
-    on (``open_verify``), so a caller may too. ``cache``: the names the loader cache
-    holds (a hit is yielded as ``LD_CACHE/name``) or each name's path there.
+    on (``open_verify``), so a caller may too. ``cache``: each name the loader cache holds
+    -> its path there (:func:`ld_cache_paths`).
     ``exe_rpath``: the executable's ``DT_RPATH`` folders, searched after the chain of
-    loaders when ``node`` has no ``DT_RUNPATH``."""
+    loaders when ``node`` has no ``DT_RUNPATH``. ``trace``: where what the search read
+    is recorded."""
     if "$" in name:  # tokens in a DT_NEEDED are the needing object's (_dl_map_object)
         name = _substitute(name, node.path, root)
         if not name:
             return
     if "/" in name:  # a path: used as it is, no search
         if root is not None:
-            got = in_root(root, ["/" + name.lstrip("/")])  # relative: the working folder
+            got = host_paths(root, ["/" + name.lstrip("/")])  # relative: the working folder
             if got and os.path.isfile(got[0]):
                 yield got[0]
         elif os.path.lexists(name):
-            if not name.startswith("/"):
-                _used_cwd()
+            if not name.startswith("/") and trace is not None:
+                trace.used_cwd = True
             yield name
         return
     lists: list[list[str]] = []  # each searched by one open_path call
     if not node.runpath:
         chain: Node | None = node
         while chain is not None:
-            lists.append(in_root(root, expand(chain.rpath, chain.path, root)))
+            lists.append(host_paths(root, expand(chain.rpath, chain.path, root, trace)))
             chain = chain.loader
         lists.append(list(exe_rpath))
     lists.append(list(ld_path))
-    lists.append(in_root(root, expand(node.runpath, node.path, root)))
+    lists.append(host_paths(root, expand(node.runpath, node.path, root, trace)))
     for dirs in lists:
-        yield from _open_path(dirs, name, root)
-    if isinstance(cache, dict):
-        listed = cache.get(name)
-        if listed is not None and not (node.nodeflib and _in_system(listed, system)):
-            found = [listed] if root is None else in_root(root, [listed])
-            if found and os.path.isfile(found[0]):
-                yield found[0]
-    elif name in cache and not node.nodeflib and _cached_file(name, root):
-        yield os.path.join(LD_CACHE, name)
+        yield from _open_path(dirs, name, root, trace)
+    listed = cache.get(name)
+    if listed is not None and not (node.nodeflib and _in_system(listed, system)):
+        found = host_paths(root, [listed])
+        if found and os.path.isfile(found[0]):
+            yield found[0]
     if node.nodeflib:
         return
-    yield from _open_path(system, name, root)  # also after a cache entry whose file is gone
+    yield from _open_path(system, name, root, trace)  # also after a cache entry whose file is gone
 
 
-def _open_path(dirs: Sequence[str], name: str, root: str | None) -> Iterator[str]:
+def _open_path(dirs: Sequence[str], name: str, root: str | None,
+               trace: Trace | None = None) -> Iterator[str]:
     """``name`` in each of ``dirs`` in turn, each first in its hwcap subfolders
     (:func:`hwcap_subdirs`) (elf/dl-load.c ``open_path``): a name that is
     not there (``ENOENT``, a dangling link) or not readable goes on to the next folder;
     any other error opening it (a loop of links) ends this list of folders."""
     for folder in dirs:
-        for d in _variants(folder, root):
-            hit = _in(d, name, root)
+        for d in _variants(folder, root, trace):
+            hit = _in(d, name, root, trace)
             if hit is _STOP:
                 return
             if hit is not None:

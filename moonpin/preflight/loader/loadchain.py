@@ -17,25 +17,19 @@ Only ``os`` at import: this runs at worker start.
 from __future__ import annotations
 
 import os
-import sys
 
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from moonpin.preflight.env.context import Run
     from moonpin.preflight.loader import ldproc
 
-__all__ = ["PENDING", "RECORD", "Report", "forget_prefetched", "native_load", "owned"]
-
-#: Children computing loads ahead of the check (:mod:`moonpin.preflight.prefetch`),
-#: whose answers (key -> what :func:`_compute` returned) are taken at the first load asked
-PENDING: list[object] = []
-_READY: dict[str, object] = {}
-#: In such a child: where each load computed is put, under its key (None: not a child)
-RECORD: dict[str, object] | None = None
+__all__ = ["Report", "native_load", "owned"]
 
 
 class Report:
@@ -122,13 +116,17 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 machine: str | None = None, root: str | None = None,
                 ld_path: Sequence[str] | None = None, sites: Sequence[str] | None = None,
                 version: tuple[int, int] | None = None, first: Sequence[str] = (),
-                after: Sequence[str] = (), mode: int | None = None) -> Report:
+                after: Sequence[str] = (), complete: bool = True,
+                run: Run | None = None, mode: int | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
     loaded: SGLang imports torch first), ``after``: after it. ``root``: an image's root
-    folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's); ``mode``: the
-    builds' ``dlopen`` flags (default ``RTLD_NOW``, as an extension import has them)."""
+    folder; ``ld_path``: its ``LD_LIBRARY_PATH`` (default: this process's); ``complete``:
+    ``paths`` are the interpreter's whole ``sys.path``. ``run``: the check under way,
+    whose children may have computed the load ahead (:mod:`moonpin.preflight.prefetch`), and
+    where a child records what it computes. ``mode``: the builds' ``dlopen`` flags (default
+    ``RTLD_NOW``, as an extension import has them)."""
     machine = machine or os.uname().machine
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
@@ -137,19 +135,18 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                      *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
                      os.environ.get("LD_PRELOAD", "") if root is None else "",
-                     str(getattr(sys.modules.get("moonpin.preflight.installed.image_facts"),
-                                 "PATHS_COMPLETE", True)),
+                     str(complete),
                      *(() if mode is None else (f"mode={mode}",))))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
-        ahead = _prefetched(key)
+        ahead = _prefetched(run, key) if run is not None else None
         if ahead is not None:
             return ahead
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
-                       mode)
-        if RECORD is not None:
-            RECORD[key] = got
+                       complete, mode)
+        if run is not None and run.record is not None:
+            run.record[key] = got
         return got
 
     got = facts_memo().get_traced(key, builds[0], compute,
@@ -169,14 +166,14 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     return out
 
 
-def _prefetched(key: str) -> tuple[object, set[str], dict[str, str | None]] | None:
-    """What a child computed ahead for ``key`` (everything the load is computed from), when
-    one did and its answer has the shape :func:`_compute` returns; else None."""
-    while PENDING:
-        got = PENDING.pop().take()  # type: ignore[attr-defined]
+def _prefetched(run: Run, key: str) -> tuple[object, set[str], dict[str, str | None]] | None:
+    """What a child of ``run`` computed ahead for ``key`` (everything the load is computed
+    from), when one did and its answer has the shape :func:`_compute` returns; else None."""
+    while run.pending:
+        got = run.pending.pop().take()
         if type(got) is dict:
-            _READY.update(got)
-    ahead = _READY.pop(key, None)
+            run.ready.update(got)
+    ahead = run.ready.pop(key, None)
     if (type(ahead) is tuple and len(ahead) == 3 and type(ahead[1]) is set
             and all(type(f) is str for f in ahead[1]) and type(ahead[2]) is dict
             and Report.load(ahead[0]) is not None):
@@ -184,25 +181,18 @@ def _prefetched(key: str) -> tuple[object, set[str], dict[str, str | None]] | No
     return None
 
 
-def forget_prefetched() -> None:
-    """Drop what children computed ahead and not used (the check is over)."""
-    PENDING.clear()
-    _READY.clear()
-
-
 def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str],
              request: str, python: str | None, suffixes: Sequence[str], machine: str,
              root: str | None,
              ld: Sequence[str], sites: Sequence[str] | None,
-             version: tuple[int, int] | None, mode: int | None = None,
+             version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
     from moonpin.preflight.pyimport.pyrun import Chain
 
     trace: set[str] = set()
-    before, ldso.TRACE = ldso.TRACE, trace
-    ldso.USED_CWD = False
+    traced = ldso.Trace(trace)
     proc: ldproc.Process | None = None
     try:
         if root is not None:
@@ -216,15 +206,15 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         if cache_file:
             trace.add(cache_file)
         proc = ldproc.Process(
-            machine=machine, root=root, ld_path=ldso.in_root(root, ld), cache=cache,
-            owned=lambda p: p in builds or owned(p, paths, root))
+            machine=machine, root=root, ld_path=host_paths(root, ld), cache=cache,
+            owned=lambda p: p in builds or owned(p, paths, root), trace=traced)
         exe = _interpreter(python, root)
         if exe is not None:
-            proc.start(exe, ldso.env_preload(exe) if root is None else ())
+            proc.start(exe, ldso.env_preload(exe, traced) if root is None else ())
         out = Report()
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=builds,
-                      trace=trace)
+                      trace=trace, complete=complete)
         main = ModuleValue("__main__", "py", tier=0)
         if modules:
             try:
@@ -253,14 +243,13 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
                 out.objects += len(counted)
                 out.count += sum(len(o.needed) for o in counted)
             out.host_missing = dict(proc.host_missing)
-        if ldso.USED_CWD:
+        if traced.used_cwd:
             try:
                 out.cwd = os.getcwd()
             except OSError:
                 out.cwd = ""
         return out.dump(), trace, chain.env_read
     finally:
-        ldso.TRACE = before
         if proc is not None:
             proc.close()  # each table's mapping holds a descriptor: not left to the collector
 
@@ -293,7 +282,7 @@ def _interpreter(python: str | None, root: str | None) -> str | None:
     if python is None:
         return None
     if root is not None:
-        mapped = ldso.in_root(root, [python])
+        mapped = host_paths(root, [python])
         exe = mapped[0] if mapped else None
     else:
         exe = os.path.realpath(python)

@@ -51,11 +51,11 @@ import os
 import stat  # loaded by os
 from importlib import machinery
 
+from moonpin.preflight.env.chroot import host_path
 from moonpin.preflight.pyimport.sitefiles import (
     extends_path,
     finder_facts,
     finder_kind,
-    in_root,
     line_fails,
     pth_files,
     pth_lines,
@@ -115,9 +115,9 @@ class _Setuptools:
         self.file = file
         self.how = f"editable setuptools finder {file}"
         root = imp.root
-        self.mapping = {k: p for k, p in ((k, in_root(root, v))
+        self.mapping = {k: p for k, p in ((k, host_path(root, v))
                                           for k, v in facts["mapping"].items()) if p}
-        self.namespaces = {k: [p for p in (in_root(root, v) for v in vs) if p]
+        self.namespaces = {k: [p for p in (host_path(root, v) for v in vs) if p]
                            for k, vs in facts["namespaces"].items()}
         self.placeholder = facts.get("placeholder") or f"{file}.__path_hook__"
 
@@ -170,17 +170,17 @@ class _Skbc:
         here = os.path.dirname(file)
         self.inplace = facts.get("mode") == "inplace"
         self.packages = [p for p in facts.get("packages") or () if isinstance(p, str)]
-        self.search_paths = [p for p in (in_root(root, s) for s in
+        self.search_paths = [p for p in (host_path(root, s) for s in
                                          facts.get("search_paths") or ()) if p]
         self.wheel = {k: os.path.join(here, v) for k, v in facts.get("wheel_files", {}).items()}
-        self.source = {k: p for k, p in ((k, in_root(root, v)) for k, v in
+        self.source = {k: p for k, p in ((k, host_path(root, v)) for k, v in
                                          facts.get("source_files", {}).items()) if p}
         ranked: dict[str, dict[str, int]] = {}
         for parent, paths in facts.get("directories", {}).items():
             locations = ranked.setdefault(parent, {})
             for p in paths:
                 if p.startswith("/"):
-                    host = in_root(root, p)
+                    host = host_path(root, p)
                     if host:
                         locations.setdefault(host, 1)
                 else:
@@ -245,7 +245,7 @@ class _Mesonpy:
         #: (destination parts, source, a walked folder?, excluded files, excluded folders)
         self.entries: list[tuple[tuple[str, ...], str, bool, set[str], set[str]]] = []
         where = facts.get("build")
-        build = in_root(imp.root, where) if isinstance(where, str) and where else None
+        build = host_path(imp.root, where) if isinstance(where, str) and where else None
         plan = os.path.join(build, "meson-info", "intro-install_plan.json") if build else ""
         if not plan:
             return
@@ -264,7 +264,7 @@ class _Mesonpy:
                 parts = tuple(p for p in str(dest).split("/") if p)
                 if not parts or parts[0] not in ("{py_platlib}", "{py_purelib}"):
                     continue
-                host = in_root(imp.root, os.path.normpath(src))
+                host = host_path(imp.root, os.path.normpath(src))
                 if host is None:
                     continue
                 walk = key == "install_subdirs" or (key == "targets" and imp.isdir(host))
@@ -390,7 +390,7 @@ class Importer:
                 self.read(f)
                 for entry in pth_lines(f):
                     if entry[0] == "path":
-                        d = in_root(self.root, entry[1], site)
+                        d = host_path(self.root, entry[1], site)
                         if d is not None and d in paths:
                             cur = max(cur, paths.index(d) + 1)
                         continue
@@ -424,7 +424,7 @@ class Importer:
                                 hatch = _Hatch()
                                 self.back.append(hatch)
                             for name, target in facts["redirects"]:
-                                got = in_root(self.root, target)
+                                got = host_path(self.root, target)
                                 if got:
                                     hatch.redirects[name] = (got, file)
                         elif kind == "meson-python":
@@ -454,7 +454,7 @@ class Importer:
     def join(self, folder: str, name: str) -> str:
         if self.root is None:  # os.path.join, for a plain name (the hot path)
             return folder + name if folder.endswith("/") else folder + "/" + name
-        return in_root(self.root, name, folder) or os.path.join(folder, name)
+        return host_path(self.root, name, folder) or os.path.join(folder, name)
 
     def listing(self, folder: str) -> dict[str, int]:
         """``folder``'s entries -> 1 (a file) or 2 (a folder) or 0 (neither), symbolic

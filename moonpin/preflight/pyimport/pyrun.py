@@ -59,13 +59,6 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 _PLAIN: dict[str, Any] = {"True": True, "False": False, "None": None}
 
 
-def _whole_path() -> bool:
-    """Whether the check's paths are the target's whole ``sys.path``
-    (:data:`moonpin.preflight.installed.image_facts.PATHS_COMPLETE`)."""
-    facts = sys.modules.get("moonpin.preflight.installed.image_facts")
-    return bool(getattr(facts, "PATHS_COMPLETE", True))
-
-
 class Load:
     """One load the chain made: the file (or name) ``dlopen`` was given, its mode, what
     ``dlerror()`` said (None: loaded), the module whose code loaded it and how (``import``
@@ -134,14 +127,16 @@ class Chain(Host):
     """The import system of one interpreter over ``paths`` (its ``sys.path``), its loader
     ``proc``. ``request``: the package whose modules are all walked; ``stop``: files not
     to load (the builds the caller loads itself); ``trace``: every file and folder the
-    answer depends on is added to it."""
+    answer depends on is added to it; ``complete``: ``paths`` are the interpreter's whole
+    ``sys.path`` (:attr:`moonpin.preflight.env.context.Context.complete`)."""
 
     def __init__(self, proc: ldproc.Process, paths: Sequence[str], *, request: str,
                  suffixes: Sequence[str], sites: Sequence[str] | None = None,
                  root: str | None = None, version: tuple[int, int] | None = None,
                  python: str | None = None, stop: Sequence[str] = (),
-                 trace: set[str] | None = None) -> None:
+                 trace: set[str] | None = None, complete: bool = True) -> None:
         self.proc = proc
+        self.complete = complete
         self.paths = list(paths)
         self.request = request.partition(".")[0]
         self.suffixes = tuple(suffixes)
@@ -246,7 +241,7 @@ class Chain(Host):
             mod = self.modules[name] = self._std(name)
             return mod
         spec = self._find(name)
-        if spec is None and "." not in name and not _whole_path():
+        if spec is None and "." not in name and not self.complete:
             # --site-packages folders or an --image root kept in part: a top-level module
             # found in none of them may be elsewhere in the image; nothing is known of it
             mod = self.modules[name] = ModuleValue(name, "lazy", None, None, 9)

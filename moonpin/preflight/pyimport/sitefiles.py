@@ -15,13 +15,14 @@ import os
 
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import endless, read_regular
+from moonpin.preflight.env.chroot import host_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["extends_path", "finder_facts", "finder_kind", "in_root", "interpreter_stops",
+__all__ = ["extends_path", "finder_facts", "finder_kind", "interpreter_stops",
            "line_fails", "path_edits", "pth", "pth_files", "pth_lines", "pth_paths",
            "site_dirs"]
 
@@ -145,23 +146,6 @@ def pth(path: str) -> tuple[list[str], list[str]]:
     return got[0], got[1]
 
 
-def in_root(root: str | None, path: str, base: str | None = None) -> str | None:
-    """``path`` (relative to the host folder ``base``) as the host path it names: under
-    ``root`` for an image (None when it cannot be resolved there), else as written."""
-    if root is None:
-        return os.path.normpath(os.path.join(base, path) if base is not None else path)
-    from moonpin.preflight.env import chroot as rootfs
-
-    if base is not None:
-        path = os.path.join(rootfs.image_path(root, base), path)
-    elif not path.startswith("/"):
-        return None  # relative to a working folder the image does not say
-    try:
-        return rootfs.resolve(root, path)
-    except OSError:
-        return None
-
-
 def finder_kind(module: str) -> str | None:
     """The editable installer whose ``.pth`` ``import`` line imports ``module``."""
     if module.startswith("__editable___") and module.endswith("_finder"):
@@ -230,7 +214,7 @@ def pth_paths(site: str, root: str | None = None, search: Sequence[str] = ()) ->
                         root is None and line_fails(entry, site, [*search, *out])):
                     break  # ModuleNotFoundError: "Remainder of file ignored"
                 continue
-            d = in_root(root, entry[1], site)
+            d = host_path(root, entry[1], site)
             if d is not None and os.path.isdir(d) and d not in out:
                 out.append(d)
     return out

@@ -22,9 +22,8 @@ from moonpin.resolver.pins.base import Pin, cut
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
-    from moonpin.resolver.pins.judge import PinnedSet
 
-__all__ = ["Image", "image_of", "image_torch", "torch_mismatch", "with_image"]
+__all__ = ["Image", "image_of", "image_torch", "torch_mismatch"]
 
 
 class Image(NamedTuple):
@@ -91,21 +90,3 @@ def torch_mismatch(g: CompatGraph, image: Image, torch: Pin, arches: list[str]) 
                 f"publishes +cuXYZ builds, which the knowledge base does not list), or "
                 f"base the image on SGLang's CUDA {t.cuda} tag")
     return None
-
-
-def with_image(g: CompatGraph, pinned: PinnedSet, arch: str | None,
-               ) -> tuple[PinnedSet, str | None, bool]:
-    """The set to judge and what to say of its base image: ``(set, said, problem)``. With
-    no torch pinned, the set holds the image's torch (said as a note); with one pinned, a
-    CUDA major other than the image's is a problem (said as a reason)."""
-    image = image_of(pinned.exact, pinned.sglang)
-    if image is None or pinned.sglang is None:
-        return pinned, None, False
-    if pinned.torch is None:
-        torch = image_torch(g, image, pinned.sglang.version or "")
-        if torch is None:
-            return pinned, None, False
-        return (pinned._replace(torch=torch),
-                f"judged with the image's torch {torch.version}: {image.said()}", False)
-    said = torch_mismatch(g, image, pinned.torch, [arch] if arch else ["x86_64", "aarch64"])
-    return pinned, said, said is not None

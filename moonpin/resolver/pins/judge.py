@@ -254,10 +254,15 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
     project's find-links folders and indexes) can supply is a finding, with its update."""
     out = _judge(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep,
                  python_from=python_from)
+    if not sources or keep == "torch":
+        return out
     from moonpin.resolver.pins.sources import with_sources
 
-    return out if not sources or keep == "torch" else with_sources(out, pinned.exact,
-                                                                     sources, _update)
+    reasons, updates = with_sources(out.updates, pinned.exact, sources, _update)
+    if not reasons:
+        return out
+    return out._replace(verdict="incompatible" if out.verdict == "compatible" else out.verdict,
+                        reasons=(*out.reasons, *reasons), updates=(*out.updates, *updates))
 
 
 def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
@@ -505,13 +510,32 @@ def _new_key(new: tuple[str, str] | None) -> object:
     return None if new is None else (new[0], _vkey(new[1]))
 
 
+def _with_image(g: CompatGraph, pinned: PinnedSet, arch: str | None,
+               ) -> tuple[PinnedSet, str | None, bool]:
+    """The set to judge and what to say of its base image: ``(set, said, problem)``. With
+    no torch pinned, the set holds the image's torch (said as a note); with one pinned, a
+    CUDA major other than the image's is a problem (said as a reason;
+    :mod:`moonpin.resolver.pins.images`)."""
+    from moonpin.resolver.pins import images
+
+    image = images.image_of(pinned.exact, pinned.sglang)
+    if image is None or pinned.sglang is None:
+        return pinned, None, False
+    if pinned.torch is None:
+        torch = images.image_torch(g, image, pinned.sglang.version or "")
+        if torch is None:
+            return pinned, None, False
+        return (pinned._replace(torch=torch),
+                f"judged with the image's torch {torch.version}: {image.said()}", False)
+    said = images.torch_mismatch(g, image, pinned.torch, [arch] if arch else ["x86_64", "aarch64"])
+    return pinned, said, said is not None
+
+
 def _judge_as_one(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
                   arch: str | None, strategy: str, keep: str | None) -> _Draft:
     """:func:`judge` of a set with one version of each dependency (with no torch pinned,
     the torch of an SGLang base image whose tag names its CUDA)."""
-    from moonpin.resolver.pins import images
-
-    pinned, said, problem = images.with_image(g, pinned, arch)
+    pinned, said, problem = _with_image(g, pinned, arch)
     out = _judge_minimal(g, pinned, python=python, arch=arch, keep=keep)
     if said is not None and not problem:
         out.notes.insert(0, said)

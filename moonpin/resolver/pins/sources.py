@@ -19,15 +19,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from moonpin.resolver.pins.base import MAX_FILE_BYTES, MAX_INCLUDE_DEPTH, Pin, cut
-
-if TYPE_CHECKING:
-    from moonpin.resolver.pins.judge import Judgement
 
 __all__ = ["Finding", "Source", "cpu_findings", "index_sources", "with_sources"]
 
@@ -258,20 +255,19 @@ def cpu_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
     return out
 
 
-def with_sources(out: Judgement, exact: Sequence[Pin], sources: Sequence[Source],
-                 update: Callable[[Pin, str, str, str], dict[str, Any]]) -> Judgement:
-    """A :class:`~moonpin.resolver.pins.judge.Judgement` with the CPU builds ``sources``
-    let in: each a reason, and an update (made by ``update``, judge's own) that writes the
-    exclusion; a compatible verdict becomes incompatible."""
-    found = cpu_findings(exact, out.updates, sources)
-    if not found:
-        return out
-    updates = []
+def with_sources(updates: Sequence[dict[str, Any]], exact: Sequence[Pin],
+                 sources: Sequence[Source],
+                 update: Callable[[Pin, str, str, str], dict[str, Any]]
+                 ) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
+    """What the CPU builds ``sources`` let in add to a
+    :class:`~moonpin.resolver.pins.judge.Judgement` whose updates are ``updates``: a reason
+    each, and an update (made by ``update``, judge's own) that writes the exclusion (both
+    empty: none; the judgement then makes a compatible verdict incompatible)."""
+    found = cpu_findings(exact, updates, sources)
+    added = []
     for f in found:
         u = update(f.pin, "torch", f.public, f"exclude the CPU build {f.where} can supply")
         u.update(updateType="pin", newValue=",".join([f"=={f.public}", *f.exclude]),
                  exclude=list(f.exclude))
-        updates.append(u)
-    return out._replace(verdict="incompatible" if out.verdict == "compatible" else out.verdict,
-                        reasons=(*out.reasons, *(f.why for f in found)),
-                        updates=(*out.updates, *updates))
+        added.append(u)
+    return tuple(f.why for f in found), tuple(added)

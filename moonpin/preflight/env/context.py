@@ -1,0 +1,119 @@
+"""What one check knows about the environment it reads, as one value handed down to every
+part that needs it (mypy's ``FindModuleCache(search_paths, fscache, options)`` shape): the
+:class:`Context`, built once from the :class:`~moonpin.preflight.env.target.Target`, and the
+:class:`Run`, what the check under way does beside reading (the children computing ahead,
+their answers).
+
+No module keeps these in globals: two checks in one process (a test, a caller of the API)
+never see each other's environment.
+
+Nothing imported at import time: this runs at worker start.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from moonpin.preflight.env.target import Target
+    from moonpin.preflight.prefetch import Pending
+    from moonpin.preflight.pyimport.metapath import Importer
+
+__all__ = ["Context", "Run"]
+
+
+class Run:
+    """The per-check mutable state: children computing loads ahead of the check
+    (:mod:`moonpin.preflight.prefetch`, taken by :mod:`moonpin.preflight.loader.loadchain`), the
+    answers they gave that no load took yet, and, in such a child, where each load it
+    computes is recorded (None: not a child)."""
+
+    __slots__ = ("pending", "ready", "record")
+
+    def __init__(self) -> None:
+        self.pending: list[Pending] = []
+        self.ready: dict[str, object] = {}
+        self.record: dict[str, object] | None = None
+
+    def cancel(self) -> None:
+        """Kill and reap every child not taken (its load is no longer wanted)."""
+        for p in self.pending:
+            p.cancel()
+
+    def close(self) -> None:
+        """The check is over: no child is left, nothing computed ahead is kept."""
+        self.cancel()
+        self.pending.clear()
+        self.ready.clear()
+
+
+class Context:
+    """The environment a check reads, frozen: its ``sys.path`` (``paths``), the folders whose
+    ``.pth`` files ``site`` processed (``sites``; None: the site-packages folders of the
+    paths), an image's root folder (``root``; None: this machine's file system), the
+    interpreter's extension suffixes and version (whose bytecode caches it trusts), whether
+    ``paths`` are its whole ``sys.path`` (``complete``: ``--site-packages`` folders are not,
+    a module found in none of them may be elsewhere), its machine and ``LD_LIBRARY_PATH``
+    (None: this process's), its interpreter (whose global scope builds bind in; None: none
+    known), the one model of its importer every look at it shares (folder listings, specs:
+    :class:`~moonpin.preflight.pyimport.metapath.Importer`), and the :class:`Run`."""
+
+    __slots__ = ("complete", "ext_suffixes", "importer", "ld_path", "machine", "paths",
+                 "python", "root", "run", "sites", "version")
+
+    paths: Sequence[str]
+    sites: tuple[str, ...] | None
+    root: str | None
+    ext_suffixes: tuple[str, ...]
+    version: tuple[int, int]
+    complete: bool
+    machine: str | None
+    ld_path: tuple[str, ...] | None
+    python: str | None
+    importer: Importer
+    run: Run
+
+    def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
+                 root: str | None = None, ext_suffixes: Sequence[str] | None = None,
+                 version: tuple[int, int] | None = None, complete: bool = True,
+                 machine: str | None = None, ld_path: Sequence[str] | None = None,
+                 python: str | None = None, run: Run | None = None) -> None:
+        from moonpin.preflight.pyimport.metapath import Importer
+
+        if ext_suffixes is None:
+            from importlib import machinery
+
+            ext_suffixes = machinery.EXTENSION_SUFFIXES
+        put = object.__setattr__
+        put(self, "paths", paths)
+        put(self, "sites", None if sites is None else tuple(sites))
+        put(self, "root", root)
+        put(self, "ext_suffixes", tuple(ext_suffixes))
+        put(self, "version", version or (sys.version_info[0], sys.version_info[1]))
+        put(self, "complete", complete)
+        put(self, "machine", machine)
+        put(self, "ld_path", None if ld_path is None else tuple(ld_path))
+        put(self, "python", python)
+        put(self, "run", run if run is not None else Run())
+        # made now: what it records is stamped from when the check began to look
+        # (:mod:`moonpin.preflight.installed.stamps`); not under an image's root, whose paths
+        # resolve through the image's own links
+        put(self, "importer", Importer(paths, self.sites, root, self.ext_suffixes,
+                                       record=root is None))
+
+    @classmethod
+    def of(cls, target: Target, *, complete: bool = True, run: Run | None = None) -> Context:
+        """The context of ``target``; ``complete``: its paths are its whole ``sys.path``."""
+        return cls(target.paths, sites=target.sites, root=target.root,
+                   ext_suffixes=target.ext_suffixes, version=target.version,
+                   complete=complete, machine=target.machine, ld_path=target.ld_path,
+                   python=target.python, run=run)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Context is frozen: make a new one instead of setting {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Context is frozen: {name} stays")
