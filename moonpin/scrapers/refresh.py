@@ -492,6 +492,14 @@ class _NativeSource(_Source):
     def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
         facts.native = {(r.dist, r.version): r for r in base.native} if base else {}
 
+    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        key = (unread.name, unread.version)
+        had = previous.native.get(key)
+        if had is None or key in facts.native:
+            return False
+        facts.native[key] = had
+        return True
+
     def plan(self, run: _Run, facts: _Facts) -> list[_NativeJob]:
         jobs = []
         seen = set()

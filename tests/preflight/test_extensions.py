@@ -88,8 +88,8 @@ def test_nixl_without_a_build_for_sglangs_torch_gets_the_release_that_has_one(
     add_nixl(site, version="1.4.0", minors=("211", "212", "213"))
     r = run(site, *NIXL, ep=False, kb=_native_kb(tmp_path))
     assert r.rc == 1 and r.line("nixl_ep").startswith("fail"), r.out
-    assert r.fixes()[0].startswith("fix: pip install 'nixl==1.5.1' (nixl-cu13 1.5.1 has a "
-                                   "build for torch 2.14.1, SGLang's pin)"), r.out
+    assert r.fixes()[0].startswith("fix: pip install 'nixl==1.5.1'  # nixl-cu13 1.5.1 has a "
+                                   "build for torch 2.14.1, SGLang's pin"), r.out
     from tests.lib.checkrun import small_kb
 
     (tmp_path / "bare").mkdir()
