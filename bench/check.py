@@ -112,11 +112,11 @@ def _row(label: str, t: float, bare: float, imp: float | None, cpu: float,
 
 
 def _check_module(tree: Path) -> str | None:
-    """The module ``python -m`` runs for the check in a moonpin tree (its package's name
-    before and after the rename)."""
-    for name in ("check", "preflight"):
+    """The module ``python -m`` runs for the check in a moonpin tree (its package's names
+    through the layout's history)."""
+    for name in ("preflight", "check", "resolver/check"):
         if (tree / "moonpin" / name / "__main__.py").is_file():
-            return f"moonpin.{name}"
+            return "moonpin." + name.replace("/", ".")
     return None
 
 
@@ -131,7 +131,7 @@ def main() -> int:
     other = args.against.resolve() if args.against else None
     omodule = _check_module(other) if other is not None else None
     if other is not None and omodule is None:
-        ap.error(f"{other} holds no moonpin/preflight/__main__.py (nor moonpin/preflight/)")
+        ap.error(f"{other} holds no moonpin/preflight/__main__.py (nor an older layout's)")
 
     with tempfile.TemporaryDirectory() as tmp:
         CHILD_ENV["MOONPIN_CACHE_DIR"] = str(Path(tmp) / "cache")
