@@ -5,7 +5,9 @@ verdict the same image with the fault removed does not get."""
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,58 @@ def test_nixl_requested_and_absent_is_not_usable(tmp_path: Path) -> None:
                            "srt/layers/moe/token_dispatcher/nixl.py:2 imports nixl_ep)"), r.out
     assert r.fixes() and r.fixes()[0].startswith("fix: pip install 'nixl'")
     assert "nothing to check" not in r.out
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda p: os.mkfifo(p), "is a FIFO (named pipe): the import blocks reading it for ever"),
+    (lambda p: p.symlink_to("/dev/zero"),
+     "is a character device that does not end: the import reads it until memory runs out"),
+    (lambda p: p.write_text("x = " + "(" * 100_000 + ")" * 100_000 + "\n"),
+     "nested past the parser's limits: the import raises SyntaxError: too many nested"),
+    (lambda p: p.write_text("x = " + "-" * 100_000 + "1\n"),
+     "nested past the parser's limits: the import raises MemoryError"),
+], ids=["fifo", "dev-zero", "nested-parentheses", "nested-unary"])
+def test_a_loader_file_the_import_never_gets_through_fails_with_its_replacement(
+        tmp_path: Path, make: Callable[[Path], None], said: str) -> None:
+    """The backend's ``__init__.py``, which the real ``import nixl_ep`` runs: a FIFO blocks
+    it, ``/dev/zero`` exhausts memory, a nesting bomb raises. Not "not judged" (exit 0):
+    a failure with the lines that put the file back. Control: the same image with the
+    regular file passes (test_nixl_loads_the_build_for_torchs_minor)."""
+    site = _site(tmp_path)
+    add_nixl(site)
+    init = site / "nixl_ep_cu13" / "__init__.py"
+    init.unlink()
+    make(init)
+    r = run(site, *NIXL, ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl_ep")
+    assert line.startswith("fail") and "`import nixl_ep` never succeeds" in line, r.out
+    assert said in line, r.out
+    assert r.fixes()[0] == (f"fix: rm {init} && pip install --force-reinstall --no-deps "
+                            "'nixl-cu13==1.5.1'"), r.out
+
+
+@pytest.mark.parametrize(("add", "member", "args"), [
+    (add_sgl_kernel, "sgl_kernel/load_utils.py", ()),
+    (add_deep_ep, "deep_ep/__init__.py", ("--", "--moe-a2a-backend", "deepep")),
+    (add_flashinfer, "flashinfer/jit/env.py", ()),
+], ids=["sgl_kernel", "deep_ep", "flashinfer"])
+def test_every_rules_loader_file_as_a_fifo_fails(tmp_path: Path, add: Callable[[Path], None],
+                                                 member: str, args: tuple[str, ...]) -> None:
+    """The same mechanism for each project's loader rule: the file it reads is one the real
+    import runs, so a FIFO there blocks the worker's start."""
+    site = _site(tmp_path, sglang_requires=["sglang-kernel==0.4.10"])
+    add(site)
+    name = member.split("/")[0]
+    before = run(site, "--gpu-capability", "9.0", *args, ep=False)
+    assert before.line(name).startswith(("pass", "warn")), before.out  # control
+    path = site / member
+    path.unlink()
+    os.mkfifo(path)
+    r = run(site, "--gpu-capability", "9.0", *args, ep=False)
+    assert r.rc == 1 and r.line(name).startswith("fail"), r.out
+    assert f"{path} is a FIFO (named pipe)" in r.line(name), r.out
+    assert f"fix: rm {path}" in r.out
 
 
 def test_a_torch_symbol_the_build_needs_missing_from_torchs_libraries(tmp_path: Path) -> None:

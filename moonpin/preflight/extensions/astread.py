@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-__all__ = ["attr_path", "env_defaults", "fstring_heads", "join_split", "mentions", "parse",
-           "reading", "str_sets"]
+__all__ = ["Unrunnable", "attr_path", "env_defaults", "fstring_heads", "join_split", "mentions",
+           "parse", "reading", "str_sets"]
 
 _CAP = 4 << 20  # a loader file; a bigger one is not a loader
 
@@ -32,16 +32,47 @@ def reading(kind: str, path: str, compute: Callable[[], dict[str, Any] | None]
     return got if isinstance(got, dict) else None
 
 
+class Unrunnable(Exception):
+    """A loader file the real import runs and can never get through: ``why`` it never ends
+    or what CPython raises reading it, whatever the rule would have read in it."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
 def parse(path: str) -> ast.Module | None:
-    """The file at ``path`` parsed (None: unreadable, too big, or not Python)."""
+    """The file at ``path`` parsed (None: unreadable, too big, or not Python as this
+    interpreter reads it). Raises :class:`Unrunnable` where the import that runs it fails
+    whichever CPython runs it: a FIFO (the import blocks for ever), a character device that
+    never ends (``/dev/zero``: read until memory runs out), or source past the parser's own
+    limits (nesting: ``SyntaxError: too many nested parentheses``, ``MemoryError``)."""
     import ast
 
+    from moonpin.kb.files import endless
     from moonpin.preflight.installed.image_facts import read_bytes
 
     try:
         data = read_bytes(path, _CAP, "loader")
+    except OSError:
+        never = endless(path)
+        if never is not None:
+            raise Unrunnable(path, f"{never}: the import " + (
+                "blocks reading it for ever" if "FIFO" in never
+                else "reads it until memory runs out")) from None
+        return None
+    try:
         return ast.parse(data, path)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+    except (RecursionError, MemoryError) as e:
+        raise Unrunnable(path, f"nested past the parser's limits: the import raises "
+                         f"{type(e).__name__}") from None
+    except SyntaxError as e:  # another Python's newer syntax is not this one's to judge
+        if str(e.msg).startswith("too many "):  # the parser's fixed limits, every CPython's
+            raise Unrunnable(path, f"nested past the parser's limits: the import raises "
+                             f"{type(e).__name__}: {e.msg}") from None
+        return None
+    except ValueError:  # a NUL byte: the import raises too, but the file says nothing
         return None
 
 
