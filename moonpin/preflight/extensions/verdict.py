@@ -105,7 +105,7 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
     try:
         pick: Pick = rule.pick(facts, found)
     except astread.Unrunnable as e:
-        return CheckResult(name, "fail", f"{where}: `import {name}` never succeeds: {e.path} "
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} "
                            f"is {e.why}", _replace(facts, e.path, ctx.root), (found.folder,))
     notes = "; ".join(pick.notes)
     if pick.unread is not None:
@@ -218,7 +218,8 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
     from moonpin.preflight.env.chroot import image_path
     from moonpin.preflight.installed.image_facts import record_paths
 
-    rm = f"rm {shlex.quote(image_path(root, path) if root else path)}"
+    rm = (f"rm {shlex.quote(image_path(root, path) if root else path)} && "
+          if os.path.lexists(path) else "")
     for dist in facts.dists.values():
         if not dist.meta:
             continue
@@ -227,11 +228,11 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
             continue
         try:
             if any(os.path.normpath(p) == rel for p in record_paths(dist.meta)):
-                return (f"{rm} && pip install --force-reinstall --no-deps "
+                return (f"{rm}pip install --force-reinstall --no-deps "
                         f"'{dist.name}=={dist.version}'")
         except OSError:
             continue
-    return f"{rm}, then reinstall the package that ships it"
+    return f"{rm}reinstall the package that ships it"
 
 
 def _install(facts: Facts, rule: object) -> str:
