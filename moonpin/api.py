@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.result import Report
     from moonpin.resolver.answers import Explanation, Which
     from moonpin.resolver.graph import CompatGraph
-    from moonpin.resolver.pins.judge import Judgement
+    from moonpin.resolver.pins.judging.judge import Judgement
 
 __all__ = ["Target", "check", "explain", "judge_pins", "which"]
 
@@ -261,8 +261,8 @@ def judge_pins(files: Sequence[str | os.PathLike[str]], *, python: str | None = 
     for other files) and the updates that make it compatible. ``python`` defaults to the
     lowest the project's ``requires-python`` admits."""
     from moonpin.resolver.graph import CompatGraph
-    from moonpin.resolver.pins import output
     from moonpin.resolver.pins import read as pins
+    from moonpin.resolver.pins.writing import output
 
     names = [os.fspath(f) for f in files]
     found = pins.read_pins_or_fail(names, patterns)

@@ -42,7 +42,7 @@ def test_match_takes_renovates_named_groups(tmp_path: Path,
     (r"[]](?P<currentValue>.)", r"[]](?P<currentValue>.)"),
 ])
 def test_renovate_regex_spelling(js: str, py: str) -> None:
-    from moonpin.resolver.pins.regex import python_syntax
+    from moonpin.resolver.pins.reading.regex import python_syntax
 
     assert python_syntax(js) == py
 

@@ -14,8 +14,8 @@ __all__ = ["cmd_constraints", "cmd_pins", "cmd_renovate"]
 
 
 def cmd_pins(args: argparse.Namespace) -> int:
-    from moonpin.resolver.pins import output as pins_output
     from moonpin.resolver.pins import read as pins
+    from moonpin.resolver.pins.writing import output as pins_output
 
     if len(args.match or []) != len(args.dep or []):
         fatal("each --match needs a --dep (the package its currentValue is a version of)",
@@ -115,7 +115,7 @@ def _rewrite_pins(found: Any, updates: list[dict[str, Any]], *, write: bool,
     endings, mode and symlinks kept)."""
     import os
 
-    from moonpin.resolver.pins import rewrite as pins_rewrite
+    from moonpin.resolver.pins.writing import rewrite as pins_rewrite
 
     if not updates:
         return _Rewritten("", (), [])
@@ -157,7 +157,8 @@ def cmd_renovate(args: argparse.Namespace) -> int:
     if pinned is not None:
         # what the files state as `pins` reads them: a stage's FROM --platform is the arch,
         # and with no torch pinned an SGLang base image's CUDA tag names the torch build
-        from moonpin.resolver.pins import images, platforms
+        from moonpin.resolver.pins.judging import images
+        from moonpin.resolver.pins.reading import platforms
 
         every = [*pinned.exact, *pinned.loose]
         arch = arch or platforms.judged_on(every, None, "")[0]
@@ -205,10 +206,10 @@ def _read_pin_files(files: list[str], patterns: list[tuple[str, str]] | None = N
 
 
 def cmd_constraints(args: argparse.Namespace) -> int:
-    from moonpin.resolver.pins import (  # not all of moonpin.resolver.pins.read
+    from moonpin.resolver.pins.writing import (  # not all of moonpin.resolver.pins.read
         constraints as pins_constraints,
     )
-    from moonpin.resolver.pins import renovate as pins_renovate
+    from moonpin.resolver.pins.writing import renovate as pins_renovate
 
     _version_arg(args.sglang, "--sglang")
     g = graph(args)

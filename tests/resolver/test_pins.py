@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.resolver.pins.pyproject import toml_arrays, toml_arrays_linewise
 from moonpin.resolver.pins.read import HASH_NOTE, Pin, PinError, read_pins
+from moonpin.resolver.pins.reading.pyproject import toml_arrays, toml_arrays_linewise
 
 
 def write(path: Path, text: str) -> Path:
@@ -391,7 +391,7 @@ def test_plain_requirements_read_as_packaging_reads_them() -> None:
 
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from moonpin.resolver.pins.base import _plain_requirement
+    from moonpin.resolver.pins.reading.base import _plain_requirement
 
     rng = random.Random(4242)
     taken = 0

@@ -15,8 +15,8 @@ from packaging.requirements import Requirement
 
 from moonpin.resolver import query
 from moonpin.resolver.graph import CompatGraph
-from moonpin.resolver.pins.constraints import constraint_lines
-from moonpin.resolver.pins.renovate import plan_stack
+from moonpin.resolver.pins.writing.constraints import constraint_lines
+from moonpin.resolver.pins.writing.renovate import plan_stack
 
 
 def _explain(*a: object, **kw: object) -> dict:

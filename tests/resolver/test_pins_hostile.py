@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from moonpin.resolver.pins.read import MAX_INCLUDE_DEPTH, read_pins
-from moonpin.resolver.pins.requirements import comment_start
+from moonpin.resolver.pins.reading.requirements import comment_start
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from moonpin.cli.main import main
-from moonpin.resolver.pins.platforms import tag_platform
+from moonpin.resolver.pins.reading.platforms import tag_platform
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = str(ROOT / "data" / "kb.json")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.resolver.pins.base import Pin
-from moonpin.resolver.pins.platforms import marker_applies
+from moonpin.resolver.pins.reading.base import Pin
+from moonpin.resolver.pins.reading.platforms import marker_applies
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"

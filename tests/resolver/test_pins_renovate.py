@@ -11,7 +11,7 @@ import pytest
 
 from moonpin.resolver import query
 from moonpin.resolver.graph import CompatGraph
-from moonpin.resolver.pins.renovate import (
+from moonpin.resolver.pins.writing.renovate import (
     GROUP_NAME,
     allowed_versions,
     plan_stack,

@@ -163,7 +163,7 @@ def _lookup(tmp_path: Path, repo: Path) -> tuple[list[dict[str, Any]], list[str]
 def test_an_unparsable_allowed_versions_is_caught(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Control: the fragment's old ``==2.8.0 || ==2.9.0`` makes this test fail."""
-    from moonpin.resolver.pins import renovate as pins_renovate
+    from moonpin.resolver.pins.writing import renovate as pins_renovate
 
     monkeypatch.setattr(pins_renovate, "allowed_versions",
                         lambda vs: " || ".join(f"=={v}" for v in vs))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from moonpin.resolver.pins.base import Pin
+from moonpin.resolver.pins.reading.base import Pin
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
@@ -66,7 +66,8 @@ def _pick(answers: Sequence[tuple[Version, dict[str, Any]]],
           admit: Callable[[dict[str, Any]], bool]) -> tuple[Version, dict[str, Any]] | None:
     """The newest SGLang with a prebuilt mooncake ``admit`` takes, and that mooncake (the
     first in its answer's order); else the same among those that compile at first import
-    (what ``which`` recommends, and the stack moves of :mod:`moonpin.resolver.pins.judge`)."""
+    (what ``which`` recommends, and the stack moves of
+    :mod:`moonpin.resolver.pins.judging.judge`)."""
     for prebuilt in (True, False):
         for sv, which in answers:
             for c in which["compatible"]:
@@ -136,7 +137,7 @@ def judge_sglang_range(g: CompatGraph, sglang: Pin, mooncake: Pin | None, *,
 
     ``update(pin, new_name, new_version, reason)`` makes one update object and
     ``places(pin)`` gives every occurrence of an exact pin (both from
-    :mod:`moonpin.resolver.pins.judge`)."""
+    :mod:`moonpin.resolver.pins.judging.judge`)."""
     from moonpin.resolver import query
 
     what = f"sglang{sglang.spec}" if sglang.spec else "sglang (no version)"

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from moonpin.resolver.pins.base import (
+from moonpin.resolver.pins.reading.base import (
     MAX_TOML_DEPTH,
     MAX_TOML_DOTS,
     Locate,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.version import Version
 
-from moonpin.resolver.pins.base import Pin, cut
+from moonpin.resolver.pins.reading.base import Pin, cut
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph

@@ -1,10 +1,9 @@
 """Reading Dockerfiles and shell scripts: an SGLang base image's tag (``FROM
 lmsysorg/sglang:v0.5.18-cu130``), the version variables of
-:data:`~moonpin.resolver.pins.base.VERSION_VARIABLES` (``ARG``/``ENV``/``export``/assignments) and
-the
-arguments of ``pip install`` / ``uv pip install`` / ``python -m pip install`` lines, across
-``\\`` continuations (Docker drops comment lines inside one), ``&&``/``;`` chains and
-quotes (POSIX shell word rules, without expansion)."""
+:data:`~moonpin.resolver.pins.reading.base.VERSION_VARIABLES`
+(``ARG``/``ENV``/``export``/assignments) and the arguments of ``pip install`` / ``uv pip
+install`` / ``python -m pip install`` lines, across ``\\`` continuations (Docker drops comment
+lines inside one), ``&&``/``;`` chains and quotes (POSIX shell word rules, without expansion)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from typing import NamedTuple
 
 from packaging.version import Version
 
-from moonpin.resolver.pins.base import (
+from moonpin.resolver.pins.reading.base import (
     DEFAULT_NOTE,
     MAX_VERSION_CHARS,
     NAME_RE,
@@ -31,7 +30,7 @@ from moonpin.resolver.pins.base import (
     pin_from_requirement,
     value_pin,
 )
-from moonpin.resolver.pins.platforms import Stages
+from moonpin.resolver.pins.reading.platforms import Stages
 
 __all__ = ["FileArg", "shell_pins"]
 

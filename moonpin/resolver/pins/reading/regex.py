@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-from moonpin.resolver.pins.base import Pin, Text, canon, value_pin
+from moonpin.resolver.pins.reading.base import Pin, Text, canon, value_pin
 
 __all__ = ["Pattern", "compile_patterns", "python_syntax", "regex_pins"]
 

@@ -1,5 +1,5 @@
 """What ``moonpin pins`` prints: the ``--json`` document and the human lines, from the pins
-read, the pinned set and the :class:`~moonpin.resolver.pins.judge.Judgement`."""
+read, the pinned set and the :class:`~moonpin.resolver.pins.judging.judge.Judgement`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.base import Pin, cut
-from moonpin.resolver.pins.judge import Judgement, PinnedSet
+from moonpin.resolver.pins.judging.judge import Judgement, PinnedSet
+from moonpin.resolver.pins.reading.base import Pin, cut
 
 __all__ = ["exit_code", "nothing_pinned", "report_json", "report_lines"]
 

@@ -28,20 +28,19 @@ rides on the group rule and torch's and each mooncake distribution's rules follo
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from moonpin.kb.errors import UsageError
+from moonpin.resolver.pins.reading.base import GROUP_NAME, cut
+
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.pins.judging.judge import PinnedSet
 
-__all__ = ["GROUP_NAME", "StackPlan", "allowed_torch", "allowed_versions", "nothing_to_hold",
-           "plan_stack",
-           "renovate_fragment"]
-
-#: One name for the group everywhere (``moonpin pins`` updates and the fragment); Renovate
-#: turns it into the branch ``renovate/sglang-stack``.
-GROUP_NAME = "sglang stack"
+__all__ = ["GROUP_NAME", "Stack", "StackPlan", "allowed_torch", "allowed_versions",
+           "nothing_to_hold", "plan_stack", "renovate_fragment", "stack_of"]
 
 _JIT_MARK = "compiles its process-group extension"
 
@@ -301,3 +300,41 @@ def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
             rule["allowedVersions"] = allowed_versions([v])
         rules.append(rule)
     return {"packageRules": rules}
+
+
+class Stack(NamedTuple):
+    """The stack a Renovate fragment holds: the SGLang release, and what the project pins of
+    torch and mooncake (the distribution, and its version when exact)."""
+
+    sglang: str
+    torch: str | None = None
+    dist: str | None = None
+    mooncake: str | None = None
+
+
+def stack_of(pinned: PinnedSet | None, sglang: str | None, *, shown: str = "") -> Stack:
+    """The stack of a pinned set (``sglang`` given wins over the pinned one). Raises
+    :class:`UsageError` when an exact pin is not a version, or no SGLang is known."""
+    from moonpin.resolver.pins.judging.judge import check_versions
+
+    if pinned is None:
+        if sglang is None:
+            raise UsageError("no SGLang release given", hint="pass --sglang VERSION")
+        return Stack(sglang)
+    check_versions(pinned)
+    clash = [(a, b) for a, b in pinned.conflicts if sglang is None or a.name != "sglang"]
+    if clash:
+        said = "; ".join(f"{a.name}=={a.version} at {a.path}:{a.line} and {b.name}=={b.version} "
+                         f"at {b.path}:{b.line}" for a, b in clash)
+        raise UsageError(f"the pins disagree: {cut(said, 600)}; no one stack to hold",
+                         hint=f"make them one first: moonpin pins {cut(shown, 300)} --write"
+                         + (" (or pass --sglang VERSION)" if any(
+                             a.name == "sglang" for a, _ in clash) else ""))
+    if sglang is None:
+        if pinned.sglang is None or pinned.sglang.version is None:
+            raise UsageError(f"no exact sglang pin in {cut(shown, 300)}",
+                             hint="pin sglang==VERSION there, or pass --sglang VERSION")
+        sglang = pinned.sglang.version
+    moon = pinned.mooncake or pinned.loose_mooncake()
+    return Stack(sglang, pinned.torch.version if pinned.torch else None,
+                 moon.name if moon else None, moon.version if moon else None)

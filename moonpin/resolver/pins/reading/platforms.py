@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple, TypeVar
 
-from moonpin.resolver.pins.base import Pin, cut
+from moonpin.resolver.pins.reading.base import Pin, cut
 
 __all__ = ["ARCHES", "Stage", "Stages", "applies", "arch_of", "disagreement", "judged_on",
            "marker_applies", "project_arches", "stage_arch", "stage_note", "tag_platform"]

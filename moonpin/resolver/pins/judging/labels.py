@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from moonpin.resolver.pins.base import Pin
+from moonpin.resolver.pins.reading.base import Pin
 
 if TYPE_CHECKING:
     from packaging.version import Version as VersionT

@@ -11,18 +11,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.base import HASH_NOTE, MAX_FILE_BYTES, VALUE_KINDS, Pin, cut
+from moonpin.resolver.pins.reading.base import (
+    HASH_NOTE,
+    VALUE_KINDS,
+    Pin,
+    cut,
+    read_for_rewrite,
+)
 
 __all__ = ["Rewrite", "apply_updates", "plan_rewrite", "read_for_rewrite", "write_keeping",
            "write_rewrite"]
-
-
-def read_for_rewrite(path: str) -> str:
-    """A pins file's text exactly as stored (``\\r\\n`` kept: no newline translation), read
-    like :func:`read_pins` reads it. Raises ``OSError`` (``moonpin.kb.errors.ReadRefused``)."""
-    from moonpin.kb.files import read_regular
-
-    return read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
 
 
 def write_keeping(path: str, text: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from moonpin.resolver.pins.base import MAX_FILE_BYTES, MAX_INCLUDE_DEPTH, Pin, cut
+from moonpin.resolver.pins.reading.base import MAX_FILE_BYTES, MAX_INCLUDE_DEPTH, Pin, cut
 
 __all__ = ["Finding", "Source", "cpu_findings", "index_sources", "with_sources"]
 
@@ -108,7 +108,7 @@ def _cpu_builds(folder: str) -> tuple[str, ...] | None:
 
 def _requirements_sources(path: str, out: list[Source], seen: set[str], depth: int) -> None:
     from moonpin.kb.files import read_regular
-    from moonpin.resolver.pins.requirements import comment_start, pip_logical_lines
+    from moonpin.resolver.pins.reading.requirements import comment_start, pip_logical_lines
 
     real = os.path.realpath(path)
     if real in seen or depth > MAX_INCLUDE_DEPTH:
@@ -147,7 +147,7 @@ def _line_of(text: str, needle: str) -> int:
 
 def _pyproject_sources(path: str, out: list[Source]) -> None:
     from moonpin.kb.files import read_regular
-    from moonpin.resolver.pins.pyproject import toml_document
+    from moonpin.resolver.pins.reading.pyproject import toml_document
 
     try:
         text = read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
@@ -260,7 +260,7 @@ def with_sources(updates: Sequence[dict[str, Any]], exact: Sequence[Pin],
                  update: Callable[[Pin, str, str, str], dict[str, Any]]
                  ) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
     """What the CPU builds ``sources`` let in add to a
-    :class:`~moonpin.resolver.pins.judge.Judgement` whose updates are ``updates``: a reason
+    :class:`~moonpin.resolver.pins.judging.judge.Judgement` whose updates are ``updates``: a reason
     each, and an update (made by ``update``, judge's own) that writes the exclusion (both
     empty: none; the judgement then makes a compatible verdict incompatible)."""
     found = cpu_findings(exact, updates, sources)

@@ -1,5 +1,5 @@
-"""Constraints for pip and uv from a :func:`moonpin.resolver.pins.renovate.plan_stack` plan (issue
-13).
+"""Constraints for pip and uv from a :func:`~moonpin.resolver.pins.writing.renovate.plan_stack`
+plan (issue 13).
 
 ``moonpin constraints --sglang V`` prints what a resolver needs so that whatever it picks
 is a set moonpin judges compatible: SGLang held, torch held to what the release requires
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.distributions import torch_cpu_exclusions
-from moonpin.resolver.pins.renovate import StackPlan
+from moonpin.resolver.pins.writing.renovate import StackPlan
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
@@ -73,7 +73,7 @@ def judged_for(python: str | None, arch: str | None) -> str:
 def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
     """``fmt`` ``txt`` (a constraints file) or ``uv`` (``[tool.uv] constraint-dependencies``)."""
     if plan.module is None:
-        from moonpin.resolver.pins.renovate import nothing_to_hold
+        from moonpin.resolver.pins.writing.renovate import nothing_to_hold
 
         head = [f"# moonpin constraints: sglang {plan.sglang}; {where}",
                 f"# {nothing_to_hold(plan.sglang)}"]

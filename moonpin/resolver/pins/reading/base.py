@@ -2,9 +2,9 @@
 on a pins file, text located by (line, column), and one requirement string read into a pin.
 
 The contract these values keep (lines, columns, exact versions, notes) is documented in
-:mod:`moonpin.resolver.pins.read`; the readers per file kind are ``pins_requirements``,
-``pins_toml``,
-``pins_shell`` and ``pins_regex``.
+:mod:`moonpin.resolver.pins.reading.walk`; the readers per file kind are
+:mod:`~moonpin.resolver.pins.reading.requirements`, :mod:`~moonpin.resolver.pins.reading.pyproject`,
+:mod:`~moonpin.resolver.pins.reading.shell` and :mod:`~moonpin.resolver.pins.reading.regex`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from moonpin.kb.distributions import DISTRIBUTIONS
 
 __all__ = [
     "DEFAULT_NOTE",
+    "GROUP_NAME",
     "HASH_NOTE",
     "MAX_FILE_BYTES",
     "MAX_INCLUDE_DEPTH",
@@ -44,6 +45,7 @@ __all__ = [
     "cut",
     "join_notes",
     "pin_from_requirement",
+    "read_for_rewrite",
     "shifted",
     "value_pin",
 ]
@@ -60,6 +62,10 @@ VERSION_VARIABLES: dict[str, str] = {
     "MOONCAKE_VERSION": "mooncake-transfer-engine",
     "MOONCAKE_TRANSFER_ENGINE_VERSION": "mooncake-transfer-engine",
 }
+
+#: One name for the group everywhere (``moonpin pins`` updates and the Renovate fragment);
+#: Renovate turns it into the branch ``renovate/sglang-stack``.
+GROUP_NAME = "sglang stack"
 
 HASH_NOTE = "has --hash: a new version needs new hashes"
 
@@ -85,6 +91,14 @@ MAX_VERSION_CHARS = 200
 MAX_TOML_DEPTH = 64
 MAX_TOML_DOTS = 64
 
+
+
+def read_for_rewrite(path: str) -> str:
+    """A pins file's text exactly as stored (``\\r\\n`` kept: no newline translation), read
+    like :func:`read_pins` reads it. Raises ``OSError`` (``moonpin.kb.errors.ReadRefused``)."""
+    from moonpin.kb.files import read_regular
+
+    return read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
 
 
 def cut(text: str, limit: int = 200) -> str:
@@ -122,7 +136,7 @@ class _Pin(NamedTuple):
     #: the ``--platform`` of the Dockerfile stage the pin is installed in, as resolved
     #: (``linux/arm64``; ``""`` for a stage without one; a variable the build sets stays
     #: ``$TARGETPLATFORM``), and where that ``FROM`` is; None outside a stage (see
-    #: :mod:`moonpin.resolver.pins.platforms`)
+    #: :mod:`moonpin.resolver.pins.reading.platforms`)
     platform: str | None = None
     platform_at: str = ""
     #: the image reference at that ``FROM`` when its tag names an architecture
@@ -133,8 +147,7 @@ class _Pin(NamedTuple):
 
 class Pin(_Pin):
     """One requirement of a tracked distribution, where it is written (see
-    :mod:`moonpin.resolver.pins.read`
-    for what ``line``, ``col`` and ``version`` mean)."""
+    :mod:`moonpin.resolver.pins.reading.walk` for what ``line``, ``col`` and ``version`` mean)."""
 
     __slots__ = ()
 

@@ -11,8 +11,10 @@ from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.distributions import torch_cpu_exclusions
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins import labels, platforms
-from moonpin.resolver.pins.base import (
+from moonpin.resolver.pins.judging import labels
+from moonpin.resolver.pins.reading import platforms
+from moonpin.resolver.pins.reading.base import (
+    GROUP_NAME,
     MOONCAKE_FAMILY,
     UNUSED_DEFAULT,
     VALUE_KINDS,
@@ -20,7 +22,6 @@ from moonpin.resolver.pins.base import (
     Pin,
     cut,
 )
-from moonpin.resolver.pins.renovate import GROUP_NAME
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
@@ -59,9 +60,9 @@ class PinnedSet(NamedTuple):
 class Judgement(NamedTuple):
     """The verdict on a pinned set: ``verdict`` (``compatible``, ``incompatible`` or
     ``unknown``), why, the updates that make it compatible (Renovate-like update objects,
-    what :func:`moonpin.resolver.pins.rewrite.apply_updates` writes), notes, and the platform it was
-    judged for. ``explain`` is what ``moonpin explain`` says of the pinned set (None when
-    nothing could be explained); it is not part of :meth:`to_json`."""
+    what :func:`moonpin.resolver.pins.writing.rewrite.apply_updates` writes), notes, and the
+    platform it was judged for. ``explain`` is what ``moonpin explain`` says of the pinned set
+    (None when nothing could be explained); it is not part of :meth:`to_json`."""
 
     verdict: str
     reasons: tuple[str, ...]
@@ -256,7 +257,7 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
                  python_from=python_from)
     if not sources or keep == "torch":
         return out
-    from moonpin.resolver.pins.sources import with_sources
+    from moonpin.resolver.pins.reading.sources import with_sources
 
     reasons, updates = with_sources(out.updates, pinned.exact, sources, _update)
     if not reasons:
@@ -357,7 +358,7 @@ def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
     ``torch<2.13``, ``[tool.uv] constraint-dependencies``) is met by the same install: when
     it excludes the version the set ends with (as pinned, or as updated), pip and uv find
     no release meeting both. It is said, and pinned to that version where it is written."""
-    from moonpin.resolver.pins.ranges import in_range, is_range
+    from moonpin.resolver.pins.judging.ranges import in_range, is_range
 
     ends: dict[str, tuple[str, str, str]] = {_key(p): (p.name, p.version, "pinned") for p in (
         pinned.sglang, pinned.torch, pinned.mooncake) if p is not None and p.version}
@@ -515,8 +516,8 @@ def _with_image(g: CompatGraph, pinned: PinnedSet, arch: str | None,
     """The set to judge and what to say of its base image: ``(set, said, problem)``. With
     no torch pinned, the set holds the image's torch (said as a note); with one pinned, a
     CUDA major other than the image's is a problem (said as a reason;
-    :mod:`moonpin.resolver.pins.images`)."""
-    from moonpin.resolver.pins import images
+    :mod:`moonpin.resolver.pins.judging.images`)."""
+    from moonpin.resolver.pins.judging import images
 
     image = images.image_of(pinned.exact, pinned.sglang)
     if image is None or pinned.sglang is None:
@@ -692,7 +693,7 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
 
     out = _Draft()
     if pinned.sglang is None:
-        from moonpin.resolver.pins.ranges import is_range, judge_sglang_range
+        from moonpin.resolver.pins.judging.ranges import is_range, judge_sglang_range
 
         unjudged = [p for p in pinned.loose if p.name == "sglang"]
         ranged = next((p for p in unjudged if is_range(p)), None)
@@ -727,7 +728,7 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     target = pinned.mooncake or loose
     if loose is not None and loose.spec and not any(
             c["dist"] == loose.name and _in_spec(c["version"], loose.spec) for c in plain):
-        from moonpin.resolver.pins.ranges import mooncake_range_reason
+        from moonpin.resolver.pins.judging.ranges import mooncake_range_reason
 
         out.reasons.append(mooncake_range_reason([(Version(sv), which)], loose))
         out.verdict = "incompatible"

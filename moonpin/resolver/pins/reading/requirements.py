@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from moonpin.resolver.pins.base import (
+from moonpin.resolver.pins.reading.base import (
     HASH_NOTE,
     MAX_LINE_CHARS,
     NAME_RE,

@@ -1,0 +1,6 @@
+"""Judging a pinned set by the one rule: its verdict and the updates that make it compatible.
+
+Torch's local labels, ranges and an SGLang base image's CUDA each have their module beside
+:mod:`~moonpin.resolver.pins.judging.judge`."""
+
+__all__: list[str] = []
