@@ -36,6 +36,7 @@ __all__ = [
     "cuda_major",
     "direct_build",
     "installable",
+    "launch_imports",
     "loader_suffix",
     "loader_target",
     "loader_targets",
@@ -47,6 +48,7 @@ __all__ = [
     "no_build",
     "no_module",
     "optional_missing",
+    "pinned_by",
     "provides",
     "python_requires",
     "torch_admitted",
@@ -496,6 +498,41 @@ def provides(where: str, installs: Collection[str], wanted: Collection[str]) -> 
     if got or not wanted:
         return Decision(True, f"{where} installs {', '.join(got or sorted(installs))}")
     return Decision(False, f"{where} installs no {'/'.join(sorted(wanted))} (it installs "
+                           f"{', '.join(sorted(installs)) or 'no package'})")
+
+
+def pinned_by(release: str, dist: str, version: str,
+              lines: Sequence[tuple[str, str | None]]) -> Decision:
+    """``dist`` ``version`` satisfies what ``release`` (an SGLang release) requires of it:
+    its Requires-Dist lines naming ``dist`` that apply (``(line, specifier)``; a specifier
+    None does not parse). None of them: it requires nothing of ``dist``."""
+    if not lines:
+        return Decision(True, f"{release} requires nothing of {dist}")
+    public = _public(version)
+    if public is None:
+        return Decision(None, f"{dist} {version!r} is not a PEP 440 version")
+    unread = [line for line, spec in lines if spec is None]
+    bad = [line for line, spec in lines if spec is not None and not _contains(spec, public)]
+    if bad:
+        return Decision(False, f"{release} requires {', '.join(repr(x) for x in bad)}; "
+                               f"pip will not install {dist} {version} beside it")
+    if unread:
+        return Decision(None, f"{release}'s {', '.join(repr(x) for x in unread)} does not "
+                              "parse")
+    return Decision(True, f"{dist} {version} satisfies {release}'s "
+                          + ", ".join(repr(line) for line, _ in lines))
+
+
+def launch_imports(release: str, where: str, installs: Collection[str],
+                   needed: Sequence[tuple[str, str]]) -> Decision:
+    """``where`` installs each package ``release`` imports for a launch choice (``needed``:
+    ``(package, why)``, why as ``--moe-a2a-backend nixl: <member>:<line>``)."""
+    lacking = [(p, why) for p, why in needed if p not in installs]
+    if not lacking:
+        return Decision(True, f"{where} installs {', '.join(sorted({p for p, _ in needed}))} "
+                              f"that {release} imports")
+    return Decision(False, f"{release} imports {lacking[0][0]} ({lacking[0][1]}); {where} "
+                           f"installs no {lacking[0][0]} (it installs "
                            f"{', '.join(sorted(installs)) or 'no package'})")
 
 
