@@ -5,7 +5,8 @@ loads neither the KB's facts nor pydantic or networkx.
 distribution, import name) with the project and distributions it means, the pythons the
 answer spans, the torch releases tabled, and for each SGLang release the torches it admits
 and what it asks of each project (:class:`moonpin.resolver.native.SglangEdges`: its pins,
-evaluated per python and platform, and its launch choices' imports). One
+evaluated per python and platform, ``*`` when the same on all, and its launch choices'
+imports). One
 ``resolved/_native-<project>-<torch>.json`` per project and torch holds every combination
 (release, platform, python) as :func:`moonpin.resolver.native.evaluate_native` judges it
 without a query's narrowing: :func:`judge` then applies the query's packages and SGLang's
@@ -266,7 +267,8 @@ def _edges(s: dict[str, Any], project: str) -> Edges:
     def pins_for(dist: str, python: str, arch: str) -> list[tuple[str, str | None]] | None:
         if dist not in pins:
             return None
-        return [(line, spec) for line, spec in pins[dist].get(f"{python}/{arch}", ())]
+        by = pins[dist]
+        return [(line, spec) for line, spec in by.get("*", by.get(f"{python}/{arch}", ()))]
 
     return (s["release"], s["filename"], pins_for,
             [(p, why) for p, why in mine.get("imports", ())])

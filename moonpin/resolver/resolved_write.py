@@ -132,8 +132,8 @@ def build_native(kb_path: Path, kb: Any) -> dict[str, dict[str, Any]]:
         edges: dict[str, Any] = {}
         for project in projects:
             e = native.sglang_edges(g, s, project)
-            pins = {d: {f"{p}/{a}": [list(x) for x in native.applicable(lines, p, a)]
-                        for a in ARCHES for p in pythons} for d, lines in e.pins.items()}
+            pins = {d: _per_platform(native, lines, pythons, ARCHES)
+                    for d, lines in e.pins.items()}
             if pins or e.imports:
                 edges[project] = {"pins": pins, "imports": [list(i) for i in e.imports]}
         sglang[s.version] = {"release": f"sglang {s.version}", "filename": s.artifact.filename,
@@ -153,6 +153,15 @@ def build_native(kb_path: Path, kb: Any) -> dict[str, dict[str, Any]]:
                 "torch": t, "releases": [[r.dist, r.version] for r in mine],
                 "wanted": wanted, **_native_evals(g, mine, t, pythons)}
     return out
+
+
+def _per_platform(native: Any, lines: tuple[str, ...], pythons: list[str],
+                  arches: tuple[str, ...]) -> dict[str, list[list[Any]]]:
+    """The pin ``lines`` that apply on each ``python/arch`` (``*``: the same on all)."""
+    by = {f"{p}/{a}": [list(x) for x in native.applicable(lines, p, a)]
+          for a in arches for p in pythons}
+    first = next(iter(by.values()), [])
+    return {"*": first} if all(v == first for v in by.values()) else by
 
 
 def _native_evals(g: Any, releases: list[Any], torch: str, pythons: list[str],

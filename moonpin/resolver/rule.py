@@ -565,12 +565,26 @@ def _contains(spec: str, version: str) -> bool | None:
     key = (spec, version)
     if key in _CONTAINS:
         return _CONTAINS[key]
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    exact = spec.strip()[2:].strip() if spec.strip().startswith("==") else ""
+    if exact and not exact.startswith("=") and not any(c in exact for c in ",*<>!~ "):
+        # one exact pin (most SGLang and wheel pins): version equality, as the specifier
+        # decides it, without importing packaging.specifiers (a query's start-up)
+        from packaging.version import InvalidVersion, Version
 
-    try:
-        fits: bool | None = SpecifierSet(spec).contains(version, prereleases=True)
-    except InvalidSpecifier:
-        fits = None
+        try:
+            have = Version(version)
+            # PEP 440: a pin without a local label ignores the candidate's
+            fits: bool | None = Version(exact) == (have if "+" in exact
+                                                   else Version(have.public))
+        except InvalidVersion:
+            fits = None
+    else:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            fits = SpecifierSet(spec).contains(version, prereleases=True)
+        except InvalidSpecifier:
+            fits = None
     if len(_CONTAINS) >= 4096:
         _CONTAINS.clear()
     _CONTAINS[key] = fits

@@ -428,3 +428,19 @@ def test_a_stack_provides_sglang_s_import_through_any_of_its_releases(eg: Compat
     got = native.explain_stack(eg, "0.5.23", [("nixl", "1.5.1"), ("nixl-cu13", "1.5.1")],
                                torch="2.14.1", python="cp312", arch="x86_64")
     assert [c.ok for c in got["checks"]] == [True, True, True], got["checks"]
+
+
+@pytest.mark.parametrize("spec", ["==0.4.10", "==2.14.1", "==2.14.1+cu130", "== 1.0",
+                                  "==1.0.*", "===1.0", ">=1.0,<2", "==bad!", "==1!2.0",
+                                  "==1.0rc1", "==1.0"])
+@pytest.mark.parametrize("version", ["0.4.10", "0.4.10.0", "0.4.9", "2.14.1", "2.14.1+cu130",
+                                     "1.0", "1.0rc1", "1.0.post1", "1.0.3", "2.0"])
+def test_the_rule_s_exact_pin_shortcut_decides_as_packaging(spec: str, version: str) -> None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        want: bool | None = SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        want = None
+    rule._CONTAINS.clear()
+    assert rule._contains(spec, version) is want
