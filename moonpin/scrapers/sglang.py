@@ -50,6 +50,7 @@ __all__ = [
     "choose_wheel",
     "derive_pg",
     "extension_pins",
+    "extension_pins_of",
     "facts_from_files",
     "failed",
     "launch_backends",
@@ -474,19 +475,25 @@ def extension_pins(meta: Metadata, text: str, member: str) -> tuple[DistPin, ...
     """The Requires-Dist lines of ``meta`` naming a distribution of a native-extension recipe
     (:func:`moonpin.scrapers.projects.recipes`), verbatim, with their line in ``text`` (the
     METADATA ``member``)."""
+    return extension_pins_of(meta.requires_dist, text, member)
+
+
+def extension_pins_of(requirements: Iterable[str], text: str, member: str,
+                      ) -> tuple[DistPin, ...]:
+    """:func:`extension_pins` of requirement strings read from ``member`` (a METADATA, or a
+    source tree's ``pyproject.toml``), each with the first line of ``text`` holding it."""
     from moonpin.scrapers.projects import recipes
 
     dists = {str(canonicalize_name(d)) for r in recipes() for d in r.dists}
     lines = text.splitlines()
     out = []
-    for value in meta.requires_dist:
+    for value in requirements:
         try:
             name = str(canonicalize_name(Requirement(value).name))
         except InvalidRequirement:
             continue
         if name not in dists:
             continue
-        line = next((i for i, t in enumerate(lines, 1) if t.startswith("Requires-Dist:")
-                     and t.split(":", 1)[1].strip() == value.strip()), 0)
+        line = next((i for i, t in enumerate(lines, 1) if value.strip() in t), 0)
         out.append(DistPin(dist=name, requirement=value, member=member, line=line))
     return tuple(out)
