@@ -38,6 +38,7 @@ from moonpin.resolver.pins.reading.walk import (
     index_sources,
     project_files,
     project_python,
+    project_pythons,
     read_pins,
     read_pins_or_fail,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "platform_of",
     "project_files",
     "project_python",
+    "project_pythons",
     "read_for_rewrite",
     "read_pins",
     "read_pins_or_fail",
