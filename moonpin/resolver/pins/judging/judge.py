@@ -277,11 +277,34 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
         return out
     from moonpin.resolver.pins.reading.sources import with_sources
 
-    reasons, updates = with_sources(out.updates, pinned.exact, sources, _update)
+    reasons, updates = with_sources(out.updates, pinned.exact, sources, _update,
+                                    lambda public, build: _wrong_build(g, public, build))
     if not reasons:
         return out
     return out._replace(verdict="incompatible" if out.verdict == "compatible" else out.verdict,
                         reasons=(*out.reasons, *reasons), updates=(*out.updates, *updates))
+
+
+def _wrong_build(g: CompatGraph, public: str, build: str) -> str | None:
+    """What is wrong with local build ``build`` of torch ``public`` for a stack judged with
+    the index's build of ``public`` (its CUDA major from the KB, per architecture): a CPU
+    or ROCm build, or one of another CUDA major (``+cu126`` beside the index's CUDA 13);
+    None for one of the same major, or when the KB says nothing of the index's CUDA."""
+    from moonpin.resolver import query
+
+    label = build.partition("+")[2]
+    if label.startswith("cpu"):
+        return "a CPU build"
+    known = {t.cuda for a in ("x86_64", "aarch64")
+             if (t := query.resolve_torch(g, public, a)).cuda_known and t.cuda is not None}
+    if not known:
+        return None
+    got = query.resolve_torch(g, build, "x86_64")
+    if got.cuda in known:
+        return None
+    index = " / ".join(f"CUDA {m}" for m in sorted(known))
+    what = f"a CUDA {got.cuda} build" if got.cuda is not None else f"a +{label} build"
+    return f"{what} (the index's torch {public}, judged here, is {index})"
 
 
 #: Where the Pythons judged apart are said, in the platform of each Python's judgement.
