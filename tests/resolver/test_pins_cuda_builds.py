@@ -138,3 +138,68 @@ def test_uv_takes_what_pins_writes(tmp_path: Path) -> None:
     w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     assert compile_(_torch_line(req)) == "torch==2.14.1"
+
+
+# Issue 38's leftover (c): the index options of a Dockerfile's `RUN pip install` line (and
+# `uv pip install`) are read like a requirements file's own.
+
+def _run_words(dockerfile: Path) -> list[str]:
+    """The words of the Dockerfile's `pip install` line, continuations joined (as sh reads
+    them: it is what `docker build` runs)."""
+    import shlex
+
+    text = dockerfile.read_text().replace("\\\n", " ")
+    line = next(x for x in text.splitlines() if "pip install" in x)
+    return shlex.split(line.partition("RUN")[2])
+
+
+@pytest.mark.parametrize(("install", "option"), [
+    ("pip install -f /opt/wheels", "--find-links /opt/wheels"),
+    ("pip install --find-links=/opt/wheels", "--find-links /opt/wheels"),
+    ("python -m pip install --no-cache-dir -f/opt/wheels", "--find-links /opt/wheels"),
+    ("uv pip install --system --find-links /opt/wheels", "--find-links /opt/wheels"),
+])
+def test_a_dockerfiles_find_links_is_read(tmp_path: Path, install: str, option: str) -> None:
+    links = _links(tmp_path, "2.14.1", "2.14.1+cpu")
+    docker = tmp_path / "Dockerfile"
+    docker.write_text(f"FROM python:3.12\nCOPY wheels /opt/wheels\nRUN {install} \\\n"
+                      "    sglang==0.5.23 torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
+    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    assert r.returncode == 1 and f"which {option} (Dockerfile:3) can supply" in r.stdout, \
+        r.stdout
+    # the folder the image copies is the build context's wheels/: it was listed
+    assert "admits 2.14.1+cpu, a CPU build," in r.stdout
+    w = _moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    torch = next(x for x in _run_words(docker) if x.startswith("torch"))
+    assert torch == "torch==2.14.1,!=2.14.1+cpu", docker.read_text()
+    assert _pip_picks(tmp_path, links, "torch==2.14.1") == "2.14.1+cpu"  # the premise
+    assert _pip_picks(tmp_path, links, torch) == "2.14.1"  # the written line, in pip
+
+
+def test_a_dockerfiles_extra_index_and_the_files_it_installs_are_read(tmp_path: Path) -> None:
+    """An index the line names (PyTorch's layout: a CUDA 12 one), and the find-links of a
+    requirements file the line installs with -r (found through COPY)."""
+    docker = tmp_path / "Dockerfile"
+    docker.write_text("FROM python:3.12\nRUN pip install --extra-index-url "
+                      "https://download.example/whl/cu126 \\\n    sglang==0.5.23 "
+                      "torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
+    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    assert r.returncode == 1 and "2.14.1+cu126, a CUDA 12 build" in r.stdout, r.stdout
+    _links(tmp_path, "2.14.1+cpu")
+    (tmp_path / "req").mkdir()
+    (tmp_path / "req" / "gpu.txt").write_text("--find-links ../wheels\n")
+    docker.write_text("FROM python:3.12\nCOPY req /app/req\nCOPY wheels /app/wheels\n"
+                      "WORKDIR /app\nRUN pip install -r req/gpu.txt sglang==0.5.23 "
+                      "torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
+    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    assert r.returncode == 1 and "--find-links ../wheels (req/gpu.txt:1)" in r.stdout, r.stdout
+
+
+def test_an_option_value_is_no_requirement(tmp_path: Path) -> None:
+    """`-f torch` (a folder named like a package) is the option's value, not a pin."""
+    docker = tmp_path / "Dockerfile"
+    docker.write_text("FROM python:3.12\nRUN pip install -f torch --index-url "
+                      "https://x.example/simple sglang==0.5.23\n")
+    r = _moonpin("pins", "Dockerfile", "--json", cwd=tmp_path)
+    assert [p["name"] for p in json.loads(r.stdout)["pins"]] == ["sglang"], r.stdout

@@ -9,7 +9,10 @@ beside a CUDA 12 torch).
 Read here: a requirements or constraints file's ``-f``/``--find-links``, ``-i``/
 ``--index-url`` and ``--extra-index-url`` lines (pip's ``req_file.py``: a relative
 find-links path is the requirements file's folder's when it exists there), its ``-r``/``-c``
-includes; a pyproject.toml's ``[[tool.uv.index]]`` (an ``explicit`` one only where
+includes; the same options on a Dockerfile's or script's ``pip install`` / ``uv pip
+install`` lines (with uv's ``--index``, ``--default-index`` and ``--torch-backend``; a
+path the Dockerfile copied mapped back to the build context) and the files those lines
+install with ``-r``; a pyproject.toml's ``[[tool.uv.index]]`` (an ``explicit`` one only where
 ``[tool.uv.sources]`` sends torch to it) and ``[tool.uv]``/``[tool.uv.pip]``
 ``find-links``, ``index-url``, ``extra-index-url``. A local folder is listed for the local
 builds it holds; an index is not fetched (``pins`` reads no network), so any index may
@@ -205,10 +208,39 @@ def _pyproject_sources(path: str, out: list[Source]) -> None:
                                   folder, _local_builds(folder) if folder is not None else None))
 
 
+def _shell_sources(path: str, out: list[Source], seen: set[str]) -> None:
+    """A Dockerfile's or script's ``pip install`` / ``uv pip install`` options, and those of
+    the requirements files it installs (``-r``), each file looked for beside it, then in
+    the current folder (as the pins reader looks for them)."""
+    from moonpin.kb.files import read_regular
+    from moonpin.resolver.pins.reading.base import Text
+    from moonpin.resolver.pins.reading.shell import FileArg, shell_index_options
+
+    try:
+        text = read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # reading its pins said so
+    base = os.path.dirname(path) or "."
+    for arg in shell_index_options(path, Text(text)):
+        places = [os.path.normpath(os.path.join(b, p)) for p in arg.paths
+                  for b in dict.fromkeys((base, "."))]
+        if isinstance(arg, FileArg):
+            found = next((p for p in places if os.path.isfile(p)), None)
+            if found is not None:
+                _requirements_sources(found, out, seen, 1)
+            continue
+        folder = None
+        if arg.option == "--find-links":
+            folder = next((p for p in places if os.path.isdir(p)), None) or _local_folder(
+                arg.value, base)
+        out.append(Source(path, arg.line, arg.option, arg.value, folder,
+                          _local_builds(folder) if folder is not None else None))
+
+
 def index_sources(files: Sequence[tuple[str, str | None]]) -> list[Source]:
     """Every find-links folder and index the ``files`` (each with the kind it is read as:
-    ``requirements``, ``constraints``, ``pyproject``) and their includes add to pip's or
-    uv's default index, in file order."""
+    ``requirements``, ``constraints``, ``pyproject``, ``shell``) and their includes add to
+    pip's or uv's default index, in file order."""
     out: list[Source] = []
     seen: set[str] = set()
     for f, kind in files:
@@ -216,6 +248,8 @@ def index_sources(files: Sequence[tuple[str, str | None]]) -> list[Source]:
             _requirements_sources(f, out, seen, 0)
         elif kind == "pyproject":
             _pyproject_sources(f, out)
+        elif kind == "shell":
+            _shell_sources(f, out, seen)
     return out
 
 
