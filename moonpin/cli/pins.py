@@ -172,9 +172,12 @@ def cmd_renovate(args: argparse.Namespace) -> int:
         image = images.image_of(pinned.exact, pinned.sglang) if torch is None else None
         got = images.image_torch(g, image, stack.sglang) if image is not None else None
         torch = got.version if got is not None else torch
+    # the native extensions the files pin move with the stack (all of them without files)
+    natives = None if pinned is None else sorted(
+        {p.name for p in (*pinned.exact, *pinned.loose) if p.name in pins.NATIVE_DISTS})
     plan = pins.plan_stack(g, stack.sglang, torch=torch, dist=stack.dist,
                            current_mooncake=stack.mooncake, python=args.python,
-                           arch=arch, allow_jit=args.allow_jit)
+                           arch=arch, allow_jit=args.allow_jit, natives=natives)
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     emit_json(pins.renovate_fragment(plan))
@@ -219,7 +222,7 @@ def cmd_constraints(args: argparse.Namespace) -> int:
     _version_arg(args.sglang, "--sglang")
     g = graph(args)
     plan = pins_renovate.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
-                                    allow_jit=args.allow_jit)
+                                    allow_jit=args.allow_jit, natives=None)
     if not plan.mooncake and plan.module is not None:
         fatal(f"no mooncake release in the knowledge base fits sglang {shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {shown(args.sglang)} --why` says why",

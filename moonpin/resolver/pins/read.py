@@ -25,6 +25,7 @@ from moonpin.resolver.pins.reading.base import (
     HASH_NOTE,
     MAX_INCLUDE_DEPTH,
     MOONCAKE_FAMILY,
+    NATIVE,
     TRACKED,
     VALUE_KINDS,
     VERSION_VARIABLES,
@@ -50,11 +51,16 @@ from moonpin.resolver.pins.writing.renovate import (
 )
 from moonpin.resolver.pins.writing.rewrite import apply_updates, write_keeping
 
+#: Every native extension's distribution (:data:`NATIVE`'s).
+NATIVE_DISTS: frozenset[str] = frozenset(d for ds in NATIVE.values() for d in ds)
+
 __all__ = [
     "GROUP_NAME",
     "HASH_NOTE",
     "MAX_INCLUDE_DEPTH",
     "MOONCAKE_FAMILY",
+    "NATIVE",
+    "NATIVE_DISTS",
     "TRACKED",
     "VALUE_KINDS",
     "VERSION_VARIABLES",

@@ -485,7 +485,31 @@ def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: s
         out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
     _side_by_side(pinned, out)
     _within_ranges(pinned, out)
+    _extensions(g, pinned, out, python=python, arch=arch)
     return out
+
+
+def _extensions(g: CompatGraph, pinned: PinnedSet, out: _Draft, *, python: str | None,
+                arch: str | None) -> None:
+    """The native extensions the set pins, judged with the torch and SGLang it ends with
+    (as pinned, or as the updates move them) and moved with them
+    (:mod:`moonpin.resolver.pins.judging.extensions`)."""
+    from moonpin.resolver.pins.judging.extensions import judge_extensions
+
+    ends = {u["depName"]: u["newVersion"] for u in out.updates
+            if u["depName"] in ("torch", "sglang")}
+    ext = judge_extensions(
+        g, pinned.exact, sglang=ends.get("sglang") or (
+            pinned.sglang.version if pinned.sglang else None),
+        torch=ends.get("torch") or (pinned.torch.version if pinned.torch else None),
+        python=python, arch=arch, places=pinned.places, update=_update)
+    if ext.verdict is None:
+        return
+    out.reasons += ext.reasons
+    out.notes += [n for n in ext.notes if n not in out.notes]
+    out.updates += ext.updates
+    if ext.verdict == "incompatible":
+        out.verdict = "incompatible"
 
 
 def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
