@@ -4,8 +4,8 @@
 
 Packs the real venv with umoci under a minimal root (tests/lib/umoci.py, as the
 ``-m image`` test does) unless ``--layout`` names such an OCI layout already, then, side by
-side and alternately: ``moonpin.readers.layers.unpack`` with the default keep policy in a child
-process (its wall time and peak memory, ``ru_maxrss``), and ``tar -xOzf`` of every layer
+side and alternately: ``moonpin.readers.image.layers.unpack`` with the default keep policy in a
+child process (its wall time and peak memory, ``ru_maxrss``), and ``tar -xOzf`` of every layer
 to /dev/null (sum over the layers, each a subprocess). Prints the seconds, their ratio
 (goal <= 1.3x), the bytes kept against the image's bytes, and the peak memory (goal
 <= 200 MiB).
@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 _CHILD = """
 import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[3])
-from moonpin.readers.image import open_image
-from moonpin.readers.layers import unpack
+from moonpin.readers.image.manifest import open_image
+from moonpin.readers.image.layers import unpack
 t = time.perf_counter()
 img = open_image(sys.argv[1])
 unpack(img, sys.argv[2])
@@ -46,7 +46,7 @@ print(json.dumps({"seconds": dt, "kept": kept, "describe": img.describe(),
 
 
 def _layers(layout: Path) -> list[Path]:
-    from moonpin.readers.image import open_image
+    from moonpin.readers.image.manifest import open_image
 
     img = open_image(str(layout))
     return [layout / layer.name for layer in img.layers]

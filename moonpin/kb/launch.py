@@ -2,7 +2,7 @@
 checks its ``ServerArgs`` (or, from 0.5.19, its ``arg_groups`` hooks) make on them.
 
 Plain named tuples (no pydantic, no dataclasses): the runtime check's evaluator of the worker's
-launch arguments works on them. :mod:`moonpin.readers.server_args` reads them out of SGLang's
+launch arguments works on them. :mod:`moonpin.readers.launch.server_args` reads them out of SGLang's
 source; :class:`moonpin.kb.models.LaunchRules` is how the KB file stores them.
 """
 

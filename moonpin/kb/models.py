@@ -274,7 +274,7 @@ class LoaderScheme(Model):
     source_backends: tuple[str, ...] = ()
     note: str | None = None
     #: jit-compile: what the loader checks before compiling, read from it with ``ast``
-    #: (``moonpin.readers.loader.JIT_REQUIRES``: cuda-torch, nvcc, ninja, gpu-or-arch-list)
+    #: (``moonpin.readers.pyast.loader.JIT_REQUIRES``: cuda-torch, nvcc, ninja, gpu-or-arch-list)
     requires: tuple[str, ...] = ()
 
 

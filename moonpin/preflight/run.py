@@ -794,7 +794,7 @@ def check_image_file(path: str, platform: str | None = None, *,
 
         from moonpin.preflight.env.rootfs import unpacked
 
-        ImageError = importlib.import_module("moonpin.readers.image").ImageError
+        ImageError = importlib.import_module("moonpin.readers.image.manifest").ImageError
     except ImportError as e:
         return _report([CheckResult("image", "fail", f"this moonpin cannot read image "
                                     f"files ({e})", "unpack the image (`docker export`, "

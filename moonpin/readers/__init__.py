@@ -1,8 +1,12 @@
-"""Readers: bytes and source text in, facts out.
+"""Readers: bytes and source text in, facts out, one sub-folder per kind of thing read.
 
-ELF, Python ``ast``, the mooncake loader's scheme, CUDA requirements, SGLang's launch arguments.
-Shared by the scrape and the runtime check; they import only :mod:`kb` and the standard library
-(and packaging), never fetch, never import or execute what they read."""
+``elf/`` (ELF objects: layout, dynamic section, symbols), ``pyast/`` (Python sources read with
+``ast``: SGLang's mooncake use, the imports a module certainly runs, mooncake's loader
+modules), ``image/`` (container image files and their layers), ``launch/`` (SGLang's launch
+arguments), ``native/`` (the worker's other native extensions), and ``cuda`` (the CUDA major
+a torch wheel requires). Shared by the scrape and the runtime check; they import only
+:mod:`kb` and the standard library (and packaging), never fetch, never import or execute what
+they read."""
 
 from __future__ import annotations
 

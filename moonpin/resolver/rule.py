@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 #: The placeholder a scraped import template holds for the loader's computed suffix
-#: (the same string as ``moonpin.readers.loader.TORCH``).
+#: (the same string as ``moonpin.readers.pyast.loader.TORCH``).
 TORCH = "{torch}"
 
 

@@ -127,7 +127,7 @@ def _mooncake_lines(r: dict[str, Any]) -> list[str]:
             if ld["source_names"]:
                 out.append(f"      names in shipped sources: {', '.join(ld['source_names'])}")
             if ld.get("requires"):
-                from moonpin.readers.loader import JIT_REQUIRES
+                from moonpin.readers.pyast.loader import JIT_REQUIRES
 
                 out.append("      checks before compiling: " + "; ".join(
                     JIT_REQUIRES.get(c, c) for c in ld["requires"]))

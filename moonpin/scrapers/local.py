@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from moonpin.kb.errors import ArchiveError, ReadRefused, UsageError
 from moonpin.kb.files import read_regular
 from moonpin.kb.models import Artifact, LaunchRules, MooncakePin, SglangRelease
-from moonpin.readers.pyast import FileAnalysis
+from moonpin.readers.pyast.usage import FileAnalysis
 from moonpin.scrapers import sglang as sg
 from moonpin.scrapers.fetch import Fetcher
 from moonpin.scrapers.pypi import parse_metadata
@@ -230,7 +230,7 @@ def _package_root(files: list[tuple[str, bytes | OSError]], label: str) -> str:
 
 def _launch(files: list[tuple[str, bytes | OSError]], root: str) -> LaunchRules | None:
     """The launch-argument rules, from the same members a wheel's are read from."""
-    from moonpin.readers import server_args as sa
+    from moonpin.readers.launch import server_args as sa
 
     by_rel = {path[len(root):]: data for path, data in files if path.startswith(root)}
     wanted = sa.launch_members(n for n in by_rel if n.startswith("sglang/"))

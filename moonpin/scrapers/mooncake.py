@@ -23,8 +23,8 @@ from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import ArchiveError
 from moonpin.kb.models import Build, LoaderScheme, MooncakeWheel
-from moonpin.readers import elf
-from moonpin.readers.loader import TORCH, analyze_loader, cpp_string_names
+from moonpin.readers.elf import analysis as elf
+from moonpin.readers.pyast.loader import TORCH, analyze_loader, cpp_string_names
 from moonpin.scrapers.fetch import Fetcher
 from moonpin.scrapers.pypi import IndexFile, metadata_member, parse_metadata, wheel_tags
 from moonpin.scrapers.remote_zip import HttpSource, RemoteZip

@@ -106,18 +106,18 @@ def _versions(project: ProjectReleases, minimum: Version | None = None) -> list[
 #: Paths are relative to the folder that holds the ``kb``, ``readers`` and ``scrapers``
 #: packages (the repository, or site-packages once installed).
 EXTRACTORS: dict[str, tuple[str, ...]] = {
-    "sglang": ("readers/pyast.py", "readers/pyast_facts.py", "readers/pyast_walk.py",
-               "readers/server_args.py", "readers/server_args_flags.py",
-               "readers/server_args_rules.py", "readers/server_args_values.py", "kb/launch.py",
+    "sglang": ("readers/pyast/usage.py", "readers/pyast/facts.py", "readers/pyast/walk.py",
+               "readers/launch/server_args.py", "readers/launch/flags.py",
+               "readers/launch/rules.py", "readers/launch/values.py", "kb/launch.py",
                "scrapers/sglang.py"),
-    "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf.py",
-                 "readers/elflayout.py", "readers/loader.py", "readers/cuda.py"),
+    "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf/analysis.py",
+                 "readers/elf/layout.py", "readers/pyast/loader.py", "readers/cuda.py"),
     "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
     "native": ("scrapers/native.py", "scrapers/projects/__init__.py",
                *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES),
                "readers/native/rules.py", "readers/native/builds.py",
-               "readers/native/keyeval.py", "readers/elf.py", "readers/elflayout.py",
-               "readers/elfsym.py"),
+               "readers/native/keyeval.py", "readers/elf/analysis.py", "readers/elf/layout.py",
+               "readers/elf/symbols.py"),
 }
 
 

@@ -32,7 +32,7 @@ from moonpin.kb.models import (
     PGRequirement,
     SglangRelease,
 )
-from moonpin.readers import pyast
+from moonpin.readers.pyast import usage as pyast
 from moonpin.scrapers.fetch import Fetcher
 from moonpin.scrapers.pypi import IndexFile, Metadata, metadata_member, parse_metadata
 from moonpin.scrapers.remote_zip import HttpSource, RemoteZip
@@ -86,7 +86,7 @@ class AnalysisCache:
     def launch_get(self, key: tuple[object, ...]) -> tuple[object] | None:
         """The launch-rules record (wrapped, since None is a valid record) for these
         launch members (``(name, crc, size)`` of each member
-        :func:`moonpin.readers.server_args.launch_members` names), if already extracted."""
+        :func:`moonpin.readers.launch.server_args.launch_members` names), if already extracted."""
         with self._lock:
             return self._launch.get(key)
 
@@ -247,7 +247,7 @@ def _to_models(fa: pyast.FileAnalysis, member: str) -> tuple[
 
 def derive_pg(imports: Iterable[MooncakeImport], backends: Iterable[BackendUse],
               calls: Iterable[CallArity] = ()) -> PGRequirement:
-    """The process-group requirement of a release (:func:`moonpin.readers.pyast.pg_needs`)."""
+    """The process-group requirement of a release (:func:`moonpin.readers.pyast.usage.pg_needs`)."""
     n = pyast.pg_needs(imports, calls, backends)
     return PGRequirement(module=n.module, alternatives=n.alternatives, names=n.names,
                          optional_names=n.optional_names, backends=n.backends,
@@ -299,7 +299,7 @@ def _analyze_member(path: str, data: bytes) -> pyast.FileAnalysis:
 
 
 def _launch_record_wrapped(members: dict[str, bytes]) -> tuple[object]:
-    from moonpin.readers import server_args as sa
+    from moonpin.readers.launch import server_args as sa
 
     return (sa.launch_record_from(members),)
 
@@ -340,7 +340,7 @@ def scrape_wheel(
     # The launch rules come from a few members (server_args.py and cuda_graph_config.py; from
     # 0.5.19 also the arg_groups hooks and field declarations), read with the sources when
     # not known already.
-    from moonpin.readers import server_args as sa
+    from moonpin.readers.launch import server_args as sa
 
     arg_members = [z.by_name[n] for n in sa.launch_members(z.names())]
     launch_key = tuple((e.name, e.crc, e.file_size) for e in arg_members)

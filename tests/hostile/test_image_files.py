@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.readers.image import ImageError, open_image
-from moonpin.readers.layers import unpack
+from moonpin.readers.image.layers import unpack
+from moonpin.readers.image.manifest import ImageError, open_image
 
 Member = tuple[tarfile.TarInfo, bytes]
 

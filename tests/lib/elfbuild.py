@@ -1,7 +1,7 @@
 """Build minimal, valid ELF shared objects for tests (fake wheels, fake images).
 
 The objects are real enough for ``readelf -d -l -W`` and for moonpin's own
-``moonpin.readers.elf`` parser, but not for ``dlopen``: there is no code, no symbol
+``moonpin.readers.elf.analysis`` parser, but not for ``dlopen``: there is no code, no symbol
 table and no section header table (gABI "ELF Header": e_shoff 0 means none).
 
 File layout produced (offsets grow downwards)::
@@ -161,7 +161,8 @@ def build_so(
 
 
 def elf_hash(name: bytes) -> int:
-    """SysV ELF hash (gABI "Hash Table"), written out here independently of moonpin.readers.elf."""
+    """SysV ELF hash (gABI "Hash Table"), written out here independently of
+    moonpin.readers.elf.analysis."""
     h = 0
     for c in name:
         h = ((h << 4) + c) & 0xFFFFFFFF

@@ -159,7 +159,8 @@ def add_nixl(site: Path, version: str = "1.5.1", cuda: int = 13,
     for f in link.iterdir():
         f.unlink()
     link.rmdir()
-    add_dist(site, f"nixl-cu{cuda}", version, requires=["torch", "numpy"])
+    add_dist(site, f"nixl-cu{cuda}", version, requires=["torch", "numpy"],
+             files=[f"nixl_ep_cu{cuda}/__init__.py"])
 
 
 _LOAD_UTILS = '''import glob

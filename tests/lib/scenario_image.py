@@ -31,7 +31,8 @@ from tests.lib.images import JIT_LOADER, add_dist, add_torch, ext_suffix
 
 __all__ = ["Image", "Inexpressible", "image_for", "loader_source"]
 
-#: What the placeholder stands for in a scraped import template (moonpin.readers.loader.TORCH).
+#: What the placeholder stands for in a scraped import template
+#: (moonpin.readers.pyast.loader.TORCH).
 TORCH = "{torch}"
 
 

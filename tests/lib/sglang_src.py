@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from moonpin.kb.launch import Flag, Rule
-from moonpin.readers.server_args import class_constants, extract
+from moonpin.readers.launch.server_args import class_constants, extract
 
 __all__ = ["WHEELS_ENV", "real_args", "real_wheel"]
 

@@ -583,7 +583,8 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
     doc: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
     assert doc["rc"] == 1
     mods = set(doc["mods"])
-    assert "moonpin.readers.pyast" in mods and "moonpin.readers.elf" in mods  # the check did run
+    # the check did run
+    assert "moonpin.readers.pyast.usage" in mods and "moonpin.readers.elf.analysis" in mods
     for banned in ("httpx", "networkx", "torch", "moonpin.resolver.query", "moonpin.resolver.graph",
                    "moonpin.scrapers.fetch", "moonpin.scrapers.refresh", "sglang", "mooncake",
                    "pydantic",
@@ -594,10 +595,11 @@ def test_light_path_imports(tmp_path: Path, kb: Path) -> None:
 #: What a warm worker start must not load: each pulls in ``re`` and ``enum`` (~8 ms together,
 #: as much as the interpreter's own start), or is the analyzer a warm start skips.
 _HEAVY = ("re", "enum", "json", "typing", "pathlib", "dataclasses", "ast", "inspect",
-          "threading", "argparse", "hashlib", "moonpin.readers.pyast",
-          "moonpin.readers.pyast_facts", "moonpin.readers.pyast_walk", "moonpin.readers.elf",
-          "moonpin.readers.elflayout", "moonpin.readers.loader", "moonpin.resolver.args.rules",
-          "moonpin.readers.elfsym", "ctypes")
+          "threading", "argparse", "hashlib", "moonpin.readers.pyast.usage",
+          "moonpin.readers.pyast.facts", "moonpin.readers.pyast.walk",
+          "moonpin.readers.elf.analysis", "moonpin.readers.elf.layout",
+          "moonpin.readers.pyast.loader", "moonpin.resolver.args.rules",
+          "moonpin.readers.elf.symbols", "ctypes")
 
 
 def _modules_after_main(argv: list[str]) -> tuple[int, set[str]]:
@@ -623,12 +625,13 @@ def test_a_warm_start_loads_nothing_heavy(tmp_path: Path) -> None:
             "--elastic-ep-backend", "mooncake", "--no-deep"]
     rc, cold = _modules_after_main(argv)  # the image's first check reads and remembers
     # control
-    assert rc == 0 and {"moonpin.readers.pyast", "moonpin.readers.loader", "json"} <= cold
+    assert rc == 0 and {"moonpin.readers.pyast.usage", "moonpin.readers.pyast.loader",
+                        "json"} <= cold
     rc, warm = _modules_after_main(argv)
     assert rc == 0
     assert not warm & set(_HEAVY), sorted(warm & set(_HEAVY))
     rc, again = _modules_after_main([*argv, "--no-cache"])  # control: nothing remembered
-    assert rc == 0 and "moonpin.readers.pyast" in again
+    assert rc == 0 and "moonpin.readers.pyast.usage" in again
 
 
 def test_a_feature_check_reads_the_table_not_the_whole_kb(
@@ -991,7 +994,7 @@ class ServerArgs:
 
 
 def _with_launch_rules(kb: Path) -> Path:
-    from moonpin.readers.server_args import launch_record
+    from moonpin.readers.launch.server_args import launch_record
 
     rec = launch_record(LAUNCH_SRC, None)
     assert rec is not None

@@ -328,8 +328,9 @@ def test_not_a_root(tmp_path: Path) -> None:
 
 
 def test_image_file(tmp_path: Path) -> None:
-    """``--image``: once :mod:`moonpin.readers.image` is there, an OCI layout made of a root."""
-    ri = pytest.importorskip("moonpin.readers.image")
+    """``--image``: once :mod:`moonpin.readers.image.manifest` is there, an OCI layout made of a
+    root."""
+    ri = pytest.importorskip("moonpin.readers.image.manifest")
     umoci = shutil.which("umoci")
     if umoci is None:
         pytest.skip("umoci is not installed")

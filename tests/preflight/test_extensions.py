@@ -5,7 +5,9 @@ verdict the same image with the fault removed does not get."""
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,74 @@ def test_nixl_requested_and_absent_is_not_usable(tmp_path: Path) -> None:
                            "srt/layers/moe/token_dispatcher/nixl.py:2 imports nixl_ep)"), r.out
     assert r.fixes() and r.fixes()[0].startswith("fix: pip install 'nixl'")
     assert "nothing to check" not in r.out
+
+
+_PASSED_OVER = ("not a regular file: CPython's importer passes over it (a package whose "
+                "__init__.py it is imports as an empty namespace package; a module is not "
+                "found), so the loader in it never runs")
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda p: os.mkfifo(p), f"is a FIFO, {_PASSED_OVER}"),
+    (lambda p: p.symlink_to("/dev/zero"),
+     f"is a symbolic link to a character device (/dev/zero), {_PASSED_OVER}"),
+    (lambda p: p.symlink_to("/dev/null"),
+     f"is a symbolic link to a character device (/dev/null), {_PASSED_OVER}"),
+    (lambda p: p.symlink_to("gone.py"), "is a dangling symbolic link (to 'gone.py'), "
+     + _PASSED_OVER),
+    (lambda p: p.write_text("x = " + "(" * 100_000 + ")" * 100_000 + "\n"),
+     "is nested past the parser's limits: the import raises SyntaxError: too many nested"),
+    (lambda p: p.write_text("x = " + "-" * 100_000 + "1\n"),
+     "is nested past the parser's limits: the import raises MemoryError"),
+    (lambda p: None, "is missing: its package imports as an empty namespace package, so the "
+     "loader that file holds never runs"),
+], ids=["fifo", "dev-zero", "dev-null", "dangling", "nested-parentheses", "nested-unary",
+        "missing"])
+def test_a_loader_file_the_import_cannot_run_fails_with_its_replacement(
+        tmp_path: Path, make: Callable[[Path], None], said: str) -> None:
+    """The backend's ``__init__.py``, whose code picks and loads the build. Missing, its
+    package is a namespace package. CPython's finder
+    takes only a regular file (``stat``, links followed) as a module or a package's
+    ``__init__``: in front of any other the package imports as an empty namespace package
+    and ``from nixl_ep import Buffer`` fails (seen on a real image: ``cannot import name
+    'nixl_ep_cpp' from 'nixl_ep_cu13' (unknown location)``); a nesting bomb raises. Not
+    "not judged" (exit 0): a failure with the lines that put the file back. Control: the
+    same image with the regular file passes (test_nixl_loads_the_build_for_torchs_minor)."""
+    site = _site(tmp_path)
+    add_nixl(site)
+    init = site / "nixl_ep_cu13" / "__init__.py"
+    init.unlink()
+    make(init)
+    r = run(site, *NIXL, ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl_ep")
+    assert line.startswith("fail") and f"`import nixl_ep` fails: {init} {said}" in line, r.out
+    rm = f"rm {init} && " if os.path.lexists(init) else ""
+    assert r.fixes()[0] == (f"fix: {rm}pip install --force-reinstall --no-deps "
+                            "'nixl-cu13==1.5.1'"), r.out
+
+
+@pytest.mark.parametrize(("add", "member", "args"), [
+    (add_sgl_kernel, "sgl_kernel/load_utils.py", ()),
+    (add_deep_ep, "deep_ep/__init__.py", ("--", "--moe-a2a-backend", "deepep")),
+    (add_flashinfer, "flashinfer/jit/env.py", ()),
+], ids=["sgl_kernel", "deep_ep", "flashinfer"])
+def test_every_rules_loader_file_as_a_fifo_fails(tmp_path: Path, add: Callable[[Path], None],
+                                                 member: str, args: tuple[str, ...]) -> None:
+    """The same mechanism for each project's loader rule: the file it reads is the one the
+    real import runs, so a FIFO there means its loader never runs."""
+    site = _site(tmp_path, sglang_requires=["sglang-kernel==0.4.10"])
+    add(site)
+    name = member.split("/")[0]
+    before = run(site, "--gpu-capability", "9.0", *args, ep=False)
+    assert before.line(name).startswith(("pass", "warn")), before.out  # control
+    path = site / member
+    path.unlink()
+    os.mkfifo(path)
+    r = run(site, "--gpu-capability", "9.0", *args, ep=False)
+    assert r.rc == 1 and r.line(name).startswith("fail"), r.out
+    assert f"{path} is a FIFO, not a regular file" in r.line(name), r.out
+    assert f"fix: rm {path}" in r.out
 
 
 def test_a_torch_symbol_the_build_needs_missing_from_torchs_libraries(tmp_path: Path) -> None:

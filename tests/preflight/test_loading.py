@@ -19,7 +19,7 @@ from moonpin.preflight.installed.build_facts import UNREADABLE_SCHEME
 from moonpin.preflight.loader import ldso
 from moonpin.preflight.probe.deep_probe import downgrade_light_libraries
 from moonpin.preflight.run import CheckResult
-from moonpin.readers import elf
+from moonpin.readers.elf import analysis as elf
 from tests.lib.checkrun import NOBODY, ROOT, assert_healthy, python_for_nobody, run, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import PG_NAMES, ext_suffix, healthy_image

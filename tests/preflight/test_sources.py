@@ -193,7 +193,7 @@ def test_a_warm_start_does_not_load_the_analyzer(tmp_path: Path) -> None:
              "from moonpin.preflight.installed import sources; "
              f"f = sources.scan(Path({str(pkg)!r}), cache_dir=Path({str(cache)!r})); "
              "print(f.cache, sorted(f.derived['names']) != [], "
-             "'moonpin.readers.pyast' in sys.modules)")
+             "'moonpin.readers.pyast.usage' in sys.modules)")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
                          text=True, check=True).stdout.split()

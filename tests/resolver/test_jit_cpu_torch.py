@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from moonpin.preflight.probe.deep_probe import _import_failure
-from moonpin.readers.loader import jit_requires, read_loader
+from moonpin.readers.pyast.loader import jit_requires, read_loader
 from moonpin.resolver import rule
 from tests.lib.checkrun import run, small_kb
 from tests.lib.images import JIT_LOADER, add_mooncake, add_sglang, add_torch

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from moonpin.kb.launch import Flag, Rule
-from moonpin.readers.server_args import elastic_rules, extract
+from moonpin.readers.launch.server_args import elastic_rules, extract
 from moonpin.resolver.args.rules import Unevaluable, Verdict, check, evaluate, parse_launch
 from tests.lib.sglang_src import real_args
 

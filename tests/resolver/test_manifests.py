@@ -144,7 +144,7 @@ def test_shell_script_variables_continuations_and_separators() -> None:
 
 
 def test_an_unknown_value_makes_its_rules_not_checked() -> None:
-    from moonpin.readers.server_args import extract
+    from moonpin.readers.launch.server_args import extract
 
     src = textwrap.dedent("""\
         class ServerArgs:

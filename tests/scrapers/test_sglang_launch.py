@@ -12,7 +12,7 @@ from moonpin.scrapers.pypi import IndexFile
 from moonpin.scrapers.sglang import AnalysisCache, scrape_wheel
 from tests.lib.server import FakeIndex
 from tests.lib.wheels import build_wheel
-from tests.readers.test_server_args import AG, AG_MEMBERS
+from tests.readers.launch.test_server_args import AG, AG_MEMBERS
 
 CUDA_GRAPH = "class Backend:\n    FULL = 'full'\n    DISABLED = 'disabled'\n"
 

@@ -53,8 +53,8 @@ _CAP_CFG = 64 << 10
 
 
 class ImageConfig:
-    """An image's runtime configuration, as :mod:`moonpin.readers.image` reads it from the OCI
-    config (``Env`` as ``KEY=VALUE`` strings or a mapping; ``Entrypoint``/``Cmd`` as argv
+    """An image's runtime configuration, as :mod:`moonpin.readers.image.manifest` reads it from the
+    OCI config (``Env`` as ``KEY=VALUE`` strings or a mapping; ``Entrypoint``/``Cmd`` as argv
     lists); every field optional."""
 
     def __init__(self, env: Any = None, entrypoint: Sequence[str] | None = None,
@@ -626,18 +626,18 @@ def for_image(report: Report, target: Target) -> Report:
 
 @_contextmanager
 def unpacked(path: str, platform: str | None) -> Iterator[tuple[str, Any]]:
-    """The image file at ``path`` unpacked (:func:`moonpin.readers.image.unpack`) into a temporary
-    folder, removed afterwards (also on an error or an interrupt): yields (folder, config).
-    Raises :class:`moonpin.readers.image.ImageError`, or :class:`ImportError` when this moonpin
-    has no image reader."""
+    """The image file at ``path`` unpacked (:func:`moonpin.readers.image.layers.unpack`) into a
+    temporary folder, removed afterwards (also on an error or an interrupt): yields (folder,
+    config). Raises :class:`moonpin.readers.image.manifest.ImageError`, or :class:`ImportError`
+    when this moonpin has no image reader."""
     import importlib
     import shutil
     import tempfile
 
-    ri: Any = importlib.import_module("moonpin.readers.image")
+    ri: Any = importlib.import_module("moonpin.readers.image.manifest")
     unpack: Any = getattr(ri, "unpack", None)
     if unpack is None:  # the layers' reader beside it
-        unpack = importlib.import_module("moonpin.readers.layers").unpack
+        unpack = importlib.import_module("moonpin.readers.image.layers").unpack
     img = ri.open_image(path, platform)
     dest = tempfile.mkdtemp(prefix="moonpin-image.")
     try:

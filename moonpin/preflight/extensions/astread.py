@@ -6,6 +6,8 @@ start parses nothing. ``ast`` is imported only where a file is parsed."""
 
 from __future__ import annotations
 
+import os
+
 from moonpin.kb.cache import facts_memo
 
 TYPE_CHECKING = False
@@ -14,8 +16,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-__all__ = ["attr_path", "env_defaults", "fstring_heads", "join_split", "mentions", "parse",
-           "reading", "str_sets"]
+__all__ = ["Unrunnable", "attr_path", "env_defaults", "fstring_heads", "join_split", "mentions",
+           "parse", "reading", "str_sets"]
 
 _CAP = 4 << 20  # a loader file; a bigger one is not a loader
 
@@ -27,21 +29,66 @@ def reading(kind: str, path: str, compute: Callable[[], dict[str, Any] | None]
     try:
         got = facts_memo().get(f"ext-{kind}-v1", path, compute,
                                lambda v: v is None or isinstance(v, dict))
-    except OSError:
-        return None
+    except OSError:  # no stamp (a dangling link, say): read unremembered, as the import would
+        got = compute()
     return got if isinstance(got, dict) else None
 
 
+class Unrunnable(Exception):
+    """A loader file the real import cannot run: ``why`` its loader never runs (CPython's
+    finder passes over it) or what CPython raises reading it."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
 def parse(path: str) -> ast.Module | None:
-    """The file at ``path`` parsed (None: unreadable, too big, or not Python)."""
+    """The file at ``path`` parsed (None: unreadable, too big, or not Python as this
+    interpreter reads it). Raises :class:`Unrunnable` where the real import cannot run it,
+    whichever CPython runs it:
+
+    * it is a package's missing ``__init__.py``: the package imports as an empty namespace
+      package;
+    * it is not a regular file (a FIFO, a link to ``/dev/zero`` or ``/dev/null``, a
+      dangling link, a folder): CPython's ``FileFinder`` takes a module or a package's
+      ``__init__`` only when ``stat`` (links followed) says regular file, so the module is
+      not found, or its package imports as an empty namespace package, and the loader in
+      it never runs;
+    * its source is nested past the parser's own limits (``SyntaxError: too many nested
+      parentheses``, ``MemoryError``), which the import raises."""
     import ast
+    import stat
 
-    from moonpin.preflight.installed.image_facts import read_bytes
+    from moonpin.preflight.installed.image_facts import kind_of, read_bytes
 
+    if not os.path.lexists(path):
+        if os.path.basename(path) == "__init__.py" and os.path.isdir(os.path.dirname(path)):
+            raise Unrunnable(path, "missing: its package imports as an empty namespace "
+                             "package, so the loader that file holds never runs")
+        return None
     try:
+        if (os.path.islink(path) and not os.path.exists(path)) or not stat.S_ISREG(
+                os.stat(path).st_mode):
+            raise Unrunnable(path, f"{kind_of(path)}, not a regular file: CPython's "
+                             "importer passes over it (a package whose __init__.py it is "
+                             "imports as an empty namespace package; a module is not "
+                             "found), so the loader in it never runs")
         data = read_bytes(path, _CAP, "loader")
+    except OSError:
+        return None
+    try:
         return ast.parse(data, path)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+    except (RecursionError, MemoryError) as e:
+        raise Unrunnable(path, f"nested past the parser's limits: the import raises "
+                         f"{type(e).__name__}") from None
+    except SyntaxError as e:  # another Python's newer syntax is not this one's to judge
+        if str(e.msg).startswith("too many "):  # the parser's fixed limits, every CPython's
+            raise Unrunnable(path, f"nested past the parser's limits: the import raises "
+                             f"{type(e).__name__}: {e.msg}") from None
+        return None
+    except ValueError:  # a NUL byte: the import raises too, but the file says nothing
         return None
 
 

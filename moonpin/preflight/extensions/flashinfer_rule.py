@@ -106,7 +106,7 @@ def _dist_of(facts: Facts, module: str) -> tuple[str, str] | None:
 
 def pick(facts: Facts, found: Found) -> Pick:
     env_py = os.path.join(found.folder, "jit", "env.py")
-    got = astread.reading("flashinfer", env_py, lambda: _read(env_py)) if os.path.isfile(
+    got = astread.reading("flashinfer", env_py, lambda: _read(env_py)) if os.path.exists(
         env_py) else {"checks": []}
     if got is None:
         return Pick(unread=f"{env_py} cannot be read")

@@ -159,7 +159,7 @@ def pick(facts: Facts, found: Found) -> Pick:
     where = ""
     for name in ("load_utils.py", "__init__.py"):  # where releases keep the rule
         path = os.path.join(found.folder, name)
-        if os.path.isfile(path):
+        if os.path.exists(path):  # a FIFO too: the import opens it
             got = astread.reading("sgl-kernel", path, lambda p=path: _read(p))  # type: ignore[misc]
             if got:
                 reading, where = got, path

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from moonpin.preflight.extensions import seam
+from moonpin.preflight.extensions import astread, seam
 from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
@@ -102,7 +102,11 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
     owner = _owner(facts, rule)
     where = (f"{owner[0]} {owner[1]} " if owner else "") + f"at {found.folder}" + (
         f" ({found.how})" if found.editable else "")
-    pick: Pick = rule.pick(facts, found)
+    try:
+        pick: Pick = rule.pick(facts, found)
+    except astread.Unrunnable as e:
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} "
+                           f"is {e.why}", _replace(facts, e.path, ctx.root), (found.folder,))
     notes = "; ".join(pick.notes)
     if pick.unread is not None:
         return CheckResult(name, "skip", f"{where}: not judged: {pick.unread}"
@@ -203,6 +207,32 @@ def _cudart(build: str, machine: str | None) -> int | None:
             if tail.isdigit():
                 return int(tail)
     return None
+
+
+def _replace(facts: Facts, path: str, root: str | None) -> str:
+    """The lines that put back a file the import cannot get through: remove it (named as
+    the image names it, where the lines are run), then reinstall the distribution whose
+    RECORD lists it (read only on this failing path)."""
+    import shlex
+
+    from moonpin.preflight.env.chroot import image_path
+    from moonpin.preflight.installed.image_facts import record_paths
+
+    rm = (f"rm {shlex.quote(image_path(root, path) if root else path)} && "
+          if os.path.lexists(path) else "")
+    for dist in facts.dists.values():
+        if not dist.meta:
+            continue
+        rel = os.path.relpath(path, dist.root)
+        if rel.startswith(".."):
+            continue
+        try:
+            if any(os.path.normpath(p) == rel for p in record_paths(dist.meta)):
+                return (f"{rm}pip install --force-reinstall --no-deps "
+                        f"'{dist.name}=={dist.version}'")
+        except OSError:
+            continue
+    return f"{rm}reinstall the package that ships it"
 
 
 def _install(facts: Facts, rule: object) -> str:

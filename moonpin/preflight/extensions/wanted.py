@@ -43,11 +43,11 @@ class Wanted:
 
 
 def _imports(path: str) -> list[tuple[str, int]]:
-    """Every import the dispatcher module may run (:func:`moonpin.readers.pyimports.
+    """Every import the dispatcher module may run (:func:`moonpin.readers.pyast.imports.
     any_imports`), kept in the file-facts memo."""
     def read() -> list[list[object]]:
         from moonpin.preflight.installed.image_facts import read_bytes
-        from moonpin.readers.pyimports import any_imports
+        from moonpin.readers.pyast.imports import any_imports
 
         return [[m, n] for m, n in any_imports(read_bytes(path, 16 << 20, "SGLang source"),
                                                 path)]

@@ -1,8 +1,8 @@
 """What the check learns from a mooncake build or loader file, kept per version of the
 file in the file-facts memo (:func:`moonpin.kb.cache.facts_memo`): a build's names, backends,
-``libcudart`` and ``DT_NEEDED`` (from its ELF bytes, :mod:`moonpin.readers.elf`, or a ``.py``
-stand-in's ``ast``), the loader's scheme (:func:`moonpin.readers.loader.read_loader`), the torch a
-loader-less build says it requires, and where the compile tools are.
+``libcudart`` and ``DT_NEEDED`` (from its ELF bytes, :mod:`moonpin.readers.elf.analysis`, or a
+``.py`` stand-in's ``ast``), the loader's scheme (:func:`moonpin.readers.pyast.loader.read_loader`),
+the torch a loader-less build says it requires, and where the compile tools are.
 
 Every memo entry is checked for its shape and recomputed when damaged. Only ``os`` at import.
 """
@@ -92,7 +92,7 @@ def _scan_build(path: str, wanted: Iterable[str]) -> BuildFacts:
     if file_suffix(path) == ".py":
         _read_standin(data, facts)
         return facts
-    from moonpin.readers import elf
+    from moonpin.readers.elf import analysis as elf
 
     if not elf.is_elf(data):
         facts.error = f"{file_name(path)} is not an ELF object"
@@ -182,10 +182,10 @@ def _loader_problem(data: bytes) -> str | None:
 
 
 def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
-    """The loader's scheme (:func:`moonpin.readers.loader.read_loader`) as plain data for the
+    """The loader's scheme (:func:`moonpin.readers.pyast.loader.read_loader`) as plain data for the
     file-facts memo."""
     from moonpin.preflight.env.zipfs import read_source
-    from moonpin.readers.loader import TORCH, read_loader
+    from moonpin.readers.pyast.loader import TORCH, read_loader
 
     data = read_source(loader_path, 16 << 20, what="mooncake loader")  # as read_bytes
     problem = _loader_problem(data)
@@ -209,7 +209,7 @@ def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     source_names: set[str] = set()
     if r.kind == "jit-compile":
         from moonpin.preflight.judge.jit import read_cache_scheme
-        from moonpin.readers.loader import cpp_string_names
+        from moonpin.readers.pyast.loader import cpp_string_names
 
         cache = read_cache_scheme(data)
         for src in r.sources:  # the names its C++ sources bind (pybind11 m.def("..."))

@@ -80,7 +80,7 @@ CUDART = "libcudart.so."
 class Dist:
     def __init__(self, name: str, version: str, root: str, requires: tuple[str, ...],
                  files: tuple[str, ...] | None,
-                 hashes: dict[str, tuple[str, int]] | None = None) -> None:
+                 hashes: dict[str, tuple[str, int]] | None = None, meta: str = "") -> None:
         self.name = name  # canonical
         self.version = version
         self.root = root  # the site-packages folder it is installed in
@@ -88,6 +88,7 @@ class Dist:
         self.files = files  # RECORD entries; read for mooncake distributions only
         #: RECORD's ``sha256=`` digest (urlsafe base64, as written) and size per path
         self.hashes = hashes or {}
+        self.meta = meta  # its .dist-info / .egg-info folder (its RECORD is read from there)
 
 
 def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
@@ -234,7 +235,7 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
                 except OSError:
                     pass
             out.append(Dist(canon(name), (head.get("version") or [""])[0], root,
-                             tuple(head.get("requires-dist") or ()), files, hashes))
+                             tuple(head.get("requires-dist") or ()), files, hashes, folder))
     return out
 
 

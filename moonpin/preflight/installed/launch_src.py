@@ -1,5 +1,5 @@
 """The installed SGLang's own launch-argument rules, read from its sources as the scrape reads
-a wheel's (:func:`moonpin.readers.server_args.launch_record_from`), for an SGLang the
+a wheel's (:func:`moonpin.readers.launch.server_args.launch_record_from`), for an SGLang the
 knowledge base has no record of, or one installed editable from a checkout (whose files may
 be ahead of the release its version names): what that installation's parser accepts and its
 hooks refuse, not what a release of the same name did.
@@ -27,7 +27,7 @@ __all__ = ["installed_launch"]
 def _members(names: list[str]) -> list[str]:
     """The wheel-relative members (``sglang/srt/...``) the launch record is read from, of
     the module files the importer loads."""
-    from moonpin.readers import server_args as sa
+    from moonpin.readers.launch import server_args as sa
 
     return sa.launch_members(names)
 
@@ -45,7 +45,7 @@ def _stamps(files: Mapping[str, str], names: list[str]) -> str:
 
 def _record(files: Mapping[str, str], names: list[str]) -> dict[str, Any] | None:
     from moonpin.preflight.installed.image_facts import read_bytes
-    from moonpin.readers import server_args as sa
+    from moonpin.readers.launch import server_args as sa
 
     texts: dict[str, bytes] = {}
     for n in names:

@@ -17,7 +17,7 @@ each source (read only when something changed, to re-read only what did). Run th
 when the image is built (``RUN moonpin check --no-deep ...``) and every worker start of that
 image finds it warm.
 
-Standard library and :mod:`moonpin.readers.pyast` only: this is on the worker-start path (no
+Standard library and :mod:`moonpin.readers.pyast.usage` only: this is on the worker-start path (no
 ``hashlib`` either: loading OpenSSL costs ~5 ms; CRC-32 tells changes apart well enough).
 The cache also keeps the process-group requirement derived from the facts, so a start that
 finds nothing changed does not even load the analyzer, nor ``pathlib``, ``dataclasses``,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from moonpin.preflight.pyimport.importer import Sources
-    from moonpin.readers import pyast
+    from moonpin.readers.pyast import usage as pyast
 
 __all__ = ["CACHE_FORMAT", "SourceFacts", "derive", "scan", "will_read"]
 
@@ -45,7 +45,7 @@ CACHE_FORMAT = 5
 #: the moonpin package folder (readers/ is in it)
 _MOONPIN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 _READERS = os.path.join(_MOONPIN, "readers")
-_PYAST = tuple(os.path.join(_READERS, f) for f in ("pyast.py", "pyast_facts.py", "pyast_walk.py"))
+_PYAST = tuple(os.path.join(_READERS, "pyast", f) for f in ("usage.py", "facts.py", "walk.py"))
 _BACKENDS = ("mooncake", "mooncake-cpu")
 
 
@@ -113,9 +113,9 @@ def _analyzer_hash() -> str:
 
 
 def derive(facts: SourceFacts) -> dict[str, Any]:
-    """The process-group requirement of the facts (what :func:`moonpin.readers.pyast.pg_needs`
+    """The process-group requirement of the facts (what :func:`moonpin.readers.pyast.usage.pg_needs`
     makes of them) as plain data."""
-    from moonpin.readers import pyast
+    from moonpin.readers.pyast import usage as pyast
 
     n = pyast.pg_needs(facts.imports, facts.calls)
     return {"module": n.module, "names": list(n.names),
@@ -140,7 +140,7 @@ def _facts_from_json(d: dict[str, Any]) -> tuple[list[pyast.ImportFact],
                                                   list[pyast.CallFact],
                                                   list[pyast.BackendLiteral]]:
     """Raises TypeError/KeyError/ValueError on a malformed record."""
-    from moonpin.readers import pyast
+    from moonpin.readers.pyast import usage as pyast
 
     imports = [pyast.ImportFact(**{**i, "names": tuple(i["names"]),
                                    "alternatives": tuple(i["alternatives"])})
@@ -208,8 +208,8 @@ def scan(pkg: str | os.PathLike[str] | Sources, *,
     does not hold as they are now are read, and the stamps file gets the requirement.
 
     ``imports``/``calls``/``backends`` come from the files that can import the process-group
-    module (:func:`moonpin.readers.pyast.mentions_pg_module`): the elastic-EP requirement. With
-    ``every_import``, every file that mentions mooncake is parsed as well and
+    module (:func:`moonpin.readers.pyast.usage.mentions_pg_module`): the elastic-EP requirement.
+    With ``every_import``, every file that mentions mooncake is parsed as well and
     ``feature_imports`` holds all their imports (the MoE all-to-all, PD-disaggregation and
     HiCache features). Raises OSError when a source or folder cannot be read (the caller
     falls back to the knowledge base)."""
@@ -249,7 +249,7 @@ def _facts_of(data: bytes, rel: str, size: int, mtime: int, path: str, every_imp
     """The facts-cache entry of the source ``rel`` read now: whether it mentions mooncake,
     parsed (and its facts given to ``take``) when it can import the process-group module,
     or with ``every_import`` when it mentions mooncake at all."""
-    from moonpin.readers import pyast
+    from moonpin.readers.pyast import usage as pyast
 
     facts = None
     level = _MOONCAKE if pyast.mentions_mooncake(data) else _NONE

@@ -347,7 +347,7 @@ def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
     """A loader that is bytecode with no source (``pg.pyc``: what it does cannot be read
     here): the scheme of the loader the installed mooncake release ships, from the KB, said
     as an assumption; None when the KB has no record of it (said with ``add``)."""
-    from moonpin.readers.loader import TORCH
+    from moonpin.readers.pyast.loader import TORCH
 
     lname = file_name(loader_path)
     doc = kb.doc()

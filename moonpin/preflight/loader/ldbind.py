@@ -1,7 +1,7 @@
 """Whether every symbol a mooncake build leaves undefined is bound when the loader maps it,
 as ld.so binds them: in the lookup scope of the object that needs it (the executable's
 global scope, then the breadth-first ``DT_NEEDED`` closure of the object dlopen loaded),
-honouring symbol versions, through each definer's hash table (:mod:`moonpin.readers.elfsym`).
+honouring symbol versions, through each definer's hash table (:mod:`moonpin.readers.elf.symbols`).
 
 The builds are loaded into the process ``import torch`` left
 (:mod:`moonpin.preflight.loader.loadchain`): torch's ``libtorch_global_deps.so`` in the

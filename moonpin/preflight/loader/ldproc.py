@@ -11,7 +11,7 @@ lookup scope, and what one more ``dlopen`` does (glibc elf/dl-open.c):
 3. with ``RTLD_NOW`` (Python's extension imports and ``ctypes`` always), bind every
    undefined, non-weak symbol of every new object in its scope: the global scope, then
    the new root's breadth-first closure (elf/dl-lookup.c, through
-   :mod:`moonpin.readers.elfsym`);
+   :mod:`moonpin.readers.elf.symbols`);
 4. on success keep the new objects (with ``RTLD_GLOBAL``, the closure joins the global
    scope); on a failure keep nothing, and say what ``dlerror()`` would say first.
 
@@ -438,7 +438,7 @@ class Process:
 
     def _versions(self, searchlist: list[Obj], new: list[Obj], names: dict[str, Obj],
                   out: Outcome) -> None:
-        from moonpin.readers.elfsym import SymbolError
+        from moonpin.readers.elf.symbols import SymbolError
 
         fresh = [o for o in searchlist if o in new and self._judged(o)]
         if not fresh:

@@ -101,8 +101,8 @@ def _u(data: bytes, at: int, size: int, little: bool) -> int:
 
 def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str | None:
     """Why the dynamic loader would refuse to map this ELF object on ``machine`` (default:
-    this one), or None. ``facts`` is :func:`moonpin.readers.elf.analyze`'s answer on ``data``
-    (the whole file)."""
+    this one), or None. ``facts`` is :func:`moonpin.readers.elf.analysis.analyze`'s answer on
+    ``data`` (the whole file)."""
     layout = getattr(facts, "layout", None)
     if layout is None:
         return "its ELF header cannot be read"
@@ -191,7 +191,7 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
             if data != b"\x7fELF":  # ld.so's words (elf/dl-load.c, open_verify)
                 why = "file too short" if st.st_size < 64 else "invalid ELF header"
                 return (), (), (), f"not an ELF object (ld.so: {why})", 0
-            from moonpin.readers import elf
+            from moonpin.readers.elf import analysis as elf
 
             try:
                 facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """Symbol binding as ld.so does it, object by object: the version needs of an object
 against the libraries it names (glibc elf/dl-version.c: ``version `GLIBCXX_3.4.32' not
 found``), and each undefined, non-weak symbol looked up in a scope, in order, through each
-definer's hash table (elf/dl-lookup.c, :mod:`moonpin.readers.elfsym`).
+definer's hash table (elf/dl-lookup.c, :mod:`moonpin.readers.elf.symbols`).
 
 Libraries the host provides (the NVIDIA driver) are named, never read: a C symbol of the
 driver's API (``cu*``, ``nvml*``…) left unbound in a scope that needs one is taken as theirs
@@ -39,7 +39,7 @@ def open_table(path: str) -> object | None:
     import mmap
 
     from moonpin.kb.files import outside
-    from moonpin.readers.elfsym import SymbolError, SymbolTable
+    from moonpin.readers.elf.symbols import SymbolError, SymbolTable
 
     if outside(path):  # an image's link out of its root: not there
         return None
@@ -107,7 +107,7 @@ class Lookup:
         self.fatal: str | None = None
 
     def binds(self, name: bytes, need: object | None) -> bool:
-        from moonpin.readers.elfsym import gnu_hash
+        from moonpin.readers.elf.symbols import gnu_hash
 
         vkey = need.name if need is not None else ""  # type: ignore[attr-defined]
         hit = self.memo.get((name, vkey))
@@ -175,7 +175,7 @@ class Lookup:
         """Each undefined, non-weak symbol of ``obj`` (its table ``t``) looked up here.
         ``host``: the scope needs a driver library; ``have_exe``: the interpreter is in the
         scope (else the Python API cannot be looked up and is not judged)."""
-        from moonpin.readers.elfsym import SymbolError
+        from moonpin.readers.elf.symbols import SymbolError
 
         out = Bound()
         memo, binds = self.memo, self.binds

@@ -5,7 +5,7 @@ missing, or does not compile, makes the import fail (``ModuleNotFoundError``,
 ``SyntaxError``), whatever the versions and builds say: that is the import system's verdict,
 and the check must reach it too.
 
-What "certainly runs" means is :mod:`moonpin.readers.pyimports`'s (top level, both branches
+What "certainly runs" means is :mod:`moonpin.readers.pyast.imports`'s (top level, both branches
 of an ``if``, a ``try`` body only when no handler catches ``ImportError``). The standard
 library is the interpreter's own and is not read; an extension module found on the way is
 left to the library and symbol checks (:mod:`moonpin.preflight.judge.libraries`). A module
@@ -237,11 +237,11 @@ def _facts_ok(v: Any) -> bool:
 
 def _read(path: str, version: tuple[int, int]
           ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
-    """One parse of a module (:func:`moonpin.readers.pyimports.read_module`): the imports
+    """One parse of a module (:func:`moonpin.readers.pyast.imports.read_module`): the imports
     that certainly run, dumped; the compile error or None; how it sets its ``__path__``
     (:attr:`Spec.dynamic`); its top-level bindings; whether it makes names otherwise."""
     from moonpin.preflight.env.zipfs import read_source
-    from moonpin.readers.pyimports import read_module
+    from moonpin.readers.pyast.imports import read_module
 
     data = read_source(path, cap=_CAP_SOURCE, what="Python source")
     try:
@@ -559,7 +559,7 @@ def _short(path: str, paths: Sequence[str] = ()) -> str:
 
 
 def _resolve(bound: dict[str, Any], opaque: bool, name: str) -> tuple[Any, ...] | None:
-    """:func:`moonpin.readers.pyimports.resolve_binding`, on memoised facts (no ``ast``)."""
+    """:func:`moonpin.readers.pyast.imports.resolve_binding`, on memoised facts (no ``ast``)."""
     got = bound.get(name)
     if not isinstance(got, (tuple, list)) or not got or not isinstance(got[0], str):
         return None if opaque or got is not None else ("absent",)

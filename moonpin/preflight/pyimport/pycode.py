@@ -93,7 +93,7 @@ def runs(path: str, version: tuple[int, int]) -> str | None:
 
 def bindings(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
     """How the top level of the bytecode in ``pyc`` binds each name (the kinds of
-    :func:`moonpin.readers.pyimports.binding`), and whether it may bind names some way not
+    :func:`moonpin.readers.pyast.imports.binding`), and whether it may bind names some way not
     read here; None when it cannot be read (or cannot be loaded: :func:`unloadable`)."""
     got = _facts(pyc)
     return got if isinstance(got, tuple) else None

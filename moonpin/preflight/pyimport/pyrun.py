@@ -350,7 +350,7 @@ class Chain(Host):
         t = self.proc.table(file)
         if t is None or not getattr(t, "has_symbols", False):
             return True  # no symbols to read: not judged
-        from moonpin.readers.elfsym import SymbolError, gnu_hash
+        from moonpin.readers.elf.symbols import SymbolError, gnu_hash
 
         name = f"PyInit_{short}".encode()
         try:

@@ -161,12 +161,12 @@ def finder_kind(module: str) -> str | None:
 
 def _line_facts(line: str) -> list[Any]:
     """An ``import`` line's top-level modules it certainly imports, whether it certainly
-    raises (:func:`moonpin.readers.pyimports.certain_imports`), and what it certainly runs
+    raises (:func:`moonpin.readers.pyast.imports.certain_imports`), and what it certainly runs
     that ends the interpreter (:func:`moonpin.preflight.pyimport.startup.line_exit`)."""
     if "import" not in line and "raise" not in line:
         return [[], False, None]
     from moonpin.preflight.pyimport.startup import line_exit
-    from moonpin.readers.pyimports import certain_imports
+    from moonpin.readers.pyast.imports import certain_imports
 
     imports, error = certain_imports(line.encode("utf-8", "replace"), "<.pth line>",
                                      check_compile=False)

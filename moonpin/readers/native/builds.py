@@ -1,7 +1,7 @@
 """The facts of one compiled build from its bytes (a whole member, or a prefix of it).
 
-From the whole file: ``DT_NEEDED`` (``moonpin.readers.elf``), the CUDA runtime major of the
-``libcudart.so.N`` it needs, and its dynamic symbols (``moonpin.readers.elfsym``): how many
+From the whole file: ``DT_NEEDED`` (``moonpin.readers.elf.analysis``), the CUDA runtime major of the
+``libcudart.so.N`` it needs, and its dynamic symbols (``moonpin.readers.elf.symbols``): how many
 it leaves undefined, how many of those are torch's (:data:`TORCH_PREFIXES`) with a digest
 of their names, and the ``PyInit_<name>`` it defines. From a prefix (a build too big to
 fetch whole: its ``.dynamic`` lies at the end of the file) only what the first read-only
@@ -20,8 +20,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from moonpin.readers import elf
-from moonpin.readers.elfsym import SymbolError, SymbolTable, elf_hash, gnu_hash
+from moonpin.readers.elf import analysis as elf
+from moonpin.readers.elf.symbols import SymbolError, SymbolTable, elf_hash, gnu_hash
 
 __all__ = ["TORCH_PREFIXES", "BuildBytes", "cuda_major", "read_build"]
 

@@ -1,7 +1,7 @@
 """Offline validation of SGLang launch arguments against one release's scraped rules.
 
 Nothing of SGLang is imported or executed: the flags and rules come from
-:mod:`moonpin.readers.server_args` (``ast`` only) and conditions are evaluated by the small
+:mod:`moonpin.readers.launch.server_args` (``ast`` only) and conditions are evaluated by the small
 evaluator below, which never calls ``eval``.
 
 Parsing (:func:`parse_launch`) follows argparse as the release configures it:
@@ -63,7 +63,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from moonpin.kb.launch import Flag, Rule
-from moonpin.readers.astname import dotted
+from moonpin.readers.pyast.astname import dotted
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -481,7 +481,7 @@ def rules_from_json(record: Mapping[str, Any]) -> tuple[tuple[Flag, ...], tuple[
     shape is checked before use, and its JSON texts while decoding)."""
     from types import SimpleNamespace
 
-    from moonpin.readers.server_args import from_record
+    from moonpin.readers.launch.server_args import from_record
     from moonpin.resolver.resolved import valid_launch
 
     if not valid_launch(record):

@@ -62,9 +62,9 @@ except dataclass -> ``msgspec.Struct``).  :func:`hook_rules` writes the hooks' r
 they were ``ServerArgs`` methods (``server_args``/``resolving_view(server_args)`` ->
 ``self``), so the evaluator reads both layouts alike; each rule keeps its real file and line.
 
-Where the code is: literal values in :mod:`moonpin.readers.server_args_values`, the flag reader in
-:mod:`moonpin.readers.server_args_flags`, the rule reader in
-:mod:`moonpin.readers.server_args_rules`; this
+Where the code is: literal values in :mod:`moonpin.readers.launch.values`, the flag reader in
+:mod:`moonpin.readers.launch.flags`, the rule reader in
+:mod:`moonpin.readers.launch.rules`; this
 module puts them together (:func:`extract`, :func:`extract_arg_groups`, the KB record) and
 re-exports :func:`reads_of` and :data:`EXPR`.
 """
@@ -77,14 +77,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from moonpin.kb.launch import Flag, Rule, Write
-from moonpin.readers.server_args_flags import (
+from moonpin.readers.launch.flags import (
     add_argument_flag,
     field_flags,
     read_field_defaults,
     server_args_class,
 )
-from moonpin.readers.server_args_rules import RuleWalker, is_self, reads_of
-from moonpin.readers.server_args_values import (
+from moonpin.readers.launch.rules import RuleWalker, is_self, reads_of
+from moonpin.readers.launch.values import (
     EXPR,
     NOT_LITERAL,
     literal_of,

@@ -26,7 +26,7 @@ Typical use::
     facts = analyze(data, total_size, wanted={"join_group"}, patterns=[TORCH_RE])
 
 The ELF header, the program headers and the segment helpers are in
-:mod:`moonpin.readers.elflayout` (re-exported here); this module reads the dynamic section,
+:mod:`moonpin.readers.elf.layout` (re-exported here); this module reads the dynamic section,
 the strings and the symbol version needs, and :func:`analyze` puts them together.
 
 References: "ELF gABI" is the System V ABI generic chapters 4 ("Object Files":
@@ -42,7 +42,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from moonpin.readers.elflayout import (
+from moonpin.readers.elf.layout import (
     ET_DYN,
     ET_EXEC,
     ET_REL,
@@ -64,7 +64,7 @@ from moonpin.readers.elflayout import (
     struct_formats,
     vaddr_to_offset,
 )
-from moonpin.readers.elfsym import elf_hash  # the SysV hash, as stored in vna_hash
+from moonpin.readers.elf.symbols import elf_hash  # the SysV hash, as stored in vna_hash
 
 __all__ = [
     "DT_NEEDED",

@@ -1,4 +1,4 @@
-"""Tests for moonpin.readers.elf (prefix-tolerant ELF reading) and tests.lib.elfbuild."""
+"""Tests for moonpin.readers.elf.analysis (prefix-tolerant ELF reading) and tests.lib.elfbuild."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.readers.elf import (
+from moonpin.readers.elf.analysis import (
     DT_NEEDED,
     DT_STRSZ,
     DT_STRTAB,
@@ -490,7 +490,7 @@ def test_fuzzed_inputs_only_raise_elf_error() -> None:
 
 # --- symbol version needs: the CUDA runtime when .dynamic lies beyond the prefix ----------
 
-from moonpin.readers import elf as _elf  # noqa: E402
+from moonpin.readers.elf import analysis as _elf  # noqa: E402
 from tests.lib.elfbuild import build_so_versioned, verneed_table  # noqa: E402
 
 

@@ -1,13 +1,13 @@
-"""The facts :mod:`moonpin.readers.pyast` records about SGLang sources, and the constants they are
-judged by: which mooncake modules and torch.distributed callables matter, the fact types
+"""The facts :mod:`moonpin.readers.pyast.usage` records about SGLang sources, and the constants
+they are judged by: which mooncake modules and torch.distributed callables matter, the fact types
 (:class:`ImportFact`, :class:`CallFact`, :class:`BackendLiteral`, :class:`FileAnalysis`)
 and the feature a fact belongs to (:func:`classify_feature`, from the file's path, the
 enclosing function and the module imported).
 
-Plain data and pure functions, no ``ast``: the walker (:mod:`moonpin.readers.pyast_walk`) and
-:func:`moonpin.readers.pyast.analyze_source` build on them; :mod:`moonpin.readers.pyast` re-exports
-the
-public names. The rules the facts follow are in :mod:`moonpin.readers.pyast`'s docstring.
+Plain data and pure functions, no ``ast``: the walker (:mod:`moonpin.readers.pyast.walk`) and
+:func:`moonpin.readers.pyast.usage.analyze_source` build on them;
+:mod:`moonpin.readers.pyast.usage` re-exports the public names. The rules the facts follow are
+in :mod:`moonpin.readers.pyast.usage`'s docstring.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ MOONCAKE_ROOT = "mooncake"
 
 @dataclass(frozen=True)
 class ImportFact:
-    """One import of a mooncake module (see :mod:`moonpin.readers.pyast` for the rules)."""
+    """One import of a mooncake module (see :mod:`moonpin.readers.pyast.usage` for the rules)."""
 
     module: str
     names: tuple[str, ...]

@@ -1,4 +1,4 @@
-"""Tests for moonpin.readers.pyast: static extraction of mooncake usage."""
+"""Tests for moonpin.readers.pyast.usage: static extraction of mooncake usage."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from moonpin.readers.pyast import (
+from moonpin.readers.pyast.usage import (
     FEATURES,
     BackendLiteral,
     CallFact,
@@ -978,7 +978,7 @@ def test_facts_sorted_by_line() -> None:
     ],
 )
 def test_mentions_pg_module(src: bytes, expected: bool) -> None:
-    from moonpin.readers.pyast import analyze_source, mentions_pg_module, pg_needs
+    from moonpin.readers.pyast.usage import analyze_source, mentions_pg_module, pg_needs
 
     assert mentions_pg_module(src) is expected
     # the prefilter never hides a file the full analysis would take a module from

@@ -3,8 +3,8 @@
 hooks), with their guards, inlined locals, messages, reads and the writes before them
 (:class:`RuleWalker`; :func:`reads_of`, :func:`fstring`, :func:`is_self`).
 
-The rules it follows are in :mod:`moonpin.readers.server_args`'s docstring, which puts the pieces
-together and re-exports :func:`reads_of`. Nothing is imported or executed.
+The rules it follows are in :mod:`moonpin.readers.launch.server_args`'s docstring, which puts
+the pieces together and re-exports :func:`reads_of`. Nothing is imported or executed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from moonpin.kb.launch import Rule, Write
-from moonpin.readers.server_args_values import EXPR, name_of
+from moonpin.readers.launch.values import EXPR, name_of
 
 __all__ = ["RuleWalker", "fstring", "is_self", "reads_of"]
 

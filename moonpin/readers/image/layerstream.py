@@ -12,7 +12,7 @@ import hashlib
 import zlib
 from typing import IO, Any
 
-from moonpin.readers.image import ImageError
+from moonpin.readers.image.manifest import ImageError
 
 __all__ = ["Caps", "LayerReader"]
 

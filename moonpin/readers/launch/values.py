@@ -1,12 +1,12 @@
 """Literal values in SGLang's ``server_args.py`` and its arg_groups files, read with ``ast``:
-what :mod:`moonpin.readers.server_args` records for a default or a choice. :func:`literal_of`
+what :mod:`moonpin.readers.launch.server_args` records for a default or a choice. :func:`literal_of`
 evaluates a node with module constants resolved (:func:`module_constants`), else gives
 :data:`NOT_LITERAL`; :func:`recorded_value` turns that into the recorded value (:data:`EXPR`
 for anything else); :func:`name_of` is the dotted name of a node.
 
-Shared by the flag reader (:mod:`moonpin.readers.server_args_flags`), the rule reader
-(:mod:`moonpin.readers.server_args_rules`) and :mod:`moonpin.readers.server_args` itself. Nothing is
-imported or executed.
+Shared by the flag reader (:mod:`moonpin.readers.launch.flags`), the rule reader
+(:mod:`moonpin.readers.launch.rules`) and :mod:`moonpin.readers.launch.server_args` itself.
+Nothing is imported or executed.
 """
 
 from __future__ import annotations

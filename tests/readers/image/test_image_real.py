@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.readers.image import open_image
-from moonpin.readers.layers import _elf_needs, check_wants, unpack
+from moonpin.readers.image.layers import _elf_needs, check_wants, unpack
+from moonpin.readers.image.manifest import open_image
 from tests.lib.umoci import HOST_LIBS, need_tools, pack_venv
 
 pytestmark = pytest.mark.image
@@ -85,7 +85,7 @@ def test_the_image_check_is_the_check_of_its_venv(layout: Path) -> None:
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     stubs = VENV.parent / "stubs"
     env = {**os.environ, "LD_LIBRARY_PATH": str(stubs)}
 
@@ -130,7 +130,7 @@ def test_a_packed_broken_image_fails_as_its_import_fails(tmp_path: Path, mutate:
     subprocess.run(["cp", "-al", str(VENV), str(venv)], check=True)
     mutate(venv / "lib/python3.11/site-packages")  # type: ignore[operator]
     layout = pack_venv(tmp_path / "oci", venv, replaced=REPLACED, deleted=DELETED)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "LD_LIBRARY_PATH": str(VENV.parent / "stubs")}
     real = subprocess.run([str(venv / "bin/python"), "-c", "import mooncake.pg"],
                           capture_output=True, text=True, timeout=600, env=env)
@@ -156,7 +156,7 @@ def test_a_umoci_bundle_is_judged_as_its_image_file(layout: Path, tmp_path: Path
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     bundle = tmp_path / "bundle"
     r = subprocess.run(["umoci", "unpack", "--rootless", "--image", f"{layout}:t",
                         str(bundle)], capture_output=True, text=True, timeout=1800)

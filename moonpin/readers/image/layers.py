@@ -25,8 +25,8 @@ import tarfile
 from collections.abc import Callable
 from typing import Any
 
-from moonpin.readers.image import Image, ImageError, Layer
-from moonpin.readers.layerstream import Caps, LayerReader
+from moonpin.readers.image.layerstream import Caps, LayerReader
+from moonpin.readers.image.manifest import Image, ImageError, Layer
 
 __all__ = ["check_wants", "unpack"]
 
@@ -628,7 +628,7 @@ def _elf_needs(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     read through a map of it; nothing for a file that is not a valid ELF object."""
     import mmap
 
-    from moonpin.readers import elf
+    from moonpin.readers.elf import analysis as elf
 
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size

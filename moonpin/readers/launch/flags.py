@@ -4,7 +4,7 @@ annotated ``ServerArgs`` / arg_groups fields (:func:`field_flags`), explicit
 (:func:`read_field_defaults`) and the ``ServerArgs`` class (:func:`server_args_class`).
 
 The rules they follow (CLI names, aliases, choices, deprecated spellings) are in
-:mod:`moonpin.readers.server_args`'s docstring, which puts these pieces together. Nothing is
+:mod:`moonpin.readers.launch.server_args`'s docstring, which puts these pieces together. Nothing is
 imported or executed.
 """
 
@@ -14,8 +14,8 @@ import ast
 import re
 
 from moonpin.kb.launch import Flag
-from moonpin.readers.server_args_rules import fstring
-from moonpin.readers.server_args_values import (
+from moonpin.readers.launch.rules import fstring
+from moonpin.readers.launch.values import (
     EXPR,
     NOT_LITERAL,
     literal_of,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from moonpin.readers.loader import analyze_loader, cpp_string_names
+from moonpin.readers.pyast.loader import analyze_loader, cpp_string_names
 from tests.lib.images import LOADER_HEAD, loader_text
 
 HEAD = LOADER_HEAD

@@ -1,10 +1,10 @@
-"""The syntax-tree walk behind :func:`moonpin.readers.pyast.analyze_source`: :class:`Walker` visits
-one parsed module, tracks scopes, ``try`` guards and ``TYPE_CHECKING`` blocks, and yields the
+"""The syntax-tree walk behind :func:`moonpin.readers.pyast.usage.analyze_source`: :class:`Walker`
+visits one parsed module, tracks scopes, ``try`` guards and ``TYPE_CHECKING`` blocks, and yields the
 mooncake imports, the calls of what they bind and the process-group backend literals.
 
-It implements the rules of :mod:`moonpin.readers.pyast`'s docstring (import forms, optional vs
+It implements the rules of :mod:`moonpin.readers.pyast.usage`'s docstring (import forms, optional vs
 hard, alternatives, calls, backend literals), on the fact types and constants of
-:mod:`moonpin.readers.pyast_facts`. Analysed code is never imported or executed.
+:mod:`moonpin.readers.pyast.facts`. Analysed code is never imported or executed.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from moonpin.readers.astname import dotted
-from moonpin.readers.pyast_facts import (
+from moonpin.readers.pyast.astname import dotted
+from moonpin.readers.pyast.facts import (
     MOONCAKE_ROOT,
     MOONCAKE_SUBMODULES,
     PG_FUNCTIONS,

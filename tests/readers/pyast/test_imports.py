@@ -1,4 +1,4 @@
-"""moonpin.readers.pyimports: the imports a module certainly runs, and how it binds a name."""
+"""moonpin.readers.pyast.imports: the imports a module certainly runs, and how it binds a name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from moonpin.preflight.pyimport.pychain import caught
-from moonpin.readers.pyimports import binding, certain_imports
+from moonpin.readers.pyast.imports import binding, certain_imports
 
 
 def _mods(src: str) -> list[str]:

@@ -1,11 +1,11 @@
 """The layout of an ELF file: its identification, ELF header and program headers, and the
 segments they describe (the first few KB of the file; :func:`parse_layout`).
 
-The part of :mod:`moonpin.readers.elf` that everything else builds on: the gABI constants of the
-header and program headers, :class:`ElfError` / :class:`ElfTruncatedError`,
+The part of :mod:`moonpin.readers.elf.analysis` that everything else builds on: the gABI
+constants of the header and program headers, :class:`ElfError` / :class:`ElfTruncatedError`,
 :class:`Segment` and :class:`ElfLayout`, and the helpers that locate segments (read-only
 data, PT_DYNAMIC, virtual address to file offset). Input is treated as hostile, as in
-:mod:`moonpin.readers.elf`: every size is bounds-checked against the bytes present.
+:mod:`moonpin.readers.elf.analysis`: every size is bounds-checked against the bytes present.
 
 References: "ELF gABI" is the System V ABI generic chapters 4 ("Object Files": ELF Header,
 Program Header); "psABI" is the processor supplement (x86-64 / AArch64), which only fixes

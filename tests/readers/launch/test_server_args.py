@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from moonpin.kb.launch import Flag, Rule
-from moonpin.readers.server_args import class_constants, elastic_rules, extract
+from moonpin.readers.launch.server_args import class_constants, elastic_rules, extract
 from tests.lib.sglang_src import real_args, real_wheel
 
 CRAFTED = """
@@ -409,7 +409,7 @@ AG_CONSTANTS = {"Backend.ALL": ("full", "breakable", "disabled"), "Backend.DISAB
 
 
 def _ag() -> tuple[dict[str, Flag], tuple[Rule, ...]]:
-    from moonpin.readers.server_args import extract_arg_groups
+    from moonpin.readers.launch.server_args import extract_arg_groups
 
     flags, rules, err = extract_arg_groups(AG_MEMBERS, AG_CONSTANTS)
     assert err is None
@@ -516,7 +516,7 @@ def test_arg_groups_except_handlers_and_early_returns() -> None:
 
 
 def test_arg_groups_elastic_selection() -> None:
-    from moonpin.readers.server_args import extract_arg_groups
+    from moonpin.readers.launch.server_args import extract_arg_groups
 
     flags, rules, _ = extract_arg_groups(AG_MEMBERS, AG_CONSTANTS)
     chosen = {r.message for r in elastic_rules(rules, flags)}
@@ -525,7 +525,7 @@ def test_arg_groups_elastic_selection() -> None:
 
 
 def test_launch_members_per_layout() -> None:
-    from moonpin.readers.server_args import launch_members
+    from moonpin.readers.launch.server_args import launch_members
 
     old = ["sglang/srt/server_args.py", "sglang/srt/model_executor/cuda_graph_config.py",
            AG + "arg_utils.py", AG + "speculative_hook.py", "sglang/x.py"]
@@ -542,7 +542,7 @@ def test_launch_members_per_layout() -> None:
 
 
 def test_launch_record_from_reads_both_layouts() -> None:
-    from moonpin.readers.server_args import from_record, launch_record, launch_record_from
+    from moonpin.readers.launch.server_args import from_record, launch_record, launch_record_from
     from moonpin.resolver.args.rules import check
 
     old = launch_record_from({"sglang/srt/server_args.py": CRAFTED.encode()})
@@ -575,7 +575,7 @@ def test_launch_record_from_reads_both_layouts() -> None:
 
 
 def test_launch_record_from_reports_the_member_that_does_not_parse() -> None:
-    from moonpin.readers.server_args import launch_record_from
+    from moonpin.readers.launch.server_args import launch_record_from
 
     members = {k: v.encode() for k, v in AG_MEMBERS.items()}
     members[AG + "fields/parallel.py"] = b"class (:\n"
@@ -588,7 +588,7 @@ def test_launch_record_from_reports_the_member_that_does_not_parse() -> None:
 def test_from_record_reads_flags_without_path() -> None:
     from types import SimpleNamespace
 
-    from moonpin.readers.server_args import from_record
+    from moonpin.readers.launch.server_args import from_record
 
     f = SimpleNamespace(name="--pp-size", dest="pp_size", default="1", choices=None, type="int",
                         action=None, line=3, deprecated_for=(), nargs=None, const="null",
@@ -605,7 +605,7 @@ def test_from_record_reads_flags_without_path() -> None:
 def _real_record(version: str) -> object:
     import zipfile
 
-    from moonpin.readers.server_args import launch_members, launch_record_from
+    from moonpin.readers.launch.server_args import launch_members, launch_record_from
 
     with zipfile.ZipFile(real_wheel(version)) as z:
         members = {n: z.read(n) for n in launch_members(z.namelist())}
@@ -698,7 +698,7 @@ class ServerArgs:
 
 
 def test_option_names_cover_aliases_no_forms_and_help() -> None:
-    from moonpin.readers.server_args import option_names
+    from moonpin.readers.launch.server_args import option_names
 
     flags = (
         Flag("--tp-size", "tp_size", 1, None, "int", None, 1, aliases=("--tp",)),
@@ -716,7 +716,7 @@ def test_option_names_of_real_releases(version: str) -> None:
     the installed release: 508 for 0.5.18, 561 for 0.5.23) is among the names read."""
     import zipfile
 
-    from moonpin.readers import server_args as sa
+    from moonpin.readers.launch import server_args as sa
 
     z = zipfile.ZipFile(real_wheel(version))
     names = z.namelist()
@@ -731,7 +731,7 @@ def test_default_resolutions_join_the_rules_that_read_them() -> None:
     """0.5.18's _handle_load_balance_method settles "auto" before _handle_elastic_ep
     requires round_robin: the rule carries that write (a write without such a guard
     does not travel)."""
-    from moonpin.readers.server_args import default_resolutions, launch_record
+    from moonpin.readers.launch.server_args import default_resolutions, launch_record
 
     src = """
 class ServerArgs:

@@ -4,7 +4,7 @@ archive (a tar of such a folder), or a ``docker save`` / ``podman save`` tarball
 
 Only bytes are read: JSON documents are size-capped and checked for their shape, every
 blob named by a digest is verified against it, and each layer is reachable on its own as a
-stream (:meth:`Image.open_layer`) so that :func:`moonpin.readers.layers.unpack` can read the
+stream (:meth:`Image.open_layer`) so that :func:`moonpin.readers.image.layers.unpack` can read the
 layers newest first. Every failure is an :class:`ImageError` naming the file or blob.
 
 Formats: the OCI image spec (``image-layout.md``, ``image-index.md``, ``manifest.md``,
@@ -450,7 +450,7 @@ def open_image(path: str, platform: str | None = None) -> Image:
     ``platform`` ("linux/amd64", "linux/arm64", "linux/arm64/v8") picks from a
     multi-platform index; None takes the only image, else the host's, else raises
     :class:`ImageError` listing the platforms present. Only the index, manifest and
-    config are read here; layers are read by :func:`moonpin.readers.layers.unpack`.
+    config are read here; layers are read by :func:`moonpin.readers.image.layers.unpack`.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

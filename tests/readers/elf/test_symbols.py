@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from moonpin.readers.elfsym import SymbolError, SymbolTable, gnu_hash
+from moonpin.readers.elf.symbols import SymbolError, SymbolTable, gnu_hash
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

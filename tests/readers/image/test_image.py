@@ -1,4 +1,5 @@
-"""moonpin.readers.image + moonpin.readers.layers on images made by umoci and skopeo."""
+"""moonpin.readers.image.manifest + moonpin.readers.image.layers on images made by umoci and
+skopeo."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.readers.image import ImageError, open_image
-from moonpin.readers.layers import check_wants, unpack
+from moonpin.readers.image.layers import check_wants, unpack
+from moonpin.readers.image.manifest import ImageError, open_image
 from tests.lib.elfbuild import build_so
 from tests.lib.umoci import build_layout, need_tools, skopeo_copy
 

@@ -123,8 +123,8 @@ facts.
 
 Where the code is
 
-The fact types, constants and feature rules are in :mod:`moonpin.readers.pyast_facts`, the
-syntax-tree walk in :mod:`moonpin.readers.pyast_walk`; this module holds the entry points
+The fact types, constants and feature rules are in :mod:`moonpin.readers.pyast.facts`, the
+syntax-tree walk in :mod:`moonpin.readers.pyast.walk`; this module holds the entry points
 (:func:`analyze_source`, the process-group requirement :func:`pg_needs`) and re-exports
 the public names of both.
 """
@@ -139,8 +139,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from moonpin.readers.astname import dotted
-from moonpin.readers.pyast_facts import (
+from moonpin.readers.pyast.astname import dotted
+from moonpin.readers.pyast.facts import (
     FEATURES,
     MOONCAKE_ROOT,
     MOONCAKE_SUBMODULES,
@@ -151,7 +151,7 @@ from moonpin.readers.pyast_facts import (
     ImportFact,
     classify_feature,
 )
-from moonpin.readers.pyast_walk import Walker
+from moonpin.readers.pyast.walk import Walker
 
 __all__ = [
     "FEATURES",

@@ -1,5 +1,6 @@
 """The dotted name of an ``ast`` expression, on its own: the launch-argument evaluator (the
-runtime check's, too) needs it, and :mod:`moonpin.readers.pyast` costs it milliseconds to import."""
+runtime check's, too) needs it, and :mod:`moonpin.readers.pyast.usage` costs it milliseconds to
+import."""
 
 from __future__ import annotations
 
