@@ -265,8 +265,15 @@ def judge_pins(files: Sequence[str | os.PathLike[str]], *, python: str | None = 
                kb: str | os.PathLike[str] | None = None) -> Judgement:
     """The verdict on the set the project's files pin (requirements and constraints files,
     pyproject.toml, Dockerfiles, shell scripts; ``patterns``: ``(regex, package)`` pairs
-    for other files) and the updates that make it compatible. ``python`` defaults to the
-    lowest the project's ``requires-python`` admits."""
+    for other files) and the updates that make it compatible; what ``moonpin pins``
+    prints. Without ``python``: each Python the project's ``requires-python`` admits where
+    the pins' markers tell Pythons apart, else the lowest it admits. The find-links folders
+    and indexes the files add are judged too (a CPU torch they can supply). The judgement's
+    ``pins`` and ``pinned`` are the pins read and the set judged.
+
+    Raises :class:`moonpin.MoonpinError`: ``PinsUnreadable`` (its ``details``, one line per
+    file or line that could not be read) when anything could not be read, a usage error
+    when nothing is pinned or an exact pin is not a version."""
     from moonpin.resolver.graph import CompatGraph
     from moonpin.resolver.pins import read as pins
     from moonpin.resolver.pins.writing import output
@@ -280,8 +287,12 @@ def judge_pins(files: Sequence[str | os.PathLike[str]], *, python: str | None = 
     python_from = None
     if python is None and (project := pins.project_python(names)) is not None:
         python, python_from = project
-    return pins.judge(CompatGraph.from_path(_kb_file(kb)), pinned, python=python, arch=arch,
-                      strategy=strategy, keep=keep, python_from=python_from)
+    allowed, allowed_from = pins.project_pythons(names)
+    out = pins.judge(CompatGraph.from_path(_kb_file(kb)), pinned, python=python, arch=arch,
+                     strategy=strategy, keep=keep, python_from=python_from,
+                     sources=pins.index_sources(names), pythons=allowed,
+                     pythons_from=allowed_from)
+    return out._replace(pins=tuple(found), pinned=pinned)
 
 
 def _kb_file(kb: str | os.PathLike[str] | None) -> str:

@@ -159,18 +159,62 @@ def test_query_errors_are_moonpin_errors_with_a_hint() -> None:
         moonpin.explain("sglang==0.5.18")
 
 
-def test_judge_pins_is_the_commands_judgement(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [
+    {"python": "3.12", "arch": "x86_64"},
+    {"strategy": "latest"},
+    {"keep": "mooncake"},
+    {"keep": "torch", "arch": "aarch64"},
+])
+def test_the_pins_command_prints_judge_pins(tmp_path: Path, options: dict[str, str]) -> None:
+    """``moonpin pins`` is a client of :func:`moonpin.judge_pins` (one path): what this can
+    still get wrong is an option not handed on, or the ``--json`` document not being the
+    judgement (its ``to_json()`` after the pins read). Each option set changes the answer,
+    so one dropped on the way fails here; a regex manager (``--match``/``--dep``) and the
+    ``--kb`` file are handed on too."""
     req = tmp_path / "requirements.txt"
     req.write_text("sglang==0.5.18\ntorch==2.13.0\nmooncake-transfer-engine==0.3.8.post1\n")
-    got = moonpin.judge_pins([req], python="3.12", arch="x86_64")
-    proc = subprocess.run([sys.executable, "-m", "moonpin", "pins", str(req), "--python",
-                           "3.12", "--arch", "x86_64", "--json"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120,
+    ci = tmp_path / "ci.yml"
+    ci.write_text("torch_ref: 2.13.0\n")
+    kb = tmp_path / "kb.json"
+    kb.write_bytes((ROOT / "data" / "kb.json").read_bytes())  # no resolved/: read the KB
+    match = ("torch_ref: (?<currentValue>\\S+)", "torch")
+    got = moonpin.judge_pins([req, ci], patterns=[match], kb=kb, **options)
+    flags = [f"--{k}={v}" for k, v in options.items()]
+    proc = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(kb), "pins", str(req),
+                           str(ci), "--match", match[0], "--dep", match[1], *flags, "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={k: v for k, v in os.environ.items() if k != "MOONPIN_KB"})
     doc = json.loads(proc.stdout)
     mine = json.loads(json.dumps(got.to_json(), default=str))
-    assert got.verdict == doc["verdict"] != "compatible"
-    assert mine["updates"] == doc["updates"] and got.updates
+    assert {k: doc[k] for k in mine} == mine, (options, proc.stderr)
+    assert [(p["file"], p["line"], p["name"]) for p in doc["pins"]] == [
+        (p.path, p.line, p.name) for p in got.pins]
+    assert any(p.path == str(ci) for p in got.pins)
+    assert got.pinned is not None and proc.returncode == (0 if got.verdict == "compatible"
+                                                          and not got.updates else 1)
+    alone = moonpin.judge_pins([req], kb=kb)  # the options do change the answer
+    assert (alone.platform, alone.updates) != (got.platform, got.updates)
+
+
+def test_judge_pins_judges_what_the_files_own_indexes_can_install(tmp_path: Path) -> None:
+    """The judgement the API gives is the command's, index options of the files included:
+    a find-links folder holding ``torch 2.13.0+cpu`` lets a CPU torch in for
+    ``torch==2.13.0`` (before, only the command read the files' indexes)."""
+    from tests.lib.wheels import build_wheel
+
+    (tmp_path / "wheels").mkdir()
+    name, data = build_wheel("torch", "2.13.0+cpu", {"torch/__init__.py": ""})
+    (tmp_path / "wheels" / name).write_bytes(data)
+    req = tmp_path / "requirements.txt"
+    req.write_text("--find-links wheels\nsglang==0.5.18\ntorch==2.13.0\n"
+                   "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    got = moonpin.judge_pins([req], python="3.12")
+    assert got.verdict == "incompatible", got
+    assert any("+cpu" in r for r in got.reasons), got.reasons
+    assert any(u.get("exclude") == ["!=2.13.0+cpu"] for u in got.updates), got.updates
+
+
+def test_judge_pins_says_what_it_could_not_judge(tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     with pytest.raises(moonpin.MoonpinError):

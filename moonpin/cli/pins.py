@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:  # argparse loads only when a parser is built: `moonpin check` skips it
     import argparse
 
-from moonpin.cli.common import emit_json, fatal, graph, shown
+from moonpin.cli.common import emit_json, fatal, graph, kb_path, shown
 
 __all__ = ["cmd_constraints", "cmd_pins", "cmd_renovate"]
 
 
 def cmd_pins(args: argparse.Namespace) -> int:
-    from moonpin.resolver.pins import read as pins
     from moonpin.resolver.pins.writing import output as pins_output
 
     if len(args.match or []) != len(args.dep or []):
@@ -22,9 +21,10 @@ def cmd_pins(args: argparse.Namespace) -> int:
                "e.g. --match 'sglang_ref: v(?<currentValue>\\S+)' --dep sglang")
     patterns = list(zip(args.match or [], args.dep or [], strict=True))
     files = list(args.files)
-    found = _read_pin_files(files, patterns)
     if args.changed:
-        if not found:
+        from moonpin.resolver.pins import read as pins
+
+        if not _read_pin_files(files, patterns):
             said = (f"no pin of sglang, torch or a mooncake distribution in "
                     f"{shown(', '.join(args.files))}: nothing to judge")
             if args.json:
@@ -47,18 +47,9 @@ def cmd_pins(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             else:
                 files.append(f)
-        found = _read_pin_files(files, patterns)
-    if not found:
-        raise pins_output.nothing_pinned(args.files)
-    pinned = pins.pinned_set(found)
-    pins.check_versions(pinned)
-    g = graph(args)
-    python, python_from = args.python, None
-    if python is None and (project := pins.project_python(files)) is not None:
-        python, python_from = project
-    sources = pins.index_sources(files)
-    verdict = pins.judge(g, pinned, python=python, arch=args.arch, strategy=args.strategy,
-                         keep=args.keep, python_from=python_from, sources=sources)
+    verdict = _judge_files(args, files, patterns)
+    found, pinned = list(verdict.pins), verdict.pinned
+    assert pinned is not None
     # With --json, stdout is one JSON document whatever else is asked: the diff, what was
     # written and the verdict after writing are fields of it. Without, --diff makes stdout
     # the patch alone (for `patch`/`git apply`) and the report goes to stderr.
@@ -80,16 +71,14 @@ def cmd_pins(args: argparse.Namespace) -> int:
             doc.update(written=done.written, after=None)
         if done.written and not done.problems:
             # What the command leaves is what it answers for: judged again as written.
-            found_after = _read_pin_files(files, patterns)
-            after = pins.pinned_set(found_after)
-            again = pins.judge(g, after, python=python, arch=args.arch,
-                               strategy=args.strategy, keep=args.keep, python_from=python_from,
-                               sources=pins.index_sources(files))
+            again = _judge_files(args, files, patterns)
+            after = again.pinned
+            assert after is not None
             print(f"after writing: verdict {again.verdict}"
                   + (f", {len(again.updates)} update(s) left" if again.updates else ""),
                   file=sys.stderr)
             if not args.json:
-                print("\n".join(pins_output.report_lines(found_after, after, again)))
+                print("\n".join(pins_output.report_lines(list(again.pins), after, again)))
             doc["after"] = again.to_json()
             code = pins_output.exit_code(after, again, exit_zero=args.exit_zero)
         elif args.write and report is sys.stderr:  # nothing written: the files are as judged
@@ -97,6 +86,22 @@ def cmd_pins(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(doc)
     return code
+
+
+def _judge_files(args: argparse.Namespace, files: list[str],
+                 patterns: list[tuple[str, str]]) -> Any:
+    """:func:`moonpin.judge_pins` of the files, as the command was asked; what could not be
+    read is printed, one line each, before the usage error (exit 2)."""
+    from moonpin.api import judge_pins
+    from moonpin.resolver.pins import read as pins
+
+    try:
+        return judge_pins(files, python=args.python, arch=args.arch, strategy=args.strategy,
+                          keep=args.keep, patterns=patterns, kb=kb_path(args))
+    except pins.PinsUnreadable as e:
+        for line in e.details:
+            print(line, file=sys.stderr)
+        fatal(str(e), e.hint)
 
 
 class _Rewritten(NamedTuple):
@@ -167,9 +172,12 @@ def cmd_renovate(args: argparse.Namespace) -> int:
         image = images.image_of(pinned.exact, pinned.sglang) if torch is None else None
         got = images.image_torch(g, image, stack.sglang) if image is not None else None
         torch = got.version if got is not None else torch
+    # the native extensions the files pin move with the stack (all of them without files)
+    natives = None if pinned is None else sorted(
+        {p.name for p in (*pinned.exact, *pinned.loose) if p.name in pins.NATIVE_DISTS})
     plan = pins.plan_stack(g, stack.sglang, torch=torch, dist=stack.dist,
                            current_mooncake=stack.mooncake, python=args.python,
-                           arch=arch, allow_jit=args.allow_jit)
+                           arch=arch, allow_jit=args.allow_jit, natives=natives)
     for r in plan.reasons:
         print(f"moonpin: {r}", file=sys.stderr)
     emit_json(pins.renovate_fragment(plan))
@@ -214,7 +222,7 @@ def cmd_constraints(args: argparse.Namespace) -> int:
     _version_arg(args.sglang, "--sglang")
     g = graph(args)
     plan = pins_renovate.plan_stack(g, args.sglang, python=args.python, arch=args.arch,
-                                    allow_jit=args.allow_jit)
+                                    allow_jit=args.allow_jit, natives=None)
     if not plan.mooncake and plan.module is not None:
         fatal(f"no mooncake release in the knowledge base fits sglang {shown(args.sglang)}",
                f"`moonpin which mooncake --sglang {shown(args.sglang)} --why` says why",

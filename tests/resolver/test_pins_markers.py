@@ -115,3 +115,75 @@ def test_after_write_a_plain_run_exits_0(tmp_path: Path, case: str, files: dict)
     after = _moonpin("pins", *names, cwd=tmp_path)
     assert after.returncode == 0, (case, after.stdout, w.stderr)
     assert doc["after"]["verdict"] == "compatible" and w.returncode == 0
+
+
+#: Issue 38's leftover (a): two mooncake pins told apart by the Python. On 3.12 and later
+#: 0.3.13 has no build for torch 2.14.1; before, a run without --python read the markers
+#: with the interpreter running moonpin, so the verdict was that interpreter's (3.11 here:
+#: compatible). Both orders: whichever the interpreter, one of them was judged wrongly.
+PY_SPLIT = ("sglang==0.5.23\ntorch==2.14.1\n"
+            'mooncake-transfer-engine-cuda13==0.3.14 ; python_version {a} "3.12"\n'
+            'mooncake-transfer-engine-cuda13==0.3.13 ; python_version {b} "3.12"\n')
+
+
+@pytest.mark.parametrize(("a", "b", "bad_line"), [("<", ">=", 4), (">=", "<", 4)])
+def test_markers_on_python_are_judged_per_python(tmp_path: Path, a: str, b: str,
+                                                 bad_line: int) -> None:
+    import moonpin
+
+    req = tmp_path / "requirements.txt"
+    req.write_text(PY_SPLIT.format(a=a, b=b))
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "incompatible", got
+    # the Pythons sglang 0.5.23 installs on, each judged as pip installs the set there
+    assert "python 3.11, 3.12, 3.13 apart (the marker at" in got.platform, got.platform
+    on = "3.11" if b == "<" else "3.12"
+    assert any(r.startswith(f"on python {on}") and "0.3.13" in r for r in got.reasons), got
+    assert [(u["line"], u["newVersion"]) for u in got.updates] == [(bad_line, "0.3.14")]
+    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    assert w.returncode == 0 and "after writing: verdict compatible" in w.stderr, w.stderr
+    assert _moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+
+
+def test_the_pythons_judged_apart_are_those_requires_python_admits(tmp_path: Path) -> None:
+    import moonpin
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0"\nrequires-python = ">=3.12"\ndependencies = [\n'
+        '  "sglang==0.5.23", "torch==2.14.1",\n'
+        "  'mooncake-transfer-engine-cuda13==0.3.14 ; python_version < \"3.13\"',\n"
+        "  'mooncake-transfer-engine-cuda13==0.3.13 ; python_version >= \"3.13\"',\n]\n")
+    got = moonpin.judge_pins([tmp_path / "pyproject.toml"], kb=SHIPPED)
+    assert "python 3.12, 3.13 apart" in got.platform and "requires-python" in got.platform
+    assert got.verdict == "incompatible"
+    assert all(r.startswith("on python 3.13") for r in got.reasons), got.reasons
+    # --python is one Python: the markers are read there, nothing is judged apart
+    one = moonpin.judge_pins([tmp_path / "pyproject.toml"], python="3.12", kb=SHIPPED)
+    assert one.verdict == "compatible" and "apart" not in one.platform, one
+
+
+def test_markers_alike_on_every_python_are_not_judged_apart(tmp_path: Path) -> None:
+    """A python marker that holds on every Python judged changes nothing: one judgement,
+    said as before (the goldens hold this for files without such markers)."""
+    import moonpin
+
+    req = tmp_path / "requirements.txt"
+    req.write_text('sglang==0.5.23\ntorch==2.14.1 ; python_version >= "3.9"\n'
+                   "mooncake-transfer-engine-cuda13==0.3.14\n")
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "compatible" and "apart" not in got.platform, got
+
+
+def test_pins_disagree_where_their_markers_meet_on_some_python() -> None:
+    """``< "3.12"`` and ``< "3.13"`` meet on 3.11 and below, whatever Python runs moonpin."""
+    from moonpin.resolver.pins.read import pinned_set
+
+    def pin(version: str, marker: str) -> Pin:
+        return Pin("torch", f"=={version}", version, "r.txt", 1, 7, "torch", "requirements",
+                   marker=marker)
+
+    meet = pinned_set([pin("2.13.0", 'python_version < "3.12"'),
+                       pin("2.14.1", 'python_version < "3.13"')])
+    apart = pinned_set([pin("2.13.0", 'python_version < "3.12"'),
+                        pin("2.14.1", 'python_version >= "3.12"')])
+    assert meet.conflicts and not apart.conflicts

@@ -25,6 +25,7 @@ from moonpin.resolver.pins.reading.base import (
     HASH_NOTE,
     MAX_INCLUDE_DEPTH,
     MOONCAKE_FAMILY,
+    NATIVE,
     TRACKED,
     VALUE_KINDS,
     VERSION_VARIABLES,
@@ -38,6 +39,7 @@ from moonpin.resolver.pins.reading.walk import (
     index_sources,
     project_files,
     project_python,
+    project_pythons,
     read_pins,
     read_pins_or_fail,
 )
@@ -49,11 +51,16 @@ from moonpin.resolver.pins.writing.renovate import (
 )
 from moonpin.resolver.pins.writing.rewrite import apply_updates, write_keeping
 
+#: Every native extension's distribution (:data:`NATIVE`'s).
+NATIVE_DISTS: frozenset[str] = frozenset(d for ds in NATIVE.values() for d in ds)
+
 __all__ = [
     "GROUP_NAME",
     "HASH_NOTE",
     "MAX_INCLUDE_DEPTH",
     "MOONCAKE_FAMILY",
+    "NATIVE",
+    "NATIVE_DISTS",
     "TRACKED",
     "VALUE_KINDS",
     "VERSION_VARIABLES",
@@ -73,6 +80,7 @@ __all__ = [
     "platform_of",
     "project_files",
     "project_python",
+    "project_pythons",
     "read_for_rewrite",
     "read_pins",
     "read_pins_or_fail",

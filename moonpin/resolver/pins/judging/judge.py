@@ -62,7 +62,9 @@ class Judgement(NamedTuple):
     ``unknown``), why, the updates that make it compatible (Renovate-like update objects,
     what :func:`moonpin.resolver.pins.writing.rewrite.apply_updates` writes), notes, and the
     platform it was judged for. ``explain`` is what ``moonpin explain`` says of the pinned set
-    (None when nothing could be explained); it is not part of :meth:`to_json`."""
+    (None when nothing could be explained); ``pins`` and ``pinned`` are what was judged (the
+    pins read, and the set made of them) when the judgement was made from files
+    (:func:`moonpin.judge_pins`). None of these three is part of :meth:`to_json`."""
 
     verdict: str
     reasons: tuple[str, ...]
@@ -70,6 +72,8 @@ class Judgement(NamedTuple):
     notes: tuple[str, ...]
     platform: str
     explain: dict[str, Any] | None = None
+    pins: tuple[Pin, ...] = ()
+    pinned: PinnedSet | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The verdict's part of ``moonpin pins --json``."""
@@ -171,13 +175,19 @@ def pinned_set(pins: Sequence[Pin]) -> PinnedSet:
                      tuple(p for p in pins if p.version is not None))
 
 
+#: The Pythons a marker is evaluated on when no judged Python is at hand: every CPython 3
+#: minor a project of this stack may run (3.8, the oldest any torch wheel the KB holds
+#: covers, up to :data:`moonpin.resolver.inputs.CPYTHON_MINORS`'s last).
+_ANY_PYTHON = tuple(f"3.{m}" for m in range(8, 17))
+
+
 def _together(a: Pin, b: Pin) -> bool:
     """Two pins whose markers (and Dockerfile stages' platforms) both hold on some Linux
-    architecture (pip installs both there); ``; platform_machine == "x86_64"`` and
-    ``"aarch64"`` never meet."""
+    architecture and Python (pip installs both there); ``; platform_machine == "x86_64"``
+    and ``"aarch64"`` never meet, nor ``python_version < "3.12"`` and ``>= "3.12"``."""
     return not (a.marker or b.marker or a.platform or b.platform) or any(
-        platforms.marker_applies(a, arch, None) and platforms.marker_applies(b, arch, None)
-        for arch in ("x86_64", "aarch64"))
+        platforms.marker_applies(a, arch, py) and platforms.marker_applies(b, arch, py)
+        for arch in ("x86_64", "aarch64") for py in _ANY_PYTHON)
 
 
 def check_versions(pinned: PinnedSet) -> None:
@@ -250,25 +260,148 @@ def platform_of(pins: Sequence[Pin], *, python: str | None = None,
 def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
           arch: str | None = None, strategy: str = "minimal",
           keep: str | None = None, python_from: str | None = None,
-          sources: Sequence[Any] = ()) -> Judgement:
-    """:func:`_judge`, and a torch pin that admits a CPU build one of ``sources`` (the
-    project's find-links folders and indexes) can supply is a finding, with its update."""
-    out = _judge(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep,
-                 python_from=python_from)
+          sources: Sequence[Any] = (), pythons: Sequence[str] = (),
+          pythons_from: str = "") -> Judgement:
+    """:func:`_judge` per Python where the pins' markers tell Pythons apart
+    (:func:`_by_python`), and a torch pin that admits a CPU build one of ``sources`` (the
+    project's find-links folders and indexes) can supply is a finding, with its update.
+
+    ``python`` given without ``python_from`` is ``--python``: that Python alone. Otherwise
+    the Pythons judged are ``pythons`` (what the project's ``requires-python`` admits, as
+    ``3.N``; ``pythons_from`` says where from), else every one the knowledge base's wheels
+    cover; ``python`` (the lowest of them, said by ``python_from``) is the one judged when
+    the markers do not tell them apart."""
+    out = _by_python(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep,
+                     python_from=python_from, pythons=pythons, pythons_from=pythons_from)
     if not sources or keep == "torch":
         return out
     from moonpin.resolver.pins.reading.sources import with_sources
 
-    reasons, updates = with_sources(out.updates, pinned.exact, sources, _update)
+    reasons, updates = with_sources(out.updates, pinned.exact, sources, _update,
+                                    lambda public, build: _wrong_build(g, public, build))
     if not reasons:
         return out
     return out._replace(verdict="incompatible" if out.verdict == "compatible" else out.verdict,
                         reasons=(*out.reasons, *reasons), updates=(*out.updates, *updates))
 
 
+def _wrong_build(g: CompatGraph, public: str, build: str) -> str | None:
+    """What is wrong with local build ``build`` of torch ``public`` for a stack judged with
+    the index's build of ``public`` (its CUDA major from the KB, per architecture): a CPU
+    or ROCm build, or one of another CUDA major (``+cu126`` beside the index's CUDA 13);
+    None for one of the same major, or when the KB says nothing of the index's CUDA."""
+    from moonpin.resolver import query
+
+    label = build.partition("+")[2]
+    if label.startswith("cpu"):
+        return "a CPU build"
+    known = {t.cuda for a in ("x86_64", "aarch64")
+             if (t := query.resolve_torch(g, public, a)).cuda_known and t.cuda is not None}
+    if not known:
+        return None
+    got = query.resolve_torch(g, build, "x86_64")
+    if got.cuda in known:
+        return None
+    index = " / ".join(f"CUDA {m}" for m in sorted(known))
+    what = f"a CUDA {got.cuda} build" if got.cuda is not None else f"a +{label} build"
+    return f"{what} (the index's torch {public}, judged here, is {index})"
+
+
+#: Where the Pythons judged apart are said, in the platform of each Python's judgement.
+_EACH_PYTHON = "\x00"
+
+
+def _python_said(tag: str) -> str:
+    """``cp312`` -> ``3.12`` (``cp313t`` -> ``3.13t``)."""
+    return f"3.{tag.removeprefix('cp3')}" if tag.startswith("cp3") else tag
+
+
+def _pythons(g: CompatGraph, allowed: Sequence[str], sglangs: Sequence[Pin]) -> list[str]:
+    """The Pythons to judge apart, oldest first: those the KB's mooncake wheels cover (what
+    ``which`` judges on) that ``allowed`` admits (``3.N``: the project's
+    ``requires-python``; every one when empty) and an SGLang release pinned exactly installs
+    on: the project runs where its SGLang does. The lowest ``allowed`` is judged whatever
+    SGLang says of it, as it is when the markers tell no Pythons apart (where SGLang refusing
+    the project's Python is the finding)."""
+    from moonpin.resolver import rule
+
+    def order(t: str) -> tuple[int, str]:
+        return len(t.rstrip("t")), t
+
+    tags = {p for dist, version in g.mooncake for w in g.wheels(dist, str(version))
+            for p in w.pythons}
+    if allowed:
+        tags = {t for t in tags if _python_said(t) in set(allowed)}
+    known = [s for p in sglangs if (s := g.find_sglang(p.version or "0")) is not None]
+    kept = {t for t in tags if not known or any(rule.python_requires(
+        s.requires_python, t, f"sglang {s.version}", s.wheel_pythons).ok is not False
+        for s in known)}
+    if allowed and tags:
+        kept.add(min(tags, key=order))
+    return sorted(kept, key=order)
+
+
+def _by_python(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: str | None,
+               strategy: str, keep: str | None, python_from: str | None,
+               pythons: Sequence[str], pythons_from: str) -> Judgement:
+    """:func:`_judge` on the one Python asked, or on each Python judged when the pins'
+    markers tell them apart (``python_version < "3.12"``): the set pip installs differs
+    between them, so each is judged as pip installs it there, and the judgements are one
+    as the architectures' are (:func:`_per_arch`)."""
+    pins = [*pinned.exact, *pinned.loose]
+    asked = python is not None and python_from is None  # --python
+    if asked or not any("python" in (p.marker or "") for p in pins):
+        return _judge(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep,
+                      python_from=python_from)
+    tags = _pythons(g, pythons, [p for p in pinned.exact if p.name == "sglang"
+                                 and _vkey(p.version) != p.version])
+    arches = [arch] if arch is not None else ["x86_64", "aarch64"]
+    applies = {t: [p for p in pins if any(platforms.marker_applies(p, a, t) for a in arches)]
+               for t in tags}
+    shapes = {t: tuple(platforms.marker_applies(p, a, t) for p in pins for a in arches)
+              for t in tags}
+    if len(set(shapes.values())) <= 1:  # the markers hold alike on every Python judged
+        return _judge(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep,
+                      python_from=python_from, marker_python=tags[0] if tags else None)
+    marked = next((p for p in pins if len({p in applies[t] for t in tags}) > 1), None) or next(
+        p for p in pins if "python" in (p.marker or ""))
+    judged = [(t, _judge(g, pinned_set(applies[t]), python=t, arch=arch, strategy=strategy,
+                         keep=keep, python_from=_EACH_PYTHON)) for t in tags]
+    # Pythons judged alike are said once: ``on python 3.12, 3.13: …``
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for t, j in judged:
+        key = (j.verdict, j.reasons, tuple(tuple(sorted(u.items())) for u in j.updates),
+               j.notes)
+        groups.setdefault(key, []).append(t)
+    said = ", ".join(_python_said(t) for t in tags)
+    apart = (f"python {said} apart (the marker at {marked.path}:{marked.line}"
+             + (f"; {pythons_from}" if pythons and pythons_from else "") + ")")
+    first = dict(judged)
+    if len(groups) == 1:
+        j = judged[0][1]
+        return j._replace(platform=j.platform.replace(_EACH_PYTHON, apart))
+    labels = [(f"python {', '.join(_python_said(t) for t in ts)}", first[ts[0]], applies[ts[0]])
+              for ts in groups.values()]
+    parts = [(label, _redraft(j)) for label, j, _ in labels]
+    per = "; python_version == " + " / ".join(
+        f'"{_python_said(ts[0])}"' for ts in groups.values()) + ")"
+    joined, _ = _per_arch(parts, [sub for _, _, sub in labels],
+                          judged[0][1].platform.replace(_EACH_PYTHON, apart), per=per)
+    return joined
+
+
+def _redraft(j: Judgement) -> _Draft:
+    """A judgement as a draft again (to be joined with others)."""
+    out = _Draft(j.verdict)
+    out.reasons, out.updates, out.notes = list(j.reasons), list(j.updates), list(j.notes)
+    out.explain = j.explain
+    return out
+
+
 def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
            arch: str | None = None, strategy: str = "minimal",
-           keep: str | None = None, python_from: str | None = None) -> Judgement:
+           keep: str | None = None, python_from: str | None = None,
+           marker_python: str | None = None) -> Judgement:
     """The verdict for a pinned set and the updates that make it compatible.
 
     ``minimal`` keeps SGLang (and the pinned torch where a mooncake fits it) and moves
@@ -277,8 +410,10 @@ def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
     ``python``/``arch`` (``python_from`` says where the python comes from), else every one
     the wheels cover. A requirement's marker applies to it alone: pins whose markers hold
     on one architecture and not the other are judged per architecture, as the set pip
-    installs there.
+    installs there. Markers are evaluated on ``python``, else on ``marker_python`` (one
+    Python on which they hold as on every one judged).
     """
+    on_python = python or marker_python
     python, arch, where = platform_of([], python=python, arch=arch, python_from=python_from)
     pins = [*pinned.exact, *pinned.loose]
     arch, where, off, none = platforms.judged_on(pins, arch, where)
@@ -287,7 +422,7 @@ def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
         out.reasons += none
         return out.done(where)
     arches = [arch] if arch is not None else ["x86_64", "aarch64"]
-    subsets = [[p for p in pins if platforms.marker_applies(p, a, python)] for a in arches]
+    subsets = [[p for p in pins if platforms.marker_applies(p, a, on_python)] for a in arches]
     sglangs = [p for p in pins if p.name == "sglang"]
     if sglangs and all(p.marker for p in sglangs) and not any(
             p.name == "sglang" for sub in subsets for p in sub):
@@ -350,7 +485,31 @@ def _judge_set(g: CompatGraph, pinned: PinnedSet, *, python: str | None, arch: s
         out = _judge_as_one(g, pinned, python=python, arch=arch, strategy=strategy, keep=keep)
     _side_by_side(pinned, out)
     _within_ranges(pinned, out)
+    _extensions(g, pinned, out, python=python, arch=arch)
     return out
+
+
+def _extensions(g: CompatGraph, pinned: PinnedSet, out: _Draft, *, python: str | None,
+                arch: str | None) -> None:
+    """The native extensions the set pins, judged with the torch and SGLang it ends with
+    (as pinned, or as the updates move them) and moved with them
+    (:mod:`moonpin.resolver.pins.judging.extensions`)."""
+    from moonpin.resolver.pins.judging.extensions import judge_extensions
+
+    ends = {u["depName"]: u["newVersion"] for u in out.updates
+            if u["depName"] in ("torch", "sglang")}
+    ext = judge_extensions(
+        g, pinned.exact, sglang=ends.get("sglang") or (
+            pinned.sglang.version if pinned.sglang else None),
+        torch=ends.get("torch") or (pinned.torch.version if pinned.torch else None),
+        python=python, arch=arch, places=pinned.places, update=_update)
+    if ext.verdict is None:
+        return
+    out.reasons += ext.reasons
+    out.notes += [n for n in ext.notes if n not in out.notes]
+    out.updates += ext.updates
+    if ext.verdict == "incompatible":
+        out.verdict = "incompatible"
 
 
 def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
@@ -459,7 +618,8 @@ _PER_PLATFORM = '; platform_machine == "x86_64" / "aarch64")'
 
 
 def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pin]],
-              where: str) -> tuple[Judgement, dict[_Place, tuple[str, str] | None]]:
+              where: str, *, per: str = _PER_PLATFORM,
+              ) -> tuple[Judgement, dict[_Place, tuple[str, str] | None]]:
     """The judgements of each architecture's set as one: the worst verdict, each reason
     said with its architecture, the updates of every place once. A place that applies on
     several architectures is one line for all of them: an update one proposes and another
@@ -493,7 +653,7 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
                 f"{place[0]}:{place[1]} {place[2]} is one line for {' and '.join(on)}: "
                 f"{asked}" + (f", while {kept} needs it as written" if kept else "")
                 + "; no one pin fits both: pin it per platform (one line each with"
-                + _PER_PLATFORM)
+                + per)
     seen: set[tuple[str, int, str]] = set()
     for a, d in parts:
         out.reasons += [f"on {a}: {r}" for r in d.reasons]

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_VERSION_CHARS",
     "MOONCAKE_FAMILY",
     "NAME_RE",
+    "NATIVE",
     "TRACKED",
     "UNUSED_DEFAULT",
     "VALUE_KINDS",
@@ -52,7 +53,17 @@ __all__ = [
 
 #: The mooncake family, as the scrapers know it.
 MOONCAKE_FAMILY: tuple[str, ...] = DISTRIBUTIONS
-TRACKED: frozenset[str] = frozenset(("sglang", "torch", *MOONCAKE_FAMILY))
+#: The distributions of the worker's other native extensions, each project's (what the
+#: native scrape's recipes read, ``moonpin.scrapers.projects``; kept equal to them by
+#: tests/resolver/test_pins_native.py, without loading the recipes' models here).
+NATIVE: dict[str, tuple[str, ...]] = {
+    "nixl": ("nixl", "nixl-cu12", "nixl-cu13"),
+    "sglang-kernel": ("sglang-kernel", "sgl-kernel"),
+    "deep-ep": ("sgl-deep-ep",),
+    "flashinfer": ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"),
+}
+TRACKED: frozenset[str] = frozenset(("sglang", "torch", *MOONCAKE_FAMILY,
+                                     *(d for ds in NATIVE.values() for d in ds)))
 
 #: Dockerfile / shell variables read as pins, and the distribution each one names.
 VERSION_VARIABLES: dict[str, str] = {

@@ -32,7 +32,7 @@ from moonpin.resolver.pins.reading.base import (
 )
 from moonpin.resolver.pins.reading.platforms import Stages
 
-__all__ = ["FileArg", "shell_pins"]
+__all__ = ["FileArg", "IndexArg", "shell_index_options", "shell_pins"]
 
 
 class FileArg(NamedTuple):
@@ -50,10 +50,31 @@ class FileArg(NamedTuple):
     platform_tag: str = ""
 
 
-Result = Pin | PinError | FileArg | None
+class IndexArg(NamedTuple):
+    """A ``pip install`` / ``uv pip install`` option that adds where packages are found:
+    ``-f``/``--find-links``, ``-i``/``--index-url``, ``--extra-index-url``, uv's
+    ``--index``/``--default-index`` and ``--torch-backend``, as written (``option`` in its
+    long spelling), and for a find-links path the build-context paths it may be at (a
+    Dockerfile's ``COPY``/``WORKDIR`` mapped back, as for :class:`FileArg`)."""
+
+    line: int
+    option: str
+    value: str
+    paths: tuple[str, ...] = ()
 
 
-def shell_pins(shown: str, text: Text) -> Iterator[Result]:
+Result = Pin | PinError | FileArg | IndexArg | None
+#: What :func:`shell_pins` yields (the index options are :func:`shell_index_options`').
+Read = Pin | PinError | FileArg | None
+
+#: The options of :class:`IndexArg`, in their long spelling.
+_INDEX_OPTIONS = {"-f": "--find-links", "--find-links": "--find-links",
+                  "-i": "--index-url", "--index-url": "--index-url",
+                  "--extra-index-url": "--extra-index-url", "--index": "--index",
+                  "--default-index": "--default-index", "--torch-backend": "--torch-backend"}
+
+
+def shell_pins(shown: str, text: Text) -> Iterator[Read]:
     """Every version variable and ``pip install`` requirement of a tracked distribution.
 
     A variable is of the distribution the file installs with it (``ARG MOONCAKE_VERSION``
@@ -74,7 +95,7 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
     # without one (Docker): that stage's ARG is then the global pin, already read.
     global_args: set[str] = set()
     staged = False
-    out: list[Result] = []
+    out: list[Read] = []
     assigned: set[str] = set()
     docker = _Context()
     stages = Stages(shown)
@@ -91,7 +112,7 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
             if isinstance(res, Pin) and (res.version or res.spec):
                 assigned.add(re.split(r"[=\s]", res.raw, maxsplit=1)[0])
             out.append(stages.stamp(res))
-        out += map(stages.stamp, pips)
+        out += [stages.stamp(r) for r in pips if not isinstance(r, IndexArg)]
         out += map(stages.stamp, _base_image(shown, logical))
     for res in out:
         # the default of a variable the file gives a value is not what is installed; it
@@ -101,6 +122,25 @@ def shell_pins(shown: str, text: Text) -> Iterator[Result]:
                 note[len(DEFAULT_NOTE):].strip("${}") in assigned):
             res = res._replace(note=note + UNUSED_DEFAULT)
         yield res
+
+
+def shell_index_options(shown: str, text: Text) -> list[IndexArg | FileArg]:
+    """The find-links folders and indexes the file's ``pip install`` lines add
+    (:class:`IndexArg`), and the requirements files they install (:class:`FileArg`, whose
+    own options add more), in file order; paths mapped back to the build context as
+    :func:`shell_pins` maps them."""
+    docker = _Context()
+    out: list[IndexArg | FileArg] = []
+    for logical in _shell_logical_lines(text.lines):
+        docker.see(logical.text)
+        for res in _pip_installs(shown, logical):
+            if isinstance(res, FileArg):
+                out.append(docker.mapped(res))
+            elif isinstance(res, IndexArg):
+                local = res.option == "--find-links" and "://" not in res.value
+                out.append(res._replace(paths=docker.mapped(FileArg(
+                    res.line, (res.value,), "requirements")).paths) if local else res)
+    return out
 
 
 def _variable_of(spec: str) -> str | None:
@@ -113,7 +153,7 @@ def _variable_of(spec: str) -> str | None:
 _FROM = re.compile(r"[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S*sglang:\S+)", re.IGNORECASE)
 
 
-def _base_image(shown: str, logical: Logical) -> Iterator[Result]:
+def _base_image(shown: str, logical: Logical) -> Iterator[Read]:
     """``FROM lmsysorg/sglang:v0.5.18-cu130``: the SGLang release the image's tag stands
     for, read as ``moonpin args --file`` reads that tag (kind ``docker-image``, its version
     the tag's, so an update rewrites the tag)."""
@@ -132,7 +172,7 @@ def _base_image(shown: str, logical: Logical) -> Iterator[Result]:
 
 
 def _assignments(shown: str, logical: Logical, names: dict[str, str],
-                 inherited: set[str]) -> Iterator[Result]:
+                 inherited: set[str]) -> Iterator[Read]:
     s = logical.text
     for var, name in names.items():
         for m in re.finditer(rf"(?<![\w$]){var}(=|\s+|$)", s):
@@ -205,6 +245,11 @@ def _pip_args(shown: str, logical: Logical, args: list[_Word]) -> Iterator[Resul
                 i += 1
                 yield pin_from_requirement(ew.value, _word_locator(logical, ew), shown,
                                            "pip-install", editable=True)
+            elif (index := _index_option(w.value, args[i].value if i < len(args) else None)
+                  ) is not None:
+                option, value, took = index
+                i += took
+                yield IndexArg(logical.locate(w.offset(0))[0], option, value)
             elif opt in _PIP_VALUE_OPTIONS and "=" not in w.value:
                 i += 1
             continue
@@ -267,6 +312,19 @@ def _file_option(word: str, following: str | None) -> tuple[str, str, int] | Non
         return (following, _FILE_OPTIONS[opt], 1) if following else None
     if word[:2] in ("-r", "-c") and len(word) > 2 and not word.startswith("--"):
         return word[2:], _FILE_OPTIONS[word[:2]], 0
+    return None
+
+
+def _index_option(word: str, following: str | None) -> tuple[str, str, int] | None:
+    """``(option, value, words taken after this one)`` for ``-f DIR``, ``-fDIR``,
+    ``--find-links=DIR``, ``--extra-index-url URL`` …; None for another option."""
+    opt, eq, value = word.partition("=")
+    if opt in _INDEX_OPTIONS:
+        if eq:
+            return (_INDEX_OPTIONS[opt], value, 0) if value else None
+        return (_INDEX_OPTIONS[opt], following, 1) if following else None
+    if word[:2] in ("-f", "-i") and len(word) > 2 and not word.startswith("--"):
+        return _INDEX_OPTIONS[word[:2]], word[2:], 0
     return None
 
 

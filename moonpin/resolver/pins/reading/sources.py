@@ -2,16 +2,22 @@
 that lets in: PEP 440's ``torch==2.13.0`` admits every local build of 2.13.0 and both pick
 the highest, so a ``2.13.0+cpu`` that a ``--find-links`` folder or an extra index offers is
 installed instead of the index's CUDA build (and ``import mooncake.pg`` then fails with
-``libc10_cuda.so: cannot open shared object file``).
+``libc10_cuda.so: cannot open shared object file``); so is a ``2.14.1+cu126`` where the stack
+was judged with the index's CUDA 13 build (every extension built for CUDA 13 then loads
+beside a CUDA 12 torch).
 
 Read here: a requirements or constraints file's ``-f``/``--find-links``, ``-i``/
 ``--index-url`` and ``--extra-index-url`` lines (pip's ``req_file.py``: a relative
 find-links path is the requirements file's folder's when it exists there), its ``-r``/``-c``
-includes; a pyproject.toml's ``[[tool.uv.index]]`` (an ``explicit`` one only where
+includes; the same options on a Dockerfile's or script's ``pip install`` / ``uv pip
+install`` lines (with uv's ``--index``, ``--default-index`` and ``--torch-backend``; a
+path the Dockerfile copied mapped back to the build context) and the files those lines
+install with ``-r``; a pyproject.toml's ``[[tool.uv.index]]`` (an ``explicit`` one only where
 ``[tool.uv.sources]`` sends torch to it) and ``[tool.uv]``/``[tool.uv.pip]``
-``find-links``, ``index-url``, ``extra-index-url``. A local folder is listed for the CPU
+``find-links``, ``index-url``, ``extra-index-url``. A local folder is listed for the local
 builds it holds; an index is not fetched (``pins`` reads no network), so any index may
-hold one (PyTorch's CPU index does).
+hold a CPU build (PyTorch's CPU index does), and one whose last path segment is a local
+label, as PyTorch names its indexes (``…/whl/cu126``), holds that label's builds.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from packaging.version import InvalidVersion, Version
 
 from moonpin.resolver.pins.reading.base import MAX_FILE_BYTES, MAX_INCLUDE_DEPTH, Pin, cut
 
-__all__ = ["Finding", "Source", "cpu_findings", "index_sources", "with_sources"]
+__all__ = ["Finding", "Source", "build_findings", "cpu_build", "index_sources",
+           "with_sources"]
 
 #: At most this many entries of a find-links folder are looked at.
 MAX_LISTED = 100_000
@@ -39,27 +46,43 @@ _INCLUDE = re.compile(r"(--requirement|--constraint|-r|-c)(?:\s*=\s*|\s+|(?=\S))
 class Source(NamedTuple):
     """One place a file lets the installer find packages: ``option`` as written
     (``--find-links``, ``[[tool.uv.index]]``), its value, where it is, the local folder
-    it names (None for an index URL) and the CPU torch builds that folder holds
-    (``2.13.0+cpu``, …; None when it is an index or could not be listed)."""
+    it names (None for an index URL) and the torch builds with a local label that folder
+    holds (``2.13.0+cpu``, ``2.14.1+cu126``, …; None when it is an index or could not be
+    listed)."""
 
     path: str
     line: int
     option: str
     value: str
     folder: str | None = None
-    cpu_builds: tuple[str, ...] | None = None
+    local_builds: tuple[str, ...] | None = None
 
     def said(self) -> str:
         return f"{self.option} {cut(self.value, 120)} ({self.path}:{self.line})"
 
     def supplies(self, public: str) -> tuple[str, ...] | None:
-        """The local CPU builds of torch ``public`` this source can supply: those a folder
-        holds, ``(public+cpu,)`` for an index or a folder that could not be listed, None
-        for a folder holding none."""
-        if self.cpu_builds is None:
-            return (f"{public}+cpu",)
-        mine = tuple(b for b in self.cpu_builds if b.partition("+")[0] == public)
+        """The local builds of torch ``public`` this source can supply: those a folder
+        holds; for an index or a folder that could not be listed, ``public+cpu`` and the
+        build of the label its URL ends with (``…/whl/cu126``: ``public+cu126``); None for
+        a folder holding none."""
+        if self.local_builds is None:
+            label = _url_label(self.value)
+            return tuple(dict.fromkeys((f"{public}+cpu", *(
+                (f"{public}+{label}",) if label else ()))))
+        mine = tuple(b for b in self.local_builds if b.partition("+")[0] == public)
         return mine or None
+
+
+def _url_label(url: str) -> str | None:
+    """The local label an index URL's last path segment names, as PyTorch lays its indexes
+    out (``https://download.pytorch.org/whl/cu126`` holds ``+cu126`` builds), else None."""
+    from urllib.parse import urlsplit
+
+    try:
+        last = urlsplit(url).path.rstrip("/").rpartition("/")[2].lower()
+    except ValueError:
+        return None
+    return last if re.fullmatch(r"cpu|cu\d{2,4}|rocm\d+(\.\d+)*", last) else None
 
 
 def _local_folder(value: str, base: str) -> str | None:
@@ -75,9 +98,9 @@ def _local_folder(value: str, base: str) -> str | None:
     return beside if os.path.exists(beside) else value
 
 
-def _cpu_builds(folder: str) -> tuple[str, ...] | None:
-    """The torch versions with a CPU local label (``+cpu``, ``+cpu.cxx11.abi``) among the
-    wheel and sdist names of ``folder``; None when it cannot be listed."""
+def _local_builds(folder: str) -> tuple[str, ...] | None:
+    """The torch versions with a local label (``+cpu``, ``+cpu.cxx11.abi``, ``+cu126``)
+    among the wheel and sdist names of ``folder``; None when it cannot be listed."""
     from packaging.utils import (
         InvalidSdistFilename,
         InvalidWheelFilename,
@@ -99,7 +122,7 @@ def _cpu_builds(folder: str) -> tuple[str, ...] | None:
                          else parse_sdist_filename(name)[1])
                 except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
                     continue
-                if v.local is not None and v.local.startswith("cpu"):
+                if v.local is not None:
                     found.add(str(v))
     except OSError:
         return None
@@ -137,7 +160,7 @@ def _requirements_sources(path: str, out: list[Source], seen: set[str], depth: i
         value = m.group(2).strip("'\"")
         folder = _local_folder(value, base) if option == "--find-links" else None
         out.append(Source(path, logical.first_line, option, value, folder,
-                          _cpu_builds(folder) if folder is not None else None))
+                          _local_builds(folder) if folder is not None else None))
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -172,7 +195,7 @@ def _pyproject_sources(path: str, out: list[Source]) -> None:
         url = index["url"]
         folder = (_local_folder(url, base) if index.get("format") == "flat" else None)
         out.append(Source(path, _line_of(text, url), "[[tool.uv.index]]", url, folder,
-                          _cpu_builds(folder) if folder is not None else None))
+                          _local_builds(folder) if folder is not None else None))
     pip = uv.get("pip")
     for table in (uv, pip if isinstance(pip, dict) else {}):
         for key in ("find-links", "extra-index-url", "index-url"):
@@ -182,13 +205,42 @@ def _pyproject_sources(path: str, out: list[Source]) -> None:
                     continue
                 folder = _local_folder(value, base) if key == "find-links" else None
                 out.append(Source(path, _line_of(text, value), f"[tool.uv] {key}", value,
-                                  folder, _cpu_builds(folder) if folder is not None else None))
+                                  folder, _local_builds(folder) if folder is not None else None))
+
+
+def _shell_sources(path: str, out: list[Source], seen: set[str]) -> None:
+    """A Dockerfile's or script's ``pip install`` / ``uv pip install`` options, and those of
+    the requirements files it installs (``-r``), each file looked for beside it, then in
+    the current folder (as the pins reader looks for them)."""
+    from moonpin.kb.files import read_regular
+    from moonpin.resolver.pins.reading.base import Text
+    from moonpin.resolver.pins.reading.shell import FileArg, shell_index_options
+
+    try:
+        text = read_regular(path, cap=MAX_FILE_BYTES, what="pins file").decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # reading its pins said so
+    base = os.path.dirname(path) or "."
+    for arg in shell_index_options(path, Text(text)):
+        places = [os.path.normpath(os.path.join(b, p)) for p in arg.paths
+                  for b in dict.fromkeys((base, "."))]
+        if isinstance(arg, FileArg):
+            found = next((p for p in places if os.path.isfile(p)), None)
+            if found is not None:
+                _requirements_sources(found, out, seen, 1)
+            continue
+        folder = None
+        if arg.option == "--find-links":
+            folder = next((p for p in places if os.path.isdir(p)), None) or _local_folder(
+                arg.value, base)
+        out.append(Source(path, arg.line, arg.option, arg.value, folder,
+                          _local_builds(folder) if folder is not None else None))
 
 
 def index_sources(files: Sequence[tuple[str, str | None]]) -> list[Source]:
     """Every find-links folder and index the ``files`` (each with the kind it is read as:
-    ``requirements``, ``constraints``, ``pyproject``) and their includes add to pip's or
-    uv's default index, in file order."""
+    ``requirements``, ``constraints``, ``pyproject``, ``shell``) and their includes add to
+    pip's or uv's default index, in file order."""
     out: list[Source] = []
     seen: set[str] = set()
     for f, kind in files:
@@ -196,39 +248,56 @@ def index_sources(files: Sequence[tuple[str, str | None]]) -> list[Source]:
             _requirements_sources(f, out, seen, 0)
         elif kind == "pyproject":
             _pyproject_sources(f, out)
+        elif kind == "shell":
+            _shell_sources(f, out, seen)
     return out
 
 
-def _admitted_cpu(pin: Pin) -> str | None:
-    """The public release a torch pin's specifier is exact on, when that specifier also
-    admits its ``+cpu`` build; None otherwise (a local label, ``===``, an exclusion)."""
+def _exact_public(pin: Pin) -> str | None:
+    """The public release a torch pin's specifier is exact on (``==2.13.0``, also with
+    exclusions); None for a local label, ``===`` or no version."""
     if pin.version is None or pin.spec.lstrip().startswith("==="):
         return None
     try:
         v = Version(pin.version)
-        spec = SpecifierSet(pin.spec or f"=={pin.version}")
-    except (InvalidVersion, InvalidSpecifier, ValueError):
+    except (InvalidVersion, ValueError):
         return None
-    if v.local is not None:
-        return None
-    return str(v) if spec.contains(f"{v}+cpu", prereleases=True) else None
+    return None if v.local is not None else str(v)
+
+
+def _admits(pin: Pin, build: str) -> bool:
+    try:
+        return SpecifierSet(pin.spec or f"=={pin.version}").contains(build, prereleases=True)
+    except InvalidSpecifier:
+        return False
+
+
+def cpu_build(public: str, build: str) -> str | None:
+    """What is wrong with ``build`` of torch ``public`` when nothing is known of the CUDA
+    the stack needs: a CPU build is (``a CPU build``); anything else is not said."""
+    return "a CPU build" if build.partition("+")[2].startswith("cpu") else None
 
 
 class Finding(NamedTuple):
-    """A torch pin that lets a CPU build in: the release, the exclusions that keep it out
-    (``!=2.13.0+cpu``, …), why (the sources that can supply it), and those sources said."""
+    """A torch pin that lets a wrong local build in: the release, the exclusions that keep
+    it out (``!=2.13.0+cpu``, ``!=2.13.0+cu126``, …), why (the sources that can supply it),
+    and those sources said."""
 
     pin: Pin
     public: str
     exclude: tuple[str, ...]
     why: str
     where: str
+    cpu_only: bool = True
 
 
-def cpu_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
-                 sources: Sequence[Source]) -> list[Finding]:
-    """The torch pins (of ``exact``) that let a CPU build in from ``sources``. A pin an
-    update already moves is left to it (a written torch update carries the exclusion)."""
+def build_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
+                   sources: Sequence[Source],
+                   wrong: Callable[[str, str], str | None] = cpu_build) -> list[Finding]:
+    """The torch pins (of ``exact``) that admit a local build ``sources`` can supply and
+    ``wrong(public, build)`` says is wrong for the stack (a CPU build; one of another CUDA
+    major than the stack was judged with). A pin an update already moves is left to it (a
+    written torch update carries the CPU exclusion)."""
     from moonpin.kb.distributions import torch_cpu_exclusions
 
     moved = {(u["packageFile"], u["line"]) for u in updates if u["depName"] == "torch"}
@@ -236,37 +305,50 @@ def cpu_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
     for pin in exact:
         if pin.name != "torch" or (pin.path, pin.version_line) in moved:
             continue
-        public = _admitted_cpu(pin)
+        public = _exact_public(pin)
         if public is None:
             continue
-        hits = [(s, b) for s in sources if (b := s.supplies(public)) is not None]
+        hits = []
+        for s in sources:
+            bad = {b: why for b in s.supplies(public) or () if _admits(pin, b)
+                   and (why := wrong(public, b)) is not None}
+            if bad:
+                hits.append((s, bad))
         if not hits:
             continue
-        builds = sorted({x for _, b in hits for x in b})
-        excl = (*torch_cpu_exclusions([public]),
-                *(f"!={b}" for b in builds if b != f"{public}+cpu"))
+        said = {b: why for _, bad in hits for b, why in bad.items()}
+        builds = sorted(said)
+        excl = tuple(dict.fromkeys((*torch_cpu_exclusions([public]),
+                                    *(f"!={b}" for b in builds))))
         where = "; ".join(s.said() for s, _ in hits[:3]) + (
             f" and {len(hits) - 3} more" if len(hits) > 3 else "")
-        why = (f"torch{pin.spec} at {pin.path}:{pin.line} admits {' and '.join(builds)}, "
-               f"a CPU build, which {where} can supply: pip and uv take the highest local "
-               f"build of {public} (then `import mooncake.pg` fails: libc10_cuda.so cannot "
-               f"be opened); exclude it: torch=={public},{','.join(excl)}")
-        out.append(Finding(pin, public, excl, why, where))
+        cpu_only = all(said[b] == "a CPU build" for b in builds)
+        what = (f"{' and '.join(builds)}, a CPU build," if cpu_only else
+                " and ".join(f"{b}, {said[b]}," for b in builds))
+        then = ("`import mooncake.pg` fails: libc10_cuda.so cannot be opened" if cpu_only else
+                "the extensions built for the CUDA the stack was judged with load beside "
+                "another CUDA runtime, or not at all")
+        why = (f"torch{pin.spec} at {pin.path}:{pin.line} admits {what} which {where} can "
+               f"supply: pip and uv take the highest local build of {public} (then {then}); "
+               f"exclude it: torch=={public},{','.join(excl)}")
+        out.append(Finding(pin, public, excl, why, where, cpu_only))
     return out
 
 
 def with_sources(updates: Sequence[dict[str, Any]], exact: Sequence[Pin],
                  sources: Sequence[Source],
-                 update: Callable[[Pin, str, str, str], dict[str, Any]]
+                 update: Callable[[Pin, str, str, str], dict[str, Any]],
+                 wrong: Callable[[str, str], str | None] = cpu_build,
                  ) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
-    """What the CPU builds ``sources`` let in add to a
-    :class:`~moonpin.resolver.pins.judging.judge.Judgement` whose updates are ``updates``: a reason
-    each, and an update (made by ``update``, judge's own) that writes the exclusion (both
-    empty: none; the judgement then makes a compatible verdict incompatible)."""
-    found = cpu_findings(exact, updates, sources)
+    """What the wrong local builds ``sources`` let in (see :func:`build_findings`) add to a
+    :class:`~moonpin.resolver.pins.judging.judge.Judgement` whose updates are ``updates``: a
+    reason each, and an update (made by ``update``, judge's own) that writes the exclusions
+    (both empty: none; the judgement then makes a compatible verdict incompatible)."""
+    found = build_findings(exact, updates, sources, wrong)
     added = []
     for f in found:
-        u = update(f.pin, "torch", f.public, f"exclude the CPU build {f.where} can supply")
+        u = update(f.pin, "torch", f.public, f"exclude the {'CPU' if f.cpu_only else 'wrong'} "
+                   f"build {f.where} can supply")
         u.update(updateType="pin", newValue=",".join([f"=={f.public}", *f.exclude]),
                  exclude=list(f.exclude))
         added.append(u)

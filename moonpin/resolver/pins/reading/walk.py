@@ -129,6 +129,7 @@ __all__ = [
     "index_sources",
     "project_files",
     "project_python",
+    "project_pythons",
     "read_pins",
     "read_pins_or_fail",
 ]
@@ -475,10 +476,9 @@ def index_sources(files: Sequence[str]) -> list[Source]:
     return sources_of([(f, file_type(f)) for f in files])
 
 
-def project_python(files: Sequence[str]) -> tuple[str, str] | None:
-    """The project's Python when ``--python`` is not given: the lowest CPython minor the
-    ``requires-python`` of a pyproject.toml among ``files`` admits (uv resolves for that
-    lower bound too), and where it comes from; None when no file says."""
+def _requires_python(files: Sequence[str]) -> tuple[str, str, list[int]] | None:
+    """The first ``requires-python`` a pyproject.toml among ``files`` states that parses:
+    ``(specifier, file, the CPython 3 minors from 3.8 it admits)``; None when none says."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     from moonpin.resolver.inputs import CPYTHON_MINORS
@@ -497,9 +497,30 @@ def project_python(files: Sequence[str]) -> tuple[str, str] | None:
             admits = SpecifierSet(spec)
         except InvalidSpecifier:
             continue
-        low = next((m for m in CPYTHON_MINORS if (m >= 8 and f"3.{m}" in admits)
-                    or (m >= 8 and admits.contains(f"3.{m}.99"))), None)
-        if low is not None:
-            return f"3.{low}", (f"python 3.{low} (the lowest requires-python "
-                                f"{cut(spec, 60)!r} admits, {cut(f, 120)})")
+        minors = [m for m in CPYTHON_MINORS if (m >= 8 and f"3.{m}" in admits)
+                  or (m >= 8 and admits.contains(f"3.{m}.99"))]
+        if minors:
+            return spec, f, minors
     return None
+
+
+def project_python(files: Sequence[str]) -> tuple[str, str] | None:
+    """The project's Python when ``--python`` is not given: the lowest CPython minor the
+    ``requires-python`` of a pyproject.toml among ``files`` admits (uv resolves for that
+    lower bound too), and where it comes from; None when no file says."""
+    found = _requires_python(files)
+    if found is None:
+        return None
+    spec, f, minors = found
+    return f"3.{minors[0]}", (f"python 3.{minors[0]} (the lowest requires-python "
+                              f"{cut(spec, 60)!r} admits, {cut(f, 120)})")
+
+
+def project_pythons(files: Sequence[str]) -> tuple[list[str], str]:
+    """Every CPython minor (``3.N``) the project's ``requires-python`` admits (see
+    :func:`project_python`), and where that is said; ``([], "")`` when no file says."""
+    found = _requires_python(files)
+    if found is None:
+        return [], ""
+    spec, f, minors = found
+    return [f"3.{m}" for m in minors], f"requires-python {cut(spec, 60)!r}, {cut(f, 120)}"

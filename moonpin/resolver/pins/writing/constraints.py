@@ -61,6 +61,9 @@ def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
     for dist in g.dists():
         if dist not in plan.mooncake:
             out.append(f"{dist}<0")
+    for dist in sorted(plan.natives):
+        known = [r.version for r in g.kb.native if r.dist == dist]
+        out.append(dist + _spec(plan.natives[dist], known))
     return out
 
 
@@ -87,9 +90,11 @@ def render(g: CompatGraph, plan: StackPlan, fmt: str, *, where: str) -> str:
             f"{plan.module or 'no mooncake process-group module'}; {where}",
             "# other mooncake distributions are excluded (<0): none of their builds fits"]
     head += [f"# note: {n}" for n in plan.jit_notes]
+    # what is not held (the native extensions no constraint can keep right) closes the file
+    tail = [f"# note: {n}" for n in plan.reasons]
     if fmt == "uv":
         body = ["[tool.uv]", "constraint-dependencies = ["]
         body += [f"    {json.dumps(x)}," for x in lines]
         body.append("]")
-        return "\n".join(head + body) + "\n"
-    return "\n".join(head + lines) + "\n"
+        return "\n".join(head + body + tail) + "\n"
+    return "\n".join(head + lines + tail) + "\n"

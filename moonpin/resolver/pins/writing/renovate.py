@@ -28,6 +28,7 @@ rides on the group rule and torch's and each mooncake distribution's rules follo
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from moonpin.resolver.pins.judging.judge import PinnedSet
 
 __all__ = ["GROUP_NAME", "Stack", "StackPlan", "allowed_torch", "allowed_versions",
-           "nothing_to_hold", "plan_stack", "renovate_fragment", "stack_of"]
+           "nothing_to_hold", "plan_natives", "plan_stack", "renovate_fragment", "stack_of"]
 
 _JIT_MARK = "compiles its process-group extension"
 
@@ -67,10 +68,12 @@ class StackPlan:
     """What the fragment (and ``moonpin constraints``) hold each package to: ``mooncake``,
     distribution -> allowed releases, newest first; ``replacement``, (pinned distribution,
     its pinned version, replacement distribution, version); ``jit_notes``, the compile
-    notes of the allowed JIT releases."""
+    notes of the allowed JIT releases; ``natives``, each native extension's distribution
+    -> the releases that load with every allowed torch, newest first (see
+    :func:`plan_natives`)."""
 
-    __slots__ = ("jit_notes", "module", "mooncake", "reasons", "replacement", "sglang",
-                 "sglang_allowed", "torches")
+    __slots__ = ("jit_notes", "module", "mooncake", "natives", "reasons", "replacement",
+                 "sglang", "sglang_allowed", "torches")
 
     def __init__(self, sglang: str, torches: list[str], mooncake: dict[str, list[str]],
                  sglang_allowed: list[str],
@@ -85,6 +88,7 @@ class StackPlan:
         self.jit_notes: list[str] = [] if jit_notes is None else jit_notes
         self.module = module
         self.reasons: list[str] = [] if reasons is None else reasons
+        self.natives: dict[str, list[str]] = {}
 
 
 def _vkey(v: str) -> Version:
@@ -198,12 +202,80 @@ def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str]
     return allowed
 
 
+def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *,
+                 python: str | None, arch: str | None) -> None:
+    """The native extensions' releases the plan allows (``plan.natives``): of each
+    distribution in ``dists`` (None: every one the knowledge base holds), those the one
+    rule's native checks do not exclude with every torch the plan allows
+    (:func:`moonpin.resolver.native.which_native`: compatible, or unknown where nothing
+    says which torch a build was made for: SGLang's own exact pins are often those, and
+    the KB does not hold SGLang's pins of these projects yet), final releases only when
+    there are any. A distribution none of whose releases is compatible is left out (held
+    to unknown releases alone, the meta ``nixl``'s exact pin of ``nixl-cu12`` would make
+    the resolver fall back to an old ``nixl``), and so is one another's version lock may
+    refuse (``flashinfer-cubin`` beside ``flashinfer-python``:
+    a constraint cannot say "the same version"); each is said (``plan.reasons``)."""
+    from moonpin.resolver import native
+
+    if not plan.torches:
+        return
+    held = sorted({r.dist for r in g.kb.native} if dists is None else set(dists))
+    for d in held:
+        allowed: list[str] | None = None
+        for t in plan.torches:
+            w = native.which_native(g, d, torch=t, python=python, arch=arch, dist=d)
+            got = [c.version for c in (*w.compatible, *w.unknown)] if w.compatible else []
+            allowed = got if allowed is None else [v for v in allowed if v in got]
+        final = [v for v in allowed or [] if not _vkey(v).is_prerelease]
+        chosen = sorted(final or allowed or [], key=_vkey, reverse=True)
+        if chosen:
+            plan.natives[d] = chosen
+        else:
+            plan.reasons.append(f"no release of {d} in the knowledge base loads with torch "
+                                f"{' or '.join(plan.torches)}: {d} is not held")
+    for locked, by in _locked(g, plan):
+        plan.natives.pop(locked, None)
+        plan.reasons.append(f"{locked} is not held: {by}'s version lock refuses some of its "
+                            f"allowed releases beside some of {by}'s (keep {locked} at "
+                            f"{by}'s version; `moonpin pins` judges the pair)")
+
+
+def _locked(g: CompatGraph, plan: StackPlan) -> list[tuple[str, str]]:
+    """``(locked, locker)`` distributions of ``plan.natives`` where a version lock of an
+    allowed ``locker`` release refuses an allowed ``locked`` release (``rule.lock``)."""
+    from moonpin.resolver import rule
+
+    out: list[tuple[str, str]] = []
+    for r in g.kb.native:
+        if r.version not in plan.natives.get(r.dist, ()):
+            continue
+        for s in {s for w in r.wheels for rl in w.rules for s in rl.steps if s.kind == "lock"}:
+            if s.target not in plan.natives or (s.target, r.dist) in out:
+                continue
+            if any(rule.lock(r.dist, r.version, s.target, v, s.condition, s.effect,
+                             s.key).ok is False for v in plan.natives[s.target]):
+                out.append((s.target, r.dist))
+    return out
+
+
 def plan_stack(g: CompatGraph, sglang: str, *, torch: str | None = None,
                dist: str | None = None, current_mooncake: str | None = None,
                python: str | None = None, arch: str | None = None,
-               allow_jit: bool = False) -> StackPlan:
-    """Hold torch, mooncake and SGLang so that every combination of allowed versions is
-    compatible. ``torch``/``dist``/``current_mooncake`` are what the project pins."""
+               allow_jit: bool = False, natives: Sequence[str] | None = ()) -> StackPlan:
+    """Hold torch, mooncake, SGLang and the native extensions so that every combination of
+    allowed versions is compatible. ``torch``/``dist``/``current_mooncake`` are what the
+    project pins; ``natives`` the native extensions' distributions it pins (None: every
+    one the knowledge base holds; see :func:`plan_natives`)."""
+    plan = _plan_stack(g, sglang, torch=torch, dist=dist, current_mooncake=current_mooncake,
+                       python=python, arch=arch, allow_jit=allow_jit)
+    if natives is None or natives:
+        plan_natives(g, plan, natives, python=python, arch=arch)
+    return plan
+
+
+def _plan_stack(g: CompatGraph, sglang: str, *, torch: str | None, dist: str | None,
+                current_mooncake: str | None, python: str | None, arch: str | None,
+                allow_jit: bool) -> StackPlan:
     from moonpin.resolver import query
 
     which = _answer(query.which_mooncake(g, sglang, python=python, arch=arch))
@@ -259,10 +331,13 @@ def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
         return {"packageRules": []}
     dists = sorted(plan.mooncake)
     replaced = plan.replacement[0] if plan.replacement else None
+    natives = sorted(plan.natives)
     names = ["sglang", "torch", *dists, *([replaced] if replaced and replaced not in dists
-                                          else [])]
+                                          else []), *natives]
+    moving = "sglang, torch and mooncake" + (
+        f" ({', '.join(natives)} with them)" if natives else "")
     rules: list[dict[str, Any]] = [{
-        "description": f"moonpin: sglang, torch and mooncake move together; sglang "
+        "description": f"moonpin: {moving} move together; sglang "
                        f"{plan.sglang} may move only to releases that need torch "
                        f"{' or '.join(plan.torches)} and fit the allowed mooncake "
                        f"({plan.module or 'no mooncake process-group module'}); the rules "
@@ -285,6 +360,15 @@ def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
                            + (f"; note: {note}" if note else ""),
             "matchPackageNames": [d],
             "allowedVersions": "/^(" + "|".join(re.escape(v) for v in plan.mooncake[d])
+                               + ")$/",
+        })
+    for d in natives:
+        rules.append({
+            "description": f"moonpin: releases of {d} that load with torch "
+                           f"{' or '.join(plan.torches)} (a build for it, its CUDA major, "
+                           "its torch requirement)",
+            "matchPackageNames": [d],
+            "allowedVersions": "/^(" + "|".join(re.escape(v) for v in plan.natives[d])
                                + ")$/",
         })
     if plan.replacement is not None:

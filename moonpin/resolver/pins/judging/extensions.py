@@ -1,0 +1,112 @@
+"""The worker's other native extensions a project pins (nixl, sglang-kernel, DeepEP,
+FlashInfer), judged in the pinned set by the one rule's native checks
+(:func:`moonpin.resolver.native.explain_stack`: installable, a wheel, the torch
+requirement, a build for that torch, its CUDA major, the version locks between them) with the
+torch and SGLang the set ends with, and moved with them: a pin that fails goes to the newest
+release that loads with that torch (:func:`moonpin.resolver.native.which_native`); a pin a
+version lock refuses goes to the version of the release that locks it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from moonpin.resolver.pins.reading.base import NATIVE, UNUSED_DEFAULT, Pin
+
+if TYPE_CHECKING:
+    from moonpin.resolver.graph import CompatGraph
+
+__all__ = ["Extensions", "judge_extensions", "native_pins"]
+
+#: Distribution -> its project, from :data:`NATIVE`.
+_PROJECT = {d: p for p, ds in NATIVE.items() for d in ds}
+
+
+class Extensions(NamedTuple):
+    """What the extensions add to a judgement: ``verdict`` (``compatible``, ``incompatible``
+    or ``unknown``; None when nothing was judged), reasons, notes and updates."""
+
+    verdict: str | None
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...]
+    updates: tuple[dict[str, Any], ...]
+
+
+def native_pins(pins: Sequence[Pin]) -> list[Pin]:
+    """The exact pins of native extensions' distributions, the first of each (a default
+    the file overrides is not what is installed)."""
+    out: dict[str, Pin] = {}
+    for p in pins:
+        if p.name in _PROJECT and p.version is not None and not (
+                p.note and UNUSED_DEFAULT in p.note):
+            out.setdefault(p.name, p)
+    return list(out.values())
+
+
+def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None,
+                     torch: str | None, python: str | None, arch: str | None,
+                     places: Callable[[Pin], list[Pin]],
+                     update: Callable[[Pin, str, str, str], dict[str, Any]]) -> Extensions:
+    """The extensions pinned in ``exact``, judged with ``torch`` (the set's, as it ends;
+    None: the newest ``sglang`` admits) on ``python``/``arch`` (None: the pair most of them
+    load on). ``places`` gives every occurrence of a pin, ``update`` makes an update."""
+    from moonpin.kb.errors import MoonpinError
+    from moonpin.resolver import native
+
+    pins = native_pins(exact)
+    if not pins:
+        return Extensions(None, (), (), ())
+    if torch is None and sglang is None:
+        return Extensions("unknown", (), ("the native extensions pinned ("
+                                          + ", ".join(f"{p.name}=={p.version}" for p in pins)
+                                          + ") are not judged: no torch or sglang is pinned",),
+                          ())
+    known, notes = [], []
+    for p in pins:
+        try:
+            native.known_version(g, p.name, p.version or "")
+            known.append(p)
+        except MoonpinError as e:  # a release the KB does not hold: said, not judged
+            notes.append(f"{p.name}=={p.version} at {p.path}:{p.line} is not judged: {e}")
+    if not known:
+        return Extensions("unknown", (), tuple(notes), ())
+    try:
+        res = native.explain_stack(g, sglang, [(p.name, p.version or "") for p in known],
+                                   torch=torch, python=python, arch=arch)
+    except MoonpinError as e:
+        return Extensions("unknown", (), (*notes, f"the native extensions are not judged: {e}"),
+                          ())
+    torch = res["evaluated"]["torch"]
+    by_name = {p.name: p for p in known}
+    failing = [c for c in res["checks"] if c.ok is False and c.name != "torch requirement"]
+    reasons = [f"{c.name}: {c.detail}" for c in failing]
+    notes += [f"{c.name}: {c.detail}" for c in res["checks"] if c.ok is None]
+    targets: dict[str, str] = {}
+    why: dict[str, str] = {}
+    for c in failing:
+        dist = c.name.partition("==")[0]
+        if c.name.endswith(" lock"):
+            continue
+        found = native.which_native(g, dist, torch=torch, python=python, arch=arch, dist=dist)
+        if found.compatible:
+            targets[dist] = found.compatible[0].version
+        else:
+            reasons.append(f"no release of {dist} in the knowledge base loads with torch "
+                           f"{torch}; `moonpin which {dist} --torch {torch} --why` says why")
+    for c in failing:  # a lock refused: the locked distribution goes to the locker's version
+        if not c.name.endswith(" lock"):
+            continue
+        locker = c.name.removesuffix(" lock")
+        version = targets.get(locker) or by_name[locker].version or ""
+        for other in NATIVE[_PROJECT[locker]]:
+            if other != locker and other in by_name and other not in targets and any(
+                    r.dist == other and r.version == version for r in g.kb.native):
+                targets[other] = version
+                why[other] = f"{locker}=={version} locks {other} to its own version"
+    ups = [update(place, dist, version, why.get(dist) or (
+                      f"{dist}=={version} loads with torch {torch}"
+                      + (f" (sglang {sglang})" if sglang else "")))
+           for dist, version in targets.items() if version != by_name[dist].version
+           for place in places(by_name[dist])]
+    verdict = "incompatible" if failing else ("unknown" if notes else "compatible")
+    return Extensions(verdict, tuple(reasons), tuple(notes), tuple(ups))

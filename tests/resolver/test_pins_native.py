@@ -1,0 +1,142 @@
+"""Issue 39: ``pins``, ``renovate`` and ``constraints`` cover the worker's other native
+extensions (nixl, sglang-kernel, DeepEP, FlashInfer). A pinned set is judged with the one
+rule's native checks (``explain_stack``), with the torch it ends with; pin updates move them
+with torch; Renovate gets one group; constraints hold them. The expected releases are asked of
+the resolver's own ``which`` (facts of the shipped KB), never written here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import moonpin
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.pins.reading.base import NATIVE, TRACKED
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "data" / "kb.json"
+
+
+def _moonpin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
+                          capture_output=True, text=True, timeout=300, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _newest(dist: str, torch: str) -> str:
+    return moonpin.which(dist, torch=torch, dist=dist, kb=SHIPPED).compatible[0].version
+
+
+def test_the_tracked_native_distributions_are_the_recipes() -> None:
+    from moonpin.scrapers.projects import recipes
+
+    assert {r.project: r.dists for r in recipes()} == NATIVE
+    assert all(d in TRACKED for ds in NATIVE.values() for d in ds)
+
+
+STACK = ("sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine-cuda13==0.3.14\n"
+         "nixl-cu13==1.4.0\nsglang-kernel==0.4.8\nflashinfer-python==0.7.2\n")
+
+
+def test_a_pinned_set_is_judged_with_the_native_checks(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text(STACK)
+    got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED)
+    assert got.verdict == "incompatible", got
+    assert any(r.startswith("nixl-cu13==1.4.0: build for torch") for r in got.reasons)
+    assert any(r.startswith("sglang-kernel==0.4.8: torch requirement") for r in got.reasons)
+    moved = {u["depName"]: u["newVersion"] for u in got.updates}
+    assert moved == {"nixl-cu13": _newest("nixl-cu13", "2.14.1"),
+                     "sglang-kernel": _newest("sglang-kernel", "2.14.1")}, got.updates
+    w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    assert w.returncode == 0 and "after writing: verdict compatible" in w.stderr, w.stderr
+    assert _moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path
+                    ).returncode == 0
+
+
+def test_the_extensions_move_with_torch(tmp_path: Path) -> None:
+    """torch moves (SGLang 0.5.23 requires 2.14.1), and nixl-cu13 1.4.0 (builds up to torch
+    2.13) with it; flashinfer-cubin goes to the version flashinfer-python locks it to."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.23\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.14\n"
+                   "nixl-cu13==1.4.0\nflashinfer-python==0.6.13\nflashinfer-cubin==0.6.12\n")
+    got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED)
+    moved = {u["depName"]: u["newVersion"] for u in got.updates}
+    assert moved["torch"] == "2.14.1"
+    assert moved["nixl-cu13"] == _newest("nixl-cu13", "2.14.1")
+    assert moved["flashinfer-cubin"] == "0.6.13"
+    assert all(u["groupName"] == "sglang stack" for u in got.updates)
+    w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+
+
+def test_an_extension_the_kb_does_not_hold_is_said_not_judged(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine-cuda13==0.3.14\n"
+                   "nixl-cu13==9.9.9\n")
+    got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED)
+    assert any("nixl-cu13==9.9.9" in n and "not judged" in n for n in got.notes), got
+    assert not [u for u in got.updates if u["depName"] == "nixl-cu13"]
+
+
+def test_renovate_moves_them_in_the_one_group(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text(STACK)
+    r = _moonpin("renovate", "requirements.txt", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rules = json.loads(r.stdout)["packageRules"]
+    grouped = [x for x in rules if x.get("groupName") == "sglang stack"]
+    assert len(grouped) == 1
+    assert {"sglang", "torch", "nixl-cu13", "sglang-kernel", "flashinfer-python"} <= set(
+        grouped[0]["matchPackageNames"])
+    held = {x["matchPackageNames"][0]: x["allowedVersions"] for x in rules
+            if len(x["matchPackageNames"]) == 1 and "allowedVersions" in x}
+    assert _newest("nixl-cu13", "2.14.1").replace(".", "\\.") in held["nixl-cu13"]
+    assert "1\\.4\\.0" not in held["nixl-cu13"]  # no build for torch 2.14.1
+
+
+def test_constraints_hold_them(tmp_path: Path) -> None:
+    r = _moonpin("constraints", "--sglang", "0.5.23", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = {x.split("<")[0].split(">")[0].split("=")[0].split("!")[0]: x
+             for x in r.stdout.splitlines() if x and not x.startswith("#")}
+    g = CompatGraph.from_path(SHIPPED)
+    from packaging.specifiers import SpecifierSet
+
+    spec = SpecifierSet(lines["nixl-cu13"].removeprefix("nixl-cu13"))
+    assert _newest("nixl-cu13", "2.14.1") in spec and "1.4.0" not in spec
+    assert "sglang-kernel" in lines and "sgl-deep-ep" in lines
+    # no nixl-cu12 build loads with CUDA 13 torch 2.14.1: not held (the meta nixl pins it)
+    assert "nixl-cu12" not in lines
+    # a constraint cannot say "flashinfer-python's version": the locked one is not held
+    assert "flashinfer-cubin" not in lines and "flashinfer-python" in lines
+    assert "# note: flashinfer-cubin is not held" in r.stdout
+    assert g.kb.native  # the facts the answers rest on
+
+
+@pytest.mark.uv
+def test_uv_resolves_sglang_and_the_extensions_under_the_constraints(tmp_path: Path) -> None:
+    """The real uv, against the package index: SGLang 0.5.23 with nixl and mooncake resolves
+    under ``moonpin constraints`` (SGLang's own exact pins included), to the nixl the
+    resolver says loads with its torch."""
+    import shutil
+
+    uv = os.environ.get("MOONPIN_UV") or shutil.which("uv")
+    if not uv:
+        pytest.skip("uv not found: set MOONPIN_UV or put uv on PATH (pip install uv)")
+    for sglang, torch in (("0.5.23", "2.14.1"), ("0.5.18", "2.13.0")):
+        c = _moonpin("constraints", "--sglang", sglang, cwd=tmp_path)
+        (tmp_path / "c.txt").write_text(c.stdout)
+        (tmp_path / "in.txt").write_text(f"sglang=={sglang}\nnixl\n"
+                                         "mooncake-transfer-engine-cuda13\n")
+        r = subprocess.run([uv, "pip", "compile", "-q", "--no-header", "--no-annotate",
+                            "--python-version", "3.12", "--python-platform",
+                            "x86_64-manylinux_2_34", "in.txt", "-c", "c.txt"],
+                           capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        got = dict(x.split("==", 1) for x in r.stdout.splitlines() if "==" in x)
+        assert got["torch"] == torch and got["nixl-cu13"] == _newest("nixl-cu13", torch), got
