@@ -23,7 +23,7 @@ from tests.lib.elfbuild import build_so
 ROOT = Path(__file__).resolve().parents[3]
 
 # ELF64 offsets (gABI "ELF Header", "Program Header")
-_PHOFF, _PHNUM, _PHDR = 0x20, 0x38, 56
+_PHOFF, _PHDR = 0x20, 56
 _P_OFFSET, _P_FILESZ = 8, 32
 
 
