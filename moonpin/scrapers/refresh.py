@@ -112,13 +112,14 @@ EXTRACTORS: dict[str, tuple[str, ...]] = {
                "readers/pyast/imports.py", "scrapers/sglang.py", "scrapers/projects/__init__.py",
                *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES)),
     "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf/analysis.py",
-                 "readers/elf/layout.py", "readers/pyast/loader.py", "readers/cuda.py"),
+                 "readers/elf/layout.py", "readers/elf/dynamic.py", "readers/elf/symbols.py",
+                 "readers/pyast/loader.py", "readers/cuda.py"),
     "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
     "native": ("scrapers/native.py", "scrapers/projects/__init__.py",
                *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES),
                "readers/native/rules.py", "readers/native/builds.py",
                "readers/native/keyeval.py", "readers/elf/analysis.py", "readers/elf/layout.py",
-               "readers/elf/symbols.py"),
+               "readers/elf/dynamic.py", "readers/elf/symbols.py"),
 }
 
 

@@ -25,6 +25,7 @@ import tarfile
 from collections.abc import Callable
 from typing import Any
 
+from moonpin.readers.elf.layout import is_elf
 from moonpin.readers.image.layerstream import Caps, LayerReader
 from moonpin.readers.image.manifest import Image, ImageError, Layer
 
@@ -301,7 +302,7 @@ class _Unpacker:
                 left -= len(chunk)
         os.chmod(dp, mode & 0o777 | 0o600)
         self.made.add(p)
-        if head == b"\x7fELF" or p.startswith("etc/ld.so.conf"):
+        if is_elf(head) or p.startswith("etc/ld.so.conf"):
             self._learn(p, dp)
 
     def _learn(self, p: str, dp: str) -> None:
