@@ -32,7 +32,8 @@ int copy(char *d, const char *s, unsigned long n) { memcpy(d, s, n); return blob
 int old_api(void) { return 1; }
 int new_api(void) { return 2; }
 """
-_VERSIONS = "LIBT_1 { global: area; copy; old_api; local: *; };\nLIBT_2 { global: new_api; } LIBT_1;\n"
+_VERSIONS = ("LIBT_1 { global: area; copy; old_api; local: *; };\n"
+             "LIBT_2 { global: new_api; } LIBT_1;\n")
 
 
 def _facts(path: Path) -> tuple[object, ...]:
@@ -139,3 +140,39 @@ def test_unpack_keeps_skeletons_but_where_bytes_are_searched(
         assert mooncake_lib.read_bytes() == objects["plain"].read_bytes()
         assert (torch_lib.read_bytes() == objects["plain"].read_bytes()) is note
         assert any("re-read layer 1" in n for n in img.notes) is note
+
+
+def _analyzed(data: bytes) -> tuple[object, ...]:
+    a = elf.analyze(data, len(data), ())
+    return tuple(a.needed), tuple(a.search_path), a.runpath_tag, a.soname, tuple(a.warnings)
+
+
+@pytest.mark.parametrize("bits", [64, 32])
+@pytest.mark.parametrize("dynstr_in_rw", [False, True])
+@pytest.mark.parametrize("overrides", [None, {10: 0xFFFFFFF0}, {5: 0xDEAD0000}],
+                         ids=["sound", "huge DT_STRSZ", "unmapped DT_STRTAB"])
+def test_skeletons_of_built_objects(tmp_path: Path, bits: int, dynstr_in_rw: bool,
+                                    overrides: dict[int, int] | None) -> None:
+    """Both word sizes, the string table before or after PT_DYNAMIC, hostile dynamic
+    entries: the skeleton (no gcc needed) is read as the object is, and a bad table is
+    never a crash or a write out of the file. Where ``DT_STRTAB`` maps nowhere the reader
+    guesses names from the read-only data, which the skeleton has not: what the loader
+    model takes from it, the warning that makes the object unloadable, is the same."""
+    from tests.lib.elfbuild import build_so
+
+    data = build_so(("libcudart.so.13", "libtorch.so"), soname="libx.so", bits=bits,
+                    padding_before_dynamic=3 << 20, dynstr_in_rw=dynstr_in_rw,
+                    dyn_overrides=overrides)
+    src, dest = tmp_path / "x.so", tmp_path / "skel.so"
+    src.write_bytes(data)
+    written = _skeleton(src, dest)
+    assert written is not None and written < 64 << 10
+    got = dest.read_bytes()
+    assert len(got) == len(data)
+    if overrides is None or 10 in overrides:
+        assert _analyzed(got) == _analyzed(data)
+    else:  # what moonpin.preflight.loader.ldso.read_dynamic makes a problem of
+        def fatal(b: bytes) -> list[str]:
+            return [w for w in elf.analyze(b, len(b), ()).warnings
+                    if "DT_STRTAB" in w or "PT_DYNAMIC" in w]
+        assert fatal(got) == fatal(data) != []
