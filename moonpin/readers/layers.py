@@ -82,8 +82,9 @@ def check_wants(path: str) -> bool:
     the metadata files of every ``.dist-info`` / ``.egg-info``, every ``.py`` and ``.so``
     file in a site folder (what an import the check follows may run or load: torch's,
     each native extension's loader and builds, the NVIDIA wheels' libraries), the ``.py``
-    and ``.so`` files of SGLang and mooncake wherever they are, auditwheel's ``*.libs``
-    libraries, and the loader's configuration (``/etc/ld.so.*``). The shared libraries in
+    and ``.so`` files of SGLang wherever they are, every file of mooncake's package and
+    its ``.libs`` (their RECORD hashes tell two distributions apart), auditwheel's
+    ``*.libs`` libraries, and the loader's configuration (``/etc/ld.so.*``). The shared libraries in
     library folders are not named here: :func:`unpack` keeps those the kept objects need.
     """
     p = path.lstrip("/")
@@ -117,7 +118,9 @@ def check_wants(path: str) -> bool:
         if seg in ("sglang", "mooncake"):
             if base.endswith(".py") or _so_file(base):
                 return True
-            if seg == "mooncake" and base.endswith((".cpp", ".cu", ".h", ".cuh", ".json")):
+            # every file of mooncake's package: two distributions over one folder are told
+            # apart by the RECORD hash of each of their files (its sources, its binaries)
+            if seg == "mooncake" and "__pycache__" not in parts:
                 return True
         elif seg.endswith(".libs") and i == len(parts) - 2:
             if seg.startswith("mooncake_transfer_engine") or _so_file(base):
@@ -663,8 +666,11 @@ class _Unpacker:
 
 
 def _reads_whole(p: str) -> bool:
-    """Whether the check searches the bytes of the object at root-relative ``p``."""
-    return any(seg in _WHOLE_UNDER for seg in p.split("/")[:-1])
+    """Whether the check reads every byte of the object at root-relative ``p``: it
+    searches strings in SGLang's and mooncake's builds, and hashes each file of a mooncake
+    distribution (its package and its auditwheel ``.libs``) against its RECORD."""
+    return any(seg in _WHOLE_UNDER or (seg.startswith("mooncake") and seg.endswith(".libs"))
+               for seg in p.split("/")[:-1])
 
 
 #: program headers kept as they are (gABI: PT_INTERP, PT_NOTE; PT_GNU_PROPERTY)
