@@ -201,7 +201,8 @@ def add_changes(layout: Path, base: Path, copy: Path, mount: str, stage: Path) -
         dirs[:] = [x for x in dirs if os.path.lexists(copy / rel_d / x)]
     image = f"{layout}:t"
     if stage.is_dir():
-        _run("umoci", "insert", "--image", image, str(stage), mount)
+        # a moved torch is gigabytes: umoci gzips on one core
+        _run("umoci", "insert", "--image", image, str(stage), mount, timeout=5400)
         shutil.rmtree(stage)
     for rel in gone:
         _run("umoci", "insert", "--image", image, "--whiteout", f"{mount}/{rel}")
