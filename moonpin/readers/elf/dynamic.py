@@ -102,22 +102,24 @@ class Dynamic:
         return any(t == tag for t, _ in self.entries)
 
 
-def decode(layout: ElfLayout, data: bytes) -> Dynamic | None:
-    """The dynamic array of the object whose first ``len(data)`` bytes are ``data`` (None:
-    it has no ``PT_DYNAMIC``; gABI allows one, the first is taken)."""
+def decode(layout: ElfLayout, data: bytes, base: int = 0) -> Dynamic | None:
+    """The dynamic array of the object whose bytes from offset ``base`` are ``data`` (its
+    first ``len(data)`` bytes by default; the image unpacker holds only the segment's)
+    (None: it has no ``PT_DYNAMIC``, gABI allows one, the first is taken, or ``data`` starts
+    past the segment)."""
     seg = dynamic_segment(layout)
-    if seg is None:
+    if seg is None or base > seg.offset:
         return None
     entry = struct.Struct(struct_formats(layout.bits, layout.little)[2])
     step = entry.size
     seg_end = file_end(layout, seg.end)
-    avail = min(seg_end, len(data))
+    avail = min(seg_end, base + len(data))
     entries: list[tuple[int, int]] = []
     pos = seg.offset
     while pos + step <= avail:
         if len(entries) >= MAX_ENTRIES:
             return Dynamic(tuple(entries), CAP, seg.offset, seg_end)
-        tag, val = entry.unpack_from(data, pos)
+        tag, val = entry.unpack_from(data, pos - base)
         if tag == DT_NULL:  # gABI: DT_NULL marks the end of the _DYNAMIC array
             return Dynamic(tuple(entries), END, seg.offset, seg_end)
         entries.append((tag, val))
