@@ -287,7 +287,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         from moonpin.preflight.extensions.verdict import judge_extensions
 
         judge_extensions(ctx, features, _FLAGS, torch, dists, add,
-                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc)
+                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc,
+                         kb_file=kb.path)
     pkg = _mooncake_package(ctx, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
@@ -329,9 +330,12 @@ def _extensions_only(checks: list[CheckResult], nothing: Report, ctx: Context,
     said: list[CheckResult] = []
     torch = torch_of(dists.get("torch"), fixer, said.append, ctx, find_package(ctx, "torch"))
     lines: list[CheckResult] = []
+    from moonpin.kb.paths import default_kb_file
+
     judge_extensions(ctx, features, _FLAGS, torch, dists, lines.append,
                      env=os.environ if env is None else env, gpu=gpu,
-                     kb=lambda: _knowledge_base(kb_file, lambda c: None).doc())
+                     kb=lambda: _knowledge_base(kb_file, lambda c: None).doc(),
+                     kb_file=kb_file or default_kb_file())
     if torch is None and lines:  # the extensions import torch: its failure is said
         lines = [*said, *lines]
     deep = CheckResult("deep probe", "skip", "mooncake not requested (the probe imports its "
