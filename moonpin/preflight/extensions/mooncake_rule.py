@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.pyimport.importer import Found
 
 __all__ = ["BACKENDS", "CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "MODULES",
-           "OWN_LINES", "build_module", "module", "pick", "repair", "scheme_of"]
+           "OWN_LINES", "build_module", "memo", "module", "pick", "repair", "scheme_of"]
 
 IMPORT = "mooncake"
 #: every launch feature whose ``mooncake`` backend imports mooncake (SGLang's flags:
@@ -59,12 +59,26 @@ def module(req: Any, shipped: Collection[str]) -> str | None:
     return rule.choose_module(req, shipped)
 
 
-def scheme_of(loader_path: str, module: str,
-              memo: Callable[[str, str, Callable[[], Any], Callable[[Any], bool]], Any]
-              ) -> dict[str, Any]:
+def memo(kind: str, path: str, compute: Callable[[], Any],
+         valid: Callable[[Any], bool]) -> Any:
+    """``facts_memo().get`` (:meth:`moonpin.kb.cache.FileMemo.get`); a loader in a zip archive
+    on ``sys.path`` (no file of its own to stamp) is computed afresh each time."""
+    from moonpin.kb.cache import facts_memo
+
+    try:
+        return facts_memo().get(kind, path, compute, valid)
+    except OSError:
+        from moonpin.preflight.env import zipfs
+
+        if zipfs.size(path) is None:
+            raise
+    return compute()
+
+
+def scheme_of(loader_path: str, module: str) -> dict[str, Any]:
     """The loader's scheme (:func:`moonpin.preflight.installed.build_facts.read_scheme`), kept
-    by ``memo`` (the file-facts memo's ``get``) under the loader's stamp; raises OSError when
-    the loader cannot be read."""
+    in the file-facts memo under the loader's stamp (:func:`memo`); raises OSError when the
+    loader cannot be read."""
     from moonpin.preflight.installed.build_facts import read_scheme, scheme_shape
 
     scheme: dict[str, Any] = memo("loader-v6\0" + module, loader_path,
@@ -75,9 +89,7 @@ def scheme_of(loader_path: str, module: str,
 
 
 def build_module(scheme: dict[str, Any], template: str, module: str, loader_path: str,
-                 torch: str,
-                 memo: Callable[[str, str, Callable[[], Any], Callable[[Any], bool]], Any]
-                 ) -> str | None:
+                 torch: str) -> str | None:
     """The module one of the loader's imports (``template``: ``mooncake.pg_{torch}``) names
     for torch ``torch`` (``mooncake.pg_2_13_0``); None when the loader's pattern does not
     match torch's version (its ``re.match(...).group()`` raises at import)."""
@@ -98,12 +110,7 @@ def pick(facts: Facts, found: Found) -> Pick:
     """The seam's question for the process-group module SGLang's current release imports
     (``mooncake.pg``, else its fallback ``mooncake.ep``): the builds its loader imports for
     torch's version, or what the import raises."""
-    from moonpin.kb.cache import facts_memo
     from moonpin.resolver import rule
-
-    def memo(kind: str, path: str, compute: Callable[[], Any],
-             valid: Callable[[Any], bool]) -> Any:
-        return facts_memo().get(kind, path, compute, valid)
 
     files = {m: facts.module_file(found.folder, m.split(".")[1]) for m in MODULES}
     req = rule.Requirement(MODULES[0], backends=BACKENDS, alternatives=MODULES[1:],
@@ -117,7 +124,7 @@ def pick(facts: Facts, found: Found) -> Pick:
     if not loader.endswith(".py"):  # the module is the build itself
         return Pick([Choice([loader])], notes=[f"{chosen} is a build"])
     try:
-        scheme = scheme_of(loader, chosen, memo)
+        scheme = scheme_of(loader, chosen)
     except OSError as e:
         return Pick(unread=f"{loader}: {e.strerror or e}")
     if scheme["problem"] or scheme["kind"] == "unknown":
@@ -128,7 +135,7 @@ def pick(facts: Facts, found: Found) -> Pick:
         return Pick(unread="no torch: the build the loader picks is unknown")
     out: list[str] = []
     for template in scheme["imports"]:
-        name = build_module(scheme, template, chosen, loader, facts.torch, memo)
+        name = build_module(scheme, template, chosen, loader, facts.torch)
         if name is None:
             return Pick([Choice(raises=f"AttributeError: 'NoneType' object has no attribute "
                                        f"'group' (its pattern {scheme['version_regex']!r} and "

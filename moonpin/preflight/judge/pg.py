@@ -307,7 +307,7 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
 
     lname = file_name(loader_path)
     try:
-        scheme = mooncake_rule.scheme_of(loader_path, module, _memo)
+        scheme = mooncake_rule.scheme_of(loader_path, module)
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return None
@@ -323,20 +323,6 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
                         "import it", (loader_path,)))
         return None
     return scheme
-
-
-def _memo(kind: str, path: str, compute: Callable[[], Any],
-          valid: Callable[[Any], bool]) -> Any:
-    """``facts_memo().get``; a loader in a zip archive on ``sys.path`` (no file of its own
-    to stamp) is computed afresh each time."""
-    try:
-        return facts_memo().get(kind, path, compute, valid)
-    except OSError:
-        from moonpin.preflight.env import zipfs
-
-        if zipfs.size(path) is None:
-            raise
-    return compute()
 
 
 def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
@@ -442,7 +428,7 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
     builds: list[BuildFacts] = []
     for template in scheme["imports"]:
         got = mooncake_rule.build_module(scheme, template, module, loader_path,
-                                         torch.version, _memo)
+                                         torch.version)
         if got is None:
             add(CheckResult("loader", "fail",
                             f"{lname}: its pattern {scheme['version_regex']!r} does not "
