@@ -20,45 +20,34 @@ import os
 
 from moonpin.kb.cache import facts_memo
 from moonpin.preflight.env.chroot import host_paths
-from moonpin.preflight.loader import ldso
+from moonpin.preflight.loader import ldproc, ldso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from moonpin.preflight.env.context import Run
-    from moonpin.preflight.loader import ldproc
 
 __all__ = ["Report", "native_load", "owned"]
 
 
-class Report:
+class Report(ldproc.Findings):
     """What the import and the builds' loads did.
 
     ``chain_error``: (the module whose code failed, the exception's class, its message,
     the file a failed load named or where it was raised), when the import fails before
     the builds are loaded; ``loads``: (path, mode, error, module, how) of each load the
-    chain made; for the builds, as :class:`moonpin.preflight.loader.ldproc.Outcome` has
-    them: ``missing``, ``bad``, ``versions``, ``unbound``, ``host``, ``host_missing`` and
-    counts (of the builds and the image's mooncake objects their loads walk); ``note``:
+    chain made; what the builds' loads found (:class:`moonpin.preflight.loader.ldproc.
+    Findings`: ``missing``, ``bad``, ``versions``, ``unbound``, ``host``, ``host_missing``
+    and the counts, of the builds and the image's objects their loads walk); ``note``:
     why the chain was not followed to its end (None: it was)."""
 
-    __slots__ = ("bad", "bound", "chain_error", "count", "cwd", "host", "host_missing",
-                 "loads", "missing", "note", "objects", "refs", "unbound", "versions")
+    __slots__ = ("chain_error", "cwd", "loads", "note")
 
     def __init__(self) -> None:
+        super().__init__()
         self.chain_error: tuple[str, str, str, str] | None = None
         self.loads: list[tuple[str, int, str | None, str, str, tuple[str, str, str]]] = []
-        self.missing: dict[str, str] = {}
-        self.bad: dict[str, str] = {}
-        self.versions: list[tuple[str, str, str, str]] = []
-        self.unbound: list[tuple[str, str, str, tuple[str, ...]]] = []
-        self.host: list[str] = []
-        self.host_missing: dict[str, str] = {}
-        self.count = 0
-        self.objects = 0
-        self.refs = 0
-        self.bound = 0
         self.note: str | None = None
         #: the working folder, when a search path used it (an empty or relative entry)
         self.cwd: str | None = None
@@ -187,7 +176,6 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
-    from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
     from moonpin.preflight.pyimport.pyrun import Chain
 
