@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from moonpin.preflight.env.context import Run
+    from moonpin.preflight.pyimport.metapath import Importer
 
 __all__ = ["Report", "native_load", "owned"]
 
@@ -106,7 +107,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 ld_path: Sequence[str] | None = None, sites: Sequence[str] | None = None,
                 version: tuple[int, int] | None = None, first: Sequence[str] = (),
                 after: Sequence[str] = (), complete: bool = True,
-                run: Run | None = None, mode: int | None = None) -> Report:
+                run: Run | None = None, mode: int | None = None,
+                importer: Importer | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -115,7 +117,9 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     ``paths`` are the interpreter's whole ``sys.path``. ``run``: the check under way,
     whose children may have computed the load ahead (:mod:`moonpin.preflight.prefetch`), and
     where a child records what it computes. ``mode``: the builds' ``dlopen`` flags (default
-    ``RTLD_NOW``, as an extension import has them)."""
+    ``RTLD_NOW``, as an extension import has them). ``importer``: the check's one model of
+    the interpreter's importer over ``paths`` (:attr:`moonpin.preflight.env.context.Context.
+    importer`), which the import chain finds its modules with (None: one is made)."""
     machine = machine or os.uname().machine
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
@@ -133,7 +137,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
             return ahead
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
-                       complete, mode)
+                       complete, mode, importer)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -175,6 +179,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              root: str | None,
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
+             importer: Importer | None = None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
     from moonpin.preflight.pyimport.pyrun import Chain
@@ -202,7 +207,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         out = Report()
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=builds,
-                      trace=trace, complete=complete)
+                      trace=trace, complete=complete, importer=importer)
         main = ModuleValue("__main__", "py", tier=0)
         if modules:
             try:
