@@ -152,7 +152,8 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
             trace.stop()
         if trace.untraced is not None or trace.all_env or (seen is not None and seen.all):
             raise _Untraced(lines)
-        files = {os.fsdecode(p) for p, _ in trace.paths}
+        files = {os.fsdecode(p) for p, follow in trace.paths
+                 if follow or not _plain_folder(p)}
         files.update(ctx.paths)
         files.update(ctx.sites or ())
         files.update(getattr(ctx.importer, "reads", None) or ())
@@ -168,6 +169,19 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     except _Untraced as e:
         return e.lines
     return [CheckResult(n, st, m, f, tuple(ev)) for n, st, m, f, ev in got]  # type: ignore[attr-defined]
+
+
+def _plain_folder(path: bytes) -> bool:
+    """Whether ``path`` is a folder and not a link: when only its kind was asked (``lstat``,
+    ``readlink``: a folder on the way to a file, as ``realpath`` walks it), its own stamp is
+    not kept: it changes with every name added to it (``/tmp``), while what was asked of it
+    changes only with its parent, whose listing names it."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _shaped(value: object) -> bool:
