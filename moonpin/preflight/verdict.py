@@ -25,8 +25,6 @@ from __future__ import annotations
 import os
 import sys
 
-from moonpin.preflight.env.reads import Reads
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -192,25 +190,59 @@ _SPAWNS = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "popen", 
            "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe")
 
 
-class Recorder(Reads):
+class Recorder:
     """Traces one run of the check (:meth:`start`, then :meth:`finish` or :meth:`stop`) and
     keeps its answer when the run was fully traced: its reads
-    (:class:`moonpin.preflight.env.reads.Reads`), and what spoils a run (a write outside the
-    cache folder, a child process, output that could not be written)."""
+    (:class:`moonpin.preflight.env.reads.Reads`, loaded only for a run to trace: a replayed
+    start does without), and what spoils a run (a write outside the cache folder, a child
+    process, output that could not be written)."""
 
     def __init__(self, argv: Sequence[str], key: str | None = None) -> None:
-        super().__init__()
+        from moonpin.preflight.env.reads import Reads
+
+        self.reads = Reads(wrote=self.wrote, halt=self.stop)
         self.argv = list(argv)
         #: the memo's name (:func:`_key`), taken before the run (which may change sys.path)
         self.key = key if key is not None else _key(argv)
         self.out: list[tuple[int, str]] = []
         self.folder: bytes | None = None
         self.t0 = 0
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    @property
+    def paths(self) -> set[tuple[bytes, bool]]:
+        """Every path read, with whether symbolic links were followed."""
+        return self.reads.paths
+
+    @property
+    def env(self) -> dict[str, str | None]:
+        """Every variable read, with its value (None: unset)."""
+        return self.reads.env
+
+    @property
+    def all_env(self) -> bool:
+        return self.reads.all_env
+
+    @property
+    def untraced(self) -> str | None:
+        """Why this run cannot be kept (None: it can)."""
+        return self.reads.untraced
+
+    def spoil(self, why: str) -> None:
+        """This run cannot be kept: say why (the first reason), and stop tracing it."""
+        self.reads.spoil(why)
 
     def wrote(self, path: Any, dir_fd: int | None = None) -> None:
-        p = self._abs(path, dir_fd)
+        p = self.reads.absolute(path, dir_fd)
         if p is None or self.folder is None or not (p + b"/").startswith(self.folder):
             self.spoil(f"a write to {p!r}")
+
+    def _patch(self, owner: Any, name: str, new: Any) -> None:
+        old = getattr(owner, name, None)
+        if old is None:
+            return
+        self._saved.append((owner, name, old))
+        setattr(owner, name, new)
 
     def start(self) -> None:
         import time
@@ -219,10 +251,10 @@ class Recorder(Reads):
 
         folder = cache_folder()
         if folder is not None:
-            self.folder = self._abs(folder) + b"/"  # type: ignore[operator]
+            self.folder = self.reads.absolute(folder) + b"/"  # type: ignore[operator]
         self.t0 = time.time_ns()
         real = {n: getattr(os, n) for n in _WRITES + _SPAWNS if hasattr(os, n)}
-        super().start()
+        self.reads.start()
         rec = self
         for name in _WRITES:
             if name in real:
@@ -236,6 +268,13 @@ class Recorder(Reads):
         for fd, name in ((1, "stdout"), (2, "stderr")):
             if getattr(sys, name) is not None:  # None: nothing printed, here or replayed
                 self._patch(sys, name, _Tee(getattr(sys, name), fd, self))
+
+    def stop(self) -> None:
+        """Undo every patch (in reverse): this one's, then the reads'."""
+        while self._saved:
+            owner, name, old = self._saved.pop()
+            setattr(owner, name, old)
+        self.reads.stop()
 
     # ---- keeping the answer
 

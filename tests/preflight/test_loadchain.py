@@ -359,13 +359,14 @@ def test_the_chain_is_remembered_and_its_files_checked(tmp_path: Path) -> None:
 
 
 def test_the_report_extends_what_a_load_found() -> None:
-    """One shape for what loading found (ldproc.Findings): a dlopen's Outcome and the import
+    """One shape for what loading found (findings.Findings): a dlopen's Outcome and the import
     chain's Report extend it, neither declares its fields again."""
     from moonpin.preflight.loader import ldproc
+    from moonpin.preflight.loader.findings import Findings
     from moonpin.preflight.loader.loadchain import Report
 
     for cls in (Report, ldproc.Outcome):
-        assert issubclass(cls, ldproc.Findings)
-        assert not set(cls.__slots__) & set(ldproc.Findings.__slots__), cls
+        assert issubclass(cls, Findings)
+        assert not set(cls.__slots__) & set(Findings.__slots__), cls
     r = Report()
     assert r.missing == {} and r.count == 0 and Report.load(r.dump()) is not None

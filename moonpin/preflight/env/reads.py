@@ -15,7 +15,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 __all__ = ["WRITE_FLAGS", "Reads"]
@@ -31,7 +31,13 @@ class Reads:
     through a descriptor of unknown path; None: it is). Writes are passed to :meth:`wrote`,
     which a subclass may judge."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, wrote: Callable[[Any, int | None], None] | None = None,
+                 halt: Callable[[], None] | None = None) -> None:
+        """``wrote(path, dir_fd)``: told of each write (default: nothing); ``halt()``: what
+        a spoiled trace stops (default: :meth:`stop`; a tracer this one is part of passes
+        its own, which stops both)."""
+        self._wrote = wrote
+        self._halt = halt
         self.paths: set[tuple[bytes, bool]] = set()  # (path, symlinks followed)
         self.env: dict[str, str | None] = {}
         self.all_env = False
@@ -41,7 +47,9 @@ class Reads:
 
     # ---- what a traced call records
 
-    def _abs(self, path: Any, dir_fd: int | None = None) -> bytes | None:
+    def absolute(self, path: Any, dir_fd: int | None = None) -> bytes | None:
+        """``path`` (or a descriptor's) as the absolute bytes the trace keeps; None when the
+        real call raises or the path is not known (then the trace is spoiled)."""
         if isinstance(path, int):
             got = self.fds.get(path)
             if got is None:
@@ -65,7 +73,7 @@ class Reads:
         return p
 
     def read(self, path: Any, follow: bool = True, dir_fd: int | None = None) -> bytes | None:
-        p = self._abs(path, dir_fd)
+        p = self.absolute(path, dir_fd)
         if p is not None:
             self.paths.add((p, bool(follow)))
         return p
@@ -74,10 +82,12 @@ class Reads:
         """What was read is not fully known: say why (the first reason), and stop tracing."""
         if self.untraced is None:
             self.untraced = why
-        self.stop()
+        (self._halt or self.stop)()
 
     def wrote(self, path: Any, dir_fd: int | None = None) -> None:
-        """A write to ``path``: nothing here (a trace of reads)."""
+        """A write to ``path``: passed to ``wrote`` (a trace of reads keeps nothing of it)."""
+        if self._wrote is not None:
+            self._wrote(path, dir_fd)
 
     # ---- installing the tracer
 
@@ -108,7 +118,7 @@ class Reads:
         def open_(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
             if flags & WRITE_FLAGS:
                 rec.wrote(path, dir_fd)
-                p = rec._abs(path, dir_fd)
+                p = rec.absolute(path, dir_fd)
             else:
                 p = rec.read(path, not flags & getattr(os, "O_NOFOLLOW", 0), dir_fd)
             fd: int = real["open"](path, flags, mode, dir_fd=dir_fd)

@@ -31,6 +31,7 @@ import os
 
 from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldso, ldsym
+from moonpin.preflight.loader.findings import Findings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,33 +62,6 @@ class Obj(ldso.Node):
         self.soname: str | None = None
         self.deps: list[Obj] | None = None
         self.host_needs = False
-
-
-class Findings:
-    """What loading found, kept for the report: ``missing`` (name -> the object needing it),
-    ``bad`` (path -> why it cannot be mapped), ``unbound`` ((object, symbol, version or "",
-    the objects searched) for each reference nothing binds), ``versions`` ((object, version,
-    library path, the newest version of that kind it defines) for each missing version),
-    ``host`` (symbols left to the driver), ``host_missing`` (driver libraries not found
-    here) and counts: ``count`` (library needs resolved), ``objects`` (objects walked),
-    ``refs`` (undefined symbols) and ``bound`` (of them, bound). One ``dlopen``'s
-    (:class:`Outcome`) and a whole import chain's
-    (:class:`moonpin.preflight.loader.loadchain.Report`) have this shape."""
-
-    __slots__ = ("bad", "bound", "count", "host", "host_missing", "missing", "objects",
-                 "refs", "unbound", "versions")
-
-    def __init__(self) -> None:
-        self.missing: dict[str, str] = {}
-        self.bad: dict[str, str] = {}
-        self.versions: list[tuple[str, str, str, str]] = []
-        self.unbound: list[tuple[str, str, str, tuple[str, ...]]] = []
-        self.host: list[str] = []
-        self.host_missing: dict[str, str] = {}
-        self.count = 0
-        self.objects = 0
-        self.refs = 0
-        self.bound = 0
 
 
 class Outcome(Findings):

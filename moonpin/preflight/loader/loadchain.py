@@ -20,25 +20,27 @@ import os
 
 from moonpin.kb.cache import facts_memo
 from moonpin.preflight.env.chroot import host_paths
-from moonpin.preflight.loader import ldproc, ldso
+from moonpin.preflight.loader import ldso
+from moonpin.preflight.loader.findings import Findings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from moonpin.preflight.env.context import Run
+    from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.metapath import Importer
 
 __all__ = ["Report", "native_load", "owned"]
 
 
-class Report(ldproc.Findings):
+class Report(Findings):
     """What the import and the builds' loads did.
 
     ``chain_error``: (the module whose code failed, the exception's class, its message,
     the file a failed load named or where it was raised), when the import fails before
     the builds are loaded; ``loads``: (path, mode, error, module, how) of each load the
-    chain made; what the builds' loads found (:class:`moonpin.preflight.loader.ldproc.
+    chain made; what the builds' loads found (:class:`moonpin.preflight.loader.findings.
     Findings`: ``missing``, ``bad``, ``versions``, ``unbound``, ``host``, ``host_missing``
     and the counts, of the builds and the image's objects their loads walk); ``note``:
     why the chain was not followed to its end (None: it was)."""
@@ -181,6 +183,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              importer: Importer | None = None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
+    from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
     from moonpin.preflight.pyimport.pyrun import Chain
 
