@@ -10,7 +10,10 @@ variables all still hold prints the same answer without loading the check at all
 
 The stamp of a file is its inode, size and status-change time (``st_ctime_ns``): any write,
 ``chmod``, rename, link or unlink changes the ctime, and unlike the mtime no user can set it
-back. A missing or unreadable path is stamped with its ``errno``. A run is kept only when it
+back. A missing or unreadable path is stamped with its ``errno``. A folder the run only
+walked through (``lstat``, ``readlink``: ``realpath`` on the way to a file) is not stamped by
+its listing (:func:`moonpin.preflight.env.reads.plain_folder`): a worker under ``/tmp`` would
+never be replayed, and every file read beneath it is stamped itself. A run is kept only when it
 was fully traced: no child process, no environment written, no file written outside the
 cache folder, nothing read through a descriptor whose path is unknown, exit 0 or 1, and no
 stamp so recent that a change within the same clock tick could hide behind it
@@ -290,12 +293,16 @@ class Recorder:
         folder = cache_folder()
         if folder is None:
             return "no cache folder"
+        from moonpin.preflight.env.reads import plain_folder
+
         self.paths.update((name, True) for name in _own_files())
         keep = self.folder or b"\0"
         groups: dict[tuple[bytes, bool], list[bytes]] = {}
         for p, follow in sorted(self.paths):
             if (p + b"/").startswith(keep):
                 continue  # moonpin's own memos: validated against what they were made from
+            if not follow and plain_folder(p):
+                continue  # a folder walked through: its kind, not its listing, was asked
             head, _, name = p.rstrip(b"/").rpartition(b"/") if p != b"/" else (b"/", b"", b".")
             groups.setdefault((head or b"/", follow), []).append(name or b".")
         flat = [(head, follow, names) for (head, follow), names in groups.items()]

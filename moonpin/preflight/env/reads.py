@@ -18,10 +18,24 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-__all__ = ["WRITE_FLAGS", "Reads"]
+__all__ = ["WRITE_FLAGS", "Reads", "plain_folder"]
 
 #: ``os.open`` flags that make an open a write
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def plain_folder(path: bytes) -> bool:
+    """Whether ``path`` is a folder and not a link. A trace keeps no stamp of such a folder
+    when only its kind was asked of it (``lstat``, ``readlink``: a folder on the way to a
+    file, as ``realpath`` walks it): its stamp changes with every name added to it
+    (``/tmp``), while what was asked of it does not, and every file read beneath it is
+    stamped itself (a folder swapped for another changes their stamps)."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 class Reads:

@@ -140,7 +140,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
                 state, None if own_env else sorted(env.items()), kb is not None, kb_file))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
-        from moonpin.preflight.env.reads import Reads
+        from moonpin.preflight.env.reads import Reads, plain_folder
 
         seen = _SeenEnv(env) if own_env else None
         trace = Reads()
@@ -153,7 +153,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
         if trace.untraced is not None or trace.all_env or (seen is not None and seen.all):
             raise _Untraced(lines)
         files = {os.fsdecode(p) for p, follow in trace.paths
-                 if follow or not _plain_folder(p)}
+                 if follow or not plain_folder(p)}
         files.update(ctx.paths)
         files.update(ctx.sites or ())
         files.update(getattr(ctx.importer, "reads", None) or ())
@@ -169,19 +169,6 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     except _Untraced as e:
         return e.lines
     return [CheckResult(n, st, m, f, tuple(ev)) for n, st, m, f, ev in got]  # type: ignore[attr-defined]
-
-
-def _plain_folder(path: bytes) -> bool:
-    """Whether ``path`` is a folder and not a link: when only its kind was asked (``lstat``,
-    ``readlink``: a folder on the way to a file, as ``realpath`` walks it), its own stamp is
-    not kept: it changes with every name added to it (``/tmp``), while what was asked of it
-    changes only with its parent, whose listing names it."""
-    import stat
-
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _shaped(value: object) -> bool:
