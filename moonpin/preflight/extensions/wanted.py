@@ -102,10 +102,13 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
             rel = os.path.relpath(module, os.path.dirname(sglang or module))
             for m, line in _imports(module):
                 top = m.split(".")[0]
-                if top in seam.RULES and top not in [n for n, _ in names]:
+                if (top in seam.RULES and top not in seam.OWN_LINES
+                        and top not in [n for n, _ in names]):
                     names.append((top, f"{said}: {rel}:{line} imports {m}"))
         else:
             for name in seam.RULES:
+                if name in seam.OWN_LINES:
+                    continue
                 rule = seam.rule_for(name)
                 if backend in rule.CHOICES.get(feature, ()):
                     names.append((name, f"{said} (this check's reading: no SGLang sources)"))
@@ -115,6 +118,8 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
             out.setdefault(name, Wanted(name, why, True))
     if facts.cuda is not None:  # what a CUDA worker imports at start
         for name in seam.RULES:
+            if name in seam.OWN_LINES:
+                continue
             rule = seam.rule_for(name)
             if not rule.IMPLICIT or name in out:
                 continue
