@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from moonpin.kb.models import BackendImport
-from moonpin.readers import server_args as sa
+from moonpin.readers.launch import server_args as sa
 from moonpin.scrapers import sglang as sg
 from moonpin.scrapers.pypi import metadata_member, parse_metadata
 from tests.lib.sglang_src import real_wheel
