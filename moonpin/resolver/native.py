@@ -473,12 +473,20 @@ def known_version(g: CompatGraph, dist: str, version: str) -> NativeRelease:
 # ----------------------------------------------------------------------- SGLang's pins
 
 
+#: The checks pip itself makes when it installs a release beside SGLang: a set failing one
+#: cannot be installed. The others (a build for torch, its CUDA runtime) fail only when the
+#: extension is imported, which depends on the launch line (deep_ep: ``--moe-a2a-backend
+#: deepep``), so they are ``which``/``explain``/the check's to say, not a set's.
+_INSTALL_CHECKS = frozenset({"installable", "sglang's requirement",
+                             "wheel for python/platform", "torch requirement"})
+
+
 def pins_hold(g: CompatGraph, s: Sglang, torch: str, python: str, arch: str,
               ) -> tuple[bool | None, str]:
     """Whether each extension the SGLang release ``s`` requires on this python and platform
-    (its Requires-Dist pins without an extra) has a release that meets the pin and loads
-    with ``torch``: pip installs them with SGLang, so a set without one does not start.
-    None: the KB cannot decide (no release known, or a check undecided)."""
+    (its Requires-Dist pins without an extra) has a release meeting the pin that pip installs
+    beside ``torch`` there (:data:`_INSTALL_CHECKS`); a set without one cannot be installed.
+    None: the KB holds no release meeting the pin."""
     key = ("pins-hold", s.version, s.source, torch, python, arch)
     hit = g.memo.get(key)
     if hit is not None:
@@ -497,33 +505,26 @@ def pins_hold(g: CompatGraph, s: Sglang, torch: str, python: str, arch: str,
             out = (None, f"the knowledge base holds no {dist} release meeting "
                          + ", ".join(repr(x) for x, _ in applies))
             continue
-        wanted = wanted_packages([r for r in _releases(g) if r.dist == dist])
-        # the pins only: which of the project's distributions holds an imported package
-        # is the question of `which`, not of this set (flashinfer-cubin beside -python)
-        edges = sglang_edges(g, s, pinned[0].project)._replace(imports=())
         t = resolve_torch(g, torch, arch)
-        evs = [evaluate_native(g, r, t, python, arch, wanted=wanted, edges=edges)
-               for r in pinned]
-        # a release with only a source archive is built by pip: what that build loads is
-        # not in the KB (flashinfer-python 0.4.x)
-        verdicts = {"unknown" if e.verdict == "incompatible" and e.reasons[0].startswith(
-            "wheel for python/platform") and "only a source archive" in e.reasons[0]
-            else e.verdict for e in evs}
-        if "compatible" in verdicts:
-            continue
-        why = f"{dist}: {evs[0].reasons[0]}" if evs[0].reasons else dist
-        if "unknown" in verdicts:
-            out = (None, why) if out[0] is not False else out
-            continue
-        out = (False, why)
-        break
+        refused = []
+        for r in pinned:
+            ev = evaluate_native(g, r, t, python, arch)
+            bad = next((c for c in ev.checks if c.ok is False and c.name in _INSTALL_CHECKS
+                        # only a source archive: pip builds it (flashinfer-python 0.4.x)
+                        and "only a source archive" not in c.detail), None)
+            if bad is None:
+                break
+            refused.append(f"{dist}: {bad.name}: {bad.detail}")
+        else:
+            out = (False, refused[0])
+            break
     g.memo[key] = out
     return out
 
 
 def triples(g: CompatGraph, **kw: Any) -> list[dict[str, str]]:
     """:func:`moonpin.resolver.query.triples` without the sets whose SGLang release requires
-    an extension none of whose pinned releases loads there (:func:`pins_hold`)."""
+    an extension none of whose pinned releases pip installs there (:func:`pins_hold`)."""
     from moonpin.resolver.query import triples as mooncake_triples
 
     out = []

@@ -406,10 +406,10 @@ def test_rule_pinned_by() -> None:
     assert rule.pinned_by("sglang 1", "k", "0.4.7", [("k @ bad", None)]).ok is None
 
 
-def test_a_set_holds_only_where_sglang_s_pinned_extensions_load(
+def test_a_set_holds_only_where_sglang_s_pinned_extensions_install(
         eg: CompatGraph, monkeypatch: pytest.MonkeyPatch) -> None:
-    """sglang 0.5.23 requires sglang-kernel==0.4.10, built for torch 2.14.1 only: a set at
-    another torch does not start, whatever mooncake says."""
+    """sglang 0.5.23 requires sglang-kernel==0.4.10, which requires torch==2.14.1: pip
+    installs no set at another torch, whatever mooncake says."""
     s = eg.find_sglang("0.5.23")
     assert s is not None
     assert native.pins_hold(eg, s, "2.14.1", "cp312", "x86_64") == (True, "")
