@@ -50,12 +50,12 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
     """The extensions pinned in ``exact``, judged with ``torch`` (the set's, as it ends;
     None: the newest ``sglang`` admits) on ``python``/``arch`` (None: the pair most of them
     load on). ``places`` gives every occurrence of a pin, ``update`` makes an update."""
+    pins = native_pins(exact)
+    if not pins:  # nothing to judge: the rule's native side is not even loaded
+        return Extensions(None, (), (), ())
     from moonpin.kb.errors import MoonpinError
     from moonpin.resolver import native
 
-    pins = native_pins(exact)
-    if not pins:
-        return Extensions(None, (), (), ())
     if torch is None and sglang is None:
         return Extensions("unknown", (), ("the native extensions pinned ("
                                           + ", ".join(f"{p.name}=={p.version}" for p in pins)
