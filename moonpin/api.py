@@ -133,6 +133,13 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
         raise UsageError("`which torch` needs --sglang VERSION and --mooncake DIST==VERSION",
                          hint="e.g. moonpin which torch --sglang 0.5.18 "
                               "--mooncake mooncake-transfer-engine==0.3.13")
+    if what not in ("mooncake", "sglang", "torch"):
+        from moonpin.resolver.resolved_native import which_fast
+
+        got = which_fast(kb_file, what, torch=torch, sglang=sglang, python=python, arch=arch,
+                         dist=dist)
+        if got is not None:
+            return got
     from moonpin.resolver import query
     from moonpin.resolver.graph import CompatGraph
 

@@ -67,10 +67,17 @@ def check(copy: Path, deep: bool = False) -> tuple[int, list[str]]:
 
 
 def commands(fix: str, copy: Path) -> list[str]:
-    """The shell commands a fix line asks for, as the copy's own tools."""
+    """The shell commands a fix line asks for, as the copy's own tools. A pip fix is
+    ``<the copy's python> -m pip ...`` (what the check writes for ``--python``), or ``pip
+    ...``, joined by ``&&``, with a ``  # note`` after it; a compile step the note quotes
+    in backticks runs too."""
     py = str(copy / "bin" / "python")
-    head = fix.split(" (", 1)[0] if fix.startswith("pip ") else ""
-    out = [re.sub(r"\bpip (install|uninstall)\b", rf"{py} -m pip \1", head)] if head else []
+    cmd = fix.partition("  # ")[0].strip()
+    out = []
+    if cmd.startswith(("pip ", f"{py} -m pip ")):
+        steps = [step.strip().split(" (", 1)[0] for step in cmd.split("&&")]
+        out.append(" && ".join(f"{py} -m {step}" if step.startswith("pip ") else step
+                               for step in steps))
     for quoted in re.findall(r"`([^`]+)`", fix):
         if "import mooncake" in quoted:
             quoted = re.sub(r"TORCH_CUDA_ARCH_LIST=<[^>]*>", "TORCH_CUDA_ARCH_LIST=9.0", quoted)

@@ -8,7 +8,11 @@ sglang-kernel, sgl-deep-ep, nixl, flashinfer, mooncake) and its variants ``stack
 * Each image is of the class it is named for (read from its files, not from the reports).
 * ``moonpin check`` on each image, for the launch line of Dynamo's elastic-EP deployment, gives
   each extension the verdict its real import has, for a host without a GPU and for one of
-  capability 9.0 (``--gpu-capability``; see ``GPUS`` and :func:`tests.lib.verdicts.verdicts`).
+  capability 9.0 (``--gpu-capability``; see ``GPUS`` and :func:`tests.lib.verdicts.verdicts`);
+  with ``NIXL_UCX_DEEPBIND`` set, nixl's build is bound as the real ``RTLD_DEEPBIND`` dlopen
+  binds it; and ``check --image`` of each image packed by umoci (``stack`` packed once into
+  ``$MOONPIN_TEST_REALIMG/stack-oci``, a variant as that plus a layer of its changes) says
+  what ``--site-packages`` says.
 
 GPU assumptions, the same as the probe's: no GPU is visible (``CUDA_VISIBLE_DEVICES=`` and the
 stub driver), so sgl_kernel loads ``sm100/common_ops`` (its choice for every GPU but capability
@@ -21,12 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.lib.umoci import add_changes, layout_copy, need_tools, pack_venv
 from tests.lib.verdicts import verdicts
 
 pytestmark = pytest.mark.image
@@ -36,7 +42,7 @@ PROBE = ROOT / "tests" / "realimg" / "probe_stack.py"
 REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "")
 SITE = "lib/python3.11/site-packages"
 IMAGES = ("stack", "stack-torch215", "stack-nixl140", "stack-kernel048", "stack-cubin",
-          "stack-nonixl")
+          "stack-nonixl", "stack-nixlcu12", "stack-nixlboth")
 EXTENSIONS = ("sgl_kernel", "nixl_ep", "deep_ep", "flashinfer", "mooncake.pg")
 
 
@@ -120,11 +126,18 @@ def test_each_image_is_of_its_class(image: str) -> None:
     nixl_builds = sorted(p.name for p in (sp / "nixl_ep_cu13").glob("nixl_ep_cpp_torch*"))
     if image == "stack-nonixl":
         assert "nixl" not in dists and "nixl_cu13" not in dists and not nixl_builds
+    elif image == "stack-nixlcu12":  # a CUDA 12 nixl under the CUDA 13 torch
+        assert "nixl_cu13" not in dists and not nixl_builds and "nixl" in dists
+        assert dists["nixl_cu12"] == dists["nixl"]
+        assert list((sp / "nixl_ep_cu12").glob("nixl_ep_cpp_torch*"))
+        assert report(image)["probes"]["torch"]["cuda"].startswith("13.")
     else:
         has_build = any(n.startswith(f"nixl_ep_cpp_torch{torch_mm}.") for n in nixl_builds)
         assert has_build == (image not in ("stack-torch215", "stack-nixl140")), nixl_builds
     if image == "stack-torch215":
         assert dists["torch"] != report("stack")["dists"]["torch"]
+    if image == "stack-nixlboth":
+        assert dists["nixl_cu12"] == dists["nixl_cu13"] == dists["nixl"]
     if image == "stack-kernel048":
         meta = next(sp.glob("sglang_kernel-*.dist-info")) / "METADATA"
         pins = [ln for ln in meta.read_text().splitlines() if ln.startswith("Requires-Dist: torch")]
@@ -145,18 +158,28 @@ GPUS = {
 }
 
 
+def _check(image: str, *args: str, target: tuple[str, ...] = (),
+           env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``moonpin check`` of ``image`` (``target``; default ``--site-packages`` of it) with
+    ``args``, as on the probe's host: the stub driver, the image's JIT cache."""
+    root = _root()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOONPIN_", "VIRTUAL_ENV",
+                                                                    "NIXL_"))}
+    env.update(LD_LIBRARY_PATH=str(root / "stack-stubs"),
+               MOONCAKE_PG_JIT_DIR=str(root / "stack-pgjit" / image), **(env_extra or {}))
+    target = target or ("--site-packages", str(root / image / SITE))
+    proc = subprocess.run([sys.executable, "-m", "moonpin", "check", *target, "--no-deep",
+                           *args], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc
+
+
 @pytest.mark.parametrize("gpu", sorted(GPUS))
 def test_the_check_agrees_with_the_real_imports(image: str, gpu: str) -> None:
     capability, a2a, keys = GPUS[gpu]
-    root = _root()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOONPIN_", "VIRTUAL_ENV"))}
-    env.update(LD_LIBRARY_PATH=str(root / "stack-stubs"),
-               MOONCAKE_PG_JIT_DIR=str(root / "stack-pgjit" / image))
-    proc = subprocess.run([sys.executable, "-m", "moonpin", "check", "--site-packages",
-                           str(root / image / SITE), "--gpu-capability", capability, "--no-deep",
-                           "--", "--moe-a2a-backend", a2a, "--elastic-ep-backend", "mooncake"],
-                          capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
-    assert proc.returncode in (0, 1), proc.stderr
+    proc = _check(image, "--gpu-capability", capability, "--", "--moe-a2a-backend", a2a,
+                  "--elastic-ep-backend", "mooncake")
     got = verdicts(proc.stdout)
     real = {m: truth(image).get(keys.get(m, m), "error") for m in EXTENSIONS}
     why = reasons(image)
@@ -170,3 +193,67 @@ def test_the_check_agrees_with_the_real_imports(image: str, gpu: str) -> None:
     for m in got:
         assert got[m] == real[m], (m, why.get(keys.get(m, m)), proc.stdout)
     assert proc.returncode == (0 if all(real[m] == "ok" for m in got) else 1), proc.stdout
+
+
+#: RTLD_DEEPBIND of <dlfcn.h> (bits/dlfcn.h: 0x00008)
+RTLD_DEEPBIND = 0x8
+
+
+@pytest.mark.parametrize("value", ["1", "off"])
+def test_nixl_deepbind_the_check_agrees_with_the_real_dlopen(image: str, value: str) -> None:
+    """``NIXL_UCX_DEEPBIND`` set in the worker's environment: nixl's backend dlopens its
+    build with ``RTLD_DEEPBIND`` (the probe saw the flag handed to ``sys.setdlopenflags``),
+    and the check, told the same environment, binds it in that scope (its line says so)
+    and reaches the real import's verdict; ``off`` (one of nixl's off words) is a plain
+    load in both."""
+    probe = report(image)["probes"]["nixl_ep@deepbind" if value == "1" else "nixl_ep"]
+    deep = any(f & RTLD_DEEPBIND for f in probe.get("dlopen_flags", []))
+    if value == "1":
+        # the backend __init__ ran (and asked for DEEPBIND) wherever nixl_ep_cu13 is there
+        has_backend = (_root() / image / SITE / "nixl_ep_cu13" / "__init__.py").is_file()
+        assert deep == has_backend, probe
+    proc = _check(image, "--gpu-capability", "none", "--", "--moe-a2a-backend", "nixl",
+                  env_extra={"NIXL_UCX_DEEPBIND": value})
+    line = next(ln for ln in proc.stdout.splitlines() if ln.partition("  ")[2]
+                .startswith("nixl_ep:"))
+    assert verdicts(proc.stdout)["nixl_ep"] == ("ok" if probe.get("ok") else "error"), (
+        probe, line)
+    assert ("loaded with RTLD_DEEPBIND" in line) == deep, (probe, line)
+
+
+def stack_layout() -> Path:
+    """``stack`` packed by umoci under a minimal root, once (``$MOONPIN_TEST_REALIMG/stack-oci``;
+    about 10 minutes, 3.9 GiB)."""
+    need_tools()
+    root = _root()
+    base = root / "stack-oci"
+    if not (base / "index.json").exists():
+        tmp = root / "stack-oci.part"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(root / "stack-oci.part-work", ignore_errors=True)
+        sglang = next((root / "stack" / SITE).glob("sglang-*.dist-info"))
+        pack_venv(tmp, root / "stack", replaced=f"{SITE}/sglang/version.py",
+                  deleted=f"{SITE}/{sglang.name}/INSTALLER")
+        tmp.rename(base)
+    return base
+
+
+def test_the_packed_image_is_judged_as_the_real_imports(image: str, tmp_path: Path) -> None:
+    """``check --image`` of the image packed by umoci: each extension's verdict is its real
+    import's (no GPU), as ``--site-packages`` of the same image says."""
+    layout = stack_layout()
+    if image != "stack":
+        layout = layout_copy(layout, tmp_path / "oci")
+        add_changes(layout, _root() / "stack", _root() / image, "/opt/venv", tmp_path / "stage")
+    launch = ("--gpu-capability", "none", "--", "--moe-a2a-backend", "nixl",
+              "--elastic-ep-backend", "mooncake")
+    packed = _check(image, *launch, target=("--image", str(layout)))
+    site = _check(image, *launch)
+    got = verdicts(packed.stdout)
+    assert got == verdicts(site.stdout), (packed.stdout, site.stdout)
+    real = {m: truth(image).get(m, "error") for m in got}
+    if "without a visible CUDA device" in reasons(image).get("mooncake.pg", ""):
+        real["mooncake.pg"] = "ok"  # as above: the check warns
+    assert {"sgl_kernel", "flashinfer", "mooncake.pg", "nixl_ep"} <= set(got), packed.stdout
+    assert got == real, packed.stdout
+    assert packed.returncode == site.returncode, (packed.stdout, site.stdout)

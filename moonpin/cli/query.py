@@ -203,9 +203,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_triples(args: argparse.Namespace) -> int:
-    from moonpin.resolver import query
+    from moonpin.resolver import native
 
-    rows = query.triples(graph(args), sglang=args.sglang, torch=args.torch,
+    rows = native.triples(graph(args), sglang=args.sglang, torch=args.torch,
                          mooncake=args.mooncake, dist=args.dist, python=args.python,
                          arch=args.arch)
     cols = ["sglang", "torch", "dist", "mooncake", "python", "arch"]

@@ -22,9 +22,12 @@ from typing import Any, NamedTuple, get_type_hints
 
 __all__ = [
     "Artifact",
+    "BackendImport",
     "Build",
+    "ExtensionPin",
     "Facts",
     "FactsError",
+    "LaunchBackend",
     "Loader",
     "LoaderImport",
     "Mooncake",
@@ -71,6 +74,32 @@ class Pg(NamedTuple):
     evidence: tuple[str, ...]
 
 
+class ExtensionPin(NamedTuple):
+    """``moonpin.kb.models.DistPin``: an SGLang release's Requires-Dist line naming a
+    native extension."""
+
+    dist: str
+    requirement: str
+    member: str
+    line: int
+
+
+class BackendImport(NamedTuple):
+    module: str
+    names: tuple[str, ...]
+    line: int
+
+
+class LaunchBackend(NamedTuple):
+    """``moonpin.kb.models.LaunchBackend``: what one choice of a backend option imports."""
+
+    flag: str
+    choice: str
+    member: str | None
+    imports: tuple[BackendImport, ...]
+    error: str | None
+
+
 class Sglang(NamedTuple):
     version: str
     source: str
@@ -88,6 +117,10 @@ class Sglang(NamedTuple):
     requires_python: str | None
     #: the CPython interpreters its wheels install on (None: any, or not known)
     wheel_pythons: tuple[str, ...] | None
+    #: what each choice of a backend option imports, from its sources (KB schema 5)
+    launch_backends: tuple[LaunchBackend, ...]
+    #: its Requires-Dist lines naming a native extension (KB schema 5)
+    extension_pins: tuple[ExtensionPin, ...]
 
 
 class LoaderImport(NamedTuple):
@@ -356,7 +389,8 @@ def _record(cls: type, src: Any, where: str) -> Any:
     return cls(**values)
 
 
-_HINTS_OK = frozenset({Artifact, Pg, Sglang, LoaderImport, Loader, Build, Wheel, Mooncake,
+_HINTS_OK = frozenset({Artifact, Pg, Sglang, ExtensionPin, BackendImport, LaunchBackend,
+                       LoaderImport, Loader, Build, Wheel, Mooncake,
                        TorchVariant, Torch, Unread, Scrape, Facts, SglangHead, MooncakeHead,
                        Summary, NativeStep, NativeRule, NativeBuild, NativeWheel, NativeUnmet,
                        NativeRelease})
@@ -373,7 +407,8 @@ def from_model(kb: Any) -> Facts:
 #: that occurs more than once (the loaders every wheel of a release shares, a build's lists
 #: of names) is written once, in ``pool``, and elsewhere as its index there. The shipped
 #: facts shrink ~5x, and a query reads each shared value once, as one object.
-FORMAT = "pooled-4"  # 2: Sglang.requires_python; 3: Loader.requires; 4: wheel_pythons
+FORMAT = "pooled-5"  # 2: Sglang.requires_python; 3: Loader.requires; 4: wheel_pythons;
+#: 5: Sglang.launch_backends, extension_pins
 
 
 def from_json(data: Any) -> Facts:

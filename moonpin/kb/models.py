@@ -23,10 +23,13 @@ __all__ = [
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
     "Artifact",
+    "BackendImport",
     "BackendUse",
     "Build",
     "CallArity",
+    "DistPin",
     "KnowledgeBase",
+    "LaunchBackend",
     "LaunchFlag",
     "LaunchRule",
     "LaunchRules",
@@ -225,6 +228,40 @@ class LaunchRules(Model):
     option_names: tuple[str, ...] = ()
 
 
+class BackendImport(Model):
+    """One import in the module a backend choice makes SGLang use: ``module`` as written,
+    the ``names`` of a ``from`` import, and its line in that module."""
+
+    module: str
+    names: tuple[str, ...] = ()
+    line: int
+
+
+class LaunchBackend(Model):
+    """What one choice of a backend option makes an SGLang release import, read from the
+    release's own sources (:func:`moonpin.readers.launch.server_args.backend_member`): the module
+    SGLang keeps for it (``member``; None: the release has none) and the imports there of
+    packages outside SGLang and the standard library
+    (:func:`moonpin.readers.launch.server_args.backend_imports`)."""
+
+    flag: str  # "--moe-a2a-backend", "--elastic-ep-backend"
+    choice: str  # "nixl"
+    member: str | None = None
+    imports: tuple[BackendImport, ...] = ()
+    error: str | None = None  # the module could not be read or parsed
+
+
+class DistPin(Model):
+    """A Requires-Dist line of an SGLang release naming a distribution of the native
+    extensions (``sglang-kernel==0.4.7``, ``flashinfer_python[cu13]==0.7.2``), verbatim
+    (extras and markers kept), with its line in the METADATA member."""
+
+    dist: str  # canonical name
+    requirement: str
+    member: str
+    line: int
+
+
 class SglangRelease(Model):
     version: str
     source: Literal["index", "path", "archive"] = "index"
@@ -242,6 +279,10 @@ class SglangRelease(Model):
     pg: PGRequirement
     mooncake_pins: tuple[MooncakePin, ...] = ()
     launch: LaunchRules | None = None
+    #: what each choice of the backend options imports (schema 5; older KBs: not read)
+    launch_backends: tuple[LaunchBackend, ...] = ()
+    #: Requires-Dist lines naming a native-extension distribution (schema 5)
+    extension_pins: tuple[DistPin, ...] = ()
 
 
 # --------------------------------------------------------------------------- mooncake

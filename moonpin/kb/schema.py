@@ -11,6 +11,11 @@ written by a newer moonpin; a lower one must be rescraped, unless it is in
   (see ``KnowledgeBase._from_older_schema``).
 * 4: KnowledgeBase.native (nixl, sglang-kernel, DeepEP, FlashInfer wheels: loader rules and
   builds); Unread.kind "native". Only added fields: schema 1-3 files read as before.
+* 5: SglangRelease.launch_backends (what each choice of ``--moe-a2a-backend`` and
+  ``--elastic-ep-backend`` imports, from the release's sources) and
+  SglangRelease.extension_pins (its Requires-Dist lines naming a native extension). Only
+  added fields: a schema 4 file reads as before, without those facts, until its next refresh
+  (the SGLang extractor's fingerprint changed, so that refresh re-reads every release).
 
 Nothing imported: the runtime check reads it without loading pydantic
 (:mod:`moonpin.kb.models`, :mod:`moonpin.kb.store` and the check's own reading of the file,
@@ -19,5 +24,5 @@ Nothing imported: the runtime check reads it without loading pydantic
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 4
-READABLE_SCHEMAS = frozenset({1, 2, 3, 4})
+SCHEMA_VERSION = 5
+READABLE_SCHEMAS = frozenset({1, 2, 3, 4, 5})

@@ -198,8 +198,12 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None,
                  run: Run | None = None, env: Any = None, gpu: str | None = None) -> Report:
+    from moonpin.preflight.extensions import mooncake_rule
+
     features = requested_features(launch_args, elastic_ep_backend)
-    others = {f: b for f, b in features.items() if b != "mooncake"}
+    # mooncake's rule says which launch choices import it (judged in judge/'s own lines)
+    wanted = {f: b for f, b in features.items() if b in mooncake_rule.CHOICES.get(f, ())}
+    others = {f: b for f, b in features.items() if f not in wanted}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
         from moonpin.preflight.judge.choices import refused_backends
 
@@ -209,7 +213,6 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                    if target is not None else [])
         if refused:
             return _report(refused, strict=False, could_not_check=True)
-    wanted = {f: b for f, b in features.items() if b == "mooncake"}
     asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
     nothing = _report([CheckResult("mooncake", "skip", f"mooncake backend not requested "
                                    f"({asked}); nothing to check")], strict=False)
@@ -238,8 +241,11 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if target.guessed is not None:
         add(CheckResult("interpreter", "warn", *target.guessed))
     if not wanted:  # the other extensions only (moonpin.preflight.extensions)
-        return _extensions_only(checks, nothing, ctx, features, strict, env, gpu,
-                                os.fspath(kb_path) if kb_path is not None else None)
+        from moonpin.preflight.extensions_only import judge_alone
+
+        lines = judge_alone(ctx, features, _FLAGS, os.environ if env is None else env, gpu,
+                            os.fspath(kb_path) if kb_path is not None else None)
+        return _report([*checks, *lines], strict) if lines else nothing
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
 
@@ -284,7 +290,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         from moonpin.preflight.extensions.verdict import judge_extensions
 
         judge_extensions(ctx, features, _FLAGS, torch, dists, add,
-                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc)
+                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc,
+                         kb_file=kb.path)
     pkg = _mooncake_package(ctx, mooncakes, fixer, add)
     if pkg is None:
         return _report(checks, strict)
@@ -309,32 +316,6 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
-
-
-def _extensions_only(checks: list[CheckResult], nothing: Report, ctx: Context,
-                     features: dict[str, str], strict: bool, env: Any,
-                     gpu: str | None, kb_file: str | None) -> Report:
-    """No mooncake backend requested: the other native extensions the worker imports
-    (:mod:`moonpin.preflight.extensions`); ``nothing`` when there are none to judge."""
-    from moonpin.preflight.extensions.verdict import judge_extensions
-    from moonpin.preflight.installed.image_facts import find_package
-    from moonpin.preflight.judge.fixes import Fixer
-    from moonpin.preflight.judge.torch_check import torch_of
-
-    fixer = Fixer(None, None)
-    dists, _ = _distributions(ctx.paths, fixer)
-    said: list[CheckResult] = []
-    torch = torch_of(dists.get("torch"), fixer, said.append, ctx, find_package(ctx, "torch"))
-    lines: list[CheckResult] = []
-    judge_extensions(ctx, features, _FLAGS, torch, dists, lines.append,
-                     env=os.environ if env is None else env, gpu=gpu,
-                     kb=lambda: _knowledge_base(kb_file, lambda c: None).doc())
-    if torch is None and lines:  # the extensions import torch: its failure is said
-        lines = [*said, *lines]
-    deep = CheckResult("deep probe", "skip", "mooncake not requested (the probe imports its "
-                       "process-group module); light checks only")
-    return _report([*checks, *(said if torch is not None else ()), *lines, deep],
-                   strict) if lines else nothing
 
 
 def _load_ahead(ctx: Context, src: Sources, req: Requirement | None,
@@ -443,18 +424,10 @@ def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
 def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist], list[Dist]]:
     """The installed distributions by name (the first on the path wins), and every mooncake
     one; the fix lines learn their versions."""
-    from moonpin.preflight.installed.image_facts import MOONCAKE_PREFIX, read_dists
+    from moonpin.preflight.installed.image_facts import by_name
 
-    dists: dict[str, Dist] = {}
-    mooncakes: list[Dist] = []
-    for d in read_dists(paths):
-        dists.setdefault(d.name, d)
-        if d.name.startswith(MOONCAKE_PREFIX):
-            mooncakes.append(d)
-    sglang, torch_d = dists.get("sglang"), dists.get("torch")
-    fixer.sglang = sglang.version if sglang else None
-    fixer.torch = torch_d.version if torch_d else None
-    fixer.mooncakes = [(d.name, d.version) for d in mooncakes]
+    dists, mooncakes = by_name(paths)
+    fixer.installed(dists, mooncakes)
     return dists, mooncakes
 
 

@@ -10,7 +10,10 @@ variables all still hold prints the same answer without loading the check at all
 
 The stamp of a file is its inode, size and status-change time (``st_ctime_ns``): any write,
 ``chmod``, rename, link or unlink changes the ctime, and unlike the mtime no user can set it
-back. A missing or unreadable path is stamped with its ``errno``. A run is kept only when it
+back. A missing or unreadable path is stamped with its ``errno``. A folder the run only
+walked through (``lstat``, ``readlink``: ``realpath`` on the way to a file) is not stamped by
+its listing (:func:`moonpin.preflight.env.reads.plain_folder`): a worker under ``/tmp`` would
+never be replayed, and every file read beneath it is stamped itself. A run is kept only when it
 was fully traced: no child process, no environment written, no file written outside the
 cache folder, nothing read through a descriptor whose path is unknown, exit 0 or 1, and no
 stamp so recent that a change within the same clock tick could hide behind it
@@ -184,75 +187,58 @@ def main(argv: Sequence[str]) -> int:
 # ---------------------------------------------------------------- recording a run
 
 
-_READS = ("stat", "lstat", "open", "listdir", "scandir", "readlink", "access")
 _WRITES = ("replace", "rename", "unlink", "remove", "mkdir", "makedirs", "rmdir", "symlink",
            "link", "chmod", "chown", "utime", "truncate", "mkfifo", "mknod")
 _SPAWNS = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "popen", "execv",
            "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe")
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 class Recorder:
     """Traces one run of the check (:meth:`start`, then :meth:`finish` or :meth:`stop`) and
-    keeps its answer when the run was fully traced."""
+    keeps its answer when the run was fully traced: its reads
+    (:class:`moonpin.preflight.env.reads.Reads`, loaded only for a run to trace: a replayed
+    start does without), and what spoils a run (a write outside the cache folder, a child
+    process, output that could not be written)."""
 
     def __init__(self, argv: Sequence[str], key: str | None = None) -> None:
+        from moonpin.preflight.env.reads import Reads
+
+        self.reads = Reads(wrote=self.wrote, halt=self.stop)
         self.argv = list(argv)
         #: the memo's name (:func:`_key`), taken before the run (which may change sys.path)
         self.key = key if key is not None else _key(argv)
-        self.paths: set[tuple[bytes, bool]] = set()  # (path, symlinks followed)
-        self.env: dict[str, str | None] = {}
-        self.all_env = False
-        self.untraced: str | None = None  # why this run cannot be kept
         self.out: list[tuple[int, str]] = []
-        self.fds: dict[int, bytes] = {}
-        self._saved: list[tuple[Any, str, Any]] = []
         self.folder: bytes | None = None
         self.t0 = 0
+        self._saved: list[tuple[Any, str, Any]] = []
 
-    # ---- what a traced call records
+    @property
+    def paths(self) -> set[tuple[bytes, bool]]:
+        """Every path read, with whether symbolic links were followed."""
+        return self.reads.paths
 
-    def _abs(self, path: Any, dir_fd: int | None = None) -> bytes | None:
-        if isinstance(path, int):
-            got = self.fds.get(path)
-            if got is None:
-                self.spoil("a read through a descriptor of unknown path")
-            return got
-        try:
-            p = os.fsencode(os.fspath(path))
-        except TypeError:
-            return None  # the real call raises
-        if not p.startswith(b"/"):
-            if dir_fd is not None:
-                base = self.fds.get(dir_fd)
-                if base is None:
-                    self.spoil("a read relative to a descriptor of unknown path")
-                    return None
-            else:
-                base = os.fsencode(os.getcwd())
-            p = base + b"/" + p if p else base
-        while b"//" in p:
-            p = p.replace(b"//", b"/")
-        return p
+    @property
+    def env(self) -> dict[str, str | None]:
+        """Every variable read, with its value (None: unset)."""
+        return self.reads.env
 
-    def read(self, path: Any, follow: bool = True, dir_fd: int | None = None) -> bytes | None:
-        p = self._abs(path, dir_fd)
-        if p is not None:
-            self.paths.add((p, bool(follow)))
-        return p
+    @property
+    def all_env(self) -> bool:
+        return self.reads.all_env
+
+    @property
+    def untraced(self) -> str | None:
+        """Why this run cannot be kept (None: it can)."""
+        return self.reads.untraced
 
     def spoil(self, why: str) -> None:
         """This run cannot be kept: say why (the first reason), and stop tracing it."""
-        if self.untraced is None:
-            self.untraced = why
-        self.stop()
+        self.reads.spoil(why)
 
     def wrote(self, path: Any, dir_fd: int | None = None) -> None:
-        p = self._abs(path, dir_fd)
+        p = self.reads.absolute(path, dir_fd)
         if p is None or self.folder is None or not (p + b"/").startswith(self.folder):
             self.spoil(f"a write to {p!r}")
-
-    # ---- installing the tracer
 
     def _patch(self, owner: Any, name: str, new: Any) -> None:
         old = getattr(owner, name, None)
@@ -262,60 +248,17 @@ class Recorder:
         setattr(owner, name, new)
 
     def start(self) -> None:
-        import builtins
-        import io
         import time
 
         from moonpin.kb.cache import cache_folder
 
         folder = cache_folder()
         if folder is not None:
-            self.folder = self._abs(folder) + b"/"  # type: ignore[operator]
+            self.folder = self.reads.absolute(folder) + b"/"  # type: ignore[operator]
         self.t0 = time.time_ns()
-        real = {n: getattr(os, n) for n in _READS + _WRITES + _SPAWNS if hasattr(os, n)}
+        real = {n: getattr(os, n) for n in _WRITES + _SPAWNS if hasattr(os, n)}
+        self.reads.start()
         rec = self
-
-        def stat(path: Any, *, dir_fd: int | None = None, follow_symlinks: bool = True) -> Any:
-            rec.read(path, follow_symlinks, dir_fd)
-            return real["stat"](path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
-
-        def lstat(path: Any, *, dir_fd: int | None = None) -> Any:
-            rec.read(path, False, dir_fd)
-            return real["lstat"](path, dir_fd=dir_fd)
-
-        def open_(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
-            if flags & _WRITE_FLAGS:
-                rec.wrote(path, dir_fd)
-                p = rec._abs(path, dir_fd)
-            else:
-                p = rec.read(path, not flags & getattr(os, "O_NOFOLLOW", 0), dir_fd)
-            fd: int = real["open"](path, flags, mode, dir_fd=dir_fd)
-            if p is not None:
-                rec.fds[fd] = p
-            return fd
-
-        def listdir(path: Any = ".") -> Any:
-            rec.read(path)
-            return real["listdir"](path)
-
-        def scandir(path: Any = ".") -> Any:
-            rec.read(path)
-            return _Entries(real["scandir"](path), rec)
-
-        def readlink(path: Any, *, dir_fd: int | None = None) -> Any:
-            rec.read(path, False, dir_fd)
-            return real["readlink"](path, dir_fd=dir_fd)
-
-        def access(path: Any, mode: int, *, dir_fd: int | None = None,
-                   effective_ids: bool = False, follow_symlinks: bool = True) -> bool:
-            rec.read(path, follow_symlinks, dir_fd)
-            return real["access"](path, mode, dir_fd=dir_fd,  # type: ignore[no-any-return]
-                                  effective_ids=effective_ids, follow_symlinks=follow_symlinks)
-
-        for name, fn in (("stat", stat), ("lstat", lstat), ("open", open_),
-                         ("listdir", listdir), ("scandir", scandir), ("readlink", readlink),
-                         ("access", access)):
-            self._patch(os, name, fn)
         for name in _WRITES:
             if name in real:
                 self._patch(os, name, _writer(rec, real[name]))
@@ -325,37 +268,16 @@ class Recorder:
         import _posixsubprocess
 
         self._patch(_posixsubprocess, "fork_exec", _spawner(rec, _posixsubprocess.fork_exec))
-        real_open = builtins.open
-
-        def open_file(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-            if not isinstance(file, int):
-                if set(mode) & set("wax+"):
-                    rec.wrote(file)
-                else:
-                    rec.read(file)
-            elif file not in rec.fds:
-                rec.spoil("a file opened from a descriptor of unknown path")
-            return real_open(file, mode, *args, **kwargs)
-
-        self._patch(builtins, "open", open_file)
-        self._patch(io, "open", open_file)
-        real_code = io.open_code
-
-        def open_code(path: str) -> Any:
-            rec.read(path)
-            return real_code(path)
-
-        self._patch(io, "open_code", open_code)
-        self._patch(os, "environ", _Environ(os.environ, rec))
         for fd, name in ((1, "stdout"), (2, "stderr")):
             if getattr(sys, name) is not None:  # None: nothing printed, here or replayed
                 self._patch(sys, name, _Tee(getattr(sys, name), fd, self))
 
     def stop(self) -> None:
-        """Undo every patch (in reverse)."""
+        """Undo every patch (in reverse): this one's, then the reads'."""
         while self._saved:
             owner, name, old = self._saved.pop()
             setattr(owner, name, old)
+        self.reads.stop()
 
     # ---- keeping the answer
 
@@ -371,12 +293,16 @@ class Recorder:
         folder = cache_folder()
         if folder is None:
             return "no cache folder"
+        from moonpin.preflight.env.reads import plain_folder
+
         self.paths.update((name, True) for name in _own_files())
         keep = self.folder or b"\0"
         groups: dict[tuple[bytes, bool], list[bytes]] = {}
         for p, follow in sorted(self.paths):
             if (p + b"/").startswith(keep):
                 continue  # moonpin's own memos: validated against what they were made from
+            if not follow and plain_folder(p):
+                continue  # a folder walked through: its kind, not its listing, was asked
             head, _, name = p.rstrip(b"/").rpartition(b"/") if p != b"/" else (b"/", b"", b".")
             groups.setdefault((head or b"/", follow), []).append(name or b".")
         flat = [(head, follow, names) for (head, follow), names in groups.items()]
@@ -427,105 +353,6 @@ def _spawner(rec: Recorder, real: Callable[..., Any]) -> Callable[..., Any]:
         return real(*args, **kwargs)
 
     return call
-
-
-class _Entries:
-    """``os.scandir``'s iterator, whose entries record what is asked of them."""
-
-    def __init__(self, it: Any, rec: Recorder) -> None:
-        self.it, self.rec = it, rec
-
-    def __iter__(self) -> _Entries:
-        return self
-
-    def __next__(self) -> _Entry:
-        return _Entry(next(self.it), self.rec)
-
-    def __enter__(self) -> _Entries:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.it.close()
-
-    def close(self) -> None:
-        self.it.close()
-
-
-class _Entry:
-    def __init__(self, e: Any, rec: Recorder) -> None:
-        self.e, self.rec = e, rec
-        self.name, self.path = e.name, e.path
-
-    def __fspath__(self) -> Any:
-        return self.e.path
-
-    def inode(self) -> int:
-        return self.e.inode()  # type: ignore[no-any-return]
-
-    # What the listing's own entry says (its type and inode, from ``getdents``) changes only
-    # with the folder, whose stamp is kept; only what needs a ``stat`` is recorded.
-
-    def is_symlink(self) -> bool:
-        return self.e.is_symlink()  # type: ignore[no-any-return]
-
-    def _follows(self, follow_symlinks: bool) -> None:
-        if follow_symlinks and self.e.is_symlink():
-            self.rec.read(self.e.path, True)
-
-    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
-        self._follows(follow_symlinks)
-        return self.e.is_dir(follow_symlinks=follow_symlinks)  # type: ignore[no-any-return]
-
-    def is_file(self, *, follow_symlinks: bool = True) -> bool:
-        self._follows(follow_symlinks)
-        return self.e.is_file(follow_symlinks=follow_symlinks)  # type: ignore[no-any-return]
-
-    def stat(self, *, follow_symlinks: bool = True) -> Any:
-        self.rec.read(self.e.path, follow_symlinks)
-        return self.e.stat(follow_symlinks=follow_symlinks)
-
-    def __repr__(self) -> str:
-        return repr(self.e)
-
-
-class _Environ(os._Environ):  # type: ignore[name-defined,misc,type-arg]
-    """``os.environ`` that records each variable read (with its value, or None when
-    unset), and that the whole environment was read when it is listed or copied."""
-
-    def __init__(self, env: Any, rec: Recorder) -> None:
-        super().__init__(env._data, env.encodekey, env.decodekey, env.encodevalue,
-                         env.decodevalue)
-        self._rec = rec
-
-    def __getitem__(self, key: str) -> str:
-        try:
-            value: str = super().__getitem__(key)
-        except KeyError:
-            if isinstance(key, str):
-                self._rec.env[key] = None
-            raise
-        self._rec.env[key] = value
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        self._rec.all_env = True
-        return super().__iter__()  # type: ignore[no-any-return]
-
-    def __len__(self) -> int:
-        self._rec.all_env = True
-        return super().__len__()  # type: ignore[no-any-return]
-
-    def copy(self) -> dict[str, str]:
-        self._rec.all_env = True
-        return super().copy()  # type: ignore[no-any-return]
-
-    def __setitem__(self, key: str, value: str) -> None:
-        self._rec.spoil("the environment written")
-        super().__setitem__(key, value)
-
-    def __delitem__(self, key: str) -> None:
-        self._rec.spoil("the environment written")
-        super().__delitem__(key)
 
 
 class _Tee:

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
+from moonpin.resolver import resolved_native as rn
 from moonpin.resolver import rule, spelling
-from moonpin.resolver.answers import Candidate, Covered, Which
+from moonpin.resolver.answers import Which
 from moonpin.resolver.graph import CompatGraph, arch_of_platform, build_python, canonical_name
 from moonpin.resolver.inputs import ARCHES, normalize_arch, normalize_python
 from moonpin.resolver.query import (
@@ -39,11 +40,26 @@ from moonpin.resolver.query import (
 )
 
 if TYPE_CHECKING:
-    from moonpin.kb.facts import NativeRelease, NativeWheel
+    from moonpin.kb.facts import NativeRelease, NativeWheel, Sglang
 
-__all__ = ["dists_named", "evaluate_native", "explain_stack", "is_extension", "known_version",
-           "wanted_packages",
-           "which_native"]
+__all__ = [
+    "SglangEdges",
+    "all_pythons",
+    "applicable",
+    "dists_named",
+    "entry",
+    "evaluate_native",
+    "explain_stack",
+    "is_extension",
+    "known_version",
+    "newest",
+    "pins_hold",
+    "project_packages",
+    "sglang_edges",
+    "triples",
+    "wanted_packages",
+    "which_native",
+]
 
 
 def _releases(g: CompatGraph) -> tuple[NativeRelease, ...]:
@@ -139,6 +155,13 @@ def _cuda_facts(w: NativeWheel, members: Iterable[str]) -> list[rule.BuildFacts]
             for b in w.builds if b.member in chosen]
 
 
+def applicable(lines: tuple[str, ...], python: str, arch: str,
+               ) -> tuple[tuple[str, str | None], ...]:
+    """The Requires-Dist ``lines`` that apply to an install without extras on this python
+    and platform, each with its specifier (None: it does not parse)."""
+    return _torch_lines(lines, python, arch)
+
+
 @lru_cache(maxsize=1024)
 def _torch_lines(lines: tuple[str, ...], python: str, arch: str,
                  ) -> tuple[tuple[str, str | None], ...]:
@@ -181,13 +204,70 @@ def wanted_packages(releases: Iterable[NativeRelease]) -> frozenset[str]:
     return frozenset(rl.package for r in releases for w in r.wheels for rl in w.rules)
 
 
+class SglangEdges(NamedTuple):
+    """What an SGLang release asks of one project's releases, from its own files: its
+    Requires-Dist lines naming the project's distributions (``pins``: dist -> lines) and the
+    project's packages its launch choices import (``imports``: ``(package, why)``)."""
+
+    release: str  # "sglang 0.5.23"
+    filename: str  # the artifact they were read from
+    pins: dict[str, tuple[str, ...]]
+    imports: tuple[tuple[str, str], ...]
+
+
+def project_packages(g: CompatGraph, project: str) -> frozenset[str]:
+    """Every top-level package the project's releases install or load."""
+    return frozenset(p for r in _releases(g) if r.project == project for w in r.wheels
+                     for p in (*w.packages, *(rl.package for rl in w.rules)))
+
+
+def sglang_edges(g: CompatGraph, s: Sglang, project: str) -> SglangEdges:
+    """The edges between the SGLang release ``s`` and ``project`` (:class:`SglangEdges`)."""
+    dists = {r.dist for r in _releases(g) if r.project == project}
+    pins: dict[str, tuple[str, ...]] = {}
+    for p in s.extension_pins:
+        if p.dist in dists:
+            pins[p.dist] = (*pins.get(p.dist, ()), p.requirement)
+    packages = project_packages(g, project)
+    imports: list[tuple[str, str]] = []
+    for b in s.launch_backends:
+        for i in b.imports:
+            top = i.module.split(".")[0]
+            if top in packages and top not in [p for p, _ in imports]:
+                imports.append((top, f"{b.flag} {b.choice}: {b.member}:{i.line}"))
+    return SglangEdges(f"sglang {s.version}", s.artifact.filename, pins, tuple(imports))
+
+
+def _edge_checks(edges: SglangEdges, r: NativeRelease, w: NativeWheel | None, python: str,
+                 arch: str) -> list[Check]:
+    """The checks of the edges ``edges`` for release ``r`` (wheel ``w``)."""
+    out = []
+    lines = edges.pins.get(r.dist, ())
+    if lines:
+        d = rule.pinned_by(edges.release, r.dist, r.version, _torch_lines(lines, python, arch))
+        out.append(Check("sglang's requirement", d.ok, d.detail,
+                         (f"{edges.filename}: METADATA Requires-Dist",)))
+    if edges.imports and w is not None:
+        d = rule.launch_imports(edges.release, w.artifact.filename, w.packages, edges.imports)
+        out.append(Check("sglang's import", d.ok, d.detail,
+                         tuple(f"{edges.filename}: {why.split(': ', 1)[1]}"
+                               for _, why in edges.imports)))
+    return out
+
+
+def _wheel_for(r: NativeRelease, python: str, arch: str) -> NativeWheel | None:
+    """The release's wheel pip chooses for this python and platform (the first that fits)."""
+    return next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+                None)
+
+
 def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
                     arch: str, *, wanted: frozenset[str] = frozenset(),
-                    depth: int = 0) -> Evaluation:
+                    depth: int = 0, edges: SglangEdges | None = None) -> Evaluation:
     """Every check of one combination (see the module's docstring); ``wanted``: the
-    packages a release must install (:func:`wanted_packages`)."""
-    w = next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
-             None)
+    packages a release must install (:func:`wanted_packages`); ``edges``: what an SGLang
+    release asks of it (its pins and its launch choices' imports)."""
+    w = _wheel_for(r, python, arch)
     ev = Evaluation("", r.dist, r.version, t.text, python, arch,
                     wheel=w.artifact.filename if w else None)
     name = f"{r.dist} {r.version}"
@@ -195,6 +275,10 @@ def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: st
     ev.checks.append(Check("installable", d.ok, d.detail))
     if d.ok is False:
         return ev
+    if edges is not None:
+        ev.checks += _edge_checks(edges, r, w, python, arch)
+        if any(c.ok is False for c in ev.checks):
+            return ev
     if w is None:
         had = "only a source archive" if r.sdist_only or not r.wheels else "no wheel"
         ev.checks.append(Check("wheel for python/platform", False,
@@ -302,7 +386,7 @@ def _torches(g: CompatGraph, torch: str | None, sglang: str | None) -> list[str]
     return [v for v, _ in g.torch_for(s)]
 
 
-def _all_pythons(releases: Sequence[NativeRelease]) -> list[str]:
+def all_pythons(releases: Sequence[NativeRelease]) -> list[str]:
     tags = {t for r in releases for w in r.wheels for t in w.python_tags
             if t.startswith("cp")}
     return sorted(tags, key=_minor)
@@ -322,43 +406,50 @@ def which_native(g: CompatGraph, what: str, *, torch: str | None = None,
             raise UsageError(f"{what} has no distribution {dist!r}",
                              hint="known: " + ", ".join(dists))
         dists = [want]
+    edges = None
     if sglang is not None:
-        sglang = get_sglang(g, sglang).version
+        s = get_sglang(g, sglang)
+        sglang, edges = s.version, sglang_edges(g, s, project)
     torches = _torches(g, torch, sglang)
     chosen = [r for r in _releases(g) if r.dist in dists]
     wanted = wanted_packages(chosen)
-    pythons = [python] if python else _all_pythons(_releases(g))
+    pythons = [python] if python else all_pythons(_releases(g))
     arches = [arch] if arch else list(ARCHES)
-    compatible: list[Candidate] = []
-    excluded: list[Candidate] = []
-    unknown: list[Candidate] = []
-    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
-    for r in sorted(chosen, key=_newest, reverse=True):
-        evs = [evaluate_native(g, r, resolve_torch(g, tt, a), p, a, wanted=wanted)
-               for tt in torches for a in arches for p in pythons]
-        entry = Candidate(r.version, f"{r.dist}=={r.version}", dist=r.dist)
-        if not evs:
-            continue
-        best = min(evs, key=lambda e: (order[e.verdict], -e.score()))
-        if best.verdict == "compatible":
-            ok = [e for e in evs if e.verdict == "compatible"]
-            covers = tuple(sorted((Covered(e.python, e.arch, e.torch, e.wheel, next(
-                (c.detail for c in e.checks if c.name == "CUDA major"), None)) for e in ok),
-                key=lambda c: (c.torch, c.arch, _minor(c.python))))
-            notes = tuple(sorted({n for e in ok for n in e.notes}))
-            compatible.append(entry._replace(wheels=covers, notes=notes))
-        else:
-            why = entry._replace(reason=best.reasons[0] if best.reasons else "unknown")
-            (unknown if best.verdict == "unknown" else excluded).append(why)
     query: dict[str, Any] = {"project": project, "dists": dists,
                              "torch": torches[0] if torch is not None else torches,
                              "python": python or "all", "arch": arch or "all"}
     if sglang is not None:
         query["sglang"] = sglang
-    return Which(query, tuple(compatible), tuple(excluded), tuple(unknown))
+    fast_edges = None if edges is None else _as_table_edges(edges)
+    return rn.answer(query, ((r.dist, r.version, [
+        (tt, entry(g, r, resolve_torch(g, tt, a), p, a))
+        for tt in torches for a in arches for p in pythons])
+        for r in sorted(chosen, key=newest, reverse=True)), wanted, fast_edges)
 
 
-def _newest(r: NativeRelease) -> tuple[bool, Version, str]:
+def entry(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
+          arch: str) -> list[Any]:
+    """One combination as a resolved table stores it (:data:`moonpin.resolver.
+    resolved_native.Entry`): judged without a query's packages or SGLang's edges, which
+    :func:`moonpin.resolver.resolved_native.judge` applies."""
+    ev = evaluate_native(g, r, t, python, arch)
+    w = _wheel_for(r, python, arch)
+    cuda = next((c.detail for c in ev.checks if c.name == "CUDA major"), None)
+    return [python, arch, rn.ORDER[ev.verdict], ev.score(),
+            ev.reasons[0] if ev.reasons else None, cuda, ev.wheel, list(ev.notes),
+            None if w is None else list(w.packages)]
+
+
+def _as_table_edges(edges: SglangEdges) -> Any:
+    """``edges`` in the form :func:`moonpin.resolver.resolved_native.judge` takes."""
+    def pins(dist: str, python: str, arch: str) -> Any:
+        lines = edges.pins.get(dist)
+        return None if not lines else _torch_lines(lines, python, arch)
+
+    return (edges.release, edges.filename, pins, edges.imports)
+
+
+def newest(r: NativeRelease) -> tuple[bool, Version, str]:
     """Final releases before pre-releases (pip installs a pre-release only when asked),
     each newest first."""
     try:
@@ -377,6 +468,71 @@ def known_version(g: CompatGraph, dist: str, version: str) -> NativeRelease:
         if r.dist == dist and Version(r.version) == Version(v):
             return r
     raise spelling.not_known(v, pool, what=dist, flag=f"{dist}==")
+
+
+# ----------------------------------------------------------------------- SGLang's pins
+
+
+def pins_hold(g: CompatGraph, s: Sglang, torch: str, python: str, arch: str,
+              ) -> tuple[bool | None, str]:
+    """Whether each extension the SGLang release ``s`` requires on this python and platform
+    (its Requires-Dist pins without an extra) has a release that meets the pin and loads
+    with ``torch``: pip installs them with SGLang, so a set without one does not start.
+    None: the KB cannot decide (no release known, or a check undecided)."""
+    key = ("pins-hold", s.version, s.source, torch, python, arch)
+    hit = g.memo.get(key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    out: tuple[bool | None, str] = (True, "")
+    by_dist: dict[str, tuple[str, ...]] = {}
+    for p in s.extension_pins:
+        by_dist[p.dist] = (*by_dist.get(p.dist, ()), p.requirement)
+    for dist, lines in sorted(by_dist.items()):
+        applies = _torch_lines(lines, python, arch)
+        if not applies:
+            continue
+        pinned = [r for r in _releases(g) if r.dist == dist and rule.pinned_by(
+            "", dist, r.version, applies).ok]
+        if not pinned:
+            out = (None, f"the knowledge base holds no {dist} release meeting "
+                         + ", ".join(repr(x) for x, _ in applies))
+            continue
+        wanted = wanted_packages([r for r in _releases(g) if r.dist == dist])
+        # the pins only: which of the project's distributions holds an imported package
+        # is the question of `which`, not of this set (flashinfer-cubin beside -python)
+        edges = sglang_edges(g, s, pinned[0].project)._replace(imports=())
+        t = resolve_torch(g, torch, arch)
+        evs = [evaluate_native(g, r, t, python, arch, wanted=wanted, edges=edges)
+               for r in pinned]
+        # a release with only a source archive is built by pip: what that build loads is
+        # not in the KB (flashinfer-python 0.4.x)
+        verdicts = {"unknown" if e.verdict == "incompatible" and e.reasons[0].startswith(
+            "wheel for python/platform") and "only a source archive" in e.reasons[0]
+            else e.verdict for e in evs}
+        if "compatible" in verdicts:
+            continue
+        why = f"{dist}: {evs[0].reasons[0]}" if evs[0].reasons else dist
+        if "unknown" in verdicts:
+            out = (None, why) if out[0] is not False else out
+            continue
+        out = (False, why)
+        break
+    g.memo[key] = out
+    return out
+
+
+def triples(g: CompatGraph, **kw: Any) -> list[dict[str, str]]:
+    """:func:`moonpin.resolver.query.triples` without the sets whose SGLang release requires
+    an extension none of whose pinned releases loads there (:func:`pins_hold`)."""
+    from moonpin.resolver.query import triples as mooncake_triples
+
+    out = []
+    for row in mooncake_triples(g, **kw):
+        s = g.find_sglang(row["sglang"])
+        if s is None or pins_hold(g, s, row["torch"], row["python"], row["arch"])[0] \
+                is not False:
+            out.append(row)
+    return out
 
 
 # ----------------------------------------------------------------------- explain a stack
@@ -405,6 +561,17 @@ def _locks(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check
     return out
 
 
+def _stack_edges(g: CompatGraph, s: Sglang, project: str,
+                 stack: Sequence[NativeRelease]) -> SglangEdges:
+    """SGLang's edges to ``project`` within a stack: a package its launch choices import is
+    asked of each release only while no release of the stack installs it (``nixl`` installs
+    the ``nixl_ep`` that ``nixl-cu13`` beside it does not)."""
+    e = sglang_edges(g, s, project)
+    installed = {p for r in stack if r.project == project for w in r.wheels
+                 for p in w.packages}
+    return e._replace(imports=tuple(i for i in e.imports if i[0] not in installed))
+
+
 def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple[str, str]],
                   *, torch: str | None = None, python: str | None = None,
                   arch: str | None = None) -> dict[str, Any]:
@@ -425,7 +592,9 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
                          hint="e.g. moonpin explain sglang==0.5.23 nixl-cu13==1.5.1")
     wanted = {r.dist: wanted_packages([x for x in _releases(g) if x.project == r.project
                                        and x.dist == r.dist]) for r in stack}
-    pythons = [python] if python else list(reversed(_all_pythons(_releases(g))))
+    edges = {r.project: _stack_edges(g, s, r.project, stack) for r in stack} \
+        if s is not None else {}
+    pythons = [python] if python else list(reversed(all_pythons(_releases(g))))
     if s is not None and python is None:  # SGLang's own wheel's python first
         own = [p for p in pythons if f"-{p}-" in s.artifact.filename]
         pythons = own + [p for p in pythons if p not in own]
@@ -444,7 +613,8 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
                 checks.append(Check("torch requirement", d.ok, d.detail,
                                     (f"{s.artifact.filename}: METADATA Requires-Dist",)))
             for r in stack:
-                ev = evaluate_native(g, r, t, p, a, wanted=wanted[r.dist])
+                ev = evaluate_native(g, r, t, p, a, wanted=wanted[r.dist],
+                                     edges=edges.get(r.project))
                 bad = ev.reasons
                 ok = rule.verdict(c.ok for c in ev.checks)
                 detail = (bad[0] if bad else next(

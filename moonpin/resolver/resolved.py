@@ -40,6 +40,7 @@ __all__ = [
     "load_requirements",
     "load_show",
     "load_summary",
+    "read_table",
     "release_names",
     "resolved_path",
     "show_name",
@@ -132,6 +133,12 @@ def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = Fals
                 or doc.get("kb_sha256") != file_sha256(kb_path)):
         raise ValueError(f"{path} does not belong to {kb_path}")
     return doc
+
+
+def read_table(kb_path: str | os.PathLike[str], name: str, *, valid: Any = None) -> Any:
+    """The derived table ``name`` beside ``kb_path`` when it is this KB's and has the shape
+    ``valid(doc)`` expects; raises OSError/ValueError otherwise."""
+    return _read_table(kb_path, name, valid=valid)
 
 
 # ---------------------------------------------------------------- shape checks

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from typing import Any
 
 
-__all__ = ["build", "build_stamped", "write"]
+__all__ = ["build", "build_native", "build_stamped", "write"]
 
 
 def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
@@ -105,6 +105,98 @@ def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
     return docs
 
 
+def build_native(kb_path: Path, kb: Any) -> dict[str, dict[str, Any]]:
+    """File name -> document of the native extensions' tables
+    (:mod:`moonpin.resolver.resolved_native`): the index, and one table per project and
+    torch release the KB holds facts of."""
+    from moonpin.resolver import native
+    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.inputs import ARCHES
+
+    g = CompatGraph(kb)
+    releases = g.kb.native
+    if not releases:
+        return {}
+    sha = file_sha256(kb_path)
+    pythons = native.all_pythons(releases)
+    torches = [t.version for t in g.kb.torch]
+    projects = sorted({r.project for r in releases})
+    keys = {*projects, *(r.dist for r in releases),
+            *(p for r in releases for w in r.wheels for p in w.packages)}
+    names = {k: list(native.dists_named(g, k)) for k in sorted(keys)}
+    sglang: dict[str, Any] = {}
+    for s in g.kb.sglang:
+        if s.source != "index":
+            continue
+        edges: dict[str, Any] = {}
+        for project in projects:
+            e = native.sglang_edges(g, s, project)
+            pins = {d: _per_platform(native, lines, pythons, ARCHES)
+                    for d, lines in e.pins.items()}
+            if pins or e.imports:
+                edges[project] = {"pins": pins, "imports": [list(i) for i in e.imports]}
+        sglang[s.version] = {"release": f"sglang {s.version}", "filename": s.artifact.filename,
+                             "torch": [t for t, _ in g.torch_for(s)], "projects": edges}
+    out: dict[str, dict[str, Any]] = {rn.INDEX: {
+        "schema_version": rn.SCHEMA, "kb_sha256": sha, "names": names, "torch": torches,
+        "pythons": pythons, "sglang": sglang}}
+    for project in projects:
+        mine = sorted((r for r in releases if r.project == project), key=native.newest,
+                      reverse=True)
+        dists = sorted({r.dist for r in mine})
+        wanted = {d: sorted(native.wanted_packages([r for r in mine if r.dist == d]))
+                  for d in dists}
+        for t in torches:
+            out[rn.entry_name(project, t)] = {
+                "schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
+                "torch": t, "releases": [[r.dist, r.version] for r in mine],
+                "wanted": wanted, **_native_evals(g, mine, t, pythons)}
+    return out
+
+
+def _per_platform(native: Any, lines: tuple[str, ...], pythons: list[str],
+                  arches: tuple[str, ...]) -> dict[str, list[list[Any]]]:
+    """The pin ``lines`` that apply on each ``python/arch`` (``*``: the same on all)."""
+    by = {f"{p}/{a}": [list(x) for x in native.applicable(lines, p, a)]
+          for a in arches for p in pythons}
+    first = next(iter(by.values()), [])
+    return {"*": first} if all(v == first for v in by.values()) else by
+
+
+def _native_evals(g: Any, releases: list[Any], torch: str, pythons: list[str],
+                  ) -> dict[str, Any]:
+    """Every combination of ``releases`` at ``torch`` (platform, then python), with the
+    strings they name: ``{"strings": [...], "evals": [[entry, ...] per release]}``."""
+    from moonpin.resolver import native
+    from moonpin.resolver.inputs import ARCHES
+    from moonpin.resolver.query import resolve_torch
+
+    strings: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(text: str | None) -> int | None:
+        if text is None:
+            return None
+        if text not in index:
+            index[text] = len(strings)
+            strings.append(text)
+        return index[text]
+
+    evals = []
+    choices = {a: resolve_torch(g, torch, a) for a in ARCHES}
+    for r in releases:
+        rows = []
+        for a in ARCHES:
+            for p in pythons:
+                e = native.entry(g, r, choices[a], p, a)
+                rows.append([e[0], e[1], e[2], e[3], intern(e[4]), intern(e[5]),
+                             intern(e[6]), [intern(n) for n in e[7]],
+                             None if e[8] is None else [intern(n) for n in e[8]]])
+        evals.append(rows)
+    return {"strings": strings, "evals": evals}
+
+
 def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
     """File name -> bytes of the stamped documents of ``kb`` (the KB at ``kb_path``): the
     facts, and each release's record for ``show`` (the record ``show`` picks: a local
@@ -181,6 +273,8 @@ def write(kb_path: Path) -> Path:
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         for name, data in build_stamped(kb_path, kb).items():
             (tmp / name).write_bytes(data)
+        for name, doc in build_native(kb_path, kb).items():
+            (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         os.chmod(tmp, 0o755)
         old = final.with_name(final.name + ".old")
         if final.exists():

@@ -36,6 +36,7 @@ __all__ = [
     "cuda_major",
     "direct_build",
     "installable",
+    "launch_imports",
     "loader_suffix",
     "loader_target",
     "loader_targets",
@@ -47,6 +48,7 @@ __all__ = [
     "no_build",
     "no_module",
     "optional_missing",
+    "pinned_by",
     "provides",
     "python_requires",
     "torch_admitted",
@@ -499,6 +501,41 @@ def provides(where: str, installs: Collection[str], wanted: Collection[str]) -> 
                            f"{', '.join(sorted(installs)) or 'no package'})")
 
 
+def pinned_by(release: str, dist: str, version: str,
+              lines: Sequence[tuple[str, str | None]]) -> Decision:
+    """``dist`` ``version`` satisfies what ``release`` (an SGLang release) requires of it:
+    its Requires-Dist lines naming ``dist`` that apply (``(line, specifier)``; a specifier
+    None does not parse). None of them: it requires nothing of ``dist``."""
+    if not lines:
+        return Decision(True, f"{release} requires nothing of {dist}")
+    public = _public(version)
+    if public is None:
+        return Decision(None, f"{dist} {version!r} is not a PEP 440 version")
+    unread = [line for line, spec in lines if spec is None]
+    bad = [line for line, spec in lines if spec is not None and not _contains(spec, public)]
+    if bad:
+        return Decision(False, f"{release} requires {', '.join(repr(x) for x in bad)}; "
+                               f"pip will not install {dist} {version} beside it")
+    if unread:
+        return Decision(None, f"{release}'s {', '.join(repr(x) for x in unread)} does not "
+                              "parse")
+    return Decision(True, f"{dist} {version} satisfies {release}'s "
+                          + ", ".join(repr(line) for line, _ in lines))
+
+
+def launch_imports(release: str, where: str, installs: Collection[str],
+                   needed: Sequence[tuple[str, str]]) -> Decision:
+    """``where`` installs each package ``release`` imports for a launch choice (``needed``:
+    ``(package, why)``, why as ``--moe-a2a-backend nixl: <member>:<line>``)."""
+    lacking = [(p, why) for p, why in needed if p not in installs]
+    if not lacking:
+        return Decision(True, f"{where} installs {', '.join(sorted({p for p, _ in needed}))} "
+                              f"that {release} imports")
+    return Decision(False, f"{release} imports {lacking[0][0]} ({lacking[0][1]}); {where} "
+                           f"installs no {lacking[0][0]} (it installs "
+                           f"{', '.join(sorted(installs)) or 'no package'})")
+
+
 def torch_admitted(release: str, lines: Sequence[tuple[str, str | None]],
                    torch_version: str) -> Decision:
     """``torch_version`` satisfies one of the release's torch Requires-Dist lines
@@ -528,12 +565,26 @@ def _contains(spec: str, version: str) -> bool | None:
     key = (spec, version)
     if key in _CONTAINS:
         return _CONTAINS[key]
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    exact = spec.strip()[2:].strip() if spec.strip().startswith("==") else ""
+    if exact and not exact.startswith("=") and not any(c in exact for c in ",*<>!~ "):
+        # one exact pin (most SGLang and wheel pins): version equality, as the specifier
+        # decides it, without importing packaging.specifiers (a query's start-up)
+        from packaging.version import InvalidVersion, Version
 
-    try:
-        fits: bool | None = SpecifierSet(spec).contains(version, prereleases=True)
-    except InvalidSpecifier:
-        fits = None
+        try:
+            have = Version(version)
+            # PEP 440: a pin without a local label ignores the candidate's
+            fits: bool | None = Version(exact) == (have if "+" in exact
+                                                   else Version(have.public))
+        except InvalidVersion:
+            fits = None
+    else:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            fits = SpecifierSet(spec).contains(version, prereleases=True)
+        except InvalidSpecifier:
+            fits = None
     if len(_CONTAINS) >= 4096:
         _CONTAINS.clear()
     _CONTAINS[key] = fits

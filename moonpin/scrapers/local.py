@@ -23,7 +23,15 @@ from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import ArchiveError, ReadRefused, UsageError
 from moonpin.kb.files import read_regular
-from moonpin.kb.models import Artifact, LaunchRules, MooncakePin, SglangRelease
+from moonpin.kb.models import (
+    Artifact,
+    BackendImport,
+    DistPin,
+    LaunchRules,
+    MooncakePin,
+    SglangRelease,
+)
+from moonpin.readers.launch import server_args as sa
 from moonpin.readers.pyast.usage import FileAnalysis
 from moonpin.scrapers import sglang as sg
 from moonpin.scrapers.fetch import Fetcher
@@ -161,6 +169,7 @@ def release_from_members(
     analyses: list[tuple[str, FileAnalysis]] = []
     pins: list[MooncakePin] = []
     requires: list[str] = []
+    ext_pins: list[DistPin] = []
     requires_python: str | None = None
     found_version: str | None = None
     report.start(f"analysing {safe_name(label)[:60]}",
@@ -185,10 +194,13 @@ def release_from_members(
         if _PIN_FILES.search(path):
             pins += find_pins(path, data.decode("utf-8", "replace"))
         if path.endswith("pyproject.toml") and path[: -len("pyproject.toml")] in (root, ""):
-            requires += _pyproject_requirements(data.decode("utf-8", "replace"))
+            text = data.decode("utf-8", "replace")
+            requires += _pyproject_requirements(text)
+            ext_pins += sg.extension_pins_of(_pyproject_requirements(text), text, path)
         if re.search(r"(^|/)sglang-[^/]+\.dist-info/METADATA$", path):
             meta = parse_metadata(data.decode("utf-8", "replace"))
             requires += list(meta.requires_dist)
+            ext_pins += sg.extension_pins(meta, data.decode("utf-8", "replace"), path)
             requires_python = meta.requires_python
             found_version = meta.version or found_version
     report.finish()
@@ -203,9 +215,22 @@ def release_from_members(
         requires_python=requires_python, torch_requirements=_torch_lines(requires),
         mooncake_pins=tuple(pins))
     launch = _launch(files, root)
+    by_rel = {path[len(root):]: data for path, data in files if path.startswith(root)}
+    imports: dict[str, tuple[BackendImport, ...] | None] = {}
+    errors: dict[str, str] = {}
+    for n in sa.backend_modules(by_rel):
+        got = by_rel[n]
+        if isinstance(got, bytes):
+            imports[n] = tuple(BackendImport(module=m, names=names, line=line)
+                               for m, names, line in sa.backend_imports(got, n))
+        else:
+            imports[n], errors[n] = None, f"unreadable: {got}"
+    update: dict[str, object] = {
+        "launch_backends": sg.launch_backends(launch, by_rel, imports, errors),
+        "extension_pins": tuple(ext_pins)}
     if launch is not None:
-        release = release.model_copy(update={"launch": launch})
-    return release
+        update["launch"] = launch
+    return release.model_copy(update=update)
 
 
 def _pep440(label: str, version: str) -> None:
@@ -230,8 +255,6 @@ def _package_root(files: list[tuple[str, bytes | OSError]], label: str) -> str:
 
 def _launch(files: list[tuple[str, bytes | OSError]], root: str) -> LaunchRules | None:
     """The launch-argument rules, from the same members a wheel's are read from."""
-    from moonpin.readers.launch import server_args as sa
-
     by_rel = {path[len(root):]: data for path, data in files if path.startswith(root)}
     wanted = sa.launch_members(n for n in by_rel if n.startswith("sglang/"))
     texts: dict[str, bytes] = {}

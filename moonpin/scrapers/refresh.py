@@ -109,15 +109,17 @@ EXTRACTORS: dict[str, tuple[str, ...]] = {
     "sglang": ("readers/pyast/usage.py", "readers/pyast/facts.py", "readers/pyast/walk.py",
                "readers/launch/server_args.py", "readers/launch/flags.py",
                "readers/launch/rules.py", "readers/launch/values.py", "kb/launch.py",
-               "scrapers/sglang.py"),
+               "readers/pyast/imports.py", "scrapers/sglang.py", "scrapers/projects/__init__.py",
+               *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES)),
     "mooncake": ("scrapers/mooncake.py", "kb/distributions.py", "readers/elf/analysis.py",
-                 "readers/elf/layout.py", "readers/pyast/loader.py", "readers/cuda.py"),
+                 "readers/elf/layout.py", "readers/elf/dynamic.py", "readers/elf/symbols.py",
+                 "readers/pyast/loader.py", "readers/cuda.py"),
     "torch": ("scrapers/torch_index.py", "readers/cuda.py"),
     "native": ("scrapers/native.py", "scrapers/projects/__init__.py",
                *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES),
                "readers/native/rules.py", "readers/native/builds.py",
                "readers/native/keyeval.py", "readers/elf/analysis.py", "readers/elf/layout.py",
-               "readers/elf/symbols.py"),
+               "readers/elf/dynamic.py", "readers/elf/symbols.py"),
 }
 
 
@@ -207,10 +209,25 @@ class _Source:
     def merge(self, run: _Run, facts: _Facts, results: list[Any]) -> None:
         raise NotImplementedError
 
+    def releases(self, facts: _Facts) -> dict[Any, Any]:
+        """This kind's releases in ``facts``, by :meth:`key`."""
+        raise NotImplementedError
+
+    def key(self, unread: Unread) -> Any:
+        """How this kind keys the release ``unread`` names (by distribution and version,
+        unless a kind says otherwise)."""
+        return (unread.name, unread.version)
+
     def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
         """Put back into ``facts`` what ``previous`` (the old KB's) holds of the release
         ``unread`` names and this read could not; False when it held none."""
-        raise NotImplementedError
+        key = self.key(unread)
+        had = self.releases(previous).get(key)
+        now = self.releases(facts)
+        if had is None or key in now:
+            return False
+        now[key] = had
+        return True
 
 
 class _SglangSource(_Source):
@@ -285,12 +302,11 @@ class _SglangSource(_Source):
         run.consumed(need)
         return v, rel, wheel.size
 
-    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
-        had = previous.sglang.get(unread.version)
-        if had is None or unread.version in facts.sglang:
-            return False
-        facts.sglang[unread.version] = had
-        return True
+    def releases(self, facts: _Facts) -> dict[str, SglangRelease]:
+        return facts.sglang
+
+    def key(self, unread: Unread) -> str:
+        return unread.version
 
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[str, SglangRelease | Unread, int]]) -> None:
@@ -379,13 +395,8 @@ class _MooncakeSource(_Source):
         run.reporter.advance(f"{dist} {v}", nbytes=total)
         return (dist, v), MooncakeRelease(dist=dist, version=v, wheels=tuple(got)), size
 
-    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
-        key = (unread.name, unread.version)
-        had = previous.moon.get(key)
-        if had is None or key in facts.moon:
-            return False
-        facts.moon[key] = had
-        return True
+    def releases(self, facts: _Facts) -> dict[tuple[str, str], MooncakeRelease]:
+        return facts.moon
 
     def merge(self, run: _Run, facts: _Facts,
               results: list[tuple[tuple[str, str], MooncakeRelease | Unread, int]]) -> None:
@@ -448,7 +459,14 @@ class _TorchSource(_Source):
         run.reporter.advance(f"torch {v} {arch}", nbytes=n)
         return v, var, w.size
 
+    def releases(self, facts: _Facts) -> dict[str, TorchRelease]:
+        return facts.torch
+
+    def key(self, unread: Unread) -> str:
+        return unread.version
+
     def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
+        """A torch release is read per platform: the variants this read lacks come back."""
         had = previous.torch.get(unread.version)
         if had is None:
             return False
@@ -492,13 +510,8 @@ class _NativeSource(_Source):
     def load(self, facts: _Facts, base: KnowledgeBase | None) -> None:
         facts.native = {(r.dist, r.version): r for r in base.native} if base else {}
 
-    def restore(self, facts: _Facts, previous: _Facts, unread: Unread) -> bool:
-        key = (unread.name, unread.version)
-        had = previous.native.get(key)
-        if had is None or key in facts.native:
-            return False
-        facts.native[key] = had
-        return True
+    def releases(self, facts: _Facts) -> dict[tuple[str, str], NativeRelease]:
+        return facts.native
 
     def plan(self, run: _Run, facts: _Facts) -> list[_NativeJob]:
         jobs = []

@@ -20,12 +20,17 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from pydantic import ValidationError
 
 from moonpin.kb.errors import ArchiveError
 from moonpin.kb.models import (
     Artifact,
+    BackendImport,
     BackendUse,
     CallArity,
+    DistPin,
+    LaunchBackend,
+    LaunchRules,
     MooncakeImport,
     MooncakePin,
     ParseFailure,
@@ -44,8 +49,11 @@ __all__ = [
     "analyze_member",
     "choose_wheel",
     "derive_pg",
+    "extension_pins",
+    "extension_pins_of",
     "facts_from_files",
     "failed",
+    "launch_backends",
     "scrape_wheel",
     "torch_requirements",
 ]
@@ -68,6 +76,8 @@ class AnalysisCache:
     _mentions: dict[tuple[int, int], bytes] = field(default_factory=dict)
     _analysed: dict[tuple[str, int, int], pyast.FileAnalysis] = field(default_factory=dict)
     _launch: dict[tuple[object, ...], tuple[object]] = field(default_factory=dict)
+    #: (crc, size) of a backend's module -> its imports (readers.launch.server_args.backend_imports)
+    _backend: dict[tuple[int, int], tuple[BackendImport, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     hits: int = 0
 
@@ -94,6 +104,15 @@ class AnalysisCache:
         with self._lock:
             self._launch[key] = value
 
+    def backend_get(self, crc: int, size: int) -> tuple[BackendImport, ...] | None:
+        """The imports of a backend's module with this content, if already read."""
+        with self._lock:
+            return self._backend.get((crc, size))
+
+    def backend_put(self, crc: int, size: int, value: tuple[BackendImport, ...]) -> None:
+        with self._lock:
+            self._backend[(crc, size)] = value
+
     def put(self, path: str, crc: int, size: int, data: bytes, value: pyast.FileAnalysis) -> None:
         with self._lock:
             self._analysed[(path, crc, size)] = value
@@ -108,8 +127,9 @@ class AnalysisCache:
         """Write the per-file facts to ``path`` (a :mod:`moonpin.kb.cache` file); why not, or None.
 
         Kept: the analysis of every file that never mentions mooncake (by CRC-32 and size),
-        and of those that do by path, CRC-32 and size. Their bytes are not kept (62 MB
-        over 101 releases, mostly server_args.py): one that moves is fetched again. The
+        and of those that do by path, CRC-32 and size, and the imports of the backends'
+        modules (:data:`moonpin.readers.launch.server_args.DISPATCHERS`). Their bytes are not
+        kept (62 MB over 101 releases, mostly server_args.py): one that moves is fetched again. The
         launch records are not kept either: their members change every release."""
         from moonpin.kb import cache
 
@@ -119,6 +139,8 @@ class AnalysisCache:
                 "clean": {k: _fa_out(v) for k, v in self._clean.items()},
                 "analysed": {k: _fa_out(v) for k, v in self._analysed.items()
                              if k[1:] not in self._clean},
+                "backend": {k: tuple((i.module, i.names, i.line) for i in v)
+                            for k, v in self._backend.items()},
             }
         return cache.store(path, doc)
 
@@ -135,15 +157,20 @@ class AnalysisCache:
             clean = {(int(c), int(n)): _fa_in(v) for (c, n), v in doc["clean"].items()}
             analysed = {(str(p), int(c), int(n)): _fa_in(v)
                         for (p, c, n), v in doc["analysed"].items()}
+            backend = {(int(c), int(n)): tuple(
+                BackendImport(module=str(m), names=tuple(str(x) for x in names), line=int(li))
+                for m, names, li in v) for (c, n), v in doc["backend"].items()}
         except (KeyError, TypeError, ValueError, AttributeError):
             return out  # written by other code, or damaged: start empty, never wrong
-        out._clean, out._analysed = clean, analysed
+        except ValidationError:
+            return out
+        out._clean, out._analysed, out._backend = clean, analysed, backend
         return out
 
 
 #: Bumped when the saved shape changes (the file name also carries the extractor
 #: fingerprint, so facts read by other extractor code are never reused).
-_FILES_FORMAT = 2
+_FILES_FORMAT = 3
 
 
 def _fa_out(fa: pyast.FileAnalysis) -> tuple[object, ...]:
@@ -346,15 +373,34 @@ def scrape_wheel(
     launch_key = tuple((e.name, e.crc, e.file_size) for e in arg_members)
     launch_known = cache.launch_get(launch_key)
     extra = [] if launch_known is not None else [e.name for e in arg_members]
+    # the backends' modules (what each choice of a backend option imports), by content
+    backend_known = {n: cache.backend_get(z.by_name[n].crc, z.by_name[n].file_size)
+                     for n in sa.backend_modules(z.names())}
+    extra += [n for n, got in backend_known.items() if got is None and n not in extra]
     z.prefetch([meta_names[0], *(e.name for e in todo), *extra], workers=workers,
                max_gap=max_gap)
-    meta = parse_metadata(z.read(meta_names[0]).decode("utf-8", "replace"))
+    meta_text = z.read(meta_names[0]).decode("utf-8", "replace")
+    meta = parse_metadata(meta_text)
     datas: list[tuple[str, bytes]] = []
     for e in todo:
         try:
             datas.append((e.name, z.read(e.name, cap=16 * 1024 * 1024)))
         except ArchiveError as ex:
             analyses.append((e.name, failed(e.name, f"unreadable member: {ex}")))
+    backend_errors: dict[str, str] = {}
+    read_now = dict(datas)
+    for n, got in backend_known.items():
+        if got is not None:
+            continue
+        try:
+            data = read_now[n] if n in read_now else z.read(n, cap=16 * 1024 * 1024)
+        except ArchiveError as ex:
+            backend_errors[n] = f"unreadable member: {ex}"
+            continue
+        read = tuple(BackendImport(module=m, names=names, line=line)
+                     for m, names, line in sa.backend_imports(data, n))
+        backend_known[n] = read
+        cache.backend_put(z.by_name[n].crc, z.by_name[n].file_size, read)
     # The launch rules (a 9,000-line file up to 0.5.18) are read in the pool while the
     # sources parse.
     launch_pending = None
@@ -364,8 +410,6 @@ def scrape_wheel(
             for e in arg_members:
                 texts[e.name] = z.read(e.name, cap=16 * 1024 * 1024)
         except ArchiveError as ex:
-            from moonpin.kb.models import LaunchRules
-
             launch_known = (LaunchRules(member=e.name, error=f"unreadable: {ex}"),)
         else:
             if executor is not None:
@@ -388,6 +432,68 @@ def scrape_wheel(
         wheel.artifact(),
         requires_python=meta.requires_python or wheel.requires_python,
         torch_requirements=torch_requirements(meta))
+    for name, fa in analyses:
+        if name in backend_known and fa.error:
+            backend_errors.setdefault(name, fa.error)
+    update: dict[str, Any] = {
+        "launch_backends": launch_backends(
+            launch_known[0] if isinstance(launch_known[0], LaunchRules) else None,
+            z.names(), backend_known,
+                                           backend_errors),
+        "extension_pins": extension_pins(meta, meta_text, meta_names[0])}
     if launch_known[0] is not None:
-        release = release.model_copy(update={"launch": launch_known[0]})
-    return release, src.fetched, z.needed_bytes
+        update["launch"] = launch_known[0]
+    return release.model_copy(update=update), src.fetched, z.needed_bytes
+
+
+def launch_backends(launch: LaunchRules | None, names: Iterable[str],
+                    imports: dict[str, tuple[BackendImport, ...] | None],
+                    errors: dict[str, str]) -> tuple[LaunchBackend, ...]:
+    """What each choice of the backend options (:data:`moonpin.readers.launch.server_args.
+    BACKEND_FLAGS`, their choices as the release's launch record declares them) imports:
+    the module :func:`moonpin.readers.launch.server_args.backend_member` names in ``names``, with
+    ``imports`` of each such module (None: not read; ``errors``: why)."""
+    from moonpin.readers.launch import server_args as sa
+
+    listing = list(names)
+    out = []
+    for flag in launch.flags if launch is not None else ():
+        if flag.name not in sa.BACKEND_FLAGS:
+            continue
+        for choice in flag.choices or ():
+            if choice in sa.NO_BACKEND:
+                continue
+            member = sa.backend_member(listing, choice)
+            got = imports.get(member) if member is not None else ()
+            error = errors.get(member) if member is not None else None
+            out.append(LaunchBackend(flag=flag.name, choice=choice, member=member,
+                                     imports=got or (), error=error))
+    return tuple(out)
+
+
+def extension_pins(meta: Metadata, text: str, member: str) -> tuple[DistPin, ...]:
+    """The Requires-Dist lines of ``meta`` naming a distribution of a native-extension recipe
+    (:func:`moonpin.scrapers.projects.recipes`), verbatim, with their line in ``text`` (the
+    METADATA ``member``)."""
+    return extension_pins_of(meta.requires_dist, text, member)
+
+
+def extension_pins_of(requirements: Iterable[str], text: str, member: str,
+                      ) -> tuple[DistPin, ...]:
+    """:func:`extension_pins` of requirement strings read from ``member`` (a METADATA, or a
+    source tree's ``pyproject.toml``), each with the first line of ``text`` holding it."""
+    from moonpin.scrapers.projects import recipes
+
+    dists = {str(canonicalize_name(d)) for r in recipes() for d in r.dists}
+    lines = text.splitlines()
+    out = []
+    for value in requirements:
+        try:
+            name = str(canonicalize_name(Requirement(value).name))
+        except InvalidRequirement:
+            continue
+        if name not in dists:
+            continue
+        line = next((i for i, t in enumerate(lines, 1) if value.strip() in t), 0)
+        out.append(DistPin(dist=name, requirement=value, member=member, line=line))
+    return tuple(out)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["build_layout", "need_tools", "skopeo_copy"]
+__all__ = ["add_changes", "build_layout", "layout_copy", "need_tools", "pack_venv",
+           "skopeo_copy"]
 
 Step = Callable[[Path], None]
 
@@ -23,8 +24,8 @@ def need_tools() -> None:
             pytest.skip(f"{tool} is not installed (apt-get install umoci skopeo)")
 
 
-def _run(*argv: str) -> None:
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+def _run(*argv: str, timeout: float = 600) -> None:
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} failed: {r.stderr[-2000:]}")
 
@@ -142,7 +143,8 @@ def pack_venv(where: Path, venv: Path, *, replaced: str, deleted: str) -> Path:
     _run("umoci", "init", "--layout", str(where))
     _run("umoci", "new", "--image", f"{where}:t")
     _run("umoci", "insert", "--image", f"{where}:t", str(work / "root"), "/")
-    _run("umoci", "insert", "--image", f"{where}:t", str(venv), "/opt/venv")
+    # a full worker venv is 5-9 GB: umoci gzips it on one core (10 min and more under load)
+    _run("umoci", "insert", "--image", f"{where}:t", str(venv), "/opt/venv", timeout=5400)
     _run("umoci", "insert", "--image", f"{where}:t", "--whiteout", f"/opt/venv/{deleted}")
     # umoci 0.4.7 `insert FILE TARGET` writes a truncated layer (GNU tar says so too):
     # insert a folder holding the new file over the file's folder (merged, not opaque)
@@ -156,3 +158,51 @@ def pack_venv(where: Path, venv: Path, *, replaced: str, deleted: str) -> Path:
          "PATH=/opt/venv/bin:/usr/bin:/bin", "--config.entrypoint", "/opt/venv/bin/python")
     shutil.rmtree(work)
     return where
+
+
+def layout_copy(src: Path, dest: Path) -> Path:
+    """A copy of the OCI layout ``src`` to build on: its blobs hard-linked (content-addressed,
+    never written again), ``index.json`` a file of its own (umoci rewrites it)."""
+    import os
+
+    (dest / "blobs" / "sha256").mkdir(parents=True)
+    for f in (src / "blobs" / "sha256").iterdir():
+        os.link(f, dest / "blobs" / "sha256" / f.name)
+    for doc in ("index.json", "oci-layout"):
+        shutil.copyfile(src / doc, dest / doc)
+    return dest
+
+
+def add_changes(layout: Path, base: Path, copy: Path, mount: str, stage: Path) -> None:
+    """Layers on ``layout`` (whose image ``t`` holds ``base`` at ``mount``) that make it
+    hold ``copy`` there, as a Dockerfile's ``RUN pip ...`` would: one layer (``umoci
+    insert`` of a folder, merged) of the files of ``copy`` that are not ``base``'s (another
+    inode: ``copy`` is a hard-link clone of ``base`` changed by pip, which unlinks before
+    it writes), and a whiteout (``umoci insert --whiteout``) of each path ``copy`` lacks
+    (the topmost of a removed folder)."""
+    import os
+
+    for d, _dirs, files in os.walk(copy):
+        rel_d = os.path.relpath(d, copy)
+        for n in files:
+            rel = os.path.normpath(os.path.join(rel_d, n))
+            b = base / rel
+            if not os.path.lexists(b) or os.lstat(b).st_ino != os.lstat(copy / rel).st_ino:
+                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                if os.path.islink(copy / rel):
+                    os.symlink(os.readlink(copy / rel), stage / rel)
+                else:
+                    os.link(copy / rel, stage / rel)
+    gone: list[str] = []
+    for d, dirs, files in os.walk(base):
+        rel_d = os.path.relpath(d, base)
+        gone += [os.path.normpath(os.path.join(rel_d, n)) for n in [*files, *dirs]
+                 if not os.path.lexists(copy / rel_d / n)]
+        dirs[:] = [x for x in dirs if os.path.lexists(copy / rel_d / x)]
+    image = f"{layout}:t"
+    if stage.is_dir():
+        # a moved torch is gigabytes: umoci gzips on one core
+        _run("umoci", "insert", "--image", image, str(stage), mount, timeout=5400)
+        shutil.rmtree(stage)
+    for rel in gone:
+        _run("umoci", "insert", "--image", image, "--whiteout", f"{mount}/{rel}")

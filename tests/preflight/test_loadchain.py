@@ -356,3 +356,17 @@ def test_the_chain_is_remembered_and_its_files_checked(tmp_path: Path) -> None:
     r = run(site, kb=kb, env=env)
     assert r.rc == 1 and "libtorch_global_deps.so" in r.line("import chain")
     assert ROOT.is_dir()
+
+
+def test_the_report_extends_what_a_load_found() -> None:
+    """One shape for what loading found (findings.Findings): a dlopen's Outcome and the import
+    chain's Report extend it, neither declares its fields again."""
+    from moonpin.preflight.loader import ldproc
+    from moonpin.preflight.loader.findings import Findings
+    from moonpin.preflight.loader.loadchain import Report
+
+    for cls in (Report, ldproc.Outcome):
+        assert issubclass(cls, Findings)
+        assert not set(cls.__slots__) & set(Findings.__slots__), cls
+    r = Report()
+    assert r.missing == {} and r.count == 0 and Report.load(r.dump()) is not None

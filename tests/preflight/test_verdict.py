@@ -277,3 +277,35 @@ def test_output_nobody_reads_keeps_the_verdict(image: tuple[Path, Path], how: st
             rc, err = _start_raw(site, kb, subprocess.DEVNULL, lambda: os.close(1))
         assert rc == 0 and "Traceback" not in err and "Exception ignored" not in err, err
     assert start(site, kb=kb).rc == 0
+
+
+def test_a_folder_walked_through_is_not_stamped_by_its_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """realpath's lstat of each folder on the way to a file asks its kind, not its listing: a
+    name added beside it (another job's file in /tmp) keeps the verdict; the file itself, or
+    the folder swapped for a link, does not."""
+    monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path / "cache"))
+    busy = tmp_path / "busy"
+    (busy / "venv").mkdir(parents=True)
+    (busy / "venv" / "f").write_text("x")
+    time.sleep(0.15)  # older than the racy window
+    argv = [f"walked-through-{tmp_path.name}"]
+    rec = verdict.Recorder(argv)
+    rec.start()
+    try:
+        with open(os.path.realpath(busy / "venv" / "f")) as f:
+            f.read()
+        print("answer")
+    finally:
+        rec.stop()
+    assert (os.fsencode(busy), False) in rec.paths  # realpath walked through it
+    assert rec.finish(0) is None
+    out = sys.stdout
+    try:
+        assert verdict.replay(argv) == 0
+        (busy / "another-jobs-file").write_text("")
+        assert verdict.replay(argv) == 0  # busy's listing changed: not what was asked
+        (busy / "venv" / "f").write_text("y")
+        assert verdict.replay(argv) is None
+    finally:
+        sys.stdout = out

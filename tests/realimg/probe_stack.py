@@ -20,6 +20,10 @@ Probes (``probes`` in the report; each ``{"ok": bool, "error_type", "error", ...
                    ``_load_architecture_specific_ops`` loads it (a GPU of capability 9.0)
   nixl_ep          ``import nixl_ep``, then ``from nixl_ep import Buffer`` (what SGLang's
                    ``--moe-a2a-backend nixl`` dispatcher does); ``loaded`` names the build
+  nixl_ep@deepbind the same with ``NIXL_UCX_DEEPBIND=1``: nixl's backend ``__init__`` then
+                   dlopens its build with ``RTLD_DEEPBIND``; ``dlopen_flags`` records every
+                   value it handed ``sys.setdlopenflags`` (seen through a wrapper), the proof
+                   that the real load was a DEEPBIND one
   deep_ep          ``import deep_ep`` on a host that has a GPU: sgl-deep-ep's
                    ``check_prerequisites`` refuses to load when ``torch.cuda.is_available()``
                    is False, so this child runs with ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` and the
@@ -48,8 +52,8 @@ DISTS = ("torch", "sglang", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "nixl"
          "nixl-cu13", "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache",
          "mooncake-transfer-engine-cuda13", "mooncake-transfer-engine", "apache-tvm-ffi",
          "triton", "nvidia-nccl-cu13", "nvidia-cudnn-cu13", "cuda-bindings", "cuda-toolkit")
-PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "deep_ep", "deep_ep@nogpu",
-          "flashinfer", "mooncake.pg")
+PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "nixl_ep@deepbind", "deep_ep",
+          "deep_ep@nogpu", "flashinfer", "mooncake.pg")
 GPU_PROBES = ("deep_ep",)   # run with torch told (through the stub NVML) that a GPU is there
 
 
@@ -102,7 +106,17 @@ def child(name: str) -> dict:
             assert s is not None and s.loader is not None
             s.loader.exec_module(importlib.util.module_from_spec(s))
             out.update(ok=True, loaded=files[0])
-        elif name == "nixl_ep":
+        elif name in ("nixl_ep", "nixl_ep@deepbind"):
+            if name == "nixl_ep@deepbind":
+                flags: list[int] = []
+                out["dlopen_flags"] = flags
+                real_set = sys.setdlopenflags
+
+                def recording(value: int) -> None:
+                    flags.append(value)
+                    real_set(value)
+
+                sys.setdlopenflags = recording
             try:
                 import nixl_ep
             except BaseException as e:
@@ -215,6 +229,8 @@ def main() -> None:
         if name == "mooncake.pg" and not os.path.exists(os.path.join(sp, "mooncake", "pg.py")):
             continue
         env = None
+        if name == "nixl_ep@deepbind":
+            env = dict(os.environ, NIXL_UCX_DEEPBIND="1")
         if name in GPU_PROBES:
             nvml = os.environ.get("PROBE_NVML_STUB")
             if not nvml:

@@ -25,6 +25,8 @@
 #   stack-kernel048 sglang-kernel 0.4.8 (Requires-Dist torch==2.13.0) under torch 2.14.1
 #   stack-cubin     flashinfer-cubin 0.6.13 beside flashinfer-python 0.7.2
 #   stack-nonixl    nixl and nixl-cu13 uninstalled
+#   stack-nixlcu12  nixl-cu13 replaced by nixl-cu12 $NIXL (a CUDA 12 nixl under the CUDA 13 torch)
+#   stack-nixlboth  nixl-cu12 $NIXL beside nixl-cu13 (what `pip install nixl` with its deps gives)
 # Other folders: $R/stack-dl (wheels, sha256-checked), $R/stack-stubs/libcuda.so.1 (stub driver),
 # $R/stack-pgjit (mooncake JIT caches), $R/stack-fi (FlashInfer's workspace), $R/reports/stack*.json.
 #
@@ -48,7 +50,7 @@ DEEPEP=0.1.2.post1
 NIXL=1.5.1; NIXL_OLD=1.4.0
 FLASHINFER=0.7.2; CUBIN_OTHER=0.6.13
 MOONCAKE_DIST=mooncake-transfer-engine-cuda13; MOONCAKE=0.3.14
-VARIANTS="torch215 nixl140 kernel048 cubin nonixl"
+VARIANTS="torch215 nixl140 kernel048 cubin nonixl nixlcu12 nixlboth"
 
 NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0
 while [ $# -gt 0 ]; do
@@ -158,6 +160,17 @@ variant() {  # variant <name>: build it (pip unlinks before it writes, so `stack
       clone "$1" "no nixl at all" || return 0
       pipv "$v" uninstall -y nixl nixl-cu13
       mark "$1" "nixl, nixl-cu13 uninstalled";;
+    nixlcu12)
+      # the meta `nixl` stays; its dispatcher asks torch's CUDA major (13) for nixl_ep_cu13
+      clone "$1" "nixl-cu12 $NIXL instead of nixl-cu13 (CUDA 12 nixl, CUDA 13 torch)" || return 0
+      pipv "$v" uninstall -y nixl-cu13
+      pipi "$v" --no-deps "$(fetch nixl-cu12 "$NIXL")"
+      mark "$1" "nixl-cu13 uninstalled, nixl-cu12 $NIXL installed";;
+    nixlboth)
+      # the meta's Requires-Dist names nixl-cu12 and nixl-cu13 unconditionally
+      clone "$1" "nixl-cu12 $NIXL beside nixl-cu13 $NIXL" || return 0
+      pipi "$v" --no-deps "$(fetch nixl-cu12 "$NIXL")"
+      mark "$1" "nixl-cu12 $NIXL added";;
   esac
 }
 

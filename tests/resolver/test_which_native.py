@@ -332,3 +332,115 @@ def test_cli_explain_and_which_take_extension_names(
     with pytest.raises(SystemExit) as exit_:
         main(["--kb", str(stack_kb), "explain", "sglang==0.5.23", "nixl-cu13==1.5.9"])
     assert exit_.value.code == 2 and "nixl-cu13==1.5.1" in capsys.readouterr().err
+
+
+def _with_sglang_edges(kb: Any) -> Any:
+    """sglang 0.5.23 as its own files say: ``Requires-Dist: sglang-kernel==0.4.10``, and
+    ``--moe-a2a-backend nixl`` / ``--elastic-ep-backend nixl`` importing ``nixl_ep``
+    (``token_dispatcher/nixl.py:41``)."""
+    from moonpin.kb.models import BackendImport, DistPin, LaunchBackend
+
+    member = "sglang/srt/layers/moe/token_dispatcher/nixl.py"
+    s = kb.sglang[0].model_copy(update={
+        "extension_pins": (DistPin(dist="sglang-kernel", requirement="sglang-kernel==0.4.10",
+                                   member="sglang-0.5.23.dist-info/METADATA", line=271),
+                           DistPin(dist="nixl", requirement="nixl; extra == 'nixl'",
+                                   member="sglang-0.5.23.dist-info/METADATA", line=272)),
+        "launch_backends": tuple(LaunchBackend(
+            flag=flag, choice="nixl", member=member,
+            imports=(BackendImport(module="torch", line=3),
+                     BackendImport(module="nixl_ep", names=("Buffer",), line=41)))
+            for flag in ("--elastic-ep-backend", "--moe-a2a-backend"))})
+    return kb.model_copy(update={"sglang": (s,)})
+
+
+@pytest.fixture(scope="module")
+def eg() -> CompatGraph:
+    kb = _with_sglang_edges(_kb())
+    return CompatGraph(kb.model_copy(update={"native": (
+        *kb.native, _kernel("0.4.9", "==2.14.1", 13))}))
+
+
+def test_sglang_s_own_pin_is_an_edge(eg: CompatGraph) -> None:
+    """Issue 39: SGLang's Requires-Dist pin of an extension decides which of its releases
+    go with it, beside the torch both admit (0.4.9 loads with torch 2.14.1 too)."""
+    alone = native.which_native(eg, "sglang-kernel", torch="2.14.1")
+    assert _reqs(alone.compatible) == ["sglang-kernel==0.4.10", "sglang-kernel==0.4.9"]
+    res = native.which_native(eg, "sglang-kernel", sglang="0.5.23")
+    assert _reqs(res.compatible) == ["sglang-kernel==0.4.10"]
+    why = next(c.reason or "" for c in res.excluded if c.version == "0.4.9")
+    assert why.startswith("sglang's requirement: sglang 0.5.23 requires "
+                          "'sglang-kernel==0.4.10'"), why
+
+
+def test_the_package_a_launch_choice_imports_is_an_edge(eg: CompatGraph) -> None:
+    """SGLang imports ``nixl_ep``: nixl-cu13 alone installs ``nixl_ep_cu13`` only, so with
+    ``--sglang`` the meta ``nixl`` is the answer; an extra-only pin does not bind."""
+    alone = native.which_native(eg, "nixl", torch="2.14.1")
+    assert alone.recommended()["requirement"] == "nixl-cu13==1.5.1"
+    res = native.which_native(eg, "nixl", torch="2.14.1", sglang="0.5.23")
+    assert res.recommended() == {"requirement": "nixl==1.5.1",
+                                 "reason": "the newest that fits"}
+    why = next(c.reason or "" for c in res.excluded if c.dist == "nixl-cu13")
+    assert "sglang 0.5.23 imports nixl_ep (--elastic-ep-backend nixl: " in why, why
+    assert "token_dispatcher/nixl.py:41)" in why
+
+
+def test_explain_of_a_stack_holds_sglang_s_edges(eg: CompatGraph) -> None:
+    got = native.explain_stack(eg, "0.5.23", [("nixl-cu13", "1.5.1"),
+                                              ("sglang-kernel", "0.4.9")],
+                               torch="2.14.1", python="cp312", arch="x86_64")
+    details = {c.name: c.detail for c in got["checks"]}
+    assert details["nixl-cu13==1.5.1"].startswith("sglang's import: ")
+    assert details["sglang-kernel==0.4.9"].startswith("sglang's requirement: ")
+    ok = native.explain_stack(eg, "0.5.23", [("nixl", "1.5.1"), ("sglang-kernel", "0.4.10")],
+                              torch="2.14.1", python="cp312", arch="x86_64")
+    assert [c.ok for c in ok["checks"]] == [True, True, True]
+
+
+def test_rule_pinned_by() -> None:
+    assert rule.pinned_by("sglang 1", "k", "0.4.7", []).ok is True
+    assert rule.pinned_by("sglang 1", "k", "0.4.7", [("k==0.4.7", "==0.4.7")]).ok is True
+    d = rule.pinned_by("sglang 1", "k", "0.4.8", [("k==0.4.7", "==0.4.7")])
+    assert d.ok is False and "'k==0.4.7'" in d.detail
+    assert rule.pinned_by("sglang 1", "k", "0.4.7", [("k @ bad", None)]).ok is None
+
+
+def test_a_set_holds_only_where_sglang_s_pinned_extensions_load(
+        eg: CompatGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sglang 0.5.23 requires sglang-kernel==0.4.10, built for torch 2.14.1 only: a set at
+    another torch does not start, whatever mooncake says."""
+    s = eg.find_sglang("0.5.23")
+    assert s is not None
+    assert native.pins_hold(eg, s, "2.14.1", "cp312", "x86_64") == (True, "")
+    ok, why = native.pins_hold(eg, s, "2.15.0", "cp312", "x86_64")
+    assert ok is False and why.startswith("sglang-kernel: "), why
+    from moonpin.resolver import query
+
+    rows = [{"sglang": "0.5.23", "torch": t, "dist": "mooncake-transfer-engine",
+             "mooncake": "0.3.13", "python": "cp312", "arch": "x86_64"}
+            for t in ("2.14.1", "2.15.0")]
+    monkeypatch.setattr(query, "triples", lambda g, **kw: rows)
+    assert [r["torch"] for r in native.triples(eg)] == ["2.14.1"]
+
+
+def test_a_stack_provides_sglang_s_import_through_any_of_its_releases(eg: CompatGraph) -> None:
+    got = native.explain_stack(eg, "0.5.23", [("nixl", "1.5.1"), ("nixl-cu13", "1.5.1")],
+                               torch="2.14.1", python="cp312", arch="x86_64")
+    assert [c.ok for c in got["checks"]] == [True, True, True], got["checks"]
+
+
+@pytest.mark.parametrize("spec", ["==0.4.10", "==2.14.1", "==2.14.1+cu130", "== 1.0",
+                                  "==1.0.*", "===1.0", ">=1.0,<2", "==bad!", "==1!2.0",
+                                  "==1.0rc1", "==1.0"])
+@pytest.mark.parametrize("version", ["0.4.10", "0.4.10.0", "0.4.9", "2.14.1", "2.14.1+cu130",
+                                     "1.0", "1.0rc1", "1.0.post1", "1.0.3", "2.0"])
+def test_the_rule_s_exact_pin_shortcut_decides_as_packaging(spec: str, version: str) -> None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        want: bool | None = SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        want = None
+    rule._CONTAINS.clear()
+    assert rule._contains(spec, version) is want

@@ -209,3 +209,24 @@ def test_a_pax_size_too_large_is_an_unreadable_archive() -> None:
     with pytest.raises(ArchiveError, match=r"pax\.tar: ") as e:
         list(local._archive_members(data, "pax.tar"))
     assert e.value.hint
+
+
+def test_a_source_tree_records_its_extension_pins_and_backend_imports(tmp_path: Path) -> None:
+    """The facts a wheel's scrape records (issue 39), from a checkout: its pyproject's pins
+    of the native extensions, and what each backend choice imports."""
+    from tests.readers.test_server_args import AG_MEMBERS
+
+    root = make_tree(tmp_path)
+    (root / "python/pyproject.toml").write_text(
+        '[project]\nname = "sglang"\ndependencies = [\n  "numpy",\n'
+        '  "sglang-kernel==0.4.10",\n]\n')
+    for name, text in {**AG_MEMBERS, "sglang/srt/layers/moe/token_dispatcher/nixl.py":
+                       "def f():\n    from nixl_ep import Buffer\n"}.items():
+        (root / "python" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "python" / name).write_text(text)
+    rel = scrape_path(root)
+    assert [(p.dist, p.requirement, p.member, p.line) for p in rel.extension_pins] == [
+        ("sglang-kernel", "sglang-kernel==0.4.10", "python/pyproject.toml", 5)]
+    nixl = next(b for b in rel.launch_backends if b.choice == "nixl")
+    assert nixl.member == "sglang/srt/layers/moe/token_dispatcher/nixl.py"
+    assert [(i.module, i.names, i.line) for i in nixl.imports] == [("nixl_ep", ("Buffer",), 2)]

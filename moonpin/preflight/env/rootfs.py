@@ -395,10 +395,11 @@ def _machine(root: str, config: Any, exe: str) -> str:
             head = f.read(20)
     except OSError:
         head = b""
-    if head[:4] == b"\x7fELF" and len(head) == 20:
-        machine = _E_MACHINES.get(int.from_bytes(head[18:20], "little"))
-        if machine:
-            return machine
+    from moonpin.readers.elf.layout import header_machine
+
+    machine = _E_MACHINES.get(header_machine(head) or 0)
+    if machine:
+        return machine
     return os.uname().machine
 
 

@@ -179,7 +179,7 @@ def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
     backend has a build for it (its other extensions are built for it too); else a nixl
     release whose backend has a build for that torch (the knowledge base's scraped builds),
     the torch staying as SGLang wants it; else a torch the backend has builds for."""
-    from moonpin.preflight.judge.fixes import torch_req
+    from moonpin.kb.distributions import torch_requirement as torch_req
 
     pin = facts.pin("sglang", "torch")
     if pin is not None and ".".join(pin.split(".")[:2]) in have:
@@ -201,7 +201,7 @@ def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
 
 
 def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:
-    from moonpin.preflight.judge.fixes import torch_req
+    from moonpin.kb.distributions import torch_requirement as torch_req
 
     pin = facts.pin("sglang", "torch")
     if pin is not None and facts.torch_release() != pin:

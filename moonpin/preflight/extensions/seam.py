@@ -43,6 +43,10 @@ would shadow in the very environment it reads) defines:
     symbols, a missing library): typically the torch the project's metadata pins, read
     from its installed METADATA or the installed SGLang's. None: the generic line.
 
+``OWN_LINES`` (bool, optional)
+    The project's judgement says more than one line and lives in
+    :mod:`moonpin.preflight.judge` (mooncake's process group); listed in :data:`OWN_LINES`.
+
 A rule's distributions must be among those whose metadata the check reads
 (:data:`moonpin.preflight.installed.image_facts.EXTENSION_DISTS`). The rule holds only how to
 read that project's loader; every version, file name and pin
@@ -64,7 +68,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["RULES", "Choice", "Facts", "Pick", "rule_for"]
+__all__ = ["OWN_LINES", "RULES", "Choice", "Facts", "Pick", "rule_for"]
 
 #: import name -> the rule module (in this folder) that reads its project's loader
 RULES: dict[str, str] = {
@@ -72,7 +76,13 @@ RULES: dict[str, str] = {
     "sgl_kernel": "sgl_kernel_rule",
     "deep_ep": "deepep_rule",
     "flashinfer": "flashinfer_rule",
+    "mooncake": "mooncake_rule",
 }
+#: import names whose rule is ``OWN_LINES``: its project's judgement says its own lines
+#: (mooncake's process group, :mod:`moonpin.preflight.judge.pg`, which asks the rule which
+#: module and which build); the launch line's extensions (:mod:`.wanted`) and their one-line
+#: verdict (:mod:`.verdict`) leave them to it
+OWN_LINES = frozenset({"mooncake"})
 
 
 class Facts:

@@ -9,13 +9,14 @@ line when it does not. Only ``os`` at import: this runs at worker start."""
 from __future__ import annotations
 
 import os
+from _collections_abc import Mapping as _Mapping  # what collections.abc re-exports
 
 from moonpin.preflight.extensions import astread, seam
 from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any
 
     from moonpin.preflight.env.context import Context
@@ -55,14 +56,138 @@ def judge_extensions(ctx: Context, features: Mapping[str, str], flags: Mapping[s
                      torch: Torch | None, dists: Mapping[str, Dist],
                      add: Callable[[CheckResult], None], *, env: Mapping[str, str],
                      gpu: str | None = None,
-                     kb: Callable[[], Mapping[str, Any] | None] | None = None) -> int:
+                     kb: Callable[[], Mapping[str, Any] | None] | None = None,
+                     kb_file: str | None = None) -> int:
     """Judge every extension the launch line and a CUDA start import (module doc) in the
     environment of ``ctx``; returns how many lines were said (0: none installed, none
-    required)."""
+    required). ``kb_file``: the knowledge base ``kb`` loads (its stamp is kept with the
+    lines).
+
+    The lines are kept in the file-facts memo with the stamp of every file and folder the
+    walk read and every variable it read (:func:`_remembered`): a later start with the same
+    inputs whose stamps all hold says them without walking (no dispatcher, loader or build
+    is read, no rule loaded)."""
+    state = gpu_state(gpu, ctx.root is not None)
+    lines = _remembered(ctx, features, flags, torch, dists, env, state, kb, kb_file)
+    for line in lines:
+        add(line)
+    return len(lines)
+
+
+#: the memo entry's format: a change of what the walk says changes it
+_WALK = "ext-walk-v1"
+
+
+class _Untraced(Exception):
+    """The walk read something the trace cannot name: its lines, not to be kept."""
+
+    def __init__(self, lines: list[CheckResult]) -> None:
+        super().__init__("untraced")
+        self.lines = lines
+
+
+class _SeenEnv(_Mapping):  # type: ignore[type-arg]
+    """A worker's environment that records each variable read (its value, or None when
+    unset) in :attr:`read`; listing it is reading all (:attr:`all`)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.read: dict[str, str | None] = {}
+        self.all = False
+
+    def __getitem__(self, key: str) -> str:
+        value = self.env.get(key)
+        self.read[key] = value
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        self.all = True
+        return iter(self.env)
+
+    def __len__(self) -> int:
+        self.all = True
+        return len(self.env)
+
+
+def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
+                torch: Torch | None, dists: Mapping[str, Dist], env: Mapping[str, str],
+                state: tuple[int | None, bool, str],
+                kb: Callable[[], Mapping[str, Any] | None] | None,
+                kb_file: str | None) -> list[CheckResult]:
+    """The walk's lines (:func:`_walk`), from the file-facts memo
+    (:meth:`moonpin.kb.cache.FileMemo.get_traced`) while nothing it read changed.
+
+    What it read is traced (:class:`moonpin.preflight.env.reads.Reads`: every path stat-ed,
+    opened, listed or tested, every variable of ``os.environ``), plus what the walk takes
+    from the check's own in-process models rather than from a read: the folders of the
+    target's ``sys.path`` and site folders (a package added, removed or shadowed there
+    changes their stamp), the ``.pth`` and finder files its importer model read, and the
+    knowledge base. The key is everything else it was handed: the target, the launch
+    features, torch's label and CUDA, the GPU assumed, the distributions' metadata, and an
+    image's environment (a worker's own environment is checked variable by variable)."""
+    from moonpin.kb.cache import facts_memo
+
+    memo = facts_memo()
+    own_env = env is os.environ or isinstance(env, os._Environ)
+    if not memo.enabled:
+        return _walk(ctx, features, flags, torch, dists, env, state, kb)
+    key = repr((_WALK, tuple(ctx.paths), ctx.sites, ctx.root, ctx.ext_suffixes, ctx.version,
+                ctx.complete, ctx.machine, ctx.ld_path, ctx.python, sorted(features.items()),
+                sorted(flags.items()), (torch.version, torch.cuda) if torch else None,
+                sorted((n, d.version, d.root, tuple(d.requires)) for n, d in dists.items()),
+                state, None if own_env else sorted(env.items()), kb is not None, kb_file))
+
+    def compute() -> tuple[object, set[str], dict[str, str | None]]:
+        from moonpin.preflight.env.reads import Reads, plain_folder
+
+        seen = _SeenEnv(env) if own_env else None
+        trace = Reads()
+        trace.start()
+        try:
+            lines = _walk(ctx, features, flags, torch, dists,
+                          seen if seen is not None else env, state, kb)
+        finally:
+            trace.stop()
+        if trace.untraced is not None or trace.all_env or (seen is not None and seen.all):
+            raise _Untraced(lines)
+        files = {os.fsdecode(p) for p, follow in trace.paths
+                 if follow or not plain_folder(p)}
+        files.update(ctx.paths)
+        files.update(ctx.sites or ())
+        files.update(getattr(ctx.importer, "reads", None) or ())
+        if kb_file is not None:
+            files.add(kb_file)
+        read = dict(trace.env)
+        read.update(seen.read if seen is not None else {})
+        return [[c.name, c.status, c.message, c.fix, list(c.evidence)] for c in lines], \
+            files, read
+
+    try:
+        got = memo.get_traced(_WALK + "\0" + key, __file__, compute, _shaped)
+    except _Untraced as e:
+        return e.lines
+    return [CheckResult(n, st, m, f, tuple(ev)) for n, st, m, f, ev in got]  # type: ignore[attr-defined]
+
+
+def _shaped(value: object) -> bool:
+    """Whether a remembered walk has the shape :func:`_remembered` keeps."""
+    return type(value) is list and all(
+        type(v) is list and len(v) == 5 and all(type(x) is str for x in v[:3])
+        and v[1] in ("pass", "fail", "warn", "skip") and (v[3] is None or type(v[3]) is str)
+        and type(v[4]) is list and all(type(x) is str for x in v[4]) for v in value)
+
+
+def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
+          torch: Torch | None, dists: Mapping[str, Dist], env: Mapping[str, str],
+          state: tuple[int | None, bool, str],
+          kb: Callable[[], Mapping[str, Any] | None] | None) -> list[CheckResult]:
+    """The extensions judged (:func:`judge_extensions`), their lines in order."""
     from moonpin.preflight.extensions.wanted import extensions
     from moonpin.preflight.installed.image_facts import find_package, locate, read_bytes
 
-    cc, present, said = gpu_state(gpu, ctx.root is not None)
+    cc, present, said = state
     facts = seam.Facts(torch=torch.version if torch else None,
                        cuda=torch.cuda if torch else None, env=env, gpu=cc,
                        gpu_present=present, gpu_said=said, dists=dists,
@@ -70,17 +195,15 @@ def judge_extensions(ctx: Context, features: Mapping[str, str], flags: Mapping[s
                        find=lambda name: locate(ctx, name),
                        read=lambda path: read_bytes(path, what="file"), kb=kb)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
-    n = 0
+    out: list[CheckResult] = []
     for said_flag in unjudged:
-        add(CheckResult("extensions", "skip", f"{said_flag}: no module of it this check has "
-                        "a loader rule for; not judged"))
-        n += 1
+        out.append(CheckResult("extensions", "skip", f"{said_flag}: no module of it this "
+                               "check has a loader rule for; not judged"))
     for w in want:
         line = _judge_one(w.name, w.why, w.required, facts, ctx, torch)
         if line is not None:
-            add(line)
-            n += 1
-    return n
+            out.append(line)
+    return out
 
 
 def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:
@@ -147,7 +270,7 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
                           root=ctx.root, ld_path=ctx.ld_path, sites=ctx.sites,
                           version=ctx.version,
                           first=("torch",) if torch is not None else (), mode=choice.mode,
-                          complete=ctx.complete, run=ctx.run)
+                          complete=ctx.complete, run=ctx.run, importer=ctx.importer)
         problem = _problem(res, build)
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))

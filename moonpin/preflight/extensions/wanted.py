@@ -19,9 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Wanted", "extensions"]
 
-#: Where an SGLang release keeps the module each MoE all-to-all backend imports; the
-#: elastic-EP backends with a package of their own use the same modules (0.5.21+:
-#: ``elastic_ep.py`` scales a nixl deployment through ``token_dispatcher.nixl``)
+#: :data:`moonpin.readers.launch.server_args.DISPATCHERS` inside the ``sglang`` package, as path
+#: parts (that module is imported only on a memo miss)
 _DISPATCHERS = ("srt", "layers", "moe", "token_dispatcher")
 #: launch features whose backend names a package the worker imports
 _FEATURES = ("elastic-ep", "moe-a2a")
@@ -43,17 +42,18 @@ class Wanted:
 
 
 def _imports(path: str) -> list[tuple[str, int]]:
-    """Every import the dispatcher module may run (:func:`moonpin.readers.pyast.imports.
-    any_imports`), kept in the file-facts memo."""
+    """Every import the dispatcher module may run, as the scrape reads it for the KB
+    (:func:`moonpin.readers.launch.server_args.
+    backend_imports`), kept in the file-facts memo."""
     def read() -> list[list[object]]:
         from moonpin.preflight.installed.image_facts import read_bytes
-        from moonpin.readers.pyast.imports import any_imports
+        from moonpin.readers.launch.server_args import backend_imports
 
-        return [[m, n] for m, n in any_imports(read_bytes(path, 16 << 20, "SGLang source"),
-                                                path)]
+        return [[m, n] for m, _, n in backend_imports(
+            read_bytes(path, 16 << 20, "SGLang source"), path)]
 
     try:
-        got = facts_memo().get("ext-dispatcher-v1", path, read,
+        got = facts_memo().get("ext-dispatcher-v2", path, read,
                                lambda v: isinstance(v, list))
     except OSError:
         return []
@@ -61,18 +61,24 @@ def _imports(path: str) -> list[tuple[str, int]]:
 
 
 def _dispatcher(sglang: str, backend: str) -> str | None:
-    """The module of ``backend`` in the SGLang package at ``sglang``: ``<backend>.py``, else
-    the one whose name starts with it (``mori`` -> ``moriep.py``)."""
+    """The module of ``backend`` in the SGLang package at ``sglang``, chosen as the scrape
+    chooses it for the KB (:func:`moonpin.readers.launch.server_args.backend_member`:
+    ``<backend>.py``, else the first whose name starts with it: ``mori`` -> ``moriep.py``);
+    kept in the file-facts memo under the folder's stamp."""
     folder = os.path.join(sglang, *_DISPATCHERS)
-    exact = os.path.join(folder, backend + ".py")
-    if os.path.isfile(exact):
-        return exact
+
+    def find() -> str:
+        from moonpin.readers.launch import server_args as sa
+
+        got = sa.backend_member([sa.DISPATCHERS + n for n in os.listdir(folder)], backend)
+        return "" if got is None else got[len(sa.DISPATCHERS):]
+
     try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith(backend)
-                       and n.endswith(".py"))
+        name = facts_memo().get(f"ext-backend-v1\0{backend}", folder, find,
+                                lambda v: isinstance(v, str) and "/" not in v)
     except OSError:
         return None
-    return os.path.join(folder, names[0]) if names else None
+    return os.path.join(folder, name) if name else None
 
 
 def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
@@ -96,10 +102,13 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
             rel = os.path.relpath(module, os.path.dirname(sglang or module))
             for m, line in _imports(module):
                 top = m.split(".")[0]
-                if top in seam.RULES and top not in [n for n, _ in names]:
+                if (top in seam.RULES and top not in seam.OWN_LINES
+                        and top not in [n for n, _ in names]):
                     names.append((top, f"{said}: {rel}:{line} imports {m}"))
         else:
             for name in seam.RULES:
+                if name in seam.OWN_LINES:
+                    continue
                 rule = seam.rule_for(name)
                 if backend in rule.CHOICES.get(feature, ()):
                     names.append((name, f"{said} (this check's reading: no SGLang sources)"))
@@ -109,6 +118,8 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
             out.setdefault(name, Wanted(name, why, True))
     if facts.cuda is not None:  # what a CUDA worker imports at start
         for name in seam.RULES:
+            if name in seam.OWN_LINES:
+                continue
             rule = seam.rule_for(name)
             if not rule.IMPLICIT or name in out:
                 continue

@@ -43,6 +43,7 @@ __all__ = [
     "Requirement",
     "Torch",
     "analyze_sglang",
+    "by_name",
     "canon",
     "file_name",
     "file_suffix",
@@ -195,6 +196,18 @@ def _lines(text: str, whole: bool) -> Iterator[str]:
         line = text[start:stop]
         yield (line if whole else line.split(",", 1)[0]).rstrip("\r")
         start = stop + 1
+
+
+def by_name(paths: Sequence[str]) -> tuple[dict[str, Dist], list[Dist]]:
+    """The installed distributions by name (the first on the path wins, as the importer takes
+    it), and every mooncake one (:func:`read_dists`)."""
+    dists: dict[str, Dist] = {}
+    mooncakes: list[Dist] = []
+    for d in read_dists(paths):
+        dists.setdefault(d.name, d)
+        if d.name.startswith(MOONCAKE_PREFIX):
+            mooncakes.append(d)
+    return dists, mooncakes
 
 
 def read_dists(paths: Sequence[str]) -> list[Dist]:

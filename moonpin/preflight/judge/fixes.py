@@ -23,7 +23,9 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
+
+    from moonpin.preflight.installed.image_facts import Dist
 
     FixProvider = Callable[[str, str, str, str], list[str]]
 
@@ -109,6 +111,14 @@ class Fixer:
         self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the target's
         self.arch = os.uname().machine
         self._line: str | None = None
+
+    def installed(self, dists: Mapping[str, Dist], mooncakes: Sequence[Dist]) -> None:
+        """Learn what is installed (``dists`` by name, the ``mooncakes``), which the fix
+        lines are written over."""
+        sglang, torch = dists.get("sglang"), dists.get("torch")
+        self.sglang = sglang.version if sglang else None
+        self.torch = torch.version if torch else None
+        self.mooncakes = [(d.name, d.version) for d in mooncakes]
 
     def pip(self, specs: Sequence[str], note: str | None = None) -> str:
         line = pip_line(specs, torch=self.torch, mooncakes=self.mooncakes)

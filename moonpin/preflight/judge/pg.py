@@ -14,14 +14,12 @@ from moonpin.preflight.installed.build_facts import (
     find_ninja,
     find_nvcc,
     read_build,
-    read_scheme,
     scheme_shape,
     str_or_none,
 )
 from moonpin.preflight.installed.build_facts import built_for as _built_for
 from moonpin.preflight.installed.image_facts import (
     BACKENDS,
-    PG_MODULES,
     KBView,
     Requirement,
     Torch,
@@ -89,10 +87,11 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
 def _rule_requirement(req: Requirement | None) -> Any:
     """The image's SGLang requirement as :class:`moonpin.resolver.rule.Requirement`: unknown (no
     sources, no KB record) means either half of the rename, and the names unchecked."""
+    from moonpin.preflight.extensions.mooncake_rule import MODULES
     from moonpin.resolver import rule
 
     if req is None or req.module is None:
-        return rule.Requirement("mooncake.pg", backends=BACKENDS, alternatives=("mooncake.ep",),
+        return rule.Requirement(MODULES[0], backends=BACKENDS, alternatives=MODULES[1:],
                                 release="this SGLang")
     return rule.Requirement(req.module, req.names, req.backends, req.optional_names,
                             req.alternatives, release="this SGLang")
@@ -280,11 +279,11 @@ def _pg_module(ctx: Context, pkg: str, rreq: Any, fixer: Fixer,
                add: Callable[[CheckResult], None]) -> str | None:
     """The process-group module ``import`` finds for this requirement (its own or the one it
     falls back to, :func:`moonpin.resolver.rule.choose_module`), or None (said with ``add``)."""
-    from moonpin.resolver import rule
+    from moonpin.preflight.extensions import mooncake_rule
 
-    shipped = [m for m in PG_MODULES if module_file(ctx, pkg, m.split(".")[1])]
+    shipped = [m for m in mooncake_rule.MODULES if module_file(ctx, pkg, m.split(".")[1])]
     accepted = [m for m in (rreq.module, *rreq.alternatives) if m]
-    module: str | None = rule.choose_module(rreq, shipped)
+    module: str | None = mooncake_rule.module(rreq, shipped)
     if module is not None:
         return module
     odd = [w for m in accepted for w in not_files(ctx, pkg, m.split(".")[1])]
@@ -304,16 +303,14 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
                    add: Callable[[CheckResult], None]) -> dict[str, Any] | None:
     """The loader's scheme (from the file-facts memo), or None when the loader cannot be
     read, imported or understood (said with ``add``)."""
+    from moonpin.preflight.extensions import mooncake_rule
+
     lname = file_name(loader_path)
-    scheme: dict[str, Any]
     try:
-        scheme = _memo("loader-v6\0" + module, loader_path,
-                       lambda: read_scheme(loader_path, module), scheme_shape)
+        scheme = mooncake_rule.scheme_of(loader_path, module)
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return None
-    if not isinstance(scheme, dict) or "problem" not in scheme:  # a damaged memo entry
-        scheme = read_scheme(loader_path, module)
     if scheme["problem"]:
         add(CheckResult("loader", "fail", f"{loader_path}: {scheme['problem']}; "
                         f"`import {module}` fails", fixer.reinstall(), (loader_path,)))
@@ -326,20 +323,6 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
                         "import it", (loader_path,)))
         return None
     return scheme
-
-
-def _memo(kind: str, path: str, compute: Callable[[], Any],
-          valid: Callable[[Any], bool]) -> Any:
-    """``facts_memo().get``; a loader in a zip archive on ``sys.path`` (no file of its own
-    to stamp) is computed afresh each time."""
-    try:
-        return facts_memo().get(kind, path, compute, valid)
-    except OSError:
-        from moonpin.preflight.env import zipfs
-
-        if zipfs.size(path) is None:
-            raise
-    return compute()
 
 
 def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
@@ -438,25 +421,21 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
     """The builds a prebuilt loader imports for this torch (its own suffix rule, as the KB
     query applies it: :func:`moonpin.resolver.rule.loader_suffix`), read; None when one is not
     installed as a file the importer takes (said with ``add``)."""
-    from moonpin.resolver import rule
+    from moonpin.preflight.extensions import mooncake_rule
 
     lname = file_name(loader_path)
     placeholder = scheme["placeholder"]
-    rscheme = rule.Scheme(scheme["kind"], scheme["imports"], scheme["version_regex"],
-                          scheme["separator"], loader_path, scheme["note"])
     builds: list[BuildFacts] = []
     for template in scheme["imports"]:
-        name = template
-        if placeholder in name:
-            suffix = _memo(f"suffix-v3\0{module}\0{torch.version}", loader_path,
-                           lambda: rule.loader_suffix(rscheme, torch.version), str_or_none)
-            if not isinstance(suffix, str):
-                add(CheckResult("loader", "fail",
-                                f"{lname}: its pattern {scheme['version_regex']!r} does not "
-                                f"match torch's version {torch.version!r}; `import {module}` "
-                                "fails", fixer.reinstall(), (loader_path,)))
-                return None
-            name = name.replace(placeholder, suffix)
+        got = mooncake_rule.build_module(scheme, template, module, loader_path,
+                                         torch.version)
+        if got is None:
+            add(CheckResult("loader", "fail",
+                            f"{lname}: its pattern {scheme['version_regex']!r} does not "
+                            f"match torch's version {torch.version!r}; `import {module}` "
+                            "fails", fixer.reinstall(), (loader_path,)))
+            return None
+        name = got
         bshort = name.removeprefix("mooncake.")
         found = module_file(ctx, pkg, bshort)
         odd = not_files(ctx, pkg, bshort) if found is None else []

@@ -31,6 +31,7 @@ import os
 
 from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldso, ldsym
+from moonpin.preflight.loader.findings import Findings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,30 +64,15 @@ class Obj(ldso.Node):
         self.host_needs = False
 
 
-class Outcome:
-    """What one ``dlopen`` did. ``error``: what ``dlerror()`` says (None: loaded).
-    Everything found wrong is kept too, for the report: ``missing`` (name -> the object
-    needing it), ``bad`` (path -> why it cannot be mapped), ``unbound`` ((object, symbol,
-    version or "", the objects searched) for each reference nothing binds), ``versions``
-    ((object, version, library path, the newest version of that kind it defines) for each
-    missing version), ``host`` (symbols left to the driver), ``host_missing`` (driver
-    libraries not found here) and counts."""
+class Outcome(Findings):
+    """What one ``dlopen`` did. ``error``: what ``dlerror()`` says (None: loaded); what it
+    found wrong on the way (:class:`Findings`) is kept too, for the report."""
 
-    __slots__ = ("bad", "bound", "count", "error", "fatal", "host", "host_missing", "missing",
-                 "objects", "refs", "searchlist", "unbound", "versions", "why")
+    __slots__ = ("error", "fatal", "searchlist", "why")
 
     def __init__(self) -> None:
+        super().__init__()
         self.error: str | None = None
-        self.missing: dict[str, str] = {}
-        self.bad: dict[str, str] = {}
-        self.versions: list[tuple[str, str, str, str]] = []
-        self.unbound: list[tuple[str, str, str, tuple[str, ...]]] = []
-        self.host: list[str] = []
-        self.host_missing: dict[str, str] = {}
-        self.count = 0
-        self.objects = 0
-        self.refs = 0
-        self.bound = 0
         #: the loaded object's breadth-first closure (``l_searchlist``)
         self.searchlist: list[Obj] = []
         #: what ``error`` is about: (kind, subject, detail): ``missing`` (a library name,

@@ -95,10 +95,6 @@ class Trace:
         self.used_cwd = False
 
 
-def _u(data: bytes, at: int, size: int, little: bool) -> int:
-    return int.from_bytes(data[at:at + size], "little" if little else "big")
-
-
 def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str | None:
     """Why the dynamic loader would refuse to map this ELF object on ``machine`` (default:
     this one), or None. ``facts`` is :func:`moonpin.readers.elf.analysis.analyze`'s answer on
@@ -111,20 +107,19 @@ def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str |
         return f"a {layout.bits}-bit ELF object (ELFCLASS{layout.bits}); this Python is 64-bit"
     if not layout.little:
         return "a big-endian ELF object (ELFDATA2MSB); this machine is little-endian"
-    ident = bytes(data[:24])
-    if len(ident) == 24:  # the rest of e_ident and e_version (open_verify, elf/dl-load.c)
-        osabi, abiversion = ident[7], ident[8]
-        if osabi not in (_ELFOSABI_SYSV, _ELFOSABI_GNU):
-            return (f"of OS ABI {osabi} (EI_OSABI), neither System V nor GNU (ld.so: ELF file "
-                    "OS ABI invalid)")
-        if abiversion >= (_LIBC_ABI_MAX if osabi == _ELFOSABI_GNU else 1):
-            return (f"of ABI version {abiversion} (EI_ABIVERSION), past what this C library "
-                    "knows (ld.so: ELF file ABI version invalid)")
-        if any(ident[9:16]):
-            return "nonzero padding in e_ident (EI_PAD; ld.so refuses it)"
-        if int.from_bytes(ident[20:24], "little") != 1:
-            return ("of an ELF version other than 1 (e_version; ld.so: ELF file version "
-                    "does not match current one)")
+    # the rest of e_ident and e_version (open_verify, elf/dl-load.c)
+    osabi, abiversion = layout.osabi, layout.abiversion
+    if osabi not in (_ELFOSABI_SYSV, _ELFOSABI_GNU):
+        return (f"of OS ABI {osabi} (EI_OSABI), neither System V nor GNU (ld.so: ELF file "
+                "OS ABI invalid)")
+    if abiversion >= (_LIBC_ABI_MAX if osabi == _ELFOSABI_GNU else 1):
+        return (f"of ABI version {abiversion} (EI_ABIVERSION), past what this C library "
+                "knows (ld.so: ELF file ABI version invalid)")
+    if layout.ident_pad:
+        return "nonzero padding in e_ident (EI_PAD; ld.so refuses it)"
+    if layout.version != 1:
+        return ("of an ELF version other than 1 (e_version; ld.so: ELF file version "
+                "does not match current one)")
     want = E_MACHINE.get(machine)
     if want is not None and layout.e_machine != want:
         return (f"built for {layout.machine} (e_machine {layout.e_machine}); this machine "
@@ -145,12 +140,9 @@ def elf_problem(data: bytes, facts: object, machine: str | None = None) -> str |
     short = max(loads, key=lambda s: s.end)
     if short.end > size:
         return (f"truncated: its segments reach byte {short.end:,}, the file has {size:,}")
-    if len(data) >= 64:  # Elf64_Ehdr: e_shoff at 0x28, e_shentsize/e_shnum at 0x3a/0x3c
-        shoff = _u(data, 0x28, 8, True)
-        shend = shoff + _u(data, 0x3A, 2, True) * _u(data, 0x3C, 2, True)
-        if shoff and shend > size:
-            return (f"truncated: its section table ends at byte {shend:,}, the file has "
-                    f"{size:,}")
+    shend = layout.shoff + layout.shentsize * layout.shnum
+    if layout.shoff and shend > size:
+        return f"truncated: its section table ends at byte {shend:,}, the file has {size:,}"
     method = getattr(facts, "needed_method", "none")
     warnings = [w for w in getattr(facts, "warnings", ()) if "dynamic string" in w
                 or "DT_STRTAB" in w or "PT_DYNAMIC" in w]
@@ -187,12 +179,11 @@ def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[s
         if st.st_size == 0:
             return (), (), (), "an empty file, not an ELF object (ld.so: file too short)", 0
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
-            data = bytes(m[:4])
-            if data != b"\x7fELF":  # ld.so's words (elf/dl-load.c, open_verify)
-                why = "file too short" if st.st_size < 64 else "invalid ELF header"
-                return (), (), (), f"not an ELF object (ld.so: {why})", 0
             from moonpin.readers.elf import analysis as elf
 
+            if not elf.is_elf(bytes(m[:4])):  # ld.so's words (elf/dl-load.c, open_verify)
+                why = "file too short" if st.st_size < 64 else "invalid ELF header"
+                return (), (), (), f"not an ELF object (ld.so: {why})", 0
             try:
                 facts = elf.analyze(m, len(m), ())  # type: ignore[arg-type]
             except elf.ElfError as e:

@@ -21,6 +21,7 @@ import os
 from moonpin.kb.cache import facts_memo
 from moonpin.preflight.env.chroot import host_paths
 from moonpin.preflight.loader import ldso
+from moonpin.preflight.loader.findings import Findings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,37 +29,28 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.env.context import Run
     from moonpin.preflight.loader import ldproc
+    from moonpin.preflight.pyimport.metapath import Importer
 
 __all__ = ["Report", "native_load", "owned"]
 
 
-class Report:
+class Report(Findings):
     """What the import and the builds' loads did.
 
     ``chain_error``: (the module whose code failed, the exception's class, its message,
     the file a failed load named or where it was raised), when the import fails before
     the builds are loaded; ``loads``: (path, mode, error, module, how) of each load the
-    chain made; for the builds, as :class:`moonpin.preflight.loader.ldproc.Outcome` has
-    them: ``missing``, ``bad``, ``versions``, ``unbound``, ``host``, ``host_missing`` and
-    counts (of the builds and the image's mooncake objects their loads walk); ``note``:
+    chain made; what the builds' loads found (:class:`moonpin.preflight.loader.findings.
+    Findings`: ``missing``, ``bad``, ``versions``, ``unbound``, ``host``, ``host_missing``
+    and the counts, of the builds and the image's objects their loads walk); ``note``:
     why the chain was not followed to its end (None: it was)."""
 
-    __slots__ = ("bad", "bound", "chain_error", "count", "cwd", "host", "host_missing",
-                 "loads", "missing", "note", "objects", "refs", "unbound", "versions")
+    __slots__ = ("chain_error", "cwd", "loads", "note")
 
     def __init__(self) -> None:
+        super().__init__()
         self.chain_error: tuple[str, str, str, str] | None = None
         self.loads: list[tuple[str, int, str | None, str, str, tuple[str, str, str]]] = []
-        self.missing: dict[str, str] = {}
-        self.bad: dict[str, str] = {}
-        self.versions: list[tuple[str, str, str, str]] = []
-        self.unbound: list[tuple[str, str, str, tuple[str, ...]]] = []
-        self.host: list[str] = []
-        self.host_missing: dict[str, str] = {}
-        self.count = 0
-        self.objects = 0
-        self.refs = 0
-        self.bound = 0
         self.note: str | None = None
         #: the working folder, when a search path used it (an empty or relative entry)
         self.cwd: str | None = None
@@ -117,7 +109,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 ld_path: Sequence[str] | None = None, sites: Sequence[str] | None = None,
                 version: tuple[int, int] | None = None, first: Sequence[str] = (),
                 after: Sequence[str] = (), complete: bool = True,
-                run: Run | None = None, mode: int | None = None) -> Report:
+                run: Run | None = None, mode: int | None = None,
+                importer: Importer | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -126,7 +119,9 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     ``paths`` are the interpreter's whole ``sys.path``. ``run``: the check under way,
     whose children may have computed the load ahead (:mod:`moonpin.preflight.prefetch`), and
     where a child records what it computes. ``mode``: the builds' ``dlopen`` flags (default
-    ``RTLD_NOW``, as an extension import has them)."""
+    ``RTLD_NOW``, as an extension import has them). ``importer``: the check's one model of
+    the interpreter's importer over ``paths`` (:attr:`moonpin.preflight.env.context.Context.
+    importer`), which the import chain finds its modules with (None: one is made)."""
     machine = machine or os.uname().machine
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
@@ -144,7 +139,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
             return ahead
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
-                       complete, mode)
+                       complete, mode, importer)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -186,6 +181,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              root: str | None,
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
+             importer: Importer | None = None,
              ) -> tuple[object, set[str], dict[str, str | None]]:
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
@@ -214,7 +210,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         out = Report()
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=builds,
-                      trace=trace, complete=complete)
+                      trace=trace, complete=complete, importer=importer)
         main = ModuleValue("__main__", "py", tier=0)
         if modules:
             try:

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from moonpin.preflight.pyimport.metapath import Importer
+
 __all__ = ["Chain", "Load"]
 
 _CAP_SOURCE = 8 << 20
@@ -134,7 +136,8 @@ class Chain(Host):
                  suffixes: Sequence[str], sites: Sequence[str] | None = None,
                  root: str | None = None, version: tuple[int, int] | None = None,
                  python: str | None = None, stop: Sequence[str] = (),
-                 trace: set[str] | None = None, complete: bool = True) -> None:
+                 trace: set[str] | None = None, complete: bool = True,
+                 importer: Importer | None = None) -> None:
         self.proc = proc
         self.complete = complete
         self.paths = list(paths)
@@ -145,6 +148,13 @@ class Chain(Host):
         self.version = version
         self.python = python
         self.stop = {os.path.normpath(p) for p in stop}
+        if importer is None:  # none handed down: one model of this interpreter's importer
+            from moonpin.preflight.pyimport.metapath import Importer
+
+            importer = Importer(self.paths, sites, root, self.suffixes)
+        #: the importer model every module is found with (the check's one, from its
+        #: :class:`~moonpin.preflight.env.context.Context`)
+        self.importer = importer
         self.trace = trace if trace is not None else set()
         self.env_read: dict[str, str | None] = {}
         self.modules: dict[str, ModuleValue] = {}
@@ -159,8 +169,10 @@ class Chain(Host):
         self.trace.add(path)
 
     def _in_folder(self, folder: str, tail: str) -> tuple[str, str, list[str] | None] | None:
-        """``FileFinder`` in ``folder``: (kind, file, package folders) of ``tail``, kind
-        ``ext``/``py``/``pyc``/``ns`` (a folder only: a namespace portion)."""
+        """``FileFinder`` in ``folder`` (the importer model's,
+        :meth:`moonpin.preflight.pyimport.metapath.Importer.file_find`): (kind, file, package
+        folders) of ``tail``, kind ``ext``/``py``/``pyc``/``ns`` (a folder only: a namespace
+        portion)."""
         self._seen(folder)
         if not os.path.isdir(folder):  # a zip archive on sys.path, or nothing
             from moonpin.preflight.env import zipfs
@@ -169,25 +181,20 @@ class Chain(Host):
             if got is None:
                 return None
             return got[0], got[1] or "", list(got[2]) if got[2] is not None else None
-        from importlib import machinery
-
         pkg = os.path.join(folder, tail)
-        kinds = (*(("ext", s) for s in self.suffixes),
-                 *(("py", s) for s in machinery.SOURCE_SUFFIXES),
-                 *(("pyc", s) for s in machinery.BYTECODE_SUFFIXES))
         if os.path.isdir(pkg):
             self._seen(pkg)
-            for kind, s in kinds:
-                init = os.path.join(pkg, "__init__" + s)
-                if os.path.isfile(init):
-                    return kind, init, [pkg]
-        for kind, s in kinds:
-            cand = pkg + s
-            if os.path.isfile(cand):
-                return kind, cand, None
-        if os.path.isdir(pkg):
-            return "ns", "", [pkg]
-        return None
+        spec = self.importer.file_find(folder, tail)
+        if spec is None:
+            return None
+        search = list(spec.search) if spec.search is not None else None
+        if spec.origin is None:
+            return "ns", "", search
+        from importlib import machinery
+
+        kind = ("py" if spec.origin.endswith(tuple(machinery.SOURCE_SUFFIXES)) else
+                "pyc" if spec.origin.endswith(tuple(machinery.BYTECODE_SUFFIXES)) else "ext")
+        return kind, spec.origin, search
 
     def _find(self, name: str) -> tuple[str, str, list[str] | None] | None:
         parent, _, tail = name.rpartition(".")
@@ -199,7 +206,7 @@ class Chain(Host):
                 if isinstance(now, list) and all(isinstance(x, str) for x in now):
                     folders = now
         else:
-            found = importer.find(self.paths, name, self.sites, self.root)
+            found = importer.found_in(self.importer, name)
             if found is not None and found.how != "namespace":
                 init = self._in_folder(os.path.dirname(found.folder), name)
                 if init is not None and init[0] != "ns":

@@ -26,8 +26,9 @@ Typical use::
     facts = analyze(data, total_size, wanted={"join_group"}, patterns=[TORCH_RE])
 
 The ELF header, the program headers and the segment helpers are in
-:mod:`moonpin.readers.elf.layout` (re-exported here); this module reads the dynamic section,
-the strings and the symbol version needs, and :func:`analyze` puts them together.
+:mod:`moonpin.readers.elf.layout`, the dynamic section is decoded by
+:mod:`moonpin.readers.elf.dynamic` (both re-exported here); this module reads the strings and
+the symbol version needs, and :func:`analyze` puts them together.
 
 References: "ELF gABI" is the System V ABI generic chapters 4 ("Object Files":
 ELF Header, Program Header) and 5 ("Program Loading and Dynamic Linking":
@@ -42,6 +43,17 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from moonpin.readers.elf import dynamic
+from moonpin.readers.elf.dynamic import (
+    DT_NEEDED,
+    DT_NULL,
+    DT_RPATH,
+    DT_RUNPATH,
+    DT_SONAME,
+    DT_STRSZ,
+    DT_STRTAB,
+    MAX_NAME_BYTES,
+)
 from moonpin.readers.elf.layout import (
     ET_DYN,
     ET_EXEC,
@@ -61,8 +73,6 @@ from moonpin.readers.elf.layout import (
     parse_layout,
     rodata_segments,
     strings_prefix,
-    struct_formats,
-    vaddr_to_offset,
 )
 from moonpin.readers.elf.symbols import elf_hash  # the SysV hash, as stored in vna_hash
 
@@ -101,22 +111,12 @@ __all__ = [
 
 # --- constants (ELF gABI) -------------------------------------------------------
 
-# gABI "Dynamic Section": d_tag values we use.
-DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
-DT_SONAME, DT_RPATH, DT_RUNPATH = 14, 15, 29
-DT_FLAGS_1 = 0x6FFFFFFB
 #: ``DT_FLAGS_1`` bit: the object's own needs search neither the default folders nor the
 #: loader cache's entries in them (glibc elf/dl-load.c ``_dl_map_object``)
 DF_1_NODEFLIB = 0x800
 
 # --- limits (why: hostile input must not make us loop or allocate without bound) --
 
-# .dynamic of a real extension has ~40-60 entries; 65536 is far beyond any real
-# object and bounds the loop on a hostile PT_DYNAMIC.
-_MAX_DYN_ENTRIES = 65536
-#: Longest dynamic-string (soname / path) we accept; PATH_MAX on Linux. Bounds
-#: the NUL search per DT_NEEDED entry so N entries cost O(N * 4096), not O(N * size).
-MAX_NAME_BYTES = 4096
 # Caps on reported results; a hostile file could otherwise produce millions.
 _MAX_HEURISTIC_NAMES = 1024
 _MAX_MATCHES = 1024
@@ -191,147 +191,26 @@ class ElfFacts:
 # --- dynamic section ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Dynamic:
-    """Decoded PT_DYNAMIC entries plus the located string table."""
-
-    entries: tuple[tuple[int, int], ...]
-    strtab: tuple[int, int] | None  # file range [start, end) of DT_STRTAB, clamped
-    strsz: int | None  # declared DT_STRSZ
-
-
-def _read_dynamic(layout: ElfLayout, data: bytes, warnings: list[str]) -> _Dynamic | None:
-    """Read the dynamic array (gABI "Dynamic Section") if it lies in ``data``.
-
-    Returns None (with a warning saying why) when there is no PT_DYNAMIC or it
-    extends beyond the prefix before its DT_NULL terminator.
-    """
-    dyn = dynamic_segment(layout)
+def _read_dynamic(layout: ElfLayout, data: bytes, warnings: list[str]
+                  ) -> tuple[dynamic.Dynamic, tuple[int, int] | None] | None:
+    """The dynamic array (:func:`moonpin.readers.elf.dynamic.decode`) and the file range of
+    its string table, if the array lies in ``data``; None (with a warning saying why) when
+    there is no PT_DYNAMIC or it extends beyond the prefix before its DT_NULL."""
+    dyn = dynamic.decode(layout, data)
     if dyn is None:
         warnings.append("no PT_DYNAMIC segment: no dynamic dependencies recorded")
         return None
-    _, _, dyn_fmt = struct_formats(layout.bits, layout.little)
-    entsize = struct.calcsize(dyn_fmt)
-    seg_end = file_end(layout, dyn.end)
-    avail = min(seg_end, len(data))
-    entries: list[tuple[int, int]] = []
-    pos = dyn.offset
-    terminated = False
-    while pos + entsize <= avail:
-        if len(entries) >= _MAX_DYN_ENTRIES:
-            warnings.append(f"PT_DYNAMIC has over {_MAX_DYN_ENTRIES} entries; rest ignored")
-            terminated = True
-            break
-        tag, val = struct.unpack_from(dyn_fmt, data, pos)
-        if tag == DT_NULL:  # gABI: DT_NULL marks the end of the _DYNAMIC array
-            terminated = True
-            break
-        entries.append((tag, val))
-        pos += entsize
-    if not terminated:
-        if avail < seg_end:
-            warnings.append(
-                f"PT_DYNAMIC ({dyn.offset:#x}..{dyn.end:#x}) lies beyond the "
-                f"{len(data)}-byte prefix"
-            )
-            return None
+    if dyn.ended == dynamic.CAP:
+        warnings.append(f"PT_DYNAMIC has over {dynamic.MAX_ENTRIES} entries; rest ignored")
+    elif dyn.ended == dynamic.SHORT:
+        seg = dynamic_segment(layout)
+        assert seg is not None  # decode found it
+        warnings.append(f"PT_DYNAMIC ({seg.offset:#x}..{seg.end:#x}) lies beyond the "
+                        f"{len(data)}-byte prefix")
+        return None
+    elif dyn.ended == dynamic.UNTERMINATED:
         warnings.append("PT_DYNAMIC has no DT_NULL terminator")
-
-    strtab_addr = next((v for t, v in entries if t == DT_STRTAB), None)
-    strsz = next((v for t, v in entries if t == DT_STRSZ), None)
-    strtab: tuple[int, int] | None = None
-    if strtab_addr is None:
-        warnings.append("PT_DYNAMIC has no DT_STRTAB")
-    else:
-        # DT_STRTAB holds an address, not a file offset (gABI "Dynamic Section").
-        mapped = vaddr_to_offset(layout, strtab_addr)
-        if mapped is None:
-            warnings.append(f"DT_STRTAB {strtab_addr:#x} is not inside any PT_LOAD file image")
-        else:
-            start, seg_stop = mapped
-            # A hostile DT_STRSZ cannot push reads past the segment or the file.
-            stop = seg_stop if strsz is None else min(seg_stop, start + strsz)
-            strtab = (start, max(start, stop))
-    return _Dynamic(tuple(entries), strtab, strsz)
-
-
-class _Unavailable(Exception):
-    """Internal: a dynamic string lies beyond the prefix."""
-
-
-def _dyn_string(
-    strtab: tuple[int, int], strsz: int | None, data: bytes, index: int, warnings: list[str]
-) -> str | None:
-    """Return the NUL-terminated string at ``index`` in the DT_STRTAB file range.
-
-    None means corrupt (warned and skipped); raises _Unavailable when the string
-    runs past the end of the prefix, i.e. more bytes would settle it.
-    """
-    start, stop = strtab
-    pos = start + index
-    if (strsz is not None and index >= strsz) or pos >= stop:
-        warnings.append(f"dynamic string offset {index:#x} is outside DT_STRTAB; skipped")
-        return None
-    cap = pos + MAX_NAME_BYTES + 1  # bounds the memchr per entry
-    limit = min(stop, len(data), cap)
-    nul = data.find(b"\0", pos, limit)
-    if nul >= 0:
-        return data[pos:nul].decode("utf-8", "backslashreplace")
-    if cap <= min(stop, len(data)) or stop <= len(data):
-        warnings.append(f"dynamic string at offset {index:#x} is unterminated or too long")
-        return None
-    raise _Unavailable
-
-
-@dataclass(frozen=True)
-class _DynNames:
-    needed: tuple[str, ...]
-    runpath: tuple[str, ...]
-    runpath_tag: str | None
-    soname: str | None
-    search_path: tuple[str, ...] = ()
-
-
-def _resolve_names(dyn: _Dynamic, data: bytes, warnings: list[str]) -> _DynNames | None:
-    """Resolve DT_NEEDED / DT_SONAME / DT_RUNPATH / DT_RPATH; None if not all available."""
-    if dyn.strtab is None:
-        return None
-    needed: list[str] = []
-    runpath: list[str] = []
-    rpath: list[str] = []
-    soname: str | None = None
-    raw: dict[int, list[str]] = {DT_RUNPATH: [], DT_RPATH: []}
-    try:
-        for tag, val in dyn.entries:  # bounded by _MAX_DYN_ENTRIES
-            if tag not in (DT_NEEDED, DT_SONAME, DT_RUNPATH, DT_RPATH):
-                continue
-            s = _dyn_string(dyn.strtab, dyn.strsz, data, val, warnings)
-            if s is None:
-                continue
-            if tag == DT_NEEDED:
-                needed.append(s)
-            elif tag == DT_SONAME:
-                soname = soname if soname is not None else s
-            else:
-                # gABI: the path is a colon-separated list of directories.
-                (runpath if tag == DT_RUNPATH else rpath).extend(p for p in s.split(":") if p)
-                if s:  # the loader keeps empty entries: the working folder
-                    raw[tag].extend(s.split(":"))
-    except _Unavailable:
-        start, stop = dyn.strtab
-        warnings.append(
-            f"dynamic string table ({start:#x}..{stop:#x}) lies beyond the {len(data)}-byte prefix"
-        )
-        return None
-    has_runpath = any(t == DT_RUNPATH for t, _ in dyn.entries)
-    has_rpath = any(t == DT_RPATH for t, _ in dyn.entries)
-    # gABI "Shared Object Dependencies": with DT_RUNPATH present, DT_RPATH is ignored.
-    if has_runpath:
-        return _DynNames(tuple(needed), tuple(runpath), "DT_RUNPATH", soname,
-                         tuple(raw[DT_RUNPATH]))
-    if has_rpath:
-        return _DynNames(tuple(needed), tuple(rpath), "DT_RPATH", soname, tuple(raw[DT_RPATH]))
-    return _DynNames(tuple(needed), (), None, soname)
+    return dyn, dynamic.string_table(layout, dyn, warnings)
 
 
 # --- required prefix ----------------------------------------------------------------
@@ -350,16 +229,20 @@ def required_prefix(layout: ElfLayout, prefix: bytes = b"") -> int:
     when ``parse_layout`` was given one; hostile sizes can otherwise make this
     huge, so callers should cap it.
     """
+    read = _read_dynamic(layout, prefix, []) if prefix else None
+    return _required(layout, read[1] if read is not None else None)
+
+
+def _required(layout: ElfLayout, strtab: tuple[int, int] | None) -> int:
+    """:func:`required_prefix`, the string table's range already known (None: not yet)."""
     need = layout.header_bytes_needed
     for seg in rodata_segments(layout):
         need = max(need, seg.end)
     dyn_seg = dynamic_segment(layout)
     if dyn_seg is not None:
         need = max(need, dyn_seg.end)
-        if prefix:
-            dyn = _read_dynamic(layout, prefix, [])
-            if dyn is not None and dyn.strtab is not None:
-                need = max(need, dyn.strtab[1])
+        if strtab is not None:
+            need = max(need, strtab[1])
     return file_end(layout, need)
 
 
@@ -590,14 +473,15 @@ def analyze(
     search_path: tuple[str, ...] = ()
     flags_1 = 0
     method = "none"
-    dyn = _read_dynamic(layout, prefix, warnings)
-    names = _resolve_names(dyn, prefix, warnings) if dyn is not None else None
+    read = _read_dynamic(layout, prefix, warnings)
+    strtab = read[1] if read is not None else None
+    names = (dynamic.names(read[0], strtab, prefix, warnings)
+             if read is not None and strtab is not None else None)
     if names is not None:
         method = "dt_needed"
         needed, runpath, soname = names.needed, names.runpath, names.soname
         runpath_tag, search_path = names.runpath_tag, names.search_path
-        flags_1 = next((v for t, v in reversed(dyn.entries) if t == DT_FLAGS_1), 0
-                       ) if dyn is not None else 0
+        flags_1 = names.flags_1
     elif dynamic_segment(layout) is not None:
         needed = _heuristic_needed(layout, prefix, warnings)
         if needed:
@@ -614,7 +498,7 @@ def analyze(
             found.add(name)
     matches = _scan_patterns(prefix, regions, patterns, warnings)
 
-    complete = len(prefix) >= required_prefix(layout, prefix)
+    complete = len(prefix) >= _required(layout, strtab)
     version_needs = find_version_needs(layout, prefix) if method != "dt_needed" else ()
     return ElfFacts(
         machine=layout.machine,

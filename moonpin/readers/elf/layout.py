@@ -32,6 +32,7 @@ __all__ = [
     "Segment",
     "dynamic_segment",
     "file_end",
+    "header_machine",
     "is_elf",
     "parse_layout",
     "rodata_segments",
@@ -44,7 +45,7 @@ __all__ = [
 
 _MAGIC = b"\x7fELF"  # gABI "ELF Identification": EI_MAG0..EI_MAG3
 _EI_NIDENT = 16
-_EI_CLASS, _EI_DATA, _EI_VERSION = 4, 5, 6
+_EI_CLASS, _EI_DATA, _EI_VERSION, _EI_OSABI, _EI_ABIVERSION = 4, 5, 6, 7, 8
 _ELFCLASS32, _ELFCLASS64 = 1, 2
 _ELFDATA2LSB, _ELFDATA2MSB = 1, 2
 _EV_CURRENT = 1
@@ -137,6 +138,17 @@ class ElfLayout:
     header_bytes_needed: int
     e_machine: int = 0
     file_size: int | None = None
+    #: the rest of e_ident the loader checks (glibc elf/dl-load.c ``open_verify``):
+    #: EI_OSABI, EI_ABIVERSION, and whether any EI_PAD byte is nonzero
+    osabi: int = 0
+    abiversion: int = 0
+    ident_pad: bool = False
+    #: e_version (gABI: EV_CURRENT, 1)
+    version: int = 1
+    #: the section header table: e_shoff, e_shentsize, e_shnum (0: none)
+    shoff: int = 0
+    shentsize: int = 0
+    shnum: int = 0
 
 
 # --- header parsing -----------------------------------------------------------------
@@ -145,6 +157,16 @@ class ElfLayout:
 def is_elf(prefix: bytes) -> bool:
     """Return whether ``prefix`` starts with the ELF magic (gABI "ELF Identification")."""
     return prefix[:4] == _MAGIC
+
+
+def header_machine(prefix: bytes) -> int | None:
+    """``e_machine`` from the first 20 bytes of an ELF file, in its byte order (gABI "ELF
+    Header": ``e_ident``, ``e_type``, then ``e_machine``); None when they are not an ELF
+    file's. For a caller that needs only the machine of a large file (an interpreter)."""
+    if len(prefix) < 20 or not is_elf(prefix) or prefix[_EI_DATA] not in (_ELFDATA2LSB,
+                                                                          _ELFDATA2MSB):
+        return None
+    return int.from_bytes(prefix[18:20], "little" if prefix[_EI_DATA] == _ELFDATA2LSB else "big")
 
 
 def struct_formats(bits: int, little: bool) -> tuple[str, str, str]:
@@ -196,16 +218,21 @@ def parse_layout(prefix: bytes, total_size: int | None = None) -> ElfLayout:
         raise ElfError(f"file ({total_size} bytes) is smaller than an ELF header ({ehdr_size})")
     if have < ehdr_size:
         raise ElfTruncatedError("ELF header", ehdr_size, have)
-    (_, e_type, e_machine, _, _, e_phoff, _, _, _, e_phentsize, e_phnum, *_rest) = (
-        struct.unpack_from(ehdr_fmt, prefix, 0)
-    )
+    (ident, e_type, e_machine, e_version, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum,
+     e_shentsize, e_shnum, _) = struct.unpack_from(ehdr_fmt, prefix, 0)
     machine = _MACHINES.get(e_machine, f"EM_{e_machine}")
+
+    def made(segments: tuple[Segment, ...], needed: int) -> ElfLayout:
+        return ElfLayout(bits, little, machine, e_type, segments, needed, e_machine, total_size,
+                         osabi=ident[_EI_OSABI], abiversion=ident[_EI_ABIVERSION],
+                         ident_pad=any(ident[_EI_ABIVERSION + 1:]), version=e_version,
+                         shoff=e_shoff, shentsize=e_shentsize, shnum=e_shnum)
 
     if e_phnum == _PN_XNUM:
         raise ElfError("extended program header numbering (PN_XNUM) is not supported")
     if e_phnum == 0:
         # gABI "ELF Header": no program header table (e.g. a relocatable object).
-        return ElfLayout(bits, little, machine, e_type, (), ehdr_size, e_machine, total_size)
+        return made((), ehdr_size)
     if e_phentsize != phdr_size:
         # Loaders (Linux binfmt_elf, glibc rtld) insist on the native entry size.
         raise ElfError(f"e_phentsize {e_phentsize} != {phdr_size} for ELFCLASS{bits}")
@@ -230,7 +257,7 @@ def parse_layout(prefix: bytes, total_size: int | None = None) -> ElfLayout:
         else:
             p_type, p_offset, p_vaddr, _, p_filesz, p_memsz, p_flags, _ = f
         segments.append(Segment(p_type, p_flags, p_offset, p_filesz, p_vaddr, p_memsz))
-    return ElfLayout(bits, little, machine, e_type, tuple(segments), needed, e_machine, total_size)
+    return made(tuple(segments), needed)
 
 
 # --- segment helpers ---------------------------------------------------------------

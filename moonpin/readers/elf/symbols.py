@@ -13,9 +13,14 @@ References: gABI chapter 5 ("Dynamic Section", "Hash Table", "Symbol Table" in c
 4); the GNU hash section is glibc's ``_dl_setup_hash``/``do_lookup_x`` and binutils'
 ``bfd/elflink.c``; symbol versioning is the LSB "Symbol Versioning" chapter.
 
+The ELF header and program headers are read by :func:`moonpin.readers.elf.layout.parse_layout`
+and the dynamic section by :func:`moonpin.readers.elf.dynamic.decode`, as for every other
+reader of them.
+
 Bytes only, never loaded or executed; every offset read from the file is checked against
 its length and every loop is bounded by it, so a hostile object raises :class:`SymbolError`
-(a :class:`ValueError`) and nothing else. Imports ``struct`` and ``operator`` only.
+(a :class:`ValueError`) and nothing else. Imports ``struct``, ``operator`` and the other two
+ELF readers (the check loads them before it binds anything).
 """
 
 from __future__ import annotations
@@ -23,17 +28,19 @@ from __future__ import annotations
 import struct
 from operator import mul as _mul
 
+from moonpin.readers.elf import dynamic
+from moonpin.readers.elf.layout import ElfError, is_elf, parse_layout, vaddr_to_offset
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
 __all__ = ["Need", "SymbolError", "SymbolTable", "Undefined", "elf_hash", "gnu_hash"]
 
-_DT_NULL, _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_SONAME = 0, 4, 5, 6, 10, 14
+_DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_SONAME = 4, 5, 6, 10, 14
 _DT_GNU_HASH = 0x6FFFFEF5
 _DT_VERSYM, _DT_VERDEF, _DT_VERDEFNUM = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD
 _DT_VERNEED, _DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
-_PT_LOAD, _PT_DYNAMIC = 1, 2
 _SHN_UNDEF, _SHN_ABS = 0, 0xFFF1
 _STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
 _STT_TLS = 6
@@ -125,45 +132,34 @@ class SymbolTable:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.size = len(data)
-        if self.size < 52 or bytes(data[:4]) != b"\x7fELF":
+        if self.size < 52 or not is_elf(bytes(data[:4])):
             raise SymbolError("not an ELF object")
-        klass, order = data[4], data[5]
-        if klass not in (1, 2) or order not in (1, 2):
-            raise SymbolError(f"unknown ELF class {klass} or byte order {order}")
-        self.bits = 64 if klass == 2 else 32
-        e = "<" if order == 1 else ">"
+        try:
+            layout = parse_layout(data)  # type: ignore[arg-type]
+        except ElfError as err:
+            raise SymbolError(str(err)) from None
+        self._layout = layout
+        self.bits = layout.bits
+        e = "<" if layout.little else ">"
         self._e = e
         self._word = struct.Struct(e + "I")
         self._half = struct.Struct(e + "H")
         if self.bits == 64:
             self._addr = struct.Struct(e + "Q")
             self._sym = struct.Struct(e + "IBBHQQ")
-            self._dyn = struct.Struct(e + "qQ")
-            phoff, phentsize, phnum = self._unpack(e + "Q", 0x20)[0], *self._unpack(e + "HH", 0x36)
         else:
             self._addr = self._word
             self._sym = struct.Struct(e + "IIIBBH")
-            self._dyn = struct.Struct(e + "iI")
-            phoff, phentsize, phnum = self._unpack(e + "I", 0x1C)[0], *self._unpack(e + "HH", 0x2A)
         self._syment = self._sym.size
-        self._loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
-        dynamic: tuple[int, int] | None = None
-        ph = struct.Struct(e + ("IIQQQQQQ" if self.bits == 64 else "IIIIIIII"))
-        if phentsize < ph.size and phnum:
-            raise SymbolError(f"program header entries of {phentsize} bytes")
-        for i in range(min(phnum, 4096)):
-            f = self._unpack(ph, phoff + i * phentsize)
-            if self.bits == 64:
-                ptype, offset, vaddr, filesz = f[0], f[2], f[3], f[5]
-            else:
-                ptype, offset, vaddr, filesz = f[0], f[1], f[2], f[4]
-            if ptype == _PT_LOAD:
-                self._loads.append((vaddr, filesz, offset))
-            elif ptype == _PT_DYNAMIC:
-                dynamic = (offset, filesz)
+        #: the first entry of each tag (a real object has one of each it uses)
         self.tags: dict[int, int] = {}
-        if dynamic is not None:
-            self._read_dynamic(*dynamic)
+        dyn = dynamic.decode(layout, data)  # type: ignore[arg-type]
+        if dyn is not None:
+            if dyn.ended == dynamic.SHORT:
+                at = dyn.offset + len(dyn.entries) * (16 if self.bits == 64 else 8)
+                raise SymbolError(f"a table reaches past the end of the file (byte {at:,})")
+            for tag, val in dyn.entries:
+                self.tags.setdefault(tag, val)
         self.has_symbols = _DT_SYMTAB in self.tags and _DT_STRTAB in self.tags
         self._strtab = self._file_offset(self.tags[_DT_STRTAB]) if self.has_symbols else 0
         self._strsz = self.tags.get(_DT_STRSZ, self.size - self._strtab)
@@ -186,18 +182,10 @@ class SymbolTable:
         return s.unpack_from(self.data, at)
 
     def _file_offset(self, vaddr: int) -> int:
-        for start, filesz, offset in self._loads:
-            if start <= vaddr < start + filesz:
-                return offset + (vaddr - start)
-        raise SymbolError(f"address {vaddr:#x} lies in no loaded segment")
-
-    def _read_dynamic(self, offset: int, filesz: int) -> None:
-        step = self._dyn.size
-        for i in range(min(filesz // step, 65536)):
-            tag, val = self._unpack(self._dyn, offset + i * step)
-            if tag == _DT_NULL:
-                break
-            self.tags.setdefault(tag, val)
+        mapped = vaddr_to_offset(self._layout, vaddr)
+        if mapped is None:
+            raise SymbolError(f"address {vaddr:#x} lies in no loaded segment")
+        return mapped[0]
 
     def string(self, offset: int) -> bytes:
         """The NUL-terminated string at ``offset`` of the dynamic string table."""

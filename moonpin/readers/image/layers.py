@@ -15,6 +15,14 @@ a library found needed only after its layer was passed is taken by re-reading ju
 layer at the end. Nothing is written outside ``dest``: member names are checked, symlinks
 are recreated relative and resolved inside the root (chroot semantics), and a final pass
 checks every link it made.
+
+A big shared library (torch's, the NVIDIA wheels', an extension's) is kept as what the
+loader model reads of it, nothing more (:class:`_Skeleton`): its ELF and program headers,
+its notes, ``PT_DYNAMIC`` and the tables the dynamic section names (``DT_STRTAB``,
+``DT_SYMTAB``, the hash tables, the symbol versions), at their offsets in a sparse file of
+the object's size; the code, data and CUDA fat binaries around them are never written (a
+full-stack image holds about 7 GiB of them). Files whose bytes the check searches
+(mooncake's and SGLang's builds) are kept whole.
 """
 
 from __future__ import annotations
@@ -25,6 +33,13 @@ import tarfile
 from collections.abc import Callable
 from typing import Any
 
+from moonpin.readers.elf.layout import (
+    ElfError,
+    dynamic_segment,
+    is_elf,
+    parse_layout,
+    vaddr_to_offset,
+)
 from moonpin.readers.image.layerstream import Caps, LayerReader
 from moonpin.readers.image.manifest import Image, ImageError, Layer
 
@@ -42,6 +57,13 @@ _LIB_DIRS = {"lib", "lib32", "lib64", "libx32", "usr/lib", "usr/lib32", "usr/lib
 _META = {"METADATA", "PKG-INFO", "RECORD", "top_level.txt", "direct_url.json",
          "entry_points.txt", "INSTALLER", "WHEEL", "REQUESTED"}
 _KEEP_DIRS = {"site-packages", "dist-packages", "lib-dynload"}
+#: ELF objects of at least this size are kept as their skeleton (module doc)
+SKELETON_MIN = 1 << 20
+#: bytes before ``PT_DYNAMIC`` held in memory while its tables are not yet known (at the
+#: file's start, and in the segment holding ``PT_DYNAMIC``); libtriton's .dynstr is 14 MB
+_RETAIN = 32 << 20
+#: folders whose objects the check reads whole (strings searched in them)
+_WHOLE_UNDER = ("mooncake", "sglang")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -63,12 +85,13 @@ def check_wants(path: str) -> bool:
     Interpreters (``*/bin/python*``, ``libpython3*``, ``pyvenv.cfg``, the ``os.py``
     landmark and the PEP 668 ``EXTERNALLY-MANAGED`` marker of each ``lib/python3.X``, pip's
     configuration files), every ``.pth``, editable finder and ``*.egg-link``,
-    the metadata files of every ``.dist-info`` / ``.egg-info``, the ``.py`` and ``.so``
-    files of SGLang and mooncake wherever they are, torch's ``.py`` files (what ``import
-    torch`` runs), ``_C`` and ``lib/*.so*``, the NVIDIA wheels' and auditwheel's
-    ``*.libs`` libraries, and the loader's configuration (``/etc/ld.so.*``). The shared
-    libraries in library folders are not named here: :func:`unpack` keeps those the kept
-    objects need.
+    the metadata files of every ``.dist-info`` / ``.egg-info``, every ``.py`` and ``.so``
+    file in a site folder (what an import the check follows may run or load: torch's,
+    each native extension's loader and builds, the NVIDIA wheels' libraries), the ``.py``
+    and ``.so`` files of SGLang wherever they are, every file of mooncake's package and
+    its ``.libs`` (their RECORD hashes tell two distributions apart), auditwheel's
+    ``*.libs`` libraries, and the loader's configuration (``/etc/ld.so.*``). The shared libraries in
+    library folders are not named here: :func:`unpack` keeps those the kept objects need.
     """
     p = path.lstrip("/")
     parts = p.split("/")
@@ -92,13 +115,18 @@ def check_wants(path: str) -> bool:
         return True
     if p in ("etc/ld.so.cache", "etc/ld.so.conf") or p.startswith("etc/ld.so.conf.d/"):
         return True
+    if (base.endswith(".py") or _so_file(base)) and any(
+            seg in ("site-packages", "dist-packages") for seg in parts[:-1]):
+        return True
     for i, seg in enumerate(parts[:-1]):
         if seg == "torch" and base.endswith(".py"):  # what `import torch` runs
             return True
         if seg in ("sglang", "mooncake"):
             if base.endswith(".py") or _so_file(base):
                 return True
-            if seg == "mooncake" and base.endswith((".cpp", ".cu", ".h", ".cuh", ".json")):
+            # every file of mooncake's package: two distributions over one folder are told
+            # apart by the RECORD hash of each of their files (its sources, its binaries)
+            if seg == "mooncake" and "__pycache__" not in parts:
                 return True
         elif seg.endswith(".libs") and i == len(parts) - 2:
             if seg.startswith("mooncake_transfer_engine") or _so_file(base):
@@ -188,6 +216,7 @@ class _Unpacker:
         self.rereading = False
         self.lib_links: dict[str, list[str]] = {}  # lib-like basename -> links made
         self.hardlinks: dict[tuple[int, str], list[str]] = {}  # (layer, target) -> links
+        self.whole: set[str] = set()             # big objects to keep whole after all
         for e in image.config.env:
             if e.startswith("LD_LIBRARY_PATH="):
                 for d in e.split("=", 1)[1].split(":"):
@@ -280,29 +309,48 @@ class _Unpacker:
         return dp
 
     def _write(self, p: str, src: Any, size: int, mode: int, what: str) -> None:
-        self.kept += size
+        dp = self._prepare(p)
+        fd = os.open(dp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+        head = src.read(min(_COPY, size)) if size else b""
+        if len(head) != min(_COPY, size):
+            os.close(fd)
+            raise ImageError(f"{what}: /{p} is truncated in the layer")
+        skeleton = None
+        if self.default and size >= SKELETON_MIN and is_elf(head) \
+                and p not in self.whole and not _reads_whole(p):
+            skeleton = _Skeleton.plan(head, size)
+        with os.fdopen(fd, "wb") as out:
+            if skeleton is not None:
+                written = skeleton.write(out.fileno(), head, src, f"{what}: /{p}")
+                if written is None:  # a table before PT_DYNAMIC past what was held
+                    self.whole.add(p)
+                    self.wanted_paths.add(p)
+                    out.close()
+                    os.unlink(dp)
+                    return
+                self._count(written, what)
+            else:
+                self._count(size, what)
+                out.write(head)
+                left = size - len(head)
+                while left > 0:
+                    chunk = src.read(min(_COPY, left))
+                    if not chunk:
+                        raise ImageError(f"{what}: /{p} is truncated in the layer")
+                    out.write(chunk)
+                    left -= len(chunk)
+        os.chmod(dp, mode & 0o777 | 0o600)
+        self.made.add(p)
+        if is_elf(head) or p.startswith("etc/ld.so.conf"):
+            self._learn(p, dp)
+
+    def _count(self, n: int, what: str) -> None:
+        self.kept += n
         if self.kept > self.max_bytes:
             raise ImageError(f"{what}: the files kept from the image pass "
                              f"{self.max_bytes >> 20} MiB, the cap (max_bytes; set "
                              "MOONPIN_IMAGE_MAX_KEPT=<bytes> to raise it)")
-        dp = self._prepare(p)
-        fd = os.open(dp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o600)
-        head = b""
-        with os.fdopen(fd, "wb") as out:
-            left = size
-            while left > 0:
-                chunk = src.read(min(_COPY, left))
-                if not chunk:
-                    raise ImageError(f"{what}: /{p} is truncated in the layer")
-                if not head:
-                    head = chunk[:4]
-                out.write(chunk)
-                left -= len(chunk)
-        os.chmod(dp, mode & 0o777 | 0o600)
-        self.made.add(p)
-        if head == b"\x7fELF" or p.startswith("etc/ld.so.conf"):
-            self._learn(p, dp)
 
     def _learn(self, p: str, dp: str) -> None:
         """What a kept file adds to the wanted set: an ELF object's DT_NEEDED and
@@ -621,6 +669,167 @@ class _Unpacker:
             real = os.path.realpath(dp)
             if real != self.dest and not real.startswith(root):
                 raise ImageError(f"symlink /{p} resolves outside the unpack folder")
+
+
+def _reads_whole(p: str) -> bool:
+    """Whether the check reads every byte of the object at root-relative ``p``: it
+    searches strings in SGLang's and mooncake's builds, and hashes each file of a mooncake
+    distribution (its package and its auditwheel ``.libs``) against its RECORD."""
+    return any(seg in _WHOLE_UNDER or (seg.startswith("mooncake") and seg.endswith(".libs"))
+               for seg in p.split("/")[:-1])
+
+
+#: program headers kept as they are (gABI: PT_INTERP, PT_NOTE; PT_GNU_PROPERTY)
+_KEEP_PT = (3, 4, 0x6474E553)
+#: dynamic tags whose value is an address (gABI "Dynamic Section"; GNU extensions):
+#: each starts a table, so none of the tables below runs past the next one
+_ADDR_TAGS = (3, 4, 5, 6, 7, 12, 13, 17, 23, 25, 26, 32, 36, 0x6FFFFEF5, 0x6FFFFEF9,
+              0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE)
+#: the tables the loader model reads: DT_HASH, DT_STRTAB, DT_SYMTAB, DT_GNU_HASH,
+#: DT_VERSYM, DT_VERDEF, DT_VERNEED (moonpin.readers.elfsym, moonpin.readers.elf)
+_TABLE_TAGS = (4, 5, 6, 0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE)
+_DT_STRTAB, _DT_STRSZ = 5, 10
+
+
+class _Skeleton:
+    """The bytes of one big ELF object the loader model reads, picked as the object streams
+    by: its headers and notes, ``PT_DYNAMIC``, and the tables the dynamic section names.
+    The tables usually lie before ``PT_DYNAMIC`` (in the first segment): the first
+    :data:`_RETAIN` bytes are held until the dynamic section says where they are; after
+    it (patchelf moves ``.dynstr`` and ``.gnu.hash`` into a segment at the end) they are
+    kept when the stream reaches them. Some put them in a segment before the one holding
+    ``PT_DYNAMIC``, or in it (cusparseLt): that segment's bytes before ``PT_DYNAMIC`` are
+    held too. A table is taken up to the next address any dynamic tag names or its
+    segment's end (``DT_STRSZ`` for the string table)."""
+
+    def __init__(self, layout: Any, size: int, dyn: tuple[int, int]) -> None:
+        self.layout, self.size, self.dyn = layout, size, dyn
+        self.keep = [(0, layout.header_bytes_needed), dyn]
+        self.keep += [(sg.offset, min(sg.end, size)) for sg in layout.segments
+                      if sg.type in _KEEP_PT and sg.filesz > 0 and sg.offset < size]
+        self.holds: list[tuple[int, int, bytearray]] = [(0, min(dyn[0], _RETAIN), bytearray())]
+        home = next((sg for sg in layout.segments if sg.type == 1
+                     and sg.offset <= dyn[0] < sg.end), None)
+        if home is not None and home.offset >= _RETAIN and dyn[0] - home.offset <= _RETAIN:
+            self.holds.append((home.offset, dyn[0], bytearray()))
+        self.dynamic = bytearray()
+        self.pending = True  # the tables are not known yet
+
+    @classmethod
+    def plan(cls, head: bytes, size: int) -> _Skeleton | None:
+        """A skeleton for the object whose first bytes are ``head``; None when its
+        headers are not all in ``head`` or it has no sound ``PT_DYNAMIC`` (kept whole)."""
+        try:
+            layout = parse_layout(head, size)
+        except ElfError:
+            return None
+        seg = dynamic_segment(layout)
+        if seg is None or seg.filesz <= 0 or seg.end > size or seg.filesz > (1 << 20):
+            return None
+        return cls(layout, size, (seg.offset, seg.end))
+
+    def write(self, fd: int, head: bytes, src: Any, what: str) -> int | None:
+        """Write the skeleton into ``fd`` (sized as the object, holes elsewhere) from
+        ``head`` and the rest of the member in ``src``; the bytes written, or None when a
+        table lies where nothing was held (the object is then wanted whole)."""
+        os.ftruncate(fd, self.size)
+        self.written = 0
+        pos = 0
+        data = head
+        while True:
+            if not self._feed(fd, pos, data):
+                return None
+            pos += len(data)
+            if pos >= self.size:
+                return self.written
+            nxt, until = self._next(pos)
+            if nxt >= self.size:
+                return self.written
+            if nxt > pos:
+                src.seek(nxt)  # forward: the layer's bytes are passed, not copied
+                pos = nxt
+            data = src.read(min(_COPY, until - pos))
+            if not data:
+                raise ImageError(f"{what} is truncated in the layer")
+
+    def _next(self, pos: int) -> tuple[int, int]:
+        """The first offset from ``pos`` that is needed, and where that need ends."""
+        spans = list(self.keep)
+        if self.pending:
+            spans += [(lo, hi) for lo, hi, _b in self.holds] + [self.dyn]
+        nxt, until = self.size, self.size
+        for lo, hi in spans:
+            if hi > pos:
+                start = max(lo, pos)
+                if start < nxt:
+                    nxt, until = start, hi
+                elif start == nxt:
+                    until = max(until, hi)
+        return nxt, min(until, self.size)
+
+    def _feed(self, fd: int, pos: int, data: bytes) -> bool:
+        if self.pending and pos < self.dyn[1] < pos + len(data):  # split at the table news
+            cut = self.dyn[1] - pos
+            return self._feed(fd, pos, data[:cut]) and self._feed(fd, self.dyn[1], data[cut:])
+        end = pos + len(data)
+        if self.pending:
+            for start, stop, buf in self.holds:
+                lo, hi = max(pos, start), min(end, stop)
+                if lo < hi and lo == start + len(buf):
+                    buf += data[lo - pos: hi - pos]
+            lo, hi = max(pos, self.dyn[0]), min(end, self.dyn[1])
+            if lo < hi:
+                self.dynamic += data[lo - pos: hi - pos]
+        for lo, hi in self.keep:
+            lo, hi = max(lo, pos), min(hi, end)
+            if lo < hi:
+                self.written += os.pwrite(fd, data[lo - pos: hi - pos], lo)
+        if self.pending and end >= self.dyn[1]:
+            self.pending = False
+            return self._tables(fd, end)
+        return True
+
+    def _tables(self, fd: int, here: int) -> bool:
+        """The dynamic section is read: keep the tables it names (those already passed
+        from what was held; None of them may lie where nothing was)."""
+        from moonpin.readers.elf.dynamic import decode
+
+        layout = self.layout
+        tags: dict[int, int] = {}
+        dyn = decode(layout, bytes(self.dynamic), self.dyn[0])
+        for tag, val in dyn.entries if dyn is not None else ():
+            tags.setdefault(tag, val)
+        bounds = {self.dyn[0], self.size}
+        for sg in layout.segments:
+            if sg.type == 1:
+                bounds |= {sg.offset, sg.end}
+        where: dict[int, tuple[int, int]] = {}
+        for tag in _ADDR_TAGS:
+            if tag in tags:
+                got = vaddr_to_offset(layout, tags[tag])
+                if got is not None:
+                    bounds.add(got[0])
+                    if tag in _TABLE_TAGS:
+                        where[tag] = got
+        ordered = sorted(bounds)
+        holds, self.holds = self.holds, []
+        for tag, (off, seg_end) in where.items():
+            if tag == _DT_STRTAB and _DT_STRSZ in tags:
+                end = off + tags[_DT_STRSZ]
+            else:
+                end = next((b for b in ordered if b > off), self.size)
+            end = min(end, seg_end, self.size)
+            if end <= off:
+                continue
+            if off >= here:
+                self.keep.append((off, end))
+                continue
+            hold = next((b for lo, _hi, b in holds if lo <= off and end <= lo + len(b)), None)
+            if hold is None:
+                return False
+            lo = next(lo for lo, _hi, b in holds if b is hold)
+            self.written += os.pwrite(fd, hold[off - lo:end - lo], off)
+        return True
 
 
 def _elf_needs(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

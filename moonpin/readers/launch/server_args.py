@@ -95,15 +95,21 @@ from moonpin.readers.launch.values import (
 
 __all__ = [
     "ARG_GROUPS",
+    "BACKEND_FLAGS",
     "CHOICES",
     "CUDA_GRAPH_CONFIG",
+    "DISPATCHERS",
     "ELASTIC_KEYWORDS",
     "EXPR",
     "FIELDS",
     "HOOKS",
+    "NO_BACKEND",
     "RECEIVER",
     "RESOLVING_HOOKS",
     "SERVER_ARGS",
+    "backend_imports",
+    "backend_member",
+    "backend_modules",
     "class_constants",
     "default_resolutions",
     "elastic_rules",
@@ -486,6 +492,57 @@ def launch_members(names: Iterable[str]) -> list[str]:
             and n != FIELDS + "__init__.py"
         )
     return [n for n in want if n in present]
+
+
+# ---------------------------------------------------------------------------
+# the module a backend choice imports
+# ---------------------------------------------------------------------------
+
+#: The launch options whose choice names a backend SGLang imports a package for. The MoE
+#: all-to-all backends keep their module in :data:`DISPATCHERS`; the elastic-EP backends
+#: with a package of their own use the same modules (0.5.21+: ``elastic_ep.py`` scales a
+#: nixl deployment through ``token_dispatcher.nixl``).
+BACKEND_FLAGS = ("--elastic-ep-backend", "--moe-a2a-backend")
+#: Where an SGLang release keeps the module each backend imports (``<backend>.py``).
+DISPATCHERS = "sglang/srt/layers/moe/token_dispatcher/"
+#: Choices that name no backend.
+NO_BACKEND = frozenset({"none", ""})
+
+
+def backend_modules(names: Iterable[str]) -> list[str]:
+    """The members of ``names`` that are modules of :data:`DISPATCHERS` (not its
+    sub-folders'), in order: those :func:`backend_member` chooses among."""
+    return sorted(n for n in names if n.startswith(DISPATCHERS) and n.endswith(".py")
+                  and "/" not in n[len(DISPATCHERS):])
+
+
+def backend_member(names: Iterable[str], backend: str) -> str | None:
+    """The member of ``names`` (paths relative to the site-packages folder or wheel) whose
+    module the choice ``backend`` imports: ``<DISPATCHERS><backend>.py``, else the first by
+    name of the modules there whose name starts with it (``mori`` -> ``moriep.py``); None
+    for no backend, or a release without such a module."""
+    if backend in NO_BACKEND or "/" in backend or backend.startswith("."):
+        return None
+    present = set(backend_modules(names))
+    exact = DISPATCHERS + backend + ".py"
+    if exact in present:
+        return exact
+    found = sorted(n for n in present if n[len(DISPATCHERS):].startswith(backend))
+    return found[0] if found else None
+
+
+def backend_imports(source: bytes, member: str) -> list[tuple[str, tuple[str, ...], int]]:
+    """The imports a backend's module may run (any code path:
+    :func:`moonpin.readers.pyast.imports.named_imports`), as ``(module, names, line)``; SGLang's
+    own modules and the standard library's left out: what is left is what the worker must
+    have installed for that choice."""
+    import sys
+
+    from moonpin.readers.pyast.imports import named_imports
+
+    stdlib = sys.stdlib_module_names
+    return [(m, names, line) for m, names, line in named_imports(source, member)
+            if m.split(".")[0] not in stdlib and m.split(".")[0] != "sglang"]
 
 
 # ---------------------------------------------------------------------------

@@ -29,8 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Import", "any_imports", "binding", "certain_imports", "read_module",
-           "resolve_binding"]
+__all__ = ["Import", "any_imports", "binding", "certain_imports", "named_imports",
+           "read_module", "resolve_binding"]
 
 class Import:
     """One import that runs when the module is imported: ``module`` as written (``level``
@@ -228,21 +228,27 @@ def any_imports(source: bytes, filename: str) -> list[tuple[str, int]]:
     dispatchers importing their backend's package when first used), as (module, line) in
     the order written; ``importlib.import_module("literal")`` included. Empty when the
     source does not parse (:func:`read_module` says why)."""
+    return [(m, line) for m, _, line in named_imports(source, filename)]
+
+
+def named_imports(source: bytes, filename: str) -> list[tuple[str, tuple[str, ...], int]]:
+    """:func:`any_imports` with the names each imports: ``(module, names, line)``, names
+    empty for ``import x`` and a computed import, ``("*",)`` for a star import."""
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    out: list[tuple[str, int]] = []
+    out: list[tuple[str, tuple[str, ...], int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out += [(a.name, node.lineno) for a in node.names]
+            out += [(a.name, (), node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.append((node.module, node.lineno))
+            out.append((node.module, tuple(a.name for a in node.names), node.lineno))
         else:
             name = _call_import(node)
             if name is not None:
-                out.append((name, getattr(node, "lineno", 0)))
-    return sorted(out, key=lambda m: m[1])
+                out.append((name, (), getattr(node, "lineno", 0)))
+    return sorted(out, key=lambda m: m[2])
 
 
 def _names_bound(node: ast.stmt) -> list[str]:

@@ -19,6 +19,7 @@ __all__ = [
     "Cell",
     "CellKey",
     "Column",
+    "Extension",
     "Matrix",
     "Row",
     "scope_pick",
@@ -92,6 +93,17 @@ class Cell(NamedTuple):
         return d
 
 
+class Extension(NamedTuple):
+    """A row's extension column: the newest release of ``project`` that fits the row's
+    SGLang release at its torch (its pins, its launch choices' imports and the torch both
+    admit, :func:`moonpin.resolver.native.which_native`), or why none does."""
+
+    project: str
+    requirement: str | None  # "sglang-kernel==0.4.10"; None: none fits
+    reason: str = ""  # the newest release's first failed (or undecided) check, when none fits
+    unknown: bool = False  # none is known to fit, and one cannot be decided
+
+
 #: The key of a cell: sglang, torch, dist, mooncake, python, arch.
 CellKey = tuple[str, str, str, str, str, str]
 
@@ -103,12 +115,26 @@ class Matrix:
 
     def __init__(self, rows: list[Row], columns: list[Column], pythons: list[str],
                  arches: list[str], judge: Callable[[Row, Column, str, str], Cell],
-                 scope: dict[str, Any], kb: dict[str, Any]) -> None:
+                 scope: dict[str, Any], kb: dict[str, Any], projects: tuple[str, ...] = (),
+                 extension: Callable[[Row, str, str, str], Extension] | None = None) -> None:
         self.rows, self.columns, self.pythons, self.arches = rows, columns, pythons, arches
         self.scope, self.kb = scope, kb
         self._judge = judge
         self._done: dict[CellKey, Cell] = {}
         self._where: dict[tuple[str, str], Row] | None = None
+        #: the native-extension projects with a column each (the KB's)
+        self.projects = projects
+        self._extension = extension
+        self._ext: dict[tuple[str, str, str, str, str], Extension] = {}
+
+    def extension(self, row: Row, project: str, python: str, arch: str) -> Extension | None:
+        """The row's column of ``project`` on this python and platform (judged once)."""
+        if self._extension is None or project not in self.projects:
+            return None
+        key = (row.sglang, row.torch, project, python, arch)
+        if key not in self._ext:
+            self._ext[key] = self._extension(row, project, python, arch)
+        return self._ext[key]
 
     def _get(self, row: Row, col: Column, python: str, arch: str) -> Cell:
         key = (row.sglang, row.torch, col.dist, col.mooncake, python, arch)

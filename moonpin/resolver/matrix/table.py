@@ -57,6 +57,7 @@ from moonpin.resolver.matrix.model import (
     STATES,
     Cell,
     Column,
+    Extension,
     Matrix,
     Row,
     scope_pick,
@@ -314,8 +315,30 @@ def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
         "mooncake": mooncake or "all",
         "torch": torch or "each release's own",
     }
+    projects = tuple(sorted({r.project for r in g.kb.native}))
     return Matrix(rows, columns, pythons, arches, _judge(g, row_rel, tchoice), scope,
-                  _kb_info(g, kb_path))
+                  _kb_info(g, kb_path), projects, _extension(g, row_rel))
+
+
+def _extension(g: CompatGraph, row_rel: dict[tuple[str, str], SglangRelease],
+               ) -> Callable[[Row, str, str, str], Extension]:
+    """The function judging a row's extension column: ``which <project> --sglang V --torch
+    T`` on one python and platform (SGLang's own pins and launch choices' imports, and the
+    torch, through the one rule)."""
+    def judge(row: Row, project: str, python: str, arch: str) -> Extension:
+        if row.unread is not None or (row.sglang, row.torch) not in row_rel:
+            return Extension(project, None, "not read" if row.unread else "no torch", True)
+        from moonpin.resolver.native import which_native
+
+        res = which_native(g, project, torch=row.torch, sglang=row.sglang, python=python,
+                           arch=arch)
+        best = res.recommended()
+        if best is not None:
+            return Extension(project, best["requirement"])
+        if res.unknown:
+            return Extension(project, None, res.unknown[0].reason or "", True)
+        return Extension(project, None, next((c.reason for c in res.excluded if c.reason), ""))
+    return judge
 
 
 # ----------------------------------------------------------------------- text renderers
@@ -366,6 +389,16 @@ def _md_cell(c: Cell | None) -> str:
     return "❌ " + _md_escape(c.reason)
 
 
+def _md_extension(e: Extension | None) -> str:
+    if e is None:
+        return ""
+    if e.requirement is not None:
+        return "✅ " + _md_escape(e.requirement)
+    if e.unknown or not e.reason:
+        return "❔ unknown"
+    return "❌ " + _md_escape(e.reason.split(":", 1)[0])
+
+
 def to_markdown(m: Matrix, *, newest: int = 8, per_dist: int = 5, python: str | None = None,
                 arch: str | None = None) -> str:
     """The newest ``newest`` SGLang releases against the newest ``per_dist`` releases of
@@ -385,14 +418,16 @@ def to_markdown(m: Matrix, *, newest: int = 8, per_dist: int = 5, python: str | 
     if not rows or not cols:
         out.append("_No rows or columns in this scope._")
     else:
-        head = ["SGLang", "torch"] + [f"{_short_dist(c.dist)} {c.mooncake}" for c in cols]
+        head = (["SGLang", "torch"] + [f"{_short_dist(c.dist)} {c.mooncake}" for c in cols]
+                + list(m.projects))
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "|".join(["---"] * len(head)) + "|")
         for r in rows:
             cuda = r.cuda_for(a)
             torch = r.torch if r.torch == "?" else (
                 f"{r.torch} (cu{cuda})" if cuda is not None else f"{r.torch} (cpu)")
-            line = [r.sglang, torch] + [_md_cell(m.cell(r, c, p, a)) for c in cols]
+            line = ([r.sglang, torch] + [_md_cell(m.cell(r, c, p, a)) for c in cols]
+                    + [_md_extension(m.extension(r, x, p, a)) for x in m.projects])
             out.append("| " + " | ".join(line) + " |")
     short = sorted({d for d in m.scope["dists"]})
     out += [
@@ -402,7 +437,12 @@ def to_markdown(m: Matrix, *, newest: int = 8, per_dist: int = 5, python: str | 
         "in the last scrape, or not decidable from the KB). "
         + "; ".join(f"`{_short_dist(d)}` = `{d}`" for d in short if _short_dist(d) != d)
         + ". `moonpin explain sglang==V DIST==V --python 3.12 --arch x86_64` prints every "
-        "check and its evidence.",
+        "check and its evidence."
+        + (" The last columns name the newest release of each native extension that fits "
+           "the row (SGLang's own pins and what its launch choices import, at the row's "
+           "torch; ❌ with the first check the newest release fails, ❔ when the KB cannot "
+           "decide); `moonpin which "
+           "PROJECT --sglang V --torch T` lists them all." if m.projects else ""),
         "",
         f"Scope: python {p}, platform {a}, distributions {', '.join(m.scope['dists'])}, "
         f"sglang {m.scope['sglang']}, mooncake {m.scope['mooncake']}, torch "

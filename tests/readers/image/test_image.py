@@ -276,6 +276,15 @@ def test_multi_platform_index(tmp_path: Path) -> None:
     ("/x/site-packages/torch/functional.py", True),  # what `import torch` runs
     ("/x/site-packages/nvidia/cublas/lib/libcublas.so.13", True),
     ("/x/site-packages/numpy.libs/libgfortran-1.so.5", True),
+    # what an extension's import runs and loads, whichever project (issue 39)
+    ("/x/site-packages/nixl_ep/__init__.py", True),
+    ("/x/site-packages/sgl_kernel/sm100/common_ops.abi3.so", True),
+    ("/x/site-packages/flashinfer/data/csrc/norm.cu", False),
+    ("/x/site-packages/typing_extensions.py", True),
+    ("/x/site-packages/mooncake/mooncake_master", True),  # hashed against its RECORD
+    ("/x/site-packages/mooncake/_fast_copy.c", True),
+    ("/x/site-packages/mooncake/__pycache__/pg.cpython-311.pyc", False),
+    ("/opt/app/helpers.py", False),
     ("/etc/ld.so.cache", True), ("/etc/ld.so.conf.d/cuda.conf", True),
     ("/usr/lib/x86_64-linux-gnu/libc.so.6", False), ("/etc/passwd", False),
 ])

@@ -758,3 +758,35 @@ class ServerArgs:
     rec = launch_record(src.encode(), None)
     (rule,) = rec.rules
     assert [w.attr for w in rule.writes] == ["load_balance_method"]
+
+
+DISPATCH = "sglang/srt/layers/moe/token_dispatcher/"
+
+
+@pytest.mark.parametrize(("backend", "member"), [
+    ("nixl", DISPATCH + "nixl.py"),
+    ("mori", DISPATCH + "moriep.py"),  # no mori.py: the first starting with it
+    ("deepep", DISPATCH + "deepep.py"),  # exact before deepep_v2.py
+    ("flashinfer", DISPATCH + "flashinfer.py"),  # exact before flashinfer_utils.py
+    ("pplx", None),  # only in a sub-folder
+    ("none", None), ("", None), ("../x", None), (".hidden", None),
+])
+def test_backend_member(backend: str, member: str | None) -> None:
+    from moonpin.readers.launch.server_args import backend_member
+
+    names = [DISPATCH + n for n in ("nixl.py", "moriep.py", "deepep.py", "deepep_v2.py",
+                                    "flashinfer_utils.py", "flashinfer.py", "base.pyc")]
+    names += [DISPATCH + "sub/pplx.py", "sglang/srt/other/pplx.py"]
+    assert backend_member(names, backend) == member
+
+
+def test_backend_imports_leave_out_sglang_and_the_standard_library() -> None:
+    from moonpin.readers.launch.server_args import backend_imports
+
+    src = (b"import os, json\nfrom sglang.srt import x\nimport torch.distributed as d\n"
+           b"def f():\n    from nixl_ep import Buffer, topk_idx_t\n"
+           b"    importlib.import_module('deep_ep')\n")
+    assert backend_imports(src, "m.py") == [
+        ("torch.distributed", (), 3), ("nixl_ep", ("Buffer", "topk_idx_t"), 5),
+        ("deep_ep", (), 6)]
+    assert backend_imports(b"def broken(:\n", "m.py") == []

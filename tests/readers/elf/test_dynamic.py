@@ -1,0 +1,233 @@
+"""The one dynamic-section decoder (moonpin.readers.elf.dynamic, issue 37 "one reading of each
+thing"): what it reads from a whole object and from a prefix, its defined outcome on hostile
+objects (truncated, huge counts, offsets past the end, strings that never end, a FIFO,
+/dev/zero), and that no other module of moonpin decodes ELF headers or dynamic entries, with a
+planted-violation control for each kind of check."""
+
+from __future__ import annotations
+
+import ast
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from moonpin.preflight.loader import ldso
+from moonpin.readers.elf import analysis, dynamic
+from moonpin.readers.elf.layout import PT_DYNAMIC, ElfError, parse_layout
+from moonpin.readers.elf.symbols import SymbolError, SymbolTable
+from tests.lib.elfbuild import build_so
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# ELF64 offsets (gABI "ELF Header", "Program Header")
+_PHOFF, _PHDR = 0x20, 56
+_P_OFFSET, _P_FILESZ = 8, 32
+
+
+def _phdr_at(data: bytes, p_type: int) -> int:
+    layout = parse_layout(data)
+    phoff = struct.unpack_from("<Q", data, _PHOFF)[0]
+    i = next(i for i, s in enumerate(layout.segments) if s.type == p_type)
+    return phoff + i * _PHDR
+
+
+def _patch(data: bytes, at: int, fmt: str, *values: int) -> bytes:
+    buf = bytearray(data)
+    struct.pack_into(fmt, buf, at, *values)
+    return bytes(buf)
+
+
+def _read(data: bytes, total: int | None = None) -> tuple[dynamic.Dynamic | None,
+                                                          dynamic.Names | None, list[str]]:
+    layout = parse_layout(data, len(data) if total is None else total)
+    warnings: list[str] = []
+    dyn = dynamic.decode(layout, data)
+    strtab = dynamic.string_table(layout, dyn, warnings) if dyn is not None else None
+    names = (dynamic.names(dyn, strtab, data, warnings)
+             if dyn is not None and strtab is not None else None)
+    return dyn, names, warnings
+
+
+def test_a_whole_object_reads_as_the_loader_reads_it() -> None:
+    data = build_so(needed=("libcudart.so.13", "libtorch.so"), runpath="$ORIGIN::/opt",
+                    soname="libx.so.1")
+    dyn, names, warnings = _read(data)
+    assert dyn is not None and dyn.ended == dynamic.END and not warnings
+    assert names is not None
+    assert names.needed == ("libcudart.so.13", "libtorch.so")
+    assert names.soname == "libx.so.1"
+    assert names.runpath_tag == "DT_RUNPATH"
+    assert names.runpath == ("$ORIGIN", "/opt")
+    assert names.search_path == ("$ORIGIN", "", "/opt")  # glibc keeps the empty entry
+
+
+def test_every_caller_gets_the_same_answer() -> None:
+    """analysis (the scrape, the image unpacker, the check's loader model) and the symbol
+    tables see the same entries, since they decode them in one place."""
+    data = build_so(needed=("liba.so", "libb.so"), runpath=None, rpath="/r")
+    dyn, names, _ = _read(data)
+    facts = analysis.analyze(data, len(data), ())
+    assert names is not None and dyn is not None
+    assert (facts.needed, facts.runpath_tag, facts.search_path) == (
+        names.needed, names.runpath_tag, names.search_path)
+    table = SymbolTable(data)  # the first entry of each tag, as before the one decoder
+    assert table.tags == {t: dyn.first(t) for t, _ in dyn.entries}
+
+
+def test_every_prefix_has_a_defined_outcome() -> None:
+    """Cut anywhere, the decoder says SHORT (more bytes would settle it) or answers; the
+    prefix reader never raises anything but ElfError (the header itself cut)."""
+    data = build_so(padding_before_dynamic=300, dynstr_in_rw=True)
+    whole = _read(data)[1]
+    assert whole is not None
+    seen = set()
+    for n in range(0, len(data) + 1, 7):
+        try:
+            layout = parse_layout(data[:n], len(data))
+        except ElfError:
+            continue
+        dyn = dynamic.decode(layout, data[:n])
+        assert dyn is not None
+        seen.add(dyn.ended)
+        facts = analysis.analyze(data[:n], len(data), ())
+        if facts.needed_method == "dt_needed":
+            assert facts.needed == whole.needed  # a prefix never answers wrong
+    assert {dynamic.SHORT, dynamic.END} <= seen
+
+
+def _huge_dynamic() -> bytes:
+    """PT_DYNAMIC claiming 2**40 bytes, the file full of non-NULL entries to its end."""
+    data = build_so()
+    at = _phdr_at(data, PT_DYNAMIC)
+    off = struct.unpack_from("<Q", data, at + _P_OFFSET)[0]
+    body = bytearray(data[:off]) + struct.pack("<qQ", 0x7000_0000, 1) * 70000
+    return _patch(bytes(body), at + _P_FILESZ, "<Q", 1 << 40)
+
+
+def test_a_huge_count_stops_at_the_cap_quickly() -> None:
+    data = _huge_dynamic()
+    t = time.monotonic()
+    dyn = dynamic.decode(parse_layout(data, len(data)), data)
+    assert time.monotonic() - t < 5
+    assert dyn is not None and dyn.ended == dynamic.CAP
+    assert len(dyn.entries) == dynamic.MAX_ENTRIES
+    facts = analysis.analyze(data, len(data), ())
+    assert any("over 65536 entries" in w for w in facts.warnings)
+
+
+def test_the_cap_is_what_bounds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Control: with the cap out of the way, the same object reads every entry, so the test
+    above holds the cap, not a property of the object."""
+    data = _huge_dynamic()
+    monkeypatch.setattr(dynamic, "MAX_ENTRIES", 1 << 30)
+    dyn = dynamic.decode(parse_layout(data, len(data)), data)
+    assert dyn is not None and dyn.ended != dynamic.CAP and len(dyn.entries) > 65536
+
+
+@pytest.mark.parametrize("offset", [1 << 62, (1 << 64) - 16])
+def test_an_offset_past_the_end(offset: int) -> None:
+    data = build_so()
+    data = _patch(data, _phdr_at(data, PT_DYNAMIC) + _P_OFFSET, "<Q", offset)
+    dyn, names, _ = _read(data)
+    assert dyn is not None and dyn.entries == () and names is None
+    assert ldso.elf_problem(data, analysis.analyze(data, len(data), ())) is not None
+    with pytest.raises(SymbolError, match="past the end of the file"):
+        SymbolTable(data)  # the loader's tables cannot be read: refused, as before
+
+
+def test_a_string_table_past_the_end_or_too_large() -> None:
+    data = build_so(dyn_overrides={dynamic.DT_STRTAB: 0xDEAD0000})
+    _, names, warnings = _read(data)
+    assert names is None and any("not inside any PT_LOAD" in w for w in warnings)
+    data = build_so(dyn_overrides={dynamic.DT_STRSZ: 1 << 60})
+    _, names, _ = _read(data)
+    assert names is not None and names.needed  # the size is clamped to the segment
+
+
+def test_strings_that_never_end() -> None:
+    """A string table whose last string has no NUL: skipped with a warning when the whole
+    object is at hand, "more bytes" (None) when only a prefix is."""
+    data = build_so(needed=("libz.so.1",), runpath=None, strings=())
+    layout = parse_layout(data, len(data))
+    dyn = dynamic.decode(layout, data)
+    assert dyn is not None
+    strtab = dynamic.string_table(layout, dyn, [])
+    assert strtab is not None
+    start = strtab[0] + dyn.first(dynamic.DT_NEEDED)  # type: ignore[operator]
+    cut = bytearray(data)
+    cut[start:strtab[1]] = b"x" * (strtab[1] - start)  # no NUL to the table's end
+    warnings: list[str] = []
+    got = dynamic.names(dyn, strtab, bytes(cut), warnings)
+    assert got is not None and got.needed == () and "unterminated" in warnings[-1]
+    warnings = []
+    assert dynamic.names(dyn, strtab, bytes(cut[:strtab[1] - 1]), warnings) is None
+    assert "lies beyond" in warnings[-1]
+
+
+def test_a_truncated_object_refuses_the_symbol_tables_and_the_loader() -> None:
+    data = build_so(padding_before_dynamic=4096)
+    dyn_at = parse_layout(data).segments
+    cut = data[:next(s.offset for s in dyn_at if s.type == PT_DYNAMIC) + 8]
+    with pytest.raises(SymbolError, match="past the end of the file"):
+        SymbolTable(cut)
+    facts = analysis.analyze(cut, len(data), ())
+    assert facts.needed_method != "dt_needed"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "empty", "not-elf"])
+def test_files_the_loader_model_reads(tmp_path: Path, kind: str) -> None:
+    """The file-level entry of the check (ldso) on what is not a regular ELF file: a
+    defined answer, no hang (a FIFO is opened non-blocking and never read)."""
+    p = tmp_path / "lib.so"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "dev-zero":
+        p.symlink_to("/dev/zero")
+    elif kind == "empty":
+        p.write_bytes(b"")
+    else:
+        p.write_bytes(b"#!/bin/sh\n" * 10)
+    needed, runpath, rpath, problem = ldso.read_dynamic(str(p))
+    assert (needed, runpath, rpath) == ((), (), ()) and problem
+
+
+# --- one decoder: no other module reads ELF headers or dynamic entries ---------------------
+
+#: struct formats of Elf_Ehdr / Elf_Phdr / Elf_Dyn (both classes, both byte orders)
+_ELF_FORMATS = ("qQ", "iI", "IIQQQQQQ", "IIIIIIII", "16sHH")
+
+
+def _decoders(root: Path) -> list[str]:
+    """Places outside ``moonpin/readers/elf/`` that read ELF structures themselves: the ELF
+    magic compared, an ELF struct format, an ``e_phoff``/``e_machine`` offset read."""
+    found = []
+    for f in sorted((root / "moonpin").rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel.startswith("moonpin/readers/elf/"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, bytes) \
+                    and node.value.startswith(b"\x7fELF"):
+                found.append(f"{rel}:{node.lineno}: the ELF magic")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and node.value.lstrip("<>=!@").startswith(_ELF_FORMATS):
+                found.append(f"{rel}:{node.lineno}: an ELF struct format {node.value!r}")
+    return found
+
+
+def test_no_other_module_decodes_elf() -> None:
+    assert _decoders(ROOT) == []
+
+
+def test_a_planted_decoder_is_found(tmp_path: Path) -> None:
+    """Control: a module reading the magic and the dynamic entries itself is found."""
+    (tmp_path / "moonpin" / "readers" / "elf").mkdir(parents=True)
+    (tmp_path / "moonpin" / "readers" / "elf" / "ok.py").write_text('M = b"\\x7fELF"\n')
+    (tmp_path / "moonpin" / "own.py").write_text(
+        'import struct\n\ndef f(d):\n    if d[:4] == b"\\x7fELF":\n'
+        '        return struct.unpack_from("<qQ", d, 64)\n')
+    assert _decoders(tmp_path) == ["moonpin/own.py:4: the ELF magic",
+                                   "moonpin/own.py:5: an ELF struct format '<qQ'"]

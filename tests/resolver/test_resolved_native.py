@@ -1,0 +1,102 @@
+"""``which`` of a native extension from the tables ``kb resolve`` writes
+(:mod:`moonpin.resolver.resolved_native`): the same answer as the full resolver, without
+pydantic or networkx, and the full resolver when a table does not hold the question."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from moonpin.kb import store
+from moonpin.resolver import native
+from moonpin.resolver import resolved_native as rn
+from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.resolved_write import write
+from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
+
+QUESTIONS = [
+    (what, torch, sglang, python, arch)
+    for what in ("nixl", "nixl-cu13", "nixl_ep", "sgl_kernel", "sglang-kernel", "flashinfer")
+    for torch, sglang in (("2.14.1", None), ("2.15.0", None), ("2.12.0", None),
+                          (None, "0.5.23"), ("2.14.1", "0.5.23"))
+    for python, arch in ((None, None), ("3.12", "x86_64"), ("cp314", "aarch64"))
+]
+
+
+@pytest.fixture(scope="module")
+def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    kb = _with_sglang_edges(_kb())
+    kb = kb.model_copy(update={"native": (
+        *kb.native, _kernel("0.4.9", "==2.14.1", 13),
+        _flashinfer("flashinfer-python", "0.7.2", True),
+        _flashinfer("flashinfer-cubin", "0.6.13", False))})
+    path = tmp_path_factory.mktemp("native") / "kb.json"
+    store.save(kb, path)
+    write(path)
+    return path
+
+
+@pytest.mark.parametrize(("what", "torch", "sglang", "python", "arch"), QUESTIONS)
+def test_the_tables_answer_as_the_full_resolver(kb_path: Path, what: str, torch: str | None,
+                                                sglang: str | None, python: str | None,
+                                                arch: str | None) -> None:
+    fast = rn.which_fast(kb_path, what, torch=torch, sglang=sglang, python=python, arch=arch,
+                         dist=None)
+    full = native.which_native(CompatGraph.from_path(kb_path), what, torch=torch,
+                               sglang=sglang, python=python, arch=arch)
+    assert fast is not None
+    assert fast.to_json() == full.to_json()
+
+
+def test_what_the_tables_do_not_hold_goes_to_the_full_resolver(kb_path: Path) -> None:
+    def ask(**kw: object) -> object:
+        args = {"torch": "2.14.1", "sglang": None, "python": None, "arch": None,
+                "dist": None, **kw}
+        return rn.which_fast(kb_path, str(args.pop("what", "nixl")), **args)  # type: ignore[arg-type]
+
+    assert ask() is not None
+    assert ask(torch="2.14.1+cu130") is None  # a local label: the full resolver's spelling
+    assert ask(torch="2.99.0") is None
+    assert ask(torch=None, sglang="0.5.99") is None
+    assert ask(python="3.9") is None
+    assert ask(what="nixx") is None  # the full resolver says what is wrong
+    assert ask(dist="nixl_cu13") is None
+
+
+def test_a_stale_or_damaged_table_is_not_read(kb_path: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "kb.json"
+    shutil.copy(kb_path, copy)
+    shutil.copytree(kb_path.parent / "resolved", tmp_path / "resolved")
+    assert rn.which_fast(copy, "nixl", torch="2.14.1", sglang=None, python=None, arch=None,
+                         dist=None) is not None
+    table = tmp_path / "resolved" / rn.entry_name("nixl", "2.14.1")
+    doc = json.loads(table.read_text())
+    doc["evals"] = "damaged"
+    table.write_text(json.dumps(doc))
+    assert rn.which_fast(copy, "nixl", torch="2.14.1", sglang=None, python=None, arch=None,
+                         dist=None) is None
+    copy.write_text(copy.read_text() + " ")  # another KB: every table is stale
+    assert rn.which_fast(copy, "sgl_kernel", torch="2.14.1", sglang=None, python=None,
+                         arch=None, dist=None) is None
+
+
+def test_the_command_loads_no_pydantic_nor_networkx(kb_path: Path) -> None:
+    code = ("import sys, runpy\n"
+            "sys.argv = ['moonpin', '--kb', sys.argv[1], 'which', 'nixl', '--torch', '2.14.1',"
+            " '--sglang', '0.5.23', '--json']\n"
+            "try:\n    runpy.run_module('moonpin', run_name='__main__')\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pydantic', 'networkx', 'httpx'))\n"
+            "print(repr(bad), file=sys.stderr)\n")
+    got = subprocess.run([sys.executable, "-c", code, str(kb_path)], capture_output=True,
+                         text=True, check=False)
+    assert got.stderr.strip().splitlines()[-1] == "[]", got.stderr
+    doc = json.loads(got.stdout)
+    assert doc["recommended"]["requirement"] == "nixl==1.5.1", doc
