@@ -41,6 +41,8 @@ def test_the_tracked_native_distributions_are_the_recipes() -> None:
 
 STACK = ("sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine-cuda13==0.3.14\n"
          "nixl-cu13==1.4.0\nsglang-kernel==0.4.8\nflashinfer-python==0.7.2\n")
+#: the same stack as Renovate sees it: the meta nixl, one build short of torch 2.14.1's
+RENOVATED = STACK.replace("nixl-cu13==1.4.0", "nixl==1.4.0")
 
 
 def test_a_pinned_set_is_judged_with_the_native_checks(tmp_path: Path) -> None:
@@ -48,11 +50,16 @@ def test_a_pinned_set_is_judged_with_the_native_checks(tmp_path: Path) -> None:
     req.write_text(STACK)
     got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED)
     assert got.verdict == "incompatible", got
-    assert any(r.startswith("nixl-cu13==1.4.0: build for torch") for r in got.reasons)
-    assert any(r.startswith("sglang-kernel==0.4.8: torch requirement") for r in got.reasons)
-    moved = {u["depName"]: u["newVersion"] for u in got.updates}
-    assert moved == {"nixl-cu13": _newest("nixl-cu13", "2.14.1"),
-                     "sglang-kernel": _newest("sglang-kernel", "2.14.1")}, got.updates
+    # the first check each fails, as the rule orders them (no build for torch 2.14.1; not
+    # the sglang-kernel SGLang 0.5.23 requires, nor the torch it requires)
+    assert any(r.startswith("nixl-cu13==1.4.0: ") for r in got.reasons), got.reasons
+    assert any(r.startswith("sglang-kernel==0.4.8: ") for r in got.reasons), got.reasons
+    moved = {u["depName"]: (u["newName"], u["newVersion"]) for u in got.updates}
+    assert moved["sglang-kernel"] == ("sglang-kernel", _newest("sglang-kernel", "2.14.1"))
+    # nixl-cu13 alone installs no nixl_ep, which SGLang imports: the meta nixl does, and
+    # loads its build from the nixl-cu13 it pins
+    assert moved["nixl-cu13"] == ("nixl", _newest("nixl", "2.14.1")), got.updates
+    assert set(moved) == {"nixl-cu13", "sglang-kernel"}
     w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0 and "after writing: verdict compatible" in w.stderr, w.stderr
     assert _moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path
@@ -61,15 +68,22 @@ def test_a_pinned_set_is_judged_with_the_native_checks(tmp_path: Path) -> None:
 
 def test_the_extensions_move_with_torch(tmp_path: Path) -> None:
     """torch moves (SGLang 0.5.23 requires 2.14.1), and nixl-cu13 1.4.0 (builds up to torch
-    2.13) with it; flashinfer-cubin goes to the version flashinfer-python locks it to."""
+    2.13) with it; flashinfer-python to the release SGLang's own pin admits, and
+    flashinfer-cubin with it where that release's lock refuses it."""
     req = tmp_path / "requirements.txt"
     req.write_text("sglang==0.5.23\ntorch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.14\n"
                    "nixl-cu13==1.4.0\nflashinfer-python==0.6.13\nflashinfer-cubin==0.6.12\n")
     got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED)
-    moved = {u["depName"]: u["newVersion"] for u in got.updates}
-    assert moved["torch"] == "2.14.1"
-    assert moved["nixl-cu13"] == _newest("nixl-cu13", "2.14.1")
-    assert moved["flashinfer-cubin"] == "0.6.13"
+    moved = {u["depName"]: (u["newName"], u["newVersion"]) for u in got.updates}
+    assert moved["torch"] == ("torch", "2.14.1")
+    assert moved["nixl-cu13"] == ("nixl", _newest("nixl", "2.14.1"))
+    python = moved["flashinfer-python"][1]
+    assert moonpin.explain("sglang==0.5.23", f"flashinfer-python=={python}", python="3.12",
+                           kb=SHIPPED).verdict == "compatible"
+    lock = moonpin.explain("sglang==0.5.23", f"flashinfer-python=={python}",
+                           "flashinfer-cubin==0.6.12", python="3.12", kb=SHIPPED)
+    assert moved.get("flashinfer-cubin", ("", "0.6.12"))[1] == (
+        "0.6.12" if lock.verdict == "compatible" else python)
     assert all(u["groupName"] == "sglang stack" for u in got.updates)
     w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
@@ -85,18 +99,18 @@ def test_an_extension_the_kb_does_not_hold_is_said_not_judged(tmp_path: Path) ->
 
 
 def test_renovate_moves_them_in_the_one_group(tmp_path: Path) -> None:
-    (tmp_path / "requirements.txt").write_text(STACK)
+    (tmp_path / "requirements.txt").write_text(RENOVATED)
     r = _moonpin("renovate", "requirements.txt", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rules = json.loads(r.stdout)["packageRules"]
     grouped = [x for x in rules if x.get("groupName") == "sglang stack"]
     assert len(grouped) == 1
-    assert {"sglang", "torch", "nixl-cu13", "sglang-kernel", "flashinfer-python"} <= set(
+    assert {"sglang", "torch", "nixl", "sglang-kernel", "flashinfer-python"} <= set(
         grouped[0]["matchPackageNames"])
     held = {x["matchPackageNames"][0]: x["allowedVersions"] for x in rules
             if len(x["matchPackageNames"]) == 1 and "allowedVersions" in x}
-    assert _newest("nixl-cu13", "2.14.1").replace(".", "\\.") in held["nixl-cu13"]
-    assert "1\\.4\\.0" not in held["nixl-cu13"]  # no build for torch 2.14.1
+    assert _newest("nixl", "2.14.1").replace(".", "\\.") in held["nixl"]
+    assert "1\\.4\\.0" not in held["nixl"]  # no build for torch 2.14.1
 
 
 def test_constraints_hold_them(tmp_path: Path) -> None:
@@ -107,14 +121,14 @@ def test_constraints_hold_them(tmp_path: Path) -> None:
     g = CompatGraph.from_path(SHIPPED)
     from packaging.specifiers import SpecifierSet
 
-    spec = SpecifierSet(lines["nixl-cu13"].removeprefix("nixl-cu13"))
-    assert _newest("nixl-cu13", "2.14.1") in spec and "1.4.0" not in spec
+    spec = SpecifierSet(lines["nixl"].removeprefix("nixl"))
+    assert _newest("nixl", "2.14.1") in spec and "1.4.0" not in spec
     assert "sglang-kernel" in lines and "sgl-deep-ep" in lines
     # no nixl-cu12 build loads with CUDA 13 torch 2.14.1: not held (the meta nixl pins it)
     assert "nixl-cu12" not in lines
     # a constraint cannot say "flashinfer-python's version": the locked one is not held
     assert "flashinfer-cubin" not in lines and "flashinfer-python" in lines
-    assert "# note: flashinfer-cubin is not held" in r.stdout
+    assert "flashinfer-cubin is not held" in r.stdout
     assert g.kb.native  # the facts the answers rest on
 
 
@@ -139,4 +153,4 @@ def test_uv_resolves_sglang_and_the_extensions_under_the_constraints(tmp_path: P
                            capture_output=True, text=True, timeout=900, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         got = dict(x.split("==", 1) for x in r.stdout.splitlines() if "==" in x)
-        assert got["torch"] == torch and got["nixl-cu13"] == _newest("nixl-cu13", torch), got
+        assert got["torch"] == torch and got["nixl"] == _newest("nixl", torch), got

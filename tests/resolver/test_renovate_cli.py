@@ -45,7 +45,7 @@ CASES: list[tuple[str, str, list[str]]] = [
      "mooncake-transfer-engine-cuda13==0.3.14\n", []),
     # issue 39: the native extensions the file pins move in the same group
     ("0.5.23-natives", "sglang==0.5.23\ntorch==2.14.1\n"
-     "mooncake-transfer-engine-cuda13==0.3.14\nnixl-cu13==1.4.1\nsglang-kernel==0.4.10\n"
+     "mooncake-transfer-engine-cuda13==0.3.14\nnixl==1.4.1\nsglang-kernel==0.4.10\n"
      "sgl-deep-ep==0.1.2.post1\nflashinfer-python==0.7.2\n", []),
 ]
 

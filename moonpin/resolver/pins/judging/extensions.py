@@ -32,6 +32,37 @@ class Extensions(NamedTuple):
     updates: tuple[dict[str, Any], ...]
 
 
+#: How many of a project's releases that load with the torch are tried beside the SGLang.
+_TRIED = 12
+
+
+def _fitting(g: CompatGraph, dist: str, *, sglang: str | None, torch: str,
+             python: str | None, arch: str | None) -> tuple[str, str] | None:
+    """The release to move a failing pin of ``dist`` to: the newest of its project's that
+    loads with ``torch`` (``which``) and that the rule accepts beside ``sglang`` (what it
+    imports, what it requires), of ``dist`` itself first, else of another of the project's
+    distributions (the meta ``nixl``, which installs the ``nixl_ep`` SGLang imports, for a
+    ``nixl-cu13`` alone); ``(distribution, version)``, None when none is."""
+    from moonpin.kb.errors import MoonpinError
+    from moonpin.resolver import native
+
+    found = native.which_native(g, _PROJECT[dist], torch=torch, python=python,
+                               arch=arch).compatible
+    ranked = [c for c in found if c.dist == dist] + [c for c in found if c.dist != dist]
+    for c in ranked[:_TRIED]:
+        d = c.dist or dist
+        if sglang is None:
+            return d, c.version
+        try:
+            res = native.explain_stack(g, sglang, [(d, c.version)], torch=torch,
+                                       python=python, arch=arch)
+        except MoonpinError:
+            continue
+        if all(x.ok is not False for x in res["checks"] if x.name == f"{d}=={c.version}"):
+            return d, c.version
+    return None
+
+
 def native_pins(pins: Sequence[Pin]) -> list[Pin]:
     """The exact pins of native extensions' distributions, the first of each (a default
     the file overrides is not what is installed)."""
@@ -50,12 +81,12 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
     """The extensions pinned in ``exact``, judged with ``torch`` (the set's, as it ends;
     None: the newest ``sglang`` admits) on ``python``/``arch`` (None: the pair most of them
     load on). ``places`` gives every occurrence of a pin, ``update`` makes an update."""
+    pins = native_pins(exact)
+    if not pins:  # nothing to judge: the rule's native side is not even loaded
+        return Extensions(None, (), (), ())
     from moonpin.kb.errors import MoonpinError
     from moonpin.resolver import native
 
-    pins = native_pins(exact)
-    if not pins:
-        return Extensions(None, (), (), ())
     if torch is None and sglang is None:
         return Extensions("unknown", (), ("the native extensions pinned ("
                                           + ", ".join(f"{p.name}=={p.version}" for p in pins)
@@ -82,17 +113,19 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
     reasons = [f"{c.name}: {c.detail}" for c in failing]
     notes += [f"{c.name}: {c.detail}" for c in res["checks"] if c.ok is None]
     targets: dict[str, str] = {}
+    renamed: dict[str, str] = {}
     why: dict[str, str] = {}
     for c in failing:
         dist = c.name.partition("==")[0]
         if c.name.endswith(" lock"):
             continue
-        found = native.which_native(g, dist, torch=torch, python=python, arch=arch, dist=dist)
-        if found.compatible:
-            targets[dist] = found.compatible[0].version
+        found = _fitting(g, dist, sglang=sglang, torch=torch, python=python, arch=arch)
+        if found is not None:
+            renamed[dist], targets[dist] = found
         else:
-            reasons.append(f"no release of {dist} in the knowledge base loads with torch "
-                           f"{torch}; `moonpin which {dist} --torch {torch} --why` says why")
+            reasons.append(f"no release of {_PROJECT[dist]} in the knowledge base loads with "
+                           f"torch {torch}" + (f" beside sglang {sglang}" if sglang else "")
+                           + f"; `moonpin which {dist} --torch {torch} --why` says why")
     for c in failing:  # a lock refused: the locked distribution goes to the locker's version
         if not c.name.endswith(" lock"):
             continue
@@ -103,10 +136,11 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
                     r.dist == other and r.version == version for r in g.kb.native):
                 targets[other] = version
                 why[other] = f"{locker}=={version} locks {other} to its own version"
-    ups = [update(place, dist, version, why.get(dist) or (
-                      f"{dist}=={version} loads with torch {torch}"
+    ups = [update(place, renamed.get(dist, dist), version, why.get(dist) or (
+                      f"{renamed.get(dist, dist)}=={version} loads with torch {torch}"
                       + (f" (sglang {sglang})" if sglang else "")))
-           for dist, version in targets.items() if version != by_name[dist].version
+           for dist, version in targets.items()
+           if (renamed.get(dist, dist), version) != (dist, by_name[dist].version)
            for place in places(by_name[dist])]
     verdict = "incompatible" if failing else ("unknown" if notes else "compatible")
     return Extensions(verdict, tuple(reasons), tuple(notes), tuple(ups))

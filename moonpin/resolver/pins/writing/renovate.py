@@ -207,7 +207,8 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     """The native extensions' releases the plan allows (``plan.natives``): of each
     distribution in ``dists`` (None: every one the knowledge base holds), those the one
     rule's native checks do not exclude with every torch the plan allows
-    (:func:`moonpin.resolver.native.which_native`: compatible, or unknown where nothing
+    and every SGLang release it allows (:func:`moonpin.resolver.native.which_native`:
+    compatible, or unknown where nothing
     says which torch a build was made for: SGLang's own exact pins are often those, and
     the KB does not hold SGLang's pins of these projects yet), final releases only when
     there are any. A distribution none of whose releases is compatible is left out (held
@@ -222,8 +223,10 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     held = sorted({r.dist for r in g.kb.native} if dists is None else set(dists))
     for d in held:
         allowed: list[str] | None = None
-        for t in plan.torches:
-            w = native.which_native(g, d, torch=t, python=python, arch=arch, dist=d)
+        # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
+        for t, s in [(t, s) for t in plan.torches for s in plan.sglang_allowed]:
+            w = native.which_native(g, d, torch=t, sglang=s, python=python, arch=arch,
+                                    dist=d)
             got = [c.version for c in (*w.compatible, *w.unknown)] if w.compatible else []
             allowed = got if allowed is None else [v for v in allowed if v in got]
         final = [v for v in allowed or [] if not _vkey(v).is_prerelease]
@@ -232,7 +235,8 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
             plan.natives[d] = chosen
         else:
             plan.reasons.append(f"no release of {d} in the knowledge base loads with torch "
-                                f"{' or '.join(plan.torches)}: {d} is not held")
+                                f"{' or '.join(plan.torches)} beside sglang "
+                                f"{', '.join(plan.sglang_allowed)}: {d} is not held")
     for locked, by in _locked(g, plan):
         plan.natives.pop(locked, None)
         plan.reasons.append(f"{locked} is not held: {by}'s version lock refuses some of its "
