@@ -203,7 +203,7 @@ class Recorder:
     def __init__(self, argv: Sequence[str], key: str | None = None) -> None:
         from moonpin.preflight.env.reads import Reads
 
-        self.reads = Reads(wrote=self.wrote, halt=self.stop)
+        self.reads = Reads(wrote=self.wrote, halt=self.stop, outermost=True)
         self.argv = list(argv)
         #: the memo's name (:func:`_key`), taken before the run (which may change sys.path)
         self.key = key if key is not None else _key(argv)

@@ -309,3 +309,26 @@ def test_a_folder_walked_through_is_not_stamped_by_its_listing(
         assert verdict.replay(argv) is None
     finally:
         sys.stdout = out
+
+
+def test_a_trace_inside_a_spoiled_one_leaves_the_real_calls(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extensions' trace runs inside the kept verdict's; when the outer one is spoiled
+    (stopped) first, stopping the inner one must not put the outer's patches back."""
+    from moonpin.preflight.env.reads import Reads
+
+    monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path / "cache"))
+    real = (os.stat, os.open, os.environ, __builtins__)
+    outer = verdict.Recorder(["nested"])
+    outer.start()
+    inner = Reads()
+    try:
+        inner.start()
+        os.stat(tmp_path)
+        outer.spoil("a child process")  # as _spawner does
+        inner.stop()
+    finally:
+        inner.stop()
+        outer.stop()
+    assert (os.stat, os.open, os.environ, __builtins__) == real
+    assert (os.fsencode(tmp_path), True) in inner.paths and outer.untraced == "a child process"

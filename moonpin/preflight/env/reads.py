@@ -46,18 +46,20 @@ class Reads:
     which a subclass may judge."""
 
     def __init__(self, *, wrote: Callable[[Any, int | None], None] | None = None,
-                 halt: Callable[[], None] | None = None) -> None:
+                 halt: Callable[[], None] | None = None, outermost: bool = False) -> None:
         """``wrote(path, dir_fd)``: told of each write (default: nothing); ``halt()``: what
         a spoiled trace stops (default: :meth:`stop`; a tracer this one is part of passes
-        its own, which stops both)."""
+        its own, which stops both); ``outermost``: no trace runs around this one (the kept
+        verdict's), so :meth:`stop` puts the real calls back even over an inner trace's."""
         self._wrote = wrote
+        self._outermost = outermost
         self._halt = halt
         self.paths: set[tuple[bytes, bool]] = set()  # (path, symlinks followed)
         self.env: dict[str, str | None] = {}
         self.all_env = False
         self.untraced: str | None = None
         self.fds: dict[int, bytes] = {}
-        self._saved: list[tuple[Any, str, Any]] = []
+        self._saved: list[tuple[Any, str, Any, Any]] = []
 
     # ---- what a traced call records
 
@@ -109,7 +111,7 @@ class Reads:
         old = getattr(owner, name, None)
         if old is None:
             return
-        self._saved.append((owner, name, old))
+        self._saved.append((owner, name, old, new))
         setattr(owner, name, new)
 
     def start(self) -> None:
@@ -186,10 +188,12 @@ class Reads:
         self._patch(os, "environ", _Environ(os.environ, rec))
 
     def stop(self) -> None:
-        """Undo every patch (in reverse)."""
+        """Undo every patch (in reverse). An inner trace whose outer one stopped first (it
+        was spoiled) puts nothing back: the real calls stay."""
         while self._saved:
-            owner, name, old = self._saved.pop()
-            setattr(owner, name, old)
+            owner, name, old, new = self._saved.pop()
+            if self._outermost or getattr(owner, name, None) is new:
+                setattr(owner, name, old)  # else an outer trace stopped first: left as it is
 
 
 class _Entries:
