@@ -169,7 +169,7 @@ def _check(image: str, *args: str, target: tuple[str, ...] = (),
                MOONCAKE_PG_JIT_DIR=str(root / "stack-pgjit" / image), **(env_extra or {}))
     target = target or ("--site-packages", str(root / image / SITE))
     proc = subprocess.run([sys.executable, "-m", "moonpin", "check", *target, "--no-deep",
-                           *args], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                           *args], capture_output=True, text=True, timeout=2400, cwd=ROOT,
                           env=env)
     assert proc.returncode in (0, 1), proc.stderr
     return proc
