@@ -236,7 +236,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         seen["target"] = target
     paths = target.paths
     # the environment as every part of the check reads it, with one model of its importer
-    ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run)
+    ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run,
+                     env=env)
     add(CheckResult("target", "pass", target.describe()))
     if target.guessed is not None:
         add(CheckResult("interpreter", "warn", *target.guessed))

@@ -285,7 +285,17 @@ def test_scenario_images_agree(kb_slice: dict[str, object], args: dict[str, obje
     root = tmp_path / "root"
     site = debian_root(root)
     shutil.copytree(img.site, site, dirs_exist_ok=True, symlinks=True)
-    inside, here = run_root(root, kb=img.kb), run(img.site, kb=img.kb)
+    # a loader that compiles at first import looks for nvcc and ninja in the target: the
+    # image's own under its root, this host's in place; both get the same stand-ins
+    host = tmp_path / "tools"
+    for tool in (root / "usr/bin/ninja", root / "usr/local/cuda/bin/nvcc", host / "ninja",
+                 host / "cuda/bin/nvcc"):
+        tool.parent.mkdir(parents=True, exist_ok=True)
+        tool.write_text("#!/bin/sh\nexit 0\n")
+        tool.chmod(0o755)
+    inside = run_root(root, kb=img.kb)
+    here = run(img.site, kb=img.kb, env={"PATH": f"{host}:{os.environ['PATH']}",
+                                        "CUDA_HOME": str(host / "cuda")})
     assert inside.rc == here.rc, (inside.out, here.out)
     assert _failing(inside.lines) == _failing(here.lines)
     image_site = f"/usr/local/lib/python{PY}/dist-packages"
@@ -544,3 +554,44 @@ def test_a_cpu_torch_image_is_told_to_install_torchs_cuda_build(tmp_path: Path) 
     fixes = [ln for ln in r.lines if ln.startswith("  fix: ")]
     assert fixes and all("'torch==2.13.0,!=2.13.0+cpu'" in f for f in fixes), fixes
     assert "this host" not in r.out
+
+
+def test_a_compiling_loaders_toolchain_is_looked_for_in_the_image(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mooncake 0.3.14 compiles at first import with the image's nvcc and ninja: they are
+    looked for on the image's own PATH (and its CUDA_HOME, /usr/local/cuda) under its root,
+    never on this host's, which here has both."""
+    from tests.lib.images import add_sglang
+
+    root = tmp_path / "root"
+    site = debian_root(root)
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, version="0.3.14", jit=True)
+    host = tmp_path / "host"
+    (host / "cuda" / "bin").mkdir(parents=True)
+    for tool in (host / "ninja", host / "cuda" / "bin" / "nvcc"):
+        tool.write_text("#!/bin/sh\nexit 0\n")
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{host}:{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_HOME", str(host / "cuda"))
+    monkeypatch.setenv("MOONPIN_CHECK_CUDA_FALLBACK", str(host / "cuda"))
+    cfg = ImageConfig(env=["PATH=/usr/local/bin:/usr/bin:/bin"])
+
+    def toolchain() -> str:
+        rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg,
+                          kb_path=small_kb(tmp_path), deep=False, source_cache=False)
+        line = next(c for c in rep.checks if c.name == "toolchain")
+        return f"{line.status} {line.message}"
+
+    line = toolchain()
+    assert line.startswith("fail") and "needs ninja" in line and "nvcc" in line, line
+    # control: the image's own tools
+    monkeypatch.setenv("MOONPIN_CHECK_CUDA_FALLBACK", "/usr/local/cuda")
+    for tool in (root / "usr/bin/ninja", root / "usr/local/cuda/bin/nvcc"):
+        tool.parent.mkdir(parents=True, exist_ok=True)
+        tool.write_text("#!/bin/sh\nexit 0\n")
+        tool.chmod(0o755)
+    line = toolchain()
+    assert line.startswith("warn"), line
+    assert "ninja at /usr/bin/ninja" in line and "at /usr/local/cuda/bin/nvcc" in line

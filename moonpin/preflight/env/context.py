@@ -12,11 +12,12 @@ Nothing imported at import time: this runs at worker start.
 
 from __future__ import annotations
 
+import os
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from moonpin.preflight.env.target import Target
     from moonpin.preflight.prefetch import Pending
@@ -59,9 +60,11 @@ class Context:
     a module found in none of them may be elsewhere), its machine and ``LD_LIBRARY_PATH``
     (None: this process's), its interpreter (whose global scope builds bind in; None: none
     known), the one model of its importer every look at it shares (folder listings, specs:
-    :class:`~moonpin.preflight.pyimport.metapath.Importer`), and the :class:`Run`."""
+    :class:`~moonpin.preflight.pyimport.metapath.Importer`), the :class:`Run`, and the
+    variables its processes start with (``env``: an image's configured ``Env``; this
+    process's environment for a check of this machine)."""
 
-    __slots__ = ("complete", "ext_suffixes", "importer", "ld_path", "machine", "paths",
+    __slots__ = ("complete", "env", "ext_suffixes", "importer", "ld_path", "machine", "paths",
                  "python", "root", "run", "sites", "version")
 
     paths: Sequence[str]
@@ -75,12 +78,14 @@ class Context:
     python: str | None
     importer: Importer
     run: Run
+    env: Mapping[str, str]
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
                  version: tuple[int, int] | None = None, complete: bool = True,
                  machine: str | None = None, ld_path: Sequence[str] | None = None,
-                 python: str | None = None, run: Run | None = None) -> None:
+                 python: str | None = None, run: Run | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         from moonpin.preflight.pyimport.metapath import Importer
 
         if ext_suffixes is None:
@@ -98,6 +103,7 @@ class Context:
         put(self, "ld_path", None if ld_path is None else tuple(ld_path))
         put(self, "python", python)
         put(self, "run", run if run is not None else Run())
+        put(self, "env", os.environ if env is None else env)
         # made now: what it records is stamped from when the check began to look
         # (:mod:`moonpin.preflight.installed.stamps`); not under an image's root, whose paths
         # resolve through the image's own links
@@ -105,12 +111,14 @@ class Context:
                                        record=root is None))
 
     @classmethod
-    def of(cls, target: Target, *, complete: bool = True, run: Run | None = None) -> Context:
-        """The context of ``target``; ``complete``: its paths are its whole ``sys.path``."""
+    def of(cls, target: Target, *, complete: bool = True, run: Run | None = None,
+           env: Mapping[str, str] | None = None) -> Context:
+        """The context of ``target``; ``complete``: its paths are its whole ``sys.path``;
+        ``env``: the variables it runs with (None: this process's)."""
         return cls(target.paths, sites=target.sites, root=target.root,
                    ext_suffixes=target.ext_suffixes, version=target.version,
                    complete=complete, machine=target.machine, ld_path=target.ld_path,
-                   python=target.python, run=run)
+                   python=target.python, run=run, env=env)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Context is frozen: make a new one instead of setting {name}")

@@ -26,8 +26,10 @@ from moonpin.preflight.installed.image_facts import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
     from typing import Any
+
+    from moonpin.preflight.env.context import Context
 
 __all__ = [
     "UNREADABLE_SCHEME",
@@ -35,6 +37,7 @@ __all__ = [
     "built_for",
     "find_ninja",
     "find_nvcc",
+    "on_path",
     "read_build",
     "read_scheme",
     "scheme_shape",
@@ -224,25 +227,61 @@ def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
             "requires": list(r.requires)}
 
 
-def find_nvcc() -> str | None:
+def on_path(ctx: Context, name: str) -> str | None:
+    """The program ``name`` as the target's shell finds it on its ``PATH``: for an image, in
+    the folders of the image's own ``PATH``, under its root (the image's name of it is
+    returned); for this machine, :func:`shutil.which`'s answer."""
+    if ctx.root is None:
+        return which(name)
+    import posixpath
+
+    from moonpin.preflight.env.chroot import host_path
+    from moonpin.preflight.env.rootfs import DEFAULT_PATH
+
+    for folder in ctx.env.get("PATH", DEFAULT_PATH).split(":"):  # a runtime's default
+        if not folder.startswith("/"):
+            continue
+        cand = posixpath.join(folder, name)
+        host = host_path(ctx.root, cand)
+        if host is not None and os.path.isfile(host) and os.access(host, os.X_OK):
+            return cand
+    return None
+
+
+def _in_target(ctx: Context, path: str) -> bool:
+    """Whether the target holds a regular file at ``path`` (an image's path under its root)."""
+    if ctx.root is None:
+        return os.path.isfile(path)
+    from moonpin.preflight.env.chroot import host_path
+
+    host = host_path(ctx.root, path)
+    return host is not None and os.path.isfile(host)
+
+
+def find_nvcc(ctx: Context) -> str | None:
+    """nvcc as torch's ``cpp_extension`` finds it in the target: ``$CUDA_HOME/bin/nvcc``
+    (or ``CUDA_PATH``), else on ``PATH``, else under ``/usr/local/cuda``; an image's own
+    variables and files, never this host's."""
     for env in ("CUDA_HOME", "CUDA_PATH"):
-        home = os.environ.get(env)
+        home = ctx.env.get(env)
         if home:
             nvcc = os.path.join(home, "bin", "nvcc")
-            return nvcc if os.path.isfile(nvcc) else None
-    found = which("nvcc")
+            return nvcc if _in_target(ctx, nvcc) else None
+    found = on_path(ctx, "nvcc")
     if found:
         return found
     fallback = os.environ.get("MOONPIN_CHECK_CUDA_FALLBACK", "/usr/local/cuda")
     nvcc = os.path.join(fallback, "bin", "nvcc")
-    return nvcc if os.path.isfile(nvcc) else None
+    return nvcc if _in_target(ctx, nvcc) else None
 
 
-def find_ninja(paths: Sequence[str]) -> str | None:
-    found = which("ninja")
+def find_ninja(ctx: Context) -> str | None:
+    """ninja on the target's ``PATH``, else the binary the ``ninja`` wheel ships inside its
+    package on the target's ``sys.path``."""
+    found = on_path(ctx, "ninja")
     if found:
         return found
-    for p in paths:  # the `ninja` wheel ships its binary inside the package
+    for p in ctx.paths:  # the `ninja` wheel ships its binary inside the package
         cand = os.path.join(p, "ninja", "data", "bin", "ninja")
         if os.path.isfile(cand):
             return cand

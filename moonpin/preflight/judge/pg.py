@@ -13,6 +13,7 @@ from moonpin.preflight.installed.build_facts import (
     BuildFacts,
     find_ninja,
     find_nvcc,
+    on_path,
     read_build,
     scheme_shape,
     str_or_none,
@@ -34,7 +35,6 @@ from moonpin.preflight.installed.image_facts import (
     torch_version_py,
     unlistable,
     vendor_reason,
-    which,
 )
 from moonpin.preflight.judge.libraries import check_libraries
 from moonpin.preflight.result import CheckResult
@@ -526,11 +526,11 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
     missing: list[str] = []
     for tool in jit.tools_for(scheme["toolchain"], torch_consts):
         if tool.startswith("ninja"):
-            got = find_ninja(ctx.paths)
+            got = find_ninja(ctx)
         elif tool.startswith("nvcc"):
-            got = find_nvcc()
+            got = find_nvcc(ctx)
         else:
-            got = which(tool.split()[0])
+            got = on_path(ctx, tool.split()[0])
         (found if got else missing).append(f"{tool} at {got}" if got else tool)
     where = f" (looked in {roots[0]})" if roots else ""
     if missing:
