@@ -214,7 +214,7 @@ def test_a_pax_size_too_large_is_an_unreadable_archive() -> None:
 def test_a_source_tree_records_its_extension_pins_and_backend_imports(tmp_path: Path) -> None:
     """The facts a wheel's scrape records (issue 39), from a checkout: its pyproject's pins
     of the native extensions, and what each backend choice imports."""
-    from tests.readers.test_server_args import AG_MEMBERS
+    from tests.readers.launch.test_server_args import AG_MEMBERS
 
     root = make_tree(tmp_path)
     (root / "python/pyproject.toml").write_text(
