@@ -19,6 +19,7 @@ from moonpin.resolver.resolved import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 
@@ -36,15 +37,7 @@ def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
     kb = kb if kb is not None else store.load(kb_path)
     g = CompatGraph(kb)
     strings: list[str] = []
-    index: dict[str, int] = {}
-
-    def intern(text: str | None) -> int | None:
-        if text is None:
-            return None
-        if text not in index:
-            index[text] = len(strings)
-            strings.append(text)
-        return index[text]
+    intern = _interner(strings)
 
     releases = sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True)
     rows: dict[str, list[list[Any]]] = {}
@@ -173,15 +166,7 @@ def _native_evals(g: Any, releases: list[Any], torch: str, pythons: list[str],
     from moonpin.resolver.query import resolve_torch
 
     strings: list[str] = []
-    index: dict[str, int] = {}
-
-    def intern(text: str | None) -> int | None:
-        if text is None:
-            return None
-        if text not in index:
-            index[text] = len(strings)
-            strings.append(text)
-        return index[text]
+    intern = _interner(strings)
 
     evals = []
     choices = {a: resolve_torch(g, torch, a) for a in ARCHES}
@@ -286,3 +271,19 @@ def write(kb_path: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def _interner(strings: list[str]) -> Callable[[str | None], int | None]:
+    """A function giving each text its index in ``strings`` (appended the first time it is
+    seen; None stays None): the tables name a string once and refer to it by number."""
+    index: dict[str, int] = {}
+
+    def intern(text: str | None) -> int | None:
+        if text is None:
+            return None
+        if text not in index:
+            index[text] = len(strings)
+            strings.append(text)
+        return index[text]
+
+    return intern
