@@ -124,13 +124,15 @@ _PASSED_OVER = ("not a regular file: CPython's importer passes over it (a packag
     (lambda p: p.symlink_to("gone.py"), "is a dangling symbolic link (to 'gone.py'), "
      + _PASSED_OVER),
     (lambda p: p.write_text("x = " + "(" * 100_000 + ")" * 100_000 + "\n"),
-     "is nested past the parser's limits: the import raises SyntaxError: too many nested"),
+     "is past the parser's limits: the import raises SyntaxError: too many nested"),
     (lambda p: p.write_text("x = " + "-" * 100_000 + "1\n"),
      "is nested past the parser's limits: the import raises MemoryError"),
+    (lambda p: p.write_text("x = " + "7" * 5000 + "\n"),
+     "is past the parser's limits: the import raises SyntaxError: Exceeds the limit"),
     (lambda p: None, "is missing: its package imports as an empty namespace package, so the "
      "loader that file holds never runs"),
 ], ids=["fifo", "dev-zero", "dev-null", "dangling", "nested-parentheses", "nested-unary",
-        "missing"])
+        "digits", "missing"])
 def test_a_loader_file_the_import_cannot_run_fails_with_its_replacement(
         tmp_path: Path, make: Callable[[Path], None], said: str) -> None:
     """The backend's ``__init__.py``, whose code picks and loads the build. Missing, its

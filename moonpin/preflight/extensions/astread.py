@@ -57,7 +57,8 @@ def parse(path: str) -> ast.Module | None:
       not found, or its package imports as an empty namespace package, and the loader in
       it never runs;
     * its source is nested past the parser's own limits (``SyntaxError: too many nested
-      parentheses``, ``MemoryError``), which the import raises."""
+      parentheses``, ``MemoryError``) or an int literal past the digits limit (CPython
+      3.10.7 and later), which the import raises."""
     import ast
     import stat
 
@@ -84,8 +85,10 @@ def parse(path: str) -> ast.Module | None:
         raise Unrunnable(path, f"nested past the parser's limits: the import raises "
                          f"{type(e).__name__}") from None
     except SyntaxError as e:  # another Python's newer syntax is not this one's to judge
-        if str(e.msg).startswith("too many "):  # the parser's fixed limits, every CPython's
-            raise Unrunnable(path, f"nested past the parser's limits: the import raises "
+        # the parser's fixed limits, every CPython's; and the decimal digits of an int
+        # literal, which every CPython since 3.10.7 caps (4,300 by default)
+        if str(e.msg).startswith(("too many ", "Exceeds the limit")):
+            raise Unrunnable(path, f"past the parser's limits: the import raises "
                              f"{type(e).__name__}: {e.msg}") from None
         return None
     except ValueError:  # a NUL byte: the import raises too, but the file says nothing
