@@ -203,3 +203,91 @@ def test_an_option_value_is_no_requirement(tmp_path: Path) -> None:
                       "https://x.example/simple sglang==0.5.23\n")
     r = _moonpin("pins", "Dockerfile", "--json", cwd=tmp_path)
     assert [p["name"] for p in json.loads(r.stdout)["pins"]] == ["sglang"], r.stdout
+
+
+# A Dockerfile's environment can name the index options too: pip reads `PIP_FIND_LINKS`,
+# `PIP_EXTRA_INDEX_URL`, … (a list's values split at white space) and uv its `UV_*`, for
+# every install after them.
+
+@pytest.mark.parametrize(("setting", "option"), [
+    ("ENV PIP_FIND_LINKS=/opt/wheels", "--find-links /opt/wheels"),
+    ('ENV PIP_FIND_LINKS="/opt/none /opt/wheels" PIP_NO_CACHE_DIR=1', "--find-links /opt/wheels"),
+    ("ENV PIP_FIND_LINKS /opt/wheels", "--find-links /opt/wheels"),
+    ("ARG PIP_FIND_LINKS=/opt/wheels", "--find-links /opt/wheels"),
+    ("ENV UV_FIND_LINKS=/opt/none,/opt/wheels", "--find-links /opt/wheels"),
+])
+def test_a_dockerfiles_environment_names_index_options(tmp_path: Path, setting: str,
+                                                        option: str) -> None:
+    links = _links(tmp_path, "2.14.1", "2.14.1+cpu")
+    docker = tmp_path / "Dockerfile"
+    docker.write_text(f"FROM python:3.12\nCOPY wheels /opt/wheels\n{setting}\nRUN pip install "
+                      "sglang==0.5.23 torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
+    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    assert r.returncode == 1 and f"{option} (Dockerfile:3)" in r.stdout, r.stdout
+    assert "can supply" in r.stdout
+    assert "admits 2.14.1+cpu, a CPU build," in r.stdout
+    w = _moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    torch = next(x for x in _run_words(docker) if x.startswith("torch"))
+    assert torch == "torch==2.14.1,!=2.14.1+cpu", docker.read_text()
+    assert _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path).returncode == 0
+    # the premise and the written line, in the real pip reading the variable itself
+    assert _pip_env_picks(tmp_path, links, "torch==2.14.1") == "2.14.1+cpu"
+    assert _pip_env_picks(tmp_path, links, torch) == "2.14.1"
+
+
+def test_an_environment_setting_of_something_else_is_no_option(tmp_path: Path) -> None:
+    """Controls: another variable, a value from another variable, a word that only ends
+    in the name: no index option, nothing to say."""
+    _links(tmp_path, "2.14.1", "2.14.1+cpu")
+    docker = tmp_path / "Dockerfile"
+    for setting in ("ENV PIP_NO_CACHE_DIR=/opt/wheels", "ENV PIP_FIND_LINKS=$WHEELS",
+                    "ENV MY_PIP_FIND_LINKS=/opt/wheels", "RUN echo PIP_FIND_LINKS"):
+        docker.write_text(f"FROM python:3.12\nCOPY wheels /opt/wheels\n{setting}\nRUN pip "
+                          "install sglang==0.5.23 torch==2.14.1 "
+                          "mooncake-transfer-engine-cuda13==0.3.14\n")
+        r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+        assert "can supply" not in r.stdout, (setting, r.stdout)
+
+
+def _pip_env_picks(cwd: Path, links: Path, requirement: str) -> str:
+    """The torch the real pip installs for ``requirement`` with ``PIP_FIND_LINKS`` set."""
+    report = cwd / "report.json"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index",
+                        "--quiet", "--report", str(report), requirement],
+                       capture_output=True, text=True, timeout=300, cwd=cwd,
+                       env={**CLEAN_ENV, "PIP_FIND_LINKS": f"/nonexistent {links}"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    (torch,) = [i["metadata"]["version"] for i in json.loads(report.read_text())["install"]
+                if i["metadata"]["name"] == "torch"]
+    return str(torch)
+
+
+@pytest.mark.uv
+def test_uv_reads_its_find_links_variable_as_pins_does(tmp_path: Path) -> None:
+    """``UV_FIND_LINKS`` is a comma-separated list in uv: the folder ``pins`` reads from it
+    is the one uv takes the CPU build from, and the line ``pins`` writes keeps it out."""
+    uv = os.environ.get("MOONPIN_UV") or shutil.which("uv")
+    if not uv:
+        pytest.skip("uv not found: set MOONPIN_UV or put uv on PATH (pip install uv)")
+    links = _links(tmp_path, "2.14.1", "2.14.1+cpu")
+    (tmp_path / "none").mkdir()  # uv refuses a find-links folder that is not there
+    docker = tmp_path / "Dockerfile"
+    docker.write_text("FROM python:3.12\nCOPY wheels /opt/wheels\nENV UV_FIND_LINKS="
+                      "/opt/none,/opt/wheels\nRUN uv pip install --system sglang==0.5.23 "
+                      "torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
+
+    def compile_(line: str) -> str:
+        (tmp_path / "in.txt").write_text(line + "\n")
+        r = subprocess.run([uv, "pip", "compile", "-q", "--no-header", "--no-annotate",
+                            "--no-index", "in.txt"], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path,
+                           env={**CLEAN_ENV, "UV_FIND_LINKS": f"{tmp_path}/none,{links}"})
+        assert r.returncode == 0, r.stderr
+        return next(x for x in r.stdout.splitlines() if x.startswith("torch=="))
+
+    assert compile_("torch==2.14.1") == "torch==2.14.1+cpu"  # the premise
+    w = _moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    torch = next(x for x in _run_words(docker) if x.startswith("torch"))
+    assert compile_(torch) == "torch==2.14.1"

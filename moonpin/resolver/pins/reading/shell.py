@@ -133,7 +133,7 @@ def shell_index_options(shown: str, text: Text) -> list[IndexArg | FileArg]:
     out: list[IndexArg | FileArg] = []
     for logical in _shell_logical_lines(text.lines):
         docker.see(logical.text)
-        for res in _pip_installs(shown, logical):
+        for res in [*_environment_options(logical), *_pip_installs(shown, logical)]:
             if isinstance(res, FileArg):
                 out.append(docker.mapped(res))
             elif isinstance(res, IndexArg):
@@ -141,6 +141,42 @@ def shell_index_options(shown: str, text: Text) -> list[IndexArg | FileArg]:
                 out.append(res._replace(paths=docker.mapped(FileArg(
                     res.line, (res.value,), "requirements")).paths) if local else res)
     return out
+
+
+#: The environment variables pip and uv read as an index option (pip: ``PIP_<OPTION>``, a
+#: list option's values split at white space; uv: ``UV_*``, its find-links at commas), with
+#: the option each stands for and how its value splits into several.
+_ENV_OPTIONS = {
+    "PIP_FIND_LINKS": ("--find-links", None), "PIP_INDEX_URL": ("--index-url", ""),
+    "PIP_EXTRA_INDEX_URL": ("--extra-index-url", None),
+    "UV_FIND_LINKS": ("--find-links", ","), "UV_INDEX_URL": ("--index-url", ""),
+    "UV_EXTRA_INDEX_URL": ("--extra-index-url", None), "UV_INDEX": ("--index", None),
+    "UV_DEFAULT_INDEX": ("--default-index", ""), "UV_TORCH_BACKEND": ("--torch-backend", ""),
+}
+_ENV_OPTION_RE = re.compile(r"(?<![\w$])(" + "|".join(_ENV_OPTIONS) + r")(=|[ \t]+(?=\S))")
+
+
+def _environment_options(logical: Logical) -> Iterator[IndexArg]:
+    """The index options a line sets in the environment every later ``pip install`` /
+    ``uv pip install`` reads: a Dockerfile's ``ENV PIP_FIND_LINKS=/wheels`` (also its
+    legacy ``ENV NAME value``), an ``ARG`` with a default (a build argument is in the
+    environment of the ``RUN`` lines after it), a script's ``export`` or assignment, and a
+    command's own ``PIP_INDEX_URL=… pip install``. A value naming another variable is not
+    read (it is not known here)."""
+    s = logical.text
+    for m in _ENV_OPTION_RE.finditer(s):
+        if m.group(2) == "=":
+            value, _, _ = _shell_value(s, m.end())
+        elif re.match(r"\s*ENV\s+$", s[:m.start()], re.IGNORECASE):
+            value = s[m.end():].strip()  # legacy ``ENV NAME value``: the rest of the line
+        else:
+            continue
+        option, sep = _ENV_OPTIONS[m.group(1)]
+        if "$" in value:
+            continue
+        values = [value.strip()] if sep == "" else value.split(sep)
+        line0, _ = logical.locate(m.start())
+        yield from (IndexArg(line0, option, v.strip()) for v in values if v.strip())
 
 
 def _variable_of(spec: str) -> str | None:
