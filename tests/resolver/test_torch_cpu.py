@@ -255,3 +255,31 @@ def test_uv_takes_what_moonpin_writes(tmp_path: Path, cpu_links: Path) -> None:
         '[project]\nname = "x"\nversion = "0"\nrequires-python = ">=3.10"\n'
         f'dependencies = ["torch"]\n{body}\n')
     assert compile_("pyproject.toml") == "torch==2.13.0"
+
+
+# A range admits the local builds of every release inside it, and pip takes the highest
+# version it admits: `torch>=2.13,<2.14` over a folder holding 2.13.0+cpu installs the CPU
+# build as `==2.13.0` does. The exclusions are written after the range, which stays.
+
+@pytest.mark.parametrize("spec", [">=2.13,<2.14", "~=2.13.0", "<2.14"])
+def test_pins_finds_a_range_that_admits_a_cpu_build(tmp_path: Path, cpu_links: Path,
+                                                    spec: str) -> None:
+    req = _files(tmp_path, f"--find-links {cpu_links}\n", f"torch{spec}")
+    assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0+cpu"  # the premise
+    before = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    assert before.returncode == 1, before.stdout + before.stderr
+    assert f"torch{spec} at requirements.txt:" in before.stdout
+    assert "admits 2.13.0+cpu, a CPU build" in before.stdout, before.stdout
+    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    assert f"torch{spec},!=2.13.0+cpu\n" in req.read_text()  # the range kept
+    assert _moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+    assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0"
+
+
+def test_pins_leaves_a_range_the_cpu_build_is_outside(tmp_path: Path, cpu_links: Path) -> None:
+    """Controls: a range below the folder's CPU build, and one whose exclusion is written."""
+    for torch in ("torch>=2.12,<2.13", "torch>=2.13,<2.14,!=2.13.0+cpu"):
+        _files(tmp_path, f"--find-links {cpu_links}\n", torch)
+        r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+        assert "a CPU build" not in r.stdout, (torch, r.stdout)

@@ -277,8 +277,10 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
         return out
     from moonpin.resolver.pins.reading.sources import with_sources
 
-    reasons, updates = with_sources(out.updates, pinned.exact, sources, _update,
-                                    lambda public, build: _wrong_build(g, public, build))
+    ranges = [p for p in pinned.loose if p.name == "torch" and p.spec]
+    reasons, updates = with_sources(out.updates, (*pinned.exact, *ranges), sources, _update,
+                                    lambda public, build: _wrong_build(g, public, build),
+                                    [str(v) for v in g.torch_versions])
     if not reasons:
         return out
     return out._replace(verdict="incompatible" if out.verdict == "compatible" else out.verdict,

@@ -290,11 +290,32 @@ class Finding(NamedTuple):
     where: str
     cpu_only: bool = True
 
+    def written(self) -> str:
+        """The specifier that keeps the builds out: the exact pin's release, or the range
+        as written, with the exclusions."""
+        head = [self.pin.spec] if _exact_public(self.pin) is None else [f"=={self.public}"]
+        return ",".join([*head, *self.exclude])
+
+
+def _publics(pin: Pin, releases: Sequence[str]) -> list[str]:
+    """The public torch releases ``pin`` lets pip take: the one it is exact on, or each of
+    ``releases`` (the knowledge base's) a range admits (pip takes the highest version the
+    range admits, a local build of it included); none for ``===``, a local label or no
+    specifier."""
+    public = _exact_public(pin)
+    if public is not None:
+        return [public]
+    if pin.version is not None or not pin.spec or pin.spec.lstrip().startswith("==="):
+        return []
+    return [r for r in releases if _admits(pin, r)]
+
 
 def build_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
                    sources: Sequence[Source],
-                   wrong: Callable[[str, str], str | None] = cpu_build) -> list[Finding]:
-    """The torch pins (of ``exact``) that admit a local build ``sources`` can supply and
+                   wrong: Callable[[str, str], str | None] = cpu_build,
+                   releases: Sequence[str] = ()) -> list[Finding]:
+    """The torch pins (of ``exact``, and the ranges among them, over the torch
+    ``releases`` each admits) that admit a local build ``sources`` can supply and
     ``wrong(public, build)`` says is wrong for the stack (a CPU build; one of another CUDA
     major than the stack was judged with). A pin an update already moves is left to it (a
     written torch update carries the CPU exclusion)."""
@@ -305,32 +326,41 @@ def build_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
     for pin in exact:
         if pin.name != "torch" or (pin.path, pin.version_line) in moved:
             continue
-        public = _exact_public(pin)
-        if public is None:
-            continue
-        hits = []
-        for s in sources:
-            bad = {b: why for b in s.supplies(public) or () if _admits(pin, b)
-                   and (why := wrong(public, b)) is not None}
-            if bad:
-                hits.append((s, bad))
+        by_source: dict[int, tuple[Source, dict[str, str]]] = {}
+        publics: list[str] = []
+        for public in _publics(pin, releases):
+            for n, s in enumerate(sources):
+                bad = {b: why for b in s.supplies(public) or () if _admits(pin, b)
+                       and (why := wrong(public, b)) is not None}
+                if bad:
+                    by_source.setdefault(n, (s, {}))[1].update(bad)
+                    publics.append(public)
+        hits = list(by_source.values())
         if not hits:
             continue
+        public = max(publics, key=Version)
         said = {b: why for _, bad in hits for b, why in bad.items()}
-        builds = sorted(said)
-        excl = tuple(dict.fromkeys((*torch_cpu_exclusions([public]),
+        builds = sorted(said, key=Version)
+        excl = tuple(dict.fromkeys((*torch_cpu_exclusions(sorted(set(publics), key=Version)),
                                     *(f"!={b}" for b in builds))))
         where = "; ".join(s.said() for s, _ in hits[:3]) + (
             f" and {len(hits) - 3} more" if len(hits) > 3 else "")
         cpu_only = all(said[b] == "a CPU build" for b in builds)
-        what = (f"{' and '.join(builds)}, a CPU build," if cpu_only else
+        what = (f"{' and '.join(builds)}, {'CPU builds' if len(builds) > 1 else 'a CPU build'},"
+                if cpu_only else
                 " and ".join(f"{b}, {said[b]}," for b in builds))
         then = ("`import mooncake.pg` fails: libc10_cuda.so cannot be opened" if cpu_only else
                 "the extensions built for the CUDA the stack was judged with load beside "
                 "another CUDA runtime, or not at all")
+        if _exact_public(pin) is not None:
+            written = f"=={public},{','.join(excl)}"
+            takes = f"the highest local build of {public}"
+        else:
+            written = f"{pin.spec},{','.join(excl)}"
+            takes = "the highest version the range admits, a local build included"
         why = (f"torch{pin.spec} at {pin.path}:{pin.line} admits {what} which {where} can "
-               f"supply: pip and uv take the highest local build of {public} (then {then}); "
-               f"exclude it: torch=={public},{','.join(excl)}")
+               f"supply: pip and uv take {takes} (then {then}); "
+               f"exclude it: torch{written}")
         out.append(Finding(pin, public, excl, why, where, cpu_only))
     return out
 
@@ -339,17 +369,17 @@ def with_sources(updates: Sequence[dict[str, Any]], exact: Sequence[Pin],
                  sources: Sequence[Source],
                  update: Callable[[Pin, str, str, str], dict[str, Any]],
                  wrong: Callable[[str, str], str | None] = cpu_build,
+                 releases: Sequence[str] = (),
                  ) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
     """What the wrong local builds ``sources`` let in (see :func:`build_findings`) add to a
     :class:`~moonpin.resolver.pins.judging.judge.Judgement` whose updates are ``updates``: a
     reason each, and an update (made by ``update``, judge's own) that writes the exclusions
     (both empty: none; the judgement then makes a compatible verdict incompatible)."""
-    found = build_findings(exact, updates, sources, wrong)
+    found = build_findings(exact, updates, sources, wrong, releases)
     added = []
     for f in found:
         u = update(f.pin, "torch", f.public, f"exclude the {'CPU' if f.cpu_only else 'wrong'} "
                    f"build {f.where} can supply")
-        u.update(updateType="pin", newValue=",".join([f"=={f.public}", *f.exclude]),
-                 exclude=list(f.exclude))
+        u.update(updateType="pin", newValue=f.written(), exclude=list(f.exclude))
         added.append(u)
     return tuple(f.why for f in found), tuple(added)

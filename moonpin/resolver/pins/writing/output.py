@@ -44,8 +44,8 @@ def report_lines(found: Sequence[Pin], pinned: PinnedSet, verdict: Judgement) ->
         name = u["newName"] if u["newName"] != u["depName"] else u["depName"]
         was = (f"=={u['currentVersion']}" if u.get("currentVersion") is not None
                else u["currentValue"] or " (no version)")
-        new = (u["newValue"] if str(u.get("newValue", "")).startswith("==")
-               else f"=={u['newVersion']}")
+        value = str(u.get("newValue", ""))
+        new = value if value[:1] in ("=", "<", ">", "!", "~") else f"=={u['newVersion']}"
         out.append(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
                    f"{u['depName']}{was} -> {name}{new}  # {u['reason']}")
     return out

@@ -92,11 +92,13 @@ class _Edit(NamedTuple):
 
 
 def _loose_edit(line: str, pin: Pin, version: str,
-                exclude: Sequence[str] | None = None) -> _Edit | None:
+                exclude: Sequence[str] | None = None, value: str = "") -> _Edit | None:
     """The edit that gives an unpinned or ranged requirement (or a bare value without a
     version) the exact ``version`` where its specifier is written: ``>=0.3.10`` (or nothing)
-    becomes ``==version``; an ``ARG X`` becomes ``ARG X=version``. None when there is no
-    such place (a reference, a variable, a range written over several lines)."""
+    becomes ``==version``; an ``ARG X`` becomes ``ARG X=version``. A ``value`` that is
+    not an exact pin (a range kept, with exclusions: ``>=2.14,<2.15,!=2.14.1+cpu``) is
+    written as it is. None when there is no such place (a reference, a variable, a range
+    written over several lines)."""
     if pin.spec_col < 0 or (pin.note and any(w in pin.note for w in _NOT_WRITTEN_HERE)):
         return None
     if pin.kind in VALUE_KINDS:
@@ -107,6 +109,8 @@ def _loose_edit(line: str, pin: Pin, version: str,
         return _Edit(pin.spec_col, "", sep + version)
     if line[pin.spec_col:pin.spec_col + len(pin.spec)] != pin.spec:
         return None
+    if value[:1] in ("<", ">", "!", "~"):
+        return _Edit(pin.spec_col, pin.spec, value)
     return _Edit(pin.spec_col, pin.spec, ",".join(["==" + version, *(exclude or ())]))
 
 
@@ -166,7 +170,8 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
         if "currentVersion" in u and u["currentVersion"] is None:
             pin = loose.get((u["packageFile"], u["line"], u["depName"]))
             edit = None if pin is None else _loose_edit(line_of(pin.path, pin.spec_line), pin,
-                                                        u["newVersion"], u.get("exclude"))
+                                                        u["newVersion"], u.get("exclude"),
+                                                        str(u.get("newValue", "")))
             if pin is None or edit is None:
                 problems.append(f"{where}: {_why_not_pinned(pin, u)}")
                 continue
