@@ -283,3 +283,71 @@ def test_pins_leaves_a_range_the_cpu_build_is_outside(tmp_path: Path, cpu_links:
         _files(tmp_path, f"--find-links {cpu_links}\n", torch)
         r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
         assert "a CPU build" not in r.stdout, (torch, r.stdout)
+
+
+# No torch pin at all, or an unpinned `torch`: pip meets the pinned SGLang's own
+# `Requires-Dist: torch==V`, which admits V+cpu as a pin does. A fake SGLang wheel of the
+# same requirement stands in for the index's (the shipped KB says what the real one requires).
+
+def _sglang_links(tmp_path: Path, cpu_links: Path) -> str:
+    """The shipped KB's torch requirement of SGLang 0.5.18, and a fake 0.5.18 wheel with
+    it in the folder."""
+    from packaging.version import Version
+
+    from moonpin.resolver.graph import CompatGraph, torch_lines
+
+    g = CompatGraph(None, kb_path=str(SHIPPED))
+    (spec,) = {str(s) for _, s in torch_lines(g.sglang[Version("0.5.18")])}
+    name, data = build_wheel("sglang", "0.5.18", {"sglang/__init__.py": ""},
+                             requires_dist=[f"torch{spec}"])
+    (cpu_links / name).write_bytes(data)
+    return str(spec)
+
+
+def _pip_picks_all(cwd: Path, req: Path) -> str:
+    lines = [x for x in req.read_text().splitlines() if not x.startswith("mooncake")]
+    only = req.with_name("no-mooncake.txt")
+    only.write_text("\n".join(lines) + "\n")
+    return _pip_picks(cwd, "-r", str(only))
+
+
+def test_pins_an_unpinned_torch_takes_sglangs_requirement(tmp_path: Path,
+                                                         cpu_links: Path) -> None:
+    spec = _sglang_links(tmp_path, cpu_links)
+    assert spec == "==2.13.0", spec  # the premise the folder was built for
+    req = _files(tmp_path, f"--find-links {cpu_links}\n", "torch")
+    assert _pip_picks_all(tmp_path, req) == "2.13.0+cpu"
+    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    assert r.returncode == 1 and "which sglang==0.5.18 requires as torch==2.13.0" in r.stdout, \
+        r.stdout
+    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    assert w.returncode == 0, w.stdout + w.stderr
+    assert "\ntorch==2.13.0,!=2.13.0+cpu\n" in req.read_text()
+    assert _pip_picks_all(tmp_path, req) == "2.13.0"
+
+
+def test_pins_no_torch_pin_is_said_with_the_line_to_add(tmp_path: Path,
+                                                        cpu_links: Path) -> None:
+    _sglang_links(tmp_path, cpu_links)
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"--find-links {cpu_links}\nsglang==0.5.18\n"
+                   "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    assert _pip_picks_all(tmp_path, req) == "2.13.0+cpu"
+    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout
+    assert ("sglang==0.5.18 at requirements.txt:2 requires torch==2.13.0, which admits "
+            "2.13.0+cpu") in r.stdout and "pin torch beside it: torch==2.13.0,!=2.13.0+cpu" \
+        in r.stdout, r.stdout
+    before = req.read_text()
+    assert _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path).returncode == 1
+    assert req.read_text() == before  # no line to write: said, not written
+    # the advice carried out: the line added, pins and pip agree
+    req.write_text(before + "torch==2.13.0,!=2.13.0+cpu\n")
+    assert _moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+    assert _pip_picks_all(tmp_path, req) == "2.13.0"
+    # control: a base image's SGLang brings its torch (pip installs none)
+    docker = tmp_path / "Dockerfile"
+    docker.write_text(f"FROM lmsysorg/sglang:v0.5.18-cu130\nRUN pip install -f {cpu_links} "
+                      "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    r = _moonpin("pins", "Dockerfile", cwd=tmp_path)
+    assert "a CPU build" not in r.stdout, r.stdout

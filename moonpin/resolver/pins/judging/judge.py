@@ -277,14 +277,31 @@ def judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
         return out
     from moonpin.resolver.pins.reading.sources import with_sources
 
-    ranges = [p for p in pinned.loose if p.name == "torch" and p.spec]
-    reasons, updates = with_sources(out.updates, (*pinned.exact, *ranges), sources, _update,
+    loose = [p for p in pinned.loose if p.name == "torch"]
+    reasons, updates = with_sources(out.updates, (*pinned.exact, *loose), sources, _update,
                                     lambda public, build: _wrong_build(g, public, build),
-                                    [str(v) for v in g.torch_versions])
+                                    [str(v) for v in g.torch_versions],
+                                    _sglang_torch(g, pinned.sglang), pinned.sglang)
     if not reasons:
         return out
     return out._replace(verdict="incompatible" if out.verdict == "compatible" else out.verdict,
                         reasons=(*out.reasons, *reasons), updates=(*out.updates, *updates))
+
+
+def _sglang_torch(g: CompatGraph, sglang: Pin | None) -> str:
+    """The torch requirement of the pinned SGLang release's Requires-Dist (``==2.14.1``),
+    when it has exactly one (a release whose lines differ by marker: "") and pip installs
+    that SGLang (not a base image's)."""
+    from moonpin.resolver.graph import torch_lines
+
+    if sglang is None or sglang.version is None or sglang.kind == "docker-image":
+        return ""  # a base image's SGLang comes with its torch: pip does not install it
+    try:
+        release = g.sglang.get(Version(sglang.version))
+    except InvalidVersion:
+        return ""
+    specs = {str(spec) for _, spec in torch_lines(release)} if release is not None else set()
+    return specs.pop() if len(specs) == 1 else ""
 
 
 def _wrong_build(g: CompatGraph, public: str, build: str) -> str | None:

@@ -265,9 +265,9 @@ def _exact_public(pin: Pin) -> str | None:
     return None if v.local is not None else str(v)
 
 
-def _admits(pin: Pin, build: str) -> bool:
+def _admits(spec: str, build: str) -> bool:
     try:
-        return SpecifierSet(pin.spec or f"=={pin.version}").contains(build, prereleases=True)
+        return SpecifierSet(spec).contains(build, prereleases=True)
     except InvalidSpecifier:
         return False
 
@@ -279,9 +279,11 @@ def cpu_build(public: str, build: str) -> str | None:
 
 
 class Finding(NamedTuple):
-    """A torch pin that lets a wrong local build in: the release, the exclusions that keep
-    it out (``!=2.13.0+cpu``, ``!=2.13.0+cu126``, …), why (the sources that can supply it),
-    and those sources said."""
+    """A torch requirement that lets a wrong local build in: the requirement judged (a pin
+    of torch, or, with none, the SGLang pin whose Requires-Dist is the torch requirement
+    pip meets), the specifier judged, the release, the exclusions that keep it out
+    (``!=2.13.0+cpu``, ``!=2.13.0+cu126``, …), why (the sources that can supply it), those
+    sources said, and whether an update can write it (not when no torch line is there)."""
 
     pin: Pin
     public: str
@@ -289,48 +291,90 @@ class Finding(NamedTuple):
     why: str
     where: str
     cpu_only: bool = True
+    spec: str = ""
+    written_here: bool = True
 
     def written(self) -> str:
         """The specifier that keeps the builds out: the exact pin's release, or the range
-        as written, with the exclusions."""
-        head = [self.pin.spec] if _exact_public(self.pin) is None else [f"=={self.public}"]
-        return ",".join([*head, *self.exclude])
+        judged (as written, or SGLang's for an unpinned torch), with the exclusions."""
+        head = f"=={self.public}" if _exact_spec(self.spec) is not None else self.spec
+        return ",".join([head, *self.exclude])
 
 
-def _publics(pin: Pin, releases: Sequence[str]) -> list[str]:
-    """The public torch releases ``pin`` lets pip take: the one it is exact on, or each of
-    ``releases`` (the knowledge base's) a range admits (pip takes the highest version the
-    range admits, a local build of it included); none for ``===``, a local label or no
+def _exact_spec(spec: str) -> str | None:
+    """The public release ``spec`` is exact on (``==2.13.0``, also with exclusions)."""
+    try:
+        specs = list(SpecifierSet(spec))
+    except InvalidSpecifier:
+        return None
+    eq = [x for x in specs if x.operator == "==" and "*" not in x.version]
+    if len(eq) != 1:
+        return None
+    try:
+        v = Version(eq[0].version)
+    except InvalidVersion:
+        return None
+    return None if v.local is not None else str(v)
+
+
+def _publics(spec: str, releases: Sequence[str]) -> list[str]:
+    """The public torch releases a requirement ``spec`` lets pip take: the one it is exact
+    on, or each of ``releases`` (the knowledge base's) a range admits (pip takes the highest
+    version the range admits, a local build of it included); none for ``===`` or no
     specifier."""
-    public = _exact_public(pin)
+    if not spec or spec.lstrip().startswith("==="):
+        return []
+    public = _exact_spec(spec)
     if public is not None:
         return [public]
-    if pin.version is not None or not pin.spec or pin.spec.lstrip().startswith("==="):
-        return []
-    return [r for r in releases if _admits(pin, r)]
+    return [r for r in releases if _admits(spec, r)]
+
+
+def _judged(exact: Sequence[Pin], moved: set[tuple[str, int]], implied: str,
+            sglang: Pin | None) -> list[tuple[Pin, str, str, bool]]:
+    """Each torch requirement pip meets, as (the pin said, its specifier, how it is said,
+    whether a torch line is there to write): every torch pin not already moved; an
+    unpinned ``torch`` takes ``implied`` (the pinned SGLang's torch requirement); with no
+    torch pin at all, that requirement itself, said at the SGLang pin."""
+    out = []
+    torches = [p for p in exact if p.name == "torch"]
+    for pin in torches:
+        if (pin.path, pin.version_line) in moved:
+            continue
+        spec = pin.spec or (f"=={pin.version}" if pin.version else "")
+        at = f"at {pin.path}:{pin.line}"
+        if spec:
+            out.append((pin, spec, f"torch{pin.spec} {at}", True))
+        elif implied and sglang is not None:
+            out.append((pin, implied, f"torch (unpinned) {at}, which sglang=="
+                                      f"{sglang.version} requires as torch{implied},", True))
+    if not torches and implied and sglang is not None:
+        out.append((sglang, implied, f"sglang=={sglang.version} at {sglang.path}:"
+                                     f"{sglang.line} requires torch{implied}, which", False))
+    return out
 
 
 def build_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
                    sources: Sequence[Source],
                    wrong: Callable[[str, str], str | None] = cpu_build,
-                   releases: Sequence[str] = ()) -> list[Finding]:
-    """The torch pins (of ``exact``, and the ranges among them, over the torch
-    ``releases`` each admits) that admit a local build ``sources`` can supply and
-    ``wrong(public, build)`` says is wrong for the stack (a CPU build; one of another CUDA
-    major than the stack was judged with). A pin an update already moves is left to it (a
-    written torch update carries the CPU exclusion)."""
+                   releases: Sequence[str] = (), implied: str = "",
+                   sglang: Pin | None = None) -> list[Finding]:
+    """The torch requirements (the pins of ``exact``, a range over the torch ``releases``
+    it admits; an unpinned torch, or none, over ``implied``: what the ``sglang`` pin
+    requires) that admit a local build ``sources`` can supply and ``wrong(public, build)``
+    says is wrong for the stack (a CPU build; one of another CUDA major than the stack was
+    judged with). A pin an update already moves is left to it (a written torch update
+    carries the CPU exclusion)."""
     from moonpin.kb.distributions import torch_cpu_exclusions
 
     moved = {(u["packageFile"], u["line"]) for u in updates if u["depName"] == "torch"}
     out: list[Finding] = []
-    for pin in exact:
-        if pin.name != "torch" or (pin.path, pin.version_line) in moved:
-            continue
+    for pin, spec, subject, here in _judged(exact, moved, implied, sglang):
         by_source: dict[int, tuple[Source, dict[str, str]]] = {}
         publics: list[str] = []
-        for public in _publics(pin, releases):
+        for public in _publics(spec, releases):
             for n, s in enumerate(sources):
-                bad = {b: why for b in s.supplies(public) or () if _admits(pin, b)
+                bad = {b: why for b in s.supplies(public) or () if _admits(spec, b)
                        and (why := wrong(public, b)) is not None}
                 if bad:
                     by_source.setdefault(n, (s, {}))[1].update(bad)
@@ -352,16 +396,15 @@ def build_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
         then = ("`import mooncake.pg` fails: libc10_cuda.so cannot be opened" if cpu_only else
                 "the extensions built for the CUDA the stack was judged with load beside "
                 "another CUDA runtime, or not at all")
-        if _exact_public(pin) is not None:
-            written = f"=={public},{','.join(excl)}"
-            takes = f"the highest local build of {public}"
-        else:
-            written = f"{pin.spec},{','.join(excl)}"
-            takes = "the highest version the range admits, a local build included"
-        why = (f"torch{pin.spec} at {pin.path}:{pin.line} admits {what} which {where} can "
-               f"supply: pip and uv take {takes} (then {then}); "
-               f"exclude it: torch{written}")
-        out.append(Finding(pin, public, excl, why, where, cpu_only))
+        found = Finding(pin, public, excl, "", where, cpu_only, spec, here)
+        takes = (f"the highest local build of {public}" if _exact_spec(spec) is not None
+                 else "the highest version the range admits, a local build included")
+        fix = (f"exclude it: torch{found.written()}" if here else
+               f"pin torch beside it: torch{found.written()}")
+        found = found._replace(why=(
+            f"{subject} admits {what} which {where} can supply: "
+            f"pip and uv take {takes} (then {then}); {fix}"))
+        out.append(found)
     return out
 
 
@@ -369,15 +412,18 @@ def with_sources(updates: Sequence[dict[str, Any]], exact: Sequence[Pin],
                  sources: Sequence[Source],
                  update: Callable[[Pin, str, str, str], dict[str, Any]],
                  wrong: Callable[[str, str], str | None] = cpu_build,
-                 releases: Sequence[str] = (),
+                 releases: Sequence[str] = (), implied: str = "",
+                 sglang: Pin | None = None,
                  ) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
     """What the wrong local builds ``sources`` let in (see :func:`build_findings`) add to a
     :class:`~moonpin.resolver.pins.judging.judge.Judgement` whose updates are ``updates``: a
     reason each, and an update (made by ``update``, judge's own) that writes the exclusions
     (both empty: none; the judgement then makes a compatible verdict incompatible)."""
-    found = build_findings(exact, updates, sources, wrong, releases)
+    found = build_findings(exact, updates, sources, wrong, releases, implied, sglang)
     added = []
     for f in found:
+        if not f.written_here:
+            continue  # no torch line to write: said, with the line to add
         u = update(f.pin, "torch", f.public, f"exclude the {'CPU' if f.cpu_only else 'wrong'} "
                    f"build {f.where} can supply")
         u.update(updateType="pin", newValue=f.written(), exclude=list(f.exclude))
