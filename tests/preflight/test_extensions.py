@@ -291,3 +291,39 @@ def test_deepbind_looks_in_the_librarys_own_closure_first(tmp_path: Path) -> Non
         proc.close()
     assert orders[ldproc.RTLD_NOW][0] == "libglobal.so"
     assert orders[ldproc.RTLD_NOW | ldproc.RTLD_DEEPBIND][:2] == ("build.so", "libown.so")
+
+
+def _moriep(site: Path) -> None:
+    """SGLang's token dispatcher for ``--moe-a2a-backend mori`` as 0.5.23 writes it: its
+    package imported for type checkers at the top (never run) and where the backend is set
+    up; a helper package (``aiter``) on one code path only."""
+    disp = site / "sglang" / "srt" / "layers" / "moe" / "token_dispatcher"
+    (disp / "moriep.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mori\n\n"
+        "def init_mori_op():\n    import mori\n    return mori.ops\n\n"
+        "def _fast():\n    import aiter\n    return aiter\n")
+    (disp / "ascend_tp.py").write_text("import torch\n")
+
+
+def test_a_backend_no_rule_reads_is_judged_by_whether_its_package_is_there(
+        tmp_path: Path) -> None:
+    """A requested backend whose package has no loader rule here: absent, the worker dies
+    setting the backend up (not usable, naming the import and the flag); present, found
+    and not judged further; a backend that imports no package of its own: said, not
+    judged (the helper a code path may import is not required)."""
+    site = _site(tmp_path)
+    _moriep(site)
+    r = run(site, "--", "--moe-a2a-backend", "mori", ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("mori")
+    assert line.startswith("fail  mori: not installed (--moe-a2a-backend mori: sglang/srt/"
+                           "layers/moe/token_dispatcher/moriep.py:6 imports mori)"), r.out
+    assert "or choose another --moe-a2a-backend" in r.fixes()[0]
+    assert "aiter" not in r.out
+    (site / "mori").mkdir()
+    (site / "mori" / "__init__.py").write_text("")
+    r = run(site, "--", "--moe-a2a-backend", "mori", ep=False)
+    assert r.rc == 0 and r.line("mori").startswith(f"skip  mori: found at {site / 'mori'}"), \
+        r.out
+    r = run(site, "--", "--moe-a2a-backend", "ascend_fuseep", ep=False)
+    assert r.rc == 0 and "--moe-a2a-backend ascend_fuseep: no module of it" in r.out, r.out

@@ -200,10 +200,26 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
         out.append(CheckResult("extensions", "skip", f"{said_flag}: no module of it this "
                                "check has a loader rule for; not judged"))
     for w in want:
+        if not w.ruled:
+            out.append(_judge_found(w.name, w.why, w.flag, facts))
+            continue
         line = _judge_one(w.name, w.why, w.required, facts, ctx, torch)
         if line is not None:
             out.append(line)
     return out
+
+
+def _judge_found(name: str, why: str, flag: str, facts: Facts) -> CheckResult:
+    """A requested backend's own package that no loader rule here reads: absent, the
+    import the backend runs fails (certain); present, its build is not judged."""
+    found = facts.find(name)
+    if found is None:
+        return CheckResult(name, "fail", f"not installed ({why}): `import {name}` fails "
+                           "with ModuleNotFoundError when the worker sets the backend up",
+                           f"install the package that provides `{name}` (this check knows "
+                           f"no distribution of it), or choose another {flag}")
+    return CheckResult(name, "skip", f"found at {found.folder} ({why}); this check has no "
+                       "loader rule for it: its build is not judged", None, (found.folder,))
 
 
 def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:

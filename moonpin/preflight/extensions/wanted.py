@@ -29,16 +29,34 @@ _ELSEWHERE = ("mooncake", "none", "")
 
 
 class Wanted:
-    """An extension to judge: its import name, why (said on its line), and whether the
+    """An extension to judge: its import name, why (said on its line), whether the
     worker certainly imports it (a requested backend, or the installed SGLang requires its
-    distribution): absent, it is a failure; else absent is not said at all."""
+    distribution): absent, it is a failure; else absent is not said at all; and whether a
+    loader rule here reads it (else only whether it is installed is judged), with the flag
+    that chose it."""
 
-    __slots__ = ("name", "required", "why")
+    __slots__ = ("flag", "name", "required", "ruled", "why")
 
-    def __init__(self, name: str, why: str, required: bool) -> None:
+    def __init__(self, name: str, why: str, required: bool, ruled: bool = True,
+                 flag: str = "") -> None:
         self.name = name
         self.why = why
         self.required = required
+        self.ruled = ruled
+        self.flag = flag
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def _own_package(top: str, backend: str) -> bool:
+    """Whether ``top`` is the package a backend is named after: SGLang names its backends
+    after the package they drive (``deepep`` -> ``deep_ep``, ``nixl`` -> ``nixl_ep``,
+    ``mori`` -> ``mori``), while the other packages a dispatcher may import are helpers on
+    some code paths only (``aiter`` beside ``mori``)."""
+    t, b = _norm(top), _norm(backend)
+    return bool(t and b) and (t.startswith(b) or b.startswith(t))
 
 
 def _imports(path: str) -> list[tuple[str, int]]:
@@ -98,6 +116,7 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
         said = f"{flag_of.get(feature, feature)} {backend}"
         module = _dispatcher(sglang, backend) if sglang is not None else None
         names: list[tuple[str, str]] = []
+        unruled: list[tuple[str, str]] = []
         if module is not None:
             rel = os.path.relpath(module, os.path.dirname(sglang or module))
             for m, line in _imports(module):
@@ -105,6 +124,9 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                 if (top in seam.RULES and top not in seam.OWN_LINES
                         and top not in [n for n, _ in names]):
                     names.append((top, f"{said}: {rel}:{line} imports {m}"))
+                elif (top not in seam.RULES and _own_package(top, backend)
+                      and top not in [n for n, _ in unruled]):
+                    unruled.append((top, f"{said}: {rel}:{line} imports {m}"))
         else:
             for name in seam.RULES:
                 if name in seam.OWN_LINES:
@@ -112,10 +134,14 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                 rule = seam.rule_for(name)
                 if backend in rule.CHOICES.get(feature, ()):
                     names.append((name, f"{said} (this check's reading: no SGLang sources)"))
-        if not names:
+        if not names and not unruled:
             unjudged.append(said)
         for name, why in names:
             out.setdefault(name, Wanted(name, why, True))
+        if not names:  # no rule reads this backend's package: whether it is there, at least
+            for name, why in unruled:
+                out.setdefault(name, Wanted(name, why, True, ruled=False,
+                                            flag=flag_of.get(feature, feature)))
     if facts.cuda is not None:  # what a CUDA worker imports at start
         for name in seam.RULES:
             if name in seam.OWN_LINES:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["dotted"]
+__all__ = ["dotted", "type_checking"]
 
 
 def dotted(node: ast.expr) -> str | None:
@@ -19,3 +19,10 @@ def dotted(node: ast.expr) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+def type_checking(test: ast.expr) -> bool:
+    """Whether an ``if`` test is ``TYPE_CHECKING`` (``typing.TYPE_CHECKING``, any module's):
+    false at run time, so its body is for type checkers and never runs."""
+    name = dotted(test)
+    return name is not None and name.rsplit(".", 1)[-1] == "TYPE_CHECKING"

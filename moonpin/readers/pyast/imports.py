@@ -18,12 +18,14 @@ importer would find out:
 * a ``raise`` reached that way makes every import of the module fail.
 
 Whether the module compiles is told as CPython tells it (``compile()``), with the line. Only
-the standard library; nothing read is executed.
+the standard library (and :mod:`.astname`); nothing read is executed.
 """
 
 from __future__ import annotations
 
 import ast
+
+from moonpin.readers.pyast.astname import type_checking
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -225,7 +227,8 @@ def certain_imports(source: bytes, filename: str, check_compile: bool = True
 def any_imports(source: bytes, filename: str) -> list[tuple[str, int]]:
     """Every absolute import written anywhere in ``source`` (function bodies, branches and
     ``try`` blocks too: the imports a code path *may* run, such as SGLang's token
-    dispatchers importing their backend's package when first used), as (module, line) in
+    dispatchers importing their backend's package when first used; not those under ``if
+    TYPE_CHECKING:``, which no code path runs), as (module, line) in
     the order written; ``importlib.import_module("literal")`` included. Empty when the
     source does not parse (:func:`read_module` says why)."""
     return [(m, line) for m, _, line in named_imports(source, filename)]
@@ -239,7 +242,11 @@ def named_imports(source: bytes, filename: str) -> list[tuple[str, tuple[str, ..
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     out: list[tuple[str, tuple[str, ...], int]] = []
+    never = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+             and type_checking(block.test) for stmt in block.body for n in ast.walk(stmt)}
     for node in ast.walk(tree):
+        if id(node) in never:
+            continue  # under ``if TYPE_CHECKING:``: for type checkers, never run
         if isinstance(node, ast.Import):
             out += [(a.name, (), node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from moonpin.readers.pyast.astname import dotted
+from moonpin.readers.pyast.astname import dotted, type_checking
 from moonpin.readers.pyast.facts import (
     MOONCAKE_ROOT,
     MOONCAKE_SUBMODULES,
@@ -138,11 +138,6 @@ def _always_leaves(stmts: Sequence[ast.stmt]) -> bool:
         ):
             return True
     return False
-
-
-def _is_type_checking_test(test: ast.expr) -> bool:
-    name = dotted(test)
-    return name is not None and name.rsplit(".", 1)[-1] == "TYPE_CHECKING"
 
 
 def _backend_subject_ok(subject: str | None) -> bool:
@@ -297,7 +292,7 @@ class Walker:
             # ast.TryStar (3.11+) has exactly the fields of ast.Try.
             self._try(cast(ast.Try, stmt), scope, guards, tc)
             return
-        if isinstance(stmt, ast.If) and _is_type_checking_test(stmt.test):
+        if isinstance(stmt, ast.If) and type_checking(stmt.test):
             self._expr(stmt.test, scope)
             self._body(stmt.body, scope, guards, True)
             self._body(stmt.orelse, scope, guards, tc)

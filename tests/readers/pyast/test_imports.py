@@ -116,3 +116,16 @@ def test_the_compile_check_can_be_skipped_for_a_cached_source() -> None:
 ])
 def test_binding(src: str, name: str, want: object) -> None:
     assert binding(src.encode(), "m.py", name) == want
+
+
+def test_imports_for_type_checkers_are_no_code_path() -> None:
+    """``if TYPE_CHECKING:`` (also ``typing.TYPE_CHECKING``) is false at run time: what
+    its body imports no code path runs; its ``else`` and the rest do."""
+    from moonpin.readers.pyast.imports import any_imports
+
+    src = (b"import typing\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+           b"    import mori\nelse:\n    import nixl_ep\nif typing.TYPE_CHECKING:\n"
+           b"    from deep_ep import Buffer\n"
+           b"def f():\n    import mori.ops\n")
+    assert any_imports(src, "m.py") == [("typing", 1), ("typing", 2), ("nixl_ep", 6),
+                                        ("mori.ops", 10)]
