@@ -795,10 +795,8 @@ class _Skeleton:
         from moonpin.readers.elf.dynamic import decode
 
         layout = self.layout
-        tags: dict[int, int] = {}
         dyn = decode(layout, bytes(self.dynamic), self.dyn[0])
-        for tag, val in dyn.entries if dyn is not None else ():
-            tags.setdefault(tag, val)
+        tags = dyn.info() if dyn is not None else {}  # the loader's: a tag's last entry
         bounds = {self.dyn[0], self.size}
         for sg in layout.segments:
             if sg.type == 1:
