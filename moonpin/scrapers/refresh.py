@@ -560,8 +560,7 @@ class _NativeSource(_Source):
         got = []
         total = size = 0
         # cp312 x86_64 first: the other wheels of the release reuse its builds' reads
-        for w in sorted(wheels, key=lambda f: ("x86_64" not in f.filename,
-                                               "-cp312-" not in f.filename, f.filename)):
+        for w in sorted(wheels, key=lambda f: nt.read_order(f.filename)):
             try:
                 nw, n, need = nt.scrape_wheel(run.fetcher, recipe, dist, v, w,
                                               self.torch_versions, self.shared)
@@ -678,8 +677,8 @@ def scrape(
         torch=tuple(sorted(facts.torch.values(), key=lambda r: Version(r.version))),
         torch_versions=facts.torch_versions,
         unread=tuple(run.unread),
-        native=tuple(sorted(facts.native.values(),
-                            key=lambda r: (r.project, r.dist, Version(r.version)))),
+        native=tuple(nt.canonical_builds(sorted(
+            facts.native.values(), key=lambda r: (r.project, r.dist, Version(r.version))))),
     )
     return kb, summary
 

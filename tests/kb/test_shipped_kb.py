@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from moonpin.kb import store
+from moonpin.scrapers.native import canonical_builds
 from moonpin.scrapers.refresh import EXTRACTORS, canonical_provenance, extractor_fingerprints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,3 +31,5 @@ def test_the_shipped_kb_provenance_is_canonical() -> None:
     kb = store.load(KB)
     assert tuple(canonical_provenance(kb.mooncake)) == kb.mooncake, (
         "bytes_from is not the canonical choice: refresh the KB with this code")
+    assert tuple(canonical_builds(kb.native)) == kb.native, (
+        "a native build's bytes_from is not the canonical choice: refresh the KB")
