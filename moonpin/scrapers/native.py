@@ -7,7 +7,9 @@ wheel is for x86_64 and its compressed size is at most :data:`WHOLE_CAP`; otherw
 prefix of :data:`PREFIX_CAP` bytes gives its sonames and CUDA runtime. A build of another
 Python ABI of the same release, architecture and module is not fetched again: its facts
 carry ``bytes_from`` naming the one read (the builds differ only in the CPython API they
-bind, not in torch's); neither are bytes another wheel already held (same CRC-32 and sizes).
+bind, not in torch's); neither are bytes another wheel of the release already held (same
+CRC-32 and sizes). Sharing stays within a release, whose wheels are read in a fixed order,
+so ``bytes_from`` does not depend on the order the releases are read in.
 """
 
 from __future__ import annotations
@@ -21,14 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import ArchiveError
-from moonpin.kb.models import (
-    LoaderRule,
-    NativeBuild,
-    NativeRelease,
-    NativeWheel,
-    RuleStep,
-    UnmetRequirement,
-)
+from moonpin.kb.models import LoaderRule, NativeBuild, NativeWheel, RuleStep, UnmetRequirement
 from moonpin.readers.native import builds as nb
 from moonpin.readers.native import keyeval, rules
 from moonpin.scrapers.fetch import Fetcher
@@ -36,8 +31,8 @@ from moonpin.scrapers.projects import Recipe, RuleInput
 from moonpin.scrapers.pypi import IndexFile, metadata_member, parse_metadata, wheel_tags
 from moonpin.scrapers.remote_zip import HttpSource, RemoteZip
 
-__all__ = ["PREFIX_CAP", "WHOLE_CAP", "SharedBuilds", "build_module", "canonical_builds",
-           "read_order", "scrape_wheel", "torch_target", "unmet"]
+__all__ = ["PREFIX_CAP", "WHOLE_CAP", "SharedBuilds", "build_module", "read_order",
+           "scrape_wheel", "torch_target", "unmet"]
 
 WHOLE_CAP = 24 * 1024 * 1024
 PREFIX_CAP = 4 * 1024 * 1024
@@ -59,11 +54,14 @@ def build_module(member: str) -> tuple[str, str | None]:
 
 class SharedBuilds:
     """Build facts already read in this scrape, by (dist, version, arch, module) and by
-    content (CRC-32, size, compressed size)."""
+    (dist, version, CRC-32, size, compressed size). Both keys hold one release: its wheels
+    are read one after another in :func:`read_order`, so which build reads and which reuse
+    it is the same in every scrape, whatever order the releases' threads run in, and
+    whether or not a refresh kept another release that holds the same bytes."""
 
     def __init__(self) -> None:
         self.by_module: dict[tuple[str, str, str, str], NativeBuild] = {}
-        self.by_content: dict[tuple[int, int, int], NativeBuild] = {}
+        self.by_content: dict[tuple[str, str, int, int, int], NativeBuild] = {}
         self.lock = threading.Lock()
 
 
@@ -84,58 +82,6 @@ def read_order(filename: str) -> tuple[bool, bool, str]:
 #: the facts a build shares with the builds that reuse its reading (:func:`_build` copies them)
 _SHARED = ("needed", "needed_method", "cuda_major", "undefined", "torch_undefined",
            "torch_undefined_digest", "complete", "read_error", "init")
-
-
-def canonical_builds(releases: Iterable[NativeRelease]) -> list[NativeRelease]:
-    """``releases`` with each shared build's ``bytes_from`` chosen from the KB alone, the
-    same way whatever order the scrape's threads read in (or whether a refresh kept the
-    release that read it). Builds with the same facts that are the same module of one
-    release and architecture, or have the same sizes (the bytes) and module name, are one
-    reading (as :func:`_build` shares them): its first
-    member, by distribution, version, then :func:`read_order` and member (the one a scrape
-    of the whole index reads), names the rest and has none itself. A build that could not
-    be read shares nothing."""
-    rels = list(releases)
-    parent: dict[tuple[object, ...], tuple[object, ...]] = {}
-
-    def find(x: tuple[object, ...]) -> tuple[object, ...]:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    first_of: dict[tuple[object, ...], tuple[object, ...]] = {}
-    for r in rels:
-        for w in r.wheels:
-            arch = _arch(w.platform_tags)
-            for b in w.builds:
-                if b.read_error is not None:
-                    continue
-                me = (r.dist, Version(r.version), *read_order(w.artifact.filename), b.member)
-                find(me)
-                facts = tuple(getattr(b, k) for k in _SHARED)
-                for key in (("module", r.dist, r.version, arch, b.module, facts),
-                            ("bytes", b.size, b.compressed_size,
-                             b.module.rsplit(".", 1)[-1], facts)):
-                    ra, rb = find(me), find(first_of.setdefault(key, me))
-                    if ra != rb:
-                        parent[max(ra, rb)] = min(ra, rb)  # type: ignore[type-var]
-    def named(r: NativeRelease, w: NativeWheel, b: NativeBuild) -> str | None:
-        if b.read_error is not None:
-            return None
-        me = (r.dist, Version(r.version), *read_order(w.artifact.filename), b.member)
-        root = find(me)
-        return None if root == me else f"{root[-1]} in {root[-2]}"
-
-    out = []
-    for r in rels:
-        wheels = tuple(w.model_copy(update={"builds": tuple(
-            b if named(r, w, b) == b.bytes_from else
-            b.model_copy(update={"bytes_from": named(r, w, b)}) for b in w.builds)})
-            for w in r.wheels)
-        out.append(r if wheels == r.wheels else r.model_copy(update={"wheels": wheels}))
-    return out
 
 
 def torch_target(module: str, steps: Iterable[RuleStep], torch_versions: Iterable[str],
@@ -282,7 +228,7 @@ def _build(z: RemoteZip, base: NativeBuild, where: tuple[str, str, str, str],
     dist, version, arch, filename = where
     e = z.by_name[base.member]
     by_module = (dist, version, arch, base.module)
-    content = (e.crc, e.file_size, e.compressed_size)
+    content = (dist, version, e.crc, e.file_size, e.compressed_size)
     name = base.module.rsplit(".", 1)[-1]
     with shared.lock:
         # the same bytes under another module name define another PyInit_<name> than the

@@ -677,8 +677,8 @@ def scrape(
         torch=tuple(sorted(facts.torch.values(), key=lambda r: Version(r.version))),
         torch_versions=facts.torch_versions,
         unread=tuple(run.unread),
-        native=tuple(nt.canonical_builds(sorted(
-            facts.native.values(), key=lambda r: (r.project, r.dist, Version(r.version))))),
+        native=tuple(sorted(facts.native.values(),
+                            key=lambda r: (r.project, r.dist, Version(r.version)))),
     )
     return kb, summary
 
