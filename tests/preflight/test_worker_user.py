@@ -247,3 +247,43 @@ def test_a_live_check_as_the_workers_own_user(open_tmp: Path) -> None:
     assert r.rc == 1 and line.startswith("fail"), r.out + r.err
     assert f"{init} is not readable by this process's user (uid {NOBODY})" in line, line
     assert "pip install --force-reinstall --no-deps 'nixl-cu13==1.5.1'" in r.fixes()[0]
+
+
+@as_root
+@needs_gcc
+@pytest.mark.parametrize("owner", [0, 1000])
+def test_an_image_file_whose_user_cannot_read_a_loader_file(tmp_path: Path,
+                                                           owner: int) -> None:
+    """``--image`` of an OCI layout (umoci) whose config says ``User app``: the image's
+    ``/etc/passwd`` names it uid 1000, the unpacked files keep their layer's owner, so a
+    loader file 0600 of root's fails and the same file 0600 of app's loads."""
+    umoci = shutil.which("umoci")
+    if umoci is None:
+        pytest.skip("umoci is not installed")
+    from tests.preflight.test_check_rootfs import debian_root
+
+    root = tmp_path / "rootfs"
+    site = debian_root(root)
+    torch_image(site)
+    add_nixl(site)
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc/passwd").write_text(PASSWD)
+    (root / "etc/group").write_text(GROUP)
+    init = site / "nixl_ep_cu13" / "__init__.py"
+    init.chmod(0o600)
+    os.chown(init, owner, owner)
+    layout = tmp_path / "oci"
+    for argv in (["init", "--layout", str(layout)], ["new", "--image", f"{layout}:t"],
+                 ["insert", "--image", f"{layout}:t", str(root), "/"],
+                 ["config", "--image", f"{layout}:t", "--config.user", "app"]):
+        subprocess.run([umoci, *argv], check=True, timeout=120, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--image", str(layout),
+                           "--no-deep", *NIXL], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    line = Run(proc).line("nixl_ep")
+    if owner == 0:
+        assert proc.returncode == 1 and line.startswith("fail"), proc.stdout + proc.stderr
+        assert ("nixl_ep_cu13/__init__.py is not readable by the worker's user (the image "
+                "config's User 'app' (uid 1000, gids 1000, 44, 109))") in line, line
+    else:
+        assert line.startswith("pass"), proc.stdout + proc.stderr

@@ -717,6 +717,13 @@ def unpacked(path: str, platform: str | None) -> Iterator[tuple[str, Any]]:
     dest = tempfile.mkdtemp(prefix="moonpin-image.")
     try:
         unpack(img, dest)
-        yield dest, img.config
+        config = img.config
+        if os.geteuid() != 0 and getattr(config, "user", None):
+            # unpacked by another user, its files are that user's: their owners say nothing
+            # of the image's, so what the config's User may read is not judged
+            import dataclasses
+
+            config = dataclasses.replace(config, user=None)
+        yield dest, config
     finally:
         shutil.rmtree(dest, ignore_errors=True)

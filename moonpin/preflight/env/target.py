@@ -85,9 +85,9 @@ class Identity:
 
     def may_read(self, path: str, root: str | None = None) -> bool:
         """Whether this user can open the file at ``path`` (a host path) for reading: every
-        folder on the way searchable (``x``), from ``root`` (an image's root folder; None:
-        ``/``) down, and the file readable (``r``). A path that cannot be stat-ed: True
-        (its own check says what is wrong with it)."""
+        folder on the way below ``root`` (an image's root folder, whose own mode is the
+        host's; None: ``/``) searchable (``x``), and the file readable (``r``). A path that
+        cannot be stat-ed: True (its own check says what is wrong with it)."""
         if self.uid == 0:
             return True
         top = os.path.realpath(root) if root else "/"
@@ -96,11 +96,9 @@ class Identity:
             folder = top
             rel = os.path.relpath(os.path.dirname(full), top)
             for part in ([] if rel == "." else rel.split(os.sep)):
+                folder = os.path.join(folder, part)
                 if not self._allows(os.stat(folder), 1):
                     return False
-                folder = os.path.join(folder, part)
-            if not self._allows(os.stat(folder), 1):
-                return False
             return self._allows(os.stat(full), 4)
         except OSError:
             return True
