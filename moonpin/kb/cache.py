@@ -230,9 +230,10 @@ class FileMemo:
                    valid: Callable[[Any], bool] | None = None) -> T:
         """:meth:`get` for an answer that depends on many files: ``compute()`` returns
         (the answer, every file and folder it read, every environment variable it read
-        with its value) and the answer is remembered with their stamps (size and mtime;
-        a folder's changes when an entry is added, removed or renamed). Asked again, it
-        is returned only while ``path``, each of them and each variable are unchanged."""
+        with its value) and the answer is remembered with their stamps (size, mtime, mode
+        and owner; a folder's mtime changes when an entry is added, removed or renamed).
+        Asked again, it is returned only while ``path``, each of them and each variable are
+        unchanged."""
         if not self.enabled or outside(path):
             return compute()[0]
         name = os.path.abspath(path)
@@ -278,19 +279,22 @@ def _cover(path: str) -> str:
     return p
 
 
-def _stamp(path: str) -> tuple[int, int]:
+def _stamp(path: str) -> tuple[int, ...]:
+    """Size and mtime, and the mode and owner: who may read a file decides answers too (a
+    ``chmod``/``chown`` keeps the mtime)."""
     try:
         st = os.stat(path)
     except OSError:
-        return -1, -1
-    return st.st_size, st.st_mtime_ns
+        return -1, -1, -1, -1, -1
+    return st.st_size, st.st_mtime_ns, st.st_mode, st.st_uid, st.st_gid
 
 
 def _fresh(stamps: Any, env: Any) -> bool:
-    """Whether every (path, size, mtime) and (variable, value) remembered still holds."""
+    """Whether every (path, size, mtime, mode, uid, gid) and (variable, value) remembered
+    still holds (an entry of the older (path, size, mtime) shape: no)."""
     try:
-        for p, size, mtime in stamps:
-            if _stamp(p) != (size, mtime):
+        for p, *stamp in stamps:
+            if _stamp(p) != tuple(stamp):
                 return False
         return all(os.environ.get(k) == v for k, v in env)
     except (TypeError, ValueError):  # a damaged entry

@@ -7,7 +7,9 @@ wheel is for x86_64 and its compressed size is at most :data:`WHOLE_CAP`; otherw
 prefix of :data:`PREFIX_CAP` bytes gives its sonames and CUDA runtime. A build of another
 Python ABI of the same release, architecture and module is not fetched again: its facts
 carry ``bytes_from`` naming the one read (the builds differ only in the CPython API they
-bind, not in torch's); neither are bytes another wheel already held (same CRC-32 and sizes).
+bind, not in torch's); neither are bytes another wheel of the release already held (same
+CRC-32 and sizes). Sharing stays within a release, whose wheels are read in a fixed order,
+so ``bytes_from`` does not depend on the order the releases are read in.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from moonpin.scrapers.projects import Recipe, RuleInput
 from moonpin.scrapers.pypi import IndexFile, metadata_member, parse_metadata, wheel_tags
 from moonpin.scrapers.remote_zip import HttpSource, RemoteZip
 
-__all__ = ["PREFIX_CAP", "WHOLE_CAP", "SharedBuilds", "build_module", "scrape_wheel",
-           "torch_target", "unmet"]
+__all__ = ["PREFIX_CAP", "WHOLE_CAP", "SharedBuilds", "build_module", "read_order",
+           "scrape_wheel", "torch_target", "unmet"]
 
 WHOLE_CAP = 24 * 1024 * 1024
 PREFIX_CAP = 4 * 1024 * 1024
@@ -52,11 +54,14 @@ def build_module(member: str) -> tuple[str, str | None]:
 
 class SharedBuilds:
     """Build facts already read in this scrape, by (dist, version, arch, module) and by
-    content (CRC-32, size, compressed size)."""
+    (dist, version, CRC-32, size, compressed size). Both keys hold one release: its wheels
+    are read one after another in :func:`read_order`, so which build reads and which reuse
+    it is the same in every scrape, whatever order the releases' threads run in, and
+    whether or not a refresh kept another release that holds the same bytes."""
 
     def __init__(self) -> None:
         self.by_module: dict[tuple[str, str, str, str], NativeBuild] = {}
-        self.by_content: dict[tuple[int, int, int], NativeBuild] = {}
+        self.by_content: dict[tuple[str, str, int, int, int], NativeBuild] = {}
         self.lock = threading.Lock()
 
 
@@ -66,6 +71,17 @@ def _arch(platforms: Iterable[str]) -> str:
             if p.endswith(a):
                 return a
     return "any"
+
+
+def read_order(filename: str) -> tuple[bool, bool, str]:
+    """The order a release's wheels are read in: cp312 x86_64 first, whose whole builds
+    the other wheels of the release then reuse (see :class:`SharedBuilds`)."""
+    return "x86_64" not in filename, "-cp312-" not in filename, filename
+
+
+#: the facts a build shares with the builds that reuse its reading (:func:`_build` copies them)
+_SHARED = ("needed", "needed_method", "cuda_major", "undefined", "torch_undefined",
+           "torch_undefined_digest", "complete", "read_error", "init")
 
 
 def torch_target(module: str, steps: Iterable[RuleStep], torch_versions: Iterable[str],
@@ -212,16 +228,17 @@ def _build(z: RemoteZip, base: NativeBuild, where: tuple[str, str, str, str],
     dist, version, arch, filename = where
     e = z.by_name[base.member]
     by_module = (dist, version, arch, base.module)
-    content = (e.crc, e.file_size, e.compressed_size)
+    content = (dist, version, e.crc, e.file_size, e.compressed_size)
+    name = base.module.rsplit(".", 1)[-1]
     with shared.lock:
-        prior = shared.by_content.get(content) or shared.by_module.get(by_module)
+        # the same bytes under another module name define another PyInit_<name> than the
+        # one asked for: read them (copying init as unknown made the facts depend on order)
+        prior = next((p for p in (shared.by_content.get(content),
+                                  shared.by_module.get(by_module))
+                      if p is not None and p.module.rsplit(".", 1)[-1] == name), None)
     if prior is not None:
-        return base.model_copy(update={
-            k: getattr(prior, k) for k in ("needed", "needed_method", "cuda_major", "undefined",
-                                           "torch_undefined", "torch_undefined_digest",
-                                           "complete", "read_error", "bytes_from")} | {
-            "init": prior.init if prior.module.rsplit(".", 1)[-1]
-            == base.module.rsplit(".", 1)[-1] else None})
+        return base.model_copy(update={k: getattr(prior, k)
+                                       for k in (*_SHARED, "bytes_from")})
     whole = arch == "x86_64" and e.compressed_size <= WHOLE_CAP
     try:
         data = (z.read(base.member, cap=WHOLE_READ_CAP) if whole

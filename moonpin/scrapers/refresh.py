@@ -560,8 +560,7 @@ class _NativeSource(_Source):
         got = []
         total = size = 0
         # cp312 x86_64 first: the other wheels of the release reuse its builds' reads
-        for w in sorted(wheels, key=lambda f: ("x86_64" not in f.filename,
-                                               "-cp312-" not in f.filename, f.filename)):
+        for w in sorted(wheels, key=lambda f: nt.read_order(f.filename)):
             try:
                 nw, n, need = nt.scrape_wheel(run.fetcher, recipe, dist, v, w,
                                               self.torch_versions, self.shared)

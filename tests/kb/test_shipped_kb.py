@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from moonpin.kb import store
+from moonpin.scrapers.native import read_order
 from moonpin.scrapers.refresh import EXTRACTORS, canonical_provenance, extractor_fingerprints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,3 +31,13 @@ def test_the_shipped_kb_provenance_is_canonical() -> None:
     kb = store.load(KB)
     assert tuple(canonical_provenance(kb.mooncake)) == kb.mooncake, (
         "bytes_from is not the canonical choice: refresh the KB with this code")
+    # a native build's reading is shared within its release only (scrapers/native.py), with
+    # the build its wheels' read order reaches first
+    for r in kb.native:
+        read = {f"{b.member} in {w.artifact.filename}": read_order(w.artifact.filename)
+                for w in r.wheels for b in w.builds if b.bytes_from is None}
+        for w in r.wheels:
+            for b in w.builds:
+                if b.bytes_from is not None:
+                    assert b.bytes_from in read, (r.dist, r.version, b.member, b.bytes_from)
+                    assert read[b.bytes_from] <= read_order(w.artifact.filename)

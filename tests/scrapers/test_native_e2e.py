@@ -142,3 +142,72 @@ def test_every_recipe_names_its_distributions_once() -> None:
     dists = [d for r in recipes() for d in r.dists]
     assert len(dists) == len(set(dists))
     assert {r.project for r in recipes()} == {"nixl", "sglang-kernel", "deep-ep", "flashinfer"}
+
+
+def _in_order(monkeypatch: pytest.MonkeyPatch, reverse: bool) -> None:
+    """The scrape's thread pool replaced by one that reads its jobs one by one, in the
+    order given or reversed (results kept in job order, as ``ex.map`` returns them)."""
+    from moonpin.scrapers import refresh
+
+    def pool(fn, items, workers):  # type: ignore[no-untyped-def]
+        items = list(items)
+        got = {i: fn(items[i]) for i in (reversed(range(len(items))) if reverse
+                                         else range(len(items)))}
+        return [got[i] for i in range(len(items))]
+
+    monkeypatch.setattr(refresh, "_pool", pool)
+
+
+def _shared_index(idx: FakeIndex, releases: tuple[str, ...]) -> None:
+    """nixl-cu13 releases re-shipping the same build bytes (as a ``.post`` does), two
+    Python ABIs each; deep-ep holding the same bytes under another module name."""
+    so = build_so(needed=["libtorch.so", "libcudart.so.13"], strings=["x"])
+    idx.add_project("nixl-cu13", {v: dict(
+        build_wheel("nixl-cu13", v, {
+            "nixl_ep_cu13/__init__.py": NIXL_BACKEND,
+            f"nixl_ep_cu13/nixl_ep_cpp_torch214.cpython-{py}-x86_64-linux-gnu.so": so},
+            tag=f"cp{py}-cp{py}-manylinux_2_28_x86_64", requires_dist=["torch"])
+        for py in ("311", "312")) for v in releases})
+    idx.add_project("sgl-deep-ep", {"0.1.2": dict([build_wheel(
+        "sgl-deep-ep", "0.1.2", {"deep_ep/__init__.py": "",
+                                 "deep_ep/_C.cpython-312-x86_64-linux-gnu.so": so},
+        tag=TAG, requires_dist=["torch==2.14.1"])])})
+    _empty(idx, ["nixl", "nixl-cu12", "sgl-kernel", "sglang-kernel", "flashinfer-python"])
+    idx.add_json("/pypi/torch/json", {"info": {"name": "torch"}, "releases": {}})
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_bytes_from_does_not_depend_on_the_read_order(monkeypatch: pytest.MonkeyPatch,
+                                                      reverse: bool) -> None:
+    """Which build names the reading it shares does not depend on the order the releases
+    are read in (issue 39's leftover: a ``.post`` re-shipping its predecessor's bytes
+    pointed at whichever release a thread read first), nor on a refresh having kept the
+    release that read the bytes: a reading is shared within its release only, whose wheels
+    are read in a fixed order."""
+    both = ("1.5.1", "1.5.1.post1")
+    with FakeIndex() as idx:
+        _shared_index(idx, both)
+        _in_order(monkeypatch, reverse=False)
+        forward, _ = run(idx, _old())
+        _in_order(monkeypatch, reverse=reverse)
+        other, _ = run(idx, _old())
+    with FakeIndex() as idx:  # a refresh: 1.5.1 kept from the last KB, the .post read anew
+        _shared_index(idx, both[:1])
+        first, _ = run(idx, _old())
+    with FakeIndex() as idx:
+        _shared_index(idx, both)
+        refreshed, summary = run(idx, first)
+    assert summary.kept["native"] == 2  # type: ignore[attr-defined]
+    assert other.native == forward.native == refreshed.native
+    ptr = {f"{b.member} in {w.artifact.filename}": b.bytes_from
+           for r in forward.native for w in r.wheels for b in w.builds}
+    base = ("nixl_ep_cu13/nixl_ep_cpp_torch214.cpython-312-x86_64-linux-gnu.so in "
+            "nixl_cu13-1.5.1-cp312-cp312-manylinux_2_28_x86_64.whl")
+    post = base.replace("1.5.1-", "1.5.1.post1-")
+    assert ptr[base] is None and ptr[post] is None  # each release reads its own
+    assert [k for k, v in ptr.items() if v == base] == [base.replace("312", "311")]
+    assert [k for k, v in ptr.items() if v == post] == [post.replace("312", "311")]
+    # the same bytes as deep-ep's own module are read for it: its PyInit_ is another name
+    (de,) = (b for r in forward.native if r.dist == "sgl-deep-ep" for w in r.wheels
+             for b in w.builds)
+    assert de.bytes_from is None

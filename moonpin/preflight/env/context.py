@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from moonpin.preflight.env.target import Target
+    from moonpin.preflight.env.target import Identity, Target
     from moonpin.preflight.prefetch import Pending
     from moonpin.preflight.pyimport.metapath import Importer
 
@@ -60,12 +60,13 @@ class Context:
     a module found in none of them may be elsewhere), its machine and ``LD_LIBRARY_PATH``
     (None: this process's), its interpreter (whose global scope builds bind in; None: none
     known), the one model of its importer every look at it shares (folder listings, specs:
-    :class:`~moonpin.preflight.pyimport.metapath.Importer`), the :class:`Run`, and the
+    :class:`~moonpin.preflight.pyimport.metapath.Importer`), the :class:`Run`, the
     variables its processes start with (``env``: an image's configured ``Env``; this
-    process's environment for a check of this machine)."""
+    process's environment for a check of this machine), and who its worker runs as
+    (``user``, an :class:`Identity`: an image's ``User``; this process's for this machine)."""
 
     __slots__ = ("complete", "env", "ext_suffixes", "importer", "ld_path", "machine", "paths",
-                 "python", "root", "run", "sites", "version")
+                 "python", "root", "run", "sites", "user", "version")
 
     paths: Sequence[str]
     sites: tuple[str, ...] | None
@@ -79,13 +80,15 @@ class Context:
     importer: Importer
     run: Run
     env: Mapping[str, str]
+    user: Identity
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
                  version: tuple[int, int] | None = None, complete: bool = True,
                  machine: str | None = None, ld_path: Sequence[str] | None = None,
                  python: str | None = None, run: Run | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, user: Identity | None = None
+                 ) -> None:
         from moonpin.preflight.pyimport.metapath import Importer
 
         if ext_suffixes is None:
@@ -104,6 +107,11 @@ class Context:
         put(self, "python", python)
         put(self, "run", run if run is not None else Run())
         put(self, "env", os.environ if env is None else env)
+        if user is None:
+            from moonpin.preflight.env.target import Identity as _Identity
+
+            user = _Identity.current()
+        put(self, "user", user)
         # made now: what it records is stamped from when the check began to look
         # (:mod:`moonpin.preflight.installed.stamps`); not under an image's root, whose paths
         # resolve through the image's own links
@@ -118,7 +126,8 @@ class Context:
         return cls(target.paths, sites=target.sites, root=target.root,
                    ext_suffixes=target.ext_suffixes, version=target.version,
                    complete=complete, machine=target.machine, ld_path=target.ld_path,
-                   python=target.python, run=run, env=env)
+                   python=target.python, run=run, env=env,
+                   user=target.user)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Context is frozen: make a new one instead of setting {name}")

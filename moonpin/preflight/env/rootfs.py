@@ -30,7 +30,7 @@ import os
 from contextlib import contextmanager as _contextmanager
 
 from moonpin.preflight.env import chroot as rootfs
-from moonpin.preflight.env.target import Target, TargetError
+from moonpin.preflight.env.target import Identity, Target, TargetError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.result import Report
 
 __all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "dockerfile_fix", "for_image", "image_env",
-           "target_for", "unpacked", "with_overrides"]
+           "target_for", "unpacked", "with_overrides", "worker_identity"]
 
 #: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -60,8 +60,14 @@ class ImageConfig:
     def __init__(self, env: Any = None, entrypoint: Sequence[str] | None = None,
                  cmd: Sequence[str] | None = None, working_dir: str | None = None,
                  os: str | None = None, architecture: str | None = None,
-                 variant: str | None = None) -> None:
+                 variant: str | None = None, user: str | None = None,
+                 groups: Sequence[int] | None = None) -> None:
         self.env = env
+        #: the config's ``User`` (``name``, ``uid``, ``name:group``, ``uid:gid``...); a
+        #: runtime bundle's ``process.user`` as ``uid:gid``, with ``groups`` its
+        #: ``additionalGids``
+        self.user = user
+        self.groups = groups
         self.entrypoint = entrypoint
         self.cmd = cmd
         self.working_dir = working_dir
@@ -94,7 +100,15 @@ def bundle(path: str) -> tuple[str, ImageConfig | None]:
         env = [e for e in proc.get("env") or () if isinstance(e, str)]
         args = [a for a in proc.get("args") or () if isinstance(a, str)]
         cwd = proc.get("cwd") if isinstance(proc.get("cwd"), str) else None
-        return root, ImageConfig(env=env, entrypoint=args, working_dir=cwd)
+        # config.md "User": numeric ids, resolved by whoever wrote the bundle
+        found_user = proc.get("user")
+        u: dict[str, Any] = found_user if isinstance(found_user, dict) else {}
+        ids = [u.get("uid", 0), u.get("gid", 0)]
+        extra = [g for g in u.get("additionalGids") or () if type(g) is int]
+        user = (f"{ids[0]}:{ids[1]}" if all(type(i) is int and i >= 0 for i in ids)
+                else None)
+        return root, ImageConfig(env=env, entrypoint=args, working_dir=cwd, user=user,
+                                 groups=extra)
     return path, None
 
 
@@ -134,7 +148,66 @@ def with_overrides(config: Any, image_env: Sequence[str]) -> ImageConfig | None:
                        working_dir=getattr(config, "working_dir", None),
                        os=getattr(config, "os", None),
                        architecture=getattr(config, "architecture", None),
-                       variant=getattr(config, "variant", None))
+                       variant=getattr(config, "variant", None),
+                       user=getattr(config, "user", None), groups=getattr(config, "groups", None))
+
+
+def _lines(root: str, name: str) -> list[list[str]]:
+    """The colon-separated records of the image's ``/etc/<name>`` (none: no such file)."""
+    from moonpin.kb.files import read_regular
+
+    try:
+        data = read_regular(rootfs.resolve(root, f"/etc/{name}"), cap=16 << 20,
+                            what=f"/etc/{name}")
+    except OSError:
+        return []
+    return [ln.split(":") for ln in data.decode("utf-8", "replace").splitlines()
+            if ln and not ln.startswith("#")]
+
+
+def worker_identity(root: str, config: Any) -> Identity:
+    """Who the image's worker runs as: its config's ``User`` resolved as runc does
+    (libcontainer/user ``GetExecUser``) against the image's ``/etc/passwd`` and
+    ``/etc/group``: a name, or a number (which need not be in ``/etc/passwd``), then
+    optionally ``:`` and a group name or number. With no group given, the user's own group
+    and every group listing its name; with one, that group alone. No ``User``: root. Raises
+    :class:`TargetError` for a name the image does not have (its container cannot start)."""
+    user = getattr(config, "user", None) or ""
+    extra = tuple(getattr(config, "groups", None) or ())
+    if not user:
+        return Identity(0, (0, *extra), "root (the image config sets no User)")
+    name, _, group = user.partition(":")
+    passwd = [r for r in _lines(root, "passwd") if len(r) >= 4]
+    groups = [r for r in _lines(root, "group") if len(r) >= 3]
+    entry = next((r for r in passwd if (r[0] == name if not name.isdigit() else r[2] == name)),
+                 None)
+    if name.isdigit():
+        uid = int(name)
+    elif entry is not None and entry[2].isdigit():
+        uid = int(entry[2])
+    else:
+        raise TargetError(f"the image config's User {user!r}: no user {name!r} in the "
+                          "image's /etc/passwd, so its container cannot start (runc: "
+                          "no matching entries in passwd file)",
+                          tip="set USER to a user the image has, or to a number")
+    said = f"the image config's User {user!r} (uid {uid}"
+    if group:
+        if group.isdigit():
+            gids: tuple[int, ...] = (int(group),)
+        else:
+            g = next((r for r in groups if r[0] == group and r[2].isdigit()), None)
+            if g is None:
+                raise TargetError(f"the image config's User {user!r}: no group {group!r} in "
+                                  "the image's /etc/group, so its container cannot start",
+                                  tip="set USER to a group the image has, or to a number")
+            gids = (int(g[2]),)
+    else:
+        primary = int(entry[3]) if entry is not None and entry[3].isdigit() else 0
+        login = entry[0] if entry is not None else None
+        gids = (primary, *(int(r[2]) for r in groups if r[2].isdigit() and login is not None
+                           and login in r[3].split(",")))
+    gids = (*gids, *extra)
+    return Identity(uid, gids, f"{said}, gids {', '.join(map(str, dict.fromkeys(gids)))})")
 
 
 def _venvs(root: str, limit: int = 4000) -> list[str]:
@@ -541,6 +614,7 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
                + (f", a venv ({cfg_at})" if cfg_at else ""), host_sites)
     t.root = root
     t.machine = machine
+    t.user = worker_identity(root, config)
     if first and host_paths and host_paths[0] == rootfs.resolve(root, first):
         t.cwd = host_paths[0]  # sys.path[0]: the working folder (or the script's)
     from moonpin.preflight.loader.ldso import ld_path_folders
@@ -643,6 +717,13 @@ def unpacked(path: str, platform: str | None) -> Iterator[tuple[str, Any]]:
     dest = tempfile.mkdtemp(prefix="moonpin-image.")
     try:
         unpack(img, dest)
-        yield dest, img.config
+        config = img.config
+        if os.geteuid() != 0 and getattr(config, "user", None):
+            # unpacked by another user, its files are that user's: their owners say nothing
+            # of the image's, so what the config's User may read is not judged
+            import dataclasses
+
+            config = dataclasses.replace(config, user=None)
+        yield dest, config
     finally:
         shutil.rmtree(dest, ignore_errors=True)

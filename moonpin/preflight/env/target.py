@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable, Sequence
 
-__all__ = ["Target", "TargetError", "default", "from_python", "from_site_packages", "this_python"]
+__all__ = ["Identity", "Target", "TargetError", "default", "from_python", "from_site_packages",
+           "this_python"]
 
 #: Asked of a target interpreter: what the importer there uses.
 _ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
@@ -50,12 +51,68 @@ class TargetError(Exception):
         self.tip = tip
 
 
+class Identity:
+    """Who the worker's process runs as: its user id, its group ids (the primary one first,
+    then the supplementary ones) and how that was learned (``said``, for the report). A
+    live check's is this process's own (the worker runs the check); an image's comes from
+    its config's ``User`` (:func:`moonpin.preflight.env.rootfs.worker_identity`)."""
+
+    __slots__ = ("gids", "said", "uid")
+
+    def __init__(self, uid: int, gids: Sequence[int], said: str) -> None:
+        self.uid = uid
+        self.gids = tuple(dict.fromkeys(gids))
+        self.said = said
+
+    @classmethod
+    def current(cls) -> Identity:
+        """This process's effective user and groups."""
+        uid = os.geteuid()
+        return cls(uid, (os.getegid(), *os.getgroups()), f"this process's user (uid {uid})")
+
+    def _allows(self, st: os.stat_result, bit: int) -> bool:
+        # the kernel's generic_permission (fs/namei.c, acl_permission_check): the owner's
+        # bits when the uid owns the file, else the group's when one of its groups does,
+        # else the others'; root (CAP_DAC_OVERRIDE) reads and searches everything. POSIX
+        # ACLs are not read.
+        if self.uid == 0:
+            return True
+        if st.st_uid == self.uid:
+            return bool(st.st_mode & (bit << 6))
+        if st.st_gid in self.gids:
+            return bool(st.st_mode & (bit << 3))
+        return bool(st.st_mode & bit)
+
+    def may_read(self, path: str, root: str | None = None) -> bool:
+        """Whether this user can open the file at ``path`` (a host path) for reading: every
+        folder on the way below ``root`` (an image's root folder, whose own mode is the
+        host's; None: ``/``) searchable (``x``), and the file readable (``r``). A path that
+        cannot be stat-ed: True (its own check says what is wrong with it)."""
+        if self.uid == 0:
+            return True
+        top = os.path.realpath(root) if root else "/"
+        full = os.path.realpath(path) if root is None else os.path.abspath(path)
+        try:
+            folder = top
+            rel = os.path.relpath(os.path.dirname(full), top)
+            for part in ([] if rel == "." else rel.split(os.sep)):
+                folder = os.path.join(folder, part)
+                if not self._allows(os.stat(folder), 1):
+                    return False
+            return self._allows(os.stat(full), 4)
+        except OSError:
+            return True
+
+    def __repr__(self) -> str:
+        return f"uid {self.uid}, gids {', '.join(map(str, self.gids))}"
+
+
 class Target:
     """An environment: its interpreter (None: none known), version, the folders its
     importer searches, its extension-module suffixes, and how it was chosen."""
 
     __slots__ = ("cwd", "ext_suffixes", "guessed", "how", "ld_path", "machine", "managed",
-                 "paths", "pip", "python", "root", "sites", "version")
+                 "paths", "pip", "python", "root", "sites", "user", "version")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
                  ext_suffixes: Sequence[str], how: str,
@@ -74,6 +131,8 @@ class Target:
         self.ld_path: tuple[str, ...] | None = None
         #: the image's machine (``x86_64``; None: this one's)
         self.machine: str | None = None
+        #: who the image's worker runs as (its config's ``User``; None: this process's user)
+        self.user: Identity | None = None
         #: how a fix line runs pip for this interpreter (``pip``, ``/opt/venv/bin/python -m pip``)
         self.pip = "pip"
         #: whether its pip refuses to install there (PEP 668, :mod:`moonpin.preflight.env.pep668`)

@@ -13,11 +13,13 @@ from moonpin.kb.cache import facts_memo
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ast
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
-__all__ = ["Unrunnable", "attr_path", "env_defaults", "fstring_heads", "join_split", "mentions",
-           "parse", "reading", "str_sets"]
+    from moonpin.preflight.env.target import Identity
+
+__all__ = ["Unrunnable", "attr_path", "denied", "env_defaults", "fstring_heads", "join_split",
+           "mentions", "parse", "reading", "str_sets"]
 
 _CAP = 4 << 20  # a loader file; a bigger one is not a loader
 
@@ -56,6 +58,8 @@ def parse(path: str) -> ast.Module | None:
       ``__init__`` only when ``stat`` (links followed) says regular file, so the module is
       not found, or its package imports as an empty namespace package, and the loader in
       it never runs;
+    * it cannot be read by this process (a check run as the worker's user): the import
+      raises ``PermissionError`` (a check of another user's files asks :func:`denied`);
     * its source is nested past the parser's own limits (``SyntaxError: too many nested
       parentheses``, ``MemoryError``) or an int literal past the digits limit (CPython
       3.10.7 and later), which the import raises."""
@@ -77,7 +81,12 @@ def parse(path: str) -> ast.Module | None:
                              "imports as an empty namespace package; a module is not "
                              "found), so the loader in it never runs")
         data = read_bytes(path, _CAP, "loader")
-    except OSError:
+    except OSError as e:
+        import errno
+
+        if e.errno in (errno.EACCES, errno.EPERM):  # checked as the worker's own user
+            raise Unrunnable(path, f"not readable by this process's user (uid "
+                             f"{os.geteuid()}): the import raises PermissionError") from None
         return None
     try:
         return ast.parse(data, path)
@@ -93,6 +102,23 @@ def parse(path: str) -> ast.Module | None:
         return None
     except ValueError:  # a NUL byte: the import raises too, but the file says nothing
         return None
+
+
+def denied(paths: Iterable[str], who: Identity, root: str | None) -> Unrunnable | None:
+    """The first of ``paths`` (the files an import runs or maps) the worker's user ``who``
+    cannot read, judged by their modes as the kernel would
+    (:meth:`~moonpin.preflight.env.target.Identity.may_read`), as an :class:`Unrunnable`:
+    its import raises ``PermissionError`` (a module or package ``__init__``) or ``ImportError:
+    …: cannot open shared object file: Permission denied`` (a build). None: every one is
+    readable (always so for root)."""
+    for path in paths:
+        if not who.may_read(path, root):
+            return Unrunnable(path, f"not readable by the worker's user ({who.said}): the "
+                              "import raises PermissionError" if not path.endswith(".so")
+                              else f"not readable by the worker's user ({who.said}): the "
+                              "import raises ImportError (cannot open shared object file: "
+                              "Permission denied)")
+    return None
 
 
 def fstring_heads(tree: ast.AST) -> Iterator[tuple[str, list[str], ast.JoinedStr]]:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Choice, Facts, Pick
     from moonpin.preflight.installed.image_facts import Dist, Torch
     from moonpin.preflight.loader.loadchain import Report
+    from moonpin.preflight.pyimport.importer import Found
 
 __all__ = ["GPU_ENV", "gpu_state", "judge_extensions"]
 
@@ -137,7 +138,8 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
                 ctx.complete, ctx.machine, ctx.ld_path, ctx.python, sorted(features.items()),
                 sorted(flags.items()), (torch.version, torch.cuda) if torch else None,
                 sorted((n, d.version, d.root, tuple(d.requires)) for n, d in dists.items()),
-                state, None if own_env else sorted(env.items()), kb is not None, kb_file))
+                state, None if own_env else sorted(env.items()), kb is not None, kb_file,
+                (ctx.user.uid, ctx.user.gids)))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
         from moonpin.preflight.env.reads import Reads, plain_folder
@@ -246,6 +248,11 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
     except astread.Unrunnable as e:
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} "
                            f"is {e.why}", _replace(facts, e.path, ctx.root), (found.folder,))
+    denied = astread.denied(_runs(found, pick), ctx.user, ctx.root)
+    if denied is not None:  # the worker's user, not this check's, opens them
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {denied.path} "
+                           f"is {denied.why}", _replace(facts, denied.path, ctx.root),
+                           (found.folder,))
     notes = "; ".join(pick.notes)
     if pick.unread is not None:
         return CheckResult(name, "skip", f"{where}: not judged: {pick.unread}"
@@ -267,6 +274,23 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                        f"{where}: {detail}" + (f" ({notes})" if notes else "")
                        + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
                        _generic(facts, rule) if pick.warnings else None, (found.folder,))
+
+
+def _runs(found: Found, pick: Pick) -> list[str]:
+    """The files ``import`` of ``found`` opens under ``pick``: its ``__init__`` (or module),
+    and for each build a choice loads alone, the ``__init__`` of every package above it and
+    the build itself."""
+    out = [found.folder if found.module else os.path.join(found.folder, "__init__.py")]
+    for c in pick.choices:
+        if len(c.files) != 1:  # the loader tries several: the first it can open wins
+            continue
+        ups = []
+        folder = os.path.dirname(c.files[0])
+        while os.path.isfile(os.path.join(folder, "__init__.py")):
+            ups.append(os.path.join(folder, "__init__.py"))
+            folder = os.path.dirname(folder)
+        out += [*reversed(ups), c.files[0]]
+    return list(dict.fromkeys(out))
 
 
 def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,

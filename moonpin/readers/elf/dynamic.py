@@ -1,7 +1,8 @@
 """The one decoding of an ELF object's dynamic section (gABI chapter 5, "Dynamic Section"):
 its entries up to ``DT_NULL``, the string table they point into, and the names the dynamic
 loader reads there (``DT_NEEDED``, ``DT_SONAME``, ``DT_RUNPATH``/``DT_RPATH``) with
-``DT_FLAGS_1``.
+``DT_FLAGS_1``. Of a tag given twice the last entry counts, as in glibc (:meth:`Dynamic.info`),
+except ``DT_NEEDED``, of which every entry counts.
 
 Every reader of dynamic entries decodes them here: :mod:`moonpin.readers.elf.analysis` (a
 prefix of a wheel's member for the scrape; a whole object for the check's loader model,
@@ -84,15 +85,15 @@ class Dynamic:
         self.offset = offset
         self.end = end
 
-    def first(self, tag: int) -> int | None:
-        """The value of the first entry of ``tag`` (None: there is none)."""
-        for t, v in self.entries:
-            if t == tag:
-                return v
-        return None
+    def info(self) -> dict[int, int]:
+        """The value of each tag as the loader keeps it: the *last* entry of a tag wins
+        (glibc elf/get-dynamic-info.h ``elf_get_dynamic_info``: ``info[dyn->d_tag] = dyn``
+        for every entry up to ``DT_NULL``, so a later duplicate overwrites an earlier one).
+        Only ``DT_NEEDED`` is read entry by entry (elf/dl-deps.c walks ``l_ld``)."""
+        return dict(self.entries)
 
     def last(self, tag: int) -> int | None:
-        """The value of the last entry of ``tag`` (None: there is none)."""
+        """The value of the last entry of ``tag``, the one the loader uses (None: none)."""
         for t, v in reversed(self.entries):
             if t == tag:
                 return v
@@ -134,7 +135,7 @@ def string_table(layout: ElfLayout, dyn: Dynamic, warnings: list[str]
     maps to (it holds an address, not an offset) to the end of that ``PT_LOAD``'s file image
     or ``DT_STRSZ`` bytes, whichever is first, so a hostile size cannot push a read past
     either. None (with a warning saying why) when there is no such table."""
-    addr = dyn.first(DT_STRTAB)
+    addr = dyn.last(DT_STRTAB)
     if addr is None:
         warnings.append("PT_DYNAMIC has no DT_STRTAB")
         return None
@@ -143,7 +144,7 @@ def string_table(layout: ElfLayout, dyn: Dynamic, warnings: list[str]
         warnings.append(f"DT_STRTAB {addr:#x} is not inside any PT_LOAD file image")
         return None
     start, seg_stop = mapped
-    strsz = dyn.first(DT_STRSZ)
+    strsz = dyn.last(DT_STRSZ)
     stop = seg_stop if strsz is None else min(seg_stop, start + strsz)
     return start, max(start, stop)
 
@@ -175,8 +176,8 @@ def _string(strtab: tuple[int, int], strsz: int | None, data: bytes, index: int,
 
 class Names:
     """The names the loader reads from the dynamic section. ``runpath`` is the effective
-    search path without its empty entries: the ``DT_RUNPATH`` ones, else the ``DT_RPATH``
-    ones (gABI "Shared Object Dependencies": with ``DT_RUNPATH`` present, ``DT_RPATH`` is
+    search path without its empty entries: the last ``DT_RUNPATH``'s, else the last
+    ``DT_RPATH``'s (gABI "Shared Object Dependencies": with ``DT_RUNPATH`` present, ``DT_RPATH`` is
     ignored), ``runpath_tag`` saying which; ``search_path`` is the same list as glibc keeps
     it (elf/dl-load.c ``fillin_rpath``: an empty entry is the working folder, ``""``; a
     string empty as a whole is no entry); ``flags_1`` is the last ``DT_FLAGS_1`` (0: none)."""
@@ -197,41 +198,39 @@ class Names:
 def names(dyn: Dynamic, strtab: tuple[int, int], data: bytes, warnings: list[str]
           ) -> Names | None:
     """``DT_NEEDED``, ``DT_SONAME``, ``DT_RUNPATH``/``DT_RPATH`` and ``DT_FLAGS_1`` of
-    ``dyn``, its strings read from ``strtab`` (:func:`string_table`) in ``data``. None (with
-    a warning) when a string lies beyond the bytes at hand; a corrupt one is warned about
-    and skipped."""
+    ``dyn``, its strings read from ``strtab`` (:func:`string_table`) in ``data``, as glibc
+    reads them: every ``DT_NEEDED`` in order (elf/dl-deps.c), and of every other tag the
+    last entry alone (:meth:`Dynamic.info`): a duplicate ``DT_RUNPATH`` replaces the earlier
+    one rather than adding to it, and its string is the only one read. None (with a warning)
+    when a string lies beyond the bytes at hand; a corrupt one is warned about and skipped."""
+    info = dyn.info()
+    strsz = info.get(DT_STRSZ)
     needed: list[str] = []
-    runpath: list[str] = []
-    rpath: list[str] = []
-    soname: str | None = None
-    raw: dict[int, list[str]] = {DT_RUNPATH: [], DT_RPATH: []}
-    strsz = dyn.first(DT_STRSZ)
+    strings: dict[int, str | None] = {}
     try:
         for tag, val in dyn.entries:  # bounded by MAX_ENTRIES
-            if tag not in (DT_NEEDED, DT_SONAME, DT_RUNPATH, DT_RPATH):
-                continue
-            s = _string(strtab, strsz, data, val, warnings)
-            if s is None:
-                continue
             if tag == DT_NEEDED:
-                needed.append(s)
-            elif tag == DT_SONAME:
-                soname = soname if soname is not None else s
-            else:
-                # gABI: the path is a colon-separated list of directories.
-                (runpath if tag == DT_RUNPATH else rpath).extend(p for p in s.split(":") if p)
-                if s:  # the loader keeps empty entries: the working folder
-                    raw[tag].extend(s.split(":"))
+                s = _string(strtab, strsz, data, val, warnings)
+                if s is not None:
+                    needed.append(s)
+        for tag in (DT_SONAME, DT_RUNPATH, DT_RPATH):
+            if tag in info:
+                strings[tag] = _string(strtab, strsz, data, info[tag], warnings)
     except _Unavailable:
         start, stop = strtab
         warnings.append(f"dynamic string table ({start:#x}..{stop:#x}) lies beyond the "
                         f"{len(data)}-byte prefix")
         return None
-    flags_1 = dyn.last(DT_FLAGS_1) or 0
-    if dyn.has(DT_RUNPATH):
-        return Names(tuple(needed), tuple(runpath), "DT_RUNPATH", soname,
-                     tuple(raw[DT_RUNPATH]), flags_1)
-    if dyn.has(DT_RPATH):
-        return Names(tuple(needed), tuple(rpath), "DT_RPATH", soname, tuple(raw[DT_RPATH]),
-                     flags_1)
-    return Names(tuple(needed), (), None, soname, (), flags_1)
+    flags_1 = info.get(DT_FLAGS_1, 0)
+    soname = strings.get(DT_SONAME)
+    # get-dynamic-info.h: "If both RUNPATH and RPATH are given, the latter is ignored."
+    path_tag = (DT_RUNPATH if DT_RUNPATH in info else DT_RPATH if DT_RPATH in info
+                else None)
+    if path_tag is None:
+        return Names(tuple(needed), (), None, soname, (), flags_1)
+    s = strings.get(path_tag) or ""
+    # gABI: a colon-separated list of directories; the loader keeps empty entries (the
+    # working folder) of a string that is not empty as a whole.
+    return Names(tuple(needed), tuple(p for p in s.split(":") if p),
+                 "DT_RUNPATH" if path_tag == DT_RUNPATH else "DT_RPATH", soname,
+                 tuple(s.split(":")) if s else (), flags_1)

@@ -151,15 +151,15 @@ class SymbolTable:
             self._addr = self._word
             self._sym = struct.Struct(e + "IIIBBH")
         self._syment = self._sym.size
-        #: the first entry of each tag (a real object has one of each it uses)
+        #: the value of each tag as the loader keeps it: the last entry of a tag wins
+        #: (:meth:`moonpin.readers.elf.dynamic.Dynamic.info`)
         self.tags: dict[int, int] = {}
         dyn = dynamic.decode(layout, data)  # type: ignore[arg-type]
         if dyn is not None:
             if dyn.ended == dynamic.SHORT:
                 at = dyn.offset + len(dyn.entries) * (16 if self.bits == 64 else 8)
                 raise SymbolError(f"a table reaches past the end of the file (byte {at:,})")
-            for tag, val in dyn.entries:
-                self.tags.setdefault(tag, val)
+            self.tags = dyn.info()
         self.has_symbols = _DT_SYMTAB in self.tags and _DT_STRTAB in self.tags
         self._strtab = self._file_offset(self.tags[_DT_STRTAB]) if self.has_symbols else 0
         self._strsz = self.tags.get(_DT_STRSZ, self.size - self._strtab)

@@ -90,7 +90,8 @@ def check_wants(path: str) -> bool:
     each native extension's loader and builds, the NVIDIA wheels' libraries), the ``.py``
     and ``.so`` files of SGLang wherever they are, every file of mooncake's package and
     its ``.libs`` (their RECORD hashes tell two distributions apart), auditwheel's
-    ``*.libs`` libraries, and the loader's configuration (``/etc/ld.so.*``). The shared libraries in
+    ``*.libs`` libraries, the loader's configuration (``/etc/ld.so.*``) and the user and
+    group files (``/etc/passwd``, ``/etc/group``). The shared libraries in
     library folders are not named here: :func:`unpack` keeps those the kept objects need.
     """
     p = path.lstrip("/")
@@ -114,6 +115,8 @@ def check_wants(path: str) -> bool:
     if base.endswith(".egg-info"):  # a distutils egg-info file
         return True
     if p in ("etc/ld.so.cache", "etc/ld.so.conf") or p.startswith("etc/ld.so.conf.d/"):
+        return True
+    if p in ("etc/passwd", "etc/group"):  # who the config's User is
         return True
     if (base.endswith(".py") or _so_file(base)) and any(
             seg in ("site-packages", "dist-packages") for seg in parts[:-1]):
@@ -308,7 +311,8 @@ class _Unpacker:
                 os.unlink(dp)
         return dp
 
-    def _write(self, p: str, src: Any, size: int, mode: int, what: str) -> None:
+    def _write(self, p: str, src: Any, size: int, mode: int, what: str,
+               owner: tuple[int, int] | None = None) -> None:
         dp = self._prepare(p)
         fd = os.open(dp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                      | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -341,6 +345,8 @@ class _Unpacker:
                     out.write(chunk)
                     left -= len(chunk)
         os.chmod(dp, mode & 0o777 | 0o600)
+        if owner is not None and os.geteuid() == 0:  # who may read it is the check's question
+            os.chown(dp, *owner)
         self.made.add(p)
         if is_elf(head) or p.startswith("etc/ld.so.conf"):
             self._learn(p, dp)
@@ -544,18 +550,18 @@ class _Unpacker:
             links = self.hardlinks.pop((idx, p), None) if self.rereading else None
             if links:
                 src = tf.extractfile(m)
-                self._write(links[0], src, m.size, m.mode, what)
+                self._write(links[0], src, m.size, m.mode, what, (m.uid, m.gid))
                 for q in links[1:]:
                     os.link(self._dpath(links[0]), self._prepare(q))
                     self.made.add(q)
                 if not self._keep(p):
                     return
                 src = tf.extractfile(m)
-                self._write(p, src, m.size, m.mode, what)
+                self._write(p, src, m.size, m.mode, what, (m.uid, m.gid))
                 return
             if self._keep(p):
                 src = tf.extractfile(m)
-                self._write(p, src, m.size, m.mode, what)
+                self._write(p, src, m.size, m.mode, what, (m.uid, m.gid))
             elif self.default and _is_lib_name(base):
                 self.cands.setdefault(base, []).append(p)
             return
@@ -795,10 +801,8 @@ class _Skeleton:
         from moonpin.readers.elf.dynamic import decode
 
         layout = self.layout
-        tags: dict[int, int] = {}
         dyn = decode(layout, bytes(self.dynamic), self.dyn[0])
-        for tag, val in dyn.entries if dyn is not None else ():
-            tags.setdefault(tag, val)
+        tags = dyn.info() if dyn is not None else {}  # the loader's: a tag's last entry
         bounds = {self.dyn[0], self.size}
         for sg in layout.segments:
             if sg.type == 1:
@@ -884,7 +888,8 @@ def unpack(image: Image, dest: str, want: Callable[[str], bool] | None = None, *
     plus the libraries the kept ELF objects need) selects, as if ``dest`` were ``/``.
 
     Symlinks are recreated relative and resolved inside ``dest``; hard links become hard
-    links inside ``dest``; regular files keep their permission bits (never setuid); no
+    links inside ``dest``; regular files keep their permission bits (never setuid) and, when
+    unpacked by root, their owner and group; no
     device file or FIFO is created. ``max_bytes`` caps the bytes kept (default 32 GiB,
     ``MOONPIN_IMAGE_MAX_KEPT``); ``MOONPIN_IMAGE_MAX_READ``, ``_MAX_MEMBERS`` and
     ``_MAX_RATIO`` cap the tar bytes read, the members and the expansion of a layer.

@@ -50,6 +50,7 @@ class ImageConfig:
     os: str
     architecture: str
     variant: str | None
+    user: str | None = None  # config.User: "name", "uid", "name:group", "uid:gid"...
 
 
 @dataclass(frozen=True)
@@ -293,8 +294,12 @@ def _parse_config(doc: Any, what: str) -> tuple[ImageConfig, list[str] | None]:
     rootfs = doc.get("rootfs")
     if isinstance(rootfs, dict) and isinstance(rootfs.get("diff_ids"), list):
         diff_ids = [d for d in rootfs["diff_ids"] if isinstance(d, str)]
+    user = cfg.get("User")
+    if user is not None and not isinstance(user, str):
+        raise _fail(f"{what}: config.User is not a string")
     conf = ImageConfig(env=strs("Env") or (), entrypoint=strs("Entrypoint"), cmd=strs("Cmd"),
-                       working_dir=wd or None, os=o, architecture=a, variant=v or None)
+                       working_dir=wd or None, os=o, architecture=a, variant=v or None,
+                       user=user or None)
     return conf, diff_ids
 
 

@@ -19,6 +19,7 @@ from moonpin.readers.elf import analysis, dynamic
 from moonpin.readers.elf.layout import PT_DYNAMIC, ElfError, parse_layout
 from moonpin.readers.elf.symbols import SymbolError, SymbolTable
 from tests.lib.elfbuild import build_so
+from tests.lib.ldcases import can_build, judged, lib, module, real
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -73,8 +74,8 @@ def test_every_caller_gets_the_same_answer() -> None:
     assert names is not None and dyn is not None
     assert (facts.needed, facts.runpath_tag, facts.search_path) == (
         names.needed, names.runpath_tag, names.search_path)
-    table = SymbolTable(data)  # the first entry of each tag, as before the one decoder
-    assert table.tags == {t: dyn.first(t) for t, _ in dyn.entries}
+    table = SymbolTable(data)  # each tag's last entry, as the loader keeps it
+    assert table.tags == {t: dyn.last(t) for t, _ in dyn.entries}
 
 
 def test_every_prefix_has_a_defined_outcome() -> None:
@@ -96,6 +97,62 @@ def test_every_prefix_has_a_defined_outcome() -> None:
         if facts.needed_method == "dt_needed":
             assert facts.needed == whole.needed  # a prefix never answers wrong
     assert {dynamic.SHORT, dynamic.END} <= seen
+
+
+def _retag(data: bytes, old: int, new: int) -> bytes:
+    """``data`` with its first dynamic entry of tag ``old`` retagged ``new`` (its value
+    kept): the way to a duplicate tag, which no linker writes."""
+    layout = parse_layout(data, len(data))
+    dyn = dynamic.decode(layout, data)
+    assert dyn is not None
+    i = next(i for i, (t, _) in enumerate(dyn.entries) if t == old)
+    return _patch(data, dyn.offset + i * 16, "<q", new)
+
+
+@pytest.mark.parametrize("order", ["used-last", "used-first"])
+def test_a_duplicate_tag_counts_as_its_last_entry(order: str) -> None:
+    """glibc's ``elf_get_dynamic_info`` keeps the last entry of each tag: a second
+    ``DT_RUNPATH`` replaces the first (not joined to it), a second ``DT_SONAME`` likewise;
+    every ``DT_NEEDED`` counts. ``build_so`` writes SONAME before RUNPATH, so retagging the
+    SONAME makes its string the *first* of two RUNPATHs."""
+    first, last = ("/dead", "/live") if order == "used-last" else ("/live", "/dead")
+    data = _retag(build_so(needed=("liba.so", "libb.so"), runpath=last, soname=first),
+                  dynamic.DT_SONAME, dynamic.DT_RUNPATH)
+    dyn, names, warnings = _read(data)
+    assert dyn is not None and names is not None and not warnings
+    assert [t for t, _ in dyn.entries].count(dynamic.DT_RUNPATH) == 2
+    assert names.runpath == (last,) and names.search_path == (last,)
+    assert names.needed == ("liba.so", "libb.so") and names.soname is None
+    facts = analysis.analyze(data, len(data), ())
+    assert facts.runpath == (last,)
+    # two SONAMEs: the last one is the object's name
+    two = _retag(build_so(needed=(), runpath=last, soname=first), dynamic.DT_RUNPATH,
+                 dynamic.DT_SONAME)
+    assert _read(two)[1].soname == last  # type: ignore[union-attr]
+
+
+def test_a_duplicate_string_table_counts_as_its_last() -> None:
+    """The first of two ``DT_STRTAB`` entries pointing at garbage: the loader (and so
+    the names, the symbol tables and the image unpacker's tables) use the last one."""
+    data = build_so(needed=("liba.so",), runpath="/r", soname="libx.so")
+    layout = parse_layout(data, len(data))
+    dyn = dynamic.decode(layout, data)
+    assert dyn is not None
+    good = dyn.last(dynamic.DT_STRTAB)
+    assert good is not None
+    # the RUNPATH entry becomes a STRTAB pointing 1 byte into the real one: every name
+    # read through it is off by one
+    i = next(i for i, (t, _) in enumerate(dyn.entries) if t == dynamic.DT_RUNPATH)
+    bad = _patch(data, dyn.offset + i * 16, "<qQ", dynamic.DT_STRTAB, good + 1)
+    got, names, warnings = _read(bad)
+    assert got is not None and got.entries[i] == (dynamic.DT_STRTAB, good + 1)
+    assert names is not None and names.needed == ("liba.so",), warnings
+    assert names.soname == "libx.so"
+    # the control: the garbage one last is the one read
+    j = next(j for j, (t, _) in enumerate(dyn.entries) if t == dynamic.DT_STRTAB)
+    worse = _patch(bad, dyn.offset + j * 16, "<qQ", dynamic.DT_STRTAB, good + 1)
+    worse = _patch(worse, dyn.offset + i * 16, "<qQ", dynamic.DT_STRTAB, good)
+    assert _read(worse)[1].needed == ("iba.so",)  # type: ignore[union-attr]
 
 
 def _huge_dynamic() -> bytes:
@@ -156,7 +213,7 @@ def test_strings_that_never_end() -> None:
     assert dyn is not None
     strtab = dynamic.string_table(layout, dyn, [])
     assert strtab is not None
-    start = strtab[0] + dyn.first(dynamic.DT_NEEDED)  # type: ignore[operator]
+    start = strtab[0] + dyn.last(dynamic.DT_NEEDED)  # type: ignore[operator]
     cut = bytearray(data)
     cut[start:strtab[1]] = b"x" * (strtab[1] - start)  # no NUL to the table's end
     warnings: list[str] = []
@@ -231,3 +288,51 @@ def test_a_planted_decoder_is_found(tmp_path: Path) -> None:
         '        return struct.unpack_from("<qQ", d, 64)\n')
     assert _decoders(tmp_path) == ["moonpin/own.py:4: the ELF magic",
                                    "moonpin/own.py:5: an ELF struct format '<qQ'"]
+
+
+_DT_FINI = 13
+
+
+def _retag_file(path: Path, old: int, new: int) -> None:
+    path.write_bytes(_retag(path.read_bytes(), old, new))
+
+
+@pytest.mark.skipif(can_build() is not None, reason=str(can_build()))
+@pytest.mark.parametrize("last", ["missing", "found"])
+def test_two_runpaths_as_the_real_loader_reads_them(tmp_path: Path, last: str) -> None:
+    """A gcc-built extension whose ``DT_SONAME`` is retagged ``DT_RUNPATH`` (GNU ld writes
+    SONAME before RUNPATH, so it is the first of two): the real import from a child
+    (``python -c "import lcpkg.mod"``) and moonpin's loader model agree. glibc searches
+    the last RUNPATH only; moonpin used to search both joined, and called the
+    ``missing`` case loadable."""
+    site = tmp_path / "site"
+    lib(site, "b/liba.so", "int a_fn(void) { return 1; }\n")
+    first, final = (("$ORIGIN/../b", "$ORIGIN/../none") if last == "missing"
+                    else ("$ORIGIN/../none", "$ORIGIN/../b"))
+    mod = module(site, ("a_fn",), needs=("b/liba.so",), runpath=final,
+                 args=(f"-Wl,-soname,{first}",))
+    _retag_file(mod, dynamic.DT_SONAME, dynamic.DT_RUNPATH)
+    tags = [t for t, _ in dynamic.decode(parse_layout(mod.read_bytes()),
+                                         mod.read_bytes()).entries]  # type: ignore[union-attr]
+    assert tags.count(dynamic.DT_RUNPATH) == 2
+    truth = real(site, site)
+    assert truth[0] is (last == "found"), truth
+    assert judged(site, site)[0] is truth[0]
+
+
+@pytest.mark.skipif(can_build() is not None, reason=str(can_build()))
+def test_two_string_tables_as_the_real_loader_reads_them(tmp_path: Path) -> None:
+    """A gcc-built extension whose ``DT_FINI`` (written before ``DT_STRTAB``) is retagged
+    ``DT_STRTAB``: its first string table is code. The real import works (glibc reads
+    the last); moonpin, which took the first, read garbage for every needed name."""
+    site = tmp_path / "site"
+    lib(site, "b/liba.so", "int a_fn(void) { return 1; }\n")
+    mod = module(site, ("a_fn",), needs=("b/liba.so",), runpath="$ORIGIN/../b")
+    data = mod.read_bytes()
+    entries = dynamic.decode(parse_layout(data), data).entries  # type: ignore[union-attr]
+    tags = [t for t, _ in entries]
+    assert tags.index(_DT_FINI) < tags.index(dynamic.DT_STRTAB)
+    _retag_file(mod, _DT_FINI, dynamic.DT_STRTAB)
+    truth = real(site, site)
+    assert truth[0], truth
+    assert judged(site, site) == (True, "")

@@ -286,7 +286,8 @@ def test_multi_platform_index(tmp_path: Path) -> None:
     ("/x/site-packages/mooncake/__pycache__/pg.cpython-311.pyc", False),
     ("/opt/app/helpers.py", False),
     ("/etc/ld.so.cache", True), ("/etc/ld.so.conf.d/cuda.conf", True),
-    ("/usr/lib/x86_64-linux-gnu/libc.so.6", False), ("/etc/passwd", False),
+    ("/usr/lib/x86_64-linux-gnu/libc.so.6", False), ("/etc/shadow", False),
+    ("/etc/passwd", True), ("/etc/group", True),  # who the config's User is
 ])
 def test_check_wants(path: str, keep: bool) -> None:
     assert check_wants(path) is keep
