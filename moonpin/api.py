@@ -142,8 +142,9 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
             return got
     from moonpin.resolver import query
     from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.stacks import attach
 
-    g = CompatGraph.from_path(kb_file)
+    g = attach(CompatGraph.from_path(kb_file))
     if what not in ("mooncake", "sglang", "torch"):
         from moonpin.resolver import native
 
@@ -192,8 +193,9 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
     from moonpin.kb.errors import UsageError
     from moonpin.resolver import query
     from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.stacks import attach
 
-    g = CompatGraph.from_path(_kb_file(kb))
+    g = attach(CompatGraph.from_path(_kb_file(kb)))
     sglang = mooncake = None
     extensions: list[tuple[str, str]] = []
     for item in releases:

@@ -99,8 +99,9 @@ def summary(args: argparse.Namespace) -> Any:
 
 def graph(args: argparse.Namespace) -> Any:
     from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.stacks import attach
 
-    return CompatGraph.from_path(kb_path(args))
+    return attach(CompatGraph.from_path(kb_path(args)))
 
 
 def shown(text: str, limit: int = 300) -> str:
