@@ -28,7 +28,7 @@ from moonpin.kb.errors import UsageError
 from moonpin.resolver import resolved_native as rn
 from moonpin.resolver import rule, spelling
 from moonpin.resolver.answers import Which
-from moonpin.resolver.graph import CompatGraph, arch_of_platform, build_python, canonical_name
+from moonpin.resolver.graph import CompatGraph, build_python, canonical_name
 from moonpin.resolver.inputs import ARCHES, normalize_arch, normalize_python
 from moonpin.resolver.query import (
     Check,
@@ -56,6 +56,7 @@ __all__ = [
     "known_version",
     "newest",
     "newest_fit",
+    "pins_between",
     "pins_hold",
     "project_packages",
     "sglang_edges",
@@ -108,14 +109,9 @@ def dists_named(g: CompatGraph, what: str) -> tuple[str, list[str]]:
 # ----------------------------------------------------------------------- one wheel
 
 
-def _covers_python(w: NativeWheel, python: str) -> bool:
-    if "abi3" in w.abi_tags:
-        base = next((t for t in w.python_tags if t.startswith("cp")), None)
-        return (base is not None and _minor(python) >= _minor(base)
-                and _requires(w.requires_python, python))
-    if any(t in ("py3", "py2.py3") for t in w.python_tags):
-        return _requires(w.requires_python, python)
-    return python in w.python_tags
+def _covers(w: NativeWheel, python: str, arch: str) -> bool:
+    return rule.wheel_covers(w.python_tags, w.abi_tags, w.platform_tags, w.requires_python,
+                             python, arch)
 
 
 def _minor(tag: str) -> int:
@@ -123,23 +119,6 @@ def _minor(tag: str) -> int:
         return int(tag.removeprefix("cp3").rstrip("t") or -1)
     except ValueError:
         return -1
-
-
-@lru_cache(maxsize=1024)
-def _requires(requires_python: str | None, python: str) -> bool:
-    """The wheel's Requires-Python admits ``python`` (one that does not parse: any)."""
-    if not requires_python:
-        return True
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        return SpecifierSet(requires_python).contains(f"3.{_minor(python)}", True)
-    except InvalidSpecifier:
-        return True
-
-
-def _covers_arch(w: NativeWheel, arch: str) -> bool:
-    return any(p == "any" or arch_of_platform(p) == arch for p in w.platform_tags)
 
 
 def _targets(w: NativeWheel, python: str, arch: str) -> list[rule.NativeTarget]:
@@ -260,7 +239,7 @@ def _edge_checks(edges: SglangEdges, r: NativeRelease, w: NativeWheel | None, py
 
 def _wheel_for(r: NativeRelease, python: str, arch: str) -> NativeWheel | None:
     """The release's wheel pip chooses for this python and platform (the first that fits)."""
-    return next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+    return next((x for x in r.wheels if _covers(x, python, arch)),
                 None)
 
 
@@ -520,6 +499,17 @@ def known_version(g: CompatGraph, dist: str, version: str) -> NativeRelease:
 # ----------------------------------------------------------------------- SGLang's pins
 
 
+def pins_between(a: NativeRelease, b: NativeRelease) -> rule.Decision | None:
+    """Whether ``b`` meets ``a``'s exact Requires-Dist pin of ``b``'s distribution (the meta
+    ``nixl`` 1.5.1 requires ``nixl-cu13==1.5.1``), by :func:`rule.pinned_by`; None when
+    ``a`` pins nothing of it. One edge of the stack graph (``moonpin.resolver.stacks``)."""
+    want = dict(exact_pins(a)).get(b.dist)
+    if want is None:
+        return None
+    return rule.pinned_by(f"{a.dist} {a.version}", b.dist, b.version,
+                          [(f"{b.dist}=={want}", f"=={want}")])
+
+
 def pins_hold(g: CompatGraph, s: Sglang, torch: str, python: str, arch: str,
               ) -> tuple[bool | None, str]:
     """Whether each extension the SGLang release ``s`` requires on this python and platform
@@ -557,7 +547,7 @@ def _locks(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check
     versions = {r.dist: r.version for r in stack}
     out = []
     for r in stack:
-        w = next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+        w = next((x for x in r.wheels if _covers(x, python, arch)),
                  None)
         for rl in w.rules if w is not None else ():
             for s in rl.steps:
@@ -567,6 +557,21 @@ def _locks(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check
                     out.append(Check(f"{r.dist} lock", d.ok, d.detail,
                                      (f"{w.artifact.filename if w else r.dist}: "
                                       f"{s.member}:{s.line}",)))
+    return out
+
+
+def _pin_edges(stack: Sequence[NativeRelease]) -> list[Check]:
+    """The exact pins one release of the stack holds on another (the stack graph's
+    extension edges): a failing check for each pin the other release does not meet, since
+    pip installs no such set."""
+    out = []
+    for r in stack:
+        for o in stack:
+            d = pins_between(r, o) if o is not r else None
+            if d is not None and d.ok is not True:
+                w = r.wheels[0] if r.wheels else None
+                out.append(Check(f"{r.dist}=={r.version} pin", d.ok, d.detail, (
+                    f"{w.artifact.filename}: METADATA Requires-Dist" if w else r.dist,)))
     return out
 
 
@@ -635,6 +640,7 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
                                                   if c.name == "build for torch")))
                 notes += [n for n in ev.notes if n not in notes]
             checks += _locks(stack, p, a)
+            checks += _pin_edges(stack)
             judged.append((p, a, checks, notes))
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
 

@@ -11,12 +11,14 @@ the platforms (``(python, arch)``) it holds on (``on``) and, where it does not, 
 * ``requires`` sglang -- torch: the torch SGLang's Requires-Dist admits;
 * ``pinned`` sglang -- extension: SGLang's Requires-Dist pin of that distribution
   (:func:`rule.pinned_by`; none: every release);
-* ``installs`` torch -- extension: pip installs the release beside that torch (it is
-  installable, has a wheel for the platform, its torch requirement admits the torch);
+* ``installs`` torch -- extension: pip installs the release beside that torch
+  (:func:`rule.install_failure`: it is installable, has a wheel for the platform
+  (:func:`rule.wheel_covers`), its torch requirement admits the torch);
   the edge keeps the release's whole judgement at that torch (``entries``, what
   ``which <extension>`` reads, :func:`moonpin.resolver.native.entry`);
 * ``pinned`` extension -- extension: one release's exact Requires-Dist pin of another
-  distribution (the meta ``nixl`` pins its ``nixl-cu12``/``nixl-cu13``);
+  distribution (the meta ``nixl`` pins its ``nixl-cu12``/``nixl-cu13``;
+  :func:`moonpin.resolver.native.pins_between`, which ``explain`` of a stack asks too);
 * ``pg`` sglang -- mooncake and torch -- mooncake: the combinations the mooncake query judges
   compatible (:func:`moonpin.resolver.query.evaluate`); mooncake's rule is ternary (the
   build for the torch must export what SGLang imports), so the sglang edge keeps the
@@ -46,20 +48,12 @@ if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, Sglang
     from moonpin.resolver.query import Evaluation
 
-__all__ = ["INSTALL_CHECKS", "Node", "Platform", "Stacks", "attach", "table"]
+__all__ = ["Node", "Platform", "Stacks", "attach", "table"]
 
 #: A release in the graph: its part (``sglang``, ``torch`` or a distribution) and version.
 Node = tuple[str, str]
 #: (python tag, arch)
 Platform = tuple[str, str]
-
-#: The checks pip itself makes when it installs a release beside SGLang: a stack failing
-#: one cannot be installed. The others (a build for torch, its CUDA runtime) fail only when
-#: the extension is imported, which depends on the launch line (deep_ep: ``--moe-a2a-backend
-#: deepep``), so they are ``which``/``explain``/the check's to say, not a stack's.
-INSTALL_CHECKS = frozenset({"installable", "sglang's requirement",
-                            "wheel for python/platform", "torch requirement"})
-
 
 class Stacks:
     """The graph of one KB's releases (see the module's docstring) and its cliques."""
@@ -143,16 +137,14 @@ class Stacks:
                 self._join(("sglang", s.version), node, "pinned", frozenset(on), why)
         # extension -- extension: exact pins of one another; free otherwise
         nodes = list(self._native)
-        pinned = {n: dict(native.exact_pins(self._native[n])) for n in nodes}
+        pinning = {n: {d for d, _ in native.exact_pins(self._native[n])} for n in nodes}
         for i, u in enumerate(nodes):
             for v in nodes[i + 1:]:
                 if u[0] == v[0]:
                     continue
-                said = [(x, y, pinned[x][y[0]]) for x, y in ((u, v), (v, u))
-                        if y[0] in pinned[x]]
-                bad = [f"{x[0]} {x[1]} requires {y[0]}=={want}" for x, y, want in said
-                       if rule.pinned_by(f"{x[0]} {x[1]}", y[0], y[1],
-                                         [(f"{y[0]}=={want}", f"=={want}")]).ok is False]
+                said = [native.pins_between(self._native[x], self._native[y])
+                        for x, y in ((u, v), (v, u)) if y[0] in pinning[x]]
+                bad = [d.detail for d in said if d is not None and d.ok is False]
                 if bad:
                     self._join(u, v, "pinned", frozenset(),
                                dict.fromkeys(every, "; ".join(bad)))
@@ -322,11 +314,7 @@ class Stacks:
 
 
 def _install_failure(ev: Evaluation) -> str | None:
-    """The first check pip itself would fail installing the release there (``name:
-    detail``), None when it installs (a source archive only: pip builds it)."""
-    bad = next((c for c in ev.checks if c.ok is False and c.name in INSTALL_CHECKS
-                and "only a source archive" not in c.detail), None)
-    return None if bad is None else f"{bad.name}: {bad.detail}"
+    return rule.install_failure((c.name, c.ok, c.detail) for c in ev.checks)
 
 
 def attach(g: CompatGraph) -> CompatGraph:

@@ -99,7 +99,7 @@ def test_edges_are_the_rule_s(st: stacks.Stacks) -> None:
     meta = ("nixl", "1.5.1")
     assert st.joined(meta, ("nixl-cu13", "1.5.1"), plat)
     assert not st.joined(meta, ("nixl-cu13", "1.4.0"), plat)
-    assert "nixl 1.5.1 requires nixl-cu13==1.5.1" in st.why(meta, ("nixl-cu13", "1.4.0"), plat)
+    assert "nixl 1.5.1 requires 'nixl-cu13==1.5.1'" in st.why(meta, ("nixl-cu13", "1.4.0"), plat)
     # unconstrained parts: free
     assert st.g[("sglang-kernel", "0.4.9")][("nixl-cu13", "1.4.0")]["kind"] == "free"
 
@@ -136,7 +136,7 @@ def test_two_pinned_extensions_that_pin_each_other_apart_break_the_clique() -> N
     s = g.find_sglang("0.5.23")
     assert s is not None
     ok, why = st.holds(s, "2.13.0", "cp312", "x86_64")
-    assert ok is False and "nixl 1.5.1 requires nixl-cu13==1.5.1" in why, why
+    assert ok is False and "nixl 1.5.1 requires 'nixl-cu13==1.5.1'" in why, why
 
 
 # ----------------------------------------------------------------------- the table
@@ -218,3 +218,19 @@ def test_a_kb_with_no_extension_pins_answers_as_before() -> None:
     assert (query.which_mooncake(plain, "0.5.23").to_json()
             == query.which_mooncake(with_stacks, "0.5.23").to_json())
 
+
+
+def test_explain_of_a_stack_names_a_pin_one_extension_holds_on_another(kb_path: Path) -> None:
+    """nixl 1.5.1 requires nixl-cu13==1.5.1: a stack naming nixl-cu13 1.4.0 beside it is
+    no clique (real pip: "Cannot install nixl-cu12==1.4.0 and nixl==1.5.1 because these
+    package versions have conflicting dependencies"); on main every check passed."""
+    res = api.explain("nixl==1.5.1", "nixl-cu13==1.4.0", "torch==2.13.0", python="3.12",
+                      arch="x86_64", kb=kb_path)
+    bad = [c for c in res.checks if c["ok"] is False]
+    assert [c["name"] for c in bad] == ["nixl==1.5.1 pin"], res.checks
+    assert bad[0]["detail"] == ("nixl 1.5.1 requires 'nixl-cu13==1.5.1'; pip will not "
+                                "install nixl-cu13 1.4.0 beside it")
+    assert res.verdict == "incompatible"
+    ok = api.explain("nixl==1.5.1", "nixl-cu13==1.5.1", "torch==2.13.0", python="3.12",
+                     arch="x86_64", kb=kb_path)
+    assert ok.verdict == "compatible", ok.checks
