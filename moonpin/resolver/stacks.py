@@ -127,13 +127,18 @@ class Stacks:
                     self._join(("sglang", s.version), node, "free", every)
                     continue
                 on, why = set(), {}
+                # most platforms apply the same lines: one decision (and its words) each
+                judged: dict[Any, tuple[bool | None, str]] = {}
                 for p, a in every:
                     applies = native.applicable(lines, p, a)
-                    d = rule.pinned_by(f"sglang {s.version}", r.dist, r.version, applies)
-                    if d.ok is not False:
+                    hit = judged.get(applies)
+                    if hit is None:
+                        d = rule.pinned_by(f"sglang {s.version}", r.dist, r.version, applies)
+                        hit = judged[applies] = (d.ok, f"sglang's requirement: {d.detail}")
+                    if hit[0] is not False:
                         on.add((p, a))
                     else:
-                        why[(p, a)] = f"sglang's requirement: {d.detail}"
+                        why[(p, a)] = hit[1]
                 self._join(("sglang", s.version), node, "pinned", frozenset(on), why)
         # extension -- extension: exact pins of one another; free otherwise
         nodes = list(self._native)
