@@ -141,8 +141,8 @@ class CompatGraph:
         #: what queries derive from the facts, kept (see ``moonpin.resolver.query``)
         self.memo: dict[Any, Any] = {}
         #: makes the stack graph that resolves :meth:`stack_status` when no resolved table
-        #: of the KB file holds it (``moonpin.resolver.stacks.attach`` hands it in; None:
-        #: stacks are not judged)
+        #: of the KB file holds it (``moonpin.resolver.stacks.attach`` or the API hands it
+        #: in; None: stacks are not judged)
         self.stacks_from: Callable[[], Any] | None = None
         if kb is not None:
             self._load(kb)

@@ -33,12 +33,9 @@ def stack_graph(kb: Any) -> Any:
     """The stack graph (:class:`moonpin.resolver.stacks.Stacks`) of the validated KB
     ``kb``, its :class:`moonpin.resolver.graph.CompatGraph` resolving its stacks with it."""
     from moonpin.resolver.graph import CompatGraph
-    from moonpin.resolver.stacks import Stacks
+    from moonpin.resolver.stacks import attach
 
-    g = CompatGraph(kb)
-    stacks = Stacks(g)
-    g.stacks_from = lambda: stacks
-    return stacks
+    return attach(CompatGraph(kb))
 
 
 def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[str, Any]]:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, Sglang
     from moonpin.resolver.query import Evaluation
 
-__all__ = ["Node", "Platform", "Stacks", "attach", "table"]
+__all__ = ["Node", "Platform", "Stacks", "attach"]
 
 #: A release in the graph: its part (``sglang``, ``torch`` or a distribution) and version.
 Node = tuple[str, str]
@@ -322,13 +322,9 @@ def _install_failure(ev: Evaluation) -> str | None:
     return rule.install_failure((c.name, c.ok, c.detail) for c in ev.checks)
 
 
-def attach(g: CompatGraph) -> CompatGraph:
-    """``g`` with its stacks resolved by this graph when no resolved table holds them (see
-    :meth:`moonpin.resolver.graph.CompatGraph.stack_status`)."""
-    g.stacks_from = lambda: Stacks(g)
-    return g
-
-
-def table(g: CompatGraph) -> dict[str, Any]:
-    """:meth:`Stacks.table` of the graph's KB."""
-    return Stacks(g).table()
+def attach(g: CompatGraph) -> Stacks:
+    """The stack graph of ``g``'s KB, made now and handed to ``g`` to resolve its stacks
+    (:meth:`moonpin.resolver.graph.CompatGraph.stack_status`), as ``kb resolve`` does."""
+    stacks = Stacks(g)
+    g.stacks_from = lambda: stacks
+    return stacks

@@ -60,10 +60,7 @@ def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def st() -> stacks.Stacks:
-    g = CompatGraph(_stack_kb())
-    out = stacks.Stacks(g)
-    g.stacks_from = lambda: out
-    return out
+    return stacks.attach(CompatGraph(_stack_kb()))
 
 
 # ----------------------------------------------------------------------- the graph
@@ -188,7 +185,8 @@ def test_which_mooncake_applies_the_extension_edges(kb_path: Path) -> None:
 
 
 def test_the_full_resolver_answers_as_the_table(kb_path: Path) -> None:
-    g = stacks.attach(CompatGraph(_stack_kb()))
+    g = CompatGraph(_stack_kb())
+    stacks.attach(g)
     for torch in (None, "2.13.0", "2.14.1"):
         full = query.which_mooncake(g, "0.5.23", torch=torch)
         fast = api.which("mooncake", sglang="0.5.23", torch=torch, kb=kb_path)
@@ -214,7 +212,8 @@ def test_explain_names_the_extension_edge_that_breaks_the_stack(kb_path: Path) -
 
 def test_a_kb_with_no_extension_pins_answers_as_before() -> None:
     plain = CompatGraph(_stack_kb(()))
-    with_stacks = stacks.attach(CompatGraph(_stack_kb(())))
+    with_stacks = CompatGraph(_stack_kb(()))
+    stacks.attach(with_stacks)
     assert (query.which_mooncake(plain, "0.5.23").to_json()
             == query.which_mooncake(with_stacks, "0.5.23").to_json())
 

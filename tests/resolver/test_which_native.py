@@ -357,8 +357,10 @@ def _with_sglang_edges(kb: Any) -> Any:
 @pytest.fixture(scope="module")
 def eg() -> CompatGraph:
     kb = _with_sglang_edges(_kb())
-    return stacks.attach(CompatGraph(kb.model_copy(update={"native": (
-        *kb.native, _kernel("0.4.9", "==2.14.1", 13))})))
+    g = CompatGraph(kb.model_copy(update={"native": (
+        *kb.native, _kernel("0.4.9", "==2.14.1", 13))}))
+    stacks.attach(g)
+    return g
 
 
 def test_sglang_s_own_pin_is_an_edge(eg: CompatGraph) -> None:
