@@ -1,8 +1,11 @@
 """Query speed: graph build, in-process latency, and the cold CLI against `pip --version`.
 
-    python bench/query.py [--kb PATH] [--runs N]
+    python bench/query.py [--kb PATH] [--runs N] [--resolve N]
 
-Prints the time to load the KB and build the graph, p50/p99 of in-process `which
+Prints the time to load the KB and build the graph, the stack graph's size and build time
+(every project's releases, ``moonpin.resolver.stacks``), with ``--resolve N`` the median
+wall time of N ``kb resolve`` runs on a copy of the KB and the bytes it writes, p50/p99 of
+in-process `which
 mooncake` and `explain` over a spread of real questions, and the wall time of cold
 `moonpin which mooncake --sglang …`, `which nixl --torch … [--sglang …]` and `which
 sglang-kernel --sglang …` processes next to `pip --version`, run alternately in this one
@@ -27,6 +30,7 @@ from packaging.version import Version  # noqa: E402
 from moonpin.kb import store  # noqa: E402
 from moonpin.resolver import query, resolved  # noqa: E402
 from moonpin.resolver.graph import CompatGraph  # noqa: E402
+from moonpin.resolver.stacks import Stacks  # noqa: E402
 
 #: Children may write .pyc files, as an installed package has them (this machine sets
 #: PYTHONDONTWRITEBYTECODE, which would time compiling moonpin's sources on every run).
@@ -38,10 +42,35 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))]
 
 
+def _resolve(kb_path: Path, runs: int) -> None:
+    """The median wall time of ``kb resolve`` on a copy of the KB, and what it writes."""
+    import shutil
+    import tempfile
+
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "kb.json"
+        shutil.copy(kb_path, copy)
+        for _ in range(runs):
+            a = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(copy), "kb",
+                            "resolve"], cwd=ROOT, stdout=subprocess.DEVNULL, check=True,
+                           env=CHILD_ENV)
+            times.append(time.perf_counter() - a)
+        folder = Path(tmp) / "resolved"
+        sizes = {f.name: f.stat().st_size for f in folder.iterdir()}
+    native = sum(v for k, v in sizes.items() if k.startswith("_native"))
+    print(f"kb resolve median {statistics.median(times):.2f} s ({runs} runs); writes "
+          f"{sum(sizes.values()):,} bytes in {len(sizes)} files (native tables {native:,}, "
+          f"_stacks.json {sizes.get('_stacks.json', 0):,})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", type=Path)
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--resolve", type=int, default=0,
+                    help="time this many `kb resolve` runs on a copy of the KB")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -51,6 +80,18 @@ def main() -> int:
     t2 = time.perf_counter()
     print(f"KB load {1000 * (t1 - t0):.1f} ms; graph build {1000 * (t2 - t1):.1f} ms "
           f"({g.g.number_of_nodes()} nodes, {g.g.number_of_edges()} edges)")
+
+    a = time.perf_counter()
+    st = Stacks(CompatGraph(kb))
+    b = time.perf_counter()
+    broken = st.table()["broken"]
+    c = time.perf_counter()
+    n_broken = sum(len(p) for t in broken.values() for p in t.values())
+    print(f"stack graph {1000 * (b - a):.0f} ms ({st.g.number_of_nodes()} releases in "
+          f"{len(st.parts)} parts, {st.g.number_of_edges()} edges); every sglang x torch x "
+          f"platform resolved in {1000 * (c - b):.0f} ms ({n_broken} broken)")
+    if args.resolve:
+        _resolve(args.kb or store.default_kb_path(), args.resolve)
 
     with_pg = [s.version for s in kb.sglang if s.pg.module and s.source == "index"]
     sample = with_pg[:: max(1, len(with_pg) // 8)]
@@ -93,6 +134,8 @@ def main() -> int:
         f"which nixl --torch 2.14.1 --sglang {newest}": [
             "which", "nixl", "--torch", "2.14.1", "--sglang", newest],
         f"which sglang-kernel --sglang {newest}": ["which", "sglang-kernel", "--sglang", newest],
+        f"explain sglang=={newest} (mooncake cuda13, the stack's edges)": [
+            "explain", f"sglang=={newest}", "mooncake-transfer-engine-cuda13==0.3.13.post1"],
     }
     pip = [sys.executable, "-m", "pip", "--version"]
     times: dict[str, list[float]] = {name: [] for name in clis}

@@ -141,9 +141,8 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
         if got is not None:
             return got
     from moonpin.resolver import query
-    from moonpin.resolver.graph import CompatGraph
 
-    g = CompatGraph.from_path(kb_file)
+    g = _graph(kb_file)
     if what not in ("mooncake", "sglang", "torch"):
         from moonpin.resolver import native
 
@@ -191,9 +190,8 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
     build for that torch on the python and platform judged (then mooncake is optional)."""
     from moonpin.kb.errors import UsageError
     from moonpin.resolver import query
-    from moonpin.resolver.graph import CompatGraph
 
-    g = CompatGraph.from_path(_kb_file(kb))
+    g = _graph(_kb_file(kb))
     sglang = mooncake = None
     extensions: list[tuple[str, str]] = []
     for item in releases:
@@ -213,6 +211,23 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
                          "torch==T)", hint="e.g. moonpin explain sglang==0.5.18 "
                                            "mooncake-transfer-engine-cuda13==0.3.13")
     return query.explain(g, sglang, mooncake, torch=torch, python=python, arch=arch)
+
+
+def _graph(kb_file: str) -> CompatGraph:
+    """The KB file's graph; its stacks come from the file's resolved table, else (a KB
+    without one) from the stack graph, made when first asked (importing it otherwise costs
+    a query's start-up)."""
+    from moonpin.resolver.graph import CompatGraph
+
+    g = CompatGraph.from_path(kb_file)
+
+    def stacks() -> object:
+        from moonpin.resolver.stacks import Stacks
+
+        return Stacks(g)
+
+    g.stacks_from = stacks
+    return g
 
 
 def _is_extension(g: CompatGraph, name: str) -> bool:

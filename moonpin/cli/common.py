@@ -100,7 +100,15 @@ def summary(args: argparse.Namespace) -> Any:
 def graph(args: argparse.Namespace) -> Any:
     from moonpin.resolver.graph import CompatGraph
 
-    return CompatGraph.from_path(kb_path(args))
+    g = CompatGraph.from_path(kb_path(args))
+
+    def stacks() -> Any:  # only for a KB without resolved tables (see CompatGraph.stack_status)
+        from moonpin.resolver.stacks import Stacks
+
+        return Stacks(g)
+
+    g.stacks_from = stacks
+    return g
 
 
 def shown(text: str, limit: int = 300) -> str:

@@ -348,7 +348,8 @@ def _refresh_lines(r: dict[str, Any]) -> list[str]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from moonpin.resolver import show, spelling
+    from moonpin.cli import show
+    from moonpin.resolver import spelling
 
     name, version = spelling.split_release(args.release)
     if name == "torch":

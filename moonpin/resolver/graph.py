@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -139,6 +140,10 @@ class CompatGraph:
         self._torch_for: dict[str, list[tuple[str, str]]] = {}
         #: what queries derive from the facts, kept (see ``moonpin.resolver.query``)
         self.memo: dict[Any, Any] = {}
+        #: makes the stack graph that resolves :meth:`stack_status` when no resolved table
+        #: of the KB file holds it (``moonpin.resolver.stacks.attach`` or the API hands it
+        #: in; None: stacks are not judged)
+        self.stacks_from: Callable[[], Any] | None = None
         if kb is not None:
             self._load(kb)
         elif kb_path is None:
@@ -278,6 +283,45 @@ class CompatGraph:
         return g
 
     # -- lookups ------------------------------------------------------------------
+
+    def stack_status(self, s: Sglang, torch: str, python: str, arch: str,
+                     ) -> tuple[bool | None, str]:
+        """Whether the extensions the SGLang release requires (its Requires-Dist pins)
+        install beside ``torch`` on this python and platform: a clique of the stack graph
+        (``moonpin.resolver.stacks``), read from the KB file's resolved table when that
+        belongs to it (a torch the release does not admit, or a python no wheel names, is not
+        judged there), else resolved by :attr:`stacks_from`; ``(True, "")`` when neither
+        is there. ``(False | None, why)`` otherwise, why naming the edge that breaks it."""
+        key = ("stack", s.version, torch, python, arch)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        out: tuple[bool | None, str] | None = None
+        if self.kb_path is not None and s.source == "index":
+            from moonpin.resolver import resolved
+
+            if "stacks-table" not in self.memo:
+                self.memo["stacks-table"] = resolved.load_stacks(self.kb_path)
+            table = self.memo["stacks-table"]
+            # the table holds each torch the release admits on every python a wheel names;
+            # another torch or python is not judged here (SGLang's torch requirement, or
+            # the lack of a wheel, already refuses it)
+            if table is not None:
+                said = None
+                if python in table["pythons"] and arch in table["arches"] \
+                        and any(t == torch for t, _ in self.torch_for(s)):
+                    said = table["broken"].get(s.version, {}).get(torch, {}).get(
+                        f"{python}/{arch}")
+                out = (True, "") if said is None else (said[0], said[1])
+        if out is None:
+            if self.stacks_from is None:
+                out = (True, "")
+            else:
+                if "stacks" not in self.memo:
+                    self.memo["stacks"] = self.stacks_from()
+                out = self.memo["stacks"].holds(s, torch, python, arch)
+        self.memo[key] = out
+        return out
 
     def dists(self) -> list[str]:
         return sorted({d for d, _ in self.mooncake})

@@ -28,7 +28,7 @@ from moonpin.kb.errors import UsageError
 from moonpin.resolver import resolved_native as rn
 from moonpin.resolver import rule, spelling
 from moonpin.resolver.answers import Which
-from moonpin.resolver.graph import CompatGraph, arch_of_platform, build_python, canonical_name
+from moonpin.resolver.graph import CompatGraph, build_python, canonical_name
 from moonpin.resolver.inputs import ARCHES, normalize_arch, normalize_python
 from moonpin.resolver.query import (
     Check,
@@ -48,11 +48,15 @@ __all__ = [
     "applicable",
     "dists_named",
     "entry",
+    "entry_of",
     "evaluate_native",
+    "exact_pins",
     "explain_stack",
     "is_extension",
     "known_version",
     "newest",
+    "newest_fit",
+    "pins_between",
     "pins_hold",
     "project_packages",
     "sglang_edges",
@@ -105,14 +109,9 @@ def dists_named(g: CompatGraph, what: str) -> tuple[str, list[str]]:
 # ----------------------------------------------------------------------- one wheel
 
 
-def _covers_python(w: NativeWheel, python: str) -> bool:
-    if "abi3" in w.abi_tags:
-        base = next((t for t in w.python_tags if t.startswith("cp")), None)
-        return (base is not None and _minor(python) >= _minor(base)
-                and _requires(w.requires_python, python))
-    if any(t in ("py3", "py2.py3") for t in w.python_tags):
-        return _requires(w.requires_python, python)
-    return python in w.python_tags
+def _covers(w: NativeWheel, python: str, arch: str) -> bool:
+    return rule.wheel_covers(w.python_tags, w.abi_tags, w.platform_tags, w.requires_python,
+                             python, arch)
 
 
 def _minor(tag: str) -> int:
@@ -120,23 +119,6 @@ def _minor(tag: str) -> int:
         return int(tag.removeprefix("cp3").rstrip("t") or -1)
     except ValueError:
         return -1
-
-
-@lru_cache(maxsize=1024)
-def _requires(requires_python: str | None, python: str) -> bool:
-    """The wheel's Requires-Python admits ``python`` (one that does not parse: any)."""
-    if not requires_python:
-        return True
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        return SpecifierSet(requires_python).contains(f"3.{_minor(python)}", True)
-    except InvalidSpecifier:
-        return True
-
-
-def _covers_arch(w: NativeWheel, arch: str) -> bool:
-    return any(p == "any" or arch_of_platform(p) == arch for p in w.platform_tags)
 
 
 def _targets(w: NativeWheel, python: str, arch: str) -> list[rule.NativeTarget]:
@@ -257,7 +239,7 @@ def _edge_checks(edges: SglangEdges, r: NativeRelease, w: NativeWheel | None, py
 
 def _wheel_for(r: NativeRelease, python: str, arch: str) -> NativeWheel | None:
     """The release's wheel pip chooses for this python and platform (the first that fits)."""
-    return next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+    return next((x for x in r.wheels if _covers(x, python, arch)),
                 None)
 
 
@@ -427,17 +409,61 @@ def which_native(g: CompatGraph, what: str, *, torch: str | None = None,
         for r in sorted(chosen, key=newest, reverse=True)), wanted, fast_edges)
 
 
+def newest_fit(g: CompatGraph, what: str, *, torch: str, sglang: str, python: str,
+               arch: str) -> tuple[str | None, str, bool]:
+    """What :func:`which_native` (one torch, python and platform, with ``sglang``'s edges)
+    recommends, judging the releases newest first only until one fits (the matrix's
+    extension columns ask it of every row): ``(requirement, "", False)``; none fits:
+    ``(None, the first unknown release's reason, True)`` when one is unknown, else
+    ``(None, the newest release's reason, False)``."""
+    python, arch = normalize_python(python) or python, normalize_arch(arch) or arch
+    project, dists = dists_named(g, what)
+    s = get_sglang(g, sglang)
+    edges = _as_table_edges(sglang_edges(g, s, project))
+    chosen = sorted((r for r in _releases(g) if r.dist in dists), key=newest, reverse=True)
+    wanted = wanted_packages(chosen)
+    t = resolve_torch(g, torch_release(g, torch), arch)
+    unknown: str | None = None
+    excluded: str | None = None
+    for r in chosen:
+        verdict, _, why = rn.judge(entry(g, r, t, python, arch), r.dist, r.version, wanted,
+                                   edges)
+        if verdict == 0:
+            return f"{r.dist}=={r.version}", "", False
+        if verdict == 1 and unknown is None:
+            unknown = why or "unknown"
+        elif verdict == 2 and excluded is None:
+            excluded = why or "unknown"
+    if unknown is not None:
+        return None, unknown, True
+    return None, excluded or "", False
+
+
 def entry(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
           arch: str) -> list[Any]:
     """One combination as a resolved table stores it (:data:`moonpin.resolver.
     resolved_native.Entry`): judged without a query's packages or SGLang's edges, which
     :func:`moonpin.resolver.resolved_native.judge` applies."""
-    ev = evaluate_native(g, r, t, python, arch)
+    return entry_of(evaluate_native(g, r, t, python, arch), r, python, arch)
+
+
+def entry_of(ev: Evaluation, r: NativeRelease, python: str, arch: str) -> list[Any]:
+    """:func:`entry` of the evaluation ``ev`` of ``r`` on this python and platform."""
     w = _wheel_for(r, python, arch)
     cuda = next((c.detail for c in ev.checks if c.name == "CUDA major"), None)
     return [python, arch, rn.ORDER[ev.verdict], ev.score(),
             ev.reasons[0] if ev.reasons else None, cuda, ev.wheel, list(ev.notes),
             None if w is None else list(w.packages)]
+
+
+def exact_pins(r: NativeRelease) -> tuple[tuple[str, str], ...]:
+    """The distributions the release's wheels require at one exact version (no extra), as
+    ``(dist, version)``: the meta ``nixl``'s ``nixl-cu12``/``nixl-cu13``."""
+    seen: dict[str, str] = {}
+    for w in r.wheels:
+        for dist, version in _pinned(w.requires_dist):
+            seen.setdefault(dist, version)
+    return tuple(seen.items())
 
 
 def _as_table_edges(edges: SglangEdges) -> Any:
@@ -473,53 +499,25 @@ def known_version(g: CompatGraph, dist: str, version: str) -> NativeRelease:
 # ----------------------------------------------------------------------- SGLang's pins
 
 
-#: The checks pip itself makes when it installs a release beside SGLang: a set failing one
-#: cannot be installed. The others (a build for torch, its CUDA runtime) fail only when the
-#: extension is imported, which depends on the launch line (deep_ep: ``--moe-a2a-backend
-#: deepep``), so they are ``which``/``explain``/the check's to say, not a set's.
-_INSTALL_CHECKS = frozenset({"installable", "sglang's requirement",
-                             "wheel for python/platform", "torch requirement"})
+def pins_between(a: NativeRelease, b: NativeRelease) -> rule.Decision | None:
+    """Whether ``b`` meets ``a``'s exact Requires-Dist pin of ``b``'s distribution (the meta
+    ``nixl`` 1.5.1 requires ``nixl-cu13==1.5.1``), by :func:`rule.pinned_by`; None when
+    ``a`` pins nothing of it. One edge of the stack graph (``moonpin.resolver.stacks``)."""
+    want = dict(exact_pins(a)).get(b.dist)
+    if want is None:
+        return None
+    return rule.pinned_by(f"{a.dist} {a.version}", b.dist, b.version,
+                          [(f"{b.dist}=={want}", f"=={want}")])
 
 
 def pins_hold(g: CompatGraph, s: Sglang, torch: str, python: str, arch: str,
               ) -> tuple[bool | None, str]:
     """Whether each extension the SGLang release ``s`` requires on this python and platform
     (its Requires-Dist pins without an extra) has a release meeting the pin that pip installs
-    beside ``torch`` there (:data:`_INSTALL_CHECKS`); a set without one cannot be installed.
-    None: the KB holds no release meeting the pin."""
-    key = ("pins-hold", s.version, s.source, torch, python, arch)
-    hit = g.memo.get(key)
-    if hit is not None:
-        return hit  # type: ignore[no-any-return]
-    out: tuple[bool | None, str] = (True, "")
-    by_dist: dict[str, tuple[str, ...]] = {}
-    for p in s.extension_pins:
-        by_dist[p.dist] = (*by_dist.get(p.dist, ()), p.requirement)
-    for dist, lines in sorted(by_dist.items()):
-        applies = _torch_lines(lines, python, arch)
-        if not applies:
-            continue
-        pinned = [r for r in _releases(g) if r.dist == dist and rule.pinned_by(
-            "", dist, r.version, applies).ok]
-        if not pinned:
-            out = (None, f"the knowledge base holds no {dist} release meeting "
-                         + ", ".join(repr(x) for x, _ in applies))
-            continue
-        t = resolve_torch(g, torch, arch)
-        refused = []
-        for r in pinned:
-            ev = evaluate_native(g, r, t, python, arch)
-            bad = next((c for c in ev.checks if c.ok is False and c.name in _INSTALL_CHECKS
-                        # only a source archive: pip builds it (flashinfer-python 0.4.x)
-                        and "only a source archive" not in c.detail), None)
-            if bad is None:
-                break
-            refused.append(f"{dist}: {bad.name}: {bad.detail}")
-        else:
-            out = (False, refused[0])
-            break
-    g.memo[key] = out
-    return out
+    beside ``torch`` there: a clique of the stack graph (``moonpin.resolver.stacks``,
+    :meth:`moonpin.resolver.graph.CompatGraph.stack_status`); a set without one cannot be
+    installed. None: the KB holds no release meeting the pin."""
+    return g.stack_status(s, torch, python, arch)
 
 
 def triples(g: CompatGraph, **kw: Any) -> list[dict[str, str]]:
@@ -549,7 +547,7 @@ def _locks(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check
     versions = {r.dist: r.version for r in stack}
     out = []
     for r in stack:
-        w = next((x for x in r.wheels if _covers_python(x, python) and _covers_arch(x, arch)),
+        w = next((x for x in r.wheels if _covers(x, python, arch)),
                  None)
         for rl in w.rules if w is not None else ():
             for s in rl.steps:
@@ -559,6 +557,21 @@ def _locks(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check
                     out.append(Check(f"{r.dist} lock", d.ok, d.detail,
                                      (f"{w.artifact.filename if w else r.dist}: "
                                       f"{s.member}:{s.line}",)))
+    return out
+
+
+def _pin_edges(stack: Sequence[NativeRelease]) -> list[Check]:
+    """The exact pins one release of the stack holds on another (the stack graph's
+    extension edges): a failing check for each pin the other release does not meet, since
+    pip installs no such set."""
+    out = []
+    for r in stack:
+        for o in stack:
+            d = pins_between(r, o) if o is not r else None
+            if d is not None and d.ok is not True:
+                w = r.wheels[0] if r.wheels else None
+                out.append(Check(f"{r.dist}=={r.version} pin", d.ok, d.detail, (
+                    f"{w.artifact.filename}: METADATA Requires-Dist" if w else r.dist,)))
     return out
 
 
@@ -627,6 +640,7 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
                                                   if c.name == "build for torch")))
                 notes += [n for n in ev.notes if n not in notes]
             checks += _locks(stack, p, a)
+            checks += _pin_edges(stack)
             judged.append((p, a, checks, notes))
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
 

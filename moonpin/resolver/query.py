@@ -380,6 +380,10 @@ def evaluate(g: CompatGraph, s: Sglang, t: TorchChoice, w: WheelView | None,
         "python", rule.python_requires(s.requires_python, python, f"sglang {s.version}",
                                        s.wheel_pythons),
         (f"{s.artifact.filename}: METADATA Requires-Python",))))
+    stack_ok, why = g.stack_status(s, t.text, python, arch)
+    if stack_ok is False:  # only where it breaks: its many holding cases say nothing new
+        ev.checks.append(Check("sglang's extensions", False, why,
+                               (f"{s.artifact.filename}: METADATA Requires-Dist",)))
     if s.pg.module is None:
         ev.notes.append(f"sglang {s.version} imports no mooncake process-group module: "
                         "compatible with any mooncake (or none)")

@@ -26,6 +26,7 @@ __all__ = [
     "KB_MAX_AGE_DAYS",
     "MAX_TABLE_BYTES",
     "ORDER",
+    "STACKS_NAME",
     "SUMMARY_NAME",
     "Resolved",
     "age_note",
@@ -39,6 +40,7 @@ __all__ = [
     "load_requirement",
     "load_requirements",
     "load_show",
+    "load_stacks",
     "load_summary",
     "read_table",
     "release_names",
@@ -430,6 +432,33 @@ def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] 
                                              valid=fits)["launch"]
         return launch
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+#: The stacks table: where an SGLang release's stack does not hold
+#: (``moonpin.resolver.stacks.Stacks.table``).
+STACKS_NAME = "_stacks.json"
+
+
+def _valid_stacks(doc: dict[str, Any]) -> bool:
+    broken = doc.get("broken")
+    return (_strs(doc.get("pythons")) and _strs(doc.get("arches")) and type(broken) is dict
+            and all(type(by_torch) is dict and all(
+                type(by_plat) is dict and all(
+                    type(k) is str and type(v) is list and len(v) == 2
+                    and v[0] in (False, None) and type(v[1]) is str
+                    for k, v in by_plat.items())
+                for by_plat in by_torch.values())
+                for by_torch in broken.values()))
+
+
+def load_stacks(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The stacks table of the KB file (``pythons``, ``arches``, ``broken``), None when
+    missing, damaged or stale."""
+    try:
+        doc: dict[str, Any] = _read_table(kb_path, STACKS_NAME, valid=_valid_stacks)
+        return doc
+    except (OSError, ValueError):
         return None
 
 

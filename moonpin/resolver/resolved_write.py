@@ -1,5 +1,6 @@
-"""Writing the resolved tables when the KB is written (imports the full resolver: graph and
-queries); :mod:`moonpin.resolver.resolved` reads them."""
+"""Writing the resolved tables when the KB is written (imports the full resolver: the stack
+graph, :mod:`moonpin.resolver.stacks`, and the queries); :mod:`moonpin.resolver.resolved`
+and :mod:`moonpin.resolver.resolved_native` read them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from moonpin.resolver.resolved import (
     FACTS_NAME,
     ORDER,
     SCHEMA,
+    STACKS_NAME,
     SUMMARY_NAME,
     file_sha256,
     resolved_path,
@@ -24,18 +26,28 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from typing import Any
 
 
-__all__ = ["build", "build_native", "build_stamped", "write"]
+__all__ = ["build", "build_native", "build_stacks", "build_stamped", "stack_graph", "write"]
 
 
-def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
+def stack_graph(kb: Any) -> Any:
+    """The stack graph (:class:`moonpin.resolver.stacks.Stacks`) of the validated KB
+    ``kb``, its :class:`moonpin.resolver.graph.CompatGraph` resolving its stacks with it."""
+    from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.stacks import attach
+
+    return attach(CompatGraph(kb))
+
+
+def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[str, Any]]:
     """Resolve every combination the table holds (imports the full resolver); ``kb``:
-    the KB at ``kb_path``, when the caller has loaded it."""
+    the KB at ``kb_path``, when the caller has loaded it; ``stacks``: its stack graph
+    (:func:`stack_graph`), which gains the mooncake edges of the combinations judged."""
     from moonpin.kb import store
     from moonpin.resolver import query
-    from moonpin.resolver.graph import CompatGraph
 
     kb = kb if kb is not None else store.load(kb_path)
-    g = CompatGraph(kb)
+    stacks = stacks if stacks is not None else stack_graph(kb)
+    g = stacks.cg
     strings: list[str] = []
     intern = _interner(strings)
 
@@ -51,7 +63,9 @@ def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
         out: list[list[Any]] = []
         for i, (d, v) in enumerate(releases):
             groups: dict[tuple[Any, ...], list[list[Any]]] = {}
-            for e in query.combos(g, s, d, str(v), None, None, None):
+            evs = query.combos(g, s, d, str(v), None, None, None)
+            stacks.add_mooncake(s, evs)
+            for e in evs:
                 cuda = next((c.detail for c in e.checks if c.name == "CUDA major"), None)
                 key = (i, e.torch, e.arch, ORDER[e.verdict], e.score(),
                        intern(e.reasons[0]) if e.reasons else None,
@@ -98,16 +112,17 @@ def build(kb_path: Path, kb: Any = None) -> dict[str, dict[str, Any]]:
     return docs
 
 
-def build_native(kb_path: Path, kb: Any) -> dict[str, dict[str, Any]]:
+def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[str, Any]]:
     """File name -> document of the native extensions' tables
     (:mod:`moonpin.resolver.resolved_native`): the index, and one table per project and
-    torch release the KB holds facts of."""
+    torch release the KB holds facts of, read off the stack graph's ``installs`` edges
+    (``stacks``: :func:`stack_graph`)."""
     from moonpin.resolver import native
     from moonpin.resolver import resolved_native as rn
-    from moonpin.resolver.graph import CompatGraph
     from moonpin.resolver.inputs import ARCHES
 
-    g = CompatGraph(kb)
+    stacks = stacks if stacks is not None else stack_graph(kb)
+    g = stacks.cg
     releases = g.kb.native
     if not releases:
         return {}
@@ -144,8 +159,13 @@ def build_native(kb_path: Path, kb: Any) -> dict[str, dict[str, Any]]:
             out[rn.entry_name(project, t)] = {
                 "schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
                 "torch": t, "releases": [[r.dist, r.version] for r in mine],
-                "wanted": wanted, **_native_evals(g, mine, t, pythons)}
+                "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
     return out
+
+
+def build_stacks(kb_path: Path, stacks: Any) -> dict[str, Any]:
+    """The stacks table (:meth:`moonpin.resolver.stacks.Stacks.table`), stamped."""
+    return {"schema_version": SCHEMA, "kb_sha256": file_sha256(kb_path), **stacks.table()}
 
 
 def _per_platform(native: Any, lines: tuple[str, ...], pythons: list[str],
@@ -157,24 +177,23 @@ def _per_platform(native: Any, lines: tuple[str, ...], pythons: list[str],
     return {"*": first} if all(v == first for v in by.values()) else by
 
 
-def _native_evals(g: Any, releases: list[Any], torch: str, pythons: list[str],
+def _native_evals(stacks: Any, releases: list[Any], torch: str, pythons: list[str],
                   ) -> dict[str, Any]:
-    """Every combination of ``releases`` at ``torch`` (platform, then python), with the
-    strings they name: ``{"strings": [...], "evals": [[entry, ...] per release]}``."""
-    from moonpin.resolver import native
+    """Every combination of ``releases`` at ``torch`` (platform, then python), as the stack
+    graph's ``installs`` edges hold them, with the strings they name: ``{"strings": [...],
+    "evals": [[entry, ...] per release]}``."""
     from moonpin.resolver.inputs import ARCHES
-    from moonpin.resolver.query import resolve_torch
 
     strings: list[str] = []
     intern = _interner(strings)
 
     evals = []
-    choices = {a: resolve_torch(g, torch, a) for a in ARCHES}
     for r in releases:
+        entries = stacks.entries(torch, (r.dist, r.version))
         rows = []
         for a in ARCHES:
             for p in pythons:
-                e = native.entry(g, r, choices[a], p, a)
+                e = entries[(p, a)]
                 rows.append([e[0], e[1], e[2], e[3], intern(e[4]), intern(e[5]),
                              intern(e[6]), [intern(n) for n in e[7]],
                              None if e[8] is None else [intern(n) for n in e[8]]])
@@ -245,7 +264,8 @@ def write(kb_path: Path) -> Path:
     from moonpin.kb import store
 
     kb = store.load(kb_path)
-    docs = build(kb_path, kb)
+    stacks = stack_graph(kb)
+    docs = build(kb_path, kb, stacks)
     final = resolved_path(kb_path)
     import tempfile
 
@@ -258,8 +278,10 @@ def write(kb_path: Path) -> Path:
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         for name, data in build_stamped(kb_path, kb).items():
             (tmp / name).write_bytes(data)
-        for name, doc in build_native(kb_path, kb).items():
+        for name, doc in build_native(kb_path, kb, stacks).items():
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+        (tmp / STACKS_NAME).write_bytes(json.dumps(build_stacks(kb_path, stacks),
+                                                   separators=(",", ":")).encode())
         os.chmod(tmp, 0o755)
         old = final.with_name(final.name + ".old")
         if final.exists():

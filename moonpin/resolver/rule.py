@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     _F = TypeVar("_F", bound="_Frozen")
 
 __all__ = [
+    "INSTALL_CHECKS",
     "TORCH",
     "BuildFacts",
     "Decision",
@@ -35,6 +36,7 @@ __all__ = [
     "choose_module",
     "cuda_major",
     "direct_build",
+    "install_failure",
     "installable",
     "launch_imports",
     "loader_suffix",
@@ -53,6 +55,7 @@ __all__ = [
     "python_requires",
     "torch_admitted",
     "verdict",
+    "wheel_covers",
 ]
 
 #: The placeholder a scraped import template holds for the loader's computed suffix
@@ -589,6 +592,73 @@ def _contains(spec: str, version: str) -> bool | None:
         _CONTAINS.clear()
     _CONTAINS[key] = fits
     return fits
+
+
+def _tag_minor(tag: str) -> int:
+    try:
+        return int(tag.removeprefix("cp3").rstrip("t") or -1)
+    except ValueError:
+        return -1
+
+
+#: (Requires-Python, python tag) -> whether it admits it (a query asks the same few pairs of
+#: hundreds of wheels). Bounded: cleared when full.
+_ADMITS: dict[tuple[str, str], bool] = {}
+
+
+def _admits_python(requires_python: str | None, python: str) -> bool:
+    """The wheel's Requires-Python admits ``python`` (one that does not parse: any)."""
+    if not requires_python:
+        return True
+    key = (requires_python, python)
+    hit = _ADMITS.get(key)
+    if hit is None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            hit = SpecifierSet(requires_python).contains(f"3.{_tag_minor(python)}", True)
+        except InvalidSpecifier:
+            hit = True
+        if len(_ADMITS) >= 4096:
+            _ADMITS.clear()
+        _ADMITS[key] = hit
+    return hit
+
+
+def wheel_covers(python_tags: Collection[str], abi_tags: Collection[str],
+                 platform_tags: Collection[str], requires_python: str | None, python: str,
+                 arch: str) -> bool:
+    """pip installs a wheel with these tags on CPython ``python`` (``cp312``) and ``arch``:
+    an ``abi3`` wheel on its python and every later one, a ``py3`` wheel on any, another
+    on its own tag, each where its Requires-Python admits it; on a platform tag of that
+    architecture, or ``any``."""
+    if "abi3" in abi_tags:
+        base = next((t for t in python_tags if t.startswith("cp")), None)
+        fits = (base is not None and _tag_minor(python) >= _tag_minor(base)
+                and _admits_python(requires_python, python))
+    elif any(t in ("py3", "py2.py3") for t in python_tags):
+        fits = _admits_python(requires_python, python)
+    else:
+        fits = python in python_tags
+    return fits and any(p == "any" or p.endswith(arch) for p in platform_tags)
+
+
+#: The checks pip itself makes when it installs a release beside SGLang: a stack failing
+#: one cannot be installed. The others (a build for torch, its CUDA runtime) fail only when
+#: the extension is imported, which depends on the launch line (deep_ep: ``--moe-a2a-backend
+#: deepep``), so they are ``which``/``explain``/the check's to say, not a stack's.
+INSTALL_CHECKS = frozenset({"installable", "sglang's requirement",
+                            "wheel for python/platform", "torch requirement"})
+
+
+def install_failure(checks: Iterable[tuple[str, bool | None, str]]) -> str | None:
+    """The first of ``checks`` (``(name, ok, detail)``, a release's judgement beside a
+    torch) that pip itself fails installing it (:data:`INSTALL_CHECKS`), as ``name:
+    detail``; None when pip installs it (a source archive only: pip builds it)."""
+    for name, ok, detail in checks:
+        if ok is False and name in INSTALL_CHECKS and "only a source archive" not in detail:
+            return f"{name}: {detail}"
+    return None
 
 
 def native_fits(target: NativeTarget, torch_version: str) -> bool | None:

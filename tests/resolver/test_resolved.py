@@ -181,7 +181,7 @@ def test_damaged_facts_are_ignored(kb_path: Path) -> None:
 def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
     """``show``'s document of a release is its KB record exactly (launch rules put back);
     a damaged or wrong-shaped one is ignored."""
-    from moonpin.resolver import show
+    from moonpin.cli import show
 
     kb = store.load(kb_path)
     for s in kb.sglang:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,3 +210,28 @@ def test_importing_the_rule_loads_nothing_heavy() -> None:
     assert "moonpin.resolver.rule" in loaded  # control
     heavy = {m for m in loaded if m.split(".")[0] in _HEAVY}
     assert not heavy, sorted(heavy)
+
+
+@pytest.mark.parametrize(("tags", "python", "arch", "want"), [
+    ((("cp310",), ("abi3",), ("manylinux2014_x86_64",), ">=3.10"), "cp312", "x86_64", True),
+    ((("cp310",), ("abi3",), ("manylinux2014_x86_64",), ">=3.10"), "cp39", "x86_64", False),
+    ((("cp310",), ("abi3",), ("manylinux2014_x86_64",), ">=3.10"), "cp312", "aarch64", False),
+    ((("cp310",), ("abi3",), ("manylinux2014_x86_64",), "<3.12"), "cp312", "x86_64", False),
+    ((("py3",), ("none",), ("any",), ">=3.10"), "cp314", "aarch64", True),
+    ((("py3",), ("none",), ("any",), ">=3.10"), "cp39", "aarch64", False),
+    ((("py3",), ("none",), ("any",), "not a spec"), "cp39", "x86_64", True),
+    ((("cp312",), ("cp312",), ("manylinux_2_28_aarch64",), None), "cp312", "aarch64", True),
+    ((("cp312",), ("cp312",), ("manylinux_2_28_aarch64",), None), "cp313", "aarch64", False),
+])
+def test_wheel_covers_is_pip_s_tag_rule(tags: tuple[Any, ...], python: str, arch: str,
+                                        want: bool) -> None:
+    assert rule.wheel_covers(*tags, python, arch) is want
+
+
+def test_install_failure_is_the_first_check_pip_itself_makes() -> None:
+    assert rule.install_failure([("installable", True, ""), ("build for torch", False, "x"),
+                                 ("CUDA major", False, "y")]) is None
+    assert rule.install_failure([("wheel for python/platform", False,
+                                  "f 0.4 has only a source archive for cp312 on x86_64"),
+                                 ("torch requirement", False, "t")]) == "torch requirement: t"
+    assert rule.install_failure([("torch requirement", None, "?")]) is None

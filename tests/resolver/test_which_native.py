@@ -29,7 +29,7 @@ from moonpin.kb.models import (
     RuleStep,
     UnmetRequirement,
 )
-from moonpin.resolver import native, rule
+from moonpin.resolver import native, rule, stacks
 from moonpin.resolver.graph import CompatGraph
 from tests.resolver.kbslice import build_kb
 
@@ -357,8 +357,10 @@ def _with_sglang_edges(kb: Any) -> Any:
 @pytest.fixture(scope="module")
 def eg() -> CompatGraph:
     kb = _with_sglang_edges(_kb())
-    return CompatGraph(kb.model_copy(update={"native": (
+    g = CompatGraph(kb.model_copy(update={"native": (
         *kb.native, _kernel("0.4.9", "==2.14.1", 13))}))
+    stacks.attach(g)
+    return g
 
 
 def test_sglang_s_own_pin_is_an_edge(eg: CompatGraph) -> None:

@@ -103,6 +103,17 @@ class Extension(NamedTuple):
     reason: str = ""  # the newest release's first failed (or undecided) check, when none fits
     unknown: bool = False  # none is known to fit, and one cannot be decided
 
+    def text(self) -> str:
+        """The column as plain text (CSV): the requirement, or ``none: <reason>`` /
+        ``unknown: <reason>``."""
+        if self.requirement is not None:
+            return self.requirement
+        return f"{'unknown' if self.unknown or not self.reason else 'none'}: {self.reason}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"project": self.project, "requirement": self.requirement,
+                "reason": self.reason, "unknown": self.unknown}
+
 
 #: The key of a cell: sglang, torch, dist, mooncake, python, arch.
 CellKey = tuple[str, str, str, str, str, str]
@@ -150,6 +161,17 @@ class Matrix:
                     for p in self.pythons:
                         yield self._get(row, col, p, a)
 
+    def extensions(self) -> Iterator[tuple[Row, str, str, Extension]]:
+        """Every row's extension columns: ``(row, python, arch, extension)`` by row, arch,
+        python and project (the KB's projects; none when the matrix has no judge)."""
+        for row in self.rows:
+            for a in self.arches:
+                for p in self.pythons:
+                    for project in self.projects:
+                        e = self.extension(row, project, p, a)
+                        if e is not None:
+                            yield row, p, a, e
+
     @property
     def cells(self) -> list[Cell]:
         """Every cell, by row, column, arch and python."""
@@ -163,6 +185,12 @@ class Matrix:
         if self._where.get((row.sglang, row.torch)) != row:
             return None
         return self._get(row, col, python, arch)
+
+    def cell_row(self, sglang: str, torch: str) -> Row | None:
+        """The row of this SGLang release at this torch."""
+        if self._where is None:
+            self._where = {(r.sglang, r.torch): r for r in self.rows}
+        return self._where.get((sglang, torch))
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(STATES, 0)

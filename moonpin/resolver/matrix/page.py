@@ -60,7 +60,14 @@ def _page_data(m: Matrix) -> dict[str, Any]:
                       py_ix[c.python], ar_ix[c.arch], STATES.index(c.state), st(c.reason),
                       cix, [st(n) for n in c.notes], [st(r) for r in c.reasons],
                       st(c.wheel) if c.wheel else -1, st(_label(c))])
+    proj_ix = {x: i for i, x in enumerate(m.projects)}
+    ext = [[row_ix[(r.sglang, r.torch)], proj_ix[e.project], py_ix[p], ar_ix[a],
+            st(e.requirement) if e.requirement is not None else -1, st(e.reason),
+            1 if e.unknown else 0]
+           for r, p, a, e in m.extensions()]
     return {
+        "projects": list(m.projects),
+        "ext": ext,
         "rows": [[r.sglang, r.torch, r.module or "", dict(r.cuda), r.unread or ""]
                  for r in m.rows],
         "cols": [[c.dist, c.mooncake, c.unread or ""] for c in m.columns],
@@ -112,6 +119,7 @@ td.cell:focus{outline:2px solid #000;outline-offset:-2px}
 .s2{background:var(--badbg);color:var(--bad)}
 .s3{background:var(--unkbg);color:var(--unk);font-style:italic}
 td.dim{opacity:.35}
+td.ext{text-align:left}
 #panel{position:fixed;right:10px;bottom:10px;width:min(720px,96vw);max-height:60vh;overflow:auto;
 background:#fff;border:2px solid #111;border-radius:6px;padding:10px 12px;z-index:10;
 box-shadow:0 4px 18px rgba(0,0,0,.25)}
@@ -134,6 +142,14 @@ var WORD=["ok","note","","unknown"];
 var OKM={"true":"\u2714 ok","false":"\u2718 FAIL","null":"? undecided"};
 var byKey={};
 D.cells.forEach(function(c,i){byKey[c[0]+"|"+c[1]+"|"+c[2]+"|"+c[3]]=i;});
+var extKey={};
+D.ext.forEach(function(x){extKey[x[0]+"|"+x[1]+"|"+x[2]+"|"+x[3]]=x;});
+function extCell(ri,xi,pi,ai){var x=extKey[ri+"|"+xi+"|"+pi+"|"+ai],td;
+ if(!x)return el("td","ext","");
+ if(x[4]>=0){td=el("td","ext s0","\u2714 "+S[x[4]]);td.title="the newest release that fits";}
+ else if(x[6]||!S[x[5]]){td=el("td","ext s3","? unknown");td.title=S[x[5]];}
+ else{td=el("td","ext s2","\u2718 "+S[x[5]].split(":")[0]);td.title=S[x[5]];}
+ td.dataset.project=D.projects[xi];return td;}
 var f={dist:document.getElementById("f-dist"),py:document.getElementById("f-python"),
  ar:document.getElementById("f-arch"),hide:document.getElementById("f-hide")};
 function opt(sel,val,text){var o=document.createElement("option");o.value=val;
@@ -163,6 +179,9 @@ function render(){
  cols.forEach(function(ci){var c=D.cols[ci];var h=el("th");h.scope="col";
   h.appendChild(el("span","d",c[0].replace("mooncake-transfer-engine","mte")));
   h.appendChild(document.createTextNode(c[1]+(c[2]?" (unread)":"")));tr.appendChild(h);});
+ D.projects.forEach(function(x){var h=el("th","x");h.scope="col";
+  h.appendChild(el("span","d","extension"));h.appendChild(document.createTextNode(x));
+  tr.appendChild(h);});
  th.appendChild(tr);t.appendChild(th);var tb=el("tbody");
  rows.forEach(function(ri){var r=D.rows[ri];var row=el("tr");row.dataset.sglang=r[0];
   var h=el("th","rh",r[0]);h.scope="row";var cu=r[3][D.arches[ai]];
@@ -177,6 +196,7 @@ function render(){
    td.dataset.cell=byKey[ri+"|"+ci+"|"+pi+"|"+ai];td.tabIndex=0;
    td.title=st+(c[5]>=0&&S[c[5]]?": "+S[c[5]]:"")+" (click for every check)";
    row.appendChild(td);});
+  D.projects.forEach(function(_,xi){row.appendChild(extCell(ri,xi,pi,ai));});
   tb.appendChild(row);});
  t.appendChild(tb);var w=document.getElementById("wrap");w.textContent="";w.appendChild(t);
  document.getElementById("shown").textContent=rows.length+" rows \u00d7 "+cols.length+
@@ -253,6 +273,8 @@ def to_html(m: Matrix) -> str:
 <span class="s2">✘ incompatible (reason in the cell)</span>
 <span class="s3">? unknown: not read, or not decidable</span>
 <span>Hover a cell for its reason; click (or Enter) for every check and its evidence.</span>
+<span>The last columns: the newest release of each native extension that fits the row
+(SGLang's own pins and what its launch choices import, at the row's torch).</span>
 </div>
 </header>
 <main id="wrap"><noscript>This page draws the table with its inline script; the same

@@ -328,16 +328,11 @@ def _extension(g: CompatGraph, row_rel: dict[tuple[str, str], SglangRelease],
     def judge(row: Row, project: str, python: str, arch: str) -> Extension:
         if row.unread is not None or (row.sglang, row.torch) not in row_rel:
             return Extension(project, None, "not read" if row.unread else "no torch", True)
-        from moonpin.resolver.native import which_native
+        from moonpin.resolver.native import newest_fit
 
-        res = which_native(g, project, torch=row.torch, sglang=row.sglang, python=python,
-                           arch=arch)
-        best = res.recommended()
-        if best is not None:
-            return Extension(project, best["requirement"])
-        if res.unknown:
-            return Extension(project, None, res.unknown[0].reason or "", True)
-        return Extension(project, None, next((c.reason for c in res.excluded if c.reason), ""))
+        requirement, reason, unknown = newest_fit(g, project, torch=row.torch,
+                                                  sglang=row.sglang, python=python, arch=arch)
+        return Extension(project, requirement, reason, unknown)
     return judge
 
 
@@ -345,14 +340,21 @@ def _extension(g: CompatGraph, row_rel: dict[tuple[str, str], SglangRelease],
 
 
 def to_csv(m: Matrix) -> str:
-    """One row per cell (every python and platform in the matrix)."""
+    """One row per cell (every python and platform in the matrix), then one column per
+    native-extension project: the newest release of it that fits the cell's SGLang
+    release, torch, python and platform (:meth:`Extension.text`)."""
     buf = io.StringIO()
     import csv
 
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    projects = [p for p in m.projects if p not in CSV_COLUMNS]
+    w = csv.DictWriter(buf, fieldnames=[*CSV_COLUMNS, *projects], lineterminator="\n")
     w.writeheader()
     for c in m.cells:
-        w.writerow(c.row())
+        row = m.cell_row(c.sglang, c.torch)
+        exts = {} if row is None else {
+            x: e.text() for x in projects
+            if (e := m.extension(row, x, c.python, c.arch)) is not None}
+        w.writerow({**c.row(), **exts})
     return buf.getvalue()
 
 
@@ -364,6 +366,9 @@ def to_json(m: Matrix) -> str:
         "rows": [r.as_dict() for r in m.rows],
         "columns": [c.as_dict() for c in m.columns],
         "cells": [c.as_dict() for c in m.cells],
+        "projects": list(m.projects),
+        "extensions": [{"sglang": r.sglang, "torch": r.torch, "python": p, "arch": a,
+                        **e.as_dict()} for r, p, a, e in m.extensions()],
     }
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
 
