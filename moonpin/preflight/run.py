@@ -123,13 +123,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     env: Any = os.environ
     if rootfs is not None:
         from moonpin.preflight.env import target as tg
-        from moonpin.preflight.env.rootfs import (
-            bundle,
-            for_image,
-            target_for,
-            with_overrides,
-        )
+        from moonpin.preflight.env.rootfs import bundle, target_for, with_overrides
         from moonpin.preflight.env.rootfs import image_env as env_of
+        from moonpin.preflight.judge.dockerfile import for_image
 
         try:
             root = os.fspath(rootfs)

@@ -68,7 +68,7 @@ def memo(kind: str, path: str, compute: Callable[[], Any],
     try:
         return facts_memo().get(kind, path, compute, valid)
     except OSError:
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         if zipfs.size(path) is None:
             raise

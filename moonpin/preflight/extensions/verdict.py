@@ -119,7 +119,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     """The walk's lines (:func:`_walk`), from the file-facts memo
     (:meth:`moonpin.kb.cache.FileMemo.get_traced`) while nothing it read changed.
 
-    What it read is traced (:class:`moonpin.preflight.env.reads.Reads`: every path stat-ed,
+    What it read is traced (:class:`moonpin.preflight.access.reads.Reads`: every path stat-ed,
     opened, listed or tested, every variable of ``os.environ``), plus what the walk takes
     from the check's own in-process models rather than from a read: the folders of the
     target's ``sys.path`` and site folders (a package added, removed or shadowed there
@@ -140,7 +140,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
                 state, None if own_env else sorted(env.items()), kb is not None, kb_file))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
-        from moonpin.preflight.env.reads import Reads, plain_folder
+        from moonpin.preflight.access.reads import Reads, plain_folder
 
         seen = _SeenEnv(env) if own_env else None
         trace = Reads()
@@ -338,7 +338,7 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
     RECORD lists it (read only on this failing path)."""
     import shlex
 
-    from moonpin.preflight.env.chroot import image_path
+    from moonpin.preflight.access.chroot import image_path
     from moonpin.preflight.installed.image_facts import record_paths
 
     rm = (f"rm {shlex.quote(image_path(root, path) if root else path)} && "

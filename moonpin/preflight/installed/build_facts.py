@@ -187,7 +187,7 @@ def _loader_problem(data: bytes) -> str | None:
 def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
     """The loader's scheme (:func:`moonpin.readers.pyast.loader.read_loader`) as plain data for the
     file-facts memo."""
-    from moonpin.preflight.env.zipfs import read_source
+    from moonpin.preflight.access.zipfs import read_source
     from moonpin.readers.pyast.loader import TORCH, read_loader
 
     data = read_source(loader_path, 16 << 20, what="mooncake loader")  # as read_bytes
@@ -235,7 +235,7 @@ def on_path(ctx: Context, name: str) -> str | None:
         return which(name)
     import posixpath
 
-    from moonpin.preflight.env.chroot import host_path
+    from moonpin.preflight.access.chroot import host_path
     from moonpin.preflight.env.rootfs import DEFAULT_PATH
 
     for folder in ctx.env.get("PATH", DEFAULT_PATH).split(":"):  # a runtime's default
@@ -252,7 +252,7 @@ def _in_target(ctx: Context, path: str) -> bool:
     """Whether the target holds a regular file at ``path`` (an image's path under its root)."""
     if ctx.root is None:
         return os.path.isfile(path)
-    from moonpin.preflight.env.chroot import host_path
+    from moonpin.preflight.access.chroot import host_path
 
     host = host_path(ctx.root, path)
     return host is not None and os.path.isfile(host)

@@ -16,6 +16,7 @@ from importlib import machinery
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import read_regular
 from moonpin.kb.schema import READABLE_SCHEMAS
+from moonpin.preflight.access.kinds import kind_of
 from moonpin.preflight.pyimport.importer import (
     Found,
     Importer,
@@ -700,34 +701,6 @@ def list_folder(folder: str) -> list[str]:
         return []
 
 
-def kind_of(path: str) -> str:
-    """What a path that is not a regular file is, in words."""
-    import stat
-
-    try:
-        st = os.lstat(path)
-    except OSError as e:
-        return f"unreadable ({e.strerror})"
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            target = os.stat(path)
-        except OSError:
-            return f"a dangling symbolic link (to {os.readlink(path)!r})"
-        return f"a symbolic link to {_mode_word(target.st_mode)} ({os.path.realpath(path)})"
-    return _mode_word(st.st_mode)
-
-
-def _mode_word(mode: int) -> str:
-    import stat
-
-    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return word
-    return f"a file of mode {oct(mode)}"
-
-
 def not_files(ctx: Context, pkg: str, short: str) -> list[str]:
     """What ``import mooncake.<short>`` would see in mooncake's folders but skip, since
     only regular files are modules (FileFinder): each named with what it is."""
@@ -746,7 +719,7 @@ def unlistable(folder: str) -> str | None:
     try:
         os.listdir(folder)
     except NotADirectoryError:  # a folder in a zip archive on sys.path is listed by zipimport
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         if zipfs.archive_of(folder) is None:
             return f"{folder} cannot be listed (Not a directory)"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from moonpin.preflight.env.chroot import host_paths
+from moonpin.preflight.access.chroot import host_paths
 from moonpin.preflight.loader import ldso, ldsym
 from moonpin.preflight.loader.findings import Findings
 

@@ -20,9 +20,9 @@ byte order and ``e_machine``, as long as its program headers and section table s
 dynamic section and string table lie in a loaded segment and whose every ``DT_NEEDED``
 entry reads whole. Libraries of the host (the driver, libibverbs) are only looked up.
 
-For an image's root filesystem (``root``, :mod:`moonpin.preflight.env.chroot`) every folder of that
-search is the image's (``DT_RPATH``/``DT_RUNPATH`` entries, its ``LD_LIBRARY_PATH``, its
-``/etc/ld.so.cache`` and default folders), resolved under the root.
+For an image's root filesystem (``root``, :mod:`moonpin.preflight.access.chroot`) every
+folder of that search is the image's (``DT_RPATH``/``DT_RUNPATH`` entries, its
+``LD_LIBRARY_PATH``, its ``/etc/ld.so.cache`` and default folders), resolved under the root.
 
 Only ``os`` at import: this runs at worker start (see :mod:`moonpin.preflight.run`).
 """
@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.preflight.env.chroot import host_paths
+from moonpin.preflight.access.chroot import host_paths
 from moonpin.preflight.loader import ldhost
 from moonpin.preflight.loader.ldhost import platform_token
 

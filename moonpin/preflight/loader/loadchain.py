@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.preflight.env.chroot import host_paths
+from moonpin.preflight.access.chroot import host_paths
 from moonpin.preflight.loader import ldso
 from moonpin.preflight.loader.findings import Findings
 

@@ -35,14 +35,14 @@ What it follows, in the importer's order:
 
 * A zip archive on ``sys.path`` (or a folder in one): ``zipimport``'s packages, modules
   and namespace portions in it, no extension module
-  (:mod:`moonpin.preflight.env.zipfs`).
+  (:mod:`moonpin.preflight.access.zipfs`).
 
 A parent's ``__init__`` is otherwise assumed to leave ``__path__`` alone. PEP 829 ``.start``
 files are not modelled.
 
 With ``root`` (an image's root filesystem), every folder is the host path under the root
 and every path a file of the image names is resolved under it
-(:mod:`moonpin.preflight.env.chroot`). Only ``os`` at import.
+(:mod:`moonpin.preflight.access.chroot`). Only ``os`` at import.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import os
 import stat  # loaded by os
 from importlib import machinery
 
-from moonpin.preflight.env.chroot import host_path
+from moonpin.preflight.access.chroot import host_path
 from moonpin.preflight.pyimport.sitefiles import (
     extends_path,
     finder_facts,
@@ -563,11 +563,11 @@ class Importer:
 
     def _zip_find(self, entry: str, fullname: str) -> Spec | None:
         """``zipimporter(entry).find_spec(fullname)`` for an entry that is a zip archive
-        or a folder in one (:mod:`moonpin.preflight.env.zipfs`); None for anything else
+        or a folder in one (:mod:`moonpin.preflight.access.zipfs`); None for anything else
         (and for an image's root, where archives are not read)."""
         if self.root is not None or self.kind(entry) not in (_FILE, 0):
             return None
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         got = zipfs.find(entry, fullname)
         if got is None:

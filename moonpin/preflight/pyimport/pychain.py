@@ -240,7 +240,7 @@ def _read(path: str, version: tuple[int, int]
     """One parse of a module (:func:`moonpin.readers.pyast.imports.read_module`): the imports
     that certainly run, dumped; the compile error or None; how it sets its ``__path__``
     (:attr:`Spec.dynamic`); its top-level bindings; whether it makes names otherwise."""
-    from moonpin.preflight.env.zipfs import read_source
+    from moonpin.preflight.access.zipfs import read_source
     from moonpin.readers.pyast.imports import read_module
 
     data = read_source(path, cap=_CAP_SOURCE, what="Python source")
@@ -273,7 +273,7 @@ def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
     except OSError:
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         got = zipfs.size(path)
         if got is None:
@@ -288,7 +288,7 @@ def _facts(path: str, version: tuple[int, int]
     try:
         st = os.stat(path)
     except OSError:
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         if zipfs.size(path) is None:
             raise

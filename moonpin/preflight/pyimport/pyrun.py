@@ -175,7 +175,7 @@ class Chain(Host):
         portion)."""
         self._seen(folder)
         if not os.path.isdir(folder):  # a zip archive on sys.path, or nothing
-            from moonpin.preflight.env import zipfs
+            from moonpin.preflight.access import zipfs
 
             got = zipfs.find(folder, tail)
             if got is None:
@@ -310,7 +310,7 @@ class Chain(Host):
         1)``), or nothing when it cannot be read at all."""
         import ast
 
-        from moonpin.preflight.env.zipfs import read_source
+        from moonpin.preflight.access.zipfs import read_source
 
         try:
             ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
@@ -323,7 +323,7 @@ class Chain(Host):
     def _parse(self, file: str) -> Any:
         import ast
 
-        from moonpin.preflight.env.zipfs import read_source
+        from moonpin.preflight.access.zipfs import read_source
 
         self._seen(file)
         try:
@@ -412,7 +412,7 @@ class Chain(Host):
             return got
         import ast
 
-        from moonpin.preflight.env.zipfs import read_source
+        from moonpin.preflight.access.zipfs import read_source
 
         self._seen(file)
         out: dict[str, Any] = {}

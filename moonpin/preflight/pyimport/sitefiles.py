@@ -15,7 +15,7 @@ import os
 
 from moonpin.kb.cache import facts_memo
 from moonpin.kb.files import endless, read_regular
-from moonpin.preflight.env.chroot import host_path
+from moonpin.preflight.access.chroot import host_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -519,7 +519,7 @@ def _is_extend_path(node: Any, ast: Any) -> bool:
 
 
 def _read_extends(path: str) -> bool:
-    from moonpin.preflight.env.zipfs import read_source
+    from moonpin.preflight.access.zipfs import read_source
 
     data = read_source(path, cap=_CAP_INIT, what="package __init__")
     if b"extend_path" not in data:
@@ -544,7 +544,7 @@ def extends_path(init: str) -> bool:
                                      lambda v: isinstance(v, bool)))
     except OSError:
         pass
-    from moonpin.preflight.env import zipfs
+    from moonpin.preflight.access import zipfs
 
     if zipfs.archive_of(init) is None:
         return False
