@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.target import Target
     from moonpin.preflight.prefetch import Pending
     from moonpin.preflight.pyimport.metapath import Importer
@@ -62,10 +63,12 @@ class Context:
     known), the one model of its importer every look at it shares (folder listings, specs:
     :class:`~moonpin.preflight.pyimport.metapath.Importer`), the :class:`Run`, and the
     variables its processes start with (``env``: an image's configured ``Env``; this
-    process's environment for a check of this machine)."""
+    process's environment for a check of this machine), and the image root every read of
+    the target's files is confined to (``confined``:
+    :class:`~moonpin.preflight.access.confined.Confined`, made once from ``root``)."""
 
-    __slots__ = ("complete", "env", "ext_suffixes", "importer", "ld_path", "machine", "paths",
-                 "python", "root", "run", "sites", "version")
+    __slots__ = ("complete", "confined", "env", "ext_suffixes", "importer", "ld_path", "machine",
+                 "paths", "python", "root", "run", "sites", "version")
 
     paths: Sequence[str]
     sites: tuple[str, ...] | None
@@ -79,6 +82,7 @@ class Context:
     importer: Importer
     run: Run
     env: Mapping[str, str]
+    confined: Confined
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
@@ -86,6 +90,7 @@ class Context:
                  machine: str | None = None, ld_path: Sequence[str] | None = None,
                  python: str | None = None, run: Run | None = None,
                  env: Mapping[str, str] | None = None) -> None:
+        from moonpin.preflight.access.confined import Confined
         from moonpin.preflight.pyimport.metapath import Importer
 
         if ext_suffixes is None:
@@ -104,11 +109,13 @@ class Context:
         put(self, "python", python)
         put(self, "run", run if run is not None else Run())
         put(self, "env", os.environ if env is None else env)
+        # the image root every read of the check is confined to (a value, never a module's)
+        put(self, "confined", Confined(root))
         # made now: what it records is stamped from when the check began to look
         # (:mod:`moonpin.preflight.installed.stamps`); not under an image's root, whose paths
         # resolve through the image's own links
         put(self, "importer", Importer(paths, self.sites, root, self.ext_suffixes,
-                                       record=root is None))
+                                       record=root is None, within=self.confined))
 
     @classmethod
     def of(cls, target: Target, *, complete: bool = True, run: Run | None = None,

@@ -580,8 +580,10 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
         marker = rootfs.resolve(root, f"{stdlib}/EXTERNALLY-MANAGED")
     except OSError:
         return False  # a loop: not a file, for pip's os.path.isfile either
+    from moonpin.preflight.access.confined import Confined
+
     return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs,
-                                     marker=marker)
+                                     marker=marker, within=Confined(root))
 
 
 @_contextmanager

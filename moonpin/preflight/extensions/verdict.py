@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.extensions.seam import Choice, Facts, Pick
     from moonpin.preflight.installed.image_facts import Dist, Torch
@@ -193,7 +194,8 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        gpu_present=present, gpu_said=said, dists=dists,
                        suffixes=ctx.ext_suffixes,
                        find=lambda name: locate(ctx, name),
-                       read=lambda path: read_bytes(path, what="file"), kb=kb)
+                       read=lambda path: read_bytes(path, what="file", within=ctx.confined),
+                       kb=kb, within=ctx.confined)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
     for said_flag in unjudged:
@@ -275,7 +277,7 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
         if problem is None:
-            runtime = _cudart(build, ctx.machine)
+            runtime = _cudart(build, ctx.machine, ctx.confined)
             extra = ""
             if runtime is not None and facts.cuda is not None and runtime != facts.cuda:
                 extra = (f"; it needs libcudart.so.{runtime}, torch's CUDA is {facts.cuda}: "
@@ -316,12 +318,13 @@ def _problem(res: Report, build: str) -> str | None:
     return None
 
 
-def _cudart(build: str, machine: str | None) -> int | None:
+def _cudart(build: str, machine: str | None, within: Confined) -> int | None:
     """The CUDA runtime major a build names in its ``DT_NEEDED`` (None: none)."""
     from moonpin.preflight.loader import ldso
 
     try:
-        needed = ldso.read_dynamic_flags(build, machine or os.uname().machine)[0]
+        needed = ldso.read_dynamic_flags(build, machine or os.uname().machine,
+                                         within=within)[0]
     except OSError:
         return None
     for n in needed:
@@ -350,7 +353,8 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
         if rel.startswith(".."):
             continue
         try:
-            if any(os.path.normpath(p) == rel for p in record_paths(dist.meta)):
+            if any(os.path.normpath(p) == rel
+                   for p in record_paths(dist.meta, within=facts.within)):
                 return (f"{rm}pip install --force-reinstall --no-deps "
                         f"'{dist.name}=={dist.version}'")
         except OSError:
