@@ -1,9 +1,11 @@
 """The package's shape (issues 28 and 37): one import package; no import circle, counting the
 imports under ``TYPE_CHECKING``; no private name imported from another module; no module
 assigning another module's attributes (state is handed down as values); no look-up of
-moonpin's own modules in ``sys.modules``; at most 12 modules a folder, each folder's
-``__init__`` opening with a one-line purpose. Each rule is checked on the real tree and, as a
-control, on a small tree that breaks it."""
+moonpin's own modules in ``sys.modules``; no ``global`` statement but for the caches listed
+in :data:`GLOBALS` (a check's state, such as the image root its reads are confined to, travels
+as a value); at most 12 modules a folder, each folder's ``__init__`` opening with a one-line
+purpose. Each rule is checked on the real tree and, as a control, on a small tree that breaks
+it."""
 
 from __future__ import annotations
 
@@ -31,7 +33,18 @@ UNSUMMARISED = {"moonpin.scrapers.projects"}
 #: Attributes of another module that may be assigned: the process's own output streams,
 #: which the CLI wraps for its run (moonpin.cli.main) and puts back.
 ASSIGNABLE = {("sys", "stdout"), ("sys", "stderr")}
-KINDS = ("circle", "private", "assign", "sysmodules", "folder")
+#: The module globals a function may rebind (``global``), each a cache of the process: what
+#: it keeps is the same for every check in it. Anything a check decides (its root, its
+#: environment, its run) is handed down as a value instead. The test fails when one of these
+#: is gone, so the list never outlives its reason.
+GLOBALS = {
+    ("moonpin.kb.cache", "_MEMO"): "the process's file-facts memo, one per cache folder "
+                                   "(the facts it keeps are stamped per file)",
+    ("moonpin.kb.facts", "_PLAIN_VERSION"): "a compiled regular expression, made on first use",
+    ("moonpin.preflight.loader.ldbind", "_DEMANGLE"): "libstdc++'s __cxa_demangle, loaded "
+                                                      "through ctypes on first use",
+}
+KINDS = ("circle", "private", "assign", "sysmodules", "global", "folder")
 
 
 def _modules(root: Path, package: str) -> dict[str, Path]:
@@ -121,8 +134,12 @@ def _folders(root: Path, package: str) -> list[str]:
     return found
 
 
-def problems(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
-    """What breaks the rules, by kind (:data:`KINDS`) -> descriptions."""
+def problems(root: Path, package: str = PACKAGE,
+             allowed: dict[tuple[str, str], str] | None = None) -> dict[str, list[str]]:
+    """What breaks the rules, by kind (:data:`KINDS`) -> descriptions. ``allowed``: the
+    ``global`` statements allowed (default :data:`GLOBALS`)."""
+    allowed = GLOBALS if allowed is None else allowed
+    declared: set[tuple[str, str]] = set()
     mods = _modules(root, package)
     graph: nx.DiGraph = nx.DiGraph()
     found: dict[str, list[str]] = {k: [] for k in KINDS}
@@ -167,6 +184,13 @@ def problems(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
                         (modules[t.value.id], t.attr) not in ASSIGNABLE:
                     found["assign"].append(f"{name}:{node.lineno} assigns "
                                            f"{modules[t.value.id]}.{t.attr}")
+            if isinstance(node, ast.Global):
+                for g in node.names:
+                    declared.add((name, g))
+                    if (name, g) not in allowed:
+                        found["global"].append(
+                            f"{name}:{node.lineno} rebinds the module global {g} (hand the "
+                            "value down, or list a process-wide cache in GLOBALS with why)")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                     node.func.id == "setattr" and node.args and \
                     isinstance(node.args[0], ast.Name) and node.args[0].id in modules:
@@ -175,6 +199,8 @@ def problems(root: Path, package: str = PACKAGE) -> dict[str, list[str]]:
         found["sysmodules"] += [f"{name}:{line} looks up a moonpin module in sys.modules "
                                 "(import it, or hand the value down)"
                                 for line in _sys_modules_lookups(tree, package)]
+    found["global"] += [f"{m}.{g} is no longer rebound: drop it from GLOBALS"
+                        for m, g in sorted(allowed) if m in mods and (m, g) not in declared]
     graph.remove_edges_from(nx.selfloop_edges(graph))
     for cycle in nx.simple_cycles(graph):
         found["circle"].append(" -> ".join([*cycle, cycle[0]]))
@@ -233,6 +259,8 @@ _DOC = '"""A room: one line of purpose."""\n'
       "pkg/b.py": "import sys\nh = vars(sys.modules[__name__])\n"}, "sysmodules"),
     ({"pkg/__init__.py": _DOC,
       "pkg/b.py": "import sys\nok = 'pkg.a' in sys.modules\n"}, "sysmodules"),
+    ({"pkg/__init__.py": _DOC,
+      "pkg/a.py": "ROOT = None\n\ndef confine(r):\n    global ROOT\n    ROOT = r\n"}, "global"),
     ({"pkg/__init__.py": _DOC, **{f"pkg/m{i}.py": "" for i in range(12)}}, "folder"),
     ({"pkg/__init__.py": "", "pkg/a.py": ""}, "folder"),
     ({"pkg/__init__.py": '"""A room that says\nits purpose over two lines."""\n'}, "folder"),
@@ -246,8 +274,9 @@ def test_each_rule_catches_what_breaks_it(tmp_path: Path, files: dict[str, str],
 
 
 def test_what_the_rules_allow(tmp_path: Path) -> None:
-    """Controls: the process's streams wrapped and put back, a module's own state, a look
-    at another package's module in sys.modules, twelve modules and a summary line."""
+    """Controls: the process's streams wrapped and put back, a module's own state (a
+    ``global`` listed as a cache), a look at another package's module in sys.modules, twelve
+    modules and a summary line."""
     _write(tmp_path, {
         "pkg/__init__.py": '"""A room: one line of purpose.\n\nMore words after it."""\n',
         "pkg/a.py": "import sys\nsys.stdout, sys.stderr = sys.stderr, sys.stdout\n"
@@ -255,4 +284,8 @@ def test_what_the_rules_allow(tmp_path: Path) -> None:
                     "t = sys.modules.get('threading')\n",
         "pkg/b.py": "from pkg import a\n\nclass C:\n    pass\n\nc = C()\nc.x = a.COUNT\n",
         **{f"pkg/m{i}.py": "" for i in range(9)}})
-    assert problems(tmp_path, "pkg") == {k: [] for k in KINDS}
+    assert problems(tmp_path, "pkg", {("pkg.a", "COUNT"): "a counter"}) == {k: [] for k in KINDS}
+    # an allowed cache that is no longer rebound is said, so the list cannot go stale
+    assert problems(tmp_path, "pkg", {("pkg.a", "COUNT"): "a counter",
+                                      ("pkg.b", "GONE"): "no longer"})["global"] == [
+        "pkg.b.GONE is no longer rebound: drop it from GLOBALS"]

@@ -201,15 +201,19 @@ class FileMemo:
         return self._data
 
     def get(self, kind: str, path: str | os.PathLike[str], compute: Callable[[], T],
-            valid: Callable[[Any], bool] | None = None) -> T:
+            valid: Callable[[Any], bool] | None = None, *, within: str | None = None) -> T:
         """``compute()``'s answer for ``path`` as it is now. Raises OSError when ``path``
         cannot be stat-ed, and whatever ``compute`` raises (nothing is remembered then).
 
         ``valid(value)`` says whether a remembered value has the shape ``compute`` returns;
         one that does not (a damaged or foreign memo) is computed afresh, never returned.
         Pass it wherever a wrong-shaped value would fail the caller: the memo file is
-        untrusted input like any other."""
-        if not self.enabled or outside(path):  # out of a confining image root: not kept
+        untrusted input like any other.
+
+        ``within``: the image root the check confines its reads to (a real path;
+        :func:`moonpin.kb.files.outside`): a path its links take out of it is computed, never
+        kept (what ``compute`` says of it holds for that check only)."""
+        if not self.enabled or outside(path, within):  # out of the image root: not kept
             return compute()
         name = os.path.abspath(path)
         st = os.stat(name)
@@ -227,14 +231,15 @@ class FileMemo:
 
     def get_traced(self, kind: str, path: str | os.PathLike[str],
                    compute: Callable[[], tuple[T, set[str], dict[str, str | None]]],
-                   valid: Callable[[Any], bool] | None = None) -> T:
+                   valid: Callable[[Any], bool] | None = None, *,
+                   within: str | None = None) -> T:
         """:meth:`get` for an answer that depends on many files: ``compute()`` returns
         (the answer, every file and folder it read, every environment variable it read
         with its value) and the answer is remembered with their stamps (size, mtime, mode
         and owner; a folder's mtime changes when an entry is added, removed or renamed).
         Asked again, it is returned only while ``path``, each of them and each variable are
         unchanged."""
-        if not self.enabled or outside(path):
+        if not self.enabled or outside(path, within):
             return compute()[0]
         name = os.path.abspath(path)
         st = os.stat(name)

@@ -12,7 +12,9 @@ Every refusal is one exception, :class:`moonpin.kb.errors.ReadRefused`: a
 :class:`~moonpin.kb.errors.MoonpinError`
 (the CLI prints it and exits 2 with its ``tip:``) that is also an :class:`OSError` (``errno``
 kept: ``ENOENT`` for a missing file), so callers that already treat "cannot read" as one
-outcome need no change.
+outcome need no change. Given the image root a check is confined to (``within``; the check
+hands it down as a value, :class:`moonpin.preflight.access.confined.Confined`), a file under
+it whose symbolic links lead out of it is refused as missing (:func:`outside`).
 """
 
 from __future__ import annotations
@@ -24,32 +26,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-__all__ = ["MiB", "confine", "endless", "endless_fd", "loads_json", "outside", "read_regular",
-           "sha256_hex", "to_devnull", "write_atomic"]
+__all__ = ["MiB", "endless", "endless_fd", "loads_json", "outside", "read_regular", "sha256_hex",
+           "to_devnull", "write_atomic"]
 
 MiB = 1024 * 1024
 
-#: An image root being judged (None: none), set by :func:`confine`: a path under it whose
-#: symbolic links lead out of it is refused, as if the file were not there.
-_CONFINED: str | None = None
-
-
-def confine(root: str | None) -> None:
-    """From now on, refuse the paths under ``root`` that lead out of it (None: lift it)."""
-    global _CONFINED
-    _CONFINED = None if root is None else os.path.realpath(root).rstrip("/")
-
-
-def outside(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` names a file under the confining root (as written) that its
-    symbolic links take out of it (moonpin's own files, elsewhere, are not affected)."""
-    if _CONFINED is None:
+def outside(path: str | os.PathLike[str], root: str | None) -> bool:
+    """Whether ``path`` names a file under ``root`` (as written; ``root`` already a real path,
+    without a trailing ``/``; None: no root) that its symbolic links take out of it. Files
+    elsewhere (moonpin's own) are not affected."""
+    if root is None:
         return False
     name = os.path.abspath(path)
-    if not (name == _CONFINED or name.startswith(_CONFINED + "/")):
+    if not (name == root or name.startswith(root + "/")):
         return False
     real = os.path.realpath(name)
-    return not (real == _CONFINED or real.startswith(_CONFINED + "/"))
+    return not (real == root or real.startswith(root + "/"))
 
 
 _FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -110,7 +102,8 @@ def _os_error(path: str, e: OSError, *, what: str, cap: int, hint: str | None) -
 
 
 def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
-                 hint: str | None = None, stamp: list[int] | None = None) -> bytes:
+                 hint: str | None = None, stamp: list[int] | None = None,
+                 within: str | None = None) -> bytes:
     """The bytes of the regular file at ``path`` (symlinks followed), at most ``cap`` bytes.
 
     Raises :class:`moonpin.kb.errors.ReadRefused` (an ``OSError`` and a ``MoonpinError``) naming
@@ -120,12 +113,15 @@ def read_regular(path: str | os.PathLike[str], *, cap: int, what: str = "file",
     never returns more than ``cap`` bytes: at most ``cap + 1`` are read). Never blocks on a
     FIFO: the file is opened ``O_NONBLOCK`` and ``fstat``-ed before any read. ``hint`` is
     the ``tip:`` line (a generic one by default). ``stamp``: the size and mtime of what was
-    opened, as its ``fstat`` gave them before the read, are appended to it."""
+    opened, as its ``fstat`` gave them before the read, are appended to it. ``within``: the
+    image root the check confines its reads to (a real path; None: none): a path under it
+    that its symbolic links take out of it is refused as missing (``errno.ENOENT``), as the
+    image itself would not reach that file (:func:`outside`)."""
     name = os.fspath(path)
-    if _CONFINED is not None and outside(name):
+    if within is not None and outside(name, within):
         import errno as E
 
-        _refuse(name, f"lies outside the image root {_CONFINED} (a symbolic link points "
+        _refuse(name, f"lies outside the image root {within} (a symbolic link points "
                 "out of it)", what=what, errno=E.ENOENT, hint=hint, limit=cap)
     try:
         st = os.stat(name)  # refuse a device before even opening it (opening may act)

@@ -35,7 +35,7 @@ def judge_alone(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     from moonpin.preflight.judge.torch_check import torch_of
 
     fixer = Fixer(None, None)
-    dists, mooncakes = by_name(ctx.paths)
+    dists, mooncakes = by_name(ctx.paths, ctx.confined)
     fixer.installed(dists, mooncakes)
     said: list[CheckResult] = []
     torch = torch_of(dists.get("torch"), fixer, said.append, ctx, find_package(ctx, "torch"))

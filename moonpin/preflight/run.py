@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     FixProvider = Callable[[str, str, str, str], list[str]]
     StrPath = str | os.PathLike[str]
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context, Run
     from moonpin.preflight.env.target import Target
     from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement, Torch
@@ -123,13 +124,9 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     env: Any = os.environ
     if rootfs is not None:
         from moonpin.preflight.env import target as tg
-        from moonpin.preflight.env.rootfs import (
-            bundle,
-            for_image,
-            target_for,
-            with_overrides,
-        )
+        from moonpin.preflight.env.rootfs import bundle, target_for, with_overrides
         from moonpin.preflight.env.rootfs import image_env as env_of
+        from moonpin.preflight.judge.dockerfile import for_image
 
         try:
             root = os.fspath(rootfs)
@@ -142,13 +139,11 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
             return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
                                         "folder of an unpacked image (--rootfs) holding its "
                                         "Python")], strict, could_not_check=True)
-    from moonpin.kb.files import confine
     from moonpin.preflight.env.context import Run
 
     run = Run()  # what this check starts beside reading (children computing ahead)
     memo = facts_memo()
     memo.enabled = source_cache
-    confine(target.root if target is not None else None)
     found: dict[str, Any] = {}
     seen: dict[str, Any] = {}
     try:
@@ -166,7 +161,6 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
             report = for_target(report, chosen.managed if chosen is not None else None)
     finally:
         run.close()  # a load begun ahead and not taken: its child is ended
-        confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
     return _for_shell(report, python) if target is None else for_image(report, target)
@@ -250,7 +244,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if site_packages is not None or target.root is not None:  # (an interpreter that answered
         from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
 
-        stop = interpreter_stops(target.sites or ())
+        stop = interpreter_stops(target.sites or (), ctx.confined)
         if stop is not None:
             add(CheckResult("interpreter", "fail", *stop))
             return _report(checks, strict)
@@ -267,7 +261,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if target.machine is not None:
         fixer.arch = target.machine
     add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
-    dists, mooncakes = _distributions(paths, fixer)
+    dists, mooncakes = _distributions(paths, fixer, ctx.confined)
     kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
     if found is not None:
         found.update(_where(ctx, target, site_packages is not None and python is None, dists,
@@ -369,8 +363,9 @@ def _where(ctx: Context, target: Target, given_sites: bool, dists: dict[str, Dis
         else:
             dist = dists.get(name)
         out[name] = where(got, target.paths, target.sites, pythonpath, dist,
-                          editable_dist(dist) if dist is not None else False, target.cwd,
-                          sglang_src if name == "sglang" else None)
+                          editable_dist(dist, ctx.confined) if dist is not None else False,
+                          target.cwd,
+                          sglang_src if name == "sglang" else None, ctx.confined)
     return out
 
 
@@ -422,12 +417,13 @@ def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
     return kb
 
 
-def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist], list[Dist]]:
+def _distributions(paths: Sequence[str], fixer: Fixer, within: Confined
+                   ) -> tuple[dict[str, Dist], list[Dist]]:
     """The installed distributions by name (the first on the path wins), and every mooncake
     one; the fix lines learn their versions."""
     from moonpin.preflight.installed.image_facts import by_name
 
-    dists, mooncakes = by_name(paths)
+    dists, mooncakes = by_name(paths, within)
     fixer.installed(dists, mooncakes)
     return dists, mooncakes
 

@@ -12,7 +12,7 @@ The stamp of a file is its inode, size and status-change time (``st_ctime_ns``):
 ``chmod``, rename, link or unlink changes the ctime, and unlike the mtime no user can set it
 back. A missing or unreadable path is stamped with its ``errno``. A folder the run only
 walked through (``lstat``, ``readlink``: ``realpath`` on the way to a file) is not stamped by
-its listing (:func:`moonpin.preflight.env.reads.plain_folder`): a worker under ``/tmp`` would
+its listing (:func:`moonpin.preflight.access.reads.plain_folder`): a worker under ``/tmp`` would
 never be replayed, and every file read beneath it is stamped itself. A run is kept only when it
 was fully traced: no child process, no environment written, no file written outside the
 cache folder, nothing read through a descriptor whose path is unknown, exit 0 or 1, and no
@@ -196,12 +196,12 @@ _SPAWNS = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "popen", 
 class Recorder:
     """Traces one run of the check (:meth:`start`, then :meth:`finish` or :meth:`stop`) and
     keeps its answer when the run was fully traced: its reads
-    (:class:`moonpin.preflight.env.reads.Reads`, loaded only for a run to trace: a replayed
+    (:class:`moonpin.preflight.access.reads.Reads`, loaded only for a run to trace: a replayed
     start does without), and what spoils a run (a write outside the cache folder, a child
     process, output that could not be written)."""
 
     def __init__(self, argv: Sequence[str], key: str | None = None) -> None:
-        from moonpin.preflight.env.reads import Reads
+        from moonpin.preflight.access.reads import Reads
 
         self.reads = Reads(wrote=self.wrote, halt=self.stop, outermost=True)
         self.argv = list(argv)
@@ -293,7 +293,7 @@ class Recorder:
         folder = cache_folder()
         if folder is None:
             return "no cache folder"
-        from moonpin.preflight.env.reads import plain_folder
+        from moonpin.preflight.access.reads import plain_folder
 
         self.paths.update((name, True) for name in _own_files())
         keep = self.folder or b"\0"

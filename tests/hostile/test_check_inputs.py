@@ -110,7 +110,7 @@ def test_chroot_resolve_is_linear_in_components(tmp_path: Path,
     # a 1 MB `.pth` line of `usr/../` took seconds each (the walk popped the front of a
     # list and asked the kernel about every component again): 6 such files in an image
     # root took 47 s; a million components must take well under a second
-    from moonpin.preflight.env import chroot
+    from moonpin.preflight.access import chroot
 
     (tmp_path / "usr").mkdir()
     asked: list[str] = []

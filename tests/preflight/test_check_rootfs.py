@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.preflight.env.rootfs import ImageConfig, dockerfile_fix, target_for
+from moonpin.preflight.env.rootfs import ImageConfig, target_for
+from moonpin.preflight.judge.dockerfile import dockerfile_fix
 from moonpin.preflight.run import check_image
 from tests.lib.checkrun import ROOT, Run, run, small_kb
 from tests.lib.images import add_mooncake, add_torch, ext_suffix, healthy_image

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from moonpin.preflight.access.confined import NOWHERE
 from moonpin.preflight.pyimport import pychain
 
 VERSION = (sys.version_info[0], sys.version_info[1])
@@ -179,9 +180,9 @@ def test_a_valid_bytecode_cache_spares_the_compile(tmp_path: Path) -> None:
     import py_compile
 
     py_compile.compile(str(src), doraise=True)
-    assert pychain._cached_compiled(str(src), src.stat(), VERSION)
+    assert pychain._cached_compiled(str(src), src.stat(), VERSION, NOWHERE)
     src.write_text("import os  \n")  # another size: the cache is stale
-    assert not pychain._cached_compiled(str(src), src.stat(), VERSION)
+    assert not pychain._cached_compiled(str(src), src.stat(), VERSION, NOWHERE)
 
 
 def test_attribute_follows_torch_version_as_torch_binds_it(tmp_path: Path) -> None:

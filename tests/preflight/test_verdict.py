@@ -315,7 +315,7 @@ def test_a_trace_inside_a_spoiled_one_leaves_the_real_calls(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The extensions' trace runs inside the kept verdict's; when the outer one is spoiled
     (stopped) first, stopping the inner one must not put the outer's patches back."""
-    from moonpin.preflight.env.reads import Reads
+    from moonpin.preflight.access.reads import Reads
 
     monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path / "cache"))
     real = (os.stat, os.open, os.environ, __builtins__)

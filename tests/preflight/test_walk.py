@@ -20,23 +20,16 @@ import pytest
 import moonpin.preflight
 
 #: The rooms from the bottom up: a room calls only rooms before it. ``result`` (the report's
-#: values) and ``prefetch`` (a child computing ahead) are used everywhere; the environment
-#: and its access layer; the importer and loader models; what is installed; the extensions'
-#: rules; the judgements (which ask the rules: mooncake's); the probe; the two walks.
-LAYERS = ("result", "prefetch", "env", "pyimport", "loader", "installed", "extensions",
-          "judge", "probe", "extensions_only", "run", "verdict", "__main__")
+#: values) and ``prefetch`` (a child computing ahead) are used everywhere; the access layer
+#: every read goes through; the importer and loader models; the environment (a target is
+#: assembled with those models: ``.pth`` files read as ``site`` reads them, the loader's
+#: search folders, the Context's one Importer); what is installed; the extensions' rules;
+#: the judgements (which ask the rules: mooncake's); the probe; the two walks.
+LAYERS = ("result", "prefetch", "access", "pyimport", "loader", "env", "installed",
+          "extensions", "judge", "probe", "extensions_only", "run", "verdict", "__main__")
 
 #: Calls that go up today, each (caller room, callee room): why, and what would end it.
-KNOWN_UP = {
-    # env/ holds both the access layer every room reads through (chroot.py, zipfs.py) and
-    # the assembly of a target from an image root (rootfs.py, context.py), which needs the
-    # importer model (sitefiles' .pth reading, the Context's one Importer), the loader's
-    # search folders and the fix lines' shell form (and, on a path that does not resolve,
-    # image_facts.kind_of's words). Splitting the access layer into a room of its own ends
-    # these.
-    ("env", "pyimport"): "rootfs.target_for reads .pth files; Context builds the Importer",
-    ("env", "loader"): "rootfs.target_for asks ldso.ld_path_folders",
-}
+KNOWN_UP: dict[tuple[str, str], str] = {}
 
 _BASE = os.path.dirname(os.path.abspath(moonpin.preflight.__file__)) + os.sep
 
@@ -88,6 +81,76 @@ def test_the_checker_sees_a_planted_call_up() -> None:
     assert upward({("judge", "loader"), ("run", "judge")}) == set()
     assert upward({("loader", "judge")}) == {("loader", "judge")}
     assert upward({("loader", "newroom")}) == {("loader", "newroom")}
+
+
+#: Imports that go up the layers outside ``TYPE_CHECKING`` (a module's or a function's), each
+#: (importing module, imported room): why. Not calls of the traced walk above, but the same
+#: rule read from the sources, so a call up that the throwaway image does not reach is seen
+#: too.
+KNOWN_IMPORTS_UP = {
+    ("pyimport/pyrun.py", "loader"): "the import chain's evaluator loads an extension module "
+                                     "through the loader's process model (ldproc)",
+    ("pyimport/labeleval.py", "loader"): "evaluates torch's version with pyrun's chain, "
+                                         "handing it ldproc's process",
+    ("installed/build_facts.py", "judge"): "a JIT-compiling loader's cache scheme "
+                                           "(judge/jit.read_cache_scheme)",
+}
+
+
+def imports_up(base: Path) -> set[tuple[str, str]]:
+    """(module, room) of each import of a room above the module's own, or of a room the
+    layers do not name, outside ``TYPE_CHECKING`` blocks, in the rooms under ``base``."""
+    import ast
+
+    rank = {room: i for i, room in enumerate(LAYERS)}
+    out = set()
+    for f in sorted(base.rglob("*.py")):
+        rel = f.relative_to(base)
+        me = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if me == "__init__":
+            continue
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                       for n in ast.walk(block)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif node.level or not node.module:
+                continue
+            elif node.module == "moonpin.preflight":
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                names = [node.module]
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] != ["moonpin", "preflight"] or len(parts) < 3 or parts[2] == me:
+                    continue
+                if me not in rank or parts[2] not in rank or rank[parts[2]] >= rank[me]:
+                    out.add((rel.as_posix(), parts[2]))
+    return out
+
+
+def test_imports_go_down_the_layers() -> None:
+    up = imports_up(Path(_BASE))
+    assert up - set(KNOWN_IMPORTS_UP) == set(), f"imports up the layers: {sorted(up)}"
+    assert set(KNOWN_IMPORTS_UP) - up == set(), \
+        f"gone: drop from KNOWN_IMPORTS_UP {set(KNOWN_IMPORTS_UP) - up}"
+
+
+def test_the_import_checker_sees_a_planted_import_up(tmp_path: Path) -> None:
+    (tmp_path / "access").mkdir()
+    (tmp_path / "access" / "chroot.py").write_text(
+        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from moonpin.preflight.env import x\n"
+        "def f():\n    from moonpin.preflight.judge.fixes import shell_line\n")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "rootfs.py").write_text(
+        "from moonpin.preflight.access import chroot\nimport moonpin.preflight.run\n"
+        "from moonpin.preflight import loader, probe\n")
+    assert imports_up(tmp_path) == {("access/chroot.py", "judge"), ("env/rootfs.py", "run"),
+                                    ("env/rootfs.py", "probe")}
 
 
 def test_every_room_is_in_the_layers() -> None:

@@ -23,6 +23,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "data" / "kb.json"
 
 def test_a_real_wheel_reads_as_the_kb_and_the_check_read_it(tmp_path: Path) -> None:
     from moonpin.kb import store
+    from moonpin.preflight.access.confined import NOWHERE
     from moonpin.preflight.extensions import wanted
 
     wheel = real_wheel("0.5.23")
@@ -46,7 +47,7 @@ def test_a_real_wheel_reads_as_the_kb_and_the_check_read_it(tmp_path: Path) -> N
     assert shipped.launch_backends == got
     assert shipped.extension_pins == pins
     for b in got:
-        path = wanted._dispatcher(str(tmp_path / "sglang"), b.choice)
+        path = wanted._dispatcher(str(tmp_path / "sglang"), b.choice, NOWHERE)
         assert path == (None if b.member is None else str(tmp_path / b.member)), b.choice
         if path is not None:
-            assert wanted._imports(path) == [(i.module, i.line) for i in b.imports]
+            assert wanted._imports(path, NOWHERE) == [(i.module, i.line) for i in b.imports]

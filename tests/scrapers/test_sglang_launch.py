@@ -163,6 +163,7 @@ def test_the_check_reads_an_installed_sglang_as_the_scrape_reads_its_wheel(
         index: FakeIndex, tmp_path: Any) -> None:
     """One reading: the check's choice of module and its imports (preflight.extensions.
     wanted) are the ones the KB records for the same sources."""
+    from moonpin.preflight.access.confined import NOWHERE
     from moonpin.preflight.extensions import wanted
 
     files = {**_with_choices(["none", "mooncake", "nixl", "mori"]),
@@ -174,7 +175,7 @@ def test_the_check_reads_an_installed_sglang_as_the_scrape_reads_its_wheel(
         (tmp_path / name).write_text(text)
     sglang = str(tmp_path / "sglang")
     for b in rel.launch_backends:
-        path = wanted._dispatcher(sglang, b.choice)
+        path = wanted._dispatcher(sglang, b.choice, NOWHERE)
         assert path == (None if b.member is None else str(tmp_path / b.member))
         if path is not None:
-            assert wanted._imports(path) == [(i.module, i.line) for i in b.imports]
+            assert wanted._imports(path, NOWHERE) == [(i.module, i.line) for i in b.imports]

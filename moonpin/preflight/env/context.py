@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.target import Identity, Target
     from moonpin.preflight.prefetch import Pending
     from moonpin.preflight.pyimport.metapath import Importer
@@ -62,11 +63,13 @@ class Context:
     known), the one model of its importer every look at it shares (folder listings, specs:
     :class:`~moonpin.preflight.pyimport.metapath.Importer`), the :class:`Run`, the
     variables its processes start with (``env``: an image's configured ``Env``; this
-    process's environment for a check of this machine), and who its worker runs as
-    (``user``, an :class:`Identity`: an image's ``User``; this process's for this machine)."""
+    process's environment for a check of this machine), who its worker runs as (``user``,
+    an :class:`Identity`: an image's ``User``; this process's for this machine), and the
+    image root every read of the target's files is confined to (``confined``:
+    :class:`~moonpin.preflight.access.confined.Confined`, made once from ``root``)."""
 
-    __slots__ = ("complete", "env", "ext_suffixes", "importer", "ld_path", "machine", "paths",
-                 "python", "root", "run", "sites", "user", "version")
+    __slots__ = ("complete", "confined", "env", "ext_suffixes", "importer", "ld_path", "machine",
+                 "paths", "python", "root", "run", "sites", "user", "version")
 
     paths: Sequence[str]
     sites: tuple[str, ...] | None
@@ -81,6 +84,7 @@ class Context:
     run: Run
     env: Mapping[str, str]
     user: Identity
+    confined: Confined
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
@@ -89,6 +93,7 @@ class Context:
                  python: str | None = None, run: Run | None = None,
                  env: Mapping[str, str] | None = None, user: Identity | None = None
                  ) -> None:
+        from moonpin.preflight.access.confined import Confined
         from moonpin.preflight.pyimport.metapath import Importer
 
         if ext_suffixes is None:
@@ -112,11 +117,13 @@ class Context:
 
             user = _Identity.current()
         put(self, "user", user)
+        # the image root every read of the check is confined to (a value, never a module's)
+        put(self, "confined", Confined(root))
         # made now: what it records is stamped from when the check began to look
         # (:mod:`moonpin.preflight.installed.stamps`); not under an image's root, whose paths
         # resolve through the image's own links
         put(self, "importer", Importer(paths, self.sites, root, self.ext_suffixes,
-                                       record=root is None))
+                                       record=root is None, within=self.confined))
 
     @classmethod
     def of(cls, target: Target, *, complete: bool = True, run: Run | None = None,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -68,12 +70,13 @@ def _says_break(text: str) -> bool:
 
 def externally_managed(stdlib: str | None, in_venv: bool, env: Mapping[str, str],
                        configs: Sequence[str], read: object = None,
-                       marker: str | None = None) -> bool:
+                       marker: str | None = None, within: Confined = NOWHERE) -> bool:
     """Whether pip refuses to install for this interpreter: its standard library folder
     (a host path) holds ``EXTERNALLY-MANAGED``, it is not a virtualenv, and neither the
     environment nor a configuration file (host paths; ``read(path) -> str | None`` reads
     one) overrides it. ``marker``: the host path of that file when it is not simply under
-    ``stdlib`` (an image's, its symbolic links resolved inside the image's root)."""
+    ``stdlib`` (an image's, its symbolic links resolved inside the image's root); ``within``:
+    the image root the configuration files are read confined to."""
     if in_venv or not stdlib:
         return False
     if not os.path.isfile(marker or os.path.join(stdlib, "EXTERNALLY-MANAGED")):
@@ -81,17 +84,15 @@ def externally_managed(stdlib: str | None, in_venv: bool, env: Mapping[str, str]
     if env.get("PIP_BREAK_SYSTEM_PACKAGES", "").strip().lower() in _TRUE:
         return False
     for path in configs:
-        text = read(path) if callable(read) else _read(path)
+        text = read(path) if callable(read) else _read(path, within)
         if isinstance(text, str) and _says_break(text):
             return False
     return True
 
 
-def _read(path: str) -> str | None:
-    from moonpin.kb.files import read_regular
-
+def _read(path: str, within: Confined) -> str | None:
     try:
-        return read_regular(path, cap=1 << 20, what="pip configuration").decode(
+        return within.read(path, cap=1 << 20, what="pip configuration").decode(
             "utf-8", "replace")
     except OSError:
         return None

@@ -7,7 +7,7 @@ CPython computes it (Modules/getpath.py, Lib/site.py), never by running it:
 * the interpreter: the one ``Entrypoint``/``Cmd`` runs (``python3 -m sglang.launch_server``,
   ``/opt/venv/bin/python``, a console script's ``#!`` line, a ``sh -c`` line naming one),
   else ``python3``, found through the image's ``PATH`` and its symbolic links inside the
-  root (:func:`moonpin.preflight.env.chroot.resolve`);
+  root (:func:`moonpin.preflight.access.chroot.resolve`);
 * its version from its file name (``python3.12``), else ``pyvenv.cfg``, else the
   ``lib/pythonX.Y`` folder of its prefix, else ``libpythonX.Y``;
 * ``sys.path``: the folder of ``-m``/``-c`` (``WorkingDir``), ``PYTHONPATH``, the standard
@@ -21,7 +21,8 @@ CPython computes it (Modules/getpath.py, Lib/site.py), never by running it:
 Everything that names a path of the image is then resolved under the root; the report
 names image paths (``/opt/venv/...``), and its pip fix lines are written for a Dockerfile
 (``RUN pip install ...``; ``RUN /opt/venv/bin/python -m pip install ...`` when the
-interpreter is not the ``python3`` of the image's ``PATH``). No deep probe runs.
+interpreter is not the ``python3`` of the image's ``PATH``:
+:mod:`moonpin.preflight.judge.dockerfile`). No deep probe runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager as _contextmanager
 
-from moonpin.preflight.env import chroot as rootfs
+from moonpin.preflight.access import chroot as rootfs
 from moonpin.preflight.env.target import Identity, Target, TargetError
 
 TYPE_CHECKING = False
@@ -37,10 +38,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any
 
-    from moonpin.preflight.result import Report
-
-__all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "dockerfile_fix", "for_image", "image_env",
-           "target_for", "unpacked", "with_overrides", "worker_identity"]
+__all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "image_env", "target_for", "unpacked",
+           "with_overrides", "worker_identity"]
 
 #: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -338,7 +337,7 @@ def _on_path(root: str, name: str, path: Sequence[str],
         if os.path.isfile(host) and os.access(host, os.X_OK):
             return image
         if why is not None and os.path.lexists(host):
-            from moonpin.preflight.installed.image_facts import kind_of
+            from moonpin.preflight.access.kinds import kind_of
 
             kind = kind_of(host) if not os.path.isfile(host) else "not executable"
             why.append(f"{image} is {kind}")
@@ -551,7 +550,7 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
         exe = rootfs.resolve(root, image)
     except OSError as e:
         raise TargetError(f"{image}: {e.strerror}") from e
-    from moonpin.preflight.installed.image_facts import kind_of
+    from moonpin.preflight.access.kinds import kind_of
 
     if not os.path.isfile(exe):
         raise TargetError(f"{image} is {kind_of(exe)}, not an interpreter",
@@ -655,48 +654,10 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
         marker = rootfs.resolve(root, f"{stdlib}/EXTERNALLY-MANAGED")
     except OSError:
         return False  # a loop: not a file, for pip's os.path.isfile either
+    from moonpin.preflight.access.confined import Confined
+
     return pep668.externally_managed(rootfs.resolve(root, stdlib), venv, env, configs,
-                                     marker=marker)
-
-
-def dockerfile_fix(fix: str, pip: str) -> str:
-    """A fix line that runs pip, written for a Dockerfile (``RUN pip install ...``, the
-    note after it as a shell comment); any other fix as it is."""
-    from moonpin.preflight.judge.fixes import shell_line
-
-    if not fix.startswith("pip "):
-        return fix
-    return "RUN " + shell_line(fix, pip)
-
-
-def for_image(report: Report, target: Target) -> Report:
-    """``report`` with image paths instead of the host folder the root is in, and its pip
-    fix lines written for a Dockerfile."""
-    from moonpin.preflight.result import CheckResult
-    from moonpin.preflight.result import Report as _Report
-
-    root = target.root or ""
-    base = root.rstrip("/")
-
-    def image(text: str) -> str:
-        return text.replace(base + "/", "/").replace(base, "/") if base else text
-
-    checks = [CheckResult(c.name, c.status, image(c.message),
-                          None if c.fix is None else dockerfile_fix(image(c.fix), target.pip),
-                          tuple(image(e) for e in c.evidence)) for c in report.checks]
-    out = _Report(checks, report.usable, report.exit_code)
-
-    def paths(value: Any) -> Any:
-        if isinstance(value, str):
-            return image(value)
-        if isinstance(value, dict):
-            return {k: paths(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [paths(v) for v in value]
-        return value
-
-    out.found = paths(report.found)
-    return out
+                                     marker=marker, within=Confined(root))
 
 
 @_contextmanager

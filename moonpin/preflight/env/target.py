@@ -10,7 +10,7 @@
 * ``--rootfs DIR`` / ``--image PATH``: an image's root filesystem, read from outside
   (:mod:`moonpin.preflight.env.rootfs`); ``root`` is then set, and every absolute path the check
   reads from a file of the image is resolved under it
-  (:func:`moonpin.preflight.env.chroot.resolve`).
+  (:func:`moonpin.preflight.access.chroot.resolve`).
 
 Only ``os`` and ``sys`` at import: this runs at worker start.
 """
@@ -255,7 +255,7 @@ def _in_archive(path: str) -> bool:
     (``zipimport`` searches it)."""
     if os.path.isdir(path):
         return False
-    from moonpin.preflight.env import zipfs
+    from moonpin.preflight.access import zipfs
 
     return zipfs.archive_of(path) is not None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.access.confined import NOWHERE, Confined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,13 +25,13 @@ __all__ = ["Unrunnable", "attr_path", "denied", "env_defaults", "fstring_heads",
 _CAP = 4 << 20  # a loader file; a bigger one is not a loader
 
 
-def reading(kind: str, path: str, compute: Callable[[], dict[str, Any] | None]
-            ) -> dict[str, Any] | None:
+def reading(kind: str, path: str, compute: Callable[[], dict[str, Any] | None],
+            within: Confined = NOWHERE) -> dict[str, Any] | None:
     """``compute()`` (a rule's reading of the file at ``path``: plain values) for the file
     as it is now, remembered under its stamp; None when it cannot be read."""
     try:
         got = facts_memo().get(f"ext-{kind}-v1", path, compute,
-                               lambda v: v is None or isinstance(v, dict))
+                               lambda v: v is None or isinstance(v, dict), within=within.root)
     except OSError:  # no stamp (a dangling link, say): read unremembered, as the import would
         got = compute()
     return got if isinstance(got, dict) else None
@@ -46,7 +47,7 @@ class Unrunnable(Exception):
         self.why = why
 
 
-def parse(path: str) -> ast.Module | None:
+def parse(path: str, within: Confined = NOWHERE) -> ast.Module | None:
     """The file at ``path`` parsed (None: unreadable, too big, or not Python as this
     interpreter reads it). Raises :class:`Unrunnable` where the real import cannot run it,
     whichever CPython runs it:
@@ -80,7 +81,7 @@ def parse(path: str) -> ast.Module | None:
                              "importer passes over it (a package whose __init__.py it is "
                              "imports as an empty namespace package; a module is not "
                              "found), so the loader in it never runs")
-        data = read_bytes(path, _CAP, "loader")
+        data = read_bytes(path, _CAP, "loader", within)
     except OSError as e:
         import errno
 

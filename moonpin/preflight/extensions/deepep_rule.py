@@ -20,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
@@ -31,11 +32,11 @@ IMPLICIT = False
 DISTRIBUTIONS = ("sgl-deep-ep", "deep-ep")
 
 
-def _read(folder: str) -> dict[str, Any] | None:
+def _read(folder: str, within: Confined) -> dict[str, Any] | None:
     import ast
 
     init = os.path.join(folder, "__init__.py")
-    tree = astread.parse(init)
+    tree = astread.parse(init, within)
     if tree is None:
         return None
     imports: list[list[Any]] = []  # [absolute module name or "." + relative, line]
@@ -55,7 +56,7 @@ def _read(folder: str) -> dict[str, Any] | None:
     imports.sort(key=lambda i: i[1])
     expected = None
     if cuda_name is not None:
-        info = astread.parse(os.path.join(folder, cuda_name[0] + ".py"))
+        info = astread.parse(os.path.join(folder, cuda_name[0] + ".py"), within)
         for node in getattr(info, "body", []):
             if (isinstance(node, ast.Assign) and len(node.targets) == 1
                     and isinstance(node.targets[0], ast.Name)
@@ -64,7 +65,7 @@ def _read(folder: str) -> dict[str, Any] | None:
                 expected = node.value.value if isinstance(node.value.value, int) else None
     needs_gpu = False
     if prereq is not None:
-        pre = astread.parse(os.path.join(folder, prereq + ".py"))
+        pre = astread.parse(os.path.join(folder, prereq + ".py"), within)
         needs_gpu = pre is not None and any(
             isinstance(n, ast.Call) and astread.attr_path(n.func) == "torch.cuda.is_available"
             for n in ast.walk(pre))
@@ -73,7 +74,7 @@ def _read(folder: str) -> dict[str, Any] | None:
 
 def pick(facts: Facts, found: Found) -> Pick:
     got = astread.reading("deep-ep", os.path.join(found.folder, "__init__.py"),
-                          lambda: _read(found.folder))
+                          lambda: _read(found.folder, facts.within), facts.within)
     if got is None:
         return Pick(unread=f"{found.folder}/__init__.py cannot be read")
     notes: list[str] = []

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import ast
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
@@ -63,11 +64,11 @@ def _caught(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     return False
 
 
-def _read(path: str) -> dict[str, Any] | None:
+def _read(path: str, within: Confined) -> dict[str, Any] | None:
     """Each version check called at import: [companion module, caught, local part allowed]."""
     import ast
 
-    tree = astread.parse(path)
+    tree = astread.parse(path, within)
     if tree is None:
         return None
     checkers: dict[str, bool] = {}  # name -> allows a "+local" part
@@ -106,8 +107,8 @@ def _dist_of(facts: Facts, module: str) -> tuple[str, str] | None:
 
 def pick(facts: Facts, found: Found) -> Pick:
     env_py = os.path.join(found.folder, "jit", "env.py")
-    got = astread.reading("flashinfer", env_py, lambda: _read(env_py)) if os.path.exists(
-        env_py) else {"checks": []}
+    got = astread.reading("flashinfer", env_py, lambda: _read(env_py, facts.within),
+                          facts.within) if os.path.exists(env_py) else {"checks": []}
     if got is None:
         return Pick(unread=f"{env_py} cannot be read")
     own = facts.dists.get(DISTRIBUTIONS[0])

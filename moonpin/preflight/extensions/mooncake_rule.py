@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.extensions.seam import Choice, Pick
 from moonpin.preflight.installed.image_facts import BACKENDS, PG_MODULES
 
@@ -60,36 +61,37 @@ def module(req: Any, shipped: Collection[str]) -> str | None:
 
 
 def memo(kind: str, path: str, compute: Callable[[], Any],
-         valid: Callable[[Any], bool]) -> Any:
+         valid: Callable[[Any], bool], within: Confined = NOWHERE) -> Any:
     """``facts_memo().get`` (:meth:`moonpin.kb.cache.FileMemo.get`); a loader in a zip archive
     on ``sys.path`` (no file of its own to stamp) is computed afresh each time."""
     from moonpin.kb.cache import facts_memo
 
     try:
-        return facts_memo().get(kind, path, compute, valid)
+        return facts_memo().get(kind, path, compute, valid, within=within.root)
     except OSError:
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         if zipfs.size(path) is None:
             raise
     return compute()
 
 
-def scheme_of(loader_path: str, module: str) -> dict[str, Any]:
+def scheme_of(loader_path: str, module: str, within: Confined = NOWHERE) -> dict[str, Any]:
     """The loader's scheme (:func:`moonpin.preflight.installed.build_facts.read_scheme`), kept
     in the file-facts memo under the loader's stamp (:func:`memo`); raises OSError when the
     loader cannot be read."""
     from moonpin.preflight.installed.build_facts import read_scheme, scheme_shape
 
     scheme: dict[str, Any] = memo("loader-v6\0" + module, loader_path,
-                                  lambda: read_scheme(loader_path, module), scheme_shape)
+                                  lambda: read_scheme(loader_path, module, within),
+                                  scheme_shape, within)
     if not isinstance(scheme, dict) or "problem" not in scheme:  # a damaged memo entry
-        scheme = read_scheme(loader_path, module)
+        scheme = read_scheme(loader_path, module, within)
     return scheme
 
 
 def build_module(scheme: dict[str, Any], template: str, module: str, loader_path: str,
-                 torch: str) -> str | None:
+                 torch: str, within: Confined = NOWHERE) -> str | None:
     """The module one of the loader's imports (``template``: ``mooncake.pg_{torch}``) names
     for torch ``torch`` (``mooncake.pg_2_13_0``); None when the loader's pattern does not
     match torch's version (its ``re.match(...).group()`` raises at import)."""
@@ -102,7 +104,7 @@ def build_module(scheme: dict[str, Any], template: str, module: str, loader_path
     rscheme = rule.Scheme(scheme["kind"], scheme["imports"], scheme["version_regex"],
                           scheme["separator"], loader_path, scheme["note"])
     suffix = memo(f"suffix-v3\0{module}\0{torch}", loader_path,
-                  lambda: rule.loader_suffix(rscheme, torch), str_or_none)
+                  lambda: rule.loader_suffix(rscheme, torch), str_or_none, within)
     return template.replace(placeholder, suffix) if isinstance(suffix, str) else None
 
 
@@ -124,7 +126,7 @@ def pick(facts: Facts, found: Found) -> Pick:
     if not loader.endswith(".py"):  # the module is the build itself
         return Pick([Choice([loader])], notes=[f"{chosen} is a build"])
     try:
-        scheme = scheme_of(loader, chosen)
+        scheme = scheme_of(loader, chosen, facts.within)
     except OSError as e:
         return Pick(unread=f"{loader}: {e.strerror or e}")
     if scheme["problem"] or scheme["kind"] == "unknown":
@@ -135,7 +137,7 @@ def pick(facts: Facts, found: Found) -> Pick:
         return Pick(unread="no torch: the build the loader picks is unknown")
     out: list[str] = []
     for template in scheme["imports"]:
-        name = build_module(scheme, template, chosen, loader, facts.torch)
+        name = build_module(scheme, template, chosen, loader, facts.torch, facts.within)
         if name is None:
             return Pick([Choice(raises=f"AttributeError: 'NoneType' object has no attribute "
                                        f"'group' (its pattern {scheme['version_regex']!r} and "

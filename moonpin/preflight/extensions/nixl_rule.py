@@ -22,6 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
@@ -33,11 +34,11 @@ IMPLICIT = False
 DISTRIBUTIONS = ("nixl",)
 
 
-def _read_meta(path: str) -> dict[str, Any] | None:
+def _read_meta(path: str, within: Confined) -> dict[str, Any] | None:
     """The meta ``__init__``: the backend name head, the pip name head, the fallback order."""
     import ast
 
-    tree = astread.parse(path)
+    tree = astread.parse(path, within)
     if tree is None:
         return None
     backend = pip = None
@@ -57,10 +58,10 @@ def _read_meta(path: str) -> dict[str, Any] | None:
     return {"backend": backend, "pip": pip, "fallback": fallback}
 
 
-def _read_backend(path: str) -> dict[str, Any] | None:
+def _read_backend(path: str, within: Confined) -> dict[str, Any] | None:
     """The backend ``__init__``: the build's name head and the join-split of torch's
     version it formats, the DEEPBIND variable with its default and off words."""
-    tree = astread.parse(path)
+    tree = astread.parse(path, within)
     if tree is None:
         return None
     build = None
@@ -105,7 +106,8 @@ def _builds(folder: str, head: str) -> list[str]:
 
 def pick(facts: Facts, found: Found) -> Pick:
     meta_init = os.path.join(found.folder, "__init__.py")
-    meta = astread.reading("nixl-meta", meta_init, lambda: _read_meta(meta_init))
+    meta = astread.reading("nixl-meta", meta_init, lambda: _read_meta(meta_init, facts.within),
+                           facts.within)
     if meta is None:
         return Pick(unread=f"{meta_init} cannot be read")
     backend_pkg: Found | None = found
@@ -132,7 +134,8 @@ def pick(facts: Facts, found: Found) -> Pick:
             return Pick([Choice(raises=said)], notes=notes, fix=_install_backend(facts, pip))
     assert backend_pkg is not None
     init = os.path.join(backend_pkg.folder, "__init__.py")
-    back = astread.reading("nixl-backend", init, lambda: _read_backend(init))
+    back = astread.reading("nixl-backend", init, lambda: _read_backend(init, facts.within),
+                           facts.within)
     if back is None or back["head"] is None or back["split"] is None:
         return Pick(unread=f"{init}: its build-name rule is not one this check reads "
                     "(f\"nixl_ep_cpp_torch{...}\" of torch.__version__)", notes=notes)

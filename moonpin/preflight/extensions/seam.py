@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -96,16 +98,19 @@ class Facts:
     ``gpu_said``: how that was decided, for the report; ``dists``: the installed
     distributions by canonical name; ``suffixes``: the extension-module suffixes the
     target's importer tries; ``find(name)``: the importer's finding of a top-level name;
-    ``read(path)``: a file's bytes through the check's one access layer."""
+    ``read(path)``: a file's bytes through the check's one access layer; ``within``: the
+    image root every reading of a file is confined to
+    (:class:`~moonpin.preflight.access.confined.Confined`, handed to :mod:`.astread`)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
-                 "read", "suffixes", "torch")
+                 "read", "suffixes", "torch", "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
                  dists: Mapping[str, Dist], suffixes: Sequence[str],
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
-                 kb: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
+                 kb: Callable[[], Mapping[str, Any] | None] | None = None,
+                 within: Confined = NOWHERE) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -118,6 +123,8 @@ class Facts:
         self.read = read
         #: the knowledge base's document, loaded when first asked (a fix line's failure path)
         self.kb = kb
+        #: the image root the rules' readings are confined to (the check's)
+        self.within = within
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import ast
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
@@ -93,12 +94,12 @@ def _chain(fn: ast.FunctionDef, var: str) -> tuple[str, list[Any]] | None:
     return None
 
 
-def _read(path: str) -> dict[str, Any] | None:
+def _read(path: str, within: Confined) -> dict[str, Any] | None:
     """The loader function's reading: the capability chain of the sub-folder, and the
     globs it tries (``[sub-folder variable or None, pattern]`` in order)."""
     import ast
 
-    tree = astread.parse(path)
+    tree = astread.parse(path, within)
     if tree is None:
         return None
     for fn in ast.walk(tree):
@@ -160,7 +161,9 @@ def pick(facts: Facts, found: Found) -> Pick:
     for name in ("load_utils.py", "__init__.py"):  # where releases keep the rule
         path = os.path.join(found.folder, name)
         if os.path.exists(path):  # a FIFO too: the import opens it
-            got = astread.reading("sgl-kernel", path, lambda p=path: _read(p))  # type: ignore[misc]
+            got = astread.reading(
+                "sgl-kernel", path, lambda p=path: _read(p, facts.within),  # type: ignore[misc]
+                facts.within)
             if got:
                 reading, where = got, path
                 break

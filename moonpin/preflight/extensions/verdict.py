@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.extensions.seam import Choice, Facts, Pick
     from moonpin.preflight.installed.image_facts import Dist, Torch
@@ -120,7 +121,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     """The walk's lines (:func:`_walk`), from the file-facts memo
     (:meth:`moonpin.kb.cache.FileMemo.get_traced`) while nothing it read changed.
 
-    What it read is traced (:class:`moonpin.preflight.env.reads.Reads`: every path stat-ed,
+    What it read is traced (:class:`moonpin.preflight.access.reads.Reads`: every path stat-ed,
     opened, listed or tested, every variable of ``os.environ``), plus what the walk takes
     from the check's own in-process models rather than from a read: the folders of the
     target's ``sys.path`` and site folders (a package added, removed or shadowed there
@@ -142,7 +143,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
                 (ctx.user.uid, ctx.user.gids)))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
-        from moonpin.preflight.env.reads import Reads, plain_folder
+        from moonpin.preflight.access.reads import Reads, plain_folder
 
         seen = _SeenEnv(env) if own_env else None
         trace = Reads()
@@ -195,7 +196,8 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        gpu_present=present, gpu_said=said, dists=dists,
                        suffixes=ctx.ext_suffixes,
                        find=lambda name: locate(ctx, name),
-                       read=lambda path: read_bytes(path, what="file"), kb=kb)
+                       read=lambda path: read_bytes(path, what="file", within=ctx.confined),
+                       kb=kb, within=ctx.confined)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
     for said_flag in unjudged:
@@ -315,7 +317,7 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
         if problem is None:
-            runtime = _cudart(build, ctx.machine)
+            runtime = _cudart(build, ctx.machine, ctx.confined)
             extra = ""
             if runtime is not None and facts.cuda is not None and runtime != facts.cuda:
                 extra = (f"; it needs libcudart.so.{runtime}, torch's CUDA is {facts.cuda}: "
@@ -356,12 +358,13 @@ def _problem(res: Report, build: str) -> str | None:
     return None
 
 
-def _cudart(build: str, machine: str | None) -> int | None:
+def _cudart(build: str, machine: str | None, within: Confined) -> int | None:
     """The CUDA runtime major a build names in its ``DT_NEEDED`` (None: none)."""
     from moonpin.preflight.loader import ldso
 
     try:
-        needed = ldso.read_dynamic_flags(build, machine or os.uname().machine)[0]
+        needed = ldso.read_dynamic_flags(build, machine or os.uname().machine,
+                                         within=within)[0]
     except OSError:
         return None
     for n in needed:
@@ -378,7 +381,7 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
     RECORD lists it (read only on this failing path)."""
     import shlex
 
-    from moonpin.preflight.env.chroot import image_path
+    from moonpin.preflight.access.chroot import image_path
     from moonpin.preflight.installed.image_facts import record_paths
 
     rm = (f"rm {shlex.quote(image_path(root, path) if root else path)} && "
@@ -390,7 +393,8 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
         if rel.startswith(".."):
             continue
         try:
-            if any(os.path.normpath(p) == rel for p in record_paths(dist.meta)):
+            if any(os.path.normpath(p) == rel
+                   for p in record_paths(dist.meta, within=facts.within)):
                 return (f"{rm}pip install --force-reinstall --no-deps "
                         f"'{dist.name}=={dist.version}'")
         except OSError:

@@ -15,6 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.extensions.seam import Facts
 
 __all__ = ["Wanted", "extensions"]
@@ -59,7 +60,7 @@ def _own_package(top: str, backend: str) -> bool:
     return bool(t and b) and (t.startswith(b) or b.startswith(t))
 
 
-def _imports(path: str) -> list[tuple[str, int]]:
+def _imports(path: str, within: Confined) -> list[tuple[str, int]]:
     """Every import the dispatcher module may run, as the scrape reads it for the KB
     (:func:`moonpin.readers.launch.server_args.
     backend_imports`), kept in the file-facts memo."""
@@ -68,17 +69,17 @@ def _imports(path: str) -> list[tuple[str, int]]:
         from moonpin.readers.launch.server_args import backend_imports
 
         return [[m, n] for m, _, n in backend_imports(
-            read_bytes(path, 16 << 20, "SGLang source"), path)]
+            read_bytes(path, 16 << 20, "SGLang source", within), path)]
 
     try:
         got = facts_memo().get("ext-dispatcher-v2", path, read,
-                               lambda v: isinstance(v, list))
+                               lambda v: isinstance(v, list), within=within.root)
     except OSError:
         return []
     return [(str(m), int(n)) for m, n in got]  # type: ignore[call-overload]
 
 
-def _dispatcher(sglang: str, backend: str) -> str | None:
+def _dispatcher(sglang: str, backend: str, within: Confined) -> str | None:
     """The module of ``backend`` in the SGLang package at ``sglang``, chosen as the scrape
     chooses it for the KB (:func:`moonpin.readers.launch.server_args.backend_member`:
     ``<backend>.py``, else the first whose name starts with it: ``mori`` -> ``moriep.py``);
@@ -93,7 +94,8 @@ def _dispatcher(sglang: str, backend: str) -> str | None:
 
     try:
         name = facts_memo().get(f"ext-backend-v1\0{backend}", folder, find,
-                                lambda v: isinstance(v, str) and "/" not in v)
+                                lambda v: isinstance(v, str) and "/" not in v,
+                                within=within.root)
     except OSError:
         return None
     return os.path.join(folder, name) if name else None
@@ -114,12 +116,12 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
         if backend in _ELSEWHERE:
             continue
         said = f"{flag_of.get(feature, feature)} {backend}"
-        module = _dispatcher(sglang, backend) if sglang is not None else None
+        module = _dispatcher(sglang, backend, facts.within) if sglang is not None else None
         names: list[tuple[str, str]] = []
         unruled: list[tuple[str, str]] = []
         if module is not None:
             rel = os.path.relpath(module, os.path.dirname(sglang or module))
-            for m, line in _imports(module):
+            for m, line in _imports(module, facts.within):
                 top = m.split(".")[0]
                 if (top in seam.RULES and top not in seam.OWN_LINES
                         and top not in [n for n, _ in names]):

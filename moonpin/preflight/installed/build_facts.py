@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.installed.image_facts import (
     BACKENDS,
     CAP_BUILD,
@@ -57,18 +58,18 @@ class BuildFacts:
         self.error = error
 
 
-def read_build(path: str, wanted: Iterable[str]) -> BuildFacts:
+def read_build(path: str, wanted: Iterable[str], within: Confined = NOWHERE) -> BuildFacts:
     """What a build provides, from its bytes; kept in the file-facts memo per build and
     set of names asked for (a 30 MB extension is scanned once per version of the file)."""
     asked = tuple(sorted(set(wanted)))
 
     def scan() -> tuple[Any, ...]:
-        f = _scan_build(path, asked)
+        f = _scan_build(path, asked, within)
         return (sorted(f.names), sorted(f.backends), f.cuda, f.needed, f.error)
 
     try:
         names, backends, cuda, needed, error = facts_memo().get(
-            "build-v2\0" + "\0".join(asked), path, scan, _build_shape)
+            "build-v2\0" + "\0".join(asked), path, scan, _build_shape, within=within.root)
     except OSError as e:
         return BuildFacts(path, error=f"cannot read {path}: {e.strerror}")
     return BuildFacts(path, set(names), set(backends), cuda, tuple(needed), error)
@@ -85,10 +86,10 @@ def _build_shape(value: object) -> bool:
             and _strs(value[3]) and str_or_none(value[4]))
 
 
-def _scan_build(path: str, wanted: Iterable[str]) -> BuildFacts:
+def _scan_build(path: str, wanted: Iterable[str], within: Confined) -> BuildFacts:
     facts = BuildFacts(path)
     try:
-        data = read_bytes(path, CAP_BUILD, "extension build")
+        data = read_bytes(path, CAP_BUILD, "extension build", within)
     except OSError as e:
         facts.error = f"cannot read {path}: {e.strerror or e}"
         return facts
@@ -184,13 +185,14 @@ def _loader_problem(data: bytes) -> str | None:
     return None
 
 
-def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
+def read_scheme(loader_path: str, module: str, within: Confined = NOWHERE) -> dict[str, Any]:
     """The loader's scheme (:func:`moonpin.readers.pyast.loader.read_loader`) as plain data for the
     file-facts memo."""
-    from moonpin.preflight.env.zipfs import read_source
+    from moonpin.preflight.access.zipfs import read_source
     from moonpin.readers.pyast.loader import TORCH, read_loader
 
-    data = read_source(loader_path, 16 << 20, what="mooncake loader")  # as read_bytes
+    data = read_source(loader_path, 16 << 20, what="mooncake loader",  # as read_bytes
+                       within=within)
     problem = _loader_problem(data)
     if problem is not None:
         return {"kind": "unknown", "note": problem, "problem": problem, "toolchain": [],
@@ -217,7 +219,8 @@ def read_scheme(loader_path: str, module: str) -> dict[str, Any]:
         cache = read_cache_scheme(data)
         for src in r.sources:  # the names its C++ sources bind (pybind11 m.def("..."))
             try:
-                source_names |= cpp_string_names(read_bytes(src, CAP_BUILD, "C++ source"))
+                source_names |= cpp_string_names(read_bytes(src, CAP_BUILD, "C++ source",
+                                                            within))
             except OSError:
                 continue
     return {"kind": r.kind, "note": r.note, "toolchain": list(r.toolchain),
@@ -235,7 +238,7 @@ def on_path(ctx: Context, name: str) -> str | None:
         return which(name)
     import posixpath
 
-    from moonpin.preflight.env.chroot import host_path
+    from moonpin.preflight.access.chroot import host_path
     from moonpin.preflight.env.rootfs import DEFAULT_PATH
 
     for folder in ctx.env.get("PATH", DEFAULT_PATH).split(":"):  # a runtime's default
@@ -252,7 +255,7 @@ def _in_target(ctx: Context, path: str) -> bool:
     """Whether the target holds a regular file at ``path`` (an image's path under its root)."""
     if ctx.root is None:
         return os.path.isfile(path)
-    from moonpin.preflight.env.chroot import host_path
+    from moonpin.preflight.access.chroot import host_path
 
     host = host_path(ctx.root, path)
     return host is not None and os.path.isfile(host)
@@ -296,9 +299,9 @@ UNREADABLE_SCHEME = ("its loading scheme is none a mooncake release uses, so wha
 _REQUIRES_TORCH = b"requires torch=="
 
 
-def built_for(path: str) -> str | None:
+def built_for(path: str, within: Confined = NOWHERE) -> str | None:
     """The torch release a build's bytes say it requires, or None."""
-    data = read_bytes(path, CAP_BUILD, "extension build")
+    data = read_bytes(path, CAP_BUILD, "extension build", within)
     at = data.find(_REQUIRES_TORCH)
     if at < 0:
         return None

@@ -14,8 +14,9 @@ import os
 from importlib import machinery
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import read_regular
 from moonpin.kb.schema import READABLE_SCHEMAS
+from moonpin.preflight.access.confined import NOWHERE, Confined
+from moonpin.preflight.access.kinds import kind_of
 from moonpin.preflight.pyimport.importer import (
     Found,
     Importer,
@@ -163,17 +164,21 @@ CAP_BUILD = 512 << 20
 _CAP_KB = 256 << 20
 
 
-def read_bytes(path: str, cap: int = _CAP_SMALL, what: str = "file") -> bytes:
+def read_bytes(path: str, cap: int = _CAP_SMALL, what: str = "file",
+               within: Confined = NOWHERE) -> bytes:
     """A regular file's bytes (:func:`moonpin.kb.files.read_regular`: no FIFO blocks, no device is
-    read, nothing past ``cap``); raises OSError (``ReadRefused``) naming what it is."""
-    return read_regular(path, cap=cap, what=what)
+    read, nothing past ``cap``; none its links take out of the image root ``within``); raises
+    OSError (``ReadRefused``) naming what it is."""
+    return within.read(path, cap=cap, what=what)
 
 
-def _read_text(path: str, cap: int = _CAP_SMALL, what: str = "file") -> str:
-    return read_bytes(path, cap, what).decode("utf-8", "replace")
+def _read_text(path: str, cap: int = _CAP_SMALL, what: str = "file",
+               within: Confined = NOWHERE) -> str:
+    return read_bytes(path, cap, what, within).decode("utf-8", "replace")
 
 
-def record_paths(folder: str, cap: int = _CAP_RECORD, whole: bool = False) -> Iterator[str]:
+def record_paths(folder: str, cap: int = _CAP_RECORD, whole: bool = False,
+                 within: Confined = NOWHERE) -> Iterator[str]:
     """The path (first field) of each line of the file list of the distribution whose
     metadata folder is ``folder``: its ``RECORD`` (PEP 376), or ``installed-files.txt`` for
     an ``.egg-info`` folder; one at a time (a hostile list of 64 MiB of newlines is not made
@@ -183,7 +188,7 @@ def record_paths(folder: str, cap: int = _CAP_RECORD, whole: bool = False) -> It
     larger than ``cap`` bytes). ``whole``: each whole line instead (what
     :func:`record_hashes` reads the digests from)."""
     name = "installed-files.txt" if folder.endswith(".egg-info") else "RECORD"
-    text = _read_text(os.path.join(folder, name), cap, "distribution RECORD")
+    text = _read_text(os.path.join(folder, name), cap, "distribution RECORD", within)
     return _lines(text, whole)
 
 
@@ -198,19 +203,20 @@ def _lines(text: str, whole: bool) -> Iterator[str]:
         start = stop + 1
 
 
-def by_name(paths: Sequence[str]) -> tuple[dict[str, Dist], list[Dist]]:
+def by_name(paths: Sequence[str], within: Confined = NOWHERE
+            ) -> tuple[dict[str, Dist], list[Dist]]:
     """The installed distributions by name (the first on the path wins, as the importer takes
     it), and every mooncake one (:func:`read_dists`)."""
     dists: dict[str, Dist] = {}
     mooncakes: list[Dist] = []
-    for d in read_dists(paths):
+    for d in read_dists(paths, within):
         dists.setdefault(d.name, d)
         if d.name.startswith(MOONCAKE_PREFIX):
             mooncakes.append(d)
     return dists, mooncakes
 
 
-def read_dists(paths: Sequence[str]) -> list[Dist]:
+def read_dists(paths: Sequence[str], within: Confined = NOWHERE) -> list[Dist]:
     """The installed torch, sglang and mooncake-family distributions, in path order, as
     ``importlib.metadata.distributions(path=)`` finds them (``*.dist-info/METADATA``,
     ``*.egg-info/PKG-INFO``). A ``.dist-info`` folder is named ``{name}-{version}``: only
@@ -232,7 +238,8 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
                 continue
             folder = e.path
             try:
-                head = _headers(_read_text(os.path.join(folder, meta), what="METADATA"))
+                head = _headers(_read_text(os.path.join(folder, meta), what="METADATA",
+                                           within=within))
             except OSError:
                 continue
             name = (head.get("name") or [""])[0]
@@ -242,7 +249,8 @@ def read_dists(paths: Sequence[str]) -> list[Dist]:
             hashes: dict[str, tuple[str, int]] = {}
             if canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
                 try:
-                    lines = [line for line in record_paths(folder, whole=True) if line]
+                    lines = [line for line in record_paths(folder, whole=True, within=within)
+                             if line]
                     files = tuple(p for p in (line.split(",", 1)[0] for line in lines) if p)
                     hashes = record_hashes(lines)
                 except OSError:
@@ -294,25 +302,26 @@ class Torch:
         self.metadata = metadata if metadata is not None else version
 
 
-def torch_version_py(pkg: str) -> dict[str, Any] | None:
+def torch_version_py(pkg: str, within: Confined = NOWHERE) -> dict[str, Any] | None:
     """The constants of ``torch/version.py`` (``__version__``, ``cuda``, ``hip``): what
     ``torch.version`` reports, read with ``ast`` (once per version of the file: the
     file-facts memo); None when missing or unreadable."""
     path = os.path.join(pkg, "version.py")
     try:
-        got = facts_memo().get("torch-version", path, lambda: _parse_version_py(path))
+        got = facts_memo().get("torch-version", path, lambda: _parse_version_py(path, within),
+                               within=within.root)
         if got is not None and not isinstance(got, dict):  # a damaged memo entry
-            got = _parse_version_py(path)
+            got = _parse_version_py(path, within)
     except OSError:
         return None
     return got
 
 
-def _parse_version_py(path: str) -> dict[str, Any] | None:
+def _parse_version_py(path: str, within: Confined) -> dict[str, Any] | None:
     import ast
 
     try:
-        tree = ast.parse(read_bytes(path, what="torch/version.py"))
+        tree = ast.parse(read_bytes(path, what="torch/version.py", within=within))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None  # whether `import torch` then fails is the import chain's to say
     out: dict[str, Any] = {}
@@ -342,18 +351,18 @@ def torch_label(consts: dict[str, Any] | None) -> str | None:
 
 
 def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
-               label: str | None = None) -> Torch | None:
+               label: str | None = None, within: Confined = NOWHERE) -> Torch | None:
     """``pkg``: the torch folder the importer finds (None: the distribution's own). The
     version is ``label`` (``torch.__version__`` as the import sets it, when it was followed),
     else the label ``torch/version.py`` holds; the distribution's version only when neither
     says. None: nothing says."""
     folder = pkg or (os.path.join(dist.root, "torch") if dist is not None else None)
-    consts = torch_version_py(folder) if folder is not None else None
+    consts = torch_version_py(folder, within) if folder is not None else None
     meta = dist.version if dist is not None else None
     version = label or torch_label(consts) or meta
     if version is None:
         return None
-    linked = linked_cudart(folder) if folder is not None else None
+    linked = linked_cudart(folder, within) if folder is not None else None
     if linked is not None:  # what ld.so loads decides, whatever version.py says
         runtime, lib = linked
         said = consts.get("cuda") if consts is not None else None
@@ -388,7 +397,7 @@ def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
     return Torch(version, None, "no CUDA runtime requirement nor +cuXYZ label", meta)
 
 
-def linked_cudart(folder: str) -> tuple[int, str] | None:
+def linked_cudart(folder: str, within: Confined = NOWHERE) -> tuple[int, str] | None:
     """The CUDA runtime torch's own CUDA libraries link (``DT_NEEDED libcudart.so.N`` of
     ``torch/lib/libc10_cuda.so``, else ``libtorch_cuda.so``): (N, the library), or None when
     neither is there or names one (a CPU build; a runtime linked statically)."""
@@ -399,7 +408,7 @@ def linked_cudart(folder: str) -> tuple[int, str] | None:
         if not os.path.isfile(path):
             continue
         try:
-            needed = ldso.read_dynamic(path)[0]
+            needed = ldso.read_dynamic(path, within=within)[0]
         except OSError:
             continue
         for name in needed:
@@ -700,34 +709,6 @@ def list_folder(folder: str) -> list[str]:
         return []
 
 
-def kind_of(path: str) -> str:
-    """What a path that is not a regular file is, in words."""
-    import stat
-
-    try:
-        st = os.lstat(path)
-    except OSError as e:
-        return f"unreadable ({e.strerror})"
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            target = os.stat(path)
-        except OSError:
-            return f"a dangling symbolic link (to {os.readlink(path)!r})"
-        return f"a symbolic link to {_mode_word(target.st_mode)} ({os.path.realpath(path)})"
-    return _mode_word(st.st_mode)
-
-
-def _mode_word(mode: int) -> str:
-    import stat
-
-    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return word
-    return f"a file of mode {oct(mode)}"
-
-
 def not_files(ctx: Context, pkg: str, short: str) -> list[str]:
     """What ``import mooncake.<short>`` would see in mooncake's folders but skip, since
     only regular files are modules (FileFinder): each named with what it is."""
@@ -746,7 +727,7 @@ def unlistable(folder: str) -> str | None:
     try:
         os.listdir(folder)
     except NotADirectoryError:  # a folder in a zip archive on sys.path is listed by zipimport
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         if zipfs.archive_of(folder) is None:
             return f"{folder} cannot be listed (Not a directory)"

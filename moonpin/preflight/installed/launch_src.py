@@ -15,6 +15,7 @@ import os
 import zlib
 
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.access.confined import NOWHERE, Confined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,14 +44,15 @@ def _stamps(files: Mapping[str, str], names: list[str]) -> str:
     return "\0\0".join(parts)
 
 
-def _record(files: Mapping[str, str], names: list[str]) -> dict[str, Any] | None:
+def _record(files: Mapping[str, str], names: list[str], within: Confined
+            ) -> dict[str, Any] | None:
     from moonpin.preflight.installed.image_facts import read_bytes
     from moonpin.readers.launch import server_args as sa
 
     texts: dict[str, bytes] = {}
     for n in names:
         try:
-            texts[n] = read_bytes(files[n], what="SGLang source")
+            texts[n] = read_bytes(files[n], what="SGLang source", within=within)
         except (OSError, KeyError):
             continue
     if not texts:
@@ -67,7 +69,8 @@ def _is_record(v: Any) -> bool:
     return v is None or isinstance(v, dict)
 
 
-def installed_launch(files: Mapping[str, str]) -> dict[str, Any] | None:
+def installed_launch(files: Mapping[str, str], within: Confined = NOWHERE
+                     ) -> dict[str, Any] | None:
     """The launch-rules record (the KB's JSON shape) of an installed SGLang, from the
     module files ``import sglang.<x>`` loads (``files``: ``sglang/srt/server_args.py`` -> the
     file, :class:`moonpin.preflight.pyimport.importer.Sources`); None when it has no
@@ -80,9 +83,10 @@ def installed_launch(files: Mapping[str, str]) -> dict[str, Any] | None:
     try:
         digest = zlib.crc32("\0".join(listing).encode("utf-8", "replace"))
         names = memo.get(f"launch-members-v2\0{len(listing)}\0{digest}",
-                         server_args, lambda: _members(listing), _is_names)
+                         server_args, lambda: _members(listing), _is_names,
+                         within=within.root)
         got = memo.get(f"launch-src-v2\0{_stamps(files, names)}", server_args,
-                       lambda: _record(files, names), _is_record)
+                       lambda: _record(files, names, within), _is_record, within=within.root)
     except OSError:
         return None
     return got if isinstance(got, dict) else None

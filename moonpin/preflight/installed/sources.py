@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.pyimport.importer import Sources
     from moonpin.readers.pyast import usage as pyast
 
@@ -95,19 +96,20 @@ def _refuse_broken(src: Sources) -> None:
 MAX_SOURCE = 16 * 1024 * 1024
 
 
-def _read(path: str, stamp: list[int] | None = None) -> bytes:
+def _read(path: str, within: Confined, stamp: list[int] | None = None) -> bytes:
     """Raises OSError (:class:`moonpin.kb.errors.ReadRefused`) for a FIFO, a device, a folder, a
     loop or a file over :data:`MAX_SOURCE`: the caller then falls back to the KB.
     ``stamp``: gets the file's size and mtime, taken before the read."""
-    from moonpin.kb.files import read_regular
-
-    return read_regular(path, cap=MAX_SOURCE, what="SGLang source", stamp=stamp)
+    return within.read(path, cap=MAX_SOURCE, what="SGLang source", stamp=stamp)
 
 
 def _analyzer_hash() -> str:
+    from moonpin.preflight.access.confined import NOWHERE
+
     out = []
     for path in _PYAST:
-        data = _read(path)  # read, not imported: a warm start never loads it
+        data = _read(path, NOWHERE)  # moonpin's own; read, not imported: a warm start never
+        # loads it
         out.append(f"{len(data)}-{zlib.crc32(data):08x}")
     return " ".join(out)
 
@@ -315,7 +317,7 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
         for rel in sorted(src.files):
             path = src.files[rel]
             got: list[int] = []
-            data = _read(path, got)
+            data = _read(path, src.within, got)
             stamps[rel] = (got[0], got[1], path)
             out.read += 1
             entries[rel] = _facts_of(data, rel, got[0], got[1], path, every_import, take)
@@ -333,7 +335,7 @@ def _scan(pkg: str | os.PathLike[str] | Sources, cache_dir: str | os.PathLike[st
                     continue
                 except (TypeError, KeyError, ValueError):
                     out.cache = "unusable"
-            data = _read(path)
+            data = _read(path, src.within)
             out.read += 1
             entries[rel] = _facts_of(data, rel, size, mtime, path, every_import, take)
     if cached is not None and out.cache == "warm" and (out.read or set(cached) - set(stamps)):

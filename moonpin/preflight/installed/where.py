@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.pyimport.importer import pth as _pth
 from moonpin.preflight.pyimport.importer import pth_files, site_dirs
 
@@ -50,13 +51,13 @@ if TYPE_CHECKING:
 __all__ = ["where"]
 
 
-def _pth_origins(sites: Sequence[str]) -> dict[str, str]:
+def _pth_origins(sites: Sequence[str], within: Confined) -> dict[str, str]:
     """The folder each ``.pth`` path line of ``sites`` adds -> the ``.pth`` file (the first
     that adds it, as ``site`` keeps the first)."""
     out: dict[str, str] = {}
     for site in sites:
-        for f in pth_files(site):
-            for line in _pth(f)[0]:
+        for f in pth_files(site, within):
+            for line in _pth(f, within)[0]:
                 out.setdefault(os.path.normpath(os.path.join(site, line)), f)
     return out
 
@@ -109,15 +110,17 @@ def _finder_how(how: str) -> dict[str, Any]:
 
 def where(found: Found | None, paths: Sequence[str], sites: Sequence[str] | None,
           pythonpath: Sequence[str], dist: Dist | None, editable_dist: bool = False,
-          cwd: str | None = None, sources: Sources | None = None) -> dict[str, Any]:
+          cwd: str | None = None, sources: Sources | None = None,
+          within: Confined = NOWHERE) -> dict[str, Any]:
     """What ``--json`` says of one package: ``folder`` (None: not found), ``how``,
     ``file``, ``portions`` (for a namespace package: each ``{"folder", "how", "file"}``),
     ``path`` (an extended ``__path__``), ``submodules`` and ``sources`` (see the module),
     ``editable``, ``distribution`` (``name``, ``version``, ``dist_info``; None when no
-    distribution is installed). ``cwd``: the working folder ``sys.path`` starts with."""
+    distribution is installed). ``cwd``: the working folder ``sys.path`` starts with;
+    ``within``: the image root its reads are confined to."""
     out: dict[str, Any] = {"folder": None, "how": None, "file": None, "editable": False}
     if found is not None:
-        pth = _pth_origins(site_dirs(paths) if sites is None else sites)
+        pth = _pth_origins(site_dirs(paths) if sites is None else sites, within)
         pp = [os.path.normpath(p) for p in pythonpath]
         out["folder"] = found.folder
         if found.how.startswith("editable "):

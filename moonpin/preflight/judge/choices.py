@@ -33,10 +33,10 @@ def own_launch(src: Sources | None, sglang: Dist | None, kb: KBView
 
     if src is None:
         return None
-    if not editable_dist(sglang) and sglang is not None and isinstance(
+    if not editable_dist(sglang, src.within) and sglang is not None and isinstance(
             kb_launch(kb, sglang.version), dict):
         return None
-    return installed_launch(src.files)
+    return installed_launch(src.files, src.within)
 
 
 def refused_backends(features: dict[str, str], flags: dict[str, str], target: Target,
@@ -72,8 +72,9 @@ def _installed_sglang(target: Target, kb_path: StrPath | None = None
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed.image_facts import KBView, read_dists, sglang_sources
 
-    dist = next((d for d in read_dists(target.paths) if d.name == "sglang"), None)
-    src = sglang_sources(Context.of(target))
+    ctx = Context.of(target)
+    dist = next((d for d in read_dists(target.paths, ctx.confined) if d.name == "sglang"), None)
+    src = sglang_sources(ctx)
     kb = KBView(os.fspath(kb_path) if kb_path is not None else default_kb_file())
     return (dist.version if dist is not None else None), own_launch(src, dist, kb)
 

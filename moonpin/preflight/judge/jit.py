@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,7 +74,8 @@ def cache_roots(scheme: dict[str, list[str]]) -> list[str]:
     return []
 
 
-def compiled_adapters(roots: Sequence[str], mooncake_pkg: str) -> list[str]:
+def compiled_adapters(roots: Sequence[str], mooncake_pkg: str,
+                      within: Confined = NOWHERE) -> list[str]:
     """Compiled adapters under ``roots`` built for the image whose ``mooncake/`` folder is
     ``mooncake_pkg``: shared objects whose DT_RUNPATH (or DT_RPATH) names that folder."""
     from moonpin.preflight.loader.ldso import read_dynamic
@@ -94,7 +97,7 @@ def compiled_adapters(roots: Sequence[str], mooncake_pkg: str) -> list[str]:
                 continue
             for so in files:
                 try:
-                    _, runpath, rpath, problem = read_dynamic(so)
+                    _, runpath, rpath, problem = read_dynamic(so, within=within)
                 except OSError:
                     continue
                 if problem is None and any(os.path.realpath(d) == want

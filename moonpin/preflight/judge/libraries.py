@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
@@ -101,7 +102,7 @@ def check_libraries(builds: Sequence[str], ctx: Context,
                       sites=ctx.sites, version=ctx.version, first=first, after=after,
                       complete=ctx.complete, run=ctx.run, importer=ctx.importer)
     if res.chain_error is not None:
-        _chain_failure(res, module or "", paths, add, fixer)
+        _chain_failure(res, module or "", paths, add, fixer, ctx.confined)
         return
     if res.note is not None:
         add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
@@ -155,7 +156,8 @@ def check_libraries(builds: Sequence[str], ctx: Context,
 
 
 def _chain_failure(res: Report, module: str, paths: Sequence[str],
-                   add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
+                   add: Callable[[CheckResult], None], fixer: Fixer | None,
+                   within: Confined) -> None:
     """``import module`` fails before the builds are loaded, in the code of the module
     ``res.chain_error`` blames: said as that package's failure, with the fix that puts
     back what the failed load is about (its last failed load: the cause)."""
@@ -175,7 +177,7 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
         fix = _fix_for(subject, paths, fixer)
     elif package == "torch" and fixer is not None:
         missing = _missing_name(message) or (subject if kind == "missing" else None)
-        own = missing is None or _torch_ships(missing, paths)
+        own = missing is None or _torch_ships(missing, paths, within)
         fix = fixer.torch_files(deps=not own)
         if not own:
             fix += (f" (it reinstalls the packages torch requires too; if none of them "
@@ -203,7 +205,7 @@ def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
             "it made for this image's")
 
 
-def _torch_ships(name: str, paths: Sequence[str]) -> bool:
+def _torch_ships(name: str, paths: Sequence[str], within: Confined) -> bool:
     """Whether torch's own distribution lists a file named ``name`` (its RECORD)."""
     from moonpin.preflight.installed.image_facts import record_paths
 
@@ -215,7 +217,7 @@ def _torch_ships(name: str, paths: Sequence[str]) -> bool:
             continue
         for info in infos:
             try:
-                listed = record_paths(os.path.join(sp, info))
+                listed = record_paths(os.path.join(sp, info), within=within)
             except OSError:
                 continue
             if any(p.endswith("/" + name) for p in listed):

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
 
@@ -59,13 +60,13 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
     if torch is None:
         add(CheckResult("build", "skip", "no torch: whether the build fits is unknown"))
         return
-    b = read_build(path, (*req.names, *req.optional_names, *req.backends))
+    b = read_build(path, (*req.names, *req.optional_names, *req.backends), ctx.confined)
     if b.error:
         add(CheckResult("build facts", "fail", b.error, fixer.reinstall()))
         return
     try:
-        built_for = facts_memo().get("built-for", path, lambda: _built_for(path),
-                                     str_or_none)
+        built_for = facts_memo().get("built-for", path, lambda: _built_for(path, ctx.confined),
+                                     str_or_none, within=ctx.confined.root)
     except OSError as e:
         add(CheckResult("build", "fail", f"cannot read {path}: {e.strerror or e}",
                         fixer.reinstall()))
@@ -191,13 +192,13 @@ def _check_loading(pkg: str, ctx: Context, req: Requirement | None, rreq: Any,
     """What the process-group module loads: itself, a build it compiles, or the prebuilt
     build its suffix rule picks (:func:`check_pg`)."""
     if file_suffix(loader_path) == ".pyc":  # bytecode with no source (compileall -b)
-        scheme = _released_scheme(loader_path, module, kb, fixer, add)
+        scheme = _released_scheme(loader_path, module, kb, fixer, add, ctx.confined)
     elif file_suffix(loader_path) != ".py":  # the module is the build itself (0.3.7's ep.so)
         _check_direct_build(loader_path, rreq.replace(module=module), torch, ctx, kb,
                             fixer, add)
         return
     else:
-        scheme = _loader_scheme(loader_path, module, fixer, add)
+        scheme = _loader_scheme(loader_path, module, fixer, add, ctx.confined)
     if scheme is None:
         return
     if scheme["kind"] == "jit-compile":
@@ -239,14 +240,14 @@ def _check_chain(module: str, ctx: Context, fixer: Fixer,
     what = (f"{first.file} {first.detail}" if first.file is not None else first.detail)
     more = (f"; {len(problems) - 1} more: " + ", ".join(p.module for p in problems[1:4])
             + (" …" if len(problems) > 4 else "")) if len(problems) > 1 else ""
-    owner = None if top in ("torch", "mooncake") else _owner(ctx.paths, top)
+    owner = None if top in ("torch", "mooncake") else _owner(ctx.paths, top, ctx.confined)
     return CheckResult("import chain", "fail",
                        f"`import {module}` fails: {what} (imported by {first.by}){more}",
                        fixer.reinstall_owner(top, owner),
                        tuple(p.file for p in problems if p.file is not None))
 
 
-def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
+def _owner(paths: Sequence[str], top: str, within: Confined) -> tuple[str, str] | None:
     """The installed distribution that ships the top-level package ``top`` (its
     ``top_level.txt``, else its RECORD), as (name, version); read only on a failure."""
     from moonpin.preflight.installed.image_facts import read_bytes, record_paths
@@ -261,10 +262,10 @@ def _owner(paths: Sequence[str], top: str) -> tuple[str, str] | None:
             for member in ("top_level.txt", "RECORD"):
                 try:
                     if member == "RECORD":
-                        listed = list(record_paths(os.path.join(folder, name)))
+                        listed = list(record_paths(os.path.join(folder, name), within=within))
                     else:
                         listed = read_bytes(os.path.join(folder, name, member), 64 << 20,
-                                            "top_level.txt").decode("utf-8", "replace"
+                                            "top_level.txt", within).decode("utf-8", "replace"
                                                                     ).splitlines()
                 except OSError:
                     continue
@@ -300,14 +301,15 @@ def _pg_module(ctx: Context, pkg: str, rreq: Any, fixer: Fixer,
 
 
 def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
-                   add: Callable[[CheckResult], None]) -> dict[str, Any] | None:
+                   add: Callable[[CheckResult], None], within: Confined
+                   ) -> dict[str, Any] | None:
     """The loader's scheme (from the file-facts memo), or None when the loader cannot be
     read, imported or understood (said with ``add``)."""
     from moonpin.preflight.extensions import mooncake_rule
 
     lname = file_name(loader_path)
     try:
-        scheme = mooncake_rule.scheme_of(loader_path, module)
+        scheme = mooncake_rule.scheme_of(loader_path, module, within)
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return None
@@ -326,7 +328,8 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
 
 
 def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
-                     add: Callable[[CheckResult], None]) -> dict[str, Any] | None:
+                     add: Callable[[CheckResult], None], within: Confined
+                     ) -> dict[str, Any] | None:
     """A loader that is bytecode with no source (``pg.pyc``: what it does cannot be read
     here): the scheme of the loader the installed mooncake release ships, from the KB, said
     as an assumption; None when the KB has no record of it (said with ``add``)."""
@@ -355,7 +358,7 @@ def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
                               "source_names": list(ld.get("source_names") or ())}
                     if not scheme_shape(scheme) or scheme["kind"] != "prebuilt":
                         continue
-                    if not _like_released(loader_path, scheme):
+                    if not _like_released(loader_path, scheme, within):
                         add(CheckResult("loader", "fail", f"{lname} is bytecode with no "
                                         "source, and its constants do not name what the "
                                         f"loader {dist} {version} ships imports: what `import "
@@ -379,13 +382,13 @@ def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
     return None
 
 
-def _like_released(pyc: str, scheme: dict[str, Any]) -> bool:
+def _like_released(pyc: str, scheme: dict[str, Any], within: Confined) -> bool:
     """Whether bytecode that can be read here (:func:`moonpin.preflight.pyimport.pycode.
     strings`) holds what the release's loader imports: each import's fixed part and its
     version pattern (a bytecode that cannot be read is given the benefit of the doubt)."""
     from moonpin.preflight.pyimport import pycode
 
-    consts = pycode.strings(pyc)
+    consts = pycode.strings(pyc, within)
     if consts is None:
         return True
     placeholder = str(scheme["placeholder"])
@@ -411,7 +414,7 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                       cuda_torch=rule.needs_cuda_torch(scheme.get("requires") or (),
                                                        scheme.get("toolchain") or ()))
     torch_pkg = find_package(ctx, "torch")
-    consts = torch_version_py(torch_pkg) if torch_pkg else None
+    consts = torch_version_py(torch_pkg, ctx.confined) if torch_pkg else None
     _check_jit(scheme, ctx, loader_path, pkg, consts, add, rreq.module)
 
 
@@ -428,7 +431,7 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
     builds: list[BuildFacts] = []
     for template in scheme["imports"]:
         got = mooncake_rule.build_module(scheme, template, module, loader_path,
-                                         torch.version)
+                                         torch.version, ctx.confined)
         if got is None:
             add(CheckResult("loader", "fail",
                             f"{lname}: its pattern {scheme['version_regex']!r} does not "
@@ -458,7 +461,7 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
                         "extension module from it)")
             add(CheckResult("build", "fail", msg, fixer.line(), (pkg,)))
             return None
-        builds.append(read_build(found, wanted))
+        builds.append(read_build(found, wanted, ctx.confined))
     add(CheckResult("build", "pass", "loader finds " + ", ".join(file_name(b.path) for b in builds),
                     evidence=tuple(b.path for b in builds)))
     return builds
@@ -510,7 +513,7 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
     from moonpin.preflight.judge.fixes import PREBUILD
 
     roots = jit.cache_roots(scheme.get("cache") or {})
-    adapters = jit.compiled_adapters(roots, pkg)
+    adapters = jit.compiled_adapters(roots, pkg, ctx.confined)
     if adapters:
         add(CheckResult("adapter", "pass",
                         f"{file_name(loader)} compiles at first import; an adapter compiled for "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.installed.build_facts import read_build
 from moonpin.preflight.installed.image_facts import (
     CAP_BUILD,
@@ -50,7 +51,7 @@ def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
     found = pkg.found if pkg is not None else locate(ctx, "sglang")
     editable = (found is not None and found.editable) or bool(
         pkg is not None and any(h.startswith("editable") for h in pkg.via)) \
-        or editable_dist(sglang)
+        or editable_dist(sglang, ctx.confined)
     src: _Requirement | None = None
     why = "the sglang package folder was not found"
     if found is not None and found.module:
@@ -113,7 +114,7 @@ def _where_label(pkg: Sources, editable: bool) -> str:
             f"{kind.removeprefix('editable ')} editable finder {file})")
 
 
-def editable_dist(dist: Dist | None) -> bool:
+def editable_dist(dist: Dist | None, within: Confined = NOWHERE) -> bool:
     """Whether ``dist``'s ``direct_url.json`` (PEP 610) says an editable install."""
     if dist is None:
         return False
@@ -125,10 +126,11 @@ def editable_dist(dist: Dist | None) -> bool:
     for folder in entries:
         path = os.path.join(folder, "direct_url.json")
         def says(p: str = path) -> bool:
-            return _says_editable(p)
+            return _says_editable(p, within)
 
         try:  # json only when the file changed: the file-facts memo
-            if facts_memo().get("direct-url-editable", path, says, _is_bool):
+            if facts_memo().get("direct-url-editable", path, says, _is_bool,
+                                within=within.root):
                 return True
         except OSError:
             continue
@@ -161,7 +163,7 @@ def _unimportable(dist: Dist, ctx: Context
 
     for folder in _dist_folders(dist):
         try:
-            listed = record_paths(folder, _CAP_RECORD)
+            listed = record_paths(folder, _CAP_RECORD, within=ctx.confined)
         except OSError:
             continue
         meta = os.path.basename(folder) + "/"
@@ -179,13 +181,14 @@ def _unimportable(dist: Dist, ctx: Context
         for f in files:
             path = os.path.join(dist.root, f)
             if f.endswith(".pth") and "/" not in f:
-                named += [os.path.normpath(os.path.join(dist.root, d)) for d in pth(path)[0]]
+                named += [os.path.normpath(os.path.join(dist.root, d))
+                          for d in pth(path, ctx.confined)[0]]
             elif f.endswith(".py") and "/" not in f and finder_kind(f[:-3]) is not None:
-                facts = finder_facts(path)
+                facts = finder_facts(path, ctx.confined)
                 named += [v for k, v in facts.get("mapping", {}).items() if k == "sglang"]
                 named += [t for k, t in facts.get("redirects", ()) if k == "sglang"]
         missing = [d for d in dict.fromkeys(named) if not os.path.exists(d)]
-        editable = editable_dist(dist) or bool(named)
+        editable = editable_dist(dist, ctx.confined) or bool(named)
         what = (f"an editable install ({', '.join(files[:2])})" if editable
                 else f"{len(files)} files ({', '.join(files[:2])}, ...)")
         if missing:
@@ -196,7 +199,7 @@ def _unimportable(dist: Dist, ctx: Context
         elif not missing:
             what += (" whose import hook finds nothing (a module it imports is missing?)"
                      if editable else "; they are gone")
-        url = _direct_url(folder) if editable else None
+        url = _direct_url(folder, ctx.confined) if editable else None
         if url is None:
             fix = f"pip install --force-reinstall --no-deps 'sglang=={dist.version}'"
         elif os.path.isdir(url):
@@ -210,14 +213,14 @@ def _unimportable(dist: Dist, ctx: Context
     return None
 
 
-def _direct_url(folder: str) -> str | None:
+def _direct_url(folder: str, within: Confined) -> str | None:
     """The local folder an editable install was made from (``direct_url.json``'s
     ``file://`` URL)."""
     import json
 
     try:
         doc = json.loads(read_bytes(os.path.join(folder, "direct_url.json"),
-                                    what="direct_url.json"))
+                                    what="direct_url.json", within=within))
     except (OSError, ValueError, RecursionError):
         return None
     url = doc.get("url") if isinstance(doc, dict) else None
@@ -232,11 +235,11 @@ def _is_bool(value: object) -> bool:
     return isinstance(value, bool)
 
 
-def _says_editable(path: str) -> bool:
+def _says_editable(path: str, within: Confined) -> bool:
     import json
 
     try:
-        doc = json.loads(read_bytes(path, what="direct_url.json"))
+        doc = json.loads(read_bytes(path, what="direct_url.json", within=within))
     except (ValueError, RecursionError):
         return False
     info = doc.get("dir_info") if isinstance(doc, dict) else None
@@ -294,7 +297,7 @@ def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb:
         if path is None or not os.path.isfile(path):
             problems.append(f"{module} is not installed")
             continue
-        facts = read_build(path, names)
+        facts = read_build(path, names, ctx.confined)
         if facts.error:
             problems.append(facts.error)
             continue
@@ -302,7 +305,7 @@ def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb:
         if absent and file_suffix(path) == ".so":
             # The linker merges a string into the tail of a longer one ("TransferEngine" into
             # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
-            data = read_bytes(path, CAP_BUILD, "extension build")
+            data = read_bytes(path, CAP_BUILD, "extension build", ctx.confined)
             absent = [n for n in absent if n.encode() + b"\0" not in data]
         if absent:
             problems.append(f"{module} lacks {', '.join(absent)}")

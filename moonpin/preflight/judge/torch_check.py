@@ -50,7 +50,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
         add(CheckResult("torch", "fail", f"`import torch` fails (mooncake's loader imports "
                         f"it): {broken}", _reinstall_torch(torch_d, fixer), (folder,)))
         return None
-    torch = torch_info(torch_d, ctx.machine or os.uname().machine, pkg, label)
+    torch = torch_info(torch_d, ctx.machine or os.uname().machine, pkg, label, ctx.confined)
     if torch is None:
         add(CheckResult("torch", "fail", f"{folder} holds no readable torch/version.py and no "
                         "distribution metadata names its version: what `torch.__version__` "
@@ -60,7 +60,8 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
         return None
     if torch_d is None:
         fixer.torch = torch.version
-    if label is None and torch_label(torch_version_py(folder)) is None and torch_d is not None:
+    if label is None and torch_label(torch_version_py(folder, ctx.confined)) is None and \
+            torch_d is not None:
         add(CheckResult("torch label", "warn", "torch.__version__ is computed when torch is "
                         "imported (not a literal this check can follow): the label mooncake's "
                         f"loader maps onto a build is not known here; judged as {torch.version}, "

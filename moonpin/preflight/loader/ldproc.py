@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import os
 
-from moonpin.preflight.env.chroot import host_paths
+from moonpin.preflight.access.chroot import host_paths
+from moonpin.preflight.access.confined import Confined
 from moonpin.preflight.loader import ldso, ldsym
 from moonpin.preflight.loader.findings import Findings
 
@@ -111,6 +112,8 @@ class Process:
         self.trace = trace
         self.owned = owned
         self.root = root
+        #: its reads confined to the image root (:class:`Confined`, made once per process)
+        self.within = Confined(root)
         self.ld_path = list(ld_path)
         self.cache = cache or {}
         self.system = ldso.system_lib_dirs(root, machine)
@@ -261,7 +264,7 @@ class Process:
         obj = Obj(path, loader)
         try:
             obj.needed, obj.runpath, obj.rpath, obj.problem, flags = (
-                ldso.read_dynamic_flags(path, self.machine, self.trace))
+                ldso.read_dynamic_flags(path, self.machine, self.trace, self.within))
             obj.nodeflib = bool(flags & ldso.DF_1_NODEFLIB)
             if obj.problem is None and flags & ldso.DF_1_PIE and not exe:
                 obj.problem = ("a position-independent executable (DF_1_PIE), not a "
@@ -404,7 +407,7 @@ class Process:
 
     def table(self, path: str) -> object | None:
         if path not in self.tables:
-            t = self.tables[path] = ldsym.open_table(path)
+            t = self.tables[path] = ldsym.open_table(path, self.within)
             if t is not None:
                 t.path = path  # type: ignore[attr-defined]
         return self.tables[path]

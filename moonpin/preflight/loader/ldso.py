@@ -20,9 +20,9 @@ byte order and ``e_machine``, as long as its program headers and section table s
 dynamic section and string table lie in a loaded segment and whose every ``DT_NEEDED``
 entry reads whole. Libraries of the host (the driver, libibverbs) are only looked up.
 
-For an image's root filesystem (``root``, :mod:`moonpin.preflight.env.chroot`) every folder of that
-search is the image's (``DT_RPATH``/``DT_RUNPATH`` entries, its ``LD_LIBRARY_PATH``, its
-``/etc/ld.so.cache`` and default folders), resolved under the root.
+For an image's root filesystem (``root``, :mod:`moonpin.preflight.access.chroot`) every
+folder of that search is the image's (``DT_RPATH``/``DT_RUNPATH`` entries, its
+``LD_LIBRARY_PATH``, its ``/etc/ld.so.cache`` and default folders), resolved under the root.
 
 Only ``os`` at import: this runs at worker start (see :mod:`moonpin.preflight.run`).
 """
@@ -32,7 +32,8 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.preflight.env.chroot import host_paths
+from moonpin.preflight.access.chroot import host_paths
+from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.loader import ldhost
 from moonpin.preflight.loader.ldhost import platform_token
 
@@ -161,11 +162,10 @@ def _page_size() -> int:
         return 4096
 
 
-def _read_dynamic_now(path: str, machine: str) -> tuple[tuple[str, ...], tuple[str, ...],
-                                                          tuple[str, ...], str | None, int]:
-    from moonpin.kb.files import outside
-
-    if outside(path):  # an image's link out of its root: not there
+def _read_dynamic_now(path: str, machine: str, within: Confined
+                      ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None,
+                                 int]:
+    if within.outside(path):  # an image's link out of its root: not there
         raise FileNotFoundError(2, "outside the image root", path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -211,6 +211,7 @@ def _shape(value: object) -> bool:
 
 
 def read_dynamic(path: str, machine: str | None = None, trace: Trace | None = None,
+                 within: Confined = NOWHERE
                  ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
     """``(DT_NEEDED, DT_RUNPATH, DT_RPATH, problem)`` of an ELF object (file-facts memo).
     The path entries are as ld.so keeps them: an empty one (``""``) is the working folder,
@@ -218,10 +219,11 @@ def read_dynamic(path: str, machine: str | None = None, trace: Trace | None = No
     object's needs do not search ``DT_RPATH``). ``problem`` says why the loader would
     refuse it (:func:`elf_problem`), or is None.
     Raises OSError when the file cannot be opened. ``trace``: where the read is recorded."""
-    return read_dynamic_flags(path, machine, trace)[:4]  # type: ignore[return-value]
+    return read_dynamic_flags(path, machine, trace, within)[:4]  # type: ignore[return-value]
 
 
 def read_dynamic_flags(path: str, machine: str | None = None, trace: Trace | None = None,
+                       within: Confined = NOWHERE
                        ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
                                   str | None, int]:
     """:func:`read_dynamic`, and the object's ``DT_FLAGS_1`` bits ld.so acts on when it
@@ -232,7 +234,8 @@ def read_dynamic_flags(path: str, machine: str | None = None, trace: Trace | Non
     if trace is not None:
         trace.paths.add(path)
     needed, runpath, rpath, problem, flags = facts_memo().get(
-        f"dynamic-v4\0{machine}", path, lambda: _read_dynamic_now(path, machine), _shape)
+        f"dynamic-v4\0{machine}", path, lambda: _read_dynamic_now(path, machine, within),
+        _shape, within=within.root)
     return tuple(needed), tuple(runpath), tuple(rpath), problem, int(flags)
 
 
@@ -240,41 +243,41 @@ def read_dynamic_flags(path: str, machine: str | None = None, trace: Trace | Non
 DF_1_NODEFLIB, DF_1_NOOPEN, DF_1_PIE = 0x800, 0x40, 0x08000000
 
 
-def ld_cache_paths(path: str = "/etc/ld.so.cache") -> dict[str, str]:
+def ld_cache_paths(path: str = "/etc/ld.so.cache", within: Confined = NOWHERE
+                   ) -> dict[str, str]:
     """Each library file name the loader's cache knows -> the path it lists first for it
     in one of this machine's default folders (else the first it lists)."""
-    known = _CACHE_PATHS.get(path)
+    known = _CACHE_PATHS.get((path, within.root))
     if known is not None:
         return known
     try:
-        got = facts_memo().get("ld.so.cache-map", path, lambda: _cache_map(path))
+        got = facts_memo().get("ld.so.cache-map", path, lambda: _cache_map(path, within),
+                               within=within.root)
     except OSError:
         return {}
     out = ({k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, str)}
            if isinstance(got, dict) else {})
-    _CACHE_PATHS[path] = out
+    _CACHE_PATHS[path, within.root] = out
     return out
 
 
-def _cache_map(path: str) -> dict[str, str]:
+def _cache_map(path: str, within: Confined) -> dict[str, str]:
     ours = tuple(d.rstrip("/") + "/" for d in system_lib_dirs())
     out: dict[str, str] = {}
-    for full in _scan_ld_cache(path):
+    for full in _scan_ld_cache(path, within):
         name = full.rpartition("/")[2]
         if name not in out or (full.startswith(ours) and not out[name].startswith(ours)):
             out[name] = full
     return out
 
 
-_CACHE_PATHS: dict[str, dict[str, str]] = {}
+_CACHE_PATHS: dict[tuple[str, str | None], dict[str, str]] = {}
 
 
-def _scan_ld_cache(path: str) -> list[str]:
+def _scan_ld_cache(path: str, within: Confined) -> list[str]:
     """Each NUL-delimited string of the cache that is an absolute path whose file name
     holds ``.so`` (at most 512 bytes before it, 64 after), in the cache's order."""
-    from moonpin.kb.files import read_regular
-
-    data = read_regular(path, cap=64 << 20, what="loader cache")
+    data = within.read(path, cap=64 << 20, what="loader cache")
     out: dict[str, None] = {}
     for chunk in data.split(b"\0")[1:-1]:  # delimited on both sides
         if chunk[:1] != b"/":

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -33,15 +35,15 @@ def host_provided(name: str) -> bool:
     return name.startswith(HOST_PROVIDED)
 
 
-def open_table(path: str) -> object | None:
+def open_table(path: str, within: Confined = NOWHERE) -> object | None:
     """The dynamic symbols of the object at ``path`` (a read-only mapping), or None when
-    it is not a regular ELF file whose tables can be read."""
+    it is not a regular ELF file whose tables can be read (or its links take it out of the
+    image root ``within``)."""
     import mmap
 
-    from moonpin.kb.files import outside
     from moonpin.readers.elf.symbols import SymbolError, SymbolTable
 
-    if outside(path):  # an image's link out of its root: not there
+    if within.outside(path):  # an image's link out of its root: not there
         return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

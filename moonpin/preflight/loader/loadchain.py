@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.preflight.env.chroot import host_paths
+from moonpin.preflight.access.chroot import host_paths
+from moonpin.preflight.access.confined import Confined
 from moonpin.preflight.loader import ldso
 from moonpin.preflight.loader.findings import Findings
 
@@ -144,8 +145,9 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
             run.record[key] = got
         return got
 
+    within = Confined(root)  # a link out of the image root: computed, never kept
     got = facts_memo().get_traced(key, builds[0], compute,
-                                  lambda v: Report.load(v) is not None)
+                                  lambda v: Report.load(v) is not None, within=within.root)
     out = Report.load(got)
     assert out is not None
     if out.cwd is not None:  # remembered for one working folder: this one's is its own
@@ -156,7 +158,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
         if out.cwd != here:
             key += f"\0cwd\0{here}"
             out = Report.load(facts_memo().get_traced(key, builds[0], compute,
-                                                      lambda v: Report.load(v) is not None))
+                                                      lambda v: Report.load(v) is not None,
+                                                      within=within.root))
             assert out is not None
     return out
 
@@ -193,7 +196,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
     try:
         if root is not None:
             cache_file = ldso.ld_cache_file(root)
-            cache = ldso.ld_cache_paths(cache_file)
+            cache = ldso.ld_cache_paths(cache_file, Confined(root))
         elif "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ:
             cache_file, cache = "", {}
         else:

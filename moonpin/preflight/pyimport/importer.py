@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.pyimport.metapath import Importer, Spec
 from moonpin.preflight.pyimport.sitefiles import pth, pth_files, pth_paths, site_dirs
 
@@ -97,14 +98,15 @@ class Sources:
     derived from its files (:class:`moonpin.preflight.installed.stamps.Stamps`; None: none)."""
 
     __slots__ = ("_count", "_files", "_make", "broken", "found", "key", "roots", "stamps",
-                 "via")
+                 "via", "within")
 
     def __init__(self, found: Found, files: dict[str, str] | tuple[Callable[[], dict[str, str]],
                                                                    int],
                  roots: Sequence[str], via: dict[str, int], broken: Sequence[str] = (),
-                 key: str | None = None) -> None:
+                 key: str | None = None, within: Confined = NOWHERE) -> None:
         """``files``: the mapping, or (what makes it, how many it holds): a warm start that
-        trusts the stamps file needs the count, not the ~4,000 entries."""
+        trusts the stamps file needs the count, not the ~4,000 entries; ``within``: the
+        image root reading them is confined to (the importer's that found them)."""
         self.found = found
         self._files: dict[str, str] | None
         self._make: Callable[[], dict[str, str]] | None
@@ -119,6 +121,7 @@ class Sources:
         self.key = key if key is not None else "\0".join(
             os.path.realpath(r) for r in (found.folder, *self.roots))
         self.stamps: Any = None
+        self.within = within
 
 
     @property
@@ -176,7 +179,8 @@ def package_sources(imp: Importer, name: str) -> Sources | None:
     finally:
         if collecting:
             gc.enable()
-    return Sources(found, files, _outermost(imp.roots(name, top)), via, broken)
+    return Sources(found, files, _outermost(imp.roots(name, top)), via, broken,
+                   within=imp.within)
 
 
 def _outermost(roots: Sequence[tuple[str, str]]) -> list[str]:
@@ -218,4 +222,4 @@ def folder_sources(folder: str, ext: Sequence[str] | None = None,
             files[_rel(mod, got.origin)] = got.origin
     if folder in imp.unlistable:
         raise imp.unlistable[folder]
-    return Sources(found, files, (folder,), via, broken)
+    return Sources(found, files, (folder,), via, broken, within=imp.within)

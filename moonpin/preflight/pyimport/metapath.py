@@ -35,14 +35,14 @@ What it follows, in the importer's order:
 
 * A zip archive on ``sys.path`` (or a folder in one): ``zipimport``'s packages, modules
   and namespace portions in it, no extension module
-  (:mod:`moonpin.preflight.env.zipfs`).
+  (:mod:`moonpin.preflight.access.zipfs`).
 
 A parent's ``__init__`` is otherwise assumed to leave ``__path__`` alone. PEP 829 ``.start``
 files are not modelled.
 
 With ``root`` (an image's root filesystem), every folder is the host path under the root
 and every path a file of the image names is resolved under it
-(:mod:`moonpin.preflight.env.chroot`). Only ``os`` at import.
+(:mod:`moonpin.preflight.access.chroot`). Only ``os`` at import.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ import os
 import stat  # loaded by os
 from importlib import machinery
 
-from moonpin.preflight.env.chroot import host_path
+from moonpin.preflight.access.chroot import host_path
+from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.pyimport.sitefiles import (
     extends_path,
     finder_facts,
@@ -253,9 +254,7 @@ class _Mesonpy:
         try:
             import json
 
-            from moonpin.kb.files import read_regular
-
-            doc = json.loads(read_regular(plan, cap=_CAP_PLAN, what="meson install plan"))
+            doc = json.loads(imp.within.read(plan, cap=_CAP_PLAN, what="meson install plan"))
         except (OSError, ValueError, RecursionError):
             return  # the finder's rebuild raises: nothing found through it
         for key, data in (doc.items() if isinstance(doc, dict) else ()):
@@ -343,8 +342,10 @@ class Importer:
 
     def __init__(self, paths: Sequence[str], sites: Sequence[str] | None = None,
                  root: str | None = None, ext: Sequence[str] | None = None,
-                 record: bool = False) -> None:
+                 record: bool = False, within: Confined = NOWHERE) -> None:
         self.root = root
+        #: the image root its reads are confined to (:class:`Confined`; the Context's)
+        self.within = within
         self.ext = tuple(machinery.EXTENSION_SUFFIXES if ext is None else ext)
         #: FileFinder's loaders' order: extensions, source, bytecode
         self.suffixes = (*self.ext, ".py", ".pyc")
@@ -386,9 +387,9 @@ class Importer:
             cur = paths.index(site) + 1 if site in paths else len(paths)
             if self.stamps is not None:
                 self.listing(site)  # stamped and kept before its .pth files are listed
-            for f in pth_files(site):
+            for f in pth_files(site, self.within):
                 self.read(f)
-                for entry in pth_lines(f):
+                for entry in pth_lines(f, self.within):
                     if entry[0] == "path":
                         d = host_path(self.root, entry[1], site)
                         if d is not None and d in paths:
@@ -405,7 +406,7 @@ class Importer:
                         facts = None
                         if self.kind(file) == _FILE:
                             self.read(file)
-                            facts = finder_facts(file)
+                            facts = finder_facts(file, self.within)
                         if facts is None or facts.get("broken") or (
                                 kind == "hatch" and not self._has_editables(paths[:cur])):
                             failed = True  # the import raises: site ignores the rest
@@ -563,11 +564,11 @@ class Importer:
 
     def _zip_find(self, entry: str, fullname: str) -> Spec | None:
         """``zipimporter(entry).find_spec(fullname)`` for an entry that is a zip archive
-        or a folder in one (:mod:`moonpin.preflight.env.zipfs`); None for anything else
+        or a folder in one (:mod:`moonpin.preflight.access.zipfs`); None for anything else
         (and for an image's root, where archives are not read)."""
         if self.root is not None or self.kind(entry) not in (_FILE, 0):
             return None
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         got = zipfs.find(entry, fullname)
         if got is None:
@@ -651,7 +652,7 @@ class Importer:
         out = None if spec is None else spec.search
         if out is not None and spec is not None and spec.origin is not None:
             self.read(spec.origin)
-            if extends_path(spec.origin):
+            if extends_path(spec.origin, self.within):
                 out = self._extend_path(out, name)
         self._paths[name] = out
         return out
@@ -678,7 +679,7 @@ class Importer:
             pkgfile = self.join(entry, name + ".pkg")
             if hook is None and self.listing(entry).get(name + ".pkg", 0) & _FILE:
                 self.read(pkgfile)
-                out.extend(pkg_lines(pkgfile))
+                out.extend(pkg_lines(pkgfile, self.within))
         return tuple(out)
 
     # ---------------------------------------------------------------- a package's sources
@@ -777,13 +778,11 @@ def kind_of(path: str) -> int:
     return _DIR if stat.S_ISDIR(mode) else _FILE if stat.S_ISREG(mode) else 3
 
 
-def pkg_lines(path: str) -> list[str]:
+def pkg_lines(path: str, within: Confined = NOWHERE) -> list[str]:
     """A ``NAME.pkg`` file's lines as ``extend_path`` appends them (comments and blank
     lines skipped; no check that they exist)."""
-    from moonpin.kb.files import read_regular
-
     try:
-        text = read_regular(path, cap=1 << 20, what=".pkg file").decode("utf-8", "replace")
+        text = within.read(path, cap=1 << 20, what=".pkg file").decode("utf-8", "replace")
     except OSError:
         return []
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")

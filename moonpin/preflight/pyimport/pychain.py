@@ -28,7 +28,8 @@ import os
 import sys
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import endless_fd, outside
+from moonpin.kb.files import endless_fd
+from moonpin.preflight.access.confined import NOWHERE, Confined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def _importer(paths: Sequence[str], suffixes: Sequence[str], root: str | None,
         return imp
     from moonpin.preflight.pyimport.metapath import Importer as _Importer
 
-    return _Importer(paths, None, root, suffixes)
+    return _Importer(paths, None, root, suffixes, within=Confined(root))
 
 
 def _pyc(path: str, version: tuple[int, int]) -> str:
@@ -186,8 +187,8 @@ def _pyc(path: str, version: tuple[int, int]) -> str:
     return os.path.join(folder, "__pycache__", f"{stem}.cpython-{version[0]}{version[1]}.pyc")
 
 
-def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]
-                     ) -> bool | str:
+def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int],
+                     within: Confined) -> bool | str:
     """Whether CPython holds a timestamp bytecode cache of this very source (PEP 552 header:
     flags 0, then the source's mtime and size as uint32), so it will not compile it again;
     or, as a string, why reading that cache never ends. CPython's ``SourceLoader.get_code``
@@ -197,7 +198,7 @@ def _cached_compiled(path: str, st: os.stat_result, version: tuple[int, int]
     import stat
 
     pyc = _pyc(path, version)
-    if outside(pyc):  # an image root's link out of it: not the image's file (read_regular's)
+    if within.outside(pyc):  # an image root's link out of it: not the image's file
         return False
     try:
         fd = os.open(pyc, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -235,18 +236,18 @@ def _facts_ok(v: Any) -> bool:
             and isinstance(v[4], bool))
 
 
-def _read(path: str, version: tuple[int, int]
+def _read(path: str, version: tuple[int, int], within: Confined
           ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
     """One parse of a module (:func:`moonpin.readers.pyast.imports.read_module`): the imports
     that certainly run, dumped; the compile error or None; how it sets its ``__path__``
     (:attr:`Spec.dynamic`); its top-level bindings; whether it makes names otherwise."""
-    from moonpin.preflight.env.zipfs import read_source
+    from moonpin.preflight.access.zipfs import read_source
     from moonpin.readers.pyast.imports import read_module
 
-    data = read_source(path, cap=_CAP_SOURCE, what="Python source")
+    data = read_source(path, cap=_CAP_SOURCE, what="Python source", within=within)
     try:
         st = os.stat(path)
-        compiled = _cached_compiled(path, st, version)
+        compiled = _cached_compiled(path, st, version, within)
     except OSError:
         compiled = False
     imports, error, bound, opaque = read_module(data, path, check_compile=compiled is not True)
@@ -265,7 +266,7 @@ def _read(path: str, version: tuple[int, int]
 
 #: What this process read of each module already (the walk and the label read the same
 #: files; with the memo off, ``--no-cache``, each would parse torch/__init__.py again)
-_READ: dict[tuple[str, int, int, tuple[int, int]], Any] = {}
+_READ: dict[tuple[str, int, int, tuple[int, int], str | None], Any] = {}
 
 
 def _size(path: str) -> int:
@@ -273,7 +274,7 @@ def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
     except OSError:
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         got = zipfs.size(path)
         if got is None:
@@ -281,23 +282,24 @@ def _size(path: str) -> int:
         return got
 
 
-def _facts(path: str, version: tuple[int, int]
+def _facts(path: str, version: tuple[int, int], within: Confined
            ) -> tuple[tuple[Any, ...], str | None, str, dict[str, Any], bool]:
     """:func:`_read`, through the file-facts memo (raises OSError); a module in a zip
     archive on ``sys.path`` is read from it, not remembered."""
     try:
         st = os.stat(path)
     except OSError:
-        from moonpin.preflight.env import zipfs
+        from moonpin.preflight.access import zipfs
 
         if zipfs.size(path) is None:
             raise
-        return _read(path, version)
-    here = (path, st.st_size, st.st_mtime_ns, version)
+        return _read(path, version, within)
+    here = (path, st.st_size, st.st_mtime_ns, version, within.root)
     got = _READ.get(here)
     if got is None:
-        got = _READ[here] = facts_memo().get("pychain-v5", path, lambda: _read(path, version),
-                                             _facts_ok)
+        got = _READ[here] = facts_memo().get("pychain-v5", path,
+                                             lambda: _read(path, version, within), _facts_ok,
+                                             within=within.root)
     return got  # type: ignore[no-any-return]
 
 
@@ -397,18 +399,18 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
         if f not in read:
             if size > w.budget:  # past the budget (cold and warm alike): found, not read,
                 spec.dynamic = "unread"  # but for what its head certainly says
-                why = unread(f)
+                why = unread(f, w.imp.within)
                 if why is not None:
                     fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {why}", by))
                 continue
             w.budget -= size
             read.add(f)
         try:
-            got = _facts(f, version)
+            got = _facts(f, version, w.imp.within)
         except OSError as e:
             if _over_cap(e):  # past moonpin's cap, as past the budget
                 spec.dynamic = "unread"
-                why = unread(f)
+                why = unread(f, w.imp.within)
                 if why is not None:
                     fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {why}", by))
                 continue
@@ -464,12 +466,12 @@ def _over_cap(e: OSError) -> bool:
 _HEAD = 64 << 10
 
 
-def _nul_at(path: str) -> int:
+def _nul_at(path: str, within: Confined) -> int:
     """The offset of the first NUL byte in the first :data:`_HEAD` bytes of ``path`` (-1:
     none, or not a regular file that can be read)."""
     import stat
 
-    if outside(path):  # as read_regular refuses it
+    if within.outside(path):  # as read_regular refuses it
         return -1
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -483,13 +485,13 @@ def _nul_at(path: str) -> int:
         os.close(fd)
 
 
-def unread(path: str) -> str | None:
+def unread(path: str, within: Confined = NOWHERE) -> str | None:
     """Why a source too large to parse here certainly does not compile, judged on its head
     (through the file-facts memo: a warm start reads nothing), or None: a NUL byte there (a
     sparse or binary file in a module's place) is what CPython refuses to compile."""
     try:
-        at = facts_memo().get("pyhead-v1", path, lambda: _nul_at(path),
-                              lambda v: type(v) is int)
+        at = facts_memo().get("pyhead-v1", path, lambda: _nul_at(path, within),
+                              lambda v: type(v) is int, within=within.root)
     except OSError:
         return None
     if at < 0:
@@ -641,10 +643,10 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
             from moonpin.preflight.pyimport import pycode
 
             code = pycode.runs(f, version)
-            broken = pycode.unloadable(code) if code is not None else None
+            broken = pycode.unloadable(code, w.imp.within) if code is not None else None
             if broken is not None:
                 return None, f"{_short(f, paths)} {broken}: the import fails on it", tuple(files)
-            facts_b = pycode.bindings(code) if code is not None else None
+            facts_b = pycode.bindings(code, w.imp.within) if code is not None else None
             if facts_b is None:
                 return None, None, tuple(files)
             got = _resolve(facts_b[0], facts_b[1], want)
@@ -663,10 +665,10 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
             name, want = from_name, str(got[3])
             continue
         try:
-            facts = _facts(f, version)
+            facts = _facts(f, version, w.imp.within)
         except OSError as e:
             if _over_cap(e):  # a limit of moonpin's, not the importer's: not followed,
-                why = unread(f)  # but for what its head certainly says
+                why = unread(f, w.imp.within)  # but for what its head certainly says
                 return None, f"{f} does not compile: {why}" if why else None, tuple(files)
             return None, f"{f} cannot be read ({e})", tuple(files)
         if facts[1] is not None:
@@ -689,11 +691,11 @@ def attribute(paths: Sequence[str], module: str, attr: str, version: tuple[int, 
                 files.append(_pyc(f, version))  # a cache written later is seen
                 return str(got[1]), None, tuple(files)
             files.append(code)
-            broken = pycode.unloadable(code)
+            broken = pycode.unloadable(code, w.imp.within)
             if broken is not None:
                 return None, (f"{_short(f, paths)}: its bytecode cache {os.path.basename(code)}, "
                               f"which the import runs, {broken}"), tuple(files)
-            facts_b = pycode.bindings(code)
+            facts_b = pycode.bindings(code, w.imp.within)
             cached = _resolve(facts_b[0], facts_b[1], want) if facts_b is not None else None
             if cached is not None and cached[0] == "const":
                 return str(cached[1]), None, tuple(files)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 
+from moonpin.preflight.access.confined import NOWHERE, Confined
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -91,23 +93,24 @@ def runs(path: str, version: tuple[int, int]) -> str | None:
     return pyc if same else None
 
 
-def bindings(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
+def bindings(pyc: str, within: Confined = NOWHERE
+             ) -> tuple[dict[str, tuple[Any, ...]], bool] | None:
     """How the top level of the bytecode in ``pyc`` binds each name (the kinds of
     :func:`moonpin.readers.pyast.imports.binding`), and whether it may bind names some way not
     read here; None when it cannot be read (or cannot be loaded: :func:`unloadable`)."""
-    got = _facts(pyc)
+    got = _facts(pyc, within)
     return got if isinstance(got, tuple) else None
 
 
-def unloadable(pyc: str) -> str | None:
+def unloadable(pyc: str, within: Confined = NOWHERE) -> str | None:
     """Why the import cannot load the bytecode in ``pyc`` (it unmarshals it as this
     interpreter does and fails: bad marshal data, not a code object, lengths that ask for
     more memory than there is), or None (it loads, or it cannot be read here)."""
-    got = _facts(pyc)
+    got = _facts(pyc, within)
     return got if isinstance(got, str) else None
 
 
-def _facts(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
+def _facts(pyc: str, within: Confined) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
     """:func:`bindings`'s answer, or :func:`unloadable`'s reason, remembered per version of
     the file."""
     from moonpin.kb.cache import facts_memo
@@ -119,9 +122,10 @@ def _facts(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
 
     try:
         st = os.stat(pyc)
-        key = (pyc, st.st_size, st.st_mtime_ns)
+        key = (pyc, st.st_size, st.st_mtime_ns, within.root)
         if key not in _READ:  # once per process even when the memo is off (--no-cache)
-            _READ[key] = facts_memo().get("pycode-v2", pyc, lambda: _read(pyc), ok)
+            _READ[key] = facts_memo().get("pycode-v2", pyc, lambda: _read(pyc, within), ok,
+                                          within=within.root)
         return _READ[key]  # type: ignore[no-any-return]
     except OSError:
         return None
@@ -129,17 +133,17 @@ def _facts(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
 
 #: What :func:`_facts` read in this process, by (path, size, mtime): bindings() and
 #: unloadable() of one cache ask it twice, and each read is a child.
-_READ: dict[tuple[str, int, int], Any] = {}
+_READ: dict[tuple[str, int, int, str | None], Any] = {}
 
 
-def strings(pyc: str) -> frozenset[str] | None:
+def strings(pyc: str, within: Confined = NOWHERE) -> frozenset[str] | None:
     """Every string constant of the bytecode in ``pyc`` (its functions' too); None when
     it cannot be read here (read in a held child: :func:`_held`)."""
-    return _held(lambda: _strings(pyc))  # type: ignore[no-any-return]
+    return _held(lambda: _strings(pyc, within))  # type: ignore[no-any-return]
 
 
-def _strings(pyc: str) -> frozenset[str] | None:
-    code = _code(pyc)
+def _strings(pyc: str, within: Confined) -> frozenset[str] | None:
+    code = _code(pyc, within)
     if code is None or isinstance(code, str):
         return None
     out: set[str] = set()
@@ -156,16 +160,14 @@ def _strings(pyc: str) -> frozenset[str] | None:
     return frozenset(out)
 
 
-def _code(pyc: str) -> Any:
+def _code(pyc: str, within: Confined) -> Any:
     """The module code object of the bytecode in ``pyc``; None when it cannot be read here
     (unreadable, over the cap, another interpreter's); a str saying why, when the import's
     own ``marshal.loads`` fails on it (importlib's ``_compile_bytecode``)."""
     import marshal
 
-    from moonpin.kb.files import read_regular
-
     try:
-        data = read_regular(pyc, cap=_CAP, what="bytecode cache")
+        data = within.read(pyc, cap=_CAP, what="bytecode cache")
     except OSError:
         return None
     if data[:4] != _magic():
@@ -179,18 +181,19 @@ def _code(pyc: str) -> Any:
     return code
 
 
-def _read(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
+def _read(pyc: str, within: Confined) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
     from moonpin.preflight.prefetch import held
 
-    how, got = held(lambda: _read_here(pyc))
+    how, got = held(lambda: _read_here(pyc, within))
     if how == "died":  # unmarshalling it ran out of memory or time: so would the import
         return ("declares lengths that take more memory than unmarshalling it may use "
                 "(marshal allocates what they declare)")
     return got  # type: ignore[no-any-return]
 
 
-def _read_here(pyc: str) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
-    code = _code(pyc)
+def _read_here(pyc: str, within: Confined
+               ) -> tuple[dict[str, tuple[Any, ...]], bool] | str | None:
+    code = _code(pyc, within)
     if code is None or isinstance(code, str):
         return code  # type: ignore[no-any-return]
     try:

@@ -149,12 +149,15 @@ class Chain(Host):
         self.python = python
         self.stop = {os.path.normpath(p) for p in stop}
         if importer is None:  # none handed down: one model of this interpreter's importer
+            from moonpin.preflight.access.confined import Confined
             from moonpin.preflight.pyimport.metapath import Importer
 
-            importer = Importer(self.paths, sites, root, self.suffixes)
+            importer = Importer(self.paths, sites, root, self.suffixes, within=Confined(root))
         #: the importer model every module is found with (the check's one, from its
         #: :class:`~moonpin.preflight.env.context.Context`)
         self.importer = importer
+        #: the image root the chain's reads are confined to (its importer's)
+        self.within = importer.within
         self.trace = trace if trace is not None else set()
         self.env_read: dict[str, str | None] = {}
         self.modules: dict[str, ModuleValue] = {}
@@ -175,7 +178,7 @@ class Chain(Host):
         portion)."""
         self._seen(folder)
         if not os.path.isdir(folder):  # a zip archive on sys.path, or nothing
-            from moonpin.preflight.env import zipfs
+            from moonpin.preflight.access import zipfs
 
             got = zipfs.find(folder, tail)
             if got is None:
@@ -285,7 +288,7 @@ class Chain(Host):
         if big:  # past what is read here: judged on its head, else found and not followed
             from moonpin.preflight.pyimport.pychain import unread
 
-            why = unread(file)
+            why = unread(file, self.within)
             if why is not None:
                 raise self._raised(ExcValue("SyntaxError", f"{file}: {why.partition(': ')[2]}",
                                             name, file))
@@ -310,10 +313,11 @@ class Chain(Host):
         1)``), or nothing when it cannot be read at all."""
         import ast
 
-        from moonpin.preflight.env.zipfs import read_source
+        from moonpin.preflight.access.zipfs import read_source
 
         try:
-            ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
+            ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source",
+                                  within=self.within))
         except SyntaxError as e:
             return f": {e.msg}" + (f" (line {e.lineno})" if e.lineno else "")
         except (OSError, ValueError, RecursionError, MemoryError) as e:
@@ -323,11 +327,12 @@ class Chain(Host):
     def _parse(self, file: str) -> Any:
         import ast
 
-        from moonpin.preflight.env.zipfs import read_source
+        from moonpin.preflight.access.zipfs import read_source
 
         self._seen(file)
         try:
-            return ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source"))
+            return ast.parse(read_source(file, cap=_CAP_SOURCE, what="Python source",
+                                         within=self.within))
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 
@@ -412,13 +417,13 @@ class Chain(Host):
             return got
         import ast
 
-        from moonpin.preflight.env.zipfs import read_source
+        from moonpin.preflight.access.zipfs import read_source
 
         self._seen(file)
         out: dict[str, Any] = {}
         try:
-            text = read_source(file, cap=_CAP_SOURCE, what="Python source").decode(
-                "utf-8", "replace")
+            text = read_source(file, cap=_CAP_SOURCE, what="Python source",
+                               within=self.within).decode("utf-8", "replace")
         except OSError:
             text = ""
         unknown: set[str] = set()
@@ -623,7 +628,7 @@ class Chain(Host):
                 self._seen(pkgfile)
                 from moonpin.preflight.pyimport.metapath import pkg_lines
 
-                out.extend(pkg_lines(pkgfile))
+                out.extend(pkg_lines(pkgfile, self.within))
         return out
 
     def _import_module(self, args: list[Any], kwargs: dict[str, Any]) -> Any:

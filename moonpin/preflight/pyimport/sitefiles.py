@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.kb.files import endless, read_regular
-from moonpin.preflight.env.chroot import host_path
+from moonpin.kb.files import endless
+from moonpin.preflight.access.chroot import host_path
+from moonpin.preflight.access.confined import NOWHERE, Confined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,21 +41,21 @@ def site_dirs(paths: Sequence[str]) -> list[str]:
 
 #: ``pth_files`` of each folder as listed at its mtime (a folder's .pth files are asked for
 #: by the path lines and by the path edits in one start: listed once)
-_PTH_FILES: dict[tuple[str, int], list[str]] = {}
+_PTH_FILES: dict[tuple[str, int, str | None], list[str]] = {}
 
 
-def pth_files(site: str) -> list[str]:
+def pth_files(site: str, within: Confined = NOWHERE) -> list[str]:
     """The ``.pth`` files ``site`` processes in ``site``, in its order (a name with a
     leading dot only for an interpreter released before :func:`_skips_hidden`'s fix)."""
     try:
-        key = (site, os.stat(site).st_mtime_ns)
+        key = (site, os.stat(site).st_mtime_ns, within.root)
         got = _PTH_FILES.get(key)
         if got is not None:
             return list(got)
         names = sorted(e.name for e in os.scandir(site) if e.name.endswith(".pth"))
     except (OSError, ValueError):
         return []
-    if any(n.startswith(".") for n in names) and _skips_hidden(site):
+    if any(n.startswith(".") for n in names) and _skips_hidden(site, within):
         names = [n for n in names if not n.startswith(".")]
     got = _PTH_FILES[key] = [os.path.join(site, n) for n in names]
     return list(got)
@@ -65,13 +66,13 @@ def pth_files(site: str) -> list[str]:
 _HIDDEN_SKIPPED = {(3, 8): 19, (3, 9): 19, (3, 10): 14, (3, 11): 8, (3, 12): 2}
 
 
-def _skips_hidden(site: str) -> bool:
+def _skips_hidden(site: str, within: Confined) -> bool:
     """Whether the interpreter of ``site`` skips hidden ``.pth`` files: its release read
     from the virtualenv's ``pyvenv.cfg`` (``<venv>/lib/pythonX.Y/site-packages``); without
     one, a current release is assumed (it does)."""
     cfg = os.path.normpath(os.path.join(site, "..", "..", "..", "pyvenv.cfg"))
     try:
-        text = read_regular(cfg, cap=64 << 10, what="pyvenv.cfg").decode("utf-8", "replace")
+        text = within.read(cfg, cap=64 << 10, what="pyvenv.cfg").decode("utf-8", "replace")
     except OSError:
         return True
     for line in text.splitlines():
@@ -94,12 +95,12 @@ def _split_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def _read_pth(path: str) -> tuple[list[str], list[str], list[list[Any]]]:
+def _read_pth(path: str, within: Confined) -> tuple[list[str], list[str], list[list[Any]]]:
     """A ``.pth`` file's path lines (as written), the modules its ``import`` lines import,
     and its lines in order as ``["path", line]`` or ``["import", [module, ...],
     [module whose .install() the line calls, ...]]`` (``site.addpackage``: a line starting
     with ``#`` and a blank line are skipped)."""
-    text = read_regular(path, cap=_CAP_PTH, what=".pth file").decode("utf-8", "replace")
+    text = within.read(path, cap=_CAP_PTH, what=".pth file").decode("utf-8", "replace")
     lines: list[str] = []
     imports: list[str] = []
     order: list[list[Any]] = []
@@ -129,18 +130,20 @@ def _pth_shape(v: Any) -> bool:
             and isinstance(v[2], list) and all(isinstance(e, list) and e for e in v[2]))
 
 
-def pth_lines(path: str) -> list[list[Any]]:
+def pth_lines(path: str, within: Confined = NOWHERE) -> list[list[Any]]:
     """The lines of a ``.pth`` file in order (see :func:`_read_pth`); [] when unreadable."""
     try:
-        return list(facts_memo().get("pth-v5", path, lambda: _read_pth(path), _pth_shape)[2])
+        return list(facts_memo().get("pth-v5", path, lambda: _read_pth(path, within),
+                                     _pth_shape, within=within.root)[2])
     except OSError:
         return []
 
 
-def pth(path: str) -> tuple[list[str], list[str]]:
+def pth(path: str, within: Confined = NOWHERE) -> tuple[list[str], list[str]]:
     """A ``.pth`` file's path lines and the modules its ``import`` lines import."""
     try:
-        got = facts_memo().get("pth-v5", path, lambda: _read_pth(path), _pth_shape)
+        got = facts_memo().get("pth-v5", path, lambda: _read_pth(path, within), _pth_shape,
+                               within=within.root)
     except OSError:
         return [], []
     return got[0], got[1]
@@ -199,15 +202,16 @@ def line_fails(entry: Sequence[Any], site: str, search: Sequence[str] = ()) -> b
     return False
 
 
-def pth_paths(site: str, root: str | None = None, search: Sequence[str] = ()) -> list[str]:
+def pth_paths(site: str, root: str | None = None, search: Sequence[str] = (),
+              within: Confined = NOWHERE) -> list[str]:
     """The folders the ``.pth`` path lines of ``site`` add to ``sys.path``, in order
     (``root``: the lines are the image's paths, resolved under it). A file's lines after
     an ``import`` line that certainly raises (a missing module: ``search`` holds the other
     folders it may come from; an editable finder that cannot be imported) are not read
     (``site`` ignores the remainder of a file after a failing line)."""
     out: list[str] = []
-    for f in pth_files(site):
-        for entry in pth_lines(f):
+    for f in pth_files(site, within):
+        for entry in pth_lines(f, within):
             if entry[0] == "import":
                 if any(finder_kind(m) is not None and not os.path.isfile(
                         os.path.join(site, m + ".py")) for m in entry[1]) or (
@@ -220,15 +224,16 @@ def pth_paths(site: str, root: str | None = None, search: Sequence[str] = ()) ->
     return out
 
 
-def interpreter_stops(sites: Sequence[str]) -> tuple[str, str] | None:
+def interpreter_stops(sites: Sequence[str], within: Confined = NOWHERE
+                      ) -> tuple[str, str] | None:
     """(why, fix) when ``site``, adding the folders ``sites`` in order, reaches a line that
     ends the interpreter (a file's lines after one that raises an ``Exception`` are not run:
     "Remainder of file ignored") or a ``.pth`` whose read never ends (a FIFO, ``/dev/zero``);
     None otherwise."""
     done: list[str] = []
     for site in sites:
-        for f in pth_files(site):
-            lines = pth_lines(f)
+        for f in pth_files(site, within):
+            lines = pth_lines(f, within)
             if not lines:  # empty, or not read: site blocks on a FIFO, reads /dev/zero on
                 never = endless(f)
                 if never is not None:
@@ -255,8 +260,8 @@ def interpreter_stops(sites: Sequence[str]) -> tuple[str, str] | None:
 # ------------------------------------------------------------------ sys.path edits
 
 
-def path_edits(site: str, custom: bool = True, search: Sequence[str] = ()
-               ) -> list[tuple[str, str]]:
+def path_edits(site: str, custom: bool = True, search: Sequence[str] = (),
+               within: Confined = NOWHERE) -> list[tuple[str, str]]:
     """How the code ``site`` runs from folder ``site`` edits ``sys.path``, in order: each
     ``.pth`` ``import`` line (``import sys; sys.path.insert(0, '/opt/x')``), then a
     ``sitecustomize.py`` there (``import sitecustomize`` runs after every site folder was
@@ -268,8 +273,8 @@ def path_edits(site: str, custom: bool = True, search: Sequence[str] = ()
     other folders a module it imports may come from). ``custom``: whether ``import
     sitecustomize`` would find this folder's (none found in an earlier one)."""
     out: list[tuple[str, str]] = []
-    for f in pth_files(site):
-        for entry in pth_lines(f):
+    for f in pth_files(site, within):
+        for entry in pth_lines(f, within):
             if entry[0] == "import" and len(entry) > 3:
                 fails = line_fails(entry, site, search)
                 if not fails or (len(entry) > 5 and entry[5] is True):  # up to its raise
@@ -279,16 +284,17 @@ def path_edits(site: str, custom: bool = True, search: Sequence[str] = ()
     file = os.path.join(site, "sitecustomize.py")
     if custom and os.path.isfile(file):
         try:
-            got = facts_memo().get("sitecustomize-v1", file, lambda: _custom_edits(file),
-                                   lambda v: isinstance(v, list))
+            got = facts_memo().get("sitecustomize-v1", file,
+                                   lambda: _custom_edits(file, within),
+                                   lambda v: isinstance(v, list), within=within.root)
         except OSError:
             got = []
         out += [(str(op), str(d)) for op, d in got if isinstance(d, str)]
     return out
 
 
-def _custom_edits(path: str) -> list[list[str]]:
-    text = read_regular(path, cap=_CAP_INIT, what="sitecustomize.py")
+def _custom_edits(path: str, within: Confined) -> list[list[str]]:
+    text = within.read(path, cap=_CAP_INIT, what="sitecustomize.py")
     return _edits(text.decode("utf-8", "replace"))
 
 
@@ -405,7 +411,7 @@ def _call_args(node: Any, names: Sequence[str], ast: Any) -> dict[str, Any]:
     return out
 
 
-def _read_finder(path: str) -> dict[str, Any]:
+def _read_finder(path: str, within: Confined) -> dict[str, Any]:
     """What an editable finder module installs when imported, read with ``ast`` (never
     executed): setuptools' ``MAPPING``, ``NAMESPACES`` and ``PATH_PLACEHOLDER``
     (setuptools/command/editable_wheel.py, ``_FINDER_TEMPLATE``); hatchling's
@@ -420,7 +426,7 @@ def _read_finder(path: str) -> dict[str, Any]:
     out: dict[str, Any] = {"mapping": {}, "namespaces": {}, "placeholder": None,
                            "redirects": [], "skbc": None, "mesonpy": None}
     try:
-        tree = ast.parse(read_regular(path, cap=_CAP_FINDER, what="editable finder"))
+        tree = ast.parse(within.read(path, cap=_CAP_FINDER, what="editable finder"))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         out["broken"] = True
         return out
@@ -490,12 +496,13 @@ def _finder_shape(v: Any) -> bool:
             and (v.get("mesonpy") is None or isinstance(v["mesonpy"], dict)))
 
 
-def finder_facts(path: str) -> dict[str, Any]:
+def finder_facts(path: str, within: Confined = NOWHERE) -> dict[str, Any]:
     """:func:`_read_finder` of ``path``, once per version of the file; unreadable: the
     empty record."""
     try:
-        return dict(facts_memo().get("editable-finder-v3", path, lambda: _read_finder(path),
-                                     _finder_shape))
+        return dict(facts_memo().get("editable-finder-v3", path,
+                                     lambda: _read_finder(path, within), _finder_shape,
+                                     within=within.root))
     except OSError:
         return {"mapping": {}, "namespaces": {}, "placeholder": None, "redirects": [],
                 "skbc": None, "mesonpy": None, "broken": True}
@@ -518,10 +525,10 @@ def _is_extend_path(node: Any, ast: Any) -> bool:
     return named and [getattr(a, "id", None) for a in call.args] == ["__path__", "__name__"]
 
 
-def _read_extends(path: str) -> bool:
-    from moonpin.preflight.env.zipfs import read_source
+def _read_extends(path: str, within: Confined) -> bool:
+    from moonpin.preflight.access.zipfs import read_source
 
-    data = read_source(path, cap=_CAP_INIT, what="package __init__")
+    data = read_source(path, cap=_CAP_INIT, what="package __init__", within=within)
     if b"extend_path" not in data:
         return False
     import ast
@@ -533,22 +540,22 @@ def _read_extends(path: str) -> bool:
     return any(_is_extend_path(n, ast) for n in tree.body)
 
 
-def extends_path(init: str) -> bool:
+def extends_path(init: str, within: Confined = NOWHERE) -> bool:
     """Whether the package ``__init__.py`` at ``init`` sets ``__path__ =
     extend_path(__path__, __name__)`` at its top level (mooncake's does), so that its
     submodules are looked up in every folder of its name on the search path."""
     if not init.endswith(".py"):
         return False  # bytecode or an extension: not read
     try:
-        return bool(facts_memo().get("extend-path", init, lambda: _read_extends(init),
-                                     lambda v: isinstance(v, bool)))
+        return bool(facts_memo().get("extend-path", init, lambda: _read_extends(init, within),
+                                     lambda v: isinstance(v, bool), within=within.root))
     except OSError:
         pass
-    from moonpin.preflight.env import zipfs
+    from moonpin.preflight.access import zipfs
 
     if zipfs.archive_of(init) is None:
         return False
     try:  # in a zip archive on sys.path: read from it, not remembered
-        return _read_extends(init)
+        return _read_extends(init, within)
     except OSError:
         return False

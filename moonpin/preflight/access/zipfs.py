@@ -16,9 +16,7 @@ from __future__ import annotations
 import errno
 import os
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
+from moonpin.preflight.access.confined import NOWHERE, Confined
 
 __all__ = ["archive_of", "find", "read", "read_source", "size"]
 
@@ -143,13 +141,13 @@ def read(path: str, cap: int, what: str = "file") -> bytes:
     return data
 
 
-def read_source(path: str, cap: int, what: str = "file") -> bytes:
-    """A regular file's bytes (:func:`moonpin.kb.files.read_regular`), or, for a path
+def read_source(path: str, cap: int, what: str = "file", *,
+                within: Confined = NOWHERE) -> bytes:
+    """A regular file's bytes (:meth:`~moonpin.preflight.access.confined.Confined.read`:
+    one its links take out of the image root ``within`` is refused), or, for a path
     inside a zip archive, the member's (:func:`read`); raises OSError."""
-    from moonpin.kb.files import read_regular
-
     try:
-        return read_regular(path, cap=cap, what=what)
+        return within.read(path, cap=cap, what=what)
     except OSError:
         if archive_of(path) is None:
             raise

@@ -1,0 +1,61 @@
+"""The root a check confines its reads to, as a value: :class:`Confined`, built once for a
+check (:attr:`moonpin.preflight.env.context.Context.confined`) and handed to every read of
+the target's files, never kept in a module.
+
+Judging an image's root from outside it, a path under the root whose symbolic links lead
+out of it (an absolute link to ``/etc/hostname``, read on this host) names a file the image
+does not hold: it is refused as missing (:func:`moonpin.kb.files.read_regular`'s
+``within``), left out of the file-facts memo, and never opened by the readers that open
+files themselves (the loader's tables, bytecode caches). Two checks in one process, of two
+roots or of one root and this machine, each read through their own value. Only ``os`` at
+import."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["NOWHERE", "Confined"]
+
+
+class Confined:
+    """The reads of one check: confined to ``root`` (an image's root folder, taken as its
+    real path once), or to nothing (None: this machine's own files, :data:`NOWHERE`)."""
+
+    __slots__ = ("root",)
+
+    root: str | None
+
+    def __init__(self, root: str | os.PathLike[str] | None) -> None:
+        object.__setattr__(self, "root", None if root is None
+                           else os.path.realpath(root).rstrip("/"))
+
+    def outside(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` lies under the root (as written) but its links take it out."""
+        from moonpin.kb.files import outside
+
+        return outside(path, self.root)
+
+    def read(self, path: str | os.PathLike[str], *, cap: int, what: str = "file",
+             hint: str | None = None, stamp: list[int] | None = None) -> bytes:
+        """:func:`moonpin.kb.files.read_regular` of ``path``, refused as missing when it
+        lies :meth:`outside`."""
+        from moonpin.kb.files import read_regular
+
+        return read_regular(path, cap=cap, what=what, hint=hint, stamp=stamp,
+                            within=self.root)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Confined is frozen: make a new one instead of setting {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Confined) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(("Confined", self.root))
+
+    def __repr__(self) -> str:
+        return f"Confined({self.root!r})"
+
+
+#: The reads of a check of this machine (or of anything not judged under an image root).
+NOWHERE = Confined(None)
