@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.env.context import Context, Run
     from moonpin.preflight.env.target import Target
-    from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement, Torch
+    from moonpin.preflight.extensions.seam import Job, Probe
+    from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.pyimport.importer import Sources
 else:
@@ -198,11 +199,11 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None,
                  run: Run | None = None, env: Any = None, gpu: str | None = None) -> Report:
-    from moonpin.preflight.extensions import mooncake_rule
-
     features = requested_features(launch_args, elastic_ep_backend)
-    # mooncake's rule says which launch choices import it (judged in judge/'s own lines)
-    wanted = {f: b for f, b in features.items() if b in mooncake_rule.CHOICES.get(f, ())}
+    # the OWN_LINES rule (mooncake's) says which launch choices import it: judged in its own
+    # lines (moonpin.preflight.extensions.seam)
+    own = _own_rule()
+    wanted = {f: b for f, b in features.items() if b in own.CHOICES.get(f, ())}
     others = {f: b for f, b in features.items() if f not in wanted}
     if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
         from moonpin.preflight.judge.choices import refused_backends
@@ -217,11 +218,10 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     nothing = _report([CheckResult("mooncake", "skip", f"mooncake backend not requested "
                                    f"({asked}); nothing to check")], strict=False)
     from moonpin.preflight.env.context import Context
+    from moonpin.preflight.extensions.seam import Job
     from moonpin.preflight.installed import image_facts as im
     from moonpin.preflight.judge.fixes import Fixer
-    from moonpin.preflight.judge.pg import check_pg
     from moonpin.preflight.judge.sglang import (
-        check_feature,
         check_launch,
         check_sglang_torch,
         sglang_requirement,
@@ -278,10 +278,12 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     torch = torch_of(torch_d, fixer, add, ctx, im.find_package(ctx, "torch"))
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
+    job = Job(ctx=ctx, wanted=wanted, dists=mooncakes, torch=torch, sglang=sglang,
+              sglang_src=sglang_src, req=None, kb=kb, fixer=fixer, add=add,
+              source_cache=source_cache)
     if "elastic-ep" in wanted and torch is not None and sglang_src is not None:
-        _load_ahead(ctx, sglang_src, kb.requirement(sglang.version if sglang else None),
-                    mooncakes, torch, kb, fixer, source_cache)
-    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src)
+        _load_ahead(own, job, sglang_src, kb.requirement(sglang.version if sglang else None))
+    job.req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.preflight.judge.choices import own_launch
 
@@ -293,14 +295,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         judge_extensions(ctx, features, _FLAGS, torch, dists, add,
                          env=os.environ if env is None else env, gpu=gpu, kb=kb.doc,
                          kb_file=kb.path)
-    pkg = _mooncake_package(ctx, mooncakes, fixer, add)
-    if pkg is None:
+    probe = own.own_lines(job)
+    if probe is None:
         return _report(checks, strict)
-    if "elastic-ep" in wanted:
-        check_pg(pkg, ctx, req, torch, kb, fixer, add)
-    for f in sorted(set(wanted) - {"elastic-ep"}):
-        check_feature(f, ctx, pkg, sglang.version if sglang else None, kb, add,
-                       sglang_src, source_cache)
     ctx.run.cancel()  # a load begun ahead that no check took: not beside the probe
     if deep is None:
         deep = "elastic-ep" in wanted
@@ -314,37 +311,43 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         # does not read, a NUL in its METADATA, still imports and is probed)
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
     else:
-        _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
+        _deep(checks, probe, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
 
 
-def _load_ahead(ctx: Context, src: Sources, req: Requirement | None,
-                mooncakes: list[Dist], torch: Torch, kb: KBView, fixer: Fixer,
-                source_cache: bool) -> None:
-    """On a cold start, the elastic-EP module's load (the check's other long piece) begun on
-    a second core while SGLang's sources are read, for the requirement the KB records for
-    the release (:mod:`moonpin.preflight.prefetch`; a guess the sources then confirm:
-    a load asked for with other inputs is computed afresh)."""
+def _own_rule() -> Any:
+    """The loader rule whose project says its own lines (``OWN_LINES``,
+    :mod:`moonpin.preflight.extensions.seam`)."""
+    from moonpin.preflight.extensions import seam
+
+    (name,) = seam.OWN_LINES
+    return seam.rule_for(name)
+
+
+def _load_ahead(own: Any, job: Job, src: Sources, guess: Requirement | None) -> None:
+    """On a cold start, the OWN_LINES rule's long piece (mooncake's elastic-EP module's load)
+    begun on a second core while SGLang's sources are read, for the requirement the KB
+    records for the release (:mod:`moonpin.preflight.prefetch`; a guess the sources then
+    confirm: a load asked for with other inputs is computed afresh)."""
     from moonpin.preflight.installed import sources
 
-    if not sources.will_read(src, source_cache):
-        return
-    pkg = _mooncake_package(ctx, mooncakes, fixer, lambda c: None)
-    if pkg is None:
+    if not sources.will_read(src, job.source_cache):
         return
     from moonpin.preflight import prefetch
-    from moonpin.preflight.judge.pg import check_pg
+    from moonpin.preflight.extensions.seam import Job
 
     def work() -> dict[str, object]:  # in the child: each load it computes, recorded
         record: dict[str, object] = {}
-        ctx.run.record = record
-        check_pg(pkg, ctx, req, torch, kb, fixer, lambda c: None)
+        job.ctx.run.record = record
+        own.ahead(Job(ctx=job.ctx, wanted=job.wanted, dists=job.dists, torch=job.torch,
+                      sglang=job.sglang, sglang_src=job.sglang_src, req=guess, kb=job.kb,
+                      fixer=job.fixer, add=lambda c: None, source_cache=job.source_cache))
         return record
 
     child = prefetch.start(work)
     if child is not None:
-        ctx.run.pending.append(child)
+        job.ctx.run.pending.append(child)
 
 
 def _where(ctx: Context, target: Target, given_sites: bool, dists: dict[str, Dist],
@@ -432,114 +435,16 @@ def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist],
     return dists, mooncakes
 
 
-def _mooncake_package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
-                      add: Callable[[CheckResult], None]) -> str | None:
-    """The mooncake/ package folder the installed distributions provide, or None (said)."""
-    from moonpin.preflight.installed.image_facts import locate
-
-    if not mooncakes:
-        add(CheckResult("mooncake installed", "fail",
-                        "no mooncake distribution installed (none installed)", fixer.line()))
-        return None
-    listing = ", ".join(f"{d.name} {d.version}" for d in mooncakes)
-    by_root: dict[str, list[Dist]] = {}
-    for d in mooncakes:
-        if d.files is None or any(f.lstrip("./").startswith("mooncake/") for f in d.files):
-            by_root.setdefault(d.root, []).append(d)
-    clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
-    if clash:
-        said = f"{len(clash)} mooncake distributions installed over one mooncake/ folder " \
-               f"({', '.join(f'{d.name} {d.version}' for d in clash)})"
-        owner, wrong = _owner(clash)
-        if owner is not None:
-            # every file the import can load is the one this distribution installed
-            add(CheckResult("mooncake installed", "warn",
-                            f"{said}: every file of {owner.name} {owner.version} there is the "
-                            "one it installed (its RECORD hashes), so the import loads it; "
-                            "uninstalling either distribution later removes the shared files",
-                            fixer.pip([f"{owner.name}=={owner.version}"],
-                                      "clean up: one distribution over the folder"),
-                            (clash[0].root,)))
-        else:
-            add(CheckResult("mooncake installed", "fail",
-                            f"{said}: its files are a mix of both ({wrong})",
-                            fixer.line() if fixer.line().startswith("pip ") else
-                            f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
-                            f"{fixer.line()}",
-                            (clash[0].root,)))
-    found = locate(ctx, "mooncake")
-    pkg = found.folder if found is not None else None
-    if not clash:  # named where it is when not in a distribution's own folder
-        elsewhere = found is not None and not any(
-            found.folder == os.path.join(d.root, "mooncake") for d in mooncakes)
-        add(CheckResult("mooncake installed", "pass", listing + (
-            f" from {found.folder} ({'editable' if found.editable else found.how})"
-            if found is not None and elsewhere else "")))
-    if pkg is None:
-        add(CheckResult("mooncake package", "fail",
-                        f"{listing} is installed but no mooncake/ package folder was found",
-                        fixer.reinstall()))
-    return pkg
-
-
-def _owner(clash: list[Dist]) -> tuple[Dist | None, str]:
-    """Of distributions sharing one ``mooncake/`` folder, the one whose every package file
-    (``mooncake/…``, its ``….libs/``) is on disk with its RECORD hash and size, or None and
-    what is wrong for each (missing, another build's)."""
-    import base64
-    import hashlib
-    import stat
-
-    def bad(d: Dist) -> list[str]:
-        own = [(rel, h) for rel, h in d.hashes.items() if "__pycache__" not in rel and (
-            rel.startswith("mooncake/") or rel.split("/", 1)[0].endswith(".libs"))]
-        if not own:
-            return ["its RECORD has no hashes"]
-        out = []
-        for rel, (digest, size) in own:
-            path = os.path.join(d.root, rel)
-            try:
-                st = os.stat(path)
-                if not stat.S_ISREG(st.st_mode):
-                    raise OSError("not a regular file")
-                h = hashlib.sha256()
-                if st.st_size == size:
-                    with open(path, "rb") as f:
-                        for chunk in iter(lambda: f.read(1 << 20), b""):
-                            h.update(chunk)
-            except OSError:
-                out.append(f"{rel} missing")
-                continue
-            if st.st_size != size or base64.urlsafe_b64encode(
-                    h.digest()).rstrip(b"=").decode() != digest:
-                out.append(f"{rel} is another build's")
-        return out
-
-    said = []
-    for d in clash:
-        wrong = bad(d)
-        if not wrong:
-            return d, ""
-        said.append(f"{d.name}: {', '.join(wrong[:3])}"
-                    + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""))
-    return None, "; ".join(said)
-
-
-def _deep(checks: list[CheckResult], pkg: str, req: Requirement | None,
-          site_packages: Sequence[StrPath] | None, timeout: float, python: str) -> None:
+def _deep(checks: list[CheckResult], probe: Probe, site_packages: Sequence[StrPath] | None,
+          timeout: float, python: str) -> None:
     """The deep probe's results added to ``checks``; what it saw then settles a light
     library guess (:func:`moonpin.preflight.probe.deep_probe._downgrade_light_libraries`)."""
-    from moonpin.preflight.installed.image_facts import PG_MODULES
     from moonpin.preflight.probe.deep_probe import deep_probe, downgrade_light_libraries
 
-    module = req.module if req is not None and req.module else next(
-        (m for m in PG_MODULES if os.path.isfile(os.path.join(pkg, f"{m.split('.')[1]}.py"))),
-        None)
-    if module is None:
-        checks.append(CheckResult("deep probe", "skip", "no process-group module to import"))
+    if probe.module is None:
+        checks.append(CheckResult("deep probe", "skip", probe.why))
         return
-    for r in deep_probe(module, req.names if req is not None else (), site_packages, timeout,
-                         python):
+    for r in deep_probe(probe.module, probe.names, site_packages, timeout, python):
         # the light check's install line, where it has one, fixes what the deep
         # probe then sees: say that line rather than the library hint
         pip_fix = next((c.fix for c in checks if c.status == "fail" and c.fix

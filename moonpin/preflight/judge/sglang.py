@@ -1,22 +1,18 @@
 """What the installed SGLang release needs, checked against the image: its process-group
-requirement (its sources, else the knowledge base), the torch it pins, the elastic-EP rules
-on the worker's launch arguments, and the mooncake modules its other features import."""
+requirement (its sources, else the knowledge base), the torch it pins, and the elastic-EP
+rules on the worker's launch arguments."""
 
 from __future__ import annotations
 
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.preflight.installed.build_facts import read_build
 from moonpin.preflight.installed.image_facts import (
-    CAP_BUILD,
     Dist,
     KBView,
     analyze_sglang,
     canon,
-    file_suffix,
     locate,
-    module_file,
     read_bytes,
     record_paths,
     sglang_sources,
@@ -33,7 +29,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
 
-__all__ = ["check_feature", "check_launch", "check_sglang_torch", "editable_dist",
+__all__ = ["check_launch", "check_sglang_torch", "editable_dist",
            "kb_launch", "sglang_requirement"]
 
 
@@ -249,73 +245,6 @@ def _describe(r: _Requirement) -> str:
     names = ", ".join(r.names) or "no names"
     backends = ", ".join(r.backends) or "no backend literals"
     return f"{r.module} ({names}; backends {backends})"
-
-
-def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb: KBView,
-                   add: Callable[[CheckResult], None], sglang_pkg: Sources | None = None,
-                   source_cache: bool = True) -> None:
-    """A mooncake feature other than elastic EP: the modules and names this SGLang release
-    imports for it unconditionally must be installed. What it imports comes from the KB's
-    import records, or, for a release the KB does not know, from the installed sources."""
-    known = kb.feature_imports(version, feature) if kb.ok else None
-    records: list[dict[str, Any]] = known or []
-    origin = ""
-    if known is None:
-        scanned = None
-        if sglang_pkg is not None:
-            from moonpin.preflight.installed import sources
-
-            try:
-                scanned = sources.scan(sglang_pkg, use_cache=source_cache, every_import=True)
-            except OSError:
-                scanned = None
-        if scanned is None:
-            add(CheckResult(feature, "skip", "what this SGLang imports for it is neither in the "
-                            "knowledge base nor readable from its sources; only the "
-                            "installation is checked"))
-            return
-        records = [{"module": i.module, "names": list(i.names), "feature": i.feature,
-                    "optional": i.optional, "member": i.path, "line": i.line}
-                   for i in scanned.feature_imports]
-        origin = " (from the installed sources; the KB does not know this release)"
-    needs: dict[str, set[str]] = {}
-    for imp in records:
-        if imp.get("feature") == feature and not imp.get("optional"):
-            needs.setdefault(imp["module"], set()).update(imp.get("names") or ())
-    if not needs:
-        add(CheckResult(feature, "pass", f"sglang {version} imports no mooncake module for it "
-                        "unconditionally" + origin))
-        return
-    problems = []
-    for module, names in sorted(needs.items()):
-        short = module.removeprefix("mooncake.")
-        path = (module_file(ctx, pkg, short) if short != module
-                else os.path.join(pkg, "__init__.py"))
-        if path is None or not os.path.isfile(path):
-            problems.append(f"{module} is not installed")
-            continue
-        facts = read_build(path, names)
-        if facts.error:
-            problems.append(facts.error)
-            continue
-        absent = sorted(names - facts.names) if file_suffix(path) in (".py", ".so") else []
-        if absent and file_suffix(path) == ".so":
-            # The linker merges a string into the tail of a longer one ("TransferEngine" into
-            # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
-            data = read_bytes(path, CAP_BUILD, "extension build")
-            absent = [n for n in absent if n.encode() + b"\0" not in data]
-        if absent:
-            problems.append(f"{module} lacks {', '.join(absent)}")
-    evidence = tuple(f"{i['member']}:{i['line']}" for i in records
-                     if i.get("feature") == feature and not i.get("optional"))
-    if problems:
-        add(CheckResult(feature, "fail", f"sglang {version} needs for {feature}: "
-                        + "; ".join(problems) + origin, "install the mooncake release this "
-                        "SGLang release is built and tested with", evidence))
-    else:
-        add(CheckResult(feature, "pass", "provides " + ", ".join(
-            f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items()))
-            + origin, evidence=evidence))
 
 
 _VERSION_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.+")
