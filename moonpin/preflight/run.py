@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.env.context import Context, Run
     from moonpin.preflight.env.target import Target
-    from moonpin.preflight.extensions.seam import Job, Probe
-    from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement
+    from moonpin.preflight.extensions.seam import Probe
+    from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement, Torch
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.pyimport.importer import Sources
 else:
@@ -124,12 +124,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     env: Any = os.environ
     if rootfs is not None:
         from moonpin.preflight.env import target as tg
-        from moonpin.preflight.env.rootfs import (
-            bundle,
-            for_image,
-            target_for,
-            with_overrides,
-        )
+        from moonpin.preflight.env.rootfs import bundle, target_for, with_overrides
         from moonpin.preflight.env.rootfs import image_env as env_of
 
         try:
@@ -144,6 +139,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                                         "folder of an unpacked image (--rootfs) holding its "
                                         "Python")], strict, could_not_check=True)
     from moonpin.kb.files import confine
+    from moonpin.preflight import written
     from moonpin.preflight.env.context import Run
 
     run = Run()  # what this check starts beside reading (children computing ahead)
@@ -160,36 +156,14 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               found=found if where else None, partial_root=partial_root,
                               seen=seen, run=run, env=env, gpu=gpu)
         report.found = found
-        if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
-            from moonpin.preflight.env.pep668 import for_target
-
-            chosen = seen.get("target")
-            report = for_target(report, chosen.managed if chosen is not None else None)
+        report = written.for_pip(report, seen.get("target"))
     finally:
-        run.close()  # a load begun ahead and not taken: its child is ended
+        if run.pending or run.ready:  # a load begun ahead and not taken: its child is ended
+            run.close()
         confine(None)
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
-    return _for_shell(report, python) if target is None else for_image(report, target)
-
-
-def _for_shell(report: Report, python: str | None) -> Report:
-    """``report`` with its pip fix lines written to be pasted into a shell
-    (:func:`moonpin.preflight.judge.fixes.shell_line`): run by the ``--python`` interpreter's
-    own pip (``PY -m pip``) when one is given, a note as a shell comment."""
-    if not any(c.fix and c.fix.startswith("pip ") for c in report.checks):
-        return report
-    import shlex
-
-    from moonpin.preflight.judge.fixes import shell_line
-
-    pip = f"{shlex.quote(python)} -m pip" if python is not None else "pip"
-    checks = [CheckResult(c.name, c.status, c.message,
-                          shell_line(c.fix, pip) if c.fix else c.fix, c.evidence)
-              for c in report.checks]
-    out = Report(checks, report.usable, report.exit_code)
-    out.found = report.found
-    return out
+    return written.for_target(report, target, python)
 
 
 def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
@@ -199,39 +173,32 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None,
                  run: Run | None = None, env: Any = None, gpu: str | None = None) -> Report:
+    """The walk: each room entered once, in the order of its layers (ARCHITECTURE.md; held by
+    ``tests/preflight/test_walk.py``): the environment, the importer's model, what is
+    installed, the judgements every project shares, the extensions' rules with the
+    ``OWN_LINES`` rule's own lines, the probe. What a room found is handed to the next as
+    values; a room says its lines with ``add``."""
     features = requested_features(launch_args, elastic_ep_backend)
-    # the OWN_LINES rule (mooncake's) says which launch choices import it: judged in its own
+    # the OWN_LINES rule (mooncake's) says which launch choices import it; judged in its own
     # lines (moonpin.preflight.extensions.seam)
     own = _own_rule()
     wanted = {f: b for f, b in features.items() if b in own.CHOICES.get(f, ())}
     others = {f: b for f, b in features.items() if f not in wanted}
-    if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
-        from moonpin.preflight.judge.choices import refused_backends
-
-        said: list[CheckResult] = []
-        target = target or _target(site_packages, python, said.append)
-        refused = (refused_backends(others, _FLAGS, target, kb_path)
-                   if target is not None else [])
-        if refused:
-            return _report(refused, strict=False, could_not_check=True)
-    asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
-    nothing = _report([CheckResult("mooncake", "skip", f"mooncake backend not requested "
+    asked = ", ".join(f"{f}={b}" for f, b in features.items()) or f"no {own.IMPORT} flag"
+    nothing = _report([CheckResult(own.IMPORT, "skip", f"{own.IMPORT} backend not requested "
                                    f"({asked}); nothing to check")], strict=False)
-    from moonpin.preflight.env.context import Context
-    from moonpin.preflight.extensions.seam import Job
-    from moonpin.preflight.installed import image_facts as im
-    from moonpin.preflight.judge.fixes import Fixer
-    from moonpin.preflight.judge.sglang import (
-        check_launch,
-        check_sglang_torch,
-        sglang_requirement,
-    )
-
     checks: list[CheckResult] = []
     add = checks.append
-    target = target or _target(site_packages, python, add)
-    if target is None:
-        return _report(checks, strict, could_not_check=True) if wanted else nothing
+    env = os.environ if env is None else env
+    kb_file = os.fspath(kb_path) if kb_path is not None else None
+
+    # env: which environment, and the Context every room reads it through
+    said: list[CheckResult] = []
+    target = target or _target(site_packages, python, said.append)
+    if target is None:  # (a typo among the backends is not judged without an environment)
+        return _report(said, strict, could_not_check=True) if wanted else nothing
+    from moonpin.preflight.env.context import Context
+
     if seen is not None:
         seen["target"] = target
     paths = target.paths
@@ -239,66 +206,112 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run,
                      env=env)
     add(CheckResult("target", "pass", target.describe()))
+    tag = target.tag  # the Python tag fix lines name (cp312)
     if target.guessed is not None:
         add(CheckResult("interpreter", "warn", *target.guessed))
-    if not wanted:  # the other extensions only (moonpin.preflight.extensions)
+    if not wanted:  # the other extensions only (moonpin.preflight.extensions_only)
+        if others:
+            from moonpin.preflight.judge.choices import refused_backends
+
+            refused = refused_backends(others, _FLAGS, target, kb_path)
+            if refused:  # a typo is not "mooncake not requested": SGLang refuses it at launch
+                return _report(refused, strict=False, could_not_check=True)
         from moonpin.preflight.extensions_only import judge_alone
 
-        lines = judge_alone(ctx, features, _FLAGS, os.environ if env is None else env, gpu,
-                            os.fspath(kb_path) if kb_path is not None else None)
+        lines = judge_alone(ctx, features, _FLAGS, env, gpu, kb_file)
         return _report([*checks, *lines], strict) if lines else nothing
-    if site_packages is not None or target.root is not None:  # (an interpreter that answered
-        from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
+
+    # pyimport: an interpreter that cannot start (an interpreter that answered ran its own
+    # lines)
+    stop = None
+    if site_packages is not None or target.root is not None:
+        from moonpin.preflight.pyimport.sitefiles import interpreter_stops
 
         stop = interpreter_stops(target.sites or ())
-        if stop is not None:
-            add(CheckResult("interpreter", "fail", *stop))
-            return _report(checks, strict)
-    unlisted = [u for u in map(im.unlistable, paths) if u] if site_packages is not None else []
+
+    # installed: what the importer finds, the distributions, SGLang's sources, the KB
+    from moonpin.preflight.installed import image_facts as im
+
+    unlisted = ([u for u in map(im.unlistable, paths) if u]
+                if site_packages is not None and stop is None else [])
+    if stop is None and not unlisted:
+        sglang_src = im.sglang_sources(ctx, source_cache)
+        dists, owned = im.by_name(paths)
+        sglang, torch_d = dists.get("sglang"), dists.get("torch")
+        kb, kb_said = _knowledge_base(kb_file, sglang.version if sglang else None)
+        if found is not None:
+            found.update(_where(ctx, target, site_packages is not None and python is None,
+                                dists, owned, sglang_src, own.IMPORT))
+        torch_found = im.find_package(ctx, "torch")
+        guess = kb.requirement(sglang.version if sglang else None)
+        from moonpin.preflight.installed import sources
+
+        begin = ("elastic-ep" in wanted and sglang_src is not None
+                 and sources.will_read(sglang_src, source_cache))
+
+    # judge: what every project shares (a backend SGLang refuses, torch, SGLang's needs and
+    # pins, the launch line)
+    if others:
+        from moonpin.preflight.judge.choices import refused_backends
+
+        refused = refused_backends(others, _FLAGS, target, kb_path)
+        if refused:  # a typo is not "mooncake not requested": SGLang refuses it at launch
+            return _report(refused, strict=False, could_not_check=True)
+    if stop is not None:
+        add(CheckResult("interpreter", "fail", *stop))
+        return _report(checks, strict)
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
         add(CheckResult("site-packages", "fail", "; ".join(unlisted) + ": nothing installed "
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    sglang_src = im.sglang_sources(ctx, source_cache)
-    kb_file = os.fspath(kb_path) if kb_path is not None else None
-    fixer = Fixer(fix_provider, kb_file)
-    fixer.python = target.tag
-    if target.machine is not None:
-        fixer.arch = target.machine
-    add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
-    dists, mooncakes = _distributions(paths, fixer)
-    kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
-    if found is not None:
-        found.update(_where(ctx, target, site_packages is not None and python is None, dists,
-                            mooncakes, sglang_src))
-    sglang, torch_d = dists.get("sglang"), dists.get("torch")
+    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.judge.sglang import (
+        check_launch,
+        check_sglang_torch,
+        sglang_requirement,
+    )
     from moonpin.preflight.judge.torch_check import torch_of
 
-    torch = torch_of(torch_d, fixer, add, ctx, im.find_package(ctx, "torch"))
+    fixer = Fixer(fix_provider, kb_file)
+    fixer.python = tag
+    if target.machine is not None:
+        fixer.arch = target.machine
+    fixer.installed(dists, owned)  # the fix lines learn the installed versions
+    add(CheckResult("launch", "pass", f"{own.IMPORT} requested for "
+                    + ", ".join(sorted(wanted))))
+    add(kb_said)
+    torch = torch_of(torch_d, fixer, add, ctx, torch_found)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
-    job = Job(ctx=ctx, wanted=wanted, dists=mooncakes, torch=torch, sglang=sglang,
-              sglang_src=sglang_src, req=None, kb=kb, fixer=fixer, add=add,
-              source_cache=source_cache)
-    if "elastic-ep" in wanted and torch is not None and sglang_src is not None:
-        _load_ahead(own, job, sglang_src, kb.requirement(sglang.version if sglang else None))
-    job.req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src)
+    # on a cold start the OWN_LINES rule's long piece is begun on a second core while
+    # SGLang's sources are read, for the requirement the KB records for the release (a
+    # guess the sources then confirm: a load asked for with other inputs is computed afresh)
+    ahead = _ahead(own, ctx, wanted, owned, torch, sglang, sglang_src, guess, kb, fixer,
+                   source_cache) if begin and torch is not None else None
+    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src, ahead)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.preflight.judge.choices import own_launch
 
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
                      own_launch(sglang_src, sglang, kb))
-    if torch is not None:  # the worker's other native extensions
+
+    # extensions: the worker's other native extensions, one line each; then the OWN_LINES
+    # rule's own lines
+    from moonpin.preflight.extensions.seam import Job
+
+    if torch is not None:
         from moonpin.preflight.extensions.verdict import judge_extensions
 
-        judge_extensions(ctx, features, _FLAGS, torch, dists, add,
-                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc,
-                         kb_file=kb.path)
-    probe = own.own_lines(job)
+        judge_extensions(ctx, features, _FLAGS, torch, dists, add, env=env, gpu=gpu,
+                         kb=kb.doc, kb_file=kb.path)
+    probe = own.own_lines(Job(ctx=ctx, wanted=wanted, dists=owned, torch=torch,
+                              sglang=sglang, sglang_src=sglang_src, req=req, kb=kb,
+                              fixer=fixer, add=add, source_cache=source_cache))
     if probe is None:
         return _report(checks, strict)
-    ctx.run.cancel()  # a load begun ahead that no check took: not beside the probe
+
+    # probe: the target's own interpreter imports the module (not for an image's files)
     if deep is None:
         deep = "elastic-ep" in wanted
     if target.root is not None:
@@ -306,7 +319,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "files: --rootfs/--image); light checks only"))
     elif not deep:
         add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
-    elif torch is None and im.find_package(ctx, "torch") is None:
+    elif torch is None and torch_found is None:
         # what the import finds decides, not the metadata (a torch folder whose dist-info
         # does not read, a NUL in its METADATA, still imports and is probed)
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
@@ -318,57 +331,53 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
 def _own_rule() -> Any:
     """The loader rule whose project says its own lines (``OWN_LINES``,
-    :mod:`moonpin.preflight.extensions.seam`)."""
+    :mod:`moonpin.preflight.extensions.seam`), imported, not asked: the walk enters the
+    extensions' room once, after the judgements every project shares."""
+    import importlib
+
     from moonpin.preflight.extensions import seam
 
     (name,) = seam.OWN_LINES
-    return seam.rule_for(name)
+    return importlib.import_module(f"{seam.__name__.rpartition('.')[0]}.{seam.RULES[name]}")
 
 
-def _load_ahead(own: Any, job: Job, src: Sources, guess: Requirement | None) -> None:
-    """On a cold start, the OWN_LINES rule's long piece (mooncake's elastic-EP module's load)
-    begun on a second core while SGLang's sources are read, for the requirement the KB
-    records for the release (:mod:`moonpin.preflight.prefetch`; a guess the sources then
-    confirm: a load asked for with other inputs is computed afresh)."""
-    from moonpin.preflight.installed import sources
+def _ahead(own: Any, ctx: Context, wanted: dict[str, str], owned: list[Dist], torch: Torch,
+           sglang: Dist | None, src: Sources | None, guess: Requirement | None, kb: KBView,
+           fixer: Fixer, source_cache: bool) -> Callable[[], dict[str, object]]:
+    """The OWN_LINES rule's ``ahead`` hook as work for a child
+    (:mod:`moonpin.preflight.prefetch`), run there only: each load it computes, recorded."""
 
-    if not sources.will_read(src, job.source_cache):
-        return
-    from moonpin.preflight import prefetch
-    from moonpin.preflight.extensions.seam import Job
+    def work() -> dict[str, object]:
+        from moonpin.preflight.extensions.seam import Job
 
-    def work() -> dict[str, object]:  # in the child: each load it computes, recorded
         record: dict[str, object] = {}
-        job.ctx.run.record = record
-        own.ahead(Job(ctx=job.ctx, wanted=job.wanted, dists=job.dists, torch=job.torch,
-                      sglang=job.sglang, sglang_src=job.sglang_src, req=guess, kb=job.kb,
-                      fixer=job.fixer, add=lambda c: None, source_cache=job.source_cache))
+        ctx.run.record = record
+        own.ahead(Job(ctx=ctx, wanted=wanted, dists=owned, torch=torch, sglang=sglang,
+                      sglang_src=src, req=guess, kb=kb, fixer=fixer, add=lambda c: None,
+                      source_cache=source_cache))
         return record
 
-    child = prefetch.start(work)
-    if child is not None:
-        job.ctx.run.pending.append(child)
+    return work
 
 
 def _where(ctx: Context, target: Target, given_sites: bool, dists: dict[str, Dist],
-           mooncakes: list[Dist], sglang_src: Sources | None = None) -> dict[str, Any]:
-    """Where the importer finds sglang, mooncake and torch, for ``--json``
-    (:func:`moonpin.preflight.installed.where.where`); ``PYTHONPATH`` is the target's unless the
-    environment is ``--site-packages`` folders, which do not add it."""
+           owned: list[Dist], sglang_src: Sources | None, own: str) -> dict[str, Any]:
+    """Where the importer finds sglang, the OWN_LINES project (``own``: mooncake) and torch,
+    for ``--json`` (:func:`moonpin.preflight.installed.where.where`); ``PYTHONPATH`` is the
+    target's unless the environment is ``--site-packages`` folders, which do not add it."""
     from moonpin.preflight.installed.image_facts import locate
-    from moonpin.preflight.installed.where import where
-    from moonpin.preflight.judge.sglang import editable_dist
+    from moonpin.preflight.installed.where import editable_dist, where
 
     pythonpath = [] if given_sites else [
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     out = {}
-    for name in ("sglang", "mooncake", "torch"):
+    for name in ("sglang", own, "torch"):
         got = locate(ctx, name)
         dist: Dist | None
-        if name == "mooncake":
-            owner = [d for d in mooncakes if got is not None
-                     and got.folder == os.path.join(d.root, "mooncake")]
-            dist = (owner or mooncakes)[0] if owner or mooncakes else None
+        if name == own:
+            owner = [d for d in owned if got is not None
+                     and got.folder == os.path.join(d.root, own)]
+            dist = (owner or owned)[0] if owner or owned else None
         else:
             dist = dists.get(name)
         out[name] = where(got, target.paths, target.sites, pythonpath, dist,
@@ -404,35 +413,23 @@ def _target(site_packages: Sequence[StrPath] | None, python: str | None,
         return None
 
 
-def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
-                    sglang: str | None = None) -> KBView:
-    """The KB as the check reads it; ``sglang``: the installed release (its entry is all a
-    start that passes reads of the resolved index)."""
+def _knowledge_base(kb_file: str | None, sglang: str | None = None
+                    ) -> tuple[KBView, CheckResult]:
+    """The KB as the check reads it, and the line that says so; ``sglang``: the installed
+    release (its entry is all a start that passes reads of the resolved index)."""
     from moonpin.kb.paths import default_kb_file
     from moonpin.preflight.installed.image_facts import KBView
 
     kb = KBView(kb_file or default_kb_file(), sglang)
     if not kb.ok:
-        add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
-                        "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
-    else:
-        from moonpin.resolver.resolved import age_note
+        return kb, CheckResult("kb", "warn", kb.msg + "; the image is still read",
+                               "run `moonpin scrape --full` to rebuild it, or pass --kb PATH")
+    from moonpin.resolver.resolved import age_note
 
-        old = age_note(kb.path)
-        add(CheckResult("kb", "warn", f"read {kb.msg}; {old}",
-                        "run `moonpin scrape` (or pass a newer KB with --kb)")
-            if old else CheckResult("kb", "pass", f"read {kb.msg}"))
-    return kb
-
-
-def _distributions(paths: Sequence[str], fixer: Fixer) -> tuple[dict[str, Dist], list[Dist]]:
-    """The installed distributions by name (the first on the path wins), and every mooncake
-    one; the fix lines learn their versions."""
-    from moonpin.preflight.installed.image_facts import by_name
-
-    dists, mooncakes = by_name(paths)
-    fixer.installed(dists, mooncakes)
-    return dists, mooncakes
+    old = age_note(kb.path)
+    return kb, (CheckResult("kb", "warn", f"read {kb.msg}; {old}",
+                            "run `moonpin scrape` (or pass a newer KB with --kb)")
+                if old else CheckResult("kb", "pass", f"read {kb.msg}"))
 
 
 def _deep(checks: list[CheckResult], probe: Probe, site_packages: Sequence[StrPath] | None,
@@ -666,12 +663,16 @@ def check_image_file(path: str, platform: str | None = None, *,
                      gpu: str | None = None, image_env: Sequence[str] = (),
                      interpreter: str | None = None) -> Report:
     """``--image``: the image file at ``path`` (``platform``: the image of a multi-platform
-    index) unpacked to a temporary folder, judged as ``--rootfs`` with its config (``gpu``,
-    ``image_env``, ``interpreter``: as :func:`check_image` takes them)."""
+    index) unpacked to a temporary folder, removed afterwards (also on an error or an
+    interrupt), judged as ``--rootfs`` with its config (``gpu``, ``image_env``,
+    ``interpreter``: as :func:`check_image` takes them)."""
+    import shutil
+    import tempfile
+
     try:
         import importlib
 
-        from moonpin.preflight.env.rootfs import unpacked
+        from moonpin.preflight.env.rootfs import unpack_to
 
         ImageError = importlib.import_module("moonpin.readers.image.manifest").ImageError
     except ImportError as e:
@@ -679,17 +680,20 @@ def check_image_file(path: str, platform: str | None = None, *,
                                     f"files ({e})", "unpack the image (`docker export`, "
                                     "`umoci unpack`) and pass --rootfs DIR")],
                        strict=False, could_not_check=True)
+    dest = tempfile.mkdtemp(prefix="moonpin-image.")
     try:
-        with unpacked(path, platform) as (root, config):
-            return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
-                               kb_path=kb_path, strict=strict, source_cache=False,
-                               rootfs=root, config=config, partial_root=True, gpu=gpu,
-                               image_env=image_env, interpreter=interpreter)
+        config = unpack_to(path, platform, dest)
+        return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
+                           kb_path=kb_path, strict=strict, source_cache=False,
+                           rootfs=dest, config=config, partial_root=True, gpu=gpu,
+                           image_env=image_env, interpreter=interpreter)
     except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
         tip = getattr(e, "tip", None) or getattr(e, "hint", None)
         return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
                                     "layout or archive, or a `docker save` tarball")],
                        strict=False, could_not_check=True)
+    finally:  # here, not in the environment's room: the walk leaves it once
+        shutil.rmtree(dest, ignore_errors=True)
 
 
 def _errors(report: Report) -> None:

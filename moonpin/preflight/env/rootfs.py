@@ -27,20 +27,19 @@ interpreter is not the ``python3`` of the image's ``PATH``). No deep probe runs.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager as _contextmanager
 
 from moonpin.preflight.env import chroot as rootfs
 from moonpin.preflight.env.target import Target, TargetError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
     from typing import Any
 
     from moonpin.preflight.result import Report
 
 __all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "dockerfile_fix", "for_image", "image_env",
-           "target_for", "unpacked", "with_overrides"]
+           "target_for", "unpack_to", "with_overrides"]
 
 #: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -625,24 +624,17 @@ def for_image(report: Report, target: Target) -> Report:
     return out
 
 
-@_contextmanager
-def unpacked(path: str, platform: str | None) -> Iterator[tuple[str, Any]]:
-    """The image file at ``path`` unpacked (:func:`moonpin.readers.image.layers.unpack`) into a
-    temporary folder, removed afterwards (also on an error or an interrupt): yields (folder,
-    config). Raises :class:`moonpin.readers.image.manifest.ImageError`, or :class:`ImportError`
-    when this moonpin has no image reader."""
+def unpack_to(path: str, platform: str | None, dest: str) -> Any:
+    """The image file at ``path`` unpacked (:func:`moonpin.readers.image.layers.unpack`) into
+    the folder ``dest`` (the caller's to remove, also on an error or an interrupt): its
+    config. Raises :class:`moonpin.readers.image.manifest.ImageError`, or
+    :class:`ImportError` when this moonpin has no image reader."""
     import importlib
-    import shutil
-    import tempfile
 
     ri: Any = importlib.import_module("moonpin.readers.image.manifest")
     unpack: Any = getattr(ri, "unpack", None)
     if unpack is None:  # the layers' reader beside it
         unpack = importlib.import_module("moonpin.readers.image.layers").unpack
     img = ri.open_image(path, platform)
-    dest = tempfile.mkdtemp(prefix="moonpin-image.")
-    try:
-        unpack(img, dest)
-        yield dest, img.config
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
+    unpack(img, dest)
+    return img.config

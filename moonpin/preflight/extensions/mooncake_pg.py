@@ -622,8 +622,8 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                     + PREBUILD, evidence=(loader,)))
 
 
-def package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
-                      add: Callable[[CheckResult], None]) -> str | None:
+def package(ctx: Context, mooncakes: Sequence[Dist], fixer: Fixer,
+            add: Callable[[CheckResult], None]) -> str | None:
     """The mooncake/ package folder the installed distributions provide, or None (said)."""
     if not mooncakes:
         add(CheckResult("mooncake installed", "fail",

@@ -117,15 +117,20 @@ def own_lines(job: Job) -> Probe | None:
     imports for it; what the deep probe imports, or None when no mooncake package is there."""
     from moonpin.preflight.extensions.seam import Probe
 
-    pkg = package(job.ctx, job.dists, job.fixer, job.add)
-    if pkg is None:
-        return None
-    if "elastic-ep" in job.wanted:
-        check_pg(pkg, job.ctx, job.req, job.torch, job.kb, job.fixer, job.add)
-    version = job.sglang.version if job.sglang else None
-    for f in sorted(set(job.wanted) - {"elastic-ep"}):
-        check_feature(f, job.ctx, pkg, version, job.kb, job.add, job.sglang_src,
-                      job.source_cache)
+    try:
+        pkg = package(job.ctx, job.dists, job.fixer, job.add)
+        if pkg is None:
+            return None
+        if "elastic-ep" in job.wanted:
+            check_pg(pkg, job.ctx, job.req, job.torch, job.kb, job.fixer, job.add)
+        version = job.sglang.version if job.sglang else None
+        for f in sorted(set(job.wanted) - {"elastic-ep"}):
+            check_feature(f, job.ctx, pkg, version, job.kb, job.add, job.sglang_src,
+                          job.source_cache)
+    finally:
+        # a load begun ahead (:func:`ahead`) that no check took: not beside the probe, and
+        # nothing computed ahead is wanted after this judgement
+        job.ctx.run.close()
     req = job.req
     probed = req.module if req is not None and req.module else next(
         (m for m in MODULES if os.path.isfile(os.path.join(pkg, f"{m.split('.')[1]}.py"))),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-from moonpin.kb.cache import facts_memo
 from moonpin.preflight.installed.image_facts import (
     Dist,
     KBView,
@@ -18,6 +17,7 @@ from moonpin.preflight.installed.image_facts import (
     sglang_sources,
 )
 from moonpin.preflight.installed.image_facts import Requirement as _Requirement
+from moonpin.preflight.installed.where import editable_dist
 from moonpin.preflight.pyimport.importer import Sources
 from moonpin.preflight.result import CheckResult
 
@@ -29,16 +29,24 @@ if TYPE_CHECKING:
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
 
-__all__ = ["check_launch", "check_sglang_torch", "editable_dist",
+__all__ = ["check_launch", "check_sglang_torch",
            "kb_launch", "sglang_requirement"]
 
 
 def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
                         add: Callable[[CheckResult], None],
                         source_cache: bool = True, pkg: Sources | None = None,
-                        ) -> _Requirement | None:
+                        ahead: Callable[[], Any] | None = None) -> _Requirement | None:
     """``pkg``: the files ``import sglang.<x>`` loads
-    (:func:`moonpin.preflight.installed.image_facts.sglang_sources`; None: looked up here)."""
+    (:func:`moonpin.preflight.installed.image_facts.sglang_sources`; None: looked up here).
+    ``ahead``: work begun in a child on a second core while the sources are read (the walk's
+    other long piece, :mod:`moonpin.preflight.prefetch`), its answer left on ``ctx.run``."""
+    if ahead is not None:
+        from moonpin.preflight import prefetch
+
+        child = prefetch.start(ahead)
+        if child is not None:
+            ctx.run.pending.append(child)
     version = sglang.version if sglang else None
     kb_req = kb.requirement(version)
     if pkg is None:
@@ -107,28 +115,6 @@ def _where_label(pkg: Sources, editable: bool) -> str:
     return (f"{main} (editable; `import sglang` finds the namespace portion "
             f"{', '.join(found.portions)}, its modules come through the "
             f"{kind.removeprefix('editable ')} editable finder {file})")
-
-
-def editable_dist(dist: Dist | None) -> bool:
-    """Whether ``dist``'s ``direct_url.json`` (PEP 610) says an editable install."""
-    if dist is None:
-        return False
-    try:
-        entries = [e.path for e in os.scandir(dist.root) if e.name.endswith(".dist-info")
-                   and canon(e.name[:-len(".dist-info")].split("-", 1)[0]) == dist.name]
-    except OSError:
-        return False
-    for folder in entries:
-        path = os.path.join(folder, "direct_url.json")
-        def says(p: str = path) -> bool:
-            return _says_editable(p)
-
-        try:  # json only when the file changed: the file-facts memo
-            if facts_memo().get("direct-url-editable", path, says, _is_bool):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _dist_folders(dist: Dist) -> list[str]:
@@ -222,21 +208,6 @@ def _direct_url(folder: str) -> str | None:
     from urllib.parse import unquote
 
     return unquote(url[len("file://"):]) or None
-
-
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-def _says_editable(path: str) -> bool:
-    import json
-
-    try:
-        doc = json.loads(read_bytes(path, what="direct_url.json"))
-    except (ValueError, RecursionError):
-        return False
-    info = doc.get("dir_info") if isinstance(doc, dict) else None
-    return isinstance(info, dict) and info.get("editable") is True
 
 
 def _describe(r: _Requirement) -> str:
