@@ -243,11 +243,11 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
             found.update(_where(ctx, target, site_packages is not None and python is None,
                                 dists, owned, sglang_src, own.IMPORT))
         torch_found = im.find_package(ctx, "torch")
-        guess = kb.requirement(sglang.version if sglang else None)
         from moonpin.preflight.installed import sources
 
         begin = ("elastic-ep" in wanted and sglang_src is not None
                  and sources.will_read(sglang_src, source_cache))
+        guess = kb.requirement(sglang.version if sglang else None) if begin else None
 
     # judge: what every project shares (a backend SGLang refuses, torch, SGLang's needs and
     # pins, the launch line)
@@ -265,7 +265,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.judge.fixes import Fixer, Project
     from moonpin.preflight.judge.sglang import (
         check_launch,
         check_sglang_torch,
@@ -273,7 +273,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     )
     from moonpin.preflight.judge.torch_check import torch_of
 
-    fixer = Fixer(fix_provider, kb_file)
+    # the fix lines name the OWN_LINES project as its rule says it
+    fixer = Fixer(fix_provider, kb_file, Project(own.IMPORT, own.DISTRIBUTIONS[0],
+                                                 own.PREBUILD))
     fixer.python = tag
     if target.machine is not None:
         fixer.arch = target.machine
@@ -289,7 +291,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     # guess the sources then confirm: a load asked for with other inputs is computed afresh)
     ahead = _ahead(own, ctx, wanted, owned, torch, sglang, sglang_src, guess, kb, fixer,
                    source_cache) if begin and torch is not None else None
-    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src, ahead)
+    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src, ahead,
+                             modules=own.MODULES)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.preflight.judge.choices import own_launch
 

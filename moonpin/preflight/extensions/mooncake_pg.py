@@ -398,7 +398,7 @@ def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
 
     lname = file_name(loader_path)
     doc = kb.doc()
-    for dist, version in fixer.mooncakes:
+    for dist, version in fixer.owned:
         for rel in (doc or {}).get("mooncake") or ():
             if not isinstance(rel, dict) or (rel.get("dist"), rel.get("version")) != (
                     dist, version):
@@ -476,7 +476,7 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                                                        scheme.get("toolchain") or ()))
     torch_pkg = find_package(ctx, "torch")
     consts = torch_version_py(torch_pkg) if torch_pkg else None
-    _check_jit(scheme, ctx, loader_path, pkg, consts, add, rreq.module)
+    _check_jit(scheme, ctx, loader_path, pkg, consts, add, fixer.project.prebuild, rreq.module)
 
 
 def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
@@ -563,12 +563,11 @@ def _visible_gpu() -> bool:
 
 def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None],
-               module: str | None = None) -> None:
+               prebuild: str, module: str | None = None) -> None:
     """A loader that compiles at first import: an adapter it compiled for this image is
     reused; otherwise the tools this torch needs must be there, and a host with no visible
     GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
     from moonpin.preflight.extensions import mooncake_jit as jit
-    from moonpin.preflight.judge.fixes import PREBUILD
 
     roots = jit.cache_roots(scheme.get("cache") or {})
     adapters = jit.compiled_adapters(roots, pkg)
@@ -598,7 +597,7 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
         add(CheckResult("toolchain", "fail",
                         f"{file_name(loader)} compiles at first import, no adapter is compiled "
                         f"for this image{where}, and it needs {', '.join(missing)}, not found",
-                        "install " + ", ".join(missing) + f" in the image, or {PREBUILD}",
+                        "install " + ", ".join(missing) + f" in the image, or {prebuild}",
                         (loader,)))
         return
     if ctx.root is not None:  # judged from the image's files: no host GPU matters
@@ -606,7 +605,7 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                         f"{file_name(loader)} compiles at first import and no adapter is compiled "
                         f"in the image{where}: each worker compiles it for minutes at its first "
                         f"import (with {', '.join(found) or 'the tools'} found in the image)",
-                        PREBUILD, (loader,)))
+                        prebuild, (loader,)))
         return
     if not _visible_gpu():
         add(CheckResult("toolchain", "warn",
@@ -614,12 +613,12 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                         f"for this image{where}; this host shows no GPU and "
                         "TORCH_CUDA_ARCH_LIST is unset, so it cannot compile here (not a "
                         "fault of the image: a worker with a GPU compiles for minutes at "
-                        "first import)", PREBUILD, (loader,)))
+                        "first import)", prebuild, (loader,)))
         return
     add(CheckResult("toolchain", "pass",
                     f"{file_name(loader)} compiles at first import with {', '.join(found) or 'no '}"
                     "; note: the first import compiles for minutes (about 2.5 min on 2 cores); "
-                    + PREBUILD, evidence=(loader,)))
+                    + prebuild, evidence=(loader,)))
 
 
 def package(ctx: Context, mooncakes: Sequence[Dist], fixer: Fixer,

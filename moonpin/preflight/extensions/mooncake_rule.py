@@ -22,23 +22,8 @@ from __future__ import annotations
 
 import os
 
-# the process-group modules, SGLang's current one first (``MODULES``), which one the import
-# ends up with (``module``), the loader's scheme kept in the file-facts memo (``scheme_of``,
-# ``memo``) and the build it names (``build_module``): read by mooncake's judgement, which
-# this rule's hooks run (:mod:`.mooncake_pg`); ``BACKENDS``: the torch.distributed backend
-# names mooncake registers
-from moonpin.preflight.extensions.mooncake_pg import (
-    MODULES,
-    build_module,
-    check_feature,
-    check_pg,
-    memo,
-    package,
-    scheme_of,
-)
-from moonpin.preflight.extensions.mooncake_pg import choose_module as module
 from moonpin.preflight.extensions.seam import Choice, Pick
-from moonpin.preflight.installed.image_facts import BACKENDS
+from moonpin.preflight.installed.image_facts import BACKENDS, PG_MODULES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,8 +31,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.pyimport.importer import Found
 
 __all__ = ["BACKENDS", "CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "MODULES",
-           "OWN_LINES", "ahead", "build_module", "memo", "module", "own_lines", "pick", "repair",
-           "scheme_of"]
+           "OWN_LINES", "PREBUILD", "ahead", "own_lines", "pick", "repair"]
 
 IMPORT = "mooncake"
 #: every launch feature whose ``mooncake`` backend imports mooncake (SGLang's flags:
@@ -57,14 +41,24 @@ CHOICES = {"elastic-ep": ("mooncake",), "moe-a2a": ("mooncake",),
 IMPLICIT = False
 #: the distribution prefix every mooncake wheel's name starts with (``…-cuda13`` too)
 DISTRIBUTIONS = ("mooncake-transfer-engine",)
-#: judged in its own lines (:func:`own_lines`), not by :mod:`.verdict`
+#: judged in its own lines (:func:`own_lines`, :mod:`.mooncake_pg`), not by :mod:`.verdict`
 OWN_LINES = True
+#: the process-group modules, SGLang's current one first (``MODULES``), and the
+#: torch.distributed backend names mooncake registers (``BACKENDS``): what the installed files
+#: are read for (:mod:`moonpin.preflight.installed.image_facts`)
+MODULES = PG_MODULES
+#: How a release that compiles at first import is compiled once, at image build: the note of
+#: the fix lines (:class:`moonpin.preflight.judge.fixes.Project`) and of the toolchain lines.
+PREBUILD = ("compile it once at image build: `TORCH_CUDA_ARCH_LIST=<your GPUs' archs, e.g. "
+            "9.0> python -c 'import mooncake.pg'` in the Dockerfile (needs ninja and nvcc there)")
 
 
 def pick(facts: Facts, found: Found) -> Pick:
     """The seam's question for the process-group module SGLang's current release imports
     (``mooncake.pg``, else its fallback ``mooncake.ep``): the builds its loader imports for
     torch's version, or what the import raises."""
+    from moonpin.preflight.extensions.mooncake_pg import build_module, scheme_of
+    from moonpin.preflight.extensions.mooncake_pg import choose_module as module
     from moonpin.resolver import rule
 
     files = {m: facts.module_file(found.folder, m.split(".")[1]) for m in MODULES}
@@ -106,8 +100,9 @@ def pick(facts: Facts, found: Found) -> Pick:
 
 
 def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:
-    """Mooncake's fix lines are the knowledge base's (:class:`moonpin.preflight.judge.fixes.
-    Fixer`), said by its own judgement: none here."""
+    """Mooncake's fix lines are the resolved tables' (:class:`moonpin.preflight.judge.fixes.
+    Fixer`, handed this rule's ``IMPORT``, ``DISTRIBUTIONS`` and ``PREBUILD``), said by its
+    own judgement: none here."""
     return None
 
 
@@ -115,6 +110,7 @@ def own_lines(job: Job) -> Probe | None:
     """Mooncake's lines (the seam's ``OWN_LINES`` hook): the installed package, then for
     elastic EP its process-group module and build, for each other feature the modules SGLang
     imports for it; what the deep probe imports, or None when no mooncake package is there."""
+    from moonpin.preflight.extensions.mooncake_pg import check_feature, check_pg, package
     from moonpin.preflight.extensions.seam import Probe
 
     try:
@@ -144,6 +140,8 @@ def ahead(job: Job) -> None:
     ahead (the seam's ``ahead`` hook): said nothing."""
     if "elastic-ep" not in job.wanted:
         return
+    from moonpin.preflight.extensions.mooncake_pg import check_pg, package
+
     pkg = package(job.ctx, job.dists, job.fixer, job.add)
     if pkg is not None:
         check_pg(pkg, job.ctx, job.req, job.torch, job.kb, job.fixer, job.add)

@@ -55,6 +55,12 @@ would shadow in the very environment it reads) defines:
         answer is what the deep probe imports (:class:`Probe`), or None when the walk
         stops there (its package is not installed: nothing more to judge or probe).
 
+    ``PREBUILD`` (str)
+        How a release that compiles at first import is compiled once at image build: the
+        note of its fix lines, which :class:`moonpin.preflight.judge.fixes.Fixer` writes
+        for this project (its ``IMPORT``, ``DISTRIBUTIONS[0]`` as the prefix of its
+        distributions' names, handed in as a :class:`~moonpin.preflight.judge.fixes.Project`).
+
     ``ahead(job: Job) -> None``
         The long part of that judgement, run in a child on a second core while SGLang's
         sources are read (:mod:`moonpin.preflight.prefetch`: each load it computes is
@@ -82,7 +88,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["OWN_LINES", "RULES", "Choice", "Facts", "Job", "Pick", "Probe", "rule_for"]
+__all__ = ["OWN_LINES", "RULES", "Choice", "Facts", "Job", "Pick", "Probe", "own_rule",
+           "rule_for"]
 
 #: import name -> the rule module (in this folder) that reads its project's loader
 RULES: dict[str, str] = {
@@ -275,6 +282,12 @@ class Probe:
         self.module = module
         self.names = tuple(names)
         self.why = why
+
+
+def own_rule() -> Any:
+    """The rule whose project says its own lines (:data:`OWN_LINES`: one today)."""
+    (name,) = OWN_LINES
+    return rule_for(name)
 
 
 def rule_for(name: str) -> Any:

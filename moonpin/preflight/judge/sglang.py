@@ -23,7 +23,7 @@ from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from moonpin.preflight.env.context import Context
@@ -36,9 +36,13 @@ __all__ = ["check_launch", "check_sglang_torch",
 def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
                         add: Callable[[CheckResult], None],
                         source_cache: bool = True, pkg: Sources | None = None,
-                        ahead: Callable[[], Any] | None = None) -> _Requirement | None:
-    """``pkg``: the files ``import sglang.<x>`` loads
-    (:func:`moonpin.preflight.installed.image_facts.sglang_sources`; None: looked up here).
+                        ahead: Callable[[], Any] | None = None, *,
+                        modules: Sequence[str]) -> _Requirement | None:
+    """What the installed SGLang needs of the project whose rule says its own lines: which
+    of its ``modules`` it imports (``mooncake.pg``, else ``mooncake.ep``), the names and
+    backends it uses (its sources, else the KB's record). ``pkg``: the files ``import
+    sglang.<x>`` loads (:func:`moonpin.preflight.installed.image_facts.sglang_sources`; None:
+    looked up here).
     ``ahead``: work begun in a child on a second core while the sources are read (the walk's
     other long piece, :mod:`moonpin.preflight.prefetch`), its answer left on ``ctx.run``."""
     if ahead is not None:
@@ -48,6 +52,8 @@ def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
         if child is not None:
             ctx.run.pending.append(child)
     version = sglang.version if sglang else None
+    project = modules[0].partition(".")[0]
+    either = " or ".join(modules)
     kb_req = kb.requirement(version)
     if pkg is None:
         pkg = sglang_sources(ctx)
@@ -68,12 +74,12 @@ def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
     if pkg is not None:  # where the importer finds it
         label += f" from {_where_label(pkg, editable)}"
     if src is not None:
-        what = _describe(src)
+        what = _describe(src, project)
         if kb_req is not None and (kb_req.module, set(kb_req.names)) != (src.module,
                                                                          set(src.names)):
             add(CheckResult("sglang", "warn",
                             f"{label}: the installed sources need {what}, the KB records "
-                            f"{_describe(kb_req)}; using the sources",
+                            f"{_describe(kb_req, project)}; using the sources",
                             "refresh the KB (`moonpin scrape`) if this is a release build",
                             src.evidence))
         else:
@@ -90,14 +96,14 @@ def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
             return None
     if kb_req is not None:
         add(CheckResult("sglang", "warn", f"{label}: {why}; using the KB record: "
-                        f"{_describe(kb_req)}"))
+                        f"{_describe(kb_req, project)}"))
         return kb_req
     if sglang is None and pkg is None:
         add(CheckResult("sglang", "warn", "sglang is not installed here; accepting either "
-                        "mooncake.pg or mooncake.ep"))
+                        + either))
     else:
         add(CheckResult("sglang", "warn", f"{label}: {why} and the KB has no record of it; "
-                        "accepting either mooncake.pg or mooncake.ep"))
+                        f"accepting either {either}"))
     return None
 
 
@@ -210,9 +216,9 @@ def _direct_url(folder: str) -> str | None:
     return unquote(url[len("file://"):]) or None
 
 
-def _describe(r: _Requirement) -> str:
+def _describe(r: _Requirement, project: str) -> str:
     if r.module is None:
-        return "no mooncake process-group module"
+        return f"no {project} process-group module"
     names = ", ".join(r.names) or "no names"
     backends = ", ".join(r.backends) or "no backend literals"
     return f"{r.module} ({names}; backends {backends})"
@@ -249,7 +255,7 @@ def _requirement_name(line: str) -> str:
 def check_sglang_torch(sglang: Dist, torch_version: str, fixer: Fixer,
                         add: Callable[[CheckResult], None]) -> None:
     """SGLang pins the torch it is built for (``torch==2.14.1``): another one passes the
-    mooncake checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
+    extensions' checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
     lines = [ln for ln in sglang.requires  # ~130 lines: only those starting "torch" parsed
              if ln.lstrip()[:5].lower() == "torch" and canon(_requirement_name(ln)) == "torch"]
     unmet: list[str] = []
