@@ -170,3 +170,10 @@ def test_the_image_walk_goes_down_the_layers(tmp_path: Path) -> None:
     assert entered == ["env", "pyimport", "installed", "judge", "extensions", "written"], \
         entered
     assert once_in_order(entered_rootfs) == [], entered_rootfs
+    # no mooncake backend asked: the other extensions alone, the same way up
+    alone, _, entered_alone = traced(lambda: check_image(
+        elastic_ep_backend=None, launch_args=launch, kb_path=kb, rootfs=str(root),
+        config=ImageConfig(env=["PATH=/usr/local/bin:/usr/bin:/bin"])))
+    assert any(c.name == "nixl_ep" and c.status == "pass" for c in alone.checks), \
+        alone.lines()
+    assert entered_alone == ["env", "judge", "extensions_only", "written"], entered_alone
