@@ -248,6 +248,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         begin = ("elastic-ep" in wanted and sglang_src is not None
                  and sources.will_read(sglang_src, source_cache))
         guess = kb.requirement(sglang.version if sglang else None) if begin else None
+        if begin:  # the OWN_LINES project's package found before the load ahead forks: the
+            im.locate(ctx, own.IMPORT)  # child and the walk then share the importer's answer
 
     # judge: what every project shares (a backend SGLang refuses, torch, SGLang's needs and
     # pins, the launch line)

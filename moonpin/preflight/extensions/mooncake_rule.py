@@ -22,6 +22,16 @@ from __future__ import annotations
 
 import os
 
+# mooncake's judgement, imported with its rule: a load begun ahead (:func:`ahead`, in a forked
+# child) then finds it imported, as the walk's own judgement does
+from moonpin.preflight.extensions.mooncake_pg import (
+    build_module,
+    check_feature,
+    check_pg,
+    package,
+    scheme_of,
+)
+from moonpin.preflight.extensions.mooncake_pg import choose_module as module
 from moonpin.preflight.extensions.seam import Choice, Pick
 from moonpin.preflight.installed.image_facts import BACKENDS, PG_MODULES
 
@@ -57,8 +67,6 @@ def pick(facts: Facts, found: Found) -> Pick:
     """The seam's question for the process-group module SGLang's current release imports
     (``mooncake.pg``, else its fallback ``mooncake.ep``): the builds its loader imports for
     torch's version, or what the import raises."""
-    from moonpin.preflight.extensions.mooncake_pg import build_module, scheme_of
-    from moonpin.preflight.extensions.mooncake_pg import choose_module as module
     from moonpin.resolver import rule
 
     files = {m: facts.module_file(found.folder, m.split(".")[1]) for m in MODULES}
@@ -110,7 +118,6 @@ def own_lines(job: Job) -> Probe | None:
     """Mooncake's lines (the seam's ``OWN_LINES`` hook): the installed package, then for
     elastic EP its process-group module and build, for each other feature the modules SGLang
     imports for it; what the deep probe imports, or None when no mooncake package is there."""
-    from moonpin.preflight.extensions.mooncake_pg import check_feature, check_pg, package
     from moonpin.preflight.extensions.seam import Probe
 
     try:
@@ -140,8 +147,6 @@ def ahead(job: Job) -> None:
     ahead (the seam's ``ahead`` hook): said nothing."""
     if "elastic-ep" not in job.wanted:
         return
-    from moonpin.preflight.extensions.mooncake_pg import check_pg, package
-
     pkg = package(job.ctx, job.dists, job.fixer, job.add)
     if pkg is not None:
         check_pg(pkg, job.ctx, job.req, job.torch, job.kb, job.fixer, job.add)
