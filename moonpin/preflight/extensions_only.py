@@ -29,12 +29,14 @@ def judge_alone(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     the worker's environment; ``gpu``: ``--gpu-capability``; ``kb_file``: ``--kb``); empty
     when there is no extension to judge."""
     from moonpin.kb.paths import default_kb_file
+    from moonpin.preflight.extensions.seam import own_rule
     from moonpin.preflight.extensions.verdict import judge_extensions
     from moonpin.preflight.installed.image_facts import KBView, by_name, find_package
-    from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.judge.fixes import Fixer, Project
     from moonpin.preflight.judge.torch_check import torch_of
 
-    fixer = Fixer(None, None)
+    own = own_rule()  # its fix lines name the OWN_LINES project as its rule says it
+    fixer = Fixer(None, None, Project(own.IMPORT, own.DISTRIBUTIONS[0], own.PREBUILD))
     dists, mooncakes = by_name(ctx.paths, ctx.confined)
     fixer.installed(dists, mooncakes)
     said: list[CheckResult] = []
@@ -45,7 +47,7 @@ def judge_alone(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
                      kb=lambda: KBView(kb).doc(), kb_file=kb)
     if not lines:
         return []
-    deep = CheckResult("deep probe", "skip", "mooncake not requested (the probe imports its "
-                       "process-group module); light checks only")
+    deep = CheckResult("deep probe", "skip", f"{own.IMPORT} not requested (the probe imports "
+                       "its process-group module); light checks only")
     # the extensions import torch: its failure is said before them, its pass with them
     return [*said, *lines, deep]

@@ -46,9 +46,9 @@ if TYPE_CHECKING:
     FixProvider = Callable[[str, str, str, str], list[str]]
     StrPath = str | os.PathLike[str]
 
-    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context, Run
     from moonpin.preflight.env.target import Target
+    from moonpin.preflight.extensions.seam import Probe
     from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement, Torch
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.pyimport.importer import Sources
@@ -126,7 +126,6 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         from moonpin.preflight.env import target as tg
         from moonpin.preflight.env.rootfs import bundle, target_for, with_overrides
         from moonpin.preflight.env.rootfs import image_env as env_of
-        from moonpin.preflight.judge.dockerfile import for_image
 
         try:
             root = os.fspath(rootfs)
@@ -139,6 +138,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
             return _report([CheckResult("target", "fail", str(e), e.tip or "pass the root "
                                         "folder of an unpacked image (--rootfs) holding its "
                                         "Python")], strict, could_not_check=True)
+    from moonpin.preflight import written
     from moonpin.preflight.env.context import Run
 
     run = Run()  # what this check starts beside reading (children computing ahead)
@@ -154,35 +154,13 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               found=found if where else None, partial_root=partial_root,
                               seen=seen, run=run, env=env, gpu=gpu)
         report.found = found
-        if any(c.fix and "pip " in c.fix for c in report.checks):  # no fix line: no import
-            from moonpin.preflight.env.pep668 import for_target
-
-            chosen = seen.get("target")
-            report = for_target(report, chosen.managed if chosen is not None else None)
+        report = written.for_pip(report, seen.get("target"))
     finally:
-        run.close()  # a load begun ahead and not taken: its child is ended
+        if run.pending or run.ready:  # a load begun ahead and not taken: its child is ended
+            run.close()
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
-    return _for_shell(report, python) if target is None else for_image(report, target)
-
-
-def _for_shell(report: Report, python: str | None) -> Report:
-    """``report`` with its pip fix lines written to be pasted into a shell
-    (:func:`moonpin.preflight.judge.fixes.shell_line`): run by the ``--python`` interpreter's
-    own pip (``PY -m pip``) when one is given, a note as a shell comment."""
-    if not any(c.fix and c.fix.startswith("pip ") for c in report.checks):
-        return report
-    import shlex
-
-    from moonpin.preflight.judge.fixes import shell_line
-
-    pip = f"{shlex.quote(python)} -m pip" if python is not None else "pip"
-    checks = [CheckResult(c.name, c.status, c.message,
-                          shell_line(c.fix, pip) if c.fix else c.fix, c.evidence)
-              for c in report.checks]
-    out = Report(checks, report.usable, report.exit_code)
-    out.found = report.found
-    return out
+    return written.for_target(report, target, python)
 
 
 def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
@@ -192,40 +170,32 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None,
                  run: Run | None = None, env: Any = None, gpu: str | None = None) -> Report:
-    from moonpin.preflight.extensions import mooncake_rule
-
+    """The walk: each room entered once, in the order of its layers (ARCHITECTURE.md; held by
+    ``tests/preflight/test_walk.py``): the environment, the importer's model, what is
+    installed, the judgements every project shares, the extensions' rules with the
+    ``OWN_LINES`` rule's own lines, the probe. What a room found is handed to the next as
+    values; a room says its lines with ``add``."""
     features = requested_features(launch_args, elastic_ep_backend)
-    # mooncake's rule says which launch choices import it (judged in judge/'s own lines)
-    wanted = {f: b for f, b in features.items() if b in mooncake_rule.CHOICES.get(f, ())}
+    # the OWN_LINES rule (mooncake's) says which launch choices import it; judged in its own
+    # lines (moonpin.preflight.extensions.seam)
+    own = _own_rule()
+    wanted = {f: b for f, b in features.items() if b in own.CHOICES.get(f, ())}
     others = {f: b for f, b in features.items() if f not in wanted}
-    if others:  # a typo is not "mooncake not requested": SGLang refuses it at launch
-        from moonpin.preflight.judge.choices import refused_backends
-
-        said: list[CheckResult] = []
-        target = target or _target(site_packages, python, said.append)
-        refused = (refused_backends(others, _FLAGS, target, kb_path)
-                   if target is not None else [])
-        if refused:
-            return _report(refused, strict=False, could_not_check=True)
-    asked = ", ".join(f"{f}={b}" for f, b in features.items()) or "no mooncake flag"
-    nothing = _report([CheckResult("mooncake", "skip", f"mooncake backend not requested "
+    asked = ", ".join(f"{f}={b}" for f, b in features.items()) or f"no {own.IMPORT} flag"
+    nothing = _report([CheckResult(own.IMPORT, "skip", f"{own.IMPORT} backend not requested "
                                    f"({asked}); nothing to check")], strict=False)
-    from moonpin.preflight.env.context import Context
-    from moonpin.preflight.installed import image_facts as im
-    from moonpin.preflight.judge.fixes import Fixer
-    from moonpin.preflight.judge.pg import check_pg
-    from moonpin.preflight.judge.sglang import (
-        check_feature,
-        check_launch,
-        check_sglang_torch,
-        sglang_requirement,
-    )
-
     checks: list[CheckResult] = []
     add = checks.append
-    target = target or _target(site_packages, python, add)
-    if target is None:
-        return _report(checks, strict, could_not_check=True) if wanted else nothing
+    env = os.environ if env is None else env
+    kb_file = os.fspath(kb_path) if kb_path is not None else None
+
+    # env: which environment, and the Context every room reads it through
+    said: list[CheckResult] = []
+    target = target or _target(site_packages, python, said.append)
+    if target is None:  # (a typo among the backends is not judged without an environment)
+        return _report(said, strict, could_not_check=True) if wanted else nothing
+    from moonpin.preflight.env.context import Context
+
     if seen is not None:
         seen["target"] = target
     paths = target.paths
@@ -233,69 +203,112 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run,
                      env=env)
     add(CheckResult("target", "pass", target.describe()))
+    tag = target.tag  # the Python tag fix lines name (cp312)
     if target.guessed is not None:
         add(CheckResult("interpreter", "warn", *target.guessed))
-    if not wanted:  # the other extensions only (moonpin.preflight.extensions)
+    if not wanted:  # the other extensions only (moonpin.preflight.extensions_only)
+        if others:
+            from moonpin.preflight.judge.choices import refused_backends
+
+            refused = refused_backends(others, _FLAGS, target, kb_path)
+            if refused:  # a typo is not "mooncake not requested": SGLang refuses it at launch
+                return _report(refused, strict=False, could_not_check=True)
         from moonpin.preflight.extensions_only import judge_alone
 
-        lines = judge_alone(ctx, features, _FLAGS, os.environ if env is None else env, gpu,
-                            os.fspath(kb_path) if kb_path is not None else None)
+        lines = judge_alone(ctx, features, _FLAGS, env, gpu, kb_file)
         return _report([*checks, *lines], strict) if lines else nothing
-    if site_packages is not None or target.root is not None:  # (an interpreter that answered
-        from moonpin.preflight.pyimport.sitefiles import interpreter_stops  # ran its own lines)
+    # an interpreter that cannot start (one that answered, --python, ran its own lines)
+    stop = (ctx.interpreter_stop() if site_packages is not None or target.root is not None
+            else None)
 
-        stop = interpreter_stops(target.sites or (), ctx.confined)
-        if stop is not None:
-            add(CheckResult("interpreter", "fail", *stop))
-            return _report(checks, strict)
-    unlisted = [u for u in map(im.unlistable, paths) if u] if site_packages is not None else []
+    # installed: what the importer finds, the distributions, SGLang's sources, the KB
+    from moonpin.preflight.installed import image_facts as im
+
+    unlisted = ([u for u in map(im.unlistable, paths) if u]
+                if site_packages is not None and stop is None else [])
+    if stop is None and not unlisted:
+        sglang_src = im.sglang_sources(ctx, source_cache)
+        dists, owned = im.by_name(paths, ctx.confined)
+        sglang, torch_d = dists.get("sglang"), dists.get("torch")
+        kb, kb_said = _knowledge_base(kb_file, sglang.version if sglang else None)
+        if found is not None:
+            found.update(_where(ctx, target, site_packages is not None and python is None,
+                                dists, owned, sglang_src, own.IMPORT))
+        torch_found = im.find_package(ctx, "torch")
+        from moonpin.preflight.installed import sources
+
+        begin = ("elastic-ep" in wanted and sglang_src is not None
+                 and sources.will_read(sglang_src, source_cache))
+        guess = kb.requirement(sglang.version if sglang else None) if begin else None
+        if begin:  # the OWN_LINES project's package found before the load ahead forks: the
+            im.locate(ctx, own.IMPORT)  # child and the walk then share the importer's answer
+
+    # judge: what every project shares (a backend SGLang refuses, torch, SGLang's needs and
+    # pins, the launch line)
+    if others:
+        from moonpin.preflight.judge.choices import refused_backends
+
+        refused = refused_backends(others, _FLAGS, target, kb_path)
+        if refused:  # a typo is not "mooncake not requested": SGLang refuses it at launch
+            return _report(refused, strict=False, could_not_check=True)
+    if stop is not None:
+        add(CheckResult("interpreter", "fail", *stop))
+        return _report(checks, strict)
     if unlisted:  # the importer finds nothing there: no "not installed" diagnosis
         add(CheckResult("site-packages", "fail", "; ".join(unlisted) + ": nothing installed "
                         "there can be imported", "make it readable by the worker's user "
                         "(chmod a+rX on the folder)"))
         return _report(checks, strict)
-    sglang_src = im.sglang_sources(ctx, source_cache)
-    kb_file = os.fspath(kb_path) if kb_path is not None else None
-    fixer = Fixer(fix_provider, kb_file)
-    fixer.python = target.tag
-    if target.machine is not None:
-        fixer.arch = target.machine
-    add(CheckResult("launch", "pass", "mooncake requested for " + ", ".join(sorted(wanted))))
-    dists, mooncakes = _distributions(paths, fixer, ctx.confined)
-    kb = _knowledge_base(kb_file, add, dists["sglang"].version if "sglang" in dists else None)
-    if found is not None:
-        found.update(_where(ctx, target, site_packages is not None and python is None, dists,
-                            mooncakes, sglang_src))
-    sglang, torch_d = dists.get("sglang"), dists.get("torch")
+    from moonpin.preflight.judge.fixes import Fixer, Project
+    from moonpin.preflight.judge.sglang import (
+        check_launch,
+        check_sglang_torch,
+        sglang_requirement,
+    )
     from moonpin.preflight.judge.torch_check import torch_of
 
-    torch = torch_of(torch_d, fixer, add, ctx, im.find_package(ctx, "torch"))
+    # the fix lines name the OWN_LINES project as its rule says it
+    fixer = Fixer(fix_provider, kb_file, Project(own.IMPORT, own.DISTRIBUTIONS[0],
+                                                 own.PREBUILD))
+    fixer.python = tag
+    if target.machine is not None:
+        fixer.arch = target.machine
+    fixer.installed(dists, owned)  # the fix lines learn the installed versions
+    add(CheckResult("launch", "pass", f"{own.IMPORT} requested for "
+                    + ", ".join(sorted(wanted))))
+    add(kb_said)
+    torch = torch_of(torch_d, fixer, add, ctx, torch_found)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
-    if "elastic-ep" in wanted and torch is not None and sglang_src is not None:
-        _load_ahead(ctx, sglang_src, kb.requirement(sglang.version if sglang else None),
-                    mooncakes, torch, kb, fixer, source_cache)
-    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src)
+    # on a cold start the OWN_LINES rule's long piece is begun on a second core while
+    # SGLang's sources are read, for the requirement the KB records for the release (a
+    # guess the sources then confirm: a load asked for with other inputs is computed afresh)
+    ahead = _ahead(own, ctx, wanted, owned, torch, sglang, sglang_src, guess, kb, fixer,
+                   source_cache) if begin and torch is not None else None
+    req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src, ahead,
+                             modules=own.MODULES)
     if launch_args:  # the worker's own launch arguments against this release's rules
         from moonpin.preflight.judge.choices import own_launch
 
         check_launch(list(launch_args), sglang.version if sglang else None, kb, add,
                      own_launch(sglang_src, sglang, kb))
-    if torch is not None:  # the worker's other native extensions
+
+    # extensions: the worker's other native extensions, one line each; then the OWN_LINES
+    # rule's own lines
+    from moonpin.preflight.extensions.seam import Job
+
+    if torch is not None:
         from moonpin.preflight.extensions.verdict import judge_extensions
 
-        judge_extensions(ctx, features, _FLAGS, torch, dists, add,
-                         env=os.environ if env is None else env, gpu=gpu, kb=kb.doc,
-                         kb_file=kb.path)
-    pkg = _mooncake_package(ctx, mooncakes, fixer, add)
-    if pkg is None:
+        judge_extensions(ctx, features, _FLAGS, torch, dists, add, env=env, gpu=gpu,
+                         kb=kb.doc, kb_file=kb.path)
+    probe = own.own_lines(Job(ctx=ctx, wanted=wanted, dists=owned, torch=torch,
+                              sglang=sglang, sglang_src=sglang_src, req=req, kb=kb,
+                              fixer=fixer, add=add, source_cache=source_cache))
+    if probe is None:
         return _report(checks, strict)
-    if "elastic-ep" in wanted:
-        check_pg(pkg, ctx, req, torch, kb, fixer, add)
-    for f in sorted(set(wanted) - {"elastic-ep"}):
-        check_feature(f, ctx, pkg, sglang.version if sglang else None, kb, add,
-                       sglang_src, source_cache)
-    ctx.run.cancel()  # a load begun ahead that no check took: not beside the probe
+
+    # probe: the target's own interpreter imports the module (not for an image's files)
     if deep is None:
         deep = "elastic-ep" in wanted
     if target.root is not None:
@@ -303,63 +316,65 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                         "files: --rootfs/--image); light checks only"))
     elif not deep:
         add(CheckResult("deep probe", "skip", "not requested (--no-deep); light checks only"))
-    elif torch is None and im.find_package(ctx, "torch") is None:
+    elif torch is None and torch_found is None:
         # what the import finds decides, not the metadata (a torch folder whose dist-info
         # does not read, a NUL in its METADATA, still imports and is probed)
         add(CheckResult("deep probe", "skip", "torch is not installed: nothing to import"))
     else:
-        _deep(checks, pkg, req, site_packages if python is None else None, deep_timeout,
+        _deep(checks, probe, site_packages if python is None else None, deep_timeout,
               target.python or sys.executable)
     return _report(checks, strict)
 
 
-def _load_ahead(ctx: Context, src: Sources, req: Requirement | None,
-                mooncakes: list[Dist], torch: Torch, kb: KBView, fixer: Fixer,
-                source_cache: bool) -> None:
-    """On a cold start, the elastic-EP module's load (the check's other long piece) begun on
-    a second core while SGLang's sources are read, for the requirement the KB records for
-    the release (:mod:`moonpin.preflight.prefetch`; a guess the sources then confirm:
-    a load asked for with other inputs is computed afresh)."""
-    from moonpin.preflight.installed import sources
+def _own_rule() -> Any:
+    """The loader rule whose project says its own lines (``OWN_LINES``,
+    :mod:`moonpin.preflight.extensions.seam`), imported, not asked: the walk enters the
+    extensions' room once, after the judgements every project shares."""
+    import importlib
 
-    if not sources.will_read(src, source_cache):
-        return
-    pkg = _mooncake_package(ctx, mooncakes, fixer, lambda c: None)
-    if pkg is None:
-        return
-    from moonpin.preflight import prefetch
-    from moonpin.preflight.judge.pg import check_pg
+    from moonpin.preflight.extensions import seam
 
-    def work() -> dict[str, object]:  # in the child: each load it computes, recorded
+    (name,) = seam.OWN_LINES
+    return importlib.import_module(f"{seam.__name__.rpartition('.')[0]}.{seam.RULES[name]}")
+
+
+def _ahead(own: Any, ctx: Context, wanted: dict[str, str], owned: list[Dist], torch: Torch,
+           sglang: Dist | None, src: Sources | None, guess: Requirement | None, kb: KBView,
+           fixer: Fixer, source_cache: bool) -> Callable[[], dict[str, object]]:
+    """The OWN_LINES rule's ``ahead`` hook as work for a child
+    (:mod:`moonpin.preflight.prefetch`), run there only: each load it computes, recorded."""
+
+    def work() -> dict[str, object]:
+        from moonpin.preflight.extensions.seam import Job
+
         record: dict[str, object] = {}
         ctx.run.record = record
-        check_pg(pkg, ctx, req, torch, kb, fixer, lambda c: None)
+        own.ahead(Job(ctx=ctx, wanted=wanted, dists=owned, torch=torch, sglang=sglang,
+                      sglang_src=src, req=guess, kb=kb, fixer=fixer, add=lambda c: None,
+                      source_cache=source_cache))
         return record
 
-    child = prefetch.start(work)
-    if child is not None:
-        ctx.run.pending.append(child)
+    return work
 
 
 def _where(ctx: Context, target: Target, given_sites: bool, dists: dict[str, Dist],
-           mooncakes: list[Dist], sglang_src: Sources | None = None) -> dict[str, Any]:
-    """Where the importer finds sglang, mooncake and torch, for ``--json``
-    (:func:`moonpin.preflight.installed.where.where`); ``PYTHONPATH`` is the target's unless the
-    environment is ``--site-packages`` folders, which do not add it."""
+           owned: list[Dist], sglang_src: Sources | None, own: str) -> dict[str, Any]:
+    """Where the importer finds sglang, the OWN_LINES project (``own``: mooncake) and torch,
+    for ``--json`` (:func:`moonpin.preflight.installed.where.where`); ``PYTHONPATH`` is the
+    target's unless the environment is ``--site-packages`` folders, which do not add it."""
     from moonpin.preflight.installed.image_facts import locate
-    from moonpin.preflight.installed.where import where
-    from moonpin.preflight.judge.sglang import editable_dist
+    from moonpin.preflight.installed.where import editable_dist, where
 
     pythonpath = [] if given_sites else [
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     out = {}
-    for name in ("sglang", "mooncake", "torch"):
+    for name in ("sglang", own, "torch"):
         got = locate(ctx, name)
         dist: Dist | None
-        if name == "mooncake":
-            owner = [d for d in mooncakes if got is not None
-                     and got.folder == os.path.join(d.root, "mooncake")]
-            dist = (owner or mooncakes)[0] if owner or mooncakes else None
+        if name == own:
+            owner = [d for d in owned if got is not None
+                     and got.folder == os.path.join(d.root, own)]
+            dist = (owner or owned)[0] if owner or owned else None
         else:
             dist = dists.get(name)
         out[name] = where(got, target.paths, target.sites, pythonpath, dist,
@@ -396,146 +411,35 @@ def _target(site_packages: Sequence[StrPath] | None, python: str | None,
         return None
 
 
-def _knowledge_base(kb_file: str | None, add: Callable[[CheckResult], None],
-                    sglang: str | None = None) -> KBView:
-    """The KB as the check reads it; ``sglang``: the installed release (its entry is all a
-    start that passes reads of the resolved index)."""
+def _knowledge_base(kb_file: str | None, sglang: str | None = None
+                    ) -> tuple[KBView, CheckResult]:
+    """The KB as the check reads it, and the line that says so; ``sglang``: the installed
+    release (its entry is all a start that passes reads of the resolved index)."""
     from moonpin.kb.paths import default_kb_file
     from moonpin.preflight.installed.image_facts import KBView
 
     kb = KBView(kb_file or default_kb_file(), sglang)
     if not kb.ok:
-        add(CheckResult("kb", "warn", kb.msg + "; the image is still read",
-                        "run `moonpin scrape --full` to rebuild it, or pass --kb PATH"))
-    else:
-        from moonpin.resolver.resolved import age_note
+        return kb, CheckResult("kb", "warn", kb.msg + "; the image is still read",
+                               "run `moonpin scrape --full` to rebuild it, or pass --kb PATH")
+    from moonpin.resolver.resolved import age_note
 
-        old = age_note(kb.path)
-        add(CheckResult("kb", "warn", f"read {kb.msg}; {old}",
-                        "run `moonpin scrape` (or pass a newer KB with --kb)")
-            if old else CheckResult("kb", "pass", f"read {kb.msg}"))
-    return kb
+    old = age_note(kb.path)
+    return kb, (CheckResult("kb", "warn", f"read {kb.msg}; {old}",
+                            "run `moonpin scrape` (or pass a newer KB with --kb)")
+                if old else CheckResult("kb", "pass", f"read {kb.msg}"))
 
 
-def _distributions(paths: Sequence[str], fixer: Fixer, within: Confined
-                   ) -> tuple[dict[str, Dist], list[Dist]]:
-    """The installed distributions by name (the first on the path wins), and every mooncake
-    one; the fix lines learn their versions."""
-    from moonpin.preflight.installed.image_facts import by_name
-
-    dists, mooncakes = by_name(paths, within)
-    fixer.installed(dists, mooncakes)
-    return dists, mooncakes
-
-
-def _mooncake_package(ctx: Context, mooncakes: list[Dist], fixer: Fixer,
-                      add: Callable[[CheckResult], None]) -> str | None:
-    """The mooncake/ package folder the installed distributions provide, or None (said)."""
-    from moonpin.preflight.installed.image_facts import locate
-
-    if not mooncakes:
-        add(CheckResult("mooncake installed", "fail",
-                        "no mooncake distribution installed (none installed)", fixer.line()))
-        return None
-    listing = ", ".join(f"{d.name} {d.version}" for d in mooncakes)
-    by_root: dict[str, list[Dist]] = {}
-    for d in mooncakes:
-        if d.files is None or any(f.lstrip("./").startswith("mooncake/") for f in d.files):
-            by_root.setdefault(d.root, []).append(d)
-    clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
-    if clash:
-        said = f"{len(clash)} mooncake distributions installed over one mooncake/ folder " \
-               f"({', '.join(f'{d.name} {d.version}' for d in clash)})"
-        owner, wrong = _owner(clash)
-        if owner is not None:
-            # every file the import can load is the one this distribution installed
-            add(CheckResult("mooncake installed", "warn",
-                            f"{said}: every file of {owner.name} {owner.version} there is the "
-                            "one it installed (its RECORD hashes), so the import loads it; "
-                            "uninstalling either distribution later removes the shared files",
-                            fixer.pip([f"{owner.name}=={owner.version}"],
-                                      "clean up: one distribution over the folder"),
-                            (clash[0].root,)))
-        else:
-            add(CheckResult("mooncake installed", "fail",
-                            f"{said}: its files are a mix of both ({wrong})",
-                            fixer.line() if fixer.line().startswith("pip ") else
-                            f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
-                            f"{fixer.line()}",
-                            (clash[0].root,)))
-    found = locate(ctx, "mooncake")
-    pkg = found.folder if found is not None else None
-    if not clash:  # named where it is when not in a distribution's own folder
-        elsewhere = found is not None and not any(
-            found.folder == os.path.join(d.root, "mooncake") for d in mooncakes)
-        add(CheckResult("mooncake installed", "pass", listing + (
-            f" from {found.folder} ({'editable' if found.editable else found.how})"
-            if found is not None and elsewhere else "")))
-    if pkg is None:
-        add(CheckResult("mooncake package", "fail",
-                        f"{listing} is installed but no mooncake/ package folder was found",
-                        fixer.reinstall()))
-    return pkg
-
-
-def _owner(clash: list[Dist]) -> tuple[Dist | None, str]:
-    """Of distributions sharing one ``mooncake/`` folder, the one whose every package file
-    (``mooncake/…``, its ``….libs/``) is on disk with its RECORD hash and size, or None and
-    what is wrong for each (missing, another build's)."""
-    import base64
-    import hashlib
-    import stat
-
-    def bad(d: Dist) -> list[str]:
-        own = [(rel, h) for rel, h in d.hashes.items() if "__pycache__" not in rel and (
-            rel.startswith("mooncake/") or rel.split("/", 1)[0].endswith(".libs"))]
-        if not own:
-            return ["its RECORD has no hashes"]
-        out = []
-        for rel, (digest, size) in own:
-            path = os.path.join(d.root, rel)
-            try:
-                st = os.stat(path)
-                if not stat.S_ISREG(st.st_mode):
-                    raise OSError("not a regular file")
-                h = hashlib.sha256()
-                if st.st_size == size:
-                    with open(path, "rb") as f:
-                        for chunk in iter(lambda: f.read(1 << 20), b""):
-                            h.update(chunk)
-            except OSError:
-                out.append(f"{rel} missing")
-                continue
-            if st.st_size != size or base64.urlsafe_b64encode(
-                    h.digest()).rstrip(b"=").decode() != digest:
-                out.append(f"{rel} is another build's")
-        return out
-
-    said = []
-    for d in clash:
-        wrong = bad(d)
-        if not wrong:
-            return d, ""
-        said.append(f"{d.name}: {', '.join(wrong[:3])}"
-                    + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""))
-    return None, "; ".join(said)
-
-
-def _deep(checks: list[CheckResult], pkg: str, req: Requirement | None,
-          site_packages: Sequence[StrPath] | None, timeout: float, python: str) -> None:
+def _deep(checks: list[CheckResult], probe: Probe, site_packages: Sequence[StrPath] | None,
+          timeout: float, python: str) -> None:
     """The deep probe's results added to ``checks``; what it saw then settles a light
     library guess (:func:`moonpin.preflight.probe.deep_probe._downgrade_light_libraries`)."""
-    from moonpin.preflight.installed.image_facts import PG_MODULES
     from moonpin.preflight.probe.deep_probe import deep_probe, downgrade_light_libraries
 
-    module = req.module if req is not None and req.module else next(
-        (m for m in PG_MODULES if os.path.isfile(os.path.join(pkg, f"{m.split('.')[1]}.py"))),
-        None)
-    if module is None:
-        checks.append(CheckResult("deep probe", "skip", "no process-group module to import"))
+    if probe.module is None:
+        checks.append(CheckResult("deep probe", "skip", probe.why))
         return
-    for r in deep_probe(module, req.names if req is not None else (), site_packages, timeout,
-                         python):
+    for r in deep_probe(probe.module, probe.names, site_packages, timeout, python):
         # the light check's install line, where it has one, fixes what the deep
         # probe then sees: say that line rather than the library hint
         pip_fix = next((c.fix for c in checks if c.status == "fail" and c.fix
@@ -757,12 +661,16 @@ def check_image_file(path: str, platform: str | None = None, *,
                      gpu: str | None = None, image_env: Sequence[str] = (),
                      interpreter: str | None = None) -> Report:
     """``--image``: the image file at ``path`` (``platform``: the image of a multi-platform
-    index) unpacked to a temporary folder, judged as ``--rootfs`` with its config (``gpu``,
-    ``image_env``, ``interpreter``: as :func:`check_image` takes them)."""
+    index) unpacked to a temporary folder, removed afterwards (also on an error or an
+    interrupt), judged as ``--rootfs`` with its config (``gpu``, ``image_env``,
+    ``interpreter``: as :func:`check_image` takes them)."""
+    import shutil
+    import tempfile
+
     try:
         import importlib
 
-        from moonpin.preflight.env.rootfs import unpacked
+        from moonpin.preflight.env.rootfs import unpack_to
 
         ImageError = importlib.import_module("moonpin.readers.image.manifest").ImageError
     except ImportError as e:
@@ -770,17 +678,20 @@ def check_image_file(path: str, platform: str | None = None, *,
                                     f"files ({e})", "unpack the image (`docker export`, "
                                     "`umoci unpack`) and pass --rootfs DIR")],
                        strict=False, could_not_check=True)
+    dest = tempfile.mkdtemp(prefix="moonpin-image.")
     try:
-        with unpacked(path, platform) as (root, config):
-            return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
-                               kb_path=kb_path, strict=strict, source_cache=False,
-                               rootfs=root, config=config, partial_root=True, gpu=gpu,
-                               image_env=image_env, interpreter=interpreter)
+        config = unpack_to(path, platform, dest)
+        return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
+                           kb_path=kb_path, strict=strict, source_cache=False,
+                           rootfs=dest, config=config, partial_root=True, gpu=gpu,
+                           image_env=image_env, interpreter=interpreter)
     except (ImageError, OSError) as e:  # OSError: the file itself cannot be read
         tip = getattr(e, "tip", None) or getattr(e, "hint", None)
         return _report([CheckResult("image", "fail", str(e), tip or "pass an OCI image "
                                     "layout or archive, or a `docker save` tarball")],
                        strict=False, could_not_check=True)
+    finally:  # here, not in the environment's room: the walk leaves it once
+        shutil.rmtree(dest, ignore_errors=True)
 
 
 def _errors(report: Report) -> None:

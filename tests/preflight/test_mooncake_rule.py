@@ -1,6 +1,7 @@
 """Mooncake's loader rule behind the extensions' seam (moonpin/preflight/extensions/
 mooncake_rule.py): the module and build it picks are the ones the process-group judgement
-(moonpin/preflight/judge/pg.py) names, because that judgement asks it."""
+(moonpin/preflight/extensions/mooncake_pg.py, its own lines) names, because that judgement
+asks it."""
 
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ C13 = "mooncake-transfer-engine-cuda13"
 ])
 def test_pip_lines_do_what_they_say(specs: list[str], torch: str,
                                     mooncakes: list[tuple[str, str]], line: str) -> None:
-    assert pip_line(specs, torch=torch, mooncakes=mooncakes) == line
+    assert pip_line(specs, torch=torch, owned=mooncakes, prefix="mooncake-transfer-engine") \
+        == line
 
 
 # ----------------------------------------------------------------- the target environment
@@ -286,11 +287,14 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 
 def test_a_release_that_compiles_carries_its_note_and_the_prebuild_step() -> None:
-    from moonpin.preflight.judge.fixes import PREBUILD, Fixer
+    from moonpin.preflight.extensions.seam import own_rule
+    from moonpin.preflight.judge.fixes import Fixer, Project
 
-    fixer = Fixer(None, str(SHIPPED))
+    own = own_rule()  # mooncake's: its name, distributions and prebuild note
+    fixer = Fixer(None, str(SHIPPED), Project(own.IMPORT, own.DISTRIBUTIONS[0], own.PREBUILD))
     fixer.sglang, fixer.torch, fixer.python, fixer.arch = "0.5.23", "2.14.1", "cp312", "x86_64"
-    fixer.mooncakes = [(C13, "0.3.13.post1")]
+    fixer.owned = [(C13, "0.3.13.post1")]
+    PREBUILD = own.PREBUILD
     line = fixer.line()
     assert line.startswith(f"pip install '{C13}==0.3.14'"), line
     assert "compiles" in line and "ninja" in line and PREBUILD in line

@@ -7,6 +7,7 @@ them is gone, so it cannot go stale."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -23,10 +24,15 @@ import moonpin.preflight
 #: values) and ``prefetch`` (a child computing ahead) are used everywhere; the access layer
 #: every read goes through; the importer and loader models; the environment (a target is
 #: assembled with those models: ``.pth`` files read as ``site`` reads them, the loader's
-#: search folders, the Context's one Importer); what is installed; the extensions' rules;
-#: the judgements (which ask the rules: mooncake's); the probe; the two walks.
-LAYERS = ("result", "prefetch", "access", "pyimport", "loader", "env", "installed",
-          "extensions", "judge", "probe", "extensions_only", "run", "verdict", "__main__")
+#: search folders, the Context's one Importer); what is installed; the judgements every
+#: project shares (torch, SGLang, libraries, fix lines); the extensions' rules, each
+#: project's judgement behind the seam (mooncake's own lines); the probe; the walk of the
+#: other extensions alone; the report written for its target; the walk, the warm start.
+LAYERS = ("result", "prefetch", "access", "pyimport", "loader", "env", "installed", "judge",
+          "extensions", "probe", "extensions_only", "written", "run", "verdict", "__main__")
+#: Rooms that hold values, not steps of the walk: making a :class:`CheckResult` or a
+#: :class:`Report` is not entering a room (each room says its lines with them).
+VALUES = {"result"}
 
 #: Calls that go up today, each (caller room, callee room): why, and what would end it.
 KNOWN_UP: dict[tuple[str, str], str] = {}
@@ -43,7 +49,8 @@ def _room(filename: str) -> str | None:
 
 def traced(call: Any) -> tuple[Any, Counter[tuple[str, str]], list[str]]:
     """``call()``'s answer, every (caller room, callee room) of a call between two rooms,
-    and the rooms the walk (run.py) enters, in order, each run of one room once."""
+    and the rooms the walk (run.py) enters, in order, each run of one room once (the
+    :data:`VALUES` rooms left out)."""
     edges: Counter[tuple[str, str]] = Counter()
     entered: list[str] = []
 
@@ -59,7 +66,8 @@ def traced(call: Any) -> tuple[Any, Counter[tuple[str, str]], list[str]]:
         caller = _room(back.f_code.co_filename) if back is not None else None
         if caller is not None and caller != callee:
             edges[caller, callee] += 1
-            if caller == "run" and (not entered or entered[-1] != callee):
+            if caller == "run" and callee not in VALUES and (not entered
+                                                             or entered[-1] != callee):
                 entered.append(callee)
 
     sys.setprofile(profile)
@@ -77,9 +85,32 @@ def upward(edges: Counter[tuple[str, str]] | set[tuple[str, str]]) -> set[tuple[
             if a not in rank or b not in rank or rank[b] >= rank[a]}
 
 
+def once_in_order(entered: list[str]) -> list[str]:
+    """What is wrong with the rooms a walk entered: a room entered again after another, or a
+    room entered after one above it (empty: each room once, up the layers)."""
+    rank = {room: i for i, room in enumerate(LAYERS)}
+    wrong = [f"{room} again" for i, room in enumerate(entered) if room in entered[:i]]
+    wrong += [f"{b} after {a}" for a, b in itertools.pairwise(entered)
+              if rank.get(b, -1) <= rank.get(a, -1)]
+    return wrong
+
+
+def test_the_checker_sees_a_room_entered_twice_or_out_of_order() -> None:
+    assert once_in_order(["env", "installed", "judge", "extensions"]) == []
+    assert once_in_order(["env", "judge", "env"]) == ["env again", "env after judge"]
+    assert once_in_order(["env", "installed", "judge", "installed"]) == [
+        "installed again", "installed after judge"]
+    assert once_in_order(["judge", "env"]) == ["env after judge"]
+    assert once_in_order(["env", "newroom"]) == ["newroom after env"]
+    # the environment assembles with the importer model below it: a walk that enters the
+    # importer model after the environment steps down
+    assert once_in_order(["env", "pyimport"]) == ["pyimport after env"]
+
+
 def test_the_checker_sees_a_planted_call_up() -> None:
-    assert upward({("judge", "loader"), ("run", "judge")}) == set()
+    assert upward({("judge", "loader"), ("run", "judge"), ("extensions", "judge")}) == set()
     assert upward({("loader", "judge")}) == {("loader", "judge")}
+    assert upward({("judge", "extensions")}) == {("judge", "extensions")}
     assert upward({("loader", "newroom")}) == {("loader", "newroom")}
 
 
@@ -92,8 +123,6 @@ KNOWN_IMPORTS_UP = {
                                      "through the loader's process model (ldproc)",
     ("pyimport/labeleval.py", "loader"): "evaluates torch's version with pyrun's chain, "
                                          "handing it ldproc's process",
-    ("installed/build_facts.py", "judge"): "a JIT-compiling loader's cache scheme "
-                                           "(judge/jit.read_cache_scheme)",
 }
 
 
@@ -191,7 +220,7 @@ def test_the_image_walk_goes_down_the_layers(tmp_path: Path) -> None:
     # as --rootfs
     assert any(c.name == "nixl_ep" and c.status == "pass" for c in report.checks), \
         report.lines()
-    rootfs, more, _ = traced(lambda: check_image(
+    rootfs, more, entered_rootfs = traced(lambda: check_image(
         elastic_ep_backend="mooncake", launch_args=launch, kb_path=kb, rootfs=str(root),
         config=ImageConfig(env=["PATH=/usr/local/bin:/usr/bin:/bin"])))
     assert any(c.name == "nixl_ep" and c.status == "pass" for c in rootfs.checks), \
@@ -200,4 +229,15 @@ def test_the_image_walk_goes_down_the_layers(tmp_path: Path) -> None:
     up = upward(edges)
     assert up - set(KNOWN_UP) == set(), f"calls up the layers: {sorted(up - set(KNOWN_UP))}"
     assert set(KNOWN_UP) - up == set(), f"gone: drop from KNOWN_UP {set(KNOWN_UP) - up}"
-    assert entered[0] == "env", entered
+    # issue 37: the walk enters each room once, in one direction (up the layers)
+    assert once_in_order(entered) == [], entered
+    assert entered == ["env", "installed", "judge", "extensions", "written"], \
+        entered
+    assert once_in_order(entered_rootfs) == [], entered_rootfs
+    # no mooncake backend asked: the other extensions alone, the same way up
+    alone, _, entered_alone = traced(lambda: check_image(
+        elastic_ep_backend=None, launch_args=launch, kb_path=kb, rootfs=str(root),
+        config=ImageConfig(env=["PATH=/usr/local/bin:/usr/bin:/bin"])))
+    assert any(c.name == "nixl_ep" and c.status == "pass" for c in alone.checks), \
+        alone.lines()
+    assert entered_alone == ["env", "judge", "extensions_only", "written"], entered_alone

@@ -204,7 +204,13 @@ def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
 
 
 def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
-    from moonpin.preflight.judge.fixes import Fixer as _Fixer
+    from moonpin.preflight.extensions.seam import own_rule
+    from moonpin.preflight.judge.fixes import Fixer, Project
+
+    own = own_rule()  # mooncake's: the project whose fix lines these are
+
+    def _Fixer(provider: None, kb: Path) -> Fixer:
+        return Fixer(provider, kb, Project(own.IMPORT, own.DISTRIBUTIONS[0], own.PREBUILD))
 
     fixer = _Fixer(None, kb_path)
     fixer.sglang, fixer.torch, fixer.python = "0.5.17", "2.12.0", "cp312"
@@ -224,7 +230,13 @@ def test_shipped_tables_match_the_shipped_kb() -> None:
 
 
 def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path) -> None:
-    from moonpin.preflight.judge.fixes import Fixer as _Fixer
+    from moonpin.preflight.extensions.seam import own_rule
+    from moonpin.preflight.judge.fixes import Fixer, Project
+
+    own = own_rule()  # mooncake's: the project whose fix lines these are
+
+    def _Fixer(provider: None, kb: Path) -> Fixer:
+        return Fixer(provider, kb, Project(own.IMPORT, own.DISTRIBUTIONS[0], own.PREBUILD))
 
     reqs = resolved.load_requirements(kb_path)
     assert reqs is not None and reqs["0.5.17"]["torch"] == ["2.13.0"]

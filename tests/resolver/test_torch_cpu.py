@@ -75,7 +75,7 @@ def test_the_one_spelling() -> None:
     assert torch_cpu_exclusions(["2.8.0", "2.9.0"]) == ["!=2.8.0+cpu", "!=2.9.0+cpu"]
     assert torch_req("2.13.0") == torch_requirement("2.13.0")
     assert "'torch==2.13.0,!=2.13.0+cpu'" in pip_line(["torch==2.13.0"], torch="2.13.0+cpu",
-                                                      mooncakes=[])
+                                                      owned=[], prefix="mooncake-transfer-engine")
 
 
 @pytest.mark.parametrize("sglang", ["0.5.18", "0.5.4"])

@@ -136,6 +136,14 @@ class Context:
                    python=target.python, run=run, env=env,
                    user=target.user)
 
+    def interpreter_stop(self) -> tuple[str, str] | None:
+        """Whether the target's interpreter stops as it starts, before any import of the
+        worker's (a site file that raises: :func:`moonpin.preflight.pyimport.sitefiles.
+        interpreter_stops`), as (what, fix); None when it starts."""
+        from moonpin.preflight.pyimport.sitefiles import interpreter_stops
+
+        return interpreter_stops(self.sites or (), self.confined)
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Context is frozen: make a new one instead of setting {name}")
 

@@ -28,17 +28,16 @@ interpreter is not the ``python3`` of the image's ``PATH``:
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager as _contextmanager
 
 from moonpin.preflight.access import chroot as rootfs
 from moonpin.preflight.env.target import Identity, Target, TargetError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "image_env", "target_for", "unpacked",
+__all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "image_env", "target_for", "unpack_to",
            "with_overrides", "worker_identity"]
 
 #: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
@@ -660,31 +659,24 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
                                      marker=marker, within=Confined(root))
 
 
-@_contextmanager
-def unpacked(path: str, platform: str | None) -> Iterator[tuple[str, Any]]:
-    """The image file at ``path`` unpacked (:func:`moonpin.readers.image.layers.unpack`) into a
-    temporary folder, removed afterwards (also on an error or an interrupt): yields (folder,
-    config). Raises :class:`moonpin.readers.image.manifest.ImageError`, or :class:`ImportError`
-    when this moonpin has no image reader."""
+def unpack_to(path: str, platform: str | None, dest: str) -> Any:
+    """The image file at ``path`` unpacked (:func:`moonpin.readers.image.layers.unpack`) into
+    the folder ``dest`` (the caller's to remove, also on an error or an interrupt): its
+    config. Raises :class:`moonpin.readers.image.manifest.ImageError`, or
+    :class:`ImportError` when this moonpin has no image reader."""
     import importlib
-    import shutil
-    import tempfile
 
     ri: Any = importlib.import_module("moonpin.readers.image.manifest")
     unpack: Any = getattr(ri, "unpack", None)
     if unpack is None:  # the layers' reader beside it
         unpack = importlib.import_module("moonpin.readers.image.layers").unpack
     img = ri.open_image(path, platform)
-    dest = tempfile.mkdtemp(prefix="moonpin-image.")
-    try:
-        unpack(img, dest)
-        config = img.config
-        if os.geteuid() != 0 and getattr(config, "user", None):
-            # unpacked by another user, its files are that user's: their owners say nothing
-            # of the image's, so what the config's User may read is not judged
-            import dataclasses
+    unpack(img, dest)
+    config = img.config
+    if os.geteuid() != 0 and getattr(config, "user", None):
+        # unpacked by another user, its files are that user's: their owners say nothing
+        # of the image's, so what the config's User may read is not judged
+        import dataclasses
 
-            config = dataclasses.replace(config, user=None)
-        yield dest, config
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
+        config = dataclasses.replace(config, user=None)
+    return config

@@ -10,31 +10,38 @@ compiles one at first import (0.3.14's ``_pg_jit/``), or it is the build itself 
 (:func:`moonpin.readers.loader.read_loader`, kept in the file-facts memo under its stamp);
 the suffix rule is the one the KB query applies (:func:`moonpin.resolver.rule.loader_suffix`).
 
-Mooncake's judgement says more than one line (the module, the loader, the build, its names,
-backends, CUDA major, libraries, toolchain: :mod:`moonpin.preflight.judge.pg`), so this rule is
-``OWN_LINES``: the one-line verdict of :mod:`.verdict` leaves it to that judgement, which asks
-this rule which module and which build (:func:`module`, :func:`build_module`); :func:`pick`
-answers the seam's question from the same two.
+Mooncake's judgement says more than one line (its package, the module, the loader, the build,
+its names, backends, CUDA major, libraries, toolchain, and the modules its other features
+import: :mod:`.mooncake_pg`), so this rule is ``OWN_LINES``: the one-line verdict of
+:mod:`.verdict` leaves it to that judgement (:func:`own_lines`, begun ahead by :func:`ahead`),
+which asks this rule which module and which build (:func:`module`, :func:`build_module`);
+:func:`pick` answers the seam's question from the same two.
 """
 
 from __future__ import annotations
 
 import os
 
-from moonpin.preflight.access.confined import NOWHERE, Confined
+# mooncake's judgement, imported with its rule: a load begun ahead (:func:`ahead`, in a forked
+# child) then finds it imported, as the walk's own judgement does
+from moonpin.preflight.extensions.mooncake_pg import (
+    build_module,
+    check_feature,
+    check_pg,
+    package,
+    scheme_of,
+)
+from moonpin.preflight.extensions.mooncake_pg import choose_module as module
 from moonpin.preflight.extensions.seam import Choice, Pick
 from moonpin.preflight.installed.image_facts import BACKENDS, PG_MODULES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
-    from typing import Any
-
-    from moonpin.preflight.extensions.seam import Facts
+    from moonpin.preflight.extensions.seam import Facts, Job, Probe
     from moonpin.preflight.pyimport.importer import Found
 
 __all__ = ["BACKENDS", "CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "MODULES",
-           "OWN_LINES", "build_module", "memo", "module", "pick", "repair", "scheme_of"]
+           "OWN_LINES", "PREBUILD", "ahead", "own_lines", "pick", "repair"]
 
 IMPORT = "mooncake"
 #: every launch feature whose ``mooncake`` backend imports mooncake (SGLang's flags:
@@ -44,68 +51,16 @@ CHOICES = {"elastic-ep": ("mooncake",), "moe-a2a": ("mooncake",),
 IMPLICIT = False
 #: the distribution prefix every mooncake wheel's name starts with (``…-cuda13`` too)
 DISTRIBUTIONS = ("mooncake-transfer-engine",)
-#: judged by :mod:`moonpin.preflight.judge` in its own lines, not by :mod:`.verdict`
+#: judged in its own lines (:func:`own_lines`, :mod:`.mooncake_pg`), not by :mod:`.verdict`
 OWN_LINES = True
 #: the process-group modules, SGLang's current one first (``MODULES``), and the
-#: torch.distributed backend names mooncake registers (``BACKENDS``): what the installed
-#: files are read for (:mod:`moonpin.preflight.installed.image_facts`)
+#: torch.distributed backend names mooncake registers (``BACKENDS``): what the installed files
+#: are read for (:mod:`moonpin.preflight.installed.image_facts`)
 MODULES = PG_MODULES
-
-
-def module(req: Any, shipped: Collection[str]) -> str | None:
-    """Which process-group module ``import`` ends up with for SGLang's requirement ``req``
-    (:class:`moonpin.resolver.rule.Requirement`) when the package ships ``shipped``."""
-    from moonpin.resolver import rule
-
-    return rule.choose_module(req, shipped)
-
-
-def memo(kind: str, path: str, compute: Callable[[], Any],
-         valid: Callable[[Any], bool], within: Confined = NOWHERE) -> Any:
-    """``facts_memo().get`` (:meth:`moonpin.kb.cache.FileMemo.get`); a loader in a zip archive
-    on ``sys.path`` (no file of its own to stamp) is computed afresh each time."""
-    from moonpin.kb.cache import facts_memo
-
-    try:
-        return facts_memo().get(kind, path, compute, valid, within=within.root)
-    except OSError:
-        from moonpin.preflight.access import zipfs
-
-        if zipfs.size(path) is None:
-            raise
-    return compute()
-
-
-def scheme_of(loader_path: str, module: str, within: Confined = NOWHERE) -> dict[str, Any]:
-    """The loader's scheme (:func:`moonpin.preflight.installed.build_facts.read_scheme`), kept
-    in the file-facts memo under the loader's stamp (:func:`memo`); raises OSError when the
-    loader cannot be read."""
-    from moonpin.preflight.installed.build_facts import read_scheme, scheme_shape
-
-    scheme: dict[str, Any] = memo("loader-v6\0" + module, loader_path,
-                                  lambda: read_scheme(loader_path, module, within),
-                                  scheme_shape, within)
-    if not isinstance(scheme, dict) or "problem" not in scheme:  # a damaged memo entry
-        scheme = read_scheme(loader_path, module, within)
-    return scheme
-
-
-def build_module(scheme: dict[str, Any], template: str, module: str, loader_path: str,
-                 torch: str, within: Confined = NOWHERE) -> str | None:
-    """The module one of the loader's imports (``template``: ``mooncake.pg_{torch}``) names
-    for torch ``torch`` (``mooncake.pg_2_13_0``); None when the loader's pattern does not
-    match torch's version (its ``re.match(...).group()`` raises at import)."""
-    placeholder = scheme["placeholder"]
-    if placeholder not in template:
-        return template
-    from moonpin.preflight.installed.build_facts import str_or_none
-    from moonpin.resolver import rule
-
-    rscheme = rule.Scheme(scheme["kind"], scheme["imports"], scheme["version_regex"],
-                          scheme["separator"], loader_path, scheme["note"])
-    suffix = memo(f"suffix-v3\0{module}\0{torch}", loader_path,
-                  lambda: rule.loader_suffix(rscheme, torch), str_or_none, within)
-    return template.replace(placeholder, suffix) if isinstance(suffix, str) else None
+#: How a release that compiles at first import is compiled once, at image build: the note of
+#: the fix lines (:class:`moonpin.preflight.judge.fixes.Project`) and of the toolchain lines.
+PREBUILD = ("compile it once at image build: `TORCH_CUDA_ARCH_LIST=<your GPUs' archs, e.g. "
+            "9.0> python -c 'import mooncake.pg'` in the Dockerfile (needs ninja and nvcc there)")
 
 
 def pick(facts: Facts, found: Found) -> Pick:
@@ -153,6 +108,45 @@ def pick(facts: Facts, found: Found) -> Pick:
 
 
 def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:
-    """Mooncake's fix lines are the knowledge base's (:class:`moonpin.preflight.judge.fixes.
-    Fixer`), said by its own judgement: none here."""
+    """Mooncake's fix lines are the resolved tables' (:class:`moonpin.preflight.judge.fixes.
+    Fixer`, handed this rule's ``IMPORT``, ``DISTRIBUTIONS`` and ``PREBUILD``), said by its
+    own judgement: none here."""
     return None
+
+
+def own_lines(job: Job) -> Probe | None:
+    """Mooncake's lines (the seam's ``OWN_LINES`` hook): the installed package, then for
+    elastic EP its process-group module and build, for each other feature the modules SGLang
+    imports for it; what the deep probe imports, or None when no mooncake package is there."""
+    from moonpin.preflight.extensions.seam import Probe
+
+    try:
+        pkg = package(job.ctx, job.dists, job.fixer, job.add)
+        if pkg is None:
+            return None
+        if "elastic-ep" in job.wanted:
+            check_pg(pkg, job.ctx, job.req, job.torch, job.kb, job.fixer, job.add)
+        version = job.sglang.version if job.sglang else None
+        for f in sorted(set(job.wanted) - {"elastic-ep"}):
+            check_feature(f, job.ctx, pkg, version, job.kb, job.add, job.sglang_src,
+                          job.source_cache)
+    finally:
+        # a load begun ahead (:func:`ahead`) that no check took: not beside the probe, and
+        # nothing computed ahead is wanted after this judgement
+        job.ctx.run.close()
+    req = job.req
+    probed = req.module if req is not None and req.module else next(
+        (m for m in MODULES if os.path.isfile(os.path.join(pkg, f"{m.split('.')[1]}.py"))),
+        None)
+    return Probe(probed, req.names if req is not None else (),
+                 "no process-group module to import")
+
+
+def ahead(job: Job) -> None:
+    """The elastic-EP module's load (the judgement's long piece), for a child computing it
+    ahead (the seam's ``ahead`` hook): said nothing."""
+    if "elastic-ep" not in job.wanted:
+        return
+    pkg = package(job.ctx, job.dists, job.fixer, job.add)
+    if pkg is not None:
+        check_pg(pkg, job.ctx, job.req, job.torch, job.kb, job.fixer, job.add)

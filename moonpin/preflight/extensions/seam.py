@@ -44,8 +44,28 @@ would shadow in the very environment it reads) defines:
     from its installed METADATA or the installed SGLang's. None: the generic line.
 
 ``OWN_LINES`` (bool, optional)
-    The project's judgement says more than one line and lives in
-    :mod:`moonpin.preflight.judge` (mooncake's process group); listed in :data:`OWN_LINES`.
+    The project's judgement says more than one line (mooncake's process group: the module,
+    its loader, the build, its names, backends, CUDA major, libraries, toolchain), with fix
+    lines of its own; listed in :data:`OWN_LINES`. Such a rule also defines, beside
+    :func:`pick`:
+
+    ``own_lines(job: Job) -> Probe | None``
+        Its judgement, said with ``job.add`` after the one-line verdicts of the other
+        extensions, on the facts the walk read and judged before (:class:`Job`); the
+        answer is what the deep probe imports (:class:`Probe`), or None when the walk
+        stops there (its package is not installed: nothing more to judge or probe).
+
+    ``PREBUILD`` (str)
+        How a release that compiles at first import is compiled once at image build: the
+        note of its fix lines, which :class:`moonpin.preflight.judge.fixes.Fixer` writes
+        for this project (its ``IMPORT``, ``DISTRIBUTIONS[0]`` as the prefix of its
+        distributions' names, handed in as a :class:`~moonpin.preflight.judge.fixes.Project`).
+
+    ``ahead(job: Job) -> None``
+        The long part of that judgement, run in a child on a second core while SGLang's
+        sources are read (:mod:`moonpin.preflight.prefetch`: each load it computes is
+        recorded for the walk's own judgement to take), with ``job.req`` the knowledge
+        base's guess of what SGLang needs. Said nothing (``job.add`` drops every line).
 
 A rule's distributions must be among those whose metadata the check reads
 (:data:`moonpin.preflight.installed.image_facts.EXTENSION_DISTS`). The rule holds only how to
@@ -70,7 +90,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["OWN_LINES", "RULES", "Choice", "Facts", "Pick", "rule_for"]
+__all__ = ["OWN_LINES", "RULES", "Choice", "Facts", "Job", "Pick", "Probe", "own_rule",
+           "rule_for"]
 
 #: import name -> the rule module (in this folder) that reads its project's loader
 RULES: dict[str, str] = {
@@ -80,10 +101,9 @@ RULES: dict[str, str] = {
     "flashinfer": "flashinfer_rule",
     "mooncake": "mooncake_rule",
 }
-#: import names whose rule is ``OWN_LINES``: its project's judgement says its own lines
-#: (mooncake's process group, :mod:`moonpin.preflight.judge.pg`, which asks the rule which
-#: module and which build); the launch line's extensions (:mod:`.wanted`) and their one-line
-#: verdict (:mod:`.verdict`) leave them to it
+#: import names whose rule is ``OWN_LINES``: its project's judgement says its own lines (the
+#: rule's ``own_lines``; mooncake's is :mod:`.mooncake_pg`); the launch line's extensions
+#: (:mod:`.wanted`) and their one-line verdict (:mod:`.verdict`) leave them to it
 OWN_LINES = frozenset({"mooncake"})
 
 
@@ -226,6 +246,55 @@ class Pick:
         self.warnings = list(warnings)
         self.fix = fix
         self.unread = unread
+
+
+class Job:
+    """What the walk hands an ``OWN_LINES`` rule's judgement (``own_lines``, ``ahead``), all
+    read or judged before: ``ctx`` (the :class:`~moonpin.preflight.env.context.Context`),
+    ``wanted`` (feature -> backend: the launch choices that import the project), ``dists``
+    (every installed distribution of the project), ``torch`` (the installed torch's facts;
+    None: none), ``sglang`` (its distribution; None: none) and ``sglang_src`` (the files
+    ``import sglang`` loads), ``req`` (what SGLang needs of the project), ``kb`` (the
+    knowledge base as the check reads it), ``fixer`` (the fix lines over what is installed),
+    ``add`` (says one line), ``source_cache`` (whether analyses of unchanged files are
+    trusted)."""
+
+    __slots__ = ("add", "ctx", "dists", "fixer", "kb", "req", "sglang", "sglang_src",
+                 "source_cache", "torch", "wanted")
+
+    def __init__(self, *, ctx: Any, wanted: Mapping[str, str], dists: Sequence[Dist],
+                 torch: Any, sglang: Dist | None, sglang_src: Any, req: Any, kb: Any,
+                 fixer: Any, add: Callable[[Any], None], source_cache: bool) -> None:
+        self.ctx = ctx
+        self.wanted = wanted
+        self.dists = dists
+        self.torch = torch
+        self.sglang = sglang
+        self.sglang_src = sglang_src
+        self.req = req
+        self.kb = kb
+        self.fixer = fixer
+        self.add = add
+        self.source_cache = source_cache
+
+
+class Probe:
+    """An ``OWN_LINES`` rule's answer to the walk: the ``module`` the deep probe imports in
+    the target's interpreter (None: nothing to import, ``why``), with the ``names`` it
+    checks on it."""
+
+    __slots__ = ("module", "names", "why")
+
+    def __init__(self, module: str | None, names: Sequence[str] = (), why: str = "") -> None:
+        self.module = module
+        self.names = tuple(names)
+        self.why = why
+
+
+def own_rule() -> Any:
+    """The rule whose project says its own lines (:data:`OWN_LINES`: one today)."""
+    (name,) = OWN_LINES
+    return rule_for(name)
 
 
 def rule_for(name: str) -> Any:

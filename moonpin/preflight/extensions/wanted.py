@@ -25,8 +25,8 @@ __all__ = ["Wanted", "extensions"]
 _DISPATCHERS = ("srt", "layers", "moe", "token_dispatcher")
 #: launch features whose backend names a package the worker imports
 _FEATURES = ("elastic-ep", "moe-a2a")
-#: backends the mooncake checks judge (:mod:`moonpin.preflight.judge`), and "no backend"
-_ELSEWHERE = ("mooncake", "none", "")
+#: "no backend"; a backend an ``OWN_LINES`` rule claims (mooncake's) is judged in its own lines
+_NONE = ("none", "")
 
 
 class Wanted:
@@ -113,7 +113,8 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
     flag_of = {f: k for k, f in flags.items()}
     for feature in _FEATURES:
         backend = features.get(feature, "")
-        if backend in _ELSEWHERE:
+        if backend in _NONE or any(backend in seam.rule_for(name).CHOICES.get(feature, ())
+                                   for name in seam.OWN_LINES):
             continue
         said = f"{flag_of.get(feature, feature)} {backend}"
         module = _dispatcher(sglang, backend, facts.within) if sglang is not None else None

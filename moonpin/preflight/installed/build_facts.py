@@ -40,6 +40,7 @@ __all__ = [
     "find_nvcc",
     "on_path",
     "read_build",
+    "read_cache_scheme",
     "read_scheme",
     "scheme_shape",
     "str_or_none",
@@ -213,7 +214,6 @@ def read_scheme(loader_path: str, module: str, within: Confined = NOWHERE) -> di
     cache = None
     source_names: set[str] = set()
     if r.kind == "jit-compile":
-        from moonpin.preflight.judge.jit import read_cache_scheme
         from moonpin.readers.pyast.loader import cpp_string_names
 
         cache = read_cache_scheme(data)
@@ -312,3 +312,38 @@ def built_for(path: str, within: Confined = NOWHERE) -> str | None:
         end += 1
     text = data[start:end].decode("ascii", "replace").rstrip(".")
     return text if text[:1].isdigit() else None
+
+
+def read_cache_scheme(data: bytes) -> dict[str, list[str]]:
+    """``{"env": [...], "home": [...]}``: the environment variables a loader reads its
+    cache folder from, and the path under the home it falls back to (parts), from its
+    source with ``ast``."""
+    import ast
+
+    env: list[str] = []
+    home: list[str] = []
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {"env": env, "home": home}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            f = node.func
+            name = ast.unparse(f) if isinstance(f, (ast.Attribute, ast.Name)) else ""
+            arg = node.args[0].value
+            if name in ("os.environ.get", "os.getenv") and isinstance(arg, str) \
+                    and arg.endswith("_JIT_DIR") and arg not in env:
+                env.append(arg)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and not home:
+            parts: list[str] = []
+            left: ast.expr = node
+            while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div):
+                if not (isinstance(left.right, ast.Constant) and isinstance(left.right.value,
+                                                                              str)):
+                    break
+                parts.insert(0, left.right.value)
+                left = left.left
+            if (isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute)
+                    and left.func.attr == "home" and parts):
+                home = parts
+    return {"env": env, "home": home}

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found, Sources
 
-__all__ = ["where"]
+__all__ = ["editable_dist", "where"]
 
 
 def _pth_origins(sites: Sequence[str], within: Confined) -> dict[str, str]:
@@ -154,3 +154,46 @@ def where(found: Found | None, paths: Sequence[str], sites: Sequence[str] | None
     out["distribution"] = None if dist is None else {
         "name": dist.name, "version": dist.version, "dist_info": _dist_info(dist)}
     return out
+
+
+def editable_dist(dist: Dist | None, within: Confined = NOWHERE) -> bool:
+    """Whether ``dist``'s ``direct_url.json`` (PEP 610) says an editable install."""
+    from moonpin.kb.cache import facts_memo
+    from moonpin.preflight.installed.image_facts import canon
+
+    if dist is None:
+        return False
+    try:
+        entries = [e.path for e in os.scandir(dist.root) if e.name.endswith(".dist-info")
+                   and canon(e.name[:-len(".dist-info")].split("-", 1)[0]) == dist.name]
+    except OSError:
+        return False
+    for folder in entries:
+        path = os.path.join(folder, "direct_url.json")
+        def says(p: str = path) -> bool:
+            return _says_editable(p, within)
+
+        try:  # json only when the file changed: the file-facts memo
+            if facts_memo().get("direct-url-editable", path, says, _is_bool,
+                                within=within.root):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _says_editable(path: str, within: Confined) -> bool:
+    import json
+
+    from moonpin.preflight.installed.image_facts import read_bytes
+
+    try:
+        doc = json.loads(read_bytes(path, what="direct_url.json", within=within))
+    except (ValueError, RecursionError):
+        return False
+    info = doc.get("dir_info") if isinstance(doc, dict) else None
+    return isinstance(info, dict) and info.get("editable") is True

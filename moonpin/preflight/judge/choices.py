@@ -29,7 +29,8 @@ def own_launch(src: Sources | None, sglang: Dist | None, kb: KBView
     record, decide: an editable install (its checkout may be ahead of the version it
     names) or a release the KB has no launch record of."""
     from moonpin.preflight.installed.launch_src import installed_launch
-    from moonpin.preflight.judge.sglang import editable_dist, kb_launch
+    from moonpin.preflight.installed.where import editable_dist
+    from moonpin.preflight.judge.sglang import kb_launch
 
     if src is None:
         return None

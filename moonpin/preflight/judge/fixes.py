@@ -3,15 +3,19 @@ from what is installed to a set that loads.
 
 pip leaves an installed requirement alone when it is already satisfied: ``==2.13.0`` is met
 by ``2.13.0+cpu`` (a local label does not count against a bare version) and a reinstall of
-the installed release does nothing. And two mooncake distributions share one ``mooncake/``
-folder, so uninstalling one removes files of the other. So a line
+the installed release does nothing. And the distributions of a project whose rule says its
+own lines (:class:`Project`: mooncake's ``-cuda13``, ``-cpu`` and plain wheels) share one
+package folder, so uninstalling one removes files of the other. So a line
 
 * reinstalls the installed release with ``--force-reinstall --no-deps``;
 * uninstalls torch first when the installed torch is the same release with a local label
   (``+cpu``) and the line wants the package index's build;
-* uninstalls every installed mooncake distribution before it installs another one;
+* uninstalls every installed distribution of that project before it installs another one;
 * says when the release it proposes compiles at first import, and how to compile it once
   at image build.
+
+The project is handed in as a value (its rule's data, :mod:`moonpin.preflight.extensions.
+seam`): nothing here names one.
 
 Only ``os`` and ``sys`` at import: this runs at worker start.
 """
@@ -29,12 +33,22 @@ if TYPE_CHECKING:
 
     FixProvider = Callable[[str, str, str, str], list[str]]
 
-__all__ = ["MOONCAKE_PREFIX", "Fixer", "pip_line", "shell_line", "torch_req"]
+__all__ = ["Fixer", "Project", "pip_line", "shell_line", "torch_req"]
 
-MOONCAKE_PREFIX = "mooncake-transfer-engine"
-#: How a release that compiles at first import is compiled once, at image build.
-PREBUILD = ("compile it once at image build: `TORCH_CUDA_ARCH_LIST=<your GPUs' archs, e.g. "
-            "9.0> python -c 'import mooncake.pg'` in the Dockerfile (needs ninja and nvcc there)")
+
+class Project:
+    """The project whose install lines a :class:`Fixer` writes beside torch's, as its loader
+    rule says it (``OWN_LINES``: :mod:`moonpin.preflight.extensions.seam`): its import
+    ``name`` (``mooncake``), the ``prefix`` its distributions' names start with, and
+    ``prebuild``: how a release of it that compiles at first import is compiled once, at
+    image build."""
+
+    __slots__ = ("name", "prebuild", "prefix")
+
+    def __init__(self, name: str, prefix: str, prebuild: str) -> None:
+        self.name = name
+        self.prefix = prefix
+        self.prebuild = prebuild
 
 
 def _public(version: str) -> str:
@@ -49,21 +63,22 @@ def torch_req(version: str) -> str:
     return torch_requirement(version)
 
 
-def pip_line(specs: Sequence[str], *, torch: str | None,
-             mooncakes: Sequence[tuple[str, str]]) -> str:
+def pip_line(specs: Sequence[str], *, torch: str | None, owned: Sequence[tuple[str, str]],
+             prefix: str) -> str:
     """The pip command that installs exactly ``specs`` (``name==version``) over an image
-    holding ``torch`` (its installed version, as pip sees it) and ``mooncakes`` ((name,
-    version) each)."""
+    holding ``torch`` (its installed version, as pip sees it) and ``owned``, the installed
+    distributions ((name, version) each) of the project whose names start with ``prefix``,
+    which share one package folder."""
     names = {s.partition("==")[0] for s in specs}
     uninstall: list[str] = []
-    if (any(n.startswith(MOONCAKE_PREFIX) for n in names) and any(
-            n not in names for n, _ in mooncakes)) or len(mooncakes) > 1:
-        uninstall += [n for n, _ in mooncakes]  # their files overlap: all of them go
+    if (any(n.startswith(prefix) for n in names) and any(
+            n not in names for n, _ in owned)) or len(owned) > 1:
+        uninstall += [n for n, _ in owned]  # their files overlap: all of them go
     wanted_torch = next((s.partition("==")[2] for s in specs if s.startswith("torch==")), None)
     if (wanted_torch and torch and "+" in torch and "+" not in wanted_torch
             and _public(torch) == wanted_torch):
         uninstall.append("torch")  # ==X is met by X+cpu: pip would keep it
-    installed = {f"{n}=={v}" for n, v in mooncakes}
+    installed = {f"{n}=={v}" for n, v in owned}
     if torch:
         installed |= {f"torch=={torch}", f"torch=={_public(torch)}"}
     force = not uninstall and all(s in installed for s in specs)
@@ -93,12 +108,14 @@ def shell_line(fix: str, pip: str = "pip") -> str:
 
 
 class Fixer:
-    """Fix lines for one image: what is installed, and where fitting releases come from
-    (the resolved tables of the KB at ``kb_path``, or a ``provider``)."""
+    """Fix lines for one image: what is installed, and where fitting releases of ``project``
+    come from (the resolved tables of the KB at ``kb_path``, or a ``provider``)."""
 
-    def __init__(self, provider: FixProvider | None, kb_path: str | None) -> None:
+    def __init__(self, provider: FixProvider | None, kb_path: str | None,
+                 project: Project) -> None:
         self.provider = provider
         self.kb_path = kb_path
+        self.project = project
         self.sglang: str | None = None
         #: torch's version as pip sees it (its distribution metadata)
         self.torch: str | None = None
@@ -107,25 +124,27 @@ class Fixer:
         self.torch_label: str | None = None
         #: whether the installed torch is a build without CUDA (``+cpu``)
         self.torch_cpu = False
-        self.mooncakes: list[tuple[str, str]] = []
+        #: the installed distributions of :attr:`project` (name, version)
+        self.owned: list[tuple[str, str]] = []
         self.python = f"cp{sys.version_info.major}{sys.version_info.minor}"  # the target's
         self.arch = os.uname().machine
         self._line: str | None = None
 
-    def installed(self, dists: Mapping[str, Dist], mooncakes: Sequence[Dist]) -> None:
-        """Learn what is installed (``dists`` by name, the ``mooncakes``), which the fix
-        lines are written over."""
+    def installed(self, dists: Mapping[str, Dist], owned: Sequence[Dist]) -> None:
+        """Learn what is installed (``dists`` by name, and the project's ``owned``), which
+        the fix lines are written over."""
         sglang, torch = dists.get("sglang"), dists.get("torch")
         self.sglang = sglang.version if sglang else None
         self.torch = torch.version if torch else None
-        self.mooncakes = [(d.name, d.version) for d in mooncakes]
+        self.owned = [(d.name, d.version) for d in owned]
 
     def pip(self, specs: Sequence[str], note: str | None = None) -> str:
-        line = pip_line(specs, torch=self.torch, mooncakes=self.mooncakes)
+        line = pip_line(specs, torch=self.torch, owned=self.owned, prefix=self.project.prefix)
         return f"{line} ({note})" if note else line
 
     def _fits(self, sglang: str, torch: str) -> list[tuple[str, str | None]]:
-        """Fitting mooncake requirements with their notes, prebuilt first."""
+        """Fitting requirements of the project (the resolved tables' fix lines) with their
+        notes, prebuilt first."""
         if self.provider is not None:
             return [(r, None) for r in self.provider(sglang, torch, self.python, self.arch)]
         from moonpin.resolver.resolved import fixes_for
@@ -138,7 +157,7 @@ class Fixer:
         req, note = fit
         notes = [why] if why else []
         if note:
-            notes.append(f"note: {note}; {PREBUILD}")
+            notes.append(f"note: {note}; {self.project.prebuild}")
         return self.pip([*specs, req], "; ".join(notes) or None)
 
     def torch_reinstall(self) -> str | None:
@@ -154,7 +173,7 @@ class Fixer:
         ``top`` (``owner``: its name and version as installed, when known)."""
         if top == "torch" and self.torch:
             return self.torch_files()
-        if top == "mooncake" and self.mooncakes:
+        if top == self.project.name and self.owned:
             return self.reinstall()
         if owner is not None:
             return f"pip install --force-reinstall --no-deps '{owner[0]}=={owner[1]}'"
@@ -171,17 +190,17 @@ class Fixer:
     def generic(self) -> str:
         s = self.sglang or "<sglang version>"
         t = self.torch or "<torch version>"
-        return f"run `moonpin which mooncake --sglang {s} --torch {t}`"
+        return f"run `moonpin which {self.project.name} --sglang {s} --torch {t}`"
 
     def reinstall(self) -> str:
-        """Put the installed mooncake release's files back as its wheel has them."""
-        if len(self.mooncakes) == 1:
-            name, version = self.mooncakes[0]
+        """Put the project's installed release's files back as its wheel has them."""
+        if len(self.owned) == 1:
+            name, version = self.owned[0]
             return self.pip([f"{name}=={version}"])
         return self.line()
 
     def line(self) -> str:
-        """Install the mooncake that fits the installed SGLang and torch (or move torch or
+        """Install the project's release that fits the installed SGLang and torch (or move torch or
         SGLang when none does)."""
         if self._line is not None:
             return self._line
@@ -207,7 +226,7 @@ class Fixer:
         return text
 
     def torch_fix(self, wanted: str | None, spec: str) -> str:
-        """Install the torch SGLang pins (``wanted``, from ``torch==X``) and a mooncake that
+        """Install the torch SGLang pins (``wanted``, from ``torch==X``) and a project release that
         fits it."""
         if wanted is None or not self.sglang:
             return f"pip install '{spec}' (the torch this SGLang release is built for)"
@@ -227,8 +246,8 @@ class Fixer:
                         "an extra index offers is excluded")
 
     def _torch_move(self) -> str | None:
-        """No mooncake fits this torch: the torch the SGLang release requires, and the
-        mooncake that fits it, when the resolved tables know one."""
+        """No release of the project fits this torch: the torch the SGLang release requires,
+        and the one that fits it, when the resolved tables know one."""
         from moonpin.kb.paths import default_kb_file
         from moonpin.resolver import resolved
 
@@ -246,12 +265,12 @@ class Fixer:
             if fits:
                 return self._with([f"torch=={required}"], fits[0],
                                   f"sglang {self.sglang} requires torch {required}; no "
-                                  f"mooncake fits torch {self.torch}")
+                                  f"{self.project.name} fits torch {self.torch}")
         return None
 
     def _sglang_move(self) -> str | None:
-        """No mooncake fits this SGLang release, whatever its torch: the nearest release
-        (newer first) that requires the installed torch and has a mooncake that fits."""
+        """No release of the project fits this SGLang release, whatever its torch: the nearest
+        SGLang release (newer first) that requires the installed torch and has one that fits."""
         from packaging.version import Version
 
         from moonpin.kb.paths import default_kb_file
@@ -275,6 +294,6 @@ class Fixer:
             fits = resolved.fixes_for(v, torch, self.python, self.arch, kb_path=kb_path)
             if fits:
                 return self._with([f"sglang=={v}"], fits[0],
-                                  f"no mooncake fits sglang {self.sglang} with torch "
+                                  f"no {self.project.name} fits sglang {self.sglang} with torch "
                                   f"{self.torch}; sglang {v} requires this torch and has one")
         return None

@@ -1,4 +1,4 @@
-"""The check's library resolution: every shared library a mooncake build needs, and those
+"""The check's library resolution: every shared library a build needs, and those
 its shipped libraries need, found and mapped as the dynamic loader would
 (:mod:`moonpin.preflight.loader.ldso`),
 with the fix line that names what provides a missing one."""
@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["check_libraries", "provider_hint"]
 
 
-#: What provides a shared library a mooncake build needs, for the fix line.
+#: What provides a shared library a build of a project (``{p}``: mooncake) needs, for the fix
+#: line.
 _LIB_HINTS: tuple[tuple[str, str], ...] = (
-    (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this mooncake build is for CUDA {0}; "
-     "install the mooncake distribution that matches torch's CUDA (`moonpin which mooncake`)"),
+    (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this {p} build is for CUDA {0}; "
+     "install the {p} distribution that matches torch's CUDA (`moonpin which {p}`)"),
     (r"libc10_cuda\.so|libtorch_cuda\.so", "a CUDA build of torch: this torch is CPU-only"),
     (r"libibverbs\.so|libmlx5\.so", "the RDMA user-space libraries (Debian/Ubuntu: "
      "`apt-get install libibverbs1 ibverbs-providers`; RHEL: `dnf install rdma-core`)"),
@@ -35,12 +36,14 @@ _LIB_HINTS: tuple[tuple[str, str], ...] = (
 
 
 #: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
-#: brings it (its nvidia-cuda-runtime requirement), not another mooncake distribution.
+#: brings it (its nvidia-cuda-runtime requirement), not another distribution of the build's.
 _CPU_TORCH_CUDART = ("the CUDA runtime, which a CUDA build of torch brings (its "
                      "nvidia-cuda-runtime requirement): this torch is CPU-only")
 
 
-def provider_hint(error: str) -> str | None:
+def provider_hint(error: str, project: str) -> str | None:
+    """What provides the shared library ``error`` (a loader's message) says is missing, for a
+    build of ``project`` (the top-level package the import names), or None."""
     import re
 
     m = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", error)
@@ -49,7 +52,8 @@ def provider_hint(error: str) -> str | None:
     for pattern, hint in _LIB_HINTS:
         found = re.match(pattern, m.group(1))
         if found:
-            return f"{m.group(1)} is missing; it comes from " + hint.format(*found.groups())
+            return (f"{m.group(1)} is missing; it comes from "
+                    + hint.format(*found.groups(), p=project))
     return f"{m.group(1)} is missing: install what provides it in the image"
 
 
@@ -59,27 +63,28 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _owner(path: str, paths: Sequence[str]) -> str | None:
-    """Which package's files ``path`` is: ``mooncake`` (its folder, or a ``*.libs`` folder
-    a repaired wheel vendors), ``torch``, ``nvidia`` (torch's CUDA packages), or None."""
+def _owner(path: str, paths: Sequence[str], project: str) -> str | None:
+    """Which package's files ``path`` is: ``project``'s (the builds' package, mooncake: its
+    folder, or a ``*.libs`` folder a repaired wheel vendors), ``torch``, ``nvidia`` (torch's
+    CUDA packages), or None."""
     for sp in paths:
-        for name in ("mooncake", "torch", "nvidia"):
-            if _within(path, os.path.join(sp, name)):
+        for name in (project, "torch", "nvidia"):
+            if name and _within(path, os.path.join(sp, name)):
                 return name
         if _within(path, sp) and os.path.basename(os.path.dirname(path)).endswith(".libs"):
-            return "mooncake"
+            return project
     return None
 
 
-def _fix_for(path: str, paths: Sequence[str], fixer: Fixer | None) -> str:
+def _fix_for(path: str, paths: Sequence[str], fixer: Fixer | None, project: str) -> str:
     """What puts the file at ``path`` back: the distribution whose files it is."""
-    owner = _owner(path, paths)
+    owner = _owner(path, paths, project)
     if owner == "torch" and fixer is not None:
         return fixer.torch_files()
     if owner == "nvidia" and fixer is not None:
         return fixer.torch_files(deps=True)
-    if owner == "mooncake":
-        return ("reinstall the mooncake distribution that ships it (see the install line "
+    if owner and owner == project:
+        return (f"reinstall the {project} distribution that ships it (see the install line "
                 "above), or restore the file")
     return "restore the file: reinstall what installed it in the image"
 
@@ -97,12 +102,13 @@ def check_libraries(builds: Sequence[str], ctx: Context,
     from moonpin.preflight.loader.loadchain import native_load
 
     paths = ctx.paths
+    project = (module or "").partition(".")[0]  # whose builds these are (mooncake)
     res = native_load(builds, paths, module, python=ctx.python, suffixes=ctx.ext_suffixes,
                       machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
                       sites=ctx.sites, version=ctx.version, first=first, after=after,
                       complete=ctx.complete, run=ctx.run, importer=ctx.importer)
     if res.chain_error is not None:
-        _chain_failure(res, module or "", paths, add, fixer, ctx.confined)
+        _chain_failure(res, module or "", paths, add, fixer, project, ctx.confined)
         return
     if res.note is not None:
         add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
@@ -121,7 +127,8 @@ def check_libraries(builds: Sequence[str], ctx: Context,
             said(c)
     for path, problem in sorted(res.bad.items()):
         add(CheckResult("libraries", "fail",
-                        f"{path} cannot be loaded: {problem}", _fix_for(path, paths, fixer),
+                        f"{path} cannot be loaded: {problem}",
+                        _fix_for(path, paths, fixer, project),
                         (path,)))
     driver = dict(res.host_missing)
     others = dict(res.missing)
@@ -129,7 +136,8 @@ def check_libraries(builds: Sequence[str], ctx: Context,
         cpu = fixer is not None and fixer.torch_cpu  # the CUDA runtime comes with CUDA torch
         detail = "; ".join(f"{n} (needed by {o}): " + (
             _CPU_TORCH_CUDART if cpu and n.startswith(CUDART) else (provider_hint(
-                f"{n}: cannot open shared object file") or "").split("; it comes from ", 1)[-1])
+                f"{n}: cannot open shared object file", project) or ""
+            ).split("; it comes from ", 1)[-1])
             for n, o in sorted(others.items()))
         fix = "install what provides each one in the image"
         if fixer is not None and all(n.startswith(("libc10_cuda.so", "libtorch_cuda.so"))
@@ -144,7 +152,7 @@ def check_libraries(builds: Sequence[str], ctx: Context,
         add(CheckResult("libraries", "pass",
                         f"{res.count} shared-library needs of {res.objects} objects resolve"
                         + (" (but for the NVIDIA driver)" if driver else "")))
-        _check_symbols(res, builds, paths, ctx.root, add, fixer)
+        _check_symbols(res, builds, paths, ctx.root, add, fixer, project)
     if driver and ctx.root is not None:  # an image never holds it: the runtime mounts it
         add(CheckResult("driver", "skip", f"{', '.join(sorted(driver))} (the NVIDIA driver) "
                         "is the host's: the NVIDIA container runtime mounts it at run time"))
@@ -157,7 +165,7 @@ def check_libraries(builds: Sequence[str], ctx: Context,
 
 def _chain_failure(res: Report, module: str, paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None,
-                   within: Confined) -> None:
+                   project: str, within: Confined) -> None:
     """``import module`` fails before the builds are loaded, in the code of the module
     ``res.chain_error`` blames: said as that package's failure, with the fix that puts
     back what the failed load is about (its last failed load: the cause)."""
@@ -172,9 +180,9 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
         version, obj, newest = [*detail.split("\0"), "", ""][:3]
         note = (f"; {subject} defines at most {newest}" if newest else
                 f"; {subject} defines no version of that kind")
-        fix = _version_fix(subject, obj, version, paths, fixer)
-    elif kind == "bad" and _owner(subject, paths) != package:
-        fix = _fix_for(subject, paths, fixer)
+        fix = _version_fix(subject, obj, version, paths, fixer, project)
+    elif kind == "bad" and _owner(subject, paths, project) != package:
+        fix = _fix_for(subject, paths, fixer, project)
     elif package == "torch" and fixer is not None:
         missing = _missing_name(message) or (subject if kind == "missing" else None)
         own = missing is None or _torch_ships(missing, paths, within)
@@ -182,7 +190,7 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
         if not own:
             fix += (f" (it reinstalls the packages torch requires too; if none of them "
                     f"ships {missing}, install what provides it in the image)")
-    elif package == "mooncake" and fixer is not None:
+    elif fixer is not None and package == fixer.project.name:
         fix = fixer.reinstall()
     else:
         fix = (f"reinstall the distribution that provides {package} (its files do not "
@@ -194,12 +202,12 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
 
 
 def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
-                 fixer: Fixer | None) -> str:
+                 fixer: Fixer | None, project: str) -> str:
     """A library older than an object needs: put back the package whose file it is, or
     install a newer one."""
-    owner = _owner(lib, paths)
-    if owner in ("torch", "nvidia", "mooncake"):
-        return _fix_for(lib, paths, fixer)
+    owner = _owner(lib, paths, project)
+    if owner in ("torch", "nvidia") or (owner and owner == project):
+        return _fix_for(lib, paths, fixer, project)
     return (f"install a newer {os.path.basename(lib)} in the image (the one "
             f"{os.path.basename(obj)} was built against defines {version}), or a build of "
             "it made for this image's")
@@ -249,7 +257,8 @@ def _built_for(build: str) -> str | None:
 
 
 def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str], root: str | None,
-                   add: Callable[[CheckResult], None], fixer: Fixer | None) -> None:
+                   add: Callable[[CheckResult], None], fixer: Fixer | None,
+                   project: str) -> None:
     """Every symbol the builds and the image's objects they load leave undefined, bound
     as ld.so binds them (:mod:`moonpin.preflight.loader.ldproc`)."""
     by_lib: dict[str, list[tuple[str, str, str]]] = {}
@@ -294,7 +303,8 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str], root:
         torchy = all(ldbind.demangle(s).startswith(_TORCH_NAMESPACES)
                      for _, s, _, _ in unbound)
         built = _built_for(first[0]) if first[0] in builds else None
-        fix = "reinstall the mooncake distribution that ships it (see the install line above)"
+        fix = (f"reinstall the {project} distribution that ships it (see the install line "
+               "above)")
         if shadowed(first[0]):
             fix = (f"{os.path.basename(first[0])} is the host's: a library it needs is found "
                    "outside the host's folders (LD_LIBRARY_PATH, an image's folder) and is "
@@ -310,8 +320,7 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str], root:
                 # Which of the two holds another release's binaries the names cannot tell
                 # (a vendor torch labelled as upstream, or a build overwritten): both are put
                 # back as the index ships them.
-                fix = fixer.pip([f"torch=={built}", *(f"{n}=={v}" for n, v in
-                                                      fixer.mooncakes)],
+                fix = fixer.pip([f"torch=={built}", *(f"{n}=={v}" for n, v in fixer.owned)],
                                 f"{os.path.basename(first[0])} was built for torch {built}; "
                                 "the installed torch's libraries or this build are another "
                                 "release's")

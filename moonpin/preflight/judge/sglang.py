@@ -1,50 +1,60 @@
 """What the installed SGLang release needs, checked against the image: its process-group
-requirement (its sources, else the knowledge base), the torch it pins, the elastic-EP rules
-on the worker's launch arguments, and the mooncake modules its other features import."""
+requirement (its sources, else the knowledge base), the torch it pins, and the elastic-EP
+rules on the worker's launch arguments."""
 
 from __future__ import annotations
 
 import os
 
-from moonpin.kb.cache import facts_memo
-from moonpin.preflight.access.confined import NOWHERE, Confined
-from moonpin.preflight.installed.build_facts import read_build
 from moonpin.preflight.installed.image_facts import (
-    CAP_BUILD,
     Dist,
     KBView,
     analyze_sglang,
     canon,
-    file_suffix,
     locate,
-    module_file,
     read_bytes,
     record_paths,
     sglang_sources,
 )
 from moonpin.preflight.installed.image_facts import Requirement as _Requirement
+from moonpin.preflight.installed.where import editable_dist
 from moonpin.preflight.pyimport.importer import Sources
 from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any
 
+    from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.judge.fixes import Fixer
 
-__all__ = ["check_feature", "check_launch", "check_sglang_torch", "editable_dist",
+__all__ = ["check_launch", "check_sglang_torch",
            "kb_launch", "sglang_requirement"]
 
 
 def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
                         add: Callable[[CheckResult], None],
                         source_cache: bool = True, pkg: Sources | None = None,
-                        ) -> _Requirement | None:
-    """``pkg``: the files ``import sglang.<x>`` loads
-    (:func:`moonpin.preflight.installed.image_facts.sglang_sources`; None: looked up here)."""
+                        ahead: Callable[[], Any] | None = None, *,
+                        modules: Sequence[str]) -> _Requirement | None:
+    """What the installed SGLang needs of the project whose rule says its own lines: which
+    of its ``modules`` it imports (``mooncake.pg``, else ``mooncake.ep``), the names and
+    backends it uses (its sources, else the KB's record). ``pkg``: the files ``import
+    sglang.<x>`` loads (:func:`moonpin.preflight.installed.image_facts.sglang_sources`; None:
+    looked up here).
+    ``ahead``: work begun in a child on a second core while the sources are read (the walk's
+    other long piece, :mod:`moonpin.preflight.prefetch`), its answer left on ``ctx.run``."""
+    if ahead is not None:
+        from moonpin.preflight import prefetch
+
+        child = prefetch.start(ahead)
+        if child is not None:
+            ctx.run.pending.append(child)
     version = sglang.version if sglang else None
+    project = modules[0].partition(".")[0]
+    either = " or ".join(modules)
     kb_req = kb.requirement(version)
     if pkg is None:
         pkg = sglang_sources(ctx)
@@ -65,12 +75,12 @@ def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
     if pkg is not None:  # where the importer finds it
         label += f" from {_where_label(pkg, editable)}"
     if src is not None:
-        what = _describe(src)
+        what = _describe(src, project)
         if kb_req is not None and (kb_req.module, set(kb_req.names)) != (src.module,
                                                                          set(src.names)):
             add(CheckResult("sglang", "warn",
                             f"{label}: the installed sources need {what}, the KB records "
-                            f"{_describe(kb_req)}; using the sources",
+                            f"{_describe(kb_req, project)}; using the sources",
                             "refresh the KB (`moonpin scrape`) if this is a release build",
                             src.evidence))
         else:
@@ -87,14 +97,14 @@ def sglang_requirement(ctx: Context, sglang: Dist | None, kb: KBView,
             return None
     if kb_req is not None:
         add(CheckResult("sglang", "warn", f"{label}: {why}; using the KB record: "
-                        f"{_describe(kb_req)}"))
+                        f"{_describe(kb_req, project)}"))
         return kb_req
     if sglang is None and pkg is None:
         add(CheckResult("sglang", "warn", "sglang is not installed here; accepting either "
-                        "mooncake.pg or mooncake.ep"))
+                        + either))
     else:
         add(CheckResult("sglang", "warn", f"{label}: {why} and the KB has no record of it; "
-                        "accepting either mooncake.pg or mooncake.ep"))
+                        f"accepting either {either}"))
     return None
 
 
@@ -112,29 +122,6 @@ def _where_label(pkg: Sources, editable: bool) -> str:
     return (f"{main} (editable; `import sglang` finds the namespace portion "
             f"{', '.join(found.portions)}, its modules come through the "
             f"{kind.removeprefix('editable ')} editable finder {file})")
-
-
-def editable_dist(dist: Dist | None, within: Confined = NOWHERE) -> bool:
-    """Whether ``dist``'s ``direct_url.json`` (PEP 610) says an editable install."""
-    if dist is None:
-        return False
-    try:
-        entries = [e.path for e in os.scandir(dist.root) if e.name.endswith(".dist-info")
-                   and canon(e.name[:-len(".dist-info")].split("-", 1)[0]) == dist.name]
-    except OSError:
-        return False
-    for folder in entries:
-        path = os.path.join(folder, "direct_url.json")
-        def says(p: str = path) -> bool:
-            return _says_editable(p, within)
-
-        try:  # json only when the file changed: the file-facts memo
-            if facts_memo().get("direct-url-editable", path, says, _is_bool,
-                                within=within.root):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _dist_folders(dist: Dist) -> list[str]:
@@ -231,94 +218,12 @@ def _direct_url(folder: str, within: Confined) -> str | None:
     return unquote(url[len("file://"):]) or None
 
 
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-def _says_editable(path: str, within: Confined) -> bool:
-    import json
-
-    try:
-        doc = json.loads(read_bytes(path, what="direct_url.json", within=within))
-    except (ValueError, RecursionError):
-        return False
-    info = doc.get("dir_info") if isinstance(doc, dict) else None
-    return isinstance(info, dict) and info.get("editable") is True
-
-
-def _describe(r: _Requirement) -> str:
+def _describe(r: _Requirement, project: str) -> str:
     if r.module is None:
-        return "no mooncake process-group module"
+        return f"no {project} process-group module"
     names = ", ".join(r.names) or "no names"
     backends = ", ".join(r.backends) or "no backend literals"
     return f"{r.module} ({names}; backends {backends})"
-
-
-def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb: KBView,
-                   add: Callable[[CheckResult], None], sglang_pkg: Sources | None = None,
-                   source_cache: bool = True) -> None:
-    """A mooncake feature other than elastic EP: the modules and names this SGLang release
-    imports for it unconditionally must be installed. What it imports comes from the KB's
-    import records, or, for a release the KB does not know, from the installed sources."""
-    known = kb.feature_imports(version, feature) if kb.ok else None
-    records: list[dict[str, Any]] = known or []
-    origin = ""
-    if known is None:
-        scanned = None
-        if sglang_pkg is not None:
-            from moonpin.preflight.installed import sources
-
-            try:
-                scanned = sources.scan(sglang_pkg, use_cache=source_cache, every_import=True)
-            except OSError:
-                scanned = None
-        if scanned is None:
-            add(CheckResult(feature, "skip", "what this SGLang imports for it is neither in the "
-                            "knowledge base nor readable from its sources; only the "
-                            "installation is checked"))
-            return
-        records = [{"module": i.module, "names": list(i.names), "feature": i.feature,
-                    "optional": i.optional, "member": i.path, "line": i.line}
-                   for i in scanned.feature_imports]
-        origin = " (from the installed sources; the KB does not know this release)"
-    needs: dict[str, set[str]] = {}
-    for imp in records:
-        if imp.get("feature") == feature and not imp.get("optional"):
-            needs.setdefault(imp["module"], set()).update(imp.get("names") or ())
-    if not needs:
-        add(CheckResult(feature, "pass", f"sglang {version} imports no mooncake module for it "
-                        "unconditionally" + origin))
-        return
-    problems = []
-    for module, names in sorted(needs.items()):
-        short = module.removeprefix("mooncake.")
-        path = (module_file(ctx, pkg, short) if short != module
-                else os.path.join(pkg, "__init__.py"))
-        if path is None or not os.path.isfile(path):
-            problems.append(f"{module} is not installed")
-            continue
-        facts = read_build(path, names, ctx.confined)
-        if facts.error:
-            problems.append(facts.error)
-            continue
-        absent = sorted(names - facts.names) if file_suffix(path) in (".py", ".so") else []
-        if absent and file_suffix(path) == ".so":
-            # The linker merges a string into the tail of a longer one ("TransferEngine" into
-            # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
-            data = read_bytes(path, CAP_BUILD, "extension build", ctx.confined)
-            absent = [n for n in absent if n.encode() + b"\0" not in data]
-        if absent:
-            problems.append(f"{module} lacks {', '.join(absent)}")
-    evidence = tuple(f"{i['member']}:{i['line']}" for i in records
-                     if i.get("feature") == feature and not i.get("optional"))
-    if problems:
-        add(CheckResult(feature, "fail", f"sglang {version} needs for {feature}: "
-                        + "; ".join(problems) + origin, "install the mooncake release this "
-                        "SGLang release is built and tested with", evidence))
-    else:
-        add(CheckResult(feature, "pass", "provides " + ", ".join(
-            f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items()))
-            + origin, evidence=evidence))
 
 
 _VERSION_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.+")
@@ -352,7 +257,7 @@ def _requirement_name(line: str) -> str:
 def check_sglang_torch(sglang: Dist, torch_version: str, fixer: Fixer,
                         add: Callable[[CheckResult], None]) -> None:
     """SGLang pins the torch it is built for (``torch==2.14.1``): another one passes the
-    mooncake checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
+    extensions' checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
     lines = [ln for ln in sglang.requires  # ~130 lines: only those starting "torch" parsed
              if ln.lstrip()[:5].lower() == "torch" and canon(_requirement_name(ln)) == "torch"]
     unmet: list[str] = []

@@ -1,8 +1,9 @@
 """torch as ``import torch`` finds it, for the check: its version is the label the import
 binds (``torch.__version__``, :func:`moonpin.preflight.pyimport.pychain.attribute`), the label
-mooncake's loader maps onto a build, not the distribution metadata pip reads; an import that
-certainly fails first (an empty namespace package, a link of the label's chain missing or not
-compiling) is torch's failure, with a line that reinstalls it. Only ``os`` at import."""
+a loader maps onto a build (the fix lines' project's, mooncake's), not the distribution
+metadata pip reads; an import that certainly fails first (an empty namespace package, a link
+of the label's chain missing or not compiling) is torch's failure, with a line that reinstalls
+it. Only ``os`` at import."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ __all__ = ["same_release", "torch_of"]
 def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
              ctx: Context, pkg: str | None = None) -> Torch | None:
     """torch as ``import torch`` finds it: its version is the label ``torch/version.py``
-    holds (``torch.__version__``, what mooncake's loader maps onto a build), not the
+    holds (``torch.__version__``, what a loader maps onto a build), not the
     distribution metadata pip reads; None when it is missing or unreadable. ``pkg`` is the
     torch folder the importer of ``ctx`` finds (None: the distribution's own)."""
     from moonpin.preflight.installed.image_facts import (
@@ -34,9 +35,10 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
         unlistable,
     )
 
+    own = fixer.project.name  # the project whose loader reads torch's label (mooncake)
     folder = pkg or (os.path.join(torch_d.root, "torch") if torch_d is not None else None)
     if folder is None:
-        add(CheckResult("torch", "fail", "torch is not installed (mooncake's loaders import it)",
+        add(CheckResult("torch", "fail", f"torch is not installed ({own}'s loaders import it)",
                         "install the torch your SGLang release requires, then "
                         + fixer.generic()))
         return None
@@ -47,14 +49,14 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
         return None
     broken, label = _torch_unimportable(folder, ctx)
     if broken is not None:  # `import torch` fails before any version is read
-        add(CheckResult("torch", "fail", f"`import torch` fails (mooncake's loader imports "
+        add(CheckResult("torch", "fail", f"`import torch` fails ({own}'s loader imports "
                         f"it): {broken}", _reinstall_torch(torch_d, fixer), (folder,)))
         return None
     torch = torch_info(torch_d, ctx.machine or os.uname().machine, pkg, label, ctx.confined)
     if torch is None:
         add(CheckResult("torch", "fail", f"{folder} holds no readable torch/version.py and no "
                         "distribution metadata names its version: what `torch.__version__` "
-                        "says, and so the build mooncake's loader picks, is unknown",
+                        f"says, and so the build {own}'s loader picks, is unknown",
                         "reinstall torch (pip install --force-reinstall 'torch==<the version "
                         "you want>')", (folder,)))
         return None
@@ -63,7 +65,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
     if label is None and torch_label(torch_version_py(folder, ctx.confined)) is None and \
             torch_d is not None:
         add(CheckResult("torch label", "warn", "torch.__version__ is computed when torch is "
-                        "imported (not a literal this check can follow): the label mooncake's "
+                        f"imported (not a literal this check can follow): the label {own}'s "
                         f"loader maps onto a build is not known here; judged as {torch.version}, "
                         "its distribution's version", "run with --deep to import it",
                         (folder,)))
@@ -82,7 +84,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
         fixer.torch_label = torch.version
         add(CheckResult("torch metadata", "warn",
                         f"torch/version.py says {torch.version} (what `torch.__version__` and "
-                        f"mooncake's loader read), its distribution metadata {torch.metadata} "
+                        f"{own}'s loader read), its distribution metadata {torch.metadata} "
                         "(what pip reads): the files were rebuilt or replaced in place; judged "
                         f"as {torch.version}", "reinstall torch so both agree: "
                         + str(fixer.torch_reinstall()),
@@ -92,7 +94,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
 
 def _torch_unimportable(folder: str, ctx: Context
                         ) -> tuple[str | None, str | None]:
-    """(why ``import torch`` certainly fails before mooncake's loader reads
+    """(why ``import torch`` certainly fails before a loader reads
     ``torch.__version__``, or None; that label as the import sets it, or None when it is not
     a value followed here). A torch folder without ``__init__`` is an empty namespace package
     (no ``torch.__version__``); the label is followed through the imports that bind it

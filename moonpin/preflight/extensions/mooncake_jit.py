@@ -20,45 +20,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["cache_roots", "compiled_adapters", "read_cache_scheme", "tools_for"]
+__all__ = ["cache_roots", "compiled_adapters", "tools_for"]
 
 #: Subfolders of a cache root looked at, at most (one per compiled key).
 _MAX_KEYS = 256
-
-
-def read_cache_scheme(data: bytes) -> dict[str, list[str]]:
-    """``{"env": [...], "home": [...]}``: the environment variables a loader reads its
-    cache folder from, and the path under the home it falls back to (parts), from its
-    source with ``ast``."""
-    import ast
-
-    env: list[str] = []
-    home: list[str] = []
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {"env": env, "home": home}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
-            f = node.func
-            name = ast.unparse(f) if isinstance(f, (ast.Attribute, ast.Name)) else ""
-            arg = node.args[0].value
-            if name in ("os.environ.get", "os.getenv") and isinstance(arg, str) \
-                    and arg.endswith("_JIT_DIR") and arg not in env:
-                env.append(arg)
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and not home:
-            parts: list[str] = []
-            left: ast.expr = node
-            while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div):
-                if not (isinstance(left.right, ast.Constant) and isinstance(left.right.value,
-                                                                              str)):
-                    break
-                parts.insert(0, left.right.value)
-                left = left.left
-            if (isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute)
-                    and left.func.attr == "home" and parts):
-                home = parts
-    return {"env": env, "home": home}
 
 
 def cache_roots(scheme: dict[str, list[str]]) -> list[str]:

@@ -1,6 +1,9 @@
-"""The elastic-EP check: the process-group module this SGLang imports, the loader that
-module is, the build it picks for this torch, and that build's names, backends and CUDA
-major, decided by the one compatibility rule (:mod:`moonpin.resolver.rule`) from the image's facts.
+"""Mooncake's own lines (its rule's ``OWN_LINES`` judgement, :mod:`.mooncake_rule`): the
+installed mooncake package (:func:`package`); for elastic EP the process-group module this
+SGLang imports, the loader that module is, the build it picks for this torch, and that build's
+names, backends and CUDA major, decided by the one compatibility rule
+(:mod:`moonpin.resolver.rule`) from the image's facts (:func:`check_pg`); the modules SGLang's
+other mooncake features import (:func:`check_feature`).
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
+from moonpin.preflight.access.confined import NOWHERE
 from moonpin.preflight.installed.build_facts import (
     UNREADABLE_SCHEME,
     BuildFacts,
@@ -21,6 +25,8 @@ from moonpin.preflight.installed.build_facts import (
 from moonpin.preflight.installed.build_facts import built_for as _built_for
 from moonpin.preflight.installed.image_facts import (
     BACKENDS,
+    CAP_BUILD,
+    PG_MODULES,
     KBView,
     Requirement,
     Torch,
@@ -29,8 +35,10 @@ from moonpin.preflight.installed.image_facts import (
     find_package,
     first_providing,
     list_folder,
+    locate,
     module_file,
     not_files,
+    read_bytes,
     shipped_like,
     torch_version_py,
     unlistable,
@@ -41,14 +49,78 @@ from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
     from typing import Any
 
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
+    from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.pyimport.importer import Sources
 
-__all__ = ["check_pg"]
+__all__ = ["MODULES", "build_module", "check_feature", "check_pg", "choose_module", "memo",
+           "package", "scheme_of"]
+
+
+#: the process-group modules, SGLang's current one first: what the installed files are read
+#: for (:mod:`moonpin.preflight.installed.image_facts`)
+MODULES = PG_MODULES
+
+
+def choose_module(req: Any, shipped: Collection[str]) -> str | None:
+    """Which process-group module ``import`` ends up with for SGLang's requirement ``req``
+    (:class:`moonpin.resolver.rule.Requirement`) when the package ships ``shipped``."""
+    from moonpin.resolver import rule
+
+    return rule.choose_module(req, shipped)
+
+
+def memo(kind: str, path: str, compute: Callable[[], Any],
+         valid: Callable[[Any], bool], within: Confined = NOWHERE) -> Any:
+    """``facts_memo().get`` (:meth:`moonpin.kb.cache.FileMemo.get`); a loader in a zip archive
+    on ``sys.path`` (no file of its own to stamp) is computed afresh each time."""
+    from moonpin.kb.cache import facts_memo
+
+    try:
+        return facts_memo().get(kind, path, compute, valid, within=within.root)
+    except OSError:
+        from moonpin.preflight.access import zipfs
+
+        if zipfs.size(path) is None:
+            raise
+    return compute()
+
+
+def scheme_of(loader_path: str, module: str, within: Confined = NOWHERE) -> dict[str, Any]:
+    """The loader's scheme (:func:`moonpin.preflight.installed.build_facts.read_scheme`), kept
+    in the file-facts memo under the loader's stamp (:func:`memo`); raises OSError when the
+    loader cannot be read."""
+    from moonpin.preflight.installed.build_facts import read_scheme, scheme_shape
+
+    scheme: dict[str, Any] = memo("loader-v6\0" + module, loader_path,
+                                  lambda: read_scheme(loader_path, module, within),
+                                  scheme_shape, within)
+    if not isinstance(scheme, dict) or "problem" not in scheme:  # a damaged memo entry
+        scheme = read_scheme(loader_path, module, within)
+    return scheme
+
+
+def build_module(scheme: dict[str, Any], template: str, module: str, loader_path: str,
+                 torch: str, within: Confined = NOWHERE) -> str | None:
+    """The module one of the loader's imports (``template``: ``mooncake.pg_{torch}``) names
+    for torch ``torch`` (``mooncake.pg_2_13_0``); None when the loader's pattern does not
+    match torch's version (its ``re.match(...).group()`` raises at import)."""
+    placeholder = scheme["placeholder"]
+    if placeholder not in template:
+        return template
+    from moonpin.preflight.installed.build_facts import str_or_none
+    from moonpin.resolver import rule
+
+    rscheme = rule.Scheme(scheme["kind"], scheme["imports"], scheme["version_regex"],
+                          scheme["separator"], loader_path, scheme["note"])
+    suffix = memo(f"suffix-v3\0{module}\0{torch}", loader_path,
+                  lambda: rule.loader_suffix(rscheme, torch), str_or_none, within)
+    return template.replace(placeholder, suffix) if isinstance(suffix, str) else None
 
 
 def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
@@ -88,7 +160,6 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
 def _rule_requirement(req: Requirement | None) -> Any:
     """The image's SGLang requirement as :class:`moonpin.resolver.rule.Requirement`: unknown (no
     sources, no KB record) means either half of the rename, and the names unchecked."""
-    from moonpin.preflight.extensions.mooncake_rule import MODULES
     from moonpin.resolver import rule
 
     if req is None or req.module is None:
@@ -171,18 +242,17 @@ def check_pg(pkg: str, ctx: Context, req: Requirement | None, torch: Torch | Non
     # import is one failure: the second reading's, when it has one (it says what Python
     # raises); the first's only when the second saw nothing wrong, said after it.
     chain = _check_chain(module, ctx, fixer, skip=("torch",) if torch is None else ())
-    said: list[bool] = []
-
-    def add_and_see(c: CheckResult) -> None:
-        if c.name == "import chain" and c.status == "fail":
-            said.append(True)
-        add(c)
-
+    # the lines are gathered, not said through a function of this module: the shared
+    # judgements (judge/) they pass through call nothing above them
+    lines: list[CheckResult] = []
     try:
         _check_loading(pkg, ctx, req, rreq, module, loader_path, torch, kb, fixer,
-                       add_and_see)
+                       lines.append)
     finally:
-        if chain is not None and not said:
+        for c in lines:
+            add(c)
+        if chain is not None and not any(c.name == "import chain" and c.status == "fail"
+                                         for c in lines):
             add(chain)
 
 
@@ -250,7 +320,7 @@ def _check_chain(module: str, ctx: Context, fixer: Fixer,
 def _owner(paths: Sequence[str], top: str, within: Confined) -> tuple[str, str] | None:
     """The installed distribution that ships the top-level package ``top`` (its
     ``top_level.txt``, else its RECORD), as (name, version); read only on a failure."""
-    from moonpin.preflight.installed.image_facts import read_bytes, record_paths
+    from moonpin.preflight.installed.image_facts import record_paths
 
     for folder in paths:
         try:
@@ -280,11 +350,9 @@ def _pg_module(ctx: Context, pkg: str, rreq: Any, fixer: Fixer,
                add: Callable[[CheckResult], None]) -> str | None:
     """The process-group module ``import`` finds for this requirement (its own or the one it
     falls back to, :func:`moonpin.resolver.rule.choose_module`), or None (said with ``add``)."""
-    from moonpin.preflight.extensions import mooncake_rule
-
-    shipped = [m for m in mooncake_rule.MODULES if module_file(ctx, pkg, m.split(".")[1])]
+    shipped = [m for m in MODULES if module_file(ctx, pkg, m.split(".")[1])]
     accepted = [m for m in (rreq.module, *rreq.alternatives) if m]
-    module: str | None = mooncake_rule.module(rreq, shipped)
+    module: str | None = choose_module(rreq, shipped)
     if module is not None:
         return module
     odd = [w for m in accepted for w in not_files(ctx, pkg, m.split(".")[1])]
@@ -305,11 +373,9 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
                    ) -> dict[str, Any] | None:
     """The loader's scheme (from the file-facts memo), or None when the loader cannot be
     read, imported or understood (said with ``add``)."""
-    from moonpin.preflight.extensions import mooncake_rule
-
     lname = file_name(loader_path)
     try:
-        scheme = mooncake_rule.scheme_of(loader_path, module, within)
+        scheme = scheme_of(loader_path, module, within)
     except OSError as e:
         add(CheckResult("loader", "fail", f"cannot read {loader_path}: {e.strerror}"))
         return None
@@ -337,7 +403,7 @@ def _released_scheme(loader_path: str, module: str, kb: KBView, fixer: Fixer,
 
     lname = file_name(loader_path)
     doc = kb.doc()
-    for dist, version in fixer.mooncakes:
+    for dist, version in fixer.owned:
         for rel in (doc or {}).get("mooncake") or ():
             if not isinstance(rel, dict) or (rel.get("dist"), rel.get("version")) != (
                     dist, version):
@@ -415,7 +481,7 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                                                        scheme.get("toolchain") or ()))
     torch_pkg = find_package(ctx, "torch")
     consts = torch_version_py(torch_pkg, ctx.confined) if torch_pkg else None
-    _check_jit(scheme, ctx, loader_path, pkg, consts, add, rreq.module)
+    _check_jit(scheme, ctx, loader_path, pkg, consts, add, fixer.project.prebuild, rreq.module)
 
 
 def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
@@ -424,14 +490,12 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
     """The builds a prebuilt loader imports for this torch (its own suffix rule, as the KB
     query applies it: :func:`moonpin.resolver.rule.loader_suffix`), read; None when one is not
     installed as a file the importer takes (said with ``add``)."""
-    from moonpin.preflight.extensions import mooncake_rule
-
     lname = file_name(loader_path)
     placeholder = scheme["placeholder"]
     builds: list[BuildFacts] = []
     for template in scheme["imports"]:
-        got = mooncake_rule.build_module(scheme, template, module, loader_path,
-                                         torch.version, ctx.confined)
+        got = build_module(scheme, template, module, loader_path, torch.version,
+                           ctx.confined)
         if got is None:
             add(CheckResult("loader", "fail",
                             f"{lname}: its pattern {scheme['version_regex']!r} does not "
@@ -505,12 +569,11 @@ def _visible_gpu() -> bool:
 
 def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None],
-               module: str | None = None) -> None:
+               prebuild: str, module: str | None = None) -> None:
     """A loader that compiles at first import: an adapter it compiled for this image is
     reused; otherwise the tools this torch needs must be there, and a host with no visible
     GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
-    from moonpin.preflight.judge import jit
-    from moonpin.preflight.judge.fixes import PREBUILD
+    from moonpin.preflight.extensions import mooncake_jit as jit
 
     roots = jit.cache_roots(scheme.get("cache") or {})
     adapters = jit.compiled_adapters(roots, pkg, ctx.confined)
@@ -540,7 +603,7 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
         add(CheckResult("toolchain", "fail",
                         f"{file_name(loader)} compiles at first import, no adapter is compiled "
                         f"for this image{where}, and it needs {', '.join(missing)}, not found",
-                        "install " + ", ".join(missing) + f" in the image, or {PREBUILD}",
+                        "install " + ", ".join(missing) + f" in the image, or {prebuild}",
                         (loader,)))
         return
     if ctx.root is not None:  # judged from the image's files: no host GPU matters
@@ -548,7 +611,7 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                         f"{file_name(loader)} compiles at first import and no adapter is compiled "
                         f"in the image{where}: each worker compiles it for minutes at its first "
                         f"import (with {', '.join(found) or 'the tools'} found in the image)",
-                        PREBUILD, (loader,)))
+                        prebuild, (loader,)))
         return
     if not _visible_gpu():
         add(CheckResult("toolchain", "warn",
@@ -556,9 +619,167 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                         f"for this image{where}; this host shows no GPU and "
                         "TORCH_CUDA_ARCH_LIST is unset, so it cannot compile here (not a "
                         "fault of the image: a worker with a GPU compiles for minutes at "
-                        "first import)", PREBUILD, (loader,)))
+                        "first import)", prebuild, (loader,)))
         return
     add(CheckResult("toolchain", "pass",
                     f"{file_name(loader)} compiles at first import with {', '.join(found) or 'no '}"
                     "; note: the first import compiles for minutes (about 2.5 min on 2 cores); "
-                    + PREBUILD, evidence=(loader,)))
+                    + prebuild, evidence=(loader,)))
+
+
+def package(ctx: Context, mooncakes: Sequence[Dist], fixer: Fixer,
+            add: Callable[[CheckResult], None]) -> str | None:
+    """The mooncake/ package folder the installed distributions provide, or None (said)."""
+    if not mooncakes:
+        add(CheckResult("mooncake installed", "fail",
+                        "no mooncake distribution installed (none installed)", fixer.line()))
+        return None
+    listing = ", ".join(f"{d.name} {d.version}" for d in mooncakes)
+    by_root: dict[str, list[Dist]] = {}
+    for d in mooncakes:
+        if d.files is None or any(f.lstrip("./").startswith("mooncake/") for f in d.files):
+            by_root.setdefault(d.root, []).append(d)
+    clash = next((ds for ds in by_root.values() if len(ds) > 1), None)
+    if clash:
+        said = f"{len(clash)} mooncake distributions installed over one mooncake/ folder " \
+               f"({', '.join(f'{d.name} {d.version}' for d in clash)})"
+        owner, wrong = _sole_owner(clash)
+        if owner is not None:
+            # every file the import can load is the one this distribution installed
+            add(CheckResult("mooncake installed", "warn",
+                            f"{said}: every file of {owner.name} {owner.version} there is the "
+                            "one it installed (its RECORD hashes), so the import loads it; "
+                            "uninstalling either distribution later removes the shared files",
+                            fixer.pip([f"{owner.name}=={owner.version}"],
+                                      "clean up: one distribution over the folder"),
+                            (clash[0].root,)))
+        else:
+            add(CheckResult("mooncake installed", "fail",
+                            f"{said}: its files are a mix of both ({wrong})",
+                            fixer.line() if fixer.line().startswith("pip ") else
+                            f"pip uninstall -y {' '.join(d.name for d in clash)}; then "
+                            f"{fixer.line()}",
+                            (clash[0].root,)))
+    found = locate(ctx, "mooncake")
+    pkg = found.folder if found is not None else None
+    if not clash:  # named where it is when not in a distribution's own folder
+        elsewhere = found is not None and not any(
+            found.folder == os.path.join(d.root, "mooncake") for d in mooncakes)
+        add(CheckResult("mooncake installed", "pass", listing + (
+            f" from {found.folder} ({'editable' if found.editable else found.how})"
+            if found is not None and elsewhere else "")))
+    if pkg is None:
+        add(CheckResult("mooncake package", "fail",
+                        f"{listing} is installed but no mooncake/ package folder was found",
+                        fixer.reinstall()))
+    return pkg
+
+
+def _sole_owner(clash: list[Dist]) -> tuple[Dist | None, str]:
+    """Of distributions sharing one ``mooncake/`` folder, the one whose every package file
+    (``mooncake/…``, its ``….libs/``) is on disk with its RECORD hash and size, or None and
+    what is wrong for each (missing, another build's)."""
+    import base64
+    import hashlib
+    import stat
+
+    def bad(d: Dist) -> list[str]:
+        own = [(rel, h) for rel, h in d.hashes.items() if "__pycache__" not in rel and (
+            rel.startswith("mooncake/") or rel.split("/", 1)[0].endswith(".libs"))]
+        if not own:
+            return ["its RECORD has no hashes"]
+        out = []
+        for rel, (digest, size) in own:
+            path = os.path.join(d.root, rel)
+            try:
+                st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    raise OSError("not a regular file")
+                h = hashlib.sha256()
+                if st.st_size == size:
+                    with open(path, "rb") as f:
+                        for chunk in iter(lambda: f.read(1 << 20), b""):
+                            h.update(chunk)
+            except OSError:
+                out.append(f"{rel} missing")
+                continue
+            if st.st_size != size or base64.urlsafe_b64encode(
+                    h.digest()).rstrip(b"=").decode() != digest:
+                out.append(f"{rel} is another build's")
+        return out
+
+    said = []
+    for d in clash:
+        wrong = bad(d)
+        if not wrong:
+            return d, ""
+        said.append(f"{d.name}: {', '.join(wrong[:3])}"
+                    + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""))
+    return None, "; ".join(said)
+
+
+def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb: KBView,
+                   add: Callable[[CheckResult], None], sglang_pkg: Sources | None = None,
+                   source_cache: bool = True) -> None:
+    """A mooncake feature other than elastic EP: the modules and names this SGLang release
+    imports for it unconditionally must be installed. What it imports comes from the KB's
+    import records, or, for a release the KB does not know, from the installed sources."""
+    known = kb.feature_imports(version, feature) if kb.ok else None
+    records: list[dict[str, Any]] = known or []
+    origin = ""
+    if known is None:
+        scanned = None
+        if sglang_pkg is not None:
+            from moonpin.preflight.installed import sources
+
+            try:
+                scanned = sources.scan(sglang_pkg, use_cache=source_cache, every_import=True)
+            except OSError:
+                scanned = None
+        if scanned is None:
+            add(CheckResult(feature, "skip", "what this SGLang imports for it is neither in the "
+                            "knowledge base nor readable from its sources; only the "
+                            "installation is checked"))
+            return
+        records = [{"module": i.module, "names": list(i.names), "feature": i.feature,
+                    "optional": i.optional, "member": i.path, "line": i.line}
+                   for i in scanned.feature_imports]
+        origin = " (from the installed sources; the KB does not know this release)"
+    needs: dict[str, set[str]] = {}
+    for imp in records:
+        if imp.get("feature") == feature and not imp.get("optional"):
+            needs.setdefault(imp["module"], set()).update(imp.get("names") or ())
+    if not needs:
+        add(CheckResult(feature, "pass", f"sglang {version} imports no mooncake module for it "
+                        "unconditionally" + origin))
+        return
+    problems = []
+    for module, names in sorted(needs.items()):
+        short = module.removeprefix("mooncake.")
+        path = (module_file(ctx, pkg, short) if short != module
+                else os.path.join(pkg, "__init__.py"))
+        if path is None or not os.path.isfile(path):
+            problems.append(f"{module} is not installed")
+            continue
+        facts = read_build(path, names, ctx.confined)
+        if facts.error:
+            problems.append(facts.error)
+            continue
+        absent = sorted(names - facts.names) if file_suffix(path) in (".py", ".so") else []
+        if absent and file_suffix(path) == ".so":
+            # The linker merges a string into the tail of a longer one ("TransferEngine" into
+            # "InnerTransferEngine"): a NUL-terminated tail is the same C string.
+            data = read_bytes(path, CAP_BUILD, "extension build", ctx.confined)
+            absent = [n for n in absent if n.encode() + b"\0" not in data]
+        if absent:
+            problems.append(f"{module} lacks {', '.join(absent)}")
+    evidence = tuple(f"{i['member']}:{i['line']}" for i in records
+                     if i.get("feature") == feature and not i.get("optional"))
+    if problems:
+        add(CheckResult(feature, "fail", f"sglang {version} needs for {feature}: "
+                        + "; ".join(problems) + origin, "install the mooncake release this "
+                        "SGLang release is built and tested with", evidence))
+    else:
+        add(CheckResult(feature, "pass", "provides " + ", ".join(
+            f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items()))
+            + origin, evidence=evidence))
