@@ -396,8 +396,11 @@ def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
                 late = time.monotonic() > deadline
                 if proc.poll() is None and not late:
                     continue
-                os.killpg(proc.pid, signal.SIGKILL)  # its session: what it left holds the
-                out, err = proc.communicate()         # pipes, their end comes now
+                try:  # its session: what it left holds the pipes, their end comes now
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass  # the session ended by itself since the child was seen gone
+                out, err = proc.communicate()
                 break
     finally:
         try:
