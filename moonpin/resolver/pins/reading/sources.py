@@ -253,18 +253,6 @@ def index_sources(files: Sequence[tuple[str, str | None]]) -> list[Source]:
     return out
 
 
-def _exact_public(pin: Pin) -> str | None:
-    """The public release a torch pin's specifier is exact on (``==2.13.0``, also with
-    exclusions); None for a local label, ``===`` or no version."""
-    if pin.version is None or pin.spec.lstrip().startswith("==="):
-        return None
-    try:
-        v = Version(pin.version)
-    except (InvalidVersion, ValueError):
-        return None
-    return None if v.local is not None else str(v)
-
-
 def _admits(spec: str, build: str) -> bool:
     try:
         return SpecifierSet(spec).contains(build, prereleases=True)
