@@ -247,6 +247,15 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
         "mooncake_wheels": wheels,
         "mooncake_builds": builds,
         "sglang_with_launch_rules": sum(1 for r in kb.sglang if r.launch_rules),
+        "native_releases": len(kb.native),
+        "native_distributions": {d: {"project": next(r.project for r in kb.native
+                                                     if r.dist == d),
+                                     "releases": sum(1 for r in kb.native if r.dist == d),
+                                     "uninstallable": sum(1 for r in kb.native
+                                                          if r.dist == d and r.uninstallable)}
+                                 for d in sorted({r.dist for r in kb.native})},
+        "native_wheels": sum(r.wheels for r in kb.native),
+        "native_builds": sum(r.builds for r in kb.native),
         "torch_releases_listed": kb.torch_listed,
         "torch_releases_with_cuda_facts": kb.torch_with_facts,
         "unread": len(kb.unread),
@@ -283,6 +292,13 @@ def cmd_kb_info(args: argparse.Namespace) -> int:
     print(f"  mooncake {len(kb.mooncake)} releases, {wheels} wheels, {builds} builds")
     for d, n in info["mooncake_distributions"].items():
         print(f"    {d}: {n}")
+    if kb.native:
+        print(f"  native   {info['native_releases']} releases, {info['native_wheels']} wheels, "
+              f"{info['native_builds']} builds (the extensions a worker loads beside mooncake)")
+        for d, n in info["native_distributions"].items():
+            bad = (f" ({n['uninstallable']} cannot be installed)" if n["uninstallable"]
+                   else "")
+            print(f"    {d}: {n['releases']}{bad}")
     print(f"  torch    {kb.torch_listed} releases listed, {kb.torch_with_facts} with CUDA facts")
     if kb.unread:
         print(f"  unread   {len(kb.unread)} (see `moonpin kb info --json`)")
@@ -356,15 +372,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         return _show_torch(args, version)
     kb = _summary(args)  # it says whether the release is there
     if name == "sglang":
-        hits = [r.version for r in kb.sglang if _same_version(r.version, version)]
-        pool = [r.version for r in kb.sglang]
+        kind, pool = "sglang", [r.version for r in kb.sglang]
+    elif any(r.dist == name for r in kb.mooncake):
+        kind, pool = "mooncake", [r.version for r in kb.mooncake if r.dist == name]
+    elif any(r.dist == name for r in kb.native):
+        kind, pool = "native", [r.version for r in kb.native if r.dist == name]
     else:
-        hits = [r.version for r in kb.mooncake
-                if r.dist == name and _same_version(r.version, version)]
-        pool = [r.version for r in kb.mooncake if r.dist == name]
-        if not pool:
-            known = sorted({r.dist for r in kb.mooncake} | {"sglang"})
-            fatal(f"unknown release name {name!r}", "known: " + ", ".join(known))
+        known = sorted({r.dist for r in kb.mooncake} | {r.dist for r in kb.native}
+                       | {"sglang", "torch"})
+        fatal(f"unknown release name {name!r}", "known: " + ", ".join(known))
+    hits = [v for v in pool if _same_version(v, version)]
     if not hits:
         from moonpin.resolver.graph import canonical_name
 
@@ -377,16 +394,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         fatal(f"{name}=={version} is not in the knowledge base",
                f"nearest known: {', '.join(near)}; run `moonpin scrape` to refresh")
     shown = hits[-1]  # a local record of a version the index has comes after it
-    rec = show.record(_kb_path(args), name, shown)
+    rec = show.record(_kb_path(args), kind, name, shown)
     if rec is None:  # no document for it that belongs to this KB: the KB's own record
         model = load(args)
-        found = [r for r in (model.sglang if name == "sglang" else model.mooncake)
-                 if r.version == shown and (name == "sglang" or r.dist == name)]
+        records = {"sglang": model.sglang, "mooncake": model.mooncake,
+                   "native": model.native}[kind]
+        found = [r for r in records
+                 if r.version == shown and (kind == "sglang" or r.dist == name)]
         rec = found[-1].model_dump(mode="json")
     if args.json:
         emit_json(rec)
         return 0
-    for line in show.lines(name, rec):
+    for line in show.lines(kind, rec):
         print(line)
     return 0
 
@@ -403,10 +422,6 @@ def _same_version(a: str, b: str) -> bool:
 
 
 def _nearest(version: str, pool: list[str]) -> list[str]:
-
-
-
-
     from packaging.version import InvalidVersion, Version
 
     try:

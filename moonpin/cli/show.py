@@ -42,6 +42,23 @@ _MOONCAKE: dict[str, Any] = {
                     "needed_method": str, "bytes_from": _OPT_STR}],
     }],
 }
+_NATIVE: dict[str, Any] = {
+    "project": str, "dist": str, "version": str, "sdist_only": bool,
+    "uninstallable": [{"requirement": str, "reason": str}],
+    "wheels": [{
+        "artifact": {"filename": str, "sha256": str},
+        "requires_dist": _STRS, "torch_requirements": _STRS, "packages": _STRS,
+        "rules": [{"package": str, "errors": _STRS,
+                   "steps": [{"kind": str, "target": str, "key": _OPT_STR,
+                              "condition": _OPT_STR, "effect": _OPT_STR, "member": str,
+                              "line": int}]}],
+        "builds": [{"member": str, "module": str, "read_error": _OPT_STR, "torch": _OPT_STR,
+                    "torch_from": _OPT_STR, "cuda_major": (int, type(None)),
+                    "needed": _STRS, "needed_method": str, "bytes_from": _OPT_STR,
+                    "torch_undefined": (int, type(None)), "complete": bool}],
+    }],
+}
+_SHAPES = {"sglang": _SGLANG, "mooncake": _MOONCAKE, "native": _NATIVE}
 
 
 def fits(value: Any, shape: Any) -> bool:
@@ -55,17 +72,19 @@ def fits(value: Any, shape: Any) -> bool:
     return type(value) in kinds
 
 
-def record(kb_path: str | os.PathLike[str], name: str, version: str) -> dict[str, Any] | None:
+def record(kb_path: str | os.PathLike[str], kind: str, name: str, version: str,
+           ) -> dict[str, Any] | None:
     """The release's record as JSON (``model_dump(mode="json")`` of its KB model) from its
     stamped document, the SGLang launch rules put back; None when that document does not
-    belong to the KB or has another shape (then read the KB)."""
+    belong to the KB or has another shape (then read the KB). ``kind``: ``sglang``,
+    ``mooncake`` or ``native`` (an extension the worker loads beside them)."""
     from moonpin.resolver import resolved
 
     doc = resolved.load_show(kb_path, name, version)
     if doc is None:
         return None
     rec = doc.get("record")
-    if not isinstance(rec, dict) or not fits(rec, _SGLANG if name == "sglang" else _MOONCAKE):
+    if not isinstance(rec, dict) or not fits(rec, _SHAPES[kind]):
         return None
     if name == "sglang":
         launch = resolved.load_launch(kb_path, version) if doc.get("launch") else None
@@ -75,9 +94,10 @@ def record(kb_path: str | os.PathLike[str], name: str, version: str) -> dict[str
     return rec
 
 
-def lines(name: str, rec: dict[str, Any]) -> list[str]:
-    """The text ``show`` prints for a record; ``rec`` has the checked shape."""
-    return _sglang_lines(rec) if name == "sglang" else _mooncake_lines(rec)
+def lines(kind: str, rec: dict[str, Any]) -> list[str]:
+    """The text ``show`` prints for a record of ``kind``; ``rec`` has the checked shape."""
+    return {"sglang": _sglang_lines, "mooncake": _mooncake_lines,
+            "native": _native_lines}[kind](rec)
 
 
 def _sglang_lines(r: dict[str, Any]) -> list[str]:
@@ -141,6 +161,45 @@ def _mooncake_lines(r: dict[str, Any]) -> list[str]:
                        f"CUDA {b['cuda_major'] or '-'}, backends "
                        f"{', '.join(b['backends']) or '-'}")
             out.append(f"      names: {', '.join(b['names']) or '-'}")
+            out.append(f"      needs: {', '.join(b['needed']) or '-'} [{b['needed_method']}]"
+                       + (f" (read from {b['bytes_from']})" if b["bytes_from"] else ""))
+    return out
+
+
+def _native_lines(r: dict[str, Any]) -> list[str]:
+    n = len(r["wheels"])
+    out = [f"{r['dist']} {r['version']} ({r['project']}): {n} wheel{'' if n == 1 else 's'}"
+           + (", source distribution only" if r["sdist_only"] else "")]
+    for u in r["uninstallable"]:
+        out.append(f"  cannot be installed: {u['requirement']} ({u['reason']})")
+    for w in r["wheels"]:
+        out.append(f"  {w['artifact']['filename']}  sha256 {w['artifact']['sha256'][:12]}…")
+        out.append(f"    installs: {', '.join(w['packages']) or '-'}; torch requirement: "
+                   f"{', '.join(w['torch_requirements']) or 'none declared'}")
+        others = [d for d in w["requires_dist"] if d not in w["torch_requirements"]]
+        if others:
+            out.append(f"    requires: {', '.join(others)}")
+        for rule in w["rules"]:
+            out.append(f"    loader {rule['package']}:")
+            for st in rule["steps"]:
+                what = " ".join(x for x in (st["kind"], st["target"]) if x)
+                key = f" by {st['key']}" if st["key"] else ""
+                cond = f" if {st['condition']}" if st["condition"] else ""
+                eff = f" ({st['effect']})" if st["effect"] else ""
+                out.append(f"      {what}{key}{cond}{eff}  {st['member']}:{st['line']}")
+            for e in rule["errors"]:
+                out.append(f"      unread: {e}")
+        for b in w["builds"]:
+            if b["read_error"]:
+                out.append(f"    build {b['member']}: ({b['read_error']})")
+                continue
+            torch = b["torch"] or "any"
+            src = f" (from {b['torch_from']})" if b["torch_from"] else ""
+            syms = ("" if b["torch_undefined"] is None
+                    else f", {b['torch_undefined']} torch symbols it needs")
+            out.append(f"    build {b['member']}: torch {torch}{src}, CUDA "
+                       f"{b['cuda_major'] or '-'}{syms}"
+                       + ("" if b["complete"] else " (symbols not read)"))
             out.append(f"      needs: {', '.join(b['needed']) or '-'} [{b['needed_method']}]"
                        + (f" (read from {b['bytes_from']})" if b["bytes_from"] else ""))
     return out

@@ -18,6 +18,11 @@ __all__ = ["spell_inputs"]
 # ---------------------------------------------------------------------- spelling
 
 
+#: (SGLang releases of the index, every SGLang version, mooncake's by distribution, the
+#: native extensions' by distribution): see :meth:`_Pools.full`
+_Names = tuple[list[str], list[str], dict[str, list[str]], dict[str, list[str]]]
+
+
 class _Pools:
     """The releases the KB holds, for reading what users type (``latest``, ``v0.5.18``,
     "did you mean"): from the KB's summary (``resolved/_summary.json``, a few kilobytes),
@@ -25,13 +30,14 @@ class _Pools:
 
     def __init__(self, kb_path: str | os.PathLike[str]) -> None:
         self.kb_path = kb_path
-        self._full: tuple[list[str], list[str], dict[str, list[str]]] | None = None
+        self._full: _Names | None = None
         self._full_read = False
 
-    def full(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
+    def full(self) -> _Names | None:
         """(SGLang releases of the index, every SGLang version the KB names — local
         records and unread ones too —, mooncake releases by distribution, unread ones
-        too); None when the KB cannot be read (the command then says why)."""
+        too, the native extensions' releases by distribution); None when the KB cannot be
+        read (the command then says why)."""
         if not self._full_read:
             self._full_read = True
             from moonpin.resolver import resolved
@@ -39,12 +45,13 @@ class _Pools:
             found = resolved.summary(self.kb_path)
             if found is not None:
                 names = resolved.release_names(found)
-                self._full = (names["index"], names["every"], names["mooncake"])
+                self._full = (names["index"], names["every"], names["mooncake"],
+                              names["native"])
                 return self._full
             self._full = self._from_json()
         return self._full
 
-    def _from_json(self) -> tuple[list[str], list[str], dict[str, list[str]]] | None:
+    def _from_json(self) -> _Names | None:
         from moonpin.kb.files import loads_json, read_regular
 
         try:  # moonpin.kb.store's cap, without importing pydantic's models
@@ -58,10 +65,14 @@ class _Pools:
             for u in doc.get("unread", ()):
                 if u.get("kind") == "mooncake":
                     mooncake.setdefault(u["name"], []).append(u["version"])
-            texts = [*index, *every, *mooncake, *(v for vs in mooncake.values() for v in vs)]
+            native: dict[str, list[str]] = {}
+            for r in doc.get("native", ()):
+                native.setdefault(r["dist"], []).append(r["version"])
+            texts = [*index, *every, *mooncake, *native,
+                     *(v for pool in (mooncake, native) for vs in pool.values() for v in vs)]
             if not all(isinstance(v, str) for v in texts):
                 raise TypeError("a version is not a string")
-            return index, every, mooncake
+            return index, every, mooncake, native
         except (MoonpinError, OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # a KB edited by hand: the command says what is wrong
 
@@ -84,10 +95,12 @@ class _Pools:
 
     def mooncake(self, dist: str, text: str, flag: str | None = None, *,
                  what: str = "mooncake distribution") -> tuple[str, str]:
-        """A mooncake distribution and release as typed -> the KB's spellings."""
+        """A mooncake distribution and release as typed -> the KB's spellings; with
+        ``what="release name"`` (``show``) a native extension's distribution too."""
         from moonpin.resolver import spelling
 
-        pools = (self.full() or ([], [], {}))[2]
+        full = self.full() or ([], [], {}, {})
+        pools = full[2] if what == "mooncake distribution" else {**full[3], **full[2]}
         if not pools:
             return dist, spelling.strip_v(text)
         name = spelling.name(dist, [*pools, *(["sglang"] if what != "mooncake distribution"
@@ -103,7 +116,7 @@ class _Pools:
     def dist(self, text: str) -> str:
         from moonpin.resolver import spelling
 
-        pools = (self.full() or ([], [], {}))[2]
+        pools = (self.full() or ([], [], {}, {}))[2]
         return spelling.name(text, pools) if pools else text
 
 

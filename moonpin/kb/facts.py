@@ -33,6 +33,7 @@ __all__ = [
     "Mooncake",
     "MooncakeHead",
     "NativeBuild",
+    "NativeHead",
     "NativeRelease",
     "NativeRule",
     "NativeStep",
@@ -295,6 +296,18 @@ class MooncakeHead(NamedTuple):
     builds: int
 
 
+class NativeHead(NamedTuple):
+    """One release of a native extension's distribution (nixl, sglang-kernel, ...),
+    counted: what ``kb info`` and ``show`` need to know it is there."""
+
+    project: str
+    dist: str
+    version: str
+    wheels: int
+    builds: int
+    uninstallable: bool
+
+
 class Summary(NamedTuple):
     """What a KB holds, counted and named (``kb info``, ``--version``, reading users'
     input): a few kilobytes, read where the whole facts are not needed."""
@@ -306,6 +319,7 @@ class Summary(NamedTuple):
     torch_listed: int
     torch_with_facts: int
     unread: tuple[Unread, ...]
+    native: tuple[NativeHead, ...]
 
 
 def summary_of(facts: Facts) -> Summary:
@@ -315,7 +329,11 @@ def summary_of(facts: Facts) -> Summary:
                    tuple(MooncakeHead(m.dist, m.version, len(m.wheels),
                                       sum(len(w.builds) for w in m.wheels))
                          for m in facts.mooncake),
-                   len(facts.torch_versions), len(facts.torch), facts.unread)
+                   len(facts.torch_versions), len(facts.torch), facts.unread,
+                   tuple(NativeHead(n.project, n.dist, n.version, len(n.wheels),
+                                    sum(len(w.builds) for w in n.wheels),
+                                    bool(n.uninstallable))
+                         for n in facts.native))
 
 
 # ----------------------------------------------------------------------- conversion
@@ -392,6 +410,7 @@ def _record(cls: type, src: Any, where: str) -> Any:
 _HINTS_OK = frozenset({Artifact, Pg, Sglang, ExtensionPin, BackendImport, LaunchBackend,
                        LoaderImport, Loader, Build, Wheel, Mooncake,
                        TorchVariant, Torch, Unread, Scrape, Facts, SglangHead, MooncakeHead,
+                       NativeHead,
                        Summary, NativeStep, NativeRule, NativeBuild, NativeWheel, NativeUnmet,
                        NativeRelease})
 
@@ -427,6 +446,7 @@ def summary_from_json(data: Any) -> Summary:
     out: Summary = _from_json(Summary, data)
     _pep440("sglang", (r.version for r in out.sglang))
     _pep440("mooncake", (r.version for r in out.mooncake))
+    _pep440("native", (r.version for r in out.native))
     return out
 
 

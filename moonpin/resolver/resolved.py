@@ -615,17 +615,20 @@ def release_names(s: Summary) -> dict[str, Any]:
     """The releases a KB names, as users' input is read against (``latest``, "did you
     mean"): ``index``, the SGLang releases of the index; ``every``, every SGLang version
     it names (local records and unread releases too); ``mooncake``, each distribution's
-    releases (unread ones too)."""
+    releases (unread ones too); ``native``, each extension distribution's releases."""
     mooncake: dict[str, list[str]] = {}
     for m in s.mooncake:
         mooncake.setdefault(m.dist, []).append(m.version)
     for u in s.unread:
         if u.kind == "mooncake":
             mooncake.setdefault(u.name, []).append(u.version)
+    native: dict[str, list[str]] = {}
+    for n in s.native:
+        native.setdefault(n.dist, []).append(n.version)
     return {"index": [r.version for r in s.sglang if r.source == "index"],
             "every": [r.version for r in s.sglang]
             + [u.version for u in s.unread if u.kind == "sglang"],
-            "mooncake": mooncake}
+            "mooncake": mooncake, "native": native}
 
 
 def show_name(name: str, version: str) -> str:

@@ -217,7 +217,7 @@ def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
         out[show_name("sglang", s.version)] = stamped(
             {"name": "sglang", "version": s.version, "record": rec,
              "launch": s.launch is not None}, sha)
-    for r in kb.mooncake:
+    for r in (*kb.mooncake, *kb.native):
         out[show_name(r.dist, r.version)] = stamped(
             {"name": r.dist, "version": r.version, "record": r.model_dump(mode="json")}, sha)
     return out

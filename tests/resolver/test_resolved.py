@@ -185,22 +185,22 @@ def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
 
     kb = store.load(kb_path)
     for s in kb.sglang:
-        assert show.record(kb_path, "sglang", s.version) == s.model_dump(mode="json")
+        assert show.record(kb_path, "sglang", "sglang", s.version) == s.model_dump(mode="json")
     for r in kb.mooncake:
-        assert show.record(kb_path, r.dist, r.version) == r.model_dump(mode="json")
+        assert show.record(kb_path, "mooncake", r.dist, r.version) == r.model_dump(mode="json")
     s = kb.sglang[-1]
     path = resolved.resolved_path(kb_path) / resolved.show_name("sglang", s.version)
     doc = resolved.load_show(kb_path, "sglang", s.version)
     assert doc is not None
     path.write_bytes(path.read_bytes()[:-2])  # cut short
-    assert show.record(kb_path, "sglang", s.version) is None
+    assert show.record(kb_path, "sglang", "sglang", s.version) is None
     doc["record"]["imports"] = [{"module": 5}]
     _restamp(path, doc, kb_path)
-    assert show.record(kb_path, "sglang", s.version) is None
+    assert show.record(kb_path, "sglang", "sglang", s.version) is None
     doc["record"] = s.model_dump(mode="json", exclude={"launch"})
     doc["version"] = "0.0.1"  # another release's document under this name
     _restamp(path, doc, kb_path)
-    assert show.record(kb_path, "sglang", s.version) is None
+    assert show.record(kb_path, "sglang", "sglang", s.version) is None
 
 
 def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
