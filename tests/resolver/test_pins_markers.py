@@ -96,6 +96,17 @@ FIXTURES = [
                    'requires-python = ">=3.11"\ndependencies = ["sglang==0.5.18", '
                    '"torch==2.9.1", "mooncake-transfer-engine-cuda13==0.3.12"]\n'
                    '[[tool.uv.index]]\nname = "cpu"\nurl = "https://x.example/cpu"\n'}),
+    # two requirements of one name on one line, each with its marker: both are moved (one
+    # place each); before, the second's update took the first's place and one was left
+    ("one-line-two-markers", {"pyproject.toml": '[project]\nname = "x"\nversion = "0"\n'
+                              'dependencies = ["sglang==0.5.18", "torch==2.12.0; '
+                              'platform_machine == \'x86_64\'", "torch==2.12.0; '
+                              'platform_machine == \'aarch64\'", '
+                              '"mooncake-transfer-engine-cuda13==0.3.13.post1"]\n'}),
+    ("one-shell-line-two-markers", {"install.sh": "pip install sglang==0.5.18 "
+                                    "'torch==2.12.0; platform_machine == \"x86_64\"' "
+                                    "'torch==2.11.0; platform_machine == \"aarch64\"' "
+                                    "mooncake-transfer-engine-cuda13==0.3.13.post1\n"}),
     ("dockerfile", {"Dockerfile": "FROM python:3.12\nARG SGLANG_VERSION=0.5.18\n"
                     "RUN pip install sglang==${SGLANG_VERSION} torch==2.9.1 "
                     "mooncake-transfer-engine==0.3.10\n"}),

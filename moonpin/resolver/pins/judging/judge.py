@@ -231,7 +231,8 @@ def _update(pin: Pin, new_name: str, new_version: str, reason: str,
     excl = torch_cpu_exclusions([new_version]) if new_name == "torch" and not bare and (
         not pin.note or "reference" not in pin.note) else []
     return {"depName": pin.name, "newName": new_name, "packageFile": pin.path,
-            "line": pin.version_line, "currentValue": (pin.version or "") if bare else pin.spec,
+            "line": pin.version_line, "col": pin.col,
+            "currentValue": (pin.version or "") if bare else pin.spec,
             "newValue": new_version if bare else ",".join([f"=={new_version}", *excl]),
             "currentVersion": pin.version, "newVersion": new_version,
             "updateType": kind, "groupName": group, "reason": reason,
@@ -475,12 +476,12 @@ def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
         parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a, strategy=strategy,
                                 keep=keep)) for a, sub in zip(arches, subsets, strict=True)]
         joined, split = _per_arch(parts, subsets, where)
-        targets = {place: t for place, t in split.items() if t is not None}
+        targets = {at: t for at, t in split.items() if t is not None}
         if split and len(targets) == len(split):
             # A line one architecture asks to move and another holds as written: when the
             # other is as content with the move, it is one update for both.
-            moved = {place: (pin, targets[place]) for pin in pins
-                     if (place := (pin.path, pin.version_line, pin.name)) in targets}
+            moved = {at: (pin, targets[at]) for pin in pins
+                     if (at := pin_at(pin)) in targets}
             again = [[_moved_to(p, moved) for p in sub] for sub in subsets]
             parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a,
                                     strategy=strategy, keep=keep))
@@ -542,11 +543,11 @@ def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
         pinned.sglang, pinned.torch, pinned.mooncake) if p is not None and p.version}
     for u in out.updates:
         ends[_key_of(u["newName"])] = (u["newName"], u["newVersion"], "moved")
-    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    moved = {update_at(u) for u in out.updates}
     for p in pinned.loose:
         end = ends.get(_key(p))
         if (end is None or end[0] != p.name or not p.spec or not is_range(p)
-                or (p.path, p.line, p.name) in moved or in_range(end[1], p.spec)):
+                or pin_at(p) in moved or in_range(end[1], p.spec)):
             continue
         name, version, how = end
         said = "the exact pins" if how == "pinned" else "the updates"
@@ -576,12 +577,12 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
     written = {p.name for p in (*pinned.exact, *pinned.loose) if p.name in MOONCAKE_FAMILY}
     if name is None or written == {name}:
         return
-    moved = {(u["packageFile"], u["line"], u["depName"]) for u in out.updates}
+    moved = {update_at(u) for u in out.updates}
     # an install whose version is a build arg's is switched with that ARG's update
     args = {(p.path, p.name) for p in pinned.exact if p.kind == "dockerfile-arg"
-            and (p.path, p.version_line, p.name) in moved}
+            and pin_at(p) in moved}
     others = [p for p in pinned.loose if p.name in MOONCAKE_FAMILY and p.name != name
-              and (p.path, p.line, p.name) not in moved
+              and pin_at(p) not in moved
               and not (p.note == VARIABLE_NOTE and (p.path, p.name) in args)]
     if not others:
         return
@@ -598,12 +599,24 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
                         for p in others]
 
 
-_Place = tuple[str, int, str]  # (file, line of the version, distribution) of an update
+#: (file, line of the version, its column, distribution) of an update: two requirements of
+#: one name on one line (a pyproject array, each with its own marker) are two places
+_Place = tuple[str, int, int, str]
+
+
+def update_at(u: dict[str, Any]) -> _Place:
+    """Where the update ``u`` is written."""
+    return (u["packageFile"], u["line"], u["col"], u["depName"])
+
+
+def pin_at(p: Pin) -> _Place:
+    """Where the pin ``p`` is written, as :func:`update_at` says an update of it."""
+    return (p.path, p.version_line, p.col, p.name)
 
 
 def _moved_to(pin: Pin, moved: dict[_Place, tuple[Pin, tuple[str, str]]]) -> Pin:
     """``pin`` as an update in ``moved`` leaves it (an exact pin of the new version)."""
-    hit = moved.get((pin.path, pin.version_line, pin.name))
+    hit = moved.get(pin_at(pin))
     if hit is None:
         return pin
     name, version = hit[1]
@@ -616,17 +629,18 @@ def _shared_moves(out: Judgement, both: Judgement,
     """The judgement of lines one architecture asked to move, once every architecture is
     content with the move (``both`` judges the set with them moved): those moves, composed
     with what ``both`` still proposes, and the reasons without the dead end."""
-    by_new = {(p.path, p.version_line, new[0]): place for place, (p, new) in moved.items()}
+    by_new = {(p.path, p.version_line, p.col, new[0]): at for at, (p, new) in moved.items()}
     updates: dict[_Place, dict[str, Any]] = {}
-    for place, (pin, (name, version)) in moved.items():
-        updates[place] = _update(pin, name, version, f"{name}=={version} fits "
-                                 f"{' and '.join(arches)}")
+    for at, (pin, (name, version)) in moved.items():
+        updates[at] = _update(pin, name, version, f"{name}=={version} fits "
+                              f"{' and '.join(arches)}")
     for u in both.updates:
-        at = by_new.get((u["packageFile"], u["line"], u["depName"]))
-        if at is None:
-            updates[(u["packageFile"], u["line"], u["depName"])] = u
+        new_at = by_new.get(update_at(u))
+        if new_at is None:
+            updates[update_at(u)] = u
         else:  # moved further: from the line as written to where it ends
-            updates[at] = _update(moved[at][0], u["newName"], u["newVersion"], u["reason"])
+            updates[new_at] = _update(moved[new_at][0], u["newName"], u["newVersion"],
+                                      u["reason"])
     reasons = [r for r in out.reasons if not r.endswith(_PER_PLATFORM)]
     return out._replace(reasons=tuple(reasons), updates=tuple(
         u for u in updates.values() if not _no_op(u)))
@@ -648,39 +662,38 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
     the architectures that ask agree on (None when they ask for different ones)."""
     rank = {"incompatible": 2, "unknown": 1, "compatible": 0}
     out = _Draft(max((d.verdict for _, d in parts), key=lambda v: rank.get(v, 1)))
-    wanted: dict[tuple[str, int, str], dict[str, tuple[str, str]]] = {}
+    wanted: dict[_Place, dict[str, tuple[str, str]]] = {}
     for a, d in parts:
         for u in d.updates:
-            wanted.setdefault((u["packageFile"], u["line"], u["depName"]), {})[a] = (
-                u["newName"], u["newVersion"])
-    shared: dict[tuple[str, int, str], list[str]] = {}
+            wanted.setdefault(update_at(u), {})[a] = (u["newName"], u["newVersion"])
+    shared: dict[_Place, list[str]] = {}
     for (a, d), sub in zip(parts, subsets, strict=True):
         for p in sub:  # an architecture that cannot tell (unknown) does not hold a line
             if d.verdict == "compatible" or any(a in w for w in wanted.values()):
-                shared.setdefault((p.path, p.line, p.name), []).append(a)
+                shared.setdefault(pin_at(p), []).append(a)
     split: dict[_Place, tuple[str, str] | None] = {}
-    for place, by_arch in wanted.items():
-        on = shared.get(place, list(by_arch))
+    for at, by_arch in wanted.items():
+        on = shared.get(at, list(by_arch))
         # the same release however spelled (``2.13`` on one, ``2.13.0.0`` on the other)
         if len({_new_key(by_arch.get(a)) for a in on}) > 1:
             asks = list(by_arch.values())
-            split[place] = asks[0] if len({_new_key(t) for t in asks}) == 1 else None
+            split[at] = asks[0] if len({_new_key(t) for t in asks}) == 1 else None
             asked = "; ".join(f"on {a} {n}=={v}" for a, (n, v) in by_arch.items())
             kept = ", ".join(a for a in on if a not in by_arch)
             out.verdict = "incompatible"
             out.reasons.append(
-                f"{place[0]}:{place[1]} {place[2]} is one line for {' and '.join(on)}: "
+                f"{at[0]}:{at[1]} {at[3]} is one line for {' and '.join(on)}: "
                 f"{asked}" + (f", while {kept} needs it as written" if kept else "")
                 + "; no one pin fits both: pin it per platform (one line each with"
                 + per)
-    seen: set[tuple[str, int, str]] = set()
+    seen: set[_Place] = set()
     for a, d in parts:
         out.reasons += [f"on {a}: {r}" for r in d.reasons]
         out.notes += [n for n in d.notes if n not in out.notes]
         for u in d.updates:
-            place = (u["packageFile"], u["line"], u["depName"])
-            if place not in seen and place not in split:
-                seen.add(place)
+            at = update_at(u)
+            if at not in seen and at not in split:
+                seen.add(at)
                 out.updates.append(u)
     return out.done(where), split
 
@@ -780,16 +793,16 @@ def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     drafts = [(c, _judge_as_one(g, c, python=python, arch=arch, strategy=strategy,
                                 keep=keep)) for c in _choices(pinned)]
     chosen, out = next(((c, d) for c, d in drafts if d.verdict == "compatible"), drafts[0])
-    moved = {(u["packageFile"], u["line"], u["depName"]): u for u in out.updates}
+    moved = {update_at(u): u for u in out.updates}
     for pin in (chosen.sglang, chosen.torch, chosen.mooncake):
         if pin is None:
             continue
         # the other occurrences go where this one ends: as pinned, or as its update moves it
-        to = moved.get((pin.path, pin.version_line, pin.name))
+        to = moved.get(pin_at(pin))
         name, version = (to["newName"], to["newVersion"]) if to else (pin.name, pin.version)
         why = (to["reason"] if to else f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}")
         for place in pinned.places(pin):
-            if (place.path, place.version_line, place.name) in moved or (
+            if pin_at(place) in moved or (
                     to is None and _admits(place, pin)):
                 continue
             out.updates.append(_update(place, name, version or "", why))

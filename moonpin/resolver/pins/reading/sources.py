@@ -318,7 +318,7 @@ def _publics(spec: str, releases: Sequence[str]) -> list[str]:
     return [r for r in releases if _admits(spec, r)]
 
 
-def _judged(exact: Sequence[Pin], moved: set[tuple[str, int]], implied: str,
+def _judged(exact: Sequence[Pin], moved: set[tuple[str, int, int]], implied: str,
             sglang: Pin | None) -> list[tuple[Pin, str, str, bool]]:
     """Each torch requirement pip meets, as (the pin said, its specifier, how it is said,
     whether a torch line is there to write): every torch pin not already moved; an
@@ -327,7 +327,7 @@ def _judged(exact: Sequence[Pin], moved: set[tuple[str, int]], implied: str,
     out = []
     torches = [p for p in exact if p.name == "torch"]
     for pin in torches:
-        if (pin.path, pin.version_line) in moved:
+        if (pin.path, pin.version_line, pin.col) in moved:
             continue
         spec = pin.spec or (f"=={pin.version}" if pin.version else "")
         at = f"at {pin.path}:{pin.line}"
@@ -355,7 +355,7 @@ def build_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
     carries the CPU exclusion)."""
     from moonpin.kb.distributions import torch_cpu_exclusions
 
-    moved = {(u["packageFile"], u["line"]) for u in updates if u["depName"] == "torch"}
+    moved = {(u["packageFile"], u["line"], u["col"]) for u in updates if u["depName"] == "torch"}
     out: list[Finding] = []
     for pin, spec, subject, here in _judged(exact, moved, implied, sglang):
         by_source: dict[int, tuple[Source, dict[str, str]]] = {}

@@ -35,18 +35,23 @@ def report_lines(found: Sequence[Pin], pinned: PinnedSet, verdict: Judgement) ->
     for p in found:
         what = f"=={p.version}" if p.version else (p.spec or "(unpinned)")
         note = f"  [{p.note}]" if p.note else ""
-        out.append(f"{p.path}:{p.line}: {p.name}{what}  ({p.kind}){note}")
+        marker = f"; {p.marker}" if p.marker else ""
+        out.append(f"{p.path}:{p.line}: {p.name}{what}{marker}  ({p.kind}){note}")
     out += [f"conflict: {a} vs {b}" for a, b in _conflicts(pinned)]
     out.append(f"verdict: {verdict.verdict} ({verdict.platform})")
     out += [f"  {r}" for r in verdict.reasons]
     out += [f"  note: {n}" for n in verdict.notes]
+    lines = [(u["packageFile"], u["line"], u["depName"]) for u in verdict.updates]
     for u in verdict.updates:
+        # two requirements of one name on one line (each with its marker): said by column
+        at = (f":{u['col'] + 1}" if u["col"] >= 0 and lines.count(
+            (u["packageFile"], u["line"], u["depName"])) > 1 else "")
         name = u["newName"] if u["newName"] != u["depName"] else u["depName"]
         was = (f"=={u['currentVersion']}" if u.get("currentVersion") is not None
                else u["currentValue"] or " (no version)")
         value = str(u.get("newValue", ""))
         new = value if value[:1] in ("=", "<", ">", "!", "~") else f"=={u['newVersion']}"
-        out.append(f"update ({u['groupName']}): {u['packageFile']}:{u['line']} "
+        out.append(f"update ({u['groupName']}): {u['packageFile']}:{u['line']}{at} "
                    f"{u['depName']}{was} -> {name}{new}  # {u['reason']}")
     return out
 

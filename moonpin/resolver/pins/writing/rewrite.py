@@ -149,11 +149,12 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
     is placed on the text as read, and each line's edits are made right to left, so two
     requirements on one line (a pyproject array, a ``pip install`` line) keep their
     places."""
-    by_place = {(p.path, p.version_line, p.version): p for p in pins if p.version is not None}
+    by_place = {(p.path, p.version_line, p.col, p.version): p for p in pins
+                if p.version is not None}
     lines = {path: text.splitlines(keepends=True) for path, text in texts.items()}
     problems: list[str] = []
     edits: dict[tuple[str, int], set[_Edit]] = {}
-    loose = {(p.path, p.line, p.name): p for p in pins if p.version is None}
+    loose = {(p.path, p.version_line, p.col, p.name): p for p in pins if p.version is None}
 
     def add(path: str, lineno: int, edit: _Edit | None) -> bool:
         if edit is None:
@@ -168,7 +169,7 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
         where = f"{u['packageFile']}:{u['line']}"
         renamed = u["newName"] != u["depName"]
         if "currentVersion" in u and u["currentVersion"] is None:
-            pin = loose.get((u["packageFile"], u["line"], u["depName"]))
+            pin = loose.get((u["packageFile"], u["line"], u["col"], u["depName"]))
             edit = None if pin is None else _loose_edit(line_of(pin.path, pin.spec_line), pin,
                                                         u["newVersion"], u.get("exclude"),
                                                         str(u.get("newValue", "")))
@@ -177,7 +178,7 @@ def apply_updates(pins: Sequence[Pin], updates: Sequence[dict[str, Any]],
                 continue
             line = pin.spec_line
         else:
-            pin = by_place.get((u["packageFile"], u["line"], u["currentVersion"]))
+            pin = by_place.get((u["packageFile"], u["line"], u["col"], u["currentVersion"]))
             if pin is None or pin.col < 0:
                 problems.append(f"{where}: {_why_not_rewritten(pin, u)}")
                 continue
