@@ -277,6 +277,23 @@ def test_pins_finds_a_range_that_admits_a_cpu_build(tmp_path: Path, cpu_links: P
     assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0"
 
 
+def test_a_range_is_told_its_later_releases_are_not_excluded(tmp_path: Path,
+                                                            cpu_links: Path) -> None:
+    """The exclusions name the KB's releases; a later one the range admits comes in as its
+    CPU build once the folder holds it. The reason says so and names the exact pin, which
+    the real pip then holds to the index's build even with that later CPU build there."""
+    req = _files(tmp_path, f"--find-links {cpu_links}\n", "torch>=2.13,<2.14")
+    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    assert "a later release the range admits is not excluded" in r.stdout, r.stdout
+    assert "pin torch==2.13.0 to keep it out for good" in r.stdout, r.stdout
+    assert _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path).returncode == 0
+    name, data = build_wheel("torch", "2.13.1+cpu", {"torch/__init__.py": ""})
+    (cpu_links / name).write_bytes(data)  # a later release, published after the KB's
+    assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.1+cpu"  # the risk
+    req.write_text(req.read_text().replace("torch>=2.13,<2.14,", "torch==2.13.0,"))
+    assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0"  # the advice
+
+
 def test_pins_leaves_a_range_the_cpu_build_is_outside(tmp_path: Path, cpu_links: Path) -> None:
     """Controls: a range below the folder's CPU build, and one whose exclusion is written."""
     for torch in ("torch>=2.12,<2.13", "torch>=2.13,<2.14,!=2.13.0+cpu"):

@@ -389,6 +389,12 @@ def build_findings(exact: Sequence[Pin], updates: Sequence[dict[str, Any]],
                  else "the highest version the range admits, a local build included")
         fix = (f"exclude it: torch{found.written()}" if here else
                f"pin torch beside it: torch{found.written()}")
+        if _exact_spec(spec) is None:  # exclusions name releases; the range admits later ones
+            fix += (f" (a later release the range admits is not excluded, and {where} may "
+                    f"supply its CPU build too: pin torch=={public} to keep it out for good)"
+                    if cpu_only else
+                    f" (a later release the range admits is not excluded: pin "
+                    f"torch=={public} to keep it out for good)")
         found = found._replace(why=(
             f"{subject} admits {what} which {where} can supply: "
             f"pip and uv take {takes} (then {then}); {fix}"))
