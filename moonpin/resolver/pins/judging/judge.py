@@ -481,7 +481,7 @@ def _judge(g: CompatGraph, pinned: PinnedSet, *, python: str | None = None,
             # A line one architecture asks to move and another holds as written: when the
             # other is as content with the move, it is one update for both.
             moved = {at: (pin, targets[at]) for pin in pins
-                     if (at := pin_at(pin)) in targets}
+                     if (at := _pin_at(pin)) in targets}
             again = [[_moved_to(p, moved) for p in sub] for sub in subsets]
             parts = [(a, _judge_set(g, pinned_set(sub), python=python, arch=a,
                                     strategy=strategy, keep=keep))
@@ -543,11 +543,11 @@ def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
         pinned.sglang, pinned.torch, pinned.mooncake) if p is not None and p.version}
     for u in out.updates:
         ends[_key_of(u["newName"])] = (u["newName"], u["newVersion"], "moved")
-    moved = {update_at(u) for u in out.updates}
+    moved = {_update_at(u) for u in out.updates}
     for p in pinned.loose:
         end = ends.get(_key(p))
         if (end is None or end[0] != p.name or not p.spec or not is_range(p)
-                or pin_at(p) in moved or in_range(end[1], p.spec)):
+                or _pin_at(p) in moved or in_range(end[1], p.spec)):
             continue
         name, version, how = end
         said = "the exact pins" if how == "pinned" else "the updates"
@@ -577,12 +577,12 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
     written = {p.name for p in (*pinned.exact, *pinned.loose) if p.name in MOONCAKE_FAMILY}
     if name is None or written == {name}:
         return
-    moved = {update_at(u) for u in out.updates}
+    moved = {_update_at(u) for u in out.updates}
     # an install whose version is a build arg's is switched with that ARG's update
     args = {(p.path, p.name) for p in pinned.exact if p.kind == "dockerfile-arg"
-            and pin_at(p) in moved}
+            and _pin_at(p) in moved}
     others = [p for p in pinned.loose if p.name in MOONCAKE_FAMILY and p.name != name
-              and pin_at(p) not in moved
+              and _pin_at(p) not in moved
               and not (p.note == VARIABLE_NOTE and (p.path, p.name) in args)]
     if not others:
         return
@@ -604,19 +604,19 @@ def _side_by_side(pinned: PinnedSet, out: _Draft) -> None:
 _Place = tuple[str, int, int, str]
 
 
-def update_at(u: dict[str, Any]) -> _Place:
+def _update_at(u: dict[str, Any]) -> _Place:
     """Where the update ``u`` is written."""
     return (u["packageFile"], u["line"], u["col"], u["depName"])
 
 
-def pin_at(p: Pin) -> _Place:
-    """Where the pin ``p`` is written, as :func:`update_at` says an update of it."""
+def _pin_at(p: Pin) -> _Place:
+    """Where the pin ``p`` is written, as :func:`_update_at` says an update of it."""
     return (p.path, p.version_line, p.col, p.name)
 
 
 def _moved_to(pin: Pin, moved: dict[_Place, tuple[Pin, tuple[str, str]]]) -> Pin:
     """``pin`` as an update in ``moved`` leaves it (an exact pin of the new version)."""
-    hit = moved.get(pin_at(pin))
+    hit = moved.get(_pin_at(pin))
     if hit is None:
         return pin
     name, version = hit[1]
@@ -635,9 +635,9 @@ def _shared_moves(out: Judgement, both: Judgement,
         updates[at] = _update(pin, name, version, f"{name}=={version} fits "
                               f"{' and '.join(arches)}")
     for u in both.updates:
-        new_at = by_new.get(update_at(u))
+        new_at = by_new.get(_update_at(u))
         if new_at is None:
-            updates[update_at(u)] = u
+            updates[_update_at(u)] = u
         else:  # moved further: from the line as written to where it ends
             updates[new_at] = _update(moved[new_at][0], u["newName"], u["newVersion"],
                                       u["reason"])
@@ -665,12 +665,12 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
     wanted: dict[_Place, dict[str, tuple[str, str]]] = {}
     for a, d in parts:
         for u in d.updates:
-            wanted.setdefault(update_at(u), {})[a] = (u["newName"], u["newVersion"])
+            wanted.setdefault(_update_at(u), {})[a] = (u["newName"], u["newVersion"])
     shared: dict[_Place, list[str]] = {}
     for (a, d), sub in zip(parts, subsets, strict=True):
         for p in sub:  # an architecture that cannot tell (unknown) does not hold a line
             if d.verdict == "compatible" or any(a in w for w in wanted.values()):
-                shared.setdefault(pin_at(p), []).append(a)
+                shared.setdefault(_pin_at(p), []).append(a)
     split: dict[_Place, tuple[str, str] | None] = {}
     for at, by_arch in wanted.items():
         on = shared.get(at, list(by_arch))
@@ -691,7 +691,7 @@ def _per_arch(parts: Sequence[tuple[str, _Draft]], subsets: Sequence[Sequence[Pi
         out.reasons += [f"on {a}: {r}" for r in d.reasons]
         out.notes += [n for n in d.notes if n not in out.notes]
         for u in d.updates:
-            at = update_at(u)
+            at = _update_at(u)
             if at not in seen and at not in split:
                 seen.add(at)
                 out.updates.append(u)
@@ -793,16 +793,16 @@ def _judge_conflicting(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
     drafts = [(c, _judge_as_one(g, c, python=python, arch=arch, strategy=strategy,
                                 keep=keep)) for c in _choices(pinned)]
     chosen, out = next(((c, d) for c, d in drafts if d.verdict == "compatible"), drafts[0])
-    moved = {update_at(u): u for u in out.updates}
+    moved = {_update_at(u): u for u in out.updates}
     for pin in (chosen.sglang, chosen.torch, chosen.mooncake):
         if pin is None:
             continue
         # the other occurrences go where this one ends: as pinned, or as its update moves it
-        to = moved.get(pin_at(pin))
+        to = moved.get(_pin_at(pin))
         name, version = (to["newName"], to["newVersion"]) if to else (pin.name, pin.version)
         why = (to["reason"] if to else f"{pin.path}:{pin.line} pins {pin.name}=={pin.version}")
         for place in pinned.places(pin):
-            if pin_at(place) in moved or (
+            if _pin_at(place) in moved or (
                     to is None and _admits(place, pin)):
                 continue
             out.updates.append(_update(place, name, version or "", why))
