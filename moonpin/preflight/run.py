@@ -439,7 +439,8 @@ def _deep(checks: list[CheckResult], probe: Probe, site_packages: Sequence[StrPa
     if probe.module is None:
         checks.append(CheckResult("deep probe", "skip", probe.why))
         return
-    for r in deep_probe(probe.module, probe.names, site_packages, timeout, python):
+    for r in deep_probe(probe.module, probe.names, site_packages, timeout, python,
+                        probe.backends):
         # the light check's install line, where it has one, fixes what the deep
         # probe then sees: say that line rather than the library hint
         pip_fix = next((c.fix for c in checks if c.status == "fail" and c.fix

@@ -8,9 +8,10 @@ out of the deflate data and capped, never the whole wheel.
 Builds that are the same compiled module for another Python ABI of the same
 release and platform are read once: their facts carry ``bytes_from`` naming
 the build they were read from (same source, same pybind11 definitions). So are
-builds whose bytes another wheel already holds (the same CRC-32, size and
-compressed size in the central directory: a ``.post`` release often re-ships its
-predecessor's builds unchanged), in whichever release or distribution.
+builds whose bytes another wheel of the release already holds (the same CRC-32, size
+and compressed size in the central directory). Sharing stays within a release, whose
+wheels are read in a fixed order, so ``bytes_from`` does not depend on the order the
+releases are read in (a ``.post`` re-shipping its predecessor's builds reads them again).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "BuildName",
     "SharedReads",
     "parse_build_name",
+    "read_order",
     "scrape_wheel",
     "torch_from_suffix",
 ]
@@ -88,13 +90,21 @@ def torch_from_suffix(module: str, template: str, separator: str) -> str | None:
 
 
 class SharedReads:
-    """Facts already read for (dist, version, arch, module); thread-safe enough for
-    the GIL-protected dict operations used."""
+    """Facts already read for (dist, version, arch, module) and for (dist, version,
+    CRC-32, size, compressed size). Both keys hold one release, whose wheels one thread
+    reads one after another in a fixed order, so which build reads and which reuse it is
+    the same in every scrape (the dicts are only touched under the GIL)."""
 
     def __init__(self) -> None:
         self.done: dict[tuple[str, str, str, str], Build] = {}
-        #: (CRC-32, size, compressed size) -> the build read from those bytes
-        self.by_content: dict[tuple[int, int, int], Build] = {}
+        #: (dist, version, CRC-32, size, compressed size) -> the build read from those bytes
+        self.by_content: dict[tuple[str, str, int, int, int], Build] = {}
+
+
+def read_order(filename: str) -> tuple[bool, str]:
+    """The order a release's wheels are read in: cp312 first, whose builds the other
+    wheels of the release then reuse (see :class:`SharedReads`)."""
+    return "-cp312-" not in filename, filename
 
 
 def _family_and_torch(module: str, loaders: Iterable[LoaderScheme]) -> tuple[str, str | None]:
@@ -263,12 +273,12 @@ def _build(z: RemoteZip, n: str, bn: BuildName, where: tuple[str, str, str],
     family, torch = _family_and_torch(bn.module, loaders)
     key = (dist, version, _arch(bn.abi), bn.module)
     entry = z.by_name[n]
-    content = (entry.crc, entry.file_size, entry.compressed_size)
+    content = (dist, version, entry.crc, entry.file_size, entry.compressed_size)
     prior = shared.done.get(key)
     # Read bytes for builds this wheel's interpreter loads; reuse for other ABIs.
     own = any(bn.abi.startswith(a + "-") for a in own_abis) or not own_abis
     if prior is None and own:
-        prior = shared.by_content.get(content)  # the same bytes, read elsewhere
+        prior = shared.by_content.get(content)  # the same bytes, read in another wheel
     if prior is not None and prior.read_error is None:
         fields: dict[str, object] = {
             k: getattr(prior, k) for k in ("names", "backends", "needed", "needed_method",

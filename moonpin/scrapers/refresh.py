@@ -26,7 +26,6 @@ from packaging.version import Version
 from moonpin.kb.distributions import DISTRIBUTIONS
 from moonpin.kb.errors import MoonpinError
 from moonpin.kb.models import (
-    Build,
     KnowledgeBase,
     MooncakeRelease,
     NativeRelease,
@@ -52,7 +51,7 @@ from moonpin.scrapers.pypi import (
 )
 from moonpin.scrapers.report import Reporter
 
-__all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "canonical_provenance", "changes",
+__all__ = ["EXTRACTORS", "SGLANG_MIN", "Summary", "changes",
            "extractor_fingerprints", "scrape"]
 
 SGLANG_MIN = Version("0.4.0")
@@ -376,9 +375,8 @@ class _MooncakeSource(_Source):
         got = []
         total = 0
         size = 0
-        # Own-ABI cp312 wheels first, so the other wheels reuse their reads.
-        for w in sorted(wheels, key=lambda f: (0 if "-cp312-" in f.filename else 1,
-                                               f.filename)):
+        # cp312 wheels first: the other wheels of the release reuse their builds' reads
+        for w in sorted(wheels, key=lambda f: mc.read_order(f.filename)):
             try:
                 mw, n, need = mc.scrape_wheel(run.fetcher, dist, v, w, self.wanted, self.shared)
                 run.consumed(need)
@@ -672,8 +670,7 @@ def scrape(
         scrape=info,
         sglang=tuple(sorted((*facts.sglang.values(), *facts.local),
                             key=lambda r: (Version(r.version), r.source))),
-        mooncake=tuple(canonical_provenance(sorted(facts.moon.values(),
-                                                   key=lambda r: (r.dist, Version(r.version))))),
+        mooncake=tuple(sorted(facts.moon.values(), key=lambda r: (r.dist, Version(r.version)))),
         torch=tuple(sorted(facts.torch.values(), key=lambda r: Version(r.version))),
         torch_versions=facts.torch_versions,
         unread=tuple(run.unread),
@@ -764,78 +761,6 @@ def _torch_needed(all_versions: tuple[str, ...], sglang: Iterable[SglangRelease]
             ok = [v for v in versions if v in spec]
             if ok:
                 out.add(str(ok[-1]))
-    return out
-
-
-def canonical_provenance(releases: Iterable[MooncakeRelease]) -> list[MooncakeRelease]:
-    """``releases`` with each shared build's ``bytes_from`` naming one member chosen the
-    same way every scrape. A scrape reads a build once and copies its facts to the builds
-    that are the same module of the same release for another Python ABI, and to those with
-    the same bytes in another wheel (a ``.post`` release re-shipping its predecessor's);
-    which of them a thread reaches first varies. So the groups are taken from the KB alone:
-    builds with the same facts that are the same module of one release and platform, or have
-    the same sizes (the bytes), are one reading; its first member by (wheel file name,
-    member) among those built for their own wheel's Python names the rest, and has none
-    itself. The facts do not depend on the order; now neither does the KB."""
-    rels = list(releases)
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    own: set[str] = set()
-    where: dict[str, tuple[str, str]] = {}
-    first_of: dict[tuple[object, ...], str] = {}
-    for r in rels:
-        for w in r.wheels:
-            pys = {f"cpython-{t[2:]}-" for t in w.python_tags if t.startswith("cp")}
-            for b in (*w.builds, *w.libraries):
-                if b.read_error is not None:
-                    continue
-                name = f"{b.member} in {w.artifact.filename}"
-                where[name] = (w.artifact.filename, b.member)
-                find(name)
-                facts = (b.names, b.backends, b.needed, b.needed_method, b.runpath,
-                         b.cuda_major, b.torch, b.complete, b.strings_complete)
-                arch = next((a for a in ("x86_64", "aarch64") if a in (b.abi or "")), "")
-                module = b.member.rsplit("/", 1)[-1].split(".", 1)[0]
-                for key in (("release", r.dist, r.version, arch, module, facts),
-                            ("bytes", b.size, b.compressed_size, facts)):
-                    ra, rb = find(name), find(first_of.setdefault(key, name))
-                    if ra != rb:
-                        parent[max(ra, rb)] = min(ra, rb)
-                if b.abi is None or any(b.abi.startswith(p) for p in pys):
-                    own.add(name)
-    members: dict[str, list[str]] = {}
-    for name in where:
-        members.setdefault(find(name), []).append(name)
-    named: dict[tuple[str, str], str | None] = {}
-    for group in members.values():
-        cands = sorted(where[m] for m in group if m in own)
-        if len(group) < 2 or not cands:
-            continue
-        first = cands[0]
-        for m in group:
-            named[where[m]] = None if where[m] == first else f"{first[1]} in {first[0]}"
-    out = []
-    for r in rels:
-        wheels = []
-        for w in r.wheels:
-            def fixed(builds: tuple[Build, ...], filename: str = w.artifact.filename
-                      ) -> tuple[Build, ...]:
-                return tuple(b.model_copy(update={"bytes_from": named[(filename, b.member)]})
-                             if (filename, b.member) in named
-                             and named[(filename, b.member)] != b.bytes_from else b
-                             for b in builds)
-            builds, libs = fixed(w.builds), fixed(w.libraries)
-            wheels.append(w if (builds, libs) == (w.builds, w.libraries) else
-                          w.model_copy(update={"builds": builds, "libraries": libs}))
-        out.append(r if tuple(wheels) == r.wheels else
-                   r.model_copy(update={"wheels": tuple(wheels)}))
     return out
 
 

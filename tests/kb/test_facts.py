@@ -26,8 +26,9 @@ def test_round_trip_shares_repeated_values(shipped: object) -> None:
     # the wheels of one release share their loaders: one object, read once
     release = next(r for r in back.mooncake if len(r.wheels) > 1 and r.wheels[0].loaders)
     assert release.wheels[0].loaders is release.wheels[1].loaders
-    # ... and the file is a fraction of the same facts written without sharing
-    assert len(json.dumps(doc)) * 3 < len(json.dumps(shipped, default=str))
+    # ... and the file is a fraction of the same facts written without sharing (2.97x on
+    # the shipped KB since mooncake's bytes_from stays within a release; 3.18x before)
+    assert len(json.dumps(doc)) * 2.5 < len(json.dumps(shipped, default=str))
 
 
 def _pg(names: list[str]) -> list[object]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from moonpin.kb import store
+from moonpin.scrapers.mooncake import read_order as mc_order
 from moonpin.scrapers.native import read_order
-from moonpin.scrapers.refresh import EXTRACTORS, canonical_provenance, extractor_fingerprints
+from moonpin.scrapers.refresh import EXTRACTORS, extractor_fingerprints
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = ROOT / "data" / "kb.json"
@@ -29,10 +30,18 @@ def test_the_shipped_kb_was_read_by_the_shipped_extractors() -> None:
 
 def test_the_shipped_kb_provenance_is_canonical() -> None:
     kb = store.load(KB)
-    assert tuple(canonical_provenance(kb.mooncake)) == kb.mooncake, (
-        "bytes_from is not the canonical choice: refresh the KB with this code")
-    # a native build's reading is shared within its release only (scrapers/native.py), with
-    # the build its wheels' read order reaches first
+    # a mooncake build's reading is shared within its release only (scrapers/mooncake.py),
+    # with the build its wheels' read order reaches first; a library is never read
+    for m in kb.mooncake:
+        read = {f"{b.member} in {w.artifact.filename}": mc_order(w.artifact.filename)
+                for w in m.wheels for b in w.builds if b.bytes_from is None}
+        for w in m.wheels:
+            assert all(b.bytes_from is None for b in w.libraries), (m.dist, m.version)
+            for b in w.builds:
+                if b.bytes_from is not None:
+                    assert b.bytes_from in read, (m.dist, m.version, b.member, b.bytes_from)
+                    assert read[b.bytes_from] <= mc_order(w.artifact.filename)
+    # a native build's reading is shared the same way (scrapers/native.py)
     for r in kb.native:
         read = {f"{b.member} in {w.artifact.filename}": read_order(w.artifact.filename)
                 for w in r.wheels for b in w.builds if b.bytes_from is None}

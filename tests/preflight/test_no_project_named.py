@@ -14,9 +14,10 @@ import moonpin.preflight
 from moonpin.preflight.extensions import seam
 
 PREFLIGHT = Path(moonpin.preflight.__file__).parent
-#: The machinery: every module of judge/, the walks, and the modules that ask the rules (the
-#: seam itself lists them in its one registry, ``RULES``).
-MACHINERY = sorted([*(PREFLIGHT / "judge").glob("*.py"),
+#: The machinery: every module of judge/ and probe/ (the deep probe is handed the module, the
+#: names and the backends it looks for), the walks, and the modules that ask the rules (the
+#: seam itself lists them in its one registry, ``RULES``). installed/ still names mooncake.
+MACHINERY = sorted([*(PREFLIGHT / "judge").glob("*.py"), *(PREFLIGHT / "probe").glob("*.py"),
                     *(PREFLIGHT / n for n in ("run.py", "written.py", "extensions_only.py")),
                     *(PREFLIGHT / "extensions" / n for n in ("verdict.py", "wanted.py",
                                                              "astread.py"))])

@@ -287,3 +287,144 @@ def test_an_image_file_whose_user_cannot_read_a_loader_file(tmp_path: Path,
                 "config's User 'app' (uid 1000, gids 1000, 44, 109))") in line, line
     else:
         assert line.startswith("pass"), proc.stdout + proc.stderr
+
+
+# ----------------------------- mooncake's own path and the folders, as the importer reads them
+
+def _moon_bundle(where: Path, uid: int | None) -> tuple[Path, Path]:
+    """A `umoci unpack` bundle of a venv image holding torch, SGLang and mooncake (its
+    prebuilt process-group builds), whose config runs the worker as ``uid``; (bundle, site)."""
+    from tests.lib.images import healthy_image
+
+    site = healthy_image(venv_root(where / "rootfs"))
+    (where / "rootfs/etc").mkdir(parents=True, exist_ok=True)
+    (where / "rootfs/etc/passwd").write_text(PASSWD)
+    (where / "rootfs/etc/group").write_text(GROUP)
+    process: dict[str, object] = {"args": ["/opt/venv/bin/python"], "cwd": "/",
+                                  "env": ["PATH=/opt/venv/bin:/usr/bin:/bin"]}
+    if uid is not None:
+        process["user"] = {"uid": uid, "gid": uid}
+    (where / "config.json").write_text(json.dumps({"ociVersion": "1.0.2",
+                                                   "root": {"path": "rootfs"},
+                                                   "process": process}))
+    return where, site
+
+
+def _run_moon(bundle: Path) -> Run:
+    env = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
+    proc = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--rootfs", str(bundle),
+                           "--no-deep", "--elastic-ep-backend", "mooncake"], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return Run(proc)
+
+
+def _pg_build(site: Path) -> Path:
+    return next(p for p in (site / "mooncake").iterdir() if p.name.startswith("pg_2_13_0."))
+
+
+@pytest.mark.parametrize(("what", "mode", "says", "fix"), [
+    ("loader", 0o600, "mooncake/pg.py is not readable by the worker's user",
+     "pip install --force-reinstall --no-deps"),
+    ("build", 0o600, "is not readable by the worker's user", "pip install --force-reinstall"),
+    ("package", 0o751, "mooncake cannot be listed by the worker's user", "chmod -R a+rX "
+     "/opt/venv/lib/python"),
+    ("package", 0o744, "mooncake cannot be listed by the worker's user", "chmod -R a+rX "
+     "/opt/venv/lib/python"),
+])
+def test_mooncakes_own_path_as_the_images_user_reaches_it(tmp_path: Path, what: str,
+                                                          mode: int, says: str,
+                                                          fix: str) -> None:
+    """mooncake's own files (its loader ``pg.py``, the build it picks) and its package
+    folder, root's, in an image whose worker runs as uid 1000: a file it cannot read fails
+    the import (PermissionError; the build's dlopen), a folder it cannot list (no ``r``:
+    CPython's FileFinder takes the listing's PermissionError as an empty folder) or search
+    (no ``x``) makes ``import mooncake.pg`` a ModuleNotFoundError. moonpin judged only the
+    other extensions' files, and said these usable. Controls: the image run as root, and
+    the modes pip writes."""
+    bundle, site = _moon_bundle(tmp_path / "user", 1000)
+    target = {"loader": site / "mooncake" / "pg.py", "build": _pg_build(site),
+              "package": site / "mooncake"}[what]
+    assert _run_moon(bundle).rc == 0  # control: pip's modes
+    target.chmod(mode)
+    r = _run_moon(bundle)
+    line = next((x for x in r.out.splitlines() if x.startswith("fail")), "")
+    assert r.rc == 1 and line.startswith(f"fail  {'build' if what == 'build' else 'pg module'}:"
+                                         ), r.out + r.err
+    assert says in line, line
+    assert fix in r.fixes()[0], r.out
+    root, rsite = _moon_bundle(tmp_path / "root", None)
+    {"loader": rsite / "mooncake" / "pg.py", "build": _pg_build(rsite),
+     "package": rsite / "mooncake"}[what].chmod(mode)
+    assert _run_moon(root).rc == 0
+
+
+@needs_gcc
+@pytest.mark.parametrize("mode", [0o751, 0o744])
+def test_a_folder_the_images_user_cannot_list_or_search(tmp_path: Path, mode: int) -> None:
+    """The nixl backend's package folder (``nixl_ep_cu13/``) 0751 (no ``r`` for others: its
+    ``__init__`` is found, but the importer cannot list the folder for the build it imports)
+    or 0744 (no ``x``: nothing in it can be opened): the import fails as uid 1000, so the
+    check fails it with a ``chmod`` line, though every file in it is 0644."""
+    bundle = _bundle(tmp_path / "user", 1000)
+    folder = next((bundle / "rootfs/opt/venv").rglob("nixl_ep_cu13"))
+    folder.chmod(mode)
+    r = _run_bundle(bundle)
+    line = r.line("nixl_ep")
+    assert r.rc == 1 and line.startswith("fail"), r.out + r.err
+    assert "nixl_ep_cu13 is not listable by the worker's user" in line or (
+        "is not readable by the worker's user" in line), line
+    assert r.fixes()[0].startswith("fix: chmod a+rX /opt/venv/lib/") or "reinstall" in r.fixes()[0]
+    folder.chmod(0o755)
+    assert _run_bundle(bundle).line("nixl_ep").startswith("pass")
+
+
+@pytest.mark.parametrize("pyc_mode", [0o644, 0o600])
+def test_an_unreadable_source_whose_bytecode_cache_is_readable(tmp_path: Path,
+                                                               pyc_mode: int) -> None:
+    """``mooncake/pg.py`` 0600 root's beside its valid ``__pycache__`` bytecode (pip writes
+    one at install): CPython's SourceLoader only stats the source and runs the cache, so
+    uid 1000 imports it (seen on a hard-link copy of the real venv image with the real
+    import); with the cache 0600 too it reads the source and raises PermissionError."""
+    import py_compile
+
+    bundle, site = _moon_bundle(tmp_path / "user", 1000)
+    src = site / "mooncake" / "pg.py"
+    py_compile.compile(str(src), doraise=True)  # timestamp-checked, as pip's compileall
+    pyc = next((site / "mooncake" / "__pycache__").glob("pg.*.pyc"))
+    src.chmod(0o600)
+    pyc.chmod(pyc_mode)
+    r = _run_moon(bundle)
+    if pyc_mode == 0o644:
+        assert r.rc == 0 and r.line("pg module").startswith("pass"), r.out + r.err
+    else:
+        assert r.rc == 1 and "pg.py is not readable by the worker's user" in r.out, r.out
+
+
+@as_root
+@pytest.mark.parametrize("mode", [0o755, 0o751, 0o744, 0o711, 0o700, 0o705])
+def test_a_folders_modes_as_the_real_importer_reads_them(open_tmp: Path, mode: int) -> None:
+    """``pkg/`` (root's, ``mode``) holding ``__init__.py`` and ``mod.py`` (0644): the real
+    ``python -c "import pkg.mod"`` as an unprivileged user against what the check says
+    (:func:`moonpin.preflight.extensions.astread.denied` on the files the import runs).
+    Without ``r`` the listing FileFinder takes is empty (ModuleNotFoundError), without ``x``
+    nothing in it can be stat-ed or opened."""
+    from moonpin.preflight.extensions import astread
+
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    site = open_tmp / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("X = 1\n")
+    (site / "pkg" / "mod.py").write_text("Y = 2\n")
+    for p in (site, site / "pkg" / "__init__.py", site / "pkg" / "mod.py"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    (site / "pkg").chmod(mode)
+    proc = subprocess.run([python, "-B", "-c", "import pkg.mod"], capture_output=True,
+                          text=True, timeout=60, user=NOBODY, group=NOBODY,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+                          cwd=open_tmp)
+    said = astread.denied([str(site / "pkg" / "__init__.py"), str(site / "pkg" / "mod.py")],
+                          Identity(NOBODY, (NOBODY,), "nobody"), None)
+    assert (proc.returncode == 0) is (said is None), (proc.stderr, said)

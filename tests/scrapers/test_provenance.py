@@ -1,58 +1,74 @@
 """``bytes_from`` is picked the same way every scrape (issue 40: identical builds flipped
-their provenance between scrapes, so KB diffs were noisy)."""
+their provenance between scrapes, so KB diffs were noisy), and names bytes a build of its
+release really shares (the same module, or the same CRC-32 and sizes)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from moonpin.kb import store
-from moonpin.kb.models import MooncakeRelease
-from moonpin.scrapers.refresh import canonical_provenance
+from moonpin.kb.models import KnowledgeBase
+from moonpin.scrapers.fetch import Fetcher
+from moonpin.scrapers.refresh import scrape
+from tests.lib.elfbuild import build_so
+from tests.lib.server import FakeIndex
+from tests.lib.wheels import build_wheel
+from tests.scrapers.test_native_e2e import _in_order
+from tests.scrapers.test_scrape_e2e import LOADER_PG, only_present
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pointers(rels: list[MooncakeRelease]) -> dict[tuple[str, str], str | None]:
-    return {(w.artifact.filename, b.member): b.bytes_from
-            for r in rels for w in r.wheels for b in (*w.builds, *w.libraries)}
+def _shared_index(idx: FakeIndex, releases: tuple[str, ...]) -> None:
+    """mooncake releases re-shipping the same build bytes (as a ``.post`` does), two
+    Python ABIs each."""
+    so = build_so(needed=["libcudart.so.13", "libtorch.so"],
+                  strings=["mooncake", "register_backend", "MooncakeBackendOptions"])
+    idx.add_project("mooncake-transfer-engine", {v: dict(
+        build_wheel("mooncake-transfer-engine", v, {
+            "mooncake/__init__.py": "", "mooncake/pg.py": LOADER_PG,
+            f"mooncake/pg_2_13_0.cpython-{py}-x86_64-linux-gnu.so": so},
+            tag=f"cp{py}-cp{py}-manylinux_2_28_x86_64")
+        for py in ("311", "312")) for v in releases})
+    only_present(idx)
 
 
-def _reread_elsewhere(rels: list[MooncakeRelease]) -> list[MooncakeRelease]:
-    """The KB another scrape order leaves: each shared reading's last member read it, the
-    others (its first reader too) point there."""
-    ptr = _pointers(rels)
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for key, src in ptr.items():
-        groups.setdefault(src or f"{key[1]} in {key[0]}", []).append(key)
-    moved: dict[tuple[str, str], str | None] = {}
-    for members in groups.values():
-        if len(members) > 1:
-            last = members[-1]
-            for m in members:
-                moved[m] = None if m == last else f"{last[1]} in {last[0]}"
-    out = []
-    for r in rels:
-        wheels = tuple(w.model_copy(update={"builds": tuple(
-            b.model_copy(update={"bytes_from": moved.get((w.artifact.filename, b.member),
-                                                          b.bytes_from)})
-            for b in w.builds)}) for w in r.wheels)
-        out.append(r.model_copy(update={"wheels": wheels}))
-    return out
+def _run(idx: FakeIndex, old: KnowledgeBase | None = None) -> tuple[KnowledgeBase, object]:
+    return scrape(old, Fetcher(retries=0), idx.url + "/", only=("mooncake",), workers=2)
 
 
-def test_provenance_does_not_depend_on_which_wheel_was_read_first() -> None:
-    rels = list(store.load(ROOT / "data" / "kb.json").mooncake)
-    shared = sum(1 for v in _pointers(rels).values() if v)
-    assert shared > 100  # the shipped KB shares many readings
-    other = _reread_elsewhere(rels)
-    assert _pointers(other) != _pointers(rels)  # the flip the issue saw
-    once = canonical_provenance(rels)
-    assert _pointers(canonical_provenance(other)) == _pointers(once)
-    assert canonical_provenance(once) == once  # stable
-    # every pointer names a member that has none itself (one hop, as the scrape writes)
-    ptr = _pointers(once)
-    readers = {f"{m} in {f}" for (f, m), v in ptr.items() if v is None}
-    assert all(v in readers for v in ptr.values() if v)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_bytes_from_does_not_depend_on_the_read_order(monkeypatch: pytest.MonkeyPatch,
+                                                      reverse: bool) -> None:
+    """Which build names the reading it shares does not depend on the order the releases
+    are read in (issue 40: identical builds flipped their provenance between scrapes), nor
+    on a refresh having kept the release that read the bytes: a reading is shared within
+    its release only, whose wheels are read in a fixed order (as native's)."""
+    both = ("0.3.13", "0.3.13.post1")
+    with FakeIndex() as idx:
+        _shared_index(idx, both)
+        _in_order(monkeypatch, reverse=False)
+        forward, _ = _run(idx)
+        _in_order(monkeypatch, reverse=reverse)
+        other, _ = _run(idx)
+    with FakeIndex() as idx:  # a refresh: 0.3.13 kept from the last KB, the .post read anew
+        _shared_index(idx, both[:1])
+        first, _ = _run(idx)
+    with FakeIndex() as idx:
+        _shared_index(idx, both)
+        refreshed, summary = _run(idx, first)
+    assert summary.kept["mooncake"] == 1  # type: ignore[attr-defined]
+    assert other.mooncake == forward.mooncake == refreshed.mooncake
+    ptr = {f"{b.member} in {w.artifact.filename}": b.bytes_from
+           for r in forward.mooncake for w in r.wheels for b in w.builds}
+    base = ("mooncake/pg_2_13_0.cpython-312-x86_64-linux-gnu.so in "
+            "mooncake_transfer_engine-0.3.13-cp312-cp312-manylinux_2_28_x86_64.whl")
+    post = base.replace("0.3.13-", "0.3.13.post1-")
+    assert ptr[base] is None and ptr[post] is None  # each release reads its own
+    assert [k for k, v in ptr.items() if v == base] == [base.replace("312", "311")]
+    assert [k for k, v in ptr.items() if v == post] == [post.replace("312", "311")]
 
 
 def test_changes_say_what_is_new_changed_unchanged_and_gone() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -260,9 +261,10 @@ def test_launch_rules_are_recorded_per_release(index: FakeIndex) -> None:
     assert {f.name for f in new.launch.flags} == {"--elastic-ep-backend", "--pp-size"}
 
 
-def test_a_build_another_wheel_already_holds_is_not_read_again(index: FakeIndex) -> None:
+def test_a_build_another_release_holds_is_read_in_its_own_release(index: FakeIndex) -> None:
     """A .post release re-shipping its predecessor's build unchanged (same CRC-32 and
-    sizes): the facts are those bytes' facts, and they are fetched once."""
+    sizes): the same facts, read in its own release, so which build names the reading does
+    not depend on which release a thread read first (as native's, scrapers/native.py)."""
     only_present(index)
     index.add_project("mooncake-transfer-engine", {
         "0.3.13": dict([mooncake_wheel("0.3.13", "2.13.0", 13,
@@ -272,17 +274,53 @@ def test_a_build_another_wheel_already_holds_is_not_read_again(index: FakeIndex)
         "0.3.14": dict([mooncake_wheel("0.3.14", "2.13.0", 13,  # control: new bytes
                                        ["MooncakeBackendOptions", "join_group", "recover_ranks"])]),
     })
-    # One worker: with several, two wheels holding the same bytes may both be read at
-    # once (harmless: the same facts twice).
     kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", only=("mooncake",), workers=1)
     builds = {r.version: r.wheels[0].builds[0] for r in kb.mooncake}
     base, post, new = builds["0.3.13"], builds["0.3.13.post1"], builds["0.3.14"]
-    assert base.bytes_from is None  # read from its own wheel
-    assert post.bytes_from == f"{base.member} in {kb.mooncake[0].wheels[0].artifact.filename}"
+    assert base.bytes_from is None and post.bytes_from is None
     assert (post.names, post.backends, post.needed, post.cuda_major) == (
         base.names, base.backends, base.needed, base.cuda_major)
     assert post.torch == "2.13.0" and post.read_error is None
     assert new.bytes_from is None and "recover_ranks" in new.names
+
+
+def _stored_wheel(version: str, tag: str, pys: tuple[str, ...], stamp: str,
+                  ) -> tuple[str, bytes]:
+    """A wheel whose builds are stored (compressed size = size), their bytes differing
+    from another ``stamp``'s only in a string that is no name of interest."""
+    so = {py: build_so(needed=["libcudart.so.13", "libtorch.so"],
+                       strings=["mooncake", "register_backend", "MooncakeBackendOptions",
+                                f"build-{stamp}-{py}"]) for py in pys}
+    return build_wheel("mooncake-transfer-engine", version, {
+        "mooncake/__init__.py": "", "mooncake/pg.py": LOADER_PG,
+        "mooncake/libmooncake_pg.so": build_so(needed=[], strings=[f"lib-{stamp}"]),
+        **{f"mooncake/pg_2_13_0.cpython-{py}-x86_64-linux-gnu.so": so[py] for py in pys}},
+        tag=tag, compress=zipfile.ZIP_STORED)
+
+
+def test_builds_of_the_same_sizes_but_other_bytes_are_not_one_reading(
+        index: FakeIndex) -> None:
+    """Two releases whose builds have the same sizes (stored, so the compressed sizes
+    agree too) and the same facts, but other bytes (other CRC-32s): neither is named as
+    read from the other, and neither are libraries, which are never read. Before, the KB
+    was regrouped by sizes and facts (canonical_provenance): on the real index that
+    claimed 0.3.13.post1's builds were 0.3.13's, whose central directories give other
+    CRC-32s."""
+    only_present(index)
+    index.add_project("mooncake-transfer-engine", {
+        "0.3.13": dict([_stored_wheel("0.3.13", "cp312-cp312-manylinux_2_28_x86_64",
+                                      ("312",), "a")]),
+        "0.3.13.post1": dict([_stored_wheel("0.3.13.post1",
+                                            "cp312-cp312-manylinux_2_28_x86_64",
+                                            ("312",), "b")]),
+    })
+    kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", only=("mooncake",), workers=1)
+    (a,), (b,) = (r.wheels[0].builds for r in kb.mooncake)
+    assert (a.size, a.compressed_size) == (b.size, b.compressed_size)
+    assert (a.names, a.needed) == (b.names, b.needed) and a.names
+    assert a.bytes_from is None and b.bytes_from is None
+    (la,), (lb,) = (r.wheels[0].libraries for r in kb.mooncake)
+    assert la.size == lb.size and la.bytes_from is None and lb.bytes_from is None
 
 
 def test_cuda_runtime_of_a_build_whose_dynamic_section_lies_beyond_the_budget(

@@ -103,6 +103,22 @@ class Identity:
         except OSError:
             return True
 
+    def may_list(self, folder: str, root: str | None = None) -> bool:
+        """Whether this user can list ``folder`` as the importer does: every folder on the
+        way searchable (``x``) and the folder itself readable (``r``) and searchable. CPython's
+        ``FileFinder._fill_cache`` lists a path entry with ``os.listdir`` and takes a
+        ``PermissionError`` as an empty folder, so an import finds nothing in it
+        (ModuleNotFoundError), and finding a module there needs ``stat`` of it (``x``).
+        Root may; a folder that cannot be stat-ed: True (as :meth:`may_read`)."""
+        if self.uid == 0:
+            return True
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return True
+        return (self.may_read(os.path.join(folder, "."), root) and self._allows(st, 4)
+                and self._allows(st, 1))
+
     def __repr__(self) -> str:
         return f"uid {self.uid}, gids {', '.join(map(str, self.gids))}"
 

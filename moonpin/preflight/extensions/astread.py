@@ -105,14 +105,33 @@ def parse(path: str, within: Confined = NOWHERE) -> ast.Module | None:
         return None
 
 
-def denied(paths: Iterable[str], who: Identity, root: str | None) -> Unrunnable | None:
+def denied(paths: Iterable[str], who: Identity, root: str | None,
+           version: tuple[int, int] | None = None) -> Unrunnable | None:
     """The first of ``paths`` (the files an import runs or maps) the worker's user ``who``
-    cannot read, judged by their modes as the kernel would
-    (:meth:`~moonpin.preflight.env.target.Identity.may_read`), as an :class:`Unrunnable`:
+    cannot reach, judged by their modes as the kernel and the importer would: the folder the
+    importer lists to find it (:meth:`~moonpin.preflight.env.target.Identity.may_list`),
+    then the file (:meth:`~moonpin.preflight.env.target.Identity.may_read`; for a ``.py``,
+    its bytecode cache instead when CPython of ``version`` takes it), as an :class:`Unrunnable`:
     its import raises ``PermissionError`` (a module or package ``__init__``) or ``ImportError:
     …: cannot open shared object file: Permission denied`` (a build). None: every one is
     readable (always so for root)."""
     for path in paths:
+        # the importer lists the folder that holds the name (a package's: its parent) first
+        listed = os.path.dirname(path)
+        if os.path.basename(path).startswith("__init__."):
+            listed = os.path.dirname(listed)
+        if not who.may_list(listed, root):
+            return Unrunnable(listed, f"not listable by the worker's user ({who.said}): the "
+                              "importer finds nothing in it, so the import raises "
+                              "ModuleNotFoundError")
+        if path.endswith(".py") and version is not None:
+            # SourceLoader.get_code takes a valid bytecode cache it can read without
+            # reading the source (it only stats it), and reads the source when it cannot
+            from moonpin.preflight.pyimport import pycode
+
+            pyc = pycode.runs(path, version)
+            if pyc is not None and who.may_read(pyc, root):
+                continue
         if not who.may_read(path, root):
             return Unrunnable(path, f"not readable by the worker's user ({who.said}): the "
                               "import raises PermissionError" if not path.endswith(".so")

@@ -157,6 +157,34 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
                         first=("torch",) if find_package(ctx, "torch") else ())
 
 
+def _named(ctx: Context, path: str) -> str:
+    """``path`` as the fix lines name it: the image's path under ``--rootfs``/``--image``."""
+    import shlex
+
+    from moonpin.preflight.access.chroot import image_path
+
+    return shlex.quote(image_path(ctx.root, path) if ctx.root else path)
+
+
+def _reachable(ctx: Context, paths: Sequence[str], module: str, fixer: Fixer,
+               add: Callable[[CheckResult], None], what: str = "pg module") -> bool:
+    """Whether the worker's user (``ctx.user``, not this check's) reaches every one of
+    ``paths``, the files ``import <module>`` runs or maps, as the importer and the kernel
+    do (:func:`moonpin.preflight.extensions.astread.denied`); if not, the failure is said:
+    a folder it cannot list or search is made so with ``chmod``, a file it cannot read is
+    put back by reinstalling."""
+    from moonpin.preflight.extensions import astread
+
+    denied = astread.denied(paths, ctx.user, ctx.root, ctx.version)
+    if denied is None:
+        return True
+    fix = (f"chmod a+rX {_named(ctx, denied.path)}" if os.path.isdir(denied.path)
+           else fixer.reinstall())
+    add(CheckResult(what, "fail", f"`import {module}` fails: {denied.path} is {denied.why}",
+                    fix, (denied.path,)))
+    return False
+
+
 def _rule_requirement(req: Requirement | None) -> Any:
     """The image's SGLang requirement as :class:`moonpin.resolver.rule.Requirement`: unknown (no
     sources, no KB record) means either half of the rename, and the names unchecked."""
@@ -223,10 +251,12 @@ def check_pg(pkg: str, ctx: Context, req: Requirement | None, torch: Torch | Non
                         "module"))
         return
     unlisted = unlistable(pkg)
+    if unlisted is None and not ctx.user.may_list(pkg, ctx.root):  # the worker's, not ours
+        unlisted = f"{pkg} cannot be listed by the worker's user ({ctx.user.said})"
     if unlisted is not None:  # the importer finds nothing in it: no package diagnosis
         add(CheckResult("pg module", "fail", f"{unlisted}: `import mooncake.pg` / "
                         "`mooncake.ep` fails whatever is installed", "make it readable by the "
-                        f"worker's user (chmod -R a+rX {pkg})", (pkg,)))
+                        f"worker's user (chmod -R a+rX {_named(ctx, pkg)})", (pkg,)))
         return
     rreq = _rule_requirement(req)
     module = _pg_module(ctx, pkg, rreq, fixer, add)
@@ -234,6 +264,10 @@ def check_pg(pkg: str, ctx: Context, req: Requirement | None, torch: Torch | Non
         return
     loader_path = module_file(ctx, pkg, module.split(".")[1])
     assert loader_path is not None
+    init = os.path.join(pkg, "__init__.py")
+    if not _reachable(ctx, [*([init] if os.path.isfile(init) else []), loader_path],
+                      module, fixer, add):
+        return
     add(CheckResult("pg module", "pass", f"{module} found: {file_name(loader_path)}",
                     evidence=(loader_path,)))
     # Two readings of the import chain: the modules it certainly runs, found and compiling
@@ -552,6 +586,9 @@ def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
                         "a build for the upstream release; it loads but is not proven "
                         "ABI-compatible with this torch", "use an upstream torch release, or "
                         "build mooncake from source against this torch"))
+    if pg_build is not None and not _reachable(ctx, [pg_build.path], rreq.module, fixer, add,
+                                               "build"):
+        return
     facts = [rule.BuildFacts(b.path, b.names, b.backends, b.cuda) for b in builds]
     _judge_builds(rreq, facts, torch, rreq.module, kb, fixer, add)
     so_builds = [b.path for b in builds if file_suffix(b.path) == ".so" and b.error is None]

@@ -139,7 +139,7 @@ def own_lines(job: Job) -> Probe | None:
         (m for m in MODULES if os.path.isfile(os.path.join(pkg, f"{m.split('.')[1]}.py"))),
         None)
     return Probe(probed, req.names if req is not None else (),
-                 "no process-group module to import")
+                 "no process-group module to import", BACKENDS)
 
 
 def ahead(job: Job) -> None:

@@ -281,14 +281,17 @@ class Job:
 class Probe:
     """An ``OWN_LINES`` rule's answer to the walk: the ``module`` the deep probe imports in
     the target's interpreter (None: nothing to import, ``why``), with the ``names`` it
-    checks on it."""
+    checks on it and the torch.distributed ``backends`` its import must register (the
+    probe names no project: what it looks for is handed in from here)."""
 
-    __slots__ = ("module", "names", "why")
+    __slots__ = ("backends", "module", "names", "why")
 
-    def __init__(self, module: str | None, names: Sequence[str] = (), why: str = "") -> None:
+    def __init__(self, module: str | None, names: Sequence[str] = (), why: str = "",
+                 backends: Sequence[str] = ()) -> None:
         self.module = module
         self.names = tuple(names)
         self.why = why
+        self.backends = tuple(backends)
 
 
 def own_rule() -> Any:

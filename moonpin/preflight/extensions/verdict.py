@@ -250,7 +250,7 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
     except astread.Unrunnable as e:
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} "
                            f"is {e.why}", _replace(facts, e.path, ctx.root), (found.folder,))
-    denied = astread.denied(_runs(found, pick), ctx.user, ctx.root)
+    denied = astread.denied(_runs(found, pick), ctx.user, ctx.root, ctx.version)
     if denied is not None:  # the worker's user, not this check's, opens them
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {denied.path} "
                            f"is {denied.why}", _replace(facts, denied.path, ctx.root),
@@ -384,6 +384,8 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
     from moonpin.preflight.access.chroot import image_path
     from moonpin.preflight.installed.image_facts import record_paths
 
+    if os.path.isdir(path):  # a folder the worker's user cannot list or search
+        return f"chmod a+rX {shlex.quote(image_path(root, path) if root else path)}"
     rm = (f"rm {shlex.quote(image_path(root, path) if root else path)} && "
           if os.path.lexists(path) else "")
     for dist in facts.dists.values():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 from moonpin.preflight.installed.build_facts import UNREADABLE_SCHEME
-from moonpin.preflight.installed.image_facts import BACKENDS
 from moonpin.preflight.judge.libraries import provider_hint
 from moonpin.preflight.result import CheckResult
 
@@ -62,7 +61,7 @@ try:
     import torch.distributed as dist
     cap = dist.Backend.backend_capability
     out["capability"] = {k: list(v) if isinstance(v, (list, tuple)) else repr(v)
-                         for k, v in cap.items() if k in ("mooncake", "mooncake-cpu")}
+                         for k, v in cap.items() if k in args["backends"]}
 except Exception as e:  # torch internals moved: reported as unreadable, not a failure
     out["capability_error"] = f"{type(e).__name__}: {e}"
 done()
@@ -90,12 +89,15 @@ def _hang(module: str, timeout: float, running: list[str]) -> CheckResult:
 
 
 def deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPath] | None,
-                timeout: float, python: str) -> list[CheckResult]:
-    """Import ``module`` in a child interpreter (``python``) and read what it did."""
+                timeout: float, python: str, backends: Sequence[str] = ()) -> list[CheckResult]:
+    """Import ``module`` in a child interpreter (``python``) and read what it did: the
+    ``names`` it lacks, and whether torch then registered ``backends`` (the project's, from
+    its rule: :class:`moonpin.preflight.extensions.seam.Probe`)."""
     import json
     import signal
 
-    ran = _run_probe(module, names, site_packages, timeout, python)
+    ran = _run_probe(module, names, site_packages, timeout, python, backends)
+    project = module.partition(".")[0]
     if isinstance(ran, CheckResult):
         return [ran]
     returncode, stdout, stderr = ran
@@ -106,8 +108,8 @@ def deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPat
             sig = f"signal {-returncode}"
         return [CheckResult("deep probe", "fail",
                             f"importing {module} crashed the interpreter ({sig})",
-                            "the build does not match this torch/python: reinstall the mooncake "
-                            "release `moonpin which mooncake` names")]
+                            "the build does not match this torch/python: reinstall the "
+                            f"{project} release `moonpin which {project}` names")]
     line = next((ln for ln in reversed(stdout.splitlines())
                  if ln.startswith("MOONPIN-PROBE ")), None)
     out: Any = None
@@ -125,11 +127,12 @@ def deep_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPat
     if out["stage"] != "done":
         return [_import_failure(module, out["stage"], str(out.get("error") or ""),
                                 str(out.get("torch") or ""))]
-    return _probe_answer(module, out)
+    return _probe_answer(module, out, backends)
 
 
 def _run_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPath] | None,
-               timeout: float, python: str) -> tuple[int, str, str] | CheckResult:
+               timeout: float, python: str, backends: Sequence[str] = (),
+               ) -> tuple[int, str, str] | CheckResult:
     """The probe's exit status and the tails of its stdout and stderr, or the failure (it
     could not start, it hung)."""
     import json
@@ -141,7 +144,8 @@ def _run_probe(module: str, names: Sequence[str], site_packages: Sequence[StrPat
     if site_packages is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             [*(os.fspath(p) for p in site_packages), *filter(None, [env.get("PYTHONPATH")])])
-    cmd = [python, "-c", _PROBE, json.dumps({"module": module, "names": list(names)})]
+    cmd = [python, "-c", _PROBE, json.dumps({"module": module, "names": list(names),
+                                             "backends": list(backends)})]
     # Output goes to files, not pipes: a child the import leaves running may keep them
     # open and would make us wait for it. The probe runs under a reaper of moonpin's own
     # (moonpin/preflight/probe/probe_reaper.py): at the end, every process it left goes, in
@@ -209,7 +213,8 @@ def _import_failure(module: str, stage: str, error: str, torch: str = "") -> Che
                        _import_fix(module, error, torch))
 
 
-def _probe_answer(module: str, out: dict[str, Any]) -> list[CheckResult]:
+def _probe_answer(module: str, out: dict[str, Any], backends: Sequence[str] = (),
+                  ) -> list[CheckResult]:
     """The module imported: the names it lacks, and the backends torch then registered."""
     results = []
     missing = out.get("missing") or []
@@ -225,7 +230,7 @@ def _probe_answer(module: str, out: dict[str, Any]) -> list[CheckResult]:
                                    f"({out['capability_error']}): torch internals moved"))
     else:
         cap = out.get("capability") or {}
-        lacking = [b for b in BACKENDS if b not in cap]
+        lacking = [b for b in backends if b not in cap]
         if lacking:
             results.append(CheckResult("deep backends", "fail",
                                        f"after import, torch has no {' / '.join(lacking)} backend "

@@ -198,7 +198,11 @@ def _read_dynamic(layout: ElfLayout, data: bytes, warnings: list[str]
     there is no PT_DYNAMIC or it extends beyond the prefix before its DT_NULL."""
     dyn = dynamic.decode(layout, data)
     if dyn is None:
-        warnings.append("no PT_DYNAMIC segment: no dynamic dependencies recorded")
+        if any(s.type == PT_DYNAMIC and s.filesz == 0 for s in layout.segments):
+            warnings.append("a PT_DYNAMIC segment has no file bytes (ld.so: object file has "
+                            "no dynamic section)")
+        else:
+            warnings.append("no PT_DYNAMIC segment: no dynamic dependencies recorded")
         return None
     if dyn.ended == dynamic.CAP:
         warnings.append(f"PT_DYNAMIC has over {dynamic.MAX_ENTRIES} entries; rest ignored")

@@ -106,8 +106,9 @@ class Dynamic:
 def decode(layout: ElfLayout, data: bytes, base: int = 0) -> Dynamic | None:
     """The dynamic array of the object whose bytes from offset ``base`` are ``data`` (its
     first ``len(data)`` bytes by default; the image unpacker holds only the segment's)
-    (None: it has no ``PT_DYNAMIC``, gABI allows one, the first is taken, or ``data`` starts
-    past the segment)."""
+    (None: it has no ``PT_DYNAMIC`` the loader reads, see
+    :func:`~moonpin.readers.elf.layout.dynamic_segment`, whose last one is taken, or
+    ``data`` starts past the segment)."""
     seg = dynamic_segment(layout)
     if seg is None or base > seg.offset:
         return None

@@ -291,11 +291,18 @@ def strings_prefix(layout: ElfLayout) -> int:
 
 
 def dynamic_segment(layout: ElfLayout) -> Segment | None:
-    """The PT_DYNAMIC entry; gABI allows at most one, so take the first."""
+    """The PT_DYNAMIC entry the loader reads: the last one. gABI allows one, but glibc's
+    ``_dl_map_object_from_fd`` (dl-load.c) walks every program header and each PT_DYNAMIC
+    replaces ``l_ld``; one with no file bytes (``p_filesz`` 0, as separate debuginfo has)
+    sets ``empty_dynamic`` and the load fails with "object file has no dynamic section",
+    so there is none then (None, as with no PT_DYNAMIC at all)."""
+    found = None
     for s in layout.segments:
         if s.type == PT_DYNAMIC:
-            return s
-    return None
+            if s.filesz == 0:
+                return None
+            found = s
+    return found
 
 
 def vaddr_to_offset(layout: ElfLayout, vaddr: int) -> tuple[int, int] | None:

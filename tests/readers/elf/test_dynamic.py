@@ -7,6 +7,7 @@ planted-violation control for each kind of check."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import struct
 import time
@@ -16,7 +17,7 @@ import pytest
 
 from moonpin.preflight.loader import ldso
 from moonpin.readers.elf import analysis, dynamic
-from moonpin.readers.elf.layout import PT_DYNAMIC, ElfError, parse_layout
+from moonpin.readers.elf.layout import PT_DYNAMIC, ElfError, dynamic_segment, parse_layout
 from moonpin.readers.elf.symbols import SymbolError, SymbolTable
 from tests.lib.elfbuild import build_so
 from tests.lib.ldcases import can_build, judged, lib, module, real
@@ -336,3 +337,75 @@ def test_two_string_tables_as_the_real_loader_reads_them(tmp_path: Path) -> None
     truth = real(site, site)
     assert truth[0], truth
     assert judged(site, site) == (True, "")
+
+
+_PT_NOTE = 4
+_PHDR64 = "<IIQQQQQQ"
+
+
+def _two_dynamics(path: Path, how: str) -> None:
+    """The gcc-built ``path`` with a second PT_DYNAMIC: its first PT_NOTE after the real
+    PT_DYNAMIC (GNU ld writes LOAD…, DYNAMIC, NOTE…) retagged. One of the two is the real
+    one, the other starts past the leading DT_NEEDED entries (so names no library):
+    ``last-short`` puts the short one last, ``first-short`` first; ``last-empty`` and
+    ``first-empty`` give the real one a twin with no file bytes (p_filesz 0)."""
+    data = bytearray(path.read_bytes())
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    heads = [phoff + i * phentsize for i in range(phnum)]
+    at = next(a for a in heads if struct.unpack_from("<I", data, a)[0] == PT_DYNAMIC)
+    note = next(a for a in heads if a > at and struct.unpack_from("<I", data, a)[0] == _PT_NOTE)
+    real_ = struct.unpack_from(_PHDR64, data, at)
+    dyn = dynamic.decode(parse_layout(bytes(data)), bytes(data))
+    assert dyn is not None
+    k = next(i for i, (t, _) in enumerate(dyn.entries) if t != dynamic.DT_NEEDED)
+    assert k >= 1
+    t, fl, off, va, pa, fs, ms, al = real_
+    short = (t, fl, off + 16 * k, va + 16 * k, pa + 16 * k, fs - 16 * k, ms - 16 * k, al)
+    empty = (t, fl, off, va, pa, 0, ms, al)
+    first, last = {"last-short": (real_, short), "first-short": (short, real_),
+                   "last-empty": (real_, empty), "first-empty": (empty, real_)}[how]
+    struct.pack_into(_PHDR64, data, at, *first)
+    struct.pack_into(_PHDR64, data, note, *last)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.skipif(can_build() is not None, reason=str(can_build()))
+@pytest.mark.parametrize(("how", "loads"), [("last-short", False), ("first-short", True),
+                                            ("last-empty", False), ("first-empty", False)])
+def test_two_dynamic_segments_as_the_real_loader_reads_them(tmp_path: Path, how: str,
+                                                            loads: bool) -> None:
+    """A gcc-built extension with two PT_DYNAMIC program headers, imported for real
+    (``python -c "import lcpkg.mod"``) and judged by moonpin's loader model: glibc's
+    ``_dl_map_object_from_fd`` takes the last (each replaces ``l_ld``), and fails the load
+    when one has no file bytes ("object file has no dynamic section"). moonpin took the
+    first, and called ``last-short`` (the last names no library: ``undefined symbol:
+    a_fn``) and both empty cases loadable, ``first-short`` not."""
+    site = tmp_path / "site"
+    lib(site, "b/liba.so", "int a_fn(void) { return 1; }\n")
+    mod = module(site, ("a_fn",), needs=("b/liba.so",), runpath="$ORIGIN/../b")
+    _two_dynamics(mod, how)
+    truth = real(site, site)
+    assert truth[0] is loads, truth
+    said = judged(site, site)
+    assert said[0] is loads, (said, truth)
+    if "empty" in how:
+        assert "no dynamic section" in truth[1] and "no dynamic section" in said[1]
+
+
+def test_the_last_dynamic_segment_is_the_one_read() -> None:
+    """The readers decode the last PT_DYNAMIC (layout.dynamic_segment), none when one is
+    empty; a single one is read as before."""
+    data = build_so(needed=("liba.so", "libb.so"), runpath="/r")
+    layout = parse_layout(data, len(data))
+    (seg,) = [s for s in layout.segments if s.type == PT_DYNAMIC]
+    assert dynamic_segment(layout) == seg
+    twin = dataclasses.replace(seg, offset=seg.offset + 16, vaddr=seg.vaddr + 16,
+                               filesz=seg.filesz - 16)
+    two = dataclasses.replace(layout, segments=(*layout.segments, twin))
+    assert dynamic_segment(two) == twin
+    got = dynamic.decode(two, data)
+    assert got is not None and got.offset == twin.offset
+    empty = dataclasses.replace(layout, segments=(*layout.segments,
+                                                  dataclasses.replace(seg, filesz=0)))
+    assert dynamic_segment(empty) is None and dynamic.decode(empty, data) is None
