@@ -268,14 +268,16 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
         also = [f"{x.when}: {d}" for x, ok, d, _ in results if ok and x.when]
         return CheckResult(name, "fail", f"{where}: `import {name}` fails{when}: {detail}"
                            + (f"; loads for {'; '.join(also)}" if also else "")
-                           + (f" ({notes})" if notes else ""), fix or _generic(facts, rule),
-                           (found.folder,))
+                           + (f" ({notes})" if notes else "")
+                           + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
+                           fix or _generic(facts, rule), (found.folder,))
     detail = "; ".join((f"{c.when}: " if c.when and len(results) > 1 else "") + d
                        for c, _, d, _ in results)
     return CheckResult(name, "warn" if pick.warnings else "pass",
                        f"{where}: {detail}" + (f" ({notes})" if notes else "")
                        + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
-                       _generic(facts, rule) if pick.warnings else None, (found.folder,))
+                       (pick.fix or _generic(facts, rule)) if pick.warnings else None,
+                       (found.folder,))
 
 
 def _runs(found: Found, pick: Pick) -> list[str]:
