@@ -109,3 +109,26 @@ def test_a_loader_module_the_init_imports_that_is_gone(tmp_path: Path) -> None:
     line = r.line("sgl_kernel")
     assert r.rc == 1 and "ModuleNotFoundError: No module named 'sgl_kernel.load_utils'" in line, \
         r.out
+
+
+def test_the_missing_library_named_is_the_first_ld_so_meets(tmp_path: Path) -> None:
+    """Two libraries the build needs are gone: ld.so stops at the first of its DT_NEEDED
+    (breadth first), not the first by name; the real dlopen says which."""
+    import ctypes
+
+    site = _site(tmp_path)
+    add_old_sgl_kernel(site, uses=(PARSE,))
+    build = site / "sgl_kernel" / "common_ops.abi3.so"
+    link = tmp_path / "link"
+    for name in ("libzz_gone.so.12", "libaa_gone.so.12"):
+        gcc_so(link / name, soname=name)
+    shutil.copy(site / "torch" / "lib" / "libc10.so", link / "libc10.so")
+    gcc_so(build, uses=(PARSE,), needs=["libzz_gone.so.12", "libaa_gone.so.12", "libc10.so"],
+           link=link, rpath="$ORIGIN/../torch/lib")
+    shutil.rmtree(link)
+    with pytest.raises(OSError) as real:
+        ctypes.CDLL(str(build))
+    assert "libzz_gone.so.12" in str(real.value)
+    r = run(site, ep=False, env=GPU)
+    assert r.rc == 1 and "libzz_gone.so.12 (needed by common_ops.abi3.so) cannot be found" \
+        in r.line("sgl_kernel"), r.out

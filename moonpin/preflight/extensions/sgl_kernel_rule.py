@@ -348,16 +348,18 @@ def repair(facts: Facts, pick: Pick | None, choice: Choice | None) -> str | None
                 f"'{pinned[0]}=={pinned[1]}' (" + ("the installed SGLang's pin"
                                                    if facts.pin("sglang", pinned[0]) else
                                                    "one distribution alone") + ")")
+    from moonpin.preflight.judge.fixes import torch_req
+
     own = facts.pin(dist, "torch")
     sglang_kernel = facts.pin("sglang", dist)
     sglang_torch = facts.pin("sglang", "torch")
     if sglang_kernel and sglang_kernel != facts.dists[dist].version and sglang_torch:
-        return (f"pip install '{dist}=={sglang_kernel}' 'torch=={sglang_torch}' (the "
+        return (f"pip install '{dist}=={sglang_kernel}' '{torch_req(sglang_torch)}' (the "
                 "installed SGLang's pins)")
     if own and own != facts.torch_release():
-        return (f"pip install 'torch=={own}' ({dist} {facts.dists[dist].version} pins it: "
+        return (f"pip install '{torch_req(own)}' ({dist} {facts.dists[dist].version} pins it: "
                 "its build binds that torch's C++ symbols)")
     if sglang_kernel and sglang_torch:
         return (f"pip install --force-reinstall '{dist}=={sglang_kernel}' "
-                f"'torch=={sglang_torch}' (the installed SGLang's pins)")
+                f"'{torch_req(sglang_torch)}' (the installed SGLang's pins)")
     return None

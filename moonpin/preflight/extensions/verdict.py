@@ -344,7 +344,7 @@ def _problem(res: Report, build: str) -> str | None:
         path, why = sorted(res.bad.items())[0]
         return f"{path} cannot be loaded: {why}"
     if res.missing:
-        lib, by = sorted(res.missing.items())[0]
+        lib, by = next(iter(res.missing.items()))  # the first ld.so meets, breadth first
         return f"{lib} (needed by {by}) cannot be found"
     if res.versions:
         obj, version, lib, _ = res.versions[0]
