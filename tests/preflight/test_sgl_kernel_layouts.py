@@ -132,3 +132,45 @@ def test_the_missing_library_named_is_the_first_ld_so_meets(tmp_path: Path) -> N
     r = run(site, ep=False, env=GPU)
     assert r.rc == 1 and "libzz_gone.so.12 (needed by common_ops.abi3.so) cannot be found" \
         in r.line("sgl_kernel"), r.out
+
+
+ELEMENTWISE = '''import torch
+
+try:
+    import flashinfer.norm as _flashinfer_norm
+
+    _has_flashinfer = True
+except {caught}:
+    _has_flashinfer = False
+
+
+def rmsnorm():
+    return _has_flashinfer
+'''
+
+
+@pytest.mark.parametrize(("caught", "cubin", "status"), [
+    ("ImportError", "0.7.1", "fail"), ("Exception", "0.7.1", "pass"),
+    ("ImportError", "0.7.2", "pass")])
+def test_an_extension_imported_on_sgl_kernels_way_fails_it(tmp_path: Path, caught: str,
+                                                           cubin: str, status: str) -> None:
+    """sglang-kernel 0.4.10's ``elementwise.py`` (imported by its ``__init__.py`` after
+    common_ops) tries ``import flashinfer.norm`` and catches only ImportError: a flashinfer
+    whose version lock raises RuntimeError takes ``import sgl_kernel`` down with it
+    (hunt-fi-0612cubin, real)."""
+    from tests.lib.extimages import add_flashinfer
+
+    site = _site(tmp_path)
+    add_sgl_kernel(site)
+    pkg = site / "sgl_kernel"
+    (pkg / "elementwise.py").write_text(ELEMENTWISE.format(caught=caught))
+    with (pkg / "__init__.py").open("a") as f:
+        f.write("from sgl_kernel.elementwise import (\n    rmsnorm,\n)\n")
+    add_flashinfer(site, cubin=cubin)
+    r = run(site, ep=False, env=GPU)
+    line = r.line("sgl_kernel")
+    assert line.startswith(status), r.out
+    if status == "fail":
+        assert "sgl_kernel/elementwise.py:4 imports flashinfer, whose import raises " \
+            "RuntimeError (its except catches ImportError, not that)" in line, line
+        assert r.line("flashinfer").startswith("fail")
