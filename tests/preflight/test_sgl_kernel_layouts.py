@@ -8,7 +8,9 @@ later install's (``tests/realimg/stack.sh`` builds the real ones: ``hunt-k-*``).
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -174,3 +176,48 @@ def test_an_extension_imported_on_sgl_kernels_way_fails_it(tmp_path: Path, caugh
         assert "sgl_kernel/elementwise.py:4 imports flashinfer, whose import raises " \
             "RuntimeError (its except catches ImportError, not that)" in line, line
         assert r.line("flashinfer").startswith("fail")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_a_build_folder_the_checks_user_cannot_list(tmp_path: Path) -> None:
+    """Checked live as an unprivileged user, ``sm100/`` mode 000: the loader's glob finds
+    nothing there (no PermissionError), falls back and raises its CRITICAL ImportError; the
+    fix reinstalls the distribution, which puts the folder back as the wheel makes it
+    (hunt-k-unreadable, real: import as nobody fails, root's pip line mends it)."""
+    import sysconfig
+    import tempfile
+
+    from tests.lib.checkrun import NOBODY, ROOT, Run, python_for_nobody
+
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    where = Path(tempfile.mkdtemp(prefix="moonpin-user-"))
+    try:
+        where.chmod(0o755)
+        site = _site(where)
+        add_sgl_kernel(site)
+        for p in [where, *where.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
+        env.update(PYTHONPATH=os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]]),
+                   HOME=str(where / "home"), MOONPIN_GPU_CAPABILITY="none")
+
+        def check() -> Run:
+            return Run(subprocess.run(
+                [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep"],
+                cwd=ROOT, capture_output=True, text=True, env=env, timeout=120, user=NOBODY,
+                group=NOBODY))
+
+        assert check().line("sgl_kernel").startswith("pass")  # control
+        (site / "sgl_kernel" / "sm100").chmod(0)
+        r = check()
+        line = r.line("sgl_kernel")
+        assert r.rc == 1 and "CRITICAL: Could not load any common_ops library" in line, r.out
+        assert "sm100: not readable by this user" in line
+        assert "pip install --force-reinstall --no-deps 'sglang-kernel==0.4.10'" in r.fixes()[0]
+    finally:
+        for p in [where, *where.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(0o755)
+        shutil.rmtree(where)

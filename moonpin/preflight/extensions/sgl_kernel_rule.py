@@ -194,13 +194,18 @@ def _entry(path: str, within: Confined, package: str) -> dict[str, Any] | None:
     return {"steps": steps}
 
 
-def _files(folder: str, pattern: str) -> list[str]:
+def _files(folder: str, pattern: str, shut: list[str] | None = None) -> list[str]:
     """``glob(folder/pattern)`` (a ``stem.*`` pattern), compiled files first as the loader
-    orders them (any name holding ``.so``)."""
+    orders them (any name holding ``.so``); a folder this process may not list is added to
+    ``shut`` (glob finds nothing in it, as for the worker run as this user)."""
+    import errno
+
     stem = pattern.rstrip("*")
     try:
         names = sorted(n for n in os.listdir(folder) if n.startswith(stem))
-    except OSError:
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM) and shut is not None:
+            shut.append(folder)
         return []
     files = [os.path.join(folder, n) for n in names]
     return [f for f in files if ".so" in f] + [f for f in files if ".so" not in f]
@@ -288,6 +293,7 @@ def pick(facts: Facts, found: Found) -> Pick:
         ccs.append(other)
     choices = []
     said: dict[str, list[str]] = {}
+    shut: list[str] = []
     for cc in ccs:
         value = _branch(branches, cc)
         if value is None:
@@ -295,10 +301,10 @@ def pick(facts: Facts, found: Found) -> Pick:
         sub = _sub(value, cc)
         files: list[str] = []
         for pattern in reading["patterns"]:
-            files += [f for f in _files(os.path.join(found.folder, sub), pattern)
+            files += [f for f in _files(os.path.join(found.folder, sub), pattern, shut)
                       if f not in files]
         for pattern in reading["patterns"]:
-            files += [f for f in _files(found.folder, pattern) if f not in files]
+            files += [f for f in _files(found.folder, pattern, shut) if f not in files]
         when = (f"GPU capability {cc // 10}.{cc % 10}" if cc is not None and (
             facts.gpu is not None or any(t == ["eq", cc] for t, _ in branches))
             else "another GPU capability" if cc is not None else "no usable GPU")
@@ -306,7 +312,9 @@ def pick(facts: Facts, found: Found) -> Pick:
         said.setdefault(label, []).append(when)
         choices.append(Choice(files, when=when, raises=None if files else (
             f"ImportError: [sgl_kernel] CRITICAL: Could not load any {_STEM} library (no "
-            f"{sub}/{_STEM}.* nor {_STEM}.* in {found.folder})")))
+            f"{sub}/{_STEM}.* nor {_STEM}.* in {found.folder}"
+            + (f"; {', '.join(dict.fromkeys(shut))}: not readable by this user, its glob "
+               "finds nothing there" if shut else "") + ")")))
     if facts.gpu is None and facts.gpu_present:
         tests = "; ".join(f"{_test(t)} -> {v if isinstance(v, str) else v[1] + '<NN>'}"
                           for t, v in branches)
@@ -314,7 +322,13 @@ def pick(facts: Facts, found: Found) -> Pick:
                 f"{os.path.basename(where)} judged ({tests}); --gpu-capability picks one")
     else:
         note = f"judged for {facts.gpu_said}"
-    return Pick(choices, notes=[note], **_both(facts))
+    both = _both(facts)
+    owner = next((d for d in DISTRIBUTIONS if d in facts.dists), None)
+    if shut and owner and "fix" not in both:  # pip puts the folder back as its wheel has it
+        both["fix"] = (f"pip install --force-reinstall --no-deps "
+                       f"'{owner}=={facts.dists[owner].version}' (its folders as the wheel "
+                       "makes them)")
+    return Pick(choices, notes=[note], **both)
 
 
 def _both(facts: Facts) -> dict[str, Any]:
