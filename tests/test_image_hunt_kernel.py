@@ -206,7 +206,7 @@ def test_the_fix_line_works_in_a_copy(variant: str, module: str, tmp_path: Path)
         line = next(ln for ln in before.stdout.splitlines()
                     if ln.partition("  ")[2].startswith(f"{module}:"))
         assert line.startswith(("fail", "warn")), before.stdout
-        fixes = before.stdout.split(line, 1)[1].splitlines()
+        fixes = before.stdout.split(line, 1)[1].splitlines()[1:]
         assert fixes and fixes[0].startswith("  fix: "), before.stdout
         _carry_out(copy, fixes[0].removeprefix("  fix: "))
         real = subprocess.run([str(copy / "bin" / "python"), str(PROBE), "--child", module],
