@@ -150,10 +150,10 @@ def _read(path: str, within: Confined) -> dict[str, Any] | None:
                 checkers[fn.name] = (next(i for i, p in enumerate(params) if p in used),
                                      local)
     for name in sorted(at_import):
-        fn = funcs.get(name)
-        if fn is None:
+        caller = funcs.get(name)
+        if caller is None:
             continue
-        for call in ast.walk(fn):
+        for call in ast.walk(caller):
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                     and call.func.id in checkers):
                 continue
@@ -162,7 +162,7 @@ def _read(path: str, within: Confined) -> dict[str, Any] | None:
                 p = astread.attr_path(call.args[index]) or ""
                 if p.endswith(".__version__"):
                     checks.append([p.rsplit(".", 1)[0], _caught(call, parents), local,
-                                   _guards(fn, call)])
+                                   _guards(caller, call)])
     return {"checks": checks}
 
 
