@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["add_changes", "build_layout", "layout_copy", "need_tools", "pack_venv",
-           "skopeo_copy"]
+__all__ = ["add_changes", "build_layout", "layout_copy", "minimal_root", "need_tools",
+           "pack_venv", "skopeo_copy"]
 
 Step = Callable[[Path], None]
 
@@ -131,6 +131,13 @@ def _minimal_root(root: Path, venv: Path) -> None:
     for f in ("/etc/ld.so.cache", "/etc/ld.so.conf"):
         if os.path.exists(f):
             shutil.copy2(f, root / f.lstrip("/"))
+
+
+def minimal_root(root: Path, venv: Path) -> Path:
+    """``root``: the minimal root :func:`pack_venv` packs ``venv`` under (an unpacked image
+    to hard-link a venv into at ``/opt/venv``, for ``--rootfs``)."""
+    _minimal_root(root, venv)
+    return root
 
 
 def pack_venv(where: Path, venv: Path, *, replaced: str, deleted: str) -> Path:

@@ -202,7 +202,7 @@ def test_sgl_kernel_built_for_another_torch(tmp_path: Path) -> None:
     assert unknown.rc == 1 and line.startswith("fail"), unknown.out
     assert "(for another GPU capability)" in line and f"undefined symbol: {PARSE}" in line
     assert "loads for GPU capability 9.0" in line
-    assert "pip install 'torch==2.13.0'" in unknown.out  # the torch the kernel pins
+    assert "pip install 'torch==2.13.0,!=2.13.0+cpu'" in unknown.out  # the torch the kernel pins
     hopper = run(site, "--gpu-capability", "9.0", ep=False)
     assert hopper.rc == 0 and "loads sm90/common_ops.abi3.so" in hopper.line("sgl_kernel"), \
         hopper.out

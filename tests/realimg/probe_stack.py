@@ -16,6 +16,9 @@ Probes (``probes`` in the report; each ``{"ok": bool, "error_type", "error", ...
                    Its ``load_utils._load_architecture_specific_ops`` takes ``sm90/`` when the
                    GPU's capability is exactly 90 and ``sm100/`` otherwise, also with no GPU
                    (``torch.cuda.is_available()`` false) -- the case every probe here forces.
+  sgl_kernel@cc<NN> (only when named in ``$PROBE_ALSO``) ``import sgl_kernel`` with
+                   ``torch.cuda`` answering a GPU of capability NN (``is_available``,
+                   ``get_device_properties``), the whole import as that GPU would run it
   sgl_kernel@sm90  the other choice: ``sm90/common_ops.*`` loaded after ``import torch`` the way
                    ``_load_architecture_specific_ops`` loads it (a GPU of capability 9.0)
   nixl_ep          ``import nixl_ep``, then ``from nixl_ep import Buffer`` (what SGLang's
@@ -54,6 +57,9 @@ DISTS = ("torch", "sglang", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "nixl"
          "triton", "nvidia-nccl-cu13", "nvidia-cudnn-cu13", "cuda-bindings", "cuda-toolkit")
 PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "nixl_ep@deepbind", "deep_ep",
           "deep_ep@nogpu", "flashinfer", "mooncake.pg")
+#: more probes named in $PROBE_ALSO (comma-separated), e.g. ``sgl_kernel@cc80,sgl_kernel@cc120``:
+#: ``sgl_kernel@cc<NN>`` is ``import sgl_kernel`` with torch.cuda answering a GPU of capability NN
+ALSO = tuple(n for n in os.environ.get("PROBE_ALSO", "").split(",") if n)
 GPU_PROBES = ("deep_ep",)   # run with torch told (through the stub NVML) that a GPU is there
 
 
@@ -90,6 +96,21 @@ def child(name: str) -> dict:
         elif name == "sgl_kernel":
             import sgl_kernel
             out.update(ok=True, loaded=getattr(sgl_kernel.common_ops, "__file__", None))
+        elif name.startswith("sgl_kernel@cc"):
+            # a GPU of capability NN, as sgl_kernel's loader asks it (torch.cuda's answers
+            # replaced before the import; nothing of the GPU is used at import)
+            import types
+
+            import torch
+            cc = int(name.removeprefix("sgl_kernel@cc"))
+            torch.cuda.is_available = lambda: True
+            torch.cuda.current_device = lambda: 0
+            torch.cuda.get_device_properties = lambda d=None: types.SimpleNamespace(
+                major=cc // 10, minor=cc % 10, name=f"capability {cc}")
+            torch.cuda.get_device_capability = lambda d=None: (cc // 10, cc % 10)
+            import sgl_kernel
+            out.update(ok=True, loaded=getattr(sgl_kernel.common_ops, "__file__", None),
+                       assumed=f"a GPU of capability {cc // 10}.{cc % 10}")
         elif name == "sgl_kernel@sm90":
             import importlib.util
             import pathlib
@@ -225,7 +246,7 @@ def main() -> None:
         "files": files(sp),
         "probes": {},
     }
-    for name in PROBES:
+    for name in PROBES + ALSO:
         if name == "mooncake.pg" and not os.path.exists(os.path.join(sp, "mooncake", "pg.py")):
             continue
         env = None

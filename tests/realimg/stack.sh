@@ -5,7 +5,7 @@
 # skipped; rerunning costs seconds. See tests/realimg/README.md.
 #
 # usage: tests/realimg/stack.sh [--no-variants] [--only NAME] [--no-probe|--probe-only]
-#                               [--mooncake-jit] [--rebuild-variants] [-h|--help]
+#                               [--mooncake-jit] [--rebuild-variants] [--kernel-hunt] [-h|--help]
 #   --no-variants       the working image `stack` only
 #   --only NAME         build (and probe) only variant NAME (e.g. torch215); the base is built first
 #   --no-probe          build only; no import probes
@@ -14,6 +14,9 @@
 #                       $REALIMG/stack-pgjit/<image> so `import mooncake.pg` can succeed; without it
 #                       the probe records the cold-cache outcome
 #   --rebuild-variants  delete and re-clone every variant
+#   --kernel-hunt       build and probe only the sgl_kernel/flashinfer classes below, as
+#                       $R/hunt-<name> (about 3.5 GB of new files, 0.4 GB of wheels), from
+#                       `stack` and `stack-cubin`; with --probe-only, probe them only
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
@@ -27,6 +30,19 @@
 #   stack-nonixl    nixl and nixl-cu13 uninstalled
 #   stack-nixlcu12  nixl-cu13 replaced by nixl-cu12 $NIXL (a CUDA 12 nixl under the CUDA 13 torch)
 #   stack-nixlboth  nixl-cu12 $NIXL beside nixl-cu13 (what `pip install nixl` with its deps gives)
+# With --kernel-hunt (hard-link copies of `stack`, or of `stack-cubin` for fi-*), each probed
+# also with sgl_kernel@cc80/90/100/120 (import sgl_kernel as a GPU of that capability sees it):
+#   hunt-k-old034     sglang-kernel out, sgl-kernel $KERNEL_ANCIENT in (before the rename and any
+#                     torch pin: flat common_ops, a CUDA 12 build) under torch $TORCH
+#   hunt-k-botha      sgl-kernel $KERNEL_ANCIENT installed after sglang-kernel $KERNEL (its
+#                     __init__.py wins; 0.4.10's load_utils.py and sm*/ stay beside it)
+#   hunt-k-bothb      sglang-kernel $KERNEL installed after sgl-kernel $KERNEL_ANCIENT
+#   hunt-k-nosm100    stack without sgl_kernel/sm100/common_ops.* (the build of every GPU but 9.0)
+#   hunt-k-unreadable stack with sgl_kernel/sm100/ mode 000 (root reads it; another user cannot)
+#   hunt-fi-074cubin  flashinfer-python $FI_NEXT beside flashinfer-cubin $CUBIN_OTHER (0.7 ignores it)
+#   hunt-fi-0612cubin flashinfer-python $FI_OLD beside flashinfer-cubin $CUBIN_OTHER (0.6 raises)
+#   and $REPORTS/hunt-stack.json: `stack` probed with the same capabilities.
+# (their wheels in $R/hunt-dl, JIT caches in $R/hunt-pgjit, FlashInfer's workspace $R/hunt-fi).
 # Other folders: $R/stack-dl (wheels, sha256-checked), $R/stack-stubs/libcuda.so.1 (stub driver),
 # $R/stack-pgjit (mooncake JIT caches), $R/stack-fi (FlashInfer's workspace), $R/reports/stack*.json.
 #
@@ -51,13 +67,18 @@ NIXL=1.5.1; NIXL_OLD=1.4.0
 FLASHINFER=0.7.2; CUBIN_OTHER=0.6.13
 MOONCAKE_DIST=mooncake-transfer-engine-cuda13; MOONCAKE=0.3.14
 VARIANTS="torch215 nixl140 kernel048 cubin nonixl nixlcu12 nixlboth"
+# --kernel-hunt (see the header): the sgl_kernel / flashinfer classes
+KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
+HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
+HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
     --no-probe) NO_PROBE=1;; --probe-only) PROBE_ONLY=1;; --mooncake-jit) MC_JIT=1;;
     --rebuild-variants) REBUILD=1;;
+    --kernel-hunt) KHUNT=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -217,7 +238,65 @@ images() {
   done; fi
 }
 
+# --- --kernel-hunt: the sgl_kernel / flashinfer classes (huntB) ------------------------------
+# the older wheels go to a folder of their own; JIT and FlashInfer workspaces too
+fetch_hunt() { "$PYBASE" "$TOOLS/fetch_wheel.py" "$R/hunt-dl" "$@"; }
+
+hunt_variant() {  # hunt_variant <name>: $R/hunt-<name>, a hard-link copy changed by its own pip
+  local v="$R/hunt-$1" src="$BASE" sp
+  case "$1" in fi-*) src="$R/stack-cubin";; k-bothb) src="$R/hunt-k-old034";; esac
+  [ "$1" = k-bothb ] && hunt_variant k-old034
+  [ -f "$v/.hunt-variant" ] && [ "$REBUILD" = 0 ] && return 0
+  [ -x "$src/bin/python" ] || { log "hunt-$1 needs $src (build it first)"; return 1; }
+  log "hunt-$1 (from $(basename "$src"))"
+  if [ -d "$v" ]; then chmod -R u+rwx "$v" 2>/dev/null || true; rm -rf "$v"; fi
+  cp -al "$src" "$v"; rm -f "$v/.hunt-variant" "$v/.stack-variant"
+  sp=$(sp_of "$v")
+  case "$1" in
+    k-old034) pipv "$v" uninstall -y sglang-kernel
+              pipi "$v" --no-deps "$(fetch_hunt sgl-kernel "$KERNEL_ANCIENT" abi3 x86_64)";;
+    k-botha)  pipi "$v" --no-deps "$(fetch_hunt sgl-kernel "$KERNEL_ANCIENT" abi3 x86_64)";;
+    k-bothb)  pipi "$v" --no-deps "$(fetch sglang-kernel "$KERNEL" abi3 x86_64)";;
+    k-nosm100) rm "$sp"/sgl_kernel/sm100/common_ops.*;;   # unlinks: stack keeps its file
+    k-unreadable) chmod 000 "$sp/sgl_kernel/sm100";;      # a folder of the copy's own
+    fi-074cubin) pipi "$v" --no-deps "$(fetch_hunt flashinfer-python "$FI_NEXT" py3-none-any)";;
+    fi-0612cubin) pipi "$v" --no-deps "$(fetch_hunt flashinfer-python "$FI_OLD" py3-none-any)";;
+  esac
+  echo "$1" > "$v/.hunt-variant"
+}
+
+hunt_probe() {  # hunt_probe <image dir> <report name>: the probe, with the capabilities
+  local v="$1" name="$2"
+  mkdir -p "$REPORTS" "$R/hunt-fi" "$R/hunt-pgjit/$name"
+  log "probing $name"
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= \
+    PROBE_NVML_STUB="$STUBS/nvml" PROBE_ALSO="$HUNT_CAPS" MOONCAKE_PG_JIT_DIR="$R/hunt-pgjit/$name" \
+    FLASHINFER_WORKSPACE_BASE="$R/hunt-fi" \
+    "$v/bin/python" "$HERE/probe_stack.py" > "$REPORTS/$name.json.tmp" \
+    && mv -f "$REPORTS/$name.json.tmp" "$REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$REPORTS/$name.json" >&2
+}
+
+kernel_hunt() {
+  local n
+  if [ "$PROBE_ONLY" = 0 ]; then
+    [ -x "$R/stack-cubin/bin/python" ] || variant cubin
+    for n in $HUNT_KERNEL; do timed hunt_variant "$n"; done
+  fi
+  if [ "$NO_PROBE" = 0 ]; then
+    [ -f "$STUBS/libcuda.so.1" ] || build_stub
+    timed hunt_probe "$BASE" hunt-stack
+    for n in $HUNT_KERNEL; do
+      [ -x "$R/hunt-$n/bin/python" ] && timed hunt_probe "$R/hunt-$n" "hunt-$n"
+    done
+  fi
+}
+
 mkdir -p "$R" "$DL"
+if [ "$KHUNT" = 1 ]; then  # only them: the stack images are their sources, never changed here
+  [ -x "$BASE/bin/python" ] || { log "build stack first (tests/realimg/stack.sh)"; exit 2; }
+  kernel_hunt; log "time: $(( $(date +%s) - T0 )) s"; exit 0
+fi
 if [ "$PROBE_ONLY" = 0 ]; then
   timed build_base
   if [ "$NO_VARIANTS" = 0 ]; then

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.env.target import Identity
 
-__all__ = ["Unrunnable", "attr_path", "denied", "env_defaults", "fstring_heads", "join_split",
-           "mentions", "parse", "reading", "str_sets"]
+__all__ = ["Unrunnable", "attr_path", "denied", "env_defaults", "fstring_heads",
+           "imports_run", "join_split", "mentions", "parse", "reading", "str_sets"]
 
 _CAP = 4 << 20  # a loader file; a bigger one is not a loader
 
@@ -238,4 +238,92 @@ def mentions(tree: ast.AST) -> set[str]:
             out.add(node.value)
         elif isinstance(node, ast.Attribute):
             out.add(node.attr)
+    return out
+
+
+def _file_imports(path: str, within: Confined) -> dict[str, Any] | None:
+    """The imports a module's top level runs (into ``if``/``try``/``with`` bodies, never a
+    function's), in order: ``[module, level, names, line, caught]``, ``caught`` the class
+    names the ``except`` clauses around it name (``"*"``: a bare ``except``)."""
+    import ast
+
+    tree = parse(path, within)
+    if tree is None:
+        return None
+    out: list[list[Any]] = []
+
+    def walk(body: list[ast.stmt], caught: list[str]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Import):
+                for a in stmt.names:
+                    out.append([a.name, 0, [], stmt.lineno, caught])
+            elif isinstance(stmt, ast.ImportFrom):
+                out.append([stmt.module or "", stmt.level, [a.name for a in stmt.names],
+                            stmt.lineno, caught])
+            elif isinstance(stmt, ast.Try):
+                names = list(caught)
+                for h in stmt.handlers:
+                    if h.type is None:
+                        names.append("*")
+                    for n in ast.walk(h.type) if h.type is not None else ():
+                        if isinstance(n, (ast.Name, ast.Attribute)):
+                            names.append(n.id if isinstance(n, ast.Name) else n.attr)
+                walk(stmt.body, names)
+                for part in (*(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
+                    walk(part, caught)
+            elif isinstance(stmt, (ast.If, ast.For, ast.While)):
+                walk(stmt.body, caught)
+                walk(stmt.orelse, caught)
+            elif isinstance(stmt, ast.With):
+                walk(stmt.body, caught)
+
+    walk(tree.body, [])
+    return {"imports": out}
+
+
+def imports_run(folder: str, package: str, names: Iterable[str],
+                within: Confined = NOWHERE) -> list[tuple[str, str, int, list[str]]]:
+    """Each import of one of the top-level ``names`` that ``import <package>`` (the package
+    in ``folder``) runs, following the package's own modules its top levels import, in the
+    order met: (the name, the file, the line, the ``except`` classes around it). Files the
+    import could not run are passed over (the rule judging the package says so)."""
+    wanted = set(names)
+    out: list[tuple[str, str, int, list[str]]] = []
+    queue = [(os.path.join(folder, "__init__.py"), package)]
+    seen: set[str] = set()
+
+    def module(dotted: str) -> list[tuple[str, str]]:
+        """The files ``import <dotted>`` (inside the package) runs: each package
+        ``__init__.py`` on the way and the module."""
+        parts = dotted.split(".")[1:]
+        files = []
+        for i in range(1, len(parts) + 1):
+            base = os.path.join(folder, *parts[:i])
+            if os.path.isfile(os.path.join(base, "__init__.py")):
+                files.append((os.path.join(base, "__init__.py"), ".".join([package, *parts[:i]])))
+            elif i == len(parts) and os.path.isfile(base + ".py"):
+                files.append((base + ".py", ".".join([package, *parts[:i - 1]])))
+        return files
+
+    while queue:
+        path, pkg = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            got = reading("imports", path, lambda p=path: _file_imports(p, within),  # type: ignore[misc]
+                          within)
+        except Unrunnable:
+            continue
+        for mod, level, froms, line, caught in (got or {}).get("imports", ()):
+            if level:
+                head = pkg.split(".")[:len(pkg.split(".")) - (level - 1)]
+                mod = ".".join([*head, mod] if mod else head)
+            top = mod.split(".")[0]
+            if top in wanted:
+                out.append((top, path, line, list(caught)))
+            elif top == package:
+                targets = [mod] + [f"{mod}.{n}" for n in froms if n != "*"]
+                for t in targets:
+                    queue.extend(f for f in module(t) if f[0] not in seen)
     return out

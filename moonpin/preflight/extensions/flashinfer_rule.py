@@ -64,38 +64,105 @@ def _caught(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     return False
 
 
+def _env_read(node: ast.AST) -> str | None:
+    """``X`` of ``os.getenv("X")`` / ``os.environ.get("X")`` (None: neither)."""
+    import ast
+
+    if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str) and (astread.attr_path(node.func) or "")
+            in ("os.getenv", "os.environ.get", "getenv", "environ.get")):
+        return node.args[0].value
+    return None
+
+
+def _guards(fn: ast.FunctionDef, target: ast.AST) -> list[str]:
+    """The environment variables that make ``fn`` return before the statement holding
+    ``target``: ``v = os.getenv("X")`` then ``if v: … return``, or ``if os.getenv("X"):
+    … return`` (0.7's ``FLASHINFER_CUBIN_DIR``, read before the cubin package)."""
+    import ast
+
+    names: dict[str, str] = {}
+    out: list[str] = []
+    for stmt in fn.body:
+        if any(n is target for n in ast.walk(stmt)):
+            break
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                stmt.targets[0], ast.Name) and (env := _env_read(stmt.value)):
+            names[stmt.targets[0].id] = env
+        elif isinstance(stmt, ast.If) and any(isinstance(x, ast.Return) for x in stmt.body):
+            t = stmt.test
+            env = _env_read(t) or (names.get(t.id) if isinstance(t, ast.Name) else None)
+            if env:
+                out.append(env)
+    return out
+
+
 def _read(path: str, within: Confined) -> dict[str, Any] | None:
-    """Each version check called at import: [companion module, caught, local part allowed]."""
+    """Each version check run at import: [companion module, caught, local part allowed,
+    the variables that skip it]. Two shapes are released: a checker function raising on
+    its argument, called with ``<companion>.__version__`` (0.7), and the check written in
+    the function that reads the companion, on ``<companion>.__version__`` or a name
+    assigned from it (0.6)."""
     import ast
 
     tree = astread.parse(path, within)
     if tree is None:
         return None
-    checkers: dict[str, bool] = {}  # name -> allows a "+local" part
-    for fn in ast.walk(tree):
-        if isinstance(fn, ast.FunctionDef) and any(
-                isinstance(n, ast.Constant) and n.value == _SWITCH for n in ast.walk(fn)) \
-                and any(isinstance(n, ast.Raise) for n in ast.walk(fn)):
-            checkers[fn.name] = any(
-                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                and n.func.attr == "startswith" for n in ast.walk(fn))
+    parents = _parents(tree)
+    funcs = {fn.name: fn for fn in tree.body if isinstance(fn, ast.FunctionDef)}
     at_import = {t.value.func.id for t in tree.body  # type: ignore[attr-defined]
                  if isinstance(t, (ast.Assign, ast.AnnAssign)) and isinstance(
                      t.value, ast.Call) and isinstance(t.value.func, ast.Name)}
-    parents = _parents(tree)
+    checkers: dict[str, tuple[int, bool]] = {}  # checker -> (argument index, local allowed)
     checks: list[list[Any]] = []
-    for fn in tree.body:
-        if not isinstance(fn, ast.FunctionDef) or fn.name not in at_import:
+    for fn in funcs.values():
+        versions: dict[str, str] = {}  # a name assigned <module>.__version__ -> module
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                    node.targets[0], ast.Name):
+                p = astread.attr_path(node.value) or ""
+                if p.endswith(".__version__"):
+                    versions[node.targets[0].id] = p.rsplit(".", 1)[0]
+        for node in ast.walk(fn):
+            if not (isinstance(node, ast.If) and any(
+                    isinstance(n, ast.Constant) and n.value == _SWITCH
+                    for n in ast.walk(node.test))
+                    and any(isinstance(n, ast.Raise) for n in node.body)):
+                continue
+            local = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr == "startswith" for n in ast.walk(node.test))
+            module = None
+            for n in ast.walk(node.test):
+                p = astread.attr_path(n) or ""
+                if p.endswith(".__version__"):
+                    module = p.rsplit(".", 1)[0]
+                elif isinstance(n, ast.Name) and n.id in versions:
+                    module = versions[n.id]
+                if module:
+                    break
+            params = [a.arg for a in fn.args.args]
+            used = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+            if module is not None:
+                if fn.name in at_import:
+                    checks.append([module, _caught(node, parents), local,
+                                   _guards(fn, node)])
+            elif any(p in used for p in params):
+                checkers[fn.name] = (next(i for i, p in enumerate(params) if p in used),
+                                     local)
+    for name in sorted(at_import):
+        caller = funcs.get(name)
+        if caller is None:
             continue
-        for call in ast.walk(fn):
+        for call in ast.walk(caller):
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                     and call.func.id in checkers):
                 continue
-            for arg in call.args:
-                p = astread.attr_path(arg) or ""
+            index, local = checkers[call.func.id]
+            if index < len(call.args):
+                p = astread.attr_path(call.args[index]) or ""
                 if p.endswith(".__version__"):
-                    checks.append([p.rsplit(".", 1)[0], _caught(call, parents),
-                                   checkers[call.func.id]])
+                    checks.append([p.rsplit(".", 1)[0], _caught(call, parents), local,
+                                   _guards(caller, call)])
     return {"checks": checks}
 
 
@@ -105,9 +172,38 @@ def _dist_of(facts: Facts, module: str) -> tuple[str, str] | None:
     return (d.name, d.version) if d is not None else None
 
 
+def _on_index(facts: Facts, dist: str, version: str) -> bool | None:
+    """Whether the knowledge base records ``dist`` ``version`` as a release pip can
+    install (None: no knowledge base, or it records no release of ``dist`` at all)."""
+    doc = facts.kb() if facts.kb is not None else None
+    rels = [r for r in (doc or {}).get("native") or () if isinstance(r, dict)
+            and r.get("dist") == dist]
+    if not rels:
+        return None
+    return any(r.get("version") == version and not r.get("uninstallable") for r in rels)
+
+
+def _fix(facts: Facts, own: str, name: str) -> str:
+    """The lines that make the companion ``name`` fit flashinfer-python: SGLang's pin of
+    flashinfer-python when it is another release, then the companion at that version when
+    the index has it, else the companion out (the import goes on without it: kernels are
+    fetched or compiled at run time)."""
+    pinned = facts.pin("sglang", DISTRIBUTIONS[0])
+    want = pinned or own
+    head = (f"pip install '{DISTRIBUTIONS[0]}=={pinned}' (the installed SGLang's pin)"
+            if pinned and pinned != own else "")
+    if _on_index(facts, name, want) is False:
+        line = f"pip uninstall -y {name}" + (f" && {head}" if head else "")
+        return line + ("" if head else f" (the index has no {name} {want})")
+    if head:
+        return f"pip install '{DISTRIBUTIONS[0]}=={pinned}' '{name}=={pinned}' (the installed " \
+            "SGLang's pin)"
+    return f"pip install '{name}=={own}' (or set {_SWITCH}=1)"
+
+
 def pick(facts: Facts, found: Found) -> Pick:
     env_py = os.path.join(found.folder, "jit", "env.py")
-    got = astread.reading("flashinfer", env_py, lambda: _read(env_py, facts.within),
+    got = astread.reading("flashinfer2", env_py, lambda: _read(env_py, facts.within),
                           facts.within) if os.path.exists(env_py) else {"checks": []}
     if got is None:
         return Pick(unread=f"{env_py} cannot be read")
@@ -118,8 +214,9 @@ def pick(facts: Facts, found: Found) -> Pick:
     notes: list[str] = []
     warnings: list[str] = []
     off = bool(facts.env.get(_SWITCH))
+    fix: str | None = None
     seen: set[str] = set()
-    for module, caught, local in got["checks"]:
+    for module, caught, local, guards in got["checks"]:
         if module in seen:
             continue
         seen.add(module)
@@ -127,6 +224,10 @@ def pick(facts: Facts, found: Found) -> Pick:
         if companion is None:
             continue
         name, version = companion
+        skipped = [g for g in guards if facts.env.get(g)]
+        if skipped:
+            notes.append(f"{name} {version} is not read: {skipped[0]} is set")
+            continue
         fits = version == own.version or (local and version.startswith(own.version + "+"))
         if not fits and off:
             notes.append(f"{name} {version} is not flashinfer's {own.version}: "
@@ -134,11 +235,11 @@ def pick(facts: Facts, found: Found) -> Pick:
         elif not fits and caught:
             warnings.append(f"{name} {version} is not flashinfer's {own.version}: the import "
                             "ignores it (kernels are fetched or compiled at run time)")
+            fix = fix or _fix(facts, own.version, name)
         elif not fits:
             return Pick([Choice(raises=f"RuntimeError: {name} version ({version}) does not "
                                 f"match flashinfer version ({own.version})")],
-                        fix=f"pip install '{name}=={own.version}'"
-                        + (f" (or set {_SWITCH}=1)" if name else ""))
+                        fix=_fix(facts, own.version, name))
         else:
             notes.append(f"{name} {version} matches")
         cu = version.partition("+")[2]
@@ -146,7 +247,7 @@ def pick(facts: Facts, found: Found) -> Pick:
                 and int(cu[2:]) // 10 != facts.cuda:
             warnings.append(f"{name} {version} holds kernels for CUDA {int(cu[2:]) // 10}, "
                             f"torch's is CUDA {facts.cuda}: they fail when used")
-    return Pick([Choice()], notes=notes, warnings=warnings)
+    return Pick([Choice()], notes=notes, warnings=warnings, fix=fix)
 
 
 def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:

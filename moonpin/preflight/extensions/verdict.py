@@ -203,14 +203,59 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
     for said_flag in unjudged:
         out.append(CheckResult("extensions", "skip", f"{said_flag}: no module of it this "
                                "check has a loader rule for; not judged"))
+    raised: dict[str, tuple[str, str | None]] = {}
     for w in want:
         if not w.ruled:
             out.append(_judge_found(w.name, w.why, w.flag, facts))
             continue
-        line = _judge_one(w.name, w.why, w.required, facts, ctx, torch)
+        line = _judge_one(w.name, w.why, w.required, facts, ctx, torch, raised)
         if line is not None:
             out.append(line)
-    return out
+    return _through(out, raised, facts, ctx) if raised else out
+
+
+#: what a failing import raises unless its line names another class
+_RAISES_IMPORT = "ImportError"
+
+
+def _catches(caught: Sequence[str], cls: str) -> bool:
+    """Whether ``except`` clauses naming ``caught`` catch ``cls`` (a builtin's name), by
+    the builtin classes' own hierarchy (``"*"``: a bare ``except``)."""
+    import builtins
+
+    kind = getattr(builtins, cls, None)
+    mro = {c.__name__ for c in kind.__mro__} if isinstance(kind, type) else {
+        cls, "Exception", "BaseException"}
+    return any(c == "*" or c in mro for c in caught)
+
+
+def _through(out: list[CheckResult], raised: Mapping[str, tuple[str, str | None]],
+             facts: Facts, ctx: Context) -> list[CheckResult]:
+    """An extension whose own load passes but whose import, on the way, imports another
+    judged extension that fails (sglang-kernel 0.4.10's ``elementwise.py``: ``try: import
+    flashinfer.norm`` / ``except ImportError``): the other's exception goes through unless
+    an ``except`` around that import catches it."""
+    done = []
+    for line in out:
+        found = facts.find(line.name) if line.status in ("pass", "warn") else None
+        if found is None or found.module:
+            done.append(line)
+            continue
+        others = [n for n in raised if n != line.name]
+        for name, path, at, caught in astread.imports_run(found.folder, line.name, others,
+                                                          ctx.confined):
+            cls, fix = raised[name]
+            if _catches(caught, cls):
+                continue
+            head = line.message.split(": ", 1)[0]
+            shown = os.path.relpath(path, os.path.dirname(found.folder))
+            line = CheckResult(line.name, "fail", f"{head}: `import {line.name}` fails: "
+                               f"{shown}:{at} imports {name}, whose import raises {cls}"
+                               + (f" (its except catches {', '.join(caught)}, not that)"
+                                  if caught else ""), fix, line.evidence)
+            break
+        done.append(line)
+    return done
 
 
 def _judge_found(name: str, why: str, flag: str, facts: Facts) -> CheckResult:
@@ -234,7 +279,23 @@ def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:
 
 
 def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
-               torch: Torch | None) -> CheckResult | None:
+               torch: Torch | None,
+               raised: dict[str, tuple[str, str | None]] | None = None) -> CheckResult | None:
+    """One extension's line; a failing one also records in ``raised`` the class its import
+    raises and its fix line (what an import of it on another's way raises)."""
+    line = _judge_line(name, why, required, facts, ctx, torch)
+    if line is not None and line.status == "fail" and raised is not None:
+        cls = _RAISES_IMPORT  # a build ld.so cannot load, a module not found: ImportError
+        for mark in ("fails with ", "its loader raises ", "the import raises "):
+            if mark in line.message:  # the class these lines name, as the import raises it
+                cls = line.message.split(mark, 1)[1].split(":", 1)[0].split()[0].strip("(),")
+                break
+        raised[name] = (cls, line.fix)
+    return line
+
+
+def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
+                torch: Torch | None) -> CheckResult | None:
     rule = seam.rule_for(name)
     found = facts.find(name)
     if found is None:
@@ -268,14 +329,16 @@ def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
         also = [f"{x.when}: {d}" for x, ok, d, _ in results if ok and x.when]
         return CheckResult(name, "fail", f"{where}: `import {name}` fails{when}: {detail}"
                            + (f"; loads for {'; '.join(also)}" if also else "")
-                           + (f" ({notes})" if notes else ""), fix or _generic(facts, rule),
-                           (found.folder,))
+                           + (f" ({notes})" if notes else "")
+                           + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
+                           fix or _generic(facts, rule), (found.folder,))
     detail = "; ".join((f"{c.when}: " if c.when and len(results) > 1 else "") + d
                        for c, _, d, _ in results)
     return CheckResult(name, "warn" if pick.warnings else "pass",
                        f"{where}: {detail}" + (f" ({notes})" if notes else "")
                        + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
-                       _generic(facts, rule) if pick.warnings else None, (found.folder,))
+                       (pick.fix or _generic(facts, rule)) if pick.warnings else None,
+                       (found.folder,))
 
 
 def _runs(found: Found, pick: Pick) -> list[str]:
@@ -342,7 +405,7 @@ def _problem(res: Report, build: str) -> str | None:
         path, why = sorted(res.bad.items())[0]
         return f"{path} cannot be loaded: {why}"
     if res.missing:
-        lib, by = sorted(res.missing.items())[0]
+        lib, by = next(iter(res.missing.items()))  # the first ld.so meets, breadth first
         return f"{lib} (needed by {by}) cannot be found"
     if res.versions:
         obj, version, lib, _ = res.versions[0]

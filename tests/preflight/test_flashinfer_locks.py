@@ -1,0 +1,177 @@
+"""flashinfer's version lock in the shapes its releases ship (read on the index's wheels,
+``flashinfer/jit/env.py``), each judged as ``import flashinfer`` runs it:
+
+* 0.6.x writes the check inside ``_get_cubin_dir`` on a name assigned
+  ``flashinfer_cubin.__version__``, and raises (``hunt-fi-0612cubin``: flashinfer-python
+  0.6.12 beside flashinfer-cubin 0.6.13 fails with RuntimeError);
+* 0.7.x calls a checker function with ``flashinfer_cubin.__version__`` inside a ``try`` that
+  logs and goes on, and returns early when ``FLASHINFER_CUBIN_DIR`` is set, before the cubin
+  package is read at all (``hunt-fi-074cubin``).
+
+Fix lines: the companion at flashinfer's version where the index has it, else the
+companion out; SGLang's pin of flashinfer-python first when it is another release."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.lib.checkrun import run, small_kb
+from tests.lib.extimages import torch_image
+from tests.lib.images import add_dist
+
+GPU = {"MOONPIN_GPU_CAPABILITY": "none"}
+
+#: flashinfer-python 0.6.12's jit/env.py, its cubin part
+ENV_06 = '''import os
+import pathlib
+
+from ..version import __version__ as flashinfer_version
+
+
+def has_flashinfer_cubin() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flashinfer_cubin") is not None
+
+
+def _get_cubin_dir():
+    if has_flashinfer_cubin():
+        import flashinfer_cubin
+
+        flashinfer_cubin_version = flashinfer_cubin.__version__
+        if (
+            not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
+            and flashinfer_version != "0.0.0+unknown"
+            and flashinfer_version != flashinfer_cubin_version
+        ):
+            raise RuntimeError(
+                f"flashinfer-cubin version ({flashinfer_cubin_version}) does not match "
+                f"flashinfer version ({flashinfer_version}). "
+            )
+
+        return pathlib.Path(flashinfer_cubin.get_cubin_dir())
+
+    env_dir = os.getenv("FLASHINFER_CUBIN_DIR")
+    if env_dir:
+        return pathlib.Path(env_dir)
+    return pathlib.Path("/cache")
+
+
+FLASHINFER_CUBIN_DIR: pathlib.Path = _get_cubin_dir()
+'''
+
+#: flashinfer-python 0.7.4's jit/env.py, its cubin part
+ENV_07 = '''import logging
+import os
+import pathlib
+
+from ..version import __version__ as flashinfer_version
+
+logger = logging.getLogger(__name__)
+
+
+def has_flashinfer_cubin() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flashinfer_cubin") is not None
+
+
+def _check_cubin_version(package_version: str) -> None:
+    if (
+        not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
+        and flashinfer_version != "0.0.0+unknown"
+        and package_version != flashinfer_version
+    ):
+        raise RuntimeError(
+            f"flashinfer-cubin version ({package_version}) does not match "
+            f"flashinfer version ({flashinfer_version})."
+        )
+
+
+def _get_cubin_dir():
+    env_dir = os.getenv("FLASHINFER_CUBIN_DIR")
+    if env_dir:
+        return pathlib.Path(env_dir)
+
+    if has_flashinfer_cubin():
+        import flashinfer_cubin
+
+        try:
+            _check_cubin_version(flashinfer_cubin.__version__)
+        except RuntimeError as error:
+            logger.warning("Ignoring incompatible flashinfer-cubin package: %s", error)
+        else:
+            return pathlib.Path(flashinfer_cubin.get_cubin_dir())
+
+    return pathlib.Path("/cache")
+
+
+FLASHINFER_CUBIN_DIR: pathlib.Path = _get_cubin_dir()
+'''
+
+
+def _image(tmp_path: Path, env_py: str, version: str, cubin: str,
+           sglang_pin: str = "0.7.2") -> Path:
+    site = torch_image(tmp_path / "site",
+                       sglang_requires=[f"flashinfer_python[cu13]=={sglang_pin}"])
+    pkg = site / "flashinfer"
+    (pkg / "jit").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .jit import env\n")
+    (pkg / "version.py").write_text(f'__version__ = "{version}"\n')
+    (pkg / "jit" / "__init__.py").write_text("")
+    (pkg / "jit" / "env.py").write_text(env_py)
+    add_dist(site, "flashinfer-python", version, requires=["torch"])
+    (site / "flashinfer_cubin").mkdir()
+    (site / "flashinfer_cubin" / "__init__.py").write_text(f'__version__ = "{cubin}"\n')
+    add_dist(site, "flashinfer-cubin", cubin)
+    return site
+
+
+def _kb(tmp_path: Path, cubins: tuple[str, ...]) -> Path:
+    """A knowledge base that knows these flashinfer-cubin releases."""
+    kb = small_kb(tmp_path)
+    doc = json.loads(kb.read_text())
+    doc["native"] = [{"project": "flashinfer", "dist": "flashinfer-cubin", "version": v,
+                      "wheels": [], "uninstallable": []} for v in cubins]
+    kb.write_text(json.dumps(doc))
+    return kb
+
+
+def test_a_check_written_in_the_function_that_reads_the_cubin_raises(tmp_path: Path) -> None:
+    site = _image(tmp_path, ENV_06, "0.6.12", "0.6.13", sglang_pin="0.6.12")
+    r = run(site, ep=False, env=GPU, kb=_kb(tmp_path, ("0.6.12", "0.6.13")))
+    line = r.line("flashinfer")
+    assert r.rc == 1 and line.startswith("fail"), r.out
+    assert "RuntimeError: flashinfer-cubin version (0.6.13) does not match flashinfer " \
+        "version (0.6.12)" in line
+    assert r.fixes()[0].startswith("fix: pip install 'flashinfer-cubin==0.6.12'"), r.out
+    off = run(site, ep=False, env={**GPU, "FLASHINFER_DISABLE_VERSION_CHECK": "1"})
+    assert off.rc == 0 and off.line("flashinfer").startswith("pass"), off.out
+    # 0.6's cubin package is read before FLASHINFER_CUBIN_DIR: that variable saves nothing
+    env_dir = run(site, ep=False, env={**GPU, "FLASHINFER_CUBIN_DIR": "/x"})
+    assert env_dir.rc == 1, env_dir.out
+    same = _image(tmp_path / "same", ENV_06, "0.6.13", "0.6.13", sglang_pin="0.6.13")
+    assert run(same, ep=False, env=GPU).line("flashinfer").startswith("pass")
+
+
+def test_no_cubin_release_at_flashinfers_version_takes_the_cubin_out(tmp_path: Path) -> None:
+    site = _image(tmp_path, ENV_06, "0.7.2", "0.6.13")
+    r = run(site, ep=False, env=GPU, kb=_kb(tmp_path, ("0.6.12", "0.6.13")))
+    assert r.rc == 1, r.out
+    assert r.fixes()[0].startswith("fix: pip uninstall -y flashinfer-cubin"), r.out
+
+
+def test_a_0_7_lock_is_skipped_when_its_cubin_dir_variable_is_set(tmp_path: Path) -> None:
+    site = _image(tmp_path, ENV_07, "0.7.4", "0.6.13")
+    kb = _kb(tmp_path, ("0.6.13",))
+    r = run(site, ep=False, env=GPU, kb=kb)
+    line = r.line("flashinfer")
+    assert r.rc == 0 and line.startswith("warn") and "the import ignores it" in line, r.out
+    # SGLang pins 0.7.2, for which the index has no cubin: the cubin out, the pin in
+    assert r.fixes()[0].startswith("fix: pip uninstall -y flashinfer-cubin && pip install "
+                                   "'flashinfer-python==0.7.2'"), r.out
+    r = run(site, ep=False, env={**GPU, "FLASHINFER_CUBIN_DIR": "/x"}, kb=kb)
+    line = r.line("flashinfer")
+    assert r.rc == 0 and line.startswith("pass"), r.out
+    assert "flashinfer-cubin 0.6.13 is not read: FLASHINFER_CUBIN_DIR is set" in line
