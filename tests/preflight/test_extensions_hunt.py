@@ -190,3 +190,27 @@ def test_deep_ep_without_the_assertion_is_judged_as_before(tmp_path: Path) -> No
     r = run(site, *DEEPEP, ep=False, env={"CUDA_HOME": "", "CUDA_PATH": "",
                                           "PATH": os.devnull})
     assert r.rc == 0 and "loads deep_ep/_C" in r.line("deep_ep"), r.out
+
+
+def test_a_cuda_home_made_later_is_seen_by_the_next_start(tmp_path: Path) -> None:
+    """The kept verdict (the walk's memo) holds the stamps of what was tested: the fallback
+    folder appearing, or ``nvcc`` put on ``PATH``, changes the next start's verdict."""
+    site = torch_image(tmp_path / "site")
+    add_deep_ep(site)
+    home = tmp_path / "usr-local-cuda"
+    init = site / "deep_ep" / "__init__.py"
+    init.write_text(init.read_text() + _FIND_CUDA_HOME.replace("{folder}", str(home)))
+    bin_ = tmp_path / "bin"
+    _exe(bin_ / "which")
+    env = {"CUDA_HOME": "", "CUDA_PATH": "", "PATH": str(bin_),
+           "MOONPIN_CACHE_DIR": str(tmp_path / "cache")}
+    assert run(site, *DEEPEP, ep=False, env=env).rc == 1
+    assert run(site, *DEEPEP, ep=False, env=env).rc == 1  # kept
+    _exe(bin_ / "nvcc")
+    r = run(site, *DEEPEP, ep=False, env=env)
+    assert r.rc == 0 and r.line("deep_ep").startswith("pass"), r.out
+    (bin_ / "nvcc").unlink()
+    assert run(site, *DEEPEP, ep=False, env=env).rc == 1
+    home.mkdir()
+    r = run(site, *DEEPEP, ep=False, env=env)
+    assert r.rc == 0 and r.line("deep_ep").startswith("pass"), r.out
