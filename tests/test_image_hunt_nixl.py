@@ -6,6 +6,8 @@ under ``MOONPIN_TEST_REALIMG`` (hard-link copies of ``stack`` changed with their
   sgl-deep-ep pin 2.14.1); ``hunt-t213-nixl140`` nixl 1.4.0 under it;
 * ``hunt-nixl130`` / ``hunt-nixl120``: nixl 1.3.0 / 1.2.0, one plain build each (``from .
   import nixl_ep_cpp``) bound to an older torch (``materialize_cow_storage``);
+* ``hunt-meta151-cu13120``: nixl-cu13 1.2.0 installed after the meta nixl 1.5.1 (its plain
+  ``nixl_ep/__init__.py`` replaced the meta's; the fix line must write the meta again);
 * ``hunt-metaonly`` the meta ``nixl`` without any ``nixl-cuNN``; ``hunt-cu12nometa``
   ``nixl-cu12`` alone (no ``nixl_ep``); ``hunt-bothbroken`` both ``-cu12`` and ``-cu13``, the
   cu13 build truncated; ``hunt-unreadable`` the build mode 000 (the check runs as root, as the
@@ -49,7 +51,7 @@ SITE = "lib/python3.11/site-packages"
 IMAGES = ("hunt-torch213", "hunt-t213-nixl140", "hunt-nixl130", "hunt-nixl120", "hunt-metaonly",
           "hunt-cu12nometa", "hunt-bothbroken", "hunt-unreadable", "hunt-nonvshmem",
           "hunt-nvshmem12", "hunt-deepep010", "hunt-deepep011", "hunt-t213-deepep011",
-          "hunt-deepep013rc3")
+          "hunt-deepep013rc3", "hunt-meta151-cu13120")
 ROOTFS = "hunt-A-root-stack"
 #: the two launch lines judged: (--gpu-capability, the MoE backend, the extension it imports,
 #: the probe that is its truth)
@@ -121,6 +123,9 @@ def test_each_image_is_of_its_class(image: str) -> None:
         assert dists["torch"] == "2.13.0"
     else:
         assert dists["torch"] == "2.14.1"
+    if image == "hunt-meta151-cu13120":  # nixl-cu13 1.2.0's nixl_ep/ over the meta 1.5.1's
+        assert (dists["nixl"], dists["nixl_cu13"]) == ("1.5.1", "1.2.0")
+        assert "nixl_meta_utils" not in (sp / "nixl_ep" / "__init__.py").read_text()
     if image in ("hunt-nixl130", "hunt-nixl120"):
         assert dists["nixl_cu13"] == dists["nixl"] == image[-3] + "." + image[-2] + ".0"
         assert list(sp.glob("nixl_ep*/nixl_ep_cpp.cpython-*.so")), "one plain build"
@@ -206,7 +211,7 @@ def test_the_image_configs_env_reaches_nixl_and_deep_ep(tmp_path: Path) -> None:
     assert deep["ok"] and any(flag & 0x8 for flag in deep["dlopen_flags"]), deep
 
 
-@pytest.mark.parametrize("variant", ["hunt-nixl130", "hunt-nixl120"])
+@pytest.mark.parametrize("variant", ["hunt-nixl130", "hunt-nixl120", "hunt-meta151-cu13120"])
 def test_the_fix_line_for_an_old_nixl_works_in_a_copy(variant: str, tmp_path: Path) -> None:
     """The check's fix line, carried out with a hard-link copy's own pip (a fresh image's pip:
     no configuration of this machine's), makes ``from nixl_ep import Buffer`` work, and the

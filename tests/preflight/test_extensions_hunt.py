@@ -82,15 +82,31 @@ def test_nixls_one_plain_build_is_judged(tmp_path: Path, meta: bool) -> None:
     assert r.rc == 1 and line.startswith("fail"), r.out
     assert f"undefined symbol: {COW}" in line, line
     assert f"imports its one build {build.name} (not chosen by torch's version)" in line
-    # the meta package of a release with a build for this torch: it brings its nixl-cu13
-    assert r.fixes()[0].startswith("fix: pip install 'nixl==1.5.1'  # nixl-cu13 1.5.1 has a "
-                                   "build for torch 2.14.1 and CUDA 13"), r.out
+    # the meta package of a release with a build for this torch: it brings its nixl-cu13;
+    # where nixl_ep/ is nixl-cu13's own, the upgrade removes its __init__.py: written again
+    again = "" if meta else " && pip install --force-reinstall --no-deps 'nixl==1.5.1'"
+    assert r.fixes()[0].startswith(f"fix: pip install 'nixl==1.5.1'{again}  # nixl-cu13 1.5.1 "
+                                   "has a build for torch 2.14.1 and CUDA 13"), r.out
     # the same build where torch still exports the symbol loads
     ok = torch_image(tmp_path / "ok", symbols=(COW,))
     _plain_nixl(ok, meta=meta)
     r = run(ok, *NIXL, ep=False)
     assert r.rc == 0 and r.line("nixl_ep").startswith("pass"), r.out
     assert f"loads {build.parent.name}/{build.name}" in r.line("nixl_ep")
+
+
+def test_an_old_nixl_cu13_over_the_newest_meta_gets_the_meta_written_again(
+        tmp_path: Path) -> None:
+    """nixl-cu13 1.2.0 installed after the meta nixl 1.5.1: its nixl_ep/__init__.py (the plain
+    one) replaced the meta's. pip leaves the meta, already at 1.5.1, alone while upgrading
+    nixl-cu13 removes that file: the line writes the meta again (seen with real pip)."""
+    site = torch_image(tmp_path / "site", symbols=())
+    _plain_nixl(site, meta=False)
+    add_dist(site, "nixl", "1.5.1", requires=["nixl-cu12==1.5.1", "nixl-cu13==1.5.1"])
+    r = run(site, *NIXL, ep=False, kb=_kb_with_nixl_151(tmp_path))
+    assert r.rc == 1 and f"undefined symbol: {COW}" in r.line("nixl_ep"), r.out
+    assert r.fixes()[0].startswith("fix: pip install 'nixl==1.5.1' && pip install "
+                                   "--force-reinstall --no-deps 'nixl==1.5.1'"), r.out
 
 
 def test_nixls_plain_build_missing(tmp_path: Path) -> None:

@@ -242,7 +242,7 @@ fi
 # root (/opt/venv, the minimal root tests/lib/umoci.py packs, the stdlib hard-linked so a
 # chroot runs the real import: no CUDA toolkit, no CUDA_HOME), probed in a chroot.
 HUNT_DL="$R/hunt-A-dl"; HUNT_REPORTS="$R/hunt-A-reports"
-HUNT_NIXL_IMAGES="torch213 nixl130 nixl120 metaonly cu12nometa bothbroken unreadable nonvshmem t213-nixl140 nvshmem12 deepep010 deepep011 t213-deepep011 deepep013rc3"
+HUNT_NIXL_IMAGES="torch213 nixl130 nixl120 metaonly cu12nometa bothbroken unreadable nonvshmem t213-nixl140 nvshmem12 deepep010 deepep011 t213-deepep011 deepep013rc3 meta151-cu13120"
 hunt_clone() {  # hunt_clone <name> <source image dir>: 0 when (re)made, 1 when it is there
   local dst="$R/hunt-$1" src="$2" f
   if [ "$REBUILD" = 0 ] && [ -f "$dst/.hunt-variant" ]; then return 1; fi
@@ -272,6 +272,11 @@ hunt_variant() {
       pipi "$v" --no-deps "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" nixl-cu13 "$ver")" \
         "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" nixl "$ver")"
       hunt_mark "$1" "nixl + nixl-cu13 $ver";;
+    meta151-cu13120)  # nixl-cu13 1.2.0 --no-deps after the meta 1.5.1: its nixl_ep/ over the meta's
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y nixl-cu13
+      pipi "$v" --no-deps "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" nixl-cu13 1.2.0)"
+      hunt_mark "$1" "nixl-cu13 1.5.1 replaced by 1.2.0 (the meta nixl 1.5.1 kept)";;
     metaonly)  # the meta nixl without any nixl-cuNN
       hunt_clone "$1" "$BASE" || return 0
       pipv "$v" uninstall -y nixl-cu13; hunt_mark "$1" "nixl-cu13 uninstalled";;

@@ -205,17 +205,21 @@ def _plain(facts: Facts, backend_pkg: Found, name: str, back: dict[str, Any],
     build = facts.module_file(backend_pkg.folder, stem)
     if build is None:
         return Pick([Choice(raises=f"ModuleNotFoundError: No module named '{name}.{stem}'")],
-                    notes=notes, fix=_release_for(facts))
+                    notes=notes, fix=_release_for(facts, own=name == IMPORT))
     notes.append(f"{name} imports its one build {os.path.basename(build)} (not chosen by "
                  "torch's version)")
     return Pick([Choice([build], mode=mode)], notes=notes)
 
 
-def _release_for(facts: Facts) -> str | None:
+def _release_for(facts: Facts, own: bool = False) -> str | None:
     """The install line of the newest nixl release the knowledge base records with a build
-    for the torch SGLang pins (else the installed one) and torch's CUDA major, through the
-    distribution that provides ``import nixl_ep`` at that version (the meta ``nixl``, which
-    pins its ``nixl-cuNN``), read from the scraped wheels; None when the KB knows none."""
+    for the torch SGLang pins (else the installed one) and torch's CUDA major, newer than the
+    installed ``nixl-cuNN``, through the distribution that provides ``import nixl_ep`` at that
+    version (the meta ``nixl``, which pins its ``nixl-cuNN``), read from the scraped wheels;
+    None when the KB knows none. ``own``: ``nixl_ep/`` itself belongs to the installed
+    ``nixl-cuNN`` (before 1.3.0), whose upgrade removes the ``__init__.py`` the meta package
+    wrote there when the meta is already at that version (pip then leaves it): a second
+    step writes it again."""
     from packaging.version import Version
 
     want = facts.pin("sglang", "torch") or facts.torch_release()
@@ -223,8 +227,7 @@ def _release_for(facts: Facts) -> str | None:
         return None
     fits = facts.releases_with_build(IMPORT, want, cuda=facts.cuda)
     doc = facts.kb() if facts.kb is not None else None
-    have = [Version(d.version) for n, d in facts.dists.items()
-            if n == "nixl" or n.startswith("nixl-cu")]
+    have = [Version(d.version) for n, d in facts.dists.items() if n.startswith("nixl-cu")]
     for dist, version in reversed(fits):
         if have and Version(version) <= max(have):  # not newer: its build is this one's
             break
@@ -237,8 +240,14 @@ def _release_for(facts: Facts) -> str | None:
                     continue
                 reqs = [str(r).replace(" ", "") for r in wheel.get("requires_dist") or ()]
                 if rel.get("dist") == dist or f"{dist}=={version}" in reqs:
-                    return (f"pip install '{rel.get('dist')}=={version}' ({dist} {version} "
-                            f"has a build for torch {want} and CUDA {facts.cuda})")
+                    line = f"pip install '{rel.get('dist')}=={version}'"
+                    again = (f" && pip install --force-reinstall --no-deps "
+                             f"'{rel.get('dist')}=={version}'") if own and rel.get(
+                                 "dist") != dist else ""
+                    return (f"{line}{again} ({dist} {version} has a build for torch {want} "
+                            f"and CUDA {facts.cuda}" + (f"; again without its dependencies: "
+                            f"upgrading the installed {IMPORT}/ removes its __init__.py"
+                            if again else "") + ")")
     return None
 
 
@@ -285,4 +294,5 @@ def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:
     pin = facts.pin("sglang", "torch")
     if pin is not None and facts.torch_release() != pin:
         return f"pip install '{torch_req(pin)}' (the torch the installed SGLang pins)"
-    return _release_for(facts)
+    own = bool(choice.files) and os.path.basename(os.path.dirname(choice.files[0])) == IMPORT
+    return _release_for(facts, own=own)
