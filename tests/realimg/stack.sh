@@ -17,6 +17,8 @@
 #   --kernel-hunt       build and probe only the sgl_kernel/flashinfer classes below, as
 #                       $R/hunt-<name> (about 3.5 GB of new files, 0.4 GB of wheels), from
 #                       `stack` and `stack-cubin`; with --probe-only, probe them only
+#   --hunt-nixl         also build (and probe) the hunt-* images of nixl and deep_ep (block below;
+#                       tests/test_image_hunt_nixl.py): hard-link copies, about 2.5 GB of new files
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
@@ -72,13 +74,14 @@ KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
 HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
 HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
     --no-probe) NO_PROBE=1;; --probe-only) PROBE_ONLY=1;; --mooncake-jit) MC_JIT=1;;
     --rebuild-variants) REBUILD=1;;
     --kernel-hunt) KHUNT=1;;
+    --hunt-nixl) HUNT_NIXL=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -311,5 +314,115 @@ if [ "$NO_PROBE" = 0 ]; then
   [ -f "$STUBS/libcuda.so.1" ] || build_stub
   for v in $(images); do [ -x "$v/bin/python" ] && timed probe "$v"; done
 fi
+# ---- hunt-* images of nixl and deep_ep (--hunt-nixl; tests/test_image_hunt_nixl.py) ----------
+# Shapes a hidden image of these classes may have that the variants above do not: each a
+# hard-link copy of `stack` (or of hunt-torch213) changed with its own pip, probed like the
+# others into $R/hunt-A-reports/<name>.json; hunt-A-root-stack is `stack` as an unpacked image
+# root (/opt/venv, the minimal root tests/lib/umoci.py packs, the stdlib hard-linked so a
+# chroot runs the real import: no CUDA toolkit, no CUDA_HOME), probed in a chroot.
+HUNT_DL="$R/hunt-A-dl"; HUNT_REPORTS="$R/hunt-A-reports"
+HUNT_NIXL_IMAGES="torch213 nixl130 nixl120 metaonly cu12nometa bothbroken unreadable nonvshmem t213-nixl140 nvshmem12 deepep010 deepep011 t213-deepep011 deepep013rc3 meta151-cu13120"
+hunt_clone() {  # hunt_clone <name> <source image dir>: 0 when (re)made, 1 when it is there
+  local dst="$R/hunt-$1" src="$2" f
+  if [ "$REBUILD" = 0 ] && [ -f "$dst/.hunt-variant" ]; then return 1; fi
+  log "hunt-$1 (from $(basename "$src"))"
+  rm -rf "$dst"; cp -al "$src" "$dst"
+  for f in "$dst"/bin/* "$dst/pyvenv.cfg"; do
+    if [ -f "$f" ] && [ ! -L "$f" ] && grep -Iq "$src" "$f" 2>/dev/null; then
+      sed "s#$src\\b#$dst#g" "$f" > "$f.tmp"; chmod --reference="$f" "$f.tmp"; mv -f "$f.tmp" "$f"
+    fi
+  done
+  return 0
+}
+hunt_mark() { rm -f "$R/hunt-$1/.hunt-variant"; echo "$2" > "$R/hunt-$1/.hunt-variant"; }
+nixl_hunt_variant() {
+  local v="$R/hunt-$1" so
+  so="lib/python3.11/site-packages/nixl_ep_cu13/nixl_ep_cpp_torch214.cpython-311-x86_64-linux-gnu.so"
+  case "$1" in
+    torch213)  # shared with huntB (read-only there): torch 2.13.0 under everything, --no-deps
+      hunt_clone "$1" "$BASE" || return 0
+      local w; w=$(ls "$R"/dl/torch-2.13.0-cp311-*x86_64.whl 2>/dev/null | head -1)
+      pipi "$v" --no-deps "${w:-$(fetch torch 2.13.0)}"
+      hunt_mark "$1" "torch 2.13.0 --no-deps"; touch "$R/hunt-torch213.READY";;
+    nixl130|nixl120)  # one plain build (from . import nixl_ep_cpp), bound to an older torch
+      local ver="1.${1:5:1}.0"
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y nixl nixl-cu13
+      pipi "$v" --no-deps "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" nixl-cu13 "$ver")" \
+        "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" nixl "$ver")"
+      hunt_mark "$1" "nixl + nixl-cu13 $ver";;
+    meta151-cu13120)  # nixl-cu13 1.2.0 --no-deps after the meta 1.5.1: its nixl_ep/ over the meta's
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y nixl-cu13
+      pipi "$v" --no-deps "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" nixl-cu13 1.2.0)"
+      hunt_mark "$1" "nixl-cu13 1.5.1 replaced by 1.2.0 (the meta nixl 1.5.1 kept)";;
+    metaonly)  # the meta nixl without any nixl-cuNN
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y nixl-cu13; hunt_mark "$1" "nixl-cu13 uninstalled";;
+    cu12nometa)  # nixl-cu12 alone: nixl_ep_cu12 but no nixl_ep
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y nixl nixl-cu13; pipi "$v" --no-deps "$(fetch nixl-cu12 "$NIXL")"
+      hunt_mark "$1" "nixl, nixl-cu13 uninstalled; nixl-cu12 $NIXL";;
+    bothbroken)  # nixl-cu12 beside nixl-cu13, cu13's torch214 build truncated (a new file)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$(fetch nixl-cu12 "$NIXL")"
+      head -c 4096 "$v/$so" > "$v/$so.tmp" && mv -f "$v/$so.tmp" "$v/$so"
+      hunt_mark "$1" "nixl-cu12 added; nixl_ep_cpp_torch214 truncated to 4 KiB";;
+    unreadable)  # the torch214 build mode 000 (a copy of its own); the check runs as root
+      hunt_clone "$1" "$BASE" || return 0
+      cp "$v/$so" "$v/$so.tmp" && mv -f "$v/$so.tmp" "$v/$so" && chmod 000 "$v/$so"
+      hunt_mark "$1" "nixl_ep_cpp_torch214 mode 000";;
+    nonvshmem)  # deep_ep's (and torch's) libnvshmem_host.so.3 gone
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y nvidia-nvshmem-cu13; hunt_mark "$1" "nvidia-nvshmem-cu13 uninstalled";;
+    nvshmem12)  # libnvshmem_host.so.3 from nvidia-nvshmem-cu12 under the CUDA 13 torch and deep_ep
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y nvidia-nvshmem-cu13
+      pipi "$v" --no-deps "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" nvidia-nvshmem-cu12 3.4.5 x86_64)"
+      hunt_mark "$1" "nvidia-nvshmem-cu13 replaced by nvidia-nvshmem-cu12 3.4.5";;
+    deepep010|deepep011|deepep013rc3|t213-deepep011)  # other sgl-deep-ep releases (0.1.0: a
+      # top-level deep_ep_cpp; 0.1.3rc3: built for torch 2.15 and a newer NVSHMEM)
+      local dv="${1##*deepep}"; dv="0.1.${dv:2}"; local src="$BASE"
+      case "$1" in t213-*) src="$R/hunt-torch213";; esac
+      hunt_clone "$1" "$src" || return 0
+      pipv "$v" uninstall -y sgl-deep-ep
+      pipi "$v" --no-deps "$("$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_DL" sgl-deep-ep "$dv" cp311 x86_64)"
+      hunt_mark "$1" "sgl-deep-ep $dv";;
+    t213-nixl140)  # nixl 1.4.0 (builds for 2.11-2.13) under torch 2.13
+      hunt_clone "$1" "$R/hunt-torch213" || return 0
+      pipv "$v" uninstall -y nixl nixl-cu13
+      pipi "$v" --no-deps "$(fetch nixl-cu13 "$NIXL_OLD")" "$(fetch nixl "$NIXL_OLD")"
+      hunt_mark "$1" "nixl, nixl-cu13 $NIXL_OLD under torch 2.13.0";;
+  esac
+}
+nixl_hunt_probe() {  # nixl_hunt_probe <image dir>
+  local v="$1" name; name=$(basename "$v"); mkdir -p "$HUNT_REPORTS"
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$STUBS/nvml" \
+    MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" \
+    "$v/bin/python" "$HERE/probe_stack.py" > "$HUNT_REPORTS/$name.json.tmp" && mv -f "$HUNT_REPORTS/$name.json.tmp" "$HUNT_REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_REPORTS/$name.json" >&2
+}
+hunt_root() {  # $R/hunt-A-root-stack, probed in a chroot with and without CUDA_HOME
+  local root="$R/hunt-A-root-stack" tag chroot; chroot=$(command -v chroot)
+  if [ ! -x "$root/opt/venv/bin/python" ] || [ "$REBUILD" = 1 ]; then
+    log "hunt-A-root-stack: stack as an unpacked image root"
+    "$PYBASE" "$HERE/hunt_root.py" "$BASE" "$root"
+  fi
+  for tag in "" "CUDA_HOME=/usr/local/cuda"; do
+    env -i PATH=/opt/venv/bin:/usr/bin:/bin LD_LIBRARY_PATH=/stubs CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB=/stubs/nvml HOME=/tmp $tag \
+      unshare -m --propagation private /bin/bash -c "mount -t proc proc '$root/proc' && mount --rbind /dev '$root/dev' && exec '$chroot' '$root' /opt/venv/bin/python /probe_stack.py" \
+      > "$HUNT_REPORTS/root-stack${tag:+-cudahome}.json"
+    "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_REPORTS/root-stack${tag:+-cudahome}.json" >&2
+  done
+}
+if [ "$HUNT_NIXL" = 1 ]; then
+  mkdir -p "$HUNT_DL" "$HUNT_REPORTS"
+  if [ "$PROBE_ONLY" = 0 ]; then for n in $HUNT_NIXL_IMAGES; do timed nixl_hunt_variant "$n"; done; fi
+  if [ "$NO_PROBE" = 0 ]; then
+    for n in $HUNT_NIXL_IMAGES; do [ -x "$R/hunt-$n/bin/python" ] && timed nixl_hunt_probe "$R/hunt-$n"; done
+    timed hunt_root
+  fi
+fi
+
 log "disk: $(du -shc "$BASE" "$R"/stack-* 2>/dev/null | tail -1 | cut -f1) under $R/stack* (hard links counted once); wheels $(du -sh "$DL" | cut -f1)"
 log "time: $(( $(date +%s) - T0 )) s"

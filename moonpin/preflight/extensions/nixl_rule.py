@@ -8,7 +8,11 @@ each name of its fallback tuple. The backend's ``__init__.py`` (``nixl-cuNN``) i
 ``f".nixl_ep_cpp_torch{mm}"`` with ``mm = "".join(torch.__version__.split(".")[:2])``,
 under ``RTLD_DEEPBIND`` when ``NIXL_UCX_DEEPBIND`` is set to anything but its "off"
 words. Each of these is read here with ``ast``: the f-string heads, the join-split, the
-variable, its default and its off words; none is assumed.
+variable, its default and its off words; none is assumed. Releases before 1.3.1 ship one
+build and import it plainly (``from . import nixl_ep_cpp``: in ``nixl_ep_cu13/`` from 1.3.0,
+in ``nixl_ep/`` itself, shipped by ``nixl-cuNN``, before): that build is judged whatever
+torch is there, as the import loads it (nixl-cu13 1.3.0's binds
+``c10::impl::cow::materialize_cow_storage``, which torch 2.14 no longer exports).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from moonpin.preflight.extensions.seam import Choice, Pick
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import ast
     from typing import Any
 
     from moonpin.preflight.access.confined import Confined
@@ -86,7 +91,25 @@ def _read_backend(path: str, within: Confined) -> dict[str, Any] | None:
                 offs = next((s for s in astread.str_sets(tree) if "0" in s), [])
                 deep = (var, default, offs)
     return {"head": build[0] if build else None, "split": list(split) if split else None,
-            "deep": list(deep) if deep else None}
+            "deep": list(deep) if deep else None,
+            "plain": None if build else _plain_build(tree)}
+
+
+def _plain_build(tree: ast.Module) -> str | None:
+    """The first module of the package itself a backend ``__init__`` imports by name and
+    whose name starts with :data:`IMPORT` (``from . import nixl_ep_cpp``, ``from
+    .nixl_ep_cpp import Config``): a release's one build, not chosen by torch's version."""
+    import ast
+
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module is None:
+                found += [(node.lineno, a.name) for a in node.names
+                          if a.name.startswith(IMPORT)]
+            elif node.module.split(".")[0].startswith(IMPORT):
+                found.append((node.lineno, node.module.split(".")[0]))
+    return min(found)[1] if found else None
 
 
 def _builds(folder: str, head: str) -> list[str]:
@@ -134,8 +157,10 @@ def pick(facts: Facts, found: Found) -> Pick:
             return Pick([Choice(raises=said)], notes=notes, fix=_install_backend(facts, pip))
     assert backend_pkg is not None
     init = os.path.join(backend_pkg.folder, "__init__.py")
-    back = astread.reading("nixl-backend", init, lambda: _read_backend(init, facts.within),
-                           facts.within)
+    back = astread.reading("nixl-backend-v2", init,
+                           lambda: _read_backend(init, facts.within), facts.within)
+    if back is not None and back["head"] is None and back.get("plain"):
+        return _plain(facts, backend_pkg, name, back, notes)
     if back is None or back["head"] is None or back["split"] is None:
         return Pick(unread=f"{init}: its build-name rule is not one this check reads "
                     "(f\"nixl_ep_cpp_torch{...}\" of torch.__version__)", notes=notes)
@@ -144,16 +169,7 @@ def pick(facts: Facts, found: Found) -> Pick:
     sep, _src, by, n = back["split"]
     mm = sep.join(facts.torch.split(by)[:n])
     stem = back["head"].lstrip(".") + mm
-    mode = None
-    if back["deep"] is not None:
-        var, default, offs = back["deep"]
-        value = facts.env.get(var, default if default is not None else "")
-        if value.strip().lower() not in offs and value.strip():
-            from moonpin.preflight.loader.ldproc import RTLD_DEEPBIND, RTLD_NOW
-
-            mode = RTLD_NOW | RTLD_DEEPBIND
-            notes.append(f"{var}={value}: loaded with RTLD_DEEPBIND (its own definitions "
-                         "first)")
+    mode = _deep_mode(facts, back, notes)
     build = facts.module_file(backend_pkg.folder, stem)
     if build is None:
         have = _builds(backend_pkg.folder, back["head"].lstrip("."))
@@ -164,6 +180,75 @@ def pick(facts: Facts, found: Found) -> Pick:
                     fix=_torch_for(facts, have, name))
     notes.append(f"{name} picks {os.path.basename(build)} for torch {facts.torch}")
     return Pick([Choice([build], mode=mode)], notes=notes)
+
+
+def _deep_mode(facts: Facts, back: dict[str, Any], notes: list[str]) -> int | None:
+    """The ``dlopen`` flags the backend's DEEPBIND variable asks for (None: the default)."""
+    if back["deep"] is None:
+        return None
+    var, default, offs = back["deep"]
+    value = facts.env.get(var, default if default is not None else "")
+    if value.strip().lower() in offs or not value.strip():
+        return None
+    from moonpin.preflight.loader.ldproc import RTLD_DEEPBIND, RTLD_NOW
+
+    notes.append(f"{var}={value}: loaded with RTLD_DEEPBIND (its own definitions first)")
+    return RTLD_NOW | RTLD_DEEPBIND
+
+
+def _plain(facts: Facts, backend_pkg: Found, name: str, back: dict[str, Any],
+           notes: list[str]) -> Pick:
+    """A backend that imports its one build by name (module doc): that build, whatever
+    torch is there."""
+    stem = back["plain"]
+    mode = _deep_mode(facts, back, notes)
+    build = facts.module_file(backend_pkg.folder, stem)
+    if build is None:
+        return Pick([Choice(raises=f"ModuleNotFoundError: No module named '{name}.{stem}'")],
+                    notes=notes, fix=_release_for(facts, own=name == IMPORT))
+    notes.append(f"{name} imports its one build {os.path.basename(build)} (not chosen by "
+                 "torch's version)")
+    return Pick([Choice([build], mode=mode)], notes=notes)
+
+
+def _release_for(facts: Facts, own: bool = False) -> str | None:
+    """The install line of the newest nixl release the knowledge base records with a build
+    for the torch SGLang pins (else the installed one) and torch's CUDA major, newer than the
+    installed ``nixl-cuNN``, through the distribution that provides ``import nixl_ep`` at that
+    version (the meta ``nixl``, which pins its ``nixl-cuNN``), read from the scraped wheels;
+    None when the KB knows none. ``own``: ``nixl_ep/`` itself belongs to the installed
+    ``nixl-cuNN`` (before 1.3.0), whose upgrade removes the ``__init__.py`` the meta package
+    wrote there when the meta is already at that version (pip then leaves it): a second
+    step writes it again."""
+    from packaging.version import Version
+
+    want = facts.pin("sglang", "torch") or facts.torch_release()
+    if not want or facts.cuda is None:
+        return None
+    fits = facts.releases_with_build(IMPORT, want, cuda=facts.cuda)
+    doc = facts.kb() if facts.kb is not None else None
+    have = [Version(d.version) for n, d in facts.dists.items() if n.startswith("nixl-cu")]
+    for dist, version in reversed(fits):
+        if have and Version(version) <= max(have):  # not newer: its build is this one's
+            break
+        for rel in (doc or {}).get("native") or ():
+            if not isinstance(rel, dict) or str(rel.get("version")) != version \
+                    or rel.get("uninstallable"):
+                continue
+            for wheel in rel.get("wheels") or ():
+                if not isinstance(wheel, dict) or IMPORT not in (wheel.get("packages") or ()):
+                    continue
+                reqs = [str(r).replace(" ", "") for r in wheel.get("requires_dist") or ()]
+                if rel.get("dist") == dist or f"{dist}=={version}" in reqs:
+                    line = f"pip install '{rel.get('dist')}=={version}'"
+                    again = (f" && pip install --force-reinstall --no-deps "
+                             f"'{rel.get('dist')}=={version}'") if own and rel.get(
+                                 "dist") != dist else ""
+                    return (f"{line}{again} ({dist} {version} has a build for torch {want} "
+                            f"and CUDA {facts.cuda}" + (f"; again without its dependencies: "
+                            f"upgrading the installed {IMPORT}/ removes its __init__.py"
+                            if again else "") + ")")
+    return None
 
 
 def _install_backend(facts: Facts, pip: str | None) -> str | None:
@@ -209,4 +294,5 @@ def repair(facts: Facts, pick: Pick, choice: Choice) -> str | None:
     pin = facts.pin("sglang", "torch")
     if pin is not None and facts.torch_release() != pin:
         return f"pip install '{torch_req(pin)}' (the torch the installed SGLang pins)"
-    return None
+    own = bool(choice.files) and os.path.basename(os.path.dirname(choice.files[0])) == IMPORT
+    return _release_for(facts, own=own)

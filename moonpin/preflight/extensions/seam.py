@@ -177,10 +177,12 @@ class Facts:
                 return version
         return None
 
-    def releases_with_build(self, module_prefix: str, torch: str) -> list[tuple[str, str]]:
+    def releases_with_build(self, module_prefix: str, torch: str,
+                            cuda: int | None = None) -> list[tuple[str, str]]:
         """(distribution, version) of every release the knowledge base records with a build
         of a module under ``module_prefix`` (``nixl_ep_cu13.``) made for ``torch``
-        (``2.14.1``), newest last; none that the index cannot install. Empty when no KB."""
+        (``2.14.1``), and, given ``cuda``, linking that CUDA runtime major; newest last;
+        none that the index cannot install. Empty when no KB."""
         doc = self.kb() if self.kb is not None else None
         if not doc:
             return []
@@ -195,7 +197,9 @@ class Facts:
                 try:
                     fits = any(str(b.get("module", "")).startswith(module_prefix)
                                and Version(torch) in SpecifierSet(str(b.get("torch") or ""))
-                               and b.get("torch") for b in wheel.get("builds") or ())
+                               and b.get("torch") and (cuda is None
+                                                       or b.get("cuda_major") == cuda)
+                               for b in wheel.get("builds") or ())
                 except (InvalidSpecifier, InvalidVersion, AttributeError, TypeError):
                     fits = False
                 if fits:
