@@ -54,6 +54,7 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
     releases = sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True)
     rows: dict[str, list[list[Any]]] = {}
     sglang_meta: dict[str, dict[str, Any]] = {}
+    explained: dict[str, dict[str, Any]] = {}
     for sv, s in sorted(g.sglang.items()):
         if s.pg.module is None or s.source != "index":
             continue
@@ -61,10 +62,12 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
         sglang_meta[s.version] = {"module": s.pg.module, "names": list(s.pg.names),
                                   "backends": list(s.pg.backends), "torch": torches}
         out: list[list[Any]] = []
+        explain = _Explained()
         for i, (d, v) in enumerate(releases):
             groups: dict[tuple[Any, ...], list[list[Any]]] = {}
             evs = query.combos(g, s, d, str(v), None, None, None)
             stacks.add_mooncake(s, evs)
+            explain.add(i, evs)
             for e in evs:
                 cuda = next((c.detail for c in e.checks if c.name == "CUDA major"), None)
                 key = (i, e.torch, e.arch, ORDER[e.verdict], e.score(),
@@ -74,6 +77,11 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
             for key, members in groups.items():
                 out.append([*key[:6], list(key[6]), key[7], members])
         rows[s.version] = out
+        said = explain.doc()
+        if said is not None:
+            explained[s.version] = {
+                "sglang": s.version, "torch": torches,
+                "tags": sorted(map(list, query.wheel_tags(s.artifact.filename))), **said}
         del sv
     unread = [{"dist": u.name, "version": u.version,
                "reason": f"not read in the last scrape: {u.reason}"}
@@ -109,7 +117,58 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
         packed, strs = _pack(out, strings)
         docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
                          "rows": {version: packed}}
+        if version in explained:
+            docs[f"_explain-{version}"] = {**common, **explained[version]}
     return docs
+
+
+class _Explained:
+    """One SGLang release's explain table (:func:`moonpin.resolver.resolved.load_explain`):
+    every combination :func:`build` judges, each with its checks and notes. A text is
+    stored with the combination's wheel, python and platform as markers
+    (:data:`moonpin.resolver.resolved.MARKS`), so the checks every python and platform
+    share are said once; a release whose texts do not come back whole that way (a NUL in
+    one) gets no table (the facts answer it)."""
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.intern = _interner(self.strings)
+        self.checks: list[list[Any]] = []
+        self.pool: dict[tuple[Any, ...], int] = {}
+        self.combos: list[list[Any]] = []
+        self.whole = True
+
+    def add(self, release: int, evaluations: Any) -> None:
+        for e in evaluations:
+            said = (e.wheel, e.python, e.arch)
+            ids = []
+            for c in e.checks:
+                key = (self.marked(c.name, said), c.ok, self.marked(c.detail, said),
+                       tuple(self.marked(x, said) for x in c.evidence))
+                if key not in self.pool:
+                    self.pool[key] = len(self.checks)
+                    self.checks.append([key[0], key[1], key[2], list(key[3])])
+                ids.append(self.pool[key])
+            self.combos.append([release, e.torch, e.arch, e.python, self.intern(e.wheel), ids,
+                                [self.marked(n, said) for n in e.notes]])
+
+    def marked(self, text: str, said: tuple[str | None, str, str]) -> int | None:
+        """The index of ``text`` with the combination's ``said`` (wheel, python, arch)
+        marked."""
+        from moonpin.resolver.resolved import MARKS, expand
+
+        out = text
+        for value, mark in zip(said, MARKS, strict=True):
+            if value:
+                out = out.replace(value, mark)
+        if "\0" in text or expand(out, said) != text:
+            self.whole = False
+        return self.intern(out)
+
+    def doc(self) -> dict[str, Any] | None:
+        if not self.whole:
+            return None
+        return {"strings": self.strings, "checks": self.checks, "combos": self.combos}
 
 
 def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[str, Any]]:
@@ -272,9 +331,9 @@ def write(kb_path: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
     try:
         for key, doc in docs.items():
+            prefix = next((p for p in ("_launch-", "_explain-") if key.startswith(p)), "")
             name = ("_sglang.json" if key == "_sglang"
-                    else table_name("_launch-", key[len("_launch-"):])
-                    if key.startswith("_launch-") else table_name("", key))
+                    else table_name(prefix, key[len(prefix):]))
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         for name, data in build_stamped(kb_path, kb).items():
             (tmp / name).write_bytes(data)
