@@ -115,6 +115,45 @@ def test_a_compatible_stack_is_a_clique(st: stacks.Stacks) -> None:
     assert not any(n[0] == "sglang-kernel" for c in at13 for n in c)
 
 
+def test_the_meta_nixl_and_the_release_it_loads_from_are_a_3_clique(st: stacks.Stacks) -> None:
+    """The meta ``nixl`` (no build) loads ``nixl_ep_cu<major>`` for torch's CUDA: its pin of
+    that release is an edge recording where it loads from it, its torch edge is judged by
+    that release's, and a stack with the meta holds the release it loads from."""
+    s = st.cg.find_sglang("0.5.23")
+    assert s is not None
+    plat, meta = ("cp312", "x86_64"), ("nixl", "1.5.1")
+    assert st.loaded("2.14.1", meta, plat) == [("nixl-cu13", "1.5.1")]  # torch is CUDA 13
+    assert st.loaded("2.14.1", ("nixl-cu13", "1.5.1"), plat) == []  # it has builds
+    t = ("torch", "2.14.1")
+    assert st.joined(t, meta, plat) and st.joined(t, ("nixl-cu13", "1.5.1"), plat)
+    assert st.g[meta][("nixl-cu13", "1.5.1")]["loads"]["2.14.1"] >= {plat}
+    assert "loads" not in st.g[meta][("nixl-cu12", "1.5.1")]  # pinned, not loaded from
+    # the meta's judgement is the one it loads from's, read off that release's torch edge
+    meta_entry = st.entries("2.14.1", meta)[plat]
+    assert meta_entry[2] == st.entries("2.14.1", ("nixl-cu13", "1.5.1"))[plat][2] == 0
+    assert "nixl_ep loads its build from nixl-cu13==1.5.1" in meta_entry[7][0]
+    found = [set(c) for c in st.cliques(s, "2.14.1", *plat, ["nixl"])]
+    assert found and all({meta, ("nixl-cu13", "1.5.1")} <= c for c in found if meta in c)
+    assert any(meta in c for c in found)
+
+
+def test_evaluate_native_takes_the_judgement_it_is_handed() -> None:
+    """The meta's judgement composes what ``loaded`` hands it (the stack graph's edge),
+    not a judgement of its own."""
+    from moonpin.resolver import native
+    from moonpin.resolver.query import Check, Evaluation, resolve_torch
+
+    g = CompatGraph(_stack_kb())
+    meta = native.known_version(g, "nixl", "1.5.1")
+    t = resolve_torch(g, "2.14.1", "x86_64")
+    handed = Evaluation("", "nixl-cu13", "1.5.1", "2.14.1", "cp312", "x86_64")
+    handed.checks = [Check("build for torch", False, "planted")]
+    ev = native.evaluate_native(g, meta, t, "cp312", "x86_64", loaded=lambda r: handed)
+    assert ev.reasons == ["build for torch: nixl-cu13 1.5.1: planted"]
+    fresh = native.evaluate_native(CompatGraph(_stack_kb()), meta, t, "cp312", "x86_64")
+    assert fresh.verdict == "compatible"  # judged here, it loads
+
+
 def test_holds_names_the_edge_that_breaks_the_stack(st: stacks.Stacks) -> None:
     s = st.cg.find_sglang("0.5.23")
     assert s is not None
