@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, NativeWheel, Sglang
 
 __all__ = [
+    "COLLISION",
     "SglangEdges",
     "all_pythons",
     "applicable",
@@ -57,6 +58,7 @@ __all__ = [
     "loads_from",
     "newest",
     "newest_fit",
+    "packages",
     "pins_between",
     "pins_hold",
     "project_packages",
@@ -197,6 +199,11 @@ class SglangEdges(NamedTuple):
     filename: str  # the artifact they were read from
     pins: dict[str, tuple[str, ...]]
     imports: tuple[tuple[str, str], ...]
+
+
+def packages(r: NativeRelease) -> frozenset[str]:
+    """The top-level packages the release's wheels install (read from their files)."""
+    return frozenset(p for w in r.wheels for p in w.packages)
 
 
 def project_packages(g: CompatGraph, project: str) -> frozenset[str]:
@@ -583,6 +590,30 @@ def _pin_edges(stack: Sequence[NativeRelease]) -> list[Check]:
     return out
 
 
+#: The name of the check that two releases of a stack install one top-level package.
+COLLISION = "one package, two distributions"
+
+
+def _collisions(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check]:
+    """A failing check for each two releases of the stack of different distributions
+    whose wheels install one top-level package (:func:`rule.collides`): the stack graph
+    joins them by no edge."""
+    out = []
+    for i, r in enumerate(stack):
+        for o in stack[i + 1:]:
+            if o.dist == r.dist:
+                continue
+            d = rule.collides(f"{r.dist}=={r.version}", packages(r),
+                              f"{o.dist}=={o.version}", packages(o))
+            if d.ok is False:
+                common = ", ".join(sorted(packages(r) & packages(o)))
+                wheels = [wheel_for(x, python, arch) or (x.wheels[0] if x.wheels else None)
+                          for x in (r, o)]
+                out.append(Check(COLLISION, False, d.detail, tuple(
+                    f"{w.artifact.filename}: top-level {common}" for w in wheels if w)))
+    return out
+
+
 def _stack_edges(g: CompatGraph, s: Sglang, project: str,
                  stack: Sequence[NativeRelease]) -> SglangEdges:
     """SGLang's edges to ``project`` within a stack: a package its launch choices import is
@@ -649,6 +680,7 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
                 notes += [n for n in ev.notes if n not in notes]
             checks += _locks(stack, p, a)
             checks += _pin_edges(stack)
+            checks += _collisions(stack, p, a)
             judged.append((p, a, checks, notes))
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
 

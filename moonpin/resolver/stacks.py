@@ -29,6 +29,9 @@ the platforms (``(python, arch)``) it holds on (``on``) and, where it does not, 
   compatible (:func:`moonpin.resolver.query.evaluate`); mooncake's rule is ternary (the
   build for the torch must export what SGLang imports), so the sglang edge keeps the
   torches it holds with (``torches``);
+* no edge between releases of two distributions whose wheels install one top-level
+  package (``sgl-kernel`` and ``sglang-kernel`` both install ``sgl_kernel/``: pip installs
+  the second over the first's files; :func:`rule.collides`): never one stack;
 * every other pair of parts: ``free`` (nothing in either release's files constrains it).
 
 A stack is a clique of the edges holding on one platform. Enumerating the maximal cliques of
@@ -84,6 +87,8 @@ class Stacks:
         self.parts: dict[str, list[Node]] = {}
         self._native: dict[Node, NativeRelease] = {}
         self._status: dict[tuple[str, str, str, str], tuple[bool | None, str]] = {}
+        #: releases of two distributions installing one top-level package: no edge, and why
+        self._apart: dict[tuple[Node, Node], str] = {}
         #: the judgements of the releases a build-less release loads from, per installs edge
         self._judged: dict[tuple[Node, Node, Platform], Any] = {}
         for s in g.sglang.values():
@@ -126,6 +131,7 @@ class Stacks:
         # the installs edges below record on them what a build-less release loads from)
         nodes = list(self._native)
         pinning = {n: {d for d, _ in native.exact_pins(self._native[n])} for n in nodes}
+        installs = {n: native.packages(self._native[n]) for n in nodes}
         for i, u in enumerate(nodes):
             for v in nodes[i + 1:]:
                 if u[0] == v[0]:
@@ -136,8 +142,13 @@ class Stacks:
                 if bad:
                     self._join(u, v, "pinned", frozenset(),
                                dict.fromkeys(every, "; ".join(bad)))
-                else:
-                    self._join(u, v, "pinned" if said else "free", every)
+                    continue
+                common = installs[u] & installs[v]
+                if common:  # one package's files from two distributions: never one stack
+                    self._apart[(u, v)] = self._apart[(v, u)] = rule.collides(
+                        f"{u[0]} {u[1]}", common, f"{v[0]} {v[1]}", common).detail
+                    continue
+                self._join(u, v, "pinned" if said else "free", every)
         # torch -- extension: pip installs it there (the whole judgement kept); for the
         # torch releases the KB has facts of (the tables'), the others when first asked
         for t in (("torch", x.version) for x in g.kb.torch):
@@ -255,7 +266,7 @@ class Stacks:
 
     def why(self, u: Node, v: Node, plat: Platform) -> str:
         data = self.g.get_edge_data(u, v)
-        return "" if data is None else data["why"].get(plat, "")
+        return self._apart.get((u, v), "") if data is None else data["why"].get(plat, "")
 
     def entries(self, torch: str, node: Node) -> dict[Platform, list[Any]]:
         """The judgement of one extension release at ``torch`` per platform (the

@@ -272,3 +272,59 @@ def test_explain_of_a_stack_names_a_pin_one_extension_holds_on_another(kb_path: 
     ok = api.explain("nixl==1.5.1", "nixl-cu13==1.5.1", "torch==2.13.0", python="3.12",
                      arch="x86_64", kb=kb_path)
     assert ok.verdict == "compatible", ok.checks
+
+
+# ----------------------------------------------------------------------- one package
+
+
+def _old_kernel(version: str) -> Any:
+    """An ``sgl-kernel`` release: the kernel's former distribution, installing the same
+    ``sgl_kernel/`` package (read from its wheel's files, as the scraper records it)."""
+    k = _kernel(version, "==2.14.1", 13)
+    return k.model_copy(update={"dist": "sgl-kernel", "wheels": tuple(
+        w.model_copy(update={"artifact": w.artifact.model_copy(update={
+            "filename": w.artifact.filename.replace("sglang_kernel", "sgl_kernel")})})
+        for w in k.wheels)})
+
+
+def _two_kernels_kb(pins: tuple[str, ...]) -> Any:
+    kb = _stack_kb(pins)
+    return kb.model_copy(update={"native": (*kb.native, _old_kernel("0.3.21"))})
+
+
+def test_two_distributions_of_one_package_are_never_one_stack() -> None:
+    """sgl-kernel and sglang-kernel both install ``sgl_kernel/``: no edge joins their
+    releases, whatever else holds, and a stack SGLang pins with both does not hold."""
+    g = CompatGraph(_two_kernels_kb(("sglang-kernel==0.4.10", "sgl-kernel==0.3.21")))
+    st = stacks.Stacks(g)
+    old, new, plat = ("sgl-kernel", "0.3.21"), ("sglang-kernel", "0.4.10"), ("cp312", "x86_64")
+    assert not st.g.has_edge(old, new)
+    assert "both install sgl_kernel/" in st.why(old, new, plat)
+    t = ("torch", "2.14.1")
+    assert st.joined(t, old, plat) and st.joined(t, new, plat)  # each installs alone
+    s = g.find_sglang("0.5.23")
+    assert s is not None
+    ok, why = st.holds(s, "2.14.1", *plat)
+    assert ok is False and "both install sgl_kernel/" in why, why
+    found = st.cliques(s, "2.14.1", *plat, ["sgl-kernel", "sglang-kernel"])
+    assert found and not any({old, new} <= set(c) for c in found)
+    # other distributions stay joined: the rule reads the packages, not the names
+    assert st.g[new][("nixl-cu13", "1.5.1")]["kind"] == "free"
+
+
+def test_explain_says_two_distributions_install_one_package(tmp_path: Path) -> None:
+    path = tmp_path / "kb.json"
+    store.save(_two_kernels_kb(("sglang-kernel==0.4.10",)), path)
+    res = api.explain("sglang==0.5.23", "sgl-kernel==0.3.21", "sglang-kernel==0.4.10",
+                      python="3.12", arch="x86_64", kb=path)
+    bad = [c for c in res.checks if c["ok"] is False]
+    assert res.verdict == "incompatible"
+    assert [c["name"] for c in bad] == ["one package, two distributions"]
+    assert bad[0]["detail"].startswith("sgl-kernel==0.3.21 and sglang-kernel==0.4.10 both "
+                                       "install sgl_kernel/")
+    assert bad[0]["evidence"] == [
+        "sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl: top-level sgl_kernel",
+        "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl: top-level sgl_kernel"]
+    alone = api.explain("sglang==0.5.23", "sglang-kernel==0.4.10", python="3.12",
+                        arch="x86_64", kb=path)
+    assert alone.verdict == "compatible"  # the control: one of them is fine
