@@ -21,7 +21,7 @@ from moonpin.resolver.resolved import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -41,7 +41,15 @@ def stack_graph(kb: Any) -> Any:
 def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[str, Any]]:
     """Resolve every combination the table holds (imports the full resolver); ``kb``:
     the KB at ``kb_path``, when the caller has loaded it; ``stacks``: its stack graph
-    (:func:`stack_graph`), which gains the mooncake edges of the combinations judged."""
+    (:func:`stack_graph`), which gains the mooncake edges of the combinations judged.
+    Key -> document (:func:`write` names the files)."""
+    return dict(_documents(kb_path, kb, stacks))
+
+
+def _documents(kb_path: Path, kb: Any = None, stacks: Any = None,
+               ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """:func:`build`'s documents, each given as soon as it is made (:func:`write` writes it
+    then, so they are never all held at once)."""
     from moonpin.kb import store
     from moonpin.resolver import query
 
@@ -52,10 +60,21 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
     intern = _interner(strings)
 
     releases = sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True)
-    rows: dict[str, list[list[Any]]] = {}
+    unread = [{"dist": u.name, "version": u.version,
+               "reason": f"not read in the last scrape: {u.reason}"}
+              for u in kb.unread if u.kind == "mooncake"]
+    common = {
+        "schema_version": SCHEMA,
+        "kb_sha256": file_sha256(kb_path),
+        "releases": [[d, str(v)] for d, v in releases],
+        # the python tags and platforms each release has wheels for
+        "release_tags": [[sorted({p for w in g.wheels(d, str(v)) for p in w.pythons}),
+                          sorted({a for w in g.wheels(d, str(v)) for a in w.arches})]
+                         for d, v in releases],
+        "unread": unread,
+    }
     sglang_meta: dict[str, dict[str, Any]] = {}
-    explained: dict[str, dict[str, Any]] = {}
-    for sv, s in sorted(g.sglang.items()):
+    for _, s in sorted(g.sglang.items()):
         if s.pg.module is None or s.source != "index":
             continue
         torches = [t for t, _ in g.torch_for(s)]
@@ -76,27 +95,16 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
                 groups.setdefault(key, []).append([e.python, intern(e.wheel)])
             for key, members in groups.items():
                 out.append([*key[:6], list(key[6]), key[7], members])
-        rows[s.version] = out
+        packed, strs = _pack(out, strings)
+        yield s.version, {**common, "strings": strs,
+                          "sglang": {s.version: sglang_meta[s.version]},
+                          "rows": {s.version: packed}}
         said = explain.doc()
         if said is not None:
-            explained[s.version] = {
-                "sglang": s.version, "torch": torches,
+            yield f"_explain-{s.version}", {
+                **common, "sglang": s.version, "torch": torches,
                 "tags": sorted(map(list, query.wheel_tags(s.artifact.filename))), **said}
-        del sv
-    unread = [{"dist": u.name, "version": u.version,
-               "reason": f"not read in the last scrape: {u.reason}"}
-              for u in kb.unread if u.kind == "mooncake"]
-    common = {
-        "schema_version": SCHEMA,
-        "kb_sha256": file_sha256(kb_path),
-        "releases": [[d, str(v)] for d, v in releases],
-        # the python tags and platforms each release has wheels for
-        "release_tags": [[sorted({p for w in g.wheels(d, str(v)) for p in w.pythons}),
-                          sorted({a for w in g.wheels(d, str(v)) for a in w.arches})]
-                         for d, v in releases],
-        "unread": unread,
-    }
-    docs: dict[str, dict[str, Any]] = {"_sglang": {
+    yield "_sglang", {
         "schema_version": SCHEMA,
         "kb_sha256": common["kb_sha256"],
         "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
@@ -105,21 +113,14 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
                                "torch": sglang_meta.get(s.version, {}).get("torch", []),
                                "features": _feature_imports(s)}
                    for s in kb.sglang if s.source == "index"},
-    }}
+    }
     for rel in kb.sglang:
         if rel.source == "index" and rel.launch is not None:
             # The runtime check reads one release's launch rules at worker start.
-            docs[f"_launch-{rel.version}"] = {"schema_version": SCHEMA,
-                                              "kb_sha256": common["kb_sha256"],
-                                              "sglang": rel.version,
-                                              "launch": rel.launch.model_dump(mode="json")}
-    for version, out in rows.items():
-        packed, strs = _pack(out, strings)
-        docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
-                         "rows": {version: packed}}
-        if version in explained:
-            docs[f"_explain-{version}"] = {**common, **explained[version]}
-    return docs
+            yield f"_launch-{rel.version}", {"schema_version": SCHEMA,
+                                             "kb_sha256": common["kb_sha256"],
+                                             "sglang": rel.version,
+                                             "launch": rel.launch.model_dump(mode="json")}
 
 
 class _Explained:
@@ -176,6 +177,12 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
     (:mod:`moonpin.resolver.resolved_native`): the index, and one table per project and
     torch release the KB holds facts of, read off the stack graph's ``installs`` edges
     (``stacks``: :func:`stack_graph`)."""
+    return dict(_native_documents(kb_path, kb, stacks))
+
+
+def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
+                      ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """:func:`build_native`'s documents, each given as soon as it is made."""
     from moonpin.resolver import native
     from moonpin.resolver import resolved_native as rn
     from moonpin.resolver.inputs import ARCHES
@@ -184,7 +191,7 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
     g = stacks.cg
     releases = g.kb.native
     if not releases:
-        return {}
+        return
     sha = file_sha256(kb_path)
     pythons = native.all_pythons(releases)
     torches = [t.version for t in g.kb.torch]
@@ -205,9 +212,9 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
                 edges[project] = {"pins": pins, "imports": [list(i) for i in e.imports]}
         sglang[s.version] = {"release": f"sglang {s.version}", "filename": s.artifact.filename,
                              "torch": [t for t, _ in g.torch_for(s)], "projects": edges}
-    out: dict[str, dict[str, Any]] = {rn.INDEX: {
+    yield rn.INDEX, {
         "schema_version": rn.SCHEMA, "kb_sha256": sha, "names": names, "torch": torches,
-        "pythons": pythons, "sglang": sglang}}
+        "pythons": pythons, "sglang": sglang}
     for project in projects:
         mine = sorted((r for r in releases if r.project == project), key=native.newest,
                       reverse=True)
@@ -215,11 +222,10 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
         wanted = {d: sorted(native.wanted_packages([r for r in mine if r.dist == d]))
                   for d in dists}
         for t in torches:
-            out[rn.entry_name(project, t)] = {
+            yield rn.entry_name(project, t), {
                 "schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
                 "torch": t, "releases": [[r.dist, r.version] for r in mine],
                 "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
-    return out
 
 
 def build_stacks(kb_path: Path, stacks: Any) -> dict[str, Any]:
@@ -265,21 +271,28 @@ def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
     facts, and each release's record for ``show`` (the record ``show`` picks: a local
     record of a version the index also has comes after it in the KB, and is the one
     shown)."""
+    return dict(_stamped_documents(kb_path, kb))
+
+
+def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
+                       ) -> Iterator[tuple[str, bytes]]:
+    """:func:`build_stamped`'s documents, each given as soon as it is made (a later one of
+    the same name replaces an earlier one, as in the dictionary); ``facts``: the KB's,
+    when the caller holds them."""
     from moonpin.kb.facts import from_model, summary_of, to_json
 
     sha = file_sha256(kb_path)
-    facts = from_model(kb)
-    out = {FACTS_NAME: stamped(to_json(facts), sha),
-           SUMMARY_NAME: stamped(to_json(summary_of(facts)), sha)}
+    facts = facts if facts is not None else from_model(kb)
+    yield FACTS_NAME, stamped(to_json(facts), sha)
+    yield SUMMARY_NAME, stamped(to_json(summary_of(facts)), sha)
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
-        out[show_name("sglang", s.version)] = stamped(
+        yield show_name("sglang", s.version), stamped(
             {"name": "sglang", "version": s.version, "record": rec,
              "launch": s.launch is not None}, sha)
     for r in (*kb.mooncake, *kb.native):
-        out[show_name(r.dist, r.version)] = stamped(
+        yield show_name(r.dist, r.version), stamped(
             {"name": r.dist, "version": r.version, "record": r.model_dump(mode="json")}, sha)
-    return out
 
 
 def _feature_imports(s: Any) -> dict[str, list[dict[str, Any]]]:
@@ -324,20 +337,19 @@ def write(kb_path: Path) -> Path:
 
     kb = store.load(kb_path)
     stacks = stack_graph(kb)
-    docs = build(kb_path, kb, stacks)
     final = resolved_path(kb_path)
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
     try:
-        for key, doc in docs.items():
+        for key, doc in _documents(kb_path, kb, stacks):  # each written as it is made
             prefix = next((p for p in ("_launch-", "_explain-") if key.startswith(p)), "")
             name = ("_sglang.json" if key == "_sglang"
                     else table_name(prefix, key[len(prefix):]))
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
-        for name, data in build_stamped(kb_path, kb).items():
+        for name, data in _stamped_documents(kb_path, kb, stacks.cg.kb):
             (tmp / name).write_bytes(data)
-        for name, doc in build_native(kb_path, kb, stacks).items():
+        for name, doc in _native_documents(kb_path, kb, stacks):
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         (tmp / STACKS_NAME).write_bytes(json.dumps(build_stacks(kb_path, stacks),
                                                    separators=(",", ":")).encode())

@@ -43,7 +43,8 @@ few: SGLang pins exactly).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from moonpin.resolver import native, rule
@@ -63,6 +64,8 @@ __all__ = ["Node", "Platform", "Stacks", "attach"]
 Node = tuple[str, str]
 #: (python tag, arch)
 Platform = tuple[str, str]
+#: The ``why`` of an edge that breaks nowhere (shared, read-only).
+_NOWHERE: Mapping[Platform, str] = MappingProxyType({})
 
 class Stacks:
     """The graph of one KB's releases (see the module's docstring) and its cliques."""
@@ -116,7 +119,8 @@ class Stacks:
 
     def _join(self, u: Node, v: Node, kind: str, on: frozenset[Platform],
               why: dict[Platform, str] | None = None, **data: Any) -> None:
-        self.g.add_edge(u, v, kind=kind, on=on, why=why or {}, **data)
+        # most edges hold everywhere: they share one read-only empty ``why``
+        self.g.add_edge(u, v, kind=kind, on=on, why=why or _NOWHERE, **data)
 
     def _edges(self) -> None:
         g, every = self.cg, self.platforms
