@@ -34,6 +34,7 @@ __all__ = [
     "TorchFacts",
     "backends",
     "choose_module",
+    "collides",
     "cuda_major",
     "direct_build",
     "install_failure",
