@@ -1,6 +1,6 @@
 """Query speed: graph build, in-process latency, and the cold CLI against `pip --version`.
 
-    python bench/query.py [--kb PATH] [--runs N] [--resolve N]
+    python bench/query.py [--kb PATH] [--runs N] [--resolve N] [--against CHECKOUT]
 
 Prints the time to load the KB and build the graph, the stack graph's size and build time
 (every project's releases, ``moonpin.resolver.stacks``), with ``--resolve N`` the median
@@ -71,6 +71,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--resolve", type=int, default=0,
                     help="time this many `kb resolve` runs on a copy of the KB")
+    ap.add_argument("--against", type=Path,
+                    help="another checkout: its cold CLI (and its own data/kb.json) timed "
+                         "alternately with this one's, in the same run")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -136,18 +139,28 @@ def main() -> int:
         f"which sglang-kernel --sglang {newest}": ["which", "sglang-kernel", "--sglang", newest],
         f"explain sglang=={newest} (mooncake cuda13, the stack's edges)": [
             "explain", f"sglang=={newest}", "mooncake-transfer-engine-cuda13==0.3.13.post1"],
+        f"explain sglang=={newest} nixl==1.5.1 sglang-kernel==0.4.10": [
+            "explain", f"sglang=={newest}", "nixl==1.5.1", "sglang-kernel==0.4.10"],
     }
     pip = [sys.executable, "-m", "pip", "--version"]
     times: dict[str, list[float]] = {name: [] for name in clis}
     pip_t: list[float] = []
     bare = [sys.executable, "-c", "pass"]
     bare_t: list[float] = []
+    other = args.against.resolve() if args.against else None
+    theirs: dict[str, list[float]] = {name: [] for name in clis}
     for _ in range(args.runs):  # alternated, so each sees the same machine
         for name, argv in clis.items():
             a = time.perf_counter()
             subprocess.run([sys.executable, "-m", "moonpin", *kb_arg, *argv], cwd=ROOT,
                            stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
             times[name].append(time.perf_counter() - a)
+            if other is not None:
+                a = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "moonpin", "--kb",
+                                str(other / "data" / "kb.json"), *argv], cwd=other,
+                               stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
+                theirs[name].append(time.perf_counter() - a)
         for cmd, sink in ((pip, pip_t), (bare, bare_t)):
             a = time.perf_counter()
             subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
@@ -159,6 +172,9 @@ def main() -> int:
         c = statistics.median(xs)
         print(f"cold CLI `moonpin {name}` median {1000 * c:.0f} ms; ratio to pip "
               f"{c / p:.2f} (goal <= 0.3)")
+        if other is not None:
+            o = statistics.median(theirs[name])
+            print(f"    {other}: median {1000 * o:.0f} ms; ratio to pip {o / p:.2f}")
     return 0
 
 

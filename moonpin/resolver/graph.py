@@ -324,6 +324,14 @@ class CompatGraph:
         return out
 
     def dists(self) -> list[str]:
+        """The mooncake distributions the KB holds releases of (from its summary while the
+        facts are not read)."""
+        if not self.loaded and self.kb_path is not None:
+            from moonpin.resolver import resolved
+
+            found = resolved.load_summary(self.kb_path)
+            if found is not None:
+                return sorted({m.dist for m in found.mooncake})
         return sorted({d for d, _ in self.mooncake})
 
     def wheels(self, dist: str, version: str) -> list[WheelView]:

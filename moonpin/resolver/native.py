@@ -17,7 +17,7 @@ read from those releases.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, NativeWheel, Sglang
 
 __all__ = [
+    "COLLISION",
     "SglangEdges",
     "all_pythons",
     "applicable",
@@ -54,14 +55,17 @@ __all__ = [
     "explain_stack",
     "is_extension",
     "known_version",
+    "loads_from",
     "newest",
     "newest_fit",
+    "packages",
     "pins_between",
     "pins_hold",
     "project_packages",
     "sglang_edges",
     "triples",
     "wanted_packages",
+    "wheel_for",
     "which_native",
 ]
 
@@ -197,6 +201,11 @@ class SglangEdges(NamedTuple):
     imports: tuple[tuple[str, str], ...]
 
 
+def packages(r: NativeRelease) -> frozenset[str]:
+    """The top-level packages the release's wheels install (read from their files)."""
+    return frozenset(p for w in r.wheels for p in w.packages)
+
+
 def project_packages(g: CompatGraph, project: str) -> frozenset[str]:
     """Every top-level package the project's releases install or load."""
     return frozenset(p for r in _releases(g) if r.project == project for w in r.wheels
@@ -237,7 +246,7 @@ def _edge_checks(edges: SglangEdges, r: NativeRelease, w: NativeWheel | None, py
     return out
 
 
-def _wheel_for(r: NativeRelease, python: str, arch: str) -> NativeWheel | None:
+def wheel_for(r: NativeRelease, python: str, arch: str) -> NativeWheel | None:
     """The release's wheel pip chooses for this python and platform (the first that fits)."""
     return next((x for x in r.wheels if _covers(x, python, arch)),
                 None)
@@ -245,11 +254,17 @@ def _wheel_for(r: NativeRelease, python: str, arch: str) -> NativeWheel | None:
 
 def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
                     arch: str, *, wanted: frozenset[str] = frozenset(),
-                    depth: int = 0, edges: SglangEdges | None = None) -> Evaluation:
+                    edges: SglangEdges | None = None,
+                    loaded: Callable[[NativeRelease], Evaluation] | None = None,
+                    ) -> Evaluation:
     """Every check of one combination (see the module's docstring); ``wanted``: the
     packages a release must install (:func:`wanted_packages`); ``edges``: what an SGLang
-    release asks of it (its pins and its launch choices' imports)."""
-    w = _wheel_for(r, python, arch)
+    release asks of it (its pins and its launch choices' imports). A build-less wheel that
+    loads its build from a release it pins (:func:`loads_from`) takes that release's
+    judgement at the same torch and platform whole: ``loaded`` gives it (the stack graph
+    hands in its own ``installs`` edge of that release: a 3-clique of torch, the meta
+    release and the one it loads from); without it, it is judged here."""
+    w = wheel_for(r, python, arch)
     ev = Evaluation("", r.dist, r.version, t.text, python, arch,
                     wheel=w.artifact.filename if w else None)
     name = f"{r.dist} {r.version}"
@@ -271,11 +286,11 @@ def evaluate_native(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: st
                            f"{filename} covers {python} on {arch}", (filename,)))
     # what follows reads this wheel alone: kept per wheel, torch and platform when no
     # python changes it (an abi3 or pure-Python wheel serves every python alike)
-    key = ("native", filename, t, arch, None if _python_free(w) else python, wanted, depth)
+    key = ("native", filename, t, arch, None if _python_free(w) else python, wanted)
     kept = g.memo.get(key)
     if kept is None:
         rest = Evaluation("", r.dist, r.version, t.text, python, arch, wheel=filename)
-        _judge_wheel(g, rest, r, w, t, python, arch, wanted, depth)
+        _judge_wheel(g, rest, r, w, t, python, arch, wanted, loaded)
         kept = g.memo[key] = (tuple(rest.checks), tuple(rest.notes))
     ev.checks += kept[0]
     ev.notes += kept[1]
@@ -294,7 +309,7 @@ def _python_free(w: NativeWheel) -> bool:
 
 def _judge_wheel(g: CompatGraph, ev: Evaluation, r: NativeRelease, w: NativeWheel,
                  t: TorchChoice, python: str, arch: str, wanted: frozenset[str],
-                 depth: int) -> None:
+                 loaded: Callable[[NativeRelease], Evaluation] | None) -> None:
     """The checks of one wheel past its choice (see :func:`evaluate_native`)."""
     name = f"{r.dist} {r.version}"
     filename = w.artifact.filename
@@ -310,14 +325,15 @@ def _judge_wheel(g: CompatGraph, ev: Evaluation, r: NativeRelease, w: NativeWhee
         return
     targets = _targets(w, python, arch)
     package = ", ".join(rl.package for rl in w.rules) or ", ".join(w.packages) or r.dist
-    if not targets and depth == 0:
-        via = _through_dependency(g, w, t, python, arch)
-        if via is not None:
-            ev.checks += [c._replace(detail=f"{via.dist} {via.mooncake}: {c.detail}")
-                          for c in via.checks if c.name != "installable"]
-            ev.notes += [f"{package} loads its build from {via.dist}=={via.mooncake} (pinned "
-                         f"by {filename})", *via.notes]
-            return
+    # a build-less wheel only: the release it loads from has builds, so this never nests
+    source = loads_from(g, w, t) if not w.builds else None
+    if source is not None:
+        via = (loaded or (lambda x: evaluate_native(g, x, t, python, arch)))(source)
+        ev.checks += [c._replace(detail=f"{via.dist} {via.mooncake}: {c.detail}")
+                      for c in via.checks if c.name != "installable"]
+        ev.notes += [f"{package} loads its build from {via.dist}=={via.mooncake} (pinned "
+                     f"by {filename})", *via.notes]
+        return
     d = rule.native_build(package, targets, t.text, filename)
     fits = [x.member for x in targets if rule.native_fits(x, t.text)]
     ev.checks.append(Check("build for torch", d.ok, d.detail,
@@ -337,12 +353,11 @@ def _decided(d: rule.Decision) -> tuple[bool | None, str]:
     return d.ok, d.detail
 
 
-def _through_dependency(g: CompatGraph, w: NativeWheel, t: TorchChoice, python: str,
-                        arch: str) -> Evaluation | None:
-    """A build-less wheel whose loader imports a package another release it pins ships
-    (the meta ``nixl``: ``nixl_ep_cu<major>`` for torch's CUDA major): the evaluation of
-    the pinned release whose builds link torch's CUDA major (else the first pinned one);
-    None when it pins none of the KB's releases with builds."""
+def loads_from(g: CompatGraph, w: NativeWheel, t: TorchChoice) -> NativeRelease | None:
+    """The release a build-less wheel loads its build from: of the KB's releases with
+    builds it pins exactly (the meta ``nixl``: ``nixl-cu12``/``nixl-cu13``), the one whose
+    builds link torch's CUDA major (its loader imports ``nixl_ep_cu<major>``), else the
+    first; None when it pins none."""
     pinned = []
     for dist, version in _pinned(w.requires_dist):
         r = next((x for x in _releases(g) if x.dist == dist and x.version == version), None)
@@ -352,7 +367,7 @@ def _through_dependency(g: CompatGraph, w: NativeWheel, t: TorchChoice, python: 
         return None
     same = [r for r in pinned if t.cuda is not None and t.cuda in
             {b.cuda_major for x in r.wheels for b in x.builds}]
-    return evaluate_native(g, (same or pinned)[0], t, python, arch, depth=1)
+    return (same or pinned)[0]
 
 
 # ----------------------------------------------------------------------- which
@@ -449,7 +464,7 @@ def entry(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
 
 def entry_of(ev: Evaluation, r: NativeRelease, python: str, arch: str) -> list[Any]:
     """:func:`entry` of the evaluation ``ev`` of ``r`` on this python and platform."""
-    w = _wheel_for(r, python, arch)
+    w = wheel_for(r, python, arch)
     cuda = next((c.detail for c in ev.checks if c.name == "CUDA major"), None)
     return [python, arch, rn.ORDER[ev.verdict], ev.score(),
             ev.reasons[0] if ev.reasons else None, cuda, ev.wheel, list(ev.notes),
@@ -575,6 +590,30 @@ def _pin_edges(stack: Sequence[NativeRelease]) -> list[Check]:
     return out
 
 
+#: The name of the check that two releases of a stack install one top-level package.
+COLLISION = "one package, two distributions"
+
+
+def _collisions(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check]:
+    """A failing check for each two releases of the stack of different distributions
+    whose wheels install one top-level package (:func:`rule.collides`): the stack graph
+    joins them by no edge."""
+    out = []
+    for i, r in enumerate(stack):
+        for o in stack[i + 1:]:
+            if o.dist == r.dist:
+                continue
+            d = rule.collides(f"{r.dist}=={r.version}", packages(r),
+                              f"{o.dist}=={o.version}", packages(o))
+            if d.ok is False:
+                common = ", ".join(sorted(packages(r) & packages(o)))
+                wheels = [wheel_for(x, python, arch) or (x.wheels[0] if x.wheels else None)
+                          for x in (r, o)]
+                out.append(Check(COLLISION, False, d.detail, tuple(
+                    f"{w.artifact.filename}: top-level {common}" for w in wheels if w)))
+    return out
+
+
 def _stack_edges(g: CompatGraph, s: Sglang, project: str,
                  stack: Sequence[NativeRelease]) -> SglangEdges:
     """SGLang's edges to ``project`` within a stack: a package its launch choices import is
@@ -641,6 +680,7 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
                 notes += [n for n in ev.notes if n not in notes]
             checks += _locks(stack, p, a)
             checks += _pin_edges(stack)
+            checks += _collisions(stack, p, a)
             judged.append((p, a, checks, notes))
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
 

@@ -30,8 +30,8 @@ from moonpin.resolver.inputs import normalize_arch, normalize_python
 
 __all__ = ["Check", "Evaluation", "TorchChoice", "check_mooncake", "combos", "evaluate", "explain",
            "get_sglang", "normalize_arch", "normalize_python", "parse_release", "parse_spec",
-           "resolve_torch", "torch_release", "triples", "which_mooncake", "which_sglang",
-           "which_torch"]
+           "resolve_torch", "torch_release", "triples", "wheel_tags", "which_mooncake",
+           "which_sglang", "which_torch"]
 
 
 
@@ -464,20 +464,24 @@ def _refused_torch(g: CompatGraph, s: Sglang, torch: str | None, dist: str, vers
     return None if c.ok else f"{c.name}: {c.detail}"
 
 
-def _shown(evs: list[Evaluation], s: Sglang, python: str | None,
-           arch: str | None) -> Evaluation:
-    """The combination ``explain`` prints: the best verdict; among equals, the python and
-    platform of the SGLang wheel whose facts the checks cite (its evidence then speaks of
-    the combination shown), else x86_64 and the newest python."""
+def wheel_tags(filename: str) -> frozenset[tuple[str, str]]:
+    """The (python tag, arch) pairs a wheel's file name covers (none for an sdist)."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     tags: set[tuple[str, str]] = set()
-    if python is None or arch is None:
-        try:
-            for t in parse_wheel_filename(s.artifact.filename)[3]:
-                tags |= {(t.interpreter, a) for a in ("x86_64", "aarch64") if a in t.platform}
-        except InvalidWheelFilename:  # an sdist: no python or platform of its own
-            pass
+    try:
+        for t in parse_wheel_filename(filename)[3]:
+            tags |= {(t.interpreter, a) for a in ("x86_64", "aarch64") if a in t.platform}
+    except InvalidWheelFilename:  # an sdist: no python or platform of its own
+        pass
+    return frozenset(tags)
+
+
+def _shown(evs: list[Evaluation], tags: frozenset[tuple[str, str]]) -> Evaluation:
+    """The combination ``explain`` prints: the best verdict; among equals, the python and
+    platform of the SGLang wheel whose facts the checks cite (``tags``, :func:`wheel_tags`
+    of it when the python or the platform is not given: its evidence then speaks of the
+    combination shown), else x86_64 and the newest python."""
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
 
     def minor(p: str) -> int:
@@ -678,6 +682,9 @@ def _other_cuda(g: CompatGraph, out: _Buckets, sglang: str, dist: str, version: 
 def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = None,
             python: str | None = None, arch: str | None = None) -> Explanation:
     python, arch = normalize_python(python), normalize_arch(arch)
+    fast = _explained(g, sglang, mooncake, torch, python, arch)
+    if fast is not None:
+        return fast
     torch = None if torch is None else torch_release(g, torch)
     dist, version = parse_release(mooncake)
     unread = [u for u in g.kb.unread
@@ -701,13 +708,21 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
         tt = (_torches(g, s, torch) or [str(v) for v in g.torch_versions[-1:]] or ["0"])[-1]
         evs = [evaluate(g, s, resolve_torch(g, tt, arch or "x86_64"), None, dist, version,
                         python or "any python", arch or "any platform")]
-    best = _shown(evs, s, python, arch)
-    verdict = best.verdict
+    tags = wheel_tags(s.artifact.filename) if python is None or arch is None else frozenset()
+    return _explanation(s.version, f"{dist}=={version}",
+                        torch or [t for t in _torches(g, s, None)], python, arch, evs, tags)
+
+
+def _explanation(sglang: str, mooncake: str, torch: str | list[str], python: str | None,
+                 arch: str | None, evs: list[Evaluation],
+                 tags: frozenset[tuple[str, str]]) -> Explanation:
+    """The answer of :func:`explain` from the evaluations of its combinations (``tags``:
+    the SGLang wheel's, see :func:`_shown`)."""
+    best = _shown(evs, tags)
     return Explanation(
-        query={"sglang": s.version, "mooncake": f"{dist}=={version}",
-               "torch": torch or [t for t in _torches(g, s, None)],
+        query={"sglang": sglang, "mooncake": mooncake, "torch": torch,
                "python": python or "all", "arch": arch or "all"},
-        verdict=verdict,
+        verdict=best.verdict,
         reasons=tuple(best.reasons),
         notes=tuple(best.notes),
         evaluated={"torch": best.torch, "python": best.python, "arch": best.arch,
@@ -716,6 +731,41 @@ def explain(g: CompatGraph, sglang: str, mooncake: str, *, torch: str | None = N
         combinations=tuple({"torch": e.torch, "python": e.python, "arch": e.arch,
                             "verdict": e.verdict, "reason": (e.reasons or [""])[0]}
                            for e in evs))
+
+
+def _explained(g: CompatGraph, sglang: str, mooncake: str, torch: str | None,
+               python: str | None, arch: str | None) -> Explanation | None:
+    """:func:`explain` from the release's explain table (written at ``kb resolve``, see
+    :func:`moonpin.resolver.resolved.load_explain`), without the KB's facts; None when the
+    table does not hold the question as asked (a torch, python or platform it did not
+    judge, a release spelled otherwise): then the facts answer."""
+    if g.kb_path is None:
+        return None
+    from moonpin.resolver import resolved
+
+    key = ("explain-table", sglang)
+    if key not in g.memo:
+        g.memo[key] = resolved.load_explain(g.kb_path, sglang)
+    table = g.memo[key]
+    if table is None or (torch is not None and torch not in table.torch):
+        return None
+    dist, version = parse_release(mooncake)  # (a torch in the table is one the KB holds)
+    found = table.evaluations(dist, version, torch, python, arch)
+    if found is None:
+        return None
+    evs = [_evaluation(sglang, dist, version, *row) for row in found]
+    tags = table.tags if python is None or arch is None else frozenset()
+    return _explanation(sglang, f"{dist}=={version}", torch or list(table.torch), python,
+                        arch, evs, tags)
+
+
+def _evaluation(sglang: str, dist: str, version: str, torch: str, python: str, arch: str,
+                wheel: str | None, checks: list[tuple[str, bool | None, str, tuple[str, ...]]],
+                notes: list[str]) -> Evaluation:
+    ev = Evaluation(sglang, dist, version, torch, python, arch, wheel=wheel)
+    ev.checks = [Check(*c) for c in checks]
+    ev.notes = list(notes)
+    return ev
 
 
 def parse_spec(text: str | None, what: str) -> SpecifierSet | None:

@@ -8,6 +8,8 @@ from the release's own requirement, python, platform) with its verdict and first
 Loading it needs only the standard library, so ``moonpin which mooncake`` and the runtime
 check's ``fix:`` line start fast; anything it does not hold (an explicit ``--torch``, a
 release without a process-group module) goes to the full resolver in ``moonpin.resolver.query``.
+Beside each, ``_explain-<sglang version>.json`` holds every check of those combinations, so
+``moonpin explain`` of the release answers from it too (:func:`load_explain`).
 """
 
 from __future__ import annotations
@@ -24,17 +26,21 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
 __all__ = [
     "FACTS_NAME",
     "KB_MAX_AGE_DAYS",
+    "MARKS",
     "MAX_TABLE_BYTES",
     "ORDER",
     "STACKS_NAME",
     "SUMMARY_NAME",
+    "Explained",
     "Resolved",
     "age_note",
+    "expand",
     "facts_file",
     "file_sha256",
     "fix_for",
     "fixes_for",
     "load",
+    "load_explain",
     "load_facts",
     "load_launch",
     "load_requirement",
@@ -431,6 +437,115 @@ def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] 
         launch: dict[str, Any] = _read_table(kb_path, table_name("_launch-", sglang),
                                              valid=fits)["launch"]
         return launch
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _valid_explain(doc: dict[str, Any]) -> bool:
+    """The shape of an explain table (``moonpin.resolver.resolved_write``'s)."""
+    strings: Any = doc.get("strings")
+    checks, combos = doc.get("checks"), doc.get("combos")
+    releases, tags = doc.get("releases"), doc.get("release_tags")
+    if not (_strs(strings) and type(checks) is list and type(combos) is list
+            and type(releases) is list and type(tags) is list and len(tags) == len(releases)
+            and _strs(doc.get("torch")) and type(doc.get("tags")) is list):
+        return False
+    n, nc, nr = len(strings), len(checks), len(releases)
+    if not (all(type(r) is list and len(r) == 2 and _strs(r) for r in releases)
+            and all(type(t) is list and len(t) == 2 and _strs(t[0]) and _strs(t[1])
+                    for t in tags)
+            and all(type(t) is list and len(t) == 2 and _strs(t) for t in doc["tags"])):
+        return False
+    for c in checks:
+        if not (type(c) is list and len(c) == 4 and _opt_index(c[0], n) and c[0] is not None
+                and c[1] in (True, False, None) and type(c[1]) is not int
+                and _opt_index(c[2], n) and c[2] is not None and type(c[3]) is list
+                and all(_opt_index(x, n) and x is not None for x in c[3])):
+            return False
+    for r in combos:
+        if not (type(r) is list and len(r) == 7 and _int(r[0]) and 0 <= r[0] < nr
+                and type(r[1]) is str and type(r[2]) is str and type(r[3]) is str
+                and _opt_index(r[4], n) and type(r[5]) is list
+                and all(_opt_index(x, nc) and x is not None for x in r[5])
+                and type(r[6]) is list and all(_opt_index(x, n) and x is not None
+                                               for x in r[6])):
+            return False
+    return True
+
+
+#: What an explain table writes in place of a combination's wheel, python and platform.
+MARKS = ("\0w", "\0p", "\0a")
+
+
+def expand(text: str, said: tuple[str | None, str, str]) -> str:
+    """A text of an explain table with its :data:`MARKS` replaced by ``said``: the
+    combination's (wheel, python, arch)."""
+    if "\0" not in text:
+        return text
+    for value, mark in reversed(tuple(zip(said, MARKS, strict=True))):
+        if value:
+            text = text.replace(mark, value)
+    return text
+
+
+class Explained:
+    """One SGLang release's explain table: every combination ``which mooncake`` judges
+    (mooncake release, torch the release admits, platform, python), each with every check
+    made and its notes, so ``explain`` answers without the KB's facts."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.sglang: str = doc["sglang"]
+        self.torch: tuple[str, ...] = tuple(doc["torch"])
+        #: the (python, arch) pairs of the SGLang wheel the checks cite
+        self.tags: frozenset[tuple[str, str]] = frozenset(
+            (p, a) for p, a in doc["tags"])
+        self._strings: list[str] = doc["strings"]
+        self._checks: list[list[Any]] = doc["checks"]
+        self._combos: list[list[Any]] = doc["combos"]
+        self._tags: list[list[list[str]]] = doc["release_tags"]
+        self._release = {(d, v): i for i, (d, v) in enumerate(doc["releases"])}
+
+    def evaluations(self, dist: str, version: str, torch: str | None, python: str | None,
+                    arch: str | None) -> list[tuple[Any, ...]] | None:
+        """Each combination ``moonpin.resolver.query.combos`` makes for this mooncake
+        release, in its order, as ``(torch, python, arch, wheel, checks, notes)`` (a check
+        ``(name, ok, detail, evidence)``); None when the table does not hold every one."""
+        idx = self._release.get((dist, version))
+        if idx is None:
+            return None
+        pys, ars = self._tags[idx]
+        torches = [torch] if torch is not None else list(self.torch)
+        arches = [arch] if arch else sorted(ars)
+        pythons = [python] if python else sorted(pys)
+        if not (torches and arches and pythons):
+            return None
+        s = self._strings
+        rows = {(r[1], r[2], r[3]): r for r in self._combos if r[0] == idx}
+        out = []
+        for t in torches:
+            for a in arches:
+                for p in pythons:
+                    r = rows.get((t, a, p))
+                    if r is None:
+                        return None
+                    wheel = None if r[4] is None else s[r[4]]
+                    said = (wheel, p, a)
+                    checks = [(expand(s[c[0]], said), c[1], expand(s[c[2]], said),
+                               tuple(expand(s[x], said) for x in c[3]))
+                              for c in (self._checks[i] for i in r[5])]
+                    out.append((t, p, a, wheel, checks, [expand(s[n], said) for n in r[6]]))
+        return out
+
+
+def load_explain(kb_path: str | os.PathLike[str], sglang: str) -> Explained | None:
+    """One SGLang release's explain table (``resolved/_explain-<version>.json``, written
+    for each release the per-release tables hold); None when missing, damaged or stale."""
+
+    def fits(doc: dict[str, Any]) -> bool:
+        return doc.get("sglang") == sglang and _valid_explain(doc)
+
+    try:
+        return Explained(_read_table(kb_path, table_name("_explain-", sglang), valid=fits))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

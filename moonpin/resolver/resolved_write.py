@@ -21,7 +21,7 @@ from moonpin.resolver.resolved import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -41,7 +41,15 @@ def stack_graph(kb: Any) -> Any:
 def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[str, Any]]:
     """Resolve every combination the table holds (imports the full resolver); ``kb``:
     the KB at ``kb_path``, when the caller has loaded it; ``stacks``: its stack graph
-    (:func:`stack_graph`), which gains the mooncake edges of the combinations judged."""
+    (:func:`stack_graph`), which gains the mooncake edges of the combinations judged.
+    Key -> document (:func:`write` names the files)."""
+    return dict(_documents(kb_path, kb, stacks))
+
+
+def _documents(kb_path: Path, kb: Any = None, stacks: Any = None,
+               ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """:func:`build`'s documents, each given as soon as it is made (:func:`write` writes it
+    then, so they are never all held at once)."""
     from moonpin.kb import store
     from moonpin.resolver import query
 
@@ -52,29 +60,6 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
     intern = _interner(strings)
 
     releases = sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True)
-    rows: dict[str, list[list[Any]]] = {}
-    sglang_meta: dict[str, dict[str, Any]] = {}
-    for sv, s in sorted(g.sglang.items()):
-        if s.pg.module is None or s.source != "index":
-            continue
-        torches = [t for t, _ in g.torch_for(s)]
-        sglang_meta[s.version] = {"module": s.pg.module, "names": list(s.pg.names),
-                                  "backends": list(s.pg.backends), "torch": torches}
-        out: list[list[Any]] = []
-        for i, (d, v) in enumerate(releases):
-            groups: dict[tuple[Any, ...], list[list[Any]]] = {}
-            evs = query.combos(g, s, d, str(v), None, None, None)
-            stacks.add_mooncake(s, evs)
-            for e in evs:
-                cuda = next((c.detail for c in e.checks if c.name == "CUDA major"), None)
-                key = (i, e.torch, e.arch, ORDER[e.verdict], e.score(),
-                       intern(e.reasons[0]) if e.reasons else None,
-                       tuple(intern(n) for n in e.notes), intern(cuda))
-                groups.setdefault(key, []).append([e.python, intern(e.wheel)])
-            for key, members in groups.items():
-                out.append([*key[:6], list(key[6]), key[7], members])
-        rows[s.version] = out
-        del sv
     unread = [{"dist": u.name, "version": u.version,
                "reason": f"not read in the last scrape: {u.reason}"}
               for u in kb.unread if u.kind == "mooncake"]
@@ -88,7 +73,38 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
                          for d, v in releases],
         "unread": unread,
     }
-    docs: dict[str, dict[str, Any]] = {"_sglang": {
+    sglang_meta: dict[str, dict[str, Any]] = {}
+    for _, s in sorted(g.sglang.items()):
+        if s.pg.module is None or s.source != "index":
+            continue
+        torches = [t for t, _ in g.torch_for(s)]
+        sglang_meta[s.version] = {"module": s.pg.module, "names": list(s.pg.names),
+                                  "backends": list(s.pg.backends), "torch": torches}
+        out: list[list[Any]] = []
+        explain = _Explained()
+        for i, (d, v) in enumerate(releases):
+            groups: dict[tuple[Any, ...], list[list[Any]]] = {}
+            evs = query.combos(g, s, d, str(v), None, None, None)
+            stacks.add_mooncake(s, evs)
+            explain.add(i, evs)
+            for e in evs:
+                cuda = next((c.detail for c in e.checks if c.name == "CUDA major"), None)
+                key = (i, e.torch, e.arch, ORDER[e.verdict], e.score(),
+                       intern(e.reasons[0]) if e.reasons else None,
+                       tuple(intern(n) for n in e.notes), intern(cuda))
+                groups.setdefault(key, []).append([e.python, intern(e.wheel)])
+            for key, members in groups.items():
+                out.append([*key[:6], list(key[6]), key[7], members])
+        packed, strs = _pack(out, strings)
+        yield s.version, {**common, "strings": strs,
+                          "sglang": {s.version: sglang_meta[s.version]},
+                          "rows": {s.version: packed}}
+        said = explain.doc()
+        if said is not None:
+            yield f"_explain-{s.version}", {
+                **common, "sglang": s.version, "torch": torches,
+                "tags": sorted(map(list, query.wheel_tags(s.artifact.filename))), **said}
+    yield "_sglang", {
         "schema_version": SCHEMA,
         "kb_sha256": common["kb_sha256"],
         "sglang": {s.version: {"module": s.pg.module, "names": list(s.pg.names),
@@ -97,19 +113,63 @@ def build(kb_path: Path, kb: Any = None, stacks: Any = None) -> dict[str, dict[s
                                "torch": sglang_meta.get(s.version, {}).get("torch", []),
                                "features": _feature_imports(s)}
                    for s in kb.sglang if s.source == "index"},
-    }}
+    }
     for rel in kb.sglang:
         if rel.source == "index" and rel.launch is not None:
             # The runtime check reads one release's launch rules at worker start.
-            docs[f"_launch-{rel.version}"] = {"schema_version": SCHEMA,
-                                              "kb_sha256": common["kb_sha256"],
-                                              "sglang": rel.version,
-                                              "launch": rel.launch.model_dump(mode="json")}
-    for version, out in rows.items():
-        packed, strs = _pack(out, strings)
-        docs[version] = {**common, "strings": strs, "sglang": {version: sglang_meta[version]},
-                         "rows": {version: packed}}
-    return docs
+            yield f"_launch-{rel.version}", {"schema_version": SCHEMA,
+                                             "kb_sha256": common["kb_sha256"],
+                                             "sglang": rel.version,
+                                             "launch": rel.launch.model_dump(mode="json")}
+
+
+class _Explained:
+    """One SGLang release's explain table (:func:`moonpin.resolver.resolved.load_explain`):
+    every combination :func:`build` judges, each with its checks and notes. A text is
+    stored with the combination's wheel, python and platform as markers
+    (:data:`moonpin.resolver.resolved.MARKS`), so the checks every python and platform
+    share are said once; a release whose texts do not come back whole that way (a NUL in
+    one) gets no table (the facts answer it)."""
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.intern = _interner(self.strings)
+        self.checks: list[list[Any]] = []
+        self.pool: dict[tuple[Any, ...], int] = {}
+        self.combos: list[list[Any]] = []
+        self.whole = True
+
+    def add(self, release: int, evaluations: Any) -> None:
+        for e in evaluations:
+            said = (e.wheel, e.python, e.arch)
+            ids = []
+            for c in e.checks:
+                key = (self.marked(c.name, said), c.ok, self.marked(c.detail, said),
+                       tuple(self.marked(x, said) for x in c.evidence))
+                if key not in self.pool:
+                    self.pool[key] = len(self.checks)
+                    self.checks.append([key[0], key[1], key[2], list(key[3])])
+                ids.append(self.pool[key])
+            self.combos.append([release, e.torch, e.arch, e.python, self.intern(e.wheel), ids,
+                                [self.marked(n, said) for n in e.notes]])
+
+    def marked(self, text: str, said: tuple[str | None, str, str]) -> int | None:
+        """The index of ``text`` with the combination's ``said`` (wheel, python, arch)
+        marked."""
+        from moonpin.resolver.resolved import MARKS, expand
+
+        out = text
+        for value, mark in zip(said, MARKS, strict=True):
+            if value:
+                out = out.replace(value, mark)
+        if "\0" in text or expand(out, said) != text:
+            self.whole = False
+        return self.intern(out)
+
+    def doc(self) -> dict[str, Any] | None:
+        if not self.whole:
+            return None
+        return {"strings": self.strings, "checks": self.checks, "combos": self.combos}
 
 
 def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[str, Any]]:
@@ -117,6 +177,12 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
     (:mod:`moonpin.resolver.resolved_native`): the index, and one table per project and
     torch release the KB holds facts of, read off the stack graph's ``installs`` edges
     (``stacks``: :func:`stack_graph`)."""
+    return dict(_native_documents(kb_path, kb, stacks))
+
+
+def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
+                      ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """:func:`build_native`'s documents, each given as soon as it is made."""
     from moonpin.resolver import native
     from moonpin.resolver import resolved_native as rn
     from moonpin.resolver.inputs import ARCHES
@@ -125,7 +191,7 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
     g = stacks.cg
     releases = g.kb.native
     if not releases:
-        return {}
+        return
     sha = file_sha256(kb_path)
     pythons = native.all_pythons(releases)
     torches = [t.version for t in g.kb.torch]
@@ -146,9 +212,9 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
                 edges[project] = {"pins": pins, "imports": [list(i) for i in e.imports]}
         sglang[s.version] = {"release": f"sglang {s.version}", "filename": s.artifact.filename,
                              "torch": [t for t, _ in g.torch_for(s)], "projects": edges}
-    out: dict[str, dict[str, Any]] = {rn.INDEX: {
+    yield rn.INDEX, {
         "schema_version": rn.SCHEMA, "kb_sha256": sha, "names": names, "torch": torches,
-        "pythons": pythons, "sglang": sglang}}
+        "pythons": pythons, "sglang": sglang}
     for project in projects:
         mine = sorted((r for r in releases if r.project == project), key=native.newest,
                       reverse=True)
@@ -156,11 +222,10 @@ def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[s
         wanted = {d: sorted(native.wanted_packages([r for r in mine if r.dist == d]))
                   for d in dists}
         for t in torches:
-            out[rn.entry_name(project, t)] = {
+            yield rn.entry_name(project, t), {
                 "schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
                 "torch": t, "releases": [[r.dist, r.version] for r in mine],
                 "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
-    return out
 
 
 def build_stacks(kb_path: Path, stacks: Any) -> dict[str, Any]:
@@ -206,21 +271,28 @@ def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
     facts, and each release's record for ``show`` (the record ``show`` picks: a local
     record of a version the index also has comes after it in the KB, and is the one
     shown)."""
+    return dict(_stamped_documents(kb_path, kb))
+
+
+def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
+                       ) -> Iterator[tuple[str, bytes]]:
+    """:func:`build_stamped`'s documents, each given as soon as it is made (a later one of
+    the same name replaces an earlier one, as in the dictionary); ``facts``: the KB's,
+    when the caller holds them."""
     from moonpin.kb.facts import from_model, summary_of, to_json
 
     sha = file_sha256(kb_path)
-    facts = from_model(kb)
-    out = {FACTS_NAME: stamped(to_json(facts), sha),
-           SUMMARY_NAME: stamped(to_json(summary_of(facts)), sha)}
+    facts = facts if facts is not None else from_model(kb)
+    yield FACTS_NAME, stamped(to_json(facts), sha)
+    yield SUMMARY_NAME, stamped(to_json(summary_of(facts)), sha)
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
-        out[show_name("sglang", s.version)] = stamped(
+        yield show_name("sglang", s.version), stamped(
             {"name": "sglang", "version": s.version, "record": rec,
              "launch": s.launch is not None}, sha)
     for r in (*kb.mooncake, *kb.native):
-        out[show_name(r.dist, r.version)] = stamped(
+        yield show_name(r.dist, r.version), stamped(
             {"name": r.dist, "version": r.version, "record": r.model_dump(mode="json")}, sha)
-    return out
 
 
 def _feature_imports(s: Any) -> dict[str, list[dict[str, Any]]]:
@@ -265,20 +337,19 @@ def write(kb_path: Path) -> Path:
 
     kb = store.load(kb_path)
     stacks = stack_graph(kb)
-    docs = build(kb_path, kb, stacks)
     final = resolved_path(kb_path)
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix=".resolved.", dir=kb_path.parent))
     try:
-        for key, doc in docs.items():
+        for key, doc in _documents(kb_path, kb, stacks):  # each written as it is made
+            prefix = next((p for p in ("_launch-", "_explain-") if key.startswith(p)), "")
             name = ("_sglang.json" if key == "_sglang"
-                    else table_name("_launch-", key[len("_launch-"):])
-                    if key.startswith("_launch-") else table_name("", key))
+                    else table_name(prefix, key[len(prefix):]))
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
-        for name, data in build_stamped(kb_path, kb).items():
+        for name, data in _stamped_documents(kb_path, kb, stacks.cg.kb):
             (tmp / name).write_bytes(data)
-        for name, doc in build_native(kb_path, kb, stacks).items():
+        for name, doc in _native_documents(kb_path, kb, stacks):
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         (tmp / STACKS_NAME).write_bytes(json.dumps(build_stacks(kb_path, stacks),
                                                    separators=(",", ":")).encode())

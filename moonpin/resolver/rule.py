@@ -34,6 +34,7 @@ __all__ = [
     "TorchFacts",
     "backends",
     "choose_module",
+    "collides",
     "cuda_major",
     "direct_build",
     "install_failure",
@@ -524,6 +525,21 @@ def pinned_by(release: str, dist: str, version: str,
                               "parse")
     return Decision(True, f"{dist} {version} satisfies {release}'s "
                           + ", ".join(repr(line) for line, _ in lines))
+
+
+def collides(one: str, one_installs: Collection[str], other: str,
+             other_installs: Collection[str]) -> Decision:
+    """Two releases of different distributions can share one environment only when their
+    wheels install no common top-level package (``one_installs``/``other_installs``, as
+    each wheel's files name them). pip installs the second over the first's files without
+    a word (no error, nothing from ``pip check``): the package then holds whichever files
+    came last, and uninstalling either removes the files both listed in their RECORD."""
+    both = sorted(set(one_installs) & set(other_installs))
+    if not both:
+        return Decision(True, f"{one} and {other} install no common package")
+    return Decision(False, f"{one} and {other} both install {', '.join(p + '/' for p in both)}:"
+                           " pip installs the second over the first without a word, and "
+                           f"`import {both[0]}` runs whichever was installed last")
 
 
 def launch_imports(release: str, where: str, installs: Collection[str],

@@ -19,10 +19,19 @@ the platforms (``(python, arch)``) it holds on (``on``) and, where it does not, 
 * ``pinned`` extension -- extension: one release's exact Requires-Dist pin of another
   distribution (the meta ``nixl`` pins its ``nixl-cu12``/``nixl-cu13``;
   :func:`moonpin.resolver.native.pins_between`, which ``explain`` of a stack asks too);
+  where a build-less release loads its build from the one it pins (the meta ``nixl``'s
+  ``nixl_ep`` imports ``nixl_ep_cu<major>`` for torch's CUDA,
+  :func:`moonpin.resolver.native.loads_from`), the edge records at which torch and on
+  which platforms (``loads``), and the meta's ``installs`` edge is judged by that
+  release's: the torch, the meta and the release it loads from are a 3-clique, and a
+  stack holding the meta holds it (:meth:`Stacks.loaded`);
 * ``pg`` sglang -- mooncake and torch -- mooncake: the combinations the mooncake query judges
   compatible (:func:`moonpin.resolver.query.evaluate`); mooncake's rule is ternary (the
   build for the torch must export what SGLang imports), so the sglang edge keeps the
   torches it holds with (``torches``);
+* no edge between releases of two distributions whose wheels install one top-level
+  package (``sgl-kernel`` and ``sglang-kernel`` both install ``sgl_kernel/``: pip installs
+  the second over the first's files; :func:`rule.collides`): never one stack;
 * every other pair of parts: ``free`` (nothing in either release's files constrains it).
 
 A stack is a clique of the edges holding on one platform. Enumerating the maximal cliques of
@@ -34,7 +43,8 @@ few: SGLang pins exactly).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from moonpin.resolver import native, rule
@@ -54,6 +64,8 @@ __all__ = ["Node", "Platform", "Stacks", "attach"]
 Node = tuple[str, str]
 #: (python tag, arch)
 Platform = tuple[str, str]
+#: The ``why`` of an edge that breaks nowhere (shared, read-only).
+_NOWHERE: Mapping[Platform, str] = MappingProxyType({})
 
 class Stacks:
     """The graph of one KB's releases (see the module's docstring) and its cliques."""
@@ -78,6 +90,10 @@ class Stacks:
         self.parts: dict[str, list[Node]] = {}
         self._native: dict[Node, NativeRelease] = {}
         self._status: dict[tuple[str, str, str, str], tuple[bool | None, str]] = {}
+        #: releases of two distributions installing one top-level package: no edge, and why
+        self._apart: dict[tuple[Node, Node], str] = {}
+        #: the judgements of the releases a build-less release loads from, per installs edge
+        self._judged: dict[tuple[Node, Node, Platform], Any] = {}
         for s in g.sglang.values():
             self._add(("sglang", s.version), "sglang")
         for tv in dict.fromkeys([*(t.version for t in g.kb.torch),
@@ -90,6 +106,9 @@ class Stacks:
             if node not in self._native:
                 self._add(node, r.project)
                 self._native[node] = r
+        #: the releases some build-less release pins exactly: what it may load from
+        self._sources = {(d, v) for r in releases if any(not w.builds for w in r.wheels)
+                         for d, v in native.exact_pins(r)}
         self._edges()
 
     # -- building ------------------------------------------------------------------
@@ -100,7 +119,8 @@ class Stacks:
 
     def _join(self, u: Node, v: Node, kind: str, on: frozenset[Platform],
               why: dict[Platform, str] | None = None, **data: Any) -> None:
-        self.g.add_edge(u, v, kind=kind, on=on, why=why or {}, **data)
+        # most edges hold everywhere: they share one read-only empty ``why``
+        self.g.add_edge(u, v, kind=kind, on=on, why=why or _NOWHERE, **data)
 
     def _edges(self) -> None:
         g, every = self.cg, self.platforms
@@ -111,6 +131,28 @@ class Stacks:
                 if ("torch", tv) in self.g:
                     self._join(("sglang", s.version), ("torch", tv), "requires", every,
                                line=line)
+        # extension -- extension: exact pins of one another; free otherwise (made first:
+        # the installs edges below record on them what a build-less release loads from)
+        nodes = list(self._native)
+        pinning = {n: {d for d, _ in native.exact_pins(self._native[n])} for n in nodes}
+        installs = {n: native.packages(self._native[n]) for n in nodes}
+        for i, u in enumerate(nodes):
+            for v in nodes[i + 1:]:
+                if u[0] == v[0]:
+                    continue
+                said = [native.pins_between(self._native[x], self._native[y])
+                        for x, y in ((u, v), (v, u)) if y[0] in pinning[x]]
+                bad = [d.detail for d in said if d is not None and d.ok is False]
+                if bad:
+                    self._join(u, v, "pinned", frozenset(),
+                               dict.fromkeys(every, "; ".join(bad)))
+                    continue
+                common = installs[u] & installs[v]
+                if common:  # one package's files from two distributions: never one stack
+                    self._apart[(u, v)] = self._apart[(v, u)] = rule.collides(
+                        f"{u[0]} {u[1]}", common, f"{v[0]} {v[1]}", common).detail
+                    continue
+                self._join(u, v, "pinned" if said else "free", every)
         # torch -- extension: pip installs it there (the whole judgement kept); for the
         # torch releases the KB has facts of (the tables'), the others when first asked
         for t in (("torch", x.version) for x in g.kb.torch):
@@ -140,28 +182,17 @@ class Stacks:
                     else:
                         why[(p, a)] = hit[1]
                 self._join(("sglang", s.version), node, "pinned", frozenset(on), why)
-        # extension -- extension: exact pins of one another; free otherwise
-        nodes = list(self._native)
-        pinning = {n: {d for d, _ in native.exact_pins(self._native[n])} for n in nodes}
-        for i, u in enumerate(nodes):
-            for v in nodes[i + 1:]:
-                if u[0] == v[0]:
-                    continue
-                said = [native.pins_between(self._native[x], self._native[y])
-                        for x, y in ((u, v), (v, u)) if y[0] in pinning[x]]
-                bad = [d.detail for d in said if d is not None and d.ok is False]
-                if bad:
-                    self._join(u, v, "pinned", frozenset(),
-                               dict.fromkeys(every, "; ".join(bad)))
-                else:
-                    self._join(u, v, "pinned" if said else "free", every)
         # mooncake -- extension: free (no file of either names the other)
         for m in (n for d in g.dists() for n in self.parts.get(d, [])):
             for node in nodes:
                 self._join(m, node, "free", every)
 
     def _installs(self, t: Node, node: Node) -> None:
-        """The ``installs`` edge of a torch and an extension release (made once)."""
+        """The ``installs`` edge of a torch and an extension release (made once). A
+        build-less release that loads its build from one it pins (the meta ``nixl``) is
+        judged with that release's ``installs`` edge at the same torch and platform, and
+        the ``pinned`` edge between them records it (``loads``): a stack holding the one
+        holds the other, a 3-clique with the torch."""
         if self.g.has_edge(t, node):
             return
         r = self._native[node]
@@ -171,7 +202,15 @@ class Stacks:
         for a in self.arches:
             choice = resolve_torch(self.cg, t[1], a)
             for p in self.pythons:
-                ev = native.evaluate_native(self.cg, r, choice, p, a)
+                w = native.wheel_for(r, p, a)
+                source = None if w is None or w.builds else native.loads_from(self.cg, w,
+                                                                               choice)
+                loaded = None
+                if source is not None:
+                    loaded = self._loads(t, node, (source.dist, source.version), (p, a))
+                ev = native.evaluate_native(self.cg, r, choice, p, a, loaded=loaded)
+                if node in self._sources:
+                    self._judged[(t, node, (p, a))] = ev
                 entries[(p, a)] = native.entry_of(ev, r, p, a)
                 bad = _install_failure(ev)
                 if bad is None:
@@ -179,6 +218,29 @@ class Stacks:
                 else:
                     why[(p, a)] = bad
         self._join(t, node, "installs", frozenset(on), why, entries=entries)
+
+    def _loads(self, t: Node, meta: Node, source: Node, plat: Platform) -> Any:
+        """The judgement of ``source`` at ``t`` on ``plat``, read off its ``installs``
+        edge, for the build-less ``meta`` that loads from it; the ``pinned`` edge of the
+        two records that it does (``loads``: torch -> platforms)."""
+        self._installs(t, source)
+        data = self.g.get_edge_data(meta, source)
+        if data is not None:
+            data["source"] = source  # the edge is undirected: which end is loaded from
+            data.setdefault("loads", {}).setdefault(t[1], set()).add(plat)
+        judged = self._judged.get((t, source, plat))
+        if judged is None:  # a pin :attr:`_sources` did not foresee: judged here
+            choice = resolve_torch(self.cg, t[1], plat[1])
+            judged = native.evaluate_native(self.cg, self._native[source], choice, *plat)
+        return lambda _release: judged
+
+    def loaded(self, torch: str, meta: Node, plat: Platform) -> list[Node]:
+        """The releases ``meta`` loads its build from at ``torch`` on ``plat`` (the meta
+        ``nixl``: the ``nixl-cu<major>`` of torch's CUDA); [] for any other release."""
+        if meta in self._native:
+            self._installs(("torch", torch), meta)
+        return [n for n in self.g.neighbors(meta) if self.g[meta][n].get("source") == n
+                and plat in self.g[meta][n].get("loads", {}).get(torch, ())]
 
     def add_mooncake(self, s: Sglang, evaluations: Iterable[Evaluation]) -> None:
         """The mooncake edges of one SGLang release, from the query's evaluations of its
@@ -208,7 +270,7 @@ class Stacks:
 
     def why(self, u: Node, v: Node, plat: Platform) -> str:
         data = self.g.get_edge_data(u, v)
-        return "" if data is None else data["why"].get(plat, "")
+        return self._apart.get((u, v), "") if data is None else data["why"].get(plat, "")
 
     def entries(self, torch: str, node: Node) -> dict[Platform, list[Any]]:
         """The judgement of one extension release at ``torch`` per platform (the
@@ -266,11 +328,15 @@ class Stacks:
         import networkx as nx
 
         view = self.view(plat)
-        members = [snode, tnode, *(n for ns in candidates.values() for n in ns)]
+        chosen = [n for ns in candidates.values() for n in ns]
+        loads = {n: self.loaded(torch, n, plat) for n in chosen}
+        members = list(dict.fromkeys([snode, tnode, *chosen,
+                                      *(x for xs in loads.values() for x in xs)]))
         sub = view.subgraph(members)
-        want = set(candidates)
         for clique in nx.find_cliques(sub, nodes=[snode, tnode]):
-            if want <= {n[0] for n in clique}:
+            have = set(clique)
+            if all(have & set(ns) for ns in candidates.values()) and all(
+                    set(loads[n]) <= have for n in chosen if n in have):
                 return out
         # no clique holds every part: the first pair of candidates never joined says why
         for d1 in sorted(candidates):
@@ -297,9 +363,14 @@ class Stacks:
         for n in chosen:
             if n in self._native:
                 self._installs(tnode, n)
-        members = [snode, tnode, *(n for n in chosen if self.joined(tnode, n, plat))]
+        fits = [n for n in chosen if self.joined(tnode, n, plat)]
+        # a release that loads its build from another (the meta ``nixl``) brings it along
+        loads = {n: self.loaded(torch, n, plat) for n in fits}
+        members = list(dict.fromkeys([snode, tnode, *fits,
+                                      *(x for xs in loads.values() for x in xs)]))
         sub = self.view(plat).subgraph(members)
-        return [sorted(c) for c in nx.find_cliques(sub, nodes=[snode, tnode])]
+        return [sorted(c) for c in nx.find_cliques(sub, nodes=[snode, tnode])
+                if all(set(loads.get(n, ())) <= set(c) for n in c)]
 
     def table(self) -> dict[str, Any]:
         """Every SGLang release at each torch it admits on each platform where its stack

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from moonpin.cli.main import main
 from moonpin.kb.facts import Facts
@@ -69,3 +70,18 @@ def test_renovate_on_requirements_reads_no_facts(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(CompatGraph, "_read", staticmethod(refuse))
     assert _renovate(capsys, req) == want
+
+
+@pytest.mark.parametrize("sglang", ["0.5.18", "0.5.23", "0.5.3.post2"])
+@pytest.mark.parametrize("kw", [{}, {"python": "3.12"}, {"arch": "aarch64"},
+                                {"torch": "2.14.1", "python": "3.11", "arch": "x86_64"}])
+def test_explain_from_the_table_is_the_full_answer(sglang: str, kw: dict[str, str]) -> None:
+    """``explain`` of a release the tables hold reads its explain table, not the facts (a
+    torch the release does not admit is left to the facts), and answers as they do."""
+    for mooncake in (CUDA13, "mooncake-transfer-engine==0.3.8"):
+        lazy = CompatGraph.from_path(SHIPPED)
+        got = query.explain(lazy, sglang, mooncake, **kw).to_json()
+        admitted = kw.get("torch") in (None, *(t for t, _ in CompatGraph(_facts()).torch_for(
+            CompatGraph(_facts()).sglang[Version(sglang)])))
+        assert lazy.loaded is not admitted
+        assert got == query.explain(CompatGraph(_facts()), sglang, mooncake, **kw).to_json()

@@ -66,6 +66,27 @@ def test_a_pinned_set_is_judged_with_the_native_checks(tmp_path: Path) -> None:
                     ).returncode == 0
 
 
+def test_a_pin_file_holding_both_distributions_of_sgl_kernel_is_told(tmp_path: Path) -> None:
+    """sglang-kernel and sgl-kernel both install ``sgl_kernel/`` (their wheels' files): a
+    set pinning both is incompatible, and says so (pip installs the second over the first
+    without a word); one of them alone is the control."""
+    from moonpin.resolver import native
+
+    g = CompatGraph.from_path(SHIPPED)
+    old = max((r for r in g.kb.native if r.dist == "sgl-kernel"), key=native.newest).version
+    req = tmp_path / "requirements.txt"
+    both = "sglang==0.5.23\ntorch==2.14.1\nsglang-kernel==0.4.10\n"
+    req.write_text(both + f"sgl-kernel=={old}\n")
+    got = moonpin.judge_pins([req], python="3.12", arch="x86_64", kb=SHIPPED)
+    said = [r for r in got.reasons if r.startswith("one package, two distributions: ")]
+    assert got.verdict == "incompatible" and said, got.reasons
+    assert f"sglang-kernel==0.4.10 and sgl-kernel=={old} both install sgl_kernel/" in said[0]
+    assert not any(u["depName"] == "sgl-kernel" for u in got.updates)  # said, not moved
+    req.write_text(both)
+    assert not any("two distributions" in r for r in moonpin.judge_pins(
+        [req], python="3.12", arch="x86_64", kb=SHIPPED).reasons)
+
+
 def test_the_extensions_move_with_torch(tmp_path: Path) -> None:
     """torch moves (SGLang 0.5.23 requires 2.14.1), and nixl-cu13 1.4.0 (builds up to torch
     2.13) with it; flashinfer-python to the release SGLang's own pin admits, and

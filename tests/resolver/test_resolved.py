@@ -495,3 +495,65 @@ def test_crafted_documents_with_bad_versions_or_naive_times(kb_path: Path) -> No
     doc["scrape"]["scraped_at"] = "2026-01-01T00:00:00"  # a KB edited by hand
     kb_path.write_text(json.dumps(doc))
     assert store.load(kb_path).scrape.scraped_at.tzinfo is not None
+
+
+@pytest.mark.parametrize("python", [None, "3.12", "3.9"])
+@pytest.mark.parametrize("arch", [None, "x86_64", "aarch64"])
+def test_explain_from_tables_as_from_the_resolver(kb_path: Path, python: str | None,
+                                                  arch: str | None) -> None:
+    """Each release's explain table answers ``explain`` exactly as the full resolver, for
+    every mooncake release and torch it holds; what it does not hold goes to the facts."""
+    g = CompatGraph(store.load(kb_path))
+    answered = 0
+    for version in ("0.5.4", "0.5.17"):
+        table = resolved.load_explain(kb_path, version)
+        assert table is not None and table.torch
+        for d, v in sorted(g.mooncake):
+            for torch in (None, *table.torch, "2.13.0+cu126"):
+                fast = CompatGraph.from_path(kb_path)
+                kw = {"torch": torch, "python": python, "arch": arch}
+                got = query.explain(fast, version, f"{d}=={v}", **kw).to_json()
+                assert got == query.explain(g, version, f"{d}=={v}", **kw).to_json()
+                answered += not fast.loaded
+    if python != "3.9" and arch != "aarch64":  # the fixture's wheels have neither
+        assert answered
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.update(combos=[[0, "2.13.0"]]),
+    lambda d: d.update(strings=[1, 2]),
+    lambda d: d["combos"][0].__setitem__(5, [10**6]),  # a check index out of range
+    lambda d: d["checks"][0].__setitem__(1, 1),  # ok must be true, false or null
+    lambda d: d.update(releases=[]),
+    lambda d: d.update(sglang="0.5.4"),  # another release's table under this name
+    lambda d: d.update(tags=[["cp312"]]),
+])
+def test_a_damaged_explain_table_is_ignored(kb_path: Path, edit: object) -> None:
+    table = resolved.resolved_path(kb_path) / "_explain-0.5.17.json"
+    assert resolved.load_explain(kb_path, "0.5.17") is not None
+    want = query.explain(CompatGraph(store.load(kb_path)), "0.5.17",
+                         "mooncake-transfer-engine==0.3.13").to_json()
+    _retyped(table, edit)
+    assert resolved.load_explain(kb_path, "0.5.17") is None
+    fast = CompatGraph.from_path(kb_path)
+    assert query.explain(fast, "0.5.17", "mooncake-transfer-engine==0.3.13").to_json() == want
+    assert fast.loaded  # the facts answered
+
+
+def test_a_stale_explain_table_is_ignored(kb_path: Path) -> None:
+    assert resolved.load_explain(kb_path, "0.5.17") is not None
+    kb_path.write_bytes(kb_path.read_bytes() + b" ")
+    assert resolved.load_explain(kb_path, "0.5.17") is None
+
+
+@pytest.mark.parametrize("said", [("w.whl", "cp312", "x86_64"), (None, "cp3", "a"),
+                                  ("cp312", "cp312", "cp312")])
+def test_explain_table_marks_come_back_whole(said: tuple[str | None, str, str]) -> None:
+    """What the table writes in place of the wheel, python and platform reads back as the
+    text it was (the writer keeps a text only when it does)."""
+    text = "x86_64 cp312 w.whl: cp312 on x86_64 \\u0000 cp3a"
+    marked = text
+    for value, mark in zip(said, resolved.MARKS, strict=True):
+        if value:
+            marked = marked.replace(value, mark)
+    assert resolved.expand(marked, said) == text

@@ -115,6 +115,45 @@ def test_a_compatible_stack_is_a_clique(st: stacks.Stacks) -> None:
     assert not any(n[0] == "sglang-kernel" for c in at13 for n in c)
 
 
+def test_the_meta_nixl_and_the_release_it_loads_from_are_a_3_clique(st: stacks.Stacks) -> None:
+    """The meta ``nixl`` (no build) loads ``nixl_ep_cu<major>`` for torch's CUDA: its pin of
+    that release is an edge recording where it loads from it, its torch edge is judged by
+    that release's, and a stack with the meta holds the release it loads from."""
+    s = st.cg.find_sglang("0.5.23")
+    assert s is not None
+    plat, meta = ("cp312", "x86_64"), ("nixl", "1.5.1")
+    assert st.loaded("2.14.1", meta, plat) == [("nixl-cu13", "1.5.1")]  # torch is CUDA 13
+    assert st.loaded("2.14.1", ("nixl-cu13", "1.5.1"), plat) == []  # it has builds
+    t = ("torch", "2.14.1")
+    assert st.joined(t, meta, plat) and st.joined(t, ("nixl-cu13", "1.5.1"), plat)
+    assert st.g[meta][("nixl-cu13", "1.5.1")]["loads"]["2.14.1"] >= {plat}
+    assert "loads" not in st.g[meta][("nixl-cu12", "1.5.1")]  # pinned, not loaded from
+    # the meta's judgement is the one it loads from's, read off that release's torch edge
+    meta_entry = st.entries("2.14.1", meta)[plat]
+    assert meta_entry[2] == st.entries("2.14.1", ("nixl-cu13", "1.5.1"))[plat][2] == 0
+    assert "nixl_ep loads its build from nixl-cu13==1.5.1" in meta_entry[7][0]
+    found = [set(c) for c in st.cliques(s, "2.14.1", *plat, ["nixl"])]
+    assert found and all({meta, ("nixl-cu13", "1.5.1")} <= c for c in found if meta in c)
+    assert any(meta in c for c in found)
+
+
+def test_evaluate_native_takes_the_judgement_it_is_handed() -> None:
+    """The meta's judgement composes what ``loaded`` hands it (the stack graph's edge),
+    not a judgement of its own."""
+    from moonpin.resolver import native
+    from moonpin.resolver.query import Check, Evaluation, resolve_torch
+
+    g = CompatGraph(_stack_kb())
+    meta = native.known_version(g, "nixl", "1.5.1")
+    t = resolve_torch(g, "2.14.1", "x86_64")
+    handed = Evaluation("", "nixl-cu13", "1.5.1", "2.14.1", "cp312", "x86_64")
+    handed.checks = [Check("build for torch", False, "planted")]
+    ev = native.evaluate_native(g, meta, t, "cp312", "x86_64", loaded=lambda r: handed)
+    assert ev.reasons == ["build for torch: nixl-cu13 1.5.1: planted"]
+    fresh = native.evaluate_native(CompatGraph(_stack_kb()), meta, t, "cp312", "x86_64")
+    assert fresh.verdict == "compatible"  # judged here, it loads
+
+
 def test_holds_names_the_edge_that_breaks_the_stack(st: stacks.Stacks) -> None:
     s = st.cg.find_sglang("0.5.23")
     assert s is not None
@@ -233,3 +272,59 @@ def test_explain_of_a_stack_names_a_pin_one_extension_holds_on_another(kb_path: 
     ok = api.explain("nixl==1.5.1", "nixl-cu13==1.5.1", "torch==2.13.0", python="3.12",
                      arch="x86_64", kb=kb_path)
     assert ok.verdict == "compatible", ok.checks
+
+
+# ----------------------------------------------------------------------- one package
+
+
+def _old_kernel(version: str) -> Any:
+    """An ``sgl-kernel`` release: the kernel's former distribution, installing the same
+    ``sgl_kernel/`` package (read from its wheel's files, as the scraper records it)."""
+    k = _kernel(version, "==2.14.1", 13)
+    return k.model_copy(update={"dist": "sgl-kernel", "wheels": tuple(
+        w.model_copy(update={"artifact": w.artifact.model_copy(update={
+            "filename": w.artifact.filename.replace("sglang_kernel", "sgl_kernel")})})
+        for w in k.wheels)})
+
+
+def _two_kernels_kb(pins: tuple[str, ...]) -> Any:
+    kb = _stack_kb(pins)
+    return kb.model_copy(update={"native": (*kb.native, _old_kernel("0.3.21"))})
+
+
+def test_two_distributions_of_one_package_are_never_one_stack() -> None:
+    """sgl-kernel and sglang-kernel both install ``sgl_kernel/``: no edge joins their
+    releases, whatever else holds, and a stack SGLang pins with both does not hold."""
+    g = CompatGraph(_two_kernels_kb(("sglang-kernel==0.4.10", "sgl-kernel==0.3.21")))
+    st = stacks.Stacks(g)
+    old, new, plat = ("sgl-kernel", "0.3.21"), ("sglang-kernel", "0.4.10"), ("cp312", "x86_64")
+    assert not st.g.has_edge(old, new)
+    assert "both install sgl_kernel/" in st.why(old, new, plat)
+    t = ("torch", "2.14.1")
+    assert st.joined(t, old, plat) and st.joined(t, new, plat)  # each installs alone
+    s = g.find_sglang("0.5.23")
+    assert s is not None
+    ok, why = st.holds(s, "2.14.1", *plat)
+    assert ok is False and "both install sgl_kernel/" in why, why
+    found = st.cliques(s, "2.14.1", *plat, ["sgl-kernel", "sglang-kernel"])
+    assert found and not any({old, new} <= set(c) for c in found)
+    # other distributions stay joined: the rule reads the packages, not the names
+    assert st.g[new][("nixl-cu13", "1.5.1")]["kind"] == "free"
+
+
+def test_explain_says_two_distributions_install_one_package(tmp_path: Path) -> None:
+    path = tmp_path / "kb.json"
+    store.save(_two_kernels_kb(("sglang-kernel==0.4.10",)), path)
+    res = api.explain("sglang==0.5.23", "sgl-kernel==0.3.21", "sglang-kernel==0.4.10",
+                      python="3.12", arch="x86_64", kb=path)
+    bad = [c for c in res.checks if c["ok"] is False]
+    assert res.verdict == "incompatible"
+    assert [c["name"] for c in bad] == ["one package, two distributions"]
+    assert bad[0]["detail"].startswith("sgl-kernel==0.3.21 and sglang-kernel==0.4.10 both "
+                                       "install sgl_kernel/")
+    assert bad[0]["evidence"] == [
+        "sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl: top-level sgl_kernel",
+        "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_x86_64.whl: top-level sgl_kernel"]
+    alone = api.explain("sglang==0.5.23", "sglang-kernel==0.4.10", python="3.12",
+                        arch="x86_64", kb=path)
+    assert alone.verdict == "compatible"  # the control: one of them is fine

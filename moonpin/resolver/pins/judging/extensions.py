@@ -117,8 +117,8 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
     why: dict[str, str] = {}
     for c in failing:
         dist = c.name.partition("==")[0]
-        if c.name.endswith(" lock"):
-            continue
+        if c.name.endswith(" lock") or c.name == native.COLLISION:
+            continue  # a lock: below; one package from two distributions: said, not moved
         found = _fitting(g, dist, sglang=sglang, torch=torch, python=python, arch=arch)
         if found is not None:
             renamed[dist], targets[dist] = found
