@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # annotations only: `typing` and `pathlib` load `re` and `enu
     T = TypeVar("T")
 
 __all__ = ["KEEP_SETS", "RACY_COARSE_NS", "RACY_NS", "FileMemo", "cache_dir", "cache_folder",
-           "facts_memo", "file_digest", "load", "prune", "racy", "store"]
+           "facts_memo", "file_digest", "load", "own_files", "own_stamps", "prune", "racy",
+           "store"]
 
 
 def cache_folder() -> str | None:
@@ -185,17 +186,24 @@ class FileMemo:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._data: dict[str, tuple[int, int, Any]] | None = None
+        #: :func:`own_stamps` when the memo was loaded: what its answers were computed by
+        self._code: tuple[tuple[str, int, int, int], ...] = ()
         self._used: set[str] = set()
         self._dirty = False
         #: False: every ``get`` computes afresh and nothing is remembered (``--no-cache``)
         self.enabled = True
 
     def _entries(self) -> dict[str, tuple[int, int, Any]]:
+        """The remembered entries; none when the memo was written by other moonpin code
+        than this (another stamp of any of :func:`own_files`): every answer is some
+        module's reading of a file, and an edited rule, loader or importer model reads
+        differently."""
         if self._data is None:
             doc = load(self.path) if self.path is not None else None
             data: dict[str, tuple[int, int, Any]] = {}
+            self._code = own_stamps()
             if isinstance(doc, dict) and doc.get("format") == self.FORMAT and isinstance(
-                    doc.get("entries"), dict):
+                    doc.get("entries"), dict) and doc.get("code") == self._code:
                 data = {k: v for k, v in doc["entries"].items() if type(k) is str}
             self._data = data
         return self._data
@@ -267,7 +275,52 @@ class FileMemo:
         if len(entries) > self.LIMIT:
             entries = {k: v for k, v in entries.items() if k in self._used}
         self._dirty = False
-        return store(self.path, {"format": self.FORMAT, "entries": entries})
+        return store(self.path, {"format": self.FORMAT, "code": self._code,
+                                 "entries": entries})
+
+
+#: moonpin's own package folder (this file is ``<it>/kb/cache.py``)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def own_files() -> list[str]:
+    """moonpin's own source, what every memo's answers are computed by: each folder of the
+    package (its stamp changes when a module is added, removed or renamed) and each
+    ``.py`` file in them, ``__pycache__`` aside; sorted."""
+    out: list[str] = []
+    todo = [_PACKAGE]
+    while todo:
+        folder = todo.pop()
+        out.append(folder)
+        try:
+            with os.scandir(folder) as it:
+                for e in it:
+                    if e.name == "__pycache__" or e.name.startswith("."):
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        todo.append(e.path)
+                    elif e.name.endswith(".py"):
+                        out.append(e.path)
+        except OSError:  # an unreadable folder: its own stamp below says so
+            continue
+    out.sort()
+    return out
+
+
+def own_stamps() -> tuple[tuple[str, int, int, int], ...]:
+    """(path, inode, size, ctime ns) of each of :func:`own_files` (``-errno, 0, 0`` when it
+    cannot be stat-ed): the ctime changes with any write, ``chmod`` or rename and, unlike
+    the mtime, cannot be set back. One listing per folder and one ``stat`` per path (about
+    200: well under a millisecond)."""
+    got = []
+    for p in own_files():
+        try:
+            st = os.stat(p)
+        except OSError as e:
+            got.append((p, -(e.errno or 1), 0, 0))
+            continue
+        got.append((p, st.st_ino, st.st_size, st.st_ctime_ns))
+    return tuple(got)
 
 
 def _cover(path: str) -> str:

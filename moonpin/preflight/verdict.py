@@ -329,7 +329,14 @@ class Recorder:
 
 
 def _own_files() -> Iterator[bytes]:
-    """moonpin's loaded modules (a changed moonpin changes the answer)."""
+    """moonpin's own source (a changed moonpin changes the answer): every folder and module
+    of the package (:func:`moonpin.kb.cache.own_files`), not only those this run loaded (a
+    start whose walk was answered from its memo loads no loader rule, yet the answer is
+    the rules'), and any other module loaded from beside it."""
+    from moonpin.kb.cache import own_files
+
+    for f in own_files():
+        yield os.fsencode(f)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None)

@@ -35,22 +35,25 @@ class Start:
         assert "moonpin.preflight.run" in loaded, "the check itself did not run"
 
 
-def start(site: Path, *args: str, kb: Path, env: dict[str, str] | None = None) -> Start:
-    """A worker start whose verdict is recomputed (``MOONPIN_CHECK_MEMO=0``)."""
+def start(site: Path, *args: str, kb: Path, env: dict[str, str] | None = None,
+          cwd: Path = ROOT) -> Start:
+    """A worker start whose verdict is recomputed (``MOONPIN_CHECK_MEMO=0``), of the
+    moonpin in ``cwd`` (``-m`` puts it first on ``sys.path``)."""
     cmd = [sys.executable, "-X", "importtime", "-m", "moonpin.preflight", "--site-packages",
            str(site), "--no-deep", "--kb", str(kb), *args]
     full = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
     full["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
     full["MOONPIN_CHECK_MEMO"] = "0"
     full.update(env or {})
-    return Start(subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full,
+    return Start(subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=full,
                                 timeout=120))
 
 
-def warm(site: Path, *args: str, kb: Path, env: dict[str, str] | None = None) -> Start:
+def warm(site: Path, *args: str, kb: Path, env: dict[str, str] | None = None,
+         cwd: Path = ROOT) -> Start:
     """Start until the walk is remembered; the first start that did not walk."""
     for _ in range(3):
-        got = start(site, *args, kb=kb, env=env)
+        got = start(site, *args, kb=kb, env=env, cwd=cwd)
         if not got.walked:
             return got
     raise AssertionError(f"walked every time:\n{got.out}")
@@ -124,3 +127,51 @@ def test_a_variable_the_walk_read(tmp_path: Path) -> None:
     assert not warm(site, *NIXL, kb=kb, env={"UNREAD_BY_THE_WALK": "1"}).walked
     after = start(site, *NIXL, kb=kb, env={"NIXL_UCX_DEEPBIND": "1"})
     assert after.walked and "RTLD_DEEPBIND" in after.out and after.out != before.out
+
+
+def copied_moonpin(to: Path) -> Path:
+    """A copy of this moonpin's package in ``to`` (a tree whose modules a test may edit),
+    checked to be the one ``python -m`` run there imports."""
+    shutil.copytree(ROOT / "moonpin", to / "moonpin",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    got = subprocess.run([sys.executable, "-c", "import moonpin; print(moonpin.__file__)"],
+                         cwd=to, capture_output=True, text=True, check=True).stdout
+    assert got.strip() == str(to / "moonpin" / "__init__.py"), got
+    return to
+
+
+def _comment(rule: Path) -> None:
+    """An edit that changes no answer: the memo cannot know that."""
+    with open(rule, "a") as f:
+        f.write("# edited\n")
+
+
+def _reworded(rule: Path) -> None:
+    """An edit the answer shows: the rule's note reworded."""
+    text = rule.read_text()
+    assert text.count('{name} picks {') == 1
+    rule.write_text(text.replace('{name} picks {', '{name} now picks {'))
+
+
+@pytest.mark.parametrize(("module", "edit"), [("extensions/nixl_rule.py", _comment),
+                                              ("extensions/nixl_rule.py", _reworded),
+                                              ("pyimport/pyeval.py", _comment)])
+def test_an_edited_rule_or_model_is_judged_again(tmp_path: Path, module: str,
+                                                 edit: object) -> None:
+    """The walk's answer is its modules' (the loader rule, the importer model): one edited
+    alone is walked again, though the walk module itself is unchanged."""
+    tree = copied_moonpin(tmp_path / "tree")
+    site = torch_image(tmp_path / "site")
+    add_nixl(site)
+    kb = small_kb(tmp_path)
+    time.sleep(0.05)
+    before = warm(site, *NIXL, kb=kb, cwd=tree)
+    assert "pass  nixl_ep:" in before.out and " picks " in before.out, before.out
+    edit(tree / "moonpin" / "preflight" / module)  # type: ignore[operator]
+    after = start(site, *NIXL, kb=kb, cwd=tree)
+    fresh = start(site, *NIXL, "--no-cache", kb=kb, cwd=tree)
+    assert after.walked
+    assert (after.rc, after.out) == (fresh.rc, fresh.out)
+    if edit is _reworded:
+        assert " now picks " in after.out and after.out != before.out
+    assert not warm(site, *NIXL, kb=kb, cwd=tree).walked  # and remembered again

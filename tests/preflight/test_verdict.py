@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import marshal
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +19,9 @@ import pytest
 
 from moonpin.preflight import verdict
 from tests.lib.checkrun import ROOT, small_kb
+from tests.lib.extimages import add_nixl, torch_image
 from tests.lib.images import healthy_image
+from tests.preflight.test_extensions_warm import copied_moonpin, warm
 
 _CHECK = "moonpin.preflight.run"  # what a replayed start never loads
 
@@ -33,17 +36,18 @@ class Start:
 
 
 def start(site: Path, *args: str, kb: Path, env: dict[str, str] | None = None,
-          deep: bool = False) -> Start:
+          deep: bool = False, cwd: Path = ROOT,
+          launch: tuple[str, ...] = ("--elastic-ep-backend", "mooncake")) -> Start:
     """``python -m moonpin.preflight`` as a worker runs it (with ``-X importtime``, which
-    tells whether the check itself was loaded)."""
+    tells whether the check itself was loaded), of the moonpin in ``cwd``."""
     cmd = [sys.executable, "-X", "importtime", "-m", "moonpin.preflight",
-           "--site-packages", str(site), "--elastic-ep-backend", "mooncake", "--kb", str(kb)]
+           "--site-packages", str(site), *launch, "--kb", str(kb)]
     if not deep:
         cmd.append("--no-deep")
     full = {k: v for k, v in os.environ.items() if k != "MOONPIN_KB"}
     full["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
     full.update(env or {})
-    return Start(subprocess.run([*cmd, *args], cwd=ROOT, capture_output=True, text=True,
+    return Start(subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
                                 env=full, timeout=120))
 
 
@@ -59,12 +63,12 @@ def image(tmp_path: Path) -> tuple[Path, Path]:
     return site, kb
 
 
-def remembered(site: Path, *args: str, kb: Path,
-               env: dict[str, str] | None = None) -> Start:
+def remembered(site: Path, *args: str, kb: Path, env: dict[str, str] | None = None,
+               **how: Any) -> Start:
     """Start until the answer is remembered (a cold start forks, so the warm one keeps it);
     the first replayed start."""
     for _ in range(3):
-        got = start(site, *args, kb=kb, env=env)
+        got = start(site, *args, kb=kb, env=env, **how)
         if got.replayed:
             return got
     raise AssertionError(f"never replayed; memos: {memos()}\n{got.out}{got.err}")
@@ -332,3 +336,38 @@ def test_a_trace_inside_a_spoiled_one_leaves_the_real_calls(
         outer.stop()
     assert (os.stat, os.open, os.environ, __builtins__) == real
     assert (os.fsencode(tmp_path), True) in inner.paths and outer.untraced == "a child process"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.parametrize("module", ["extensions/nixl_rule.py", "extensions/nixl_rule.py#",
+                                    "extensions/seam.py", "pyimport/pyeval.py"])
+def test_an_edited_moonpin_module_is_judged_again(tmp_path: Path, module: str) -> None:
+    """The answer is moonpin's modules', not only those the recording start loaded: a start
+    whose extensions' walk was answered from its memo loads no loader rule, yet a rule
+    edited alone is not replayed past. The edit here changes the answer (the rule's note)
+    or changes nothing a line shows (a comment); the check cannot tell them apart."""
+    tree = copied_moonpin(tmp_path / "tree")
+    site = torch_image(tmp_path / "site")
+    add_nixl(site)
+    kb = small_kb(tmp_path)
+    time.sleep(0.15)
+    how: dict[str, Any] = {"cwd": tree, "launch": ("--", "--moe-a2a-backend", "nixl")}
+    assert not warm(site, *how["launch"], kb=kb, cwd=tree).walked  # the walk remembered
+    time.sleep(0.15)
+    before = remembered(site, kb=kb, **how)  # kept from a start that loaded no rule
+    assert before.rc == 0 and " picks " in before.out, before.out
+    path = tree / "moonpin" / "preflight" / module.rstrip("#")
+    text = path.read_text()
+    time.sleep(0.05)
+    if module.endswith("nixl_rule.py"):
+        assert text.count("{name} picks {") == 1
+        path.write_text(text.replace("{name} picks {", "{name} now picks {"))
+    else:
+        path.write_text(text + "# edited\n")
+    after = start(site, kb=kb, **how)
+    fresh = start(site, "--no-cache", kb=kb, **how)
+    assert not after.replayed
+    assert (after.rc, after.out) == (fresh.rc, fresh.out)
+    assert (" now picks " in after.out) == module.endswith("nixl_rule.py")
+    time.sleep(0.15)
+    assert remembered(site, kb=kb, **how).out == after.out  # and kept again
