@@ -335,8 +335,8 @@ def _own_files() -> Iterator[bytes]:
     the rules'), and any other module loaded from beside it."""
     from moonpin.kb.cache import own_files
 
-    for f in own_files():
-        yield os.fsencode(f)
+    for own in own_files():
+        yield os.fsencode(own)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None)
