@@ -153,6 +153,42 @@ def test_python_check_agrees_with_the_real_import(image: str, launch: str) -> No
     assert verdicts(proc.stdout).get(ext) == truth(image, probe), proc.stdout
 
 
+#: run by the image's own interpreter: the distribution whose RECORD lists nixl_ep's
+#: __init__.py with the file's own sha256 (importlib.metadata's reading of RECORD, not
+#: moonpin's), as "name version", or nothing when nixl_ep/ is absent
+_WROTE = """
+import base64, hashlib, importlib.metadata as md, os, sys
+sp = sys.argv[1]
+path = os.path.join(sp, "nixl_ep", "__init__.py")
+if os.path.isfile(path):
+    got = "sha256=" + base64.urlsafe_b64encode(
+        hashlib.sha256(open(path, "rb").read()).digest()).rstrip(b"=").decode()
+    for d in md.distributions(path=[sp]):
+        for f in d.files or ():
+            h = f.hash and f"{f.hash.mode}={f.hash.value}"
+            if str(f) == "nixl_ep/__init__.py" and h == got:
+                print(d.metadata["Name"], d.version)
+"""
+
+
+def test_the_line_names_the_distribution_that_wrote_nixl_ep(image: str) -> None:
+    """The owner named on the nixl_ep line is the distribution whose RECORD digest is the
+    file's, as the image's own importlib.metadata reads it: in hunt-meta151-cu13120
+    nixl-cu13 1.2.0 (installed over the meta nixl 1.5.1), in hunt-nixl120 nixl-cu13 1.2.0
+    (the meta 1.2.0 ships no nixl_ep/)."""
+    py = _root() / image / "bin" / "python"
+    wrote = subprocess.run([str(py), "-I", "-c", _WROTE, str(_root() / image / SITE)],
+                           capture_output=True, text=True, check=True, timeout=120,
+                           env=_env()).stdout.split("\n")
+    if not wrote[0]:
+        pytest.skip(f"{image}: no nixl_ep/__init__.py whose digest a RECORD holds")
+    proc = check(["--python", str(py)], "none", "--moe-a2a-backend", "nixl")
+    line = next(x for x in proc.stdout.splitlines() if " nixl_ep: " in x)
+    name, version = wrote[0].split()
+    assert line.split(" nixl_ep: ", 1)[1].startswith(
+        f"{name.lower()} {version} at "), (wrote, line)
+
+
 @pytest.mark.parametrize("cuda_home", [None, "/usr/local/cuda"], ids=["bare", "CUDA_HOME"])
 def test_rootfs_check_agrees_with_the_import_in_a_chroot(cuda_home: str | None) -> None:
     """``stack`` as an image root with no CUDA toolkit: the real ``import deep_ep`` there

@@ -230,3 +230,54 @@ def test_a_cuda_home_made_later_is_seen_by_the_next_start(tmp_path: Path) -> Non
     home.mkdir()
     r = run(site, *DEEPEP, ep=False, env=env)
     assert r.rc == 0 and r.line("deep_ep").startswith("pass"), r.out
+
+
+def _record(dist_info: Path, files: dict[str, bytes]) -> None:
+    """``dist_info``'s RECORD listing ``files`` as a wheel's installer writes them (each
+    with the sha256 and size of the bytes its own wheel shipped)."""
+    import base64
+    import hashlib
+
+    lines = [f"{rel},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"  # noqa: E501
+             for rel, data in files.items()]
+    lines += [f"{dist_info.name}/METADATA,,", f"{dist_info.name}/RECORD,,"]
+    (dist_info / "RECORD").write_text("\n".join(lines) + "\n")
+
+
+#: the meta nixl's own nixl_ep/__init__.py (it picks the CUDA-major backend), as 1.5.1 ships
+#: it in shape; what matters here is only that its bytes are not nixl-cu13 1.2.0's
+_META_INIT = (b"from nixl_meta_utils import detect_cuda_major\n"
+              b"_backend = __import__(f'nixl_ep_cu{detect_cuda_major()}')\n")
+
+
+@pytest.mark.parametrize("same_size", [False, True], ids=["sizes differ", "same size"])
+def test_the_line_names_the_distribution_that_wrote_nixl_ep(tmp_path: Path,
+                                                          same_size: bool) -> None:
+    """nixl-cu13 1.2.0 installed after the meta nixl 1.5.1: both RECORDs list
+    ``nixl_ep/__init__.py``; the file on disk is nixl-cu13's (its size and sha256), so the
+    line names nixl-cu13 1.2.0, not the meta (seen in the real image hunt-meta151-cu13120:
+    RECORD sizes 2882 and 1190, the file 1190). ``same size``: only the digest tells them
+    apart. The control: the meta's own file is named the meta's."""
+    site = torch_image(tmp_path / "site", symbols=())
+    _plain_nixl(site, meta=False)
+    init = site / "nixl_ep" / "__init__.py"
+    plain = init.read_bytes()
+    meta = _META_INIT
+    if same_size:
+        meta = (meta + b"#" * len(plain))[:len(plain)]
+        assert len(meta) == len(plain) and meta != plain
+    _record(add_dist(site, "nixl", "1.5.1", requires=["nixl-cu13==1.5.1"]),
+            {"nixl_ep/__init__.py": meta, "nixl_meta_utils.py": b""})
+    _record(site / "nixl_cu13-1.2.0.dist-info", {"nixl_ep/__init__.py": plain})
+    r = run(site, *NIXL, ep=False, kb=_kb_with_nixl_151(tmp_path))
+    line = r.line("nixl_ep")
+    assert line.startswith(f"fail  nixl_ep: nixl-cu13 1.2.0 at {site / 'nixl_ep'}:"), r.out
+    assert f"undefined symbol: {COW}" in line
+    # the control: the meta's bytes on disk (its own nixl_ep over nixl_ep_cu13/)
+    ok = torch_image(tmp_path / "ok", symbols=(COW,))
+    add_nixl(ok)
+    own = (ok / "nixl_ep" / "__init__.py").read_bytes()
+    _record(ok / "nixl-1.5.1.dist-info", {"nixl_ep/__init__.py": own})
+    _record(ok / "nixl_cu13-1.5.1.dist-info", {"nixl_ep/__init__.py": plain})  # claims it too
+    r = run(ok, *NIXL, ep=False)
+    assert r.line("nixl_ep").startswith(f"pass  nixl_ep: nixl 1.5.1 at {ok / 'nixl_ep'}:"), r.out

@@ -272,10 +272,74 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts) -> CheckResult:
 
 
 def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:
+    """The installed distribution of the rule's project (the first of its
+    ``DISTRIBUTIONS``): what the installed SGLang pins."""
     for d in getattr(rule, "DISTRIBUTIONS", ()):
         if d in facts.dists:
             return d, facts.dists[d].version
     return None
+
+
+def _found_owner(facts: Facts, rule: object, found: Found) -> tuple[str, str] | None:
+    """The distribution that wrote the package the importer found
+    (:func:`_shipped_by` of its ``__init__.py``, or of the module), asking the rule's own
+    distributions first; else, when no RECORD lists it (an editable install), the rule's
+    project as installed (:func:`_owner`)."""
+    path = found.folder if found.module else os.path.join(found.folder, "__init__.py")
+    dist = _shipped_by(facts, path, first=getattr(rule, "DISTRIBUTIONS", ()))
+    return (dist.name, dist.version) if dist is not None else _owner(facts, rule)
+
+
+def _shipped_by(facts: Facts, path: str, first: Sequence[str] = ()) -> Dist | None:
+    """The installed distribution (:attr:`Facts.dists`) that wrote ``path``: the one whose
+    RECORD lists it with the file's own size and sha256 (a later install over another
+    distribution's files rewrites them, not the other's RECORD: nixl-cu13 1.2.0's
+    ``nixl_ep/__init__.py`` over the meta nixl's); failing that, the first whose RECORD lists
+    it (a file changed since, or a RECORD without digests). Those named in ``first`` are read
+    first, and one of them whose digest matches ends the search (no other RECORD is read);
+    torch's and SGLang's long RECORDs are read last. RECORDs through
+    :func:`moonpin.preflight.installed.image_facts.record_paths`, the one reader."""
+    from moonpin.preflight.installed.image_facts import record_hashes, record_paths
+
+    order = [facts.dists[n] for n in first if n in facts.dists]
+    order += sorted((d for d in facts.dists.values() if d not in order),
+                    key=lambda d: (d.name in ("torch", "sglang"), d.name))
+    data: bytes | None = None
+    listed: Dist | None = None
+    for dist in order:
+        if not dist.meta:
+            continue
+        rel = os.path.relpath(path, dist.root)
+        if rel.startswith(".."):
+            continue
+        rel = os.path.normpath(rel)
+        try:
+            lines = [line for line in record_paths(dist.meta, whole=True, within=facts.within)
+                     if os.path.normpath(line.split(",", 1)[0].strip('"')) == rel]
+        except OSError:
+            continue
+        if not lines:
+            continue
+        listed = listed or dist
+        entry = next(iter(record_hashes(lines).values()), None)
+        if entry is None:
+            continue
+        if data is None:
+            try:
+                data = facts.read(path)
+            except OSError:
+                return listed  # a file that cannot be read: no digest tells them apart
+        if len(data) == entry[1] and _record_digest(data) == entry[0]:
+            return dist
+    return listed
+
+
+def _record_digest(data: bytes) -> str:
+    """sha256 as RECORD writes it (the wheel spec: urlsafe base64, no padding)."""
+    import base64
+    import hashlib
+
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def _judge_one(name: str, why: str, required: bool, facts: Facts, ctx: Context,
@@ -303,7 +367,7 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
             return None
         return CheckResult(name, "fail", f"not installed ({why}): `import {name}` fails "
                            f"with ModuleNotFoundError", _install(facts, rule))
-    owner = _owner(facts, rule)
+    owner = _found_owner(facts, rule, found)
     where = (f"{owner[0]} {owner[1]} " if owner else "") + f"at {found.folder}" + (
         f" ({found.how})" if found.editable else "")
     try:
@@ -445,25 +509,14 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
     import shlex
 
     from moonpin.preflight.access.chroot import image_path
-    from moonpin.preflight.installed.image_facts import record_paths
 
     if os.path.isdir(path):  # a folder the worker's user cannot list or search
         return f"chmod a+rX {shlex.quote(image_path(root, path) if root else path)}"
     rm = (f"rm {shlex.quote(image_path(root, path) if root else path)} && "
           if os.path.lexists(path) else "")
-    for dist in facts.dists.values():
-        if not dist.meta:
-            continue
-        rel = os.path.relpath(path, dist.root)
-        if rel.startswith(".."):
-            continue
-        try:
-            if any(os.path.normpath(p) == rel
-                   for p in record_paths(dist.meta, within=facts.within)):
-                return (f"{rm}pip install --force-reinstall --no-deps "
-                        f"'{dist.name}=={dist.version}'")
-        except OSError:
-            continue
+    dist = _shipped_by(facts, path)
+    if dist is not None:
+        return f"{rm}pip install --force-reinstall --no-deps '{dist.name}=={dist.version}'"
     return f"{rm}reinstall the package that ships it"
 
 
