@@ -281,3 +281,15 @@ def test_the_line_names_the_distribution_that_wrote_nixl_ep(tmp_path: Path,
     _record(ok / "nixl_cu13-1.5.1.dist-info", {"nixl_ep/__init__.py": plain})  # claims it too
     r = run(ok, *NIXL, ep=False)
     assert r.line("nixl_ep").startswith(f"pass  nixl_ep: nixl 1.5.1 at {ok / 'nixl_ep'}:"), r.out
+
+
+@pytest.mark.parametrize("size", ["9" * 5000, "²", "1" * 20, "-1", ""])
+def test_a_record_size_no_file_has_is_left_out(size: str) -> None:
+    """A RECORD line whose size no file has (5,000 digits stopped ``int()`` and with it the
+    whole check, naming the owner of ``nixl_ep/``) is a line without a digest; a real line
+    beside it still reads."""
+    from moonpin.preflight.installed.image_facts import record_hashes
+
+    got = record_hashes([f"nixl_ep/__init__.py,sha256=abc,{size}",
+                         "nixl_ep/x.py,sha256=def,1190"])
+    assert got == {"nixl_ep/x.py": ("def", 1190)}

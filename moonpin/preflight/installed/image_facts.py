@@ -96,11 +96,13 @@ class Dist:
 def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
     """``path -> (sha256 digest as RECORD writes it, size)`` of RECORD lines (PEP 376 /
     the wheel spec: CSV ``path,sha256=<urlsafe b64, no padding>,size``; a path with a comma
-    is quoted). Lines without both are left out."""
+    is quoted). Lines without both are left out, and so is a size no file has (past 19
+    ASCII digits: a 5,000-digit one would stop ``int()``; ``²`` is a digit to ``isdigit``)."""
     out: dict[str, tuple[str, int]] = {}
     for line in lines:
         parts = line.rsplit(",", 2)
-        if len(parts) != 3 or not parts[1].startswith("sha256=") or not parts[2].isdigit():
+        if (len(parts) != 3 or not parts[1].startswith("sha256=") or not parts[2].isascii()
+                or not parts[2].isdigit() or len(parts[2]) > 19):
             continue
         path = parts[0]
         if len(path) > 1 and path[0] == path[-1] == '"':
