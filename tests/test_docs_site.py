@@ -3,6 +3,7 @@ installed) `mkdocs build --strict` builds it."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -42,3 +43,33 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
                                                     "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+
+
+_CODE = re.compile(r"`([^`]+)`")
+_NAMED_PATH = re.compile(r"(?<![\w./-])((?:\.ci|bench|docs|moonpin|tests)/[\w./-]+"
+                         r"\.(?:py|md|sh|json|toml|yml|yaml))\b")
+
+
+def _named_paths() -> list[tuple[str, str]]:
+    """(page:line, path) of each repository file a page names in code."""
+    pages = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [(f"{page.relative_to(ROOT)}:{n}", m.group(1))
+            for page in pages
+            for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+            for code in _CODE.findall(line) for m in _NAMED_PATH.finditer(code)]
+
+
+def test_every_file_a_page_names_exists() -> None:
+    # A newcomer runs what the pages say: `pytest tests/resolver/test_ldfuzz.py` after the file
+    # moved to tests/preflight/ is an error. A path under a folder this repository does not
+    # have (another project's file, e.g. Dynamo's templates) is that project's.
+    named = _named_paths()
+    assert len(named) > 20, named  # the pages name files; a pattern that finds none tests nothing
+    missing = [(where, path) for where, path in named
+               if _ours(path) and not (ROOT / path).exists()]
+    assert not missing, missing
+
+
+def _ours(path: str) -> bool:
+    """Whether `path` lies under a folder of this repository (its first two levels exist here)."""
+    return ROOT.joinpath(*Path(path).parent.parts[:2]).is_dir()
