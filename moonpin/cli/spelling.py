@@ -121,11 +121,12 @@ class _Pools:
 
 
 def _extensions(kb_path: str | os.PathLike[str]) -> set[str]:
-    """The native extensions' distributions the KB's derived facts hold (none without)."""
+    """The native extensions' distributions the KB's derived facts hold (none without):
+    from its summary, else its facts."""
     from moonpin.resolver import resolved
 
-    facts = resolved.load_facts(kb_path)
-    return {r.dist for r in facts.native} if facts is not None else set()
+    found = resolved.summary(kb_path)
+    return {r.dist for r in found.native} if found is not None else set()
 
 
 def _same_or(version: str, pool: list[str], error: Any) -> str:
