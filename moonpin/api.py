@@ -221,13 +221,13 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
 
 def _kinds(kb_file: str) -> tuple[set[str], set[str]] | None:
     """The mooncake distributions and the native extensions' distributions the KB holds,
-    from its summary (no facts read); None without one (then the graph says)."""
+    from its names (no facts read); None without them (then the graph says)."""
     from moonpin.resolver import resolved
 
-    found = resolved.load_summary(kb_file)
+    found = resolved.names(kb_file)
     if found is None:
         return None
-    return {m.dist for m in found.mooncake}, {n.dist for n in found.native}
+    return set(found["dists"]), set(found["native"])
 
 
 def _graph(kb_file: str) -> CompatGraph:

@@ -8,11 +8,13 @@ import os
 
 from moonpin.resolver.resolved import (
     FACTS_NAME,
+    NAMES_NAME,
     ORDER,
     SCHEMA,
     STACKS_NAME,
     SUMMARY_NAME,
     file_sha256,
+    names_of,
     resolved_path,
     show_name,
     stamped,
@@ -361,7 +363,9 @@ def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
     sha = file_sha256(kb_path)
     facts = facts if facts is not None else from_model(kb)
     yield FACTS_NAME, stamped(to_json(facts), sha)
-    yield SUMMARY_NAME, stamped(to_json(summary_of(facts)), sha)
+    said = summary_of(facts)
+    yield SUMMARY_NAME, stamped(to_json(said), sha)
+    yield NAMES_NAME, stamped(names_of(said), sha)
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
         yield show_name("sglang", s.version), stamped(
