@@ -172,22 +172,33 @@ def main() -> int:
     bare_t: list[float] = []
     other = args.against.resolve() if args.against else None
     theirs: dict[str, list[float]] = {name: [] for name in clis}
+    # Each checkout keeps its own cache folder, as one installed moonpin does: the memo of
+    # file facts (moonpin.kb.cache.facts_memo) is stamped with the moonpin sources that
+    # computed it, so two checkouts (or anyone else's runs) sharing one folder would throw
+    # each other's answers away on every run and time the rebuild (the KB's sha256, the
+    # tables' shape checks, an fsync'd write) instead of the query.
+    import tempfile
+
+    caches = tempfile.TemporaryDirectory(prefix="moonpin-bench-")
+    ours_env = {**CHILD_ENV, "MOONPIN_CACHE_DIR": os.path.join(caches.name, "ours")}
+    theirs_env = {**CHILD_ENV, "MOONPIN_CACHE_DIR": os.path.join(caches.name, "theirs")}
     for _ in range(args.runs):  # alternated, so each sees the same machine
         for name, argv in clis.items():
             a = time.perf_counter()
             subprocess.run([sys.executable, "-m", "moonpin", *kb_arg, *argv], cwd=ROOT,
-                           stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
+                           stdout=subprocess.DEVNULL, check=False, env=ours_env)
             times[name].append(time.perf_counter() - a)
             if other is not None:
                 a = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "moonpin", "--kb",
                                 str(other / "data" / "kb.json"), *argv], cwd=other,
-                               stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
+                               stdout=subprocess.DEVNULL, check=False, env=theirs_env)
                 theirs[name].append(time.perf_counter() - a)
         for cmd, sink in ((pip, pip_t), (bare, bare_t)):
             a = time.perf_counter()
             subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
             sink.append(time.perf_counter() - a)
+    caches.cleanup()
     p = statistics.median(pip_t)
     print(f"`pip --version` median {1000 * p:.0f} ms; `python -c pass` median "
           f"{1000 * statistics.median(bare_t):.0f} ms ({args.runs} runs each, alternated)")
