@@ -234,13 +234,15 @@ def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str
                       ) -> dict[str, Any] | None:
     """One extension release's explain table (:func:`moonpin.resolver.resolved_native.
     explain_fast`): every check and note of it at each torch the KB holds facts of, per
-    platform and python, as the stack graph's ``installs`` edges judged them, and what a
-    stack asks of it beside others (the packages it installs, its exact pins, each wheel's
+    platform and python, as :func:`moonpin.resolver.native.evaluate_native` judges it, and
+    what a stack asks of it beside others (the packages it installs, its exact pins, each wheel's
     packages and version locks). None when a text does not come back whole (the facts
     answer)."""
     from moonpin.resolver import native
     from moonpin.resolver.inputs import ARCHES
+    from moonpin.resolver.query import resolve_torch
 
+    g = stacks.cg
     said = _Marked()
     pool: dict[tuple[Any, ...], int] = {}
     checks: list[list[Any]] = []
@@ -249,8 +251,13 @@ def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str
     for t in torches:
         rows = by_torch[t] = []
         for a in ARCHES:
+            choice = resolve_torch(g, t, a)
             for p in pythons:
-                evs, notes = stacks.evaluation(t, (r.dist, r.version), (p, a))
+                # judged as explain_stack judges it, before its query's packages and
+                # SGLang's edges (what the wheel's own checks give is kept in g.memo
+                # from the stack graph's installs edges: this costs little)
+                ev = native.evaluate_native(g, r, choice, p, a)
+                evs, notes = ev.checks, ev.notes
                 w = native.wheel_for(r, p, a)
                 wheel = None
                 if w is not None:

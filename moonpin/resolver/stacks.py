@@ -15,8 +15,7 @@ the platforms (``(python, arch)``) it holds on (``on``) and, where it does not, 
   (:func:`rule.install_failure`: it is installable, has a wheel for the platform
   (:func:`rule.wheel_covers`), its torch requirement admits the torch);
   the edge keeps the release's whole judgement at that torch (``entries``, what
-  ``which <extension>`` reads, :func:`moonpin.resolver.native.entry`; ``judged``, every
-  check and note, what ``explain`` of a stack reads);
+  ``which <extension>`` reads, :func:`moonpin.resolver.native.entry`);
 * ``pinned`` extension -- extension: one release's exact Requires-Dist pin of another
   distribution (the meta ``nixl`` pins its ``nixl-cu12``/``nixl-cu13``;
   :func:`moonpin.resolver.native.pins_between`, which ``explain`` of a stack asks too);
@@ -198,7 +197,6 @@ class Stacks:
             return
         r = self._native[node]
         entries: dict[Platform, list[Any]] = {}
-        judged: dict[Platform, tuple[tuple[Any, ...], tuple[str, ...]]] = {}
         on: set[Platform] = set()
         why: dict[Platform, str] = {}
         for a in self.arches:
@@ -214,13 +212,12 @@ class Stacks:
                 if node in self._sources:
                     self._judged[(t, node, (p, a))] = ev
                 entries[(p, a)] = native.entry_of(ev, r, p, a)
-                judged[(p, a)] = (tuple(ev.checks), tuple(ev.notes))
                 bad = _install_failure(ev)
                 if bad is None:
                     on.add((p, a))
                 else:
                     why[(p, a)] = bad
-        self._join(t, node, "installs", frozenset(on), why, entries=entries, judged=judged)
+        self._join(t, node, "installs", frozenset(on), why, entries=entries)
 
     def _loads(self, t: Node, meta: Node, source: Node, plat: Platform) -> Any:
         """The judgement of ``source`` at ``t`` on ``plat``, read off its ``installs``
@@ -280,15 +277,6 @@ class Stacks:
         ``installs`` edge's; see :func:`moonpin.resolver.native.entry`)."""
         data: dict[Platform, list[Any]] = self.g[("torch", torch)][node]["entries"]
         return data
-
-    def evaluation(self, torch: str, node: Node, plat: Platform,
-                   ) -> tuple[tuple[Any, ...], tuple[str, ...]]:
-        """Every check and note of one extension release at ``torch`` on ``plat``, judged
-        without a query's packages or SGLang's edges (the ``installs`` edge's; what
-        ``explain`` of a stack composes them with)."""
-        data: dict[Platform, tuple[tuple[Any, ...], tuple[str, ...]]] = \
-            self.g[("torch", torch)][node]["judged"]
-        return data[plat]
 
     def view(self, plat: Platform) -> nx.Graph:
         """The edges that hold on one platform."""
