@@ -7,8 +7,10 @@ Prints the time to load the KB and build the graph, the stack graph's size and b
 wall time of N ``kb resolve`` runs on a copy of the KB and the bytes it writes, p50/p99 of
 in-process `which
 mooncake` and `explain` over a spread of real questions, and the wall time of cold
-`moonpin which mooncake --sglang …`, `which nixl --torch … [--sglang …]` and `which
-sglang-kernel --sglang …` processes next to `pip --version`, run alternately in this one
+`moonpin which mooncake --sglang …`, `which nixl --torch … [--sglang …]`, `which
+sglang-kernel --sglang …` and `explain` of a mooncake stack and of extension stacks (nixl
+with the kernel; the newest SGLang release's own pins of DeepEP, FlashInfer and the kernel,
+with flashinfer-cubin) processes next to `pip --version`, run alternately in this one
 script so all see the same machine.
 """
 
@@ -63,6 +65,25 @@ def _resolve(kb_path: Path, runs: int) -> None:
     print(f"kb resolve median {statistics.median(times):.2f} s ({runs} runs); writes "
           f"{sum(sizes.values()):,} bytes in {len(sizes)} files (native tables {native:,}, "
           f"_stacks.json {sizes.get('_stacks.json', 0):,})")
+
+
+def _own_stack(kb: object, sglang: str) -> list[str]:
+    """The extensions the SGLang release pins exactly (its Requires-Dist: DeepEP,
+    FlashInfer, the kernel), and the newest flashinfer-cubin the KB holds beside its
+    flashinfer-python (flashinfer's version lock is judged), as ``NAME==VERSION``."""
+    from packaging.requirements import Requirement
+
+    s = next(x for x in kb.sglang if x.version == sglang)  # type: ignore[attr-defined]
+    out = []
+    for pin in s.extension_pins:
+        req = Requirement(pin.requirement)
+        exact = [x.version for x in req.specifier if x.operator == "=="]
+        if len(exact) == 1 and req.marker is None:
+            out.append(f"{pin.dist}=={exact[0]}")
+    cubins = [r.version for r in kb.native if r.dist == "flashinfer-cubin"]  # type: ignore[attr-defined]
+    if cubins and any(x.startswith("flashinfer-python==") for x in out):
+        out.append(f"flashinfer-cubin=={max(cubins, key=Version)}")
+    return out
 
 
 def main() -> int:
@@ -129,6 +150,7 @@ def main() -> int:
 
     kb_arg = ["--kb", str(kb_path)]
     newest = max((s.version for s in kb.sglang if s.source == "index"), key=Version)
+    own = _own_stack(kb, newest)
     clis = {
         f"which mooncake --sglang {with_pg[-1]}": [
             "which", "mooncake", "--sglang", with_pg[-1], "--python", "3.12", "--arch",
@@ -141,6 +163,7 @@ def main() -> int:
             "explain", f"sglang=={newest}", "mooncake-transfer-engine-cuda13==0.3.13.post1"],
         f"explain sglang=={newest} nixl==1.5.1 sglang-kernel==0.4.10": [
             "explain", f"sglang=={newest}", "nixl==1.5.1", "sglang-kernel==0.4.10"],
+        f"explain sglang=={newest} {' '.join(own)}": ["explain", f"sglang=={newest}", *own],
     }
     pip = [sys.executable, "-m", "pip", "--version"]
     times: dict[str, list[float]] = {name: [] for name in clis}
@@ -149,22 +172,33 @@ def main() -> int:
     bare_t: list[float] = []
     other = args.against.resolve() if args.against else None
     theirs: dict[str, list[float]] = {name: [] for name in clis}
+    # Each checkout keeps its own cache folder, as one installed moonpin does: the memo of
+    # file facts (moonpin.kb.cache.facts_memo) is stamped with the moonpin sources that
+    # computed it, so two checkouts (or anyone else's runs) sharing one folder would throw
+    # each other's answers away on every run and time the rebuild (the KB's sha256, the
+    # tables' shape checks, an fsync'd write) instead of the query.
+    import tempfile
+
+    caches = tempfile.TemporaryDirectory(prefix="moonpin-bench-")
+    ours_env = {**CHILD_ENV, "MOONPIN_CACHE_DIR": os.path.join(caches.name, "ours")}
+    theirs_env = {**CHILD_ENV, "MOONPIN_CACHE_DIR": os.path.join(caches.name, "theirs")}
     for _ in range(args.runs):  # alternated, so each sees the same machine
         for name, argv in clis.items():
             a = time.perf_counter()
             subprocess.run([sys.executable, "-m", "moonpin", *kb_arg, *argv], cwd=ROOT,
-                           stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
+                           stdout=subprocess.DEVNULL, check=False, env=ours_env)
             times[name].append(time.perf_counter() - a)
             if other is not None:
                 a = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "moonpin", "--kb",
                                 str(other / "data" / "kb.json"), *argv], cwd=other,
-                               stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
+                               stdout=subprocess.DEVNULL, check=False, env=theirs_env)
                 theirs[name].append(time.perf_counter() - a)
         for cmd, sink in ((pip, pip_t), (bare, bare_t)):
             a = time.perf_counter()
             subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, check=False, env=CHILD_ENV)
             sink.append(time.perf_counter() - a)
+    caches.cleanup()
     p = statistics.median(pip_t)
     print(f"`pip --version` median {1000 * p:.0f} ms; `python -c pass` median "
           f"{1000 * statistics.median(bare_t):.0f} ms ({args.runs} runs each, alternated)")

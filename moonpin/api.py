@@ -189,28 +189,45 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
     stack (``nixl-cu13==1.5.1``, ``sglang-kernel==0.4.10``...) add one check each: its
     build for that torch on the python and platform judged (then mooncake is optional)."""
     from moonpin.kb.errors import UsageError
-    from moonpin.resolver import query
+    from moonpin.resolver.spelling import parse_release
 
-    g = _graph(_kb_file(kb))
+    kb_file = _kb_file(kb)
+    kinds = _kinds(kb_file)
+    g = _graph(kb_file) if kinds is None else None
     sglang = mooncake = None
     extensions: list[tuple[str, str]] = []
     for item in releases:
-        name, version = query.parse_release(item)
+        name, version = parse_release(item)
         if name == "sglang":
             sglang = version
         elif name == "torch":
             torch = version
-        elif name not in g.dists() and _is_extension(g, name):
+        elif (name not in kinds[0] and name in kinds[1]) if kinds is not None else (
+                g is not None and name not in g.dists() and _is_extension(g, name)):
             extensions.append((name, version))
         else:
             mooncake = f"{name}=={version}"
     if extensions:
-        return _explain_stack(g, sglang, mooncake, extensions, torch, python, arch)
+        return _explain_stack(kb_file, g, sglang, mooncake, extensions, torch, python, arch)
     if sglang is None or mooncake is None:
         raise UsageError("explain needs sglang==V and a mooncake DIST==V (and optionally "
                          "torch==T)", hint="e.g. moonpin explain sglang==0.5.18 "
                                            "mooncake-transfer-engine-cuda13==0.3.13")
-    return query.explain(g, sglang, mooncake, torch=torch, python=python, arch=arch)
+    from moonpin.resolver import query
+
+    return query.explain(g or _graph(kb_file), sglang, mooncake, torch=torch, python=python,
+                         arch=arch)
+
+
+def _kinds(kb_file: str) -> tuple[set[str], set[str]] | None:
+    """The mooncake distributions and the native extensions' distributions the KB holds,
+    from its names (no facts read); None without them (then the graph says)."""
+    from moonpin.resolver import resolved
+
+    found = resolved.names(kb_file)
+    if found is None:
+        return None
+    return set(found["dists"]), set(found["native"])
 
 
 def _graph(kb_file: str) -> CompatGraph:
@@ -236,14 +253,16 @@ def _is_extension(g: CompatGraph, name: str) -> bool:
     return native.is_extension(g, name)
 
 
-def _explain_stack(g: CompatGraph, sglang: str | None, mooncake: str | None,
-                   extensions: list[tuple[str, str]], torch: str | None, python: str | None,
-                   arch: str | None) -> Explanation:
+def _explain_stack(kb_file: str, g: CompatGraph | None, sglang: str | None,
+                   mooncake: str | None, extensions: list[tuple[str, str]],
+                   torch: str | None, python: str | None, arch: str | None) -> Explanation:
     """:func:`explain` of a stack with native extensions: the mooncake pair's checks (when
     a mooncake release is named) and one check per extension, on the same torch, python
-    and platform."""
-    from moonpin.resolver import native, query, rule
+    and platform; from the resolved tables where they hold the stack, else from the
+    facts."""
+    from moonpin.resolver import rule
     from moonpin.resolver.answers import Explanation
+    from moonpin.resolver.resolved_native import explain_fast
 
     base = None
     if mooncake is not None:
@@ -252,11 +271,19 @@ def _explain_stack(g: CompatGraph, sglang: str | None, mooncake: str | None,
 
             raise UsageError("explain of a mooncake release needs sglang==V",
                              hint=f"e.g. moonpin explain sglang==0.5.23 {mooncake}")
+        from moonpin.resolver import query
+
+        g = g or _graph(kb_file)
         base = query.explain(g, sglang, mooncake, torch=torch, python=python, arch=arch)
         ev = base.evaluated
         torch = ev["torch"] or torch
         python, arch = ev["python"] or python, ev["arch"] or arch
-    got = native.explain_stack(g, sglang, extensions, torch=torch, python=python, arch=arch)
+    got = explain_fast(kb_file, sglang, extensions, torch=torch, python=python, arch=arch)
+    if got is None:
+        from moonpin.resolver import native
+
+        got = native.explain_stack(g or _graph(kb_file), sglang, extensions, torch=torch,
+                                   python=python, arch=arch)
     checks = [c.as_dict() for c in got["checks"]]
     if base is not None:
         checks = [*base.checks, *(c for c in checks if c["name"] != "torch requirement")]

@@ -42,9 +42,8 @@ class _Pools:
             self._full_read = True
             from moonpin.resolver import resolved
 
-            found = resolved.summary(self.kb_path)
-            if found is not None:
-                names = resolved.release_names(found)
+            names = resolved.names(self.kb_path)
+            if names is not None:
                 self._full = (names["index"], names["every"], names["mooncake"],
                               names["native"])
                 return self._full
@@ -121,11 +120,12 @@ class _Pools:
 
 
 def _extensions(kb_path: str | os.PathLike[str]) -> set[str]:
-    """The native extensions' distributions the KB's derived facts hold (none without)."""
+    """The native extensions' distributions the KB's derived facts hold (none without):
+    from its names, else its summary, else its facts."""
     from moonpin.resolver import resolved
 
-    facts = resolved.load_facts(kb_path)
-    return {r.dist for r in facts.native} if facts is not None else set()
+    found = resolved.names(kb_path)
+    return set(found["native"]) if found is not None else set()
 
 
 def _same_or(version: str, pool: list[str], error: Any) -> str:

@@ -13,7 +13,21 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Candidate", "Covered", "Explanation", "Which"]
+__all__ = ["Candidate", "Check", "Covered", "Explanation", "Which"]
+
+
+class Check(NamedTuple):
+    """One check of a combination: its name, ``ok`` True / False / None (the KB cannot
+    decide it), what it found, and the evidence it rests on."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    evidence: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail,
+                "evidence": list(self.evidence)}
 
 
 class Covered(NamedTuple):

@@ -38,6 +38,7 @@ from moonpin.resolver.query import (
     resolve_torch,
     torch_release,
 )
+from moonpin.resolver.resolved_native import COLLISION
 
 if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, NativeWheel, Sglang
@@ -588,10 +589,6 @@ def _pin_edges(stack: Sequence[NativeRelease]) -> list[Check]:
                 out.append(Check(f"{r.dist}=={r.version} pin", d.ok, d.detail, (
                     f"{w.artifact.filename}: METADATA Requires-Dist" if w else r.dist,)))
     return out
-
-
-#: The name of the check that two releases of a stack install one top-level package.
-COLLISION = "one package, two distributions"
 
 
 def _collisions(stack: Sequence[NativeRelease], python: str, arch: str) -> list[Check]:

@@ -24,9 +24,10 @@ from moonpin.kb.distributions import torch_requirement
 from moonpin.kb.errors import UsageError
 from moonpin.kb.facts import Build, Loader, Sglang, Wheel
 from moonpin.resolver import rule, spelling
-from moonpin.resolver.answers import Candidate, Covered, Explanation, Which
+from moonpin.resolver.answers import Candidate, Check, Covered, Explanation, Which
 from moonpin.resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from moonpin.resolver.inputs import normalize_arch, normalize_python
+from moonpin.resolver.spelling import parse_release
 
 __all__ = ["Check", "Evaluation", "TorchChoice", "check_mooncake", "combos", "evaluate", "explain",
            "get_sglang", "normalize_arch", "normalize_python", "parse_release", "parse_spec",
@@ -37,17 +38,6 @@ __all__ = ["Check", "Evaluation", "TorchChoice", "check_mooncake", "combos", "ev
 
 # Records are named tuples and slotted classes, not dataclasses: ``dataclasses`` imports
 # ``inspect`` (with ``ast``, ``dis`` and ``tokenize``), a tenth of a query's time budget.
-
-
-class Check(NamedTuple):
-    name: str
-    ok: bool | None
-    detail: str
-    evidence: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail,
-                "evidence": list(self.evidence)}
 
 
 class TorchChoice(NamedTuple):
@@ -87,17 +77,6 @@ class Evaluation:
 
 
 # ----------------------------------------------------------------------- input
-
-
-def parse_release(text: str) -> tuple[str, str]:
-    """``NAME==VERSION`` (any PEP 503 spelling of the name, a ``v`` prefix on the version)
-    -> (canonical name, version)."""
-    name, version = spelling.split_release(text)
-    if spelling.is_latest(version):
-        raise UsageError(f"{text!r}: {name}=={version} needs the knowledge base's releases",
-                         hint=f"name the version (`moonpin which` and `moonpin kb info` list "
-                              f"them), not {version!r}")
-    return name, spelling.version(version, what=name, flag=f"{name}==")
 
 
 def _nearest(version: str, pool: Iterable[str]) -> str:

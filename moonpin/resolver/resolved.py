@@ -28,6 +28,7 @@ __all__ = [
     "KB_MAX_AGE_DAYS",
     "MARKS",
     "MAX_TABLE_BYTES",
+    "NAMES_NAME",
     "ORDER",
     "STACKS_NAME",
     "SUMMARY_NAME",
@@ -48,6 +49,8 @@ __all__ = [
     "load_show",
     "load_stacks",
     "load_summary",
+    "names",
+    "names_of",
     "read_table",
     "release_names",
     "resolved_path",
@@ -726,6 +729,68 @@ def summary(kb_path: str | os.PathLike[str]) -> Summary | None:
     return found
 
 
+#: The names a KB holds, as users' input is read against (:func:`names`).
+NAMES_NAME = "_names.json"
+
+def _pep440(versions: Any) -> bool:
+    """Each of ``versions`` is a PEP 440 version (the common shapes by a pattern, the rest
+    asked of packaging), as the summary's reader holds its own."""
+    import re
+
+    plain = re.compile(r"\d{1,30}(?:\.\d{1,30}){0,10}(?:(?:a|b|rc)\d{1,30})?"
+                       r"(?:\.post\d{1,30})?(?:\.dev\d{1,30})?").fullmatch
+    for v in versions:
+        if type(v) is not str:
+            return False
+        if plain(v) is None:
+            from packaging.version import InvalidVersion, Version
+
+            try:
+                Version(v)
+            except (InvalidVersion, ValueError):
+                return False
+    return True
+
+
+def _valid_names(doc: Any) -> bool:
+    if type(doc) is not dict:
+        return False
+    lists: list[Any] = [doc.get("index"), doc.get("every"), doc.get("dists")]
+    pools: list[Any] = [doc.get("mooncake"), doc.get("native")]
+    return (all(_strs(x) for x in lists) and all(
+        type(p) is dict and all(type(k) is str and _strs(v) for k, v in p.items())
+        for p in pools)
+        and (doc.get("scraped_at") is None or type(doc.get("scraped_at")) is str)
+        and _pep440([*doc["index"], *doc["every"],
+                     *(v for p in pools for vs in p.values() for v in vs)]))
+
+
+def names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """:func:`names_of` the KB: from ``resolved/_names.json`` (no facts module, no typed
+    summary: what the reading of users' input and the age note need), else from its
+    summary; None when neither is there (the caller reads the KB itself)."""
+    def read() -> dict[str, Any] | None:
+        try:
+            doc = _read_stamped(kb_path, NAMES_NAME)
+        except (OSError, ValueError, RecursionError):
+            return None
+        return doc if _valid_names(doc) else None
+
+    found: dict[str, Any] | None = _read_once(kb_path, NAMES_NAME, read)
+    if found is None:
+        s = summary(kb_path)
+        found = names_of(s) if s is not None else None
+    return found
+
+
+def names_of(s: Summary) -> dict[str, Any]:
+    """:func:`release_names`, with ``dists`` (the mooncake distributions of the releases
+    read) and ``scraped_at`` (the scrape's time, ISO 8601, None when unknown)."""
+    when = s.scrape.scraped_at
+    return {**release_names(s), "dists": sorted({m.dist for m in s.mooncake}),
+            "scraped_at": when.isoformat() if when is not None else None}
+
+
 def release_names(s: Summary) -> dict[str, Any]:
     """The releases a KB names, as users' input is read against (``latest``, "did you
     mean"): ``index``, the SGLang releases of the index; ``every``, every SGLang version
@@ -837,10 +902,18 @@ def age_note(kb_path: str | os.PathLike[str], now: float | None = None) -> str |
         limit = KB_MAX_AGE_DAYS
     if limit <= 0:
         return None
-    found = summary(kb_path)
-    when: datetime | None = found.scrape.scraped_at if found is not None else None
-    if when is None:
+    found = names(kb_path)
+    said = found.get("scraped_at") if found is not None else None
+    if said is None:
         return None
+    try:
+        when = datetime.fromisoformat(said)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        from datetime import timezone
+
+        when = when.replace(tzinfo=timezone.utc)
     days = ((time.time() if now is None else now) - when.timestamp()) / 86400
     if days <= limit:
         return None

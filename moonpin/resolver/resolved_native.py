@@ -1,5 +1,6 @@
-"""``which`` of a native extension from tables resolved at ``kb resolve``, so the question
-loads neither the KB's facts nor pydantic or networkx.
+"""``which`` of a native extension, and ``explain`` of a stack naming extensions, from
+tables resolved at ``kb resolve``, so the question loads neither the KB's facts nor
+pydantic or networkx.
 
 ``resolved/_native.json`` is the index: every name a question may use (project,
 distribution, import name) with the project and distributions it means, the pythons the
@@ -11,6 +12,10 @@ imports). One
 (release, platform, python) as :func:`moonpin.resolver.native.evaluate_native` judges it
 without a query's narrowing: :func:`judge` then applies the query's packages and SGLang's
 edges, as the full resolver does (it answers the same way, through :func:`answer`).
+
+Beside them, ``resolved/_ext-<dist>-<version>.json`` per release: every check it is
+judged by at each torch and platform, so ``explain`` of a stack naming extensions answers
+from the tables too (:func:`explain_fast`).
 
 A question the tables do not hold (a torch or SGLang release spelt otherwise, a python
 no wheel names) is answered by the full resolver. Standard library only at import.
@@ -35,10 +40,13 @@ if TYPE_CHECKING:
     Edges = tuple[str, str, Callable[[str, str, str], "Sequence[tuple[str, str | None]] | None"],
                   Sequence[tuple[str, str]]]
 
-__all__ = ["INDEX", "ORDER", "answer", "entry_name", "judge", "which_fast"]
+__all__ = ["COLLISION", "INDEX", "ORDER", "answer", "entry_name", "explain_fast", "judge",
+           "release_name", "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
+#: The name of the check that two releases of a stack install one top-level package.
+COLLISION = "one package, two distributions"
 ORDER = {"compatible": 0, "unknown": 1, "incompatible": 2}
 _VERDICTS = ("compatible", "unknown", "incompatible")
 
@@ -142,6 +150,7 @@ def _valid_edges(v: Any) -> bool:
 def _valid_sglang(v: Any) -> bool:
     return (type(v) is dict and type(v.get("release")) is str
             and type(v.get("filename")) is str and _strs(v.get("torch"))
+            and _lines(v.get("torch_lines", []))
             and type(v.get("projects")) is dict
             and all(type(k) is str and _valid_edges(x) for k, x in v["projects"].items()))
 
@@ -272,3 +281,284 @@ def _edges(s: dict[str, Any], project: str) -> Edges:
 
     return (s["release"], s["filename"], pins_for,
             [(p, why) for p, why in mine.get("imports", ())])
+
+
+# ----------------------------------------------------------------------- explain a stack
+#
+# ``resolved/_ext-<dist>-<version>.json``, one per extension release: every check and note
+# :func:`moonpin.resolver.native.evaluate_native` makes of it at each torch the KB holds
+# facts of, per platform and python, judged without a query's packages or SGLang's edges
+# (the stack graph's ``installs`` edge), its texts with the combination's wheel, python and
+# platform marked (:data:`moonpin.resolver.resolved.MARKS`); and what a stack asks of it
+# beside others: the packages it installs, its exact pins, each chosen wheel's packages
+# and version locks. :func:`explain_fast` composes them with SGLang's edges (the index)
+# as :func:`moonpin.resolver.native.explain_stack` does.
+
+
+def release_name(dist: str, version: str) -> str:
+    """The file name of one extension release's explain table."""
+    from moonpin.resolver.resolved import table_name
+
+    return table_name("_ext-", f"{dist}-{version}")
+
+
+def _valid_release(doc: dict[str, Any]) -> bool:
+    strings: Any = doc.get("strings")
+    checks, by_torch, wheels = doc.get("checks"), doc.get("torch"), doc.get("wheels")
+    if not (doc.get("schema_version") == SCHEMA and _strs(strings) and type(checks) is list
+            and type(by_torch) is dict and type(wheels) is dict
+            and all(type(doc.get(k)) is str for k in ("dist", "version", "project"))
+            and _strs(doc.get("wanted")) and _strs(doc.get("packages"))
+            and type(doc.get("pins")) is list
+            and all(_strs(x) and len(x) == 2 for x in doc["pins"])
+            and (doc.get("first") is None or type(doc.get("first")) is str)):
+        return False
+    n, nc = len(strings), len(checks)
+
+    def ref(i: Any, size: int) -> bool:
+        return type(i) is int and 0 <= i < size
+
+    def opt(v: Any) -> bool:
+        return v is None or type(v) is str
+
+    for c in checks:
+        if not (type(c) is list and len(c) == 4 and ref(c[0], n)
+                and c[1] in (True, False, None) and type(c[1]) is not int and ref(c[2], n)
+                and type(c[3]) is list and all(ref(x, n) for x in c[3])):
+            return False
+    for w in wheels.values():
+        if not (type(w) is list and len(w) == 2 and _strs(w[0]) and type(w[1]) is list
+                and all(type(x) is list and len(x) == 6 and type(x[0]) is str
+                        and opt(x[1]) and opt(x[2]) and opt(x[3]) and type(x[4]) is str
+                        and type(x[5]) is int for x in w[1])):
+            return False
+    return all(type(rows) is list and all(
+        type(r) is list and len(r) == 5 and type(r[0]) is str and type(r[1]) is str
+        and (r[2] is None or ref(r[2], n)) and type(r[3]) is list
+        and all(ref(x, nc) for x in r[3]) and type(r[4]) is list
+        and all(ref(x, n) for x in r[4]) for r in rows) for rows in by_torch.values())
+
+
+class _Release:
+    """One extension release's explain table, read back."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.dist: str = doc["dist"]
+        self.version: str = doc["version"]
+        self.project: str = doc["project"]
+        self.wanted = frozenset(doc["wanted"])
+        self.packages = frozenset(doc["packages"])
+        self.pins = {d: v for d, v in doc["pins"]}
+        self.first: str | None = doc["first"]
+        self.wheels: dict[str, list[Any]] = doc["wheels"]
+        self._strings: list[str] = doc["strings"]
+        self._checks: list[list[Any]] = doc["checks"]
+        self._torch: dict[str, list[list[Any]]] = doc["torch"]
+
+    def holds(self, torch: str) -> bool:
+        return torch in self._torch
+
+    def judged(self, torch: str, python: str, arch: str,
+               ) -> tuple[str | None, list[Any], list[str]] | None:
+        """(the wheel pip chooses, every check, every note) at ``torch`` on this python and
+        platform; None when the table does not hold it."""
+        from moonpin.resolver.answers import Check
+        from moonpin.resolver.resolved import expand
+
+        row = next((r for r in self._torch.get(torch, ()) if r[0] == python and r[1] == arch),
+                   None)
+        if row is None:
+            return None
+        s = self._strings
+        wheel = None if row[2] is None else s[row[2]]
+        said = (wheel, python, arch)
+        checks = [Check(expand(s[c[0]], said), c[1], expand(s[c[2]], said),
+                        tuple(expand(s[x], said) for x in c[3]))
+                  for c in (self._checks[i] for i in row[3])]
+        return wheel, checks, [expand(s[n], said) for n in row[4]]
+
+
+def _read_release(kb_path: str | os.PathLike[str], dist: str, version: str,
+                  ) -> _Release | None:
+    from moonpin.resolver.resolved import read_table
+
+    try:
+        doc = read_table(kb_path, release_name(dist, version), valid=_valid_release)
+    except (OSError, ValueError):
+        return None
+    if doc.get("dist") != dist or doc.get("version") != version:
+        return None  # another release's table under a colliding name
+    return _Release(doc)
+
+
+def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,
+                 extensions: Sequence[tuple[str, str]], *, torch: str | None,
+                 python: str | None, arch: str | None) -> dict[str, Any] | None:
+    """:func:`moonpin.resolver.native.explain_stack` from the resolved tables (the index
+    and each release's explain table), without the KB's facts; None when they do not hold
+    the question as asked (a release, torch or python spelt otherwise or not tabled, a
+    stale or damaged table): then the full resolver answers."""
+    from moonpin.resolver.inputs import ARCHES, normalize_arch, normalize_python
+    from moonpin.resolver.resolved import read_table
+
+    python, arch = normalize_python(python), normalize_arch(arch)
+    try:
+        index = read_table(kb_path, INDEX, valid=_valid_index)
+    except (OSError, ValueError):
+        return None
+    s = None
+    if sglang is not None:
+        s = index["sglang"].get(sglang)
+        if s is None or "torch_lines" not in s:
+            return None
+    if torch is not None:
+        tt = torch
+    elif s is not None and s["torch"]:
+        tt = s["torch"][-1]
+    else:
+        return None  # the full resolver says what is missing
+    if tt not in index["torch"] or (python is not None and python not in index["pythons"]):
+        return None
+    stack = []
+    for d, v in extensions:
+        r = _read_release(kb_path, d, v)
+        if r is None or not r.holds(tt):
+            return None
+        stack.append(r)
+    edges: dict[str, Edges] = {}
+    if s is not None:
+        for r in stack:
+            if r.project not in edges:
+                installed = {p for x in stack if x.project == r.project for p in x.packages}
+                release, filename, pins, imports = _edges(s, r.project)
+                edges[r.project] = (release, filename, pins,
+                                    [i for i in imports if i[0] not in installed])
+    pythons = [python] if python else list(reversed(index["pythons"]))
+    if s is not None and python is None:  # SGLang's own wheel's python first
+        own = [p for p in pythons if f"-{p}-" in s["filename"]]
+        pythons = own + [p for p in pythons if p not in own]
+    arches = [arch] if arch else list(ARCHES)
+    judged: list[tuple[str, str, list[Any], list[str]]] = []
+    for a in arches:
+        for p in pythons:
+            got = _judge_stack(s, sglang, stack, edges, tt, p, a)
+            if got is None:
+                return None
+            judged.append((p, a, *got))
+    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
+
+    def rank(j: tuple[str, str, list[Any], list[str]]) -> tuple[int, int]:
+        return (order[rule.verdict(c.ok for c in j[2])], -sum(1 for c in j[2] if c.ok))
+
+    best = min(judged, key=rank)
+    return {
+        "query": {"sglang": sglang if s is not None else None, "torch": tt,
+                  "extensions": [f"{d}=={v}" for d, v in extensions],
+                  "python": python or "all", "arch": arch or "all"},
+        "checks": best[2], "notes": best[3],
+        "evaluated": {"torch": tt, "python": best[0], "arch": best[1], "wheel": None},
+        "combinations": [{"torch": tt, "python": p, "arch": a,
+                          "verdict": rule.verdict(c.ok for c in cs),
+                          "reason": next((f"{c.name}: {c.detail}" for c in cs
+                                          if c.ok is False), "")}
+                         for p, a, cs, _ in judged]}
+
+
+def _judge_stack(s: dict[str, Any] | None, sglang: str | None, stack: Sequence[_Release],
+                 edges: dict[str, Edges], tt: str, python: str, arch: str,
+                 ) -> tuple[list[Any], list[str]] | None:
+    """Every check of the stack on one python and platform, in
+    :func:`moonpin.resolver.native.explain_stack`'s order, and the notes; None when a
+    table does not hold the combination."""
+    from moonpin.resolver.answers import Check
+
+    checks: list[Any] = []
+    notes: list[str] = []
+    if s is not None:
+        d = rule.torch_admitted(f"sglang {sglang}", [(line, spec) for line, spec in
+                                                     s["torch_lines"]], tt)
+        checks.append(Check("torch requirement", d.ok, d.detail,
+                            (f"{s['filename']}: METADATA Requires-Dist",)))
+    wheels: list[str | None] = []
+    for r in stack:
+        found = r.judged(tt, python, arch)
+        if found is None:
+            return None
+        wheel, own, said = found
+        wheels.append(wheel)
+        evs, ev_notes = _compose(r, wheel, own, said, edges.get(r.project), python, arch)
+        bad = ([f"{c.name}: {c.detail}" for c in evs if c.ok is False]
+               or [f"{c.name}: {c.detail}" for c in evs if c.ok is None])
+        ok = rule.verdict(c.ok for c in evs)
+        detail = (bad[0] if bad else next(
+            (c.detail for c in reversed(evs) if c.name == "build for torch"), "loads"))
+        checks.append(Check(f"{r.dist}=={r.version}",
+                            {"compatible": True, "incompatible": False}.get(ok), detail,
+                            tuple(e for c in evs for e in c.evidence
+                                  if c.name == "build for torch")))
+        notes += [n for n in ev_notes if n not in notes]
+    versions = {r.dist: r.version for r in stack}
+    for r, wheel in zip(stack, wheels, strict=True):  # the version locks
+        for target, condition, effect, key, member, line in (
+                r.wheels.get(wheel, [[], []])[1] if wheel is not None else ()):
+            if target in versions:
+                d = rule.lock(r.dist, r.version, target, versions[target], condition,
+                              effect, key)
+                checks.append(Check(f"{r.dist} lock", d.ok, d.detail,
+                                    (f"{wheel}: {member}:{line}",)))
+    for r in stack:  # the exact pins one release holds on another
+        for o in stack:
+            want = r.pins.get(o.dist) if (o.dist, o.version) != (r.dist, r.version) else None
+            if want is None:
+                continue
+            d = rule.pinned_by(f"{r.dist} {r.version}", o.dist, o.version,
+                               [(f"{o.dist}=={want}", f"=={want}")])
+            if d.ok is not True:
+                checks.append(Check(f"{r.dist}=={r.version} pin", d.ok, d.detail, (
+                    f"{r.first}: METADATA Requires-Dist" if r.first else r.dist,)))
+    for i, r in enumerate(stack):  # two distributions installing one package
+        for j in range(i + 1, len(stack)):
+            o = stack[j]
+            if o.dist == r.dist:
+                continue
+            d = rule.collides(f"{r.dist}=={r.version}", r.packages,
+                              f"{o.dist}=={o.version}", o.packages)
+            if d.ok is False:
+                common = ", ".join(sorted(r.packages & o.packages))
+                shown = [wheels[k] or stack[k].first for k in (i, j)]
+                checks.append(Check(COLLISION, False, d.detail, tuple(
+                    f"{w}: top-level {common}" for w in shown if w)))
+    return checks, notes
+
+
+def _compose(r: _Release, wheel: str | None, own: list[Any], notes: list[str],
+             edges: Edges | None, python: str, arch: str) -> tuple[list[Any], list[str]]:
+    """The checks and notes :func:`moonpin.resolver.native.evaluate_native` makes of ``r``
+    with its distribution's packages and SGLang's ``edges``, from those it made without
+    them (``own``: installable, the wheel, then the wheel's own): the edges' checks after
+    ``installable``, and the packages' check ending the judgement where it fails."""
+    from moonpin.resolver.answers import Check
+
+    out = list(own[:1])
+    if not out or out[0].ok is False:
+        return out, []
+    if edges is not None:
+        release, filename, pins, imports = edges
+        lines = pins(r.dist, python, arch)
+        if lines is not None:  # SGLang pins the distribution (here, maybe no line applies)
+            d = rule.pinned_by(release, r.dist, r.version, lines)
+            out.append(Check("sglang's requirement", d.ok, d.detail,
+                             (f"{filename}: METADATA Requires-Dist",)))
+        if imports and wheel is not None:
+            d = rule.launch_imports(release, wheel, r.wheels[wheel][0], imports)
+            out.append(Check("sglang's import", d.ok, d.detail,
+                             tuple(f"{filename}: {why.split(': ', 1)[1]}"
+                                   for _, why in imports)))
+        if any(c.ok is False for c in out):
+            return out, []
+    if wheel is None:
+        return out + own[1:], []
+    d = rule.provides(wheel, r.wheels[wheel][0], r.wanted)
+    if d.ok is False:
+        return [*out, own[1], Check("module present", d.ok, d.detail, (wheel,))], []
+    return out + own[1:], notes

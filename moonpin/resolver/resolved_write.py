@@ -8,11 +8,13 @@ import os
 
 from moonpin.resolver.resolved import (
     FACTS_NAME,
+    NAMES_NAME,
     ORDER,
     SCHEMA,
     STACKS_NAME,
     SUMMARY_NAME,
     file_sha256,
+    names_of,
     resolved_path,
     show_name,
     stamped,
@@ -132,12 +134,13 @@ class _Explained:
     one) gets no table (the facts answer it)."""
 
     def __init__(self) -> None:
-        self.strings: list[str] = []
-        self.intern = _interner(self.strings)
+        self.said = _Marked()
+        self.strings = self.said.strings
+        self.marked = self.said.marked
+        self.intern = self.said.intern
         self.checks: list[list[Any]] = []
         self.pool: dict[tuple[Any, ...], int] = {}
         self.combos: list[list[Any]] = []
-        self.whole = True
 
     def add(self, release: int, evaluations: Any) -> None:
         for e in evaluations:
@@ -153,21 +156,8 @@ class _Explained:
             self.combos.append([release, e.torch, e.arch, e.python, self.intern(e.wheel), ids,
                                 [self.marked(n, said) for n in e.notes]])
 
-    def marked(self, text: str, said: tuple[str | None, str, str]) -> int | None:
-        """The index of ``text`` with the combination's ``said`` (wheel, python, arch)
-        marked."""
-        from moonpin.resolver.resolved import MARKS, expand
-
-        out = text
-        for value, mark in zip(said, MARKS, strict=True):
-            if value:
-                out = out.replace(value, mark)
-        if "\0" in text or expand(out, said) != text:
-            self.whole = False
-        return self.intern(out)
-
     def doc(self) -> dict[str, Any] | None:
-        if not self.whole:
+        if not self.said.whole:
             return None
         return {"strings": self.strings, "checks": self.checks, "combos": self.combos}
 
@@ -185,6 +175,7 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
     """:func:`build_native`'s documents, each given as soon as it is made."""
     from moonpin.resolver import native
     from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.graph import torch_lines
     from moonpin.resolver.inputs import ARCHES
 
     stacks = stacks if stacks is not None else stack_graph(kb)
@@ -211,7 +202,9 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
             if pins or e.imports:
                 edges[project] = {"pins": pins, "imports": [list(i) for i in e.imports]}
         sglang[s.version] = {"release": f"sglang {s.version}", "filename": s.artifact.filename,
-                             "torch": [t for t, _ in g.torch_for(s)], "projects": edges}
+                             "torch": [t for t, _ in g.torch_for(s)], "projects": edges,
+                             "torch_lines": [[line, str(spec)]
+                                             for line, spec in torch_lines(s)]}
     yield rn.INDEX, {
         "schema_version": rn.SCHEMA, "kb_sha256": sha, "names": names, "torch": torches,
         "pythons": pythons, "sglang": sglang}
@@ -226,6 +219,99 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
                 "schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
                 "torch": t, "releases": [[r.dist, r.version] for r in mine],
                 "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
+    seen: set[tuple[str, str]] = set()
+    for r in releases:
+        if (r.dist, r.version) in seen:
+            continue  # the one a query's release name finds is the first
+        seen.add((r.dist, r.version))
+        doc = _release_document(stacks, r, torches, pythons)
+        if doc is not None:
+            yield rn.release_name(r.dist, r.version), {
+                "schema_version": rn.SCHEMA, "kb_sha256": sha, **doc}
+
+
+def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str],
+                      ) -> dict[str, Any] | None:
+    """One extension release's explain table (:func:`moonpin.resolver.resolved_native.
+    explain_fast`): every check and note of it at each torch the KB holds facts of, per
+    platform and python, as :func:`moonpin.resolver.native.evaluate_native` judges it, and
+    what a stack asks of it beside others (the packages it installs, its exact pins, each wheel's
+    packages and version locks). None when a text does not come back whole (the facts
+    answer)."""
+    from moonpin.resolver import native
+    from moonpin.resolver.inputs import ARCHES
+    from moonpin.resolver.query import resolve_torch
+
+    g = stacks.cg
+    said = _Marked()
+    pool: dict[tuple[Any, ...], int] = {}
+    checks: list[list[Any]] = []
+    by_torch: dict[str, list[list[Any]]] = {}
+    chosen: dict[str, Any] = {}
+    for t in torches:
+        rows = by_torch[t] = []
+        for a in ARCHES:
+            choice = resolve_torch(g, t, a)
+            for p in pythons:
+                # judged as explain_stack judges it, before its query's packages and
+                # SGLang's edges (what the wheel's own checks give is kept in g.memo
+                # from the stack graph's installs edges: this costs little)
+                ev = native.evaluate_native(g, r, choice, p, a)
+                evs, notes = ev.checks, ev.notes
+                w = native.wheel_for(r, p, a)
+                wheel = None
+                if w is not None:
+                    wheel = w.artifact.filename
+                    chosen.setdefault(wheel, w)
+                marks = (wheel, p, a)
+                ids = []
+                for c in evs:
+                    key = (said.marked(c.name, marks), c.ok, said.marked(c.detail, marks),
+                           tuple(said.marked(x, marks) for x in c.evidence))
+                    if key not in pool:
+                        pool[key] = len(checks)
+                        checks.append([key[0], key[1], key[2], list(key[3])])
+                    ids.append(pool[key])
+                rows.append([p, a, said.intern(wheel), ids,
+                             [said.marked(n, marks) for n in notes]])
+    if not said.whole:
+        return None
+    mine = [x for x in stacks.cg.kb.native if x.project == r.project and x.dist == r.dist]
+    return {
+        "dist": r.dist, "version": r.version, "project": r.project,
+        "wanted": sorted(native.wanted_packages(mine)),
+        "packages": sorted(native.packages(r)),
+        "pins": [list(x) for x in native.exact_pins(r)],
+        "first": r.wheels[0].artifact.filename if r.wheels else None,
+        "wheels": {name: [list(w.packages),
+                          [[x.target, x.condition, x.effect, x.key, x.member, x.line]
+                           for rl in w.rules for x in rl.steps if x.kind == "lock"]]
+                   for name, w in chosen.items()},
+        "strings": said.strings, "checks": checks, "torch": by_torch}
+
+
+class _Marked:
+    """A string table whose texts are stored with a combination's wheel, python and
+    platform as markers (:data:`moonpin.resolver.resolved.MARKS`), so what every python
+    and platform share is said once; ``whole`` is False once a text would not come back
+    whole that way (a NUL in one)."""
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.intern = _interner(self.strings)
+        self.whole = True
+
+    def marked(self, text: str, said: tuple[str | None, str, str]) -> int | None:
+        """The index of ``text`` with ``said`` (wheel, python, arch) marked."""
+        from moonpin.resolver.resolved import MARKS, expand
+
+        out = text
+        for value, mark in zip(said, MARKS, strict=True):
+            if value:
+                out = out.replace(value, mark)
+        if "\0" in text or expand(out, said) != text:
+            self.whole = False
+        return self.intern(out)
 
 
 def build_stacks(kb_path: Path, stacks: Any) -> dict[str, Any]:
@@ -284,7 +370,9 @@ def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
     sha = file_sha256(kb_path)
     facts = facts if facts is not None else from_model(kb)
     yield FACTS_NAME, stamped(to_json(facts), sha)
-    yield SUMMARY_NAME, stamped(to_json(summary_of(facts)), sha)
+    said = summary_of(facts)
+    yield SUMMARY_NAME, stamped(to_json(said), sha)
+    yield NAMES_NAME, stamped(names_of(said), sha)
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
         yield show_name("sglang", s.version), stamped(

@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # packaging is imported when a version is read: `strip_v` sta
     from packaging.version import Version
 
 __all__ = ["LATEST", "argparse_hint", "close_names", "close_versions", "is_latest", "name",
-           "newest", "not_known", "release", "split_release", "strip_v", "version"]
+           "newest", "not_known", "parse_release", "release", "split_release", "strip_v",
+           "version"]
 
 #: The words that mean "the newest release in the knowledge base".
 LATEST = ("latest", "newest")
@@ -181,6 +182,17 @@ def split_release(text: str) -> tuple[str, str]:
         raise UsageError(f"{text!r} does not name one release",
                          hint="use NAME==VERSION, e.g. mooncake-transfer-engine==0.3.13.post1")
     return _canonical(name_.strip()), ver.strip()
+
+
+def parse_release(text: str) -> tuple[str, str]:
+    """``NAME==VERSION`` (any PEP 503 spelling of the name, a ``v`` prefix on the version)
+    -> (canonical name, version)."""
+    name, ver = split_release(text)
+    if is_latest(ver):
+        raise UsageError(f"{text!r}: {name}=={ver} needs the knowledge base's releases",
+                         hint=f"name the version (`moonpin which` and `moonpin kb info` list "
+                              f"them), not {ver!r}")
+    return name, version(ver, what=name, flag=f"{name}==")
 
 
 def argparse_hint(parser: argparse.ArgumentParser, message: str) -> str | None:

@@ -148,11 +148,12 @@ def _damage_memo(rng: random.Random, memo: Path) -> str:
 
 
 #: Queries that read the stamped documents: the facts (``which sglang`` has no table),
-#: a release's show document, and the summary users' input is read against.
+#: a release's show document, and the summary and the names users' input is read against.
 STAMPED = {"_facts.json": ["which", "sglang", "--mooncake",
                            "mooncake-transfer-engine-cuda13==0.3.13.post1", "--json"],
            "_show-sglang-0.5.18.json": ["show", "sglang==0.5.18", "--json"],
-           "_summary.json": ["which", "mooncake", "--sglang", "v0.5.18", "--json"]}
+           "_summary.json": ["which", "mooncake", "--sglang", "v0.5.18", "--json"],
+           "_names.json": ["which", "mooncake", "--sglang", "v0.5.18", "--json"]}
 
 
 def _stamped_cases(rng: random.Random, doc: Path) -> str:
