@@ -58,6 +58,7 @@ __all__ = [
     "read_bytes",
     "read_dists",
     "record_hashes",
+    "record_path",
     "record_paths",
     "sglang_sources",
     "shipped_like",
@@ -87,6 +88,30 @@ class Dist:
         self.meta = meta  # its .dist-info / .egg-info folder (its RECORD is read from there)
 
 
+def record_path(line: str) -> str:
+    """The path of a RECORD line, its first CSV field as :mod:`csv` reads it (pip writes RECORD
+    with ``csv.writer``): a path holding a comma, a quote or a line break is quoted, its quotes
+    doubled (``"a,b.py"``, ``"q""uote.py"``). ``csv`` itself is not imported: it loads ``re``
+    at worker start."""
+    if not line.startswith('"'):
+        return line.split(",", 1)[0]
+    out = []
+    at = 1
+    while True:
+        end = line.find('"', at)
+        if end < 0:  # no closing quote: csv (not strict) takes the rest
+            out.append(line[at:])
+            return "".join(out)
+        out.append(line[at:end])
+        if line.startswith('"', end + 1):  # a doubled quote is one quote
+            out.append('"')
+            at = end + 2
+            continue
+        # what follows the closing quote up to the comma is the field's too, as csv reads it
+        out.append(line[end + 1:].split(",", 1)[0])
+        return "".join(out)
+
+
 def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
     """``path -> (sha256 digest as RECORD writes it, size)`` of RECORD lines (PEP 376 /
     the wheel spec: CSV ``path,sha256=<urlsafe b64, no padding>,size``; a path with a comma
@@ -98,10 +123,7 @@ def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
         if (len(parts) != 3 or not parts[1].startswith("sha256=") or not parts[2].isascii()
                 or not parts[2].isdigit() or len(parts[2]) > 19):
             continue
-        path = parts[0]
-        if len(path) > 1 and path[0] == path[-1] == '"':
-            path = path[1:-1].replace('""', '"')
-        out[path] = (parts[1][len("sha256="):], int(parts[2]))
+        out[record_path(line)] = (parts[1][len("sha256="):], int(parts[2]))
     return out
 
 
@@ -187,7 +209,8 @@ def _lines(text: str, whole: bool) -> Iterator[str]:
         if stop < 0:
             stop = end
         line = text[start:stop]
-        yield (line if whole else line.split(",", 1)[0]).rstrip("\r")
+        line = line.rstrip("\r")
+        yield line if whole else record_path(line)
         start = stop + 1
 
 
@@ -245,7 +268,7 @@ def read_dists(paths: Sequence[str], within: Confined = NOWHERE, read: Sequence[
                 try:
                     lines = [line for line in record_paths(folder, whole=True, within=within)
                              if line]
-                    recorded = tuple(p for p in (line.split(",", 1)[0] for line in lines) if p)
+                    recorded = tuple(p for p in map(record_path, lines) if p)
                     hashes = record_hashes(lines)
                 except OSError:
                     pass
