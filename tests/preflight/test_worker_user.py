@@ -479,3 +479,46 @@ def test_a_live_check_of_a_source_only_its_bytecode_cache_reads(open_tmp: Path,
         assert r.rc == 0, r.out + r.err
     else:
         assert r.rc == 1 and "the import raises PermissionError" in r.out, r.out
+
+
+@as_root
+@needs_gcc
+@pytest.mark.parametrize("cache", ["valid", "unreadable"])
+def test_a_live_check_of_a_loader_only_its_bytecode_cache_reads(open_tmp: Path,
+                                                                cache: str) -> None:
+    """Checked live as an unprivileged user: nixl's backend ``__init__.py`` 0600 root's beside
+    its valid bytecode cache. The real import runs the cache and goes on past that file (to
+    the test's stub build, which is no Python module), so the check must not fail it as
+    unreadable (it said "the import raises PermissionError"): what the loader picks is not
+    read (not judged). With the cache unreadable too the import raises PermissionError."""
+    import py_compile
+    import sysconfig
+
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    site = torch_image(open_tmp / "site")
+    add_nixl(site)
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    init = site / "nixl_ep_cu13" / "__init__.py"
+    pyc = Path(py_compile.compile(str(init), doraise=True))
+    pyc.parent.chmod(0o755)
+    pyc.chmod(0o644 if cache == "valid" else 0o600)
+    init.chmod(0o600)
+    real = subprocess.run([python, "-B", "-c", "import nixl_ep_cu13"], capture_output=True,
+                          text=True, timeout=60, user=NOBODY, group=NOBODY, cwd=open_tmp,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert ("PermissionError" in real.stderr) is (cache == "unreadable"), real.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
+    env["HOME"] = str(open_tmp / "home")
+    r = Run(subprocess.run(
+        [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep", *NIXL],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, user=NOBODY,
+        group=NOBODY))
+    line = r.line("nixl_ep")
+    if cache == "valid":
+        assert "PermissionError" not in line and not line.startswith("fail"), line
+    else:
+        assert line.startswith("fail") and "the import raises PermissionError" in line, line
