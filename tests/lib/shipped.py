@@ -1,15 +1,20 @@
-"""The ``moonpin`` command run in a child on the shipped knowledge base (``data/kb.json``), as
-a user runs it: the one helper of the tests that ask it from the command line."""
+"""The shipped knowledge base (``data/kb.json``) as the tests ask it: the ``moonpin`` command
+run in a child, as a user runs it, and the resolver's graph of it, built once a session."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ROOT", "SHIPPED", "run_moonpin"]
+if TYPE_CHECKING:
+    from moonpin.resolver.graph import CompatGraph
+
+__all__ = ["ROOT", "SHIPPED", "explain_json", "run_moonpin", "shipped_graph"]
 
 #: this checkout
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,3 +34,23 @@ def run_moonpin(*args: str, cwd: Path = ROOT, env: Mapping[str, str] | None = No
                        env={**base, "PYTHONPATH": str(ROOT)})
     assert "Traceback" not in r.stderr, r.stderr
     return r
+
+
+@functools.cache
+def shipped_graph() -> CompatGraph:
+    """The shipped KB as the resolver's graph, loaded and built once a session (~5 s each
+    time; four test modules each built their own): its models are frozen and its memo holds
+    answers only, so the tests share it as they shared one per module."""
+    from moonpin.kb import store
+    from moonpin.resolver.graph import CompatGraph
+
+    return CompatGraph(store.load(SHIPPED))
+
+
+def explain_json(*a: Any, **kw: Any) -> dict[str, Any]:
+    """``query.explain`` as its ``--json`` dict (a dict today, or a typed answer's
+    ``to_json()``: the same shape)."""
+    from moonpin.resolver import query
+
+    res = query.explain(*a, **kw)
+    return res if isinstance(res, dict) else res.to_json()  # type: ignore[no-any-return]

@@ -12,19 +12,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from moonpin.resolver import query
 from moonpin.resolver.graph import CompatGraph
 from moonpin.resolver.pins.writing.constraints import constraint_lines
 from moonpin.resolver.pins.writing.renovate import plan_stack
-from tests.lib.shipped import run_moonpin
-
-
-def _explain(*a: object, **kw: object) -> dict:
-    """``query.explain`` as its ``--json`` dict (a dict today, or a typed answer's
-    ``to_json()``: the same shape)."""
-    res = query.explain(*a, **kw)  # type: ignore[arg-type]
-    return res if isinstance(res, dict) else res.to_json()
-
+from tests.lib.shipped import explain_json, run_moonpin, shipped_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -32,9 +23,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from moonpin.kb import store
-
-    return CompatGraph(store.load(SHIPPED))
+    return shipped_graph()
 
 
 @pytest.mark.parametrize("sglang", ["0.5.4", "0.5.16", "0.5.18", "0.5.22"])
@@ -49,7 +38,7 @@ def test_every_version_the_constraints_admit_is_compatible(g: CompatGraph, sglan
     assert admitted
     for d, v in admitted:
         for t in torches:
-            assert _explain(g, sglang, f"{d}=={v}", torch=t)["verdict"] == "compatible", (
+            assert explain_json(g, sglang, f"{d}=={v}", torch=t)["verdict"] == "compatible", (
                 d, v, t)
     # every other distribution is excluded outright
     assert {d for d, _ in admitted} != set(g.dists())
