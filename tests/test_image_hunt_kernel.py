@@ -30,13 +30,12 @@ from pathlib import Path
 import pytest
 
 from tests.lib.umoci import add_changes, layout_copy, minimal_root, need_tools
-from tests.lib.verdicts import verdicts
+from tests.lib.verdicts import recorded_report, stack_root, verdicts
 
 pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "realimg" / "probe_stack.py"
-REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "")
 SITE = "lib/python3.11/site-packages"
 #: image folder -> its report (``stack`` is probed as ``hunt-stack``, with the capabilities)
 IMAGES = {"stack": "hunt-stack", **{f"hunt-{n}": f"hunt-{n}" for n in (
@@ -49,18 +48,8 @@ CAPS = ",".join(v for v in GPUS.values() if "@" in v)
 JUDGED = ("sgl_kernel", "flashinfer")
 
 
-def _root() -> Path:
-    if not REALIMG or not (Path(REALIMG) / "stack" / "bin" / "python").exists():
-        pytest.skip("set MOONPIN_TEST_REALIMG to the folder tests/realimg/stack.sh built into")
-    return Path(REALIMG)
-
-
 def report(image: str) -> dict:
-    path = _root() / "reports" / f"{IMAGES[image]}.json"
-    if not path.is_file():
-        pytest.skip(f"no {path}: run tests/realimg/stack.sh --kernel-hunt")
-    with path.open() as f:
-        return json.load(f)
+    return recorded_report("reports", IMAGES[image], "--kernel-hunt")
 
 
 def truth(image: str, gpu: str = "none") -> dict[str, str]:
@@ -73,13 +62,13 @@ def truth(image: str, gpu: str = "none") -> dict[str, str]:
 
 @pytest.fixture(scope="module", params=sorted(IMAGES))
 def image(request: pytest.FixtureRequest) -> str:
-    if not (_root() / request.param / "bin" / "python").exists():
-        pytest.skip(f"{_root() / request.param} not built (stack.sh --kernel-hunt)")
+    if not (stack_root() / request.param / "bin" / "python").exists():
+        pytest.skip(f"{stack_root() / request.param} not built (stack.sh --kernel-hunt)")
     return str(request.param)
 
 
 def _probe_env(workspace: Path) -> dict[str, str]:
-    root = _root()
+    root = stack_root()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "PYTHONPATH", "FLASHINFER_"))}
     env.update(LD_LIBRARY_PATH=str(root / "stack-stubs"), CUDA_VISIBLE_DEVICES="",
@@ -89,7 +78,7 @@ def _probe_env(workspace: Path) -> dict[str, str]:
 
 
 def test_the_recorded_truth_still_holds(image: str, tmp_path: Path) -> None:
-    proc = subprocess.run([str(_root() / image / "bin" / "python"), str(PROBE)],
+    proc = subprocess.run([str(stack_root() / image / "bin" / "python"), str(PROBE)],
                           capture_output=True, text=True, timeout=3600, cwd="/",
                           env=_probe_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -106,7 +95,7 @@ def _dists(sp: Path) -> dict[str, str]:
 
 
 def test_each_image_is_of_its_class(image: str) -> None:
-    sp = _root() / image / SITE
+    sp = stack_root() / image / SITE
     dists = _dists(sp)
     init = (sp / "sgl_kernel" / "__init__.py").read_text()
     plain = "from sgl_kernel import common_ops" in init
@@ -135,7 +124,7 @@ def _check(*target: str, gpu: str = "none", env_extra: dict[str, str] | None = N
            ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "FLASHINFER_"))}
-    env.update(LD_LIBRARY_PATH=str(_root() / "stack-stubs"), **(env_extra or {}))
+    env.update(LD_LIBRARY_PATH=str(stack_root() / "stack-stubs"), **(env_extra or {}))
     proc = subprocess.run([sys.executable, "-m", "moonpin", "check", *target, "--no-deep",
                            "--gpu-capability", gpu], capture_output=True, text=True,
                           timeout=2400, cwd=ROOT, env=env)
@@ -151,16 +140,16 @@ def _judged(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 @pytest.mark.parametrize("gpu", sorted(GPUS))
 def test_the_check_of_its_python_agrees_with_the_real_imports(image: str, gpu: str) -> None:
-    proc = _check("--python", str(_root() / image / "bin" / "python"), gpu=gpu)
+    proc = _check("--python", str(stack_root() / image / "bin" / "python"), gpu=gpu)
     assert _judged(proc) == truth(image, gpu), proc.stdout
 
 
 @pytest.mark.parametrize("gpu", ["none", "9.0"])
 def test_the_check_of_its_rootfs_agrees_with_the_real_imports(image: str, gpu: str,
                                                                tmp_path: Path) -> None:
-    root = minimal_root(tmp_path / "root", _root() / image)
+    root = minimal_root(tmp_path / "root", stack_root() / image)
     (root / "opt").mkdir()
-    subprocess.run(["cp", "-al", str(_root() / image), str(root / "opt" / "venv")], check=True)
+    subprocess.run(["cp", "-al", str(stack_root() / image), str(root / "opt" / "venv")], check=True)
     proc = _check("--rootfs", str(root), "--interpreter", "/opt/venv/bin/python",
                   "--image-env", "PATH=/opt/venv/bin:/usr/bin:/bin", gpu=gpu)
     assert _judged(proc) == truth(image, gpu), proc.stdout
@@ -173,10 +162,11 @@ def test_the_packed_image_is_judged_as_the_real_imports(variant: str, tmp_path: 
     from tests.test_image_stack import stack_layout
 
     need_tools()
-    if not (_root() / variant / "bin" / "python").exists():
+    if not (stack_root() / variant / "bin" / "python").exists():
         pytest.skip(f"{variant} not built (stack.sh --kernel-hunt)")
     layout = layout_copy(stack_layout(), tmp_path / "oci")
-    add_changes(layout, _root() / "stack", _root() / variant, "/opt/venv", tmp_path / "stage")
+    built = stack_root()
+    add_changes(layout, built / "stack", built / variant, "/opt/venv", tmp_path / "stage")
     for gpu in ("none", "9.0"):
         proc = _check("--image", str(layout), gpu=gpu)
         assert _judged(proc) == truth(variant, gpu), proc.stdout
@@ -196,11 +186,11 @@ def _carry_out(copy: Path, fix: str) -> None:
     ("hunt-k-old034", "sgl_kernel"), ("hunt-k-botha", "sgl_kernel"),
     ("hunt-fi-074cubin", "flashinfer")])
 def test_the_fix_line_works_in_a_copy(variant: str, module: str, tmp_path: Path) -> None:
-    if not (_root() / variant / "bin" / "python").exists():
+    if not (stack_root() / variant / "bin" / "python").exists():
         pytest.skip(f"{variant} not built (stack.sh --kernel-hunt)")
-    copy = _root() / f"{variant}.fixtest"  # on the images' file system: hard links
+    copy = stack_root() / f"{variant}.fixtest"  # on the images' file system: hard links
     shutil.rmtree(copy, ignore_errors=True)
-    subprocess.run(["cp", "-al", str(_root() / variant), str(copy)], check=True)
+    subprocess.run(["cp", "-al", str(stack_root() / variant), str(copy)], check=True)
     try:
         before = _check("--python", str(copy / "bin" / "python"))
         line = next(ln for ln in before.stdout.splitlines()

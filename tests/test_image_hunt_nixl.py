@@ -39,14 +39,13 @@ from pathlib import Path
 import pytest
 
 from tests.lib.umoci import add_changes, layout_copy, need_tools
-from tests.lib.verdicts import verdicts
+from tests.lib.verdicts import recorded_report, stack_root, verdicts
 from tests.test_image_stack import stack_layout
 
 pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "realimg" / "probe_stack.py"
-REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "")
 SITE = "lib/python3.11/site-packages"
 IMAGES = ("hunt-torch213", "hunt-t213-nixl140", "hunt-nixl130", "hunt-nixl120", "hunt-metaonly",
           "hunt-cu12nometa", "hunt-bothbroken", "hunt-unreadable", "hunt-nonvshmem",
@@ -59,18 +58,8 @@ LAUNCHES = {"nixl": ("none", "nixl", "nixl_ep", "nixl_ep"),
             "deepep": ("9.0", "deepep", "deep_ep", "deep_ep")}
 
 
-def _root() -> Path:
-    if not REALIMG or not (Path(REALIMG) / "stack" / "bin" / "python").exists():
-        pytest.skip("set MOONPIN_TEST_REALIMG to the folder tests/realimg/stack.sh built into")
-    return Path(REALIMG)
-
-
 def report(name: str) -> dict:
-    path = _root() / "hunt-A-reports" / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"no {path}: run tests/realimg/stack.sh --hunt-nixl")
-    with path.open() as f:
-        return json.load(f)
+    return recorded_report("hunt-A-reports", name, "--hunt-nixl")
 
 
 def truth(name: str, probe: str) -> str:
@@ -80,7 +69,7 @@ def truth(name: str, probe: str) -> str:
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "NIXL_", "PYTHONPATH"))}
-    env.update(LD_LIBRARY_PATH=str(_root() / "stack-stubs"), **(extra or {}))
+    env.update(LD_LIBRARY_PATH=str(stack_root() / "stack-stubs"), **(extra or {}))
     return env
 
 
@@ -95,13 +84,14 @@ def check(target: list[str], gpu: str, *launch: str,
 
 @pytest.fixture(scope="module", params=IMAGES)
 def image(request: pytest.FixtureRequest) -> str:
-    if not (_root() / request.param / "bin" / "python").exists():
-        pytest.skip(f"{_root() / request.param} not built (tests/realimg/stack.sh --hunt-nixl)")
+    if not (stack_root() / request.param / "bin" / "python").exists():
+        pytest.skip(f"{stack_root() / request.param} not built "
+                    "(tests/realimg/stack.sh --hunt-nixl)")
     return str(request.param)
 
 
 def test_the_recorded_truth_still_holds(image: str) -> None:
-    root = _root()
+    root = stack_root()
     env = _env({"CUDA_VISIBLE_DEVICES": "", "PROBE_NVML_STUB": str(root / "stack-stubs" / "nvml"),
                 "MOONCAKE_PG_JIT_DIR": str(root / "stack-pgjit" / image),
                 "FLASHINFER_WORKSPACE_BASE": str(root / "stack-fi")})
@@ -115,7 +105,7 @@ def test_the_recorded_truth_still_holds(image: str) -> None:
 
 
 def test_each_image_is_of_its_class(image: str) -> None:
-    sp = _root() / image / SITE
+    sp = stack_root() / image / SITE
     dists = dict(d.name.removesuffix(".dist-info").lower().rsplit("-", 1)
                  for d in sp.glob("*.dist-info"))
     build = sp / "nixl_ep_cu13" / "nixl_ep_cpp_torch214.cpython-311-x86_64-linux-gnu.so"
@@ -148,7 +138,7 @@ def test_each_image_is_of_its_class(image: str) -> None:
 @pytest.mark.parametrize("launch", sorted(LAUNCHES))
 def test_python_check_agrees_with_the_real_import(image: str, launch: str) -> None:
     gpu, backend, ext, probe = LAUNCHES[launch]
-    proc = check(["--python", str(_root() / image / "bin" / "python")], gpu,
+    proc = check(["--python", str(stack_root() / image / "bin" / "python")], gpu,
                  "--moe-a2a-backend", backend)
     assert verdicts(proc.stdout).get(ext) == truth(image, probe), proc.stdout
 
@@ -176,8 +166,8 @@ def test_the_line_names_the_distribution_that_wrote_nixl_ep(image: str) -> None:
     file's, as the image's own importlib.metadata reads it: in hunt-meta151-cu13120
     nixl-cu13 1.2.0 (installed over the meta nixl 1.5.1), in hunt-nixl120 nixl-cu13 1.2.0
     (the meta 1.2.0 ships no nixl_ep/)."""
-    py = _root() / image / "bin" / "python"
-    wrote = subprocess.run([str(py), "-I", "-c", _WROTE, str(_root() / image / SITE)],
+    py = stack_root() / image / "bin" / "python"
+    wrote = subprocess.run([str(py), "-I", "-c", _WROTE, str(stack_root() / image / SITE)],
                            capture_output=True, text=True, check=True, timeout=120,
                            env=_env()).stdout.split("\n")
     if not wrote[0]:
@@ -193,7 +183,7 @@ def test_the_line_names_the_distribution_that_wrote_nixl_ep(image: str) -> None:
 def test_rootfs_check_agrees_with_the_import_in_a_chroot(cuda_home: str | None) -> None:
     """``stack`` as an image root with no CUDA toolkit: the real ``import deep_ep`` there
     raises AssertionError (its find_cuda_home) unless CUDA_HOME is set, whatever value."""
-    root = _root() / ROOTFS
+    root = stack_root() / ROOTFS
     if not (root / "opt" / "venv" / "bin" / "python").exists():
         pytest.skip(f"{root} not built (tests/realimg/stack.sh --hunt-nixl)")
     name = "root-stack" + ("-cudahome" if cuda_home else "")
@@ -212,10 +202,11 @@ def test_rootfs_check_agrees_with_the_import_in_a_chroot(cuda_home: str | None) 
 
 @pytest.mark.parametrize("variant", ["hunt-nixl130", "hunt-metaonly"])
 def test_packed_variant_is_judged_as_the_real_import(variant: str, tmp_path: Path) -> None:
-    if not (_root() / variant / "bin" / "python").exists():
+    if not (stack_root() / variant / "bin" / "python").exists():
         pytest.skip(f"{variant} not built (tests/realimg/stack.sh --hunt-nixl)")
     layout = layout_copy(stack_layout(), tmp_path / "oci")
-    add_changes(layout, _root() / "stack", _root() / variant, "/opt/venv", tmp_path / "stage")
+    built = stack_root()
+    add_changes(layout, built / "stack", built / variant, "/opt/venv", tmp_path / "stage")
     proc = check(["--image", str(layout)], "none", "--moe-a2a-backend", "nixl")
     assert verdicts(proc.stdout)["nixl_ep"] == truth(variant, "nixl_ep") == "error", proc.stdout
     assert proc.returncode == 1
@@ -242,7 +233,7 @@ def test_the_image_configs_env_reaches_nixl_and_deep_ep(tmp_path: Path) -> None:
     assert got["deep_ep"] == truth("root-stack-cudahome", "deep_ep") == "ok", proc.stdout
     line = next(ln for ln in proc.stdout.splitlines() if "  nixl_ep:" in ln)
     assert got["nixl_ep"] == "ok" and "loaded with RTLD_DEEPBIND" in line, proc.stdout
-    with (_root() / "reports" / "stack.json").open() as f:
+    with (stack_root() / "reports" / "stack.json").open() as f:
         deep = json.load(f)["probes"]["nixl_ep@deepbind"]
     assert deep["ok"] and any(flag & 0x8 for flag in deep["dlopen_flags"]), deep
 
@@ -252,7 +243,7 @@ def test_the_fix_line_for_an_old_nixl_works_in_a_copy(variant: str, tmp_path: Pa
     """The check's fix line, carried out with a hard-link copy's own pip (a fresh image's pip:
     no configuration of this machine's), makes ``from nixl_ep import Buffer`` work, and the
     check then passes it."""
-    src = _root() / variant
+    src = stack_root() / variant
     if not (src / "bin" / "python").exists():
         pytest.skip(f"{variant} not built (tests/realimg/stack.sh --hunt-nixl)")
     copy = tmp_path / variant

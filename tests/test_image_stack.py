@@ -33,32 +33,21 @@ from pathlib import Path
 import pytest
 
 from tests.lib.umoci import add_changes, layout_copy, need_tools, pack_venv
-from tests.lib.verdicts import verdicts
+from tests.lib.verdicts import recorded_report, stack_root, verdicts
 
 pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "realimg" / "probe_stack.py"
-REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "")
 SITE = "lib/python3.11/site-packages"
 IMAGES = ("stack", "stack-torch215", "stack-nixl140", "stack-kernel048", "stack-cubin",
           "stack-nonixl", "stack-nixlcu12", "stack-nixlboth")
 EXTENSIONS = ("sgl_kernel", "nixl_ep", "deep_ep", "flashinfer", "mooncake.pg")
 
 
-def _root() -> Path:
-    if not REALIMG or not (Path(REALIMG) / "stack" / "bin" / "python").exists():
-        pytest.skip("set MOONPIN_TEST_REALIMG to the folder tests/realimg/stack.sh built into")
-    return Path(REALIMG)
-
-
 def report(image: str) -> dict:
     """The recorded probe report of one image (``reports/<image>.json``)."""
-    path = _root() / "reports" / f"{image}.json"
-    if not path.is_file():
-        pytest.skip(f"no {path}: run tests/realimg/stack.sh --probe-only")
-    with path.open() as f:
-        return json.load(f)
+    return recorded_report("reports", image, "--probe-only")
 
 
 def truth(image: str) -> dict[str, str]:
@@ -93,14 +82,14 @@ def _probe_env(root: Path, image: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module", params=IMAGES)
 def image(request: pytest.FixtureRequest) -> str:
-    root = _root()
+    root = stack_root()
     if not (root / request.param / "bin" / "python").exists():
         pytest.skip(f"{root / request.param} not built (tests/realimg/stack.sh)")
     return str(request.param)
 
 
 def test_the_recorded_truth_still_holds(image: str) -> None:
-    root = _root()
+    root = stack_root()
     proc = subprocess.run([str(root / image / "bin" / "python"), str(PROBE)],
                           capture_output=True, text=True, timeout=3600, cwd="/",
                           env=_probe_env(root, image))
@@ -119,7 +108,7 @@ def _has(image: str, dist: str) -> str | None:
 
 def test_each_image_is_of_its_class(image: str) -> None:
     """The class each variant stands for, read from the image's own files."""
-    sp = _root() / image / SITE
+    sp = stack_root() / image / SITE
     dists = dict(d.name.removesuffix(".dist-info").lower().rsplit("-", 1)
                  for d in sp.glob("*.dist-info"))
     torch_mm = "".join(dists["torch"].split(".")[:2])
@@ -162,7 +151,7 @@ def _check(image: str, *args: str, target: tuple[str, ...] = (),
            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``moonpin check`` of ``image`` (``target``; default ``--site-packages`` of it) with
     ``args``, as on the probe's host: the stub driver, the image's JIT cache."""
-    root = _root()
+    root = stack_root()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MOONPIN_", "VIRTUAL_ENV",
                                                                     "NIXL_"))}
     env.update(LD_LIBRARY_PATH=str(root / "stack-stubs"),
@@ -210,7 +199,7 @@ def test_nixl_deepbind_the_check_agrees_with_the_real_dlopen(image: str, value: 
     deep = any(f & RTLD_DEEPBIND for f in probe.get("dlopen_flags", []))
     if value == "1":
         # the backend __init__ ran (and asked for DEEPBIND) wherever nixl_ep_cu13 is there
-        has_backend = (_root() / image / SITE / "nixl_ep_cu13" / "__init__.py").is_file()
+        has_backend = (stack_root() / image / SITE / "nixl_ep_cu13" / "__init__.py").is_file()
         assert deep == has_backend, probe
     proc = _check(image, "--gpu-capability", "none", "--", "--moe-a2a-backend", "nixl",
                   env_extra={"NIXL_UCX_DEEPBIND": value})
@@ -225,7 +214,7 @@ def stack_layout() -> Path:
     """``stack`` packed by umoci under a minimal root, once (``$MOONPIN_TEST_REALIMG/stack-oci``;
     about 10 minutes, 3.9 GiB)."""
     need_tools()
-    root = _root()
+    root = stack_root()
     base = root / "stack-oci"
     if not (base / "index.json").exists():
         tmp = root / "stack-oci.part"
@@ -244,7 +233,8 @@ def test_the_packed_image_is_judged_as_the_real_imports(image: str, tmp_path: Pa
     layout = stack_layout()
     if image != "stack":
         layout = layout_copy(layout, tmp_path / "oci")
-        add_changes(layout, _root() / "stack", _root() / image, "/opt/venv", tmp_path / "stage")
+        built = stack_root()
+        add_changes(layout, built / "stack", built / image, "/opt/venv", tmp_path / "stage")
     launch = ("--gpu-capability", "none", "--", "--moe-a2a-backend", "nixl",
               "--elastic-ep-backend", "mooncake")
     packed = _check(image, *launch, target=("--image", str(layout)))

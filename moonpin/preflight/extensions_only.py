@@ -29,7 +29,7 @@ def judge_alone(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     the worker's environment; ``gpu``: ``--gpu-capability``; ``kb_file``: ``--kb``); empty
     when there is no extension to judge."""
     from moonpin.kb.paths import default_kb_file
-    from moonpin.preflight.extensions.seam import own_rule
+    from moonpin.preflight.extensions.seam import DISTRIBUTIONS, own_rule
     from moonpin.preflight.extensions.verdict import judge_extensions
     from moonpin.preflight.installed.image_facts import KBView, by_name, find_package
     from moonpin.preflight.judge.fixes import Fixer, Project
@@ -37,8 +37,8 @@ def judge_alone(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
 
     own = own_rule()  # its fix lines name the OWN_LINES project as its rule says it
     fixer = Fixer(None, None, Project(own.IMPORT, own.DISTRIBUTIONS[0], own.PREBUILD))
-    dists, mooncakes = by_name(ctx.paths, ctx.confined)
-    fixer.installed(dists, mooncakes)
+    dists, owned = by_name(ctx.paths, ctx.confined, DISTRIBUTIONS, own.DISTRIBUTIONS[0])
+    fixer.installed(dists, owned)
     said: list[CheckResult] = []
     torch = torch_of(dists.get("torch"), fixer, said.append, ctx, find_package(ctx, "torch"))
     kb = kb_file or default_kb_file()

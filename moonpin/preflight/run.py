@@ -228,7 +228,9 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                 if site_packages is not None and stop is None else [])
     if stop is None and not unlisted:
         sglang_src = im.sglang_sources(ctx, source_cache)
-        dists, owned = im.by_name(paths, ctx.confined)
+        from moonpin.preflight.extensions.seam import DISTRIBUTIONS
+
+        dists, owned = im.by_name(paths, ctx.confined, DISTRIBUTIONS, own.DISTRIBUTIONS[0])
         sglang, torch_d = dists.get("sglang"), dists.get("torch")
         kb, kb_said = _knowledge_base(kb_file, sglang.version if sglang else None)
         if found is not None:
@@ -327,15 +329,14 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
 
 def _own_rule() -> Any:
-    """The loader rule whose project says its own lines (``OWN_LINES``,
-    :mod:`moonpin.preflight.extensions.seam`), imported, not asked: the walk enters the
-    extensions' room once, after the judgements every project shares."""
+    """The loader rule whose project says its own lines (the seam's ``OWN_RULE``), imported,
+    not asked: the walk enters the extensions' room once, after the judgements every project
+    shares."""
     import importlib
 
     from moonpin.preflight.extensions import seam
 
-    (name,) = seam.OWN_LINES
-    return importlib.import_module(f"{seam.__name__.rpartition('.')[0]}.{seam.RULES[name]}")
+    return importlib.import_module(seam.OWN_RULE)
 
 
 def _ahead(own: Any, ctx: Context, wanted: dict[str, str], owned: list[Dist], torch: Torch,

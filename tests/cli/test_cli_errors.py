@@ -7,7 +7,6 @@ answers from the KB's torch facts; ``constraints`` and ``kb resolve`` take ``--j
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,16 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.lib.shipped import run_moonpin
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert "Traceback" not in r.stderr, r.stderr
-    return r
 
 
 @pytest.mark.parametrize("argv", [
@@ -37,7 +30,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     ["which", "mooncake", "--sglang", "0.5.18", "--json", "--bogus"],
 ])
 def test_with_json_every_error_is_a_json_object_on_stdout(argv: list[str]) -> None:
-    r = _cli(*argv)
+    r = run_moonpin(*argv)
     assert r.returncode == 2, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert set(doc) == {"error", "tip", "exit_code"} and doc["exit_code"] == 2
@@ -46,52 +39,52 @@ def test_with_json_every_error_is_a_json_object_on_stdout(argv: list[str]) -> No
 
 
 def test_an_unknown_option_shows_the_subcommands_usage_and_the_nearest() -> None:
-    r = _cli("which", "mooncake", "--sglang", "0.5.18", "--jsn")
+    r = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--jsn")
     assert r.returncode == 2
     assert r.stderr.startswith("usage: moonpin which ")
     assert "did you mean '--json'?" in r.stderr
-    c = _cli("whcih", "mooncake")
+    c = run_moonpin("whcih", "mooncake")
     assert c.returncode == 2 and "did you mean 'which'?" in c.stderr
 
 
 @pytest.mark.parametrize(("argv", "internal"), [(["kb"], "kb_command"),
                                                 (["which"], "what")])
 def test_no_internal_names_in_messages(argv: list[str], internal: str) -> None:
-    r = _cli(*argv)
+    r = run_moonpin(*argv)
     assert r.returncode == 2
     assert f"required: {internal}" not in r.stderr and "required: {" in r.stderr
 
 
 def test_triples_of_a_release_the_kb_does_not_hold_is_unknown() -> None:
-    r = _cli("triples", "--sglang", "0.5.99")
+    r = run_moonpin("triples", "--sglang", "0.5.99")
     assert r.returncode == 2, r.stdout
     assert "0.5.99 is not in the knowledge base" in r.stderr and "0.5.23" in r.stderr
     assert "0 compatible" not in r.stdout
-    assert _cli("triples", "--sglang", "0.5.18").returncode == 0
+    assert run_moonpin("triples", "--sglang", "0.5.18").returncode == 0
 
 
 def test_none_compatible_starts_with_its_reason() -> None:
-    r = _cli("which", "mooncake", "--sglang", "0.5.18", "--python", "3.9")
+    r = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--python", "3.9")
     assert r.returncode == 1
     (line,) = [x for x in r.stdout.splitlines() if x.startswith("none compatible")]
     assert line.startswith("none compatible: no mooncake wheel for cp39")
-    t = _cli("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.9.1")
+    t = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.9.1")
     (line,) = [x for x in t.stdout.splitlines() if x.startswith("none compatible")]
     assert "torch requirement" in line
 
 
 def test_show_torch_answers_from_the_kb() -> None:
-    r = _cli("show", "torch==2.13")
+    r = run_moonpin("show", "torch==2.13")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("torch 2.13.0\n") and "CUDA 13" in r.stdout
     assert "0.5.18" in r.stdout
-    doc = json.loads(_cli("show", "torch==2.13.0", "--json").stdout)
+    doc = json.loads(run_moonpin("show", "torch==2.13.0", "--json").stdout)
     assert {v["arch"] for v in doc["variants"]} == {"x86_64", "aarch64"}
-    assert _cli("show", "torch==9.0").returncode == 2
+    assert run_moonpin("show", "torch==9.0").returncode == 2
 
 
 def test_constraints_and_kb_resolve_take_json(tmp_path: Path) -> None:
-    doc = json.loads(_cli("constraints", "--sglang", "0.5.18", "--json").stdout)
+    doc = json.loads(run_moonpin("constraints", "--sglang", "0.5.18", "--json").stdout)
     assert doc["constraints"][:2] == ["sglang==0.5.18", "torch==2.13.0,!=2.13.0+cpu"]
     kb = tmp_path / "kb.json"
     shutil.copy(SHIPPED, kb)

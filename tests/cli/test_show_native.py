@@ -6,15 +6,13 @@ about a release — each expectation is read from the KB the command reads."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from moonpin.cli import show
 from moonpin.kb import store
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -23,14 +21,6 @@ SHIPPED = ROOT / "data" / "kb.json"
 @pytest.fixture(scope="module")
 def kb() -> store.KnowledgeBase:
     return store.load(SHIPPED)
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert "Traceback" not in r.stderr, r.stderr
-    return r
 
 
 def test_every_native_record_has_the_shape_show_prints(kb: store.KnowledgeBase) -> None:
@@ -42,7 +32,7 @@ def test_every_native_record_has_the_shape_show_prints(kb: store.KnowledgeBase) 
 
 def test_show_of_an_uninstallable_release_says_why(kb: store.KnowledgeBase) -> None:
     bad = next(r for r in kb.native if r.uninstallable)
-    out = _cli("show", f"{bad.dist}=={bad.version}")
+    out = run_moonpin("show", f"{bad.dist}=={bad.version}")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"{bad.dist} {bad.version} ({bad.project}):")
     for u in bad.uninstallable:
@@ -53,9 +43,9 @@ def test_show_json_is_the_record_and_the_text_names_each_build(
         kb: store.KnowledgeBase) -> None:
     r = max((r for r in kb.native if any(w.builds for w in r.wheels)),
             key=lambda r: sum(len(w.builds) for w in r.wheels))
-    doc = json.loads(_cli("show", f"{r.dist}=={r.version}", "--json").stdout)
+    doc = json.loads(run_moonpin("show", f"{r.dist}=={r.version}", "--json").stdout)
     assert doc == r.model_dump(mode="json")
-    text = _cli("show", f"{r.dist.upper().replace('-', '_')}=={r.version}").stdout
+    text = run_moonpin("show", f"{r.dist.upper().replace('-', '_')}=={r.version}").stdout
     for w in r.wheels:
         assert w.artifact.filename in text
         for b in w.builds:
@@ -65,19 +55,19 @@ def test_show_json_is_the_record_and_the_text_names_each_build(
 def test_show_of_a_native_release_the_kb_lacks_names_the_nearest(
         kb: store.KnowledgeBase) -> None:
     dist = kb.native[0].dist
-    r = _cli("show", f"{dist}==999.0")
+    r = run_moonpin("show", f"{dist}==999.0")
     assert r.returncode == 2 and "is not in the knowledge base" in r.stderr
-    r = _cli("show", f"{dist}x==1.0")
+    r = run_moonpin("show", f"{dist}x==1.0")
     assert r.returncode == 2 and f"did you mean {dist}" in r.stderr
 
 
 def test_kb_info_counts_the_native_releases(kb: store.KnowledgeBase) -> None:
-    info = json.loads(_cli("kb", "info", "--json").stdout)
+    info = json.loads(run_moonpin("kb", "info", "--json").stdout)
     assert info["native_releases"] == len(kb.native)
     assert info["native_builds"] == sum(len(w.builds) for r in kb.native for w in r.wheels)
     for dist, n in info["native_distributions"].items():
         mine = [r for r in kb.native if r.dist == dist]
         assert n["releases"] == len(mine)
         assert n["uninstallable"] == sum(1 for r in mine if r.uninstallable)
-    text = _cli("kb", "info").stdout
+    text = run_moonpin("kb", "info").stdout
     assert f"native   {len(kb.native)} releases" in text

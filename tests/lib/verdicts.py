@@ -5,7 +5,15 @@ names, and mooncake's process group in several lines of its own."""
 
 from __future__ import annotations
 
-__all__ = ["EXTENSION_LINES", "GENERAL", "mooncake_fails", "mooncake_rc", "verdicts"]
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["EXTENSION_LINES", "GENERAL", "mooncake_fails", "mooncake_rc", "recorded_report",
+           "stack_root", "verdicts"]
 
 #: the extensions the check judges in one line each (``fail  nixl_ep: …``)
 EXTENSION_LINES = ("sgl_kernel", "nixl_ep", "deep_ep", "flashinfer")
@@ -53,4 +61,25 @@ def verdicts(output: str | list[str]) -> dict[str, str]:
                 mooncake = "error"
     if judged:
         got["mooncake.pg"] = mooncake
+    return got
+
+
+def stack_root() -> Path:
+    """The folder ``tests/realimg/stack.sh`` built the real images into
+    (``MOONPIN_TEST_REALIMG``); the test is skipped when it is not set or not built."""
+    where = os.environ.get("MOONPIN_TEST_REALIMG", "")
+    if not where or not (Path(where) / "stack" / "bin" / "python").exists():
+        pytest.skip("set MOONPIN_TEST_REALIMG to the folder tests/realimg/stack.sh built into")
+    return Path(where)
+
+
+def recorded_report(folder: str, name: str, option: str) -> dict[str, Any]:
+    """What importing each extension really did in image ``name``, as its probe recorded it
+    (``<stack_root>/<folder>/<name>.json``); the test is skipped when it was not recorded
+    (``option``: the ``stack.sh`` option that records it)."""
+    path = stack_root() / folder / f"{name}.json"
+    if not path.is_file():
+        pytest.skip(f"no {path}: run tests/realimg/stack.sh {option}")
+    with path.open() as f:
+        got: dict[str, Any] = json.load(f)
     return got

@@ -100,7 +100,7 @@ def test_module_files_in_filefinder_order(tmp_path: Path, files: list[str], want
 
     # an environment whose importer finds no mooncake: the package folder searched alone
     ctx = Context([], sites=[], ext_suffixes=EXT)
-    assert image_facts.module_file(ctx, str(pkg), "pg") == str(pkg / want)
+    assert image_facts.module_file(ctx, "mooncake", str(pkg), "pg") == str(pkg / want)
 
 
 def test_top_level_module_file_and_sourceless_package(tmp_path: Path) -> None:

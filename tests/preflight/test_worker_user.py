@@ -428,3 +428,97 @@ def test_a_folders_modes_as_the_real_importer_reads_them(open_tmp: Path, mode: i
     said = astread.denied([str(site / "pkg" / "__init__.py"), str(site / "pkg" / "mod.py")],
                           Identity(NOBODY, (NOBODY,), "nobody"), None)
     assert (proc.returncode == 0) is (said is None), (proc.stderr, said)
+
+
+@as_root
+@pytest.mark.parametrize("cache", ["valid", "unreadable", "stale", "none"])
+def test_a_live_check_of_a_source_only_its_bytecode_cache_reads(open_tmp: Path,
+                                                                cache: str) -> None:
+    """Checked live as an unprivileged user: ``mooncake/__init__.py`` 0600 root's beside its
+    ``__pycache__`` bytecode. CPython's ``SourceLoader.get_code`` only stats the source and
+    runs a valid cache it can read, so the import works; with the cache unreadable, stale
+    (the source's mtime moved) or absent it reads the source and raises PermissionError.
+    The real ``import mooncake`` as that user decides each case; the import chain said
+    "cannot be read as Python (ReadRefused)" for the valid cache."""
+    import py_compile
+
+    from tests.lib.images import healthy_image
+
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    site = healthy_image(open_tmp / "site")
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    src = site / "mooncake" / "__init__.py"
+    if cache != "none":
+        pyc = Path(py_compile.compile(str(src), doraise=True))  # timestamp, as pip's
+        pyc.parent.chmod(0o755)
+        pyc.chmod(0o600 if cache == "unreadable" else 0o644)
+    if cache == "stale":
+        st = src.stat()
+        os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))
+    src.chmod(0o600)
+    import sysconfig
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
+    env["HOME"] = str(open_tmp / "home")
+    real = subprocess.run([python, "-B", "-c", "import mooncake"], capture_output=True,
+                          text=True, timeout=60, user=NOBODY, group=NOBODY, cwd=open_tmp,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert (real.returncode == 0) is (cache == "valid"), real.stderr
+    assert cache == "valid" or "PermissionError" in real.stderr, real.stderr
+    r = Run(subprocess.run(
+        [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep",
+         "--elastic-ep-backend", "mooncake", "--no-cache"], cwd=ROOT, capture_output=True,
+        text=True, env=env, timeout=300, user=NOBODY, group=NOBODY))
+    assert "Traceback" not in r.err, r.err
+    assert "ReadRefused" not in r.out and "cannot be read" not in r.out, r.out
+    if cache == "valid":
+        assert r.rc == 0, r.out + r.err
+    else:
+        assert r.rc == 1 and "the import raises PermissionError" in r.out, r.out
+
+
+@as_root
+@needs_gcc
+@pytest.mark.parametrize("cache", ["valid", "unreadable"])
+def test_a_live_check_of_a_loader_only_its_bytecode_cache_reads(open_tmp: Path,
+                                                                cache: str) -> None:
+    """Checked live as an unprivileged user: nixl's backend ``__init__.py`` 0600 root's beside
+    its valid bytecode cache. The real import runs the cache and goes on past that file (to
+    the test's stub build, which is no Python module), so the check must not fail it as
+    unreadable (it said "the import raises PermissionError"): what the loader picks is not
+    read (not judged). With the cache unreadable too the import raises PermissionError."""
+    import py_compile
+    import sysconfig
+
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    site = torch_image(open_tmp / "site")
+    add_nixl(site)
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    init = site / "nixl_ep_cu13" / "__init__.py"
+    pyc = Path(py_compile.compile(str(init), doraise=True))
+    pyc.parent.chmod(0o755)
+    pyc.chmod(0o644 if cache == "valid" else 0o600)
+    init.chmod(0o600)
+    real = subprocess.run([python, "-B", "-c", "import nixl_ep_cu13"], capture_output=True,
+                          text=True, timeout=60, user=NOBODY, group=NOBODY, cwd=open_tmp,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert ("PermissionError" in real.stderr) is (cache == "unreadable"), real.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
+    env["HOME"] = str(open_tmp / "home")
+    r = Run(subprocess.run(
+        [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep", *NIXL],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, user=NOBODY,
+        group=NOBODY))
+    line = r.line("nixl_ep")
+    if cache == "valid":
+        assert "PermissionError" not in line and not line.startswith("fail"), line
+    else:
+        assert line.startswith("fail") and "the import raises PermissionError" in line, line

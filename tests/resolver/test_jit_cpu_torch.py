@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from moonpin.readers.pyast.loader import jit_requires, read_loader
 from moonpin.resolver import rule
 from tests.lib.checkrun import run, small_kb
 from tests.lib.images import JIT_LOADER, add_mooncake, add_sglang, add_torch
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -70,24 +69,19 @@ def test_the_rule() -> None:
     assert rule.needs_cuda_torch((), ("ninja", "nvcc (a CUDA toolkit; CUDA_HOME)"))
 
 
-def _moonpin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-
-
 def test_which_and_explain_refuse_it_over_a_cpu_torch() -> None:
     jit = "mooncake-transfer-engine-cuda13==0.3.14"
-    r = _moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13.0+cpu")
+    r = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13.0+cpu")
     assert "recommended: mooncake-transfer-engine-cuda13==0.3.14" not in r.stdout, r.stdout
     line = next(x for x in r.stdout.splitlines()
                 if x.startswith("  excluded mooncake-transfer-engine-cuda13 0.3.14"))
     assert "CUDA major: compiled at first import against a CUDA torch" in line, r.stdout
     assert "'torch==2.13.0,!=2.13.0+cpu'" in r.stdout
-    e = _moonpin("explain", "sglang==0.5.18", jit, "--torch", "2.13.0+cpu", "--python", "3.12",
-                 "--arch", "x86_64")
+    e = run_moonpin("explain", "sglang==0.5.18", jit, "--torch", "2.13.0+cpu", "--python", "3.12",
+                    "--arch", "x86_64")
     assert e.returncode == 1 and "INCOMPATIBLE" in e.stdout, e.stdout
-    ok = _moonpin("explain", "sglang==0.5.18", jit, "--torch", "2.13.0", "--python", "3.12",
-                  "--arch", "x86_64")
+    ok = run_moonpin("explain", "sglang==0.5.18", jit, "--torch", "2.13.0", "--python", "3.12",
+                     "--arch", "x86_64")
     assert ok.returncode == 0, ok.stdout
 
 

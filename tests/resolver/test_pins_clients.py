@@ -15,16 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.lib.shipped import run_moonpin
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
 
 pytestmark = pytest.mark.uv
-
-
-def _moonpin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def _project(root: Path) -> list[str]:
@@ -46,7 +42,7 @@ def test_uv_resolves_what_pins_write_leaves_to_a_compatible_set(tmp_path: Path) 
     if not uv:
         pytest.skip("uv not found: set MOONPIN_UV or put uv on PATH (pip install uv)")
     files = _project(tmp_path)
-    w = _moonpin("pins", *files, "--write", cwd=tmp_path)
+    w = run_moonpin("pins", *files, "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     for arch in ("x86_64", "aarch64"):
         r = subprocess.run([uv, "pip", "compile", "-q", "--no-deps", "--no-header",
@@ -59,8 +55,8 @@ def test_uv_resolves_what_pins_write_leaves_to_a_compatible_set(tmp_path: Path) 
                        "torch==2.13.0"], got
         sglang = next(x for x in got if x.startswith("sglang=="))
         others = [x for x in got if x != sglang]
-        e = _moonpin("explain", sglang, *others, "--python", "3.11", "--arch", arch,
-                     cwd=tmp_path)
+        e = run_moonpin("explain", sglang, *others, "--python", "3.11", "--arch", arch,
+                        cwd=tmp_path)
         assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout
 
 
@@ -93,7 +89,7 @@ def test_pip_resolves_what_pins_write_leaves_in_included_files(tmp_path: Path) -
     if tuple(int(x) for x in version.split()[1].split(".")[:2]) < (25, 1):
         pytest.skip("pip --group needs pip 25.1: set MOONPIN_PIP to a newer pip")
     files = _included_project(tmp_path)
-    w = _moonpin("pins", *files, "--write", cwd=tmp_path)
+    w = run_moonpin("pins", *files, "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     for arch in ("x86_64", "aarch64"):
         report = tmp_path / f"report-{arch}.json"
@@ -108,8 +104,8 @@ def test_pip_resolves_what_pins_write_leaves_in_included_files(tmp_path: Path) -
                      for i in json.loads(report.read_text())["install"])
         assert got == ["mooncake-transfer-engine-cuda13==0.3.13.post1", "sglang==0.5.18",
                        "torch==2.13.0"], got
-        e = _moonpin("explain", *got[1:2], got[0], got[2], "--python", "3.12", "--arch", arch,
-                     cwd=tmp_path)
+        e = run_moonpin("explain", *got[1:2], got[0], got[2], "--python", "3.12", "--arch", arch,
+                        cwd=tmp_path)
         assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout
 
 
@@ -156,8 +152,8 @@ def _uv_set(uv: str, root: Path, arch: str, *args: str) -> list[str]:
 
 def _compatible(got: list[str], arch: str, root: Path) -> None:
     sglang = next(x for x in got if x.startswith("sglang=="))
-    e = _moonpin("explain", sglang, *[x for x in got if x != sglang], "--python", "3.12",
-                 "--arch", arch, cwd=root)
+    e = run_moonpin("explain", sglang, *[x for x in got if x != sglang], "--python", "3.12",
+                    "--arch", arch, cwd=root)
     assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout
 
 
@@ -179,7 +175,7 @@ def test_clients_resolve_what_write_leaves_with_per_platform_spellings(tmp_path:
     (tmp_path / "requirements" / "base.txt").write_text("torch==2.12.0\n")
     (tmp_path / "constraints.txt").write_text(
         "mooncake-transfer-engine-cuda13~=0.3.12\ntorch==2.13.0.0\n")
-    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     for arch in ("x86_64", "aarch64"):
         for got in (_pip_set(pip, tmp_path, arch, "-r", "requirements.txt"),
@@ -206,7 +202,7 @@ def test_uv_resolves_what_write_leaves_with_a_uv_constraint_and_a_dockerfile(
         "ARG SGLANG_VERSION=0.5.18\nFROM python:3.12 AS build\nARG SGLANG_VERSION\n"
         "ARG MOONCAKE_VERSION=0.3.10\nRUN pip install \"sglang==${SGLANG_VERSION}\" torch==2.13.0 "
         "\\\n    mooncake-transfer-engine==${MOONCAKE_VERSION:-0.3.10}\n")
-    w = _moonpin("pins", "pyproject.toml", "docker/Dockerfile", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "pyproject.toml", "docker/Dockerfile", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     got = _uv_set(uv, tmp_path, "x86_64", "--extra", "rdma", "pyproject.toml")
     assert got == _STACK, got
@@ -240,7 +236,7 @@ def test_pip_resolves_what_write_leaves_in_the_file_a_dockerfile_installs(
         "COPY requirements/ ./requirements/\n"
         "RUN uv pip install --system -r requirements.txt \\\n"
         "      -c /srv/requirements/constraints.txt mooncake-transfer-engine-cuda13\n")
-    w = _moonpin("pins", "docker/Dockerfile", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "docker/Dockerfile", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     args = ["-r", "requirements.txt", "-c", "requirements/constraints.txt",
             "mooncake-transfer-engine-cuda13"]
@@ -257,7 +253,7 @@ def _written_set(root: Path, *files: str) -> list[str]:
     """The exact pins `moonpin pins` reads after a write (the base image's tag as sglang)."""
     import json
 
-    r = _moonpin("pins", *files, "--json", "--exit-zero", cwd=root)
+    r = run_moonpin("pins", *files, "--json", "--exit-zero", cwd=root)
     return sorted({f"{p['name']}=={p['version']}" for p in json.loads(r.stdout)["pins"]})
 
 
@@ -271,7 +267,7 @@ def test_clients_resolve_what_write_leaves_for_an_arm64_stage(tmp_path: Path) ->
         "COPY requirements.txt /srv/\nRUN pip install -r /srv/requirements.txt\n")
     (tmp_path / "requirements.txt").write_text(
         "torch==2.13.0\nmooncake-transfer-engine-cuda13==0.3.12.post1\n")
-    w = _moonpin("pins", "Dockerfile", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "Dockerfile", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     assert _written_set(tmp_path, "Dockerfile") == _STACK
     (tmp_path / "image.txt").write_text("sglang==0.5.18\n")  # what the tag stands for
@@ -290,7 +286,7 @@ def test_clients_resolve_what_write_leaves_on_a_cu130_image(tmp_path: Path) -> N
     (tmp_path / "Dockerfile").write_text(
         "FROM lmsysorg/sglang:v0.5.18-cu130\n"
         "RUN pip install mooncake-transfer-engine==0.3.13.post1\n")
-    w = _moonpin("pins", "Dockerfile", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "Dockerfile", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     pinned = _written_set(tmp_path, "Dockerfile")
     assert pinned == ["mooncake-transfer-engine-cuda13==0.3.13.post1", "sglang==0.5.18"]
@@ -299,8 +295,8 @@ def test_clients_resolve_what_write_leaves_on_a_cu130_image(tmp_path: Path) -> N
         for got in (_pip_set(pip, tmp_path, arch, "-r", "in.txt"),
                     _uv_set(uv, tmp_path, arch, "in.txt")):
             assert got == _STACK, got
-            e = _moonpin("explain", "sglang==0.5.18", got[0], "torch==2.13.0+cu130",
-                         "--python", "3.12", "--arch", arch, cwd=tmp_path)
+            e = run_moonpin("explain", "sglang==0.5.18", got[0], "torch==2.13.0+cu130",
+                            "--python", "3.12", "--arch", arch, cwd=tmp_path)
             assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout
 
 
@@ -312,7 +308,7 @@ def test_clients_resolve_what_latest_leaves_beside_a_labelled_torch(tmp_path: Pa
     pip, uv = _pip(), _uv()
     (tmp_path / "requirements.txt").write_text(
         "sglang==0.5.18\ntorch==2.13.0+cu126\nmooncake-transfer-engine==0.3.13.post1\n")
-    w = _moonpin("pins", "requirements.txt", "--strategy", "latest", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--strategy", "latest", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     text = (tmp_path / "requirements.txt").read_text()
     assert "torch==2.13.0+cu126\nmooncake-transfer-engine==0.3.13.post1\n" in text, text
@@ -322,6 +318,6 @@ def test_clients_resolve_what_latest_leaves_beside_a_labelled_torch(tmp_path: Pa
         for got in (_pip_set(pip, tmp_path, arch, "-r", "in.txt"),
                     _uv_set(uv, tmp_path, arch, "in.txt")):
             assert got[0] == "mooncake-transfer-engine==0.3.13.post1", got
-            e = _moonpin("explain", got[1], got[0], "torch==2.13.0+cu126", "--python", "3.12",
-                         "--arch", arch, cwd=tmp_path)
+            e = run_moonpin("explain", got[1], got[0], "torch==2.13.0+cu126", "--python", "3.12",
+                            "--arch", arch, cwd=tmp_path)
             assert e.returncode == 0 and ": COMPATIBLE" in e.stdout.splitlines()[0], e.stdout

@@ -7,24 +7,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
-from moonpin.resolver import query
 from moonpin.resolver.graph import CompatGraph
 from moonpin.resolver.pins.writing.constraints import constraint_lines
 from moonpin.resolver.pins.writing.renovate import plan_stack
-
-
-def _explain(*a: object, **kw: object) -> dict:
-    """``query.explain`` as its ``--json`` dict (a dict today, or a typed answer's
-    ``to_json()``: the same shape)."""
-    res = query.explain(*a, **kw)  # type: ignore[arg-type]
-    return res if isinstance(res, dict) else res.to_json()
-
+from tests.lib.shipped import explain_json, run_moonpin, shipped_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -32,14 +23,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from moonpin.kb import store
-
-    return CompatGraph(store.load(SHIPPED))
-
-
-def _moonpin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return shipped_graph()
 
 
 @pytest.mark.parametrize("sglang", ["0.5.4", "0.5.16", "0.5.18", "0.5.22"])
@@ -54,7 +38,7 @@ def test_every_version_the_constraints_admit_is_compatible(g: CompatGraph, sglan
     assert admitted
     for d, v in admitted:
         for t in torches:
-            assert _explain(g, sglang, f"{d}=={v}", torch=t)["verdict"] == "compatible", (
+            assert explain_json(g, sglang, f"{d}=={v}", torch=t)["verdict"] == "compatible", (
                 d, v, t)
     # every other distribution is excluded outright
     assert {d for d, _ in admitted} != set(g.dists())
@@ -63,27 +47,27 @@ def test_every_version_the_constraints_admit_is_compatible(g: CompatGraph, sglan
 
 
 def test_constraints_cli_txt_and_uv_forms() -> None:
-    txt = _moonpin("constraints", "--sglang", "0.5.18")
+    txt = run_moonpin("constraints", "--sglang", "0.5.18")
     assert txt.returncode == 0, txt.stderr
     lines = [x for x in txt.stdout.splitlines() if x and not x.startswith("#")]
     assert "torch==2.13.0,!=2.13.0+cpu" in lines and "sglang==0.5.18" in lines
     assert "mooncake-transfer-engine-cuda13>=0.3.12.post1,<=0.3.13.post1" in lines  # no JIT 0.3.14
     assert "mooncake-transfer-engine<0" in lines
-    uv = _moonpin("constraints", "--sglang", "0.5.18", "--format", "uv")
+    uv = run_moonpin("constraints", "--sglang", "0.5.18", "--format", "uv")
     assert uv.returncode == 0, uv.stderr
     tomllib = pytest.importorskip("tomllib")
     doc = tomllib.loads(uv.stdout)
     assert doc["tool"]["uv"]["constraint-dependencies"] == lines
-    jit = _moonpin("constraints", "--sglang", "0.5.18", "--allow-jit")
+    jit = run_moonpin("constraints", "--sglang", "0.5.18", "--allow-jit")
     assert "<=0.3.14" in jit.stdout and "note: mooncake-transfer-engine-cuda13==0.3.14 compiles" \
         in jit.stdout
 
 
 def test_constraints_bad_input_is_exit_2_with_a_tip() -> None:
-    r = _moonpin("constraints", "--sglang", "9" * 5000)
+    r = run_moonpin("constraints", "--sglang", "9" * 5000)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "tip:" in r.stderr and len(r.stderr) < 2000
-    r = _moonpin("constraints", "--sglang", "0.0.1")
+    r = run_moonpin("constraints", "--sglang", "0.0.1")
     assert r.returncode == 2 and "not in the knowledge base" in r.stderr
 
 
@@ -105,7 +89,7 @@ def test_uv_resolves_the_constraints_to_a_compatible_set(g: CompatGraph, tmp_pat
     """torch + mooncake resolved by uv under the constraints (the whole of SGLang 0.5.18 needs
     ``cuda-tile==1.6.0rc5``, an sdist only), then judged by ``moonpin pins``."""
     uv = _uv()
-    cons = _moonpin("constraints", "--sglang", sglang, "--python", "3.12", "--arch", "x86_64")
+    cons = run_moonpin("constraints", "--sglang", sglang, "--python", "3.12", "--arch", "x86_64")
     assert cons.returncode == 0, cons.stderr
     (tmp_path / "c.txt").write_text(cons.stdout, encoding="utf-8")
     (tmp_path / "req.in").write_text(f"torch\n{dist}\n", encoding="utf-8")
@@ -117,8 +101,8 @@ def test_uv_resolves_the_constraints_to_a_compatible_set(g: CompatGraph, tmp_pat
     pinned = [x for x in r.stdout.splitlines() if x.startswith(("torch==", "mooncake"))]
     (tmp_path / "requirements.txt").write_text(f"sglang=={sglang}\n" + "\n".join(pinned) + "\n",
                                                 encoding="utf-8")
-    verdict = _moonpin("pins", str(tmp_path / "requirements.txt"), "--python", "3.12",
-                       "--arch", "x86_64")
+    verdict = run_moonpin("pins", str(tmp_path / "requirements.txt"), "--python", "3.12",
+                          "--arch", "x86_64")
     assert verdict.returncode == 0, verdict.stdout + verdict.stderr
     # the other distribution is excluded: asking for it cannot resolve
     other = "mooncake-transfer-engine" if dist.endswith("cuda13") else \
@@ -128,7 +112,7 @@ def test_uv_resolves_the_constraints_to_a_compatible_set(g: CompatGraph, tmp_pat
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert bad.returncode != 0 and f"{other}<0" in bad.stderr
     # the [tool.uv] form is applied too: a dependency outside it does not resolve
-    uvform = _moonpin("constraints", "--sglang", sglang, "--format", "uv")
+    uvform = run_moonpin("constraints", "--sglang", sglang, "--format", "uv")
     body = "\n".join(x for x in uvform.stdout.splitlines() if not x.startswith("#"))
     newest = plan_stack(g, sglang).mooncake[dist][0]
     (tmp_path / "pyproject.toml").write_text(

@@ -18,6 +18,7 @@ import pytest
 
 from moonpin.resolver.pins.reading.base import Pin
 from moonpin.resolver.pins.reading.sources import Source, build_findings, cpu_build
+from tests.lib.shipped import run_moonpin
 from tests.lib.wheels import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,12 +28,6 @@ CLEAN_ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("PIP_",
              "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1",
              "PIP_DISABLE_PIP_VERSION_CHECK": "1", "UV_NO_CONFIG": "1"}
 STACK = "sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine-cuda13==0.3.14\n"
-
-
-def _moonpin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def _links(root: Path, *versions: str) -> Path:
@@ -67,11 +62,11 @@ def test_a_cuda_12_build_in_the_files_find_links_is_flagged_and_kept_out(
     assert _pip_picks(tmp_path, links, "torch==2.14.1") == "2.14.1+cu126"  # the premise
     req = tmp_path / "requirements.txt"
     req.write_text("--find-links wheels\n" + STACK)
-    r = _moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path)
     assert r.returncode == 1, r.stdout
     assert "admits 2.14.1+cu126, a CUDA 12 build (the index's torch 2.14.1, judged here, is " \
            "CUDA 13)" in r.stdout, r.stdout
-    w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     line = _torch_line(req)
     assert line == "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126", line
@@ -81,7 +76,7 @@ def test_a_cuda_12_build_in_the_files_find_links_is_flagged_and_kept_out(
 def test_a_build_of_the_stacks_own_cuda_is_no_finding(tmp_path: Path) -> None:
     _links(tmp_path, "2.14.1", "2.14.1+cu130")
     (tmp_path / "requirements.txt").write_text("--find-links wheels\n" + STACK)
-    r = _moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path)
     assert r.returncode == 0 and "verdict: compatible" in r.stdout, r.stdout
 
 
@@ -112,7 +107,7 @@ def test_a_pin_already_excluding_the_build_is_left(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text(
         "--find-links wheels\n" + STACK.replace("torch==2.14.1",
                                                 "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126"))
-    r = _moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path)
     assert r.returncode == 0, r.stdout
 
 
@@ -135,7 +130,7 @@ def test_uv_takes_what_pins_writes(tmp_path: Path) -> None:
     assert compile_("torch==2.14.1") == "torch==2.14.1+cu126"  # the premise
     req = tmp_path / "requirements.txt"
     req.write_text("--find-links wheels\n" + STACK)
-    w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     assert compile_(_torch_line(req)) == "torch==2.14.1"
 
@@ -164,12 +159,12 @@ def test_a_dockerfiles_find_links_is_read(tmp_path: Path, install: str, option: 
     docker = tmp_path / "Dockerfile"
     docker.write_text(f"FROM python:3.12\nCOPY wheels /opt/wheels\nRUN {install} \\\n"
                       "    sglang==0.5.23 torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
-    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    r = run_moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
     assert r.returncode == 1 and f"which {option} (Dockerfile:3) can supply" in r.stdout, \
         r.stdout
     # the folder the image copies is the build context's wheels/: it was listed
     assert "admits 2.14.1+cpu, a CPU build," in r.stdout
-    w = _moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     torch = next(x for x in _run_words(docker) if x.startswith("torch"))
     assert torch == "torch==2.14.1,!=2.14.1+cpu", docker.read_text()
@@ -184,7 +179,7 @@ def test_a_dockerfiles_extra_index_and_the_files_it_installs_are_read(tmp_path: 
     docker.write_text("FROM python:3.12\nRUN pip install --extra-index-url "
                       "https://download.example/whl/cu126 \\\n    sglang==0.5.23 "
                       "torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
-    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    r = run_moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
     assert r.returncode == 1 and "2.14.1+cu126, a CUDA 12 build" in r.stdout, r.stdout
     _links(tmp_path, "2.14.1+cpu")
     (tmp_path / "req").mkdir()
@@ -192,7 +187,7 @@ def test_a_dockerfiles_extra_index_and_the_files_it_installs_are_read(tmp_path: 
     docker.write_text("FROM python:3.12\nCOPY req /app/req\nCOPY wheels /app/wheels\n"
                       "WORKDIR /app\nRUN pip install -r req/gpu.txt sglang==0.5.23 "
                       "torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
-    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    r = run_moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
     assert r.returncode == 1 and "--find-links ../wheels (req/gpu.txt:1)" in r.stdout, r.stdout
 
 
@@ -201,7 +196,7 @@ def test_an_option_value_is_no_requirement(tmp_path: Path) -> None:
     docker = tmp_path / "Dockerfile"
     docker.write_text("FROM python:3.12\nRUN pip install -f torch --index-url "
                       "https://x.example/simple sglang==0.5.23\n")
-    r = _moonpin("pins", "Dockerfile", "--json", cwd=tmp_path)
+    r = run_moonpin("pins", "Dockerfile", "--json", cwd=tmp_path)
     assert [p["name"] for p in json.loads(r.stdout)["pins"]] == ["sglang"], r.stdout
 
 
@@ -222,15 +217,15 @@ def test_a_dockerfiles_environment_names_index_options(tmp_path: Path, setting: 
     docker = tmp_path / "Dockerfile"
     docker.write_text(f"FROM python:3.12\nCOPY wheels /opt/wheels\n{setting}\nRUN pip install "
                       "sglang==0.5.23 torch==2.14.1 mooncake-transfer-engine-cuda13==0.3.14\n")
-    r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+    r = run_moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
     assert r.returncode == 1 and f"{option} (Dockerfile:3)" in r.stdout, r.stdout
     assert "can supply" in r.stdout
     assert "admits 2.14.1+cpu, a CPU build," in r.stdout
-    w = _moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     torch = next(x for x in _run_words(docker) if x.startswith("torch"))
     assert torch == "torch==2.14.1,!=2.14.1+cpu", docker.read_text()
-    assert _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path).returncode == 0
     # the premise and the written line, in the real pip reading the variable itself
     assert _pip_env_picks(tmp_path, links, "torch==2.14.1") == "2.14.1+cpu"
     assert _pip_env_picks(tmp_path, links, torch) == "2.14.1"
@@ -246,7 +241,7 @@ def test_an_environment_setting_of_something_else_is_no_option(tmp_path: Path) -
         docker.write_text(f"FROM python:3.12\nCOPY wheels /opt/wheels\n{setting}\nRUN pip "
                           "install sglang==0.5.23 torch==2.14.1 "
                           "mooncake-transfer-engine-cuda13==0.3.14\n")
-        r = _moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
+        r = run_moonpin("pins", "Dockerfile", "--python", "3.12", cwd=tmp_path)
         assert "can supply" not in r.stdout, (setting, r.stdout)
 
 
@@ -287,7 +282,7 @@ def test_uv_reads_its_find_links_variable_as_pins_does(tmp_path: Path) -> None:
         return next(x for x in r.stdout.splitlines() if x.startswith("torch=="))
 
     assert compile_("torch==2.14.1") == "torch==2.14.1+cpu"  # the premise
-    w = _moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "Dockerfile", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     torch = next(x for x in _run_words(docker) if x.startswith("torch"))
     assert compile_(torch) == "torch==2.14.1"

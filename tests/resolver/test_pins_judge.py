@@ -13,6 +13,7 @@ import pytest
 
 from moonpin.resolver.graph import CompatGraph
 from moonpin.resolver.pins.read import Judgement, apply_updates, judge, pinned_set, read_pins
+from tests.lib.shipped import shipped_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -20,9 +21,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from moonpin.kb import store
-
-    return CompatGraph(store.load(SHIPPED))
+    return shipped_graph()
 
 
 def _judge(g: CompatGraph, tmp_path: Path, text: str, **kw: str) -> tuple[Judgement, Path]:

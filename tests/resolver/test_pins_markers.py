@@ -8,8 +8,6 @@ a pyproject and a Dockerfile)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,15 +15,10 @@ import pytest
 
 from moonpin.resolver.pins.reading.base import Pin
 from moonpin.resolver.pins.reading.platforms import marker_applies
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
-
-
-def _moonpin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 @pytest.mark.parametrize(("marker", "arch", "python", "holds"), [
@@ -51,12 +44,12 @@ ISSUE = ('sglang[srt]==0.5.18 ; platform_machine == "x86_64"\ntorch==2.9.1\n'
 
 def test_an_arch_the_marker_leaves_out_is_no_failure(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text(ISSUE)
-    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert "not pinned to a version moonpin can judge" not in r.stdout, r.stdout
     assert "on aarch64 no sglang requirement applies" in r.stdout
-    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
     assert w.returncode == 0 and "after writing: verdict compatible" in w.stderr, w.stderr
-    again = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    again = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert again.returncode == 0, again.stdout
 
 
@@ -65,7 +58,7 @@ def test_a_python_the_marker_leaves_out_is_no_failure(tmp_path: Path) -> None:
         'sglang==0.5.23 ; python_version >= "3.11"\ntorch==2.14.1\n'
         "mooncake-transfer-engine-cuda13==0.3.14\n")
     for python in ("3.10", "3.12"):
-        r = _moonpin("pins", "requirements.txt", "--python", python, cwd=tmp_path)
+        r = run_moonpin("pins", "requirements.txt", "--python", python, cwd=tmp_path)
         assert r.returncode == 0, (python, r.stdout)
 
 
@@ -118,12 +111,12 @@ def test_after_write_a_plain_run_exits_0(tmp_path: Path, case: str, files: dict)
     for name, text in files.items():
         (tmp_path / name).write_text(text(tmp_path) if callable(text) else text)
     names = list(files)
-    before = _moonpin("pins", *names, cwd=tmp_path)
+    before = run_moonpin("pins", *names, cwd=tmp_path)
     assert before.returncode == 1, (case, before.stdout)  # each fixture has something to fix
-    w = _moonpin("pins", *names, "--write", "--json", cwd=tmp_path)
+    w = run_moonpin("pins", *names, "--write", "--json", cwd=tmp_path)
     doc = json.loads(w.stdout)
     assert doc["written"] and not doc["not_written"], (case, doc)
-    after = _moonpin("pins", *names, cwd=tmp_path)
+    after = run_moonpin("pins", *names, cwd=tmp_path)
     assert after.returncode == 0, (case, after.stdout, w.stderr)
     assert doc["after"]["verdict"] == "compatible" and w.returncode == 0
 
@@ -151,9 +144,9 @@ def test_markers_on_python_are_judged_per_python(tmp_path: Path, a: str, b: str,
     on = "3.11" if b == "<" else "3.12"
     assert any(r.startswith(f"on python {on}") and "0.3.13" in r for r in got.reasons), got
     assert [(u["line"], u["newVersion"]) for u in got.updates] == [(bad_line, "0.3.14")]
-    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
     assert w.returncode == 0 and "after writing: verdict compatible" in w.stderr, w.stderr
-    assert _moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
 
 
 def test_the_pythons_judged_apart_are_those_requires_python_admits(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,15 +16,10 @@ import pytest
 import moonpin
 from moonpin.resolver.graph import CompatGraph
 from moonpin.resolver.pins.reading.base import NATIVE, TRACKED
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
-
-
-def _moonpin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def _newest(dist: str, torch: str) -> str:
@@ -60,10 +54,10 @@ def test_a_pinned_set_is_judged_with_the_native_checks(tmp_path: Path) -> None:
     # loads its build from the nixl-cu13 it pins
     assert moved["nixl-cu13"] == ("nixl", _newest("nixl", "2.14.1")), got.updates
     assert set(moved) == {"nixl-cu13", "sglang-kernel"}
-    w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0 and "after writing: verdict compatible" in w.stderr, w.stderr
-    assert _moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path
-                    ).returncode == 0
+    assert run_moonpin("pins", "requirements.txt", "--python", "3.12", cwd=tmp_path
+                       ).returncode == 0
 
 
 def test_a_pin_file_holding_both_distributions_of_sgl_kernel_is_told(tmp_path: Path) -> None:
@@ -106,7 +100,7 @@ def test_the_extensions_move_with_torch(tmp_path: Path) -> None:
     assert moved.get("flashinfer-cubin", ("", "0.6.12"))[1] == (
         "0.6.12" if lock.verdict == "compatible" else python)
     assert all(u["groupName"] == "sglang stack" for u in got.updates)
-    w = _moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
 
 
@@ -121,7 +115,7 @@ def test_an_extension_the_kb_does_not_hold_is_said_not_judged(tmp_path: Path) ->
 
 def test_renovate_moves_them_in_the_one_group(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text(RENOVATED)
-    r = _moonpin("renovate", "requirements.txt", cwd=tmp_path)
+    r = run_moonpin("renovate", "requirements.txt", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rules = json.loads(r.stdout)["packageRules"]
     grouped = [x for x in rules if x.get("groupName") == "sglang stack"]
@@ -135,7 +129,7 @@ def test_renovate_moves_them_in_the_one_group(tmp_path: Path) -> None:
 
 
 def test_constraints_hold_them(tmp_path: Path) -> None:
-    r = _moonpin("constraints", "--sglang", "0.5.23", cwd=tmp_path)
+    r = run_moonpin("constraints", "--sglang", "0.5.23", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     lines = {x.split("<")[0].split(">")[0].split("=")[0].split("!")[0]: x
              for x in r.stdout.splitlines() if x and not x.startswith("#")}
@@ -164,7 +158,7 @@ def test_uv_resolves_sglang_and_the_extensions_under_the_constraints(tmp_path: P
     if not uv:
         pytest.skip("uv not found: set MOONPIN_UV or put uv on PATH (pip install uv)")
     for sglang, torch in (("0.5.23", "2.14.1"), ("0.5.18", "2.13.0")):
-        c = _moonpin("constraints", "--sglang", sglang, cwd=tmp_path)
+        c = run_moonpin("constraints", "--sglang", sglang, cwd=tmp_path)
         (tmp_path / "c.txt").write_text(c.stdout)
         (tmp_path / "in.txt").write_text(f"sglang=={sglang}\nnixl\n"
                                          "mooncake-transfer-engine-cuda13\n")

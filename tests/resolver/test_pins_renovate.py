@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from moonpin.resolver import query
 from moonpin.resolver.graph import CompatGraph
 from moonpin.resolver.pins.writing.renovate import (
     GROUP_NAME,
@@ -17,14 +16,7 @@ from moonpin.resolver.pins.writing.renovate import (
     plan_stack,
     renovate_fragment,
 )
-
-
-def _explain(*a: object, **kw: object) -> dict:
-    """``query.explain`` as its ``--json`` dict (a dict today, or a typed answer's
-    ``to_json()``: the same shape)."""
-    res = query.explain(*a, **kw)  # type: ignore[arg-type]
-    return res if isinstance(res, dict) else res.to_json()
-
+from tests.lib.shipped import explain_json, shipped_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -32,9 +24,7 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 @pytest.fixture(scope="module")
 def g() -> CompatGraph:
-    from moonpin.kb import store
-
-    return CompatGraph(store.load(SHIPPED))
+    return shipped_graph()
 
 
 def _allowed(rule_value: str, versions: list[str]) -> list[str]:
@@ -76,7 +66,7 @@ def _every_combination_compatible(g: CompatGraph, frag: dict[str, Any]) -> list[
         for s in sglangs:
             for t in torches:
                 for v in versions:
-                    res = _explain(g, s, f"{dist}=={v}", torch=t)
+                    res = explain_json(g, s, f"{dist}=={v}", torch=t)
                     if res["verdict"] != "compatible":
                         bad.append(f"sglang {s} torch {t} {dist} {v}: {res['reasons'][:1]}")
     return bad
@@ -134,7 +124,7 @@ def test_the_pinned_cuda12_distribution_gets_a_replacement(g: CompatGraph) -> No
     assert rep["replacementVersion"] == "0.3.13.post1"
     assert rep["allowedVersions"] == "==0.3.10"  # no plain bump of the CUDA 12 build
     assert "mooncake-transfer-engine" in frag["packageRules"][0]["matchPackageNames"]
-    assert _explain(g, "0.5.18", "mooncake-transfer-engine-cuda13==0.3.13.post1",
+    assert explain_json(g, "0.5.18", "mooncake-transfer-engine-cuda13==0.3.13.post1",
                          torch="2.13.0")["verdict"] == "compatible"
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -18,11 +19,9 @@ SHIPPED = ROOT / "data" / "kb.json"
 
 def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT,
          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=120,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                               "PYTHONPATH": str(ROOT), **(env or {})})
-
+    """A clean environment: only ``PATH`` and what the test sets."""
+    return run_moonpin(*args, cwd=cwd,
+                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})})
 
 def test_env_variables_in_requirements_are_expanded_as_pip_does(tmp_path: Path) -> None:
     req = tmp_path / "requirements.txt"

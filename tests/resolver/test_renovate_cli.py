@@ -15,11 +15,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
@@ -64,11 +65,6 @@ def _renovate() -> str:
         subprocess.run([npm, "install", "--prefix", str(cache), "renovate@39"], check=True,
                        timeout=1800, capture_output=True)
     return str(exe_path)
-
-
-def _moonpin(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 def _log_records(text: str) -> list[dict[str, Any]]:
@@ -120,7 +116,7 @@ def run_case(tmp_path: Path, pins: str, args: list[str]) -> dict[str, Any]:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "requirements.txt").write_text(pins, encoding="utf-8")
-    frag = _moonpin("renovate", *(args or [str(repo / "requirements.txt")]))
+    frag = run_moonpin("renovate", *(args or [str(repo / "requirements.txt")]))
     assert frag.returncode == 0, frag.stderr
     (repo / "renovate.json").write_text(frag.stdout, encoding="utf-8")
     records, problems = _lookup(tmp_path, repo)
@@ -131,7 +127,7 @@ def run_case(tmp_path: Path, pins: str, args: list[str]) -> dict[str, Any]:
     for branch, ups in branches.items():
         after = tmp_path / f"{branch.replace('/', '_')}.txt"
         after.write_text(_apply(pins, ups), encoding="utf-8")
-        v = _moonpin("pins", str(after), "--json")
+        v = run_moonpin("pins", str(after), "--json")
         doc = json.loads(v.stdout) if v.stdout.strip() else {"verdict": v.stderr}
         verdicts[branch] = {"updates": ups, "result": after.read_text(encoding="utf-8"),
                             "verdict": doc["verdict"], "exit": v.returncode}
@@ -223,7 +219,7 @@ def test_a_multi_file_repo_keeps_only_compatible_proposals(tmp_path: Path) -> No
     }
     for name, text in files.items():
         (repo / name).write_text(text, encoding="utf-8")
-    frag = _moonpin("renovate", *(str(repo / n) for n in files))
+    frag = run_moonpin("renovate", *(str(repo / n) for n in files))
     assert frag.returncode == 0, frag.stderr
     (repo / "renovate.json").write_text(frag.stdout, encoding="utf-8")
     records, _ = _lookup(tmp_path, repo)
@@ -237,7 +233,7 @@ def test_a_multi_file_repo_keeps_only_compatible_proposals(tmp_path: Path) -> No
         for name, text in files.items():
             mine = [u for u in ups if u["file"] == name]
             (after / name).write_text(_apply_anywhere(text, mine), encoding="utf-8")
-        v = _moonpin("pins", *files, "--json", cwd=after)
+        v = run_moonpin("pins", *files, "--json", cwd=after)
         doc = json.loads(v.stdout)
         assert (doc["verdict"], v.returncode) == ("compatible", 0), (branch, ups, doc)
         assert "mooncake-transfer-engine-cuda13==0.3.12" not in (

@@ -12,22 +12,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from moonpin.resolver import rule
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
 JIT = "mooncake-transfer-engine-cuda13==0.3.14"
-
-
-def _moonpin(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 @pytest.mark.parametrize(("requires", "python", "ok"), [
@@ -44,27 +38,27 @@ def test_the_rule(requires: str | None, python: str, ok: bool | None) -> None:
 
 
 def test_explain_shows_the_python_check() -> None:
-    r = _moonpin("explain", "sglang==0.5.23", JIT, "--python", "3.10", "--json")
+    r = run_moonpin("explain", "sglang==0.5.23", JIT, "--python", "3.10", "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["verdict"] == "incompatible"
     checks = [c for e in doc.get("evaluations", [doc]) for c in e.get("checks", [])]
     py = [c for c in checks if c["name"] == "python"]
     assert py and all(c["ok"] is False for c in py), checks
-    ok = _moonpin("explain", "sglang==0.5.23", JIT, "--python", "3.11", "--arch", "x86_64")
+    ok = run_moonpin("explain", "sglang==0.5.23", JIT, "--python", "3.11", "--arch", "x86_64")
     assert "[ok  ] python: python 3.11 satisfies sglang 0.5.23's requires-python" in ok.stdout
 
 
 def test_which_and_triples_never_list_an_excluded_python() -> None:
-    r = _moonpin("which", "mooncake", "--sglang", "0.5.23", "--python", "3.10")
+    r = run_moonpin("which", "mooncake", "--sglang", "0.5.23", "--python", "3.10")
     assert r.returncode == 1 and "requires python '>=3.11'" in r.stdout, r.stdout
-    s = _moonpin("which", "sglang", "--mooncake", JIT, "--python", "3.10", "--json")
+    s = run_moonpin("which", "sglang", "--mooncake", JIT, "--python", "3.10", "--json")
     listed = [c["version"] for c in json.loads(s.stdout)["compatible"]]
     assert listed and not {"0.5.22", "0.5.23"} & set(listed), listed
-    t = json.loads(_moonpin("triples", "--sglang", ">=0.5.22", "--json").stdout)
+    t = json.loads(run_moonpin("triples", "--sglang", ">=0.5.22", "--json").stdout)
     rows = t["triples"] if isinstance(t, dict) else t
     assert rows and all(r["python"] not in ("cp38", "cp39", "cp310") for r in rows)
-    m = _moonpin("matrix", "--format", "csv", "--sglang", ">=0.5.22", "--python", "3.10")
+    m = run_moonpin("matrix", "--format", "csv", "--sglang", ">=0.5.22", "--python", "3.10")
     cells = list(csv.DictReader(io.StringIO(m.stdout)))
     assert cells and all(c["state"] != "compatible" for c in cells)
 
@@ -78,11 +72,11 @@ def _project(root: Path, requires: str) -> None:
 
 def test_pins_judges_the_projects_python(tmp_path: Path) -> None:
     _project(tmp_path, ">=3.10")
-    r = _moonpin("pins", "pyproject.toml", cwd=tmp_path)
+    r = run_moonpin("pins", "pyproject.toml", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "sglang 0.5.23 requires python '>=3.11'; python 3.10 is not admitted" in r.stdout
     _project(tmp_path, ">=3.11")
-    assert _moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 0
 
 
 @pytest.mark.uv
@@ -97,7 +91,7 @@ def test_uv_agrees(tmp_path: Path) -> None:
                             "--python-version", requires.removeprefix(">=")],
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
         assert (r.returncode != 0) == bool(want), r.stdout + r.stderr
-        assert _moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == want
+        assert run_moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == want
 
 
 def _file(name: str, yanked: bool = False) -> object:
@@ -132,8 +126,8 @@ def test_the_rule_reads_the_wheels_interpreters() -> None:
 
 
 def test_no_release_is_listed_on_a_python_it_has_no_wheel_for() -> None:
-    t = json.loads(_moonpin("triples", "--sglang", ">=0.5.11", "--json").stdout)
+    t = json.loads(run_moonpin("triples", "--sglang", ">=0.5.11", "--json").stdout)
     rows = t["triples"] if isinstance(t, dict) else t
     assert rows and all(r["python"] != "cp314" for r in rows), {r["python"] for r in rows}
-    e = _moonpin("explain", "sglang==0.5.23", JIT, "--python", "3.14", "--arch", "x86_64")
+    e = run_moonpin("explain", "sglang==0.5.23", JIT, "--python", "3.14", "--arch", "x86_64")
     assert e.returncode == 1 and "publishes wheels for cp311, cp312, cp313 only" in e.stdout

@@ -20,6 +20,7 @@ from packaging.specifiers import SpecifierSet
 
 from moonpin.kb.distributions import torch_cpu_exclusions, torch_requirement
 from moonpin.preflight.judge.fixes import pip_line, torch_req
+from tests.lib.shipped import run_moonpin
 from tests.lib.wheels import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,12 +29,6 @@ SHIPPED = ROOT / "data" / "kb.json"
 PIP_ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))},
            "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1",
            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-
-
-def _moonpin(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture
@@ -81,14 +76,14 @@ def test_the_one_spelling() -> None:
 @pytest.mark.parametrize("sglang", ["0.5.18", "0.5.4"])
 def test_constraints_exclude_the_cpu_build(tmp_path: Path, cpu_links: Path,
                                            sglang: str) -> None:
-    r = _moonpin("constraints", "--sglang", sglang)
+    r = run_moonpin("constraints", "--sglang", sglang)
     assert r.returncode == 0, r.stderr
     (line,) = [x for x in r.stdout.splitlines() if x.startswith("torch")]
     spec = Requirement(line).specifier
     torches = [v for v in ("2.8.0", "2.9.0", "2.13.0") if spec.contains(v)]
     assert torches
     assert not any(spec.contains(f"{v}+cpu") for v in torches), line
-    uv = _moonpin("constraints", "--sglang", sglang, "--format", "uv")
+    uv = run_moonpin("constraints", "--sglang", sglang, "--format", "uv")
     assert json.dumps(line) in uv.stdout
     if sglang == "0.5.18":
         (tmp_path / "c.txt").write_text(r.stdout)
@@ -97,7 +92,7 @@ def test_constraints_exclude_the_cpu_build(tmp_path: Path, cpu_links: Path,
 
 
 def test_renovate_holds_torch_off_the_cpu_build() -> None:
-    r = _moonpin("renovate", "--sglang", "0.5.18")
+    r = run_moonpin("renovate", "--sglang", "0.5.18")
     assert r.returncode == 0, r.stderr
     (rule,) = [x for x in json.loads(r.stdout)["packageRules"]
                if x["matchPackageNames"] == ["torch"]]
@@ -107,7 +102,7 @@ def test_renovate_holds_torch_off_the_cpu_build() -> None:
     assert not value.startswith("/"), value
     spec = SpecifierSet(value)
     assert spec.contains("2.13.0") and not spec.contains("2.13.0+cpu")
-    two = json.loads(_moonpin("renovate", "--sglang", "0.5.4").stdout)["packageRules"]
+    two = json.loads(run_moonpin("renovate", "--sglang", "0.5.4").stdout)["packageRules"]
     (rx,) = [x["allowedVersions"] for x in two if x["matchPackageNames"] == ["torch"]]
     import re
 
@@ -135,14 +130,14 @@ def test_pins_finds_a_find_links_folder_with_a_cpu_build(tmp_path: Path, cpu_lin
                                                          option: str) -> None:
     req = _files(tmp_path, option.format(links=cpu_links))
     assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0+cpu"
-    before = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    before = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert before.returncode == 1, before.stdout + before.stderr
     assert "verdict: incompatible" in before.stdout
     assert "admits 2.13.0+cpu" in before.stdout and "requirements.txt:1" in before.stdout
-    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     assert "torch==2.13.0,!=2.13.0+cpu\n" in req.read_text()
-    assert _moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
     # the advice, carried out by the real pip: the index's build
     assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0"
 
@@ -151,13 +146,13 @@ def test_pins_relative_find_links_is_the_files_folder(tmp_path: Path, cpu_links:
     sub = tmp_path / "proj"
     sub.mkdir()
     _files(sub, "--find-links ../wheels\n")
-    r = _moonpin("pins", "proj/requirements.txt", cwd=tmp_path)
+    r = run_moonpin("pins", "proj/requirements.txt", cwd=tmp_path)
     assert r.returncode == 1 and "admits 2.13.0+cpu" in r.stdout, r.stdout
 
 
 def test_pins_an_extra_index_can_supply_one(tmp_path: Path) -> None:
     _files(tmp_path, "--extra-index-url https://download.example/whl/cpu\n")
-    r = _moonpin("pins", "requirements.txt", "--json", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", "--json", cwd=tmp_path)
     assert r.returncode == 1
     doc = json.loads(r.stdout)
     (u,) = doc["updates"]
@@ -174,7 +169,7 @@ def test_pins_leaves_what_cannot_let_a_cpu_build_in(tmp_path: Path) -> None:
                         ("--extra-index-url https://x.example/cpu\n",
                          "torch==2.13.0,!=2.13.0+cpu")]:
         _files(tmp_path, head, torch)
-        r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+        r = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
         assert r.returncode == 0, (head, torch, r.stdout + r.stderr)
 
 
@@ -182,7 +177,7 @@ def test_pins_an_included_file_and_a_constraints_file_count(tmp_path: Path,
                                                             cpu_links: Path) -> None:
     (tmp_path / "common.txt").write_text(f"--find-links {cpu_links}\n")
     _files(tmp_path, "-c common.txt\n")
-    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert r.returncode == 1 and "common.txt:1" in r.stdout, r.stdout
 
 
@@ -196,19 +191,19 @@ def _pyproject(root: Path, tail: str, torch: str = "torch==2.13.0") -> None:
 def test_pins_reads_uv_indexes(tmp_path: Path, cpu_links: Path) -> None:
     index = f'\n[[tool.uv.index]]\nname = "cpu"\nurl = "{cpu_links}"\nformat = "flat"\n'
     _pyproject(tmp_path, index)
-    r = _moonpin("pins", "pyproject.toml", cwd=tmp_path)
+    r = run_moonpin("pins", "pyproject.toml", cwd=tmp_path)
     assert r.returncode == 1 and "[[tool.uv.index]]" in r.stdout, r.stdout
-    w = _moonpin("pins", "pyproject.toml", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "pyproject.toml", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     assert '"torch==2.13.0,!=2.13.0+cpu"' in (tmp_path / "pyproject.toml").read_text()
     # explicit: only what [tool.uv.sources] sends there comes from it
     _pyproject(tmp_path, index + "explicit = true\n")
-    assert _moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 0
     _pyproject(tmp_path, index + 'explicit = true\n[tool.uv.sources]\ntorch = '
                '{ index = "cpu" }\n')
-    assert _moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 1
+    assert run_moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 1
     _pyproject(tmp_path, '\n[tool.uv]\nextra-index-url = ["https://x.example/cpu"]\n')
-    assert _moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 1
+    assert run_moonpin("pins", "pyproject.toml", cwd=tmp_path).returncode == 1
 
 
 def test_a_torch_update_writes_the_exclusion(tmp_path: Path) -> None:
@@ -217,7 +212,7 @@ def test_a_torch_update_writes_the_exclusion(tmp_path: Path) -> None:
     for torch in ("torch==2.11.0", "torch==2.11.0,!=2.11.0+cpu", "torch==2.11.0, != 2.11.0+cpu"):
         req.write_text(f"sglang==0.5.18\n{torch}  # gpu\n"
                        "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
-        w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+        w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
         assert w.returncode == 0, (torch, w.stdout + w.stderr)
         assert "torch==2.13.0,!=2.13.0+cpu  # gpu\n" in req.read_text(), req.read_text()
 
@@ -243,12 +238,12 @@ def test_uv_takes_what_moonpin_writes(tmp_path: Path, cpu_links: Path) -> None:
 
     (tmp_path / "bare.in").write_text("torch==2.13.0\n")
     assert compile_("bare.in") == "torch==2.13.0+cpu"  # the premise
-    cons = _moonpin("constraints", "--sglang", "0.5.18")
+    cons = run_moonpin("constraints", "--sglang", "0.5.18")
     (tmp_path / "c.txt").write_text("\n".join(x for x in cons.stdout.splitlines()
                                               if x.startswith("torch")) + "\n")
     (tmp_path / "req.in").write_text("torch\n")
     assert compile_("req.in", "-c", "c.txt") == "torch==2.13.0"
-    uvform = _moonpin("constraints", "--sglang", "0.5.18", "--format", "uv").stdout
+    uvform = run_moonpin("constraints", "--sglang", "0.5.18", "--format", "uv").stdout
     body = "\n".join(x for x in uvform.splitlines()
                      if not x.startswith("#") and "sglang" not in x and "mooncake" not in x)
     (tmp_path / "pyproject.toml").write_text(
@@ -266,14 +261,14 @@ def test_pins_finds_a_range_that_admits_a_cpu_build(tmp_path: Path, cpu_links: P
                                                     spec: str) -> None:
     req = _files(tmp_path, f"--find-links {cpu_links}\n", f"torch{spec}")
     assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0+cpu"  # the premise
-    before = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    before = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert before.returncode == 1, before.stdout + before.stderr
     assert f"torch{spec} at requirements.txt:" in before.stdout
     assert "admits 2.13.0+cpu, a CPU build" in before.stdout, before.stdout
-    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     assert f"torch{spec},!=2.13.0+cpu\n" in req.read_text()  # the range kept
-    assert _moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
     assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.0"
 
 
@@ -283,10 +278,10 @@ def test_a_range_is_told_its_later_releases_are_not_excluded(tmp_path: Path,
     CPU build once the folder holds it. The reason says so and names the exact pin, which
     the real pip then holds to the index's build even with that later CPU build there."""
     req = _files(tmp_path, f"--find-links {cpu_links}\n", "torch>=2.13,<2.14")
-    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert "a later release the range admits is not excluded" in r.stdout, r.stdout
     assert "pin torch==2.13.0 to keep it out for good" in r.stdout, r.stdout
-    assert _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path).returncode == 0
     name, data = build_wheel("torch", "2.13.1+cpu", {"torch/__init__.py": ""})
     (cpu_links / name).write_bytes(data)  # a later release, published after the KB's
     assert _pip_picks(tmp_path, "-r", str(_torch_only(req))) == "2.13.1+cpu"  # the risk
@@ -298,7 +293,7 @@ def test_pins_leaves_a_range_the_cpu_build_is_outside(tmp_path: Path, cpu_links:
     """Controls: a range below the folder's CPU build, and one whose exclusion is written."""
     for torch in ("torch>=2.12,<2.13", "torch>=2.13,<2.14,!=2.13.0+cpu"):
         _files(tmp_path, f"--find-links {cpu_links}\n", torch)
-        r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+        r = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
         assert "a CPU build" not in r.stdout, (torch, r.stdout)
 
 
@@ -334,10 +329,10 @@ def test_pins_an_unpinned_torch_takes_sglangs_requirement(tmp_path: Path,
     assert spec == "==2.13.0", spec  # the premise the folder was built for
     req = _files(tmp_path, f"--find-links {cpu_links}\n", "torch")
     assert _pip_picks_all(tmp_path, req) == "2.13.0+cpu"
-    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert r.returncode == 1 and "which sglang==0.5.18 requires as torch==2.13.0" in r.stdout, \
         r.stdout
-    w = _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
     assert w.returncode == 0, w.stdout + w.stderr
     assert "\ntorch==2.13.0,!=2.13.0+cpu\n" in req.read_text()
     assert _pip_picks_all(tmp_path, req) == "2.13.0"
@@ -350,21 +345,21 @@ def test_pins_no_torch_pin_is_said_with_the_line_to_add(tmp_path: Path,
     req.write_text(f"--find-links {cpu_links}\nsglang==0.5.18\n"
                    "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
     assert _pip_picks_all(tmp_path, req) == "2.13.0+cpu"
-    r = _moonpin("pins", "requirements.txt", cwd=tmp_path)
+    r = run_moonpin("pins", "requirements.txt", cwd=tmp_path)
     assert r.returncode == 1, r.stdout
     assert ("sglang==0.5.18 at requirements.txt:2 requires torch==2.13.0, which admits "
             "2.13.0+cpu") in r.stdout and "pin torch beside it: torch==2.13.0,!=2.13.0+cpu" \
         in r.stdout, r.stdout
     before = req.read_text()
-    assert _moonpin("pins", "requirements.txt", "--write", cwd=tmp_path).returncode == 1
+    assert run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path).returncode == 1
     assert req.read_text() == before  # no line to write: said, not written
     # the advice carried out: the line added, pins and pip agree
     req.write_text(before + "torch==2.13.0,!=2.13.0+cpu\n")
-    assert _moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+    assert run_moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
     assert _pip_picks_all(tmp_path, req) == "2.13.0"
     # control: a base image's SGLang brings its torch (pip installs none)
     docker = tmp_path / "Dockerfile"
     docker.write_text(f"FROM lmsysorg/sglang:v0.5.18-cu130\nRUN pip install -f {cpu_links} "
                       "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
-    r = _moonpin("pins", "Dockerfile", cwd=tmp_path)
+    r = run_moonpin("pins", "Dockerfile", cwd=tmp_path)
     assert "a CPU build" not in r.stdout, r.stdout

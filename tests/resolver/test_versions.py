@@ -4,27 +4,22 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
 MC = "mooncake-transfer-engine-cuda13==0.3.13.post1"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-
-
 @pytest.mark.parametrize("torch", ["2.13", "2.13.0.0", "v2.13"])
 def test_explain_pads_the_release(torch: str) -> None:
     """`explain ... torch==2.13` looked for pg_2_13 and called the working 0.3.13.post1
     incompatible."""
-    r = _cli("explain", "sglang==0.5.18", MC, f"torch=={torch}", "--json")
+    r = run_moonpin("explain", "sglang==0.5.18", MC, f"torch=={torch}", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["verdict"] == "compatible"
 
@@ -32,7 +27,7 @@ def test_explain_pads_the_release(torch: str) -> None:
 @pytest.mark.parametrize("torch", ["2.13", "2.13.0.0"])
 def test_which_mooncake_with_a_padded_torch_recommends_the_prebuilt(torch: str) -> None:
     """`which mooncake --sglang 0.5.18 --torch 2.13` recommended the JIT 0.3.14."""
-    r = _cli("which", "mooncake", "--sglang", "0.5.18", "--torch", torch, "--json")
+    r = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", torch, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["query"]["torch"] == "2.13.0"
@@ -41,7 +36,7 @@ def test_which_mooncake_with_a_padded_torch_recommends_the_prebuilt(torch: str) 
 
 
 def test_a_local_label_stays_a_distinct_build() -> None:
-    r = _cli("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13+cu126", "--json")
+    r = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13+cu126", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["query"]["torch"] == "2.13.0+cu126"
@@ -54,7 +49,7 @@ def test_pins_torch_2_13_is_2_13_0(tmp_path: Path) -> None:
     first import."""
     req = tmp_path / "requirements.txt"
     req.write_text(f"sglang==0.5.18\ntorch==2.13\n{MC}\n")
-    r = _cli("pins", str(req), "--json")
+    r = run_moonpin("pins", str(req), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert (doc["verdict"], doc["updates"]) == ("compatible", [])
@@ -65,10 +60,10 @@ def test_which_torch_judges_the_torch_given() -> None:
     while `explain ... torch==2.13.0+cu126` is COMPATIBLE."""
     argv = ["which", "torch", "--sglang", "0.5.18", "--mooncake",
             "mooncake-transfer-engine==0.3.13.post1"]
-    exp = _cli("explain", "sglang==0.5.18", "mooncake-transfer-engine==0.3.13.post1",
-               "torch==2.13.0+cu126", "--json")
+    exp = run_moonpin("explain", "sglang==0.5.18", "mooncake-transfer-engine==0.3.13.post1",
+                      "torch==2.13.0+cu126", "--json")
     assert json.loads(exp.stdout)["verdict"] == "compatible"
-    r = _cli(*argv, "--torch", "2.13+cu126", "--json")
+    r = run_moonpin(*argv, "--torch", "2.13+cu126", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["recommended"]["requirement"] == "torch==2.13.0+cu126"
@@ -79,8 +74,8 @@ def test_which_torch_says_in_one_line_why_no_build_of_the_index_fits() -> None:
     """The KB holds one torch build per release and arch, the index's (2.13.0 is CUDA 13
     on both): the CUDA-12 mooncake is refused for that; the answer says so, with the
     command that judges a CUDA-12 build, instead of 52 lines of exclusions only."""
-    r = _cli("which", "torch", "--sglang", "0.5.18", "--mooncake",
-             "mooncake-transfer-engine==0.3.13.post1", "--json")
+    r = run_moonpin("which", "torch", "--sglang", "0.5.18", "--mooncake",
+                    "mooncake-transfer-engine==0.3.13.post1", "--json")
     assert r.returncode == 1
     doc = json.loads(r.stdout)
     assert doc["recommended"] is None

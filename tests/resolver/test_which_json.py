@@ -4,19 +4,14 @@ releases in the order the text output does (issue 27)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.lib.shipped import run_moonpin
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data" / "kb.json"
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(SHIPPED), *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
 @pytest.mark.parametrize("argv", [
@@ -27,8 +22,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     ["torch", "--sglang", "0.5.18", "--mooncake", "mooncake-transfer-engine-cuda13==0.3.13"],
 ])
 def test_json_recommends_what_the_text_recommends_in_its_order(argv: list[str]) -> None:
-    text = _cli("which", *argv, "--why")
-    doc = json.loads(_cli("which", *argv, "--json").stdout)
+    text = run_moonpin("which", *argv, "--why")
+    doc = json.loads(run_moonpin("which", *argv, "--json").stdout)
     assert text.returncode == 0, text.stderr
     rec = doc["recommended"]
     assert text.stdout.splitlines()[0] == (f"recommended: {rec['requirement']} "
@@ -41,9 +36,9 @@ def test_json_recommends_what_the_text_recommends_in_its_order(argv: list[str]) 
 
 
 def test_json_recommended_when_none_fits_or_none_is_needed() -> None:
-    none = json.loads(_cli("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.99",
-                           "--json").stdout)
+    none = json.loads(run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.99",
+                                  "--json").stdout)
     assert none["recommended"] is None and none["compatible"] == []
-    old = json.loads(_cli("which", "mooncake", "--sglang", "0.4.0", "--json").stdout)
+    old = json.loads(run_moonpin("which", "mooncake", "--sglang", "0.4.0", "--json").stdout)
     assert old["compatible"] and old["recommended"]["requirement"] is None
     assert "none needed" in old["recommended"]["reason"]

@@ -86,6 +86,14 @@ def parse(path: str, within: Confined = NOWHERE) -> ast.Module | None:
         import errno
 
         if e.errno in (errno.EACCES, errno.EPERM):  # checked as the worker's own user
+            import sys
+
+            from moonpin.preflight.pyimport import pycode
+
+            # SourceLoader.get_code only stats a source whose valid bytecode cache it can
+            # read, and runs the cache: the import goes on, what it does is not read here
+            if path.endswith(".py") and pycode.runs(path, sys.version_info[:2]) is not None:
+                return None
             raise Unrunnable(path, f"not readable by this process's user (uid "
                              f"{os.geteuid()}): the import raises PermissionError") from None
         return None

@@ -24,16 +24,13 @@ from moonpin.preflight.installed.build_facts import (
 )
 from moonpin.preflight.installed.build_facts import built_for as _built_for
 from moonpin.preflight.installed.image_facts import (
-    BACKENDS,
     CAP_BUILD,
-    PG_MODULES,
     KBView,
     Requirement,
     Torch,
     file_name,
     file_suffix,
     find_package,
-    first_providing,
     list_folder,
     locate,
     module_file,
@@ -58,13 +55,21 @@ if TYPE_CHECKING:
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.pyimport.importer import Sources
 
-__all__ = ["MODULES", "build_module", "check_feature", "check_pg", "choose_module", "memo",
+__all__ = ["BACKENDS", "MODULES", "TOP", "UNREADABLE", "build_module", "check_feature",
+           "check_pg", "choose_module", "memo",
            "package", "scheme_of"]
 
 
 #: the process-group modules, SGLang's current one first: what the installed files are read
-#: for (:mod:`moonpin.preflight.installed.image_facts`)
-MODULES = PG_MODULES
+#: for
+MODULES = ("mooncake.pg", "mooncake.ep")
+#: the torch.distributed backend names mooncake registers (what a build's bytes are read for)
+BACKENDS = ("mooncake", "mooncake-cpu")
+#: the package every module above is in
+TOP = "mooncake"
+#: The words of a loader the light check cannot read (the deep probe settles it by its end,
+#: :data:`moonpin.preflight.installed.build_facts.UNREADABLE_SCHEME`).
+UNREADABLE = f"its loading scheme is none a mooncake release uses, {UNREADABLE_SCHEME}"
 
 
 def choose_module(req: Any, shipped: Collection[str]) -> str | None:
@@ -98,10 +103,11 @@ def scheme_of(loader_path: str, module: str, within: Confined = NOWHERE) -> dict
     from moonpin.preflight.installed.build_facts import read_scheme, scheme_shape
 
     scheme: dict[str, Any] = memo("loader-v6\0" + module, loader_path,
-                                  lambda: read_scheme(loader_path, module, within),
+                                  lambda: read_scheme(loader_path, module, within,
+                                                      "mooncake loader"),
                                   scheme_shape, within)
     if not isinstance(scheme, dict) or "problem" not in scheme:  # a damaged memo entry
-        scheme = read_scheme(loader_path, module, within)
+        scheme = read_scheme(loader_path, module, within, "mooncake loader")
     return scheme
 
 
@@ -132,7 +138,8 @@ def _check_direct_build(path: str, req: Any, torch: Torch | None, ctx: Context,
     if torch is None:
         add(CheckResult("build", "skip", "no torch: whether the build fits is unknown"))
         return
-    b = read_build(path, (*req.names, *req.optional_names, *req.backends), ctx.confined)
+    b = read_build(path, (*req.names, *req.optional_names, *req.backends), ctx.confined,
+                   BACKENDS)
     if b.error:
         add(CheckResult("build facts", "fail", b.error, fixer.reinstall()))
         return
@@ -210,7 +217,7 @@ def _judge_builds(req: Any, facts: list[Any], torch: Torch, module: str, kb: KBV
     if req.names:
         d = rule.names(req, facts)
         if d.ok is False:
-            firsts = "; ".join(f"{n} first in {first_providing(kb, n) or 'no KB release'}"
+            firsts = "; ".join(f"{n} first in {_first_providing(kb, n) or 'no KB release'}"
                                for n in missing)
             add(CheckResult("names", "fail", f"{d.detail} ({firsts}; the import succeeds, the "
                             "engine fails later)", fixer.line()))
@@ -262,7 +269,7 @@ def check_pg(pkg: str, ctx: Context, req: Requirement | None, torch: Torch | Non
     module = _pg_module(ctx, pkg, rreq, fixer, add)
     if module is None:
         return
-    loader_path = module_file(ctx, pkg, module.split(".")[1])
+    loader_path = module_file(ctx, TOP, pkg, module.split(".")[1])
     assert loader_path is not None
     init = os.path.join(pkg, "__init__.py")
     if not _reachable(ctx, [*([init] if os.path.isfile(init) else []), loader_path],
@@ -384,12 +391,12 @@ def _pg_module(ctx: Context, pkg: str, rreq: Any, fixer: Fixer,
                add: Callable[[CheckResult], None]) -> str | None:
     """The process-group module ``import`` finds for this requirement (its own or the one it
     falls back to, :func:`moonpin.resolver.rule.choose_module`), or None (said with ``add``)."""
-    shipped = [m for m in MODULES if module_file(ctx, pkg, m.split(".")[1])]
+    shipped = [m for m in MODULES if module_file(ctx, TOP, pkg, m.split(".")[1])]
     accepted = [m for m in (rreq.module, *rreq.alternatives) if m]
     module: str | None = choose_module(rreq, shipped)
     if module is not None:
         return module
-    odd = [w for m in accepted for w in not_files(ctx, pkg, m.split(".")[1])]
+    odd = [w for m in accepted for w in not_files(ctx, TOP, pkg, m.split(".")[1])]
     if odd:
         add(CheckResult("pg module", "fail", f"{'; '.join(odd)}: the importer skips it, so "
                         f"`import {accepted[0]}` fails", fixer.reinstall(), (pkg,)))
@@ -420,7 +427,7 @@ def _loader_scheme(loader_path: str, module: str, fixer: Fixer,
     if scheme["kind"] == "unknown":
         # No mooncake release ships such a loader (every one in the KB is prebuilt or
         # compiles at import): a changed or damaged file, whose loading cannot be read.
-        add(CheckResult("loader", "fail", f"{lname}: {scheme['note']}; {UNREADABLE_SCHEME}",
+        add(CheckResult("loader", "fail", f"{lname}: {scheme['note']}; {UNREADABLE}",
                         "restore it (" + fixer.reinstall() + "), or run with --deep to "
                         "import it", (loader_path,)))
         return None
@@ -538,8 +545,8 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
             return None
         name = got
         bshort = name.removeprefix("mooncake.")
-        found = module_file(ctx, pkg, bshort)
-        odd = not_files(ctx, pkg, bshort) if found is None else []
+        found = module_file(ctx, TOP, pkg, bshort)
+        odd = not_files(ctx, TOP, pkg, bshort) if found is None else []
         if odd:
             add(CheckResult("build", "fail", f"{lname} imports {name} for torch "
                             f"{torch.version}; {'; '.join(odd)}: the importer skips it, so the "
@@ -547,7 +554,7 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
             return None
         if found is None:
             head = template.removeprefix("mooncake.").partition(placeholder)[0]
-            others = shipped_like(ctx, pkg, head) if placeholder in template else []
+            others = shipped_like(ctx, TOP, pkg, head) if placeholder in template else []
             same = [o for o in others if o.split(".", 1)[0] == bshort]
             msg = (f"{lname} imports {name} for torch {torch.version}; no such "
                    "build is installed")
@@ -559,7 +566,7 @@ def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_pat
                         "extension module from it)")
             add(CheckResult("build", "fail", msg, fixer.line(), (pkg,)))
             return None
-        builds.append(read_build(found, wanted, ctx.confined))
+        builds.append(read_build(found, wanted, ctx.confined, BACKENDS))
     add(CheckResult("build", "pass", "loader finds " + ", ".join(file_name(b.path) for b in builds),
                     evidence=tuple(b.path for b in builds)))
     return builds
@@ -793,12 +800,12 @@ def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb:
     problems = []
     for module, names in sorted(needs.items()):
         short = module.removeprefix("mooncake.")
-        path = (module_file(ctx, pkg, short) if short != module
+        path = (module_file(ctx, TOP, pkg, short) if short != module
                 else os.path.join(pkg, "__init__.py"))
         if path is None or not os.path.isfile(path):
             problems.append(f"{module} is not installed")
             continue
-        facts = read_build(path, names, ctx.confined)
+        facts = read_build(path, names, ctx.confined, BACKENDS)
         if facts.error:
             problems.append(facts.error)
             continue
@@ -820,3 +827,21 @@ def check_feature(feature: str, ctx: Context, pkg: str, version: str | None, kb:
         add(CheckResult(feature, "pass", "provides " + ", ".join(
             f"{m} ({', '.join(sorted(n)) or 'module'})" for m, n in sorted(needs.items()))
             + origin, evidence=evidence))
+
+
+def _first_providing(kbv: KBView, name: str) -> str | None:
+    """The first mooncake release (in KB order) with a build naming ``name``."""
+    kb = kbv.doc()
+    if kb is None:
+        return None
+    from packaging.version import Version
+
+    found: list[tuple[Version, str]] = []
+    for rel in kb.get("mooncake") or ():
+        try:
+            if any(name in (b.get("names") or ()) for w in rel.get("wheels") or ()
+                   for b in w.get("builds") or ()):
+                found.append((Version(rel["version"]), f"{rel['dist']} {rel['version']}"))
+        except (ValueError, KeyError, TypeError, AttributeError):  # ValueError: InvalidVersion too
+            continue
+    return min(found)[1] if found else None

@@ -25,6 +25,8 @@ import os
 # mooncake's judgement, imported with its rule: a load begun ahead (:func:`ahead`, in a forked
 # child) then finds it imported, as the walk's own judgement does
 from moonpin.preflight.extensions.mooncake_pg import (
+    BACKENDS,
+    MODULES,
     build_module,
     check_feature,
     check_pg,
@@ -33,7 +35,6 @@ from moonpin.preflight.extensions.mooncake_pg import (
 )
 from moonpin.preflight.extensions.mooncake_pg import choose_module as module
 from moonpin.preflight.extensions.seam import Choice, Pick
-from moonpin.preflight.installed.image_facts import BACKENDS, PG_MODULES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,8 +56,7 @@ DISTRIBUTIONS = ("mooncake-transfer-engine",)
 OWN_LINES = True
 #: the process-group modules, SGLang's current one first (``MODULES``), and the
 #: torch.distributed backend names mooncake registers (``BACKENDS``): what the installed files
-#: are read for (:mod:`moonpin.preflight.installed.image_facts`)
-MODULES = PG_MODULES
+#: are read for, held by its judgement (:mod:`.mooncake_pg`)
 #: How a release that compiles at first import is compiled once, at image build: the note of
 #: the fix lines (:class:`moonpin.preflight.judge.fixes.Project`) and of the toolchain lines.
 PREBUILD = ("compile it once at image build: `TORCH_CUDA_ARCH_LIST=<your GPUs' archs, e.g. "

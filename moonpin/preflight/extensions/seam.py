@@ -67,11 +67,12 @@ would shadow in the very environment it reads) defines:
         recorded for the walk's own judgement to take), with ``job.req`` the knowledge
         base's guess of what SGLang needs. Said nothing (``job.add`` drops every line).
 
-A rule's distributions must be among those whose metadata the check reads
-(:data:`moonpin.preflight.installed.image_facts.EXTENSION_DISTS`). The rule holds only how to
-read that project's loader; every version, file name and pin
-comes from the files it reads. Adding a project is one such module plus its entry in
-:data:`RULES`; nothing in the machinery branches on a project's name.
+A rule's distributions (and the companions it reads the metadata of) must be among those
+whose metadata the check reads (:data:`DISTRIBUTIONS`, handed to
+:func:`moonpin.preflight.installed.image_facts.by_name`). The rule holds only how to read that
+project's loader; every version, file name and pin comes from the files it reads. Adding a
+project is one such module plus its entries in :data:`RULES` and :data:`DISTRIBUTIONS`; nothing
+in the machinery branches on a project's name.
 
 Only ``os`` at import: this runs at worker start.
 """
@@ -90,8 +91,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["OWN_LINES", "RULES", "Choice", "Facts", "Job", "Pick", "Probe", "own_rule",
-           "rule_for"]
+__all__ = ["DISTRIBUTIONS", "OWN_LINES", "OWN_RULE", "RULES", "Choice", "Facts", "Job", "Pick",
+           "Probe", "own_rule", "rule_for"]
 
 #: import name -> the rule module (in this folder) that reads its project's loader
 RULES: dict[str, str] = {
@@ -105,6 +106,15 @@ RULES: dict[str, str] = {
 #: rule's ``own_lines``; mooncake's is :mod:`.mooncake_pg`); the launch line's extensions
 #: (:mod:`.wanted`) and their one-line verdict (:mod:`.verdict`) leave them to it
 OWN_LINES = frozenset({"mooncake"})
+#: the module of the one rule in :data:`OWN_LINES`: what the walk imports (importing a rule is
+#: not asking it: the walk enters the extensions' room once, after the shared judgements)
+(_OWN,) = OWN_LINES  # one: the walk says one project's own lines
+OWN_RULE = f"{__package__}.{RULES[_OWN]}"
+#: the distributions whose metadata the check reads besides torch's and SGLang's, by canonical
+#: name prefix (an image holds hundreds): every rule's ``DISTRIBUTIONS`` and the companions a
+#: rule reads (flashinfer's ``-cubin`` and ``-jit-cache``)
+DISTRIBUTIONS = ("nixl", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "deep-ep", "flashinfer",
+                 "mooncake-transfer-engine")
 
 
 class Facts:
@@ -299,9 +309,11 @@ class Probe:
 
 
 def own_rule() -> Any:
-    """The rule whose project says its own lines (:data:`OWN_LINES`: one today)."""
-    (name,) = OWN_LINES
-    return rule_for(name)
+    """The rule whose project says its own lines (:data:`OWN_LINES`: one today,
+    :data:`OWN_RULE`)."""
+    import importlib
+
+    return importlib.import_module(OWN_RULE)
 
 
 def rule_for(name: str) -> Any:

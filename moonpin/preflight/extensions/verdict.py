@@ -298,24 +298,29 @@ def _shipped_by(facts: Facts, path: str, first: Sequence[str] = ()) -> Dist | No
     it (a file changed since, or a RECORD without digests). Those named in ``first`` are read
     first, and one of them whose digest matches ends the search (no other RECORD is read);
     torch's and SGLang's long RECORDs are read last. RECORDs through
-    :func:`moonpin.preflight.installed.image_facts.record_paths`, the one reader."""
-    from moonpin.preflight.installed.image_facts import record_hashes, record_paths
+    :func:`moonpin.preflight.installed.image_facts.record_paths`, the one reader; a RECORD
+    path is CSV-quoted (:func:`~moonpin.preflight.installed.image_facts.record_path`), relative
+    to the distribution's folder (``../`` leaves it, as pip writes a scheme's files outside
+    it: ``importlib.metadata``'s ``locate_file``), or absolute, then the image's own path
+    (under its root). Nothing a RECORD names is read: only ``path``, for its digest."""
+    from moonpin.preflight.installed.image_facts import record_hashes, record_path, record_paths
 
     order = [facts.dists[n] for n in first if n in facts.dists]
     order += sorted((d for d in facts.dists.values() if d not in order),
                     key=lambda d: (d.name in ("torch", "sglang"), d.name))
     data: bytes | None = None
     listed: Dist | None = None
+    root = facts.within.root
+    if root is not None:  # compared as the image names its files
+        from moonpin.preflight.access.chroot import image_path
+    want = os.path.normpath(image_path(root, path) if root is not None else path)
     for dist in order:
         if not dist.meta:
             continue
-        rel = os.path.relpath(path, dist.root)
-        if rel.startswith(".."):
-            continue
-        rel = os.path.normpath(rel)
+        base = image_path(root, dist.root) if root is not None else dist.root
         try:
             lines = [line for line in record_paths(dist.meta, whole=True, within=facts.within)
-                     if os.path.normpath(line.split(",", 1)[0].strip('"')) == rel]
+                     if _recorded_at(record_path(line), base) == want]
         except OSError:
             continue
         if not lines:
@@ -332,6 +337,16 @@ def _shipped_by(facts: Facts, path: str, first: Sequence[str] = ()) -> Dist | No
         if len(data) == entry[1] and _record_digest(data) == entry[0]:
             return dist
     return listed
+
+
+def _recorded_at(rel: str, base: str) -> str | None:
+    """The path a RECORD path names, ``os.path.normpath``'d: relative to ``base`` (the folder
+    its distribution's metadata is in) or absolute, both in the namespace of the target (an
+    image's own paths under its root); None for one no file has (empty, a NUL). Only compared,
+    never opened."""
+    if not rel or "\0" in rel:
+        return None
+    return os.path.normpath(os.path.join(base, rel))
 
 
 def _record_digest(data: bytes) -> str:

@@ -1,8 +1,10 @@
-"""What the check learns from a mooncake build or loader file, kept per version of the
+"""What the check learns from an extension build or a loader file, kept per version of the
 file in the file-facts memo (:func:`moonpin.kb.cache.facts_memo`): a build's names, backends,
 ``libcudart`` and ``DT_NEEDED`` (from its ELF bytes, :mod:`moonpin.readers.elf.analysis`, or a
 ``.py`` stand-in's ``ast``), the loader's scheme (:func:`moonpin.readers.pyast.loader.read_loader`),
-the torch a loader-less build says it requires, and where the compile tools are.
+the torch a loader-less build says it requires, and where the compile tools are. It names no
+project: the backend names a build registers and what a loader is called are handed in by the
+project's judgement (mooncake's: :mod:`moonpin.preflight.extensions.mooncake_pg`).
 
 Every memo entry is checked for its shape and recomputed when damaged. Only ``os`` at import.
 """
@@ -14,7 +16,6 @@ import os
 from moonpin.kb.cache import facts_memo
 from moonpin.preflight.access.confined import NOWHERE, Confined
 from moonpin.preflight.installed.image_facts import (
-    BACKENDS,
     CAP_BUILD,
     CUDART,
     file_name,
@@ -59,21 +60,26 @@ class BuildFacts:
         self.error = error
 
 
-def read_build(path: str, wanted: Iterable[str], within: Confined = NOWHERE) -> BuildFacts:
+def read_build(path: str, wanted: Iterable[str], within: Confined = NOWHERE,
+               backends: Iterable[str] = ()) -> BuildFacts:
     """What a build provides, from its bytes; kept in the file-facts memo per build and
-    set of names asked for (a 30 MB extension is scanned once per version of the file)."""
+    set of names asked for (a 30 MB extension is scanned once per version of the file).
+    ``backends``: the torch.distributed backend names the project registers, told apart
+    from its other names (:attr:`BuildFacts.backends`)."""
     asked = tuple(sorted(set(wanted)))
+    known = tuple(sorted(set(backends)))
 
     def scan() -> tuple[Any, ...]:
-        f = _scan_build(path, asked, within)
+        f = _scan_build(path, asked, within, known)
         return (sorted(f.names), sorted(f.backends), f.cuda, f.needed, f.error)
 
     try:
-        names, backends, cuda, needed, error = facts_memo().get(
-            "build-v2\0" + "\0".join(asked), path, scan, _build_shape, within=within.root)
+        names, found, cuda, needed, error = facts_memo().get(
+            "build-v3\0" + "\0".join(asked) + "\0\0" + "\0".join(known), path, scan,
+            _build_shape, within=within.root)
     except OSError as e:
         return BuildFacts(path, error=f"cannot read {path}: {e.strerror}")
-    return BuildFacts(path, set(names), set(backends), cuda, tuple(needed), error)
+    return BuildFacts(path, set(names), set(found), cuda, tuple(needed), error)
 
 
 def _strs(value: object) -> bool:
@@ -87,7 +93,8 @@ def _build_shape(value: object) -> bool:
             and _strs(value[3]) and str_or_none(value[4]))
 
 
-def _scan_build(path: str, wanted: Iterable[str], within: Confined) -> BuildFacts:
+def _scan_build(path: str, wanted: Iterable[str], within: Confined,
+                backends: tuple[str, ...]) -> BuildFacts:
     facts = BuildFacts(path)
     try:
         data = read_bytes(path, CAP_BUILD, "extension build", within)
@@ -95,7 +102,7 @@ def _scan_build(path: str, wanted: Iterable[str], within: Confined) -> BuildFact
         facts.error = f"cannot read {path}: {e.strerror or e}"
         return facts
     if file_suffix(path) == ".py":
-        _read_standin(data, facts)
+        _read_standin(data, facts, backends)
         return facts
     from moonpin.readers.elf import analysis as elf
 
@@ -103,7 +110,7 @@ def _scan_build(path: str, wanted: Iterable[str], within: Confined) -> BuildFact
         facts.error = f"{file_name(path)} is not an ELF object"
         return facts
     try:
-        ef = elf.analyze(data, len(data), set(wanted) | set(BACKENDS))
+        ef = elf.analyze(data, len(data), set(wanted) | set(backends))
     except elf.ElfError as e:
         facts.error = f"{file_name(path)}: {e}"
         return facts
@@ -113,7 +120,7 @@ def _scan_build(path: str, wanted: Iterable[str], within: Confined) -> BuildFact
     if problem is not None:
         facts.error = f"{file_name(path)} cannot be loaded: {problem}"
         return facts
-    facts.backends = {b for b in BACKENDS if b in ef.strings}
+    facts.backends = {b for b in backends if b in ef.strings}
     facts.names = set(ef.strings) - facts.backends
     facts.needed = tuple(ef.needed)
     for n in ef.needed:
@@ -124,7 +131,7 @@ def _scan_build(path: str, wanted: Iterable[str], within: Confined) -> BuildFact
     return facts
 
 
-def _read_standin(data: bytes, facts: BuildFacts) -> None:
+def _read_standin(data: bytes, facts: BuildFacts, backends: tuple[str, ...]) -> None:
     import ast
 
     try:
@@ -146,7 +153,7 @@ def _read_standin(data: bytes, facts: BuildFacts) -> None:
         fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
         arg = node.args[0]
         if fname == "register_backend" and isinstance(arg, ast.Constant) and \
-                arg.value in BACKENDS:
+                arg.value in backends:
             facts.backends.add(str(arg.value))
 
 
@@ -186,13 +193,14 @@ def _loader_problem(data: bytes) -> str | None:
     return None
 
 
-def read_scheme(loader_path: str, module: str, within: Confined = NOWHERE) -> dict[str, Any]:
+def read_scheme(loader_path: str, module: str, within: Confined = NOWHERE,
+                what: str = "loader") -> dict[str, Any]:
     """The loader's scheme (:func:`moonpin.readers.pyast.loader.read_loader`) as plain data for the
-    file-facts memo."""
+    file-facts memo; ``what``: the loader as a refused read names it."""
     from moonpin.preflight.access.zipfs import read_source
     from moonpin.readers.pyast.loader import TORCH, read_loader
 
-    data = read_source(loader_path, 16 << 20, what="mooncake loader",  # as read_bytes
+    data = read_source(loader_path, 16 << 20, what=what,  # as read_bytes
                        within=within)
     problem = _loader_problem(data)
     if problem is not None:
@@ -291,9 +299,9 @@ def find_ninja(ctx: Context) -> str | None:
     return None
 
 
-#: The words of a loader the light check cannot read; a deep import that works settles it.
-UNREADABLE_SCHEME = ("its loading scheme is none a mooncake release uses, so what it loads "
-                      "cannot be read without importing it")
+#: The end of the words of a loader the light check cannot read (the project's judgement says
+#: whose releases' schemes it is none of); a deep import that works settles it.
+UNREADABLE_SCHEME = "so what it loads cannot be read without importing it"
 #: What a loader-less build says it was built for (as moonpin/scrapers/mooncake.py reads it:
 #: 0.3.7's ``ep.so`` holds "Mooncake Backend requires torch==2.8.0").
 _REQUIRES_TORCH = b"requires torch=="

@@ -1,9 +1,11 @@
 """The image's facts as the check reads them from the file system, without importing
-anything of it: the installed torch, SGLang and mooncake distributions (their METADATA and
-RECORD), torch's version and CUDA major (``torch/version.py``, else its requirements), the
-SGLang release's process-group requirement (from its sources,
-:mod:`moonpin.preflight.installed.sources`, or the knowledge base), and where
-``import mooncake.<module>`` would find a module.
+anything of it: the installed torch, SGLang and extension distributions (their METADATA, and
+the RECORD of those a loader rule asks for), torch's version and CUDA major
+(``torch/version.py``, else its requirements), the SGLang release's process-group requirement
+(from its sources, :mod:`moonpin.preflight.installed.sources`, or the knowledge base), and
+where ``import <package>.<module>`` would find a module. It names no project: which
+distributions are read is handed in from the loader rules
+(:data:`moonpin.preflight.extensions.seam.DISTRIBUTIONS`).
 
 Only ``os`` at import: this is on the worker-start path (see :mod:`moonpin.preflight.run`).
 """
@@ -33,12 +35,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.env.context import Context
 
 __all__ = [
-    "BACKENDS",
     "CAP_BUILD",
     "CUDART",
-    "EXTENSION_DISTS",
-    "MOONCAKE_PREFIX",
-    "PG_MODULES",
     "Dist",
     "KBView",
     "Requirement",
@@ -49,18 +47,18 @@ __all__ = [
     "file_name",
     "file_suffix",
     "find_package",
-    "first_providing",
     "kind_of",
     "leading_int",
     "linked_cudart",
     "list_folder",
     "locate",
     "module_file",
-    "mooncake_dirs",
     "not_files",
+    "package_dirs",
     "read_bytes",
     "read_dists",
     "record_hashes",
+    "record_path",
     "record_paths",
     "sglang_sources",
     "shipped_like",
@@ -73,9 +71,6 @@ __all__ = [
 ]
 
 
-PG_MODULES = ("mooncake.pg", "mooncake.ep")
-BACKENDS = ("mooncake", "mooncake-cpu")
-MOONCAKE_PREFIX = "mooncake-transfer-engine"
 CUDART = "libcudart.so."
 
 
@@ -87,10 +82,34 @@ class Dist:
         self.version = version
         self.root = root  # the site-packages folder it is installed in
         self.requires = requires
-        self.files = files  # RECORD entries; read for mooncake distributions only
+        self.files = files  # RECORD entries; read for the distributions asked for only
         #: RECORD's ``sha256=`` digest (urlsafe base64, as written) and size per path
         self.hashes = hashes or {}
         self.meta = meta  # its .dist-info / .egg-info folder (its RECORD is read from there)
+
+
+def record_path(line: str) -> str:
+    """The path of a RECORD line, its first CSV field as :mod:`csv` reads it (pip writes RECORD
+    with ``csv.writer``): a path holding a comma, a quote or a line break is quoted, its quotes
+    doubled (``"a,b.py"``, ``"q""uote.py"``). ``csv`` itself is not imported: it loads ``re``
+    at worker start."""
+    if not line.startswith('"'):
+        return line.split(",", 1)[0]
+    out = []
+    at = 1
+    while True:
+        end = line.find('"', at)
+        if end < 0:  # no closing quote: csv (not strict) takes the rest
+            out.append(line[at:])
+            return "".join(out)
+        out.append(line[at:end])
+        if line.startswith('"', end + 1):  # a doubled quote is one quote
+            out.append('"')
+            at = end + 2
+            continue
+        # what follows the closing quote up to the comma is the field's too, as csv reads it
+        out.append(line[end + 1:].split(",", 1)[0])
+        return "".join(out)
 
 
 def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
@@ -104,10 +123,7 @@ def record_hashes(lines: list[str]) -> dict[str, tuple[str, int]]:
         if (len(parts) != 3 or not parts[1].startswith("sha256=") or not parts[2].isascii()
                 or not parts[2].isdigit() or len(parts[2]) > 19):
             continue
-        path = parts[0]
-        if len(path) > 1 and path[0] == path[-1] == '"':
-            path = path[1:-1].replace('""', '"')
-        out[path] = (parts[1][len("sha256="):], int(parts[2]))
+        out[record_path(line)] = (parts[1][len("sha256="):], int(parts[2]))
     return out
 
 
@@ -147,16 +163,8 @@ def _headers(text: str) -> dict[str, list[str]]:
     return out
 
 
-#: The distributions of the worker's other extensions whose metadata their loader rules read
-#: (owner, pins: :mod:`moonpin.preflight.extensions.seam`), by canonical name prefix: the check
-#: reads only these of the hundreds an image holds
-EXTENSION_DISTS = ("nixl", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "deep-ep",
-                   "flashinfer")
-
-
-def _wanted(name: str) -> bool:
-    return (name in ("torch", "sglang") or name.startswith(MOONCAKE_PREFIX)
-            or name.startswith(EXTENSION_DISTS))
+def _wanted(name: str, read: tuple[str, ...]) -> bool:
+    return name in ("torch", "sglang") or name.startswith(read)
 
 
 #: Size caps per kind of file the check reads (a real extension build is ~30 MB).
@@ -201,28 +209,35 @@ def _lines(text: str, whole: bool) -> Iterator[str]:
         if stop < 0:
             stop = end
         line = text[start:stop]
-        yield (line if whole else line.split(",", 1)[0]).rstrip("\r")
+        line = line.rstrip("\r")
+        yield line if whole else record_path(line)
         start = stop + 1
 
 
-def by_name(paths: Sequence[str], within: Confined = NOWHERE
-            ) -> tuple[dict[str, Dist], list[Dist]]:
+def by_name(paths: Sequence[str], within: Confined = NOWHERE, read: Sequence[str] = (),
+            own: str | None = None) -> tuple[dict[str, Dist], list[Dist]]:
     """The installed distributions by name (the first on the path wins, as the importer takes
-    it), and every mooncake one (:func:`read_dists`)."""
+    it), and every one whose name starts with ``own`` (the project that says its own lines),
+    with its RECORD (:func:`read_dists`). ``read``: the name prefixes of the extensions'
+    distributions read besides torch and sglang (the seam's ``DISTRIBUTIONS``)."""
     dists: dict[str, Dist] = {}
-    mooncakes: list[Dist] = []
-    for d in read_dists(paths, within):
+    owned: list[Dist] = []
+    prefixes = (own,) if own else ()
+    for d in read_dists(paths, within, (*read, *prefixes), prefixes):
         dists.setdefault(d.name, d)
-        if d.name.startswith(MOONCAKE_PREFIX):
-            mooncakes.append(d)
-    return dists, mooncakes
+        if prefixes and d.name.startswith(prefixes):
+            owned.append(d)
+    return dists, owned
 
 
-def read_dists(paths: Sequence[str], within: Confined = NOWHERE) -> list[Dist]:
-    """The installed torch, sglang and mooncake-family distributions, in path order, as
-    ``importlib.metadata.distributions(path=)`` finds them (``*.dist-info/METADATA``,
-    ``*.egg-info/PKG-INFO``). A ``.dist-info`` folder is named ``{name}-{version}``: only
-    those of the wanted names are opened (an image holds ~100 others)."""
+def read_dists(paths: Sequence[str], within: Confined = NOWHERE, read: Sequence[str] = (),
+               files: Sequence[str] = ()) -> list[Dist]:
+    """The installed torch and sglang distributions and those whose canonical name starts
+    with one of ``read``, in path order, as ``importlib.metadata.distributions(path=)`` finds
+    them (``*.dist-info/METADATA``, ``*.egg-info/PKG-INFO``); the file list of those whose
+    name starts with one of ``files``. A ``.dist-info`` folder is named ``{name}-{version}``:
+    only those of the wanted names are opened (an image holds ~100 others)."""
+    read, listed = tuple(read), tuple(files)
     out = []
     for root in paths:
         try:
@@ -231,7 +246,7 @@ def read_dists(paths: Sequence[str], within: Confined = NOWHERE) -> list[Dist]:
             continue
         for e in entries:
             if e.name.endswith(".dist-info"):
-                if not _wanted(canon(e.name[:-len(".dist-info")].split("-", 1)[0])):
+                if not _wanted(canon(e.name[:-len(".dist-info")].split("-", 1)[0]), read):
                     continue
                 meta = "METADATA"
             elif e.name.endswith(".egg-info"):
@@ -247,18 +262,18 @@ def read_dists(paths: Sequence[str], within: Confined = NOWHERE) -> list[Dist]:
             name = (head.get("name") or [""])[0]
             if not name:
                 continue
-            files: tuple[str, ...] | None = None
+            recorded: tuple[str, ...] | None = None
             hashes: dict[str, tuple[str, int]] = {}
-            if canon(name).startswith(MOONCAKE_PREFIX):  # the only file lists used
+            if listed and canon(name).startswith(listed):  # the only file lists used
                 try:
                     lines = [line for line in record_paths(folder, whole=True, within=within)
                              if line]
-                    files = tuple(p for p in (line.split(",", 1)[0] for line in lines) if p)
+                    recorded = tuple(p for p in map(record_path, lines) if p)
                     hashes = record_hashes(lines)
                 except OSError:
                     pass
             out.append(Dist(canon(name), (head.get("version") or [""])[0], root,
-                             tuple(head.get("requires-dist") or ()), files, hashes, folder))
+                             tuple(head.get("requires-dist") or ()), recorded, hashes, folder))
     return out
 
 
@@ -637,24 +652,6 @@ def _kind(value: Any) -> str:
     return "null" if value is None else f"a{'n' * (name[0] in 'aeiou')} {name} ({repr(value)[:40]})"
 
 
-def first_providing(kbv: KBView, name: str) -> str | None:
-    """The first mooncake release (in KB order) with a build naming ``name``."""
-    kb = kbv.doc()
-    if kb is None:
-        return None
-    from packaging.version import Version
-
-    found: list[tuple[Version, str]] = []
-    for rel in kb.get("mooncake") or ():
-        try:
-            if any(name in (b.get("names") or ()) for w in rel.get("wheels") or ()
-                   for b in w.get("builds") or ()):
-                found.append((Version(rel["version"]), f"{rel['dist']} {rel['version']}"))
-        except (ValueError, KeyError, TypeError, AttributeError):  # ValueError: InvalidVersion too
-            continue
-    return min(found)[1] if found else None
-
-
 def file_name(path: str) -> str:
     return os.path.basename(path)
 
@@ -664,37 +661,39 @@ def file_suffix(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[1]
 
 
-def _mooncake(ctx: Context, pkg: str) -> Importer | None:
-    """The shared importer when ``pkg`` is the folder it finds mooncake in."""
-    found = found_in(ctx.importer, "mooncake")
+def _shared(ctx: Context, top: str, pkg: str) -> Importer | None:
+    """The shared importer when ``pkg`` is the folder it finds package ``top`` in."""
+    found = found_in(ctx.importer, top)
     return ctx.importer if found is not None and found.folder == pkg else None
 
 
-def mooncake_dirs(ctx: Context, pkg: str) -> tuple[str, ...]:
-    """The folders ``import mooncake.<x>`` searches: the package's ``__path__`` once its
-    ``__init__`` ran (``extend_path`` adds every ``mooncake/`` folder of ``sys.path``),
-    else ``pkg`` alone."""
-    imp = _mooncake(ctx, pkg)
-    got = imp.package_path("mooncake") if imp is not None else None
+def package_dirs(ctx: Context, top: str, pkg: str) -> tuple[str, ...]:
+    """The folders ``import <top>.<x>`` searches: the package's ``__path__`` once its
+    ``__init__`` ran (``extend_path`` adds every ``<top>/`` folder of ``sys.path``), else
+    ``pkg`` alone."""
+    imp = _shared(ctx, top, pkg)
+    got = imp.package_path(top) if imp is not None else None
     return tuple(d for d in got if d not in imp.hooks) if got and imp is not None else (pkg,)
 
 
-def module_file(ctx: Context, pkg: str, short: str) -> str | None:
-    """What ``import mooncake.<short>`` would load, in FileFinder's order (``__init__``
-    then module files, extensions before ``.py`` before ``.pyc``) over mooncake's
-    ``__path__``, then the editable finders; None: nothing (or only a namespace folder)."""
-    imp = _mooncake(ctx, pkg)
+def module_file(ctx: Context, top: str, pkg: str, short: str) -> str | None:
+    """What ``import <top>.<short>`` would load, in FileFinder's order (``__init__`` then
+    module files, extensions before ``.py`` before ``.pyc``) over the package's ``__path__``,
+    then the editable finders; None: nothing (or only a namespace folder). ``pkg``: the
+    folder the importer finds ``top`` in."""
+    imp = _shared(ctx, top, pkg)
     if imp is not None:
-        spec = imp.find("mooncake." + short)
+        spec = imp.find(f"{top}.{short}")
     else:
-        spec = Importer([], [], ctx.root, ctx.ext_suffixes).path_find("mooncake." + short,
-                                                                        [pkg])
+        spec = Importer([], [], ctx.root, ctx.ext_suffixes).path_find(f"{top}.{short}", [pkg])
     return spec.origin if spec is not None else None
 
 
-def shipped_like(ctx: Context, pkg: str, head: str) -> list[str]:
+def shipped_like(ctx: Context, top: str, pkg: str, head: str) -> list[str]:
+    """The module files of package ``top``'s folders whose stem starts with ``head`` (but is
+    not it): the builds shipped for other versions."""
     out = []
-    for folder in mooncake_dirs(ctx, pkg):
+    for folder in package_dirs(ctx, top, pkg):
         for name in sorted(list_folder(folder)):
             stem = name.split(".", 1)[0]
             if stem.startswith(head) and stem != head and file_suffix(name) in (
@@ -711,11 +710,11 @@ def list_folder(folder: str) -> list[str]:
         return []
 
 
-def not_files(ctx: Context, pkg: str, short: str) -> list[str]:
-    """What ``import mooncake.<short>`` would see in mooncake's folders but skip, since
+def not_files(ctx: Context, top: str, pkg: str, short: str) -> list[str]:
+    """What ``import <top>.<short>`` would see in the package's folders but skip, since
     only regular files are modules (FileFinder): each named with what it is."""
     out = []
-    for folder in mooncake_dirs(ctx, pkg):
+    for folder in package_dirs(ctx, top, pkg):
         for suffix in (*ctx.ext_suffixes, *machinery.SOURCE_SUFFIXES):
             cand = os.path.join(folder, f"{short}{suffix}")
             if os.path.lexists(cand) and not os.path.isfile(cand):

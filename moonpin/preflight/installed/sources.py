@@ -47,11 +47,11 @@ CACHE_FORMAT = 5
 _MOONPIN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 _READERS = os.path.join(_MOONPIN, "readers")
 _PYAST = tuple(os.path.join(_READERS, "pyast", f) for f in ("usage.py", "facts.py", "walk.py"))
-_BACKENDS = ("mooncake", "mooncake-cpu")
 
 
 class SourceFacts:
-    """The mooncake facts of one SGLang package folder, and how they were obtained."""
+    """The process-group extension's facts of one SGLang package folder (mooncake's: the
+    analyzer's, :mod:`moonpin.readers.pyast.usage`), and how they were obtained."""
 
     def __init__(self) -> None:
         self.imports: list[pyast.ImportFact] = []
@@ -119,9 +119,8 @@ def derive(facts: SourceFacts) -> dict[str, Any]:
     makes of them) as plain data."""
     from moonpin.readers.pyast import usage as pyast
 
-    n = pyast.pg_needs(facts.imports, facts.calls)
-    return {"module": n.module, "names": list(n.names),
-            "backends": sorted({b.value for b in facts.backends if b.value in _BACKENDS}),
+    n = pyast.pg_needs(facts.imports, facts.calls, facts.backends)
+    return {"module": n.module, "names": list(n.names), "backends": list(n.backends),
             "evidence": list(n.evidence), "optional_names": list(n.optional_names),
             "alternatives": list(n.alternatives)}
 

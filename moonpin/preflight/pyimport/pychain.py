@@ -414,6 +414,8 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
                 if why is not None:
                     fail(guard, "SyntaxError", Problem(name, f, f"does not compile: {why}", by))
                 continue
+            if _denied(e) and _runs_cache(f, version):
+                continue  # the import runs its bytecode cache, read as a sourceless module's
             fail(guard, "OSError", Problem(name, f, f"cannot be read ({e})", by))
             continue
         w.parsed += 1
@@ -452,6 +454,24 @@ def walk(paths: Sequence[str], module: str, version: tuple[int, int],
                     if isinstance(attr, str) and attr != "*":
                         queue.append((f"{target}\0{attr}", f"{_short(f, paths)}:{line}", here))
     return problems, w.checked
+
+
+def _denied(e: OSError) -> bool:
+    """Whether the kernel refused this process the file (a check run as the worker's user)."""
+    import errno
+
+    return e.errno in (errno.EACCES, errno.EPERM)
+
+
+def _runs_cache(path: str, version: tuple[int, int]) -> bool:
+    """Whether CPython's ``SourceLoader.get_code`` runs ``path``'s bytecode cache without
+    reading the source (it only stats it: a valid cache it can read,
+    :func:`moonpin.preflight.pyimport.pycode.runs`), so a source this user cannot read is
+    no failure; when the cache is stale or unreadable it reads the source and raises
+    ``PermissionError``. Seen with the real import as an unprivileged user."""
+    from moonpin.preflight.pyimport import pycode
+
+    return pycode.runs(path, version) is not None
 
 
 def _over_cap(e: OSError) -> bool:

@@ -40,7 +40,8 @@ UNKNOWN: Any = _Unknown()
 _EXC_PARENT = {
     "BaseException": None, "Exception": "BaseException", "ImportError": "Exception",
     "ModuleNotFoundError": "ImportError", "OSError": "Exception", "EnvironmentError": "OSError",
-    "IOError": "OSError", "FileNotFoundError": "OSError", "ValueError": "Exception",
+    "IOError": "OSError", "FileNotFoundError": "OSError", "PermissionError": "OSError",
+    "ValueError": "Exception",
     "AttributeError": "Exception", "TypeError": "Exception", "RuntimeError": "Exception",
     "NotImplementedError": "RuntimeError", "LookupError": "Exception",
     "KeyError": "LookupError", "IndexError": "LookupError", "AssertionError": "Exception",

@@ -56,7 +56,7 @@ _EXC_NAMES = frozenset((
     "EnvironmentError", "IOError", "FileNotFoundError", "ValueError", "AttributeError",
     "TypeError", "RuntimeError", "NotImplementedError", "LookupError", "KeyError",
     "IndexError", "AssertionError", "NameError", "SystemError", "UnicodeError",
-    "SyntaxError"))
+    "SyntaxError", "PermissionError"))
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 _PLAIN: dict[str, Any] = {"True": True, "False": False, "None": None}
 
@@ -299,6 +299,8 @@ class Chain(Host):
         tree = self._parse(file)
         if tree is None:
             del self.modules[name]
+            if self._denied(file):  # a check run as the worker's own user
+                return self._bytecode_instead(name, file, path, tier)
             raise self._raised(ExcValue("SyntaxError", f"{file} cannot be read as Python"
                                         f"{self._why_not(file)}", name, file))
         try:
@@ -307,6 +309,37 @@ class Chain(Host):
             self.modules.pop(name, None)  # a failed import leaves no module behind
             raise
         return mod
+
+    def _denied(self, file: str) -> bool:
+        """Whether this process may not open ``file`` (the kernel says so: a check run as
+        the worker's own user); opened, never read, and only inside the image's root."""
+        if self.within.outside(file):
+            return False
+        try:
+            fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except PermissionError:
+            return True
+        except (OSError, ValueError):
+            return False
+        os.close(fd)
+        return False
+
+    def _bytecode_instead(self, name: str, file: str, path: list[str] | None,
+                          tier: int) -> ModuleValue:
+        """A source this process cannot read: CPython's ``SourceLoader.get_code`` only stats
+        it and runs its bytecode cache when the cache is valid for it and readable
+        (:func:`moonpin.preflight.pyimport.pycode.runs`), a module then known as a sourceless
+        one is; otherwise it reads the source and raises ``PermissionError``."""
+        from moonpin.preflight.pyimport import pycode
+
+        version = self.version if self.version is not None else sys.version_info[:2]
+        cache = pycode.runs(file, (version[0], version[1]))
+        if cache is not None:
+            self._seen(cache)
+            mod = self.modules[name] = ModuleValue(name, "lazy", cache, path, tier)
+            return mod
+        raise self._raised(ExcValue("PermissionError", f"[Errno 13] Permission denied: "
+                                    f"{file!r}", name, file))
 
     def _why_not(self, file: str) -> str:
         """What the parser says of a file that does not parse (``: invalid syntax (line

@@ -67,6 +67,7 @@ from moonpin.readers.elf.layout import (
     ElfLayout,
     ElfTruncatedError,
     Segment,
+    dynamic_range,
     dynamic_segment,
     file_end,
     is_elf,
@@ -198,18 +199,20 @@ def _read_dynamic(layout: ElfLayout, data: bytes, warnings: list[str]
     there is no PT_DYNAMIC or it extends beyond the prefix before its DT_NULL."""
     dyn = dynamic.decode(layout, data)
     if dyn is None:
+        seg = dynamic_segment(layout)
         if any(s.type == PT_DYNAMIC and s.filesz == 0 for s in layout.segments):
             warnings.append("a PT_DYNAMIC segment has no file bytes (ld.so: object file has "
                             "no dynamic section)")
+        elif seg is not None and dynamic_range(layout) is None:
+            warnings.append(f"PT_DYNAMIC's address {seg.vaddr:#x} lies in no PT_LOAD's file "
+                            "image (ld.so reads the dynamic array there)")
         else:
             warnings.append("no PT_DYNAMIC segment: no dynamic dependencies recorded")
         return None
     if dyn.ended == dynamic.CAP:
         warnings.append(f"PT_DYNAMIC has over {dynamic.MAX_ENTRIES} entries; rest ignored")
     elif dyn.ended == dynamic.SHORT:
-        seg = dynamic_segment(layout)
-        assert seg is not None  # decode found it
-        warnings.append(f"PT_DYNAMIC ({seg.offset:#x}..{seg.end:#x}) lies beyond the "
+        warnings.append(f"PT_DYNAMIC ({dyn.offset:#x}..{dyn.end:#x}) lies beyond the "
                         f"{len(data)}-byte prefix")
         return None
     elif dyn.ended == dynamic.UNTERMINATED:
@@ -242,9 +245,9 @@ def _required(layout: ElfLayout, strtab: tuple[int, int] | None) -> int:
     need = layout.header_bytes_needed
     for seg in rodata_segments(layout):
         need = max(need, seg.end)
-    dyn_seg = dynamic_segment(layout)
-    if dyn_seg is not None:
-        need = max(need, dyn_seg.end)
+    where = dynamic_range(layout)
+    if where is not None:
+        need = max(need, where[1])
         if strtab is not None:
             need = max(need, strtab[1])
     return file_end(layout, need)

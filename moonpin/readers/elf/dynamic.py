@@ -24,7 +24,7 @@ import struct
 
 from moonpin.readers.elf.layout import (
     ElfLayout,
-    dynamic_segment,
+    dynamic_range,
     file_end,
     struct_formats,
     vaddr_to_offset,
@@ -107,26 +107,26 @@ def decode(layout: ElfLayout, data: bytes, base: int = 0) -> Dynamic | None:
     """The dynamic array of the object whose bytes from offset ``base`` are ``data`` (its
     first ``len(data)`` bytes by default; the image unpacker holds only the segment's)
     (None: it has no ``PT_DYNAMIC`` the loader reads, see
-    :func:`~moonpin.readers.elf.layout.dynamic_segment`, whose last one is taken, or
-    ``data`` starts past the segment)."""
-    seg = dynamic_segment(layout)
-    if seg is None or base > seg.offset:
+    :func:`~moonpin.readers.elf.layout.dynamic_range`: the last one, read where its address
+    is mapped, as glibc reads it; or ``data`` starts past it)."""
+    where = dynamic_range(layout)
+    if where is None or base > where[0]:
         return None
+    start, seg_end = where[0], file_end(layout, where[1])
     entry = struct.Struct(struct_formats(layout.bits, layout.little)[2])
     step = entry.size
-    seg_end = file_end(layout, seg.end)
     avail = min(seg_end, base + len(data))
     entries: list[tuple[int, int]] = []
-    pos = seg.offset
+    pos = start
     while pos + step <= avail:
         if len(entries) >= MAX_ENTRIES:
-            return Dynamic(tuple(entries), CAP, seg.offset, seg_end)
+            return Dynamic(tuple(entries), CAP, start, seg_end)
         tag, val = entry.unpack_from(data, pos - base)
         if tag == DT_NULL:  # gABI: DT_NULL marks the end of the _DYNAMIC array
-            return Dynamic(tuple(entries), END, seg.offset, seg_end)
+            return Dynamic(tuple(entries), END, start, seg_end)
         entries.append((tag, val))
         pos += step
-    return Dynamic(tuple(entries), SHORT if avail < seg_end else UNTERMINATED, seg.offset,
+    return Dynamic(tuple(entries), SHORT if avail < seg_end else UNTERMINATED, start,
                    seg_end)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "ElfLayout",
     "ElfTruncatedError",
     "Segment",
+    "dynamic_range",
     "dynamic_segment",
     "file_end",
     "header_machine",
@@ -303,6 +304,24 @@ def dynamic_segment(layout: ElfLayout) -> Segment | None:
                 return None
             found = s
     return found
+
+
+def dynamic_range(layout: ElfLayout) -> tuple[int, int] | None:
+    """The file range ``[start, end)`` the loader reads the dynamic array from. glibc's
+    ``_dl_map_object_from_fd`` (dl-load.c) sets ``l_ld`` to PT_DYNAMIC's ``p_vaddr`` (plus
+    the load bias) and reads the array from the mapped segments; its ``p_offset`` is never
+    read. So the bytes are those the PT_LOAD holding ``p_vaddr`` maps there (linkers make
+    the two agree; an edited object need not), at most ``p_filesz`` of them and to the end of
+    that PT_LOAD's file image. None: no PT_DYNAMIC the loader reads (:func:`dynamic_segment`),
+    or its address lies in no PT_LOAD's file image."""
+    seg = dynamic_segment(layout)
+    if seg is None:
+        return None
+    got = vaddr_to_offset(layout, seg.vaddr)
+    if got is None:
+        return None
+    start, image_end = got
+    return start, min(start + seg.filesz, image_end)
 
 
 def vaddr_to_offset(layout: ElfLayout, vaddr: int) -> tuple[int, int] | None:

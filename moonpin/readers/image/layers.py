@@ -35,7 +35,7 @@ from typing import Any
 
 from moonpin.readers.elf.layout import (
     ElfError,
-    dynamic_segment,
+    dynamic_range,
     is_elf,
     parse_layout,
     vaddr_to_offset,
@@ -729,10 +729,11 @@ class _Skeleton:
             layout = parse_layout(head, size)
         except ElfError:
             return None
-        seg = dynamic_segment(layout)
-        if seg is None or seg.filesz <= 0 or seg.end > size or seg.filesz > (1 << 20):
+        where = dynamic_range(layout)  # where the loader reads it (p_vaddr's bytes)
+        if where is None or where[1] <= where[0] or where[1] > size or (
+                where[1] - where[0] > (1 << 20)):
             return None
-        return cls(layout, size, (seg.offset, seg.end))
+        return cls(layout, size, where)
 
     def write(self, fd: int, head: bytes, src: Any, what: str) -> int | None:
         """Write the skeleton into ``fd`` (sized as the object, holes elsewhere) from

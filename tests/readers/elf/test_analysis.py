@@ -286,6 +286,12 @@ def test_required_prefix_clamped_to_file_size() -> None:
     data = build_so()
     i = phdr_index(data, PT_DYNAMIC)
     hostile = patch(data, PHDR0 + 56 * i + P_FILESZ, "<Q", 1 << 60)
+    # the loader reads the array where its PT_LOAD maps it: no further than that image
+    assert required_prefix(parse_layout(hostile)) < 1 << 20
+    dyn = parse_layout(data).segments[i]
+    load = next(j for j, s in enumerate(parse_layout(data).segments)
+                if s.type == 1 and s.vaddr <= dyn.vaddr < s.vaddr + s.filesz)
+    hostile = patch(hostile, PHDR0 + 56 * load + P_FILESZ, "<QQ", 1 << 60, 1 << 60)
     assert required_prefix(parse_layout(hostile, len(hostile))) == len(hostile)
     assert required_prefix(parse_layout(hostile)) > 1 << 59  # unknown size: caller caps
 
