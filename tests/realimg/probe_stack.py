@@ -173,7 +173,8 @@ def child(name: str) -> dict:
                     exec(stmt, {})  # the statement SGLang's own file runs
                     out["statements"].append({"stmt": stmt, "ok": True})
                 except BaseException as e:  # its outcome is the finding
-                    out["ok"] = False
+                    if out["ok"]:
+                        _fail(out, stmt, e)
                     out["statements"].append({"stmt": stmt, "ok": False,
                                               "error": f"{type(e).__name__}: {e}"})
         elif name == "mooncake.pg":
