@@ -3,7 +3,9 @@ built by ``tests/realimg/stack.sh --hunt-c`` under ``MOONPIN_TEST_REALIMG`` (``h
 hard-link copies of ``stack`` changed by their own pip; see that script's block): an older
 SGLang over the same extensions, another NCCL beside the stack's (``LD_PRELOAD``,
 ``LD_LIBRARY_PATH``, ``NCCL_DIR``, ``EP_SUPPRESS_NCCL_CHECK`` in the worker's environment)
-or over it (nvidia-nccl-cu12), sgl-kernel 0.3.21 in sglang-kernel's place, a CPU torch.
+or over it (nvidia-nccl-cu12), sgl-kernel 0.3.21 in sglang-kernel's place, a CPU torch, a
+flashinfer-jit-cache at another version than flashinfer-python (a stand-in: the index has
+none, ``tests/realimg/jit_cache_wheel.py``).
 
 * The recorded truth (``hunt-C-reports/*.json``, ``probe_stack.py`` with ``PROBE_NAMES``)
   still holds: the imports are run again and end the same way.
@@ -54,6 +56,8 @@ REPORTS: dict[str, tuple[str, dict[str, str]]] = {
     "C-ncclcu12": ("hunt-C-ncclcu12", {}),
     "C-kernel0321": ("hunt-C-kernel0321", {}),
     "C-cputorch": ("hunt-C-cputorch", {}),
+    "C-fi0612-jc": ("hunt-C-fi0612-jc", {}),
+    "C-fi072-jc": ("hunt-C-fi072-jc", {}),
 }
 #: --gpu-capability -> extension -> the probe whose outcome is its truth
 TRUTH = {"none": {"sgl_kernel": "sgl_kernel", "nixl_ep": "nixl_ep",

@@ -13,12 +13,13 @@ the shape.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.lib.checkrun import run
+from tests.lib.checkrun import run, small_kb
 from tests.lib.extimages import add_deep_ep, gcc_so, torch_image
 from tests.lib.images import add_dist
 
@@ -173,3 +174,139 @@ def test_the_kept_verdict_sees_the_preload_change(tmp_path: Path) -> None:
     assert run(site, *DEEPEP, ep=False, env={**env, "LD_PRELOAD": str(lib)}).rc == 1
     assert run(site, *DEEPEP, ep=False, env={**env, "LD_PRELOAD": str(lib)}).rc == 1
     assert run(site, *DEEPEP, ep=False, env=env).rc == 0
+
+
+# --- flashinfer-jit-cache beside flashinfer-python ------------------------------------------
+# (the index has no flashinfer-jit-cache: hunt-C-fi0612-jc and hunt-C-fi072-jc hold a stand-in
+# of it, tests/realimg/jit_cache_wheel.py). 0.6.12 takes any jit-cache whose version starts
+# with its own (0.6.12.post1+cu130 imports); 0.7 only "<its version>+…" (and ignores another).
+# The check read both as "+"; and its fix line named a jit-cache release pip cannot install.
+
+#: flashinfer-python 0.6.12's jit/env.py, its jit-cache part (as shipped)
+_JC_06 = '''import os
+import pathlib
+
+from ..version import __version__ as flashinfer_version
+
+
+def has_flashinfer_jit_cache() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flashinfer_jit_cache") is not None
+
+
+def _get_aot_dir():
+    if has_flashinfer_jit_cache():
+        import flashinfer_jit_cache
+
+        flashinfer_jit_cache_version = flashinfer_jit_cache.__version__
+        if (
+            not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
+            and flashinfer_version != "0.0.0+unknown"
+            and not flashinfer_jit_cache_version.startswith(flashinfer_version)
+        ):
+            raise RuntimeError("flashinfer-jit-cache version does not match")
+
+        return pathlib.Path(flashinfer_jit_cache.get_jit_cache_dir())
+    return pathlib.Path("/aot")
+
+
+FLASHINFER_AOT_DIR: pathlib.Path = _get_aot_dir()
+'''
+#: flashinfer-python 0.7.2's jit/env.py, its jit-cache part (as shipped, cut)
+_JC_07 = '''import logging
+import os
+
+from ..version import __version__ as flashinfer_version
+
+logger = logging.getLogger(__name__)
+
+
+def has_flashinfer_jit_cache() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flashinfer_jit_cache") is not None
+
+
+def _check_jit_cache_version(distribution: str, package_version: str) -> None:
+    if (
+        not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
+        and flashinfer_version != "0.0.0+unknown"
+        and package_version != flashinfer_version
+        and not package_version.startswith(f"{flashinfer_version}+")
+    ):
+        raise RuntimeError(f"{distribution} version does not match")
+
+
+def _get_aot_providers():
+    if not has_flashinfer_jit_cache():
+        return ()
+    import flashinfer_jit_cache
+
+    try:
+        _check_jit_cache_version("flashinfer-jit-cache", flashinfer_jit_cache.__version__)
+    except RuntimeError as error:
+        logger.warning("Ignoring incompatible flashinfer-jit-cache package: %s", error)
+        return ()
+    return ()
+
+
+FLASHINFER_AOT_PROVIDERS = _get_aot_providers()
+'''
+
+
+def _fi_image(tmp_path: Path, env_py: str, version: str, jit_cache: str) -> Path:
+    site = torch_image(tmp_path / "site", sglang_requires=[f"flashinfer_python=={version}"])
+    pkg = site / "flashinfer"
+    (pkg / "jit").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .jit import env\n")
+    (pkg / "version.py").write_text(f'__version__ = "{version}"\n')
+    (pkg / "jit" / "__init__.py").write_text("")
+    (pkg / "jit" / "env.py").write_text(env_py)
+    add_dist(site, "flashinfer-python", version, requires=["torch"])
+    (site / "flashinfer_jit_cache").mkdir()
+    (site / "flashinfer_jit_cache" / "__init__.py").write_text(
+        f'__version__ = "{jit_cache}"\n\ndef get_jit_cache_dir():\n    return "/jc"\n')
+    add_dist(site, "flashinfer-jit-cache", jit_cache)
+    return site
+
+
+def _fi_kb(tmp_path: Path, releases: dict[str, tuple[str, ...]]) -> Path:
+    """A knowledge base that knows these FlashInfer releases (dist -> versions)."""
+    kb = small_kb(tmp_path)
+    doc = json.loads(kb.read_text())
+    doc["native"] = [{"project": "flashinfer", "dist": d, "version": v, "wheels": [],
+                      "uninstallable": []} for d, vs in releases.items() for v in vs]
+    kb.write_text(json.dumps(doc))
+    return kb
+
+
+GPU_NONE = {"MOONPIN_GPU_CAPABILITY": "none"}
+
+
+@pytest.mark.parametrize(("env_py", "version", "jit_cache", "verdict"), [
+    (_JC_06, "0.6.12", "0.6.12.post1+cu130", "pass"),   # starts with 0.6.12: taken
+    (_JC_06, "0.6.12", "0.6.12+cu130", "pass"),
+    (_JC_06, "0.6.12", "0.6.11+cu130", "fail"),          # 0.6 raises
+    (_JC_07, "0.7.2", "0.7.2+cu130", "pass"),
+    (_JC_07, "0.7.2", "0.7.2.post1+cu130", "warn"),     # not "0.7.2+…": 0.7 ignores it
+    (_JC_07, "0.7.2", "0.7.1+cu130", "warn"),
+], ids=["06-post", "06-same", "06-other", "07-same", "07-post", "07-other"])
+def test_the_jit_caches_version_is_compared_as_its_release_writes_it(
+        tmp_path: Path, env_py: str, version: str, jit_cache: str, verdict: str) -> None:
+    site = _fi_image(tmp_path, env_py, version, jit_cache)
+    r = run(site, ep=False, env=GPU_NONE)
+    assert r.line("flashinfer").startswith(verdict), r.out
+
+
+def test_a_jit_cache_the_index_has_none_of_is_taken_out(tmp_path: Path) -> None:
+    """The KB knows FlashInfer's releases and no flashinfer-jit-cache (the index has none):
+    the line takes the jit-cache out, and is a shell line (its note a comment)."""
+    site = _fi_image(tmp_path, _JC_07, "0.7.2", "0.7.1+cu130")
+    kb = _fi_kb(tmp_path, {"flashinfer-python": ("0.7.1", "0.7.2"),
+                           "flashinfer-cubin": ("0.6.13",)})
+    r = run(site, ep=False, env=GPU_NONE, kb=kb)
+    assert r.line("flashinfer").startswith("warn"), r.out
+    fix = r.fixes()[0]
+    assert fix.startswith("fix: pip uninstall -y 'flashinfer-jit-cache'"), r.out
+    assert "  # the index has no flashinfer-jit-cache 0.7.2" in fix, r.out

@@ -442,10 +442,14 @@ fi
 #   hunt-C-kernel0321 sglang-kernel out, sgl-kernel $KERNEL_03X in (a CUDA 12 build that preloads
 #                     libcudart.so.12 from /usr/local/cuda when it is there)
 #   hunt-C-cputorch   torch 2.13.0+cpu (--no-deps) under the CUDA 13 extensions
+#   hunt-C-fi0612-jc  flashinfer-python $FI_OLD (--no-deps) with a stand-in flashinfer-jit-cache
+#                     $JC_POST (tests/realimg/jit_cache_wheel.py: the index has no jit-cache)
+#   hunt-C-fi072-jc   stack with the stand-in flashinfer-jit-cache $JC_OTHER
 #   hunt-C-root-nobz2 hunt-A-root-stack (an image root) without the system libbz2
 HUNT_C_DL="$R/hunt-C-dl"; HUNT_C_REPORTS="$R/hunt-C-reports"
 NCCL_ALT=2.32.6; NCCL_CU12=2.30.7; KERNEL_03X=0.3.21
-HUNT_C_IMAGES="C-sglang0521 C-sglang0522 C-ncclalt C-ncclcu12 C-kernel0321 C-cputorch"
+JC_POST=0.6.12.post1+cu130; JC_OTHER=0.7.1+cu130
+HUNT_C_IMAGES="C-sglang0521 C-sglang0522 C-ncclalt C-ncclcu12 C-kernel0321 C-cputorch C-fi0612-jc C-fi072-jc"
 fetch_c() { "$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_C_DL" "$@"; }
 c_hunt_variant() {
   local v="$R/hunt-$1"
@@ -473,6 +477,15 @@ c_hunt_variant() {
       local w; w=$(ls /opt/wheels/torch-2.13.0+cpu-cp311-*x86_64.whl 2>/dev/null | head -1 || true)
       pipi "$v" --no-deps "${w:-$(fetch_c torch 2.13.0+cpu)}"
       hunt_mark "$1" "torch 2.13.0+cpu --no-deps";;
+    C-fi0612-jc)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$(fetch_c flashinfer-python "$FI_OLD" py3-none-any)" \
+        "$("$PYBASE" "$HERE/jit_cache_wheel.py" "$HUNT_C_DL" "$JC_POST")"
+      hunt_mark "$1" "flashinfer-python $FI_OLD, stand-in flashinfer-jit-cache $JC_POST";;
+    C-fi072-jc)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$("$PYBASE" "$HERE/jit_cache_wheel.py" "$HUNT_C_DL" "$JC_OTHER")"
+      hunt_mark "$1" "stand-in flashinfer-jit-cache $JC_OTHER";;
   esac
 }
 c_probe() {  # c_probe <image dir> <report name> [VAR=value...]: probe_stack.py under that env
