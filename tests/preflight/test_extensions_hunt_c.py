@@ -310,3 +310,19 @@ def test_a_jit_cache_the_index_has_none_of_is_taken_out(tmp_path: Path) -> None:
     fix = r.fixes()[0]
     assert fix.startswith("fix: pip uninstall -y 'flashinfer-jit-cache'"), r.out
     assert "  # the index has no flashinfer-jit-cache 0.7.2" in fix, r.out
+
+
+@pytest.mark.parametrize(("value", "status"), [("1", "pass"), (" 2 ", "pass"), ("0", "fail"),
+                                               ("yes", "fail"), ("", "fail")])
+def test_the_suppress_variable_is_read_as_int_reads_it(tmp_path: Path, value: str,
+                                                       status: str) -> None:
+    """``int(os.environ.get('EP_SUPPRESS_NCCL_CHECK', 0))``: a word or an empty value
+    raises ValueError at import; 0 leaves the check on (here: a preloaded other NCCL)."""
+    site = _image(tmp_path)
+    lib = _other_nccl(tmp_path / "nccl-alt")
+    r = run(site, *DEEPEP, ep=False, env={"CUDA_HOME": "/opt/cuda", "LD_PRELOAD": str(lib),
+                                          "EP_SUPPRESS_NCCL_CHECK": value})
+    line = r.line("deep_ep")
+    assert line.startswith(status), r.out
+    if value in ("yes", ""):
+        assert "ValueError: invalid literal for int() with base 10" in line, r.out

@@ -347,11 +347,17 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
     """What deep_ep's NCCL check raises in this worker, with the fix (None: it passes)."""
     from moonpin.preflight.access.chroot import host_path
 
-    for var in nccl["suppress"]:
-        value = (facts.env.get(var) or "0").strip()
-        if value.lstrip("+-").isdigit() and int(value):
-            return None
     where = f"deep_ep's {nccl['function']}(), __init__.py:{nccl['line']}"
+    for var in nccl["suppress"]:
+        value = facts.env.get(var)
+        if value is None:
+            continue
+        try:  # int(os.environ.get(var, 0)), as the check reads it
+            if int(value):
+                return None
+        except ValueError:
+            return (f"ValueError: invalid literal for int() with base 10: {value!r} ({where}: "
+                    f"{var} is set to it)", f"set {var} to 1 or 0, or unset it")
     off = f", or set {nccl['suppress'][0]}=1 to skip that check" if nccl["suppress"] else ""
     root, listed = _nccl_files(facts, nccl, site)
     if root is None:
