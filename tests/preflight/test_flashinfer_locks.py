@@ -159,7 +159,7 @@ def test_no_cubin_release_at_flashinfers_version_takes_the_cubin_out(tmp_path: P
     site = _image(tmp_path, ENV_06, "0.7.2", "0.6.13")
     r = run(site, ep=False, env=GPU, kb=_kb(tmp_path, ("0.6.12", "0.6.13")))
     assert r.rc == 1, r.out
-    assert r.fixes()[0].startswith("fix: pip uninstall -y flashinfer-cubin"), r.out
+    assert r.fixes()[0].startswith("fix: pip uninstall -y 'flashinfer-cubin'"), r.out
 
 
 def test_a_0_7_lock_is_skipped_when_its_cubin_dir_variable_is_set(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_a_0_7_lock_is_skipped_when_its_cubin_dir_variable_is_set(tmp_path: Path
     line = r.line("flashinfer")
     assert r.rc == 0 and line.startswith("warn") and "the import ignores it" in line, r.out
     # SGLang pins 0.7.2, for which the index has no cubin: the cubin out, the pin in
-    assert r.fixes()[0].startswith("fix: pip uninstall -y flashinfer-cubin && pip install "
+    assert r.fixes()[0].startswith("fix: pip uninstall -y 'flashinfer-cubin' && pip install "
                                    "'flashinfer-python==0.7.2'"), r.out
     r = run(site, ep=False, env={**GPU, "FLASHINFER_CUBIN_DIR": "/x"}, kb=kb)
     line = r.line("flashinfer")

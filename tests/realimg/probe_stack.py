@@ -38,6 +38,11 @@ Probes (``probes`` in the report; each ``{"ok": bool, "error_type", "error", ...
                    warnings it emitted at WARNING or above (a mismatched flashinfer-cubin is
                    ignored with a warning, not an error)
   mooncake.pg      ``import mooncake.pg`` where ``mooncake/pg.py`` exists
+  names@<backend>  (only with ``$PROBE_NAMES``) every ``from <extension> import <names>`` of the
+                   installed SGLang's ``--moe-a2a-backend <backend>`` dispatcher module
+                   (``srt/layers/moe/token_dispatcher/<backend>.py``, read with ``ast``), run
+                   in order outside the ``try`` SGLang may wrap it in; ``statements`` holds each
+                   one's outcome (deep_ep's as on a host with a GPU, as ``deep_ep`` is probed)
 A module whose distribution is absent is still probed: "not installed" is an outcome too.
 """
 
@@ -60,7 +65,11 @@ PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "nixl_ep@deepbind
 #: more probes named in $PROBE_ALSO (comma-separated), e.g. ``sgl_kernel@cc80,sgl_kernel@cc120``:
 #: ``sgl_kernel@cc<NN>`` is ``import sgl_kernel`` with torch.cuda answering a GPU of capability NN
 ALSO = tuple(n for n in os.environ.get("PROBE_ALSO", "").split(",") if n)
-GPU_PROBES = ("deep_ep",)   # run with torch told (through the stub NVML) that a GPU is there
+#: run with torch told (through the stub NVML) that a GPU is there
+GPU_PROBES = ("deep_ep", "names@deepep")
+#: the packages whose names SGLang's dispatchers import (``names@<backend>``)
+EXTENSIONS = ("nixl_ep", "deep_ep", "mooncake", "flashinfer", "sgl_kernel")
+NAME_BACKENDS = ("nixl", "deepep", "mooncake", "flashinfer")
 
 
 def _fail(out: dict, stage: str, e: BaseException) -> dict:
@@ -157,6 +166,17 @@ def child(name: str) -> dict:
             env = sys.modules.get("flashinfer.jit.env")
             out.update(ok=True, version=flashinfer.__version__,
                        cubin_dir=str(getattr(env, "FLASHINFER_CUBIN_DIR", "")) or None)
+        elif name.startswith("names@"):
+            out.update(ok=True, statements=[])
+            for stmt in _dispatcher_imports(name.removeprefix("names@")):
+                try:
+                    exec(stmt, {})  # the statement SGLang's own file runs
+                    out["statements"].append({"stmt": stmt, "ok": True})
+                except BaseException as e:  # its outcome is the finding
+                    if out["ok"]:
+                        _fail(out, stmt, e)
+                    out["statements"].append({"stmt": stmt, "ok": False,
+                                              "error": f"{type(e).__name__}: {e}"})
         elif name == "mooncake.pg":
             import mooncake.pg as pg
             backend = getattr(pg, "backend_module", None)
@@ -170,6 +190,30 @@ def child(name: str) -> dict:
         out["warnings"] = records + [f"{w.category.__name__}: {w.message}" for w in wlist
                                      if not issubclass(w.category, DeprecationWarning)]
     return out
+
+
+def _dispatcher_imports(backend: str) -> list[str]:
+    """``from <extension…> import a, b`` of the installed SGLang's dispatcher of ``backend``,
+    read with ``ast`` (SGLang is not imported), in source order."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    path = os.path.join(next(iter(spec.submodule_search_locations)), "srt", "layers", "moe",
+                        "token_dispatcher", f"{backend}.py")
+    if not os.path.isfile(path):
+        return []
+    with open(path, "rb") as f:
+        tree = ast.parse(f.read())
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                and node.module.split(".")[0] in EXTENSIONS):
+            stmt = f"from {node.module} import {', '.join(a.name for a in node.names)}"
+            out.append((node.lineno, stmt))
+    return list(dict.fromkeys(s for _, s in sorted(out)))
 
 
 def run(name: str, env: dict[str, str] | None = None) -> dict:
@@ -246,7 +290,8 @@ def main() -> None:
         "files": files(sp),
         "probes": {},
     }
-    for name in PROBES + ALSO:
+    names = tuple(f"names@{b}" for b in NAME_BACKENDS) if os.environ.get("PROBE_NAMES") else ()
+    for name in PROBES + ALSO + names:
         if name == "mooncake.pg" and not os.path.exists(os.path.join(sp, "mooncake", "pg.py")):
             continue
         env = None

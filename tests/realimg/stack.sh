@@ -19,6 +19,8 @@
 #                       `stack` and `stack-cubin`; with --probe-only, probe them only
 #   --hunt-nixl         also build (and probe) the hunt-* images of nixl and deep_ep (block below;
 #                       tests/test_image_hunt_nixl.py): hard-link copies, about 2.5 GB of new files
+#   --hunt-c            also build (and probe) the hunt-C-* images (block at the end;
+#                       tests/test_image_hunt_c.py): hard-link copies, about 3.5 GB of new files
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
@@ -74,7 +76,7 @@ KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
 HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
 HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
@@ -82,6 +84,7 @@ while [ $# -gt 0 ]; do
     --rebuild-variants) REBUILD=1;;
     --kernel-hunt) KHUNT=1;;
     --hunt-nixl) HUNT_NIXL=1;;
+    --hunt-c) HUNT_C=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -296,11 +299,12 @@ kernel_hunt() {
 }
 
 mkdir -p "$R" "$DL"
+MAIN=1; [ "$HUNT_C" = 1 ] && MAIN=0   # --hunt-c: only its block (its images come from `stack`)
 if [ "$KHUNT" = 1 ]; then  # only them: the stack images are their sources, never changed here
   [ -x "$BASE/bin/python" ] || { log "build stack first (tests/realimg/stack.sh)"; exit 2; }
   kernel_hunt; log "time: $(( $(date +%s) - T0 )) s"; exit 0
 fi
-if [ "$PROBE_ONLY" = 0 ]; then
+if [ "$PROBE_ONLY" = 0 ] && [ "$MAIN" = 1 ]; then
   timed build_base
   if [ "$NO_VARIANTS" = 0 ]; then
     for n in $VARIANTS; do
@@ -310,7 +314,7 @@ if [ "$PROBE_ONLY" = 0 ]; then
   build_stub
   if [ "$MC_JIT" = 1 ]; then for v in $(images); do [ -x "$v/bin/python" ] && timed jit_prebuild "$v"; done; fi
 fi
-if [ "$NO_PROBE" = 0 ]; then
+if [ "$NO_PROBE" = 0 ] && [ "$MAIN" = 1 ]; then
   [ -f "$STUBS/libcuda.so.1" ] || build_stub
   for v in $(images); do [ -x "$v/bin/python" ] && timed probe "$v"; done
 fi
@@ -421,6 +425,104 @@ if [ "$HUNT_NIXL" = 1 ]; then
   if [ "$NO_PROBE" = 0 ]; then
     for n in $HUNT_NIXL_IMAGES; do [ -x "$R/hunt-$n/bin/python" ] && timed nixl_hunt_probe "$R/hunt-$n"; done
     timed hunt_root
+  fi
+fi
+
+# ---- hunt-C-* images (--hunt-c; tests/test_image_hunt_c.py) --------------------------------------
+# Classes of issue 39 the hunts above left unbuilt, each a hard-link copy of `stack` changed with
+# its own pip (wheels in $R/hunt-C-dl), probed into $R/hunt-C-reports/<name>[-<env>].json; an
+# image whose truth depends on the worker's environment is probed once per environment (the
+# image config's Env it stands for), named after it:
+#   hunt-C-sglang0521 / 0522  an older sglang (--no-deps) over the same extensions
+#   hunt-C-ncclalt    nvidia-nccl-cu13 $NCCL_ALT put aside in <venv>/nccl-alt (pip --target):
+#                     probed plain, with LD_PRELOAD of its libnccl.so.2, with LD_LIBRARY_PATH
+#                     on its folder, with the preload and EP_SUPPRESS_NCCL_CHECK=1, and with
+#                     NCCL_DIR (deep_ep's find_nccl_root) on a folder without NCCL
+#   hunt-C-ncclcu12   nvidia-nccl-cu12 $NCCL_CU12 installed over nvidia-nccl-cu13 (one file)
+#   hunt-C-kernel0321 sglang-kernel out, sgl-kernel $KERNEL_03X in (a CUDA 12 build that preloads
+#                     libcudart.so.12 from /usr/local/cuda when it is there)
+#   hunt-C-cputorch   torch 2.13.0+cpu (--no-deps) under the CUDA 13 extensions
+#   hunt-C-fi0612-jc  flashinfer-python $FI_OLD (--no-deps) with a stand-in flashinfer-jit-cache
+#                     $JC_POST (tests/realimg/jit_cache_wheel.py: the index has no jit-cache)
+#   hunt-C-fi072-jc   stack with the stand-in flashinfer-jit-cache $JC_OTHER
+#   hunt-C-root-nobz2 hunt-A-root-stack (an image root) without the system libbz2
+HUNT_C_DL="$R/hunt-C-dl"; HUNT_C_REPORTS="$R/hunt-C-reports"
+NCCL_ALT=2.32.6; NCCL_CU12=2.30.7; KERNEL_03X=0.3.21
+JC_POST=0.6.12.post1+cu130; JC_OTHER=0.7.1+cu130
+HUNT_C_IMAGES="C-sglang0521 C-sglang0522 C-ncclalt C-ncclcu12 C-kernel0321 C-cputorch C-fi0612-jc C-fi072-jc"
+fetch_c() { "$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_C_DL" "$@"; }
+c_hunt_variant() {
+  local v="$R/hunt-$1"
+  case "$1" in
+    C-sglang0521|C-sglang0522)
+      local sv="0.5.${1#C-sglang05}"; hunt_clone "$1" "$BASE" || return 0
+      local w; w=$(ls "$R"/dl/sglang-"$sv"-cp311-*.whl 2>/dev/null | head -1 || true)
+      pipi "$v" --no-deps "${w:-$(fetch_c sglang "$sv")}"
+      hunt_mark "$1" "sglang $sv --no-deps";;
+    C-ncclalt)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps --target "$v/nccl-alt" "$(fetch_c nvidia-nccl-cu13 "$NCCL_ALT" x86_64)"
+      hunt_mark "$1" "nvidia-nccl-cu13 $NCCL_ALT in nccl-alt/ (pip --target)";;
+    C-ncclcu12)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$(fetch_c nvidia-nccl-cu12 "$NCCL_CU12" x86_64)"
+      hunt_mark "$1" "nvidia-nccl-cu12 $NCCL_CU12 over nvidia-nccl-cu13";;
+    C-kernel0321)
+      hunt_clone "$1" "$BASE" || return 0
+      pipv "$v" uninstall -y sglang-kernel
+      pipi "$v" --no-deps "$(fetch_c sgl-kernel "$KERNEL_03X" abi3 x86_64)"
+      hunt_mark "$1" "sglang-kernel uninstalled; sgl-kernel $KERNEL_03X";;
+    C-cputorch)
+      hunt_clone "$1" "$BASE" || return 0
+      local w; w=$(ls /opt/wheels/torch-2.13.0+cpu-cp311-*x86_64.whl 2>/dev/null | head -1 || true)
+      pipi "$v" --no-deps "${w:-$(fetch_c torch 2.13.0+cpu)}"
+      hunt_mark "$1" "torch 2.13.0+cpu --no-deps";;
+    C-fi0612-jc)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$(fetch_c flashinfer-python "$FI_OLD" py3-none-any)" \
+        "$("$PYBASE" "$HERE/jit_cache_wheel.py" "$HUNT_C_DL" "$JC_POST")"
+      hunt_mark "$1" "flashinfer-python $FI_OLD, stand-in flashinfer-jit-cache $JC_POST";;
+    C-fi072-jc)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$("$PYBASE" "$HERE/jit_cache_wheel.py" "$HUNT_C_DL" "$JC_OTHER")"
+      hunt_mark "$1" "stand-in flashinfer-jit-cache $JC_OTHER";;
+  esac
+}
+c_probe() {  # c_probe <image dir> <report name> [VAR=value...]: probe_stack.py under that env
+  local v="$1" name="$2"; shift 2; mkdir -p "$HUNT_C_REPORTS"
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$STUBS/nvml" \
+    MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" PROBE_NAMES=1 "$@" \
+    "$v/bin/python" "$HERE/probe_stack.py" > "$HUNT_C_REPORTS/$name.json.tmp" && mv -f "$HUNT_C_REPORTS/$name.json.tmp" "$HUNT_C_REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_C_REPORTS/$name.json" >&2
+}
+c_root_nobz2() {  # hunt-A-root-stack without libbz2, probed in a chroot with CUDA_HOME set
+  local root="$R/hunt-C-root-nobz2" chroot; chroot=$(command -v chroot)
+  [ -x "$R/hunt-A-root-stack/opt/venv/bin/python" ] || { log "hunt-C-root-nobz2 needs hunt-A-root-stack (--hunt-nixl)"; return 0; }
+  if [ ! -f "$root/.hunt-variant" ] || [ "$REBUILD" = 1 ]; then
+    rm -rf "$root"; cp -al "$R/hunt-A-root-stack" "$root"
+    rm -f "$root"/usr/lib/x86_64-linux-gnu/libbz2.so* "$root"/lib/x86_64-linux-gnu/libbz2.so*
+    cp "$HERE/probe_stack.py" "$root/probe_stack.py.tmp" && mv -f "$root/probe_stack.py.tmp" "$root/probe_stack.py"
+    echo "hunt-A-root-stack without libbz2" > "$root/.hunt-variant"
+  fi
+  mkdir -p "$HUNT_C_REPORTS"
+  env -i PATH=/opt/venv/bin:/usr/bin:/bin LD_LIBRARY_PATH=/stubs CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB=/stubs/nvml HOME=/tmp CUDA_HOME=/usr/local/cuda PROBE_NAMES=1 \
+    unshare -m --propagation private /bin/bash -c "mount -t proc proc '$root/proc' && mount --rbind /dev '$root/dev' && exec '$chroot' '$root' /opt/venv/bin/python /probe_stack.py" \
+    > "$HUNT_C_REPORTS/C-root-nobz2.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_C_REPORTS/C-root-nobz2.json" >&2
+}
+if [ "$HUNT_C" = 1 ]; then
+  mkdir -p "$HUNT_C_DL" "$HUNT_C_REPORTS"
+  if [ "$PROBE_ONLY" = 0 ]; then for n in $HUNT_C_IMAGES; do timed c_hunt_variant "$n"; done; fi
+  if [ "$NO_PROBE" = 0 ]; then
+    for n in $HUNT_C_IMAGES; do [ -x "$R/hunt-$n/bin/python" ] && timed c_probe "$R/hunt-$n" "$n"; done
+    alt="$R/hunt-C-ncclalt/nccl-alt/nvidia/nccl/lib"
+    if [ -d "$alt" ]; then
+      timed c_probe "$R/hunt-C-ncclalt" C-ncclalt-preload LD_PRELOAD="$alt/libnccl.so.2"
+      timed c_probe "$R/hunt-C-ncclalt" C-ncclalt-ldpath LD_LIBRARY_PATH="$STUBS:$alt"
+      timed c_probe "$R/hunt-C-ncclalt" C-ncclalt-preload-suppress LD_PRELOAD="$alt/libnccl.so.2" EP_SUPPRESS_NCCL_CHECK=1
+      timed c_probe "$R/hunt-C-ncclalt" C-ncclalt-nccldir NCCL_DIR=/nonexistent
+    fi
+    timed c_root_nobz2
   fi
 fi
 

@@ -13,6 +13,19 @@ it exists, and asserts one was found: in an image with no CUDA toolkit and neith
 set, ``import deep_ep`` raises ``AssertionError``. That function is read the same way (the
 variables, the command, the fallback folder, the assertion) when the module-level calls of
 ``__init__`` reach it.
+
+Before that, the same ``__init__`` runs ``check_nccl_so()``: unless ``EP_SUPPRESS_NCCL_CHECK``
+is set to a non-zero number, it asserts that every ``libnccl`` the process has mapped
+(``/proc/self/maps``) is one file, and that it has the bytes of the first
+``<find_nccl_root()>/lib/libnccl.so*``; ``find_nccl_root`` (``utils/find_pkgs.py``) takes
+``EP_NCCL_ROOT_DIR`` or ``NCCL_DIR`` when set, else the folder of the ``libnccl.so`` an
+installed ``nvidia-nccl…`` distribution lists, and asserts one is found. Read the same way
+(the function that reads ``/proc/self/maps``, the glob's pattern and root function, that
+function's variables, distribution names and library name). What the process has mapped
+by then: torch's own ``__init__`` loads ``nvidia/nccl/lib/libnccl.so.*`` of its ``sys.path``
+by path (its ``_preload_cuda_deps``), which is the file that distribution lists, and ld.so
+maps each ``LD_PRELOAD`` entry before anything: a ``libnccl`` preloaded from elsewhere is a
+second NCCL (``AssertionError``), as an ``NCCL_DIR`` naming other bytes is.
 """
 
 from __future__ import annotations
@@ -77,15 +90,12 @@ def _read(folder: str, within: Confined) -> dict[str, Any] | None:
             isinstance(n, ast.Call) and astread.attr_path(n.func) == "torch.cuda.is_available"
             for n in ast.walk(pre))
     return {"imports": imports, "expected_cuda": expected, "needs_gpu": needs_gpu,
-            "cuda_home": _cuda_home(tree)}
+            "cuda_home": _cuda_home(tree), "nccl": _nccl_check(tree, folder, within)}
 
 
-def _cuda_home(tree: ast.Module) -> dict[str, Any] | None:
-    """The function of ``__init__`` the module's own top-level calls reach (through its
-    other functions) that asserts a name it took from environment variables, a command's
-    answer or a fixed folder is not None (module doc): the variables, the command and
-    program (``["which", "nvcc"]``), the folders, the assertion's line. None: no such
-    function is reached."""
+def _reached(tree: ast.Module) -> list[ast.FunctionDef]:
+    """The functions of the module its top-level calls reach (through its other
+    functions), in the order they are first called."""
     import ast
 
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -101,14 +111,126 @@ def _cuda_home(tree: ast.Module) -> dict[str, Any] | None:
                     out.append(n.func.id)
         return out
 
-    todo, seen = called(tree.body), set()
+    todo, seen, out = called(tree.body), set(), []
     while todo:
         name = todo.pop(0)
         if name in seen:
             continue
         seen.add(name)
-        fn = defs[name]
-        todo += called(fn.body)
+        out.append(defs[name])
+        todo += called(defs[name].body)
+    return out
+
+
+def _fstring(node: ast.AST, values: dict[str, str]) -> str | None:
+    """An f-string whose every field is a name in ``values``, as text (None: another)."""
+    import ast
+
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    out = ""
+    for part in node.values:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            out += part.value
+        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+              and part.value.id in values and part.format_spec is None):
+            out += values[part.value.id]
+        else:
+            return None
+    return out
+
+
+def _nccl_check(tree: ast.Module, folder: str, within: Confined) -> dict[str, Any] | None:
+    """The NCCL check ``__init__``'s top-level calls reach (module doc): ``function``,
+    ``line``, ``suppress`` (its variables), ``pattern`` (the glob's tail after the root,
+    ``/lib/libnccl.so*``), ``root_fn``, and from the finder's module ``env`` (the variables
+    naming the root, in order), ``dists`` (the distribution-name parts it matches) and
+    ``lib`` (the library name it looks for in their file lists). None: no such check."""
+    import ast
+
+    for fn in _reached(tree):
+        if not any(isinstance(n, ast.Constant) and n.value == "/proc/self/maps"
+                   for n in ast.walk(fn)):
+            continue
+        for call in ast.walk(fn):
+            if not (isinstance(call, ast.Call) and (astread.attr_path(call.func) or ""
+                                                     ).endswith("glob") and call.args
+                    and isinstance(call.args[0], ast.JoinedStr)):
+                continue
+            parts = call.args[0].values
+            if not (len(parts) == 2 and isinstance(parts[0], ast.FormattedValue)
+                    and isinstance(parts[0].value, ast.Call)
+                    and isinstance(parts[0].value.func, ast.Name)
+                    and isinstance(parts[1], ast.Constant)):
+                continue
+            root_fn = parts[0].value.func.id
+            found = _finder(tree, folder, root_fn, within)
+            if found is None:
+                continue
+            return {"function": fn.name, "line": fn.lineno, "root_fn": root_fn,
+                    "suppress": sorted(astread.env_defaults(fn)),
+                    "pattern": str(parts[1].value), **found}
+    return None
+
+
+def _finder(tree: ast.Module, folder: str, name: str, within: Confined
+            ) -> dict[str, Any] | None:
+    """What ``name`` (imported by ``__init__`` from a module of the package) searches:
+    ``def name(): return find(<package>, lib_name=<library>)`` and, in ``find``, the
+    variables an f-string of the package's name makes (iterated and tested ``in
+    os.environ``) and the distribution-name parts (tested ``in`` a name)."""
+    import ast
+
+    module = next((n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.level
+                   and n.module and any((a.asname or a.name) == name for a in n.names)), None)
+    if module is None:
+        return None
+    mod = astread.parse(os.path.join(folder, *module.split(".")) + ".py", within)
+    defs = {n.name: n for n in getattr(mod, "body", []) if isinstance(n, ast.FunctionDef)}
+    fn = defs.get(name)
+    ret = next((n.value for n in ast.walk(fn) if isinstance(n, ast.Return)), None) \
+        if fn is not None else None
+    if not (isinstance(ret, ast.Call) and isinstance(ret.func, ast.Name)
+            and ret.func.id in defs and ret.args and isinstance(ret.args[0], ast.Constant)
+            and isinstance(ret.args[0].value, str)):
+        return None
+    package = ret.args[0].value
+    lib = next((k.value.value for k in ret.keywords if k.arg == "lib_name"
+                and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)),
+               None)
+    find = defs[ret.func.id]
+    param = find.args.args[0].arg if find.args.args else ""
+    values = {param: package}
+    for n in ast.walk(find):  # upper = name.upper()
+        if (isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
+                and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "upper"
+                and isinstance(n.value.func.value, ast.Name)
+                and n.value.func.value.id == param):
+            values[n.targets[0].id] = package.upper()
+    env: list[str] = []
+    for n in ast.walk(find):
+        if isinstance(n, ast.For) and isinstance(n.iter, ast.Tuple):
+            env += [t for e in n.iter.elts if (t := _fstring(e, values))]
+    dists = [t for n in ast.walk(find) if isinstance(n, ast.Compare)
+             and isinstance(n.ops[0], (ast.In, ast.NotIn))
+             and (t := _fstring(n.left, values))]
+    if not lib or not dists:
+        return None
+    return {"env": env, "dists": dists, "lib": lib, "package": package}
+
+
+
+def _cuda_home(tree: ast.Module) -> dict[str, Any] | None:
+    """The function of ``__init__`` the module's own top-level calls reach (through its
+    other functions) that asserts a name it took from environment variables, a command's
+    answer or a fixed folder is not None (module doc): the variables, the command and
+    program (``["which", "nvcc"]``), the folders, the assertion's line. None: no such
+    function is reached."""
+    import ast
+
+    for fn in _reached(tree):
+        name = fn.name
         asserted = [n for n in ast.walk(fn) if isinstance(n, ast.Assert)
                     and isinstance(n.test, ast.Compare) and isinstance(n.test.left, ast.Name)
                     and len(n.test.ops) == 1 and isinstance(n.test.ops[0], ast.IsNot)
@@ -165,8 +287,134 @@ def _no_cuda_home(facts: Facts, home: dict[str, Any]) -> str | None:
             + f"; __init__.py:{home['line']})")
 
 
+def _nccl_files(facts: Facts, nccl: dict[str, Any], site: str
+                ) -> tuple[str | None, str | None]:
+    """(the root ``find_nccl_root`` names, as the worker sees it; the folder of the library
+    an installed ``nvidia-nccl…`` distribution lists, a host path): the first from a
+    variable when one is set (presence, as ``in os.environ`` tests), else the second. The
+    distributions are looked for, as ``importlib.metadata.distributions()`` lists them, in
+    the site folders of the installed ones (``site``: deep_ep's first): their names are
+    not among those the check reads metadata of."""
+    from moonpin.preflight.installed.image_facts import record_paths
+
+    listed = None
+    wanted = [d.replace("-", "_").lower() for d in nccl["dists"]]
+    for root in dict.fromkeys([site, *(d.root for d in facts.dists.values())]):
+        try:
+            metas = sorted(n for n in os.listdir(root) if n.endswith(".dist-info")
+                           and any(n.lower().replace("-", "_").startswith(w)
+                                   for w in wanted))
+        except OSError:
+            continue
+        for meta in metas:
+            try:
+                rel = next((p.strip('"') for p in record_paths(os.path.join(root, meta),
+                                                               within=facts.within)
+                            if nccl["lib"] in p), None)
+            except OSError:
+                continue
+            if rel is not None:
+                lib = os.path.dirname(os.path.normpath(os.path.join(root, rel)))
+                listed = os.path.dirname(lib) if os.path.basename(lib) == "lib" else lib
+        if listed is not None:
+            break
+    for var in nccl["env"]:
+        if var in facts.env:
+            return facts.env[var], listed
+    return listed, listed
+
+
+def _same_bytes(a: str, b: str) -> bool:
+    """``filecmp.cmp(a, b, shallow=False)``: the same file, or the same size and bytes."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+        if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+            return True
+        if sa.st_size != sb.st_size:
+            return False
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while True:
+                x, y = fa.read(1 << 20), fb.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError:
+        return False
+
+
+def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, str] | None:
+    """What deep_ep's NCCL check raises in this worker, with the fix (None: it passes)."""
+    from moonpin.preflight.access.chroot import host_path
+
+    where = f"deep_ep's {nccl['function']}(), __init__.py:{nccl['line']}"
+    for var in nccl["suppress"]:
+        value = facts.env.get(var)
+        if value is None:
+            continue
+        try:  # int(os.environ.get(var, 0)), as the check reads it
+            if int(value):
+                return None
+        except ValueError:
+            return (f"ValueError: invalid literal for int() with base 10: {value!r} ({where}: "
+                    f"{var} is set to it)", f"set {var} to 1 or 0, or unset it")
+    off = f", or set {nccl['suppress'][0]}=1 to skip that check" if nccl["suppress"] else ""
+    root, listed = _nccl_files(facts, nccl, site)
+    if root is None:
+        return (f"AssertionError: Cannot find package: {nccl['package']} ({where}: "
+                f"{nccl['root_fn']}() finds no installed nvidia-{nccl['package']} "
+                f"distribution listing {nccl['lib']})",
+                f"install the nvidia-{nccl['package']} distribution the installed torch "
+                f"requires (its METADATA names it){off}")
+    tail = nccl["pattern"].lstrip("/")
+    folder, _, stem = tail.rpartition("/")
+    stem = stem.rstrip("*")
+    host = host_path(facts.within.root, root) if root != listed else root
+    lib_dir = os.path.join(host, folder) if host is not None else None
+    try:
+        names = sorted(n for n in os.listdir(lib_dir) if n.startswith(stem)) \
+            if lib_dir is not None else []
+    except OSError:
+        names = []
+    set_by = next((v for v in nccl["env"] if v in facts.env), None)
+    if not names:
+        return (f"AssertionError: No {stem} found in {root}/{folder}/ ({where}"
+                + (f": {set_by} is set" if set_by else "") + ")",
+                (f"unset {set_by} in the worker's environment, or point it at the NCCL "
+                 f"torch loads{off}" if set_by else
+                 f"reinstall the nvidia-{nccl['package']} distribution{off}"))
+    assert lib_dir is not None
+    linked = os.path.join(lib_dir, names[0])
+    preload = (facts.env.get("LD_PRELOAD") or "").replace(":", " ").split()
+    for entry in preload:
+        if not os.path.basename(entry).startswith(stem):
+            continue
+        mapped = host_path(facts.within.root, entry) if entry.startswith("/") else None
+        if mapped is None or not os.path.isfile(mapped):
+            continue  # ld.so ignores an entry it cannot load
+        if os.path.realpath(mapped) != os.path.realpath(linked):
+            return (f"AssertionError: Duplicate NCCL runtime, or Invalid NCCL versions "
+                    f"({where}: LD_PRELOAD maps {entry} before torch loads its own "
+                    f"{nccl['lib']}, and {root}/{folder}/{names[0]} is the one "
+                    f"{nccl['root_fn']}() names)",
+                    f"remove {entry} from LD_PRELOAD in the worker's environment{off}")
+    if set_by and listed is not None:
+        torch_lib = os.path.join(listed, folder)
+        try:
+            own = sorted(n for n in os.listdir(torch_lib) if n.startswith(stem))
+        except OSError:
+            own = []
+        if own and not _same_bytes(os.path.join(torch_lib, own[0]), linked):
+            return (f"AssertionError: Invalid NCCL versions ({where}: {set_by}={root} "
+                    f"names {names[0]} of other bytes than the {own[0]} torch loads from "
+                    f"{torch_lib})",
+                    f"unset {set_by} in the worker's environment, or point it at the NCCL "
+                    f"torch loads{off}")
+    return None
+
+
 def pick(facts: Facts, found: Found) -> Pick:
-    got = astread.reading("deep-ep-v2", os.path.join(found.folder, "__init__.py"),
+    got = astread.reading("deep-ep-v3", os.path.join(found.folder, "__init__.py"),
                           lambda: _read(found.folder, facts.within), facts.within)
     if got is None:
         return Pick(unread=f"{found.folder}/__init__.py cannot be read")
@@ -198,6 +446,11 @@ def pick(facts: Facts, found: Found) -> Pick:
         if path is not None and any(path.endswith(s) for s in facts.suffixes
                                     if s not in (".py", ".pyc")):
             notes.append(f"imports {os.path.basename(path)}")
+            nccl = got.get("nccl")
+            wrong = _nccl_raises(facts, nccl, os.path.dirname(found.folder)) \
+                if nccl else None
+            if wrong is not None:
+                return Pick([Choice(raises=wrong[0])], notes=notes, fix=wrong[1])
             home = got.get("cuda_home")
             raised = _no_cuda_home(facts, home) if home else None
             if raised is not None and home is not None:

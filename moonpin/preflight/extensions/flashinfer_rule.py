@@ -4,7 +4,10 @@
 kernels come from ``flashinfer-cubin`` and ``flashinfer-jit-cache`` (or are compiled
 later). What can stop the import is its version lock: a function of ``flashinfer/jit/env.py``
 that raises unless ``FLASHINFER_DISABLE_VERSION_CHECK`` is set when a companion's
-``__version__`` is not flashinfer's own (the jit-cache may add a ``+cuXXX`` local part).
+``__version__`` is not flashinfer's own (the jit-cache may add a ``+cuXXX`` local part:
+0.7 allows what starts with ``f"{flashinfer_version}+"``, 0.6 anything that starts with
+flashinfer's version, so 0.6.12 takes a jit-cache ``0.6.12.post1+cu130``: the argument of the
+``startswith`` is read).
 Whether the import fails or goes on without the companion depends on whether the call that
 runs at import is inside a ``try`` catching what it raises: both shapes are released, and
 both are read here with ``ast``. The versions are the installed distributions' METADATA;
@@ -97,8 +100,27 @@ def _guards(fn: ast.FunctionDef, target: ast.AST) -> list[str]:
     return out
 
 
+def _tail(test: ast.AST) -> str | None:
+    """What a version may carry after flashinfer's in ``test``: the constant text after the
+    field of ``x.startswith(f"{v}+")`` (``"+"``), ``""`` for ``x.startswith(v)``; None: no
+    ``startswith`` (the exact version only)."""
+    import ast
+
+    for n in ast.walk(test):
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "startswith" and n.args):
+            arg = n.args[0]
+            if isinstance(arg, ast.JoinedStr):
+                return "".join(str(v.value) for v in arg.values[1:]
+                               if isinstance(v, ast.Constant))
+            return ""
+    return None
+
+
 def _read(path: str, within: Confined) -> dict[str, Any] | None:
-    """Each version check run at import: [companion module, caught, local part allowed,
+    """Each version check run at import: [companion module, caught, what may follow
+    flashinfer's version (the ``startswith`` argument's text after it: ``"+"``, ``""``; None:
+    only the exact version),
     the variables that skip it]. Two shapes are released: a checker function raising on
     its argument, called with ``<companion>.__version__`` (0.7), and the check written in
     the function that reads the companion, on ``<companion>.__version__`` or a name
@@ -113,7 +135,7 @@ def _read(path: str, within: Confined) -> dict[str, Any] | None:
     at_import = {t.value.func.id for t in tree.body  # type: ignore[attr-defined]
                  if isinstance(t, (ast.Assign, ast.AnnAssign)) and isinstance(
                      t.value, ast.Call) and isinstance(t.value.func, ast.Name)}
-    checkers: dict[str, tuple[int, bool]] = {}  # checker -> (argument index, local allowed)
+    checkers: dict[str, tuple[int, str | None]] = {}  # checker -> (argument index, tail)
     checks: list[list[Any]] = []
     for fn in funcs.values():
         versions: dict[str, str] = {}  # a name assigned <module>.__version__ -> module
@@ -129,8 +151,7 @@ def _read(path: str, within: Confined) -> dict[str, Any] | None:
                     for n in ast.walk(node.test))
                     and any(isinstance(n, ast.Raise) for n in node.body)):
                 continue
-            local = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                        and n.func.attr == "startswith" for n in ast.walk(node.test))
+            local = _tail(node.test)
             module = None
             for n in ast.walk(node.test):
                 p = astread.attr_path(n) or ""
@@ -174,13 +195,17 @@ def _dist_of(facts: Facts, module: str) -> tuple[str, str] | None:
 
 def _on_index(facts: Facts, dist: str, version: str) -> bool | None:
     """Whether the knowledge base records ``dist`` ``version`` as a release pip can
-    install (None: no knowledge base, or it records no release of ``dist`` at all)."""
+    install from the index (None: the knowledge base records no FlashInfer release). One
+    that records FlashInfer's and none of ``dist`` says the index has none (its recipe
+    scrapes all three distributions: ``flashinfer-jit-cache`` is published on FlashInfer's
+    own wheel site)."""
     doc = facts.kb() if facts.kb is not None else None
-    rels = [r for r in (doc or {}).get("native") or () if isinstance(r, dict)
-            and r.get("dist") == dist]
-    if not rels:
+    ours = [r for r in (doc or {}).get("native") or () if isinstance(r, dict)
+            and r.get("project") == IMPORT]
+    if not ours:
         return None
-    return any(r.get("version") == version and not r.get("uninstallable") for r in rels)
+    return any(r.get("dist") == dist and r.get("version") == version
+               and not r.get("uninstallable") for r in ours)
 
 
 def _fix(facts: Facts, own: str, name: str) -> str:
@@ -193,7 +218,7 @@ def _fix(facts: Facts, own: str, name: str) -> str:
     head = (f"pip install '{DISTRIBUTIONS[0]}=={pinned}' (the installed SGLang's pin)"
             if pinned and pinned != own else "")
     if _on_index(facts, name, want) is False:
-        line = f"pip uninstall -y {name}" + (f" && {head}" if head else "")
+        line = f"pip uninstall -y '{name}'" + (f" && {head}" if head else "")
         return line + ("" if head else f" (the index has no {name} {want})")
     if head:
         return f"pip install '{DISTRIBUTIONS[0]}=={pinned}' '{name}=={pinned}' (the installed " \
@@ -203,7 +228,7 @@ def _fix(facts: Facts, own: str, name: str) -> str:
 
 def pick(facts: Facts, found: Found) -> Pick:
     env_py = os.path.join(found.folder, "jit", "env.py")
-    got = astread.reading("flashinfer2", env_py, lambda: _read(env_py, facts.within),
+    got = astread.reading("flashinfer3", env_py, lambda: _read(env_py, facts.within),
                           facts.within) if os.path.exists(env_py) else {"checks": []}
     if got is None:
         return Pick(unread=f"{env_py} cannot be read")
@@ -228,7 +253,8 @@ def pick(facts: Facts, found: Found) -> Pick:
         if skipped:
             notes.append(f"{name} {version} is not read: {skipped[0]} is set")
             continue
-        fits = version == own.version or (local and version.startswith(own.version + "+"))
+        fits = version == own.version or (local is not None
+                                          and version.startswith(own.version + local))
         if not fits and off:
             notes.append(f"{name} {version} is not flashinfer's {own.version}: "
                          f"{_SWITCH} is set, the check is off")
