@@ -156,8 +156,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         report.found = found
         report = written.for_pip(report, seen.get("target"))
     finally:
-        if run.pending or run.ready:  # a load begun ahead and not taken: its child is ended
-            run.close()
+        if run.pending or run.ready or run.processes:  # a load begun ahead and not taken:
+            run.close()  # its child is ended; a process kept by the loads is unmapped
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
     return written.for_target(report, target, python)
