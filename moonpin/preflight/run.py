@@ -246,9 +246,12 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     # judge: what every project shares (a backend SGLang refuses, torch, SGLang's needs and
     # pins, the launch line)
     if others:
-        from moonpin.preflight.judge.choices import refused_backends
+        from moonpin.preflight.judge.choices import own_launch, refused_backends
 
-        refused = refused_backends(others, _FLAGS, target, kb_path)
+        # the installed SGLang as the walk read it (not read again)
+        known = ((sglang.version if sglang else None, own_launch(sglang_src, sglang, kb))
+                 if stop is None and not unlisted else None)
+        refused = refused_backends(others, _FLAGS, target, kb_path, known)
         if refused:  # a typo is not "mooncake not requested": SGLang refuses it at launch
             return _report(refused, strict=False, could_not_check=True)
     if stop is not None:
