@@ -95,13 +95,25 @@ class Report(Findings):
 def owned(path: str, paths: Sequence[str], root: str | None = None) -> bool:
     """Whether ``path`` is under an import folder (an image's root itself, the working
     folder of ``python -m`` in ``WORKDIR /``, holds everything and is not counted)."""
+    return _under(path, _folders(paths, root))
+
+
+def _folders(paths: Sequence[str], root: str | None) -> tuple[str, ...]:
+    """The import folders :func:`owned` counts, each as its real and its normal path with
+    a final ``/`` (``str.startswith`` takes them all at once)."""
     top = os.path.realpath(root) if root is not None else None
-    for where in {os.path.normpath(path), os.path.realpath(path)}:  # a link is its own too
-        if any(where.startswith(os.path.realpath(sp).rstrip("/") + "/")
-               or where.startswith(os.path.normpath(sp).rstrip("/") + "/")
-               for sp in paths if top is None or os.path.realpath(sp) != top):
-            return True
-    return False
+    out: list[str] = []
+    for sp in paths:
+        real = os.path.realpath(sp)
+        if top is None or real != top:
+            out += [real.rstrip("/") + "/", os.path.normpath(sp).rstrip("/") + "/"]
+    return tuple(out)
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    normal = os.path.normpath(path)
+    # a link is its own too: the path as named, and the file it leads to
+    return normal.startswith(folders) or os.path.realpath(path).startswith(folders)
 
 
 def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None, *,
@@ -279,19 +291,21 @@ class _Owned:
     under an import folder (:func:`owned`), each path's answer kept (a check asks of the
     same few hundred objects again for every load)."""
 
-    __slots__ = ("builds", "known", "paths", "root")
+    __slots__ = ("builds", "folders", "known")
 
     def __init__(self, paths: Sequence[str], root: str | None, builds: Sequence[str] = (),
-                 known: dict[str, bool] | None = None) -> None:
-        self.paths, self.root, self.builds = paths, root, set(builds)
-        self.known = known if known is not None else {}
+                 shared: _Owned | None = None) -> None:
+        self.builds = set(builds)
+        self.folders: tuple[str, ...] = (shared.folders if shared is not None
+                                         else _folders(paths, root))
+        self.known: dict[str, bool] = shared.known if shared is not None else {}
 
     def __call__(self, path: str) -> bool:
         if path in self.builds:
             return True
         hit = self.known.get(path)
         if hit is None:
-            hit = self.known[path] = owned(path, self.paths, self.root)
+            hit = self.known[path] = _under(path, self.folders)
         return hit
 
 
@@ -321,8 +335,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         traced = ldso.Trace(set(after.trace.paths))
         traced.used_cwd = after.trace.used_cwd
         owner = after.proc.owned
-        proc = after.proc.fork(_Owned(paths, root, builds, getattr(owner, "known", None)),
-                               traced)
+        proc = after.proc.fork(_Owned(paths, root, builds, owner if isinstance(
+            owner, _Owned) else None), traced)
         env_read = dict(after.env_read)
     else:  # a load of its own: the chain stops before the builds
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
