@@ -94,26 +94,27 @@ def main() -> int:
         t_imp: list[float] = []
         t_cold: dict[str, list[float]] = {name: [] for name, _ in trees}
         t_warm: list[float] = []
-        peak = 0
+        peak = {name: 0 for name, _ in trees}
+        load = os.getloadavg()[0]
         for _ in range(args.runs):
             t_imp.append(timed(imp, env, ROOT)[0])
             for name, tree in trees:
                 took, _, rss = timed(cold, env, tree)
                 t_cold[name].append(took)
-                peak = max(peak, rss) if name == "this tree" else peak
+                peak[name] = max(peak[name], rss)
             t_warm.append(timed(check, env, ROOT)[0])
     i = statistics.median(t_imp)
     print(f"{args.runs} runs alternated on {args.venv}; launch: {' '.join(launch)}; "
-          f"check exit codes {codes}")
+          f"check exit codes {codes}; load average {load:.2f} at the start, "
+          f"{os.getloadavg()[0]:.2f} at the end")
     print(f"  {'import (' + IMPORT + ')':70s} {i:6.2f} s")
     for name, _ in trees:
         c = statistics.median(t_cold[name])
         print(f"  {'light check, cold (--no-cache), ' + name:70s} {c:6.2f} s  "
-              f"{c / i:.2f}x the import (goal <= 0.25x)")
+              f"{c / i:.2f}x the import (goal <= 0.25x); peak memory "
+              f"{peak[name] / 1024:.0f} MiB")
     w = statistics.median(t_warm)
     print(f"  {'light check, caches warm':70s} {w:6.2f} s  {w / i:.2f}x the import")
-    if peak:
-        print(f"  peak memory of the cold check: {peak / 1024:.0f} MiB")
     return 0
 
 

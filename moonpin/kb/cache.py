@@ -190,8 +190,22 @@ class FileMemo:
         self._code: tuple[tuple[str, int, int, int], ...] = ()
         self._used: set[str] = set()
         self._dirty = False
-        #: False: every ``get`` computes afresh and nothing is remembered (``--no-cache``)
-        self.enabled = True
+        #: what :meth:`get` computed while the memo is off, for the rest of that check
+        self._once: dict[str, tuple[int, int, Any]] = {}
+        self._enabled = True
+
+    @property
+    def enabled(self) -> bool:
+        """False: nothing is read from or kept in the memo file (``--no-cache``); each
+        ``get`` computes its answer once while it is off (a file asked of twice in one
+        check, the KB's sha256 by each table read, is read once; switching it on or off
+        forgets those)."""
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, on: bool) -> None:
+        self._enabled = on
+        self._once.clear()
 
     def _entries(self) -> dict[str, tuple[int, int, Any]]:
         """The remembered entries; none when the memo was written by other moonpin code
@@ -221,8 +235,10 @@ class FileMemo:
         ``within``: the image root the check confines its reads to (a real path;
         :func:`moonpin.kb.files.outside`): a path its links take out of it is computed, never
         kept (what ``compute`` says of it holds for that check only)."""
-        if not self.enabled or outside(path, within):  # out of the image root: not kept
+        if outside(path, within):  # out of the image root: not kept
             return compute()
+        if not self._enabled:
+            return self._computed_once(kind, path, compute)
         name = os.path.abspath(path)
         st = os.stat(name)
         key = f"{kind}\0{name}"
@@ -235,6 +251,21 @@ class FileMemo:
         value = compute()
         entries[key] = (st.st_size, st.st_mtime_ns, value)
         self._dirty = True
+        return value
+
+    def _computed_once(self, kind: str, path: str | os.PathLike[str],
+                       compute: Callable[[], T]) -> T:
+        """:meth:`get` while the memo is off: ``compute()`` once per file stamp."""
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return compute()
+        key = f"{kind}\0{os.path.abspath(path)}"
+        hit = self._once.get(key)
+        if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+            return hit[2]  # type: ignore[no-any-return]
+        value = compute()
+        self._once[key] = (st.st_size, st.st_mtime_ns, value)
         return value
 
     def get_traced(self, kind: str, path: str | os.PathLike[str],

@@ -156,8 +156,8 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
         report.found = found
         report = written.for_pip(report, seen.get("target"))
     finally:
-        if run.pending or run.ready:  # a load begun ahead and not taken: its child is ended
-            run.close()
+        if run.pending or run.ready or run.processes:  # a load begun ahead and not taken:
+            run.close()  # its child is ended; a process kept by the loads is unmapped
         memo.enabled = True
         memo.flush()  # what was learned; a cache that cannot be written costs only time
     return written.for_target(report, target, python)
@@ -248,9 +248,12 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     # judge: what every project shares (a backend SGLang refuses, torch, SGLang's needs and
     # pins, the launch line)
     if others:
-        from moonpin.preflight.judge.choices import refused_backends
+        from moonpin.preflight.judge.choices import own_launch, refused_backends
 
-        refused = refused_backends(others, _FLAGS, target, kb_path)
+        # the installed SGLang as the walk read it (not read again)
+        known = ((sglang.version if sglang else None, own_launch(sglang_src, sglang, kb))
+                 if stop is None and not unlisted else None)
+        refused = refused_backends(others, _FLAGS, target, kb_path, known)
         if refused:  # a typo is not "mooncake not requested": SGLang refuses it at launch
             return _report(refused, strict=False, could_not_check=True)
     if stop is not None:

@@ -110,6 +110,17 @@ def test_file_memo_answers_per_stamp_and_survives_damage(tmp_path: Path) -> None
     off.enabled = False  # --no-cache
     before = len(calls)
     assert off.get("upper", src, compute) == "TWO" and len(calls) == before + 1
+    # off, a file asked of again in the same check is read once (the KB's sha256 by each
+    # table a cold check reads), again when its stamp changes or the memo is switched
+    assert off.get("upper", src, compute) == "TWO" and len(calls) == before + 1
+    st = src.stat()
+    src.write_text("six")
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert off.get("upper", src, compute) == "SIX" and len(calls) == before + 2
+    off.enabled = True
+    off.enabled = False
+    assert off.get("upper", src, compute) == "SIX" and len(calls) == before + 3
+    assert off.flush() is None and b"SIX" not in memo_file.read_bytes()  # nothing kept
 
 
 def test_file_memo_keeps_its_size_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

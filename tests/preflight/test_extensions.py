@@ -327,3 +327,46 @@ def test_a_backend_no_rule_reads_is_judged_by_whether_its_package_is_there(
         r.out
     r = run(site, "--", "--moe-a2a-backend", "ascend_fuseep", ep=False)
     assert r.rc == 0 and "--moe-a2a-backend ascend_fuseep: no module of it" in r.out, r.out
+
+
+def test_the_dynamo_line_reads_sglang_and_models_torch_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39's speed: on Dynamo's line (mooncake for elastic EP, nixl for MoE all-to-all)
+    over an image with nixl and sgl_kernel, a cold check walks SGLang's package once (the
+    backend choices are judged from what the walk read) and models `import torch` once
+    (each extension's build is loaded into a copy of that process); its lines are those of
+    the same check in a process of its own (subprocess, the CLI)."""
+    from moonpin.preflight.installed import image_facts
+    from moonpin.preflight.pyimport import importer, pyrun
+    from moonpin.preflight.run import check_image
+
+    site = _site(tmp_path)
+    add_nixl(site)
+    add_sgl_kernel(site)
+    monkeypatch.setenv("MOONPIN_CHECK_SYSTEM_LIBS", str(site / "_no_system_libs"))
+    monkeypatch.setenv("MOONPIN_CHECK_FORK", "0")
+    walks: list[str] = []
+    torches: list[str] = []
+    real_walk, real_import = importer.package_sources, pyrun.Chain.import_module
+
+    def walk(*a: object, **k: object) -> object:
+        walks.append("sglang")
+        return real_walk(*a, **k)  # type: ignore[arg-type]
+
+    def imp(self: pyrun.Chain, name: str, by: object) -> object:
+        if name == "torch" and getattr(by, "name", "") == "__main__":
+            torches.append(name)
+        return real_import(self, name, by)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importer, "package_sources", walk)
+    monkeypatch.setattr(image_facts, "package_sources", walk)
+    monkeypatch.setattr(pyrun.Chain, "import_module", imp)
+    launch = ["--moe-a2a-backend", "nixl"]
+    report = check_image(elastic_ep_backend="mooncake", launch_args=launch,
+                         site_packages=[site], deep=False, source_cache=False)
+    lines = report.lines()
+    assert any(x.startswith("pass  nixl_ep") for x in lines), lines
+    assert any(x.startswith("pass  sgl_kernel") for x in lines), lines
+    assert walks == ["sglang"] and torches == ["torch"], (walks, torches)
+    alone = run(site, "--no-cache", "--", *launch)
+    assert alone.lines == lines

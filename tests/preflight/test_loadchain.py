@@ -370,3 +370,151 @@ def test_the_report_extends_what_a_load_found() -> None:
         assert not set(cls.__slots__) & set(Findings.__slots__), cls
     r = Report()
     assert r.missing == {} and r.count == 0 and Report.load(r.dump()) is not None
+
+
+# ------------------------------------------------------------------ one `import torch` a check
+
+
+def _ext(site: Path, name: str, body: str = "", needs: tuple[str, ...] = ()) -> str:
+    """An extension module ``name`` in ``site`` (gcc-built), its path."""
+    return str(_gcc(site / f"{name}{ext_suffix()}", _module(name, body), needs=needs,
+                    link=site / "torch" / "lib", runpath="$ORIGIN", python=True))
+
+
+def _load(site: Path, build: str, run: object = None, mode: int | None = None) -> object:
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from moonpin.preflight.loader.loadchain import native_load
+
+    return native_load([build], [str(site)], None, python=sys.executable, first=("torch",),
+                       suffixes=EXTENSION_SUFFIXES, run=run, mode=mode)  # type: ignore[arg-type]
+
+
+def _count_imports(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The modules a chain is asked to import from its top (``import torch``: one each)."""
+    from moonpin.preflight.pyimport import pyrun
+
+    asked: list[str] = []
+    real = pyrun.Chain.import_module
+
+    def counted(self: pyrun.Chain, name: str, by: object) -> object:
+        if getattr(by, "name", "") == "__main__":
+            asked.append(name)
+        return real(self, name, by)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pyrun.Chain, "import_module", counted)
+    return asked
+
+
+def test_torch_is_modelled_once_a_check_and_each_load_says_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extensions a check judges are each loaded into a copy of the process `import
+    torch` built once (issue 39's speed); every load says what it says in a process of its
+    own: a build that loads, one missing a library, one missing a symbol, one whose load
+    fails after one that loaded."""
+    from moonpin.kb.cache import facts_memo
+    from moonpin.preflight.env.context import Run
+    from moonpin.preflight.loader.loadchain import release
+
+    site = _image(tmp_path)
+    builds = [_ext(site, "fz_ok", "extern int c10_fn(void);\nint a(void) { return c10_fn(); }\n",
+                   ("libc10.so",)),
+              _ext(site, "fz_unbound", "extern int fz_nowhere(void);\n"
+                   "int b(void) { return fz_nowhere(); }\n"),
+              _ext(site, "fz_ok2", "extern int tp(void);\nint c(void) { return tp(); }\n",
+                   ("libtorch_python.so",))]
+    memo = facts_memo()
+    memo.enabled = False  # every load computed, none remembered
+    try:
+        alone = [_load(site, b).dump() for b in builds]  # type: ignore[attr-defined]
+        asked = _count_imports(monkeypatch)
+        run = Run()
+        shared = [_load(site, b, run).dump() for b in builds]  # type: ignore[attr-defined]
+        assert run.processes
+        release(run)
+        assert not run.processes
+    finally:
+        memo.enabled = True
+    assert asked == ["torch"], asked  # once for the three
+    assert shared == alone
+    assert alone[0][0] is None and not alone[0][5]  # torch imported, the build binds
+    assert "fz_nowhere" in repr(alone[1][5]) and not alone[2][5]
+
+
+def test_a_load_leaves_nothing_for_the_next(tmp_path: Path) -> None:
+    """A build loaded `RTLD_GLOBAL` into the shared process, or one that fails half way,
+    changes nothing another load sees: each is judged as in a process of its own."""
+    from moonpin.kb.cache import facts_memo
+    from moonpin.preflight.env.context import Run
+    from moonpin.preflight.loader import ldproc
+
+    site = _image(tmp_path)
+    (site / "fzdep").mkdir()
+    _gcc(site / "fzdep" / "libfz_global.so", "int fz_g(void) { return 2; }\n",
+         soname="libfz_global.so")
+    giver = str(_gcc(site / f"fz_giver{ext_suffix()}", _module("fz_giver"),
+                     needs=("libfz_global.so",), link=site / "fzdep", runpath="$ORIGIN/fzdep",
+                     python=True))
+    broken = _ext(site, "fz_broken", "extern int fz_nowhere(void);\n"
+                  "int b(void) { return fz_nowhere(); }\n")
+    taker = _ext(site, "fz_taker", "extern int fz_g(void);\nint t(void) { return fz_g(); }\n")
+    memo = facts_memo()
+    memo.enabled = False
+    try:
+        run = Run()
+        glob = ldproc.RTLD_NOW | ldproc.RTLD_GLOBAL
+        first = _load(site, giver, run, glob).dump()  # type: ignore[attr-defined]
+        _load(site, broken, run).dump()  # type: ignore[attr-defined]
+        after = _load(site, taker, run).dump()  # type: ignore[attr-defined]
+        alone = _load(site, taker).dump()  # type: ignore[attr-defined]
+        (base,) = run.processes.values()
+        assert not any("fz_giver" in o.path or "fz_broken" in o.path
+                       for o in base.proc.objects)  # type: ignore[attr-defined]
+        run.close()
+    finally:
+        memo.enabled = True
+    assert not first[5] and "fz_g" in repr(alone[5])  # the giver loads; the taker alone fails
+    assert after == alone
+
+
+def test_a_build_the_import_loads_itself_is_loaded_on_its_own(tmp_path: Path) -> None:
+    """A build `import torch` maps on its way (torch's own `_C`) is not loaded into the
+    shared process, where it is mapped already: the chain stops before it, as alone."""
+    from moonpin.kb.cache import facts_memo
+    from moonpin.preflight.env.context import Run
+
+    site = _image(tmp_path)
+    ok = _ext(site, "fz_ok", "extern int c10_fn(void);\nint a(void) { return c10_fn(); }\n",
+              ("libc10.so",))
+    torch_c = str(next((site / "torch").glob("_C.*so")))
+    memo = facts_memo()
+    memo.enabled = False
+    try:
+        run = Run()
+        _load(site, ok, run)
+        shared = _load(site, torch_c, run).dump()  # type: ignore[attr-defined]
+        alone = _load(site, torch_c).dump()  # type: ignore[attr-defined]
+        run.close()
+    finally:
+        memo.enabled = True
+    assert shared == alone
+
+
+def test_a_load_after_the_shared_import_is_stamped_with_its_files(tmp_path: Path) -> None:
+    """The second load into the process `import torch` built is remembered with the stamps
+    of what that import read too: torch's global deps removed, it is not replayed."""
+    from moonpin.preflight.env.context import Run
+
+    site = _image(tmp_path)
+    one = _ext(site, "fz_one", "extern int c10_fn(void);\nint a(void) { return c10_fn(); }\n",
+               ("libc10.so",))
+    two = _ext(site, "fz_two", "extern int tp(void);\nint c(void) { return tp(); }\n",
+               ("libtorch_python.so",))
+    run = Run()
+    _load(site, one, run)
+    assert _load(site, two, run).chain_error is None  # type: ignore[attr-defined]
+    run.close()
+    (site / "torch" / "lib" / "libtorch_global_deps.so").unlink()
+    again = _load(site, two, Run())
+    assert again.chain_error is not None  # type: ignore[attr-defined]
+    assert "libtorch_global_deps.so" in again.chain_error[2]  # type: ignore[attr-defined]

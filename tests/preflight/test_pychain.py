@@ -208,3 +208,34 @@ def test_attribute_follows_torch_version_as_torch_binds_it(tmp_path: Path) -> No
     (t / "version.py").write_text("import os\n__version__ = os.environ['V']\n")
     assert pychain.attribute([str(tmp_path)], "torch", "__version__", VERSION,
                              SUFFIXES)[:2] == (None, None)  # computed: not followed
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("FLAG = True\n", True),
+    ("FLAG = 1\nFLAG = 2  # the last\n", 2),
+    ("FLAG: bool = False\n", False),
+    ("FLAG = ['a', 1]\n", ["a", 1]),
+    ("FLAG = compute()\n", "unknown"),
+    ("FLAG = 1\nif x:\n    FLAG = 2\n", "unknown"),  # assigned under a condition
+    ("FLAG = 1\ndef FLAG():\n    pass\n", "unknown"),
+    ("FLAG == 1\nFLAGS = 3\nMY_FLAG = 4\n", "unknown"),  # no assignment of the name itself
+    ("X = 1\r\nFLAG = 5\r\n", 5),
+    ("\x0cFLAG = 6\n", 6),  # a form feed ends a line, as str.splitlines says
+    ("A = 'FLAG'; FLAG = 7\n", "unknown"),
+    ("", "unknown"),
+])
+def test_a_lazy_modules_constant_is_read_from_its_text(tmp_path: Path, text: str,
+                                                       value: object) -> None:
+    """A module the chain does not walk (torch's submodules) answers a name with the
+    literal a column-0 line assigns it, unknown when anything else assigns or defines it."""
+    from moonpin.preflight.loader import ldproc
+    from moonpin.preflight.pyimport.pyeval import UNKNOWN, ModuleValue
+    from moonpin.preflight.pyimport.pyrun import Chain
+
+    mod = tmp_path / "m.py"
+    mod.write_text(text, newline="")
+    chain = Chain(ldproc.Process(machine=os.uname().machine, owned=lambda p: False),
+                  [str(tmp_path)], request="", suffixes=(".so",))
+    got = chain.module_attr(ModuleValue("m", "lazy", str(mod), None, 9), "FLAG")
+    assert (got is UNKNOWN) if value == "unknown" else got == value
+    assert str(mod) in chain.trace

@@ -18,6 +18,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from typing import Any
 
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.target import Identity, Target
@@ -31,14 +32,17 @@ class Run:
     """The per-check mutable state: children computing loads ahead of the check
     (:mod:`moonpin.preflight.prefetch`, taken by :mod:`moonpin.preflight.loader.loadchain`), the
     answers they gave that no load took yet, and, in such a child, where each load it
-    computes is recorded (None: not a child)."""
+    computes is recorded (None: not a child), and the loader's processes an import built,
+    which the loads after the same import are copies of (``import torch`` modelled once per
+    check; :mod:`moonpin.preflight.loader.loadchain`)."""
 
-    __slots__ = ("pending", "ready", "record")
+    __slots__ = ("pending", "processes", "ready", "record")
 
     def __init__(self) -> None:
         self.pending: list[Pending] = []
         self.ready: dict[str, object] = {}
         self.record: dict[str, object] | None = None
+        self.processes: dict[str, Any] = {}
 
     def cancel(self) -> None:
         """Kill and reap every child not taken (its load is no longer wanted)."""
@@ -46,10 +50,14 @@ class Run:
             p.cancel()
 
     def close(self) -> None:
-        """The check is over: no child is left, nothing computed ahead is kept."""
+        """The check is over: no child is left, nothing computed ahead is kept, every
+        process kept is closed (its symbol tables unmapped)."""
         self.cancel()
         self.pending.clear()
         self.ready.clear()
+        for p in self.processes.values():
+            p.close()
+        self.processes.clear()
 
 
 class Context:

@@ -70,7 +70,13 @@ def judge_extensions(ctx: Context, features: Mapping[str, str], flags: Mapping[s
     inputs whose stamps all hold says them without walking (no dispatcher, loader or build
     is read, no rule loaded)."""
     state = gpu_state(gpu, ctx.root is not None)
-    lines = _remembered(ctx, features, flags, torch, dists, env, state, kb, kb_file)
+    try:
+        lines = _remembered(ctx, features, flags, torch, dists, env, state, kb, kb_file)
+    finally:
+        if ctx.run.processes:  # the process `import torch` built, each load a copy of it
+            from moonpin.preflight.loader.loadchain import release
+
+            release(ctx.run)
     for line in lines:
         add(line)
     return len(lines)

@@ -41,16 +41,21 @@ def own_launch(src: Sources | None, sglang: Dist | None, kb: KBView
 
 
 def refused_backends(features: dict[str, str], flags: dict[str, str], target: Target,
-                     kb_path: StrPath | None) -> list[CheckResult]:
+                     kb_path: StrPath | None,
+                     installed: tuple[str | None, dict[str, Any] | None] | None = None
+                     ) -> list[CheckResult]:
     """A result per backend flag whose value SGLang's parser refuses (``choices``), read
     from the KB's launch table of the installed SGLang release, else the union of the
     choices every release the KB knows declares; [] when all are accepted or no table
-    names the flag's choices (nothing to judge them by). ``flags``: flag -> feature."""
+    names the flag's choices (nothing to judge them by). ``flags``: flag -> feature.
+    ``installed``: the installed SGLang's version and :func:`own_launch` rules when the
+    caller has read them (None: read here)."""
     from moonpin.resolver.spelling import close_names
 
     flag_of = {f: flag for flag, f in flags.items()}
     checks: list[CheckResult] = []
-    version, own = _installed_sglang(target, kb_path)
+    version, own = installed if installed is not None else _installed_sglang(target,
+                                                                             kb_path)
     known = _backend_choices(kb_path, version, {flag_of[f] for f in features}, own)
     for feature, value in features.items():
         flag = flag_of[feature]

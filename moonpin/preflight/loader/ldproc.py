@@ -132,6 +132,46 @@ class Process:
         self._ld_dirs: set[str] | None = None
         #: mapping for a dlopen (not the process's start): DF_1_NOOPEN objects are refused
         self._opening = False
+        #: the tables this process shares with the one it was forked from (not its to close)
+        self._borrowed: frozenset[str] = frozenset()
+
+    def fork(self, owned: Callable[[str], bool], trace: ldso.Trace | None) -> Process:
+        """A copy of this process to ``dlopen`` more into, this one left as it is (what the
+        check's extensions each load into: the process ``import torch`` built, once). The
+        objects are copied, their dependencies and loaders among the copies; the symbol
+        tables read so far are shared (read only; closed by this process, not the copy),
+        and so is each name's hash. ``owned`` and ``trace``: the copy's own (module doc)."""
+        new = Process.__new__(Process)
+        copies: dict[int, Obj] = {}
+        for o in self.objects:
+            c = copies[id(o)] = Obj.__new__(Obj)
+            for slot in (*ldso.Node.__slots__, *Obj.__slots__):
+                setattr(c, slot, getattr(o, slot))
+
+        def same(o: Obj) -> Obj:
+            return copies.get(id(o), o)
+
+        for c in copies.values():
+            if c.deps is not None:
+                c.deps = [same(d) for d in c.deps]
+            if isinstance(c.loader, Obj):
+                c.loader = same(c.loader)
+        new.machine, new.root, new.within = self.machine, self.root, self.within
+        new.owned, new.trace = owned, trace
+        new.ld_path, new.cache, new.system = list(self.ld_path), self.cache, self.system
+        new.objects = [same(o) for o in self.objects]
+        new.names = {k: same(o) for k, o in self.names.items()}
+        new.ids = {k: same(o) for k, o in self.ids.items()}
+        new.global_scope = [same(o) for o in self.global_scope]
+        new.exe_rpath, new.have_exe = list(self.exe_rpath), self.have_exe
+        new.tables = dict(self.tables)
+        new.host_missing = dict(self.host_missing)
+        new._definers = dict(self._definers)
+        new._hashes = self._hashes
+        new._ld_dirs = None
+        new._opening = False
+        new._borrowed = frozenset(self.tables)
+        return new
 
     # ------------------------------------------------------------------ the executable
     def start(self, exe: str, preload: Sequence[str] = ()) -> None:
@@ -394,8 +434,11 @@ class Process:
         return bool(self._ld_dirs) and os.path.normpath(os.path.dirname(path)) in self._ld_dirs
 
     def close(self) -> None:
-        """Unmap every symbol table read (the process model is done with)."""
-        for t in self.tables.values():
+        """Unmap every symbol table read (the process model is done with), but those a
+        forked copy shares with its original (:meth:`fork`)."""
+        for path, t in self.tables.items():
+            if path in self._borrowed:
+                continue
             m = getattr(t, "data", None)
             if m is not None and hasattr(m, "close"):
                 try:

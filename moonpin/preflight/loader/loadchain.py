@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.metapath import Importer
 
-__all__ = ["Report", "native_load", "owned"]
+__all__ = ["Report", "native_load", "owned", "release"]
 
 
 class Report(Findings):
@@ -95,13 +95,25 @@ class Report(Findings):
 def owned(path: str, paths: Sequence[str], root: str | None = None) -> bool:
     """Whether ``path`` is under an import folder (an image's root itself, the working
     folder of ``python -m`` in ``WORKDIR /``, holds everything and is not counted)."""
+    return _under(path, _folders(paths, root))
+
+
+def _folders(paths: Sequence[str], root: str | None) -> tuple[str, ...]:
+    """The import folders :func:`owned` counts, each as its real and its normal path with
+    a final ``/`` (``str.startswith`` takes them all at once)."""
     top = os.path.realpath(root) if root is not None else None
-    for where in {os.path.normpath(path), os.path.realpath(path)}:  # a link is its own too
-        if any(where.startswith(os.path.realpath(sp).rstrip("/") + "/")
-               or where.startswith(os.path.normpath(sp).rstrip("/") + "/")
-               for sp in paths if top is None or os.path.realpath(sp) != top):
-            return True
-    return False
+    out: list[str] = []
+    for sp in paths:
+        real = os.path.realpath(sp)
+        if top is None or real != top:
+            out += [real.rstrip("/") + "/", os.path.normpath(sp).rstrip("/") + "/"]
+    return tuple(out)
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    normal = os.path.normpath(path)
+    # a link is its own too: the path as named, and the file it leads to
+    return normal.startswith(folders) or os.path.realpath(path).startswith(folders)
 
 
 def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None, *,
@@ -126,6 +138,11 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     machine = machine or os.uname().machine
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
+    key_of_import = (machine, python or "", ",".join(first), ":".join(ld), root or "",
+                     ",".join(suffixes), *paths,
+                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
+                     os.environ.get("LD_PRELOAD", "") if root is None else "",
+                     str(complete))
     key = "\0".join(("native-v2", machine, python or "", ",".join(first), module or "",
                      ",".join(after),
                      *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
@@ -138,9 +155,11 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
         ahead = _prefetched(run, key) if run is not None else None
         if ahead is not None:
             return ahead
+        shared = run.processes if run is not None and not module and not after else None
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
-                       complete, mode, importer)
+                       complete, mode, importer, shared,
+                       repr((key_of_import, sites, version, id(importer))))
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -179,40 +198,67 @@ def _prefetched(run: Run, key: str) -> tuple[object, set[str], dict[str, str | N
     return None
 
 
-def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str],
-             request: str, python: str | None, suffixes: Sequence[str], machine: str,
-             root: str | None,
-             ld: Sequence[str], sites: Sequence[str] | None,
-             version: tuple[int, int] | None, complete: bool, mode: int | None = None,
-             importer: Importer | None = None,
-             ) -> tuple[object, set[str], dict[str, str | None]]:
+class _Imported:
+    """The process an import chain left (:func:`_imported`): the loader's state, what the
+    chain read (``trace``, ``env_read``), the loads it made, and how it ended
+    (``chain_error``, ``note``: as :class:`Report` says them)."""
+
+    __slots__ = ("chain_error", "env_read", "loads", "note", "proc", "trace")
+
+    def __init__(self, proc: ldproc.Process, trace: ldso.Trace) -> None:
+        self.proc = proc
+        self.trace = trace
+        self.chain_error: tuple[str, str, str, str] | None = None
+        self.note: str | None = None
+        self.loads: list[tuple[str, int, str | None, str, str, tuple[str, str, str]]] = []
+        self.env_read: dict[str, str | None] = {}
+
+    def close(self) -> None:
+        self.proc.close()
+
+    def holds(self, builds: Sequence[str]) -> bool:
+        """Whether loading ``builds`` into a copy of this process is what a chain stopped
+        before them would have given: the chain loaded none of them (it was computed
+        without stopping there, and without their symbols judged as its own)."""
+        wanted = {os.path.normpath(b) for b in builds}
+        return not any(os.path.normpath(p) in wanted
+                       for p in [*(o.path for o in self.proc.objects),
+                                 *(x[0] for x in self.loads)])
+
+
+def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python: str | None,
+              suffixes: Sequence[str], machine: str, root: str | None, ld: Sequence[str],
+              sites: Sequence[str] | None, version: tuple[int, int] | None, complete: bool,
+              importer: Importer | None, stop: Sequence[str]) -> _Imported:
+    """The interpreter started and ``modules`` imported in it (module doc), up to the files
+    in ``stop`` (not loaded: the builds its caller loads itself); the process is the
+    caller's to close."""
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.pyeval import Budget, Died, ModuleValue, Raised
     from moonpin.preflight.pyimport.pyrun import Chain
 
     trace: set[str] = set()
     traced = ldso.Trace(trace)
-    proc: ldproc.Process | None = None
+    if root is not None:
+        cache_file = ldso.ld_cache_file(root)
+        cache = ldso.ld_cache_paths(cache_file, Confined(root))
+    elif "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ:
+        cache_file, cache = "", {}
+    else:
+        cache_file = "/etc/ld.so.cache"
+        cache = ldso.ld_cache_paths()
+    if cache_file:
+        trace.add(cache_file)
+    mine = _Owned(paths, root, stop)
+    proc = ldproc.Process(machine=machine, root=root, ld_path=host_paths(root, ld),
+                          cache=cache, owned=mine, trace=traced)
+    out = _Imported(proc, traced)
     try:
-        if root is not None:
-            cache_file = ldso.ld_cache_file(root)
-            cache = ldso.ld_cache_paths(cache_file, Confined(root))
-        elif "MOONPIN_CHECK_SYSTEM_LIBS" in os.environ:
-            cache_file, cache = "", {}
-        else:
-            cache_file = "/etc/ld.so.cache"
-            cache = ldso.ld_cache_paths()
-        if cache_file:
-            trace.add(cache_file)
-        proc = ldproc.Process(
-            machine=machine, root=root, ld_path=host_paths(root, ld), cache=cache,
-            owned=lambda p: p in builds or owned(p, paths, root), trace=traced)
         exe = _interpreter(python, root)
         if exe is not None:
             proc.start(exe, ldso.env_preload(exe, traced) if root is None else ())
-        out = Report()
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
-                      sites=sites, root=root, version=version, python=python, stop=builds,
+                      sites=sites, root=root, version=version, python=python, stop=stop,
                       trace=trace, complete=complete, importer=importer)
         main = ModuleValue("__main__", "py", tier=0)
         if modules:
@@ -233,6 +279,72 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
                 out.note = ("the import chain was not followed to its end (a module nests "
                             f"too deep to follow: {type(e).__name__})")
         out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
+        out.env_read = chain.env_read
+    except BaseException:
+        proc.close()  # each table's mapping holds a descriptor: not left to the collector
+        raise
+    return out
+
+
+class _Owned:
+    """Whether an object's symbols are judged (``Process.owned``): one of the ``builds``, or
+    under an import folder (:func:`owned`), each path's answer kept (a check asks of the
+    same few hundred objects again for every load)."""
+
+    __slots__ = ("builds", "folders", "known")
+
+    def __init__(self, paths: Sequence[str], root: str | None, builds: Sequence[str] = (),
+                 shared: _Owned | None = None) -> None:
+        self.builds = set(builds)
+        self.folders: tuple[str, ...] = (shared.folders if shared is not None
+                                         else _folders(paths, root))
+        self.known: dict[str, bool] = shared.known if shared is not None else {}
+
+    def __call__(self, path: str) -> bool:
+        if path in self.builds:
+            return True
+        hit = self.known.get(path)
+        if hit is None:
+            hit = self.known[path] = _under(path, self.folders)
+        return hit
+
+
+def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str],
+             request: str, python: str | None, suffixes: Sequence[str], machine: str,
+             root: str | None,
+             ld: Sequence[str], sites: Sequence[str] | None,
+             version: tuple[int, int] | None, complete: bool, mode: int | None = None,
+             importer: Importer | None = None, shared: dict[str, object] | None = None,
+             base: str = "") -> tuple[object, set[str], dict[str, str | None]]:
+    """``modules`` imported, then ``builds`` loaded (:func:`native_load`). ``shared``: where
+    the check keeps the processes its imports built (``Run.processes``), ``base`` the key
+    of this one's: the builds are loaded into a copy of that process (``import torch``
+    modelled once per check, as the worker's one process imports it once), which is kept
+    for the next load with the same import."""
+    from moonpin.preflight.loader import ldproc
+
+    after = shared.get(base) if shared is not None else None
+    reused = isinstance(after, _Imported)
+    if not isinstance(after, _Imported) and shared is not None:
+        after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
+                          sites, version, complete, importer, ())
+        shared[base] = after
+    if isinstance(after, _Imported) and after.holds(builds):
+        if reused:  # what it read, read again: a trace around this load sees it too
+            _touch(after.trace.paths)
+        traced = ldso.Trace(set(after.trace.paths))
+        traced.used_cwd = after.trace.used_cwd
+        owner = after.proc.owned
+        proc = after.proc.fork(_Owned(paths, root, builds, owner if isinstance(
+            owner, _Owned) else None), traced)
+        env_read = dict(after.env_read)
+    else:  # a load of its own: the chain stops before the builds
+        after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
+                          sites, version, complete, importer, builds)
+        proc, traced, env_read = after.proc, after.trace, after.env_read
+    try:
+        out = Report()
+        out.chain_error, out.note, out.loads = after.chain_error, after.note, after.loads
         if out.chain_error is None:
             for build in builds:
                 got = proc.dlopen(build, ldproc.RTLD_NOW if mode is None else mode)
@@ -247,10 +359,28 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
                 out.cwd = os.getcwd()
             except OSError:
                 out.cwd = ""
-        return out.dump(), trace, chain.env_read
+        return out.dump(), traced.paths, env_read
     finally:
-        if proc is not None:
-            proc.close()  # each table's mapping holds a descriptor: not left to the collector
+        proc.close()  # each table's mapping holds a descriptor: not left to the collector
+
+
+def release(run: Run) -> None:
+    """Close the processes ``run`` keeps for the loads after one import (their symbol
+    tables unmapped): the loads that share them are done."""
+    for p in run.processes.values():
+        p.close()
+    run.processes.clear()
+
+
+def _touch(paths: set[str]) -> None:
+    """``stat`` each of ``paths``: a process kept from an earlier load is read again by
+    nothing, and a trace of reads around this one (the extensions' kept lines) must still
+    see what it was built from."""
+    for p in paths:
+        try:
+            os.stat(p)
+        except (OSError, ValueError):
+            pass
 
 
 def _image_object(path: str, paths: Sequence[str]) -> bool:

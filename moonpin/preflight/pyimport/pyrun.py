@@ -79,6 +79,38 @@ class Load:
         self.why = why
 
 
+#: what :func:`_assigned` says of a line that does not assign the name, or assigns it
+#: indented or defines it (then the name is unknown whatever else assigns it)
+_NOT_IT, _INDENTED = object(), object()
+
+
+def _assigned(line: str, name: str) -> Any:
+    """The literal ``line`` assigns to ``name`` at column 0 (UNKNOWN: not a literal);
+    :data:`_INDENTED` when it assigns it indented or defines it by ``def``/``class``;
+    :data:`_NOT_IT` when it does neither."""
+    import ast
+
+    stripped = line.lstrip()
+    if stripped.startswith(("def ", "class ", "async def ")):
+        defined = stripped.split("(", 1)[0].split(":", 1)[0].split()[-1]
+        return _INDENTED if defined == name else _NOT_IT
+    head = stripped.split("=", 1)[0].split(":", 1)[0].strip()
+    if head != name or "=" not in stripped or stripped[
+            len(stripped.split("=", 1)[0]):].startswith("=="):
+        return _NOT_IT
+    if line[:1].isspace():
+        return _INDENTED
+    rhs = stripped.split("=", 1)[1].split("#", 1)[0].strip()
+    if rhs in _PLAIN:
+        return _PLAIN[rhs]
+    if rhs.isdigit() and len(rhs) < 20:
+        return int(rhs)
+    try:
+        return ast.literal_eval(rhs)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return UNKNOWN
+
+
 class _Obj:
     """A modelled object with attributes (a file, a ctypes handle or namespace)."""
 
@@ -164,7 +196,8 @@ class Chain(Host):
         self.flags = ldproc.RTLD_NOW  # sys.getdlopenflags()
         self.loads: list[Load] = []
         self.ev = Evaluator(self)
-        self._lazy: dict[str, dict[str, Any]] = {}
+        self._lazy: dict[tuple[str, str], Any] = {}
+        self._texts: dict[str, str] = {}
         self._builtins = self._make_builtins()
 
     # ------------------------------------------------------------------ finding modules
@@ -438,55 +471,45 @@ class Chain(Host):
         if module.kind in ("py", "std"):
             return module.globals.get(name, UNKNOWN)
         if module.kind == "lazy" and module.file and module.file.endswith(".py"):
-            return self._constants(module.file).get(name, UNKNOWN)
+            return self._constant(module.file, name)
         return module.globals.get(name, UNKNOWN) if name.startswith("__") else UNKNOWN
 
-    def _constants(self, file: str) -> dict[str, Any]:
-        """A Python module's top-level constants (a line ``NAME = literal`` at column 0),
-        read from its text, never run; a name also assigned indented (under a condition,
-        in a function) or defined by ``def``/``class`` is unknown."""
-        got = self._lazy.get(file)
-        if got is not None:
-            return got
-        import ast
+    def _constant(self, file: str, name: str) -> Any:
+        """A Python module's top-level constant ``name`` (a line ``NAME = literal`` at
+        column 0, the last one), read from its text, never run; a name also assigned
+        indented (under a condition, in a function) or defined by ``def``/``class`` is
+        unknown, and so is one the text does not assign. Only the lines that hold the
+        name are read (torch's modules are long, and few of their names are asked)."""
+        key = (file, name)
+        if key in self._lazy:
+            return self._lazy[key]
+        text = self._texts.get(file)
+        if text is None:
+            from moonpin.preflight.access.zipfs import read_source
 
-        from moonpin.preflight.access.zipfs import read_source
-
-        self._seen(file)
-        out: dict[str, Any] = {}
-        try:
-            text = read_source(file, cap=_CAP_SOURCE, what="Python source",
-                               within=self.within).decode("utf-8", "replace")
-        except OSError:
-            text = ""
-        unknown: set[str] = set()
-        for line in text.splitlines():
-            stripped = line.lstrip()
-            head = stripped.split("=", 1)[0].split(":", 1)[0].strip()
-            if stripped.startswith(("def ", "class ", "async def ")):
-                unknown.add(stripped.split("(", 1)[0].split(":", 1)[0].split()[-1])
-                continue
-            if "=" not in stripped or not head.isidentifier() or stripped[
-                    len(stripped.split("=", 1)[0]):].startswith("=="):
-                continue
-            if line[:1].isspace():
-                unknown.add(head)
-                continue
-            rhs = stripped.split("=", 1)[1].split("#", 1)[0].strip()
-            if rhs in _PLAIN:
-                out[head] = _PLAIN[rhs]
-                continue
-            if rhs.isdigit() and len(rhs) < 20:
-                out[head] = int(rhs)
-                continue
+            self._seen(file)
             try:
-                out[head] = ast.literal_eval(rhs)
-            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                out[head] = UNKNOWN
-        for name in unknown:
-            out[name] = UNKNOWN
-        self._lazy[file] = out
-        return out
+                text = read_source(file, cap=_CAP_SOURCE, what="Python source",
+                                   within=self.within).decode("utf-8", "replace")
+            except OSError:
+                text = ""
+            self._texts[file] = text
+        value: Any = UNKNOWN
+        at = text.find(name)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            stop = text.find("\n", at)
+            stop = len(text) if stop < 0 else stop
+            for line in text[start:stop].splitlines():  # its line breaks, not only \n
+                got = _assigned(line, name) if name in line else _NOT_IT
+                if got is _INDENTED:
+                    self._lazy[key] = UNKNOWN
+                    return UNKNOWN
+                if got is not _NOT_IT:
+                    value = got
+            at = text.find(name, stop)
+        self._lazy[key] = value
+        return value
 
     def builtin(self, name: str) -> Any:
         if name in _EXC_NAMES:
