@@ -38,7 +38,7 @@ from moonpin.resolver.query import (
     resolve_torch,
     torch_release,
 )
-from moonpin.resolver.resolved_native import COLLISION
+from moonpin.resolver.resolved_native import COLLISION, stack_answer
 
 if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, NativeWheel, Sglang
@@ -679,20 +679,4 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
             checks += _pin_edges(stack)
             checks += _collisions(stack, p, a)
             judged.append((p, a, checks, notes))
-    order = {"compatible": 0, "unknown": 1, "incompatible": 2}
-
-    def rank(j: tuple[str, str, list[Check], list[str]]) -> tuple[int, int]:
-        return (order[rule.verdict(c.ok for c in j[2])], -sum(1 for c in j[2] if c.ok))
-
-    best = min(judged, key=rank)
-    return {
-        "query": {"sglang": s.version if s else None, "torch": tt,
-                  "extensions": [f"{d}=={v}" for d, v in extensions],
-                  "python": python or "all", "arch": arch or "all"},
-        "checks": best[2], "notes": best[3],
-        "evaluated": {"torch": tt, "python": best[0], "arch": best[1], "wheel": None},
-        "combinations": [{"torch": tt, "python": p, "arch": a,
-                          "verdict": rule.verdict(c.ok for c in cs),
-                          "reason": next((f"{c.name}: {c.detail}" for c in cs
-                                          if c.ok is False), "")}
-                         for p, a, cs, _ in judged]}
+    return stack_answer(s.version if s else None, tt, extensions, python, arch, judged)

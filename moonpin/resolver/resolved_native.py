@@ -445,6 +445,15 @@ def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,
             if got is None:
                 return None
             judged.append((p, a, *got))
+    return stack_answer(sglang if s is not None else None, tt, extensions, python, arch, judged)
+
+
+def stack_answer(sglang: str | None, tt: str, extensions: Sequence[tuple[str, str]],
+                 python: str | None, arch: str | None,
+                 judged: Sequence[tuple[str, str, list[Any], list[str]]]) -> dict[str, Any]:
+    """explain's answer of a stack judged on each (python, platform) of ``judged``: the
+    checks and notes of the best one (compatible before unknown before incompatible, then the
+    most checks that hold), and every combination's verdict with its first failing reason."""
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
 
     def rank(j: tuple[str, str, list[Any], list[str]]) -> tuple[int, int]:
@@ -452,7 +461,7 @@ def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,
 
     best = min(judged, key=rank)
     return {
-        "query": {"sglang": sglang if s is not None else None, "torch": tt,
+        "query": {"sglang": sglang, "torch": tt,
                   "extensions": [f"{d}=={v}" for d, v in extensions],
                   "python": python or "all", "arch": arch or "all"},
         "checks": best[2], "notes": best[3],
