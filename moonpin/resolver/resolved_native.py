@@ -41,7 +41,7 @@ if TYPE_CHECKING:
                   Sequence[tuple[str, str]]]
 
 __all__ = ["COLLISION", "INDEX", "ORDER", "answer", "entry_name", "explain_fast", "judge",
-           "release_name", "which_fast"]
+           "release_name", "stack_answer", "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
