@@ -237,35 +237,25 @@ class FileMemo:
         kept (what ``compute`` says of it holds for that check only)."""
         if outside(path, within):  # out of the image root: not kept
             return compute()
-        if not self._enabled:
-            return self._computed_once(kind, path, compute)
         name = os.path.abspath(path)
-        st = os.stat(name)
+        try:
+            st = os.stat(name)
+        except (OSError, ValueError):
+            if self._enabled:
+                raise
+            return compute()  # the memo off: asked as before, nothing kept
         key = f"{kind}\0{name}"
-        entries = self._entries()
+        # off: the answers of this check only, never read from or written to the file
+        entries = self._entries() if self._enabled else self._once
         hit = entries.get(key)
-        self._used.add(key)
+        if self._enabled:
+            self._used.add(key)
         if (type(hit) is tuple and len(hit) == 3 and hit[0] == st.st_size
                 and hit[1] == st.st_mtime_ns and (valid is None or _fits(valid, hit[2]))):
             return hit[2]  # type: ignore[no-any-return]
         value = compute()
         entries[key] = (st.st_size, st.st_mtime_ns, value)
-        self._dirty = True
-        return value
-
-    def _computed_once(self, kind: str, path: str | os.PathLike[str],
-                       compute: Callable[[], T]) -> T:
-        """:meth:`get` while the memo is off: ``compute()`` once per file stamp."""
-        try:
-            st = os.stat(path)
-        except (OSError, ValueError):
-            return compute()
-        key = f"{kind}\0{os.path.abspath(path)}"
-        hit = self._once.get(key)
-        if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
-            return hit[2]  # type: ignore[no-any-return]
-        value = compute()
-        self._once[key] = (st.st_size, st.st_mtime_ns, value)
+        self._dirty = self._dirty or self._enabled
         return value
 
     def get_traced(self, kind: str, path: str | os.PathLike[str],
