@@ -165,3 +165,48 @@ def test_an_init_the_import_cannot_run_fails(tmp_path: Path) -> None:
     os.mkfifo(pkg / "__init__.py")
     r = run(site, *MORI, ep=False)
     assert r.rc == 1 and "is a FIFO, not a regular file" in r.line("mori"), r.out
+
+
+def test_a_function_of_another_module_the_init_calls_is_followed(tmp_path: Path) -> None:
+    """``from .load_utils import load`` then ``ops = load()`` at the top level (sglang-
+    kernel's shape): what ``load`` does runs at import. Loading a build from a computed
+    file there is said not judged, never "no compiled module reached" (a pass); a build
+    it imports plainly is judged."""
+    site = _site(tmp_path, symbols=(PARSE,))
+    pkg = _mori(site, "import torch\nfrom .load_utils import load\nops = load()\n",
+                {"_C": (COW,)})
+    (pkg / "load_utils.py").write_text(
+        "import importlib.util, os\n\ndef load():\n"
+        "    spec = importlib.util.spec_from_file_location('_C', os.path.join("
+        "os.path.dirname(__file__), 'x.so'))\n    return spec\n")
+    r = run(site, *MORI, ep=False)
+    line = r.line("mori")
+    assert r.rc == 0 and line.startswith("skip"), r.out
+    assert ("not judged: mori/load_utils.py:4 loads a module from a computed file "
+            "(importlib.util)") in line, r.out
+    (pkg / "load_utils.py").write_text("def load():\n    from . import _C\n    return _C\n")
+    r = run(site, *MORI, ep=False)
+    assert r.rc == 1 and "mori/load_utils.py:2 imports mori._C" in r.line("mori"), r.out
+    # a class the top level makes: its __init__ runs (torch-memory-saver's shape)
+    (pkg / "__init__.py").write_text("from .entry import Saver\nsaver = Saver()\n")
+    (pkg / "entry.py").write_text("class Saver:\n    def __init__(self):\n"
+                                  "        from . import _C\n        self.c = _C\n")
+    r = run(site, *MORI, ep=False)
+    assert r.rc == 1 and "mori/entry.py:3 imports mori._C" in r.line("mori"), r.out
+
+
+def test_a_name_a_star_import_or_module_getattr_may_bind_is_not_missing(
+        tmp_path: Path) -> None:
+    """``from .mla import f`` where ``mla/__init__.py`` binds ``f`` by ``from ._core import
+    *`` (flashinfer's shape) or a module ``__getattr__``: no module ``mla.f`` is needed
+    (a missing one is said only where no file and no binding can provide the name)."""
+    site = _site(tmp_path)
+    pkg = _mori(site, "from .mla import f\n")
+    (pkg / "mla").mkdir()
+    (pkg / "mla" / "__init__.py").write_text("from ._core import *\n")
+    (pkg / "mla" / "_core.py").write_text("def f():\n    return 1\n")
+    r = run(site, *MORI, ep=False)
+    assert r.rc == 0 and r.line("mori").startswith("pass"), r.out
+    (pkg / "mla" / "__init__.py").write_text("def __getattr__(name):\n    return name\n")
+    r = run(site, *MORI, ep=False)
+    assert r.rc == 0 and r.line("mori").startswith("pass"), r.out

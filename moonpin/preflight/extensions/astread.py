@@ -348,7 +348,7 @@ def imports_run(folder: str, package: str, names: Iterable[str],
 PLAIN_ASSUMED = "read as a plain import; its __init__ code beyond imports not run"
 #: the walk's bound on the package's files read (a package of thousands of modules imports
 #: few of them at its top level; past this, what is left is said not followed)
-_MAX_FILES = 400
+_MAX_FILES = 200
 #: calls that load what the walk cannot name, by the call's dotted name's tail
 _DYNAMIC = (
     ("import_module", "imports a module by a computed name (importlib)"),
@@ -361,6 +361,9 @@ _DYNAMIC = (
     ("cpp_extension.load", "compiles and loads a build at import (torch.utils.cpp_extension)"),
     ("cpp_extension.load_inline", "compiles and loads a build at import "
                                   "(torch.utils.cpp_extension)"),
+    ("spec_from_file_location", "loads a module from a computed file (importlib.util)"),
+    ("load_dynamic", "loads a build from a computed file (imp.load_dynamic)"),
+    ("ExtensionFileLoader", "loads a build from a computed file (importlib.machinery)"),
 )
 
 
@@ -431,28 +434,39 @@ def _type_checking(test: ast.expr) -> bool:
 
 def _bound(tree: ast.Module) -> list[str]:
     """The names a module's top level binds (its attributes ``from P import X`` may take),
-    but not those ``from . import X`` binds: that is the submodule itself."""
+    but not those ``from . import X`` binds: that is the submodule itself; ``"*"`` among
+    them when any name may be bound (a ``from M import *``, a module ``__getattr__``)."""
     import ast
 
     bound: set[str] = set()
-    for stmt in tree.body:
+    todo = list(tree.body)
+    while todo:  # statements only (the top level, into if/try/with/loop bodies)
+        stmt = todo.pop()
+        if (isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names)) or (
+                isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__"):
+            bound.add("*")
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(stmt.name)
-            continue
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                bound.add(n.id)
-            elif isinstance(n, ast.Import):
-                bound.update((a.asname or a.name).split(".")[0] for a in n.names)
-            elif isinstance(n, ast.ImportFrom) and (n.module or not n.level):
-                bound.update(a.asname or a.name for a in n.names)
+        elif isinstance(stmt, ast.Import):
+            bound.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        elif isinstance(stmt, ast.ImportFrom) and (stmt.module or not stmt.level):
+            bound.update(a.asname or a.name for a in stmt.names)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                bound.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                todo += getattr(stmt, field, None) or []
     return sorted(bound)
 
 
-def _plain_facts(path: str, within: Confined) -> dict[str, Any] | None:
+def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any] | None:
     """One file's facts for :func:`plain_import`, plain values (kept in the file-facts
     memo): ``imports`` (``[module, level, names, line, caught]``) and ``dynamic``
-    (``[line, what]``) of the code its import runs, and ``bound`` (:func:`_bound`)."""
+    (``[line, what]``) of the code its import runs, ``calls`` (``[module, level, name,
+    line]``: the functions and classes imported from another module that code calls), and
+    ``bound`` (:func:`_bound`). ``entry``: the code of that function instead (of that
+    class, its ``__init__``), as another module's call runs it."""
     import ast
 
     tree = parse(path, within)
@@ -460,8 +474,10 @@ def _plain_facts(path: str, within: Confined) -> dict[str, Any] | None:
         return None
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef,
                                                             ast.AsyncFunctionDef))}
+    froms: dict[str, list[Any]] = {}  # name -> [module, level, its name there]
     imports: list[list[Any]] = []
     dynamic: list[list[Any]] = []
+    xcalls: list[list[Any]] = []
     called: list[str] = []
 
     def calls(node: ast.AST, caught: list[str]) -> None:
@@ -470,6 +486,8 @@ def _plain_facts(path: str, within: Confined) -> dict[str, Any] | None:
                 continue
             if isinstance(n.func, ast.Name) and n.func.id in defs:
                 called.append(n.func.id)
+            elif isinstance(n.func, ast.Name) and n.func.id in froms:
+                xcalls.append([*froms[n.func.id], n.lineno])
             dotted = attr_path(n.func) or ""
             what = next((w for tail, w in _DYNAMIC
                          if dotted == tail or dotted.endswith("." + tail)), None)
@@ -490,6 +508,8 @@ def _plain_facts(path: str, within: Confined) -> dict[str, Any] | None:
             elif isinstance(stmt, ast.ImportFrom):
                 imports.append([stmt.module or "", stmt.level, [a.name for a in stmt.names],
                                 stmt.lineno, caught])
+                froms.update({(a.asname or a.name): [stmt.module or "", stmt.level, a.name]
+                              for a in stmt.names if a.name != "*"})
             elif isinstance(stmt, ast.Try):
                 walk(stmt.body, caught + _caught_names(stmt.handlers))
                 for part in (*(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
@@ -519,14 +539,23 @@ def _plain_facts(path: str, within: Confined) -> dict[str, Any] | None:
             else:
                 calls(stmt, caught)
 
-    walk(tree.body, [])
+    if not entry:
+        walk(tree.body, [])
+    elif entry in defs:
+        called.append(entry)
+    else:  # a class: its body ran at the module's import; a call runs its __init__
+        init = next((m for c in tree.body if isinstance(c, ast.ClassDef) and c.name == entry
+                     for m in c.body if isinstance(m, ast.FunctionDef)
+                     and m.name == "__init__"), None)
+        if init is not None:
+            walk(init.body, [])
     done: set[str] = set()
-    while called:  # the file's functions its top level calls run at import too
+    while called:  # the file's functions that code calls run at import too
         name = called.pop(0)
         if name not in done:
             done.add(name)
             walk(defs[name].body, [])
-    return {"imports": imports, "dynamic": dynamic, "bound": _bound(tree)}
+    return {"imports": imports, "dynamic": dynamic, "calls": xcalls, "bound": _bound(tree)}
 
 
 def _others(folder: str, stem: str, suffixes: Sequence[str]) -> list[str]:
@@ -571,9 +600,9 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
         if not found.folder.endswith(".py"):  # the module is itself a build
             out.builds.append(Build(name, found.folder, f"import {name}", ()))
             return out
-        queue: list[tuple[str, str, bool]] = [(found.folder, name, False)]
+        queue: list[tuple[str, str, bool, str]] = [(found.folder, name, False, "")]
     else:
-        queue = [(os.path.join(found.folder, "__init__.py"), name, True)]
+        queue = [(os.path.join(found.folder, "__init__.py"), name, True, "")]
     known: dict[str, str | None] = {name: queue[0][0]}  # module -> its file (None: namespace)
     facts_of: dict[str, dict[str, Any]] = {}
 
@@ -588,43 +617,52 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
             known[module] = None  # a namespace portion: nothing runs
             return
         if path is None and attr_ok:  # `from P import X`: X may be an attribute of P
-            f = facts_of.get(parent)
-            if f is None or stem in f.get("bound", ()):
-                return  # bound, or P not read yet: nothing is known to be missing
+            bound = facts_of.get(parent, {}).get("bound", ("*",))
+            if stem in bound or "*" in bound:
+                return  # bound, or may be, or P not read yet: not known to be missing
         known[module] = path
         if path is None:
             out.missing.append(Missing(module, by, caught, _others(folder, stem, suffixes)))
         elif path.endswith(".py"):
-            queue.append((path, module, path.endswith("__init__.py")))
+            queue.append((path, module, path.endswith("__init__.py"), ""))
         elif not path.endswith(".pyc"):
             out.builds.append(Build(module, path, by, caught))
 
+    def absolute(mod: str, level: int, base: str) -> str | None:
+        if not level:
+            return mod
+        parts = base.split(".") if base else []
+        head = parts[:len(parts) - (level - 1)]
+        return ".".join([*head, mod] if mod else head) if head else None
+
+    walked: set[tuple[str, str]] = set()
     while queue:
-        path, module, package = queue.pop(0)
-        if len(out.files) >= _MAX_FILES:
-            out.unread = (f"the walk stops after {_MAX_FILES} of the package's files; "
-                          f"{module} and what it imports not followed")
+        path, module, package, entry = queue.pop(0)
+        if (path, entry) in walked:
+            continue
+        walked.add((path, entry))
+        if len(walked) > _MAX_FILES:
+            out.unread = (f"the walk stops after {_MAX_FILES} of the package's files and "
+                          f"functions; {module} and what it imports not followed")
             break
-        out.files.append(path)
-        got = reading("plain", path,
-                      lambda p=path: _plain_facts(p, facts.within),  # type: ignore[misc]
+        if path not in out.files:
+            out.files.append(path)
+        got = reading("plain-" + entry if entry else "plain", path,
+                      lambda p=path, e=entry: _plain_facts(p, facts.within, e),  # type: ignore[misc]
                       facts.within)
         rel = os.path.relpath(path, shown)
         if got is None:
             out.dynamic.append(f"{rel}: not read as Python here")
             continue
-        facts_of[module] = got
+        if not entry:
+            facts_of[module] = got
         base = module if package else module.rpartition(".")[0]
         out.dynamic += [f"{rel}:{line} {what}" for line, what in got.get("dynamic", ())]
         for mod, level, names, line, caught in got.get("imports", ()):
             by = f"{rel}:{line}"
-            mod = str(mod)
-            if level:
-                parts = base.split(".") if base else []
-                head = parts[:len(parts) - (int(level) - 1)]
-                if not head:
-                    continue  # past the top package: the import raises; not read here
-                mod = ".".join([*head, mod] if mod else head)
+            mod = absolute(str(mod), int(level), base)
+            if mod is None:
+                continue  # past the top package: the import raises; not read here
             first = mod.split(".")[0]
             if first == "torch":
                 out.torch = True
@@ -638,4 +676,9 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
                 for n in names:
                     if n != "*":
                         find(f"{mod}.{n}", by, caught, attr_ok=True)
+        for mod, level, fn, _line in got.get("calls", ()):  # another module's code it runs
+            mod = absolute(str(mod), int(level), base)
+            target = known.get(mod) if mod is not None and mod.split(".")[0] == name else None
+            if mod is not None and target is not None and target.endswith(".py"):
+                queue.append((target, mod, target.endswith("__init__.py"), str(fn)))
     return out
