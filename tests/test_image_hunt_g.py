@@ -12,7 +12,9 @@ on the stub driver, no GPU).
   only with "not judged" named (a load by a computed path or name), never a claim.
 * The cross-check: each ruled project's package judged with its rule removed agrees with its
   rule's verdict wherever that loader is plain (deep_ep), and says "not judged" where it is
-  not (nixl_ep, sgl_kernel: a build chosen by a computed name).
+  not (nixl_ep, sgl_kernel: a build chosen by a computed name). Where the import's outcome
+  is decided by code beyond imports (deep_ep's GPU check), the plain reading is wrong: a
+  strict xfail keeps that known.
 
 SGLang's launch line reaches a rule-less package through the backend flags the check reads
 (``--moe-a2a-backend mori`` imports ``mori``); the packages here (``deep_gemm`` for
@@ -37,17 +39,21 @@ pytestmark = pytest.mark.image
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "realimg" / "probe_stack.py"
 REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "")
-#: report -> (image folder, the packages judged without a rule)
-IMAGES = {
-    "G-ktkernel": ("hunt-G-ktkernel", ("deep_gemm", "kt_kernel", "sgl_kernel")),
-    "G-plain": ("hunt-G-plain", ("torch_memory_saver", "xformers", "humming")),
-    "G-stack": ("stack", ("deep_ep", "flashinfer", "nixl_ep", "sgl_kernel")),
+#: report -> (image folder, the packages judged without a rule, the worker's environment
+#: beside the probe's own: ``{venv}`` is the image's folder)
+CU12 = "{venv}/cu12/nvidia"
+REPORTS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+    "G-ktkernel": ("hunt-G-ktkernel", ("deep_gemm", "kt_kernel", "sgl_kernel"), {}),
+    "G-ktkernel-cu12": ("hunt-G-ktkernel-cu12", ("deep_gemm",), {}),
+    "G-ktkernel-cu12-ldpath": ("hunt-G-ktkernel-cu12", ("deep_gemm",), {
+        "LD_LIBRARY_PATH": f"{{stubs}}:{CU12}/cuda_nvrtc/lib:{CU12}/cuda_runtime/lib"}),
+    "G-plain": ("hunt-G-plain", ("torch_memory_saver", "xformers", "humming"), {}),
 }
-#: the ruled packages' truth for the cross-check (deep_ep past its GPU gate, as its rule is
-#: compared in test_image_stack.py)
+#: the ruled packages read plainly on `stack` (report G-stack), each against the probe that
+#: is its rule's truth: deep_ep past its GPU gate, as test_image_stack.py compares its rule
 RULED_TRUTH = {"deep_ep": "deep_ep", "flashinfer": "flashinfer", "nixl_ep": "nixl_ep",
                "sgl_kernel": "sgl_kernel"}
-CASES = [(r, p) for r, (_, pkgs) in IMAGES.items() for p in pkgs]
+CASES = [(r, p) for r, (_, pkgs, _) in REPORTS.items() for p in pkgs]
 
 
 def _root() -> Path:
@@ -64,35 +70,38 @@ def report(name: str) -> dict[str, Any]:
 
 
 def _image(name: str) -> Path:
-    v = _root() / IMAGES[name][0]
+    v = _root() / (REPORTS[name][0] if name in REPORTS else "stack")
     if not (v / "bin" / "python").exists():
         pytest.skip(f"no {v}: run tests/realimg/stack.sh --hunt-g")
     return v
 
 
-def _truth(name: str, package: str) -> dict[str, Any]:
-    probes = report(name)["probes"]
-    got = probes.get(f"import@{package}")
+def _truth(name: str, probe: str) -> dict[str, Any]:
+    got = report(name)["probes"].get(probe)
     if got is None:
-        pytest.skip(f"{name}: import@{package} not probed (stack.sh --hunt-g --probe-only)")
+        pytest.skip(f"{name}: {probe} not probed (stack.sh --hunt-g --probe-only)")
     return got  # type: ignore[no-any-return]
 
 
-def _env(root: Path) -> dict[str, str]:
-    """The environment the probe imported in (the stub driver, no GPU)."""
+def _env(name: str) -> dict[str, str]:
+    """The environment the probe imported in (the stub driver, no GPU) and the report's."""
+    root = _root()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(LD_LIBRARY_PATH=str(root / "stack-stubs"), CUDA_VISIBLE_DEVICES="",
                FLASHINFER_WORKSPACE_BASE=str(root / "stack-fi"))
+    extra = REPORTS[name][2] if name in REPORTS else {}
+    env.update({k: v.format(venv=_image(name), stubs=root / "stack-stubs")
+                for k, v in extra.items()})
     return env
 
 
 @pytest.mark.parametrize(("name", "package"), CASES, ids=[f"{r}-{p}" for r, p in CASES])
 def test_the_recorded_truth_still_holds(name: str, package: str) -> None:
-    truth = _truth(name, package)
+    truth = _truth(name, f"import@{package}")
     v = _image(name)
     proc = subprocess.run([str(v / "bin" / "python"), str(PROBE), "--child",
                            f"import@{package}"], capture_output=True, text=True, cwd="/",
-                          env=_env(_root()), timeout=600)
+                          env=_env(name), timeout=600)
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["ok"] == truth["ok"], (got, truth)
     assert got.get("error_type") == truth.get("error_type"), (got, truth)
@@ -105,9 +114,8 @@ def _plain_line(name: str, package: str, monkeypatch: pytest.MonkeyPatch) -> str
     from moonpin.preflight.extensions import seam, wanted
     from moonpin.preflight.run import check_image
 
-    root = _root()
     v = _image(name)
-    for k, val in _env(root).items():
+    for k, val in _env(name).items():
         monkeypatch.setenv(k, val)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
@@ -134,7 +142,7 @@ def _plain_line(name: str, package: str, monkeypatch: pytest.MonkeyPatch) -> str
 @pytest.mark.parametrize(("name", "package"), CASES, ids=[f"{r}-{p}" for r, p in CASES])
 def test_the_plain_reading_agrees_with_the_import(name: str, package: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    truth = _truth(name, package)
+    truth = _truth(name, f"import@{package}")
     line = _plain_line(name, package, monkeypatch)
     status = line.split("  ", 1)[0]
     assert "read as a plain import; its __init__ code beyond imports not run" in line, line
@@ -147,17 +155,24 @@ def test_the_plain_reading_agrees_with_the_import(name: str, package: str,
 @pytest.mark.parametrize("package", sorted(RULED_TRUTH))
 def test_a_ruled_package_read_plainly_agrees_with_its_rule(
         package: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rule's verdict on ``stack`` (recorded by test_image_stack.py's probes: every one
-    imports there) against the plain reading of the same package: agreeing, or "not
-    judged" where its loader is not plain."""
-    stack = json.loads((_root() / "reports" / "stack.json").read_text()) if (
-        _root() / "reports" / "stack.json").is_file() else None
-    if stack is None:
-        pytest.skip("no reports/stack.json: run tests/realimg/stack.sh")
-    truth = stack["probes"][RULED_TRUTH[package]]
+    """Each ruled package of ``stack`` read without its rule, against the probe that is its
+    rule's truth (every one imports there): agreeing where its loader is plain (deep_ep:
+    ``_C`` loaded into torch's process), "not judged" where it is not (nixl_ep, sgl_kernel:
+    a build chosen by a computed name or path; flashinfer: a ctypes load and more files than
+    the walk reads)."""
+    truth = _truth("G-stack", RULED_TRUTH[package])
     line = _plain_line("G-stack", package, monkeypatch)
     status = line.split("  ", 1)[0]
     if status == "skip":
         assert "not judged: " in line, line
         return
     assert (status in ("pass", "warn")) == bool(truth["ok"]), (line, truth)
+
+
+@pytest.mark.xfail(strict=True, reason="code beyond imports is not run: sgl-deep-ep's "
+                   "__init__ calls check_prerequisites, which raises without a usable GPU; "
+                   "its rule reads that (deepep_rule), the plain reading does not")
+def test_deep_ep_read_plainly_on_a_host_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    truth = _truth("G-stack", "import@deep_ep")  # no GPU: ImportError
+    line = _plain_line("G-stack", "deep_ep", monkeypatch)
+    assert (line.split("  ", 1)[0] in ("pass", "warn")) == bool(truth["ok"]), (line, truth)

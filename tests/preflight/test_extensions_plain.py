@@ -7,6 +7,7 @@ libraries; before this path every one of them said "found; its build is not judg
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -210,3 +211,42 @@ def test_a_name_a_star_import_or_module_getattr_may_bind_is_not_missing(
     (pkg / "mla" / "__init__.py").write_text("def __getattr__(name):\n    return name\n")
     r = run(site, *MORI, ep=False)
     assert r.rc == 0 and r.line("mori").startswith("pass"), r.out
+
+
+def test_another_package_its_code_certainly_imports_is_there(tmp_path: Path) -> None:
+    """``import safetensors`` at a module's top level, on the whole ``sys.path`` of the
+    interpreter (``--python``) that lacks it: the import raises ModuleNotFoundError
+    (kt-kernel 0.7.2 installed without its requirements). Not said where it may not run
+    (under an ``if``, caught), nor where only ``--site-packages`` folders are read."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    torch_image(site)
+    disp = site / "sglang" / "srt" / "layers" / "moe" / "token_dispatcher"
+    (disp / "moriep.py").write_text("def init_mori_op():\n    import mori\n    return mori\n")
+    pkg = _mori(site, "import torch\nfrom .loader import load\n")
+    (pkg / "loader.py").write_text("import safetensors\n\ndef load():\n    return 1\n")
+
+    def check() -> subprocess.CompletedProcess[str]:
+        from tests.lib.checkrun import ROOT
+
+        env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "VIRTUAL_ENV")}
+        env["MOONPIN_CHECK_SYSTEM_LIBS"] = str(site / "_no_system_libs")
+        return subprocess.run([sys.executable, "-m", "moonpin.preflight", "--python",
+                               str(venv / "bin" / "python"), "--no-deep", *MORI],
+                              cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+
+    r = check()
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ("`import mori` fails: mori/loader.py:1 imports safetensors: ModuleNotFoundError: "
+            "No module named 'safetensors'") in r.stdout, r.stdout
+    (pkg / "loader.py").write_text("import sys\nif sys.platform == 'win32':\n"
+                                   "    import safetensors\n")
+    r = check()
+    assert r.returncode == 0, r.stdout + r.stderr
+    (pkg / "loader.py").write_text("import safetensors\n")
+    run_site = run(site, *MORI, ep=False)  # --site-packages: it may be elsewhere in the image
+    assert run_site.rc == 0 and "safetensors" not in run_site.out, run_site.out

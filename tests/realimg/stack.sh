@@ -539,6 +539,9 @@ fi
 #   hunt-G-ktkernel  kt-kernel $KT_KERNEL (Requires-Dist torch==2.9.1): a top-level `deep_gemm`
 #                    (`from . import deep_gemm_cpp`, SGLang's --moe-runner-backend deep_gemm) built
 #                    for that torch; the wheel also writes its own `sgl_kernel/` over sglang-kernel's
+#   hunt-G-ktkernel-cu12  the same with CUDA 12's nvrtc and runtime put aside in <venv>/cu12
+#                    (pip --target): probed with LD_LIBRARY_PATH on their folders too, where
+#                    deep_gemm's build finds libnvrtc.so.12 and meets the torch it was not built for
 #   hunt-G-plain     torch-memory-saver $TMS (SGLang's --enable-memory-saver: ctypes loads of a
 #                    computed path), xformers $XFORMERS (its _C by torch.ops.load_library),
 #                    humming-kernels $HUMMING (--moe-runner-backend humming)
@@ -546,8 +549,9 @@ fi
 #                    sgl_kernel): the cross-check of each rule against the plain reading
 HUNT_G_DL="$R/hunt-G-dl"; HUNT_G_REPORTS="$R/hunt-G-reports"
 KT_KERNEL=0.7.2; TMS=0.0.10; XFORMERS=0.0.34; HUMMING=0.1.20
-HUNT_G_IMAGES="G-ktkernel G-plain"
-HUNT_G_PLAIN="deep_gemm,torch_memory_saver,xformers,humming,sgl_kernel,deep_ep,flashinfer,nixl_ep"
+NVRTC12=12.9.86; CUDART12=12.9.79
+HUNT_G_IMAGES="G-ktkernel G-ktkernel-cu12 G-plain"
+HUNT_G_PLAIN="deep_gemm,kt_kernel,torch_memory_saver,xformers,humming,sgl_kernel,deep_ep,flashinfer,nixl_ep"
 fetch_g() { "$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_G_DL" "$@"; }
 g_hunt_variant() {
   local v="$R/hunt-$1"
@@ -556,6 +560,11 @@ g_hunt_variant() {
       hunt_clone "$1" "$BASE" || return 0
       pipi "$v" --no-deps "$(fetch_g kt-kernel "$KT_KERNEL" cp311 x86_64)"
       hunt_mark "$1" "kt-kernel $KT_KERNEL --no-deps";;
+    G-ktkernel-cu12)
+      hunt_clone "$1" "$R/hunt-G-ktkernel" || return 0
+      pipi "$v" --no-deps --target "$v/cu12" "$(fetch_g nvidia-cuda-nvrtc-cu12 "$NVRTC12" x86_64)" \
+        "$(fetch_g nvidia-cuda-runtime-cu12 "$CUDART12" x86_64)"
+      hunt_mark "$1" "hunt-G-ktkernel + nvidia-cuda-nvrtc-cu12 $NVRTC12, -runtime-cu12 $CUDART12 in cu12/";;
     G-plain)
       hunt_clone "$1" "$BASE" || return 0
       pipi "$v" --no-deps "$(fetch_g torch-memory-saver "$TMS" abi3 x86_64)" \
@@ -564,10 +573,10 @@ g_hunt_variant() {
       hunt_mark "$1" "torch-memory-saver $TMS, xformers $XFORMERS, humming-kernels $HUMMING --no-deps";;
   esac
 }
-g_probe() {  # g_probe <image dir> <report name>
-  local v="$1" name="$2"; mkdir -p "$HUNT_G_REPORTS"
+g_probe() {  # g_probe <image dir> <report name> [VAR=value...]
+  local v="$1" name="$2"; shift 2; mkdir -p "$HUNT_G_REPORTS"
   env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$STUBS/nvml" \
-    MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" PROBE_PLAIN="$HUNT_G_PLAIN" \
+    MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" PROBE_PLAIN="$HUNT_G_PLAIN" "$@" \
     "$v/bin/python" "$HERE/probe_stack.py" > "$HUNT_G_REPORTS/$name.json.tmp" && mv -f "$HUNT_G_REPORTS/$name.json.tmp" "$HUNT_G_REPORTS/$name.json"
   "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_G_REPORTS/$name.json" >&2
 }
@@ -578,6 +587,9 @@ if [ "$HUNT_G" = 1 ]; then
     [ -f "$STUBS/libcuda.so.1" ] || build_stub
     timed g_probe "$BASE" G-stack
     for n in $HUNT_G_IMAGES; do [ -x "$R/hunt-$n/bin/python" ] && timed g_probe "$R/hunt-$n" "$n"; done
+    cu12="$R/hunt-G-ktkernel-cu12/cu12/nvidia"
+    [ -d "$cu12" ] && timed g_probe "$R/hunt-G-ktkernel-cu12" G-ktkernel-cu12-ldpath \
+      LD_LIBRARY_PATH="$STUBS:$cu12/cuda_nvrtc/lib:$cu12/cuda_runtime/lib"
   fi
 fi
 

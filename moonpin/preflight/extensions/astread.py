@@ -370,7 +370,8 @@ _DYNAMIC = (
 class Build:
     """A compiled module a plain import reaches: its dotted ``module`` name, its ``file``,
     where it is imported (``by``: ``pkg/__init__.py:12``) and the ``except`` classes around
-    that import (``caught``; ``"*"``: a bare ``except``)."""
+    that import (``caught``; ``"*"``: a bare ``except``; ``"?"``: under an ``if`` or a loop,
+    so it may not run)."""
 
     __slots__ = ("by", "caught", "file", "module")
 
@@ -400,16 +401,19 @@ class Missing:
 class Reached:
     """What the plain import of one package reaches (:func:`plain_import`): ``builds`` (in
     the order met), ``missing`` modules, ``dynamic`` loads it cannot follow (``file:line
-    what``), the Python ``files`` it runs, whether it imports ``torch``, and ``unread``: why
-    it was not followed to its end (None: it was)."""
+    what``), the Python ``files`` it runs, whether it imports ``torch``, ``others``: the
+    other top-level packages it imports (not the standard library's), each with where it is
+    first imported and that import's ``caught``, and ``unread``: why it was not followed to
+    its end (None: it was)."""
 
-    __slots__ = ("builds", "dynamic", "files", "missing", "torch", "unread")
+    __slots__ = ("builds", "dynamic", "files", "missing", "others", "torch", "unread")
 
     def __init__(self) -> None:
         self.builds: list[Build] = []
         self.missing: list[Missing] = []
         self.dynamic: list[str] = []
         self.files: list[str] = []
+        self.others: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.torch = False
         self.unread: str | None = None
 
@@ -514,19 +518,19 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
                 walk(stmt.body, caught + _caught_names(stmt.handlers))
                 for part in (*(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
                     walk(part, caught)
-            elif isinstance(stmt, ast.If):
+            elif isinstance(stmt, ast.If):  # "?": what runs under it may not run
                 calls(stmt.test, caught)
                 if not _type_checking(stmt.test):
-                    walk(stmt.body, caught)
-                walk(stmt.orelse, caught)
+                    walk(stmt.body, [*caught, "?"])
+                walk(stmt.orelse, [*caught, "?"])
             elif isinstance(stmt, (ast.For, ast.AsyncFor)):
                 calls(stmt.iter, caught)
-                walk(stmt.body, caught)
-                walk(stmt.orelse, caught)
+                walk(stmt.body, [*caught, "?"])
+                walk(stmt.orelse, [*caught, "?"])
             elif isinstance(stmt, ast.While):
                 calls(stmt.test, caught)
-                walk(stmt.body, caught)
-                walk(stmt.orelse, caught)
+                walk(stmt.body, [*caught, "?"])
+                walk(stmt.orelse, [*caught, "?"])
             elif isinstance(stmt, (ast.With, ast.AsyncWith)):
                 for item in stmt.items:
                     calls(item.context_expr, caught)
@@ -593,6 +597,10 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
     (their import is their own), except that importing torch is noted: the builds are then
     loaded into the process ``import torch`` built. Raises :class:`Unrunnable` when a file the
     import certainly runs cannot be run (the caller says so, as for a rule's loader)."""
+    import sys
+
+    # the standard library's names (this interpreter's: the target's differ little)
+    stdlib = frozenset({*getattr(sys, "stdlib_module_names", ()), "__future__"})
     out = Reached()
     shown = os.path.dirname(found.folder)
     suffixes = facts.suffixes
@@ -667,6 +675,8 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
             if first == "torch":
                 out.torch = True
             if first != name:
+                if first not in stdlib and first not in out.others:
+                    out.others[first] = (by, tuple(caught))
                 continue
             parts = mod.split(".")
             for i in range(2, len(parts) + 1):  # each package on the way, then the module

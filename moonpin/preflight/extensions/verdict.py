@@ -296,13 +296,23 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     fix = (f"install a build of {owner.name if owner else name} made for torch "
            f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
     for m in reached.missing:
-        if _catches(m.caught, "ModuleNotFoundError"):
-            continue
+        if "?" in m.caught or _catches(m.caught, "ModuleNotFoundError"):
+            continue  # under a condition, or caught: the import may go on
         other = (f" ({', '.join(m.other)} is there: built for another Python; this one "
                  f"takes {', '.join(facts.suffixes[:2])})" if m.other else "")
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {m.by} imports "
                            f"{m.module}: ModuleNotFoundError: No module named "
                            f"'{m.module}'{other}", fix, evidence)
+    for top, (by, caught) in reached.others.items() if ctx.complete else ():
+        # another package its code certainly imports, found nowhere on the whole sys.path
+        # (unless a load it cannot follow names it: a module registered under that name)
+        if ("?" in caught or _catches(caught, "ModuleNotFoundError") or facts.find(top)
+                or any(f"'{top}'" in d for d in reached.dynamic)):
+            continue
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {by} imports "
+                           f"{top}: ModuleNotFoundError: No module named '{top}'",
+                           f"install the package that provides `{top}` (a requirement of "
+                           f"{name}'s), or choose another {flag}", evidence)
     said, warned = [], []
     from moonpin.preflight.loader.loadchain import native_load
 
@@ -314,7 +324,8 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                           complete=ctx.complete, run=ctx.run, importer=ctx.importer)
         shown = os.path.relpath(b.file, os.path.dirname(found.folder))
         problem = _problem(res, b.file)
-        if problem is not None and not _catches(b.caught, "ImportError"):
+        if problem is not None and "?" not in b.caught and not _catches(b.caught,
+                                                                         "ImportError"):
             if owner is None:  # on this failing path only: every distribution of its folder
                 from moonpin.preflight.installed.image_facts import read_dists
 
@@ -331,8 +342,9 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                                f"imports {b.module}: {shown}: {problem}{built_for}", fix,
                                evidence)
         if problem is not None:
-            warned.append(f"{b.by} imports {b.module} inside a try whose except catches "
-                          f"its ImportError: {shown}: {problem}")
+            warned.append(f"{b.by} imports {b.module} " + (
+                "under a condition" if "?" in b.caught else
+                "inside a try whose except catches its ImportError") + f": {shown}: {problem}")
             continue
         runtime = _cudart(b.file, ctx.machine, ctx.confined)
         extra = (f"; it needs libcudart.so.{runtime}, torch's CUDA is {facts.cuda}: two "
