@@ -84,13 +84,14 @@ def _truth(name: str, probe: str) -> dict[str, Any]:
 
 
 def _env(name: str) -> dict[str, str]:
-    """The environment the probe imported in (the stub driver, no GPU) and the report's."""
+    """The environment the probe imported in (hunt-G's stub driver, no GPU) and the
+    report's."""
     root = _root()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(LD_LIBRARY_PATH=str(root / "stack-stubs"), CUDA_VISIBLE_DEVICES="",
+    env.update(LD_LIBRARY_PATH=str(root / "hunt-G-stubs"), CUDA_VISIBLE_DEVICES="",
                FLASHINFER_WORKSPACE_BASE=str(root / "stack-fi"))
     extra = REPORTS[name][2] if name in REPORTS else {}
-    env.update({k: v.format(venv=_image(name), stubs=root / "stack-stubs")
+    env.update({k: v.format(venv=_image(name), stubs=root / "hunt-G-stubs")
                 for k, v in extra.items()})
     return env
 

@@ -247,6 +247,14 @@ def test_another_package_its_code_certainly_imports_is_there(tmp_path: Path) -> 
                                    "    import safetensors\n")
     r = check()
     assert r.returncode == 0, r.stdout + r.stderr
+    # after an early return (flashinfer 0.7.2's jit/env.py: `if not has_flashinfer_jit_cache():
+    # return ()` before `import flashinfer_jit_cache`), in a function its top level calls
+    (pkg / "loader.py").write_text("def _providers():\n    if not _has():\n        return ()\n"
+                                   "    import safetensors\n    return (safetensors,)\n\n"
+                                   "def _has():\n    return False\n\n"
+                                   "PROVIDERS = _providers()\n")
+    r = check()
+    assert r.returncode == 0, r.stdout + r.stderr
     (pkg / "loader.py").write_text("import safetensors\n")
     run_site = run(site, *MORI, ep=False)  # --site-packages: it may be elsewhere in the image
     assert run_site.rc == 0 and "safetensors" not in run_site.out, run_site.out

@@ -547,7 +547,10 @@ fi
 #                    humming-kernels $HUMMING (--moe-runner-backend humming)
 #   stack itself     probed the same way for the ruled packages (deep_ep, flashinfer, nixl_ep,
 #                    sgl_kernel): the cross-check of each rule against the plain reading
-HUNT_G_DL="$R/hunt-G-dl"; HUNT_G_REPORTS="$R/hunt-G-reports"
+# Their stub driver is $R/hunt-G-stubs: make_libcuda_stub.sh over `stack` and these images (deep_gemm's
+# build asks libcuda.so.1 for cuTensorMapEncodeTiled, which no stack-* object does; the stack's
+# own stub, shared by the other tests' recorded truths, is left as it is).
+HUNT_G_DL="$R/hunt-G-dl"; HUNT_G_REPORTS="$R/hunt-G-reports"; GSTUBS="$R/hunt-G-stubs"
 KT_KERNEL=0.7.2; TMS=0.0.10; XFORMERS=0.0.34; HUMMING=0.1.20
 NVRTC12=12.9.86; CUDART12=12.9.79
 HUNT_G_IMAGES="G-ktkernel G-ktkernel-cu12 G-plain"
@@ -575,7 +578,7 @@ g_hunt_variant() {
 }
 g_probe() {  # g_probe <image dir> <report name> [VAR=value...]
   local v="$1" name="$2"; shift 2; mkdir -p "$HUNT_G_REPORTS"
-  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$STUBS/nvml" \
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$GSTUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$GSTUBS/nvml" \
     MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" PROBE_PLAIN="$HUNT_G_PLAIN" "$@" \
     "$v/bin/python" "$HERE/probe_stack.py" > "$HUNT_G_REPORTS/$name.json.tmp" && mv -f "$HUNT_G_REPORTS/$name.json.tmp" "$HUNT_G_REPORTS/$name.json"
   "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_G_REPORTS/$name.json" >&2
@@ -584,12 +587,13 @@ if [ "$HUNT_G" = 1 ]; then
   mkdir -p "$HUNT_G_DL" "$HUNT_G_REPORTS"
   if [ "$PROBE_ONLY" = 0 ]; then for n in $HUNT_G_IMAGES; do timed g_hunt_variant "$n"; done; fi
   if [ "$NO_PROBE" = 0 ]; then
-    [ -f "$STUBS/libcuda.so.1" ] || build_stub
+    gsps=("$(sp_of "$BASE")"); for n in $HUNT_G_IMAGES; do gsps+=("$(sp_of "$R/hunt-$n")"); done
+    "$HERE/make_libcuda_stub.sh" "$GSTUBS" "${gsps[@]}" >&2
     timed g_probe "$BASE" G-stack
     for n in $HUNT_G_IMAGES; do [ -x "$R/hunt-$n/bin/python" ] && timed g_probe "$R/hunt-$n" "$n"; done
     cu12="$R/hunt-G-ktkernel-cu12/cu12/nvidia"
     [ -d "$cu12" ] && timed g_probe "$R/hunt-G-ktkernel-cu12" G-ktkernel-cu12-ldpath \
-      LD_LIBRARY_PATH="$STUBS:$cu12/cuda_nvrtc/lib:$cu12/cuda_runtime/lib"
+      LD_LIBRARY_PATH="$GSTUBS:$cu12/cuda_nvrtc/lib:$cu12/cuda_runtime/lib"
   fi
 fi
 

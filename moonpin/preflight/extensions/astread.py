@@ -464,6 +464,26 @@ def _bound(tree: ast.Module) -> list[str]:
     return sorted(bound)
 
 
+def _may_leave(stmt: ast.stmt) -> bool:
+    """Whether a function's code may return (or raise) in ``stmt`` or under it, so that
+    what follows it may not run (a function's own nested definitions aside)."""
+    import ast
+
+    if isinstance(stmt, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    todo = list(ast.iter_child_nodes(stmt))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Return, ast.Raise)):
+            return True
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                              ast.Lambda, ast.expr)):
+            todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
 def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any] | None:
     """One file's facts for :func:`plain_import`, plain values (kept in the file-facts
     memo): ``imports`` (``[module, level, names, line, caught]``) and ``dynamic``
@@ -542,6 +562,8 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
                 walk(stmt.body, caught)  # a class body runs at import
             else:
                 calls(stmt, caught)
+            if "?" not in caught and body is not tree.body and _may_leave(stmt):
+                caught = [*caught, "?"]  # after a possible return: what follows may not run
 
     if not entry:
         walk(tree.body, [])
