@@ -109,15 +109,21 @@ def test_the_recorded_truth_still_holds(name: str, package: str) -> None:
 
 
 def _plain_line(name: str, package: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The check's line for ``package`` in image ``name``, judged without a rule: handed to
+    """The check's line for ``package`` in the image of report ``name``, judged without a
+    rule (:func:`_plain_line_of`), in the probe's environment."""
+    for k, val in _env(name).items():
+        monkeypatch.setenv(k, val)
+    return _plain_line_of(_image(name), package, monkeypatch)
+
+
+def _plain_line_of(v: Path, package: str, monkeypatch: pytest.MonkeyPatch,
+                   gpu: str = "none") -> str:
+    """The check's line for ``package`` in the venv ``v``, judged without a rule: handed to
     the walk as a requested backend's own package (``ruled=False``), its rule (if any)
-    removed; the check runs in this process, with the probe's environment."""
+    removed; the check runs in this process."""
     from moonpin.preflight.extensions import seam, wanted
     from moonpin.preflight.run import check_image
 
-    v = _image(name)
-    for k, val in _env(name).items():
-        monkeypatch.setenv(k, val)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     if package in seam.RULES:
@@ -133,7 +139,7 @@ def _plain_line(name: str, package: str, monkeypatch: pytest.MonkeyPatch) -> str
 
     monkeypatch.setattr(wanted, "extensions", extensions)
     rep = check_image(elastic_ep_backend=None, python=str(v / "bin" / "python"),
-                      deep=False, gpu="none")
+                      deep=False, gpu=gpu)
     lines = [c for c in rep.checks if c.name == package]
     assert len(lines) == 1, rep.checks
     c = lines[0]
@@ -168,6 +174,35 @@ def test_a_ruled_package_read_plainly_agrees_with_its_rule(
         assert "not judged: " in line, line
         return
     assert (status in ("pass", "warn")) == bool(truth["ok"]), (line, truth)
+
+
+#: images of test_image_stack.py and the earlier hunts whose deep_ep differs (releases,
+#: NVSHMEM, torch): deep_ep's rule and the plain reading, both for a GPU of capability 9.0
+DEEP_EP_IMAGES = ("stack", "hunt-deepep010", "hunt-deepep011", "hunt-deepep013rc3",
+                  "hunt-nonvshmem", "hunt-nvshmem12", "stack-torch215", "hunt-t213-deepep011",
+                  "hunt-C-cputorch")
+
+
+@pytest.mark.parametrize("image", DEEP_EP_IMAGES)
+def test_deep_ep_read_plainly_agrees_with_its_rule(image: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """deep_ep's loader is plain (``from . import _C``; 0.1.0: a top-level ``deep_ep_cpp``):
+    its rule's verdict and the plain reading's are the same on each image (the rule reads
+    more: the CUDA major, the GPU gate, NCCL, the CUDA home; none of them decides here)."""
+    from moonpin.preflight.run import check_image
+
+    v = _root() / image
+    if not (v / "bin" / "python").exists():
+        pytest.skip(f"no {v}")
+    for k, val in _env("G-stack").items():
+        monkeypatch.setenv(k, val)
+    rule = check_image(elastic_ep_backend=None, python=str(v / "bin" / "python"), deep=False,
+                       gpu="9.0", launch_args=["--moe-a2a-backend", "deepep"])
+    ruled = next(c for c in rule.checks if c.name == "deep_ep")
+    # a memo of its own: the walk's remembered lines do not know the rule was removed
+    monkeypatch.setenv("MOONPIN_CACHE_DIR", str(tmp_path / "cache"))
+    plain = _plain_line_of(v, "deep_ep", monkeypatch, gpu="9.0")
+    assert plain.split("  ", 1)[0] == ruled.status, (plain, ruled.message)
 
 
 @pytest.mark.xfail(strict=True, reason="code beyond imports is not run: sgl-deep-ep's "

@@ -258,3 +258,16 @@ def test_another_package_its_code_certainly_imports_is_there(tmp_path: Path) -> 
     (pkg / "loader.py").write_text("import safetensors\n")
     run_site = run(site, *MORI, ep=False)  # --site-packages: it may be elsewhere in the image
     assert run_site.rc == 0 and "safetensors" not in run_site.out, run_site.out
+
+
+def test_a_top_level_build_it_imports_is_loaded(tmp_path: Path) -> None:
+    """``import mori_cpp``, a compiled module at the top of ``sys.path`` (sgl-deep-ep 0.1.0's
+    ``deep_ep_cpp`` shape): loaded into torch's process like the package's own builds."""
+    site = _site(tmp_path, symbols=(PARSE,))
+    _mori(site, "import torch\nimport mori_cpp\n")
+    gcc_so(site / f"mori_cpp{ext_suffix()}", uses=(COW,), needs=["libc10.so"],
+           link=site / "torch" / "lib", rpath="$ORIGIN/torch/lib")
+    r = run(site, *MORI, ep=False)
+    line = r.line("mori")
+    assert r.rc == 1 and (f"mori/__init__.py:2 imports mori_cpp: mori_cpp{ext_suffix()}: "
+                          f"undefined symbol: {COW}") in line, r.out

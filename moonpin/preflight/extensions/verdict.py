@@ -287,7 +287,12 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     except astread.Unrunnable as e:
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} is "
                            f"{e.why}", _replace(facts, e.path, ctx.root), evidence)
-    denied = astread.denied([*reached.files, *(b.file for b in reached.builds)], ctx.user,
+    builds = list(reached.builds)
+    for top, (by, caught) in reached.others.items():  # a top-level build it imports plainly
+        module = facts.find(top)
+        if module is not None and module.module and module.folder.endswith(facts.suffixes):
+            builds.append(astread.Build(top, module.folder, by, caught))
+    denied = astread.denied([*reached.files, *(b.file for b in builds)], ctx.user,
                             ctx.root, ctx.version)
     if denied is not None:  # the worker's user, not this check's, opens them
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {denied.path} "
@@ -316,7 +321,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     said, warned = [], []
     from moonpin.preflight.loader.loadchain import native_load
 
-    for b in reached.builds:
+    for b in builds:
         res = native_load([b.file], ctx.paths, None, python=ctx.python,
                           suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
                           ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
