@@ -38,6 +38,8 @@ Probes (``probes`` in the report; each ``{"ok": bool, "error_type", "error", ...
                    warnings it emitted at WARNING or above (a mismatched flashinfer-cubin is
                    ignored with a warning, not an error)
   mooncake.pg      ``import mooncake.pg`` where ``mooncake/pg.py`` exists
+  import@<name>    (only for the names in ``$PROBE_PLAIN``) a plain ``import <name>``, no GPU;
+                   ``loaded`` lists the compiled modules of that package it left loaded
   names@<backend>  (only with ``$PROBE_NAMES``) every ``from <extension> import <names>`` of the
                    installed SGLang's ``--moe-a2a-backend <backend>`` dispatcher module
                    (``srt/layers/moe/token_dispatcher/<backend>.py``, read with ``ast``), run
@@ -65,6 +67,9 @@ PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "nixl_ep@deepbind
 #: more probes named in $PROBE_ALSO (comma-separated), e.g. ``sgl_kernel@cc80,sgl_kernel@cc120``:
 #: ``sgl_kernel@cc<NN>`` is ``import sgl_kernel`` with torch.cuda answering a GPU of capability NN
 ALSO = tuple(n for n in os.environ.get("PROBE_ALSO", "").split(",") if n)
+#: packages probed by a plain ``import <name>`` (``import@<name>``; no GPU), named in
+#: $PROBE_PLAIN (comma-separated): the truth for a package no loader rule reads
+PLAIN = tuple(f"import@{n}" for n in os.environ.get("PROBE_PLAIN", "").split(",") if n)
 #: run with torch told (through the stub NVML) that a GPU is there
 GPU_PROBES = ("deep_ep", "names@deepep")
 #: the packages whose names SGLang's dispatchers import (``names@<backend>``)
@@ -177,6 +182,15 @@ def child(name: str) -> dict:
                         _fail(out, stmt, e)
                     out["statements"].append({"stmt": stmt, "ok": False,
                                               "error": f"{type(e).__name__}: {e}"})
+        elif name.startswith("import@"):
+            import importlib
+
+            top = name.removeprefix("import@")
+            importlib.import_module(top)
+            out.update(ok=True, loaded=sorted(
+                f for m, v in list(sys.modules.items())
+                if (m == top or m.startswith(top + ".")) and isinstance(
+                    f := getattr(v, "__file__", None), str) and f.endswith(".so")))
         elif name == "mooncake.pg":
             import mooncake.pg as pg
             backend = getattr(pg, "backend_module", None)
@@ -262,8 +276,9 @@ def main() -> None:
         name = os.path.basename(r["prefix"])
         for mod, p in r["probes"].items():
             if p.get("ok"):
-                what = "ok" + (f"  {os.path.relpath(p['loaded'], r['site'])}"
-                               if p.get("loaded") else "")
+                loaded = p.get("loaded") or []
+                what = "ok" + "".join(f"  {os.path.relpath(f, r['site'])}" for f in (
+                    [loaded] if isinstance(loaded, str) else loaded))
                 what += f"  [{len(p['warnings'])} warning(s)]" if p.get("warnings") else ""
             else:
                 msg = (p.get("error") or "").strip().splitlines()
@@ -291,7 +306,7 @@ def main() -> None:
         "probes": {},
     }
     names = tuple(f"names@{b}" for b in NAME_BACKENDS) if os.environ.get("PROBE_NAMES") else ()
-    for name in PROBES + ALSO + names:
+    for name in PROBES + ALSO + PLAIN + names:
         if name == "mooncake.pg" and not os.path.exists(os.path.join(sp, "mooncake", "pg.py")):
             continue
         env = None

@@ -21,6 +21,9 @@
 #                       tests/test_image_hunt_nixl.py): hard-link copies, about 2.5 GB of new files
 #   --hunt-c            also build (and probe) the hunt-C-* images (block at the end;
 #                       tests/test_image_hunt_c.py): hard-link copies, about 3.5 GB of new files
+#   --hunt-g            only build (and probe) the hunt-G-* images (packages no loader rule of
+#                       moonpin reads, from the index's wheels; tests/test_image_hunt_g.py):
+#                       hard-link copies, about 1 GB of new files
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
@@ -76,7 +79,7 @@ KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
 HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
 HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
@@ -85,6 +88,7 @@ while [ $# -gt 0 ]; do
     --kernel-hunt) KHUNT=1;;
     --hunt-nixl) HUNT_NIXL=1;;
     --hunt-c) HUNT_C=1;;
+    --hunt-g) HUNT_G=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -300,6 +304,7 @@ kernel_hunt() {
 
 mkdir -p "$R" "$DL"
 MAIN=1; [ "$HUNT_C" = 1 ] && MAIN=0   # --hunt-c: only its block (its images come from `stack`)
+[ "$HUNT_G" = 1 ] && MAIN=0            # --hunt-g: the same
 if [ "$KHUNT" = 1 ]; then  # only them: the stack images are their sources, never changed here
   [ -x "$BASE/bin/python" ] || { log "build stack first (tests/realimg/stack.sh)"; exit 2; }
   kernel_hunt; log "time: $(( $(date +%s) - T0 )) s"; exit 0
@@ -523,6 +528,72 @@ if [ "$HUNT_C" = 1 ]; then
       timed c_probe "$R/hunt-C-ncclalt" C-ncclalt-nccldir NCCL_DIR=/nonexistent
     fi
     timed c_root_nobz2
+  fi
+fi
+
+# ---- hunt-G-* images (--hunt-g; tests/test_image_hunt_g.py) --------------------------------------
+# Packages no loader rule of moonpin reads, which its check follows as a plain import: real wheels
+# from the index (in $R/hunt-G-dl) installed --no-deps into hard-link copies of `stack` by their
+# own pip, each probed with `import <package>` (probe_stack.py's import@<name>, $PROBE_PLAIN) into
+# $R/hunt-G-reports/<name>.json:
+#   hunt-G-ktkernel  kt-kernel $KT_KERNEL (Requires-Dist torch==2.9.1): a top-level `deep_gemm`
+#                    (`from . import deep_gemm_cpp`, SGLang's --moe-runner-backend deep_gemm) built
+#                    for that torch; the wheel also writes its own `sgl_kernel/` over sglang-kernel's
+#   hunt-G-ktkernel-cu12  the same with CUDA 12's nvrtc and runtime put aside in <venv>/cu12
+#                    (pip --target): probed with LD_LIBRARY_PATH on their folders too, where
+#                    deep_gemm's build finds libnvrtc.so.12 and meets the torch it was not built for
+#   hunt-G-plain     torch-memory-saver $TMS (SGLang's --enable-memory-saver: ctypes loads of a
+#                    computed path), xformers $XFORMERS (its _C by torch.ops.load_library),
+#                    humming-kernels $HUMMING (--moe-runner-backend humming)
+#   stack itself     probed the same way for the ruled packages (deep_ep, flashinfer, nixl_ep,
+#                    sgl_kernel): the cross-check of each rule against the plain reading
+# Their stub driver is $R/hunt-G-stubs: make_libcuda_stub.sh over `stack` and these images (deep_gemm's
+# build asks libcuda.so.1 for cuTensorMapEncodeTiled, which no stack-* object does; the stack's
+# own stub, shared by the other tests' recorded truths, is left as it is).
+HUNT_G_DL="$R/hunt-G-dl"; HUNT_G_REPORTS="$R/hunt-G-reports"; GSTUBS="$R/hunt-G-stubs"
+KT_KERNEL=0.7.2; TMS=0.0.10; XFORMERS=0.0.34; HUMMING=0.1.20
+NVRTC12=12.9.86; CUDART12=12.9.79
+HUNT_G_IMAGES="G-ktkernel G-ktkernel-cu12 G-plain"
+HUNT_G_PLAIN="deep_gemm,kt_kernel,torch_memory_saver,xformers,humming,sgl_kernel,deep_ep,flashinfer,nixl_ep"
+fetch_g() { "$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_G_DL" "$@"; }
+g_hunt_variant() {
+  local v="$R/hunt-$1"
+  case "$1" in
+    G-ktkernel)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$(fetch_g kt-kernel "$KT_KERNEL" cp311 x86_64)"
+      hunt_mark "$1" "kt-kernel $KT_KERNEL --no-deps";;
+    G-ktkernel-cu12)
+      hunt_clone "$1" "$R/hunt-G-ktkernel" || return 0
+      pipi "$v" --no-deps --target "$v/cu12" "$(fetch_g nvidia-cuda-nvrtc-cu12 "$NVRTC12" x86_64)" \
+        "$(fetch_g nvidia-cuda-runtime-cu12 "$CUDART12" x86_64)"
+      hunt_mark "$1" "hunt-G-ktkernel + nvidia-cuda-nvrtc-cu12 $NVRTC12, -runtime-cu12 $CUDART12 in cu12/";;
+    G-plain)
+      hunt_clone "$1" "$BASE" || return 0
+      pipi "$v" --no-deps "$(fetch_g torch-memory-saver "$TMS" abi3 x86_64)" \
+        "$(fetch_g xformers "$XFORMERS" abi3 manylinux_2_28_x86_64)" \
+        "$(fetch_g humming-kernels "$HUMMING" abi3 x86_64)"
+      hunt_mark "$1" "torch-memory-saver $TMS, xformers $XFORMERS, humming-kernels $HUMMING --no-deps";;
+  esac
+}
+g_probe() {  # g_probe <image dir> <report name> [VAR=value...]
+  local v="$1" name="$2"; shift 2; mkdir -p "$HUNT_G_REPORTS"
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$GSTUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$GSTUBS/nvml" \
+    MOONCAKE_PG_JIT_DIR="$PGJIT/$name" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" PROBE_PLAIN="$HUNT_G_PLAIN" "$@" \
+    "$v/bin/python" "$HERE/probe_stack.py" > "$HUNT_G_REPORTS/$name.json.tmp" && mv -f "$HUNT_G_REPORTS/$name.json.tmp" "$HUNT_G_REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_G_REPORTS/$name.json" >&2
+}
+if [ "$HUNT_G" = 1 ]; then
+  mkdir -p "$HUNT_G_DL" "$HUNT_G_REPORTS"
+  if [ "$PROBE_ONLY" = 0 ]; then for n in $HUNT_G_IMAGES; do timed g_hunt_variant "$n"; done; fi
+  if [ "$NO_PROBE" = 0 ]; then
+    gsps=("$(sp_of "$BASE")"); for n in $HUNT_G_IMAGES; do gsps+=("$(sp_of "$R/hunt-$n")"); done
+    "$HERE/make_libcuda_stub.sh" "$GSTUBS" "${gsps[@]}" >&2
+    timed g_probe "$BASE" G-stack
+    for n in $HUNT_G_IMAGES; do [ -x "$R/hunt-$n/bin/python" ] && timed g_probe "$R/hunt-$n" "$n"; done
+    cu12="$R/hunt-G-ktkernel-cu12/cu12/nvidia"
+    [ -d "$cu12" ] && timed g_probe "$R/hunt-G-ktkernel-cu12" G-ktkernel-cu12-ldpath \
+      LD_LIBRARY_PATH="$GSTUBS:$cu12/cuda_nvrtc/lib:$cu12/cuda_runtime/lib"
   fi
 fi
 

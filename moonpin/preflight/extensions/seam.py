@@ -67,6 +67,15 @@ would shadow in the very environment it reads) defines:
         recorded for the walk's own judgement to take), with ``job.req`` the knowledge
         base's guess of what SGLang needs. Said nothing (``job.add`` drops every line).
 
+A package no rule reads (a launch backend's own package: ``--moe-a2a-backend mori``
+imports ``mori``; any new project) is not skipped: its plain import is followed
+(:func:`moonpin.preflight.extensions.astread.plain_import`: the compiled modules its
+``__init__`` and the package's own modules import, found as the importer finds them) and
+each is loaded into the process ``import torch`` built, as a rule's choices are; the line
+says that assumption, and "not judged" for what the import loads by a computed name or
+path. A rule is needed only where a project's loader decides by facts (torch's version or
+CUDA, the GPU, the environment) which file it loads.
+
 A rule's distributions (and the companions it reads the metadata of) must be among those
 whose metadata the check reads (:data:`DISTRIBUTIONS`, handed to
 :func:`moonpin.preflight.installed.image_facts.by_name`). The rule holds only how to read that

@@ -212,7 +212,7 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
     raised: dict[str, tuple[str, str | None]] = {}
     for w in want:
         if not w.ruled:
-            out.append(_judge_found(w.name, w.why, w.flag, facts))
+            out.append(_judge_found(w.name, w.why, w.flag, facts, ctx, torch))
             continue
         line = _judge_one(w.name, w.why, w.required, facts, ctx, torch, raised)
         if line is not None:
@@ -264,17 +264,119 @@ def _through(out: list[CheckResult], raised: Mapping[str, tuple[str, str | None]
     return done
 
 
-def _judge_found(name: str, why: str, flag: str, facts: Facts) -> CheckResult:
+def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
+                 torch: Torch | None) -> CheckResult:
     """A requested backend's own package that no loader rule here reads: absent, the
-    import the backend runs fails (certain); present, its build is not judged."""
+    import the backend runs fails (certain); present, its plain import followed
+    (:func:`moonpin.preflight.extensions.astread.plain_import`: the compiled modules it reaches,
+    each loaded into the process ``import torch`` built, as the ruled ones are), said under
+    that assumption; what it loads dynamically is said not judged."""
     found = facts.find(name)
     if found is None:
         return CheckResult(name, "fail", f"not installed ({why}): `import {name}` fails "
                            "with ModuleNotFoundError when the worker sets the backend up",
                            f"install the package that provides `{name}` (this check knows "
                            f"no distribution of it), or choose another {flag}")
-    return CheckResult(name, "skip", f"found at {found.folder} ({why}); this check has no "
-                       "loader rule for it: its build is not judged", None, (found.folder,))
+    init = found.folder if found.module else os.path.join(found.folder, "__init__.py")
+    owner = _shipped_by(facts, init)  # among the distributions the check read
+    where = (f"{owner.name} {owner.version} " if owner else "") + f"at {found.folder}" + (
+        f" ({found.how})" if found.editable else "") + f" ({why}; {astread.PLAIN_ASSUMED})"
+    evidence = (found.folder,)
+    try:
+        reached = astread.plain_import(found, name, facts)
+    except astread.Unrunnable as e:
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} is "
+                           f"{e.why}", _replace(facts, e.path, ctx.root), evidence)
+    builds = list(reached.builds)
+    for top, (by, caught) in reached.others.items():  # a top-level build it imports plainly
+        module = facts.find(top)
+        if module is not None and module.module and module.folder.endswith(facts.suffixes):
+            builds.append(astread.Build(top, module.folder, by, caught))
+    denied = astread.denied([*reached.files, *(b.file for b in builds)], ctx.user,
+                            ctx.root, ctx.version)
+    if denied is not None:  # the worker's user, not this check's, opens them
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {denied.path} "
+                           f"is {denied.why}", _replace(facts, denied.path, ctx.root),
+                           evidence)
+    fix = (f"install a build of {owner.name if owner else name} made for torch "
+           f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
+    for m in reached.missing:
+        if "?" in m.caught or _catches(m.caught, "ModuleNotFoundError"):
+            continue  # under a condition, or caught: the import may go on
+        other = (f" ({', '.join(m.other)} is there: built for another Python; this one "
+                 f"takes {', '.join(facts.suffixes[:2])})" if m.other else "")
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {m.by} imports "
+                           f"{m.module}: ModuleNotFoundError: No module named "
+                           f"'{m.module}'{other}", fix, evidence)
+    for top, (by, caught) in reached.others.items() if ctx.complete else ():
+        # another package its code certainly imports, found nowhere on the whole sys.path
+        # (unless a load it cannot follow names it: a module registered under that name)
+        if ("?" in caught or _catches(caught, "ModuleNotFoundError") or facts.find(top)
+                or any(f"'{top}'" in d for d in reached.dynamic)):
+            continue
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {by} imports "
+                           f"{top}: ModuleNotFoundError: No module named '{top}'",
+                           f"install the package that provides `{top}` (a requirement of "
+                           f"{name}'s), or choose another {flag}", evidence)
+    said, warned = [], []
+    from moonpin.preflight.loader.loadchain import native_load
+
+    for b in builds:
+        res = native_load([b.file], ctx.paths, None, python=ctx.python,
+                          suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
+                          ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
+                          first=("torch",) if reached.torch and torch is not None else (),
+                          complete=ctx.complete, run=ctx.run, importer=ctx.importer)
+        shown = os.path.relpath(b.file, os.path.dirname(found.folder))
+        problem = _problem(res, b.file)
+        if problem is not None and "?" not in b.caught and not _catches(b.caught,
+                                                                         "ImportError"):
+            if owner is None:  # on this failing path only: every distribution of its folder
+                from moonpin.preflight.installed.image_facts import read_dists
+
+                owner = _shipped_by(facts, init, among={
+                    d.name: d for d in read_dists([os.path.dirname(found.folder)],
+                                                  facts.within, ("",))})
+            pin = _torch_pin(owner)
+            built_for = (f" ({owner.name} {owner.version} requires torch=={pin}, torch here "
+                         f"is {facts.torch})" if owner and pin and facts.torch_release() != pin
+                         else "")
+            fix = (f"install a build of {owner.name if owner else name} made for torch "
+                   f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
+            return CheckResult(name, "fail", f"{where}: `import {name}` fails: {b.by} "
+                               f"imports {b.module}: {shown}: {problem}{built_for}", fix,
+                               evidence)
+        if problem is not None:
+            warned.append(f"{b.by} imports {b.module} " + (
+                "under a condition" if "?" in b.caught else
+                "inside a try whose except catches its ImportError") + f": {shown}: {problem}")
+            continue
+        runtime = _cudart(b.file, ctx.machine, ctx.confined)
+        extra = (f"; it needs libcudart.so.{runtime}, torch's CUDA is {facts.cuda}: two "
+                 "CUDA runtimes in one process"
+                 if runtime is not None and facts.cuda is not None and runtime != facts.cuda
+                 else "")
+        said.append(f"loads {shown} ({res.count} library needs of {res.objects} objects "
+                    f"resolve, {res.refs} undefined symbols bind){extra}")
+    unjudged = reached.dynamic + ([reached.unread] if reached.unread else [])
+    detail = "; ".join(said) if said else "no compiled module reached by its imports"
+    tail = (f"; not judged: {'; '.join(unjudged)}" if unjudged else "") + (
+        f"; {'; '.join(warned)}" if warned else "")
+    return CheckResult(name, "warn" if warned else "skip" if unjudged else "pass",
+                       f"{where}: {detail}{tail}", fix if warned else None, evidence)
+
+
+def _torch_pin(dist: Dist | None) -> str | None:
+    """The exact torch release ``dist``'s METADATA requires (``torch==2.9.1``), else None."""
+    from moonpin.preflight.installed.image_facts import canon
+
+    for req in dist.requires if dist is not None else ():
+        head, _, marker = req.partition(";")
+        name, eq, version = head.replace(" ", "").partition("==")
+        if eq and canon(name.split("[", 1)[0]) == "torch" and "," not in version \
+                and "extra" not in marker:
+            return version
+    return None
 
 
 def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:
@@ -296,14 +398,16 @@ def _found_owner(facts: Facts, rule: object, found: Found) -> tuple[str, str] | 
     return (dist.name, dist.version) if dist is not None else _owner(facts, rule)
 
 
-def _shipped_by(facts: Facts, path: str, first: Sequence[str] = ()) -> Dist | None:
+def _shipped_by(facts: Facts, path: str, first: Sequence[str] = (),
+                among: Mapping[str, Dist] | None = None) -> Dist | None:
     """The installed distribution (:attr:`Facts.dists`) that wrote ``path``: the one whose
     RECORD lists it with the file's own size and sha256 (a later install over another
     distribution's files rewrites them, not the other's RECORD: nixl-cu13 1.2.0's
     ``nixl_ep/__init__.py`` over the meta nixl's); failing that, the first whose RECORD lists
     it (a file changed since, or a RECORD without digests). Those named in ``first`` are read
     first, and one of them whose digest matches ends the search (no other RECORD is read);
-    torch's and SGLang's long RECORDs are read last. RECORDs through
+    torch's and SGLang's long RECORDs are read last (``among``: these distributions instead
+    of :attr:`Facts.dists`). RECORDs through
     :func:`moonpin.preflight.installed.image_facts.record_paths`, the one reader; a RECORD
     path is CSV-quoted (:func:`~moonpin.preflight.installed.image_facts.record_path`), relative
     to the distribution's folder (``../`` leaves it, as pip writes a scheme's files outside
@@ -311,8 +415,9 @@ def _shipped_by(facts: Facts, path: str, first: Sequence[str] = ()) -> Dist | No
     (under its root). Nothing a RECORD names is read: only ``path``, for its digest."""
     from moonpin.preflight.installed.image_facts import record_hashes, record_path, record_paths
 
-    order = [facts.dists[n] for n in first if n in facts.dists]
-    order += sorted((d for d in facts.dists.values() if d not in order),
+    dists = facts.dists if among is None else among
+    order = [dists[n] for n in first if n in dists]
+    order += sorted((d for d in dists.values() if d not in order),
                     key=lambda d: (d.name in ("torch", "sglang"), d.name))
     data: bytes | None = None
     listed: Dist | None = None
