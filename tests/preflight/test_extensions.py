@@ -101,13 +101,45 @@ def test_nixl_without_a_build_for_sglangs_torch_gets_the_release_that_has_one(
 
 def test_nixl_requested_and_absent_is_not_usable(tmp_path: Path) -> None:
     site = _site(tmp_path)
-    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    r = run(site, *NIXL, ep=False)
     assert r.rc == 1, r.out
     line = r.line("nixl_ep")
-    assert line.startswith("fail  nixl_ep: not installed (--elastic-ep-backend nixl: sglang/"
+    assert line.startswith("fail  nixl_ep: not installed (--moe-a2a-backend nixl: sglang/"
                            "srt/layers/moe/token_dispatcher/nixl.py:2 imports nixl_ep)"), r.out
     assert r.fixes() and r.fixes()[0].startswith("fix: pip install 'nixl'")
     assert "nothing to check" not in r.out
+
+
+def test_an_elastic_ep_choice_no_source_imports_a_package_for_is_no_failure(
+        tmp_path: Path) -> None:
+    """Issue 39: ``--elastic-ep-backend nixl`` alone imports nothing of nixl (no SGLang
+    source tests the option against ``"nixl"``; the same-named token dispatcher is
+    ``--moe-a2a-backend``'s): nixl absent is no failure, and the line says why."""
+    site = _site(tmp_path)
+    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    assert r.rc == 0, r.out
+    assert "nixl_ep" not in r.out
+    assert ("skip  extensions: --elastic-ep-backend nixl (no test on its value in the "
+            "installed SGLang's sources imports a package for it)") in r.out, r.out
+
+
+def test_an_elastic_ep_choice_is_judged_by_the_import_under_its_test(tmp_path: Path) -> None:
+    """A release that imports nixl_ep under ``if ... elastic_ep_backend == "nixl"``: the
+    choice needs it, and the line names the file and line of that import."""
+    site = _site(tmp_path)
+    src = site / "sglang" / "srt" / "elastic_ep" / "scale.py"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text("def scale(cfg):\n"
+                   "    backend = cfg.elastic_ep_backend\n"
+                   "    if backend != \"nixl\":\n"
+                   "        return\n"
+                   "    from nixl_ep import Buffer\n"
+                   "    return Buffer\n")
+    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("nixl_ep").startswith(
+        "fail  nixl_ep: not installed (--elastic-ep-backend nixl: sglang/srt/elastic_ep/"
+        "scale.py:5 imports nixl_ep)"), r.out
 
 
 _PASSED_OVER = ("not a regular file: CPython's importer passes over it (a package whose "
