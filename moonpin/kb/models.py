@@ -254,8 +254,8 @@ class ChoiceImport(Model):
 class LaunchBackend(Model):
     """What one choice of a backend option makes an SGLang release import, read from the
     release's own sources. Where the option keeps a module per choice
-    (:data:`moonpin.readers.launch.server_args.BACKEND_FLAGS`: ``--moe-a2a-backend``'s token
-    dispatchers; :func:`moonpin.readers.launch.server_args.backend_member`): that module
+    (:data:`moonpin.readers.launch.backends.BACKEND_FLAGS`: ``--moe-a2a-backend``'s token
+    dispatchers; :func:`moonpin.readers.launch.backends.backend_member`): that module
     (``member``; None: the release has none, or the option keeps none) and its imports of
     packages outside SGLang and the standard library
     (:func:`moonpin.readers.launch.server_args.backend_imports`). For every option: the
