@@ -402,3 +402,37 @@ def test_the_dynamo_line_reads_sglang_and_models_torch_once(
     assert walks == ["sglang"] and torches == ["torch"], (walks, torches)
     alone = run(site, "--no-cache", "--", *launch)
     assert alone.lines == lines
+
+
+def test_hostile_sglang_sources_are_said_unread_never_a_hang(tmp_path: Path) -> None:
+    """A FIFO, a source that does not parse and a folder link loop among SGLang's sources:
+    the check ends, and says what it could not read instead of guessing that the choice
+    imports nothing."""
+    site = _site(tmp_path)
+    srt = site / "sglang" / "srt"
+    srt.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(srt / "fifo.py")
+    (srt / "broken.py").write_text("if cfg.elastic_ep_backend == 'nixl':\n    import x(\n")
+    (srt / "loop").symlink_to(srt, target_is_directory=True)
+    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    assert r.rc == 0, r.out
+    line = r.line("extensions")
+    assert line.startswith("skip  extensions: --elastic-ep-backend nixl (unread: sglang/srt/"
+                           "broken.py: SyntaxError"), r.out
+    assert "and 1 more" in line, r.out  # the FIFO
+    assert "nixl_ep" not in r.out
+
+
+def test_a_source_past_the_read_cap_is_unread(tmp_path: Path) -> None:
+    from moonpin.preflight.access.confined import NOWHERE
+    from moonpin.preflight.extensions import wanted
+
+    srt = tmp_path / "sglang" / "srt"
+    srt.mkdir(parents=True)
+    (srt / "huge.py").write_bytes(b"# elastic_ep_backend\n" + b"x = 1\n" * 3_000_000)
+    (srt / "ok.py").write_text("if cfg.elastic_ep_backend:\n    import nixl_ep\n")
+    got, unread = wanted._under_tests(str(tmp_path / "sglang"), "--elastic-ep-backend",
+                                      "nixl", NOWHERE)
+    assert got == [("nixl_ep", 2, "sglang/srt/ok.py")]
+    assert len(unread) == 1 and unread[0].startswith("sglang/srt/huge.py: unreadable: ")
+    assert "over the 16 MiB limit" in unread[0]
