@@ -119,24 +119,45 @@ def _literals(node: ast.expr) -> list[str | None] | None:
 class _File:
     """One file's reading: the walk of its statements with the conditions above each."""
 
-    def __init__(self, tree: ast.Module, member: str, dest: str) -> None:
+    def __init__(self, tree: ast.Module, member: str, dest: str, lines: set[int]) -> None:
         self.member, self.dest = member, dest
+        #: the lines whose text names the argument: an expression elsewhere cannot name it
+        #: (only a local bound from it can), so it is not walked
+        self.lines = lines
         self.keys = self._keys(tree)
         self.imports: list[GuardedImport] = []
         self.unread: dict[tuple[int, str], Unread] = {}
         self.defaults: list[str | None] = []
 
+    def _near(self, e: ast.expr) -> bool:
+        """Whether ``e`` spans a line naming the argument."""
+        end = getattr(e, "end_lineno", None) or e.lineno
+        return any(n in self.lines for n in range(e.lineno, end + 1))
+
     # -- which values the file's tests name ----------------------------------------------
     def _keys(self, tree: ast.Module) -> tuple[str, ...]:
+        """The string literals the file's tests (and bindings on lines naming the argument)
+        compare with: only those expressions are walked (all of a tree's cost ~5x the parse)."""
         out = {OTHER, NONE}
-        for n in ast.walk(tree):
-            # a test on the argument, or on a local (which may be bound from it)
-            if isinstance(n, ast.Compare) and (_named(n, self.dest)
-                                               or isinstance(n.left, ast.Name)):
-                for side in (n.left, *n.comparators):
-                    for v in _literals(side) or ():
-                        if isinstance(v, str):
-                            out.add(v)
+        todo: list[ast.AST] = [tree]
+        while todo:
+            node = todo.pop()
+            for st in ast.iter_child_nodes(node):
+                if not isinstance(st, ast.stmt):
+                    continue
+                todo.append(st)
+                if isinstance(st, (ast.If, ast.While, ast.Assert)):
+                    e: ast.expr | None = st.test
+                elif isinstance(st, (ast.Assign, ast.AnnAssign)):
+                    e = st.value if st.value is not None and self._near(st.value) else None
+                else:
+                    continue
+                for n in ast.walk(e) if e is not None else ():
+                    # a test on the argument, or on a local (maybe bound from it)
+                    if isinstance(n, ast.Compare) and (isinstance(n.left, ast.Name)
+                                                       or _named(n, self.dest)):
+                        for side in (n.left, *n.comparators):
+                            out.update(v for v in _literals(side) or () if isinstance(v, str))
         return tuple(sorted(out))
 
     # -- the truth of a condition ----------------------------------------------------------
@@ -242,6 +263,16 @@ class _File:
                     self.walk(case.body, conds, env)
 
     def _bind(self, name: str, value: ast.expr, env: dict[str, object]) -> None:
+        if not env and not self._near(value):  # names neither the argument nor a local of it
+            env.pop(name, None)
+            return
+        # a literal only this binding compares with: a key from now on (a local bound
+        # before has no truth for it: unread, never guessed)
+        more = {v for n in ast.walk(value) if isinstance(n, ast.Compare)
+                for side in (n.left, *n.comparators) for v in _literals(side) or ()
+                if isinstance(v, str)} - set(self.keys)
+        if more:
+            self.keys = tuple(sorted({*self.keys, *more}))
         if self._is_flag(value, env):
             env[name] = _FLAG
         elif self._mentions(value, env):
@@ -285,7 +316,9 @@ def read_file(source: bytes | str, member: str, dest: str) -> Reading:
         return Reading()
     try:
         tree = ast.parse(source, filename=member)
-        f = _File(tree, member, dest)
+        text = source if isinstance(source, bytes) else source.encode("utf-8", "replace")
+        lines = {i for i, ln in enumerate(text.splitlines(), 1) if dest.encode() in ln}
+        f = _File(tree, member, dest, lines)
         f.walk(tree.body, [], {})
     except (SyntaxError, ValueError) as exc:
         return Reading(error=f"{member}: {type(exc).__name__}: {exc}")

@@ -183,3 +183,9 @@ def test_a_test_is_read_with_the_locals_where_it_is_made() -> None:
     src = ("def f(a):\n    b = a.elastic_ep_backend\n    if b == 'mooncake':\n"
            "        b = a.other\n        import mc\n")
     assert _imports(src) == {"mooncake": [("mc", 5)], "nixl": [], "other": []}
+
+
+def test_a_literal_only_a_binding_names_is_still_a_choice() -> None:
+    src = ("def f(a):\n    b = a.elastic_ep_backend\n    x = 1\n"
+           "    use = b == 'mooncake'\n    if use:\n        import mc\n")
+    assert _imports(src) == {"mooncake": [("mc", 6)], "nixl": [], "other": []}
