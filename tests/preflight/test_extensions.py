@@ -119,8 +119,9 @@ def test_an_elastic_ep_choice_no_source_imports_a_package_for_is_no_failure(
     r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
     assert r.rc == 0, r.out
     assert "nixl_ep" not in r.out
-    assert ("skip  extensions: --elastic-ep-backend nixl (no test on its value in the "
-            "installed SGLang's sources imports a package for it)") in r.out, r.out
+    assert ("skip  extensions: --elastic-ep-backend nixl: no test on its value in the "
+            "installed SGLang's sources imports a package for it; nothing to judge\n"
+            ) in r.out, r.out
 
 
 def test_an_elastic_ep_choice_is_judged_by_the_import_under_its_test(tmp_path: Path) -> None:
@@ -417,9 +418,10 @@ def test_hostile_sglang_sources_are_said_unread_never_a_hang(tmp_path: Path) -> 
     r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
     assert r.rc == 0, r.out
     line = r.line("extensions")
-    assert line.startswith("skip  extensions: --elastic-ep-backend nixl (unread: sglang/srt/"
-                           "broken.py: SyntaxError"), r.out
-    assert "and 1 more" in line, r.out  # the FIFO
+    assert line.startswith("skip  extensions: --elastic-ep-backend nixl: a test on its value in "
+                           "the installed SGLang's sources is unread (sglang/srt/broken.py: "
+                           "SyntaxError"), r.out
+    assert line.endswith(", and 1 more); not judged"), r.out  # the FIFO
     assert "nixl_ep" not in r.out
 
 

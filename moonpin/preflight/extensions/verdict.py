@@ -206,9 +206,8 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        kb=kb, within=ctx.confined)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
-    for said_flag in unjudged:
-        out.append(CheckResult("extensions", "skip", f"{said_flag}: no module of it this "
-                               "check has a loader rule for; not judged"))
+    for said in unjudged:
+        out.append(CheckResult("extensions", "skip", said))
     raised: dict[str, tuple[str, str | None]] = {}
     for w in want:
         if not w.ruled:

@@ -199,8 +199,9 @@ def _under_tests(sglang: str, flag: str, choice: str, within: Confined
 
 def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                flags: Mapping[str, str]) -> tuple[list[Wanted], list[str]]:
-    """The extensions to judge (in order, each once) and the requested backends with no
-    loader rule here (said, not judged). ``features``: feature -> backend
+    """The extensions to judge (in order, each once) and, said as a line each, the
+    requested backends with nothing here to judge (no loader rule for their module, an
+    unread test on the choice, or no package imported for it). ``features``: feature -> backend
     (:func:`moonpin.preflight.run.requested_features`); ``sglang``: the installed SGLang's
     package folder (None: not found: the rules' own ``CHOICES`` stand in); ``flags``:
     feature -> its command-line flag."""
@@ -236,12 +237,15 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                       and top not in [n for n, _ in unruled]):
                     unruled.append((top, f"{said}: {rel}:{line} imports {m}"))
             if folder is None and not names and not unruled:
-                # nothing of a package is imported for it: said why, not judged
-                why = (f"unread: {unread[0]}" + (f" and {len(unread) - 1} more"
+                # nothing of a package is imported for it: said why
+                said = (f"{said}: a test on its value in the installed SGLang's sources is "
+                        f"unread ({unread[0]}" + (f", and {len(unread) - 1} more"
                                                   if len(unread) > 1 else "")
-                       if unread else "no test on its value in the installed SGLang's "
-                       "sources imports a package for it")
-                said = f"{said} ({why})"
+                        + "); not judged" if unread else
+                        f"{said}: no test on its value in the installed SGLang's sources "
+                        "imports a package for it; nothing to judge")
+                unjudged.append(said)
+                continue
         else:
             for name in seam.RULES:
                 if name in seam.OWN_LINES:
@@ -250,7 +254,8 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                 if backend in rule.CHOICES.get(feature, ()):
                     names.append((name, f"{said} (this check's reading: no SGLang sources)"))
         if not names and not unruled:
-            unjudged.append(said)
+            unjudged.append(f"{said}: no module of it this check has a loader rule for; "
+                            "not judged")
         for name, why in names:
             out.setdefault(name, Wanted(name, why, True))
         if not names:  # no rule reads this backend's package: whether it is there, at least
