@@ -183,3 +183,20 @@ def test_the_preload_file_is_traced(tmp_path: Path) -> None:
     trace = ldso.Trace()
     assert ldso.preload_file(str(root), "/usr/bin/python3", trace) == []
     assert str(root / "etc/ld.so.preload") in trace.paths
+
+
+def test_a_preload_whose_need_is_missing_stops_the_interpreter(tmp_path: Path) -> None:
+    """ld.so maps a preloaded object's needs with the interpreter's: one not found ends the
+    process before the interpreter runs (the preloaded object itself missing is ignored)."""
+    root = _root(tmp_path)
+    _gcc(root / "opt/pre/libabsent.so", "int absent(void) { return 0; }\n",
+         "-Wl,-soname,libabsent.so")
+    _gcc(root / "opt/pre/libneedy.so", "extern int absent(void);\n"
+         "int mp_foo(void) { return absent(); }\n",
+         f"-L{root / 'opt/pre'}", "-l:libabsent.so")
+    (root / "opt/pre/libabsent.so").unlink()
+    env = {"LD_PRELOAD": "/opt/pre/libneedy.so"}
+    real = _real(root, env)
+    assert "error while loading shared libraries: libabsent.so" in real, real
+    model = _model(root, env)
+    assert model.startswith("not loaded") and "libabsent.so" in model, model

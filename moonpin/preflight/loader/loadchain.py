@@ -267,6 +267,11 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
                    ldso.env_preload(exe, traced) if root is None else [])
             proc.start(exe, [*pre, *ldso.preload_file(
                 root, image_path(root, exe) if root is not None else exe, traced)])
+            if proc.start_error is not None:  # the interpreter never runs: nothing imports
+                out.chain_error = (modules[0] if modules else os.path.basename(exe),
+                                   "an ld.so error", "the interpreter does not start: "
+                                   f"{proc.start_error}", exe)
+                return out
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=stop,
                       trace=trace, complete=complete, importer=importer)
