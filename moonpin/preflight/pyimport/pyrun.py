@@ -84,6 +84,14 @@ class Load:
 _STD_DEPTH = 4
 
 
+def _own(name: str, package: bool, target: str) -> bool:
+    """Whether ``target`` is a module of the package ``name`` is or lies in (``sqlite3`` ->
+    ``sqlite3.dbapi2``); a top-level module has none (``os`` naming ``os.path``)."""
+    if not package and "." not in name:
+        return False
+    return target.partition(".")[0] == name.partition(".")[0] and target != name
+
+
 def _column0_imports(text: str, package: str) -> list[str]:
     """The modules the ``import``/``from`` lines at column 0 of ``text`` name (relative ones
     against ``package``): a cheap look before a module is parsed (a docstring's line may
@@ -228,6 +236,7 @@ class Chain(Host):
         self._builtins = self._make_builtins()
         #: the standard library's modules whose extension modules were loaded
         self._std_loaded: set[str] = set()
+        self._std_busy: set[str] = set()  # being loaded (ctypes._endian imports ctypes)
 
     # ------------------------------------------------------------------ finding modules
     def _seen(self, path: str) -> None:
@@ -349,17 +358,21 @@ class Chain(Host):
         its own package's modules (``sqlite3`` -> ``sqlite3.dbapi2`` -> ``_sqlite3``). Its
         Python code is modelled, not run (:meth:`_std`); a builtin or frozen module, or one
         not found, is the interpreter's own. Raises what the import raises."""
-        if name in self._std_loaded or depth > _STD_DEPTH:
+        if name in self._std_loaded or name in self._std_busy or depth > _STD_DEPTH:
             return
         spec = self._std_spec(name)
-        if spec is not None and spec[0] == "ext":
-            if name not in self.modules:
-                self._load_ext(name, spec[1], spec[2], by)
-        elif spec is not None and spec[0] == "py":
-            top = name.partition(".")[0]
-            for target in self._std_imports(name, spec[1], spec[2] is not None):
-                if target.partition(".")[0] == top or self._is_ext(target):
-                    self._std_natives(target, by, depth + 1)
+        self._std_busy.add(name)
+        try:
+            if spec is not None and spec[0] == "ext":
+                if name not in self.modules:
+                    self._load_ext(name, spec[1], spec[2], by)
+            elif spec is not None and spec[0] == "py":
+                package = spec[2] is not None
+                for target in self._std_imports(name, spec[1], package):
+                    if _own(name, package, target) or self._is_ext(target):
+                        self._std_natives(target, by, depth + 1)
+        finally:
+            self._std_busy.discard(name)
         self._std_loaded.add(name)  # a failed one is tried again, as Python tries it
 
     def _std_spec(self, name: str) -> tuple[str, str, list[str] | None] | None:
@@ -381,17 +394,16 @@ class Chain(Host):
         return spec is not None and spec[0] == "ext"
 
     def _std_imports(self, name: str, file: str, package: bool) -> list[str]:
-        """The modules a standard library source certainly imports unguarded (an
-        ``ImportError`` handler around one lets its failure pass), as
-        :mod:`moonpin.readers.pyast.imports` reads them; read only when a line at column 0
-        imports an extension module or a module of its own package (most import neither,
-        and are not parsed)."""
-        top = name.partition(".")[0]
+        """The modules of its own package a standard library source imports at column 0
+        (unguarded: ``importlib`` -> ``importlib.metadata``), and when such a line names an
+        extension module, every module it certainly imports unguarded (an ``ImportError``
+        handler around one lets its failure pass), as :mod:`moonpin.readers.pyast.imports`
+        reads them: only those sources are parsed (a docstring's line is not an import)."""
         base = name if package else name.rpartition(".")[0]
-        text = self._text(file)
-        if not any(t.partition(".")[0] == top or self._is_ext(t)
-                   for t in _column0_imports(text, base)):
-            return []
+        named = _column0_imports(self._text(file), base)
+        own = [t for t in named if _own(name, package, t)]
+        if not any(self._is_ext(t) for t in named if t not in own):
+            return list(dict.fromkeys(own))
         from moonpin.preflight.pyimport.pychain import caught, imports_of
 
         version = self.version if self.version is not None else sys.version_info[:2]
@@ -415,7 +427,7 @@ class Chain(Host):
                 module = f"{up}.{module}" if module else up
             if module:
                 out.append(module)
-        return out
+        return list(dict.fromkeys([*own, *out]))
 
     def _text(self, file: str) -> str:
         """A module's text, read once per chain (:meth:`_constant` reads the same)."""
