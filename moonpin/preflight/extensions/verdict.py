@@ -564,7 +564,8 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
                           root=ctx.root, ld_path=ctx.ld_path, sites=ctx.sites,
                           version=ctx.version,
                           first=("torch",) if torch is not None else (), mode=choice.mode,
-                          complete=ctx.complete, run=ctx.run, importer=ctx.importer)
+                          complete=ctx.complete, run=ctx.run, importer=ctx.importer,
+                          preload=ctx.preload)
         problem = _problem(res, build)
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
