@@ -21,10 +21,9 @@ file, a hard-link copy of the root of this test's own gets it, as the script wro
 GPU assumptions as ``tests/test_image_hunt_c.py``'s.
 
 Still wrong (:data:`KNOWN`, held by a test of their own: fixed, it fails and says so):
-flashinfer, which loads no build at import, is said to import where torch's own import
-fails (``extensions/verdict.py``: a choice with no files is not given the import chain);
 deep_ep's NCCL check reads ``LD_PRELOAD`` only, not ``/etc/ld.so.preload``
-(``extensions/deepep_rule.py``).
+(``extensions/deepep_rule.py``). (flashinfer, which loads no build at import, was said to
+import where torch's own import fails: a choice with no files now goes through torch's.)
 """
 
 from __future__ import annotations
@@ -61,8 +60,7 @@ TRUTH = {"none": {"sgl_kernel": "sgl_kernel", "nixl_ep": "nixl_ep",
                  "flashinfer": "flashinfer"}}
 LAUNCHES = {"nixl": ("nixl_ep",), "deepep": ("deep_ep",)}
 #: (report, extension): where the check still says the other verdict (module doc)
-KNOWN = {("D-nonvshmem", "flashinfer"), ("D-nonvshmem-name", "flashinfer"),
-         ("D-noffi", "flashinfer"), ("D-root-nccl12-file", "deep_ep")}
+KNOWN = {("D-root-nccl12-file", "deep_ep")}
 
 
 def _root() -> Path:

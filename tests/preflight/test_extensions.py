@@ -20,6 +20,7 @@ from tests.lib.extimages import (
     add_flashinfer,
     add_nixl,
     add_sgl_kernel,
+    gcc_so,
     torch_image,
 )
 
@@ -306,8 +307,6 @@ def test_deepbind_looks_in_the_librarys_own_closure_first(tmp_path: Path) -> Non
     from moonpin.preflight.loader import ldproc
 
     lib = tmp_path / "lib"
-    from tests.lib.extimages import gcc_so
-
     gcc_so(lib / "libglobal.so", defines=("g",), soname="libglobal.so")
     gcc_so(lib / "libown.so", defines=("o",), soname="libown.so")
     build = gcc_so(lib / "build.so", uses=("missing_fn",), needs=("libown.so",),
@@ -438,3 +437,31 @@ def test_a_source_past_the_read_cap_is_unread(tmp_path: Path) -> None:
     assert got == [("nixl_ep", 2, "sglang/srt/ok.py")]
     assert len(unread) == 1 and unread[0].startswith("sglang/srt/huge.py: unreadable: ")
     assert "over the 16 MiB limit" in unread[0]
+
+
+def test_an_extension_that_loads_no_build_fails_where_torchs_own_import_fails(
+        tmp_path: Path) -> None:
+    """flashinfer loads nothing prebuilt at import, but imports torch: in an image where
+    torch's own import fails (a system library its extension needs is missing: an image
+    without libffi, hunt-D-root-noffi), ``import flashinfer`` fails too; and no reinstall of
+    an extension or its pins is offered for it (it would not mend torch)."""
+    import importlib.machinery
+
+    site = _site(tmp_path)
+    add_flashinfer(site)
+    add_sgl_kernel(site)
+    ok = run(site, "--gpu-capability", "9.0", ep=False)
+    assert ok.rc == 0 and ok.line("flashinfer").startswith("pass"), ok.out
+    link = tmp_path / "link"
+    gcc_so(link / "libgone.so.8", soname="libgone.so.8")
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    gcc_so(site / "torch" / f"_sysdep{suffix}", needs=("libgone.so.8",), link=link)
+    init = site / "torch" / "__init__.py"
+    init.write_text(init.read_text() + "from torch import _sysdep  # noqa: F401\n")
+    r = run(site, "--gpu-capability", "9.0", ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("flashinfer")
+    assert line.startswith("fail") and "torch's import on the way fails" in line, r.out
+    assert "libgone.so.8" in line, r.out
+    assert "libgone.so.8" in r.line("sgl_kernel"), r.out
+    assert r.fixes() == [], r.out

@@ -171,7 +171,9 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
         return got
 
     within = Confined(root)  # a link out of the image root: computed, never kept
-    got = facts_memo().get_traced(key, builds[0], compute,
+    # what the answer is filed under (no builds: only the import chain, filed under the root)
+    anchor = builds[0] if builds else (root or os.sep)
+    got = facts_memo().get_traced(key, anchor, compute,
                                   lambda v: Report.load(v) is not None, within=within.root)
     out = Report.load(got)
     assert out is not None
@@ -182,7 +184,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
             here = ""
         if out.cwd != here:
             key += f"\0cwd\0{here}"
-            out = Report.load(facts_memo().get_traced(key, builds[0], compute,
+            out = Report.load(facts_memo().get_traced(key, anchor, compute,
                                                       lambda v: Report.load(v) is not None,
                                                       within=within.root))
             assert out is not None
