@@ -297,7 +297,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {denied.path} "
                            f"is {denied.why}", _replace(facts, denied.path, ctx.root),
                            evidence)
-    fix = (f"install a build of {owner.name if owner else name} made for torch "
+    fix: str | None = (f"install a build of {owner.name if owner else name} made for torch "
            f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
     for m in reached.missing:
         if "?" in m.caught or _catches(m.caught, "ModuleNotFoundError"):
