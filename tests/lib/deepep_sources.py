@@ -4,7 +4,9 @@ images of it and the ones that read it spelled otherwise."""
 
 from __future__ import annotations
 
-__all__ = ["CHECK", "FIND"]
+from pathlib import Path
+
+__all__ = ["CHECK", "FIND", "deep_ep_image"]
 
 CHECK = '''
 import filecmp
@@ -57,3 +59,18 @@ def find_pkg_root(name, lib_name=None, optional=False):
 def find_nccl_root(optional=False):
     return find_pkg_root('nccl', lib_name='libnccl.so', optional=optional)
 '''
+
+
+def deep_ep_image(site: Path, check: str = CHECK, find: str = FIND) -> Path:
+    """torch with deep_ep (:func:`tests.lib.extimages.add_deep_ep`) whose ``__init__`` runs
+    ``check`` first, with ``find`` its ``utils/find_pkgs.py``; ``site``."""
+    from tests.lib.extimages import add_deep_ep, torch_image
+
+    torch_image(site)
+    add_deep_ep(site)
+    init = site / "deep_ep" / "__init__.py"
+    init.write_text(check + init.read_text())
+    (site / "deep_ep" / "utils").mkdir()
+    (site / "deep_ep" / "utils" / "__init__.py").write_text("")
+    (site / "deep_ep" / "utils" / "find_pkgs.py").write_text(find)
+    return site

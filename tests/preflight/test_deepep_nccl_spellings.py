@@ -133,18 +133,12 @@ def test_the_check_says_it(tmp_path: Path, spelling: str) -> None:
     """End to end: ``NCCL_DIR`` naming a folder without the library fails the shipped and a
     re-spelled check alike; an unread one is "not judged" (before: "pass")."""
     from tests.lib.checkrun import run
-    from tests.lib.extimages import add_deep_ep, torch_image
+    from tests.lib.deepep_sources import deep_ep_image
 
     check = (CHECK if spelling == "shipped" else
              _spelled(CHECK, SPELLINGS[spelling][0] if spelling in SPELLINGS
                       else UNREAD["glob-of-a-format"]))
-    site = torch_image(tmp_path / "site")
-    add_deep_ep(site)
-    init = site / "deep_ep" / "__init__.py"
-    init.write_text(check + init.read_text())
-    (site / "deep_ep" / "utils").mkdir()
-    (site / "deep_ep" / "utils" / "__init__.py").write_text("")
-    (site / "deep_ep" / "utils" / "find_pkgs.py").write_text(FIND)
+    site = deep_ep_image(tmp_path / "site", check)
     (tmp_path / "empty" / "lib").mkdir(parents=True)
     r = run(site, "--gpu-capability", "9.0", "--", "--moe-a2a-backend", "deepep", ep=False,
             env={"CUDA_HOME": "/opt/cuda", "NCCL_DIR": str(tmp_path / "empty")})
