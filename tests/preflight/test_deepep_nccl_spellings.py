@@ -147,3 +147,24 @@ def test_the_check_says_it(tmp_path: Path, spelling: str) -> None:
         assert r.rc != 1 and "not judged" in line and "check_nccl_so()" in line, r.out
     else:
         assert r.rc == 1 and "AssertionError: No libnccl.so found in" in line, r.out
+
+
+HOSTILE = {
+    "recursive-helper": [("def find_pkg_root(", "def _names(x):\n    y = _names(x)\n    return y"
+                          "\n\n\ndef find_pkg_root("),
+                         (ENVS, "for env_name in _names(upper):")],
+    "mutual-helpers": [("def find_pkg_root(", "def _a(x):\n    return _b(x) + '_DIR'\n\n\n"
+                        "def _b(x):\n    return _a(x)\n\n\ndef find_pkg_root("),
+                       (ENVS, "for env_name in (_a(upper),):")],
+    "a-long-sum": [(ENVS, "for env_name in (" + " + ".join(["'A'"] * 50) + ",):")],
+    "recursive-root": [("def find_nccl_root(optional=False):\n    return find_pkg_root(",
+                        "def find_nccl_root(optional=False):\n    return find_nccl_root(")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_finder_is_not_judged(tmp_path: Path, name: str) -> None:
+    """Helpers calling themselves, a sum past the reading's depth: read in bounded time as
+    "not judged", nothing raised."""
+    got = _nccl(_package(tmp_path, find=_spelled(FIND, HOSTILE[name])))
+    assert isinstance(got, dict) and set(got) == {"unread"}, got

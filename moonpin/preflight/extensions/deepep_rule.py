@@ -190,8 +190,8 @@ def _text(node: ast.AST, scope: _Scope, depth: int = 0) -> Any:
     rets = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
     if bound is None or len(rets) != 1 or rets[0] is None:
         return None
-    return _text(rets[0], _Scope(scope.defs, {**bound, **_assigned(fn, scope.defs, bound)},
-                                 scope.marks), depth + 1)
+    return _text(rets[0], _Scope(scope.defs, {**bound, **_assigned(
+        fn, scope.defs, bound, scope.marks, depth + 1)}, scope.marks), depth + 1)
 
 
 def _bind(fn: ast.FunctionDef, call: ast.Call, scope: _Scope, depth: int
@@ -219,9 +219,9 @@ def _bind(fn: ast.FunctionDef, call: ast.Call, scope: _Scope, depth: int
 
 
 def _assigned(fn: ast.FunctionDef, defs: dict[str, Any], names: dict[str, Any],
-              marks: frozenset[str] = frozenset()) -> dict[str, Any]:
+              marks: frozenset[str] = frozenset(), depth: int = 0) -> dict[str, Any]:
     """The names ``fn`` assigns once (``upper = name.upper()``, ``root = find_root()``),
-    as texts read in order over ``names``."""
+    as texts read in order over ``names`` (``depth``: of the helpers' chain so far)."""
     import ast
 
     counts: dict[str, int] = {}
@@ -233,7 +233,7 @@ def _assigned(fn: ast.FunctionDef, defs: dict[str, Any], names: dict[str, Any],
         if (isinstance(n, ast.Assign) and len(n.targets) == 1
                 and isinstance(n.targets[0], ast.Name) and counts[n.targets[0].id] == 1
                 and n.targets[0].id not in names):
-            got = _text(n.value, _Scope(defs, {**names, **out}, marks))
+            got = _text(n.value, _Scope(defs, {**names, **out}, marks), depth)
             if got is not None:
                 out[n.targets[0].id] = got
     return out
