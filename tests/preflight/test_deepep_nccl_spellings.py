@@ -78,7 +78,8 @@ def test_the_shipped_spelling(tmp_path: Path) -> None:
         "function": "check_nccl_so", "line": 9, "root_fn": "find_nccl_root",
         "suppress": ["EP_SUPPRESS_NCCL_CHECK"], "pattern": "/lib/libnccl.so*",
         "env": ["EP_NCCL_ROOT_DIR", "NCCL_DIR"], "present": True,
-        "dists": ["nvidia-nccl", "nvidia_nccl"], "lib": "libnccl.so", "package": "nccl"}
+        "dists": ["nvidia-nccl", "nvidia_nccl"], "lib": "libnccl.so", "package": "nccl",
+        "module": str(tmp_path / "deep_ep" / "utils" / "find_pkgs.py")}
 
 
 @pytest.mark.parametrize("name", sorted(SPELLINGS))
@@ -87,7 +88,8 @@ def test_a_spelling_reads_as_the_shipped_one(tmp_path: Path, name: str) -> None:
     want = _nccl(_package(tmp_path / "shipped"))
     got = _nccl(_package(tmp_path / "spelled", _spelled(CHECK, check), _spelled(FIND, find)))
     assert isinstance(got, dict) and isinstance(want, dict)
-    assert {**got, "line": 0, "root_fn": ""} == {**want, "line": 0, "root_fn": ""}
+    same = {"line": 0, "root_fn": "", "module": ""}
+    assert {**got, **same} == {**want, **same}
     assert got["root_fn"].endswith("find_nccl_root")
 
 
@@ -168,3 +170,23 @@ def test_a_hostile_finder_is_not_judged(tmp_path: Path, name: str) -> None:
     "not judged", nothing raised."""
     got = _nccl(_package(tmp_path, find=_spelled(FIND, HOSTILE[name])))
     assert isinstance(got, dict) and set(got) == {"unread"}, got
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_a_changed_finder_module_is_read_again(tmp_path: Path) -> None:
+    """The reading is remembered under ``__init__.py``'s stamp: ``utils/find_pkgs.py``
+    changed alone (its variables renamed) is read again, not answered from the memo."""
+    from tests.lib.checkrun import run
+    from tests.lib.deepep_sources import deep_ep_image
+
+    site = deep_ep_image(tmp_path / "site")
+    (tmp_path / "empty" / "lib").mkdir(parents=True)
+    env = {"CUDA_HOME": "/opt/cuda", "NCCL_DIR": str(tmp_path / "empty"),
+           "MOONPIN_CACHE_DIR": str(tmp_path / "cache")}
+    args = ("--gpu-capability", "9.0", "--", "--moe-a2a-backend", "deepep")
+    first = run(site, *args, ep=False, env=env)
+    assert "No libnccl.so found" in first.line("deep_ep"), first.out
+    finder = site / "deep_ep" / "utils" / "find_pkgs.py"
+    finder.write_text(_spelled(FIND, [(ENVS, "for env_name in ('OTHER_NCCL_DIR',):")]))
+    again = run(site, *args, ep=False, env=env)  # NCCL_DIR is no longer read
+    assert "Cannot find package: nccl" in again.line("deep_ep"), again.out

@@ -25,7 +25,11 @@ function's variables, distribution names and library name). What the process has
 by then: torch's own ``__init__`` loads ``nvidia/nccl/lib/libnccl.so.*`` of its ``sys.path``
 by path (its ``_preload_cuda_deps``), which is the file that distribution lists, and ld.so
 maps each ``LD_PRELOAD`` entry before anything: a ``libnccl`` preloaded from elsewhere is a
-second NCCL (``AssertionError``), as an ``NCCL_DIR`` naming other bytes is.
+second NCCL (``AssertionError``), as an ``NCCL_DIR`` naming other bytes is. The texts of
+that search are read through the spellings that say the same (an f-string, ``+``,
+``os.path.join``, a name assigned once, a helper function's ``return``, a tuple or a list,
+``os.environ.get``); a function reading ``/proc/self/maps`` whose search is spelled any
+other way leaves the import "not judged", never passing.
 """
 
 from __future__ import annotations
@@ -89,8 +93,23 @@ def _read(folder: str, within: Confined) -> dict[str, Any] | None:
         needs_gpu = pre is not None and any(
             isinstance(n, ast.Call) and astread.attr_path(n.func) == "torch.cuda.is_available"
             for n in ast.walk(pre))
+    nccl = _nccl_check(tree, folder, within)
+    also = [os.path.join(folder, cuda_name[0] + ".py")] if cuda_name is not None else []
+    also += [os.path.join(folder, prereq + ".py")] if prereq is not None else []
+    also += [nccl["module"]] if nccl and nccl.get("module") else []
     return {"imports": imports, "expected_cuda": expected, "needs_gpu": needs_gpu,
-            "cuda_home": _cuda_home(tree), "nccl": _nccl_check(tree, folder, within)}
+            "cuda_home": _cuda_home(tree), "nccl": nccl,
+            "also": {p: _stamp(p) for p in also}}
+
+
+def _stamp(path: str) -> list[int] | None:
+    """What tells a file read beside ``__init__.py`` changed (the reading is remembered
+    under ``__init__.py``'s stamp alone); None: not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns]
 
 
 def _reached(tree: ast.Module) -> list[ast.FunctionDef]:
@@ -387,7 +406,7 @@ def _finder(tree: ast.Module, folder: str, name: str, within: Confined
     if package is None:
         package = dists[0].rpartition("-")[2]
     return {"env": list(dict.fromkeys(env)), "present": present, "dists": dists,
-            "lib": lib, "package": package}
+            "lib": lib, "package": package, "module": path}
 
 
 def _cuda_home(tree: ast.Module) -> dict[str, Any] | None:
@@ -591,6 +610,8 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
 def pick(facts: Facts, found: Found) -> Pick:
     got = astread.reading("deep-ep-v4", os.path.join(found.folder, "__init__.py"),
                           lambda: _read(found.folder, facts.within), facts.within)
+    if got is not None and any(_stamp(p) != was for p, was in got.get("also", {}).items()):
+        got = _read(found.folder, facts.within)  # a module it read changed: read afresh
     if got is None:
         return Pick(unread=f"{found.folder}/__init__.py cannot be read")
     notes: list[str] = []
