@@ -144,18 +144,12 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
            else os.environ.get("LD_PRELOAD", "") if root is None else "")
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
-    key_of_import = (machine, python or "", ",".join(first), ":".join(ld), root or "",
-                     ",".join(suffixes), *paths,
-                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
-                     pre,
-                     str(complete))
-    key = "\0".join(("native-v2", machine, python or "", ",".join(first), module or "",
-                     ",".join(after),
-                     *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
-                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
-                     pre,
-                     str(complete),
-                     *(() if mode is None else (f"mode={mode}",))))
+    # what the import before the builds is computed from: the key of the process a check
+    # keeps for it (``Run.processes``), and the memo key's first part (one reading of each)
+    key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
+                     tuple(suffixes), tuple(paths),
+                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete)
+    key = repr(("native-v3", key_of_import, module or "", tuple(after), tuple(builds), mode))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
         ahead = _prefetched(run, key) if run is not None else None
