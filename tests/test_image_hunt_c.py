@@ -30,17 +30,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.lib.umoci import add_changes, layout_copy, minimal_root, need_tools
-from tests.lib.verdicts import verdicts
+from tests.lib.verdicts import recorded_report, stack_root, verdicts
 
 pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "realimg" / "probe_stack.py"
-REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "")
 SITE = "lib/python3.11/site-packages"
 ALT = "{venv}/nccl-alt/nvidia/nccl/lib"
 #: report -> (image folder, the worker's environment: ``{venv}`` is the venv's path)
@@ -68,18 +68,11 @@ TRUTH = {"none": {"sgl_kernel": "sgl_kernel", "nixl_ep": "nixl_ep",
 LAUNCHES = {"nixl": ("nixl_ep",), "deepep": ("deep_ep",)}
 
 
-def _root() -> Path:
-    if not REALIMG or not (Path(REALIMG) / "stack" / "bin" / "python").exists():
-        pytest.skip("set MOONPIN_TEST_REALIMG to the folder tests/realimg/stack.sh built into")
-    return Path(REALIMG)
+_root = stack_root
 
 
-def report(name: str) -> dict:
-    path = _root() / "hunt-C-reports" / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"no {path}: run tests/realimg/stack.sh --hunt-c")
-    with path.open() as f:
-        return json.load(f)
+def report(name: str) -> dict[str, Any]:
+    return recorded_report("hunt-C-reports", name, "--hunt-c")
 
 
 def _env(name: str, venv: str) -> dict[str, str]:

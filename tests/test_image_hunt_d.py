@@ -28,15 +28,15 @@ import where torch's own import fails: a choice with no files now goes through t
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.lib.verdicts import verdicts
+from tests.lib.verdicts import recorded_report, verdicts
 
 pytestmark = pytest.mark.image
 
@@ -70,12 +70,8 @@ def _root() -> Path:
     return Path(REALIMG)
 
 
-def report(name: str) -> dict:
-    path = _root() / "hunt-D-reports" / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"no {path}: run tests/realimg/stack.sh --hunt-d")
-    with path.open() as f:
-        return json.load(f)
+def report(name: str) -> dict[str, Any]:
+    return recorded_report("hunt-D-reports", name, "--hunt-d")
 
 
 @pytest.fixture(params=sorted(REPORTS))

@@ -34,11 +34,12 @@ from typing import Any
 
 import pytest
 
+from tests.lib.verdicts import recorded_report, stack_root
+
 pytestmark = pytest.mark.image
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "realimg" / "probe_stack.py"
-REALIMG = os.environ.get("MOONPIN_TEST_REALIMG", "")
 #: report -> (image folder, the packages judged without a rule, the worker's environment
 #: beside the probe's own: ``{venv}`` is the image's folder)
 CU12 = "{venv}/cu12/nvidia"
@@ -56,17 +57,11 @@ RULED_TRUTH = {"deep_ep": "deep_ep", "flashinfer": "flashinfer", "nixl_ep": "nix
 CASES = [(r, p) for r, (_, pkgs, _) in REPORTS.items() for p in pkgs]
 
 
-def _root() -> Path:
-    if not REALIMG or not (Path(REALIMG) / "stack" / "bin" / "python").exists():
-        pytest.skip("set MOONPIN_TEST_REALIMG to the folder tests/realimg/stack.sh built into")
-    return Path(REALIMG)
+_root = stack_root
 
 
 def report(name: str) -> dict[str, Any]:
-    path = _root() / "hunt-G-reports" / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"no {path}: run tests/realimg/stack.sh --hunt-g")
-    return json.loads(path.read_text())  # type: ignore[no-any-return]
+    return recorded_report("hunt-G-reports", name, "--hunt-g")
 
 
 def _image(name: str) -> Path:
