@@ -215,3 +215,47 @@ def test_python_uses_this_process_env_and_home(tmp_path: Path) -> None:
     _adapter(other, str(site / "mooncake"))
     got = line({"MOONCAKE_PG_JIT_DIR": str(other)})
     assert got.startswith("pass") and str(other) in got, got
+
+
+def test_an_image_file_carries_its_adapter_and_tools(tmp_path: Path) -> None:
+    """``--image``: the image's cache folder (its ``Env``) and toolchain are unpacked with
+    what the check reads, so an adapter the image ships is seen, and ninja on its PATH is
+    found (the partial unpack kept neither)."""
+    import shutil
+    import subprocess
+
+    umoci = shutil.which("umoci")
+    if umoci is None:
+        pytest.skip("umoci is not installed")
+    root = tmp_path / "rootfs"
+    _jit_root(root)
+    ninja = root / "opt/venv/bin/ninja"
+    ninja.write_bytes(b"\x7fELF stand-in")
+    ninja.chmod(0o755)
+    kb = small_kb(tmp_path)
+
+    def line(with_adapter: bool) -> str:
+        layout = tmp_path / f"oci-{with_adapter}"
+        if with_adapter:
+            _adapter(root / "var/jit", IMAGE_PKG)
+        for argv in (["init", "--layout", str(layout)], ["new", "--image", f"{layout}:t"],
+                     ["insert", "--image", f"{layout}:t", str(root), "/"],
+                     ["config", "--image", f"{layout}:t", "--config.env",
+                      "PATH=/opt/venv/bin:/usr/bin:/bin", "--config.env",
+                      "MOONCAKE_PG_JIT_DIR=/var/jit", "--config.entrypoint",
+                      "/opt/venv/bin/python"]):
+            subprocess.run([umoci, *argv], check=True, capture_output=True, timeout=120)
+        r = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--image", str(layout),
+                            "--elastic-ep-backend", "mooncake", "--kb", str(kb)],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "MOONCAKE_PG_JIT_DIR": str(tmp_path / "h")})
+        got = [ln for ln in r.stdout.splitlines() if ln[6:].startswith(("adapter:",
+                                                                        "toolchain:"))]
+        assert len(got) == 1, r.stdout + r.stderr
+        return got[0]
+
+    cold = line(False)
+    assert cold.startswith("fail") and "(looked in /var/jit)" in cold, cold
+    assert "it needs nvcc" in cold and "ninja" not in cold.partition("needs")[2], cold
+    warm = line(True)
+    assert warm.startswith("pass") and f"/var/jit/{KEY}" in warm, warm
