@@ -53,13 +53,8 @@ def home_of(env: Mapping[str, str], uid: int, root: str | None) -> str:
     (:func:`moonpin.preflight.env.rootfs.user_home`); else this process's user's."""
     if env.get("HOME"):
         return env["HOME"]
-    if root is None:
-        import pwd
-
-        try:
-            return pwd.getpwuid(uid).pw_dir
-        except KeyError:
-            return os.path.expanduser("~")
+    if root is None:  # this process is the worker: its user's passwd entry
+        return os.path.expanduser("~")
     from moonpin.preflight.env.rootfs import user_home
 
     return user_home(root, uid)
