@@ -10,8 +10,9 @@ mooncake` and `explain` over a spread of real questions, and the wall time of co
 `moonpin which mooncake --sglang …`, `which nixl --torch … [--sglang …]`, `which
 sglang-kernel --sglang …` and `explain` of a mooncake stack and of extension stacks (nixl
 with the kernel; the newest SGLang release's own pins of DeepEP, FlashInfer and the kernel,
-with flashinfer-cubin) processes next to `pip --version`, run alternately in this one
-script so all see the same machine.
+with flashinfer-cubin) processes, `pins` of files pinning extensions beside that SGLang
+and its `constraints`, next to `pip --version`, run alternately in this one script so all
+see the same machine.
 """
 
 from __future__ import annotations
@@ -165,6 +166,17 @@ def main() -> int:
             "explain", f"sglang=={newest}", "nixl==1.5.1", "sglang-kernel==0.4.10"],
         f"explain sglang=={newest} {' '.join(own)}": ["explain", f"sglang=={newest}", *own],
     }
+    # ``pins`` and ``constraints`` of files pinning extensions beside SGLang (no mooncake)
+    import tempfile
+
+    pinned = tempfile.TemporaryDirectory(prefix="moonpin-bench-pins-")
+    for name, lines in (("nixl", ["nixl==1.5.1", "sglang-kernel==0.4.10"]), ("own", own)):
+        path = os.path.join(pinned.name, f"{name}.txt")
+        with open(path, "w") as f:
+            f.write("".join(f"{x}\n" for x in [f"sglang=={newest}", *lines]))
+        clis[f"pins ({' '.join(lines)})"] = ["pins", path, "--python", "3.12"]
+    clis[f"constraints --sglang {newest}"] = ["constraints", "--sglang", newest, "--python",
+                                              "3.12"]
     pip = [sys.executable, "-m", "pip", "--version"]
     times: dict[str, list[float]] = {name: [] for name in clis}
     pip_t: list[float] = []

@@ -172,7 +172,9 @@ def facts_without(src: str, dst: str, fresh: set[tuple[int, int]]) -> None:
     doc = cache.load(src)
     assert isinstance(doc, dict), f"unreadable facts file {src}"
     doc = dict(doc, clean={k: v for k, v in doc["clean"].items() if k not in fresh},
-               analysed={k: v for k, v in doc["analysed"].items() if k[1:] not in fresh})
+               analysed={k: v for k, v in doc["analysed"].items() if k[1:] not in fresh},
+               backend={k: v for k, v in doc.get("backend", {}).items() if k not in fresh},
+               guarded={k: v for k, v in doc.get("guarded", {}).items() if k not in fresh})
     assert cache.store(dst, doc) is None
 
 

@@ -34,6 +34,44 @@ def test_importing_moonpin_loads_nothing_else() -> None:
     assert proc.stderr == ""
 
 
+def test_importing_the_api_is_cheap() -> None:
+    """``import moonpin.api`` (every query's first step) loads no ``dataclasses`` (with
+    ``inspect``: ~5-8 ms of every query) and nothing of moonpin but itself."""
+    code = ("import sys; before = set(sys.modules); import moonpin.api; "
+            "print(sorted(set(sys.modules) - before))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=True)
+    loaded = json.loads(proc.stdout.replace("'", '"'))
+    assert not {"dataclasses", "inspect"} & set(loaded), loaded
+    assert [m for m in loaded if m.startswith("moonpin")] == ["moonpin", "moonpin.api"]
+
+
+def test_a_target_is_a_frozen_value() -> None:
+    """What the frozen dataclass gave: fields, equality, hash, repr, pattern matching,
+    no assignment, and a copy or pickle equal to it."""
+    import copy
+    import pickle
+
+    t = moonpin.Target.image("w.tar", platform="linux/arm64")
+    assert (t.kind, t.paths, t.platform) == ("image", ("w.tar",), "linux/arm64")
+    assert t == moonpin.Target("image", ("w.tar",), "linux/arm64") != moonpin.Target.image("w.tar")
+    assert t != ("image", ("w.tar",), "linux/arm64")
+    assert len({t, moonpin.Target.image("w.tar", platform="linux/arm64")}) == 1
+    assert repr(moonpin.Target.current()) == "Target(kind='current', paths=(), platform=None)"
+    with pytest.raises(AttributeError):
+        t.kind = "rootfs"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del t.paths
+    with pytest.raises(AttributeError):
+        t.other = 1  # type: ignore[attr-defined]
+    assert pickle.loads(pickle.dumps(t)) == t == copy.deepcopy(t)
+    match moonpin.Target.python("/usr/bin/python3"):
+        case moonpin.Target("python", (path,)):
+            assert path == "/usr/bin/python3"
+        case _:
+            pytest.fail("no match")
+
+
 def test_importing_moonpin_never_exits_beside_a_shadowing_file(tmp_path: Path) -> None:
     """The stdlib guard is the entry points' (the command exits 2 there), not the package's:
     a library import beside a ``json.py`` raises nothing and prints nothing."""

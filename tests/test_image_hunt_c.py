@@ -219,10 +219,13 @@ def test_the_packed_image_is_judged_as_the_real_imports(name_: str, tmp_path: Pa
         _agree(name_, proc, gpu, "deepep")
 
 
-@pytest.mark.xfail(strict=True, reason="not modelled yet: the import chain takes the standard "
-                   "library's extension modules as present (`import _bz2` where libbz2.so.1.0 "
-                   "is missing raises nothing in the model); deep_ep reaches it through "
-                   "deep_ep.buffers.elastic -> torch._dynamo -> networkx -> bz2")
+@pytest.mark.xfail(strict=True, reason="not reached by the model: the stdlib's extension "
+                   "modules are loaded where walked code imports them (`import bz2` fails on "
+                   "libbz2.so.1.0), but deep_ep reaches bz2 through a call at import: "
+                   "deep_ep/utils/math.py:30 `@torch.compile` -> torch.compile's own "
+                   "`import torch._dynamo` -> trace_rules/functorch.compile (imports in "
+                   "functions they call) -> networkx -> networkx.utils.decorators `import bz2`; "
+                   "neither deep_ep's submodules nor torch's are run by the chain model")
 def test_an_image_root_without_libbz2() -> None:
     """``hunt-C-root-nobz2``: deep_ep's real import in that root (a chroot, ``CUDA_HOME``
     set) fails on ``libbz2.so.1.0``; the check should say so."""

@@ -24,6 +24,7 @@ __all__ = [
     "Artifact",
     "BackendImport",
     "Build",
+    "ChoiceImport",
     "ExtensionPin",
     "Facts",
     "FactsError",
@@ -91,6 +92,15 @@ class BackendImport(NamedTuple):
     line: int
 
 
+class ChoiceImport(NamedTuple):
+    """``moonpin.kb.models.ChoiceImport``: an import under a test the choice passes."""
+
+    member: str
+    module: str
+    names: tuple[str, ...]
+    line: int
+
+
 class LaunchBackend(NamedTuple):
     """``moonpin.kb.models.LaunchBackend``: what one choice of a backend option imports."""
 
@@ -99,6 +109,8 @@ class LaunchBackend(NamedTuple):
     member: str | None
     imports: tuple[BackendImport, ...]
     error: str | None
+    #: the imports under a test on the option's value this choice passes (KB schema 6)
+    guarded: tuple[ChoiceImport, ...]
 
 
 class Sglang(NamedTuple):
@@ -407,7 +419,8 @@ def _record(cls: type, src: Any, where: str) -> Any:
     return cls(**values)
 
 
-_HINTS_OK = frozenset({Artifact, Pg, Sglang, ExtensionPin, BackendImport, LaunchBackend,
+_HINTS_OK = frozenset({Artifact, Pg, Sglang, ExtensionPin, BackendImport, ChoiceImport,
+                       LaunchBackend,
                        LoaderImport, Loader, Build, Wheel, Mooncake,
                        TorchVariant, Torch, Unread, Scrape, Facts, SglangHead, MooncakeHead,
                        NativeHead,
@@ -426,8 +439,8 @@ def from_model(kb: Any) -> Facts:
 #: that occurs more than once (the loaders every wheel of a release shares, a build's lists
 #: of names) is written once, in ``pool``, and elsewhere as its index there. The shipped
 #: facts shrink ~5x, and a query reads each shared value once, as one object.
-FORMAT = "pooled-5"  # 2: Sglang.requires_python; 3: Loader.requires; 4: wheel_pythons;
-#: 5: Sglang.launch_backends, extension_pins
+FORMAT = "pooled-6"  # 2: Sglang.requires_python; 3: Loader.requires; 4: wheel_pythons;
+#: 5: Sglang.launch_backends, extension_pins; 6: LaunchBackend.guarded
 
 
 def from_json(data: Any) -> Facts:

@@ -27,6 +27,7 @@ __all__ = [
     "BackendUse",
     "Build",
     "CallArity",
+    "ChoiceImport",
     "DistPin",
     "KnowledgeBase",
     "LaunchBackend",
@@ -237,18 +238,38 @@ class BackendImport(Model):
     line: int
 
 
+class ChoiceImport(Model):
+    """An import an SGLang release runs under a test on a launch argument's value that the
+    choice passes (:mod:`moonpin.readers.launch.guarded`): ``module`` as written, the
+    ``names`` of a ``from`` import, the ``member`` and ``line`` holding it, and the line of
+    the ``test`` (``if get_exec().moe.elastic_ep_backend == "mooncake":``)."""
+
+    member: str
+    module: str
+    names: tuple[str, ...] = ()
+    line: int
+    test: int
+
+
 class LaunchBackend(Model):
     """What one choice of a backend option makes an SGLang release import, read from the
-    release's own sources (:func:`moonpin.readers.launch.server_args.backend_member`): the module
-    SGLang keeps for it (``member``; None: the release has none) and the imports there of
+    release's own sources. Where the option keeps a module per choice
+    (:data:`moonpin.readers.launch.backends.BACKEND_FLAGS`: ``--moe-a2a-backend``'s token
+    dispatchers; :func:`moonpin.readers.launch.backends.backend_member`): that module
+    (``member``; None: the release has none, or the option keeps none) and its imports of
     packages outside SGLang and the standard library
-    (:func:`moonpin.readers.launch.server_args.backend_imports`)."""
+    (:func:`moonpin.readers.launch.server_args.backend_imports`). For every option: the
+    imports the release runs under a test on the option's value that this choice passes
+    (``guarded``, schema 6), and the tests above an import whose shape was not understood
+    (``unread``: ``member:line: test``; such an import is neither counted nor ruled out)."""
 
     flag: str  # "--moe-a2a-backend", "--elastic-ep-backend"
     choice: str  # "nixl"
     member: str | None = None
     imports: tuple[BackendImport, ...] = ()
     error: str | None = None  # the module could not be read or parsed
+    guarded: tuple[ChoiceImport, ...] = ()
+    unread: tuple[str, ...] = ()
 
 
 class DistPin(Model):

@@ -16,6 +16,9 @@ written by a newer moonpin; a lower one must be rescraped, unless it is in
   SglangRelease.extension_pins (its Requires-Dist lines naming a native extension). Only
   added fields: a schema 4 file reads as before, without those facts, until its next refresh
   (the SGLang extractor's fingerprint changed, so that refresh re-reads every release).
+* 6: LaunchBackend.guarded / unread (the imports a release runs under a test on a backend
+  option's value, :mod:`moonpin.readers.launch.guarded`); ``--elastic-ep-backend`` keeps no
+  module per choice (``member`` None). Only added fields: a schema 5 file reads as before.
 
 Nothing imported: the runtime check reads it without loading pydantic
 (:mod:`moonpin.kb.models`, :mod:`moonpin.kb.store` and the check's own reading of the file,
@@ -24,5 +27,5 @@ Nothing imported: the runtime check reads it without loading pydantic
 
 __all__ = ["READABLE_SCHEMAS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 5
-READABLE_SCHEMAS = frozenset({1, 2, 3, 4, 5})
+SCHEMA_VERSION = 6
+READABLE_SCHEMAS = frozenset({1, 2, 3, 4, 5, 6})

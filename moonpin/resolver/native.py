@@ -223,10 +223,13 @@ def sglang_edges(g: CompatGraph, s: Sglang, project: str) -> SglangEdges:
     packages = project_packages(g, project)
     imports: list[tuple[str, str]] = []
     for b in s.launch_backends:
-        for i in b.imports:
-            top = i.module.split(".")[0]
+        # the choice's module's imports, then those under a test on its value
+        found = [(b.member, i.module, i.line) for i in b.imports]
+        found += [(g.member, g.module, g.line) for g in b.guarded]
+        for member, module, line in found:
+            top = module.split(".")[0]
             if top in packages and top not in [p for p, _ in imports]:
-                imports.append((top, f"{b.flag} {b.choice}: {b.member}:{i.line}"))
+                imports.append((top, f"{b.flag} {b.choice}: {member}:{line}"))
     return SglangEdges(f"sglang {s.version}", s.artifact.filename, pins, tuple(imports))
 
 

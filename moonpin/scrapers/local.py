@@ -226,7 +226,10 @@ def release_from_members(
         else:
             imports[n], errors[n] = None, f"unreadable: {got}"
     update: dict[str, object] = {
-        "launch_backends": sg.launch_backends(launch, by_rel, imports, errors),
+        "launch_backends": sg.launch_backends(launch, by_rel, imports, errors,
+                                              sg.guarded_readings(
+            (n, d if isinstance(d, bytes) else None) for n, d in by_rel.items()
+            if n.startswith("sglang/") and n.endswith(".py"))),
         "extension_pins": tuple(ext_pins)}
     if launch is not None:
         update["launch"] = launch

@@ -108,6 +108,7 @@ EXTRACTORS: dict[str, tuple[str, ...]] = {
     "sglang": ("readers/pyast/usage.py", "readers/pyast/facts.py", "readers/pyast/walk.py",
                "readers/launch/server_args.py", "readers/launch/flags.py",
                "readers/launch/rules.py", "readers/launch/values.py", "kb/launch.py",
+               "readers/launch/guarded.py", "readers/launch/backends.py",
                "readers/pyast/imports.py", "readers/pyast/astname.py", "scrapers/sglang.py",
                "scrapers/projects/__init__.py",
                *(f"scrapers/projects/{m}.py" for m in PROJECT_MODULES)),

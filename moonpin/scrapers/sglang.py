@@ -28,6 +28,7 @@ from moonpin.kb.models import (
     BackendImport,
     BackendUse,
     CallArity,
+    ChoiceImport,
     DistPin,
     LaunchBackend,
     LaunchRules,
@@ -53,6 +54,7 @@ __all__ = [
     "extension_pins_of",
     "facts_from_files",
     "failed",
+    "guarded_readings",
     "launch_backends",
     "scrape_wheel",
     "torch_requirements",
@@ -78,6 +80,9 @@ class AnalysisCache:
     _launch: dict[tuple[object, ...], tuple[object]] = field(default_factory=dict)
     #: (crc, size) of a backend's module -> its imports (readers.launch.server_args.backend_imports)
     _backend: dict[tuple[int, int], tuple[BackendImport, ...]] = field(default_factory=dict)
+    #: (crc, size) of any source -> its readings (readers.launch.guarded.read_file) for each
+    #: backend option's attribute it names, path-free
+    _guarded: dict[tuple[int, int], tuple[tuple[str, Any], ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     hits: int = 0
 
@@ -113,6 +118,15 @@ class AnalysisCache:
         with self._lock:
             self._backend[(crc, size)] = value
 
+    def guarded_get(self, crc: int, size: int) -> tuple[tuple[str, Any], ...] | None:
+        """The guarded-import readings of a source with this content, if already read."""
+        with self._lock:
+            return self._guarded.get((crc, size))
+
+    def guarded_put(self, crc: int, size: int, value: tuple[tuple[str, Any], ...]) -> None:
+        with self._lock:
+            self._guarded[(crc, size)] = value
+
     def put(self, path: str, crc: int, size: int, data: bytes, value: pyast.FileAnalysis) -> None:
         with self._lock:
             self._analysed[(path, crc, size)] = value
@@ -141,6 +155,8 @@ class AnalysisCache:
                              if k[1:] not in self._clean},
                 "backend": {k: tuple((i.module, i.names, i.line) for i in v)
                             for k, v in self._backend.items()},
+                "guarded": {k: tuple((d, _plain(r)) for d, r in v)
+                            for k, v in self._guarded.items()},
             }
         return cache.store(path, doc)
 
@@ -160,17 +176,76 @@ class AnalysisCache:
             backend = {(int(c), int(n)): tuple(
                 BackendImport(module=str(m), names=tuple(str(x) for x in names), line=int(li))
                 for m, names, li in v) for (c, n), v in doc["backend"].items()}
+            guarded = {(int(c), int(n)): tuple((str(d), _reading_in(r)) for d, r in v)
+                       for (c, n), v in doc["guarded"].items()}
         except (KeyError, TypeError, ValueError, AttributeError):
             return out  # written by other code, or damaged: start empty, never wrong
         except ValidationError:
             return out
         out._clean, out._analysed, out._backend = clean, analysed, backend
+        out._guarded = guarded
         return out
 
 
 #: Bumped when the saved shape changes (the file name also carries the extractor
 #: fingerprint, so facts read by other extractor code are never reused).
-_FILES_FORMAT = 3
+_FILES_FORMAT = 4
+
+
+def _plain(value: Any) -> Any:
+    """A reading as plain tuples (marshal writes no named tuples)."""
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _reading_in(t: Any) -> Any:
+    """A :class:`moonpin.readers.launch.guarded.Reading` back from :func:`_plain`'s shape."""
+    from moonpin.readers.launch import guarded as gd
+
+    imports, unread, defaults, error = t
+    return gd.Reading(
+        tuple(gd.GuardedImport(str(m), str(mod), tuple(str(x) for x in names), int(li),
+                               int(test), tuple((str(k), int(v)) for k, v in truth))
+              for m, mod, names, li, test, truth in imports),
+        tuple(gd.Unread(str(m), int(li), str(text), str(mod)) for m, li, text, mod in unread),
+        tuple(None if d is None else str(d) for d in defaults),
+        None if error is None else str(error))
+
+
+def _read_guarded(data: bytes) -> tuple[tuple[str, Any], ...]:
+    """The readings of one source for each backend option's attribute it names (path-free:
+    the member is filled in when a release's readings are put together)."""
+    from moonpin.readers.launch import guarded as gd
+    from moonpin.readers.launch import server_args as sa
+
+    out = []
+    for flag in sa.BACKEND_FLAGS:
+        dest = sa.backend_dest(flag)
+        if gd.mentions(data, dest):
+            out.append((dest, gd.read_file(data, "", dest)))
+    return tuple(out)
+
+
+def _placed(reading: Any, member: str) -> Any:
+    """A path-free reading as read in ``member``."""
+    return reading._replace(
+        imports=tuple(i._replace(member=member) for i in reading.imports),
+        unread=tuple(u._replace(member=member) for u in reading.unread),
+        error=None if reading.error is None else f"{member}{reading.error}")
+
+
+def guarded_readings(members: Iterable[tuple[str, bytes | None]]) -> dict[str, list[Any]]:
+    """attribute -> the readings (:func:`moonpin.readers.launch.guarded.read_file`) of the
+    SGLang sources ``members`` (path, bytes; None: unreadable) that name it, by path."""
+    return _release_readings({name: None if data is None else _read_guarded(data)
+                              for name, data in members})
+
+
+def _flags() -> list[str]:
+    from moonpin.readers.launch import server_args as sa
+
+    return [sa.backend_dest(f) for f in sa.BACKEND_FLAGS]
 
 
 def _fa_out(fa: pyast.FileAnalysis) -> tuple[object, ...]:
@@ -377,6 +452,11 @@ def scrape_wheel(
     backend_known = {n: cache.backend_get(z.by_name[n].crc, z.by_name[n].file_size)
                      for n in sa.backend_modules(z.names())}
     extra += [n for n, got in backend_known.items() if got is None and n not in extra]
+    # every source's reading of the tests on the backend options' values, by content
+    guarded_known = {e.name: cache.guarded_get(e.crc, e.file_size)
+                     for e in z.entries if e.name.endswith(".py")}
+    queued = set(extra) | {e.name for e in todo}
+    extra += [n for n, got in guarded_known.items() if got is None and n not in queued]
     z.prefetch([meta_names[0], *(e.name for e in todo), *extra], workers=workers,
                max_gap=max_gap)
     meta_text = z.read(meta_names[0]).decode("utf-8", "replace")
@@ -401,6 +481,15 @@ def scrape_wheel(
                      for m, names, line in sa.backend_imports(data, n))
         backend_known[n] = read
         cache.backend_put(z.by_name[n].crc, z.by_name[n].file_size, read)
+    for n in [n for n, known in guarded_known.items() if known is None]:
+        try:
+            data = read_now[n] if n in read_now else z.read(n, cap=16 * 1024 * 1024)
+        except ArchiveError:
+            continue  # stays None: unreadable
+        reading = _read_guarded(data)
+        guarded_known[n] = reading
+        cache.guarded_put(z.by_name[n].crc, z.by_name[n].file_size, reading)
+    readings = _release_readings(guarded_known)
     # The launch rules (a 9,000-line file up to 0.5.18) are read in the pool while the
     # sources parse.
     launch_pending = None
@@ -438,21 +527,43 @@ def scrape_wheel(
     update: dict[str, Any] = {
         "launch_backends": launch_backends(
             launch_known[0] if isinstance(launch_known[0], LaunchRules) else None,
-            z.names(), backend_known,
-                                           backend_errors),
+            z.names(), backend_known, backend_errors, readings),
         "extension_pins": extension_pins(meta, meta_text, meta_names[0])}
     if launch_known[0] is not None:
         update["launch"] = launch_known[0]
     return release.model_copy(update=update), src.fetched, z.needed_bytes
 
 
+def _release_readings(known: dict[str, tuple[tuple[str, Any], ...] | None]
+                      ) -> dict[str, list[Any]]:
+    """attribute -> the readings of one release's sources, by path (``known``: each
+    source's path-free readings; None: it could not be read, which every attribute hears)."""
+    from moonpin.readers.launch import guarded as gd
+
+    out: dict[str, list[Any]] = {}
+    for name in sorted(known):
+        got = known[name]
+        if got is None:
+            for dest in _flags():
+                out.setdefault(dest, []).append(gd.Reading(error=f"{name}: unreadable"))
+            continue
+        for dest, r in got:
+            out.setdefault(dest, []).append(_placed(r, name))
+    return out
+
+
 def launch_backends(launch: LaunchRules | None, names: Iterable[str],
                     imports: dict[str, tuple[BackendImport, ...] | None],
-                    errors: dict[str, str]) -> tuple[LaunchBackend, ...]:
+                    errors: dict[str, str],
+                    readings: dict[str, list[Any]] | None = None) -> tuple[LaunchBackend, ...]:
     """What each choice of the backend options (:data:`moonpin.readers.launch.server_args.
     BACKEND_FLAGS`, their choices as the release's launch record declares them) imports:
-    the module :func:`moonpin.readers.launch.server_args.backend_member` names in ``names``, with
-    ``imports`` of each such module (None: not read; ``errors``: why)."""
+    where the option keeps a module per choice, the module
+    :func:`moonpin.readers.launch.server_args.backend_member` names in ``names``, with
+    ``imports`` of each such module (None: not read; ``errors``: why); and for every option
+    the imports under a test on its value the choice passes, from ``readings`` (attribute
+    -> :func:`guarded_readings`; the option's default is the one the sources declare)."""
+    from moonpin.readers.launch import guarded as gd
     from moonpin.readers.launch import server_args as sa
 
     listing = list(names)
@@ -460,14 +571,22 @@ def launch_backends(launch: LaunchRules | None, names: Iterable[str],
     for flag in launch.flags if launch is not None else ():
         if flag.name not in sa.BACKEND_FLAGS:
             continue
+        folder = sa.BACKEND_FLAGS[flag.name]
+        rs = (readings or {}).get(flag.dest, [])
+        default = gd.default_of(rs)
+        broken = tuple(r.error for r in rs if r.error is not None)
         for choice in flag.choices or ():
             if choice in sa.NO_BACKEND:
                 continue
-            member = sa.backend_member(listing, choice)
+            member = sa.backend_member(listing, choice, folder) if folder else None
             got = imports.get(member) if member is not None else ()
             error = errors.get(member) if member is not None else None
-            out.append(LaunchBackend(flag=flag.name, choice=choice, member=member,
-                                     imports=got or (), error=error))
+            under, unread = gd.for_choice(rs, choice, default)
+            out.append(LaunchBackend(
+                flag=flag.name, choice=choice, member=member, imports=got or (), error=error,
+                guarded=tuple(ChoiceImport(member=i.member, module=i.module, names=i.names,
+                                           line=i.line, test=i.test) for i in under),
+                unread=(*broken, *(f"{u.member}:{u.line}: {u.text}" for u in unread))))
     return tuple(out)
 
 

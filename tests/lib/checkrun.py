@@ -12,7 +12,8 @@ from pathlib import Path
 from moonpin.kb.models import SCHEMA_VERSION
 from tests.lib.images import PG_NAMES
 
-__all__ = ["NOBODY", "ROOT", "Run", "assert_healthy", "python_for_nobody", "run", "small_kb"]
+__all__ = ["NOBODY", "ROOT", "Run", "as_nobody", "assert_healthy", "check_as_nobody",
+           "nobody_python", "open_to_all", "python_for_nobody", "run", "small_kb"]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The unprivileged user the permission tests run the check as.
@@ -32,6 +33,45 @@ def python_for_nobody() -> str | None:
         except OSError:
             continue
     return None
+
+
+def nobody_python() -> str:
+    """:func:`python_for_nobody`, or the test skipped when there is none."""
+    import pytest
+
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    return python
+
+
+def open_to_all(root: Path) -> None:
+    """Every folder under ``root`` (itself too) 0755 and every file 0644."""
+    for p in [root, *root.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def as_nobody(python: str, code: str, site: Path, cwd: Path
+              ) -> subprocess.CompletedProcess[str]:
+    """``python -B -c code`` as the unprivileged user with ``site`` on its path: the real
+    import a check is held against."""
+    return subprocess.run([python, "-B", "-c", code], capture_output=True, text=True,
+                          timeout=60, user=NOBODY, group=NOBODY, cwd=cwd,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+
+
+def check_as_nobody(python: str, site: Path, *args: str, home: Path) -> Run:
+    """``python -m moonpin.preflight --site-packages site --no-deep *args`` live as the
+    unprivileged user (moonpin and its dependencies on its path, ``home`` its HOME)."""
+    import sysconfig
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
+    env["HOME"] = str(home)
+    return Run(subprocess.run(
+        [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep", *args],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, user=NOBODY,
+        group=NOBODY))
 
 
 def small_kb(tmp_path: Path) -> Path:

@@ -79,7 +79,7 @@ def test_backend_not_requested_checks_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("launch", "module"), [
-    (["--", "--elastic-ep-backend", "nixl"], "nixl_ep"),
+    (["--", "--moe-a2a-backend", "nixl"], "nixl_ep"),
     (["--", "--moe-a2a-backend=deepep"], "deep_ep")])
 def test_another_backend_is_judged_by_what_it_imports(tmp_path: Path, launch: list[str],
                                                       module: str) -> None:
@@ -127,8 +127,10 @@ def test_backend_typo_in_launch_args_too(tmp_path: Path) -> None:
     r = run(empty, "--", "--moe-a2a-backend", "deeep", ep=False, kb=SHIPPED_KB)
     assert r.rc == 2 and "tip: did you mean --moe-a2a-backend deepep" in r.err, r.err
     ok = run(empty, "--elastic-ep-backend", "nixl", ep=False, kb=SHIPPED_KB)
-    # accepted (not refused as a typo), then judged: nothing of nixl is in an empty folder
-    assert ok.rc == 1 and ok.line("nixl_ep").startswith("fail  nixl_ep: not installed"), ok.out
+    # accepted (not refused as a typo); no SGLang sources to read, and the rules' own
+    # choices (the fallback) say --elastic-ep-backend nixl imports nothing of nixl
+    assert "nixl_ep" not in ok.out and "invalid choice" not in ok.err, ok.out
+    assert "skip  extensions: --elastic-ep-backend nixl: no module" in ok.out, ok.out
 
 
 def test_verdict_line_says_whether_the_deep_probe_ran(tmp_path: Path, kb: Path) -> None:

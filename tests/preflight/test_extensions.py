@@ -20,6 +20,7 @@ from tests.lib.extimages import (
     add_flashinfer,
     add_nixl,
     add_sgl_kernel,
+    gcc_so,
     torch_image,
 )
 
@@ -101,13 +102,46 @@ def test_nixl_without_a_build_for_sglangs_torch_gets_the_release_that_has_one(
 
 def test_nixl_requested_and_absent_is_not_usable(tmp_path: Path) -> None:
     site = _site(tmp_path)
-    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    r = run(site, *NIXL, ep=False)
     assert r.rc == 1, r.out
     line = r.line("nixl_ep")
-    assert line.startswith("fail  nixl_ep: not installed (--elastic-ep-backend nixl: sglang/"
+    assert line.startswith("fail  nixl_ep: not installed (--moe-a2a-backend nixl: sglang/"
                            "srt/layers/moe/token_dispatcher/nixl.py:2 imports nixl_ep)"), r.out
     assert r.fixes() and r.fixes()[0].startswith("fix: pip install 'nixl'")
     assert "nothing to check" not in r.out
+
+
+def test_an_elastic_ep_choice_no_source_imports_a_package_for_is_no_failure(
+        tmp_path: Path) -> None:
+    """Issue 39: ``--elastic-ep-backend nixl`` alone imports nothing of nixl (no SGLang
+    source tests the option against ``"nixl"``; the same-named token dispatcher is
+    ``--moe-a2a-backend``'s): nixl absent is no failure, and the line says why."""
+    site = _site(tmp_path)
+    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    assert r.rc == 0, r.out
+    assert "nixl_ep" not in r.out
+    assert ("skip  extensions: --elastic-ep-backend nixl: no test on its value in the "
+            "installed SGLang's sources imports a package for it; nothing to judge\n"
+            ) in r.out, r.out
+
+
+def test_an_elastic_ep_choice_is_judged_by_the_import_under_its_test(tmp_path: Path) -> None:
+    """A release that imports nixl_ep under ``if ... elastic_ep_backend == "nixl"``: the
+    choice needs it, and the line names the file and line of that import."""
+    site = _site(tmp_path)
+    src = site / "sglang" / "srt" / "elastic_ep" / "scale.py"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text("def scale(cfg):\n"
+                   "    backend = cfg.elastic_ep_backend\n"
+                   "    if backend != \"nixl\":\n"
+                   "        return\n"
+                   "    from nixl_ep import Buffer\n"
+                   "    return Buffer\n")
+    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("nixl_ep").startswith(
+        "fail  nixl_ep: not installed (--elastic-ep-backend nixl: sglang/srt/elastic_ep/"
+        "scale.py:5 imports nixl_ep)"), r.out
 
 
 _PASSED_OVER = ("not a regular file: CPython's importer passes over it (a package whose "
@@ -273,8 +307,6 @@ def test_deepbind_looks_in_the_librarys_own_closure_first(tmp_path: Path) -> Non
     from moonpin.preflight.loader import ldproc
 
     lib = tmp_path / "lib"
-    from tests.lib.extimages import gcc_so
-
     gcc_so(lib / "libglobal.so", defines=("g",), soname="libglobal.so")
     gcc_so(lib / "libown.so", defines=("o",), soname="libown.so")
     build = gcc_so(lib / "build.so", uses=("missing_fn",), needs=("libown.so",),
@@ -370,3 +402,66 @@ def test_the_dynamo_line_reads_sglang_and_models_torch_once(
     assert walks == ["sglang"] and torches == ["torch"], (walks, torches)
     alone = run(site, "--no-cache", "--", *launch)
     assert alone.lines == lines
+
+
+def test_hostile_sglang_sources_are_said_unread_never_a_hang(tmp_path: Path) -> None:
+    """A FIFO, a source that does not parse and a folder link loop among SGLang's sources:
+    the check ends, and says what it could not read instead of guessing that the choice
+    imports nothing."""
+    site = _site(tmp_path)
+    srt = site / "sglang" / "srt"
+    srt.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(srt / "fifo.py")
+    (srt / "broken.py").write_text("if cfg.elastic_ep_backend == 'nixl':\n    import x(\n")
+    (srt / "loop").symlink_to(srt, target_is_directory=True)
+    r = run(site, "--", "--elastic-ep-backend", "nixl", ep=False)
+    assert r.rc == 0, r.out
+    line = r.line("extensions")
+    assert line.startswith("skip  extensions: --elastic-ep-backend nixl: a test on its value in "
+                           "the installed SGLang's sources is unread (sglang/srt/broken.py: "
+                           "SyntaxError"), r.out
+    assert line.endswith(", and 1 more); not judged"), r.out  # the FIFO
+    assert "nixl_ep" not in r.out
+
+
+def test_a_source_past_the_read_cap_is_unread(tmp_path: Path) -> None:
+    from moonpin.preflight.access.confined import NOWHERE
+    from moonpin.preflight.extensions import wanted
+
+    srt = tmp_path / "sglang" / "srt"
+    srt.mkdir(parents=True)
+    (srt / "huge.py").write_bytes(b"# elastic_ep_backend\n" + b"x = 1\n" * 3_000_000)
+    (srt / "ok.py").write_text("if cfg.elastic_ep_backend:\n    import nixl_ep\n")
+    got, unread = wanted._under_tests(str(tmp_path / "sglang"), "--elastic-ep-backend",
+                                      "nixl", NOWHERE)
+    assert got == [("nixl_ep", 2, "sglang/srt/ok.py")]
+    assert len(unread) == 1 and unread[0].startswith("sglang/srt/huge.py: unreadable: ")
+    assert "over the 16 MiB limit" in unread[0]
+
+
+def test_an_extension_that_loads_no_build_fails_where_torchs_own_import_fails(
+        tmp_path: Path) -> None:
+    """flashinfer loads nothing prebuilt at import, but imports torch: in an image where
+    torch's own import fails (a system library its extension needs is missing: an image
+    without libffi, hunt-D-root-noffi), ``import flashinfer`` fails too; and no reinstall of
+    an extension or its pins is offered for it (it would not mend torch)."""
+    import importlib.machinery
+
+    site = _site(tmp_path)
+    add_flashinfer(site)
+    add_sgl_kernel(site)
+    ok = run(site, "--gpu-capability", "9.0", ep=False)
+    assert ok.rc == 0 and ok.line("flashinfer").startswith("pass"), ok.out
+    link = tmp_path / "link"
+    gcc_so(link / "libgone.so.8", soname="libgone.so.8")
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    gcc_so(site / "torch" / f"_sysdep{suffix}", needs=("libgone.so.8",), link=link)
+    init = site / "torch" / "__init__.py"
+    init.write_text(init.read_text() + "from torch import _sysdep  # noqa: F401\n")
+    r = run(site, "--gpu-capability", "9.0", ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("flashinfer")
+    assert line.startswith("fail") and "torch's import on the way fails" in line, r.out
+    assert "libgone.so.8" in line, r.out
+    assert "libgone.so.8" in r.line("sgl_kernel"), r.out
+    assert r.fixes() == [], r.out

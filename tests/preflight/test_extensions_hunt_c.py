@@ -20,78 +20,19 @@ from pathlib import Path
 import pytest
 
 from tests.lib.checkrun import run, small_kb
-from tests.lib.extimages import add_deep_ep, gcc_so, torch_image
+from tests.lib.deepep_sources import deep_ep_image
+from tests.lib.extimages import gcc_so
+from tests.lib.flashinfer_sources import ENV_06, ENV_07, flashinfer_image
 from tests.lib.images import add_dist
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 DEEPEP = ("--gpu-capability", "9.0", "--", "--moe-a2a-backend", "deepep")
 
-#: sgl-deep-ep 0.1.2.post1's check, as shipped (deep_ep/__init__.py), and its finder
-#: (deep_ep/utils/find_pkgs.py), cut to what runs
-_CHECK = '''
-import filecmp
-import glob
-import os
-
-from .utils.find_pkgs import find_nccl_root
-
-
-def check_nccl_so():
-    if int(os.environ.get('EP_SUPPRESS_NCCL_CHECK', 0)):
-        return
-    with open('/proc/self/maps', 'r') as f:
-        loaded_nccl_so = None
-        for so in [line.strip().split(' ')[-1] for line in f if 'libnccl' in line]:
-            loaded_nccl_so = so if loaded_nccl_so is None else loaded_nccl_so
-            assert so == loaded_nccl_so, f'Duplicate NCCL runtime found: {so}'
-    linked_nccl_so_candidates = sorted(glob.glob(f'{find_nccl_root()}/lib/libnccl.so*'))
-    assert linked_nccl_so_candidates, f'No libnccl.so found in {find_nccl_root()}/lib/'
-    linked_nccl_so = linked_nccl_so_candidates[0]
-    assert filecmp.cmp(loaded_nccl_so, linked_nccl_so, shallow=False)
-
-
-check_nccl_so()
-'''
-_FIND = '''import os
-import sys
-from importlib.metadata import distributions
-
-
-def find_pkg_root(name, lib_name=None, optional=False):
-    upper = name.upper()
-    for env_name in (f'EP_{upper}_ROOT_DIR', f'{upper}_DIR'):
-        if env_name in os.environ:
-            return os.environ[env_name]
-    best = None
-    for dist in distributions():
-        dist_name = (dist.metadata['Name'] or '').lower()
-        if f'nvidia-{name}' not in dist_name and f'nvidia_{name}' not in dist_name:
-            continue
-        for f in (dist.files or []):
-            if lib_name in str(f):
-                lib_dir = os.path.dirname(str(f.locate()))
-                best = os.path.dirname(lib_dir) if os.path.basename(lib_dir) == 'lib' else lib_dir
-    if not optional:
-        assert best is not None, f'Cannot find package: {name}'
-    return best
-
-
-def find_nccl_root(optional=False):
-    return find_pkg_root('nccl', lib_name='libnccl.so', optional=optional)
-'''
-
-
 def _image(tmp_path: Path, *, nccl: bool = True) -> Path:
     """torch with deep_ep whose ``__init__`` runs the NCCL check; ``nccl``: nvidia-nccl-cu13
     installed (its ``nvidia/nccl/lib/libnccl.so.2`` listed in its RECORD)."""
-    site = torch_image(tmp_path / "site")
-    add_deep_ep(site)
-    init = site / "deep_ep" / "__init__.py"
-    init.write_text(_CHECK + init.read_text())
-    (site / "deep_ep" / "utils").mkdir()
-    (site / "deep_ep" / "utils" / "__init__.py").write_text("")
-    (site / "deep_ep" / "utils" / "find_pkgs.py").write_text(_FIND)
+    site = deep_ep_image(tmp_path / "site")
     if nccl:
         gcc_so(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2", defines=["ncclGetVersion"],
                soname="libnccl.so.2")
@@ -182,93 +123,10 @@ def test_the_kept_verdict_sees_the_preload_change(tmp_path: Path) -> None:
 # with its own (0.6.12.post1+cu130 imports); 0.7 only "<its version>+…" (and ignores another).
 # The check read both as "+"; and its fix line named a jit-cache release pip cannot install.
 
-#: flashinfer-python 0.6.12's jit/env.py, its jit-cache part (as shipped)
-_JC_06 = '''import os
-import pathlib
-
-from ..version import __version__ as flashinfer_version
-
-
-def has_flashinfer_jit_cache() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("flashinfer_jit_cache") is not None
-
-
-def _get_aot_dir():
-    if has_flashinfer_jit_cache():
-        import flashinfer_jit_cache
-
-        flashinfer_jit_cache_version = flashinfer_jit_cache.__version__
-        if (
-            not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
-            and flashinfer_version != "0.0.0+unknown"
-            and not flashinfer_jit_cache_version.startswith(flashinfer_version)
-        ):
-            raise RuntimeError("flashinfer-jit-cache version does not match")
-
-        return pathlib.Path(flashinfer_jit_cache.get_jit_cache_dir())
-    return pathlib.Path("/aot")
-
-
-FLASHINFER_AOT_DIR: pathlib.Path = _get_aot_dir()
-'''
-#: flashinfer-python 0.7.2's jit/env.py, its jit-cache part (as shipped, cut)
-_JC_07 = '''import logging
-import os
-
-from ..version import __version__ as flashinfer_version
-
-logger = logging.getLogger(__name__)
-
-
-def has_flashinfer_jit_cache() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("flashinfer_jit_cache") is not None
-
-
-def _check_jit_cache_version(distribution: str, package_version: str) -> None:
-    if (
-        not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
-        and flashinfer_version != "0.0.0+unknown"
-        and package_version != flashinfer_version
-        and not package_version.startswith(f"{flashinfer_version}+")
-    ):
-        raise RuntimeError(f"{distribution} version does not match")
-
-
-def _get_aot_providers():
-    if not has_flashinfer_jit_cache():
-        return ()
-    import flashinfer_jit_cache
-
-    try:
-        _check_jit_cache_version("flashinfer-jit-cache", flashinfer_jit_cache.__version__)
-    except RuntimeError as error:
-        logger.warning("Ignoring incompatible flashinfer-jit-cache package: %s", error)
-        return ()
-    return ()
-
-
-FLASHINFER_AOT_PROVIDERS = _get_aot_providers()
-'''
-
-
 def _fi_image(tmp_path: Path, env_py: str, version: str, jit_cache: str) -> Path:
-    site = torch_image(tmp_path / "site", sglang_requires=[f"flashinfer_python=={version}"])
-    pkg = site / "flashinfer"
-    (pkg / "jit").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from .jit import env\n")
-    (pkg / "version.py").write_text(f'__version__ = "{version}"\n')
-    (pkg / "jit" / "__init__.py").write_text("")
-    (pkg / "jit" / "env.py").write_text(env_py)
-    add_dist(site, "flashinfer-python", version, requires=["torch"])
-    (site / "flashinfer_jit_cache").mkdir()
-    (site / "flashinfer_jit_cache" / "__init__.py").write_text(
-        f'__version__ = "{jit_cache}"\n\ndef get_jit_cache_dir():\n    return "/jc"\n')
-    add_dist(site, "flashinfer-jit-cache", jit_cache)
-    return site
+    return flashinfer_image(tmp_path / "site", env_py, version, f"flashinfer_python=={version}",
+                            "flashinfer-jit-cache", jit_cache,
+                            '\ndef get_jit_cache_dir():\n    return "/jc"\n')
 
 
 def _fi_kb(tmp_path: Path, releases: dict[str, tuple[str, ...]]) -> Path:
@@ -285,12 +143,12 @@ GPU_NONE = {"MOONPIN_GPU_CAPABILITY": "none"}
 
 
 @pytest.mark.parametrize(("env_py", "version", "jit_cache", "verdict"), [
-    (_JC_06, "0.6.12", "0.6.12.post1+cu130", "pass"),   # starts with 0.6.12: taken
-    (_JC_06, "0.6.12", "0.6.12+cu130", "pass"),
-    (_JC_06, "0.6.12", "0.6.11+cu130", "fail"),          # 0.6 raises
-    (_JC_07, "0.7.2", "0.7.2+cu130", "pass"),
-    (_JC_07, "0.7.2", "0.7.2.post1+cu130", "warn"),     # not "0.7.2+…": 0.7 ignores it
-    (_JC_07, "0.7.2", "0.7.1+cu130", "warn"),
+    (ENV_06, "0.6.12", "0.6.12.post1+cu130", "pass"),   # starts with 0.6.12: taken
+    (ENV_06, "0.6.12", "0.6.12+cu130", "pass"),
+    (ENV_06, "0.6.12", "0.6.11+cu130", "fail"),          # 0.6 raises
+    (ENV_07, "0.7.2", "0.7.2+cu130", "pass"),
+    (ENV_07, "0.7.2", "0.7.2.post1+cu130", "warn"),     # not "0.7.2+…": 0.7 ignores it
+    (ENV_07, "0.7.2", "0.7.1+cu130", "warn"),
 ], ids=["06-post", "06-same", "06-other", "07-same", "07-post", "07-other"])
 def test_the_jit_caches_version_is_compared_as_its_release_writes_it(
         tmp_path: Path, env_py: str, version: str, jit_cache: str, verdict: str) -> None:
@@ -302,7 +160,7 @@ def test_the_jit_caches_version_is_compared_as_its_release_writes_it(
 def test_a_jit_cache_the_index_has_none_of_is_taken_out(tmp_path: Path) -> None:
     """The KB knows FlashInfer's releases and no flashinfer-jit-cache (the index has none):
     the line takes the jit-cache out, and is a shell line (its note a comment)."""
-    site = _fi_image(tmp_path, _JC_07, "0.7.2", "0.7.1+cu130")
+    site = _fi_image(tmp_path, ENV_07, "0.7.2", "0.7.1+cu130")
     kb = _fi_kb(tmp_path, {"flashinfer-python": ("0.7.1", "0.7.2"),
                            "flashinfer-cubin": ("0.6.13",)})
     r = run(site, ep=False, env=GPU_NONE, kb=kb)

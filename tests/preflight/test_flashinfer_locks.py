@@ -17,115 +17,14 @@ import json
 from pathlib import Path
 
 from tests.lib.checkrun import run, small_kb
-from tests.lib.extimages import torch_image
-from tests.lib.images import add_dist
+from tests.lib.flashinfer_sources import ENV_06, ENV_07, flashinfer_image
 
 GPU = {"MOONPIN_GPU_CAPABILITY": "none"}
 
-#: flashinfer-python 0.6.12's jit/env.py, its cubin part
-ENV_06 = '''import os
-import pathlib
-
-from ..version import __version__ as flashinfer_version
-
-
-def has_flashinfer_cubin() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("flashinfer_cubin") is not None
-
-
-def _get_cubin_dir():
-    if has_flashinfer_cubin():
-        import flashinfer_cubin
-
-        flashinfer_cubin_version = flashinfer_cubin.__version__
-        if (
-            not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
-            and flashinfer_version != "0.0.0+unknown"
-            and flashinfer_version != flashinfer_cubin_version
-        ):
-            raise RuntimeError(
-                f"flashinfer-cubin version ({flashinfer_cubin_version}) does not match "
-                f"flashinfer version ({flashinfer_version}). "
-            )
-
-        return pathlib.Path(flashinfer_cubin.get_cubin_dir())
-
-    env_dir = os.getenv("FLASHINFER_CUBIN_DIR")
-    if env_dir:
-        return pathlib.Path(env_dir)
-    return pathlib.Path("/cache")
-
-
-FLASHINFER_CUBIN_DIR: pathlib.Path = _get_cubin_dir()
-'''
-
-#: flashinfer-python 0.7.4's jit/env.py, its cubin part
-ENV_07 = '''import logging
-import os
-import pathlib
-
-from ..version import __version__ as flashinfer_version
-
-logger = logging.getLogger(__name__)
-
-
-def has_flashinfer_cubin() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("flashinfer_cubin") is not None
-
-
-def _check_cubin_version(package_version: str) -> None:
-    if (
-        not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK")
-        and flashinfer_version != "0.0.0+unknown"
-        and package_version != flashinfer_version
-    ):
-        raise RuntimeError(
-            f"flashinfer-cubin version ({package_version}) does not match "
-            f"flashinfer version ({flashinfer_version})."
-        )
-
-
-def _get_cubin_dir():
-    env_dir = os.getenv("FLASHINFER_CUBIN_DIR")
-    if env_dir:
-        return pathlib.Path(env_dir)
-
-    if has_flashinfer_cubin():
-        import flashinfer_cubin
-
-        try:
-            _check_cubin_version(flashinfer_cubin.__version__)
-        except RuntimeError as error:
-            logger.warning("Ignoring incompatible flashinfer-cubin package: %s", error)
-        else:
-            return pathlib.Path(flashinfer_cubin.get_cubin_dir())
-
-    return pathlib.Path("/cache")
-
-
-FLASHINFER_CUBIN_DIR: pathlib.Path = _get_cubin_dir()
-'''
-
-
 def _image(tmp_path: Path, env_py: str, version: str, cubin: str,
            sglang_pin: str = "0.7.2") -> Path:
-    site = torch_image(tmp_path / "site",
-                       sglang_requires=[f"flashinfer_python[cu13]=={sglang_pin}"])
-    pkg = site / "flashinfer"
-    (pkg / "jit").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from .jit import env\n")
-    (pkg / "version.py").write_text(f'__version__ = "{version}"\n')
-    (pkg / "jit" / "__init__.py").write_text("")
-    (pkg / "jit" / "env.py").write_text(env_py)
-    add_dist(site, "flashinfer-python", version, requires=["torch"])
-    (site / "flashinfer_cubin").mkdir()
-    (site / "flashinfer_cubin" / "__init__.py").write_text(f'__version__ = "{cubin}"\n')
-    add_dist(site, "flashinfer-cubin", cubin)
-    return site
+    return flashinfer_image(tmp_path / "site", env_py, version,
+                            f"flashinfer_python[cu13]=={sglang_pin}", "flashinfer-cubin", cubin)
 
 
 def _kb(tmp_path: Path, cubins: tuple[str, ...]) -> Path:

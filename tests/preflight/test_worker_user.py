@@ -20,7 +20,15 @@ import pytest
 
 from moonpin.preflight.env.rootfs import ImageConfig, worker_identity
 from moonpin.preflight.env.target import Identity, TargetError
-from tests.lib.checkrun import NOBODY, ROOT, Run, python_for_nobody
+from tests.lib.checkrun import (
+    NOBODY,
+    ROOT,
+    Run,
+    as_nobody,
+    check_as_nobody,
+    nobody_python,
+    open_to_all,
+)
 from tests.lib.extimages import add_nixl, torch_image
 from tests.preflight.test_check_rootfs import venv_root
 
@@ -85,9 +93,7 @@ def _kernel(python: str, files: list[Path], uid: int, gid: int,
 
 @as_root
 def test_readability_is_what_the_kernel_decides(open_tmp: Path) -> None:
-    python = python_for_nobody()
-    if python is None:
-        pytest.skip("no interpreter of this Python version other users can run")
+    python = nobody_python()
     files = _tree(open_tmp)
     for uid, gid, extra in USERS:
         truth = _kernel(python, files, uid, gid, extra)
@@ -220,25 +226,14 @@ def test_a_build_the_images_user_cannot_read(tmp_path: Path) -> None:
 def test_a_live_check_as_the_workers_own_user(open_tmp: Path) -> None:
     """Checked live, the worker's user is the check's own: run as an unprivileged user, a
     loader file only root can read fails (it said "not judged", exit 0)."""
-    python = python_for_nobody()
-    if python is None:
-        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    python = nobody_python()
     site = torch_image(open_tmp / "site")
     add_nixl(site)
-    for p in [site, *site.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    open_to_all(site)
     init = site / "nixl_ep_cu13" / "__init__.py"
-    import sysconfig
-
-    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
-    env["HOME"] = str(open_tmp / "home")
 
     def check() -> Run:
-        return Run(subprocess.run(
-            [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep",
-             *NIXL], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120,
-            user=NOBODY, group=NOBODY))
+        return check_as_nobody(python, site, *NIXL, home=open_tmp / "home")
 
     assert check().line("nixl_ep").startswith("pass")  # control
     init.chmod(0o600)
@@ -411,20 +406,14 @@ def test_a_folders_modes_as_the_real_importer_reads_them(open_tmp: Path, mode: i
     nothing in it can be stat-ed or opened."""
     from moonpin.preflight.extensions import astread
 
-    python = python_for_nobody()
-    if python is None:
-        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    python = nobody_python()
     site = open_tmp / "site"
     (site / "pkg").mkdir(parents=True)
     (site / "pkg" / "__init__.py").write_text("X = 1\n")
     (site / "pkg" / "mod.py").write_text("Y = 2\n")
-    for p in (site, site / "pkg" / "__init__.py", site / "pkg" / "mod.py"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    open_to_all(site)
     (site / "pkg").chmod(mode)
-    proc = subprocess.run([python, "-B", "-c", "import pkg.mod"], capture_output=True,
-                          text=True, timeout=60, user=NOBODY, group=NOBODY,
-                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-                          cwd=open_tmp)
+    proc = as_nobody(python, "import pkg.mod", site, open_tmp)
     said = astread.denied([str(site / "pkg" / "__init__.py"), str(site / "pkg" / "mod.py")],
                           Identity(NOBODY, (NOBODY,), "nobody"), None)
     assert (proc.returncode == 0) is (said is None), (proc.stderr, said)
@@ -444,12 +433,9 @@ def test_a_live_check_of_a_source_only_its_bytecode_cache_reads(open_tmp: Path,
 
     from tests.lib.images import healthy_image
 
-    python = python_for_nobody()
-    if python is None:
-        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    python = nobody_python()
     site = healthy_image(open_tmp / "site")
-    for p in [site, *site.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    open_to_all(site)
     src = site / "mooncake" / "__init__.py"
     if cache != "none":
         pyc = Path(py_compile.compile(str(src), doraise=True))  # timestamp, as pip's
@@ -459,20 +445,11 @@ def test_a_live_check_of_a_source_only_its_bytecode_cache_reads(open_tmp: Path,
         st = src.stat()
         os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))
     src.chmod(0o600)
-    import sysconfig
-
-    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
-    env["HOME"] = str(open_tmp / "home")
-    real = subprocess.run([python, "-B", "-c", "import mooncake"], capture_output=True,
-                          text=True, timeout=60, user=NOBODY, group=NOBODY, cwd=open_tmp,
-                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    real = as_nobody(python, "import mooncake", site, open_tmp)
     assert (real.returncode == 0) is (cache == "valid"), real.stderr
     assert cache == "valid" or "PermissionError" in real.stderr, real.stderr
-    r = Run(subprocess.run(
-        [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep",
-         "--elastic-ep-backend", "mooncake", "--no-cache"], cwd=ROOT, capture_output=True,
-        text=True, env=env, timeout=300, user=NOBODY, group=NOBODY))
+    r = check_as_nobody(python, site, "--elastic-ep-backend", "mooncake", "--no-cache",
+                        home=open_tmp / "home")
     assert "Traceback" not in r.err, r.err
     assert "ReadRefused" not in r.out and "cannot be read" not in r.out, r.out
     if cache == "valid":
@@ -492,31 +469,19 @@ def test_a_live_check_of_a_loader_only_its_bytecode_cache_reads(open_tmp: Path,
     unreadable (it said "the import raises PermissionError"): what the loader picks is not
     read (not judged). With the cache unreadable too the import raises PermissionError."""
     import py_compile
-    import sysconfig
 
-    python = python_for_nobody()
-    if python is None:
-        pytest.skip("no interpreter of this Python version the unprivileged user can run")
+    python = nobody_python()
     site = torch_image(open_tmp / "site")
     add_nixl(site)
-    for p in [site, *site.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    open_to_all(site)
     init = site / "nixl_ep_cu13" / "__init__.py"
     pyc = Path(py_compile.compile(str(init), doraise=True))
     pyc.parent.chmod(0o755)
     pyc.chmod(0o644 if cache == "valid" else 0o600)
     init.chmod(0o600)
-    real = subprocess.run([python, "-B", "-c", "import nixl_ep_cu13"], capture_output=True,
-                          text=True, timeout=60, user=NOBODY, group=NOBODY, cwd=open_tmp,
-                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    real = as_nobody(python, "import nixl_ep_cu13", site, open_tmp)
     assert ("PermissionError" in real.stderr) is (cache == "unreadable"), real.stderr
-    env = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "PYTHONPATH")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
-    env["HOME"] = str(open_tmp / "home")
-    r = Run(subprocess.run(
-        [python, "-m", "moonpin.preflight", "--site-packages", str(site), "--no-deep", *NIXL],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, user=NOBODY,
-        group=NOBODY))
+    r = check_as_nobody(python, site, *NIXL, home=open_tmp / "home")
     line = r.line("nixl_ep")
     if cache == "valid":
         assert "PermissionError" not in line and not line.startswith("fail"), line

@@ -25,6 +25,9 @@
 #   --hunt-g            only build (and probe) the hunt-G-* images (packages no loader rule of
 #                       moonpin reads, from the index's wheels; tests/test_image_hunt_g.py):
 #                       hard-link copies, about 1 GB of new files
+#   --hunt-d            build (and probe) only the hunt-D-* image roots (block at the end; a
+#                       preload in the image's environment or /etc/ld.so.preload;
+#                       tests/test_image_hunt_d.py): hard links, a few MB of new files
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
@@ -80,7 +83,7 @@ KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
 HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
 HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0; HUNT_D=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
@@ -90,6 +93,7 @@ while [ $# -gt 0 ]; do
     --hunt-nixl) HUNT_NIXL=1;;
     --hunt-c) HUNT_C=1;;
     --hunt-g) HUNT_G=1;;
+    --hunt-d) HUNT_D=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -327,6 +331,7 @@ kernel_hunt() {
 mkdir -p "$R" "$DL"
 MAIN=1; [ "$HUNT_C" = 1 ] && MAIN=0   # --hunt-c: only its block (its images come from `stack`)
 [ "$HUNT_G" = 1 ] && MAIN=0            # --hunt-g: the same
+[ "$HUNT_D" = 1 ] && MAIN=0           # --hunt-d: only its block (its roots come from hunt-A-root-stack)
 if [ "$KHUNT" = 1 ]; then  # only them: the stack images are their sources, never changed here
   [ -x "$BASE/bin/python" ] || { log "build stack first (tests/realimg/stack.sh)"; exit 2; }
   kernel_hunt; log "time: $(( $(date +%s) - T0 )) s"; exit 0
@@ -617,6 +622,91 @@ if [ "$HUNT_G" = 1 ]; then
     cu12="$R/hunt-G-ktkernel-cu12/cu12/nvidia"
     [ -d "$cu12" ] && timed g_probe "$R/hunt-G-ktkernel-cu12" G-ktkernel-cu12-ldpath \
       LD_LIBRARY_PATH="$GSTUBS:$cu12/cuda_nvrtc/lib:$cu12/cuda_runtime/lib"
+  fi
+fi
+
+# ---- hunt-D-* image roots (--hunt-d; tests/test_image_hunt_d.py) --------------------------------
+# The image's own preloads (issue 39: LD_PRELOAD in its config's Env, /etc/ld.so.preload), which
+# ld.so maps at the interpreter's start before anything it needs, in the global scope. One root,
+# hunt-A-root-stack hard-linked, with nvidia-nccl-cu12's libnccl.so.2 (hunt-C-ncclcu12's, hard
+# linked) at /opt/nccl12 and the probe copied in; probed in a chroot (CUDA_HOME set) with:
+#   D-root-nccl12-preload    LD_PRELOAD=/opt/nccl12/libnccl.so.2 (a CUDA 12 NCCL under the cu13 torch)
+#   D-root-missing-preload   LD_PRELOAD=/opt/none.so (ld.so: "cannot be preloaded ... ignored")
+#   D-root-nccl12-file       no LD_PRELOAD; /etc/ld.so.preload naming /opt/nccl12/libnccl.so.2
+#                            (written for that probe only, removed after it)
+# and hunt-D-root-nonvshmem: hunt-A-root-stack without nvidia-nvshmem-cu13 (its folder and
+# dist-info removed, as pip uninstall does), its libnvshmem_host.so.3 kept at /opt/nvshmem
+# (torch and deep_ep need it by that soname; nothing searches /opt/nvshmem), probed with:
+#   D-nonvshmem              nothing preloaded (the control: every import fails)
+#   D-nonvshmem-preload      LD_PRELOAD=/opt/nvshmem/libnvshmem_host.so.3 (answers the soname)
+#   D-nonvshmem-name         LD_PRELOAD=libnvshmem_host.so.3 (a name: searched, not found, ignored)
+#   D-nonvshmem-file         /etc/ld.so.preload naming /opt/nvshmem/libnvshmem_host.so.3
+# and hunt-D-root-noffi: hunt-A-root-stack without the system libffi (the standard library's
+# _ctypes needs libffi.so.8; torch/__init__.py imports ctypes at its top level), probed as is:
+#   D-noffi
+HUNT_D_REPORTS="$R/hunt-D-reports"
+d_probe() {  # d_probe <root> <report name> [VAR=value...]: probe_stack.py in that chroot
+  local root="$1" name="$2" chroot; shift 2; chroot=$(command -v chroot)
+  env -i PATH=/opt/venv/bin:/usr/bin:/bin LD_LIBRARY_PATH=/stubs CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB=/stubs/nvml HOME=/tmp CUDA_HOME=/usr/local/cuda PROBE_NAMES=1 "$@" \
+    unshare -m --propagation private /bin/bash -c "mount -t proc proc '$root/proc' && mount --rbind /dev '$root/dev' && exec '$chroot' '$root' /opt/venv/bin/python /probe_stack.py" \
+    > "$HUNT_D_REPORTS/$name.json.tmp" && mv -f "$HUNT_D_REPORTS/$name.json.tmp" "$HUNT_D_REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_D_REPORTS/$name.json" >&2
+}
+d_root() {
+  local root="$R/hunt-D-root" nccl="$R/hunt-C-ncclcu12/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+  [ -x "$R/hunt-A-root-stack/opt/venv/bin/python" ] || { log "hunt-D-root needs hunt-A-root-stack (--hunt-nixl)"; return 1; }
+  [ -f "$nccl" ] || { log "hunt-D-root needs hunt-C-ncclcu12 (--hunt-c)"; return 1; }
+  if [ ! -f "$root/.hunt-variant" ] || [ "$REBUILD" = 1 ]; then
+    rm -rf "$root"; cp -al "$R/hunt-A-root-stack" "$root"
+    mkdir -p "$root/opt/nccl12"; ln -f "$nccl" "$root/opt/nccl12/libnccl.so.2"
+    rm -f "$root/etc/ld.so.preload"
+    cp "$HERE/probe_stack.py" "$root/probe_stack.py.tmp" && mv -f "$root/probe_stack.py.tmp" "$root/probe_stack.py"
+    echo "hunt-A-root-stack with nvidia-nccl-cu12's libnccl.so.2 at /opt/nccl12" > "$root/.hunt-variant"
+  fi
+}
+d_root_nonvshmem() {
+  local root="$R/hunt-D-root-nonvshmem" site="opt/venv/lib/python3.11/site-packages"
+  [ -x "$R/hunt-A-root-stack/opt/venv/bin/python" ] || { log "hunt-D-root-nonvshmem needs hunt-A-root-stack (--hunt-nixl)"; return 1; }
+  if [ ! -f "$root/.hunt-variant" ] || [ "$REBUILD" = 1 ]; then
+    rm -rf "$root"; cp -al "$R/hunt-A-root-stack" "$root"
+    mkdir -p "$root/opt/nvshmem"
+    ln -f "$root/$site/nvidia/nvshmem/lib/libnvshmem_host.so.3" "$root/opt/nvshmem/libnvshmem_host.so.3"
+    rm -rf "$root/$site/nvidia/nvshmem" "$root/$site"/nvidia_nvshmem_cu13-*.dist-info "$root/etc/ld.so.preload"
+    cp "$HERE/probe_stack.py" "$root/probe_stack.py.tmp" && mv -f "$root/probe_stack.py.tmp" "$root/probe_stack.py"
+    echo "hunt-A-root-stack without nvidia-nvshmem-cu13; its libnvshmem_host.so.3 at /opt/nvshmem" > "$root/.hunt-variant"
+  fi
+}
+d_root_noffi() {
+  local root="$R/hunt-D-root-noffi"
+  [ -x "$R/hunt-A-root-stack/opt/venv/bin/python" ] || { log "hunt-D-root-noffi needs hunt-A-root-stack (--hunt-nixl)"; return 1; }
+  if [ ! -f "$root/.hunt-variant" ] || [ "$REBUILD" = 1 ]; then
+    rm -rf "$root"; cp -al "$R/hunt-A-root-stack" "$root"
+    rm -f "$root"/usr/lib/x86_64-linux-gnu/libffi.so* "$root/etc/ld.so.preload"
+    cp "$HERE/probe_stack.py" "$root/probe_stack.py.tmp" && mv -f "$root/probe_stack.py.tmp" "$root/probe_stack.py"
+    echo "hunt-A-root-stack without libffi" > "$root/.hunt-variant"
+  fi
+}
+d_with_file() {  # d_with_file <root> <report name> <entry>: probed with /etc/ld.so.preload naming it
+  printf '# hunt-D\n%s\n' "$3" > "$1/etc/ld.so.preload.tmp" && mv -f "$1/etc/ld.so.preload.tmp" "$1/etc/ld.so.preload"
+  d_probe "$1" "$2"; local rc=$?; rm -f "$1/etc/ld.so.preload"; return $rc
+}
+if [ "$HUNT_D" = 1 ]; then
+  mkdir -p "$HUNT_D_REPORTS"
+  if [ "$PROBE_ONLY" = 0 ]; then timed d_root; timed d_root_nonvshmem; timed d_root_noffi; fi
+  if [ "$NO_PROBE" = 0 ] && [ -f "$R/hunt-D-root/.hunt-variant" ]; then
+    timed d_probe "$R/hunt-D-root" D-root-nccl12-preload LD_PRELOAD=/opt/nccl12/libnccl.so.2
+    timed d_probe "$R/hunt-D-root" D-root-missing-preload LD_PRELOAD=/opt/none.so
+    timed d_with_file "$R/hunt-D-root" D-root-nccl12-file /opt/nccl12/libnccl.so.2
+  fi
+  if [ "$NO_PROBE" = 0 ] && [ -f "$R/hunt-D-root-nonvshmem/.hunt-variant" ]; then
+    root="$R/hunt-D-root-nonvshmem"
+    timed d_probe "$root" D-nonvshmem
+    timed d_probe "$root" D-nonvshmem-preload LD_PRELOAD=/opt/nvshmem/libnvshmem_host.so.3
+    timed d_probe "$root" D-nonvshmem-name LD_PRELOAD=libnvshmem_host.so.3
+    timed d_with_file "$root" D-nonvshmem-file /opt/nvshmem/libnvshmem_host.so.3
+  fi
+  if [ "$NO_PROBE" = 0 ] && [ -f "$R/hunt-D-root-noffi/.hunt-variant" ]; then
+    timed d_probe "$R/hunt-D-root-noffi" D-noffi
   fi
 fi
 

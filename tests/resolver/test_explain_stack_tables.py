@@ -16,6 +16,7 @@ from moonpin.kb import store
 from moonpin.resolver import native, resolved
 from moonpin.resolver import resolved_native as rn
 from moonpin.resolver.graph import CompatGraph
+from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +38,7 @@ def _stack_kb() -> Any:
 
 @pytest.fixture(scope="module")
 def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ext") / "kb.json"
-    store.save(_stack_kb(), path)
-    from moonpin.resolver.resolved_write import write
-
-    write(path)
-    return path
+    return resolved_kb(tmp_path_factory.mktemp("ext"), _stack_kb())
 
 
 def _said(got: dict[str, Any]) -> dict[str, Any]:

@@ -169,3 +169,66 @@ def test_uv_resolves_sglang_and_the_extensions_under_the_constraints(tmp_path: P
         assert r.returncode == 0, r.stderr
         got = dict(x.split("==", 1) for x in r.stdout.splitlines() if "==" in x)
         assert got["torch"] == torch and got["nixl"] == _newest("nixl", torch), got
+
+
+
+@pytest.mark.parametrize(("text", "facts"), [
+    ("sglang==0.5.23\nnixl==1.5.1\nsglang-kernel==0.4.10\n", False),
+    ("sglang==0.5.23\ntorch==2.14.1\nnixl-cu13==1.4.0\nsglang-kernel==0.4.8\n", True),
+    ("sglang==0.5.23\nsgl-deep-ep==0.1.2.post1\nflashinfer-python==0.7.2\n"
+     "flashinfer-cubin==0.6.13\n", False)], ids=["loads", "moved", "deepep-flashinfer"])
+def test_pins_of_extensions_are_judged_from_the_tables(
+        text: str, facts: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extensions a set pins are judged from the resolved tables, the moves too: the
+    full resolver's native side is not asked (before, it judged them all), and a set
+    whose other pins need no facts reads none (``facts``: its torch pin is judged
+    from them), with the full resolver's answer."""
+    from typing import Any
+
+    from moonpin.resolver import native, resolved
+    from moonpin.resolver import resolved_native as rn
+
+    req = tmp_path / "requirements.txt"
+    req.write_text(text)
+
+    def refuse(*_a: object, **_k: object) -> Any:
+        raise AssertionError("the full resolver was asked")
+
+    with monkeypatch.context() as m:
+        for name in ("explain_stack", "which_native", "known_version"):
+            m.setattr(native, name, refuse)
+        if not facts:
+            m.setattr(CompatGraph, "_read", staticmethod(refuse))
+            m.setattr(resolved, "_load_facts", refuse)
+        got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED).to_json()
+    monkeypatch.setattr(rn, "explain_fast", lambda *a, **k: None)  # the full resolver
+    monkeypatch.setattr(rn, "which_fast", lambda *a, **k: None)
+    assert got == moonpin.judge_pins([req], python="3.12", kb=SHIPPED).to_json()
+    native_said = [r for r in got["reasons"] if r.startswith(("nixl", "sglang-kernel=="))]
+    assert bool(native_said) == ("0.4.8" in text), got
+    assert any(u["depName"] == "sglang-kernel" for u in got["updates"]) == ("0.4.8" in text)
+
+
+def test_constraints_hold_the_extensions_from_the_tables(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """``constraints``/``renovate``'s hold of the extensions (``plan_natives``) asks
+    ``which`` of the resolved tables (before: the full resolver, once per distribution,
+    torch and SGLang), with the full resolver's answer."""
+    from typing import Any
+
+    from moonpin.resolver import native
+    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.pins.writing import renovate
+
+    def refuse(*_a: object, **_k: object) -> Any:
+        raise AssertionError("the full resolver was asked")
+
+    dists = ["nixl", "nixl-cu13", "sglang-kernel", "sgl-deep-ep", "flashinfer-python"]
+    with monkeypatch.context() as m:
+        m.setattr(native, "which_native", refuse)
+        got = renovate.plan_stack(CompatGraph.from_path(SHIPPED), "0.5.23", natives=dists,
+                                  python="3.12")
+    monkeypatch.setattr(rn, "which_fast", lambda *a, **k: None)
+    full = renovate.plan_stack(CompatGraph.from_path(SHIPPED), "0.5.23", natives=dists,
+                               python="3.12")
+    assert got.natives and (got.natives, got.reasons) == (full.natives, full.reasons)

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.kb import store
 from moonpin.resolver import native
 from moonpin.resolver import resolved_native as rn
 from moonpin.resolver.graph import CompatGraph
-from moonpin.resolver.resolved_write import write
+from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
 
 QUESTIONS = [
@@ -34,10 +33,7 @@ def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         *kb.native, _kernel("0.4.9", "==2.14.1", 13),
         _flashinfer("flashinfer-python", "0.7.2", True),
         _flashinfer("flashinfer-cubin", "0.6.13", False))})
-    path = tmp_path_factory.mktemp("native") / "kb.json"
-    store.save(kb, path)
-    write(path)
-    return path
+    return resolved_kb(tmp_path_factory.mktemp("native"), kb)
 
 
 @pytest.mark.parametrize(("what", "torch", "sglang", "python", "arch"), QUESTIONS)

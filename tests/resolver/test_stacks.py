@@ -15,7 +15,7 @@ from moonpin.kb import store
 from moonpin.kb.models import DistPin
 from moonpin.resolver import query, resolved, stacks
 from moonpin.resolver.graph import CompatGraph
-from moonpin.resolver.resolved_write import write
+from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.kbslice import build_kb
 from tests.resolver.test_which_native import _kernel, _nixl_backend, _nixl_meta
 
@@ -52,10 +52,7 @@ def _stack_kb(pins: tuple[str, ...] = ("sglang-kernel==0.4.10",)) -> Any:
 
 @pytest.fixture(scope="module")
 def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("stacks") / "kb.json"
-    store.save(_stack_kb(), path)
-    write(path)
-    return path
+    return resolved_kb(tmp_path_factory.mktemp("stacks"), _stack_kb())
 
 
 @pytest.fixture(scope="module")

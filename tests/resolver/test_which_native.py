@@ -31,6 +31,7 @@ from moonpin.kb.models import (
 )
 from moonpin.resolver import native, rule, stacks
 from moonpin.resolver.graph import CompatGraph
+from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.kbslice import build_kb
 
 PYTHONS = ("cp310", "cp311", "cp312", "cp313", "cp314")
@@ -276,12 +277,7 @@ def stack_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                           _flashinfer("flashinfer-python", "0.6.0", True,
                                                       "raise"),
                                           _flashinfer("flashinfer-cubin", "0.6.13", False))})
-    path = tmp_path_factory.mktemp("stack") / "kb.json"
-    store.save(kb, path)
-    from moonpin.resolver.resolved_write import write
-
-    write(path)  # the derived files a query reads, as `kb resolve` writes them
-    return path
+    return resolved_kb(tmp_path_factory.mktemp("stack"), kb)
 
 
 def test_explain_a_stack_one_check_per_extension(stack_kb: Path) -> None:

@@ -33,11 +33,14 @@ def test_a_real_wheel_reads_as_the_kb_and_the_check_read_it(tmp_path: Path) -> N
         imports = {n: tuple(BackendImport(module=m, names=k, line=li)
                             for m, k, li in sa.backend_imports(z.read(n), n))
                    for n in sa.backend_modules(names)}
-        got = sg.launch_backends(rec, names, dict(imports), {})
+        readings = sg.guarded_readings((n, z.read(n)) for n in names
+                                       if n.startswith("sglang/") and n.endswith(".py"))
+        got = sg.launch_backends(rec, names, dict(imports), {}, readings)
         member = metadata_member(names, wheel.name)
         text = z.read(member).decode()
         pins = sg.extension_pins(parse_metadata(text), text, member)
-        z.extractall(tmp_path, [n for n in names if n.startswith(sa.DISPATCHERS)])
+        z.extractall(tmp_path, [n for n in names if n.startswith("sglang/")
+                                and n.endswith(".py")])
     nixl = {b.flag: b for b in got if b.choice == "nixl"}
     assert nixl["--moe-a2a-backend"].member == sa.DISPATCHERS + "nixl.py"
     assert ("nixl_ep", ("Buffer",)) in [(i.module, i.names) for i in
@@ -46,8 +49,18 @@ def test_a_real_wheel_reads_as_the_kb_and_the_check_read_it(tmp_path: Path) -> N
     shipped = next(s for s in store.load(SHIPPED).sglang if s.version == "0.5.23")
     assert shipped.launch_backends == got
     assert shipped.extension_pins == pins
+    elastic = {b.choice: b for b in got if b.flag == "--elastic-ep-backend"}
+    assert elastic["nixl"].member is None and elastic["nixl"].guarded == ()  # issue 39
+    assert [(i.module, i.names) for i in elastic["mooncake"].guarded] == [
+        ("mooncake.pg", ("set_transfer_engine",))]
+    sglang = str(tmp_path / "sglang")
     for b in got:
-        path = wanted._dispatcher(str(tmp_path / "sglang"), b.choice, NOWHERE)
+        folder = sa.BACKEND_FLAGS[b.flag]
+        path = (wanted._dispatcher(sglang, b.choice, folder[len("sglang/"):], NOWHERE)
+                if folder else None)
         assert path == (None if b.member is None else str(tmp_path / b.member)), b.choice
         if path is not None:
             assert wanted._imports(path, NOWHERE) == [(i.module, i.line) for i in b.imports]
+        under, unread = wanted._under_tests(sglang, b.flag, b.choice, NOWHERE)
+        assert under == [(i.module, i.line, i.member) for i in b.guarded], b.choice
+        assert tuple(unread) == b.unread, b.choice

@@ -221,12 +221,15 @@ def test_a_source_tree_records_its_extension_pins_and_backend_imports(tmp_path: 
         '[project]\nname = "sglang"\ndependencies = [\n  "numpy",\n'
         '  "sglang-kernel==0.4.10",\n]\n')
     for name, text in {**AG_MEMBERS, "sglang/srt/layers/moe/token_dispatcher/nixl.py":
-                       "def f():\n    from nixl_ep import Buffer\n"}.items():
+                       "def f():\n    from nixl_ep import Buffer\n",
+                       "sglang/srt/elastic.py": "if cfg.elastic_ep_backend in ('nixl',):\n"
+                       "    from nixl_ep import Buffer\n"}.items():
         (root / "python" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "python" / name).write_text(text)
     rel = scrape_path(root)
     assert [(p.dist, p.requirement, p.member, p.line) for p in rel.extension_pins] == [
         ("sglang-kernel", "sglang-kernel==0.4.10", "python/pyproject.toml", 5)]
     nixl = next(b for b in rel.launch_backends if b.choice == "nixl")
-    assert nixl.member == "sglang/srt/layers/moe/token_dispatcher/nixl.py"
-    assert [(i.module, i.names, i.line) for i in nixl.imports] == [("nixl_ep", ("Buffer",), 2)]
+    assert nixl.flag == "--elastic-ep-backend" and nixl.member is None  # none per choice
+    assert [(i.member, i.module, i.names, i.line, i.test) for i in nixl.guarded] == [
+        ("sglang/srt/elastic.py", "nixl_ep", ("Buffer",), 2, 1)]

@@ -99,24 +99,110 @@ def _with_choices(choices: list[str]) -> dict[str, str]:
     return files
 
 
+TE_PY = """from sglang.srt.utils import get_exec
+
+
+def init(gpu_id):
+    use_te = get_exec().disagg or get_exec().moe.elastic_ep_backend == "mooncake"
+    if use_te:
+        if get_exec().moe.elastic_ep_backend == "mooncake":
+            try:
+                from mooncake.pg import set_transfer_engine
+            except ImportError:
+                raise
+            set_transfer_engine(gpu_id)
+"""
+
+
 def test_each_backend_choice_records_the_module_and_what_it_imports(index: FakeIndex) -> None:
-    """Issue 39: from the release's own sources, which module each choice of the backend
-    options imports, with the names and lines; SGLang's own and the standard library's
-    imports are left out."""
-    files = {**_with_choices(["none", "mooncake", "nixl", "mori", "pplx"]),
+    """Issue 39: from the release's own sources, what each choice of the backend options
+    imports, with the names and lines; SGLang's own and the standard library's imports are
+    left out. ``--elastic-ep-backend`` keeps no module per choice: what a choice imports is
+    what the sources import under a test on its value (not the same-named token
+    dispatcher's imports: ``nixl`` imports nothing here)."""
+    files = {**_with_choices(["none", "mooncake", "nixl", "mori"]),
              DISPATCH + "nixl.py": NIXL_PY, DISPATCH + "mooncake.py": MOONCAKE_PY,
-             DISPATCH + "moriep.py": MORIEP_PY, DISPATCH + "sub/pplx.py": "import pplx\n"}
+             DISPATCH + "moriep.py": MORIEP_PY,
+             "sglang/srt/distributed/te.py": TE_PY}
     rel = _release(index, AnalysisCache(), "0.5.23", files)
-    got = {(b.flag, b.choice): (b.member, [(i.module, i.names, i.line) for i in b.imports])
+    got = {(b.flag, b.choice): (b.member, b.imports,
+                                [(i.member, i.module, i.names, i.line, i.test)
+                                 for i in b.guarded], b.unread)
            for b in rel.launch_backends}
     assert got == {
-        ("--elastic-ep-backend", "mooncake"): (
-            DISPATCH + "mooncake.py", [("mooncake.mooncake_ep_buffer", ("Buffer",), 2)]),
-        ("--elastic-ep-backend", "nixl"): (DISPATCH + "nixl.py", [("nixl_ep", ("Buffer",), 9)]),
-        ("--elastic-ep-backend", "mori"): (DISPATCH + "moriep.py",
-                                           [("torch", (), 1), ("mori", (), 3)]),
-        ("--elastic-ep-backend", "pplx"): (None, []),  # a sub-folder's module is not one
+        ("--elastic-ep-backend", "mooncake"): (None, (), [
+            ("sglang/srt/distributed/te.py", "mooncake.pg", ("set_transfer_engine",), 9, 7)],
+            ()),
+        ("--elastic-ep-backend", "nixl"): (None, (), [], ()),
+        ("--elastic-ep-backend", "mori"): (None, (), [], ()),
     }
+
+
+def test_a_backend_option_with_a_module_per_choice_records_that_module() -> None:
+    """``--moe-a2a-backend``'s choices each name a token dispatcher: its module and imports
+    (a sub-folder's module is not one)."""
+    from moonpin.kb.models import BackendImport, LaunchFlag, LaunchRules
+    from moonpin.scrapers.sglang import launch_backends
+
+    launch = LaunchRules(member="m", flags=(LaunchFlag(
+        name="--moe-a2a-backend", dest="moe_a2a_backend", default='"none"',
+        choices=("none", "mooncake", "nixl", "mori", "pplx")),))
+    names = [DISPATCH + n for n in ("nixl.py", "mooncake.py", "moriep.py", "sub/pplx.py")]
+    imports = {DISPATCH + "nixl.py": (BackendImport(module="nixl_ep", names=("Buffer",),
+                                                    line=9),),
+               DISPATCH + "mooncake.py": (), DISPATCH + "moriep.py": None}
+    got = {b.choice: (b.member, [i.module for i in b.imports], b.guarded)
+           for b in launch_backends(launch, names, imports, {})}
+    assert got == {"mooncake": (DISPATCH + "mooncake.py", [], ()),
+                   "nixl": (DISPATCH + "nixl.py", ["nixl_ep"], ()),
+                   "mori": (DISPATCH + "moriep.py", [], ()),
+                   "pplx": (None, [], ())}
+
+
+def test_a_source_naming_the_option_that_does_not_parse_is_said_for_every_choice(
+        index: FakeIndex) -> None:
+    files = {**_with_choices(["none", "mooncake", "nixl"]),
+             "sglang/srt/broken.py": "if cfg.elastic_ep_backend == 'nixl':\n    import x(\n"}
+    rel = _release(index, AnalysisCache(), "0.5.23", files)
+    for b in rel.launch_backends:
+        assert b.guarded == ()
+        assert len(b.unread) == 1 and b.unread[0].startswith("sglang/srt/broken.py: Syntax")
+
+
+def test_a_test_of_an_unread_shape_is_said_not_guessed(index: FakeIndex) -> None:
+    files = {**_with_choices(["none", "mooncake", "nixl"]),
+             "sglang/srt/odd.py": ("def f(cfg):\n"
+                                   "    if cfg.elastic_ep_backend.startswith('ni'):\n"
+                                   "        import nixl_ep\n")}
+    rel = _release(index, AnalysisCache(), "0.5.23", files)
+    nixl = next(b for b in rel.launch_backends if b.choice == "nixl")
+    assert nixl.guarded == ()
+    assert nixl.unread == ("sglang/srt/odd.py:2: cfg.elastic_ep_backend.startswith('ni')",)
+
+
+def test_the_guarded_reading_is_kept_by_content_between_scrapes(
+        index: FakeIndex, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A source read once (by CRC-32 and size) is not read again, in this scrape or the
+    next one (the saved per-file facts), and moving it keeps its facts under the new path."""
+    from moonpin.readers.launch import guarded
+
+    cache = AnalysisCache()
+    files = {**_with_choices(["none", "mooncake"]), "sglang/srt/distributed/te.py": TE_PY}
+    first = _release(index, cache, "0.5.22", files)
+    assert cache.save(str(tmp_path / "files.marshal")) is None
+    loaded = AnalysisCache.load(str(tmp_path / "files.marshal"))
+
+    def no(*a: object) -> None:
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(guarded, "read_file", no)
+    moved = {**_with_choices(["none", "mooncake"]), "sglang/srt/other/te.py": TE_PY}
+    second = _release(index, loaded, "0.5.23", moved)
+    a = next(b for b in first.launch_backends if b.choice == "mooncake")
+    b = next(b for b in second.launch_backends if b.choice == "mooncake")
+    assert [i.member for i in a.guarded] == ["sglang/srt/distributed/te.py"]
+    assert [i.member for i in b.guarded] == ["sglang/srt/other/te.py"]
+    assert a.guarded[0].line == b.guarded[0].line == 9
 
 
 def test_sglang_s_pins_of_the_extensions_are_kept_verbatim_with_their_line(
@@ -131,51 +217,26 @@ def test_sglang_s_pins_of_the_extensions_are_kept_verbatim_with_their_line(
         assert p.member == "sglang-0.5.21.dist-info/METADATA" and p.line > 0
 
 
-def test_a_backend_module_read_once_is_not_read_again(
-        index: FakeIndex, monkeypatch: pytest.MonkeyPatch) -> None:
-    import zlib
-
-    from moonpin.readers.launch import server_args as sa
-
-    cache = AnalysisCache()
-    files = {**AG_MEMBERS, DISPATCH + "nixl.py": NIXL_PY}
-    first = _release(index, cache, "0.5.22", files)
-    data = NIXL_PY.encode()
-    assert cache.backend_get(zlib.crc32(data), len(data)) is not None
-
-    def no(*a: object) -> None:
-        raise AssertionError("read again")
-
-    monkeypatch.setattr(sa, "backend_imports", no)
-    second = _release(index, cache, "0.5.23", files)
-    assert second.launch_backends == first.launch_backends
-
-
-def test_a_backend_module_that_does_not_parse_is_said(index: FakeIndex) -> None:
-    rel = _release(index, AnalysisCache(), "0.5.23",
-                   {**AG_MEMBERS, DISPATCH + "nixl.py": "def broken(:\n"})
-    nixl = next(b for b in rel.launch_backends if b.choice == "nixl")
-    assert nixl.member == DISPATCH + "nixl.py" and nixl.imports == ()
-    assert nixl.error is not None and "SyntaxError" in nixl.error
-
-
 def test_the_check_reads_an_installed_sglang_as_the_scrape_reads_its_wheel(
         index: FakeIndex, tmp_path: Any) -> None:
-    """One reading: the check's choice of module and its imports (preflight.extensions.
-    wanted) are the ones the KB records for the same sources."""
+    """One reading: what the check finds a choice imports under tests on its value
+    (preflight.extensions.wanted) is what the KB records for the same sources."""
     from moonpin.preflight.access.confined import NOWHERE
     from moonpin.preflight.extensions import wanted
 
     files = {**_with_choices(["none", "mooncake", "nixl", "mori"]),
              DISPATCH + "nixl.py": NIXL_PY, DISPATCH + "mooncake.py": MOONCAKE_PY,
-             DISPATCH + "moriep.py": MORIEP_PY}
+             DISPATCH + "moriep.py": MORIEP_PY, "sglang/srt/distributed/te.py": TE_PY}
     rel = _release(index, AnalysisCache(), "0.5.23", files)
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     sglang = str(tmp_path / "sglang")
+    assert rel.launch_backends
     for b in rel.launch_backends:
-        path = wanted._dispatcher(sglang, b.choice, NOWHERE)
-        assert path == (None if b.member is None else str(tmp_path / b.member))
-        if path is not None:
-            assert wanted._imports(path, NOWHERE) == [(i.module, i.line) for i in b.imports]
+        got, unread = wanted._under_tests(sglang, b.flag, b.choice, NOWHERE)
+        assert got == [(i.module, i.line, i.member) for i in b.guarded]
+        assert tuple(unread) == b.unread
+    path = wanted._dispatcher(sglang, "mori", "srt/layers/moe/token_dispatcher/", NOWHERE)
+    assert path == str(tmp_path / DISPATCH / "moriep.py")
+    assert wanted._imports(path, NOWHERE) == [("torch", 1), ("mori", 3)]

@@ -67,8 +67,10 @@ class Context:
     interpreter's extension suffixes and version (whose bytecode caches it trusts), whether
     ``paths`` are its whole ``sys.path`` (``complete``: ``--site-packages`` folders are not,
     a module found in none of them may be elsewhere), its machine and ``LD_LIBRARY_PATH``
-    (None: this process's), its interpreter (whose global scope builds bind in; None: none
-    known), the one model of its importer every look at it shares (folder listings, specs:
+    (None: this process's), its ``LD_PRELOAD`` entries (``preload``: an image's, names or
+    host paths under its root; None: this process's), its interpreter (whose global scope
+    builds bind in; None: none known), the one model of its importer every look at it
+    shares (folder listings, specs:
     :class:`~moonpin.preflight.pyimport.metapath.Importer`), the :class:`Run`, the
     variables its processes start with (``env``: an image's configured ``Env``; this
     process's environment for a check of this machine), who its worker runs as (``user``,
@@ -77,7 +79,7 @@ class Context:
     :class:`~moonpin.preflight.access.confined.Confined`, made once from ``root``)."""
 
     __slots__ = ("complete", "confined", "env", "ext_suffixes", "importer", "ld_path", "machine",
-                 "paths", "python", "root", "run", "sites", "user", "version")
+                 "paths", "preload", "python", "root", "run", "sites", "user", "version")
 
     paths: Sequence[str]
     sites: tuple[str, ...] | None
@@ -87,6 +89,7 @@ class Context:
     complete: bool
     machine: str | None
     ld_path: tuple[str, ...] | None
+    preload: tuple[str, ...] | None
     python: str | None
     importer: Importer
     run: Run
@@ -99,8 +102,8 @@ class Context:
                  version: tuple[int, int] | None = None, complete: bool = True,
                  machine: str | None = None, ld_path: Sequence[str] | None = None,
                  python: str | None = None, run: Run | None = None,
-                 env: Mapping[str, str] | None = None, user: Identity | None = None
-                 ) -> None:
+                 env: Mapping[str, str] | None = None, user: Identity | None = None,
+                 preload: Sequence[str] | None = None) -> None:
         from moonpin.preflight.access.confined import Confined
         from moonpin.preflight.pyimport.metapath import Importer
 
@@ -117,6 +120,7 @@ class Context:
         put(self, "complete", complete)
         put(self, "machine", machine)
         put(self, "ld_path", None if ld_path is None else tuple(ld_path))
+        put(self, "preload", None if preload is None else tuple(preload))
         put(self, "python", python)
         put(self, "run", run if run is not None else Run())
         put(self, "env", os.environ if env is None else env)
@@ -142,7 +146,7 @@ class Context:
                    ext_suffixes=target.ext_suffixes, version=target.version,
                    complete=complete, machine=target.machine, ld_path=target.ld_path,
                    python=target.python, run=run, env=env,
-                   user=target.user)
+                   user=target.user, preload=target.preload)
 
     def interpreter_stop(self) -> tuple[str, str] | None:
         """Whether the target's interpreter stops as it starts, before any import of the

@@ -626,11 +626,14 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
     t.user = worker_identity(root, config)
     if first and host_paths and host_paths[0] == rootfs.resolve(root, first):
         t.cwd = host_paths[0]  # sys.path[0]: the working folder (or the script's)
-    from moonpin.preflight.loader.ldso import ld_path_folders
+    from moonpin.preflight.loader.ldso import ld_path_folders, preload_entries
 
     # the image's LD_LIBRARY_PATH: its tokens as ld.so there reads them ($ORIGIN: the
     # python's real folder); an empty entry, the worker's working folder, is not known
     t.ld_path = tuple(ld_path_folders(env.get("LD_LIBRARY_PATH", ""), real, root))
+    # and its LD_PRELOAD, whose objects ld.so maps before what the interpreter needs, in
+    # the global scope (/etc/ld.so.preload is the loader model's to read: not the Env's)
+    t.preload = tuple(preload_entries(env.get("LD_PRELOAD", ""), real, root))
     plain = _on_path(root, "python3", path)
     t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe
              and os.path.dirname(plain) == os.path.dirname(image) else f"{image} -m pip")

@@ -128,7 +128,7 @@ class Target:
     importer searches, its extension-module suffixes, and how it was chosen."""
 
     __slots__ = ("cwd", "ext_suffixes", "guessed", "how", "ld_path", "machine", "managed",
-                 "paths", "pip", "python", "root", "sites", "user", "version")
+                 "paths", "pip", "preload", "python", "root", "sites", "user", "version")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
                  ext_suffixes: Sequence[str], how: str,
@@ -145,6 +145,9 @@ class Target:
         self.root: str | None = None
         #: the image's ``LD_LIBRARY_PATH`` as host folders (None: this process's)
         self.ld_path: tuple[str, ...] | None = None
+        #: the image's ``LD_PRELOAD`` entries (names, or host paths under its root) as ld.so
+        #: there maps them at the interpreter's start (None: this process's)
+        self.preload: tuple[str, ...] | None = None
         #: the image's machine (``x86_64``; None: this one's)
         self.machine: str | None = None
         #: who the image's worker runs as (its config's ``User``; None: this process's user)

@@ -25,7 +25,11 @@ function's variables, distribution names and library name). What the process has
 by then: torch's own ``__init__`` loads ``nvidia/nccl/lib/libnccl.so.*`` of its ``sys.path``
 by path (its ``_preload_cuda_deps``), which is the file that distribution lists, and ld.so
 maps each ``LD_PRELOAD`` entry before anything: a ``libnccl`` preloaded from elsewhere is a
-second NCCL (``AssertionError``), as an ``NCCL_DIR`` naming other bytes is.
+second NCCL (``AssertionError``), as an ``NCCL_DIR`` naming other bytes is. The texts of
+that search are read through the spellings that say the same (an f-string, ``+``,
+``os.path.join``, a name assigned once, a helper function's ``return``, a tuple or a list,
+``os.environ.get``); a function reading ``/proc/self/maps`` whose search is spelled any
+other way leaves the import "not judged", never passing.
 """
 
 from __future__ import annotations
@@ -89,8 +93,23 @@ def _read(folder: str, within: Confined) -> dict[str, Any] | None:
         needs_gpu = pre is not None and any(
             isinstance(n, ast.Call) and astread.attr_path(n.func) == "torch.cuda.is_available"
             for n in ast.walk(pre))
+    nccl = _nccl_check(tree, folder, within)
+    also = [os.path.join(folder, cuda_name[0] + ".py")] if cuda_name is not None else []
+    also += [os.path.join(folder, prereq + ".py")] if prereq is not None else []
+    also += [nccl["module"]] if nccl and nccl.get("module") else []
     return {"imports": imports, "expected_cuda": expected, "needs_gpu": needs_gpu,
-            "cuda_home": _cuda_home(tree), "nccl": _nccl_check(tree, folder, within)}
+            "cuda_home": _cuda_home(tree), "nccl": nccl,
+            "also": {p: _stamp(p) for p in also}}
+
+
+def _stamp(path: str) -> list[int] | None:
+    """What tells a file read beside ``__init__.py`` changed (the reading is remembered
+    under ``__init__.py``'s stamp alone); None: not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns]
 
 
 def _reached(tree: ast.Module) -> list[ast.FunctionDef]:
@@ -122,22 +141,144 @@ def _reached(tree: ast.Module) -> list[ast.FunctionDef]:
     return out
 
 
-def _fstring(node: ast.AST, values: dict[str, str]) -> str | None:
-    """An f-string whose every field is a name in ``values``, as text (None: another)."""
+#: how deep a chain of the finder module's helper functions is followed for one text
+_DEPTH = 6
+
+
+class _Scope:
+    """What a text of a function is read in (:func:`_text`): the module's functions (a
+    helper's single ``return`` is read through), the names bound to texts (parameters,
+    names assigned once), and the names of calls that stand for themselves (the root
+    function a glob's pattern starts with: its name between two NULs)."""
+
+    __slots__ = ("defs", "marks", "names")
+
+    def __init__(self, defs: dict[str, Any], names: dict[str, Any],
+                 marks: frozenset[str] = frozenset()) -> None:
+        self.defs = defs
+        self.names = names
+        self.marks = marks
+
+
+def _text(node: ast.AST, scope: _Scope, depth: int = 0) -> Any:
+    """The text ``node`` makes (a ``str``, or a ``list`` of them for a tuple or list), from
+    constants, f-strings, ``+``, ``os.path.join``, ``.upper()``/``.lower()``, names of
+    ``scope`` and its helper functions' returns; None: something else."""
     import ast
 
-    if not isinstance(node, ast.JoinedStr):
+    if depth > _DEPTH:
         return None
-    out = ""
-    for part in node.values:
-        if isinstance(part, ast.Constant) and isinstance(part.value, str):
-            out += part.value
-        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
-              and part.value.id in values and part.format_spec is None):
-            out += values[part.value.id]
-        else:
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.Name):
+        return scope.names.get(node.id)
+    if isinstance(node, ast.JoinedStr):
+        out = ""
+        for part in node.values:
+            got = (_text(part.value, scope, depth + 1) if isinstance(part, ast.FormattedValue)
+                   and part.format_spec is None and part.conversion in (-1, 115)
+                   else _text(part, scope, depth + 1))
+            if not isinstance(got, str):
+                return None
+            out += got
+        return out
+    if isinstance(node, (ast.Tuple, ast.List)):
+        elts = [_text(e, scope, depth + 1) for e in node.elts]
+        return elts if all(isinstance(e, str) for e in elts) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        a, b = _text(node.left, scope, depth + 1), _text(node.right, scope, depth + 1)
+        return a + b if a is not None and type(a) is type(b) else None
+    if not isinstance(node, ast.Call):
+        return None
+    func = astread.attr_path(node.func)
+    if func in scope.marks:
+        return f"\0{func}\0"
+    if node.keywords and func in ("os.path.join", "path.join"):
+        return None
+    args = [_text(a, scope, depth + 1) for a in node.args]
+    if func in ("os.path.join", "path.join"):
+        return os.path.join(*args) if args and all(isinstance(a, str) for a in args) else None
+    if (isinstance(node.func, ast.Attribute) and node.func.attr in ("upper", "lower")
+            and not node.args):
+        base = _text(node.func.value, scope, depth + 1)
+        return getattr(base, node.func.attr)() if isinstance(base, str) else None
+    fn = scope.defs.get(func or "")
+    if fn is None:
+        return None
+    bound = _bind(fn, node, scope, depth)
+    rets = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if bound is None or len(rets) != 1 or rets[0] is None:
+        return None
+    return _text(rets[0], _Scope(scope.defs, {**bound, **_assigned(
+        fn, scope.defs, bound, scope.marks, depth + 1)}, scope.marks), depth + 1)
+
+
+def _bind(fn: ast.FunctionDef, call: ast.Call, scope: _Scope, depth: int
+          ) -> dict[str, Any] | None:
+    """``fn``'s parameters bound to the texts ``call`` hands it (its defaults for the rest;
+    a value that is no text is left unbound); None: a ``*args`` or ``**kwargs`` call."""
+    import ast
+
+    params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    out: dict[str, Any] = {}
+    defaults = fn.args.defaults
+    for name, default in zip(params[len(params) - len(defaults):], defaults, strict=True):
+        out[name] = _text(default, scope, depth + 1)
+    for a, value in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
+        out[a.arg] = _text(value, scope, depth + 1) if value is not None else None
+    if any(isinstance(a, ast.Starred) for a in call.args) or len(call.args) > len(params):
+        return None
+    for name, arg in zip(params, call.args, strict=False):
+        out[name] = _text(arg, scope, depth + 1)
+    for k in call.keywords:
+        if k.arg is None:
             return None
+        out[k.arg] = _text(k.value, scope, depth + 1)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _assigned(fn: ast.FunctionDef, defs: dict[str, Any], names: dict[str, Any],
+              marks: frozenset[str] = frozenset(), depth: int = 0) -> dict[str, Any]:
+    """The names ``fn`` assigns once (``upper = name.upper()``, ``root = find_root()``),
+    as texts read in order over ``names`` (``depth``: of the helpers' chain so far)."""
+    import ast
+
+    counts: dict[str, int] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    out: dict[str, Any] = {}
+    for n in ast.walk(fn):
+        if (isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and counts[n.targets[0].id] == 1
+                and n.targets[0].id not in names):
+            got = _text(n.value, _Scope(defs, {**names, **out}, marks), depth)
+            if got is not None:
+                out[n.targets[0].id] = got
     return out
+
+
+def _module_of(tree: ast.Module, pkg_dir: str, name: str) -> str | None:
+    """The file of the package's module ``name`` comes from, as ``tree`` (a module whose
+    relative imports are taken from ``pkg_dir``) imports it: ``from .utils.find_pkgs
+    import name``, or ``from .utils import find_pkgs`` for ``find_pkgs.name``."""
+    import ast
+
+    head, _, tail = name.rpartition(".")
+    for n in tree.body:
+        if not (isinstance(n, ast.ImportFrom) and n.level):
+            continue
+        base = pkg_dir
+        for _ in range(n.level - 1):
+            base = os.path.dirname(base)
+        parts = (n.module or "").split(".") if n.module else []
+        for a in n.names:
+            bound = a.asname or a.name
+            if not head and bound == tail:
+                return os.path.join(base, *parts) + ".py"
+            if head == bound and "." not in head:
+                return os.path.join(base, *parts, a.name) + ".py"
+    return None
 
 
 def _nccl_check(tree: ast.Module, folder: str, within: Confined) -> dict[str, Any] | None:
@@ -145,80 +286,127 @@ def _nccl_check(tree: ast.Module, folder: str, within: Confined) -> dict[str, An
     ``line``, ``suppress`` (its variables), ``pattern`` (the glob's tail after the root,
     ``/lib/libnccl.so*``), ``root_fn``, and from the finder's module ``env`` (the variables
     naming the root, in order), ``dists`` (the distribution-name parts it matches) and
-    ``lib`` (the library name it looks for in their file lists). None: no such check."""
+    ``lib`` (the library name it looks for in their file lists). None: no such check (no
+    reached function reads ``/proc/self/maps``); ``{"unread": why}``: one does, spelled
+    in a way this reading does not follow (never read as passing)."""
     import ast
 
-    for fn in _reached(tree):
+    reached = _reached(tree)
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for fn in reached:
         if not any(isinstance(n, ast.Constant) and n.value == "/proc/self/maps"
                    for n in ast.walk(fn)):
             continue
-        for call in ast.walk(fn):
-            if not (isinstance(call, ast.Call) and (astread.attr_path(call.func) or ""
-                                                     ).endswith("glob") and call.args
-                    and isinstance(call.args[0], ast.JoinedStr)):
-                continue
-            parts = call.args[0].values
-            if not (len(parts) == 2 and isinstance(parts[0], ast.FormattedValue)
-                    and isinstance(parts[0].value, ast.Call)
-                    and isinstance(parts[0].value.func, ast.Name)
-                    and isinstance(parts[1], ast.Constant)):
-                continue
-            root_fn = parts[0].value.func.id
-            found = _finder(tree, folder, root_fn, within)
-            if found is None:
-                continue
-            return {"function": fn.name, "line": fn.lineno, "root_fn": root_fn,
-                    "suppress": sorted(astread.env_defaults(fn)),
-                    "pattern": str(parts[1].value), **found}
+        where = f"{fn.name}() (__init__.py:{fn.lineno})"
+        called = {f for n in ast.walk(tree) if isinstance(n, ast.Call)
+                  and (f := astread.attr_path(n.func)) and f not in defs}
+        roots = frozenset(f for f in called if _module_of(tree, folder, f) is not None)
+        why = f"{where} reads /proc/self/maps, and its library glob is not one this check reads"
+        # the glob of the check itself first, then of the functions it calls
+        for body in [fn, *(d for d in reached if d is not fn)]:
+            names = _assigned(body, defs, {}, roots)
+            for call in ast.walk(body):
+                if not (isinstance(call, ast.Call) and (astread.attr_path(call.func) or ""
+                                                         ).endswith("glob") and call.args):
+                    continue
+                got = _text(call.args[0], _Scope(defs, names, roots))
+                if not (isinstance(got, str) and got.startswith("\0")
+                        and got.count("\0") == 2):
+                    continue
+                root_fn, _, pattern = got[1:].partition("\0")
+                found = _finder(tree, folder, root_fn, within)
+                if isinstance(found, str):
+                    return {"unread": f"{where}: {found}"}
+                return {"function": fn.name, "line": fn.lineno, "root_fn": root_fn,
+                        "suppress": sorted(astread.env_defaults(fn)),
+                        "pattern": pattern if pattern.startswith("/") else "/" + pattern,
+                        **found}
+        return {"unread": why}
     return None
 
 
 def _finder(tree: ast.Module, folder: str, name: str, within: Confined
-            ) -> dict[str, Any] | None:
-    """What ``name`` (imported by ``__init__`` from a module of the package) searches:
-    ``def name(): return find(<package>, lib_name=<library>)`` and, in ``find``, the
-    variables an f-string of the package's name makes (iterated and tested ``in
-    os.environ``) and the distribution-name parts (tested ``in`` a name)."""
+            ) -> dict[str, Any] | str:
+    """What ``name`` (imported by ``__init__`` from a module of the package, or a function
+    of its own) searches: ``def name(): return find(<package>, lib_name=<library>)`` and,
+    in ``find``, the variables named from the package's name (a ``for`` over them tested
+    ``in os.environ``, or each read with ``os.environ.get``/``os.getenv``) and the
+    distribution-name parts (tested ``in`` a name); the helper functions, ``+`` and
+    ``os.path.join`` they are spelled with are read through (:func:`_text`). A ``str``:
+    why it is not read."""
     import ast
 
-    module = next((n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.level
-                   and n.module and any((a.asname or a.name) == name for a in n.names)), None)
-    if module is None:
-        return None
-    mod = astread.parse(os.path.join(folder, *module.split(".")) + ".py", within)
+    path = _module_of(tree, folder, name)
+    mod = astread.parse(path, within) if path is not None else tree
+    if mod is None:
+        return f"{path} cannot be read"
     defs = {n.name: n for n in getattr(mod, "body", []) if isinstance(n, ast.FunctionDef)}
-    fn = defs.get(name)
-    ret = next((n.value for n in ast.walk(fn) if isinstance(n, ast.Return)), None) \
-        if fn is not None else None
-    if not (isinstance(ret, ast.Call) and isinstance(ret.func, ast.Name)
-            and ret.func.id in defs and ret.args and isinstance(ret.args[0], ast.Constant)
-            and isinstance(ret.args[0].value, str)):
-        return None
-    package = ret.args[0].value
-    lib = next((k.value.value for k in ret.keywords if k.arg == "lib_name"
-                and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)),
-               None)
-    find = defs[ret.func.id]
-    param = find.args.args[0].arg if find.args.args else ""
-    values = {param: package}
-    for n in ast.walk(find):  # upper = name.upper()
-        if (isinstance(n, ast.Assign) and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
-                and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "upper"
-                and isinstance(n.value.func.value, ast.Name)
-                and n.value.func.value.id == param):
-            values[n.targets[0].id] = package.upper()
-    env: list[str] = []
+    fn = defs.get(name.rpartition(".")[2])
+    if fn is None:
+        return f"{name}() is not a function this check finds"
+    rets = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    ret = rets[0] if len(rets) == 1 else None
+    scope = _Scope(defs, {})
+    if (isinstance(ret, ast.Call) and isinstance(ret.func, ast.Name)
+            and ret.func.id in defs):  # a wrapper: find(<package>, lib_name=<library>)
+        find = defs[ret.func.id]
+        values = _bind(find, ret, scope, 0) or {}
+        params = [a.arg for a in [*find.args.posonlyargs, *find.args.args]]
+        package = values.get(params[0]) if params else None
+    else:
+        find, values, package = fn, {}, None
+    values.update(_assigned(find, defs, values))
+    scope = _Scope(defs, values)
+    loops: dict[str, list[str]] = {}  # for NAME in <texts> / comprehensions over them
     for n in ast.walk(find):
-        if isinstance(n, ast.For) and isinstance(n.iter, ast.Tuple):
-            env += [t for e in n.iter.elts if (t := _fstring(e, values))]
-    dists = [t for n in ast.walk(find) if isinstance(n, ast.Compare)
-             and isinstance(n.ops[0], (ast.In, ast.NotIn))
-             and (t := _fstring(n.left, values))]
-    if not lib or not dists:
-        return None
-    return {"env": env, "dists": dists, "lib": lib, "package": package}
+        target = iter_ = None
+        if isinstance(n, (ast.For, ast.comprehension)):
+            target, iter_ = n.target, n.iter
+        if isinstance(target, ast.Name) and iter_ is not None:
+            got = _text(iter_, scope)
+            if isinstance(got, list):
+                loops[target.id] = got
 
+    def texts(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Name) and node.id in loops:
+            return loops[node.id]
+        got = _text(node, scope)
+        return [got] if isinstance(got, str) else []
+
+    env: list[str] = []
+    present = True
+    dists: list[str] = []
+    libs: list[str] = []
+    for n in sorted((n for n in ast.walk(find) if hasattr(n, "lineno")),
+                    key=lambda n: (n.lineno, getattr(n, "col_offset", 0))):
+        if (isinstance(n, ast.Compare) and len(n.ops) == 1
+                and isinstance(n.ops[0], (ast.In, ast.NotIn))):
+            if astread.attr_path(n.comparators[0]) in ("os.environ", "environ"):
+                env += texts(n.left)
+            else:
+                for t in texts(n.left):
+                    (libs if ".so" in t else dists).append(t)
+        elif isinstance(n, ast.Call) and n.args and astread.attr_path(n.func) in (
+                "os.environ.get", "os.getenv", "environ.get", "getenv"):
+            env += texts(n.args[0])
+            present = False
+        elif (isinstance(n, ast.Subscript)
+              and astread.attr_path(n.value) in ("os.environ", "environ")
+              and isinstance(n.ctx, ast.Load)):
+            env += texts(n.slice)
+    reads_env = any(isinstance(n, (ast.Attribute, ast.Name)) and (astread.attr_path(n) or "")
+                    .endswith(("environ", "getenv")) for n in ast.walk(find))
+    lib = values.get("lib_name") if isinstance(values.get("lib_name"), str) else None
+    lib = lib or (libs[0] if libs else None)
+    if not lib or not dists:
+        return (f"{name}()'s search for the installed NCCL distribution is not one this "
+                "check reads")
+    if reads_env and not env:
+        return f"{name}() reads the environment in a way this check does not follow"
+    if package is None:
+        package = dists[0].rpartition("-")[2]
+    return {"env": list(dict.fromkeys(env)), "present": present, "dists": dists,
+            "lib": lib, "package": package, "module": path}
 
 
 def _cuda_home(tree: ast.Module) -> dict[str, Any] | None:
@@ -319,9 +507,15 @@ def _nccl_files(facts: Facts, nccl: dict[str, Any], site: str
         if listed is not None:
             break
     for var in nccl["env"]:
-        if var in facts.env:
+        if _set(facts, nccl, var):
             return facts.env[var], listed
     return listed, listed
+
+
+def _set(facts: Facts, nccl: dict[str, Any], var: str) -> bool:
+    """Whether the finder takes ``var``: set (``in os.environ``), or set and not empty
+    (read with ``os.environ.get``)."""
+    return var in facts.env if nccl.get("present", True) else bool(facts.env.get(var))
 
 
 def _same_bytes(a: str, b: str) -> bool:
@@ -376,7 +570,7 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
             if lib_dir is not None else []
     except OSError:
         names = []
-    set_by = next((v for v in nccl["env"] if v in facts.env), None)
+    set_by = next((v for v in nccl["env"] if _set(facts, nccl, v)), None)
     if not names:
         return (f"AssertionError: No {stem} found in {root}/{folder}/ ({where}"
                 + (f": {set_by} is set" if set_by else "") + ")",
@@ -414,8 +608,10 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
 
 
 def pick(facts: Facts, found: Found) -> Pick:
-    got = astread.reading("deep-ep-v3", os.path.join(found.folder, "__init__.py"),
+    got = astread.reading("deep-ep-v4", os.path.join(found.folder, "__init__.py"),
                           lambda: _read(found.folder, facts.within), facts.within)
+    if got is not None and any(_stamp(p) != was for p, was in got.get("also", {}).items()):
+        got = _read(found.folder, facts.within)  # a module it read changed: read afresh
     if got is None:
         return Pick(unread=f"{found.folder}/__init__.py cannot be read")
     notes: list[str] = []
@@ -447,6 +643,9 @@ def pick(facts: Facts, found: Found) -> Pick:
                                     if s not in (".py", ".pyc")):
             notes.append(f"imports {os.path.basename(path)}")
             nccl = got.get("nccl")
+            if nccl and "unread" in nccl:
+                return Pick(unread=f"deep_ep's NCCL check, {nccl['unread']}: what it "
+                            "asserts in this worker is not known", notes=notes)
             wrong = _nccl_raises(facts, nccl, os.path.dirname(found.folder)) \
                 if nccl else None
             if wrong is not None:

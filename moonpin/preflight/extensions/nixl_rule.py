@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "pick", "repair"]
 
 IMPORT = "nixl_ep"
-CHOICES = {"moe-a2a": ("nixl",), "elastic-ep": ("nixl",)}
+#: only ``--moe-a2a-backend nixl`` imports nixl_ep: no SGLang release up to 0.5.23 tests
+#: ``--elastic-ep-backend`` against "nixl" (read with :mod:`moonpin.readers.launch.guarded`)
+CHOICES = {"moe-a2a": ("nixl",)}
 IMPLICIT = False
 DISTRIBUTIONS = ("nixl",)
 

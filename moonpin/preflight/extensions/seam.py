@@ -18,8 +18,9 @@ would shadow in the very environment it reads) defines:
 
 ``CHOICES`` (dict[str, tuple[str, ...]])
     Which launch choices import it, *only* as a fallback for an SGLang whose sources
-    cannot be read (:mod:`.wanted` reads them from the installed SGLang first):
-    ``{"moe-a2a": ("nixl",), "elastic-ep": ("nixl",)}``.
+    cannot be read (:mod:`.wanted` reads them from the installed SGLang first: a choice's
+    token dispatcher, or the imports under a test on the option's value):
+    ``{"moe-a2a": ("nixl",)}`` (``--elastic-ep-backend nixl`` imports nothing of nixl).
 
 ``IMPLICIT`` (bool)
     Whether a CUDA worker imports it at start whatever the launch line says (sgl_kernel,

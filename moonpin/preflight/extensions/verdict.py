@@ -206,9 +206,8 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        kb=kb, within=ctx.confined)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
-    for said_flag in unjudged:
-        out.append(CheckResult("extensions", "skip", f"{said_flag}: no module of it this "
-                               "check has a loader rule for; not judged"))
+    for said in unjudged:
+        out.append(CheckResult("extensions", "skip", said))
     raised: dict[str, tuple[str, str | None]] = {}
     for w in want:
         if not w.ruled:
@@ -298,7 +297,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {denied.path} "
                            f"is {denied.why}", _replace(facts, denied.path, ctx.root),
                            evidence)
-    fix = (f"install a build of {owner.name if owner else name} made for torch "
+    fix: str | None = (f"install a build of {owner.name if owner else name} made for torch "
            f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
     for m in reached.missing:
         if "?" in m.caught or _catches(m.caught, "ModuleNotFoundError"):
@@ -341,8 +340,9 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
             built_for = (f" ({owner.name} {owner.version} requires torch=={pin}, torch here "
                          f"is {facts.torch})" if owner and pin and facts.torch_release() != pin
                          else "")
-            fix = (f"install a build of {owner.name if owner else name} made for torch "
-                   f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
+            fix = None if _in_torch(res) else (
+                f"install a build of {owner.name if owner else name} made for torch "
+                f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
             return CheckResult(name, "fail", f"{where}: `import {name}` fails: {b.by} "
                                f"imports {b.module}: {shown}: {problem}{built_for}", fix,
                                evidence)
@@ -521,7 +521,8 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                            + (f"; loads for {'; '.join(also)}" if also else "")
                            + (f" ({notes})" if notes else "")
                            + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
-                           fix or _generic(facts, rule), (found.folder,))
+                           (fix if fix is not None else _generic(facts, rule)) or None,
+                           (found.folder,))
     detail = "; ".join((f"{c.when}: " if c.when and len(results) > 1 else "") + d
                        for c, _, d, _ in results)
     return CheckResult(name, "warn" if pick.warnings else "pass",
@@ -554,10 +555,19 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
     if choice.raises is not None:
         return False, f"its loader raises {choice.raises}", pick.fix or rule.repair(  # type: ignore[attr-defined]
             facts, pick, choice)
-    if not choice.files:
-        return True, "imports (nothing prebuilt is loaded at import)", None
     from moonpin.preflight.loader.loadchain import native_load
 
+    if not choice.files:  # nothing prebuilt: what it loads is torch's import (SGLang's first)
+        if torch is not None:
+            res = native_load([], ctx.paths, None, python=ctx.python,
+                              suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
+                              ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
+                              first=("torch",), complete=ctx.complete, run=ctx.run,
+                              importer=ctx.importer, preload=ctx.preload)
+            problem = _problem(res, "")
+            if problem is not None:
+                return False, f"torch's import on the way fails: {problem}", _NO_FIX
+        return True, "imports (nothing prebuilt is loaded at import)", None
     first_problem: tuple[str, str | None] | None = None
     for build in choice.files:
         res = native_load([build], ctx.paths, None, python=ctx.python,
@@ -565,7 +575,8 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
                           root=ctx.root, ld_path=ctx.ld_path, sites=ctx.sites,
                           version=ctx.version,
                           first=("torch",) if torch is not None else (), mode=choice.mode,
-                          complete=ctx.complete, run=ctx.run, importer=ctx.importer)
+                          complete=ctx.complete, run=ctx.run, importer=ctx.importer,
+                          preload=ctx.preload)
         problem = _problem(res, build)
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
@@ -580,10 +591,21 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
                           + (", RTLD_DEEPBIND" if choice.mode and choice.mode & 8 else "")
                           + f"){extra}"), None
         if first_problem is None:
-            first_problem = (f"{shown}: {problem}", rule.repair(facts, pick, choice))  # type: ignore[attr-defined]
+            first_problem = (f"{shown}: {problem}", _NO_FIX if _in_torch(res) else
+                             rule.repair(facts, pick, choice))  # type: ignore[attr-defined]
     assert first_problem is not None
     tried = "" if len(choice.files) == 1 else f" (and {len(choice.files) - 1} more tried)"
     return False, first_problem[0] + tried, first_problem[1]
+
+
+#: the fix of a failure no reinstall of the extension (or its pins) mends: torch's own import
+#: fails in this image (a system library it needs, a preload): said, no line written
+_NO_FIX = ""
+
+
+def _in_torch(res: Report) -> bool:
+    """Whether the load failed in torch's own import, before any build of the extension."""
+    return res.chain_error is not None and res.chain_error[0].split(".")[0] == "torch"
 
 
 def _problem(res: Report, build: str) -> str | None:

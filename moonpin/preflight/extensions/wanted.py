@@ -1,8 +1,15 @@
 """Which extensions this worker imports: from its launch line, read in the installed
-SGLang's own sources (``--moe-a2a-backend nixl`` -> ``srt/layers/moe/token_dispatcher/
-nixl.py``, which imports ``nixl_ep``), and the ones a CUDA worker imports at start
-(sgl_kernel, flashinfer: :data:`~moonpin.preflight.extensions.seam` rules marked
-``IMPLICIT``). Only ``os`` at import."""
+SGLang's own sources, and the ones a CUDA worker imports at start (sgl_kernel, flashinfer:
+:data:`~moonpin.preflight.extensions.seam` rules marked ``IMPLICIT``).
+
+A backend option that keeps a module per choice
+(:data:`moonpin.readers.launch.backends.BACKEND_FLAGS`): that module's imports
+(``--moe-a2a-backend nixl`` -> ``srt/layers/moe/token_dispatcher/nixl.py``, which imports
+``nixl_ep``). One that keeps none (``--elastic-ep-backend``): the imports SGLang runs under
+a test on the option's value that the choice passes (:mod:`moonpin.readers.launch.guarded`:
+``--elastic-ep-backend mooncake`` -> ``from mooncake.pg import set_transfer_engine`` under
+``if ... elastic_ep_backend == "mooncake"``; ``nixl`` -> nothing, up to 0.5.23). The rules'
+own ``CHOICES`` stand in only when the sources cannot be read. Only ``os`` at import."""
 
 from __future__ import annotations
 
@@ -20,9 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Wanted", "extensions"]
 
-#: :data:`moonpin.readers.launch.server_args.DISPATCHERS` inside the ``sglang`` package, as path
-#: parts (that module is imported only on a memo miss)
-_DISPATCHERS = ("srt", "layers", "moe", "token_dispatcher")
 #: launch features whose backend names a package the worker imports
 _FEATURES = ("elastic-ep", "moe-a2a")
 #: "no backend"; a backend an ``OWN_LINES`` rule claims (mooncake's) is judged in its own lines
@@ -79,21 +83,23 @@ def _imports(path: str, within: Confined) -> list[tuple[str, int]]:
     return [(str(m), int(n)) for m, n in got]  # type: ignore[call-overload]
 
 
-def _dispatcher(sglang: str, backend: str, within: Confined) -> str | None:
-    """The module of ``backend`` in the SGLang package at ``sglang``, chosen as the scrape
-    chooses it for the KB (:func:`moonpin.readers.launch.server_args.backend_member`:
+def _dispatcher(sglang: str, backend: str, where: str, within: Confined) -> str | None:
+    """The module of ``backend`` in the folder ``where`` (``srt/layers/moe/
+    token_dispatcher/``) of the SGLang package at ``sglang``, chosen as the scrape chooses
+    it for the KB (:func:`moonpin.readers.launch.backends.backend_member`:
     ``<backend>.py``, else the first whose name starts with it: ``mori`` -> ``moriep.py``);
     kept in the file-facts memo under the folder's stamp."""
-    folder = os.path.join(sglang, *_DISPATCHERS)
+    folder = os.path.join(sglang, *where.strip("/").split("/"))
+    prefix = "sglang/" + where
 
     def find() -> str:
-        from moonpin.readers.launch import server_args as sa
+        from moonpin.readers.launch import backends as sa
 
-        got = sa.backend_member([sa.DISPATCHERS + n for n in os.listdir(folder)], backend)
-        return "" if got is None else got[len(sa.DISPATCHERS):]
+        got = sa.backend_member([prefix + n for n in os.listdir(folder)], backend, prefix)
+        return "" if got is None else got[len(prefix):]
 
     try:
-        name = facts_memo().get(f"ext-backend-v1\0{backend}", folder, find,
+        name = facts_memo().get(f"ext-backend-v2\0{backend}", folder, find,
                                 lambda v: isinstance(v, str) and "/" not in v,
                                 within=within.root)
     except OSError:
@@ -101,10 +107,101 @@ def _dispatcher(sglang: str, backend: str, within: Confined) -> str | None:
     return os.path.join(folder, name) if name else None
 
 
+def _folder(flag: str) -> str | None:
+    """Where SGLang keeps a module per choice of ``flag`` (a path inside the ``sglang``
+    package folder), or None: it keeps none (a flag not known here: the token dispatchers,
+    as before)."""
+    from moonpin.readers.launch import backends as sa
+
+    folder = sa.BACKEND_FLAGS.get(flag, sa.DISPATCHERS)
+    return None if folder is None else folder[len("sglang/"):]
+
+
+#: what one reading of a source looks like in the memo (plain lists: marshal)
+_Readings = list[list[object]]
+
+
+def _valid_readings(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(r, list) and len(r) == 5 for r in v)
+
+
+def _readings(sglang: str, dest: str, within: Confined) -> _Readings | None:
+    """Every source of the SGLang package at ``sglang`` that names ``dest``, read for the
+    imports under tests on it (:func:`moonpin.readers.launch.guarded.read_file`, the
+    scrape's own reading), as ``[rel, imports, unread, defaults, error]``; kept in the
+    file-facts memo with the stamps of every source and folder walked (a source added,
+    changed or removed reads them again). A source that cannot be read is one with an
+    error; the walk does not follow links to folders (``os.walk``'s default), and each
+    read is confined to the image root. None: the folder cannot be read."""
+    def compute() -> tuple[_Readings, set[str], dict[str, str | None]]:
+        from moonpin.preflight.installed.image_facts import read_bytes
+        from moonpin.readers.launch import guarded as gd
+
+        seen: set[str] = set()
+        out: _Readings = []
+        top = os.path.dirname(sglang)
+        for folder, dirs, files in os.walk(sglang):
+            dirs.sort()
+            seen.add(folder)
+            for f in sorted(files):
+                if not f.endswith(".py"):
+                    continue
+                path = os.path.join(folder, f)
+                seen.add(path)
+                rel = os.path.relpath(path, top)
+                try:
+                    data = read_bytes(path, 16 << 20, "SGLang source", within)
+                except OSError as exc:
+                    out.append([rel, [], [], [], f"{rel}: unreadable: {exc}"])
+                    continue
+                if not gd.mentions(data, dest):
+                    continue
+                r = gd.read_file(data, rel, dest)
+                out.append([rel, [[i.module, list(i.names), i.line, i.test,
+                                   [[k, t] for k, t in i.truth]] for i in r.imports],
+                            [[u.line, u.text, u.module] for u in r.unread],
+                            list(r.defaults), r.error])
+        return out, seen, {}
+
+    try:
+        return facts_memo().get_traced(f"ext-guarded-v1\0{dest}", sglang, compute,
+                                       _valid_readings, within=within.root)
+    except OSError:
+        return None
+
+
+def _under_tests(sglang: str, flag: str, choice: str, within: Confined
+                 ) -> tuple[list[tuple[str, int, str]] | None, list[str]]:
+    """What ``choice`` of ``flag`` makes the installed SGLang import, read where its sources
+    test the option's value: ``(module, line, file)`` of each import (the file relative to
+    the package's parent folder; None: the sources cannot be read), and what could not be
+    read (``file:line: test``)."""
+    from moonpin.readers.launch import backends as sa
+    from moonpin.readers.launch import guarded as gd
+
+    got_readings = _readings(sglang, sa.backend_dest(flag), within)
+    if got_readings is None:
+        return None, []
+    readings = []
+    for rel, imports, unread, defaults, error in got_readings:
+        readings.append(gd.Reading(
+            tuple(gd.GuardedImport(str(rel), str(m), tuple(names), int(line), int(test),
+                                   tuple((str(k), int(t)) for k, t in truth))
+                  for m, names, line, test, truth in imports),  # type: ignore[attr-defined]
+            tuple(gd.Unread(str(rel), int(line), str(text), str(m))
+                  for line, text, m in unread),  # type: ignore[attr-defined]
+            tuple(defaults), None if error is None else str(error)))  # type: ignore[arg-type]
+    got, unread_tests = gd.for_choice(readings, choice, gd.default_of(readings))
+    broken = [r.error for r in readings if r.error is not None]
+    return ([(i.module, i.line, i.member) for i in got],
+            [*broken, *(f"{u.member}:{u.line}: {u.text}" for u in unread_tests)])
+
+
 def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                flags: Mapping[str, str]) -> tuple[list[Wanted], list[str]]:
-    """The extensions to judge (in order, each once) and the requested backends with no
-    loader rule here (said, not judged). ``features``: feature -> backend
+    """The extensions to judge (in order, each once) and, said as a line each, the
+    requested backends with nothing here to judge (no loader rule for their module, an
+    unread test on the choice, or no package imported for it). ``features``: feature -> backend
     (:func:`moonpin.preflight.run.requested_features`); ``sglang``: the installed SGLang's
     package folder (None: not found: the rules' own ``CHOICES`` stand in); ``flags``:
     feature -> its command-line flag."""
@@ -116,13 +213,22 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
         if backend in _NONE or any(backend in seam.rule_for(name).CHOICES.get(feature, ())
                                    for name in seam.OWN_LINES):
             continue
-        said = f"{flag_of.get(feature, feature)} {backend}"
-        module = _dispatcher(sglang, backend, facts.within) if sglang is not None else None
+        flag = flag_of.get(feature, feature)
+        said = f"{flag} {backend}"
+        folder = _folder(flag)
+        found: list[tuple[str, int, str]] | None = None
+        unread: list[str] = []
+        if sglang is not None and folder is not None:
+            module = _dispatcher(sglang, backend, folder, facts.within)
+            if module is not None:
+                rel = os.path.relpath(module, os.path.dirname(sglang))
+                found = [(m, line, rel) for m, line in _imports(module, facts.within)]
+        elif sglang is not None and os.path.isdir(sglang):
+            found, unread = _under_tests(sglang, flag, backend, facts.within)
         names: list[tuple[str, str]] = []
         unruled: list[tuple[str, str]] = []
-        if module is not None:
-            rel = os.path.relpath(module, os.path.dirname(sglang or module))
-            for m, line in _imports(module, facts.within):
+        if found is not None:
+            for m, line, rel in found:
                 top = m.split(".")[0]
                 if (top in seam.RULES and top not in seam.OWN_LINES
                         and top not in [n for n, _ in names]):
@@ -130,6 +236,16 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                 elif (top not in seam.RULES and _own_package(top, backend)
                       and top not in [n for n, _ in unruled]):
                     unruled.append((top, f"{said}: {rel}:{line} imports {m}"))
+            if folder is None and not names and not unruled:
+                # nothing of a package is imported for it: said why
+                said = (f"{said}: a test on its value in the installed SGLang's sources is "
+                        f"unread ({unread[0]}" + (f", and {len(unread) - 1} more"
+                                                  if len(unread) > 1 else "")
+                        + "); not judged" if unread else
+                        f"{said}: no test on its value in the installed SGLang's sources "
+                        "imports a package for it; nothing to judge")
+                unjudged.append(said)
+                continue
         else:
             for name in seam.RULES:
                 if name in seam.OWN_LINES:
@@ -138,7 +254,8 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                 if backend in rule.CHOICES.get(feature, ()):
                     names.append((name, f"{said} (this check's reading: no SGLang sources)"))
         if not names and not unruled:
-            unjudged.append(said)
+            unjudged.append(f"{said}: no module of it this check has a loader rule for; "
+                            "not judged")
         for name, why in names:
             out.setdefault(name, Wanted(name, why, True))
         if not names:  # no rule reads this backend's package: whether it is there, at least

@@ -106,7 +106,8 @@ def check_libraries(builds: Sequence[str], ctx: Context,
     res = native_load(builds, paths, module, python=ctx.python, suffixes=ctx.ext_suffixes,
                       machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
                       sites=ctx.sites, version=ctx.version, first=first, after=after,
-                      complete=ctx.complete, run=ctx.run, importer=ctx.importer)
+                      complete=ctx.complete, run=ctx.run, importer=ctx.importer,
+                      preload=ctx.preload)
     if res.chain_error is not None:
         _chain_failure(res, module or "", paths, add, fixer, project, ctx.confined)
         return

@@ -134,6 +134,8 @@ class Process:
         self._opening = False
         #: the tables this process shares with the one it was forked from (not its to close)
         self._borrowed: frozenset[str] = frozenset()
+        #: why ld.so stops the process before the interpreter runs (:meth:`start`; None: it runs)
+        self.start_error: str | None = None
 
     def fork(self, owned: Callable[[str], bool], trace: ldso.Trace | None) -> Process:
         """A copy of this process to ``dlopen`` more into, this one left as it is (what the
@@ -171,6 +173,7 @@ class Process:
         new._ld_dirs = None
         new._opening = False
         new._borrowed = frozenset(self.tables)
+        new.start_error = self.start_error
         return new
 
     # ------------------------------------------------------------------ the executable
@@ -214,6 +217,32 @@ class Process:
         scope = self._closure(main, new, names, ids, out, pre)
         self._commit(new, names, ids)
         self.global_scope = scope
+        if pre:
+            self.start_error = self._preload_failure(main, scope)
+
+    def _preload_failure(self, main: Obj, scope: Sequence[Obj]) -> str | None:
+        """What ld.so says when a need of a preloaded object (or of its own needs) is not
+        found: the preloaded objects' needs are mapped with the executable's
+        (elf/rtld.c ``dl_main``: ``_dl_map_object_deps`` of the main map with the preloads),
+        where one not found is fatal ("error while loading shared libraries"; the process
+        ends before the interpreter runs), unlike a preloaded object itself that cannot be
+        loaded, which is ignored. The executable's own needs are taken as met (it runs)."""
+        mains: set[int] = set()
+        stack = [main]
+        while stack:
+            o = stack.pop()
+            if id(o) not in mains:
+                mains.add(id(o))
+                stack += o.deps or []
+        for o in scope:
+            if id(o) in mains or o.problem is not None:
+                continue
+            for name in o.needed:
+                if not ldsym.host_provided(name) and name not in self.names:
+                    return (f"error while loading shared libraries: {name}: cannot open "
+                            f"shared object file: No such file or directory (needed by "
+                            f"{o.path}, preloaded)")
+        return None
 
     # ------------------------------------------------------------------ dlopen
     def loaded(self, path: str) -> bool:

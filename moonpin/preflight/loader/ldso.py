@@ -47,6 +47,7 @@ __all__ = [
     "DF_1_PIE",
     "E_MACHINE",
     "NO_DIRS",
+    "PRELOAD_FILE",
     "Node",
     "Trace",
     "candidates",
@@ -61,6 +62,8 @@ __all__ = [
     "lib_token",
     "listing",
     "platform_token",
+    "preload_entries",
+    "preload_file",
     "read_dynamic",
     "read_dynamic_flags",
     "system_lib_dirs",
@@ -513,19 +516,37 @@ def ld_path_folders(value: str, exe: str | None = None,
 
 
 def env_preload(exe: str | None = None, trace: Trace | None = None) -> list[str]:
-    """This process's ``LD_PRELOAD`` entries as ld.so reads them (elf/rtld.c
-    ``handle_preload_list``): separated by spaces or colons only (a tab is part of a name),
-    tokens substituted as the executable's (``exe``, default this interpreter), a relative
-    path under the working folder (``trace``: told so)."""
-    value = os.environ.get("LD_PRELOAD") or ""
+    """This process's ``LD_PRELOAD`` entries (:func:`preload_entries`; ``exe``: the
+    executable whose folder is ``$ORIGIN``, default this interpreter)."""
+    return preload_entries(os.environ.get("LD_PRELOAD") or "", exe, None, trace)
+
+
+def preload_entries(value: str, exe: str | None = None, root: str | None = None,
+                    trace: Trace | None = None) -> list[str]:
+    """``LD_PRELOAD``'s entries as ld.so reads them (elf/rtld.c ``handle_preload_list``):
+    separated by spaces or colons only (a tab is part of a name), tokens substituted as the
+    executable's (``exe``, default this interpreter; an image's own path with ``root``).
+    A name without ``/`` is kept as it is (searched as the executable's own needs are); a
+    path is this machine's (a relative one under the working folder, ``trace`` told so),
+    or with ``root`` an image's path given as the host path it names under the root (one
+    that resolves to nothing there is left out: ld.so ignores it, and so is a relative
+    one: the worker's working folder is not known)."""
     out = [e for e in value.replace(":", " ").split(" ") if e]
     if "$" in value:
         if exe is None:
             import sys
 
             exe = os.path.realpath(sys.executable)
-        out = [e if "$" not in e else _substitute(e, exe, None) for e in out]
+        out = [e if "$" not in e else _substitute(e, exe, root) for e in out]
         out = [e for e in out if e]
+    if root is not None:
+        mapped: list[str] = []
+        for e in out:
+            if "/" not in e:
+                mapped.append(e)
+            elif e.startswith("/"):
+                mapped += [p for p in host_paths(root, [e]) if os.path.lexists(p)]
+        return mapped
     if all(e.startswith("/") or "/" not in e for e in out):
         return out
     if trace is not None:
@@ -535,6 +556,39 @@ def env_preload(exe: str | None = None, trace: Trace | None = None) -> list[str]
     except OSError:  # no working folder: a relative path opens nothing
         return [e for e in out if e.startswith("/") or "/" not in e]
     return [os.path.join(cwd, e) if "/" in e and not e.startswith("/") else e for e in out]
+
+
+#: ld.so's own list of objects to preload in every process (elf/rtld.c ``preload_file``)
+PRELOAD_FILE = "/etc/ld.so.preload"
+_PRELOAD_CAP = 1 << 20
+
+
+def preload_file(root: str | None = None, exe: str | None = None,
+                 trace: Trace | None = None) -> list[str]:
+    """The entries of :data:`PRELOAD_FILE` (the image's with ``root``), preloaded after
+    ``LD_PRELOAD``'s (elf/rtld.c ``dl_main``): names separated by white space or ``:``
+    (``strsep`` on ``": \\t\\n"``), ``#`` starting a comment to the end of its line; each
+    taken as :func:`preload_entries` takes one. None there, or one that cannot be read
+    (ld.so's ``access(R_OK)`` fails, or it is no regular file): nothing. ``trace``: the
+    file is recorded, found or not."""
+    from moonpin.kb.files import read_regular
+
+    where = host_paths(root, [PRELOAD_FILE]) if root is not None else [PRELOAD_FILE]
+    if trace is not None:
+        trace.paths.add(os.path.join(root, PRELOAD_FILE.lstrip("/")) if root is not None
+                        else PRELOAD_FILE)
+        trace.paths.update(where)
+    if not where:
+        return []
+    try:
+        data = read_regular(where[0], cap=_PRELOAD_CAP, what="ld.so's preload list",
+                            within=root)
+    except OSError:
+        return []
+    text = "\n".join(line.partition("#")[0] for line in
+                     data.decode("utf-8", "surrogateescape").split("\n"))
+    names = " ".join(text.replace("\t", " ").replace("\n", " ").split(" "))
+    return preload_entries(names, exe, root)
 
 
 def _here(entries: Sequence[str]) -> list[str]:

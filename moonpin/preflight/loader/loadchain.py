@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from moonpin.kb.cache import facts_memo
-from moonpin.preflight.access.chroot import host_paths
+from moonpin.preflight.access.chroot import host_paths, image_path
 from moonpin.preflight.access.confined import Confined
 from moonpin.preflight.loader import ldso
 from moonpin.preflight.loader.findings import Findings
@@ -123,7 +123,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 version: tuple[int, int] | None = None, first: Sequence[str] = (),
                 after: Sequence[str] = (), complete: bool = True,
                 run: Run | None = None, mode: int | None = None,
-                importer: Importer | None = None) -> Report:
+                importer: Importer | None = None,
+                preload: Sequence[str] | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -134,22 +135,21 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     where a child records what it computes. ``mode``: the builds' ``dlopen`` flags (default
     ``RTLD_NOW``, as an extension import has them). ``importer``: the check's one model of
     the interpreter's importer over ``paths`` (:attr:`moonpin.preflight.env.context.Context.
-    importer`), which the import chain finds its modules with (None: one is made)."""
+    importer`), which the import chain finds its modules with (None: one is made).
+    ``preload``: the ``LD_PRELOAD`` entries the interpreter starts with (an image's: names,
+    or host paths under ``root``; default: this process's for this machine, none for an
+    image), mapped at its start before what it needs, then ``/etc/ld.so.preload``'s."""
     machine = machine or os.uname().machine
+    pre = ("\x02".join(preload) if preload is not None
+           else os.environ.get("LD_PRELOAD", "") if root is None else "")
     ld = (ldso.env_ld_path(_interpreter(python, None) if root is None else None)
           if ld_path is None else list(ld_path))
-    key_of_import = (machine, python or "", ",".join(first), ":".join(ld), root or "",
-                     ",".join(suffixes), *paths,
-                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
-                     os.environ.get("LD_PRELOAD", "") if root is None else "",
-                     str(complete))
-    key = "\0".join(("native-v2", machine, python or "", ",".join(first), module or "",
-                     ",".join(after),
-                     *builds, ":".join(ld), root or "", ",".join(suffixes), *paths,
-                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"),
-                     os.environ.get("LD_PRELOAD", "") if root is None else "",
-                     str(complete),
-                     *(() if mode is None else (f"mode={mode}",))))
+    # what the import before the builds is computed from: the key of the process a check
+    # keeps for it (``Run.processes``), and the memo key's first part (one reading of each)
+    key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
+                     tuple(suffixes), tuple(paths),
+                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete)
+    key = repr(("native-v3", key_of_import, module or "", tuple(after), tuple(builds), mode))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
         ahead = _prefetched(run, key) if run is not None else None
@@ -159,13 +159,15 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
                        complete, mode, importer, shared,
-                       repr((key_of_import, sites, version, id(importer))))
+                       repr((key_of_import, sites, version, id(importer))), preload)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
 
     within = Confined(root)  # a link out of the image root: computed, never kept
-    got = facts_memo().get_traced(key, builds[0], compute,
+    # what the answer is filed under (no builds: only the import chain, filed under the root)
+    anchor = builds[0] if builds else (root or os.sep)
+    got = facts_memo().get_traced(key, anchor, compute,
                                   lambda v: Report.load(v) is not None, within=within.root)
     out = Report.load(got)
     assert out is not None
@@ -176,7 +178,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
             here = ""
         if out.cwd != here:
             key += f"\0cwd\0{here}"
-            out = Report.load(facts_memo().get_traced(key, builds[0], compute,
+            out = Report.load(facts_memo().get_traced(key, anchor, compute,
                                                       lambda v: Report.load(v) is not None,
                                                       within=within.root))
             assert out is not None
@@ -229,7 +231,8 @@ class _Imported:
 def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python: str | None,
               suffixes: Sequence[str], machine: str, root: str | None, ld: Sequence[str],
               sites: Sequence[str] | None, version: tuple[int, int] | None, complete: bool,
-              importer: Importer | None, stop: Sequence[str]) -> _Imported:
+              importer: Importer | None, stop: Sequence[str],
+              preload: Sequence[str] | None = None) -> _Imported:
     """The interpreter started and ``modules`` imported in it (module doc), up to the files
     in ``stop`` (not loaded: the builds its caller loads itself); the process is the
     caller's to close."""
@@ -255,8 +258,16 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
     out = _Imported(proc, traced)
     try:
         exe = _interpreter(python, root)
-        if exe is not None:
-            proc.start(exe, ldso.env_preload(exe, traced) if root is None else ())
+        if exe is not None:  # LD_PRELOAD's objects, then /etc/ld.so.preload's (elf/rtld.c)
+            pre = (list(preload) if preload is not None else
+                   ldso.env_preload(exe, traced) if root is None else [])
+            proc.start(exe, [*pre, *ldso.preload_file(
+                root, image_path(root, exe) if root is not None else exe, traced)])
+            if proc.start_error is not None:  # the interpreter never runs: nothing imports
+                out.chain_error = (modules[0] if modules else os.path.basename(exe),
+                                   "an ld.so error", "the interpreter does not start: "
+                                   f"{proc.start_error}", exe)
+                return out
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=stop,
                       trace=trace, complete=complete, importer=importer)
@@ -315,7 +326,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              importer: Importer | None = None, shared: dict[str, object] | None = None,
-             base: str = "") -> tuple[object, set[str], dict[str, str | None]]:
+             base: str = "", preload: Sequence[str] | None = None
+             ) -> tuple[object, set[str], dict[str, str | None]]:
     """``modules`` imported, then ``builds`` loaded (:func:`native_load`). ``shared``: where
     the check keeps the processes its imports built (``Run.processes``), ``base`` the key
     of this one's: the builds are loaded into a copy of that process (``import torch``
@@ -327,7 +339,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
     reused = isinstance(after, _Imported)
     if not isinstance(after, _Imported) and shared is not None:
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, ())
+                          sites, version, complete, importer, (), preload)
         shared[base] = after
     if isinstance(after, _Imported) and after.holds(builds):
         if reused:  # what it read, read again: a trace around this load sees it too
@@ -340,7 +352,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         env_read = dict(after.env_read)
     else:  # a load of its own: the chain stops before the builds
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, builds)
+                          sites, version, complete, importer, builds, preload)
         proc, traced, env_read = after.proc, after.trace, after.env_read
     try:
         out = Report()

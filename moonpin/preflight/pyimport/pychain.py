@@ -48,6 +48,7 @@ __all__ = [
     "attribute",
     "attribute_memoised",
     "caught",
+    "imports_of",
     "unread",
     "walk",
     "walk_memoised",
@@ -301,6 +302,14 @@ def _facts(path: str, version: tuple[int, int], within: Confined
                                              lambda: _read(path, version, within), _facts_ok,
                                              within=within.root)
     return got  # type: ignore[no-any-return]
+
+
+def imports_of(path: str, version: tuple[int, int], within: Confined = NOWHERE
+               ) -> tuple[Any, ...]:
+    """The imports a module's source certainly runs, each dumped as
+    :meth:`moonpin.readers.pyast.imports.Import.dump` gives it (module, names, level, line,
+    guard), through the file-facts memo as the walk reads them; raises OSError."""
+    return tuple(_facts(path, version, within)[0])
 
 
 def walk_memoised(paths: Sequence[str], module: str, version: tuple[int, int],

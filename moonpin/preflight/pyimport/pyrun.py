@@ -79,6 +79,41 @@ class Load:
         self.why = why
 
 
+#: How deep the standard library's own imports are followed to its extension modules
+#: (:meth:`Chain._std_natives`): a module, its package's modules, theirs
+_STD_DEPTH = 4
+
+
+def _own(name: str, package: bool, target: str) -> bool:
+    """Whether ``target`` is a module of the package ``name`` is or lies in (``sqlite3`` ->
+    ``sqlite3.dbapi2``); a top-level module has none (``os`` naming ``os.path``)."""
+    if not package and "." not in name:
+        return False
+    return target.partition(".")[0] == name.partition(".")[0] and target != name
+
+
+def _column0_imports(text: str, package: str) -> list[str]:
+    """The modules the ``import``/``from`` lines at column 0 of ``text`` name (relative ones
+    against ``package``): a cheap look before a module is parsed (a docstring's line may
+    look like one; the parse decides)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("import "):
+            for part in line[7:].partition("#")[0].split(","):
+                name = part.strip().split(" ")[0]
+                if name:
+                    out.append(name)
+        elif line.startswith("from "):
+            name = line[5:].partition(" import")[0].strip()
+            dots = len(name) - len(name.lstrip("."))
+            if dots and package:
+                up = package.rsplit(".", dots - 1)[0] if dots > 1 else package
+                name = f"{up}.{name[dots:]}" if name[dots:] else up
+            if name and not name.startswith("."):
+                out.append(name)
+    return out
+
+
 #: what :func:`_assigned` says of a line that does not assign the name, or assigns it
 #: indented or defines it (then the name is unknown whatever else assigns it)
 _NOT_IT, _INDENTED = object(), object()
@@ -199,6 +234,9 @@ class Chain(Host):
         self._lazy: dict[tuple[str, str], Any] = {}
         self._texts: dict[str, str] = {}
         self._builtins = self._make_builtins()
+        #: the standard library's modules whose extension modules were loaded
+        self._std_loaded: set[str] = set()
+        self._std_busy: set[str] = set()  # being loaded (ctypes._endian imports ctypes)
 
     # ------------------------------------------------------------------ finding modules
     def _seen(self, path: str) -> None:
@@ -281,6 +319,7 @@ class Chain(Host):
 
     def _load(self, name: str, by: ModuleValue) -> ModuleValue:
         if name.partition(".")[0] in _STDLIB:
+            self._std_natives(name, by, 0)  # raises what a failed load of one raises
             mod = self.modules[name] = self._std(name)
             return mod
         spec = self._find(name)
@@ -307,6 +346,103 @@ class Chain(Host):
             mod = self.modules[name] = ModuleValue(name, "lazy", file, path, tier)
             return mod
         return self._run(name, file, path, tier)
+
+    # ------------------------------------------------------------------ the stdlib's natives
+    def _std_natives(self, name: str, by: ModuleValue, depth: int) -> None:
+        """The standard library's extension modules ``import name`` loads, each found by
+        the importer model on the target's ``sys.path`` (an image's ``lib-dynload``) and
+        ``dlopen``-ed as any extension module is (:meth:`_load_ext`: a missing
+        ``libbz2.so.1.0`` fails ``_bz2`` as ld.so fails it): ``name`` itself when it is one
+        (``math``, ``_ctypes``), else those its source imports at its top level unguarded
+        (``bz2.py``'s ``from _bz2 import …``, ``ctypes``'s ``_ctypes``), and so on through
+        its own package's modules (``sqlite3`` -> ``sqlite3.dbapi2`` -> ``_sqlite3``). Its
+        Python code is modelled, not run (:meth:`_std`); a builtin or frozen module, or one
+        not found, is the interpreter's own. Raises what the import raises."""
+        if name in self._std_loaded or name in self._std_busy or depth > _STD_DEPTH:
+            return
+        spec = self._std_spec(name)
+        self._std_busy.add(name)
+        try:
+            if spec is not None and spec[0] == "ext":
+                if name not in self.modules:
+                    self._load_ext(name, spec[1], spec[2], by)
+            elif spec is not None and spec[0] == "py":
+                package = spec[2] is not None
+                for target in self._std_imports(name, spec[1], package):
+                    if _own(name, package, target) or self._is_ext(target):
+                        self._std_natives(target, by, depth + 1)
+        finally:
+            self._std_busy.discard(name)
+        self._std_loaded.add(name)  # a failed one is tried again, as Python tries it
+
+    def _std_spec(self, name: str) -> tuple[str, str, list[str] | None] | None:
+        """A standard library module as the importer finds it (:meth:`_find`), a submodule
+        in its package's folders (the package itself is modelled, its ``__path__`` not
+        kept)."""
+        parent, _, tail = name.rpartition(".")
+        if not parent:
+            return self._find(name)
+        up = self._std_spec(parent)
+        for folder in (up[2] or []) if up is not None else []:
+            got = self._in_folder(folder, tail)
+            if got is not None and got[0] != "ns":
+                return got
+        return None
+
+    def _is_ext(self, name: str) -> bool:
+        spec = self._std_spec(name)
+        return spec is not None and spec[0] == "ext"
+
+    def _std_imports(self, name: str, file: str, package: bool) -> list[str]:
+        """The modules of its own package a standard library source imports at column 0
+        (unguarded: ``importlib`` -> ``importlib.metadata``), and when such a line names an
+        extension module, every module it certainly imports unguarded (an ``ImportError``
+        handler around one lets its failure pass), as :mod:`moonpin.readers.pyast.imports`
+        reads them: only those sources are parsed (a docstring's line is not an import)."""
+        base = name if package else name.rpartition(".")[0]
+        named = _column0_imports(self._text(file), base)
+        own = [t for t in named if _own(name, package, t)]
+        if not any(self._is_ext(t) for t in named if t not in own):
+            return list(dict.fromkeys(own))
+        from moonpin.preflight.pyimport.pychain import caught, imports_of
+
+        version = self.version if self.version is not None else sys.version_info[:2]
+        try:
+            dumped = imports_of(file, (version[0], version[1]), self.within)
+        except OSError:
+            return []
+        out = []
+        for raw in dumped:
+            if not (isinstance(raw, (tuple, list)) and len(raw) == 5
+                    and isinstance(raw[0], str) and type(raw[2]) is int
+                    and isinstance(raw[4], str)):
+                continue
+            module, _, level, _, guard = raw
+            if caught("ImportError", guard):
+                continue
+            if level:
+                if level - 1 > base.count(".") or not base:
+                    continue
+                up = base.rsplit(".", level - 1)[0] if level > 1 else base
+                module = f"{up}.{module}" if module else up
+            if module:
+                out.append(module)
+        return list(dict.fromkeys([*own, *out]))
+
+    def _text(self, file: str) -> str:
+        """A module's text, read once per chain (:meth:`_constant` reads the same)."""
+        text = self._texts.get(file)
+        if text is None:
+            from moonpin.preflight.access.zipfs import read_source
+
+            self._seen(file)
+            try:
+                text = read_source(file, cap=_CAP_SOURCE, what="Python source",
+                                   within=self.within).decode("utf-8", "replace")
+            except OSError:
+                text = ""
+            self._texts[file] = text
+        return text
 
     def run_file(self, name: str, file: str, path: list[str] | None = None) -> ModuleValue:
         """Module ``name``'s top level, from ``file`` (``path``: a package's folders), run
@@ -483,17 +619,7 @@ class Chain(Host):
         key = (file, name)
         if key in self._lazy:
             return self._lazy[key]
-        text = self._texts.get(file)
-        if text is None:
-            from moonpin.preflight.access.zipfs import read_source
-
-            self._seen(file)
-            try:
-                text = read_source(file, cap=_CAP_SOURCE, what="Python source",
-                                   within=self.within).decode("utf-8", "replace")
-            except OSError:
-                text = ""
-            self._texts[file] = text
+        text = self._text(file)
         value: Any = UNKNOWN
         at = text.find(name)
         while at >= 0:

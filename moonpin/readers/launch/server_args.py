@@ -77,6 +77,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from moonpin.kb.launch import Flag, Rule, Write
+from moonpin.readers.launch.backends import (
+    BACKEND_FLAGS,
+    DISPATCHERS,
+    NO_BACKEND,
+    backend_dest,
+    backend_member,
+    backend_modules,
+)
 from moonpin.readers.launch.flags import (
     add_argument_flag,
     field_flags,
@@ -107,6 +115,7 @@ __all__ = [
     "RECEIVER",
     "RESOLVING_HOOKS",
     "SERVER_ARGS",
+    "backend_dest",
     "backend_imports",
     "backend_member",
     "backend_modules",
@@ -495,40 +504,8 @@ def launch_members(names: Iterable[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# the module a backend choice imports
+# the module a backend choice imports (where: :mod:`moonpin.readers.launch.backends`)
 # ---------------------------------------------------------------------------
-
-#: The launch options whose choice names a backend SGLang imports a package for. The MoE
-#: all-to-all backends keep their module in :data:`DISPATCHERS`; the elastic-EP backends
-#: with a package of their own use the same modules (0.5.21+: ``elastic_ep.py`` scales a
-#: nixl deployment through ``token_dispatcher.nixl``).
-BACKEND_FLAGS = ("--elastic-ep-backend", "--moe-a2a-backend")
-#: Where an SGLang release keeps the module each backend imports (``<backend>.py``).
-DISPATCHERS = "sglang/srt/layers/moe/token_dispatcher/"
-#: Choices that name no backend.
-NO_BACKEND = frozenset({"none", ""})
-
-
-def backend_modules(names: Iterable[str]) -> list[str]:
-    """The members of ``names`` that are modules of :data:`DISPATCHERS` (not its
-    sub-folders'), in order: those :func:`backend_member` chooses among."""
-    return sorted(n for n in names if n.startswith(DISPATCHERS) and n.endswith(".py")
-                  and "/" not in n[len(DISPATCHERS):])
-
-
-def backend_member(names: Iterable[str], backend: str) -> str | None:
-    """The member of ``names`` (paths relative to the site-packages folder or wheel) whose
-    module the choice ``backend`` imports: ``<DISPATCHERS><backend>.py``, else the first by
-    name of the modules there whose name starts with it (``mori`` -> ``moriep.py``); None
-    for no backend, or a release without such a module."""
-    if backend in NO_BACKEND or "/" in backend or backend.startswith("."):
-        return None
-    present = set(backend_modules(names))
-    exact = DISPATCHERS + backend + ".py"
-    if exact in present:
-        return exact
-    found = sorted(n for n in present if n[len(DISPATCHERS):].startswith(backend))
-    return found[0] if found else None
 
 
 def backend_imports(source: bytes, member: str) -> list[tuple[str, tuple[str, ...], int]]:

@@ -12,6 +12,7 @@ import os
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -385,6 +386,22 @@ def _two_dynamics(path: Path, how: str) -> None:
     path.write_bytes(bytes(data))
 
 
+def _needing_liba(site: Path) -> Path:
+    """``lcpkg.mod`` calling ``a_fn`` of ``b/liba.so`` (its DT_NEEDED, found by its
+    RUNPATH), both gcc-built in ``site``; the module's path."""
+    lib(site, "b/liba.so", "int a_fn(void) { return 1; }\n")
+    return module(site, ("a_fn",), needs=("b/liba.so",), runpath="$ORIGIN/../b")
+
+
+def _agree(site: Path, loads: bool) -> tuple[Any, Any]:
+    """The real import's (ok, error) and the loader model's, each ``loads`` as expected."""
+    truth = real(site, site)
+    assert truth[0] is loads, truth
+    said = judged(site, site)
+    assert said[0] is loads, (said, truth)
+    return truth, said
+
+
 @pytest.mark.skipif(can_build() is not None, reason=str(can_build()))
 @pytest.mark.parametrize(("how", "loads"), [("last-short", False), ("first-short", True),
                                             ("last-empty", False), ("first-empty", False)])
@@ -396,14 +413,9 @@ def test_two_dynamic_segments_as_the_real_loader_reads_them(tmp_path: Path, how:
     when one has no file bytes ("object file has no dynamic section"). moonpin took the
     first, and called ``last-short`` (the last names no library: ``undefined symbol:
     a_fn``) and both empty cases loadable, ``first-short`` not."""
-    site = tmp_path / "site"
-    lib(site, "b/liba.so", "int a_fn(void) { return 1; }\n")
-    mod = module(site, ("a_fn",), needs=("b/liba.so",), runpath="$ORIGIN/../b")
+    mod = _needing_liba(tmp_path / "site")
     _two_dynamics(mod, how)
-    truth = real(site, site)
-    assert truth[0] is loads, truth
-    said = judged(site, site)
-    assert said[0] is loads, (said, truth)
+    truth, said = _agree(tmp_path / "site", loads)
     if "empty" in how:
         assert "no dynamic section" in truth[1] and "no dynamic section" in said[1]
 
@@ -457,14 +469,9 @@ def test_the_dynamic_array_is_read_at_its_address(tmp_path: Path, which: str,
     reads the array at ``p_vaddr`` (``l_ld``, dl-load.c), so moving only ``p_offset`` past
     its DT_NEEDED changes nothing (it loads), and moving only ``p_vaddr`` leaves it naming no
     library (``undefined symbol: a_fn``). moonpin read at ``p_offset``: both the other way."""
-    site = tmp_path / "site"
-    lib(site, "b/liba.so", "int a_fn(void) { return 1; }\n")
-    mod = module(site, ("a_fn",), needs=("b/liba.so",), runpath="$ORIGIN/../b")
+    mod = _needing_liba(tmp_path / "site")
     _moved_dynamic(mod, which)
-    truth = real(site, site)
-    assert truth[0] is loads, truth
-    said = judged(site, site)
-    assert said[0] is loads, (said, truth)
+    truth, said = _agree(tmp_path / "site", loads)
     if not loads:
         assert "a_fn" in truth[1] and "a_fn" in said[1], (said, truth)
     data = mod.read_bytes()

@@ -36,26 +36,52 @@ class Extensions(NamedTuple):
 _TRIED = 12
 
 
+def _explain(g: CompatGraph, sglang: str | None, stack: list[tuple[str, str]], *,
+             torch: str | None, python: str | None, arch: str | None,
+             tables: bool) -> dict[str, Any]:
+    """:func:`moonpin.resolver.native.explain_stack`, from the resolved tables where they
+    hold the question (``tables``; :func:`moonpin.resolver.resolved_native.explain_fast`:
+    the KB's facts are not loaded), else from the full resolver (which raises what it
+    raises)."""
+    if tables and g.kb_path is not None:
+        from moonpin.resolver.resolved_native import explain_fast
+
+        got = explain_fast(g.kb_path, sglang, stack, torch=torch, python=python, arch=arch)
+        if got is not None:
+            return got
+    from moonpin.resolver import native
+
+    return native.explain_stack(g, sglang, stack, torch=torch, python=python, arch=arch)
+
+
 def _fitting(g: CompatGraph, dist: str, *, sglang: str | None, torch: str,
-             python: str | None, arch: str | None) -> tuple[str, str] | None:
+             python: str | None, arch: str | None, tables: bool) -> tuple[str, str] | None:
     """The release to move a failing pin of ``dist`` to: the newest of its project's that
     loads with ``torch`` (``which``) and that the rule accepts beside ``sglang`` (what it
     imports, what it requires), of ``dist`` itself first, else of another of the project's
     distributions (the meta ``nixl``, which installs the ``nixl_ep`` SGLang imports, for a
     ``nixl-cu13`` alone); ``(distribution, version)``, None when none is."""
     from moonpin.kb.errors import MoonpinError
-    from moonpin.resolver import native
 
-    found = native.which_native(g, _PROJECT[dist], torch=torch, python=python,
-                               arch=arch).compatible
-    ranked = [c for c in found if c.dist == dist] + [c for c in found if c.dist != dist]
+    found = None
+    if tables and g.kb_path is not None:
+        from moonpin.resolver.resolved_native import which_fast
+
+        found = which_fast(g.kb_path, _PROJECT[dist], torch=torch, sglang=None,
+                           python=python, arch=arch, dist=None)
+    if found is None:
+        from moonpin.resolver import native
+
+        found = native.which_native(g, _PROJECT[dist], torch=torch, python=python, arch=arch)
+    ranked = ([c for c in found.compatible if c.dist == dist]
+              + [c for c in found.compatible if c.dist != dist])
     for c in ranked[:_TRIED]:
         d = c.dist or dist
         if sglang is None:
             return d, c.version
         try:
-            res = native.explain_stack(g, sglang, [(d, c.version)], torch=torch,
-                                       python=python, arch=arch)
+            res = _explain(g, sglang, [(d, c.version)], torch=torch, python=python, arch=arch,
+                           tables=tables)
         except MoonpinError:
             continue
         if all(x.ok is not False for x in res["checks"] if x.name == f"{d}=={c.version}"):
@@ -77,36 +103,50 @@ def native_pins(pins: Sequence[Pin]) -> list[Pin]:
 def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None,
                      torch: str | None, python: str | None, arch: str | None,
                      places: Callable[[Pin], list[Pin]],
-                     update: Callable[[Pin, str, str, str], dict[str, Any]]) -> Extensions:
+                     update: Callable[[Pin, str, str, str], dict[str, Any]],
+                     tables: bool = True) -> Extensions:
     """The extensions pinned in ``exact``, judged with ``torch`` (the set's, as it ends;
     None: the newest ``sglang`` admits) on ``python``/``arch`` (None: the pair most of them
-    load on). ``places`` gives every occurrence of a pin, ``update`` makes an update."""
+    load on). ``places`` gives every occurrence of a pin, ``update`` makes an update.
+    ``tables``: answered from the resolved tables where they hold each question (the same
+    answers, held by ``bench/pins_agree.py``), else by the full resolver; False: the full
+    resolver alone."""
     pins = native_pins(exact)
     if not pins:  # nothing to judge: the rule's native side is not even loaded
         return Extensions(None, (), (), ())
     from moonpin.kb.errors import MoonpinError
-    from moonpin.resolver import native
+    from moonpin.resolver.resolved_native import COLLISION
 
     if torch is None and sglang is None:
         return Extensions("unknown", (), ("the native extensions pinned ("
                                           + ", ".join(f"{p.name}=={p.version}" for p in pins)
                                           + ") are not judged: no torch or sglang is pinned",),
                           ())
-    known, notes = [], []
-    for p in pins:
+    known, notes = list(pins), []
+    res = None
+    if tables and g.kb_path is not None:  # every release tabled: every one is known
+        from moonpin.resolver.resolved_native import explain_fast
+
+        res = explain_fast(g.kb_path, sglang, [(p.name, p.version or "") for p in pins],
+                           torch=torch, python=python, arch=arch)
+    if res is None:
+        from moonpin.resolver import native
+
+        known = []
+        for p in pins:
+            try:
+                native.known_version(g, p.name, p.version or "")
+                known.append(p)
+            except MoonpinError as e:  # a release the KB does not hold: said, not judged
+                notes.append(f"{p.name}=={p.version} at {p.path}:{p.line} is not judged: {e}")
+        if not known:
+            return Extensions("unknown", (), tuple(notes), ())
         try:
-            native.known_version(g, p.name, p.version or "")
-            known.append(p)
-        except MoonpinError as e:  # a release the KB does not hold: said, not judged
-            notes.append(f"{p.name}=={p.version} at {p.path}:{p.line} is not judged: {e}")
-    if not known:
-        return Extensions("unknown", (), tuple(notes), ())
-    try:
-        res = native.explain_stack(g, sglang, [(p.name, p.version or "") for p in known],
-                                   torch=torch, python=python, arch=arch)
-    except MoonpinError as e:
-        return Extensions("unknown", (), (*notes, f"the native extensions are not judged: {e}"),
-                          ())
+            res = native.explain_stack(g, sglang, [(p.name, p.version or "") for p in known],
+                                       torch=torch, python=python, arch=arch)
+        except MoonpinError as e:
+            return Extensions("unknown", (), (*notes, "the native extensions are not "
+                                              f"judged: {e}"), ())
     torch = res["evaluated"]["torch"]
     by_name = {p.name: p for p in known}
     failing = [c for c in res["checks"] if c.ok is False and c.name != "torch requirement"]
@@ -117,9 +157,10 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
     why: dict[str, str] = {}
     for c in failing:
         dist = c.name.partition("==")[0]
-        if c.name.endswith(" lock") or c.name == native.COLLISION:
+        if c.name.endswith(" lock") or c.name == COLLISION:
             continue  # a lock: below; one package from two distributions: said, not moved
-        found = _fitting(g, dist, sglang=sglang, torch=torch, python=python, arch=arch)
+        found = _fitting(g, dist, sglang=sglang, torch=torch, python=python, arch=arch,
+                         tables=tables)
         if found is not None:
             renamed[dist], targets[dist] = found
         else:

@@ -203,7 +203,7 @@ def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str]
 
 
 def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *,
-                 python: str | None, arch: str | None) -> None:
+                 python: str | None, arch: str | None, tables: bool = True) -> None:
     """The native extensions' releases the plan allows (``plan.natives``): of each
     distribution in ``dists`` (None: every one the knowledge base holds), those the one
     rule's native checks do not exclude with every torch the plan allows
@@ -215,8 +215,10 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     to unknown releases alone, the meta ``nixl``'s exact pin of ``nixl-cu12`` would make
     the resolver fall back to an old ``nixl``), and so is one another's version lock may
     refuse (``flashinfer-cubin`` beside ``flashinfer-python``:
-    a constraint cannot say "the same version"); each is said (``plan.reasons``)."""
-    from moonpin.resolver import native
+    a constraint cannot say "the same version"); each is said (``plan.reasons``).
+    ``tables``: each ``which`` answered from the resolved tables where they hold it
+    (:func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
+    from moonpin.resolver.resolved_native import which_fast
 
     if not plan.torches:
         return
@@ -225,8 +227,13 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
         allowed: list[str] | None = None
         # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
         for t, s in [(t, s) for t in plan.torches for s in plan.sglang_allowed]:
-            w = native.which_native(g, d, torch=t, sglang=s, python=python, arch=arch,
-                                    dist=d)
+            w = which_fast(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch,
+                           dist=d) if tables and g.kb_path is not None else None
+            if w is None:
+                from moonpin.resolver import native
+
+                w = native.which_native(g, d, torch=t, sglang=s, python=python, arch=arch,
+                                        dist=d)
             got = [c.version for c in (*w.compatible, *w.unknown)] if w.compatible else []
             allowed = got if allowed is None else [v for v in allowed if v in got]
         final = [v for v in allowed or [] if not _vkey(v).is_prerelease]
