@@ -259,3 +259,14 @@ def test_an_image_file_carries_its_adapter_and_tools(tmp_path: Path) -> None:
     assert "it needs nvcc" in cold and "ninja" not in cold.partition("needs")[2], cold
     warm = line(True)
     assert warm.startswith("pass") and f"/var/jit/{KEY}" in warm, warm
+
+
+def test_a_root_named_through_a_link(tmp_path: Path, host: Path) -> None:
+    """``--rootfs`` named by a symbolic link to the root: the adapter is still this
+    image's (the package's path and the root compared in one spelling)."""
+    root = tmp_path / "root"
+    _jit_root(root)
+    _adapter(root / "root/.cache/mooncake/pg_jit", IMAGE_PKG)
+    (tmp_path / "via").symlink_to(root)
+    line = _line(tmp_path / "via", small_kb(tmp_path), [])
+    assert line.startswith("pass"), line

@@ -8,8 +8,8 @@ adapter it compiled for this image links the image's own ``mooncake/`` folder th
 ``DT_RUNPATH`` (the loader passes ``-Wl,-rpath,<mooncake folder>``), which is how a light
 check tells an adapter of this image from one of another. The folder is the judged
 worker's, not this process's: an image's configured ``Env`` and its user's home under its
-root, with the adapter's ``DT_RUNPATH`` read as a path of the image. The toolchain it needs depends
-on torch's flavour: the MUSA and MACA tools only for a MUSA or MACA torch.
+root, with the adapter's ``DT_RUNPATH`` read as a path of the image. The toolchain it
+needs depends on torch's flavour: the MUSA and MACA tools only for a MUSA or MACA torch.
 """
 
 from __future__ import annotations
@@ -80,7 +80,10 @@ def compiled_adapters(roots: Sequence[str], mooncake_pkg: str,
         except OSError:  # a link loop: the loader cannot reach it either
             return None
 
-    want = here(rootfs.image_path(top, mooncake_pkg) if top is not None else mooncake_pkg)
+    # the package's host path, found through the image's links already: only the root's
+    # own prefix is made canonical (Confined holds the root as its real path)
+    want = here(rootfs.image_path(top, os.path.realpath(mooncake_pkg)) if top is not None
+                else mooncake_pkg)
     out: list[str] = []
     for root in roots:
         folder = here(root)
