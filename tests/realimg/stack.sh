@@ -12,7 +12,8 @@
 #   --probe-only        build nothing; probe the images that exist, write $REALIMG/reports/stack*.json
 #   --mooncake-jit      compile mooncake's torch adapter (JIT, ~3 min per image) into
 #                       $REALIMG/stack-pgjit/<image> so `import mooncake.pg` can succeed; without it
-#                       the probe records the cold-cache outcome
+#                       the probe records the cold-cache outcome; also the packed stack's own
+#                       ($REALIMG/stack-oci-pgjit, compiled for /opt/venv; needs root)
 #   --rebuild-variants  delete and re-clone every variant
 #   --kernel-hunt       build and probe only the sgl_kernel/flashinfer classes below, as
 #                       $R/hunt-<name> (about 3.5 GB of new files, 0.4 GB of wheels), from
@@ -234,6 +235,27 @@ jit_prebuild() {
     || { log "JIT build failed for $name, see $PGJIT/$name.log"; tail -3 "$PGJIT/$name.log" >&2; }
 }
 
+# The packed `stack` (tests/test_image_stack.py's stack-oci: the venv at /opt/venv; its config sets
+# no MOONCAKE_PG_JIT_DIR, HOME or User and its root has no /etc/passwd, so runc gives its worker
+# HOME=/ and the cache /.cache/mooncake/pg_jit) keys and links its adapter by /opt/venv, not by
+# $BASE: compiled here for that path into $R/stack-oci-pgjit/<key>, which the packed test adds to
+# the image's own cache folder as a layer. /opt/venv exists only in a private mount namespace (a
+# tmpfs over /opt, $BASE bound on it): needs root; the host's /opt is untouched.
+jit_prebuild_packed() {
+  local out="$R/stack-oci-pgjit" sp=/opt/venv/lib/python3.11/site-packages
+  [ -f "$(sp_of "$BASE")/mooncake/pg.py" ] || return 0
+  ls "$out"/*/_mooncake_pg_jit_*.so >/dev/null 2>&1 && return 0
+  [ "$(id -u)" = 0 ] || { log "not root: the packed image's adapter is not compiled"; return 0; }
+  mkdir -p "$out"
+  log "JIT-building mooncake's torch adapter for the packed stack (/opt/venv; minutes)"
+  unshare -m --propagation private /bin/sh -c "mount -t tmpfs tmpfs /opt && mkdir /opt/venv \
+    && mount --bind '$BASE' /opt/venv && exec env PATH=/opt/venv/bin:\$PATH \
+    CUDA_HOME='${CUDA_HOME:-/usr/local/cuda}' TORCH_CUDA_ARCH_LIST='$JIT_ARCH' \
+    CPATH=$sp/nvidia/cu13/include LIBRARY_PATH=$sp/nvidia/cu13/lib MOONCAKE_PG_JIT_DIR='$out' \
+    LD_LIBRARY_PATH='$STUBS' /opt/venv/bin/python -m mooncake.pg --prebuild" > "$out.log" 2>&1 \
+    || { log "JIT build failed for the packed stack, see $out.log"; tail -3 "$out.log" >&2; }
+}
+
 probe() {  # probe <image dir>: $REPORTS/<name>.json, and a one-line summary per module
   local v="$1" name; name=$(basename "$v")
   mkdir -p "$REPORTS" "$PGJIT/$name" "$R/stack-fi"
@@ -323,6 +345,7 @@ if [ "$PROBE_ONLY" = 0 ] && [ "$MAIN" = 1 ]; then
   fi
   build_stub
   if [ "$MC_JIT" = 1 ]; then for v in $(images); do [ -x "$v/bin/python" ] && timed jit_prebuild "$v"; done; fi
+  if [ "$MC_JIT" = 1 ]; then timed jit_prebuild_packed; fi
 fi
 if [ "$NO_PROBE" = 0 ] && [ "$MAIN" = 1 ]; then
   [ -f "$STUBS/libcuda.so.1" ] || build_stub

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "image_env", "target_for", "unpack_to",
-           "with_overrides", "worker_identity"]
+           "user_home", "with_overrides", "worker_identity"]
 
 #: The ``PATH`` of an image whose config sets none (the OCI runtimes' default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -206,6 +206,17 @@ def worker_identity(root: str, config: Any) -> Identity:
                            and login in r[3].split(",")))
     gids = (*gids, *extra)
     return Identity(uid, gids, f"{said}, gids {', '.join(map(str, dict.fromkeys(gids)))})")
+
+
+def user_home(root: str, uid: int) -> str:
+    """The home folder the image's worker of user id ``uid`` gets as ``HOME`` when its
+    config's ``Env`` sets none: the first ``/etc/passwd`` entry of that uid, else ``/``
+    (runc: ``os.Setenv("HOME", execUser.Home)`` when ``HOME`` is unset, its default
+    ``ExecUser`` having ``Home: "/"``)."""
+    for r in _lines(root, "passwd"):
+        if len(r) >= 6 and r[2] == str(uid) and r[5].startswith("/"):
+            return r[5]
+    return "/"
 
 
 def _venvs(root: str, limit: int = 4000) -> list[str]:

@@ -619,7 +619,9 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
     GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
     from moonpin.preflight.extensions import mooncake_jit as jit
 
-    roots = jit.cache_roots(scheme.get("cache") or {})
+    # the worker's cache folder: its environment and home (an image's, under its root)
+    home = jit.home_of(ctx.env, ctx.user.uid, ctx.root)
+    roots = jit.cache_roots(scheme.get("cache") or {}, ctx.env, home)
     adapters = jit.compiled_adapters(roots, pkg, ctx.confined)
     if adapters:
         add(CheckResult("adapter", "pass",

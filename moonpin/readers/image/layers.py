@@ -91,7 +91,9 @@ def check_wants(path: str) -> bool:
     and ``.so`` files of SGLang wherever they are, every file of mooncake's package and
     its ``.libs`` (their RECORD hashes tell two distributions apart), auditwheel's
     ``*.libs`` libraries, the loader's configuration (``/etc/ld.so.*``) and the user and
-    group files (``/etc/passwd``, ``/etc/group``). The shared libraries in
+    group files (``/etc/passwd``, ``/etc/group``), a compiling loader's tools (``bin/ninja``,
+    ``bin/nvcc``) and the adapters it compiled (``_mooncake_pg_jit*.so``, in whatever cache
+    folder). The shared libraries in
     library folders are not named here: :func:`unpack` keeps those the kept objects need.
     """
     p = path.lstrip("/")
@@ -117,6 +119,13 @@ def check_wants(path: str) -> bool:
     if p in ("etc/ld.so.cache", "etc/ld.so.conf") or p.startswith("etc/ld.so.conf.d/"):
         return True
     if p in ("etc/passwd", "etc/group"):  # who the config's User is
+        return True
+    # a loader that compiles at first import: the tools it runs (ninja, nvcc) and the adapter
+    # it compiled into its cache folder (mooncake 0.3.14's pg.py: `_mooncake_pg_jit_<cuda|
+    # musa>*.so` in `<cache>/<key>/`), wherever the image's Env or home puts that folder
+    if parent == "bin" and base in ("ninja", "nvcc"):
+        return True
+    if base.startswith("_mooncake_pg_jit") and _so_file(base):
         return True
     if (base.endswith(".py") or _so_file(base)) and any(
             seg in ("site-packages", "dist-packages") for seg in parts[:-1]):

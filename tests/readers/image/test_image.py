@@ -288,6 +288,11 @@ def test_multi_platform_index(tmp_path: Path) -> None:
     ("/etc/ld.so.cache", True), ("/etc/ld.so.conf.d/cuda.conf", True),
     ("/usr/lib/x86_64-linux-gnu/libc.so.6", False), ("/etc/shadow", False),
     ("/etc/passwd", True), ("/etc/group", True),  # who the config's User is
+    # a compiling loader's tools and the adapter it compiled, in any cache folder
+    ("/opt/venv/bin/ninja", True), ("/usr/local/cuda/bin/nvcc", True),
+    ("/usr/local/cuda/bin/ptxas", False),
+    ("/root/.cache/mooncake/pg_jit/58667bdb1897c6214a6a/_mooncake_pg_jit_cuda.so", True),
+    ("/var/jit/58667bdb1897c6214a6a/mooncake_backend.o", False),
 ])
 def test_check_wants(path: str, keep: bool) -> None:
     assert check_wants(path) is keep

@@ -1,0 +1,272 @@
+"""mooncake 0.3.14's ``mooncake.pg`` compiles its adapter at first import unless one is in
+the cache folder its source names (``MOONCAKE_PG_JIT_DIR``, else ``Path.home()/.cache/
+mooncake/pg_jit``): the folder of the judged worker, not of the checking process. For
+``--rootfs``/``--image`` that is the image's configured ``Env`` and its user's home under its
+root (runc sets ``HOME`` from the image's ``/etc/passwd`` when the ``Env`` has none), and an
+adapter's ``DT_RUNPATH`` is a path of the image; for ``--python`` and ``--site-packages``
+(this machine) it is this process's environment, which is the worker's. Before: the host's
+folder judged every image, wrong both ways."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from moonpin.preflight.env.rootfs import ImageConfig
+from moonpin.preflight.run import check_image
+from tests.lib.checkrun import small_kb
+from tests.lib.elfbuild import build_so
+from tests.lib.images import PG_NAMES, add_mooncake, add_sglang, add_torch
+from tests.preflight.test_check_rootfs import PY, venv_root
+from tests.preflight.test_target_fixes import CACHED_JIT_LOADER, _check, _fake_python
+
+IMAGE_PKG = f"/opt/venv/lib/python{PY}/site-packages/mooncake"
+KEY = "79d8800e818b37ff7753"
+
+
+def _jit_root(root: Path) -> Path:
+    """An image root with mooncake 0.3.14's compiling loader in ``/opt/venv`` and neither
+    ninja nor nvcc: its import works only from a compiled adapter."""
+    site = venv_root(root)
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, version="0.3.14", jit=True)
+    (site / "mooncake" / "pg.py").write_text(CACHED_JIT_LOADER)
+    (site / "mooncake" / "libmooncake_pg.so").write_bytes(build_so(needed=[], strings=[]))
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
+                                         "worker:x:1000:1000::/home/worker:/bin/sh\n")
+    (root / "etc" / "group").write_text("root:x:0:\nworker:x:1000:\n")
+    return site
+
+
+def _adapter(cache: Path, runpath: str, key: str = KEY) -> Path:
+    """A compiled adapter stand-in as the loader leaves it: ``<cache>/<key>/
+    _mooncake_pg_jit_cuda.so`` linking the mooncake folder it was compiled for."""
+    folder = cache / key
+    folder.mkdir(parents=True, exist_ok=True)
+    so = folder / "_mooncake_pg_jit_cuda.so"
+    so.write_bytes(build_so(needed=["libmooncake_pg.so"], runpath=runpath,
+                            strings=[*PG_NAMES, "mooncake", "mooncake-cpu"]))
+    return so
+
+
+def _line(root: Path, kb: Path, env: list[str], user: str | None = None) -> str:
+    """The adapter or toolchain line of ``check --rootfs`` of ``root`` with the config
+    ``Env`` ``env`` and ``User`` ``user``."""
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin", *env], user=user)
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg, kb_path=kb,
+                      deep=False, source_cache=False)
+    got = [c for c in rep.checks if c.name in ("adapter", "toolchain")]
+    assert len(got) == 1, [(c.name, c.status, c.message) for c in rep.checks]
+    return f"{got[0].status} {got[0].message}"
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process's own cache folder and home, which no image check may read."""
+    cache = tmp_path / "host-cache"
+    cache.mkdir()
+    monkeypatch.setenv("MOONCAKE_PG_JIT_DIR", str(cache))
+    monkeypatch.setenv("HOME", str(tmp_path / "host-home"))
+    return cache
+
+
+def test_the_images_env_names_its_cache_folder(tmp_path: Path, host: Path) -> None:
+    root = tmp_path / "root"
+    _jit_root(root)
+    kb = small_kb(tmp_path)
+    env = ["MOONCAKE_PG_JIT_DIR=/var/cache/pg_jit"]
+    line = _line(root, kb, env)
+    assert line.startswith("fail") and "(looked in /var/cache/pg_jit)" in line, line
+    assert str(host) not in line
+    _adapter(root / "var/cache/pg_jit", f"{IMAGE_PKG}:/opt/venv/lib/torch/lib")
+    line = _line(root, kb, env)
+    assert line.startswith("pass") and f"/var/cache/pg_jit/{KEY}" in line, line
+    # `~/` in the variable is the image user's home
+    _adapter(root / "home/worker/jit", IMAGE_PKG)
+    line = _line(root, kb, ["MOONCAKE_PG_JIT_DIR=~/jit"], user="worker")
+    assert line.startswith("pass") and f"/home/worker/jit/{KEY}" in line, line
+
+
+@pytest.mark.parametrize(("user", "env", "home"), [
+    (None, [], "/root"),                      # no User: root, its passwd home
+    ("worker", [], "/home/worker"),           # a name: its passwd home
+    ("1000:1000", [], "/home/worker"),        # a number: the entry of that uid
+    ("4242", [], ""),                         # a uid passwd does not have: runc's "/"
+    ("worker", ["HOME=/srv/h"], "/srv/h"),    # HOME in the Env wins over passwd
+])
+def test_the_images_user_home_holds_the_cache(tmp_path: Path, host: Path, user: str | None,
+                                              env: list[str], home: str) -> None:
+    root = tmp_path / "root"
+    _jit_root(root)
+    kb = small_kb(tmp_path)
+    cache = f"{home}/.cache/mooncake/pg_jit"
+    line = _line(root, kb, env, user)
+    assert line.startswith("fail") and f"(looked in {cache})" in line, line
+    _adapter(root / cache.lstrip("/"), IMAGE_PKG)
+    line = _line(root, kb, env, user)
+    assert line.startswith("pass") and f"{cache}/{KEY}" in line, line
+
+
+def test_the_hosts_cache_never_passes_an_image(tmp_path: Path, host: Path) -> None:
+    """An adapter in this process's cache folder, compiled for this very image (its
+    RUNPATH names the mooncake folder both as the image's path and as the host's path of
+    it), does not make the image's worker start: it has no such adapter (was: pass)."""
+    root = tmp_path / "root"
+    site = _jit_root(root)
+    kb = small_kb(tmp_path)
+    _adapter(host, f"{site / 'mooncake'}:{IMAGE_PKG}")
+    _adapter(tmp_path / "host-home/.cache/mooncake/pg_jit", f"{site / 'mooncake'}")
+    line = _line(root, kb, [])
+    assert line.startswith("fail") and "needs ninja" in line, line
+    assert "(looked in /root/.cache/mooncake/pg_jit)" in line, line
+
+
+def test_an_adapter_of_the_hosts_path_in_the_image_is_not_its_own(tmp_path: Path,
+                                                                   host: Path) -> None:
+    """In the image's own folder, an adapter whose RUNPATH names the host path of the
+    image's mooncake folder (compiled outside the image) or another image's folder is not
+    one the image's loader compiled for itself."""
+    root = tmp_path / "root"
+    site = _jit_root(root)
+    kb = small_kb(tmp_path)
+    cache = root / "root/.cache/mooncake/pg_jit"
+    _adapter(cache, f"{site / 'mooncake'}", key="a" * 20)
+    _adapter(cache, "/opt/other/lib/mooncake", key="b" * 20)
+    assert _line(root, kb, []).startswith("fail")
+    _adapter(cache, IMAGE_PKG, key="c" * 20)
+    assert _line(root, kb, []).startswith("pass")
+
+
+def test_links_in_the_image_stay_in_it(tmp_path: Path, host: Path) -> None:
+    """Links are followed as the image's kernel would: an absolute one restarts at the
+    image's root (one naming a host folder that holds an adapter finds nothing), one within
+    the image is followed; a FIFO where the adapter should be is no adapter, read
+    without blocking."""
+    root = tmp_path / "root"
+    _jit_root(root)
+    kb = small_kb(tmp_path)
+    outside = tmp_path / "outside"
+    _adapter(outside, IMAGE_PKG)
+    env = ["MOONCAKE_PG_JIT_DIR=/cache"]
+    (root / "cache").symlink_to(outside)  # the host's folder, by an absolute link
+    assert _line(root, kb, env).startswith("fail")
+    (root / "cache").unlink()
+    (root / "cache").mkdir()
+    (root / "cache" / KEY).symlink_to(outside / KEY)  # a key folder linking out
+    assert _line(root, kb, env).startswith("fail")
+    (root / "cache" / KEY).unlink()
+    (root / "cache" / KEY).mkdir()
+    (root / "cache" / KEY / "_mooncake_pg_jit_cuda.so").symlink_to(
+        outside / KEY / "_mooncake_pg_jit_cuda.so")  # the file linking out
+    assert _line(root, kb, env).startswith("fail")
+    (root / "cache" / KEY / "_mooncake_pg_jit_cuda.so").unlink()
+    os.mkfifo(root / "cache" / KEY / "_mooncake_pg_jit_cuda.so")
+    assert _line(root, kb, env).startswith("fail")
+    # a loop of links: nothing found, no error
+    (root / "cache" / KEY / "_mooncake_pg_jit_cuda.so").unlink()
+    (root / "cache" / KEY / "_mooncake_pg_jit_cuda.so").symlink_to("/loop")
+    (root / "loop").symlink_to("/cache/" + KEY + "/_mooncake_pg_jit_cuda.so")
+    assert _line(root, kb, env).startswith("fail")
+    # control: a link within the image (absolute, as the image names it) is followed
+    (root / "cache").rename(root / "old")
+    _adapter(root / "data/jit", IMAGE_PKG)
+    (root / "cache").symlink_to("/data/jit")
+    line = _line(root, kb, env)
+    assert line.startswith("pass") and "/data/jit/" in line, line
+
+
+def test_python_uses_this_process_env_and_home(tmp_path: Path) -> None:
+    """``--python``: the worker runs the check, so this process's variable and home are
+    the worker's (the image is this machine)."""
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, version="0.3.14", jit=True)
+    (site / "mooncake" / "pg.py").write_text(CACHED_JIT_LOADER)
+    (site / "mooncake" / "libmooncake_pg.so").write_bytes(build_so(needed=[], strings=[]))
+    python = _fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    kb = small_kb(tmp_path)
+    home = tmp_path / "home"
+    env = {"PATH": str(bare), "MOONPIN_CHECK_CUDA_FALLBACK": str(tmp_path / "nocuda"),
+           "CUDA_HOME": "", "TORCH_CUDA_ARCH_LIST": "9.0", "HOME": str(home),
+           "MOONCAKE_PG_JIT_DIR": "", "MOONPIN_KB": str(kb)}
+
+    def line(extra: dict[str, str]) -> str:
+        r = _check("--python", str(python), "--kb", str(kb), env={**env, **extra})
+        got = [ln for ln in r.stdout.splitlines() if ln[6:].startswith(("adapter:",
+                                                                        "toolchain:"))]
+        assert len(got) == 1, r.stdout + r.stderr
+        return got[0]
+
+    cache = home / ".cache/mooncake/pg_jit"
+    assert line({}).startswith("fail") and f"(looked in {cache})" in line({})
+    _adapter(cache, str(site / "mooncake"))
+    assert line({}).startswith("pass"), line({})
+    other = tmp_path / "jit"
+    other.mkdir()
+    assert line({"MOONCAKE_PG_JIT_DIR": str(other)}).startswith("fail")
+    _adapter(other, str(site / "mooncake"))
+    got = line({"MOONCAKE_PG_JIT_DIR": str(other)})
+    assert got.startswith("pass") and str(other) in got, got
+
+
+def test_an_image_file_carries_its_adapter_and_tools(tmp_path: Path) -> None:
+    """``--image``: the image's cache folder (its ``Env``) and toolchain are unpacked with
+    what the check reads, so an adapter the image ships is seen, and ninja on its PATH is
+    found (the partial unpack kept neither)."""
+    import shutil
+    import subprocess
+
+    umoci = shutil.which("umoci")
+    if umoci is None:
+        pytest.skip("umoci is not installed")
+    root = tmp_path / "rootfs"
+    _jit_root(root)
+    ninja = root / "opt/venv/bin/ninja"
+    ninja.write_bytes(b"\x7fELF stand-in")
+    ninja.chmod(0o755)
+    kb = small_kb(tmp_path)
+
+    def line(with_adapter: bool) -> str:
+        layout = tmp_path / f"oci-{with_adapter}"
+        if with_adapter:
+            _adapter(root / "var/jit", IMAGE_PKG)
+        for argv in (["init", "--layout", str(layout)], ["new", "--image", f"{layout}:t"],
+                     ["insert", "--image", f"{layout}:t", str(root), "/"],
+                     ["config", "--image", f"{layout}:t", "--config.env",
+                      "PATH=/opt/venv/bin:/usr/bin:/bin", "--config.env",
+                      "MOONCAKE_PG_JIT_DIR=/var/jit", "--config.entrypoint",
+                      "/opt/venv/bin/python"]):
+            subprocess.run([umoci, *argv], check=True, capture_output=True, timeout=120)
+        r = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--image", str(layout),
+                            "--elastic-ep-backend", "mooncake", "--kb", str(kb)],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "MOONCAKE_PG_JIT_DIR": str(tmp_path / "h")})
+        got = [ln for ln in r.stdout.splitlines() if ln[6:].startswith(("adapter:",
+                                                                        "toolchain:"))]
+        assert len(got) == 1, r.stdout + r.stderr
+        return got[0]
+
+    cold = line(False)
+    assert cold.startswith("fail") and "(looked in /var/jit)" in cold, cold
+    assert "it needs nvcc" in cold and "ninja" not in cold.partition("needs")[2], cold
+    warm = line(True)
+    assert warm.startswith("pass") and f"/var/jit/{KEY}" in warm, warm
+
+
+def test_a_root_named_through_a_link(tmp_path: Path, host: Path) -> None:
+    """``--rootfs`` named by a symbolic link to the root: the adapter is still this
+    image's (the package's path and the root compared in one spelling)."""
+    root = tmp_path / "root"
+    _jit_root(root)
+    _adapter(root / "root/.cache/mooncake/pg_jit", IMAGE_PKG)
+    (tmp_path / "via").symlink_to(root)
+    line = _line(tmp_path / "via", small_kb(tmp_path), [])
+    assert line.startswith("pass"), line
