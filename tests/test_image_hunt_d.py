@@ -20,10 +20,9 @@ is ``--rootfs`` with the probe's environment as ``--image-env`` (for a probe tha
 file, a hard-link copy of the root of this test's own gets it, as the script wrote it).
 GPU assumptions as ``tests/test_image_hunt_c.py``'s.
 
-Still wrong (:data:`KNOWN`, held by a test of their own: fixed, it fails and says so):
-deep_ep's NCCL check reads ``LD_PRELOAD`` only, not ``/etc/ld.so.preload``
-(``extensions/deepep_rule.py``). (flashinfer, which loads no build at import, was said to
-import where torch's own import fails: a choice with no files now goes through torch's.)
+Fixed since the roots were built (each pair agrees now): flashinfer, which loads no build at
+import, was said to import where torch's own import fails (a choice with no files now goes
+through torch's); deep_ep's NCCL check read ``LD_PRELOAD`` only, not ``/etc/ld.so.preload``.
 """
 
 from __future__ import annotations
@@ -59,8 +58,6 @@ TRUTH = {"none": {"sgl_kernel": "sgl_kernel", "nixl_ep": "nixl_ep",
          "9.0": {"sgl_kernel": "sgl_kernel@sm90", "nixl_ep": "nixl_ep", "deep_ep": "deep_ep",
                  "flashinfer": "flashinfer"}}
 LAUNCHES = {"nixl": ("nixl_ep",), "deepep": ("deep_ep",)}
-#: (report, extension): where the check still says the other verdict (module doc)
-KNOWN = {("D-root-nccl12-file", "deep_ep")}
 
 
 def _root() -> Path:
@@ -125,16 +122,8 @@ def _verdicts(name: str, gpu: str, tmp_path: Path) -> dict[str, tuple[str, str]]
 def test_the_check_of_the_root_agrees_with_the_real_imports(name: str, gpu: str,
                                                             tmp_path: Path) -> None:
     for ext, (got, want) in _verdicts(name, gpu, tmp_path).items():
-        if (name, ext) not in KNOWN:
-            assert got == want, (name, gpu, ext, got, want)
+        assert got == want, (name, gpu, ext, got, want)
 
-
-@pytest.mark.parametrize(("name_", "ext"), sorted(KNOWN))
-def test_the_known_disagreements_still_disagree(name_: str, ext: str, tmp_path: Path) -> None:
-    """Each pair of :data:`KNOWN` (module doc): when this fails, the check agrees now and
-    the pair leaves the list."""
-    got, want = _verdicts(name_, "9.0", tmp_path)[ext]
-    assert got != want, f"{name_} {ext}: the check agrees now ({got}); drop it from KNOWN"
 
 
 def test_without_libffi_torch_does_not_import() -> None:

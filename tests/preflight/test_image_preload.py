@@ -200,3 +200,42 @@ def test_a_preload_whose_need_is_missing_stops_the_interpreter(tmp_path: Path) -
     assert "error while loading shared libraries: libabsent.so" in real, real
     model = _model(root, env)
     assert model.startswith("not loaded") and "libabsent.so" in model, model
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["listed", "not-listed"])
+def test_deep_eps_nccl_check_sees_the_images_preload_file(tmp_path: Path, listed: bool) -> None:
+    """deep_ep's ``check_nccl_so`` reads the process's mapped libnccl (``/proc/self/maps``):
+    a ``libnccl.so.2`` the image's ``/etc/ld.so.preload`` lists is mapped before torch's own,
+    so its import raises "Duplicate NCCL runtime" (real: hunt-D's ``nccl12-file`` root),
+    as it does for one in ``LD_PRELOAD``; the fix names the file to remove it from."""
+    from tests.lib.checkrun import Run
+    from tests.lib.deepep_sources import deep_ep_image
+    from tests.lib.extimages import gcc_so
+    from tests.lib.images import add_dist
+
+    root = _root(tmp_path)
+    site = deep_ep_image(root / f"opt/venv/lib/python{PY}/site-packages")
+    gcc_so(site / "nvidia/nccl/lib/libnccl.so.2", defines=["ncclGetVersion"],
+           soname="libnccl.so.2")
+    add_dist(site, "nvidia-nccl-cu13", "2.30.7",
+             files=["nvidia/nccl/lib/libnccl.so.2", "nvidia/nccl/__init__.py"])
+    gcc_so(root / "opt/nccl12/libnccl.so.2", defines=["ncclGetVersion", "ncclNew"],
+           soname="libnccl.so.2")
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc/ld.so.preload").write_text("# the image's\n/opt/nccl12/libnccl.so.2\n"
+                                            if listed else "# nothing\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "moonpin.preflight", "--rootfs", str(root), "--interpreter",
+         "/opt/venv/bin/python", "--image-env", "CUDA_HOME=/opt/cuda", "--no-deep",
+         "--gpu-capability", "9.0", "--", "--moe-a2a-backend", "deepep"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "MOONPIN_CHECK_SYSTEM_LIBS": str(root / "_no_system_libs")})
+    r = Run(proc)
+    line = r.line("deep_ep")
+    if listed:
+        assert r.rc == 1 and "AssertionError: Duplicate NCCL runtime" in line, r.out
+        assert "/etc/ld.so.preload maps /opt/nccl12/libnccl.so.2" in line, r.out
+        assert r.fixes()[0].startswith("fix: remove /opt/nccl12/libnccl.so.2 from "
+                                       "/etc/ld.so.preload in the image"), r.out
+    else:
+        assert "Duplicate NCCL" not in line, r.out

@@ -24,7 +24,8 @@ installed ``nvidia-nccl…`` distribution lists, and asserts one is found. Read 
 function's variables, distribution names and library name). What the process has mapped
 by then: torch's own ``__init__`` loads ``nvidia/nccl/lib/libnccl.so.*`` of its ``sys.path``
 by path (its ``_preload_cuda_deps``), which is the file that distribution lists, and ld.so
-maps each ``LD_PRELOAD`` entry before anything: a ``libnccl`` preloaded from elsewhere is a
+maps each ``LD_PRELOAD`` entry, then each of ``/etc/ld.so.preload`` (the image's), before
+anything: a ``libnccl`` preloaded from elsewhere is a
 second NCCL (``AssertionError``), as an ``NCCL_DIR`` naming other bytes is. The texts of
 that search are read through the spellings that say the same (an f-string, ``+``,
 ``os.path.join``, a name assigned once, a helper function's ``return``, a tuple or a list,
@@ -579,19 +580,16 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
                  f"reinstall the nvidia-{nccl['package']} distribution{off}"))
     assert lib_dir is not None
     linked = os.path.join(lib_dir, names[0])
-    preload = (facts.env.get("LD_PRELOAD") or "").replace(":", " ").split()
-    for entry in preload:
+    for entry, mapped, by, undo in _preloads(facts):
         if not os.path.basename(entry).startswith(stem):
             continue
-        mapped = host_path(facts.within.root, entry) if entry.startswith("/") else None
         if mapped is None or not os.path.isfile(mapped):
             continue  # ld.so ignores an entry it cannot load
         if os.path.realpath(mapped) != os.path.realpath(linked):
             return (f"AssertionError: Duplicate NCCL runtime, or Invalid NCCL versions "
-                    f"({where}: LD_PRELOAD maps {entry} before torch loads its own "
+                    f"({where}: {by} maps {entry} before torch loads its own "
                     f"{nccl['lib']}, and {root}/{folder}/{names[0]} is the one "
-                    f"{nccl['root_fn']}() names)",
-                    f"remove {entry} from LD_PRELOAD in the worker's environment{off}")
+                    f"{nccl['root_fn']}() names)", f"remove {entry} from {undo}{off}")
     if set_by and listed is not None:
         torch_lib = os.path.join(listed, folder)
         try:
@@ -605,6 +603,28 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
                     f"unset {set_by} in the worker's environment, or point it at the NCCL "
                     f"torch loads{off}")
     return None
+
+
+def _preloads(facts: Facts) -> list[tuple[str, str | None, str, str]]:
+    """What ld.so maps before the interpreter's own needs, in its order: ``LD_PRELOAD``'s
+    entries in the worker's environment, then ``/etc/ld.so.preload``'s
+    (:func:`moonpin.preflight.loader.ldso.preload_file`, the image's under its root): each
+    as (the entry as the worker names it, the file it names here or None, who maps it,
+    where the fix removes it from)."""
+    from moonpin.preflight.access.chroot import host_path, image_path
+    from moonpin.preflight.loader import ldso
+
+    root = facts.within.root
+    out: list[tuple[str, str | None, str, str]] = [
+        (e, host_path(root, e) if e.startswith("/") else None, "LD_PRELOAD",
+         "LD_PRELOAD in the worker's environment")
+        for e in (facts.env.get("LD_PRELOAD") or "").replace(":", " ").split()]
+    listed = f"{ldso.PRELOAD_FILE} in the image" if root is not None else ldso.PRELOAD_FILE
+    for e in ldso.preload_file(root):
+        if os.path.isabs(e):  # a path: the host's file (under the root, for an image)
+            out.append((image_path(root, e) if root is not None else e, e,
+                        ldso.PRELOAD_FILE, listed))
+    return out
 
 
 def pick(facts: Facts, found: Found) -> Pick:
