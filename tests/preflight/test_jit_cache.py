@@ -21,7 +21,12 @@ from tests.lib.checkrun import small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import PG_NAMES, add_mooncake, add_sglang, add_torch
 from tests.preflight.test_check_rootfs import PY, venv_root
-from tests.preflight.test_target_fixes import CACHED_JIT_LOADER, _check, _fake_python
+from tests.preflight.test_target_fixes import (
+    CACHED_JIT_LOADER,
+    _check,
+    _fake_python,
+    _jit_site,
+)
 
 IMAGE_PKG = f"/opt/venv/lib/python{PY}/site-packages/mooncake"
 KEY = "79d8800e818b37ff7753"
@@ -183,12 +188,7 @@ def test_links_in_the_image_stay_in_it(tmp_path: Path, host: Path) -> None:
 def test_python_uses_this_process_env_and_home(tmp_path: Path) -> None:
     """``--python``: the worker runs the check, so this process's variable and home are
     the worker's (the image is this machine)."""
-    site = tmp_path / "site"
-    add_torch(site)
-    add_sglang(site)
-    add_mooncake(site, version="0.3.14", jit=True)
-    (site / "mooncake" / "pg.py").write_text(CACHED_JIT_LOADER)
-    (site / "mooncake" / "libmooncake_pg.so").write_bytes(build_so(needed=[], strings=[]))
+    site = _jit_site(tmp_path)
     python = _fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
     bare = tmp_path / "bin"
     bare.mkdir()
