@@ -318,14 +318,8 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                            f"install the package that provides `{top}` (a requirement of "
                            f"{name}'s), or choose another {flag}", evidence)
     said, warned = [], []
-    from moonpin.preflight.loader.loadchain import native_load
-
     for b in builds:
-        res = native_load([b.file], ctx.paths, None, python=ctx.python,
-                          suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
-                          ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
-                          first=("torch",) if reached.torch and torch is not None else (),
-                          complete=ctx.complete, run=ctx.run, importer=ctx.importer)
+        res = _load(ctx, [b.file], reached.torch and torch is not None)
         shown = os.path.relpath(b.file, os.path.dirname(found.folder))
         problem = _problem(res, b.file)
         if problem is not None and "?" not in b.caught and not _catches(b.caught,
@@ -555,28 +549,15 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
     if choice.raises is not None:
         return False, f"its loader raises {choice.raises}", pick.fix or rule.repair(  # type: ignore[attr-defined]
             facts, pick, choice)
-    from moonpin.preflight.loader.loadchain import native_load
-
     if not choice.files:  # nothing prebuilt: what it loads is torch's import (SGLang's first)
         if torch is not None:
-            res = native_load([], ctx.paths, None, python=ctx.python,
-                              suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
-                              ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
-                              first=("torch",), complete=ctx.complete, run=ctx.run,
-                              importer=ctx.importer, preload=ctx.preload)
-            problem = _problem(res, "")
+            problem = _problem(_load(ctx, [], True), "")
             if problem is not None:
                 return False, f"torch's import on the way fails: {problem}", _NO_FIX
         return True, "imports (nothing prebuilt is loaded at import)", None
     first_problem: tuple[str, str | None] | None = None
     for build in choice.files:
-        res = native_load([build], ctx.paths, None, python=ctx.python,
-                          suffixes=ctx.ext_suffixes, machine=ctx.machine,
-                          root=ctx.root, ld_path=ctx.ld_path, sites=ctx.sites,
-                          version=ctx.version,
-                          first=("torch",) if torch is not None else (), mode=choice.mode,
-                          complete=ctx.complete, run=ctx.run, importer=ctx.importer,
-                          preload=ctx.preload)
+        res = _load(ctx, [build], torch is not None, choice.mode)
         problem = _problem(res, build)
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
@@ -606,6 +587,21 @@ _NO_FIX = ""
 def _in_torch(res: Report) -> bool:
     """Whether the load failed in torch's own import, before any build of the extension."""
     return res.chain_error is not None and res.chain_error[0].split(".")[0] == "torch"
+
+
+def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
+          mode: int | None = None) -> Report:
+    """``builds`` loaded as the worker's interpreter of ``ctx`` loads them (its paths, root,
+    loader path, preloads, importer, the check under way), after ``import torch`` when
+    ``torch_first`` (none: torch's import alone)."""
+    from moonpin.preflight.loader.loadchain import native_load
+
+    return native_load(builds, ctx.paths, None, python=ctx.python, suffixes=ctx.ext_suffixes,
+                       machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
+                       sites=ctx.sites, version=ctx.version,
+                       first=("torch",) if torch_first else (), mode=mode,
+                       complete=ctx.complete, run=ctx.run, importer=ctx.importer,
+                       preload=ctx.preload)
 
 
 def _problem(res: Report, build: str) -> str | None:
