@@ -244,8 +244,8 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
     if extensions:
         return _explain_stack(kb_file, g, sglang, mooncake, extensions, torch, python, arch)
     if sglang is None or mooncake is None:
-        raise UsageError("explain needs sglang==V and a mooncake DIST==V (and optionally "
-                         "torch==T)", hint="e.g. moonpin explain sglang==0.5.18 "
+        raise UsageError("explain needs sglang==V and a mooncake DIST==V or extension "
+                         "releases (and optionally torch==T)", hint="e.g. moonpin explain sglang==0.5.18 "
                                            "mooncake-transfer-engine-cuda13==0.3.13")
     from moonpin.resolver import query
 

@@ -191,10 +191,11 @@ def _add_which(sub: Any) -> None:
 
 def _add_explain(sub: Any) -> None:
 
-    e = sub.add_parser("explain", help="every check for sglang==V DIST==V [torch==T]")
+    e = sub.add_parser("explain", help="every check for sglang==V DIST==V … [torch==T]")
     e.add_argument("releases", nargs="+", metavar="NAME==VERSION",
-                   help="sglang==V and a mooncake DIST==V (and optionally torch==T); V may "
-                   "be latest")
+                   help="sglang==V and the releases to judge with it: a mooncake DIST==V "
+                   "and/or any extension distributions the KB holds (and optionally "
+                   "torch==T); V may be latest")
     e.add_argument("--torch", metavar="VERSION", help="the torch, as torch==T or this option")
     _scope(e)
     e.set_defaults(func=cmd_explain)
