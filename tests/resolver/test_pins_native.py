@@ -113,6 +113,28 @@ def test_an_extension_the_kb_does_not_hold_is_said_not_judged(tmp_path: Path) ->
     assert not [u for u in got.updates if u["depName"] == "nixl-cu13"]
 
 
+def test_an_extension_the_rule_cannot_answer_leaves_the_set_unknown(tmp_path: Path) -> None:
+    """A pinned extension release whose check the KB cannot answer (nothing says which torch
+    its build targets) leaves the whole set unknown, as ``explain`` says of the same set: the
+    pins were once 'compatible' with the unanswered check as a note."""
+    unknown = moonpin.which("nixl", torch="2.14.1", sglang="0.5.23", kb=SHIPPED).unknown
+    if not unknown:
+        pytest.skip("the shipped KB answers every nixl release for torch 2.14.1")
+    c = unknown[0]
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine-cuda13=="
+                   f"{moonpin.which('mooncake', sglang='0.5.23', kb=SHIPPED).compatible[0].version}"
+                   f"\n{c.requirement}\n")
+    got = moonpin.judge_pins([req], python="3.12", arch="x86_64", kb=SHIPPED)
+    said = moonpin.explain("sglang==0.5.23", c.requirement, "torch==2.14.1",
+                           python="3.12", arch="x86_64", kb=SHIPPED)
+    assert said.verdict == "unknown", said
+    assert got.verdict == "unknown", got
+    assert any(c.requirement in n for n in got.notes), got.notes
+    assert run_moonpin("pins", "requirements.txt", "--python", "3.12", "--arch", "x86_64",
+                       cwd=tmp_path).returncode == 1
+
+
 def test_renovate_moves_them_in_the_one_group(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text(RENOVATED)
     r = run_moonpin("renovate", "requirements.txt", cwd=tmp_path)

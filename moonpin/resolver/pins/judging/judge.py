@@ -530,6 +530,8 @@ def _extensions(g: CompatGraph, pinned: PinnedSet, out: _Draft, *, python: str |
     out.updates += ext.updates
     if ext.verdict == "incompatible":
         out.verdict = "incompatible"
+    elif ext.verdict == "unknown" and out.verdict == "compatible":
+        out.verdict = "unknown"  # as explain says of the same set: a check not answered
 
 
 def _within_ranges(pinned: PinnedSet, out: _Draft) -> None:
