@@ -217,8 +217,8 @@ def _add_matrix(sub: Any, with_matrix: Any) -> None:
 
 def _add_pins(sub: Any) -> None:
 
-    pn = sub.add_parser("pins", help="read a project's pins of sglang, torch and mooncake; "
-                        "judge the set and propose updates")
+    pn = sub.add_parser("pins", help="read a project's pins of sglang, torch, mooncake and "
+                        "the native extensions; judge the set and propose updates")
     pn.add_argument("files", nargs="+", metavar="FILE",
                     help="requirements/constraints files, pyproject.toml, Dockerfiles, scripts")
     pn.add_argument("--match", action="append", metavar="REGEX",
@@ -248,8 +248,8 @@ def _add_pins(sub: Any) -> None:
 
 def _add_renovate(sub: Any) -> None:
 
-    rv = sub.add_parser("renovate", help="a Renovate config fragment that keeps torch and "
-                        "mooncake bumps compatible with the pinned sglang")
+    rv = sub.add_parser("renovate", help="a Renovate config fragment that keeps torch, "
+                        "mooncake and extension bumps compatible with the pinned sglang")
     rv.add_argument("files", nargs="*", metavar="FILE", help="files pinning sglang")
     rv.add_argument("--sglang", metavar="VERSION", help="the SGLang release to keep "
                     "(default: the files' sglang pin)")
@@ -263,8 +263,8 @@ def _add_constraints(sub: Any) -> None:
     import argparse
 
     cn = sub.add_parser("constraints", help="a pip/uv constraints file (or [tool.uv] "
-                        "constraint-dependencies) holding torch and mooncake to what an SGLang "
-                        "release loads")
+                        "constraint-dependencies) holding torch, mooncake and the native "
+                        "extensions to what an SGLang release loads")
     cn.add_argument("--sglang", metavar="VERSION", required=True,
                     help="the SGLang release, e.g. 0.5.18 or latest")
     cn.add_argument("--format", choices=["txt", "uv"], default="txt",
