@@ -633,7 +633,7 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
     t.ld_path = tuple(ld_path_folders(env.get("LD_LIBRARY_PATH", ""), real, root))
     # and its LD_PRELOAD, whose objects ld.so maps before what the interpreter needs, in
     # the global scope (/etc/ld.so.preload is the loader model's to read: not the Env's)
-    t.preload = tuple(preload_entries(env.get("LD_PRELOAD", ""), real, root))
+    t.preload = tuple(p.path for p in preload_entries(env.get("LD_PRELOAD", ""), real, root))
     plain = _on_path(root, "python3", path)
     t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe
              and os.path.dirname(plain) == os.path.dirname(image) else f"{image} -m pip")
