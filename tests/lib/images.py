@@ -18,6 +18,8 @@ from pathlib import Path
 from tests.lib.elfbuild import build_so
 
 __all__ = [
+    "CACHED_JIT_LOADER",
+    "JIT_LOADER",
     "LOADER_HEAD",
     "PG_NAMES",
     "add_dist",
@@ -26,6 +28,7 @@ __all__ = [
     "add_torch",
     "ext_suffix",
     "healthy_image",
+    "jit_site",
     "python_torch_c",
 ]
 
@@ -64,6 +67,17 @@ def _build():
 
 
 _m = _build()
+'''
+
+#: mooncake 0.3.14's compiling loader with its cache folder (``MOONCAKE_PG_JIT_DIR``, else
+#: ``Path.home()/.cache/mooncake/pg_jit``), the function the check reads the folder from.
+CACHED_JIT_LOADER = JIT_LOADER + '''
+
+def _cache_root():
+    configured = os.environ.get("MOONCAKE_PG_JIT_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "mooncake" / "pg_jit"
 '''
 
 
@@ -277,4 +291,17 @@ def healthy_image(site: Path, **mooncake: object) -> Path:
     add_torch(site)
     add_sglang(site)
     add_mooncake(site, **mooncake)  # type: ignore[arg-type]
+    return site
+
+
+def jit_site(tmp_path: Path) -> Path:
+    """A site folder at ``tmp_path/site``: torch, SGLang and mooncake 0.3.14 whose
+    ``mooncake.pg`` compiles its adapter (:data:`CACHED_JIT_LOADER`) against its
+    ``libmooncake_pg.so``; no adapter cached."""
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, version="0.3.14", jit=True)
+    (site / "mooncake" / "pg.py").write_text(CACHED_JIT_LOADER)
+    (site / "mooncake" / "libmooncake_pg.so").write_bytes(build_so(needed=[], strings=[]))
     return site

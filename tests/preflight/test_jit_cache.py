@@ -17,16 +17,17 @@ import pytest
 
 from moonpin.preflight.env.rootfs import ImageConfig
 from moonpin.preflight.run import check_image
-from tests.lib.checkrun import small_kb
+from tests.lib.checkrun import fake_python, run_check, small_kb
 from tests.lib.elfbuild import build_so
-from tests.lib.images import PG_NAMES, add_mooncake, add_sglang, add_torch
-from tests.preflight.test_check_rootfs import PY, venv_root
-from tests.preflight.test_target_fixes import (
+from tests.lib.images import (
     CACHED_JIT_LOADER,
-    _check,
-    _fake_python,
-    _jit_site,
+    PG_NAMES,
+    add_mooncake,
+    add_sglang,
+    add_torch,
+    jit_site,
 )
+from tests.preflight.test_check_rootfs import PY, venv_root
 
 IMAGE_PKG = f"/opt/venv/lib/python{PY}/site-packages/mooncake"
 KEY = "79d8800e818b37ff7753"
@@ -188,8 +189,8 @@ def test_links_in_the_image_stay_in_it(tmp_path: Path, host: Path) -> None:
 def test_python_uses_this_process_env_and_home(tmp_path: Path) -> None:
     """``--python``: the worker runs the check, so this process's variable and home are
     the worker's (the image is this machine)."""
-    site = _jit_site(tmp_path)
-    python = _fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
+    site = jit_site(tmp_path)
+    python = fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
     bare = tmp_path / "bin"
     bare.mkdir()
     kb = small_kb(tmp_path)
@@ -199,7 +200,7 @@ def test_python_uses_this_process_env_and_home(tmp_path: Path) -> None:
            "MOONCAKE_PG_JIT_DIR": "", "MOONPIN_KB": str(kb)}
 
     def line(extra: dict[str, str]) -> str:
-        r = _check("--python", str(python), "--kb", str(kb), env={**env, **extra})
+        r = run_check("--python", str(python), "--kb", str(kb), env={**env, **extra})
         got = [ln for ln in r.stdout.splitlines() if ln[6:].startswith(("adapter:",
                                                                         "toolchain:"))]
         assert len(got) == 1, r.stdout + r.stderr
