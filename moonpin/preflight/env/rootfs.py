@@ -34,7 +34,7 @@ from moonpin.preflight.env.target import Identity, Target, TargetError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 __all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "image_env", "target_for", "unpack_to",
@@ -673,9 +673,11 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
                                      marker=marker, within=Confined(root))
 
 
-def unpack_to(path: str, platform: str | None, dest: str) -> Any:
+def unpack_to(path: str, platform: str | None, dest: str,
+              reads: Sequence[Mapping[str, Sequence[str]]] = ()) -> Any:
     """The image file at ``path`` unpacked (:func:`moonpin.readers.image.layers.unpack`) into
-    the folder ``dest`` (the caller's to remove, also on an error or an interrupt): its
+    the folder ``dest`` (the caller's to remove, also on an error or an interrupt), with what
+    the loader rules read of it (``reads``: each rule's ``IMAGE_READS``): its
     config. Raises :class:`moonpin.readers.image.manifest.ImageError`, or
     :class:`ImportError` when this moonpin has no image reader."""
     import importlib
@@ -685,7 +687,7 @@ def unpack_to(path: str, platform: str | None, dest: str) -> Any:
     if unpack is None:  # the layers' reader beside it
         unpack = importlib.import_module("moonpin.readers.image.layers").unpack
     img = ri.open_image(path, platform)
-    unpack(img, dest)
+    unpack(img, dest, reads=reads)
     config = img.config
     if os.geteuid() != 0 and getattr(config, "user", None):
         # unpacked by another user, its files are that user's: their owners say nothing

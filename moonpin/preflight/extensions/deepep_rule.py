@@ -49,12 +49,15 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "pick", "repair"]
+__all__ = ["CHOICES", "DISTRIBUTIONS", "IMAGE_READS", "IMPLICIT", "IMPORT", "pick", "repair"]
 
 IMPORT = "deep_ep"
 CHOICES = {"moe-a2a": ("deepep",)}
 IMPLICIT = False
 DISTRIBUTIONS = ("sgl-deep-ep", "deep-ep")
+#: what it reads of an image file beyond the site folders: ``nvcc`` on the PATH (its
+#: ``get_cuda_home`` falls back to ``which nvcc``'s folder)
+IMAGE_READS = {"tools": ("nvcc",)}
 
 
 def _read(folder: str, within: Confined) -> dict[str, Any] | None:

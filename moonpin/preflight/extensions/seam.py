@@ -44,6 +44,13 @@ would shadow in the very environment it reads) defines:
     symbols, a missing library): typically the torch the project's metadata pins, read
     from its installed METADATA or the installed SGLang's. None: the generic line.
 
+``IMAGE_READS`` (dict[str, tuple[str, ...]], optional)
+    What the rule reads of an image file beyond what every check reads, as data the layers'
+    reader keeps when it unpacks one for ``check --image``
+    (:class:`moonpin.readers.image.layers.Reads`: ``tools`` its loader runs, ``objects`` it
+    loads from a cache folder, ``packages`` and auditwheel ``libs`` read whole):
+    ``{"tools": ("nvcc",)}``. The reader names no project.
+
 ``OWN_LINES`` (bool, optional)
     The project's judgement says more than one line (mooncake's process group: the module,
     its loader, the build, its names, backends, CUDA major, libraries, toolchain), with fix
