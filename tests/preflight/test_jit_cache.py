@@ -10,6 +10,7 @@ folder judged every image, wrong both ways."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,10 +22,12 @@ from tests.lib.checkrun import fake_python, run_check, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
     CACHED_JIT_LOADER,
+    KEYED_JIT_LOADER,
     PG_NAMES,
     add_mooncake,
     add_sglang,
     add_torch,
+    jit_key,
     jit_site,
 )
 from tests.preflight.test_check_rootfs import PY, venv_root
@@ -271,3 +274,114 @@ def test_a_root_named_through_a_link(tmp_path: Path, host: Path) -> None:
     (tmp_path / "via").symlink_to(root)
     line = _line(tmp_path / "via", small_kb(tmp_path), [])
     assert line.startswith("pass"), line
+
+
+# --- the key folder mooncake computes -------------------------------------------------------
+# mooncake 0.3.14's pg.py caches its adapter under `<cache>/<_cache_key(...)>/` and looks in
+# no other folder: an adapter left by another torch (another key) is not taken, it compiles
+# anew (real: the packed stack's adapter in a cache of stack-torch215, under /opt/venv in a
+# private mount namespace: ImportError "requires a CUDA toolkit with nvcc", and the folder it
+# made is another key). The check computes the same key from the files.
+
+def _keyed_root(root: Path, label: str = "2.13.0") -> Path:
+    site = _jit_root(root)
+    (site / "mooncake" / "pg.py").write_text(KEYED_JIT_LOADER)
+    (site / "mooncake" / "_pg_jit" / "pg.h").write_text("// a header\n")
+    torch = site / "torch"
+    (torch / "version.py").write_text(
+        f"__version__ = '{label}'\ncuda = '13.0'\ngit_version = 'abc123'\n")
+    with (torch / "__init__.py").open("a") as f:
+        f.write("\n\ndef compiled_with_cxx11_abi() -> bool:\n    \"\"\"ABI.\"\"\"\n"
+                "    return True\n\n\nx = 1\n")
+    return site
+
+
+def _key(site: Path, label: str = "2.13.0", core: str = f"{IMAGE_PKG}/libmooncake_pg.so"
+         ) -> str:
+    return jit_key(site / "mooncake", core, label, "13.0", "abc123",
+                   f"cpython-{sys.version_info[0]}{sys.version_info[1]}")
+
+
+def test_only_the_key_folder_the_loader_computes_is_taken(tmp_path: Path, host: Path) -> None:
+    root = tmp_path / "root"
+    site = _keyed_root(root)
+    kb = small_kb(tmp_path)
+    cache = root / "root/.cache/mooncake/pg_jit"
+    key = _key(site)
+    # compiled for this image's folder, but under another key (another torch): not taken
+    # (was: pass, any key folder whose adapter's RUNPATH matched)
+    _adapter(cache, IMAGE_PKG, key=_key(site, label="2.12.0"))
+    line = _line(root, kb, [])
+    assert line.startswith("fail") and "compiled for other inputs" in line, line
+    assert f"computes the key {key}" in line, line
+    _adapter(cache, IMAGE_PKG, key=key)
+    line = _line(root, kb, [])
+    assert line.startswith("pass") and f"pg_jit/{key}" in line, line
+    # torch upgraded in place: the loader's key moves, the old adapter is left behind
+    (site / "torch" / "version.py").write_text(
+        "__version__ = '2.14.1'\ncuda = '13.0'\ngit_version = 'abc123'\n")
+    line = _line(root, kb, [])
+    assert line.startswith("fail") and f"computes the key {_key(site, '2.14.1')}" in line, line
+
+
+def test_a_key_recipe_it_cannot_read_takes_any_key_folder(tmp_path: Path, host: Path) -> None:
+    """A ``_cache_key`` hashing something this reading does not know: no key computed, the
+    RUNPATH alone decides (as before), never a guessed key."""
+    root = tmp_path / "root"
+    site = _keyed_root(root)
+    loader = site / "mooncake" / "pg.py"
+    loader.write_text(loader.read_text().replace(
+        "    digest.update(backend.encode())\n",
+        "    digest.update(backend.encode())\n    digest.update(os.uname().release.encode())\n"))
+    _adapter(root / "root/.cache/mooncake/pg_jit", IMAGE_PKG, key="d" * 20)
+    line = _line(root, small_kb(tmp_path), [])
+    assert line.startswith("pass") and "d" * 20 in line, line
+
+
+def test_a_relative_cache_folder_is_the_working_folders(tmp_path: Path) -> None:
+    """``MOONCAKE_PG_JIT_DIR=jit``: ``Path("jit")`` is resolved against the worker's working
+    folder when the loader opens it; the check runs as the worker (``--python``), from its
+    folder (was: not looked in)."""
+    site = jit_site(tmp_path)
+    python = fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    kb = small_kb(tmp_path)
+    work = tmp_path / "work"
+    _adapter(work / "jit", str(site / "mooncake"))
+    env = {**os.environ, "PATH": str(bare), "MOONPIN_CHECK_CUDA_FALLBACK": str(tmp_path / "x"),
+           "CUDA_HOME": "", "TORCH_CUDA_ARCH_LIST": "9.0", "HOME": str(tmp_path / "home"),
+           "MOONCAKE_PG_JIT_DIR": "jit"}
+    env.pop("MOONPIN_KB", None)
+    env.pop("VIRTUAL_ENV", None)
+    for cwd, status in ((work, "pass"), (tmp_path, "fail")):
+        r = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--no-deep",
+                            "--elastic-ep-backend", "mooncake", "--python", str(python),
+                            "--kb", str(kb)], cwd=cwd, capture_output=True, text=True,
+                           env=env, timeout=120)
+        got = [ln for ln in r.stdout.splitlines() if ln[6:].startswith(("adapter:",
+                                                                        "toolchain:"))]
+        assert len(got) == 1 and got[0].startswith(status), r.stdout + r.stderr
+        if status == "pass":
+            assert str(work / "jit" / KEY) in got[0], got[0]
+
+
+def test_the_key_is_the_one_mooncake_computes_for_the_real_venvs() -> None:
+    """The key folders mooncake 0.3.14 made when its adapter was compiled in the real venvs
+    (``stack.sh --mooncake-jit``: ``$MOONPIN_TEST_REALIMG/pg_jit/<key>``) are the keys the
+    check computes for them."""
+    base = Path(os.environ.get("MOONPIN_TEST_REALIMG", "/nonexistent"))
+    made = {p.name for p in (base / "pg_jit").glob("*") if p.is_dir()}
+    if not made:
+        pytest.skip("no real venv with a compiled adapter (MOONPIN_TEST_REALIMG/pg_jit)")
+    from moonpin.preflight.extensions.mooncake_jit import cache_key
+    from moonpin.preflight.installed.image_facts import torch_version_py
+
+    got = set()
+    for venv in sorted(base.glob("venv-jit*")):
+        site = next(venv.glob("lib/python3.*/site-packages"))
+        minor = int(site.parent.name.removeprefix("python3."))
+        got.add(cache_key(str(site / "mooncake/pg.py"), str(site / "mooncake"),
+                          str(site / "torch"), torch_version_py(str(site / "torch")), {},
+                          (3, minor)))
+    assert got and got <= made, (got, made)
