@@ -385,3 +385,28 @@ def test_the_key_is_the_one_mooncake_computes_for_the_real_venvs() -> None:
                           str(site / "torch"), torch_version_py(str(site / "torch")), {},
                           (3, minor)))
     assert got and got <= made, (got, made)
+
+
+@pytest.mark.parametrize(("workdir", "looked"), [(None, "/jit"), ("/srv/app", "/srv/app/jit")])
+def test_a_relative_cache_folder_of_an_image_is_its_working_dirs(
+        tmp_path: Path, host: Path, workdir: str | None, looked: str) -> None:
+    """``MOONCAKE_PG_JIT_DIR=jit`` in an image's Env: its worker's working folder is the
+    config's ``WorkingDir``, else ``/`` (runc); the folder is looked in there (was: none)."""
+    root = tmp_path / "root"
+    _jit_root(root)
+    kb = small_kb(tmp_path)
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin", "MOONCAKE_PG_JIT_DIR=jit"],
+                      working_dir=workdir)
+
+    def line() -> str:
+        rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg, kb_path=kb,
+                          deep=False, source_cache=False)
+        got = [c for c in rep.checks if c.name in ("adapter", "toolchain")]
+        assert len(got) == 1
+        return f"{got[0].status} {got[0].message}"
+
+    cold = line()
+    assert cold.startswith("fail") and f"(looked in {looked})" in cold, cold
+    _adapter(root / looked.lstrip("/"), IMAGE_PKG)
+    warm = line()
+    assert warm.startswith("pass") and f"{looked}/{KEY}" in warm, warm

@@ -624,6 +624,8 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
     t.root = root
     t.machine = machine
     t.user = worker_identity(root, config)
+    # the worker's working folder: the config's WorkingDir, else the runtime's "/" (runc)
+    t.working_dir = getattr(config, "working_dir", None) or "/"
     if first and host_paths and host_paths[0] == rootfs.resolve(root, first):
         t.cwd = host_paths[0]  # sys.path[0]: the working folder (or the script's)
     from moonpin.preflight.loader.ldso import ld_path_folders, preload_entries

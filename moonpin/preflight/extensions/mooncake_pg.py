@@ -629,9 +629,10 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
     from moonpin.preflight.extensions import mooncake_jit as jit
 
     # the worker's cache folder: its environment and home (an image's, under its root); a
-    # relative one is its working folder's (this process's, for this machine)
+    # relative one is its working folder's (an image's WorkingDir; this process's, for this
+    # machine: the check runs as the worker)
     home = jit.home_of(ctx.env, ctx.user.uid, ctx.root)
-    cwd = _working_folder() if ctx.root is None else None
+    cwd = _working_folder() if ctx.root is None else ctx.working_dir
     roots = jit.cache_roots(scheme.get("cache") or {}, ctx.env, home, cwd)
     adapters = jit.compiled_adapters(roots, pkg, ctx.confined)
     key = jit.cache_key(loader, pkg, torch_pkg, torch_consts, ctx.env, ctx.version,
