@@ -410,3 +410,47 @@ def test_a_relative_cache_folder_of_an_image_is_its_working_dirs(
     _adapter(root / looked.lstrip("/"), IMAGE_PKG)
     warm = line()
     assert warm.startswith("pass") and f"{looked}/{KEY}" in warm, warm
+
+
+def test_an_adapter_the_images_user_cannot_read_is_not_taken(tmp_path: Path,
+                                                               host: Path) -> None:
+    """The image's worker runs as its config's ``User`` (uid 65534 here): a cache folder
+    only root may list (0700, root's) gives it nothing, so it compiles anew (was: pass,
+    the check reading the folder as the user it runs as)."""
+    if os.geteuid() != 0:
+        pytest.skip("the folder must be root's, and the checker root (as an image's unpacker)")
+    root = tmp_path / "root"
+    _jit_root(root)
+    kb = small_kb(tmp_path)
+    cache = root / "srv/jit"
+    so = _adapter(cache, IMAGE_PKG)
+    env = ["MOONCAKE_PG_JIT_DIR=/srv/jit"]
+    assert _line(root, kb, env, user="65534").startswith("pass")
+    os.chmod(so.parent, 0o700)
+    line = _line(root, kb, env, user="65534")
+    assert line.startswith("fail") and "cannot be read by the worker's user" in line, line
+    assert _line(root, kb, env).startswith("pass")  # root's own worker may
+    os.chmod(so.parent, 0o755)
+    os.chmod(so, 0o600)  # listed, but not readable: dlopen fails, it compiles
+    assert _line(root, kb, env, user="65534").startswith("fail")
+
+
+def test_a_5000_digit_number_in_the_key_recipe_is_no_key(tmp_path: Path, host: Path) -> None:
+    """``hexdigest()[:<5,000 digits>]``: past CPython's integer-string limit the loader does
+    not compile (the worker's import fails with SyntaxError, and the check says so); the
+    key reading computes nothing and raises nothing."""
+    from moonpin.preflight.extensions.mooncake_jit import cache_key
+    from moonpin.preflight.installed.image_facts import torch_version_py
+
+    root = tmp_path / "root"
+    site = _keyed_root(root)
+    loader = site / "mooncake" / "pg.py"
+    loader.write_text(loader.read_text().replace("hexdigest()[:20]",
+                                                 "hexdigest()[:" + "9" * 5000 + "]"))
+    assert cache_key(str(loader), str(site / "mooncake"), str(site / "torch"),
+                     torch_version_py(str(site / "torch")), {}, (3, 11)) is None
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, kb_path=small_kb(tmp_path),
+                      config=ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin"]),
+                      deep=False, source_cache=False)
+    said = {c.name: (c.status, c.message) for c in rep.checks}
+    assert said["loader"][0] == "fail" and "5000 digits" in said["loader"][1], said

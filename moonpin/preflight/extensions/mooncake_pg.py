@@ -638,6 +638,13 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
     key = jit.cache_key(loader, pkg, torch_pkg, torch_consts, ctx.env, ctx.version,
                         ctx.confined) if adapters and torch_pkg else None
     other = ""
+    # the worker lists the key folder (its glob) and maps the adapter as its own user
+    barred = [a for a in adapters if not (ctx.user.may_list(os.path.dirname(a), ctx.root)
+                                          and ctx.user.may_read(a, ctx.root))]
+    adapters = [a for a in adapters if a not in barred]
+    if barred and not adapters:
+        other = (f"; the adapter in {os.path.dirname(barred[0])} cannot be read by the "
+                 f"worker's user ({ctx.user.said}), so it compiles anew")
     if key is not None:
         theirs = [a for a in adapters if os.path.basename(os.path.dirname(a)) != key]
         adapters = [a for a in adapters if a not in theirs]
