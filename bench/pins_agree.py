@@ -11,8 +11,12 @@ random), with the
 tables (the KB's path: :func:`~moonpin.resolver.resolved_native.explain_fast` and
 ``which_fast`` first) and without (the facts alone). ``constraints``/``renovate``:
 :func:`moonpin.resolver.pins.writing.renovate.plan_natives` for every SGLang release of the
-index, on each python and platform and unspecified, both ways. Prints the counts and each
-difference (exit 1 when one differs).
+index, on each python and platform and unspecified, both ways; and ``constraints`` itself
+(:func:`moonpin.resolver.pins.writing.renovate.plan_stack` with every extension, rendered as
+the command writes it) for every SGLang release of the index, plainly and for one python and
+platform: from the tables and the KB's summary (the KB's path; the facts unread where they
+hold) and from the facts alone. Prints the counts and each difference (exit 1 when one
+differs).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from moonpin.resolver.inputs import ARCHES  # noqa: E402
 from moonpin.resolver.pins.judging.extensions import judge_extensions  # noqa: E402
 from moonpin.resolver.pins.judging.judge import pinned_set  # noqa: E402
 from moonpin.resolver.pins.reading.base import Pin  # noqa: E402
-from moonpin.resolver.pins.writing import renovate  # noqa: E402
+from moonpin.resolver.pins.writing import constraints, renovate  # noqa: E402
 
 
 def _update(pin: Pin, name: str, version: str, why: str) -> dict[str, object]:
@@ -66,6 +70,15 @@ def _planned(g: CompatGraph, base: renovate.StackPlan, python: str | None,
     plan = copy.deepcopy(base)
     renovate.plan_natives(g, plan, None, python=python, arch=arch, tables=tables)
     return plan.natives, plan.reasons
+
+
+def _constraints(g: CompatGraph, sglang: str, python: str | None, arch: str | None) -> object:
+    """``moonpin constraints --sglang S [--python P --arch A]``'s text (or its refusal)."""
+    try:
+        plan = renovate.plan_stack(g, sglang, python=python, arch=arch, natives=None)
+    except MoonpinError as e:
+        return ("raised", type(e).__name__, str(e))
+    return constraints.render(g, plan, "txt", where=constraints.judged_for(python, arch))
 
 
 def main() -> int:
@@ -116,6 +129,20 @@ def main() -> int:
                     print(f"DIFFER plan {s} {p} {a}:\n  tables   {x}\n  resolver {y}")
     print(f"constraints/renovate: {plans} plans ({planned} holding extensions) in "
           f"{time.perf_counter() - t0:.0f} s; {differ} differ in all")
+    t0 = time.perf_counter()
+    texts = unread = 0
+    for s in sglangs:
+        for p, a in ((None, None), ("3.12", "x86_64")):
+            fresh = CompatGraph.from_path(args.kb)  # as the command: facts read only if needed
+            x = _constraints(fresh, s, p, a)
+            y = _constraints(full, s, p, a)
+            texts += 1
+            unread += not fresh.loaded
+            if x != y:
+                differ += 1
+                print(f"DIFFER constraints {s} {p} {a}:\n  tables   {x}\n  resolver {y}")
+    print(f"constraints: {texts} files in {time.perf_counter() - t0:.0f} s ({unread} without "
+          f"the facts); {differ} differ in all")
     return 1 if differ else 0
 
 

@@ -1,6 +1,7 @@
 """Query speed: graph build, in-process latency, and the cold CLI against `pip --version`.
 
     python bench/query.py [--kb PATH] [--runs N] [--resolve N] [--against CHECKOUT]
+                          [--only SUBSTRING]
 
 Prints the time to load the KB and build the graph, the stack graph's size and build time
 (every project's releases, ``moonpin.resolver.stacks``), with ``--resolve N`` the median
@@ -96,6 +97,8 @@ def main() -> int:
     ap.add_argument("--against", type=Path,
                     help="another checkout: its cold CLI (and its own data/kb.json) timed "
                          "alternately with this one's, in the same run")
+    ap.add_argument("--only", default="",
+                    help="time only the cold commands whose name holds this")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -177,6 +180,7 @@ def main() -> int:
         clis[f"pins ({' '.join(lines)})"] = ["pins", path, "--python", "3.12"]
     clis[f"constraints --sglang {newest}"] = ["constraints", "--sglang", newest, "--python",
                                               "3.12"]
+    clis = {k: v for k, v in clis.items() if args.only in k}
     pip = [sys.executable, "-m", "pip", "--version"]
     times: dict[str, list[float]] = {name: [] for name in clis}
     pip_t: list[float] = []

@@ -685,7 +685,13 @@ def check_image_file(path: str, platform: str | None = None, *,
                        strict=False, could_not_check=True)
     dest = tempfile.mkdtemp(prefix="moonpin-image.")
     try:
-        config = unpack_to(path, platform, dest)
+        # what each loader rule reads of an image, its data (read, not asked: the walk
+        # enters the extensions' room once, after the environment's)
+        from moonpin.preflight.extensions import seam
+
+        reads = [getattr(importlib.import_module(f"{seam.__package__}.{m}"), "IMAGE_READS", {})
+                 for m in seam.RULES.values()]
+        config = unpack_to(path, platform, dest, reads)
         return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
                            kb_path=kb_path, strict=strict, source_cache=False,
                            rootfs=dest, config=config, partial_root=True, gpu=gpu,

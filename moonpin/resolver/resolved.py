@@ -148,8 +148,10 @@ def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = Fals
 
 def read_table(kb_path: str | os.PathLike[str], name: str, *, valid: Any = None) -> Any:
     """The derived table ``name`` beside ``kb_path`` when it is this KB's and has the shape
-    ``valid(doc)`` expects; raises OSError/ValueError otherwise."""
-    return _read_table(kb_path, name, valid=valid)
+    ``valid(doc)`` expects; raises OSError/ValueError otherwise. Read once a process while
+    neither file changes (``constraints`` asks the extensions' index once per distribution):
+    the document is shared, its readers never change it."""
+    return _read_once(kb_path, name, lambda: _read_table(kb_path, name, valid=valid))
 
 
 # ---------------------------------------------------------------- shape checks

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
                   Sequence[tuple[str, str]]]
 
 __all__ = ["COLLISION", "INDEX", "ORDER", "answer", "entry_name", "explain_fast", "judge",
-           "release_name", "stack_answer", "which_fast"]
+           "release_name", "stack_answer", "version_locks", "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
@@ -389,6 +389,22 @@ def _read_release(kb_path: str | os.PathLike[str], dist: str, version: str,
     if doc.get("dist") != dist or doc.get("version") != version:
         return None  # another release's table under a colliding name
     return _Release(doc)
+
+
+def version_locks(kb_path: str | os.PathLike[str], dist: str, version: str,
+                  ) -> list[tuple[str, str | None, str | None, str | None]] | None:
+    """Every version lock (target, condition, effect, key) the wheels of one extension
+    release hold on another distribution, from its explain table; None when the table
+    does not hold the release (stale, damaged, not tabled): the caller reads the facts."""
+    r = _read_release(kb_path, dist, version)
+    if r is None:
+        return None
+    out: list[tuple[str, str | None, str | None, str | None]] = []
+    for _, locks in r.wheels.values():
+        for target, condition, effect, key, _member, _line in locks:
+            if (target, condition, effect, key) not in out:
+                out.append((target, condition, effect, key))
+    return out
 
 
 def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,

@@ -7,13 +7,15 @@ import json
 import os
 import subprocess
 import sys
+from importlib import machinery
 from pathlib import Path
 
 from moonpin.kb.models import SCHEMA_VERSION
 from tests.lib.images import PG_NAMES
 
 __all__ = ["NOBODY", "ROOT", "Run", "as_nobody", "assert_healthy", "check_as_nobody",
-           "nobody_python", "open_to_all", "python_for_nobody", "run", "small_kb"]
+           "fake_python", "nobody_python", "open_to_all", "python_for_nobody", "run",
+           "run_check", "small_kb"]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The unprivileged user the permission tests run the check as.
@@ -132,3 +134,26 @@ def run(site: Path, *args: str, kb: Path | None = None, env: dict[str, str] | No
 def assert_healthy(r: Run) -> None:
     assert r.rc == 0, r.out
     assert not any(line.startswith(("fail", "warn")) for line in r.lines), r.out
+
+
+def fake_python(path: Path, site: Path, minor: int) -> Path:
+    """An interpreter at ``path`` that answers the check's target question (``--python``)
+    for an environment of Python 3.``minor`` whose one site folder is ``site``."""
+    suffix = f".cpython-3{minor}-{machinery.EXTENSION_SUFFIXES[0].split('-', 2)[2]}"
+    doc = {"path": [str(site)], "version": [3, minor], "ext": [suffix, ".abi3.so", ".so"],
+           "machine": os.uname().machine, "executable": str(path), "prefix": str(path.parent)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho '{json.dumps(doc)}'\n")
+    path.chmod(0o755)
+    return path
+
+
+def run_check(*args: str, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    """``python -m moonpin.preflight --no-deep --elastic-ep-backend mooncake`` with ``args``
+    (no ``MOONPIN_KB`` nor ``VIRTUAL_ENV`` of this process; ``env`` over the rest)."""
+    full = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "VIRTUAL_ENV")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "moonpin.preflight", "--no-deep",
+                           "--elastic-ep-backend", "mooncake", *args], cwd=ROOT,
+                          capture_output=True, text=True, env=full, timeout=60)

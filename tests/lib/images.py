@@ -18,6 +18,9 @@ from pathlib import Path
 from tests.lib.elfbuild import build_so
 
 __all__ = [
+    "CACHED_JIT_LOADER",
+    "JIT_LOADER",
+    "KEYED_JIT_LOADER",
     "LOADER_HEAD",
     "PG_NAMES",
     "add_dist",
@@ -26,6 +29,8 @@ __all__ = [
     "add_torch",
     "ext_suffix",
     "healthy_image",
+    "jit_key",
+    "jit_site",
     "python_torch_c",
 ]
 
@@ -65,6 +70,69 @@ def _build():
 
 _m = _build()
 '''
+
+#: mooncake 0.3.14's compiling loader with its cache folder (``MOONCAKE_PG_JIT_DIR``, else
+#: ``Path.home()/.cache/mooncake/pg_jit``), the function the check reads the folder from.
+CACHED_JIT_LOADER = JIT_LOADER + '''
+
+def _cache_root():
+    configured = os.environ.get("MOONCAKE_PG_JIT_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "mooncake" / "pg_jit"
+'''
+
+#: :data:`CACHED_JIT_LOADER` with the key folder it caches under computed as 0.3.14's
+#: ``_cache_key`` does (the same statements, written for the tests): a sha256 of torch's
+#: version constants, its C++ ABI, the backend, the core library's real path and bytes, the
+#: interpreter's cache tag and each source's name and bytes, 20 hex digits
+KEYED_JIT_LOADER = CACHED_JIT_LOADER + '''
+_HEADER_NAMES = ("pg.h",)
+
+
+def _source_dir():
+    return Path(__file__).with_name("_pg_jit")
+
+
+def _cache_key(source_dir, core_path, backend):
+    digest = hashlib.sha256()
+    digest.update(torch.__version__.encode())
+    digest.update(str(torch.version.cuda).encode())
+    digest.update(str(getattr(torch.version, "musa", None)).encode())
+    digest.update(str(torch._C._GLIBCXX_USE_CXX11_ABI).encode())
+    digest.update(str(torch.version.git_version).encode())
+    digest.update(backend.encode())
+    digest.update(str(core_path.resolve()).encode())
+    digest.update(str(sys.implementation.cache_tag).encode())
+    digest.update(core_path.read_bytes())
+    for name in (*_SOURCE_NAMES, *_HEADER_NAMES):
+        digest.update(name.encode())
+        digest.update(_source_path(source_dir, name).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def _cache_directory(source_dir, core_path, backend):
+    return _cache_root() / _cache_key(source_dir, core_path, backend)
+
+
+_core = Path(__file__).with_name("libmooncake_pg.so")
+'''
+
+
+def jit_key(pkg: Path, core_path: str, label: str, cuda: str | None, git: str | None,
+            tag: str, backend: str = "cuda") -> str:
+    """The key :data:`KEYED_JIT_LOADER` computes for the mooncake folder ``pkg`` whose core
+    library is ``core_path`` to the worker (its real path there), computed here by hand."""
+    import hashlib
+
+    d = hashlib.sha256()
+    for part in (label, str(cuda), "None", "True", str(git), backend, core_path, tag):
+        d.update(part.encode())
+    d.update((pkg / "libmooncake_pg.so").read_bytes())
+    for name in ("pg_py.cpp", "mooncake_backend.cpp", "pg.h"):
+        d.update(name.encode())
+        d.update((pkg / "_pg_jit" / name).read_bytes())
+    return d.hexdigest()[:20]
 
 
 #: The machine the stand-in objects are built for: this one's, where build_so can.
@@ -277,4 +345,17 @@ def healthy_image(site: Path, **mooncake: object) -> Path:
     add_torch(site)
     add_sglang(site)
     add_mooncake(site, **mooncake)  # type: ignore[arg-type]
+    return site
+
+
+def jit_site(tmp_path: Path) -> Path:
+    """A site folder at ``tmp_path/site``: torch, SGLang and mooncake 0.3.14 whose
+    ``mooncake.pg`` compiles its adapter (:data:`CACHED_JIT_LOADER`) against its
+    ``libmooncake_pg.so``; no adapter cached."""
+    site = tmp_path / "site"
+    add_torch(site)
+    add_sglang(site)
+    add_mooncake(site, version="0.3.14", jit=True)
+    (site / "mooncake" / "pg.py").write_text(CACHED_JIT_LOADER)
+    (site / "mooncake" / "libmooncake_pg.so").write_bytes(build_so(needed=[], strings=[]))
     return site

@@ -10,6 +10,7 @@ folder judged every image, wrong both ways."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,16 +18,19 @@ import pytest
 
 from moonpin.preflight.env.rootfs import ImageConfig
 from moonpin.preflight.run import check_image
-from tests.lib.checkrun import small_kb
+from tests.lib.checkrun import fake_python, run_check, small_kb
 from tests.lib.elfbuild import build_so
-from tests.lib.images import PG_NAMES, add_mooncake, add_sglang, add_torch
-from tests.preflight.test_check_rootfs import PY, venv_root
-from tests.preflight.test_target_fixes import (
+from tests.lib.images import (
     CACHED_JIT_LOADER,
-    _check,
-    _fake_python,
-    _jit_site,
+    KEYED_JIT_LOADER,
+    PG_NAMES,
+    add_mooncake,
+    add_sglang,
+    add_torch,
+    jit_key,
+    jit_site,
 )
+from tests.preflight.test_check_rootfs import PY, venv_root
 
 IMAGE_PKG = f"/opt/venv/lib/python{PY}/site-packages/mooncake"
 KEY = "79d8800e818b37ff7753"
@@ -188,8 +192,8 @@ def test_links_in_the_image_stay_in_it(tmp_path: Path, host: Path) -> None:
 def test_python_uses_this_process_env_and_home(tmp_path: Path) -> None:
     """``--python``: the worker runs the check, so this process's variable and home are
     the worker's (the image is this machine)."""
-    site = _jit_site(tmp_path)
-    python = _fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
+    site = jit_site(tmp_path)
+    python = fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
     bare = tmp_path / "bin"
     bare.mkdir()
     kb = small_kb(tmp_path)
@@ -199,7 +203,7 @@ def test_python_uses_this_process_env_and_home(tmp_path: Path) -> None:
            "MOONCAKE_PG_JIT_DIR": "", "MOONPIN_KB": str(kb)}
 
     def line(extra: dict[str, str]) -> str:
-        r = _check("--python", str(python), "--kb", str(kb), env={**env, **extra})
+        r = run_check("--python", str(python), "--kb", str(kb), env={**env, **extra})
         got = [ln for ln in r.stdout.splitlines() if ln[6:].startswith(("adapter:",
                                                                         "toolchain:"))]
         assert len(got) == 1, r.stdout + r.stderr
@@ -270,3 +274,183 @@ def test_a_root_named_through_a_link(tmp_path: Path, host: Path) -> None:
     (tmp_path / "via").symlink_to(root)
     line = _line(tmp_path / "via", small_kb(tmp_path), [])
     assert line.startswith("pass"), line
+
+
+# --- the key folder mooncake computes -------------------------------------------------------
+# mooncake 0.3.14's pg.py caches its adapter under `<cache>/<_cache_key(...)>/` and looks in
+# no other folder: an adapter left by another torch (another key) is not taken, it compiles
+# anew (real: the packed stack's adapter in a cache of stack-torch215, under /opt/venv in a
+# private mount namespace: ImportError "requires a CUDA toolkit with nvcc", and the folder it
+# made is another key). The check computes the same key from the files.
+
+def _keyed_root(root: Path, label: str = "2.13.0") -> Path:
+    site = _jit_root(root)
+    (site / "mooncake" / "pg.py").write_text(KEYED_JIT_LOADER)
+    (site / "mooncake" / "_pg_jit" / "pg.h").write_text("// a header\n")
+    torch = site / "torch"
+    (torch / "version.py").write_text(
+        f"__version__ = '{label}'\ncuda = '13.0'\ngit_version = 'abc123'\n")
+    with (torch / "__init__.py").open("a") as f:
+        f.write("\n\ndef compiled_with_cxx11_abi() -> bool:\n    \"\"\"ABI.\"\"\"\n"
+                "    return True\n\n\nx = 1\n")
+    return site
+
+
+def _key(site: Path, label: str = "2.13.0", core: str = f"{IMAGE_PKG}/libmooncake_pg.so"
+         ) -> str:
+    return jit_key(site / "mooncake", core, label, "13.0", "abc123",
+                   f"cpython-{sys.version_info[0]}{sys.version_info[1]}")
+
+
+def test_only_the_key_folder_the_loader_computes_is_taken(tmp_path: Path, host: Path) -> None:
+    root = tmp_path / "root"
+    site = _keyed_root(root)
+    kb = small_kb(tmp_path)
+    cache = root / "root/.cache/mooncake/pg_jit"
+    key = _key(site)
+    # compiled for this image's folder, but under another key (another torch): not taken
+    # (was: pass, any key folder whose adapter's RUNPATH matched)
+    _adapter(cache, IMAGE_PKG, key=_key(site, label="2.12.0"))
+    line = _line(root, kb, [])
+    assert line.startswith("fail") and "compiled for other inputs" in line, line
+    assert f"computes the key {key}" in line, line
+    _adapter(cache, IMAGE_PKG, key=key)
+    line = _line(root, kb, [])
+    assert line.startswith("pass") and f"pg_jit/{key}" in line, line
+    # torch upgraded in place: the loader's key moves, the old adapter is left behind
+    (site / "torch" / "version.py").write_text(
+        "__version__ = '2.14.1'\ncuda = '13.0'\ngit_version = 'abc123'\n")
+    line = _line(root, kb, [])
+    assert line.startswith("fail") and f"computes the key {_key(site, '2.14.1')}" in line, line
+
+
+def test_a_key_recipe_it_cannot_read_takes_any_key_folder(tmp_path: Path, host: Path) -> None:
+    """A ``_cache_key`` hashing something this reading does not know: no key computed, the
+    RUNPATH alone decides (as before), never a guessed key."""
+    root = tmp_path / "root"
+    site = _keyed_root(root)
+    loader = site / "mooncake" / "pg.py"
+    loader.write_text(loader.read_text().replace(
+        "    digest.update(backend.encode())\n",
+        "    digest.update(backend.encode())\n    digest.update(os.uname().release.encode())\n"))
+    _adapter(root / "root/.cache/mooncake/pg_jit", IMAGE_PKG, key="d" * 20)
+    line = _line(root, small_kb(tmp_path), [])
+    assert line.startswith("pass") and "d" * 20 in line, line
+
+
+def test_a_relative_cache_folder_is_the_working_folders(tmp_path: Path) -> None:
+    """``MOONCAKE_PG_JIT_DIR=jit``: ``Path("jit")`` is resolved against the worker's working
+    folder when the loader opens it; the check runs as the worker (``--python``), from its
+    folder (was: not looked in)."""
+    site = jit_site(tmp_path)
+    python = fake_python(tmp_path / "env" / "bin" / "python", site, sys.version_info[1])
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    kb = small_kb(tmp_path)
+    work = tmp_path / "work"
+    _adapter(work / "jit", str(site / "mooncake"))
+    env = {**os.environ, "PATH": str(bare), "MOONPIN_CHECK_CUDA_FALLBACK": str(tmp_path / "x"),
+           "CUDA_HOME": "", "TORCH_CUDA_ARCH_LIST": "9.0", "HOME": str(tmp_path / "home"),
+           "MOONCAKE_PG_JIT_DIR": "jit"}
+    env.pop("MOONPIN_KB", None)
+    env.pop("VIRTUAL_ENV", None)
+    for cwd, status in ((work, "pass"), (tmp_path, "fail")):
+        r = subprocess.run([sys.executable, "-m", "moonpin.preflight", "--no-deep",
+                            "--elastic-ep-backend", "mooncake", "--python", str(python),
+                            "--kb", str(kb)], cwd=cwd, capture_output=True, text=True,
+                           env=env, timeout=120)
+        got = [ln for ln in r.stdout.splitlines() if ln[6:].startswith(("adapter:",
+                                                                        "toolchain:"))]
+        assert len(got) == 1 and got[0].startswith(status), r.stdout + r.stderr
+        if status == "pass":
+            assert str(work / "jit" / KEY) in got[0], got[0]
+
+
+def test_the_key_is_the_one_mooncake_computes_for_the_real_venvs() -> None:
+    """The key folders mooncake 0.3.14 made when its adapter was compiled in the real venvs
+    (``stack.sh --mooncake-jit``: ``$MOONPIN_TEST_REALIMG/pg_jit/<key>``) are the keys the
+    check computes for them."""
+    base = Path(os.environ.get("MOONPIN_TEST_REALIMG", "/nonexistent"))
+    made = {p.name for p in (base / "pg_jit").glob("*") if p.is_dir()}
+    if not made:
+        pytest.skip("no real venv with a compiled adapter (MOONPIN_TEST_REALIMG/pg_jit)")
+    from moonpin.preflight.extensions.mooncake_jit import cache_key
+    from moonpin.preflight.installed.image_facts import torch_version_py
+
+    got = set()
+    for venv in sorted(base.glob("venv-jit*")):
+        site = next(venv.glob("lib/python3.*/site-packages"))
+        minor = int(site.parent.name.removeprefix("python3."))
+        got.add(cache_key(str(site / "mooncake/pg.py"), str(site / "mooncake"),
+                          str(site / "torch"), torch_version_py(str(site / "torch")), {},
+                          (3, minor)))
+    assert got and got <= made, (got, made)
+
+
+@pytest.mark.parametrize(("workdir", "looked"), [(None, "/jit"), ("/srv/app", "/srv/app/jit")])
+def test_a_relative_cache_folder_of_an_image_is_its_working_dirs(
+        tmp_path: Path, host: Path, workdir: str | None, looked: str) -> None:
+    """``MOONCAKE_PG_JIT_DIR=jit`` in an image's Env: its worker's working folder is the
+    config's ``WorkingDir``, else ``/`` (runc); the folder is looked in there (was: none)."""
+    root = tmp_path / "root"
+    _jit_root(root)
+    kb = small_kb(tmp_path)
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin", "MOONCAKE_PG_JIT_DIR=jit"],
+                      working_dir=workdir)
+
+    def line() -> str:
+        rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg, kb_path=kb,
+                          deep=False, source_cache=False)
+        got = [c for c in rep.checks if c.name in ("adapter", "toolchain")]
+        assert len(got) == 1
+        return f"{got[0].status} {got[0].message}"
+
+    cold = line()
+    assert cold.startswith("fail") and f"(looked in {looked})" in cold, cold
+    _adapter(root / looked.lstrip("/"), IMAGE_PKG)
+    warm = line()
+    assert warm.startswith("pass") and f"{looked}/{KEY}" in warm, warm
+
+
+def test_an_adapter_the_images_user_cannot_read_is_not_taken(tmp_path: Path,
+                                                               host: Path) -> None:
+    """The image's worker runs as its config's ``User`` (uid 65534 here): a cache folder
+    only root may list (0700, root's) gives it nothing, so it compiles anew (was: pass,
+    the check reading the folder as the user it runs as)."""
+    if os.geteuid() != 0:
+        pytest.skip("the folder must be root's, and the checker root (as an image's unpacker)")
+    root = tmp_path / "root"
+    _jit_root(root)
+    kb = small_kb(tmp_path)
+    cache = root / "srv/jit"
+    so = _adapter(cache, IMAGE_PKG)
+    env = ["MOONCAKE_PG_JIT_DIR=/srv/jit"]
+    assert _line(root, kb, env, user="65534").startswith("pass")
+    os.chmod(so.parent, 0o700)
+    line = _line(root, kb, env, user="65534")
+    assert line.startswith("fail") and "cannot be read by the worker's user" in line, line
+    assert _line(root, kb, env).startswith("pass")  # root's own worker may
+    os.chmod(so.parent, 0o755)
+    os.chmod(so, 0o600)  # listed, but not readable: dlopen fails, it compiles
+    assert _line(root, kb, env, user="65534").startswith("fail")
+
+
+def test_a_5000_digit_number_in_the_key_recipe_is_no_key(tmp_path: Path, host: Path) -> None:
+    """``hexdigest()[:<5,000 digits>]``: past CPython's integer-string limit the loader does
+    not compile (the worker's import fails with SyntaxError, and the check says so); the
+    key reading computes nothing and raises nothing."""
+    from moonpin.preflight.extensions.mooncake_jit import cache_key
+    from moonpin.preflight.installed.image_facts import torch_version_py
+
+    root = tmp_path / "root"
+    site = _keyed_root(root)
+    loader = site / "mooncake" / "pg.py"
+    loader.write_text(loader.read_text().replace("hexdigest()[:20]",
+                                                 "hexdigest()[:" + "9" * 5000 + "]"))
+    assert cache_key(str(loader), str(site / "mooncake"), str(site / "torch"),
+                     torch_version_py(str(site / "torch")), {}, (3, 11)) is None
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, kb_path=small_kb(tmp_path),
+                      config=ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin"]),
+                      deep=False, source_cache=False)
+    said = {c.name: (c.status, c.message) for c in rep.checks}
+    assert said["loader"][0] == "fail" and "5000 digits" in said["loader"][1], said

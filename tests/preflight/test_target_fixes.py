@@ -14,15 +14,15 @@ import pytest
 
 from moonpin.preflight.env.target import from_site_packages
 from moonpin.preflight.judge.fixes import pip_line
-from tests.lib.checkrun import ROOT, assert_healthy, run, small_kb
+from tests.lib.checkrun import ROOT, assert_healthy, fake_python, run, run_check, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
-    JIT_LOADER,
     PG_NAMES,
     add_mooncake,
     add_sglang,
     add_torch,
     healthy_image,
+    jit_site,
 )
 
 MC = "mooncake-transfer-engine"
@@ -93,42 +93,23 @@ def test_an_image_of_another_python_is_read_with_its_suffixes(tmp_path: Path) ->
     assert "Python version is not in its path" in r.line("target")
 
 
-def _fake_python(path: Path, site: Path, minor: int) -> Path:
-    """An interpreter that answers the target question for an image at ``site``."""
-    suffix = f".cpython-3{minor}-{machinery.EXTENSION_SUFFIXES[0].split('-', 2)[2]}"
-    doc = {"path": [str(site)], "version": [3, minor], "ext": [suffix, ".abi3.so", ".so"],
-           "machine": os.uname().machine, "executable": str(path), "prefix": str(path.parent)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\necho '{json.dumps(doc)}'\n")
-    path.chmod(0o755)
-    return path
-
-
-def _check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("MOONPIN_KB", "VIRTUAL_ENV")}
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "moonpin.preflight", "--no-deep",
-                           "--elastic-ep-backend", "mooncake", *args], cwd=ROOT,
-                          capture_output=True, text=True, env=full, timeout=60)
-
-
 def test_python_option_reads_that_interpreters_environment(tmp_path: Path) -> None:
     minor = _other_minor()
     site = tmp_path / "img"
-    python = _fake_python(tmp_path / "venv" / "bin" / "python", site, minor)
+    python = fake_python(tmp_path / "venv" / "bin" / "python", site, minor)
     suffix = json.loads(python.read_text().split("'")[1])["ext"][0]
     _image_of(site, suffix)
     kb = small_kb(tmp_path)
     env = {"MOONPIN_CHECK_SYSTEM_LIBS": str(tmp_path / "none")}
-    r = _check("--python", str(python), "--kb", str(kb), env=env)
+    r = run_check("--python", str(python), "--kb", str(kb), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"python 3.{minor} {python}" in r.stdout and "(--python)" in r.stdout
     # an active virtualenv other than moonpin's own is the default target
-    r = _check("--kb", str(kb), env={**env, "VIRTUAL_ENV": str(python.parent.parent)})
+    r = run_check("--kb", str(kb), env={**env, "VIRTUAL_ENV": str(python.parent.parent)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "$VIRTUAL_ENV" in r.stdout
     # without it, this interpreter's own environment: no mooncake there
-    r = _check("--kb", str(kb), env=env)
+    r = run_check("--kb", str(kb), env=env)
     assert r.returncode == 1 and "$VIRTUAL_ENV" not in r.stdout
 
 
@@ -137,33 +118,13 @@ def test_python_option_that_is_no_python_is_could_not_check(tmp_path: Path) -> N
     bad.parent.mkdir()
     bad.write_text("#!/bin/sh\necho hello\n")
     bad.chmod(0o755)
-    r = _check("--python", str(bad))
+    r = run_check("--python", str(bad))
     assert r.returncode == 2 and "not a Python that answers" in r.stderr, r.stderr
-    r = _check("--python", str(tmp_path / "missing"))
+    r = run_check("--python", str(tmp_path / "missing"))
     assert r.returncode == 2 and "cannot run --python" in r.stderr, r.stderr
 
 
 # ----------------------------------------------------------------- loaders that compile
-
-CACHED_JIT_LOADER = JIT_LOADER + '''
-
-def _cache_root():
-    configured = os.environ.get("MOONCAKE_PG_JIT_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "mooncake" / "pg_jit"
-'''
-
-
-def _jit_site(tmp_path: Path) -> Path:
-    site = tmp_path / "site"
-    add_torch(site)
-    add_sglang(site)
-    add_mooncake(site, version="0.3.14", jit=True)
-    (site / "mooncake" / "pg.py").write_text(CACHED_JIT_LOADER)
-    (site / "mooncake" / "libmooncake_pg.so").write_bytes(build_so(needed=[], strings=[]))
-    return site
-
 
 def _adapter(cache: Path, runpath: str) -> None:
     key = cache / "79d8800e818b37ff7753"
@@ -174,7 +135,7 @@ def _adapter(cache: Path, runpath: str) -> None:
 
 
 def test_an_adapter_compiled_for_this_image_is_a_pass(tmp_path: Path) -> None:
-    site = _jit_site(tmp_path)
+    site = jit_site(tmp_path)
     cache = tmp_path / "pg_jit"
     bare = tmp_path / "bin"
     bare.mkdir()
@@ -262,7 +223,7 @@ def test_odd_probe_endings_are_failures_not_tracebacks(tmp_path: Path, text: str
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "1e999", "x"])
 def test_deep_timeout_must_be_a_positive_number(tmp_path: Path, value: str) -> None:
-    r = _check("--deep-timeout", value)
+    r = run_check("--deep-timeout", value)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--deep-timeout" in r.stderr and "Traceback" not in r.stderr
 
@@ -340,7 +301,7 @@ def test_python_option_sees_the_user_site(tmp_path: Path, system_site: bool,
     healthy_image(user)
     kb = small_kb(tmp_path)
     full = {"HOME": str(home), "MOONPIN_CHECK_SYSTEM_LIBS": str(tmp_path / "none"), **env}
-    r = _check("--python", str(venv / "bin" / "python"), "--kb", str(kb), env=full)
+    r = run_check("--python", str(venv / "bin" / "python"), "--kb", str(kb), env=full)
     assert (r.returncode == 0) is found, r.stdout + r.stderr
     assert (f"from {user}" in r.stdout or str(user) in r.stdout) is found, r.stdout
 
@@ -369,9 +330,9 @@ def test_python_mode_fix_lines_paste_into_a_shell_and_use_that_pip(tmp_path: Pat
     add_torch(site, version="2.13.0+cpu", cuda=None)
     add_sglang(site, version="0.5.21")
     add_mooncake(site)
-    python = _fake_python(tmp_path / "venv dir" / "bin" / "python", site,
+    python = fake_python(tmp_path / "venv dir" / "bin" / "python", site,
                           sys.version_info.minor)
-    r = _check("--python", str(python), "--kb", str(SHIPPED),
+    r = run_check("--python", str(python), "--kb", str(SHIPPED),
                env={"MOONPIN_CHECK_SYSTEM_LIBS": str(tmp_path / "none")})
     assert r.returncode == 1, r.stdout + r.stderr
     fixes = [ln[len("  fix: "):] for ln in r.stdout.splitlines() if ln.startswith("  fix: ")]

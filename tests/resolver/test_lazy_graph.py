@@ -85,3 +85,23 @@ def test_explain_from_the_table_is_the_full_answer(sglang: str, kw: dict[str, st
             CompatGraph(_facts()).sglang[Version(sglang)])))
         assert lazy.loaded is not admitted
         assert got == query.explain(CompatGraph(_facts()), sglang, mooncake, **kw).to_json()
+
+
+@pytest.mark.parametrize("sglang", ["0.5.23", "0.5.18"])
+def test_constraints_read_no_facts_and_say_what_the_facts_say(
+        sglang: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``moonpin constraints --sglang S`` (with every extension held) from the tables and
+    the KB's summary: the version locks from the extensions' explain tables, the releases
+    a range excludes from the summary (was: the facts read for both)."""
+    from moonpin.resolver.pins.writing import constraints, renovate
+
+    plan = renovate.plan_stack(CompatGraph(_facts()), sglang, natives=None)
+    want = constraints.render(CompatGraph(_facts()), plan, "txt",
+                              where=constraints.judged_for(None, None))
+
+    def refuse(path: str) -> Any:
+        raise AssertionError(f"the facts of {path} were read")
+
+    monkeypatch.setattr(CompatGraph, "_read", staticmethod(refuse))
+    assert main(["--kb", SHIPPED, "constraints", "--sglang", sglang]) in (0, None)
+    assert capsys.readouterr().out == want

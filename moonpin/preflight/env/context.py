@@ -76,10 +76,13 @@ class Context:
     process's environment for a check of this machine), who its worker runs as (``user``,
     an :class:`Identity`: an image's ``User``; this process's for this machine), and the
     image root every read of the target's files is confined to (``confined``:
-    :class:`~moonpin.preflight.access.confined.Confined`, made once from ``root``)."""
+    :class:`~moonpin.preflight.access.confined.Confined`, made once from ``root``), and an
+    image's worker's working folder (``working_dir``, a path of the image; None: this
+    process's)."""
 
     __slots__ = ("complete", "confined", "env", "ext_suffixes", "importer", "ld_path", "machine",
-                 "paths", "preload", "python", "root", "run", "sites", "user", "version")
+                 "paths", "preload", "python", "root", "run", "sites", "user", "version",
+                 "working_dir")
 
     paths: Sequence[str]
     sites: tuple[str, ...] | None
@@ -96,6 +99,7 @@ class Context:
     env: Mapping[str, str]
     user: Identity
     confined: Confined
+    working_dir: str | None
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
@@ -103,7 +107,8 @@ class Context:
                  machine: str | None = None, ld_path: Sequence[str] | None = None,
                  python: str | None = None, run: Run | None = None,
                  env: Mapping[str, str] | None = None, user: Identity | None = None,
-                 preload: Sequence[str] | None = None) -> None:
+                 preload: Sequence[str] | None = None,
+                 working_dir: str | None = None) -> None:
         from moonpin.preflight.access.confined import Confined
         from moonpin.preflight.pyimport.metapath import Importer
 
@@ -121,6 +126,7 @@ class Context:
         put(self, "machine", machine)
         put(self, "ld_path", None if ld_path is None else tuple(ld_path))
         put(self, "preload", None if preload is None else tuple(preload))
+        put(self, "working_dir", working_dir)
         put(self, "python", python)
         put(self, "run", run if run is not None else Run())
         put(self, "env", os.environ if env is None else env)
@@ -146,7 +152,8 @@ class Context:
                    ext_suffixes=target.ext_suffixes, version=target.version,
                    complete=complete, machine=target.machine, ld_path=target.ld_path,
                    python=target.python, run=run, env=env,
-                   user=target.user, preload=target.preload)
+                   user=target.user, preload=target.preload,
+                   working_dir=target.working_dir)
 
     def interpreter_stop(self) -> tuple[str, str] | None:
         """Whether the target's interpreter stops as it starts, before any import of the

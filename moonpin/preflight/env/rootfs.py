@@ -34,7 +34,7 @@ from moonpin.preflight.env.target import Identity, Target, TargetError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 __all__ = ["DEFAULT_PATH", "ImageConfig", "bundle", "image_env", "target_for", "unpack_to",
@@ -624,6 +624,8 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
     t.root = root
     t.machine = machine
     t.user = worker_identity(root, config)
+    # the worker's working folder: the config's WorkingDir, else the runtime's "/" (runc)
+    t.working_dir = getattr(config, "working_dir", None) or "/"
     if first and host_paths and host_paths[0] == rootfs.resolve(root, first):
         t.cwd = host_paths[0]  # sys.path[0]: the working folder (or the script's)
     from moonpin.preflight.loader.ldso import ld_path_folders, preload_entries
@@ -633,7 +635,7 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
     t.ld_path = tuple(ld_path_folders(env.get("LD_LIBRARY_PATH", ""), real, root))
     # and its LD_PRELOAD, whose objects ld.so maps before what the interpreter needs, in
     # the global scope (/etc/ld.so.preload is the loader model's to read: not the Env's)
-    t.preload = tuple(preload_entries(env.get("LD_PRELOAD", ""), real, root))
+    t.preload = tuple(p.path for p in preload_entries(env.get("LD_PRELOAD", ""), real, root))
     plain = _on_path(root, "python3", path)
     t.pip = ("pip" if plain is not None and rootfs.resolve(root, plain) == exe
              and os.path.dirname(plain) == os.path.dirname(image) else f"{image} -m pip")
@@ -673,9 +675,11 @@ def _managed(root: str, stdlib: str, venv: bool, env: dict[str, str], config: An
                                      marker=marker, within=Confined(root))
 
 
-def unpack_to(path: str, platform: str | None, dest: str) -> Any:
+def unpack_to(path: str, platform: str | None, dest: str,
+              reads: Sequence[Mapping[str, Sequence[str]]] = ()) -> Any:
     """The image file at ``path`` unpacked (:func:`moonpin.readers.image.layers.unpack`) into
-    the folder ``dest`` (the caller's to remove, also on an error or an interrupt): its
+    the folder ``dest`` (the caller's to remove, also on an error or an interrupt), with what
+    the loader rules read of it (``reads``: each rule's ``IMAGE_READS``): its
     config. Raises :class:`moonpin.readers.image.manifest.ImageError`, or
     :class:`ImportError` when this moonpin has no image reader."""
     import importlib
@@ -685,7 +689,7 @@ def unpack_to(path: str, platform: str | None, dest: str) -> Any:
     if unpack is None:  # the layers' reader beside it
         unpack = importlib.import_module("moonpin.readers.image.layers").unpack
     img = ri.open_image(path, platform)
-    unpack(img, dest)
+    unpack(img, dest, reads=reads)
     config = img.config
     if os.geteuid() != 0 and getattr(config, "user", None):
         # unpacked by another user, its files are that user's: their owners say nothing

@@ -128,7 +128,8 @@ class Target:
     importer searches, its extension-module suffixes, and how it was chosen."""
 
     __slots__ = ("cwd", "ext_suffixes", "guessed", "how", "ld_path", "machine", "managed",
-                 "paths", "pip", "preload", "python", "root", "sites", "user", "version")
+                 "paths", "pip", "preload", "python", "root", "sites", "user", "version",
+                 "working_dir")
 
     def __init__(self, python: str | None, version: tuple[int, int], paths: list[str],
                  ext_suffixes: Sequence[str], how: str,
@@ -161,6 +162,9 @@ class Target:
         #: the working folder ``python -m sglang.launch_server`` puts first on ``sys.path``
         #: (None: none, as for ``--site-packages`` folders taken as given)
         self.cwd: str | None = None
+        #: an image's worker's working folder, as a path of the image (its config's
+        #: ``WorkingDir``, else ``/``); None: this process's (the check runs as the worker)
+        self.working_dir: str | None = None
         #: for an image root judged without its configuration (a `docker export` tree):
         #: why the interpreter taken may not be the worker's, and what to pass (None: the
         #: image's own Env and entry point chose it, or the user did)

@@ -49,12 +49,15 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "pick", "repair"]
+__all__ = ["CHOICES", "DISTRIBUTIONS", "IMAGE_READS", "IMPLICIT", "IMPORT", "pick", "repair"]
 
 IMPORT = "deep_ep"
 CHOICES = {"moe-a2a": ("deepep",)}
 IMPLICIT = False
 DISTRIBUTIONS = ("sgl-deep-ep", "deep-ep")
+#: what it reads of an image file beyond the site folders: ``nvcc`` on the PATH (its
+#: ``get_cuda_home`` falls back to ``which nvcc``'s folder)
+IMAGE_READS = {"tools": ("nvcc",)}
 
 
 def _read(folder: str, within: Confined) -> dict[str, Any] | None:
@@ -581,10 +584,10 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
     assert lib_dir is not None
     linked = os.path.join(lib_dir, names[0])
     for entry, mapped, by, undo in _preloads(facts):
-        if not os.path.basename(entry).startswith(stem):
-            continue
         if mapped is None or not os.path.isfile(mapped):
             continue  # ld.so ignores an entry it cannot load
+        if not os.path.basename(os.path.realpath(mapped)).startswith(stem):
+            continue  # /proc/self/maps names the file itself
         if os.path.realpath(mapped) != os.path.realpath(linked):
             return (f"AssertionError: Duplicate NCCL runtime, or Invalid NCCL versions "
                     f"({where}: {by} maps {entry} before torch loads its own "
@@ -607,23 +610,27 @@ def _nccl_raises(facts: Facts, nccl: dict[str, Any], site: str) -> tuple[str, st
 
 def _preloads(facts: Facts) -> list[tuple[str, str | None, str, str]]:
     """What ld.so maps before the interpreter's own needs, in its order: ``LD_PRELOAD``'s
-    entries in the worker's environment, then ``/etc/ld.so.preload``'s
-    (:func:`moonpin.preflight.loader.ldso.preload_file`, the image's under its root): each
-    as (the entry as the worker names it, the file it names here or None, who maps it,
-    where the fix removes it from)."""
-    from moonpin.preflight.access.chroot import host_path, image_path
+    entries in the worker's environment, then ``/etc/ld.so.preload``'s (the image's under
+    its root), each read by :func:`moonpin.preflight.loader.ldso.preload_entries` (the one
+    reading of both: separators, tokens, image paths): as (the entry as the worker wrote
+    it, the file it names here or None for a name ld.so searches, who maps it, where the
+    fix removes it from)."""
+    from moonpin.preflight.access.chroot import host_paths, image_path
     from moonpin.preflight.loader import ldso
 
     root = facts.within.root
+    exe = None  # $ORIGIN's executable: the interpreter's real path (the image's)
+    if facts.python is not None:
+        got = host_paths(root, [facts.python]) if root is not None \
+            else [os.path.realpath(facts.python)]
+        exe = (image_path(root, got[0]) if root is not None else got[0]) if got else None
     out: list[tuple[str, str | None, str, str]] = [
-        (e, host_path(root, e) if e.startswith("/") else None, "LD_PRELOAD",
+        (p.written, p.path if "/" in p.path else None, "LD_PRELOAD",
          "LD_PRELOAD in the worker's environment")
-        for e in (facts.env.get("LD_PRELOAD") or "").replace(":", " ").split()]
+        for p in ldso.preload_entries(facts.env.get("LD_PRELOAD") or "", exe, root)]
     listed = f"{ldso.PRELOAD_FILE} in the image" if root is not None else ldso.PRELOAD_FILE
-    for e in ldso.preload_file(root):
-        if os.path.isabs(e):  # a path: the host's file (under the root, for an image)
-            out.append((image_path(root, e) if root is not None else e, e,
-                        ldso.PRELOAD_FILE, listed))
+    out += [(p.written, p.path if "/" in p.path else None, ldso.PRELOAD_FILE, listed)
+            for p in ldso.preload_file(root, exe)]
     return out
 
 

@@ -522,7 +522,8 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                                                        scheme.get("toolchain") or ()))
     torch_pkg = find_package(ctx, "torch")
     consts = torch_version_py(torch_pkg, ctx.confined) if torch_pkg else None
-    _check_jit(scheme, ctx, loader_path, pkg, consts, add, fixer.project.prebuild, rreq.module)
+    _check_jit(scheme, ctx, loader_path, pkg, consts, add, fixer.project.prebuild, rreq.module,
+               torch_pkg)
 
 
 def _loader_builds(ctx: Context, scheme: dict[str, Any], module: str, loader_path: str, pkg: str,
@@ -603,6 +604,13 @@ def _check_prebuilt(builds: list[BuildFacts], scheme: dict[str, Any], rreq: Any,
         check_libraries(so_builds, ctx, add, fixer, rreq.module, first=first)
 
 
+def _working_folder() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # removed: a relative cache folder resolves nowhere
+        return None
+
+
 def _visible_gpu() -> bool:
     """An NVIDIA device node (what the container runtime mounts for a GPU) or an explicit
     TORCH_CUDA_ARCH_LIST: what the compiling loader needs to pick architectures."""
@@ -613,16 +621,37 @@ def _visible_gpu() -> bool:
 
 def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
                torch_consts: dict[str, Any] | None, add: Callable[[CheckResult], None],
-               prebuild: str, module: str | None = None) -> None:
-    """A loader that compiles at first import: an adapter it compiled for this image is
-    reused; otherwise the tools this torch needs must be there, and a host with no visible
-    GPU cannot compile (a limit of the host, like a missing driver, not of the image)."""
+               prebuild: str, module: str | None = None, torch_pkg: str | None = None) -> None:
+    """A loader that compiles at first import: an adapter it compiled for this image, in
+    the key folder it computes (:func:`.mooncake_jit.cache_key`), is reused; otherwise the
+    tools this torch needs must be there, and a host with no visible GPU cannot compile (a
+    limit of the host, like a missing driver, not of the image)."""
     from moonpin.preflight.extensions import mooncake_jit as jit
 
-    # the worker's cache folder: its environment and home (an image's, under its root)
+    # the worker's cache folder: its environment and home (an image's, under its root); a
+    # relative one is its working folder's (an image's WorkingDir; this process's, for this
+    # machine: the check runs as the worker)
     home = jit.home_of(ctx.env, ctx.user.uid, ctx.root)
-    roots = jit.cache_roots(scheme.get("cache") or {}, ctx.env, home)
+    cwd = _working_folder() if ctx.root is None else ctx.working_dir
+    roots = jit.cache_roots(scheme.get("cache") or {}, ctx.env, home, cwd)
     adapters = jit.compiled_adapters(roots, pkg, ctx.confined)
+    key = jit.cache_key(loader, pkg, torch_pkg, torch_consts, ctx.env, ctx.version,
+                        ctx.confined) if adapters and torch_pkg else None
+    other = ""
+    # the worker lists the key folder (its glob) and maps the adapter as its own user
+    barred = [a for a in adapters if not (ctx.user.may_list(os.path.dirname(a), ctx.root)
+                                          and ctx.user.may_read(a, ctx.root))]
+    adapters = [a for a in adapters if a not in barred]
+    if barred and not adapters:
+        other = (f"; the adapter in {os.path.dirname(barred[0])} cannot be read by the "
+                 f"worker's user ({ctx.user.said}), so it compiles anew")
+    if key is not None:
+        theirs = [a for a in adapters if os.path.basename(os.path.dirname(a)) != key]
+        adapters = [a for a in adapters if a not in theirs]
+        if theirs and not adapters:
+            other = (f"; the adapter in {os.path.dirname(theirs[0])} was compiled for other "
+                     f"inputs (the loader computes the key {key}: another torch, Python or "
+                     "mooncake build), so it compiles anew")
     if adapters:
         add(CheckResult("adapter", "pass",
                         f"{file_name(loader)} compiles at first import; an adapter compiled for "
@@ -644,7 +673,7 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
         else:
             got = on_path(ctx, tool.split()[0])
         (found if got else missing).append(f"{tool} at {got}" if got else tool)
-    where = f" (looked in {roots[0]})" if roots else ""
+    where = (f" (looked in {roots[0]}{other})" if roots else "")
     if missing:
         add(CheckResult("toolchain", "fail",
                         f"{file_name(loader)} compiles at first import, no adapter is compiled "

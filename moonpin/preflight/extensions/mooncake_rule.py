@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Facts, Job, Probe
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["BACKENDS", "CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "MODULES",
-           "OWN_LINES", "PREBUILD", "ahead", "own_lines", "pick", "repair"]
+__all__ = ["BACKENDS", "CHOICES", "DISTRIBUTIONS", "IMAGE_READS", "IMPLICIT", "IMPORT",
+           "MODULES", "OWN_LINES", "PREBUILD", "ahead", "own_lines", "pick", "repair"]
 
 IMPORT = "mooncake"
 #: every launch feature whose ``mooncake`` backend imports mooncake (SGLang's flags:
@@ -54,6 +54,13 @@ IMPLICIT = False
 DISTRIBUTIONS = ("mooncake-transfer-engine",)
 #: judged in its own lines (:func:`own_lines`, :mod:`.mooncake_pg`), not by :mod:`.verdict`
 OWN_LINES = True
+#: what its judgement reads of an image file (kept by the layers' reader): every file of the
+#: package and of its wheels' ``.libs`` (each hashed against its RECORD, strings searched in
+#: its builds), and for 0.3.14's compiling ``pg.py`` the tools it runs (torch's
+#: ``cpp_extension``: ninja, nvcc) and the adapter it compiled (``_mooncake_pg_jit_<cuda|
+#: musa>*.so`` in ``<cache>/<key>/``, :mod:`.mooncake_jit`)
+IMAGE_READS = {"packages": ("mooncake",), "libs": ("mooncake_transfer_engine",),
+               "tools": ("ninja", "nvcc"), "objects": ("_mooncake_pg_jit",)}
 #: the process-group modules, SGLang's current one first (``MODULES``), and the
 #: torch.distributed backend names mooncake registers (``BACKENDS``): what the installed files
 #: are read for, held by its judgement (:mod:`.mooncake_pg`)

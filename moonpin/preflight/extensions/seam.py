@@ -44,6 +44,13 @@ would shadow in the very environment it reads) defines:
     symbols, a missing library): typically the torch the project's metadata pins, read
     from its installed METADATA or the installed SGLang's. None: the generic line.
 
+``IMAGE_READS`` (dict[str, tuple[str, ...]], optional)
+    What the rule reads of an image file beyond what every check reads, as data the layers'
+    reader keeps when it unpacks one for ``check --image``
+    (:class:`moonpin.readers.image.layers.Reads`: ``tools`` its loader runs, ``objects`` it
+    loads from a cache folder, ``packages`` and auditwheel ``libs`` read whole):
+    ``{"tools": ("nvcc",)}``. The reader names no project.
+
 ``OWN_LINES`` (bool, optional)
     The project's judgement says more than one line (mooncake's process group: the module,
     its loader, the build, its names, backends, CUDA major, libraries, toolchain), with fix
@@ -140,17 +147,19 @@ class Facts:
     target's importer tries; ``find(name)``: the importer's finding of a top-level name;
     ``read(path)``: a file's bytes through the check's one access layer; ``within``: the
     image root every reading of a file is confined to
-    (:class:`~moonpin.preflight.access.confined.Confined`, handed to :mod:`.astread`)."""
+    (:class:`~moonpin.preflight.access.confined.Confined`, handed to :mod:`.astread`);
+    ``python``: the worker's interpreter as the check names it (a host path, under the
+    root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
-                 "read", "suffixes", "torch", "within")
+                 "python", "read", "suffixes", "torch", "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
                  dists: Mapping[str, Dist], suffixes: Sequence[str],
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
                  kb: Callable[[], Mapping[str, Any] | None] | None = None,
-                 within: Confined = NOWHERE) -> None:
+                 within: Confined = NOWHERE, python: str | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -165,6 +174,7 @@ class Facts:
         self.kb = kb
         #: the image root the rules' readings are confined to (the check's)
         self.within = within
+        self.python = python
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package

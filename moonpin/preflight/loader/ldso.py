@@ -49,6 +49,7 @@ __all__ = [
     "NO_DIRS",
     "PRELOAD_FILE",
     "Node",
+    "Preload",
     "Trace",
     "candidates",
     "elf_problem",
@@ -518,44 +519,76 @@ def ld_path_folders(value: str, exe: str | None = None,
 def env_preload(exe: str | None = None, trace: Trace | None = None) -> list[str]:
     """This process's ``LD_PRELOAD`` entries (:func:`preload_entries`; ``exe``: the
     executable whose folder is ``$ORIGIN``, default this interpreter)."""
-    return preload_entries(os.environ.get("LD_PRELOAD") or "", exe, None, trace)
+    return [p.path for p in preload_entries(os.environ.get("LD_PRELOAD") or "", exe, None,
+                                             trace)]
+
+
+class Preload:
+    """One object ld.so preloads: the entry as the worker wrote it (``written``, before its
+    tokens are substituted: what a message names and a fix removes) and what the loader
+    opens for it (``path``: a name without ``/``, searched as the executable's own needs
+    are, or this machine's path: the host's under the root, for an image). A plain class:
+    ``typing`` is not loaded at a worker's start."""
+
+    __slots__ = ("path", "written")
+
+    def __init__(self, written: str, path: str) -> None:
+        self.written = written
+        self.path = path
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Preload) and other.written == self.written
+                and other.path == self.path)
+
+    def __hash__(self) -> int:
+        return hash((self.written, self.path))
+
+    def __repr__(self) -> str:
+        return f"Preload({self.written!r}, {self.path!r})"
 
 
 def preload_entries(value: str, exe: str | None = None, root: str | None = None,
-                    trace: Trace | None = None) -> list[str]:
+                    trace: Trace | None = None) -> list[Preload]:
     """``LD_PRELOAD``'s entries as ld.so reads them (elf/rtld.c ``handle_preload_list``):
-    separated by spaces or colons only (a tab is part of a name), tokens substituted as the
-    executable's (``exe``, default this interpreter; an image's own path with ``root``).
+    separated by spaces or colons only (a tab is part of a name), tokens substituted in a
+    path as the executable's (``exe``, default this interpreter; an image's own path with
+    ``root``).
     A name without ``/`` is kept as it is (searched as the executable's own needs are); a
     path is this machine's (a relative one under the working folder, ``trace`` told so),
     or with ``root`` an image's path given as the host path it names under the root (one
     that resolves to nothing there is left out: ld.so ignores it, and so is a relative
-    one: the worker's working folder is not known)."""
-    out = [e for e in value.replace(":", " ").split(" ") if e]
+    one: the worker's working folder is not known). Each with the entry as written
+    (:class:`Preload`); the one reading of the variable, for the loader and the messages."""
+    out = [Preload(e, e) for e in value.replace(":", " ").split(" ") if e]
     if "$" in value:
         if exe is None:
             import sys
 
             exe = os.path.realpath(sys.executable)
-        out = [e if "$" not in e else _substitute(e, exe, root) for e in out]
-        out = [e for e in out if e]
+        # only in a path: a name without "/" is searched as written (elf/dl-load.c
+        # _dl_map_object tests for "/" before expand_dynamic_string_token)
+        out = [Preload(p.written, _substitute(p.path, exe, root))
+               if "$" in p.path and "/" in p.path else p for p in out]
+        out = [p for p in out if p.path]
     if root is not None:
-        mapped: list[str] = []
-        for e in out:
-            if "/" not in e:
-                mapped.append(e)
-            elif e.startswith("/"):
-                mapped += [p for p in host_paths(root, [e]) if os.path.lexists(p)]
+        mapped: list[Preload] = []
+        for p in out:
+            if "/" not in p.path:
+                mapped.append(p)
+            elif p.path.startswith("/"):
+                mapped += [Preload(p.written, h) for h in host_paths(root, [p.path])
+                           if os.path.lexists(h)]
         return mapped
-    if all(e.startswith("/") or "/" not in e for e in out):
+    if all(p.path.startswith("/") or "/" not in p.path for p in out):
         return out
     if trace is not None:
         trace.used_cwd = True
     try:
         cwd = os.getcwd()
     except OSError:  # no working folder: a relative path opens nothing
-        return [e for e in out if e.startswith("/") or "/" not in e]
-    return [os.path.join(cwd, e) if "/" in e and not e.startswith("/") else e for e in out]
+        return [p for p in out if p.path.startswith("/") or "/" not in p.path]
+    return [Preload(p.written, os.path.join(cwd, p.path))
+            if "/" in p.path and not p.path.startswith("/") else p for p in out]
 
 
 #: ld.so's own list of objects to preload in every process (elf/rtld.c ``preload_file``)
@@ -564,13 +597,13 @@ _PRELOAD_CAP = 1 << 20
 
 
 def preload_file(root: str | None = None, exe: str | None = None,
-                 trace: Trace | None = None) -> list[str]:
+                 trace: Trace | None = None) -> list[Preload]:
     """The entries of :data:`PRELOAD_FILE` (the image's with ``root``), preloaded after
     ``LD_PRELOAD``'s (elf/rtld.c ``dl_main``): names separated by white space or ``:``
     (``strsep`` on ``": \\t\\n"``), ``#`` starting a comment to the end of its line; each
-    taken as :func:`preload_entries` takes one. None there, or one that cannot be read
-    (ld.so's ``access(R_OK)`` fails, or it is no regular file): nothing. ``trace``: the
-    file is recorded, found or not."""
+    taken as :func:`preload_entries` takes one (``written``: as the file has it). None
+    there, or one that cannot be read (ld.so's ``access(R_OK)`` fails, or it is no regular
+    file): nothing. ``trace``: the file is recorded, found or not."""
     from moonpin.kb.files import read_regular
 
     where = host_paths(root, [PRELOAD_FILE]) if root is not None else [PRELOAD_FILE]

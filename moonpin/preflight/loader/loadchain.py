@@ -261,8 +261,8 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
         if exe is not None:  # LD_PRELOAD's objects, then /etc/ld.so.preload's (elf/rtld.c)
             pre = (list(preload) if preload is not None else
                    ldso.env_preload(exe, traced) if root is None else [])
-            proc.start(exe, [*pre, *ldso.preload_file(
-                root, image_path(root, exe) if root is not None else exe, traced)])
+            proc.start(exe, [*pre, *(p.path for p in ldso.preload_file(
+                root, image_path(root, exe) if root is not None else exe, traced))])
             if proc.start_error is not None:  # the interpreter never runs: nothing imports
                 out.chain_error = (modules[0] if modules else os.path.basename(exe),
                                    "an ld.so error", "the interpreter does not start: "

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from moonpin.readers.elf.layout import (
@@ -43,7 +43,7 @@ from moonpin.readers.elf.layout import (
 from moonpin.readers.image.layerstream import Caps, LayerReader
 from moonpin.readers.image.manifest import Image, ImageError, Layer
 
-__all__ = ["check_wants", "unpack"]
+__all__ = ["NO_READS", "READ_KINDS", "Reads", "check_wants", "unpack"]
 
 DEFAULT_MAX_BYTES = 32 << 30
 DEFAULT_MAX_READ = 512 << 30
@@ -62,8 +62,47 @@ SKELETON_MIN = 1 << 20
 #: bytes before ``PT_DYNAMIC`` held in memory while its tables are not yet known (at the
 #: file's start, and in the segment holding ``PT_DYNAMIC``); libtriton's .dynstr is 14 MB
 _RETAIN = 32 << 20
-#: folders whose objects the check reads whole (strings searched in them)
-_WHOLE_UNDER = ("mooncake", "sglang")
+#: folders whose objects the check reads whole (strings searched in SGLang's builds)
+_WHOLE_UNDER = ("sglang",)
+#: what a loader rule may declare it reads of an image (:class:`Reads`)
+READ_KINDS = ("tools", "objects", "packages", "libs")
+
+
+class Reads:
+    """What the loader rules read of an image beyond what every check reads, as data: each
+    rule's ``IMAGE_READS`` (:mod:`moonpin.preflight.extensions.seam`), merged; this reader
+    names no project. ``tools``: executables its loader runs, kept in any ``bin/`` folder;
+    ``objects``: name prefixes of the shared objects it loads wherever they lie (a cache
+    folder the image's Env or home names); ``packages``: package folders every file of which
+    it reads, wherever they lie, its objects whole (hashed against a RECORD, strings
+    searched); ``libs``: name prefixes of auditwheel ``<name>.libs`` folders read the same
+    way. An unknown kind is a ``ValueError`` (a rule's typo keeps nothing silently)."""
+
+    __slots__ = READ_KINDS
+
+    def __init__(self, *declared: Mapping[str, Iterable[str]]) -> None:
+        got: dict[str, set[str]] = {k: set() for k in READ_KINDS}
+        for d in declared:
+            for kind, names in d.items():
+                if kind not in got:
+                    raise ValueError(f"{kind!r} is no kind of image read ({READ_KINDS})")
+                got[kind].update(names)
+        self.tools: frozenset[str] = frozenset(got["tools"])
+        self.objects: tuple[str, ...] = tuple(sorted(got["objects"]))
+        self.packages: frozenset[str] = frozenset(got["packages"])
+        self.libs: tuple[str, ...] = tuple(sorted(got["libs"]))
+
+    def __repr__(self) -> str:
+        return (f"Reads(tools={sorted(self.tools)}, objects={list(self.objects)}, "
+                f"packages={sorted(self.packages)}, libs={list(self.libs)})")
+
+    def lib_folder(self, seg: str) -> bool:
+        """Whether ``seg`` is the ``.libs`` folder of a declared name."""
+        return seg.endswith(".libs") and seg.startswith(self.libs) if self.libs else False
+
+
+#: no rule's reads
+NO_READS = Reads()
 
 
 def _env_int(name: str, default: int) -> int:
@@ -79,8 +118,9 @@ def _so_file(base: str) -> bool:
     return base.endswith(".so") or ".so." in base
 
 
-def check_wants(path: str) -> bool:
-    """Whether the light check reads the file at absolute image path ``path``.
+def check_wants(path: str, reads: Reads = NO_READS) -> bool:
+    """Whether the light check reads the file at absolute image path ``path``, the loader
+    rules reading what ``reads`` says.
 
     Interpreters (``*/bin/python*``, ``libpython3*``, ``pyvenv.cfg``, the ``os.py``
     landmark and the PEP 668 ``EXTERNALLY-MANAGED`` marker of each ``lib/python3.X``, pip's
@@ -88,12 +128,11 @@ def check_wants(path: str) -> bool:
     the metadata files of every ``.dist-info`` / ``.egg-info``, every ``.py`` and ``.so``
     file in a site folder (what an import the check follows may run or load: torch's,
     each native extension's loader and builds, the NVIDIA wheels' libraries), the ``.py``
-    and ``.so`` files of SGLang wherever they are, every file of mooncake's package and
-    its ``.libs`` (their RECORD hashes tell two distributions apart), auditwheel's
-    ``*.libs`` libraries, the loader's configuration (``/etc/ld.so.*``) and the user and
-    group files (``/etc/passwd``, ``/etc/group``), a compiling loader's tools (``bin/ninja``,
-    ``bin/nvcc``) and the adapters it compiled (``_mooncake_pg_jit*.so``, in whatever cache
-    folder). The shared libraries in
+    and ``.so`` files of SGLang wherever they are, auditwheel's ``*.libs`` libraries, the
+    loader's configuration (``/etc/ld.so.*``) and the user and group files (``/etc/passwd``,
+    ``/etc/group``), and what the rules declare (:class:`Reads`: a compiling loader's tools
+    and the adapters it compiled, in whatever cache folder; every file of a package and its
+    ``.libs``, whose RECORD hashes tell two distributions apart). The shared libraries in
     library folders are not named here: :func:`unpack` keeps those the kept objects need.
     """
     p = path.lstrip("/")
@@ -120,12 +159,11 @@ def check_wants(path: str) -> bool:
         return True
     if p in ("etc/passwd", "etc/group"):  # who the config's User is
         return True
-    # a loader that compiles at first import: the tools it runs (ninja, nvcc) and the adapter
-    # it compiled into its cache folder (mooncake 0.3.14's pg.py: `_mooncake_pg_jit_<cuda|
-    # musa>*.so` in `<cache>/<key>/`), wherever the image's Env or home puts that folder
-    if parent == "bin" and base in ("ninja", "nvcc"):
+    # a loader that compiles at first import: the tools it runs and the adapter it compiled
+    # into its cache folder, wherever the image's Env or home puts that folder
+    if parent == "bin" and base in reads.tools:
         return True
-    if base.startswith("_mooncake_pg_jit") and _so_file(base):
+    if reads.objects and base.startswith(reads.objects) and _so_file(base):
         return True
     if (base.endswith(".py") or _so_file(base)) and any(
             seg in ("site-packages", "dist-packages") for seg in parts[:-1]):
@@ -133,17 +171,17 @@ def check_wants(path: str) -> bool:
     for i, seg in enumerate(parts[:-1]):
         if seg == "torch" and base.endswith(".py"):  # what `import torch` runs
             return True
-        if seg in ("sglang", "mooncake"):
+        if seg == "sglang" or seg in reads.packages:
             if base.endswith(".py") or _so_file(base):
                 return True
-            # every file of mooncake's package: two distributions over one folder are told
+            # every file of a declared package: two distributions over one folder are told
             # apart by the RECORD hash of each of their files (its sources, its binaries)
-            if seg == "mooncake" and "__pycache__" not in parts:
+            if seg in reads.packages and "__pycache__" not in parts:
                 return True
         elif seg.endswith(".libs") and i == len(parts) - 2:
-            if seg.startswith("mooncake_transfer_engine") or _so_file(base):
+            if reads.lib_folder(seg) or _so_file(base):
                 return True
-        elif seg.startswith("mooncake_transfer_engine") and seg.endswith(".libs"):
+        elif reads.lib_folder(seg):
             return True
     if parent == "torch":
         return base in ("version.py", "__init__.py") or (base.startswith("_C") and
@@ -204,9 +242,11 @@ def _dirname(p: str) -> str:
 
 class _Unpacker:
     def __init__(self, image: Image, dest: str, want: Callable[[str], bool] | None,
-                 max_bytes: int, progress: Callable[[str], None] | None) -> None:
+                 max_bytes: int, progress: Callable[[str], None] | None,
+                 reads: Reads = NO_READS) -> None:
         self.image, self.dest = image, os.path.realpath(dest)
-        self.want = want or check_wants
+        self.reads = reads
+        self.want = want or (lambda path: check_wants(path, reads))
         self.default = want is None
         self.max_bytes, self.kept = max_bytes, 0
         self.progress = progress or (lambda _s: None)
@@ -331,7 +371,7 @@ class _Unpacker:
             raise ImageError(f"{what}: /{p} is truncated in the layer")
         skeleton = None
         if self.default and size >= SKELETON_MIN and is_elf(head) \
-                and p not in self.whole and not _reads_whole(p):
+                and p not in self.whole and not _reads_whole(p, self.reads):
             skeleton = _Skeleton.plan(head, size)
         with os.fdopen(fd, "wb") as out:
             if skeleton is not None:
@@ -686,11 +726,11 @@ class _Unpacker:
                 raise ImageError(f"symlink /{p} resolves outside the unpack folder")
 
 
-def _reads_whole(p: str) -> bool:
+def _reads_whole(p: str, reads: Reads) -> bool:
     """Whether the check reads every byte of the object at root-relative ``p``: it
-    searches strings in SGLang's and mooncake's builds, and hashes each file of a mooncake
-    distribution (its package and its auditwheel ``.libs``) against its RECORD."""
-    return any(seg in _WHOLE_UNDER or (seg.startswith("mooncake") and seg.endswith(".libs"))
+    searches strings in SGLang's builds, and a rule reads its declared packages and their
+    auditwheel ``.libs`` whole (each file hashed against its RECORD, strings searched)."""
+    return any(seg in _WHOLE_UNDER or seg in reads.packages or reads.lib_folder(seg)
                for seg in p.split("/")[:-1])
 
 
@@ -892,9 +932,11 @@ def _clear(dest: str) -> None:
 
 def unpack(image: Image, dest: str, want: Callable[[str], bool] | None = None, *,
            max_bytes: int = DEFAULT_MAX_BYTES,
-           progress: Callable[[str], None] | None = None) -> None:
+           progress: Callable[[str], None] | None = None,
+           reads: Iterable[Mapping[str, Iterable[str]]] = ()) -> None:
     """Write into ``dest`` (an empty folder the caller made) the files of the image's
     final filesystem that ``want`` (absolute image path -> keep; None: :func:`check_wants`
+    with what the loader rules declare they read, ``reads``, each rule's ``IMAGE_READS``,
     plus the libraries the kept ELF objects need) selects, as if ``dest`` were ``/``.
 
     Symlinks are recreated relative and resolved inside ``dest``; hard links become hard
@@ -909,7 +951,7 @@ def unpack(image: Image, dest: str, want: Callable[[str], bool] | None = None, *
         raise ImageError(f"{dest}: the unpack folder does not exist")
     if max_bytes == DEFAULT_MAX_BYTES:
         max_bytes = _env_int("MOONPIN_IMAGE_MAX_KEPT", max_bytes)
-    u = _Unpacker(image, dest, want, max_bytes, progress)
+    u = _Unpacker(image, dest, want, max_bytes, progress, Reads(*reads))
     try:
         u.run()
     except ImageError:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.readers.image.layers import check_wants, unpack
+from moonpin.readers.image.layers import NO_READS, READ_KINDS, Reads, check_wants, unpack
 from moonpin.readers.image.manifest import ImageError, open_image
 from tests.lib.elfbuild import build_so
 from tests.lib.umoci import build_layout, need_tools, skopeo_copy
@@ -295,4 +295,62 @@ def test_multi_platform_index(tmp_path: Path) -> None:
     ("/var/jit/58667bdb1897c6214a6a/mooncake_backend.o", False),
 ])
 def test_check_wants(path: str, keep: bool) -> None:
-    assert check_wants(path) is keep
+    assert check_wants(path, _rules_reads()) is keep
+
+
+def _rules_declared() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Each loader rule's ``IMAGE_READS`` (seam.RULES), read from its module."""
+    import importlib
+
+    from moonpin.preflight.extensions import seam
+
+    return {m: getattr(importlib.import_module(f"{seam.__package__}.{m}"), "IMAGE_READS", {})
+            for m in seam.RULES.values()}
+
+
+def _rules_reads() -> Reads:
+    return Reads(*_rules_declared().values())
+
+
+def _a_path(kind: str, name: str) -> str:
+    """An image path of each declared kind of read, where no other rule keeps it."""
+    return {"tools": f"/opt/tools/bin/{name}", "objects": f"/var/cache/k/{name}x.so",
+            "packages": f"/x/site-packages/{name}/data/blob.bin",
+            "libs": f"/x/site-packages/{name}_x.libs/data/blob.bin"}[kind]
+
+
+def test_what_is_kept_beyond_every_checks_reading_is_what_the_rules_declare() -> None:
+    """The layers' reader names no project: the tools, adapters, packages and ``.libs`` a
+    loader rule reads are its ``IMAGE_READS``, each kept with the rules' reads and not
+    without them."""
+    declared = _rules_declared()
+    items = {(k, n) for d in declared.values() for k, names in d.items() for n in names}
+    assert {k for k, _ in items} <= set(READ_KINDS)
+    # mooncake's compiling loader: its tools and its cached adapter (jitenv, note6)
+    assert {("tools", "ninja"), ("tools", "nvcc"), ("objects", "_mooncake_pg_jit")} <= items
+    reads = _rules_reads()
+    for kind, name in sorted(items):
+        path = _a_path(kind, name)
+        assert check_wants(path, reads), path
+        assert not check_wants(path, NO_READS), path
+    # a kind no reader knows is an error, not a silent keep-nothing
+    with pytest.raises(ValueError, match="no kind of image read"):
+        Reads({"tool": ("ninja",)})
+
+
+def test_check_image_hands_the_rules_reads_to_the_unpacking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check --image`` unpacks with every rule's declaration (the walk reads them, data)."""
+    from moonpin.preflight.env import rootfs
+    from moonpin.preflight.run import check_image_file
+
+    seen: list[object] = []
+
+    def unpack_to(path: str, platform: object, dest: str, reads: object = ()) -> None:
+        seen.append(reads)
+        raise ImageError("stop here")
+
+    monkeypatch.setattr(rootfs, "unpack_to", unpack_to)
+    report = check_image_file(str(tmp_path / "none"), elastic_ep_backend="mooncake")
+    assert "stop here" in " ".join(report.lines())
+    assert seen and list(seen[0]) == list(_rules_declared().values())  # type: ignore[call-overload]

@@ -126,8 +126,10 @@ def _image(tmp_path: Path, objects: dict[str, Path]) -> Path:
 def test_unpack_keeps_skeletons_but_where_bytes_are_searched(
         objects: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """torch's library is written as its skeleton; mooncake's (whose strings the check
-    searches) whole; and with nothing held, the object is taken whole on a second read
-    of its layer."""
+    searches: its rule's ``IMAGE_READS``) whole; and with nothing held, the object is taken
+    whole on a second read of its layer."""
+    from moonpin.preflight.extensions.mooncake_rule import IMAGE_READS
+
     where = _image(tmp_path, objects)
     want = _facts(objects["plain"])
     for retain, note in ((layers._RETAIN, False), (64, True)):
@@ -135,7 +137,7 @@ def test_unpack_keeps_skeletons_but_where_bytes_are_searched(
         dest = tmp_path / f"root{retain}"
         dest.mkdir()
         img = open_image(str(where))
-        unpack(img, str(dest))
+        unpack(img, str(dest), reads=[IMAGE_READS])
         site = dest / "opt/venv/lib/python3.11/site-packages"
         torch_lib, mooncake_lib = site / "torch/lib/libt.so.1", site / "mooncake/libt.so.1"
         assert _facts(torch_lib) == want == _facts(mooncake_lib)

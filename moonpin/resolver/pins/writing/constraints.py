@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.distributions import torch_cpu_exclusions
-from moonpin.resolver.pins.writing.renovate import StackPlan
+from moonpin.resolver.pins.writing.renovate import StackPlan, kb_releases
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from moonpin.resolver.graph import CompatGraph
 
 __all__ = ["constraint_lines", "judged_for", "render"]
@@ -37,12 +39,14 @@ def _v(text: str) -> Version:
         return Version("0")
 
 
-def _spec(allowed: list[str], known: list[str]) -> str:
-    """A PEP 440 specifier admitting exactly ``allowed`` among ``known``."""
+def _spec(allowed: list[str], known: Callable[[], list[str]]) -> str:
+    """A PEP 440 specifier admitting exactly ``allowed`` among ``known()`` (asked only for a
+    range: the releases it holds may need the KB's facts)."""
     if len(allowed) == 1:
         return f"=={allowed[0]}"
     lo, hi = min(allowed, key=_v), max(allowed, key=_v)
-    inside = sorted((k for k in known if _v(lo) < _v(k) < _v(hi) and k not in allowed), key=_v)
+    inside = sorted((k for k in known() if _v(lo) < _v(k) < _v(hi) and k not in allowed),
+                    key=_v)
     return ",".join([f">={lo}", f"<={hi}", *(f"!={k}" for k in inside)])
 
 
@@ -53,17 +57,18 @@ def constraint_lines(g: CompatGraph, plan: StackPlan) -> list[str]:
     if plan.module is None:
         return out
     # a local CPU build of an allowed torch is excluded: pip and uv would take it
-    out.append(",".join(["torch" + _spec(plan.torches, [str(v) for v in g.torch_versions]),
+    out.append(",".join(["torch" + _spec(plan.torches, lambda: [str(v) for v in
+                                                               g.torch_versions]),
                          *torch_cpu_exclusions(sorted(plan.torches, key=_v))]))
     for dist in sorted(plan.mooncake):
-        known = [str(v) for d, v in g.mooncake if d == dist]
-        out.append(dist + _spec(plan.mooncake[dist], known))
+        out.append(dist + _spec(plan.mooncake[dist], lambda: [
+            v for d, v in kb_releases(g, "mooncake") if d == dist]))  # noqa: B023 (called now)
     for dist in g.dists():
         if dist not in plan.mooncake:
             out.append(f"{dist}<0")
     for dist in sorted(plan.natives):
-        known = [r.version for r in g.kb.native if r.dist == dist]
-        out.append(dist + _spec(plan.natives[dist], known))
+        out.append(dist + _spec(plan.natives[dist], lambda: [
+            v for d, v in kb_releases(g, "native") if d == dist]))  # noqa: B023 (called now)
     return out
 
 

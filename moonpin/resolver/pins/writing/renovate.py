@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
     from moonpin.resolver.pins.judging.judge import PinnedSet
 
-__all__ = ["GROUP_NAME", "Stack", "StackPlan", "allowed_torch", "allowed_versions",
+__all__ = ["GROUP_NAME", "Stack", "StackPlan", "allowed_torch", "allowed_versions", "kb_releases",
            "nothing_to_hold", "plan_natives", "plan_stack", "renovate_fragment", "stack_of"]
 
 _JIT_MARK = "compiles its process-group extension"
@@ -202,6 +202,22 @@ def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str]
     return allowed
 
 
+def kb_releases(g: CompatGraph, kind: str) -> list[tuple[str, str]]:
+    """(distribution, version) of every mooncake (``kind``) or extension release the KB
+    read: from its summary while the facts are not read (a query answered from the
+    resolved tables), else from the facts."""
+    if not g.loaded and g.kb_path is not None:
+        from moonpin.resolver import resolved
+
+        s = resolved.load_summary(g.kb_path)
+        if s is not None:
+            return [(h.dist, h.version) for h in (s.mooncake if kind == "mooncake"
+                                                  else s.native)]
+    if kind == "mooncake":
+        return [(d, str(v)) for d, v in g.mooncake]
+    return [(r.dist, r.version) for r in g.kb.native]
+
+
 def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *,
                  python: str | None, arch: str | None, tables: bool = True) -> None:
     """The native extensions' releases the plan allows (``plan.natives``): of each
@@ -222,7 +238,7 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
 
     if not plan.torches:
         return
-    held = sorted({r.dist for r in g.kb.native} if dists is None else set(dists))
+    held = sorted({d for d, _ in kb_releases(g, "native")} if dists is None else set(dists))
     for d in held:
         allowed: list[str] | None = None
         # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
@@ -244,28 +260,53 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
             plan.reasons.append(f"no release of {d} in the knowledge base loads with torch "
                                 f"{' or '.join(plan.torches)} beside sglang "
                                 f"{', '.join(plan.sglang_allowed)}: {d} is not held")
-    for locked, by in _locked(g, plan):
+    for locked, by in _locked(g, plan, tables):
         plan.natives.pop(locked, None)
         plan.reasons.append(f"{locked} is not held: {by}'s version lock refuses some of its "
                             f"allowed releases beside some of {by}'s (keep {locked} at "
                             f"{by}'s version; `moonpin pins` judges the pair)")
 
 
-def _locked(g: CompatGraph, plan: StackPlan) -> list[tuple[str, str]]:
+def _locked(g: CompatGraph, plan: StackPlan, tables: bool = True) -> list[tuple[str, str]]:
     """``(locked, locker)`` distributions of ``plan.natives`` where a version lock of an
-    allowed ``locker`` release refuses an allowed ``locked`` release (``rule.lock``)."""
+    allowed ``locker`` release refuses an allowed ``locked`` release (``rule.lock``): each
+    release's locks from its resolved explain table
+    (:func:`moonpin.resolver.resolved_native.version_locks`) while ``tables`` and every one
+    holds them, else from the facts."""
     from moonpin.resolver import rule
 
+    steps = _locks_tabled(g, plan) if tables and g.kb_path is not None else None
+    if steps is None:
+        steps = [(r.dist, r.version, list(dict.fromkeys(
+            (s.target, s.condition, s.effect, s.key) for w in r.wheels for rl in w.rules
+            for s in rl.steps if s.kind == "lock")))
+            for r in g.kb.native if r.version in plan.natives.get(r.dist, ())]
     out: list[tuple[str, str]] = []
-    for r in g.kb.native:
-        if r.version not in plan.natives.get(r.dist, ()):
-            continue
-        for s in {s for w in r.wheels for rl in w.rules for s in rl.steps if s.kind == "lock"}:
-            if s.target not in plan.natives or (s.target, r.dist) in out:
+    for dist, version, locks in steps:
+        for target, condition, effect, key in locks:
+            if target not in plan.natives or (target, dist) in out:
                 continue
-            if any(rule.lock(r.dist, r.version, s.target, v, s.condition, s.effect,
-                             s.key).ok is False for v in plan.natives[s.target]):
-                out.append((s.target, r.dist))
+            if any(rule.lock(dist, version, target, v, condition, effect, key).ok is False
+                   for v in plan.natives[target]):
+                out.append((target, dist))
+    return out
+
+
+def _locks_tabled(g: CompatGraph, plan: StackPlan,
+                  ) -> list[tuple[str, str, list[tuple[str, str | None, str | None,
+                                                       str | None]]]] | None:
+    """The locks of every release ``plan.natives`` allows, from the tables (None: one is
+    not tabled)."""
+    from moonpin.resolver.resolved_native import version_locks
+
+    assert g.kb_path is not None
+    out = []
+    for dist in sorted(plan.natives):
+        for version in plan.natives[dist]:
+            got = version_locks(g.kb_path, dist, version)
+            if got is None:
+                return None
+            out.append((dist, version, got))
     return out
 
 
