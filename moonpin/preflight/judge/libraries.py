@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["check_libraries", "provider_hint"]
+__all__ = ["check_libraries", "load_problem", "provider_hint"]
 
 
 #: What provides a shared library a build of a project (``{p}``: mooncake) needs, for the fix
@@ -336,3 +336,28 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str], root:
         note = (f"; {len(b.host)} left to the host's driver" if b.host else "")
         add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.bound} "
                         f"objects bind as ld.so binds them{note}"))
+
+
+def load_problem(res: Report) -> str | None:
+    """What stops the load, as the loader would say it first (None: it loads)."""
+    if res.chain_error is not None:
+        blamed, cls, message, _ = res.chain_error
+        return f"`import {blamed}` raises {cls}: {message}"
+    if res.bad:
+        path, why = sorted(res.bad.items())[0]
+        return f"{path} cannot be loaded: {why}"
+    if res.missing:
+        lib, by = next(iter(res.missing.items()))  # the first ld.so meets, breadth first
+        return f"{lib} (needed by {by}) cannot be found"
+    if res.versions:
+        obj, version, lib, _ = res.versions[0]
+        return f"version `{version}' not found (required by {os.path.basename(obj)}) in {lib}"
+    if res.unbound:
+        from moonpin.preflight.loader import ldbind
+
+        obj, sym, version, _ = res.unbound[0]
+        more = len(res.unbound) - 1
+        return (f"undefined symbol: {sym}" + (f", version {version}" if version else "")
+                + f" ({ldbind.demangle(sym)}; needed by {os.path.basename(obj)})"
+                + (f" (+{more} more)" if more else ""))
+    return None

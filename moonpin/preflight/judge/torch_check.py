@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed.image_facts import Dist, Torch
     from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["same_release", "torch_of"]
+__all__ = ["import_failure", "same_release", "torch_import", "torch_of"]
 
 
 def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
@@ -72,8 +73,14 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
     fixer.torch_cpu = not torch.cuda  # a CUDA runtime the build needs is then torch's
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
-    add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
-                    evidence=(torch_d.root if torch_d is not None else folder,)))
+    said = f"torch {torch.version}, {cuda} ({torch.cuda_evidence})"
+    failed = import_failure(ctx)
+    if failed is not None:  # what `import torch` does here, as the extensions' process has it
+        add(CheckResult("torch", "fail", f"{said}: {failed[0]}",
+                        failed[1], (torch_d.root if torch_d is not None else folder,)))
+    else:
+        add(CheckResult("torch", "pass", said,
+                        evidence=(torch_d.root if torch_d is not None else folder,)))
     if torch_d is None:
         add(CheckResult("torch metadata", "warn", f"{folder} has no distribution metadata "
                         f"(no torch-*.dist-info): `import torch` works and reports "
@@ -90,6 +97,39 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
                         + str(fixer.torch_reinstall()),
                         (os.path.join(folder, "version.py"),)))
     return torch
+
+
+def torch_import(ctx: Context) -> Report:
+    """``import torch`` in the worker's interpreter of ``ctx`` as the loader's model runs it
+    (its paths, root, loader path, preloads, importer, the check under way): the one process
+    the torch line and each extension's load start from (:func:`moonpin.preflight.loader.
+    loadchain.native_load` keeps it for the check, and its answer in the memo)."""
+    from moonpin.preflight.loader.loadchain import native_load
+
+    return native_load([], ctx.paths, None, python=ctx.python, suffixes=ctx.ext_suffixes,
+                       machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
+                       sites=ctx.sites, version=ctx.version, first=("torch",),
+                       complete=ctx.complete, run=ctx.run, importer=ctx.importer,
+                       preload=ctx.preload)
+
+
+def import_failure(ctx: Context) -> tuple[str, str | None] | None:
+    """(why ``import torch`` fails in the modelled interpreter (:func:`torch_import`), the
+    line that mends it or None), or None when it imports. A system library nobody put back
+    or a preload that stops the interpreter gets the line the image's own records give
+    (:mod:`moonpin.preflight.judge.owners`); any other failure no line here would mend."""
+    from moonpin.preflight.judge.libraries import load_problem
+
+    res = torch_import(ctx)
+    problem = load_problem(res)
+    if problem is None:
+        return None
+    from moonpin.preflight.judge.owners import load_mend
+
+    mend = load_mend(res, ctx)
+    if mend is None:
+        return problem, None
+    return f"{problem} ({mend.said})", mend.fix
 
 
 def _torch_unimportable(folder: str, ctx: Context
