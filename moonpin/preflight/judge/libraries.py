@@ -109,7 +109,7 @@ def check_libraries(builds: Sequence[str], ctx: Context,
                       complete=ctx.complete, run=ctx.run, importer=ctx.importer,
                       preload=ctx.preload)
     if res.chain_error is not None:
-        _chain_failure(res, module or "", paths, add, fixer, project, ctx.confined)
+        _chain_failure(res, module or "", paths, add, fixer, project, ctx)
         return
     if res.note is not None:
         add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
@@ -166,11 +166,17 @@ def check_libraries(builds: Sequence[str], ctx: Context,
 
 def _chain_failure(res: Report, module: str, paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None,
-                   project: str, within: Confined) -> None:
+                   project: str, ctx: Context) -> None:
     """``import module`` fails before the builds are loaded, in the code of the module
     ``res.chain_error`` blames: said as that package's failure, with the fix that puts
-    back what the failed load is about (its last failed load: the cause)."""
+    back what the failed load is about (its last failed load: the cause): a library or a
+    preload the image's records name a mend for (:func:`moonpin.preflight.judge.owners.
+    load_mend`) first."""
     assert res.chain_error is not None
+    from moonpin.preflight.judge.owners import load_mend
+
+    within = ctx.confined
+    mend = load_mend(res, ctx)
     blamed, cls, message, where = res.chain_error
     package = blamed.partition(".")[0]
     failed = [w for *_, err, _, _, w in res.loads if err is not None]
@@ -196,6 +202,8 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
     else:
         fix = (f"reinstall the distribution that provides {package} (its files do not "
                "load), then run the check again")
+    if mend is not None and mend.certain:  # the records name the owner, or the preload
+        fix, note = mend.fix, f"{note} ({mend.said})"
     at = f" ({where})" if where and where not in message else ""
     add(CheckResult("import chain", "fail",
                     f"`import {module}` fails before the build is loaded: `import {blamed}` "

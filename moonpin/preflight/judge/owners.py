@@ -88,9 +88,8 @@ def missing_mend(name: str, needer: str, ctx: Context) -> Mend:
     system = "the image's" if ctx.root is not None else "this system's"
     package, listed = _dpkg_owner(name, ctx)
     if package is not None and listed is not None:
-        return Mend(f"{listed} is gone, which {system} dpkg database lists as package "
-                    f"{package}'s", "apt-get update && apt-get install -y --reinstall "
-                    f"{package}", True)
+        said = f"{listed} is gone, which {system} dpkg database lists as package {package}'s"
+        return _dpkg_mend(name, package, said, ctx)
     nobody = f"no installed distribution's RECORD lists {name}" + (
         f"; {system} dpkg database lists it as package {package}'s, and it is there"
         if package is not None else f", nor {system} dpkg database" if _has_dpkg(ctx)
@@ -112,21 +111,23 @@ def preload_mend(message: str, ctx: Context) -> Mend:
     """What to do about a preloaded object whose need ld.so cannot find (``message``: the
     interpreter's start error, naming the need and the object): the entry that brings it
     and where it comes from (the worker's ``LD_PRELOAD``, line N of ``/etc/ld.so.preload``),
-    to remove; or the library to add, when a record here names its owner."""
+    to remove. Never the library to add instead: the tool that would add it starts with the
+    same preloads and stops too."""
     head = message.split("error while loading shared libraries: ", 1)[-1]
-    name = head.split(":", 1)[0]
     obj = head.rsplit("(needed by ", 1)[-1][:-len(_PRELOADED)]
     entries = _preload_entries(ctx)
     mine = [e for e in entries if e[1] is not None and _same(e[1], obj)]
-    blamed = mine or entries
-    said = "; ".join(f"{e[0]} ({e[2]})" for e in blamed)
-    which = ("" if mine else "one of ") + said if blamed else _shown(ctx, obj)
-    removes = " and ".join(f"remove {e[0]} from {e[2]}" for e in blamed) if mine else (
-        f"remove the entry that brings {_shown(ctx, obj)} from the preloads")
-    add = missing_mend(name, obj, ctx)
-    fix = removes + (f"; or add {name}: {add.fix}" if add.certain else "")
-    return Mend(f"ld.so stops before the interpreter runs (exit 127): {name} is needed by "
-                f"the preloaded {which}", fix, bool(mine) or add.certain)
+    if mine:
+        said = "preloaded by " + " and ".join(e[2] for e in mine)
+        removes = " and ".join(f"remove {e[0]} from {e[2]}" for e in mine)
+    else:  # a need of a preloaded object's own needs: which entry brings it is not said
+        said = "the preloads: " + ("; ".join(f"{e[0]} ({e[2]})" for e in entries)
+                                   or "none found")
+        removes = f"remove the preload that brings {_shown(ctx, obj)}"
+    # no line that adds the library instead: every program the image runs (its pip, apt,
+    # dpkg, a Dockerfile's RUN) starts with the same preloads and stops the same way
+    # (carried out on hunt-D-root-nonvshmem: its pip exits 127 too)
+    return Mend(f"exit 127 before the interpreter runs; {said}", removes, bool(mine))
 
 
 def _preload_entries(ctx: Context) -> list[tuple[str, str | None, str]]:
@@ -255,6 +256,96 @@ def _dpkg_owner(name: str, ctx: Context) -> tuple[str | None, str | None]:
     if found is not None:  # listed, and there: ld.so does not find it where it is
         return found[0], None
     return None, None
+
+
+#: what ``apt-get install`` runs here (apt-get, its download methods: apt's
+#: ``/usr/lib/apt/methods/<scheme>``), then what ``dpkg -i`` runs (dpkg, and dpkg-deb to
+#: unpack the archive)
+_APT = ("usr/bin/apt-get", "usr/lib/apt/methods/http", "usr/lib/apt/methods/https")
+_DPKG = ("usr/bin/dpkg", "usr/bin/dpkg-deb")
+
+
+def _dpkg_mend(name: str, package: str, said: str, ctx: Context) -> Mend:
+    """Put back dpkg ``package``'s files with the first tool of the image that runs without
+    ``name``: ``apt-get install --reinstall``; dpkg with the archive fetched elsewhere when
+    apt needs it (libffi: apt's http method, through gnutls and p11-kit); the archive's
+    files copied in when dpkg needs it too (libbz2: dpkg-deb)."""
+    apt = _needs(name, _APT + _DPKG, ctx)
+    if apt is None:
+        return Mend(said, f"apt-get update && apt-get install -y --reinstall {package}", True)
+    version = _dpkg_version(package, ctx)
+    if version is None:  # no version recorded: what to fetch is not known here
+        return Mend(f"{said}; apt cannot run in the image ({apt} needs {name} too)",
+                    f"install {package} again from outside the image ({apt} needs {name}, "
+                    "so apt in it cannot)", False)
+    ver, arch = version
+    name_only = package.partition(":")[0]
+    deb = f"{name_only}_{ver.replace(':', '%3a')}_{arch}.deb"
+    fetch = f"apt-get download {name_only}={ver}"
+    dpkg = _needs(name, _DPKG, ctx)
+    if dpkg is None:
+        return Mend(f"{said}; apt cannot download in the image ({apt} needs {name} too)",
+                    f"dpkg -i {deb} (fetch it where apt works, from the same release: "
+                    f"{fetch})", True)
+    return Mend(f"{said}; neither apt nor dpkg runs in the image ({dpkg} needs {name} too)",
+                f"copy {package}'s files in from its archive, unpacked where dpkg works "
+                f"({fetch} && dpkg-deb -x {deb} out; then COPY out/ /)", True)
+
+
+def _needs(name: str, tools: Sequence[str], ctx: Context) -> str | None:
+    """The first of ``tools`` (paths in the image) whose ``DT_NEEDED`` closure names
+    ``name``, as its image path, or None: its needs looked up as the image's loader cache
+    lists them, or in its default folders (a walk of names, not a load: what the tool runs
+    is not modelled)."""
+    from moonpin.preflight.access.chroot import host_path
+    from moonpin.preflight.loader import ldso
+
+    root = ctx.root or "/"
+    machine = ctx.machine or os.uname().machine
+    cache = ldso.ld_cache_paths(ldso.ld_cache_file(ctx.root), ctx.confined)
+    folders = ldso.system_lib_dirs(ctx.root, machine)
+    for tool in tools:
+        todo, seen = [os.path.join(root, tool)], set[str]()
+        while todo and len(seen) < 256:
+            path = todo.pop()
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                needed = ldso.read_dynamic(path, machine, within=ctx.confined)[0]
+            except OSError:
+                continue
+            if name in needed:
+                return "/" + tool
+            for n in needed:
+                at = cache.get(n)
+                if at is not None and ctx.root is not None:
+                    at = host_path(ctx.root, at)
+                at = at or next((os.path.join(f, n) for f in folders
+                                 if os.path.isfile(os.path.join(f, n))), None)
+                if at is not None:
+                    todo.append(at)
+    return None
+
+
+def _dpkg_version(package: str, ctx: Context) -> tuple[str, str] | None:
+    """(version, architecture) of ``package`` (``name`` or ``name:arch``) as the image's
+    dpkg ``status`` file records it installed, or None."""
+    from moonpin.kb.files import read_regular
+
+    try:
+        data = read_regular(os.path.join(ctx.root or "/", "var/lib/dpkg/status"),
+                            cap=64 << 20, what="dpkg status", within=ctx.root)
+    except OSError:
+        return None
+    name, _, arch = package.partition(":")
+    for stanza in data.decode("utf-8", "surrogateescape").split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.split("\n")
+                      if ": " in line and not line.startswith(" "))
+        if fields.get("Package") == name and (not arch or fields.get("Architecture") == arch) \
+                and fields.get("Version"):
+            return fields["Version"], fields.get("Architecture", arch or "all")
+    return None
 
 
 def _unmet(dist: Dist, dists: Sequence[Dist], ctx: Context) -> list[str]:
