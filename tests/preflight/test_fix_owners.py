@@ -266,3 +266,26 @@ def test_the_dpkg_line_is_one_the_images_own_tools_can_run(tmp_path: Path, tool:
         assert mend.fix == ("copy libffi8's files in from its archive, unpacked where dpkg "
                             "works (apt-get download libffi8=3.4.4-1 && dpkg-deb -x "
                             "libffi8_3.4.4-1_amd64.deb out; then COPY out/ /)")
+
+
+def test_an_extensions_own_load_takes_the_records_owner_over_its_rules_repair(
+        tmp_path: Path) -> None:
+    """nixl_ep's build needs a vendored library another distribution's RECORD lists, gone
+    (the real case: hunt-D-root as a Debian root without libssl.so.3, needed by nixl's
+    vendored libgrpc): that distribution is reinstalled, not nixl's build replaced."""
+    from tests.lib.extimages import add_nixl
+
+    site = torch_image(tmp_path / "site")
+    add_nixl(site, own=("ucx_fn",))
+    add_dist(site, "ucx-libs", "1.0", files=[".nixl_cu13.libs/libucx_own.so"])
+    kept = (site / ".nixl_cu13.libs/libucx_own.so").read_bytes()
+    (site / ".nixl_cu13.libs/libucx_own.so").unlink()
+    r = run(site, "--gpu-capability", "9.0", "--", "--moe-a2a-backend", "nixl", ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl_ep")
+    assert "libucx_own.so" in line and "which ucx-libs 1.0's RECORD lists" in line, r.out
+    assert r.line("torch").startswith("pass"), r.out
+    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps 'ucx-libs==1.0'"], r.out
+    (site / ".nixl_cu13.libs/libucx_own.so").write_bytes(kept)  # carried out
+    ok = run(site, "--gpu-capability", "9.0", "--", "--moe-a2a-backend", "nixl", ep=False)
+    assert ok.rc == 0 and ok.line("nixl_ep").startswith("pass"), ok.out
