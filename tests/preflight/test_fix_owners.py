@@ -263,9 +263,11 @@ def test_the_dpkg_line_is_one_the_images_own_tools_can_run(tmp_path: Path, tool:
                             "from the same release: apt-get download libffi8=3.4.4-1)")
     else:
         assert "neither apt nor dpkg runs in the image (/usr/bin/dpkg-deb needs" in mend.said
-        assert mend.fix == ("copy libffi8's files in from its archive, unpacked where dpkg "
-                            "works (apt-get download libffi8=3.4.4-1 && dpkg-deb -x "
-                            "libffi8_3.4.4-1_amd64.deb out; then COPY out/ /)")
+        assert mend.fix == ("copy the library in from libffi8's archive, unpacked where "
+                            "dpkg works (apt-get download libffi8=3.4.4-1 && dpkg-deb -x "
+                            "libffi8_3.4.4-1_amd64.deb out): "
+                            "out/usr/lib/x86_64-linux-gnu/libffi.so.8* into "
+                            "/usr/lib/x86_64-linux-gnu/ (a Dockerfile's COPY)")
 
 
 def test_an_extensions_own_load_takes_the_records_owner_over_its_rules_repair(

@@ -12,7 +12,6 @@ import os
 from _collections_abc import Mapping as _Mapping  # what collections.abc re-exports
 
 from moonpin.preflight.extensions import astread, seam
-from moonpin.preflight.judge.libraries import load_problem
 from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
@@ -322,7 +321,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     for b in builds:
         res = _load(ctx, [b.file], reached.torch and torch is not None)
         shown = os.path.relpath(b.file, os.path.dirname(found.folder))
-        problem = load_problem(res)
+        problem = _problem(res)
         if problem is not None and "?" not in b.caught and not _catches(b.caught,
                                                                          "ImportError"):
             if owner is None:  # on this failing path only: every distribution of its folder
@@ -555,7 +554,7 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
             from moonpin.preflight.judge.torch_check import torch_import
 
             res = torch_import(ctx)  # the torch line's own
-            problem = load_problem(res)
+            problem = _problem(res)
             if problem is not None:
                 return False, f"torch's import on the way fails: {problem}", \
                     _mended(res, ctx, _NO_FIX)[1]
@@ -563,7 +562,7 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
     first_problem: tuple[str, str | None] | None = None
     for build in choice.files:
         res = _load(ctx, [build], torch is not None, choice.mode)
-        problem = load_problem(res)
+        problem = _problem(res)
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
         if problem is None:
@@ -625,6 +624,15 @@ def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
                        first=("torch",) if torch_first else (), mode=mode,
                        complete=ctx.complete, run=ctx.run, importer=ctx.importer,
                        preload=ctx.preload)
+
+
+def _problem(res: Report) -> str | None:
+    """What stops the load, as the loader says it first (None: it loads): the torch line's
+    own wording (:func:`moonpin.preflight.judge.libraries.load_problem`), imported on a walk
+    only (a warm start replays the lines)."""
+    from moonpin.preflight.judge.libraries import load_problem
+
+    return load_problem(res)
 
 
 def _cudart(build: str, machine: str | None, within: Confined) -> int | None:

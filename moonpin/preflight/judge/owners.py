@@ -89,7 +89,7 @@ def missing_mend(name: str, needer: str, ctx: Context) -> Mend:
     package, listed = _dpkg_owner(name, ctx)
     if package is not None and listed is not None:
         said = f"{listed} is gone, which {system} dpkg database lists as package {package}'s"
-        return _dpkg_mend(name, package, said, ctx)
+        return _dpkg_mend(name, package, listed, said, ctx)
     nobody = f"no installed distribution's RECORD lists {name}" + (
         f"; {system} dpkg database lists it as package {package}'s, and it is there"
         if package is not None else f", nor {system} dpkg database" if _has_dpkg(ctx)
@@ -265,11 +265,12 @@ _APT = ("usr/bin/apt-get", "usr/lib/apt/methods/http", "usr/lib/apt/methods/http
 _DPKG = ("usr/bin/dpkg", "usr/bin/dpkg-deb")
 
 
-def _dpkg_mend(name: str, package: str, said: str, ctx: Context) -> Mend:
+def _dpkg_mend(name: str, package: str, listed: str, said: str, ctx: Context) -> Mend:
     """Put back dpkg ``package``'s files with the first tool of the image that runs without
     ``name``: ``apt-get install --reinstall``; dpkg with the archive fetched elsewhere when
-    apt needs it (libffi: apt's http method, through gnutls and p11-kit); the archive's
-    files copied in when dpkg needs it too (libbz2: dpkg-deb)."""
+    apt needs it (libffi: apt's http method, through gnutls and p11-kit); the library
+    (``listed``: its path in the image) copied in from the archive when dpkg needs it too
+    (libz, libbz2: dpkg-deb)."""
     apt = _needs(name, _APT + _DPKG, ctx)
     if apt is None:
         return Mend(said, f"apt-get update && apt-get install -y --reinstall {package}", True)
@@ -287,9 +288,11 @@ def _dpkg_mend(name: str, package: str, said: str, ctx: Context) -> Mend:
         return Mend(f"{said}; apt cannot download in the image ({apt} needs {name} too)",
                     f"dpkg -i {deb} (fetch it where apt works, from the same release: "
                     f"{fetch})", True)
+    folder = os.path.dirname(listed)
     return Mend(f"{said}; neither apt nor dpkg runs in the image ({dpkg} needs {name} too)",
-                f"copy {package}'s files in from its archive, unpacked where dpkg works "
-                f"({fetch} && dpkg-deb -x {deb} out; then COPY out/ /)", True)
+                f"copy the library in from {package}'s archive, unpacked where dpkg works "
+                f"({fetch} && dpkg-deb -x {deb} out): out{folder}/{name}* into {folder}/ "
+                "(a Dockerfile's COPY)", True)
 
 
 def _needs(name: str, tools: Sequence[str], ctx: Context) -> str | None:

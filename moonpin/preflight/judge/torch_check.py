@@ -20,15 +20,18 @@ if TYPE_CHECKING:
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["import_failure", "same_release", "torch_import", "torch_of"]
+__all__ = ["import_failure", "imported", "same_release", "torch_import", "torch_of"]
 
 
 def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-             ctx: Context, pkg: str | None = None) -> Torch | None:
+             ctx: Context, pkg: str | None = None, imports: bool = True) -> Torch | None:
     """torch as ``import torch`` finds it: its version is the label ``torch/version.py``
     holds (``torch.__version__``, what a loader maps onto a build), not the
     distribution metadata pip reads; None when it is missing or unreadable. ``pkg`` is the
-    torch folder the importer of ``ctx`` finds (None: the distribution's own)."""
+    torch folder the importer of ``ctx`` finds (None: the distribution's own). Its line
+    passes only when the modelled ``import torch`` does (:func:`imported`); ``imports``
+    False: the caller asks that later (a walk that starts a child first), and the line
+    says the files only until then."""
     from moonpin.preflight.installed.image_facts import (
         torch_info,
         torch_label,
@@ -73,14 +76,9 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
     fixer.torch_cpu = not torch.cuda  # a CUDA runtime the build needs is then torch's
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
-    said = f"torch {torch.version}, {cuda} ({torch.cuda_evidence})"
-    failed = import_failure(ctx)
-    if failed is not None:  # what `import torch` does here, as the extensions' process has it
-        add(CheckResult("torch", "fail", f"{said}: {failed[0]}",
-                        failed[1], (torch_d.root if torch_d is not None else folder,)))
-    else:
-        add(CheckResult("torch", "pass", said,
-                        evidence=(torch_d.root if torch_d is not None else folder,)))
+    line = CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
+                       evidence=(torch_d.root if torch_d is not None else folder,))
+    add(imported(ctx, line) if imports else line)
     if torch_d is None:
         add(CheckResult("torch metadata", "warn", f"{folder} has no distribution metadata "
                         f"(no torch-*.dist-info): `import torch` works and reports "
@@ -111,6 +109,18 @@ def torch_import(ctx: Context) -> Report:
                        sites=ctx.sites, version=ctx.version, first=("torch",),
                        complete=ctx.complete, run=ctx.run, importer=ctx.importer,
                        preload=ctx.preload)
+
+
+def imported(ctx: Context, line: CheckResult) -> CheckResult:
+    """The torch line ``line`` (a pass, from its files) as the modelled ``import torch``
+    has it (:func:`import_failure`): a failure with its mend when the import fails."""
+    if line.name != "torch" or line.status != "pass":
+        return line
+    failed = import_failure(ctx)
+    if failed is None:
+        return line
+    return CheckResult("torch", "fail", f"{line.message}: {failed[0]}", failed[1],
+                       line.evidence)
 
 
 def import_failure(ctx: Context) -> tuple[str, str | None] | None:
