@@ -291,3 +291,22 @@ def test_an_extensions_own_load_takes_the_records_owner_over_its_rules_repair(
     (site / ".nixl_cu13.libs/libucx_own.so").write_bytes(kept)  # carried out
     ok = run(site, "--gpu-capability", "9.0", "--", "--moe-a2a-backend", "nixl", ep=False)
     assert ok.rc == 0 and ok.line("nixl_ep").startswith("pass"), ok.out
+
+
+def test_hostile_dpkg_lists_and_status_name_no_owner(tmp_path: Path) -> None:
+    """A FIFO, a link out of the root, ``/dev/zero`` and a folder among the lists, and a
+    status that is a FIFO: read as nothing, never blocked on, never followed out."""
+    from moonpin.preflight.judge.owners import missing_mend
+
+    root = tmp_path / "root"
+    info = root / "var/lib/dpkg/info"
+    info.mkdir(parents=True)
+    outside = tmp_path / "outside.list"
+    outside.write_text("/usr/lib/x86_64-linux-gnu/libffi.so.8\n")
+    os.mkfifo(info / "fifo.list")
+    (info / "out.list").symlink_to(outside)
+    (info / "zero.list").symlink_to("/dev/zero")
+    (info / "dir.list").mkdir()
+    os.mkfifo(root / "var/lib/dpkg/status")
+    mend = missing_mend("libffi.so.8", str(root / "x.so"), _ctx(root))  # type: ignore[arg-type]
+    assert not mend.certain and "no owner found" in mend.said, mend.said
