@@ -282,7 +282,10 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     add(CheckResult("launch", "pass", f"{own.IMPORT} requested for "
                     + ", ".join(sorted(wanted))))
     add(kb_said)
-    torch = torch_of(torch_d, fixer, add, ctx, torch_found)
+    start = len(checks)
+    torch = torch_of(torch_d, fixer, add, ctx, torch_found, imports=False)
+    # torch's line, from its files: its import is judged after the fork (below)
+    at = next((i for i in range(start, len(checks)) if checks[i].name == "torch"), None)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
         check_sglang_torch(sglang, torch.version, fixer, add)
     # on a cold start the OWN_LINES rule's long piece is begun on a second core while
@@ -290,6 +293,10 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     # guess the sources then confirm: a load asked for with other inputs is computed afresh)
     ahead = _ahead(own, ctx, wanted, owned, torch, sglang, sglang_src, guess, kb, fixer,
                    source_cache) if begin and torch is not None else None
+    if torch is not None and at is not None:  # the modelled `import torch`, on this core
+        from moonpin.preflight.judge.torch_check import imported  # while the child works
+
+        checks[at] = imported(ctx, checks[at])
     req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src, ahead,
                              modules=own.MODULES)
     if launch_args:  # the worker's own launch arguments against this release's rules

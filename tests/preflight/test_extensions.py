@@ -443,8 +443,10 @@ def test_an_extension_that_loads_no_build_fails_where_torchs_own_import_fails(
         tmp_path: Path) -> None:
     """flashinfer loads nothing prebuilt at import, but imports torch: in an image where
     torch's own import fails (a system library its extension needs is missing: an image
-    without libffi, hunt-D-root-noffi), ``import flashinfer`` fails too; and no reinstall of
-    an extension or its pins is offered for it (it would not mend torch)."""
+    without libffi, hunt-D-root-noffi), ``import flashinfer`` fails too, and so does the
+    torch line; no reinstall of an extension or its pins is offered for it (it would not
+    mend torch): the fix says no record names the library's owner, and which object needs
+    it."""
     import importlib.machinery
 
     site = _site(tmp_path)
@@ -464,4 +466,9 @@ def test_an_extension_that_loads_no_build_fails_where_torchs_own_import_fails(
     assert line.startswith("fail") and "torch's import on the way fails" in line, r.out
     assert "libgone.so.8" in line, r.out
     assert "libgone.so.8" in r.line("sgl_kernel"), r.out
-    assert r.fixes() == [], r.out
+    assert r.line("torch").startswith("fail") and "libgone.so.8" in r.line("torch"), r.out
+    assert "no owner found" in r.line("torch"), r.out
+    fixes = r.fixes()
+    assert len(fixes) == 3 and len(set(fixes)) == 1, r.out
+    assert fixes[0].startswith("fix: install what provides libgone.so.8") and (
+        f"_sysdep{suffix} needs it" in fixes[0]) and "pip " not in fixes[0], r.out

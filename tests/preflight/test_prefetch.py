@@ -98,7 +98,8 @@ def test_the_load_comes_from_the_child(tmp_path: Path,
     monkeypatch.setattr(prefetch, "start", counted)
     monkeypatch.setattr(prefetch, "_may_fork", lambda: True)
     assert _in_process(site, kb) == alone
-    assert len(started) == 1 and taken and taken[0] is not None
+    # the torch line's own import (computed here while the child works) is not the child's
+    assert len(started) == 1 and [t for t in taken if t is not None]
     assert _gone(started[0].pid)
 
 

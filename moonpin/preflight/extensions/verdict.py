@@ -321,7 +321,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     for b in builds:
         res = _load(ctx, [b.file], reached.torch and torch is not None)
         shown = os.path.relpath(b.file, os.path.dirname(found.folder))
-        problem = _problem(res, b.file)
+        problem = _problem(res)
         if problem is not None and "?" not in b.caught and not _catches(b.caught,
                                                                          "ImportError"):
             if owner is None:  # on this failing path only: every distribution of its folder
@@ -334,12 +334,12 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
             built_for = (f" ({owner.name} {owner.version} requires torch=={pin}, torch here "
                          f"is {facts.torch})" if owner and pin and facts.torch_release() != pin
                          else "")
-            fix = None if _in_torch(res) else (
-                f"install a build of {owner.name if owner else name} made for torch "
-                f"{facts.torch_release() or 'as installed'}, or choose another {flag}")
+            own, fix = _mended(res, ctx, f"install a build of {owner.name if owner else name} "
+                               f"made for torch {facts.torch_release() or 'as installed'}, "
+                               f"or choose another {flag}")
             return CheckResult(name, "fail", f"{where}: `import {name}` fails: {b.by} "
-                               f"imports {b.module}: {shown}: {problem}{built_for}", fix,
-                               evidence)
+                               f"imports {b.module}: {shown}: {problem}{own}{built_for}",
+                               fix or None, evidence)
         if problem is not None:
             warned.append(f"{b.by} imports {b.module} " + (
                 "under a condition" if "?" in b.caught else
@@ -551,14 +551,18 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
             facts, pick, choice)
     if not choice.files:  # nothing prebuilt: what it loads is torch's import (SGLang's first)
         if torch is not None:
-            problem = _problem(_load(ctx, [], True), "")
+            from moonpin.preflight.judge.torch_check import torch_import
+
+            res = torch_import(ctx)  # the torch line's own
+            problem = _problem(res)
             if problem is not None:
-                return False, f"torch's import on the way fails: {problem}", _NO_FIX
+                return False, f"torch's import on the way fails: {problem}", \
+                    _mended(res, ctx, _NO_FIX)[1]
         return True, "imports (nothing prebuilt is loaded at import)", None
     first_problem: tuple[str, str | None] | None = None
     for build in choice.files:
         res = _load(ctx, [build], torch is not None, choice.mode)
-        problem = _problem(res, build)
+        problem = _problem(res)
         shown = os.path.join(os.path.basename(os.path.dirname(build)),
                              os.path.basename(build))
         if problem is None:
@@ -572,21 +576,39 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
                           + (", RTLD_DEEPBIND" if choice.mode and choice.mode & 8 else "")
                           + f"){extra}"), None
         if first_problem is None:
-            first_problem = (f"{shown}: {problem}", _NO_FIX if _in_torch(res) else
+            own, fix = _mended(res, ctx, None)
+            first_problem = (f"{shown}: {problem}{own}", fix if fix is not None else
                              rule.repair(facts, pick, choice))  # type: ignore[attr-defined]
     assert first_problem is not None
     tried = "" if len(choice.files) == 1 else f" (and {len(choice.files) - 1} more tried)"
     return False, first_problem[0] + tried, first_problem[1]
 
 
-#: the fix of a failure no reinstall of the extension (or its pins) mends: torch's own import
-#: fails in this image (a system library it needs, a preload): said, no line written
+#: the fix of a failure no reinstall of the extension (or its pins) mends and no record of
+#: the image names a mend for: said, no line written
 _NO_FIX = ""
 
 
 def _in_torch(res: Report) -> bool:
-    """Whether the load failed in torch's own import, before any build of the extension."""
-    return res.chain_error is not None and res.chain_error[0].split(".")[0] == "torch"
+    """Whether the load failed in torch's own import, before any build of the extension, or
+    before the interpreter ran (a preload ld.so stops at)."""
+    return res.chain_error is not None and (res.chain_error[0].split(".")[0] == "torch"
+                                            or res.chain_error[1] == "an ld.so error")
+
+
+def _mended(res: Report, ctx: Context, otherwise: str | None) -> tuple[str, str | None]:
+    """(what the image's records say about a failed load, for its message; its fix): a
+    library nobody put back or a preload (:func:`moonpin.preflight.judge.owners.load_mend`).
+    In torch's own import, or before the interpreter runs, no line of the extension's
+    mends it: the records' line, or none (:data:`_NO_FIX`); in the extension's own loads,
+    the records' line when they name an owner, else ``otherwise`` (the rule's)."""
+    from moonpin.preflight.judge.owners import load_mend
+
+    inside = _in_torch(res)
+    mend = load_mend(res, ctx)
+    if mend is None or not (inside or mend.certain):
+        return "", _NO_FIX if inside else otherwise
+    return f" ({mend.said})" if not inside else "", mend.fix
 
 
 def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
@@ -604,29 +626,13 @@ def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
                        preload=ctx.preload)
 
 
-def _problem(res: Report, build: str) -> str | None:
-    """What stops the load, as the loader would say it first (None: it loads)."""
-    if res.chain_error is not None:
-        blamed, cls, message, _ = res.chain_error
-        return f"`import {blamed}` raises {cls}: {message}"
-    if res.bad:
-        path, why = sorted(res.bad.items())[0]
-        return f"{path} cannot be loaded: {why}"
-    if res.missing:
-        lib, by = next(iter(res.missing.items()))  # the first ld.so meets, breadth first
-        return f"{lib} (needed by {by}) cannot be found"
-    if res.versions:
-        obj, version, lib, _ = res.versions[0]
-        return f"version `{version}' not found (required by {os.path.basename(obj)}) in {lib}"
-    if res.unbound:
-        from moonpin.preflight.loader import ldbind
+def _problem(res: Report) -> str | None:
+    """What stops the load, as the loader says it first (None: it loads): the torch line's
+    own wording (:func:`moonpin.preflight.judge.libraries.load_problem`), imported on a walk
+    only (a warm start replays the lines)."""
+    from moonpin.preflight.judge.libraries import load_problem
 
-        obj, sym, version, _ = res.unbound[0]
-        more = len(res.unbound) - 1
-        return (f"undefined symbol: {sym}" + (f", version {version}" if version else "")
-                + f" ({ldbind.demangle(sym)}; needed by {os.path.basename(obj)})"
-                + (f" (+{more} more)" if more else ""))
-    return None
+    return load_problem(res)
 
 
 def _cudart(build: str, machine: str | None, within: Confined) -> int | None:

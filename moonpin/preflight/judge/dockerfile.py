@@ -16,9 +16,12 @@ __all__ = ["dockerfile_fix", "for_image"]
 
 def dockerfile_fix(fix: str, pip: str) -> str:
     """A fix line that runs pip, written for a Dockerfile (``RUN pip install ...``, the
-    note after it as a shell comment); any other fix as it is."""
+    note after it as a shell comment), or apt-get (``RUN apt-get ...``); any other fix as
+    it is."""
     from moonpin.preflight.judge.fixes import shell_line
 
+    if fix.startswith("apt-get "):  # the image's own package manager, as it is
+        return "RUN " + fix
     if not fix.startswith("pip "):
         return fix
     return "RUN " + shell_line(fix, pip)

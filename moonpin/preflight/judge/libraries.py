@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["check_libraries", "provider_hint"]
+__all__ = ["check_libraries", "load_problem", "provider_hint"]
 
 
 #: What provides a shared library a build of a project (``{p}``: mooncake) needs, for the fix
@@ -109,7 +109,7 @@ def check_libraries(builds: Sequence[str], ctx: Context,
                       complete=ctx.complete, run=ctx.run, importer=ctx.importer,
                       preload=ctx.preload)
     if res.chain_error is not None:
-        _chain_failure(res, module or "", paths, add, fixer, project, ctx.confined)
+        _chain_failure(res, module or "", paths, add, fixer, project, ctx)
         return
     if res.note is not None:
         add(CheckResult("import chain", "skip", f"`import {module}`: {res.note}; the builds "
@@ -166,11 +166,17 @@ def check_libraries(builds: Sequence[str], ctx: Context,
 
 def _chain_failure(res: Report, module: str, paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None,
-                   project: str, within: Confined) -> None:
+                   project: str, ctx: Context) -> None:
     """``import module`` fails before the builds are loaded, in the code of the module
     ``res.chain_error`` blames: said as that package's failure, with the fix that puts
-    back what the failed load is about (its last failed load: the cause)."""
+    back what the failed load is about (its last failed load: the cause): a library or a
+    preload the image's records name a mend for (:func:`moonpin.preflight.judge.owners.
+    load_mend`) first."""
     assert res.chain_error is not None
+    from moonpin.preflight.judge.owners import load_mend
+
+    within = ctx.confined
+    mend = load_mend(res, ctx)
     blamed, cls, message, where = res.chain_error
     package = blamed.partition(".")[0]
     failed = [w for *_, err, _, _, w in res.loads if err is not None]
@@ -196,6 +202,8 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
     else:
         fix = (f"reinstall the distribution that provides {package} (its files do not "
                "load), then run the check again")
+    if mend is not None and mend.certain:  # the records name the owner, or the preload
+        fix, note = mend.fix, f"{note} ({mend.said})"
     at = f" ({where})" if where and where not in message else ""
     add(CheckResult("import chain", "fail",
                     f"`import {module}` fails before the build is loaded: `import {blamed}` "
@@ -336,3 +344,28 @@ def _check_symbols(b: Report, builds: Sequence[str], paths: Sequence[str], root:
         note = (f"; {len(b.host)} left to the host's driver" if b.host else "")
         add(CheckResult("symbols", "pass", f"{b.refs} undefined symbols of {b.bound} "
                         f"objects bind as ld.so binds them{note}"))
+
+
+def load_problem(res: Report) -> str | None:
+    """What stops the load, as the loader would say it first (None: it loads)."""
+    if res.chain_error is not None:
+        blamed, cls, message, _ = res.chain_error
+        return f"`import {blamed}` raises {cls}: {message}"
+    if res.bad:
+        path, why = sorted(res.bad.items())[0]
+        return f"{path} cannot be loaded: {why}"
+    if res.missing:
+        lib, by = next(iter(res.missing.items()))  # the first ld.so meets, breadth first
+        return f"{lib} (needed by {by}) cannot be found"
+    if res.versions:
+        obj, version, lib, _ = res.versions[0]
+        return f"version `{version}' not found (required by {os.path.basename(obj)}) in {lib}"
+    if res.unbound:
+        from moonpin.preflight.loader import ldbind
+
+        obj, sym, version, _ = res.unbound[0]
+        more = len(res.unbound) - 1
+        return (f"undefined symbol: {sym}" + (f", version {version}" if version else "")
+                + f" ({ldbind.demangle(sym)}; needed by {os.path.basename(obj)})"
+                + (f" (+{more} more)" if more else ""))
+    return None

@@ -18,16 +18,20 @@ if TYPE_CHECKING:
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed.image_facts import Dist, Torch
     from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["same_release", "torch_of"]
+__all__ = ["import_failure", "imported", "same_release", "torch_import", "torch_of"]
 
 
 def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
-             ctx: Context, pkg: str | None = None) -> Torch | None:
+             ctx: Context, pkg: str | None = None, imports: bool = True) -> Torch | None:
     """torch as ``import torch`` finds it: its version is the label ``torch/version.py``
     holds (``torch.__version__``, what a loader maps onto a build), not the
     distribution metadata pip reads; None when it is missing or unreadable. ``pkg`` is the
-    torch folder the importer of ``ctx`` finds (None: the distribution's own)."""
+    torch folder the importer of ``ctx`` finds (None: the distribution's own). Its line
+    passes only when the modelled ``import torch`` does (:func:`imported`); ``imports``
+    False: the caller asks that later (a walk that starts a child first), and the line
+    says the files only until then."""
     from moonpin.preflight.installed.image_facts import (
         torch_info,
         torch_label,
@@ -72,8 +76,9 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
     fixer.torch_cpu = not torch.cuda  # a CUDA runtime the build needs is then torch's
     cuda = (f"CUDA {torch.cuda}" if torch.cuda else "no CUDA"
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
-    add(CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
-                    evidence=(torch_d.root if torch_d is not None else folder,)))
+    line = CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
+                       evidence=(torch_d.root if torch_d is not None else folder,))
+    add(imported(ctx, line) if imports else line)
     if torch_d is None:
         add(CheckResult("torch metadata", "warn", f"{folder} has no distribution metadata "
                         f"(no torch-*.dist-info): `import torch` works and reports "
@@ -90,6 +95,51 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
                         + str(fixer.torch_reinstall()),
                         (os.path.join(folder, "version.py"),)))
     return torch
+
+
+def torch_import(ctx: Context) -> Report:
+    """``import torch`` in the worker's interpreter of ``ctx`` as the loader's model runs it
+    (its paths, root, loader path, preloads, importer, the check under way): the one process
+    the torch line and each extension's load start from (:func:`moonpin.preflight.loader.
+    loadchain.native_load` keeps it for the check, and its answer in the memo)."""
+    from moonpin.preflight.loader.loadchain import native_load
+
+    return native_load([], ctx.paths, None, python=ctx.python, suffixes=ctx.ext_suffixes,
+                       machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
+                       sites=ctx.sites, version=ctx.version, first=("torch",),
+                       complete=ctx.complete, run=ctx.run, importer=ctx.importer,
+                       preload=ctx.preload)
+
+
+def imported(ctx: Context, line: CheckResult) -> CheckResult:
+    """The torch line ``line`` (a pass, from its files) as the modelled ``import torch``
+    has it (:func:`import_failure`): a failure with its mend when the import fails."""
+    if line.name != "torch" or line.status != "pass":
+        return line
+    failed = import_failure(ctx)
+    if failed is None:
+        return line
+    return CheckResult("torch", "fail", f"{line.message}: {failed[0]}", failed[1],
+                       line.evidence)
+
+
+def import_failure(ctx: Context) -> tuple[str, str | None] | None:
+    """(why ``import torch`` fails in the modelled interpreter (:func:`torch_import`), the
+    line that mends it or None), or None when it imports. A system library nobody put back
+    or a preload that stops the interpreter gets the line the image's own records give
+    (:mod:`moonpin.preflight.judge.owners`); any other failure no line here would mend."""
+    from moonpin.preflight.judge.libraries import load_problem
+
+    res = torch_import(ctx)
+    problem = load_problem(res)
+    if problem is None:
+        return None
+    from moonpin.preflight.judge.owners import load_mend
+
+    mend = load_mend(res, ctx)
+    if mend is None:
+        return problem, None
+    return f"{problem} ({mend.said})", mend.fix
 
 
 def _torch_unimportable(folder: str, ctx: Context
