@@ -132,11 +132,9 @@ def preload_mend(message: str, ctx: Context) -> Mend:
 
 def _preload_entries(ctx: Context) -> list[tuple[str, str | None, str]]:
     """Each preload entry as (how it is written, the file it names here or None, where it
-    comes from): ``LD_PRELOAD``'s, then ``/etc/ld.so.preload``'s with its line. The file
-    is read again here, on this failing path only, for its line numbers (the loader's
-    model reads it as ld.so does: :func:`moonpin.preflight.loader.ldso.preload_file`)."""
-    from moonpin.kb.files import read_regular
-    from moonpin.preflight.access.chroot import host_path, image_path
+    comes from): ``LD_PRELOAD``'s, then ``/etc/ld.so.preload``'s with its line, as the
+    loader's model reads them (:func:`moonpin.preflight.loader.ldso.preload_file`)."""
+    from moonpin.preflight.access.chroot import image_path
     from moonpin.preflight.loader import ldso
 
     root = ctx.root
@@ -148,20 +146,9 @@ def _preload_entries(ctx: Context) -> list[tuple[str, str | None, str]]:
     else:
         out += [(e, e if "/" in e else None, "LD_PRELOAD in the worker's environment")
                 for e in ldso.env_preload(ctx.python)]
-    file = host_path(root, ldso.PRELOAD_FILE) if root is not None else ldso.PRELOAD_FILE
-    if file is None:
-        return out
-    try:
-        data = read_regular(file, cap=1 << 20, what="ld.so's preload list", within=root)
-    except OSError:
-        return out
     exe = image_path(root, ctx.python) if root is not None and ctx.python else ctx.python
-    for n, line in enumerate(data.decode("utf-8", "surrogateescape").split("\n"), 1):
-        words = line.partition("#")[0].replace("\t", " ").replace(":", " ").split()
-        for w in words:
-            mapped = ldso.preload_entries(w, exe, root)
-            out.append((w, mapped[0] if mapped and "/" in w else None,
-                        f"{ldso.PRELOAD_FILE} line {n}"))
+    out += [(p.written, p.path if "/" in p.path else None,
+             f"{ldso.PRELOAD_FILE} line {p.line}") for p in ldso.preload_file(root, exe)]
     return out
 
 

@@ -530,11 +530,12 @@ class Preload:
     are, or this machine's path: the host's under the root, for an image). A plain class:
     ``typing`` is not loaded at a worker's start."""
 
-    __slots__ = ("path", "written")
+    __slots__ = ("line", "path", "written")
 
-    def __init__(self, written: str, path: str) -> None:
+    def __init__(self, written: str, path: str, line: int | None = None) -> None:
         self.written = written
         self.path = path
+        self.line = line  # its line in :data:`PRELOAD_FILE`; None for ``LD_PRELOAD``'s
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Preload) and other.written == self.written
@@ -544,7 +545,7 @@ class Preload:
         return hash((self.written, self.path))
 
     def __repr__(self) -> str:
-        return f"Preload({self.written!r}, {self.path!r})"
+        return f"Preload({self.written!r}, {self.path!r}, {self.line!r})"
 
 
 def preload_entries(value: str, exe: str | None = None, root: str | None = None,
@@ -601,7 +602,8 @@ def preload_file(root: str | None = None, exe: str | None = None,
     """The entries of :data:`PRELOAD_FILE` (the image's with ``root``), preloaded after
     ``LD_PRELOAD``'s (elf/rtld.c ``dl_main``): names separated by white space or ``:``
     (``strsep`` on ``": \\t\\n"``), ``#`` starting a comment to the end of its line; each
-    taken as :func:`preload_entries` takes one (``written``: as the file has it). None
+    taken as :func:`preload_entries` takes one (``written``: as the file has it; ``line``:
+    where, for the messages and fix lines). None
     there, or one that cannot be read (ld.so's ``access(R_OK)`` fails, or it is no regular
     file): nothing. ``trace``: the file is recorded, found or not."""
     from moonpin.kb.files import read_regular
@@ -618,10 +620,11 @@ def preload_file(root: str | None = None, exe: str | None = None,
                             within=root)
     except OSError:
         return []
-    text = "\n".join(line.partition("#")[0] for line in
-                     data.decode("utf-8", "surrogateescape").split("\n"))
-    names = " ".join(text.replace("\t", " ").replace("\n", " ").split(" "))
-    return preload_entries(names, exe, root)
+    out: list[Preload] = []
+    for n, line in enumerate(data.decode("utf-8", "surrogateescape").split("\n"), 1):
+        names = line.partition("#")[0].replace("\t", " ")  # no name spans a line
+        out += [Preload(p.written, p.path, n) for p in preload_entries(names, exe, root)]
+    return out
 
 
 def _here(entries: Sequence[str]) -> list[str]:
