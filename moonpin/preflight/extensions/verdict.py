@@ -12,6 +12,7 @@ import os
 from _collections_abc import Mapping as _Mapping  # what collections.abc re-exports
 
 from moonpin.preflight.extensions import astread, seam
+from moonpin.preflight.extensions.pyread import plain
 from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
@@ -267,7 +268,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                  torch: Torch | None) -> CheckResult:
     """A requested backend's own package that no loader rule here reads: absent, the
     import the backend runs fails (certain); present, its plain import followed
-    (:func:`moonpin.preflight.extensions.astread.plain_import`: the compiled modules it reaches,
+    (:func:`moonpin.preflight.extensions.plain.plain_import`: the compiled modules it reaches,
     each loaded into the process ``import torch`` built, as the ruled ones are), said under
     that assumption; what it loads dynamically is said not judged."""
     found = facts.find(name)
@@ -279,10 +280,10 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     init = found.folder if found.module else os.path.join(found.folder, "__init__.py")
     owner = _shipped_by(facts, init)  # among the distributions the check read
     where = (f"{owner.name} {owner.version} " if owner else "") + f"at {found.folder}" + (
-        f" ({found.how})" if found.editable else "") + f" ({why}; {astread.PLAIN_ASSUMED})"
+        f" ({found.how})" if found.editable else "") + f" ({why}; {plain.PLAIN_ASSUMED})"
     evidence = (found.folder,)
     try:
-        reached = astread.plain_import(found, name, facts)
+        reached = plain.plain_import(found, name, facts)
     except astread.Unrunnable as e:
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} is "
                            f"{e.why}", _replace(facts, e.path, ctx.root), evidence)
@@ -290,7 +291,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     for top, (by, caught) in reached.others.items():  # a top-level build it imports plainly
         module = facts.find(top)
         if module is not None and module.module and module.folder.endswith(facts.suffixes):
-            builds.append(astread.Build(top, module.folder, by, caught))
+            builds.append(plain.Build(top, module.folder, by, caught))
     denied = astread.denied([*reached.files, *(b.file for b in builds)], ctx.user,
                             ctx.root, ctx.version)
     if denied is not None:  # the worker's user, not this check's, opens them
