@@ -353,6 +353,10 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                  else "")
         said.append(f"loads {shown} ({res.count} library needs of {res.objects} objects "
                     f"resolve, {res.refs} undefined symbols bind){extra}")
+    stops = _at_import(ctx, name, reached.torch and torch is not None)
+    if stops is not None:
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops}", None,
+                           evidence)
     unjudged = reached.dynamic + ([reached.unread] if reached.unread else [])
     detail = "; ".join(said) if said else "no compiled module reached by its imports"
     tail = (f"; not judged: {'; '.join(unjudged)}" if unjudged else "") + (
@@ -518,6 +522,10 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                            + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
                            (fix if fix is not None else _generic(facts, rule)) or None,
                            (found.folder,))
+    stops = _at_import(ctx, name, torch is not None)
+    if stops is not None:  # no reinstall of the extension mends a system library: no line
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops}"
+                           + (f" ({notes})" if notes else ""), None, (found.folder,))
     detail = "; ".join((f"{c.when}: " if c.when and len(results) > 1 else "") + d
                        for c, _, d, _ in results)
     return CheckResult(name, "warn" if pick.warnings else "pass",
@@ -590,8 +598,23 @@ def _in_torch(res: Report) -> bool:
     return res.chain_error is not None and res.chain_error[0].split(".")[0] == "torch"
 
 
+def _at_import(ctx: Context, name: str, torch_first: bool) -> str | None:
+    """What stops ``import name`` in the code it runs at import by calls into other modules
+    (:meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`: a decorator such as
+    ``@torch.compile`` that imports, in the end, a standard-library module whose extension
+    module does not load here), said with the way there; None: nothing it follows fails
+    (or torch's own import fails, which its line says)."""
+    if _load(ctx, [], torch_first).chain_error is not None:
+        return None
+    res = _load(ctx, [], torch_first, runs=(name,))
+    if res.chain_error is None:
+        return None
+    blamed, cls, message, _ = res.chain_error
+    return f"its code run at import imports {blamed}, whose import raises {cls}: {message}"
+
+
 def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
-          mode: int | None = None) -> Report:
+          mode: int | None = None, runs: Sequence[str] = ()) -> Report:
     """``builds`` loaded as the worker's interpreter of ``ctx`` loads them (its paths, root,
     loader path, preloads, importer, the check under way), after ``import torch`` when
     ``torch_first`` (none: torch's import alone)."""
@@ -602,7 +625,7 @@ def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
                        sites=ctx.sites, version=ctx.version,
                        first=("torch",) if torch_first else (), mode=mode,
                        complete=ctx.complete, run=ctx.run, importer=ctx.importer,
-                       preload=ctx.preload)
+                       preload=ctx.preload, runs=runs)
 
 
 def _problem(res: Report, build: str) -> str | None:
