@@ -154,7 +154,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
                      tuple(suffixes), tuple(paths),
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete)
-    key = repr(("native-v3", key_of_import, module or "", tuple(after), tuple(builds), mode)
+    key = repr(("native-v4", key_of_import, module or "", tuple(after), tuple(builds), mode)
                + ((tuple(runs),) if runs else ()))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
