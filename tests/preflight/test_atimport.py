@@ -170,3 +170,34 @@ def test_skip_is_shared_between_walks(tmp_path: Path) -> None:
     assert "bz2" in _follow(site, "pkg", skip=skip)[0]
     assert {"pkg", "helper", "helper.graphs"} <= skip
     assert _follow(site, "other", skip=skip)[0] == {}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "huge"])
+def test_hostile_module_files_end_and_claim_nothing(tmp_path: Path, kind: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FIFO, a link to ``/dev/zero``, a file past the source cap where the called module
+    is: the walk neither blocks nor reads without end, and claims nothing of it."""
+    import os
+
+    site = _site(tmp_path, {"pkg/__init__.py": "from helper import deco\ndeco()\n",
+                            "helper/__init__.py": "def deco():\n    from . import impl\n"})
+    target = site / "helper" / "impl.py"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "zero":
+        target.symlink_to("/dev/zero")
+    else:
+        monkeypatch.setattr(atimport, "_CAP_SOURCE", 1 << 10)
+        target.write_text("import bz2\n" + "#" * (2 << 10) + "\n")
+    got, why = _follow(site)
+    assert got == {} and why is None
+
+
+def test_a_bound_on_calls_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain = "".join(f"def f{i}():\n    f{i + 1}()\n\n" for i in range(50))
+    site = _site(tmp_path, {"pkg/__init__.py": chain + "def f50():\n    import bz2\n\nf0()\n"})
+    assert "bz2" in _follow(site)[0]
+    atimport._READ.clear()
+    monkeypatch.setattr(atimport, "MAX_CALLS", 20)
+    got, why = _follow(site)
+    assert got == {} and why is not None and "20 calls" in why
