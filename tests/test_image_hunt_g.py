@@ -1,5 +1,5 @@
 """Opt-in (``-m image``): packages no loader rule of moonpin reads, judged by following their
-plain import (:func:`moonpin.preflight.extensions.astread.plain_import`), against what
+plain import (:func:`moonpin.preflight.extensions.pyread.plain.plain_import`), against what
 ``import <package>`` really does in real images built by ``tests/realimg/stack.sh --hunt-g``
 under ``MOONPIN_TEST_REALIMG`` (``hunt-G-*``: hard-link copies of ``stack`` with real wheels
 of the index installed by their own pip; the truth is ``probe_stack.py``'s ``import@<name>``

@@ -1,6 +1,6 @@
 """A launch backend's package that no loader rule here reads (issue 39: ``--moe-a2a-backend
 mori`` imports ``mori``), judged by following its plain import
-(:func:`moonpin.preflight.extensions.astread.plain_import`): each compiled module its
+(:func:`moonpin.preflight.extensions.pyread.plain.plain_import`): each compiled module its
 imports reach loaded into the process ``import torch`` built, as the ruled ones are. Each
 case on a throwaway image whose builds gcc makes with chosen undefined symbols and
 libraries; before this path every one of them said "found; its build is not judged"."""

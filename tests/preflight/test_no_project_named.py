@@ -23,7 +23,8 @@ MACHINERY = sorted([*(PREFLIGHT / "judge").glob("*.py"), *(PREFLIGHT / "probe").
                     *(PREFLIGHT / "installed").glob("*.py"),
                     *(PREFLIGHT / n for n in ("run.py", "written.py", "extensions_only.py")),
                     *(PREFLIGHT / "extensions" / n for n in ("verdict.py", "wanted.py",
-                                                             "astread.py"))])
+                                                             "astread.py")),
+                    *(PREFLIGHT / "extensions" / "pyread").glob("*.py")])
 #: What a module may name, with why: the knowledge base's sections are named after projects
 #: (its schema), and the check refuses a KB whose section it reads is misshapen, as pydantic
 #: would.

@@ -98,3 +98,50 @@ def test_a_root_without_libffi_fails_ctypes_and_what_imports_it(tmp_path: Path) 
     real, model = _real(root), _model(root)
     assert "libffi.so.8: cannot open shared object file" in real, real
     assert "libffi.so.8: cannot open shared object file" in model, model
+
+
+#: the decorator module of the cases below: its function imports a submodule whose top level
+#: imports bz2 (``@torch.compile`` -> ``torch._dynamo``… -> ``networkx`` -> ``import bz2``, in
+#: small: code run at import by a call into another module, issue 39's libbz2 root)
+HELPER = {
+    "helper/__init__.py": "def deco(fn=None, **kw):\n    from helper import compiler\n"
+                          "    return fn if fn is not None else deco\n\n"
+                          "def setup():\n    import lzma\n",
+    "helper/compiler.py": "from .graphs import plot\n",
+    "helper/graphs.py": "import bz2\n\ndef plot():\n    pass\n",
+}
+CALL_CASES = [
+    ({"pkg/__init__.py": "from helper import deco\n\n@deco\ndef f():\n    pass\n"},
+     "libbz2.so.1.0"),
+    ({"pkg/__init__.py": "import helper\n\n@helper.deco(dynamic=True)\ndef f():\n    pass\n"},
+     "libbz2.so.1.0"),
+    # a module-level call into a module the chain runs itself (a top-level one imported by
+    # the package): its evaluator already followed that call
+    ({"pkg/__init__.py": "import helper as h\nh.setup()\n"}, "liblzma.so.5"),
+    ({"pkg/__init__.py": "try:\n    from helper import deco\n\n    @deco\n    def f():\n"
+                         "        pass\nexcept ImportError:\n    f = None\n"}, None),
+    ({"pkg/__init__.py": "from helper import deco\n\ndef later():\n    deco()\n"}, None),
+    ({"pkg/__init__.py": "import other\n\ndef f(n=0):\n    return f(n + 1) if n else 0\n\nf()\n",
+      "other/__init__.py": "import pkg\n\ndef g():\n    import os\n    if os.environ.get('X'):"
+                           "\n        import lzma\n    g2()\n\ndef g2():\n    g()\n"}, None),
+]
+
+
+@pytest.mark.parametrize(("files", "missing"), CALL_CASES)
+def test_code_run_at_import_by_a_call_loads_what_it_imports(
+        tmp_path: Path, files: dict[str, str], missing: str | None) -> None:
+    """A decorator applied at import, a module-level call: the called function's imports
+    run at import, and the standard library's extension modules they reach are loaded."""
+    root = _root(tmp_path)
+    site = root / f"opt/venv/lib/python{PY}/site-packages"
+    for rel, text in {**HELPER, **files}.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    real, model = _real(root), _model(root)
+    if missing is None:
+        assert real == "ok" and model == "ok", (real, model)
+    else:
+        assert f"{missing}: cannot open shared object file" in real, real
+        assert f"{missing}: cannot open shared object file" in model, model
+        if "deco" in files["pkg/__init__.py"]:  # the evaluator does not apply decorators
+            assert " calls " in model and "the way there" in model, model

@@ -77,7 +77,7 @@ would shadow in the very environment it reads) defines:
 
 A package no rule reads (a launch backend's own package: ``--moe-a2a-backend mori``
 imports ``mori``; any new project) is not skipped: its plain import is followed
-(:func:`moonpin.preflight.extensions.astread.plain_import`: the compiled modules its
+(:func:`moonpin.preflight.extensions.pyread.plain.plain_import`: the compiled modules its
 ``__init__`` and the package's own modules import, found as the importer finds them) and
 each is loaded into the process ``import torch`` built, as a rule's choices are; the line
 says that assumption, and "not judged" for what the import loads by a computed name or

@@ -12,6 +12,7 @@ import os
 from _collections_abc import Mapping as _Mapping  # what collections.abc re-exports
 
 from moonpin.preflight.extensions import astread, seam
+from moonpin.preflight.extensions.pyread import plain
 from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
@@ -267,7 +268,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                  torch: Torch | None) -> CheckResult:
     """A requested backend's own package that no loader rule here reads: absent, the
     import the backend runs fails (certain); present, its plain import followed
-    (:func:`moonpin.preflight.extensions.astread.plain_import`: the compiled modules it reaches,
+    (:func:`moonpin.preflight.extensions.plain.plain_import`: the compiled modules it reaches,
     each loaded into the process ``import torch`` built, as the ruled ones are), said under
     that assumption; what it loads dynamically is said not judged."""
     found = facts.find(name)
@@ -279,10 +280,10 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     init = found.folder if found.module else os.path.join(found.folder, "__init__.py")
     owner = _shipped_by(facts, init)  # among the distributions the check read
     where = (f"{owner.name} {owner.version} " if owner else "") + f"at {found.folder}" + (
-        f" ({found.how})" if found.editable else "") + f" ({why}; {astread.PLAIN_ASSUMED})"
+        f" ({found.how})" if found.editable else "") + f" ({why}; {plain.PLAIN_ASSUMED})"
     evidence = (found.folder,)
     try:
-        reached = astread.plain_import(found, name, facts)
+        reached = plain.plain_import(found, name, facts)
     except astread.Unrunnable as e:
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} is "
                            f"{e.why}", _replace(facts, e.path, ctx.root), evidence)
@@ -290,7 +291,7 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     for top, (by, caught) in reached.others.items():  # a top-level build it imports plainly
         module = facts.find(top)
         if module is not None and module.module and module.folder.endswith(facts.suffixes):
-            builds.append(astread.Build(top, module.folder, by, caught))
+            builds.append(plain.Build(top, module.folder, by, caught))
     denied = astread.denied([*reached.files, *(b.file for b in builds)], ctx.user,
                             ctx.root, ctx.version)
     if denied is not None:  # the worker's user, not this check's, opens them
@@ -352,6 +353,10 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                  else "")
         said.append(f"loads {shown} ({res.count} library needs of {res.objects} objects "
                     f"resolve, {res.refs} undefined symbols bind){extra}")
+    stops = _at_import(ctx, name, reached.torch and torch is not None)
+    if stops is not None:
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops[0]}",
+                           stops[1], evidence)
     unjudged = reached.dynamic + ([reached.unread] if reached.unread else [])
     detail = "; ".join(said) if said else "no compiled module reached by its imports"
     tail = (f"; not judged: {'; '.join(unjudged)}" if unjudged else "") + (
@@ -517,6 +522,10 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                            + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
                            (fix if fix is not None else _generic(facts, rule)) or None,
                            (found.folder,))
+    stops = _at_import(ctx, name, torch is not None)
+    if stops is not None:  # no reinstall of the extension mends a system library
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops[0]}"
+                           + (f" ({notes})" if notes else ""), stops[1], (found.folder,))
     detail = "; ".join((f"{c.when}: " if c.when and len(results) > 1 else "") + d
                        for c, _, d, _ in results)
     return CheckResult(name, "warn" if pick.warnings else "pass",
@@ -611,8 +620,28 @@ def _mended(res: Report, ctx: Context, otherwise: str | None) -> tuple[str, str 
     return f" ({mend.said})" if not inside else "", mend.fix
 
 
+def _at_import(ctx: Context, name: str, torch_first: bool) -> tuple[str, str | None] | None:
+    """What stops ``import name`` in the code it runs at import by calls into other modules
+    (:meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`: a decorator such as
+    ``@torch.compile`` that imports, in the end, a standard-library module whose extension
+    module does not load here), said with the way there, and its fix: the image's records'
+    line for the library (:func:`_mended`), never a reinstall of the extension; None:
+    nothing it follows fails (or torch's own import fails, which its line says)."""
+    if _load(ctx, [], torch_first).chain_error is not None:
+        return None
+    res = _load(ctx, [], torch_first, runs=(name,))
+    if res.chain_error is None:
+        return None
+    from moonpin.preflight.judge.owners import load_mend
+
+    blamed, cls, message, _ = res.chain_error
+    mend = load_mend(res, ctx)  # as torch's line: the records' line, else the honest one
+    return (f"its code run at import imports {blamed}, whose import raises {cls}: "
+            f"{message}" + (f" ({mend.said})" if mend else ""), mend.fix if mend else None)
+
+
 def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
-          mode: int | None = None) -> Report:
+          mode: int | None = None, runs: Sequence[str] = ()) -> Report:
     """``builds`` loaded as the worker's interpreter of ``ctx`` loads them (its paths, root,
     loader path, preloads, importer, the check under way), after ``import torch`` when
     ``torch_first`` (none: torch's import alone)."""
@@ -623,7 +652,7 @@ def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
                        sites=ctx.sites, version=ctx.version,
                        first=("torch",) if torch_first else (), mode=mode,
                        complete=ctx.complete, run=ctx.run, importer=ctx.importer,
-                       preload=ctx.preload)
+                       preload=ctx.preload, runs=runs)
 
 
 def _problem(res: Report) -> str | None:

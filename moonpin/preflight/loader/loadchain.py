@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.env.context import Run
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.metapath import Importer
+    from moonpin.preflight.pyimport.pyrun import Chain
 
 __all__ = ["Report", "native_load", "owned", "release"]
 
@@ -124,7 +125,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 after: Sequence[str] = (), complete: bool = True,
                 run: Run | None = None, mode: int | None = None,
                 importer: Importer | None = None,
-                preload: Sequence[str] | None = None) -> Report:
+                preload: Sequence[str] | None = None, runs: Sequence[str] = ()) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -138,7 +139,11 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     importer`), which the import chain finds its modules with (None: one is made).
     ``preload``: the ``LD_PRELOAD`` entries the interpreter starts with (an image's: names,
     or host paths under ``root``; default: this process's for this machine, none for an
-    image), mapped at its start before what it needs, then ``/etc/ld.so.preload``'s."""
+    image), mapped at its start before what it needs, then ``/etc/ld.so.preload``'s.
+    ``runs``: packages whose own import is not modelled here (a rule reads it) but whose
+    code run at import by calls is followed after the builds load
+    (:meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`: the standard library's
+    extension modules it reaches, loaded into the same process)."""
     machine = machine or os.uname().machine
     pre = ("\x02".join(preload) if preload is not None
            else os.environ.get("LD_PRELOAD", "") if root is None else "")
@@ -149,7 +154,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
                      tuple(suffixes), tuple(paths),
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete)
-    key = repr(("native-v3", key_of_import, module or "", tuple(after), tuple(builds), mode))
+    key = repr(("native-v4", key_of_import, module or "", tuple(after), tuple(builds), mode)
+               + ((tuple(runs),) if runs else ()))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
         ahead = _prefetched(run, key) if run is not None else None
@@ -159,7 +165,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
                        complete, mode, importer, shared,
-                       repr((key_of_import, sites, version, id(importer))), preload)
+                       repr((key_of_import, sites, version, id(importer))), preload, runs)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -205,10 +211,12 @@ class _Imported:
     chain read (``trace``, ``env_read``), the loads it made, and how it ended
     (``chain_error``, ``note``: as :class:`Report` says them)."""
 
-    __slots__ = ("chain_error", "env_read", "loads", "note", "proc", "trace")
+    __slots__ = ("chain", "chain_error", "env_read", "loads", "note", "proc", "trace")
 
     def __init__(self, proc: ldproc.Process, trace: ldso.Trace) -> None:
         self.proc = proc
+        #: the import chain that built it (None: the interpreter never ran)
+        self.chain: Chain | None = None
         self.trace = trace
         self.chain_error: tuple[str, str, str, str] | None = None
         self.note: str | None = None
@@ -276,6 +284,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
             try:
                 for m in modules:
                     chain.import_module(m, main)
+                chain.at_import(modules)  # the code they run at import by calls, followed
             except Raised as r:
                 e = r.exc
                 out.chain_error = (e.module, e.cls, _said(e), e.path)
@@ -291,6 +300,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
                             f"too deep to follow: {type(e).__name__})")
         out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
         out.env_read = chain.env_read
+        out.chain = chain
     except BaseException:
         proc.close()  # each table's mapping holds a descriptor: not left to the collector
         raise
@@ -326,7 +336,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              importer: Importer | None = None, shared: dict[str, object] | None = None,
-             base: str = "", preload: Sequence[str] | None = None
+             base: str = "", preload: Sequence[str] | None = None, runs: Sequence[str] = ()
              ) -> tuple[object, set[str], dict[str, str | None]]:
     """``modules`` imported, then ``builds`` loaded (:func:`native_load`). ``shared``: where
     the check keeps the processes its imports built (``Run.processes``), ``base`` the key
@@ -366,6 +376,9 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
                 out.objects += len(counted)
                 out.count += sum(len(o.needed) for o in counted)
             out.host_missing = dict(proc.host_missing)
+            if runs and after.chain is not None and not (
+                    out.missing or out.bad or out.versions or out.unbound):
+                _at_import(out, after.chain, proc, runs, builds, traced.paths)
         if traced.used_cwd:
             try:
                 out.cwd = os.getcwd()
@@ -374,6 +387,34 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         return out.dump(), traced.paths, env_read
     finally:
         proc.close()  # each table's mapping holds a descriptor: not left to the collector
+
+
+def _at_import(out: Report, chain: Chain, proc: ldproc.Process, runs: Sequence[str],
+               builds: Sequence[str], trace: set[str]) -> None:
+    """The code importing ``runs`` runs by calls, followed in ``proc`` (the process
+    ``chain`` left, or a copy of it, the builds loaded): its failure is the import's."""
+    from moonpin.preflight.pyimport.pyeval import Budget, Raised
+    from moonpin.preflight.pyimport.pyrun import Chain
+
+    unloadable = chain.unloadable_std()
+    if not unloadable:
+        return
+    more = Chain(proc, chain.paths, request="", suffixes=chain.suffixes, sites=chain.sites,
+                 root=chain.root, version=chain.version, python=chain.python, stop=builds,
+                 trace=trace, complete=chain.complete, importer=chain.importer,
+                 unloadable=unloadable)
+    more.walked.update(chain.walked)
+    try:
+        more.at_import(runs)
+    except Raised as r:
+        e = r.exc
+        out.chain_error = (e.module, e.cls, _said(e), e.path)
+    except Budget as b:
+        out.note = f"the code run at import was not followed to its end ({b})"
+    except (RecursionError, MemoryError) as e:
+        out.note = f"the code run at import was not followed to its end ({type(e).__name__})"
+    out.loads = [*out.loads, *((x.path, x.mode, x.error, x.module, x.how, x.why)
+                               for x in more.loads)]  # not the shared process's list
 
 
 def release(run: Run) -> None:

@@ -192,6 +192,21 @@ class _Environ(dict):  # type: ignore[type-arg]
     keys = values = items = _listed  # type: ignore[assignment]
 
 
+def _route(steps: Sequence[str]) -> str:
+    """A walk's route (``file:line imports|calls what`` each) said short: its first step,
+    the calls on the way (up to four) and its last two steps, ``…`` where steps are left
+    out."""
+    keep = {0, len(steps) - 2, len(steps) - 1}
+    keep |= set([i for i, s in enumerate(steps) if " calls " in s][:4])
+    out: list[str] = []
+    for i, s in enumerate(steps):
+        if i in keep:
+            out.append(s)
+        elif out and out[-1] != "…":
+            out.append("…")
+    return " -> ".join(out)
+
+
 class Chain(Host):
     """The import system of one interpreter over ``paths`` (its ``sys.path``), its loader
     ``proc``. ``request``: the package whose modules are all walked; ``stop``: files not
@@ -204,7 +219,8 @@ class Chain(Host):
                  root: str | None = None, version: tuple[int, int] | None = None,
                  python: str | None = None, stop: Sequence[str] = (),
                  trace: set[str] | None = None, complete: bool = True,
-                 importer: Importer | None = None) -> None:
+                 importer: Importer | None = None,
+                 unloadable: Sequence[str] | None = None) -> None:
         self.proc = proc
         self.complete = complete
         self.paths = list(paths)
@@ -237,6 +253,11 @@ class Chain(Host):
         #: the standard library's modules whose extension modules were loaded
         self._std_loaded: set[str] = set()
         self._std_busy: set[str] = set()  # being loaded (ctypes._endian imports ctypes)
+        #: the standard library's extension modules that fail to load here (None: not yet
+        #: known; handed down by a chain over the process this one's is a copy of)
+        self._unloadable = None if unloadable is None else list(unloadable)
+        #: the modules whose code run at import :meth:`at_import` walked already
+        self.walked: set[str] = set()
 
     # ------------------------------------------------------------------ finding modules
     def _seen(self, path: str) -> None:
@@ -374,6 +395,69 @@ class Chain(Host):
         finally:
             self._std_busy.discard(name)
         self._std_loaded.add(name)  # a failed one is tried again, as Python tries it
+
+    def unloadable_std(self) -> list[str]:
+        """The standard library's extension modules (those of the interpreter's folders on
+        ``sys.path``: ``lib-dynload``'s ``_bz2``, ``_ctypes``, ``_ssl``…) that do not load
+        into a copy of this process (a library they need not found), as ld.so would fail
+        them; computed once. When none fails, no code an import runs can
+        fail on one, whatever it calls: :meth:`at_import` then reads nothing."""
+        if self._unloadable is None:
+            found: dict[str, str] = {}
+            for folder in self.paths:
+                for entry in sorted(self.importer.listing(folder)):
+                    stem = next((entry[:-len(x)] for x in self.suffixes if entry.endswith(x)),
+                                None)
+                    if stem and stem in _STDLIB and stem not in found:
+                        found[stem] = os.path.join(folder, entry)
+            # one whose needs are all mapped already cannot miss one (most: libc, libm);
+            # the others are mapped in a copy for what ld.so needs found, not each symbol
+            # bound (a module that maps but binds badly is failed by its own load)
+            from moonpin.preflight.loader import ldso
+
+            mapped = {k for k in self.proc.names if "/" not in k}
+            rest = []
+            for name, file in sorted(found.items()):
+                try:
+                    needed = ldso.read_dynamic_flags(file, self.proc.machine, self.proc.trace,
+                                                     self.within)[0]
+                except OSError:
+                    needed = ("?",)
+                if not set(needed) <= mapped:
+                    rest.append((name, file))
+            self._unloadable = []
+            if rest:
+                copy = self.proc.fork(lambda _path: False, self.proc.trace)
+                try:
+                    self._unloadable = [name for name, file in rest
+                                        if copy.dlopen(file, ldproc.RTLD_NOW).error is not None]
+                finally:
+                    copy.close()
+        return list(self._unloadable)
+
+    def at_import(self, modules: Sequence[str]) -> None:
+        """The code importing ``modules`` runs by calling into other modules (a decorator
+        applied at import, a module-level call: :mod:`moonpin.preflight.pyimport.atimport`),
+        followed to the standard library's modules it certainly imports, whose extension
+        modules are loaded as an import of them would (:meth:`_std_natives`): raises what
+        the first failing one raises, the way there said. Only when one of them fails to
+        load here (:meth:`unloadable_std`); raises :class:`Budget` past the walk's bounds."""
+        if not self.unloadable_std():
+            return
+        from moonpin.preflight.pyimport import atimport
+
+        def std(name: str, by: str, file: str, route: list[str]) -> None:
+            try:
+                self._std_natives(name, ModuleValue(by, "py", file), 0)
+            except Raised as r:
+                r.exc.message = f"{r.exc.message} (the way there: {_route(route)})"
+                raise
+
+        why = atimport.follow(self.importer, modules, std, within=self.within,
+                              seen=self._seen, skip=self.walked,
+                              roots=[p for p in self.paths if p])
+        if why is not None:
+            raise Budget(why)
 
     def _std_spec(self, name: str) -> tuple[str, str, list[str] | None] | None:
         """A standard library module as the importer finds it (:meth:`_find`), a submodule
