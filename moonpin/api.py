@@ -245,8 +245,9 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
         return _explain_stack(kb_file, g, sglang, mooncake, extensions, torch, python, arch)
     if sglang is None or mooncake is None:
         raise UsageError("explain needs sglang==V and a mooncake DIST==V or extension "
-                         "releases (and optionally torch==T)", hint="e.g. moonpin explain sglang==0.5.18 "
-                                           "mooncake-transfer-engine-cuda13==0.3.13")
+                         "releases (and optionally torch==T)",
+                         hint="e.g. moonpin explain sglang==0.5.18 "
+                              "mooncake-transfer-engine-cuda13==0.3.13")
     from moonpin.resolver import query
 
     return query.explain(g or _graph(kb_file), sglang, mooncake, torch=torch, python=python,
