@@ -169,16 +169,11 @@ def fstring_heads(tree: ast.AST) -> Iterator[tuple[str, list[str], ast.JoinedStr
 
 
 def attr_path(node: ast.AST) -> str | None:
-    """``torch.version.cuda`` for that attribute chain (None: not a plain chain)."""
-    import ast
+    """``torch.version.cuda`` for that attribute chain (None: not a plain chain): the
+    importer model's one reading (:func:`moonpin.preflight.pyimport.atimport.dotted`)."""
+    from moonpin.preflight.pyimport.atimport import dotted
 
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id, *reversed(parts)])
-    return None
+    return dotted(node)
 
 
 def join_split(node: ast.AST) -> tuple[str, str, str, int] | None:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.pyimport.metapath import Importer
 
-__all__ = ["MAX_CALLS", "MAX_MODULES", "follow", "function_facts", "module_facts"]
+__all__ = ["MAX_CALLS", "MAX_MODULES", "dotted", "follow", "function_facts", "module_facts"]
 
 #: the modules whose top level a walk reads at most (torch's ``_dynamo`` with what it imports
 #: is about 1,300)
@@ -63,7 +63,8 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 _READ: dict[tuple[str, str, int, int, str | None], Any] = {}
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted(node: ast.AST) -> str | None:
+    """``torch.version.cuda`` for that attribute chain (None: not a plain chain)."""
     import ast
 
     parts = []
@@ -127,8 +128,8 @@ class _Reader:
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for d in stmt.decorator_list:  # applied at definition: a call of each
                     self.calls(d, guard, out)
-                    if not isinstance(d, ast.Call) and _dotted(d):
-                        out.append(["c", _dotted(d), d.lineno, guard])
+                    if not isinstance(d, ast.Call) and dotted(d):
+                        out.append(["c", dotted(d), d.lineno, guard])
                 for dv in [*stmt.args.defaults, *stmt.args.kw_defaults]:
                     if dv is not None:
                         self.calls(dv, guard, out)
@@ -138,15 +139,15 @@ class _Reader:
             elif isinstance(stmt, ast.ClassDef):
                 for d in stmt.decorator_list:
                     self.calls(d, guard, out)
-                    if not isinstance(d, ast.Call) and _dotted(d):
-                        out.append(["c", _dotted(d), d.lineno, guard])
+                    if not isinstance(d, ast.Call) and dotted(d):
+                        out.append(["c", dotted(d), d.lineno, guard])
                 for n in [*stmt.bases, *(k.value for k in stmt.keywords)]:
                     self.calls(n, guard, out)
                 self.body(stmt.body, guard, out, {}, False)  # a class body runs at once
                 bind[stmt.name] = ["o"]
             elif isinstance(stmt, ast.If):
                 self.calls(stmt.test, guard, out)
-                if (_dotted(stmt.test) or "").rpartition(".")[2] != "TYPE_CHECKING":
+                if (dotted(stmt.test) or "").rpartition(".")[2] != "TYPE_CHECKING":
                     self.body(stmt.body, _guard(guard, "?"), out, bind, keep_defs)
                 self.body(stmt.orelse, _guard(guard, "?"), out, bind, keep_defs)
             elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
@@ -193,7 +194,7 @@ class _Reader:
         while todo:
             n = todo.pop()
             if isinstance(n, ast.Call):
-                callee = _dotted(n.func)
+                callee = dotted(n.func)
                 if callee is not None:
                     out.append(["c", callee, n.lineno, guard])
             elif isinstance(n, ast.Name):
