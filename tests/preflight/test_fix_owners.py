@@ -310,3 +310,16 @@ def test_hostile_dpkg_lists_and_status_name_no_owner(tmp_path: Path) -> None:
     os.mkfifo(root / "var/lib/dpkg/status")
     mend = missing_mend("libffi.so.8", str(root / "x.so"), _ctx(root))  # type: ignore[arg-type]
     assert not mend.certain and "no owner found" in mend.said, mend.said
+
+
+def test_a_hostile_requirement_of_the_needer_is_passed_over(tmp_path: Path) -> None:
+    """A Requires-Dist line whose marker cannot be evaluated (an undefined comparison, an
+    undefined name, a 5,000-digit version) says nothing about what is missing: the others
+    are still named, and nothing raises on this failing path."""
+    from moonpin.preflight.judge.owners import _unmet
+
+    dist = SimpleNamespace(name="needer", requires=(
+        'a; python_version ~= "abc"', "b; platform_release >= '5'",
+        "c==" + "9" * 5000, "d>=1; python_version >= '3'", "((("))
+    got = _unmet(dist, [dist], _ctx(tmp_path))  # type: ignore[arg-type]
+    assert got == ["c==" + "9" * 5000, "d>=1"], got

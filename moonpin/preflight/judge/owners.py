@@ -343,8 +343,7 @@ def _unmet(dist: Dist, dists: Sequence[Dist], ctx: Context) -> list[str]:
     target: its Python, Linux, its machine; extras left out) whose distribution is not
     installed, each as pip takes it (name, extras, specifier; no marker)."""
     try:
-        from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.requirements import Requirement
         from packaging.utils import canonicalize_name
     except ImportError:  # packaging absent (moonpin put on PYTHONPATH by hand)
         return []
@@ -360,7 +359,9 @@ def _unmet(dist: Dist, dists: Sequence[Dist], ctx: Context) -> list[str]:
             req = Requirement(text)
             if req.marker is not None and not req.marker.evaluate(env):
                 continue
-        except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
+        except (ValueError, LookupError, TypeError):
+            # an invalid line or marker, an undefined name or comparison (UndefinedComparison:
+            # `python_version ~= "abc"`) says nothing about what is missing
             continue
         if canonicalize_name(req.name) not in have:
             extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
