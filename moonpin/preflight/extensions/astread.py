@@ -252,6 +252,8 @@ def _file_imports(path: str, within: Confined) -> dict[str, Any] | None:
     names the ``except`` clauses around it name (``"*"``: a bare ``except``)."""
     import ast
 
+    from moonpin.preflight.pyimport.atimport import caught_names
+
     tree = parse(path, within)
     if tree is None:
         return None
@@ -266,14 +268,7 @@ def _file_imports(path: str, within: Confined) -> dict[str, Any] | None:
                 out.append([stmt.module or "", stmt.level, [a.name for a in stmt.names],
                             stmt.lineno, caught])
             elif isinstance(stmt, ast.Try):
-                names = list(caught)
-                for h in stmt.handlers:
-                    if h.type is None:
-                        names.append("*")
-                    for n in ast.walk(h.type) if h.type is not None else ():
-                        if isinstance(n, (ast.Name, ast.Attribute)):
-                            names.append(n.id if isinstance(n, ast.Name) else n.attr)
-                walk(stmt.body, names)
+                walk(stmt.body, [*caught, *caught_names(stmt.handlers)])
                 for part in (*(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
                     walk(part, caught)
             elif isinstance(stmt, (ast.If, ast.For, ast.While)):

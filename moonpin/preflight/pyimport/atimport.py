@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.pyimport.metapath import Importer
 
-__all__ = ["MAX_CALLS", "MAX_MODULES", "dotted", "follow", "function_facts", "module_facts"]
+__all__ = ["MAX_CALLS", "MAX_MODULES", "caught_names", "dotted", "follow", "function_facts",
+           "module_facts"]
 
 #: the modules whose top level a walk reads at most (torch's ``_dynamo`` with what it imports
 #: is about 1,300)
@@ -76,13 +77,15 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _handlers(handlers: list[ast.ExceptHandler]) -> list[str]:
+def caught_names(handlers: list[ast.ExceptHandler]) -> list[str]:
+    """The exception names ``except`` clauses name (the last part of a dotted one; ``"*"``:
+    a bare ``except``), the one reading of them for every ``ast`` walk of imports."""
     import ast
 
     names: list[str] = []
     for h in handlers:
         if h.type is None:
-            names.append("BaseException")
+            names.append("*")
         for n in ast.walk(h.type) if h.type is not None else ():
             if isinstance(n, (ast.Name, ast.Attribute)):
                 names.append(n.id if isinstance(n, ast.Name) else n.attr)
@@ -152,7 +155,7 @@ class _Reader:
                 self.body(stmt.orelse, _guard(guard, "?"), out, bind, keep_defs)
             elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
                 t: Any = stmt
-                self.body(t.body, _guard(guard, *_handlers(t.handlers)), out, bind, keep_defs)
+                self.body(t.body, _guard(guard, *caught_names(t.handlers)), out, bind, keep_defs)
                 for h in t.handlers:
                     self.body(h.body, _guard(guard, "?"), out, bind, keep_defs)
                 self.body(t.orelse, guard, out, bind, keep_defs)

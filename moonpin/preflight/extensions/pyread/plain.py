@@ -97,19 +97,6 @@ class Reached:
         self.unread: str | None = None
 
 
-def _caught_names(handlers: list[ast.ExceptHandler]) -> list[str]:
-    import ast
-
-    names: list[str] = []
-    for h in handlers:
-        if h.type is None:
-            names.append("*")
-        for n in ast.walk(h.type) if h.type is not None else ():
-            if isinstance(n, (ast.Name, ast.Attribute)):
-                names.append(n.id if isinstance(n, ast.Name) else n.attr)
-    return names
-
-
 def _type_checking(test: ast.expr) -> bool:
     """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:`` (a body that never runs)."""
     return (attr_path(test) or "").rpartition(".")[2] == "TYPE_CHECKING"
@@ -172,6 +159,8 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
     class, its ``__init__``), as another module's call runs it."""
     import ast
 
+    from moonpin.preflight.pyimport.atimport import caught_names
+
     tree = parse(path, within)
     if tree is None:
         return None
@@ -214,7 +203,7 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
                 froms.update({(a.asname or a.name): [stmt.module or "", stmt.level, a.name]
                               for a in stmt.names if a.name != "*"})
             elif isinstance(stmt, ast.Try):
-                walk(stmt.body, caught + _caught_names(stmt.handlers))
+                walk(stmt.body, caught + caught_names(stmt.handlers))
                 for part in (*(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
                     walk(part, caught)
             elif isinstance(stmt, ast.If):  # "?": what runs under it may not run
