@@ -645,14 +645,9 @@ def _load(ctx: Context, builds: Sequence[str], torch_first: bool,
     """``builds`` loaded as the worker's interpreter of ``ctx`` loads them (its paths, root,
     loader path, preloads, importer, the check under way), after ``import torch`` when
     ``torch_first`` (none: torch's import alone)."""
-    from moonpin.preflight.loader.loadchain import native_load
+    from moonpin.preflight.judge.libraries import load_in
 
-    return native_load(builds, ctx.paths, None, python=ctx.python, suffixes=ctx.ext_suffixes,
-                       machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
-                       sites=ctx.sites, version=ctx.version,
-                       first=("torch",) if torch_first else (), mode=mode,
-                       complete=ctx.complete, run=ctx.run, importer=ctx.importer,
-                       preload=ctx.preload, runs=runs)
+    return load_in(ctx, builds, first=("torch",) if torch_first else (), mode=mode, runs=runs)
 
 
 def _problem(res: Report) -> str | None:

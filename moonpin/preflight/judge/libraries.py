@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["check_libraries", "load_problem", "provider_hint"]
+__all__ = ["check_libraries", "load_in", "load_problem", "provider_hint"]
 
 
 #: What provides a shared library a build of a project (``{p}``: mooncake) needs, for the fix
@@ -89,6 +89,22 @@ def _fix_for(path: str, paths: Sequence[str], fixer: Fixer | None, project: str)
     return "restore the file: reinstall what installed it in the image"
 
 
+def load_in(ctx: Context, builds: Sequence[str], module: str | None = None, *,
+            first: Sequence[str] = (), after: Sequence[str] = (), mode: int | None = None,
+            runs: Sequence[str] = ()) -> Report:
+    """``builds`` loaded as the worker's interpreter of ``ctx`` loads them
+    (:func:`moonpin.preflight.loader.loadchain.native_load` with its paths, root, loader
+    path, preloads, importer and the check under way): the one way from a check's context to
+    the loader's model, for torch's line, mooncake's builds and every extension's."""
+    from moonpin.preflight.loader.loadchain import native_load
+
+    return native_load(builds, ctx.paths, module, python=ctx.python,
+                       suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
+                       ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
+                       first=first, after=after, complete=ctx.complete, run=ctx.run,
+                       mode=mode, importer=ctx.importer, preload=ctx.preload, runs=runs)
+
+
 def check_libraries(builds: Sequence[str], ctx: Context,
                      add: Callable[[CheckResult], None], fixer: Fixer | None = None,
                      module: str | None = None, first: Sequence[str] = (),
@@ -99,15 +115,9 @@ def check_libraries(builds: Sequence[str], ctx: Context,
     and their symbols bound, as the dynamic loader would
     (:mod:`moonpin.preflight.loader.loadchain`). ``first``, ``after``: modules imported before
     and after ``module``."""
-    from moonpin.preflight.loader.loadchain import native_load
-
     paths = ctx.paths
     project = (module or "").partition(".")[0]  # whose builds these are (mooncake)
-    res = native_load(builds, paths, module, python=ctx.python, suffixes=ctx.ext_suffixes,
-                      machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
-                      sites=ctx.sites, version=ctx.version, first=first, after=after,
-                      complete=ctx.complete, run=ctx.run, importer=ctx.importer,
-                      preload=ctx.preload)
+    res = load_in(ctx, builds, module, first=first, after=after)
     if res.chain_error is not None:
         _chain_failure(res, module or "", paths, add, fixer, project, ctx)
         return

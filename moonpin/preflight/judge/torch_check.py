@@ -102,13 +102,9 @@ def torch_import(ctx: Context) -> Report:
     (its paths, root, loader path, preloads, importer, the check under way): the one process
     the torch line and each extension's load start from (:func:`moonpin.preflight.loader.
     loadchain.native_load` keeps it for the check, and its answer in the memo)."""
-    from moonpin.preflight.loader.loadchain import native_load
+    from moonpin.preflight.judge.libraries import load_in
 
-    return native_load([], ctx.paths, None, python=ctx.python, suffixes=ctx.ext_suffixes,
-                       machine=ctx.machine, root=ctx.root, ld_path=ctx.ld_path,
-                       sites=ctx.sites, version=ctx.version, first=("torch",),
-                       complete=ctx.complete, run=ctx.run, importer=ctx.importer,
-                       preload=ctx.preload)
+    return load_in(ctx, [], first=("torch",))
 
 
 def imported(ctx: Context, line: CheckResult) -> CheckResult:
