@@ -140,6 +140,33 @@ def minimal_root(root: Path, venv: Path) -> Path:
     return root
 
 
+def venv_root(tmp_path: Path) -> tuple[Path, Path]:
+    """(a minimal image root (:func:`minimal_root`) with this interpreter's base prefix and
+    its standard library hard-linked at their own path, and its venv ``/opt/venv`` (empty
+    site folder)); skips when the base prefix is on another file system."""
+    import sys
+
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    base = Path(sys.base_prefix)
+    src = tmp_path / "venv-src"
+    src.mkdir()
+    (src / "pyvenv.cfg").write_text(f"home = {base}/bin\n")
+    root = minimal_root(tmp_path / "root", src)
+    stdlib = root / str(base).lstrip("/") / "lib" / f"python{py}"
+    shutil.rmtree(stdlib)
+    try:
+        subprocess.run(["cp", "-al", str(base / "lib" / f"python{py}"), str(stdlib)],
+                       check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        pytest.skip("the base prefix is on another file system (no hard links)")
+    venv = root / "opt/venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/python").symlink_to(f"{base}/bin/python{py}")
+    (venv / "pyvenv.cfg").write_text(f"home = {base}/bin\nversion = {py}.0\n")
+    (venv / f"lib/python{py}/site-packages").mkdir(parents=True)
+    return root, venv
+
+
 def pack_venv(where: Path, venv: Path, *, replaced: str, deleted: str) -> Path:
     """An OCI layout (tag ``t``): a minimal root, ``venv`` as ``/opt/venv`` (one layer,
     ``umoci insert``, no unpacking), then a layer deleting ``/opt/venv/<deleted>`` and

@@ -140,24 +140,9 @@ def _root(tmp_path: Path) -> Path:
     """A minimal image root whose ``/opt/venv`` (this interpreter's base prefix hard-linked
     at its own path) holds torch, flashinfer and sgl_kernel; ``/opt/pre/libneedy.so`` needs
     ``libabsent.so``, which is gone (the dpkg database's ``libabsent1`` lists it)."""
-    from tests.lib.umoci import minimal_root
+    from tests.lib.umoci import venv_root
 
-    base = Path(sys.base_prefix)
-    src = tmp_path / "venv-src"
-    src.mkdir()
-    (src / "pyvenv.cfg").write_text(f"home = {base}/bin\n")
-    root = minimal_root(tmp_path / "root", src)
-    stdlib = root / str(base).lstrip("/") / "lib" / f"python{PY}"
-    shutil.rmtree(stdlib)
-    try:
-        subprocess.run(["cp", "-al", str(base / "lib" / f"python{PY}"), str(stdlib)],
-                       check=True, capture_output=True)
-    except subprocess.CalledProcessError:
-        pytest.skip("the base prefix is on another file system (no hard links)")
-    venv = root / "opt/venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin/python").symlink_to(f"{base}/bin/python{PY}")
-    (venv / "pyvenv.cfg").write_text(f"home = {base}/bin\nversion = {PY}.0\n")
+    root, venv = venv_root(tmp_path)
     _stack(venv / f"lib/python{PY}/site-packages")
     gcc_so(root / "opt/pre/libabsent.so", soname="libabsent.so")
     gcc_so(root / "opt/pre/libneedy.so", needs=("libabsent.so",))

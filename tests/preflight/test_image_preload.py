@@ -48,24 +48,9 @@ def _root(tmp_path: Path) -> Path:
     whose site folder holds ``ext``, an extension module whose ``PyInit_ext`` calls
     ``mp_foo``, defined by no object it needs; ``/opt/pre/libfull.so`` and
     ``/usr/lib/libfull.so`` define it."""
-    from tests.lib.umoci import minimal_root
+    from tests.lib.umoci import venv_root
 
-    base = Path(sys.base_prefix)
-    src = tmp_path / "venv-src"
-    src.mkdir()
-    (src / "pyvenv.cfg").write_text(f"home = {base}/bin\n")
-    root = minimal_root(tmp_path / "root", src)
-    stdlib = root / str(base).lstrip("/") / "lib" / f"python{PY}"
-    shutil.rmtree(stdlib)
-    try:
-        subprocess.run(["cp", "-al", str(base / "lib" / f"python{PY}"), str(stdlib)],
-                       check=True, capture_output=True)
-    except subprocess.CalledProcessError:
-        pytest.skip("the base prefix is on another file system (no hard links)")
-    venv = root / "opt/venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin/python").symlink_to(f"{base}/bin/python{PY}")
-    (venv / "pyvenv.cfg").write_text(f"home = {base}/bin\nversion = {PY}.0\n")
+    root, venv = venv_root(tmp_path)
     site = venv / f"lib/python{PY}/site-packages"
     _gcc(site / EXT, "extern int mp_foo(void);\n"
          "void *PyInit_ext(void) { mp_foo(); return 0; }\n")
