@@ -1,4 +1,5 @@
-"""moonpin: which SGLang, torch and mooncake releases work together, and will a worker start.
+"""moonpin: which SGLang, torch, mooncake and native extension releases work together, and will
+a worker start.
 
 Which releases work together is read out of the real release artifacts; whether a worker's
 environment will start, out of its files.

@@ -21,13 +21,17 @@ __all__ = ["DESCRIPTION", "EPILOG", "EXIT_CODES", "build_parser", "subparser"]
 # ---------------------------------------------------------------------- parser
 
 
-DESCRIPTION = ("moonpin: which SGLang, torch and mooncake releases work together, read out of "
-               "the real release artifacts (works offline on the knowledge base it ships).")
+DESCRIPTION = ("moonpin: which SGLang, torch, mooncake and native extension (nixl, sglang-kernel, "
+               "DeepEP, FlashInfer) releases work together, read out of the real release "
+               "artifacts (works offline on the knowledge base it ships).")
 EPILOG = """examples:
   moonpin which mooncake --sglang 0.5.18          the mooncake releases to install
   moonpin explain sglang==0.5.18 mooncake-transfer-engine-cuda13==0.3.13.post1
   moonpin pins requirements.txt                   judge a project's pins, propose updates
+  moonpin which nixl --sglang 0.5.23 --torch 2.14.1  a native extension's releases
   moonpin check --elastic-ep-backend mooncake     check this image before a worker starts
+  moonpin check -- --moe-a2a-backend nixl --elastic-ep-backend mooncake
+                                                  the same, from the worker's launch line
 
 exit codes: 0 success; 1 the command ran and found a problem; 2 bad input or an unusable
 knowledge base (the message says which, with a tip); 130 interrupted.
