@@ -721,12 +721,13 @@ def _install(facts: Facts, rule: object) -> str:
 
 def _not_fitting(facts: Facts, rule: object, owner: tuple[str, str] | None,
                  fix: str | None) -> str | None:
-    """The fix of an installed extension that does not load: the knowledge base's release
-    for this environment (:meth:`Facts.kb_release`) when its resolved tables say the
-    installed release does not fit and the torch is the one the installed SGLang pins (else
-    torch is what to move: the rule's line), unless the rule's line already names that
-    release (its steps kept: a second one that writes a package folder back); ``fix``, the
-    rule's, otherwise, and where nothing fits unless it has none."""
+    """The fix of an installed extension that does not load. When the torch is the one the
+    installed SGLang pins (else torch is what to move: ``fix``, the rule's line) and the
+    knowledge base's resolved tables say the installed release does not fit: the release
+    they say fits (:meth:`Facts.kb_release`), unless ``fix`` already names it (its steps
+    kept: a second one that writes a package folder back), or the torch SGLang admits with
+    it; where nothing fits at all, ``fix`` when there is one, else that said. Otherwise
+    ``fix``."""
     dists: Sequence[str] = getattr(rule, "DISTRIBUTIONS", ())
     pin = facts.pin("sglang", "torch")
     if not dists or (pin is not None and pin != facts.torch_release()):
