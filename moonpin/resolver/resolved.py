@@ -18,6 +18,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
+    from collections.abc import Iterable
     from pathlib import Path
     from typing import Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "Explained",
     "Resolved",
     "age_note",
+    "cuda_assumed",
+    "cuda_fits",
     "expand",
     "facts_file",
     "file_sha256",
@@ -58,6 +61,7 @@ __all__ = [
     "stamped",
     "summary",
     "table_name",
+    "torch_label",
     "valid_launch",
 ]
 
@@ -853,6 +857,35 @@ def fixes_for(sglang: str, torch: str, python: str, arch: str, *,
     table = load(kb_path, sglang)
     if table is None or not table.has(sglang):
         return []
+    from packaging.version import Version
+
+    label = torch_label(torch)
+    if label is None:
+        return []  # +cpu, +rocm…: no prebuilt CUDA mooncake fits
+    public, major = label
+    answer = table.which_mooncake(sglang, python=python, arch=arch)
+    if not cuda_assumed([w["cuda"] for e in (*answer["compatible"], *answer["excluded"])
+                         for w in e.get("wheels", ())], major):
+        return []  # the table resolved the index's other CUDA variant: ask the resolver
+    plain: list[tuple[str, str | None]] = []
+    noted: list[tuple[str, str | None]] = []
+    for entry in answer["compatible"]:
+        fits = [w for w in entry["wheels"] if Version(w["torch"]).public == public
+                and cuda_fits(w["cuda"] or "", major)]
+        if fits:
+            # prefer a prebuilt wheel over one that compiles at first import
+            notes = entry.get("notes") or ()
+            (noted if notes else plain).append(
+                (entry["requirement"], "; ".join(str(n) for n in notes) or None))
+    return plain + noted
+
+
+def torch_label(torch: str) -> tuple[str, int | None] | None:
+    """(public release, CUDA major) of an installed torch's label as the tables can answer
+    for it (``2.14.1+cu130`` -> ``("2.14.1", 13)``; ``2.14.1`` -> ``("2.14.1", None)``: the
+    index's own build); None for a label the tables do not resolve (not a version, a local
+    part other than ``cuNNN``: ``+cpu``, ``+rocm6.4``). The tables assumed the index's
+    variant of each torch; a local label names another."""
     import re
 
     from packaging.version import InvalidVersion, Version
@@ -860,31 +893,31 @@ def fixes_for(sglang: str, torch: str, python: str, arch: str, *,
     try:
         tv = Version(torch)
     except InvalidVersion:
-        return []
-    # The table assumed the index's variant of each torch; a local label names another.
-    label = re.fullmatch(r"cu(\d+)", tv.local or "")
+        return None
+    label = re.fullmatch(r"cu(\d\d+)", tv.local or "")
     if tv.local and not label:
-        return []  # +cpu, +rocm…: no prebuilt CUDA mooncake fits
-    major = int(label.group(1)[:-1]) if label else None
-    answer = table.which_mooncake(sglang, python=python, arch=arch)
-    if major is not None:
-        assumed = {int(m.group(1)) for e in (*answer["compatible"], *answer["excluded"])
-                   for w in e.get("wheels", ()) if (m := re.search(
-                       r"torch \S+ is CUDA (\d+)", w["cuda"] or ""))}
-        if assumed and major not in assumed:
-            return []  # the table resolved the index's other CUDA variant: ask the resolver
-    plain: list[tuple[str, str | None]] = []
-    noted: list[tuple[str, str | None]] = []
-    for entry in answer["compatible"]:
-        fits = [w for w in entry["wheels"] if Version(w["torch"]).public == tv.public and (
-            major is None or f"build links CUDA {major}," in (w["cuda"] or "")
-            or "built at import" in (w["cuda"] or ""))]
-        if fits:
-            # prefer a prebuilt wheel over one that compiles at first import
-            notes = entry.get("notes") or ()
-            (noted if notes else plain).append(
-                (entry["requirement"], "; ".join(str(n) for n in notes) or None))
-    return plain + noted
+        return None
+    return tv.public, int(label.group(1)[:-1]) if label else None
+
+
+def cuda_assumed(words: Iterable[str | None], major: int | None) -> bool:
+    """Whether the tables' ``CUDA major`` checks (``words``: their details, ``... torch
+    2.14.1 is CUDA 13 (...)``) were made for a torch of CUDA ``major`` (None: the index's own
+    build, always): False when they name only another CUDA (the resolver must answer)."""
+    import re
+
+    if major is None:
+        return True
+    assumed = {int(m.group(1)) for w in words
+               if (m := re.search(r"torch \S+ is CUDA (\d+)", w or ""))}
+    return not assumed or major in assumed
+
+
+def cuda_fits(words: str | None, major: int | None) -> bool:
+    """Whether a compatible wheel's ``CUDA major`` words say its build links CUDA ``major``
+    (or is built at import against torch's; None words: it links none)."""
+    return (major is None or words is None or f"build links CUDA {major}," in words
+            or "built at import" in words)
 
 
 #: Days after its scrape a KB is called old (``which``, ``pins``, ``check`` say so, and how

@@ -24,6 +24,7 @@ no wheel names) is answered by the full resolver. Standard library only at impor
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from moonpin.resolver import rule
 from moonpin.resolver.answers import Candidate, Covered, Which
@@ -40,8 +41,9 @@ if TYPE_CHECKING:
     Edges = tuple[str, str, Callable[[str, str, str], "Sequence[tuple[str, str | None]] | None"],
                   Sequence[tuple[str, str]]]
 
-__all__ = ["COLLISION", "INDEX", "ORDER", "answer", "entry_name", "explain_fast", "judge",
-           "release_name", "stack_answer", "version_locks", "which_fast"]
+__all__ = ["COLLISION", "INDEX", "ORDER", "Fitting", "answer", "entry_name", "explain_fast",
+           "fitting", "judge", "release_name", "release_pins", "stack_answer", "version_locks",
+           "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
@@ -257,6 +259,78 @@ def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
     if sglang is not None:
         query["sglang"] = sglang
     return answer(query, ((d, v, entries(i)) for i, d, v in chosen), wanted, edges)
+
+
+class Fitting(NamedTuple):
+    """What the tables say of one project's releases for one installed environment
+    (:func:`fitting`): ``fits``, the releases that fit it, best first (as ``which``
+    recommends); ``excluded``, those that do not, newest first, each with its first reason;
+    ``torch`` and ``cuda``, the torch release and CUDA major judged (None: the index's
+    build); ``elsewhere``, when nothing fits, (torch, the best release that fits it) for
+    each other torch the installed SGLang admits; ``query``, the ``which`` question asked."""
+
+    fits: tuple[Candidate, ...]
+    excluded: tuple[Candidate, ...]
+    torch: str
+    cuda: int | None
+    elsewhere: tuple[tuple[str, Candidate], ...]
+    query: dict[str, Any]
+
+
+def fitting(kb_path: str | os.PathLike[str], what: str, *, sglang: str | None, torch: str,
+            python: str, arch: str) -> Fitting | None:
+    """The releases of ``what`` (a distribution's name) that fit an environment holding
+    SGLang ``sglang`` (None: none; its pins and launch imports are the edges, as ``which
+    <what> --sglang``), torch ``torch`` as installed (its label: ``2.14.1+cu130``), on
+    ``python`` (``cp312``) and ``arch``: :func:`which_fast`'s answer, each release kept only
+    where a wheel fits this torch release and its CUDA major. None when the tables do not
+    hold the question (missing, damaged, another KB's, older than the SGLang release, a
+    torch they do not table or a label they cannot answer for: ``+cpu``, a CUDA the
+    index's build is not); then nothing is said of the KB."""
+    from moonpin.kb.errors import UsageError
+    from moonpin.resolver.resolved import cuda_assumed, cuda_fits, torch_label
+
+    label = torch_label(torch)
+    if label is None:
+        return None
+    public, major = label
+
+    def ask(t: str) -> Which | None:
+        try:
+            return which_fast(kb_path, what, torch=t, sglang=sglang, python=python,
+                              arch=arch, dist=None)
+        except UsageError:  # a python or platform no release names: not the tables'
+            return None
+
+    def fit(answer: Which, t: str, cuda: int | None) -> tuple[Candidate, ...]:
+        return tuple(c for c in answer.ranked() if any(
+            w.torch == t and cuda_fits(w.cuda, cuda) for w in c.wheels or ()))
+
+    answer = ask(public)
+    if answer is None or not cuda_assumed(
+            (w.cuda for c in answer.compatible for w in c.wheels or ()), major):
+        return None
+    fits = fit(answer, public, major)
+    elsewhere: list[tuple[str, Candidate]] = []
+    if not fits and sglang is not None:
+        from moonpin.resolver.resolved import read_table
+
+        admitted = read_table(kb_path, INDEX, valid=_valid_index)["sglang"][sglang]["torch"]
+        for t in reversed(admitted):  # the newest torch first; pip installs the index's
+            other = ask(t) if t != public else None
+            best = fit(other, t, None) if other is not None else ()
+            if best:
+                elsewhere.append((t, best[0]))
+    return Fitting(fits, answer.excluded, public, major, tuple(elsewhere), answer.query)
+
+
+def release_pins(kb_path: str | os.PathLike[str], dist: str, version: str,
+                 ) -> dict[str, str] | None:
+    """The exact releases of other distributions one extension release requires
+    (``nixl`` 1.5.1: ``nixl-cu12`` and ``nixl-cu13`` 1.5.1), from its explain table; None
+    when the table does not hold it."""
+    r = _read_release(kb_path, dist, version)
+    return dict(r.pins) if r is not None else None
 
 
 def _unpack(e: list[Any], strings: list[str]) -> Entry:

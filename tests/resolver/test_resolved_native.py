@@ -96,3 +96,24 @@ def test_the_command_loads_no_pydantic_nor_networkx(kb_path: Path) -> None:
     assert got.stderr.strip().splitlines()[-1] == "[]", got.stderr
     doc = json.loads(got.stdout)
     assert doc["recommended"]["requirement"] == "nixl==1.5.1", doc
+
+
+def test_fitting_answers_for_an_installed_torch_label(kb_path: Path) -> None:
+    """The check's question (:func:`rn.fitting`): a torch as installed, its CUDA major from
+    its label. A label the tables cannot answer for (``+cpu``; a CUDA other than the
+    index's build they resolved) is no answer, never the index build's."""
+    def ask(torch: str, sglang: str | None = "0.5.23") -> rn.Fitting | None:
+        return rn.fitting(kb_path, "nixl", sglang=sglang, torch=torch, python="cp312",
+                          arch="x86_64")
+
+    got = ask("2.14.1+cu130")
+    assert got is not None and [c.requirement for c in got.fits][:1] == ["nixl==1.5.1"]
+    assert (got.torch, got.cuda, got.elsewhere) == ("2.14.1", 13, ())
+    for unanswered in ("2.14.1+cpu", "2.14.1+cu126", "2.14.1+rocm6.4", "2.99.0", "x"):
+        assert ask(unanswered) is None, unanswered
+    assert ask("2.14.1", sglang="0.5.99") is None  # a KB older than the SGLang installed
+    moved = ask("2.15.0+cu130")
+    assert moved is not None and not moved.fits
+    assert [(t, c.requirement) for t, c in moved.elsewhere] == [("2.14.1", "nixl==1.5.1")]
+    assert rn.release_pins(kb_path, "nixl", "1.5.1") == {"nixl-cu12": "1.5.1",
+                                                         "nixl-cu13": "1.5.1"}

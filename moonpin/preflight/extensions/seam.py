@@ -149,17 +149,22 @@ class Facts:
     image root every reading of a file is confined to
     (:class:`~moonpin.preflight.access.confined.Confined`, handed to :mod:`.astread`);
     ``python``: the worker's interpreter as the check names it (a host path, under the
-    root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``."""
+    root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``; ``kb_file``:
+    the knowledge base the check reads, whose resolved tables answer which release fits
+    (None: none); ``tag`` (``cp312``) and ``machine`` (``x86_64``): the worker's Python and
+    platform as the tables name them (None: not known)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
-                 "python", "read", "suffixes", "torch", "within")
+                 "kb_file", "machine", "python", "read", "suffixes", "tag", "torch", "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
                  dists: Mapping[str, Dist], suffixes: Sequence[str],
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
                  kb: Callable[[], Mapping[str, Any] | None] | None = None,
-                 within: Confined = NOWHERE, python: str | None = None) -> None:
+                 within: Confined = NOWHERE, python: str | None = None,
+                 kb_file: str | None = None, tag: str | None = None,
+                 machine: str | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -175,6 +180,9 @@ class Facts:
         #: the image root the rules' readings are confined to (the check's)
         self.within = within
         self.python = python
+        self.kb_file = kb_file
+        self.tag = tag
+        self.machine = machine
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package
@@ -239,6 +247,27 @@ class Facts:
             return sorted(set(out), key=lambda dv: Version(dv[1]))
         except InvalidVersion:
             return sorted(set(out))
+
+    def kb_release(self, dists: Sequence[str], installed: Sequence[tuple[str, str]] = (),
+                   pip_only: bool = False) -> tuple[str, str | None] | None:
+        """(the line, the requirement it installs) that installs the release of the project
+        of ``dists`` (a rule's ``DISTRIBUTIONS``) the knowledge base's resolved tables say
+        fits this environment
+        (:func:`moonpin.preflight.judge.fixes.kb_release_line`, with the installed SGLang's
+        pin of one of ``dists`` and ``installed``, the project's distributions here); None
+        when the tables do not answer (no KB, no torch, a question they do not hold) or
+        say one of ``installed`` fits. Read on a failing path only."""
+        if not dists or self.kb_file is None or self.torch is None or not self.tag:
+            return None
+        from moonpin.preflight.judge.fixes import kb_release_line
+
+        sglang = self.dists.get("sglang")
+        pin = next(((d, v) for d in dists if (v := self.pin("sglang", d))), None)
+        return kb_release_line(self.kb_file, dists[0], sglang=sglang.version if sglang
+                               else None, torch=self.torch, python=self.tag,
+                               arch=self.machine or os.uname().machine, pin=pin,
+                               installed=installed, pip_only=pip_only,
+                               present={n: d.version for n, d in self.dists.items()})
 
     def torch_release(self) -> str | None:
         """torch's label without its local part (``2.14.1+cu130`` -> ``2.14.1``)."""

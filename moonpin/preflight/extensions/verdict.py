@@ -141,7 +141,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     memo = facts_memo()
     own_env = env is os.environ or isinstance(env, os._Environ)
     if not memo.enabled:
-        return _walk(ctx, features, flags, torch, dists, env, state, kb)
+        return _walk(ctx, features, flags, torch, dists, env, state, kb, kb_file)
     key = repr((_WALK, tuple(ctx.paths), ctx.sites, ctx.root, ctx.ext_suffixes, ctx.version,
                 ctx.complete, ctx.machine, ctx.ld_path, ctx.python, sorted(features.items()),
                 sorted(flags.items()), (torch.version, torch.cuda) if torch else None,
@@ -157,7 +157,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
         trace.start()
         try:
             lines = _walk(ctx, features, flags, torch, dists,
-                          seen if seen is not None else env, state, kb)
+                          seen if seen is not None else env, state, kb, kb_file)
         finally:
             trace.stop()
         if trace.untraced is not None or trace.all_env or (seen is not None and seen.all):
@@ -192,7 +192,8 @@ def _shaped(value: object) -> bool:
 def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
           torch: Torch | None, dists: Mapping[str, Dist], env: Mapping[str, str],
           state: tuple[int | None, bool, str],
-          kb: Callable[[], Mapping[str, Any] | None] | None) -> list[CheckResult]:
+          kb: Callable[[], Mapping[str, Any] | None] | None,
+          kb_file: str | None = None) -> list[CheckResult]:
     """The extensions judged (:func:`judge_extensions`), their lines in order."""
     from moonpin.preflight.extensions.wanted import extensions
     from moonpin.preflight.installed.image_facts import find_package, locate, read_bytes
@@ -204,7 +205,9 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        suffixes=ctx.ext_suffixes,
                        find=lambda name: locate(ctx, name),
                        read=lambda path: read_bytes(path, what="file", within=ctx.confined),
-                       kb=kb, within=ctx.confined, python=ctx.python)
+                       kb=kb, within=ctx.confined, python=ctx.python,
+                       kb_file=kb_file if kb is not None else None,
+                       tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
     for said in unjudged:
@@ -520,7 +523,8 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                            + (f"; loads for {'; '.join(also)}" if also else "")
                            + (f" ({notes})" if notes else "")
                            + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
-                           (fix if fix is not None else _generic(facts, rule)) or None,
+                           _not_fitting(facts, rule, owner, fix if fix is not None
+                                        else _generic(facts, rule)) or None,
                            (found.folder,))
     stops = _at_import(ctx, name, torch is not None)
     if stops is not None:  # no reinstall of the extension mends a system library
@@ -695,9 +699,14 @@ def _replace(facts: Facts, path: str, root: str | None) -> str:
 
 
 def _install(facts: Facts, rule: object) -> str:
-    """The pip line that installs a missing extension: the installed SGLang's pin of its
+    """The pip line that installs a missing extension: the release the knowledge base's
+    resolved tables say fits this environment (:meth:`Facts.kb_release`; SGLang's pin when
+    they agree), or that none does; without their answer, the installed SGLang's pin of its
     distribution, else the distribution by name (no file here says which release)."""
     dists: Sequence[str] = getattr(rule, "DISTRIBUTIONS", ())
+    known = facts.kb_release(dists)
+    if known is not None:
+        return known[0]
     for d in dists:
         pin = facts.pin("sglang", d)
         if pin:
@@ -708,6 +717,29 @@ def _install(facts: Facts, rule: object) -> str:
     return (f"pip install '{dists[0]}' (no installed file pins a release: check that it has "
             f"a build for torch {torch} with `moonpin which {dists[0]}`, or run the check "
             "again after)")
+
+
+def _not_fitting(facts: Facts, rule: object, owner: tuple[str, str] | None,
+                 fix: str | None) -> str | None:
+    """The fix of an installed extension that does not load. When the torch is the one the
+    installed SGLang pins (else torch is what to move: ``fix``, the rule's line) and the
+    knowledge base's resolved tables say the installed release does not fit: the release
+    they say fits (:meth:`Facts.kb_release`), unless ``fix`` already names it (its steps
+    kept: a second one that writes a package folder back), or the torch SGLang admits with
+    it; where nothing fits at all, ``fix`` when there is one, else that said. Otherwise
+    ``fix``."""
+    dists: Sequence[str] = getattr(rule, "DISTRIBUTIONS", ())
+    pin = facts.pin("sglang", "torch")
+    if not dists or (pin is not None and pin != facts.torch_release()):
+        return fix
+    installed = [(d, facts.dists[d].version) for d in dists if d in facts.dists]
+    if owner is not None and owner not in installed:
+        installed.append(owner)
+    known = facts.kb_release(dists, installed, pip_only=fix is not None)
+    if known is None:
+        return fix
+    line, named = known
+    return fix if fix is not None and named is not None and f"'{named}'" in fix else line
 
 
 def _generic(facts: Facts, rule: object) -> str | None:

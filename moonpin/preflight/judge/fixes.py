@@ -30,10 +30,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from moonpin.preflight.installed.image_facts import Dist
+    from moonpin.resolver.answers import Candidate
 
     FixProvider = Callable[[str, str, str, str], list[str]]
 
-__all__ = ["Fixer", "Project", "pip_line", "shell_line", "torch_req"]
+__all__ = ["Fixer", "Project", "kb_release_line", "pip_line", "shell_line", "torch_req"]
 
 
 class Project:
@@ -86,6 +87,73 @@ def pip_line(specs: Sequence[str], *, torch: str | None, owned: Sequence[tuple[s
     return (head + "pip install " + ("--force-reinstall --no-deps " if force else "")
             + " ".join(f"'{torch_req(s[7:]) if s.startswith('torch==') else s}'"
                        for s in specs))
+
+
+def kb_release_line(kb_path: str, what: str, *, sglang: str | None, torch: str, python: str,
+                    arch: str, pin: tuple[str, str] | None = None,
+                    installed: Sequence[tuple[str, str]] = (),
+                    present: Mapping[str, str] | None = None,
+                    pip_only: bool = False) -> tuple[str, str | None] | None:
+    """(the line, the requirement it installs) that installs the release of ``what``'s
+    project (a distribution's name, its loader rule's first) the resolved tables of the KB
+    at ``kb_path`` say fits this environment
+    (:func:`moonpin.resolver.resolved_native.fitting`: its SGLang, torch label, ``python``
+    tag and ``arch``): the best that fits (``which``'s recommendation), SGLang's ``pin``
+    (distribution, version) when the tables agree that it fits. The distributions of
+    ``installed`` (the project's, sharing its package folder) other than the one named are
+    uninstalled first; the exact releases it requires that ``present`` (name -> version as
+    installed) does not hold are said. When nothing fits at this torch: the other torch the
+    installed SGLang admits and the release that fits it, else said plainly, with no
+    requirement (``pip_only``: None then). None when the tables do not hold the question
+    (the caller says its own line) or one of ``installed`` fits (the failure is not the
+    release's). Read on a failing path only."""
+    from moonpin.resolver.resolved_native import fitting, release_pins
+
+    try:
+        got = fitting(kb_path, what, sglang=sglang, torch=torch, python=python, arch=arch)
+    except (OSError, ValueError):  # a table that went away or broke since the index read
+        return None
+    if got is None or any(c.dist is not None and (c.dist, c.version) in installed
+                          for c in got.fits):
+        return None
+    cuda = f" (CUDA {got.cuda})" if got.cuda is not None else ""
+    on = (f"sglang {sglang}, " if sglang else "") + f"torch {got.torch}{cuda}, {python} {arch}"
+    project = got.query.get("project", what)
+
+    def install(best: Candidate, extra: Sequence[str] = ()) -> str:
+        out = [n for n, _ in installed if n != best.dist]
+        head = f"pip uninstall -y {' '.join(out)} && " if out else ""
+        return head + "pip install " + " ".join(
+            f"'{s}'" for s in (*extra, best.requirement or f"{best.dist}=={best.version}"))
+
+    def brings(best: Candidate) -> str:
+        pins = release_pins(kb_path, best.dist, best.version) if best.dist else None
+        new = sorted((d, v) for d, v in (pins or {}).items()
+                     if _public((present or {}).get(d, "")) != v)
+        return (f"; it installs {', '.join(f'{d} {v}' for d, v in new)} with it (its exact "
+                "requirements)") if new else ""
+
+    if got.fits:
+        best = next((c for c in got.fits if pin is not None and (c.dist, c.version) == pin),
+                    got.fits[0])
+        why = ("the installed SGLang's pin; the knowledge base agrees: it fits "
+               if pin is not None and (best.dist, best.version) == pin else
+               "the knowledge base's newest release that fits ")
+        return f"{install(best)} ({why}{on}{brings(best)})", best.requirement
+    mine = [c for c in got.excluded if c.dist in (what, *(d for d, _ in installed))]
+    newest = next((c for c in mine if not (c.reason or "").startswith("installable:")),
+                  mine[0] if mine else got.excluded[0] if got.excluded else None)
+    said = (f"no release of {project} the knowledge base records fits {on}" + (
+        f" (newest: {newest.dist} {newest.version}: {newest.reason})" if newest else ""))
+    if got.elsewhere:
+        torch_to, best = got.elsewhere[0]
+        return (f"{install(best, (torch_req(torch_to),))} ({said}; sglang {sglang} admits "
+                f"torch {torch_to}, which {best.dist} {best.version} fits{brings(best)})",
+                best.requirement)
+    if pip_only:
+        return None
+    return (f"{said}: `moonpin which {what}" + (f" --sglang {sglang}" if sglang else "")
+            + f" --torch {got.torch} --why` says why each"), None
 
 
 def shell_line(fix: str, pip: str = "pip") -> str:
