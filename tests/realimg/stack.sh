@@ -378,7 +378,7 @@ nixl_hunt_variant() {
   case "$1" in
     torch213)  # shared with huntB (read-only there): torch 2.13.0 under everything, --no-deps
       hunt_clone "$1" "$BASE" || return 0
-      local w; w=$(ls "$R"/dl/torch-2.13.0-cp311-*x86_64.whl 2>/dev/null | head -1)
+      local w; w=$(ls "$R"/dl/torch-2.13.0-cp311-*x86_64.whl 2>/dev/null | head -1 || true)
       pipi "$v" --no-deps "${w:-$(fetch torch 2.13.0)}"
       hunt_mark "$1" "torch 2.13.0 --no-deps"; touch "$R/hunt-torch213.READY";;
     nixl130|nixl120)  # one plain build (from . import nixl_ep_cpp), bound to an older torch
