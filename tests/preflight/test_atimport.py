@@ -199,3 +199,13 @@ def test_a_bound_on_calls_is_said(tmp_path: Path) -> None:
     assert "bz2" in _follow(site)[0]
     got, why = _follow(site, bounds=atimport.Bounds(calls=20))
     assert got == {} and why is not None and "as far as 20 calls (pkg.f20 not read)" in why
+
+
+def test_a_body_this_python_cannot_parse_does_not_hide_the_top_level(tmp_path: Path) -> None:
+    """A function body in a newer Python's syntax (PEP 701's f-strings are 3.12's; a stray
+    token stands for them) is never parsed: the module's top level is still read (before,
+    the whole module was read as nothing)."""
+    site = _site(tmp_path, {"pkg/__init__.py": "import json\n\ndef f(d):\n"
+                                               "    return f\"{d[\"k\"]}\" $\n\nimport bz2\n"})
+    got, why = _follow(site)
+    assert why is None and "bz2" in got, got

@@ -251,13 +251,14 @@ class _Reader:
 
 
 def _tree(path: str, within: Confined) -> ast.Module | None:
-    import ast
-
+    """The module's syntax tree as its top level runs it, its functions' bodies blanked
+    (:func:`moonpin.readers.pyast.toplevel.top_level`)."""
     from moonpin.preflight.access.zipfs import read_source
+    from moonpin.readers.pyast.toplevel import top_level
 
     try:
         data = read_source(path, cap=_CAP_SOURCE, what="Python source", within=within)
-        return ast.parse(data, path)
+        return top_level(data, path)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
