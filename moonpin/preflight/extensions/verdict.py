@@ -288,6 +288,10 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     except astread.Unrunnable as e:
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} is "
                            f"{e.why}", _replace(facts, e.path, ctx.root), evidence)
+    gpu = _gpu_gate(reached, facts)
+    if gpu is not None and gpu[0] == "fail":
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {gpu[1]}",
+                           _NEEDS_GPU, evidence)
     builds = list(reached.builds)
     for top, (by, caught) in reached.others.items():  # a top-level build it imports plainly
         module = facts.find(top)
@@ -359,12 +363,35 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops[1]}",
                            stops[2], evidence)
     unjudged = reached.dynamic + ([reached.unread] if reached.unread else []) + (
-        [stops[1]] if stops is not None else [])
+        [stops[1]] if stops is not None else []) + (
+        [gpu[1]] if gpu is not None and gpu[0] == "skip" else [])
     detail = "; ".join(said) if said else "no compiled module reached by its imports"
-    tail = (f"; not judged: {'; '.join(unjudged)}" if unjudged else "") + (
+    tail = (f"; {gpu[1]}" if gpu is not None and gpu[0] == "pass" else "") + (
+        f"; not judged: {'; '.join(unjudged)}" if unjudged else "") + (
         f"; {'; '.join(warned)}" if warned else "")
     return CheckResult(name, "warn" if warned else "skip" if unjudged else "pass",
                        f"{where}: {detail}{tail}", fix if warned else None, evidence)
+
+
+#: the fix of an import that raises where no GPU is visible
+_NEEDS_GPU = ("its import needs a usable GPU: run the check where the worker runs, or say "
+              "the GPU with --gpu-capability (e.g. 9.0)")
+
+
+def _gpu_gate(reached: plain.Reached, facts: Facts) -> tuple[str, str] | None:
+    """What the GPU assumed decides of a plain import whose code raises where torch sees no
+    GPU (:attr:`moonpin.preflight.extensions.pyread.plain.Reached.gpu_gates`): ``("fail",
+    …)`` with none assumed (``("skip", …)`` when that code runs under a condition), else
+    ``("pass", the assumption said)``; None: no such code."""
+    if not reached.gpu_gates:
+        return None
+    at, call, certain = reached.gpu_gates[0]
+    said = f"its import raises without a visible GPU ({at}: {call})"
+    if facts.gpu_present:
+        return "pass", f"{said}; judged as on a host with one ({facts.gpu_said})"
+    if certain:
+        return "fail", f"{said}, and none is assumed ({facts.gpu_said})"
+    return "skip", f"{said} if the code before it gets there ({facts.gpu_said})"
 
 
 def _torch_pin(dist: Dist | None) -> str | None:
