@@ -13,8 +13,8 @@ on the stub driver, no GPU).
 * The cross-check: each ruled project's package judged with its rule removed agrees with its
   rule's verdict wherever that loader is plain (deep_ep), and says "not judged" where it is
   not (nixl_ep, sgl_kernel: a build chosen by a computed name). Where the import's outcome
-  is decided by code beyond imports (deep_ep's GPU check), the plain reading is wrong: a
-  strict xfail keeps that known.
+  is decided by a GPU (deep_ep's ``check_prerequisites``), the line states the assumption
+  it made, and the test compares it with the real import made under the same one.
 
 SGLang's launch line reaches a rule-less package through the backend flags the check reads
 (``--moe-a2a-backend mori`` imports ``mori``); the packages here (``deep_gemm`` for
@@ -200,10 +200,25 @@ def test_deep_ep_read_plainly_agrees_with_its_rule(image: str, tmp_path: Path,
     assert plain.split("  ", 1)[0] == ruled.status, (plain, ruled.message)
 
 
-@pytest.mark.xfail(strict=True, reason="code beyond imports is not run: sgl-deep-ep's "
-                   "__init__ calls check_prerequisites, which raises without a usable GPU; "
-                   "its rule reads that (deepep_rule), the plain reading does not")
-def test_deep_ep_read_plainly_on_a_host_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    truth = _truth("G-stack", "import@deep_ep")  # no GPU: ImportError
-    line = _plain_line("G-stack", "deep_ep", monkeypatch)
-    assert (line.split("  ", 1)[0] in ("pass", "warn")) == bool(truth["ok"]), (line, truth)
+@pytest.mark.parametrize(("gpu", "probe"), [("9.0", "deep_ep"), ("none", "import@deep_ep")])
+def test_deep_ep_read_plainly_states_its_gpu_assumption(gpu: str, probe: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """sgl-deep-ep's ``__init__`` calls ``check_prerequisites``, which raises where
+    ``torch.cuda.is_available()`` is False: the plain reading says so, and judges under the
+    GPU it assumes, against the real import made under the same assumption. With a GPU
+    (``--gpu-capability 9.0``): the probe's ``deep_ep``, past that gate (the stub NVML says one
+    GPU), imports, and the line is a pass that says the assumption. Without one: the import
+    raises (``import@deep_ep``, this host as it is); the call is under an ``if`` and after
+    other raises, so the line says "not judged", never pass (before: a pass)."""
+    truth = _truth("G-stack", probe)
+    for k, val in _env("G-stack").items():
+        monkeypatch.setenv(k, val)
+    line = _plain_line_of(_image("G-stack"), "deep_ep", monkeypatch, gpu=gpu)
+    status = line.split("  ", 1)[0]
+    assert ("its import raises without a visible GPU (deep_ep/prerequisites.py:"
+            in line and ": torch.cuda.is_available())" in line), line
+    if gpu == "none":
+        assert not truth["ok"] and status == "skip" and "not judged: " in line, (line, truth)
+        return
+    assert "judged as on a host with one (GPU capability 9.0" in line, line
+    assert (status in ("pass", "warn")) == bool(truth["ok"]), (line, truth)

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Probe
     from moonpin.preflight.installed.image_facts import Dist, KBView, Requirement, Torch
     from moonpin.preflight.judge.fixes import Fixer
+    from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.importer import Sources
 else:
     from _collections_abc import Callable as _Callable  # what collections.abc re-exports
@@ -93,7 +94,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                 rootfs: StrPath | None = None, config: Any = None,
                 partial_root: bool = False, where: bool = True,
                 gpu: str | None = None, image_env: Sequence[str] = (),
-                interpreter: str | None = None) -> Report:
+                interpreter: str | None = None, bounds: Bounds | None = None) -> Report:
     """Read the image and decide whether the requested mooncake features can work, and
     whether each native extension the launch line imports loads
     (:mod:`moonpin.preflight.extensions`).
@@ -119,7 +120,11 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
     does without the ~1 ms it costs.
 
     ``gpu``: the GPU capability the worker runs on (``9.0``; ``none``), for a loader that
-    picks its build by it (:func:`moonpin.preflight.extensions.verdict.gpu_state`)."""
+    picks its build by it (:func:`moonpin.preflight.extensions.verdict.gpu_state`).
+
+    ``bounds``: how far the code an import runs by calls is followed
+    (:class:`moonpin.preflight.pyimport.atimport.Bounds`; None: that walk's defaults); an
+    extension whose walk reaches them is "not judged"."""
     target = None
     env: Any = os.environ
     if rootfs is not None:
@@ -152,7 +157,7 @@ def check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str] = 
                               fix_provider=fix_provider, deep=deep, deep_timeout=deep_timeout,
                               source_cache=source_cache, python=python, target=target,
                               found=found if where else None, partial_root=partial_root,
-                              seen=seen, run=run, env=env, gpu=gpu)
+                              seen=seen, run=run, env=env, gpu=gpu, bounds=bounds)
         report.found = found
         report = written.for_pip(report, seen.get("target"))
     finally:
@@ -169,7 +174,8 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
                  deep_timeout: float, source_cache: bool, python: str | None,
                  found: dict[str, Any] | None, target: Target | None = None,
                  partial_root: bool = False, seen: dict[str, Any] | None = None,
-                 run: Run | None = None, env: Any = None, gpu: str | None = None) -> Report:
+                 run: Run | None = None, env: Any = None, gpu: str | None = None,
+                 bounds: Bounds | None = None) -> Report:
     """The walk: each room entered once, in the order of its layers (ARCHITECTURE.md; held by
     ``tests/preflight/test_walk.py``): the environment, the importer's model, what is
     installed, the judgements every project shares, the extensions' rules with the
@@ -201,7 +207,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     paths = target.paths
     # the environment as every part of the check reads it, with one model of its importer
     ctx = Context.of(target, complete=site_packages is None and not partial_root, run=run,
-                     env=env)
+                     env=env, bounds=bounds)
     add(CheckResult("target", "pass", target.describe()))
     tag = target.tag  # the Python tag fix lines name (cp312)
     if target.guessed is not None:

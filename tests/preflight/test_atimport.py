@@ -145,12 +145,12 @@ def test_re_exports_are_followed_to_the_function(tmp_path: Path) -> None:
     assert calls == ["tt.compile", "tt.dyn.optimize", "_optimize", "get_fn"], got["bz2"]
 
 
-def test_a_bound_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bound_is_said(tmp_path: Path) -> None:
     files = {f"m{i}.py": f"import m{i + 1}\n" for i in range(30)}
     site = _site(tmp_path, {**files, "m30.py": "import bz2\n"})
-    monkeypatch.setattr(atimport, "MAX_MODULES", 10)
-    got, why = _follow(site, "m0")
-    assert got == {} and why is not None and "10 modules" in why
+    assert "bz2" in _follow(site, "m0")[0]
+    got, why = _follow(site, "m0", bounds=atimport.Bounds(modules=10))
+    assert got == {} and why is not None and "as far as 10 modules (m10 not read)" in why
 
 
 @pytest.mark.parametrize("text", ["def f(:\n", "\0", "x = (" * 300 + ")" * 300 + "\n"])
@@ -193,11 +193,19 @@ def test_hostile_module_files_end_and_claim_nothing(tmp_path: Path, kind: str,
     assert got == {} and why is None
 
 
-def test_a_bound_on_calls_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bound_on_calls_is_said(tmp_path: Path) -> None:
     chain = "".join(f"def f{i}():\n    f{i + 1}()\n\n" for i in range(50))
     site = _site(tmp_path, {"pkg/__init__.py": chain + "def f50():\n    import bz2\n\nf0()\n"})
     assert "bz2" in _follow(site)[0]
-    atimport._READ.clear()
-    monkeypatch.setattr(atimport, "MAX_CALLS", 20)
+    got, why = _follow(site, bounds=atimport.Bounds(calls=20))
+    assert got == {} and why is not None and "as far as 20 calls (pkg.f20 not read)" in why
+
+
+def test_a_body_this_python_cannot_parse_does_not_hide_the_top_level(tmp_path: Path) -> None:
+    """A function body in a newer Python's syntax (PEP 701's f-strings are 3.12's; a stray
+    token stands for them) is never parsed: the module's top level is still read (before,
+    the whole module was read as nothing)."""
+    site = _site(tmp_path, {"pkg/__init__.py": "import json\n\ndef f(d):\n"
+                                               "    return f\"{d[\"k\"]}\" $\n\nimport bz2\n"})
     got, why = _follow(site)
-    assert got == {} and why is not None and "20 calls" in why
+    assert why is None and "bz2" in got, got

@@ -271,3 +271,51 @@ def test_a_top_level_build_it_imports_is_loaded(tmp_path: Path) -> None:
     line = r.line("mori")
     assert r.rc == 1 and (f"mori/__init__.py:2 imports mori_cpp: mori_cpp{ext_suffix()}: "
                           f"undefined symbol: {COW}") in line, r.out
+
+
+#: a package whose ``__init__`` checks for a GPU at import (sgl-deep-ep's
+#: ``check_prerequisites`` in small): its function raises when torch sees none
+GATED = {
+    "__init__.py": "from .prereq import check as _check\n\n_check(need=1)\n"
+                   "import torch\nfrom . import _C\n",
+    "prereq.py": "def check(*, need):\n    import torch\n    if not torch.version.cuda:\n"
+                 "        raise ImportError('no CUDA')\n    if not torch.cuda.is_available():\n"
+                 "        raise ImportError('no usable CUDA device')\n",
+}
+
+
+@pytest.mark.parametrize(("gpu", "status"), [("9.0", "pass"), ("none", "skip")])
+def test_an_import_that_raises_without_a_gpu_states_the_assumption(
+        tmp_path: Path, gpu: str, status: str) -> None:
+    """Code its import runs raises where ``torch.cuda.is_available()`` is False: with a GPU
+    assumed the line says so and is judged as on a host with one (before: a pass that said
+    nothing of it, wrong on a host without a GPU); with none assumed it is not judged, the
+    raise being past another one its code may take; with that other one gone, it fails."""
+    site = _site(tmp_path)
+    pkg = _mori(site, GATED["__init__.py"], {"_C": (COW,)})
+    (pkg / "prereq.py").write_text(GATED["prereq.py"])
+    r = run(site, "--gpu-capability", gpu, *MORI, ep=False)
+    line = r.line("mori")
+    assert line.startswith(status), r.out
+    assert ("its import raises without a visible GPU (mori/prereq.py:6: "
+            "torch.cuda.is_available())") in line, r.out
+    if gpu == "9.0":
+        assert r.rc == 0 and f"loads mori/_C{ext_suffix()}" in line, r.out
+        assert "judged as on a host with one (GPU capability 9.0" in line, r.out
+    else:
+        assert r.rc == 0 and "not judged: " in line, r.out
+        (pkg / "prereq.py").write_text("import torch\n\ndef check(*, need):\n"
+                                       "    assert torch.cuda.device_count() >= need\n")
+        r = run(site, "--gpu-capability", gpu, *MORI, ep=False)
+        line = r.line("mori")
+        assert r.rc == 1 and line.startswith("fail"), r.out
+        assert ("`import mori` fails: its import raises without a visible GPU "
+                "(mori/prereq.py:4: torch.cuda.device_count()), and none is assumed") in line
+        assert r.fixes() == ["fix: its import needs a usable GPU: run the check where the "
+                             "worker runs, or say the GPU with --gpu-capability (e.g. 9.0)"]
+    # caught where it is called: nothing is said of it
+    (pkg / "__init__.py").write_text("try:\n    from .prereq import check as _check\n"
+                                     "    _check(need=1)\nexcept ImportError:\n    pass\n"
+                                     "import torch\nfrom . import _C\n")
+    r = run(site, "--gpu-capability", gpu, *MORI, ep=False)
+    assert "without a visible GPU" not in r.line("mori") and r.rc == 0, r.out

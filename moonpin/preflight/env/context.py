@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.target import Identity, Target
     from moonpin.preflight.prefetch import Pending
+    from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.metapath import Importer
 
 __all__ = ["Context", "Run"]
@@ -78,11 +79,12 @@ class Context:
     image root every read of the target's files is confined to (``confined``:
     :class:`~moonpin.preflight.access.confined.Confined`, made once from ``root``), and an
     image's worker's working folder (``working_dir``, a path of the image; None: this
-    process's)."""
+    process's), and how far the code an import runs is followed (``bounds``:
+    :class:`~moonpin.preflight.pyimport.atimport.Bounds`; None: that walk's defaults)."""
 
-    __slots__ = ("complete", "confined", "env", "ext_suffixes", "importer", "ld_path", "machine",
-                 "paths", "preload", "python", "root", "run", "sites", "user", "version",
-                 "working_dir")
+    __slots__ = ("bounds", "complete", "confined", "env", "ext_suffixes", "importer", "ld_path",
+                 "machine", "paths", "preload", "python", "root", "run", "sites", "user",
+                 "version", "working_dir")
 
     paths: Sequence[str]
     sites: tuple[str, ...] | None
@@ -100,6 +102,7 @@ class Context:
     user: Identity
     confined: Confined
     working_dir: str | None
+    bounds: Bounds | None
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
@@ -108,7 +111,7 @@ class Context:
                  python: str | None = None, run: Run | None = None,
                  env: Mapping[str, str] | None = None, user: Identity | None = None,
                  preload: Sequence[str] | None = None,
-                 working_dir: str | None = None) -> None:
+                 working_dir: str | None = None, bounds: Bounds | None = None) -> None:
         from moonpin.preflight.access.confined import Confined
         from moonpin.preflight.pyimport.metapath import Importer
 
@@ -127,6 +130,7 @@ class Context:
         put(self, "ld_path", None if ld_path is None else tuple(ld_path))
         put(self, "preload", None if preload is None else tuple(preload))
         put(self, "working_dir", working_dir)
+        put(self, "bounds", bounds)
         put(self, "python", python)
         put(self, "run", run if run is not None else Run())
         put(self, "env", os.environ if env is None else env)
@@ -145,15 +149,16 @@ class Context:
 
     @classmethod
     def of(cls, target: Target, *, complete: bool = True, run: Run | None = None,
-           env: Mapping[str, str] | None = None) -> Context:
+           env: Mapping[str, str] | None = None, bounds: Bounds | None = None) -> Context:
         """The context of ``target``; ``complete``: its paths are its whole ``sys.path``;
-        ``env``: the variables it runs with (None: this process's)."""
+        ``env``: the variables it runs with (None: this process's); ``bounds``: how far the
+        code an import runs is followed (None: the walk's defaults)."""
         return cls(target.paths, sites=target.sites, root=target.root,
                    ext_suffixes=target.ext_suffixes, version=target.version,
                    complete=complete, machine=target.machine, ld_path=target.ld_path,
                    python=target.python, run=run, env=env,
                    user=target.user, preload=target.preload,
-                   working_dir=target.working_dir)
+                   working_dir=target.working_dir, bounds=bounds)
 
     def interpreter_stop(self) -> tuple[str, str] | None:
         """Whether the target's interpreter stops as it starts, before any import of the

@@ -49,10 +49,12 @@ class Unrunnable(Exception):
         self.why = why
 
 
-def parse(path: str, within: Confined = NOWHERE) -> ast.Module | None:
+def parse(path: str, within: Confined = NOWHERE, *, top: bool = False) -> ast.Module | None:
     """The file at ``path`` parsed (None: unreadable, too big, or not Python as this
-    interpreter reads it). Raises :class:`Unrunnable` where the real import cannot run it,
-    whichever CPython runs it:
+    interpreter reads it); ``top``: only what its top level runs is wanted, its functions'
+    bodies may be left unparsed (:func:`moonpin.readers.pyast.toplevel.top_level`: then a
+    parser's limit passed inside one is not seen). Raises :class:`Unrunnable` where the
+    real import cannot run it, whichever CPython runs it:
 
     * it is a package's missing ``__init__.py``: the package imports as an empty namespace
       package;
@@ -100,6 +102,10 @@ def parse(path: str, within: Confined = NOWHERE) -> ast.Module | None:
                              f"{os.geteuid()}): the import raises PermissionError") from None
         return None
     try:
+        if top:
+            from moonpin.readers.pyast.toplevel import top_level
+
+            return top_level(data, path)
         return ast.parse(data, path)
     except (RecursionError, MemoryError) as e:
         raise Unrunnable(path, f"nested past the parser's limits: the import raises "
@@ -254,7 +260,7 @@ def _file_imports(path: str, within: Confined) -> dict[str, Any] | None:
 
     from moonpin.preflight.pyimport.atimport import caught_names
 
-    tree = parse(path, within)
+    tree = parse(path, within, top=True)
     if tree is None:
         return None
     out: list[list[Any]] = []

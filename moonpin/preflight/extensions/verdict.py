@@ -147,7 +147,8 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
                 sorted(flags.items()), (torch.version, torch.cuda) if torch else None,
                 sorted((n, d.version, d.root, tuple(d.requires)) for n, d in dists.items()),
                 state, None if own_env else sorted(env.items()), kb is not None, kb_file,
-                (ctx.user.uid, ctx.user.gids)))
+                (ctx.user.uid, ctx.user.gids))
+               + ((repr(ctx.bounds),) if ctx.bounds is not None else ()))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
         from moonpin.preflight.access.reads import Reads, plain_folder
@@ -290,6 +291,10 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
     except astread.Unrunnable as e:
         return CheckResult(name, "fail", f"{where}: `import {name}` fails: {e.path} is "
                            f"{e.why}", _replace(facts, e.path, ctx.root), evidence)
+    gpu = _gpu_gate(reached, facts)
+    if gpu is not None and gpu[0] == "fail":
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {gpu[1]}",
+                           _NEEDS_GPU, evidence)
     builds = list(reached.builds)
     for top, (by, caught) in reached.others.items():  # a top-level build it imports plainly
         module = facts.find(top)
@@ -357,15 +362,39 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
         said.append(f"loads {shown} ({res.count} library needs of {res.objects} objects "
                     f"resolve, {res.refs} undefined symbols bind){extra}")
     stops = _at_import(ctx, name, reached.torch and torch is not None)
-    if stops is not None:
-        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops[0]}",
-                           stops[1], evidence)
-    unjudged = reached.dynamic + ([reached.unread] if reached.unread else [])
+    if stops is not None and stops[0] == "fail":
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops[1]}",
+                           stops[2], evidence)
+    unjudged = reached.dynamic + ([reached.unread] if reached.unread else []) + (
+        [stops[1]] if stops is not None else []) + (
+        [gpu[1]] if gpu is not None and gpu[0] == "skip" else [])
     detail = "; ".join(said) if said else "no compiled module reached by its imports"
-    tail = (f"; not judged: {'; '.join(unjudged)}" if unjudged else "") + (
+    tail = (f"; {gpu[1]}" if gpu is not None and gpu[0] == "pass" else "") + (
+        f"; not judged: {'; '.join(unjudged)}" if unjudged else "") + (
         f"; {'; '.join(warned)}" if warned else "")
     return CheckResult(name, "warn" if warned else "skip" if unjudged else "pass",
                        f"{where}: {detail}{tail}", fix if warned else None, evidence)
+
+
+#: the fix of an import that raises where no GPU is visible
+_NEEDS_GPU = ("its import needs a usable GPU: run the check where the worker runs, or say "
+              "the GPU with --gpu-capability (e.g. 9.0)")
+
+
+def _gpu_gate(reached: plain.Reached, facts: Facts) -> tuple[str, str] | None:
+    """What the GPU assumed decides of a plain import whose code raises where torch sees no
+    GPU (:attr:`moonpin.preflight.extensions.pyread.plain.Reached.gpu_gates`): ``("fail",
+    …)`` with none assumed (``("skip", …)`` when that code runs under a condition), else
+    ``("pass", the assumption said)``; None: no such code."""
+    if not reached.gpu_gates:
+        return None
+    at, call, certain = reached.gpu_gates[0]
+    said = f"its import raises without a visible GPU ({at}: {call})"
+    if facts.gpu_present:
+        return "pass", f"{said}; judged as on a host with one ({facts.gpu_said})"
+    if certain:
+        return "fail", f"{said}, and none is assumed ({facts.gpu_said})"
+    return "skip", f"{said} if the code before it gets there ({facts.gpu_said})"
 
 
 def _torch_pin(dist: Dist | None) -> str | None:
@@ -527,14 +556,15 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                                         else _generic(facts, rule)) or None,
                            (found.folder,))
     stops = _at_import(ctx, name, torch is not None)
-    if stops is not None:  # no reinstall of the extension mends a system library
-        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops[0]}"
-                           + (f" ({notes})" if notes else ""), stops[1], (found.folder,))
+    if stops is not None and stops[0] == "fail":  # no reinstall of the extension mends it
+        return CheckResult(name, "fail", f"{where}: `import {name}` fails: {stops[1]}"
+                           + (f" ({notes})" if notes else ""), stops[2], (found.folder,))
     detail = "; ".join((f"{c.when}: " if c.when and len(results) > 1 else "") + d
                        for c, _, d, _ in results)
-    return CheckResult(name, "warn" if pick.warnings else "pass",
+    unjudged = f"; not judged: {stops[1]}" if stops is not None else ""
+    return CheckResult(name, "warn" if pick.warnings else "skip" if unjudged else "pass",
                        f"{where}: {detail}" + (f" ({notes})" if notes else "")
-                       + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
+                       + ("; " + "; ".join(pick.warnings) if pick.warnings else "") + unjudged,
                        (pick.fix or _generic(facts, rule)) if pick.warnings else None,
                        (found.folder,))
 
@@ -624,23 +654,29 @@ def _mended(res: Report, ctx: Context, otherwise: str | None) -> tuple[str, str 
     return f" ({mend.said})" if not inside else "", mend.fix
 
 
-def _at_import(ctx: Context, name: str, torch_first: bool) -> tuple[str, str | None] | None:
+def _at_import(ctx: Context, name: str, torch_first: bool
+               ) -> tuple[str, str, str | None] | None:
     """What stops ``import name`` in the code it runs at import by calls into other modules
     (:meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`: a decorator such as
     ``@torch.compile`` that imports, in the end, a standard-library module whose extension
-    module does not load here), said with the way there, and its fix: the image's records'
-    line for the library (:func:`_mended`), never a reinstall of the extension; None:
-    nothing it follows fails (or torch's own import fails, which its line says)."""
-    if _load(ctx, [], torch_first).chain_error is not None:
+    module does not load here), as ``("fail", said with the way there, its fix)``: the
+    image's records' line for the library (:func:`_mended`), never a reinstall of the
+    extension; ``("skip", why, None)`` when that walk stopped at its bounds (what it did not
+    read may fail the import: no verdict rests on it); None: nothing it follows fails (or
+    torch's own import fails, which its line says)."""
+    before = _load(ctx, [], torch_first)
+    if before.chain_error is not None:
         return None
     res = _load(ctx, [], torch_first, runs=(name,))
     if res.chain_error is None:
+        if res.note is not None and res.note != before.note:  # the walk of ``name``'s own
+            return "skip", res.note, None
         return None
     from moonpin.preflight.judge.owners import load_mend
 
     blamed, cls, message, _ = res.chain_error
     mend = load_mend(res, ctx)  # as torch's line: the records' line, else the honest one
-    return (f"its code run at import imports {blamed}, whose import raises {cls}: "
+    return ("fail", f"its code run at import imports {blamed}, whose import raises {cls}: "
             f"{message}" + (f" ({mend.said})" if mend else ""), mend.fix if mend else None)
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from moonpin.preflight.env.context import Run
     from moonpin.preflight.loader import ldproc
+    from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.metapath import Importer
     from moonpin.preflight.pyimport.pyrun import Chain
 
@@ -125,7 +126,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 after: Sequence[str] = (), complete: bool = True,
                 run: Run | None = None, mode: int | None = None,
                 importer: Importer | None = None,
-                preload: Sequence[str] | None = None, runs: Sequence[str] = ()) -> Report:
+                preload: Sequence[str] | None = None, runs: Sequence[str] = (),
+                bounds: Bounds | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -143,7 +145,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     ``runs``: packages whose own import is not modelled here (a rule reads it) but whose
     code run at import by calls is followed after the builds load
     (:meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`: the standard library's
-    extension modules it reaches, loaded into the same process)."""
+    extension modules it reaches, loaded into the same process). ``bounds``: how far the
+    code run at import is followed (None: the walk's defaults)."""
     machine = machine or os.uname().machine
     pre = ("\x02".join(preload) if preload is not None
            else os.environ.get("LD_PRELOAD", "") if root is None else "")
@@ -153,7 +156,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     # keeps for it (``Run.processes``), and the memo key's first part (one reading of each)
     key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
                      tuple(suffixes), tuple(paths),
-                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete)
+                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete) + (
+                         (repr(bounds),) if bounds is not None else ())
     key = repr(("native-v4", key_of_import, module or "", tuple(after), tuple(builds), mode)
                + ((tuple(runs),) if runs else ()))
 
@@ -165,7 +169,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
                        complete, mode, importer, shared,
-                       repr((key_of_import, sites, version, id(importer))), preload, runs)
+                       repr((key_of_import, sites, version, id(importer))), preload, runs,
+                       bounds)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -240,7 +245,8 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
               suffixes: Sequence[str], machine: str, root: str | None, ld: Sequence[str],
               sites: Sequence[str] | None, version: tuple[int, int] | None, complete: bool,
               importer: Importer | None, stop: Sequence[str],
-              preload: Sequence[str] | None = None) -> _Imported:
+              preload: Sequence[str] | None = None, bounds: Bounds | None = None
+              ) -> _Imported:
     """The interpreter started and ``modules`` imported in it (module doc), up to the files
     in ``stop`` (not loaded: the builds its caller loads itself); the process is the
     caller's to close."""
@@ -278,7 +284,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
                 return out
         chain = Chain(proc, paths, request=request, suffixes=suffixes,
                       sites=sites, root=root, version=version, python=python, stop=stop,
-                      trace=trace, complete=complete, importer=importer)
+                      trace=trace, complete=complete, importer=importer, bounds=bounds)
         main = ModuleValue("__main__", "py", tier=0)
         if modules:
             try:
@@ -336,8 +342,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              importer: Importer | None = None, shared: dict[str, object] | None = None,
-             base: str = "", preload: Sequence[str] | None = None, runs: Sequence[str] = ()
-             ) -> tuple[object, set[str], dict[str, str | None]]:
+             base: str = "", preload: Sequence[str] | None = None, runs: Sequence[str] = (),
+             bounds: Bounds | None = None) -> tuple[object, set[str], dict[str, str | None]]:
     """``modules`` imported, then ``builds`` loaded (:func:`native_load`). ``shared``: where
     the check keeps the processes its imports built (``Run.processes``), ``base`` the key
     of this one's: the builds are loaded into a copy of that process (``import torch``
@@ -349,7 +355,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
     reused = isinstance(after, _Imported)
     if not isinstance(after, _Imported) and shared is not None:
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, (), preload)
+                          sites, version, complete, importer, (), preload, bounds)
         shared[base] = after
     if isinstance(after, _Imported) and after.holds(builds):
         if reused:  # what it read, read again: a trace around this load sees it too
@@ -362,7 +368,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         env_read = dict(after.env_read)
     else:  # a load of its own: the chain stops before the builds
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, builds, preload)
+                          sites, version, complete, importer, builds, preload, bounds)
         proc, traced, env_read = after.proc, after.trace, after.env_read
     try:
         out = Report()
@@ -402,15 +408,15 @@ def _at_import(out: Report, chain: Chain, proc: ldproc.Process, runs: Sequence[s
     more = Chain(proc, chain.paths, request="", suffixes=chain.suffixes, sites=chain.sites,
                  root=chain.root, version=chain.version, python=chain.python, stop=builds,
                  trace=trace, complete=chain.complete, importer=chain.importer,
-                 unloadable=unloadable)
+                 unloadable=unloadable, bounds=chain.bounds)
     more.walked.update(chain.walked)
     try:
         more.at_import(runs)
     except Raised as r:
         e = r.exc
         out.chain_error = (e.module, e.cls, _said(e), e.path)
-    except Budget as b:
-        out.note = f"the code run at import was not followed to its end ({b})"
+    except Budget as b:  # said whole: its line is "not judged" (extensions.verdict)
+        out.note = str(b)
     except (RecursionError, MemoryError) as e:
         out.note = f"the code run at import was not followed to its end ({type(e).__name__})"
     out.loads = [*out.loads, *((x.path, x.mode, x.error, x.module, x.how, x.why)

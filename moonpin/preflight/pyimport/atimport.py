@@ -30,8 +30,9 @@ What is followed (:func:`follow`), breadth-first from the modules given:
 Only certain, uncaught imports of the standard library are handed to the caller (its loader
 model loads their extension modules: :meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`).
 Calls through values (``obj.method()``, a class's methods, a callable returned by a call)
-are not followed, and neither is the standard library's own code. Bounded by
-:data:`MAX_MODULES` modules and :data:`MAX_CALLS` functions; past a bound the walk says so.
+are not followed, and neither is the standard library's own code. Bounded by a
+:class:`Bounds` value (:data:`MAX_MODULES` modules and :data:`MAX_CALLS` functions unless one
+is handed down); past a bound the walk says so, and what it read is no verdict.
 Each file's facts are kept in the file-facts memo under its stamp. Only ``os`` at import."""
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.pyimport.metapath import Importer
 
-__all__ = ["MAX_CALLS", "MAX_MODULES", "caught_names", "dotted", "follow", "function_facts",
-           "module_facts"]
+__all__ = ["MAX_CALLS", "MAX_MODULES", "Bounds", "caught_names", "dotted", "follow",
+           "function_facts", "module_facts"]
 
 #: the modules whose top level a walk reads at most (torch's ``_dynamo`` with what it imports
 #: is about 1,300)
@@ -59,6 +60,30 @@ MAX_MODULES = 4000
 #: the functions a walk follows at most
 MAX_CALLS = 4000
 _CAP_SOURCE = 16 << 20
+
+
+class Bounds:
+    """How far a walk goes: the modules whose top level it reads at most (``modules``) and
+    the functions it follows at most (``calls``); handed down as a value (a check's
+    :attr:`moonpin.preflight.env.context.Context.bounds`), its ``repr`` part of what a
+    remembered answer is keyed by."""
+
+    __slots__ = ("calls", "modules")
+
+    def __init__(self, modules: int = MAX_MODULES, calls: int = MAX_CALLS) -> None:
+        self.modules = modules
+        self.calls = calls
+
+    def __repr__(self) -> str:
+        return f"Bounds(modules={self.modules}, calls={self.calls})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Bounds) and (self.modules, self.calls) == (
+            other.modules, other.calls)
+
+    def __hash__(self) -> int:
+        return hash((self.modules, self.calls))
+
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 #: what this process read of each file already, by its stamp
 _READ: dict[tuple[str, str, int, int, str | None], Any] = {}
@@ -226,13 +251,14 @@ class _Reader:
 
 
 def _tree(path: str, within: Confined) -> ast.Module | None:
-    import ast
-
+    """The module's syntax tree as its top level runs it, its functions' bodies blanked
+    (:func:`moonpin.readers.pyast.toplevel.top_level`)."""
     from moonpin.preflight.access.zipfs import read_source
+    from moonpin.readers.pyast.toplevel import top_level
 
     try:
         data = read_source(path, cap=_CAP_SOURCE, what="Python source", within=within)
-        return ast.parse(data, path)
+        return top_level(data, path)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -367,14 +393,17 @@ _BUILTIN_EXC = frozenset((
 
 def follow(importer: Importer, starts: Sequence[str], std: Callable[[str, str, str, list[str]],
            None], *, within: Confined, seen: Callable[[str], None] | None = None,
-           skip: set[str] | None = None, roots: Sequence[str] = ()) -> str | None:
+           skip: set[str] | None = None, roots: Sequence[str] = (),
+           bounds: Bounds | None = None) -> str | None:
     """Walk what importing each of ``starts`` runs, calls included (module doc), and hand
     ``std(stdlib module, the module whose code imports it, its file, the route)`` each
     standard-library module it certainly imports uncaught, in the order met (``std`` raises
     to stop the walk). ``importer``: the target's importer model; ``seen``: told each file
     and folder read; ``skip``: modules whose import was walked already (added to as this
-    walk finishes one); ``roots``: the folders file names are shown relative to. Returns
-    why the walk stopped short (a bound), else None."""
+    walk finishes one); ``roots``: the folders file names are shown relative to;
+    ``bounds``: how far it goes (None: :class:`Bounds`' defaults). Returns why the walk
+    stopped short (a bound), else None."""
+    bounds = bounds if bounds is not None else Bounds()
     done_mod: dict[str, set[str]] = {}
     done_fn: dict[tuple[str, str], set[str]] = {}
     specs: dict[str, tuple[str | None, bool] | None] = {}
@@ -514,9 +543,9 @@ def follow(importer: Importer, starts: Sequence[str], std: Callable[[str, str, s
                 seen_guards = done_mod.setdefault(mod, set())
                 if guard in seen_guards or "" in seen_guards:
                     continue
-                if len(done_mod) > MAX_MODULES:
-                    return (f"the code run at import was followed through {MAX_MODULES} "
-                            f"modules and no further ({mod} not read)")
+                if len(done_mod) > bounds.modules:
+                    return (f"the code its import runs was followed as far as "
+                            f"{bounds.modules} modules ({mod} not read)")
                 seen_guards.add(guard)
                 got = spec(mod)
                 if got is None or got[0] is None:
@@ -532,9 +561,9 @@ def follow(importer: Importer, starts: Sequence[str], std: Callable[[str, str, s
             if guard in seen_guards or "" in seen_guards:
                 continue
             calls += 1
-            if calls > MAX_CALLS:
-                return (f"the code run at import was followed through {MAX_CALLS} calls "
-                        f"and no further ({name}.{fn} not read)")
+            if calls > bounds.calls:
+                return (f"the code its import runs was followed as far as {bounds.calls} "
+                        f"calls ({name}.{fn} not read)")
             seen_guards.add(guard)
             got = spec(name)
             if got is None or got[0] is None:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.metapath import Importer
 
 __all__ = ["Chain", "Load"]
@@ -212,7 +213,8 @@ class Chain(Host):
     ``proc``. ``request``: the package whose modules are all walked; ``stop``: files not
     to load (the builds the caller loads itself); ``trace``: every file and folder the
     answer depends on is added to it; ``complete``: ``paths`` are the interpreter's whole
-    ``sys.path`` (:attr:`moonpin.preflight.env.context.Context.complete`)."""
+    ``sys.path`` (:attr:`moonpin.preflight.env.context.Context.complete`); ``bounds``: how
+    far :meth:`at_import` follows the code an import runs (None: its walk's defaults)."""
 
     def __init__(self, proc: ldproc.Process, paths: Sequence[str], *, request: str,
                  suffixes: Sequence[str], sites: Sequence[str] | None = None,
@@ -220,8 +222,10 @@ class Chain(Host):
                  python: str | None = None, stop: Sequence[str] = (),
                  trace: set[str] | None = None, complete: bool = True,
                  importer: Importer | None = None,
-                 unloadable: Sequence[str] | None = None) -> None:
+                 unloadable: Sequence[str] | None = None,
+                 bounds: Bounds | None = None) -> None:
         self.proc = proc
+        self.bounds = bounds
         self.complete = complete
         self.paths = list(paths)
         self.request = request.partition(".")[0]
@@ -441,8 +445,10 @@ class Chain(Host):
         followed to the standard library's modules it certainly imports, whose extension
         modules are loaded as an import of them would (:meth:`_std_natives`): raises what
         the first failing one raises, the way there said. Only when one of them fails to
-        load here (:meth:`unloadable_std`); raises :class:`Budget` past the walk's bounds."""
-        if not self.unloadable_std():
+        load here (:meth:`unloadable_std`); raises :class:`Budget` past the walk's bounds
+        (:attr:`bounds`), saying which of them does not load."""
+        unloadable = self.unloadable_std()
+        if not unloadable:
             return
         from moonpin.preflight.pyimport import atimport
 
@@ -455,9 +461,11 @@ class Chain(Host):
 
         why = atimport.follow(self.importer, modules, std, within=self.within,
                               seen=self._seen, skip=self.walked,
-                              roots=[p for p in self.paths if p])
+                              roots=[p for p in self.paths if p], bounds=self.bounds)
         if why is not None:
-            raise Budget(why)
+            shown = ", ".join(unloadable[:4]) + (", …" if len(unloadable) > 4 else "")
+            raise Budget(f"{why}, and what lies past it may import a module that does not "
+                         f"load here ({shown})")
 
     def _std_spec(self, name: str) -> tuple[str, str, list[str] | None] | None:
         """A standard library module as the importer finds it (:meth:`_find`), a submodule

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["PLAIN_ASSUMED", "Build", "Missing", "Reached", "plain_import"]
+__all__ = ["PLAIN_ASSUMED", "Build", "Missing", "Reached", "gpu_condition", "plain_import"]
 
 #: the assumption every verdict of :func:`plain_import` makes, said on its line
 PLAIN_ASSUMED = "read as a plain import; its __init__ code beyond imports not run"
@@ -82,12 +82,16 @@ class Reached:
     the order met), ``missing`` modules, ``dynamic`` loads it cannot follow (``file:line
     what``), the Python ``files`` it runs, whether it imports ``torch``, ``others``: the
     other top-level packages it imports (not the standard library's), each with where it is
-    first imported and that import's ``caught``, and ``unread``: why it was not followed to
-    its end (None: it was)."""
+    first imported and that import's ``caught``, ``gpu_gates``: where the code it runs
+    raises when no GPU is visible (``(file:line, the condition's call, certain)``; certain:
+    not under another condition, :func:`gpu_condition`), and ``unread``: why it was not
+    followed to its end (None: it was)."""
 
-    __slots__ = ("builds", "dynamic", "files", "missing", "others", "torch", "unread")
+    __slots__ = ("builds", "dynamic", "files", "gpu_gates", "missing", "others", "torch",
+                 "unread")
 
     def __init__(self) -> None:
+        self.gpu_gates: list[tuple[str, str, bool]] = []
         self.builds: list[Build] = []
         self.missing: list[Missing] = []
         self.dynamic: list[str] = []
@@ -130,6 +134,38 @@ def _bound(tree: ast.Module) -> list[str]:
     return sorted(bound)
 
 
+#: the calls whose answer says whether torch sees a usable GPU (by their dotted name's tail)
+_GPU_CALLS = ("cuda.is_available", "cuda.device_count")
+
+
+def gpu_condition(stmt: ast.stmt) -> tuple[int, str] | None:
+    """(the line of the ``raise``, the call) when ``stmt`` raises where torch sees no GPU:
+    ``if not torch.cuda.is_available(): raise …`` (or a comparison of
+    ``torch.cuda.device_count()``: ``== 0``, ``< 1``), ``if torch.cuda.is_available(): …
+    else: raise …``, ``assert torch.cuda.device_count() > 0``; None otherwise (read with
+    ``ast``, nothing run)."""
+    import ast
+
+    test = stmt.test if isinstance(stmt, (ast.If, ast.Assert)) else None
+    if test is None:
+        return None
+    call = next((attr_path(n.func) for n in ast.walk(test) if isinstance(n, ast.Call)
+                 and (attr_path(n.func) or "").endswith(_GPU_CALLS)), None)
+    if call is None:
+        return None
+    if isinstance(stmt, ast.Assert):
+        return stmt.lineno, f"{call}()"
+    negated = (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)) or (
+        isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
+            test.comparators[0], ast.Constant) and (
+            (isinstance(test.ops[0], (ast.Eq, ast.LtE)) and test.comparators[0].value == 0)
+            or (isinstance(test.ops[0], ast.Lt) and test.comparators[0].value == 1)))
+    assert isinstance(stmt, ast.If)
+    branch = stmt.body if negated else stmt.orelse if isinstance(test, ast.Call) else []
+    raised = next((b for b in branch if isinstance(b, ast.Raise)), None)
+    return (raised.lineno, f"{call}()") if raised is not None else None
+
+
 def _may_leave(stmt: ast.stmt) -> bool:
     """Whether a function's code may return (or raise) in ``stmt`` or under it, so that
     what follows it may not run (a function's own nested definitions aside)."""
@@ -154,9 +190,10 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
     """One file's facts for :func:`plain_import`, plain values (kept in the file-facts
     memo): ``imports`` (``[module, level, names, line, caught]``) and ``dynamic``
     (``[line, what]``) of the code its import runs, ``calls`` (``[module, level, name,
-    line]``: the functions and classes imported from another module that code calls), and
-    ``bound`` (:func:`_bound`). ``entry``: the code of that function instead (of that
-    class, its ``__init__``), as another module's call runs it."""
+    line, caught]``: the functions and classes imported from another module that code
+    calls), ``gates`` (``[line, call, caught]``: where it raises when torch sees no GPU,
+    :func:`gpu_condition`), and ``bound`` (:func:`_bound`). ``entry``: the code of that
+    function instead (of that class, its ``__init__``), as another module's call runs it."""
     import ast
 
     from moonpin.preflight.pyimport.atimport import caught_names
@@ -170,6 +207,7 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
     imports: list[list[Any]] = []
     dynamic: list[list[Any]] = []
     xcalls: list[list[Any]] = []
+    gates: list[list[Any]] = []
     called: list[str] = []
 
     def calls(node: ast.AST, caught: list[str]) -> None:
@@ -179,7 +217,7 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
             if isinstance(n.func, ast.Name) and n.func.id in defs:
                 called.append(n.func.id)
             elif isinstance(n.func, ast.Name) and n.func.id in froms:
-                xcalls.append([*froms[n.func.id], n.lineno])
+                xcalls.append([*froms[n.func.id], n.lineno, caught])
             dotted = attr_path(n.func) or ""
             what = next((w for tail, w in _DYNAMIC
                          if dotted == tail or dotted.endswith("." + tail)), None)
@@ -195,6 +233,9 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
 
     def walk(body: list[ast.stmt], caught: list[str]) -> None:
         for stmt in body:
+            gate = gpu_condition(stmt)
+            if gate is not None:
+                gates.append([gate[0], gate[1], caught])
             if isinstance(stmt, ast.Import):
                 imports.extend([a.name, 0, [], stmt.lineno, caught] for a in stmt.names)
             elif isinstance(stmt, ast.ImportFrom):
@@ -249,7 +290,8 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
         if name not in done:
             done.add(name)
             walk(defs[name].body, [])
-    return {"imports": imports, "dynamic": dynamic, "calls": xcalls, "bound": _bound(tree)}
+    return {"imports": imports, "dynamic": dynamic, "calls": xcalls, "gates": gates,
+            "bound": _bound(tree)}
 
 
 def _others(folder: str, stem: str, suffixes: Sequence[str]) -> list[str]:
@@ -299,9 +341,10 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
         if not found.folder.endswith(".py"):  # the module is itself a build
             out.builds.append(Build(name, found.folder, f"import {name}", ()))
             return out
-        queue: list[tuple[str, str, bool, str]] = [(found.folder, name, False, "")]
+        queue: list[tuple[str, str, bool, str, tuple[str, ...]]] = [
+            (found.folder, name, False, "", ())]
     else:
-        queue = [(os.path.join(found.folder, "__init__.py"), name, True, "")]
+        queue = [(os.path.join(found.folder, "__init__.py"), name, True, "", ())]
     known: dict[str, str | None] = {name: queue[0][0]}  # module -> its file (None: namespace)
     facts_of: dict[str, dict[str, Any]] = {}
 
@@ -323,7 +366,7 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
         if path is None:
             out.missing.append(Missing(module, by, caught, _others(folder, stem, suffixes)))
         elif path.endswith(".py"):
-            queue.append((path, module, path.endswith("__init__.py"), ""))
+            queue.append((path, module, path.endswith("__init__.py"), "", tuple(caught)))
         elif not path.endswith(".pyc"):
             out.builds.append(Build(module, path, by, caught))
 
@@ -336,7 +379,7 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
 
     walked: set[tuple[str, str]] = set()
     while queue:
-        path, module, package, entry = queue.pop(0)
+        path, module, package, entry, around = queue.pop(0)  # around: the caller's caught
         if (path, entry) in walked:
             continue
         walked.add((path, entry))
@@ -346,7 +389,7 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
             break
         if path not in out.files:
             out.files.append(path)
-        got = reading("plain-" + entry if entry else "plain", path,
+        got = reading("plain2-" + entry if entry else "plain2", path,
                       lambda p=path, e=entry: _plain_facts(p, facts.within, e),  # type: ignore[misc]
                       facts.within)
         rel = os.path.relpath(path, shown)
@@ -357,6 +400,11 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
             facts_of[module] = got
         base = module if package else module.rpartition(".")[0]
         out.dynamic += [f"{rel}:{line} {what}" for line, what in got.get("dynamic", ())]
+        for line, call, caught in got.get("gates", ()):
+            names = {*around, *caught} - {"?"}
+            if not names:  # no except around it (one that may catch it: not claimed)
+                out.gpu_gates.append((f"{rel}:{line}", str(call), "?" not in {*around,
+                                                                             *caught}))
         for mod, level, names, line, caught in got.get("imports", ()):
             by = f"{rel}:{line}"
             mod = absolute(str(mod), int(level), base)
@@ -377,9 +425,10 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
                 for n in names:
                     if n != "*":
                         find(f"{mod}.{n}", by, caught, attr_ok=True)
-        for mod, level, fn, _line in got.get("calls", ()):  # another module's code it runs
+        for mod, level, fn, _line, caught in got.get("calls", ()):  # another module's code
             mod = absolute(str(mod), int(level), base)
             target = known.get(mod) if mod is not None and mod.split(".")[0] == name else None
             if mod is not None and target is not None and target.endswith(".py"):
-                queue.append((target, mod, target.endswith("__init__.py"), str(fn)))
+                queue.append((target, mod, target.endswith("__init__.py"), str(fn),
+                              (*around, *caught)))
     return out
