@@ -98,9 +98,11 @@ def test_the_needers_distribution_names_its_requirement_not_installed(tmp_path: 
 
 def _ctx(root: Path) -> SimpleNamespace:
     from moonpin.preflight.access.confined import Confined
+    from moonpin.readers.markers import environment
 
     return SimpleNamespace(root=str(root), paths=[], sites=(), confined=Confined(root),
-                           machine="x86_64", version=(3, 12), preload=(), python=None)
+                           machine="x86_64", version=(3, 12), preload=(), python=None,
+                           markers=lambda: environment((3, 12), "x86_64"))
 
 
 @pytest.mark.parametrize("state", ["gone", "there", "unlisted"])

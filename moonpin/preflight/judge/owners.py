@@ -339,19 +339,15 @@ def _dpkg_version(package: str, ctx: Context) -> tuple[str, str] | None:
 
 
 def _unmet(dist: Dist, dists: Sequence[Dist], ctx: Context) -> list[str]:
-    """``dist``'s requirements (its METADATA's Requires-Dist, markers evaluated for the
-    target: its Python, Linux, its machine; extras left out) whose distribution is not
+    """``dist``'s requirements (its METADATA's Requires-Dist, markers evaluated in the
+    target's environment, :meth:`Context.markers`; extras left out) whose distribution is not
     installed, each as pip takes it (name, extras, specifier; no marker)."""
     try:
         from packaging.requirements import Requirement
         from packaging.utils import canonicalize_name
     except ImportError:  # packaging absent (moonpin put on PYTHONPATH by hand)
         return []
-    version = ".".join(map(str, ctx.version)) if ctx.version else ""
-    env = {"python_version": version, "python_full_version": f"{version}.0" if version
-           else "", "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-           "platform_machine": ctx.machine or os.uname().machine, "extra": "",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    env = ctx.markers()
     have = {canonicalize_name(d.name) for d in dists}
     out = []
     for text in dist.requires:
