@@ -70,16 +70,17 @@ def load_mend(res: Report, ctx: Context) -> Mend | None:
 
 def missing_mend(name: str, needer: str, ctx: Context) -> Mend:
     """What puts back ``name`` (a soname ld.so cannot find) that ``needer`` (a path under
-    the root) needs: the installed distribution whose RECORD lists a file of that name that
-    is gone; else the package of the image's dpkg database that lists it; else the
-    requirements the needer's own distribution declares and that are not installed; else
-    an honest line that no record here names an owner."""
+    the root, or the file name the loader's findings keep of it) needs: the installed
+    distribution whose RECORD lists a file of that name that is gone; else the package of
+    the image's dpkg database that lists it; else the requirements the needer's own
+    distribution declares and that are not installed; else an honest line that no record
+    here names an owner."""
     dists = _dists(ctx)
     shown = _shown(ctx, needer)
     owner = None
     for dist in dists:
         for path in _recorded(dist, ctx):
-            if path == needer:
+            if path == needer or ("/" not in needer and os.path.basename(path) == needer):
                 owner = owner or dist
             elif os.path.basename(path) == name and not os.path.lexists(path):
                 return Mend(f"{_shown(ctx, path)} is gone, which {dist.name} {dist.version}'s "
