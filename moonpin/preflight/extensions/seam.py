@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
+    from moonpin.preflight.env.target import Identity
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
@@ -149,17 +150,20 @@ class Facts:
     image root every reading of a file is confined to
     (:class:`~moonpin.preflight.access.confined.Confined`, handed to :mod:`.astread`);
     ``python``: the worker's interpreter as the check names it (a host path, under the
-    root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``."""
+    root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``; ``user``: who
+    the worker runs as (:class:`~moonpin.preflight.env.target.Identity`; None: this
+    process), for what only its user may read (ld.so's ``/etc/ld.so.preload``)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
-                 "python", "read", "suffixes", "torch", "within")
+                 "python", "read", "suffixes", "torch", "user", "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
                  dists: Mapping[str, Dist], suffixes: Sequence[str],
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
                  kb: Callable[[], Mapping[str, Any] | None] | None = None,
-                 within: Confined = NOWHERE, python: str | None = None) -> None:
+                 within: Confined = NOWHERE, python: str | None = None,
+                 user: Identity | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -175,6 +179,7 @@ class Facts:
         #: the image root the rules' readings are confined to (the check's)
         self.within = within
         self.python = python
+        self.user = user
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package

@@ -204,7 +204,7 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        suffixes=ctx.ext_suffixes,
                        find=lambda name: locate(ctx, name),
                        read=lambda path: read_bytes(path, what="file", within=ctx.confined),
-                       kb=kb, within=ctx.confined, python=ctx.python)
+                       kb=kb, within=ctx.confined, python=ctx.python, user=ctx.user)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
     for said in unjudged:

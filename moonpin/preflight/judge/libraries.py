@@ -89,7 +89,8 @@ def load_in(ctx: Context, builds: Sequence[str], module: str | None = None, *,
                        suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
                        ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
                        first=first, after=after, complete=ctx.complete, run=ctx.run,
-                       mode=mode, importer=ctx.importer, preload=ctx.preload, runs=runs)
+                       mode=mode, importer=ctx.importer, preload=ctx.preload, runs=runs,
+                       user=ctx.user)
 
 
 def check_libraries(builds: Sequence[str], ctx: Context,

@@ -148,8 +148,8 @@ def _preload_entries(ctx: Context) -> list[tuple[str, str | None, str]]:
         out += [(e, e if "/" in e else None, "LD_PRELOAD in the worker's environment")
                 for e in ldso.env_preload(ctx.python)]
     exe = image_path(root, ctx.python) if root is not None and ctx.python else ctx.python
-    out += [(p.written, p.path if "/" in p.path else None,
-             f"{ldso.PRELOAD_FILE} line {p.line}") for p in ldso.preload_file(root, exe)]
+    out += [(p.written, p.path if "/" in p.path else None, f"{ldso.PRELOAD_FILE} line {p.line}")
+            for p in ldso.preload_file(root, exe, reader=ctx.user)]
     return out
 
 

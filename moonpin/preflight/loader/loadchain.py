@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from moonpin.preflight.env.context import Run
+    from moonpin.preflight.env.target import Identity
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.metapath import Importer
     from moonpin.preflight.pyimport.pyrun import Chain
@@ -125,7 +126,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 after: Sequence[str] = (), complete: bool = True,
                 run: Run | None = None, mode: int | None = None,
                 importer: Importer | None = None,
-                preload: Sequence[str] | None = None, runs: Sequence[str] = ()) -> Report:
+                preload: Sequence[str] | None = None, runs: Sequence[str] = (),
+                user: Identity | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -143,7 +145,9 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     ``runs``: packages whose own import is not modelled here (a rule reads it) but whose
     code run at import by calls is followed after the builds load
     (:meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`: the standard library's
-    extension modules it reaches, loaded into the same process)."""
+    extension modules it reaches, loaded into the same process). ``user``: who the
+    interpreter runs as, whose reading of ``/etc/ld.so.preload`` ld.so's is (None: this
+    process's)."""
     machine = machine or os.uname().machine
     pre = ("\x02".join(preload) if preload is not None
            else os.environ.get("LD_PRELOAD", "") if root is None else "")
@@ -153,8 +157,9 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     # keeps for it (``Run.processes``), and the memo key's first part (one reading of each)
     key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
                      tuple(suffixes), tuple(paths),
-                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete)
-    key = repr(("native-v4", key_of_import, module or "", tuple(after), tuple(builds), mode)
+                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete,
+                     (user.uid, user.gids) if user is not None else None)
+    key = repr(("native-v5", key_of_import, module or "", tuple(after), tuple(builds), mode)
                + ((tuple(runs),) if runs else ()))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
@@ -165,7 +170,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
         got = _compute(builds, paths, [*first, *([module] if module else []), *after],
                        module or "", python, suffixes, machine, root, ld, sites, version,
                        complete, mode, importer, shared,
-                       repr((key_of_import, sites, version, id(importer))), preload, runs)
+                       repr((key_of_import, sites, version, id(importer))), preload, runs,
+                       user)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -240,7 +246,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
               suffixes: Sequence[str], machine: str, root: str | None, ld: Sequence[str],
               sites: Sequence[str] | None, version: tuple[int, int] | None, complete: bool,
               importer: Importer | None, stop: Sequence[str],
-              preload: Sequence[str] | None = None) -> _Imported:
+              preload: Sequence[str] | None = None, user: Identity | None = None) -> _Imported:
     """The interpreter started and ``modules`` imported in it (module doc), up to the files
     in ``stop`` (not loaded: the builds its caller loads itself); the process is the
     caller's to close."""
@@ -270,7 +276,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
             pre = (list(preload) if preload is not None else
                    ldso.env_preload(exe, traced) if root is None else [])
             proc.start(exe, [*pre, *(p.path for p in ldso.preload_file(
-                root, image_path(root, exe) if root is not None else exe, traced))])
+                root, image_path(root, exe) if root is not None else exe, traced, user))])
             if proc.start_error is not None:  # the interpreter never runs: nothing imports
                 out.chain_error = (modules[0] if modules else os.path.basename(exe),
                                    "an ld.so error", "the interpreter does not start: "
@@ -336,8 +342,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              ld: Sequence[str], sites: Sequence[str] | None,
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              importer: Importer | None = None, shared: dict[str, object] | None = None,
-             base: str = "", preload: Sequence[str] | None = None, runs: Sequence[str] = ()
-             ) -> tuple[object, set[str], dict[str, str | None]]:
+             base: str = "", preload: Sequence[str] | None = None, runs: Sequence[str] = (),
+             user: Identity | None = None) -> tuple[object, set[str], dict[str, str | None]]:
     """``modules`` imported, then ``builds`` loaded (:func:`native_load`). ``shared``: where
     the check keeps the processes its imports built (``Run.processes``), ``base`` the key
     of this one's: the builds are loaded into a copy of that process (``import torch``
@@ -349,7 +355,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
     reused = isinstance(after, _Imported)
     if not isinstance(after, _Imported) and shared is not None:
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, (), preload)
+                          sites, version, complete, importer, (), preload, user)
         shared[base] = after
     if isinstance(after, _Imported) and after.holds(builds):
         if reused:  # what it read, read again: a trace around this load sees it too
@@ -362,7 +368,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         env_read = dict(after.env_read)
     else:  # a load of its own: the chain stops before the builds
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, builds, preload)
+                          sites, version, complete, importer, builds, preload, user)
         proc, traced, env_read = after.proc, after.trace, after.env_read
     try:
         out = Report()
