@@ -1,5 +1,4 @@
-"""moonpin: which SGLang, torch, mooncake and native extension releases work together, and will
-a worker start.
+"""moonpin: which SGLang, torch and compiled extension releases work together; will a worker start.
 
 Which releases work together is read out of the real release artifacts; whether a worker's
 environment will start, out of its files.

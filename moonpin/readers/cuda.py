@@ -1,35 +1,39 @@
 """The CUDA major a torch wheel pulls in, read from its ``Requires-Dist``.
 
 Light on purpose (``packaging`` only): the runtime check reads the installed torch's
-metadata with it at every worker start.
+metadata with it when torch's own files name no CUDA. The markers are evaluated in the
+environment the caller hands in (:mod:`moonpin.readers.markers`: the target's, or a scraped
+wheel's own tags').
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["cuda_major"]
 
 _RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu(\d+)$")
 
 
-def cuda_major(requires_dist: tuple[str, ...], arch: str) -> tuple[int | None, str]:
-    """The CUDA major a torch wheel's requirements pull in on Linux ``arch``, and the
+def cuda_major(requires_dist: tuple[str, ...], markers: Mapping[str, str],
+               ) -> tuple[int | None, str]:
+    """The CUDA major a torch wheel's requirements pull in where their markers are evaluated
+    in ``markers`` (a whole PEP 508 environment, :mod:`moonpin.readers.markers`), and the
     line that decided it ("" when none: a CPU build)."""
-    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    env.update(platform_system="Linux", sys_platform="linux", platform_machine=arch,
-               python_version="3.12", python_full_version="3.12.0",
-               implementation_name="cpython", platform_python_implementation="CPython")
+    env = {**markers, "extra": ""}
     for line in requires_dist:
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):  # type: ignore[arg-type,unused-ignore]
+        if req.marker is not None and not req.marker.evaluate(env):
             continue
         name = canonicalize_name(req.name)
         m = _RUNTIME.match(name)

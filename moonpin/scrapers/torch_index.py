@@ -1,9 +1,10 @@
 """torch releases: the list, and the CUDA major of the wheel the index publishes per platform.
 
 The CUDA major comes from the wheel's own ``Requires-Dist`` evaluated for the
-platform (``nvidia-cuda-runtime-cu12==…`` -> 12; ``cuda-toolkit[cudart,…]==13.0.*``
--> 13). A requirement whose marker excludes the platform does not count: the
-index's torch 2.9.1 for aarch64 declares its cu12 packages only for x86_64.
+interpreter and platform its tags name (:func:`moonpin.readers.markers.wheel_environment`):
+``nvidia-cuda-runtime-cu12==…`` -> 12; ``cuda-toolkit[cudart,…]==13.0.*`` -> 13. A
+requirement whose marker excludes the platform does not count: the index's torch 2.9.1 for
+aarch64 declares its cu12 packages only for x86_64.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from moonpin.kb.errors import ArchiveError
 from moonpin.readers.cuda import cuda_major
+from moonpin.readers.markers import wheel_environment
 from moonpin.scrapers.pypi import IndexFile, parse_metadata
 from moonpin.scrapers.remote_zip import HttpSource, RemoteZip
 
@@ -45,7 +47,7 @@ def scrape_variant(fetcher: Fetcher, wheel: IndexFile, arch: str) -> tuple[Torch
         raise ArchiveError(f"{wheel.filename}: no single .dist-info/METADATA near the end of "
                            "the archive")
     meta = parse_metadata(z.read(metas[0], cap=4 * 1024 * 1024).decode("utf-8", "replace"))
-    major, line = cuda_major(meta.requires_dist, arch)
+    major, line = cuda_major(meta.requires_dist, wheel_environment(wheel.filename))
     platform = wheel.filename[:-4].rsplit("-", 1)[-1]
     return TorchVariant(
         platform=platform, arch=arch, cuda_major=major,

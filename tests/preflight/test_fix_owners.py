@@ -98,9 +98,11 @@ def test_the_needers_distribution_names_its_requirement_not_installed(tmp_path: 
 
 def _ctx(root: Path) -> SimpleNamespace:
     from moonpin.preflight.access.confined import Confined
+    from moonpin.readers.markers import environment
 
     return SimpleNamespace(root=str(root), paths=[], sites=(), confined=Confined(root),
-                           machine="x86_64", version=(3, 12), preload=(), python=None)
+                           machine="x86_64", version=(3, 12), preload=(), python=None,
+                           markers=lambda: environment((3, 12), "x86_64"))
 
 
 @pytest.mark.parametrize("state", ["gone", "there", "unlisted"])
@@ -308,3 +310,56 @@ def test_a_hostile_requirement_of_the_needer_is_passed_over(tmp_path: Path) -> N
         "c==" + "9" * 5000, "d>=1; python_version >= '3'", "((("))
     got = _unmet(dist, [dist], _ctx(tmp_path))  # type: ignore[arg-type]
     assert got == ["c==" + "9" * 5000, "d>=1"], got
+
+
+def _mooncake_record(site: Path, *lines: str) -> Path:
+    info = next(site.glob("mooncake_transfer_engine_cuda13-*.dist-info"))
+    (info / "RECORD").write_text((info / "RECORD").read_text() + "".join(
+        f"{ln},,\n" for ln in lines))
+    return info
+
+
+def test_mooncakes_libraries_line_takes_the_records_owner(tmp_path: Path) -> None:
+    """A library mooncake's build needs that its own RECORD lists, deleted: the libraries
+    line names the RECORD and reinstalls the distribution, as torch's line and every other
+    extension's load do (it said "install what provides each one in the image")."""
+    from tests.lib.elfbuild import build_so
+    from tests.lib.images import healthy_image
+
+    site = healthy_image(tmp_path / "site", needed=("libgone.so.8",))
+    _mooncake_record(site, "mooncake/libgone.so.8")
+    r = run(site)
+    assert r.rc == 1 and r.status("libraries") == "fail", r.out
+    assert ("mooncake/libgone.so.8 is gone, which mooncake-transfer-engine-cuda13 "
+            "0.3.13.post1's RECORD lists") in r.line("libraries"), r.out
+    assert r.fixes() == ["fix: pip install --force-reinstall --no-deps "
+                         "'mooncake-transfer-engine-cuda13==0.3.13.post1'"], r.out
+    # carried out: the reinstall puts the file its RECORD lists back
+    (site / "mooncake" / "libgone.so.8").write_bytes(build_so(
+        needed=(), strings=(), machine=os.uname().machine))
+    ok = run(site)
+    assert ok.rc == 0 and ok.status("libraries") == "pass", ok.out
+
+
+def test_mooncakes_libraries_line_names_its_requirement_not_installed(tmp_path: Path) -> None:
+    """The build needs a library its distribution's own requirement brings, not installed:
+    the line installs that requirement (the loader keeps the needer's file name only: its
+    distribution is the one whose RECORD lists that name)."""
+    from tests.lib.elfbuild import build_so
+    from tests.lib.images import healthy_image
+
+    site = healthy_image(tmp_path / "site", needed=("libgone.so.8",))
+    info = _mooncake_record(site)
+    meta = info / "METADATA"
+    meta.write_text(meta.read_text() + 'Requires-Dist: nvidia-gone-cu13==1.2; sys_platform '
+                    '== "linux"\n')
+    r = run(site)
+    assert r.rc == 1 and "which requires nvidia-gone-cu13==1.2, not installed" in r.line(
+        "libraries"), r.out
+    assert r.fixes()[0].startswith("fix: pip install 'nvidia-gone-cu13==1.2'"), r.out
+    # carried out: the requirement installed brings the library where the build finds it
+    (site / "mooncake" / "libgone.so.8").write_bytes(build_so(
+        needed=(), strings=(), machine=os.uname().machine))
+    add_dist(site, "nvidia-gone-cu13", "1.2", files=["mooncake/libgone.so.8"])
+    ok = run(site)
+    assert ok.rc == 0 and ok.status("libraries") == "pass", ok.out

@@ -61,15 +61,17 @@ def _root(tmp_path: Path) -> Path:
     return root
 
 
-def _real(root: Path, env: dict[str, str]) -> str:
-    """``import ext`` in the root, by its own interpreter through the real loader: "bound"
-    (the load passed, ``PyInit_ext`` ran: SystemError), else what the import raised."""
+def _real(root: Path, env: dict[str, str], user: str = "0:0") -> str:
+    """``import ext`` in the root, by its own interpreter through the real loader, as
+    ``user`` (``uid:gid``): "bound" (the load passed, ``PyInit_ext`` ran: SystemError), else
+    what the import raised."""
     chroot = shutil.which("chroot")
     if os.geteuid() != 0 or chroot is None:
         pytest.skip("the real loader is asked in a chroot: needs root")
     code = ("try:\n    import ext\nexcept SystemError:\n    print('bound')\n"
             "except ImportError as e:\n    print(e)\n")
-    proc = subprocess.run([chroot, str(root), "/opt/venv/bin/python", "-c", code],
+    proc = subprocess.run([chroot, f"--userspec={user}", str(root), "/opt/venv/bin/python",
+                           "-c", code],
                           capture_output=True, text=True, timeout=120,
                           env={"PATH": "/opt/venv/bin:/usr/bin:/bin", **env})
     return proc.stdout.strip() or proc.stderr.strip()
@@ -170,9 +172,9 @@ def test_the_preload_file_is_traced(tmp_path: Path) -> None:
     assert str(root / "etc/ld.so.preload") in trace.paths
 
 
-def test_a_preload_whose_need_is_missing_stops_the_interpreter(tmp_path: Path) -> None:
-    """ld.so maps a preloaded object's needs with the interpreter's: one not found ends the
-    process before the interpreter runs (the preloaded object itself missing is ignored)."""
+def _needy_root(tmp_path: Path) -> Path:
+    """:func:`_root` with ``/opt/pre/libneedy.so``, which defines ``mp_foo`` and needs
+    ``libabsent.so``, gone."""
     root = _root(tmp_path)
     _gcc(root / "opt/pre/libabsent.so", "int absent(void) { return 0; }\n",
          "-Wl,-soname,libabsent.so")
@@ -180,6 +182,13 @@ def test_a_preload_whose_need_is_missing_stops_the_interpreter(tmp_path: Path) -
          "int mp_foo(void) { return absent(); }\n",
          f"-L{root / 'opt/pre'}", "-l:libabsent.so")
     (root / "opt/pre/libabsent.so").unlink()
+    return root
+
+
+def test_a_preload_whose_need_is_missing_stops_the_interpreter(tmp_path: Path) -> None:
+    """ld.so maps a preloaded object's needs with the interpreter's: one not found ends the
+    process before the interpreter runs (the preloaded object itself missing is ignored)."""
+    root = _needy_root(tmp_path)
     env = {"LD_PRELOAD": "/opt/pre/libneedy.so"}
     real = _real(root, env)
     assert "error while loading shared libraries: libabsent.so" in real, real
@@ -224,3 +233,44 @@ def test_deep_eps_nccl_check_sees_the_images_preload_file(tmp_path: Path, listed
                                        "/etc/ld.so.preload in the image"), r.out
     else:
         assert "Duplicate NCCL" not in line, r.out
+
+
+@pytest.mark.parametrize(("mode", "user", "stops"), [
+    (0o600, "65534", False),  # only root may read it: the worker's ld.so skips it
+    (0o600, None, True),  # the worker runs as root: read, and its need stops the interpreter
+    (0o644, "65534", True),  # readable by all: read
+])
+def test_the_preload_file_is_read_as_the_workers_user(tmp_path: Path, mode: int,
+                                                      user: str | None, stops: bool) -> None:
+    """A root-only ``/etc/ld.so.preload`` listing an object whose need is missing: ld.so
+    started as the image's ``User`` 65534 cannot read it and ignores it silently, so the
+    interpreter starts; as root it stops (exit 127). The check reads the file as the
+    worker's user would (it applied it to every worker). Held against the real loader."""
+    root = _needy_root(tmp_path)
+    (root / "etc").mkdir(exist_ok=True)
+    listed = root / "etc/ld.so.preload"
+    listed.write_text("/opt/pre/libneedy.so\n")
+    listed.chmod(mode)
+    for p in [root, *root.rglob("*")]:  # every folder on the way searchable by the worker
+        if p.is_dir() and not p.is_symlink():
+            p.chmod(0o755)
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin"],
+                      entrypoint=["/opt/venv/bin/python"], user=user)
+    (root / "etc/passwd").write_text("root:x:0:0::/root:/bin/sh\n"
+                                     "nobody:x:65534:65534::/nonexistent:/bin/sh\n")
+    (root / "etc/group").write_text("root:x:0:\nnogroup:x:65534:\n")
+    ctx = Context.of(target_for(str(root), cfg))
+    site = root / f"opt/venv/lib/python{PY}/site-packages"
+    res = native_load([str(site / EXT)], ctx.paths, None, python=ctx.python,
+                      suffixes=ctx.ext_suffixes, machine=ctx.machine, root=ctx.root,
+                      ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
+                      importer=ctx.importer, preload=ctx.preload, user=ctx.user)
+    assert bool(ldso.preload_file(str(root), "/opt/venv/bin/python", reader=ctx.user)) == stops
+    # ld.so asks access(R_OK) of the file as the process's real user (elf/rtld.c dl_main)
+    real = _real(root, {}, f"{user}:{user}" if user else "0:0")
+    if stops:
+        assert res.chain_error and "libabsent.so" in res.chain_error[2], res.chain_error
+        assert "error while loading shared libraries: libabsent.so" in real, real
+    else:  # the interpreter ran, and `import ext` reached its own need (mp_foo: no preload)
+        assert res.chain_error is None and [u[1] for u in res.unbound] == ["mp_foo"]
+        assert "undefined symbol: mp_foo" in real, real

@@ -6,6 +6,7 @@ import pytest
 
 from moonpin.kb.errors import FetchError
 from moonpin.kb.models import BackendUse, MooncakeImport
+from moonpin.readers.markers import environment
 from moonpin.scrapers.mooncake import parse_build_name, torch_from_suffix
 from moonpin.scrapers.pypi import parse_metadata, parse_project
 from moonpin.scrapers.sglang import derive_pg
@@ -97,7 +98,7 @@ def test_torch_from_suffix(module: str, template: str, sep: str, torch: str | No
     ],
 )
 def test_cuda_major(reqs: list[str], arch: str, major: int | None) -> None:
-    got, line = cuda_major(tuple(reqs), arch)
+    got, line = cuda_major(tuple(reqs), environment((3, 12), arch))
     assert got == major
     assert (line != "") == (major is not None)
 

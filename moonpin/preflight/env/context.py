@@ -160,6 +160,17 @@ class Context:
                    user=target.user, preload=target.preload,
                    working_dir=target.working_dir, bounds=bounds)
 
+    def markers(self) -> dict[str, str]:
+        """The marker environment (PEP 508) of the judged interpreter, for its distributions'
+        ``Requires-Dist``: its version, its implementation (named by its extension
+        suffixes), Linux on its machine (an image's; this one's for a check of this
+        machine), no extra (:func:`moonpin.readers.markers.environment`): never this
+        process's Python, which judges it."""
+        from moonpin.readers.markers import environment, implementation_of
+
+        return environment(self.version, self.machine or os.uname().machine,
+                           implementation_of(self.ext_suffixes))
+
     def interpreter_stop(self) -> tuple[str, str] | None:
         """Whether the target's interpreter stops as it starts, before any import of the
         worker's (a site file that raises: :func:`moonpin.preflight.pyimport.sitefiles.

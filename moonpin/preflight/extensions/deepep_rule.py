@@ -630,7 +630,7 @@ def _preloads(facts: Facts) -> list[tuple[str, str | None, str, str]]:
         for p in ldso.preload_entries(facts.env.get("LD_PRELOAD") or "", exe, root)]
     listed = f"{ldso.PRELOAD_FILE} in the image" if root is not None else ldso.PRELOAD_FILE
     out += [(p.written, p.path if "/" in p.path else None, ldso.PRELOAD_FILE, listed)
-            for p in ldso.preload_file(root, exe)]
+            for p in ldso.preload_file(root, exe, reader=facts.user)]
     return out
 
 

@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
+    from moonpin.preflight.env.target import Identity
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
@@ -152,10 +153,13 @@ class Facts:
     root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``; ``kb_file``:
     the knowledge base the check reads, whose resolved tables answer which release fits
     (None: none); ``tag`` (``cp312``) and ``machine`` (``x86_64``): the worker's Python and
-    platform as the tables name them (None: not known)."""
+    platform as the tables name them (None: not known); ``user``: who the worker runs as
+    (:class:`~moonpin.preflight.env.target.Identity`; None: this process), for what only its
+    user may read (ld.so's ``/etc/ld.so.preload``)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
-                 "kb_file", "machine", "python", "read", "suffixes", "tag", "torch", "within")
+                 "kb_file", "machine", "python", "read", "suffixes", "tag", "torch", "user",
+                 "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
@@ -164,7 +168,7 @@ class Facts:
                  kb: Callable[[], Mapping[str, Any] | None] | None = None,
                  within: Confined = NOWHERE, python: str | None = None,
                  kb_file: str | None = None, tag: str | None = None,
-                 machine: str | None = None) -> None:
+                 machine: str | None = None, user: Identity | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -183,6 +187,7 @@ class Facts:
         self.kb_file = kb_file
         self.tag = tag
         self.machine = machine
+        self.user = user
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package

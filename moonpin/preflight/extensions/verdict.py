@@ -208,7 +208,8 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        read=lambda path: read_bytes(path, what="file", within=ctx.confined),
                        kb=kb, within=ctx.confined, python=ctx.python,
                        kb_file=kb_file if kb is not None else None,
-                       tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine)
+                       tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine,
+                       user=ctx.user)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
     for said in unjudged:

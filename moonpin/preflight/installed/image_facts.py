@@ -29,7 +29,7 @@ from moonpin.preflight.pyimport.importer import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from typing import Any
 
     from moonpin.preflight.env.context import Context
@@ -367,12 +367,13 @@ def torch_label(consts: dict[str, Any] | None) -> str | None:
     return None
 
 
-def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
+def torch_info(dist: Dist | None, markers: Mapping[str, str], pkg: str | None = None,
                label: str | None = None, within: Confined = NOWHERE) -> Torch | None:
     """``pkg``: the torch folder the importer finds (None: the distribution's own). The
     version is ``label`` (``torch.__version__`` as the import sets it, when it was followed),
     else the label ``torch/version.py`` holds; the distribution's version only when neither
-    says. None: nothing says."""
+    says; ``markers``: the target's marker environment, for torch's requirements. None:
+    nothing says."""
     folder = pkg or (os.path.join(dist.root, "torch") if dist is not None else None)
     consts = torch_version_py(folder, within) if folder is not None else None
     meta = dist.version if dist is not None else None
@@ -402,7 +403,7 @@ def torch_info(dist: Dist | None, arch: str, pkg: str | None = None,
     from moonpin.readers.cuda import cuda_major
 
     try:
-        major, line = cuda_major(dist.requires, arch)
+        major, line = cuda_major(dist.requires, markers)
     except Exception:  # torch's own metadata, unreadable markers: no CUDA facts from it
         major, line = None, ""
     if major is not None:

@@ -1,7 +1,8 @@
 """The check's library resolution: every shared library a build needs, and those
 its shipped libraries need, found and mapped as the dynamic loader would
 (:mod:`moonpin.preflight.loader.ldso`),
-with the fix line that names what provides a missing one."""
+with the fix line that names what provides a missing one: the judged image's own records'
+(:mod:`moonpin.preflight.judge.owners`), as for every other load."""
 
 from __future__ import annotations
 
@@ -22,38 +23,24 @@ if TYPE_CHECKING:
 __all__ = ["check_libraries", "load_in", "load_problem", "provider_hint"]
 
 
-#: What provides a shared library a build of a project (``{p}``: mooncake) needs, for the fix
-#: line.
-_LIB_HINTS: tuple[tuple[str, str], ...] = (
-    (r"libcudart\.so\.(\d+)", "the CUDA {0} runtime: this {p} build is for CUDA {0}; "
-     "install the {p} distribution that matches torch's CUDA (`moonpin which {p}`)"),
-    (r"libc10_cuda\.so|libtorch_cuda\.so", "a CUDA build of torch: this torch is CPU-only"),
-    (r"libibverbs\.so|libmlx5\.so", "the RDMA user-space libraries (Debian/Ubuntu: "
-     "`apt-get install libibverbs1 ibverbs-providers`; RHEL: `dnf install rdma-core`)"),
-    (r"libnuma\.so", "libnuma (Debian/Ubuntu: `apt-get install libnuma1`)"),
-    (r"libcurl\.so", "libcurl (Debian/Ubuntu: `apt-get install libcurl4`)"),
-)
-
-
 #: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
 #: brings it (its nvidia-cuda-runtime requirement), not another distribution of the build's.
 _CPU_TORCH_CUDART = ("the CUDA runtime, which a CUDA build of torch brings (its "
                      "nvidia-cuda-runtime requirement): this torch is CPU-only")
+#: torch's own CUDA libraries, and what their absence says when no RECORD lists them gone
+_TORCH_CUDA = ("libc10_cuda.so", "libtorch_cuda.so")
+_TORCH_CUDA_LIB = ("a CUDA build of torch ships it, and no RECORD lists it gone: this torch is "
+                   "CPU-only")
 
 
-def provider_hint(error: str, project: str) -> str | None:
-    """What provides the shared library ``error`` (a loader's message) says is missing, for a
-    build of ``project`` (the top-level package the import names), or None."""
+def provider_hint(error: str) -> str | None:
+    """What a loader's message ``error`` says is missing, in words (the deep probe's real
+    import), or None: who provides it is the light check's line, from the image's records."""
     import re
 
     m = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", error)
     if not m:
         return None
-    for pattern, hint in _LIB_HINTS:
-        found = re.match(pattern, m.group(1))
-        if found:
-            return (f"{m.group(1)} is missing; it comes from "
-                    + hint.format(*found.groups(), p=project))
     return f"{m.group(1)} is missing: install what provides it in the image"
 
 
@@ -103,7 +90,7 @@ def load_in(ctx: Context, builds: Sequence[str], module: str | None = None, *,
                        ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
                        first=first, after=after, complete=ctx.complete, run=ctx.run,
                        mode=mode, importer=ctx.importer, preload=ctx.preload, runs=runs,
-                       bounds=ctx.bounds)
+                       bounds=ctx.bounds, user=ctx.user)
 
 
 def check_libraries(builds: Sequence[str], ctx: Context,
@@ -145,15 +132,29 @@ def check_libraries(builds: Sequence[str], ctx: Context,
     driver = dict(res.host_missing)
     others = dict(res.missing)
     if others:
+        from moonpin.preflight.judge.owners import missing_mend
+
         cpu = fixer is not None and fixer.torch_cpu  # the CUDA runtime comes with CUDA torch
-        detail = "; ".join(f"{n} (needed by {o}): " + (
-            _CPU_TORCH_CUDART if cpu and n.startswith(CUDART) else (provider_hint(
-                f"{n}: cannot open shared object file", project) or ""
-            ).split("; it comes from ", 1)[-1])
-            for n, o in sorted(others.items()))
-        fix = "install what provides each one in the image"
-        if fixer is not None and all(n.startswith(("libc10_cuda.so", "libtorch_cuda.so"))
-                                     or (cpu and n.startswith(CUDART)) for n in others):
+        # who provides each, from the image's records (a RECORD, the dpkg database, the
+        # needer's requirements), as torch's line and every extension's load say it
+        mends = {n: missing_mend(n, o, ctx) for n, o in sorted(others.items())}
+
+        def whose(n: str) -> str:
+            if mends[n].certain:
+                return mends[n].said
+            if cpu and n.startswith(CUDART):
+                return _CPU_TORCH_CUDART
+            if n.startswith(_TORCH_CUDA):
+                return _TORCH_CUDA_LIB
+            return mends[n].said
+
+        detail = "; ".join(f"{n} (needed by {o}): {whose(n)}" for n, o in sorted(others.items()))
+        fixes = list(dict.fromkeys(m.fix for m in mends.values()))
+        fix = "; ".join(fixes)
+        if all(m.certain for m in mends.values()):
+            fix = " && ".join(fixes)  # each a command the records name
+        elif fixer is not None and all(n.startswith(_TORCH_CUDA) or (cpu and n.startswith(CUDART))
+                                       for n in others):
             fix = fixer.cuda_torch()  # a CPU torch: the same release's CUDA build
         elif fixer is not None and all(n.startswith(CUDART) for n in others):
             fix = fixer.line()  # the build is for another CUDA: the distribution that fits

@@ -70,16 +70,17 @@ def load_mend(res: Report, ctx: Context) -> Mend | None:
 
 def missing_mend(name: str, needer: str, ctx: Context) -> Mend:
     """What puts back ``name`` (a soname ld.so cannot find) that ``needer`` (a path under
-    the root) needs: the installed distribution whose RECORD lists a file of that name that
-    is gone; else the package of the image's dpkg database that lists it; else the
-    requirements the needer's own distribution declares and that are not installed; else
-    an honest line that no record here names an owner."""
+    the root, or the file name the loader's findings keep of it) needs: the installed
+    distribution whose RECORD lists a file of that name that is gone; else the package of
+    the image's dpkg database that lists it; else the requirements the needer's own
+    distribution declares and that are not installed; else an honest line that no record
+    here names an owner."""
     dists = _dists(ctx)
     shown = _shown(ctx, needer)
     owner = None
     for dist in dists:
         for path in _recorded(dist, ctx):
-            if path == needer:
+            if path == needer or ("/" not in needer and os.path.basename(path) == needer):
                 owner = owner or dist
             elif os.path.basename(path) == name and not os.path.lexists(path):
                 return Mend(f"{_shown(ctx, path)} is gone, which {dist.name} {dist.version}'s "
@@ -147,8 +148,8 @@ def _preload_entries(ctx: Context) -> list[tuple[str, str | None, str]]:
         out += [(e, e if "/" in e else None, "LD_PRELOAD in the worker's environment")
                 for e in ldso.env_preload(ctx.python)]
     exe = image_path(root, ctx.python) if root is not None and ctx.python else ctx.python
-    out += [(p.written, p.path if "/" in p.path else None,
-             f"{ldso.PRELOAD_FILE} line {p.line}") for p in ldso.preload_file(root, exe)]
+    out += [(p.written, p.path if "/" in p.path else None, f"{ldso.PRELOAD_FILE} line {p.line}")
+            for p in ldso.preload_file(root, exe, reader=ctx.user)]
     return out
 
 
@@ -339,19 +340,15 @@ def _dpkg_version(package: str, ctx: Context) -> tuple[str, str] | None:
 
 
 def _unmet(dist: Dist, dists: Sequence[Dist], ctx: Context) -> list[str]:
-    """``dist``'s requirements (its METADATA's Requires-Dist, markers evaluated for the
-    target: its Python, Linux, its machine; extras left out) whose distribution is not
+    """``dist``'s requirements (its METADATA's Requires-Dist, markers evaluated in the
+    target's environment, :meth:`Context.markers`; extras left out) whose distribution is not
     installed, each as pip takes it (name, extras, specifier; no marker)."""
     try:
         from packaging.requirements import Requirement
         from packaging.utils import canonicalize_name
     except ImportError:  # packaging absent (moonpin put on PYTHONPATH by hand)
         return []
-    version = ".".join(map(str, ctx.version)) if ctx.version else ""
-    env = {"python_version": version, "python_full_version": f"{version}.0" if version
-           else "", "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-           "platform_machine": ctx.machine or os.uname().machine, "extra": "",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    env = ctx.markers()
     have = {canonicalize_name(d.name) for d in dists}
     out = []
     for text in dist.requires:

@@ -23,7 +23,7 @@ from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from moonpin.preflight.access.confined import Confined
@@ -255,9 +255,11 @@ def _requirement_name(line: str) -> str:
 
 
 def check_sglang_torch(sglang: Dist, torch_version: str, fixer: Fixer,
-                        add: Callable[[CheckResult], None]) -> None:
+                        add: Callable[[CheckResult], None], markers: Mapping[str, str]) -> None:
     """SGLang pins the torch it is built for (``torch==2.14.1``): another one passes the
-    extensions' checks and still breaks SGLang's own kernels. A warning (``--strict`` fails)."""
+    extensions' checks and still breaks SGLang's own kernels. A warning (``--strict`` fails).
+    ``markers``: the target's marker environment (:meth:`Context.markers`), in which a pin's
+    marker is evaluated."""
     lines = [ln for ln in sglang.requires  # ~130 lines: only those starting "torch" parsed
              if ln.lstrip()[:5].lower() == "torch" and canon(_requirement_name(ln)) == "torch"]
     unmet: list[str] = []
@@ -275,7 +277,7 @@ def check_sglang_torch(sglang: Dist, torch_version: str, fixer: Fixer,
 
         try:
             r = Requirement(line[:4096])
-            if r.marker is not None and not r.marker.evaluate({"extra": ""}):
+            if r.marker is not None and not r.marker.evaluate({**markers, "extra": ""}):
                 continue
             if not r.specifier.contains(torch_version.split("+")[0], prereleases=True):
                 unmet.append(spec)

@@ -41,6 +41,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from moonpin.preflight.env.target import Identity
+
 __all__ = [
     "DF_1_NODEFLIB",
     "DF_1_NOOPEN",
@@ -598,14 +600,17 @@ _PRELOAD_CAP = 1 << 20
 
 
 def preload_file(root: str | None = None, exe: str | None = None,
-                 trace: Trace | None = None) -> list[Preload]:
+                 trace: Trace | None = None, reader: Identity | None = None) -> list[Preload]:
     """The entries of :data:`PRELOAD_FILE` (the image's with ``root``), preloaded after
     ``LD_PRELOAD``'s (elf/rtld.c ``dl_main``): names separated by white space or ``:``
     (``strsep`` on ``": \\t\\n"``), ``#`` starting a comment to the end of its line; each
     taken as :func:`preload_entries` takes one (``written``: as the file has it; ``line``:
-    where, for the messages and fix lines). None
-    there, or one that cannot be read (ld.so's ``access(R_OK)`` fails, or it is no regular
-    file): nothing. ``trace``: the file is recorded, found or not."""
+    where, for the messages and fix lines). None there, or one the process cannot read:
+    nothing. ld.so reads it only when ``access(R_OK)`` succeeds, which is asked as the
+    process's real user (``reader``: who the worker runs as,
+    :meth:`~moonpin.preflight.env.target.Identity.may_read`; an image's ``User`` 65534
+    skips a file only root may read, silently; None: whether this process can), and only
+    a regular file is read. ``trace``: the file is recorded, found or not."""
     from moonpin.kb.files import read_regular
 
     where = host_paths(root, [PRELOAD_FILE]) if root is not None else [PRELOAD_FILE]
@@ -613,7 +618,7 @@ def preload_file(root: str | None = None, exe: str | None = None,
         trace.paths.add(os.path.join(root, PRELOAD_FILE.lstrip("/")) if root is not None
                         else PRELOAD_FILE)
         trace.paths.update(where)
-    if not where:
+    if not where or (reader is not None and not reader.may_read(where[0], root)):
         return []
     try:
         data = read_regular(where[0], cap=_PRELOAD_CAP, what="ld.so's preload list",

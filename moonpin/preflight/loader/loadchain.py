@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from moonpin.preflight.env.context import Run
+    from moonpin.preflight.env.target import Identity
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.metapath import Importer
@@ -127,7 +128,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 run: Run | None = None, mode: int | None = None,
                 importer: Importer | None = None,
                 preload: Sequence[str] | None = None, runs: Sequence[str] = (),
-                bounds: Bounds | None = None) -> Report:
+                bounds: Bounds | None = None, user: Identity | None = None) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -146,7 +147,9 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     code run at import by calls is followed after the builds load
     (:meth:`moonpin.preflight.pyimport.pyrun.Chain.at_import`: the standard library's
     extension modules it reaches, loaded into the same process). ``bounds``: how far the
-    code run at import is followed (None: the walk's defaults)."""
+    code run at import is followed (None: the walk's defaults). ``user``: who the
+    interpreter runs as, whose reading of ``/etc/ld.so.preload`` ld.so's is (None: this
+    process's)."""
     machine = machine or os.uname().machine
     pre = ("\x02".join(preload) if preload is not None
            else os.environ.get("LD_PRELOAD", "") if root is None else "")
@@ -156,9 +159,10 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     # keeps for it (``Run.processes``), and the memo key's first part (one reading of each)
     key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
                      tuple(suffixes), tuple(paths),
-                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete) + (
+                     os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete,
+                     (user.uid, user.gids) if user is not None else None) + (
                          (repr(bounds),) if bounds is not None else ())
-    key = repr(("native-v4", key_of_import, module or "", tuple(after), tuple(builds), mode)
+    key = repr(("native-v5", key_of_import, module or "", tuple(after), tuple(builds), mode)
                + ((tuple(runs),) if runs else ()))
 
     def compute() -> tuple[object, set[str], dict[str, str | None]]:
@@ -170,7 +174,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                        module or "", python, suffixes, machine, root, ld, sites, version,
                        complete, mode, importer, shared,
                        repr((key_of_import, sites, version, id(importer))), preload, runs,
-                       bounds)
+                       bounds, user)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -245,8 +249,8 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
               suffixes: Sequence[str], machine: str, root: str | None, ld: Sequence[str],
               sites: Sequence[str] | None, version: tuple[int, int] | None, complete: bool,
               importer: Importer | None, stop: Sequence[str],
-              preload: Sequence[str] | None = None, bounds: Bounds | None = None
-              ) -> _Imported:
+              preload: Sequence[str] | None = None, bounds: Bounds | None = None,
+              user: Identity | None = None) -> _Imported:
     """The interpreter started and ``modules`` imported in it (module doc), up to the files
     in ``stop`` (not loaded: the builds its caller loads itself); the process is the
     caller's to close."""
@@ -276,7 +280,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
             pre = (list(preload) if preload is not None else
                    ldso.env_preload(exe, traced) if root is None else [])
             proc.start(exe, [*pre, *(p.path for p in ldso.preload_file(
-                root, image_path(root, exe) if root is not None else exe, traced))])
+                root, image_path(root, exe) if root is not None else exe, traced, user))])
             if proc.start_error is not None:  # the interpreter never runs: nothing imports
                 out.chain_error = (modules[0] if modules else os.path.basename(exe),
                                    "an ld.so error", "the interpreter does not start: "
@@ -343,7 +347,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              importer: Importer | None = None, shared: dict[str, object] | None = None,
              base: str = "", preload: Sequence[str] | None = None, runs: Sequence[str] = (),
-             bounds: Bounds | None = None) -> tuple[object, set[str], dict[str, str | None]]:
+             bounds: Bounds | None = None, user: Identity | None = None
+             ) -> tuple[object, set[str], dict[str, str | None]]:
     """``modules`` imported, then ``builds`` loaded (:func:`native_load`). ``shared``: where
     the check keeps the processes its imports built (``Run.processes``), ``base`` the key
     of this one's: the builds are loaded into a copy of that process (``import torch``
@@ -355,7 +360,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
     reused = isinstance(after, _Imported)
     if not isinstance(after, _Imported) and shared is not None:
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, (), preload, bounds)
+                          sites, version, complete, importer, (), preload, bounds, user)
         shared[base] = after
     if isinstance(after, _Imported) and after.holds(builds):
         if reused:  # what it read, read again: a trace around this load sees it too
@@ -368,7 +373,7 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         env_read = dict(after.env_read)
     else:  # a load of its own: the chain stops before the builds
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, builds, preload, bounds)
+                          sites, version, complete, importer, builds, preload, bounds, user)
         proc, traced, env_read = after.proc, after.trace, after.env_read
     try:
         out = Report()

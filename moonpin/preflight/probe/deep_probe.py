@@ -174,7 +174,7 @@ def _import_fix(module: str, error: str, torch: str) -> str:
     """What to do about the error the import raised, from its own words: the library that
     provides a missing one, a CUDA torch for a compiling loader that found no CUDA_HOME over
     a CPU torch, the tool it asked for; else how to see the whole traceback."""
-    hint = provider_hint(error, module.partition(".")[0])
+    hint = provider_hint(error)
     if hint:
         return hint
     if ("nvcc" in error or "CUDA_HOME" in error or "CUDA toolkit" in error):

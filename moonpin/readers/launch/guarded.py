@@ -41,6 +41,8 @@ import sys
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from moonpin.readers.pyast.astname import unparse
+
 __all__ = ["NONE", "OTHER", "GuardedImport", "Reading", "Unread", "default_of", "for_choice",
            "mentions", "read_file"]
 
@@ -302,7 +304,7 @@ class _File:
             if any(t == _UNREAD for _, t in truth):
                 for c, line, env in on:
                     if any(self.truth(c, k, env) == _UNREAD for k in self.keys):
-                        text = ast.unparse(c)
+                        text = unparse(c)
                         text = text if len(text) <= 200 else text[:197] + "..."
                         self.unread.setdefault((line, m), Unread(self.member, line, text, m))
             self.imports.append(GuardedImport(self.member, m, names, st.lineno, on[-1][1],

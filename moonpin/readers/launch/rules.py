@@ -15,6 +15,7 @@ from typing import Literal
 
 from moonpin.kb.launch import Rule, Write
 from moonpin.readers.launch.values import EXPR, name_of
+from moonpin.readers.pyast.astname import unparse
 
 __all__ = ["RuleWalker", "fstring", "is_self", "reads_of"]
 
@@ -97,7 +98,7 @@ def fstring(node: ast.JoinedStr, env: dict[str, ast.expr]) -> str:
         elif isinstance(v, ast.FormattedValue):
             # keep !r / !s / !a: SGLang's messages quote values with !r
             conv = "!" + chr(v.conversion) if v.conversion > 0 else ""
-            parts.append("{" + ast.unparse(_inline(v.value, env)) + conv + "}")
+            parts.append("{" + unparse(_inline(v.value, env)) + conv + "}")
     return "".join(parts)
 
 
@@ -110,16 +111,16 @@ def _message(node: ast.expr | None, env: dict[str, ast.expr]) -> str:
         return fstring(node, env)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _message(node.left, env) + _message(node.right, env)
-    return ast.unparse(node)
+    return unparse(node)
 
 
 def _and(parts: Sequence[ast.expr]) -> str | None:
     if not parts:
         return None
     return " and ".join(
-        f"({ast.unparse(p)})"
+        f"({unparse(p)})"
         if isinstance(p, ast.BoolOp) and isinstance(p.op, ast.Or)
-        else ast.unparse(p)
+        else unparse(p)
         for p in parts
     )
 
@@ -180,7 +181,7 @@ class RuleWalker:
         self.rules.append(
             Rule(
                 kind=kind,
-                condition=ast.unparse(cond),
+                condition=unparse(cond),
                 message=_message(msg, self.env),
                 reads=rd,
                 guard=_and(guards),
@@ -216,7 +217,7 @@ class RuleWalker:
                 if isinstance(t, ast.Name) and len(stmt.targets) == 1:
                     self.env[t.id] = value
                 elif isinstance(t, ast.Attribute) and is_self(t.value):
-                    self.writes.append(Write(t.attr, ast.unparse(value), _and(guards), stmt.lineno))
+                    self.writes.append(Write(t.attr, unparse(value), _and(guards), stmt.lineno))
         elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
             t = stmt.target
             if isinstance(t, ast.Attribute) and is_self(t.value):
@@ -248,5 +249,5 @@ class RuleWalker:
             ):
                 for k in call.keywords:
                     if k.arg is not None:
-                        text = ast.unparse(_inline(k.value, self.env))
+                        text = unparse(_inline(k.value, self.env))
                         self.writes.append(Write(k.arg, text, _and(guards), stmt.lineno))

@@ -131,6 +131,30 @@ def test_shapes_not_understood_are_unread_not_guessed(test: str) -> None:
     assert r.unread[0].text == test
 
 
+@pytest.mark.parametrize("literal", ["0x" + "f" * 5000, "0o" + "7" * 6000, "0b" + "1" * 20_000])
+def test_a_huge_int_literal_python_reads_is_read(literal: str) -> None:
+    """Python's int-string limit (4,300 digits) bounds decimal only: a 5,000-digit hex
+    literal parses, and a test comparing the option with it is unread like any other
+    comparison with a non-string (the whole file was an error: ast.unparse writes ints in
+    decimal). Its text is spelled in hex."""
+    src = f"def f(a):\n    if a.elastic_ep_backend == {literal}:\n        import mc\n"
+    compile(src, "m.py", "exec")  # Python reads it
+    r = read_file(src.encode(), "m.py", DEST)
+    assert r.error is None, r.error
+    assert _imports(src) == {"mooncake": [("?mc", 2)], "nixl": [("?mc", 2)],
+                             "other": [("?mc", 2)]}
+    assert r.unread[0].text.startswith("a.elastic_ep_backend == 0xfff")
+
+
+def test_a_huge_decimal_literal_is_what_python_says_of_it() -> None:
+    """Past the limit in decimal, Python itself refuses the source: said, as Python says it."""
+    src = "def f(a):\n    if a.elastic_ep_backend == " + "9" * 5000 + ":\n        import mc\n"
+    with pytest.raises(SyntaxError, match="integer string conversion"):
+        compile(src, "m.py", "exec")
+    r = read_file(src.encode(), "m.py", DEST)
+    assert r.error is not None and "SyntaxError" in r.error and "4300" in r.error
+
+
 def test_an_unread_test_beside_one_the_choice_fails_rules_it_out() -> None:
     src = ("def f(a):\n    if a.elastic_ep_backend == 'mooncake':\n"
            "        if a.elastic_ep_backend.startswith('m'):\n            import mc\n")

@@ -790,3 +790,16 @@ def test_backend_imports_leave_out_sglang_and_the_standard_library() -> None:
         ("torch.distributed", (), 3), ("nixl_ep", ("Buffer", "topk_idx_t"), 5),
         ("deep_ep", (), 6)]
     assert backend_imports(b"def broken(:\n", "m.py") == []
+
+
+def test_a_huge_hex_literal_in_a_rule_is_read_as_python_reads_it() -> None:
+    """A 5,000-digit hex literal parses (Python's int-string limit is on decimal only): the
+    rule's text spells it in hex; extract raised ValueError (ast.unparse writes decimal)."""
+    big = "0x" + "f" * 5000
+    src = ("class ServerArgs:\n    elastic_ep_backend: str = None\n"
+           "    def __post_init__(self):\n"
+           f"        assert self.tp_size != {big}, 'no'\n")
+    compile(src, "server_args.py", "exec")  # Python reads it
+    _, rules, error = extract(src, "server_args.py")
+    assert error is None and len(rules) == 1
+    assert rules[0].condition.startswith("self.tp_size == 0xfff"), rules[0].condition
