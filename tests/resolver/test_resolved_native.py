@@ -96,3 +96,26 @@ def test_the_command_loads_no_pydantic_nor_networkx(kb_path: Path) -> None:
     assert got.stderr.strip().splitlines()[-1] == "[]", got.stderr
     doc = json.loads(got.stdout)
     assert doc["recommended"]["requirement"] == "nixl==1.5.1", doc
+
+
+def test_an_answer_decides_sglangs_pins_of_a_release_once(kb_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A release is judged at every python, platform and torch, and SGLang's pins of it are
+    the same at each: ``rule.pinned_by`` runs once a release and pins (it was most of the
+    time of ``constraints``, which asks ``which`` of every extension)."""
+    calls: list[tuple[str, str]] = []
+    real = rn.rule.pinned_by
+
+    def counted(release: str, dist: str, version: str, lines: object) -> object:
+        calls.append((dist, version))
+        return real(release, dist, version, lines)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rn.rule, "pinned_by", counted)
+    got = rn.which_fast(kb_path, "sglang-kernel", torch=None, sglang="0.5.23", python=None,
+                        arch=None, dist=None)
+    assert got is not None and calls
+    assert len(calls) == len(set(calls)), sorted(calls)
+    monkeypatch.setattr(rn.rule, "pinned_by", real)
+    assert got.to_json() == rn.which_fast(kb_path, "sglang-kernel", torch=None, sglang="0.5.23",
+                                          python=None, arch=None, dist=None).to_json()  # type: ignore[union-attr]

@@ -34,13 +34,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.reading.base import GROUP_NAME, cut
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
     from moonpin.resolver.pins.judging.judge import PinnedSet
 
-__all__ = ["GROUP_NAME", "Stack", "StackPlan", "allowed_torch", "allowed_versions", "kb_releases",
+__all__ = ["Stack", "StackPlan", "allowed_torch", "allowed_versions", "kb_releases",
            "nothing_to_hold", "plan_natives", "plan_stack", "renovate_fragment", "stack_of"]
 
 _JIT_MARK = "compiles its process-group extension"
@@ -379,6 +378,8 @@ def nothing_to_hold(sglang: str) -> str:
 def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
     """The ``packageRules`` fragment for a :func:`plan_stack` plan (see the module doc);
     no rules when the plan holds nothing (:func:`nothing_to_hold`)."""
+    from moonpin.resolver.pins.reading.base import GROUP_NAME
+
     if plan.module is None:
         return {"packageRules": []}
     dists = sorted(plan.mooncake)
@@ -452,6 +453,7 @@ def stack_of(pinned: PinnedSet | None, sglang: str | None, *, shown: str = "") -
     """The stack of a pinned set (``sglang`` given wins over the pinned one). Raises
     :class:`UsageError` when an exact pin is not a version, or no SGLang is known."""
     from moonpin.resolver.pins.judging.judge import check_versions
+    from moonpin.resolver.pins.reading.base import cut
 
     if pinned is None:
         if sglang is None:
