@@ -52,6 +52,7 @@ COMMANDS: list[list[str]] = [
     ["triples", "--sglang", "0.5.18", "--torch", "2.13.0+cu126"],
     ["renovate", "{req}"],
     ["constraints", "--sglang", "0.5.18", "--python", "3.12", "--arch", "x86_64"],
+    ["constraints", "--sglang", "0.5.23"],  # every extension held (issue 39)
     ["args", "--sglang", "0.5.23", "--", "--model-path", "m", "--elastic-ep-backend",
      "mooncake", "--max-ep-size", "16"],
     ["matrix", "--format", "md"],

@@ -20,16 +20,15 @@ from collections.abc import Callable
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from moonpin.kb import facts as kf
-from moonpin.kb.facts import Build, Facts, Loader, Mooncake, Sglang, Torch, Wheel
 from moonpin.resolver.inputs import canonical_name
 
 if TYPE_CHECKING:
     import networkx as nx
+    from packaging.specifiers import SpecifierSet
 
+    from moonpin.kb.facts import Build, Facts, Loader, Mooncake, Sglang, Torch, Wheel
     from moonpin.kb.models import KnowledgeBase
 
 __all__ = ["CompatGraph", "Node", "WheelView", "arch_of_platform", "build_python",
@@ -61,6 +60,8 @@ def build_python(abi: str | None) -> tuple[str | None, str | None]:
 def torch_lines(release: Sglang) -> tuple[tuple[str, SpecifierSet], ...]:
     """The release's torch requirement lines that parse, each with its text and its
     version specifier (the facts carry it, read when the KB was written)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     out = []
     for line, spec in zip(release.torch_requirements, release.torch_specifiers, strict=False):
         if spec is None:
@@ -190,7 +191,9 @@ class CompatGraph:
         return store.load(Path(path))
 
     def _load(self, kb: Facts | KnowledgeBase) -> None:
-        if not isinstance(kb, Facts):  # a validated KnowledgeBase (tests, a fresh scrape)
+        from moonpin.kb import facts as kf
+
+        if not isinstance(kb, kf.Facts):  # a validated KnowledgeBase (tests, a fresh scrape)
             self._model = kb
             kb = kf.from_model(kb)
         self.kb = kb

@@ -15,19 +15,22 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from moonpin.kb.distributions import torch_requirement
 from moonpin.kb.errors import UsageError
-from moonpin.kb.facts import Build, Loader, Sglang, Wheel
 from moonpin.resolver import rule, spelling
 from moonpin.resolver.answers import Candidate, Check, Covered, Explanation, Which
 from moonpin.resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from moonpin.resolver.inputs import normalize_arch, normalize_python
 from moonpin.resolver.spelling import parse_release
+
+if TYPE_CHECKING:  # a query answered from the resolved tables loads neither
+    from packaging.specifiers import SpecifierSet
+
+    from moonpin.kb.facts import Build, Loader, Sglang, Wheel
 
 __all__ = ["Check", "Evaluation", "TorchChoice", "check_mooncake", "combos", "evaluate", "explain",
            "get_sglang", "normalize_arch", "normalize_python", "parse_release", "parse_spec",
@@ -751,6 +754,8 @@ def parse_spec(text: str | None, what: str) -> SpecifierSet | None:
     """A PEP 440 specifier from the command line; a bare version means ``==``."""
     if text is None:
         return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     t = text.strip()
     if t and t[0].isdigit():
         t = "==" + t

@@ -61,11 +61,15 @@ def entry_name(project: str, torch: str) -> str:
 
 
 def judge(entry: Entry, dist: str, version: str, wanted: frozenset[str],
-          edges: Edges | None) -> tuple[int, int, str | None]:
+          edges: Edges | None, memo: dict[Any, rule.Decision] | None = None,
+          ) -> tuple[int, int, str | None]:
     """(verdict order, score, first reason) of one combination resolved without a query's
     narrowing, with the query's ``wanted`` packages and SGLang's ``edges`` (None: no
     SGLang release asked): the checks in :func:`moonpin.resolver.native.evaluate_native`'s
-    order (installable, SGLang's edges, wheel, module present, the rest)."""
+    order (installable, SGLang's edges, wheel, module present, the rest). ``memo``: the
+    decisions made already with the same ``wanted`` and ``edges`` (one answer's): a
+    release's combinations, one per python, platform and torch, mostly ask the same of
+    SGLang's pins, and what a wheel installs is the wheel's."""
     python, arch, verdict, score, reason, _, wheel, _, packages = entry
     if reason is not None and reason.startswith("installable:"):
         return verdict, score, reason
@@ -74,17 +78,19 @@ def judge(entry: Entry, dist: str, version: str, wanted: frozenset[str],
         release, _, pins, imports = edges
         lines = pins(dist, python, arch)
         if lines is not None:
-            d = rule.pinned_by(release, dist, version, lines)
+            d = _kept(memo, (dist, version, *lines), rule.pinned_by, release, dist, version,
+                      lines)
             said.append((d.ok, "sglang's requirement: " + d.detail))
         if imports and packages is not None:
-            d = rule.launch_imports(release, wheel, packages, imports)
+            d = _kept(memo, ("import", wheel), rule.launch_imports, release, wheel, packages,
+                      imports)
             said.append((d.ok, "sglang's import: " + d.detail))
     ok = sum(1 for o, _ in said if o)
     bad = next((t for o, t in said if o is False), None)
     if bad is not None:
         return 2, 1 + ok, bad
     if packages is not None and wanted:
-        d = rule.provides(wheel, packages, wanted)
+        d = _kept(memo, ("provides", wheel), rule.provides, wheel, packages, wanted)
         if d.ok is False:
             return 2, 2 + ok, "module present: " + d.detail
     if verdict == 2:
@@ -95,6 +101,17 @@ def judge(entry: Entry, dist: str, version: str, wanted: frozenset[str],
     return verdict, score + ok, reason
 
 
+def _kept(memo: dict[Any, rule.Decision] | None, key: Any,
+          decide: Callable[..., rule.Decision], *args: Any) -> rule.Decision:
+    """``decide(*args)``, kept in ``memo`` under ``key``."""
+    d = None if memo is None else memo.get(key)
+    if d is None:
+        d = decide(*args)
+        if memo is not None:
+            memo[key] = d
+    return d
+
+
 def answer(query: dict[str, Any], releases: Iterable[tuple[str, str, Sequence[tuple[str, Entry]]]],
            wanted: frozenset[str], edges: Edges | None) -> Which:
     """The answer from each release's combinations (``(dist, version, [(torch, entry)])``,
@@ -103,10 +120,11 @@ def answer(query: dict[str, Any], releases: Iterable[tuple[str, str, Sequence[tu
     compatible: list[Candidate] = []
     excluded: list[Candidate] = []
     unknown: list[Candidate] = []
+    memo: dict[Any, rule.Decision] = {}  # of these edges only
     for dist, version, entries in releases:
         if not entries:
             continue
-        judged = [(t, e, judge(e, dist, version, wanted, edges)) for t, e in entries]
+        judged = [(t, e, judge(e, dist, version, wanted, edges, memo)) for t, e in entries]
         best = min(judged, key=lambda j: (j[2][0], -j[2][1]))
         entry = Candidate(version, f"{dist}=={version}", dist=dist)
         if best[2][0] == 0:

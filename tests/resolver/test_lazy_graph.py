@@ -5,6 +5,8 @@ answers the same either way."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +107,20 @@ def test_constraints_read_no_facts_and_say_what_the_facts_say(
     monkeypatch.setattr(CompatGraph, "_read", staticmethod(refuse))
     assert main(["--kb", SHIPPED, "constraints", "--sglang", sglang]) in (0, None)
     assert capsys.readouterr().out == want
+
+
+def test_constraints_load_no_specifier_parser_nor_pins_readers() -> None:
+    """``moonpin constraints --sglang 0.5.23`` answers from the tables: it imports neither
+    ``packaging.specifiers`` (the graph and the queries imported it at module level, a
+    few ms of a command whose budget is 0.3× ``pip --version``) nor the pins files'
+    readers (the Renovate writer imported them for its group name)."""
+    code = ("import sys, runpy\n"
+            "sys.argv = ['moonpin', '--kb', sys.argv[1], 'constraints', '--sglang', '0.5.23']\n"
+            "try:\n    runpy.run_module('moonpin', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m in ('packaging.specifiers', "
+            "'moonpin.resolver.pins.reading.base', 'networkx', 'pydantic')), file=sys.stderr)\n")
+    got = subprocess.run([sys.executable, "-c", code, SHIPPED], capture_output=True,
+                         text=True, check=False)
+    assert got.stdout.startswith("# moonpin constraints: sglang 0.5.23"), got.stdout
+    assert got.stderr.strip().splitlines()[-1] == "[]", got.stderr

@@ -121,3 +121,31 @@ def test_uv_resolves_the_constraints_to_a_compatible_set(g: CompatGraph, tmp_pat
     over = subprocess.run([uv, "pip", "compile", "pyproject.toml", *common],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert over.returncode != 0, over.stdout
+
+
+@pytest.mark.parametrize("sglang", ["0.5.23"])
+def test_every_extension_release_the_constraints_admit_is_one_pins_calls_compatible(
+        g: CompatGraph, tmp_path: Path, sglang: str) -> None:
+    """A constraint admitting a release ``moonpin pins`` calls unknown is advice the tool
+    itself does not vouch for: ``nixl`` 1.3.0 (its ``nixl-cu13`` build names no torch) was
+    admitted by ``nixl>=1.3.0,…`` beside sglang 0.5.23 while ``pins`` of a set holding it
+    said unknown. Each admitted release of each extension held, pinned beside the plan's
+    SGLang, torch and mooncake, is judged compatible; the ones left out are said."""
+    from moonpin import api
+    from moonpin.resolver.pins.writing.renovate import kb_releases
+
+    plan = plan_stack(g, sglang, natives=None)
+    by = {r.name: r.specifier for r in (Requirement(x) for x in constraint_lines(g, plan))}
+    moon = next(f"{d}=={vs[0]}" for d, vs in plan.mooncake.items())
+    releases = kb_releases(g, "native")
+    admitted = [(d, v) for d, v in releases if d in plan.natives
+                and by[d].contains(v, prereleases=True)]
+    assert {d for d, _ in admitted} == set(plan.natives) and len(admitted) > len(plan.natives)
+    for d, v in admitted:
+        req = tmp_path / f"{d}-{v}.txt"
+        req.write_text(f"sglang=={sglang}\ntorch=={plan.torches[0]}\n{moon}\n{d}=={v}\n",
+                       encoding="utf-8")
+        verdict = api.judge_pins([req], kb=SHIPPED).verdict
+        assert verdict == "compatible", (d, v, verdict)
+    assert any(r.startswith("nixl 1.3.0 is not allowed: the knowledge base cannot say")
+               for r in plan.reasons), plan.reasons

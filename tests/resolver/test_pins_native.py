@@ -254,3 +254,33 @@ def test_constraints_hold_the_extensions_from_the_tables(monkeypatch: pytest.Mon
     full = renovate.plan_stack(CompatGraph.from_path(SHIPPED), "0.5.23", natives=dists,
                                python="3.12")
     assert got.natives and (got.natives, got.reasons) == (full.natives, full.reasons)
+
+
+def test_a_set_without_mooncake_is_judged_on_what_it_pins(tmp_path: Path) -> None:
+    """A worker that runs no mooncake backend needs no mooncake: a file pinning SGLang,
+    torch and extensions but no mooncake distribution was called unknown, with "add
+    mooncake-…: it is the mooncake that fits"; it is judged on SGLang's torch requirement
+    and the extensions, and a note says how to pick a mooncake when one is wanted."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.23\ntorch==2.14.1\nnixl==1.5.1\nsglang-kernel==0.4.10\n")
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "compatible", got
+    assert not got.updates and not any("mooncake" in r for r in got.reasons), got.reasons
+    assert any(n.startswith("no mooncake distribution is pinned: judged on what the files "
+                            "pin") for n in got.notes), got.notes
+    # the extensions still decide: one without a build for the torch fails the set
+    req.write_text("sglang==0.5.23\ntorch==2.14.1\nnixl==1.4.0\n")
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "incompatible" and any(r.startswith("nixl==1.4.0: ")
+                                                 for r in got.reasons), got.reasons
+    # and so does SGLang's torch requirement: torch moves to what it requires, no mooncake
+    req.write_text("sglang==0.5.23\ntorch==2.13.0\n")
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "incompatible", got
+    assert [(u["depName"], u["newVersion"]) for u in got.updates] == [("torch", "2.14.1")]
+    w = run_moonpin("pins", "requirements.txt", "--write", cwd=tmp_path)
+    assert w.returncode == 0 and "after writing: verdict compatible" in w.stderr, w.stderr
+    # a pinned mooncake keeps its verdict (the CUDA 12 build beside a CUDA 13 torch)
+    req.write_text("sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine==0.3.13.post1\n")
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "incompatible", got

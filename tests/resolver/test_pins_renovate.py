@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.pins.read import GROUP_NAME
 from moonpin.resolver.pins.writing.renovate import (
-    GROUP_NAME,
     allowed_versions,
     plan_stack,
     renovate_fragment,

@@ -117,3 +117,26 @@ def test_fitting_answers_for_an_installed_torch_label(kb_path: Path) -> None:
     assert [(t, c.requirement) for t, c in moved.elsewhere] == [("2.14.1", "nixl==1.5.1")]
     assert rn.release_pins(kb_path, "nixl", "1.5.1") == {"nixl-cu12": "1.5.1",
                                                          "nixl-cu13": "1.5.1"}
+
+
+def test_an_answer_decides_sglangs_pins_of_a_release_once(kb_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A release is judged at every python, platform and torch, and SGLang's pins of it are
+    the same at each: ``rule.pinned_by`` runs once a release and pins (it was most of the
+    time of ``constraints``, which asks ``which`` of every extension)."""
+    calls: list[tuple[str, str]] = []
+    real = rn.rule.pinned_by
+
+    def counted(release: str, dist: str, version: str, lines: object) -> object:
+        calls.append((dist, version))
+        return real(release, dist, version, lines)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rn.rule, "pinned_by", counted)
+    got = rn.which_fast(kb_path, "sglang-kernel", torch=None, sglang="0.5.23", python=None,
+                        arch=None, dist=None)
+    assert got is not None and calls
+    assert len(calls) == len(set(calls)), sorted(calls)
+    monkeypatch.setattr(rn.rule, "pinned_by", real)
+    assert got.to_json() == rn.which_fast(kb_path, "sglang-kernel", torch=None, sglang="0.5.23",
+                                          python=None, arch=None, dist=None).to_json()  # type: ignore[union-attr]

@@ -916,6 +916,8 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
         out.reasons.append(f"sglang {sv} imports no mooncake process-group module "
                            "(mooncake.pg or mooncake.ep): nothing for moonpin to hold")
         return out
+    if pinned.mooncake is None and loose is None:
+        return _without_mooncake(g, pinned, out, python=python, arch=arch)
     if _explained(g, pinned, out, torch=torch, python=python, arch=arch):
         return out
     plain = [] if keep == "mooncake" else _preferred(which["compatible"], loose)
@@ -942,6 +944,36 @@ def _judge_minimal(g: CompatGraph, pinned: PinnedSet, *, python: str | None,
         out.reasons.append(f"no mooncake release in the knowledge base fits sglang {sv}"
                            f"{' with torch ' + torch if torch else ''}; `moonpin which "
                            f"mooncake --sglang {sv} --why` says why each is excluded")
+    return out
+
+
+def _without_mooncake(g: CompatGraph, pinned: PinnedSet, out: _Draft, *,
+                      python: str | None, arch: str | None) -> _Draft:
+    """A set that pins no mooncake distribution at all: a worker that runs no mooncake
+    backend needs none, so it is judged on what it pins, SGLang's torch requirement here
+    (the torch releases its ``which`` admits) and the native extensions after
+    (:func:`_extensions`); mooncake is not added, and a note says how to pick one."""
+    from moonpin.resolver import query
+
+    assert pinned.sglang is not None
+    sv = pinned.sglang.version or ""
+    torch = pinned.torch.version if pinned.torch else None
+    asked = _answer(query.which_mooncake(g, sv, python=python, arch=arch))["query"]["torch"]
+    admits: list[str] = asked if isinstance(asked, list) else [asked]
+    out.notes.append(f"no mooncake distribution is pinned: judged on what the files pin "
+                     f"(sglang, torch and the native extensions); a worker that runs a "
+                     f"mooncake backend needs one (`moonpin which mooncake --sglang {sv}`)")
+    if torch is None or torch.partition("+")[0] in admits:
+        out.verdict = "compatible"
+        return out
+    out.verdict = "incompatible"
+    out.reasons.append(f"torch requirement: torch {torch} is not one sglang {sv} admits "
+                       f"({', '.join(admits)})")
+    assert pinned.torch is not None
+    new = max(admits, key=Version)
+    out.updates += [_update(place, "torch", new, f"sglang {sv} requires torch {new}"
+                            + labels.left_behind(g, place, new))
+                    for place in pinned.places(pinned.torch)]
     return out
 
 

@@ -34,13 +34,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver.pins.reading.base import GROUP_NAME, cut
 
 if TYPE_CHECKING:
     from moonpin.resolver.graph import CompatGraph
     from moonpin.resolver.pins.judging.judge import PinnedSet
 
-__all__ = ["GROUP_NAME", "Stack", "StackPlan", "allowed_torch", "allowed_versions", "kb_releases",
+__all__ = ["Stack", "StackPlan", "allowed_torch", "allowed_versions", "kb_releases",
            "nothing_to_hold", "plan_natives", "plan_stack", "renovate_fragment", "stack_of"]
 
 _JIT_MARK = "compiles its process-group extension"
@@ -222,16 +221,16 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
                  python: str | None, arch: str | None, tables: bool = True) -> None:
     """The native extensions' releases the plan allows (``plan.natives``): of each
     distribution in ``dists`` (None: every one the knowledge base holds), those the one
-    rule's native checks do not exclude with every torch the plan allows
-    and every SGLang release it allows (:func:`moonpin.resolver.native.which_native`:
-    compatible, or unknown where nothing
-    says which torch a build was made for: SGLang's own exact pins are often those, and
-    the KB does not hold SGLang's pins of these projects yet), final releases only when
-    there are any. A distribution none of whose releases is compatible is left out (held
-    to unknown releases alone, the meta ``nixl``'s exact pin of ``nixl-cu12`` would make
-    the resolver fall back to an old ``nixl``), and so is one another's version lock may
-    refuse (``flashinfer-cubin`` beside ``flashinfer-python``:
-    a constraint cannot say "the same version"); each is said (``plan.reasons``).
+    rule's native checks call compatible with every torch the plan allows and every SGLang
+    release it allows (:func:`moonpin.resolver.native.which_native`), final releases only
+    when there are any. A release the rule calls unknown there (nothing says which torch
+    its build was made for: ``nixl`` 1.3.0) is not allowed: ``pins`` of a set holding it
+    says unknown, so a constraint admitting it would be advice moonpin itself does not
+    vouch for; each left out is said (``plan.reasons``). A distribution none of whose
+    releases is compatible is left out (held to nothing, the meta ``nixl``'s exact pin of
+    ``nixl-cu12`` would make the resolver fail or fall back to an old ``nixl``), and so
+    is one another's version lock may refuse (``flashinfer-cubin`` beside
+    ``flashinfer-python``: a constraint cannot say "the same version"); each is said.
     ``tables``: each ``which`` answered from the resolved tables where they hold it
     (:func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
     from moonpin.resolver.resolved_native import which_fast
@@ -239,8 +238,11 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     if not plan.torches:
         return
     held = sorted({d for d, _ in kb_releases(g, "native")} if dists is None else set(dists))
+    beside = (f"torch {' or '.join(plan.torches)} beside sglang "
+              f"{', '.join(plan.sglang_allowed)}")
     for d in held:
         allowed: list[str] | None = None
+        unknown: dict[str, tuple[str, str]] = {}  # version -> the torch and SGLang asked
         # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
         for t, s in [(t, s) for t in plan.torches for s in plan.sglang_allowed]:
             w = which_fast(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch,
@@ -250,16 +252,25 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
 
                 w = native.which_native(g, d, torch=t, sglang=s, python=python, arch=arch,
                                         dist=d)
-            got = [c.version for c in (*w.compatible, *w.unknown)] if w.compatible else []
+            got = [c.version for c in w.compatible]
+            for c in w.unknown:
+                unknown.setdefault(c.version, (t, s))
             allowed = got if allowed is None else [v for v in allowed if v in got]
         final = [v for v in allowed or [] if not _vkey(v).is_prerelease]
         chosen = sorted(final or allowed or [], key=_vkey, reverse=True)
         if chosen:
             plan.natives[d] = chosen
+            left = sorted(set(unknown) - set(chosen), key=_vkey, reverse=True)
+            if left:
+                t, s = unknown[left[0]]
+                one = len(left) == 1
+                plan.reasons.append(
+                    f"{d} {', '.join(left)} {'is' if one else 'are'} not allowed: the knowledge "
+                    f"base cannot say whether {'it loads' if one else 'they load'} with "
+                    f"{beside} (unknown: `moonpin which {d} --torch {t} --sglang {s}` says why)")
         else:
-            plan.reasons.append(f"no release of {d} in the knowledge base loads with torch "
-                                f"{' or '.join(plan.torches)} beside sglang "
-                                f"{', '.join(plan.sglang_allowed)}: {d} is not held")
+            plan.reasons.append(f"no release of {d} in the knowledge base loads with "
+                                f"{beside}: {d} is not held")
     for locked, by in _locked(g, plan, tables):
         plan.natives.pop(locked, None)
         plan.reasons.append(f"{locked} is not held: {by}'s version lock refuses some of its "
@@ -379,6 +390,8 @@ def nothing_to_hold(sglang: str) -> str:
 def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
     """The ``packageRules`` fragment for a :func:`plan_stack` plan (see the module doc);
     no rules when the plan holds nothing (:func:`nothing_to_hold`)."""
+    from moonpin.resolver.pins.reading.base import GROUP_NAME
+
     if plan.module is None:
         return {"packageRules": []}
     dists = sorted(plan.mooncake)
@@ -452,6 +465,7 @@ def stack_of(pinned: PinnedSet | None, sglang: str | None, *, shown: str = "") -
     """The stack of a pinned set (``sglang`` given wins over the pinned one). Raises
     :class:`UsageError` when an exact pin is not a version, or no SGLang is known."""
     from moonpin.resolver.pins.judging.judge import check_versions
+    from moonpin.resolver.pins.reading.base import cut
 
     if pinned is None:
         if sglang is None:
