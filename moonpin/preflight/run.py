@@ -293,7 +293,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     # torch's line, from its files: its import is judged after the fork (below)
     at = next((i for i in range(start, len(checks)) if checks[i].name == "torch"), None)
     if sglang is not None and torch is not None:  # the torch SGLang itself pins
-        check_sglang_torch(sglang, torch.version, fixer, add, ctx.markers())
+        check_sglang_torch(sglang, torch.version, fixer, add, ctx.markers)
     # on a cold start the OWN_LINES rule's long piece is begun on a second core while
     # SGLang's sources are read, for the requirement the KB records for the release (a
     # guess the sources then confirm: a load asked for with other inputs is computed afresh)

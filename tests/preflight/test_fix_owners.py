@@ -102,7 +102,7 @@ def _ctx(root: Path) -> SimpleNamespace:
 
     return SimpleNamespace(root=str(root), paths=[], sites=(), confined=Confined(root),
                            machine="x86_64", version=(3, 12), preload=(), python=None,
-                           markers=lambda: environment((3, 12), "x86_64"))
+                           markers=environment((3, 12), "x86_64"))
 
 
 @pytest.mark.parametrize("state", ["gone", "there", "unlisted"])

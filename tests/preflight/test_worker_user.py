@@ -2,7 +2,7 @@
 reads anything, while the worker runs as its image config's ``User`` (or, checked live, as
 the check's own user). The worker's identity comes from the image's ``/etc/passwd`` and
 ``/etc/group`` as runc resolves it; readability is judged from the modes as the kernel does
-(:meth:`moonpin.preflight.env.target.Identity.may_read`), held here against the kernel itself
+(:meth:`moonpin.preflight.access.identity.Identity.may_read`), held here against the kernel itself
 by opening the same files as those users."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from moonpin.preflight.access.identity import Identity
 from moonpin.preflight.env.rootfs import ImageConfig, worker_identity
-from moonpin.preflight.env.target import Identity, TargetError
+from moonpin.preflight.env.target import TargetError
 from tests.lib.checkrun import (
     NOBODY,
     ROOT,

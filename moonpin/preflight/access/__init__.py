@@ -3,6 +3,7 @@
 Below every other room and importing none of them: an image's root seen from outside
 (``chroot``, the one image↔host path helper), the image root a check confines its reads to,
 as a value (``confined``), what a path is, in words (``kinds``), modules inside zip archives
-(``zipfs``), and the trace of what a piece of the check read (``reads``)."""
+(``zipfs``), who the worker runs as and what that user may read and list
+(``identity``), and the trace of what a piece of the check read (``reads``)."""
 
 __all__: list[str] = []

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from moonpin.preflight.access.confined import Confined
-    from moonpin.preflight.env.target import Identity, Target
+    from moonpin.preflight.access.identity import Identity
+    from moonpin.preflight.env.target import Target
     from moonpin.preflight.prefetch import Pending
     from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.metapath import Importer
@@ -83,7 +84,7 @@ class Context:
     :class:`~moonpin.preflight.pyimport.atimport.Bounds`; None: that walk's defaults)."""
 
     __slots__ = ("bounds", "complete", "confined", "env", "ext_suffixes", "importer", "ld_path",
-                 "machine", "paths", "preload", "python", "root", "run", "sites", "user",
+                 "machine", "markers", "paths", "preload", "python", "root", "run", "sites", "user",
                  "version", "working_dir")
 
     paths: Sequence[str]
@@ -103,6 +104,7 @@ class Context:
     confined: Confined
     working_dir: str | None
     bounds: Bounds | None
+    markers: Mapping[str, str]
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
@@ -114,6 +116,7 @@ class Context:
                  working_dir: str | None = None, bounds: Bounds | None = None) -> None:
         from moonpin.preflight.access.confined import Confined
         from moonpin.preflight.pyimport.metapath import Importer
+        from moonpin.readers.markers import environment, implementation_of
 
         if ext_suffixes is None:
             from importlib import machinery
@@ -135,12 +138,19 @@ class Context:
         put(self, "run", run if run is not None else Run())
         put(self, "env", os.environ if env is None else env)
         if user is None:
-            from moonpin.preflight.env.target import Identity as _Identity
+            from moonpin.preflight.access.identity import Identity as _Identity
 
             user = _Identity.current()
         put(self, "user", user)
         # the image root every read of the check is confined to (a value, never a module's)
         put(self, "confined", Confined(root))
+        # the marker environment (PEP 508) of the judged interpreter, for its distributions'
+        # Requires-Dist: its version, its implementation (named by its extension suffixes),
+        # Linux on its machine (an image's; this one's for a check of this machine), no
+        # extra (readers.markers.environment): never this process's Python, which judges it.
+        # A value, so the rooms that judge requirements read it without calling back here
+        put(self, "markers", environment(self.version, machine or os.uname().machine,
+                                         implementation_of(self.ext_suffixes)))
         # made now: what it records is stamped from when the check began to look
         # (:mod:`moonpin.preflight.installed.stamps`); not under an image's root, whose paths
         # resolve through the image's own links
@@ -159,17 +169,6 @@ class Context:
                    python=target.python, run=run, env=env,
                    user=target.user, preload=target.preload,
                    working_dir=target.working_dir, bounds=bounds)
-
-    def markers(self) -> dict[str, str]:
-        """The marker environment (PEP 508) of the judged interpreter, for its distributions'
-        ``Requires-Dist``: its version, its implementation (named by its extension
-        suffixes), Linux on its machine (an image's; this one's for a check of this
-        machine), no extra (:func:`moonpin.readers.markers.environment`): never this
-        process's Python, which judges it."""
-        from moonpin.readers.markers import environment, implementation_of
-
-        return environment(self.version, self.machine or os.uname().machine,
-                           implementation_of(self.ext_suffixes))
 
     def interpreter_stop(self) -> tuple[str, str] | None:
         """Whether the target's interpreter stops as it starts, before any import of the

@@ -30,7 +30,8 @@ from __future__ import annotations
 import os
 
 from moonpin.preflight.access import chroot as rootfs
-from moonpin.preflight.env.target import Identity, Target, TargetError
+from moonpin.preflight.access.identity import Identity
+from moonpin.preflight.env.target import Target, TargetError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

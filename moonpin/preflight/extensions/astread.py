@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
-    from moonpin.preflight.env.target import Identity
+    from moonpin.preflight.access.identity import Identity
 
 __all__ = ["Unrunnable", "attr_path", "denied", "env_defaults", "fstring_heads", "imports_run",
            "join_split", "mentions", "parse", "reading", "str_sets"]
@@ -125,8 +125,8 @@ def denied(paths: Iterable[str], who: Identity, root: str | None,
            version: tuple[int, int] | None = None) -> Unrunnable | None:
     """The first of ``paths`` (the files an import runs or maps) the worker's user ``who``
     cannot reach, judged by their modes as the kernel and the importer would: the folder the
-    importer lists to find it (:meth:`~moonpin.preflight.env.target.Identity.may_list`),
-    then the file (:meth:`~moonpin.preflight.env.target.Identity.may_read`; for a ``.py``,
+    importer lists to find it (:meth:`~moonpin.preflight.access.identity.Identity.may_list`),
+    then the file (:meth:`~moonpin.preflight.access.identity.Identity.may_read`; for a ``.py``,
     its bytecode cache instead when CPython of ``version`` takes it), as an :class:`Unrunnable`:
     its import raises ``PermissionError`` (a module or package ``__init__``) or ``ImportError:
     …: cannot open shared object file: Permission denied`` (a build). None: every one is

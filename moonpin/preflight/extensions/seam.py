@@ -105,7 +105,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from moonpin.preflight.env.target import Identity
+    from moonpin.preflight.access.identity import Identity
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
@@ -154,7 +154,7 @@ class Facts:
     the knowledge base the check reads, whose resolved tables answer which release fits
     (None: none); ``tag`` (``cp312``) and ``machine`` (``x86_64``): the worker's Python and
     platform as the tables name them (None: not known); ``user``: who the worker runs as
-    (:class:`~moonpin.preflight.env.target.Identity`; None: this process), for what only its
+    (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what only its
     user may read (ld.so's ``/etc/ld.so.preload``)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",

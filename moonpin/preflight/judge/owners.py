@@ -341,14 +341,14 @@ def _dpkg_version(package: str, ctx: Context) -> tuple[str, str] | None:
 
 def _unmet(dist: Dist, dists: Sequence[Dist], ctx: Context) -> list[str]:
     """``dist``'s requirements (its METADATA's Requires-Dist, markers evaluated in the
-    target's environment, :meth:`Context.markers`; extras left out) whose distribution is not
+    target's environment, :attr:`Context.markers`; extras left out) whose distribution is not
     installed, each as pip takes it (name, extras, specifier; no marker)."""
     try:
         from packaging.requirements import Requirement
         from packaging.utils import canonicalize_name
     except ImportError:  # packaging absent (moonpin put on PYTHONPATH by hand)
         return []
-    env = ctx.markers()
+    env = ctx.markers
     have = {canonicalize_name(d.name) for d in dists}
     out = []
     for text in dist.requires:

@@ -258,7 +258,7 @@ def check_sglang_torch(sglang: Dist, torch_version: str, fixer: Fixer,
                         add: Callable[[CheckResult], None], markers: Mapping[str, str]) -> None:
     """SGLang pins the torch it is built for (``torch==2.14.1``): another one passes the
     extensions' checks and still breaks SGLang's own kernels. A warning (``--strict`` fails).
-    ``markers``: the target's marker environment (:meth:`Context.markers`), in which a pin's
+    ``markers``: the target's marker environment (:attr:`Context.markers`), in which a pin's
     marker is evaluated."""
     lines = [ln for ln in sglang.requires  # ~130 lines: only those starting "torch" parsed
              if ln.lstrip()[:5].lower() == "torch" and canon(_requirement_name(ln)) == "torch"]

@@ -56,7 +56,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
         add(CheckResult("torch", "fail", f"`import torch` fails ({own}'s loader imports "
                         f"it): {broken}", _reinstall_torch(torch_d, fixer), (folder,)))
         return None
-    torch = torch_info(torch_d, ctx.markers(), pkg, label, ctx.confined)
+    torch = torch_info(torch_d, ctx.markers, pkg, label, ctx.confined)
     if torch is None:
         add(CheckResult("torch", "fail", f"{folder} holds no readable torch/version.py and no "
                         "distribution metadata names its version: what `torch.__version__` "

@@ -41,7 +41,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from moonpin.preflight.env.target import Identity
+    from moonpin.preflight.access.identity import Identity
 
 __all__ = [
     "DF_1_NODEFLIB",
@@ -608,7 +608,7 @@ def preload_file(root: str | None = None, exe: str | None = None,
     where, for the messages and fix lines). None there, or one the process cannot read:
     nothing. ld.so reads it only when ``access(R_OK)`` succeeds, which is asked as the
     process's real user (``reader``: who the worker runs as,
-    :meth:`~moonpin.preflight.env.target.Identity.may_read`; an image's ``User`` 65534
+    :meth:`~moonpin.preflight.access.identity.Identity.may_read`; an image's ``User`` 65534
     skips a file only root may read, silently; None: whether this process can), and only
     a regular file is read. ``trace``: the file is recorded, found or not."""
     from moonpin.kb.files import read_regular

@@ -28,8 +28,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from moonpin.preflight.access.identity import Identity
     from moonpin.preflight.env.context import Run
-    from moonpin.preflight.env.target import Identity
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.metapath import Importer
