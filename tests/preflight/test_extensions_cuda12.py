@@ -7,7 +7,10 @@ commit before its fix, and holds the line that was right where it still is.
   fix ``pip install 'torch==2.13.*'`` made the meta import ``nixl_ep_cu13`` (not installed).
 * The meta nixl 1.5.1 beside nixl-cu13 only, under that torch: the old fix installed the
   nixl-cu12 1.5.1 the meta requires, which has no build for torch 2.10 (carried out on the
-  real image: ``No module named 'nixl_ep_cu12.nixl_ep_cpp_torch210'``)."""
+  real image: ``No module named 'nixl_ep_cu12.nixl_ep_cpp_torch210'``).
+* sgl-kernel 0.3.21 in place of the sglang-kernel 0.4.1 SGLang pins, under a torch SGLang
+  does not pin: the old fix installed sglang-kernel 0.4.1 alone, whose build binds torch
+  2.9.1's C++ symbols (SGLang's pin), not 2.10.0's."""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.lib.checkrun import run, small_kb
-from tests.lib.extimages import add_nixl, torch_image
+from tests.lib.extimages import add_nixl, add_sgl_kernel, torch_image
+from tests.lib.images import add_dist
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -84,3 +88,16 @@ def test_the_backend_the_meta_requires_is_not_installed_without_a_build_for_torc
     fits = run(site, *NIXL, ep=False, kb=_kb(tmp_path / "kb2", INDEX, ("210", "211")))
     assert fits.fixes()[0] == "fix: pip install 'nixl-cu12==1.5.1'", fits.out
 
+
+def test_sglangs_kernel_in_place_of_another_comes_with_sglangs_torch(tmp_path: Path) -> None:
+    missing = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
+    site = torch_image(tmp_path / "site", version="2.10.0", cuda=12,
+                       sglang_requires=["torch==2.9.1", "sglang-kernel==0.4.1"])
+    add_sgl_kernel(site, sm90_uses=(missing,), sm100_uses=(missing,))
+    shutil.rmtree(next(site.glob("sglang_kernel-*.dist-info")))
+    add_dist(site, "sgl-kernel", "0.3.21")
+    r = run(site, ep=False)
+    assert r.line("sgl_kernel").startswith("fail  sgl_kernel: sgl-kernel 0.3.21"), r.out
+    assert r.fixes()[0] == ("fix: pip uninstall -y sgl-kernel && pip install "
+                            "'sglang-kernel==0.4.1' 'torch==2.9.1,!=2.9.1+cpu'  # the "
+                            "installed SGLang's pins"), r.out
