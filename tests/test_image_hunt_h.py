@@ -175,3 +175,50 @@ def test_the_check_of_its_rootfs_agrees_with_the_real_imports(
                   gpu="none", backend="nixl")
     _agree(name, proc, "none", "nixl")
     _no_fix_that_cannot_work(proc)
+
+
+def test_a_copy_on_pythonpath_before_the_installed_kernel(tmp_path: Path) -> None:
+    """``hunt-H-torch291`` (its sglang-kernel 0.4.1 imports) with ``PYTHONPATH`` on a folder
+    holding ``hunt-H-kernel048``'s ``sgl_kernel/`` (0.4.8, CUDA 13): the real import finds
+    that copy and fails on ``libnvrtc.so.13``; the check says the same, of that copy (no
+    installed distribution wrote it), for ``--python`` (the environment passed through) and
+    ``--rootfs`` (the config's ``Env``), and its fix takes the folder off the path, after
+    which the real import loads the installed build."""
+    image = _root() / "hunt-H-torch291"
+    other = _root() / "hunt-H-kernel048" / SITE / "sgl_kernel"
+    if not (image / "bin" / "python").exists() or not other.is_dir():
+        pytest.skip("hunt-H-torch291 or hunt-H-kernel048 not built (stack.sh --hunt-h)")
+    alt = tmp_path / "alt"
+    alt.mkdir()
+    subprocess.run(["cp", "-al", str(other), str(alt / "sgl_kernel")], check=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    env.update(LD_LIBRARY_PATH=str(_stubs()), CUDA_VISIBLE_DEVICES="")
+
+    def real(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(image / "bin" / "python"), "-c", "import sgl_kernel"],
+                              capture_output=True, text=True, timeout=600, cwd="/",
+                              env={**env, **extra})
+
+    shadowed = real(PYTHONPATH=str(alt))
+    assert shadowed.returncode != 0 and "libnvrtc.so.13" in shadowed.stderr
+    proc = subprocess.run([sys.executable, "-m", "moonpin", "check", "--python",
+                           str(image / "bin" / "python"), "--no-deep", "--gpu-capability",
+                           "none"], capture_output=True, text=True, timeout=2400, cwd=ROOT,
+                          env={**env, "PYTHONPATH": str(alt)})
+    lines = proc.stdout.splitlines()
+    line = next(x for x in lines if x.startswith("fail  sgl_kernel:"))
+    assert f"at {alt / 'sgl_kernel'} (no installed distribution wrote it" in line, line
+    assert "libnvrtc.so.13" in line, line
+    fix = lines[lines.index(line) + 1]
+    assert f"take {alt} off the worker's import path" in fix and "pip" not in fix, fix
+    assert real().returncode == 0  # the fix carried out: PYTHONPATH without that folder
+    root = minimal_root(tmp_path / "root", image)
+    (root / "opt").mkdir()
+    subprocess.run(["cp", "-al", str(image), str(root / "opt" / "venv")], check=True)
+    subprocess.run(["cp", "-al", str(alt), str(root / "opt" / "alt")], check=True)
+    proc = _check("--rootfs", str(root), "--interpreter", "/opt/venv/bin/python",
+                  "--image-env", "PATH=/opt/venv/bin:/usr/bin:/bin",
+                  "--image-env", "PYTHONPATH=/opt/alt", gpu="none", backend="nixl")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("fail  sgl_kernel:"))
+    assert "(no installed distribution wrote it" in line and "libnvrtc.so.13" in line, line
