@@ -30,9 +30,10 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 NIXL = ("--", "--moe-a2a-backend", "nixl")
 
 
-def _kb(tmp_path: Path, torch_cuda: dict[str, int], nixl_cu12: tuple[str, ...]) -> Path:
+def _kb(tmp_path: Path, torch_cuda: dict[str, int], nixl_cu12: tuple[str, ...],
+        cuda: int = 12) -> Path:
     """A KB whose index has torch ``{version: CUDA major}`` for this machine, and
-    nixl-cu12 1.5.1 (required by the meta nixl 1.5.1) with a build per torch minor of
+    nixl-cu<cuda> 1.5.1 (required by the meta nixl 1.5.1) with a build per torch minor of
     ``nixl_cu12``."""
     tmp_path.mkdir(exist_ok=True)
     kb = small_kb(tmp_path)
@@ -40,9 +41,9 @@ def _kb(tmp_path: Path, torch_cuda: dict[str, int], nixl_cu12: tuple[str, ...]) 
     arch = os.uname().machine
     doc["torch"] = [{"version": v, "variants": [{"arch": arch, "cuda_major": c}]}
                     for v, c in torch_cuda.items()]
-    builds = [{"module": f"nixl_ep_cu12.nixl_ep_cpp_torch{m}", "torch": f"=={m[0]}.{m[1:]}.*",
-               "cuda_major": 12} for m in nixl_cu12]
-    doc["native"] = [{"project": "nixl", "dist": "nixl-cu12", "version": "1.5.1",
+    builds = [{"module": f"nixl_ep_cu{cuda}.nixl_ep_cpp_torch{m}",
+               "torch": f"=={m[0]}.{m[1:]}.*", "cuda_major": cuda} for m in nixl_cu12]
+    doc["native"] = [{"project": "nixl", "dist": f"nixl-cu{cuda}", "version": "1.5.1",
                       "uninstallable": [], "wheels": [{"builds": builds}]}]
     kb.write_text(json.dumps(doc))
     return kb
@@ -87,6 +88,21 @@ def test_the_backend_the_meta_requires_is_not_installed_without_a_build_for_torc
     # a nixl-cu12 1.5.1 with a build for torch 2.10 is the fix
     fits = run(site, *NIXL, ep=False, kb=_kb(tmp_path / "kb2", INDEX, ("210", "211")))
     assert fits.fixes()[0] == "fix: pip install 'nixl-cu12==1.5.1'", fits.out
+
+
+def test_the_backend_the_meta_requires_comes_with_the_torch_it_has_a_build_for(
+        tmp_path: Path) -> None:
+    """torch 2.15.0 (CUDA 13) under an SGLang pinning 2.14.1, the meta nixl 1.5.1 beside
+    nixl-cu12 only: nixl-cu13 1.5.1 (builds for 2.12-2.14) alone would not load; with
+    SGLang's torch it does, and the index's 2.14.1 is CUDA 13: the two in one line."""
+    site = torch_image(tmp_path / "site", version="2.15.0", sglang_requires=["torch==2.14.1"])
+    add_nixl(site, cuda=12, minors=("211", "212", "213"))
+    add_dist(site, "nixl", "1.5.1", requires=["nixl-cu12==1.5.1", "nixl-cu13==1.5.1"])
+    index = {"2.14.1": 13, "2.15.0": 13}
+    r = run(site, *NIXL, ep=False, kb=_kb(tmp_path / "kb", index, ("212", "213", "214"), 13))
+    assert "detected CUDA 13 but nixl-cu13 is not installed" in r.line("nixl_ep"), r.out
+    assert r.fixes()[0].startswith("fix: pip install 'nixl-cu13==1.5.1' "
+                                   "'torch==2.14.1,!=2.14.1+cpu'  # SGLang's own pin"), r.out
 
 
 def test_sglangs_kernel_in_place_of_another_comes_with_sglangs_torch(tmp_path: Path) -> None:
