@@ -284,3 +284,43 @@ def test_a_set_without_mooncake_is_judged_on_what_it_pins(tmp_path: Path) -> Non
     req.write_text("sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine==0.3.13.post1\n")
     got = moonpin.judge_pins([req], kb=SHIPPED)
     assert got.verdict == "incompatible", got
+
+
+#: what `uv pip compile` / `pip install nixl` of SGLang 0.5.23's stack pins: the meta nixl and
+#: both backends it requires exactly (tests/realimg/README.md, image stack-nixlboth)
+LOCK = ("sglang==0.5.23\ntorch==2.14.1\nnixl==1.5.1\nnixl-cu12==1.5.1\nnixl-cu13==1.5.1\n"
+        "sglang-kernel==0.4.10\nsgl-deep-ep==0.1.2.post1\nflashinfer-python==0.7.2\n"
+        "mooncake-transfer-engine-cuda13==0.3.14\n")
+
+
+def test_a_resolved_lock_with_both_nixl_backends_is_compatible(tmp_path: Path) -> None:
+    """The meta nixl loads nixl-cu13's build with CUDA 13 torch 2.14.1; nixl-cu12, which it
+    requires too, is installed and never imported (the real import in stack-nixlboth works).
+    Before, the lock was incompatible and ``nixl-cu12==1.5.1 -> nixl==1.5.1`` was offered
+    beside the file's own ``nixl==1.5.1``."""
+    req = tmp_path / "requirements.txt"
+    req.write_text(LOCK)
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "compatible", got.reasons
+    assert not got.updates and not got.reasons
+    assert any(n.startswith("nixl-cu12==1.5.1 is installed (nixl==1.5.1 requires it) but not "
+                            "loaded") for n in got.notes), got.notes
+    assert run_moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+
+
+def test_pins_never_propose_a_second_line_of_a_distribution_the_file_pins(
+        tmp_path: Path) -> None:
+    """nixl-cu12 1.4.0 beside nixl 1.5.1 (which requires nixl-cu12==1.5.1): the newest
+    release of the project that loads is nixl 1.5.1, which the file pins already; the pin
+    goes to what that release requires of it (before: ``nixl-cu12==1.4.0 -> nixl==1.5.1``,
+    a second nixl line), and the written file is compatible."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.23\ntorch==2.14.1\nnixl==1.5.1\nnixl-cu12==1.4.0\n")
+    got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED)
+    assert got.verdict == "incompatible"
+    moved = [(u["depName"], u["newName"], u["newVersion"]) for u in got.updates]
+    assert moved == [("nixl-cu12", "nixl-cu12", "1.5.1")], got.updates
+    w = run_moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    assert "after writing: verdict compatible" in w.stderr, w.stdout + w.stderr
+    lines = req.read_text().splitlines()
+    assert sum(1 for x in lines if x.startswith("nixl==")) == 1, lines

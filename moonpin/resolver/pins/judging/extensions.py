@@ -89,6 +89,20 @@ def _fitting(g: CompatGraph, dist: str, *, sglang: str | None, torch: str,
     return None
 
 
+def _exact_pins(g: CompatGraph, dist: str, version: str, tables: bool) -> dict[str, str]:
+    """The releases of other distributions ``dist`` ``version`` requires exactly (the meta
+    ``nixl``'s ``nixl-cuNN``), from its explain table where it holds them, else the facts."""
+    if tables and g.kb_path is not None:
+        from moonpin.resolver.resolved_native import release_pins
+
+        got = release_pins(g.kb_path, dist, version)
+        if got is not None:
+            return got
+    from moonpin.resolver import native
+
+    return dict(native.exact_pins(native.known_version(g, dist, version)))
+
+
 def native_pins(pins: Sequence[Pin]) -> list[Pin]:
     """The exact pins of native extensions' distributions, the first of each (a default
     the file overrides is not what is installed)."""
@@ -161,7 +175,22 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
             continue  # a lock: below; one package from two distributions: said, not moved
         found = _fitting(g, dist, sglang=sglang, torch=torch, python=python, arch=arch,
                          tables=tables)
-        if found is not None:
+        if found is not None and found[0] != dist and found[0] in by_name:
+            # the file pins that distribution already: no second line of it; this pin goes
+            # to the version the release found requires of it exactly (the meta nixl's
+            # nixl-cuNN), and that distribution's own pin to the release found
+            other, version = found
+            if other not in targets:
+                targets[other] = version
+            want = _exact_pins(g, other, version, tables).get(dist)
+            if want is not None:
+                targets[dist] = want
+                why[dist] = f"{other}=={version} requires {dist}=={want}"
+            else:
+                reasons.append(f"{dist}: no release of it loads with torch {torch}; "
+                               f"{other} (pinned too) loads in its place: drop the pin of "
+                               f"{dist}")
+        elif found is not None:
             renamed[dist], targets[dist] = found
         else:
             reasons.append(f"no release of {_PROJECT[dist]} in the knowledge base loads with "
@@ -184,4 +213,6 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
            if (renamed.get(dist, dist), version) != (dist, by_name[dist].version)
            for place in places(by_name[dist])]
     verdict = "incompatible" if failing else ("unknown" if notes else "compatible")
+    # a release installed but not loaded: said, neither failed, unknown nor moved
+    notes += [n for n in res["unloaded"] if n not in notes]
     return Extensions(verdict, tuple(reasons), tuple(notes), tuple(ups))
