@@ -125,7 +125,8 @@ def answer(query: dict[str, Any], releases: Iterable[tuple[str, str, Sequence[tu
         if not entries:
             continue
         judged = [(t, e, judge(e, dist, version, wanted, edges, memo)) for t, e in entries]
-        best = min(judged, key=lambda j: (j[2][0], -j[2][1]))
+        # of equal ones, one with a wheel tells more than one without (cp39 has none)
+        best = min(judged, key=lambda j: (j[2][0], -j[2][1], j[1][8] is None))
         entry = Candidate(version, f"{dist}=={version}", dist=dist)
         if best[2][0] == 0:
             ok = [(t, e) for t, e, j in judged if j[0] == 0]

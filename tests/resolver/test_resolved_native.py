@@ -194,3 +194,19 @@ def test_under_a_cuda_12_torch_the_roles_swap() -> None:
         assert by["nixl-cu12==1.5.1"].ok is False and "torch 2.10.0" in by[
             "nixl-cu12==1.5.1"].detail
         assert [n.split(" is installed")[0] for n in got["unloaded"]] == ["nixl-cu13==1.5.1"]
+
+
+def test_which_of_a_backend_alone_says_why_on_a_python_it_has_a_wheel_for() -> None:
+    """``which nixl-cu13 --sglang 0.5.23 --torch 2.14.1`` over every python: each release is
+    excluded as much on cp39 (no wheel) as on cp312 (installs no nixl_ep, which SGLang
+    imports); the reason shown is the one of a combination with a wheel (before: "no
+    nixl-cu13 wheel for this python and platform", true of cp39 only)."""
+    import moonpin
+
+    shipped = ROOT / "data" / "kb.json"
+    for dist in ("nixl-cu12", "nixl-cu13"):
+        got = moonpin.which(dist, sglang="0.5.23", torch="2.14.1", kb=shipped)
+        assert not got.compatible
+        newest = next(c for c in got.excluded if c.version == "1.5.1")
+        assert newest.reason.startswith("sglang's import: sglang 0.5.23 imports nixl_ep"), \
+            newest.reason

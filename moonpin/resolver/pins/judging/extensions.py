@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from moonpin.resolver.pins.judging.requires import exact_pins_of
 from moonpin.resolver.pins.reading.base import NATIVE, UNUSED_DEFAULT, Pin
 
 if TYPE_CHECKING:
@@ -87,20 +88,6 @@ def _fitting(g: CompatGraph, dist: str, *, sglang: str | None, torch: str,
         if all(x.ok is not False for x in res["checks"] if x.name == f"{d}=={c.version}"):
             return d, c.version
     return None
-
-
-def _exact_pins(g: CompatGraph, dist: str, version: str, tables: bool) -> dict[str, str]:
-    """The releases of other distributions ``dist`` ``version`` requires exactly (the meta
-    ``nixl``'s ``nixl-cuNN``), from its explain table where it holds them, else the facts."""
-    if tables and g.kb_path is not None:
-        from moonpin.resolver.resolved_native import release_pins
-
-        got = release_pins(g.kb_path, dist, version)
-        if got is not None:
-            return got
-    from moonpin.resolver import native
-
-    return dict(native.exact_pins(native.known_version(g, dist, version)))
 
 
 def native_pins(pins: Sequence[Pin]) -> list[Pin]:
@@ -182,7 +169,7 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
             other, version = found
             if other not in targets:
                 targets[other] = version
-            want = _exact_pins(g, other, version, tables).get(dist)
+            want = exact_pins_of(g, other, version, tables).get(dist)
             if want is not None:
                 targets[dist] = want
                 why[dist] = f"{other}=={version} requires {dist}=={want}"
