@@ -361,10 +361,15 @@ def _decided(d: rule.Decision) -> tuple[bool | None, str]:
 def loaded_release(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
                    arch: str) -> str | None:
     """``dist==version`` of the release whose build ``r``'s wheel for this python and
-    platform loads at torch ``t`` (:func:`loads_from`); None: it loads its own or none."""
+    platform loads at torch ``t`` (:func:`loads_from`), when torch's CUDA major decides it;
+    None: it loads its own or none, or the choice is not decided (a torch without CUDA: the
+    loader then tries each backend in turn, so none is left unloaded)."""
     w = wheel_for(r, python, arch)
     src = loads_from(g, w, t) if w is not None and not w.builds else None
-    return None if src is None else f"{src.dist}=={src.version}"
+    if src is None or t.cuda is None or t.cuda not in {
+            b.cuda_major for x in src.wheels for b in x.builds}:
+        return None
+    return f"{src.dist}=={src.version}"
 
 
 def loads_from(g: CompatGraph, w: NativeWheel, t: TorchChoice) -> NativeRelease | None:

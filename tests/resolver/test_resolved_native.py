@@ -210,3 +210,16 @@ def test_which_of_a_backend_alone_says_why_on_a_python_it_has_a_wheel_for() -> N
         newest = next(c for c in got.excluded if c.version == "1.5.1")
         assert newest.reason.startswith("sglang's import: sglang 0.5.23 imports nixl_ep"), \
             newest.reason
+
+
+def test_with_a_torch_without_cuda_no_backend_is_left_unloaded() -> None:
+    """torch 2.10.0 on aarch64 is a CPU build (the shipped KB): the meta's dispatch has no
+    CUDA major to pick by, and its loader then tries each backend in turn, so neither is
+    said to be unloaded: both are judged by their builds."""
+    shipped = ROOT / "data" / "kb.json"
+    for got in (rn.explain_fast(shipped, None, LOCK[:3], torch="2.10.0", python="cp312",
+                                arch="aarch64"),
+                native.explain_stack(CompatGraph.from_path(shipped), None, LOCK[:3],
+                                     torch="2.10.0", python="cp312", arch="aarch64")):
+        assert got is not None and got["unloaded"] == []
+        assert not any(c.detail.startswith("installed, not loaded") for c in got["checks"])
