@@ -174,9 +174,9 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
                 targets[dist] = want
                 why[dist] = f"{other}=={version} requires {dist}=={want}"
             else:
-                reasons.append(f"{dist}: no release of it loads with torch {torch}; "
-                               f"{other} (pinned too) loads in its place: drop the pin of "
-                               f"{dist}")
+                reasons.append(f"{dist}: {other}=={version}, which the files pin too, "
+                               f"loads with torch {torch} and requires no {dist}: drop the "
+                               f"pin of {dist}")
         elif found is not None:
             renamed[dist], targets[dist] = found
         else:
