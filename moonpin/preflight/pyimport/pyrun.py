@@ -156,6 +156,19 @@ class _Obj:
         self.attrs = attrs
 
 
+class _PathStr(str):
+    """A ``pathlib.Path`` the walked code got (``Distribution.locate_file``): its text, as
+    ``str()`` and ``os.path`` read it, and ``.exists()``."""
+
+    attrs: dict[str, Any]
+
+    def __new__(cls, path: str, exists: Any) -> _PathStr:
+        got = super().__new__(cls, path)
+        got.attrs = {"exists": Builtin("exists", lambda a, k: exists.fn([str(got)], {})
+                                       if not a and not k else UNKNOWN)}
+        return got
+
+
 class _VersionInfo(tuple):  # type: ignore[type-arg]
     """``sys.version_info`` as far as the target's is known: ``(major, minor)``, compared
     as the tuple, with ``.major`` and ``.minor``."""
@@ -821,6 +834,8 @@ class Chain(Host):
             g.update(glob=Builtin("glob", self._glob), iglob=Builtin("iglob", self._glob))
         elif name == "importlib":
             g.update(import_module=Builtin("import_module", self._import_module))
+        elif name == "importlib.metadata":
+            g.update(distribution=Builtin("distribution", self._distribution))
         elif name == "pkgutil":
             g.update(extend_path=Builtin("extend_path", self._extend_path))
         elif name == "typing":
@@ -875,6 +890,44 @@ class Chain(Host):
         for g in got:
             self._seen(os.path.dirname(g))
         return got
+
+    def _distribution(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """``importlib.metadata.distribution(name)``: the first ``<name>-*.dist-info`` on
+        the search path, as ``MetadataPathFinder`` finds it (names compared normalised), with
+        ``locate_file(path)``: that folder's parent joined with ``path`` (a ``Path``:
+        ``str()`` and ``.exists()`` are followed). Not found: not followed (its
+        ``PackageNotFoundError`` is not modelled)."""
+        name = args[0] if args else kwargs.get("distribution_name")
+        if not isinstance(name, str) or not name:
+            return UNKNOWN
+
+        def norm(n: str) -> str:
+            return n.lower().replace("-", "_").replace(".", "_")
+
+        want = norm(name)
+        for folder in self.paths:
+            if not folder:
+                continue
+            self._seen(folder)
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for n in names:
+                if n.endswith(".dist-info") and norm(n[:-len(".dist-info")].partition("-")[0]) \
+                        == want:
+                    def locate(a: list[Any], k: dict[str, Any], at: str = folder) -> Any:
+                        return self._located(at, a, k)
+
+                    return _Obj({"locate_file": Builtin("locate_file", locate)})
+        return UNKNOWN
+
+    def _located(self, folder: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        path = args[0] if args else kwargs.get("path")
+        if not isinstance(path, str):
+            return UNKNOWN
+        return _PathStr(os.path.join(folder, path),
+                        exists=self._fs_check(os.path.exists))
 
     def _extend_path(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """``pkgutil.extend_path(path, name)``: ``path`` with every ``name`` portion of the
