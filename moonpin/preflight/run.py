@@ -302,7 +302,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     if torch is not None and at is not None:  # the modelled `import torch`, on this core
         from moonpin.preflight.judge.torch_check import imported  # while the child works
 
-        checks[at] = imported(ctx, checks[at])
+        checks[at] = imported(ctx, checks[at], fixer)
     req = sglang_requirement(ctx, sglang, kb, add, source_cache, sglang_src, ahead,
                              modules=own.MODULES)
     if launch_args:  # the worker's own launch arguments against this release's rules

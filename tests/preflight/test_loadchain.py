@@ -264,11 +264,50 @@ def test_the_cuda_runtime_gone_fails_torch_with_its_packages(tmp_path: Path) -> 
     assert not ok and err.startswith("ValueError: libfzrt.so.*[0-9] not found")
     line = r.line("import chain")
     assert "raises ValueError: libfzrt.so.*[0-9] not found in the system path" in line
-    at = r.lines.index(next(x for x in r.lines if x.startswith("fail  import chain")))
-    assert r.lines[at + 1].strip().startswith(f"fix: pip install --force-reinstall {TORCH}")
-    # the torch line, from the same modelled import, fails too: no record names libfzrt's
-    # owner (a folder of torch's CUDA packages, no RECORD lists it)
+    # the torch line, from the same modelled import, fails too, and holds the one fix: no
+    # record names libfzrt's owner (a folder of torch's CUDA packages, no RECORD lists it);
+    # mooncake's line, a consequence, points there rather than saying it twice
     assert r.line("torch").startswith("fail") and "libfzrt.so.13" in r.line("torch"), r.out
+    assert "torch's line has the fix" in line
+    at = r.lines.index(next(x for x in r.lines if x.startswith("fail  torch")))
+    assert r.fixes() == [r.lines[at + 1].strip()], r.out
+    assert "install what provides libfzrt.so.13" in r.fixes()[0], r.out
+
+
+_TORCH_214_GLOBAL_DEPS = '''    here = os.path.abspath(__file__)
+    global_deps_lib_path = os.path.join(os.path.dirname(here), "lib", lib_name)
+    if not os.path.exists(global_deps_lib_path):
+        try:
+            from importlib.metadata import distribution
+
+            installed = distribution("torch").locate_file(
+                os.path.join("torch", "lib", lib_name)
+            )
+            if installed.exists():
+                global_deps_lib_path = str(installed)
+        except Exception:
+            pass
+'''
+
+
+def test_global_deps_looked_for_through_the_distributions_metadata(tmp_path: Path) -> None:
+    """torch 2.14's ``_load_global_deps``: a ``libtorch_global_deps.so`` not beside
+    ``__file__`` is looked for where ``importlib.metadata`` locates torch's files (an
+    editable install's); gone from both (the same path here), the load raises OSError. The
+    check said pass: the path the unmodelled call might have given was unknown, so
+    nothing was loaded."""
+    site = _image(tmp_path)
+    init = site / "torch" / "__init__.py"
+    text = init.read_text()
+    old = ("    here = os.path.abspath(__file__)\n    global_deps_lib_path = os.path.join("
+           "os.path.dirname(here), \"lib\", lib_name)\n")
+    assert old in text
+    init.write_text(text.replace(old, _TORCH_214_GLOBAL_DEPS))
+    (site / "torch" / "lib" / "libtorch_global_deps.so").unlink()
+    ok, err, r = _agree(site, tmp_path)
+    assert not ok and "libtorch_global_deps.so: cannot open shared object file" in err
+    assert r.line("torch").startswith("fail") and "OSError" in r.line("torch"), r.out
+    assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
 
 
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:

@@ -181,19 +181,37 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
                    project: str, ctx: Context) -> None:
     """``import module`` fails before the builds are loaded, in the code of the module
     ``res.chain_error`` blames: said as that package's failure, with the fix that puts
-    back what the failed load is about (its last failed load: the cause): a library or a
-    preload the image's records name a mend for (:func:`moonpin.preflight.judge.owners.
-    load_mend`) first."""
+    back what the failed load is about (:func:`chain_mend`)."""
+    assert res.chain_error is not None
+    blamed, cls, message, where = res.chain_error
+    note, fix = chain_mend(res, paths, fixer, project, ctx)
+    if blamed.partition(".")[0] == "torch" and project != "torch":
+        # torch's own import: torch's line says it with this fix (torch_check.imported)
+        note, fix = f"{note} (torch's line has the fix)", ""
+    file = where.partition(" line ")[0] if where else ""
+    at = f" ({where})" if where and where not in message else ""
+    add(CheckResult("import chain", "fail",
+                    f"`import {module}` fails before the build is loaded: `import {blamed}` "
+                    f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
+
+
+def chain_mend(res: Report, paths: Sequence[str], fixer: Fixer | None, project: str,
+               ctx: Context) -> tuple[str, str]:
+    """(what to add to the message of ``res.chain_error``, beginning "; " or empty; the fix
+    that puts back what its last failed load is about: the cause): a library or a preload
+    the image's records name a mend for (:func:`moonpin.preflight.judge.owners.load_mend`)
+    first; a library older than an object needs; torch's own files; the package's
+    distribution. ``project``: whose builds the load is for (mooncake; torch for
+    ``import torch`` itself)."""
     assert res.chain_error is not None
     from moonpin.preflight.judge.owners import load_mend
 
     within = ctx.confined
     mend = load_mend(res, ctx)
-    blamed, cls, message, where = res.chain_error
+    blamed, _, message, _ = res.chain_error
     package = blamed.partition(".")[0]
     failed = [w for *_, err, _, _, w in res.loads if err is not None]
     kind, subject, detail = failed[-1] if failed else ("", "", "")
-    file = where.partition(" line ")[0] if where else ""
     note = ""
     if kind == "version":
         version, obj, newest = [*detail.split("\0"), "", ""][:3]
@@ -216,10 +234,7 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
                "load), then run the check again")
     if mend is not None and mend.certain:  # the records name the owner, or the preload
         fix, note = mend.fix, f"{note} ({mend.said})"
-    at = f" ({where})" if where and where not in message else ""
-    add(CheckResult("import chain", "fail",
-                    f"`import {module}` fails before the build is loaded: `import {blamed}` "
-                    f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
+    return note, fix
 
 
 def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
@@ -231,7 +246,7 @@ def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],
         return _fix_for(lib, paths, fixer, project)
     return (f"install a newer {os.path.basename(lib)} in the image (the one "
             f"{os.path.basename(obj)} was built against defines {version}), or a build of "
-            "it made for this image's")
+            f"{os.path.basename(obj)} made for this image's {os.path.basename(lib)}")
 
 
 def _torch_ships(name: str, paths: Sequence[str], within: Confined) -> bool:

@@ -78,7 +78,7 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
             if torch.cuda_evidence.startswith("torch/version.py") else "no CUDA (CPU build?)")
     line = CheckResult("torch", "pass", f"torch {torch.version}, {cuda} ({torch.cuda_evidence})",
                        evidence=(torch_d.root if torch_d is not None else folder,))
-    add(imported(ctx, line) if imports else line)
+    add(imported(ctx, line, fixer) if imports else line)
     if torch_d is None:
         add(CheckResult("torch metadata", "warn", f"{folder} has no distribution metadata "
                         f"(no torch-*.dist-info): `import torch` works and reports "
@@ -107,24 +107,27 @@ def torch_import(ctx: Context) -> Report:
     return load_in(ctx, [], first=("torch",))
 
 
-def imported(ctx: Context, line: CheckResult) -> CheckResult:
+def imported(ctx: Context, line: CheckResult, fixer: Fixer | None = None) -> CheckResult:
     """The torch line ``line`` (a pass, from its files) as the modelled ``import torch``
     has it (:func:`import_failure`): a failure with its mend when the import fails."""
     if line.name != "torch" or line.status != "pass":
         return line
-    failed = import_failure(ctx)
+    failed = import_failure(ctx, fixer)
     if failed is None:
         return line
     return CheckResult("torch", "fail", f"{line.message}: {failed[0]}", failed[1],
                        line.evidence)
 
 
-def import_failure(ctx: Context) -> tuple[str, str | None] | None:
+def import_failure(ctx: Context, fixer: Fixer | None = None
+                   ) -> tuple[str, str | None] | None:
     """(why ``import torch`` fails in the modelled interpreter (:func:`torch_import`), the
     line that mends it or None), or None when it imports. A system library nobody put back
     or a preload that stops the interpreter gets the line the image's own records give
-    (:mod:`moonpin.preflight.judge.owners`); any other failure no line here would mend."""
-    from moonpin.preflight.judge.libraries import load_problem
+    (:mod:`moonpin.preflight.judge.owners`); any other failure in torch's own import code
+    what an extension's import chain gets for it (:func:`moonpin.preflight.judge.libraries.
+    chain_mend`: torch's files put back, a library older than torch needs said so)."""
+    from moonpin.preflight.judge.libraries import chain_mend, load_problem
 
     res = torch_import(ctx)
     problem = load_problem(res)
@@ -133,9 +136,12 @@ def import_failure(ctx: Context) -> tuple[str, str | None] | None:
     from moonpin.preflight.judge.owners import load_mend
 
     mend = load_mend(res, ctx)
-    if mend is None:
-        return problem, None
-    return f"{problem} ({mend.said})", mend.fix
+    if mend is not None:
+        return f"{problem} ({mend.said})", mend.fix
+    if res.chain_error is not None:
+        note, fix = chain_mend(res, ctx.paths, fixer, "torch", ctx)
+        return problem + note, fix
+    return problem, None
 
 
 def _torch_unimportable(folder: str, ctx: Context
