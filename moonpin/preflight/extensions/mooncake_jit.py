@@ -22,6 +22,7 @@ import os
 
 from moonpin.preflight.access import chroot as rootfs
 from moonpin.preflight.access.confined import NOWHERE, Confined
+from moonpin.readers.pyast.astname import unparse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -164,11 +165,11 @@ def _key_recipe(tree: Any) -> tuple[list[Any], int, list[str]] | None:
     rename = dict(zip((a.arg for a in fn.args.args), ("SRC", "CORE", "BACKEND"), strict=True))
 
     def text(node: Any) -> str:
-        node = ast.parse(ast.unparse(node), mode="eval").body
+        node = ast.parse(unparse(node), mode="eval").body
         for n in ast.walk(node):
             if isinstance(n, ast.Name) and n.id in rename:
                 n.id = rename[n.id]
-        return ast.unparse(node)
+        return unparse(node)
 
     def update(stmt: Any, digest: str) -> str | None:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
