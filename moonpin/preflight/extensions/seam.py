@@ -151,21 +151,21 @@ class Facts:
     (:class:`~moonpin.preflight.access.confined.Confined`, handed to :mod:`.astread`);
     ``python``: the worker's interpreter as the check names it (a host path, under the
     root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``; ``kb_file``:
-    the knowledge base the check reads, whose resolved tables answer which release fits
-    (None: none); ``tag`` (``cp312``) and ``machine`` (``x86_64``): the worker's Python and
-    platform as the tables name them (None: not known); ``user``: who the worker runs as
-    (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what only its
-    user may read (ld.so's ``/etc/ld.so.preload``)."""
+    the knowledge base the check reads, whose resolved tables answer which release fits and
+    which the index has (None: none; its raw facts are never read here: the tables are the
+    one reading of them, the one ``moonpin which`` answers from); ``tag`` (``cp312``) and
+    ``machine`` (``x86_64``): the worker's Python and platform as the tables name them
+    (None: not known); ``user``: who the worker runs as
+    (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what
+    only its user may read (ld.so's ``/etc/ld.so.preload``)."""
 
-    __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
-                 "kb_file", "machine", "python", "read", "suffixes", "tag", "torch", "user",
-                 "within")
+    __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb_file",
+                 "machine", "python", "read", "suffixes", "tag", "torch", "user", "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
                  dists: Mapping[str, Dist], suffixes: Sequence[str],
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
-                 kb: Callable[[], Mapping[str, Any] | None] | None = None,
                  within: Confined = NOWHERE, python: str | None = None,
                  kb_file: str | None = None, tag: str | None = None,
                  machine: str | None = None, user: Identity | None = None) -> None:
@@ -179,8 +179,6 @@ class Facts:
         self.suffixes = tuple(suffixes)
         self.find = find
         self.read = read
-        #: the knowledge base's document, loaded when first asked (a fix line's failure path)
-        self.kb = kb
         #: the image root the rules' readings are confined to (the check's)
         self.within = within
         self.python = python
@@ -220,38 +218,53 @@ class Facts:
                 return version
         return None
 
-    def releases_with_build(self, module_prefix: str, torch: str,
-                            cuda: int | None = None) -> list[tuple[str, str]]:
-        """(distribution, version) of every release the knowledge base records with a build
-        of a module under ``module_prefix`` (``nixl_ep_cu13.``) made for ``torch``
-        (``2.14.1``), and, given ``cuda``, linking that CUDA runtime major; newest last;
-        none that the index cannot install. Empty when no KB."""
-        doc = self.kb() if self.kb is not None else None
-        if not doc:
+    def kb_fits(self, dists: Sequence[str], torch: str
+                ) -> list[tuple[str, str, frozenset[str], dict[str, str]]]:
+        """(distribution, version, the packages it installs, the exact releases it requires)
+        of every release of the project of ``dists`` (a rule's ``DISTRIBUTIONS``) that the
+        knowledge base's resolved tables say fits torch release ``torch`` (``2.14.1``) built
+        as the installed one is (its label's local part: ``+cu130``) on this python and
+        platform, newest first: ``moonpin which`` without SGLang's edges
+        (:func:`moonpin.resolver.resolved_native.fitting`: a wheel for them with a build for
+        that torch and CUDA major, none the index cannot install). Empty when the tables do
+        not answer (no KB, no torch, a question they do not hold). Read on a failing path."""
+        if not dists or self.kb_file is None or self.torch is None or not self.tag:
             return []
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
         from packaging.version import InvalidVersion, Version
 
-        out = []
-        for rel in doc.get("native") or ():
-            if not isinstance(rel, dict) or rel.get("uninstallable"):
-                continue
-            for wheel in rel.get("wheels") or ():
-                try:
-                    fits = any(str(b.get("module", "")).startswith(module_prefix)
-                               and Version(torch) in SpecifierSet(str(b.get("torch") or ""))
-                               and b.get("torch") and (cuda is None
-                                                       or b.get("cuda_major") == cuda)
-                               for b in wheel.get("builds") or ())
-                except (InvalidSpecifier, InvalidVersion, AttributeError, TypeError):
-                    fits = False
-                if fits:
-                    out.append((str(rel.get("dist")), str(rel.get("version"))))
-                    break
+        from moonpin.resolver.resolved_native import fitting, release_packages, release_pins
+
+        local = self.torch.partition("+")[2]
         try:
-            return sorted(set(out), key=lambda dv: Version(dv[1]))
+            got = fitting(self.kb_file, dists[0], sglang=None,
+                          torch=f"{torch}+{local}" if local else torch, python=self.tag,
+                          arch=self.machine or os.uname().machine)
+        except (OSError, ValueError):  # a table that went away or broke since the index read
+            return []
+        out = []
+        for c in got.fits if got is not None else ():
+            if c.dist is None:
+                continue
+            packages = release_packages(self.kb_file, c.dist, c.version)
+            pins = release_pins(self.kb_file, c.dist, c.version)
+            if packages is not None and pins is not None:
+                out.append((c.dist, c.version, packages, pins))
+        try:
+            return sorted(out, key=lambda r: Version(r[1]), reverse=True)
         except InvalidVersion:
-            return sorted(set(out))
+            return out
+
+    def kb_on_index(self, of: str, dist: str, version: str) -> bool | None:
+        """Whether the knowledge base's resolved tables record ``dist`` ``version`` as a
+        release pip can install from the index, among the releases of ``of``'s project (a
+        name ``moonpin which`` takes: a rule's ``IMPORT``):
+        :func:`moonpin.resolver.resolved_native.on_index` (None: the tables do not hold that
+        project). Read on a failing path."""
+        if self.kb_file is None:
+            return None
+        from moonpin.resolver.resolved_native import on_index
+
+        return on_index(self.kb_file, of, dist, version)
 
     def kb_release(self, dists: Sequence[str], installed: Sequence[tuple[str, str]] = (),
                    pip_only: bool = False) -> tuple[str, str | None] | None:

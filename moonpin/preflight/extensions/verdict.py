@@ -206,7 +206,7 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        suffixes=ctx.ext_suffixes,
                        find=lambda name: locate(ctx, name),
                        read=lambda path: read_bytes(path, what="file", within=ctx.confined),
-                       kb=kb, within=ctx.confined, python=ctx.python,
+                       within=ctx.confined, python=ctx.python,
                        kb_file=kb_file if kb is not None else None,
                        tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine,
                        user=ctx.user)
