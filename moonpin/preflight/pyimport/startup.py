@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import sys
 
-from moonpin.readers.pyast.astname import unparse
-
 __all__ = ["line_exit"]
 
 #: Exceptions ``site`` does not catch (not subclasses of ``Exception``).
@@ -30,6 +28,8 @@ def line_exit(line: str) -> str | None:
     """What an ``import`` line certainly does that ends the interpreter (the statement, as
     written), or None."""
     import ast
+
+    from moonpin.readers.pyast.astname import unparse
 
     try:
         tree = ast.parse(line)
