@@ -22,7 +22,6 @@ import os
 
 from moonpin.preflight.access import chroot as rootfs
 from moonpin.preflight.access.confined import NOWHERE, Confined
-from moonpin.readers.pyast.astname import unparse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -151,6 +150,8 @@ def _key_recipe(tree: Any) -> tuple[list[Any], int, list[str]] | None:
     keeps, and the ``with_name`` constants its module names beside ``__file__`` (the core
     library, the source folder). None: a shape this reading does not know."""
     import ast
+
+    from moonpin.readers.pyast.astname import unparse
 
     consts: dict[str, tuple[str, ...]] = {}
     for node in tree.body:

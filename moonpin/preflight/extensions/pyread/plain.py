@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 from moonpin.preflight.extensions.astread import attr_path, parse, reading
-from moonpin.readers.pyast.astname import unparse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -198,6 +197,7 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
     import ast
 
     from moonpin.preflight.pyimport.atimport import caught_names
+    from moonpin.readers.pyast.astname import unparse
 
     tree = parse(path, within)
     if tree is None:
