@@ -1,8 +1,9 @@
 """The environment a ``Requires-Dist`` marker (PEP 508) is evaluated in, one for each kind of
 thing judged: a target interpreter (:func:`environment`: its version, implementation and
 machine as the check read them from the image or asked its interpreter, never this
-process's), and a wheel judged with no target (:func:`wheel_environment`: the interpreter
-and machine its own tags name).
+process's), a wheel judged with no target (:func:`wheel_environment`: the interpreter and
+machine its own tags name), and a combination the resolver judges (:func:`tag_environment`:
+a Python tag such as ``cp312`` on a machine).
 
 Every key of PEP 508's environment is given: packaging's ``Marker.evaluate`` fills a missing
 one from the interpreter it runs in, which is the host's, not the target's. Imports nothing
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["environment", "implementation_of", "wheel_environment"]
+__all__ = ["environment", "implementation_of", "tag_environment", "wheel_environment"]
 
 #: implementation_name -> platform_python_implementation (what ``platform`` says of each)
 _PLATFORM_NAMES = {"cpython": "CPython", "pypy": "PyPy", "graalpy": "GraalVM"}
@@ -67,13 +68,33 @@ def wheel_environment(filename: str) -> dict[str, str]:
     from packaging.utils import parse_wheel_filename
 
     tag = min(parse_wheel_filename(filename)[3], key=str)
-    digits = tag.interpreter[2:]
-    kind = {"cp": "cpython", "pp": "pypy"}.get(tag.interpreter[:2])
-    if kind is None or len(digits) < 2 or not digits.isdigit():
+    named = _interpreter(tag.interpreter)
+    if named is None:
         raise ValueError(f"{filename!r}: its tags name no interpreter version")
     platform = tag.platform
     if not platform.startswith(("manylinux", "musllinux", "linux")):
         raise ValueError(f"{filename!r}: not a Linux wheel")
     machine = platform.split("_", 3)[-1] if platform.startswith(("manylinux_", "musllinux_")) \
         else platform.split("_", 1)[1]
-    return environment((int(digits[0]), int(digits[1:])), machine, kind)
+    return environment(named[0], machine, named[1])
+
+
+def tag_environment(tag: str, machine: str) -> dict[str, str]:
+    """The marker environment of the interpreter a Python tag names (``cp312`` -> CPython
+    3.12, ``cp313t`` its free-threaded build, ``pp310`` -> PyPy 3.10) on Linux on ``machine``:
+    a combination the resolver judges, never this process's interpreter. ValueError when the
+    tag names no interpreter minor (``py3``)."""
+    named = _interpreter(tag.removesuffix("t"))  # cp313t: the ABI named in the tag (PEP 703)
+    if named is None:
+        raise ValueError(f"{tag!r} names no interpreter version")
+    return environment(named[0], machine, named[1])
+
+
+def _interpreter(tag: str) -> tuple[tuple[int, int], str] | None:
+    """((major, minor), implementation) of a Python tag (PEP 425), None when it names no
+    minor."""
+    digits = tag[2:]
+    kind = {"cp": "cpython", "pp": "pypy"}.get(tag[:2])
+    if kind is None or len(digits) < 2 or not digits.isdigit():
+        return None
+    return (int(digits[0]), int(digits[1:])), kind

@@ -154,9 +154,15 @@ def applicable(lines: tuple[str, ...], python: str, arch: str,
 def _torch_lines(lines: tuple[str, ...], python: str, arch: str,
                  ) -> tuple[tuple[str, str | None], ...]:
     """The torch Requires-Dist ``lines`` that apply to an install without extras on this
-    python and platform, each with its specifier (None: it does not parse)."""
-    env = {"python_version": f"3.{_minor(python)}", "platform_machine": arch,
-           "sys_platform": "linux", "platform_system": "Linux", "extra": ""}
+    python and platform, each with its specifier (None: it does not parse); every marker
+    key is the combination's (:func:`moonpin.readers.markers.tag_environment`), none this
+    process's. A python tag that names no interpreter: every line applies."""
+    from moonpin.readers.markers import tag_environment
+
+    try:
+        env: dict[str, str] | None = tag_environment(python, arch)
+    except ValueError:
+        env = None
     out: list[tuple[str, str | None]] = []
     for line in lines:
         try:
@@ -164,7 +170,7 @@ def _torch_lines(lines: tuple[str, ...], python: str, arch: str,
         except InvalidRequirement:
             out.append((line, None))
             continue
-        if req.marker is not None and not req.marker.evaluate(env):
+        if env is not None and req.marker is not None and not req.marker.evaluate(env):
             continue
         out.append((line, str(req.specifier)))
     return tuple(out)

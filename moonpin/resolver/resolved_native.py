@@ -42,8 +42,9 @@ if TYPE_CHECKING:
                   Sequence[tuple[str, str]]]
 
 __all__ = ["COLLISION", "INDEX", "ORDER", "Fitting", "answer", "entry_name", "explain_fast",
-           "extension_check", "fitting", "judge", "release_name", "release_pins",
-           "stack_answer", "unloaded", "version_locks", "which_fast"]
+           "extension_check", "fitting", "judge", "on_index", "release_name",
+           "release_packages", "release_pins", "stack_answer", "unloaded", "version_locks",
+           "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
@@ -352,6 +353,38 @@ def release_pins(kb_path: str | os.PathLike[str], dist: str, version: str,
     return dict(r.pins) if r is not None else None
 
 
+def release_packages(kb_path: str | os.PathLike[str], dist: str, version: str,
+                     ) -> frozenset[str] | None:
+    """The top-level packages one extension release's wheels install (``nixl`` 1.5.1:
+    ``nixl``, ``nixl_ep``), from its explain table; None when the table does not hold it."""
+    r = _read_release(kb_path, dist, version)
+    return r.packages if r is not None else None
+
+
+def on_index(kb_path: str | os.PathLike[str], of: str, dist: str, version: str,
+             ) -> bool | None:
+    """Whether the tables record ``dist`` ``version`` as a release pip can install from the
+    index, among the releases of the project of ``of`` (a name a ``which`` question may use:
+    the project's, a distribution's, an import name): False when
+    that project is tabled and this release is not (a distribution the index has none of,
+    whose project's recipe reads it: ``flashinfer-jit-cache``), or its install fails
+    (``installable``: an exact requirement the index does not have); None when the tables
+    do not hold ``of``'s project (missing, damaged, another KB's)."""
+    from moonpin.resolver.resolved import read_table
+
+    try:
+        names = read_table(kb_path, INDEX, valid=_valid_index)["names"]
+    except (OSError, ValueError):
+        return None
+    project, mine = names.get(of), names.get(dist)
+    if project is None:
+        return None
+    if mine is None or mine[0] != project[0]:
+        return False
+    r = _read_release(kb_path, dist, version)
+    return r is not None and r.installable()
+
+
 def _unpack(e: list[Any], strings: list[str]) -> Entry:
     """A stored combination with its strings back."""
     def s(i: int | None) -> str | None:
@@ -451,6 +484,11 @@ class _Release:
 
     def holds(self, torch: str) -> bool:
         return torch in self._torch
+
+    def installable(self) -> bool:
+        """Whether pip can install it from the index (no ``installable`` check fails)."""
+        return not any(self._strings[c[0]] == "installable" and c[1] is False
+                       for c in self._checks)
 
     def judged(self, torch: str, python: str, arch: str,
                ) -> tuple[str | None, list[Any], list[str], str | None] | None:

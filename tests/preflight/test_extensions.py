@@ -57,29 +57,18 @@ def test_nixl_without_a_build_for_torchs_minor_is_not_usable(tmp_path: Path) -> 
 
 
 def _native_kb(tmp_path: Path) -> Path:
-    """A knowledge base that knows three nixl releases: 1.4.0 (builds up to torch 2.13),
-    1.5.1 (a build for 2.14) and 1.5.2 (newer, but the index cannot install it)."""
-    import json
+    """A knowledge base, with its resolved tables, that knows nixl-cu13 1.4.0 (builds up to
+    torch 2.13) and 1.5.1 (a build for 2.14), the meta nixl 1.5.1 and 1.5.2 (newer, but the
+    index cannot install it) (:func:`tests.resolver.test_which_native._kb`)."""
+    from tests.lib.resolvedkb import resolved_kb
+    from tests.resolver.test_which_native import _kb, _nixl_backend, _with_sglang_edges
 
-    from tests.lib.checkrun import small_kb
-
-    kb = small_kb(tmp_path)
-    doc = json.loads(kb.read_text())
-
-    def release(dist: str, version: str, minors: tuple[str, ...],
-                uninstallable: bool = False) -> dict[str, object]:
-        builds = [{"module": f"nixl_ep_cu13.nixl_ep_cpp_torch{m}",
-                   "torch": f"=={m[0]}.{m[1:]}.*"} for m in minors]
-        return {"project": "nixl", "dist": dist, "version": version,
-                "wheels": [{"builds": builds}],
-                "uninstallable": [{"requirement": f"nixl-cu13=={version}",
-                                   "reason": "not on the index"}] if uninstallable else []}
-
-    doc["native"] = [release("nixl-cu13", "1.4.0", ("211", "212", "213")),
-                     release("nixl-cu13", "1.5.1", ("212", "213", "214")),
-                     release("nixl-cu13", "1.5.2", ("213", "214", "215"), uninstallable=True)]
-    kb.write_text(json.dumps(doc))
-    return kb
+    kb = _with_sglang_edges(_kb())
+    kb = kb.model_copy(update={"native": (*kb.native,
+                                          _nixl_backend(13, "1.4.0", ("211", "212", "213")))})
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    return resolved_kb(folder, kb)
 
 
 def test_nixl_without_a_build_for_sglangs_torch_gets_the_release_that_has_one(

@@ -12,14 +12,14 @@ each test fails on the commit before its rule learnt the shape.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.lib.checkrun import run, small_kb
+from tests.lib.checkrun import run
 from tests.lib.extimages import COW, add_deep_ep, add_nixl, gcc_so, torch_image
 from tests.lib.images import add_dist, ext_suffix
 
@@ -57,20 +57,16 @@ def _plain_nixl(site: Path, *, meta: bool) -> Path:
 
 
 def _kb_with_nixl_151(tmp_path: Path) -> Path:
-    """A knowledge base whose nixl 1.5.1 (the meta, providing ``nixl_ep``) pins nixl-cu13
-    1.5.1, which has a CUDA 13 build for torch 2.14."""
-    kb = small_kb(tmp_path)
-    doc = json.loads(kb.read_text())
-    builds = [{"module": f"nixl_ep_cu13.nixl_ep_cpp_torch{m}", "torch": f"==2.{m[1:]}.*",
-               "cuda_major": 13} for m in ("213", "214")]
-    doc["native"] = [
-        {"project": "nixl", "dist": "nixl-cu13", "version": "1.5.1", "uninstallable": [],
-         "wheels": [{"builds": builds, "packages": ["nixl_cu13", "nixl_ep_cu13"]}]},
-        {"project": "nixl", "dist": "nixl", "version": "1.5.1", "uninstallable": [],
-         "wheels": [{"builds": [], "packages": ["nixl", "nixl_ep"],
-                     "requires_dist": ["nixl-cu12==1.5.1", "nixl-cu13==1.5.1"]}]}]
-    kb.write_text(json.dumps(doc))
-    return kb
+    """A knowledge base, with its resolved tables, whose nixl 1.5.1 (the meta, providing
+    ``nixl_ep``) pins nixl-cu13 1.5.1, which has a CUDA 13 build for torch 2.12-2.14 on every
+    CPython 3.10-3.14, and whose SGLang 0.5.23 imports ``nixl_ep`` for ``--moe-a2a-backend
+    nixl`` (:func:`tests.resolver.test_which_native._kb`, with SGLang's edges)."""
+    from tests.lib.resolvedkb import resolved_kb
+    from tests.resolver.test_which_native import _kb, _with_sglang_edges
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    return resolved_kb(folder, _with_sglang_edges(_kb()))
 
 
 @pytest.mark.parametrize("meta", [True, False], ids=["1.3.0-meta", "1.2.0-in-nixl_ep"])
@@ -107,6 +103,29 @@ def test_an_old_nixl_cu13_over_the_newest_meta_gets_the_meta_written_again(
     assert r.rc == 1 and f"undefined symbol: {COW}" in r.line("nixl_ep"), r.out
     assert r.fixes()[0].startswith("fix: pip install 'nixl==1.5.1' && pip install "
                                    "--force-reinstall --no-deps 'nixl==1.5.1'"), r.out
+
+
+def test_a_release_without_a_wheel_for_this_python_is_not_offered(tmp_path: Path) -> None:
+    """nixl-cu13 1.5.1 has builds for torch 2.14, but no wheel for this interpreter's Python:
+    pip cannot install it here. The rule's line came from the KB's raw facts, which it read
+    beside the resolved tables (any wheel's builds, whatever its Python), and offered
+    ``pip install 'nixl==1.5.1'``; it now asks the tables (``moonpin which``'s reading),
+    which say no release fits this Python, as the KB's own line says."""
+    from tests.lib.resolvedkb import resolved_kb
+    from tests.resolver.test_which_native import _kb, _with_sglang_edges
+
+    here = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    kb = _with_sglang_edges(_kb())
+    kb = kb.model_copy(update={"native": tuple(
+        r.model_copy(update={"wheels": tuple(w for w in r.wheels if here not in w.python_tags)})
+        for r in kb.native)})
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    site = torch_image(tmp_path / "site", symbols=())
+    _plain_nixl(site, meta=True)
+    r = run(site, *NIXL, ep=False, kb=resolved_kb(folder, kb))
+    assert r.rc == 1 and f"undefined symbol: {COW}" in r.line("nixl_ep"), r.out
+    assert not any("nixl==1.5.1" in f for f in r.fixes()), r.out
 
 
 def test_nixls_plain_build_missing(tmp_path: Path) -> None:

@@ -13,13 +13,12 @@ the shape.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.lib.checkrun import run, small_kb
+from tests.lib.checkrun import run
 from tests.lib.deepep_sources import deep_ep_image
 from tests.lib.extimages import gcc_so
 from tests.lib.flashinfer_sources import ENV_06, ENV_07, flashinfer_image
@@ -130,13 +129,11 @@ def _fi_image(tmp_path: Path, env_py: str, version: str, jit_cache: str) -> Path
 
 
 def _fi_kb(tmp_path: Path, releases: dict[str, tuple[str, ...]]) -> Path:
-    """A knowledge base that knows these FlashInfer releases (dist -> versions)."""
-    kb = small_kb(tmp_path)
-    doc = json.loads(kb.read_text())
-    doc["native"] = [{"project": "flashinfer", "dist": d, "version": v, "wheels": [],
-                      "uninstallable": []} for d, vs in releases.items() for v in vs]
-    kb.write_text(json.dumps(doc))
-    return kb
+    """A knowledge base, with its resolved tables, that knows these FlashInfer releases
+    (dist -> versions)."""
+    from tests.lib.resolvedkb import flashinfer_kb
+
+    return flashinfer_kb(tmp_path / "kb", releases)
 
 
 GPU_NONE = {"MOONPIN_GPU_CAPABILITY": "none"}

@@ -13,10 +13,9 @@ companion out; SGLang's pin of flashinfer-python first when it is another releas
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tests.lib.checkrun import run, small_kb
+from tests.lib.checkrun import run
 from tests.lib.flashinfer_sources import ENV_06, ENV_07, flashinfer_image
 
 GPU = {"MOONPIN_GPU_CAPABILITY": "none"}
@@ -28,13 +27,11 @@ def _image(tmp_path: Path, env_py: str, version: str, cubin: str,
 
 
 def _kb(tmp_path: Path, cubins: tuple[str, ...]) -> Path:
-    """A knowledge base that knows these flashinfer-cubin releases."""
-    kb = small_kb(tmp_path)
-    doc = json.loads(kb.read_text())
-    doc["native"] = [{"project": "flashinfer", "dist": "flashinfer-cubin", "version": v,
-                      "wheels": [], "uninstallable": []} for v in cubins]
-    kb.write_text(json.dumps(doc))
-    return kb
+    """A knowledge base, with its resolved tables, that knows these flashinfer-cubin
+    releases."""
+    from tests.lib.resolvedkb import flashinfer_kb
+
+    return flashinfer_kb(tmp_path / "kb", {"flashinfer-cubin": cubins})
 
 
 def test_a_check_written_in_the_function_that_reads_the_cubin_raises(tmp_path: Path) -> None:

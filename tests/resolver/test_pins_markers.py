@@ -191,3 +191,32 @@ def test_pins_disagree_where_their_markers_meet_on_some_python() -> None:
     apart = pinned_set([pin("2.13.0", 'python_version < "3.12"'),
                         pin("2.14.1", 'python_version >= "3.12"')])
     assert meet.conflicts and not apart.conflicts
+
+
+@pytest.mark.parametrize(("marker", "python", "holds"), [
+    ('implementation_version < "3.11"', "3.10", True),
+    ('implementation_version < "3.11"', "cp312", False),
+    ('python_full_version < "3.11"', "cp310", True),
+])
+def test_every_marker_key_is_the_judged_pythons(marker: str, python: str, holds: bool) -> None:
+    """A 3.10 target judged from another interpreter (this 3.11): ``implementation_version``
+    was this process's, so the pin was absent on 3.10 (was: False for 3.10)."""
+    pin = Pin("sglang", "==0.5.18", "0.5.18", "r.txt", 1, 8, "sglang==0.5.18", "requirements",
+              marker=marker)
+    assert marker_applies(pin, "aarch64", python) is holds
+
+
+def test_sglangs_pin_of_an_extension_is_read_for_the_judged_python() -> None:
+    """The resolver's reading of SGLang's Requires-Dist lines per python and platform
+    (:func:`moonpin.resolver.native.applicable`, what the resolved tables hold): a marker on
+    ``python_full_version`` took this process's (3.11 here), so cp310 on aarch64 got the
+    3.11 line (was: torch==2.10.0 only)."""
+    from moonpin.resolver.native import applicable
+
+    lines = ('torch==2.9.1; python_full_version < "3.11"',
+             'torch==2.10.0; python_full_version >= "3.11" and platform_machine == "aarch64"',
+             'torch==2.10.1; implementation_name == "cpython" and os_name == "posix"')
+    assert [line for line, _ in applicable(lines, "cp310", "aarch64")] == [lines[0], lines[2]]
+    assert [spec for _, spec in applicable(lines, "cp312", "aarch64")] == ["==2.10.0",
+                                                                          "==2.10.1"]
+    assert [spec for _, spec in applicable(lines, "cp313t", "x86_64")] == ["==2.10.1"]

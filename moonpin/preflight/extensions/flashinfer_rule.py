@@ -194,18 +194,12 @@ def _dist_of(facts: Facts, module: str) -> tuple[str, str] | None:
 
 
 def _on_index(facts: Facts, dist: str, version: str) -> bool | None:
-    """Whether the knowledge base records ``dist`` ``version`` as a release pip can
-    install from the index (None: the knowledge base records no FlashInfer release). One
-    that records FlashInfer's and none of ``dist`` says the index has none (its recipe
-    scrapes all three distributions: ``flashinfer-jit-cache`` is published on FlashInfer's
-    own wheel site)."""
-    doc = facts.kb() if facts.kb is not None else None
-    ours = [r for r in (doc or {}).get("native") or () if isinstance(r, dict)
-            and r.get("project") == IMPORT]
-    if not ours:
-        return None
-    return any(r.get("dist") == dist and r.get("version") == version
-               and not r.get("uninstallable") for r in ours)
+    """Whether the knowledge base's resolved tables record ``dist`` ``version`` as a release
+    pip can install from the index (:meth:`Facts.kb_on_index`; None: they hold no FlashInfer
+    release). Tables that hold FlashInfer's and none of ``dist`` say the index has none (its
+    recipe scrapes all three distributions: ``flashinfer-jit-cache`` is published on
+    FlashInfer's own wheel site)."""
+    return facts.kb_on_index(IMPORT, dist, version)
 
 
 def _fix(facts: Facts, own: str, name: str) -> str:

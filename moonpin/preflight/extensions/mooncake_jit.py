@@ -151,6 +151,8 @@ def _key_recipe(tree: Any) -> tuple[list[Any], int, list[str]] | None:
     library, the source folder). None: a shape this reading does not know."""
     import ast
 
+    from moonpin.readers.pyast.astname import unparse
+
     consts: dict[str, tuple[str, ...]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
@@ -164,11 +166,11 @@ def _key_recipe(tree: Any) -> tuple[list[Any], int, list[str]] | None:
     rename = dict(zip((a.arg for a in fn.args.args), ("SRC", "CORE", "BACKEND"), strict=True))
 
     def text(node: Any) -> str:
-        node = ast.parse(ast.unparse(node), mode="eval").body
+        node = ast.parse(unparse(node), mode="eval").body
         for n in ast.walk(node):
             if isinstance(n, ast.Name) and n.id in rename:
                 n.id = rename[n.id]
-        return ast.unparse(node)
+        return unparse(node)
 
     def update(stmt: Any, digest: str) -> str | None:
         call = stmt.value if isinstance(stmt, ast.Expr) else None

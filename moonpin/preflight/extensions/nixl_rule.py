@@ -215,42 +215,36 @@ def _plain(facts: Facts, backend_pkg: Found, name: str, back: dict[str, Any],
 
 
 def _release_for(facts: Facts, own: bool = False) -> str | None:
-    """The install line of the newest nixl release the knowledge base records with a build
-    for the torch SGLang pins (else the installed one) and torch's CUDA major, newer than the
-    installed ``nixl-cuNN``, through the distribution that provides ``import nixl_ep`` at that
-    version (the meta ``nixl``, which pins its ``nixl-cuNN``), read from the scraped wheels;
-    None when the KB knows none. ``own``: ``nixl_ep/`` itself belongs to the installed
-    ``nixl-cuNN`` (before 1.3.0), whose upgrade removes the ``__init__.py`` the meta package
-    wrote there when the meta is already at that version (pip then leaves it): a second
-    step writes it again."""
+    """The install line of the newest nixl release the knowledge base's resolved tables say
+    fits the torch SGLang pins (else the installed one) with torch's CUDA on this python and
+    platform (:meth:`Facts.kb_fits`), newer than the installed ``nixl-cuNN``, through the
+    release that provides ``import nixl_ep`` at that version (the meta ``nixl``, which pins
+    its ``nixl-cuNN``; before 1.3.0 the ``nixl-cuNN`` itself); None when the tables name
+    none. ``own``: ``nixl_ep/`` itself belongs to the installed ``nixl-cuNN`` (before 1.3.0),
+    whose upgrade removes the ``__init__.py`` the meta package wrote there when the meta is
+    already at that version (pip then leaves it): a second step writes it again."""
     from packaging.version import Version
 
     want = facts.pin("sglang", "torch") or facts.torch_release()
     if not want or facts.cuda is None:
         return None
-    fits = facts.releases_with_build(IMPORT, want, cuda=facts.cuda)
-    doc = facts.kb() if facts.kb is not None else None
+    fits = facts.kb_fits(DISTRIBUTIONS, want)
     have = [Version(d.version) for n, d in facts.dists.items() if n.startswith("nixl-cu")]
-    for dist, version in reversed(fits):
+    for version in dict.fromkeys(v for _, v, _, _ in fits):  # newest first
         if have and Version(version) <= max(have):  # not newer: its build is this one's
             break
-        for rel in (doc or {}).get("native") or ():
-            if not isinstance(rel, dict) or str(rel.get("version")) != version \
-                    or rel.get("uninstallable"):
+        at = [(d, packages, pins) for d, v, packages, pins in fits if v == version]
+        for dist, packages, pins in at:
+            if IMPORT not in packages:
                 continue
-            for wheel in rel.get("wheels") or ():
-                if not isinstance(wheel, dict) or IMPORT not in (wheel.get("packages") or ()):
-                    continue
-                reqs = [str(r).replace(" ", "") for r in wheel.get("requires_dist") or ()]
-                if rel.get("dist") == dist or f"{dist}=={version}" in reqs:
-                    line = f"pip install '{rel.get('dist')}=={version}'"
-                    again = (f" && pip install --force-reinstall --no-deps "
-                             f"'{rel.get('dist')}=={version}'") if own and rel.get(
-                                 "dist") != dist else ""
-                    return (f"{line}{again} ({dist} {version} has a build for torch {want} "
-                            f"and CUDA {facts.cuda}" + (f"; again without its dependencies: "
-                            f"upgrading the installed {IMPORT}/ removes its __init__.py"
-                            if again else "") + ")")
+            # the build is its own, or that of the release it pins exactly that fits too
+            built = next((d for d, _, _ in at if d != dist and pins.get(d) == version), dist)
+            again = (f" && pip install --force-reinstall --no-deps '{dist}=={version}'"
+                     if own and built != dist else "")
+            return (f"pip install '{dist}=={version}'{again} ({built} {version} has a build "
+                    f"for torch {want} and CUDA {facts.cuda}" + (
+                        f"; again without its dependencies: upgrading the installed "
+                        f"{IMPORT}/ removes its __init__.py" if again else "") + ")")
     return None
 
 
@@ -301,8 +295,9 @@ def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
     """What makes ``backend`` load: the installed SGLang's torch pin when the installed
     backend has a build for it (its other extensions are built for it too); else a nixl
     release whose backend has a build for that torch (the knowledge base's scraped builds),
-    the torch staying as SGLang wants it; else a torch the backend has builds for. A torch
-    whose index builds link another CUDA major than torch's is never named (:func:`_same_cuda`)."""
+    the torch staying as SGLang wants it (the resolved tables' answer, :meth:`Facts.kb_fits`);
+    else a torch the backend has builds for. A torch whose index builds link another CUDA
+    major than torch's is never named (:func:`_same_cuda`)."""
     from moonpin.kb.distributions import torch_requirement as torch_req
 
     pin = facts.pin("sglang", "torch")
@@ -311,9 +306,10 @@ def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
         return (f"pip install '{torch_req(pin)}' (SGLang's own pin; {backend} has a build "
                 "for it)")
     want = pin or facts.torch_release()
-    fits = facts.releases_with_build(f"{backend}.", want) if want else []
+    fits = [(d, v) for d, v, packages, _ in (facts.kb_fits(DISTRIBUTIONS, want) if want
+                                              else ()) if backend in packages]
     if fits:
-        dist, version = fits[-1]
+        dist, version = fits[0]
         meta = "nixl" if "nixl" in facts.dists else dist
         why = "SGLang's pin" if pin else "the installed torch"
         return (f"pip install '{meta}=={version}' ({dist} {version} has a build for torch "

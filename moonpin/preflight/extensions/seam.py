@@ -151,24 +151,28 @@ class Facts:
     (:class:`~moonpin.preflight.access.confined.Confined`, handed to :mod:`.astread`);
     ``python``: the worker's interpreter as the check names it (a host path, under the
     root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``; ``kb_file``:
-    the knowledge base the check reads, whose resolved tables answer which release fits
-    (None: none); ``tag`` (``cp312``) and ``machine`` (``x86_64``): the worker's Python and
-    platform as the tables name them (None: not known); ``user``: who the worker runs as
-    (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what only its
-    user may read (ld.so's ``/etc/ld.so.preload``)."""
+    the knowledge base the check reads, whose resolved tables answer which release fits and
+    which the index has (None: none; its raw facts are never read here: the tables are the
+    one reading of them, the one ``moonpin which`` answers from); ``tag`` (``cp312``) and
+    ``machine`` (``x86_64``): the worker's Python and platform as the tables name them
+    (None: not known); ``user``: who the worker runs as
+    (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what
+    only its user may read (ld.so's ``/etc/ld.so.preload``); ``scraped``: the knowledge
+    base's scraped facts, loaded when called (None: no KB), for the two questions its
+    resolved tables do not hold yet (:meth:`build_torches`, :meth:`index_torch_cudas`)."""
 
-    __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb",
-                 "kb_file", "machine", "python", "read", "suffixes", "tag", "torch", "user",
+    __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb_file",
+                 "machine", "python", "read", "scraped", "suffixes", "tag", "torch", "user",
                  "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
                  dists: Mapping[str, Dist], suffixes: Sequence[str],
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
-                 kb: Callable[[], Mapping[str, Any] | None] | None = None,
                  within: Confined = NOWHERE, python: str | None = None,
                  kb_file: str | None = None, tag: str | None = None,
-                 machine: str | None = None, user: Identity | None = None) -> None:
+                 machine: str | None = None, user: Identity | None = None,
+                 scraped: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -179,8 +183,6 @@ class Facts:
         self.suffixes = tuple(suffixes)
         self.find = find
         self.read = read
-        #: the knowledge base's document, loaded when first asked (a fix line's failure path)
-        self.kb = kb
         #: the image root the rules' readings are confined to (the check's)
         self.within = within
         self.python = python
@@ -188,6 +190,7 @@ class Facts:
         self.tag = tag
         self.machine = machine
         self.user = user
+        self.scraped = scraped
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package
@@ -220,45 +223,60 @@ class Facts:
                 return version
         return None
 
-    def releases_with_build(self, module_prefix: str, torch: str,
-                            cuda: int | None = None) -> list[tuple[str, str]]:
-        """(distribution, version) of every release the knowledge base records with a build
-        of a module under ``module_prefix`` (``nixl_ep_cu13.``) made for ``torch``
-        (``2.14.1``), and, given ``cuda``, linking that CUDA runtime major; newest last;
-        none that the index cannot install. Empty when no KB."""
-        doc = self.kb() if self.kb is not None else None
-        if not doc:
+    def kb_fits(self, dists: Sequence[str], torch: str
+                ) -> list[tuple[str, str, frozenset[str], dict[str, str]]]:
+        """(distribution, version, the packages it installs, the exact releases it requires)
+        of every release of the project of ``dists`` (a rule's ``DISTRIBUTIONS``) that the
+        knowledge base's resolved tables say fits torch release ``torch`` (``2.14.1``) built
+        as the installed one is (its label's local part: ``+cu130``) on this python and
+        platform, newest first: ``moonpin which`` without SGLang's edges
+        (:func:`moonpin.resolver.resolved_native.fitting`: a wheel for them with a build for
+        that torch and CUDA major, none the index cannot install). Empty when the tables do
+        not answer (no KB, no torch, a question they do not hold). Read on a failing path."""
+        if not dists or self.kb_file is None or self.torch is None or not self.tag:
             return []
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
         from packaging.version import InvalidVersion, Version
 
-        out = []
-        for rel in doc.get("native") or ():
-            if not isinstance(rel, dict) or rel.get("uninstallable"):
-                continue
-            for wheel in rel.get("wheels") or ():
-                try:
-                    fits = any(str(b.get("module", "")).startswith(module_prefix)
-                               and Version(torch) in SpecifierSet(str(b.get("torch") or ""))
-                               and b.get("torch") and (cuda is None
-                                                       or b.get("cuda_major") == cuda)
-                               for b in wheel.get("builds") or ())
-                except (InvalidSpecifier, InvalidVersion, AttributeError, TypeError):
-                    fits = False
-                if fits:
-                    out.append((str(rel.get("dist")), str(rel.get("version"))))
-                    break
+        from moonpin.resolver.resolved_native import fitting, release_packages, release_pins
+
+        local = self.torch.partition("+")[2]
         try:
-            return sorted(set(out), key=lambda dv: Version(dv[1]))
+            got = fitting(self.kb_file, dists[0], sglang=None,
+                          torch=f"{torch}+{local}" if local else torch, python=self.tag,
+                          arch=self.machine or os.uname().machine)
+        except (OSError, ValueError):  # a table that went away or broke since the index read
+            return []
+        out = []
+        for c in got.fits if got is not None else ():
+            if c.dist is None:
+                continue
+            packages = release_packages(self.kb_file, c.dist, c.version)
+            pins = release_pins(self.kb_file, c.dist, c.version)
+            if packages is not None and pins is not None:
+                out.append((c.dist, c.version, packages, pins))
+        try:
+            return sorted(out, key=lambda r: Version(r[1]), reverse=True)
         except InvalidVersion:
-            return sorted(set(out))
+            return out
+
+    def kb_on_index(self, of: str, dist: str, version: str) -> bool | None:
+        """Whether the knowledge base's resolved tables record ``dist`` ``version`` as a
+        release pip can install from the index, among the releases of ``of``'s project (a
+        name ``moonpin which`` takes: a rule's ``IMPORT``):
+        :func:`moonpin.resolver.resolved_native.on_index` (None: the tables do not hold that
+        project). Read on a failing path."""
+        if self.kb_file is None:
+            return None
+        from moonpin.resolver.resolved_native import on_index
+
+        return on_index(self.kb_file, of, dist, version)
 
     def build_torches(self, dist: str, version: str, module_prefix: str) -> list[str] | None:
         """The torch specifiers (``==2.11.*``) of the builds of a module under
         ``module_prefix`` the knowledge base records in ``dist`` ``version``'s wheels, in
         order, once each; None when it does not record that release (no KB, or never
         read)."""
-        doc = self.kb() if self.kb is not None else None
+        doc = self.scraped() if self.scraped is not None else None
         out: list[str] | None = None
         for rel in (doc or {}).get("native") or ():
             if not isinstance(rel, dict) or rel.get("dist") != dist \
@@ -279,7 +297,7 @@ class Facts:
         as its scrape read them from each wheel's Requires-Dist: what ``pip install
         'torch<spec>'`` brings; None when it records none (no KB, no such release, no wheel
         for this machine)."""
-        doc = self.kb() if self.kb is not None else None
+        doc = self.scraped() if self.scraped is not None else None
         if not doc:
             return None
         from packaging.specifiers import InvalidSpecifier, SpecifierSet

@@ -206,8 +206,8 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        suffixes=ctx.ext_suffixes,
                        find=lambda name: locate(ctx, name),
                        read=lambda path: read_bytes(path, what="file", within=ctx.confined),
-                       kb=kb, within=ctx.confined, python=ctx.python,
-                       kb_file=kb_file if kb is not None else None,
+                       within=ctx.confined, python=ctx.python,
+                       kb_file=kb_file if kb is not None else None, scraped=kb,
                        tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine,
                        user=ctx.user)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)

@@ -328,6 +328,8 @@ def read_cache_scheme(data: bytes) -> dict[str, list[str]]:
     source with ``ast``."""
     import ast
 
+    from moonpin.readers.pyast.astname import dotted
+
     env: list[str] = []
     home: list[str] = []
     try:
@@ -337,7 +339,7 @@ def read_cache_scheme(data: bytes) -> dict[str, list[str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
             f = node.func
-            name = ast.unparse(f) if isinstance(f, (ast.Attribute, ast.Name)) else ""
+            name = dotted(f)
             arg = node.args[0].value
             if name in ("os.environ.get", "os.getenv") and isinstance(arg, str) \
                     and arg.endswith("_JIT_DIR") and arg not in env:

@@ -109,12 +109,19 @@ def torch_import(ctx: Context) -> Report:
 
 def imported(ctx: Context, line: CheckResult, fixer: Fixer | None = None) -> CheckResult:
     """The torch line ``line`` (a pass, from its files) as the modelled ``import torch``
-    has it (:func:`import_failure`): a failure with its mend when the import fails."""
+    has it (:func:`import_failure`): a failure with its mend when the import fails; "not
+    judged" when the walk of the code it runs at import stopped at its bounds
+    (:class:`moonpin.preflight.pyimport.atimport.Bounds`: what it did not read may fail the
+    import, so no pass rests on it), as an extension's line says it."""
     if line.name != "torch" or line.status != "pass":
         return line
     failed = import_failure(ctx, fixer)
     if failed is None:
-        return line
+        note = torch_import(ctx).note
+        if note is None:
+            return line
+        return CheckResult("torch", "skip", f"{line.message}; not judged: {note}", None,
+                           line.evidence)
     return CheckResult("torch", "fail", f"{line.message}: {failed[0]}", failed[1],
                        line.evidence)
 

@@ -29,6 +29,8 @@ def line_exit(line: str) -> str | None:
     written), or None."""
     import ast
 
+    from moonpin.readers.pyast.astname import unparse
+
     try:
         tree = ast.parse(line)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -41,11 +43,11 @@ def line_exit(line: str) -> str | None:
         if isinstance(node, ast.Raise):
             exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
             name = exc.id if isinstance(exc, ast.Name) else None
-            return ast.unparse(node) if name in _UNCAUGHT else None
+            return unparse(node) if name in _UNCAUGHT else None
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             f = node.value.func
             if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
                     and (f.value.id, f.attr) in _ENDS):
-                return ast.unparse(node)
+                return unparse(node)
         return None
     return None

@@ -29,6 +29,7 @@ import ast
 from collections.abc import Iterator
 
 from moonpin.kb.models import RuleStep
+from moonpin.readers.pyast.astname import unparse
 
 __all__ = [
     "constants",
@@ -114,7 +115,7 @@ def _both(a: str | None, b: str) -> str:
 
 
 def _text(node: ast.AST) -> str:
-    text = ast.unparse(node)
+    text = unparse(node)
     return text if len(text) <= 400 else text[:397] + "..."
 
 

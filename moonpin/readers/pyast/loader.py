@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from moonpin.readers.pyast.astname import unparse
+
 if TYPE_CHECKING:
     from moonpin.kb.models import LoaderScheme
 
@@ -95,7 +97,7 @@ def _raise_message(handler: ast.ExceptHandler) -> str | None:
             if isinstance(arg, ast.JoinedStr):
                 return "".join(
                     v.value if isinstance(v, ast.Constant) and isinstance(v.value, str)
-                    else "{" + ast.unparse(v.value) + "}" if isinstance(v, ast.FormattedValue)
+                    else "{" + unparse(v.value) + "}" if isinstance(v, ast.FormattedValue)
                     else "" for v in arg.values)
             s = _const_str(arg)
             if s is not None:
@@ -227,7 +229,7 @@ def read_loader(text: bytes | str, member: str = "mooncake/pg.py", module: str =
             continue
         template = env.eval(node.args[0])
         if template is None:
-            imports.append(LoaderStep(template="?" + ast.unparse(node.args[0]),
+            imports.append(LoaderStep(template="?" + unparse(node.args[0]),
                                       line=node.lineno))
             continue
         imports.append(LoaderStep(template=template, line=node.lineno))

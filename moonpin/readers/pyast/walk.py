@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from moonpin.readers.pyast.astname import dotted, type_checking
+from moonpin.readers.pyast.astname import dotted, type_checking, unparse
 from moonpin.readers.pyast.facts import (
     MOONCAKE_ROOT,
     MOONCAKE_SUBMODULES,
@@ -155,7 +155,7 @@ def _subject(node: ast.expr) -> str | None:
     if name is not None or not isinstance(node, ast.Attribute):
         return name
     # SGLang reads config through accessors (get_exec().moe.elastic_ep_backend).
-    return ast.unparse(node)
+    return unparse(node)
 
 
 def _is_pg_function(callee: str | None) -> bool:

@@ -63,7 +63,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from moonpin.kb.launch import Flag, Rule
-from moonpin.readers.pyast.astname import dotted
+from moonpin.readers.pyast.astname import dotted, unparse
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -390,7 +390,7 @@ def _value(node: ast.expr, values: Mapping[str, object]) -> object:
         parts = _dotted(node)
         if parts is None:
             raise Unevaluable(
-                f"{ast.unparse(node)} reads a computed value (e.g. the resolved view)"
+                f"{unparse(node)} reads a computed value (e.g. the resolved view)"
             )
         if parts[0] == "self":
             key = ".".join(parts[1:])
@@ -418,7 +418,7 @@ def _value(node: ast.expr, values: Mapping[str, object]) -> object:
             operand = _value(node.operand, values)
             if isinstance(operand, (int, float)) and not isinstance(operand, bool):
                 return -operand
-        raise Unevaluable(f"unsupported operator in {ast.unparse(node)}")
+        raise Unevaluable(f"unsupported operator in {unparse(node)}")
     if isinstance(node, ast.Compare):
         left = _value(node.left, values)
         for op, comp in zip(node.ops, node.comparators, strict=True):
@@ -432,8 +432,8 @@ def _value(node: ast.expr, values: Mapping[str, object]) -> object:
     if isinstance(node, ast.Name):
         raise Unevaluable(f"name {node.id!r} is not an argument")
     if isinstance(node, ast.Call):
-        raise Unevaluable(f"call {ast.unparse(node.func)}(...) is not evaluated")
-    raise Unevaluable(f"{type(node).__name__} is not evaluated: {ast.unparse(node)}")
+        raise Unevaluable(f"call {unparse(node.func)}(...) is not evaluated")
+    raise Unevaluable(f"{type(node).__name__} is not evaluated: {unparse(node)}")
 
 
 @functools.lru_cache(maxsize=4096)

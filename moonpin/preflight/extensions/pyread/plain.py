@@ -197,6 +197,7 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
     import ast
 
     from moonpin.preflight.pyimport.atimport import caught_names
+    from moonpin.readers.pyast.astname import unparse
 
     tree = parse(path, within)
     if tree is None:
@@ -228,7 +229,7 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
                     and isinstance(first.value, str) and not first.value.startswith(".")):
                 imports.append([first.value, 0, [], n.lineno, caught])  # a constant name
                 continue
-            shown = ast.unparse(first)[:80] if first is not None else ""
+            shown = unparse(first)[:80] if first is not None else ""
             dynamic.append([n.lineno, what + (f": {shown}" if shown else "")])
 
     def walk(body: list[ast.stmt], caught: list[str]) -> None:

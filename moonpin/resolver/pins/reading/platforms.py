@@ -249,29 +249,26 @@ def judged_on(pins: Sequence[Pin], arch: str | None, where: str,
 
 def marker_applies(pin: Pin, arch: str, python: str | None) -> bool:
     """Whether ``pin``'s marker holds on Linux on ``arch`` (and ``python`` when given:
-    ``cp312``, ``3.12``; the running interpreter's otherwise), as pip evaluates it
-    (``Marker.evaluate``): False means the requirement is absent there. A marker that
-    cannot be evaluated applies."""
+    ``cp312``, ``3.12``; the running interpreter's version otherwise), as pip evaluates it
+    (``Marker.evaluate``) in that interpreter's environment
+    (:func:`moonpin.readers.markers.environment`: every key the target's, none this
+    process's): False means the requirement is absent there. A marker that cannot be
+    evaluated applies."""
     if not applies(pin, arch):
         return False
     if not pin.marker:
         return True
-    from typing import Any
+    import sys
 
-    from packaging.markers import (
-        InvalidMarker,
-        Marker,
-        UndefinedEnvironmentName,
-        default_environment,
-    )
+    from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName
 
-    env: dict[str, Any] = dict(default_environment())
-    env.update(platform_machine=arch, sys_platform="linux", platform_system="Linux",
-               os_name="posix")
+    from moonpin.readers.markers import environment
+
+    version = sys.version_info[:2]
     digits = (python or "").removeprefix("cp").removeprefix("py").rstrip("t").replace(".", "")
     if digits.isdigit() and len(digits) >= 2:  # cp312, 3.12, 312: python_version 3.12
-        said = f"{digits[0]}.{digits[1:3] if len(digits) > 3 else digits[1:]}"
-        env.update(python_version=said, python_full_version=f"{said}.0")
+        version = (int(digits[0]), int(digits[1:3] if len(digits) > 3 else digits[1:]))
+    env = environment(version, arch)
     try:
         return bool(Marker(pin.marker).evaluate(env))
     except (InvalidMarker, UndefinedEnvironmentName, ValueError):
