@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["check_libraries", "load_in", "load_problem", "provider_hint"]
+__all__ = ["chain_mend", "check_libraries", "load_in", "load_problem", "provider_hint"]
 
 
 #: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
