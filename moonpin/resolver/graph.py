@@ -326,6 +326,25 @@ class CompatGraph:
         self.memo[key] = out
         return out
 
+    def torch_releases(self) -> list[Version]:
+        """:attr:`torch_versions` (every torch release the KB lists, sorted), from the KB's
+        names document while the facts are not read (spelling a torch as typed needs no
+        more)."""
+        if not self.loaded and self.kb_path is not None:
+            from moonpin.resolver import resolved
+
+            found = resolved.names(self.kb_path)
+            listed = found.get("torch") if found is not None else None
+            if listed is not None:
+                out = []
+                for v in listed:
+                    try:
+                        out.append(Version(v))
+                    except InvalidVersion:
+                        continue
+                return sorted(out)
+        return self.torch_versions
+
     def dists(self) -> list[str]:
         """The mooncake distributions the KB holds releases of (from its summary while the
         facts are not read)."""

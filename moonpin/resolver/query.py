@@ -123,11 +123,11 @@ def torch_release(g: CompatGraph, text: str) -> str:
     (``2.13`` and ``2.13.0.0`` are ``2.13.0``, as ``torch==2.13`` installs 2.13.0); a local
     label is kept as a distinct build (``2.13+cu126`` is ``2.13.0+cu126``). A version the
     KB does not hold is padded to torch's three release segments."""
-    text = spelling.version(text, what="torch", flag="--torch ",
-                            pool=[str(t) for t in g.torch_versions])
+    listed = g.torch_releases()
+    text = spelling.version(text, what="torch", flag="--torch ", pool=[str(t) for t in listed])
     v = Version(text)
     public = Version(v.public)
-    known = next((t for t in g.torch_versions if t == public), None)
+    known = next((t for t in listed if t == public), None)
     if known is not None:
         base = str(known)
     else:
@@ -532,14 +532,14 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
                    dist: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
-    if torch is None and dist is None:
+    torch = None if torch is None else torch_release(g, torch)
+    if dist is None:
         # the release's table, when it holds the question, answers without the facts (the
         # path below would take that table too: the release is named as the KB names it)
-        table = _table(g, sglang, None)
+        table = _table(g, sglang, torch)
         if table is not None:
             return Which.from_json(table.which_mooncake(sglang, python=python, arch=arch,
-                                                        dist=None, torch=None))
-    torch = None if torch is None else torch_release(g, torch)
+                                                        dist=None, torch=torch))
     s = get_sglang(g, sglang)
     dists = [str(canonical_name(dist))] if dist else g.dists()
     if dist and dists[0] not in g.dists():

@@ -38,6 +38,24 @@ def test_which_mooncake_from_the_table_is_the_full_answer(sglang: str) -> None:
     assert got == full
 
 
+@pytest.mark.parametrize("sglang", ["0.5.18", "0.5.23"])
+def test_which_mooncake_at_a_pinned_torch_reads_no_facts(sglang: str) -> None:
+    """``pins`` of a set pinning torch asks ``which mooncake --torch``: the torch spelt from
+    the KB's names document and the release's table answer it (the facts were read to
+    spell the torch, ~20 ms of the command)."""
+    lazy = CompatGraph.from_path(SHIPPED)
+    table = resolved.load(SHIPPED, sglang)
+    assert table is not None
+    torch = table.sglang[sglang]["torch"][-1]
+    got = query.which_mooncake(lazy, sglang, torch=torch, python="3.12").to_json()
+    assert not lazy.loaded
+    full = CompatGraph(_facts())
+    assert got == query.which_mooncake(full, sglang, torch=torch, python="3.12").to_json()
+    assert lazy.torch_releases() == full.torch_versions
+    assert query.torch_release(lazy, torch.rsplit(".0", 1)[0] + "+cu126") == \
+        query.torch_release(full, torch.rsplit(".0", 1)[0] + "+cu126")
+
+
 def test_the_summary_names_every_sglang_release() -> None:
     lazy = CompatGraph.from_path(SHIPPED)
     versions = lazy.sglang_versions()
