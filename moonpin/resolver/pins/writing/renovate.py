@@ -231,9 +231,10 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     ``nixl-cu12`` would make the resolver fail or fall back to an old ``nixl``), and so
     is one another's version lock may refuse (``flashinfer-cubin`` beside
     ``flashinfer-python``: a constraint cannot say "the same version"); each is said.
-    ``tables``: each ``which`` answered from the resolved tables where they hold it
-    (:func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
-    from moonpin.resolver.resolved_native import which_fast
+    ``tables``: each ``which`` answered from the resolved tables where they hold it (the
+    SGLang release's held table, :func:`moonpin.resolver.resolved_native.held_releases`, else
+    :func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
+    from moonpin.resolver.resolved_native import held_releases, which_fast
 
     if not plan.torches:
         return
@@ -245,17 +246,24 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
         unknown: dict[str, tuple[str, str]] = {}  # version -> the torch and SGLang asked
         # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
         for t, s in [(t, s) for t in plan.torches for s in plan.sglang_allowed]:
-            w = which_fast(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch,
-                           dist=d) if tables and g.kb_path is not None else None
-            if w is None:
-                from moonpin.resolver import native
+            # the held table answers as which_fast would, without judging every combination
+            said = held_releases(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch) \
+                if tables and g.kb_path is not None else None
+            if said is None:
+                w = which_fast(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch,
+                               dist=d) if tables and g.kb_path is not None else None
+                if w is None:
+                    from moonpin.resolver import native
 
-                w = native.which_native(g, d, torch=t, sglang=s, python=python, arch=arch,
-                                        dist=d)
-            got = [c.version for c in w.compatible]
-            for c in w.unknown:
-                unknown.setdefault(c.version, (t, s))
+                    w = native.which_native(g, d, torch=t, sglang=s, python=python,
+                                            arch=arch, dist=d)
+                said = ([c.version for c in w.compatible], [c.version for c in w.unknown])
+            got = said[0]
+            for v in said[1]:
+                unknown.setdefault(v, (t, s))
             allowed = got if allowed is None else [v for v in allowed if v in got]
+            if not allowed:  # nothing left to hold: the rest asks for nothing said
+                break
         final = [v for v in allowed or [] if not _vkey(v).is_prerelease]
         chosen = sorted(final or allowed or [], key=_vkey, reverse=True)
         if chosen:
