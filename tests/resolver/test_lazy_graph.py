@@ -56,6 +56,19 @@ def test_which_mooncake_at_a_pinned_torch_reads_no_facts(sglang: str) -> None:
         query.torch_release(full, torch.rsplit(".0", 1)[0] + "+cu126")
 
 
+@pytest.mark.parametrize("kw", [{"sglang": "0.5.18"}, {"sglang": ">=0.5.17"},
+                                {"sglang": "0.5.23", "python": "3.12"}, {"torch": ">=2.13"}])
+def test_triples_from_the_tables_read_no_facts(kw: dict[str, str]) -> None:
+    """``triples`` of the releases the tables hold, the stacks table judging each set's
+    extension pins: the facts unread (they were read to list the releases), the same rows."""
+    from moonpin.resolver import native
+
+    lazy = CompatGraph.from_path(SHIPPED)
+    got = native.triples(lazy, **kw)
+    assert not lazy.loaded
+    assert got and got == native.triples(CompatGraph(_facts(), kb_path=SHIPPED), **kw)
+
+
 def test_the_summary_names_every_sglang_release() -> None:
     lazy = CompatGraph.from_path(SHIPPED)
     versions = lazy.sglang_versions()
