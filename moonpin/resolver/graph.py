@@ -164,15 +164,19 @@ class CompatGraph:
         return "kb" in self.__dict__
 
     def sglang_versions(self) -> list[Version]:
-        """Every SGLang version the KB holds (the keys of :attr:`sglang`), from its summary
-        while the facts are not read."""
+        """Every SGLang version the KB holds (the keys of :attr:`sglang`), from its names
+        document, else its summary, while the facts are not read."""
         if not self.loaded and self.kb_path is not None:
             from moonpin.resolver import resolved
 
-            found = resolved.load_summary(self.kb_path)
-            if found is not None:
+            named = resolved.names(self.kb_path)
+            held = named.get("sglang") if named is not None else None
+            if held is None:
+                found = resolved.load_summary(self.kb_path)
+                held = [h.version for h in found.sglang] if found is not None else None
+            if held is not None:
                 try:
-                    return list({Version(h.version): None for h in found.sglang})
+                    return list({Version(v): None for v in held})
                 except InvalidVersion:
                     pass
         return list(self.sglang)

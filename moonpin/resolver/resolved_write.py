@@ -388,7 +388,8 @@ def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
     yield FACTS_NAME, stamped(to_json(facts), sha)
     said = summary_of(facts)
     yield SUMMARY_NAME, stamped(to_json(said), sha)
-    yield NAMES_NAME, stamped({**names_of(said), "torch": list(facts.torch_versions)}, sha)
+    yield NAMES_NAME, stamped({**names_of(said), "torch": list(facts.torch_versions),
+                               "sglang": [h.version for h in said.sglang]}, sha)
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
         yield show_name("sglang", s.version), stamped(

@@ -103,6 +103,16 @@ def test_renovate_on_requirements_reads_no_facts(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(CompatGraph, "_read", staticmethod(refuse))
     assert _renovate(capsys, req) == want
+    # nor the summary: the SGLang releases it may move to are the names document's
+    # (was: the facts module imported and the typed summary read, ~6 ms of ~70)
+    code = ("import sys\nfrom moonpin.cli.main import main\n"
+            "try:\n    main(['--kb', sys.argv[1], 'renovate', sys.argv[2]])\n"
+            "except SystemExit:\n    pass\n"
+            "print('moonpin.kb.facts' in sys.modules, file=sys.stderr)\n")
+    got = subprocess.run([sys.executable, "-c", code, SHIPPED, str(req)], capture_output=True,
+                         text=True, check=False)
+    assert got.stderr.strip().splitlines()[-1] == "False", got.stderr
+    assert json.loads(got.stdout) == want[1]
 
 
 @pytest.mark.parametrize("sglang", ["0.5.18", "0.5.23", "0.5.3.post2"])

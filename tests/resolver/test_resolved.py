@@ -477,17 +477,22 @@ def test_names_document(kb_path: Path) -> None:
     assert summary is not None and facts is not None
     found = resolved.names(kb_path)
     said = resolved.names_of(summary)
-    assert found == {**said, "torch": list(facts.torch_versions)} and "0.5.17" in found["index"]
+    assert found == {**said, "torch": list(facts.torch_versions),
+                     "sglang": [s.version for s in facts.sglang]} and "0.5.17" in found["index"]
     assert found["scraped_at"] == summary.scrape.scraped_at.isoformat() and found["torch"]
     doc = resolved.resolved_path(kb_path) / resolved.NAMES_NAME
     for bad in ({**found, "index": ["banana"]}, {**found, "every": ["9" * 5000]},
                 {**found, "native": []}, {**found, "scraped_at": 5}, [], {},
-                {**found, "torch": ["2.x"]}, {**found, "torch": "2.13.0"}):
+                {**found, "torch": ["2.x"]}, {**found, "torch": "2.13.0"},
+                {**found, "sglang": ["0.5.x"]}, {**found, "sglang": 5}):
         _restamp(doc, bad, kb_path)
         assert resolved.names(kb_path) == said  # from the summary
         assert _Pools(kb_path).sglang("v0.5.17", "--sglang ") == "0.5.17"
         lazy = CompatGraph.from_path(kb_path)
         assert lazy.torch_releases() == CompatGraph(facts).torch_versions  # from the facts
+        lazy = CompatGraph.from_path(kb_path)
+        assert sorted(lazy.sglang_versions()) == sorted(CompatGraph(facts).sglang)
+        assert not lazy.loaded  # from the summary
     _restamp(doc, {**found, "index": ["0.5.99"]}, kb_path)  # believed when well formed
     assert resolved.names(kb_path)["index"] == ["0.5.99"]
     doc.write_bytes(b"\xff" * 10)
