@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from tests.lib.umoci import add_changes, layout_copy, minimal_root, need_tools
-from tests.lib.verdicts import recorded_report, stack_root, verdicts
+from tests.lib.verdicts import recorded_report, same_outcomes, stack_root, verdicts
 
 pytestmark = pytest.mark.image
 
@@ -109,9 +109,7 @@ def test_the_recorded_truth_still_holds(name: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     now = json.loads(proc.stdout)["probes"]
     then = report(name)["probes"]
-    for m in sorted({p for t in TRUTH.values() for p in t.values()}):
-        assert (now[m]["ok"], now[m].get("error_type")) == \
-            (then[m]["ok"], then[m].get("error_type")), (m, now[m], then[m])
+    same_outcomes(now, then, {p for t in TRUTH.values() for p in t.values()})
 
 
 def test_sglangs_names_are_there_where_the_extension_imports(name: str) -> None:

@@ -55,6 +55,7 @@ __all__ = [
     "explain_stack",
     "is_extension",
     "known_version",
+    "loaded_release",
     "loads_from",
     "newest",
     "newest_fit",
@@ -362,6 +363,20 @@ def _decided(d: rule.Decision) -> tuple[bool | None, str]:
     return d.ok, d.detail
 
 
+def loaded_release(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
+                   arch: str) -> str | None:
+    """``dist==version`` of the release whose build ``r``'s wheel for this python and
+    platform loads at torch ``t`` (:func:`loads_from`), when torch's CUDA major decides it;
+    None: it loads its own or none, or the choice is not decided (a torch without CUDA: the
+    loader then tries each backend in turn, so none is left unloaded)."""
+    w = wheel_for(r, python, arch)
+    src = loads_from(g, w, t) if w is not None and not w.builds else None
+    if src is None or t.cuda is None or t.cuda not in {
+            b.cuda_major for x in src.wheels for b in x.builds}:
+        return None
+    return f"{src.dist}=={src.version}"
+
+
 def loads_from(g: CompatGraph, w: NativeWheel, t: TorchChoice) -> NativeRelease | None:
     """The release a build-less wheel loads its build from: of the KB's releases with
     builds it pins exactly (the meta ``nixl``: ``nixl-cu12``/``nixl-cu13``), the one whose
@@ -664,12 +679,13 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
         own = [p for p in pythons if f"-{p}-" in s.artifact.filename]
         pythons = own + [p for p in pythons if p not in own]
     arches = [arch] if arch else list(ARCHES)
-    judged: list[tuple[str, str, list[Check], list[str]]] = []
+    judged: list[tuple[str, str, list[Check], list[str], list[str]]] = []
     for a in arches:
         t = resolve_torch(g, tt, a)
         for p in pythons:
             checks: list[Check] = []
             notes: list[str] = []
+            idles: list[str] = []
             if s is not None:
                 from moonpin.resolver.graph import torch_lines
 
@@ -677,21 +693,22 @@ def explain_stack(g: CompatGraph, sglang: str | None, extensions: Sequence[tuple
                     (line, str(spec)) for line, spec in torch_lines(s)], tt)
                 checks.append(Check("torch requirement", d.ok, d.detail,
                                     (f"{s.artifact.filename}: METADATA Requires-Dist",)))
+            said_of = [(r.dist, r.version, dict(exact_pins(r)),
+                        loaded_release(g, r, t, p, a)) for r in stack]
             for r in stack:
                 ev = evaluate_native(g, r, t, p, a, wanted=wanted[r.dist],
                                      edges=edges.get(r.project))
-                bad = ev.reasons
-                ok = rule.verdict(c.ok for c in ev.checks)
-                detail = (bad[0] if bad else next(
-                    (c.detail for c in reversed(ev.checks) if c.name == "build for torch"),
-                    "loads"))
-                checks.append(Check(f"{r.dist}=={r.version}",
-                                    {"compatible": True, "incompatible": False}.get(ok),
-                                    detail, tuple(e for c in ev.checks for e in c.evidence
-                                                  if c.name == "build for torch")))
-                notes += [n for n in ev.notes if n not in notes]
+                imported = s is not None and bool(packages(r) & {
+                    x for x, _ in sglang_edges(g, s, r.project).imports})
+                idle = rn.unloaded(said_of, r.dist, r.version, tt, imported)
+                check, ev_notes = rn.extension_check(r.dist, r.version, ev.checks, ev.notes,
+                                                     idle)
+                checks.append(check)
+                notes += [n for n in ev_notes if n not in notes]
+                if idle is not None:
+                    idles.append(idle.detail)
             checks += _locks(stack, p, a)
             checks += _pin_edges(stack)
             checks += _collisions(stack, p, a)
-            judged.append((p, a, checks, notes))
+            judged.append((p, a, checks, notes, idles))
     return stack_answer(s.version if s else None, tt, extensions, python, arch, judged)

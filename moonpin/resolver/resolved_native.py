@@ -42,8 +42,9 @@ if TYPE_CHECKING:
                   Sequence[tuple[str, str]]]
 
 __all__ = ["COLLISION", "INDEX", "ORDER", "Fitting", "answer", "entry_name", "explain_fast",
-           "fitting", "held_name", "held_releases", "held_verdicts", "judge", "release_name",
-           "release_pins", "stack_answer", "version_locks", "which_fast"]
+           "extension_check", "fitting", "held_name", "held_releases", "held_verdicts",
+           "judge", "release_name", "release_pins", "stack_answer", "unloaded",
+           "version_locks", "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
@@ -125,7 +126,8 @@ def answer(query: dict[str, Any], releases: Iterable[tuple[str, str, Sequence[tu
         if not entries:
             continue
         judged = [(t, e, judge(e, dist, version, wanted, edges, memo)) for t, e in entries]
-        best = min(judged, key=lambda j: (j[2][0], -j[2][1]))
+        # of equal ones, one with a wheel tells more than one without (cp39 has none)
+        best = min(judged, key=lambda j: (j[2][0], -j[2][1], j[1][8] is None))
         entry = Candidate(version, f"{dist}=={version}", dist=dist)
         if best[2][0] == 0:
             ok = [(t, e) for t, e, j in judged if j[0] == 0]
@@ -518,10 +520,11 @@ def _valid_release(doc: dict[str, Any]) -> bool:
                         and type(x[5]) is int for x in w[1])):
             return False
     return all(type(rows) is list and all(
-        type(r) is list and len(r) == 5 and type(r[0]) is str and type(r[1]) is str
+        type(r) is list and len(r) == 6 and type(r[0]) is str and type(r[1]) is str
         and (r[2] is None or ref(r[2], n)) and type(r[3]) is list
         and all(ref(x, nc) for x in r[3]) and type(r[4]) is list
-        and all(ref(x, n) for x in r[4]) for r in rows) for rows in by_torch.values())
+        and all(ref(x, n) for x in r[4]) and (r[5] is None or ref(r[5], n))
+        for r in rows) for rows in by_torch.values())
 
 
 class _Release:
@@ -544,9 +547,10 @@ class _Release:
         return torch in self._torch
 
     def judged(self, torch: str, python: str, arch: str,
-               ) -> tuple[str | None, list[Any], list[str]] | None:
-        """(the wheel pip chooses, every check, every note) at ``torch`` on this python and
-        platform; None when the table does not hold it."""
+               ) -> tuple[str | None, list[Any], list[str], str | None] | None:
+        """(the wheel pip chooses, every check, every note, the release it loads its build
+        from as ``dist==version``) at ``torch`` on this python and platform; None when the
+        table does not hold it."""
         from moonpin.resolver.answers import Check
         from moonpin.resolver.resolved import expand
 
@@ -560,7 +564,8 @@ class _Release:
         checks = [Check(expand(s[c[0]], said), c[1], expand(s[c[2]], said),
                         tuple(expand(s[x], said) for x in c[3]))
                   for c in (self._checks[i] for i in row[3])]
-        return wheel, checks, [expand(s[n], said) for n in row[4]]
+        return (wheel, checks, [expand(s[n], said) for n in row[4]],
+                None if row[5] is None else s[row[5]])
 
 
 def _read_release(kb_path: str | os.PathLike[str], dist: str, version: str,
@@ -639,7 +644,7 @@ def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,
         own = [p for p in pythons if f"-{p}-" in s["filename"]]
         pythons = own + [p for p in pythons if p not in own]
     arches = [arch] if arch else list(ARCHES)
-    judged: list[tuple[str, str, list[Any], list[str]]] = []
+    judged: list[tuple[str, str, list[Any], list[str], list[str]]] = []
     for a in arches:
         for p in pythons:
             got = _judge_stack(s, sglang, stack, edges, tt, p, a)
@@ -649,15 +654,60 @@ def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,
     return stack_answer(sglang if s is not None else None, tt, extensions, python, arch, judged)
 
 
+def unloaded(stack: Sequence[tuple[str, str, dict[str, str], str | None]], dist: str,
+             version: str, torch: str, imported: bool) -> rule.Decision | None:
+    """:func:`moonpin.resolver.rule.not_loaded` of the release ``dist`` ``version`` in a
+    stack given as ``(dist, version, its exact pins, the release it loads its build from
+    at this torch as "dist==version" or None)`` per release."""
+    from packaging.version import InvalidVersion, Version
+
+    def meets(want: str | None) -> bool:
+        try:
+            return want is not None and Version(want) == Version(version)
+        except InvalidVersion:
+            return False
+
+    return rule.not_loaded(f"{dist}=={version}", torch, [
+        (f"{d}=={v}", loads) for d, v, pins, loads in stack
+        if (d, v) != (dist, version) and meets(pins.get(dist))], imported)
+
+
+def extension_check(dist: str, version: str, checks: Sequence[Any], notes: Sequence[str],
+                    not_loaded: rule.Decision | None) -> tuple[Any, list[str]]:
+    """explain's line of one extension of a stack from its checks and notes, and the notes
+    it adds: a release installed but not loaded (``not_loaded``, :func:`unloaded`) is judged
+    by what pip does with it alone, its builds' checks and notes left out, and said."""
+    from moonpin.resolver.answers import Check
+
+    if not_loaded is not None:
+        checks = [c for c in checks if c.name in rule.INSTALL_CHECKS]
+        notes = [not_loaded.detail]
+    bad = ([f"{c.name}: {c.detail}" for c in checks if c.ok is False]
+           or [f"{c.name}: {c.detail}" for c in checks if c.ok is None])
+    ok = rule.verdict(c.ok for c in checks)
+    if bad:
+        detail = bad[0]
+    elif not_loaded is not None:
+        detail = "installed, not loaded (see the note)"
+    else:
+        detail = next((c.detail for c in reversed(checks) if c.name == "build for torch"),
+                      "loads")
+    return Check(f"{dist}=={version}", {"compatible": True, "incompatible": False}.get(ok),
+                 detail, tuple(e for c in checks for e in c.evidence
+                               if c.name == "build for torch")), list(notes)
+
+
 def stack_answer(sglang: str | None, tt: str, extensions: Sequence[tuple[str, str]],
                  python: str | None, arch: str | None,
-                 judged: Sequence[tuple[str, str, list[Any], list[str]]]) -> dict[str, Any]:
+                 judged: Sequence[tuple[str, str, list[Any], list[str], list[str]]],
+                 ) -> dict[str, Any]:
     """explain's answer of a stack judged on each (python, platform) of ``judged``: the
     checks and notes of the best one (compatible before unknown before incompatible, then the
-    most checks that hold), and every combination's verdict with its first failing reason."""
+    most checks that hold; ``unloaded``, those of its notes saying a release is installed
+    but not loaded), and every combination's verdict with its first failing reason."""
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
 
-    def rank(j: tuple[str, str, list[Any], list[str]]) -> tuple[int, int]:
+    def rank(j: tuple[str, str, list[Any], list[str], list[str]]) -> tuple[int, int]:
         return (order[rule.verdict(c.ok for c in j[2])], -sum(1 for c in j[2] if c.ok))
 
     best = min(judged, key=rank)
@@ -665,21 +715,22 @@ def stack_answer(sglang: str | None, tt: str, extensions: Sequence[tuple[str, st
         "query": {"sglang": sglang, "torch": tt,
                   "extensions": [f"{d}=={v}" for d, v in extensions],
                   "python": python or "all", "arch": arch or "all"},
-        "checks": best[2], "notes": best[3],
+        "checks": best[2], "notes": best[3], "unloaded": best[4],
         "evaluated": {"torch": tt, "python": best[0], "arch": best[1], "wheel": None},
         "combinations": [{"torch": tt, "python": p, "arch": a,
                           "verdict": rule.verdict(c.ok for c in cs),
                           "reason": next((f"{c.name}: {c.detail}" for c in cs
                                           if c.ok is False), "")}
-                         for p, a, cs, _ in judged]}
+                         for p, a, cs, _, _ in judged]}
 
 
 def _judge_stack(s: dict[str, Any] | None, sglang: str | None, stack: Sequence[_Release],
                  edges: dict[str, Edges], tt: str, python: str, arch: str,
-                 ) -> tuple[list[Any], list[str]] | None:
+                 ) -> tuple[list[Any], list[str], list[str]] | None:
     """Every check of the stack on one python and platform, in
-    :func:`moonpin.resolver.native.explain_stack`'s order, and the notes; None when a
-    table does not hold the combination."""
+    :func:`moonpin.resolver.native.explain_stack`'s order, the notes, and those of them
+    saying a release is installed but not loaded; None when a table does not hold the
+    combination."""
     from moonpin.resolver.answers import Check
 
     checks: list[Any] = []
@@ -690,23 +741,25 @@ def _judge_stack(s: dict[str, Any] | None, sglang: str | None, stack: Sequence[_
         checks.append(Check("torch requirement", d.ok, d.detail,
                             (f"{s['filename']}: METADATA Requires-Dist",)))
     wheels: list[str | None] = []
-    for r in stack:
-        found = r.judged(tt, python, arch)
-        if found is None:
-            return None
-        wheel, own, said = found
+    idles: list[str] = []
+    found = [r.judged(tt, python, arch) for r in stack]
+    if any(f is None for f in found):
+        return None
+    said_of = [(r.dist, r.version, r.pins, f[3]) for r, f in zip(stack, found, strict=True)
+               if f is not None]
+    for r, f in zip(stack, found, strict=True):
+        assert f is not None
+        wheel, own, said, _ = f
         wheels.append(wheel)
         evs, ev_notes = _compose(r, wheel, own, said, edges.get(r.project), python, arch)
-        bad = ([f"{c.name}: {c.detail}" for c in evs if c.ok is False]
-               or [f"{c.name}: {c.detail}" for c in evs if c.ok is None])
-        ok = rule.verdict(c.ok for c in evs)
-        detail = (bad[0] if bad else next(
-            (c.detail for c in reversed(evs) if c.name == "build for torch"), "loads"))
-        checks.append(Check(f"{r.dist}=={r.version}",
-                            {"compatible": True, "incompatible": False}.get(ok), detail,
-                            tuple(e for c in evs for e in c.evidence
-                                  if c.name == "build for torch")))
+        imported = s is not None and bool(r.packages & {
+            p for p, _ in _edges(s, r.project)[3]})
+        idle = unloaded(said_of, r.dist, r.version, tt, imported)
+        check, ev_notes = extension_check(r.dist, r.version, evs, ev_notes, idle)
+        checks.append(check)
         notes += [n for n in ev_notes if n not in notes]
+        if idle is not None:
+            idles.append(idle.detail)
     versions = {r.dist: r.version for r in stack}
     for r, wheel in zip(stack, wheels, strict=True):  # the version locks
         for target, condition, effect, key, member, line in (
@@ -738,7 +791,7 @@ def _judge_stack(s: dict[str, Any] | None, sglang: str | None, stack: Sequence[_
                 shown = [wheels[k] or stack[k].first for k in (i, j)]
                 checks.append(Check(COLLISION, False, d.detail, tuple(
                     f"{w}: top-level {common}" for w in shown if w)))
-    return checks, notes
+    return checks, notes, idles
 
 
 def _compose(r: _Release, wheel: str | None, own: list[Any], notes: list[str],

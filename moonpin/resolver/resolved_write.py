@@ -289,7 +289,8 @@ def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str
                         checks.append([key[0], key[1], key[2], list(key[3])])
                     ids.append(pool[key])
                 rows.append([p, a, said.intern(wheel), ids,
-                             [said.marked(n, marks) for n in notes]])
+                             [said.marked(n, marks) for n in notes],
+                             said.intern(native.loaded_release(g, r, choice, p, a))])
     if not said.whole:
         return None
     mine = [x for x in stacks.cg.kb.native if x.project == r.project and x.dist == r.dist]

@@ -50,6 +50,7 @@ __all__ = [
     "needs_cuda_torch",
     "no_build",
     "no_module",
+    "not_loaded",
     "optional_missing",
     "pinned_by",
     "provides",
@@ -540,6 +541,26 @@ def collides(one: str, one_installs: Collection[str], other: str,
     return Decision(False, f"{one} and {other} both install {', '.join(p + '/' for p in both)}:"
                            " pip installs the second over the first without a word, and "
                            f"`import {both[0]}` runs whichever was installed last")
+
+
+def not_loaded(release: str, torch_version: str,
+               required_by: Sequence[tuple[str, str | None]], imported: bool = False,
+               ) -> Decision | None:
+    """Whether a release a stack installs is loaded at all: ``required_by`` holds, for each
+    other release of the stack that requires it exactly, ``(that release, the release its
+    loader loads its build from at this torch)`` (None: it loads no other's build). When
+    each of them loads another release's build in its place (a meta distribution
+    requiring one backend per CUDA major and importing the one torch's CUDA picks) and
+    nothing else imports it (``imported``: SGLang imports a package it installs), pip
+    installs it but no import runs its code: its builds are not judged, only what pip
+    does with it (:data:`INSTALL_CHECKS`). None: it is judged as any other release."""
+    if imported or not required_by or any(x is None or x == release
+                                          for _, x in required_by):
+        return None
+    by, instead = required_by[0]
+    return Decision(True, f"{release} is installed ({by} requires it) but not loaded: "
+                          f"{by}'s loader loads {instead} with torch {torch_version}; "
+                          f"{release}'s builds are never imported")
 
 
 def launch_imports(release: str, where: str, installs: Collection[str],

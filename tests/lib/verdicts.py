@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 __all__ = ["EXTENSION_LINES", "GENERAL", "mooncake_fails", "mooncake_rc", "recorded_report",
-           "stack_root", "verdicts"]
+           "same_outcomes", "stack_root", "verdicts"]
 
 #: the extensions the check judges in one line each (``fail  nixl_ep: …``)
 EXTENSION_LINES = ("sgl_kernel", "nixl_ep", "deep_ep", "flashinfer")
@@ -83,3 +83,11 @@ def recorded_report(folder: str, name: str, option: str) -> dict[str, Any]:
     with path.open() as f:
         got: dict[str, Any] = json.load(f)
     return got
+
+
+def same_outcomes(now: dict[str, Any], then: dict[str, Any], probes: Any) -> None:
+    """Each of ``probes`` ended in ``now`` (a probe run's ``probes``) as in ``then`` (the
+    recorded report's): ok, or the same exception class."""
+    for m in sorted(set(probes)):
+        assert (now[m]["ok"], now[m].get("error_type")) == \
+            (then[m]["ok"], then[m].get("error_type")), (m, now[m], then[m])

@@ -38,6 +38,8 @@ Probes (``probes`` in the report; each ``{"ok": bool, "error_type", "error", ...
                    warnings it emitted at WARNING or above (a mismatched flashinfer-cubin is
                    ignored with a warning, not an error)
   mooncake.pg      ``import mooncake.pg`` where ``mooncake/pg.py`` exists
+  mooncake.ep      ``import mooncake.ep`` where ``mooncake/ep.py`` exists (what SGLang up to
+                   0.5.16 imports for ``--elastic-ep-backend mooncake``)
   import@<name>    (only for the names in ``$PROBE_PLAIN``) a plain ``import <name>``, no GPU;
                    ``loaded`` lists the compiled modules of that package it left loaded
   names@<backend>  (only with ``$PROBE_NAMES``) every ``from <extension> import <names>`` of the
@@ -63,7 +65,7 @@ DISTS = ("torch", "sglang", "sglang-kernel", "sgl-kernel", "sgl-deep-ep", "nixl"
          "mooncake-transfer-engine-cuda13", "mooncake-transfer-engine", "apache-tvm-ffi",
          "triton", "nvidia-nccl-cu13", "nvidia-cudnn-cu13", "cuda-bindings", "cuda-toolkit")
 PROBES = ("torch", "sgl_kernel", "sgl_kernel@sm90", "nixl_ep", "nixl_ep@deepbind", "deep_ep",
-          "deep_ep@nogpu", "flashinfer", "mooncake.pg")
+          "deep_ep@nogpu", "flashinfer", "mooncake.pg", "mooncake.ep")
 #: more probes named in $PROBE_ALSO (comma-separated), e.g. ``sgl_kernel@cc80,sgl_kernel@cc120``:
 #: ``sgl_kernel@cc<NN>`` is ``import sgl_kernel`` with torch.cuda answering a GPU of capability NN
 ALSO = tuple(n for n in os.environ.get("PROBE_ALSO", "").split(",") if n)
@@ -191,6 +193,10 @@ def child(name: str) -> dict:
                 f for m, v in list(sys.modules.items())
                 if (m == top or m.startswith(top + ".")) and isinstance(
                     f := getattr(v, "__file__", None), str) and f.endswith(".so")))
+        elif name == "mooncake.ep":
+            import mooncake.ep as ep
+            backend = getattr(ep, "backend_module", None)
+            out.update(ok=True, loaded=getattr(backend, "__file__", None))
         elif name == "mooncake.pg":
             import mooncake.pg as pg
             backend = getattr(pg, "backend_module", None)
@@ -252,7 +258,7 @@ def files(sp: str) -> dict:
         d = os.path.join(sp, *parts)
         return sorted(os.listdir(d)) if os.path.isdir(d) else None
     out = {}
-    for pkg in ("nixl_ep_cu13", "nixl_ep_cu12"):
+    for pkg in ("nixl_ep_cu13", "nixl_ep_cu12", "nixl_ep"):
         names = ls(pkg)
         if names is not None:
             out[pkg] = [n for n in names if n.startswith("nixl_ep_cpp")]
@@ -262,7 +268,7 @@ def files(sp: str) -> dict:
             out["sgl_kernel/" + sub] = [n for n in names if n.endswith(".so")]
     names = ls("mooncake")
     if names is not None:
-        out["mooncake"] = [n for n in names if n.endswith(".so") or n == "pg.py"]
+        out["mooncake"] = [n for n in names if n.endswith(".so") or n in ("pg.py", "ep.py")]
     return out
 
 
@@ -307,7 +313,8 @@ def main() -> None:
     }
     names = tuple(f"names@{b}" for b in NAME_BACKENDS) if os.environ.get("PROBE_NAMES") else ()
     for name in PROBES + ALSO + PLAIN + names:
-        if name == "mooncake.pg" and not os.path.exists(os.path.join(sp, "mooncake", "pg.py")):
+        if name.startswith("mooncake.") and not os.path.exists(
+                os.path.join(sp, "mooncake", name.split(".")[1] + ".py")):
             continue
         env = None
         if name == "nixl_ep@deepbind":

@@ -25,6 +25,10 @@
 #   --hunt-g            only build (and probe) the hunt-G-* images (packages no loader rule of
 #                       moonpin reads, from the index's wheels; tests/test_image_hunt_g.py):
 #                       hard-link copies, about 1 GB of new files
+#   --hunt-h            only build (and probe) the hunt-H-* images (a CUDA 12 worker: hard-link
+#                       copies of build.sh's venv-rpath, torch 2.10.0 CUDA 12 + mooncake 0.3.10
+#                       + sglang 0.5.10, with what SGLang 0.5.10 pins and the backends;
+#                       tests/test_image_hunt_h.py): about 9 GB of new files, 1.6 GB of wheels
 #   --hunt-d            build (and probe) only the hunt-D-* image roots (block at the end; a
 #                       preload in the image's environment or /etc/ld.so.preload;
 #                       tests/test_image_hunt_d.py): hard links, a few MB of new files
@@ -83,7 +87,7 @@ KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
 HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
 HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0; HUNT_D=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0; HUNT_D=0; HUNT_H=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
@@ -94,6 +98,7 @@ while [ $# -gt 0 ]; do
     --hunt-c) HUNT_C=1;;
     --hunt-g) HUNT_G=1;;
     --hunt-d) HUNT_D=1;;
+    --hunt-h) HUNT_H=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -331,6 +336,7 @@ kernel_hunt() {
 mkdir -p "$R" "$DL"
 MAIN=1; [ "$HUNT_C" = 1 ] && MAIN=0   # --hunt-c: only its block (its images come from `stack`)
 [ "$HUNT_G" = 1 ] && MAIN=0            # --hunt-g: the same
+[ "$HUNT_H" = 1 ] && MAIN=0           # --hunt-h: only its block (its images come from venv-rpath)
 [ "$HUNT_D" = 1 ] && MAIN=0           # --hunt-d: only its block (its roots come from hunt-A-root-stack)
 if [ "$KHUNT" = 1 ]; then  # only them: the stack images are their sources, never changed here
   [ -x "$BASE/bin/python" ] || { log "build stack first (tests/realimg/stack.sh)"; exit 2; }
@@ -622,6 +628,102 @@ if [ "$HUNT_G" = 1 ]; then
     cu12="$R/hunt-G-ktkernel-cu12/cu12/nvidia"
     [ -d "$cu12" ] && timed g_probe "$R/hunt-G-ktkernel-cu12" G-ktkernel-cu12-ldpath \
       LD_LIBRARY_PATH="$GSTUBS:$cu12/cuda_nvrtc/lib:$cu12/cuda_runtime/lib"
+  fi
+fi
+
+# ---- hunt-H-* images (--hunt-h; tests/test_image_hunt_h.py) --------------------------------------
+# A CUDA 12 worker: every `stack*` image is CUDA 13 (torch 2.14.1); the index's torch is a CUDA 12
+# build up to 2.10.0. Source: ../shared/tools/realimg/build.sh's venv-rpath (torch 2.10.0, the
+# index's default CUDA 12 build; mooncake-transfer-engine 0.3.10, whose mooncake.ep loads
+# ep_2_10_0; sglang 0.5.10 --no-deps), never changed here. Each image a hard-link copy changed
+# with its own pip (wheels by exact version and sha256 in $R/hunt-H-dl), probed by
+# probe_stack.py into $R/hunt-H-reports/<name>.json on a stub driver of its own
+# ($R/hunt-H-stubs: make_libcuda_stub.sh over these images):
+#   hunt-H-worker     what SGLang 0.5.10's Requires-Dist pins beside it: sglang-kernel $H_KERNEL
+#                     (no Requires-Dist; CUDA 12 builds), flashinfer-python $H_FI with its own
+#                     dependencies, flashinfer-cubin $H_FI (SGLang 0.5.10 pins torch 2.9.1: the
+#                     base's 2.10.0 is not its pin). No nixl release has a torch210 build and
+#                     every sgl-deep-ep pins a CUDA 13 torch (the KB), so no backend is added here
+#   hunt-H-nixl151    + nixl + nixl-cu12 $NIXL (builds for torch 2.11-2.13)
+#   hunt-H-nixl130    + nixl + nixl-cu12 1.3.0 (one plain build: nixl_ep_cu12/nixl_ep_cpp)
+#   hunt-H-nixl120    + nixl-cu12 1.2.0 (one plain build in nixl_ep/ itself)
+#   hunt-H-metacu13   + nixl + nixl-cu13 $NIXL only: the meta dispatcher beside a CUDA 12 torch
+#   hunt-H-torch291   hunt-H-nixl130 with torch $H_TORCH_PIN --no-deps (SGLang 0.5.10's own pin;
+#                     mooncake 0.3.10 has no ep_2_9_1)
+#   hunt-H-kernel048  sglang-kernel $KERNEL_OLD (CUDA 13, pins torch 2.13.0) instead of $H_KERNEL
+#   hunt-H-kernel0321 sgl-kernel $KERNEL_03X (CUDA 12, SGLang 0.5.9's) instead of sglang-kernel
+#   hunt-H-deepep     + sgl-deep-ep 0.1.0 --no-deps (a CUDA 13 build pinning torch 2.13.0)
+HUNT_H_DL="$R/hunt-H-dl"; HUNT_H_REPORTS="$R/hunt-H-reports"; HSTUBS="$R/hunt-H-stubs"
+H_BASE="$R/venv-rpath"; H_KERNEL=0.4.1; H_FI=0.6.7.post2; H_TORCH_PIN=2.9.1
+HUNT_H_IMAGES="H-worker H-nixl151 H-nixl130 H-nixl120 H-metacu13 H-torch291 H-kernel048 H-kernel0321 H-deepep"
+# fetch_h <name> <version> [substring...]: a wheel another hunt already fetched (sha256 checked
+# by fetch_wheel.py in that folder), else fetched into $HUNT_H_DL
+fetch_h() {
+  local d n; n=$(echo "$1" | tr '-' '_')
+  for d in "$DL" "$R/hunt-A-dl" "$R/hunt-C-dl" "$HUNT_H_DL"; do
+    if ls "$d/$n-$2-"*.whl >/dev/null 2>&1; then "$PYBASE" "$TOOLS/fetch_wheel.py" "$d" "$@"; return; fi
+  done
+  "$PYBASE" "$TOOLS/fetch_wheel.py" "$HUNT_H_DL" "$@"
+}
+h_hunt_variant() {
+  local v="$R/hunt-$1"
+  case "$1" in
+    H-worker)
+      [ -f "$H_BASE/.realimg-variant" ] || { log "hunt-H-worker needs $H_BASE (build.sh)"; return 1; }
+      hunt_clone "$1" "$H_BASE" || return 0
+      pipi "$v" "$(fetch_h sglang-kernel "$H_KERNEL" abi3 x86_64)" "$(fetch_h flashinfer-python "$H_FI")"
+      pipi "$v" --no-deps "$(fetch_h flashinfer-cubin "$H_FI")"
+      hunt_mark "$1" "sglang-kernel $H_KERNEL, flashinfer-python $H_FI (deps), flashinfer-cubin $H_FI";;
+    H-nixl151)
+      hunt_clone "$1" "$R/hunt-H-worker" || return 0
+      pipi "$v" --no-deps "$(fetch_h nixl "$NIXL")" "$(fetch_h nixl-cu12 "$NIXL")"
+      hunt_mark "$1" "nixl, nixl-cu12 $NIXL";;
+    H-nixl130)
+      hunt_clone "$1" "$R/hunt-H-worker" || return 0
+      pipi "$v" --no-deps "$(fetch_h nixl 1.3.0)" "$(fetch_h nixl-cu12 1.3.0)"
+      hunt_mark "$1" "nixl, nixl-cu12 1.3.0";;
+    H-nixl120)
+      hunt_clone "$1" "$R/hunt-H-worker" || return 0
+      pipi "$v" --no-deps "$(fetch_h nixl-cu12 1.2.0)"
+      hunt_mark "$1" "nixl-cu12 1.2.0";;
+    H-metacu13)
+      hunt_clone "$1" "$R/hunt-H-worker" || return 0
+      pipi "$v" --no-deps "$(fetch_h nixl "$NIXL")" "$(fetch_h nixl-cu13 "$NIXL")"
+      hunt_mark "$1" "nixl, nixl-cu13 $NIXL (CUDA 13 nixl, CUDA 12 torch)";;
+    H-torch291)
+      hunt_clone "$1" "$R/hunt-H-nixl130" || return 0
+      pipi "$v" --no-deps "$(fetch_h torch "$H_TORCH_PIN")"
+      hunt_mark "$1" "hunt-H-nixl130 with torch $H_TORCH_PIN --no-deps";;
+    H-kernel048)
+      hunt_clone "$1" "$R/hunt-H-worker" || return 0
+      pipv "$v" uninstall -y sglang-kernel
+      pipi "$v" --no-deps "$(fetch_h sglang-kernel "$KERNEL_OLD" abi3 x86_64)"
+      hunt_mark "$1" "sglang-kernel $KERNEL_OLD instead of $H_KERNEL";;
+    H-kernel0321)
+      hunt_clone "$1" "$R/hunt-H-worker" || return 0
+      pipv "$v" uninstall -y sglang-kernel
+      pipi "$v" --no-deps "$(fetch_h sgl-kernel "$KERNEL_03X" abi3 x86_64)"
+      hunt_mark "$1" "sglang-kernel uninstalled; sgl-kernel $KERNEL_03X";;
+    H-deepep)
+      hunt_clone "$1" "$R/hunt-H-worker" || return 0
+      pipi "$v" --no-deps "$(fetch_h sgl-deep-ep 0.1.0 cp311 x86_64)"
+      hunt_mark "$1" "sgl-deep-ep 0.1.0 --no-deps";;
+  esac
+}
+h_probe() {  # h_probe <image dir> <report name> [VAR=value...]
+  local v="$1" name="$2"; shift 2; mkdir -p "$HUNT_H_REPORTS" "$R/hunt-fi"
+  env -u PYTHONPATH -u VIRTUAL_ENV LD_LIBRARY_PATH="$HSTUBS" CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB="$HSTUBS/nvml" \
+    FLASHINFER_WORKSPACE_BASE="$R/hunt-fi" PROBE_NAMES=1 "$@" \
+    "$v/bin/python" "$HERE/probe_stack.py" > "$HUNT_H_REPORTS/$name.json.tmp" && mv -f "$HUNT_H_REPORTS/$name.json.tmp" "$HUNT_H_REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_H_REPORTS/$name.json" >&2
+}
+if [ "$HUNT_H" = 1 ]; then
+  mkdir -p "$HUNT_H_DL" "$HUNT_H_REPORTS"
+  if [ "$PROBE_ONLY" = 0 ]; then for n in $HUNT_H_IMAGES; do timed h_hunt_variant "$n"; done; fi
+  if [ "$NO_PROBE" = 0 ]; then
+    hsps=(); for n in $HUNT_H_IMAGES; do [ -d "$R/hunt-$n" ] && hsps+=("$(sp_of "$R/hunt-$n")"); done
+    [ ${#hsps[@]} -gt 0 ] && "$HERE/make_libcuda_stub.sh" "$HSTUBS" "${hsps[@]}" >&2
+    for n in $HUNT_H_IMAGES; do [ -x "$R/hunt-$n/bin/python" ] && timed h_probe "$R/hunt-$n" "$n"; done
   fi
 fi
 

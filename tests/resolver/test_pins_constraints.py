@@ -130,7 +130,8 @@ def test_every_extension_release_the_constraints_admit_is_one_pins_calls_compati
     itself does not vouch for: ``nixl`` 1.3.0 (its ``nixl-cu13`` build names no torch) was
     admitted by ``nixl>=1.3.0,…`` beside sglang 0.5.23 while ``pins`` of a set holding it
     said unknown. Each admitted release of each extension held, pinned beside the plan's
-    SGLang, torch and mooncake, is judged compatible; the ones left out are said."""
+    SGLang, torch and mooncake (and the allowed release requiring it exactly, if any), is
+    judged compatible; the ones left out are said."""
     from moonpin import api
     from moonpin.resolver.pins.writing.renovate import kb_releases
 
@@ -141,9 +142,15 @@ def test_every_extension_release_the_constraints_admit_is_one_pins_calls_compati
     admitted = [(d, v) for d, v in releases if d in plan.natives
                 and by[d].contains(v, prereleases=True)]
     assert {d for d, _ in admitted} == set(plan.natives) and len(admitted) > len(plan.natives)
+    from moonpin.resolver.pins.judging.requires import exact_pins_of
+
     for d, v in admitted:
+        # a release held because an allowed release requires it exactly (the meta nixl's
+        # nixl-cuNN) is installed with that release: pinned beside it
+        with_ = next((f"{o}=={ov}\n" for o, ov in admitted
+                      if exact_pins_of(g, o, ov, True).get(d) == v), "")
         req = tmp_path / f"{d}-{v}.txt"
-        req.write_text(f"sglang=={sglang}\ntorch=={plan.torches[0]}\n{moon}\n{d}=={v}\n",
+        req.write_text(f"sglang=={sglang}\ntorch=={plan.torches[0]}\n{moon}\n{with_}{d}=={v}\n",
                        encoding="utf-8")
         verdict = api.judge_pins([req], kb=SHIPPED).verdict
         assert verdict == "compatible", (d, v, verdict)

@@ -161,11 +161,19 @@ def test_constraints_hold_them(tmp_path: Path) -> None:
     spec = SpecifierSet(lines["nixl"].removeprefix("nixl"))
     assert _newest("nixl", "2.14.1") in spec and "1.4.0" not in spec
     assert "sglang-kernel" in lines and "sgl-deep-ep" in lines
-    # no nixl-cu12 build loads with CUDA 13 torch 2.14.1: not held (the meta nixl pins it)
-    assert "nixl-cu12" not in lines
-    # a constraint cannot say "flashinfer-python's version": the locked one is not held
+    # the backends the meta nixl requires exactly are held as the meta is: pip installs
+    # both with it (it loads nixl-cu13's build with CUDA 13 torch 2.14.1, never nixl-cu12's)
+    for backend in ("nixl-cu12", "nixl-cu13"):
+        assert SpecifierSet(lines[backend].removeprefix(backend)) == spec, lines
+    # flashinfer-python 0.7.2 wants the cubin at its own version, which the index lacks; it
+    # ignores another with a warning (import works in the real image stack-cubin): left free
     assert "flashinfer-cubin" not in lines and "flashinfer-python" in lines
-    assert "flashinfer-cubin is not held" in r.stdout
+    assert ("flashinfer-cubin is not held: flashinfer-python 0.7.2 wants it at its own "
+            "version, and the knowledge base holds no such release of it; it ignores another "
+            "with a warning") in r.stdout
+    # no note says a release "loads" where the rule did not judge it so
+    assert "no release of nixl-cu1" not in r.stdout
+    assert "no release of sgl-kernel in the knowledge base loads" not in r.stdout
     assert g.kb.native  # the facts the answers rest on
 
 
@@ -284,3 +292,90 @@ def test_a_set_without_mooncake_is_judged_on_what_it_pins(tmp_path: Path) -> Non
     req.write_text("sglang==0.5.23\ntorch==2.14.1\nmooncake-transfer-engine==0.3.13.post1\n")
     got = moonpin.judge_pins([req], kb=SHIPPED)
     assert got.verdict == "incompatible", got
+
+
+#: what `uv pip compile` / `pip install nixl` of SGLang 0.5.23's stack pins: the meta nixl and
+#: both backends it requires exactly (tests/realimg/README.md, image stack-nixlboth)
+LOCK = ("sglang==0.5.23\ntorch==2.14.1\nnixl==1.5.1\nnixl-cu12==1.5.1\nnixl-cu13==1.5.1\n"
+        "sglang-kernel==0.4.10\nsgl-deep-ep==0.1.2.post1\nflashinfer-python==0.7.2\n"
+        "mooncake-transfer-engine-cuda13==0.3.14\n")
+
+
+def test_a_resolved_lock_with_both_nixl_backends_is_compatible(tmp_path: Path) -> None:
+    """The meta nixl loads nixl-cu13's build with CUDA 13 torch 2.14.1; nixl-cu12, which it
+    requires too, is installed and never imported (the real import in stack-nixlboth works).
+    Before, the lock was incompatible and ``nixl-cu12==1.5.1 -> nixl==1.5.1`` was offered
+    beside the file's own ``nixl==1.5.1``."""
+    req = tmp_path / "requirements.txt"
+    req.write_text(LOCK)
+    got = moonpin.judge_pins([req], kb=SHIPPED)
+    assert got.verdict == "compatible", got.reasons
+    assert not got.updates and not got.reasons
+    assert any(n.startswith("nixl-cu12==1.5.1 is installed (nixl==1.5.1 requires it) but not "
+                            "loaded") for n in got.notes), got.notes
+    assert run_moonpin("pins", "requirements.txt", cwd=tmp_path).returncode == 0
+
+
+def test_pins_never_propose_a_second_line_of_a_distribution_the_file_pins(
+        tmp_path: Path) -> None:
+    """nixl-cu12 1.4.0 beside nixl 1.5.1 (which requires nixl-cu12==1.5.1): the newest
+    release of the project that loads is nixl 1.5.1, which the file pins already; the pin
+    goes to what that release requires of it (before: ``nixl-cu12==1.4.0 -> nixl==1.5.1``,
+    a second nixl line), and the written file is compatible."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.23\ntorch==2.14.1\nnixl==1.5.1\nnixl-cu12==1.4.0\n")
+    got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED)
+    assert got.verdict == "incompatible"
+    moved = [(u["depName"], u["newName"], u["newVersion"]) for u in got.updates]
+    assert moved == [("nixl-cu12", "nixl-cu12", "1.5.1")], got.updates
+    w = run_moonpin("pins", "requirements.txt", "--python", "3.12", "--write", cwd=tmp_path)
+    assert "after writing: verdict compatible" in w.stderr, w.stdout + w.stderr
+    lines = req.read_text().splitlines()
+    assert sum(1 for x in lines if x.startswith("nixl==")) == 1, lines
+
+
+def test_constraints_exclude_a_companion_every_release_of_which_fails_the_import(
+        tmp_path: Path) -> None:
+    """SGLang 0.5.21 pins flashinfer-python 0.6.18, whose import refuses a flashinfer-cubin
+    at another version (its lock, raise; the real image hunt-fi-0612cubin fails so with
+    0.6.12 beside cubin 0.6.13), and the index has no cubin 0.6.18: any cubin installed
+    beside it fails the worker, so the constraints exclude it (before: left free, with a
+    note that no release 'loads'). With 0.5.23's flashinfer-python 0.7.2 the lock only
+    ignores another (the real image stack-cubin imports): left free, said."""
+    r = run_moonpin("constraints", "--sglang", "0.5.21", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "flashinfer-cubin<0" in r.stdout.splitlines(), r.stdout
+    assert ("flashinfer-cubin is excluded (<0): the knowledge base holds no release of it at "
+            "flashinfer-python 0.6.18's version") in r.stdout
+    r = run_moonpin("constraints", "--sglang", "0.5.23", cwd=tmp_path)
+    assert not any(x.startswith("flashinfer-cubin") for x in r.stdout.splitlines())
+
+
+@pytest.mark.uv
+def test_uv_compiles_the_whole_stack_to_a_lock_pins_calls_compatible(tmp_path: Path) -> None:
+    """The real uv, against the package index (pip's own configuration): SGLang 0.5.23's
+    worker stack compiled under ``moonpin constraints`` pins the meta nixl and both its
+    backends; ``moonpin pins`` of that lock says compatible (before: incompatible, on the
+    nixl-cu12 no import loads), saying nixl-cu12 is installed but not loaded."""
+    import shutil
+
+    uv = os.environ.get("MOONPIN_UV") or shutil.which("uv")
+    if not uv:
+        pytest.skip("uv not found: set MOONPIN_UV or put uv on PATH (pip install uv)")
+    c = run_moonpin("constraints", "--sglang", "0.5.23", cwd=tmp_path)
+    (tmp_path / "c.txt").write_text(c.stdout)
+    (tmp_path / "in.txt").write_text(
+        "sglang==0.5.23\ntorch==2.14.1\nnixl\nsglang-kernel\nsgl-deep-ep\nflashinfer-python\n"
+        "mooncake-transfer-engine-cuda13\n")
+    r = subprocess.run([uv, "pip", "compile", "-q", "--no-header", "--no-annotate",
+                        "--python-version", "3.12", "--python-platform",
+                        "x86_64-manylinux_2_34", "in.txt", "-c", "c.txt", "-o", "lock.txt"],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = dict(x.split("==", 1) for x in (tmp_path / "lock.txt").read_text().splitlines()
+               if "==" in x and not x.startswith("#"))
+    assert {d: got.get(d) for d in ("nixl", "nixl-cu12", "nixl-cu13")} == dict.fromkeys(
+        ("nixl", "nixl-cu12", "nixl-cu13"), _newest("nixl", "2.14.1"))
+    p = run_moonpin("pins", "lock.txt", cwd=tmp_path)
+    assert p.returncode == 0 and "verdict: compatible" in p.stdout, p.stdout
+    assert "nixl-cu12==" in p.stdout and "but not loaded" in p.stdout

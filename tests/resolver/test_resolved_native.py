@@ -17,6 +17,8 @@ from moonpin.resolver.graph import CompatGraph
 from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
 
+ROOT = Path(__file__).resolve().parents[2]
+
 QUESTIONS = [
     (what, torch, sglang, python, arch)
     for what in ("nixl", "nixl-cu13", "nixl_ep", "sgl_kernel", "sglang-kernel", "flashinfer")
@@ -196,3 +198,84 @@ def test_the_held_tables_say_what_which_says(tmp_path: Path) -> None:
     copy.write_text(copy.read_text() + " ")  # another KB: the table is stale
     assert rn.held_releases(copy, "nixl", torch="2.14.1", sglang="0.5.23", python=None,
                             arch=None) is None
+
+
+#: What ``pip install nixl`` (and ``uv pip compile``) of SGLang 0.5.23's stack pins: the meta
+#: nixl requires both backends exactly (tests/realimg/README.md, image stack-nixlboth)
+LOCK = [("nixl", "1.5.1"), ("nixl-cu12", "1.5.1"), ("nixl-cu13", "1.5.1"),
+        ("sglang-kernel", "0.4.10"), ("sgl-deep-ep", "0.1.2.post1"),
+        ("flashinfer-python", "0.7.2")]
+
+
+@pytest.mark.parametrize("tables", [True, False], ids=["tables", "facts"])
+def test_a_backend_the_meta_requires_but_does_not_load_is_said_not_failed(
+        tables: bool) -> None:
+    """The shipped KB: with CUDA 13 torch 2.14.1 the meta nixl loads nixl-cu13's build, so
+    nixl-cu12 1.5.1 (no build for 2.14) is installed and never imported, as in the real
+    image stack-nixlboth where ``import nixl_ep`` works; before, the set was incompatible
+    (nixl-cu12's missing build). Its install checks still count: on cp39, where nixl has no
+    wheel, the set stays incompatible. The tables and the facts say the same."""
+    shipped = ROOT / "data" / "kb.json"
+    if tables:
+        got = rn.explain_fast(shipped, "0.5.23", LOCK, torch=None, python=None, arch=None)
+        assert got is not None  # the tables hold it
+    else:
+        got = native.explain_stack(CompatGraph.from_path(shipped), "0.5.23", LOCK)
+    by = {c.name: c for c in got["checks"]}
+    assert all(c.ok for c in got["checks"]), [c for c in got["checks"] if not c.ok]
+    assert by["nixl-cu12==1.5.1"].detail == "installed, not loaded (see the note)"
+    assert "build for torch" not in by["nixl-cu12==1.5.1"].detail
+    said = [n for n in got["notes"] if n.startswith("nixl-cu12==1.5.1 is installed")]
+    assert said == got["unloaded"] and len(said) == 1, got["notes"]
+    assert "nixl==1.5.1's loader loads nixl-cu13==1.5.1 with torch 2.14.1" in said[0]
+    assert not any("nixl_ep_cu12" in n for n in got["notes"])  # its notes are not said
+    verdicts = {(c["python"], c["arch"]): c["verdict"] for c in got["combinations"]}
+    assert verdicts[("cp312", "x86_64")] == "compatible"
+    assert verdicts[("cp39", "x86_64")] == "incompatible"
+
+
+def test_under_a_cuda_12_torch_the_roles_swap() -> None:
+    """torch 2.10.0 on x86_64 is a CUDA 12 build (the shipped KB): the meta loads
+    nixl-cu12's build, so nixl-cu13 is the one installed and not loaded, and nixl-cu12 is
+    judged (it has no build for torch 2.10: the set is incompatible on its account)."""
+    shipped = ROOT / "data" / "kb.json"
+    stack = LOCK[:3]
+    for got in (rn.explain_fast(shipped, None, stack, torch="2.10.0", python="cp312",
+                                arch="x86_64"),
+                native.explain_stack(CompatGraph.from_path(shipped), None, stack,
+                                     torch="2.10.0", python="cp312", arch="x86_64")):
+        assert got is not None
+        by = {c.name: c for c in got["checks"]}
+        assert by["nixl-cu13==1.5.1"].ok is True, by
+        assert by["nixl-cu12==1.5.1"].ok is False and "torch 2.10.0" in by[
+            "nixl-cu12==1.5.1"].detail
+        assert [n.split(" is installed")[0] for n in got["unloaded"]] == ["nixl-cu13==1.5.1"]
+
+
+def test_which_of_a_backend_alone_says_why_on_a_python_it_has_a_wheel_for() -> None:
+    """``which nixl-cu13 --sglang 0.5.23 --torch 2.14.1`` over every python: each release is
+    excluded as much on cp39 (no wheel) as on cp312 (installs no nixl_ep, which SGLang
+    imports); the reason shown is the one of a combination with a wheel (before: "no
+    nixl-cu13 wheel for this python and platform", true of cp39 only)."""
+    import moonpin
+
+    shipped = ROOT / "data" / "kb.json"
+    for dist in ("nixl-cu12", "nixl-cu13"):
+        got = moonpin.which(dist, sglang="0.5.23", torch="2.14.1", kb=shipped)
+        assert not got.compatible
+        newest = next(c for c in got.excluded if c.version == "1.5.1")
+        assert newest.reason.startswith("sglang's import: sglang 0.5.23 imports nixl_ep"), \
+            newest.reason
+
+
+def test_with_a_torch_without_cuda_no_backend_is_left_unloaded() -> None:
+    """torch 2.10.0 on aarch64 is a CPU build (the shipped KB): the meta's dispatch has no
+    CUDA major to pick by, and its loader then tries each backend in turn, so neither is
+    said to be unloaded: both are judged by their builds."""
+    shipped = ROOT / "data" / "kb.json"
+    for got in (rn.explain_fast(shipped, None, LOCK[:3], torch="2.10.0", python="cp312",
+                                arch="aarch64"),
+                native.explain_stack(CompatGraph.from_path(shipped), None, LOCK[:3],
+                                     torch="2.10.0", python="cp312", arch="aarch64")):
+        assert got is not None and got["unloaded"] == []
+        assert not any(c.detail.startswith("installed, not loaded") for c in got["checks"])

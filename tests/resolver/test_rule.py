@@ -235,3 +235,27 @@ def test_install_failure_is_the_first_check_pip_itself_makes() -> None:
                                   "f 0.4 has only a source archive for cp312 on x86_64"),
                                  ("torch requirement", False, "t")]) == "torch requirement: t"
     assert rule.install_failure([("torch requirement", None, "?")]) is None
+
+
+@pytest.mark.parametrize(("required_by", "imported", "loaded"), [
+    # the meta requires both backends exactly and loads the other's build: not loaded
+    ([("nixl==1.5.1", "nixl-cu13==1.5.1")], False, False),
+    # the meta loads this one's build: judged as any release
+    ([("nixl==1.5.1", "nixl-cu12==1.5.1")], False, True),
+    # nothing requires it: judged as any release (a backend pinned alone)
+    ([], False, True),
+    # a release requiring it loads no other's build (it has builds of its own)
+    ([("a==1", None)], False, True),
+    # one of two requirers loads it
+    ([("a==1", "b==1"), ("c==1", "nixl-cu12==1.5.1")], False, True),
+    # SGLang imports a package it installs: loaded whatever the meta picks
+    ([("nixl==1.5.1", "nixl-cu13==1.5.1")], True, True),
+])
+def test_a_release_the_stack_requires_but_loads_in_no_import_is_not_judged_by_its_builds(
+        required_by: list[tuple[str, str | None]], imported: bool, loaded: bool) -> None:
+    d = rule.not_loaded("nixl-cu12==1.5.1", "2.14.1", required_by, imported)
+    assert (d is None) == loaded
+    if d is not None:
+        assert d.ok is True
+        assert "nixl-cu12==1.5.1 is installed (nixl==1.5.1 requires it) but not loaded" \
+            in d.detail and "loads nixl-cu13==1.5.1 with torch 2.14.1" in d.detail

@@ -156,7 +156,8 @@ def pick(facts: Facts, found: Found) -> Pick:
             said = (f"ImportError: detected CUDA {facts.cuda} but {pip} is not installed"
                     if pip else f"ImportError: no usable {IMPORT} CUDA backend found "
                     f"(tried {', '.join(order) or 'none'})")
-            return Pick([Choice(raises=said)], notes=notes, fix=_install_backend(facts, pip))
+            return Pick([Choice(raises=said)], notes=notes,
+                        fix=_install_backend(facts, pip, name))
     assert backend_pkg is not None
     init = os.path.join(backend_pkg.folder, "__init__.py")
     back = astread.reading("nixl-backend-v2", init,
@@ -253,26 +254,60 @@ def _release_for(facts: Facts, own: bool = False) -> str | None:
     return None
 
 
-def _install_backend(facts: Facts, pip: str | None) -> str | None:
-    """The backend distribution at the version the installed meta package requires."""
+def _install_backend(facts: Facts, pip: str | None, backend: str) -> str | None:
+    """The backend distribution at the version the installed meta package requires, when
+    the knowledge base does not say that release lacks a build for the installed torch
+    (then what :func:`_torch_for` makes of its builds: installing it alone would leave
+    ``import nixl_ep`` failing on the missing build)."""
     if pip is None:
         return None
     version = facts.pin("nixl", pip)
     if version is None:
         return (f"pip install '{pip}' (no installed file says which release: check that "
                 f"`import {IMPORT}` works after, or `moonpin which nixl`)")
-    return f"pip install '{pip}=={version}'"
+    line = f"pip install '{pip}=={version}'"
+    torch = facts.torch_release()
+    specs = facts.build_torches(pip, version, f"{backend}.") if torch else None
+    if not specs or torch is None or _fits(torch, specs):
+        return line
+    have = [s.removeprefix("==").removesuffix(".*") for s in specs]
+    alt = _torch_for(facts, have, backend)
+    if alt is not None and alt.startswith("pip install 'torch"):  # the two together
+        return f"{line} {alt.removeprefix('pip install ')}"
+    said = (f"{pip} {version} (the release the installed nixl requires) has no build for "
+            f"torch {torch}: installed alone, `import {IMPORT}` would still fail")
+    return f"{said}; {alt}" if alt else said
+
+
+def _fits(torch: str, specs: list[str]) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return any(Version(torch) in SpecifierSet(s) for s in specs)
+    except (InvalidSpecifier, InvalidVersion):
+        return True  # not read: not a reason to withhold the line
+
+
+def _same_cuda(facts: Facts, spec: str) -> bool:
+    """Whether ``pip install 'torch<spec>'`` keeps torch's CUDA major as the knowledge base
+    records the index's builds (the meta package picks its backend by that major: another
+    one makes it import another ``nixl_ep_cuNN``); True when it does not record them."""
+    got = facts.index_torch_cudas(spec)
+    return facts.cuda is None or got is None or facts.cuda in got
 
 
 def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
     """What makes ``backend`` load: the installed SGLang's torch pin when the installed
     backend has a build for it (its other extensions are built for it too); else a nixl
     release whose backend has a build for that torch (the knowledge base's scraped builds),
-    the torch staying as SGLang wants it; else a torch the backend has builds for."""
+    the torch staying as SGLang wants it; else a torch the backend has builds for. A torch
+    whose index builds link another CUDA major than torch's is never named (:func:`_same_cuda`)."""
     from moonpin.kb.distributions import torch_requirement as torch_req
 
     pin = facts.pin("sglang", "torch")
-    if pin is not None and ".".join(pin.split(".")[:2]) in have:
+    if pin is not None and ".".join(pin.split(".")[:2]) in have \
+            and _same_cuda(facts, f"=={pin}"):
         return (f"pip install '{torch_req(pin)}' (SGLang's own pin; {backend} has a build "
                 "for it)")
     want = pin or facts.torch_release()
@@ -283,10 +318,19 @@ def _torch_for(facts: Facts, have: list[str], backend: str) -> str | None:
         why = "SGLang's pin" if pin else "the installed torch"
         return (f"pip install '{meta}=={version}' ({dist} {version} has a build for torch "
                 f"{want}, {why})")
+    other = (f"a nixl release with a build for torch {facts.torch_release()}: `moonpin which "
+             f"nixl --torch {facts.torch_release()} --why`")
+    usable = [m for m in have if _same_cuda(facts, f"=={m}.*")]
+    if usable:
+        return (f"pip install 'torch=={usable[-1]}.*' ({backend} has builds for torch "
+                f"{', '.join(have)}; or {other})")
     if have:
-        return (f"pip install 'torch=={have[-1]}.*' ({backend} has builds for torch "
-                f"{', '.join(have)}), or a nixl release with a build for torch "
-                f"{facts.torch_release()} (`moonpin which nixl`)")
+        cudas = sorted({c for m in have for c in facts.index_torch_cudas(f"=={m}.*") or ()
+                        if c is not None})
+        return (f"no torch for it on the index: {backend} has builds for torch "
+                f"{', '.join(have)}, whose builds there link CUDA "
+                f"{', '.join(map(str, cudas)) or 'none'}, not torch's CUDA {facts.cuda} (the "
+                f"meta package would then import another backend); {other}")
     return None
 
 

@@ -253,6 +253,56 @@ class Facts:
         except InvalidVersion:
             return sorted(set(out))
 
+    def build_torches(self, dist: str, version: str, module_prefix: str) -> list[str] | None:
+        """The torch specifiers (``==2.11.*``) of the builds of a module under
+        ``module_prefix`` the knowledge base records in ``dist`` ``version``'s wheels, in
+        order, once each; None when it does not record that release (no KB, or never
+        read)."""
+        doc = self.kb() if self.kb is not None else None
+        out: list[str] | None = None
+        for rel in (doc or {}).get("native") or ():
+            if not isinstance(rel, dict) or rel.get("dist") != dist \
+                    or str(rel.get("version")) != version:
+                continue
+            out = out or []
+            for wheel in rel.get("wheels") or ():
+                for b in (wheel.get("builds") or ()) if isinstance(wheel, dict) else ():
+                    spec = b.get("torch") if isinstance(b, dict) else None
+                    if str(b.get("module", "")).startswith(module_prefix) and spec \
+                            and str(spec) not in out:
+                        out.append(str(spec))
+        return out
+
+    def index_torch_cudas(self, spec: str) -> frozenset[int | None] | None:
+        """The CUDA majors (None: a CPU build) of the torch wheels the index publishes for
+        this machine of every release the knowledge base records in ``spec`` (``==2.13.*``),
+        as its scrape read them from each wheel's Requires-Dist: what ``pip install
+        'torch<spec>'`` brings; None when it records none (no KB, no such release, no wheel
+        for this machine)."""
+        doc = self.kb() if self.kb is not None else None
+        if not doc:
+            return None
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            want = SpecifierSet(spec)
+        except InvalidSpecifier:
+            return None
+        arch = self.machine or os.uname().machine
+        out: set[int | None] = set()
+        for rel in doc.get("torch") or ():
+            try:
+                if not isinstance(rel, dict) or Version(str(rel.get("version"))) not in want:
+                    continue
+            except InvalidVersion:
+                continue
+            for var in rel.get("variants") or ():
+                if isinstance(var, dict) and var.get("arch") == arch:
+                    major = var.get("cuda_major")
+                    out.add(major if isinstance(major, int) else None)
+        return frozenset(out) or None
+
     def kb_release(self, dists: Sequence[str], installed: Sequence[tuple[str, str]] = (),
                    pip_only: bool = False) -> tuple[str, str | None] | None:
         """(the line, the requirement it installs) that installs the release of the project

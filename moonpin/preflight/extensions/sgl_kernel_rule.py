@@ -357,16 +357,19 @@ def repair(facts: Facts, pick: Pick | None, choice: Choice | None) -> str | None
     pinned = next(((d, v) for d in DISTRIBUTIONS if (v := facts.pin("sglang", d))), None)
     if pinned is None and len(installed) > 1:
         pinned = (dist, facts.dists[dist].version)
-    if pinned is not None and installed != [pinned[0]]:
-        return (f"pip uninstall -y {' '.join(installed)} && pip install "
-                f"'{pinned[0]}=={pinned[1]}' (" + ("the installed SGLang's pin"
-                                                   if facts.pin("sglang", pinned[0]) else
-                                                   "one distribution alone") + ")")
     from moonpin.preflight.judge.fixes import torch_req
 
+    sglang_torch = facts.pin("sglang", "torch")
+    if pinned is not None and installed != [pinned[0]]:
+        # SGLang's kernel is built for SGLang's torch: another torch here goes with it
+        torch = (f" '{torch_req(sglang_torch)}'" if facts.pin("sglang", pinned[0])
+                 and sglang_torch and sglang_torch != facts.torch_release() else "")
+        return (f"pip uninstall -y {' '.join(installed)} && pip install "
+                f"'{pinned[0]}=={pinned[1]}'{torch} (" + (
+                    f"the installed SGLang's pin{'s' if torch else ''}"
+                    if facts.pin("sglang", pinned[0]) else "one distribution alone") + ")")
     own = facts.pin(dist, "torch")
     sglang_kernel = facts.pin("sglang", dist)
-    sglang_torch = facts.pin("sglang", "torch")
     if sglang_kernel and sglang_kernel != facts.dists[dist].version and sglang_torch:
         return (f"pip install '{dist}=={sglang_kernel}' '{torch_req(sglang_torch)}' (the "
                 "installed SGLang's pins)")

@@ -420,14 +420,50 @@ def _owner(facts: Facts, rule: object) -> tuple[str, str] | None:
     return None
 
 
-def _found_owner(facts: Facts, rule: object, found: Found) -> tuple[str, str] | None:
-    """The distribution that wrote the package the importer found
-    (:func:`_shipped_by` of its ``__init__.py``, or of the module), asking the rule's own
-    distributions first; else, when no RECORD lists it (an editable install), the rule's
-    project as installed (:func:`_owner`)."""
+def _shadowed(facts: Facts, found: Found, owner: tuple[str, str] | None
+              ) -> tuple[str, str] | None:
+    """(what the line says, the fix) when the package the importer found, which no RECORD
+    lists, is a copy found first on the path (``PYTHONPATH``, a ``.pth`` line) while the
+    rule's installed distribution ``owner`` has its own, elsewhere: a reinstall of that
+    distribution leaves the import finding the same copy. None otherwise (an editable
+    install's folder is its distribution's, though no RECORD lists it)."""
+    if owner is None or found.editable or found.module:
+        return None
+    dist = facts.dists.get(owner[0])
+    if dist is None:
+        return None
+    from moonpin.preflight.installed.image_facts import record_path, record_paths
+
+    own = os.path.basename(found.folder) + "/__init__.py"
+    try:
+        listed = any(record_path(line) == own for line in record_paths(
+            dist.meta, whole=True, within=facts.within)) if dist.meta else False
+    except OSError:
+        return None
+    theirs = os.path.join(dist.root, os.path.basename(found.folder))
+    if not listed or os.path.normpath(theirs) == os.path.normpath(found.folder) \
+            or not os.path.isfile(os.path.join(theirs, "__init__.py")):
+        return None
+    name = os.path.basename(found.folder)
+    said = (f"no installed distribution wrote it: found on the import path before "
+            f"{dist.name} {dist.version}'s own {theirs}")
+    fix = (f"take {os.path.dirname(found.folder)} off the worker's import path (PYTHONPATH, "
+           f"a .pth line) or remove {found.folder}: `import {name}` then finds "
+           f"{dist.name}'s; check again after")
+    return said, fix
+
+
+def _found_owner(facts: Facts, rule: object, found: Found
+                 ) -> tuple[tuple[str, str] | None, bool]:
+    """(the distribution that wrote the package the importer found (:func:`_shipped_by` of
+    its ``__init__.py``, or of the module), asking the rule's own distributions first; else,
+    when no RECORD lists it (an editable install, a copy on the path), the rule's project as
+    installed (:func:`_owner`); whether a RECORD lists it)."""
     path = found.folder if found.module else os.path.join(found.folder, "__init__.py")
     dist = _shipped_by(facts, path, first=getattr(rule, "DISTRIBUTIONS", ()))
-    return (dist.name, dist.version) if dist is not None else _owner(facts, rule)
+    if dist is not None:
+        return (dist.name, dist.version), True
+    return _owner(facts, rule), False
 
 
 def _shipped_by(facts: Facts, path: str, first: Sequence[str] = (),
@@ -525,9 +561,13 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
             return None
         return CheckResult(name, "fail", f"not installed ({why}): `import {name}` fails "
                            f"with ModuleNotFoundError", _install(facts, rule))
-    owner = _found_owner(facts, rule, found)
+    owner, recorded = _found_owner(facts, rule, found)
+    shadowed = None if recorded else _shadowed(facts, found, owner)
+    if shadowed is not None:  # the line is about the copy found, which no pip line mends
+        owner = None
     where = (f"{owner[0]} {owner[1]} " if owner else "") + f"at {found.folder}" + (
-        f" ({found.how})" if found.editable else "")
+        f" ({found.how})" if found.editable else "") + (f" ({shadowed[0]})" if shadowed
+                                                        else "")
     try:
         pick: Pick = rule.pick(facts, found)
     except astread.Unrunnable as e:
@@ -553,6 +593,7 @@ def _judge_line(name: str, why: str, required: bool, facts: Facts, ctx: Context,
                            + (f"; loads for {'; '.join(also)}" if also else "")
                            + (f" ({notes})" if notes else "")
                            + ("; " + "; ".join(pick.warnings) if pick.warnings else ""),
+                           shadowed[1] if shadowed else
                            _not_fitting(facts, rule, owner, fix if fix is not None
                                         else _generic(facts, rule)) or None,
                            (found.folder,))

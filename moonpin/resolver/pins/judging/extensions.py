@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from moonpin.resolver.pins.judging.requires import exact_pins_of
 from moonpin.resolver.pins.reading.base import NATIVE, UNUSED_DEFAULT, Pin
 
 if TYPE_CHECKING:
@@ -161,7 +162,22 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
             continue  # a lock: below; one package from two distributions: said, not moved
         found = _fitting(g, dist, sglang=sglang, torch=torch, python=python, arch=arch,
                          tables=tables)
-        if found is not None:
+        if found is not None and found[0] != dist and found[0] in by_name:
+            # the file pins that distribution already: no second line of it; this pin goes
+            # to the version the release found requires of it exactly (the meta nixl's
+            # nixl-cuNN), and that distribution's own pin to the release found
+            other, version = found
+            if other not in targets:
+                targets[other] = version
+            want = exact_pins_of(g, other, version, tables).get(dist)
+            if want is not None:
+                targets[dist] = want
+                why[dist] = f"{other}=={version} requires {dist}=={want}"
+            else:
+                reasons.append(f"{dist}: {other}=={version}, which the files pin too, "
+                               f"loads with torch {torch} and requires no {dist}: drop the "
+                               f"pin of {dist}")
+        elif found is not None:
             renamed[dist], targets[dist] = found
         else:
             reasons.append(f"no release of {_PROJECT[dist]} in the knowledge base loads with "
@@ -184,4 +200,6 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
            if (renamed.get(dist, dist), version) != (dist, by_name[dist].version)
            for place in places(by_name[dist])]
     verdict = "incompatible" if failing else ("unknown" if notes else "compatible")
+    # a release installed but not loaded: said, neither failed, unknown nor moved
+    notes += [n for n in res["unloaded"] if n not in notes]
     return Extensions(verdict, tuple(reasons), tuple(notes), tuple(ups))

@@ -41,7 +41,9 @@ def _v(text: str) -> Version:
 
 def _spec(allowed: list[str], known: Callable[[], list[str]]) -> str:
     """A PEP 440 specifier admitting exactly ``allowed`` among ``known()`` (asked only for a
-    range: the releases it holds may need the KB's facts)."""
+    range: the releases it holds may need the KB's facts); ``<0`` for none."""
+    if not allowed:
+        return "<0"
     if len(allowed) == 1:
         return f"=={allowed[0]}"
     lo, hi = min(allowed, key=_v), max(allowed, key=_v)

@@ -234,36 +234,37 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     ``tables``: each ``which`` answered from the resolved tables where they hold it (the
     SGLang release's held table, :func:`moonpin.resolver.resolved_native.held_releases`, else
     :func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
-    from moonpin.resolver.resolved_native import held_releases, which_fast
+    from moonpin.resolver.resolved_native import held_releases
 
     if not plan.torches:
         return
     held = sorted({d for d, _ in kb_releases(g, "native")} if dists is None else set(dists))
     beside = (f"torch {' or '.join(plan.torches)} beside sglang "
               f"{', '.join(plan.sglang_allowed)}")
+    #: each distribution none of whose releases fits alone: (its releases the rule leaves
+    #: unknown, the first reason of one it excludes, the `which` question asked)
+    alone: dict[str, tuple[list[str], str | None, tuple[str, str]]] = {}
     for d in held:
         allowed: list[str] | None = None
         unknown: dict[str, tuple[str, str]] = {}  # version -> the torch and SGLang asked
+        excluded: str | None = None
         # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
-        for t, s in [(t, s) for t in plan.torches for s in plan.sglang_allowed]:
+        pairs = [(t, s) for t in plan.torches for s in plan.sglang_allowed]
+        tabled = False  # some answer came from a held table (which says no reasons)
+        for t, s in pairs:
             # the held table answers as which_fast would, without judging every combination
             said = held_releases(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch) \
                 if tables and g.kb_path is not None else None
+            tabled = tabled or said is not None
             if said is None:
-                w = which_fast(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch,
-                               dist=d) if tables and g.kb_path is not None else None
-                if w is None:
-                    from moonpin.resolver import native
-
-                    w = native.which_native(g, d, torch=t, sglang=s, python=python,
-                                            arch=arch, dist=d)
+                w = _which(g, d, t, s, python, arch, tables)
                 said = ([c.version for c in w.compatible], [c.version for c in w.unknown])
+                if excluded is None and w.excluded:
+                    excluded = f"{w.excluded[0].requirement}: {w.excluded[0].reason}"
             got = said[0]
             for v in said[1]:
                 unknown.setdefault(v, (t, s))
             allowed = got if allowed is None else [v for v in allowed if v in got]
-            if not allowed:  # nothing left to hold: the rest asks for nothing said
-                break
         final = [v for v in allowed or [] if not _vkey(v).is_prerelease]
         chosen = sorted(final or allowed or [], key=_vkey, reverse=True)
         if chosen:
@@ -277,8 +278,16 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
                     f"base cannot say whether {'it loads' if one else 'they load'} with "
                     f"{beside} (unknown: `moonpin which {d} --torch {t} --sglang {s}` says why)")
         else:
-            plan.reasons.append(f"no release of {d} in the knowledge base loads with "
-                                f"{beside}: {d} is not held")
+            if tabled:  # the first reason of a release it excludes, as `which` says it
+                excluded = next((f"{w.excluded[0].requirement}: {w.excluded[0].reason}"
+                                 for t, s in pairs
+                                 if (w := _which(g, d, t, s, python, arch, tables)).excluded),
+                                None)
+            alone[d] = (sorted(unknown, key=_vkey, reverse=True), excluded,
+                        (plan.torches[-1], plan.sglang_allowed[-1]))
+    for d, (unsure, excluded, (t, s)) in alone.items():
+        _hold_alone(g, plan, d, unsure, excluded, beside, f"--torch {t} --sglang {s}",
+                    tables)
     for locked, by in _locked(g, plan, tables):
         plan.natives.pop(locked, None)
         plan.reasons.append(f"{locked} is not held: {by}'s version lock refuses some of its "
@@ -286,46 +295,117 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
                             f"{by}'s version; `moonpin pins` judges the pair)")
 
 
+def _which(g: CompatGraph, d: str, torch: str, sglang: str, python: str | None,
+           arch: str | None, tables: bool) -> Any:
+    """``which D --torch T --sglang S`` of distribution ``d`` alone: from the resolved tables
+    where they hold it (``tables``), else by the full resolver."""
+    from moonpin.resolver.resolved_native import which_fast
+
+    w = which_fast(g.kb_path, d, torch=torch, sglang=sglang, python=python, arch=arch,
+                   dist=d) if tables and g.kb_path is not None else None
+    if w is None:
+        from moonpin.resolver import native
+
+        w = native.which_native(g, d, torch=torch, sglang=sglang, python=python, arch=arch,
+                                dist=d)
+    return w
+
+
+def _hold_alone(g: CompatGraph, plan: StackPlan, d: str, unsure: list[str],
+                excluded: str | None, beside: str, asked: str, tables: bool) -> None:
+    """What the plan does with ``d``, none of whose releases fits alone: held to the
+    releases the allowed releases of another distribution require exactly (the meta
+    ``nixl``'s ``nixl-cuNN``: pip installs them with it, whether its loader loads them or
+    not), else left free with why, each said in ``plan.reasons``: the releases the rule
+    cannot decide (``unsure``), a version lock of an allowed release on it (flashinfer's on
+    ``flashinfer-cubin``: what the import does with another version), or the first
+    ``excluded`` reason."""
+    from moonpin.resolver import rule
+    from moonpin.resolver.pins.judging.requires import exact_pins_of
+
+    required: dict[str, set[str]] = {}  # version -> the releases requiring it
+    for other in sorted(plan.natives):
+        for v in plan.natives[other]:
+            want = exact_pins_of(g, other, v, tables).get(d)
+            if want is not None:
+                required.setdefault(want, set()).add(f"{other}=={v}")
+    if required:
+        plan.natives[d] = sorted(required, key=_vkey, reverse=True)
+        by = sorted({x.partition("==")[0] for xs in required.values() for x in xs})
+        plan.reasons.append(
+            f"{d} is held to the releases the allowed {' and '.join(by)} releases require "
+            f"exactly (pip installs them with {by[0]}); alone none fits "
+            f"({excluded or 'unknown'})")
+        return
+    for other in sorted(plan.natives):
+        for v in plan.natives[other]:
+            for target, condition, effect, key in _version_locks(g, other, v, tables):
+                if target != d:
+                    continue
+                # the releases the lock accepts (a mismatch judged as one the import refuses)
+                have = sorted((ver for x, ver in kb_releases(g, "native") if x == d
+                               and rule.lock(other, v, d, ver, condition, "raise", key).ok
+                               is True), key=_vkey)
+                off = f" ({key} turns the check off)" if key else ""
+                if effect != "ignore":  # another fails the import: held to these, or
+                    plan.natives[d] = have  # excluded (<0) when the KB holds none
+                    plan.reasons.append(
+                        f"{d} is " + (f"held to {other} {v}'s version" if have else
+                                      "excluded (<0): the knowledge base holds no release "
+                                      f"of it at {other} {v}'s version")
+                        + f"; {other} {v}'s import refuses another{off}")
+                    return
+                plan.reasons.append(
+                    f"{d} is not held: {other} {v} wants it at its own version, "
+                    + (f"which the knowledge base holds as {', '.join(have)}" if have else
+                       "and the knowledge base holds no such release of it")
+                    + f"; it ignores another with a warning{off}")
+                return
+    if unsure:
+        one = len(unsure) == 1
+        plan.reasons.append(
+            f"{d} is not held: the knowledge base cannot say whether "
+            f"{'its release' if one else 'any of its releases'} ({', '.join(unsure[:3])}"
+            f"{', …' if len(unsure) > 3 else ''}) loads with {beside} (unknown: "
+            f"`moonpin which {d} {asked}` says why)"
+            + ("; the others do not fit" if excluded else ""))
+        return
+    plan.reasons.append(f"no release of {d} in the knowledge base fits {beside} "
+                        f"({excluded or 'none is tabled'}): {d} is not held")
+
+
+def _version_locks(g: CompatGraph, dist: str, version: str, tables: bool,
+                   ) -> list[tuple[str, str | None, str | None, str | None]]:
+    """The version locks (target, condition, effect, key) of one release, from its resolved
+    explain table (:func:`moonpin.resolver.resolved_native.version_locks`) while ``tables``
+    and it holds them, else from the facts."""
+    if tables and g.kb_path is not None:
+        from moonpin.resolver.resolved_native import version_locks
+
+        got = version_locks(g.kb_path, dist, version)
+        if got is not None:
+            return got
+    return list(dict.fromkeys((s.target, s.condition, s.effect, s.key)
+                              for r in g.kb.native if (r.dist, r.version) == (dist, version)
+                              for w in r.wheels for rl in w.rules for s in rl.steps
+                              if s.kind == "lock"))
+
+
 def _locked(g: CompatGraph, plan: StackPlan, tables: bool = True) -> list[tuple[str, str]]:
     """``(locked, locker)`` distributions of ``plan.natives`` where a version lock of an
     allowed ``locker`` release refuses an allowed ``locked`` release (``rule.lock``): each
-    release's locks from its resolved explain table
-    (:func:`moonpin.resolver.resolved_native.version_locks`) while ``tables`` and every one
-    holds them, else from the facts."""
+    release's locks by :func:`_version_locks`."""
     from moonpin.resolver import rule
 
-    steps = _locks_tabled(g, plan) if tables and g.kb_path is not None else None
-    if steps is None:
-        steps = [(r.dist, r.version, list(dict.fromkeys(
-            (s.target, s.condition, s.effect, s.key) for w in r.wheels for rl in w.rules
-            for s in rl.steps if s.kind == "lock")))
-            for r in g.kb.native if r.version in plan.natives.get(r.dist, ())]
     out: list[tuple[str, str]] = []
-    for dist, version, locks in steps:
-        for target, condition, effect, key in locks:
-            if target not in plan.natives or (target, dist) in out:
-                continue
-            if any(rule.lock(dist, version, target, v, condition, effect, key).ok is False
-                   for v in plan.natives[target]):
-                out.append((target, dist))
-    return out
-
-
-def _locks_tabled(g: CompatGraph, plan: StackPlan,
-                  ) -> list[tuple[str, str, list[tuple[str, str | None, str | None,
-                                                       str | None]]]] | None:
-    """The locks of every release ``plan.natives`` allows, from the tables (None: one is
-    not tabled)."""
-    from moonpin.resolver.resolved_native import version_locks
-
-    assert g.kb_path is not None
-    out = []
     for dist in sorted(plan.natives):
         for version in plan.natives[dist]:
-            got = version_locks(g.kb_path, dist, version)
-            if got is None:
-                return None
-            out.append((dist, version, got))
+            for target, condition, effect, key in _version_locks(g, dist, version, tables):
+                if target not in plan.natives or (target, dist) in out:
+                    continue
+                if any(rule.lock(dist, version, target, v, condition, effect, key).ok
+                       is False for v in plan.natives[target]):
+                    out.append((target, dist))
     return out
 
 
@@ -437,12 +517,14 @@ def renovate_fragment(plan: StackPlan) -> dict[str, Any]:
         })
     for d in natives:
         rules.append({
-            "description": f"moonpin: releases of {d} that load with torch "
+            "description": f"moonpin: releases of {d} allowed with torch "
                            f"{' or '.join(plan.torches)} (a build for it, its CUDA major, "
-                           "its torch requirement)",
+                           "its torch requirement; or what an allowed release requires of "
+                           "it)" if plan.natives[d] else f"moonpin: no release of {d} is "
+                           "allowed (`moonpin constraints` says why)",
             "matchPackageNames": [d],
             "allowedVersions": "/^(" + "|".join(re.escape(v) for v in plan.natives[d])
-                               + ")$/",
+                               + ")$/" if plan.natives[d] else "<0",
         })
     if plan.replacement is not None:
         d, v, rd, rv = plan.replacement
