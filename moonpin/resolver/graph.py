@@ -164,15 +164,19 @@ class CompatGraph:
         return "kb" in self.__dict__
 
     def sglang_versions(self) -> list[Version]:
-        """Every SGLang version the KB holds (the keys of :attr:`sglang`), from its summary
-        while the facts are not read."""
+        """Every SGLang version the KB holds (the keys of :attr:`sglang`), from its names
+        document, else its summary, while the facts are not read."""
         if not self.loaded and self.kb_path is not None:
             from moonpin.resolver import resolved
 
-            found = resolved.load_summary(self.kb_path)
-            if found is not None:
+            named = resolved.names(self.kb_path)
+            held = named.get("sglang") if named is not None else None
+            if held is None:
+                found = resolved.load_summary(self.kb_path)
+                held = [h.version for h in found.sglang] if found is not None else None
+            if held is not None:
                 try:
-                    return list({Version(h.version): None for h in found.sglang})
+                    return list({Version(v): None for v in held})
                 except InvalidVersion:
                     pass
         return list(self.sglang)
@@ -300,22 +304,9 @@ class CompatGraph:
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         out: tuple[bool | None, str] | None = None
-        if self.kb_path is not None and s.source == "index":
-            from moonpin.resolver import resolved
-
-            if "stacks-table" not in self.memo:
-                self.memo["stacks-table"] = resolved.load_stacks(self.kb_path)
-            table = self.memo["stacks-table"]
-            # the table holds each torch the release admits on every python a wheel names;
-            # another torch or python is not judged here (SGLang's torch requirement, or
-            # the lack of a wheel, already refuses it)
-            if table is not None:
-                said = None
-                if python in table["pythons"] and arch in table["arches"] \
-                        and any(t == torch for t, _ in self.torch_for(s)):
-                    said = table["broken"].get(s.version, {}).get(torch, {}).get(
-                        f"{python}/{arch}")
-                out = (True, "") if said is None else (said[0], said[1])
+        if s.source == "index":
+            out = self.stack_tabled(s.version, torch, python, arch,
+                                    lambda: any(t == torch for t, _ in self.torch_for(s)))
         if out is None:
             if self.stacks_from is None:
                 out = (True, "")
@@ -325,6 +316,69 @@ class CompatGraph:
                 out = self.memo["stacks"].holds(s, torch, python, arch)
         self.memo[key] = out
         return out
+
+    def stack_tabled(self, sglang: str, torch: str, python: str, arch: str,
+                     admitted: Callable[[], bool]) -> tuple[bool | None, str] | None:
+        """:meth:`stack_status` of the index's SGLang release ``sglang`` as the KB file's
+        stacks table says it (``admitted()``: whether the release admits ``torch``); None
+        when there is no such table (then the stack graph judges)."""
+        if self.kb_path is None:
+            return None
+        from moonpin.resolver import resolved
+
+        if "stacks-table" not in self.memo:
+            self.memo["stacks-table"] = resolved.load_stacks(self.kb_path)
+        table = self.memo["stacks-table"]
+        if table is None:
+            return None
+        # the table holds each torch the release admits on every python a wheel names;
+        # another torch or python is not judged here (SGLang's torch requirement, or the
+        # lack of a wheel, already refuses it)
+        said = None
+        if python in table["pythons"] and arch in table["arches"] and admitted():
+            said = table["broken"].get(sglang, {}).get(torch, {}).get(f"{python}/{arch}")
+        return (True, "") if said is None else (said[0], said[1])
+
+    def sglang_heads(self) -> list[tuple[Version, str, str, str | None]]:
+        """(version, its spelling, source, process-group module) of each SGLang release
+        :attr:`sglang` holds (the index's record of a version wins over a local one), newest
+        first; from the KB's summary while the facts are not read."""
+        if not self.loaded and self.kb_path is not None:
+            from moonpin.resolver import resolved
+
+            found = resolved.load_summary(self.kb_path)
+            if found is not None:
+                try:
+                    won: dict[Version, tuple[str, str, str | None]] = {}
+                    for h in found.sglang:  # as _load keeps them
+                        v = Version(h.version)
+                        if h.source != "index" and v in won:
+                            continue
+                        won[v] = (h.version, h.source, h.module)
+                    return [(v, *won[v]) for v in sorted(won, reverse=True)]
+                except InvalidVersion:
+                    pass
+        return [(v, s.version, s.source, s.pg.module)
+                for v, s in sorted(self.sglang.items(), reverse=True)]
+
+    def torch_releases(self) -> list[Version]:
+        """:attr:`torch_versions` (every torch release the KB lists, sorted), from the KB's
+        names document while the facts are not read (spelling a torch as typed needs no
+        more)."""
+        if not self.loaded and self.kb_path is not None:
+            from moonpin.resolver import resolved
+
+            found = resolved.names(self.kb_path)
+            listed = found.get("torch") if found is not None else None
+            if listed is not None:
+                out = []
+                for v in listed:
+                    try:
+                        out.append(Version(v))
+                    except InvalidVersion:
+                        continue
+                return sorted(out)
+        return self.torch_versions
 
     def dists(self) -> list[str]:
         """The mooncake distributions the KB holds releases of (from its summary while the

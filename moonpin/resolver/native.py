@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
@@ -157,6 +156,10 @@ def _torch_lines(lines: tuple[str, ...], python: str, arch: str,
     python and platform, each with its specifier (None: it does not parse); every marker
     key is the combination's (:func:`moonpin.readers.markers.tag_environment`), none this
     process's. A python tag that names no interpreter: every line applies."""
+    # packaging.requirements (its grammar's regexes) is imported by the questions that read
+    # a Requires-Dist line: ``triples`` reads none
+    from packaging.requirements import InvalidRequirement, Requirement
+
     from moonpin.readers.markers import tag_environment
 
     try:
@@ -179,6 +182,8 @@ def _torch_lines(lines: tuple[str, ...], python: str, arch: str,
 @lru_cache(maxsize=1024)
 def _pinned(requires_dist: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """The distributions Requires-Dist requires at one exact version (no extra)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     out = []
     for line in requires_dist:
         try:
@@ -565,11 +570,18 @@ def triples(g: CompatGraph, **kw: Any) -> list[dict[str, str]]:
     an extension none of whose pinned releases pip installs there (:func:`pins_hold`)."""
     from moonpin.resolver.query import triples as mooncake_triples
 
+    rows = mooncake_triples(g, **kw)
+    # the facts unread: every row is of an index release's table, at a torch it admits
+    tabled = not g.loaded
     out = []
-    for row in mooncake_triples(g, **kw):
-        s = g.find_sglang(row["sglang"])
-        if s is None or pins_hold(g, s, row["torch"], row["python"], row["arch"])[0] \
-                is not False:
+    for row in rows:
+        said = g.stack_tabled(row["sglang"], row["torch"], row["python"], row["arch"],
+                              lambda: True) if tabled else None
+        if said is None:
+            s = g.find_sglang(row["sglang"])
+            said = (True, "") if s is None else pins_hold(g, s, row["torch"], row["python"],
+                                                           row["arch"])
+        if said[0] is not False:
             out.append(row)
     return out
 

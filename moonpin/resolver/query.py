@@ -123,11 +123,11 @@ def torch_release(g: CompatGraph, text: str) -> str:
     (``2.13`` and ``2.13.0.0`` are ``2.13.0``, as ``torch==2.13`` installs 2.13.0); a local
     label is kept as a distinct build (``2.13+cu126`` is ``2.13.0+cu126``). A version the
     KB does not hold is padded to torch's three release segments."""
-    text = spelling.version(text, what="torch", flag="--torch ",
-                            pool=[str(t) for t in g.torch_versions])
+    listed = g.torch_releases()
+    text = spelling.version(text, what="torch", flag="--torch ", pool=[str(t) for t in listed])
     v = Version(text)
     public = Version(v.public)
-    known = next((t for t in g.torch_versions if t == public), None)
+    known = next((t for t in listed if t == public), None)
     if known is not None:
         base = str(known)
     else:
@@ -532,14 +532,14 @@ def which_mooncake(g: CompatGraph, sglang: str, *, torch: str | None = None,
                    python: str | None = None, arch: str | None = None,
                    dist: str | None = None) -> Which:
     python, arch = normalize_python(python), normalize_arch(arch)
-    if torch is None and dist is None:
+    torch = None if torch is None else torch_release(g, torch)
+    if dist is None:
         # the release's table, when it holds the question, answers without the facts (the
         # path below would take that table too: the release is named as the KB names it)
-        table = _table(g, sglang, None)
+        table = _table(g, sglang, torch)
         if table is not None:
             return Which.from_json(table.which_mooncake(sglang, python=python, arch=arch,
-                                                        dist=None, torch=None))
-    torch = None if torch is None else torch_release(g, torch)
+                                                        dist=None, torch=torch))
     s = get_sglang(g, sglang)
     dists = [str(canonical_name(dist))] if dist else g.dists()
     if dist and dists[0] not in g.dists():
@@ -790,7 +790,7 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
     if dist and dists[0] not in g.dists():
         raise UsageError(f"unknown mooncake distribution {dist!r}",
                          hint="known: " + ", ".join(g.dists()))
-    if s_spec is not None and not any(s_spec.contains(v, True) for v in g.sglang):
+    if s_spec is not None and not any(s_spec.contains(v, True) for v in g.sglang_versions()):
         # a release the KB does not hold is unknown, not "0 compatible"
         exact = [c.version for c in s_spec if c.operator in ("==", "===")]
         if len(exact) == 1 and "*" not in exact[0]:
@@ -800,24 +800,30 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
                          f"holds {known[0]} .. {known[-1]})",
                          hint="`moonpin kb info` lists them; `moonpin scrape` refreshes")
     out = []
-    versions = {(d, str(v)): v for d, v in g.mooncake}
+    # the mooncake releases by their spelling, for --mooncake (the facts: asked only then)
+    versions = {(d, str(v)): v for d, v in g.mooncake} if m_spec is not None else {}
     # ``==2.13.0+cu126`` names a local build the KB's releases never equal: that build,
     # judged wherever SGLang admits its release (as ``--torch`` is in the other queries)
     local = [torch_release(g, c.version) for c in t_spec or ()
              if c.operator in ("==", "===") and "+" in c.version]
-    for sv, s in sorted(g.sglang.items(), reverse=True):
-        if s.pg.module is None or (s_spec is not None and not s_spec.contains(sv, True)):
+    for sv, spelt, source, module in g.sglang_heads():
+        if module is None or (s_spec is not None and not s_spec.contains(sv, True)):
             continue
+        # an index release's table holds the torches it admits (each release's own
+        # ``_torches``): the facts are read only for a release no table answers
+        table = None if local or source != "index" else _table(g, spelt, None)
+        if table is not None:
+            torches = [t for t in table.sglang[spelt]["torch"]
+                       if t_spec is None or t_spec.contains(Version(t), True)]
+            out += _triples_from(table, spelt, set(torches), set(dists), m_spec,
+                                 versions, python, arch)
+            continue
+        s = g.sglang[sv]
         torches = [t for t in _torches(g, s, None)
                    if t_spec is None or t_spec.contains(Version(t), True)]
         if local:
             torches = [t for t in local[:1] if any(
                 Version(Version(t).public) == Version(r) for r in _torches(g, s, None))]
-        table = None if local else _table(g, s.version, None)
-        if table is not None:
-            out += _triples_from(table, s.version, set(torches), set(dists), m_spec,
-                                 versions, python, arch)
-            continue
         for (d, mv) in sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True):
             if d not in dists or (m_spec is not None and not m_spec.contains(mv, True)):
                 continue

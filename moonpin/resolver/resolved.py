@@ -767,14 +767,20 @@ def _valid_names(doc: Any) -> bool:
         type(p) is dict and all(type(k) is str and _strs(v) for k, v in p.items())
         for p in pools)
         and (doc.get("scraped_at") is None or type(doc.get("scraped_at")) is str)
-        and _pep440([*doc["index"], *doc["every"],
+        and all(doc.get(k) is None or _strs(doc[k]) for k in ("torch", "sglang"))
+        and _pep440([*doc["index"], *doc["every"], *(doc.get("torch") or ()),
+                     *(doc.get("sglang") or ()),
                      *(v for p in pools for vs in p.values() for v in vs)]))
 
 
 def names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """:func:`names_of` the KB: from ``resolved/_names.json`` (no facts module, no typed
     summary: what the reading of users' input and the age note need), else from its
-    summary; None when neither is there (the caller reads the KB itself)."""
+    summary; None when neither is there (the caller reads the KB itself). The document
+    also holds ``torch``, every torch release the KB lists (its ``torch_versions``), and
+    ``sglang``, the version of each SGLang record it holds (``every`` less the releases
+    not read), which the summary only counts or types: a caller falls back to the summary
+    or the facts without them."""
     def read() -> dict[str, Any] | None:
         try:
             doc = _read_stamped(kb_path, NAMES_NAME)

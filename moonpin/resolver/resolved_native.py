@@ -42,9 +42,9 @@ if TYPE_CHECKING:
                   Sequence[tuple[str, str]]]
 
 __all__ = ["COLLISION", "INDEX", "ORDER", "Fitting", "answer", "entry_name", "explain_fast",
-           "extension_check", "fitting", "judge", "on_index", "release_name",
-           "release_packages", "release_pins", "stack_answer", "unloaded", "version_locks",
-           "which_fast"]
+           "extension_check", "fitting", "held_name", "held_releases", "held_verdicts",
+           "judge", "on_index", "release_name", "release_packages", "release_pins",
+           "stack_answer", "unloaded", "version_locks", "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
@@ -279,6 +279,99 @@ def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
     if sglang is not None:
         query["sglang"] = sglang
     return answer(query, ((d, v, entries(i)) for i, d, v in chosen), wanted, edges)
+
+
+# ------------------------------------------------------------ held beside an SGLang release
+#
+# ``resolved/_held-<sglang version>.json``, one per SGLang release of the index that imports a
+# mooncake process-group module (the releases a plan holds extensions beside): for each
+# torch it admits and each extension distribution, every release's verdict beside it at
+# each platform and python, as :func:`which_fast` judges them (:func:`held_verdicts`), so
+# ``constraints``, ``renovate`` and ``pins`` learn which releases load beside the SGLang
+# releases they allow without judging every combination of every release again
+# (:func:`held_releases`).
+
+
+def held_name(sglang: str) -> str:
+    """The file name of one SGLang release's held table."""
+    from moonpin.resolver.resolved import table_name
+
+    return table_name("_held-", sglang)
+
+
+def held_verdicts(index: dict[str, Any], table: dict[str, Any], sglang: str, dist: str,
+                  pythons: Sequence[str], arches: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The releases of ``dist`` in ``table`` (one project's table at one torch, in its
+    order) and, for each, one character per ``(arch, python)`` (arches outer): the verdict
+    order :func:`judge` gives that combination beside SGLang release ``sglang`` of
+    ``index`` (``0`` compatible, ``1`` unknown, ``2`` incompatible), ``-`` where the table
+    has none; :func:`which_fast`'s question ``dist=dist``, one combination at a time. A
+    release incompatible everywhere is left out (:func:`held_releases` says none of it)."""
+    edges = _edges(index["sglang"][sglang], table["project"])
+    wanted = frozenset(table["wanted"].get(dist, ()))
+    memo: dict[Any, rule.Decision] = {}
+    versions, verdicts = [], []
+    for (d, v), rows in zip(table["releases"], table["evals"], strict=True):
+        if d != dist:
+            continue
+        by = {(e[0], e[1]): e for e in rows}
+        said = []
+        for a in arches:
+            for p in pythons:
+                e = by.get((p, a))
+                said.append("-" if e is None else str(judge(
+                    _unpack(e, table["strings"]), d, v, wanted, edges, memo)[0]))
+        if "0" in said or "1" in said:
+            versions.append(v)
+            verdicts.append("".join(said))
+    return versions, verdicts
+
+
+def _valid_held(doc: dict[str, Any]) -> bool:
+    pythons: Any = doc.get("pythons")
+    arches: Any = doc.get("arches")
+    by_torch = doc.get("torch")
+    if not (doc.get("schema_version") == SCHEMA and type(doc.get("sglang")) is str
+            and _strs(pythons) and _strs(arches) and type(by_torch) is dict):
+        return False
+    width = len(pythons) * len(arches)
+    return all(type(t) is str and type(by_dist) is dict and all(
+        type(d) is str and type(x) is dict and _strs(x.get("versions"))
+        and _strs(x.get("verdicts")) and len(x["versions"]) == len(x["verdicts"])
+        and all(len(c) == width and not c.strip("012-") for c in x["verdicts"])
+        for d, x in by_dist.items()) for t, by_dist in by_torch.items())
+
+
+def held_releases(kb_path: str | os.PathLike[str], dist: str, *, torch: str, sglang: str,
+         python: str | None, arch: str | None) -> tuple[list[str], list[str]] | None:
+    """The versions of ``dist``'s releases :func:`which_fast` calls compatible and those it
+    calls unknown, for ``which DIST --torch TORCH --sglang SGLANG`` on ``python`` and
+    ``arch`` (None: every one) with ``dist=DIST``, from the SGLang release's held table; None
+    when that does not hold the question (then :func:`which_fast` answers)."""
+    from moonpin.kb.errors import UsageError
+    from moonpin.resolver.inputs import normalize_arch, normalize_python
+    from moonpin.resolver.resolved import read_table
+
+    try:
+        doc = read_table(kb_path, held_name(sglang), valid=_valid_held)
+        python, arch = normalize_python(python), normalize_arch(arch)
+    except (OSError, ValueError, UsageError):
+        return None
+    found = doc["torch"].get(torch, {}).get(dist) if doc["sglang"] == sglang else None
+    pythons, arches = doc["pythons"], doc["arches"]
+    if found is None or (python is not None and python not in pythons) or (
+            arch is not None and arch not in arches):
+        return None
+    at = [i * len(pythons) + j for i, a in enumerate(arches) for j, p in enumerate(pythons)
+          if (arch is None or a == arch) and (python is None or p == python)]
+    compatible, unknown = [], []
+    for version, said in zip(found["versions"], found["verdicts"], strict=True):
+        best = min((said[i] for i in at if said[i] != "-"), default=None)
+        if best == "0":
+            compatible.append(version)
+        elif best == "1":
+            unknown.append(version)
+    return compatible, unknown
 
 
 class Fitting(NamedTuple):

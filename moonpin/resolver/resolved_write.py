@@ -205,9 +205,15 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
                              "torch": [t for t, _ in g.torch_for(s)], "projects": edges,
                              "torch_lines": [[line, str(spec)]
                                              for line, spec in torch_lines(s)]}
-    yield rn.INDEX, {
-        "schema_version": rn.SCHEMA, "kb_sha256": sha, "names": names, "torch": torches,
-        "pythons": pythons, "sglang": sglang}
+    index = {"schema_version": rn.SCHEMA, "kb_sha256": sha, "names": names, "torch": torches,
+             "pythons": pythons, "sglang": sglang}
+    yield rn.INDEX, index
+    # each SGLang release's held table: what each distribution's releases are beside it at
+    # each torch it admits, judged off each project's table as it is made; for the releases
+    # that import a mooncake process-group module, the only ones whose plan holds any
+    # extension (``moonpin.resolver.pins.writing.renovate.plan_natives``)
+    held: dict[str, dict[str, Any]] = {s.version: {} for s in g.kb.sglang
+                                       if s.source == "index" and s.pg.module is not None}
     for project in projects:
         mine = sorted((r for r in releases if r.project == project), key=native.newest,
                       reverse=True)
@@ -215,10 +221,20 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
         wanted = {d: sorted(native.wanted_packages([r for r in mine if r.dist == d]))
                   for d in dists}
         for t in torches:
-            yield rn.entry_name(project, t), {
-                "schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
-                "torch": t, "releases": [[r.dist, r.version] for r in mine],
-                "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
+            table = {"schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
+                     "torch": t, "releases": [[r.dist, r.version] for r in mine],
+                     "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
+            yield rn.entry_name(project, t), table
+            for v, by_torch in held.items():
+                if t in sglang[v]["torch"]:
+                    for d in dists:
+                        versions, verdicts = rn.held_verdicts(index, table, v, d, pythons,
+                                                              ARCHES)
+                        by_torch.setdefault(t, {})[d] = {"versions": versions,
+                                                         "verdicts": verdicts}
+    for v, by_torch in held.items():
+        yield rn.held_name(v), {"schema_version": rn.SCHEMA, "kb_sha256": sha, "sglang": v,
+                                "pythons": pythons, "arches": list(ARCHES), "torch": by_torch}
     seen: set[tuple[str, str]] = set()
     for r in releases:
         if (r.dist, r.version) in seen:
@@ -373,7 +389,8 @@ def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
     yield FACTS_NAME, stamped(to_json(facts), sha)
     said = summary_of(facts)
     yield SUMMARY_NAME, stamped(to_json(said), sha)
-    yield NAMES_NAME, stamped(names_of(said), sha)
+    yield NAMES_NAME, stamped({**names_of(said), "torch": list(facts.torch_versions),
+                               "sglang": [h.version for h in said.sglang]}, sha)
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
         yield show_name("sglang", s.version), stamped(

@@ -38,6 +38,37 @@ def test_which_mooncake_from_the_table_is_the_full_answer(sglang: str) -> None:
     assert got == full
 
 
+@pytest.mark.parametrize("sglang", ["0.5.18", "0.5.23"])
+def test_which_mooncake_at_a_pinned_torch_reads_no_facts(sglang: str) -> None:
+    """``pins`` of a set pinning torch asks ``which mooncake --torch``: the torch spelt from
+    the KB's names document and the release's table answer it (the facts were read to
+    spell the torch, ~20 ms of the command)."""
+    lazy = CompatGraph.from_path(SHIPPED)
+    table = resolved.load(SHIPPED, sglang)
+    assert table is not None
+    torch = table.sglang[sglang]["torch"][-1]
+    got = query.which_mooncake(lazy, sglang, torch=torch, python="3.12").to_json()
+    assert not lazy.loaded
+    full = CompatGraph(_facts())
+    assert got == query.which_mooncake(full, sglang, torch=torch, python="3.12").to_json()
+    assert lazy.torch_releases() == full.torch_versions
+    assert query.torch_release(lazy, torch.rsplit(".0", 1)[0] + "+cu126") == \
+        query.torch_release(full, torch.rsplit(".0", 1)[0] + "+cu126")
+
+
+@pytest.mark.parametrize("kw", [{"sglang": "0.5.18"}, {"sglang": ">=0.5.17"},
+                                {"sglang": "0.5.23", "python": "3.12"}, {"torch": ">=2.13"}])
+def test_triples_from_the_tables_read_no_facts(kw: dict[str, str]) -> None:
+    """``triples`` of the releases the tables hold, the stacks table judging each set's
+    extension pins: the facts unread (they were read to list the releases), the same rows."""
+    from moonpin.resolver import native
+
+    lazy = CompatGraph.from_path(SHIPPED)
+    got = native.triples(lazy, **kw)
+    assert not lazy.loaded
+    assert got and got == native.triples(CompatGraph(_facts(), kb_path=SHIPPED), **kw)
+
+
 def test_the_summary_names_every_sglang_release() -> None:
     lazy = CompatGraph.from_path(SHIPPED)
     versions = lazy.sglang_versions()
@@ -72,6 +103,16 @@ def test_renovate_on_requirements_reads_no_facts(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(CompatGraph, "_read", staticmethod(refuse))
     assert _renovate(capsys, req) == want
+    # nor the summary: the SGLang releases it may move to are the names document's
+    # (was: the facts module imported and the typed summary read, ~6 ms of ~70)
+    code = ("import sys\nfrom moonpin.cli.main import main\n"
+            "try:\n    main(['--kb', sys.argv[1], 'renovate', sys.argv[2]])\n"
+            "except SystemExit:\n    pass\n"
+            "print('moonpin.kb.facts' in sys.modules, file=sys.stderr)\n")
+    got = subprocess.run([sys.executable, "-c", code, SHIPPED, str(req)], capture_output=True,
+                         text=True, check=False)
+    assert got.stderr.strip().splitlines()[-1] == "False", got.stderr
+    assert json.loads(got.stdout) == want[1]
 
 
 @pytest.mark.parametrize("sglang", ["0.5.18", "0.5.23", "0.5.3.post2"])

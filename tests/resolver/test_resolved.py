@@ -466,25 +466,37 @@ def test_summary_document(kb_path: Path) -> None:
 
 def test_names_document(kb_path: Path) -> None:
     """``_names.json`` (what users' input is read against, and the scrape's time, without
-    the facts module) says what the summary says; damaged, crafted with a version that is
-    not PEP 440, or of another shape, it is ignored and the summary answers."""
+    the facts module) says what the summary says, and every torch release the KB lists
+    (which the summary only counts); damaged, crafted with a version that is not PEP 440,
+    or of another shape, it is ignored and the summary answers (without the torch
+    releases: a graph then reads them from the facts)."""
     from moonpin.cli.spelling import _Pools
 
     summary = resolved.load_summary(kb_path)
-    assert summary is not None
+    facts = resolved.load_facts(kb_path)
+    assert summary is not None and facts is not None
     found = resolved.names(kb_path)
-    assert found == resolved.names_of(summary) and "0.5.17" in found["index"]
-    assert found["scraped_at"] == summary.scrape.scraped_at.isoformat()
+    said = resolved.names_of(summary)
+    assert found == {**said, "torch": list(facts.torch_versions),
+                     "sglang": [s.version for s in facts.sglang]} and "0.5.17" in found["index"]
+    assert found["scraped_at"] == summary.scrape.scraped_at.isoformat() and found["torch"]
     doc = resolved.resolved_path(kb_path) / resolved.NAMES_NAME
     for bad in ({**found, "index": ["banana"]}, {**found, "every": ["9" * 5000]},
-                {**found, "native": []}, {**found, "scraped_at": 5}, [], {}):
+                {**found, "native": []}, {**found, "scraped_at": 5}, [], {},
+                {**found, "torch": ["2.x"]}, {**found, "torch": "2.13.0"},
+                {**found, "sglang": ["0.5.x"]}, {**found, "sglang": 5}):
         _restamp(doc, bad, kb_path)
-        assert resolved.names(kb_path) == found  # from the summary
+        assert resolved.names(kb_path) == said  # from the summary
         assert _Pools(kb_path).sglang("v0.5.17", "--sglang ") == "0.5.17"
+        lazy = CompatGraph.from_path(kb_path)
+        assert lazy.torch_releases() == CompatGraph(facts).torch_versions  # from the facts
+        lazy = CompatGraph.from_path(kb_path)
+        assert sorted(lazy.sglang_versions()) == sorted(CompatGraph(facts).sglang)
+        assert not lazy.loaded  # from the summary
     _restamp(doc, {**found, "index": ["0.5.99"]}, kb_path)  # believed when well formed
     assert resolved.names(kb_path)["index"] == ["0.5.99"]
     doc.write_bytes(b"\xff" * 10)
-    assert resolved.names(kb_path) == found
+    assert resolved.names(kb_path) == said
 
 
 def test_crafted_documents_with_bad_versions_or_naive_times(kb_path: Path) -> None:

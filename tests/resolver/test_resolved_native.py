@@ -144,6 +144,62 @@ def test_an_answer_decides_sglangs_pins_of_a_release_once(kb_path: Path,
                                           python=None, arch=None, dist=None).to_json()  # type: ignore[union-attr]
 
 
+def test_the_held_tables_say_what_which_says(tmp_path: Path) -> None:
+    """``constraints`` and ``renovate`` ask ``which`` of every extension distribution beside
+    every SGLang release and torch they allow: the SGLang release's held table
+    (:func:`rn.held_releases`) gives the same compatible and unknown releases as
+    :func:`rn.which_fast` for every such question of the shipped KB, and a damaged one, or
+    one of another KB, gives none (``which_fast`` answers then)."""
+    import shutil
+
+    from moonpin.kb.paths import shipped_kb_file
+
+    kb_path = Path(shipped_kb_file())
+    index = json.loads((kb_path.parent / "resolved" / rn.INDEX).read_text())
+    dists = sorted({d for _, ds in index["names"].values() for d in ds})
+    asked = 0
+    for sglang, edges in index["sglang"].items():
+        if not (kb_path.parent / "resolved" / rn.held_name(sglang)).exists():
+            continue
+        for torch in edges["torch"]:
+            for dist in dists:
+                for python, arch in ((None, None), ("3.12", "x86_64"), ("cp314", None),
+                                     (None, "aarch64")):
+                    fast = rn.which_fast(kb_path, dist, torch=torch, sglang=sglang,
+                                         python=python, arch=arch, dist=dist)
+                    held = rn.held_releases(kb_path, dist, torch=torch, sglang=sglang,
+                                            python=python, arch=arch)
+                    assert fast is not None and held == (
+                        [c.version for c in fast.compatible],
+                        [c.version for c in fast.unknown]), (sglang, torch, dist, python, arch)
+                    asked += bool(fast.compatible) + bool(fast.unknown)
+    assert asked > 100  # many questions have an answer to agree on
+    # what the held table does not hold: which_fast answers
+    assert rn.held_releases(kb_path, "nixl", torch="2.14.1", sglang="0.5.99", python=None,
+                            arch=None) is None
+    assert rn.held_releases(kb_path, "nixl", torch="2.14.1", sglang="0.5.23", python="3.8",
+                            arch=None) is None
+    assert rn.held_releases(kb_path, "nixl", torch="2.99.0", sglang="0.5.23", python=None,
+                            arch=None) is None
+    copy = tmp_path / "kb.json"
+    shutil.copy(kb_path, copy)
+    (tmp_path / "resolved").mkdir()
+    table = tmp_path / "resolved" / rn.held_name("0.5.23")
+    shutil.copy(kb_path.parent / "resolved" / rn.held_name("0.5.23"), table)
+    assert rn.held_releases(copy, "nixl", torch="2.14.1", sglang="0.5.23", python=None,
+                            arch=None) is not None
+    doc = json.loads(table.read_text())
+    first = next(x for by in doc["torch"].values() for x in by.values() if x["verdicts"])
+    first["verdicts"][0] += "0"  # one combination too many
+    table.write_text(json.dumps(doc))
+    assert rn.held_releases(copy, "nixl", torch="2.14.1", sglang="0.5.23", python=None,
+                            arch=None) is None
+    shutil.copy(kb_path.parent / "resolved" / rn.held_name("0.5.23"), table)
+    copy.write_text(copy.read_text() + " ")  # another KB: the table is stale
+    assert rn.held_releases(copy, "nixl", torch="2.14.1", sglang="0.5.23", python=None,
+                            arch=None) is None
+
+
 #: What ``pip install nixl`` (and ``uv pip compile``) of SGLang 0.5.23's stack pins: the meta
 #: nixl requires both backends exactly (tests/realimg/README.md, image stack-nixlboth)
 LOCK = [("nixl", "1.5.1"), ("nixl-cu12", "1.5.1"), ("nixl-cu13", "1.5.1"),

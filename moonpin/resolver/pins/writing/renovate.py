@@ -231,9 +231,10 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     ``nixl-cu12`` would make the resolver fail or fall back to an old ``nixl``), and so
     is one another's version lock may refuse (``flashinfer-cubin`` beside
     ``flashinfer-python``: a constraint cannot say "the same version"); each is said.
-    ``tables``: each ``which`` answered from the resolved tables where they hold it
-    (:func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
-    from moonpin.resolver.resolved_native import which_fast
+    ``tables``: each ``which`` answered from the resolved tables where they hold it (the
+    SGLang release's held table, :func:`moonpin.resolver.resolved_native.held_releases`, else
+    :func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
+    from moonpin.resolver.resolved_native import held_releases
 
     if not plan.torches:
         return
@@ -248,19 +249,21 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
         unknown: dict[str, tuple[str, str]] = {}  # version -> the torch and SGLang asked
         excluded: str | None = None
         # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
-        for t, s in [(t, s) for t in plan.torches for s in plan.sglang_allowed]:
-            w = which_fast(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch,
-                           dist=d) if tables and g.kb_path is not None else None
-            if w is None:
-                from moonpin.resolver import native
-
-                w = native.which_native(g, d, torch=t, sglang=s, python=python, arch=arch,
-                                        dist=d)
-            got = [c.version for c in w.compatible]
-            for c in w.unknown:
-                unknown.setdefault(c.version, (t, s))
-            if excluded is None and w.excluded:
-                excluded = f"{w.excluded[0].requirement}: {w.excluded[0].reason}"
+        pairs = [(t, s) for t in plan.torches for s in plan.sglang_allowed]
+        tabled = False  # some answer came from a held table (which says no reasons)
+        for t, s in pairs:
+            # the held table answers as which_fast would, without judging every combination
+            said = held_releases(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch) \
+                if tables and g.kb_path is not None else None
+            tabled = tabled or said is not None
+            if said is None:
+                w = _which(g, d, t, s, python, arch, tables)
+                said = ([c.version for c in w.compatible], [c.version for c in w.unknown])
+                if excluded is None and w.excluded:
+                    excluded = f"{w.excluded[0].requirement}: {w.excluded[0].reason}"
+            got = said[0]
+            for v in said[1]:
+                unknown.setdefault(v, (t, s))
             allowed = got if allowed is None else [v for v in allowed if v in got]
         final = [v for v in allowed or [] if not _vkey(v).is_prerelease]
         chosen = sorted(final or allowed or [], key=_vkey, reverse=True)
@@ -275,6 +278,11 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
                     f"base cannot say whether {'it loads' if one else 'they load'} with "
                     f"{beside} (unknown: `moonpin which {d} --torch {t} --sglang {s}` says why)")
         else:
+            if tabled:  # the first reason of a release it excludes, as `which` says it
+                excluded = next((f"{w.excluded[0].requirement}: {w.excluded[0].reason}"
+                                 for t, s in pairs
+                                 if (w := _which(g, d, t, s, python, arch, tables)).excluded),
+                                None)
             alone[d] = (sorted(unknown, key=_vkey, reverse=True), excluded,
                         (plan.torches[-1], plan.sglang_allowed[-1]))
     for d, (unsure, excluded, (t, s)) in alone.items():
@@ -285,6 +293,22 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
         plan.reasons.append(f"{locked} is not held: {by}'s version lock refuses some of its "
                             f"allowed releases beside some of {by}'s (keep {locked} at "
                             f"{by}'s version; `moonpin pins` judges the pair)")
+
+
+def _which(g: CompatGraph, d: str, torch: str, sglang: str, python: str | None,
+           arch: str | None, tables: bool) -> Any:
+    """``which D --torch T --sglang S`` of distribution ``d`` alone: from the resolved tables
+    where they hold it (``tables``), else by the full resolver."""
+    from moonpin.resolver.resolved_native import which_fast
+
+    w = which_fast(g.kb_path, d, torch=torch, sglang=sglang, python=python, arch=arch,
+                   dist=d) if tables and g.kb_path is not None else None
+    if w is None:
+        from moonpin.resolver import native
+
+        w = native.which_native(g, d, torch=torch, sglang=sglang, python=python, arch=arch,
+                                dist=d)
+    return w
 
 
 def _hold_alone(g: CompatGraph, plan: StackPlan, d: str, unsure: list[str],
