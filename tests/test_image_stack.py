@@ -184,6 +184,39 @@ def test_the_check_agrees_with_the_real_imports(image: str, gpu: str) -> None:
     assert proc.returncode == (0 if all(real[m] == "ok" for m in got) else 1), proc.stdout
 
 
+def test_torchs_global_deps_gone_fails_every_extension_as_the_import_does(
+        tmp_path: Path) -> None:
+    """A hard-link copy of ``stack`` whose ``torch/lib/libtorch_global_deps.so`` is gone:
+    torch 2.14's ``_load_global_deps`` looks for it where ``importlib.metadata`` locates
+    torch's files too, finds nothing and raises OSError, so every extension's import fails.
+    The check (it said usable before it followed that call) fails torch and each extension
+    with the real import's error, and torch's line carries the one reinstall."""
+    root = stack_root()
+    if not (root / "stack" / "bin" / "python").exists():
+        pytest.skip("no stack image (tests/realimg/stack.sh)")
+    copy = tmp_path / "img"
+    subprocess.run(["cp", "-al", str(root / "stack"), str(copy)], check=True)
+    (copy / SITE / "torch" / "lib" / "libtorch_global_deps.so").unlink()
+    env = _probe_env(root, "stack")
+    real = {}
+    for m in ("torch", "sgl_kernel", "nixl_ep", "flashinfer"):
+        proc = subprocess.run([str(copy / "bin" / "python"), "-c", f"import {m}"],
+                              capture_output=True, text=True, timeout=600, env=env,
+                              cwd=tmp_path)
+        real[m] = proc.returncode == 0
+        assert not real[m] and "libtorch_global_deps.so" in proc.stderr, (m, proc.stderr)
+    proc = _check("stack", "--gpu-capability", "none", "--", "--moe-a2a-backend", "nixl",
+                  target=("--python", str(copy / "bin" / "python")))
+    assert proc.returncode == 1, proc.stdout
+    got = verdicts(proc.stdout)
+    for m in ("sgl_kernel", "nixl_ep", "flashinfer"):
+        assert got[m] == "error", (m, proc.stdout)
+    lines = proc.stdout.splitlines()
+    torch = next(ln for ln in lines if ln.startswith("fail  torch:"))
+    assert "OSError" in torch and "libtorch_global_deps.so" in torch, proc.stdout
+    assert "--force-reinstall --no-deps 'torch==2.14.1" in lines[lines.index(torch) + 1]
+
+
 #: RTLD_DEEPBIND of <dlfcn.h> (bits/dlfcn.h: 0x00008)
 RTLD_DEEPBIND = 0x8
 
