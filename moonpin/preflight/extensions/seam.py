@@ -152,9 +152,10 @@ class Facts:
     ``python``: the worker's interpreter as the check names it (a host path, under the
     root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``; ``kb_file``:
     the knowledge base the check reads, whose resolved tables answer which release fits and
-    which the index has (None: none; its raw facts are never read here: the tables are the
-    one reading of them, the one ``moonpin which`` answers from); ``tag`` (``cp312``) and
-    ``machine`` (``x86_64``): the worker's Python and platform as the tables name them
+    which the index has (None: none; the tables are the one reading of its facts, the one
+    ``moonpin which`` answers from, but for the two questions ``scraped`` answers);
+    ``tag`` (``cp312``) and ``machine`` (``x86_64``): the worker's Python and platform as
+    the tables name them
     (None: not known); ``user``: who the worker runs as
     (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what
     only its user may read (ld.so's ``/etc/ld.so.preload``); ``scraped``: the knowledge

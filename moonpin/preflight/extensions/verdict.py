@@ -636,7 +636,7 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
             facts, pick, choice)
     if not choice.files:  # nothing prebuilt: what it loads is torch's import (SGLang's first)
         if torch is not None:
-            from moonpin.preflight.judge.torch_check import torch_import
+            from moonpin.preflight.judge.libraries import torch_import
 
             res = torch_import(ctx)  # the torch line's own
             problem = _problem(res)

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.judge.fixes import Fixer
     from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["chain_mend", "check_libraries", "load_in", "load_problem", "provider_hint"]
+__all__ = ["chain_mend", "check_libraries", "load_in", "load_problem", "provider_hint",
+           "torch_import"]
 
 
 #: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
@@ -185,14 +186,29 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
     assert res.chain_error is not None
     blamed, cls, message, where = res.chain_error
     note, fix = chain_mend(res, paths, fixer, project, ctx)
-    if blamed.partition(".")[0] == "torch" and project != "torch":
-        # torch's own import: torch's line says it with this fix (torch_check.imported)
+    if blamed.partition(".")[0] == "torch" and project != "torch" and _torch_fails(ctx):
+        # torch's own import: torch's line says it with this fix (torch_check.imported); a
+        # torch submodule only this import reaches keeps its fix here
         note, fix = f"{note} (torch's line has the fix)", ""
     file = where.partition(" line ")[0] if where else ""
     at = f" ({where})" if where and where not in message else ""
     add(CheckResult("import chain", "fail",
                     f"`import {module}` fails before the build is loaded: `import {blamed}` "
                     f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
+
+
+def _torch_fails(ctx: Context) -> bool:
+    """Whether ``import torch`` itself fails in the modelled interpreter (the torch line's
+    own import, :func:`torch_import`)."""
+    return load_problem(torch_import(ctx)) is not None
+
+
+def torch_import(ctx: Context) -> Report:
+    """``import torch`` in the worker's interpreter of ``ctx`` as the loader's model runs it
+    (its paths, root, loader path, preloads, importer, the check under way): the one process
+    the torch line and each extension's load start from (:func:`moonpin.preflight.loader.
+    loadchain.native_load` keeps it for the check, and its answer in the memo)."""
+    return load_in(ctx, [], first=("torch",))
 
 
 def chain_mend(res: Report, paths: Sequence[str], fixer: Fixer | None, project: str,

@@ -18,9 +18,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.env.context import Context
     from moonpin.preflight.installed.image_facts import Dist, Torch
     from moonpin.preflight.judge.fixes import Fixer
-    from moonpin.preflight.loader.loadchain import Report
 
-__all__ = ["import_failure", "imported", "same_release", "torch_import", "torch_of"]
+__all__ = ["import_failure", "imported", "same_release", "torch_of"]
 
 
 def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], None],
@@ -97,16 +96,6 @@ def torch_of(torch_d: Dist | None, fixer: Fixer, add: Callable[[CheckResult], No
     return torch
 
 
-def torch_import(ctx: Context) -> Report:
-    """``import torch`` in the worker's interpreter of ``ctx`` as the loader's model runs it
-    (its paths, root, loader path, preloads, importer, the check under way): the one process
-    the torch line and each extension's load start from (:func:`moonpin.preflight.loader.
-    loadchain.native_load` keeps it for the check, and its answer in the memo)."""
-    from moonpin.preflight.judge.libraries import load_in
-
-    return load_in(ctx, [], first=("torch",))
-
-
 def imported(ctx: Context, line: CheckResult, fixer: Fixer | None = None) -> CheckResult:
     """The torch line ``line`` (a pass, from its files) as the modelled ``import torch``
     has it (:func:`import_failure`): a failure with its mend when the import fails; "not
@@ -117,6 +106,8 @@ def imported(ctx: Context, line: CheckResult, fixer: Fixer | None = None) -> Che
         return line
     failed = import_failure(ctx, fixer)
     if failed is None:
+        from moonpin.preflight.judge.libraries import torch_import
+
         note = torch_import(ctx).note
         if note is None:
             return line
@@ -128,13 +119,14 @@ def imported(ctx: Context, line: CheckResult, fixer: Fixer | None = None) -> Che
 
 def import_failure(ctx: Context, fixer: Fixer | None = None
                    ) -> tuple[str, str | None] | None:
-    """(why ``import torch`` fails in the modelled interpreter (:func:`torch_import`), the
-    line that mends it or None), or None when it imports. A system library nobody put back
+    """(why ``import torch`` fails in the modelled interpreter (:func:`moonpin.preflight.
+    judge.libraries.torch_import`), the line that mends it or None), or None when it
+    imports. A system library nobody put back
     or a preload that stops the interpreter gets the line the image's own records give
     (:mod:`moonpin.preflight.judge.owners`); any other failure in torch's own import code
     what an extension's import chain gets for it (:func:`moonpin.preflight.judge.libraries.
     chain_mend`: torch's files put back, a library older than torch needs said so)."""
-    from moonpin.preflight.judge.libraries import chain_mend, load_problem
+    from moonpin.preflight.judge.libraries import chain_mend, load_problem, torch_import
 
     res = torch_import(ctx)
     problem = load_problem(res)
