@@ -444,48 +444,57 @@ def _show_torch(args: argparse.Namespace, version: str) -> int:
     from moonpin.cli.common import graph
     from moonpin.cli.common import shown as _shown
     from moonpin.resolver.query import torch_release
+    from moonpin.resolver.resolved import load_torch
 
     g = graph(args)
     want = torch_release(g, version)
     # a local build (``2.13.0+cu126``) is shown as its label says, beside the index's builds
     # of its release (the KB holds those only)
     local = Version(want).local
-    rec = next((t for t in g.kb.torch if Version(t.version) == Version(Version(want).public)),
-               None)
+    table = load_torch(g.kb_path) if g.kb_path is not None else None
+    if table is not None:  # the torch facts resolved at `kb resolve`
+        records = [(t["version"], [{"arch": a, "cuda_major": c, "evidence": e, "wheel": w}
+                                   for a, c, e, w in t["variants"]]) for t in table["torch"]]
+        heads = [(sv, specs) for sv, specs in table["sglang"]]
+    else:
+        records = [(t.version, [{"arch": v.arch, "cuda_major": v.cuda_major,
+                                 "evidence": v.evidence, "wheel": v.artifact.filename}
+                                for v in t.variants]) for t in g.kb.torch]
+        heads = [(str(sv), list(g.sglang[sv].torch_specifiers)) for sv in sorted(g.sglang)]
+    rec = next((t for t in records if Version(t[0]) == Version(Version(want).public)), None)
     if rec is None:
-        listed = Version(want) in {Version(v) for v in g.kb.torch_versions}
-        near = _nearest(want, [t.version for t in g.kb.torch])
+        listed = Version(want) in set(g.torch_releases())
+        near = _nearest(want, [t[0] for t in records])
         said = ("listed by the index, but the KB read none of its wheels" if listed
                 else "not in the knowledge base")
         fatal(f"torch=={want} is {said}",
                f"the KB reads the torch releases SGLang pins or mooncake builds target; "
                f"nearest with facts: {', '.join(near)}")
     admits = []
-    for sv in sorted(g.sglang):
-        specs = [x for x in g.sglang[sv].torch_specifiers if x]
+    for sv, all_specs in heads:
+        specs = [x for x in all_specs if x]
         try:
             if specs and all(SpecifierSet(x).contains(want, True) for x in specs[:1]):
-                admits.append(str(sv))
+                admits.append(sv)
         except InvalidSpecifier:
             continue
-    variants = [{"arch": v.arch, "cuda_major": v.cuda_major, "evidence": v.evidence,
-                 "wheel": v.artifact.filename} for v in rec.variants]
-    doc: dict[str, object] = {"name": "torch", "version": want if local else rec.version,
+    variants = rec[1]
+    doc: dict[str, object] = {"name": "torch", "version": want if local else rec[0],
                               "variants": variants, "sglang_admitting": admits}
     if local:
         from moonpin.resolver.query import resolve_torch
 
         t = resolve_torch(g, want, "x86_64")
         doc["local_build"] = {"label": local, "cuda_major": t.cuda, "evidence": t.cuda_why,
-                              "variants_are": f"the index's builds of {rec.version}"}
+                              "variants_are": f"the index's builds of {rec[0]}"}
     if args.json:
         emit_json(doc)
         return 0
     if local:
         cuda = f"CUDA {t.cuda}" if t.cuda is not None else "no CUDA"
         print(f"torch {want}: a local build, {cuda} by its label +{local} (the knowledge "
-              f"base holds the index's builds of {rec.version}, below)")
-    print(f"torch {rec.version}")
+              f"base holds the index's builds of {rec[0]}, below)")
+    print(f"torch {rec[0]}")
     for v in variants:
         cuda = f"CUDA {v['cuda_major']}" if v["cuda_major"] is not None else "CPU build"
         print(f"  {v['arch']:8} {cuda:10} {v['wheel']}  ({_shown(v['evidence'], 160)})")

@@ -31,7 +31,7 @@ def judge_alone(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     from moonpin.kb.paths import default_kb_file
     from moonpin.preflight.extensions.seam import DISTRIBUTIONS, own_rule
     from moonpin.preflight.extensions.verdict import judge_extensions
-    from moonpin.preflight.installed.image_facts import KBView, by_name, find_package
+    from moonpin.preflight.installed.image_facts import by_name, find_package
     from moonpin.preflight.judge.fixes import Fixer, Project
     from moonpin.preflight.judge.torch_check import torch_of
 
@@ -44,7 +44,7 @@ def judge_alone(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     kb = kb_file or default_kb_file()
     lines: list[CheckResult] = []
     judge_extensions(ctx, features, flags, torch, dists, lines.append, env=env, gpu=gpu,
-                     kb=lambda: KBView(kb).doc(), kb_file=kb)
+                     kb_file=kb)
     if not lines:
         return []
     deep = CheckResult("deep probe", "skip", f"{own.IMPORT} not requested (the probe imports "

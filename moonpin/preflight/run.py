@@ -319,7 +319,7 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
         from moonpin.preflight.extensions.verdict import judge_extensions
 
         judge_extensions(ctx, features, _FLAGS, torch, dists, add, env=env, gpu=gpu,
-                         kb=kb.doc, kb_file=kb.path)
+                         kb_file=kb.path)
     probe = own.own_lines(Job(ctx=ctx, wanted=wanted, dists=owned, torch=torch,
                               sglang=sglang, sglang_src=sglang_src, req=req, kb=kb,
                               fixer=fixer, add=add, source_cache=source_cache))

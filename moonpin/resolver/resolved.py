@@ -33,6 +33,7 @@ __all__ = [
     "ORDER",
     "STACKS_NAME",
     "SUMMARY_NAME",
+    "TORCH_NAME",
     "Explained",
     "Resolved",
     "age_note",
@@ -52,6 +53,7 @@ __all__ = [
     "load_show",
     "load_stacks",
     "load_summary",
+    "load_torch",
     "names",
     "names_of",
     "read_table",
@@ -821,6 +823,50 @@ def release_names(s: Summary) -> dict[str, Any]:
             "every": [r.version for r in s.sglang]
             + [u.version for u in s.unread if u.kind == "sglang"],
             "mooncake": mooncake, "native": native}
+
+
+#: The torch facts a KB holds (:func:`load_torch`).
+TORCH_NAME = "_torch.json"
+
+
+def _valid_torch(doc: Any) -> bool:
+    """The shape ``moonpin.resolver.resolved_write`` writes ``_torch.json`` in."""
+    if type(doc) is not dict:
+        return False
+    torch, sglang, builds = doc.get("torch"), doc.get("sglang"), doc.get("builds")
+    return (type(torch) is list and all(
+                type(t) is dict and type(t.get("version")) is str
+                and type(t.get("variants")) is list and all(
+                    type(v) is list and len(v) == 4 and type(v[0]) is str
+                    and (v[1] is None or type(v[1]) is int) and type(v[2]) is str
+                    and type(v[3]) is str for v in t["variants"]) for t in torch)
+            and type(sglang) is list and all(
+                type(x) is list and len(x) == 2 and type(x[0]) is str and type(x[1]) is list
+                and all(y is None or type(y) is str for y in x[1]) for x in sglang)
+            and type(builds) is dict and all(
+                type(by) is dict and all(
+                    type(pairs) is list and all(type(p) is list and len(p) == 2 and _strs(p)
+                                                for p in pairs) for pairs in by.values())
+                for by in builds.values()))
+
+
+def load_torch(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The KB's torch facts from ``resolved/_torch.json``: ``torch``, each torch release it
+    read (``version``, ``variants``: ``[arch, CUDA major or None, evidence, wheel]`` of the
+    index's wheel per platform); ``sglang``, each SGLang release a query holds (the index's
+    record of a version before a local one), oldest first, as ``[version, its torch
+    specifiers]``; ``builds``, per extension distribution and version, the ``[module,
+    torch specifier]`` of each of its builds that names one. None when the document is
+    missing, stale, damaged or of another shape (then the caller reads the facts)."""
+    def read() -> dict[str, Any] | None:
+        try:
+            doc = _read_stamped(kb_path, TORCH_NAME)
+        except (OSError, ValueError, RecursionError):
+            return None
+        return doc if _valid_torch(doc) else None
+
+    found: dict[str, Any] | None = _read_once(kb_path, TORCH_NAME, read)
+    return found
 
 
 def show_name(name: str, version: str) -> str:

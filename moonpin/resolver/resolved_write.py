@@ -13,6 +13,7 @@ from moonpin.resolver.resolved import (
     SCHEMA,
     STACKS_NAME,
     SUMMARY_NAME,
+    TORCH_NAME,
     file_sha256,
     names_of,
     resolved_path,
@@ -377,20 +378,23 @@ def build_stamped(kb_path: Path, kb: Any) -> dict[str, bytes]:
     return dict(_stamped_documents(kb_path, kb))
 
 
-def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
+def _stamped_documents(kb_path: Path, kb: Any, graph: Any = None,
                        ) -> Iterator[tuple[str, bytes]]:
     """:func:`build_stamped`'s documents, each given as soon as it is made (a later one of
-    the same name replaces an earlier one, as in the dictionary); ``facts``: the KB's,
-    when the caller holds them."""
+    the same name replaces an earlier one, as in the dictionary); ``graph``: the KB's
+    :class:`moonpin.resolver.graph.CompatGraph`, when the caller holds it."""
     from moonpin.kb.facts import from_model, summary_of, to_json
+    from moonpin.resolver.graph import CompatGraph
 
     sha = file_sha256(kb_path)
-    facts = facts if facts is not None else from_model(kb)
+    graph = graph if graph is not None else CompatGraph(from_model(kb))
+    facts = graph.kb
     yield FACTS_NAME, stamped(to_json(facts), sha)
     said = summary_of(facts)
     yield SUMMARY_NAME, stamped(to_json(said), sha)
     yield NAMES_NAME, stamped({**names_of(said), "torch": list(facts.torch_versions),
                                "sglang": [h.version for h in said.sglang]}, sha)
+    yield TORCH_NAME, stamped(_torch_document(graph), sha)
     for s in kb.sglang:
         rec = s.model_dump(mode="json", exclude={"launch"})
         yield show_name("sglang", s.version), stamped(
@@ -399,6 +403,27 @@ def _stamped_documents(kb_path: Path, kb: Any, facts: Any = None,
     for r in (*kb.mooncake, *kb.native):
         yield show_name(r.dist, r.version), stamped(
             {"name": r.dist, "version": r.version, "record": r.model_dump(mode="json")}, sha)
+
+
+def _torch_document(g: Any) -> dict[str, Any]:
+    """The torch facts (:func:`moonpin.resolver.resolved.load_torch`): each torch release
+    the KB read, with the index's wheel per platform (its CUDA major and the evidence);
+    each SGLang release the graph holds (the index's record of a version before a local
+    one), oldest first, with its torch specifiers; and the torch each extension release's
+    builds target: per distribution and version, the ``[module, specifier]`` of each build
+    that names one, in the order of its wheels and builds, once each."""
+    builds: dict[str, dict[str, list[list[str]]]] = {}
+    for r in g.kb.native:
+        pairs = builds.setdefault(r.dist, {}).setdefault(r.version, [])
+        for w in r.wheels:
+            for b in w.builds:
+                if b.torch and [b.module, b.torch] not in pairs:
+                    pairs.append([b.module, b.torch])
+    return {"torch": [{"version": t.version, "variants": [
+                [v.arch, v.cuda_major, v.evidence, v.artifact.filename] for v in t.variants]}
+                      for t in g.kb.torch],
+            "sglang": [[str(v), list(s.torch_specifiers)] for v, s in sorted(g.sglang.items())],
+            "builds": builds}
 
 
 def _feature_imports(s: Any) -> dict[str, list[dict[str, Any]]]:
@@ -453,7 +478,7 @@ def write(kb_path: Path) -> Path:
             name = ("_sglang.json" if key == "_sglang"
                     else table_name(prefix, key[len(prefix):]))
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
-        for name, data in _stamped_documents(kb_path, kb, stacks.cg.kb):
+        for name, data in _stamped_documents(kb_path, kb, stacks.cg):
             (tmp / name).write_bytes(data)
         for name, doc in _native_documents(kb_path, kb, stacks):
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())

@@ -14,13 +14,13 @@ commit before its fix, and holds the line that was right where it still is.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from moonpin.resolver.resolved import TORCH_NAME, file_sha256, stamped
 from tests.lib.checkrun import run, small_kb
 from tests.lib.extimages import add_nixl, add_sgl_kernel, torch_image
 from tests.lib.images import add_dist
@@ -37,15 +37,16 @@ def _kb(tmp_path: Path, torch_cuda: dict[str, int], nixl_cu12: tuple[str, ...],
     ``nixl_cu12``."""
     tmp_path.mkdir(exist_ok=True)
     kb = small_kb(tmp_path)
-    doc = json.loads(kb.read_text())
+    # the check asks these facts of the KB's resolved torch table (``kb resolve`` writes it),
+    # never of the whole KB (which here does not hold them)
     arch = os.uname().machine
-    doc["torch"] = [{"version": v, "variants": [{"arch": arch, "cuda_major": c}]}
-                    for v, c in torch_cuda.items()]
-    builds = [{"module": f"nixl_ep_cu{cuda}.nixl_ep_cpp_torch{m}",
-               "torch": f"=={m[0]}.{m[1:]}.*", "cuda_major": cuda} for m in nixl_cu12]
-    doc["native"] = [{"project": "nixl", "dist": f"nixl-cu{cuda}", "version": "1.5.1",
-                      "uninstallable": [], "wheels": [{"builds": builds}]}]
-    kb.write_text(json.dumps(doc))
+    table = {"torch": [{"version": v, "variants": [[arch, c, "", ""]]}
+                       for v, c in torch_cuda.items()],
+             "sglang": [], "builds": {f"nixl-cu{cuda}": {"1.5.1": [
+                 [f"nixl_ep_cu{cuda}.nixl_ep_cpp_torch{m}", f"=={m[0]}.{m[1:]}.*"]
+                 for m in nixl_cu12]}}}
+    (tmp_path / "resolved").mkdir(exist_ok=True)
+    (tmp_path / "resolved" / TORCH_NAME).write_bytes(stamped(table, file_sha256(kb)))
     return kb
 
 
@@ -88,6 +89,12 @@ def test_the_backend_the_meta_requires_is_not_installed_without_a_build_for_torc
     # a nixl-cu12 1.5.1 with a build for torch 2.10 is the fix
     fits = run(site, *NIXL, ep=False, kb=_kb(tmp_path / "kb2", INDEX, ("210", "211")))
     assert fits.fixes()[0] == "fix: pip install 'nixl-cu12==1.5.1'", fits.out
+    # a table of another KB (the KB changed since `kb resolve`) is not read: the plain line,
+    # as without a KB, never the old table's facts
+    stale = _kb(tmp_path / "kb3", INDEX, ("211", "212", "213"))
+    stale.write_text(stale.read_text().replace("0.3.9", "0.3.10"))
+    old = run(site, *NIXL, ep=False, kb=stale)
+    assert old.fixes()[0] == "fix: pip install 'nixl-cu12==1.5.1'", old.out
 
 
 def test_the_backend_the_meta_requires_comes_with_the_torch_it_has_a_build_for(

@@ -592,3 +592,61 @@ def test_explain_table_marks_come_back_whole(said: tuple[str | None, str, str]) 
         if value:
             marked = marked.replace(value, mark)
     assert resolved.expand(marked, said) == text
+
+
+def test_torch_document_answers_show_torch_without_the_facts(
+        kb_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_torch.json`` holds the KB's torch facts (each release's wheel per platform, the
+    torch specifiers of each SGLang release, each extension build's torch): ``show
+    torch==V`` answers from it without reading the facts, exactly as from the facts; a
+    missing, damaged, misshapen or stale one is ignored (the facts answer)."""
+    from moonpin.cli.main import main
+    from moonpin.resolver.graph import CompatGraph
+
+    facts = resolved.load_facts(kb_path)
+    table = resolved.load_torch(kb_path)
+    assert facts is not None and table is not None and facts.torch
+    assert [(t["version"], [tuple(v) for v in t["variants"]]) for t in table["torch"]] == [
+        (t.version, [(v.arch, v.cuda_major, v.evidence, v.artifact.filename)
+                     for v in t.variants]) for t in facts.torch]
+    g = CompatGraph(facts)
+    assert table["sglang"] == [[str(v), list(s.torch_specifiers)]
+                               for v, s in sorted(g.sglang.items())]
+    asked = [f"torch=={facts.torch[-1].version}", f"torch=={facts.torch[0].version}+cu126",
+             "torch==9.9.9"]
+
+    def shown() -> list[tuple[int, str, str]]:
+        out = []
+        for release in asked:
+            for extra in ([], ["--json"]):
+                try:
+                    rc = main(["--kb", str(kb_path), "show", release, *extra])
+                except SystemExit as e:
+                    rc = int(e.code or 0)
+                got = capsys.readouterr()
+                out.append((rc, got.out, got.err))
+        return out
+
+    def unread(path: object) -> None:
+        raise AssertionError("the facts were read")
+
+    with monkeypatch.context() as m:
+        m.setattr(resolved, "load_facts", unread)
+        m.setattr(store, "load", unread)
+        fast = shown()
+    full = shown()
+    assert fast == full and "admitted by the torch requirement of sglang" in fast[0][1]
+    doc = resolved.resolved_path(kb_path) / resolved.TORCH_NAME
+    good = doc.read_bytes()
+    for bad in ({**table, "torch": [{"version": "2.13.0", "variants": [["x86_64"]]}]},
+                {**table, "sglang": 5}, {**table, "builds": []}, []):
+        _restamp(doc, bad, kb_path)
+        assert resolved.load_torch(kb_path) is None
+        assert shown() == full
+    doc.write_bytes(resolved.stamped(table, "0" * 64))  # another KB's
+    assert resolved.load_torch(kb_path) is None and shown() == full
+    doc.unlink()
+    assert resolved.load_torch(kb_path) is None and shown() == full
+    doc.write_bytes(good)
+    assert resolved.load_torch(kb_path) == table

@@ -153,17 +153,15 @@ class Facts:
     root for an image; None: not known), whose folder is ld.so's ``$ORIGIN``; ``kb_file``:
     the knowledge base the check reads, whose resolved tables answer which release fits and
     which the index has (None: none; the tables are the one reading of its facts, the one
-    ``moonpin which`` answers from, but for the two questions ``scraped`` answers);
+    ``moonpin which`` answers from);
     ``tag`` (``cp312``) and ``machine`` (``x86_64``): the worker's Python and platform as
     the tables name them
     (None: not known); ``user``: who the worker runs as
     (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what
-    only its user may read (ld.so's ``/etc/ld.so.preload``); ``scraped``: the knowledge
-    base's scraped facts, loaded when called (None: no KB), for the two questions its
-    resolved tables do not hold yet (:meth:`build_torches`, :meth:`index_torch_cudas`)."""
+    only its user may read (ld.so's ``/etc/ld.so.preload``)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb_file",
-                 "machine", "python", "read", "scraped", "suffixes", "tag", "torch", "user",
+                 "machine", "python", "read", "suffixes", "tag", "torch", "user",
                  "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
@@ -172,8 +170,7 @@ class Facts:
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
                  within: Confined = NOWHERE, python: str | None = None,
                  kb_file: str | None = None, tag: str | None = None,
-                 machine: str | None = None, user: Identity | None = None,
-                 scraped: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
+                 machine: str | None = None, user: Identity | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -191,7 +188,6 @@ class Facts:
         self.tag = tag
         self.machine = machine
         self.user = user
-        self.scraped = scraped
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package
@@ -275,21 +271,17 @@ class Facts:
     def build_torches(self, dist: str, version: str, module_prefix: str) -> list[str] | None:
         """The torch specifiers (``==2.11.*``) of the builds of a module under
         ``module_prefix`` the knowledge base records in ``dist`` ``version``'s wheels, in
-        order, once each; None when it does not record that release (no KB, or never
-        read)."""
-        doc = self.scraped() if self.scraped is not None else None
-        out: list[str] | None = None
-        for rel in (doc or {}).get("native") or ():
-            if not isinstance(rel, dict) or rel.get("dist") != dist \
-                    or str(rel.get("version")) != version:
-                continue
-            out = out or []
-            for wheel in rel.get("wheels") or ():
-                for b in (wheel.get("builds") or ()) if isinstance(wheel, dict) else ():
-                    spec = b.get("torch") if isinstance(b, dict) else None
-                    if str(b.get("module", "")).startswith(module_prefix) and spec \
-                            and str(spec) not in out:
-                        out.append(str(spec))
+        order, once each, from its resolved torch facts
+        (:func:`moonpin.resolver.resolved.load_torch`); None when it does not record that
+        release (no KB, never read) or its tables do not answer (missing or stale)."""
+        table = self._torch_table()
+        pairs = None if table is None else table["builds"].get(dist, {}).get(version)
+        if pairs is None:
+            return None
+        out: list[str] = []
+        for module, spec in pairs:
+            if module.startswith(module_prefix) and spec not in out:
+                out.append(spec)
         return out
 
     def index_torch_cudas(self, spec: str) -> frozenset[int | None] | None:
@@ -297,9 +289,9 @@ class Facts:
         this machine of every release the knowledge base records in ``spec`` (``==2.13.*``),
         as its scrape read them from each wheel's Requires-Dist: what ``pip install
         'torch<spec>'`` brings; None when it records none (no KB, no such release, no wheel
-        for this machine)."""
-        doc = self.scraped() if self.scraped is not None else None
-        if not doc:
+        for this machine) or its resolved torch facts do not answer (missing or stale)."""
+        table = self._torch_table()
+        if table is None:
             return None
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
         from packaging.version import InvalidVersion, Version
@@ -310,17 +302,23 @@ class Facts:
             return None
         arch = self.machine or os.uname().machine
         out: set[int | None] = set()
-        for rel in doc.get("torch") or ():
+        for rel in table["torch"]:
             try:
-                if not isinstance(rel, dict) or Version(str(rel.get("version"))) not in want:
+                if Version(rel["version"]) not in want:
                     continue
             except InvalidVersion:
                 continue
-            for var in rel.get("variants") or ():
-                if isinstance(var, dict) and var.get("arch") == arch:
-                    major = var.get("cuda_major")
-                    out.add(major if isinstance(major, int) else None)
+            out.update(major for a, major, _, _ in rel["variants"] if a == arch)
         return frozenset(out) or None
+
+    def _torch_table(self) -> dict[str, Any] | None:
+        """The knowledge base's resolved torch facts (None: no KB, or no such table of
+        it). Read on a failing path only."""
+        if self.kb_file is None:
+            return None
+        from moonpin.resolver.resolved import load_torch
+
+        return load_torch(self.kb_file)
 
     def kb_release(self, dists: Sequence[str], installed: Sequence[tuple[str, str]] = (),
                    pip_only: bool = False) -> tuple[str, str | None] | None:

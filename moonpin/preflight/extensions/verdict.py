@@ -18,7 +18,6 @@ from moonpin.preflight.result import CheckResult
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
-    from typing import Any
 
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
@@ -58,13 +57,11 @@ def gpu_state(given: str | None, image: bool) -> tuple[int | None, bool, str]:
 def judge_extensions(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                      torch: Torch | None, dists: Mapping[str, Dist],
                      add: Callable[[CheckResult], None], *, env: Mapping[str, str],
-                     gpu: str | None = None,
-                     kb: Callable[[], Mapping[str, Any] | None] | None = None,
-                     kb_file: str | None = None) -> int:
+                     gpu: str | None = None, kb_file: str | None = None) -> int:
     """Judge every extension the launch line and a CUDA start import (module doc) in the
     environment of ``ctx``; returns how many lines were said (0: none installed, none
-    required). ``kb_file``: the knowledge base ``kb`` loads (its stamp is kept with the
-    lines).
+    required). ``kb_file``: the knowledge base whose resolved tables the fix lines ask
+    (None: none; its stamp is kept with the lines).
 
     The lines are kept in the file-facts memo with the stamp of every file and folder the
     walk read and every variable it read (:func:`_remembered`): a later start with the same
@@ -72,7 +69,7 @@ def judge_extensions(ctx: Context, features: Mapping[str, str], flags: Mapping[s
     is read, no rule loaded)."""
     state = gpu_state(gpu, ctx.root is not None)
     try:
-        lines = _remembered(ctx, features, flags, torch, dists, env, state, kb, kb_file)
+        lines = _remembered(ctx, features, flags, torch, dists, env, state, kb_file)
     finally:
         if ctx.run.processes:  # the process `import torch` built, each load a copy of it
             from moonpin.preflight.loader.loadchain import release
@@ -123,7 +120,6 @@ class _SeenEnv(_Mapping):  # type: ignore[type-arg]
 def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                 torch: Torch | None, dists: Mapping[str, Dist], env: Mapping[str, str],
                 state: tuple[int | None, bool, str],
-                kb: Callable[[], Mapping[str, Any] | None] | None,
                 kb_file: str | None) -> list[CheckResult]:
     """The walk's lines (:func:`_walk`), from the file-facts memo
     (:meth:`moonpin.kb.cache.FileMemo.get_traced`) while nothing it read changed.
@@ -141,12 +137,12 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
     memo = facts_memo()
     own_env = env is os.environ or isinstance(env, os._Environ)
     if not memo.enabled:
-        return _walk(ctx, features, flags, torch, dists, env, state, kb, kb_file)
+        return _walk(ctx, features, flags, torch, dists, env, state, kb_file)
     key = repr((_WALK, tuple(ctx.paths), ctx.sites, ctx.root, ctx.ext_suffixes, ctx.version,
                 ctx.complete, ctx.machine, ctx.ld_path, ctx.python, sorted(features.items()),
                 sorted(flags.items()), (torch.version, torch.cuda) if torch else None,
                 sorted((n, d.version, d.root, tuple(d.requires)) for n, d in dists.items()),
-                state, None if own_env else sorted(env.items()), kb is not None, kb_file,
+                state, None if own_env else sorted(env.items()), kb_file,
                 (ctx.user.uid, ctx.user.gids))
                + ((repr(ctx.bounds),) if ctx.bounds is not None else ()))
 
@@ -158,7 +154,7 @@ def _remembered(ctx: Context, features: Mapping[str, str], flags: Mapping[str, s
         trace.start()
         try:
             lines = _walk(ctx, features, flags, torch, dists,
-                          seen if seen is not None else env, state, kb, kb_file)
+                          seen if seen is not None else env, state, kb_file)
         finally:
             trace.stop()
         if trace.untraced is not None or trace.all_env or (seen is not None and seen.all):
@@ -193,7 +189,6 @@ def _shaped(value: object) -> bool:
 def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
           torch: Torch | None, dists: Mapping[str, Dist], env: Mapping[str, str],
           state: tuple[int | None, bool, str],
-          kb: Callable[[], Mapping[str, Any] | None] | None,
           kb_file: str | None = None) -> list[CheckResult]:
     """The extensions judged (:func:`judge_extensions`), their lines in order."""
     from moonpin.preflight.extensions.wanted import extensions
@@ -207,7 +202,7 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        find=lambda name: locate(ctx, name),
                        read=lambda path: read_bytes(path, what="file", within=ctx.confined),
                        within=ctx.confined, python=ctx.python,
-                       kb_file=kb_file if kb is not None else None, scraped=kb,
+                       kb_file=kb_file,
                        tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine,
                        user=ctx.user)
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
