@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -32,10 +32,28 @@ if TYPE_CHECKING:  # a query answered from the resolved tables loads neither
 
     from moonpin.kb.facts import Build, Loader, Sglang, Wheel
 
-__all__ = ["Check", "Evaluation", "TorchChoice", "check_mooncake", "combos", "evaluate", "explain",
-           "get_sglang", "normalize_arch", "normalize_python", "parse_release", "parse_spec",
-           "resolve_torch", "torch_release", "triples", "wheel_tags", "which_mooncake",
-           "which_sglang", "which_torch"]
+__all__ = [
+    "Check",
+    "Evaluation",
+    "Judged",
+    "TorchChoice",
+    "check_mooncake",
+    "combos",
+    "evaluate",
+    "explain",
+    "get_sglang",
+    "normalize_arch",
+    "normalize_python",
+    "parse_release",
+    "parse_spec",
+    "resolve_torch",
+    "torch_release",
+    "triples",
+    "wheel_tags",
+    "which_mooncake",
+    "which_sglang",
+    "which_torch",
+]
 
 
 
@@ -77,6 +95,33 @@ class Evaluation:
 
     def score(self) -> int:
         return sum(1 for c in self.checks if c.ok)
+
+    @property
+    def cuda(self) -> str | None:
+        """The detail of the ``CUDA major`` check (None: not made)."""
+        return next((c.detail for c in self.checks if c.name == "CUDA major"), None)
+
+
+class Judged(NamedTuple):
+    """One combination as a resolved table holds it: what :class:`Evaluation` says of it
+    that an answer places (its verdict, score, first reason, notes, ``CUDA major`` detail)."""
+
+    torch: str
+    arch: str
+    python: str
+    wheel: str | None
+    verdict: str
+    points: int
+    reason: str | None
+    notes: tuple[str, ...]
+    cuda: str | None
+
+    @property
+    def reasons(self) -> list[str]:
+        return [] if self.reason is None else [self.reason]
+
+    def score(self) -> int:
+        return self.points
 
 
 # ----------------------------------------------------------------------- input
@@ -196,6 +241,7 @@ def _torch_facts(t: TorchChoice) -> rule.TorchFacts:
 # many combinations). Keyed by the object's identity, which the memo keeps alive.
 
 _T = TypeVar("_T")
+_Ev = TypeVar("_Ev", "Evaluation", "Judged")
 
 
 def _kept(memo: dict[Any, Any], key: tuple[Any, ...], obj: object, make: Callable[[], _T],
@@ -475,16 +521,15 @@ def _shown(evs: list[Evaluation], tags: frozenset[tuple[str, str]]) -> Evaluatio
                                    -minor(e.python)))
 
 
-def _best(evs: list[Evaluation]) -> Evaluation | None:
+def _best(evs: Sequence[_Ev]) -> _Ev | None:
     if not evs:
         return None
     order = {"compatible": 0, "unknown": 1, "incompatible": 2}
     return min(evs, key=lambda e: (order[e.verdict], -e.score()))
 
 
-def _covers(evs: list[Evaluation]) -> tuple[Covered, ...]:
-    out = [Covered(e.python, e.arch, e.torch, e.wheel,
-                   next((c.detail for c in e.checks if c.name == "CUDA major"), None))
+def _covers(evs: Sequence[Evaluation | Judged]) -> tuple[Covered, ...]:
+    out = [Covered(e.python, e.arch, e.torch, e.wheel, e.cuda)
            for e in evs if e.verdict == "compatible"]
     return tuple(sorted(out, key=lambda w: (w.torch, w.arch, w.python)))
 
@@ -497,8 +542,8 @@ class _Buckets:
         self.excluded: list[Candidate] = []
         self.unknown: list[Candidate] = []
 
-    def place(self, entry: Candidate, evs: list[Evaluation], best: Evaluation, *,
-              notes: bool = False) -> None:
+    def place(self, entry: Candidate, evs: Sequence[Evaluation | Judged],
+              best: Evaluation | Judged, *, notes: bool = False) -> None:
         """File one candidate by its best combination (``notes``: a compatible one carries
         the notes of its compatible combinations)."""
         if best.verdict == "compatible":
@@ -583,6 +628,9 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
     python, arch = normalize_python(python), normalize_arch(arch)
     torch = None if torch is None else torch_release(g, torch)
     dist, version = parse_release(mooncake)
+    fast = _sglang_tabled(g, dist, version, python, arch) if torch is None else None
+    if fast is not None:
+        return fast
     check_mooncake(g, dist, version)
     out = _Buckets()
     no_module = []
@@ -606,6 +654,31 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
     return out.which({"mooncake": f"{dist}=={version}", "torch": torch or "each release's",
                       "python": python or "all", "arch": arch or "all"},
                      without_mooncake_pg=tuple(no_module))
+
+
+def _sglang_tabled(g: CompatGraph, dist: str, version: str, python: str | None,
+                   arch: str | None) -> Which | None:
+    """:func:`which_sglang` without a torch, from the mooncake release's transposed table
+    (:func:`moonpin.resolver.resolved.load_fits`), without the facts; None when there is
+    no such table (the release named otherwise than the KB names it included) or it does
+    not hold this python or platform: then the facts answer."""
+    if g.kb_path is None:
+        return None
+    from moonpin.resolver import resolved
+
+    table = resolved.load_fits(g.kb_path, dist, version)
+    if table is None or not table.holds(python, arch):
+        return None
+    out = _Buckets()
+    for sv, module, rows in table.sglang(python, arch):
+        evs = [Judged(*r) for r in rows]
+        best = _best(evs)
+        if best is not None:
+            out.place(Candidate(sv, f"sglang=={sv}", module=module), evs, best)
+    out.unknown += [Candidate(v, reason=why) for v, why in table.unread]
+    return out.which({"mooncake": f"{dist}=={version}", "torch": "each release's",
+                      "python": python or "all", "arch": arch or "all"},
+                     without_mooncake_pg=tuple(table.without_module))
 
 
 def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | None = None,

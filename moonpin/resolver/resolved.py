@@ -18,7 +18,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "SUMMARY_NAME",
     "TORCH_NAME",
     "Explained",
+    "Fits",
     "Resolved",
     "age_note",
     "cuda_assumed",
@@ -42,11 +43,13 @@ __all__ = [
     "expand",
     "facts_file",
     "file_sha256",
+    "fits_name",
     "fix_for",
     "fixes_for",
     "load",
     "load_explain",
     "load_facts",
+    "load_fits",
     "load_launch",
     "load_requirement",
     "load_requirements",
@@ -557,6 +560,86 @@ def load_explain(kb_path: str | os.PathLike[str], sglang: str) -> Explained | No
 
     try:
         return Explained(_read_table(kb_path, table_name("_explain-", sglang), valid=fits))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def fits_name(dist: str, version: str) -> str:
+    """The file of one mooncake release's transposed table (:func:`load_fits`)."""
+    return table_name("_fits-", f"{dist}-{version}")
+
+
+def _valid_fits(doc: dict[str, Any]) -> bool:
+    """The shape of a transposed table (``moonpin.resolver.resolved_write``'s)."""
+    strings: Any = doc.get("strings")
+    sglang, unread, bare = doc.get("sglang"), doc.get("unread"), doc.get("without_module")
+    if not (_strs(strings) and type(sglang) is list and _strs(bare) and type(unread) is list
+            and all(type(u) is list and len(u) == 2 and _strs(u) for u in unread)
+            and _strs(doc.get("pythons")) and _strs(doc.get("arches"))):
+        return False
+    n = len(strings)
+    for entry in sglang:
+        if not (type(entry) is list and len(entry) == 3 and type(entry[0]) is str
+                and type(entry[1]) is str and type(entry[2]) is list):
+            return False
+        for r in entry[2]:
+            if not (type(r) is list and len(r) == 9 and type(r[0]) is str
+                    and type(r[1]) is str and type(r[2]) is str and _opt_index(r[3], n)
+                    and r[4] in (0, 1, 2) and _int(r[4]) and _int(r[5])
+                    and _opt_index(r[6], n) and type(r[7]) is list
+                    and all(_opt_index(x, n) and x is not None for x in r[7])
+                    and _opt_index(r[8], n)):
+                return False
+    return True
+
+
+class Fits:
+    """One mooncake release's transposed table: each SGLang release that imports a
+    process-group module (newest first), with every combination ``which sglang --mooncake``
+    judges beside it (each torch the release admits, platform, python: those of the
+    release's wheels), in the order the full resolver judges them."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.strings: list[str] = doc["strings"]
+        self.pythons: list[str] = doc["pythons"]
+        self.arches: list[str] = doc["arches"]
+        self.unread: list[list[str]] = doc["unread"]
+        self.without_module: list[str] = doc["without_module"]
+        self._sglang: list[list[Any]] = doc["sglang"]
+
+    def holds(self, python: str | None, arch: str | None) -> bool:
+        """Whether the table holds the combinations of this python and platform (None:
+        every one): those of the release's wheels."""
+        return (python is None or python in self.pythons) and (
+            arch is None or arch in self.arches)
+
+    def sglang(self, python: str | None, arch: str | None,
+               ) -> Iterator[tuple[str, str, list[tuple[Any, ...]]]]:
+        """(SGLang version, its module, its combinations on this python and platform as
+        ``(torch, arch, python, wheel, verdict, score, reason, notes, cuda)``), newest
+        first."""
+        s = self.strings
+
+        def text(i: int | None) -> str | None:
+            return None if i is None else s[i]
+
+        for version, module, rows in self._sglang:
+            yield version, module, [
+                (r[0], r[1], r[2], text(r[3]), _VERDICTS[r[4]], r[5], text(r[6]),
+                 tuple(s[n] for n in r[7]), text(r[8]))
+                for r in rows if (arch is None or r[1] == arch)
+                and (python is None or r[2] == python)]
+
+
+def load_fits(kb_path: str | os.PathLike[str], dist: str, version: str) -> Fits | None:
+    """The transposed table of mooncake release ``dist`` ``version`` (as the KB names it),
+    ``resolved/_fits-<dist>-<version>.json``; None when missing, damaged, stale or of
+    another release."""
+    def fits(doc: dict[str, Any]) -> bool:
+        return doc.get("mooncake") == [dist, version] and _valid_fits(doc)
+
+    try:
+        return Fits(_read_table(kb_path, fits_name(dist, version), valid=fits))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

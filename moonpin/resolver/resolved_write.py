@@ -15,6 +15,7 @@ from moonpin.resolver.resolved import (
     SUMMARY_NAME,
     TORCH_NAME,
     file_sha256,
+    fits_name,
     names_of,
     resolved_path,
     show_name,
@@ -29,7 +30,8 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from typing import Any
 
 
-__all__ = ["build", "build_native", "build_stacks", "build_stamped", "stack_graph", "write"]
+__all__ = ["build", "build_fits", "build_native", "build_stacks", "build_stamped", "stack_graph",
+           "write"]
 
 
 def stack_graph(kb: Any) -> Any:
@@ -124,6 +126,45 @@ def _documents(kb_path: Path, kb: Any = None, stacks: Any = None,
                                              "kb_sha256": common["kb_sha256"],
                                              "sglang": rel.version,
                                              "launch": rel.launch.model_dump(mode="json")}
+
+
+def build_fits(kb_path: Path, g: Any) -> dict[str, dict[str, Any]]:
+    """File name -> document of each mooncake release's transposed table
+    (:func:`moonpin.resolver.resolved.load_fits`) of the graph ``g`` of the KB at
+    ``kb_path``."""
+    return dict(_fits_documents(kb_path, g))
+
+
+def _fits_documents(kb_path: Path, g: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """:func:`build_fits`'s documents, each given as soon as it is made: per mooncake
+    release, every combination :func:`moonpin.resolver.query.which_sglang` judges without a
+    torch, python or platform, in its order (its first best is the one it places)."""
+    from moonpin.resolver import query
+
+    sha = file_sha256(kb_path)
+    heads = [s for _, s in sorted(g.sglang.items(), reverse=True)]
+    unread = [[u.version, f"not read in the last scrape: {u.reason}"]
+              for u in g.kb.unread if u.kind == "sglang"]
+    bare = [s.version for s in heads if s.pg.module is None]
+    for d, v in sorted(g.mooncake, key=lambda k: (k[1], k[0]), reverse=True):
+        version = str(v)
+        wheels = g.wheels(d, version)
+        strings: list[str] = []
+        intern = _interner(strings)
+        rows = []
+        for s in heads:
+            if s.pg.module is None:
+                continue
+            rows.append([s.version, s.pg.module, [
+                [e.torch, e.arch, e.python, intern(e.wheel), ORDER[e.verdict], e.score(),
+                 intern(e.reasons[0]) if e.reasons else None,
+                 [intern(n) for n in e.notes], intern(e.cuda)]
+                for e in query.combos(g, s, d, version, None, None, None)]])
+        yield fits_name(d, version), {
+            "schema_version": SCHEMA, "kb_sha256": sha, "mooncake": [d, version],
+            "pythons": sorted({p for w in wheels for p in w.pythons}),
+            "arches": sorted({a for w in wheels for a in w.arches}),
+            "strings": strings, "sglang": rows, "without_module": bare, "unread": unread}
 
 
 class _Explained:
@@ -480,6 +521,8 @@ def write(kb_path: Path) -> Path:
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         for name, data in _stamped_documents(kb_path, kb, stacks.cg):
             (tmp / name).write_bytes(data)
+        for name, doc in _fits_documents(kb_path, stacks.cg):
+            (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         for name, doc in _native_documents(kb_path, kb, stacks):
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         (tmp / STACKS_NAME).write_bytes(json.dumps(build_stacks(kb_path, stacks),

@@ -650,3 +650,39 @@ def test_torch_document_answers_show_torch_without_the_facts(
     assert resolved.load_torch(kb_path) is None and shown() == full
     doc.write_bytes(good)
     assert resolved.load_torch(kb_path) == table
+
+
+@pytest.mark.parametrize("python", [None, "cp312", "cp39"])
+@pytest.mark.parametrize("arch", [None, "x86_64", "aarch64"])
+def test_which_sglang_from_the_transposed_tables(kb_path: Path, python: str | None,
+                                                 arch: str | None) -> None:
+    """Each mooncake release's transposed table (``_fits-<dist>-<version>.json``) answers
+    ``which sglang --mooncake`` exactly as the full resolver, without the facts, for every
+    release of the KB; a python or platform it does not hold, a torch, and a missing,
+    damaged or stale table go to the facts, with the same answer."""
+    facts = CompatGraph(store.load(kb_path))  # no KB path: every question resolved here
+    releases = sorted(f"{d}=={v}" for d, v in facts.mooncake)
+    assert releases
+    held = 0
+    for release in releases:
+        full = query.which_sglang(facts, release, python=python, arch=arch).to_json()
+        fast = CompatGraph.from_path(kb_path)
+        assert query.which_sglang(fast, release, python=python, arch=arch).to_json() == full
+        held += not fast.loaded
+    # the tables answered (cp39 and aarch64 are on no wheel of the fixture: the facts did)
+    assert held or python == "cp39" or arch == "aarch64"
+    release = releases[-1]
+    dist, version = release.split("==")
+    doc = resolved.resolved_path(kb_path) / resolved.fits_name(dist, version)
+    full = query.which_sglang(facts, release, python=python, arch=arch).to_json()
+    good = json.loads(doc.read_bytes())
+    for bad in ({**good, "kb_sha256": "0" * 64}, {**good, "mooncake": [dist, "9.9"]},
+                {**good, "sglang": [["0.5.17", "mooncake.pg", [["2.9.1"]]]]}, None):
+        if bad is None:
+            doc.unlink()
+        else:
+            doc.write_text(json.dumps(bad))
+        assert resolved.load_fits(kb_path, dist, version) is None
+        fast = CompatGraph.from_path(kb_path)
+        assert query.which_sglang(fast, release, python=python, arch=arch).to_json() == full
+
