@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `
     from typing import Any
 
 
-__all__ = ["build", "build_fits", "build_native", "build_stacks", "build_stamped", "stack_graph",
-           "write"]
+__all__ = ["build", "build_fits", "build_matrix", "build_native", "build_stacks", "build_stamped",
+           "stack_graph", "write"]
 
 
 def stack_graph(kb: Any) -> Any:
@@ -446,6 +446,15 @@ def _stamped_documents(kb_path: Path, kb: Any, graph: Any = None,
             {"name": r.dist, "version": r.version, "record": r.model_dump(mode="json")}, sha)
 
 
+def build_matrix(kb_path: Path, g: Any) -> dict[str, Any]:
+    """The default matrix's table (:mod:`moonpin.resolver.matrix.tabled`) of the graph ``g``
+    of the KB at ``kb_path``: every cell and extension column judged."""
+    from moonpin.resolver.matrix import table, tabled
+
+    return {"schema_version": SCHEMA, "kb_sha256": file_sha256(kb_path),
+            **tabled.document(table.build_matrix(g))}
+
+
 def _torch_document(g: Any) -> dict[str, Any]:
     """The torch facts (:func:`moonpin.resolver.resolved.load_torch`): each torch release
     the KB read, with the index's wheel per platform (its CUDA major and the evidence);
@@ -527,6 +536,10 @@ def write(kb_path: Path) -> Path:
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         (tmp / STACKS_NAME).write_bytes(json.dumps(build_stacks(kb_path, stacks),
                                                    separators=(",", ":")).encode())
+        from moonpin.resolver.matrix import tabled
+
+        (tmp / tabled.MATRIX_NAME).write_bytes(json.dumps(
+            build_matrix(kb_path, stacks.cg), separators=(",", ":")).encode())
         os.chmod(tmp, 0o755)
         old = final.with_name(final.name + ".old")
         if final.exists():

@@ -686,3 +686,48 @@ def test_which_sglang_from_the_transposed_tables(kb_path: Path, python: str | No
         fast = CompatGraph.from_path(kb_path)
         assert query.which_sglang(fast, release, python=python, arch=arch).to_json() == full
 
+
+def test_default_matrix_from_its_table(kb_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_matrix.json`` holds every cell and extension column of the default matrix: its
+    Markdown and CSV (stdout, ``-o``, the docs page) come from it without the facts, byte for
+    byte as judged from the facts; a filter, JSON and HTML judge from the facts; a missing,
+    damaged or stale table is ignored (the facts answer, the same)."""
+    from moonpin.cli.main import main
+    from moonpin.resolver.matrix import table as M
+    from moonpin.resolver.matrix import tabled
+
+    out = kb_path.parent / "m.csv"
+
+    def run(*argv: str) -> tuple[int, str]:
+        out.unlink(missing_ok=True)
+        rc = main(["--kb", str(kb_path), "matrix", *argv])
+        said = capsys.readouterr().out
+        return rc, said + (out.read_text() if "-o" in argv else "")
+
+    asked = [("--format", "md"), (), ("--format", "csv"), ("-o", str(out))]
+
+    def unread(path: object) -> None:
+        raise AssertionError("the facts were read")
+
+    with monkeypatch.context() as m:
+        m.setattr(resolved, "load_facts", unread)
+        m.setattr(store, "load", unread)
+        fast = [run(*a) for a in asked]
+    full = M.build_matrix(CompatGraph(store.load(kb_path)), kb_path=kb_path)
+    assert fast[0][1] == M.render(full, "md", docs=True) and "✅" in fast[0][1]
+    assert fast[2][1] == M.to_csv(full) and fast[3][1] == M.to_csv(full)
+    m2 = tabled.load(kb_path)
+    assert m2 is not None and m2.counts() == full.counts() and m2.cells == [
+        c._replace(reasons=(), checks=()) for c in full.cells]
+    assert list(m2.extensions()) == list(full.extensions())
+    doc = resolved.resolved_path(kb_path) / tabled.MATRIX_NAME
+    good = json.loads(doc.read_bytes())
+    for bad in ({**good, "kb_sha256": "0" * 64}, {**good, "grid": good["grid"][1:]},
+                {**good, "cells": [[9, 0, [], None]]}, {**good, "ext": [10**6]}, None):
+        if bad is None:
+            doc.unlink()
+        else:
+            doc.write_text(json.dumps(bad))
+        assert tabled.load(kb_path) is None
+        assert [run(*a) for a in asked] == fast

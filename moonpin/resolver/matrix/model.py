@@ -6,9 +6,10 @@ the text renderers of :mod:`moonpin.resolver.matrix.table` and the page of
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from moonpin.resolver.query import Check
+if TYPE_CHECKING:  # the default matrix read from its table loads no query
+    from moonpin.resolver.answers import Check
 
 __all__ = [
     "CSV_COLUMNS",

@@ -41,15 +41,9 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, Any
 
 from moonpin.kb.errors import UsageError
-from moonpin.kb.facts import Sglang as SglangRelease
-from moonpin.resolver.graph import CompatGraph
-from moonpin.resolver.inputs import canonical_name, normalize_arch, normalize_python
 from moonpin.resolver.matrix.model import (
     CSV_COLUMNS,
     PREFERRED_ARCH,
@@ -62,7 +56,14 @@ from moonpin.resolver.matrix.model import (
     Row,
     scope_pick,
 )
-from moonpin.resolver.query import Evaluation, TorchChoice, evaluate, parse_spec, resolve_torch
+
+if TYPE_CHECKING:  # the default matrix read from its table (tabled.py) judges nothing
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from moonpin.kb.facts import Sglang as SglangRelease
+    from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.query import Evaluation, TorchChoice
 
 __all__ = [
     "CSV_COLUMNS",
@@ -95,6 +96,8 @@ DOCS_COMMAND = "moonpin matrix --format md -o docs/matrix.md"
 
 
 def _contains(spec: SpecifierSet | None, version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
     if spec is None:
         return True
     try:
@@ -104,6 +107,8 @@ def _contains(spec: SpecifierSet | None, version: str) -> bool:
 
 
 def _vkey(text: str) -> tuple[int, Version | str]:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return (1, Version(text))
     except InvalidVersion:
@@ -170,6 +175,8 @@ def _kb_info(g: CompatGraph, kb_path: Path | None) -> dict[str, Any]:
 
 def _chosen_dists(g: CompatGraph, dists: Sequence[str] | None,
                   unread_mc: dict[tuple[str, str], str]) -> list[str]:
+    from moonpin.resolver.inputs import canonical_name
+
     known = g.dists()
     if not dists:
         return [d for d in DEFAULT_DISTS if d in known] or known
@@ -225,6 +232,8 @@ class _Torches:
         self.seen: dict[tuple[str, str], TorchChoice] = {}
 
     def __call__(self, t: str, a: str) -> TorchChoice:
+        from moonpin.resolver.query import resolve_torch
+
         if (t, a) not in self.seen:
             self.seen[(t, a)] = resolve_torch(self.g, t, a)
         return self.seen[(t, a)]
@@ -261,6 +270,8 @@ def _rows(g: CompatGraph, s_spec: SpecifierSet | None, torch: str | None,
 def _judge(g: CompatGraph, row_rel: dict[tuple[str, str], SglangRelease],
            tchoice: _Torches) -> Callable[[Row, Column, str, str], Cell]:
     """The function judging one cell (row, column, arch, python)."""
+    from moonpin.resolver.query import evaluate
+
     def judge(row: Row, col: Column, a: str, p: str) -> Cell:
         s_rel = row_rel.get((row.sglang, row.torch))
         base = (row.sglang, row.torch, col.dist, col.mooncake, p, a)
@@ -290,6 +301,11 @@ def build_matrix(g: CompatGraph, *, dists: Sequence[str] | None = None,
     requires; ``python`` / ``arch`` narrow the scope to one python / platform;
     ``kb_path`` names the file for the footer (its sha256 is computed).
     """
+    from packaging.version import InvalidVersion, Version
+
+    from moonpin.resolver.inputs import canonical_name, normalize_arch, normalize_python
+    from moonpin.resolver.query import parse_spec
+
     python, arch = normalize_python(python), normalize_arch(arch)
     s_spec, m_spec = parse_spec(sglang, "sglang"), parse_spec(mooncake, "mooncake")
     unread_mc = {(str(canonical_name(u.name)), u.version): u.reason
@@ -527,6 +543,8 @@ def with_readme_table(readme: str, m: Matrix) -> str:
 
 def regenerate_docs(kb_path: Path, out_path: Path) -> None:
     """Write ``out_path`` (``docs/matrix.md``) from the KB at ``kb_path``."""
+    from moonpin.resolver.graph import CompatGraph
+
     m = build_matrix(CompatGraph.from_path(kb_path), kb_path=kb_path)
     _write_atomic(out_path, render_docs(m))
 
@@ -623,7 +641,17 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     filters = {k: getattr(args, k, None) for k in
                ("python", "arch", "sglang", "mooncake", "torch")}
     dists = getattr(args, "dist", None)
-    m = build_matrix(CompatGraph.from_path(kb_path), dists=dists, kb_path=kb_path, **filters)
+    m = None
+    if fmt in ("md", "csv") and not dists and not any(filters.values()):
+        # the default matrix, resolved at `kb resolve`: without the checks these two print
+        from moonpin.resolver.matrix import tabled
+
+        m = tabled.load(kb_path)
+    if m is None:
+        from moonpin.resolver.graph import CompatGraph
+
+        m = build_matrix(CompatGraph.from_path(kb_path), dists=dists, kb_path=kb_path,
+                         **filters)
     # --json asks for one JSON document on stdout, whatever else is asked: where the matrix
     # went when it was written to a file
     said_json = getattr(args, "json", False) and (readme or out)
