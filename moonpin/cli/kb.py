@@ -455,7 +455,7 @@ def _show_torch(args: argparse.Namespace, version: str) -> int:
     if table is not None:  # the torch facts resolved at `kb resolve`
         records = [(t["version"], [{"arch": a, "cuda_major": c, "evidence": e, "wheel": w}
                                    for a, c, e, w in t["variants"]]) for t in table["torch"]]
-        heads = [(sv, specs) for sv, specs in table["sglang"]]
+        heads = [(sv, specs) for sv, _, _, specs in table["sglang"]]
     else:
         records = [(t.version, [{"arch": v.arch, "cuda_major": v.cuda_major,
                                  "evidence": v.evidence, "wheel": v.artifact.filename}

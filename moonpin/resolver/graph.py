@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from moonpin.kb.models import KnowledgeBase
 
 __all__ = ["CompatGraph", "Node", "WheelView", "arch_of_platform", "build_python",
-           "canonical_name", "torch_lines"]
+           "canonical_name", "parse_torch_lines", "torch_lines"]
 
 #: A graph node: its kind (``sglang``, ``torch``, ``mooncake``, ``wheel``, ``build``)
 #: followed by what names it (version; dist and version; filename; filename and member).
@@ -60,10 +60,17 @@ def build_python(abi: str | None) -> tuple[str | None, str | None]:
 def torch_lines(release: Sglang) -> tuple[tuple[str, SpecifierSet], ...]:
     """The release's torch requirement lines that parse, each with its text and its
     version specifier (the facts carry it, read when the KB was written)."""
+    return parse_torch_lines(release.torch_requirements, release.torch_specifiers)
+
+
+def parse_torch_lines(requirements: Iterable[str], specifiers: Iterable[str | None],
+                      ) -> tuple[tuple[str, SpecifierSet], ...]:
+    """:func:`torch_lines` of a release's ``torch_requirements`` and ``torch_specifiers``
+    (as the facts, or a resolved table, hold them)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     out = []
-    for line, spec in zip(release.torch_requirements, release.torch_specifiers, strict=False):
+    for line, spec in zip(requirements, specifiers, strict=False):
         if spec is None:
             continue
         try:

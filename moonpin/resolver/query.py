@@ -39,6 +39,7 @@ __all__ = [
     "TorchChoice",
     "check_mooncake",
     "combos",
+    "cuda_majors",
     "evaluate",
     "explain",
     "get_sglang",
@@ -48,6 +49,7 @@ __all__ = [
     "parse_spec",
     "resolve_torch",
     "torch_release",
+    "torch_requirement_check",
     "triples",
     "wheel_tags",
     "which_mooncake",
@@ -277,15 +279,21 @@ def _check(name: str, d: rule.Decision, evidence: Iterable[str] = ()) -> Check:
 
 
 def _torch_requirement(s: Sglang, t: TorchChoice) -> Check:
-    lines = torch_lines(s)
+    return torch_requirement_check(torch_lines(s), t.version, s.artifact.filename)
+
+
+def torch_requirement_check(lines: tuple[tuple[str, SpecifierSet], ...], version: Version,
+                            filename: str) -> Check:
+    """The ``torch requirement`` check of torch ``version`` against SGLang's torch requirement
+    ``lines`` (:func:`moonpin.resolver.graph.torch_lines`; ``filename``: its wheel)."""
     if not lines:
         return Check("torch requirement", True, "SGLang declares no torch requirement")
-    hit = [line for line, spec in lines if spec.contains(t.version.public, prereleases=True)]
+    hit = [line for line, spec in lines if spec.contains(version.public, prereleases=True)]
     return Check(
         "torch requirement", bool(hit),
-        f"torch {t.version} satisfies {hit[0]!r}" if hit else
-        f"torch {t.version} does not satisfy SGLang's {', '.join(repr(x) for x, _ in lines)}",
-        (f"{s.artifact.filename}: METADATA Requires-Dist",))
+        f"torch {version} satisfies {hit[0]!r}" if hit else
+        f"torch {version} does not satisfy SGLang's {', '.join(repr(x) for x, _ in lines)}",
+        (f"{filename}: METADATA Requires-Dist",))
 
 
 def _module(ev: Evaluation, s: Sglang, w: WheelView, python: str, arch: str,
@@ -686,6 +694,10 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
     """The torch builds that fit: each release the KB holds, as the index publishes it
     (its CUDA major per arch); ``torch`` judges that build alone (``2.13.0+cu126``)."""
     python, arch = normalize_python(python), normalize_arch(arch)
+    if torch is None:
+        fast = _torch_tabled(g, sglang, *parse_release(mooncake), python, arch)
+        if fast is not None:
+            return fast
     s = get_sglang(g, sglang)
     dist, version = parse_release(mooncake)
     check_mooncake(g, dist, version)
@@ -707,21 +719,72 @@ def which_torch(g: CompatGraph, sglang: str, mooncake: str, *, python: str | Non
              "arch": arch or "all"}
     if given:
         query["torch"] = str(given[0])
-    said = () if out.compatible else _other_cuda(g, out, s.version, dist, version)
+    said = () if out.compatible else _other_cuda(
+        out, s.version, dist, version, lambda: cuda_majors(g, dist, version))
     return out.which(query, notes=said)
 
 
-def _other_cuda(g: CompatGraph, out: _Buckets, sglang: str, dist: str, version: str,
-                ) -> tuple[str, ...]:
+def cuda_majors(g: CompatGraph, dist: str, version: str) -> list[int]:
+    """The CUDA majors the builds of mooncake release ``dist`` ``version`` link, sorted."""
+    return sorted({b.cuda_major for w in g.wheels(dist, version) for b in w.wheel.builds
+                   if b.cuda_major is not None})
+
+
+def _torch_tabled(g: CompatGraph, sglang: str, dist: str, version: str, python: str | None,
+                  arch: str | None) -> Which | None:
+    """:func:`which_torch` without a torch, from the mooncake release's transposed table and
+    the torch facts' table (SGLang's torch requirement lines), without the facts; None when
+    either is missing or stale, or does not hold the question (the releases named otherwise
+    than the KB names them, a python or platform no wheel names, an SGLang release without
+    a torch requirement or a process-group module): then the facts answer."""
+    if g.kb_path is None:
+        return None
+    from moonpin.resolver import resolved
+    from moonpin.resolver.graph import parse_torch_lines
+
+    table = resolved.load_fits(g.kb_path, dist, version)
+    torch_doc = resolved.load_torch(g.kb_path) if table is not None else None
+    if table is None or torch_doc is None or not table.holds(python, arch) \
+            or not table.pythons or not table.arches:
+        return None
+    found = next(((module, rows) for sv, module, rows in table.sglang(python, arch)
+                  if sv == sglang), None)
+    said = next((x for x in torch_doc["sglang"] if x[0] == sglang), None)
+    if found is None or said is None or len(said) != 4:
+        return None
+    lines = parse_torch_lines(said[2], said[3])
+    if not lines:
+        return None
+    out = _Buckets()
+    for tv in reversed(g.torch_releases()):
+        if tv.is_prerelease:
+            continue
+        c = torch_requirement_check(lines, tv, said[1])
+        if not c.ok:
+            out.excluded.append(Candidate(str(tv), torch_requirement(str(tv)),
+                                          reason=f"{c.name}: {c.detail}"))
+            continue
+        evs = [Judged(*r) for r in found[1] if r[0] == str(tv)]
+        best = _best(evs)
+        if best is not None:
+            out.place(Candidate(str(tv), torch_requirement(str(tv))), evs, best)
+    query = {"sglang": sglang, "mooncake": f"{dist}=={version}", "python": python or "all",
+             "arch": arch or "all"}
+    notes = () if out.compatible else _other_cuda(out, sglang, dist, version,
+                                                  lambda: table.cuda_majors)
+    return out.which(query, notes=notes)
+
+
+def _other_cuda(out: _Buckets, sglang: str, dist: str, version: str,
+                cudas: Callable[[], list[int]]) -> tuple[str, ...]:
     """Why nothing fits, when a torch SGLang admits is refused only for the CUDA major of
     the index's build: the KB lists no other build of it (PyTorch's own index publishes
-    ``+cuXXX`` ones), so it is named, not proposed."""
+    ``+cuXXX`` ones), so it is named, not proposed (``cudas()``: the CUDA majors the
+    release's builds link)."""
     for c in out.excluded:
         reason = c.reason or ""
         if reason.startswith("CUDA major:") and "+" not in c.version:
-            majors = sorted({b.cuda_major for w in g.wheels(dist, version)
-                             for b in w.wheel.builds
-                             if b.cuda_major is not None})
+            majors = cudas()
             cuda = "/".join(map(str, majors)) or "another"
             label = f"+cu{majors[0]}6" if majors == [12] else f"+cu{majors[0]}0" if majors else ""
             tip = (f"; e.g. `moonpin which torch --sglang {sglang} --mooncake {dist}=={version} "

@@ -575,7 +575,9 @@ def _valid_fits(doc: dict[str, Any]) -> bool:
     sglang, unread, bare = doc.get("sglang"), doc.get("unread"), doc.get("without_module")
     if not (_strs(strings) and type(sglang) is list and _strs(bare) and type(unread) is list
             and all(type(u) is list and len(u) == 2 and _strs(u) for u in unread)
-            and _strs(doc.get("pythons")) and _strs(doc.get("arches"))):
+            and _strs(doc.get("pythons")) and _strs(doc.get("arches"))
+            and type(doc.get("cuda_majors")) is list
+            and all(type(c) is int for c in doc["cuda_majors"])):
         return False
     n = len(strings)
     for entry in sglang:
@@ -605,6 +607,8 @@ class Fits:
         self.arches: list[str] = doc["arches"]
         self.unread: list[list[str]] = doc["unread"]
         self.without_module: list[str] = doc["without_module"]
+        #: the CUDA majors the release's builds link, sorted
+        self.cuda_majors: list[int] = doc["cuda_majors"]
         self._sglang: list[list[Any]] = doc["sglang"]
 
     def holds(self, python: str | None, arch: str | None) -> bool:
@@ -924,8 +928,9 @@ def _valid_torch(doc: Any) -> bool:
                     and (v[1] is None or type(v[1]) is int) and type(v[2]) is str
                     and type(v[3]) is str for v in t["variants"]) for t in torch)
             and type(sglang) is list and all(
-                type(x) is list and len(x) == 2 and type(x[0]) is str and type(x[1]) is list
-                and all(y is None or type(y) is str for y in x[1]) for x in sglang)
+                type(x) is list and len(x) == 4 and type(x[0]) is str and type(x[1]) is str
+                and _strs(x[2]) and type(x[3]) is list
+                and all(y is None or type(y) is str for y in x[3]) for x in sglang)
             and type(builds) is dict and all(
                 type(by) is dict and all(
                     type(pairs) is list and all(type(p) is list and len(p) == 2 and _strs(p)
@@ -934,13 +939,13 @@ def _valid_torch(doc: Any) -> bool:
 
 
 def load_torch(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The KB's torch facts from ``resolved/_torch.json``: ``torch``, each torch release it
-    read (``version``, ``variants``: ``[arch, CUDA major or None, evidence, wheel]`` of the
-    index's wheel per platform); ``sglang``, each SGLang release a query holds (the index's
-    record of a version before a local one), oldest first, as ``[version, its torch
-    specifiers]``; ``builds``, per extension distribution and version, the ``[module,
-    torch specifier]`` of each of its builds that names one. None when the document is
-    missing, stale, damaged or of another shape (then the caller reads the facts)."""
+    """The KB's torch facts from ``resolved/_torch.json``: ``torch``, each torch release it read
+    (``version``, ``variants``: ``[arch, CUDA major or None, evidence, wheel]`` of the index's
+    wheel per platform); ``sglang``, each SGLang release a query holds (the index's record of a
+    version before a local one), oldest first, as ``[version, its wheel, its torch requirement
+    lines, their specifiers]``; ``builds``, per extension distribution and version, the
+    ``[module, torch specifier]`` of each of its builds that names one. None when the document
+    is missing, stale, damaged or of another shape (then the caller reads the facts)."""
     def read() -> dict[str, Any] | None:
         try:
             doc = _read_stamped(kb_path, TORCH_NAME)

@@ -164,6 +164,7 @@ def _fits_documents(kb_path: Path, g: Any) -> Iterator[tuple[str, dict[str, Any]
             "schema_version": SCHEMA, "kb_sha256": sha, "mooncake": [d, version],
             "pythons": sorted({p for w in wheels for p in w.pythons}),
             "arches": sorted({a for w in wheels for a in w.arches}),
+            "cuda_majors": query.cuda_majors(g, d, version),
             "strings": strings, "sglang": rows, "without_module": bare, "unread": unread}
 
 
@@ -456,12 +457,12 @@ def build_matrix(kb_path: Path, g: Any) -> dict[str, Any]:
 
 
 def _torch_document(g: Any) -> dict[str, Any]:
-    """The torch facts (:func:`moonpin.resolver.resolved.load_torch`): each torch release
-    the KB read, with the index's wheel per platform (its CUDA major and the evidence);
-    each SGLang release the graph holds (the index's record of a version before a local
-    one), oldest first, with its torch specifiers; and the torch each extension release's
-    builds target: per distribution and version, the ``[module, specifier]`` of each build
-    that names one, in the order of its wheels and builds, once each."""
+    """The torch facts (:func:`moonpin.resolver.resolved.load_torch`): each torch release the KB
+    read, with the index's wheel per platform (its CUDA major and the evidence); each SGLang
+    release the graph holds (the index's record of a version before a local one), oldest first,
+    with its wheel and torch requirement lines and specifiers; and the torch each extension
+    release's builds target: per distribution and version, the ``[module, specifier]`` of each
+    build that names one, in the order of its wheels and builds, once each."""
     builds: dict[str, dict[str, list[list[str]]]] = {}
     for r in g.kb.native:
         pairs = builds.setdefault(r.dist, {}).setdefault(r.version, [])
@@ -472,7 +473,8 @@ def _torch_document(g: Any) -> dict[str, Any]:
     return {"torch": [{"version": t.version, "variants": [
                 [v.arch, v.cuda_major, v.evidence, v.artifact.filename] for v in t.variants]}
                       for t in g.kb.torch],
-            "sglang": [[str(v), list(s.torch_specifiers)] for v, s in sorted(g.sglang.items())],
+            "sglang": [[str(v), s.artifact.filename, list(s.torch_requirements),
+                        list(s.torch_specifiers)] for v, s in sorted(g.sglang.items())],
             "builds": builds}
 
 

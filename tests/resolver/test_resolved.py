@@ -611,8 +611,8 @@ def test_torch_document_answers_show_torch_without_the_facts(
         (t.version, [(v.arch, v.cuda_major, v.evidence, v.artifact.filename)
                      for v in t.variants]) for t in facts.torch]
     g = CompatGraph(facts)
-    assert table["sglang"] == [[str(v), list(s.torch_specifiers)]
-                               for v, s in sorted(g.sglang.items())]
+    assert table["sglang"] == [[str(v), s.artifact.filename, list(s.torch_requirements),
+                                list(s.torch_specifiers)] for v, s in sorted(g.sglang.items())]
     asked = [f"torch=={facts.torch[-1].version}", f"torch=={facts.torch[0].version}+cu126",
              "torch==9.9.9"]
 
@@ -731,3 +731,38 @@ def test_default_matrix_from_its_table(kb_path: Path, capsys: pytest.CaptureFixt
             doc.write_text(json.dumps(bad))
         assert tabled.load(kb_path) is None
         assert [run(*a) for a in asked] == fast
+
+
+@pytest.mark.parametrize("python", [None, "cp312", "cp39"])
+@pytest.mark.parametrize("arch", [None, "x86_64", "aarch64"])
+def test_which_torch_from_the_tables(kb_path: Path, python: str | None,
+                                     arch: str | None) -> None:
+    """``which torch --sglang S --mooncake M`` answers from M's transposed table and the
+    torch facts' table (SGLang's torch requirement lines) exactly as the full resolver,
+    without the facts, for every SGLang and mooncake release of the KB; a broken or stale
+    torch table, or a torch given, go to the facts, with the same answer."""
+    facts = CompatGraph(store.load(kb_path))
+    pairs = [(str(s.version), f"{d}=={v}") for s in facts.sglang.values()
+             if s.pg.module is not None for d, v in facts.mooncake]
+    assert pairs
+    held = 0
+    for sglang, release in pairs:
+        full = query.which_torch(facts, sglang, release, python=python, arch=arch).to_json()
+        fast = CompatGraph.from_path(kb_path)
+        assert query.which_torch(fast, sglang, release, python=python,
+                                 arch=arch).to_json() == full
+        held += not fast.loaded
+    assert held or python == "cp39" or arch == "aarch64"
+    sglang, release = pairs[0]
+    full = query.which_torch(facts, sglang, release, python=python, arch=arch).to_json()
+    doc = resolved.resolved_path(kb_path) / resolved.TORCH_NAME
+    table = resolved.load_torch(kb_path)
+    assert table is not None
+    for bad in ({**table, "sglang": [[sglang, "w", ["torch==1"]]]}, None):
+        if bad is None:
+            doc.unlink()
+        else:
+            _restamp(doc, bad, kb_path)
+        fast = CompatGraph.from_path(kb_path)
+        assert query.which_torch(fast, sglang, release, python=python,
+                                 arch=arch).to_json() == full
