@@ -95,15 +95,21 @@ def _derived_cases(rng: random.Random, table: Path) -> str:
     return what
 
 
-def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
-    truth = run(["--kb", str(template / "kb.json"), *WHICH], tmp_path / "truth")
-    assert truth.rc == 0, truth.err
-    answer = json.loads(truth.out)
+#: The derived tables damaged, each with a query that reads it: a release's table and the
+#: requirements index, a mooncake release's transposed table, the default matrix.
+DERIVED = {"0.5.18.json": WHICH, "_sglang.json": WHICH,
+           "_fits-mooncake-transfer-engine-cuda13-0.3.13.post1.json": [
+               "which", "sglang", "--mooncake", "mooncake-transfer-engine-cuda13==0.3.13.post1",
+               "--json"],
+           "_matrix.json": ["matrix", "--format", "csv"]}
 
-    def same_answer(o: Outcome) -> str | None:
-        if o.rc == 0 and json.loads(o.out) != answer:
-            return f"a different answer than the undamaged files give:\n{o.out[:800]}"
-        return None
+
+def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    truths = {}
+    for name, argv in DERIVED.items():
+        truth = run(["--kb", str(template / "kb.json"), *argv], tmp_path / "truth")
+        assert truth.rc == 0, truth.err
+        truths[name] = truth.out
 
     def make(rng: random.Random, i: int) -> Case:
         folder = tmp_path / f"in{i % 4}"
@@ -111,8 +117,9 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
         shutil.copytree(template, folder)
         home = tmp_path / f"home{i % 4}"
         kb = folder / "kb.json"
+        name = "0.5.18.json"
         if rng.random() < 0.75:
-            name = rng.choice(["0.5.18.json", "0.5.18.json", "_sglang.json"])
+            name = rng.choice(["0.5.18.json", *DERIVED])
             what = f"{name}: " + _derived_cases(rng, folder / "resolved" / name)
         else:  # the memo that remembers the KB's sha256 (and the parsed tables)
             memo = home / "cache" / "check-facts.marshal"
@@ -120,7 +127,14 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
             run_first = runner(fuzz, i)(["--kb", str(kb), *WHICH], home)
             assert run_first.rc == 0, run_first.err
             what = "memo: " + _damage_memo(rng, memo)
-        return Case(what, ["--kb", str(kb), *WHICH], keep=[kb], judge=same_answer, home=home)
+
+        def same_answer(o: Outcome) -> str | None:
+            if o.rc == 0 and o.out != truths[name]:
+                return f"a different answer than the undamaged files give:\n{o.out[:800]}"
+            return None
+
+        return Case(what, ["--kb", str(kb), *DERIVED[name]], keep=[kb], judge=same_answer,
+                    home=home)
 
     return survey("resolved tables and the file-facts memo", 1919, n, fuzz, tmp_path, make)
 
@@ -147,11 +161,13 @@ def _damage_memo(rng: random.Random, memo: Path) -> str:
     return "entries of the wrong type"
 
 
-#: Queries that read the stamped documents: the facts (``which sglang`` has no table),
-#: a release's show document, and the summary and the names users' input is read against.
-STAMPED = {"_facts.json": ["which", "sglang", "--mooncake",
-                           "mooncake-transfer-engine-cuda13==0.3.13.post1", "--json"],
+#: Queries that read the stamped documents: the facts (no table judges a local torch
+#: build), a release's show document, the torch facts, and the summary and the names
+#: users' input is read against.
+STAMPED = {"_facts.json": ["triples", "--sglang", "0.5.18", "--torch", "2.13.0+cu126",
+                           "--json"],
            "_show-sglang-0.5.18.json": ["show", "sglang==0.5.18", "--json"],
+           "_torch.json": ["show", "torch==2.13.0", "--json"],
            "_summary.json": ["which", "mooncake", "--sglang", "v0.5.18", "--json"],
            "_names.json": ["which", "mooncake", "--sglang", "v0.5.18", "--json"]}
 
