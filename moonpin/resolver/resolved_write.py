@@ -448,12 +448,36 @@ def _stamped_documents(kb_path: Path, kb: Any, graph: Any = None,
 
 
 def build_matrix(kb_path: Path, g: Any) -> dict[str, Any]:
-    """The default matrix's table (:mod:`moonpin.resolver.matrix.tabled`) of the graph ``g``
-    of the KB at ``kb_path``: every cell and extension column judged."""
-    from moonpin.resolver.matrix import table, tabled
+    """The default matrix's table (:func:`moonpin.resolver.matrix.tabled.load`) of the graph
+    ``g`` of the KB at ``kb_path``, every cell and extension column judged now: each
+    distinct cell and extension said once in ``cells``/``extensions``, and by index, in the
+    order ``Matrix.cells`` and ``Matrix.extensions`` give them, in ``grid``/``ext``."""
+    from moonpin.resolver.matrix.model import STATES
+    from moonpin.resolver.matrix.table import build_matrix as judged
+    from moonpin.resolver.matrix.tabled import KB_KEYS
 
+    m = judged(g)
+    strings: list[str] = []
+    intern = _interner(strings)
+    pool: dict[tuple[Any, ...], int] = {}
+
+    def pooled(key: tuple[Any, ...]) -> int:
+        return pool.setdefault(key, len(pool))
+
+    grid = [pooled((STATES.index(c.state), intern(c.reason),
+                    tuple(intern(n) for n in c.notes), intern(c.wheel))) for c in m.cells]
+    cells = [[k[0], k[1], list(k[2]), k[3]] for k in pool]
+    pool = {}
+    ext = [pooled((intern(e.requirement), intern(e.reason), e.unknown))
+           for _, _, _, e in m.extensions()]
     return {"schema_version": SCHEMA, "kb_sha256": file_sha256(kb_path),
-            **tabled.document(table.build_matrix(g))}
+            "kb": {k: m.kb.get(k) for k in KB_KEYS}, "scope": m.scope,
+            "rows": [[r.sglang, r.torch, r.module, r.torch_line, [list(c) for c in r.cuda],
+                      r.unread] for r in m.rows],
+            "columns": [[c.dist, c.mooncake, c.unread] for c in m.columns],
+            "pythons": m.pythons, "arches": m.arches, "projects": list(m.projects),
+            "strings": strings, "cells": cells, "grid": grid,
+            "extensions": [list(k) for k in pool], "ext": ext}
 
 
 def _torch_document(g: Any) -> dict[str, Any]:

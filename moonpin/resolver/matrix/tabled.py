@@ -12,49 +12,14 @@ from typing import Any
 
 from moonpin.resolver.matrix.model import STATES, Cell, Column, Extension, Matrix, Row
 
-__all__ = ["MATRIX_NAME", "document", "load"]
+__all__ = ["KB_KEYS", "MATRIX_NAME", "load"]
 
 #: The file of the default matrix, beside the other resolved tables.
 MATRIX_NAME = "_matrix.json"
 
 #: What the matrix footer says of its KB, from the table (the path and sha256 are asked of
 #: the file the matrix is read for).
-_KB_KEYS = ("scraped_at", "index_url", "moonpin_version")
-
-
-def document(m: Matrix) -> dict[str, Any]:
-    """The table of the matrix ``m`` (every cell and extension column judged now): each
-    distinct cell and extension said once in ``cells``/``extensions``, and by index, in the
-    order :attr:`Matrix.cells` and :meth:`Matrix.extensions` give them, in ``grid``/``ext``."""
-    strings: list[str] = []
-    index: dict[str, int] = {}
-
-    def intern(text: str | None) -> int | None:
-        if text is None:
-            return None
-        if text not in index:
-            index[text] = len(strings)
-            strings.append(text)
-        return index[text]
-
-    pool: dict[tuple[Any, ...], int] = {}
-
-    def pooled(key: tuple[Any, ...]) -> int:
-        return pool.setdefault(key, len(pool))
-
-    grid = [pooled((STATES.index(c.state), intern(c.reason),
-                    tuple(intern(n) for n in c.notes), intern(c.wheel))) for c in m.cells]
-    cells = [[k[0], k[1], list(k[2]), k[3]] for k in pool]
-    pool = {}
-    ext = [pooled((intern(e.requirement), intern(e.reason), e.unknown))
-           for _, _, _, e in m.extensions()]
-    return {"kb": {k: m.kb.get(k) for k in _KB_KEYS}, "scope": m.scope,
-            "rows": [[r.sglang, r.torch, r.module, r.torch_line, [list(c) for c in r.cuda],
-                      r.unread] for r in m.rows],
-            "columns": [[c.dist, c.mooncake, c.unread] for c in m.columns],
-            "pythons": m.pythons, "arches": m.arches, "projects": list(m.projects),
-            "strings": strings, "cells": cells, "grid": grid,
-            "extensions": [list(k) for k in pool], "ext": ext}
+KB_KEYS = ("scraped_at", "index_url", "moonpin_version")
 
 
 def _str(v: Any) -> bool:
@@ -78,20 +43,13 @@ def _refs(v: Any, n: int) -> bool:
 
 
 def _valid(doc: dict[str, Any]) -> bool:
-    """Whether ``doc`` has exactly the shape :func:`document` writes."""
-    kb: Any = doc.get("kb")
-    scope: Any = doc.get("scope")
-    rows: Any = doc.get("rows")
-    columns: Any = doc.get("columns")
-    pythons: Any = doc.get("pythons")
-    arches: Any = doc.get("arches")
-    projects: Any = doc.get("projects")
-    strings: Any = doc.get("strings")
-    cells: Any = doc.get("cells")
-    grid: Any = doc.get("grid")
-    exts: Any = doc.get("extensions")
-    ext: Any = doc.get("ext")
-    if not (type(kb) is dict and all(_opt(kb.get(k)) for k in _KB_KEYS)
+    """Whether ``doc`` has exactly the shape
+    :func:`moonpin.resolver.resolved_write.build_matrix` writes."""
+    values: list[Any] = [doc.get(k) for k in (
+        "kb", "scope", "rows", "columns", "pythons", "arches", "projects", "strings", "cells",
+        "grid", "extensions", "ext")]
+    kb, scope, rows, columns, pythons, arches, projects, strings, cells, grid, exts, ext = values
+    if not (type(kb) is dict and all(_opt(kb.get(k)) for k in KB_KEYS)
             and _str(kb.get("scraped_at")) and type(scope) is dict
             and _strs(scope.get("dists")) and all(_str(scope.get(k)) for k in (
                 "python", "arch", "sglang", "mooncake", "torch"))
