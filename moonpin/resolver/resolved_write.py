@@ -562,10 +562,19 @@ def write(kb_path: Path) -> Path:
             (tmp / name).write_bytes(json.dumps(doc, separators=(",", ":")).encode())
         (tmp / STACKS_NAME).write_bytes(json.dumps(build_stacks(kb_path, stacks),
                                                    separators=(",", ":")).encode())
+        from moonpin.kb.errors import UsageError
         from moonpin.resolver.matrix import tabled
 
-        (tmp / tabled.MATRIX_NAME).write_bytes(json.dumps(
-            build_matrix(kb_path, stacks.cg), separators=(",", ":")).encode())
+        try:
+            matrix = build_matrix(kb_path, stacks.cg)
+        except UsageError:
+            # a cell the matrix cannot judge (a row at no torch: its extension columns ask
+            # `which` of torch '?'): no table; `moonpin matrix` judges from the facts and
+            # says so, as without one
+            matrix = None
+        if matrix is not None:
+            (tmp / tabled.MATRIX_NAME).write_bytes(json.dumps(
+                matrix, separators=(",", ":")).encode())
         os.chmod(tmp, 0o755)
         old = final.with_name(final.name + ".old")
         if final.exists():

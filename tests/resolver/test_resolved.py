@@ -766,3 +766,24 @@ def test_which_torch_from_the_tables(kb_path: Path, python: str | None,
         fast = CompatGraph.from_path(kb_path)
         assert query.which_torch(fast, sglang, release, python=python,
                                  arch=arch).to_json() == full
+
+
+def test_a_matrix_the_facts_cannot_judge_whole_gets_no_table(kb_path: Path) -> None:
+    """Found by the hostile scrape surface: an SGLang release whose torch requirement no
+    torch of the KB meets is a row at torch '?', whose extension columns cannot be judged
+    (`which` of torch '?' is a usage error). ``kb resolve`` then writes every table but the
+    matrix's (it failed whole, after the scrape had written the KB), and `moonpin matrix`
+    says what it said without one."""
+    from moonpin.resolver.matrix import tabled
+    from moonpin.resolver.resolved_write import write
+
+    kb = store.load(kb_path)
+    odd = kb.sglang[-1].model_copy(update={"torch_requirements": ("torch==9.9.9",)})
+    store.save(kb.model_copy(update={"sglang": (*kb.sglang[:-1], odd)}), kb_path)
+    write(kb_path)  # raised UsageError before
+    assert tabled.load(kb_path) is None
+    assert resolved.load_torch(kb_path) is not None
+    out = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(kb_path), "matrix",
+                          "--format", "md"], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
+    assert "Traceback" not in out.stderr, out.stderr
