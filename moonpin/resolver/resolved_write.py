@@ -568,9 +568,8 @@ def write(kb_path: Path) -> Path:
         try:
             matrix = build_matrix(kb_path, stacks.cg)
         except UsageError:
-            # a cell the matrix cannot judge (a row at no torch: its extension columns ask
-            # `which` of torch '?'): no table; `moonpin matrix` judges from the facts and
-            # says so, as without one
+            # a cell the facts cannot judge: no table (`moonpin matrix` judges from the
+            # facts and says why), never a failed resolve after a scrape wrote the KB
             matrix = None
         if matrix is not None:
             (tmp / tabled.MATRIX_NAME).write_bytes(json.dumps(

@@ -258,7 +258,8 @@ def _rows(g: CompatGraph, s_spec: SpecifierSet | None, torch: str | None,
         for t, line in reversed(admitted):
             cuda = tuple((a, tchoice(t, a).cuda) for a in arches) if t != "?" else ()
             rows.append(Row(s.version, t, s.pg.module, line, cuda))
-            row_rel[(s.version, t)] = s
+            if t != "?":  # a row at no torch is judged unknown, never at torch '?'
+                row_rel[(s.version, t)] = s
     for u in g.kb.unread:
         if u.kind == "sglang" and g.find_sglang(u.version) is None \
                 and _contains(s_spec, u.version):
