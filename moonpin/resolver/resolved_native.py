@@ -194,6 +194,7 @@ def _valid_table(doc: dict[str, Any]) -> bool:
             and all(_strs(r) and len(r) == 2 for r in releases)
             and type(doc.get("wanted")) is dict
             and all(_strs(v) for v in doc["wanted"].values())
+            and ("imported" not in doc or _strs(doc["imported"]))
             and type(evals) is list and len(evals) == len(releases)):
         return False
     n = len(strings)
@@ -213,9 +214,12 @@ def _valid_table(doc: dict[str, Any]) -> bool:
 
 def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
                sglang: str | None, python: str | None, arch: str | None,
-               dist: str | None) -> Which | None:
+               dist: str | None, as_imported: bool = False) -> Which | None:
     """The answer from the resolved tables, or None when they do not hold the question
-    (the full resolver then answers, and says what is wrong with a bad one)."""
+    (the full resolver then answers, and says what is wrong with a bad one).
+    ``as_imported``: a question of the whole project asks for the releases that give what
+    it is imported as (``which nixl``: the meta, not a backend alone); else of releases of
+    any of its distributions that load (what a pin of a backend moves to)."""
     from moonpin.resolver.resolved import read_table
 
     try:
@@ -258,7 +262,12 @@ def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
             return None
     first = tables[0][1]
     chosen = [(i, d, v) for i, (d, v) in enumerate(first["releases"]) if d in dists]
-    wanted = frozenset(p for d in dists for p in first["wanted"].get(d, ()))
+    # the project as imported: what it is imported as; else what the distributions install
+    # (a table without ``imported``, from before it: every package, as then)
+    imported = first.get("imported") if as_imported and set(dists) == set(first["wanted"]) \
+        else None
+    wanted = frozenset(imported) if imported else frozenset(
+        p for d in dists for p in first["wanted"].get(d, ()))
     arches = [arch] if arch else list(ARCHES)
     pythons = [python] if python else list(index["pythons"])
 

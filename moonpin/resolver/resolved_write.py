@@ -220,10 +220,12 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
         dists = sorted({r.dist for r in mine})
         wanted = {d: sorted(native.wanted_packages([r for r in mine if r.dist == d]))
                   for d in dists}
+        imported = sorted(native.imported_packages(mine))
         for t in torches:
             table = {"schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
                      "torch": t, "releases": [[r.dist, r.version] for r in mine],
-                     "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
+                     "wanted": wanted, "imported": imported,
+                     **_native_evals(stacks, mine, t, pythons)}
             yield rn.entry_name(project, t), table
             for v, by_torch in held.items():
                 if t in sglang[v]["torch"]:

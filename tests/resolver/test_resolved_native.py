@@ -38,14 +38,16 @@ def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return resolved_kb(tmp_path_factory.mktemp("native"), kb)
 
 
+@pytest.mark.parametrize("as_imported", [False, True], ids=["loads", "imported"])
 @pytest.mark.parametrize(("what", "torch", "sglang", "python", "arch"), QUESTIONS)
 def test_the_tables_answer_as_the_full_resolver(kb_path: Path, what: str, torch: str | None,
                                                 sglang: str | None, python: str | None,
-                                                arch: str | None) -> None:
+                                                arch: str | None, as_imported: bool) -> None:
     fast = rn.which_fast(kb_path, what, torch=torch, sglang=sglang, python=python, arch=arch,
-                         dist=None)
+                         dist=None, as_imported=as_imported)
     full = native.which_native(CompatGraph.from_path(kb_path), what, torch=torch,
-                               sglang=sglang, python=python, arch=arch)
+                               sglang=sglang, python=python, arch=arch,
+                               as_imported=as_imported)
     assert fast is not None
     assert fast.to_json() == full.to_json()
 
@@ -82,6 +84,31 @@ def test_a_stale_or_damaged_table_is_not_read(kb_path: Path, tmp_path: Path) -> 
     copy.write_text(copy.read_text() + " ")  # another KB: every table is stale
     assert rn.which_fast(copy, "sgl_kernel", torch="2.14.1", sglang=None, python=None,
                          arch=None, dist=None) is None
+
+
+def test_the_project_is_what_it_is_imported_as_a_distribution_what_it_installs(
+        kb_path: Path, tmp_path: Path) -> None:
+    """``which nixl``: the meta (``import nixl_ep``), not the backend alone, whose
+    ``nixl_ep_cu13`` the meta loads; ``which nixl-cu13``: the backend. A table from before
+    ``imported`` still answers, with every package as then."""
+    import shutil
+
+    def best(path: Path, what: str) -> str | None:
+        got = rn.which_fast(path, what, torch="2.14.1", sglang=None, python="3.12",
+                            arch="x86_64", dist=None, as_imported=True)
+        assert got is not None
+        return (got.recommended() or {}).get("requirement")
+
+    assert best(kb_path, "nixl") == "nixl==1.5.1"
+    assert best(kb_path, "nixl-cu13") == "nixl-cu13==1.5.1"
+    copy = tmp_path / "kb.json"
+    shutil.copy(kb_path, copy)
+    shutil.copytree(kb_path.parent / "resolved", tmp_path / "resolved")
+    table = tmp_path / "resolved" / rn.entry_name("nixl", "2.14.1")
+    doc = json.loads(table.read_text())
+    assert doc.pop("imported") == ["nixl_ep"]
+    table.write_text(json.dumps(doc))
+    assert best(copy, "nixl") is not None
 
 
 def test_the_command_loads_no_pydantic_nor_networkx(kb_path: Path) -> None:
