@@ -125,6 +125,36 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
     return survey("resolved tables and the file-facts memo", 1919, n, fuzz, tmp_path, make)
 
 
+#: What the planner behind ``constraints`` reads beside the release tables: the SGLang
+#: release's held table (its verdicts and first reasons) and every extension release's pins
+#: and locks.
+PLANNER = ["constraints", "--sglang", "0.5.18", "--python", "3.12", "--arch", "x86_64",
+           "--json"]
+
+
+def _planner_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    truth = run(["--kb", str(template / "kb.json"), *PLANNER], tmp_path / "truth")
+    assert truth.rc == 0, truth.err
+    answer = json.loads(truth.out)
+
+    def same_answer(o: Outcome) -> str | None:
+        if o.rc == 0 and json.loads(o.out) != answer:
+            return f"a different answer than the undamaged files give:\n{o.out[:800]}"
+        return None
+
+    def make(rng: random.Random, i: int) -> Case:
+        folder = tmp_path / f"in{i % 4}"
+        shutil.rmtree(fresh(folder))
+        shutil.copytree(template, folder)
+        name = rng.choice(["_held-0.5.18.json", "_requires.json"])
+        what = f"{name}: " + _derived_cases(rng, folder / "resolved" / name)
+        return Case(what, ["--kb", str(folder / "kb.json"), *PLANNER],
+                    keep=[folder / "kb.json"], judge=same_answer,
+                    home=tmp_path / f"home{i % 4}")
+
+    return survey("the planner's held and requirements tables", 1949, n, fuzz, tmp_path, make)
+
+
 def _damage_memo(rng: random.Random, memo: Path) -> str:
     doc = cache.load(memo)
     pick = rng.random()
@@ -210,16 +240,18 @@ def _stamped_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
     return survey("stamped facts and show documents", 1931, n, fuzz, tmp_path, make)
 
 
-@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
-                         ids=["kb", "derived", "stamped"])
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface,
+                                     _planner_surface],
+                         ids=["kb", "derived", "stamped", "planner"])
 def test_hostile_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                       ) -> None:
     surface(tmp_path, kb_template, DEFAULT_N, False).check()
 
 
 @pytest.mark.fuzz
-@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
-                         ids=["kb", "derived", "stamped"])
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface,
+                                     _planner_surface],
+                         ids=["kb", "derived", "stamped", "planner"])
 def test_fuzz_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                    ) -> None:
     surface(tmp_path, kb_template, FUZZ_N, True).check()
