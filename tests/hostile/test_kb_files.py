@@ -95,8 +95,11 @@ def _derived_cases(rng: random.Random, table: Path) -> str:
     return what
 
 
-def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
-    truth = run(["--kb", str(template / "kb.json"), *WHICH], tmp_path / "truth")
+def _same_answer(template: Path, argv: list[str], home: Path) -> Callable[[Outcome],
+                                                                          str | None]:
+    """A judge of outcomes: an answer (exit 0) other than ``argv``'s on the undamaged
+    ``template`` is a problem."""
+    truth = run(["--kb", str(template / "kb.json"), *argv], home)
     assert truth.rc == 0, truth.err
     answer = json.loads(truth.out)
 
@@ -104,6 +107,12 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
         if o.rc == 0 and json.loads(o.out) != answer:
             return f"a different answer than the undamaged files give:\n{o.out[:800]}"
         return None
+
+    return same_answer
+
+
+def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    same_answer = _same_answer(template, WHICH, tmp_path / "truth")
 
     def make(rng: random.Random, i: int) -> Case:
         folder = tmp_path / f"in{i % 4}"
@@ -133,14 +142,7 @@ PLANNER = ["constraints", "--sglang", "0.5.18", "--python", "3.12", "--arch", "x
 
 
 def _planner_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
-    truth = run(["--kb", str(template / "kb.json"), *PLANNER], tmp_path / "truth")
-    assert truth.rc == 0, truth.err
-    answer = json.loads(truth.out)
-
-    def same_answer(o: Outcome) -> str | None:
-        if o.rc == 0 and json.loads(o.out) != answer:
-            return f"a different answer than the undamaged files give:\n{o.out[:800]}"
-        return None
+    same_answer = _same_answer(template, PLANNER, tmp_path / "truth")
 
     def make(rng: random.Random, i: int) -> Case:
         folder = tmp_path / f"in{i % 4}"
