@@ -95,8 +95,11 @@ def _derived_cases(rng: random.Random, table: Path) -> str:
     return what
 
 
-def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
-    truth = run(["--kb", str(template / "kb.json"), *WHICH], tmp_path / "truth")
+def _same_answer(template: Path, argv: list[str], home: Path) -> Callable[[Outcome],
+                                                                          str | None]:
+    """A judge of outcomes: an answer (exit 0) other than ``argv``'s on the undamaged
+    ``template`` is a problem."""
+    truth = run(["--kb", str(template / "kb.json"), *argv], home)
     assert truth.rc == 0, truth.err
     answer = json.loads(truth.out)
 
@@ -104,6 +107,12 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
         if o.rc == 0 and json.loads(o.out) != answer:
             return f"a different answer than the undamaged files give:\n{o.out[:800]}"
         return None
+
+    return same_answer
+
+
+def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    same_answer = _same_answer(template, WHICH, tmp_path / "truth")
 
     def make(rng: random.Random, i: int) -> Case:
         folder = tmp_path / f"in{i % 4}"
@@ -123,6 +132,29 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
         return Case(what, ["--kb", str(kb), *WHICH], keep=[kb], judge=same_answer, home=home)
 
     return survey("resolved tables and the file-facts memo", 1919, n, fuzz, tmp_path, make)
+
+
+#: What the planner behind ``constraints`` reads beside the release tables: the SGLang
+#: release's held table (its verdicts and first reasons) and every extension release's pins
+#: and locks.
+PLANNER = ["constraints", "--sglang", "0.5.18", "--python", "3.12", "--arch", "x86_64",
+           "--json"]
+
+
+def _planner_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    same_answer = _same_answer(template, PLANNER, tmp_path / "truth")
+
+    def make(rng: random.Random, i: int) -> Case:
+        folder = tmp_path / f"in{i % 4}"
+        shutil.rmtree(fresh(folder))
+        shutil.copytree(template, folder)
+        name = rng.choice(["_held-0.5.18.json", "_requires.json"])
+        what = f"{name}: " + _derived_cases(rng, folder / "resolved" / name)
+        return Case(what, ["--kb", str(folder / "kb.json"), *PLANNER],
+                    keep=[folder / "kb.json"], judge=same_answer,
+                    home=tmp_path / f"home{i % 4}")
+
+    return survey("the planner's held and requirements tables", 1949, n, fuzz, tmp_path, make)
 
 
 def _damage_memo(rng: random.Random, memo: Path) -> str:
@@ -210,16 +242,18 @@ def _stamped_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
     return survey("stamped facts and show documents", 1931, n, fuzz, tmp_path, make)
 
 
-@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
-                         ids=["kb", "derived", "stamped"])
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface,
+                                     _planner_surface],
+                         ids=["kb", "derived", "stamped", "planner"])
 def test_hostile_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                       ) -> None:
     surface(tmp_path, kb_template, DEFAULT_N, False).check()
 
 
 @pytest.mark.fuzz
-@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
-                         ids=["kb", "derived", "stamped"])
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface,
+                                     _planner_surface],
+                         ids=["kb", "derived", "stamped", "planner"])
 def test_fuzz_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                    ) -> None:
     surface(tmp_path, kb_template, FUZZ_N, True).check()
