@@ -306,6 +306,33 @@ def test_python_option_sees_the_user_site(tmp_path: Path, system_site: bool,
     assert (f"from {user}" in r.stdout or str(user) in r.stdout) is found, r.stdout
 
 
+@pytest.mark.parametrize("file", ["zz.pth", "sitecustomize.py"])
+def test_python_option_puts_pythonpath_after_what_site_inserts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file: str) -> None:
+    """A ``.pth`` ``import`` line or ``sitecustomize`` that inserts a folder at
+    ``sys.path[0]`` runs after the interpreter put ``PYTHONPATH`` there: the folder comes
+    before ``PYTHONPATH``'s (only ``python -m``'s working folder is put before it, later).
+    The ``-I`` ask has no ``PYTHONPATH``; it was put in front of the inserted folder, and a
+    stale ``sgl_kernel`` there was judged as the ``PYTHONPATH`` copy (hunt I, a copy of the
+    real stack image)."""
+    from moonpin.preflight.env.target import from_python
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages"
+    front, given, work = tmp_path / "front", tmp_path / "given", tmp_path / "work"
+    for d in (front, given, work):
+        d.mkdir()
+    (site / file).write_text(f"import sys; sys.path.insert(0, {str(front)!r})\n")
+    monkeypatch.setenv("PYTHONPATH", str(given))
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    monkeypatch.chdir(work)
+    t = from_python(str(venv / "bin" / "python"))
+    assert t.paths[:3] == [str(work), str(front), str(given)], t.paths
+    assert str(site) in t.paths
+
+
 @pytest.mark.parametrize(("value", "want"), [
     (":/opt/x", ["{cwd}", "/opt/x"]),  # an empty entry: the working folder
     ("rel:/opt/x", ["{cwd}/rel", "/opt/x"]),

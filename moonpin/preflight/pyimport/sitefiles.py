@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["extends_path", "finder_facts", "finder_kind", "interpreter_stops",
+__all__ = ["custom_edits", "extends_path", "finder_facts", "finder_kind", "interpreter_stops",
            "line_fails", "path_edits", "pth", "pth_files", "pth_lines", "pth_paths",
            "site_dirs"]
 
@@ -260,18 +260,16 @@ def interpreter_stops(sites: Sequence[str], within: Confined = NOWHERE
 # ------------------------------------------------------------------ sys.path edits
 
 
-def path_edits(site: str, custom: bool = True, search: Sequence[str] = (),
-               within: Confined = NOWHERE) -> list[tuple[str, str]]:
-    """How the code ``site`` runs from folder ``site`` edits ``sys.path``, in order: each
-    ``.pth`` ``import`` line (``import sys; sys.path.insert(0, '/opt/x')``), then a
-    ``sitecustomize.py`` there (``import sitecustomize`` runs after every site folder was
-    added). Each edit is ``("front", folder)`` (an ``insert`` anywhere before the site
-    folders, ``sys.path[:0] = [...]``) or ``("back", folder)`` (``append``, ``extend``,
-    ``site.addsitedir``); read with ``ast``, never run; only absolute folders written as
-    literals (or ``os.path.join`` of literals) at the top level are followed. A line after
-    one that raises is not read: ``site`` ignores the rest of its file (``search``: the
-    other folders a module it imports may come from). ``custom``: whether ``import
-    sitecustomize`` would find this folder's (none found in an earlier one)."""
+def path_edits(site: str, search: Sequence[str] = (), within: Confined = NOWHERE
+               ) -> list[tuple[str, str]]:
+    """How the ``.pth`` ``import`` lines ``site`` runs from folder ``site`` edit ``sys.path``,
+    in order (``import sys; sys.path.insert(0, '/opt/x')``). Each edit is ``("front",
+    folder)`` (an ``insert`` anywhere before the site folders, ``sys.path[:0] = [...]``) or
+    ``("back", folder)`` (``append``, ``extend``, ``site.addsitedir``); read with ``ast``,
+    never run; only absolute folders written as literals (or ``os.path.join`` of literals) at
+    the top level are followed (image paths under a root: the caller resolves them). A line
+    after one that raises is not read: ``site`` ignores the rest of its file (``search``: the
+    other folders a module it imports may come from)."""
     out: list[tuple[str, str]] = []
     for f in pth_files(site, within):
         for entry in pth_lines(f, within):
@@ -281,16 +279,23 @@ def path_edits(site: str, custom: bool = True, search: Sequence[str] = (),
                     out += [(str(op), str(d)) for op, d in entry[3]]
                 if fails:
                     break
-    file = os.path.join(site, "sitecustomize.py")
-    if custom and os.path.isfile(file):
-        try:
-            got = facts_memo().get("sitecustomize-v1", file,
-                                   lambda: _custom_edits(file, within),
-                                   lambda v: isinstance(v, list), within=within.root)
-        except OSError:
-            got = []
-        out += [(str(op), str(d)) for op, d in got if isinstance(d, str)]
     return out
+
+
+def custom_edits(folder: str, within: Confined = NOWHERE) -> list[tuple[str, str]]:
+    """The ``sys.path`` edits of the ``sitecustomize.py`` in ``folder`` (none there: none),
+    as :func:`path_edits` says them; ``import sitecustomize`` runs after every site folder
+    was added, and takes the first on ``sys.path``."""
+    file = os.path.join(folder, "sitecustomize.py")
+    if not os.path.isfile(file):
+        return []
+    try:
+        got = facts_memo().get("sitecustomize-v1", file,
+                               lambda: _custom_edits(file, within),
+                               lambda v: isinstance(v, list), within=within.root)
+    except OSError:
+        return []
+    return [(str(op), str(d)) for op, d in got if isinstance(d, str)]
 
 
 def _custom_edits(path: str, within: Confined) -> list[list[str]]:
