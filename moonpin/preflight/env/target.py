@@ -31,23 +31,28 @@ if TYPE_CHECKING:
 __all__ = ["Target", "TargetError", "default", "from_python", "from_site_packages",
            "site_path", "this_python"]
 
-#: Asked of a target interpreter (``-I -S``): what the importer there uses. ``site`` is run
-#: by hand (``site.main()``, what ``import site`` at start does) to learn how many entries
-#: its ``.pth`` lines and ``sitecustomize`` put before the interpreter's own search path
-#: (``front``): the worker's ``PYTHONPATH``, which ``-I`` leaves out, goes after them.
-_ASK = ("import sys; base = list(sys.path); import site; site.main(); "
+#: Asked of a target interpreter (``-E -S -c``, ``-s`` too when ``PYTHONNOUSERSITE`` is set,
+#: which ``-E`` would ignore): what the importer there uses. ``-c``'s working folder is taken
+#: off first, and ``site`` is run by hand (``site.main()``, what ``import site`` at start
+#: does: ``.pth`` lines, the user's site folder, ``sitecustomize``, ``usercustomize``) to learn
+#: how many entries it put before the interpreter's own search path (``front``): the worker's
+#: ``PYTHONPATH``, which ``-E`` leaves out, goes after them.
+_ASK = ("import sys\nif sys.path and not sys.path[0]: del sys.path[0]\n"
+        "base = list(sys.path); import site; site.main(); "
         "import importlib.machinery as m, json, os, platform, sysconfig\n"
         "def ok(p): return p and (os.path.isdir(p) or any(os.path.isfile(q) for q in "
         "(p, os.path.dirname(p), os.path.dirname(os.path.dirname(p)))))\n"
         "at = next((i for i, p in enumerate(sys.path) if p in base), len(sys.path))\n"
+        "user = site.getusersitepackages()\n"
         "print(json.dumps({"
         "'path': [p for p in sys.path if ok(p)], "
         "'front': len([p for p in sys.path[:at] if ok(p)]), "
         "'version': "
         "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
-        "site.getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
-        "'venv': sys.prefix != sys.base_prefix, 'user': site.getusersitepackages()}))")
+        "site.getsitepackages() + ([user] if site.ENABLE_USER_SITE and user in sys.path "
+        "else []), 'stdlib': sysconfig.get_path('stdlib'), "
+        "'venv': sys.prefix != sys.base_prefix}))")
 
 
 class TargetError(Exception):
@@ -282,12 +287,11 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise TargetError(f"--python {python!r} is not a Python that answers "
                           f"(exit {proc.returncode}: {tail[0][:200]})") from e
-    # -I drops the working folder, the user's site folder and PYTHONPATH: add back what a
-    # worker started here (`python -m sglang.launch_server`) sees
+    # the ask has no working folder and no PYTHONPATH: add back what a worker started here
+    # (`python -m sglang.launch_server`) sees
     extra = _pythonpath()
     cwd = None if os.environ.get("PYTHONSAFEPATH") else _working_folder()
     first = [cwd] if cwd is not None and os.path.isdir(cwd) else []
-    paths, sites = _with_user_site(paths, sites, doc)
     front = doc.get("front")
     n = front if isinstance(front, int) and 0 <= front <= len(paths) else 0
     t = Target(python, version, list(dict.fromkeys([*first, *paths[:n], *extra, *paths[n:]])),
@@ -312,50 +316,8 @@ def _pythonpath() -> list[str]:
         return [p for p in value.split(os.pathsep) if p.startswith("/")]
 
 
-def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
-                    ) -> tuple[list[str], list[str]]:
-    """``paths`` and ``sites`` with the user's site folder where ``site`` puts it for a
-    worker (``-I`` left it out): enabled unless ``PYTHONNOUSERSITE`` is set, the process
-    runs set-id, or it is a virtualenv without ``include-system-site-packages = true``;
-    added when it exists, with its ``.pth`` path lines, after the virtualenv's own
-    site-packages and before the base installation's."""
-    user = doc.get("user")
-    if not isinstance(user, str) or not os.path.isdir(user) or user in paths:
-        return paths, sites
-    if os.environ.get("PYTHONNOUSERSITE") or os.geteuid() != os.getuid() or \
-            os.getegid() != os.getgid():
-        return paths, sites
-    prefix = doc.get("prefix")
-    if doc.get("venv") is True and not (isinstance(prefix, str) and _system_site(prefix)):
-        return paths, sites
-    from moonpin.preflight.pyimport.importer import pth_paths
-
-    base = [s for s in sites if s in paths]
-    at = paths.index(base[-1]) if doc.get("venv") is True and len(base) > 1 else \
-        paths.index(base[0]) if base else len(paths)
-    add = [p for p in [user, *pth_paths(user)] if p not in paths]
-    return [*paths[:at], *add, *paths[at:]], [*sites, user]
-
-
-def _system_site(prefix: str) -> bool:
-    """Whether the virtualenv at ``prefix`` says ``include-system-site-packages = true``
-    (its ``pyvenv.cfg``, as ``site`` reads it)."""
-    from moonpin.kb.files import read_regular
-
-    try:
-        text = read_regular(os.path.join(prefix, "pyvenv.cfg"), cap=64 << 10,
-                            what="pyvenv.cfg").decode("utf-8", "replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        key, eq, value = line.partition("=")
-        if eq and key.strip().lower() == "include-system-site-packages":
-            return value.strip().lower() == "true"
-    return False
-
-
 def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
-    """``python -I -S -c _ASK`` run in a session of its own, as a ``CompletedProcess``. Its
+    """``python -E -S -c _ASK`` run in a session of its own, as a ``CompletedProcess``. Its
     answer is read until it exits; whatever it left running then (a ``.pth`` line's
     daemon, which keeps the output pipes open: waiting for their end would take the whole
     timeout) is killed, as is everything of it at the timeout (``OSError`` then)."""
@@ -363,7 +325,8 @@ def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
     import subprocess
     import time
 
-    proc = subprocess.Popen([python, "-I", "-S", "-c", _ASK], stdout=subprocess.PIPE,
+    flags = ["-E", "-S", *(["-s"] if os.environ.get("PYTHONNOUSERSITE") else [])]
+    proc = subprocess.Popen([python, *flags, "-c", _ASK], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + timeout
