@@ -250,7 +250,36 @@ def chain_mend(res: Report, paths: Sequence[str], fixer: Fixer | None, project: 
                "load), then run the check again")
     if mend is not None and mend.certain:  # the records name the owner, or the preload
         fix, note = mend.fix, f"{note} ({mend.said})"
+    start = _loaded_at_start(res, subject, ctx) if subject else None
+    if start is not None:  # not the image's library: what site runs put it there
+        note, fix = f"{note}; {start[0]}", start[1]
     return note, fix
+
+
+def _loaded_at_start(res: Report, lib: str, ctx: Context) -> tuple[str, str] | None:
+    """(what to say, the fix) when ``lib``, the library a failed load is about, was loaded
+    with ``ctypes`` by the code ``site`` runs at every start of the interpreter (a ``.pth``
+    ``import`` line, ``sitecustomize``: :func:`moonpin.preflight.pyimport.sitefiles.
+    startup_imports`): it is in the process before anything the worker imports, and a
+    library installed elsewhere would not replace it. None otherwise."""
+    from moonpin.preflight.pyimport.sitefiles import startup_imports
+
+    if not ctx.sites:
+        return None
+    real = os.path.realpath(lib)
+    loaders = {m.partition(".")[0] for path, _, err, m, how, _ in res.loads
+               if err is None and how == "ctypes" and os.path.realpath(path) == real}
+    for module, pth_file in startup_imports(ctx.sites, ctx.confined):
+        if module in loaders:
+            by = (f"the import line of {pth_file}" if pth_file
+                  else "`import sitecustomize`")
+            return (f"{module}, which {by} imports at every start of the interpreter, loads "
+                    f"{lib} with ctypes before anything else",
+                    (f"take `import {module}` out of {pth_file}" if pth_file else
+                     f"make sitecustomize not load {lib}")
+                    + f" (or make {module} load the library the image's own objects need), "
+                    "then run the check again")
+    return None
 
 
 def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],

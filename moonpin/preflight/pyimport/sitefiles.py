@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["custom_edits", "extends_path", "finder_facts", "finder_kind", "interpreter_stops",
            "line_fails", "path_edits", "pth", "pth_files", "pth_lines", "pth_paths",
-           "site_dirs"]
+           "site_dirs", "startup_imports"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -222,6 +222,35 @@ def pth_paths(site: str, root: str | None = None, search: Sequence[str] = (),
             if d is not None and os.path.isdir(d) and d not in out:
                 out.append(d)
     return out
+
+
+def startup_imports(sites: Sequence[str], within: Confined = NOWHERE
+                    ) -> list[tuple[str, str]]:
+    """What ``site`` imports at every start of the interpreter, in order, as (module, the
+    ``.pth`` file whose ``import`` line imports it, or ``""``): each ``.pth`` line's modules
+    that are not the standard library's (a file's lines after one that certainly raises are
+    not run), then ``sitecustomize``. Their code runs in the worker's process before any
+    program: a library it loads with ``ctypes`` is there when the extensions load.
+    (``usercustomize`` is left out: whether ``site`` runs it depends on the user's site
+    folder being enabled, which ``sites`` does not say.)"""
+    import sys
+
+    std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    out: list[tuple[str, str]] = []
+    done: list[str] = []
+    for site in sites:
+        for f in pth_files(site, within):
+            for entry in pth_lines(f, within):
+                if entry[0] != "import":
+                    continue
+                tops = entry[4] if len(entry) > 4 and isinstance(entry[4], list) else \
+                    [m.partition(".")[0] for m in entry[1]]
+                out.extend((m, f) for m in tops if isinstance(m, str) and m not in std
+                           and finder_kind(m) is None and all(m != o for o, _ in out))
+                if line_fails(entry, site, done):
+                    break
+        done.append(os.path.abspath(site))
+    return [*out, ("sitecustomize", "")]
 
 
 def interpreter_stops(sites: Sequence[str], within: Confined = NOWHERE
