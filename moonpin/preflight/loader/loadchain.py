@@ -332,8 +332,8 @@ def _site_imports(chain: Chain, main: ModuleValue, sites: Sequence[str] | None, 
 
     if not sites:
         return
-    within = Confined(root)
-    trace.update(f for s in sites for f in pth_files(s, within))
+    within = Confined(root)  # the folders too: a .pth file added there is another start
+    trace.update([*sites, *(f for s in sites for f in pth_files(s, within))])
     for name, _ in startup_imports(sites, within):
         try:
             chain.import_module(name, main)
