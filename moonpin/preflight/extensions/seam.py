@@ -160,11 +160,14 @@ class Facts:
     (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what
     only its user may read (ld.so's ``/etc/ld.so.preload``); ``scraped``: the knowledge
     base's scraped facts, loaded when called (None: no KB), for the two questions its
-    resolved tables do not hold yet (:meth:`build_torches`, :meth:`index_torch_cudas`)."""
+    resolved tables do not hold yet (:meth:`build_torches`, :meth:`index_torch_cudas`);
+    ``started``: the libraries the code ``site`` runs at every start loads with ``ctypes``,
+    in the process before anything is imported, as (path, module, the ``.pth`` file or
+    ``""``), computed when called (None: not known)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb_file",
-                 "machine", "python", "read", "scraped", "suffixes", "tag", "torch", "user",
-                 "within")
+                 "machine", "python", "read", "scraped", "started", "suffixes", "tag", "torch",
+                 "user", "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
                  gpu: int | None, gpu_present: bool, gpu_said: str,
@@ -173,7 +176,8 @@ class Facts:
                  within: Confined = NOWHERE, python: str | None = None,
                  kb_file: str | None = None, tag: str | None = None,
                  machine: str | None = None, user: Identity | None = None,
-                 scraped: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
+                 scraped: Callable[[], Mapping[str, Any] | None] | None = None,
+                 started: Callable[[], Sequence[tuple[str, str, str]]] | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -192,6 +196,7 @@ class Facts:
         self.machine = machine
         self.user = user
         self.scraped = scraped
+        self.started = started
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package

@@ -209,7 +209,7 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        within=ctx.confined, python=ctx.python,
                        kb_file=kb_file if kb is not None else None, scraped=kb,
                        tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine,
-                       user=ctx.user)
+                       user=ctx.user, started=lambda: _started(ctx))
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
     for said in unjudged:
@@ -223,6 +223,13 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
         if line is not None:
             out.append(line)
     return _through(out, raised, facts, ctx) if raised else out
+
+
+def _started(ctx: Context) -> list[tuple[str, str, str]]:
+    """:attr:`seam.Facts.started`: the libraries the site code loads at start."""
+    from moonpin.preflight.judge.libraries import started_loads
+
+    return started_loads(ctx)
 
 
 #: what a failing import raises unless its line names another class
