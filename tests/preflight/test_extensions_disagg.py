@@ -247,3 +247,17 @@ def test_a_library_the_bindings_link_gone_fails_with_its_owner(tmp_path: Path) -
     assert "libgrpc-x.so (needed by libnixl.so) cannot be found" in line, r.out
     assert "which nixl-cu13 1.5.1's RECORD lists" in line, r.out
     assert r.fixes()[0] == "fix: pip install --force-reinstall --no-deps 'nixl-cu13==1.5.1'"
+
+
+def test_a_release_without_the_registry_falls_back_to_the_rules_choices(
+        tmp_path: Path) -> None:
+    """SGLang 0.5.1 has ``--hicache-storage-backend nixl`` but no ``backend_factory.py``
+    (its ``cache_controller.py`` imports HiCache's nixl module under a test on a parameter):
+    the rule's own ``CHOICES`` say the choice imports nixl, and the line says so."""
+    site = _site(tmp_path)
+    (site / "sglang" / "srt" / "mem_cache" / "storage" / "backend_factory.py").unlink()
+    r = run(site, *HICACHE, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("nixl").startswith(
+        "fail  nixl: not installed (--hicache-storage-backend nixl (this check's reading: the "
+        "installed SGLang keeps no module of it where this check reads))"), r.out

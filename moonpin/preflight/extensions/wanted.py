@@ -320,13 +320,17 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                         "imports a package for it; nothing to judge")
                 unjudged.append(said)
                 continue
-        else:
+        else:  # the rules' own CHOICES: no sources, or none keeps a module of the choice
+            # where this check reads (SGLang 0.5.1 imports HiCache's nixl module under a
+            # test in cache_controller.py, before storage/backend_factory.py registered it)
+            no = ("no SGLang sources" if sglang is None else
+                  "the installed SGLang keeps no module of it where this check reads")
             for name in seam.RULES:
                 if name in seam.OWN_LINES:
                     continue
                 rule = seam.rule_for(name)
                 if backend in rule.CHOICES.get(feature, ()):
-                    names.append((name, f"{said} (this check's reading: no SGLang sources)"))
+                    names.append((name, f"{said} (this check's reading: {no})"))
         if not names and not unruled:
             unjudged.append(f"{said}: no module of it this check has a loader rule for; "
                             "not judged")

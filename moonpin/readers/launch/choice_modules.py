@@ -31,12 +31,14 @@ class Where:
 
 
 #: The options whose choice names a backend SGLang imports a package for, kept in a package
-#: per choice or named in a registry, as up to 0.5.23 (read in 0.5.10, 0.5.16, 0.5.21, 0.5.22
-#: and 0.5.23): ``--disaggregation-transfer-backend nixl`` -> ``srt/disaggregation/nixl/``
-#: (its ``conn.py`` imports ``nixl._api`` when the KV manager is made), and
-#: ``--hicache-storage-backend nixl`` -> the module ``srt/mem_cache/storage/
-#: backend_factory.py`` registers for it (``storage/nixl/hicache_nixl.py``: ``from nixl._api
-#: import nixl_agent`` at its top level).
+#: per choice or named in a registry (read in the wheels of 0.4.4, 0.4.6, 0.4.9, 0.5.1, 0.5.3,
+#: 0.5.10, 0.5.16, 0.5.21, 0.5.22 and 0.5.23): ``--disaggregation-transfer-backend nixl`` ->
+#: ``srt/disaggregation/nixl/`` from 0.4.6 (none in 0.4.4; its ``conn.py`` imports
+#: ``nixl._api`` when the KV manager is made), and ``--hicache-storage-backend nixl`` -> the
+#: module ``srt/mem_cache/storage/backend_factory.py`` registers for it from 0.5.3
+#: (``storage/nixl/hicache_nixl.py``: ``from nixl._api import nixl_agent`` at its top level;
+#: 0.5.1 imports that module under a test in ``managers/cache_controller.py`` and has no
+#: registry: the rules' own ``CHOICES`` stand in there).
 CHOICE_MODULES: dict[str, Where] = {
     "--disaggregation-transfer-backend": Where("sglang/srt/disaggregation/"),
     "--hicache-storage-backend": Where("sglang/srt/mem_cache/storage/backend_factory.py",
