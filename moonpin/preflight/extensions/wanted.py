@@ -331,7 +331,9 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                 rule = seam.rule_for(name)
                 if backend in rule.CHOICES.get(feature, ()):
                     names.append((name, f"{said} (this check's reading: {no})"))
-        if not names and not unruled:
+        if not names and not unruled and flag not in _choice_modules():
+            # (a storage or transfer choice built into SGLang, `file`, `fake`, imports no
+            # package of its own: nothing to say, as before these options were read)
             unjudged.append(f"{said}: no module of it this check has a loader rule for; "
                             "not judged")
         for name, why in names:
