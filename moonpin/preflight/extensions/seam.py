@@ -14,13 +14,14 @@ A loader rule module (``nixl_rule.py``, never named like the package it reads, w
 would shadow in the very environment it reads) defines:
 
 ``IMPORT`` (str)
-    The top-level name SGLang imports: ``"nixl_ep"``.
+    The top-level name SGLang imports: ``"nixl_ep"``, ``"nixl"``.
 
 ``CHOICES`` (dict[str, tuple[str, ...]])
     Which launch choices import it, *only* as a fallback for an SGLang whose sources
     cannot be read (:mod:`.wanted` reads them from the installed SGLang first: a choice's
     token dispatcher, or the imports under a test on the option's value):
-    ``{"moe-a2a": ("nixl",)}`` (``--elastic-ep-backend nixl`` imports nothing of nixl).
+    ``{"moe-a2a": ("nixl",)}`` (``--elastic-ep-backend nixl`` imports nothing of nixl);
+    ``{"pd-disaggregation": ("nixl",), "hicache": ("nixl",)}`` for ``import nixl``.
 
 ``IMPLICIT`` (bool)
     Whether a CUDA worker imports it at start whatever the launch line says (sgl_kernel,
@@ -115,6 +116,7 @@ __all__ = ["DISTRIBUTIONS", "OWN_LINES", "OWN_RULE", "RULES", "Choice", "Facts",
 #: import name -> the rule module (in this folder) that reads its project's loader
 RULES: dict[str, str] = {
     "nixl_ep": "nixl_rule",
+    "nixl": "nixl_bindings_rule",
     "sgl_kernel": "sgl_kernel_rule",
     "deep_ep": "deepep_rule",
     "flashinfer": "flashinfer_rule",
@@ -357,16 +359,20 @@ class Choice:
     """One outcome the loader can reach: ``when`` it is reached (``"GPU capability 9.0"``;
     ``""``: always), the ``files`` it tries in order (the first that loads wins; none
     loading is the loader's own failure, ``raises``), the ``dlopen`` flags, and what the
-    loader raises itself before any file is loaded (an exception line; None: nothing)."""
+    loader raises itself before any file is loaded (an exception line; None: nothing).
+    ``every``: the import loads each of ``files`` in turn, into one process (a package
+    whose modules are several builds: nixl's ``_bindings`` and ``_utils``); the first that
+    does not load fails it."""
 
-    __slots__ = ("files", "mode", "raises", "when")
+    __slots__ = ("every", "files", "mode", "raises", "when")
 
     def __init__(self, files: Sequence[str] = (), *, when: str = "", mode: int | None = None,
-                 raises: str | None = None) -> None:
+                 raises: str | None = None, every: bool = False) -> None:
         self.files = tuple(files)
         self.when = when
         self.mode = mode
         self.raises = raises
+        self.every = every
 
 
 class Pick:
