@@ -171,7 +171,7 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
         from moonpin.resolver.resolved_native import which_fast
 
         got = which_fast(kb_file, what, torch=torch, sglang=sglang, python=python, arch=arch,
-                         dist=dist)
+                         dist=dist, as_imported=True)
         if got is not None:
             return got
     from moonpin.resolver import query
@@ -181,7 +181,7 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
         from moonpin.resolver import native
 
         return native.which_native(g, what, torch=torch, sglang=sglang, python=python,
-                                   arch=arch, dist=dist)
+                                   arch=arch, dist=dist, as_imported=True)
     if what == "mooncake":
         assert sglang is not None
         return query.which_mooncake(g, sglang, torch=torch, python=python, arch=arch,

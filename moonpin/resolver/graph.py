@@ -388,11 +388,14 @@ class CompatGraph:
         return self.torch_versions
 
     def dists(self) -> list[str]:
-        """The mooncake distributions the KB holds releases of (from its summary while the
-        facts are not read)."""
+        """The mooncake distributions the KB holds releases of (from its names document,
+        else its summary, while the facts are not read)."""
         if not self.loaded and self.kb_path is not None:
             from moonpin.resolver import resolved
 
+            named = resolved.names(self.kb_path)
+            if named is not None:
+                return list(named["dists"])
             found = resolved.load_summary(self.kb_path)
             if found is not None:
                 return sorted({m.dist for m in found.mooncake})

@@ -17,6 +17,7 @@ read from those releases.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -53,6 +54,7 @@ __all__ = [
     "evaluate_native",
     "exact_pins",
     "explain_stack",
+    "imported_packages",
     "is_extension",
     "known_version",
     "loaded_release",
@@ -201,6 +203,26 @@ def _pinned(requires_dist: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 def wanted_packages(releases: Iterable[NativeRelease]) -> frozenset[str]:
     """The packages the releases' loader rules load: what the extension is imported as."""
     return frozenset(rl.package for r in releases for w in r.wheels for rl in w.rules)
+
+
+def imported_packages(releases: Iterable[NativeRelease]) -> frozenset[str]:
+    """Of the packages the releases' loader rules load (:func:`wanted_packages`), those no
+    other of their rules imports: what a project of several distributions is imported as
+    (the meta ``nixl``'s ``nixl_ep``, whose rule imports or dispatches to the
+    ``nixl_ep_cu13`` a backend distribution installs; a backend alone does not give
+    ``import nixl_ep``). All of them when every one is imported by another."""
+    rules = [rl for r in releases for w in r.wheels for rl in w.rules]
+    wanted = frozenset(rl.package for rl in rules)
+    inner: set[str] = set()
+    for rl in rules:
+        for step in rl.steps:
+            if step.kind not in ("import", "dispatch"):
+                continue
+            top = step.target.split(".", 1)[0]
+            pattern = re.compile(".+".join(re.escape(part) for part in
+                                           re.split(r"\{[^}]*\}", top)))
+            inner.update(p for p in wanted if p != rl.package and pattern.fullmatch(p))
+    return (wanted - inner) or wanted
 
 
 class SglangEdges(NamedTuple):
@@ -421,10 +443,14 @@ def all_pythons(releases: Sequence[NativeRelease]) -> list[str]:
 
 def which_native(g: CompatGraph, what: str, *, torch: str | None = None,
                  sglang: str | None = None, python: str | None = None,
-                 arch: str | None = None, dist: str | None = None) -> Which:
+                 arch: str | None = None, dist: str | None = None,
+                 as_imported: bool = False) -> Which:
     """The releases of the extension ``what`` names (see :func:`dists_named`) that load
     with ``torch`` (or with each torch ``sglang`` admits), newest first; every excluded
-    release with the first check it fails."""
+    release with the first check it fails. ``as_imported``: a question of the whole project
+    asks for the releases that give what it is imported as (:func:`imported_packages`:
+    ``which nixl`` the meta, not a backend alone); else for releases of any of its
+    distributions that load (what a pin of a backend moves to)."""
     python, arch = normalize_python(python), normalize_arch(arch)
     project, dists = dists_named(g, what)
     if dist is not None:
@@ -439,7 +465,8 @@ def which_native(g: CompatGraph, what: str, *, torch: str | None = None,
         sglang, edges = s.version, sglang_edges(g, s, project)
     torches = _torches(g, torch, sglang)
     chosen = [r for r in _releases(g) if r.dist in dists]
-    wanted = wanted_packages(chosen)
+    whole = as_imported and {r.dist for r in _releases(g) if r.project == project} == set(dists)
+    wanted = imported_packages(chosen) if whole else wanted_packages(chosen)
     pythons = [python] if python else all_pythons(_releases(g))
     arches = [arch] if arch else list(ARCHES)
     query: dict[str, Any] = {"project": project, "dists": dists,
@@ -466,7 +493,7 @@ def newest_fit(g: CompatGraph, what: str, *, torch: str, sglang: str, python: st
     s = get_sglang(g, sglang)
     edges = _as_table_edges(sglang_edges(g, s, project))
     chosen = sorted((r for r in _releases(g) if r.dist in dists), key=newest, reverse=True)
-    wanted = wanted_packages(chosen)
+    wanted = imported_packages(chosen)
     t = resolve_torch(g, torch_release(g, torch), arch)
     unknown: str | None = None
     excluded: str | None = None

@@ -851,7 +851,8 @@ def _valid_names(doc: Any) -> bool:
     if type(doc) is not dict:
         return False
     lists: list[Any] = [doc.get("index"), doc.get("every"), doc.get("dists")]
-    pools: list[Any] = [doc.get("mooncake"), doc.get("native")]
+    pools: list[Any] = [doc.get("mooncake"), doc.get("native"),
+                        *([doc["mooncake_read"]] if "mooncake_read" in doc else [])]
     return (all(_strs(x) for x in lists) and all(
         type(p) is dict and all(type(k) is str and _strs(v) for k, v in p.items())
         for p in pools)
@@ -868,8 +869,9 @@ def names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
     summary; None when neither is there (the caller reads the KB itself). The document
     also holds ``torch``, every torch release the KB lists (its ``torch_versions``), and
     ``sglang``, the version of each SGLang record it holds (``every`` less the releases
-    not read), which the summary only counts or types: a caller falls back to the summary
-    or the facts without them."""
+    not read), which the summary only counts or types, and ``mooncake_read``
+    (:func:`names_of`): a caller falls back to the summary or the facts without them (a
+    document written before them)."""
     def read() -> dict[str, Any] | None:
         try:
             doc = _read_stamped(kb_path, NAMES_NAME)
@@ -886,9 +888,14 @@ def names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def names_of(s: Summary) -> dict[str, Any]:
     """:func:`release_names`, with ``dists`` (the mooncake distributions of the releases
-    read) and ``scraped_at`` (the scrape's time, ISO 8601, None when unknown)."""
+    read), ``mooncake_read`` (each one's releases read, as the summary lists them: the
+    unread ones left out) and ``scraped_at`` (the scrape's time, ISO 8601, None when
+    unknown)."""
     when = s.scrape.scraped_at
-    return {**release_names(s), "dists": sorted({m.dist for m in s.mooncake}),
+    read: dict[str, list[str]] = {}
+    for m in s.mooncake:
+        read.setdefault(m.dist, []).append(m.version)
+    return {**release_names(s), "dists": sorted(read), "mooncake_read": read,
             "scraped_at": when.isoformat() if when is not None else None}
 
 

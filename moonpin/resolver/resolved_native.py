@@ -41,10 +41,11 @@ if TYPE_CHECKING:
     Edges = tuple[str, str, Callable[[str, str, str], "Sequence[tuple[str, str | None]] | None"],
                   Sequence[tuple[str, str]]]
 
-__all__ = ["COLLISION", "INDEX", "ORDER", "Fitting", "answer", "entry_name", "explain_fast",
-           "extension_check", "fitting", "held_name", "held_releases", "held_verdicts",
-           "judge", "on_index", "release_name", "release_packages", "release_pins",
-           "stack_answer", "unloaded", "version_locks", "which_fast"]
+__all__ = ["COLLISION", "INDEX", "ORDER", "REQUIRES", "Fitting", "Held", "HeldVerdicts",
+           "answer", "entry_name", "explain_fast", "extension_check", "fitting", "held_name",
+           "held_questions", "held_releases", "held_verdicts", "judge", "locks_of",
+           "on_index", "release_name", "release_packages", "release_pins", "stack_answer",
+           "unloaded", "version_locks", "which_fast"]
 
 SCHEMA = 1
 INDEX = "_native.json"
@@ -126,8 +127,7 @@ def answer(query: dict[str, Any], releases: Iterable[tuple[str, str, Sequence[tu
         if not entries:
             continue
         judged = [(t, e, judge(e, dist, version, wanted, edges, memo)) for t, e in entries]
-        # of equal ones, one with a wheel tells more than one without (cp39 has none)
-        best = min(judged, key=lambda j: (j[2][0], -j[2][1], j[1][8] is None))
+        best = _best(judged)
         entry = Candidate(version, f"{dist}=={version}", dist=dist)
         if best[2][0] == 0:
             ok = [(t, e) for t, e, j in judged if j[0] == 0]
@@ -139,6 +139,14 @@ def answer(query: dict[str, Any], releases: Iterable[tuple[str, str, Sequence[tu
             why = entry._replace(reason=best[2][2] or "unknown")
             (unknown if best[2][0] == 1 else excluded).append(why)
     return Which(query, tuple(compatible), tuple(excluded), tuple(unknown))
+
+
+def _best(judged: Sequence[tuple[str, Entry, tuple[int, int, str | None]]],
+          ) -> tuple[str, Entry, tuple[int, int, str | None]]:
+    """The combination that speaks for a release among ``(torch, entry, judged)`` in the
+    order asked: the best verdict, then the most checks that hold; of equal ones, one with
+    a wheel tells more than one without (cp39 has none), then the first."""
+    return min(judged, key=lambda j: (j[2][0], -j[2][1], j[1][8] is None))
 
 
 def _minor(tag: str) -> int:
@@ -194,6 +202,7 @@ def _valid_table(doc: dict[str, Any]) -> bool:
             and all(_strs(r) and len(r) == 2 for r in releases)
             and type(doc.get("wanted")) is dict
             and all(_strs(v) for v in doc["wanted"].values())
+            and ("imported" not in doc or _strs(doc["imported"]))
             and type(evals) is list and len(evals) == len(releases)):
         return False
     n = len(strings)
@@ -213,9 +222,12 @@ def _valid_table(doc: dict[str, Any]) -> bool:
 
 def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
                sglang: str | None, python: str | None, arch: str | None,
-               dist: str | None) -> Which | None:
+               dist: str | None, as_imported: bool = False) -> Which | None:
     """The answer from the resolved tables, or None when they do not hold the question
-    (the full resolver then answers, and says what is wrong with a bad one)."""
+    (the full resolver then answers, and says what is wrong with a bad one).
+    ``as_imported``: a question of the whole project asks for the releases that give what
+    it is imported as (``which nixl``: the meta, not a backend alone); else of releases of
+    any of its distributions that load (what a pin of a backend moves to)."""
     from moonpin.resolver.resolved import read_table
 
     try:
@@ -258,7 +270,12 @@ def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
             return None
     first = tables[0][1]
     chosen = [(i, d, v) for i, (d, v) in enumerate(first["releases"]) if d in dists]
-    wanted = frozenset(p for d in dists for p in first["wanted"].get(d, ()))
+    # the project as imported: what it is imported as; else what the distributions install
+    # (a table without ``imported``, from before it: every package, as then)
+    imported = first.get("imported") if as_imported and set(dists) == set(first["wanted"]) \
+        else None
+    wanted = frozenset(imported) if imported else frozenset(
+        p for d in dists for p in first["wanted"].get(d, ()))
     arches = [arch] if arch else list(ARCHES)
     pythons = [python] if python else list(index["pythons"])
 
@@ -286,10 +303,12 @@ def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
 # ``resolved/_held-<sglang version>.json``, one per SGLang release of the index that imports a
 # mooncake process-group module (the releases a plan holds extensions beside): for each
 # torch it admits and each extension distribution, every release's verdict beside it at
-# each platform and python, as :func:`which_fast` judges them (:func:`held_verdicts`), so
-# ``constraints``, ``renovate`` and ``pins`` learn which releases load beside the SGLang
-# releases they allow without judging every combination of every release again
-# (:func:`held_releases`).
+# each platform and python, as :func:`which_fast` judges them (:func:`held_verdicts`), and
+# the first reason ``which`` gives of a release it excludes, for each python and platform
+# a question may name (``reasons`` and ``excluded``; a table written before them has
+# neither), so ``constraints``, ``renovate`` and ``pins`` learn which releases load beside
+# the SGLang releases they allow, and why none does, without judging every combination of
+# every release again (:func:`held_releases`).
 
 
 def held_name(sglang: str) -> str:
@@ -299,32 +318,68 @@ def held_name(sglang: str) -> str:
     return table_name("_held-", sglang)
 
 
+def held_questions(pythons: Sequence[str], arches: Sequence[str],
+                   ) -> list[tuple[str | None, str | None]]:
+    """The (python, platform) a held question may name, None for every one, in the order of
+    a held table's ``excluded`` (platforms outer, each first as None)."""
+    return [(p, a) for a in (None, *arches) for p in (None, *pythons)]
+
+
+class HeldVerdicts(NamedTuple):
+    """What a held table says of one distribution at one torch (:func:`held_verdicts`)."""
+
+    versions: list[str]
+    verdicts: list[str]
+    reasons: list[str]
+    excluded: list[int | None]
+
+
 def held_verdicts(index: dict[str, Any], table: dict[str, Any], sglang: str, dist: str,
-                  pythons: Sequence[str], arches: Sequence[str]) -> tuple[list[str], list[str]]:
+                  pythons: Sequence[str], arches: Sequence[str]) -> HeldVerdicts:
     """The releases of ``dist`` in ``table`` (one project's table at one torch, in its
     order) and, for each, one character per ``(arch, python)`` (arches outer): the verdict
     order :func:`judge` gives that combination beside SGLang release ``sglang`` of
     ``index`` (``0`` compatible, ``1`` unknown, ``2`` incompatible), ``-`` where the table
     has none; :func:`which_fast`'s question ``dist=dist``, one combination at a time. A
-    release incompatible everywhere is left out (:func:`held_releases` says none of it)."""
+    release incompatible everywhere is left out (:func:`held_releases` says none of it).
+    ``excluded``: for each question of :func:`held_questions`, the first of :func:`which_fast`'s
+    excluded releases as ``dist==version: reason``, an index into ``reasons`` (None: it
+    excludes none)."""
     edges = _edges(index["sglang"][sglang], table["project"])
     wanted = frozenset(table["wanted"].get(dist, ()))
     memo: dict[Any, rule.Decision] = {}
+    combos = [(p, a) for a in arches for p in pythons]
     versions, verdicts = [], []
+    every: list[tuple[str, list[tuple[str, Entry, tuple[int, int, str | None]] | None]]] = []
     for (d, v), rows in zip(table["releases"], table["evals"], strict=True):
         if d != dist:
             continue
         by = {(e[0], e[1]): e for e in rows}
-        said = []
-        for a in arches:
-            for p in pythons:
-                e = by.get((p, a))
-                said.append("-" if e is None else str(judge(
-                    _unpack(e, table["strings"]), d, v, wanted, edges, memo)[0]))
+        judged: list[tuple[str, Entry, tuple[int, int, str | None]] | None] = []
+        for p, a in combos:
+            e = by.get((p, a))
+            entry = None if e is None else _unpack(e, table["strings"])
+            judged.append(None if entry is None else (
+                table["torch"], entry, judge(entry, d, v, wanted, edges, memo)))
+        said = "".join("-" if j is None else str(j[2][0]) for j in judged)
         if "0" in said or "1" in said:
             versions.append(v)
-            verdicts.append("".join(said))
-    return versions, verdicts
+            verdicts.append(said)
+        every.append((v, judged))
+    reasons: list[str] = []
+    excluded: list[int | None] = []
+    for python, arch in held_questions(pythons, arches):
+        first = None
+        for v, judged in every:  # which_fast's answer: its first release excluded
+            asked = [j for (p, a), j in zip(combos, judged, strict=True) if j is not None
+                     and python in (None, p) and arch in (None, a)]
+            if asked and (best := _best(asked))[2][0] == 2:
+                first = f"{dist}=={v}: {best[2][2] or 'unknown'}"
+                break
+        if first is not None and first not in reasons:
+            reasons.append(first)
+        excluded.append(None if first is None else reasons.index(first))
+    return HeldVerdicts(versions, verdicts, reasons, excluded)
 
 
 def _valid_held(doc: dict[str, Any]) -> bool:
@@ -335,19 +390,42 @@ def _valid_held(doc: dict[str, Any]) -> bool:
             and _strs(pythons) and _strs(arches) and type(by_torch) is dict):
         return False
     width = len(pythons) * len(arches)
+    asked = (len(pythons) + 1) * (len(arches) + 1)
+
+    def said(x: dict[str, Any]) -> bool:  # no reasons in a table written before them
+        if "reasons" not in x and "excluded" not in x:
+            return True
+        excluded = x.get("excluded")
+        return (_strs(x.get("reasons")) and type(excluded) is list and len(excluded) == asked
+                and all(i is None or (type(i) is int and 0 <= i < len(x["reasons"]))
+                        for i in excluded))
+
     return all(type(t) is str and type(by_dist) is dict and all(
         type(d) is str and type(x) is dict and _strs(x.get("versions"))
         and _strs(x.get("verdicts")) and len(x["versions"]) == len(x["verdicts"])
-        and all(len(c) == width and not c.strip("012-") for c in x["verdicts"])
+        and all(len(c) == width and not c.strip("012-") for c in x["verdicts"]) and said(x)
         for d, x in by_dist.items()) for t, by_dist in by_torch.items())
 
 
+class Held(NamedTuple):
+    """:func:`held_releases`' answer: the versions ``which`` calls compatible and those it
+    calls unknown; ``excluded``, the first release it excludes with its first reason
+    (``dist==version: reason``; None: none), when ``says_excluded`` (a table written
+    before the reasons does not say: ask :func:`which_fast`)."""
+
+    compatible: list[str]
+    unknown: list[str]
+    excluded: str | None
+    says_excluded: bool
+
+
 def held_releases(kb_path: str | os.PathLike[str], dist: str, *, torch: str, sglang: str,
-         python: str | None, arch: str | None) -> tuple[list[str], list[str]] | None:
+                  python: str | None, arch: str | None) -> Held | None:
     """The versions of ``dist``'s releases :func:`which_fast` calls compatible and those it
-    calls unknown, for ``which DIST --torch TORCH --sglang SGLANG`` on ``python`` and
-    ``arch`` (None: every one) with ``dist=DIST``, from the SGLang release's held table; None
-    when that does not hold the question (then :func:`which_fast` answers)."""
+    calls unknown, and the first it excludes, for ``which DIST --torch TORCH --sglang
+    SGLANG`` on ``python`` and ``arch`` (None: every one) with ``dist=DIST``, from the
+    SGLang release's held table; None when that does not hold the question (then
+    :func:`which_fast` answers)."""
     from moonpin.kb.errors import UsageError
     from moonpin.resolver.inputs import normalize_arch, normalize_python
     from moonpin.resolver.resolved import read_table
@@ -371,7 +449,10 @@ def held_releases(kb_path: str | os.PathLike[str], dist: str, *, torch: str, sgl
             compatible.append(version)
         elif best == "1":
             unknown.append(version)
-    return compatible, unknown
+    says = "excluded" in found
+    first = found["excluded"][held_questions(pythons, arches).index((python, arch))] \
+        if says else None
+    return Held(compatible, unknown, None if first is None else found["reasons"][first], says)
 
 
 class Fitting(NamedTuple):
@@ -440,8 +521,11 @@ def fitting(kb_path: str | os.PathLike[str], what: str, *, sglang: str | None, t
 def release_pins(kb_path: str | os.PathLike[str], dist: str, version: str,
                  ) -> dict[str, str] | None:
     """The exact releases of other distributions one extension release requires
-    (``nixl`` 1.5.1: ``nixl-cu12`` and ``nixl-cu13`` 1.5.1), from its explain table; None
-    when the table does not hold it."""
+    (``nixl`` 1.5.1: ``nixl-cu12`` and ``nixl-cu13`` 1.5.1), from the requirements table,
+    else its explain table; None when neither holds it."""
+    said = _requires(kb_path, dist, version)
+    if said is not None:
+        return {d: v for d, v in said[0]}
     r = _read_release(kb_path, dist, version)
     return dict(r.pins) if r is not None else None
 
@@ -621,17 +705,66 @@ def _read_release(kb_path: str | os.PathLike[str], dist: str, version: str,
 def version_locks(kb_path: str | os.PathLike[str], dist: str, version: str,
                   ) -> list[tuple[str, str | None, str | None, str | None]] | None:
     """Every version lock (target, condition, effect, key) the wheels of one extension
-    release hold on another distribution, from its explain table; None when the table
-    does not hold the release (stale, damaged, not tabled): the caller reads the facts."""
+    release hold on another distribution, from the requirements table, else its explain
+    table; None when neither holds the release (stale, damaged, not tabled): the caller
+    reads the facts."""
+    said = _requires(kb_path, dist, version)
+    if said is not None:
+        return [(t, c, e, k) for t, c, e, k in said[1]]
     r = _read_release(kb_path, dist, version)
-    if r is None:
-        return None
+    return None if r is None else locks_of(r.wheels)
+
+
+def locks_of(wheels: dict[str, list[Any]],
+             ) -> list[tuple[str, str | None, str | None, str | None]]:
+    """The version locks (target, condition, effect, key) of an explain table's ``wheels``,
+    each once, in their order."""
     out: list[tuple[str, str | None, str | None, str | None]] = []
-    for _, locks in r.wheels.values():
+    for _, locks in wheels.values():
         for target, condition, effect, key, _member, _line in locks:
             if (target, condition, effect, key) not in out:
                 out.append((target, condition, effect, key))
     return out
+
+
+# ``resolved/_requires.json``: for every extension release with an explain table, what a
+# stack asks of it beside others without the rest of that table: its exact pins and its
+# version locks, so ``constraints``, ``renovate`` and ``pins`` read one small table where
+# they would read the explain table of every release they allow (a table written before it
+# is missing: then they read those).
+
+#: The requirements table's name.
+REQUIRES = "_requires.json"
+
+
+def _valid_requires(doc: dict[str, Any]) -> bool:
+    releases = doc.get("releases")
+
+    def opt(v: Any) -> bool:
+        return v is None or type(v) is str
+
+    return (doc.get("schema_version") == SCHEMA and type(releases) is dict and all(
+        type(d) is str and type(by) is dict and all(
+            type(v) is str and type(x) is list and len(x) == 2
+            and type(x[0]) is list and all(_strs(p) and len(p) == 2 for p in x[0])
+            and type(x[1]) is list and all(
+                type(k) is list and len(k) == 4 and type(k[0]) is str
+                and opt(k[1]) and opt(k[2]) and opt(k[3]) for k in x[1])
+            for v, x in by.items()) for d, by in releases.items()))
+
+
+def _requires(kb_path: str | os.PathLike[str], dist: str, version: str,
+              ) -> tuple[list[list[str]], list[list[Any]]] | None:
+    """(exact pins, version locks) of one release from the requirements table; None when it
+    does not hold the release."""
+    from moonpin.resolver.resolved import read_table
+
+    try:
+        doc = read_table(kb_path, REQUIRES, valid=_valid_requires)
+    except (OSError, ValueError):
+        return None
+    x = doc["releases"].get(dist, {}).get(version)
+    return None if x is None else (x[0], x[1])
 
 
 def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,

@@ -263,22 +263,23 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
         dists = sorted({r.dist for r in mine})
         wanted = {d: sorted(native.wanted_packages([r for r in mine if r.dist == d]))
                   for d in dists}
+        imported = sorted(native.imported_packages(mine))
         for t in torches:
             table = {"schema_version": rn.SCHEMA, "kb_sha256": sha, "project": project,
                      "torch": t, "releases": [[r.dist, r.version] for r in mine],
-                     "wanted": wanted, **_native_evals(stacks, mine, t, pythons)}
+                     "wanted": wanted, "imported": imported,
+                     **_native_evals(stacks, mine, t, pythons)}
             yield rn.entry_name(project, t), table
             for v, by_torch in held.items():
                 if t in sglang[v]["torch"]:
                     for d in dists:
-                        versions, verdicts = rn.held_verdicts(index, table, v, d, pythons,
-                                                              ARCHES)
-                        by_torch.setdefault(t, {})[d] = {"versions": versions,
-                                                         "verdicts": verdicts}
+                        said = rn.held_verdicts(index, table, v, d, pythons, ARCHES)
+                        by_torch.setdefault(t, {})[d] = said._asdict()
     for v, by_torch in held.items():
         yield rn.held_name(v), {"schema_version": rn.SCHEMA, "kb_sha256": sha, "sglang": v,
                                 "pythons": pythons, "arches": list(ARCHES), "torch": by_torch}
     seen: set[tuple[str, str]] = set()
+    requires: dict[str, dict[str, list[Any]]] = {}  # what each release tabled asks of others
     for r in releases:
         if (r.dist, r.version) in seen:
             continue  # the one a query's release name finds is the first
@@ -287,6 +288,9 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
         if doc is not None:
             yield rn.release_name(r.dist, r.version), {
                 "schema_version": rn.SCHEMA, "kb_sha256": sha, **doc}
+            requires.setdefault(r.dist, {})[r.version] = [
+                doc["pins"], [list(x) for x in rn.locks_of(doc["wheels"])]]
+    yield rn.REQUIRES, {"schema_version": rn.SCHEMA, "kb_sha256": sha, "releases": requires}
 
 
 def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str],

@@ -104,12 +104,29 @@ DERIVED = {"0.5.18.json": WHICH, "_sglang.json": WHICH,
            "_matrix.json": ["matrix", "--format", "csv"]}
 
 
+def _same_answer(template: Path, argv: list[str], home: Path) -> Callable[[Outcome],
+                                                                          str | None]:
+    """A judge of outcomes: an answer (exit 0) other than ``argv``'s on the undamaged
+    ``template`` is a problem (compared as JSON with ``--json``, else as the text)."""
+    truth = run(["--kb", str(template / "kb.json"), *argv], home)
+    assert truth.rc == 0, truth.err
+
+    def said(out: str) -> object:
+        return json.loads(out) if "--json" in argv else out
+
+    answer = said(truth.out)
+
+    def same_answer(o: Outcome) -> str | None:
+        if o.rc == 0 and said(o.out) != answer:
+            return f"a different answer than the undamaged files give:\n{o.out[:800]}"
+        return None
+
+    return same_answer
+
+
 def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
-    truths = {}
-    for name, argv in DERIVED.items():
-        truth = run(["--kb", str(template / "kb.json"), *argv], tmp_path / "truth")
-        assert truth.rc == 0, truth.err
-        truths[name] = truth.out
+    judges = {name: _same_answer(template, argv, tmp_path / "truth")
+              for name, argv in DERIVED.items()}
 
     def make(rng: random.Random, i: int) -> Case:
         folder = tmp_path / f"in{i % 4}"
@@ -127,16 +144,33 @@ def _derived_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
             run_first = runner(fuzz, i)(["--kb", str(kb), *WHICH], home)
             assert run_first.rc == 0, run_first.err
             what = "memo: " + _damage_memo(rng, memo)
-
-        def same_answer(o: Outcome) -> str | None:
-            if o.rc == 0 and o.out != truths[name]:
-                return f"a different answer than the undamaged files give:\n{o.out[:800]}"
-            return None
-
-        return Case(what, ["--kb", str(kb), *DERIVED[name]], keep=[kb], judge=same_answer,
+        return Case(what, ["--kb", str(kb), *DERIVED[name]], keep=[kb], judge=judges[name],
                     home=home)
 
     return survey("resolved tables and the file-facts memo", 1919, n, fuzz, tmp_path, make)
+
+
+#: What the planner behind ``constraints`` reads beside the release tables: the SGLang
+#: release's held table (its verdicts and first reasons) and every extension release's pins
+#: and locks.
+PLANNER = ["constraints", "--sglang", "0.5.18", "--python", "3.12", "--arch", "x86_64",
+           "--json"]
+
+
+def _planner_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tally:
+    same_answer = _same_answer(template, PLANNER, tmp_path / "truth")
+
+    def make(rng: random.Random, i: int) -> Case:
+        folder = tmp_path / f"in{i % 4}"
+        shutil.rmtree(fresh(folder))
+        shutil.copytree(template, folder)
+        name = rng.choice(["_held-0.5.18.json", "_requires.json"])
+        what = f"{name}: " + _derived_cases(rng, folder / "resolved" / name)
+        return Case(what, ["--kb", str(folder / "kb.json"), *PLANNER],
+                    keep=[folder / "kb.json"], judge=same_answer,
+                    home=tmp_path / f"home{i % 4}")
+
+    return survey("the planner's held and requirements tables", 1949, n, fuzz, tmp_path, make)
 
 
 def _damage_memo(rng: random.Random, memo: Path) -> str:
@@ -226,16 +260,18 @@ def _stamped_surface(tmp_path: Path, template: Path, n: int, fuzz: bool) -> Tall
     return survey("stamped facts and show documents", 1931, n, fuzz, tmp_path, make)
 
 
-@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
-                         ids=["kb", "derived", "stamped"])
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface,
+                                     _planner_surface],
+                         ids=["kb", "derived", "stamped", "planner"])
 def test_hostile_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                       ) -> None:
     surface(tmp_path, kb_template, DEFAULT_N, False).check()
 
 
 @pytest.mark.fuzz
-@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface],
-                         ids=["kb", "derived", "stamped"])
+@pytest.mark.parametrize("surface", [_surface, _derived_surface, _stamped_surface,
+                                     _planner_surface],
+                         ids=["kb", "derived", "stamped", "planner"])
 def test_fuzz_kb_and_derived_files(tmp_path: Path, kb_template: Path, surface: Surface
                                    ) -> None:
     surface(tmp_path, kb_template, FUZZ_N, True).check()

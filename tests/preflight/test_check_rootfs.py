@@ -174,6 +174,38 @@ def test_venv_with_an_absolute_interpreter_link(tmp_path: Path) -> None:
     assert rep.exit_code == 0
 
 
+@pytest.mark.parametrize(("env", "want"), [
+    ({}, ["/w", "/opt/stale", "/usr/lib/python{py}", "/usr/lib/python{py}/lib-dynload",
+          "/opt/venv/lib/python{py}/site-packages", "/opt/late"]),
+    # PYTHONPATH after what site inserts; a relative or empty entry from the working folder
+    ({"PYTHONPATH": "/opt/good:rel:"}, ["/w", "/opt/stale", "/opt/good", "/w/rel",
+                                        "/usr/lib/python{py}"]),  # the empty one: /w again
+    ({"PYTHONPATH": "/opt/good", "PYTHONSAFEPATH": "1"}, ["/opt/stale", "/opt/good",
+                                                         "/usr/lib/python{py}"]),
+])
+def test_the_site_code_of_an_image_edits_its_path(tmp_path: Path, env: dict[str, str],
+                                                  want: list[str]) -> None:
+    """``--rootfs``: a ``.pth`` ``import`` line's ``sys.path.insert(0, ...)`` puts its folder
+    before ``PYTHONPATH`` and the standard library, ``sitecustomize``'s ``append`` after the
+    site folders (both read, never run); ``PYTHONPATH``'s relative and empty entries are the
+    worker's working folder's (``site`` makes them absolute); ``PYTHONSAFEPATH`` in the
+    image's ``Env`` leaves the working folder out. Before, the image's ``.pth`` and
+    ``sitecustomize`` edits were not read at all (a stale ``sgl_kernel`` a ``.pth`` line put
+    first was not what the check judged, hunt I) and relative entries were dropped."""
+    root = tmp_path / "root"
+    site = venv_root(root)
+    for d in ("opt/stale", "opt/good", "opt/late", "w/rel"):
+        (root / d).mkdir(parents=True)
+    (site / "zz.pth").write_text("import sys; sys.path.insert(0, '/opt/stale')\n")
+    (site / "sitecustomize.py").write_text("import sys\nsys.path.append('/opt/late')\n")
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin", *(f"{k}={v}" for k, v in env.items())],
+                      entrypoint=["/opt/venv/bin/python", "-m", "sglang.launch_server"],
+                      working_dir="/w")
+    t = target_for(str(root), cfg)
+    got = [p[len(str(t.root)):] for p in t.paths]
+    assert got[:len(want)] == [w.format(py=PY) for w in want], got
+
+
 @pytest.mark.parametrize(("entry", "pip"), [
     (["/opt/venv/bin/python", "-m", "sglang.launch_server"], "/opt/venv/bin/python -m pip"),
     (["python3", "-m", "sglang.launch_server"], "pip"),

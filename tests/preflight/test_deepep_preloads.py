@@ -119,3 +119,27 @@ def test_the_entries_keep_how_they_were_written(tmp_path: Path) -> None:
     got = ldso.preload_file(str(root), "/usr/bin/python3")
     assert [(p.written, os.path.realpath(p.path) if "/" in p.path else p.path)
             for p in got] == [("/opt/link/libn.so", libn), ("libq.so", "libq.so")]
+
+
+@pytest.mark.parametrize("line", [True, False])
+def test_a_libnccl_the_site_code_loads_is_a_second_nccl(tmp_path: Path, line: bool) -> None:
+    """A ``.pth`` ``import`` line whose module loads another ``libnccl.so.2`` with
+    ``ctypes`` at every start: it is in ``/proc/self/maps`` when deep_ep's check runs, a
+    second NCCL (hunt I: ``AssertionError: Duplicate NCCL runtime`` in a copy of the real
+    stack image, while the check, reading only ld.so's preloads, passed). The fix takes the
+    line out; without it (the control) the import passes."""
+    site = _site(tmp_path)
+    alt = gcc_so(tmp_path / "alt" / "libnccl.so.2", defines=["ncclGetVersion", "ncclNew"],
+                 soname="libnccl.so.2")
+    (site / "zz_nccl.py").write_text(
+        f"import ctypes\nctypes.CDLL({str(alt)!r}, mode=ctypes.RTLD_GLOBAL)\n")
+    pth = site / "zz_nccl.pth"
+    pth.write_text("import zz_nccl\n" if line else "")
+    r = _check(site, {"CUDA_HOME": "/opt/cuda"}, tmp_path)
+    said = r.line("deep_ep")
+    assert ("Duplicate NCCL runtime" in said) is line, r.out
+    if line:
+        assert f"zz_nccl (imported at every start by {pth}) maps {alt} before" in said, r.out
+        assert r.fixes()[0].startswith(
+            f"fix: remove {alt} from what zz_nccl loads at start (take `import zz_nccl` out "
+            f"of {pth})"), r.out

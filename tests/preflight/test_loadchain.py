@@ -104,7 +104,7 @@ except ImportError:
 
 def _gcc(out: Path, code: str, *, needs: tuple[str, ...] = (), rpath: str | None = None,
          runpath: str | None = None, soname: str | None = None, link: Path | None = None,
-         python: bool = False) -> Path:
+         python: bool = False, versions: Path | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     src = out.with_name(out.name + ".c")
     src.write_text(code)
@@ -114,6 +114,8 @@ def _gcc(out: Path, code: str, *, needs: tuple[str, ...] = (), rpath: str | None
         cmd.append(f"-I{_INCLUDE}")
     if soname:
         cmd.append(f"-Wl,-soname,{soname}")
+    if versions:  # a version script: the symbol versions the object defines
+        cmd.append(f"-Wl,--version-script={versions}")
     for path, tag in ((rpath, "--disable-new-dtags"), (runpath, "--enable-new-dtags")):
         if path:
             cmd += [f"-Wl,-rpath,{path}", f"-Wl,{tag}"]
@@ -308,6 +310,64 @@ def test_global_deps_looked_for_through_the_distributions_metadata(tmp_path: Pat
     assert not ok and "libtorch_global_deps.so: cannot open shared object file" in err
     assert r.line("torch").startswith("fail") and "OSError" in r.line("torch"), r.out
     assert r.fixes() == [f"fix: pip install --force-reinstall --no-deps {TORCH}"]
+
+
+def _versioned(out: Path, code: str, versions: tuple[str, ...], *, soname: str,
+               needs: tuple[str, ...] = (), rpath: str | None = None, exports: str = "") -> None:
+    """An object whose symbols carry ``versions`` (each node: the function ``fz_<node>``;
+    the first node also ``exports``), linked against ``needs`` (their versions then
+    needed)."""
+    script = out.parent / (out.name + ".map")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text("".join(f"{v} {{ global: fz_{v}; "
+                              f"{f'{exports} local: *; ' if i == 0 else ''}}};\n"
+                              for i, v in enumerate(versions)))
+    _gcc(out, code + "".join(f"int fz_{v}(void) {{ return {i}; }}\n"
+                             for i, v in enumerate(versions)),
+         needs=needs, rpath=rpath, soname=soname, versions=script)
+    script.unlink()
+
+
+def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path) -> None:
+    """A ``.pth`` ``import`` line whose module loads an older ``libc10.so`` by path with
+    ``ctypes`` (``RTLD_GLOBAL``): ``site`` runs it at every start, so that object, not
+    torch's own, satisfies ``libtorch_python.so``'s need, and ``import torch`` fails on a
+    symbol version it lacks. The check said usable (the site code was never followed into
+    the process; hunt I found it on a copy of the real stack image with an old
+    ``libstdc++.so.6``); now torch fails as the real import does, and the fix takes the
+    line out, after which both the import and the check pass."""
+    site = _image(tmp_path)
+    lib = site / "torch" / "lib"
+    _versioned(lib / "libc10.so", "int c10_fn(void) { return 1; }\n", ("C10_1", "C10_2"),
+               soname="libc10.so", exports="c10_fn;")
+    _versioned(lib / "libtorch_python.so", "extern int fz_C10_2(void);\n"
+               "int tp(void) { return fz_C10_2(); }\n", ("TP_1",), soname="libtorch_python.so",
+               needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
+    old = tmp_path / "old" / "libc10.so"
+    _versioned(old, "int c10_fn(void) { return 1; }\n", ("C10_1",), soname="libc10.so",
+               exports="c10_fn;")
+    (site / "zz_early.py").write_text(
+        f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
+    pth = site / "zz_early.pth"
+    pth.write_text("import zz_early\n")
+
+    def real() -> subprocess.CompletedProcess[str]:  # site.addsitedir: what site does
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH",
+                                                               "PYTHONPATH")}
+        return subprocess.run([sys.executable, "-c", f"import site; site.addsitedir("
+                               f"{str(site)!r}); import mooncake.pg"], capture_output=True,
+                              text=True, timeout=60, env=env, cwd=tmp_path)
+
+    proc = real()
+    assert proc.returncode != 0 and "version `C10_2' not found" in proc.stderr, proc.stderr
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc == 1 and r.line("torch").startswith("fail"), r.out
+    assert "version `C10_2' not found" in r.line("torch"), r.out
+    assert f"{pth} imports at every start" in r.line("torch"), r.out
+    assert r.fixes()[0].startswith(f"fix: take `import zz_early` out of {pth} "), r.out
+    pth.write_text("")  # the fix carried out
+    assert real().returncode == 0
+    assert run(site, kb=small_kb(tmp_path)).rc == 0
 
 
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:

@@ -306,6 +306,67 @@ def test_python_option_sees_the_user_site(tmp_path: Path, system_site: bool,
     assert (f"from {user}" in r.stdout or str(user) in r.stdout) is found, r.stdout
 
 
+@pytest.mark.parametrize(("file", "env", "first"), [
+    ("usercustomize.py", {}, True),
+    ("zz.pth", {}, True),  # a .pth import line of the user's site folder
+    ("usercustomize.py", {"PYTHONNOUSERSITE": "1"}, False),
+])
+def test_python_option_runs_the_users_site_code(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch, file: str,
+                                                env: dict[str, str], first: bool) -> None:
+    """The user's site folder's ``usercustomize`` and ``.pth`` lines run at a worker's
+    start (not under ``-I``, which the ask used: the folder was added back, but not its
+    code): one that puts the folder first makes a stale copy there the one imported (hunt
+    I: ``sgl_kernel`` 0.4.8's in a copy of the real stack image with
+    ``include-system-site-packages = true``, judged usable while the import failed)."""
+    from moonpin.preflight.env.target import from_python
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(venv)], check=True)
+    home = tmp_path / "home"
+    user = home / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages"
+    user.mkdir(parents=True)
+    (user / file).write_text(f"import sys; sys.path.insert(0, {str(user)!r})\n")
+    monkeypatch.setenv("HOME", str(home))
+    for k in ("PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONPATH"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    t = from_python(str(venv / "bin" / "python"))
+    assert (t.paths[1] == str(user)) is first, t.paths
+    assert (str(user) in t.paths) is first, t.paths
+
+
+@pytest.mark.parametrize("file", ["zz.pth", "sitecustomize.py"])
+def test_python_option_puts_pythonpath_after_what_site_inserts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file: str) -> None:
+    """A ``.pth`` ``import`` line or ``sitecustomize`` that inserts a folder at
+    ``sys.path[0]`` runs after the interpreter put ``PYTHONPATH`` there: the folder comes
+    before ``PYTHONPATH``'s (only ``python -m``'s working folder is put before it, later).
+    The ``-I`` ask has no ``PYTHONPATH``; it was put in front of the inserted folder, and a
+    stale ``sgl_kernel`` there was judged as the ``PYTHONPATH`` copy (hunt I, a copy of the
+    real stack image)."""
+    from moonpin.preflight.env.target import from_python
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages"
+    front, given, work = tmp_path / "front", tmp_path / "given", tmp_path / "work"
+    for d in (front, given, work):
+        d.mkdir()
+    (site / file).write_text(f"import sys; sys.path.insert(0, {str(front)!r})\n")
+    monkeypatch.setenv("PYTHONPATH", str(given))
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    monkeypatch.chdir(work)
+    t = from_python(str(venv / "bin" / "python"))
+    assert t.paths[:3] == [str(work), str(front), str(given)], t.paths
+    assert str(site) in t.paths
+
+
 @pytest.mark.parametrize(("value", "want"), [
     (":/opt/x", ["{cwd}", "/opt/x"]),  # an empty entry: the working folder
     ("rel:/opt/x", ["{cwd}/rel", "/opt/x"]),

@@ -66,11 +66,15 @@ def image(tmp_path: Path) -> tuple[Path, Path]:
 def remembered(site: Path, *args: str, kb: Path, env: dict[str, str] | None = None,
                **how: Any) -> Start:
     """Start until the answer is remembered (a cold start forks, so the warm one keeps it);
-    the first replayed start."""
-    for _ in range(3):
+    the first replayed start. The forked child writes the memo after the start returns: on
+    a loaded machine, wait for it (up to 10 s) before the next start."""
+    for _ in range(4):
         got = start(site, *args, kb=kb, env=env, **how)
         if got.replayed:
             return got
+        deadline = time.monotonic() + 10
+        while not memos() and time.monotonic() < deadline:
+            time.sleep(0.05)
     raise AssertionError(f"never replayed; memos: {memos()}\n{got.out}{got.err}")
 
 

@@ -32,6 +32,9 @@
 #   --hunt-d            build (and probe) only the hunt-D-* image roots (block at the end; a
 #                       preload in the image's environment or /etc/ld.so.preload;
 #                       tests/test_image_hunt_d.py): hard links, a few MB of new files
+#   --hunt-i            build (and probe) only the hunt-I-* images (block at the end: what the
+#                       worker's environment and the code site runs at start change;
+#                       tests/test_image_hunt_i.py): hard links, a few MB of new files
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
@@ -87,7 +90,7 @@ KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
 HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
 HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0; HUNT_D=0; HUNT_H=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0; HUNT_D=0; HUNT_H=0; HUNT_I=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
@@ -99,6 +102,7 @@ while [ $# -gt 0 ]; do
     --hunt-g) HUNT_G=1;;
     --hunt-d) HUNT_D=1;;
     --hunt-h) HUNT_H=1;;
+    --hunt-i) HUNT_I=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -338,6 +342,7 @@ MAIN=1; [ "$HUNT_C" = 1 ] && MAIN=0   # --hunt-c: only its block (its images com
 [ "$HUNT_G" = 1 ] && MAIN=0            # --hunt-g: the same
 [ "$HUNT_H" = 1 ] && MAIN=0           # --hunt-h: only its block (its images come from venv-rpath)
 [ "$HUNT_D" = 1 ] && MAIN=0           # --hunt-d: only its block (its roots come from hunt-A-root-stack)
+[ "$HUNT_I" = 1 ] && MAIN=0           # --hunt-i: only its block (from stack and hunt-A-root-stack)
 if [ "$KHUNT" = 1 ]; then  # only them: the stack images are their sources, never changed here
   [ -x "$BASE/bin/python" ] || { log "build stack first (tests/realimg/stack.sh)"; exit 2; }
   kernel_hunt; log "time: $(( $(date +%s) - T0 )) s"; exit 0
@@ -809,6 +814,145 @@ if [ "$HUNT_D" = 1 ]; then
   fi
   if [ "$NO_PROBE" = 0 ] && [ -f "$R/hunt-D-root-noffi/.hunt-variant" ]; then
     timed d_probe "$R/hunt-D-root-noffi" D-noffi
+  fi
+fi
+
+# ---- hunt-I-* images (--hunt-i; tests/test_image_hunt_i.py) --------------------------------------
+# What the worker's environment and the code `site` runs at start change, each a hard-link copy
+# of `stack` (or of hunt-A-root-stack for an image root) with a few small files of its own; the
+# stale copy is stack-kernel048's sgl_kernel/ (sglang-kernel 0.4.8, built for torch 2.13.0),
+# hard-linked into $R/hunt-I-alt/stale, the good one stack's into $R/hunt-I-alt/good:
+#   hunt-I-pthfront   a .pth line `import sys; sys.path.insert(0, '<alt>/stale')`; probed as is
+#                     (I-pthfront) and with PYTHONPATH=<alt>/good (I-pthfront-pythonpath)
+#   hunt-I-usersite   include-system-site-packages = true; probed with PYTHONUSERBASE naming a
+#                     user base whose site folder holds the stale copy and a usercustomize.py that
+#                     puts that folder first (I-usersite), the same with PYTHONNOUSERSITE=1
+#                     (I-usersite-off), and a user base holding the stale copy only (I-usersite-plain)
+#   hunt-I-pthcdll    a .pth line importing a module that loads <alt>/oldstdcxx/libstdc++.so.6 (gcc:
+#                     GLIBCXX up to 3.4.19 only, as tests/test_image_classes.py builds it) with
+#                     ctypes.CDLL(..., RTLD_GLOBAL) (I-pthcdll)
+#   hunt-I-pthnccl    the same loading hunt-C-ncclalt's nvidia-nccl-cu13 2.32.6 libnccl.so.2 (I-pthnccl)
+#   stack             probed with LD_LIBRARY_PATH also naming hunt-H-worker's CUDA 12 library
+#                     folders (libcudart.so.12, nccl-cu12's libnccl.so.2...: I-cu12-ldpath)
+#   hunt-I-root       hunt-A-root-stack with /opt/stale, /opt/good and the .pth line of
+#                     hunt-I-pthfront naming /opt/stale; probed in a chroot (CUDA_HOME set) as is
+#                     (I-root-pthfront) and with PYTHONPATH=/opt/good (I-root-pthfront-pythonpath)
+#   hunt-I-root2      the same without the .pth line, probed with PYTHONPATH=opt/stale, a relative
+#                     entry (the chroot's working folder is /: I-root2-relpath)
+HUNT_I_REPORTS="$R/hunt-I-reports"; IALT="$R/hunt-I-alt"
+i_alt() {
+  local sp k048; sp=$(sp_of "$BASE"); k048=$(sp_of "$R/stack-kernel048")
+  [ -d "$k048/sgl_kernel" ] || { log "hunt-I needs stack-kernel048 (stack.sh --only kernel048)"; return 1; }
+  if [ ! -f "$IALT/.ready" ] || [ "$REBUILD" = 1 ]; then
+    rm -rf "$IALT"; mkdir -p "$IALT/stale" "$IALT/good" "$IALT/oldstdcxx"
+    cp -al "$k048/sgl_kernel" "$IALT/stale/"; cp -al "$sp/sgl_kernel" "$IALT/good/"
+    "$PYBASE" -c '
+import sys
+from pathlib import Path
+d = Path(sys.argv[1])
+names = ["GLIBCXX_3.4", *(f"GLIBCXX_3.4.{i}" for i in range(1, 20)), "CXXABI_1.3",
+         *(f"CXXABI_1.3.{i}" for i in range(1, 16))]
+syms = ["moonpin_" + n.replace(".", "_") for n in names]
+loc = ["local: *; "] + [""] * (len(names) - 1)
+(d / "v.map").write_text("".join(f"{n} {{ global: {s}; {l}}};\n"
+                                 for n, s, l in zip(names, syms, loc)))
+(d / "s.c").write_text("".join(f"int {s}(void) {{ return {i}; }}\n" for i, s in enumerate(syms)))
+' "$IALT/oldstdcxx"
+    gcc -shared -fPIC -o "$IALT/oldstdcxx/libstdc++.so.6" -Wl,-soname,libstdc++.so.6 \
+      "-Wl,--version-script=$IALT/oldstdcxx/v.map" "$IALT/oldstdcxx/s.c"
+    for ub in user user-plain; do
+      mkdir -p "$IALT/$ub/lib/python3.11/site-packages"
+      cp -al "$k048/sgl_kernel" "$IALT/$ub/lib/python3.11/site-packages/"
+    done
+    echo "import sys; sys.path.insert(0, '$IALT/user/lib/python3.11/site-packages')" \
+      > "$IALT/user/lib/python3.11/site-packages/usercustomize.py"
+    touch "$IALT/.ready"
+  fi
+}
+i_preload_module() {  # i_preload_module <image dir> <library path>: a .pth line whose module loads it
+  local sp; sp=$(sp_of "$1")
+  printf "import ctypes\nctypes.CDLL('%s', mode=ctypes.RTLD_GLOBAL)\n" "$2" > "$sp/hunti_preload.py"
+  echo "import hunti_preload" > "$sp/hunti_preload.pth"
+}
+i_variant() {
+  local v="$R/hunt-$1" sp; sp=$(sp_of "$R/hunt-$1")
+  case "$1" in
+    I-pthfront)
+      hunt_clone "$1" "$BASE" || return 0
+      echo "import sys; sys.path.insert(0, '$IALT/stale')" > "$sp/hunti_front.pth"
+      hunt_mark "$1" "a .pth line putting $IALT/stale first";;
+    I-usersite)
+      hunt_clone "$1" "$BASE" || return 0
+      sed 's/^include-system-site-packages = false/include-system-site-packages = true/' \
+        "$v/pyvenv.cfg" > "$v/pyvenv.cfg.tmp" && mv -f "$v/pyvenv.cfg.tmp" "$v/pyvenv.cfg"
+      hunt_mark "$1" "include-system-site-packages = true";;
+    I-pthcdll)
+      hunt_clone "$1" "$BASE" || return 0
+      i_preload_module "$v" "$IALT/oldstdcxx/libstdc++.so.6"
+      hunt_mark "$1" "a .pth line loading an old libstdc++.so.6 with ctypes";;
+    I-pthnccl)
+      local nccl="$R/hunt-C-ncclalt/nccl-alt/nvidia/nccl/lib/libnccl.so.2"
+      [ -f "$nccl" ] || { log "hunt-I-pthnccl needs hunt-C-ncclalt (--hunt-c)"; return 0; }
+      hunt_clone "$1" "$BASE" || return 0
+      i_preload_module "$v" "$nccl"
+      hunt_mark "$1" "a .pth line loading another libnccl.so.2 with ctypes";;
+  esac
+}
+i_root() {  # i_root <name> <with the .pth line: 1/0>
+  local root="$R/hunt-$1" site="opt/venv/lib/python3.11/site-packages"
+  [ -x "$R/hunt-A-root-stack/opt/venv/bin/python" ] || { log "hunt-$1 needs hunt-A-root-stack (--hunt-nixl)"; return 0; }
+  if [ ! -f "$root/.hunt-variant" ] || [ "$REBUILD" = 1 ]; then
+    rm -rf "$root"; cp -al "$R/hunt-A-root-stack" "$root"
+    mkdir -p "$root/opt/stale" "$root/opt/good"
+    cp -al "$IALT/stale/sgl_kernel" "$root/opt/stale/"; cp -al "$IALT/good/sgl_kernel" "$root/opt/good/"
+    if [ "$2" = 1 ]; then echo "import sys; sys.path.insert(0, '/opt/stale')" > "$root/$site/hunti_front.pth"; fi
+    cp "$HERE/probe_stack.py" "$root/probe_stack.py.tmp" && mv -f "$root/probe_stack.py.tmp" "$root/probe_stack.py"
+    echo "hunt-A-root-stack with /opt/stale, /opt/good (.pth line: $2)" > "$root/.hunt-variant"
+  fi
+}
+i_probe() {  # i_probe <image dir> <report name> [VAR=value...]: probe_stack.py with that environment
+  local v="$1" name="$2"; shift 2
+  env -u PYTHONPATH -u VIRTUAL_ENV -u PYTHONUSERBASE -u PYTHONNOUSERSITE LD_LIBRARY_PATH="$STUBS" CUDA_VISIBLE_DEVICES= \
+    PROBE_NVML_STUB="$STUBS/nvml" MOONCAKE_PG_JIT_DIR="$PGJIT/$(basename "$v")" FLASHINFER_WORKSPACE_BASE="$R/stack-fi" "$@" \
+    "$v/bin/python" "$HERE/probe_stack.py" > "$HUNT_I_REPORTS/$name.json.tmp" \
+    && mv -f "$HUNT_I_REPORTS/$name.json.tmp" "$HUNT_I_REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_I_REPORTS/$name.json" >&2
+}
+i_root_probe() {  # i_root_probe <root> <report name> [VAR=value...]: probe_stack.py in that chroot
+  local root="$1" name="$2" chroot; shift 2; chroot=$(command -v chroot)
+  env -i PATH=/opt/venv/bin:/usr/bin:/bin LD_LIBRARY_PATH=/stubs CUDA_VISIBLE_DEVICES= PROBE_NVML_STUB=/stubs/nvml HOME=/tmp CUDA_HOME=/usr/local/cuda "$@" \
+    unshare -m --propagation private /bin/bash -c "mount -t proc proc '$root/proc' && mount --rbind /dev '$root/dev' && exec '$chroot' '$root' /opt/venv/bin/python /probe_stack.py" \
+    > "$HUNT_I_REPORTS/$name.json.tmp" && mv -f "$HUNT_I_REPORTS/$name.json.tmp" "$HUNT_I_REPORTS/$name.json"
+  "$PYBASE" "$HERE/probe_stack.py" --summary "$HUNT_I_REPORTS/$name.json" >&2
+}
+if [ "$HUNT_I" = 1 ]; then
+  mkdir -p "$HUNT_I_REPORTS"
+  if [ "$PROBE_ONLY" = 0 ]; then
+    i_alt
+    for n in I-pthfront I-usersite I-pthcdll I-pthnccl; do timed i_variant "$n"; done
+    timed i_root I-root 1; timed i_root I-root2 0
+  fi
+  if [ "$NO_PROBE" = 0 ]; then
+    if [ -f "$R/hunt-I-pthfront/.hunt-variant" ]; then
+      timed i_probe "$R/hunt-I-pthfront" I-pthfront
+      timed i_probe "$R/hunt-I-pthfront" I-pthfront-pythonpath PYTHONPATH="$IALT/good"
+    fi
+    if [ -f "$R/hunt-I-usersite/.hunt-variant" ]; then
+      timed i_probe "$R/hunt-I-usersite" I-usersite PYTHONUSERBASE="$IALT/user"
+      timed i_probe "$R/hunt-I-usersite" I-usersite-off PYTHONUSERBASE="$IALT/user" PYTHONNOUSERSITE=1
+      timed i_probe "$R/hunt-I-usersite" I-usersite-plain PYTHONUSERBASE="$IALT/user-plain"
+    fi
+    if [ -f "$R/hunt-I-pthcdll/.hunt-variant" ]; then timed i_probe "$R/hunt-I-pthcdll" I-pthcdll; fi
+    if [ -f "$R/hunt-I-pthnccl/.hunt-variant" ]; then timed i_probe "$R/hunt-I-pthnccl" I-pthnccl; fi
+    cu12=$(ls -d "$R"/hunt-H-worker/lib/python3.11/site-packages/nvidia/*/lib 2>/dev/null | paste -sd: || true)
+    if [ -n "$cu12" ]; then timed i_probe "$BASE" I-cu12-ldpath LD_LIBRARY_PATH="$STUBS:$cu12"; fi
+    if [ -f "$R/hunt-I-root/.hunt-variant" ]; then
+      timed i_root_probe "$R/hunt-I-root" I-root-pthfront
+      timed i_root_probe "$R/hunt-I-root" I-root-pthfront-pythonpath PYTHONPATH=/opt/good
+    fi
+    if [ -f "$R/hunt-I-root2/.hunt-variant" ]; then
+      timed i_root_probe "$R/hunt-I-root2" I-root2-relpath PYTHONPATH=opt/stale
+    fi
   fi
 fi
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -313,6 +314,25 @@ class ServerArgs:
     assert rules[0].message == "decode backend (got {self.decode!r})"
     (v,) = check(rules, flags, ["--decode", "breakable"])
     assert v.status == "violated" and v.message == "decode backend (got 'breakable')"
+
+
+def test_an_int_past_the_decimal_limit_is_said_in_hex() -> None:
+    """A hex literal of 5,000 digits in a release's source parses; its decimal repr raises
+    ValueError: the comparison it cannot make and the message holding it say it in hex."""
+    big = "0x" + "f" * 5000
+    said = "0xffffffffffffffff… (an int of 20000 bits)"
+    with pytest.raises(Unevaluable, match=re.escape(f"and {said}: ")):
+        evaluate(f"self.mode < {big}", {"mode": "scale"})
+    src = f"""
+class ServerArgs:
+    decode: A[str, "d"] = "full"
+
+    def _handle_elastic_ep(self):
+        assert self.decode in ("full", "disabled"), f"decode backend (limit {{{big}}})"
+"""
+    flags, rules, _ = extract(src)
+    (v,) = check(rules, flags, ["--decode", "breakable"])
+    assert v.status == "violated" and v.message == f"decode backend (limit {said})"
 
 
 # ------------------------------------------------------------ the `args` command's library

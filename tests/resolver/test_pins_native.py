@@ -264,6 +264,81 @@ def test_constraints_hold_the_extensions_from_the_tables(monkeypatch: pytest.Mon
     assert got.natives and (got.natives, got.reasons) == (full.natives, full.reasons)
 
 
+#: the plans the constraints of the docs and of bench/commands.py make: (sglang, python, arch)
+PLANS = [("0.5.18", "3.12", "x86_64"), ("0.5.23", None, None), ("0.5.18", None, "aarch64")]
+
+
+def _plan(kb: Path, sglang: str, python: str | None, arch: str | None) -> tuple[object, ...]:
+    from moonpin.resolver.pins.writing import constraints, renovate
+
+    g = CompatGraph.from_path(kb)
+    plan = renovate.plan_stack(g, sglang, python=python, arch=arch, natives=None)
+    return plan.natives, plan.reasons, constraints.constraint_lines(g, plan)
+
+
+@pytest.mark.parametrize(("sglang", "python", "arch"), PLANS)
+def test_constraints_say_why_from_the_held_tables_alone(
+        monkeypatch: pytest.MonkeyPatch, sglang: str, python: str | None,
+        arch: str | None) -> None:
+    """A plan's reasons ("alone none fits (nixl-cu12==1.5.1: …)") come from the SGLang
+    releases' held tables, what each allowed release requires of another from
+    ``_requires.json`` and the releases the KB read from ``_names.json``: no ``which`` of an
+    extension is judged again, no explain table, summary or facts read (before: ten
+    ``which_fast`` calls, an explain table per allowed release and the typed summary for
+    ``constraints --sglang 0.5.18``, a third of its time); the same plan as the full
+    resolver's."""
+    from typing import Any
+
+    from moonpin.resolver import native, resolved
+    from moonpin.resolver import resolved_native as rn
+
+    def refuse(*_a: object, **_k: object) -> Any:
+        raise AssertionError("asked again")
+
+    with monkeypatch.context() as m:
+        for name in ("which_fast", "_read_release"):
+            m.setattr(rn, name, refuse)
+        for name in ("load_summary", "_load_facts"):
+            m.setattr(resolved, name, refuse)
+        m.setattr(native, "which_native", refuse)
+        m.setattr(CompatGraph, "_read", staticmethod(refuse))
+        got = _plan(SHIPPED, sglang, python, arch)
+    monkeypatch.setattr(rn, "held_releases", lambda *a, **k: None)
+    monkeypatch.setattr(rn, "which_fast", lambda *a, **k: None)
+    monkeypatch.setattr(rn, "_requires", lambda *a, **k: None)
+    assert got[1] and got == _plan(SHIPPED, sglang, python, arch)
+
+
+def test_constraints_from_tables_written_before_the_reasons(tmp_path: Path) -> None:
+    """Tables written before the held tables' reasons, ``_requires.json`` and
+    ``_names.json``'s ``mooncake_read``: the held table says it does not say why
+    (``says_excluded``) and the plan asks ``which`` as before, with the same answer."""
+    import shutil
+
+    from moonpin.resolver import resolved
+    from moonpin.resolver import resolved_native as rn
+
+    kb = tmp_path / "kb.json"
+    shutil.copy(SHIPPED, kb)
+    shutil.copytree(SHIPPED.parent / "resolved", tmp_path / "resolved")
+    for held in (tmp_path / "resolved").glob("_held-*.json"):
+        doc = json.loads(held.read_text())
+        for by_dist in doc["torch"].values():
+            for x in by_dist.values():
+                del x["reasons"], x["excluded"]
+        held.write_text(json.dumps(doc))
+    (tmp_path / "resolved" / rn.REQUIRES).unlink()
+    names = tmp_path / "resolved" / resolved.NAMES_NAME
+    body = json.loads(names.read_bytes().partition(b"\n")[2])
+    del body["mooncake_read"]
+    names.write_bytes(resolved.stamped(body, resolved.file_sha256(kb)))
+    old = rn.held_releases(kb, "nixl-cu12", torch="2.13.0", sglang="0.5.18", python=None,
+                           arch=None)
+    assert old is not None and not old.says_excluded and old.excluded is None
+    for sglang, python, arch in PLANS:
+        assert _plan(kb, sglang, python, arch) == _plan(SHIPPED, sglang, python, arch)
+
+
 def test_a_set_without_mooncake_is_judged_on_what_it_pins(tmp_path: Path) -> None:
     """A worker that runs no mooncake backend needs no mooncake: a file pinning SGLang,
     torch and extensions but no mooncake distribution was called unknown, with "add

@@ -38,14 +38,16 @@ def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return resolved_kb(tmp_path_factory.mktemp("native"), kb)
 
 
+@pytest.mark.parametrize("as_imported", [False, True], ids=["loads", "imported"])
 @pytest.mark.parametrize(("what", "torch", "sglang", "python", "arch"), QUESTIONS)
 def test_the_tables_answer_as_the_full_resolver(kb_path: Path, what: str, torch: str | None,
                                                 sglang: str | None, python: str | None,
-                                                arch: str | None) -> None:
+                                                arch: str | None, as_imported: bool) -> None:
     fast = rn.which_fast(kb_path, what, torch=torch, sglang=sglang, python=python, arch=arch,
-                         dist=None)
+                         dist=None, as_imported=as_imported)
     full = native.which_native(CompatGraph.from_path(kb_path), what, torch=torch,
-                               sglang=sglang, python=python, arch=arch)
+                               sglang=sglang, python=python, arch=arch,
+                               as_imported=as_imported)
     assert fast is not None
     assert fast.to_json() == full.to_json()
 
@@ -82,6 +84,31 @@ def test_a_stale_or_damaged_table_is_not_read(kb_path: Path, tmp_path: Path) -> 
     copy.write_text(copy.read_text() + " ")  # another KB: every table is stale
     assert rn.which_fast(copy, "sgl_kernel", torch="2.14.1", sglang=None, python=None,
                          arch=None, dist=None) is None
+
+
+def test_the_project_is_what_it_is_imported_as_a_distribution_what_it_installs(
+        kb_path: Path, tmp_path: Path) -> None:
+    """``which nixl``: the meta (``import nixl_ep``), not the backend alone, whose
+    ``nixl_ep_cu13`` the meta loads; ``which nixl-cu13``: the backend. A table from before
+    ``imported`` still answers, with every package as then."""
+    import shutil
+
+    def best(path: Path, what: str) -> str | None:
+        got = rn.which_fast(path, what, torch="2.14.1", sglang=None, python="3.12",
+                            arch="x86_64", dist=None, as_imported=True)
+        assert got is not None
+        return (got.recommended() or {}).get("requirement")
+
+    assert best(kb_path, "nixl") == "nixl==1.5.1"
+    assert best(kb_path, "nixl-cu13") == "nixl-cu13==1.5.1"
+    copy = tmp_path / "kb.json"
+    shutil.copy(kb_path, copy)
+    shutil.copytree(kb_path.parent / "resolved", tmp_path / "resolved")
+    table = tmp_path / "resolved" / rn.entry_name("nixl", "2.14.1")
+    doc = json.loads(table.read_text())
+    assert doc.pop("imported") == ["nixl_ep"]
+    table.write_text(json.dumps(doc))
+    assert best(copy, "nixl") is not None
 
 
 def test_the_command_loads_no_pydantic_nor_networkx(kb_path: Path) -> None:
@@ -147,9 +174,10 @@ def test_an_answer_decides_sglangs_pins_of_a_release_once(kb_path: Path,
 def test_the_held_tables_say_what_which_says(tmp_path: Path) -> None:
     """``constraints`` and ``renovate`` ask ``which`` of every extension distribution beside
     every SGLang release and torch they allow: the SGLang release's held table
-    (:func:`rn.held_releases`) gives the same compatible and unknown releases as
-    :func:`rn.which_fast` for every such question of the shipped KB, and a damaged one, or
-    one of another KB, gives none (``which_fast`` answers then)."""
+    (:func:`rn.held_releases`) gives the same compatible and unknown releases, and the
+    same first excluded one with its reason, as :func:`rn.which_fast` for every such
+    question of the shipped KB, and a damaged one, or one of another KB, gives none
+    (``which_fast`` answers then)."""
     import shutil
 
     from moonpin.kb.paths import shipped_kb_file
@@ -157,7 +185,7 @@ def test_the_held_tables_say_what_which_says(tmp_path: Path) -> None:
     kb_path = Path(shipped_kb_file())
     index = json.loads((kb_path.parent / "resolved" / rn.INDEX).read_text())
     dists = sorted({d for _, ds in index["names"].values() for d in ds})
-    asked = 0
+    asked = reasons = 0
     for sglang, edges in index["sglang"].items():
         if not (kb_path.parent / "resolved" / rn.held_name(sglang)).exists():
             continue
@@ -169,11 +197,15 @@ def test_the_held_tables_say_what_which_says(tmp_path: Path) -> None:
                                          python=python, arch=arch, dist=dist)
                     held = rn.held_releases(kb_path, dist, torch=torch, sglang=sglang,
                                             python=python, arch=arch)
+                    first = (f"{fast.excluded[0].requirement}: {fast.excluded[0].reason}"
+                             if fast is not None and fast.excluded else None)
                     assert fast is not None and held == (
                         [c.version for c in fast.compatible],
-                        [c.version for c in fast.unknown]), (sglang, torch, dist, python, arch)
+                        [c.version for c in fast.unknown], first, True), (
+                        sglang, torch, dist, python, arch)
                     asked += bool(fast.compatible) + bool(fast.unknown)
-    assert asked > 100  # many questions have an answer to agree on
+                    reasons += first is not None
+    assert asked > 100 and reasons > 100  # many questions have an answer to agree on
     # what the held table does not hold: which_fast answers
     assert rn.held_releases(kb_path, "nixl", torch="2.14.1", sglang="0.5.99", python=None,
                             arch=None) is None
@@ -194,10 +226,45 @@ def test_the_held_tables_say_what_which_says(tmp_path: Path) -> None:
     table.write_text(json.dumps(doc))
     assert rn.held_releases(copy, "nixl", torch="2.14.1", sglang="0.5.23", python=None,
                             arch=None) is None
+    doc = json.loads((kb_path.parent / "resolved" / rn.held_name("0.5.23")).read_text())
+    first = next(x for by in doc["torch"].values() for x in by.values() if x["reasons"])
+    first["excluded"][0] = len(first["reasons"])  # a reason it does not have
+    table.write_text(json.dumps(doc))
+    assert rn.held_releases(copy, "nixl", torch="2.14.1", sglang="0.5.23", python=None,
+                            arch=None) is None
     shutil.copy(kb_path.parent / "resolved" / rn.held_name("0.5.23"), table)
     copy.write_text(copy.read_text() + " ")  # another KB: the table is stale
     assert rn.held_releases(copy, "nixl", torch="2.14.1", sglang="0.5.23", python=None,
                             arch=None) is None
+
+
+def test_the_requires_table_says_what_the_explain_tables_say(tmp_path: Path) -> None:
+    """``_requires.json`` holds every tabled extension release's exact pins and version
+    locks as its explain table says them (the plan reads one small table instead of an
+    explain table per allowed release); damaged, the explain tables answer."""
+    import shutil
+
+    from moonpin.kb.paths import shipped_kb_file
+
+    kb_path = Path(shipped_kb_file())
+    folder = kb_path.parent / "resolved"
+    doc = json.loads((folder / rn.REQUIRES).read_text())
+    tabled = [json.loads(f.read_text()) for f in folder.glob("_ext-*.json")]
+    assert len(tabled) == sum(len(by) for by in doc["releases"].values()) > 200
+    pinned = locked = 0
+    for ext in tabled:
+        said = doc["releases"][ext["dist"]][ext["version"]]
+        assert said == [ext["pins"], [list(x) for x in rn.locks_of(ext["wheels"])]]
+        assert rn.release_pins(kb_path, ext["dist"], ext["version"]) == dict(ext["pins"])
+        pinned, locked = pinned + bool(said[0]), locked + bool(said[1])
+    assert pinned > 10 and locked > 10
+    copy = tmp_path / "kb.json"
+    shutil.copy(kb_path, copy)
+    shutil.copytree(folder, tmp_path / "resolved")
+    doc["releases"]["nixl"]["1.5.1"][0] = "nixl-cu13==1.5.1"  # not a list of pairs
+    (tmp_path / "resolved" / rn.REQUIRES).write_text(json.dumps(doc))
+    assert rn.release_pins(copy, "nixl", "1.5.1") == rn.release_pins(kb_path, "nixl", "1.5.1")
+    assert rn.release_pins(copy, "nixl", "1.5.1")
 
 
 #: What ``pip install nixl`` (and ``uv pip compile``) of SGLang 0.5.23's stack pins: the meta

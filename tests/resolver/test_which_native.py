@@ -149,24 +149,36 @@ def test_nixl_cu13_151_has_builds_for_torch_212_to_214_only(g: CompatGraph) -> N
 
 
 def test_meta_nixl_is_judged_by_the_backend_of_torchs_cuda_major(g: CompatGraph) -> None:
-    res = native.which_native(g, "nixl", torch="2.14.1", python="3.12", arch="x86_64")
-    # nixl-cu12 has no torch214: the meta still works, it loads nixl_ep_cu13 (torch is CUDA 13)
-    assert _reqs(res.compatible) == ["nixl==1.5.1", "nixl-cu13==1.5.1"] or \
-        _reqs(res.compatible) == ["nixl-cu13==1.5.1", "nixl==1.5.1"]
+    res = native.which_native(g, "nixl", torch="2.14.1", python="3.12", arch="x86_64",
+                              as_imported=True)
+    # nixl-cu12 has no torch214: the meta still works, it loads nixl_ep_cu13 (torch is CUDA
+    # 13); nixl-cu13 alone installs no nixl_ep, what the project is imported as
+    assert _reqs(res.compatible) == ["nixl==1.5.1"]
+    assert _reqs(native.which_native(g, "nixl-cu13", torch="2.14.1", python="3.12",
+                                     arch="x86_64").compatible) == ["nixl-cu13==1.5.1"]
     meta = next(c for c in res.compatible if c.dist == "nixl")
     assert any("nixl-cu13==1.5.1" in n for n in meta.notes or ())
     reasons = {c.requirement: c.reason for c in res.excluded}
     assert reasons["nixl==1.5.2"] is not None and reasons["nixl==1.5.2"].startswith(
         "installable:") and "nixl-cu13==1.5.2" in reasons["nixl==1.5.2"]
+    assert (reasons["nixl-cu12==1.5.1"] or "").startswith("module present:")
+    alone = native.which_native(g, "nixl-cu12", torch="2.14.1", python="3.12", arch="x86_64")
+    reasons = {c.requirement: c.reason for c in alone.excluded}
     assert (reasons["nixl-cu12==1.5.1"] or "").startswith("build for torch:")
 
 
 def test_cuda_major_of_torch_decides_between_backends(g: CompatGraph) -> None:
     # torch 2.12.0 labelled +cu126: the cu12 build loads, the cu13 one links the wrong runtime
-    res = native.which_native(g, "nixl", torch="2.12.0+cu126", python="3.12", arch="x86_64")
-    assert "nixl-cu12==1.5.1" in _reqs(res.compatible)
-    reasons = {c.requirement: c.reason or "" for c in res.excluded}
-    assert reasons["nixl-cu13==1.5.1"].startswith("CUDA major:")
+    res = native.which_native(g, "nixl", torch="2.12.0+cu126", python="3.12", arch="x86_64",
+                              as_imported=True)
+    meta = next(c for c in res.compatible if c.requirement == "nixl==1.5.1")
+    assert any("nixl-cu12==1.5.1" in n for n in meta.notes or ()), meta.notes
+    for dist in ("nixl-cu12", "nixl-cu13"):  # each backend alone, as it installs
+        res = native.which_native(g, dist, torch="2.12.0+cu126", python="3.12",
+                                  arch="x86_64")
+        assert dist != "nixl-cu12" or "nixl-cu12==1.5.1" in _reqs(res.compatible)
+        reasons = {c.requirement: c.reason or "" for c in res.excluded}
+        assert dist != "nixl-cu13" or reasons["nixl-cu13==1.5.1"].startswith("CUDA major:")
 
 
 def test_sglang_kernel_0410_pins_torch_2141(g: CompatGraph) -> None:
@@ -373,9 +385,14 @@ def test_sglang_s_own_pin_is_an_edge(eg: CompatGraph) -> None:
 
 def test_the_package_a_launch_choice_imports_is_an_edge(eg: CompatGraph) -> None:
     """SGLang imports ``nixl_ep``: nixl-cu13 alone installs ``nixl_ep_cu13`` only, so with
-    ``--sglang`` the meta ``nixl`` is the answer; an extra-only pin does not bind."""
-    alone = native.which_native(eg, "nixl", torch="2.14.1")
-    assert alone.recommended()["requirement"] == "nixl-cu13==1.5.1"
+    ``--sglang`` the meta ``nixl`` is the answer (as without it, the project being imported
+    as ``nixl_ep``), nixl-cu13 said excluded by SGLang's import; an extra-only pin does not
+    bind."""
+    alone = native.which_native(eg, "nixl", torch="2.14.1", as_imported=True)
+    assert alone.recommended()["requirement"] == "nixl==1.5.1"
+    # what a pin of a backend may move to: any of the project's distributions that loads
+    loads = native.which_native(eg, "nixl", torch="2.14.1")
+    assert "nixl-cu13==1.5.1" in _reqs(loads.compatible)
     res = native.which_native(eg, "nixl", torch="2.14.1", sglang="0.5.23")
     assert res.recommended() == {"requirement": "nixl==1.5.1",
                                  "reason": "the newest that fits"}

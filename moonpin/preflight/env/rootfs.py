@@ -31,7 +31,7 @@ import os
 
 from moonpin.preflight.access import chroot as rootfs
 from moonpin.preflight.access.identity import Identity
-from moonpin.preflight.env.target import Target, TargetError
+from moonpin.preflight.env.target import Target, TargetError, site_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -584,11 +584,14 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
                           f"lib/python3.X folder or libpython of {base}")
     py = f"python{version[0]}.{version[1]}"
     stdlib = f"{base.rstrip('/')}/lib/{py}"
-    first, isolated = (None, False) if args is None else _first_path(
-        args, getattr(config, "working_dir", None) or "/")
-    image_paths = [first] if first else []
-    if not isolated:
-        image_paths += [p for p in env.get("PYTHONPATH", "").split(":") if p.startswith("/")]
+    wd = getattr(config, "working_dir", None) or "/"
+    first, isolated = (None, False) if args is None else _first_path(args, wd)
+    if not isolated and env.get("PYTHONSAFEPATH"):
+        first = None  # -P from the environment: no working or script folder first
+    image_paths: list[str] = []
+    if not isolated:  # site makes each entry absolute: an empty one is the working folder
+        image_paths += [os.path.normpath(os.path.join(wd, p)) for p in
+                        env.get("PYTHONPATH", "").split(":")] if env.get("PYTHONPATH") else []
     image_paths += [f"{base.rstrip('/')}/lib/python{version[0]}{version[1]}.zip", stdlib,
                     f"{stdlib}/lib-dynload"]
     debian = _debian(root, stdlib, base, version)
@@ -600,22 +603,19 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
             sites += _sites(root, base, version, debian)
     else:
         sites += _sites(root, base, version, debian)
-    host_paths: list[str] = []
+    initial: list[str] = []
     for p in image_paths:
         got = rootfs.resolve(root, p)
-        if os.path.isdir(got) and got not in host_paths:
-            host_paths.append(got)
-    from moonpin.preflight.pyimport.importer import pth_paths
-
+        if os.path.isdir(got) and got not in initial:
+            initial.append(got)
     host_sites: list[str] = []
     for s in sites:
         got = rootfs.resolve(root, s)
-        if not os.path.isdir(got) or got in host_sites:
-            continue
-        host_sites.append(got)
-        for d in [got, *pth_paths(got, root)]:  # site.addsitedir, folder by folder
-            if d not in host_paths:
-                host_paths.append(d)
+        if os.path.isdir(got) and got not in host_sites:
+            host_sites.append(got)
+    host_paths = site_path(host_sites, initial, root)
+    if first and os.path.isdir(rootfs.resolve(root, first)):
+        host_paths = list(dict.fromkeys([rootfs.resolve(root, first), *host_paths]))
     machine = _machine(root, config, exe)
     tag = f"{version[0]}{version[1]}"
     t = Target(os.path.join(root, image.lstrip("/")), version, host_paths,

@@ -29,19 +29,30 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 __all__ = ["Target", "TargetError", "default", "from_python", "from_site_packages",
-           "this_python"]
+           "site_path", "this_python"]
 
-#: Asked of a target interpreter: what the importer there uses.
-_ASK = ("import importlib.machinery as m, json, os, platform, sys, sysconfig; "
+#: Asked of a target interpreter (``-E -S -c``, ``-s`` too when ``PYTHONNOUSERSITE`` is set,
+#: which ``-E`` would ignore): what the importer there uses. ``-c``'s working folder is taken
+#: off first, and ``site`` is run by hand (``site.main()``, what ``import site`` at start
+#: does: ``.pth`` lines, the user's site folder, ``sitecustomize``, ``usercustomize``) to learn
+#: how many entries it put before the interpreter's own search path (``front``): the worker's
+#: ``PYTHONPATH``, which ``-E`` leaves out, goes after them.
+_ASK = ("import sys\nif sys.path and not sys.path[0]: del sys.path[0]\n"
+        "base = list(sys.path); import site; site.main(); "
+        "import importlib.machinery as m, json, os, platform, sysconfig\n"
+        "def ok(p): return p and (os.path.isdir(p) or any(os.path.isfile(q) for q in "
+        "(p, os.path.dirname(p), os.path.dirname(os.path.dirname(p)))))\n"
+        "at = next((i for i, p in enumerate(sys.path) if p in base), len(sys.path))\n"
+        "user = site.getusersitepackages()\n"
         "print(json.dumps({"
-        "'path': [p for p in sys.path if p and (os.path.isdir(p) or any(os.path.isfile(q) "
-        "for q in (p, os.path.dirname(p), os.path.dirname(os.path.dirname(p)))))], "
+        "'path': [p for p in sys.path if ok(p)], "
+        "'front': len([p for p in sys.path[:at] if ok(p)]), "
         "'version': "
         "list(sys.version_info[:2]), 'ext': m.EXTENSION_SUFFIXES, 'machine': "
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
-        "__import__('site').getsitepackages(), 'stdlib': sysconfig.get_path('stdlib'), "
-        "'venv': sys.prefix != sys.base_prefix, 'user': __import__('site')"
-        ".getusersitepackages()}))")
+        "site.getsitepackages() + ([user] if site.ENABLE_USER_SITE and user in sys.path "
+        "else []), 'stdlib': sysconfig.get_path('stdlib'), "
+        "'venv': sys.prefix != sys.base_prefix}))")
 
 
 class TargetError(Exception):
@@ -177,26 +188,46 @@ def _version_of(folder: str) -> tuple[int, int] | None:
     return None
 
 
-def _with_pth(folders: Sequence[str]) -> list[str]:
-    """``folders`` followed by the folders their ``.pth`` path lines add, as
-    ``site.addsitedir`` appends them, with the ``sys.path`` edits of their ``.pth``
-    ``import`` lines and ``sitecustomize.py`` (read, never run:
-    :func:`moonpin.preflight.pyimport.sitefiles.path_edits`) where those put them."""
+def site_path(sites: Sequence[str], initial: Sequence[str] = (), root: str | None = None
+              ) -> list[str]:
+    """``sys.path`` as ``site`` leaves it (before ``python -m`` or a script puts its first
+    entry there): ``initial``, the interpreter's own search path (``PYTHONPATH``'s folders,
+    then the standard library's), each folder of ``sites`` appended with the folders its
+    ``.pth`` path lines add (``site.addsitedir``, folder by folder), and the ``sys.path`` edits
+    of the ``.pth`` ``import`` lines, in the order ``site`` runs them, then of the
+    ``sitecustomize.py`` ``import sitecustomize`` finds first (read, never run:
+    :mod:`moonpin.preflight.pyimport.sitefiles`): an insert goes before everything there,
+    ``PYTHONPATH`` included, an append after. ``root``: an image's root; ``sites`` and
+    ``initial`` are host folders under it, and the folders the edits name are the image's,
+    resolved there."""
+    from moonpin.preflight.access.chroot import host_path
+    from moonpin.preflight.access.confined import NOWHERE, Confined
     from moonpin.preflight.pyimport.importer import pth_paths
-    from moonpin.preflight.pyimport.sitefiles import path_edits
+    from moonpin.preflight.pyimport.sitefiles import custom_edits, path_edits
 
-    out: list[str] = []
+    within = NOWHERE if root is None else Confined(root)
+    out = list(dict.fromkeys(initial))
     front: list[str] = []
     back: list[str] = []
-    for f in folders:  # each folder, then its .pth lines, as addsitedir does folder by folder
-        out.extend(p for p in [f, *pth_paths(f, search=[*folders, *out])] if p not in out)
-        custom = not any(os.path.isfile(os.path.join(e, "sitecustomize.py"))
-                         for e in folders[:folders.index(f)])
-        for how, d in path_edits(f, custom, [*folders, *out]):
+
+    def edit(edits: Sequence[tuple[str, str]]) -> None:
+        for how, d in edits:
+            got = host_path(root, d)
+            if got is None:
+                continue
             if how == "front":
-                front.insert(0, d)
+                front.insert(0, got)
             else:
-                back.append(d)
+                back.append(got)
+
+    for f in sites:  # each folder, then its .pth lines, as addsitedir does folder by folder
+        out.extend(p for p in [f, *pth_paths(f, root, [*sites, *out], within)]
+                   if p not in out)
+        edit(path_edits(f, [*sites, *out], within))
+    custom = next((d for d in [*front, *out, *back]
+                   if os.path.isfile(os.path.join(d, "sitecustomize.py"))), None)
+    if custom is not None:
+        edit(custom_edits(custom, within))
     if not front and not back:
         return out
     return [p for p in dict.fromkeys([*front, *out, *back])
@@ -228,14 +259,14 @@ def from_site_packages(folders: Sequence[str]) -> Target:
                 break
     ours = (sys.version_info[0], sys.version_info[1])
     if version is None:
-        return Target(python or sys.executable, ours, _with_pth(folders),
+        return Target(python or sys.executable, ours, site_path(folders),
                       machinery.EXTENSION_SUFFIXES,
                       "--site-packages; its Python version is not in its path: "
                       f"assuming {ours[0]}.{ours[1]}, this interpreter's", folders)
     suffixes = machinery.EXTENSION_SUFFIXES if version == ours else _suffixes_for(version)
     if python is None and version == ours:
         python = sys.executable
-    return Target(python, version, _with_pth(folders), suffixes, "--site-packages", folders)
+    return Target(python, version, site_path(folders), suffixes, "--site-packages", folders)
 
 
 def from_python(python: str, timeout: float = 30.0) -> Target:
@@ -256,14 +287,15 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise TargetError(f"--python {python!r} is not a Python that answers "
                           f"(exit {proc.returncode}: {tail[0][:200]})") from e
-    # -I drops the working folder, the user's site folder and PYTHONPATH: add back what a
-    # worker started here (`python -m sglang.launch_server`) sees
+    # the ask has no working folder and no PYTHONPATH: add back what a worker started here
+    # (`python -m sglang.launch_server`) sees
     extra = _pythonpath()
     cwd = None if os.environ.get("PYTHONSAFEPATH") else _working_folder()
     first = [cwd] if cwd is not None and os.path.isdir(cwd) else []
-    paths, sites = _with_user_site(paths, sites, doc)
-    t = Target(python, version, list(dict.fromkeys([*first, *extra, *paths])), ext,
-               "--python", sites)
+    front = doc.get("front")
+    n = front if isinstance(front, int) and 0 <= front <= len(paths) else 0
+    t = Target(python, version, list(dict.fromkeys([*first, *paths[:n], *extra, *paths[n:]])),
+               ext, "--python", sites)
     t.cwd = cwd
     stdlib, venv, prefix = doc.get("stdlib"), doc.get("venv"), doc.get("prefix")
     if isinstance(stdlib, str) and isinstance(venv, bool):
@@ -284,50 +316,8 @@ def _pythonpath() -> list[str]:
         return [p for p in value.split(os.pathsep) if p.startswith("/")]
 
 
-def _with_user_site(paths: list[str], sites: list[str], doc: dict[str, object]
-                    ) -> tuple[list[str], list[str]]:
-    """``paths`` and ``sites`` with the user's site folder where ``site`` puts it for a
-    worker (``-I`` left it out): enabled unless ``PYTHONNOUSERSITE`` is set, the process
-    runs set-id, or it is a virtualenv without ``include-system-site-packages = true``;
-    added when it exists, with its ``.pth`` path lines, after the virtualenv's own
-    site-packages and before the base installation's."""
-    user = doc.get("user")
-    if not isinstance(user, str) or not os.path.isdir(user) or user in paths:
-        return paths, sites
-    if os.environ.get("PYTHONNOUSERSITE") or os.geteuid() != os.getuid() or \
-            os.getegid() != os.getgid():
-        return paths, sites
-    prefix = doc.get("prefix")
-    if doc.get("venv") is True and not (isinstance(prefix, str) and _system_site(prefix)):
-        return paths, sites
-    from moonpin.preflight.pyimport.importer import pth_paths
-
-    base = [s for s in sites if s in paths]
-    at = paths.index(base[-1]) if doc.get("venv") is True and len(base) > 1 else \
-        paths.index(base[0]) if base else len(paths)
-    add = [p for p in [user, *pth_paths(user)] if p not in paths]
-    return [*paths[:at], *add, *paths[at:]], [*sites, user]
-
-
-def _system_site(prefix: str) -> bool:
-    """Whether the virtualenv at ``prefix`` says ``include-system-site-packages = true``
-    (its ``pyvenv.cfg``, as ``site`` reads it)."""
-    from moonpin.kb.files import read_regular
-
-    try:
-        text = read_regular(os.path.join(prefix, "pyvenv.cfg"), cap=64 << 10,
-                            what="pyvenv.cfg").decode("utf-8", "replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        key, eq, value = line.partition("=")
-        if eq and key.strip().lower() == "include-system-site-packages":
-            return value.strip().lower() == "true"
-    return False
-
-
 def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
-    """``python -I -c _ASK`` run in a session of its own, as a ``CompletedProcess``. Its
+    """``python -E -S -c _ASK`` run in a session of its own, as a ``CompletedProcess``. Its
     answer is read until it exits; whatever it left running then (a ``.pth`` line's
     daemon, which keeps the output pipes open: waiting for their end would take the whole
     timeout) is killed, as is everything of it at the timeout (``OSError`` then)."""
@@ -335,7 +325,8 @@ def _ask(python: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
     import subprocess
     import time
 
-    proc = subprocess.Popen([python, "-I", "-c", _ASK], stdout=subprocess.PIPE,
+    flags = ["-E", "-S", *(["-s"] if os.environ.get("PYTHONNOUSERSITE") else [])]
+    proc = subprocess.Popen([python, *flags, "-c", _ASK], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + timeout

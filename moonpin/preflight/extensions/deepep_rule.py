@@ -25,7 +25,8 @@ function's variables, distribution names and library name). What the process has
 by then: torch's own ``__init__`` loads ``nvidia/nccl/lib/libnccl.so.*`` of its ``sys.path``
 by path (its ``_preload_cuda_deps``), which is the file that distribution lists, and ld.so
 maps each ``LD_PRELOAD`` entry, then each of ``/etc/ld.so.preload`` (the image's), before
-anything: a ``libnccl`` preloaded from elsewhere is a
+anything, and the code ``site`` runs at every start (a ``.pth`` line's module) may load one
+with ``ctypes``: a ``libnccl`` loaded from elsewhere is a
 second NCCL (``AssertionError``), as an ``NCCL_DIR`` naming other bytes is. The texts of
 that search are read through the spellings that say the same (an f-string, ``+``,
 ``os.path.join``, a name assigned once, a helper function's ``return``, a tuple or a list,
@@ -612,9 +613,10 @@ def _preloads(facts: Facts) -> list[tuple[str, str | None, str, str]]:
     """What ld.so maps before the interpreter's own needs, in its order: ``LD_PRELOAD``'s
     entries in the worker's environment, then ``/etc/ld.so.preload``'s (the image's under
     its root), each read by :func:`moonpin.preflight.loader.ldso.preload_entries` (the one
-    reading of both: separators, tokens, image paths): as (the entry as the worker wrote
-    it, the file it names here or None for a name ld.so searches, who maps it, where the
-    fix removes it from)."""
+    reading of both: separators, tokens, image paths), then what the code ``site`` runs at
+    every start loads with ``ctypes`` (:attr:`~moonpin.preflight.extensions.seam.Facts.
+    started`): as (the entry as the worker wrote it, the file it names here or None for a
+    name ld.so searches, who maps it, where the fix removes it from)."""
     from moonpin.preflight.access.chroot import host_paths, image_path
     from moonpin.preflight.loader import ldso
 
@@ -631,6 +633,14 @@ def _preloads(facts: Facts) -> list[tuple[str, str | None, str, str]]:
     listed = f"{ldso.PRELOAD_FILE} in the image" if root is not None else ldso.PRELOAD_FILE
     out += [(p.written, p.path if "/" in p.path else None, ldso.PRELOAD_FILE, listed)
             for p in ldso.preload_file(root, exe, reader=facts.user)]
+    if facts.started is not None:  # then the code site runs at start, before any import
+        from moonpin.preflight.access.chroot import host_path
+
+        out += [(path, host_path(root, path),
+                 f"{module} (imported at every start by {pth or 'sitecustomize'})",
+                 f"what {module} loads at start (take `import {module}` out of {pth})" if pth
+                 else f"what sitecustomize loads at start ({module})")
+                for path, module, pth in facts.started()]
     return out
 
 

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "pick", "repair"]
+__all__ = ["CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "meta_backend", "pick", "read_meta",
+           "repair"]
 
 IMPORT = "nixl_ep"
 #: only ``--moe-a2a-backend nixl`` imports nixl_ep: no SGLang release up to 0.5.23 tests
@@ -41,8 +42,13 @@ IMPLICIT = False
 DISTRIBUTIONS = ("nixl",)
 
 
-def _read_meta(path: str, within: Confined) -> dict[str, Any] | None:
-    """The meta ``__init__``: the backend name head, the pip name head, the fallback order."""
+def read_meta(path: str, within: Confined, name: str = IMPORT) -> dict[str, Any] | None:
+    """A meta package's ``__init__`` of the top-level ``name`` (``nixl_ep``, ``nixl``): the
+    backend name head (``f"{name}_cu{cuda_major}"``), the pip name head (``f"nixl-cu{…}"``),
+    the fallback order (a ``for`` over a tuple of the backends' names, ``nixl_rocm`` among
+    them), and ``subs``: the submodules it imports from the backend it picked (a ``for``
+    over a list of names bound at its top level whose body formats the name into an
+    import: ``f"{_pkg.__name__}.{sub_name}"``), in order."""
     import ast
 
     tree = astread.parse(path, within)
@@ -50,19 +56,67 @@ def _read_meta(path: str, within: Confined) -> dict[str, Any] | None:
         return None
     backend = pip = None
     for head, _names, _node in astread.fstring_heads(tree):
-        if head.startswith(IMPORT + "_") and backend is None:
+        if head.startswith(name + "_") and backend is None:
             backend = head
         elif head.endswith("-cu") and pip is None:
             pip = head
     fallback: list[str] = []
+    subs: list[str] = []
     if backend is not None:
+        lists = {t.id: [e.value for e in node.value.elts if isinstance(e, ast.Constant)
+                        and isinstance(e.value, str)]
+                 for node in tree.body if isinstance(node, ast.Assign)
+                 and isinstance(node.value, (ast.List, ast.Tuple))
+                 for t in node.targets if isinstance(t, ast.Name)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.For) and isinstance(node.iter, ast.Tuple):
+            if not isinstance(node, ast.For):
+                continue
+            if isinstance(node.iter, ast.Tuple):
                 names = [e.value for e in node.iter.elts if isinstance(e, ast.Constant)
                          and isinstance(e.value, str)]
-                if names and all(n.startswith(backend) for n in names):
+                if names and all(n.startswith(name + "_") for n in names):
                     fallback = names
-    return {"backend": backend, "pip": pip, "fallback": fallback}
+            elif (isinstance(node.iter, ast.Name) and node.iter.id in lists and not subs
+                  and isinstance(node.target, ast.Name)
+                  and any(isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
+                          and v.value.id == node.target.id
+                          for j in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                          if isinstance(j, ast.JoinedStr) for v in j.values)):
+                subs = lists[node.iter.id]
+    return {"backend": backend, "pip": pip, "fallback": fallback, "subs": subs}
+
+
+def meta_backend(facts: Facts, found: Found, top: str = IMPORT
+                 ) -> Pick | tuple[Found, str, list[str], dict[str, Any]]:
+    """The backend package ``import top`` loads through the meta package at ``found``
+    (:func:`read_meta`): the one for torch's CUDA major (with no CUDA, the first of its
+    fallback order that is there), as ``(its finding, its name, notes, the meta's
+    reading)``; ``found`` itself when it is no meta package. A :class:`Pick` when the meta
+    cannot be read or raises (its backend is not installed: with the fix line that installs
+    the one the installed meta requires)."""
+    meta_init = os.path.join(found.folder, "__init__.py")
+    meta = astread.reading(f"nixl-meta2-{top}", meta_init,
+                           lambda: read_meta(meta_init, facts.within, top), facts.within)
+    if meta is None:
+        return Pick(unread=f"{meta_init} cannot be read")
+    notes: list[str] = []
+    if meta["backend"] is None:
+        return found, top, notes, meta
+    if facts.cuda is not None:
+        order = [f"{meta['backend']}{facts.cuda}"]
+        notes.append(f"{top} picks {order[0]} for torch's CUDA {facts.cuda}")
+    else:
+        order = list(meta["fallback"])
+    for n in order:
+        backend_pkg = facts.find(n)
+        if backend_pkg is not None:
+            return backend_pkg, n, notes, meta
+    pip = f"{meta['pip']}{facts.cuda}" if meta["pip"] and facts.cuda else None
+    said = (f"ImportError: detected CUDA {facts.cuda} but {pip} is not installed"
+            if pip else f"ImportError: no usable {top} CUDA backend found "
+            f"(tried {', '.join(order) or 'none'})")
+    return Pick([Choice(raises=said)], notes=notes,
+                fix=_install_backend(facts, pip, order[0] if order else top))
 
 
 def _read_backend(path: str, within: Confined) -> dict[str, Any] | None:
@@ -130,35 +184,10 @@ def _builds(folder: str, head: str) -> list[str]:
 
 
 def pick(facts: Facts, found: Found) -> Pick:
-    meta_init = os.path.join(found.folder, "__init__.py")
-    meta = astread.reading("nixl-meta", meta_init, lambda: _read_meta(meta_init, facts.within),
-                           facts.within)
-    if meta is None:
-        return Pick(unread=f"{meta_init} cannot be read")
-    backend_pkg: Found | None = found
-    name = IMPORT
-    notes: list[str] = []
-    if meta["backend"] is not None:  # the meta package: a backend per CUDA major
-        if facts.cuda is not None:
-            name = f"{meta['backend']}{facts.cuda}"
-            order = [name]
-            notes.append(f"{IMPORT} picks {name} for torch's CUDA {facts.cuda}")
-        else:
-            order = list(meta["fallback"])
-        backend_pkg = None
-        for n in order:
-            backend_pkg = facts.find(n)
-            if backend_pkg is not None:
-                name = n
-                break
-        if backend_pkg is None:
-            pip = f"{meta['pip']}{facts.cuda}" if meta["pip"] and facts.cuda else None
-            said = (f"ImportError: detected CUDA {facts.cuda} but {pip} is not installed"
-                    if pip else f"ImportError: no usable {IMPORT} CUDA backend found "
-                    f"(tried {', '.join(order) or 'none'})")
-            return Pick([Choice(raises=said)], notes=notes,
-                        fix=_install_backend(facts, pip, name))
-    assert backend_pkg is not None
+    got = meta_backend(facts, found)
+    if isinstance(got, Pick):
+        return got
+    backend_pkg, name, notes, _meta = got
     init = os.path.join(backend_pkg.folder, "__init__.py")
     back = astread.reading("nixl-backend-v2", init,
                            lambda: _read_backend(init, facts.within), facts.within)

@@ -14,13 +14,14 @@ A loader rule module (``nixl_rule.py``, never named like the package it reads, w
 would shadow in the very environment it reads) defines:
 
 ``IMPORT`` (str)
-    The top-level name SGLang imports: ``"nixl_ep"``.
+    The top-level name SGLang imports: ``"nixl_ep"``, ``"nixl"``.
 
 ``CHOICES`` (dict[str, tuple[str, ...]])
     Which launch choices import it, *only* as a fallback for an SGLang whose sources
     cannot be read (:mod:`.wanted` reads them from the installed SGLang first: a choice's
     token dispatcher, or the imports under a test on the option's value):
-    ``{"moe-a2a": ("nixl",)}`` (``--elastic-ep-backend nixl`` imports nothing of nixl).
+    ``{"moe-a2a": ("nixl",)}`` (``--elastic-ep-backend nixl`` imports nothing of nixl);
+    ``{"pd-disaggregation": ("nixl",), "hicache": ("nixl",)}`` for ``import nixl``.
 
 ``IMPLICIT`` (bool)
     Whether a CUDA worker imports it at start whatever the launch line says (sgl_kernel,
@@ -115,6 +116,7 @@ __all__ = ["DISTRIBUTIONS", "OWN_LINES", "OWN_RULE", "RULES", "Choice", "Facts",
 #: import name -> the rule module (in this folder) that reads its project's loader
 RULES: dict[str, str] = {
     "nixl_ep": "nixl_rule",
+    "nixl": "nixl_bindings_rule",
     "sgl_kernel": "sgl_kernel_rule",
     "deep_ep": "deepep_rule",
     "flashinfer": "flashinfer_rule",
@@ -158,10 +160,13 @@ class Facts:
     the tables name them
     (None: not known); ``user``: who the worker runs as
     (:class:`~moonpin.preflight.access.identity.Identity`; None: this process), for what
-    only its user may read (ld.so's ``/etc/ld.so.preload``)."""
+    only its user may read (ld.so's ``/etc/ld.so.preload``); ``started``: the libraries the
+    code ``site`` runs at every start loads with ``ctypes``, in the process before anything
+    is imported, as (path, module, the ``.pth`` file or ``""``), computed when called (None:
+    not known)."""
 
     __slots__ = ("cuda", "dists", "env", "find", "gpu", "gpu_present", "gpu_said", "kb_file",
-                 "machine", "python", "read", "suffixes", "tag", "torch", "user",
+                 "machine", "python", "read", "started", "suffixes", "tag", "torch", "user",
                  "within")
 
     def __init__(self, *, torch: str | None, cuda: int | None, env: Mapping[str, str],
@@ -170,7 +175,8 @@ class Facts:
                  find: Callable[[str], Found | None], read: Callable[[str], bytes],
                  within: Confined = NOWHERE, python: str | None = None,
                  kb_file: str | None = None, tag: str | None = None,
-                 machine: str | None = None, user: Identity | None = None) -> None:
+                 machine: str | None = None, user: Identity | None = None,
+                 started: Callable[[], Sequence[tuple[str, str, str]]] | None = None) -> None:
         self.torch = torch
         self.cuda = cuda
         self.env = env
@@ -188,6 +194,7 @@ class Facts:
         self.tag = tag
         self.machine = machine
         self.user = user
+        self.started = started
 
     def module_file(self, folder: str, stem: str) -> str | None:
         """``stem`` in ``folder`` as the importer's file finder looks for it: a package
@@ -350,16 +357,20 @@ class Choice:
     """One outcome the loader can reach: ``when`` it is reached (``"GPU capability 9.0"``;
     ``""``: always), the ``files`` it tries in order (the first that loads wins; none
     loading is the loader's own failure, ``raises``), the ``dlopen`` flags, and what the
-    loader raises itself before any file is loaded (an exception line; None: nothing)."""
+    loader raises itself before any file is loaded (an exception line; None: nothing).
+    ``every``: the import loads each of ``files`` in turn, into one process (a package
+    whose modules are several builds: nixl's ``_bindings`` and ``_utils``); the first that
+    does not load fails it."""
 
-    __slots__ = ("files", "mode", "raises", "when")
+    __slots__ = ("every", "files", "mode", "raises", "when")
 
     def __init__(self, files: Sequence[str] = (), *, when: str = "", mode: int | None = None,
-                 raises: str | None = None) -> None:
+                 raises: str | None = None, every: bool = False) -> None:
         self.files = tuple(files)
         self.when = when
         self.mode = mode
         self.raises = raises
+        self.every = every
 
 
 class Pick:

@@ -204,7 +204,7 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
                        within=ctx.confined, python=ctx.python,
                        kb_file=kb_file,
                        tag=f"cp{ctx.version[0]}{ctx.version[1]}", machine=ctx.machine,
-                       user=ctx.user)
+                       user=ctx.user, started=lambda: _started(ctx))
     want, unjudged = extensions(features, find_package(ctx, "sglang"), facts, flags)
     out: list[CheckResult] = []
     for said in unjudged:
@@ -218,6 +218,13 @@ def _walk(ctx: Context, features: Mapping[str, str], flags: Mapping[str, str],
         if line is not None:
             out.append(line)
     return _through(out, raised, facts, ctx) if raised else out
+
+
+def _started(ctx: Context) -> list[tuple[str, str, str]]:
+    """:attr:`seam.Facts.started`: the libraries the site code loads at start."""
+    from moonpin.preflight.judge.libraries import started_loads
+
+    return started_loads(ctx)
 
 
 #: what a failing import raises unless its line names another class
@@ -612,14 +619,15 @@ def _runs(found: Found, pick: Pick) -> list[str]:
     the build itself."""
     out = [found.folder if found.module else os.path.join(found.folder, "__init__.py")]
     for c in pick.choices:
-        if len(c.files) != 1:  # the loader tries several: the first it can open wins
+        if len(c.files) != 1 and not c.every:  # it tries several: the first it opens wins
             continue
-        ups = []
-        folder = os.path.dirname(c.files[0])
-        while os.path.isfile(os.path.join(folder, "__init__.py")):
-            ups.append(os.path.join(folder, "__init__.py"))
-            folder = os.path.dirname(folder)
-        out += [*reversed(ups), c.files[0]]
+        for file in c.files:
+            ups = []
+            folder = os.path.dirname(file)
+            while os.path.isfile(os.path.join(folder, "__init__.py")):
+                ups.append(os.path.join(folder, "__init__.py"))
+                folder = os.path.dirname(folder)
+            out += [*reversed(ups), file]
     return list(dict.fromkeys(out))
 
 
@@ -640,13 +648,15 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
                     _mended(res, ctx, _NO_FIX)[1]
         return True, "imports (nothing prebuilt is loaded at import)", None
     first_problem: tuple[str, str | None] | None = None
-    for build in choice.files:
-        res = _load(ctx, [build], torch is not None, choice.mode)
+    # each file a load of its own (the first that loads wins), or all of them in one
+    for builds in [list(choice.files)] if choice.every else [[b] for b in choice.files]:
+        res = _load(ctx, builds, torch is not None, choice.mode)
         problem = _problem(res)
-        shown = os.path.join(os.path.basename(os.path.dirname(build)),
-                             os.path.basename(build))
+        shown = ", ".join(os.path.join(os.path.basename(os.path.dirname(b)),
+                                       os.path.basename(b)) for b in builds)
         if problem is None:
-            runtime = _cudart(build, ctx.machine, ctx.confined)
+            runtime = next((r for b in builds if (r := _cudart(b, ctx.machine, ctx.confined))
+                            is not None), None)
             extra = ""
             if runtime is not None and facts.cuda is not None and runtime != facts.cuda:
                 extra = (f"; it needs libcudart.so.{runtime}, torch's CUDA is {facts.cuda}: "
@@ -660,7 +670,8 @@ def _judge_choice(choice: Choice, pick: Pick, facts: Facts, ctx: Context,
             first_problem = (f"{shown}: {problem}{own}", fix if fix is not None else
                              rule.repair(facts, pick, choice))  # type: ignore[attr-defined]
     assert first_problem is not None
-    tried = "" if len(choice.files) == 1 else f" (and {len(choice.files) - 1} more tried)"
+    tried = "" if len(choice.files) == 1 or choice.every else \
+        f" (and {len(choice.files) - 1} more tried)"
     return False, first_problem[0] + tried, first_problem[1]
 
 

@@ -8,7 +8,12 @@ A backend option that keeps a module per choice
 ``nixl_ep``). One that keeps none (``--elastic-ep-backend``): the imports SGLang runs under
 a test on the option's value that the choice passes (:mod:`moonpin.readers.launch.guarded`:
 ``--elastic-ep-backend mooncake`` -> ``from mooncake.pg import set_transfer_engine`` under
-``if ... elastic_ep_backend == "mooncake"``; ``nixl`` -> nothing, up to 0.5.23). The rules'
+``if ... elastic_ep_backend == "mooncake"``; ``nixl`` -> nothing, up to 0.5.23). One that
+keeps a package per choice, or a registry of modules
+(:data:`moonpin.readers.launch.choice_modules.CHOICE_MODULES`): the imports of that package's
+modules, or of the module registered for the choice (``--disaggregation-transfer-backend
+nixl`` -> ``srt/disaggregation/nixl/conn.py``; ``--hicache-storage-backend nixl`` ->
+``storage/nixl/hicache_nixl.py``, both importing ``nixl._api``). The rules'
 own ``CHOICES`` stand in only when the sources cannot be read. Only ``os`` at import."""
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["Wanted", "extensions"]
 
 #: launch features whose backend names a package the worker imports
-_FEATURES = ("elastic-ep", "moe-a2a")
+_FEATURES = ("elastic-ep", "moe-a2a", "pd-disaggregation", "hicache")
 #: "no backend"; a backend an ``OWN_LINES`` rule claims (mooncake's) is judged in its own lines
 _NONE = ("none", "")
 
@@ -107,6 +112,62 @@ def _dispatcher(sglang: str, backend: str, where: str, within: Confined) -> str 
     return os.path.join(folder, name) if name else None
 
 
+def _choice_files(sglang: str, flag: str, backend: str, within: Confined) -> list[str] | None:
+    """The files of the SGLang package at ``sglang`` that ``backend`` of ``flag`` (an option
+    of :data:`moonpin.readers.launch.choice_modules.CHOICE_MODULES`) makes the worker run:
+    the modules of its package (``srt/disaggregation/<backend>/``), or the module its
+    registry maps it to (``register_backend("<backend>", "sglang.srt.…")``), as the importer
+    finds it (a package, then a module). None: the installed SGLang keeps none for that
+    choice (or the folder cannot be read). Each reading is kept in the file-facts memo under
+    its folder's or file's stamp."""
+    from moonpin.readers.launch import choice_modules as cm
+
+    where = cm.CHOICE_MODULES[flag]
+    top = os.path.dirname(sglang)
+    if not where.registry:
+        if backend in _NONE or "/" in backend or backend.startswith("."):
+            return None
+        folder = os.path.join(top, *where.path.strip("/").split("/"), backend)
+        prefix = where.path + backend + "/"
+
+        def listed() -> list[str]:
+            return [m[len(prefix):] for m in
+                    cm.package_members([prefix + n for n in os.listdir(folder)], backend,
+                                       where.path)]
+
+        try:
+            names = facts_memo().get("ext-package-v1", folder, listed,
+                                     lambda v: isinstance(v, list) and all(
+                                         isinstance(n, str) and "/" not in n for n in v),
+                                     within=within.root)
+        except OSError:
+            return None
+        return [os.path.join(folder, n) for n in names] or None
+    registry = os.path.join(top, *where.path.split("/"))
+
+    def read() -> dict[str, str]:
+        from moonpin.preflight.installed.image_facts import read_bytes
+
+        return cm.registered(read_bytes(registry, 16 << 20, "SGLang source", within),
+                             where.registry, registry)
+
+    try:
+        mapping = facts_memo().get(f"ext-registry-v1\0{where.registry}", registry, read,
+                                   lambda v: isinstance(v, dict) and all(
+                                       isinstance(k, str) and isinstance(m, str)
+                                       for k, m in v.items()), within=within.root)
+    except OSError:
+        return None
+    module = mapping.get(backend)
+    if module is None or module.split(".")[0] != os.path.basename(sglang):
+        return None  # a module outside the installed SGLang: not its own to read
+    for member in cm.member_of(module):
+        path = os.path.join(top, *member.split("/"))
+        if os.path.isfile(path):
+            return [path]
+    return None
+
+
 def _folder(flag: str) -> str | None:
     """Where SGLang keeps a module per choice of ``flag`` (a path inside the ``sglang``
     package folder), or None: it keeps none (a flag not known here: the token dispatchers,
@@ -115,6 +176,14 @@ def _folder(flag: str) -> str | None:
 
     folder = sa.BACKEND_FLAGS.get(flag, sa.DISPATCHERS)
     return None if folder is None else folder[len("sglang/"):]
+
+
+def _choice_modules() -> Mapping[str, object]:
+    """The options kept as a package per choice or in a registry
+    (:data:`moonpin.readers.launch.choice_modules.CHOICE_MODULES`)."""
+    from moonpin.readers.launch.choice_modules import CHOICE_MODULES
+
+    return CHOICE_MODULES
 
 
 #: what one reading of a source looks like in the memo (plain lists: marshal)
@@ -218,7 +287,12 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
         folder = _folder(flag)
         found: list[tuple[str, int, str]] | None = None
         unread: list[str] = []
-        if sglang is not None and folder is not None:
+        if sglang is not None and flag in _choice_modules():
+            files = _choice_files(sglang, flag, backend, facts.within)
+            if files is not None:
+                found = [(m, line, os.path.relpath(f, os.path.dirname(sglang)))
+                         for f in files for m, line in _imports(f, facts.within)]
+        elif sglang is not None and folder is not None:
             module = _dispatcher(sglang, backend, folder, facts.within)
             if module is not None:
                 rel = os.path.relpath(module, os.path.dirname(sglang))
@@ -246,14 +320,20 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                         "imports a package for it; nothing to judge")
                 unjudged.append(said)
                 continue
-        else:
+        else:  # the rules' own CHOICES: no sources, or none keeps a module of the choice
+            # where this check reads (SGLang 0.5.1 imports HiCache's nixl module under a
+            # test in cache_controller.py, before storage/backend_factory.py registered it)
+            no = ("no SGLang sources" if sglang is None else
+                  "the installed SGLang keeps no module of it where this check reads")
             for name in seam.RULES:
                 if name in seam.OWN_LINES:
                     continue
                 rule = seam.rule_for(name)
                 if backend in rule.CHOICES.get(feature, ()):
-                    names.append((name, f"{said} (this check's reading: no SGLang sources)"))
-        if not names and not unruled:
+                    names.append((name, f"{said} (this check's reading: {no})"))
+        if not names and not unruled and flag not in _choice_modules():
+            # (a storage or transfer choice built into SGLang, `file`, `fake`, imports no
+            # package of its own: nothing to say, as before these options were read)
             unjudged.append(f"{said}: no module of it this check has a loader rule for; "
                             "not judged")
         for name, why in names:

@@ -14,6 +14,7 @@ from moonpin.preflight.result import CheckResult
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import Any
 
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.env.context import Context
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.loader.loadchain import Report
 
 __all__ = ["chain_mend", "check_libraries", "load_in", "load_problem", "provider_hint",
-           "torch_import"]
+           "site_loads", "started_loads", "torch_import"]
 
 
 #: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
@@ -250,7 +251,52 @@ def chain_mend(res: Report, paths: Sequence[str], fixer: Fixer | None, project: 
                "load), then run the check again")
     if mend is not None and mend.certain:  # the records name the owner, or the preload
         fix, note = mend.fix, f"{note} ({mend.said})"
+    start = _loaded_at_start(res, subject, ctx) if subject else None
+    if start is not None:  # not the image's library: what site runs put it there
+        note, fix = f"{note}; {start[0]}", start[1]
     return note, fix
+
+
+def _loaded_at_start(res: Report, lib: str, ctx: Context) -> tuple[str, str] | None:
+    """(what to say, the fix) when ``lib``, the library a failed load is about, was loaded
+    with ``ctypes`` by the code ``site`` runs at every start of the interpreter
+    (:func:`site_loads`): it is in the process before anything the worker imports, and a
+    library installed elsewhere would not replace it. None otherwise."""
+    real = os.path.realpath(lib)
+    for path, module, pth_file in site_loads(res.loads, ctx):
+        if os.path.realpath(path) == real:
+            by = (f"the import line of {pth_file}" if pth_file
+                  else "`import sitecustomize`")
+            return (f"{module}, which {by} imports at every start of the interpreter, loads "
+                    f"{lib} with ctypes before anything else",
+                    (f"take `import {module}` out of {pth_file}" if pth_file else
+                     f"make sitecustomize not load {lib}")
+                    + f" (or make {module} load the library the image's own objects need), "
+                    "then run the check again")
+    return None
+
+
+def site_loads(loads: Sequence[Sequence[Any]], ctx: Context) -> list[tuple[str, str, str]]:
+    """The libraries of a load's ``loads`` that the code ``site`` runs at every start of the
+    interpreter loaded with ``ctypes`` (a ``.pth`` ``import`` line's module, ``sitecustomize``:
+    :func:`moonpin.preflight.pyimport.sitefiles.startup_imports`), as (the path it was
+    given, the module, the ``.pth`` file or ``""``)."""
+    from moonpin.preflight.pyimport.sitefiles import startup_imports
+
+    if not ctx.sites:
+        return []
+    mine = [(str(path), str(m).partition(".")[0]) for path, _, err, m, how, _ in loads
+            if err is None and how == "ctypes"]
+    if not mine:
+        return []
+    starts = dict(reversed(startup_imports(ctx.sites, ctx.confined)))
+    return [(path, m, starts[m]) for path, m in mine if m in starts]
+
+
+def started_loads(ctx: Context) -> list[tuple[str, str, str]]:
+    """:func:`site_loads` of the worker's start, as the process ``import torch`` starts from
+    has them (:func:`torch_import`)."""
+    return site_loads(torch_import(ctx).loads, ctx)
 
 
 def _version_fix(lib: str, obj: str, version: str, paths: Sequence[str],

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.loader import ldproc
     from moonpin.preflight.pyimport.atimport import Bounds
     from moonpin.preflight.pyimport.metapath import Importer
+    from moonpin.preflight.pyimport.pyeval import ModuleValue
     from moonpin.preflight.pyimport.pyrun import Chain
 
 __all__ = ["Report", "native_load", "owned", "release"]
@@ -290,24 +291,25 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
                       sites=sites, root=root, version=version, python=python, stop=stop,
                       trace=trace, complete=complete, importer=importer, bounds=bounds)
         main = ModuleValue("__main__", "py", tier=0)
-        if modules:
-            try:
+        try:
+            _site_imports(chain, main, sites, root, trace)
+            if modules:
                 for m in modules:
                     chain.import_module(m, main)
                 chain.at_import(modules)  # the code they run at import by calls, followed
-            except Raised as r:
-                e = r.exc
-                out.chain_error = (e.module, e.cls, _said(e), e.path)
-            except Died as d:
-                loads = [x for x in chain.loads if x.error is not None]
-                path = loads[-1].path if loads else ""
-                module = loads[-1].module if loads else modules[-1]
-                out.chain_error = (module, "a crash", str(d), path)
-            except Budget as b:
-                out.note = f"the import chain was not followed to its end ({b})"
-            except (RecursionError, MemoryError) as e:  # a source nested past the stack
-                out.note = ("the import chain was not followed to its end (a module nests "
-                            f"too deep to follow: {type(e).__name__})")
+        except Raised as r:
+            e = r.exc
+            out.chain_error = (e.module, e.cls, _said(e), e.path)
+        except Died as d:
+            loads = [x for x in chain.loads if x.error is not None]
+            path = loads[-1].path if loads else ""
+            module = loads[-1].module if loads else modules[-1] if modules else ""
+            out.chain_error = (module, "a crash", str(d), path)
+        except Budget as b:
+            out.note = f"the import chain was not followed to its end ({b})"
+        except (RecursionError, MemoryError) as e:  # a source nested past the stack
+            out.note = ("the import chain was not followed to its end (a module nests "
+                        f"too deep to follow: {type(e).__name__})")
         out.loads = [(x.path, x.mode, x.error, x.module, x.how, x.why) for x in chain.loads]
         out.env_read = chain.env_read
         out.chain = chain
@@ -315,6 +317,28 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
         proc.close()  # each table's mapping holds a descriptor: not left to the collector
         raise
     return out
+
+
+def _site_imports(chain: Chain, main: ModuleValue, sites: Sequence[str] | None, root: str | None,
+                  trace: set[str]) -> None:
+    """What ``site`` imports at the interpreter's start (``.pth`` ``import`` lines,
+    ``sitecustomize``, ``usercustomize``: :func:`moonpin.preflight.pyimport.sitefiles.
+    startup_imports`), imported into the process before anything else, as the worker's
+    start does: a library their code loads (``ctypes.CDLL``) is mapped when the extensions
+    load. ``site`` reports an exception of one and goes on, so one is no failure here (a
+    crash is: the caller's)."""
+    from moonpin.preflight.pyimport.pyeval import Budget, Raised
+    from moonpin.preflight.pyimport.sitefiles import pth_files, startup_imports
+
+    if not sites:
+        return
+    within = Confined(root)  # the folders too: a .pth file added there is another start
+    trace.update([*sites, *(f for s in sites for f in pth_files(s, within))])
+    for name, _ in startup_imports(sites, within):
+        try:
+            chain.import_module(name, main)
+        except (Raised, Budget):
+            continue
 
 
 class _Owned:

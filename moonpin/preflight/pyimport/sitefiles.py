@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["extends_path", "finder_facts", "finder_kind", "interpreter_stops",
+__all__ = ["custom_edits", "extends_path", "finder_facts", "finder_kind", "interpreter_stops",
            "line_fails", "path_edits", "pth", "pth_files", "pth_lines", "pth_paths",
-           "site_dirs"]
+           "site_dirs", "startup_imports"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -224,6 +224,35 @@ def pth_paths(site: str, root: str | None = None, search: Sequence[str] = (),
     return out
 
 
+def startup_imports(sites: Sequence[str], within: Confined = NOWHERE
+                    ) -> list[tuple[str, str]]:
+    """What ``site`` imports at every start of the interpreter, in order, as (module, the
+    ``.pth`` file whose ``import`` line imports it, or ``""``): each ``.pth`` line's modules
+    that are not the standard library's (a file's lines after one that certainly raises are
+    not run), then ``sitecustomize``. Their code runs in the worker's process before any
+    program: a library it loads with ``ctypes`` is there when the extensions load.
+    (``usercustomize`` is left out: whether ``site`` runs it depends on the user's site
+    folder being enabled, which ``sites`` does not say.)"""
+    import sys
+
+    std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    out: list[tuple[str, str]] = []
+    done: list[str] = []
+    for site in sites:
+        for f in pth_files(site, within):
+            for entry in pth_lines(f, within):
+                if entry[0] != "import":
+                    continue
+                tops = entry[4] if len(entry) > 4 and isinstance(entry[4], list) else \
+                    [m.partition(".")[0] for m in entry[1]]
+                out.extend((m, f) for m in tops if isinstance(m, str) and m not in std
+                           and finder_kind(m) is None and all(m != o for o, _ in out))
+                if line_fails(entry, site, done):
+                    break
+        done.append(os.path.abspath(site))
+    return [*out, ("sitecustomize", "")]
+
+
 def interpreter_stops(sites: Sequence[str], within: Confined = NOWHERE
                       ) -> tuple[str, str] | None:
     """(why, fix) when ``site``, adding the folders ``sites`` in order, reaches a line that
@@ -260,18 +289,16 @@ def interpreter_stops(sites: Sequence[str], within: Confined = NOWHERE
 # ------------------------------------------------------------------ sys.path edits
 
 
-def path_edits(site: str, custom: bool = True, search: Sequence[str] = (),
-               within: Confined = NOWHERE) -> list[tuple[str, str]]:
-    """How the code ``site`` runs from folder ``site`` edits ``sys.path``, in order: each
-    ``.pth`` ``import`` line (``import sys; sys.path.insert(0, '/opt/x')``), then a
-    ``sitecustomize.py`` there (``import sitecustomize`` runs after every site folder was
-    added). Each edit is ``("front", folder)`` (an ``insert`` anywhere before the site
-    folders, ``sys.path[:0] = [...]``) or ``("back", folder)`` (``append``, ``extend``,
-    ``site.addsitedir``); read with ``ast``, never run; only absolute folders written as
-    literals (or ``os.path.join`` of literals) at the top level are followed. A line after
-    one that raises is not read: ``site`` ignores the rest of its file (``search``: the
-    other folders a module it imports may come from). ``custom``: whether ``import
-    sitecustomize`` would find this folder's (none found in an earlier one)."""
+def path_edits(site: str, search: Sequence[str] = (), within: Confined = NOWHERE
+               ) -> list[tuple[str, str]]:
+    """How the ``.pth`` ``import`` lines ``site`` runs from folder ``site`` edit ``sys.path``,
+    in order (``import sys; sys.path.insert(0, '/opt/x')``). Each edit is ``("front",
+    folder)`` (an ``insert`` anywhere before the site folders, ``sys.path[:0] = [...]``) or
+    ``("back", folder)`` (``append``, ``extend``, ``site.addsitedir``); read with ``ast``,
+    never run; only absolute folders written as literals (or ``os.path.join`` of literals) at
+    the top level are followed (image paths under a root: the caller resolves them). A line
+    after one that raises is not read: ``site`` ignores the rest of its file (``search``: the
+    other folders a module it imports may come from)."""
     out: list[tuple[str, str]] = []
     for f in pth_files(site, within):
         for entry in pth_lines(f, within):
@@ -281,16 +308,23 @@ def path_edits(site: str, custom: bool = True, search: Sequence[str] = (),
                     out += [(str(op), str(d)) for op, d in entry[3]]
                 if fails:
                     break
-    file = os.path.join(site, "sitecustomize.py")
-    if custom and os.path.isfile(file):
-        try:
-            got = facts_memo().get("sitecustomize-v1", file,
-                                   lambda: _custom_edits(file, within),
-                                   lambda v: isinstance(v, list), within=within.root)
-        except OSError:
-            got = []
-        out += [(str(op), str(d)) for op, d in got if isinstance(d, str)]
     return out
+
+
+def custom_edits(folder: str, within: Confined = NOWHERE) -> list[tuple[str, str]]:
+    """The ``sys.path`` edits of the ``sitecustomize.py`` in ``folder`` (none there: none),
+    as :func:`path_edits` says them; ``import sitecustomize`` runs after every site folder
+    was added, and takes the first on ``sys.path``."""
+    file = os.path.join(folder, "sitecustomize.py")
+    if not os.path.isfile(file):
+        return []
+    try:
+        got = facts_memo().get("sitecustomize-v1", file,
+                               lambda: _custom_edits(file, within),
+                               lambda v: isinstance(v, list), within=within.root)
+    except OSError:
+        return []
+    return [(str(op), str(d)) for op, d in got if isinstance(d, str)]
 
 
 def _custom_edits(path: str, within: Confined) -> list[list[str]]:

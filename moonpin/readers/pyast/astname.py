@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["dotted", "type_checking", "unparse"]
+__all__ = ["dotted", "shown", "type_checking", "unparse"]
 
 
 def dotted(node: ast.expr) -> str | None:
@@ -26,6 +26,19 @@ def type_checking(test: ast.expr) -> bool:
     false at run time, so its body is for type checkers and never runs."""
     name = dotted(test)
     return name is not None and name.rsplit(".", 1)[-1] == "TYPE_CHECKING"
+
+
+def shown(value: object, conv: str = "r") -> str:
+    """``repr(value)`` (``conv`` ``"r"``), ``ascii`` (``"a"``) or ``str`` (``"s"``), also
+    for an int past CPython's int-string limit (a hex literal in a read source, see
+    :func:`unparse`), whose decimal spelling raises ValueError: its first hex digits and
+    its size."""
+    try:
+        return repr(value) if conv == "r" else ascii(value) if conv == "a" else str(value)
+    except ValueError:
+        if type(value) is int:
+            return f"{hex(value)[:18]}… (an int of {value.bit_length()} bits)"
+        raise
 
 
 def unparse(node: ast.AST) -> str:

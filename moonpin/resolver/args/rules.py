@@ -63,7 +63,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from moonpin.kb.launch import Flag, Rule
-from moonpin.readers.pyast.astname import dotted, unparse
+from moonpin.readers.pyast.astname import dotted, shown, unparse
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -371,7 +371,7 @@ def _cmp(op: ast.cmpop, a: object, b: object) -> bool:
         if isinstance(op, ast.GtE):
             return bool(a >= b)  # type: ignore[operator]
     except TypeError as exc:
-        raise Unevaluable(f"cannot compare {a!r} and {b!r}: {exc}") from None
+        raise Unevaluable(f"cannot compare {shown(a)} and {shown(b)}: {exc}") from None
     raise Unevaluable(f"unsupported comparison {type(op).__name__}")
 
 
@@ -540,7 +540,7 @@ def _fill(message: str, values: Mapping[str, object]) -> str:
             value = _eval(expr, values)
         except Unevaluable:
             return m.group(0)
-        return repr(value) if conv == "r" else ascii(value) if conv == "a" else str(value)
+        return shown(value, conv or "s")
 
     return _PLACEHOLDER.sub(sub, message)
 

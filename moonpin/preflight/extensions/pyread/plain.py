@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from moonpin.preflight.extensions.seam import Facts
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["PLAIN_ASSUMED", "Build", "Missing", "Reached", "gpu_condition", "plain_import"]
+__all__ = ["PLAIN_ASSUMED", "Build", "Missing", "Reached", "gpu_condition", "other_builds",
+           "plain_import"]
 
 #: the assumption every verdict of :func:`plain_import` makes, said on its line
 PLAIN_ASSUMED = "read as a plain import; its __init__ code beyond imports not run"
@@ -295,7 +296,7 @@ def _plain_facts(path: str, within: Confined, entry: str = "") -> dict[str, Any]
             "bound": _bound(tree)}
 
 
-def _others(folder: str, stem: str, suffixes: Sequence[str]) -> list[str]:
+def other_builds(folder: str, stem: str, suffixes: Sequence[str]) -> list[str]:
     """Compiled files named ``stem`` in ``folder`` that the importer passes over: built for
     another Python (``stem.cpython-312-x86_64-linux-gnu.so`` where it takes ``-311``)."""
     try:
@@ -365,7 +366,7 @@ def plain_import(found: Found, name: str, facts: Facts) -> Reached:
                 return  # bound, or may be, or P not read yet: not known to be missing
         known[module] = path
         if path is None:
-            out.missing.append(Missing(module, by, caught, _others(folder, stem, suffixes)))
+            out.missing.append(Missing(module, by, caught, other_builds(folder, stem, suffixes)))
         elif path.endswith(".py"):
             queue.append((path, module, path.endswith("__init__.py"), "", tuple(caught)))
         elif not path.endswith(".pyc"):

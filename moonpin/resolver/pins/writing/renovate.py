@@ -203,11 +203,16 @@ def _widen_sglang(g: CompatGraph, plan: StackPlan, allowed: dict[tuple[str, str]
 
 def kb_releases(g: CompatGraph, kind: str) -> list[tuple[str, str]]:
     """(distribution, version) of every mooncake (``kind``) or extension release the KB
-    read: from its summary while the facts are not read (a query answered from the
-    resolved tables), else from the facts."""
+    read: from its names document, else its summary, while the facts are not read (a
+    query answered from the resolved tables), else from the facts."""
     if not g.loaded and g.kb_path is not None:
         from moonpin.resolver import resolved
 
+        named = resolved.names(g.kb_path)
+        pool = None if named is None else named.get(
+            "mooncake_read" if kind == "mooncake" else "native")
+        if pool is not None:
+            return [(d, v) for d, vs in pool.items() for v in vs]
         s = resolved.load_summary(g.kb_path)
         if s is not None:
             return [(h.dist, h.version) for h in (s.mooncake if kind == "mooncake"
@@ -250,13 +255,16 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
         excluded: str | None = None
         # beside every SGLang release allowed (the rule holds each to SGLang's own pins)
         pairs = [(t, s) for t in plan.torches for s in plan.sglang_allowed]
-        tabled = False  # some answer came from a held table (which says no reasons)
+        unsaid = False  # some answer came from a held table that says no reasons
         for t, s in pairs:
             # the held table answers as which_fast would, without judging every combination
-            said = held_releases(g.kb_path, d, torch=t, sglang=s, python=python, arch=arch) \
-                if tables and g.kb_path is not None else None
-            tabled = tabled or said is not None
-            if said is None:
+            tabled = held_releases(g.kb_path, d, torch=t, sglang=s, python=python,
+                                   arch=arch) if tables and g.kb_path is not None else None
+            if tabled is not None:
+                said = (tabled.compatible, tabled.unknown)
+                unsaid = unsaid or not tabled.says_excluded
+                excluded = excluded or tabled.excluded
+            else:
                 w = _which(g, d, t, s, python, arch, tables)
                 said = ([c.version for c in w.compatible], [c.version for c in w.unknown])
                 if excluded is None and w.excluded:
@@ -278,7 +286,7 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
                     f"base cannot say whether {'it loads' if one else 'they load'} with "
                     f"{beside} (unknown: `moonpin which {d} --torch {t} --sglang {s}` says why)")
         else:
-            if tabled:  # the first reason of a release it excludes, as `which` says it
+            if unsaid:  # the first reason of a release it excludes, as `which` says it
                 excluded = next((f"{w.excluded[0].requirement}: {w.excluded[0].reason}"
                                  for t, s in pairs
                                  if (w := _which(g, d, t, s, python, arch, tables)).excluded),

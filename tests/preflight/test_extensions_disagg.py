@@ -1,0 +1,263 @@
+"""PD disaggregation and HiCache with nixl (issue 39): ``--disaggregation-transfer-backend``
+and ``--hicache-storage-backend`` choices read from SGLang's own sources (a package per
+choice; a registry of modules), and the ``nixl`` package they import judged by its loader
+rule: the meta's CUDA dispatch to ``nixl_cu<major>``, then the backend's compiled modules
+through the ld.so model. Each class of fault on a throwaway image against the same image
+without it; each test fails on the code before this change (the options were judged only
+for mooncake: nixl absent or broken was "usable")."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from moonpin.readers.launch.choice_modules import member_of, package_members, registered
+from tests.lib.checkrun import run
+from tests.lib.extimages import gcc_so, torch_image
+from tests.lib.images import add_dist, ext_suffix
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+DISAGG = ("--", "--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl")
+HICACHE = ("--", "--enable-hierarchical-cache", "--hicache-storage-backend", "nixl")
+
+#: nixl 1.5.1's meta ``nixl/__init__.py``, in the shape the rule reads
+_META = '''import importlib
+import sys
+
+from nixl_meta_utils import detect_cuda_major
+
+
+def _load_cuda_backend():
+    cuda_major = detect_cuda_major()
+    if cuda_major is not None:
+        pip_name = f"nixl-cu{cuda_major}"
+        mod_name = f"nixl_cu{cuda_major}"
+        try:
+            return importlib.import_module(mod_name).__name__
+        except ModuleNotFoundError as e:
+            raise ImportError(f"detected CUDA {cuda_major} but {pip_name} is not installed")
+    for mod_name in ("nixl_cu13", "nixl_cu12", "nixl_rocm"):
+        try:
+            return importlib.import_module(mod_name).__name__
+        except ModuleNotFoundError:
+            continue
+    raise ImportError("No NIXL backend found (tried nixl_cu13, nixl_cu12, nixl_rocm)")
+
+
+_pkg = sys.modules[_load_cuda_backend()]
+
+submodules = ["_bindings", "_utils", "logging", "_api"]
+for sub_name in submodules:
+    module = importlib.import_module(f"{_pkg.__name__}.{sub_name}")
+    sys.modules[f"nixl.{sub_name}"] = module
+'''
+
+_CONN = '''try:
+    from nixl._bindings import nixlBackendError
+except ImportError:
+    nixlBackendError = None
+
+
+class NixlKVManager:
+    def __init__(self):
+        from nixl._api import nixl_agent
+        self.agent = nixl_agent
+'''
+
+_HICACHE = '''try:
+    from nixl._api import nixl_agent
+except ImportError as e:
+    raise ImportError("Please install NIXL") from e
+'''
+
+_FACTORY = '''class StorageBackendFactory:
+    @classmethod
+    def register_backend(cls, name, module_path, class_name):
+        pass
+
+
+StorageBackendFactory.register_backend(
+    "file", "sglang.srt.mem_cache.hicache_storage", "HiCacheFile"
+)
+StorageBackendFactory.register_backend(
+    "nixl",
+    "sglang.srt.mem_cache.storage.nixl.hicache_nixl",
+    "HiCacheNixl",
+)
+'''
+
+
+def _sglang_sources(site: Path) -> None:
+    """SGLang 0.5.23's modules for the two options, in their shapes."""
+    srt = site / "sglang" / "srt"
+    (srt / "disaggregation" / "nixl").mkdir(parents=True)
+    (srt / "disaggregation" / "nixl" / "__init__.py").write_text(
+        "from sglang.srt.disaggregation.nixl.conn import NixlKVManager\n")
+    (srt / "disaggregation" / "nixl" / "conn.py").write_text(_CONN)
+    (srt / "disaggregation" / "fake").mkdir()
+    (srt / "disaggregation" / "fake" / "__init__.py").write_text("import os\n")
+    storage = srt / "mem_cache" / "storage"
+    (storage / "nixl").mkdir(parents=True)
+    (storage / "backend_factory.py").write_text(_FACTORY)
+    (storage / "nixl" / "hicache_nixl.py").write_text(_HICACHE)
+    (srt / "mem_cache" / "hicache_storage.py").write_text("import os\n")
+
+
+def add_nixl_agent(site: Path, cuda: int = 13, bindings: str | None = None) -> None:
+    """The meta ``nixl`` 1.5.1 and ``nixl-cu<cuda>`` 1.5.1 as the real wheels lay them out:
+    ``nixl_cu13/_bindings<suffix>`` links ``libnixl.so`` of ``.nixl_cu13.mesonpy.libs``
+    (RPATH), which links ``libgrpc-x.so`` of ``nixl_cu13.libs``; ``bindings``: the suffix
+    of its ``_bindings`` (another Python's)."""
+    (site / "nixl").mkdir()
+    (site / "nixl" / "__init__.py").write_text(_META)
+    (site / "nixl_meta_utils.py").write_text("def detect_cuda_major():\n    return None\n")
+    add_dist(site, "nixl", "1.5.1", requires=[f"nixl-cu{cuda}==1.5.1"],
+             files=["nixl/__init__.py", "nixl_meta_utils.py"])
+    back = site / f"nixl_cu{cuda}"
+    back.mkdir()
+    (back / "__init__.py").write_text("from ._api import nixl_agent\n")
+    (back / "_api.py").write_text("from . import _bindings as nixlBind\n"
+                                  "from .logging import get_logger\n\n\n"
+                                  "class nixl_agent:\n    pass\n")
+    (back / "logging.py").write_text("import logging\n\n\ndef get_logger():\n"
+                                     "    return logging.getLogger()\n")
+    libs, meson = site / f"nixl_cu{cuda}.libs", site / f".nixl_cu{cuda}.mesonpy.libs"
+    gcc_so(libs / "libgrpc-x.so", defines=["grpc_init"], soname="libgrpc-x.so")
+    gcc_so(meson / "libnixl.so", defines=["nixl_create"], uses=["grpc_init"],
+           needs=["libgrpc-x.so"], link=libs, soname="libnixl.so",
+           rpath=f"$ORIGIN/../nixl_cu{cuda}.libs")
+    gcc_so(back / f"_bindings{bindings or ext_suffix()}", uses=["nixl_create"],
+           needs=["libnixl.so"], link=meson,
+           rpath=f"$ORIGIN/../.nixl_cu{cuda}.mesonpy.libs:$ORIGIN/../nixl_cu{cuda}.libs")
+    gcc_so(back / f"_utils{ext_suffix()}")
+    add_dist(site, f"nixl-cu{cuda}", "1.5.1", requires=["numpy"],
+             files=[f"nixl_cu{cuda}/__init__.py", f"nixl_cu{cuda}.libs/libgrpc-x.so",
+                    f".nixl_cu{cuda}.mesonpy.libs/libnixl.so"])
+
+
+def _site(tmp_path: Path) -> Path:
+    site = torch_image(tmp_path / "site")
+    _sglang_sources(site)
+    return site
+
+
+# -- the reader: where SGLang keeps what a choice imports ---------------------------------
+
+def test_a_package_per_choice_is_its_modules() -> None:
+    names = ["sglang/srt/disaggregation/nixl/__init__.py",
+             "sglang/srt/disaggregation/nixl/conn.py",
+             "sglang/srt/disaggregation/nixl/sub/deep.py",
+             "sglang/srt/disaggregation/utils.py",
+             "sglang/srt/disaggregation/nixlx/__init__.py"]
+    assert package_members(names, "nixl", "sglang/srt/disaggregation/") == names[:2]
+    assert package_members(names, "mooncake", "sglang/srt/disaggregation/") == []
+    for bad in ("", "none", "../nixl", ".hidden"):
+        assert package_members(names, bad, "sglang/srt/disaggregation/") == []
+    # a folder without __init__.py is no package the choice imports
+    assert package_members(names[1:2], "nixl", "sglang/srt/disaggregation/") == []
+
+
+def test_a_registry_maps_each_choice_to_its_module() -> None:
+    got = registered(_FACTORY.encode(), "register_backend")
+    assert got == {"file": "sglang.srt.mem_cache.hicache_storage",
+                   "nixl": "sglang.srt.mem_cache.storage.nixl.hicache_nixl"}
+    # a computed argument, a call inside a function, a later call of the same choice
+    src = (b"R.register_backend(NAME, 'a.b')\n"
+           b"def f():\n    R.register_backend('x', 'a.x')\n"
+           b"register_backend('y', 'a.y1')\nregister_backend('y', 'a.y2')\n")
+    assert registered(src, "register_backend") == {"y": "a.y2"}
+    assert registered(b"def (:\n", "register_backend") == {}
+    assert member_of("a.b.c") == ("a/b/c/__init__.py", "a/b/c.py")
+
+
+# -- the check --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [DISAGG, HICACHE], ids=["disagg", "hicache"])
+def test_nixl_loads_its_bindings_through_the_meta(tmp_path: Path,
+                                                  args: tuple[str, ...]) -> None:
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    r = run(site, *args, ep=False)
+    assert r.rc == 0, r.out
+    line = r.line("nixl")
+    assert line.startswith("pass  nixl: nixl 1.5.1 at "), r.out
+    assert f"loads nixl_cu13/_bindings{ext_suffix()}, nixl_cu13/_utils{ext_suffix()}" in line
+    assert "nixl picks nixl_cu13 for torch's CUDA 13" in line
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (DISAGG, "--disaggregation-transfer-backend nixl: sglang/srt/disaggregation/nixl/"
+             "conn.py:2 imports nixl._bindings"),
+    (HICACHE, "--hicache-storage-backend nixl: sglang/srt/mem_cache/storage/nixl/"
+              "hicache_nixl.py:2 imports nixl._api"),
+], ids=["disagg", "hicache"])
+def test_nixl_requested_and_absent_is_not_usable(tmp_path: Path, args: tuple[str, ...],
+                                                 why: str) -> None:
+    site = _site(tmp_path)
+    r = run(site, *args, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("nixl").startswith(f"fail  nixl: not installed ({why}): `import nixl` "
+                                     "fails with ModuleNotFoundError"), r.out
+    assert r.fixes() and r.fixes()[0].startswith("fix: pip install 'nixl"), r.out
+    # controls: a choice whose modules import no package outside SGLang asks nothing of
+    # nixl; mooncake's is said in mooncake's own lines (its rule's ``CHOICES``), not here
+    ok = run(site, "--", "--disaggregation-transfer-backend", "fake",
+             "--hicache-storage-backend", "file", ep=False)
+    assert ok.rc == 0 and "nothing to check" in ok.out, ok.out
+    own = run(site, "--", "--disaggregation-transfer-backend", "mooncake", ep=False)
+    assert "  nixl: " not in own.out and "mooncake installed" in own.out, own.out
+
+
+def test_the_meta_without_its_cuda_backend_raises_as_it_does(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    shutil.rmtree(site / "nixl_cu13")
+    shutil.rmtree(next(site.glob("nixl_cu13-*.dist-info")))
+    r = run(site, *DISAGG, ep=False)
+    assert r.rc == 1, r.out
+    assert ("`import nixl` fails: its loader raises ImportError: detected CUDA 13 but "
+            "nixl-cu13 is not installed") in r.line("nixl"), r.out
+    assert r.fixes()[0] == "fix: pip install 'nixl-cu13==1.5.1'", r.out
+
+
+def test_bindings_built_for_another_python_fail_with_the_reinstall(tmp_path: Path) -> None:
+    other = ".cpython-39-x86_64-linux-gnu.so" if "-39-" not in ext_suffix() else \
+        ".cpython-312-x86_64-linux-gnu.so"
+    site = _site(tmp_path)
+    add_nixl_agent(site, bindings=other)
+    r = run(site, *DISAGG, ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl")
+    assert ("its loader raises ImportError: cannot import name '_bindings' from 'nixl_cu13' "
+            f"(nixl_cu13/_api.py:1) (_bindings{other} is there: built for another Python"
+            ) in line, r.out
+    assert r.fixes()[0] == "fix: pip install --force-reinstall --no-deps 'nixl-cu13==1.5.1'"
+
+
+def test_a_library_the_bindings_link_gone_fails_with_its_owner(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    (site / "nixl_cu13.libs" / "libgrpc-x.so").unlink()
+    r = run(site, *HICACHE, ep=False)
+    assert r.rc == 1, r.out
+    line = r.line("nixl")
+    assert "libgrpc-x.so (needed by libnixl.so) cannot be found" in line, r.out
+    assert "which nixl-cu13 1.5.1's RECORD lists" in line, r.out
+    assert r.fixes()[0] == "fix: pip install --force-reinstall --no-deps 'nixl-cu13==1.5.1'"
+
+
+def test_a_release_without_the_registry_falls_back_to_the_rules_choices(
+        tmp_path: Path) -> None:
+    """SGLang 0.5.1 has ``--hicache-storage-backend nixl`` but no ``backend_factory.py``
+    (its ``cache_controller.py`` imports HiCache's nixl module under a test on a parameter):
+    the rule's own ``CHOICES`` say the choice imports nixl, and the line says so."""
+    site = _site(tmp_path)
+    (site / "sglang" / "srt" / "mem_cache" / "storage" / "backend_factory.py").unlink()
+    r = run(site, *HICACHE, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("nixl").startswith(
+        "fail  nixl: not installed (--hicache-storage-backend nixl (this check's reading: the "
+        "installed SGLang keeps no module of it where this check reads))"), r.out
