@@ -213,9 +213,20 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
             return TorchChoice(text, v, None, True, "local label +cpu (a CPU build)")
         if v.local.startswith("rocm"):
             return TorchChoice(text, v, None, True, f"local label +{v.local} (ROCm, no CUDA)")
-    rel = g.torch.get(Version(v.public))
-    if rel is not None:
-        for var in rel.variants:
+    table = None
+    if not g.loaded and g.kb_path is not None:  # the torch table while the facts are unread
+        from moonpin.resolver.resolved import load_torch
+
+        table = load_torch(g.kb_path)
+    if table is not None:
+        variants = next((t["variants"] for t in table["torch"]
+                         if Version(t["version"]) == Version(v.public)), [])
+        for a, cuda, evidence, wheel in variants:
+            if a == arch:
+                return TorchChoice(text, v, cuda, True, f"the index's {wheel} ({evidence})")
+    else:
+        rel = g.torch.get(Version(v.public))
+        for var in rel.variants if rel is not None else ():
             if var.arch == arch:
                 why = (f"the index's {var.artifact.filename} ({var.evidence})")
                 return TorchChoice(text, v, var.cuda_major, True, why)

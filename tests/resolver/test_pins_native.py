@@ -454,3 +454,32 @@ def test_uv_compiles_the_whole_stack_to_a_lock_pins_calls_compatible(tmp_path: P
     p = run_moonpin("pins", "lock.txt", cwd=tmp_path)
     assert p.returncode == 0 and "verdict: compatible" in p.stdout, p.stdout
     assert "nixl-cu12==" in p.stdout and "but not loaded" in p.stdout
+
+
+def test_pins_of_a_dockerfile_stage_read_torch_from_its_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Dockerfile's arm64 stage makes pins ask the CUDA major of the index's torch wheel
+    for that platform: ``_torch.json`` answers it, the scraped facts are not read (before:
+    they were, a fifth of ``pins Dockerfile requirements.txt --diff``); the same answer as
+    from the facts."""
+    from typing import Any
+
+    from moonpin.resolver import resolved
+
+    req = tmp_path / "requirements.txt"
+    req.write_text("sglang==0.5.18\ntorch==2.13.0\n"
+                   "mooncake-transfer-engine-cuda13==0.3.13.post1\n")
+    docker = tmp_path / "Dockerfile"
+    docker.write_text("FROM --platform=linux/arm64 lmsysorg/sglang:v0.5.18-cu130\n"
+                      "RUN pip install mooncake-transfer-engine==0.3.13.post1\n")
+
+    def refuse(*_a: object, **_k: object) -> Any:
+        raise AssertionError("the facts were read")
+
+    with monkeypatch.context() as m:
+        m.setattr(CompatGraph, "_read", staticmethod(refuse))
+        m.setattr(resolved, "_load_facts", refuse)
+        got = moonpin.judge_pins([docker, req], kb=SHIPPED).to_json()
+    monkeypatch.setattr(resolved, "load_torch", lambda *a, **k: None)  # the facts answer
+    assert got == moonpin.judge_pins([docker, req], kb=SHIPPED).to_json()
+    assert got["updates"] or got["reasons"], got
