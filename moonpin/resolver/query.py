@@ -219,7 +219,7 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
 
         table = load_torch(g.kb_path)
     if table is not None:
-        variants = next((t["variants"] for t in table["torch"]
+        variants: list[list[Any]] = next((t["variants"] for t in table["torch"]
                          if Version(t["version"]) == Version(v.public)), [])
         for a, cuda, evidence, wheel in variants:
             if a == arch:
