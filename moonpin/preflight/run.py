@@ -451,8 +451,11 @@ def _deep(checks: list[CheckResult], probe: Probe, site_packages: Sequence[StrPa
           timeout: float, python: str) -> None:
     """The deep probe's results added to ``checks``; what it saw then settles a light
     library guess (:func:`moonpin.preflight.probe.deep_probe._downgrade_light_libraries`)."""
+    from moonpin.preflight.extensions import seam
     from moonpin.preflight.probe.deep_probe import deep_probe, downgrade_light_libraries
 
+    # another extension's line (sgl_kernel's, flashinfer's) fixes that import, not this one
+    others = {n for n in seam.RULES if n not in seam.OWN_LINES}
     if probe.module is None:
         checks.append(CheckResult("deep probe", "skip", probe.why))
         return
@@ -461,7 +464,7 @@ def _deep(checks: list[CheckResult], probe: Probe, site_packages: Sequence[StrPa
         # the light check's install line, where it has one, fixes what the deep
         # probe then sees: say that line rather than the library hint
         pip_fix = next((c.fix for c in checks if c.status == "fail" and c.fix
-                        and c.fix.startswith("pip ")), None)
+                        and c.fix.startswith("pip ") and c.name not in others), None)
         if r.status == "fail" and pip_fix and r.name == "deep probe":
             r = CheckResult(r.name, r.status, r.message, pip_fix, r.evidence)
         checks.append(r)
