@@ -863,6 +863,21 @@ def _valid_names(doc: Any) -> bool:
                      *(v for p in pools for vs in p.values() for v in vs)]))
 
 
+def _stamped_doc(kb_path: str | os.PathLike[str], name: str,
+                 valid: Any) -> dict[str, Any] | None:
+    """The stamped document ``name`` beside the KB, read once a process, when ``valid``
+    holds of it; None when it is missing, stale, damaged or of another shape."""
+    def read() -> dict[str, Any] | None:
+        try:
+            doc = _read_stamped(kb_path, name)
+        except (OSError, ValueError, RecursionError):
+            return None
+        return doc if valid(doc) else None
+
+    found: dict[str, Any] | None = _read_once(kb_path, name, read)
+    return found
+
+
 def names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """:func:`names_of` the KB: from ``resolved/_names.json`` (no facts module, no typed
     summary: what the reading of users' input and the age note need), else from its
@@ -872,14 +887,7 @@ def names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
     not read), which the summary only counts or types, and ``mooncake_read``
     (:func:`names_of`): a caller falls back to the summary or the facts without them (a
     document written before them)."""
-    def read() -> dict[str, Any] | None:
-        try:
-            doc = _read_stamped(kb_path, NAMES_NAME)
-        except (OSError, ValueError, RecursionError):
-            return None
-        return doc if _valid_names(doc) else None
-
-    found: dict[str, Any] | None = _read_once(kb_path, NAMES_NAME, read)
+    found = _stamped_doc(kb_path, NAMES_NAME, _valid_names)
     if found is None:
         s = summary(kb_path)
         found = names_of(s) if s is not None else None
@@ -953,15 +961,7 @@ def load_torch(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
     lines, their specifiers]``; ``builds``, per extension distribution and version, the
     ``[module, torch specifier]`` of each of its builds that names one. None when the document
     is missing, stale, damaged or of another shape (then the caller reads the facts)."""
-    def read() -> dict[str, Any] | None:
-        try:
-            doc = _read_stamped(kb_path, TORCH_NAME)
-        except (OSError, ValueError, RecursionError):
-            return None
-        return doc if _valid_torch(doc) else None
-
-    found: dict[str, Any] | None = _read_once(kb_path, TORCH_NAME, read)
-    return found
+    return _stamped_doc(kb_path, TORCH_NAME, _valid_torch)
 
 
 def show_name(name: str, version: str) -> str:
