@@ -219,8 +219,9 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
 
         table = load_torch(g.kb_path)
     if table is not None:
-        variants: list[list[Any]] = next((t["variants"] for t in table["torch"]
-                         if Version(t["version"]) == Version(v.public)), [])
+        variants: list[list[Any]] = next(
+            (t["variants"] for t in table["torch"] if Version(t["version"]) == Version(v.public)),
+            [])
         for a, cuda, evidence, wheel in variants:
             if a == arch:
                 return TorchChoice(text, v, cuda, True, f"the index's {wheel} ({evidence})")
