@@ -12,7 +12,6 @@ Each check is ``ok`` True / False, or None when the KB cannot decide it.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -25,6 +24,7 @@ from moonpin.resolver import rule, spelling
 from moonpin.resolver.answers import Candidate, Check, Covered, Explanation, Which
 from moonpin.resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from moonpin.resolver.inputs import normalize_arch, normalize_python
+from moonpin.resolver.resolved import label_cuda
 from moonpin.resolver.spelling import parse_release
 
 if TYPE_CHECKING:  # a query answered from the resolved tables loads neither
@@ -203,16 +203,9 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
     the wheel the index publishes for ``arch`` (its CUDA major from the KB)."""
     text = torch_release(g, text)
     v = Version(text)
-    if v.local:
-        m = re.fullmatch(r"cu(\d+)", v.local)
-        if m:
-            # cu126 -> 12, cu130 -> 13, cu92 -> 9: the last digit is the minor version
-            major = int(m.group(1)[:-1])
-            return TorchChoice(text, v, major, True, f"local label +{v.local}")
-        if v.local in ("cpu",):
-            return TorchChoice(text, v, None, True, "local label +cpu (a CPU build)")
-        if v.local.startswith("rocm"):
-            return TorchChoice(text, v, None, True, f"local label +{v.local} (ROCm, no CUDA)")
+    said = label_cuda(v.local) if v.local else None
+    if said is not None:
+        return TorchChoice(text, v, said[0], True, said[1])
     table = None
     if not g.loaded and g.kb_path is not None:  # the torch table while the facts are unread
         from moonpin.resolver.resolved import load_torch
@@ -385,6 +378,29 @@ def _loaded_builds(ev: Evaluation, t: TorchChoice, w: WheelView, loader: Loader,
                            f"{loader.member} loads {', '.join(b.member for b in builds)}",
                            tuple(f"{filename}: {b.member}" for b in builds)))
     return [_kept(w.memo, ("bf",), b, functools.partial(_build_facts, b)) for b in builds]
+
+
+#: Local labels a loader's rule is tried on (:func:`loader_reads_label`).
+_LABELS = ("cu126", "cu130", "cpu", "rocm6.4", "git1234abc")
+
+
+def loader_reads_label(g: CompatGraph, dist: str, version: str, torches: Iterable[str]) -> bool:
+    """Whether a prebuilt loader of the release imports another build for a torch with a
+    local label (``2.13.0+cu126``) than for its public version, for one of ``torches``:
+    its rule reads ``torch.__version__`` past the release, so a verdict made at one label
+    does not stand for another (the resolved tables then hold none at a label)."""
+    for w in g.wheels(dist, version):
+        for loader in w.wheel.loaders:
+            if loader.kind in ("unknown", "jit-compile"):  # as :func:`_builds` dispatches
+                continue
+            scheme = _scheme(loader)
+            for imp in loader.imports:
+                for t in torches:
+                    plain = rule.loader_target(scheme, imp.template, t)
+                    if any(rule.loader_target(scheme, imp.template, f"{t}+{label}") != plain
+                           for label in _LABELS):
+                        return True
+    return False
 
 
 def _builds(ev: Evaluation, t: TorchChoice, w: WheelView, module: str,
@@ -915,13 +931,14 @@ def parse_spec(text: str | None, what: str) -> SpecifierSet | None:
 
 
 
-def _triples_from(table: Any, sglang: str, torches: set[str], dists: set[str],
-                  m_spec: SpecifierSet | None, versions: dict[tuple[str, str], Version],
-                  python: str | None, arch: str | None) -> list[dict[str, str]]:
-    """:func:`triples` of one SGLang release, from its resolved table (``versions``: the
-    graph's mooncake releases by their spelling)."""
+def _triples_from(rows: Iterable[tuple[str, str, str, str, str]], sglang: str,
+                  torches: set[str], dists: set[str], m_spec: SpecifierSet | None,
+                  versions: dict[tuple[str, str], Version], python: str | None,
+                  arch: str | None) -> list[dict[str, str]]:
+    """:func:`triples` of one SGLang release, from its resolved table's compatible ``rows``
+    (``versions``: the graph's mooncake releases by their spelling)."""
     return [{"sglang": sglang, "torch": t, "dist": d, "mooncake": mv, "python": p, "arch": a}
-            for d, mv, t, a, p in table.compatible(sglang)
+            for d, mv, t, a, p in rows
             if d in dists and t in torches and (python is None or p == python)
             and (arch is None or a == arch)
             and (m_spec is None or ((d, mv) in versions
@@ -958,13 +975,20 @@ def triples(g: CompatGraph, *, sglang: str | None = None, torch: str | None = No
         if module is None or (s_spec is not None and not s_spec.contains(sv, True)):
             continue
         # an index release's table holds the torches it admits (each release's own
-        # ``_torches``): the facts are read only for a release no table answers
-        table = None if local or source != "index" else _table(g, spelt, None)
-        if table is not None:
+        # ``_torches``), and each at a local label: the facts are read only for a release
+        # no table answers
+        table = None if source != "index" else _table(g, spelt, None)
+        if table is not None and local:
+            rows = table.at_label(spelt, local[0])
+            if rows is not None:
+                out += _triples_from(rows, spelt, {local[0]}, set(dists), m_spec, versions,
+                                     python, arch)
+                continue
+        elif table is not None:
             torches = [t for t in table.sglang[spelt]["torch"]
                        if t_spec is None or t_spec.contains(Version(t), True)]
-            out += _triples_from(table, spelt, set(torches), set(dists), m_spec,
-                                 versions, python, arch)
+            out += _triples_from(table.compatible(spelt), spelt, set(torches), set(dists),
+                                 m_spec, versions, python, arch)
             continue
         s = g.sglang[sv]
         torches = [t for t in _torches(g, s, None)

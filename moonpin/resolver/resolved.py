@@ -46,6 +46,9 @@ __all__ = [
     "fits_name",
     "fix_for",
     "fixes_for",
+    "label_class",
+    "label_classes",
+    "label_cuda",
     "load",
     "load_explain",
     "load_facts",
@@ -217,7 +220,19 @@ def _valid_release_table(doc: dict[str, Any]) -> bool:
                     and all(type(m) is list and len(m) == 2 and type(m[0]) is str
                             and _opt_index(m[1], n) for m in g[8])):
                 return False
-    return True
+    return "labels" not in doc or _valid_labels(doc["labels"], nr)
+
+
+def _valid_labels(labels: Any, nr: int) -> bool:
+    """The table's combinations at a labelled torch: majors, torch -> class -> groups."""
+    if not (type(labels) is dict and type(labels.get("majors")) is list
+            and all(_int(m) for m in labels["majors"]) and type(labels.get("torch")) is dict):
+        return False
+    return all(type(per) is dict and all(
+        type(groups) is list and all(
+            type(g) is list and len(g) == 3 and _int(g[0]) and 0 <= g[0] < nr
+            and type(g[1]) is str and _strs(g[2]) for g in groups)
+        for groups in per.values()) for per in labels["torch"].values())
 
 
 def _valid_feature(f: Any) -> bool:
@@ -314,6 +329,26 @@ class Resolved:
                        for py, _ in grp[8])
         return [(*self.releases[rel], torch_v, ar, py)  # type: ignore[misc]
                 for rel, _, ar, py, torch_v in found]
+
+    def at_label(self, sglang: str, torch: str) -> list[tuple[str, str, str, str, str]] | None:
+        """:meth:`compatible` at a torch with a local label (``2.13.0+cu126``, the public
+        release spelt as the table spells it): [] when the release does not admit it; None
+        when the table holds no verdicts at a label (a loader reads the label itself)."""
+        public, _, local = torch.partition("+")
+        labels = self.doc.get("labels")
+        if labels is None:
+            return None
+        if public not in self.sglang[sglang]["torch"]:
+            return []
+        cls = label_class(local, labels["majors"])
+        if cls is None:  # the label says nothing of CUDA: the index's build, as tabled
+            return [(d, v, torch, a, p) for d, v, t, a, p in self.compatible(sglang)
+                    if t == public]
+        groups = labels["torch"].get(public, {}).get(cls)
+        if groups is None:
+            return None
+        return [(*self.releases[i], torch, a, p)  # type: ignore[misc]
+                for i, a, pys in sorted(groups) for p in sorted(pys)]
 
     def which_mooncake(self, sglang: str, *, python: str | None = None,
                        arch: str | None = None, dist: str | None = None,
@@ -1033,7 +1068,6 @@ def torch_label(torch: str) -> tuple[str, int | None] | None:
     index's own build); None for a label the tables do not resolve (not a version, a local
     part other than ``cuNNN``: ``+cpu``, ``+rocm6.4``). The tables assumed the index's
     variant of each torch; a local label names another."""
-    import re
 
     from packaging.version import InvalidVersion, Version
 
@@ -1041,10 +1075,49 @@ def torch_label(torch: str) -> tuple[str, int | None] | None:
         tv = Version(torch)
     except InvalidVersion:
         return None
-    label = re.fullmatch(r"cu(\d\d+)", tv.local or "")
-    if tv.local and not label:
+    said = label_cuda(tv.local) if tv.local else None
+    if tv.local and (said is None or said[0] is None):
         return None
-    return tv.public, int(label.group(1)[:-1]) if label else None
+    return tv.public, said[0] if said else None
+
+
+def label_cuda(local: str) -> tuple[int | None, str] | None:
+    """What a torch's local label says of its CUDA: ``cu126`` -> 12 (the last digit is the
+    minor: ``cu92`` is 9), ``cpu`` and ``rocm6.4`` -> None (no CUDA), each with the words
+    saying so; None when the label says nothing of it (then the index's variant of the
+    release is what it is)."""
+    import re
+
+    m = re.fullmatch(r"cu(\d\d+)", local)
+    if m:
+        return int(m.group(1)[:-1]), f"local label +{local}"
+    if local == "cpu":
+        return None, "local label +cpu (a CPU build)"
+    if local.startswith("rocm"):
+        return None, f"local label +{local} (ROCm, no CUDA)"
+    return None
+
+
+def label_class(local: str, majors: Iterable[int]) -> str | None:
+    """The class of torch builds a local label is judged as, among the CUDA ``majors`` some
+    extension build links: ``cu<N>`` for one of them, ``cu`` for any other CUDA major (no
+    build links it: each is judged alike), ``none`` for a build without CUDA; None when the
+    label says nothing of CUDA (the index's variant). Verdicts differ between classes only
+    (the rule compares the majors a build links with torch's); see
+    :meth:`Resolved.at_label`."""
+    said = label_cuda(local)
+    if said is None:
+        return None
+    if said[0] is None:
+        return "none"
+    return f"cu{said[0]}" if said[0] in set(majors) else "cu"
+
+
+def label_classes(majors: Iterable[int]) -> list[tuple[str, str]]:
+    """Each class of :func:`label_class` with a local label of it (``("cu12", "cu120")``)."""
+    ms = sorted(set(majors))
+    return ([(f"cu{m}", f"cu{m}0") for m in ms]
+            + [("cu", f"cu{(ms[-1] if ms else 0) + 1}0"), ("none", "cpu")])
 
 
 def cuda_assumed(words: Iterable[str | None], major: int | None) -> bool:

@@ -79,6 +79,14 @@ def _documents(kb_path: Path, kb: Any = None, stacks: Any = None,
         "unread": unread,
     }
     sglang_meta: dict[str, dict[str, Any]] = {}
+    # a torch with a local label (``2.13.0+cu126``) is judged per class of CUDA major; none
+    # when some loader reads the label itself (then each label is judged from the facts)
+    majors = sorted({b.cuda_major for d, v in releases for w in g.wheels(d, str(v))
+                     for b in w.wheel.builds if b.cuda_major is not None}
+                    | {var.cuda_major for t in g.torch.values() for var in t.variants
+                       if var.cuda_major is not None})
+    every_torch = [str(t) for t in g.torch_versions]
+    labelled = not any(query.loader_reads_label(g, d, str(v), every_torch) for d, v in releases)
     for _, s in sorted(g.sglang.items()):
         if s.pg.module is None or s.source != "index":
             continue
@@ -101,9 +109,12 @@ def _documents(kb_path: Path, kb: Any = None, stacks: Any = None,
             for key, members in groups.items():
                 out.append([*key[:6], list(key[6]), key[7], members])
         packed, strs = _pack(out, strings)
+        labels = ({"labels": {"majors": majors,
+                              "torch": _label_rows(g, s, releases, torches, majors)}}
+                  if labelled else {})
         yield s.version, {**common, "strings": strs,
                           "sglang": {s.version: sglang_meta[s.version]},
-                          "rows": {s.version: packed}}
+                          "rows": {s.version: packed}, **labels}
         said = explain.doc()
         if said is not None:
             yield f"_explain-{s.version}", {
@@ -126,6 +137,30 @@ def _documents(kb_path: Path, kb: Any = None, stacks: Any = None,
                                              "kb_sha256": common["kb_sha256"],
                                              "sglang": rel.version,
                                              "launch": rel.launch.model_dump(mode="json")}
+
+
+def _label_rows(g: Any, s: Any, releases: list[tuple[str, Any]], torches: list[str],
+                majors: list[int]) -> dict[str, dict[str, list[list[Any]]]]:
+    """The compatible combinations of SGLang release ``s`` at each torch it admits with a
+    local label of each class (:func:`moonpin.resolver.resolved.label_classes`): torch ->
+    class -> ``[release index, arch, [python, ...]]``, in the order the full resolver
+    judges them (:meth:`moonpin.resolver.resolved.Resolved.at_label` reads it)."""
+    from moonpin.resolver import query
+    from moonpin.resolver.resolved import label_classes
+
+    out: dict[str, dict[str, list[list[Any]]]] = {}
+    for t in torches:
+        per = out[t] = {}
+        for cls, label in label_classes(majors):
+            groups: list[list[Any]] = []
+            for i, (d, v) in enumerate(releases):
+                by_arch: dict[str, list[str]] = {}
+                for e in query.combos(g, s, d, str(v), f"{t}+{label}", None, None):
+                    if e.verdict == "compatible":
+                        by_arch.setdefault(e.arch, []).append(e.python)
+                groups += [[i, a, pys] for a, pys in by_arch.items()]
+            per[cls] = groups
+    return out
 
 
 def build_fits(kb_path: Path, g: Any) -> dict[str, dict[str, Any]]:

@@ -103,3 +103,18 @@ def test_the_matrix_page_names_the_repository_workflow_only_in_a_checkout(
     installed.parent.mkdir(parents=True)
     installed.write_text("{}")
     assert not _in_checkout(str(installed))
+
+
+@pytest.mark.parametrize("label", ["cu1", "cu", "cuda"])
+def test_a_local_label_naming_no_cuda_major_is_the_index_build(label: str) -> None:
+    """``+cu1`` names no CUDA major (``cu126`` is 12.6): the torch is the index's build, as
+    for any other label saying nothing of CUDA; it raised ValueError from int('')."""
+    r = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", f"2.13.0+{label}",
+                    "--json")
+    assert r.returncode in (0, 1), r.stderr
+    plain = run_moonpin("which", "mooncake", "--sglang", "0.5.18", "--torch", "2.13.0+git",
+                        "--json")
+    def said(out: str) -> list[str]:
+        return [e["requirement"] for e in json.loads(out)["compatible"]]
+
+    assert said(r.stdout) and said(r.stdout) == said(plain.stdout)

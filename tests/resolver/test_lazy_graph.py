@@ -57,7 +57,9 @@ def test_which_mooncake_at_a_pinned_torch_reads_no_facts(sglang: str) -> None:
 
 
 @pytest.mark.parametrize("kw", [{"sglang": "0.5.18"}, {"sglang": ">=0.5.17"},
-                                {"sglang": "0.5.23", "python": "3.12"}, {"torch": ">=2.13"}])
+                                {"sglang": "0.5.23", "python": "3.12"}, {"torch": ">=2.13"},
+                                {"sglang": "0.5.18", "torch": "2.13.0+cu126"},
+                                {"sglang": ">=0.5.17", "torch": "==2.14.1+cu130"}])
 def test_triples_from_the_tables_read_no_facts(kw: dict[str, str]) -> None:
     """``triples`` of the releases the tables hold, the stacks table judging each set's
     extension pins: the facts unread (they were read to list the releases), the same rows."""

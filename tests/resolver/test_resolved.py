@@ -60,6 +60,59 @@ def test_triples_from_tables_as_from_the_resolver(kb_path: Path, kw: dict[str, s
         assert full  # the fixture KB has compatible triples to compare
 
 
+@pytest.mark.parametrize("label", ["cu126", "cu130", "cu118", "cpu", "rocm6.4", "git1234",
+                                   "cu1"])
+@pytest.mark.parametrize("kw", [{}, {"sglang": "0.5.17"}, {"python": "3.12"},
+                                {"arch": "aarch64"}, {"dist": "mooncake-transfer-engine"}])
+def test_triples_at_a_local_label_from_tables_as_from_the_resolver(
+        kb_path: Path, label: str, kw: dict[str, str]) -> None:
+    """A torch with a local label is judged from the tables' rows of its CUDA class (a major
+    some build links, another major, none) as the full resolver judges that very label."""
+    g = CompatGraph(store.load(kb_path))
+    fast = CompatGraph.from_path(kb_path)
+    table = resolved.load(kb_path, "0.5.17")
+    assert table is not None and "labels" in table.doc
+    for torch in table.sglang["0.5.17"]["torch"]:
+        asked = {**kw, "torch": f"=={torch}+{label}"}
+        full = query.triples(g, **asked)
+        assert query.triples(fast, **asked) == full
+        assert not fast.loaded  # the tables answered
+        assert all(row["torch"] == f"{torch}+{label}" for row in full)
+        # the fixture's builds link CUDA 13: a cu13 label (or one naming no CUDA, the
+        # index's CUDA 13 build) has sets, a cu12 one none
+        assert full or label not in ("cu130", "git1234") or kw
+        assert not (label == "cu126" and full)
+
+
+def test_a_loader_reading_the_label_leaves_labels_to_the_resolver(
+        kb_path: Path, tmp_path: Path) -> None:
+    """A loader whose rule reads the whole ``torch.__version__`` picks another build at each
+    label: the tables then hold no verdicts at a label, and the facts answer."""
+    from moonpin.resolver import resolved_write
+
+    kb = store.load(kb_path)
+    kb = kb.model_copy(update={"mooncake": tuple(m.model_copy(update={"wheels": tuple(
+        w.model_copy(update={"loaders": tuple(
+            ld.model_copy(update={"version_regex": None}) for ld in w.loaders)})
+        for w in m.wheels)}) for m in kb.mooncake)})
+    path = tmp_path / "read" / "kb.json"
+    path.parent.mkdir()
+    store.save(kb, path)
+    resolved_write.write(path)
+    table = resolved.load(path, "0.5.17")
+    assert table is not None and "labels" not in table.doc
+    assert table.at_label("0.5.17", table.sglang["0.5.17"]["torch"][0] + "+cu126") is None
+    fast = CompatGraph.from_path(path)
+    public = table.sglang["0.5.17"]["torch"][0]
+    full = query.triples(CompatGraph(store.load(path)), torch=f"=={public}+cu130")
+    assert query.triples(fast, torch=f"=={public}+cu130") == full
+    assert fast.loaded
+    # the label changed the build the loader looks for: fewer sets than at the release
+    at_release = query.triples(fast, torch=f"=={public}")
+    assert len(full) < len({(r["dist"], r["mooncake"], r["python"], r["arch"])
+                            for r in at_release})
+
+
 def test_stale_or_missing_tables_are_ignored(kb_path: Path) -> None:
     assert resolved.load(kb_path, "0.5.17") is not None
     assert resolved.load(kb_path, "9.9.9") is None
