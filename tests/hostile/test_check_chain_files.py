@@ -110,24 +110,32 @@ def _shut(rng: random.Random, site: Path, module: str) -> tuple[str, bool]:
     return f"{folder.name}/ mode {mode:o}", True
 
 
-def _beside(rng: random.Random, site: Path) -> str:
-    """A change beside the chain that breaks nothing: symlink loops in the packages, ``.pth``
-    lines naming devices, FIFOs and the root."""
+#: What a ``.pth`` that is not a file does to the interpreter's start: ``site`` reads every
+#: ``.pth`` to its end, so a FIFO blocks it for ever and ``/dev/zero`` reads until memory runs
+#: out (MemoryError, seen with python3.11 under ``ulimit -v``): no program runs. The others
+#: (a folder, a loop, a dangling link, ``/dev/null``, a sparse file of NULs) it gets past.
+_ENDLESS = {"fifo", "dev-zero"}
+
+
+def _beside(rng: random.Random, site: Path) -> tuple[str, bool]:
+    """A change beside the chain: symlink loops in the packages, ``.pth`` lines naming
+    devices, FIFOs and the root, a ``.pth`` that is not a file; and whether it breaks."""
     kind = rng.randrange(4)
     if kind == 0:
         (site / "torch" / "loop").symlink_to("..")
         (site / "mooncake" / "self").symlink_to(".")
-        return "symlink loops in torch/ and mooncake/"
+        return "symlink loops in torch/ and mooncake/", False
     if kind == 1:
         os.mkfifo(site / "fifo")
         (site / "evil.pth").write_text(f"/proc/self/fd/0\n/dev/zero\n{site / 'fifo'}\n/\n")
-        return ".pth lines naming stdin, /dev/zero, a FIFO and /"
+        return ".pth lines naming stdin, /dev/zero, a FIFO and /", False
     if kind == 2:
-        gen.make_special(rng.choice(gen.SPECIALS), site / "evil.pth")
-        return "a .pth that is not a file"
+        special = rng.choice(gen.SPECIALS)
+        gen.make_special(special, site / "evil.pth")
+        return f"a .pth that is not a file ({special})", special in _ENDLESS
     (site / "x.py").mkdir()
     (site / "mooncake" / "y.py").mkdir()
-    return "folders named x.py"
+    return "folders named x.py", False
 
 
 def _surface(base: Path, n: int, fuzz: bool, unprivileged: bool = False) -> Tally:
@@ -143,7 +151,9 @@ def _surface(base: Path, n: int, fuzz: bool, unprivileged: bool = False) -> Tall
             said.append(what)
             broken |= breaks
         if rng.random() < 0.3:
-            said.append(_beside(rng, site))
+            what, breaks = _beside(rng, site)
+            said.append(what)
+            broken |= breaks
         argv = ["check", "--site-packages", str(site), "--elastic-ep-backend", "mooncake",
                 "--kb", str(kb), "--no-deep", *rng.choice([[], ["-q"], ["--json"]])]
         watched = [p for p in site.rglob("*") if not p.is_dir() and not p.is_symlink()]
