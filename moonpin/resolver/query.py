@@ -43,6 +43,7 @@ __all__ = [
     "evaluate",
     "explain",
     "get_sglang",
+    "loader_reads_label",
     "normalize_arch",
     "normalize_python",
     "parse_release",
