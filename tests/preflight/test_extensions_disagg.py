@@ -15,7 +15,7 @@ import pytest
 
 from moonpin.readers.launch.choice_modules import member_of, package_members, registered
 from tests.lib.checkrun import run
-from tests.lib.extimages import gcc_so, torch_image
+from tests.lib.extimages import gcc_so, nixl_meta, torch_image
 from tests.lib.images import add_dist, ext_suffix
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -24,36 +24,10 @@ DISAGG = ("--", "--disaggregation-mode", "prefill", "--disaggregation-transfer-b
 HICACHE = ("--", "--enable-hierarchical-cache", "--hicache-storage-backend", "nixl")
 
 #: nixl 1.5.1's meta ``nixl/__init__.py``, in the shape the rule reads
-_META = '''import importlib
-import sys
-
-from nixl_meta_utils import detect_cuda_major
-
-
-def _load_cuda_backend():
-    cuda_major = detect_cuda_major()
-    if cuda_major is not None:
-        pip_name = f"nixl-cu{cuda_major}"
-        mod_name = f"nixl_cu{cuda_major}"
-        try:
-            return importlib.import_module(mod_name).__name__
-        except ModuleNotFoundError as e:
-            raise ImportError(f"detected CUDA {cuda_major} but {pip_name} is not installed")
-    for mod_name in ("nixl_cu13", "nixl_cu12", "nixl_rocm"):
-        try:
-            return importlib.import_module(mod_name).__name__
-        except ModuleNotFoundError:
-            continue
-    raise ImportError("No NIXL backend found (tried nixl_cu13, nixl_cu12, nixl_rocm)")
-
-
-_pkg = sys.modules[_load_cuda_backend()]
-
-submodules = ["_bindings", "_utils", "logging", "_api"]
-for sub_name in submodules:
-    module = importlib.import_module(f"{_pkg.__name__}.{sub_name}")
-    sys.modules[f"nixl.{sub_name}"] = module
-'''
+_META = nixl_meta("nixl_cu", load="_load_cuda_backend",
+                  fallback=("nixl_cu13", "nixl_cu12", "nixl_rocm"), skipped="ModuleNotFoundError",
+                  none="No NIXL backend found (tried nixl_cu13, nixl_cu12, nixl_rocm)",
+                  subs=("_bindings", "_utils", "logging", "_api"))
 
 _CONN = '''try:
     from nixl._bindings import nixlBackendError
