@@ -351,3 +351,41 @@ def test_a_choice_linked_out_of_the_image_root_is_not_read(tmp_path: Path) -> No
     assert "sglang/srt/disaggregation/nixl lies outside the image root" in said[
         "extensions"][1], said
     assert said["nixl"][0] == "fail" and rep.exit_code == 1, said
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_pth_that_never_ends_stops_the_worker_the_extensions_only_check_too(
+        tmp_path: Path, kind: str) -> None:
+    """A ``.pth`` file that is a FIFO or ``/dev/zero``: ``site`` never finishes reading it,
+    so the worker never starts, whatever it would import. Said when only the other
+    extensions are asked (``--disaggregation-transfer-backend nixl``, no mooncake backend)
+    as when mooncake is: before, that check judged nixl and said usable."""
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    _make(site / "zz.pth", kind)
+    r = run(site, *DISAGG, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("interpreter").startswith(f"fail  interpreter: {site / 'zz.pth'} is a "), r.out
+
+
+@pytest.mark.parametrize("kind", ["huge", "lines"])
+def test_a_pth_too_large_to_read_is_said_not_ignored(tmp_path: Path, kind: str) -> None:
+    """A ``.pth`` of 2 GiB, or of 10^5 ``import`` lines each inserting a folder (4.6 MB),
+    is over the 1 MiB this check reads of one: ``site`` reads and runs it whole, so the
+    ``sys.path`` modelled here may not be the worker's: a warning names the file (before,
+    it was left out silently)."""
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    pth = site / "zz.pth"
+    if kind == "huge":
+        _make(pth, "huge")
+    else:
+        pth.write_text("".join(f"import sys; sys.path.insert(0, '/opt/p{i}')\n"
+                               for i in range(100_000)))
+    r = run(site, *DISAGG, ep=False)
+    assert r.rc == 0 and r.line("nixl").startswith("pass  nixl:"), r.out
+    assert r.line("interpreter").startswith(
+        f"warn  interpreter: {pth} is {pth.stat().st_size:,} bytes, over the 1 MiB this "
+        "check reads of a .pth file: the folders it adds"), r.out
+    assert "(1 warning;" in r.lines[-1], r.out
+
