@@ -389,3 +389,19 @@ def test_a_pth_too_large_to_read_is_said_not_ignored(tmp_path: Path, kind: str) 
         "check reads of a .pth file: the folders it adds"), r.out
     assert "(1 warning;" in r.lines[-1], r.out
 
+
+@pytest.mark.parametrize(("kind", "why"), [
+    ("huge", "is 2,147,483,648 bytes, over the 4 MiB limit for a loader"),
+    ("nul", "does not parse as this Python reads it ("),
+])
+def test_a_meta_the_rule_cannot_read_says_why(tmp_path: Path, kind: str, why: str) -> None:
+    """nixl's meta ``__init__.py`` of 2 GiB, or with a NUL byte: not judged, and the line
+    says why, as the confined read or the parser says it (before: "cannot be read",
+    whatever the reason)."""
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    _make(site / "nixl" / "__init__.py", kind)
+    r = run(site, *DISAGG, ep=False)
+    line = r.line("nixl")
+    assert line.startswith("skip  nixl: nixl 1.5.1 at "), r.out
+    assert f"not judged: {site / 'nixl' / '__init__.py'} {why}" in line, r.out
