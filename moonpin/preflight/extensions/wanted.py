@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-__all__ = ["Unread", "Wanted", "extensions"]
+__all__ = ["UnreadSource", "Wanted", "extensions"]
 
 #: launch features whose backend names a package the worker imports
 _FEATURES = ("elastic-ep", "moe-a2a", "pd-disaggregation", "hicache")
@@ -79,7 +79,7 @@ def _own_package(top: str, backend: str) -> bool:
 _CAP_SOURCE = 1 << 20
 
 
-class Unread(Exception):
+class UnreadSource(Exception):
     """A source a choice's reading needs that cannot be read or parsed: ``said`` names
     the file (relative to the SGLang package's parent folder) and what is wrong with it."""
 
@@ -88,10 +88,10 @@ class Unread(Exception):
         self.said = said
 
 
-def _unread(path: str, why: str) -> Unread:
-    """:class:`Unread` for the file at ``path`` (its ``sglang/...`` name)."""
+def _unread(path: str, why: str) -> UnreadSource:
+    """:class:`UnreadSource` for the file at ``path`` (its ``sglang/...`` name)."""
     at = path.find(os.sep + "sglang" + os.sep)
-    return Unread(f"{path[at + 1:] if at >= 0 else path} {why}")
+    return UnreadSource(f"{path[at + 1:] if at >= 0 else path} {why}")
 
 
 def _why(e: OSError) -> str:
@@ -110,7 +110,7 @@ def _why(e: OSError) -> str:
 
 def _read_source(path: str, within: Confined) -> bytes:
     """An SGLang source for a choice's reading, confined and capped; raises
-    :class:`Unread` naming it."""
+    :class:`UnreadSource` naming it."""
     from moonpin.preflight.installed.image_facts import read_bytes
 
     try:
@@ -122,7 +122,7 @@ def _read_source(path: str, within: Confined) -> bytes:
 def _kept(kind: str, path: str, compute: Callable[[], T], valid: Callable[[Any], bool],
           within: Confined) -> T:
     """``compute()`` kept in the file-facts memo under the stamp of ``path``; raises
-    :class:`Unread` naming ``path`` when it cannot be stamped or read."""
+    :class:`UnreadSource` naming ``path`` when it cannot be stamped or read."""
     try:
         return facts_memo().get(kind, path, compute, valid, within=within.root)
     except OSError as e:  # no stamp: a link loop, gone, unreadable
@@ -132,7 +132,7 @@ def _kept(kind: str, path: str, compute: Callable[[], T], valid: Callable[[Any],
 def _imports(path: str, within: Confined) -> list[tuple[str, int]]:
     """Every import the dispatcher module may run, as the scrape reads it for the KB
     (:func:`moonpin.readers.launch.server_args.
-    backend_imports`), kept in the file-facts memo. Raises :class:`Unread` when the file
+    backend_imports`), kept in the file-facts memo. Raises :class:`UnreadSource` when the file
     cannot be read, or does not parse (what it imports is then not known: the import
     raises)."""
     def read() -> list[list[object]] | str:
@@ -185,7 +185,7 @@ def _choice_files(sglang: str, flag: str, backend: str, within: Confined) -> lis
     the modules of its package (``srt/disaggregation/<backend>/``), or the module its
     registry maps it to (``register_backend("<backend>", "sglang.srt.…")``), as the importer
     finds it (a package, then a module). Empty: the installed SGLang keeps none for that
-    choice. Raises :class:`Unread` naming the folder, registry or module that cannot be
+    choice. Raises :class:`UnreadSource` naming the folder, registry or module that cannot be
     read (not a folder or regular file, out of the image root, over the size read, not
     parsing). Each reading is kept in the file-facts memo under its folder's or file's
     stamp."""
@@ -245,7 +245,7 @@ def _found(files: list[str], sglang: str, within: Confined, broken: list[str]
     for f in files:
         try:
             got = _imports(f, within)
-        except Unread as e:
+        except UnreadSource as e:
             broken.append(e.said)
             continue
         out += [(m, line, os.path.relpath(f, os.path.dirname(sglang))) for m, line in got]
@@ -380,7 +380,7 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
         if sglang is not None and flag in _choice_modules():
             try:
                 files = _choice_files(sglang, flag, backend, facts.within)
-            except Unread as e:
+            except UnreadSource as e:
                 files, broken = [], [e.said]
             found = _found(files, sglang, facts.within, broken) if files else None
         elif sglang is not None and folder is not None:
