@@ -212,7 +212,14 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
     tag = target.tag  # the Python tag fix lines name (cp312)
     if target.guessed is not None:
         add(CheckResult("interpreter", "warn", *target.guessed))
+    # an interpreter that cannot start (one that answered, --python, ran its own lines)
+    modelled = site_packages is not None or target.root is not None  # site read, not run
+    stop = ctx.interpreter_stop() if modelled else None
+    for unread in ctx.unread_site() if modelled and stop is None else ():
+        add(CheckResult("interpreter", "warn", unread))
     if not wanted:  # the other extensions only (moonpin.preflight.extensions_only)
+        if stop is not None and others:  # the worker never starts: nothing it imports runs
+            return _report([*checks, CheckResult("interpreter", "fail", *stop)], strict)
         if others:
             from moonpin.preflight.judge.choices import refused_backends
 
@@ -223,9 +230,6 @@ def _check_image(*, elastic_ep_backend: str | None, launch_args: Sequence[str],
 
         lines = judge_alone(ctx, features, _FLAGS, env, gpu, kb_file)
         return _report([*checks, *lines], strict) if lines else nothing
-    # an interpreter that cannot start (one that answered, --python, ran its own lines)
-    stop = (ctx.interpreter_stop() if site_packages is not None or target.root is not None
-            else None)
 
     # installed: what the importer finds, the distributions, SGLang's sources, the KB
     from moonpin.preflight.installed import image_facts as im

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.lib.images import add_dist, add_torch, ext_suffix
 
 __all__ = ["COW", "PARSE", "add_deep_ep", "add_flashinfer", "add_nixl", "add_sgl_kernel",
-           "gcc_so", "torch_image"]
+           "gcc_so", "nixl_meta", "torch_image"]
 
 #: torch C++ symbols the builds bind (c10::StorageImpl's and torch::jit's, as the public
 #: reports name them)
@@ -69,31 +69,51 @@ def torch_image(site: Path, version: str = "2.14.1", cuda: int | None = 13,
     return site
 
 
-_META = '''import importlib
+def nixl_meta(backend: str = "nixl_ep_cu", *, load: str = "_load_ep_module",
+              fallback: Sequence[str] = ("nixl_ep_cu13", "nixl_ep_cu12"),
+              skipped: str = "ImportError", none: str = "No usable nixl_ep CUDA backend found",
+              subs: Sequence[str] = ()) -> str:
+    """A nixl meta package's ``__init__.py`` in the shape its releases have (1.5.1's
+    ``nixl_ep/__init__.py`` by default; ``nixl/__init__.py`` with ``backend="nixl_cu"``):
+    ``load`` imports ``f"{backend}{cuda_major}"`` for the CUDA major
+    ``nixl_meta_utils.detect_cuda_major`` says, else each of ``fallback`` in turn
+    (``skipped``: the exception that passes over one), else raises ImportError(``none``);
+    ``subs``: the submodules it then imports from the backend and aliases
+    (``nixl.<sub>``)."""
+    def quoted(names: Sequence[str]) -> str:
+        return ", ".join(f'"{n}"' for n in names)
+
+    tail = "" if not subs else (
+        f"\nsubmodules = [{quoted(subs)}]\n"
+        "for sub_name in submodules:\n"
+        '    module = importlib.import_module(f"{_pkg.__name__}.{sub_name}")\n'
+        '    sys.modules[f"nixl.{sub_name}"] = module\n')
+    return f'''import importlib
 import sys
 
 from nixl_meta_utils import detect_cuda_major
 
 
-def _load_ep_module():
+def {load}():
     cuda_major = detect_cuda_major()
     if cuda_major is not None:
-        pip_name = f"nixl-cu{cuda_major}"
-        mod_name = f"nixl_ep_cu{cuda_major}"
+        pip_name = f"nixl-cu{{cuda_major}}"
+        mod_name = f"{backend}{{cuda_major}}"
         try:
             return importlib.import_module(mod_name).__name__
         except ModuleNotFoundError as e:
-            raise ImportError(f"detected CUDA {cuda_major} but {pip_name} is not installed")
-    for mod_name in ("nixl_ep_cu13", "nixl_ep_cu12"):
+            raise ImportError(f"detected CUDA {{cuda_major}} but {{pip_name}} is not installed")
+    for mod_name in ({quoted(fallback)}):
         try:
             return importlib.import_module(mod_name).__name__
-        except ImportError:
+        except {skipped}:
             continue
-    raise ImportError("No usable nixl_ep CUDA backend found")
+    raise ImportError("{none}")
 
 
-_pkg = sys.modules[_load_ep_module()]
-'''
+_pkg = sys.modules[{load}()]
+''' + tail
+
 
 _BACKEND = '''import importlib
 import os
@@ -135,7 +155,7 @@ def add_nixl(site: Path, version: str = "1.5.1", cuda: int = 13,
     needing libc10.so (through torch/lib) and calling ``uses``; ``own``: functions its own
     vendored library defines (for the DEEPBIND scope)."""
     (site / "nixl_ep").mkdir(parents=True, exist_ok=True)
-    (site / "nixl_ep" / "__init__.py").write_text(_META)
+    (site / "nixl_ep" / "__init__.py").write_text(nixl_meta())
     (site / "nixl_meta_utils.py").write_text("def detect_cuda_major():\n    return None\n")
     add_dist(site, "nixl", version, requires=[f"nixl-cu12=={version}", f"nixl-cu{cuda}=="
                                                f"{version}"])

@@ -3,10 +3,15 @@ resolved tables a query reads beside it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["flashinfer_kb", "resolved_kb"]
+import pytest
+
+__all__ = ["facts_reads", "flashinfer_kb", "resolved_kb", "same_as_full"]
+
+T = TypeVar("T")
 
 
 def resolved_kb(folder: Path, kb: Any) -> Path:
@@ -33,3 +38,33 @@ def flashinfer_kb(folder: Path, releases: dict[str, tuple[str, ...]]) -> Path:
                  for v in vs)
     folder.mkdir(parents=True, exist_ok=True)
     return resolved_kb(folder, kb.model_copy(update={"native": (*kb.native, *more)}))
+
+
+def facts_reads() -> tuple[tuple[object, str], ...]:
+    """Where a query reads the KB's scraped facts (the graph's file, the resolver's
+    typed facts): what an answer from the resolved tables alone never calls."""
+    from moonpin.resolver import resolved
+    from moonpin.resolver.graph import CompatGraph
+
+    return ((CompatGraph, "_read"), (resolved, "_load_facts"))
+
+
+def same_as_full(monkeypatch: pytest.MonkeyPatch, answer: Callable[[], T], *,
+                 refused: Sequence[tuple[object, str]],
+                 full: Sequence[tuple[object, str]],
+                 what: str = "the facts were read") -> T:
+    """``answer()`` with each ``(owner, name)`` of ``refused`` raising ``AssertionError(what)``
+    when called (a class's attribute replaced by a static method), required equal to
+    ``answer()`` again with each of ``full`` answering None (the tables' fast paths off: the
+    full resolver answers); the first answer."""
+    def refuse(*_a: object, **_k: object) -> Any:
+        raise AssertionError(what)
+
+    with monkeypatch.context() as m:
+        for owner, name in refused:
+            m.setattr(owner, name, staticmethod(refuse) if isinstance(owner, type) else refuse)
+        got = answer()
+    for owner, name in full:
+        monkeypatch.setattr(owner, name, lambda *a, **k: None)
+    assert got == answer()
+    return got

@@ -8,6 +8,7 @@ for mooncake: nixl absent or broken was "usable")."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from moonpin.readers.launch.choice_modules import member_of, package_members, registered
 from tests.lib.checkrun import run
-from tests.lib.extimages import gcc_so, torch_image
+from tests.lib.extimages import gcc_so, nixl_meta, torch_image
 from tests.lib.images import add_dist, ext_suffix
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -24,36 +25,10 @@ DISAGG = ("--", "--disaggregation-mode", "prefill", "--disaggregation-transfer-b
 HICACHE = ("--", "--enable-hierarchical-cache", "--hicache-storage-backend", "nixl")
 
 #: nixl 1.5.1's meta ``nixl/__init__.py``, in the shape the rule reads
-_META = '''import importlib
-import sys
-
-from nixl_meta_utils import detect_cuda_major
-
-
-def _load_cuda_backend():
-    cuda_major = detect_cuda_major()
-    if cuda_major is not None:
-        pip_name = f"nixl-cu{cuda_major}"
-        mod_name = f"nixl_cu{cuda_major}"
-        try:
-            return importlib.import_module(mod_name).__name__
-        except ModuleNotFoundError as e:
-            raise ImportError(f"detected CUDA {cuda_major} but {pip_name} is not installed")
-    for mod_name in ("nixl_cu13", "nixl_cu12", "nixl_rocm"):
-        try:
-            return importlib.import_module(mod_name).__name__
-        except ModuleNotFoundError:
-            continue
-    raise ImportError("No NIXL backend found (tried nixl_cu13, nixl_cu12, nixl_rocm)")
-
-
-_pkg = sys.modules[_load_cuda_backend()]
-
-submodules = ["_bindings", "_utils", "logging", "_api"]
-for sub_name in submodules:
-    module = importlib.import_module(f"{_pkg.__name__}.{sub_name}")
-    sys.modules[f"nixl.{sub_name}"] = module
-'''
+_META = nixl_meta("nixl_cu", load="_load_cuda_backend",
+                  fallback=("nixl_cu13", "nixl_cu12", "nixl_rocm"), skipped="ModuleNotFoundError",
+                  none="No NIXL backend found (tried nixl_cu13, nixl_cu12, nixl_rocm)",
+                  subs=("_bindings", "_utils", "logging", "_api"))
 
 _CONN = '''try:
     from nixl._bindings import nixlBackendError
@@ -169,7 +144,9 @@ def test_a_registry_maps_each_choice_to_its_module() -> None:
            b"def f():\n    R.register_backend('x', 'a.x')\n"
            b"register_backend('y', 'a.y1')\nregister_backend('y', 'a.y2')\n")
     assert registered(src, "register_backend") == {"y": "a.y2"}
-    assert registered(b"def (:\n", "register_backend") == {}
+    # a registry that does not parse registers what is not known, not nothing
+    assert registered(b"def (:\n", "register_backend") is None
+    assert registered(b"import os\n", "register_backend") == {}
     assert member_of("a.b.c") == ("a/b/c/__init__.py", "a/b/c.py")
 
 
@@ -261,3 +238,170 @@ def test_a_release_without_the_registry_falls_back_to_the_rules_choices(
     assert r.line("nixl").startswith(
         "fail  nixl: not installed (--hicache-storage-backend nixl (this check's reading: the "
         "installed SGLang keeps no module of it where this check reads))"), r.out
+
+
+# -- hostile sources: what a choice imports cannot be read ------------------------------
+
+#: a file a hostile image puts where SGLang's module is: what it is, and how it is made
+_HOSTILE = {
+    "fifo": ("is a FIFO (named pipe), not a regular file", lambda p: os.mkfifo(p)),
+    "device": ("is a character device, not a regular file",
+               lambda p: p.symlink_to("/dev/zero")),
+    "folder": ("is a directory, not a regular file", lambda p: p.mkdir()),
+    "loop": ("is a symbolic link loop", lambda p: p.symlink_to(p.name)),
+    "huge": ("is 2,147,483,648 bytes, over the 1 MiB limit for a SGLang source",
+             lambda p: os.truncate(_touch(p), 2 << 30)),
+    "nul": ("does not parse (", lambda p: p.write_bytes(b"from nixl._api import nixl_agent"
+                                                         b"\x00\n")),
+    "nested": ("does not parse (", lambda p: p.write_text("x = " + "-" * 100_000 + "1\n")),
+}
+
+
+def _touch(p: Path) -> Path:
+    p.write_bytes(b"")
+    return p
+
+
+def _make(path: Path, kind: str) -> str:
+    """``path`` replaced by the hostile ``kind`` of file; what the check must say of it."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    said, make = _HOSTILE[kind]
+    make(path)
+    return said
+
+
+@pytest.mark.parametrize("kind", sorted(_HOSTILE))
+@pytest.mark.parametrize(("args", "member"), [
+    (DISAGG, "sglang/srt/disaggregation/nixl/conn.py"),
+    (HICACHE, "sglang/srt/mem_cache/storage/nixl/hicache_nixl.py"),
+], ids=["disagg", "hicache"])
+def test_a_choice_module_that_cannot_be_read_is_said_never_taken_as_nothing(
+        tmp_path: Path, kind: str, args: tuple[str, ...], member: str) -> None:
+    """The module a choice runs is a FIFO, a link to a device, a folder, a link loop,
+    2 GiB, NUL bytes, nested past the parser: what it imports is not known. The check
+    says so naming the file, judges the packages its own reading of the choice names
+    (nixl, absent here: not usable), never blocks nor reads past its cap. Before, the
+    reading came back empty and the nixl it needs was not asked for: "nothing to check",
+    usable."""
+    site = _site(tmp_path)
+    said = _make(site / member, kind)
+    r = run(site, *args, ep=False)
+    assert r.rc == 1, r.out
+    skip = r.line("extensions")
+    assert skip.startswith(f"skip  extensions: {args[-2]} nixl: {member} {said}"), r.out
+    assert skip.endswith("judged as importing nixl (this check's own reading of the "
+                         "choice)"), r.out
+    assert r.line("nixl").startswith(f"fail  nixl: not installed ({args[-2]} nixl (this "
+                                     f"check's reading: {member} {said}"), r.out
+
+
+@pytest.mark.parametrize("kind", ["fifo", "loop", "nested", "many"])
+def test_a_registry_that_cannot_be_read_is_named(tmp_path: Path, kind: str) -> None:
+    """``backend_factory.py`` a FIFO, a loop, nested past the parser, or 10^5
+    ``register_backend`` calls (5 MB: parsed, 640 MB resident; over the cap):
+    the line names the registry and why, in bounded memory (before: "the installed SGLang
+    keeps no module of it", and the 10^5 calls parsed)."""
+    site = _site(tmp_path)
+    registry = site / "sglang/srt/mem_cache/storage/backend_factory.py"
+    if kind == "many":
+        registry.write_text(_FACTORY + "".join(
+            f"StorageBackendFactory.register_backend('b{i}', 'sglang.srt.x{i}', 'C')\n"
+            for i in range(100_000)))
+        said = f"is {registry.stat().st_size:,} bytes, over the 1 MiB limit"
+    else:
+        said = _make(registry, kind)
+        if kind == "nested":
+            said = "does not parse: the choices it registers are not known"
+    r = run(site, *HICACHE, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("extensions").startswith(
+        "skip  extensions: --hicache-storage-backend nixl: sglang/srt/mem_cache/storage/"
+        f"backend_factory.py {said}"), r.out
+
+
+def test_a_choice_linked_out_of_the_image_root_is_not_read(tmp_path: Path) -> None:
+    """``--rootfs``: the choice's package is a link to a folder of this host, whose
+    ``conn.py`` imports nothing of nixl: it is not listed nor read (it is not the
+    image's), and the line says where it points; before, the host's folder was listed, its
+    module refused silently, and the choice asked for nothing."""
+    from moonpin.preflight.env.rootfs import ImageConfig
+    from moonpin.preflight.run import check_image
+    from tests.preflight.test_check_rootfs import venv_root
+
+    root = tmp_path / "root"
+    site = _site(tmp_path)
+    shutil.copytree(site, venv_root(root), dirs_exist_ok=True, symlinks=True)
+    host = tmp_path / "host_nixl"
+    host.mkdir()
+    (host / "__init__.py").write_text("")
+    (host / "conn.py").write_text("import os\n")
+    image_site = next(root.glob("opt/venv/lib/python*/site-packages"))
+    pkg = image_site / "sglang/srt/disaggregation/nixl"
+    shutil.rmtree(pkg)
+    pkg.symlink_to(host)
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin"],
+                      entrypoint=["/opt/venv/bin/python", "-m", "sglang.launch_server"])
+    rep = check_image(elastic_ep_backend=None, launch_args=DISAGG[1:], rootfs=root,
+                      config=cfg)
+    said = {c.name: (c.status, c.message) for c in rep.checks}
+    assert said["extensions"][0] == "skip", said
+    assert "sglang/srt/disaggregation/nixl lies outside the image root" in said[
+        "extensions"][1], said
+    assert said["nixl"][0] == "fail" and rep.exit_code == 1, said
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_pth_that_never_ends_stops_the_worker_the_extensions_only_check_too(
+        tmp_path: Path, kind: str) -> None:
+    """A ``.pth`` file that is a FIFO or ``/dev/zero``: ``site`` never finishes reading it,
+    so the worker never starts, whatever it would import. Said when only the other
+    extensions are asked (``--disaggregation-transfer-backend nixl``, no mooncake backend)
+    as when mooncake is: before, that check judged nixl and said usable."""
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    _make(site / "zz.pth", kind)
+    r = run(site, *DISAGG, ep=False)
+    assert r.rc == 1, r.out
+    assert r.line("interpreter").startswith(f"fail  interpreter: {site / 'zz.pth'} is a "), r.out
+
+
+@pytest.mark.parametrize("kind", ["huge", "lines"])
+def test_a_pth_too_large_to_read_is_said_not_ignored(tmp_path: Path, kind: str) -> None:
+    """A ``.pth`` of 2 GiB, or of 10^5 ``import`` lines each inserting a folder (4.6 MB),
+    is over the 1 MiB this check reads of one: ``site`` reads and runs it whole, so the
+    ``sys.path`` modelled here may not be the worker's: a warning names the file (before,
+    it was left out silently)."""
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    pth = site / "zz.pth"
+    if kind == "huge":
+        _make(pth, "huge")
+    else:
+        pth.write_text("".join(f"import sys; sys.path.insert(0, '/opt/p{i}')\n"
+                               for i in range(100_000)))
+    r = run(site, *DISAGG, ep=False)
+    assert r.rc == 0 and r.line("nixl").startswith("pass  nixl:"), r.out
+    assert r.line("interpreter").startswith(
+        f"warn  interpreter: {pth} is {pth.stat().st_size:,} bytes, over the 1 MiB this "
+        "check reads of a .pth file: the folders it adds"), r.out
+    assert "(1 warning;" in r.lines[-1], r.out
+
+
+@pytest.mark.parametrize(("kind", "why"), [
+    ("huge", "is 2,147,483,648 bytes, over the 4 MiB limit for a loader"),
+    ("nul", "does not parse as this Python reads it ("),
+])
+def test_a_meta_the_rule_cannot_read_says_why(tmp_path: Path, kind: str, why: str) -> None:
+    """nixl's meta ``__init__.py`` of 2 GiB, or with a NUL byte: not judged, and the line
+    says why, as the confined read or the parser says it (before: "cannot be read",
+    whatever the reason)."""
+    site = _site(tmp_path)
+    add_nixl_agent(site)
+    _make(site / "nixl" / "__init__.py", kind)
+    r = run(site, *DISAGG, ep=False)
+    line = r.line("nixl")
+    assert line.startswith("skip  nixl: nixl 1.5.1 at "), r.out
+    assert f"not judged: {site / 'nixl' / '__init__.py'} {why}" in line, r.out

@@ -16,7 +16,7 @@ from moonpin.kb import store
 from moonpin.resolver import native, resolved
 from moonpin.resolver import resolved_native as rn
 from moonpin.resolver.graph import CompatGraph
-from tests.lib.resolvedkb import resolved_kb
+from tests.lib.resolvedkb import facts_reads, resolved_kb, same_as_full
 from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,12 +153,5 @@ def test_explain_of_a_shipped_stack_reads_no_facts(
     exactly as the full resolver answers them."""
     from moonpin.api import explain
 
-    def refuse(*_a: object) -> Any:
-        raise AssertionError("the facts were read")
-
-    with monkeypatch.context() as m:
-        m.setattr(CompatGraph, "_read", staticmethod(refuse))
-        m.setattr(resolved, "_load_facts", refuse)
-        got = explain(*releases, kb=SHIPPED, **kw).to_json()
-    monkeypatch.setattr(rn, "explain_fast", lambda *a, **k: None)  # the full resolver
-    assert got == explain(*releases, kb=SHIPPED, **kw).to_json()
+    same_as_full(monkeypatch, lambda: explain(*releases, kb=SHIPPED, **kw).to_json(),
+                 refused=facts_reads(), full=[(rn, "explain_fast")])

@@ -16,6 +16,7 @@ import pytest
 import moonpin
 from moonpin.resolver.graph import CompatGraph
 from moonpin.resolver.pins.reading.base import NATIVE, TRACKED
+from tests.lib.resolvedkb import facts_reads, same_as_full
 from tests.lib.shipped import run_moonpin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,27 +214,19 @@ def test_pins_of_extensions_are_judged_from_the_tables(
     full resolver's native side is not asked (before, it judged them all), and a set
     whose other pins need no facts reads none (``facts``: its torch pin is judged
     from them), with the full resolver's answer."""
-    from typing import Any
 
-    from moonpin.resolver import native, resolved
+    from moonpin.resolver import native
     from moonpin.resolver import resolved_native as rn
 
     req = tmp_path / "requirements.txt"
     req.write_text(text)
 
-    def refuse(*_a: object, **_k: object) -> Any:
-        raise AssertionError("the full resolver was asked")
-
-    with monkeypatch.context() as m:
-        for name in ("explain_stack", "which_native", "known_version"):
-            m.setattr(native, name, refuse)
-        if not facts:
-            m.setattr(CompatGraph, "_read", staticmethod(refuse))
-            m.setattr(resolved, "_load_facts", refuse)
-        got = moonpin.judge_pins([req], python="3.12", kb=SHIPPED).to_json()
-    monkeypatch.setattr(rn, "explain_fast", lambda *a, **k: None)  # the full resolver
-    monkeypatch.setattr(rn, "which_fast", lambda *a, **k: None)
-    assert got == moonpin.judge_pins([req], python="3.12", kb=SHIPPED).to_json()
+    asked = [(native, n) for n in ("explain_stack", "which_native", "known_version")]
+    got = same_as_full(monkeypatch, lambda: moonpin.judge_pins([req], python="3.12",
+                                                               kb=SHIPPED).to_json(),
+                       refused=[*asked, *(() if facts else facts_reads())],
+                       full=[(rn, "explain_fast"), (rn, "which_fast")],
+                       what="the full resolver was asked")
     native_said = [r for r in got["reasons"] if r.startswith(("nixl", "sglang-kernel=="))]
     assert bool(native_said) == ("0.4.8" in text), got
     assert any(u["depName"] == "sglang-kernel" for u in got["updates"]) == ("0.4.8" in text)
@@ -462,7 +455,6 @@ def test_pins_of_a_dockerfile_stage_read_torch_from_its_table(
     for that platform: ``_torch.json`` answers it, the scraped facts are not read (before:
     they were, a fifth of ``pins Dockerfile requirements.txt --diff``); the same answer as
     from the facts."""
-    from typing import Any
 
     from moonpin.resolver import resolved
 
@@ -473,13 +465,7 @@ def test_pins_of_a_dockerfile_stage_read_torch_from_its_table(
     docker.write_text("FROM --platform=linux/arm64 lmsysorg/sglang:v0.5.18-cu130\n"
                       "RUN pip install mooncake-transfer-engine==0.3.13.post1\n")
 
-    def refuse(*_a: object, **_k: object) -> Any:
-        raise AssertionError("the facts were read")
-
-    with monkeypatch.context() as m:
-        m.setattr(CompatGraph, "_read", staticmethod(refuse))
-        m.setattr(resolved, "_load_facts", refuse)
-        got = moonpin.judge_pins([docker, req], kb=SHIPPED).to_json()
-    monkeypatch.setattr(resolved, "load_torch", lambda *a, **k: None)  # the facts answer
-    assert got == moonpin.judge_pins([docker, req], kb=SHIPPED).to_json()
+    got = same_as_full(monkeypatch, lambda: moonpin.judge_pins([docker, req],
+                                                               kb=SHIPPED).to_json(),
+                       refused=facts_reads(), full=[(resolved, "load_torch")])
     assert got["updates"] or got["reasons"], got

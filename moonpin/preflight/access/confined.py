@@ -44,6 +44,31 @@ class Confined:
         return read_regular(path, cap=cap, what=what, hint=hint, stamp=stamp,
                             within=self.root)
 
+    def listdir(self, path: str | os.PathLike[str], what: str = "folder") -> list[str]:
+        """The names in the folder at ``path`` (:func:`os.listdir`), refused as missing
+        (:class:`moonpin.kb.errors.ReadRefused`, ``errno.ENOENT``) when it lies
+        :meth:`outside`: a folder of the image linked to one of this host is not listed.
+        Raises OSError naming the folder and what is wrong with it (not a folder, a loop,
+        unreadable)."""
+        import errno
+
+        from moonpin.kb.errors import ReadRefused
+
+        name = os.fspath(path)
+        if self.outside(name):
+            raise ReadRefused(name, f"lies outside the image root {self.root} (a symbolic "
+                              "link points out of it)", what=what, errno=errno.ENOENT)
+        try:
+            return os.listdir(name)
+        except OSError as e:
+            from moonpin.preflight.access.kinds import kind_of
+
+            reason = (f"is {kind_of(name)}, not a folder" if e.errno == errno.ENOTDIR
+                      else "does not exist" if e.errno == errno.ENOENT
+                      else "is a symbolic link loop" if e.errno == errno.ELOOP
+                      else f"cannot be listed: {e.strerror or type(e).__name__}")
+            raise ReadRefused(name, reason, what=what, errno=e.errno or 0) from None
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Confined is frozen: make a new one instead of setting {name}")
 

@@ -178,6 +178,13 @@ class Context:
 
         return interpreter_stops(self.sites or (), self.confined)
 
+    def unread_site(self) -> list[str]:
+        """The site files whose reading this check cannot finish, a line each
+        (:func:`moonpin.preflight.pyimport.sitefiles.unread_pth`)."""
+        from moonpin.preflight.pyimport.sitefiles import unread_pth
+
+        return unread_pth(self.sites or (), self.confined)
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Context is frozen: make a new one instead of setting {name}")
 

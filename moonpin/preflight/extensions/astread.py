@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.access.identity import Identity
 
 __all__ = ["Unrunnable", "attr_path", "denied", "env_defaults", "fstring_heads", "imports_run",
-           "join_split", "mentions", "parse", "reading", "str_sets"]
+           "join_split", "mentions", "parse", "reading", "str_sets", "unread"]
 
 _CAP = 4 << 20  # a loader file; a bigger one is not a loader
 
@@ -119,6 +119,29 @@ def parse(path: str, within: Confined = NOWHERE, *, top: bool = False) -> ast.Mo
         return None
     except ValueError:  # a NUL byte: the import raises too, but the file says nothing
         return None
+
+
+def unread(path: str, within: Confined = NOWHERE) -> str:
+    """``path`` and why a rule has no reading of it, in words (said where :func:`parse`,
+    or :func:`reading` over it, gave None): what the confined read refuses ("is 2,147,483,648
+    bytes, over the 4 MiB limit for a loader", "lies outside the image root", "is a FIFO
+    (named pipe), not a regular file"), what the parser says (a NUL byte, another Python's
+    syntax: the import may raise), else that it holds nothing this check reads. Read again
+    only on that path: a rule's reading of a healthy file never asks."""
+    import ast
+
+    from moonpin.preflight.installed.image_facts import read_bytes
+
+    try:
+        data = read_bytes(path, _CAP, "loader", within)
+    except OSError as e:
+        return f"{path} {getattr(e, 'reason', None) or 'cannot be read: ' + str(e.strerror)}"
+    try:
+        ast.parse(data, path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        said = e.msg if isinstance(e, SyntaxError) else str(e) or type(e).__name__
+        return f"{path} does not parse as this Python reads it ({type(e).__name__}: {said})"
+    return f"{path} holds no loading this check reads"
 
 
 def denied(paths: Iterable[str], who: Identity, root: str | None,

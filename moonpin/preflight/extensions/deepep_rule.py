@@ -344,7 +344,7 @@ def _finder(tree: ast.Module, folder: str, name: str, within: Confined
     path = _module_of(tree, folder, name)
     mod = astread.parse(path, within) if path is not None else tree
     if mod is None:
-        return f"{path} cannot be read"
+        return astread.unread(path, within) if path is not None else "no module to read"
     defs = {n.name: n for n in getattr(mod, "body", []) if isinstance(n, ast.FunctionDef)}
     fn = defs.get(name.rpartition(".")[2])
     if fn is None:
@@ -650,7 +650,8 @@ def pick(facts: Facts, found: Found) -> Pick:
     if got is not None and any(_stamp(p) != was for p, was in got.get("also", {}).items()):
         got = _read(found.folder, facts.within)  # a module it read changed: read afresh
     if got is None:
-        return Pick(unread=f"{found.folder}/__init__.py cannot be read")
+        return Pick(unread=astread.unread(os.path.join(found.folder, "__init__.py"),
+                                          facts.within))
     notes: list[str] = []
     expected = got["expected_cuda"]
     if expected is not None:

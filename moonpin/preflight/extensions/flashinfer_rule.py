@@ -225,7 +225,7 @@ def pick(facts: Facts, found: Found) -> Pick:
     got = astread.reading("flashinfer3", env_py, lambda: _read(env_py, facts.within),
                           facts.within) if os.path.exists(env_py) else {"checks": []}
     if got is None:
-        return Pick(unread=f"{env_py} cannot be read")
+        return Pick(unread=astread.unread(env_py, facts.within))
     own = facts.dists.get(DISTRIBUTIONS[0])
     if own is None:
         return Pick([Choice()], notes=["no flashinfer-python metadata: its version lock is "

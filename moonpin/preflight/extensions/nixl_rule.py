@@ -98,7 +98,7 @@ def meta_backend(facts: Facts, found: Found, top: str = IMPORT
     meta = astread.reading(f"nixl-meta2-{top}", meta_init,
                            lambda: read_meta(meta_init, facts.within, top), facts.within)
     if meta is None:
-        return Pick(unread=f"{meta_init} cannot be read")
+        return Pick(unread=astread.unread(meta_init, facts.within))
     notes: list[str] = []
     if meta["backend"] is None:
         return found, top, notes, meta

@@ -25,12 +25,15 @@ from moonpin.preflight.extensions import seam
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+    from typing import Any, TypeVar
 
     from moonpin.preflight.access.confined import Confined
     from moonpin.preflight.extensions.seam import Facts
 
-__all__ = ["Wanted", "extensions"]
+    T = TypeVar("T")
+
+__all__ = ["UnreadSource", "Wanted", "extensions"]
 
 #: launch features whose backend names a package the worker imports
 _FEATURES = ("elastic-ep", "moe-a2a", "pd-disaggregation", "hicache")
@@ -69,22 +72,85 @@ def _own_package(top: str, backend: str) -> bool:
     return bool(t and b) and (t.startswith(b) or b.startswith(t))
 
 
+#: an SGLang source read to say what a launch choice imports (the largest module of
+#: 0.5.23 is under 300 KB; ``conn.py`` of its nixl transfer backend 148 KB): its ``ast``
+#: takes about 130 times a file's bytes (a 2 MiB file of calls: 250-290 MB resident), so
+#: a bigger one is refused, named, rather than parsed
+_CAP_SOURCE = 1 << 20
+
+
+class UnreadSource(Exception):
+    """A source a choice's reading needs that cannot be read or parsed: ``said`` names
+    the file (relative to the SGLang package's parent folder) and what is wrong with it."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(said)
+        self.said = said
+
+
+def _unread(path: str, why: str) -> UnreadSource:
+    """:class:`UnreadSource` for the file at ``path`` (its ``sglang/...`` name)."""
+    at = path.find(os.sep + "sglang" + os.sep)
+    return UnreadSource(f"{path[at + 1:] if at >= 0 else path} {why}")
+
+
+def _why(e: OSError) -> str:
+    """What is wrong with a file, as :class:`moonpin.kb.errors.ReadRefused` says it."""
+    import errno
+
+    from moonpin.preflight.access.kinds import kind_of
+
+    reason = getattr(e, "reason", None)
+    if reason:
+        return str(reason)
+    if e.errno == errno.ELOOP:
+        return "is a symbolic link loop"
+    return f"cannot be read ({kind_of(e.filename)})" if e.filename else f"cannot be read ({e})"
+
+
+def _read_source(path: str, within: Confined) -> bytes:
+    """An SGLang source for a choice's reading, confined and capped; raises
+    :class:`UnreadSource` naming it."""
+    from moonpin.preflight.installed.image_facts import read_bytes
+
+    try:
+        return read_bytes(path, _CAP_SOURCE, "SGLang source", within)
+    except OSError as e:
+        raise _unread(path, _why(e)) from None
+
+
+def _kept(kind: str, path: str, compute: Callable[[], T], valid: Callable[[Any], bool],
+          within: Confined) -> T:
+    """``compute()`` kept in the file-facts memo under the stamp of ``path``; raises
+    :class:`UnreadSource` naming ``path`` when it cannot be stamped or read."""
+    try:
+        return facts_memo().get(kind, path, compute, valid, within=within.root)
+    except OSError as e:  # no stamp: a link loop, gone, unreadable
+        raise _unread(path, _why(e)) from None
+
+
 def _imports(path: str, within: Confined) -> list[tuple[str, int]]:
     """Every import the dispatcher module may run, as the scrape reads it for the KB
     (:func:`moonpin.readers.launch.server_args.
-    backend_imports`), kept in the file-facts memo."""
-    def read() -> list[list[object]]:
-        from moonpin.preflight.installed.image_facts import read_bytes
+    backend_imports`), kept in the file-facts memo. Raises :class:`UnreadSource` when the file
+    cannot be read, or does not parse (what it imports is then not known: the import
+    raises)."""
+    def read() -> list[list[object]] | str:
         from moonpin.readers.launch.server_args import backend_imports
 
-        return [[m, n] for m, _, n in backend_imports(
-            read_bytes(path, 16 << 20, "SGLang source", within), path)]
+        data = _read_source(path, within)
+        got = backend_imports(data, path)
+        if not got:  # none, or none read: the parser's word (the one reading of why)
+            from moonpin.readers.pyast.imports import read_module
 
-    try:
-        got = facts_memo().get("ext-dispatcher-v2", path, read,
-                               lambda v: isinstance(v, list), within=within.root)
-    except OSError:
-        return []
+            error = read_module(data, path, check_compile=False)[1]
+            if error is not None and not error.startswith("raises "):
+                return error
+        return [[m, n] for m, _, n in got]
+
+    got = _kept("ext-dispatcher-v3", path, read, lambda v: isinstance(v, (list, str)), within)
+    if isinstance(got, str):
+        raise _unread(path, f"does not parse ({got}): what it imports is not known")
     return [(str(m), int(n)) for m, n in got]  # type: ignore[call-overload]
 
 
@@ -100,7 +166,8 @@ def _dispatcher(sglang: str, backend: str, where: str, within: Confined) -> str 
     def find() -> str:
         from moonpin.readers.launch import backends as sa
 
-        got = sa.backend_member([prefix + n for n in os.listdir(folder)], backend, prefix)
+        got = sa.backend_member([prefix + n for n in within.listdir(folder)], backend,
+                                prefix)
         return "" if got is None else got[len(prefix):]
 
     try:
@@ -112,60 +179,82 @@ def _dispatcher(sglang: str, backend: str, where: str, within: Confined) -> str 
     return os.path.join(folder, name) if name else None
 
 
-def _choice_files(sglang: str, flag: str, backend: str, within: Confined) -> list[str] | None:
+def _choice_files(sglang: str, flag: str, backend: str, within: Confined) -> list[str]:
     """The files of the SGLang package at ``sglang`` that ``backend`` of ``flag`` (an option
     of :data:`moonpin.readers.launch.choice_modules.CHOICE_MODULES`) makes the worker run:
     the modules of its package (``srt/disaggregation/<backend>/``), or the module its
     registry maps it to (``register_backend("<backend>", "sglang.srt.…")``), as the importer
-    finds it (a package, then a module). None: the installed SGLang keeps none for that
-    choice (or the folder cannot be read). Each reading is kept in the file-facts memo under
-    its folder's or file's stamp."""
+    finds it (a package, then a module). Empty: the installed SGLang keeps none for that
+    choice. Raises :class:`UnreadSource` naming the folder, registry or module that cannot be
+    read (not a folder or regular file, out of the image root, over the size read, not
+    parsing). Each reading is kept in the file-facts memo under its folder's or file's
+    stamp."""
     from moonpin.readers.launch import choice_modules as cm
 
     where = cm.CHOICE_MODULES[flag]
     top = os.path.dirname(sglang)
     if not where.registry:
         if backend in _NONE or "/" in backend or backend.startswith("."):
-            return None
+            return []
         folder = os.path.join(top, *where.path.strip("/").split("/"), backend)
+        if not os.path.lexists(folder):
+            return []
         prefix = where.path + backend + "/"
 
         def listed() -> list[str]:
             return [m[len(prefix):] for m in
-                    cm.package_members([prefix + n for n in os.listdir(folder)], backend,
+                    cm.package_members([prefix + n for n in within.listdir(folder)], backend,
                                        where.path)]
 
-        try:
-            names = facts_memo().get("ext-package-v1", folder, listed,
-                                     lambda v: isinstance(v, list) and all(
-                                         isinstance(n, str) and "/" not in n for n in v),
-                                     within=within.root)
-        except OSError:
-            return None
-        return [os.path.join(folder, n) for n in names] or None
+        names = _kept("ext-package-v1", folder, listed, lambda v: isinstance(v, list) and all(
+            isinstance(n, str) and "/" not in n for n in v), within)
+        return [os.path.join(folder, n) for n in names]
     registry = os.path.join(top, *where.path.split("/"))
+    if not os.path.lexists(registry):
+        return []
 
-    def read() -> dict[str, str]:
-        from moonpin.preflight.installed.image_facts import read_bytes
+    def read() -> dict[str, str] | None:
+        return cm.registered(_read_source(registry, within), where.registry, registry)
 
-        return cm.registered(read_bytes(registry, 16 << 20, "SGLang source", within),
-                             where.registry, registry)
-
-    try:
-        mapping = facts_memo().get(f"ext-registry-v1\0{where.registry}", registry, read,
-                                   lambda v: isinstance(v, dict) and all(
-                                       isinstance(k, str) and isinstance(m, str)
-                                       for k, m in v.items()), within=within.root)
-    except OSError:
-        return None
+    mapping = _kept(f"ext-registry-v2\0{where.registry}", registry, read,
+                    lambda v: v is None or (isinstance(v, dict) and all(
+                        isinstance(k, str) and isinstance(m, str) for k, m in v.items())),
+                    within)
+    if mapping is None:
+        raise _unread(registry, "does not parse: the choices it registers are not known")
     module = mapping.get(backend)
     if module is None or module.split(".")[0] != os.path.basename(sglang):
-        return None  # a module outside the installed SGLang: not its own to read
-    for member in cm.member_of(module):
-        path = os.path.join(top, *member.split("/"))
+        return []  # a module outside the installed SGLang: not its own to read
+    members = [os.path.join(top, *m.split("/")) for m in cm.member_of(module)]
+    for path in members:
+        if within.outside(path):  # as read_regular refuses it: not the image's file
+            raise _unread(path, f"lies outside the image root {within.root} (a symbolic "
+                          "link points out of it)")
         if os.path.isfile(path):
             return [path]
-    return None
+    there = next((p for p in members if os.path.lexists(p)), None)
+    # not a regular file (the importer passes over it): read, it says what it is
+    return [there] if there is not None else []
+
+
+def _found(files: list[str], sglang: str, within: Confined, broken: list[str]
+           ) -> list[tuple[str, int, str]]:
+    """The imports of ``files`` (each as ``(module, line, file relative to the SGLang
+    package's parent folder)``); each file that cannot be read said in ``broken``."""
+    out: list[tuple[str, int, str]] = []
+    for f in files:
+        try:
+            got = _imports(f, within)
+        except UnreadSource as e:
+            broken.append(e.said)
+            continue
+        out += [(m, line, os.path.relpath(f, os.path.dirname(sglang))) for m, line in got]
+    return out
+
+
+def _said_all(broken: list[str]) -> str:
+    return broken[0] + (f", and {len(broken) - 1} more file{'s' * (len(broken) > 2)} "
+                        "not read" if len(broken) > 1 else "")
 
 
 def _folder(flag: str) -> str | None:
@@ -287,16 +376,17 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
         folder = _folder(flag)
         found: list[tuple[str, int, str]] | None = None
         unread: list[str] = []
+        broken: list[str] = []  # a file the choice's reading needs and cannot read
         if sglang is not None and flag in _choice_modules():
-            files = _choice_files(sglang, flag, backend, facts.within)
-            if files is not None:
-                found = [(m, line, os.path.relpath(f, os.path.dirname(sglang)))
-                         for f in files for m, line in _imports(f, facts.within)]
+            try:
+                files = _choice_files(sglang, flag, backend, facts.within)
+            except UnreadSource as e:
+                files, broken = [], [e.said]
+            found = _found(files, sglang, facts.within, broken) if files else None
         elif sglang is not None and folder is not None:
             module = _dispatcher(sglang, backend, folder, facts.within)
             if module is not None:
-                rel = os.path.relpath(module, os.path.dirname(sglang))
-                found = [(m, line, rel) for m, line in _imports(module, facts.within)]
+                found = _found([module], sglang, facts.within, broken)
         elif sglang is not None and os.path.isdir(sglang):
             found, unread = _under_tests(sglang, flag, backend, facts.within)
         names: list[tuple[str, str]] = []
@@ -320,17 +410,28 @@ def extensions(features: Mapping[str, str], sglang: str | None, facts: Facts,
                         "imports a package for it; nothing to judge")
                 unjudged.append(said)
                 continue
-        else:  # the rules' own CHOICES: no sources, or none keeps a module of the choice
-            # where this check reads (SGLang 0.5.1 imports HiCache's nixl module under a
-            # test in cache_controller.py, before storage/backend_factory.py registered it)
+        if found is None or broken:
+            # the rules' own CHOICES: no sources, none keeps a module of the choice where
+            # this check reads (SGLang 0.5.1 imports HiCache's nixl module under a test in
+            # cache_controller.py, before storage/backend_factory.py registered it), or a
+            # file of its reading cannot be read (a FIFO, a link out of the image root, a
+            # source that does not parse: what it imports is not known, never taken as
+            # nothing)
             no = ("no SGLang sources" if sglang is None else
+                  _said_all(broken) if broken else
                   "the installed SGLang keeps no module of it where this check reads")
             for name in seam.RULES:
-                if name in seam.OWN_LINES:
+                if name in seam.OWN_LINES or name in [n for n, _ in names]:
                     continue
                 rule = seam.rule_for(name)
                 if backend in rule.CHOICES.get(feature, ()):
                     names.append((name, f"{said} (this check's reading: {no})"))
+            if broken:  # said, whatever the packages named are judged to be
+                unjudged.append(f"{said}: {no}; " + (
+                    f"judged as importing {', '.join(n for n, _ in names)} (this check's "
+                    "own reading of the choice)" if names or unruled else "not judged"))
+                if not names and not unruled:
+                    continue
         if not names and not unruled and flag not in _choice_modules():
             # (a storage or transfer choice built into SGLang, `file`, `fake`, imports no
             # package of its own: nothing to say, as before these options were read)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["custom_edits", "extends_path", "finder_facts", "finder_kind", "interpreter_stops",
            "line_fails", "path_edits", "pth", "pth_files", "pth_lines", "pth_paths",
-           "site_dirs", "startup_imports"]
+           "site_dirs", "startup_imports", "unread_pth"]
 
 _CAP_PTH = 1 << 20
 _CAP_FINDER = 16 << 20
@@ -284,6 +284,30 @@ def interpreter_stops(sites: Sequence[str], within: Confined = NOWHERE
                     break
         done.append(os.path.abspath(site))
     return None
+
+
+def unread_pth(sites: Sequence[str], within: Confined = NOWHERE) -> list[str]:
+    """What this check cannot read of the ``.pth`` files ``site`` processes in ``sites``
+    (one that ends, so the interpreter starts: :func:`interpreter_stops` says the others),
+    a line each naming the file: larger than the size read (a 2 GiB file, 10^5 lines):
+    the folders it adds to ``sys.path`` and the code its ``import`` lines run at every
+    start are not known here, so what the check finds may not be what the worker imports.
+    Only a file that gave no lines is asked again (a stat)."""
+    out: list[str] = []
+    for site in sites:
+        for f in pth_files(site, within):
+            if pth_lines(f, within) or endless(f) is not None:
+                continue
+            try:
+                size = os.stat(f).st_size
+            except OSError:
+                continue
+            if size > _CAP_PTH and not within.outside(f):
+                out.append(f"{f} is {size:,} bytes, over the {_CAP_PTH >> 20} MiB this check "
+                           "reads of a .pth file: the folders it adds to sys.path and the "
+                           "code it runs at every start are not known, so what this check "
+                           "finds may not be what the worker imports")
+    return out
 
 
 # ------------------------------------------------------------------ sys.path edits

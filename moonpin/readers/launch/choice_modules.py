@@ -63,18 +63,20 @@ def package_members(names: Iterable[str], choice: str, folder: str) -> list[str]
     return got if head + "__init__.py" in got else []
 
 
-def registered(source: bytes, call: str, filename: str = "<registry>") -> dict[str, str]:
+def registered(source: bytes, call: str, filename: str = "<registry>"
+               ) -> dict[str, str] | None:
     """choice -> the dotted module a registry module maps it to: every call named ``call``
     (``X.register_backend(...)`` or ``register_backend(...)``) whose first two arguments are
     string literals (the choice, the module), at the module's top level (what runs when it is
     imported); a choice registered twice keeps the last, as SGLang's registry overwrites it.
-    A module that does not parse registers nothing."""
+    None: the module does not parse (importing it raises; what it registers is not known,
+    which is not the same as registering nothing)."""
     import ast
 
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
+        return None
     out: dict[str, str] = {}
     for stmt in tree.body:
         node = stmt.value if isinstance(stmt, ast.Expr) else None
