@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.loader.loadchain import Report
 
 __all__ = ["chain_mend", "check_libraries", "load_in", "load_problem", "provider_hint",
-           "site_loads", "started_loads", "torch_import"]
+           "site_loads", "started_loads", "torch_first", "torch_import"]
 
 
 #: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
@@ -178,11 +178,32 @@ def check_libraries(builds: Sequence[str], ctx: Context,
                         "CI host without a GPU does not have it"))
 
 
+def torch_first(ctx: Context, module: str, add: Callable[[CheckResult], None],
+                fixer: Fixer | None, before: str) -> bool:
+    """Whether ``import torch``, which ``import module`` runs first, gets through in the
+    modelled interpreter (:func:`torch_import`, the torch line's own); if not, its failure
+    said as ``import module``'s ``import chain`` line (``before``: what it fails before),
+    as :func:`check_libraries` says it for a build loaded after torch. For a loader that
+    compiles its build against the installed torch at first import: nothing is compiled
+    when torch does not import."""
+    res = torch_import(ctx)
+    if res.chain_error is not None:
+        _chain_failure(res, module, ctx.paths, add, fixer, module.partition(".")[0], ctx,
+                       before)
+        return False
+    problem = load_problem(res)
+    if problem is None:
+        return True
+    add(CheckResult("import chain", "fail", f"`import {module}` fails before {before}: "
+                    f"`import torch` fails: {problem} (torch's line has the fix)", ""))
+    return False
+
+
 def _chain_failure(res: Report, module: str, paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None,
-                   project: str, ctx: Context) -> None:
-    """``import module`` fails before the builds are loaded, in the code of the module
-    ``res.chain_error`` blames: said as that package's failure, with the fix that puts
+                   project: str, ctx: Context, before: str = "the build is loaded") -> None:
+    """``import module`` fails before the builds are loaded (``before``), in the code of the
+    module ``res.chain_error`` blames: said as that package's failure, with the fix that puts
     back what the failed load is about (:func:`chain_mend`)."""
     assert res.chain_error is not None
     blamed, cls, message, where = res.chain_error
@@ -194,7 +215,7 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
     file = where.partition(" line ")[0] if where else ""
     at = f" ({where})" if where and where not in message else ""
     add(CheckResult("import chain", "fail",
-                    f"`import {module}` fails before the build is loaded: `import {blamed}` "
+                    f"`import {module}` fails before {before}: `import {blamed}` "
                     f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
 
 
