@@ -370,6 +370,45 @@ def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path
     assert run(site, kb=small_kb(tmp_path)).rc == 0
 
 
+def test_an_undefined_symbol_from_a_library_the_site_code_loads(tmp_path: Path) -> None:
+    """The same with an older ``libc10.so`` that has no symbol versions and lacks a symbol
+    ``libtorch_python.so`` binds: the real import fails with ``undefined symbol`` (hunt J: a
+    ``.pth`` module loading another ``libc10.so`` in a copy of the real stack image). The
+    check failed torch, but its fix reinstalled torch, which cannot help (the ``.pth`` loads
+    that file by path); now the fix takes the line out, as for a missing version."""
+    site = _image(tmp_path)
+    lib = site / "torch" / "lib"
+    _gcc(lib / "libc10.so", "int c10_fn(void) { return 1; }\nint c10_new(void) { return 2; }\n",
+         soname="libc10.so")
+    _gcc(lib / "libtorch_python.so", "extern int c10_new(void);\n"
+         "int tp(void) { return c10_new(); }\n", soname="libtorch_python.so",
+         needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
+    old = tmp_path / "old" / "libc10.so"
+    _gcc(old, "int c10_fn(void) { return 1; }\n", soname="libc10.so")
+    (site / "zz_early.py").write_text(
+        f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
+    pth = site / "zz_early.pth"
+    pth.write_text("import zz_early\n")
+
+    def real() -> subprocess.CompletedProcess[str]:  # site.addsitedir: what site does
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH",
+                                                               "PYTHONPATH")}
+        return subprocess.run([sys.executable, "-c", f"import site; site.addsitedir("
+                               f"{str(site)!r}); import mooncake.pg"], capture_output=True,
+                              text=True, timeout=60, env=env, cwd=tmp_path)
+
+    proc = real()
+    assert proc.returncode != 0 and "undefined symbol: c10_new" in proc.stderr, proc.stderr
+    r = run(site, kb=small_kb(tmp_path))
+    assert r.rc == 1 and r.line("torch").startswith("fail"), r.out
+    assert "undefined symbol: c10_new" in r.line("torch"), r.out
+    assert f"{pth} imports at every start" in r.line("torch"), r.out
+    assert r.fixes()[0].startswith(f"fix: take `import zz_early` out of {pth} "), r.out
+    pth.write_text("")  # the fix carried out
+    assert real().returncode == 0
+    assert run(site, kb=small_kb(tmp_path)).rc == 0
+
+
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:
     """The build needs libfzextra.so.1, which sits in nvidia/cu13/lib but which nothing
     `import torch` runs loads: the loader does not find it, nor does the check."""

@@ -272,28 +272,53 @@ def chain_mend(res: Report, paths: Sequence[str], fixer: Fixer | None, project: 
                "load), then run the check again")
     if mend is not None and mend.certain:  # the records name the owner, or the preload
         fix, note = mend.fix, f"{note} ({mend.said})"
-    start = _loaded_at_start(res, subject, ctx) if subject else None
+    start = None
+    if subject:
+        start = (_loaded_at_start(res, subject, ctx) if kind != "symbol"
+                 else _bound_at_start(res, subject, ctx))
     if start is not None:  # not the image's library: what site runs put it there
         note, fix = f"{note}; {start[0]}", start[1]
     return note, fix
 
 
-def _loaded_at_start(res: Report, lib: str, ctx: Context) -> tuple[str, str] | None:
+def _loaded_at_start(res: Report, lib: str, ctx: Context, why: str = ""
+                     ) -> tuple[str, str] | None:
     """(what to say, the fix) when ``lib``, the library a failed load is about, was loaded
     with ``ctypes`` by the code ``site`` runs at every start of the interpreter
     (:func:`site_loads`): it is in the process before anything the worker imports, and a
-    library installed elsewhere would not replace it. None otherwise."""
+    library installed elsewhere would not replace it. None otherwise. ``why``: what to add
+    to what is said (how the failed object came to use it)."""
     real = os.path.realpath(lib)
     for path, module, pth_file in site_loads(res.loads, ctx):
         if os.path.realpath(path) == real:
-            by = (f"the import line of {pth_file}" if pth_file
-                  else "`import sitecustomize`")
+            by = f"the import line of {pth_file}" if pth_file else f"`import {module}`"
             return (f"{module}, which {by} imports at every start of the interpreter, loads "
-                    f"{lib} with ctypes before anything else",
+                    f"{lib} with ctypes before anything else{why}",
                     (f"take `import {module}` out of {pth_file}" if pth_file else
-                     f"make sitecustomize not load {lib}")
+                     f"make {module} not load {lib}")
                     + f" (or make {module} load the library the image's own objects need), "
                     "then run the check again")
+    return None
+
+
+def _bound_at_start(res: Report, obj: str, ctx: Context) -> tuple[str, str] | None:
+    """:func:`_loaded_at_start` for an ``undefined symbol`` of ``obj``: a library the code
+    ``site`` runs at start loaded with ``ctypes`` under a name ``obj`` needs (``DT_NEEDED``)
+    is the one ld.so takes for that need (a loaded object whose name or soname matches is
+    not searched again: glibc elf/dl-load.c ``_dl_map_object``), so a symbol only the
+    image's own copy defines is not found. None otherwise."""
+    from moonpin.preflight.loader.ldso import read_dynamic
+
+    try:
+        needed = set(read_dynamic(obj, ctx.machine, within=ctx.confined)[0])
+    except OSError:
+        return None
+    for path, _, _ in site_loads(res.loads, ctx):
+        name = next((n for n in (os.path.basename(path),
+                                 os.path.basename(os.path.realpath(path))) if n in needed), None)
+        if name is not None:
+            return _loaded_at_start(res, path, ctx, f", and {os.path.basename(obj)}, which "
+                                    f"needs {name}, binds to it")
     return None
 
 
