@@ -370,12 +370,9 @@ def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path
     assert run(site, kb=small_kb(tmp_path)).rc == 0
 
 
-def test_an_undefined_symbol_from_a_library_the_site_code_loads(tmp_path: Path) -> None:
-    """The same with an older ``libc10.so`` that has no symbol versions and lacks a symbol
-    ``libtorch_python.so`` binds: the real import fails with ``undefined symbol`` (hunt J: a
-    ``.pth`` module loading another ``libc10.so`` in a copy of the real stack image). The
-    check failed torch, but its fix reinstalled torch, which cannot help (the ``.pth`` loads
-    that file by path); now the fix takes the line out, as for a missing version."""
+def _unversioned_c10(tmp_path: Path) -> tuple[Path, Path]:
+    """:func:`_image` whose torch ``libtorch_python.so`` binds ``c10_new`` of its
+    unversioned ``libc10.so``, and an older ``libc10.so`` without it (returned)."""
     site = _image(tmp_path)
     lib = site / "torch" / "lib"
     _gcc(lib / "libc10.so", "int c10_fn(void) { return 1; }\nint c10_new(void) { return 2; }\n",
@@ -385,6 +382,16 @@ def test_an_undefined_symbol_from_a_library_the_site_code_loads(tmp_path: Path) 
          needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
     old = tmp_path / "old" / "libc10.so"
     _gcc(old, "int c10_fn(void) { return 1; }\n", soname="libc10.so")
+    return site, old
+
+
+def test_an_undefined_symbol_from_a_library_the_site_code_loads(tmp_path: Path) -> None:
+    """The same with an older ``libc10.so`` that has no symbol versions and lacks a symbol
+    ``libtorch_python.so`` binds: the real import fails with ``undefined symbol`` (hunt J: a
+    ``.pth`` module loading another ``libc10.so`` in a copy of the real stack image). The
+    check failed torch, but its fix reinstalled torch, which cannot help (the ``.pth`` loads
+    that file by path); now the fix takes the line out, as for a missing version."""
+    site, old = _unversioned_c10(tmp_path)
     (site / "zz_early.py").write_text(
         f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
     pth = site / "zz_early.pth"
@@ -407,6 +414,45 @@ def test_an_undefined_symbol_from_a_library_the_site_code_loads(tmp_path: Path) 
     pth.write_text("")  # the fix carried out
     assert real().returncode == 0
     assert run(site, kb=small_kb(tmp_path)).rc == 0
+
+
+@pytest.mark.parametrize("user_site", [True, False])
+def test_a_library_usercustomize_loads_at_start(tmp_path: Path, user_site: bool) -> None:
+    """``usercustomize`` in the user's site folder loads the older ``libc10.so`` with
+    ``ctypes``: ``site`` imports it at every start when the user site is enabled (a venv with
+    ``include-system-site-packages = true``; not under ``PYTHONNOUSERSITE``), and the real
+    import fails (hunt J, a copy of the real stack image). The check said usable
+    (``usercustomize`` was left out of what ``site`` runs); now it fails torch at the same
+    symbol and names the file; with ``PYTHONNOUSERSITE=1`` both pass."""
+    site, old = _unversioned_c10(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(venv)], check=True)
+    own = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    (own / "image.pth").write_text(f"{site}\n")
+    user = tmp_path / "home" / ".local" / "lib" / \
+        f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    user.mkdir(parents=True)
+    custom = user / "usercustomize.py"
+    custom.write_text(f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUSERBASE", "PYTHONNOUSERSITE",
+                        "MOONPIN_KB", "VIRTUAL_ENV")}
+    env.update(HOME=str(tmp_path / "home"))
+    if not user_site:
+        env["PYTHONNOUSERSITE"] = "1"
+    real = subprocess.run([str(venv / "bin" / "python"), "-c", "import mooncake.pg"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert (real.returncode == 0) is not user_site, real.stderr
+    r = Run(subprocess.run([sys.executable, "-m", "moonpin.preflight", "--no-deep",
+                            "--elastic-ep-backend", "mooncake", "--python",
+                            str(venv / "bin" / "python"), "--kb", str(small_kb(tmp_path))],
+                           cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120))
+    assert r.rc == (1 if user_site else 0), r.out
+    if user_site:
+        assert "undefined symbol: c10_new" in r.line("torch"), r.out
+        assert f"`import usercustomize` ({custom})" in r.line("torch"), r.out
+        assert r.fixes()[0].startswith(f"fix: make {custom} not load {old} "), r.out
 
 
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:

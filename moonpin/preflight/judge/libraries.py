@@ -92,7 +92,7 @@ def load_in(ctx: Context, builds: Sequence[str], module: str | None = None, *,
                        ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
                        first=first, after=after, complete=ctx.complete, run=ctx.run,
                        mode=mode, importer=ctx.importer, preload=ctx.preload, runs=runs,
-                       bounds=ctx.bounds, user=ctx.user)
+                       bounds=ctx.bounds, user=ctx.user, customize=ctx.customize)
 
 
 def check_libraries(builds: Sequence[str], ctx: Context,
@@ -291,11 +291,14 @@ def _loaded_at_start(res: Report, lib: str, ctx: Context, why: str = ""
     real = os.path.realpath(lib)
     for path, module, pth_file in site_loads(res.loads, ctx):
         if os.path.realpath(path) == real:
-            by = f"the import line of {pth_file}" if pth_file else f"`import {module}`"
+            spec = None if pth_file else ctx.importer.find(module)
+            file = spec.origin if spec is not None and spec.origin else module
+            by = (f"the import line of {pth_file}" if pth_file else
+                  f"`import {module}` ({file})")
             return (f"{module}, which {by} imports at every start of the interpreter, loads "
                     f"{lib} with ctypes before anything else{why}",
                     (f"take `import {module}` out of {pth_file}" if pth_file else
-                     f"make {module} not load {lib}")
+                     f"make {file} not load {lib}")
                     + f" (or make {module} load the library the image's own objects need), "
                     "then run the check again")
     return None
@@ -335,7 +338,7 @@ def site_loads(loads: Sequence[Sequence[Any]], ctx: Context) -> list[tuple[str, 
             if err is None and how == "ctypes"]
     if not mine:
         return []
-    starts = dict(reversed(startup_imports(ctx.sites, ctx.confined)))
+    starts = dict(reversed(startup_imports(ctx.sites, ctx.confined, ctx.customize)))
     return [(path, m, starts[m]) for path, m in mine if m in starts]
 
 
