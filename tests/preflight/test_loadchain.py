@@ -455,6 +455,54 @@ def test_a_library_usercustomize_loads_at_start(tmp_path: Path, user_site: bool)
         assert r.fixes()[0].startswith(f"fix: make {custom} not load {old} "), r.out
 
 
+@pytest.mark.parametrize(("how", "env"), [("pth", []), ("user", ["HOME=/root"]),
+                                          ("user", ["HOME=/root", "PYTHONNOUSERSITE=1"])])
+def test_an_image_roots_site_code_loads_a_library_by_its_image_path(
+        tmp_path: Path, how: str, env: list[str]) -> None:
+    """``--rootfs``: a ``.pth`` module of the image's venv, or the ``usercustomize`` of the
+    worker's user site folder (``/root/.local/...``; its venv has the system's site folders),
+    loads ``/opt/img/old/libc10.so`` with ``ctypes``, a path of the image. The check said
+    usable: a ``ctypes`` load by an image path was looked for on the host ("no such file",
+    which ``site`` swallows), and the user site folder was not modelled. Hunt J, a copy of the
+    real stack image root (``hunt-J-root-user``, the real import run in a chroot).
+    ``PYTHONNOUSERSITE=1``: usable."""
+    from moonpin.preflight.env.rootfs import ImageConfig
+    from moonpin.preflight.run import check_image
+    from tests.preflight.test_check_rootfs import PY, venv_root
+
+    root = tmp_path / "root"
+    own = venv_root(root, system_site=True)
+    site, old = _unversioned_c10(root / "opt" / "img")
+    (own / "img.pth").write_text(f"/{site.relative_to(root)}\n")
+    user = root / "root" / ".local" / "lib" / f"python{PY}" / "site-packages"
+    user.mkdir(parents=True)
+    code = "import ctypes\nctypes.CDLL('/opt/img/old/libc10.so', mode=ctypes.RTLD_GLOBAL)\n"
+    if how == "pth":
+        (own / "zz_early.py").write_text(code)
+        (own / "zz_early.pth").write_text("import zz_early\n")
+    else:
+        (user / "usercustomize.py").write_text(code)
+    assert old == root / "opt/img/old/libc10.so"
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin", *env])
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg,
+                      kb_path=small_kb(tmp_path), deep=False, source_cache=False)
+    torch = next(c for c in rep.checks if c.name == "torch")
+    if len(env) == 2:
+        assert torch.status == "pass", torch.message
+        return
+    assert torch.status == "fail" and "undefined symbol: c10_new" in torch.message, \
+        [(c.name, c.status, c.message) for c in rep.checks]
+    if how == "pth":
+        assert torch.fix is not None and torch.fix.startswith(
+            f"take `import zz_early` out of /opt/venv/lib/python{PY}/site-packages/"
+            "zz_early.pth"), torch.fix
+        return
+    assert "`import usercustomize` (/root/.local/lib/" in torch.message, torch.message
+    assert torch.fix is not None and torch.fix.startswith(
+        f"make /root/.local/lib/python{PY}/site-packages/usercustomize.py not load "
+        "/opt/img/old/libc10.so"), torch.fix
+
+
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:
     """The build needs libfzextra.so.1, which sits in nvidia/cu13/lib but which nothing
     `import torch` runs loads: the loader does not find it, nor does the check."""
