@@ -328,24 +328,21 @@ def _versioned(out: Path, code: str, versions: tuple[str, ...], *, soname: str,
     script.unlink()
 
 
-def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("versioned", [True, False])
+def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path,
+                                                                   versioned: bool) -> None:
     """A ``.pth`` ``import`` line whose module loads an older ``libc10.so`` by path with
     ``ctypes`` (``RTLD_GLOBAL``): ``site`` runs it at every start, so that object, not
     torch's own, satisfies ``libtorch_python.so``'s need, and ``import torch`` fails on a
     symbol version it lacks. The check said usable (the site code was never followed into
     the process; hunt I found it on a copy of the real stack image with an old
     ``libstdc++.so.6``); now torch fails as the real import does, and the fix takes the
-    line out, after which both the import and the check pass."""
-    site = _image(tmp_path)
-    lib = site / "torch" / "lib"
-    _versioned(lib / "libc10.so", "int c10_fn(void) { return 1; }\n", ("C10_1", "C10_2"),
-               soname="libc10.so", exports="c10_fn;")
-    _versioned(lib / "libtorch_python.so", "extern int fz_C10_2(void);\n"
-               "int tp(void) { return fz_C10_2(); }\n", ("TP_1",), soname="libtorch_python.so",
-               needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
-    old = tmp_path / "old" / "libc10.so"
-    _versioned(old, "int c10_fn(void) { return 1; }\n", ("C10_1",), soname="libc10.so",
-               exports="c10_fn;")
+    line out, after which both the import and the check pass. Unversioned, the older one
+    lacks a symbol ``libtorch_python.so`` binds: ``undefined symbol`` (hunt J: a ``.pth``
+    module loading another ``libc10.so`` in a copy of the real stack image); the check
+    failed torch, but its fix reinstalled torch, which cannot help."""
+    site, old = _old_c10(tmp_path) if versioned else _unversioned_c10(tmp_path)
+    said = "version `C10_2' not found" if versioned else "undefined symbol: c10_new"
     (site / "zz_early.py").write_text(
         f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
     pth = site / "zz_early.pth"
@@ -359,15 +356,31 @@ def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path
                               text=True, timeout=60, env=env, cwd=tmp_path)
 
     proc = real()
-    assert proc.returncode != 0 and "version `C10_2' not found" in proc.stderr, proc.stderr
+    assert proc.returncode != 0 and said in proc.stderr, proc.stderr
     r = run(site, kb=small_kb(tmp_path))
     assert r.rc == 1 and r.line("torch").startswith("fail"), r.out
-    assert "version `C10_2' not found" in r.line("torch"), r.out
+    assert said in r.line("torch"), r.out
     assert f"{pth} imports at every start" in r.line("torch"), r.out
     assert r.fixes()[0].startswith(f"fix: take `import zz_early` out of {pth} "), r.out
     pth.write_text("")  # the fix carried out
     assert real().returncode == 0
     assert run(site, kb=small_kb(tmp_path)).rc == 0
+
+
+def _old_c10(tmp_path: Path) -> tuple[Path, Path]:
+    """:func:`_image` whose torch ``libtorch_python.so`` needs version ``C10_2`` of its
+    ``libc10.so``, and an older ``libc10.so`` defining ``C10_1`` only (returned)."""
+    site = _image(tmp_path)
+    lib = site / "torch" / "lib"
+    _versioned(lib / "libc10.so", "int c10_fn(void) { return 1; }\n", ("C10_1", "C10_2"),
+               soname="libc10.so", exports="c10_fn;")
+    _versioned(lib / "libtorch_python.so", "extern int fz_C10_2(void);\n"
+               "int tp(void) { return fz_C10_2(); }\n", ("TP_1",), soname="libtorch_python.so",
+               needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
+    old = tmp_path / "old" / "libc10.so"
+    _versioned(old, "int c10_fn(void) { return 1; }\n", ("C10_1",), soname="libc10.so",
+               exports="c10_fn;")
+    return site, old
 
 
 def _unversioned_c10(tmp_path: Path) -> tuple[Path, Path]:
@@ -383,37 +396,6 @@ def _unversioned_c10(tmp_path: Path) -> tuple[Path, Path]:
     old = tmp_path / "old" / "libc10.so"
     _gcc(old, "int c10_fn(void) { return 1; }\n", soname="libc10.so")
     return site, old
-
-
-def test_an_undefined_symbol_from_a_library_the_site_code_loads(tmp_path: Path) -> None:
-    """The same with an older ``libc10.so`` that has no symbol versions and lacks a symbol
-    ``libtorch_python.so`` binds: the real import fails with ``undefined symbol`` (hunt J: a
-    ``.pth`` module loading another ``libc10.so`` in a copy of the real stack image). The
-    check failed torch, but its fix reinstalled torch, which cannot help (the ``.pth`` loads
-    that file by path); now the fix takes the line out, as for a missing version."""
-    site, old = _unversioned_c10(tmp_path)
-    (site / "zz_early.py").write_text(
-        f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
-    pth = site / "zz_early.pth"
-    pth.write_text("import zz_early\n")
-
-    def real() -> subprocess.CompletedProcess[str]:  # site.addsitedir: what site does
-        env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH",
-                                                               "PYTHONPATH")}
-        return subprocess.run([sys.executable, "-c", f"import site; site.addsitedir("
-                               f"{str(site)!r}); import mooncake.pg"], capture_output=True,
-                              text=True, timeout=60, env=env, cwd=tmp_path)
-
-    proc = real()
-    assert proc.returncode != 0 and "undefined symbol: c10_new" in proc.stderr, proc.stderr
-    r = run(site, kb=small_kb(tmp_path))
-    assert r.rc == 1 and r.line("torch").startswith("fail"), r.out
-    assert "undefined symbol: c10_new" in r.line("torch"), r.out
-    assert f"{pth} imports at every start" in r.line("torch"), r.out
-    assert r.fixes()[0].startswith(f"fix: take `import zz_early` out of {pth} "), r.out
-    pth.write_text("")  # the fix carried out
-    assert real().returncode == 0
-    assert run(site, kb=small_kb(tmp_path)).rc == 0
 
 
 @pytest.mark.parametrize("user_site", [True, False])
