@@ -37,7 +37,7 @@
 #                       tests/test_image_hunt_i.py): hard links, a few MB of new files
 #   --hunt-j            build (and probe) only the hunt-J-* images (block at the end: libraries
 #                       the site code loads, the user's site folder of an image root;
-#                       tests/test_image_hunt_j.py): hard links, a few MB of new files
+#                       tests/test_image_hunt_j.py): hard links, about 100 MB of new files
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
