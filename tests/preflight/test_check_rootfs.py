@@ -214,6 +214,8 @@ def test_the_site_code_of_an_image_edits_its_path(tmp_path: Path, env: dict[str,
     ("debian", ["PYTHONNOUSERSITE=1"], "", [], None),
     ("debian", [], "", ["-s"], None),
     ("debian", ["PYTHONNOUSERSITE=1"], "", ["-E"], "/root/.local/lib/python{py}/site-packages"),
+    ("debian", ["HOME=/home/w", "PYTHONUSERBASE=/ub"], "", ["-E"],
+     "/home/w/.local/lib/python{py}/site-packages"),
     ("venv-system", [], "", [], "/root/.local/lib/python{py}/site-packages"),  # after the venv's
     ("venv", [], "", [], None),  # a venv without the system's site folders: site turns it off
 ])

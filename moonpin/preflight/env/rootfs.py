@@ -617,7 +617,9 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
     system = cfg is None or cfg.get("include-system-site-packages",
                                     "false").lower() == "true"
     user_on = system and not no_user and not (env.get("PYTHONNOUSERSITE") and not isolated)
-    user = [_user_site(root, {} if isolated else env, identity.uid, py)] if user_on else []
+    # -E/-I: PYTHONUSERBASE is not read; HOME still is (os.path.expanduser)
+    seen = {k: v for k, v in env.items() if not k.startswith("PYTHON")} if isolated else env
+    user = [_user_site(root, seen, identity.uid, py)] if user_on else []
     if cfg is not None:
         venv = os.path.dirname(cfg_at or "")
         sites += [f"{venv}/lib/{py}/site-packages"]
