@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from tests.lib.verdicts import recorded_report, stack_root, verdicts
+from tests.lib.verdicts import check_in_env, recorded_report, stack_root, verdicts
 
 pytestmark = pytest.mark.image
 
@@ -100,25 +100,8 @@ def _environment(name: str) -> dict[str, str]:
 
 def _check(name: str, gpu: str, backend: str) -> subprocess.CompletedProcess[str]:
     folder, how, _ = REPORTS[name]
-    image = stack_root() / folder
-    given = _environment(name)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "FLASHINFER_", "PYTHONPATH",
-                                "PYTHONUSERBASE", "PYTHONNOUSERSITE"))}
-    env.update(LD_LIBRARY_PATH=str(stack_root() / "stack-stubs"), CUDA_VISIBLE_DEVICES="")
-    if how == "python":
-        env.update(given)
-        target = ["--python", str(image / "bin" / "python")]
-    else:
-        image_env = ["PATH=/opt/venv/bin:/usr/bin:/bin", "CUDA_HOME=/usr/local/cuda",
-                     *(f"{k}={v}" for k, v in given.items())]
-        target = ["--rootfs", str(image), "--interpreter", "/opt/venv/bin/python",
-                  *(a for kv in image_env for a in ("--image-env", kv))]
-    proc = subprocess.run([sys.executable, "-m", "moonpin", "check", *target, "--no-deep",
-                           "--gpu-capability", gpu, "--", "--moe-a2a-backend", backend],
-                          capture_output=True, text=True, timeout=2400, cwd="/", env=env)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc
+    return check_in_env(stack_root() / folder, how, _environment(name), gpu,
+                        "--moe-a2a-backend", backend)
 
 
 def test_each_image_is_of_its_class(name: str) -> None:

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["EXTENSION_LINES", "GENERAL", "mooncake_fails", "mooncake_rc", "recorded_report",
-           "same_outcomes", "stack_root", "verdicts"]
+__all__ = ["EXTENSION_LINES", "GENERAL", "check_in_env", "mooncake_fails", "mooncake_rc",
+           "recorded_report", "same_outcomes", "stack_root", "verdicts"]
 
 #: the extensions the check judges in one line each (``fail  nixl_ep: …``)
 EXTENSION_LINES = ("sgl_kernel", "nixl_ep", "deep_ep", "flashinfer")
@@ -91,3 +93,29 @@ def same_outcomes(now: dict[str, Any], then: dict[str, Any], probes: Any) -> Non
     for m in sorted(set(probes)):
         assert (now[m]["ok"], now[m].get("error_type")) == \
             (then[m]["ok"], then[m].get("error_type")), (m, now[m], then[m])
+
+
+def check_in_env(image: Path, how: str, given: dict[str, str], gpu: str, *launch: str
+                 ) -> subprocess.CompletedProcess[str]:
+    """``moonpin check --no-deep --gpu-capability gpu -- launch`` of a real image built by
+    ``stack.sh`` with the worker's environment ``given``: ``how`` ``"python"`` runs
+    ``--python <image>/bin/python`` with it, ``"rootfs"`` judges ``image`` as an image root
+    (``/opt/venv/bin/python``, no CUDA toolkit but ``CUDA_HOME`` set) with it as
+    ``--image-env``; the stub driver on ``LD_LIBRARY_PATH``, no GPU visible."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MOONPIN_", "VIRTUAL_ENV", "FLASHINFER_", "PYTHONPATH",
+                                "PYTHONUSERBASE", "PYTHONNOUSERSITE"))}
+    env.update(LD_LIBRARY_PATH=str(stack_root() / "stack-stubs"), CUDA_VISIBLE_DEVICES="")
+    if how == "python":
+        env.update(given)
+        target = ["--python", str(image / "bin" / "python")]
+    else:
+        image_env = ["PATH=/opt/venv/bin:/usr/bin:/bin", "CUDA_HOME=/usr/local/cuda",
+                     *(f"{k}={v}" for k, v in given.items())]
+        target = ["--rootfs", str(image), "--interpreter", "/opt/venv/bin/python",
+                  *(a for kv in image_env for a in ("--image-env", kv))]
+    proc = subprocess.run([sys.executable, "-m", "moonpin", "check", *target, "--no-deep",
+                           "--gpu-capability", gpu, "--", *launch],
+                          capture_output=True, text=True, timeout=2400, cwd="/", env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc

@@ -206,6 +206,55 @@ def test_the_site_code_of_an_image_edits_its_path(tmp_path: Path, env: dict[str,
     assert got[:len(want)] == [w.format(py=PY) for w in want], got
 
 
+@pytest.mark.parametrize(("layout", "env", "user", "args", "first"), [
+    ("debian", [], "", [], "/root/.local/lib/python{py}/site-packages"),  # before the system's
+    ("debian", ["HOME=/home/w"], "", [], "/home/w/.local/lib/python{py}/site-packages"),
+    ("debian", [], "1000", [], "/home/w/.local/lib/python{py}/site-packages"),  # passwd's home
+    ("debian", ["PYTHONUSERBASE=/ub"], "", [], "/ub/lib/python{py}/site-packages"),
+    ("debian", ["PYTHONNOUSERSITE=1"], "", [], None),
+    ("debian", [], "", ["-s"], None),
+    ("debian", ["PYTHONNOUSERSITE=1"], "", ["-E"], "/root/.local/lib/python{py}/site-packages"),
+    ("debian", ["HOME=/home/w", "PYTHONUSERBASE=/ub"], "", ["-E"],
+     "/home/w/.local/lib/python{py}/site-packages"),
+    ("venv-system", [], "", [], "/root/.local/lib/python{py}/site-packages"),  # after the venv's
+    ("venv", [], "", [], None),  # a venv without the system's site folders: site turns it off
+])
+def test_the_users_site_folder_of_an_image(tmp_path: Path, layout: str, env: list[str],
+                                           user: str, args: list[str], first: str | None
+                                           ) -> None:
+    """``--rootfs``: the user's site folder of the image's worker (``~/.local/lib/pythonX.Y/
+    site-packages`` of its ``HOME``, else of its ``/etc/passwd`` home; ``PYTHONUSERBASE``'s)
+    is on its ``sys.path`` before the system's site folders (after a venv's own) unless
+    ``site`` turns it off (``-s``, ``PYTHONNOUSERSITE`` when the environment is read, a venv
+    without the system's folders), and its ``usercustomize`` is run then. Before, it was left
+    out (hunt J: a stale copy there, or a library its ``usercustomize`` loads, not judged)."""
+    root = tmp_path / "root"
+    if layout == "debian":
+        system = debian_root(root)
+        python = f"/usr/bin/python{PY}"
+    else:
+        venv_root(root, system_site=layout == "venv-system")
+        system = root / f"usr/local/lib/python{PY}/dist-packages"
+        system.mkdir(parents=True)
+        python = "/opt/venv/bin/python"
+    (root / "etc").mkdir()
+    (root / "etc/passwd").write_text("root:x:0:0::/root:/bin/sh\nw:x:1000:1000::/home/w:/bin/sh\n")
+    for home in ("root", "home/w", "ub"):
+        base = "ub" if home == "ub" else f"{home}/.local"
+        (root / base / f"lib/python{PY}/site-packages").mkdir(parents=True)
+    cfg = ImageConfig(env=["PATH=/usr/bin:/bin", *env], user=user or None,
+                      entrypoint=[python, *args, "-m", "sglang.launch_server"], working_dir="/")
+    t = target_for(str(root), cfg)
+    got = [p[len(str(t.root)):] for p in t.paths]
+    users = [p for p in got if "/.local/" in p or p.startswith("/ub/")]
+    assert users == ([first.format(py=PY)] if first else []), got
+    assert t.customize == (("sitecustomize", "usercustomize") if first else ("sitecustomize",))
+    if first:
+        own = [p for p in got if p.startswith("/opt/venv/")]
+        assert got.index(users[0]) < got.index(str(system)[len(str(root)):]), got
+        assert all(got.index(p) < got.index(users[0]) for p in own), got
+
+
 @pytest.mark.parametrize(("entry", "pip"), [
     (["/opt/venv/bin/python", "-m", "sglang.launch_server"], "/opt/venv/bin/python -m pip"),
     (["python3", "-m", "sglang.launch_server"], "pip"),

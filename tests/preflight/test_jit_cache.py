@@ -18,7 +18,7 @@ import pytest
 
 from moonpin.preflight.env.rootfs import ImageConfig
 from moonpin.preflight.run import check_image
-from tests.lib.checkrun import fake_python, run_check, small_kb
+from tests.lib.checkrun import fake_python, run, run_check, small_kb
 from tests.lib.elfbuild import build_so
 from tests.lib.images import (
     CACHED_JIT_LOADER,
@@ -454,3 +454,27 @@ def test_a_5000_digit_number_in_the_key_recipe_is_no_key(tmp_path: Path, host: P
                       deep=False, source_cache=False)
     said = {c.name: (c.status, c.message) for c in rep.checks}
     assert said["loader"][0] == "fail" and "5000 digits" in said["loader"][1], said
+
+
+@pytest.mark.parametrize("adapter", [False, True])
+def test_a_compiling_loader_fails_with_torchs_import(tmp_path: Path, adapter: bool) -> None:
+    """``import mooncake.pg`` of a loader that compiles at first import runs ``import torch``
+    first and builds against it: when torch's import raises, so does mooncake's (real image:
+    hunt-nonvshmem, ``libnvshmem_host.so.3`` gone). Was: the torch line failed, mooncake's
+    lines passed (``cuda``, ``import chain``; the toolchain a warning, or the cached
+    adapter a pass) and its verdict was ok."""
+    site = jit_site(tmp_path)
+    (site / "torch" / "lib" / "libc10.so").unlink()  # as libnvshmem_host.so.3 there
+    cache = tmp_path / "pg_jit"
+    if adapter:  # the one compiled for this image: reused only once torch imports
+        _adapter(cache, f"{site / 'mooncake'}:{site / 'torch' / 'lib'}")
+    env = {"PATH": str(tmp_path), "MOONPIN_CHECK_CUDA_FALLBACK": str(tmp_path / "nocuda"),
+           "CUDA_HOME": "", "MOONCAKE_PG_JIT_DIR": str(cache), "TORCH_CUDA_ARCH_LIST": "9.0"}
+    r = run(site, kb=small_kb(tmp_path), env=env)
+    assert r.rc == 1 and r.status("torch") == "fail", r.out
+    line = r.line("import chain")
+    assert line.startswith("fail"), r.out
+    assert "`import torch` raises ImportError: libc10.so: cannot open" in line
+    assert "before its adapter is compiled against torch" in line, line
+    assert not any(ln.split(None, 1)[-1].startswith(("adapter:", "toolchain:"))
+                   for ln in r.lines), r.out

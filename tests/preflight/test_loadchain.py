@@ -328,24 +328,21 @@ def _versioned(out: Path, code: str, versions: tuple[str, ...], *, soname: str,
     script.unlink()
 
 
-def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("versioned", [True, False])
+def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path,
+                                                                   versioned: bool) -> None:
     """A ``.pth`` ``import`` line whose module loads an older ``libc10.so`` by path with
     ``ctypes`` (``RTLD_GLOBAL``): ``site`` runs it at every start, so that object, not
     torch's own, satisfies ``libtorch_python.so``'s need, and ``import torch`` fails on a
     symbol version it lacks. The check said usable (the site code was never followed into
     the process; hunt I found it on a copy of the real stack image with an old
     ``libstdc++.so.6``); now torch fails as the real import does, and the fix takes the
-    line out, after which both the import and the check pass."""
-    site = _image(tmp_path)
-    lib = site / "torch" / "lib"
-    _versioned(lib / "libc10.so", "int c10_fn(void) { return 1; }\n", ("C10_1", "C10_2"),
-               soname="libc10.so", exports="c10_fn;")
-    _versioned(lib / "libtorch_python.so", "extern int fz_C10_2(void);\n"
-               "int tp(void) { return fz_C10_2(); }\n", ("TP_1",), soname="libtorch_python.so",
-               needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
-    old = tmp_path / "old" / "libc10.so"
-    _versioned(old, "int c10_fn(void) { return 1; }\n", ("C10_1",), soname="libc10.so",
-               exports="c10_fn;")
+    line out, after which both the import and the check pass. Unversioned, the older one
+    lacks a symbol ``libtorch_python.so`` binds: ``undefined symbol`` (hunt J: a ``.pth``
+    module loading another ``libc10.so`` in a copy of the real stack image); the check
+    failed torch, but its fix reinstalled torch, which cannot help."""
+    site, old = _old_c10(tmp_path) if versioned else _unversioned_c10(tmp_path)
+    said = "version `C10_2' not found" if versioned else "undefined symbol: c10_new"
     (site / "zz_early.py").write_text(
         f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
     pth = site / "zz_early.pth"
@@ -359,15 +356,133 @@ def test_a_library_the_site_code_loads_at_start_is_in_the_process(tmp_path: Path
                               text=True, timeout=60, env=env, cwd=tmp_path)
 
     proc = real()
-    assert proc.returncode != 0 and "version `C10_2' not found" in proc.stderr, proc.stderr
+    assert proc.returncode != 0 and said in proc.stderr, proc.stderr
     r = run(site, kb=small_kb(tmp_path))
     assert r.rc == 1 and r.line("torch").startswith("fail"), r.out
-    assert "version `C10_2' not found" in r.line("torch"), r.out
+    assert said in r.line("torch"), r.out
     assert f"{pth} imports at every start" in r.line("torch"), r.out
     assert r.fixes()[0].startswith(f"fix: take `import zz_early` out of {pth} "), r.out
     pth.write_text("")  # the fix carried out
     assert real().returncode == 0
     assert run(site, kb=small_kb(tmp_path)).rc == 0
+
+
+def _old_c10(tmp_path: Path) -> tuple[Path, Path]:
+    """:func:`_image` whose torch ``libtorch_python.so`` needs version ``C10_2`` of its
+    ``libc10.so``, and an older ``libc10.so`` defining ``C10_1`` only (returned)."""
+    site = _image(tmp_path)
+    lib = site / "torch" / "lib"
+    _versioned(lib / "libc10.so", "int c10_fn(void) { return 1; }\n", ("C10_1", "C10_2"),
+               soname="libc10.so", exports="c10_fn;")
+    _versioned(lib / "libtorch_python.so", "extern int fz_C10_2(void);\n"
+               "int tp(void) { return fz_C10_2(); }\n", ("TP_1",), soname="libtorch_python.so",
+               needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
+    old = tmp_path / "old" / "libc10.so"
+    _versioned(old, "int c10_fn(void) { return 1; }\n", ("C10_1",), soname="libc10.so",
+               exports="c10_fn;")
+    return site, old
+
+
+def _unversioned_c10(tmp_path: Path) -> tuple[Path, Path]:
+    """:func:`_image` whose torch ``libtorch_python.so`` binds ``c10_new`` of its
+    unversioned ``libc10.so``, and an older ``libc10.so`` without it (returned)."""
+    site = _image(tmp_path)
+    lib = site / "torch" / "lib"
+    _gcc(lib / "libc10.so", "int c10_fn(void) { return 1; }\nint c10_new(void) { return 2; }\n",
+         soname="libc10.so")
+    _gcc(lib / "libtorch_python.so", "extern int c10_new(void);\n"
+         "int tp(void) { return c10_new(); }\n", soname="libtorch_python.so",
+         needs=("libc10.so",), rpath="$ORIGIN:$ORIGIN/../../nvidia/cu13/lib")
+    old = tmp_path / "old" / "libc10.so"
+    _gcc(old, "int c10_fn(void) { return 1; }\n", soname="libc10.so")
+    return site, old
+
+
+@pytest.mark.parametrize("user_site", [True, False])
+def test_a_library_usercustomize_loads_at_start(tmp_path: Path, user_site: bool) -> None:
+    """``usercustomize`` in the user's site folder loads the older ``libc10.so`` with
+    ``ctypes``: ``site`` imports it at every start when the user site is enabled (a venv with
+    ``include-system-site-packages = true``; not under ``PYTHONNOUSERSITE``), and the real
+    import fails (hunt J, a copy of the real stack image). The check said usable
+    (``usercustomize`` was left out of what ``site`` runs); now it fails torch at the same
+    symbol and names the file; with ``PYTHONNOUSERSITE=1`` both pass."""
+    site, old = _unversioned_c10(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(venv)], check=True)
+    own = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    (own / "image.pth").write_text(f"{site}\n")
+    user = tmp_path / "home" / ".local" / "lib" / \
+        f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    user.mkdir(parents=True)
+    custom = user / "usercustomize.py"
+    custom.write_text(f"import ctypes\nctypes.CDLL({str(old)!r}, mode=ctypes.RTLD_GLOBAL)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUSERBASE", "PYTHONNOUSERSITE",
+                        "MOONPIN_KB", "VIRTUAL_ENV")}
+    env.update(HOME=str(tmp_path / "home"))
+    if not user_site:
+        env["PYTHONNOUSERSITE"] = "1"
+    real = subprocess.run([str(venv / "bin" / "python"), "-c", "import mooncake.pg"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert (real.returncode == 0) is not user_site, real.stderr
+    r = Run(subprocess.run([sys.executable, "-m", "moonpin.preflight", "--no-deep",
+                            "--elastic-ep-backend", "mooncake", "--python",
+                            str(venv / "bin" / "python"), "--kb", str(small_kb(tmp_path))],
+                           cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120))
+    assert r.rc == (1 if user_site else 0), r.out
+    if user_site:
+        assert "undefined symbol: c10_new" in r.line("torch"), r.out
+        assert f"`import usercustomize` ({custom})" in r.line("torch"), r.out
+        assert r.fixes()[0].startswith(f"fix: make {custom} not load {old} "), r.out
+
+
+@pytest.mark.parametrize(("how", "env"), [("pth", []), ("user", ["HOME=/root"]),
+                                          ("user", ["HOME=/root", "PYTHONNOUSERSITE=1"])])
+def test_an_image_roots_site_code_loads_a_library_by_its_image_path(
+        tmp_path: Path, how: str, env: list[str]) -> None:
+    """``--rootfs``: a ``.pth`` module of the image's venv, or the ``usercustomize`` of the
+    worker's user site folder (``/root/.local/...``; its venv has the system's site folders),
+    loads ``/opt/img/old/libc10.so`` with ``ctypes``, a path of the image. The check said
+    usable: a ``ctypes`` load by an image path was looked for on the host ("no such file",
+    which ``site`` swallows), and the user site folder was not modelled. Hunt J, a copy of the
+    real stack image root (``hunt-J-root-user``, the real import run in a chroot).
+    ``PYTHONNOUSERSITE=1``: usable."""
+    from moonpin.preflight.env.rootfs import ImageConfig
+    from moonpin.preflight.run import check_image
+    from tests.preflight.test_check_rootfs import PY, venv_root
+
+    root = tmp_path / "root"
+    own = venv_root(root, system_site=True)
+    site, old = _unversioned_c10(root / "opt" / "img")
+    (own / "img.pth").write_text(f"/{site.relative_to(root)}\n")
+    user = root / "root" / ".local" / "lib" / f"python{PY}" / "site-packages"
+    user.mkdir(parents=True)
+    code = "import ctypes\nctypes.CDLL('/opt/img/old/libc10.so', mode=ctypes.RTLD_GLOBAL)\n"
+    if how == "pth":
+        (own / "zz_early.py").write_text(code)
+        (own / "zz_early.pth").write_text("import zz_early\n")
+    else:
+        (user / "usercustomize.py").write_text(code)
+    assert old == root / "opt/img/old/libc10.so"
+    cfg = ImageConfig(env=["PATH=/opt/venv/bin:/usr/bin:/bin", *env])
+    rep = check_image(elastic_ep_backend="mooncake", rootfs=root, config=cfg,
+                      kb_path=small_kb(tmp_path), deep=False, source_cache=False)
+    torch = next(c for c in rep.checks if c.name == "torch")
+    if len(env) == 2:
+        assert torch.status == "pass", torch.message
+        return
+    assert torch.status == "fail" and "undefined symbol: c10_new" in torch.message, \
+        [(c.name, c.status, c.message) for c in rep.checks]
+    if how == "pth":
+        assert torch.fix is not None and torch.fix.startswith(
+            f"take `import zz_early` out of /opt/venv/lib/python{PY}/site-packages/"
+            "zz_early.pth"), torch.fix
+        return
+    assert "`import usercustomize` (/root/.local/lib/" in torch.message, torch.message
+    assert torch.fix is not None and torch.fix.startswith(
+        f"make /root/.local/lib/python{PY}/site-packages/usercustomize.py not load "
+        "/opt/img/old/libc10.so"), torch.fix
 
 
 def test_a_library_only_in_a_cuda_package_folder_is_not_found(tmp_path: Path) -> None:

@@ -35,6 +35,9 @@
 #   --hunt-i            build (and probe) only the hunt-I-* images (block at the end: what the
 #                       worker's environment and the code site runs at start change;
 #                       tests/test_image_hunt_i.py): hard links, a few MB of new files
+#   --hunt-j            build (and probe) only the hunt-J-* images (block at the end: libraries
+#                       the site code loads, the user's site folder of an image root;
+#                       tests/test_image_hunt_j.py): hard links, about 100 MB of new files
 #
 # Images (each a venv; variants are hard-link copies (cp -al) of `stack` changed with their own pip):
 #   stack           sglang 0.5.23 (--no-deps; read, never imported) + torch 2.14.1 (CUDA 13 build)
@@ -90,7 +93,7 @@ KERNEL_ANCIENT=0.3.4; FI_NEXT=0.7.4; FI_OLD=0.6.12
 HUNT_KERNEL="k-old034 k-botha k-bothb k-nosm100 k-unreadable fi-074cubin fi-0612cubin"
 HUNT_CAPS="sgl_kernel@cc80,sgl_kernel@cc90,sgl_kernel@cc100,sgl_kernel@cc120"
 
-NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0; HUNT_D=0; HUNT_H=0; HUNT_I=0
+NO_VARIANTS=0; ONLY=""; NO_PROBE=0; PROBE_ONLY=0; MC_JIT=0; REBUILD=0; KHUNT=0; HUNT_NIXL=0; HUNT_C=0; HUNT_G=0; HUNT_D=0; HUNT_H=0; HUNT_I=0; HUNT_J=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-variants) NO_VARIANTS=1;; --only) ONLY="${2:?--only needs a variant name}"; shift;;
@@ -103,6 +106,7 @@ while [ $# -gt 0 ]; do
     --hunt-d) HUNT_D=1;;
     --hunt-h) HUNT_H=1;;
     --hunt-i) HUNT_I=1;;
+    --hunt-j) HUNT_J=1;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0;;
     *) echo "stack.sh: unknown option $1 (see --help)" >&2; exit 2;;
   esac
@@ -343,6 +347,7 @@ MAIN=1; [ "$HUNT_C" = 1 ] && MAIN=0   # --hunt-c: only its block (its images com
 [ "$HUNT_H" = 1 ] && MAIN=0           # --hunt-h: only its block (its images come from venv-rpath)
 [ "$HUNT_D" = 1 ] && MAIN=0           # --hunt-d: only its block (its roots come from hunt-A-root-stack)
 [ "$HUNT_I" = 1 ] && MAIN=0           # --hunt-i: only its block (from stack and hunt-A-root-stack)
+[ "$HUNT_J" = 1 ] && MAIN=0           # --hunt-j: the same
 if [ "$KHUNT" = 1 ]; then  # only them: the stack images are their sources, never changed here
   [ -x "$BASE/bin/python" ] || { log "build stack first (tests/realimg/stack.sh)"; exit 2; }
   kernel_hunt; log "time: $(( $(date +%s) - T0 )) s"; exit 0
@@ -952,6 +957,84 @@ if [ "$HUNT_I" = 1 ]; then
     fi
     if [ -f "$R/hunt-I-root2/.hunt-variant" ]; then
       timed i_root_probe "$R/hunt-I-root2" I-root2-relpath PYTHONPATH=opt/stale
+    fi
+  fi
+fi
+
+# ---- hunt-J-* images (--hunt-j; tests/test_image_hunt_j.py) --------------------------------------
+# What hunt I left: a library the site code loads that makes an `undefined symbol` (not a missing
+# version), usercustomize's code, an image root's user site folder. The library is $R/hunt-J-alt/
+# oldc10/libc10.so (gcc: soname libc10.so, none of torch's symbols), which ld.so takes for torch's
+# own libc10.so once it is loaded (a DT_NEEDED matching a loaded object is not searched again):
+#   hunt-J-pthundef   stack + a .pth line `import huntj_preload`, whose module loads it with
+#                     ctypes.CDLL(..., RTLD_GLOBAL) (J-pthundef)
+#   hunt-J-usersite   stack with include-system-site-packages = true; probed with PYTHONUSERBASE
+#                     on $R/hunt-J-alt/user, whose usercustomize.py loads it the same way
+#                     (J-usercdll), and with PYTHONNOUSERSITE=1 too (J-usercdll-off)
+#   hunt-J-root-user  hunt-A-root-stack, its /opt/venv with include-system-site-packages = true,
+#                     /opt/oldc10/libc10.so and /root/.local/lib/python3.11/site-packages/
+#                     usercustomize.py loading it; probed in a chroot with HOME=/root
+#                     (J-root-user), HOME=/root PYTHONNOUSERSITE=1 (J-root-user-off), and HOME=/
+#                     (what runc sets with no HOME in the Env and no /etc/passwd: J-root-user-slash)
+HUNT_J_REPORTS="$R/hunt-J-reports"; JALT="$R/hunt-J-alt"
+j_alt() {
+  if [ ! -f "$JALT/.ready" ] || [ "$REBUILD" = 1 ]; then
+    rm -rf "$JALT"; mkdir -p "$JALT/oldc10" "$JALT/user/lib/python3.11/site-packages"
+    echo 'int moonpin_old_c10(void) { return 1; }' > "$JALT/oldc10/s.c"
+    gcc -shared -fPIC -o "$JALT/oldc10/libc10.so" -Wl,-soname,libc10.so "$JALT/oldc10/s.c"
+    printf "import ctypes\nctypes.CDLL('%s', mode=ctypes.RTLD_GLOBAL)\n" "$JALT/oldc10/libc10.so" \
+      > "$JALT/user/lib/python3.11/site-packages/usercustomize.py"
+    touch "$JALT/.ready"
+  fi
+}
+j_system_site() {  # j_system_site <pyvenv.cfg>: include-system-site-packages = true (a new file)
+  sed 's/^include-system-site-packages = false/include-system-site-packages = true/' "$1" > "$1.tmp" \
+    && rm -f "$1" && mv -f "$1.tmp" "$1"
+}
+j_variant() {
+  local v="$R/hunt-$1" sp; sp=$(sp_of "$R/hunt-$1")
+  case "$1" in
+    J-pthundef)
+      hunt_clone "$1" "$BASE" || return 0
+      printf "import ctypes\nctypes.CDLL('%s', mode=ctypes.RTLD_GLOBAL)\n" "$JALT/oldc10/libc10.so" \
+        > "$sp/huntj_preload.py"
+      echo "import huntj_preload" > "$sp/huntj_preload.pth"
+      hunt_mark "$1" "a .pth line loading another libc10.so with ctypes";;
+    J-usersite)
+      hunt_clone "$1" "$BASE" || return 0
+      j_system_site "$v/pyvenv.cfg"
+      hunt_mark "$1" "include-system-site-packages = true";;
+    J-root-user)
+      local root="$R/hunt-$1" us="root/.local/lib/python3.11/site-packages"
+      [ -x "$R/hunt-A-root-stack/opt/venv/bin/python" ] || { log "hunt-$1 needs hunt-A-root-stack (--hunt-nixl)"; return 0; }
+      if [ ! -f "$root/.hunt-variant" ] || [ "$REBUILD" = 1 ]; then
+        rm -rf "$root"; cp -al "$R/hunt-A-root-stack" "$root"
+        j_system_site "$root/opt/venv/pyvenv.cfg"
+        mkdir -p "$root/opt/oldc10" "$root/$us"
+        cp "$JALT/oldc10/libc10.so" "$root/opt/oldc10/"
+        printf "import ctypes\nctypes.CDLL('/opt/oldc10/libc10.so', mode=ctypes.RTLD_GLOBAL)\n" \
+          > "$root/$us/usercustomize.py"
+        echo "hunt-A-root-stack, system site on, a usercustomize loading /opt/oldc10/libc10.so" > "$root/.hunt-variant"
+      fi;;
+  esac
+}
+if [ "$HUNT_J" = 1 ]; then
+  mkdir -p "$HUNT_J_REPORTS"
+  if [ "$PROBE_ONLY" = 0 ]; then
+    j_alt
+    for n in J-pthundef J-usersite J-root-user; do timed j_variant "$n"; done
+  fi
+  if [ "$NO_PROBE" = 0 ]; then
+    jp() { HUNT_I_REPORTS="$HUNT_J_REPORTS" "$@"; }  # the hunt-I probes, into hunt-J's reports
+    if [ -f "$R/hunt-J-pthundef/.hunt-variant" ]; then jp timed i_probe "$R/hunt-J-pthundef" J-pthundef; fi
+    if [ -f "$R/hunt-J-usersite/.hunt-variant" ]; then
+      jp timed i_probe "$R/hunt-J-usersite" J-usercdll PYTHONUSERBASE="$JALT/user"
+      jp timed i_probe "$R/hunt-J-usersite" J-usercdll-off PYTHONUSERBASE="$JALT/user" PYTHONNOUSERSITE=1
+    fi
+    if [ -f "$R/hunt-J-root-user/.hunt-variant" ]; then
+      jp timed i_root_probe "$R/hunt-J-root-user" J-root-user HOME=/root
+      jp timed i_root_probe "$R/hunt-J-root-user" J-root-user-off HOME=/root PYTHONNOUSERSITE=1
+      jp timed i_root_probe "$R/hunt-J-root-user" J-root-user-slash HOME=/
     fi
   fi
 fi

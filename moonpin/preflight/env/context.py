@@ -81,9 +81,12 @@ class Context:
     :class:`~moonpin.preflight.access.confined.Confined`, made once from ``root``), and an
     image's worker's working folder (``working_dir``, a path of the image; None: this
     process's), and how far the code an import runs is followed (``bounds``:
-    :class:`~moonpin.preflight.pyimport.atimport.Bounds`; None: that walk's defaults)."""
+    :class:`~moonpin.preflight.pyimport.atimport.Bounds`; None: that walk's defaults), and
+    the modules ``site`` imports by name at its start (``customize``: ``sitecustomize``, and
+    ``usercustomize`` when its user site folder is enabled)."""
 
-    __slots__ = ("bounds", "complete", "confined", "env", "ext_suffixes", "importer", "ld_path",
+    __slots__ = ("bounds", "complete", "confined", "customize", "env", "ext_suffixes", "importer",
+                 "ld_path",
                  "machine", "markers", "paths", "preload", "python", "root", "run", "sites", "user",
                  "version", "working_dir")
 
@@ -105,6 +108,7 @@ class Context:
     working_dir: str | None
     bounds: Bounds | None
     markers: Mapping[str, str]
+    customize: tuple[str, ...]
 
     def __init__(self, paths: Sequence[str], *, sites: Sequence[str] | None = None,
                  root: str | None = None, ext_suffixes: Sequence[str] | None = None,
@@ -113,7 +117,8 @@ class Context:
                  python: str | None = None, run: Run | None = None,
                  env: Mapping[str, str] | None = None, user: Identity | None = None,
                  preload: Sequence[str] | None = None,
-                 working_dir: str | None = None, bounds: Bounds | None = None) -> None:
+                 working_dir: str | None = None, bounds: Bounds | None = None,
+                 customize: Sequence[str] = ("sitecustomize",)) -> None:
         from moonpin.preflight.access.confined import Confined
         from moonpin.preflight.pyimport.metapath import Importer
         from moonpin.readers.markers import environment, implementation_of
@@ -134,6 +139,7 @@ class Context:
         put(self, "preload", None if preload is None else tuple(preload))
         put(self, "working_dir", working_dir)
         put(self, "bounds", bounds)
+        put(self, "customize", tuple(customize))
         put(self, "python", python)
         put(self, "run", run if run is not None else Run())
         put(self, "env", os.environ if env is None else env)
@@ -168,7 +174,8 @@ class Context:
                    complete=complete, machine=target.machine, ld_path=target.ld_path,
                    python=target.python, run=run, env=env,
                    user=target.user, preload=target.preload,
-                   working_dir=target.working_dir, bounds=bounds)
+                   working_dir=target.working_dir, bounds=bounds,
+                   customize=target.customize)
 
     def interpreter_stop(self) -> tuple[str, str] | None:
         """Whether the target's interpreter stops as it starts, before any import of the

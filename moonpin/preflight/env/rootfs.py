@@ -14,8 +14,9 @@ CPython computes it (Modules/getpath.py, Lib/site.py), never by running it:
   library and ``lib-dynload`` of the base prefix, then the site folders (a venv's
   ``site-packages``, and the base's when its ``pyvenv.cfg`` says
   ``include-system-site-packages = true``; Debian's and Ubuntu's ``dist-packages`` when the
-  interpreter's ``site.py`` is theirs), each followed by what its ``.pth`` files add; the
-  user site folder is left out (the image's user is unknown);
+  interpreter's ``site.py`` is theirs), each followed by what its ``.pth`` files add, and
+  the user's site folder (``~/.local/lib/pythonX.Y/site-packages`` of the ``HOME`` the
+  worker gets, or ``PYTHONUSERBASE``'s) before the system's when ``site`` enables it;
 * the extension suffixes of that version and the image's architecture.
 
 Everything that names a path of the image is then resolved under the root; the report
@@ -512,25 +513,37 @@ def _sites(root: str, prefix: str, v: tuple[int, int], debian: bool) -> list[str
     return [f"{p}/lib64/{py}/site-packages", f"{p}/lib/{py}/site-packages"]
 
 
-def _first_path(args: Sequence[str], cwd: str) -> tuple[str | None, bool]:
+def _first_path(args: Sequence[str], cwd: str) -> tuple[str | None, bool, bool]:
     """``sys.path[0]`` for the interpreter's arguments (the working folder for ``-m`` and
-    ``-c``, the script's folder for a script; none under ``-I``/``-P``), and whether
-    ``-I``/``-E`` makes it ignore ``PYTHONPATH``."""
-    isolated = ignore_env = False
+    ``-c``, the script's folder for a script; none under ``-I``/``-P``), whether
+    ``-I``/``-E`` makes it ignore ``PYTHONPATH``, and whether ``-I``/``-s`` keeps the
+    user's site folder out."""
+    isolated = ignore_env = no_user = False
     i = 0
     while i < len(args):
         a = args[i]
         if not a.startswith("-") or a == "-":
             first = None if a == "-" else (os.path.dirname(a) if a.startswith("/") else
                                            os.path.join(cwd, os.path.dirname(a)))
-            return (None if isolated else first or cwd), ignore_env
+            return (None if isolated else first or cwd), ignore_env, no_user
         if a.startswith(("-m", "-c")):
-            return (None if isolated else cwd), ignore_env
+            return (None if isolated else cwd), ignore_env, no_user
         flags = a[1:] if not a.startswith("--") else ""
         isolated = isolated or "I" in flags or "P" in flags
         ignore_env = ignore_env or "I" in flags or "E" in flags
+        no_user = no_user or "I" in flags or "s" in flags
         i += 2 if a in ("-X", "-W") else 1
-    return (None if isolated else cwd), ignore_env
+    return (None if isolated else cwd), ignore_env, no_user
+
+
+def _user_site(root: str, env: Mapping[str, str], uid: int, py: str) -> str:
+    """The user's site folder ``site`` adds for the image's worker, as a path of the image
+    (Lib/site.py ``getuserbase``: ``PYTHONUSERBASE``, else ``~/.local``, ``~`` being
+    ``HOME``, else the home the runtime sets from the image's ``/etc/passwd``:
+    :func:`user_home`)."""
+    base = env.get("PYTHONUSERBASE") or os.path.join(
+        env.get("HOME") or user_home(root, uid), ".local")
+    return os.path.normpath(f"{base}/lib/{py}/site-packages")
 
 
 def target_for(root: str, config: Any = None, interpreter: str | None = None) -> Target:
@@ -585,7 +598,7 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
     py = f"python{version[0]}.{version[1]}"
     stdlib = f"{base.rstrip('/')}/lib/{py}"
     wd = getattr(config, "working_dir", None) or "/"
-    first, isolated = (None, False) if args is None else _first_path(args, wd)
+    first, isolated, no_user = (None, False, False) if args is None else _first_path(args, wd)
     if not isolated and env.get("PYTHONSAFEPATH"):
         first = None  # -P from the environment: no working or script folder first
     image_paths: list[str] = []
@@ -596,13 +609,22 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
                     f"{stdlib}/lib-dynload"]
     debian = _debian(root, stdlib, base, version)
     sites = []
+    # the user's site folder: site enables it unless -s/-I, PYTHONNOUSERSITE (not under
+    # -E/-I) or a venv without the system's site folders says not; it comes after a venv's
+    # own folder and before the system's (Lib/site.py main: venv, addusersitepackages,
+    # addsitepackages)
+    identity = worker_identity(root, config)
+    system = cfg is None or cfg.get("include-system-site-packages",
+                                    "false").lower() == "true"
+    user_on = system and not no_user and not (env.get("PYTHONNOUSERSITE") and not isolated)
+    # -E/-I: PYTHONUSERBASE is not read; HOME still is (os.path.expanduser)
+    seen = {k: v for k, v in env.items() if not k.startswith("PYTHON")} if isolated else env
+    user = [_user_site(root, seen, identity.uid, py)] if user_on else []
     if cfg is not None:
         venv = os.path.dirname(cfg_at or "")
         sites += [f"{venv}/lib/{py}/site-packages"]
-        if cfg.get("include-system-site-packages", "false").lower() == "true":
-            sites += _sites(root, base, version, debian)
-    else:
-        sites += _sites(root, base, version, debian)
+    if system:
+        sites += [*user, *_sites(root, base, version, debian)]
     initial: list[str] = []
     for p in image_paths:
         got = rootfs.resolve(root, p)
@@ -624,7 +646,9 @@ def target_for(root: str, config: Any = None, interpreter: str | None = None) ->
                + (f", a venv ({cfg_at})" if cfg_at else ""), host_sites)
     t.root = root
     t.machine = machine
-    t.user = worker_identity(root, config)
+    t.user = identity
+    if user_on:  # site imports usercustomize too
+        t.customize = ("sitecustomize", "usercustomize")
     # the worker's working folder: the config's WorkingDir, else the runtime's "/" (runc)
     t.working_dir = getattr(config, "working_dir", None) or "/"
     if first and host_paths and host_paths[0] == rootfs.resolve(root, first):

@@ -52,7 +52,7 @@ _ASK = ("import sys\nif sys.path and not sys.path[0]: del sys.path[0]\n"
         "platform.machine(), 'executable': sys.executable, 'prefix': sys.prefix, 'sites': "
         "site.getsitepackages() + ([user] if site.ENABLE_USER_SITE and user in sys.path "
         "else []), 'stdlib': sysconfig.get_path('stdlib'), "
-        "'venv': sys.prefix != sys.base_prefix}))")
+        "'venv': sys.prefix != sys.base_prefix, 'user_site': bool(site.ENABLE_USER_SITE)}))")
 
 
 class TargetError(Exception):
@@ -68,7 +68,8 @@ class Target:
     """An environment: its interpreter (None: none known), version, the folders its
     importer searches, its extension-module suffixes, and how it was chosen."""
 
-    __slots__ = ("cwd", "ext_suffixes", "guessed", "how", "ld_path", "machine", "managed",
+    __slots__ = ("customize", "cwd", "ext_suffixes", "guessed", "how", "ld_path", "machine",
+                 "managed",
                  "paths", "pip", "preload", "python", "root", "sites", "user", "version",
                  "working_dir")
 
@@ -106,6 +107,10 @@ class Target:
         #: an image's worker's working folder, as a path of the image (its config's
         #: ``WorkingDir``, else ``/``); None: this process's (the check runs as the worker)
         self.working_dir: str | None = None
+        #: the modules ``site`` imports by name at the interpreter's start: ``sitecustomize``,
+        #: and ``usercustomize`` when it enables the user's site folder (``ENABLE_USER_SITE``;
+        #: not known for ``--site-packages`` folders: ``sitecustomize`` alone)
+        self.customize: tuple[str, ...] = ("sitecustomize",)
         #: for an image root judged without its configuration (a `docker export` tree):
         #: why the interpreter taken may not be the worker's, and what to pass (None: the
         #: image's own Env and entry point chose it, or the user did)
@@ -149,6 +154,8 @@ def this_python(how: str = "this interpreter") -> Target:
     t = Target(sys.executable, (sys.version_info[0], sys.version_info[1]), paths,
                machinery.EXTENSION_SUFFIXES, how, sites)
     t.cwd = cwd
+    if site is not None and site.ENABLE_USER_SITE:
+        t.customize = ("sitecustomize", "usercustomize")
 
     def managed() -> bool:
         import sysconfig
@@ -297,6 +304,8 @@ def from_python(python: str, timeout: float = 30.0) -> Target:
     t = Target(python, version, list(dict.fromkeys([*first, *paths[:n], *extra, *paths[n:]])),
                ext, "--python", sites)
     t.cwd = cwd
+    if doc.get("user_site") is True:  # site.main() ran usercustomize too
+        t.customize = ("sitecustomize", "usercustomize")
     stdlib, venv, prefix = doc.get("stdlib"), doc.get("venv"), doc.get("prefix")
     if isinstance(stdlib, str) and isinstance(venv, bool):
         t.managed = lambda: _managed_here(stdlib, venv, prefix if isinstance(prefix, str)

@@ -41,7 +41,7 @@ from moonpin.preflight.installed.image_facts import (
     unlistable,
     vendor_reason,
 )
-from moonpin.preflight.judge.libraries import check_libraries
+from moonpin.preflight.judge.libraries import check_libraries, torch_first
 from moonpin.preflight.result import CheckResult
 
 TYPE_CHECKING = False
@@ -521,6 +521,11 @@ def _check_compiling_loader(scheme: dict[str, Any], rreq: Any, loader_path: str,
                       cuda_torch=rule.needs_cuda_torch(scheme.get("requires") or (),
                                                        scheme.get("toolchain") or ()))
     torch_pkg = find_package(ctx, "torch")
+    # it imports torch, then compiles against it (or loads what it compiled): with torch's
+    # import failing, neither happens, whatever the cache and the tools
+    if torch is not None and not torch_first(
+            ctx, rreq.module, add, fixer, "its adapter is compiled against torch or loaded"):
+        return
     consts = torch_version_py(torch_pkg, ctx.confined) if torch_pkg else None
     _check_jit(scheme, ctx, loader_path, pkg, consts, add, fixer.project.prebuild, rreq.module,
                torch_pkg)

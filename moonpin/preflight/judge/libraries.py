@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from moonpin.preflight.loader.loadchain import Report
 
 __all__ = ["chain_mend", "check_libraries", "load_in", "load_problem", "provider_hint",
-           "site_loads", "started_loads", "torch_import"]
+           "site_loads", "started_loads", "torch_first", "torch_import"]
 
 
 #: A CUDA runtime a build needs beside a torch built without CUDA: torch's CUDA build
@@ -92,7 +92,7 @@ def load_in(ctx: Context, builds: Sequence[str], module: str | None = None, *,
                        ld_path=ctx.ld_path, sites=ctx.sites, version=ctx.version,
                        first=first, after=after, complete=ctx.complete, run=ctx.run,
                        mode=mode, importer=ctx.importer, preload=ctx.preload, runs=runs,
-                       bounds=ctx.bounds, user=ctx.user)
+                       bounds=ctx.bounds, user=ctx.user, customize=ctx.customize)
 
 
 def check_libraries(builds: Sequence[str], ctx: Context,
@@ -178,11 +178,32 @@ def check_libraries(builds: Sequence[str], ctx: Context,
                         "CI host without a GPU does not have it"))
 
 
+def torch_first(ctx: Context, module: str, add: Callable[[CheckResult], None],
+                fixer: Fixer | None, before: str) -> bool:
+    """Whether ``import torch``, which ``import module`` runs first, gets through in the
+    modelled interpreter (:func:`torch_import`, the torch line's own); if not, its failure
+    said as ``import module``'s ``import chain`` line (``before``: what it fails before),
+    as :func:`check_libraries` says it for a build loaded after torch. For a loader that
+    compiles its build against the installed torch at first import: nothing is compiled
+    when torch does not import."""
+    res = torch_import(ctx)
+    if res.chain_error is not None:
+        _chain_failure(res, module, ctx.paths, add, fixer, module.partition(".")[0], ctx,
+                       before)
+        return False
+    problem = load_problem(res)
+    if problem is None:
+        return True
+    add(CheckResult("import chain", "fail", f"`import {module}` fails before {before}: "
+                    f"`import torch` fails: {problem} (torch's line has the fix)", ""))
+    return False
+
+
 def _chain_failure(res: Report, module: str, paths: Sequence[str],
                    add: Callable[[CheckResult], None], fixer: Fixer | None,
-                   project: str, ctx: Context) -> None:
-    """``import module`` fails before the builds are loaded, in the code of the module
-    ``res.chain_error`` blames: said as that package's failure, with the fix that puts
+                   project: str, ctx: Context, before: str = "the build is loaded") -> None:
+    """``import module`` fails before the builds are loaded (``before``), in the code of the
+    module ``res.chain_error`` blames: said as that package's failure, with the fix that puts
     back what the failed load is about (:func:`chain_mend`)."""
     assert res.chain_error is not None
     blamed, cls, message, where = res.chain_error
@@ -194,7 +215,7 @@ def _chain_failure(res: Report, module: str, paths: Sequence[str],
     file = where.partition(" line ")[0] if where else ""
     at = f" ({where})" if where and where not in message else ""
     add(CheckResult("import chain", "fail",
-                    f"`import {module}` fails before the build is loaded: `import {blamed}` "
+                    f"`import {module}` fails before {before}: `import {blamed}` "
                     f"raises {cls}: {message}{note}{at}", fix, (file,) if file else ()))
 
 
@@ -251,28 +272,56 @@ def chain_mend(res: Report, paths: Sequence[str], fixer: Fixer | None, project: 
                "load), then run the check again")
     if mend is not None and mend.certain:  # the records name the owner, or the preload
         fix, note = mend.fix, f"{note} ({mend.said})"
-    start = _loaded_at_start(res, subject, ctx) if subject else None
+    start = None
+    if subject:
+        start = (_loaded_at_start(res, subject, ctx) if kind != "symbol"
+                 else _bound_at_start(res, subject, ctx))
     if start is not None:  # not the image's library: what site runs put it there
         note, fix = f"{note}; {start[0]}", start[1]
     return note, fix
 
 
-def _loaded_at_start(res: Report, lib: str, ctx: Context) -> tuple[str, str] | None:
+def _loaded_at_start(res: Report, lib: str, ctx: Context, why: str = ""
+                     ) -> tuple[str, str] | None:
     """(what to say, the fix) when ``lib``, the library a failed load is about, was loaded
     with ``ctypes`` by the code ``site`` runs at every start of the interpreter
     (:func:`site_loads`): it is in the process before anything the worker imports, and a
-    library installed elsewhere would not replace it. None otherwise."""
+    library installed elsewhere would not replace it. None otherwise. ``why``: what to add
+    to what is said (how the failed object came to use it)."""
     real = os.path.realpath(lib)
     for path, module, pth_file in site_loads(res.loads, ctx):
         if os.path.realpath(path) == real:
-            by = (f"the import line of {pth_file}" if pth_file
-                  else "`import sitecustomize`")
+            spec = None if pth_file else ctx.importer.find(module)
+            file = spec.origin if spec is not None and spec.origin else module
+            by = (f"the import line of {pth_file}" if pth_file else
+                  f"`import {module}` ({file})")
             return (f"{module}, which {by} imports at every start of the interpreter, loads "
-                    f"{lib} with ctypes before anything else",
+                    f"{lib} with ctypes before anything else{why}",
                     (f"take `import {module}` out of {pth_file}" if pth_file else
-                     f"make sitecustomize not load {lib}")
+                     f"make {file} not load {lib}")
                     + f" (or make {module} load the library the image's own objects need), "
                     "then run the check again")
+    return None
+
+
+def _bound_at_start(res: Report, obj: str, ctx: Context) -> tuple[str, str] | None:
+    """:func:`_loaded_at_start` for an ``undefined symbol`` of ``obj``: a library the code
+    ``site`` runs at start loaded with ``ctypes`` under a name ``obj`` needs (``DT_NEEDED``)
+    is the one ld.so takes for that need (a loaded object whose name or soname matches is
+    not searched again: glibc elf/dl-load.c ``_dl_map_object``), so a symbol only the
+    image's own copy defines is not found. None otherwise."""
+    from moonpin.preflight.loader.ldso import read_dynamic
+
+    try:
+        needed = set(read_dynamic(obj, ctx.machine, within=ctx.confined)[0])
+    except OSError:
+        return None
+    for path, _, _ in site_loads(res.loads, ctx):
+        name = next((n for n in (os.path.basename(path),
+                                 os.path.basename(os.path.realpath(path))) if n in needed), None)
+        if name is not None:
+            return _loaded_at_start(res, path, ctx, f", and {os.path.basename(obj)}, which "
+                                    f"needs {name}, binds to it")
     return None
 
 
@@ -289,7 +338,7 @@ def site_loads(loads: Sequence[Sequence[Any]], ctx: Context) -> list[tuple[str, 
             if err is None and how == "ctypes"]
     if not mine:
         return []
-    starts = dict(reversed(startup_imports(ctx.sites, ctx.confined)))
+    starts = dict(reversed(startup_imports(ctx.sites, ctx.confined, ctx.customize)))
     return [(path, m, starts[m]) for path, m in mine if m in starts]
 
 

@@ -129,7 +129,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                 run: Run | None = None, mode: int | None = None,
                 importer: Importer | None = None,
                 preload: Sequence[str] | None = None, runs: Sequence[str] = (),
-                bounds: Bounds | None = None, user: Identity | None = None) -> Report:
+                bounds: Bounds | None = None, user: Identity | None = None,
+                customize: Sequence[str] = ("sitecustomize",)) -> Report:
     """``import module`` in ``python`` over ``paths`` up to the builds, then each build
     ``dlopen``-ed (module doc); ``module`` None: nothing is imported. ``first``: modules
     imported before it (a build that is the module itself, 0.3.7's ``ep``, needs torch
@@ -150,7 +151,8 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     extension modules it reaches, loaded into the same process). ``bounds``: how far the
     code run at import is followed (None: the walk's defaults). ``user``: who the
     interpreter runs as, whose reading of ``/etc/ld.so.preload`` ld.so's is (None: this
-    process's)."""
+    process's). ``customize``: the modules ``site`` imports by name at the start
+    (:func:`moonpin.preflight.pyimport.sitefiles.startup_imports`)."""
     machine = machine or os.uname().machine
     pre = ("\x02".join(preload) if preload is not None
            else os.environ.get("LD_PRELOAD", "") if root is None else "")
@@ -161,7 +163,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
     key_of_import = (machine, python or "", tuple(first), tuple(ld), root or "",
                      tuple(suffixes), tuple(paths),
                      os.environ.get("MOONPIN_CHECK_SYSTEM_LIBS", "\x01"), pre, complete,
-                     (user.uid, user.gids) if user is not None else None) + (
+                     (user.uid, user.gids) if user is not None else None, tuple(customize)) + (
                          (repr(bounds),) if bounds is not None else ())
     key = repr(("native-v5", key_of_import, module or "", tuple(after), tuple(builds), mode)
                + ((tuple(runs),) if runs else ()))
@@ -175,7 +177,7 @@ def native_load(builds: Sequence[str], paths: Sequence[str], module: str | None,
                        module or "", python, suffixes, machine, root, ld, sites, version,
                        complete, mode, importer, shared,
                        repr((key_of_import, sites, version, id(importer))), preload, runs,
-                       bounds, user)
+                       bounds, user, customize)
         if run is not None and run.record is not None:
             run.record[key] = got
         return got
@@ -251,7 +253,8 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
               sites: Sequence[str] | None, version: tuple[int, int] | None, complete: bool,
               importer: Importer | None, stop: Sequence[str],
               preload: Sequence[str] | None = None, bounds: Bounds | None = None,
-              user: Identity | None = None) -> _Imported:
+              user: Identity | None = None, customize: Sequence[str] = ("sitecustomize",)
+              ) -> _Imported:
     """The interpreter started and ``modules`` imported in it (module doc), up to the files
     in ``stop`` (not loaded: the builds its caller loads itself); the process is the
     caller's to close."""
@@ -292,7 +295,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
                       trace=trace, complete=complete, importer=importer, bounds=bounds)
         main = ModuleValue("__main__", "py", tier=0)
         try:
-            _site_imports(chain, main, sites, root, trace)
+            _site_imports(chain, main, sites, root, trace, customize)
             if modules:
                 for m in modules:
                     chain.import_module(m, main)
@@ -320,7 +323,7 @@ def _imported(paths: Sequence[str], modules: Sequence[str], request: str, python
 
 
 def _site_imports(chain: Chain, main: ModuleValue, sites: Sequence[str] | None, root: str | None,
-                  trace: set[str]) -> None:
+                  trace: set[str], customize: Sequence[str]) -> None:
     """What ``site`` imports at the interpreter's start (``.pth`` ``import`` lines,
     ``sitecustomize``, ``usercustomize``: :func:`moonpin.preflight.pyimport.sitefiles.
     startup_imports`), imported into the process before anything else, as the worker's
@@ -334,7 +337,7 @@ def _site_imports(chain: Chain, main: ModuleValue, sites: Sequence[str] | None, 
         return
     within = Confined(root)  # the folders too: a .pth file added there is another start
     trace.update([*sites, *(f for s in sites for f in pth_files(s, within))])
-    for name, _ in startup_imports(sites, within):
+    for name, _ in startup_imports(sites, within, customize):
         try:
             chain.import_module(name, main)
         except (Raised, Budget):
@@ -371,7 +374,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
              version: tuple[int, int] | None, complete: bool, mode: int | None = None,
              importer: Importer | None = None, shared: dict[str, object] | None = None,
              base: str = "", preload: Sequence[str] | None = None, runs: Sequence[str] = (),
-             bounds: Bounds | None = None, user: Identity | None = None
+             bounds: Bounds | None = None, user: Identity | None = None,
+             customize: Sequence[str] = ("sitecustomize",)
              ) -> tuple[object, set[str], dict[str, str | None]]:
     """``modules`` imported, then ``builds`` loaded (:func:`native_load`). ``shared``: where
     the check keeps the processes its imports built (``Run.processes``), ``base`` the key
@@ -384,7 +388,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
     reused = isinstance(after, _Imported)
     if not isinstance(after, _Imported) and shared is not None:
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, (), preload, bounds, user)
+                          sites, version, complete, importer, (), preload, bounds, user,
+                          customize)
         shared[base] = after
     if isinstance(after, _Imported) and after.holds(builds):
         if reused:  # what it read, read again: a trace around this load sees it too
@@ -397,7 +402,8 @@ def _compute(builds: Sequence[str], paths: Sequence[str], modules: Sequence[str]
         env_read = dict(after.env_read)
     else:  # a load of its own: the chain stops before the builds
         after = _imported(paths, modules, request, python, suffixes, machine, root, ld,
-                          sites, version, complete, importer, builds, preload, bounds, user)
+                          sites, version, complete, importer, builds, preload, bounds, user,
+                          customize)
         proc, traced, env_read = after.proc, after.trace, after.env_read
     try:
         out = Report()

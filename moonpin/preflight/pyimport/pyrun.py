@@ -976,6 +976,12 @@ class Chain(Host):
         if not isinstance(mode, int) or isinstance(mode, bool):
             mode = 0
         mode |= ldproc.RTLD_NOW  # ctypes (Modules/_ctypes/callproc.c: py_dl_open)
+        if self.root is not None and name.startswith("/"):
+            # a path the code names (a literal: an image path) or one made from a module's
+            # __file__ (a host path under the root): the file the worker opens, under the root
+            from moonpin.preflight.access.chroot import host_paths
+
+            name = next(iter(host_paths(self.root, [name])), name)
         if "/" in name:
             self._seen(name)
         out = self.proc.dlopen(name, mode)

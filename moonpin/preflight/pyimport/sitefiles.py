@@ -224,15 +224,16 @@ def pth_paths(site: str, root: str | None = None, search: Sequence[str] = (),
     return out
 
 
-def startup_imports(sites: Sequence[str], within: Confined = NOWHERE
-                    ) -> list[tuple[str, str]]:
+def startup_imports(sites: Sequence[str], within: Confined = NOWHERE,
+                    customize: Sequence[str] = ("sitecustomize",)) -> list[tuple[str, str]]:
     """What ``site`` imports at every start of the interpreter, in order, as (module, the
     ``.pth`` file whose ``import`` line imports it, or ``""``): each ``.pth`` line's modules
     that are not the standard library's (a file's lines after one that certainly raises are
-    not run), then ``sitecustomize``. Their code runs in the worker's process before any
-    program: a library it loads with ``ctypes`` is there when the extensions load.
-    (``usercustomize`` is left out: whether ``site`` runs it depends on the user's site
-    folder being enabled, which ``sites`` does not say.)"""
+    not run), then ``customize``: ``sitecustomize``, and ``usercustomize`` when ``site``
+    enables the user's site folder (Lib/site.py ``main``: ``execsitecustomize``, then
+    ``execusercustomize``; the target says which: ``Target.customize``). Their code runs
+    in the worker's process before any program: a library it loads with ``ctypes`` is there when the
+    extensions load."""
     import sys
 
     std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
@@ -250,7 +251,7 @@ def startup_imports(sites: Sequence[str], within: Confined = NOWHERE
                 if line_fails(entry, site, done):
                     break
         done.append(os.path.abspath(site))
-    return [*out, ("sitecustomize", "")]
+    return [*out, *((m, "") for m in customize)]
 
 
 def interpreter_stops(sites: Sequence[str], within: Confined = NOWHERE
