@@ -705,7 +705,7 @@ def check_image_file(path: str, platform: str | None = None, *,
         # enters the extensions' room once, after the environment's)
         from moonpin.preflight.extensions import seam
 
-        reads = [getattr(importlib.import_module(f"{seam.__package__}.{m}"), "IMAGE_READS", {})
+        reads = [getattr(importlib.import_module(f"{seam.RULES_PACKAGE}.{m}"), "IMAGE_READS", {})
                  for m in seam.RULES.values()]
         config = unpack_to(path, platform, dest, reads)
         return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,
