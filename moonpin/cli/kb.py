@@ -185,21 +185,21 @@ def _scrape_path(fetcher: Any, kb_path: Path, seed: Path, args: argparse.Namespa
 
 def _write_resolved(kb_path: Path) -> None:
     """Re-derive resolved.json from the KB just written (the fast query path)."""
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     with Busy(f"resolving the answers of {kb_path} into its resolved/ folder"):
-        resolved_write.write(kb_path)
+        writer.write(kb_path)
 
 
 def cmd_kb_resolve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from moonpin.kb import store
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
     with store.kb_lock(kb_path), Busy(f"resolving the answers of {kb_path}"):
-        out = resolved_write.write(kb_path)  # kb_lock refuses the KB inside an installed package
+        out = writer.write(kb_path)  # kb_lock refuses the KB inside an installed package
     if getattr(args, "json", False):
         emit_json({"kb": str(kb_path), "wrote": str(out)})
     else:

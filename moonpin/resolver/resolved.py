@@ -491,7 +491,7 @@ def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] 
 
 
 def _valid_explain(doc: dict[str, Any]) -> bool:
-    """The shape of an explain table (``moonpin.resolver.resolved_write``'s)."""
+    """The shape of an explain table (``moonpin.resolver.tables.writer``'s)."""
     strings: Any = doc.get("strings")
     checks, combos = doc.get("checks"), doc.get("combos")
     releases, tags = doc.get("releases"), doc.get("release_tags")
@@ -605,7 +605,7 @@ def fits_name(dist: str, version: str) -> str:
 
 
 def _valid_fits(doc: dict[str, Any]) -> bool:
-    """The shape of a transposed table (``moonpin.resolver.resolved_write``'s)."""
+    """The shape of a transposed table (``moonpin.resolver.tables.writer``'s)."""
     strings: Any = doc.get("strings")
     sglang, unread, bare = doc.get("sglang"), doc.get("unread"), doc.get("without_module")
     if not (_strs(strings) and type(sglang) is list and _strs(bare) and type(unread) is list
@@ -967,7 +967,7 @@ TORCH_NAME = "_torch.json"
 
 
 def _valid_torch(doc: Any) -> bool:
-    """The shape ``moonpin.resolver.resolved_write`` writes ``_torch.json`` in."""
+    """The shape ``moonpin.resolver.tables.writer`` writes ``_torch.json`` in."""
     if type(doc) is not dict:
         return False
     torch, sglang, builds = doc.get("torch"), doc.get("sglang"), doc.get("builds")

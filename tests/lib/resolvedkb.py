@@ -13,7 +13,7 @@ def resolved_kb(folder: Path, kb: Any) -> Path:
     """``kb`` (a :class:`moonpin.kb.models.KnowledgeBase`) saved as ``folder/kb.json`` with its
     resolved tables; its path."""
     from moonpin.kb import store
-    from moonpin.resolver.resolved_write import write
+    from moonpin.resolver.tables.writer import write
 
     path = folder / "kb.json"
     store.save(kb, path)

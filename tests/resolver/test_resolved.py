@@ -88,7 +88,7 @@ def test_a_loader_reading_the_label_leaves_labels_to_the_resolver(
         kb_path: Path, tmp_path: Path) -> None:
     """A loader whose rule reads the whole ``torch.__version__`` picks another build at each
     label: the tables then hold no verdicts at a label, and the facts answer."""
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     kb = store.load(kb_path)
     kb = kb.model_copy(update={"mooncake": tuple(m.model_copy(update={"wheels": tuple(
@@ -98,7 +98,7 @@ def test_a_loader_reading_the_label_leaves_labels_to_the_resolver(
     path = tmp_path / "read" / "kb.json"
     path.parent.mkdir()
     store.save(kb, path)
-    resolved_write.write(path)
+    writer.write(path)
     table = resolved.load(path, "0.5.17")
     assert table is not None and "labels" not in table.doc
     assert table.at_label("0.5.17", table.sglang["0.5.17"]["torch"][0] + "+cu126") is None
@@ -830,7 +830,7 @@ def test_a_matrix_row_at_no_torch_is_unknown_from_the_table_as_from_the_facts(
     they are unknown ("no torch"), from the table as from the facts."""
     from moonpin.resolver.matrix import table as M
     from moonpin.resolver.matrix import tabled
-    from moonpin.resolver.resolved_write import write
+    from moonpin.resolver.tables.writer import write
 
     kb = store.load(kb_path)
     odd = kb.sglang[-1].model_copy(update={"torch_requirements": ("torch==9.9.9",)})

@@ -44,7 +44,7 @@ def _refs(v: Any, n: int) -> bool:
 
 def _valid(doc: dict[str, Any]) -> bool:
     """Whether ``doc`` has exactly the shape
-    :func:`moonpin.resolver.resolved_write.build_matrix` writes."""
+    :func:`moonpin.resolver.tables.writer.build_matrix` writes."""
     values: list[Any] = [doc.get(k) for k in (
         "kb", "scope", "rows", "columns", "pythons", "arches", "projects", "strings", "cells",
         "grid", "extensions", "ext")]

@@ -1,6 +1,8 @@
-"""Writing the resolved tables when the KB is written (imports the full resolver: the stack
-graph, :mod:`moonpin.resolver.stacks`, and the queries); :mod:`moonpin.resolver.resolved`
-and :mod:`moonpin.resolver.resolved_native` read them."""
+"""Every resolved table written when the KB is written (``kb resolve``): the one writer of them.
+
+It imports the full resolver (the stack graph, :mod:`moonpin.resolver.stacks`, and the
+queries); :mod:`moonpin.resolver.resolved` and :mod:`moonpin.resolver.resolved_native` read
+what it writes."""
 
 from __future__ import annotations
 
