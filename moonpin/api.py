@@ -168,7 +168,7 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
                          hint="e.g. moonpin which torch --sglang 0.5.18 "
                               "--mooncake mooncake-transfer-engine==0.3.13")
     if what not in ("mooncake", "sglang", "torch"):
-        from moonpin.resolver.resolved_native import which_fast
+        from moonpin.resolver.tables.native import which_fast
 
         got = which_fast(kb_file, what, torch=torch, sglang=sglang, python=python, arch=arch,
                          dist=dist, as_imported=True)
@@ -297,7 +297,7 @@ def _explain_stack(kb_file: str, g: CompatGraph | None, sglang: str | None,
     facts."""
     from moonpin.resolver import rule
     from moonpin.resolver.answers import Explanation
-    from moonpin.resolver.resolved_native import explain_fast
+    from moonpin.resolver.tables.native import explain_fast
 
     base = None
     if mooncake is not None:

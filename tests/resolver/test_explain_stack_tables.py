@@ -14,8 +14,8 @@ import pytest
 
 from moonpin.kb import store
 from moonpin.resolver import native, resolved
-from moonpin.resolver import resolved_native as rn
 from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.tables import native as rn
 from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
 

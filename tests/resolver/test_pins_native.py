@@ -216,7 +216,7 @@ def test_pins_of_extensions_are_judged_from_the_tables(
     from typing import Any
 
     from moonpin.resolver import native, resolved
-    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.tables import native as rn
 
     req = tmp_path / "requirements.txt"
     req.write_text(text)
@@ -247,8 +247,8 @@ def test_constraints_hold_the_extensions_from_the_tables(monkeypatch: pytest.Mon
     from typing import Any
 
     from moonpin.resolver import native
-    from moonpin.resolver import resolved_native as rn
     from moonpin.resolver.pins.writing import renovate
+    from moonpin.resolver.tables import native as rn
 
     def refuse(*_a: object, **_k: object) -> Any:
         raise AssertionError("the full resolver was asked")
@@ -290,7 +290,7 @@ def test_constraints_say_why_from_the_held_tables_alone(
     from typing import Any
 
     from moonpin.resolver import native, resolved
-    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.tables import native as rn
 
     def refuse(*_a: object, **_k: object) -> Any:
         raise AssertionError("asked again")
@@ -316,7 +316,7 @@ def test_constraints_from_tables_written_before_the_reasons(tmp_path: Path) -> N
     import shutil
 
     from moonpin.resolver import resolved
-    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.tables import native as rn
 
     kb = tmp_path / "kb.json"
     shutil.copy(SHIPPED, kb)

@@ -237,14 +237,14 @@ class Facts:
         knowledge base's resolved tables say fits torch release ``torch`` (``2.14.1``) built
         as the installed one is (its label's local part: ``+cu130``) on this python and
         platform, newest first: ``moonpin which`` without SGLang's edges
-        (:func:`moonpin.resolver.resolved_native.fitting`: a wheel for them with a build for
+        (:func:`moonpin.resolver.tables.native.fitting`: a wheel for them with a build for
         that torch and CUDA major, none the index cannot install). Empty when the tables do
         not answer (no KB, no torch, a question they do not hold). Read on a failing path."""
         if not dists or self.kb_file is None or self.torch is None or not self.tag:
             return []
         from packaging.version import InvalidVersion, Version
 
-        from moonpin.resolver.resolved_native import fitting, release_packages, release_pins
+        from moonpin.resolver.tables.native import fitting, release_packages, release_pins
 
         local = self.torch.partition("+")[2]
         try:
@@ -270,11 +270,11 @@ class Facts:
         """Whether the knowledge base's resolved tables record ``dist`` ``version`` as a
         release pip can install from the index, among the releases of ``of``'s project (a
         name ``moonpin which`` takes: a rule's ``IMPORT``):
-        :func:`moonpin.resolver.resolved_native.on_index` (None: the tables do not hold that
+        :func:`moonpin.resolver.tables.native.on_index` (None: the tables do not hold that
         project). Read on a failing path."""
         if self.kb_file is None:
             return None
-        from moonpin.resolver.resolved_native import on_index
+        from moonpin.resolver.tables.native import on_index
 
         return on_index(self.kb_file, of, dist, version)
 

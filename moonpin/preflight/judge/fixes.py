@@ -97,7 +97,7 @@ def kb_release_line(kb_path: str, what: str, *, sglang: str | None, torch: str, 
     """(the line, the requirement it installs) that installs the release of ``what``'s
     project (a distribution's name, its loader rule's first) the resolved tables of the KB
     at ``kb_path`` say fits this environment
-    (:func:`moonpin.resolver.resolved_native.fitting`: its SGLang, torch label, ``python``
+    (:func:`moonpin.resolver.tables.native.fitting`: its SGLang, torch label, ``python``
     tag and ``arch``): the best that fits (``which``'s recommendation), SGLang's ``pin``
     (distribution, version) when the tables agree that it fits. The distributions of
     ``installed`` (the project's, sharing its package folder) other than the one named are
@@ -107,7 +107,7 @@ def kb_release_line(kb_path: str, what: str, *, sglang: str | None, torch: str, 
     requirement (``pip_only``: None then). None when the tables do not hold the question
     (the caller says its own line) or one of ``installed`` fits (the failure is not the
     release's). Read on a failing path only."""
-    from moonpin.resolver.resolved_native import fitting, release_pins
+    from moonpin.resolver.tables.native import fitting, release_pins
 
     try:
         got = fitting(kb_path, what, sglang=sglang, torch=torch, python=python, arch=arch)

@@ -1,7 +1,7 @@
 """Every resolved table written when the KB is written (``kb resolve``): the one writer of them.
 
 It imports the full resolver (the stack graph, :mod:`moonpin.resolver.stacks`, and the
-queries); :mod:`moonpin.resolver.resolved` and :mod:`moonpin.resolver.resolved_native` read
+queries); :mod:`moonpin.resolver.resolved` and :mod:`moonpin.resolver.tables.native` read
 what it writes."""
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ class _Explained:
 
 def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[str, Any]]:
     """File name -> document of the native extensions' tables
-    (:mod:`moonpin.resolver.resolved_native`): the index, and one table per project and
+    (:mod:`moonpin.resolver.tables.native`): the index, and one table per project and
     torch release the KB holds facts of, read off the stack graph's ``installs`` edges
     (``stacks``: :func:`stack_graph`)."""
     return dict(_native_documents(kb_path, kb, stacks))
@@ -254,9 +254,9 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
                       ) -> Iterator[tuple[str, dict[str, Any]]]:
     """:func:`build_native`'s documents, each given as soon as it is made."""
     from moonpin.resolver import native
-    from moonpin.resolver import resolved_native as rn
     from moonpin.resolver.graph import torch_lines
     from moonpin.resolver.inputs import ARCHES
+    from moonpin.resolver.tables import native as rn
 
     stacks = stacks if stacks is not None else stack_graph(kb)
     g = stacks.cg
@@ -332,7 +332,7 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
 
 def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str],
                       ) -> dict[str, Any] | None:
-    """One extension release's explain table (:func:`moonpin.resolver.resolved_native.
+    """One extension release's explain table (:func:`moonpin.resolver.tables.native.
     explain_fast`): every check and note of it at each torch the KB holds facts of, per
     platform and python, as :func:`moonpin.resolver.native.evaluate_native` judges it, and
     what a stack asks of it beside others (the packages it installs, its exact pins, each wheel's

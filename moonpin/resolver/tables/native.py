@@ -1,6 +1,7 @@
-"""``which`` of a native extension, and ``explain`` of a stack naming extensions, from
-tables resolved at ``kb resolve``, so the question loads neither the KB's facts nor
-pydantic or networkx.
+"""The native extensions' tables: ``which <extension>`` and ``explain`` of a stack read from them.
+
+They are resolved at ``kb resolve`` (:mod:`.writer`), so the question loads neither the KB's
+facts nor pydantic or networkx.
 
 ``resolved/_native.json`` is the index: every name a question may use (project,
 distribution, import name) with the project and distributions it means, the pythons the
