@@ -197,9 +197,9 @@ def _which_mooncake_fast(kb_file: str, sglang: str, torch: str | None, python: s
                          arch: str | None, dist: str | None) -> Which | None:
     """The answer from the release's resolved table when it holds the question (without
     reading the KB's facts); None: the full resolver answers."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import per_release
 
-    table = resolved.load(kb_file, sglang)
+    table = per_release.load(kb_file, sglang)
     if table is None or not table.holds(sglang, torch):
         return None
     from moonpin.resolver.inputs import canonical_name, normalize_arch, normalize_python
@@ -257,9 +257,9 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
 def _kinds(kb_file: str) -> tuple[set[str], set[str]] | None:
     """The mooncake distributions and the native extensions' distributions the KB holds,
     from its names (no facts read); None without them (then the graph says)."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import documents
 
-    found = resolved.names(kb_file)
+    found = documents.names(kb_file)
     if found is None:
         return None
     return set(found["dists"]), set(found["native"])

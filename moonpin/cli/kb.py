@@ -444,7 +444,7 @@ def _show_torch(args: argparse.Namespace, version: str) -> int:
     from moonpin.cli.common import graph
     from moonpin.cli.common import shown as _shown
     from moonpin.resolver.query import torch_release
-    from moonpin.resolver.resolved import load_torch
+    from moonpin.resolver.tables.documents import load_torch
 
     g = graph(args)
     want = torch_release(g, version)

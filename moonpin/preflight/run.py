@@ -439,7 +439,7 @@ def _knowledge_base(kb_file: str | None, sglang: str | None = None
     if not kb.ok:
         return kb, CheckResult("kb", "warn", kb.msg + "; the image is still read",
                                "run `moonpin scrape --full` to rebuild it, or pass --kb PATH")
-    from moonpin.resolver.resolved import age_note
+    from moonpin.resolver.tables.documents import age_note
 
     old = age_note(kb.path)
     return kb, (CheckResult("kb", "warn", f"read {kb.msg}; {old}",

@@ -282,7 +282,7 @@ class Facts:
         """The torch specifiers (``==2.11.*``) of the builds of a module under
         ``module_prefix`` the knowledge base records in ``dist`` ``version``'s wheels, in
         order, once each, from its resolved torch facts
-        (:func:`moonpin.resolver.resolved.load_torch`); None when it does not record that
+        (:func:`moonpin.resolver.tables.documents.load_torch`); None when it does not record that
         release (no KB, never read) or its tables do not answer (missing or stale)."""
         table = self._torch_table()
         pairs = None if table is None else table["builds"].get(dist, {}).get(version)
@@ -326,7 +326,7 @@ class Facts:
         it). Read on a failing path only."""
         if self.kb_file is None:
             return None
-        from moonpin.resolver.resolved import load_torch
+        from moonpin.resolver.tables.documents import load_torch
 
         return load_torch(self.kb_file)
 

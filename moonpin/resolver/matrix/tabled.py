@@ -82,7 +82,7 @@ def load(kb_path: str | os.PathLike[str]) -> Matrix | None:
     """The default matrix of the KB at ``kb_path`` from its table, each cell and extension
     column made when first asked for; None when the table is missing, damaged, stale or of
     another shape (then the facts answer)."""
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     try:
         doc = read_table(kb_path, MATRIX_NAME, valid=_valid)

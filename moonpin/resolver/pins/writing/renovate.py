@@ -206,14 +206,14 @@ def kb_releases(g: CompatGraph, kind: str) -> list[tuple[str, str]]:
     read: from its names document, else its summary, while the facts are not read (a
     query answered from the resolved tables), else from the facts."""
     if not g.loaded and g.kb_path is not None:
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import documents
 
-        named = resolved.names(g.kb_path)
+        named = documents.names(g.kb_path)
         pool = None if named is None else named.get(
             "mooncake_read" if kind == "mooncake" else "native")
         if pool is not None:
             return [(d, v) for d, vs in pool.items() for v in vs]
-        s = resolved.load_summary(g.kb_path)
+        s = documents.load_summary(g.kb_path)
         if s is not None:
             return [(h.dist, h.version) for h in (s.mooncake if kind == "mooncake"
                                                   else s.native)]
