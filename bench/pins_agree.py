@@ -8,7 +8,7 @@ reasons, notes and updates of an extension set pinned beside an SGLang, a torch,
 and a platform) on the stacks ``bench/query_agree.py`` asks ``explain`` (``--limit``: every
 release alone asked plainly, up to a quarter of them, and that many in all, drawn at
 random), with the
-tables (the KB's path: :func:`~moonpin.resolver.resolved_native.explain_fast` and
+tables (the KB's path: :func:`~moonpin.resolver.tables.native.explain_fast` and
 ``which_fast`` first) and without (the facts alone). ``constraints``/``renovate``:
 :func:`moonpin.resolver.pins.writing.renovate.plan_natives` for every SGLang release of the
 index, on each python and platform and unspecified, both ways; and ``constraints`` itself

@@ -32,9 +32,10 @@ sys.path.insert(0, str(ROOT))
 from packaging.version import Version  # noqa: E402
 
 from moonpin.kb import store  # noqa: E402
-from moonpin.resolver import query, resolved  # noqa: E402
+from moonpin.resolver import query  # noqa: E402
 from moonpin.resolver.graph import CompatGraph  # noqa: E402
 from moonpin.resolver.stacks import Stacks  # noqa: E402
+from moonpin.resolver.tables import per_release  # noqa: E402
 
 #: Children may write .pyc files, as an installed package has them (this machine sets
 #: PYTHONDONTWRITEBYTECODE, which would time compiling moonpin's sources on every run).
@@ -140,7 +141,7 @@ def main() -> int:
     for v in sample:
         for _ in range(3):
             a = time.perf_counter()
-            table = resolved.load(kb_path, v)
+            table = per_release.load(kb_path, v)
             b = time.perf_counter()
             assert table is not None, f"no fresh resolved table for {v}: run moonpin kb resolve"
             table.which_mooncake(v, python="cp312", arch="x86_64")

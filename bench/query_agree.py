@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from moonpin.kb import store  # noqa: E402
 from moonpin.resolver import native  # noqa: E402
-from moonpin.resolver import resolved_native as rn  # noqa: E402
 from moonpin.resolver.graph import CompatGraph  # noqa: E402
 from moonpin.resolver.inputs import ARCHES  # noqa: E402
+from moonpin.resolver.tables import native as rn  # noqa: E402
 
 
 def _said(got: dict[str, object]) -> dict[str, object]:

@@ -168,7 +168,7 @@ def which(what: str, *, sglang: str | None = None, mooncake: str | None = None,
                          hint="e.g. moonpin which torch --sglang 0.5.18 "
                               "--mooncake mooncake-transfer-engine==0.3.13")
     if what not in ("mooncake", "sglang", "torch"):
-        from moonpin.resolver.resolved_native import which_fast
+        from moonpin.resolver.tables.native import which_fast
 
         got = which_fast(kb_file, what, torch=torch, sglang=sglang, python=python, arch=arch,
                          dist=dist, as_imported=True)
@@ -197,9 +197,9 @@ def _which_mooncake_fast(kb_file: str, sglang: str, torch: str | None, python: s
                          arch: str | None, dist: str | None) -> Which | None:
     """The answer from the release's resolved table when it holds the question (without
     reading the KB's facts); None: the full resolver answers."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import per_release
 
-    table = resolved.load(kb_file, sglang)
+    table = per_release.load(kb_file, sglang)
     if table is None or not table.holds(sglang, torch):
         return None
     from moonpin.resolver.inputs import canonical_name, normalize_arch, normalize_python
@@ -257,9 +257,9 @@ def explain(*releases: str, torch: str | None = None, python: str | None = None,
 def _kinds(kb_file: str) -> tuple[set[str], set[str]] | None:
     """The mooncake distributions and the native extensions' distributions the KB holds,
     from its names (no facts read); None without them (then the graph says)."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import documents
 
-    found = resolved.names(kb_file)
+    found = documents.names(kb_file)
     if found is None:
         return None
     return set(found["dists"]), set(found["native"])
@@ -297,7 +297,7 @@ def _explain_stack(kb_file: str, g: CompatGraph | None, sglang: str | None,
     facts."""
     from moonpin.resolver import rule
     from moonpin.resolver.answers import Explanation
-    from moonpin.resolver.resolved_native import explain_fast
+    from moonpin.resolver.tables.native import explain_fast
 
     base = None
     if mooncake is not None:

@@ -163,7 +163,7 @@ def test_args_says_what_was_meant(capsys: pytest.CaptureFixture[str]) -> None:
 def test_an_old_kb_is_said_with_how_to_refresh_it(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """which/pins/check say when the KB is older than a stated age (issue 40)."""
-    from moonpin.resolver.resolved import age_note
+    from moonpin.resolver.tables.documents import age_note
 
     scraped = json.loads((ROOT / "data" / "kb.json").read_text())["scrape"]["scraped_at"]
     monkeypatch.setenv("MOONPIN_KB_MAX_AGE_DAYS", "30")

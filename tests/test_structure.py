@@ -23,11 +23,7 @@ MAX_MODULES = 12
 #: lead splits them once the branches touching them are merged). Remove a line when its folder
 #: is split; the test fails when a folder listed here is back under the cap, so the list
 #: never outlives its reason.
-CROWDED: dict[str, int] = {
-    # nixl's agent rule (nixl_bindings_rule, branch disagg) beside nixl_ep's: the rules want
-    # a room of their own, moved once the branches that edit them are merged
-    "moonpin.preflight.extensions": 13,
-}
+CROWDED: dict[str, int] = {}
 #: Folders whose ``__init__`` is known not to open with a one-line purpose, each because its
 #: bytes are fingerprinted: ``moonpin.scrapers.projects`` is one of the native extractor's
 #: modules (``moonpin.scrapers.refresh.EXTRACTORS``), so rewording it is a KB refresh (a

@@ -87,9 +87,9 @@ def kb_path(args: argparse.Namespace) -> str:
 def summary(args: argparse.Namespace) -> Any:
     """The KB's :class:`moonpin.kb.facts.Summary`: its document, else from its facts, else from the
     KB itself (a KB copied without its resolved/ folder)."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import documents
 
-    found = resolved.summary(kb_path(args))
+    found = documents.summary(kb_path(args))
     if found is None:
         from moonpin.kb.facts import summary_of
 

@@ -185,21 +185,21 @@ def _scrape_path(fetcher: Any, kb_path: Path, seed: Path, args: argparse.Namespa
 
 def _write_resolved(kb_path: Path) -> None:
     """Re-derive resolved.json from the KB just written (the fast query path)."""
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     with Busy(f"resolving the answers of {kb_path} into its resolved/ folder"):
-        resolved_write.write(kb_path)
+        writer.write(kb_path)
 
 
 def cmd_kb_resolve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from moonpin.kb import store
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     kb_path = Path(args.kb) if args.kb else store.default_kb_path()
     with store.kb_lock(kb_path), Busy(f"resolving the answers of {kb_path}"):
-        out = resolved_write.write(kb_path)  # kb_lock refuses the KB inside an installed package
+        out = writer.write(kb_path)  # kb_lock refuses the KB inside an installed package
     if getattr(args, "json", False):
         emit_json({"kb": str(kb_path), "wrote": str(out)})
     else:
@@ -444,7 +444,7 @@ def _show_torch(args: argparse.Namespace, version: str) -> int:
     from moonpin.cli.common import graph
     from moonpin.cli.common import shown as _shown
     from moonpin.resolver.query import torch_release
-    from moonpin.resolver.resolved import load_torch
+    from moonpin.resolver.tables.documents import load_torch
 
     g = graph(args)
     want = torch_release(g, version)

@@ -168,7 +168,7 @@ def _run(args_in: list[str], lead: list[str]) -> int:
         return 130
     if args.command in _SAYS_AGE and not getattr(args, "quiet", False):
         from moonpin.cli.common import kb_path
-        from moonpin.resolver.resolved import age_note
+        from moonpin.resolver.tables.documents import age_note
 
         note = age_note(kb_path(args))
         if note:

@@ -1,7 +1,7 @@
 """``moonpin show``: one release's record in the KB, as text or JSON.
 
 The record comes from the release's stamped ``resolved/_show-<name>-<version>.json`` when
-that belongs to the KB (see :mod:`moonpin.resolver.resolved`), else from the KB itself through
+that belongs to the KB (see :mod:`moonpin.resolver.tables`), else from the KB itself through
 pydantic. The text is printed from the JSON form, whose shape is checked first: a record
 of another shape (a hand-edited KB) is never printed half, it makes the caller read the KB.
 """
@@ -78,16 +78,16 @@ def record(kb_path: str | os.PathLike[str], kind: str, name: str, version: str,
     stamped document, the SGLang launch rules put back; None when that document does not
     belong to the KB or has another shape (then read the KB). ``kind``: ``sglang``,
     ``mooncake`` or ``native`` (an extension the worker loads beside them)."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import documents, per_release
 
-    doc = resolved.load_show(kb_path, name, version)
+    doc = documents.load_show(kb_path, name, version)
     if doc is None:
         return None
     rec = doc.get("record")
     if not isinstance(rec, dict) or not fits(rec, _SHAPES[kind]):
         return None
     if name == "sglang":
-        launch = resolved.load_launch(kb_path, version) if doc.get("launch") else None
+        launch = per_release.load_launch(kb_path, version) if doc.get("launch") else None
         if doc.get("launch") is not False and launch is None:
             return None  # its launch rules are recorded, but their table is not there
         rec = dict(rec, launch=launch)

@@ -40,9 +40,9 @@ class _Pools:
         read (the command then says why)."""
         if not self._full_read:
             self._full_read = True
-            from moonpin.resolver import resolved
+            from moonpin.resolver.tables import documents
 
-            names = resolved.names(self.kb_path)
+            names = documents.names(self.kb_path)
             if names is not None:
                 self._full = (names["index"], names["every"], names["mooncake"],
                               names["native"])
@@ -122,9 +122,9 @@ class _Pools:
 def _extensions(kb_path: str | os.PathLike[str]) -> set[str]:
     """The native extensions' distributions the KB's derived facts hold (none without):
     from its names, else its summary, else its facts."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import documents
 
-    found = resolved.names(kb_path)
+    found = documents.names(kb_path)
     return set(found["native"]) if found is not None else set()
 
 

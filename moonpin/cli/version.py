@@ -18,7 +18,7 @@ def version_line(kb: str | None) -> str:
     from moonpin.scrapers import __version__ as mine
 
     path = kb or default_kb_file()
-    from moonpin.resolver.resolved import summary
+    from moonpin.resolver.tables.documents import summary
 
     found = summary(path)  # a few kilobytes, when they belong to the KB
     if found is not None:

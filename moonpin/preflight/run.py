@@ -443,7 +443,7 @@ def _knowledge_base(kb_file: str | None, sglang: str | None = None
     if not kb.ok:
         return kb, CheckResult("kb", "warn", kb.msg + "; the image is still read",
                                "run `moonpin scrape --full` to rebuild it, or pass --kb PATH")
-    from moonpin.resolver.resolved import age_note
+    from moonpin.resolver.tables.documents import age_note
 
     old = age_note(kb.path)
     return kb, (CheckResult("kb", "warn", f"read {kb.msg}; {old}",
@@ -709,7 +709,7 @@ def check_image_file(path: str, platform: str | None = None, *,
         # enters the extensions' room once, after the environment's)
         from moonpin.preflight.extensions import seam
 
-        reads = [getattr(importlib.import_module(f"{seam.__package__}.{m}"), "IMAGE_READS", {})
+        reads = [getattr(importlib.import_module(f"{seam.RULES_PACKAGE}.{m}"), "IMAGE_READS", {})
                  for m in seam.RULES.values()]
         config = unpack_to(path, platform, dest, reads)
         return check_image(elastic_ep_backend=elastic_ep_backend, launch_args=launch_args,

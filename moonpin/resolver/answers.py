@@ -3,7 +3,7 @@
 Each has ``to_json()``, the exact ``--json`` shape the README documents (keys in the order
 they are printed; a field that does not apply to an answer's kind is left out), and
 ``Which.from_json`` reads the same shape back (the answers resolved when the KB was
-written, ``moonpin.resolver.resolved``, are stored that way).
+written, ``moonpin.resolver.tables``, are stored that way).
 
 Named tuples, not dataclasses: ``dataclasses`` imports ``inspect``, which costs a cold
 query more than its answer.

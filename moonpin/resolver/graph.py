@@ -174,12 +174,12 @@ class CompatGraph:
         """Every SGLang version the KB holds (the keys of :attr:`sglang`), from its names
         document, else its summary, while the facts are not read."""
         if not self.loaded and self.kb_path is not None:
-            from moonpin.resolver import resolved
+            from moonpin.resolver.tables import documents
 
-            named = resolved.names(self.kb_path)
+            named = documents.names(self.kb_path)
             held = named.get("sglang") if named is not None else None
             if held is None:
-                found = resolved.load_summary(self.kb_path)
+                found = documents.load_summary(self.kb_path)
                 held = [h.version for h in found.sglang] if found is not None else None
             if held is not None:
                 try:
@@ -190,9 +190,9 @@ class CompatGraph:
 
     @staticmethod
     def _read(path: str) -> Facts | KnowledgeBase:
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import documents
 
-        found = resolved.load_facts(path)
+        found = documents.load_facts(path)
         if found is not None:
             return found
         from pathlib import Path
@@ -235,11 +235,11 @@ class CompatGraph:
         """The graph of the KB at ``kb_path`` (default: the shipped one), read from its
         derived facts when they belong to it, else from the KB itself."""
         from moonpin.kb.paths import default_kb_path
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import documents
 
         path = os.fspath(kb_path) if kb_path is not None else os.fspath(default_kb_path())
         if not (os.path.isfile(path)
-                and os.path.isfile(resolved.facts_file(path))):
+                and os.path.isfile(documents.facts_file(path))):
             return cls(cls._read(path), kb_path=path)  # no derived facts: read (and check) now
         return cls(None, kb_path=path)
 
@@ -248,9 +248,9 @@ class CompatGraph:
         None when the KB holds none. Read from ``resolved/_launch-<version>.json`` when
         that belongs to the KB, else from the KB itself."""
         if self._model is None and self.kb_path is not None:
-            from moonpin.resolver import resolved
+            from moonpin.resolver.tables import per_release
 
-            rec = resolved.load_launch(self.kb_path, version)
+            rec = per_release.load_launch(self.kb_path, version)
             if rec is not None:
                 return rec
             from pathlib import Path
@@ -331,10 +331,10 @@ class CompatGraph:
         when there is no such table (then the stack graph judges)."""
         if self.kb_path is None:
             return None
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import per_release
 
         if "stacks-table" not in self.memo:
-            self.memo["stacks-table"] = resolved.load_stacks(self.kb_path)
+            self.memo["stacks-table"] = per_release.load_stacks(self.kb_path)
         table = self.memo["stacks-table"]
         if table is None:
             return None
@@ -351,9 +351,9 @@ class CompatGraph:
         :attr:`sglang` holds (the index's record of a version wins over a local one), newest
         first; from the KB's summary while the facts are not read."""
         if not self.loaded and self.kb_path is not None:
-            from moonpin.resolver import resolved
+            from moonpin.resolver.tables import documents
 
-            found = resolved.load_summary(self.kb_path)
+            found = documents.load_summary(self.kb_path)
             if found is not None:
                 try:
                     won: dict[Version, tuple[str, str, str | None]] = {}
@@ -373,9 +373,9 @@ class CompatGraph:
         names document while the facts are not read (spelling a torch as typed needs no
         more)."""
         if not self.loaded and self.kb_path is not None:
-            from moonpin.resolver import resolved
+            from moonpin.resolver.tables import documents
 
-            found = resolved.names(self.kb_path)
+            found = documents.names(self.kb_path)
             listed = found.get("torch") if found is not None else None
             if listed is not None:
                 out = []
@@ -391,12 +391,12 @@ class CompatGraph:
         """The mooncake distributions the KB holds releases of (from its names document,
         else its summary, while the facts are not read)."""
         if not self.loaded and self.kb_path is not None:
-            from moonpin.resolver import resolved
+            from moonpin.resolver.tables import documents
 
-            named = resolved.names(self.kb_path)
+            named = documents.names(self.kb_path)
             if named is not None:
                 return list(named["dists"])
-            found = resolved.load_summary(self.kb_path)
+            found = documents.load_summary(self.kb_path)
             if found is not None:
                 return sorted({m.dist for m in found.mooncake})
         return sorted({d for d, _ in self.mooncake})

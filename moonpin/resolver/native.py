@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from moonpin.kb.errors import UsageError
-from moonpin.resolver import resolved_native as rn
 from moonpin.resolver import rule, spelling
 from moonpin.resolver.answers import Which
 from moonpin.resolver.graph import CompatGraph, build_python, canonical_name
@@ -38,7 +37,8 @@ from moonpin.resolver.query import (
     resolve_torch,
     torch_release,
 )
-from moonpin.resolver.resolved_native import COLLISION, stack_answer
+from moonpin.resolver.tables import native as rn
+from moonpin.resolver.tables.native import COLLISION, stack_answer
 
 if TYPE_CHECKING:
     from moonpin.kb.facts import NativeRelease, NativeWheel, Sglang
@@ -513,9 +513,9 @@ def newest_fit(g: CompatGraph, what: str, *, torch: str, sglang: str, python: st
 
 def entry(g: CompatGraph, r: NativeRelease, t: TorchChoice, python: str,
           arch: str) -> list[Any]:
-    """One combination as a resolved table stores it (:data:`moonpin.resolver.
-    resolved_native.Entry`): judged without a query's packages or SGLang's edges, which
-    :func:`moonpin.resolver.resolved_native.judge` applies."""
+    """One combination as a resolved table stores it (:data:`moonpin.resolver.tables.
+    native.Entry`): judged without a query's packages or SGLang's edges, which
+    :func:`moonpin.resolver.tables.native.judge` applies."""
     return entry_of(evaluate_native(g, r, t, python, arch), r, python, arch)
 
 
@@ -539,7 +539,7 @@ def exact_pins(r: NativeRelease) -> tuple[tuple[str, str], ...]:
 
 
 def _as_table_edges(edges: SglangEdges) -> Any:
-    """``edges`` in the form :func:`moonpin.resolver.resolved_native.judge` takes."""
+    """``edges`` in the form :func:`moonpin.resolver.tables.native.judge` takes."""
     def pins(dist: str, python: str, arch: str) -> Any:
         lines = edges.pins.get(dist)
         return None if not lines else _torch_lines(lines, python, arch)

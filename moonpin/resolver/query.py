@@ -24,8 +24,8 @@ from moonpin.resolver import rule, spelling
 from moonpin.resolver.answers import Candidate, Check, Covered, Explanation, Which
 from moonpin.resolver.graph import CompatGraph, WheelView, canonical_name, torch_lines
 from moonpin.resolver.inputs import normalize_arch, normalize_python
-from moonpin.resolver.resolved import label_cuda
 from moonpin.resolver.spelling import parse_release
+from moonpin.resolver.tables.torch_labels import label_cuda
 
 if TYPE_CHECKING:  # a query answered from the resolved tables loads neither
     from packaging.specifiers import SpecifierSet
@@ -209,7 +209,7 @@ def resolve_torch(g: CompatGraph, text: str, arch: str) -> TorchChoice:
         return TorchChoice(text, v, said[0], True, said[1])
     table = None
     if not g.loaded and g.kb_path is not None:  # the torch table while the facts are unread
-        from moonpin.resolver.resolved import load_torch
+        from moonpin.resolver.tables.documents import load_torch
 
         table = load_torch(g.kb_path)
     if table is not None:
@@ -598,14 +598,14 @@ class _Buckets:
 
 def _table(g: CompatGraph, sglang: str, torch: str | None) -> Any:
     """The resolved table of the graph's KB file that holds this question (see
-    :mod:`moonpin.resolver.resolved`), or None: then the question is resolved here."""
+    :mod:`moonpin.resolver.tables`), or None: then the question is resolved here."""
     if g.kb_path is None:
         return None
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import per_release
 
     key = ("table", sglang)
     if key not in g.memo:
-        g.memo[key] = resolved.load(g.kb_path, sglang)
+        g.memo[key] = per_release.load(g.kb_path, sglang)
     table = g.memo[key]
     return table if table is not None and table.holds(sglang, torch) else None
 
@@ -696,14 +696,14 @@ def which_sglang(g: CompatGraph, mooncake: str, *, torch: str | None = None,
 def _sglang_tabled(g: CompatGraph, dist: str, version: str, python: str | None,
                    arch: str | None) -> Which | None:
     """:func:`which_sglang` without a torch, from the mooncake release's transposed table
-    (:func:`moonpin.resolver.resolved.load_fits`), without the facts; None when there is
+    (:func:`moonpin.resolver.tables.per_release.load_fits`), without the facts; None when there is
     no such table (the release named otherwise than the KB names it included) or it does
     not hold this python or platform: then the facts answer."""
     if g.kb_path is None:
         return None
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import per_release
 
-    table = resolved.load_fits(g.kb_path, dist, version)
+    table = per_release.load_fits(g.kb_path, dist, version)
     if table is None or not table.holds(python, arch):
         return None
     out = _Buckets()
@@ -768,11 +768,11 @@ def _torch_tabled(g: CompatGraph, sglang: str, dist: str, version: str, python: 
     a torch requirement or a process-group module): then the facts answer."""
     if g.kb_path is None:
         return None
-    from moonpin.resolver import resolved
     from moonpin.resolver.graph import parse_torch_lines
+    from moonpin.resolver.tables import documents, per_release
 
-    table = resolved.load_fits(g.kb_path, dist, version)
-    torch_doc = resolved.load_torch(g.kb_path) if table is not None else None
+    table = per_release.load_fits(g.kb_path, dist, version)
+    torch_doc = documents.load_torch(g.kb_path) if table is not None else None
     if table is None or torch_doc is None or not table.holds(python, arch) \
             or not table.pythons or not table.arches:
         return None
@@ -883,16 +883,16 @@ def _explanation(sglang: str, mooncake: str, torch: str | list[str], python: str
 def _explained(g: CompatGraph, sglang: str, mooncake: str, torch: str | None,
                python: str | None, arch: str | None) -> Explanation | None:
     """:func:`explain` from the release's explain table (written at ``kb resolve``, see
-    :func:`moonpin.resolver.resolved.load_explain`), without the KB's facts; None when the
+    :func:`moonpin.resolver.tables.per_release.load_explain`), without the KB's facts; None when the
     table does not hold the question as asked (a torch, python or platform it did not
     judge, a release spelled otherwise): then the facts answer."""
     if g.kb_path is None:
         return None
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import per_release
 
     key = ("explain-table", sglang)
     if key not in g.memo:
-        g.memo[key] = resolved.load_explain(g.kb_path, sglang)
+        g.memo[key] = per_release.load_explain(g.kb_path, sglang)
     table = g.memo[key]
     if table is None or (torch is not None and torch not in table.torch):
         return None

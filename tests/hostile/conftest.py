@@ -20,7 +20,7 @@ MOONCAKE = {"mooncake-transfer-engine": ("0.3.12", "0.3.13"),
 @pytest.fixture(scope="session")
 def kb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from moonpin.kb import store
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     full = store.load(ROOT / "data" / "kb.json")
     sg = tuple(r for r in full.sglang if r.version in SGLANG)
@@ -31,7 +31,7 @@ def kb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("kb-template")
     path = folder / "kb.json"
     store.save(small, path)
-    resolved_write.write(path)
+    writer.write(path)
     return folder
 
 

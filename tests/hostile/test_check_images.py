@@ -150,7 +150,7 @@ CHECK_DERIVED = ("_sglang.json", "0.5.23.json", "_launch-0.5.23.json", "_summary
 def check_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped KB cut to the healthy image's releases, with its resolved documents."""
     from moonpin.kb import store
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     full = store.load(ROOT / "data" / "kb.json")
     sg = tuple(r for r in full.sglang if r.version in ("0.5.18", "0.5.23"))
@@ -160,7 +160,7 @@ def check_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     small = full.model_copy(update={"sglang": sg, "mooncake": mc, "unread": ()})
     folder = tmp_path_factory.mktemp("check-kb")
     store.save(small, folder / "kb.json")
-    resolved_write.write(folder / "kb.json")
+    writer.write(folder / "kb.json")
     return folder
 
 

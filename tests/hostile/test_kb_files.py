@@ -207,7 +207,7 @@ STAMPED = {"_facts.json": ["triples", "--sglang", "0.5.18", "--torch", "2.13.0+c
 
 
 def _stamped_cases(rng: random.Random, doc: Path) -> str:
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import reading
 
     pick = rng.random()
     if pick < 0.15:
@@ -225,7 +225,7 @@ def _stamped_cases(rng: random.Random, doc: Path) -> str:
     # a crafted document: another type, or another string, at some node, stamped so that
     # it hashes right
     value, what = (gen.retype if pick < 0.8 else gen.restring)(rng, json.loads(body))
-    doc.write_bytes(resolved.stamped(value, json.loads(head)["kb_sha256"]))
+    doc.write_bytes(reading.stamped(value, json.loads(head)["kb_sha256"]))
     return "restamped: " + what
 
 

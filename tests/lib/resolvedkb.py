@@ -18,7 +18,7 @@ def resolved_kb(folder: Path, kb: Any) -> Path:
     """``kb`` (a :class:`moonpin.kb.models.KnowledgeBase`) saved as ``folder/kb.json`` with its
     resolved tables; its path."""
     from moonpin.kb import store
-    from moonpin.resolver.resolved_write import write
+    from moonpin.resolver.tables.writer import write
 
     path = folder / "kb.json"
     store.save(kb, path)
@@ -43,10 +43,10 @@ def flashinfer_kb(folder: Path, releases: dict[str, tuple[str, ...]]) -> Path:
 def facts_reads() -> tuple[tuple[object, str], ...]:
     """Where a query reads the KB's scraped facts (the graph's file, the resolver's
     typed facts): what an answer from the resolved tables alone never calls."""
-    from moonpin.resolver import resolved
     from moonpin.resolver.graph import CompatGraph
+    from moonpin.resolver.tables import documents
 
-    return ((CompatGraph, "_read"), (resolved, "_load_facts"))
+    return ((CompatGraph, "_read"), (documents, "_load_facts"))
 
 
 def same_as_full(monkeypatch: pytest.MonkeyPatch, answer: Callable[[], T], *,

@@ -1,5 +1,5 @@
 """deep_ep's NCCL check read in the spellings a release may use for the same search
-(``preflight/extensions/deepep_rule._nccl_check``): the glob's root through ``os.path.join``,
+(``preflight/extensions/rules/deepep_rule._nccl_check``): the glob's root through ``os.path.join``,
 ``+``, a local name, a helper function or a module attribute; the finder's variables in a
 list, joined with ``+``, made by a helper or read with ``os.environ.get``; the distribution
 names through a comprehension. Each reads as sgl-deep-ep 0.1.2.post1's own does (before,
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from moonpin.preflight.access.confined import Confined
-from moonpin.preflight.extensions import deepep_rule
+from moonpin.preflight.extensions.rules import deepep_rule
 from tests.lib.deepep_sources import CHECK, FIND
 
 GLOB = "glob.glob(f'{find_nccl_root()}/lib/libnccl.so*')"

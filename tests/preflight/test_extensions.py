@@ -1,5 +1,5 @@
 """The worker's other native extensions (issue 39), each judged by its project's loader rule
-read from its own files (moonpin/preflight/extensions/): one class of fault per test, on
+read from its own files (moonpin/preflight/extensions/rules/): one class of fault per test, on
 throwaway images whose builds gcc makes with chosen undefined symbols; each asserts a
 verdict the same image with the fault removed does not get."""
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.resolver.resolved import TORCH_NAME, file_sha256, stamped
+from moonpin.resolver.tables.documents import TORCH_NAME
+from moonpin.resolver.tables.reading import file_sha256, stamped
 from tests.lib.checkrun import run, small_kb
 from tests.lib.extimages import add_nixl, add_sgl_kernel, torch_image
 from tests.lib.images import add_dist

@@ -21,8 +21,8 @@ from tests.lib.images import add_mooncake
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 #: the modules only the walk loads: a start that loads none of them read no loader or build
-_WALK = ("moonpin.preflight.extensions.wanted", "moonpin.preflight.extensions.nixl_rule",
-         "moonpin.preflight.extensions.sgl_kernel_rule")
+_WALK = ("moonpin.preflight.extensions.wanted", "moonpin.preflight.extensions.rules.nixl_rule",
+         "moonpin.preflight.extensions.rules.sgl_kernel_rule")
 NIXL = ("--", "--moe-a2a-backend", "nixl")
 
 
@@ -153,8 +153,8 @@ def _reworded(rule: Path) -> None:
     rule.write_text(text.replace('{name} picks {', '{name} now picks {'))
 
 
-@pytest.mark.parametrize(("module", "edit"), [("extensions/nixl_rule.py", _comment),
-                                              ("extensions/nixl_rule.py", _reworded),
+@pytest.mark.parametrize(("module", "edit"), [("extensions/rules/nixl_rule.py", _comment),
+                                              ("extensions/rules/nixl_rule.py", _reworded),
                                               ("pyimport/pyeval.py", _comment)])
 def test_an_edited_rule_or_model_is_judged_again(tmp_path: Path, module: str,
                                                  edit: object) -> None:

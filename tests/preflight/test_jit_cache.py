@@ -374,7 +374,7 @@ def test_the_key_is_the_one_mooncake_computes_for_the_real_venvs() -> None:
     made = {p.name for p in (base / "pg_jit").glob("*") if p.is_dir()}
     if not made:
         pytest.skip("no real venv with a compiled adapter (MOONPIN_TEST_REALIMG/pg_jit)")
-    from moonpin.preflight.extensions.mooncake_jit import cache_key
+    from moonpin.preflight.extensions.rules.mooncake_jit import cache_key
     from moonpin.preflight.installed.image_facts import torch_version_py
 
     got = set()
@@ -439,7 +439,7 @@ def test_a_5000_digit_number_in_the_key_recipe_is_no_key(tmp_path: Path, host: P
     """``hexdigest()[:<5,000 digits>]``: past CPython's integer-string limit the loader does
     not compile (the worker's import fails with SyntaxError, and the check says so); the
     key reading computes nothing and raises nothing."""
-    from moonpin.preflight.extensions.mooncake_jit import cache_key
+    from moonpin.preflight.extensions.rules.mooncake_jit import cache_key
     from moonpin.preflight.installed.image_facts import torch_version_py
 
     root = tmp_path / "root"

@@ -1,6 +1,6 @@
-"""Mooncake's loader rule behind the extensions' seam (moonpin/preflight/extensions/
+"""Mooncake's loader rule behind the extensions' seam (moonpin/preflight/extensions/rules/
 mooncake_rule.py): the module and build it picks are the ones the process-group judgement
-(moonpin/preflight/extensions/mooncake_pg.py, its own lines) names, because that judgement
+(moonpin/preflight/extensions/rules/mooncake_pg.py, its own lines) names, because that judgement
 asks it."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 
 from moonpin.preflight.env import target as tg
 from moonpin.preflight.env.context import Context
-from moonpin.preflight.extensions import mooncake_rule, seam
+from moonpin.preflight.extensions import seam
+from moonpin.preflight.extensions.rules import mooncake_rule
 from moonpin.preflight.installed.image_facts import locate, read_bytes
 from tests.lib.checkrun import run, small_kb
 from tests.lib.images import add_torch, healthy_image
@@ -56,7 +57,7 @@ def test_the_fallback_module_before_the_rename(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(seam.RULES))
 def test_own_lines_is_said_by_the_rule_and_the_seam_alike(name: str) -> None:
-    rule = importlib.import_module(f"moonpin.preflight.extensions.{seam.RULES[name]}")
+    rule = importlib.import_module(f"{seam.RULES_PACKAGE}.{seam.RULES[name]}")
     assert rule.IMPORT == name
     assert bool(getattr(rule, "OWN_LINES", False)) == (name in seam.OWN_LINES)
 

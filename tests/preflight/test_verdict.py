@@ -343,7 +343,8 @@ def test_a_trace_inside_a_spoiled_one_leaves_the_real_calls(
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-@pytest.mark.parametrize("module", ["extensions/nixl_rule.py", "extensions/nixl_rule.py#",
+@pytest.mark.parametrize("module", ["extensions/rules/nixl_rule.py",
+                                    "extensions/rules/nixl_rule.py#",
                                     "extensions/seam.py", "pyimport/pyeval.py"])
 def test_an_edited_moonpin_module_is_judged_again(tmp_path: Path, module: str) -> None:
     """The answer is moonpin's modules', not only those the recording start loaded: a start

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from moonpin.kb import store
-from moonpin.resolver import native, resolved
-from moonpin.resolver import resolved_native as rn
+from moonpin.resolver import native
 from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.tables import native as rn
+from moonpin.resolver.tables import reading
 from tests.lib.resolvedkb import facts_reads, resolved_kb, same_as_full
 from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
 
@@ -115,10 +116,10 @@ def test_a_damaged_release_table_is_ignored(kb_path: Path, tmp_path: Path,
 
     copy = tmp_path / "kb.json"
     shutil.copy(kb_path, copy)
-    shutil.copytree(resolved.resolved_path(kb_path), resolved.resolved_path(copy))
+    shutil.copytree(reading.resolved_path(kb_path), reading.resolved_path(copy))
     ask = {"torch": "2.14.1", "python": "3.12", "arch": "x86_64"}
     assert rn.explain_fast(copy, "0.5.23", [("nixl", "1.5.1")], **ask) is not None
-    _edit(resolved.resolved_path(copy) / rn.release_name("nixl", "1.5.1"), change)
+    _edit(reading.resolved_path(copy) / rn.release_name("nixl", "1.5.1"), change)
     assert rn.explain_fast(copy, "0.5.23", [("nixl", "1.5.1")], **ask) is None
 
 
@@ -127,7 +128,7 @@ def test_a_stale_release_table_is_ignored(kb_path: Path, tmp_path: Path) -> None
 
     copy = tmp_path / "kb.json"
     shutil.copy(kb_path, copy)
-    shutil.copytree(resolved.resolved_path(kb_path), resolved.resolved_path(copy))
+    shutil.copytree(reading.resolved_path(kb_path), reading.resolved_path(copy))
     assert rn.explain_fast(copy, None, [("nixl", "1.5.1")], torch="2.14.1", python=None,
                            arch=None) is not None
     copy.write_bytes(copy.read_bytes() + b" ")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from moonpin.resolver import resolved
 from moonpin.resolver.args.rules import check, rules_from_json
+from moonpin.resolver.tables import per_release
 
 KB = Path(__file__).resolve().parents[2] / "data" / "kb.json"
 
@@ -24,7 +24,7 @@ RANK = "Elastic EP scale-up requires one joining TP group at --node-rank 1 (got 
 
 
 def violated(version: str, argv: list[str]) -> list[str]:
-    record = resolved.load_launch(KB, version)
+    record = per_release.load_launch(KB, version)
     assert record is not None, f"no launch rules for {version}: run `moonpin kb resolve`"
     flags, rules, constants = rules_from_json(record)
     return [v.message for v in check(rules, flags, argv, constants=constants)

@@ -15,8 +15,9 @@ from packaging.version import Version
 
 from moonpin.cli.main import main
 from moonpin.kb.facts import Facts
-from moonpin.resolver import query, resolved
+from moonpin.resolver import query
 from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.tables import documents, per_release
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = str(ROOT / "data" / "kb.json")
@@ -24,7 +25,7 @@ CUDA13 = "mooncake-transfer-engine-cuda13==0.3.13.post1"
 
 
 def _facts() -> Facts:
-    found = resolved.load_facts(SHIPPED)
+    found = documents.load_facts(SHIPPED)
     assert found is not None
     return found
 
@@ -44,7 +45,7 @@ def test_which_mooncake_at_a_pinned_torch_reads_no_facts(sglang: str) -> None:
     the KB's names document and the release's table answer it (the facts were read to
     spell the torch, ~20 ms of the command)."""
     lazy = CompatGraph.from_path(SHIPPED)
-    table = resolved.load(SHIPPED, sglang)
+    table = per_release.load(SHIPPED, sglang)
     assert table is not None
     torch = table.sglang[sglang]["torch"][-1]
     got = query.which_mooncake(lazy, sglang, torch=torch, python="3.12").to_json()

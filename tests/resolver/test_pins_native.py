@@ -216,7 +216,7 @@ def test_pins_of_extensions_are_judged_from_the_tables(
     from them), with the full resolver's answer."""
 
     from moonpin.resolver import native
-    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.tables import native as rn
 
     req = tmp_path / "requirements.txt"
     req.write_text(text)
@@ -240,8 +240,8 @@ def test_constraints_hold_the_extensions_from_the_tables(monkeypatch: pytest.Mon
     from typing import Any
 
     from moonpin.resolver import native
-    from moonpin.resolver import resolved_native as rn
     from moonpin.resolver.pins.writing import renovate
+    from moonpin.resolver.tables import native as rn
 
     def refuse(*_a: object, **_k: object) -> Any:
         raise AssertionError("the full resolver was asked")
@@ -282,8 +282,9 @@ def test_constraints_say_why_from_the_held_tables_alone(
     resolver's."""
     from typing import Any
 
-    from moonpin.resolver import native, resolved
-    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver import native
+    from moonpin.resolver.tables import documents
+    from moonpin.resolver.tables import native as rn
 
     def refuse(*_a: object, **_k: object) -> Any:
         raise AssertionError("asked again")
@@ -292,7 +293,7 @@ def test_constraints_say_why_from_the_held_tables_alone(
         for name in ("which_fast", "_read_release"):
             m.setattr(rn, name, refuse)
         for name in ("load_summary", "_load_facts"):
-            m.setattr(resolved, name, refuse)
+            m.setattr(documents, name, refuse)
         m.setattr(native, "which_native", refuse)
         m.setattr(CompatGraph, "_read", staticmethod(refuse))
         got = _plan(SHIPPED, sglang, python, arch)
@@ -308,8 +309,8 @@ def test_constraints_from_tables_written_before_the_reasons(tmp_path: Path) -> N
     (``says_excluded``) and the plan asks ``which`` as before, with the same answer."""
     import shutil
 
-    from moonpin.resolver import resolved
-    from moonpin.resolver import resolved_native as rn
+    from moonpin.resolver.tables import documents, reading
+    from moonpin.resolver.tables import native as rn
 
     kb = tmp_path / "kb.json"
     shutil.copy(SHIPPED, kb)
@@ -321,10 +322,10 @@ def test_constraints_from_tables_written_before_the_reasons(tmp_path: Path) -> N
                 del x["reasons"], x["excluded"]
         held.write_text(json.dumps(doc))
     (tmp_path / "resolved" / rn.REQUIRES).unlink()
-    names = tmp_path / "resolved" / resolved.NAMES_NAME
+    names = tmp_path / "resolved" / documents.NAMES_NAME
     body = json.loads(names.read_bytes().partition(b"\n")[2])
     del body["mooncake_read"]
-    names.write_bytes(resolved.stamped(body, resolved.file_sha256(kb)))
+    names.write_bytes(reading.stamped(body, reading.file_sha256(kb)))
     old = rn.held_releases(kb, "nixl-cu12", torch="2.13.0", sglang="0.5.18", python=None,
                            arch=None)
     assert old is not None and not old.says_excluded and old.excluded is None
@@ -456,7 +457,7 @@ def test_pins_of_a_dockerfile_stage_read_torch_from_its_table(
     they were, a fifth of ``pins Dockerfile requirements.txt --diff``); the same answer as
     from the facts."""
 
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import documents
 
     req = tmp_path / "requirements.txt"
     req.write_text("sglang==0.5.18\ntorch==2.13.0\n"
@@ -467,5 +468,5 @@ def test_pins_of_a_dockerfile_stage_read_torch_from_its_table(
 
     got = same_as_full(monkeypatch, lambda: moonpin.judge_pins([docker, req],
                                                                kb=SHIPPED).to_json(),
-                       refused=facts_reads(), full=[(resolved, "load_torch")])
+                       refused=facts_reads(), full=[(documents, "load_torch")])
     assert got["updates"] or got["reasons"], got

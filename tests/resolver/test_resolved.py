@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from moonpin.kb import store
-from moonpin.resolver import query, resolved
+from moonpin.resolver import query
 from moonpin.resolver.answers import Which
 from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.tables import documents, per_release, reading
 from tests.lib.server import FakeIndex
 from tests.scrapers.test_scrape_e2e import index, scraped_kb  # noqa: F401
 
@@ -32,7 +33,7 @@ def test_same_answer_as_full_resolver(kb_path: Path, python: str | None,
     g = CompatGraph(store.load(kb_path))  # no KB path: every question resolved here
     fast = CompatGraph.from_path(kb_path)  # answers from the tables where they hold it
     for version in ("0.5.4", "0.5.17"):
-        table = resolved.load(kb_path, version)
+        table = per_release.load(kb_path, version)
         assert table is not None
         torches = table.sglang[version]["torch"]
         assert torches and not table.holds(version, "9.9.9")
@@ -70,7 +71,7 @@ def test_triples_at_a_local_label_from_tables_as_from_the_resolver(
     some build links, another major, none) as the full resolver judges that very label."""
     g = CompatGraph(store.load(kb_path))
     fast = CompatGraph.from_path(kb_path)
-    table = resolved.load(kb_path, "0.5.17")
+    table = per_release.load(kb_path, "0.5.17")
     assert table is not None and "labels" in table.doc
     for torch in table.sglang["0.5.17"]["torch"]:
         asked = {**kw, "torch": f"=={torch}+{label}"}
@@ -88,7 +89,7 @@ def test_a_loader_reading_the_label_leaves_labels_to_the_resolver(
         kb_path: Path, tmp_path: Path) -> None:
     """A loader whose rule reads the whole ``torch.__version__`` picks another build at each
     label: the tables then hold no verdicts at a label, and the facts answer."""
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     kb = store.load(kb_path)
     kb = kb.model_copy(update={"mooncake": tuple(m.model_copy(update={"wheels": tuple(
@@ -98,8 +99,8 @@ def test_a_loader_reading_the_label_leaves_labels_to_the_resolver(
     path = tmp_path / "read" / "kb.json"
     path.parent.mkdir()
     store.save(kb, path)
-    resolved_write.write(path)
-    table = resolved.load(path, "0.5.17")
+    writer.write(path)
+    table = per_release.load(path, "0.5.17")
     assert table is not None and "labels" not in table.doc
     assert table.at_label("0.5.17", table.sglang["0.5.17"]["torch"][0] + "+cu126") is None
     fast = CompatGraph.from_path(path)
@@ -114,33 +115,33 @@ def test_a_loader_reading_the_label_leaves_labels_to_the_resolver(
 
 
 def test_stale_or_missing_tables_are_ignored(kb_path: Path) -> None:
-    assert resolved.load(kb_path, "0.5.17") is not None
-    assert resolved.load(kb_path, "9.9.9") is None
-    assert resolved.fix_for("0.5.17", "2.13.0", "cp312", "x86_64", kb_path=kb_path) == [
+    assert per_release.load(kb_path, "0.5.17") is not None
+    assert per_release.load(kb_path, "9.9.9") is None
+    assert per_release.fix_for("0.5.17", "2.13.0", "cp312", "x86_64", kb_path=kb_path) == [
         "mooncake-transfer-engine==0.3.13"]
     kb_path.write_bytes(kb_path.read_bytes() + b" ")  # the KB changed after resolving
-    assert resolved.load(kb_path, "0.5.17") is None
-    assert resolved.fix_for("0.5.17", "2.13.0", "cp312", "x86_64", kb_path=kb_path) == []
+    assert per_release.load(kb_path, "0.5.17") is None
+    assert per_release.fix_for("0.5.17", "2.13.0", "cp312", "x86_64", kb_path=kb_path) == []
 
 
 def test_launch_rules_table_per_release(kb_path: Path) -> None:
     kb = store.load(kb_path)
     rec = next(s for s in kb.sglang if s.version == "0.5.17").launch
     assert rec is not None
-    assert resolved.load_launch(kb_path, "0.5.17") == rec.model_dump(mode="json")
-    assert resolved.load_launch(kb_path, "0.5.4") is None  # before elastic EP: no rules
+    assert per_release.load_launch(kb_path, "0.5.17") == rec.model_dump(mode="json")
+    assert per_release.load_launch(kb_path, "0.5.4") is None  # before elastic EP: no rules
     kb_path.write_bytes(kb_path.read_bytes() + b" ")  # stale: not trusted
-    assert resolved.load_launch(kb_path, "0.5.17") is None
+    assert per_release.load_launch(kb_path, "0.5.17") is None
 
 
 def test_fix_for_needs_the_torch_the_release_requires(kb_path: Path) -> None:
-    assert resolved.fix_for("0.5.17", "2.13.0+cu130", "cp312", "x86_64",
+    assert per_release.fix_for("0.5.17", "2.13.0+cu130", "cp312", "x86_64",
                             kb_path=kb_path) == ["mooncake-transfer-engine==0.3.13"]
-    assert resolved.fix_for("0.5.17", "2.12.0", "cp312", "x86_64", kb_path=kb_path) == []
+    assert per_release.fix_for("0.5.17", "2.12.0", "cp312", "x86_64", kb_path=kb_path) == []
     # the table resolved the index's CUDA 13 torch: another CUDA (or none) is not its answer
-    assert resolved.fix_for("0.5.17", "2.13.0+cu126", "cp312", "x86_64", kb_path=kb_path) == []
-    assert resolved.fix_for("0.5.17", "2.13.0+cpu", "cp312", "x86_64", kb_path=kb_path) == []
-    assert resolved.fix_for("0.5.17", "2.13.0", "cp313", "x86_64", kb_path=kb_path) == []
+    assert per_release.fix_for("0.5.17", "2.13.0+cu126", "cp312", "x86_64", kb_path=kb_path) == []
+    assert per_release.fix_for("0.5.17", "2.13.0+cpu", "cp312", "x86_64", kb_path=kb_path) == []
+    assert per_release.fix_for("0.5.17", "2.13.0", "cp313", "x86_64", kb_path=kb_path) == []
 
 
 _HEAVY = (
@@ -189,20 +190,20 @@ def test_queries_load_no_graph_library_or_models(kb_path: Path, tmp_path: Path,
 
 def _restamp(path: Path, body: object, kb_path: Path) -> None:
     """Write ``body`` as a stamped document that hashes right (a crafted file)."""
-    path.write_bytes(resolved.stamped(body, resolved.file_sha256(kb_path)))
+    path.write_bytes(reading.stamped(body, reading.file_sha256(kb_path)))
 
 
 def test_damaged_facts_are_ignored(kb_path: Path) -> None:
     """A facts file that is damaged, another KB's, or of the wrong shape even with a
     right stamp, is never believed: the KB itself answers."""
-    facts = resolved.resolved_path(kb_path) / resolved.FACTS_NAME
+    facts = reading.resolved_path(kb_path) / documents.FACTS_NAME
     head, _, body = facts.read_bytes().partition(b"\n")
-    good = resolved.load_facts(kb_path)
+    good = documents.load_facts(kb_path)
     assert good is not None and good == CompatGraph(store.load(kb_path)).kb
     facts.write_bytes(head + b"\n" + body.replace(b"0.5.17", b"0.5.71", 1))  # one byte
-    assert resolved.load_facts(kb_path) is None
+    assert documents.load_facts(kb_path) is None
     facts.write_bytes(head.replace(b'"kb_sha256": "', b'"kb_sha256": "0', 1) + b"\n" + body)
-    assert resolved.load_facts(kb_path) is None
+    assert documents.load_facts(kb_path) is None
     doc = json.loads(body)
 
     def at(d: dict, *path: int) -> list:
@@ -227,7 +228,7 @@ def test_damaged_facts_are_ignored(kb_path: Path) -> None:
         bad = json.loads(json.dumps(doc))
         damage(bad)
         _restamp(facts, bad, kb_path)
-        assert resolved.load_facts(kb_path) is None
+        assert documents.load_facts(kb_path) is None
         assert CompatGraph.from_path(kb_path).kb == good  # read from the KB itself
 
 
@@ -242,8 +243,8 @@ def test_show_documents_hold_the_kb_record(kb_path: Path) -> None:
     for r in kb.mooncake:
         assert show.record(kb_path, "mooncake", r.dist, r.version) == r.model_dump(mode="json")
     s = kb.sglang[-1]
-    path = resolved.resolved_path(kb_path) / resolved.show_name("sglang", s.version)
-    doc = resolved.load_show(kb_path, "sglang", s.version)
+    path = reading.resolved_path(kb_path) / documents.show_name("sglang", s.version)
+    doc = documents.load_show(kb_path, "sglang", s.version)
     assert doc is not None
     path.write_bytes(path.read_bytes()[:-2])  # cut short
     assert show.record(kb_path, "sglang", "sglang", s.version) is None
@@ -278,8 +279,8 @@ def test_check_fix_moves_torch_when_no_mooncake_fits_it(kb_path: Path) -> None:
 def test_shipped_tables_match_the_shipped_kb() -> None:
     """Fails when data/kb.json changed without `moonpin kb resolve` (scrape does both)."""
     kb = ROOT / "data" / "kb.json"
-    assert resolved.load_requirements(kb) is not None, "run `moonpin kb resolve`"
-    assert resolved.load(kb, "0.5.18") is not None
+    assert per_release.load_requirements(kb) is not None, "run `moonpin kb resolve`"
+    assert per_release.load(kb, "0.5.18") is not None
 
 
 def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path) -> None:
@@ -291,7 +292,7 @@ def test_check_fix_moves_sglang_when_no_mooncake_fits_the_release(kb_path: Path)
     def _Fixer(provider: None, kb: Path) -> Fixer:
         return Fixer(provider, kb, Project(own.IMPORT, own.DISTRIBUTIONS[0], own.PREBUILD))
 
-    reqs = resolved.load_requirements(kb_path)
+    reqs = per_release.load_requirements(kb_path)
     assert reqs is not None and reqs["0.5.17"]["torch"] == ["2.13.0"]
     fixer = _Fixer(None, kb_path)
     fixer.sglang, fixer.torch, fixer.python = "0.5.4", "2.13.0", "cp312"
@@ -354,29 +355,29 @@ def _retyped(path: Path, edit: object) -> None:
     lambda d: d["sglang"]["0.5.17"].update(names=[1, 2]),
 ])
 def test_a_damaged_release_table_is_ignored(kb_path: Path, edit: object) -> None:
-    table = resolved.resolved_path(kb_path) / "0.5.17.json"
+    table = reading.resolved_path(kb_path) / "0.5.17.json"
     _retyped(table, edit)
-    assert resolved.load(kb_path, "0.5.17") is None  # the caller asks the full resolver
+    assert per_release.load(kb_path, "0.5.17") is None  # the caller asks the full resolver
 
 
 @pytest.mark.parametrize("content", [b"[]", b"[" * 100_000 + b"]" * 100_000,
                                      b'{"schema_version": ' + b"9" * 5000 + b"}", b"\xff"])
 def test_tables_that_are_not_tables_are_ignored(kb_path: Path, content: bytes) -> None:
-    folder = resolved.resolved_path(kb_path)
+    folder = reading.resolved_path(kb_path)
     for name in ("0.5.17.json", "_sglang.json", "_launch-0.5.17.json"):
         (folder / name).write_bytes(content)
-    assert resolved.load(kb_path, "0.5.17") is None
-    assert resolved.load_requirements(kb_path) is None
-    assert resolved.load_launch(kb_path, "0.5.17") is None
+    assert per_release.load(kb_path, "0.5.17") is None
+    assert per_release.load_requirements(kb_path) is None
+    assert per_release.load_launch(kb_path, "0.5.17") is None
 
 
 def test_a_fifo_table_does_not_block(kb_path: Path) -> None:
     import os
 
-    table = resolved.resolved_path(kb_path) / "_sglang.json"
+    table = reading.resolved_path(kb_path) / "_sglang.json"
     table.unlink()
     os.mkfifo(table)
-    assert resolved.load_requirements(kb_path) is None
+    assert per_release.load_requirements(kb_path) is None
 
 
 @pytest.mark.parametrize("edit", [
@@ -386,9 +387,9 @@ def test_a_fifo_table_does_not_block(kb_path: Path) -> None:
     lambda d: d.update(sglang=[]),
 ])
 def test_a_damaged_requirements_table_is_ignored(kb_path: Path, edit: object) -> None:
-    assert resolved.load_requirements(kb_path) is not None
-    _retyped(resolved.resolved_path(kb_path) / "_sglang.json", edit)
-    assert resolved.load_requirements(kb_path) is None
+    assert per_release.load_requirements(kb_path) is not None
+    _retyped(reading.resolved_path(kb_path) / "_sglang.json", edit)
+    assert per_release.load_requirements(kb_path) is None
 
 
 @pytest.mark.parametrize("edit", [
@@ -406,17 +407,17 @@ def test_one_release_of_the_requirements_table_as_the_whole(
     from moonpin.kb import files
 
     if edit is not None:
-        _retyped(resolved.resolved_path(kb_path) / "_sglang.json", edit)
-    whole = resolved.load_requirements(kb_path)
+        _retyped(reading.resolved_path(kb_path) / "_sglang.json", edit)
+    whole = per_release.load_requirements(kb_path)
     for version in ("0.5.4", "0.5.17", "9.9.9"):
         want = (whole is not None, whole.get(version) if whole is not None else None)
-        assert resolved.load_requirement(kb_path, version) == want  # cold: parsed
+        assert per_release.load_requirement(kb_path, version) == want  # cold: parsed
         with monkeypatch.context() as m:
             def refuse(_: object) -> None:
                 raise AssertionError("parsed the table again")
 
             m.setattr(files, "loads_json", refuse)
-            assert resolved.load_requirement(kb_path, version) == want  # warm: the memo
+            assert per_release.load_requirement(kb_path, version) == want  # warm: the memo
     assert (whole is None) == (edit is not None)  # control: each edit damages the table
 
 
@@ -439,18 +440,18 @@ def test_one_release_follows_the_table_and_the_kb(kb_path: Path) -> None:
     unchanged table makes the table another KB's."""
     import os
 
-    ok, entry = resolved.load_requirement(kb_path, "0.5.17")
+    ok, entry = per_release.load_requirement(kb_path, "0.5.17")
     assert ok and entry is not None
-    table = resolved.resolved_path(kb_path) / "_sglang.json"
+    table = reading.resolved_path(kb_path) / "_sglang.json"
     st = table.stat()
     _retyped(table, lambda d: d["sglang"]["0.5.17"].update(names=["only_this"]))
     os.utime(table, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    ok, entry = resolved.load_requirement(kb_path, "0.5.17")
+    ok, entry = per_release.load_requirement(kb_path, "0.5.17")
     assert ok and entry is not None and entry["names"] == ["only_this"]
     with open(kb_path, "a") as f:
         f.write(" ")  # still the same KB to a JSON reader, another sha256
-    assert resolved.load_requirement(kb_path, "0.5.17") == (False, None)
-    assert resolved.load_requirements(kb_path) is None  # as the whole table says
+    assert per_release.load_requirement(kb_path, "0.5.17") == (False, None)
+    assert per_release.load_requirements(kb_path) is None  # as the whole table says
 
 
 @pytest.mark.parametrize("edit", [
@@ -463,11 +464,11 @@ def test_one_release_follows_the_table_and_the_kb(kb_path: Path) -> None:
 def test_a_damaged_launch_table_is_ignored(kb_path: Path, edit: object) -> None:
     from moonpin.resolver.args.rules import rules_from_json
 
-    path = resolved.resolved_path(kb_path) / "_launch-0.5.17.json"
-    record = resolved.load_launch(kb_path, "0.5.17")
+    path = reading.resolved_path(kb_path) / "_launch-0.5.17.json"
+    record = per_release.load_launch(kb_path, "0.5.17")
     assert record is not None and record["rules"]
     _retyped(path, edit)
-    assert resolved.load_launch(kb_path, "0.5.17") is None
+    assert per_release.load_launch(kb_path, "0.5.17") is None
     damaged = json.loads(path.read_text())["launch"]
     if damaged != record:
         with pytest.raises(TypeError, match="malformed launch-rules record"):
@@ -477,7 +478,7 @@ def test_a_damaged_launch_table_is_ignored(kb_path: Path, edit: object) -> None:
 def test_rules_from_json_refuses_json_texts_that_are_not_json(kb_path: Path) -> None:
     from moonpin.resolver.args.rules import rules_from_json
 
-    record = resolved.load_launch(kb_path, "0.5.17")
+    record = per_release.load_launch(kb_path, "0.5.17")
     assert record is not None
     record["flags"][0]["default"] = "{not json"
     with pytest.raises(TypeError, match="malformed"):
@@ -488,10 +489,10 @@ def test_rules_from_json_refuses_json_texts_that_are_not_json(kb_path: Path) -> 
 def test_table_names_are_valid_file_names_whatever_the_version(tmp_path: Path,
                                                                version: str) -> None:
     for prefix in ("", "_launch-"):
-        name = resolved.table_name(prefix, version)
+        name = reading.table_name(prefix, version)
         assert len(name.encode()) <= 255 and "/" not in name and not name.startswith(".")
         (tmp_path / name).write_text("{}")  # the file system takes it
-    assert resolved.table_name("", "0.5.18") == "0.5.18.json"  # a plain one is unchanged
+    assert reading.table_name("", "0.5.18") == "0.5.18.json"  # a plain one is unchanged
 
 
 def test_summary_document(kb_path: Path) -> None:
@@ -500,21 +501,21 @@ def test_summary_document(kb_path: Path) -> None:
     from moonpin.cli.spelling import _Pools
     from moonpin.kb.facts import summary_of, to_json
 
-    facts = resolved.load_facts(kb_path)
+    facts = documents.load_facts(kb_path)
     assert facts is not None
-    found = resolved.load_summary(kb_path)
-    assert found == summary_of(facts) and "0.5.17" in resolved.release_names(found)["index"]
-    doc = resolved.resolved_path(kb_path) / resolved.SUMMARY_NAME
+    found = documents.load_summary(kb_path)
+    assert found == summary_of(facts) and "0.5.17" in documents.release_names(found)["index"]
+    doc = reading.resolved_path(kb_path) / documents.SUMMARY_NAME
     good = to_json(found)
     root = good["root"]  # schema_version, scrape, sglang, mooncake, ...
     for bad in ({**good, "root": [*root[:4], "many", *root[5:]]}, {**good, "extra": []}, [],
                 {**good, "root": [root[0], 5, *root[2:]]}, {**good, "pool": {}}):
         _restamp(doc, bad, kb_path)
-        assert resolved.load_summary(kb_path) is None
-        assert resolved.summary(kb_path) == found  # from the facts
+        assert documents.load_summary(kb_path) is None
+        assert documents.summary(kb_path) == found  # from the facts
         assert _Pools(kb_path).sglang("v0.5.17", "--sglang ") == "0.5.17"
     doc.write_bytes(b"\xff" * 10)
-    assert resolved.load_summary(kb_path) is None
+    assert documents.load_summary(kb_path) is None
 
 
 def test_names_document(kb_path: Path) -> None:
@@ -525,21 +526,21 @@ def test_names_document(kb_path: Path) -> None:
     releases: a graph then reads them from the facts)."""
     from moonpin.cli.spelling import _Pools
 
-    summary = resolved.load_summary(kb_path)
-    facts = resolved.load_facts(kb_path)
+    summary = documents.load_summary(kb_path)
+    facts = documents.load_facts(kb_path)
     assert summary is not None and facts is not None
-    found = resolved.names(kb_path)
-    said = resolved.names_of(summary)
+    found = documents.names(kb_path)
+    said = documents.names_of(summary)
     assert found == {**said, "torch": list(facts.torch_versions),
                      "sglang": [s.version for s in facts.sglang]} and "0.5.17" in found["index"]
     assert found["scraped_at"] == summary.scrape.scraped_at.isoformat() and found["torch"]
-    doc = resolved.resolved_path(kb_path) / resolved.NAMES_NAME
+    doc = reading.resolved_path(kb_path) / documents.NAMES_NAME
     for bad in ({**found, "index": ["banana"]}, {**found, "every": ["9" * 5000]},
                 {**found, "native": []}, {**found, "scraped_at": 5}, [], {},
                 {**found, "torch": ["2.x"]}, {**found, "torch": "2.13.0"},
                 {**found, "sglang": ["0.5.x"]}, {**found, "sglang": 5}):
         _restamp(doc, bad, kb_path)
-        assert resolved.names(kb_path) == said  # from the summary
+        assert documents.names(kb_path) == said  # from the summary
         assert _Pools(kb_path).sglang("v0.5.17", "--sglang ") == "0.5.17"
         lazy = CompatGraph.from_path(kb_path)
         assert lazy.torch_releases() == CompatGraph(facts).torch_versions  # from the facts
@@ -547,9 +548,9 @@ def test_names_document(kb_path: Path) -> None:
         assert sorted(lazy.sglang_versions()) == sorted(CompatGraph(facts).sglang)
         assert not lazy.loaded  # from the summary
     _restamp(doc, {**found, "index": ["0.5.99"]}, kb_path)  # believed when well formed
-    assert resolved.names(kb_path)["index"] == ["0.5.99"]
+    assert documents.names(kb_path)["index"] == ["0.5.99"]
     doc.write_bytes(b"\xff" * 10)
-    assert resolved.names(kb_path) == said
+    assert documents.names(kb_path) == said
 
 
 def test_crafted_documents_with_bad_versions_or_naive_times(kb_path: Path) -> None:
@@ -561,20 +562,20 @@ def test_crafted_documents_with_bad_versions_or_naive_times(kb_path: Path) -> No
 
     from moonpin.kb.facts import summary_of, to_json
 
-    facts = resolved.load_facts(kb_path)
+    facts = documents.load_facts(kb_path)
     assert facts is not None
-    folder = resolved.resolved_path(kb_path)
+    folder = reading.resolved_path(kb_path)
     for bad in ("banana", "9" * 5000, ""):
         crafted = facts._replace(sglang=(facts.sglang[0]._replace(version=bad),
                                          *facts.sglang[1:]))
-        _restamp(folder / resolved.FACTS_NAME, to_json(crafted), kb_path)
-        _restamp(folder / resolved.SUMMARY_NAME, to_json(summary_of(crafted)), kb_path)
-        assert resolved.load_facts(kb_path) is None
-        assert resolved.load_summary(kb_path) is None
+        _restamp(folder / documents.FACTS_NAME, to_json(crafted), kb_path)
+        _restamp(folder / documents.SUMMARY_NAME, to_json(summary_of(crafted)), kb_path)
+        assert documents.load_facts(kb_path) is None
+        assert documents.load_summary(kb_path) is None
     naive = facts.scrape._replace(scraped_at=dt.datetime(2026, 1, 1))
-    _restamp(folder / resolved.SUMMARY_NAME, to_json(summary_of(facts._replace(
+    _restamp(folder / documents.SUMMARY_NAME, to_json(summary_of(facts._replace(
         scrape=naive))), kb_path)
-    found = resolved.load_summary(kb_path)
+    found = documents.load_summary(kb_path)
     assert found is not None and found.scrape.scraped_at.tzinfo is not None
     out = subprocess.run([sys.executable, "-m", "moonpin", "--kb", str(kb_path), "kb",
                           "info"], capture_output=True, text=True, cwd=ROOT, check=False)
@@ -594,7 +595,7 @@ def test_explain_from_tables_as_from_the_resolver(kb_path: Path, python: str | N
     g = CompatGraph(store.load(kb_path))
     answered = 0
     for version in ("0.5.4", "0.5.17"):
-        table = resolved.load_explain(kb_path, version)
+        table = per_release.load_explain(kb_path, version)
         assert table is not None and table.torch
         for d, v in sorted(g.mooncake):
             for torch in (None, *table.torch, "2.13.0+cu126"):
@@ -617,21 +618,21 @@ def test_explain_from_tables_as_from_the_resolver(kb_path: Path, python: str | N
     lambda d: d.update(tags=[["cp312"]]),
 ])
 def test_a_damaged_explain_table_is_ignored(kb_path: Path, edit: object) -> None:
-    table = resolved.resolved_path(kb_path) / "_explain-0.5.17.json"
-    assert resolved.load_explain(kb_path, "0.5.17") is not None
+    table = reading.resolved_path(kb_path) / "_explain-0.5.17.json"
+    assert per_release.load_explain(kb_path, "0.5.17") is not None
     want = query.explain(CompatGraph(store.load(kb_path)), "0.5.17",
                          "mooncake-transfer-engine==0.3.13").to_json()
     _retyped(table, edit)
-    assert resolved.load_explain(kb_path, "0.5.17") is None
+    assert per_release.load_explain(kb_path, "0.5.17") is None
     fast = CompatGraph.from_path(kb_path)
     assert query.explain(fast, "0.5.17", "mooncake-transfer-engine==0.3.13").to_json() == want
     assert fast.loaded  # the facts answered
 
 
 def test_a_stale_explain_table_is_ignored(kb_path: Path) -> None:
-    assert resolved.load_explain(kb_path, "0.5.17") is not None
+    assert per_release.load_explain(kb_path, "0.5.17") is not None
     kb_path.write_bytes(kb_path.read_bytes() + b" ")
-    assert resolved.load_explain(kb_path, "0.5.17") is None
+    assert per_release.load_explain(kb_path, "0.5.17") is None
 
 
 @pytest.mark.parametrize("said", [("w.whl", "cp312", "x86_64"), (None, "cp3", "a"),
@@ -641,10 +642,10 @@ def test_explain_table_marks_come_back_whole(said: tuple[str | None, str, str]) 
     text it was (the writer keeps a text only when it does)."""
     text = "x86_64 cp312 w.whl: cp312 on x86_64 \\u0000 cp3a"
     marked = text
-    for value, mark in zip(said, resolved.MARKS, strict=True):
+    for value, mark in zip(said, per_release.MARKS, strict=True):
         if value:
             marked = marked.replace(value, mark)
-    assert resolved.expand(marked, said) == text
+    assert per_release.expand(marked, said) == text
 
 
 def test_torch_document_answers_show_torch_without_the_facts(
@@ -657,8 +658,8 @@ def test_torch_document_answers_show_torch_without_the_facts(
     from moonpin.cli.main import main
     from moonpin.resolver.graph import CompatGraph
 
-    facts = resolved.load_facts(kb_path)
-    table = resolved.load_torch(kb_path)
+    facts = documents.load_facts(kb_path)
+    table = documents.load_torch(kb_path)
     assert facts is not None and table is not None and facts.torch
     assert [(t["version"], [tuple(v) for v in t["variants"]]) for t in table["torch"]] == [
         (t.version, [(v.arch, v.cuda_major, v.evidence, v.artifact.filename)
@@ -685,24 +686,24 @@ def test_torch_document_answers_show_torch_without_the_facts(
         raise AssertionError("the facts were read")
 
     with monkeypatch.context() as m:
-        m.setattr(resolved, "load_facts", unread)
+        m.setattr(documents, "load_facts", unread)
         m.setattr(store, "load", unread)
         fast = shown()
     full = shown()
     assert fast == full and "admitted by the torch requirement of sglang" in fast[0][1]
-    doc = resolved.resolved_path(kb_path) / resolved.TORCH_NAME
+    doc = reading.resolved_path(kb_path) / documents.TORCH_NAME
     good = doc.read_bytes()
     for bad in ({**table, "torch": [{"version": "2.13.0", "variants": [["x86_64"]]}]},
                 {**table, "sglang": 5}, {**table, "builds": []}, []):
         _restamp(doc, bad, kb_path)
-        assert resolved.load_torch(kb_path) is None
+        assert documents.load_torch(kb_path) is None
         assert shown() == full
-    doc.write_bytes(resolved.stamped(table, "0" * 64))  # another KB's
-    assert resolved.load_torch(kb_path) is None and shown() == full
+    doc.write_bytes(reading.stamped(table, "0" * 64))  # another KB's
+    assert documents.load_torch(kb_path) is None and shown() == full
     doc.unlink()
-    assert resolved.load_torch(kb_path) is None and shown() == full
+    assert documents.load_torch(kb_path) is None and shown() == full
     doc.write_bytes(good)
-    assert resolved.load_torch(kb_path) == table
+    assert documents.load_torch(kb_path) == table
 
 
 @pytest.mark.parametrize("python", [None, "cp312", "cp39"])
@@ -726,7 +727,7 @@ def test_which_sglang_from_the_transposed_tables(kb_path: Path, python: str | No
     assert held or python == "cp39" or arch == "aarch64"
     release = releases[-1]
     dist, version = release.split("==")
-    doc = resolved.resolved_path(kb_path) / resolved.fits_name(dist, version)
+    doc = reading.resolved_path(kb_path) / per_release.fits_name(dist, version)
     full = query.which_sglang(facts, release, python=python, arch=arch).to_json()
     good = json.loads(doc.read_bytes())
     for bad in ({**good, "kb_sha256": "0" * 64}, {**good, "mooncake": [dist, "9.9"]},
@@ -735,7 +736,7 @@ def test_which_sglang_from_the_transposed_tables(kb_path: Path, python: str | No
             doc.unlink()
         else:
             doc.write_text(json.dumps(bad))
-        assert resolved.load_fits(kb_path, dist, version) is None
+        assert per_release.load_fits(kb_path, dist, version) is None
         fast = CompatGraph.from_path(kb_path)
         assert query.which_sglang(fast, release, python=python, arch=arch).to_json() == full
 
@@ -764,7 +765,7 @@ def test_default_matrix_from_its_table(kb_path: Path, capsys: pytest.CaptureFixt
         raise AssertionError("the facts were read")
 
     with monkeypatch.context() as m:
-        m.setattr(resolved, "load_facts", unread)
+        m.setattr(documents, "load_facts", unread)
         m.setattr(store, "load", unread)
         fast = [run(*a) for a in asked]
     full = M.build_matrix(CompatGraph(store.load(kb_path)), kb_path=kb_path)
@@ -774,7 +775,7 @@ def test_default_matrix_from_its_table(kb_path: Path, capsys: pytest.CaptureFixt
     assert m2 is not None and m2.counts() == full.counts() and m2.cells == [
         c._replace(reasons=(), checks=()) for c in full.cells]
     assert list(m2.extensions()) == list(full.extensions())
-    doc = resolved.resolved_path(kb_path) / tabled.MATRIX_NAME
+    doc = reading.resolved_path(kb_path) / tabled.MATRIX_NAME
     good = json.loads(doc.read_bytes())
     for bad in ({**good, "kb_sha256": "0" * 64}, {**good, "grid": good["grid"][1:]},
                 {**good, "cells": [[9, 0, [], None]]}, {**good, "ext": [10**6]}, None):
@@ -808,8 +809,8 @@ def test_which_torch_from_the_tables(kb_path: Path, python: str | None,
     assert held or python == "cp39" or arch == "aarch64"
     sglang, release = pairs[0]
     full = query.which_torch(facts, sglang, release, python=python, arch=arch).to_json()
-    doc = resolved.resolved_path(kb_path) / resolved.TORCH_NAME
-    table = resolved.load_torch(kb_path)
+    doc = reading.resolved_path(kb_path) / documents.TORCH_NAME
+    table = documents.load_torch(kb_path)
     assert table is not None
     for bad in ({**table, "sglang": [[sglang, "w", ["torch==1"]]]}, None):
         if bad is None:
@@ -830,7 +831,7 @@ def test_a_matrix_row_at_no_torch_is_unknown_from_the_table_as_from_the_facts(
     they are unknown ("no torch"), from the table as from the facts."""
     from moonpin.resolver.matrix import table as M
     from moonpin.resolver.matrix import tabled
-    from moonpin.resolver.resolved_write import write
+    from moonpin.resolver.tables.writer import write
 
     kb = store.load(kb_path)
     odd = kb.sglang[-1].model_copy(update={"torch_requirements": ("torch==9.9.9",)})

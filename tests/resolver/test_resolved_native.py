@@ -1,5 +1,5 @@
 """``which`` of a native extension from the tables ``kb resolve`` writes
-(:mod:`moonpin.resolver.resolved_native`): the same answer as the full resolver, without
+(:mod:`moonpin.resolver.tables.native`): the same answer as the full resolver, without
 pydantic or networkx, and the full resolver when a table does not hold the question."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from moonpin.resolver import native
-from moonpin.resolver import resolved_native as rn
 from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.tables import native as rn
 from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.test_which_native import _flashinfer, _kb, _kernel, _with_sglang_edges
 

@@ -13,8 +13,9 @@ import pytest
 from moonpin import api
 from moonpin.kb import store
 from moonpin.kb.models import DistPin
-from moonpin.resolver import query, resolved, stacks
+from moonpin.resolver import query, stacks
 from moonpin.resolver.graph import CompatGraph
+from moonpin.resolver.tables import per_release
 from tests.lib.resolvedkb import resolved_kb
 from tests.resolver.kbslice import build_kb
 from tests.resolver.test_which_native import _kernel, _nixl_backend, _nixl_meta
@@ -177,7 +178,7 @@ def test_two_pinned_extensions_that_pin_each_other_apart_break_the_clique() -> N
 
 def test_kb_resolve_writes_where_stacks_break_and_the_table_answers_as_the_graph(
         kb_path: Path, st: stacks.Stacks) -> None:
-    doc = json.loads((kb_path.parent / "resolved" / resolved.STACKS_NAME).read_text())
+    doc = json.loads((kb_path.parent / "resolved" / per_release.STACKS_NAME).read_text())
     assert doc["broken"]["0.5.23"]["2.13.0"]["cp312/x86_64"][0] is False
     assert "2.14.1" not in doc["broken"]["0.5.23"]
     from_table = CompatGraph.from_path(kb_path)  # not attached: the table alone answers
@@ -195,12 +196,12 @@ def test_a_damaged_stacks_table_is_not_read(kb_path: Path, tmp_path: Path) -> No
     copy = tmp_path / "kb.json"
     shutil.copy(kb_path, copy)
     shutil.copytree(kb_path.parent / "resolved", tmp_path / "resolved")
-    assert resolved.load_stacks(copy) is not None
-    table = tmp_path / "resolved" / resolved.STACKS_NAME
+    assert per_release.load_stacks(copy) is not None
+    table = tmp_path / "resolved" / per_release.STACKS_NAME
     doc = json.loads(table.read_text())
     doc["broken"]["0.5.23"]["2.13.0"]["cp312/x86_64"] = [True, "damaged"]
     table.write_text(json.dumps(doc))
-    assert resolved.load_stacks(copy) is None
+    assert per_release.load_stacks(copy) is None
 
 
 # ----------------------------------------------------------------------- the queries

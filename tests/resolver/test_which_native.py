@@ -242,9 +242,9 @@ SHIPPED = Path(__file__).resolve().parents[2] / "data" / "kb.json"
 def test_shipped_kb_agrees_with_the_artifacts_checked_by_hand() -> None:
     """The shipped KB (scraped from the index) says what the artifacts said when read by
     hand; read from its derived facts, as a query does (no pydantic)."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import documents
 
-    facts = resolved.load_facts(SHIPPED)
+    facts = documents.load_facts(SHIPPED)
     assert facts is not None and facts.native, "the derived facts lack the native releases"
     for t in ("2.12.0", "2.13.0", "2.14.1"):
         res = which("nixl-cu13", torch=t, python="3.12", arch="x86_64", kb=SHIPPED)

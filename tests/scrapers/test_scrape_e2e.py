@@ -134,12 +134,12 @@ def run(index: FakeIndex, old: KnowledgeBase | None = None, **kw: object) -> tup
 def scraped_kb(index: FakeIndex, path: Path) -> Path:
     """Scrape the fake index into a KB file at ``path`` (and its resolved tables)."""
     from moonpin.kb import store
-    from moonpin.resolver import resolved_write
+    from moonpin.resolver.tables import writer
 
     only_present(index)
     kb, _ = scrape(None, Fetcher(retries=0), index.url + "/", workers=2)
     store.save(kb, path)
-    resolved_write.write(path)
+    writer.write(path)
     return path
 
 

@@ -6,8 +6,8 @@ loads: nixl's meta package picks a backend package by torch's CUDA major, the ba
 build by torch's minor; sgl_kernel picks ``sm<NN>/common_ops…`` by the GPU's capability;
 deep_ep imports its ``_C`` after checking torch's CUDA; flashinfer checks its companion
 wheels' versions. The machinery (the importer model, the ld.so model, the fix lines) is
-the same for all of them; the decision is not. So each project gets one module in this
-folder — its *loader rule* — and the machinery asks it one question through this seam,
+the same for all of them; the decision is not. So each project gets one module in
+``rules/`` — its *loader rule* — and the machinery asks it one question through this seam,
 the way resolvelib's resolver asks a provider and never fetches anything itself.
 
 A loader rule module (``nixl_rule.py``, never named like the package it reads, which it
@@ -110,10 +110,13 @@ if TYPE_CHECKING:
     from moonpin.preflight.installed.image_facts import Dist
     from moonpin.preflight.pyimport.importer import Found
 
-__all__ = ["DISTRIBUTIONS", "OWN_LINES", "OWN_RULE", "RULES", "Choice", "Facts", "Job", "Pick",
-           "Probe", "own_rule", "rule_for"]
+__all__ = ["DISTRIBUTIONS", "OWN_LINES", "OWN_RULE", "RULES", "RULES_PACKAGE", "Choice", "Facts",
+           "Job", "Pick", "Probe", "own_rule", "rule_for"]
 
-#: import name -> the rule module (in this folder) that reads its project's loader
+#: the package of the loader rules, one module a project (importing one is not asking it:
+#: the walk reads a rule's data, such as ``IMAGE_READS``, before it enters this room)
+RULES_PACKAGE = f"{__package__}.rules"
+#: import name -> the rule module (in :data:`RULES_PACKAGE`) that reads its project's loader
 RULES: dict[str, str] = {
     "nixl_ep": "nixl_rule",
     "nixl": "nixl_bindings_rule",
@@ -129,7 +132,7 @@ OWN_LINES = frozenset({"mooncake"})
 #: the module of the one rule in :data:`OWN_LINES`: what the walk imports (importing a rule is
 #: not asking it: the walk enters the extensions' room once, after the shared judgements)
 (_OWN,) = OWN_LINES  # one: the walk says one project's own lines
-OWN_RULE = f"{__package__}.{RULES[_OWN]}"
+OWN_RULE = f"{RULES_PACKAGE}.{RULES[_OWN]}"
 #: the distributions whose metadata the check reads besides torch's and SGLang's, by canonical
 #: name prefix (an image holds hundreds): every rule's ``DISTRIBUTIONS`` and the companions a
 #: rule reads (flashinfer's ``-cubin`` and ``-jit-cache``)
@@ -234,14 +237,14 @@ class Facts:
         knowledge base's resolved tables say fits torch release ``torch`` (``2.14.1``) built
         as the installed one is (its label's local part: ``+cu130``) on this python and
         platform, newest first: ``moonpin which`` without SGLang's edges
-        (:func:`moonpin.resolver.resolved_native.fitting`: a wheel for them with a build for
+        (:func:`moonpin.resolver.tables.native.fitting`: a wheel for them with a build for
         that torch and CUDA major, none the index cannot install). Empty when the tables do
         not answer (no KB, no torch, a question they do not hold). Read on a failing path."""
         if not dists or self.kb_file is None or self.torch is None or not self.tag:
             return []
         from packaging.version import InvalidVersion, Version
 
-        from moonpin.resolver.resolved_native import fitting, release_packages, release_pins
+        from moonpin.resolver.tables.native import fitting, release_packages, release_pins
 
         local = self.torch.partition("+")[2]
         try:
@@ -267,11 +270,11 @@ class Facts:
         """Whether the knowledge base's resolved tables record ``dist`` ``version`` as a
         release pip can install from the index, among the releases of ``of``'s project (a
         name ``moonpin which`` takes: a rule's ``IMPORT``):
-        :func:`moonpin.resolver.resolved_native.on_index` (None: the tables do not hold that
+        :func:`moonpin.resolver.tables.native.on_index` (None: the tables do not hold that
         project). Read on a failing path."""
         if self.kb_file is None:
             return None
-        from moonpin.resolver.resolved_native import on_index
+        from moonpin.resolver.tables.native import on_index
 
         return on_index(self.kb_file, of, dist, version)
 
@@ -279,7 +282,7 @@ class Facts:
         """The torch specifiers (``==2.11.*``) of the builds of a module under
         ``module_prefix`` the knowledge base records in ``dist`` ``version``'s wheels, in
         order, once each, from its resolved torch facts
-        (:func:`moonpin.resolver.resolved.load_torch`); None when it does not record that
+        (:func:`moonpin.resolver.tables.documents.load_torch`); None when it does not record that
         release (no KB, never read) or its tables do not answer (missing or stale)."""
         table = self._torch_table()
         pairs = None if table is None else table["builds"].get(dist, {}).get(version)
@@ -323,7 +326,7 @@ class Facts:
         it). Read on a failing path only."""
         if self.kb_file is None:
             return None
-        from moonpin.resolver.resolved import load_torch
+        from moonpin.resolver.tables.documents import load_torch
 
         return load_torch(self.kb_file)
 
@@ -455,4 +458,4 @@ def rule_for(name: str) -> Any:
         return None
     import importlib
 
-    return importlib.import_module(f"moonpin.preflight.extensions.{module}")
+    return importlib.import_module(f"{RULES_PACKAGE}.{module}")

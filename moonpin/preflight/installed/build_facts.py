@@ -4,7 +4,7 @@ file in the file-facts memo (:func:`moonpin.kb.cache.facts_memo`): a build's nam
 ``.py`` stand-in's ``ast``), the loader's scheme (:func:`moonpin.readers.pyast.loader.read_loader`),
 the torch a loader-less build says it requires, and where the compile tools are. It names no
 project: the backend names a build registers and what a loader is called are handed in by the
-project's judgement (mooncake's: :mod:`moonpin.preflight.extensions.mooncake_pg`).
+project's judgement (mooncake's: :mod:`moonpin.preflight.extensions.rules.mooncake_pg`).
 
 Every memo entry is checked for its shape and recomputed when damaged. Only ``os`` at import.
 """

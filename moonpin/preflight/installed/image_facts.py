@@ -502,21 +502,21 @@ class KBView:
 
     def __init__(self, path: str, version: str | None = None) -> None:
         """``version``: the installed SGLang release, the one entry of the resolved index a
-        worker start needs (:func:`moonpin.resolver.resolved.load_requirement`); another
+        worker start needs (:func:`moonpin.resolver.tables.per_release.load_requirement`); another
         release asked for later loads the whole index."""
         self.path = path
         self._doc: dict[str, Any] | None = None
         self._requirements: dict[str, dict[str, Any]] | None = None
         self._only: str | None = None  # the one release _requirements holds (None: all)
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import per_release
 
         if version is not None:
-            ok, entry = resolved.load_requirement(path, version)
+            ok, entry = per_release.load_requirement(path, version)
             if ok:
                 self._requirements = {version: entry} if entry is not None else {}
                 self._only = version
         else:
-            self._requirements = resolved.load_requirements(path)
+            self._requirements = per_release.load_requirements(path)
         if self._requirements is not None:
             self.ok, self.msg = True, f"knowledge base {path}"
         else:
@@ -547,7 +547,7 @@ class KBView:
         if not version:
             return None
         if self._only is not None and version != self._only:
-            from moonpin.resolver.resolved import load_requirements
+            from moonpin.resolver.tables.per_release import load_requirements
 
             self._requirements, self._only = load_requirements(self.path) or {}, None
         return self._requirements.get(version) if self._requirements else None
@@ -594,7 +594,7 @@ def _load_kb(path: str) -> tuple[dict[str, Any] | None, str]:
 
 
 def _launch_or_none(value: Any) -> bool:
-    from moonpin.resolver.resolved import valid_launch
+    from moonpin.resolver.tables.per_release import valid_launch
 
     return value is None or valid_launch(value)
 

@@ -93,7 +93,8 @@ def _backend_choices(kb_path: StrPath | None, version: str | None,
     declares them, else every release's of the KB, merged in order."""
     from moonpin.kb.paths import default_kb_file
     from moonpin.resolver.args import rules as la
-    from moonpin.resolver.resolved import load_launch, load_summary
+    from moonpin.resolver.tables.documents import load_summary
+    from moonpin.resolver.tables.per_release import load_launch
 
     kb_file = os.fspath(kb_path) if kb_path is not None else default_kb_file()
 

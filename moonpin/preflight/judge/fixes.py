@@ -97,7 +97,7 @@ def kb_release_line(kb_path: str, what: str, *, sglang: str | None, torch: str, 
     """(the line, the requirement it installs) that installs the release of ``what``'s
     project (a distribution's name, its loader rule's first) the resolved tables of the KB
     at ``kb_path`` say fits this environment
-    (:func:`moonpin.resolver.resolved_native.fitting`: its SGLang, torch label, ``python``
+    (:func:`moonpin.resolver.tables.native.fitting`: its SGLang, torch label, ``python``
     tag and ``arch``): the best that fits (``which``'s recommendation), SGLang's ``pin``
     (distribution, version) when the tables agree that it fits. The distributions of
     ``installed`` (the project's, sharing its package folder) other than the one named are
@@ -107,7 +107,7 @@ def kb_release_line(kb_path: str, what: str, *, sglang: str | None, torch: str, 
     requirement (``pip_only``: None then). None when the tables do not hold the question
     (the caller says its own line) or one of ``installed`` fits (the failure is not the
     release's). Read on a failing path only."""
-    from moonpin.resolver.resolved_native import fitting, release_pins
+    from moonpin.resolver.tables.native import fitting, release_pins
 
     try:
         got = fitting(kb_path, what, sglang=sglang, torch=torch, python=python, arch=arch)
@@ -215,7 +215,7 @@ class Fixer:
         notes, prebuilt first."""
         if self.provider is not None:
             return [(r, None) for r in self.provider(sglang, torch, self.python, self.arch)]
-        from moonpin.resolver.resolved import fixes_for
+        from moonpin.resolver.tables.per_release import fixes_for
 
         if self.kb_path is not None:
             return fixes_for(sglang, torch, self.python, self.arch, kb_path=self.kb_path)
@@ -317,18 +317,18 @@ class Fixer:
         """No release of the project fits this torch: the torch the SGLang release requires,
         and the one that fits it, when the resolved tables know one."""
         from moonpin.kb.paths import default_kb_file
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import per_release
 
         kb_path = self.kb_path or default_kb_file()
-        if not self.sglang or not self.torch or resolved.load_requirements(kb_path) is None:
+        if not self.sglang or not self.torch or per_release.load_requirements(kb_path) is None:
             return None
-        table = resolved.load(kb_path, self.sglang)
+        table = per_release.load(kb_path, self.sglang)
         if table is None:
             return None
         for required in table.sglang[self.sglang]["torch"]:
             if required == _public(self.torch):
                 continue
-            fits = resolved.fixes_for(self.sglang, required, self.python, self.arch,
+            fits = per_release.fixes_for(self.sglang, required, self.python, self.arch,
                                       kb_path=kb_path)
             if fits:
                 return self._with([f"torch=={required}"], fits[0],
@@ -342,10 +342,10 @@ class Fixer:
         from packaging.version import Version
 
         from moonpin.kb.paths import default_kb_file
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import per_release
 
         kb_path = self.kb_path or default_kb_file()
-        reqs = resolved.load_requirements(kb_path)
+        reqs = per_release.load_requirements(kb_path)
         if not self.sglang or not self.torch or reqs is None:
             return None
         torch = _public(self.torch)
@@ -359,7 +359,7 @@ class Fixer:
         newer = sorted(c for c in cands if c[0] > here)
         older = sorted((c for c in cands if c[0] < here), reverse=True)
         for _, v in (newer + older)[:12]:
-            fits = resolved.fixes_for(v, torch, self.python, self.arch, kb_path=kb_path)
+            fits = per_release.fixes_for(v, torch, self.python, self.arch, kb_path=kb_path)
             if fits:
                 return self._with([f"sglang=={v}"], fits[0],
                                   f"no {self.project.name} fits sglang {self.sglang} with torch "

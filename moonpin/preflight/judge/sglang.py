@@ -299,7 +299,7 @@ def kb_launch(kb: KBView, version: str) -> Any:
     KB file's own record), or None."""
     if not kb.ok:
         return None
-    from moonpin.resolver.resolved import load_launch
+    from moonpin.resolver.tables.per_release import load_launch
 
     record = load_launch(kb.path, version)
     if record is None:

@@ -91,9 +91,9 @@ def _release_rules(graph: Callable[[], CompatGraph], kb_path: str | None, versio
     """(release, flags, rules, constants, accepted option names) of an SGLang release's
     launch rules: from its launch table when ``version`` is the KB's spelling of a release
     that has one (no facts read), else from the graph (which says what is wrong)."""
-    from moonpin.resolver import resolved
+    from moonpin.resolver.tables import per_release
 
-    record = resolved.load_launch(kb_path, version) if kb_path is not None else None
+    record = per_release.load_launch(kb_path, version) if kb_path is not None else None
     if record is None:
         from moonpin.resolver import query
 

@@ -482,7 +482,7 @@ def rules_from_json(record: Mapping[str, Any]) -> tuple[tuple[Flag, ...], tuple[
     from types import SimpleNamespace
 
     from moonpin.readers.launch.server_args import from_record
-    from moonpin.resolver.resolved import valid_launch
+    from moonpin.resolver.tables.per_release import valid_launch
 
     if not valid_launch(record):
         raise TypeError("malformed launch-rules record (fields missing or of the wrong type)")

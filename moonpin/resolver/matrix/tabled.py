@@ -44,7 +44,7 @@ def _refs(v: Any, n: int) -> bool:
 
 def _valid(doc: dict[str, Any]) -> bool:
     """Whether ``doc`` has exactly the shape
-    :func:`moonpin.resolver.resolved_write.build_matrix` writes."""
+    :func:`moonpin.resolver.tables.writer.build_matrix` writes."""
     values: list[Any] = [doc.get(k) for k in (
         "kb", "scope", "rows", "columns", "pythons", "arches", "projects", "strings", "cells",
         "grid", "extensions", "ext")]
@@ -82,7 +82,7 @@ def load(kb_path: str | os.PathLike[str]) -> Matrix | None:
     """The default matrix of the KB at ``kb_path`` from its table, each cell and extension
     column made when first asked for; None when the table is missing, damaged, stale or of
     another shape (then the facts answer)."""
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     try:
         doc = read_table(kb_path, MATRIX_NAME, valid=_valid)

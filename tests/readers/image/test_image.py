@@ -304,7 +304,7 @@ def _rules_declared() -> dict[str, dict[str, tuple[str, ...]]]:
 
     from moonpin.preflight.extensions import seam
 
-    return {m: getattr(importlib.import_module(f"{seam.__package__}.{m}"), "IMAGE_READS", {})
+    return {m: getattr(importlib.import_module(f"{seam.RULES_PACKAGE}.{m}"), "IMAGE_READS", {})
             for m in seam.RULES.values()}
 
 

@@ -128,7 +128,7 @@ def test_unpack_keeps_skeletons_but_where_bytes_are_searched(
     """torch's library is written as its skeleton; mooncake's (whose strings the check
     searches: its rule's ``IMAGE_READS``) whole; and with nothing held, the object is taken
     whole on a second read of its layer."""
-    from moonpin.preflight.extensions.mooncake_rule import IMAGE_READS
+    from moonpin.preflight.extensions.rules.mooncake_rule import IMAGE_READS
 
     where = _image(tmp_path, objects)
     want = _facts(objects["plain"])

@@ -41,11 +41,11 @@ def _explain(g: CompatGraph, sglang: str | None, stack: list[tuple[str, str]], *
              torch: str | None, python: str | None, arch: str | None,
              tables: bool) -> dict[str, Any]:
     """:func:`moonpin.resolver.native.explain_stack`, from the resolved tables where they
-    hold the question (``tables``; :func:`moonpin.resolver.resolved_native.explain_fast`:
+    hold the question (``tables``; :func:`moonpin.resolver.tables.native.explain_fast`:
     the KB's facts are not loaded), else from the full resolver (which raises what it
     raises)."""
     if tables and g.kb_path is not None:
-        from moonpin.resolver.resolved_native import explain_fast
+        from moonpin.resolver.tables.native import explain_fast
 
         got = explain_fast(g.kb_path, sglang, stack, torch=torch, python=python, arch=arch)
         if got is not None:
@@ -66,7 +66,7 @@ def _fitting(g: CompatGraph, dist: str, *, sglang: str | None, torch: str,
 
     found = None
     if tables and g.kb_path is not None:
-        from moonpin.resolver.resolved_native import which_fast
+        from moonpin.resolver.tables.native import which_fast
 
         found = which_fast(g.kb_path, _PROJECT[dist], torch=torch, sglang=None,
                            python=python, arch=arch, dist=None)
@@ -116,7 +116,7 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
     if not pins:  # nothing to judge: the rule's native side is not even loaded
         return Extensions(None, (), (), ())
     from moonpin.kb.errors import MoonpinError
-    from moonpin.resolver.resolved_native import COLLISION
+    from moonpin.resolver.tables.native import COLLISION
 
     if torch is None and sglang is None:
         return Extensions("unknown", (), ("the native extensions pinned ("
@@ -126,7 +126,7 @@ def judge_extensions(g: CompatGraph, exact: Sequence[Pin], *, sglang: str | None
     known, notes = list(pins), []
     res = None
     if tables and g.kb_path is not None:  # every release tabled: every one is known
-        from moonpin.resolver.resolved_native import explain_fast
+        from moonpin.resolver.tables.native import explain_fast
 
         res = explain_fast(g.kb_path, sglang, [(p.name, p.version or "") for p in pins],
                            torch=torch, python=python, arch=arch)

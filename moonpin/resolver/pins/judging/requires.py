@@ -14,10 +14,10 @@ __all__ = ["exact_pins_of"]
 def exact_pins_of(g: CompatGraph, dist: str, version: str, tables: bool) -> dict[str, str]:
     """The releases of other distributions ``dist`` ``version`` requires exactly, as
     ``{dist: version}``: from its explain table
-    (:func:`moonpin.resolver.resolved_native.release_pins`) while ``tables`` and it holds
+    (:func:`moonpin.resolver.tables.native.release_pins`) while ``tables`` and it holds
     them, else from the facts (:func:`moonpin.resolver.native.exact_pins`)."""
     if tables and g.kb_path is not None:
-        from moonpin.resolver.resolved_native import release_pins
+        from moonpin.resolver.tables.native import release_pins
 
         got = release_pins(g.kb_path, dist, version)
         if got is not None:

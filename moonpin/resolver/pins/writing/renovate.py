@@ -206,14 +206,14 @@ def kb_releases(g: CompatGraph, kind: str) -> list[tuple[str, str]]:
     read: from its names document, else its summary, while the facts are not read (a
     query answered from the resolved tables), else from the facts."""
     if not g.loaded and g.kb_path is not None:
-        from moonpin.resolver import resolved
+        from moonpin.resolver.tables import documents
 
-        named = resolved.names(g.kb_path)
+        named = documents.names(g.kb_path)
         pool = None if named is None else named.get(
             "mooncake_read" if kind == "mooncake" else "native")
         if pool is not None:
             return [(d, v) for d, vs in pool.items() for v in vs]
-        s = resolved.load_summary(g.kb_path)
+        s = documents.load_summary(g.kb_path)
         if s is not None:
             return [(h.dist, h.version) for h in (s.mooncake if kind == "mooncake"
                                                   else s.native)]
@@ -237,9 +237,9 @@ def plan_natives(g: CompatGraph, plan: StackPlan, dists: Sequence[str] | None, *
     is one another's version lock may refuse (``flashinfer-cubin`` beside
     ``flashinfer-python``: a constraint cannot say "the same version"); each is said.
     ``tables``: each ``which`` answered from the resolved tables where they hold it (the
-    SGLang release's held table, :func:`moonpin.resolver.resolved_native.held_releases`, else
-    :func:`moonpin.resolver.resolved_native.which_fast`), else by the full resolver."""
-    from moonpin.resolver.resolved_native import held_releases
+    SGLang release's held table, :func:`moonpin.resolver.tables.native.held_releases`, else
+    :func:`moonpin.resolver.tables.native.which_fast`), else by the full resolver."""
+    from moonpin.resolver.tables.native import held_releases
 
     if not plan.torches:
         return
@@ -307,7 +307,7 @@ def _which(g: CompatGraph, d: str, torch: str, sglang: str, python: str | None,
            arch: str | None, tables: bool) -> Any:
     """``which D --torch T --sglang S`` of distribution ``d`` alone: from the resolved tables
     where they hold it (``tables``), else by the full resolver."""
-    from moonpin.resolver.resolved_native import which_fast
+    from moonpin.resolver.tables.native import which_fast
 
     w = which_fast(g.kb_path, d, torch=torch, sglang=sglang, python=python, arch=arch,
                    dist=d) if tables and g.kb_path is not None else None
@@ -385,10 +385,10 @@ def _hold_alone(g: CompatGraph, plan: StackPlan, d: str, unsure: list[str],
 def _version_locks(g: CompatGraph, dist: str, version: str, tables: bool,
                    ) -> list[tuple[str, str | None, str | None, str | None]]:
     """The version locks (target, condition, effect, key) of one release, from its resolved
-    explain table (:func:`moonpin.resolver.resolved_native.version_locks`) while ``tables``
+    explain table (:func:`moonpin.resolver.tables.native.version_locks`) while ``tables``
     and it holds them, else from the facts."""
     if tables and g.kb_path is not None:
-        from moonpin.resolver.resolved_native import version_locks
+        from moonpin.resolver.tables.native import version_locks
 
         got = version_locks(g.kb_path, dist, version)
         if got is not None:

@@ -1,179 +1,67 @@
-"""Answers resolved when the KB is written, so a query or a worker's check loads no graph.
+"""Each SGLang release's tables: mooncake's combinations, requirements, launch rules, explain, fits.
 
-``data/resolved/<sglang version>.json`` sit beside ``data/kb.json`` and are derived from
-it (each records the KB's sha256; a stale one is ignored); one file per SGLang release so
-a query parses only the few kilobytes it needs. It holds, for every SGLang release that imports
-a mooncake process-group module, every evaluated combination (mooncake release, torch
-from the release's own requirement, python, platform) with its verdict and first reason.
-Loading it needs only the standard library, so ``moonpin which mooncake`` and the runtime
-check's ``fix:`` line start fast; anything it does not hold (an explicit ``--torch``, a
-release without a process-group module) goes to the full resolver in ``moonpin.resolver.query``.
-Beside each, ``_explain-<sglang version>.json`` holds every check of those combinations, so
-``moonpin explain`` of the release answers from it too (:func:`load_explain`).
+``data/resolved/<sglang version>.json`` holds, for every SGLang release that imports a
+mooncake process-group module, every evaluated combination (mooncake release, torch from
+the release's own requirement, python, platform) with its verdict and first reason; one
+file per SGLang release so a query parses only the few kilobytes it needs. Loading it needs
+only the standard library, so ``moonpin which mooncake`` and the runtime check's ``fix:``
+line start fast (:func:`fixes_for`); anything it does not hold (an explicit ``--torch``, a
+release without a process-group module) goes to the full resolver in
+``moonpin.resolver.query``. Beside each, ``_explain-<sglang version>.json`` holds every
+check of those combinations, so ``moonpin explain`` of the release answers from it too
+(:func:`load_explain`); ``_fits-<dist>-<version>.json`` a mooncake release's verdicts
+(:func:`load_fits`), ``_stacks.json`` the stacks' table (:func:`load_stacks`).
 """
 
 from __future__ import annotations
 
 import os
 
+from moonpin.resolver.tables.reading import (
+    SCHEMA,
+    file_sha256,
+    folder,
+    read_table_now,
+    strs,
+    table_name,
+)
+from moonpin.resolver.tables.torch_labels import cuda_assumed, cuda_fits, label_class, torch_label
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
-    from collections.abc import Iterable, Iterator
-    from pathlib import Path
+    from collections.abc import Iterator
     from typing import Any
 
-    from moonpin.kb.facts import Facts, Summary
-
 __all__ = [
-    "FACTS_NAME",
-    "KB_MAX_AGE_DAYS",
     "MARKS",
-    "MAX_TABLE_BYTES",
-    "NAMES_NAME",
     "ORDER",
     "STACKS_NAME",
-    "SUMMARY_NAME",
-    "TORCH_NAME",
     "Explained",
     "Fits",
     "Resolved",
-    "age_note",
-    "cuda_assumed",
-    "cuda_fits",
     "expand",
-    "facts_file",
-    "file_sha256",
     "fits_name",
     "fix_for",
     "fixes_for",
-    "label_class",
-    "label_classes",
-    "label_cuda",
     "load",
     "load_explain",
-    "load_facts",
     "load_fits",
     "load_launch",
     "load_requirement",
     "load_requirements",
-    "load_show",
     "load_stacks",
-    "load_summary",
-    "load_torch",
-    "names",
-    "names_of",
-    "read_table",
-    "release_names",
-    "resolved_path",
-    "show_name",
-    "stamped",
-    "summary",
-    "table_name",
-    "torch_label",
     "valid_launch",
 ]
 
-SCHEMA = 1
+
 ORDER = {"compatible": 0, "unknown": 1, "incompatible": 2}
 _VERDICTS = ("compatible", "unknown", "incompatible")
-
-
-def resolved_path(kb_path: str | os.PathLike[str]) -> Path:
-    """The folder of per-release tables beside a KB file."""
-    from pathlib import Path
-
-    return Path(_folder(kb_path))
-
-
-def _folder(kb_path: str | os.PathLike[str]) -> str:
-    return os.path.join(os.path.dirname(os.fspath(kb_path)), "resolved")
-
-
-def facts_file(kb_path: str | os.PathLike[str]) -> str:
-    """Where the KB's derived facts are (``resolved/_facts.json`` beside it)."""
-    return os.path.join(_folder(kb_path), FACTS_NAME)
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    from moonpin.kb.cache import file_digest
-
-    return file_digest(path)
-
-
-#: The largest table read (the shipped KB's largest is ~60 KB; ``_sglang.json`` ~1 MB).
-MAX_TABLE_BYTES = 64 * 1024 * 1024
-
-_NAME_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.+!_-")
-
-
-def table_name(prefix: str, version: str) -> str:
-    """The file name of a version's table (``0.5.18.json``, ``_launch-0.5.18.json``). A
-    version too long for a file name (or with a character a file name should not hold)
-    gets ``<prefix><length>-<crc32>.json`` instead; the table records its version, so a
-    colliding name is told apart on read."""
-    name = f"{prefix}{version}.json"
-    if (len(name.encode()) <= 200 and version[:1] not in ("", ".", "-")
-            and all(c in _NAME_CHARS for c in version)):
-        return name
-    import zlib
-
-    return f"{prefix}~{len(version)}-{zlib.crc32(version.encode()):08x}.json"
-
-
-def _read_table(kb_path: str | os.PathLike[str], name: str, *, memo: bool = False,
-                valid: Any = None, sha: bool = True) -> Any:
-    """The table ``name`` beside ``kb_path`` when it belongs to this KB (its ``kb_sha256``
-    is the KB's) and has the shape ``valid(doc)`` expects; raises OSError/ValueError
-    otherwise (a FIFO, a device, an oversized, deep or damaged table included: derived
-    files are input like any other). ``memo``: keep the parsed document in
-    :func:`moonpin.kb.cache.facts_memo`, so a worker start skips ``json``. ``sha=False``:
-    the caller compares the table's ``schema_version`` and ``kb_sha256`` itself."""
-    path = os.path.join(_folder(kb_path), name)
-
-    def parse() -> Any:
-        from moonpin.kb.files import loads_json, read_regular
-
-        return loads_json(read_regular(path, cap=MAX_TABLE_BYTES, what="resolved table"))
-
-    def fits(doc: Any) -> bool:
-        return isinstance(doc, dict) and (valid is None or bool(valid(doc)))
-
-    if memo:
-        from moonpin.kb.cache import facts_memo
-
-        doc = facts_memo().get("json", path, parse, fits)
-        fitting = fits(doc)
-    else:
-        doc = parse()
-        # the verdict on the shape, kept against the file's stamp (each table a query
-        # reads costs its validation ~0.5 ms)
-        fitting = isinstance(doc, dict) and (valid is None or _remembered(
-            path, f"valid\0{getattr(valid, '__name__', '')}", lambda: bool(valid(doc)),
-            _is_bool))
-    if not fitting:
-        raise ValueError(f"{path}: not a resolved table of this moonpin")
-    if sha and (doc.get("schema_version") != SCHEMA
-                or doc.get("kb_sha256") != file_sha256(kb_path)):
-        raise ValueError(f"{path} does not belong to {kb_path}")
-    return doc
-
-
-def read_table(kb_path: str | os.PathLike[str], name: str, *, valid: Any = None) -> Any:
-    """The derived table ``name`` beside ``kb_path`` when it is this KB's and has the shape
-    ``valid(doc)`` expects; raises OSError/ValueError otherwise. Read once a process while
-    neither file changes (``constraints`` asks the extensions' index once per distribution):
-    the document is shared, its readers never change it."""
-    return _read_once(kb_path, name, lambda: _read_table(kb_path, name, valid=valid))
 
 
 # ---------------------------------------------------------------- shape checks
 # Each says whether a document read back has exactly the shape ``build`` writes, so that a
 # damaged or hand-edited table is ignored (the caller then asks the full resolver) instead
 # of failing deep inside a query or the check.
-
-
-def _strs(v: Any) -> bool:
-    return type(v) is list and all(type(x) is str for x in v)
 
 
 def _int(v: Any) -> bool:
@@ -186,21 +74,21 @@ def _opt_index(v: Any, n: int) -> bool:
 
 def _valid_meta(m: Any) -> bool:
     return (type(m) is dict and (m.get("module") is None or type(m.get("module")) is str)
-            and all(_strs(m.get(k)) for k in ("names", "backends", "torch")))
+            and all(strs(m.get(k)) for k in ("names", "backends", "torch")))
 
 
 def _valid_release_table(doc: dict[str, Any]) -> bool:
     strings: Any = doc.get("strings")
     releases, tags = doc.get("releases"), doc.get("release_tags")
     sglang, rows, unread = doc.get("sglang"), doc.get("rows"), doc.get("unread")
-    if not (_strs(strings) and type(releases) is list and type(tags) is list
+    if not (strs(strings) and type(releases) is list and type(tags) is list
             and type(sglang) is dict and type(rows) is dict and type(unread) is list):
         return False
     n, nr = len(strings), len(releases)
-    if not all(type(r) is list and len(r) == 2 and _strs(r) for r in releases):
+    if not all(type(r) is list and len(r) == 2 and strs(r) for r in releases):
         return False
-    if len(tags) != nr or not all(type(t) is list and len(t) == 2 and _strs(t[0])
-                                  and _strs(t[1]) for t in tags):
+    if len(tags) != nr or not all(type(t) is list and len(t) == 2 and strs(t[0])
+                                  and strs(t[1]) for t in tags):
         return False
     if not all(type(u) is dict and all(type(u.get(k)) is str
                                        for k in ("dist", "version", "reason")) for u in unread):
@@ -231,12 +119,12 @@ def _valid_labels(labels: Any, nr: int) -> bool:
     return all(type(per) is dict and all(
         type(groups) is list and all(
             type(g) is list and len(g) == 3 and _int(g[0]) and 0 <= g[0] < nr
-            and type(g[1]) is str and _strs(g[2]) for g in groups)
+            and type(g[1]) is str and strs(g[2]) for g in groups)
         for groups in per.values()) for per in labels["torch"].values())
 
 
 def _valid_feature(f: Any) -> bool:
-    return (type(f) is dict and type(f.get("module")) is str and _strs(f.get("names"))
+    return (type(f) is dict and type(f.get("module")) is str and strs(f.get("names"))
             and type(f.get("feature")) is str and type(f.get("optional")) is bool
             and type(f.get("member")) is str and type(f.get("line")) is int)
 
@@ -248,7 +136,7 @@ def _valid_requirements(doc: dict[str, Any]) -> bool:
 
 def _valid_requirement(m: Any) -> bool:
     """One release's entry of ``_sglang.json``."""
-    return (_valid_meta(m) and _strs(m.get("optional_names"))
+    return (_valid_meta(m) and strs(m.get("optional_names"))
             and type(m.get("features")) is dict
             and all(type(k) is str and type(v) is list and all(_valid_feature(f) for f in v)
                     for k, v in m["features"].items()))
@@ -272,7 +160,7 @@ def _fields_ok(d: Any, fields: dict[str, tuple[Any, ...]]) -> bool:
         if key not in d:
             return False
         v = d[key]
-        if not any((k is None and v is None) or (k == "strs" and _strs(v))
+        if not any((k is None and v is None) or (k == "strs" and strs(v))
                    or (isinstance(k, type) and type(v) is k) for k in kinds):
             return False
     return True
@@ -288,7 +176,7 @@ def valid_launch(rec: Any) -> bool:
         return False
     if not all(type(k) is str and type(v) is str for k, v in constants.items()):
         return False
-    if rec.get("option_names") is not None and not _strs(rec.get("option_names")):
+    if rec.get("option_names") is not None and not strs(rec.get("option_names")):
         return False
     if rec.get("error") is not None and type(rec.get("error")) is not str:
         return False
@@ -422,7 +310,7 @@ def load(kb_path: str | os.PathLike[str], sglang: str) -> Resolved | None:
     """The table for one SGLang release of this KB, or None when it is missing,
     unreadable, damaged or stale (then the caller asks the full resolver)."""
     try:
-        table = Resolved(_read_table(kb_path, table_name("", sglang),
+        table = Resolved(read_table_now(kb_path, table_name("", sglang),
                                      valid=_valid_release_table))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -434,7 +322,7 @@ def load_requirements(kb_path: str | os.PathLike[str]) -> dict[str, dict[str, An
     backends) from ``resolved/_sglang.json``; None when missing, damaged or stale. The
     runtime check reads this instead of parsing the whole KB at every worker start."""
     try:
-        return dict(_read_table(kb_path, "_sglang.json", memo=True,
+        return dict(read_table_now(kb_path, "_sglang.json", memo=True,
                                 valid=_valid_requirements)["sglang"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -452,11 +340,11 @@ def load_requirement(kb_path: str | os.PathLike[str],
     itself kept against the KB's stamp)."""
     from moonpin.kb.cache import facts_memo
 
-    path = os.path.join(_folder(kb_path), "_sglang.json")
+    path = os.path.join(folder(kb_path), "_sglang.json")
 
     def entry() -> list[Any]:
         try:
-            doc = _read_table(kb_path, "_sglang.json", valid=_valid_requirements, sha=False)
+            doc = read_table_now(kb_path, "_sglang.json", valid=_valid_requirements, sha=False)
         except (OSError, ValueError, KeyError, TypeError):
             return [None, None, None]
         return [doc.get("schema_version"), doc.get("kb_sha256"), doc["sglang"].get(version)]
@@ -483,7 +371,7 @@ def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] 
         return doc.get("sglang") == sglang and valid_launch(doc.get("launch"))
 
     try:
-        launch: dict[str, Any] = _read_table(kb_path, table_name("_launch-", sglang),
+        launch: dict[str, Any] = read_table_now(kb_path, table_name("_launch-", sglang),
                                              valid=fits)["launch"]
         return launch
     except (OSError, ValueError, KeyError, TypeError):
@@ -491,19 +379,19 @@ def load_launch(kb_path: str | os.PathLike[str], sglang: str) -> dict[str, Any] 
 
 
 def _valid_explain(doc: dict[str, Any]) -> bool:
-    """The shape of an explain table (``moonpin.resolver.resolved_write``'s)."""
+    """The shape of an explain table (``moonpin.resolver.tables.writer``'s)."""
     strings: Any = doc.get("strings")
     checks, combos = doc.get("checks"), doc.get("combos")
     releases, tags = doc.get("releases"), doc.get("release_tags")
-    if not (_strs(strings) and type(checks) is list and type(combos) is list
+    if not (strs(strings) and type(checks) is list and type(combos) is list
             and type(releases) is list and type(tags) is list and len(tags) == len(releases)
-            and _strs(doc.get("torch")) and type(doc.get("tags")) is list):
+            and strs(doc.get("torch")) and type(doc.get("tags")) is list):
         return False
     n, nc, nr = len(strings), len(checks), len(releases)
-    if not (all(type(r) is list and len(r) == 2 and _strs(r) for r in releases)
-            and all(type(t) is list and len(t) == 2 and _strs(t[0]) and _strs(t[1])
+    if not (all(type(r) is list and len(r) == 2 and strs(r) for r in releases)
+            and all(type(t) is list and len(t) == 2 and strs(t[0]) and strs(t[1])
                     for t in tags)
-            and all(type(t) is list and len(t) == 2 and _strs(t) for t in doc["tags"])):
+            and all(type(t) is list and len(t) == 2 and strs(t) for t in doc["tags"])):
         return False
     for c in checks:
         if not (type(c) is list and len(c) == 4 and _opt_index(c[0], n) and c[0] is not None
@@ -594,7 +482,7 @@ def load_explain(kb_path: str | os.PathLike[str], sglang: str) -> Explained | No
         return doc.get("sglang") == sglang and _valid_explain(doc)
 
     try:
-        return Explained(_read_table(kb_path, table_name("_explain-", sglang), valid=fits))
+        return Explained(read_table_now(kb_path, table_name("_explain-", sglang), valid=fits))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -605,12 +493,12 @@ def fits_name(dist: str, version: str) -> str:
 
 
 def _valid_fits(doc: dict[str, Any]) -> bool:
-    """The shape of a transposed table (``moonpin.resolver.resolved_write``'s)."""
+    """The shape of a transposed table (``moonpin.resolver.tables.writer``'s)."""
     strings: Any = doc.get("strings")
     sglang, unread, bare = doc.get("sglang"), doc.get("unread"), doc.get("without_module")
-    if not (_strs(strings) and type(sglang) is list and _strs(bare) and type(unread) is list
-            and all(type(u) is list and len(u) == 2 and _strs(u) for u in unread)
-            and _strs(doc.get("pythons")) and _strs(doc.get("arches"))
+    if not (strs(strings) and type(sglang) is list and strs(bare) and type(unread) is list
+            and all(type(u) is list and len(u) == 2 and strs(u) for u in unread)
+            and strs(doc.get("pythons")) and strs(doc.get("arches"))
             and type(doc.get("cuda_majors")) is list
             and all(type(c) is int for c in doc["cuda_majors"])):
         return False
@@ -678,7 +566,7 @@ def load_fits(kb_path: str | os.PathLike[str], dist: str, version: str) -> Fits 
         return doc.get("mooncake") == [dist, version] and _valid_fits(doc)
 
     try:
-        return Fits(_read_table(kb_path, fits_name(dist, version), valid=fits))
+        return Fits(read_table_now(kb_path, fits_name(dist, version), valid=fits))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -690,7 +578,7 @@ STACKS_NAME = "_stacks.json"
 
 def _valid_stacks(doc: dict[str, Any]) -> bool:
     broken = doc.get("broken")
-    return (_strs(doc.get("pythons")) and _strs(doc.get("arches")) and type(broken) is dict
+    return (strs(doc.get("pythons")) and strs(doc.get("arches")) and type(broken) is dict
             and all(type(by_torch) is dict and all(
                 type(by_plat) is dict and all(
                     type(k) is str and type(v) is list and len(v) == 2
@@ -704,318 +592,10 @@ def load_stacks(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The stacks table of the KB file (``pythons``, ``arches``, ``broken``), None when
     missing, damaged or stale."""
     try:
-        doc: dict[str, Any] = _read_table(kb_path, STACKS_NAME, valid=_valid_stacks)
+        doc: dict[str, Any] = read_table_now(kb_path, STACKS_NAME, valid=_valid_stacks)
         return doc
     except (OSError, ValueError):
         return None
-
-
-#: The derived facts file: the part of the KB a query reads (``moonpin.kb.facts``).
-FACTS_NAME = "_facts.json"
-
-
-# ---------------------------------------------------------------- stamped documents
-# ``_facts.json`` and the ``_show-*.json`` documents are written as one JSON header line
-# (schema, the KB's sha256, the sha256 of the rest) and the body: a reader believes a body
-# only when it hashes to its stamp, so a damaged byte anywhere makes the file ignored (a
-# shape check alone would pass a changed name or number).
-
-
-def stamped(body: Any, kb_sha256: str) -> bytes:
-    import json
-
-    from moonpin.kb.files import sha256_hex
-
-    data = json.dumps(body, separators=(",", ":")).encode()
-    head = {"schema_version": SCHEMA, "kb_sha256": kb_sha256, "body_sha256": sha256_hex(data)}
-    return json.dumps(head).encode() + b"\n" + data
-
-
-def _remembered(path: str, kind: str, compute: Any, valid: Any) -> Any:
-    """``compute()``, a fact of the file at ``path`` as read now, remembered in
-    :func:`moonpin.kb.cache.facts_memo` against its stamp (size and mtime, as Python keeps
-    bytecode), the memo written at once when it learned it."""
-    from moonpin.kb.cache import facts_memo
-
-    memo = facts_memo()
-    computed = []
-
-    def work() -> Any:
-        computed.append(True)
-        return compute()
-
-    try:
-        value = memo.get(kind, path, work, valid)
-    except OSError:  # no stamp: the fact as computed now
-        return compute()
-    if computed:
-        memo.flush()
-    return value
-
-
-def _is_sha256(value: Any) -> bool:
-    return type(value) is str and len(value) == 64
-
-
-def _is_bool(value: Any) -> bool:
-    return type(value) is bool
-
-
-def _read_stamped(kb_path: str | os.PathLike[str], name: str) -> Any:
-    """The body of the stamped document ``name`` beside ``kb_path``; ValueError/OSError when
-    it is missing, another KB's, another moonpin's, or damaged."""
-    from moonpin.kb.files import loads_json, read_regular, sha256_hex
-
-    path = os.path.join(_folder(kb_path), name)
-    raw = read_regular(path, cap=MAX_TABLE_BYTES, what="resolved table")
-    head_bytes, sep, data = raw.partition(b"\n")
-    head = loads_json(head_bytes) if sep else None
-    if not isinstance(head, dict) or head.get("schema_version") != SCHEMA:
-        raise ValueError(f"{path}: not a resolved document of this moonpin")
-    if head.get("body_sha256") != _remembered(path, "body-sha256", lambda: sha256_hex(data),
-                                              _is_sha256):
-        raise ValueError(f"{path}: damaged (its body does not hash to its stamp)")
-    if head.get("kb_sha256") != file_sha256(kb_path):
-        raise ValueError(f"{path} does not belong to {kb_path}")
-    return loads_json(data)
-
-
-#: Documents read in this process, by name, with the stat of the files they came from (a
-#: command that spells the user's input and then answers reads each once).
-_READ: dict[str, tuple[tuple[object, ...], Any]] = {}
-
-
-def _stat_key(*paths: str) -> tuple[object, ...] | None:
-    try:
-        return tuple((p, st.st_ino, st.st_size, st.st_mtime_ns)
-                     for p in paths for st in (os.stat(p),))
-    except OSError:
-        return None
-
-
-def _read_once(kb_path: str | os.PathLike[str], name: str, read: Any) -> Any:
-    """``read()``, the document ``name`` beside ``kb_path``, remembered while neither file
-    changes (a None is not remembered: a missing document may be written meanwhile)."""
-    key = _stat_key(os.fspath(kb_path), os.path.join(_folder(kb_path), name))
-    hit = _READ.get(name)
-    if key is not None and hit is not None and hit[0] == key:
-        return hit[1]
-    found = read()
-    if found is not None and key is not None:
-        _READ[name] = (key, found)
-    return found
-
-
-def load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
-    """The KB's facts from ``resolved/_facts.json`` (no pydantic); None when that file is
-    missing, stale, damaged or of another shape (then the caller reads the KB itself)."""
-    found: Facts | None = _read_once(kb_path, FACTS_NAME, lambda: _load_facts(kb_path))
-    return found
-
-
-def _load_facts(kb_path: str | os.PathLike[str]) -> Facts | None:
-    import gc
-
-    from moonpin.kb.facts import FactsError, from_json
-
-    # Reading makes some 60,000 objects, none of them in a cycle: the collector's passes
-    # over them (a third of the time) find nothing to free.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return from_json(_read_stamped(kb_path, FACTS_NAME))
-    except (OSError, ValueError, FactsError, RecursionError):
-        return None
-    finally:
-        if enabled:
-            gc.enable()
-
-
-SUMMARY_NAME = "_summary.json"
-
-def load_summary(kb_path: str | os.PathLike[str]) -> Summary | None:
-    """The KB's :class:`moonpin.kb.facts.Summary` from ``resolved/_summary.json``; None when it
-    is missing, stale, damaged or of another shape (then the caller reads the facts)."""
-    def read() -> Summary | None:
-        from moonpin.kb.facts import FactsError, summary_from_json
-
-        try:
-            return summary_from_json(_read_stamped(kb_path, SUMMARY_NAME))
-        except (OSError, ValueError, FactsError, RecursionError):
-            return None
-    found: Summary | None = _read_once(kb_path, SUMMARY_NAME, read)
-    return found
-
-
-def summary(kb_path: str | os.PathLike[str]) -> Summary | None:
-    """The KB's summary: from its document, else from its facts; None when neither is
-    there (the caller reads the KB itself)."""
-    found = load_summary(kb_path)
-    if found is None:
-        from moonpin.kb.facts import summary_of
-
-        facts = load_facts(kb_path)
-        found = summary_of(facts) if facts is not None else None
-    return found
-
-
-#: The names a KB holds, as users' input is read against (:func:`names`).
-NAMES_NAME = "_names.json"
-
-def _pep440(versions: Any) -> bool:
-    """Each of ``versions`` is a PEP 440 version (the common shapes by a pattern, the rest
-    asked of packaging), as the summary's reader holds its own."""
-    import re
-
-    plain = re.compile(r"\d{1,30}(?:\.\d{1,30}){0,10}(?:(?:a|b|rc)\d{1,30})?"
-                       r"(?:\.post\d{1,30})?(?:\.dev\d{1,30})?").fullmatch
-    for v in versions:
-        if type(v) is not str:
-            return False
-        if plain(v) is None:
-            from packaging.version import InvalidVersion, Version
-
-            try:
-                Version(v)
-            except (InvalidVersion, ValueError):
-                return False
-    return True
-
-
-def _valid_names(doc: Any) -> bool:
-    if type(doc) is not dict:
-        return False
-    lists: list[Any] = [doc.get("index"), doc.get("every"), doc.get("dists")]
-    pools: list[Any] = [doc.get("mooncake"), doc.get("native"),
-                        *([doc["mooncake_read"]] if "mooncake_read" in doc else [])]
-    return (all(_strs(x) for x in lists) and all(
-        type(p) is dict and all(type(k) is str and _strs(v) for k, v in p.items())
-        for p in pools)
-        and (doc.get("scraped_at") is None or type(doc.get("scraped_at")) is str)
-        and all(doc.get(k) is None or _strs(doc[k]) for k in ("torch", "sglang"))
-        and _pep440([*doc["index"], *doc["every"], *(doc.get("torch") or ()),
-                     *(doc.get("sglang") or ()),
-                     *(v for p in pools for vs in p.values() for v in vs)]))
-
-
-def _stamped_doc(kb_path: str | os.PathLike[str], name: str,
-                 valid: Any) -> dict[str, Any] | None:
-    """The stamped document ``name`` beside the KB, read once a process, when ``valid``
-    holds of it; None when it is missing, stale, damaged or of another shape."""
-    def read() -> dict[str, Any] | None:
-        try:
-            doc = _read_stamped(kb_path, name)
-        except (OSError, ValueError, RecursionError):
-            return None
-        return doc if valid(doc) else None
-
-    found: dict[str, Any] | None = _read_once(kb_path, name, read)
-    return found
-
-
-def names(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """:func:`names_of` the KB: from ``resolved/_names.json`` (no facts module, no typed
-    summary: what the reading of users' input and the age note need), else from its
-    summary; None when neither is there (the caller reads the KB itself). The document
-    also holds ``torch``, every torch release the KB lists (its ``torch_versions``), and
-    ``sglang``, the version of each SGLang record it holds (``every`` less the releases
-    not read), which the summary only counts or types, and ``mooncake_read``
-    (:func:`names_of`): a caller falls back to the summary or the facts without them (a
-    document written before them)."""
-    found = _stamped_doc(kb_path, NAMES_NAME, _valid_names)
-    if found is None:
-        s = summary(kb_path)
-        found = names_of(s) if s is not None else None
-    return found
-
-
-def names_of(s: Summary) -> dict[str, Any]:
-    """:func:`release_names`, with ``dists`` (the mooncake distributions of the releases
-    read), ``mooncake_read`` (each one's releases read, as the summary lists them: the
-    unread ones left out) and ``scraped_at`` (the scrape's time, ISO 8601, None when
-    unknown)."""
-    when = s.scrape.scraped_at
-    read: dict[str, list[str]] = {}
-    for m in s.mooncake:
-        read.setdefault(m.dist, []).append(m.version)
-    return {**release_names(s), "dists": sorted(read), "mooncake_read": read,
-            "scraped_at": when.isoformat() if when is not None else None}
-
-
-def release_names(s: Summary) -> dict[str, Any]:
-    """The releases a KB names, as users' input is read against (``latest``, "did you
-    mean"): ``index``, the SGLang releases of the index; ``every``, every SGLang version
-    it names (local records and unread releases too); ``mooncake``, each distribution's
-    releases (unread ones too); ``native``, each extension distribution's releases."""
-    mooncake: dict[str, list[str]] = {}
-    for m in s.mooncake:
-        mooncake.setdefault(m.dist, []).append(m.version)
-    for u in s.unread:
-        if u.kind == "mooncake":
-            mooncake.setdefault(u.name, []).append(u.version)
-    native: dict[str, list[str]] = {}
-    for n in s.native:
-        native.setdefault(n.dist, []).append(n.version)
-    return {"index": [r.version for r in s.sglang if r.source == "index"],
-            "every": [r.version for r in s.sglang]
-            + [u.version for u in s.unread if u.kind == "sglang"],
-            "mooncake": mooncake, "native": native}
-
-
-#: The torch facts a KB holds (:func:`load_torch`).
-TORCH_NAME = "_torch.json"
-
-
-def _valid_torch(doc: Any) -> bool:
-    """The shape ``moonpin.resolver.resolved_write`` writes ``_torch.json`` in."""
-    if type(doc) is not dict:
-        return False
-    torch, sglang, builds = doc.get("torch"), doc.get("sglang"), doc.get("builds")
-    return (type(torch) is list and all(
-                type(t) is dict and type(t.get("version")) is str
-                and type(t.get("variants")) is list and all(
-                    type(v) is list and len(v) == 4 and type(v[0]) is str
-                    and (v[1] is None or type(v[1]) is int) and type(v[2]) is str
-                    and type(v[3]) is str for v in t["variants"]) for t in torch)
-            and type(sglang) is list and all(
-                type(x) is list and len(x) == 4 and type(x[0]) is str and type(x[1]) is str
-                and _strs(x[2]) and type(x[3]) is list
-                and all(y is None or type(y) is str for y in x[3]) for x in sglang)
-            and type(builds) is dict and all(
-                type(by) is dict and all(
-                    type(pairs) is list and all(type(p) is list and len(p) == 2 and _strs(p)
-                                                for p in pairs) for pairs in by.values())
-                for by in builds.values()))
-
-
-def load_torch(kb_path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The KB's torch facts from ``resolved/_torch.json``: ``torch``, each torch release it read
-    (``version``, ``variants``: ``[arch, CUDA major or None, evidence, wheel]`` of the index's
-    wheel per platform); ``sglang``, each SGLang release a query holds (the index's record of a
-    version before a local one), oldest first, as ``[version, its wheel, its torch requirement
-    lines, their specifiers]``; ``builds``, per extension distribution and version, the
-    ``[module, torch specifier]`` of each of its builds that names one. None when the document
-    is missing, stale, damaged or of another shape (then the caller reads the facts)."""
-    return _stamped_doc(kb_path, TORCH_NAME, _valid_torch)
-
-
-def show_name(name: str, version: str) -> str:
-    """The file of one release's ``show`` document (``_show-sglang-0.5.18.json``)."""
-    return table_name("_show-", f"{name}-{version}")
-
-
-def load_show(kb_path: str | os.PathLike[str], name: str, version: str,
-              ) -> dict[str, Any] | None:
-    """One release's ``show`` document: ``record``, its KB record as JSON (for SGLang
-    without ``launch``, which is in its ``_launch-`` table; ``launch`` says whether it has
-    one); None when missing, stale or damaged."""
-    try:
-        doc = _read_stamped(kb_path, show_name(name, version))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(doc, dict) or doc.get("name") != name or doc.get("version") != version:
-        return None
-    return doc
 
 
 def fix_for(sglang: str, torch: str, python: str, arch: str, *,
@@ -1060,119 +640,3 @@ def fixes_for(sglang: str, torch: str, python: str, arch: str, *,
             (noted if notes else plain).append(
                 (entry["requirement"], "; ".join(str(n) for n in notes) or None))
     return plain + noted
-
-
-def torch_label(torch: str) -> tuple[str, int | None] | None:
-    """(public release, CUDA major) of an installed torch's label as the tables can answer
-    for it (``2.14.1+cu130`` -> ``("2.14.1", 13)``; ``2.14.1`` -> ``("2.14.1", None)``: the
-    index's own build); None for a label the tables do not resolve (not a version, a local
-    part other than ``cuNNN``: ``+cpu``, ``+rocm6.4``). The tables assumed the index's
-    variant of each torch; a local label names another."""
-
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        tv = Version(torch)
-    except InvalidVersion:
-        return None
-    said = label_cuda(tv.local) if tv.local else None
-    if tv.local and (said is None or said[0] is None):
-        return None
-    return tv.public, said[0] if said else None
-
-
-def label_cuda(local: str) -> tuple[int | None, str] | None:
-    """What a torch's local label says of its CUDA: ``cu126`` -> 12 (the last digit is the
-    minor: ``cu92`` is 9), ``cpu`` and ``rocm6.4`` -> None (no CUDA), each with the words
-    saying so; None when the label says nothing of it (then the index's variant of the
-    release is what it is)."""
-    import re
-
-    m = re.fullmatch(r"cu(\d\d+)", local)
-    if m:
-        return int(m.group(1)[:-1]), f"local label +{local}"
-    if local == "cpu":
-        return None, "local label +cpu (a CPU build)"
-    if local.startswith("rocm"):
-        return None, f"local label +{local} (ROCm, no CUDA)"
-    return None
-
-
-def label_class(local: str, majors: Iterable[int]) -> str | None:
-    """The class of torch builds a local label is judged as, among the CUDA ``majors`` some
-    extension build links: ``cu<N>`` for one of them, ``cu`` for any other CUDA major (no
-    build links it: each is judged alike), ``none`` for a build without CUDA; None when the
-    label says nothing of CUDA (the index's variant). Verdicts differ between classes only
-    (the rule compares the majors a build links with torch's); see
-    :meth:`Resolved.at_label`."""
-    said = label_cuda(local)
-    if said is None:
-        return None
-    if said[0] is None:
-        return "none"
-    return f"cu{said[0]}" if said[0] in set(majors) else "cu"
-
-
-def label_classes(majors: Iterable[int]) -> list[tuple[str, str]]:
-    """Each class of :func:`label_class` with a local label of it (``("cu12", "cu120")``)."""
-    ms = sorted(set(majors))
-    return ([(f"cu{m}", f"cu{m}0") for m in ms]
-            + [("cu", f"cu{(ms[-1] if ms else 0) + 1}0"), ("none", "cpu")])
-
-
-def cuda_assumed(words: Iterable[str | None], major: int | None) -> bool:
-    """Whether the tables' ``CUDA major`` checks (``words``: their details, ``... torch
-    2.14.1 is CUDA 13 (...)``) were made for a torch of CUDA ``major`` (None: the index's own
-    build, always): False when they name only another CUDA (the resolver must answer)."""
-    import re
-
-    if major is None:
-        return True
-    assumed = {int(m.group(1)) for w in words
-               if (m := re.search(r"torch \S+ is CUDA (\d+)", w or ""))}
-    return not assumed or major in assumed
-
-
-def cuda_fits(words: str | None, major: int | None) -> bool:
-    """Whether a compatible wheel's ``CUDA major`` words say its build links CUDA ``major``
-    (or is built at import against torch's; None words: it links none)."""
-    return (major is None or words is None or f"build links CUDA {major}," in words
-            or "built at import" in words)
-
-
-#: Days after its scrape a KB is called old (``which``, ``pins``, ``check`` say so, and how
-#: to refresh it); ``$MOONPIN_KB_MAX_AGE_DAYS`` sets another, 0 never.
-KB_MAX_AGE_DAYS = 30
-
-
-def age_note(kb_path: str | os.PathLike[str], now: float | None = None) -> str | None:
-    """What to say of a KB scraped more than :data:`KB_MAX_AGE_DAYS` ago (its date, its
-    age, how to refresh it); None when it is younger, or its date cannot be read."""
-    import time
-    from datetime import datetime
-
-    try:
-        limit = float(os.environ.get("MOONPIN_KB_MAX_AGE_DAYS", KB_MAX_AGE_DAYS))
-    except ValueError:
-        limit = KB_MAX_AGE_DAYS
-    if limit <= 0:
-        return None
-    found = names(kb_path)
-    said = found.get("scraped_at") if found is not None else None
-    if said is None:
-        return None
-    try:
-        when = datetime.fromisoformat(said)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        from datetime import timezone
-
-        when = when.replace(tzinfo=timezone.utc)
-    days = ((time.time() if now is None else now) - when.timestamp()) / 86400
-    if days <= limit:
-        return None
-    return (f"the knowledge base was scraped {when.date().isoformat()}, {int(days)} days ago "
-            f"(older than {limit:g} days): releases since then are not in it; `moonpin "
-            "scrape` refreshes it (it fetches only what is new)")
-

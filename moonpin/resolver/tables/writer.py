@@ -1,27 +1,23 @@
-"""Writing the resolved tables when the KB is written (imports the full resolver: the stack
-graph, :mod:`moonpin.resolver.stacks`, and the queries); :mod:`moonpin.resolver.resolved`
-and :mod:`moonpin.resolver.resolved_native` read them."""
+"""Every resolved table written when the KB is written (``kb resolve``): the one writer of them.
+
+It imports the full resolver (the stack graph, :mod:`moonpin.resolver.stacks`, and the
+queries); the readers beside it (:mod:`.reading`, :mod:`.per_release`, :mod:`.documents`,
+:mod:`.native`) read what it writes."""
 
 from __future__ import annotations
 
 import os
 
-from moonpin.resolver.resolved import (
+from moonpin.resolver.tables.documents import (
     FACTS_NAME,
     NAMES_NAME,
-    ORDER,
-    SCHEMA,
-    STACKS_NAME,
     SUMMARY_NAME,
     TORCH_NAME,
-    file_sha256,
-    fits_name,
     names_of,
-    resolved_path,
     show_name,
-    stamped,
-    table_name,
 )
+from moonpin.resolver.tables.per_release import ORDER, STACKS_NAME, fits_name
+from moonpin.resolver.tables.reading import SCHEMA, file_sha256, resolved_path, stamped, table_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the runtime check imports this module: no `re`, `json` or `pathlib` here
@@ -142,11 +138,11 @@ def _documents(kb_path: Path, kb: Any = None, stacks: Any = None,
 def _label_rows(g: Any, s: Any, releases: list[tuple[str, Any]], torches: list[str],
                 majors: list[int]) -> dict[str, dict[str, list[list[Any]]]]:
     """The compatible combinations of SGLang release ``s`` at each torch it admits with a
-    local label of each class (:func:`moonpin.resolver.resolved.label_classes`): torch ->
+    local label of each class (:func:`.torch_labels.label_classes`): torch ->
     class -> ``[release index, arch, [python, ...]]``, in the order the full resolver
-    judges them (:meth:`moonpin.resolver.resolved.Resolved.at_label` reads it)."""
+    judges them (:meth:`.per_release.Resolved.at_label` reads it)."""
     from moonpin.resolver import query
-    from moonpin.resolver.resolved import label_classes
+    from moonpin.resolver.tables.torch_labels import label_classes
 
     out: dict[str, dict[str, list[list[Any]]]] = {}
     for t in torches:
@@ -165,7 +161,7 @@ def _label_rows(g: Any, s: Any, releases: list[tuple[str, Any]], torches: list[s
 
 def build_fits(kb_path: Path, g: Any) -> dict[str, dict[str, Any]]:
     """File name -> document of each mooncake release's transposed table
-    (:func:`moonpin.resolver.resolved.load_fits`) of the graph ``g`` of the KB at
+    (:func:`.per_release.load_fits`) of the graph ``g`` of the KB at
     ``kb_path``."""
     return dict(_fits_documents(kb_path, g))
 
@@ -204,10 +200,10 @@ def _fits_documents(kb_path: Path, g: Any) -> Iterator[tuple[str, dict[str, Any]
 
 
 class _Explained:
-    """One SGLang release's explain table (:func:`moonpin.resolver.resolved.load_explain`):
+    """One SGLang release's explain table (:func:`.per_release.load_explain`):
     every combination :func:`build` judges, each with its checks and notes. A text is
     stored with the combination's wheel, python and platform as markers
-    (:data:`moonpin.resolver.resolved.MARKS`), so the checks every python and platform
+    (:data:`.per_release.MARKS`), so the checks every python and platform
     share are said once; a release whose texts do not come back whole that way (a NUL in
     one) gets no table (the facts answer it)."""
 
@@ -242,7 +238,7 @@ class _Explained:
 
 def build_native(kb_path: Path, kb: Any, stacks: Any = None) -> dict[str, dict[str, Any]]:
     """File name -> document of the native extensions' tables
-    (:mod:`moonpin.resolver.resolved_native`): the index, and one table per project and
+    (:mod:`.native`): the index, and one table per project and
     torch release the KB holds facts of, read off the stack graph's ``installs`` edges
     (``stacks``: :func:`stack_graph`)."""
     return dict(_native_documents(kb_path, kb, stacks))
@@ -252,9 +248,9 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
                       ) -> Iterator[tuple[str, dict[str, Any]]]:
     """:func:`build_native`'s documents, each given as soon as it is made."""
     from moonpin.resolver import native
-    from moonpin.resolver import resolved_native as rn
     from moonpin.resolver.graph import torch_lines
     from moonpin.resolver.inputs import ARCHES
+    from moonpin.resolver.tables import native as rn
 
     stacks = stacks if stacks is not None else stack_graph(kb)
     g = stacks.cg
@@ -330,7 +326,7 @@ def _native_documents(kb_path: Path, kb: Any, stacks: Any = None,
 
 def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str],
                       ) -> dict[str, Any] | None:
-    """One extension release's explain table (:func:`moonpin.resolver.resolved_native.
+    """One extension release's explain table (:func:`.native.
     explain_fast`): every check and note of it at each torch the KB holds facts of, per
     platform and python, as :func:`moonpin.resolver.native.evaluate_native` judges it, and
     what a stack asks of it beside others (the packages it installs, its exact pins, each wheel's
@@ -391,7 +387,7 @@ def _release_document(stacks: Any, r: Any, torches: list[str], pythons: list[str
 
 class _Marked:
     """A string table whose texts are stored with a combination's wheel, python and
-    platform as markers (:data:`moonpin.resolver.resolved.MARKS`), so what every python
+    platform as markers (:data:`.per_release.MARKS`), so what every python
     and platform share is said once; ``whole`` is False once a text would not come back
     whole that way (a NUL in one)."""
 
@@ -402,7 +398,7 @@ class _Marked:
 
     def marked(self, text: str, said: tuple[str | None, str, str]) -> int | None:
         """The index of ``text`` with ``said`` (wheel, python, arch) marked."""
-        from moonpin.resolver.resolved import MARKS, expand
+        from moonpin.resolver.tables.per_release import MARKS, expand
 
         out = text
         for value, mark in zip(said, MARKS, strict=True):
@@ -520,7 +516,7 @@ def build_matrix(kb_path: Path, g: Any) -> dict[str, Any]:
 
 
 def _torch_document(g: Any) -> dict[str, Any]:
-    """The torch facts (:func:`moonpin.resolver.resolved.load_torch`): each torch release the KB
+    """The torch facts (:func:`.documents.load_torch`): each torch release the KB
     read, with the index's wheel per platform (its CUDA major and the evidence); each SGLang
     release the graph holds (the index's record of a version before a local one), oldest first,
     with its wheel and torch requirement lines and specifiers; and the torch each extension

@@ -631,7 +631,7 @@ def _check_jit(scheme: dict[str, Any], ctx: Context, loader: str, pkg: str,
     the key folder it computes (:func:`.mooncake_jit.cache_key`), is reused; otherwise the
     tools this torch needs must be there, and a host with no visible GPU cannot compile (a
     limit of the host, like a missing driver, not of the image)."""
-    from moonpin.preflight.extensions import mooncake_jit as jit
+    from moonpin.preflight.extensions.rules import mooncake_jit as jit
 
     # the worker's cache folder: its environment and home (an image's, under its root); a
     # relative one is its working folder's (an image's WorkingDir; this process's, for this

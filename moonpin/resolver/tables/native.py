@@ -1,6 +1,7 @@
-"""``which`` of a native extension, and ``explain`` of a stack naming extensions, from
-tables resolved at ``kb resolve``, so the question loads neither the KB's facts nor
-pydantic or networkx.
+"""The native extensions' tables: ``which <extension>`` and ``explain`` of a stack read from them.
+
+They are resolved at ``kb resolve`` (:mod:`.writer`), so the question loads neither the KB's
+facts nor pydantic or networkx.
 
 ``resolved/_native.json`` is the index: every name a question may use (project,
 distribution, import name) with the project and distributions it means, the pythons the
@@ -57,7 +58,7 @@ _VERDICTS = ("compatible", "unknown", "incompatible")
 
 def entry_name(project: str, torch: str) -> str:
     """The file name of one project's table at one torch."""
-    from moonpin.resolver.resolved import table_name
+    from moonpin.resolver.tables.reading import table_name
 
     return table_name(f"_native-{project}-", torch)
 
@@ -228,7 +229,7 @@ def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
     ``as_imported``: a question of the whole project asks for the releases that give what
     it is imported as (``which nixl``: the meta, not a backend alone); else of releases of
     any of its distributions that load (what a pin of a backend moves to)."""
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     try:
         index = read_table(kb_path, INDEX, valid=_valid_index)
@@ -313,7 +314,7 @@ def which_fast(kb_path: str | os.PathLike[str], what: str, *, torch: str | None,
 
 def held_name(sglang: str) -> str:
     """The file name of one SGLang release's held table."""
-    from moonpin.resolver.resolved import table_name
+    from moonpin.resolver.tables.reading import table_name
 
     return table_name("_held-", sglang)
 
@@ -428,7 +429,7 @@ def held_releases(kb_path: str | os.PathLike[str], dist: str, *, torch: str, sgl
     :func:`which_fast` answers)."""
     from moonpin.kb.errors import UsageError
     from moonpin.resolver.inputs import normalize_arch, normalize_python
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     try:
         doc = read_table(kb_path, held_name(sglang), valid=_valid_held)
@@ -482,7 +483,7 @@ def fitting(kb_path: str | os.PathLike[str], what: str, *, sglang: str | None, t
     torch they do not table or a label they cannot answer for: ``+cpu``, a CUDA the
     index's build is not); then nothing is said of the KB."""
     from moonpin.kb.errors import UsageError
-    from moonpin.resolver.resolved import cuda_assumed, cuda_fits, torch_label
+    from moonpin.resolver.tables.torch_labels import cuda_assumed, cuda_fits, torch_label
 
     label = torch_label(torch)
     if label is None:
@@ -507,7 +508,7 @@ def fitting(kb_path: str | os.PathLike[str], what: str, *, sglang: str | None, t
     fits = fit(answer, public, major)
     elsewhere: list[tuple[str, Candidate]] = []
     if not fits and sglang is not None:
-        from moonpin.resolver.resolved import read_table
+        from moonpin.resolver.tables.reading import read_table
 
         admitted = read_table(kb_path, INDEX, valid=_valid_index)["sglang"][sglang]["torch"]
         for t in reversed(admitted):  # the newest torch first; pip installs the index's
@@ -547,7 +548,7 @@ def on_index(kb_path: str | os.PathLike[str], of: str, dist: str, version: str,
     whose project's recipe reads it: ``flashinfer-jit-cache``), or its install fails
     (``installable``: an exact requirement the index does not have); None when the tables
     do not hold ``of``'s project (missing, damaged, another KB's)."""
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     try:
         names = read_table(kb_path, INDEX, valid=_valid_index)["names"]
@@ -592,7 +593,7 @@ def _edges(s: dict[str, Any], project: str) -> Edges:
 # :func:`moonpin.resolver.native.evaluate_native` makes of it at each torch the KB holds
 # facts of, per platform and python, judged without a query's packages or SGLang's edges
 # (the stack graph's ``installs`` edge), its texts with the combination's wheel, python and
-# platform marked (:data:`moonpin.resolver.resolved.MARKS`); and what a stack asks of it
+# platform marked (:data:`.per_release.MARKS`); and what a stack asks of it
 # beside others: the packages it installs, its exact pins, each chosen wheel's packages
 # and version locks. :func:`explain_fast` composes them with SGLang's edges (the index)
 # as :func:`moonpin.resolver.native.explain_stack` does.
@@ -600,7 +601,7 @@ def _edges(s: dict[str, Any], project: str) -> Edges:
 
 def release_name(dist: str, version: str) -> str:
     """The file name of one extension release's explain table."""
-    from moonpin.resolver.resolved import table_name
+    from moonpin.resolver.tables.reading import table_name
 
     return table_name("_ext-", f"{dist}-{version}")
 
@@ -673,7 +674,7 @@ class _Release:
         from as ``dist==version``) at ``torch`` on this python and platform; None when the
         table does not hold it."""
         from moonpin.resolver.answers import Check
-        from moonpin.resolver.resolved import expand
+        from moonpin.resolver.tables.per_release import expand
 
         row = next((r for r in self._torch.get(torch, ()) if r[0] == python and r[1] == arch),
                    None)
@@ -691,7 +692,7 @@ class _Release:
 
 def _read_release(kb_path: str | os.PathLike[str], dist: str, version: str,
                   ) -> _Release | None:
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     try:
         doc = read_table(kb_path, release_name(dist, version), valid=_valid_release)
@@ -757,7 +758,7 @@ def _requires(kb_path: str | os.PathLike[str], dist: str, version: str,
               ) -> tuple[list[list[str]], list[list[Any]]] | None:
     """(exact pins, version locks) of one release from the requirements table; None when it
     does not hold the release."""
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     try:
         doc = read_table(kb_path, REQUIRES, valid=_valid_requires)
@@ -775,7 +776,7 @@ def explain_fast(kb_path: str | os.PathLike[str], sglang: str | None,
     the question as asked (a release, torch or python spelt otherwise or not tabled, a
     stale or damaged table): then the full resolver answers."""
     from moonpin.resolver.inputs import ARCHES, normalize_arch, normalize_python
-    from moonpin.resolver.resolved import read_table
+    from moonpin.resolver.tables.reading import read_table
 
     python, arch = normalize_python(python), normalize_arch(arch)
     try:

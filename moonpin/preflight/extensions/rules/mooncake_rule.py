@@ -13,7 +13,7 @@ the suffix rule is the one the KB query applies (:func:`moonpin.resolver.rule.lo
 Mooncake's judgement says more than one line (its package, the module, the loader, the build,
 its names, backends, CUDA major, libraries, toolchain, and the modules its other features
 import: :mod:`.mooncake_pg`), so this rule is ``OWN_LINES``: the one-line verdict of
-:mod:`.verdict` leaves it to that judgement (:func:`own_lines`, begun ahead by :func:`ahead`),
+:mod:`..verdict` leaves it to that judgement (:func:`own_lines`, begun ahead by :func:`ahead`),
 which asks this rule which module and which build (:func:`module`, :func:`build_module`);
 :func:`pick` answers the seam's question from the same two.
 """
@@ -24,7 +24,7 @@ import os
 
 # mooncake's judgement, imported with its rule: a load begun ahead (:func:`ahead`, in a forked
 # child) then finds it imported, as the walk's own judgement does
-from moonpin.preflight.extensions.mooncake_pg import (
+from moonpin.preflight.extensions.rules.mooncake_pg import (
     BACKENDS,
     MODULES,
     build_module,
@@ -33,7 +33,7 @@ from moonpin.preflight.extensions.mooncake_pg import (
     package,
     scheme_of,
 )
-from moonpin.preflight.extensions.mooncake_pg import choose_module as module
+from moonpin.preflight.extensions.rules.mooncake_pg import choose_module as module
 from moonpin.preflight.extensions.seam import Choice, Pick
 
 TYPE_CHECKING = False
@@ -52,7 +52,7 @@ CHOICES = {"elastic-ep": ("mooncake",), "moe-a2a": ("mooncake",),
 IMPLICIT = False
 #: the distribution prefix every mooncake wheel's name starts with (``…-cuda13`` too)
 DISTRIBUTIONS = ("mooncake-transfer-engine",)
-#: judged in its own lines (:func:`own_lines`, :mod:`.mooncake_pg`), not by :mod:`.verdict`
+#: judged in its own lines (:func:`own_lines`, :mod:`.mooncake_pg`), not by :mod:`..verdict`
 OWN_LINES = True
 #: what its judgement reads of an image file (kept by the layers' reader): every file of the
 #: package and of its wheels' ``.libs`` (each hashed against its RECORD, strings searched in

@@ -1,4 +1,4 @@
-"""nixl's transfer agent: the loader rule of ``import nixl`` (:mod:`.seam`), what SGLang's PD
+"""nixl's transfer agent: the loader rule of ``import nixl`` (:mod:`..seam`), what SGLang's PD
 disaggregation (``--disaggregation-transfer-backend nixl``: ``srt/disaggregation/nixl/
 conn.py`` imports ``nixl._api`` when its KV manager is made) and HiCache
 (``--hicache-storage-backend nixl``: ``storage/nixl/hicache_nixl.py``) import, read from its
@@ -6,7 +6,7 @@ own files.
 
 The meta package ``nixl`` (distribution ``nixl``, from 1.2.0) picks its backend package
 ``nixl_cu<major>`` for torch's CUDA major as ``nixl_ep``'s meta picks ``nixl_ep_cu<major>``
-(:func:`moonpin.preflight.extensions.nixl_rule.meta_backend`, the one reading of that
+(:func:`moonpin.preflight.extensions.rules.nixl_rule.meta_backend`, the one reading of that
 dispatch; "detected CUDA N but nixl-cuN is not installed" when it is missing), then imports
 each name of its ``submodules`` list from it (``_bindings``, ``_utils``, ``logging``,
 ``_api``) and aliases it as ``nixl.<name>``. The backend's compiled modules are built per
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from moonpin.preflight.extensions.nixl_rule import meta_backend
+from moonpin.preflight.extensions.rules.nixl_rule import meta_backend
 from moonpin.preflight.extensions.seam import Choice, Pick
 
 TYPE_CHECKING = False
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["CHOICES", "DISTRIBUTIONS", "IMPLICIT", "IMPORT", "pick", "repair"]
 
 IMPORT = "nixl"
-#: the launch choices whose SGLang modules import ``nixl`` (the fallback of :mod:`.wanted`
+#: the launch choices whose SGLang modules import ``nixl`` (the fallback of :mod:`..wanted`
 #: when SGLang's sources cannot be read)
 CHOICES = {"pd-disaggregation": ("nixl",), "hicache": ("nixl",)}
 IMPLICIT = False
