@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from tests.lib.umoci import add_changes, layout_copy, minimal_root, need_tools
-from tests.lib.verdicts import recorded_report, same_outcomes, stack_root, verdicts
+from tests.lib.verdicts import agree, recorded_report, same_outcomes, stack_root, verdicts
 
 pytestmark = pytest.mark.image
 
@@ -135,13 +135,7 @@ def _check(*target: str, gpu: str, backend: str, env_extra: dict[str, str]
 
 
 def _agree(name: str, proc: subprocess.CompletedProcess[str], gpu: str, backend: str) -> None:
-    got = verdicts(proc.stdout)
-    probes = report(name)["probes"]
-    assert set(LAUNCHES[backend]) <= set(got), proc.stdout
-    for ext, probe in TRUTH[gpu].items():
-        if ext in got:
-            want = "ok" if probes[probe]["ok"] else "error"
-            assert got[ext] == want, (ext, probe, probes[probe], proc.stdout)
+    agree(proc.stdout, LAUNCHES[backend], TRUTH[gpu], report(name)["probes"], (name, gpu))
 
 
 @pytest.mark.parametrize("backend", sorted(LAUNCHES))

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from tests.lib.umoci import minimal_root
-from tests.lib.verdicts import recorded_report, same_outcomes, stack_root, verdicts
+from tests.lib.verdicts import agree, recorded_report, same_outcomes, stack_root
 
 pytestmark = pytest.mark.image
 
@@ -126,13 +126,8 @@ def _check(*target: str, gpu: str, backend: str) -> subprocess.CompletedProcess[
 
 
 def _agree(name: str, proc: subprocess.CompletedProcess[str], gpu: str, backend: str) -> None:
-    got = verdicts(proc.stdout)
-    probes = report(name)["probes"]
-    assert {LAUNCHES[backend], "mooncake.pg"} <= set(got), proc.stdout
-    for said, probe in TRUTH[gpu].items():
-        if said in got:
-            want = "ok" if probes[probe]["ok"] else "error"
-            assert got[said] == want, (said, probe, probes[probe], proc.stdout)
+    agree(proc.stdout, (LAUNCHES[backend], "mooncake.pg"), TRUTH[gpu], report(name)["probes"],
+          (name, gpu))
 
 
 def _no_fix_that_cannot_work(proc: subprocess.CompletedProcess[str]) -> None:

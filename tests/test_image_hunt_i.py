@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from tests.lib.verdicts import check_in_env, recorded_report, stack_root, verdicts
+from tests.lib.verdicts import agree, check_in_env, recorded_report, stack_root
 
 pytestmark = pytest.mark.image
 
@@ -119,12 +119,7 @@ def test_the_check_agrees_with_the_real_imports(name: str, gpu: str) -> None:
     probes = report(name)["probes"]
     for backend in sorted(LAUNCHES):
         proc = _check(name, gpu, backend)
-        got = verdicts(proc.stdout)
-        assert set(LAUNCHES[backend]) <= set(got), proc.stdout
-        for ext, probe in TRUTH[gpu].items():
-            if ext in got:
-                want = "ok" if probes[probe]["ok"] else "error"
-                assert got[ext] == want, (name, gpu, ext, probes[probe], proc.stdout)
+        agree(proc.stdout, LAUNCHES[backend], TRUTH[gpu], probes, (name, gpu))
 
 
 def test_the_fix_for_a_library_the_site_code_loads_is_carried_out(tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["EXTENSION_LINES", "GENERAL", "check_in_env", "mooncake_fails", "mooncake_rc",
+__all__ = ["EXTENSION_LINES", "GENERAL", "agree", "check_in_env", "mooncake_fails", "mooncake_rc",
            "recorded_report", "same_outcomes", "stack_root", "verdicts"]
 
 #: the extensions the check judges in one line each (``fail  nixl_ep: …``)
@@ -64,6 +65,19 @@ def verdicts(output: str | list[str]) -> dict[str, str]:
     if judged:
         got["mooncake.pg"] = mooncake
     return got
+
+
+def agree(output: str, wanted: Iterable[str], truth: dict[str, str], probes: Any,
+          what: object = None) -> None:
+    """Assert the check's ``output`` has a line for each module of ``wanted`` and says of each
+    module ``truth`` maps to a probe of the real import (module -> probe name in ``probes``,
+    a report's) what that import did: ``ok`` where it worked, ``error`` where it raised."""
+    got = verdicts(output)
+    assert set(wanted) <= set(got), output
+    for module, probe in truth.items():
+        if module in got:
+            want = "ok" if probes[probe]["ok"] else "error"
+            assert got[module] == want, (what, module, probe, probes[probe], output)
 
 
 def stack_root() -> Path:
