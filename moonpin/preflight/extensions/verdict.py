@@ -275,8 +275,8 @@ def _judge_found(name: str, why: str, flag: str, facts: Facts, ctx: Context,
                  torch: Torch | None) -> CheckResult:
     """A requested backend's own package that no loader rule here reads: absent, the
     import the backend runs fails (certain); present, its plain import followed
-    (:func:`moonpin.preflight.extensions.plain.plain_import`: the compiled modules it reaches,
-    each loaded into the process ``import torch`` built, as the ruled ones are), said under
+    (:func:`moonpin.preflight.extensions.pyread.plain.plain_import`: the compiled modules it
+    reaches, each loaded into the process ``import torch`` built, as the ruled ones are), said under
     that assumption; what it loads dynamically is said not judged."""
     found = facts.find(name)
     if found is None:

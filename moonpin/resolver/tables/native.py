@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from moonpin.resolver import rule
 from moonpin.resolver.answers import Candidate, Covered, Which
+from moonpin.resolver.tables.reading import strs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,10 +161,6 @@ def _minor(tag: str) -> int:
 # ----------------------------------------------------------------------- the fast path
 
 
-def _strs(v: Any) -> bool:
-    return type(v) is list and all(type(x) is str for x in v)
-
-
 def _lines(v: Any) -> bool:
     return type(v) is list and all(
         type(x) is list and len(x) == 2 and type(x[0]) is str
@@ -180,7 +177,7 @@ def _valid_edges(v: Any) -> bool:
 
 def _valid_sglang(v: Any) -> bool:
     return (type(v) is dict and type(v.get("release")) is str
-            and type(v.get("filename")) is str and _strs(v.get("torch"))
+            and type(v.get("filename")) is str and strs(v.get("torch"))
             and _lines(v.get("torch_lines", []))
             and type(v.get("projects")) is dict
             and all(type(k) is str and _valid_edges(x) for k, x in v["projects"].items()))
@@ -189,9 +186,9 @@ def _valid_sglang(v: Any) -> bool:
 def _valid_index(doc: dict[str, Any]) -> bool:
     names = doc.get("names")
     return (doc.get("schema_version") == SCHEMA and type(names) is dict
-            and all(type(n) is list and len(n) == 2 and type(n[0]) is str and _strs(n[1])
+            and all(type(n) is list and len(n) == 2 and type(n[0]) is str and strs(n[1])
                     for n in names.values())
-            and _strs(doc.get("torch")) and _strs(doc.get("pythons"))
+            and strs(doc.get("torch")) and strs(doc.get("pythons"))
             and type(doc.get("sglang")) is dict
             and all(_valid_sglang(v) for v in doc["sglang"].values()))
 
@@ -199,11 +196,11 @@ def _valid_index(doc: dict[str, Any]) -> bool:
 def _valid_table(doc: dict[str, Any]) -> bool:
     strings: Any = doc.get("strings")
     releases, evals = doc.get("releases"), doc.get("evals")
-    if not (doc.get("schema_version") == SCHEMA and _strs(strings) and type(releases) is list
-            and all(_strs(r) and len(r) == 2 for r in releases)
+    if not (doc.get("schema_version") == SCHEMA and strs(strings) and type(releases) is list
+            and all(strs(r) and len(r) == 2 for r in releases)
             and type(doc.get("wanted")) is dict
-            and all(_strs(v) for v in doc["wanted"].values())
-            and ("imported" not in doc or _strs(doc["imported"]))
+            and all(strs(v) for v in doc["wanted"].values())
+            and ("imported" not in doc or strs(doc["imported"]))
             and type(evals) is list and len(evals) == len(releases)):
         return False
     n = len(strings)
@@ -388,7 +385,7 @@ def _valid_held(doc: dict[str, Any]) -> bool:
     arches: Any = doc.get("arches")
     by_torch = doc.get("torch")
     if not (doc.get("schema_version") == SCHEMA and type(doc.get("sglang")) is str
-            and _strs(pythons) and _strs(arches) and type(by_torch) is dict):
+            and strs(pythons) and strs(arches) and type(by_torch) is dict):
         return False
     width = len(pythons) * len(arches)
     asked = (len(pythons) + 1) * (len(arches) + 1)
@@ -397,13 +394,13 @@ def _valid_held(doc: dict[str, Any]) -> bool:
         if "reasons" not in x and "excluded" not in x:
             return True
         excluded = x.get("excluded")
-        return (_strs(x.get("reasons")) and type(excluded) is list and len(excluded) == asked
+        return (strs(x.get("reasons")) and type(excluded) is list and len(excluded) == asked
                 and all(i is None or (type(i) is int and 0 <= i < len(x["reasons"]))
                         for i in excluded))
 
     return all(type(t) is str and type(by_dist) is dict and all(
-        type(d) is str and type(x) is dict and _strs(x.get("versions"))
-        and _strs(x.get("verdicts")) and len(x["versions"]) == len(x["verdicts"])
+        type(d) is str and type(x) is dict and strs(x.get("versions"))
+        and strs(x.get("verdicts")) and len(x["versions"]) == len(x["verdicts"])
         and all(len(c) == width and not c.strip("012-") for c in x["verdicts"]) and said(x)
         for d, x in by_dist.items()) for t, by_dist in by_torch.items())
 
@@ -609,12 +606,12 @@ def release_name(dist: str, version: str) -> str:
 def _valid_release(doc: dict[str, Any]) -> bool:
     strings: Any = doc.get("strings")
     checks, by_torch, wheels = doc.get("checks"), doc.get("torch"), doc.get("wheels")
-    if not (doc.get("schema_version") == SCHEMA and _strs(strings) and type(checks) is list
+    if not (doc.get("schema_version") == SCHEMA and strs(strings) and type(checks) is list
             and type(by_torch) is dict and type(wheels) is dict
             and all(type(doc.get(k)) is str for k in ("dist", "version", "project"))
-            and _strs(doc.get("wanted")) and _strs(doc.get("packages"))
+            and strs(doc.get("wanted")) and strs(doc.get("packages"))
             and type(doc.get("pins")) is list
-            and all(_strs(x) and len(x) == 2 for x in doc["pins"])
+            and all(strs(x) and len(x) == 2 for x in doc["pins"])
             and (doc.get("first") is None or type(doc.get("first")) is str)):
         return False
     n, nc = len(strings), len(checks)
@@ -631,7 +628,7 @@ def _valid_release(doc: dict[str, Any]) -> bool:
                 and type(c[3]) is list and all(ref(x, n) for x in c[3])):
             return False
     for w in wheels.values():
-        if not (type(w) is list and len(w) == 2 and _strs(w[0]) and type(w[1]) is list
+        if not (type(w) is list and len(w) == 2 and strs(w[0]) and type(w[1]) is list
                 and all(type(x) is list and len(x) == 6 and type(x[0]) is str
                         and opt(x[1]) and opt(x[2]) and opt(x[3]) and type(x[4]) is str
                         and type(x[5]) is int for x in w[1])):
@@ -747,7 +744,7 @@ def _valid_requires(doc: dict[str, Any]) -> bool:
     return (doc.get("schema_version") == SCHEMA and type(releases) is dict and all(
         type(d) is str and type(by) is dict and all(
             type(v) is str and type(x) is list and len(x) == 2
-            and type(x[0]) is list and all(_strs(p) and len(p) == 2 for p in x[0])
+            and type(x[0]) is list and all(strs(p) and len(p) == 2 for p in x[0])
             and type(x[1]) is list and all(
                 type(k) is list and len(k) == 4 and type(k[0]) is str
                 and opt(k[1]) and opt(k[2]) and opt(k[3]) for k in x[1])

@@ -118,7 +118,7 @@ def read_table(kb_path: str | os.PathLike[str], name: str, *, valid: Any = None)
 
 
 def strs(v: Any) -> bool:
-    """A list of strings: the shape checks' commonest test (:mod:`.per_release`,
+    """A list of strings: the shape checks' commonest test (:mod:`.per_release`, :mod:`.native`,
     :mod:`.documents`)."""
     return type(v) is list and all(type(x) is str for x in v)
 
