@@ -848,3 +848,14 @@ def test_a_matrix_row_at_no_torch_is_unknown_from_the_table_as_from_the_facts(
                          check=False)
     assert out.returncode in (0, 1) and out.stdout == M.render(full, "md", docs=True), (
         out.stderr)
+
+
+def test_a_label_of_thousands_of_digits_says_nothing_of_cuda() -> None:
+    """An image's ``torch.__version__`` of ``2.13.0+cu`` and 5,000 digits raised ValueError
+    (int() of over 4,300 digits) in every reader of a label; it names no CUDA release."""
+    from moonpin.resolver.tables.torch_labels import label_class, label_cuda, torch_label
+
+    label = "cu" + "1" * 5000
+    assert label_cuda(label) is None and label_class(label, [12, 13]) is None
+    assert torch_label(f"2.13.0+{label}") is None  # a label the tables do not resolve
+    assert label_cuda("cu126") == (12, "local label +cu126")

@@ -46,7 +46,7 @@ def label_cuda(local: str) -> tuple[int | None, str] | None:
     release is what it is)."""
     import re
 
-    m = re.fullmatch(r"cu(\d\d+)", local)
+    m = re.fullmatch(r"cu(\d{2,5})", local)  # a CUDA release: never thousands of digits
     if m:
         return int(m.group(1)[:-1]), f"local label +{local}"
     if local == "cpu":
